@@ -1,0 +1,4 @@
+//! Steering and ACL rules: the rule model, YAML and ClassBench parsers, and the classifier
+//! compiler whose flat tables the CPU and GPU matchers both walk.
+
+pub mod abi;

@@ -1,0 +1,135 @@
+/* pktwarp ABI: every struct that crosses host <-> GPU, declared once.
+ *
+ * Mirrored #[repr(C)] in Rust (pipeline::meta, flow_rules::abi, pipeline::executor::gpu::abi);
+ * tests on both sides pin sizes and offsets. All integers are little-endian host order (x86-64 and
+ * NVIDIA GPUs agree). No pointers: tables are flat arrays addressed by index, so the same bytes are
+ * valid in host memory, pinned mapped memory and device memory.
+ *
+ * This header compiles as C11 (gcc, for the layout check in CI), as CUDA C++ (NVRTC / nvcc) and as
+ * C++. Each section has an owner module; edit your own section only.
+ */
+#ifndef PKTWARP_ABI_H
+#define PKTWARP_ABI_H
+
+#if defined(__CUDACC_RTC__)
+/* NVRTC has no libc headers. */
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+#define PW_OFFSETOF(t, f) __builtin_offsetof(t, f)
+#else
+#include <stddef.h>
+#include <stdint.h>
+#define PW_OFFSETOF(t, f) offsetof(t, f)
+#endif
+
+#if defined(__cplusplus)
+#define PW_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+#define PW_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+
+/* ========================================================================================
+ * Section: packet metadata (owner: pipeline::meta, stage `parse`)
+ * One fixed-size record per frame, filled by the parse stage (Rust and CUDA identically).
+ * Offsets are from the first byte of the frame. Absent = 0 unless said otherwise.
+ * IP addresses: IPv4 in word [0] (host-order value of the 4 network bytes), words 1..3 zero;
+ * IPv6 as 4 words, most significant first, each the host-order value of 4 network bytes.
+ * ======================================================================================== */
+#define PW_META_SIZE 144u
+#define PW_MAX_VLAN 2u     /* tags recorded; more are walked (bounded) and counted */
+#define PW_MAX_MPLS 8u     /* labels walked before PW_PARSE_MPLS_TOO_DEEP */
+#define PW_MAX_IPV6_EXT 8u /* extension headers walked before PW_PARSE_IPV6_EXT_TOO_MANY */
+
+typedef struct pw_packet_meta {
+    uint32_t frame_len;       /*   0 bytes given to parse */
+    uint16_t status;          /*   4 enum pw_parse_status (0 = ok) */
+    uint16_t flags;           /*   6 PW_MF_* */
+    uint16_t ether_type;      /*   8 EtherType after VLAN tags (0x8847 stays for MPLS) */
+    uint8_t vlan_count;       /*  10 tags seen (802.1Q / 802.1ad / 0x9100) */
+    uint8_t mpls_count;       /*  11 label stack entries seen */
+    uint16_t vlan_tci[2];     /*  12 outer, inner TCI (PCP 3 | DEI 1 | VID 12) */
+    uint32_t mpls_lse;        /*  16 bottom-most label stack entry walked (label<<12 | tc<<9 | s<<8 | ttl) */
+    uint16_t l3_offset;       /*  20 */
+    uint16_t l4_offset;       /*  22 0 when no L4 header (later fragment, unknown protocol) */
+    uint16_t payload_offset;  /*  24 first byte after the outermost parsed L4 / tunnel header */
+    uint16_t error_offset;    /*  26 byte offset where parsing stopped with an error */
+    uint8_t ip_version;       /*  28 0, 4 or 6 */
+    uint8_t ip_proto;         /*  29 L4 protocol (after the IPv6 extension chain) */
+    uint8_t ip_tos;           /*  30 IPv4 TOS / IPv6 traffic class (DSCP = tos >> 2) */
+    uint8_t ip_ttl;           /*  31 TTL / hop limit */
+    uint32_t src_ip[4];       /*  32 */
+    uint32_t dst_ip[4];       /*  48 */
+    uint16_t src_port;        /*  64 TCP/UDP/SCTP */
+    uint16_t dst_port;        /*  66 */
+    uint16_t tcp_flags;       /*  68 9 bits: NS CWR ECE URG ACK PSH RST SYN FIN */
+    uint8_t icmp_type;        /*  70 ICMP / ICMPv6 */
+    uint8_t icmp_code;        /*  71 */
+    uint16_t frag_offset;     /*  72 in 8-byte units */
+    uint16_t arp_oper;        /*  74 ARP operation (addresses in src_ip / dst_ip) */
+    uint32_t frag_id;         /*  76 IPv4 identification / IPv6 fragment identification */
+    uint8_t tunnel_type;      /*  80 enum pw_tunnel_type */
+    uint8_t inner_ip_version; /*  81 */
+    uint8_t inner_ip_proto;   /*  82 */
+    uint8_t ecpri_msg_type;   /*  83 */
+    uint32_t tunnel_id;       /*  84 VXLAN VNI / GTP-U TEID */
+    uint16_t inner_l3_offset; /*  88 */
+    uint16_t inner_l4_offset; /*  90 */
+    uint16_t inner_src_port;  /*  92 */
+    uint16_t inner_dst_port;  /*  94 */
+    uint32_t inner_src_ip[4]; /*  96 */
+    uint32_t inner_dst_ip[4]; /* 112 */
+    uint16_t ecpri_payload_size; /* 128 */
+    uint16_t ecpri_pc_id;     /* 130 PC_ID / eAxC id */
+    uint16_t ecpri_seq_id;    /* 132 */
+    uint16_t inner_tcp_flags; /* 134 */
+    uint8_t ecpri_revision;   /* 136 */
+    uint8_t reserved0;        /* 137 */
+    uint16_t reserved1;       /* 138 */
+    uint32_t reserved2;       /* 140 */
+} pw_packet_meta;
+
+PW_STATIC_ASSERT(sizeof(pw_packet_meta) == PW_META_SIZE, "pw_packet_meta size");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, src_ip) == 32, "pw_packet_meta.src_ip");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, tunnel_type) == 80, "pw_packet_meta.tunnel_type");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, inner_dst_ip) == 112, "pw_packet_meta.inner_dst_ip");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, ecpri_revision) == 136, "pw_packet_meta.ecpri_revision");
+
+/* PW_MF_* flags and enum pw_parse_status / pw_tunnel_type values: defined by the parse owner below. */
+/* @@parse-constants@@ */
+
+/* ========================================================================================
+ * Section: ACL classification (owner: flow_rules::abi, stage `acl`)
+ * The key is built from the packet metadata and the RX descriptor; the flat tables follow.
+ * ======================================================================================== */
+#define PW_ACL_NO_MATCH 0xFFFFFFFFu
+#define PW_VLAN_NONE 0xFFFFu
+
+typedef struct pw_acl_key {
+    uint32_t src_ip[4];  /*  0 same encoding as pw_packet_meta */
+    uint32_t dst_ip[4];  /* 16 */
+    uint16_t src_port;   /* 32 */
+    uint16_t dst_port;   /* 34 */
+    uint8_t proto;       /* 36 */
+    uint8_t ip_version;  /* 37 0 (not IP), 4, 6 */
+    uint8_t dscp;        /* 38 */
+    uint8_t tcp_flags;   /* 39 low 8 TCP flag bits */
+    uint16_t vlan_id;    /* 40 outer VID, PW_VLAN_NONE when untagged */
+    uint16_t port_id;    /* 42 ingress port */
+} pw_acl_key;
+
+PW_STATIC_ASSERT(sizeof(pw_acl_key) == 44, "pw_acl_key size");
+
+/* @@acl-tables@@ */
+
+/* ========================================================================================
+ * Section: queues, descriptors, verdicts, counters (owner: pipeline::executor::gpu)
+ * ======================================================================================== */
+/* @@gpu-queues@@ */
+
+#endif /* PKTWARP_ABI_H */

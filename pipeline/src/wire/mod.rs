@@ -1,0 +1,1 @@
+//! Checked zero-copy packet views (smoltcp `wire` style).
