@@ -1,0 +1,8 @@
+//! `pktwarp classify` (not yet implemented).
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<i32> {
+    anyhow::bail!("`pktwarp classify` is not implemented yet")
+}

@@ -1,0 +1,8 @@
+//! `pktwarp parse` (not yet implemented).
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<i32> {
+    anyhow::bail!("`pktwarp parse` is not implemented yet")
+}

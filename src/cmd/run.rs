@@ -1,0 +1,8 @@
+//! `pktwarp run` (not yet implemented).
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<i32> {
+    anyhow::bail!("`pktwarp run` is not implemented yet")
+}
