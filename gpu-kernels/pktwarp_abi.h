@@ -28,6 +28,17 @@ typedef long long int64_t;
 #define PW_OFFSETOF(t, f) offsetof(t, f)
 #endif
 
+/* Stage code in gpu-kernels/*.cuh is written once and compiled twice: by NVRTC/nvcc for the GPU,
+ * and by the host C++ compiler for the differential tests that hold it equal to the Rust stages
+ * in CI (which has no GPU). PW_DEVICE marks functions usable in both. */
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define PW_DEVICE __device__ __forceinline__
+#define PW_GPU 1
+#else
+#define PW_DEVICE static inline
+#define PW_GPU 0
+#endif
+
 #if defined(__cplusplus)
 #define PW_STATIC_ASSERT(c, m) static_assert(c, m)
 #else

@@ -2,6 +2,8 @@
 //! crosses to the GPU (`meta`), bursts and queues, ports, stages, executors and the config.
 
 pub mod burst;
+pub mod executor;
 pub mod meta;
 pub mod port;
+pub mod stage;
 pub mod wire;

@@ -1,0 +1,1 @@
+//! Executors: `cpu` (a run-to-completion worker per queue) and `gpu` (persistent / launch / graph).

@@ -1,0 +1,1 @@
+//! Stages: one step of per-packet work, each with a Rust (reference, CPU) and a CUDA implementation.
