@@ -2,3 +2,4 @@
 //! compiler whose flat tables the CPU and GPU matchers both walk.
 
 pub mod abi;
+pub mod error;
