@@ -3,6 +3,8 @@
 
 use crate::burst::Burst;
 
+pub mod pcap;
+
 /// What an RX call produced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RxStatus {
