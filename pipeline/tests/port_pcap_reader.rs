@@ -394,3 +394,53 @@ proptest! {
         drain(bytes);
     }
 }
+
+/// First frames of a few corpus files as `tshark -T fields -e frame.time_epoch -e frame.cap_len
+/// -e frame.len` prints them (pcapng with ns and us resolution, big-endian pcap, ns pcap).
+#[test]
+fn timestamps_and_lengths_match_tshark() {
+    type Case<'a> = (&'a str, &'a [(u64, usize, u32)]);
+    let cases: &[Case] = &[
+        (
+            "vsock-1.pcapng",
+            &[
+                (1_499_949_071_261_679_299, 76, 76),
+                (1_499_949_071_261_740_149, 76, 76),
+                (1_499_949_072_552_718_608, 82, 82),
+            ],
+        ),
+        (
+            "OSPFv2_Capture_FINAL.pcapng",
+            &[
+                (1_518_622_219_014_914_000, 142, 142),
+                (1_518_622_222_228_510_000, 142, 142),
+                (1_518_622_222_712_123_000, 122, 122),
+            ],
+        ),
+        (
+            "pptp.pcap",
+            &[
+                (954_147_395_148_077_000, 62, 62),
+                (954_147_395_148_207_000, 62, 62),
+            ],
+        ),
+        (
+            "tcp-handshake-nano.pcap",
+            &[
+                (1_418_145_369_924_505_488, 76, 76),
+                (1_418_145_370_052_027_262, 76, 76),
+            ],
+        ),
+    ];
+    for (file, frames) in cases {
+        let mut r = CaptureReader::open(data_dir().join("pcaps/tcpdump").join(file)).unwrap();
+        for (i, want) in frames.iter().enumerate() {
+            let f = r.next_frame().unwrap().unwrap();
+            assert_eq!(
+                (f.timestamp_ns, f.data.len(), f.orig_len),
+                *want,
+                "{file} frame {i}"
+            );
+        }
+    }
+}

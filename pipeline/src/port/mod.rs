@@ -3,6 +3,7 @@
 
 use crate::burst::Burst;
 
+pub mod pace;
 pub mod pcap;
 
 /// What an RX call produced.
