@@ -112,7 +112,86 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, inner_dst_ip) == 112, "pw_packet_me
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, ecpri_revision) == 136, "pw_packet_meta.ecpri_revision");
 
 /* PW_MF_* flags and enum pw_parse_status / pw_tunnel_type values: defined by the parse owner below. */
-/* @@parse-constants@@ */
+/* ---- parse constants (owner: stage `parse`; Rust mirror: pipeline::meta::{mf, ParseStatus,
+ * TunnelType}). Values are stable: they are stored in pw_packet_meta and shown by `pktwarp parse`.
+ *
+ * Semantics shared by pipeline::stage::parse and gpu-kernels/parse.cuh (see parse.rs for the full
+ * rules):
+ *  - A layer's fields are filled once its own header is intact (fits, sane version and header
+ *    length); a layer whose header is broken leaves its fields 0 and sets status/error_offset.
+ *  - An IPv4 total length / IPv6 payload length that runs past the bytes present is an error
+ *    (PW_PARSE_*_LEN_EXCEEDS_FRAME) reported after the IP fields are filled; bytes after the IP
+ *    packet are Ethernet padding / trailer: fine, PW_MF_PADDED. L4 is bounded by the IP packet.
+ *  - error_offset: the offending field for a bad field value, else the start of the header that
+ *    does not fit.
+ *  - payload_offset: first byte after the last header parsed (L4, tunnel, eCPRI common header,
+ *    ARP, or the IP header + extensions when there is no L4).
+ *  - Errors in the tunnelled (inner) packet: the same code | PW_PARSE_INNER; outer fields stay.
+ */
+#define PW_MAX_VLAN_WALK 8u /* tags walked before PW_PARSE_VLAN_TOO_MANY */
+#define PW_MAX_GTPU_EXT 4u  /* GTP-U extension headers walked before PW_PARSE_GTPU_BAD_EXT */
+#define PW_UDP_PORT_VXLAN 4789u
+#define PW_UDP_PORT_GTPU 2152u
+
+/* pw_packet_meta.flags */
+#define PW_MF_VLAN 0x0001u           /* at least one VLAN tag */
+#define PW_MF_VLAN_EXTRA 0x0002u     /* more than PW_MAX_VLAN tags: walked, only two recorded */
+#define PW_MF_MPLS 0x0004u           /* MPLS label stack */
+#define PW_MF_ARP 0x0008u            /* ARP packet */
+#define PW_MF_IP_OPTIONS 0x0010u     /* IPv4 options or IPv6 extension headers present */
+#define PW_MF_FRAGMENT 0x0020u       /* IP fragment (more-fragments set or offset != 0) */
+#define PW_MF_MORE_FRAGMENTS 0x0040u /* more-fragments bit set */
+#define PW_MF_LATER_FRAGMENT 0x0080u /* fragment offset != 0: no L4 header in this frame */
+#define PW_MF_L4 0x0100u             /* outer TCP / UDP / SCTP / ICMP / ICMPv6 header parsed */
+#define PW_MF_TUNNEL 0x0200u         /* VXLAN or GTP-U header parsed (tunnel_type, tunnel_id) */
+#define PW_MF_INNER_L4 0x0400u       /* inner TCP / UDP / SCTP / ICMP / ICMPv6 header parsed */
+#define PW_MF_INNER_FRAGMENT 0x0800u /* inner IP packet is a fragment */
+#define PW_MF_ECPRI 0x1000u          /* eCPRI common header parsed */
+#define PW_MF_PADDED 0x2000u         /* bytes after the outer IP packet (Ethernet padding) */
+#define PW_MF_LLC 0x4000u            /* 802.3 length field instead of an EtherType (ether_type < 0x600) */
+
+/* pw_packet_meta.status */
+enum pw_parse_status {
+    PW_PARSE_OK = 0,
+    PW_PARSE_ETH_TRUNCATED = 1,         /* frame < 14 bytes */
+    PW_PARSE_VLAN_TRUNCATED = 2,        /* VLAN tag cut */
+    PW_PARSE_VLAN_TOO_MANY = 3,         /* more than PW_MAX_VLAN_WALK tags */
+    PW_PARSE_ARP_TRUNCATED = 4,         /* ARP fixed part or addresses cut */
+    PW_PARSE_MPLS_TRUNCATED = 5,        /* label stack entry cut */
+    PW_PARSE_MPLS_TOO_DEEP = 6,         /* no bottom of stack within PW_MAX_MPLS labels */
+    PW_PARSE_IPV4_TRUNCATED = 7,        /* IPv4 header (with options) cut */
+    PW_PARSE_IPV4_BAD_VERSION = 8,      /* version nibble != 4 */
+    PW_PARSE_IPV4_BAD_IHL = 9,          /* IHL < 5 */
+    PW_PARSE_IPV4_BAD_TOTAL_LEN = 10,   /* total length < IHL * 4 */
+    PW_PARSE_IPV4_LEN_EXCEEDS_FRAME = 11, /* total length runs past the frame (or tunnel) */
+    PW_PARSE_IPV6_TRUNCATED = 12,       /* fixed header cut */
+    PW_PARSE_IPV6_BAD_VERSION = 13,     /* version nibble != 6 */
+    PW_PARSE_IPV6_LEN_EXCEEDS_FRAME = 14, /* payload length runs past the frame (or tunnel) */
+    PW_PARSE_IPV6_EXT_TRUNCATED = 15,   /* extension header cut (within the IPv6 payload) */
+    PW_PARSE_IPV6_EXT_TOO_MANY = 16,    /* more than PW_MAX_IPV6_EXT extension headers */
+    PW_PARSE_TCP_TRUNCATED = 17,        /* TCP header (with options) cut */
+    PW_PARSE_TCP_BAD_DATA_OFFSET = 18,  /* data offset < 5 */
+    PW_PARSE_UDP_TRUNCATED = 19,        /* UDP header cut */
+    PW_PARSE_UDP_BAD_LENGTH = 20,       /* UDP length < 8 or past the IP packet (not for fragments) */
+    PW_PARSE_ICMP_TRUNCATED = 21,       /* ICMP header (8 bytes) cut */
+    PW_PARSE_ICMPV6_TRUNCATED = 22,     /* ICMPv6 header (8 bytes) cut */
+    PW_PARSE_SCTP_TRUNCATED = 23,       /* SCTP common header (12 bytes) cut */
+    PW_PARSE_VXLAN_TRUNCATED = 24,      /* VXLAN header cut */
+    PW_PARSE_GTPU_TRUNCATED = 25,       /* GTP-U header, optional fields or extension cut */
+    PW_PARSE_GTPU_BAD_HEADER = 26,      /* version != 1 or protocol type != GTP */
+    PW_PARSE_GTPU_BAD_LENGTH = 27,      /* GTP length field past the UDP payload */
+    PW_PARSE_GTPU_BAD_EXT = 28,         /* extension length 0 or more than PW_MAX_GTPU_EXT */
+    PW_PARSE_ECPRI_TRUNCATED = 29,      /* eCPRI common header cut */
+    PW_PARSE_ECPRI_LEN_EXCEEDS_FRAME = 30, /* payload size runs past the frame */
+    PW_PARSE_INNER = 0x40               /* OR-ed onto codes 1..23: the error is in the inner packet */
+};
+
+/* pw_packet_meta.tunnel_type */
+enum pw_tunnel_type {
+    PW_TUNNEL_NONE = 0,
+    PW_TUNNEL_VXLAN = 1, /* UDP dst 4789; tunnel_id = VNI */
+    PW_TUNNEL_GTPU = 2   /* UDP dst 2152; tunnel_id = TEID */
+};
 
 /* ========================================================================================
  * Section: ACL classification (owner: flow_rules::abi, stage `acl`)

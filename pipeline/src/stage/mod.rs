@@ -1,1 +1,2 @@
 //! Stages: one step of per-packet work, each with a Rust (reference, CPU) and a CUDA implementation.
+pub mod parse;
