@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what it needs (apt packages, pinned pip CUDA compiler parts,
+# cargo-fuzz), then formatting, lints, every test, every kernel compiled for sm_90, the DPDK
+# feature tests on real DPDK virtual devices, and a short fuzz run. Needs no GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() { printf '\n==== %s ====\n' "$*"; }
+
+step "dependencies"
+bash scripts/install-deps.sh
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test"
+cargo test --workspace --no-fail-fast 2>&1 | tee /tmp/pktwarp-test.log
+grep -E "^test result:" /tmp/pktwarp-test.log | awk '{p+=$4; f+=$6; i+=$8} END {printf "%d passed, %d failed, %d skipped\n", p, f, i}' > /tmp/pktwarp-test-total.txt
+
+for s in check-kernels test-dpdk test-daemon fuzz-smoke; do
+  if [ -f "scripts/$s.sh" ]; then
+    step "$s"
+    bash "scripts/$s.sh"
+  fi
+done
+
+step "summary"
+cat /tmp/pktwarp-test-total.txt
