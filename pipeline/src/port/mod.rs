@@ -3,6 +3,7 @@
 
 use crate::burst::Burst;
 
+pub mod gen;
 pub mod pace;
 pub mod pcap;
 

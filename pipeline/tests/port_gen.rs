@@ -1,0 +1,487 @@
+//! The `gen` port: frames checked by an independent parser (etherparse), checksums, sizes,
+//! IMIX shares, determinism, limits, ClassBench traces, malformed frames, options.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use etherparse::{LinkExtHeader, NetHeaders, PacketHeaders, TransportHeader};
+use pipeline::burst::Burst;
+use pipeline::port::gen::{
+    build_frame, read_trace, FlowOptions, FrameSize, FrameSpec, GenOptions, GenRx, Malformation,
+    PortRange, SizeWeight, PROTO_ICMP, PROTO_TCP, PROTO_UDP,
+};
+use pipeline::port::pace::Rate;
+use pipeline::port::{RxPort, RxStatus};
+use proptest::prelude::*;
+
+fn data_dir() -> PathBuf {
+    let d = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"));
+    assert!(d.is_dir(), "test data missing: {}", d.display());
+    d
+}
+
+/// Parses `frame` with etherparse and checks every length and checksum against the spec.
+fn check_frame(frame: &[u8], spec: &FrameSpec) {
+    let h = PacketHeaders::from_ethernet_slice(frame).expect("etherparse parses it");
+    assert_eq!(
+        frame.len(),
+        (spec.size as usize - 4).max(frame.len().min(200))
+    );
+    match (spec.vlan, h.link_exts.first()) {
+        (None, None) => {}
+        (Some(tci), Some(LinkExtHeader::Vlan(v))) => assert_eq!(v.vlan_id.value(), tci & 0xFFF),
+        other => panic!("vlan mismatch {other:?}"),
+    }
+    let l3 = 14 + if spec.vlan.is_some() { 4 } else { 0 };
+    let payload = h.payload.slice();
+    let tr = h.transport.clone();
+    match h.net.expect("an IP header") {
+        NetHeaders::Ipv4(ip, _) => {
+            assert_eq!(ip.total_len as usize, frame.len() - l3);
+            assert_eq!(ip.header_checksum, ip.calc_header_checksum());
+            assert_eq!(IpAddr::from(ip.source), spec.src_ip);
+            assert_eq!(IpAddr::from(ip.destination), spec.dst_ip);
+            assert_eq!(ip.protocol.0, spec.proto);
+            match tr {
+                Some(TransportHeader::Tcp(t)) => {
+                    assert_eq!(
+                        (t.source_port, t.destination_port),
+                        (spec.src_port, spec.dst_port)
+                    );
+                    assert_eq!(t.checksum, t.calc_checksum_ipv4(&ip, payload).unwrap());
+                }
+                Some(TransportHeader::Udp(u)) => {
+                    assert_eq!(
+                        (u.source_port, u.destination_port),
+                        (spec.src_port, spec.dst_port)
+                    );
+                    assert_eq!(u.length as usize, frame.len() - l3 - 20);
+                    assert_eq!(u.checksum, u.calc_checksum_ipv4(&ip, payload).unwrap());
+                }
+                Some(TransportHeader::Icmpv4(mut i)) => {
+                    let c = i.checksum;
+                    i.update_checksum(payload);
+                    assert_eq!(c, i.checksum);
+                }
+                None => assert!(![PROTO_TCP, PROTO_UDP, PROTO_ICMP].contains(&spec.proto)),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        NetHeaders::Ipv6(ip, _) => {
+            assert_eq!(ip.payload_length as usize, frame.len() - l3 - 40);
+            assert_eq!(IpAddr::from(ip.source), spec.src_ip);
+            match tr {
+                Some(TransportHeader::Tcp(t)) => {
+                    assert_eq!(t.checksum, t.calc_checksum_ipv6(&ip, payload).unwrap());
+                }
+                Some(TransportHeader::Udp(u)) => {
+                    assert_eq!(u.checksum, u.calc_checksum_ipv6(&ip, payload).unwrap());
+                }
+                Some(TransportHeader::Icmpv6(mut i)) => {
+                    let c = i.checksum;
+                    i.update_checksum(ip.source, ip.destination, payload)
+                        .unwrap();
+                    assert_eq!(c, i.checksum);
+                }
+                None => assert!(![PROTO_TCP, PROTO_UDP, PROTO_ICMP].contains(&spec.proto)),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+fn any_spec() -> impl Strategy<Value = FrameSpec> {
+    (
+        any::<bool>(),
+        any::<[u8; 16]>(),
+        any::<[u8; 16]>(),
+        any::<(u16, u16, u16)>(),
+        prop_oneof![
+            Just(PROTO_TCP),
+            Just(PROTO_UDP),
+            Just(PROTO_ICMP),
+            Just(47u8)
+        ],
+        proptest::option::of(0u16..4096),
+        64u16..1600,
+    )
+        .prop_map(|(v6, s, d, (sp, dp, id), proto, vlan, size)| {
+            let (src, dst) = if v6 {
+                (IpAddr::from(s), IpAddr::from(d))
+            } else {
+                (
+                    IpAddr::from([s[0], s[1], s[2], s[3]]),
+                    IpAddr::from([d[0], d[1], d[2], d[3]]),
+                )
+            };
+            FrameSpec {
+                src_ip: src,
+                dst_ip: dst,
+                src_port: sp,
+                dst_port: dp,
+                proto,
+                tcp_flags: 0x12,
+                vlan,
+                size,
+                ip_id: id,
+                malformed: None,
+            }
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+    #[test]
+    fn built_frames_are_valid(spec in any_spec()) {
+        let f = build_frame(&spec);
+        check_frame(&f, &spec);
+    }
+}
+
+#[test]
+fn sizes_grow_to_fit_headers() {
+    let v6 = |s: u16| Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, s).into();
+    let mut spec = FrameSpec::tcp(v6(1), v6(2), 1, 2, 64);
+    spec.vlan = Some(7);
+    // 14 + 4 + 40 + 20 = 78 bytes of headers > 60.
+    assert_eq!(build_frame(&spec).len(), 78);
+    let spec = FrameSpec::tcp(
+        Ipv4Addr::new(1, 2, 3, 4).into(),
+        Ipv4Addr::new(5, 6, 7, 8).into(),
+        1,
+        2,
+        64,
+    );
+    let f = build_frame(&spec);
+    assert_eq!(f.len(), 60);
+    check_frame(&f, &spec);
+}
+
+#[test]
+fn malformed_frames_have_the_defect() {
+    let mut spec = FrameSpec::tcp(
+        Ipv4Addr::new(1, 2, 3, 4).into(),
+        Ipv4Addr::new(5, 6, 7, 8).into(),
+        1000,
+        80,
+        128,
+    );
+    spec.malformed = Some(Malformation::BadIhl);
+    let f = build_frame(&spec);
+    assert_eq!(f.len(), 124);
+    assert_eq!(f[14] & 0x0F, 3);
+    spec.malformed = Some(Malformation::BadLength);
+    let f = build_frame(&spec);
+    assert!(usize::from(u16::from_be_bytes([f[16], f[17]])) > f.len() - 14);
+    spec.malformed = Some(Malformation::Truncated);
+    let f = build_frame(&spec);
+    assert_eq!(f.len(), 14 + 20 + 10);
+    assert!(PacketHeaders::from_ethernet_slice(&f).is_err());
+}
+
+fn collect(rx: &mut GenRx, burst_max: usize) -> Vec<(Vec<u8>, u32)> {
+    let mut out = Vec::new();
+    let mut b = Burst::with_capacity(64, 64 * 2048);
+    let start = Instant::now();
+    loop {
+        b.clear();
+        match rx.rx_burst(&mut b, burst_max).unwrap() {
+            RxStatus::Frames(n) => {
+                assert_eq!(n, b.len());
+                out.extend(b.frames().map(|(d, f)| (f.to_vec(), d.wire_len)));
+            }
+            RxStatus::Idle => std::thread::yield_now(),
+            RxStatus::End => return out,
+        }
+        assert!(start.elapsed() < Duration::from_secs(20));
+    }
+}
+
+#[test]
+fn same_seed_same_frames_whatever_the_burst_size() {
+    let opts = GenOptions {
+        count: Some(500),
+        size: FrameSize::Imix,
+        flows: Some(FlowOptions {
+            ipv6_share: 0.3,
+            ..FlowOptions::default()
+        }),
+        vlan: Some(100),
+        seed: 7,
+        ..GenOptions::default()
+    };
+    let a = collect(&mut GenRx::new(&opts, 0).unwrap(), 32);
+    let b = collect(&mut GenRx::new(&opts, 0).unwrap(), 7);
+    assert_eq!(a.len(), 500);
+    assert_eq!(a, b);
+    let c = collect(
+        &mut GenRx::new(&GenOptions { seed: 8, ..opts }, 0).unwrap(),
+        32,
+    );
+    assert_ne!(a, c);
+}
+
+#[test]
+fn imix_shares_and_distributions() {
+    let opts = GenOptions {
+        count: Some(12_000),
+        size: FrameSize::Imix,
+        flows: Some(FlowOptions {
+            src: "10.1.0.0/16".into(),
+            dst: "172.16.0.1-172.16.0.10".into(),
+            src_ports: PortRange { lo: 5000, hi: 5009 },
+            dst_ports: PortRange { lo: 53, hi: 53 },
+            ipv6_share: 0.25,
+            ..FlowOptions::default()
+        }),
+        ..GenOptions::default()
+    };
+    let frames = collect(&mut GenRx::new(&opts, 3).unwrap(), 64);
+    assert_eq!(frames.len(), 12_000);
+    let share = |lens: std::ops::RangeInclusive<u32>| {
+        frames.iter().filter(|f| lens.contains(&f.1)).count() as f64 / 12_000.0
+    };
+    // 7:4:1 of 64/576/1518 (buffers without FCS; 64-byte IPv6 frames grow to fit their
+    // headers, up to 74 bytes), within a few percent.
+    assert!(
+        (share(60..=74) - 7.0 / 12.0).abs() < 0.03,
+        "{}",
+        share(60..=74)
+    );
+    assert!((share(572..=572) - 4.0 / 12.0).abs() < 0.03);
+    assert!((share(1514..=1514) - 1.0 / 12.0).abs() < 0.02);
+    assert_eq!(share(60..=74) + share(572..=572) + share(1514..=1514), 1.0);
+    let mut v6 = 0;
+    for (f, _) in &frames {
+        let h = PacketHeaders::from_ethernet_slice(f).unwrap();
+        match h.net.unwrap() {
+            NetHeaders::Ipv4(ip, _) => {
+                assert_eq!(&ip.source[..2], &[10, 1]);
+                assert_eq!(&ip.destination[..3], &[172, 16, 0]);
+                assert!((1..=10).contains(&ip.destination[3]));
+            }
+            NetHeaders::Ipv6(ip, _) => {
+                v6 += 1;
+                assert_eq!(&ip.source[..6], &[0x20, 0x01, 0x0d, 0xb8, 0, 1]);
+            }
+            _ => panic!(),
+        }
+        match h.transport {
+            Some(TransportHeader::Tcp(t)) => {
+                assert!((5000..=5009).contains(&t.source_port));
+                assert_eq!(t.destination_port, 53);
+            }
+            Some(TransportHeader::Udp(u)) => assert_eq!(u.destination_port, 53),
+            Some(TransportHeader::Icmpv4(_)) | Some(TransportHeader::Icmpv6(_)) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    let share = v6 as f64 / 12_000.0;
+    assert!((share - 0.25).abs() < 0.03, "{share}");
+}
+
+#[test]
+fn classbench_trace_drives_headers() {
+    let path = data_dir().join("classbench/acl1_1K_trace");
+    let trace = read_trace(&path).unwrap();
+    assert_eq!(trace.len(), 9351);
+    let opts = GenOptions {
+        trace: Some(path),
+        ..GenOptions::default()
+    };
+    let mut rx = GenRx::new(&opts, 0).unwrap();
+    assert_eq!(rx.expected_frames(), Some(9351));
+    let frames = collect(&mut rx, 64);
+    assert_eq!(frames.len(), 9351);
+    for (i, (f, _)) in frames.iter().enumerate().step_by(97) {
+        let t = trace[i];
+        let h = PacketHeaders::from_ethernet_slice(f).unwrap();
+        let Some(NetHeaders::Ipv4(ip, _)) = h.net else {
+            panic!()
+        };
+        assert_eq!(Ipv4Addr::from(ip.source), t.src_ip);
+        assert_eq!(Ipv4Addr::from(ip.destination), t.dst_ip);
+        assert_eq!(ip.protocol.0, t.proto);
+        if let Some(TransportHeader::Tcp(tcp)) = h.transport {
+            assert_eq!(
+                (tcp.source_port, tcp.destination_port),
+                (t.src_port, t.dst_port)
+            );
+        }
+    }
+}
+
+#[test]
+fn gz_trace_and_trace_errors() {
+    let gz = read_trace(data_dir().join("classbench/acl1_100K_trace.gz")).unwrap();
+    assert_eq!(gz.len(), 99_923);
+    let dir = std::env::temp_dir().join(format!("pktwarp-gen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad_trace");
+    std::fs::write(&bad, "1 2 3 4 6 0 0\n1 2 3 99999 6 0 0\n").unwrap();
+    let e = read_trace(&bad).unwrap_err().to_string();
+    assert!(
+        e.contains("bad_trace") && e.contains("line 2, column 7") && e.contains("dport"),
+        "{e}"
+    );
+    std::fs::write(&bad, "1 2 3\n").unwrap();
+    let e = read_trace(&bad).unwrap_err().to_string();
+    assert!(
+        e.contains("line 1") && e.contains("missing field `dport`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn malformed_ratio_is_honoured() {
+    let opts = GenOptions {
+        count: Some(4000),
+        malformed_ratio: 0.25,
+        ..GenOptions::default()
+    };
+    let frames = collect(&mut GenRx::new(&opts, 0).unwrap(), 64);
+    let bad = frames
+        .iter()
+        .filter(|(f, wire)| {
+            f.len() as u32 != *wire || f[14] != 0x45 || u16::from_be_bytes([f[16], f[17]]) != 46
+        })
+        .count() as f64
+        / 4000.0;
+    assert!((bad - 0.25).abs() < 0.03, "{bad}");
+}
+
+#[test]
+fn rate_and_duration_limits() {
+    let opts = GenOptions {
+        rate: Rate::Pps(1000.0),
+        count: Some(60),
+        ..GenOptions::default()
+    };
+    let start = Instant::now();
+    assert_eq!(collect(&mut GenRx::new(&opts, 0).unwrap(), 32).len(), 60);
+    // Frame 59 goes at 59 ms.
+    assert!(start.elapsed() >= Duration::from_millis(58));
+    let opts = GenOptions {
+        rate: Rate::Pps(2000.0),
+        duration_s: Some(0.05),
+        ..GenOptions::default()
+    };
+    let start = Instant::now();
+    let n = collect(&mut GenRx::new(&opts, 0).unwrap(), 32).len();
+    assert!(start.elapsed() >= Duration::from_millis(50));
+    assert!((80..=101).contains(&n), "{n}");
+}
+
+#[test]
+fn option_errors_name_the_option() {
+    let bad = |o: GenOptions, what: &str| {
+        let e = GenRx::new(&o, 0).unwrap_err().to_string();
+        assert!(e.contains(what), "{e}");
+    };
+    bad(
+        GenOptions {
+            rate: Rate::Capture,
+            ..GenOptions::default()
+        },
+        "gen.rate",
+    );
+    bad(
+        GenOptions {
+            malformed_ratio: 2.0,
+            ..GenOptions::default()
+        },
+        "gen.malformed_ratio",
+    );
+    bad(
+        GenOptions {
+            vlan: Some(5000),
+            ..GenOptions::default()
+        },
+        "gen.vlan",
+    );
+    bad(
+        GenOptions {
+            size: FrameSize::Fixed(20),
+            ..GenOptions::default()
+        },
+        "gen.size",
+    );
+    bad(
+        GenOptions {
+            size: FrameSize::Custom(vec![SizeWeight {
+                size: 64,
+                weight: 0,
+            }]),
+            ..GenOptions::default()
+        },
+        "gen.size",
+    );
+    let flows = |f: FlowOptions| GenOptions {
+        flows: Some(f),
+        ..GenOptions::default()
+    };
+    bad(
+        flows(FlowOptions {
+            src: "10.0.0.0/33".into(),
+            ..FlowOptions::default()
+        }),
+        "gen.flows.src",
+    );
+    bad(
+        flows(FlowOptions {
+            dst6: "1.2.3.4".into(),
+            ..FlowOptions::default()
+        }),
+        "gen.flows.dst6",
+    );
+    bad(
+        flows(FlowOptions {
+            ipv6_share: -1.0,
+            ..FlowOptions::default()
+        }),
+        "ipv6_share",
+    );
+    bad(
+        GenOptions {
+            trace: Some("x".into()),
+            flows: Some(FlowOptions::default()),
+            ..GenOptions::default()
+        },
+        "exclusive",
+    );
+}
+
+#[test]
+fn options_from_yaml() {
+    let o: GenOptions = serde_saphyr::from_str(
+        "flows:\n  src: 10.0.0.0/8\n  dst_ports: 1-1023\n  src_ports: 80\n  protocols: {tcp: 1, udp: 1}\n  flow_count: 1000\nsize: imix\ncount: 100\nrate: {pps: 1e6}\nseed: 3\n",
+    )
+    .unwrap();
+    assert_eq!(o.size, FrameSize::Imix);
+    let f = o.flows.unwrap();
+    assert_eq!(f.dst_ports, PortRange { lo: 1, hi: 1023 });
+    assert_eq!(f.src_ports, PortRange { lo: 80, hi: 80 });
+    assert_eq!((f.protocols.tcp, f.protocols.icmp), (1.0, 0.0));
+    let o: GenOptions =
+        serde_saphyr::from_str("size:\n  - {size: 64, weight: 3}\n  - {size: 1518, weight: 1}\n")
+            .unwrap();
+    assert_eq!(
+        o.size,
+        FrameSize::Custom(vec![
+            SizeWeight {
+                size: 64,
+                weight: 3
+            },
+            SizeWeight {
+                size: 1518,
+                weight: 1
+            }
+        ])
+    );
+    let o: GenOptions = serde_saphyr::from_str("size: 128\n").unwrap();
+    assert_eq!(o.size, FrameSize::Fixed(128));
+    assert!(serde_saphyr::from_str::<GenOptions>("sizes: 128\n").is_err());
+    assert!(serde_saphyr::from_str::<GenOptions>("flows: {srcs: 1.2.3.4}\n").is_err());
+}
