@@ -220,6 +220,132 @@ PW_STATIC_ASSERT(sizeof(pw_acl_key) == 44, "pw_acl_key size");
 /* ========================================================================================
  * Section: queues, descriptors, verdicts, counters (owner: pipeline::executor::gpu)
  * ======================================================================================== */
-/* @@gpu-queues@@ */
+/* @@gpu-queues@@
+ * A queue is a ring of `slots` burst slots. Slot layout (one contiguous region per slot, in device
+ * memory or in mapped pinned host memory as the queue's placement says):
+ *   pw_slot_hdr | pw_desc[burst_max] | frame bytes (data_bytes, packed, offsets in pw_desc)
+ * The host (or a GPUDirect NIC) fills slot (seq % slots) and then publishes producer = seq + 1;
+ * the GPU consumer processes slots in order, writes one pw_verdict per frame (and the metadata when
+ * asked) into host-visible memory, then consumer = seq + 1 after __threadfence_system().
+ * Indices are free-running 32-bit counts of bursts (wrap-safe: compare by difference). */
+#define PW_GPU_MAX_BURST 1024u /* frames per burst, at most */
+#define PW_SLOT_ALIGN 256u     /* every slot and its data area start on this boundary */
+#define PW_CTRL_SIZE 256u
+
+/* One frame in a slot (mirrors pipeline::burst::FrameDesc; offset is from the slot's data area). */
+typedef struct pw_desc {
+    uint32_t offset;       /*  0 */
+    uint32_t len;          /*  4 captured length */
+    uint32_t wire_len;     /*  8 */
+    uint16_t port;         /* 12 ingress port */
+    uint16_t queue;        /* 14 */
+    uint32_t rss_hash;     /* 16 */
+    uint32_t reserved;     /* 20 */
+    uint64_t timestamp_ns; /* 24 */
+} pw_desc;
+PW_STATIC_ASSERT(sizeof(pw_desc) == 32, "pw_desc size");
+
+typedef struct pw_slot_hdr {
+    uint32_t n_frames;   /*  0 */
+    uint32_t data_bytes; /*  4 */
+    uint32_t seq;        /*  8 burst sequence number (its producer index before publish) */
+    uint32_t reserved;   /* 12 */
+} pw_slot_hdr;
+PW_STATIC_ASSERT(sizeof(pw_slot_hdr) == 16, "pw_slot_hdr size");
+
+/* Verdict actions and drop reasons (pw_verdict.action / .drop_reason, counter indices). */
+#define PW_ACTION_PASS 0u
+#define PW_ACTION_DROP 1u
+#define PW_ACTION_MIRROR 2u
+#define PW_ACTION_TO_HOST 3u
+#define PW_ACTIONS 4u
+
+/* Drop reasons: the same codes as pipeline::verdict::DropReason (CPU executor). */
+#define PW_DROP_RING_FULL 0u   /* counted by the host when a burst finds the ring full */
+#define PW_DROP_PARSE_ERROR 1u /* parse status != ok (the parse stage drops malformed frames) */
+#define PW_DROP_ACL 2u         /* an ACL rule, or the ACL default, said drop */
+#define PW_DROP_STEERING 3u    /* steering said drop (host side) */
+#define PW_DROP_TX_ERROR 4u    /* the output port refused the frame (host side) */
+#define PW_DROP_TOO_LONG 5u    /* burst larger than a ring slot (host side, never reaches the GPU) */
+#define PW_DROP_NONE 0xFFu     /* pw_verdict.drop_reason when the action is not drop */
+#define PW_DROP_REASONS 8u
+
+typedef struct pw_verdict {
+    uint8_t action;      /* 0 PW_ACTION_* */
+    uint8_t drop_reason; /* 1 PW_DROP_* (PW_DROP_NONE unless action is drop) */
+    uint16_t reserved;   /* 2 */
+    uint32_t rule;       /* 4 matched ACL rule index, PW_ACL_NO_MATCH when none or no acl stage */
+    uint32_t mark;       /* 8 mark set by the matched rule, 0 when none */
+} pw_verdict;
+PW_STATIC_ASSERT(sizeof(pw_verdict) == 12, "pw_verdict size");
+
+/* Per-queue counters, written by the count stage (host-visible). */
+typedef struct pw_queue_counters {
+    uint64_t bursts;                       /*   0 */
+    uint64_t packets;                      /*   8 */
+    uint64_t bytes;                        /*  16 wire bytes */
+    uint64_t parse_errors;                 /*  24 frames with parse status != ok */
+    uint64_t acl_matched;                  /*  32 frames a rule matched */
+    uint64_t acl_no_match;                 /*  40 frames that took the ACL default */
+    uint64_t action[PW_ACTIONS];           /*  48 */
+    uint64_t drop_reason[PW_DROP_REASONS]; /*  80 */
+} pw_queue_counters;
+PW_STATIC_ASSERT(sizeof(pw_queue_counters) == 144, "pw_queue_counters size");
+
+/* Queue state word (pw_queue_ctrl.status). */
+#define PW_QSTATE_IDLE 0u         /* kernel not started */
+#define PW_QSTATE_RUNNING 1u
+#define PW_QSTATE_EXIT_FLAG 2u    /* exited because the host set exit_flag */
+#define PW_QSTATE_EXIT_TIMEOUT 3u /* exited after idle_timeout_ns without a burst (last resort) */
+#define PW_QSTATE_BAD_SLOT 4u     /* a slot header was inconsistent (n_frames > burst_max): stopped */
+
+/* Per-queue control block in mapped pinned host memory. Host-written and GPU-written words sit
+ * in different 128-byte lines so neither side's polling pulls the other's line back and forth. */
+typedef struct pw_queue_ctrl {
+    uint32_t producer;  /*   0 producer index for `mapped` placement (host writes) */
+    uint32_t exit_flag; /*   4 host sets 1: the persistent kernel returns */
+    uint32_t pad0[30];  /*   8 */
+    uint32_t consumer;  /* 128 bursts whose verdicts are written (GPU writes) */
+    uint32_t heartbeat; /* 132 bumped by the GPU on every burst and every 2^16 empty polls */
+    uint32_t status;    /* 136 PW_QSTATE_* */
+    uint32_t pad1;      /* 140 */
+    uint64_t polls;     /* 144 empty polls (load indicator) */
+    uint32_t pad2[26];  /* 152 */
+} pw_queue_ctrl;
+PW_STATIC_ASSERT(sizeof(pw_queue_ctrl) == PW_CTRL_SIZE, "pw_queue_ctrl size");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_ctrl, consumer) == 128, "pw_queue_ctrl.consumer");
+
+/* Pipeline flags (pw_queue_desc.pipeline). */
+#define PW_PIPE_PARSE 1u
+#define PW_PIPE_ACL 2u
+#define PW_PIPE_COUNT 4u
+#define PW_PIPE_META_OUT 8u   /* write every frame's pw_packet_meta to `metas` (verify) */
+#define PW_PIPE_DROP_MALFORMED 16u /* frames with parse status != ok are dropped before the ACL */
+
+/* Everything a kernel needs to run one queue; an array of these lives in device memory. Addresses
+ * are device addresses (of device memory or of mapped host memory) stored as integers. */
+typedef struct pw_queue_desc {
+    uint64_t ring;            /*   0 slot 0 */
+    uint64_t producer;        /*   8 uint32 producer index (device memory or &ctrl->producer) */
+    uint64_t ctrl;            /*  16 pw_queue_ctrl (mapped) */
+    uint64_t verdicts;        /*  24 pw_verdict[slots * burst_max] (mapped) */
+    uint64_t metas;           /*  32 pw_packet_meta[slots * burst_max] (mapped) or 0 */
+    uint64_t counters;        /*  40 pw_queue_counters (mapped) */
+    uint64_t rule_hits;       /*  48 uint64_t[n_rules] (device) or 0 */
+    uint64_t acl_tables;      /*  56 flat ACL table bytes (device) or 0 */
+    uint64_t idle_timeout_ns; /*  64 bounded wait of the persistent kernel */
+    uint32_t slots;           /*  72 */
+    uint32_t burst_max;       /*  76 */
+    uint32_t slot_bytes;      /*  80 whole slot, header + descriptors + data */
+    uint32_t data_offset;     /*  84 start of the data area in a slot */
+    uint32_t pipeline;        /*  88 PW_PIPE_* */
+    uint32_t n_rules;         /*  92 entries of rule_hits */
+    uint8_t default_action;   /*  96 action when no rule matches (the ACL table's default) */
+    uint8_t port_id;          /*  97 */
+    uint16_t queue_id;        /*  98 */
+    uint32_t reserved;        /* 100 */
+} pw_queue_desc;
+PW_STATIC_ASSERT(sizeof(pw_queue_desc) == 104, "pw_queue_desc size");
+
 
 #endif /* PKTWARP_ABI_H */
