@@ -1,1 +1,2 @@
 //! Executors: `cpu` (a run-to-completion worker per queue) and `gpu` (persistent / launch / graph).
+pub mod gpu;

@@ -1,0 +1,201 @@
+/* pktwarp GPU drivers: the persistent queue kernel, the one-burst kernel (modes `launch` and
+ * `graph`) and the bulk kernel that runs the stages over device-resident frames (stage
+ * throughput). All three run the same per-frame pipeline: parse -> acl -> verdict -> count.
+ *
+ * Built by build.rs (nvcc, sm_90) or at start by NVRTC; build.rs / the loader define
+ * PW_HAVE_PARSE and PW_HAVE_ACL when the stage headers exist, and the host refuses a pipeline
+ * that needs a stage the module lacks (see pw_caps). */
+#include "pktwarp_abi.h"
+#if defined(PW_HAVE_PARSE)
+#include "parse.cuh"
+#endif
+#if defined(PW_HAVE_ACL)
+#include "acl.cuh"
+#endif
+#include "count.cuh"
+
+#define PW_CAP_PARSE 1u
+#define PW_CAP_ACL 2u
+
+/* Which stages this module was built with (read by the host through cuModuleGetGlobal). */
+extern "C" __device__ const uint32_t pw_caps = 0u
+#if defined(PW_HAVE_PARSE)
+                                                | PW_CAP_PARSE
+#endif
+#if defined(PW_HAVE_ACL)
+                                                | PW_CAP_ACL
+#endif
+    ;
+
+__device__ __forceinline__ uint64_t pw_globaltimer() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* Acquire side of the producer handshake: after seeing the new producer index (a relaxed,
+ * uncached read), this fence orders every later read of the slot after it and drops stale L1
+ * lines of the previous lap. */
+__device__ __forceinline__ void pw_fence_acquire() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+
+/* One frame through the pipeline. Writes the verdict (and the metadata when asked) and counts. */
+__device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const uint8_t *data, const pw_desc &d,
+                                             pw_verdict *vout, pw_packet_meta *mout, pw_queue_counters *acc) {
+    uint32_t parse_ok = 1u;
+#if defined(PW_HAVE_PARSE)
+    pw_packet_meta m;
+    if (q.pipeline & PW_PIPE_PARSE) {
+        pw_parse(data + d.offset, d.len, &m);
+        parse_ok = m.status == 0u;
+    }
+#endif
+    uint32_t rule = PW_ACL_NO_MATCH;
+    uint8_t action = (uint8_t)PW_ACTION_PASS;
+    uint32_t mark = 0u;
+    uint32_t acl_ran = 0u;
+#if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
+    if ((q.pipeline & PW_PIPE_ACL) && !(!parse_ok && (q.pipeline & PW_PIPE_DROP_MALFORMED))) {
+        PW_ACL_RUN(q, m, d, rule, action, mark);
+        acl_ran = 1u;
+    }
+#endif
+    pw_verdict v = pw_verdict_of(parse_ok, q.pipeline, rule, action, mark);
+    *vout = v;
+#if defined(PW_HAVE_PARSE)
+    if (mout && (q.pipeline & PW_PIPE_PARSE)) *mout = m;
+#endif
+    if (q.pipeline & PW_PIPE_COUNT)
+        pw_count_frame(acc, (uint64_t *)q.rule_hits, q.n_rules, parse_ok, acl_ran, &v, d.wire_len);
+}
+
+__device__ __forceinline__ void pw_zero_counters(pw_queue_counters *c) {
+    uint64_t *w = (uint64_t *)c;
+    for (uint32_t i = threadIdx.x; i < sizeof(pw_queue_counters) / 8u; i += blockDim.x) w[i] = 0;
+}
+
+/* Runs the frames of slot `seq % slots` with the whole block; the caller publishes. */
+__device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, pw_queue_counters *acc) {
+    const uint32_t slot = seq % q.slots;
+    const uint8_t *base = (const uint8_t *)(q.ring + (uint64_t)slot * q.slot_bytes);
+    const pw_slot_hdr *hdr = (const pw_slot_hdr *)base;
+    const pw_desc *descs = (const pw_desc *)(base + sizeof(pw_slot_hdr));
+    const uint8_t *data = base + q.data_offset;
+    uint32_t n = hdr->n_frames;
+    if (n > q.burst_max) n = 0; /* the host never publishes this; pw_persistent flags it */
+    pw_verdict *vout = (pw_verdict *)q.verdicts + (uint64_t)slot * q.burst_max;
+    pw_packet_meta *mout = (q.pipeline & PW_PIPE_META_OUT) ? (pw_packet_meta *)q.metas + (uint64_t)slot * q.burst_max : 0;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+        pw_desc d = descs[i];
+        pw_run_frame(q, data, d, vout + i, mout ? mout + i : 0, acc);
+    }
+    if (threadIdx.x == 0 && (q.pipeline & PW_PIPE_COUNT)) {
+        acc->bursts += 1;
+    }
+}
+
+/* Publishes the end of burst `seq`: counters merged, verdicts visible, then consumer = seq + 1.
+ * Called by thread 0 after a block barrier. */
+__device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq, pw_queue_counters *acc) {
+    volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
+    if (q.pipeline & PW_PIPE_COUNT) pw_count_merge((pw_queue_counters *)q.counters, acc);
+    __threadfence_system();
+    ctrl->consumer = seq + 1u;
+    ctrl->heartbeat = ctrl->heartbeat + 1u;
+}
+
+/* Mode `persistent`: block b serves queue b until the host sets exit_flag, or until
+ * idle_timeout_ns pass without a burst (the last resort against a host that died). */
+extern "C" __global__ void __launch_bounds__(256) pw_persistent(const pw_queue_desc *queues) {
+    const pw_queue_desc q = queues[blockIdx.x];
+    volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
+    const volatile uint32_t *prod = (const volatile uint32_t *)q.producer;
+    __shared__ pw_queue_counters acc;
+    __shared__ uint32_t cmd; /* 0 run a burst, 1 exit */
+    uint32_t cons = ctrl->consumer;
+    if (threadIdx.x == 0) ctrl->status = PW_QSTATE_RUNNING;
+    for (;;) {
+        pw_zero_counters(&acc);
+        if (threadIdx.x == 0) {
+            uint64_t idle_since = pw_globaltimer();
+            uint32_t spins = 0;
+            for (;;) {
+                if (*prod != cons) {
+                    pw_fence_acquire();
+                    const pw_slot_hdr *hdr = (const pw_slot_hdr *)(q.ring + (uint64_t)(cons % q.slots) * q.slot_bytes);
+                    if (hdr->n_frames > q.burst_max) {
+                        ctrl->status = PW_QSTATE_BAD_SLOT;
+                        cmd = 1u;
+                    } else {
+                        cmd = 0u;
+                    }
+                    break;
+                }
+                if (ctrl->exit_flag) {
+                    ctrl->status = PW_QSTATE_EXIT_FLAG;
+                    cmd = 1u;
+                    break;
+                }
+                if ((++spins & 0x3FFu) == 0u) {
+                    ctrl->polls = ctrl->polls + 0x400u;
+                    if ((spins & 0xFFFFu) == 0u) ctrl->heartbeat = ctrl->heartbeat + 1u;
+                    if (pw_globaltimer() - idle_since > q.idle_timeout_ns) {
+                        ctrl->status = PW_QSTATE_EXIT_TIMEOUT;
+                        cmd = 1u;
+                        break;
+                    }
+                }
+            }
+        }
+        __syncthreads();
+        if (cmd) break;
+        pw_run_slot(q, cons, &acc);
+        __syncthreads();
+        if (threadIdx.x == 0) pw_publish(q, cons, &acc);
+        cons += 1u;
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) __threadfence_system();
+}
+
+/* Modes `launch` and `graph`: one block runs burst `seq` of queue `queue` and publishes it. */
+extern "C" __global__ void __launch_bounds__(256) pw_burst(const pw_queue_desc *queues, uint32_t queue, uint32_t seq) {
+    const pw_queue_desc q = queues[queue];
+    __shared__ pw_queue_counters acc;
+    pw_zero_counters(&acc);
+    __syncthreads();
+    pw_run_slot(q, seq, &acc);
+    __syncthreads();
+    if (threadIdx.x == 0) pw_publish(q, seq, &acc);
+}
+
+/* Graph mode: the graph's kernel nodes read the burst number from the slot header, so one graph
+ * instance serves every lap of its window of slots. */
+extern "C" __global__ void __launch_bounds__(256) pw_burst_slot(const pw_queue_desc *queues, uint32_t queue, uint32_t slot) {
+    const pw_queue_desc q = queues[queue];
+    const pw_slot_hdr *hdr = (const pw_slot_hdr *)(q.ring + (uint64_t)slot * q.slot_bytes);
+    __shared__ pw_queue_counters acc;
+    __shared__ uint32_t seq;
+    pw_zero_counters(&acc);
+    if (threadIdx.x == 0) seq = hdr->seq;
+    __syncthreads();
+    pw_run_slot(q, seq, &acc);
+    __syncthreads();
+    if (threadIdx.x == 0) pw_publish(q, seq, &acc);
+}
+
+/* Stage throughput: thread per frame over `n` device-resident frames (descriptor offsets relative
+ * to `data`), verdicts to device memory, counters aggregated per block. `q` supplies the pipeline,
+ * tables and counters (ring fields unused). */
+extern "C" __global__ void __launch_bounds__(256) pw_bulk(const pw_queue_desc *qd, const uint8_t *data, const pw_desc *descs,
+                                                         uint32_t n, pw_verdict *verdicts) {
+    const pw_queue_desc q = *qd;
+    __shared__ pw_queue_counters acc;
+    pw_zero_counters(&acc);
+    __syncthreads();
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        pw_desc d = descs[i];
+        pw_run_frame(q, data, d, verdicts + i, 0, &acc);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && (q.pipeline & PW_PIPE_COUNT)) pw_count_merge((pw_queue_counters *)q.counters, &acc);
+}

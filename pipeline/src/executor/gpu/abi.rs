@@ -1,0 +1,335 @@
+//! Rust mirrors of the `@@gpu-queues@@` section of `gpu-kernels/pktwarp_abi.h`; the tests pin
+//! every size and offset the kernels rely on.
+
+use crate::burst::FrameDesc;
+
+pub const MAX_BURST: u32 = 1024;
+pub const SLOT_ALIGN: usize = 256;
+pub const CTRL_SIZE: usize = 256;
+
+pub const ACTION_PASS: u8 = 0;
+pub const ACTION_DROP: u8 = 1;
+pub const ACTION_MIRROR: u8 = 2;
+pub const ACTION_TO_HOST: u8 = 3;
+pub const ACTIONS: usize = 4;
+
+/// Drop reasons: the codes of `crate::verdict::DropReason` (pinned by a test).
+pub const DROP_RING_FULL: u8 = 0;
+pub const DROP_PARSE_ERROR: u8 = 1;
+pub const DROP_ACL: u8 = 2;
+pub const DROP_STEERING: u8 = 3;
+pub const DROP_TX_ERROR: u8 = 4;
+pub const DROP_TOO_LONG: u8 = 5;
+pub const DROP_NONE: u8 = 0xFF;
+pub const DROP_REASONS: usize = 8;
+
+/// Names of the drop reasons, indexed by `DROP_*` (metrics labels).
+pub const DROP_REASON_NAMES: [&str; DROP_REASONS] = [
+    "ring_full",
+    "parse_error",
+    "acl_drop",
+    "steering_drop",
+    "tx_error",
+    "too_long",
+    "reserved6",
+    "reserved7",
+];
+/// Names of the actions, indexed by `ACTION_*`.
+pub const ACTION_NAMES: [&str; ACTIONS] = ["pass", "drop", "mirror", "to_host"];
+
+pub const QSTATE_IDLE: u32 = 0;
+pub const QSTATE_RUNNING: u32 = 1;
+pub const QSTATE_EXIT_FLAG: u32 = 2;
+pub const QSTATE_EXIT_TIMEOUT: u32 = 3;
+pub const QSTATE_BAD_SLOT: u32 = 4;
+
+pub const PIPE_PARSE: u32 = 1;
+pub const PIPE_ACL: u32 = 2;
+pub const PIPE_COUNT: u32 = 4;
+pub const PIPE_META_OUT: u32 = 8;
+pub const PIPE_DROP_MALFORMED: u32 = 16;
+
+/// `pw_desc`: one frame in a slot.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Desc {
+    pub offset: u32,
+    pub len: u32,
+    pub wire_len: u32,
+    pub port: u16,
+    pub queue: u16,
+    pub rss_hash: u32,
+    pub reserved: u32,
+    pub timestamp_ns: u64,
+}
+
+impl From<&FrameDesc> for Desc {
+    fn from(d: &FrameDesc) -> Desc {
+        Desc {
+            offset: d.offset,
+            len: d.len,
+            wire_len: d.wire_len,
+            port: d.port,
+            queue: d.queue,
+            rss_hash: d.rss_hash,
+            reserved: 0,
+            timestamp_ns: d.timestamp_ns,
+        }
+    }
+}
+
+/// `pw_slot_hdr`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlotHdr {
+    pub n_frames: u32,
+    pub data_bytes: u32,
+    pub seq: u32,
+    pub reserved: u32,
+}
+
+/// `pw_verdict`: what happens to one frame, and the rule that decided it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Verdict {
+    pub action: u8,
+    pub drop_reason: u8,
+    pub reserved: u16,
+    /// Matched ACL rule, `flow_rules::abi::ACL_NO_MATCH` when none.
+    pub rule: u32,
+    /// Mark set by the matched rule, 0 when none.
+    pub mark: u32,
+}
+
+/// `pw_queue_counters`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct QueueCounters {
+    pub bursts: u64,
+    pub packets: u64,
+    pub bytes: u64,
+    pub parse_errors: u64,
+    pub acl_matched: u64,
+    pub acl_no_match: u64,
+    pub action: [u64; ACTIONS],
+    pub drop_reason: [u64; DROP_REASONS],
+}
+
+impl QueueCounters {
+    /// The `count` stage for one frame (same rules as `pw_count_frame` in count.cuh).
+    pub fn add_frame(&mut self, parse_ok: bool, acl_ran: bool, v: &Verdict, wire_len: u32) {
+        self.packets += 1;
+        self.bytes += wire_len as u64;
+        if !parse_ok {
+            self.parse_errors += 1;
+        }
+        if acl_ran {
+            if v.rule != flow_rules::abi::ACL_NO_MATCH {
+                self.acl_matched += 1;
+            } else {
+                self.acl_no_match += 1;
+            }
+        }
+        if let Some(a) = self.action.get_mut(v.action as usize) {
+            *a += 1;
+        }
+        if v.action == ACTION_DROP {
+            if let Some(r) = self.drop_reason.get_mut(v.drop_reason as usize) {
+                *r += 1;
+            }
+        }
+    }
+
+    pub fn merge(&mut self, o: &QueueCounters) {
+        self.bursts += o.bursts;
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+        self.parse_errors += o.parse_errors;
+        self.acl_matched += o.acl_matched;
+        self.acl_no_match += o.acl_no_match;
+        for i in 0..ACTIONS {
+            self.action[i] += o.action[i];
+        }
+        for i in 0..DROP_REASONS {
+            self.drop_reason[i] += o.drop_reason[i];
+        }
+    }
+}
+
+/// The verdict rule (same as `pw_verdict_of` in count.cuh and `pipeline::stage::run`).
+pub fn verdict_of(parse_ok: bool, pipeline: u32, rule: u32, action: u8, mark: u32) -> Verdict {
+    if !parse_ok && pipeline & PIPE_DROP_MALFORMED != 0 {
+        return Verdict {
+            action: ACTION_DROP,
+            drop_reason: DROP_PARSE_ERROR,
+            reserved: 0,
+            rule: flow_rules::abi::ACL_NO_MATCH,
+            mark: 0,
+        };
+    }
+    Verdict {
+        action,
+        drop_reason: if action == ACTION_DROP {
+            DROP_ACL
+        } else {
+            DROP_NONE
+        },
+        reserved: 0,
+        rule,
+        mark,
+    }
+}
+
+/// `pw_queue_ctrl`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct QueueCtrl {
+    pub producer: u32,
+    pub exit_flag: u32,
+    pub pad0: [u32; 30],
+    pub consumer: u32,
+    pub heartbeat: u32,
+    pub status: u32,
+    pub pad1: u32,
+    pub polls: u64,
+    pub pad2: [u32; 26],
+}
+
+/// `pw_queue_desc`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QueueDesc {
+    pub ring: u64,
+    pub producer: u64,
+    pub ctrl: u64,
+    pub verdicts: u64,
+    pub metas: u64,
+    pub counters: u64,
+    pub rule_hits: u64,
+    pub acl_tables: u64,
+    pub idle_timeout_ns: u64,
+    pub slots: u32,
+    pub burst_max: u32,
+    pub slot_bytes: u32,
+    pub data_offset: u32,
+    pub pipeline: u32,
+    pub n_rules: u32,
+    pub default_action: u8,
+    pub port_id: u8,
+    pub queue_id: u16,
+    pub reserved: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    #[test]
+    fn layout_matches_abi_header() {
+        assert_eq!(size_of::<Desc>(), 32);
+        assert_eq!(offset_of!(Desc, port), 12);
+        assert_eq!(offset_of!(Desc, rss_hash), 16);
+        assert_eq!(offset_of!(Desc, timestamp_ns), 24);
+        assert_eq!(size_of::<SlotHdr>(), 16);
+        assert_eq!(size_of::<Verdict>(), 12);
+        assert_eq!(offset_of!(Verdict, rule), 4);
+        assert_eq!(offset_of!(Verdict, mark), 8);
+        assert_eq!(size_of::<QueueCounters>(), 144);
+        assert_eq!(offset_of!(QueueCounters, action), 48);
+        assert_eq!(offset_of!(QueueCounters, drop_reason), 80);
+        assert_eq!(size_of::<QueueCtrl>(), CTRL_SIZE);
+        assert_eq!(offset_of!(QueueCtrl, exit_flag), 4);
+        assert_eq!(offset_of!(QueueCtrl, consumer), 128);
+        assert_eq!(offset_of!(QueueCtrl, heartbeat), 132);
+        assert_eq!(offset_of!(QueueCtrl, status), 136);
+        assert_eq!(offset_of!(QueueCtrl, polls), 144);
+        assert_eq!(size_of::<QueueDesc>(), 104);
+        assert_eq!(offset_of!(QueueDesc, idle_timeout_ns), 64);
+        assert_eq!(offset_of!(QueueDesc, slots), 72);
+        assert_eq!(offset_of!(QueueDesc, pipeline), 88);
+        assert_eq!(offset_of!(QueueDesc, default_action), 96);
+        assert_eq!(offset_of!(QueueDesc, queue_id), 98);
+    }
+
+    /// The header's numbers are the ones mirrored here (parsed from the header text, so a change
+    /// on one side only fails).
+    #[test]
+    fn constants_match_abi_header() {
+        let h = include_str!("../../../../gpu-kernels/pktwarp_abi.h");
+        let val = |name: &str| -> u64 {
+            let line = h
+                .lines()
+                .find(|l| l.starts_with(&format!("#define {name} ")))
+                .unwrap_or_else(|| panic!("{name} not in header"));
+            let v = line
+                .split_whitespace()
+                .nth(2)
+                .unwrap()
+                .trim_end_matches('u');
+            match v.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).unwrap(),
+                None => v.parse().unwrap(),
+            }
+        };
+        assert_eq!(val("PW_GPU_MAX_BURST"), MAX_BURST as u64);
+        assert_eq!(val("PW_SLOT_ALIGN"), SLOT_ALIGN as u64);
+        assert_eq!(val("PW_ACTION_DROP"), ACTION_DROP as u64);
+        assert_eq!(val("PW_ACTION_TO_HOST"), ACTION_TO_HOST as u64);
+        assert_eq!(val("PW_DROP_PARSE_ERROR"), DROP_PARSE_ERROR as u64);
+        assert_eq!(val("PW_DROP_ACL"), DROP_ACL as u64);
+        assert_eq!(val("PW_DROP_NONE"), DROP_NONE as u64);
+        assert_eq!(val("PW_DROP_TOO_LONG"), DROP_TOO_LONG as u64);
+        assert_eq!(val("PW_DROP_REASONS"), DROP_REASONS as u64);
+        assert_eq!(val("PW_QSTATE_BAD_SLOT"), QSTATE_BAD_SLOT as u64);
+        assert_eq!(val("PW_PIPE_META_OUT"), PIPE_META_OUT as u64);
+        assert_eq!(val("PW_PIPE_DROP_MALFORMED"), PIPE_DROP_MALFORMED as u64);
+    }
+
+    #[test]
+    fn drop_reasons_match_cpu_executor() {
+        use crate::verdict::DropReason;
+        assert_eq!(DropReason::RingFull as u8, DROP_RING_FULL);
+        assert_eq!(DropReason::ParseError as u8, DROP_PARSE_ERROR);
+        assert_eq!(DropReason::AclDrop as u8, DROP_ACL);
+        assert_eq!(DropReason::SteeringDrop as u8, DROP_STEERING);
+        assert_eq!(DropReason::TxError as u8, DROP_TX_ERROR);
+        for r in DropReason::ALL {
+            assert_eq!(DROP_REASON_NAMES[r as usize], r.name());
+        }
+    }
+
+    #[test]
+    fn verdict_rule() {
+        let nm = flow_rules::abi::ACL_NO_MATCH;
+        let v = verdict_of(false, PIPE_DROP_MALFORMED, 3, ACTION_PASS, 7);
+        assert_eq!(
+            (v.action, v.drop_reason, v.rule, v.mark),
+            (ACTION_DROP, DROP_PARSE_ERROR, nm, 0)
+        );
+        let v = verdict_of(false, 0, 3, ACTION_DROP, 7);
+        assert_eq!(
+            (v.action, v.drop_reason, v.rule, v.mark),
+            (ACTION_DROP, DROP_ACL, 3, 7)
+        );
+        let v = verdict_of(true, 0, nm, ACTION_PASS, 0);
+        assert_eq!((v.action, v.drop_reason), (ACTION_PASS, DROP_NONE));
+        let mut c = QueueCounters::default();
+        c.add_frame(
+            false,
+            true,
+            &verdict_of(false, PIPE_DROP_MALFORMED, nm, 0, 0),
+            60,
+        );
+        assert_eq!(
+            (
+                c.packets,
+                c.bytes,
+                c.parse_errors,
+                c.action[1],
+                c.drop_reason[1]
+            ),
+            (1, 60, 1, 1, 1)
+        );
+    }
+}

@@ -1,0 +1,623 @@
+//! A thin, checked layer over the CUDA driver API (cudarc's `sys` bindings, loaded at run time).
+//!
+//! Every call returns a [`CudaError`] naming the call; nothing here panics. The library must have
+//! been found first ([`probe`]): cudarc panics when libcuda is absent, so `probe` checks with
+//! `is_culib_present` before the first call and every other entry point goes through a
+//! [`Context`], which only `probe`/`Context::new` can make.
+
+use cudarc::driver::sys;
+use std::ffi::{c_void, CStr};
+use std::ptr;
+
+/// A failed driver call: the call's name and the driver's error name and text.
+#[derive(Debug, thiserror::Error)]
+#[error("{call}: {name} ({text})")]
+pub struct CudaError {
+    pub call: &'static str,
+    pub name: String,
+    pub text: String,
+}
+
+pub type CuResult<T> = Result<T, CudaError>;
+
+pub(crate) fn check(call: &'static str, r: sys::CUresult) -> CuResult<()> {
+    if r == sys::CUresult::CUDA_SUCCESS {
+        return Ok(());
+    }
+    let mut name: *const std::ffi::c_char = ptr::null();
+    let mut text: *const std::ffi::c_char = ptr::null();
+    // SAFETY: the driver library is loaded (we only get here after a driver call returned) and
+    // both out-pointers are valid; the strings it hands back are static.
+    unsafe {
+        sys::cuGetErrorName(r, &mut name);
+        sys::cuGetErrorString(r, &mut text);
+    }
+    let s = |p: *const std::ffi::c_char| {
+        if p.is_null() {
+            format!("{r:?}")
+        } else {
+            // SAFETY: non-null strings from cuGetError* are NUL-terminated and static.
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        }
+    };
+    Err(CudaError {
+        call,
+        name: s(name),
+        text: s(text),
+    })
+}
+
+macro_rules! cu {
+    ($call:ident ( $($arg:expr),* $(,)? )) => {
+        check(stringify!($call), sys::$call($($arg),*))
+    };
+}
+
+/// What [`probe`] found about one device.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DeviceInfo {
+    pub index: u32,
+    pub name: String,
+    pub compute_capability: (u32, u32),
+    pub multiprocessors: u32,
+    pub total_mem_bytes: u64,
+    pub driver_version: i32,
+    pub can_map_host_memory: bool,
+    pub stream_mem_ops: bool,
+}
+
+/// Why no GPU can be used (returned by [`probe`], never a panic).
+#[derive(Debug, thiserror::Error)]
+pub enum Unavailable {
+    #[error("the CUDA driver library (libcuda.so) could not be loaded: no NVIDIA driver on this machine")]
+    NoDriverLibrary,
+    #[error("CUDA driver error: {0}")]
+    Driver(#[from] CudaError),
+    #[error("no CUDA device found")]
+    NoDevice,
+    #[error("device index {index} requested but only {count} device(s) present")]
+    BadIndex { index: u32, count: u32 },
+    #[error("device {index} ({name}) has compute capability {major}.{minor}; pktwarp needs 7.0 or newer")]
+    TooOld {
+        index: u32,
+        name: String,
+        major: u32,
+        minor: u32,
+    },
+}
+
+/// True when libcuda can be loaded (cheap; never panics).
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen candidate names; no CUDA call is made.
+    unsafe { sys::is_culib_present() }
+}
+
+/// Looks for a usable device `index`: the library loads, cuInit succeeds, the device exists and is
+/// recent enough. Returns its description or the reason it cannot be used.
+pub fn probe(index: u32) -> Result<DeviceInfo, Unavailable> {
+    if !driver_present() {
+        return Err(Unavailable::NoDriverLibrary);
+    }
+    // SAFETY: the library is present (checked above), so cudarc's loader does not panic; all
+    // out-pointers are valid locals.
+    unsafe {
+        cu!(cuInit(0))?;
+        let mut count = 0i32;
+        cu!(cuDeviceGetCount(&mut count))?;
+        if count <= 0 {
+            return Err(Unavailable::NoDevice);
+        }
+        if index >= count as u32 {
+            return Err(Unavailable::BadIndex {
+                index,
+                count: count as u32,
+            });
+        }
+        let mut dev: sys::CUdevice = 0;
+        cu!(cuDeviceGet(&mut dev, index as i32))?;
+        let mut name = [0 as std::ffi::c_char; 256];
+        cu!(cuDeviceGetName(name.as_mut_ptr(), 255, dev))?;
+        let name = CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned();
+        let attr = |a: sys::CUdevice_attribute| -> CuResult<i32> {
+            let mut v = 0i32;
+            cu!(cuDeviceGetAttribute(&mut v, a, dev))?;
+            Ok(v)
+        };
+        use sys::CUdevice_attribute as A;
+        let major = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)? as u32;
+        let minor = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)? as u32;
+        let sms = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let map = attr(A::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)? != 0;
+        let memops = attr(A::CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1)? != 0;
+        let mut total = 0usize;
+        cu!(cuDeviceTotalMem_v2(&mut total, dev))?;
+        let mut drv = 0i32;
+        cu!(cuDriverGetVersion(&mut drv))?;
+        if major < 7 {
+            return Err(Unavailable::TooOld {
+                index,
+                name,
+                major,
+                minor,
+            });
+        }
+        Ok(DeviceInfo {
+            index,
+            name,
+            compute_capability: (major, minor),
+            multiprocessors: sms,
+            total_mem_bytes: total as u64,
+            driver_version: drv,
+            can_map_host_memory: map,
+            stream_mem_ops: memops,
+        })
+    }
+}
+
+/// The device's primary context, made current on the threads that use it.
+pub struct Context {
+    dev: sys::CUdevice,
+    ctx: sys::CUcontext,
+    pub info: DeviceInfo,
+}
+
+// SAFETY: a CUDA context may be used from any thread once made current there; every method
+// binds it first.
+unsafe impl Send for Context {}
+// SAFETY: as above; the driver API is thread-safe.
+unsafe impl Sync for Context {}
+
+impl Context {
+    pub fn new(index: u32) -> Result<Context, Unavailable> {
+        let info = probe(index)?;
+        let mut dev: sys::CUdevice = 0;
+        let mut ctx: sys::CUcontext = ptr::null_mut();
+        // SAFETY: library present and initialised by probe; out-pointers valid.
+        unsafe {
+            cu!(cuDeviceGet(&mut dev, index as i32))?;
+            cu!(cuDevicePrimaryCtxRetain(&mut ctx, dev))?;
+            cu!(cuCtxSetCurrent(ctx))?;
+        }
+        Ok(Context { dev, ctx, info })
+    }
+
+    /// Makes the context current on the calling thread.
+    pub fn bind(&self) -> CuResult<()> {
+        // SAFETY: ctx is a retained primary context.
+        unsafe { cu!(cuCtxSetCurrent(self.ctx)) }
+    }
+
+    pub fn synchronize(&self) -> CuResult<()> {
+        self.bind()?;
+        // SAFETY: a context is current.
+        unsafe { cu!(cuCtxSynchronize()) }
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: releases the retain taken in new(); errors at teardown are ignored.
+        unsafe {
+            sys::cuDevicePrimaryCtxRelease_v2(self.dev);
+        }
+    }
+}
+
+/// Device memory.
+pub struct DeviceBuffer {
+    pub ptr: sys::CUdeviceptr,
+    pub len: usize,
+}
+
+impl DeviceBuffer {
+    pub fn new(ctx: &Context, len: usize) -> CuResult<DeviceBuffer> {
+        ctx.bind()?;
+        let mut p: sys::CUdeviceptr = 0;
+        // SAFETY: context current; len > 0 enforced below.
+        unsafe { cu!(cuMemAlloc_v2(&mut p, len.max(1)))? };
+        Ok(DeviceBuffer { ptr: p, len })
+    }
+
+    pub fn upload(&self, src: &[u8]) -> CuResult<()> {
+        assert_copy_fits(src.len(), self.len);
+        // SAFETY: src is valid for its length and fits in the allocation.
+        unsafe {
+            cu!(cuMemcpyHtoD_v2(
+                self.ptr,
+                src.as_ptr() as *const c_void,
+                src.len()
+            ))
+        }
+    }
+
+    pub fn download(&self, dst: &mut [u8]) -> CuResult<()> {
+        assert_copy_fits(dst.len(), self.len);
+        // SAFETY: dst is valid for its length and the allocation holds at least that much.
+        unsafe {
+            cu!(cuMemcpyDtoH_v2(
+                dst.as_mut_ptr() as *mut c_void,
+                self.ptr,
+                dst.len()
+            ))
+        }
+    }
+
+    pub fn zero(&self) -> CuResult<()> {
+        // SAFETY: the range is the allocation.
+        unsafe { cu!(cuMemsetD8_v2(self.ptr, 0, self.len)) }
+    }
+}
+
+fn assert_copy_fits(n: usize, cap: usize) {
+    // A programming error inside this module, not user input: callers size copies themselves.
+    debug_assert!(n <= cap, "copy of {n} bytes into {cap}");
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cuMemAlloc; freed once.
+        unsafe {
+            sys::cuMemFree_v2(self.ptr);
+        }
+    }
+}
+
+/// Pinned host memory mapped into the device's address space (`host` for the CPU, `dev` for
+/// kernels).
+pub struct PinnedBuffer {
+    pub host: *mut u8,
+    pub dev: sys::CUdeviceptr,
+    pub len: usize,
+}
+
+// SAFETY: plain memory; synchronisation is the users' protocol (ring indices).
+unsafe impl Send for PinnedBuffer {}
+// SAFETY: as above.
+unsafe impl Sync for PinnedBuffer {}
+
+impl PinnedBuffer {
+    pub fn new(ctx: &Context, len: usize) -> CuResult<PinnedBuffer> {
+        ctx.bind()?;
+        let mut p: *mut c_void = ptr::null_mut();
+        let mut d: sys::CUdeviceptr = 0;
+        let len = len.max(1);
+        // SAFETY: context current; out-pointers valid; the memory is zeroed before use.
+        unsafe {
+            cu!(cuMemHostAlloc(
+                &mut p,
+                len,
+                sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE
+            ))?;
+            ptr::write_bytes(p as *mut u8, 0, len);
+            cu!(cuMemHostGetDevicePointer_v2(&mut d, p, 0))?;
+        }
+        Ok(PinnedBuffer {
+            host: p as *mut u8,
+            dev: d,
+            len,
+        })
+    }
+
+    /// The whole buffer as bytes. Only for regions the GPU is not writing at the same time.
+    ///
+    /// # Safety
+    /// No kernel may write the buffer while the slice lives.
+    pub unsafe fn as_slice(&self) -> &[u8] {
+        std::slice::from_raw_parts(self.host, self.len)
+    }
+}
+
+impl Drop for PinnedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cuMemHostAlloc; freed once.
+        unsafe {
+            sys::cuMemFreeHost(self.host as *mut c_void);
+        }
+    }
+}
+
+/// A non-blocking stream (never synchronises with the legacy default stream, so a persistent
+/// kernel on one stream does not stall copies on another).
+pub struct Stream {
+    pub raw: sys::CUstream,
+}
+
+// SAFETY: streams are usable from any thread with the context current.
+unsafe impl Send for Stream {}
+// SAFETY: as above.
+unsafe impl Sync for Stream {}
+
+impl Stream {
+    pub fn new(ctx: &Context) -> CuResult<Stream> {
+        ctx.bind()?;
+        let mut s: sys::CUstream = ptr::null_mut();
+        // SAFETY: context current.
+        unsafe {
+            cu!(cuStreamCreate(
+                &mut s,
+                sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32
+            ))?
+        };
+        Ok(Stream { raw: s })
+    }
+
+    pub fn synchronize(&self) -> CuResult<()> {
+        // SAFETY: valid stream.
+        unsafe { cu!(cuStreamSynchronize(self.raw)) }
+    }
+
+    /// True when all work queued so far has finished.
+    pub fn is_idle(&self) -> CuResult<bool> {
+        // SAFETY: valid stream.
+        let r = unsafe { sys::cuStreamQuery(self.raw) };
+        if r == sys::CUresult::CUDA_ERROR_NOT_READY {
+            return Ok(false);
+        }
+        check("cuStreamQuery", r).map(|_| true)
+    }
+
+    /// Async copy host -> device.
+    ///
+    /// # Safety
+    /// `src` must stay valid and unchanged until the copy completes (pinned memory for a truly
+    /// asynchronous copy) and `dst..dst+len` must be device memory.
+    pub unsafe fn copy_htod(
+        &self,
+        dst: sys::CUdeviceptr,
+        src: *const u8,
+        len: usize,
+    ) -> CuResult<()> {
+        cu!(cuMemcpyHtoDAsync_v2(
+            dst,
+            src as *const c_void,
+            len,
+            self.raw
+        ))
+    }
+
+    /// Async copy device -> host.
+    ///
+    /// # Safety
+    /// `dst` must stay valid until the copy completes.
+    pub unsafe fn copy_dtoh(
+        &self,
+        dst: *mut u8,
+        src: sys::CUdeviceptr,
+        len: usize,
+    ) -> CuResult<()> {
+        cu!(cuMemcpyDtoHAsync_v2(dst as *mut c_void, src, len, self.raw))
+    }
+
+    /// Writes `value` to the 32-bit word at `addr` in stream order (after all earlier work on
+    /// this stream: the producer-index publish of the ingest path).
+    pub fn write_u32(&self, addr: sys::CUdeviceptr, value: u32) -> CuResult<()> {
+        // SAFETY: addr is a device address of a u32 owned by the caller's ring.
+        unsafe { cu!(cuStreamWriteValue32_v2(self.raw, addr, value, 0)) }
+    }
+
+    pub fn record(&self, ev: &Event) -> CuResult<()> {
+        // SAFETY: both handles valid.
+        unsafe { cu!(cuEventRecord(ev.raw, self.raw)) }
+    }
+
+    pub fn begin_capture(&self) -> CuResult<()> {
+        // SAFETY: valid stream; relaxed mode so other threads' CUDA calls are not refused.
+        unsafe {
+            cu!(cuStreamBeginCapture_v2(
+                self.raw,
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED
+            ))
+        }
+    }
+
+    pub fn end_capture(&self) -> CuResult<Graph> {
+        let mut g: sys::CUgraph = ptr::null_mut();
+        let mut e: sys::CUgraphExec = ptr::null_mut();
+        // SAFETY: capture begun on this stream; out-pointers valid.
+        unsafe {
+            cu!(cuStreamEndCapture(self.raw, &mut g))?;
+            let r = check(
+                "cuGraphInstantiateWithFlags",
+                sys::cuGraphInstantiateWithFlags(&mut e, g, 0),
+            );
+            if let Err(err) = r {
+                sys::cuGraphDestroy(g);
+                return Err(err);
+            }
+        }
+        Ok(Graph { graph: g, exec: e })
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        // SAFETY: created by cuStreamCreate; destroyed once.
+        unsafe {
+            sys::cuStreamDestroy_v2(self.raw);
+        }
+    }
+}
+
+/// An instantiated CUDA graph.
+pub struct Graph {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+}
+
+// SAFETY: graph handles are usable from any thread with the context current.
+unsafe impl Send for Graph {}
+// SAFETY: as above.
+unsafe impl Sync for Graph {}
+
+impl Graph {
+    pub fn launch(&self, stream: &Stream) -> CuResult<()> {
+        // SAFETY: valid handles.
+        unsafe { cu!(cuGraphLaunch(self.exec, stream.raw)) }
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // SAFETY: created by end_capture; destroyed once.
+        unsafe {
+            sys::cuGraphExecDestroy(self.exec);
+            sys::cuGraphDestroy(self.graph);
+        }
+    }
+}
+
+/// A timing event.
+pub struct Event {
+    raw: sys::CUevent,
+}
+
+impl Event {
+    pub fn new(ctx: &Context) -> CuResult<Event> {
+        ctx.bind()?;
+        let mut e: sys::CUevent = ptr::null_mut();
+        // SAFETY: context current.
+        unsafe { cu!(cuEventCreate(&mut e, 0))? };
+        Ok(Event { raw: e })
+    }
+
+    pub fn synchronize(&self) -> CuResult<()> {
+        // SAFETY: valid event.
+        unsafe { cu!(cuEventSynchronize(self.raw)) }
+    }
+
+    /// Milliseconds from `self` to `end` (both recorded and complete).
+    pub fn elapsed_ms(&self, end: &Event) -> CuResult<f32> {
+        let mut ms = 0f32;
+        // SAFETY: valid events.
+        unsafe { cu!(cuEventElapsedTime_v2(&mut ms, self.raw, end.raw))? };
+        Ok(ms)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: created by cuEventCreate; destroyed once.
+        unsafe {
+            sys::cuEventDestroy_v2(self.raw);
+        }
+    }
+}
+
+/// A loaded module and the functions taken from it.
+pub struct Module {
+    raw: sys::CUmodule,
+}
+
+// SAFETY: module handles are usable from any thread with the context current.
+unsafe impl Send for Module {}
+// SAFETY: as above.
+unsafe impl Sync for Module {}
+
+/// A kernel.
+#[derive(Clone, Copy)]
+pub struct Function {
+    raw: sys::CUfunction,
+}
+
+// SAFETY: function handles are immutable.
+unsafe impl Send for Function {}
+// SAFETY: as above.
+unsafe impl Sync for Function {}
+
+impl Module {
+    /// Loads a PTX (NUL-terminated), CUBIN or fatbin image.
+    pub fn load(ctx: &Context, image: &[u8]) -> CuResult<Module> {
+        ctx.bind()?;
+        let mut m: sys::CUmodule = ptr::null_mut();
+        // PTX must be NUL-terminated; binary images carry their own size in their header.
+        let mut owned;
+        let data = if image.starts_with(b"//") || image.starts_with(b".version") {
+            owned = image.to_vec();
+            owned.push(0);
+            owned.as_slice()
+        } else {
+            image
+        };
+        // SAFETY: data is a complete image that outlives the call.
+        unsafe { cu!(cuModuleLoadData(&mut m, data.as_ptr() as *const c_void))? };
+        Ok(Module { raw: m })
+    }
+
+    pub fn function(&self, name: &CStr) -> CuResult<Function> {
+        let mut f: sys::CUfunction = ptr::null_mut();
+        // SAFETY: valid module and NUL-terminated name.
+        unsafe { cu!(cuModuleGetFunction(&mut f, self.raw, name.as_ptr()))? };
+        Ok(Function { raw: f })
+    }
+
+    /// Reads a `__device__ uint32_t` global.
+    pub fn global_u32(&self, name: &CStr) -> CuResult<u32> {
+        let mut d: sys::CUdeviceptr = 0;
+        let mut n = 0usize;
+        let mut v = 0u32;
+        // SAFETY: valid module; copies 4 bytes from the global into a local.
+        unsafe {
+            cu!(cuModuleGetGlobal_v2(
+                &mut d,
+                &mut n,
+                self.raw,
+                name.as_ptr()
+            ))?;
+            cu!(cuMemcpyDtoH_v2(&mut v as *mut u32 as *mut c_void, d, 4))?;
+        }
+        Ok(v)
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        // SAFETY: loaded by cuModuleLoadData; unloaded once.
+        unsafe {
+            sys::cuModuleUnload(self.raw);
+        }
+    }
+}
+
+impl Function {
+    /// Launches with the given kernel parameters (each a pointer to the argument's value).
+    ///
+    /// # Safety
+    /// `params` must match the kernel's signature exactly and every address they carry must be
+    /// valid for what the kernel does with it.
+    pub unsafe fn launch(
+        &self,
+        stream: &Stream,
+        grid: u32,
+        block: u32,
+        params: &mut [*mut c_void],
+    ) -> CuResult<()> {
+        cu!(cuLaunchKernel(
+            self.raw,
+            grid,
+            1,
+            1,
+            block,
+            1,
+            1,
+            0,
+            stream.raw,
+            params.as_mut_ptr(),
+            ptr::null_mut()
+        ))
+    }
+
+    /// Blocks of `block` threads that fit on one multiprocessor at once.
+    pub fn occupancy(&self, block: u32) -> CuResult<u32> {
+        let mut n = 0i32;
+        // SAFETY: valid function; out-pointer valid.
+        unsafe {
+            cu!(cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                &mut n,
+                self.raw,
+                block as i32,
+                0
+            ))?
+        };
+        Ok(n.max(0) as u32)
+    }
+}

@@ -1,0 +1,1180 @@
+//! The GPU executor: queues in GPU memory (or mapped pinned host memory), persistent kernels that
+//! poll them and run parse -> acl -> count, verdicts and counters back in host-visible memory.
+//!
+//! Per queue a burst ring of `ring_slots` slots (see the `@@gpu-queues@@` section of the ABI
+//! header). Ingest for ports that are not GPUDirect NICs plays the NIC's part:
+//! - `device` placement: the burst is written into a pinned staging slot, copied asynchronously
+//!   into the ring slot in device memory, then the producer index is published in stream order
+//!   after the copy (`cuStreamWriteValue32_v2` on the queue's non-blocking stream);
+//! - `mapped` placement: the burst is written straight into the ring slot in pinned host memory
+//!   and the producer index stored after a release fence; the kernel reads over PCIe.
+//!
+//! Modes: `persistent` (one CTA per queue polls its ring until the host sets the exit flag, or a
+//! bounded idle wait passes), `launch` (one kernel per burst) and `graph` (a CUDA graph over
+//! `graph_bursts` bursts), the latter two kept for comparison as l2fwd-nv does.
+//!
+//! Nothing here panics on a machine without a GPU: [`probe`] and [`GpuExecutor::new`] return the
+//! reason instead.
+
+pub mod abi;
+pub mod driver;
+pub mod kernels;
+
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::burst::Burst;
+use crate::meta::PacketMeta;
+use abi::{Desc, QueueCounters, QueueCtrl, QueueDesc, SlotHdr, Verdict};
+use driver::{Context, DeviceBuffer, Event, Function, Graph, Module, PinnedBuffer, Stream};
+pub use driver::{DeviceInfo, Unavailable};
+pub use kernels::{KernelImage, LoadedFrom};
+
+/// Volatile read of one field of a queue's control block (the GPU writes it).
+macro_rules! ctrl_get {
+    ($b:expr, $field:ident) => {{
+        let c = $b.host as *const QueueCtrl;
+        // SAFETY: the pinned buffer holds one QueueCtrl for the executor's life; a volatile read
+        // of a plain integer field.
+        unsafe { ptr::read_volatile(ptr::addr_of!((*c).$field)) }
+    }};
+}
+
+/// Volatile store to one field of a queue's control block (the GPU reads it).
+macro_rules! ctrl_set {
+    ($b:expr, $field:ident, $v:expr) => {{
+        let c = $b.host as *mut QueueCtrl;
+        // SAFETY: as in ctrl_get; the host is this field's only writer.
+        unsafe { ptr::write_volatile(ptr::addr_of_mut!((*c).$field), $v) }
+    }};
+}
+
+/// How bursts reach the kernel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// One CTA per queue polls its ring for the life of the executor.
+    #[default]
+    Persistent,
+    /// One kernel launch per burst.
+    Launch,
+    /// One CUDA graph launch per `graph_bursts` bursts.
+    Graph,
+}
+
+/// Where a queue's ring lives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    /// GPU memory, filled by DMA (as a GPUDirect NIC would).
+    #[default]
+    Device,
+    /// Pinned host memory the GPU reads directly (lowest latency for small bursts).
+    Mapped,
+}
+
+/// Options of the GPU executor (YAML: under `executor:` when it is `gpu` or `auto`).
+#[derive(Clone, Debug, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GpuOptions {
+    /// `persistent` (default), `launch` or `graph`.
+    pub mode: Mode,
+    /// Ring placement of every queue: `device` (default) or `mapped`.
+    pub placement: Placement,
+    /// Per-queue placement overriding `placement` (index = queue number; shorter lists leave the
+    /// remaining queues at `placement`).
+    pub queue_placement: Vec<Placement>,
+    /// Most frames in one burst (1..=1024). Default 256.
+    pub burst_size: u32,
+    /// Slots (bursts) per ring. Default 64. With `graph` a multiple of `graph_bursts`.
+    pub ring_slots: u32,
+    /// Bytes of frame data a slot holds. Default `burst_size * 2048`.
+    pub slot_data_bytes: Option<u32>,
+    /// Bursts per CUDA graph launch in `graph` mode. Default 8.
+    pub graph_bursts: u32,
+    /// CUDA device index. Default 0.
+    pub device: u32,
+    /// Threads per CTA (a multiple of 32, at most 256). Default: the burst size rounded up to a
+    /// warp, at most 256: a thread per frame.
+    pub block_threads: Option<u32>,
+    /// Bounded wait of the persistent kernel: it exits after this long without a burst even if
+    /// the host never sets the exit flag (last resort against a dead host). Default 60000 ms.
+    pub idle_timeout_ms: u64,
+    /// Write every frame's parsed metadata back to the host (for `pktwarp verify`). Default false.
+    pub emit_meta: bool,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions {
+            mode: Mode::Persistent,
+            placement: Placement::Device,
+            queue_placement: Vec::new(),
+            burst_size: 256,
+            ring_slots: 64,
+            slot_data_bytes: None,
+            graph_bursts: 8,
+            device: 0,
+            block_threads: None,
+            idle_timeout_ms: 60_000,
+            emit_meta: false,
+        }
+    }
+}
+
+impl GpuOptions {
+    /// Checks value ranges; the message names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.burst_size == 0 || self.burst_size > abi::MAX_BURST {
+            return Err(format!(
+                "executor.burst_size: {} is out of range 1..={}",
+                self.burst_size,
+                abi::MAX_BURST
+            ));
+        }
+        if self.ring_slots < 2 || self.ring_slots > 1 << 16 {
+            return Err(format!(
+                "executor.ring_slots: {} is out of range 2..=65536",
+                self.ring_slots
+            ));
+        }
+        if self.mode == Mode::Graph
+            && (self.graph_bursts == 0 || self.ring_slots % self.graph_bursts != 0)
+        {
+            return Err(format!(
+                "executor.graph_bursts: {} must be >= 1 and divide ring_slots ({})",
+                self.graph_bursts, self.ring_slots
+            ));
+        }
+        if let Some(t) = self.block_threads {
+            if t == 0 || t % 32 != 0 || t > 256 {
+                return Err(format!(
+                    "executor.block_threads: {t} must be a multiple of 32 in 32..=256"
+                ));
+            }
+        }
+        if let Some(b) = self.slot_data_bytes {
+            if b == 0 || b > 1 << 30 {
+                return Err(format!(
+                    "executor.slot_data_bytes: {b} is out of range 1..=2^30"
+                ));
+            }
+        }
+        if self.idle_timeout_ms == 0 {
+            return Err("executor.idle_timeout_ms: must be > 0".into());
+        }
+        Ok(())
+    }
+
+    fn placement_of(&self, q: usize) -> Placement {
+        self.queue_placement
+            .get(q)
+            .copied()
+            .unwrap_or(self.placement)
+    }
+
+    fn threads(&self) -> u32 {
+        self.block_threads
+            .unwrap_or_else(|| self.burst_size.div_ceil(32).clamp(1, 8) * 32)
+    }
+
+    pub fn slot_data_capacity(&self) -> u32 {
+        self.slot_data_bytes
+            .unwrap_or(self.burst_size.saturating_mul(2048))
+    }
+}
+
+/// Is a GPU usable for `executor: auto`? The device description, or the reason not (never a
+/// panic; safe on machines without an NVIDIA driver).
+pub fn probe(device: u32) -> Result<DeviceInfo, Unavailable> {
+    driver::probe(device)
+}
+
+/// The flat ACL tables for the GPU: the very bytes the CPU matcher walks.
+#[derive(Clone, Copy, Debug)]
+pub struct AclTablesRef<'a> {
+    pub bytes: &'a [u8],
+    /// Rules in the table (size of the per-rule hit counters).
+    pub n_rules: u32,
+}
+
+/// What each queue runs.
+#[derive(Clone, Copy, Debug)]
+pub struct PipelineDesc<'a> {
+    pub parse: bool,
+    pub acl: Option<AclTablesRef<'a>>,
+    pub count: bool,
+}
+
+impl PipelineDesc<'_> {
+    fn flags(&self) -> u32 {
+        let mut f = 0;
+        if self.parse {
+            // The CPU executor drops malformed frames at the parse stage; so does the GPU.
+            f |= abi::PIPE_PARSE | abi::PIPE_DROP_MALFORMED;
+        }
+        if self.acl.is_some() {
+            f |= abi::PIPE_ACL;
+        }
+        if self.count {
+            f |= abi::PIPE_COUNT;
+        }
+        f
+    }
+}
+
+/// Why `submit` did not take a burst. Every refusal is counted.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SubmitError {
+    #[error("ring of queue {queue} is full ({slots} bursts in flight)")]
+    RingFull { queue: usize, slots: u32 },
+    #[error("burst of {frames} frames / {bytes} bytes exceeds the slot ({max_frames} frames / {max_bytes} bytes)")]
+    TooLarge {
+        frames: usize,
+        bytes: usize,
+        max_frames: u32,
+        max_bytes: u32,
+    },
+    #[error("no queue {0}")]
+    NoQueue(usize),
+    #[error("GPU error: {0}")]
+    Gpu(String),
+}
+
+/// Host-side counters of one queue (refusals before the GPU saw anything).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct HostCounters {
+    pub submitted_bursts: u64,
+    pub submitted_frames: u64,
+    pub ring_full_bursts: u64,
+    pub ring_full_frames: u64,
+    pub too_large_bursts: u64,
+    pub too_large_frames: u64,
+}
+
+/// A snapshot of every queue's counters.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct CountersSnapshot {
+    pub queues: Vec<QueueCounters>,
+    pub host: Vec<HostCounters>,
+    /// Per-rule hits over all queues (empty without an acl stage).
+    pub rule_hits: Vec<u64>,
+}
+
+struct Queue {
+    placement: Placement,
+    /// Ring slots in device memory (`device`) ...
+    ring_dev: Option<DeviceBuffer>,
+    /// ... or in mapped pinned memory (`mapped`).
+    ring_mapped: Option<PinnedBuffer>,
+    /// Pinned staging slots for `device` placement (one per ring slot: a slot's staging is
+    /// rewritten only after its copy has been consumed).
+    staging: Option<PinnedBuffer>,
+    /// Producer index in device memory (`device` placement).
+    prod_dev: Option<DeviceBuffer>,
+    ctrl: PinnedBuffer,
+    verdicts: PinnedBuffer,
+    metas: Option<PinnedBuffer>,
+    counters: PinnedBuffer,
+    stream: Stream,
+    graphs: Vec<Graph>,
+    /// Frames in each slot (host copy, for reading verdicts back).
+    slot_frames: Vec<u32>,
+    /// Bursts handed over (producer count).
+    next_seq: u32,
+    /// Bursts whose verdicts the host has read (their slots are free again).
+    reaped: u32,
+    /// Graph mode: bursts staged since the last launch, starting at `pending_start`.
+    pending: u32,
+    pending_start: u32,
+    host: HostCounters,
+}
+
+// SAFETY: the raw pointers inside are to pinned memory owned by this struct; access is serialised
+// by the executor's per-queue Mutex.
+unsafe impl Send for Queue {}
+
+/// The GPU executor.
+pub struct GpuExecutor {
+    opts: GpuOptions,
+    pipeline_flags: u32,
+    n_rules: u32,
+    slot_bytes: u32,
+    data_offset: u32,
+    data_cap: u32,
+    threads: u32,
+    queues: Vec<Mutex<Queue>>,
+    qdescs: DeviceBuffer,
+    tables: Option<DeviceBuffer>,
+    rule_hits: Option<DeviceBuffer>,
+    kernel_stream: Stream,
+    f_persistent: Function,
+    f_burst: Function,
+    f_burst_slot: Function,
+    f_bulk: Function,
+    persistent_running: bool,
+    pub loaded_from: LoadedFrom,
+    // Dropped last: everything above lives in this context.
+    _module: Module,
+    ctx: Context,
+}
+
+fn round_up(v: usize, a: usize) -> usize {
+    v.div_ceil(a) * a
+}
+
+fn gpu_err(e: impl std::fmt::Display) -> SubmitError {
+    SubmitError::Gpu(e.to_string())
+}
+
+impl GpuExecutor {
+    /// Sets up `n_queues` rings, loads the kernels and (mode `persistent`) starts one CTA per
+    /// queue. Errors (no GPU, no usable kernel image, bad options) say why.
+    pub fn new(
+        opts: GpuOptions,
+        pipeline: PipelineDesc<'_>,
+        n_queues: usize,
+        image: &KernelImage,
+    ) -> anyhow::Result<GpuExecutor> {
+        opts.validate().map_err(anyhow::Error::msg)?;
+        if n_queues == 0 {
+            anyhow::bail!("the GPU executor needs at least one queue");
+        }
+        let ctx = Context::new(opts.device)
+            .map_err(|e| anyhow::anyhow!("executor gpu: no usable GPU: {e}"))?;
+        let (module, loaded_from) = kernels::load(&ctx, image)?;
+        let caps = kernels::caps(&module)?;
+        if pipeline.parse && caps & kernels::CAP_PARSE == 0 {
+            anyhow::bail!(
+                "the kernel module was built without gpu-kernels/parse.cuh: no GPU parse stage"
+            );
+        }
+        if pipeline.acl.is_some() && caps & kernels::CAP_ACL == 0 {
+            anyhow::bail!(
+                "the kernel module was built without gpu-kernels/acl.cuh: no GPU acl stage"
+            );
+        }
+        if pipeline.acl.is_some() && !pipeline.parse {
+            anyhow::bail!("the acl stage needs the parse stage before it on the GPU");
+        }
+        let f_persistent = module.function(c"pw_persistent")?;
+        let f_burst = module.function(c"pw_burst")?;
+        let f_burst_slot = module.function(c"pw_burst_slot")?;
+        let f_bulk = module.function(c"pw_bulk")?;
+        if opts.mode == Mode::Persistent {
+            let per_sm = f_persistent.occupancy(opts.threads())?;
+            let fit = per_sm as usize * ctx.info.multiprocessors as usize;
+            if n_queues > fit {
+                anyhow::bail!(
+                    "{n_queues} persistent queues do not fit on {} ({fit} CTAs of {} threads at once)",
+                    ctx.info.name,
+                    opts.threads()
+                );
+            }
+        }
+
+        let bm = opts.burst_size as usize;
+        let data_offset = round_up(
+            std::mem::size_of::<SlotHdr>() + bm * std::mem::size_of::<Desc>(),
+            abi::SLOT_ALIGN,
+        );
+        let data_cap = opts.slot_data_capacity() as usize;
+        let slot_bytes = round_up(data_offset + data_cap, abi::SLOT_ALIGN);
+        if slot_bytes > u32::MAX as usize {
+            anyhow::bail!("executor: a slot of {slot_bytes} bytes is too large");
+        }
+        let slots = opts.ring_slots as usize;
+
+        let (tables, n_rules) = match pipeline.acl {
+            Some(t) => {
+                let b = DeviceBuffer::new(&ctx, t.bytes.len())?;
+                b.upload(t.bytes)?;
+                (Some(b), t.n_rules)
+            }
+            None => (None, 0),
+        };
+        let rule_hits = if n_rules > 0 && pipeline.count {
+            let b = DeviceBuffer::new(&ctx, n_rules as usize * 8)?;
+            b.zero()?;
+            Some(b)
+        } else {
+            None
+        };
+        let mut flags = pipeline.flags();
+        if opts.emit_meta {
+            flags |= abi::PIPE_META_OUT;
+        }
+
+        let mut queues = Vec::with_capacity(n_queues);
+        let mut descs = Vec::with_capacity(n_queues);
+        for qi in 0..n_queues {
+            let placement = opts.placement_of(qi);
+            let ring_bytes = slot_bytes * slots;
+            let (ring_dev, ring_mapped, staging, prod_dev, ring_addr) = match placement {
+                Placement::Device => {
+                    let r = DeviceBuffer::new(&ctx, ring_bytes)?;
+                    r.zero()?;
+                    let p = DeviceBuffer::new(&ctx, 256)?;
+                    p.zero()?;
+                    let s = PinnedBuffer::new(&ctx, ring_bytes)?;
+                    let a = r.ptr;
+                    (Some(r), None, Some(s), Some(p), a)
+                }
+                Placement::Mapped => {
+                    let r = PinnedBuffer::new(&ctx, ring_bytes)?;
+                    let a = r.dev;
+                    (None, Some(r), None, None, a)
+                }
+            };
+            let ctrl = PinnedBuffer::new(&ctx, abi::CTRL_SIZE)?;
+            let verdicts = PinnedBuffer::new(&ctx, slots * bm * std::mem::size_of::<Verdict>())?;
+            let metas = if opts.emit_meta {
+                Some(PinnedBuffer::new(
+                    &ctx,
+                    slots * bm * std::mem::size_of::<PacketMeta>(),
+                )?)
+            } else {
+                None
+            };
+            let counters = PinnedBuffer::new(&ctx, std::mem::size_of::<QueueCounters>())?;
+            let producer = match (&prod_dev, placement) {
+                (Some(p), Placement::Device) => p.ptr,
+                _ => ctrl.dev, // &ctrl->producer, offset 0
+            };
+            descs.push(QueueDesc {
+                ring: ring_addr,
+                producer,
+                ctrl: ctrl.dev,
+                verdicts: verdicts.dev,
+                metas: metas.as_ref().map_or(0, |m| m.dev),
+                counters: counters.dev,
+                rule_hits: rule_hits.as_ref().map_or(0, |b| b.ptr),
+                acl_tables: tables.as_ref().map_or(0, |b| b.ptr),
+                idle_timeout_ns: opts.idle_timeout_ms.saturating_mul(1_000_000),
+                slots: slots as u32,
+                burst_max: bm as u32,
+                slot_bytes: slot_bytes as u32,
+                data_offset: data_offset as u32,
+                pipeline: flags,
+                n_rules,
+                default_action: abi::ACTION_PASS,
+                port_id: 0,
+                queue_id: qi as u16,
+                reserved: 0,
+            });
+            queues.push(Queue {
+                placement,
+                ring_dev,
+                ring_mapped,
+                staging,
+                prod_dev,
+                ctrl,
+                verdicts,
+                metas,
+                counters,
+                stream: Stream::new(&ctx)?,
+                graphs: Vec::new(),
+                slot_frames: vec![0; slots],
+                next_seq: 0,
+                reaped: 0,
+                pending: 0,
+                pending_start: 0,
+                host: HostCounters::default(),
+            });
+        }
+        let qbytes = descs.len() * std::mem::size_of::<QueueDesc>();
+        let qdescs = DeviceBuffer::new(&ctx, qbytes)?;
+        // SAFETY: QueueDesc is repr(C) plain data; viewing the Vec as bytes is sound.
+        let raw = unsafe { std::slice::from_raw_parts(descs.as_ptr() as *const u8, qbytes) };
+        qdescs.upload(raw)?;
+
+        let kernel_stream = Stream::new(&ctx)?;
+        let mut ex = GpuExecutor {
+            threads: opts.threads(),
+            opts,
+            pipeline_flags: flags,
+            n_rules,
+            slot_bytes: slot_bytes as u32,
+            data_offset: data_offset as u32,
+            data_cap: data_cap as u32,
+            queues: queues.into_iter().map(Mutex::new).collect(),
+            qdescs,
+            tables,
+            rule_hits,
+            kernel_stream,
+            f_persistent,
+            f_burst,
+            f_burst_slot,
+            f_bulk,
+            persistent_running: false,
+            loaded_from,
+            _module: module,
+            ctx,
+        };
+        match ex.opts.mode {
+            Mode::Persistent => ex.start_persistent()?,
+            Mode::Graph => ex.build_graphs()?,
+            Mode::Launch => {}
+        }
+        Ok(ex)
+    }
+
+    pub fn device(&self) -> &DeviceInfo {
+        &self.ctx.info
+    }
+
+    pub fn options(&self) -> &GpuOptions {
+        &self.opts
+    }
+
+    pub fn n_queues(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// Bytes of frame data one burst may carry.
+    pub fn slot_data_capacity(&self) -> u32 {
+        self.data_cap
+    }
+
+    fn start_persistent(&mut self) -> anyhow::Result<()> {
+        self.ctx.bind()?;
+        let mut qd = self.qdescs.ptr;
+        let mut params = [&mut qd as *mut u64 as *mut c_void];
+        // SAFETY: pw_persistent(const pw_queue_desc*) takes one device pointer; the array holds
+        // one valid descriptor per block.
+        unsafe {
+            self.f_persistent.launch(
+                &self.kernel_stream,
+                self.queues.len() as u32,
+                self.threads,
+                &mut params,
+            )?
+        };
+        self.persistent_running = true;
+        // Wait until every CTA reports running, so the first burst's latency does not include
+        // the kernel's start (bounded: a launch that never starts is an error).
+        let t = Instant::now();
+        for q in &self.queues {
+            let q = lock(q);
+            loop {
+                let st = ctrl_get!(q.ctrl, status);
+                if st == abi::QSTATE_RUNNING {
+                    break;
+                }
+                if st != abi::QSTATE_IDLE || t.elapsed() > Duration::from_secs(10) {
+                    anyhow::bail!("persistent kernel did not start (queue state {st})");
+                }
+                if self.kernel_stream.is_idle()? {
+                    anyhow::bail!("persistent kernel exited at start");
+                }
+                std::hint::spin_loop();
+            }
+        }
+        Ok(())
+    }
+
+    fn build_graphs(&mut self) -> anyhow::Result<()> {
+        self.ctx.bind()?;
+        let g = self.opts.graph_bursts;
+        let windows = self.opts.ring_slots / g;
+        for (qi, q) in self.queues.iter().enumerate() {
+            let mut q = lock(q);
+            let mut graphs = Vec::with_capacity(windows as usize);
+            for w in 0..windows {
+                q.stream.begin_capture()?;
+                let r: anyhow::Result<()> = (|| {
+                    for k in 0..g {
+                        let slot = w * g + k;
+                        if let (Some(ring), Some(st)) = (&q.ring_dev, &q.staging) {
+                            let off = slot as usize * self.slot_bytes as usize;
+                            // SAFETY: both ranges lie inside their allocations (slot < slots).
+                            unsafe {
+                                q.stream.copy_htod(
+                                    ring.ptr + off as u64,
+                                    st.host.add(off),
+                                    self.slot_bytes as usize,
+                                )?
+                            };
+                        }
+                        let mut qd = self.qdescs.ptr;
+                        let mut qn = qi as u32;
+                        let mut sl = slot;
+                        let mut params = [
+                            &mut qd as *mut u64 as *mut c_void,
+                            &mut qn as *mut u32 as *mut c_void,
+                            &mut sl as *mut u32 as *mut c_void,
+                        ];
+                        // SAFETY: matches pw_burst_slot(const pw_queue_desc*, uint32_t, uint32_t).
+                        unsafe {
+                            self.f_burst_slot
+                                .launch(&q.stream, 1, self.threads, &mut params)?
+                        };
+                    }
+                    Ok(())
+                })();
+                let graph = q.stream.end_capture();
+                r?;
+                graphs.push(graph?);
+            }
+            q.graphs = graphs;
+        }
+        Ok(())
+    }
+
+    /// Hands a burst to queue `queue`. Returns its sequence number, or why not (counted).
+    pub fn submit(&self, queue: usize, burst: &Burst) -> Result<u32, SubmitError> {
+        let qm = self.queues.get(queue).ok_or(SubmitError::NoQueue(queue))?;
+        let mut q = lock(qm);
+        let n = burst.len();
+        let bytes = burst.data.len();
+        if n > self.opts.burst_size as usize || bytes > self.data_cap as usize {
+            q.host.too_large_bursts += 1;
+            q.host.too_large_frames += n as u64;
+            return Err(SubmitError::TooLarge {
+                frames: n,
+                bytes,
+                max_frames: self.opts.burst_size,
+                max_bytes: self.data_cap,
+            });
+        }
+        let slots = self.opts.ring_slots;
+        if q.next_seq.wrapping_sub(q.reaped) >= slots {
+            q.host.ring_full_bursts += 1;
+            q.host.ring_full_frames += n as u64;
+            return Err(SubmitError::RingFull { queue, slots });
+        }
+        let seq = q.next_seq;
+        let slot = (seq % slots) as usize;
+        let off = slot * self.slot_bytes as usize;
+        let base = match (&q.staging, &q.ring_mapped) {
+            (Some(s), _) => s.host,
+            (None, Some(r)) => r.host,
+            (None, None) => return Err(gpu_err("queue has no ring memory")),
+        };
+        // SAFETY: the slot lies inside the buffer (slot < slots) and the GPU is not reading it:
+        // its previous burst was reaped (ring-full check above), and for `device` placement the
+        // staging copy of that burst completed before the kernel consumed it.
+        unsafe {
+            let slot_ptr = base.add(off);
+            let hdr = SlotHdr {
+                n_frames: n as u32,
+                data_bytes: bytes as u32,
+                seq,
+                reserved: 0,
+            };
+            ptr::write_unaligned(slot_ptr as *mut SlotHdr, hdr);
+            let dp = slot_ptr.add(std::mem::size_of::<SlotHdr>()) as *mut Desc;
+            for (i, d) in burst.descs.iter().enumerate() {
+                ptr::write_unaligned(dp.add(i), Desc::from(d));
+            }
+            ptr::copy_nonoverlapping(
+                burst.data.as_ptr(),
+                slot_ptr.add(self.data_offset as usize),
+                bytes,
+            );
+        }
+        q.slot_frames[slot] = n as u32;
+        q.next_seq = seq.wrapping_add(1);
+        q.host.submitted_bursts += 1;
+        q.host.submitted_frames += n as u64;
+        self.publish(queue, &mut q, seq, off, n, bytes)
+            .map_err(gpu_err)?;
+        Ok(seq)
+    }
+
+    fn publish(
+        &self,
+        queue: usize,
+        q: &mut Queue,
+        seq: u32,
+        off: usize,
+        n: usize,
+        bytes: usize,
+    ) -> anyhow::Result<()> {
+        self.ctx.bind()?;
+        match self.opts.mode {
+            Mode::Persistent => {
+                match q.placement {
+                    Placement::Device => {
+                        self.copy_slot(q, off, n, bytes)?;
+                        let p = q.prod_dev.as_ref().map_or(0, |p| p.ptr);
+                        q.stream.write_u32(p, seq.wrapping_add(1))?;
+                    }
+                    Placement::Mapped => {
+                        // Release: the slot's bytes before the producer index.
+                        fence(Ordering::Release);
+                        ctrl_set!(q.ctrl, producer, seq.wrapping_add(1));
+                    }
+                }
+                Ok(())
+            }
+            Mode::Launch => {
+                if q.placement == Placement::Device {
+                    self.copy_slot(q, off, n, bytes)?;
+                }
+                self.launch_burst(queue, q, seq)
+            }
+            Mode::Graph => {
+                let g = self.opts.graph_bursts;
+                let slots = self.opts.ring_slots;
+                if q.pending == 0 && (q.pending_start % slots) % g != 0 {
+                    // Out of step with the graph windows (after a flush): run singly until the
+                    // next window starts.
+                    if q.placement == Placement::Device {
+                        self.copy_slot(q, off, n, bytes)?;
+                    }
+                    self.launch_burst(queue, q, seq)?;
+                    q.pending_start = seq.wrapping_add(1);
+                    return Ok(());
+                }
+                q.pending += 1;
+                if q.pending == g {
+                    let w = ((q.pending_start % slots) / g) as usize;
+                    q.graphs[w].launch(&q.stream)?;
+                    q.pending_start = q.pending_start.wrapping_add(g);
+                    q.pending = 0;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn copy_slot(&self, q: &Queue, off: usize, n: usize, bytes: usize) -> anyhow::Result<()> {
+        let (Some(ring), Some(st)) = (&q.ring_dev, &q.staging) else {
+            anyhow::bail!("device placement without device ring");
+        };
+        let head = std::mem::size_of::<SlotHdr>() + n * std::mem::size_of::<Desc>();
+        // SAFETY: both ranges lie inside the slot; the staging slot stays untouched until the
+        // burst is reaped, which is after the kernel consumed it, which is after the copy.
+        unsafe {
+            q.stream
+                .copy_htod(ring.ptr + off as u64, st.host.add(off), head)?;
+            if bytes > 0 {
+                let d = off + self.data_offset as usize;
+                q.stream
+                    .copy_htod(ring.ptr + d as u64, st.host.add(d), bytes)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn launch_burst(&self, queue: usize, q: &Queue, seq: u32) -> anyhow::Result<()> {
+        let mut qd = self.qdescs.ptr;
+        let mut qn = queue as u32;
+        let mut s = seq;
+        let mut params = [
+            &mut qd as *mut u64 as *mut c_void,
+            &mut qn as *mut u32 as *mut c_void,
+            &mut s as *mut u32 as *mut c_void,
+        ];
+        // SAFETY: matches pw_burst(const pw_queue_desc*, uint32_t, uint32_t).
+        unsafe {
+            self.f_burst
+                .launch(&q.stream, 1, self.threads, &mut params)?
+        };
+        Ok(())
+    }
+
+    /// Graph mode: runs the bursts staged since the last graph launch one by one (a partial
+    /// window). No-op in the other modes.
+    pub fn flush(&self, queue: usize) -> anyhow::Result<()> {
+        if self.opts.mode != Mode::Graph {
+            return Ok(());
+        }
+        let qm = self
+            .queues
+            .get(queue)
+            .ok_or_else(|| anyhow::anyhow!("no queue {queue}"))?;
+        let mut q = lock(qm);
+        self.ctx.bind()?;
+        for k in 0..q.pending {
+            let seq = q.pending_start.wrapping_add(k);
+            let slot = (seq % self.opts.ring_slots) as usize;
+            let off = slot * self.slot_bytes as usize;
+            if q.placement == Placement::Device {
+                let n = q.slot_frames[slot] as usize;
+                // SAFETY: reading the header this thread wrote into staging.
+                let bytes = unsafe {
+                    let st = q.staging.as_ref().map_or(ptr::null(), |s| s.host.add(off));
+                    ptr::read_unaligned(st as *const SlotHdr).data_bytes as usize
+                };
+                self.copy_slot(&q, off, n, bytes)?;
+            }
+            self.launch_burst(queue, &q, seq)?;
+        }
+        q.pending_start = q.pending_start.wrapping_add(q.pending);
+        q.pending = 0;
+        Ok(())
+    }
+
+    /// Bursts handed to `queue` whose verdicts are not yet read.
+    pub fn in_flight(&self, queue: usize) -> u32 {
+        self.queues.get(queue).map_or(0, |q| {
+            let q = lock(q);
+            q.next_seq.wrapping_sub(q.reaped)
+        })
+    }
+
+    /// Calls `f(seq, verdicts, metas)` for every burst of `queue` the GPU finished since the
+    /// last call, in order, then frees their slots. `metas` is given with `emit_meta`. Returns
+    /// the number of bursts. An error when the queue's kernel stopped (timeout, bad slot).
+    pub fn poll(
+        &self,
+        queue: usize,
+        mut f: impl FnMut(u32, &[Verdict], Option<&[PacketMeta]>),
+    ) -> anyhow::Result<usize> {
+        let qm = self
+            .queues
+            .get(queue)
+            .ok_or_else(|| anyhow::anyhow!("no queue {queue}"))?;
+        let mut q = lock(qm);
+        let consumer = ctrl_get!(q.ctrl, consumer);
+        fence(Ordering::Acquire);
+        let mut done = 0;
+        let bm = self.opts.burst_size as usize;
+        while q.reaped != consumer {
+            let seq = q.reaped;
+            let slot = (seq % self.opts.ring_slots) as usize;
+            let n = q.slot_frames[slot] as usize;
+            // SAFETY: the GPU finished writing this slot's verdicts (consumer index passed it,
+            // acquire fence above) and will not touch them until the slot is reused, which
+            // needs this reap first.
+            let (v, m) = unsafe {
+                let v = std::slice::from_raw_parts(
+                    (q.verdicts.host as *const Verdict).add(slot * bm),
+                    n,
+                );
+                let m = q.metas.as_ref().map(|mb| {
+                    std::slice::from_raw_parts((mb.host as *const PacketMeta).add(slot * bm), n)
+                });
+                (v, m)
+            };
+            f(seq, v, m);
+            q.reaped = seq.wrapping_add(1);
+            done += 1;
+        }
+        if done == 0 && q.next_seq != q.reaped {
+            let st = ctrl_get!(q.ctrl, status);
+            if self.opts.mode == Mode::Persistent && st != abi::QSTATE_RUNNING {
+                anyhow::bail!(
+                    "queue {queue}: persistent kernel stopped with {} bursts outstanding ({})",
+                    q.next_seq.wrapping_sub(q.reaped),
+                    qstate_name(st)
+                );
+            }
+        }
+        Ok(done)
+    }
+
+    /// Polls `queue` until every burst handed over is done or `timeout` passes.
+    pub fn drain(
+        &self,
+        queue: usize,
+        timeout: Duration,
+        mut f: impl FnMut(u32, &[Verdict], Option<&[PacketMeta]>),
+    ) -> anyhow::Result<()> {
+        self.flush(queue)?;
+        let t = Instant::now();
+        while self.in_flight(queue) > 0 {
+            if self.poll(queue, &mut f)? == 0 {
+                if t.elapsed() > timeout {
+                    anyhow::bail!(
+                        "queue {queue}: {} bursts not done after {:?}",
+                        self.in_flight(queue),
+                        timeout
+                    );
+                }
+                std::hint::spin_loop();
+            }
+        }
+        Ok(())
+    }
+
+    /// Counters of every queue, the host-side refusals and the per-rule hits.
+    pub fn counters(&self) -> anyhow::Result<CountersSnapshot> {
+        let mut snap = CountersSnapshot::default();
+        for q in &self.queues {
+            let q = lock(q);
+            // SAFETY: a volatile copy of a plain struct in pinned memory; fields may be mid-update
+            // by the GPU (each u64 is written whole), which a snapshot tolerates.
+            let c = unsafe { ptr::read_volatile(q.counters.host as *const QueueCounters) };
+            snap.queues.push(c);
+            snap.host.push(q.host);
+        }
+        if let Some(h) = &self.rule_hits {
+            let mut raw = vec![0u8; self.n_rules as usize * 8];
+            self.ctx.bind()?;
+            h.download(&mut raw)?;
+            snap.rule_hits = raw
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                .collect();
+        }
+        Ok(snap)
+    }
+
+    /// Queue state words (heartbeat, status) for health checks.
+    pub fn queue_state(&self, queue: usize) -> Option<(u32, u32, u64)> {
+        self.queues.get(queue).map(|q| {
+            let q = lock(q);
+            (
+                ctrl_get!(q.ctrl, status),
+                ctrl_get!(q.ctrl, heartbeat),
+                ctrl_get!(q.ctrl, polls),
+            )
+        })
+    }
+
+    /// Stops the persistent kernel (exit flag, then a bounded wait) and waits for all queued
+    /// work. Idempotent.
+    pub fn shutdown(&mut self) -> anyhow::Result<()> {
+        self.ctx.bind()?;
+        if self.persistent_running {
+            for q in &self.queues {
+                let q = lock(q);
+                ctrl_set!(q.ctrl, exit_flag, 1);
+            }
+            let t = Instant::now();
+            while !self.kernel_stream.is_idle()? {
+                if t.elapsed() > Duration::from_secs(10) {
+                    anyhow::bail!(
+                        "persistent kernel did not exit within 10 s of the exit flag; it stops by \
+                         itself after idle_timeout_ms"
+                    );
+                }
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            self.persistent_running = false;
+        }
+        for q in &self.queues {
+            lock(q).stream.synchronize()?;
+        }
+        Ok(())
+    }
+
+    // ---- stage throughput on device-resident frames ----
+
+    /// Copies frames to device memory for [`GpuExecutor::run_bulk`].
+    pub fn upload_frames(&self, data: &[u8], descs: &[Desc]) -> anyhow::Result<DeviceFrames> {
+        let d = DeviceBuffer::new(&self.ctx, data.len())?;
+        d.upload(data)?;
+        let nb = std::mem::size_of_val(descs);
+        let ds = DeviceBuffer::new(&self.ctx, nb)?;
+        // SAFETY: Desc is repr(C) plain data.
+        ds.upload(unsafe { std::slice::from_raw_parts(descs.as_ptr() as *const u8, nb) })?;
+        let v = DeviceBuffer::new(&self.ctx, descs.len() * std::mem::size_of::<Verdict>())?;
+        let counters = DeviceBuffer::new(&self.ctx, std::mem::size_of::<QueueCounters>())?;
+        counters.zero()?;
+        let mut qd = QueueDesc {
+            pipeline: self.pipeline_flags & !abi::PIPE_META_OUT,
+            counters: counters.ptr,
+            rule_hits: self.rule_hits.as_ref().map_or(0, |b| b.ptr),
+            acl_tables: self.tables.as_ref().map_or(0, |b| b.ptr),
+            n_rules: self.n_rules,
+            ..Default::default()
+        };
+        qd.default_action = abi::ACTION_PASS;
+        let qdb = DeviceBuffer::new(&self.ctx, std::mem::size_of::<QueueDesc>())?;
+        // SAFETY: QueueDesc is repr(C) plain data.
+        qdb.upload(unsafe {
+            std::slice::from_raw_parts(
+                &qd as *const QueueDesc as *const u8,
+                std::mem::size_of::<QueueDesc>(),
+            )
+        })?;
+        let stream = Stream::new(&self.ctx)?;
+        Ok(DeviceFrames {
+            data: d,
+            descs: ds,
+            verdicts: v,
+            counters,
+            qdesc: qdb,
+            n: descs.len() as u32,
+            stream,
+        })
+    }
+
+    /// Runs the pipeline over all frames `reps` times; returns the GPU time of each pass in
+    /// milliseconds (CUDA events).
+    pub fn run_bulk(&self, f: &DeviceFrames, reps: usize) -> anyhow::Result<Vec<f64>> {
+        self.ctx.bind()?;
+        let threads = 256u32;
+        let per_sm = self.f_bulk.occupancy(threads)?.max(1);
+        let grid = (per_sm * self.ctx.info.multiprocessors).min(f.n.div_ceil(threads).max(1));
+        let mut out = Vec::with_capacity(reps);
+        let (e0, e1) = (Event::new(&self.ctx)?, Event::new(&self.ctx)?);
+        for _ in 0..reps {
+            let mut qd = f.qdesc.ptr;
+            let mut data = f.data.ptr;
+            let mut descs = f.descs.ptr;
+            let mut n = f.n;
+            let mut v = f.verdicts.ptr;
+            let mut params = [
+                &mut qd as *mut u64 as *mut c_void,
+                &mut data as *mut u64 as *mut c_void,
+                &mut descs as *mut u64 as *mut c_void,
+                &mut n as *mut u32 as *mut c_void,
+                &mut v as *mut u64 as *mut c_void,
+            ];
+            f.stream.record(&e0)?;
+            // SAFETY: matches pw_bulk(const pw_queue_desc*, const uint8_t*, const pw_desc*,
+            // uint32_t, pw_verdict*); all buffers hold n entries.
+            unsafe { self.f_bulk.launch(&f.stream, grid, threads, &mut params)? };
+            f.stream.record(&e1)?;
+            e1.synchronize()?;
+            out.push(e0.elapsed_ms(&e1)? as f64);
+        }
+        Ok(out)
+    }
+
+    /// The verdicts of the last bulk run.
+    pub fn bulk_verdicts(&self, f: &DeviceFrames) -> anyhow::Result<Vec<Verdict>> {
+        let mut v = vec![Verdict::default(); f.n as usize];
+        let nb = std::mem::size_of_val(v.as_slice());
+        // SAFETY: Verdict is repr(C) plain data; the buffer is exactly nb bytes.
+        let raw = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, nb) };
+        self.ctx.bind()?;
+        f.verdicts.download(raw)?;
+        Ok(v)
+    }
+
+    /// Host->device copy bandwidth from pinned memory (bytes per second), `bytes` per copy,
+    /// median of `reps`.
+    pub fn measure_htod(&self, bytes: usize, reps: usize) -> anyhow::Result<f64> {
+        let src = PinnedBuffer::new(&self.ctx, bytes)?;
+        let dst = DeviceBuffer::new(&self.ctx, bytes)?;
+        let s = Stream::new(&self.ctx)?;
+        let (e0, e1) = (Event::new(&self.ctx)?, Event::new(&self.ctx)?);
+        let mut t = Vec::with_capacity(reps);
+        for _ in 0..reps.max(1) {
+            s.record(&e0)?;
+            // SAFETY: both buffers hold `bytes`.
+            unsafe { s.copy_htod(dst.ptr, src.host, bytes)? };
+            s.record(&e1)?;
+            e1.synchronize()?;
+            t.push(e0.elapsed_ms(&e1)? as f64);
+        }
+        t.sort_by(f64::total_cmp);
+        Ok(bytes as f64 / (t[t.len() / 2] / 1e3))
+    }
+}
+
+impl Drop for GpuExecutor {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::warn!("GPU executor shutdown: {e:#}");
+        }
+    }
+}
+
+/// Frames resident in device memory, for stage throughput.
+pub struct DeviceFrames {
+    data: DeviceBuffer,
+    descs: DeviceBuffer,
+    verdicts: DeviceBuffer,
+    counters: DeviceBuffer,
+    qdesc: DeviceBuffer,
+    n: u32,
+    stream: Stream,
+}
+
+impl DeviceFrames {
+    pub fn len(&self) -> usize {
+        self.n as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Counters accumulated over every bulk run so far.
+    pub fn counters(&self) -> anyhow::Result<QueueCounters> {
+        let mut c = QueueCounters::default();
+        // SAFETY: QueueCounters is repr(C) plain data of exactly this size.
+        let raw = unsafe {
+            std::slice::from_raw_parts_mut(
+                &mut c as *mut QueueCounters as *mut u8,
+                std::mem::size_of::<QueueCounters>(),
+            )
+        };
+        self.counters.download(raw)?;
+        Ok(c)
+    }
+}
+
+fn lock(m: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
+    // A panic while holding the lock cannot leave the ring inconsistent in a way the GPU cares
+    // about (indices are only advanced at the end), so a poisoned lock is used as is.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn qstate_name(s: u32) -> &'static str {
+    match s {
+        abi::QSTATE_IDLE => "not started",
+        abi::QSTATE_RUNNING => "running",
+        abi::QSTATE_EXIT_FLAG => "exited on the exit flag",
+        abi::QSTATE_EXIT_TIMEOUT => "exited after the idle timeout",
+        abi::QSTATE_BAD_SLOT => "stopped on an inconsistent slot header",
+        _ => "unknown state",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_and_validate() {
+        let o: GpuOptions = serde_saphyr::from_str(
+            "mode: graph\nplacement: mapped\nburst_size: 32\nring_slots: 64\ngraph_bursts: 8\n",
+        )
+        .unwrap();
+        assert_eq!(o.mode, Mode::Graph);
+        assert_eq!(o.placement_of(3), Placement::Mapped);
+        assert!(o.validate().is_ok());
+        assert_eq!(o.threads(), 32);
+        let bad: Result<GpuOptions, _> = serde_saphyr::from_str("burst_sise: 3\n");
+        assert!(bad.is_err());
+        let o = GpuOptions {
+            burst_size: 2000,
+            ..Default::default()
+        };
+        assert!(o.validate().unwrap_err().contains("burst_size"));
+        let o = GpuOptions {
+            mode: Mode::Graph,
+            ring_slots: 10,
+            graph_bursts: 4,
+            ..Default::default()
+        };
+        assert!(o.validate().unwrap_err().contains("graph_bursts"));
+    }
+
+    /// Without a GPU (CI) probing and construction return a reason, never panic.
+    #[test]
+    fn no_gpu_is_a_clean_error() {
+        if driver::driver_present() {
+            eprintln!("skipped: a CUDA driver is present on this machine");
+            return;
+        }
+        let e = probe(0).unwrap_err();
+        assert!(matches!(e, Unavailable::NoDriverLibrary), "{e}");
+        let image = KernelImage {
+            binary: None,
+            source: "",
+            origin: "test",
+        };
+        let pd = PipelineDesc {
+            parse: true,
+            acl: None,
+            count: true,
+        };
+        let err = GpuExecutor::new(GpuOptions::default(), pd, 1, &image)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("no usable GPU"), "{err}");
+    }
+}

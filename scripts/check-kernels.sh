@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Compiles every GPU kernel in gpu-kernels/ with the pinned CUDA 13.0 nvcc/ptxas for sm_90 (no GPU
+# needed), prints registers / shared memory / stack / spills per kernel, and exits non-zero on any
+# compile failure or on a kernel that spills. CI runs it (scripts/install-deps.sh installs nvcc).
+#
+# nvcc: $PKTWARP_NVCC, else $CUDA_HOME/bin/nvcc, else python3's nvidia/cu13/bin/nvcc (pip).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NVCC=${PKTWARP_NVCC:-}
+if [ -z "$NVCC" ] && [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then NVCC=$CUDA_HOME/bin/nvcc; fi
+if [ -z "$NVCC" ]; then
+  d=$(python3 -c 'import nvidia;print(nvidia.__path__[0])' 2>/dev/null || true)
+  [ -n "$d" ] && [ -x "$d/cu13/bin/nvcc" ] && NVCC=$d/cu13/bin/nvcc
+fi
+if [ -z "$NVCC" ] || [ ! -x "$NVCC" ]; then
+  echo "check-kernels: no nvcc found (run scripts/install-deps.sh or set PKTWARP_NVCC)" >&2
+  exit 1
+fi
+ver=$("$NVCC" --version | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+if [ "$ver" != "13.0" ]; then
+  echo "check-kernels: $NVCC is CUDA $ver, the pinned version is 13.0" >&2
+  exit 1
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+defs=()
+missing=0
+for pair in parse.cuh:PW_HAVE_PARSE acl.cuh:PW_HAVE_ACL; do
+  f=${pair%%:*}; d=${pair##*:}
+  if [ -f "gpu-kernels/$f" ]; then defs+=("-D$d=1"); else echo "check-kernels: gpu-kernels/$f missing" >&2; missing=1; fi
+done
+echo "check-kernels: $("$NVCC" --version | tail -n2 | head -n1) -> sm_90"
+fail=0
+# The ABI header must also be valid C11 (host-side mirrors / layout asserts).
+if ! gcc -std=c11 -fsyntax-only -x c gpu-kernels/pktwarp_abi.h; then echo "check-kernels: pktwarp_abi.h is not valid C11" >&2; fail=1; fi
+# Every stage header compiles alone for the host too (they are written once for both).
+for h in gpu-kernels/*.cuh; do
+  if ! g++ -std=c++17 -fsyntax-only -x c++ -Igpu-kernels "$h"; then echo "check-kernels: $h does not compile as host C++" >&2; fail=1; fi
+done
+log=$tmp/ptxas.log
+if ! "$NVCC" -cubin -std=c++17 -arch=sm_90 "${defs[@]}" -Igpu-kernels -Xptxas -v \
+     -o "$tmp/kernels.cubin" gpu-kernels/kernels.cu >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "check-kernels: FAILED to compile gpu-kernels/kernels.cu" >&2
+  exit 1
+fi
+printf '%-18s %5s %10s %10s %12s %12s\n' kernel regs smem_B stack_B spill_st_B spill_ld_B
+awk '
+  /Compiling entry function/ { match($0, /'"'"'[^'"'"']*'"'"'/); k=substr($0, RSTART+1, RLENGTH-2) }
+  /bytes stack frame/ { st=$1; ss=$5; sl=$9 }
+  /Used [0-9]+ registers/ {
+    r=$0; sub(/.*Used /, "", r); sub(/ registers.*/, "", r)
+    sm=0; if (match($0, /[0-9]+ bytes smem/)) { sm=substr($0, RSTART, RLENGTH); sub(/ bytes smem/, "", sm) }
+    printf "%-18s %5s %10s %10s %12s %12s\n", k, r, sm, st, ss, sl
+    if (ss+0 > 0 || sl+0 > 0) spill=1
+  }
+  END { exit spill }' "$log" || { echo "check-kernels: a kernel spills registers" >&2; fail=1; }
+grep -i warning "$log" >&2 && { echo "check-kernels: compiler warnings" >&2; fail=1; } || true
+if [ "$missing" = 1 ]; then echo "check-kernels: stage headers missing (see above)" >&2; fail=1; fi
+exit $fail
