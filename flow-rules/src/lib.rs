@@ -2,4 +2,5 @@
 //! compiler whose flat tables the CPU and GPU matchers both walk.
 
 pub mod abi;
+pub mod acl;
 pub mod error;

@@ -1,0 +1,450 @@
+//! The YAML ACL rule format.
+//!
+//! ```yaml
+//! rules:
+//!   - name: no-telnet          # optional
+//!     proto: tcp               # tcp|udp|icmp|icmpv6|sctp|gre|esp|NUMBER|VALUE/MASK
+//!     dst_port: 23             # PORT | LO-HI | any
+//!     action: drop             # pass | drop | mirror | to-host | {mark: ID} | [verdict, {mark: ID}]
+//!   - src: 10.0.0.0/8          # IPv4 or IPv6 prefix (host bits must be zero)
+//!     dst: 2001:db8::/32
+//!     src_port: 1024-65535
+//!     tcp_flags: syn,!ack      # names (fin syn rst psh ack urg ece cwr), `!` = must be clear; or VALUE/MASK
+//!     dscp: 46                 # 0..63
+//!     vlan: 100                # 0..4095, or `untagged`
+//!     port: 0                  # ingress port
+//!     action: [mirror, {mark: 7}]
+//! ```
+//! Fields left out are wildcards. Unknown keys, bad values, inverted ranges, prefixes with host
+//! bits set, mixed address families and conflicting verdicts are errors naming the file, line,
+//! column and key.
+
+use super::classbench::parse_prefix;
+use super::{AclAction, AclRule, Family, Masked, PortRange, Verdict};
+use crate::abi::VLAN_NONE;
+use crate::error::{Location, RuleError};
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct YFile {
+    rules: Vec<Spanned<YRule>>,
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(untagged)]
+enum Scalar {
+    Int(i64),
+    Str(String),
+}
+
+impl Scalar {
+    fn text(&self) -> String {
+        match self {
+            Scalar::Int(i) => i.to_string(),
+            Scalar::Str(s) => s.trim().to_string(),
+        }
+    }
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(untagged)]
+enum YActionItem {
+    Word(String),
+    Map(BTreeMap<String, i64>),
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(untagged)]
+enum YAction {
+    One(YActionItem),
+    Many(Vec<YActionItem>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct YRule {
+    name: Option<Spanned<String>>,
+    src: Option<Spanned<Scalar>>,
+    dst: Option<Spanned<Scalar>>,
+    src_port: Option<Spanned<Scalar>>,
+    dst_port: Option<Spanned<Scalar>>,
+    proto: Option<Spanned<Scalar>>,
+    dscp: Option<Spanned<Scalar>>,
+    tcp_flags: Option<Spanned<Scalar>>,
+    vlan: Option<Spanned<Scalar>>,
+    port: Option<Spanned<Scalar>>,
+    action: Spanned<YAction>,
+}
+
+fn loc_of<T>(path: &Path, s: &Spanned<T>) -> Location {
+    Location::new(
+        path,
+        s.referenced.line() as usize,
+        s.referenced.column() as usize,
+    )
+}
+
+/// Parses a YAML rule file.
+pub fn parse(path: &Path, text: &str) -> Result<Vec<AclRule>, RuleError> {
+    let f: YFile = serde_saphyr::from_str(text).map_err(|e| {
+        let (line, col) = e
+            .location()
+            .map_or((0, 0), |l| (l.line() as usize, l.column() as usize));
+        let msg = e.to_string();
+        // serde names the offending key between backticks ("unknown field `foo`").
+        let field = msg
+            .split('`')
+            .nth(1)
+            .filter(|_| msg.contains("field"))
+            .unwrap_or("")
+            .to_string();
+        let first = msg.lines().next().unwrap_or("").to_string();
+        RuleError::new(Location::new(path, line, col), field, first)
+    })?;
+    f.rules.iter().map(|r| convert(path, r)).collect()
+}
+
+fn convert(path: &Path, sr: &Spanned<YRule>) -> Result<AclRule, RuleError> {
+    let y = &sr.value;
+    let mut r = AclRule {
+        loc: loc_of(path, sr),
+        ..AclRule::any()
+    };
+    let err =
+        |s: &Spanned<Scalar>, field: &str, msg: String| RuleError::new(loc_of(path, s), field, msg);
+    r.name = y.name.as_ref().map(|n| n.value.clone());
+    let mut fam = Family::Any;
+    for (field, v) in [("src", &y.src), ("dst", &y.dst)] {
+        let Some(v) = v else { continue };
+        let t = v.value.text();
+        if t == "any" {
+            continue;
+        }
+        let (f, p) = parse_prefix(&t).map_err(|m| err(v, field, m))?;
+        if !t.contains('/') && t.parse::<std::net::IpAddr>().is_err() {
+            return Err(err(v, field, format!("bad prefix `{t}`")));
+        }
+        // Host bits set means the author meant something else: refuse rather than guess.
+        let raw = parse_prefix(&format!(
+            "{}/{}",
+            t.split('/').next().unwrap_or(""),
+            if f == Family::V4 { 32 } else { 128 }
+        ))
+        .map_err(|m| err(v, field, m))?
+        .1;
+        if raw.addr != p.addr {
+            return Err(err(
+                v,
+                field,
+                format!("prefix `{t}` has bits set past its length"),
+            ));
+        }
+        if fam != Family::Any && fam != f {
+            return Err(err(
+                v,
+                field,
+                "src and dst are of different address families".into(),
+            ));
+        }
+        fam = f;
+        if field == "src" {
+            r.src = p;
+        } else {
+            r.dst = p;
+        }
+    }
+    r.family = fam;
+    for (field, v, slot) in [
+        ("src_port", &y.src_port, &mut r.src_port),
+        ("dst_port", &y.dst_port, &mut r.dst_port),
+    ] {
+        let Some(v) = v else { continue };
+        *slot = parse_range(&v.value.text()).map_err(|m| err(v, field, m))?;
+    }
+    if let Some(v) = &y.proto {
+        r.proto = parse_proto(&v.value.text()).map_err(|m| err(v, "proto", m))?;
+    }
+    if let Some(v) = &y.dscp {
+        let t = v.value.text();
+        let d = parse_uint(&t)
+            .filter(|&d| d <= 63)
+            .ok_or_else(|| err(v, "dscp", format!("bad DSCP `{t}` (0..=63)")))?;
+        r.dscp = Masked::<u8>::new(d as u8, 0x3F);
+    }
+    if let Some(v) = &y.tcp_flags {
+        r.tcp_flags = parse_tcp_flags(&v.value.text()).map_err(|m| err(v, "tcp_flags", m))?;
+        if r.proto.is_any() {
+            r.proto = Masked::<u8>::exact(6);
+        } else if r.proto != Masked::<u8>::exact(6) {
+            return Err(err(v, "tcp_flags", "tcp_flags needs proto tcp".into()));
+        }
+    }
+    if let Some(v) = &y.vlan {
+        let t = v.value.text();
+        r.vlan = if t == "untagged" || t == "none" {
+            Masked::<u16>::exact(VLAN_NONE)
+        } else {
+            let id = parse_uint(&t).filter(|&d| d <= 4095).ok_or_else(|| {
+                err(
+                    v,
+                    "vlan",
+                    format!("bad VLAN id `{t}` (0..=4095 or untagged)"),
+                )
+            })?;
+            Masked::<u16>::exact(id as u16)
+        };
+    }
+    if let Some(v) = &y.port {
+        let t = v.value.text();
+        let p = parse_uint(&t)
+            .filter(|&d| d < 0xFFFF)
+            .ok_or_else(|| err(v, "port", format!("bad ingress port `{t}`")))?;
+        r.port_id = Masked::<u16>::exact(p as u16);
+    }
+    r.action = parse_action(&y.action.value)
+        .map_err(|m| RuleError::new(loc_of(path, &y.action), "action", m))?;
+    Ok(r)
+}
+
+fn parse_uint(t: &str) -> Option<u32> {
+    if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        u32::from_str_radix(h, 16).ok()
+    } else {
+        t.parse().ok()
+    }
+}
+
+fn parse_range(t: &str) -> Result<PortRange, String> {
+    if t == "any" {
+        return Ok(PortRange::ANY);
+    }
+    let (a, b) = t.split_once('-').unwrap_or((t, t));
+    let p = |s: &str| {
+        parse_uint(s.trim())
+            .filter(|&v| v <= 65535)
+            .ok_or_else(|| format!("bad port `{}` (0..=65535)", s.trim()))
+    };
+    let (lo, hi) = (p(a)?, p(b)?);
+    if lo > hi {
+        return Err(format!("inverted port range {lo}-{hi}"));
+    }
+    Ok(PortRange {
+        lo: lo as u16,
+        hi: hi as u16,
+    })
+}
+
+fn parse_proto(t: &str) -> Result<Masked<u8>, String> {
+    let named = match t.to_ascii_lowercase().as_str() {
+        "any" => return Ok(Masked::<u8>::ANY),
+        "icmp" => Some(1),
+        "tcp" => Some(6),
+        "udp" => Some(17),
+        "gre" => Some(47),
+        "esp" => Some(50),
+        "icmpv6" => Some(58),
+        "sctp" => Some(132),
+        _ => None,
+    };
+    if let Some(n) = named {
+        return Ok(Masked::<u8>::exact(n));
+    }
+    let (v, m) = t.split_once('/').unwrap_or((t, "0xff"));
+    let v = parse_uint(v).filter(|&x| x <= 255);
+    let m = parse_uint(m).filter(|&x| x <= 255);
+    match (v, m) {
+        (Some(v), Some(m)) if v & !m == 0 => Ok(Masked::<u8>::new(v as u8, m as u8)),
+        (Some(_), Some(_)) => Err(format!("protocol `{t}` has value bits outside its mask")),
+        _ => Err(format!("bad protocol `{t}` (name, 0..=255 or VALUE/MASK)")),
+    }
+}
+
+fn parse_tcp_flags(t: &str) -> Result<Masked<u8>, String> {
+    if let Some((v, m)) = t.split_once('/') {
+        let v = parse_uint(v).filter(|&x| x <= 255);
+        let m = parse_uint(m).filter(|&x| x <= 255);
+        return match (v, m) {
+            (Some(v), Some(m)) if v & !m == 0 => Ok(Masked::<u8>::new(v as u8, m as u8)),
+            _ => Err(format!(
+                "bad TCP flags `{t}` (VALUE/MASK with value inside mask)"
+            )),
+        };
+    }
+    let mut out = Masked::<u8>::ANY;
+    for part in t.split([',', '|', ' ']).filter(|p| !p.is_empty()) {
+        let (neg, name) = match part.strip_prefix('!') {
+            Some(n) => (true, n),
+            None => (false, part),
+        };
+        let bit: u8 = match name.to_ascii_lowercase().as_str() {
+            "fin" => 0x01,
+            "syn" => 0x02,
+            "rst" => 0x04,
+            "psh" => 0x08,
+            "ack" => 0x10,
+            "urg" => 0x20,
+            "ece" => 0x40,
+            "cwr" => 0x80,
+            _ => {
+                return Err(format!(
+                    "unknown TCP flag `{name}` (fin syn rst psh ack urg ece cwr)"
+                ))
+            }
+        };
+        if out.mask & bit != 0 {
+            return Err(format!("TCP flag `{name}` given twice"));
+        }
+        out.mask |= bit;
+        if !neg {
+            out.value |= bit;
+        }
+    }
+    Ok(out)
+}
+
+fn parse_action(a: &YAction) -> Result<AclAction, String> {
+    let items: Vec<YActionItem> = match a {
+        YAction::One(i) => vec![i.clone()],
+        YAction::Many(v) => v.clone(),
+    };
+    let mut verdict: Option<Verdict> = None;
+    let mut mark: Option<u32> = None;
+    for it in &items {
+        match it {
+            YActionItem::Word(w) => {
+                let v = match w.as_str() {
+                    "pass" => Verdict::Pass,
+                    "drop" => Verdict::Drop,
+                    "mirror" => Verdict::Mirror,
+                    "to-host" => Verdict::ToHost,
+                    "mark" => return Err("`mark` needs an id: {mark: ID}".into()),
+                    _ => {
+                        return Err(format!(
+                            "unknown action `{w}` (pass, drop, mirror, to-host, {{mark: ID}})"
+                        ))
+                    }
+                };
+                if let Some(old) = verdict {
+                    return Err(format!(
+                        "conflicting actions `{}` and `{}`",
+                        old.name(),
+                        v.name()
+                    ));
+                }
+                verdict = Some(v);
+            }
+            YActionItem::Map(m) => {
+                for (k, v) in m {
+                    if k != "mark" {
+                        return Err(format!(
+                            "unknown action `{k}` (pass, drop, mirror, to-host, {{mark: ID}})"
+                        ));
+                    }
+                    if mark.is_some() {
+                        return Err("`mark` given twice".into());
+                    }
+                    mark = Some(
+                        u32::try_from(*v)
+                            .map_err(|_| format!("bad mark id {v} (0..=4294967295)"))?,
+                    );
+                }
+            }
+        }
+    }
+    if verdict.is_none() && mark.is_none() {
+        return Err("empty action".into());
+    }
+    if verdict == Some(Verdict::Drop) && mark.is_some() {
+        return Err(
+            "conflicting actions `drop` and `mark` (a dropped packet carries no mark)".into(),
+        );
+    }
+    Ok(AclAction {
+        verdict: verdict.unwrap_or(Verdict::Pass),
+        mark,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<Vec<AclRule>, RuleError> {
+        parse(Path::new("r.yaml"), s)
+    }
+
+    #[test]
+    fn parses_all_fields() {
+        let r = p("rules:\n  - name: a\n    src: 10.0.0.0/8\n    dst: 192.168.1.1\n    src_port: 1024-65535\n    dst_port: 80\n    proto: tcp\n    tcp_flags: syn,!ack\n    dscp: 46\n    vlan: 100\n    port: 2\n    action: [mirror, {mark: 7}]\n  - dst: 2001:db8::/32\n    action: drop\n").unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].family, Family::V4);
+        assert_eq!(r[0].src.len, 8);
+        assert_eq!(r[0].dst.len, 32);
+        assert_eq!(
+            r[0].src_port,
+            PortRange {
+                lo: 1024,
+                hi: 65535
+            }
+        );
+        assert_eq!(
+            r[0].tcp_flags,
+            Masked {
+                value: 0x02,
+                mask: 0x12
+            }
+        );
+        assert_eq!(
+            r[0].dscp,
+            Masked {
+                value: 46,
+                mask: 0x3F
+            }
+        );
+        assert_eq!(r[0].vlan, Masked::<u16>::exact(100));
+        assert_eq!(r[0].port_id, Masked::<u16>::exact(2));
+        assert_eq!(
+            r[0].action,
+            AclAction {
+                verdict: Verdict::Mirror,
+                mark: Some(7)
+            }
+        );
+        assert_eq!(r[0].loc.line, 2);
+        assert_eq!(r[1].family, Family::V6);
+        assert_eq!(r[1].action.verdict, Verdict::Drop);
+    }
+
+    #[test]
+    fn errors_name_line_column_and_key() {
+        let e = p("rules:\n  - dst_port: 80\n    bogus: 1\n    action: drop\n").unwrap_err();
+        assert_eq!(e.field, "bogus", "{e}");
+        assert_eq!(e.loc.line, 3, "{e}");
+        assert!(e.loc.column > 0, "{e}");
+        let e = p("rules:\n  - dst_port: 90-80\n    action: drop\n").unwrap_err();
+        assert_eq!(
+            (e.field.as_str(), e.loc.line, e.loc.column),
+            ("dst_port", 2, 17),
+            "{e}"
+        );
+        assert!(e.message.contains("inverted"));
+        let e = p("rules:\n  - src: 10.0.0.1/8\n    action: drop\n").unwrap_err();
+        assert_eq!((e.field.as_str(), e.loc.line), ("src", 2), "{e}");
+        let e = p("rules:\n  - src: 10.0.0.0/33\n    action: drop\n").unwrap_err();
+        assert_eq!(e.field, "src", "{e}");
+        let e = p("rules:\n  - src: 10.0.0.0/8\n    dst: ::/0\n    action: drop\n").unwrap_err();
+        assert_eq!(e.field, "dst", "{e}");
+        let e = p("rules:\n  - action: [pass, drop]\n").unwrap_err();
+        assert_eq!((e.field.as_str(), e.loc.line), ("action", 2), "{e}");
+        assert!(e.message.contains("conflicting"), "{e}");
+        let e = p("rules:\n  - proto: tcpx\n    action: drop\n").unwrap_err();
+        assert_eq!(e.field, "proto", "{e}");
+        let e = p("rules:\n  - vlan: 5000\n    action: drop\n").unwrap_err();
+        assert_eq!(e.field, "vlan", "{e}");
+        assert!(e.to_string().starts_with("r.yaml:2:"), "{e}");
+    }
+}

@@ -1,0 +1,106 @@
+//! Exact parity with DPDK rte_acl on the ClassBench sets (expected_dpdk_acl/*.match), and the
+//! 100K sets against the linear first-match reference.
+
+use flow_rules::abi::ACL_NO_MATCH;
+use flow_rules::acl::{classbench, load_rules, read_text, AclClassifier, RuleFormat};
+use std::path::{Path, PathBuf};
+
+fn data() -> PathBuf {
+    let p = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/data/classbench"
+    ));
+    assert!(
+        p.is_dir(),
+        "test data missing: {} (see shared/data/README.md)",
+        p.display()
+    );
+    p.to_path_buf()
+}
+
+fn as_line(m: u32) -> String {
+    if m == ACL_NO_MATCH {
+        "-1".into()
+    } else {
+        m.to_string()
+    }
+}
+
+fn parity(set: &str) {
+    let d = data();
+    let rules = load_rules(&d.join(set), RuleFormat::ClassBench).unwrap();
+    let trace_path = d.join(format!("{set}_trace"));
+    let trace = classbench::parse_trace(&trace_path, &read_text(&trace_path).unwrap()).unwrap();
+    let expected = read_text(&d.join(format!("expected_dpdk_acl/{set}_trace.match"))).unwrap();
+    let expected: Vec<&str> = expected.lines().collect();
+    assert_eq!(
+        expected.len(),
+        trace.len(),
+        "{set}: trace and match line counts"
+    );
+    let cls = AclClassifier::build(&rules.rules);
+    for (i, (t, e)) in trace.iter().zip(&expected).enumerate() {
+        let got = as_line(cls.classify(&t.key));
+        assert_eq!(got, *e, "{set}: trace line {} ({:?})", i + 1, t.key);
+    }
+}
+
+#[test]
+fn acl1_1k() {
+    parity("acl1_1K");
+}
+#[test]
+fn fw1_1k() {
+    parity("fw1_1K");
+}
+#[test]
+fn ipc1_1k() {
+    parity("ipc1_1K");
+}
+#[test]
+fn acl1_10k() {
+    parity("acl1_10K");
+}
+#[test]
+fn fw1_10k() {
+    parity("fw1_10K");
+}
+#[test]
+fn ipc1_10k() {
+    parity("ipc1_10K");
+}
+
+/// 100K rules against the linear reference. The reference costs rules x trace (~10^10 rule
+/// tests), so only a sample of the trace (every 97th line) is checked here, in release builds;
+/// scripts/bench-acl.sh checks the whole trace through `pktwarp classify` in release.
+fn linear_100k(set: &str) {
+    let d = data();
+    let rules = load_rules(&d.join(format!("{set}.gz")), RuleFormat::ClassBench).unwrap();
+    let tp = d.join(format!("{set}_trace.gz"));
+    let trace = classbench::parse_trace(&tp, &read_text(&tp).unwrap()).unwrap();
+    let cls = AclClassifier::build(&rules.rules);
+    let s = cls.stats();
+    println!("{set}: {s}");
+    for t in trace.iter().step_by(97) {
+        let want = rules
+            .classify_linear(&t.key)
+            .map_or(ACL_NO_MATCH, |i| i as u32);
+        assert_eq!(cls.classify(&t.key), want, "{set}: {:?}", t.key);
+    }
+}
+
+#[test]
+#[cfg_attr(debug_assertions, ignore = "slow in debug builds; run with --release")]
+fn acl1_100k_linear() {
+    linear_100k("acl1_100K");
+}
+#[test]
+#[cfg_attr(debug_assertions, ignore = "slow in debug builds; run with --release")]
+fn fw1_100k_linear() {
+    linear_100k("fw1_100K");
+}
+#[test]
+#[cfg_attr(debug_assertions, ignore = "slow in debug builds; run with --release")]
+fn ipc1_100k_linear() {
+    linear_100k("ipc1_100K");
+}
