@@ -554,6 +554,36 @@ fn inner_ip(b: &[u8], off: usize, version: u8, meta: &mut PacketMeta) -> PResult
     r.map_err(inner)
 }
 
+/// The CUDA implementation (`gpu-kernels/parse.cuh`) compiled for the host by `build.rs`: the
+/// same source the GPU runs, callable here so tests and the fuzz target compare it with [`parse`].
+pub mod cuda_host {
+    use crate::meta::{PacketMeta, META_SIZE};
+
+    extern "C" {
+        fn pw_host_parse(frame: *const u8, len: u32, meta: *mut PacketMeta);
+        fn pw_host_meta_size() -> u32;
+    }
+
+    /// Runs `pw_parse` from parse.cuh on `frame` (at most `u32::MAX` bytes are given, as the
+    /// Rust parser records).
+    pub fn parse(frame: &[u8], meta: &mut PacketMeta) {
+        let len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
+        // SAFETY: `frame` is valid for reads of `len` bytes (len <= frame.len()); pw_parse reads
+        // only within them (every read is length-checked) and writes exactly one
+        // pw_packet_meta, whose layout PacketMeta mirrors (pinned by meta.rs tests and
+        // `meta_size` below). Nothing is retained after the call.
+        unsafe { pw_host_parse(frame.as_ptr(), len, meta) }
+    }
+
+    /// `sizeof(pw_packet_meta)` as the C++ compiler sees it.
+    pub fn meta_size() -> usize {
+        // SAFETY: a pure function with no arguments.
+        let n = unsafe { pw_host_meta_size() };
+        debug_assert_eq!(n as usize, META_SIZE);
+        n as usize
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
