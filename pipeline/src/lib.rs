@@ -5,5 +5,6 @@ pub mod burst;
 pub mod executor;
 pub mod meta;
 pub mod port;
+pub mod rss;
 pub mod stage;
 pub mod wire;
