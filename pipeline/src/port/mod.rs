@@ -6,6 +6,8 @@ use crate::burst::Burst;
 pub mod gen;
 pub mod pace;
 pub mod pcap;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
 
 /// What an RX call produced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

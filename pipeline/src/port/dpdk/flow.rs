@@ -1,0 +1,638 @@
+//! Steering in the NIC: flow-rules' steering rules translated to rte_flow, validated and
+//! created on the port. A rule the device refuses (or that cannot be expressed) is steered in
+//! software instead, by the RX path, with a warning naming the rule and the PMD's reason.
+//!
+//! Rule order is kept both ways: in the NIC each rule gets priority = its index; in software
+//! the whole ordered rule list is matched and a frame whose first matching rule is installed in
+//! the NIC keeps the queue the NIC chose, so a software rule never overrides an earlier
+//! hardware one. The software set is published by one atomic swap (generation counter + Arc),
+//! so rules can be replaced while traffic flows.
+
+use std::net::Ipv6Addr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use dpdk_sys as sys;
+use flow_rules::steering::{Action, Fate, Item, PortRange, RssHash, SteerKey, SteerMatcher, SteerRule};
+
+use super::{eal, STANDARD_RSS_KEY};
+use crate::meta::{mf, PacketMeta};
+
+/// Most rte_flow rules one steering rule may expand to (IP version × port-range masks).
+pub const MAX_FLOWS_PER_RULE: usize = 64;
+
+/// What happened to one rule on install.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FlowOutcome {
+    /// In the NIC, as this many rte_flow rules.
+    Hardware { rule: usize, flows: usize },
+    /// Steered in software; `reason` is the PMD's rte_flow_error message (or why it could not
+    /// be translated).
+    Software { rule: usize, reason: String },
+}
+
+/// The software side of a rule set: what the RX path applies to every frame.
+#[derive(Debug, Default)]
+pub struct SoftwareSteering {
+    rules: Vec<SteerRule>,
+    in_hw: Vec<bool>,
+    matcher: Option<SteerMatcher>,
+}
+
+/// Where software steering sends a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwFate {
+    Queue(u16),
+    Drop,
+}
+
+impl SoftwareSteering {
+    /// True when no rule needs software steering (the RX path then skips parsing).
+    pub fn is_empty(&self) -> bool {
+        self.matcher.is_none()
+    }
+
+    /// The rules the NIC refused, with their index in the rule list: what the ingest must
+    /// steer in software.
+    pub fn software_rules(&self) -> impl Iterator<Item = (usize, &SteerRule)> {
+        self.rules
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.in_hw.get(*i).copied().unwrap_or(false))
+    }
+
+    /// The software fate for a frame's key: `None` keeps the queue the NIC chose (no rule
+    /// matched, the first matching rule is in the NIC, or it only marks).
+    pub fn steer_key(&self, key: &SteerKey) -> Option<SwFate> {
+        let m = self.matcher.as_ref()?;
+        let d = m.decide(key);
+        let rule = d.rule? as usize;
+        if self.in_hw.get(rule).copied().unwrap_or(true) {
+            return None;
+        }
+        match d.fate {
+            Fate::Queue(q) => Some(SwFate::Queue(q)),
+            Fate::Drop => Some(SwFate::Drop),
+            Fate::Rss(t) => {
+                let mut input = [0u8; 36];
+                let n = t.hash_input(key, &mut input);
+                Some(SwFate::Queue(t.queue_for_hash(toeplitz(&STANDARD_RSS_KEY, &input[..n]))))
+            }
+            Fate::Default => None,
+        }
+    }
+
+    /// Parses `frame` and steers it (see [`SoftwareSteering::steer_key`]).
+    pub fn steer(&self, frame: &[u8]) -> Option<SwFate> {
+        if self.is_empty() {
+            return None;
+        }
+        let meta = crate::stage::parse::parse_frame(frame);
+        self.steer_key(&steer_key(frame, &meta))
+    }
+}
+
+/// The steering key of a parsed frame (field mapping documented on [`SteerKey`]).
+pub fn steer_key(frame: &[u8], m: &PacketMeta) -> SteerKey {
+    let mut k = SteerKey::default();
+    if frame.len() >= 12 {
+        k.dst_mac.copy_from_slice(&frame[0..6]);
+        k.src_mac.copy_from_slice(&frame[6..12]);
+    }
+    k.ether_type = m.ether_type;
+    k.vlan_count = m.vlan_count;
+    k.vlan_tci = m.vlan_tci[0];
+    k.ip_version = m.ip_version;
+    k.ip_proto = m.ip_proto;
+    k.dscp = m.ip_tos >> 2;
+    k.src_ip = m.src_ip;
+    k.dst_ip = m.dst_ip;
+    k.l4 = m.flags & mf::L4 != 0;
+    k.src_port = m.src_port;
+    k.dst_port = m.dst_port;
+    if m.flags & mf::TUNNEL != 0 {
+        k.tunnel = m.tunnel_type;
+        k.tunnel_id = m.tunnel_id;
+    }
+    k.ecpri = m.flags & mf::ECPRI != 0;
+    k.ecpri_msg_type = m.ecpri_msg_type;
+    k.ecpri_pc_id = m.ecpri_pc_id;
+    k
+}
+
+/// Toeplitz hash of `input` under `key` (the NIC's RSS function).
+pub fn toeplitz(key: &[u8; 40], input: &[u8]) -> u32 {
+    let mut hash = 0u32;
+    // The 32-bit window of the key starting at the current input bit.
+    let mut window = u32::from_be_bytes([key[0], key[1], key[2], key[3]]);
+    for (i, byte) in input.iter().enumerate() {
+        let next = key.get(i + 4).copied().unwrap_or(0);
+        for bit in 0..8 {
+            if byte & (0x80 >> bit) != 0 {
+                hash ^= window;
+            }
+            window = (window << 1) | u32::from((next >> (7 - bit)) & 1);
+        }
+    }
+    hash
+}
+
+/// A published software set and its generation, read by the RX handles without locking.
+#[derive(Default)]
+struct Published {
+    generation: AtomicU64,
+    current: Mutex<Arc<SoftwareSteering>>,
+}
+
+/// An RX handle's view of the software set: re-reads it only when the generation moved.
+pub struct SoftwareHandle {
+    shared: Arc<Published>,
+    seen: u64,
+    cached: Arc<SoftwareSteering>,
+}
+
+impl SoftwareHandle {
+    /// The current set (one relaxed load per call unless the set changed).
+    #[inline]
+    pub fn load(&mut self) -> Arc<SoftwareSteering> {
+        let g = self.shared.generation.load(Ordering::Acquire);
+        if g != self.seen {
+            if let Ok(cur) = self.shared.current.lock() {
+                self.cached = cur.clone();
+                self.seen = g;
+            }
+        }
+        self.cached.clone()
+    }
+}
+
+struct Installed {
+    flows: Vec<*mut sys::rte_flow>,
+}
+
+/// The port's rte_flow rules and the matching software set.
+#[derive(Default)]
+pub(super) struct FlowTable {
+    installed: Mutex<Vec<Installed>>,
+    published: Arc<Published>,
+    hw: AtomicUsize,
+    sw: AtomicUsize,
+}
+
+// SAFETY: rte_flow handles are opaque tokens only passed back to rte_flow_destroy, under the
+// mutex; rte_flow calls are thread-safe in DPDK (RTE_ETH_DEV_FLOW_OPS_THREAD_SAFE or the
+// ethdev-level lock).
+unsafe impl Send for Installed {}
+
+impl FlowTable {
+    pub(super) fn software(&self) -> SoftwareHandle {
+        let cached = self
+            .published
+            .current
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_default();
+        SoftwareHandle {
+            shared: self.published.clone(),
+            seen: self.published.generation.load(Ordering::Acquire),
+            cached,
+        }
+    }
+
+    pub(super) fn counts(&self) -> (usize, usize) {
+        (self.hw.load(Ordering::Relaxed), self.sw.load(Ordering::Relaxed))
+    }
+
+    /// Replaces the rule set. Order of events, so no frame goes unsteered: publish the new
+    /// software set with every new rule in software, destroy the old NIC rules, create the new
+    /// ones, then publish the final set (the NIC rules that were created move out of software).
+    pub(super) fn replace(&self, port: u16, port_name: &str, queues: u16, rules: &[SteerRule]) -> Vec<FlowOutcome> {
+        let Ok(mut installed) = self.installed.lock() else {
+            return Vec::new();
+        };
+        self.publish(rules, vec![false; rules.len()]);
+        for old in installed.drain(..) {
+            destroy(port, &old.flows);
+        }
+        let mut outcomes = Vec::with_capacity(rules.len());
+        let mut in_hw = Vec::with_capacity(rules.len());
+        for (i, rule) in rules.iter().enumerate() {
+            let label = rule.name.clone().unwrap_or_else(|| format!("#{i}"));
+            let result = rule
+                .validate(Some(queues))
+                .map_err(|e| format!("{}: {}", e.field, e.message))
+                .and_then(|()| create_rule(port, i as u32, rule));
+            match result {
+                Ok(flows) => {
+                    let n = flows.len();
+                    installed.push(Installed { flows });
+                    in_hw.push(true);
+                    tracing::info!(port = %port_name, rule = %label, flows = n, "dpdk: steering rule installed in the NIC");
+                    outcomes.push(FlowOutcome::Hardware { rule: i, flows: n });
+                }
+                Err(reason) => {
+                    installed.push(Installed { flows: Vec::new() });
+                    in_hw.push(false);
+                    tracing::warn!(
+                        port = %port_name, rule = %label, index = i, %reason,
+                        "dpdk: the NIC refused steering rule; it is steered in software"
+                    );
+                    outcomes.push(FlowOutcome::Software { rule: i, reason });
+                }
+            }
+        }
+        let hw = in_hw.iter().filter(|b| **b).count();
+        self.hw.store(hw, Ordering::Relaxed);
+        self.sw.store(rules.len() - hw, Ordering::Relaxed);
+        self.publish(rules, in_hw);
+        outcomes
+    }
+
+    fn publish(&self, rules: &[SteerRule], in_hw: Vec<bool>) {
+        let any_sw = in_hw.iter().any(|b| !b);
+        let set = SoftwareSteering {
+            rules: rules.to_vec(),
+            matcher: any_sw.then(|| SteerMatcher::new(rules)),
+            in_hw,
+        };
+        if let Ok(mut cur) = self.published.current.lock() {
+            *cur = Arc::new(set);
+            self.published.generation.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    pub(super) fn destroy_all(&self, port: u16) {
+        if let Ok(mut installed) = self.installed.lock() {
+            for old in installed.drain(..) {
+                destroy(port, &old.flows);
+            }
+        }
+    }
+}
+
+fn destroy(port: u16, flows: &[*mut sys::rte_flow]) {
+    for &f in flows {
+        let mut err = sys::rte_flow_error::default();
+        // SAFETY: f was returned by rte_flow_create on this port and not destroyed yet.
+        let rc = unsafe { sys::rte_flow_destroy(port, f, &mut err) };
+        if rc != 0 {
+            tracing::warn!(port, "dpdk: rte_flow_destroy: {}", flow_error(rc, &err));
+        }
+    }
+}
+
+fn flow_error(rc: i32, err: &sys::rte_flow_error) -> String {
+    let msg = if err.message.is_null() {
+        String::new()
+    } else {
+        // SAFETY: rte_flow sets message to a NUL-terminated static string.
+        unsafe { std::ffi::CStr::from_ptr(err.message) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    let code = eal::strerror(rc);
+    if msg.is_empty() {
+        format!("{code} (error type {})", err.type_)
+    } else {
+        format!("{msg} ({code}, error type {})", err.type_)
+    }
+}
+
+/// Spec/mask storage for one item; kept alive (boxed) until rte_flow_create returns.
+enum ItemBuf {
+    Eth(Box<[sys::rte_flow_item_eth; 2]>),
+    Vlan(Box<[sys::rte_flow_item_vlan; 2]>),
+    Ipv4(Box<[sys::rte_flow_item_ipv4; 2]>),
+    Ipv6(Box<[sys::rte_flow_item_ipv6; 2]>),
+    Tcp(Box<[sys::rte_flow_item_tcp; 2]>),
+    Udp(Box<[sys::rte_flow_item_udp; 2]>),
+    Vxlan(Box<[sys::rte_flow_item_vxlan; 2]>),
+    Gtp(Box<[sys::rte_flow_item_gtp; 2]>),
+}
+
+impl ItemBuf {
+    fn item(&self) -> sys::rte_flow_item {
+        fn pair<T>(ty: sys::rte_flow_item_type, b: &[T; 2]) -> sys::rte_flow_item {
+            sys::rte_flow_item {
+                type_: ty,
+                spec: (&b[0] as *const T).cast(),
+                last: std::ptr::null(),
+                mask: (&b[1] as *const T).cast(),
+            }
+        }
+        match self {
+            ItemBuf::Eth(b) => pair(sys::RTE_FLOW_ITEM_TYPE_ETH, b),
+            ItemBuf::Vlan(b) => pair(sys::RTE_FLOW_ITEM_TYPE_VLAN, b),
+            ItemBuf::Ipv4(b) => pair(sys::RTE_FLOW_ITEM_TYPE_IPV4, b),
+            ItemBuf::Ipv6(b) => pair(sys::RTE_FLOW_ITEM_TYPE_IPV6, b),
+            ItemBuf::Tcp(b) => pair(sys::RTE_FLOW_ITEM_TYPE_TCP, b),
+            ItemBuf::Udp(b) => pair(sys::RTE_FLOW_ITEM_TYPE_UDP, b),
+            ItemBuf::Vxlan(b) => pair(sys::RTE_FLOW_ITEM_TYPE_VXLAN, b),
+            ItemBuf::Gtp(b) => pair(sys::RTE_FLOW_ITEM_TYPE_GTPU, b),
+        }
+    }
+}
+
+/// One port-range mask choice per L4 item: (src, dst) as (value, mask) pairs.
+type PortMask = Option<(u16, u16)>;
+
+fn range_masks(r: &Option<PortRange>) -> Vec<PortMask> {
+    match r {
+        None => vec![None],
+        Some(r) if *r == PortRange::ANY => vec![None],
+        Some(r) => r.to_masks().into_iter().map(|m| Some((m.spec, m.mask))).collect(),
+    }
+}
+
+/// Builds the spec/mask pair of one item. `ports` is the (src, dst) mask choice for L4 items.
+fn item_buf(item: &Item, ports: (PortMask, PortMask)) -> Result<ItemBuf, String> {
+    Ok(match item {
+        Item::Eth(e) => {
+            let mut b: Box<[sys::rte_flow_item_eth; 2]> = Box::default();
+            // SAFETY: writes plain-data fields of a union whose every variant is plain data.
+            unsafe {
+                let [spec, mask] = &mut *b;
+                let (spec, mask) = (&mut spec.__bindgen_anon_1.__bindgen_anon_1, &mut mask.__bindgen_anon_1.__bindgen_anon_1);
+                if let Some(d) = &e.dst {
+                    spec.dst.addr_bytes = d.spec;
+                    mask.dst.addr_bytes = d.mask;
+                }
+                if let Some(s) = &e.src {
+                    spec.src.addr_bytes = s.spec;
+                    mask.src.addr_bytes = s.mask;
+                }
+                if let Some(t) = e.ether_type {
+                    spec.type_ = t.to_be();
+                    mask.type_ = 0xffff;
+                }
+            }
+            ItemBuf::Eth(b)
+        }
+        Item::Vlan(v) => {
+            let mut b: Box<[sys::rte_flow_item_vlan; 2]> = Box::default();
+            // SAFETY: plain-data union fields.
+            unsafe {
+                let [spec, mask] = &mut *b;
+                let (spec, mask) = (&mut spec.__bindgen_anon_1.__bindgen_anon_1, &mut mask.__bindgen_anon_1.__bindgen_anon_1);
+                let (mut tci, mut tmask) = (0u16, 0u16);
+                if let Some(vid) = v.vid {
+                    tci |= vid & 0x0fff;
+                    tmask |= 0x0fff;
+                }
+                if let Some(pcp) = v.pcp {
+                    tci |= u16::from(pcp & 7) << 13;
+                    tmask |= 0xe000;
+                }
+                spec.tci = tci.to_be();
+                mask.tci = tmask.to_be();
+                if let Some(t) = v.inner_type {
+                    spec.inner_type = t.to_be();
+                    mask.inner_type = 0xffff;
+                }
+            }
+            ItemBuf::Vlan(b)
+        }
+        Item::Ipv4(i) => {
+            let mut b: Box<[sys::rte_flow_item_ipv4; 2]> = Box::default();
+            if let Some(p) = &i.src {
+                b[0].hdr.src_addr = u32::from(p.addr).to_be();
+                b[1].hdr.src_addr = p.mask().to_be();
+            }
+            if let Some(p) = &i.dst {
+                b[0].hdr.dst_addr = u32::from(p.addr).to_be();
+                b[1].hdr.dst_addr = p.mask().to_be();
+            }
+            if let Some(p) = i.proto {
+                b[0].hdr.next_proto_id = p;
+                b[1].hdr.next_proto_id = 0xff;
+            }
+            if let Some(d) = i.dscp {
+                b[0].hdr.type_of_service = d << 2;
+                b[1].hdr.type_of_service = 0xfc;
+            }
+            ItemBuf::Ipv4(b)
+        }
+        Item::Ipv6(i) => {
+            let mut b: Box<[sys::rte_flow_item_ipv6; 2]> = Box::default();
+            if let Some(p) = &i.src {
+                b[0].hdr.src_addr = p.addr.octets();
+                b[1].hdr.src_addr = Ipv6Addr::from(p.mask()).octets();
+            }
+            if let Some(p) = &i.dst {
+                b[0].hdr.dst_addr = p.addr.octets();
+                b[1].hdr.dst_addr = Ipv6Addr::from(p.mask()).octets();
+            }
+            if let Some(p) = i.proto {
+                b[0].hdr.proto = p;
+                b[1].hdr.proto = 0xff;
+            }
+            if let Some(d) = i.dscp {
+                // vtc_flow: version (4) | traffic class (8) | flow label (20); DSCP = TC >> 2.
+                b[0].hdr.vtc_flow = (u32::from(d) << 22).to_be();
+                b[1].hdr.vtc_flow = (0x3fu32 << 22).to_be();
+            }
+            ItemBuf::Ipv6(b)
+        }
+        Item::Tcp(_) => {
+            let mut b: Box<[sys::rte_flow_item_tcp; 2]> = Box::default();
+            if let Some((v, m)) = ports.0 {
+                b[0].hdr.src_port = v.to_be();
+                b[1].hdr.src_port = m.to_be();
+            }
+            if let Some((v, m)) = ports.1 {
+                b[0].hdr.dst_port = v.to_be();
+                b[1].hdr.dst_port = m.to_be();
+            }
+            ItemBuf::Tcp(b)
+        }
+        Item::Udp(_) => {
+            let mut b: Box<[sys::rte_flow_item_udp; 2]> = Box::default();
+            if let Some((v, m)) = ports.0 {
+                b[0].hdr.src_port = v.to_be();
+                b[1].hdr.src_port = m.to_be();
+            }
+            if let Some((v, m)) = ports.1 {
+                b[0].hdr.dst_port = v.to_be();
+                b[1].hdr.dst_port = m.to_be();
+            }
+            ItemBuf::Udp(b)
+        }
+        Item::Vxlan(v) => {
+            let mut b: Box<[sys::rte_flow_item_vxlan; 2]> = Box::default();
+            if let Some(vni) = v.vni {
+                let s = vni.to_be_bytes();
+                b[0].__bindgen_anon_1.__bindgen_anon_1.vni = [s[1], s[2], s[3]];
+                b[1].__bindgen_anon_1.__bindgen_anon_1.vni = [0xff; 3];
+            }
+            ItemBuf::Vxlan(b)
+        }
+        Item::GtpU(g) => {
+            let mut b: Box<[sys::rte_flow_item_gtp; 2]> = Box::default();
+            if let Some(teid) = g.teid {
+                b[0].teid = teid.to_be();
+                b[1].teid = u32::MAX;
+            }
+            ItemBuf::Gtp(b)
+        }
+        Item::Ecpri(_) => {
+            return Err("the eCPRI item is not translated to rte_flow by pktwarp yet".into())
+        }
+    })
+}
+
+/// RTE_ETH_RSS_* types for a rule's hash selection.
+fn rss_types(h: RssHash) -> u64 {
+    // SAFETY: constant getter; indices documented in shim.h.
+    let f = |i: u32| unsafe { sys::pw_eth_rss_flag(i) };
+    let mut t = 0u64;
+    let (tcp, udp) = (h.contains(RssHash::TCP), h.contains(RssHash::UDP));
+    if h.contains(RssHash::IPV4) {
+        t |= f(0) | f(1) | f(4);
+        t |= if tcp { f(2) } else { 0 } | if udp { f(3) } else { 0 };
+    }
+    if h.contains(RssHash::IPV6) {
+        t |= f(5) | f(6) | f(9);
+        t |= if tcp { f(7) } else { 0 } | if udp { f(8) } else { 0 };
+    }
+    for (bit, idx) in [
+        (RssHash::L3_SRC_ONLY, 10),
+        (RssHash::L3_DST_ONLY, 11),
+        (RssHash::L4_SRC_ONLY, 12),
+        (RssHash::L4_DST_ONLY, 13),
+    ] {
+        if h.contains(bit) {
+            t |= f(idx);
+        }
+    }
+    t
+}
+
+/// Validates and creates every rte_flow rule of one steering rule; on any refusal destroys the
+/// ones already created and returns the PMD's reason.
+fn create_rule(port: u16, priority: u32, rule: &SteerRule) -> Result<Vec<*mut sys::rte_flow>, String> {
+    // Actions (shared by every stack of the rule).
+    let mut queue_conf = sys::rte_flow_action_queue::default();
+    let mut mark_conf = sys::rte_flow_action_mark::default();
+    let mut rss_queues: Vec<u16> = Vec::new();
+    let mut rss_conf = sys::rte_flow_action_rss::default();
+    let mut actions: Vec<sys::rte_flow_action> = Vec::new();
+    let mut kinds: Vec<(sys::rte_flow_action_type, u8)> = Vec::new();
+    for a in &rule.actions {
+        match a {
+            Action::Queue(q) => {
+                queue_conf.index = *q;
+                kinds.push((sys::RTE_FLOW_ACTION_TYPE_QUEUE, 0));
+            }
+            Action::Rss(r) => {
+                rss_queues = r.queues.clone();
+                rss_conf.types = rss_types(r.hash);
+                kinds.push((sys::RTE_FLOW_ACTION_TYPE_RSS, 1));
+            }
+            Action::Drop => kinds.push((sys::RTE_FLOW_ACTION_TYPE_DROP, 2)),
+            Action::Mark(m) => {
+                mark_conf.id = *m;
+                kinds.push((sys::RTE_FLOW_ACTION_TYPE_MARK, 3));
+            }
+        }
+    }
+    if rule.fate().is_none() {
+        // A mark-only rule keeps the default fate: pass on to the port's RSS.
+        kinds.push((sys::RTE_FLOW_ACTION_TYPE_PASSTHRU, 2));
+    }
+    rss_conf.func = sys::RTE_ETH_HASH_FUNCTION_TOEPLITZ;
+    rss_conf.level = 0;
+    rss_conf.key_len = STANDARD_RSS_KEY.len() as u32;
+    rss_conf.key = STANDARD_RSS_KEY.as_ptr();
+    rss_conf.queue_num = rss_queues.len() as u32;
+    rss_conf.queue = rss_queues.as_ptr();
+    for (ty, which) in kinds {
+        let conf: *const std::ffi::c_void = match (ty, which) {
+            (_, 0) => (&queue_conf as *const sys::rte_flow_action_queue).cast(),
+            (_, 1) => (&rss_conf as *const sys::rte_flow_action_rss).cast(),
+            (_, 3) => (&mark_conf as *const sys::rte_flow_action_mark).cast(),
+            _ => std::ptr::null(),
+        };
+        actions.push(sys::rte_flow_action { type_: ty, conf });
+    }
+    actions.push(sys::rte_flow_action {
+        type_: sys::RTE_FLOW_ACTION_TYPE_END,
+        conf: std::ptr::null(),
+    });
+
+    let mut attr = sys::rte_flow_attr {
+        group: 0,
+        priority,
+        ..Default::default()
+    };
+    attr.set_ingress(1);
+
+    // Expand each stack over the port-range masks.
+    let mut plans: Vec<Vec<ItemBuf>> = Vec::new();
+    for stack in rule.flow_patterns() {
+        let l4 = stack.iter().find_map(|i| match i {
+            Item::Tcp(p) | Item::Udp(p) => Some(p.clone()),
+            _ => None,
+        });
+        let (srcs, dsts) = match &l4 {
+            Some(p) => (range_masks(&p.src_port), range_masks(&p.dst_port)),
+            None => (vec![None], vec![None]),
+        };
+        for s in &srcs {
+            for d in &dsts {
+                if plans.len() >= MAX_FLOWS_PER_RULE {
+                    return Err(format!(
+                        "the rule needs more than {MAX_FLOWS_PER_RULE} rte_flow rules (port ranges)"
+                    ));
+                }
+                plans.push(stack.iter().map(|i| item_buf(i, (*s, *d))).collect::<Result<_, _>>()?);
+            }
+        }
+    }
+
+    let mut created = Vec::with_capacity(plans.len());
+    for plan in &plans {
+        let mut pattern: Vec<sys::rte_flow_item> = plan.iter().map(ItemBuf::item).collect();
+        pattern.push(sys::rte_flow_item {
+            type_: sys::RTE_FLOW_ITEM_TYPE_END,
+            spec: std::ptr::null(),
+            last: std::ptr::null(),
+            mask: std::ptr::null(),
+        });
+        let mut err = sys::rte_flow_error::default();
+        // SAFETY: attr, pattern and actions (with the confs and item buffers they point to)
+        // are live locals for the duration of the calls; rte_flow copies what it keeps.
+        let rc = unsafe { sys::rte_flow_validate(port, &attr, pattern.as_ptr(), actions.as_ptr(), &mut err) };
+        if rc != 0 {
+            destroy(port, &created);
+            return Err(flow_error(rc, &err));
+        }
+        // SAFETY: as above.
+        let f = unsafe { sys::rte_flow_create(port, &attr, pattern.as_ptr(), actions.as_ptr(), &mut err) };
+        if f.is_null() {
+            destroy(port, &created);
+            // SAFETY: reads this thread's rte_errno.
+            return Err(flow_error(-unsafe { sys::pw_rte_errno() }, &err));
+        }
+        created.push(f);
+    }
+    Ok(created)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Microsoft RSS verification vectors (the same ones NIC datasheets publish).
+    #[test]
+    fn toeplitz_matches_published_vectors() {
+        let ip = |a: [u8; 4]| a;
+        // 66.9.149.187:2794 -> 161.142.100.80:1766, IPv4 only: 0x323e8fc2; with TCP: 0x51ccc178.
+        let mut input = Vec::new();
+        input.extend_from_slice(&ip([66, 9, 149, 187]));
+        input.extend_from_slice(&ip([161, 142, 100, 80]));
+        assert_eq!(toeplitz(&STANDARD_RSS_KEY, &input), 0x323e_8fc2);
+        input.extend_from_slice(&2794u16.to_be_bytes());
+        input.extend_from_slice(&1766u16.to_be_bytes());
+        assert_eq!(toeplitz(&STANDARD_RSS_KEY, &input), 0x51cc_c178);
+    }
+}

@@ -1,0 +1,972 @@
+//! The `dpdk` port: any DPDK poll-mode driver (net_pcap, net_null, net_ring, memif, af_xdp,
+//! af_packet, tap, mlx5, ...) as a pktwarp port. Behind the cargo feature `dpdk`.
+//!
+//! One [`DpdkPort`] owns one ethdev: it initialises the EAL on first use (once per process),
+//! creates the device when given a `vdev` devargs string, configures RX/TX queues with RSS and
+//! offloads chosen from what the device reports, and hands out [`DpdkRx`] / [`DpdkTx`] handles
+//! that implement [`RxPort`] / [`TxPort`]. The device is stopped and closed when the port and
+//! every handle are dropped. See docs/dpdk.md.
+
+pub mod eal;
+pub mod flow;
+pub mod gpu;
+
+use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use dpdk_sys as sys;
+use serde::Deserialize;
+
+use crate::burst::{Burst, FrameDesc};
+use crate::port::{PortError, RxPort, RxStatus, TxPort};
+
+pub use flow::{FlowOutcome, SoftwareSteering};
+pub use gpu::{BufferPlacement, GpuBuffers};
+
+/// Most frames one `rte_eth_rx_burst` / `rte_eth_tx_burst` call moves.
+pub const MAX_BURST: usize = 512;
+
+/// Options of a `dpdk` port (the `dpdk:` block of a port in the YAML config).
+///
+/// ```yaml
+/// dpdk:
+///   eal_args: [--no-huge, --no-pci, -m, "512", --file-prefix=pw1, -l, "0"]
+///   vdev: "net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap"
+///   rx_queues: 1
+/// ```
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DpdkPortOptions {
+    /// EAL arguments, without the program name (e.g. `-l 0-1 -a 0000:3b:00.0` or
+    /// `--no-huge --no-pci -m 512 --file-prefix=x` for virtual devices). The EAL is set up once
+    /// per process, by the first DPDK port opened: later ports give the same list or none.
+    #[serde(default)]
+    pub eal_args: Vec<String>,
+    /// A device to create with `rte_dev_probe`, as devargs: `driver<id>[,key=value...]`, e.g.
+    /// `net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap`, `net_null0`, `net_ring0`,
+    /// `net_memif0,role=server,socket=/tmp/pw.sock`, `net_af_xdp0,iface=veth0`. The ethdev is
+    /// then found by the name before the first comma. Exactly one of `vdev`, `name`, `port_id`.
+    #[serde(default)]
+    pub vdev: Option<String>,
+    /// An ethdev that already exists (a PCI address from `-a`, or a `--vdev` of `eal_args`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// An ethdev by DPDK port id.
+    #[serde(default)]
+    pub port_id: Option<u16>,
+    /// RX queues (RSS spreads over them when more than one and the device can hash).
+    #[serde(default = "one")]
+    pub rx_queues: u16,
+    /// TX queues (one per transmitting thread).
+    #[serde(default = "one")]
+    pub tx_queues: u16,
+    /// RX descriptors per queue (adjusted to the device's limits).
+    #[serde(default = "descriptors")]
+    pub rx_descriptors: u16,
+    /// TX descriptors per queue (adjusted to the device's limits).
+    #[serde(default = "descriptors")]
+    pub tx_descriptors: u16,
+    /// mbufs in each of the port's two pools (RX, TX); 2^q - 1 is the most memory-efficient.
+    #[serde(default = "mempool_size")]
+    pub mempool_size: u32,
+    /// Per-lcore mempool cache (0 disables it).
+    #[serde(default = "mempool_cache")]
+    pub mempool_cache: u32,
+    /// Frames per `rte_eth_rx_burst` / `rte_eth_tx_burst` call (1..=512).
+    #[serde(default = "burst_size")]
+    pub burst_size: u16,
+    /// Put the port in promiscuous mode (ignored where the driver cannot).
+    #[serde(default = "yes")]
+    pub promiscuous: bool,
+    /// Report the end of input after this many milliseconds with no frame (for file-backed
+    /// devices such as net_pcap, which never say they are done). Absent: never ends.
+    #[serde(default)]
+    pub idle_end_ms: Option<u64>,
+    /// Times a TX burst is retried while the device accepts only part of it, before the rest
+    /// is counted as `tx_full` drops.
+    #[serde(default = "tx_retries")]
+    pub tx_retries: u32,
+    /// Where received frames land: `auto` (GPU memory when the NIC and the host can do
+    /// GPUDirect RDMA, else host memory), `host`, or `gpu` (fail when GPUDirect is not possible).
+    #[serde(default)]
+    pub gpu_buffers: GpuBuffers,
+}
+
+fn one() -> u16 {
+    1
+}
+fn descriptors() -> u16 {
+    1024
+}
+fn mempool_size() -> u32 {
+    8191
+}
+fn mempool_cache() -> u32 {
+    256
+}
+fn burst_size() -> u16 {
+    32
+}
+fn yes() -> bool {
+    true
+}
+fn tx_retries() -> u32 {
+    64
+}
+
+impl DpdkPortOptions {
+    /// Options for a device created from `vdev` devargs, everything else at its default.
+    pub fn vdev(eal_args: &[&str], devargs: &str) -> Self {
+        DpdkPortOptions {
+            eal_args: eal_args.iter().map(|s| s.to_string()).collect(),
+            vdev: Some(devargs.to_string()),
+            name: None,
+            port_id: None,
+            rx_queues: one(),
+            tx_queues: one(),
+            rx_descriptors: descriptors(),
+            tx_descriptors: descriptors(),
+            mempool_size: mempool_size(),
+            mempool_cache: mempool_cache(),
+            burst_size: burst_size(),
+            promiscuous: yes(),
+            idle_end_ms: None,
+            tx_retries: tx_retries(),
+            gpu_buffers: GpuBuffers::default(),
+        }
+    }
+
+    /// Checks the values that need no device (the config validator calls this).
+    pub fn validate(&self) -> Result<(), String> {
+        let chosen = [self.vdev.is_some(), self.name.is_some(), self.port_id.is_some()]
+            .iter()
+            .filter(|b| **b)
+            .count();
+        if chosen != 1 {
+            return Err("give exactly one of `vdev`, `name`, `port_id`".into());
+        }
+        if let Some(v) = &self.vdev {
+            if v.is_empty() || v.starts_with(',') {
+                return Err(format!("`vdev` {v:?} must start with a device name"));
+            }
+        }
+        if self.rx_queues == 0 || self.tx_queues == 0 {
+            return Err("`rx_queues` and `tx_queues` must be at least 1".into());
+        }
+        if self.burst_size == 0 || self.burst_size as usize > MAX_BURST {
+            return Err(format!("`burst_size` must be 1..={MAX_BURST}"));
+        }
+        if self.mempool_size < 2 * self.burst_size as u32 {
+            return Err("`mempool_size` must hold at least two bursts".into());
+        }
+        Ok(())
+    }
+}
+
+/// Which offloads and RSS setup the port ended up with (from the device's capabilities).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortSetup {
+    pub port_id: u16,
+    pub name: String,
+    pub driver: String,
+    pub rx_queues: u16,
+    pub tx_queues: u16,
+    pub rx_descriptors: u16,
+    pub tx_descriptors: u16,
+    /// RSS hash functions enabled (RTE_ETH_RSS_* bits); 0 when RSS is off.
+    pub rss_hf: u64,
+    /// The standard Toeplitz key (as in pktwarp's software RSS) was installed.
+    pub rss_standard_key: bool,
+    pub rx_offloads: u64,
+    pub tx_offloads: u64,
+    /// TX may chain mbufs for frames larger than one buffer.
+    pub tx_multi_seg: bool,
+    /// Where RX buffers live.
+    pub placement: BufferPlacement,
+}
+
+/// pktwarp-side counters of a port (the device's own are in [`DpdkPort::counters`]).
+#[derive(Debug, Default)]
+struct PortCounters {
+    rx_frames: AtomicU64,
+    rx_bytes: AtomicU64,
+    tx_frames: AtomicU64,
+    tx_bytes: AtomicU64,
+    /// The device took only part of a burst after the retries.
+    tx_full: AtomicU64,
+    /// No mbuf left in the TX pool.
+    tx_nombuf: AtomicU64,
+    /// Frame longer than one mbuf and the device cannot chain segments.
+    tx_oversize: AtomicU64,
+    /// Dropped on receive by a steering rule applied in software.
+    rx_steering_drop: AtomicU64,
+}
+
+/// What the handles share; dropping the last one stops and closes the device.
+struct PortInner {
+    setup: PortSetup,
+    rx_pool: *mut sys::rte_mempool,
+    tx_pool: *mut sys::rte_mempool,
+    tx_data_room: u16,
+    /// devargs name of a device this port created (removed again on close).
+    created_vdev: Option<String>,
+    counters: PortCounters,
+    flows: flow::FlowTable,
+    gpu: Option<gpu::GpuMemory>,
+    opts: DpdkPortOptions,
+}
+
+// SAFETY: the raw pointers are DPDK mempools, which are thread-safe (multi-producer /
+// multi-consumer rings with per-lcore caches); each queue is used by one handle at a time.
+unsafe impl Send for PortInner {}
+// SAFETY: as above; shared state other than the pools is atomics or behind locks.
+unsafe impl Sync for PortInner {}
+
+impl Drop for PortInner {
+    fn drop(&mut self) {
+        let port = self.setup.port_id;
+        self.flows.destroy_all(port);
+        // SAFETY: the port was started by DpdkPort::open and no handle polls it any more (this
+        // is the last reference).
+        unsafe {
+            let rc = sys::rte_eth_dev_stop(port);
+            if rc != 0 {
+                tracing::warn!(port, "dpdk: rte_eth_dev_stop: {}", eal::strerror(rc));
+            }
+            let rc = sys::rte_eth_dev_close(port);
+            if rc != 0 {
+                tracing::warn!(port, "dpdk: rte_eth_dev_close: {}", eal::strerror(rc));
+            }
+        }
+        if let Some(name) = &self.created_vdev {
+            if let Ok(c) = CString::new(name.as_str()) {
+                // SAFETY: valid C strings; the ethdev on this device is closed.
+                let rc = unsafe { sys::rte_eal_hotplug_remove(c"vdev".as_ptr(), c.as_ptr()) };
+                if rc != 0 && rc != -(libc::ENOENT) {
+                    tracing::debug!(device = %name, "dpdk: hotplug remove: {}", eal::strerror(rc));
+                }
+            }
+        }
+        // SAFETY: the device is closed, so no queue holds mbufs of these pools any more.
+        unsafe {
+            sys::rte_mempool_free(self.rx_pool);
+            sys::rte_mempool_free(self.tx_pool);
+        }
+        // GPU memory (if any) is unmapped and freed by its own Drop, after the pool.
+        self.gpu.take();
+        tracing::info!(port, name = %self.setup.name, "dpdk: port closed");
+    }
+}
+
+/// An open DPDK port. Clone handles out of it with [`DpdkPort::rx`] / [`DpdkPort::tx`].
+#[derive(Clone)]
+pub struct DpdkPort {
+    inner: Arc<PortInner>,
+    /// pktwarp's index of this port (FrameDesc::port).
+    index: u16,
+}
+
+fn cstr_field(p: *const std::ffi::c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: DPDK gives NUL-terminated static strings (driver names).
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+fn config_err(what: impl std::fmt::Display) -> PortError {
+    PortError::Config(format!("dpdk: {what}"))
+}
+
+/// The Toeplitz key every NIC ships by default (Microsoft's RSS verification suite); the same
+/// key pktwarp's software RSS uses, so hardware and software hashes agree.
+pub const STANDARD_RSS_KEY: [u8; 40] = [
+    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f,
+    0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30,
+    0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
+];
+
+static POOL_SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn create_pool(n: u32, cache: u32, socket: i32, what: &str) -> Result<*mut sys::rte_mempool, PortError> {
+    let name = format!("pw_{what}_{}", POOL_SEQ.fetch_add(1, Ordering::Relaxed));
+    let cname = CString::new(name.clone()).map_err(config_err)?;
+    // Cache must not exceed n / 1.5 (rte_mempool_create); keep it valid for small pools.
+    let cache = cache.min(n * 2 / 3).min(512);
+    // SAFETY: valid name; EAL is initialised.
+    let pool = unsafe {
+        sys::rte_pktmbuf_pool_create(
+            cname.as_ptr(),
+            n,
+            cache,
+            0,
+            sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16,
+            socket,
+        )
+    };
+    if pool.is_null() {
+        return Err(config_err(format!(
+            "cannot create mbuf pool {name} ({n} mbufs): {}",
+            eal::last_error()
+        )));
+    }
+    Ok(pool)
+}
+
+impl DpdkPort {
+    /// Opens the port: EAL (once), device, pools, queues, start. `index` is pktwarp's index of
+    /// the port (reported in every [`FrameDesc`]).
+    pub fn open(opts: &DpdkPortOptions, index: u16) -> Result<DpdkPort, PortError> {
+        opts.validate().map_err(config_err)?;
+        eal::init(&opts.eal_args)?;
+        eal::register_thread();
+
+        let (port_id, created_vdev) = resolve_port(opts)?;
+        let mut info = sys::rte_eth_dev_info::default();
+        // SAFETY: valid port id, info is a writable struct of the right type.
+        let rc = unsafe { sys::rte_eth_dev_info_get(port_id, &mut info) };
+        if rc != 0 {
+            return Err(config_err(format!(
+                "rte_eth_dev_info_get(port {port_id}): {}",
+                eal::strerror(rc)
+            )));
+        }
+        let name = port_name(port_id);
+        let driver = cstr_field(info.driver_name);
+        if opts.rx_queues > info.max_rx_queues || opts.tx_queues > info.max_tx_queues {
+            return Err(config_err(format!(
+                "port {name} ({driver}) has at most {} RX and {} TX queues; asked for {} and {}",
+                info.max_rx_queues, info.max_tx_queues, opts.rx_queues, opts.tx_queues
+            )));
+        }
+
+        // Offloads and RSS from the device's capabilities.
+        let mut conf = sys::rte_eth_conf::default();
+        let mut setup = PortSetup {
+            port_id,
+            name: name.clone(),
+            driver: driver.clone(),
+            rx_queues: opts.rx_queues,
+            tx_queues: opts.tx_queues,
+            ..PortSetup::default()
+        };
+        // SAFETY: the pw_* constant getters have no preconditions.
+        let (rss_all, off_rss_hash, off_multi, off_fast_free) = unsafe {
+            (
+                sys::pw_eth_rss_ip() | sys::pw_eth_rss_tcp() | sys::pw_eth_rss_udp() | sys::pw_eth_rss_sctp(),
+                sys::pw_eth_rx_offload_rss_hash(),
+                sys::pw_eth_tx_offload_multi_segs(),
+                sys::pw_eth_tx_offload_mbuf_fast_free(),
+            )
+        };
+        let mut rss_key = STANDARD_RSS_KEY;
+        if opts.rx_queues > 1 && info.flow_type_rss_offloads & rss_all != 0 {
+            conf.rxmode.mq_mode = sys::RTE_ETH_MQ_RX_RSS;
+            let hf = info.flow_type_rss_offloads & rss_all;
+            conf.rx_adv_conf.rss_conf.rss_hf = hf;
+            setup.rss_hf = hf;
+            if info.hash_key_size as usize == STANDARD_RSS_KEY.len() {
+                conf.rx_adv_conf.rss_conf.rss_key = rss_key.as_mut_ptr();
+                conf.rx_adv_conf.rss_conf.rss_key_len = STANDARD_RSS_KEY.len() as u8;
+                setup.rss_standard_key = true;
+            }
+            if info.rx_offload_capa & off_rss_hash != 0 {
+                conf.rxmode.offloads |= off_rss_hash;
+            }
+        } else if opts.rx_queues > 1 {
+            tracing::warn!(
+                port = %name, driver = %driver,
+                "dpdk: device cannot hash (no RSS); with {} RX queues only steering rules spread traffic",
+                opts.rx_queues
+            );
+        }
+        if info.tx_offload_capa & off_multi != 0 {
+            conf.txmode.offloads |= off_multi;
+            setup.tx_multi_seg = true;
+        }
+        // Every TX mbuf comes from this port's one TX pool with refcnt 1: fast free is valid.
+        if info.tx_offload_capa & off_fast_free != 0 {
+            conf.txmode.offloads |= off_fast_free;
+        }
+        setup.rx_offloads = conf.rxmode.offloads;
+        setup.tx_offloads = conf.txmode.offloads;
+
+        // SAFETY: valid port, conf fully initialised (rss_key points at a live local array).
+        let rc = unsafe { sys::rte_eth_dev_configure(port_id, opts.rx_queues, opts.tx_queues, &conf) };
+        if rc != 0 {
+            return Err(config_err(format!(
+                "rte_eth_dev_configure(port {name}, {} rx, {} tx): {}",
+                opts.rx_queues,
+                opts.tx_queues,
+                eal::strerror(rc)
+            )));
+        }
+        let (mut nrxd, mut ntxd) = (opts.rx_descriptors, opts.tx_descriptors);
+        // SAFETY: valid port and pointers to locals.
+        let rc = unsafe { sys::rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &mut nrxd, &mut ntxd) };
+        if rc != 0 {
+            return Err(config_err(format!(
+                "rte_eth_dev_adjust_nb_rx_tx_desc(port {name}): {}",
+                eal::strerror(rc)
+            )));
+        }
+        setup.rx_descriptors = nrxd;
+        setup.tx_descriptors = ntxd;
+
+        // SAFETY: valid port.
+        let socket = unsafe { sys::rte_eth_dev_socket_id(port_id) };
+        let socket = if socket < 0 { sys::SOCKET_ID_ANY } else { socket };
+
+        // RX buffers: GPU memory where GPUDirect works, else an ordinary pool.
+        let (placement, gpu_mem, rx_pool) =
+            gpu::rx_pool(opts, &info, &driver, &name, socket, |n| {
+                create_pool(n, opts.mempool_cache, socket, "rx")
+            })?;
+        setup.placement = placement;
+        let tx_pool = match create_pool(opts.mempool_size, opts.mempool_cache, socket, "tx") {
+            Ok(p) => p,
+            Err(e) => {
+                // SAFETY: the pool was just created and is used by no queue yet.
+                unsafe { sys::rte_mempool_free(rx_pool) };
+                return Err(e);
+            }
+        };
+        // SAFETY: valid pool.
+        let tx_data_room = unsafe { sys::pw_rte_pktmbuf_data_room_size(tx_pool) }
+            .saturating_sub(sys::RTE_PKTMBUF_HEADROOM as u16);
+
+        // From here on PortInner's Drop cleans up (stop, close, free pools) on any error.
+        let inner = PortInner {
+            setup,
+            rx_pool,
+            tx_pool,
+            tx_data_room,
+            created_vdev,
+            counters: PortCounters::default(),
+            flows: flow::FlowTable::default(),
+            gpu: gpu_mem,
+            opts: opts.clone(),
+        };
+
+        for q in 0..opts.rx_queues {
+            // SAFETY: configured port, valid pool; default rxconf (NULL) from the driver.
+            let rc = unsafe {
+                sys::rte_eth_rx_queue_setup(port_id, q, nrxd, socket as u32, std::ptr::null(), rx_pool)
+            };
+            if rc != 0 {
+                return Err(config_err(format!(
+                    "rte_eth_rx_queue_setup(port {name}, queue {q}, {nrxd} descriptors): {}",
+                    eal::strerror(rc)
+                )));
+            }
+        }
+        for q in 0..opts.tx_queues {
+            let mut txconf = info.default_txconf;
+            txconf.offloads = inner.setup.tx_offloads;
+            // SAFETY: configured port; txconf is a valid local.
+            let rc = unsafe { sys::rte_eth_tx_queue_setup(port_id, q, ntxd, socket as u32, &txconf) };
+            if rc != 0 {
+                return Err(config_err(format!(
+                    "rte_eth_tx_queue_setup(port {name}, queue {q}, {ntxd} descriptors): {}",
+                    eal::strerror(rc)
+                )));
+            }
+        }
+        if opts.promiscuous {
+            // SAFETY: valid port. Virtual devices may not support it: not an error.
+            let rc = unsafe { sys::rte_eth_promiscuous_enable(port_id) };
+            if rc != 0 {
+                tracing::debug!(port = %name, "dpdk: promiscuous mode: {}", eal::strerror(rc));
+            }
+        }
+        // SAFETY: configured port with every queue set up.
+        let rc = unsafe { sys::rte_eth_dev_start(port_id) };
+        if rc != 0 {
+            return Err(config_err(format!("rte_eth_dev_start(port {name}): {}", eal::strerror(rc))));
+        }
+        tracing::info!(
+            port = %name, driver = %driver, rx_queues = opts.rx_queues, tx_queues = opts.tx_queues,
+            rss_hf = format_args!("{:#x}", inner.setup.rss_hf),
+            rx_offloads = format_args!("{:#x}", inner.setup.rx_offloads),
+            tx_offloads = format_args!("{:#x}", inner.setup.tx_offloads),
+            placement = ?inner.setup.placement,
+            "dpdk: port started"
+        );
+        Ok(DpdkPort { inner: Arc::new(inner), index })
+    }
+
+    /// How the port was set up (queues, RSS, offloads, buffer placement).
+    pub fn setup(&self) -> &PortSetup {
+        &self.inner.setup
+    }
+
+    /// Where received frames land, and why: logged at open, reported here.
+    pub fn buffer_placement(&self) -> BufferPlacement {
+        self.inner.setup.placement
+    }
+
+    /// An RX handle polling `queues` round robin (all queues when empty).
+    pub fn rx(&self, queues: &[u16]) -> Result<DpdkRx, PortError> {
+        let all: Vec<u16> = (0..self.inner.setup.rx_queues).collect();
+        let queues = if queues.is_empty() { all } else { queues.to_vec() };
+        if let Some(q) = queues.iter().find(|q| **q >= self.inner.setup.rx_queues) {
+            return Err(config_err(format!(
+                "port {} has {} RX queues; no queue {q}",
+                self.inner.setup.name, self.inner.setup.rx_queues
+            )));
+        }
+        Ok(DpdkRx {
+            label: format!("dpdk:{}", self.inner.setup.name),
+            port: self.clone(),
+            queues,
+            next: 0,
+            burst: (self.inner.opts.burst_size as usize).min(MAX_BURST),
+            mbufs: vec![std::ptr::null_mut(); MAX_BURST],
+            last_frame: Instant::now(),
+            idle_end: self.inner.opts.idle_end_ms.map(Duration::from_millis),
+            steering: self.inner.flows.software(),
+        })
+    }
+
+    /// A TX handle on `queue`.
+    pub fn tx(&self, queue: u16) -> Result<DpdkTx, PortError> {
+        if queue >= self.inner.setup.tx_queues {
+            return Err(config_err(format!(
+                "port {} has {} TX queues; no queue {queue}",
+                self.inner.setup.name, self.inner.setup.tx_queues
+            )));
+        }
+        Ok(DpdkTx {
+            label: format!("dpdk:{}", self.inner.setup.name),
+            port: self.clone(),
+            queue,
+            burst: (self.inner.opts.burst_size as usize).min(MAX_BURST),
+            mbufs: vec![std::ptr::null_mut(); MAX_BURST],
+        })
+    }
+
+    /// The ethdev's basic stats, its extended stats, and pktwarp's own port counters, as
+    /// (name, value) pairs: `ethdev_<field>`, `xstat_<DPDK name>`, `pktwarp_<counter>`.
+    pub fn counters(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        let port = self.inner.setup.port_id;
+        let mut st = sys::rte_eth_stats::default();
+        // SAFETY: valid port, writable struct.
+        if unsafe { sys::rte_eth_stats_get(port, &mut st) } == 0 {
+            for (k, v) in [
+                ("ipackets", st.ipackets),
+                ("opackets", st.opackets),
+                ("ibytes", st.ibytes),
+                ("obytes", st.obytes),
+                ("imissed", st.imissed),
+                ("ierrors", st.ierrors),
+                ("oerrors", st.oerrors),
+                ("rx_nombuf", st.rx_nombuf),
+            ] {
+                out.push((format!("ethdev_{k}"), v));
+            }
+        }
+        out.extend(self.xstats().into_iter().map(|(k, v)| (format!("xstat_{k}"), v)));
+        let c = &self.inner.counters;
+        for (k, v) in [
+            ("rx_frames", &c.rx_frames),
+            ("rx_bytes", &c.rx_bytes),
+            ("tx_frames", &c.tx_frames),
+            ("tx_bytes", &c.tx_bytes),
+            ("tx_full", &c.tx_full),
+            ("tx_nombuf", &c.tx_nombuf),
+            ("tx_oversize", &c.tx_oversize),
+            ("rx_steering_drop", &c.rx_steering_drop),
+        ] {
+            out.push((format!("pktwarp_{k}"), v.load(Ordering::Relaxed)));
+        }
+        let (hw, sw) = self.inner.flows.counts();
+        out.push(("pktwarp_flow_rules_hw".into(), hw as u64));
+        out.push(("pktwarp_flow_rules_sw".into(), sw as u64));
+        out
+    }
+
+    /// The device's extended stats (rte_eth_xstats_get), by DPDK name.
+    pub fn xstats(&self) -> Vec<(String, u64)> {
+        let port = self.inner.setup.port_id;
+        // SAFETY: a NULL array with size 0 asks for the count.
+        let n = unsafe { sys::rte_eth_xstats_get_names(port, std::ptr::null_mut(), 0) };
+        if n <= 0 {
+            return Vec::new();
+        }
+        let n = n as usize;
+        let mut names = vec![sys::rte_eth_xstat_name::default(); n];
+        let mut vals = vec![sys::rte_eth_xstat::default(); n];
+        // SAFETY: arrays of n elements.
+        let got_names = unsafe { sys::rte_eth_xstats_get_names(port, names.as_mut_ptr(), n as u32) };
+        // SAFETY: arrays of n elements.
+        let got_vals = unsafe { sys::rte_eth_xstats_get(port, vals.as_mut_ptr(), n as u32) };
+        if got_names < 0 || got_vals < 0 {
+            return Vec::new();
+        }
+        let m = (got_vals as usize).min(n);
+        vals[..m]
+            .iter()
+            .filter_map(|x| {
+                let nm = names.get(x.id as usize)?;
+                // SAFETY: DPDK NUL-terminates names within RTE_ETH_XSTATS_NAME_SIZE.
+                let s = unsafe { CStr::from_ptr(nm.name.as_ptr()) }.to_string_lossy().into_owned();
+                Some((s, x.value))
+            })
+            .collect()
+    }
+
+    /// Installs steering rules in the NIC (rte_flow) where the device accepts them; the rest
+    /// are applied in software by the ingest (see [`DpdkPort::software_steering`]). Replaces
+    /// the previous set while traffic flows.
+    pub fn install_rules(&self, rules: &[flow_rules::steering::SteerRule]) -> Vec<FlowOutcome> {
+        self.inner
+            .flows
+            .replace(self.inner.setup.port_id, &self.inner.setup.name, self.inner.setup.rx_queues, rules)
+    }
+
+    /// The rules the NIC refused, which the ingest must apply in software. Published by one
+    /// atomic swap on every [`DpdkPort::install_rules`]; cheap to call per burst.
+    pub fn software_steering(&self) -> Arc<SoftwareSteering> {
+        self.inner.flows.software().load()
+    }
+}
+
+fn port_name(port_id: u16) -> String {
+    let mut buf = [0 as std::ffi::c_char; sys::RTE_ETH_NAME_MAX_LEN as usize];
+    // SAFETY: buffer of RTE_ETH_NAME_MAX_LEN bytes as the API requires.
+    if unsafe { sys::rte_eth_dev_get_name_by_port(port_id, buf.as_mut_ptr()) } == 0 {
+        // SAFETY: NUL-terminated by DPDK within the buffer.
+        unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
+    } else {
+        format!("port{port_id}")
+    }
+}
+
+fn port_by_name(name: &str) -> Result<u16, PortError> {
+    let c = CString::new(name).map_err(|_| config_err(format!("device name {name:?} contains NUL")))?;
+    let mut id = 0u16;
+    // SAFETY: valid C string and out pointer.
+    let rc = unsafe { sys::rte_eth_dev_get_port_by_name(c.as_ptr(), &mut id) };
+    if rc != 0 {
+        return Err(config_err(format!("no ethdev named {name:?}: {}", eal::strerror(rc))));
+    }
+    Ok(id)
+}
+
+/// Finds (or creates, for `vdev`) the ethdev. Returns its id and the vdev name to remove at close.
+fn resolve_port(opts: &DpdkPortOptions) -> Result<(u16, Option<String>), PortError> {
+    if let Some(devargs) = &opts.vdev {
+        let name = devargs.split(',').next().unwrap_or(devargs).to_string();
+        if port_by_name(&name).is_ok() {
+            return Err(config_err(format!(
+                "device {name} exists already (given twice, or in eal_args as --vdev); use `name: {name}` to open it"
+            )));
+        }
+        let c = CString::new(devargs.as_str())
+            .map_err(|_| config_err(format!("vdev {devargs:?} contains NUL")))?;
+        // SAFETY: valid C string; EAL initialised.
+        let rc = unsafe { sys::rte_dev_probe(c.as_ptr()) };
+        if rc != 0 {
+            return Err(config_err(format!(
+                "cannot create device {devargs:?}: {} (is the driver's PMD installed? see docs/dpdk.md)",
+                eal::strerror(rc)
+            )));
+        }
+        return Ok((port_by_name(&name)?, Some(name)));
+    }
+    if let Some(name) = &opts.name {
+        return Ok((port_by_name(name)?, None));
+    }
+    let id = opts.port_id.unwrap_or(0);
+    // SAFETY: plain query.
+    if unsafe { sys::rte_eth_dev_is_valid_port(id) } == 0 {
+        // SAFETY: plain query.
+        let avail = unsafe { sys::rte_eth_dev_count_avail() };
+        return Err(config_err(format!("no port id {id} ({avail} ports available)")));
+    }
+    Ok((id, None))
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// Receives from some of a port's RX queues; implements [`RxPort`].
+pub struct DpdkRx {
+    label: String,
+    port: DpdkPort,
+    queues: Vec<u16>,
+    next: usize,
+    burst: usize,
+    mbufs: Vec<*mut sys::rte_mbuf>,
+    last_frame: Instant,
+    idle_end: Option<Duration>,
+    steering: flow::SoftwareHandle,
+}
+
+// SAFETY: the mbuf array only holds pointers between an rx call and its free inside that call.
+unsafe impl Send for DpdkRx {}
+
+impl DpdkRx {
+    /// The port this handle receives from.
+    pub fn port(&self) -> &DpdkPort {
+        &self.port
+    }
+
+    /// Polls the next queue (round robin) once; appends its frames to `burst`.
+    fn poll_queue(&mut self, q: u16, burst: &mut Burst, max: usize) -> usize {
+        let want = max.min(self.burst);
+        let inner = &self.port.inner;
+        // SAFETY: started port, valid queue, mbufs has room for `want` <= MAX_BURST pointers.
+        let n = unsafe { sys::pw_rte_eth_rx_burst(inner.setup.port_id, q, self.mbufs.as_mut_ptr(), want as u16) }
+            as usize;
+        if n == 0 {
+            return 0;
+        }
+        let ts = now_ns();
+        let sw = self.steering.load();
+        let mut bytes = 0u64;
+        let on_gpu = inner.setup.placement == BufferPlacement::GpuDirect;
+        for &m in &self.mbufs[..n] {
+            let offset = burst.data.len() as u32;
+            // SAFETY: m is an mbuf the PMD just returned: a valid chain of nb_segs segments,
+            // each with data_len bytes at buf_addr + data_off (host memory, or GPU memory when
+            // the placement is GpuDirect), owned by us until freed below.
+            let (pkt_len, rss) = unsafe {
+                let mut seg = m;
+                while !seg.is_null() {
+                    let s = &*seg;
+                    let data = (s.buf_addr as *const u8).add(s.data_off as usize);
+                    if on_gpu {
+                        gpu::copy_to_host(data, s.data_len as usize, &mut burst.data);
+                    } else {
+                        burst
+                            .data
+                            .extend_from_slice(std::slice::from_raw_parts(data, s.data_len as usize));
+                    }
+                    seg = s.next;
+                }
+                let mut h = 0u32;
+                let has = sys::pw_rte_mbuf_rss_hash(m, &mut h) != 0;
+                ((*m).pkt_len, has.then_some(h))
+            };
+            let len = burst.data.len() as u32 - offset;
+            let frame = &burst.data[offset as usize..];
+            let queue = match sw.steer(frame) {
+                None => q,
+                Some(flow::SwFate::Queue(sq)) => sq,
+                Some(flow::SwFate::Drop) => {
+                    // Dropped by a software steering rule: take the frame back out.
+                    burst.data.truncate(offset as usize);
+                    inner.counters.rx_steering_drop.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+            };
+            bytes += len as u64;
+            burst.descs.push(FrameDesc {
+                offset,
+                len,
+                wire_len: pkt_len.max(len),
+                port: self.port.index,
+                queue,
+                rss_hash: rss.unwrap_or(0),
+                timestamp_ns: ts,
+            });
+        }
+        // SAFETY: the n mbufs are ours (returned by rx_burst) and no longer referenced.
+        unsafe { sys::rte_pktmbuf_free_bulk(self.mbufs.as_mut_ptr(), n as u32) };
+        inner.counters.rx_frames.fetch_add(n as u64, Ordering::Relaxed);
+        inner.counters.rx_bytes.fetch_add(bytes, Ordering::Relaxed);
+        n
+    }
+}
+
+impl RxPort for DpdkRx {
+    fn rx_burst(&mut self, burst: &mut Burst, max: usize) -> Result<RxStatus, PortError> {
+        eal::register_thread();
+        if max == 0 {
+            return Ok(RxStatus::Idle);
+        }
+        // Poll each queue at most once, starting after the last one served.
+        let nq = self.queues.len();
+        for _ in 0..nq {
+            let q = self.queues[self.next];
+            self.next = (self.next + 1) % nq;
+            let n = self.poll_queue(q, burst, max);
+            if n > 0 {
+                self.last_frame = Instant::now();
+                return Ok(RxStatus::Frames(n));
+            }
+        }
+        match self.idle_end {
+            Some(d) if self.last_frame.elapsed() >= d => Ok(RxStatus::End),
+            _ => Ok(RxStatus::Idle),
+        }
+    }
+
+    fn name(&self) -> &str {
+        &self.label
+    }
+}
+
+/// Transmits on one of a port's TX queues; implements [`TxPort`].
+pub struct DpdkTx {
+    label: String,
+    port: DpdkPort,
+    queue: u16,
+    burst: usize,
+    mbufs: Vec<*mut sys::rte_mbuf>,
+}
+
+// SAFETY: the mbuf array only holds pointers during one tx call.
+unsafe impl Send for DpdkTx {}
+
+impl DpdkTx {
+    /// Copies `frame` into the fresh mbuf `m` (chaining more mbufs for a long frame when the
+    /// device can send chains). Returns false when the frame cannot be sent (counted).
+    ///
+    /// # Safety
+    /// `m` is a freshly allocated mbuf from the TX pool, owned by the caller.
+    unsafe fn fill(&self, m: *mut sys::rte_mbuf, frame: &[u8]) -> bool {
+        let inner = &self.port.inner;
+        let room = inner.tx_data_room as usize;
+        if frame.len() > room && !inner.setup.tx_multi_seg {
+            inner.counters.tx_oversize.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        let mut rest = frame;
+        let mut seg = m;
+        loop {
+            let take = rest.len().min(room);
+            // SAFETY: seg is an owned fresh mbuf with `room` bytes of tailroom.
+            unsafe {
+                let s = &mut *seg;
+                let dst = (s.buf_addr as *mut u8).add(s.data_off as usize);
+                std::ptr::copy_nonoverlapping(rest.as_ptr(), dst, take);
+                s.data_len = take as u16;
+                s.pkt_len = take as u32;
+            }
+            rest = &rest[take..];
+            if rest.is_empty() {
+                return true;
+            }
+            // SAFETY: valid pool.
+            let next = unsafe { sys::pw_rte_pktmbuf_alloc(inner.tx_pool) };
+            if next.is_null() {
+                inner.counters.tx_nombuf.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            // SAFETY: both are owned mbufs; chain updates m's pkt_len and nb_segs.
+            if unsafe { sys::pw_rte_pktmbuf_chain(m, next) } != 0 {
+                // SAFETY: `next` is ours and not linked.
+                unsafe { sys::pw_rte_pktmbuf_free(next) };
+                inner.counters.tx_oversize.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            seg = next;
+        }
+    }
+}
+
+impl TxPort for DpdkTx {
+    /// Sends the frames; stops at the first burst the device takes only in part (after
+    /// `tx_retries`), so the count returned is a prefix of the frames given (less frames
+    /// skipped as oversize), and the frames not taken are counted (`tx_full`, `tx_nombuf`,
+    /// `tx_oversize`).
+    fn tx_burst(&mut self, frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, PortError> {
+        eal::register_thread();
+        let inner = &self.port.inner;
+        let port = inner.setup.port_id;
+        let mut accepted = 0usize;
+        let mut batch: [&[u8]; MAX_BURST] = [&[]; MAX_BURST];
+        loop {
+            let mut n = 0usize;
+            while n < self.burst {
+                match frames.next() {
+                    Some(f) => {
+                        batch[n] = f;
+                        n += 1;
+                    }
+                    None => break,
+                }
+            }
+            if n == 0 {
+                return Ok(accepted);
+            }
+            let last = n < self.burst;
+            // SAFETY: mbufs has MAX_BURST >= n slots; pool valid.
+            if unsafe { sys::pw_rte_pktmbuf_alloc_bulk(inner.tx_pool, self.mbufs.as_mut_ptr(), n as u32) } != 0 {
+                let left = n as u64 + frames.count() as u64;
+                inner.counters.tx_nombuf.fetch_add(left, Ordering::Relaxed);
+                return Ok(accepted);
+            }
+            // Fill; compact the mbufs of frames that could not be built (oversize) away.
+            let mut k = 0usize;
+            let mut bytes = 0u64;
+            for (i, f) in batch[..n].iter().enumerate() {
+                let m = self.mbufs[i];
+                // SAFETY: m is fresh from alloc_bulk and owned here.
+                if unsafe { self.fill(m, f) } {
+                    self.mbufs[k] = m;
+                    k += 1;
+                    bytes += f.len() as u64;
+                } else {
+                    // SAFETY: ours, possibly with a partial chain; freed whole.
+                    unsafe { sys::pw_rte_pktmbuf_free(m) };
+                }
+            }
+            let mut sent = 0usize;
+            let mut tries = 0u32;
+            while sent < k {
+                // SAFETY: mbufs[sent..k] are filled mbufs we own; the PMD takes ownership of
+                // the ones it accepts.
+                let got = unsafe {
+                    sys::pw_rte_eth_tx_burst(port, self.queue, self.mbufs.as_mut_ptr().add(sent), (k - sent) as u16)
+                } as usize;
+                sent += got;
+                if got == 0 {
+                    tries += 1;
+                    if tries > inner.opts.tx_retries {
+                        break;
+                    }
+                    std::hint::spin_loop();
+                }
+            }
+            accepted += sent;
+            inner.counters.tx_frames.fetch_add(sent as u64, Ordering::Relaxed);
+            if sent < k {
+                let mut unsent = 0u64;
+                for &m in &self.mbufs[sent..k] {
+                    // SAFETY: the device did not take m; read its length before freeing it.
+                    unsent += u64::from(unsafe { (*m).pkt_len });
+                }
+                // SAFETY: the device did not take these; they are still ours.
+                unsafe { sys::rte_pktmbuf_free_bulk(self.mbufs.as_mut_ptr().add(sent), (k - sent) as u32) };
+                inner.counters.tx_bytes.fetch_add(bytes - unsent, Ordering::Relaxed);
+                let left = (k - sent) as u64 + frames.count() as u64;
+                inner.counters.tx_full.fetch_add(left, Ordering::Relaxed);
+                return Ok(accepted);
+            }
+            inner.counters.tx_bytes.fetch_add(bytes, Ordering::Relaxed);
+            if last {
+                return Ok(accepted);
+            }
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), PortError> {
+        // SAFETY: started port and valid queue; frees mbufs the driver has finished sending.
+        unsafe { sys::rte_eth_tx_done_cleanup(self.port.inner.setup.port_id, self.queue, 0) };
+        Ok(())
+    }
+
+    fn name(&self) -> &str {
+        &self.label
+    }
+}
