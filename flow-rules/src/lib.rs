@@ -4,3 +4,4 @@
 pub mod abi;
 pub mod acl;
 pub mod error;
+pub mod steering;
