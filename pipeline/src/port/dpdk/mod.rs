@@ -507,6 +507,28 @@ impl DpdkPort {
         self.inner.setup.placement
     }
 
+    /// Whether the link is up now (memif: the peer is connected; af_xdp: the interface is up).
+    pub fn link_up(&self) -> bool {
+        let mut link = sys::rte_eth_link::default();
+        // SAFETY: valid port, writable struct.
+        let rc = unsafe { sys::rte_eth_link_get_nowait(self.inner.setup.port_id, &mut link) };
+        rc == 0 && link.link_status() != 0
+    }
+
+    /// Waits up to `timeout` for the link to come up; returns whether it did.
+    pub fn wait_link_up(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.link_up() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// An RX handle polling `queues` round robin (all queues when empty).
     pub fn rx(&self, queues: &[u16]) -> Result<DpdkRx, PortError> {
         let all: Vec<u16> = (0..self.inner.setup.rx_queues).collect();
