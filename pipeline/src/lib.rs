@@ -2,9 +2,15 @@
 //! crosses to the GPU (`meta`), bursts and queues, ports, stages, executors and the config.
 
 pub mod burst;
+pub mod config;
+pub mod counters;
+pub mod daemon;
 pub mod executor;
 pub mod meta;
 pub mod port;
+pub mod ring;
 pub mod rss;
 pub mod stage;
+pub mod steer;
+pub mod verdict;
 pub mod wire;

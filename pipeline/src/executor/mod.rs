@@ -1,2 +1,3 @@
 //! Executors: `cpu` (a run-to-completion worker per queue) and `gpu` (persistent / launch / graph).
+pub mod cpu;
 pub mod gpu;

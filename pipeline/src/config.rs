@@ -1,0 +1,428 @@
+//! The YAML config of `pktwarp run`: ports, queues, steering, the pipeline's stages, the executor
+//! and the output. Unknown keys and bad values are errors that name the file, line, column and key.
+//!
+//! ```yaml
+//! ports:
+//!   - name: wire
+//!     pcap:
+//!       rx: { path: capture.pcap, loops: 10 }
+//!   - name: out
+//!     pcap:
+//!       tx: { path: out.pcap }
+//! queues: { count: 2 }
+//! pipeline:
+//!   - parse
+//!   - acl: { rules: configs/rules/inline-filter.rules.yaml }
+//!   - count
+//! executor: { kind: auto }
+//! output: { port: out }
+//! ```
+//!
+//! Relative paths inside a config (capture files, rule files) are resolved against the folder of
+//! the config file, so a config works from any working directory.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use crate::port::gen::GenOptions;
+use crate::port::pcap::{PcapRxOptions, PcapTxOptions};
+
+/// A bad config: where and what.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    /// 1-based; 0 when unknown.
+    pub line: u32,
+    pub column: u32,
+    /// The key the problem is about (`ports[1].pcap.rx.loops`, `output.port`); empty when none.
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if self.line > 0 {
+            write!(f, ":{}:{}", self.line, self.column)?;
+        }
+        if !self.key.is_empty() {
+            write!(f, ": key `{}`", self.key)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl ConfigError {
+    fn at<T>(
+        file: &Path,
+        span: &Spanned<T>,
+        key: impl Into<String>,
+        msg: impl Into<String>,
+    ) -> Self {
+        ConfigError {
+            file: file.to_path_buf(),
+            line: span.referenced.line() as u32,
+            column: span.referenced.column() as u32,
+            key: key.into(),
+            message: msg.into(),
+        }
+    }
+
+    fn whole(file: &Path, key: impl Into<String>, msg: impl Into<String>) -> Self {
+        ConfigError {
+            file: file.to_path_buf(),
+            line: 0,
+            column: 0,
+            key: key.into(),
+            message: msg.into(),
+        }
+    }
+}
+
+/// The whole config file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Sources and sinks of frames. At least one port must receive.
+    pub ports: Vec<Spanned<PortConfig>>,
+    /// RX queues per receiving port and their rings.
+    #[serde(default)]
+    pub queues: QueuesConfig,
+    /// Software steering over the queues (RSS on the 5-tuple when absent).
+    #[serde(default)]
+    pub steering: Option<SteeringConfig>,
+    /// The ordered stages every queue runs.
+    pub pipeline: Vec<Spanned<StageConfig>>,
+    /// Which executor runs the pipeline.
+    #[serde(default)]
+    pub executor: ExecutorConfig,
+    /// Where frames with a pass (or mirror) verdict go. No output: they are counted and released.
+    #[serde(default)]
+    pub output: Option<OutputConfig>,
+    /// Where to find this config's relative paths: the config file's folder (set by [`load`]).
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+    /// The config file (set by [`load`]).
+    #[serde(skip)]
+    pub path: PathBuf,
+}
+
+/// One port: a name and exactly one backend section.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    /// Name used by `output.port`, logs, the summary and metrics labels.
+    pub name: String,
+    /// File replay (`rx`) and record (`tx`): pcap and pcapng.
+    #[serde(default)]
+    pub pcap: Option<PcapPortConfig>,
+    /// The built-in traffic generator (receive side only).
+    #[serde(default)]
+    pub gen: Option<GenOptions>,
+}
+
+/// The `pcap` backend: a receive side, a transmit side, or both.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcapPortConfig {
+    #[serde(default)]
+    pub rx: Option<PcapRxOptions>,
+    #[serde(default)]
+    pub tx: Option<PcapTxOptions>,
+}
+
+/// What the ingest does when a queue's ring is full.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OnFull {
+    /// Wait for room (lossless back-pressure: right for file replay and benchmarks).
+    #[default]
+    Wait,
+    /// Drop the frames and count them as `ring_full` (what a NIC does at line rate).
+    Drop,
+}
+
+/// RX queues and their rings.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueuesConfig {
+    /// Number of RX queues (one CPU worker, or one GPU CTA group, per queue). Default 1.
+    pub count: u16,
+    /// Frames per burst handed from the ingest to a queue. Default 32.
+    pub burst: u16,
+    /// Bursts each queue's ring holds (power of two). Default 256.
+    pub ring_slots: u32,
+    /// Ring-full policy. Default `wait`.
+    pub on_full: OnFull,
+}
+
+impl Default for QueuesConfig {
+    fn default() -> Self {
+        QueuesConfig {
+            count: 1,
+            burst: 32,
+            ring_slots: 256,
+            on_full: OnFull::Wait,
+        }
+    }
+}
+
+/// Software steering: rule file applied by the ingest (RSS when no rule decides).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SteeringConfig {
+    /// Steering rule file (YAML). Relative to the config file.
+    #[serde(default)]
+    pub rules: Option<PathBuf>,
+}
+
+/// One stage of the pipeline: `parse`, `count`, or `acl: {...}`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+pub enum StageConfig {
+    /// Fill the packet metadata; malformed frames are dropped with reason `parse_error`.
+    Parse,
+    /// Count frames and bytes that reach this point.
+    Count,
+    /// Classify against an ACL rule file; the first matching rule's action is the verdict.
+    Acl(AclStageConfig),
+}
+
+impl StageConfig {
+    pub fn name(&self) -> &'static str {
+        match self {
+            StageConfig::Parse => "parse",
+            StageConfig::Count => "count",
+            StageConfig::Acl(_) => "acl",
+        }
+    }
+}
+
+/// Rule file format for the `acl` stage.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleFormat {
+    /// pktwarp's YAML rule file.
+    Yaml,
+    /// ClassBench / `dpdk-test-acl` rule lines (`@src dst sport dport proto`); `.gz` is read too.
+    Classbench,
+}
+
+/// Verdict for a frame no rule matches.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DefaultAction {
+    #[default]
+    Pass,
+    Drop,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AclStageConfig {
+    /// Rule file. Relative to the config file.
+    pub rules: PathBuf,
+    /// Rule file format; default from the name: `.yaml`/`.yml` = yaml, else classbench.
+    #[serde(default)]
+    pub format: Option<RuleFormat>,
+    /// Verdict when no rule matches. Default `pass`.
+    #[serde(default)]
+    pub default: DefaultAction,
+}
+
+/// Which executor runs the pipeline.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutorKind {
+    /// The GPU when one is usable, else the CPU (the choice and its reason are logged).
+    #[default]
+    Auto,
+    /// A run-to-completion worker thread per queue.
+    Cpu,
+    /// Persistent (or launch / graph) CUDA kernels; an error when no GPU is usable.
+    Gpu,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorConfig {
+    /// `auto` (default), `cpu` or `gpu`.
+    #[serde(default)]
+    pub kind: ExecutorKind,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputConfig {
+    /// Name of a port with a transmit side.
+    pub port: Spanned<String>,
+}
+
+/// Loads and validates a config file.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::whole(path, "", format!("cannot read: {e}")))?;
+    parse_str(&text, path)
+}
+
+/// Parses and validates config text; `path` names it in errors and anchors relative paths.
+pub fn parse_str(text: &str, path: &Path) -> Result<Config, ConfigError> {
+    let mut cfg: Config = serde_saphyr::from_str(text).map_err(|e| {
+        let (line, column) = e
+            .location()
+            .map(|l| (l.line() as u32, l.column() as u32))
+            .unwrap_or((0, 0));
+        ConfigError {
+            file: path.to_path_buf(),
+            line,
+            column,
+            key: String::new(),
+            message: e.without_snippet().to_string().trim().to_string(),
+        }
+    })?;
+    cfg.path = path.to_path_buf();
+    cfg.base_dir = path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    validate(&mut cfg)?;
+    Ok(cfg)
+}
+
+fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
+    let file = cfg.path.clone();
+    if cfg.ports.is_empty() {
+        return Err(ConfigError::whole(
+            &file,
+            "ports",
+            "at least one port is needed",
+        ));
+    }
+    let mut names = std::collections::HashSet::new();
+    let mut receivers = 0;
+    for (i, p) in cfg.ports.iter().enumerate() {
+        let key = format!("ports[{i}]");
+        let backends = p.value.pcap.is_some() as u8 + p.value.gen.is_some() as u8;
+        if backends != 1 {
+            return Err(ConfigError::at(
+                &file,
+                p,
+                key,
+                format!(
+                    "port `{}` needs exactly one backend section (pcap or gen), found {backends}",
+                    p.value.name
+                ),
+            ));
+        }
+        if !names.insert(p.value.name.clone()) {
+            return Err(ConfigError::at(
+                &file,
+                p,
+                format!("{key}.name"),
+                format!("duplicate port name `{}`", p.value.name),
+            ));
+        }
+        if let Some(pc) = &p.value.pcap {
+            if pc.rx.is_none() && pc.tx.is_none() {
+                return Err(ConfigError::at(
+                    &file,
+                    p,
+                    format!("{key}.pcap"),
+                    "a pcap port needs `rx`, `tx` or both",
+                ));
+            }
+        }
+        if p.value.gen.is_some() || p.value.pcap.as_ref().is_some_and(|pc| pc.rx.is_some()) {
+            receivers += 1;
+        }
+    }
+    if receivers == 0 {
+        return Err(ConfigError::whole(
+            &file,
+            "ports",
+            "no port receives: add a pcap `rx` or a gen port",
+        ));
+    }
+    let q = &cfg.queues;
+    if q.count == 0 || q.count > 1024 {
+        return Err(ConfigError::whole(
+            &file,
+            "queues.count",
+            "must be 1..=1024",
+        ));
+    }
+    if q.burst == 0 || q.burst > 4096 {
+        return Err(ConfigError::whole(
+            &file,
+            "queues.burst",
+            "must be 1..=4096",
+        ));
+    }
+    if !q.ring_slots.is_power_of_two() || q.ring_slots < 2 {
+        return Err(ConfigError::whole(
+            &file,
+            "queues.ring_slots",
+            format!("must be a power of two >= 2, got {}", q.ring_slots),
+        ));
+    }
+    if cfg.pipeline.is_empty() {
+        return Err(ConfigError::whole(
+            &file,
+            "pipeline",
+            "at least one stage is needed",
+        ));
+    }
+    let mut parsed = false;
+    for (i, s) in cfg.pipeline.iter().enumerate() {
+        match &s.value {
+            StageConfig::Parse => parsed = true,
+            StageConfig::Acl(_) if !parsed => {
+                return Err(ConfigError::at(
+                    &file,
+                    s,
+                    format!("pipeline[{i}]"),
+                    "the `acl` stage needs a `parse` stage before it",
+                ))
+            }
+            _ => {}
+        }
+    }
+    if let Some(out) = &cfg.output {
+        let name = &out.port.value;
+        let port = cfg.ports.iter().find(|p| &p.value.name == name);
+        match port {
+            None => {
+                return Err(ConfigError::at(
+                    &file,
+                    &out.port,
+                    "output.port",
+                    format!("no port named `{name}`"),
+                ))
+            }
+            Some(p) if !p.value.pcap.as_ref().is_some_and(|pc| pc.tx.is_some()) => {
+                return Err(ConfigError::at(
+                    &file,
+                    &out.port,
+                    "output.port",
+                    format!("port `{name}` has no transmit side (a pcap port with `tx`)"),
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+impl Config {
+    /// Resolves a path from the config against the config file's folder.
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.base_dir.join(p)
+        }
+    }
+}

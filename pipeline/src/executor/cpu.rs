@@ -1,0 +1,520 @@
+//! The CPU executor, DPDK lcore style: an ingest thread per receiving port spreads frames over the
+//! RX queues (software steering: RSS on the 5-tuple, as a NIC would), one run-to-completion worker
+//! thread per queue runs the pipeline over whole bursts, and one TX thread writes passed frames to
+//! the output port. Bursts move between threads through lock-free SPSC rings and are recycled, so
+//! the steady state allocates nothing. No frame is lost without a counted reason.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::Backoff;
+
+use crate::burst::Burst;
+use crate::config::OnFull;
+use crate::counters::QueueCounters;
+use crate::meta::PacketMeta;
+use crate::port::{PortError, RxPort, RxStatus, TxPort};
+use crate::ring::{self, Consumer, Producer};
+use crate::stage::Pipeline;
+use crate::steer::Steering;
+use crate::verdict::{DropReason, Verdict};
+
+/// A burst in flight with its per-frame results.
+struct Slot {
+    burst: Burst,
+    verdicts: Vec<Verdict>,
+    metas: Vec<PacketMeta>,
+}
+
+impl Slot {
+    fn new(burst: usize) -> Box<Slot> {
+        Box::new(Slot {
+            burst: Burst::with_capacity(burst, burst * 2048),
+            verdicts: Vec::with_capacity(burst),
+            metas: Vec::with_capacity(burst),
+        })
+    }
+}
+
+/// How the executor runs.
+pub struct CpuRunSpec {
+    pub queues: usize,
+    pub burst: usize,
+    pub ring_slots: usize,
+    pub on_full: OnFull,
+    pub pipeline: Arc<Pipeline>,
+    pub steering: Arc<Steering>,
+}
+
+/// Shared state a caller (the daemon's control thread) can watch while the executor runs.
+pub struct CpuShared {
+    pub counters: Vec<Arc<QueueCounters>>,
+    /// Set to stop intake; in-flight bursts are drained.
+    pub stop: AtomicBool,
+    /// Frames received so far over all ports (for the progress bar).
+    pub rx_total: AtomicU64,
+}
+
+impl CpuShared {
+    pub fn new(spec: &CpuRunSpec) -> Arc<Self> {
+        let stages = spec.pipeline.stages.len();
+        let rules = spec.pipeline.rule_count();
+        Arc::new(CpuShared {
+            counters: (0..spec.queues)
+                .map(|_| Arc::new(QueueCounters::new(stages, rules)))
+                .collect(),
+            stop: AtomicBool::new(false),
+            rx_total: AtomicU64::new(0),
+        })
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Default)]
+pub struct RunOutcome {
+    pub elapsed: Duration,
+    /// The first port error, if any stopped a port early.
+    pub errors: Vec<String>,
+}
+
+fn wait_on(backoff: &Backoff) {
+    if backoff.is_completed() {
+        // Long idle: give the core away (two cores may host ingest, workers and TX).
+        std::thread::sleep(Duration::from_micros(20));
+    } else {
+        backoff.snooze();
+    }
+}
+
+/// Runs the pipeline until every receiving port is exhausted (or `shared.stop` is set), then
+/// drains the queues and flushes the output.
+pub fn run(
+    spec: &CpuRunSpec,
+    shared: &Arc<CpuShared>,
+    rx: Vec<Box<dyn RxPort>>,
+    tx: Option<Box<dyn TxPort>>,
+) -> RunOutcome {
+    let start = Instant::now();
+    let nq = spec.queues;
+    let nports = rx.len();
+    // Per (port, queue): ingest -> worker ring, and a return ring for empty slots.
+    let mut to_worker: Vec<Vec<Producer<Box<Slot>>>> = (0..nports).map(|_| Vec::new()).collect();
+    let mut worker_in: Vec<Vec<Consumer<Box<Slot>>>> = (0..nq).map(|_| Vec::new()).collect();
+    let mut free_prod: Vec<Vec<Producer<Box<Slot>>>> = (0..nq).map(|_| Vec::new()).collect();
+    let mut free_cons: Vec<Vec<Consumer<Box<Slot>>>> = (0..nports).map(|_| Vec::new()).collect();
+    for p in 0..nports {
+        for q in 0..nq {
+            let (tp, tc) = ring::ring(spec.ring_slots);
+            to_worker[p].push(tp);
+            worker_in[q].push(tc);
+            let (fp, fc) = ring::ring(spec.ring_slots);
+            free_prod[q].push(fp);
+            free_cons[p].push(fc);
+        }
+    }
+    // Worker -> TX rings (TX returns the slot to the right ingest through the worker's free ring
+    // pair, so the TX thread gets its own return rings).
+    let mut to_tx = Vec::new();
+    let mut tx_in = Vec::new();
+    let mut tx_ret_prod: Vec<Vec<Producer<Box<Slot>>>> = (0..nq).map(|_| Vec::new()).collect();
+    let mut tx_ret_cons: Vec<Vec<Consumer<Box<Slot>>>> = (0..nports).map(|_| Vec::new()).collect();
+    if tx.is_some() {
+        for q in 0..nq {
+            let (p, c) = ring::ring::<(usize, Box<Slot>)>(spec.ring_slots);
+            to_tx.push(p);
+            tx_in.push(c);
+            for port in 0..nports {
+                let (rp, rc) = ring::ring(spec.ring_slots);
+                tx_ret_prod[q].push(rp);
+                tx_ret_cons[port].push(rc);
+            }
+        }
+    }
+    let ingest_done: Vec<AtomicBool> = (0..nports).map(|_| AtomicBool::new(false)).collect();
+    let workers_done = AtomicU64::new(0);
+    let errors = std::sync::Mutex::new(Vec::new());
+
+    std::thread::scope(|s| {
+        // Ingest threads.
+        for (pi, ((mut port, producers), (frees, tx_frees))) in rx
+            .into_iter()
+            .zip(to_worker)
+            .zip(free_cons.into_iter().zip(tx_ret_cons))
+            .enumerate()
+        {
+            let shared = Arc::clone(shared);
+            let done = &ingest_done[pi];
+            let errors = &errors;
+            s.spawn(move || {
+                let r = ingest(
+                    spec,
+                    &shared,
+                    pi as u16,
+                    port.as_mut(),
+                    producers,
+                    frees,
+                    tx_frees,
+                );
+                if let Err(e) = r {
+                    if let Ok(mut v) = errors.lock() {
+                        v.push(format!("{}: {e}", port.name()));
+                    }
+                }
+                done.store(true, Ordering::Release);
+            });
+        }
+        // Workers.
+        let mut to_tx_iter = to_tx.into_iter();
+        for (q, (inputs, frees)) in worker_in.into_iter().zip(free_prod).enumerate() {
+            let out = to_tx_iter.next();
+            let counters = Arc::clone(&shared.counters[q]);
+            let ingest_done = &ingest_done;
+            let workers_done = &workers_done;
+            let pipeline = Arc::clone(&spec.pipeline);
+            s.spawn(move || {
+                worker(&pipeline, &counters, inputs, frees, out, ingest_done);
+                workers_done.fetch_add(1, Ordering::Release);
+            });
+        }
+        // TX thread.
+        if let Some(mut txp) = tx {
+            let shared = Arc::clone(shared);
+            let workers_done = &workers_done;
+            let errors = &errors;
+            s.spawn(move || {
+                if let Err(e) = tx_loop(&shared, txp.as_mut(), tx_in, tx_ret_prod, workers_done, nq)
+                {
+                    if let Ok(mut v) = errors.lock() {
+                        v.push(format!("{}: {e}", txp.name()));
+                    }
+                }
+            });
+        }
+    });
+    RunOutcome {
+        elapsed: start.elapsed(),
+        errors: errors.into_inner().unwrap_or_default(),
+    }
+}
+
+/// Gets an empty slot back from the worker or TX return rings, or makes a new one while the
+/// number of slots per queue is below the ring size.
+fn take_slot(
+    frees: &mut Consumer<Box<Slot>>,
+    tx_frees: Option<&mut Consumer<Box<Slot>>>,
+    made: &mut usize,
+    limit: usize,
+    burst: usize,
+) -> Option<Box<Slot>> {
+    if let Some(s) = frees.pop() {
+        return Some(s);
+    }
+    if let Some(t) = tx_frees {
+        if let Some(s) = t.pop() {
+            return Some(s);
+        }
+    }
+    if *made < limit {
+        *made += 1;
+        return Some(Slot::new(burst));
+    }
+    None
+}
+
+#[allow(clippy::too_many_arguments)]
+fn ingest(
+    spec: &CpuRunSpec,
+    shared: &CpuShared,
+    port_id: u16,
+    port: &mut dyn RxPort,
+    mut producers: Vec<Producer<Box<Slot>>>,
+    mut frees: Vec<Consumer<Box<Slot>>>,
+    mut tx_frees: Vec<Consumer<Box<Slot>>>,
+) -> Result<(), PortError> {
+    let nq = spec.queues;
+    let burst = spec.burst.max(1);
+    // Slots alive per queue stay below ring_slots so a slot can always be returned.
+    let limit = spec.ring_slots.saturating_sub(1).max(1);
+    let mut made = vec![0usize; nq];
+    let mut current: Vec<Option<Box<Slot>>> = (0..nq).map(|_| None).collect();
+    let mut rx = Burst::with_capacity(burst, burst * 2048);
+    let mut meta = PacketMeta::default();
+    let backoff = Backoff::new();
+    let mut result = Ok(());
+    loop {
+        if shared.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        rx.clear();
+        let status = match port.rx_burst(&mut rx, burst) {
+            Ok(s) => s,
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        };
+        match status {
+            RxStatus::End => break,
+            RxStatus::Idle => {
+                // Push partial bursts so a slow source still sees low latency.
+                for q in 0..nq {
+                    flush_queue(
+                        spec,
+                        shared,
+                        q,
+                        &mut current[q],
+                        &mut producers[q],
+                        &backoff,
+                    );
+                }
+                wait_on(&backoff);
+                continue;
+            }
+            RxStatus::Frames(_) => backoff.reset(),
+        }
+        shared
+            .rx_total
+            .fetch_add(rx.len() as u64, Ordering::Relaxed);
+        for (desc, frame) in rx.frames() {
+            let (q, verdict) = spec.steering.steer(frame, &mut meta, nq);
+            let c = &shared.counters[q];
+            c.rx_frames.add(1);
+            c.rx_bytes.add(desc.len as u64);
+            if let Some(reason) = verdict {
+                c.drops[reason as usize].add(1);
+                continue;
+            }
+            if current[q].is_none() {
+                current[q] = acquire(
+                    spec,
+                    q,
+                    &mut frees[q],
+                    tx_frees.get_mut(q),
+                    &mut made[q],
+                    limit,
+                    burst,
+                );
+            }
+            let Some(slot) = current[q].as_mut() else {
+                // on_full = drop and no slot: the ring is full.
+                c.drops[DropReason::RingFull as usize].add(1);
+                continue;
+            };
+            let mut d = *desc;
+            d.port = port_id;
+            d.queue = q as u16;
+            slot.burst.push(frame, d);
+            if slot.burst.len() >= burst {
+                flush_queue(
+                    spec,
+                    shared,
+                    q,
+                    &mut current[q],
+                    &mut producers[q],
+                    &backoff,
+                );
+            }
+        }
+        for q in 0..nq {
+            flush_queue(
+                spec,
+                shared,
+                q,
+                &mut current[q],
+                &mut producers[q],
+                &backoff,
+            );
+        }
+    }
+    for q in 0..nq {
+        flush_queue(
+            spec,
+            shared,
+            q,
+            &mut current[q],
+            &mut producers[q],
+            &backoff,
+        );
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+fn acquire(
+    spec: &CpuRunSpec,
+    _q: usize,
+    frees: &mut Consumer<Box<Slot>>,
+    mut tx_frees: Option<&mut Consumer<Box<Slot>>>,
+    made: &mut usize,
+    limit: usize,
+    burst: usize,
+) -> Option<Box<Slot>> {
+    let backoff = Backoff::new();
+    loop {
+        if let Some(mut s) = take_slot(frees, tx_frees.as_deref_mut(), made, limit, burst) {
+            s.burst.clear();
+            return Some(s);
+        }
+        if spec.on_full == OnFull::Drop {
+            return None;
+        }
+        wait_on(&backoff);
+    }
+}
+
+/// Hands the queue's current partial burst to its worker.
+fn flush_queue(
+    spec: &CpuRunSpec,
+    shared: &CpuShared,
+    q: usize,
+    current: &mut Option<Box<Slot>>,
+    producer: &mut Producer<Box<Slot>>,
+    backoff: &Backoff,
+) {
+    let Some(slot) = current.take() else { return };
+    if slot.burst.is_empty() {
+        *current = Some(slot);
+        return;
+    }
+    let mut slot = slot;
+    loop {
+        match producer.push(slot) {
+            Ok(()) => break,
+            Err(back) => {
+                if spec.on_full == OnFull::Drop {
+                    let c = &shared.counters[q];
+                    c.drops[DropReason::RingFull as usize].add(back.burst.len() as u64);
+                    let mut back = back;
+                    back.burst.clear();
+                    *current = Some(back);
+                    return;
+                }
+                slot = back;
+                wait_on(backoff);
+            }
+        }
+    }
+    shared.counters[q].ring_occupancy.set(producer.len() as u64);
+}
+
+fn worker(
+    pipeline: &Pipeline,
+    c: &QueueCounters,
+    mut inputs: Vec<Consumer<Box<Slot>>>,
+    mut frees: Vec<Producer<Box<Slot>>>,
+    out: Option<Producer<(usize, Box<Slot>)>>,
+    ingest_done: &[AtomicBool],
+) {
+    let mut out = out;
+    let backoff = Backoff::new();
+    loop {
+        let mut got = false;
+        for (pi, input) in inputs.iter_mut().enumerate() {
+            while let Some(mut slot) = input.pop() {
+                got = true;
+                let Slot {
+                    burst,
+                    verdicts,
+                    metas,
+                } = &mut *slot;
+                pipeline.run_burst(burst, metas, verdicts, c);
+                match out.as_mut() {
+                    Some(o) => {
+                        let mut item = (pi, slot);
+                        while let Err(back) = o.push(item) {
+                            item = back;
+                            wait_on(&backoff);
+                        }
+                    }
+                    None => {
+                        // No output port: passed frames are counted and released here.
+                        let mut s = slot;
+                        while let Err(back) = frees[pi].push(s) {
+                            s = back;
+                            wait_on(&backoff);
+                        }
+                    }
+                }
+            }
+        }
+        if got {
+            backoff.reset();
+            continue;
+        }
+        let all_done = ingest_done.iter().all(|d| d.load(Ordering::Acquire));
+        if all_done && inputs.iter().all(|i| i.is_empty()) {
+            break;
+        }
+        wait_on(&backoff);
+    }
+}
+
+fn tx_loop(
+    shared: &CpuShared,
+    port: &mut dyn TxPort,
+    mut inputs: Vec<Consumer<(usize, Box<Slot>)>>,
+    mut returns: Vec<Vec<Producer<Box<Slot>>>>,
+    workers_done: &AtomicU64,
+    nq: usize,
+) -> Result<(), PortError> {
+    let backoff = Backoff::new();
+    let mut result = Ok(());
+    loop {
+        let mut got = false;
+        for (q, input) in inputs.iter_mut().enumerate() {
+            while let Some((port_idx, slot)) = input.pop() {
+                got = true;
+                let c = &shared.counters[q];
+                let wanted = slot.verdicts.iter().filter(|v| v.action.forwards()).count();
+                let bytes: u64 = slot
+                    .burst
+                    .descs
+                    .iter()
+                    .zip(slot.verdicts.iter())
+                    .filter(|(_, v)| v.action.forwards())
+                    .map(|(d, _)| d.len as u64)
+                    .sum();
+                if result.is_ok() {
+                    let mut frames = slot
+                        .burst
+                        .frames()
+                        .zip(slot.verdicts.iter())
+                        .filter(|(_, v)| v.action.forwards())
+                        .map(|((_, f), _)| f);
+                    match port.tx_burst(&mut frames) {
+                        Ok(sent) => {
+                            c.tx_frames.add(sent as u64);
+                            c.tx_bytes.add(bytes);
+                            c.drops[DropReason::TxError as usize]
+                                .add((wanted - sent.min(wanted)) as u64);
+                        }
+                        Err(e) => {
+                            c.drops[DropReason::TxError as usize].add(wanted as u64);
+                            result = Err(e);
+                        }
+                    }
+                } else {
+                    c.drops[DropReason::TxError as usize].add(wanted as u64);
+                }
+                let mut s = slot;
+                while let Err(back) = returns[q][port_idx].push(s) {
+                    s = back;
+                    wait_on(&backoff);
+                }
+            }
+        }
+        if got {
+            backoff.reset();
+            continue;
+        }
+        if workers_done.load(Ordering::Acquire) as usize == nq
+            && inputs.iter().all(|i| i.is_empty())
+        {
+            break;
+        }
+        wait_on(&backoff);
+    }
+    let flushed = port.flush();
+    result.and(flushed)
+}

@@ -1,0 +1,161 @@
+//! A pipeline ready to run: the ordered stages of a queue, built once from the config and shared
+//! (read-only) by every worker. Each worker keeps its own scratch state.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::burst::Burst;
+use crate::counters::{QueueCounters, PARSE_STATUS_SLOTS};
+use crate::meta::PacketMeta;
+use crate::stage::acl::AclStage;
+use crate::stage::parse;
+use crate::verdict::{Action, DropReason, Verdict};
+
+/// One stage, ready to run.
+pub enum Stage {
+    Parse,
+    Count,
+    Acl(Arc<AclStage>),
+}
+
+impl Stage {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Stage::Parse => "parse",
+            Stage::Count => "count",
+            Stage::Acl(_) => "acl",
+        }
+    }
+}
+
+/// The ordered stages every queue runs.
+pub struct Pipeline {
+    pub stages: Vec<Stage>,
+}
+
+impl Pipeline {
+    pub fn new(stages: Vec<Stage>) -> Self {
+        Pipeline { stages }
+    }
+
+    /// Rules in the (first) ACL stage, for sizing per-rule counters.
+    pub fn rule_count(&self) -> usize {
+        self.stages
+            .iter()
+            .find_map(|s| match s {
+                Stage::Acl(a) => Some(a.rule_count()),
+                _ => None,
+            })
+            .unwrap_or(0)
+    }
+
+    pub fn stage_names(&self) -> Vec<&'static str> {
+        self.stages.iter().map(Stage::name).collect()
+    }
+
+    /// Runs every stage on every frame of `burst`, writing one verdict (and one metadata record)
+    /// per frame, and counting into `c` (this worker is the single writer of its queue's worker
+    /// counters).
+    pub fn run_burst(
+        &self,
+        burst: &Burst,
+        metas: &mut Vec<PacketMeta>,
+        verdicts: &mut Vec<Verdict>,
+        c: &QueueCounters,
+    ) {
+        let n = burst.len();
+        metas.clear();
+        metas.resize(n, PacketMeta::default());
+        verdicts.clear();
+        verdicts.resize(n, Verdict::PASS);
+        let mut stage_frames = [0u64; 16];
+        let mut stage_bytes = [0u64; 16];
+        let (mut passed, mut mirrored, mut to_host, mut acl_default) = (0u64, 0u64, 0u64, 0u64);
+        let mut drops = [0u64; DropReason::COUNT];
+        for (i, (desc, frame)) in burst.frames().enumerate() {
+            let meta = &mut metas[i];
+            let v = &mut verdicts[i];
+            for (si, stage) in self.stages.iter().enumerate() {
+                if let Some(slot) = stage_frames.get_mut(si) {
+                    *slot += 1;
+                }
+                match stage {
+                    Stage::Parse => {
+                        parse::parse(frame, meta);
+                        if meta.status != 0 {
+                            *v = Verdict::drop(DropReason::ParseError);
+                            let s = (meta.status as usize).min(PARSE_STATUS_SLOTS - 1);
+                            c.parse_status[s].add(1);
+                            break;
+                        }
+                    }
+                    Stage::Count => {
+                        if let Some(slot) = stage_bytes.get_mut(si) {
+                            *slot += desc.len as u64;
+                        }
+                    }
+                    Stage::Acl(acl) => {
+                        let r = acl.classify(meta, desc.port);
+                        match c.rule_hits.get(r.rule as usize) {
+                            Some(h) => h.add(1),
+                            None => acl_default += 1,
+                        }
+                        v.rule = r.rule;
+                        v.mark = r.mark;
+                        v.action = r.action;
+                        if r.action == Action::Drop {
+                            v.reason = Some(DropReason::AclDrop);
+                            break;
+                        }
+                    }
+                }
+            }
+            match v.action {
+                Action::Pass => passed += 1,
+                Action::Mirror => mirrored += 1,
+                Action::ToHost => to_host += 1,
+                Action::Drop => {
+                    if let Some(r) = v.reason {
+                        drops[r as usize] += 1;
+                    }
+                }
+            }
+        }
+        for (si, _) in self.stages.iter().enumerate().take(16) {
+            c.stage_frames[si].add(stage_frames[si]);
+            c.stage_bytes[si].add(stage_bytes[si]);
+        }
+        c.passed.add(passed);
+        c.mirrored.add(mirrored);
+        c.to_host.add(to_host);
+        c.acl_default.add(acl_default);
+        for (r, n) in drops.iter().enumerate() {
+            if *n > 0 && r != DropReason::RingFull as usize && r != DropReason::TxError as usize {
+                c.drops[r].add(*n);
+            }
+        }
+    }
+}
+
+/// Builds the runnable pipeline from the config's stage list.
+pub fn build(
+    stages: &[crate::config::StageConfig],
+    resolve: impl Fn(&Path) -> std::path::PathBuf,
+) -> anyhow::Result<Pipeline> {
+    use crate::config::StageConfig;
+    if stages.len() > 16 {
+        anyhow::bail!(
+            "a pipeline has at most 16 stages, this one has {}",
+            stages.len()
+        );
+    }
+    let mut out = Vec::with_capacity(stages.len());
+    for s in stages {
+        out.push(match s {
+            StageConfig::Parse => Stage::Parse,
+            StageConfig::Count => Stage::Count,
+            StageConfig::Acl(a) => Stage::Acl(Arc::new(AclStage::from_config(a, &resolve)?)),
+        });
+    }
+    Ok(Pipeline::new(out))
+}

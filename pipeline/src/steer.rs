@@ -1,0 +1,108 @@
+//! Software steering, applied by a port's ingest when the port cannot steer in hardware: the
+//! steering rules first (queue, RSS over a set of queues, drop, mark), then Toeplitz RSS on the
+//! 5-tuple over all queues, exactly as a NIC would spread the traffic.
+
+use flow_rules::steering::{Fate, SteerKey, SteerMatcher, SteerRuleSet};
+
+use crate::config::Config;
+use crate::meta::{mf as flags, PacketMeta};
+use crate::rss::Rss;
+use crate::stage::parse;
+use crate::verdict::DropReason;
+
+/// The ingest's steering: rules (optional) and RSS.
+pub struct Steering {
+    rules: Option<SteerMatcher>,
+    rss: Rss,
+    queues: u16,
+}
+
+impl Steering {
+    /// RSS only, over `queues` queues.
+    pub fn rss_only(queues: u16) -> anyhow::Result<Self> {
+        Ok(Steering {
+            rules: None,
+            rss: Rss::new(queues).map_err(anyhow::Error::msg)?,
+            queues,
+        })
+    }
+
+    /// From the config's `steering:` section and `queues.count`. Shadowed rules are logged.
+    pub fn from_config(cfg: &Config) -> anyhow::Result<Self> {
+        let queues = cfg.queues.count;
+        let mut s = Steering::rss_only(queues)?;
+        if let Some(path) = cfg.steering.as_ref().and_then(|st| st.rules.as_ref()) {
+            let set = SteerRuleSet::load(cfg.resolve(path))?;
+            set.check_queues(queues)?;
+            for w in &set.warnings {
+                tracing::warn!("{w}");
+            }
+            s.rules = Some(set.compile());
+        }
+        Ok(s)
+    }
+
+    pub fn queues(&self) -> u16 {
+        self.queues
+    }
+
+    /// Picks the queue of one frame; `Some(reason)` when steering drops it. `meta` is scratch
+    /// (the frame is parsed only when there is more than one queue or there are rules).
+    #[inline]
+    pub fn steer(
+        &self,
+        frame: &[u8],
+        meta: &mut PacketMeta,
+        nq: usize,
+    ) -> (usize, Option<DropReason>) {
+        if nq <= 1 && self.rules.is_none() {
+            return (0, None);
+        }
+        parse::parse(frame, meta);
+        if let Some(m) = &self.rules {
+            let key = steer_key(frame, meta);
+            let d = m.decide(&key);
+            match d.fate {
+                Fate::Queue(q) => return ((q as usize).min(nq - 1), None),
+                Fate::Drop => return (0, Some(DropReason::SteeringDrop)),
+                Fate::Rss(t) => {
+                    let mut buf = [0u8; 36];
+                    let n = t.hash_input(&key, &mut buf);
+                    let h = self.rss.toeplitz.hash(&buf[..n]);
+                    return ((t.queue_for_hash(h) as usize).min(nq - 1), None);
+                }
+                Fate::Default => {}
+            }
+        }
+        let (_, q) = self.rss.steer_meta(meta);
+        ((q as usize).min(nq.saturating_sub(1)), None)
+    }
+}
+
+/// The steering key of a parsed frame (outer headers; MACs read from the frame).
+pub fn steer_key(frame: &[u8], m: &PacketMeta) -> SteerKey {
+    let mut k = SteerKey::default();
+    if let (Some(d), Some(s)) = (frame.get(0..6), frame.get(6..12)) {
+        k.dst_mac.copy_from_slice(d);
+        k.src_mac.copy_from_slice(s);
+    }
+    k.ether_type = m.ether_type;
+    k.vlan_count = m.vlan_count;
+    k.vlan_tci = m.vlan_tci[0];
+    k.ip_version = m.ip_version;
+    k.ip_proto = m.ip_proto;
+    k.dscp = m.ip_tos >> 2;
+    k.src_ip = m.src_ip;
+    k.dst_ip = m.dst_ip;
+    k.l4 = m.flags & flags::L4 != 0;
+    k.src_port = m.src_port;
+    k.dst_port = m.dst_port;
+    if m.flags & flags::TUNNEL != 0 {
+        k.tunnel = m.tunnel_type;
+        k.tunnel_id = m.tunnel_id;
+    }
+    k.ecpri = m.flags & flags::ECPRI != 0;
+    k.ecpri_msg_type = m.ecpri_msg_type;
+    k.ecpri_pc_id = m.ecpri_pc_id;
+    k
+}
