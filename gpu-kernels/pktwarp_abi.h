@@ -215,7 +215,82 @@ typedef struct pw_acl_key {
 
 PW_STATIC_ASSERT(sizeof(pw_acl_key) == 44, "pw_acl_key size");
 
-/* @@acl-tables@@ */
+/* ACL flat tables (flow_rules::acl::compile; Rust mirror flow_rules::abi::AclTablesHeader).
+ *
+ * The compiled classifier is ONE array of uint32_t, the "image", that starts with pw_acl_tables.
+ * Every offset below is an index in 32-bit words from the start of the image: no pointers, so the
+ * image is copied to device memory as-is and used in place.
+ *
+ *   pw_acl_tables (32 words) | per family: trees, nodes, records | extras | actions
+ *
+ * Three families: fam[PW_ACL_FAM_V4] for ip_version 4 keys, [PW_ACL_FAM_V6] for 6, [PW_ACL_FAM_L2]
+ * for any other key (only rules with no L3/L4 condition live there). Each family is a forest of
+ * decision trees; a rule is stored in exactly one tree, once.
+ *
+ * Key words kw[0..10] (the key as the trees index it):
+ *   kw[0..3] src_ip, kw[4..7] dst_ip, kw[8] = src_port | dst_port << 16,
+ *   kw[9] = proto | ip_version << 8 | dscp << 16 | tcp_flags << 24, kw[10] = vlan_id | port_id << 16.
+ * Trees: num_trees pairs [root_ref, min_rule] at trees_off, sorted by min_rule (the best rule
+ *   index in that tree): a lookup stops when min_rule >= the best match so far.
+ * Ref (a tree root or a node child): PW_ACL_REF_EMPTY = no rule; bit 31 set = leaf whose first
+ *   record is record number (ref & 0x7FFFFFFF); else the word offset of an internal node.
+ * Internal node: word 0 = kw_index (bits 0-3) | shift (bits 8-12) | nbits (bits 16-19), then
+ *   2^nbits child refs; the child taken is (kw[kw_index] >> shift) & (2^nbits - 1).
+ * Record (rec_words = 4 * addr_words + 4 words; addr_words 1 for V4/L2, 4 for V6), record n at
+ *   records_off + n * rec_words: src_val[aw], src_mask[aw], dst_val[aw], dst_mask[aw],
+ *   sport_lo | sport_hi << 16, dport_lo | dport_hi << 16,
+ *   ctl = proto_val | proto_mask << 8 | PW_ACL_REC_LAST | PW_ACL_REC_EXTRA, rule index.
+ *   Matches when (kw_src & mask) == val per word (likewise dst), lo <= port <= hi,
+ *   (proto & proto_mask) == proto_val and, when PW_ACL_REC_EXTRA, the extras match. A leaf's
+ *   records are sorted by rule index; PW_ACL_REC_LAST marks its last one.
+ * Extras (only when extras_off != 0), 3 words per rule at extras_off + 3 * rule:
+ *   dscp_val | dscp_mask << 8 | tflags_val << 16 | tflags_mask << 24, vlan_val | vlan_mask << 16,
+ *   port_val | port_mask << 16; each field matches when (key & mask) == val.
+ * Actions, 2 words per rule at actions_off + 2 * rule: verdict (0 pass, 1 drop, 2 mirror,
+ *   3 to-host) | has_mark << 8, mark id. */
+#define PW_ACL_MAGIC 0x43415750u /* "PWAC" */
+#define PW_ACL_VERSION 1u
+#define PW_ACL_FAM_V4 0u
+#define PW_ACL_FAM_V6 1u
+#define PW_ACL_FAM_L2 2u
+#define PW_ACL_REF_EMPTY 0xFFFFFFFFu
+#define PW_ACL_REF_LEAF 0x80000000u
+#define PW_ACL_REC_LAST (1u << 16)
+#define PW_ACL_REC_EXTRA (1u << 17)
+#define PW_ACL_EXTRA_WORDS 3u
+#define PW_ACL_ACTION_WORDS 2u
+#define PW_ACL_VERDICT_PASS 0u
+#define PW_ACL_VERDICT_DROP 1u
+#define PW_ACL_VERDICT_MIRROR 2u
+#define PW_ACL_VERDICT_TO_HOST 3u
+
+typedef struct pw_acl_family {
+    uint32_t addr_words;  /*  0 */
+    uint32_t rec_words;   /*  4 */
+    uint32_t num_trees;   /*  8 */
+    uint32_t trees_off;   /* 12 */
+    uint32_t records_off; /* 16 */
+    uint32_t num_records; /* 20 */
+    uint32_t num_nodes;   /* 24 */
+    uint32_t reserved;    /* 28 */
+} pw_acl_family;
+
+typedef struct pw_acl_tables {
+    uint32_t magic;       /*  0 PW_ACL_MAGIC */
+    uint32_t version;     /*  4 PW_ACL_VERSION */
+    uint32_t num_rules;   /*  8 */
+    uint32_t total_words; /* 12 image size, header included */
+    uint32_t extras_off;  /* 16 0 = no rule uses DSCP / TCP flags / VLAN / ingress port */
+    uint32_t actions_off; /* 20 */
+    uint32_t reserved[2]; /* 24 */
+    pw_acl_family fam[3]; /* 32 */
+} pw_acl_tables;
+
+PW_STATIC_ASSERT(sizeof(pw_acl_family) == 32, "pw_acl_family size");
+PW_STATIC_ASSERT(sizeof(pw_acl_tables) == 128, "pw_acl_tables size");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_tables, actions_off) == 20, "pw_acl_tables.actions_off");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_tables, fam) == 32, "pw_acl_tables.fam");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_family, records_off) == 16, "pw_acl_family.records_off");
 
 /* ========================================================================================
  * Section: queues, descriptors, verdicts, counters (owner: pipeline::executor::gpu)
@@ -346,6 +421,5 @@ typedef struct pw_queue_desc {
     uint32_t reserved;        /* 100 */
 } pw_queue_desc;
 PW_STATIC_ASSERT(sizeof(pw_queue_desc) == 104, "pw_queue_desc size");
-
 
 #endif /* PKTWARP_ABI_H */

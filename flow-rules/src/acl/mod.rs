@@ -11,6 +11,7 @@
 
 pub mod classbench;
 pub mod compile;
+pub mod cuda_host;
 pub mod shadow;
 pub mod yaml;
 
