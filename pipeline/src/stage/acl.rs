@@ -118,3 +118,106 @@ impl AclStage {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flow_rules::abi::VLAN_NONE;
+
+    /// Rust `key_from_meta` == CUDA `pw_acl_key_from_meta` (host build of acl.cuh) on
+    /// pseudo-random metadata: IPv4, IPv6, non-IP, tagged and untagged, all flag bits.
+    #[test]
+    fn key_from_meta_equals_cuda() {
+        let mut x = 0x9E37_79B9u32;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x
+        };
+        for i in 0..5000u32 {
+            let mut m = PacketMeta {
+                ip_version: [0, 4, 6, 4, 5][(i % 5) as usize],
+                ip_proto: next() as u8,
+                ip_tos: next() as u8,
+                src_port: next() as u16,
+                dst_port: next() as u16,
+                tcp_flags: next() as u16 & 0x1FF,
+                vlan_count: (next() % 3) as u8,
+                vlan_tci: [next() as u16, next() as u16],
+                ..PacketMeta::default()
+            };
+            for w in 0..4 {
+                m.src_ip[w] = next();
+                m.dst_ip[w] = next();
+            }
+            let port = next() as u16;
+            let rust = key_from_meta(&m, port);
+            let mut cuda = AclKey::default();
+            // SAFETY: `m` is a valid #[repr(C)] pw_packet_meta (layout pinned by meta.rs tests),
+            // `cuda` a valid pw_acl_key; both outlive the call, which only reads / writes them.
+            unsafe {
+                flow_rules::acl::cuda_host::pw_host_acl_key_from_meta(
+                    (&m as *const PacketMeta).cast(),
+                    port,
+                    &mut cuda,
+                )
+            };
+            assert_eq!(rust, cuda, "meta {m:?}");
+            if m.ip_version != 4 && m.ip_version != 6 {
+                assert_eq!(rust.ip_version, 0);
+                assert_eq!((rust.src_ip, rust.proto, rust.dst_port), ([0; 4], 0, 0));
+            }
+            if m.vlan_count == 0 {
+                assert_eq!(rust.vlan_id, VLAN_NONE);
+            } else {
+                assert_eq!(rust.vlan_id, m.vlan_tci[0] & 0xFFF);
+            }
+            assert_eq!(
+                rust.dscp,
+                if rust.ip_version != 0 {
+                    m.ip_tos >> 2
+                } else {
+                    0
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn stage_applies_rule_actions_and_default() {
+        let p = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../configs/rules/inline-filter.rules.yaml"
+        ));
+        let st = AclStage::load(p, RuleFormat::Yaml, Action::Pass).unwrap();
+        let mut m = PacketMeta {
+            ip_version: 4,
+            ip_proto: 6,
+            dst_port: 23,
+            tcp_flags: 0x10,
+            ..PacketMeta::default()
+        };
+        m.src_ip[0] = 0x0A01_0203;
+        let r = st.classify(&m, 0);
+        assert_eq!(r.action, Action::Drop);
+        assert_eq!(
+            st.rules.rules[r.rule as usize].name.as_deref(),
+            Some("telnet")
+        );
+        m.dst_port = 53;
+        m.ip_proto = 17;
+        let r = st.classify(&m, 0);
+        assert_eq!((r.action, r.mark), (Action::Mirror, 53));
+        m.dst_port = 443;
+        m.ip_proto = 6;
+        let r = st.classify(&m, 0);
+        assert_eq!((r.rule, r.action), (ACL_NO_MATCH, Action::Pass));
+        // Non-IP frames match only L2-only rules; this rule set has none.
+        let arp = PacketMeta {
+            ether_type: 0x0806,
+            ..PacketMeta::default()
+        };
+        assert_eq!(st.classify(&arp, 0).rule, ACL_NO_MATCH);
+    }
+}
