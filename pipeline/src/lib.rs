@@ -9,6 +9,7 @@ pub mod executor;
 pub mod meta;
 pub mod port;
 pub mod ring;
+pub mod ring;
 pub mod rss;
 pub mod stage;
 pub mod steer;
