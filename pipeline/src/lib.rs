@@ -9,7 +9,6 @@ pub mod executor;
 pub mod meta;
 pub mod port;
 pub mod ring;
-pub mod ring;
 pub mod rss;
 pub mod stage;
 pub mod steer;
