@@ -55,6 +55,8 @@ pub struct QueueCounters {
     pub parse_status: Vec<Counter>,
     /// Hits per ACL rule (index = rule position in the file); empty without an `acl` stage.
     pub rule_hits: Vec<Counter>,
+    /// Hits on rules past the end of `rule_hits` (a reload grew the rule set).
+    pub rule_hits_other: Counter,
     /// Frames no ACL rule matched.
     pub acl_default: Counter,
     /// Written by the TX thread.
@@ -79,6 +81,7 @@ impl QueueCounters {
                 .map(|_| Counter::default())
                 .collect(),
             rule_hits: (0..rules).map(|_| Counter::default()).collect(),
+            rule_hits_other: Counter::default(),
             acl_default: Counter::default(),
             tx_frames: Counter::default(),
             tx_bytes: Counter::default(),

@@ -265,6 +265,7 @@ impl Prepared {
             on_full: q.on_full,
             pipeline: Arc::clone(&self.pipeline),
             steering: Arc::clone(&self.steering),
+            observer: None,
         }
     }
 }

@@ -27,6 +27,11 @@ struct Slot {
     metas: Vec<PacketMeta>,
 }
 
+/// Sees every burst after the pipeline ran on it, on the worker thread: queue, frames, per-frame
+/// metadata and verdicts, and the rule-set generation used. For tests, `verify`, and taps; it
+/// runs on the data path, so it must be quick.
+pub type BurstObserver = Arc<dyn Fn(usize, &Burst, &[PacketMeta], &[Verdict], u64) + Send + Sync>;
+
 impl Slot {
     fn new(burst: usize) -> Box<Slot> {
         Box::new(Slot {
@@ -45,6 +50,8 @@ pub struct CpuRunSpec {
     pub on_full: OnFull,
     pub pipeline: Arc<Pipeline>,
     pub steering: Arc<Steering>,
+    /// Optional per-burst observer (see [`BurstObserver`]).
+    pub observer: Option<BurstObserver>,
 }
 
 /// Shared state a caller (the daemon's control thread) can watch while the executor runs.
@@ -172,8 +179,15 @@ pub fn run(
             let ingest_done = &ingest_done;
             let workers_done = &workers_done;
             let pipeline = Arc::clone(&spec.pipeline);
+            let observer = spec.observer.clone();
             s.spawn(move || {
-                worker(&pipeline, &counters, inputs, frees, out, ingest_done);
+                let ctx = WorkerCtx {
+                    queue: q,
+                    pipeline: &pipeline,
+                    counters: &counters,
+                    observer,
+                };
+                worker(&ctx, inputs, frees, out, ingest_done);
                 workers_done.fetch_add(1, Ordering::Release);
             });
         }
@@ -398,9 +412,15 @@ fn flush_queue(
     shared.counters[q].ring_occupancy.set(producer.len() as u64);
 }
 
+struct WorkerCtx<'a> {
+    queue: usize,
+    pipeline: &'a Pipeline,
+    counters: &'a QueueCounters,
+    observer: Option<BurstObserver>,
+}
+
 fn worker(
-    pipeline: &Pipeline,
-    c: &QueueCounters,
+    ctx: &WorkerCtx<'_>,
     mut inputs: Vec<Consumer<Box<Slot>>>,
     mut frees: Vec<Producer<Box<Slot>>>,
     out: Option<Producer<(usize, Box<Slot>)>>,
@@ -418,7 +438,10 @@ fn worker(
                     verdicts,
                     metas,
                 } = &mut *slot;
-                pipeline.run_burst(burst, metas, verdicts, c);
+                let generation = ctx.pipeline.run_burst(burst, metas, verdicts, ctx.counters);
+                if let Some(obs) = &ctx.observer {
+                    obs(ctx.queue, burst, metas, verdicts, generation);
+                }
                 match out.as_mut() {
                     Some(o) => {
                         let mut item = (pi, slot);

@@ -3,4 +3,4 @@ pub mod acl;
 pub mod parse;
 mod run;
 
-pub use run::{build, Pipeline, Stage};
+pub use run::{build, AclSlot, Pipeline, Stage};

@@ -2,7 +2,10 @@
 //! (read-only) by every worker. Each worker keeps its own scratch state.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 use crate::burst::Burst;
 use crate::counters::{QueueCounters, PARSE_STATUS_SLOTS};
@@ -15,7 +18,28 @@ use crate::verdict::{Action, DropReason, Verdict};
 pub enum Stage {
     Parse,
     Count,
-    Acl(Arc<AclStage>),
+    Acl(AclSlot),
+}
+
+/// The published ACL tables of an `acl` stage. Immutable once published: a reload builds the new
+/// tables aside and publishes them with one pointer swap; each worker loads the pointer once per
+/// burst (so a burst is classified wholly by one rule set), and the old tables are freed when the
+/// last worker still holding them drops its reference.
+pub struct AclSlot {
+    tables: ArcSwap<AclStage>,
+}
+
+impl AclSlot {
+    pub fn new(stage: AclStage) -> Self {
+        AclSlot {
+            tables: ArcSwap::from_pointee(stage),
+        }
+    }
+
+    /// The tables in force now.
+    pub fn current(&self) -> Arc<AclStage> {
+        self.tables.load_full()
+    }
 }
 
 impl Stage {
@@ -31,22 +55,53 @@ impl Stage {
 /// The ordered stages every queue runs.
 pub struct Pipeline {
     pub stages: Vec<Stage>,
+    /// Rule-set generation: 0 at start, +1 per published reload.
+    generation: AtomicU64,
 }
 
 impl Pipeline {
     pub fn new(stages: Vec<Stage>) -> Self {
-        Pipeline { stages }
+        Pipeline {
+            stages,
+            generation: AtomicU64::new(0),
+        }
     }
 
-    /// Rules in the (first) ACL stage, for sizing per-rule counters.
+    /// Rules in the (first) ACL stage now in force.
     pub fn rule_count(&self) -> usize {
-        self.stages
+        self.acl().map(|a| a.rule_count()).unwrap_or(0)
+    }
+
+    /// The ACL tables in force now (first `acl` stage), if the pipeline has one.
+    pub fn acl(&self) -> Option<Arc<AclStage>> {
+        self.stages.iter().find_map(|s| match s {
+            Stage::Acl(a) => Some(a.current()),
+            _ => None,
+        })
+    }
+
+    /// The rule-set generation now in force.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Publishes new ACL tables (built and validated by the caller) with one swap and returns
+    /// the new generation. Workers pick them up at their next burst. Errors when the pipeline
+    /// has no `acl` stage.
+    pub fn reload_acl(&self, new: AclStage) -> anyhow::Result<u64> {
+        let slot = self
+            .stages
             .iter()
             .find_map(|s| match s {
-                Stage::Acl(a) => Some(a.rule_count()),
+                Stage::Acl(a) => Some(a),
                 _ => None,
             })
-            .unwrap_or(0)
+            .ok_or_else(|| anyhow::anyhow!("the pipeline has no acl stage to reload"))?;
+        // Generation first, then tables: a burst that sees the new tables also sees the new
+        // generation or a later one, never an older one paired with newer tables.
+        let g = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        slot.tables.store(Arc::new(new));
+        Ok(g)
     }
 
     pub fn stage_names(&self) -> Vec<&'static str> {
@@ -55,14 +110,24 @@ impl Pipeline {
 
     /// Runs every stage on every frame of `burst`, writing one verdict (and one metadata record)
     /// per frame, and counting into `c` (this worker is the single writer of its queue's worker
-    /// counters).
+    /// counters). Returns the rule-set generation the burst was classified with.
     pub fn run_burst(
         &self,
         burst: &Burst,
         metas: &mut Vec<PacketMeta>,
         verdicts: &mut Vec<Verdict>,
         c: &QueueCounters,
-    ) {
+    ) -> u64 {
+        // One load of each ACL table pointer per burst.
+        let generation = self.generation();
+        let tables: Vec<Option<Arc<AclStage>>> = self
+            .stages
+            .iter()
+            .map(|s| match s {
+                Stage::Acl(a) => Some(a.current()),
+                _ => None,
+            })
+            .collect();
         let n = burst.len();
         metas.clear();
         metas.resize(n, PacketMeta::default());
@@ -94,11 +159,17 @@ impl Pipeline {
                             *slot += desc.len as u64;
                         }
                     }
-                    Stage::Acl(acl) => {
+                    Stage::Acl(_) => {
+                        let Some(acl) = &tables[si] else { continue };
                         let r = acl.classify(meta, desc.port);
-                        match c.rule_hits.get(r.rule as usize) {
-                            Some(h) => h.add(1),
-                            None => acl_default += 1,
+                        if r.rule == flow_rules::abi::ACL_NO_MATCH {
+                            acl_default += 1;
+                        } else {
+                            match c.rule_hits.get(r.rule as usize) {
+                                Some(h) => h.add(1),
+                                // A reload grew the rule set past the counters' size.
+                                None => c.rule_hits_other.add(1),
+                            }
                         }
                         v.rule = r.rule;
                         v.mark = r.mark;
@@ -134,6 +205,7 @@ impl Pipeline {
                 c.drops[r].add(*n);
             }
         }
+        generation
     }
 }
 
@@ -154,7 +226,7 @@ pub fn build(
         out.push(match s {
             StageConfig::Parse => Stage::Parse,
             StageConfig::Count => Stage::Count,
-            StageConfig::Acl(a) => Stage::Acl(Arc::new(AclStage::from_config(a, &resolve)?)),
+            StageConfig::Acl(a) => Stage::Acl(AclSlot::new(AclStage::from_config(a, &resolve)?)),
         });
     }
     Ok(Pipeline::new(out))
