@@ -3,7 +3,9 @@
 pub mod bench;
 pub mod classify;
 pub mod parse;
+pub mod progress;
 pub mod run;
+pub mod signals;
 pub mod validate;
 pub mod verify;
 

@@ -1,8 +1,99 @@
-//! `pktwarp run` (not yet implemented).
+//! `pktwarp run CONFIG`: the daemon. Runs the config's pipeline until its input ends (or
+//! SIGINT/SIGTERM), then prints the summary.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pipeline::daemon::{self, Summary};
+use pipeline::executor::cpu::CpuShared;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// YAML config (see configs/ and README).
+    pub config: PathBuf,
+    /// Print the final summary as one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar even on a terminal.
+    #[arg(long)]
+    pub quiet: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("`pktwarp run` is not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let cfg = pipeline::config::load(&args.config)?;
+    let prepared = daemon::prepare(cfg)?;
+    tracing::info!(
+        executor = prepared.choice.name,
+        reason = %prepared.choice.reason,
+        queues = prepared.cfg.queues.count,
+        stages = ?prepared.pipeline.stage_names(),
+        "starting"
+    );
+    let ports = daemon::open_ports(&prepared.cfg)?;
+    let expected: Option<u64> = ports
+        .rx
+        .iter()
+        .map(|p| p.expected_frames())
+        .try_fold(0u64, |acc, e| e.map(|e| acc + e));
+    let shared = CpuShared::new(&prepared.cpu_spec());
+    super::signals::stop_on_signal(Arc::clone(&shared))?;
+    let progress = (!args.quiet && std::io::stdout().is_terminal())
+        .then(|| super::progress::spawn(Arc::clone(&shared), expected));
+    let summary = daemon::run_cpu(&prepared, &shared, ports);
+    shared.stop.store(true, Ordering::Relaxed);
+    if let Some(p) = progress {
+        p.finish();
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        print_summary(&summary);
+    }
+    if !summary.errors.is_empty() {
+        for e in &summary.errors {
+            tracing::error!("{e}");
+        }
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+fn print_summary(s: &Summary) {
+    println!("executor   {} ({})", s.executor, s.executor_reason);
+    println!(
+        "received   {} frames, {} bytes in {:.3} s: {:.3} Mpps, {:.3} Gbit/s",
+        s.rx_frames, s.rx_bytes, s.elapsed_s, s.mpps, s.gbps
+    );
+    println!("sent       {} frames, {} bytes", s.tx_frames, s.tx_bytes);
+    let drops: Vec<String> = s.drops.iter().map(|(r, n)| format!("{r}={n}")).collect();
+    println!("drops      {}", drops.join(" "));
+    if !s.parse_errors.is_empty() {
+        let p: Vec<String> = s.parse_errors.iter().map(|(r, n)| format!("{r}={n}")).collect();
+        println!("parse      {}", p.join(" "));
+    }
+    for (i, f, b) in &s.counted {
+        println!("count      stage {i}: {f} frames, {b} bytes");
+    }
+    if !s.top_rules.is_empty() || s.acl_default > 0 {
+        let r: Vec<String> = s.top_rules.iter().map(|(r, n)| format!("#{r}={n}")).collect();
+        println!("acl        default={} {}", s.acl_default, r.join(" "));
+    }
+    println!("queue   rx_frames    passed  mirrored   to_host tx_frames  drops");
+    for q in &s.queues {
+        let d: Vec<String> = q.drops.iter().map(|(r, n)| format!("{r}={n}")).collect();
+        println!(
+            "{:>5} {:>11} {:>9} {:>9} {:>9} {:>9}  {}",
+            q.queue,
+            q.rx_frames,
+            q.passed,
+            q.mirrored,
+            q.to_host,
+            q.tx_frames,
+            if d.is_empty() { "-".to_string() } else { d.join(" ") }
+        );
+    }
+    let _ = Duration::ZERO;
 }
