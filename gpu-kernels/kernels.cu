@@ -38,6 +38,28 @@ __device__ __forceinline__ uint64_t pw_globaltimer() {
  * lines of the previous lap. */
 __device__ __forceinline__ void pw_fence_acquire() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 
+#if defined(PW_HAVE_ACL)
+/* Stage `acl` on a parsed frame: the matched rule and its action / mark, or the table's default
+ * action (pw_queue_desc.default_action) when nothing matches. Same as pipeline::stage::acl. */
+__device__ __forceinline__ void pw_stage_acl(const pw_queue_desc &q, const pw_packet_meta *m, uint16_t port,
+                                             uint32_t *rule, uint8_t *action, uint32_t *mark) {
+    pw_acl_key k;
+    pw_acl_key_from_meta(m, port, &k);
+    const pw_acl_tables *t = (const pw_acl_tables *)q.acl_tables;
+    *rule = pw_acl_classify(t, &k);
+    if (*rule != PW_ACL_NO_MATCH) {
+        uint32_t mk;
+        uint32_t w = pw_acl_action(t, *rule, &mk);
+        uint32_t code = w & 0xFFu;
+        *action = (uint8_t)(code < PW_ACTIONS ? code : PW_ACTION_PASS); /* flow_rules Verdict::from_code */
+        *mark = ((w >> 8) & 1u) ? mk : 0u;
+    } else {
+        *action = q.default_action;
+        *mark = 0u;
+    }
+}
+#endif
+
 /* One frame through the pipeline. Writes the verdict (and the metadata when asked) and counts. */
 __device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const uint8_t *data, const pw_desc &d,
                                              pw_verdict *vout, pw_packet_meta *mout, pw_queue_counters *acc) {
@@ -55,7 +77,7 @@ __device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const uint8
     uint32_t acl_ran = 0u;
 #if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
     if ((q.pipeline & PW_PIPE_ACL) && !(!parse_ok && (q.pipeline & PW_PIPE_DROP_MALFORMED))) {
-        PW_ACL_RUN(q, m, d, rule, action, mark);
+        pw_stage_acl(q, &m, d.port, &rule, &action, &mark);
         acl_ran = 1u;
     }
 #endif

@@ -207,7 +207,15 @@ impl Drop for Context {
 pub struct DeviceBuffer {
     pub ptr: sys::CUdeviceptr,
     pub len: usize,
+    /// Stream-ordered allocation: freed with cuMemFreeAsync on this stream, which (unlike
+    /// cuMemFree) does not wait for the whole device, i.e. for a running persistent kernel.
+    stream: Option<sys::CUstream>,
 }
+
+// SAFETY: a device address; the driver API is thread-safe.
+unsafe impl Send for DeviceBuffer {}
+// SAFETY: as above.
+unsafe impl Sync for DeviceBuffer {}
 
 impl DeviceBuffer {
     pub fn new(ctx: &Context, len: usize) -> CuResult<DeviceBuffer> {
@@ -215,7 +223,66 @@ impl DeviceBuffer {
         let mut p: sys::CUdeviceptr = 0;
         // SAFETY: context current; len > 0 enforced below.
         unsafe { cu!(cuMemAlloc_v2(&mut p, len.max(1)))? };
-        Ok(DeviceBuffer { ptr: p, len })
+        Ok(DeviceBuffer {
+            ptr: p,
+            len,
+            stream: None,
+        })
+    }
+
+    /// Allocates in stream order on `stream` (which must outlive the buffer); safe to allocate
+    /// and free while a persistent kernel runs.
+    pub fn new_async(ctx: &Context, len: usize, stream: &Stream) -> CuResult<DeviceBuffer> {
+        ctx.bind()?;
+        let mut p: sys::CUdeviceptr = 0;
+        // SAFETY: context current; valid stream.
+        unsafe {
+            cu!(cuMemAllocAsync(&mut p, len.max(1), stream.raw))?;
+            cu!(cuStreamSynchronize(stream.raw))?;
+        }
+        Ok(DeviceBuffer {
+            ptr: p,
+            len,
+            stream: Some(stream.raw),
+        })
+    }
+
+    /// Copies `src` in on `stream` and waits for it (no device-wide synchronisation).
+    pub fn upload_on(&self, stream: &Stream, src: &[u8]) -> CuResult<()> {
+        assert_copy_fits(src.len(), self.len);
+        // SAFETY: src is valid for its length until the synchronize below returns.
+        unsafe {
+            cu!(cuMemcpyHtoDAsync_v2(
+                self.ptr,
+                src.as_ptr() as *const c_void,
+                src.len(),
+                stream.raw
+            ))?;
+            cu!(cuStreamSynchronize(stream.raw))
+        }
+    }
+
+    /// Copies out on `stream` and waits for it.
+    pub fn download_on(&self, stream: &Stream, dst: &mut [u8]) -> CuResult<()> {
+        assert_copy_fits(dst.len(), self.len);
+        // SAFETY: dst is valid for its length until the synchronize below returns.
+        unsafe {
+            cu!(cuMemcpyDtoHAsync_v2(
+                dst.as_mut_ptr() as *mut c_void,
+                self.ptr,
+                dst.len(),
+                stream.raw
+            ))?;
+            cu!(cuStreamSynchronize(stream.raw))
+        }
+    }
+
+    pub fn zero_on(&self, stream: &Stream) -> CuResult<()> {
+        // SAFETY: the range is the allocation.
+        unsafe {
+            cu!(cuMemsetD8Async(self.ptr, 0, self.len, stream.raw))?;
+            cu!(cuStreamSynchronize(stream.raw))
+        }
     }
 
     pub fn upload(&self, src: &[u8]) -> CuResult<()> {
@@ -255,9 +322,17 @@ fn assert_copy_fits(n: usize, cap: usize) {
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
-        // SAFETY: allocated by cuMemAlloc; freed once.
+        // SAFETY: allocated by cuMemAlloc / cuMemAllocAsync; freed once, the async one on its
+        // stream (still alive: owners drop buffers before their stream).
         unsafe {
-            sys::cuMemFree_v2(self.ptr);
+            match self.stream {
+                Some(s) => {
+                    sys::cuMemFreeAsync(self.ptr, s);
+                }
+                None => {
+                    sys::cuMemFree_v2(self.ptr);
+                }
+            }
         }
     }
 }

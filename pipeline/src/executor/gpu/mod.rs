@@ -207,6 +207,8 @@ pub struct PipelineDesc<'a> {
     pub parse: bool,
     pub acl: Option<AclTablesRef<'a>>,
     pub count: bool,
+    /// Action when no ACL rule matches (`ACTION_*`; the acl stage's `default`).
+    pub default_action: u8,
 }
 
 impl PipelineDesc<'_> {
@@ -301,6 +303,7 @@ unsafe impl Send for Queue {}
 pub struct GpuExecutor {
     opts: GpuOptions,
     pipeline_flags: u32,
+    default_action: u8,
     n_rules: u32,
     slot_bytes: u32,
     data_offset: u32,
@@ -311,6 +314,8 @@ pub struct GpuExecutor {
     tables: Option<DeviceBuffer>,
     rule_hits: Option<DeviceBuffer>,
     kernel_stream: Stream,
+    /// Side copies (counter reads) that must not wait for the persistent kernel.
+    aux_stream: Stream,
     f_persistent: Function,
     f_burst: Function,
     f_burst_slot: Function,
@@ -364,6 +369,20 @@ impl GpuExecutor {
         let f_burst = module.function(c"pw_burst")?;
         let f_burst_slot = module.function(c"pw_burst_slot")?;
         let f_bulk = module.function(c"pw_bulk")?;
+        if pipeline.default_action as usize >= abi::ACTIONS {
+            anyhow::bail!("pipeline default action {} is not an action", pipeline.default_action);
+        }
+        tracing::info!(
+            "GPU executor on {} (sm_{}{}, {} SMs): kernels from {} in {:.2} s; mode {:?}, {} queue(s)",
+            ctx.info.name,
+            ctx.info.compute_capability.0,
+            ctx.info.compute_capability.1,
+            ctx.info.multiprocessors,
+            loaded_from.how,
+            loaded_from.seconds,
+            opts.mode,
+            n_queues
+        );
         if opts.mode == Mode::Persistent {
             let per_sm = f_persistent.occupancy(opts.threads())?;
             let fit = per_sm as usize * ctx.info.multiprocessors as usize;
@@ -460,7 +479,7 @@ impl GpuExecutor {
                 data_offset: data_offset as u32,
                 pipeline: flags,
                 n_rules,
-                default_action: abi::ACTION_PASS,
+                default_action: pipeline.default_action,
                 port_id: 0,
                 queue_id: qi as u16,
                 reserved: 0,
@@ -496,6 +515,7 @@ impl GpuExecutor {
             threads: opts.threads(),
             opts,
             pipeline_flags: flags,
+            default_action: pipeline.default_action,
             n_rules,
             slot_bytes: slot_bytes as u32,
             data_offset: data_offset as u32,
@@ -505,6 +525,7 @@ impl GpuExecutor {
             tables,
             rule_hits,
             kernel_stream,
+            aux_stream: Stream::new(&ctx)?,
             f_persistent,
             f_burst,
             f_burst_slot,
@@ -907,7 +928,7 @@ impl GpuExecutor {
         if let Some(h) = &self.rule_hits {
             let mut raw = vec![0u8; self.n_rules as usize * 8];
             self.ctx.bind()?;
-            h.download(&mut raw)?;
+            h.download_on(&self.aux_stream, &mut raw)?;
             snap.rule_hits = raw
                 .chunks_exact(8)
                 .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
@@ -957,35 +978,43 @@ impl GpuExecutor {
 
     // ---- stage throughput on device-resident frames ----
 
-    /// Copies frames to device memory for [`GpuExecutor::run_bulk`].
+    /// Copies frames to device memory for [`GpuExecutor::run_bulk`]. Stream-ordered
+    /// allocations: safe while the persistent kernel runs (a plain cuMemFree would wait for it).
     pub fn upload_frames(&self, data: &[u8], descs: &[Desc]) -> anyhow::Result<DeviceFrames> {
-        let d = DeviceBuffer::new(&self.ctx, data.len())?;
-        d.upload(data)?;
+        let stream = Stream::new(&self.ctx)?;
+        let d = DeviceBuffer::new_async(&self.ctx, data.len(), &stream)?;
+        d.upload_on(&stream, data)?;
         let nb = std::mem::size_of_val(descs);
-        let ds = DeviceBuffer::new(&self.ctx, nb)?;
+        let ds = DeviceBuffer::new_async(&self.ctx, nb, &stream)?;
         // SAFETY: Desc is repr(C) plain data.
-        ds.upload(unsafe { std::slice::from_raw_parts(descs.as_ptr() as *const u8, nb) })?;
-        let v = DeviceBuffer::new(&self.ctx, descs.len() * std::mem::size_of::<Verdict>())?;
-        let counters = DeviceBuffer::new(&self.ctx, std::mem::size_of::<QueueCounters>())?;
-        counters.zero()?;
-        let mut qd = QueueDesc {
+        ds.upload_on(&stream, unsafe {
+            std::slice::from_raw_parts(descs.as_ptr() as *const u8, nb)
+        })?;
+        let v = DeviceBuffer::new_async(
+            &self.ctx,
+            descs.len() * std::mem::size_of::<Verdict>(),
+            &stream,
+        )?;
+        let counters =
+            DeviceBuffer::new_async(&self.ctx, std::mem::size_of::<QueueCounters>(), &stream)?;
+        counters.zero_on(&stream)?;
+        let qd = QueueDesc {
             pipeline: self.pipeline_flags & !abi::PIPE_META_OUT,
             counters: counters.ptr,
             rule_hits: self.rule_hits.as_ref().map_or(0, |b| b.ptr),
             acl_tables: self.tables.as_ref().map_or(0, |b| b.ptr),
             n_rules: self.n_rules,
+            default_action: self.default_action,
             ..Default::default()
         };
-        qd.default_action = abi::ACTION_PASS;
-        let qdb = DeviceBuffer::new(&self.ctx, std::mem::size_of::<QueueDesc>())?;
+        let qdb = DeviceBuffer::new_async(&self.ctx, std::mem::size_of::<QueueDesc>(), &stream)?;
         // SAFETY: QueueDesc is repr(C) plain data.
-        qdb.upload(unsafe {
+        qdb.upload_on(&stream, unsafe {
             std::slice::from_raw_parts(
                 &qd as *const QueueDesc as *const u8,
                 std::mem::size_of::<QueueDesc>(),
             )
         })?;
-        let stream = Stream::new(&self.ctx)?;
         Ok(DeviceFrames {
             data: d,
             descs: ds,
@@ -1037,28 +1066,8 @@ impl GpuExecutor {
         // SAFETY: Verdict is repr(C) plain data; the buffer is exactly nb bytes.
         let raw = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, nb) };
         self.ctx.bind()?;
-        f.verdicts.download(raw)?;
+        f.verdicts.download_on(&f.stream, raw)?;
         Ok(v)
-    }
-
-    /// Host->device copy bandwidth from pinned memory (bytes per second), `bytes` per copy,
-    /// median of `reps`.
-    pub fn measure_htod(&self, bytes: usize, reps: usize) -> anyhow::Result<f64> {
-        let src = PinnedBuffer::new(&self.ctx, bytes)?;
-        let dst = DeviceBuffer::new(&self.ctx, bytes)?;
-        let s = Stream::new(&self.ctx)?;
-        let (e0, e1) = (Event::new(&self.ctx)?, Event::new(&self.ctx)?);
-        let mut t = Vec::with_capacity(reps);
-        for _ in 0..reps.max(1) {
-            s.record(&e0)?;
-            // SAFETY: both buffers hold `bytes`.
-            unsafe { s.copy_htod(dst.ptr, src.host, bytes)? };
-            s.record(&e1)?;
-            e1.synchronize()?;
-            t.push(e0.elapsed_ms(&e1)? as f64);
-        }
-        t.sort_by(f64::total_cmp);
-        Ok(bytes as f64 / (t[t.len() / 2] / 1e3))
     }
 }
 
@@ -1068,6 +1077,28 @@ impl Drop for GpuExecutor {
             tracing::warn!("GPU executor shutdown: {e:#}");
         }
     }
+}
+
+/// Host->device copy bandwidth from pinned memory on device `device` (bytes per second),
+/// `bytes` per copy, median of `reps`. Call it when no persistent kernel runs: freeing the
+/// buffers synchronises the device.
+pub fn measure_htod(device: u32, bytes: usize, reps: usize) -> anyhow::Result<f64> {
+    let ctx = Context::new(device).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let src = PinnedBuffer::new(&ctx, bytes)?;
+    let dst = DeviceBuffer::new(&ctx, bytes)?;
+    let s = Stream::new(&ctx)?;
+    let (e0, e1) = (Event::new(&ctx)?, Event::new(&ctx)?);
+    let mut t = Vec::with_capacity(reps);
+    for _ in 0..reps.max(1) {
+        s.record(&e0)?;
+        // SAFETY: both buffers hold `bytes`.
+        unsafe { s.copy_htod(dst.ptr, src.host, bytes)? };
+        s.record(&e1)?;
+        e1.synchronize()?;
+        t.push(e0.elapsed_ms(&e1)? as f64);
+    }
+    t.sort_by(f64::total_cmp);
+    Ok(bytes as f64 / (t[t.len() / 2] / 1e3))
 }
 
 /// Frames resident in device memory, for stage throughput.
@@ -1100,7 +1131,7 @@ impl DeviceFrames {
                 std::mem::size_of::<QueueCounters>(),
             )
         };
-        self.counters.download(raw)?;
+        self.counters.download_on(&self.stream, raw)?;
         Ok(c)
     }
 }
@@ -1170,6 +1201,7 @@ mod tests {
             parse: true,
             acl: None,
             count: true,
+            default_action: abi::ACTION_PASS,
         };
         let err = GpuExecutor::new(GpuOptions::default(), pd, 1, &image)
             .err()
