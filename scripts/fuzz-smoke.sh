@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# CI fuzz smoke run of the `parse` target (Rust parser vs the host build of the CUDA parser):
+# installs cargo-fuzz if missing, seeds the corpus from the test captures, fuzzes for
+# FUZZ_SECONDS (default 60) on the stable toolchain (`-s none`: no sanitizer, which needs nightly).
+# Exit status is non-zero on any crash or disagreement; the input is left in fuzz/artifacts/parse.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+secs=${FUZZ_SECONDS:-60}
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  cargo install cargo-fuzz --locked
+fi
+scripts/fuzz-seed.sh fuzz/corpus/parse
+# -rss_limit_mb: the largest seed is an 80 KB frame; the default limit is plenty, set for clarity.
+cargo fuzz run -s none parse fuzz/corpus/parse -- \
+  -max_total_time="$secs" -rss_limit_mb=2048 -print_final_stats=1
