@@ -166,13 +166,22 @@ fn find_nvcc() -> Option<(PathBuf, String)> {
 /// Inlines `#include "x"` of files in `dir` (each once, recursively), so NVRTC needs no include
 /// path and the embedded source is self-contained.
 fn inline_includes(dir: &Path, main: &str) -> Result<String, String> {
-    fn walk(dir: &Path, text: &str, seen: &mut Vec<String>, out: &mut String, depth: u32) -> Result<(), String> {
+    fn walk(
+        dir: &Path,
+        text: &str,
+        seen: &mut Vec<String>,
+        out: &mut String,
+        depth: u32,
+    ) -> Result<(), String> {
         if depth > 16 {
             return Err("includes nested more than 16 deep".into());
         }
         for line in text.lines() {
             let t = line.trim_start();
-            if let Some(name) = t.strip_prefix("#include \"").and_then(|r| r.split('"').next()) {
+            if let Some(name) = t
+                .strip_prefix("#include \"")
+                .and_then(|r| r.split('"').next())
+            {
                 if seen.iter().any(|s| s == name) {
                     continue;
                 }

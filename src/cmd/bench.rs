@@ -1,8 +1,640 @@
-//! `pktwarp bench` (not yet implemented).
+//! `pktwarp bench`: the GPU measurements of issue 4 in one run, one table at the end (and JSON +
+//! markdown under `--out`). Builds nothing; needs a GPU.
+//!
+//! 1. Stage throughput on device-resident frames (parse + acl + count) per ClassBench set, against
+//!    the CPU executor's pipeline (`pipeline::stage::run::Pipeline::run_burst`) on every core of
+//!    this machine over the same frames.
+//! 2. End to end through the ingest path (host bursts -> pinned staging -> DMA -> ring ->
+//!    persistent kernel -> verdicts read back by the host), 64 B and 1518 B frames, against 400 GbE
+//!    line rate and the host->device copy bandwidth measured in the same run.
+//! 3. Latency per burst at light load (one burst in flight; graph mode: one graph's worth),
+//!    bursts of 16 / 32 / 256, modes persistent / launch / graph, placements device / mapped.
+
+use anyhow::Context as _;
+use pipeline::burst::Burst;
+use pipeline::counters::QueueCounters as CpuCounters;
+use pipeline::executor::gpu::abi::{self, Desc, Verdict};
+use pipeline::executor::gpu::{
+    measure_htod, AclTablesRef, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement, SubmitError,
+};
+use pipeline::stage::acl::AclStage;
+use pipeline::stage::{AclSlot, Pipeline, Stage};
+use pipeline::verdict::Action;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::verify::{cpu_reference, kernel_image};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Folder with the ClassBench rule files and traces (`<set>` and `<set>_trace`, `.gz` too).
+    #[arg(long, default_value = "../shared/data/classbench")]
+    pub classbench: PathBuf,
+    /// Rule sets for stage throughput (the first one is used for end to end and latency).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "acl1_10K,fw1_10K,ipc1_10K"
+    )]
+    pub sets: Vec<String>,
+    /// Frames for stage throughput (the trace is repeated to this many).
+    #[arg(long, default_value_t = 8 << 20)]
+    pub frames: usize,
+    /// CPU threads for the CPU figure (default: every core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Seconds per end-to-end configuration.
+    #[arg(long, default_value_t = 2.0)]
+    pub e2e_seconds: f64,
+    /// Queues (each fed by its own host thread) for end to end, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
+    pub e2e_queues: Vec<usize>,
+    /// Bursts timed per latency configuration.
+    #[arg(long, default_value_t = 5000)]
+    pub latency_bursts: usize,
+    /// Skip parts: any of throughput, e2e, latency.
+    #[arg(long, value_delimiter = ',')]
+    pub skip: Vec<String>,
+    /// Folder for bench.json and bench.md.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// CUDA device index.
+    #[arg(long, default_value_t = 0)]
+    pub device: u32,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("`pktwarp bench` is not implemented yet")
+fn set_paths(dir: &Path, set: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let pick = |base: String| -> anyhow::Result<PathBuf> {
+        for c in [base.clone(), format!("{base}.gz")] {
+            let p = dir.join(&c);
+            if p.exists() {
+                return Ok(p);
+            }
+        }
+        anyhow::bail!("{}: no {base} or {base}.gz", dir.display())
+    };
+    Ok((pick(set.to_string())?, pick(format!("{set}_trace"))?))
+}
+
+/// Frames generated from every line of a trace (once), `size` bytes on the wire.
+fn trace_frames(trace: &Path, size: u16) -> anyhow::Result<Burst> {
+    let g = pipeline::port::gen::GenOptions {
+        trace: Some(trace.to_path_buf()),
+        size: pipeline::port::gen::FrameSize::Fixed(size),
+        ..Default::default()
+    };
+    let mut rx = pipeline::port::gen::GenRx::new(&g, 0)?;
+    let mut b = Burst::default();
+    use pipeline::port::{RxPort, RxStatus};
+    loop {
+        match rx.rx_burst(&mut b, 4096)? {
+            RxStatus::End => break,
+            _ => continue,
+        }
+    }
+    Ok(b)
+}
+
+fn repeat_to(b: &Burst, n: usize) -> Burst {
+    let mut out = Burst::with_capacity(n, b.data.len() * n.div_ceil(b.len().max(1)));
+    'outer: loop {
+        for (d, f) in b.frames() {
+            if out.len() >= n {
+                break 'outer;
+            }
+            out.push(f, *d);
+        }
+    }
+    out
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn load_stage(rules: &Path) -> anyhow::Result<AclStage> {
+    let name = rules.to_string_lossy();
+    let format = if name.ends_with(".yaml") || name.ends_with(".yml") {
+        flow_rules::acl::RuleFormat::Yaml
+    } else {
+        flow_rules::acl::RuleFormat::ClassBench
+    };
+    AclStage::load(rules, format, Action::Pass)
+}
+
+struct Table {
+    rows: Vec<String>,
+}
+
+impl Table {
+    fn line(&mut self, s: String) {
+        println!("{s}");
+        self.rows.push(s);
+    }
+}
+
+pub fn run(a: Args) -> anyhow::Result<i32> {
+    let info = match pipeline::executor::gpu::probe(a.device) {
+        Ok(i) => i,
+        Err(why) => {
+            eprintln!("pktwarp bench: no usable GPU: {why}");
+            return Ok(3);
+        }
+    };
+    let threads = a
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_default();
+    println!(
+        "bench: {} ({} SMs, driver {}), CPU {} x {threads} threads",
+        info.name, info.multiprocessors, info.driver_version, cpu_model
+    );
+    let mut md = Table { rows: Vec::new() };
+    let mut js = serde_json::Map::new();
+    js.insert(
+        "machine".into(),
+        json!({"gpu": info.name, "sms": info.multiprocessors, "driver": info.driver_version,
+               "cpu": cpu_model, "cpu_threads": threads}),
+    );
+    let skip = |p: &str| a.skip.iter().any(|s| s == p);
+
+    // Host->device copy bandwidth first: no persistent kernel may run while its buffers are freed.
+    let htod = measure_htod(a.device, 256 << 20, 10)?;
+    println!(
+        "host->device copy from pinned memory: {:.1} GB/s",
+        htod / 1e9
+    );
+    js.insert("htod_bytes_per_s".into(), json!(htod));
+
+    let (rules0, trace0) = set_paths(&a.classbench, &a.sets[0])?;
+
+    if !skip("throughput") {
+        md.line(
+            "\n### Stage throughput, device-resident frames, parse + acl + count (64 B frames)\n"
+                .into(),
+        );
+        md.line(format!(
+            "| rule set | rules | frames | GPU Mpps | CPU Mpps ({threads} threads) | GPU / CPU | verdicts equal |"
+        ));
+        md.line("| --- | ---: | ---: | ---: | ---: | ---: | --- |".into());
+        let mut rows = Vec::new();
+        for set in &a.sets {
+            let r = throughput(&a, set, threads).with_context(|| format!("throughput {set}"))?;
+            md.line(format!(
+                "| {} | {} | {} | {:.1} | {:.1} | {:.1}x | {} |",
+                set,
+                r.0,
+                r.1,
+                r.2,
+                r.3,
+                r.2 / r.3,
+                r.4
+            ));
+            rows.push(
+                json!({"set": set, "rules": r.0, "frames": r.1, "gpu_mpps": r.2,
+                             "cpu_mpps": r.3, "cpu_threads": threads, "ratio": r.2 / r.3,
+                             "verdicts_equal": r.4, "gpu_ms_runs": r.5}),
+            );
+        }
+        js.insert("throughput".into(), json!(rows));
+    }
+
+    if !skip("e2e") {
+        let stage = load_stage(&rules0)?;
+        let bytes = stage.classifier.image_bytes();
+        let tables = AclTablesRef {
+            bytes: &bytes,
+            n_rules: stage.classifier.header().num_rules,
+        };
+        md.line(format!(
+            "\n### End to end: host bursts -> pinned staging -> ring -> persistent kernel (parse + acl {} + count) -> verdicts on the host\n",
+            a.sets[0]
+        ));
+        md.line(format!(
+            "host->device copy bandwidth measured in this run: {:.1} GB/s\n",
+            htod / 1e9
+        ));
+        md.line("| frame | placement | queues | burst | Mpps | Gbit/s (frames) | % of 400GbE pps | H2D GB/s | % of copy bw | ring-full retries |".into());
+        md.line("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |".into());
+        let mut rows = Vec::new();
+        for &size in &[64u16, 1518] {
+            let base = trace_frames(&trace0, size)?;
+            for placement in [Placement::Device, Placement::Mapped] {
+                for &nq in &a.e2e_queues {
+                    let burst = if size == 64 { 1024 } else { 256 };
+                    let r = e2e(&a, &base, &stage, tables, placement, nq, burst)?;
+                    let line_pps = if size == 64 { 595.2e6 } else { 32.5e6 };
+                    md.line(format!(
+                        "| {} | {:?} | {} | {} | {:.1} | {:.1} | {:.1}% | {:.1} | {:.1}% | {} |",
+                        size,
+                        placement,
+                        nq,
+                        burst,
+                        r.pps / 1e6,
+                        r.pps * size as f64 * 8.0 / 1e9,
+                        100.0 * r.pps / line_pps,
+                        r.h2d_bytes_per_s / 1e9,
+                        100.0 * r.h2d_bytes_per_s / htod,
+                        r.ring_full
+                    ));
+                    rows.push(
+                        json!({"size": size, "placement": format!("{placement:?}"), "queues": nq,
+                        "burst": burst, "pps": r.pps, "gbps": r.pps * size as f64 * 8.0 / 1e9,
+                        "line_rate_pps": line_pps, "h2d_bytes_per_s": r.h2d_bytes_per_s,
+                        "copy_bw_fraction": r.h2d_bytes_per_s / htod, "frames": r.frames,
+                        "seconds": r.seconds, "ring_full_retries": r.ring_full,
+                        "verdicts_checked": r.checked, "verdict_mismatches": r.mismatches}),
+                    );
+                    if r.mismatches > 0 {
+                        md.line(format!(
+                            "  !! {} verdict mismatches in the run above",
+                            r.mismatches
+                        ));
+                    }
+                }
+            }
+        }
+        js.insert("e2e".into(), json!(rows));
+    }
+
+    if !skip("latency") {
+        let stage = load_stage(&rules0)?;
+        let bytes = stage.classifier.image_bytes();
+        let tables = AclTablesRef {
+            bytes: &bytes,
+            n_rules: stage.classifier.header().num_rules,
+        };
+        let base = trace_frames(&trace0, 64)?;
+        md.line(format!(
+            "\n### Latency per burst, 64 B frames, parse + acl {} + count, light load (us: p50 / p99 / p99.9)\n",
+            a.sets[0]
+        ));
+        md.line("| burst | placement | persistent | launch | graph (8 bursts) | launch p99 / persistent p99 |".into());
+        md.line("| ---: | --- | --- | --- | --- | ---: |".into());
+        let mut rows = Vec::new();
+        for &burst in &[16u32, 32, 256] {
+            for placement in [Placement::Device, Placement::Mapped] {
+                let mut cells = Vec::new();
+                let mut p99 = [0f64; 3];
+                for (k, mode) in [Mode::Persistent, Mode::Launch, Mode::Graph]
+                    .into_iter()
+                    .enumerate()
+                {
+                    let lat = latency(&a, &base, tables, mode, placement, burst)?;
+                    let (p50, p_99, p999) = (pct(&lat, 0.5), pct(&lat, 0.99), pct(&lat, 0.999));
+                    p99[k] = p_99;
+                    cells.push(format!("{p50:.2} / {p_99:.2} / {p999:.2}"));
+                    rows.push(
+                        json!({"burst": burst, "placement": format!("{placement:?}"),
+                        "mode": format!("{mode:?}"), "p50_us": p50, "p99_us": p_99, "p999_us": p999,
+                        "max_us": lat[lat.len() - 1], "samples": lat.len()}),
+                    );
+                }
+                md.line(format!(
+                    "| {burst} | {placement:?} | {} | {} | {} | {:.1}x |",
+                    cells[0],
+                    cells[1],
+                    cells[2],
+                    p99[1] / p99[0]
+                ));
+            }
+        }
+        js.insert("latency".into(), json!(rows));
+    }
+
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
+        std::fs::write(dir.join("bench.json"), serde_json::to_vec_pretty(&js)?)
+            .with_context(|| format!("{}", dir.display()))?;
+        std::fs::write(dir.join("bench.md"), md.rows.join("\n") + "\n")
+            .with_context(|| format!("{}", dir.display()))?;
+    }
+    Ok(0)
+}
+
+/// (rules, frames, GPU Mpps, CPU Mpps, verdicts equal, GPU ms per run)
+fn throughput(
+    a: &Args,
+    set: &str,
+    threads: usize,
+) -> anyhow::Result<(u32, usize, f64, f64, bool, Vec<f64>)> {
+    let (rules, trace) = set_paths(&a.classbench, set)?;
+    let stage = load_stage(&rules)?;
+    let n_rules = stage.classifier.header().num_rules;
+    let bytes = stage.classifier.image_bytes();
+    let base = trace_frames(&trace, 64)?;
+    let frames = repeat_to(&base, a.frames);
+    let descs: Vec<Desc> = frames.descs.iter().map(Desc::from).collect();
+
+    // GPU: bulk kernel over device-resident frames (launch mode executor: no persistent kernel).
+    let pd = PipelineDesc {
+        parse: true,
+        acl: Some(AclTablesRef {
+            bytes: &bytes,
+            n_rules,
+        }),
+        count: true,
+        default_action: stage.default as u8,
+    };
+    let opts = GpuOptions {
+        mode: Mode::Launch,
+        burst_size: 32,
+        ring_slots: 4,
+        device: a.device,
+        ..Default::default()
+    };
+    let ex = GpuExecutor::new(opts, pd, 1, &kernel_image())?;
+    let f = ex.upload_frames(&frames.data, &descs)?;
+    ex.run_bulk(&f, 3)?; // warm-up
+    let ms = ex.run_bulk(&f, 10)?;
+    let gpu_mpps = frames.len() as f64 / (median(&mut ms.clone()) / 1e3) / 1e6;
+    let gv = ex.bulk_verdicts(&f)?;
+    drop(f);
+    drop(ex);
+
+    // CPU: the CPU executor's pipeline, one worker per thread, bursts of 256.
+    let pipeline = Pipeline::new(vec![
+        Stage::Parse,
+        Stage::Acl(AclSlot::new(stage)),
+        Stage::Count,
+    ]);
+    let bursts: Vec<Burst> = super::verify::split_bursts(&frames, 256, usize::MAX)
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
+    let next = AtomicU64::new(0);
+    let mut cpu_runs = Vec::new();
+    let mut equal = true;
+    for rep in 0..3 {
+        next.store(0, Ordering::Relaxed);
+        let t = Instant::now();
+        let ok = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        let c = CpuCounters::new(3, pipeline.rule_count());
+                        let (mut m, mut v) = (Vec::new(), Vec::new());
+                        let mut ok = true;
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                            let Some(b) = bursts.get(i) else { break };
+                            pipeline.run_burst(b, &mut m, &mut v, &c);
+                            if rep == 0 {
+                                // Compare with the GPU verdicts of the same frames.
+                                for (k, cv) in v.iter().enumerate() {
+                                    let g = &gv[i * 256 + k];
+                                    ok &= g.rule == cv.rule
+                                        && g.action == cv.action as u8
+                                        && g.mark == cv.mark;
+                                }
+                            }
+                        }
+                        ok
+                    })
+                })
+                .collect();
+            hs.into_iter().all(|h| h.join().unwrap_or(false))
+        });
+        cpu_runs.push(t.elapsed().as_secs_f64());
+        if rep == 0 {
+            equal = ok;
+        }
+    }
+    let cpu_mpps = frames.len() as f64 / median(&mut cpu_runs) / 1e6;
+    Ok((n_rules, frames.len(), gpu_mpps, cpu_mpps, equal, ms))
+}
+
+struct E2e {
+    pps: f64,
+    h2d_bytes_per_s: f64,
+    frames: u64,
+    seconds: f64,
+    ring_full: u64,
+    checked: u64,
+    mismatches: u64,
+}
+
+fn e2e(
+    a: &Args,
+    base: &Burst,
+    stage: &AclStage,
+    tables: AclTablesRef<'_>,
+    placement: Placement,
+    nq: usize,
+    burst: u32,
+) -> anyhow::Result<E2e> {
+    let slot_bytes = base
+        .frames()
+        .take(burst as usize)
+        .map(|(_, f)| f.len())
+        .sum::<usize>()
+        .max(1);
+    let opts = GpuOptions {
+        mode: Mode::Persistent,
+        placement,
+        burst_size: burst,
+        ring_slots: 32,
+        slot_data_bytes: Some(round_up(slot_bytes * 2, 4096) as u32),
+        device: a.device,
+        ..Default::default()
+    };
+    let pd = PipelineDesc {
+        parse: true,
+        acl: Some(tables),
+        count: true,
+        default_action: abi::ACTION_PASS,
+    };
+    let ex = GpuExecutor::new(opts, pd, nq, &kernel_image())?;
+    // Expected verdicts for a sample check: the first burst of every thread is compared.
+    let bursts: Vec<Burst> = super::verify::split_bursts(base, burst as usize, usize::MAX)
+        .into_iter()
+        .map(|(_, b)| b)
+        .filter(|b| b.len() == burst as usize)
+        .collect();
+    if bursts.is_empty() {
+        anyhow::bail!("trace too short for bursts of {burst}");
+    }
+    let stop = AtomicBool::new(false);
+    let dur = Duration::from_secs_f64(a.e2e_seconds);
+    let t0 = Instant::now();
+    let results: Vec<anyhow::Result<(u64, u64, u64, u64, u64)>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..nq)
+            .map(|q| {
+                let ex = &ex;
+                let bursts = &bursts;
+                let stop = &stop;
+                s.spawn(move || -> anyhow::Result<(u64, u64, u64, u64, u64)> {
+                    let (mut frames, mut bytes, mut full) = (0u64, 0u64, 0u64);
+                    let (mut checked, mut bad) = (0u64, 0u64);
+                    let mut i = q % bursts.len();
+                    let mut first: Option<(u32, usize)> = None;
+                    let start = Instant::now();
+                    while start.elapsed() < dur && !stop.load(Ordering::Relaxed) {
+                        let b = &bursts[i];
+                        match ex.submit(q, b) {
+                            Ok(seq) => {
+                                if first.is_none() {
+                                    first = Some((seq, i));
+                                }
+                                i = (i + 1) % bursts.len();
+                            }
+                            Err(SubmitError::RingFull { .. }) => full += 1,
+                            Err(e) => return Err(e.into()),
+                        }
+                        ex.poll(q, |seq, v, _| {
+                            frames += v.len() as u64;
+                            bytes += (v.len() * std::mem::size_of::<Desc>()) as u64;
+                            if let Some((s0, bi)) = first {
+                                if seq == s0 {
+                                    for (k, (d, f)) in bursts[bi].frames().enumerate() {
+                                        let (_, want) = cpu_reference(f, d.port, Some(stage));
+                                        checked += 1;
+                                        bad += u64::from(!same(&want, &v[k]));
+                                    }
+                                }
+                            }
+                        })?;
+                    }
+                    ex.drain(q, Duration::from_secs(10), |_, v, _| {
+                        frames += v.len() as u64;
+                    })?;
+                    let data: u64 = bursts.iter().map(|b| b.data.len() as u64).sum::<u64>()
+                        / bursts.len() as u64;
+                    bytes += data * (frames / burst as u64);
+                    Ok((frames, bytes, full, checked, bad))
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a feeder thread panicked")))
+            })
+            .collect()
+    });
+    let secs = t0.elapsed().as_secs_f64();
+    let mut tot = E2e {
+        pps: 0.0,
+        h2d_bytes_per_s: 0.0,
+        frames: 0,
+        seconds: secs,
+        ring_full: 0,
+        checked: 0,
+        mismatches: 0,
+    };
+    let mut bytes = 0u64;
+    for r in results {
+        let (f, b, full, c, bad) = r?;
+        tot.frames += f;
+        bytes += b;
+        tot.ring_full += full;
+        tot.checked += c;
+        tot.mismatches += bad;
+    }
+    tot.pps = tot.frames as f64 / secs;
+    tot.h2d_bytes_per_s = bytes as f64 / secs;
+    let snap = ex.counters()?;
+    let gpu_frames: u64 = snap.queues.iter().map(|c| c.packets).sum();
+    if gpu_frames != tot.frames {
+        anyhow::bail!(
+            "e2e: the GPU counted {gpu_frames} frames, the host read {} verdicts",
+            tot.frames
+        );
+    }
+    Ok(tot)
+}
+
+fn same(want: &Verdict, got: &Verdict) -> bool {
+    want == got
+}
+
+fn round_up(v: usize, a: usize) -> usize {
+    v.div_ceil(a) * a
+}
+
+/// Per-burst latency samples in microseconds, sorted.
+fn latency(
+    a: &Args,
+    base: &Burst,
+    tables: AclTablesRef<'_>,
+    mode: Mode,
+    placement: Placement,
+    burst: u32,
+) -> anyhow::Result<Vec<f64>> {
+    let g = 8u32;
+    let opts = GpuOptions {
+        mode,
+        placement,
+        burst_size: burst,
+        ring_slots: 32,
+        graph_bursts: g,
+        slot_data_bytes: Some(round_up(burst as usize * 64, 4096) as u32),
+        device: a.device,
+        ..Default::default()
+    };
+    let pd = PipelineDesc {
+        parse: true,
+        acl: Some(tables),
+        count: true,
+        default_action: abi::ACTION_PASS,
+    };
+    let ex = GpuExecutor::new(opts, pd, 1, &kernel_image())?;
+    let bursts: Vec<Burst> = super::verify::split_bursts(base, burst as usize, usize::MAX)
+        .into_iter()
+        .map(|(_, b)| b)
+        .filter(|b| b.len() == burst as usize)
+        .take(64)
+        .collect();
+    if bursts.is_empty() {
+        anyhow::bail!("trace too short for bursts of {burst}");
+    }
+    let per = if mode == Mode::Graph { g as usize } else { 1 };
+    let warm = 200;
+    let total = a.latency_bursts + warm;
+    let mut out = Vec::with_capacity(a.latency_bursts);
+    let mut k = 0usize;
+    let deadline = Duration::from_secs(5);
+    while k < total {
+        let mut t_submit = Vec::with_capacity(per);
+        for j in 0..per {
+            t_submit.push(Instant::now());
+            ex.submit(0, &bursts[(k + j) % bursts.len()])
+                .map_err(|e| anyhow::anyhow!("latency submit: {e}"))?;
+        }
+        let mut done = 0usize;
+        let t = Instant::now();
+        while done < per {
+            ex.poll(0, |_, _, _| {
+                let now = Instant::now();
+                if k + done >= warm {
+                    out.push(now.duration_since(t_submit[done]).as_secs_f64() * 1e6);
+                }
+                done += 1;
+            })?;
+            if t.elapsed() > deadline {
+                anyhow::bail!(
+                    "latency: burst not done after {deadline:?} ({mode:?}, {placement:?})"
+                );
+            }
+        }
+        k += per;
+    }
+    out.sort_by(f64::total_cmp);
+    Ok(out)
 }

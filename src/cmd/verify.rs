@@ -11,8 +11,6 @@
 use anyhow::Context as _;
 use flow_rules::abi::ACL_NO_MATCH;
 use flow_rules::acl::RuleFormat;
-use pipeline::stage::acl::AclStage;
-use pipeline::verdict::Action;
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::executor::gpu::abi::{self, QueueCounters, Verdict};
 use pipeline::executor::gpu::{
@@ -21,6 +19,8 @@ use pipeline::executor::gpu::{
 use pipeline::meta::PacketMeta;
 use pipeline::port::pcap::CaptureReader;
 use pipeline::port::{RxPort, RxStatus};
+use pipeline::stage::acl::AclStage;
+use pipeline::verdict::Action;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -163,20 +163,26 @@ impl Acl {
 
 /// The CPU reference of one frame: what the CPU executor runs (`pipeline::stage::run`): the
 /// Rust parse stage (a parse error drops the frame), then the acl stage.
-pub fn cpu_reference(frame: &[u8], port: u16, acl: Option<&Acl>) -> (PacketMeta, Verdict) {
+pub fn cpu_reference(frame: &[u8], port: u16, acl: Option<&AclStage>) -> (PacketMeta, Verdict) {
     let mut meta = PacketMeta::default();
     pipeline::stage::parse::parse(frame, &mut meta);
     let ok = meta.status == 0;
     let (mut rule, mut action, mut mark) = (ACL_NO_MATCH, abi::ACTION_PASS, 0u32);
     if ok {
         if let Some(a) = acl {
-            let r = a.stage.classify(&meta, port);
+            let r = a.classify(&meta, port);
             rule = r.rule;
             action = r.action as u8;
             mark = r.mark;
         }
     }
-    let v = abi::verdict_of(ok, abi::PIPE_PARSE | abi::PIPE_DROP_MALFORMED, rule, action, mark);
+    let v = abi::verdict_of(
+        ok,
+        abi::PIPE_PARSE | abi::PIPE_DROP_MALFORMED,
+        rule,
+        action,
+        mark,
+    );
     (meta, v)
 }
 
@@ -223,7 +229,9 @@ impl Source {
         } else {
             anyhow::bail!("give one input: --input PCAP|DIR, --trace FILE or --gen N");
         }
-        Ok(Source::Port(Box::new(pipeline::port::gen::GenRx::new(&g, 0)?)))
+        Ok(Source::Port(Box::new(pipeline::port::gen::GenRx::new(
+            &g, 0,
+        )?)))
     }
 
     /// Appends up to `max` frames to `chunk`; false at the end.
@@ -485,8 +493,13 @@ pub fn verify_one(
         let mut cpu_meta = Vec::with_capacity(n);
         let mut cpu_v = Vec::with_capacity(n);
         for (d, f) in chunk.frames() {
-            let (m, v) = cpu_reference(f, d.port, acl);
-            expect_counters.add_frame(m.status == 0, acl.is_some() && m.status == 0, &v, d.wire_len);
+            let (m, v) = cpu_reference(f, d.port, acl.map(|x| &x.stage));
+            expect_counters.add_frame(
+                m.status == 0,
+                acl.is_some() && m.status == 0,
+                &v,
+                d.wire_len,
+            );
             if v.rule != ACL_NO_MATCH {
                 if let Some(h) = expect_hits.get_mut(v.rule as usize) {
                     *h += 1;
@@ -631,9 +644,9 @@ pub fn verify_one(
     }
     expect_counters.bursts = report.bursts;
     if got != expect_counters {
-        report
-            .counter_mismatches
-            .push(format!("queue counters: cpu {expect_counters:?} gpu {got:?}"));
+        report.counter_mismatches.push(format!(
+            "queue counters: cpu {expect_counters:?} gpu {got:?}"
+        ));
     }
     if !expect_hits.is_empty() && snap.rule_hits != expect_hits {
         let bad = expect_hits
@@ -745,8 +758,11 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         }
     }
     if let Some(j) = &a.json {
-        std::fs::write(j, serde_json::to_vec_pretty(&reports.iter().map(RunReport::to_json).collect::<Vec<_>>())?)
-            .with_context(|| format!("{}", j.display()))?;
+        std::fs::write(
+            j,
+            serde_json::to_vec_pretty(&reports.iter().map(RunReport::to_json).collect::<Vec<_>>())?,
+        )
+        .with_context(|| format!("{}", j.display()))?;
     }
     println!("verify: {}", if all_ok { "PASS" } else { "FAIL" });
     Ok(if all_ok { 0 } else { 1 })

@@ -370,7 +370,10 @@ impl GpuExecutor {
         let f_burst_slot = module.function(c"pw_burst_slot")?;
         let f_bulk = module.function(c"pw_bulk")?;
         if pipeline.default_action as usize >= abi::ACTIONS {
-            anyhow::bail!("pipeline default action {} is not an action", pipeline.default_action);
+            anyhow::bail!(
+                "pipeline default action {} is not an action",
+                pipeline.default_action
+            );
         }
         tracing::info!(
             "GPU executor on {} (sm_{}{}, {} SMs): kernels from {} in {:.2} s; mode {:?}, {} queue(s)",
