@@ -102,6 +102,14 @@ pub struct Config {
     /// Where frames with a pass (or mirror) verdict go. No output: they are counted and released.
     #[serde(default)]
     pub output: Option<OutputConfig>,
+    /// The Prometheus endpoint (`listen`, `enabled`, `rule_series_cap`); see
+    /// [`crate::control::settings`]. Default: served on 127.0.0.1:9108.
+    #[serde(default)]
+    pub metrics: crate::control::settings::MetricsConfig,
+    /// Reload, watchdog and shutdown (`watch_rules`, `on_stall`, `drain_timeout_ms`, ...); see
+    /// [`crate::control::settings`].
+    #[serde(default)]
+    pub control: crate::control::settings::ControlConfig,
     /// Where to find this config's relative paths: the config file's folder (set by [`load`]).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -252,6 +260,11 @@ pub struct ExecutorConfig {
     /// `auto` (default), `cpu` or `gpu`.
     #[serde(default)]
     pub kind: ExecutorKind,
+    /// GPU executor options (mode, placement, device, ...). `queues.burst` and
+    /// `queues.ring_slots` set the GPU rings' burst and slot count too, so one config runs the
+    /// same on both executors; `burst_size` / `ring_slots` here are only for library users.
+    #[serde(default)]
+    pub gpu: crate::executor::gpu::GpuOptions,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -390,6 +403,9 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
             _ => {}
         }
     }
+    if let Err((key, msg)) = crate::control::settings::validate(&cfg.metrics, &cfg.control) {
+        return Err(ConfigError::whole(&file, key, msg));
+    }
     if let Some(out) = &cfg.output {
         let name = &out.port.value;
         let port = cfg.ports.iter().find(|p| &p.value.name == name);
@@ -402,7 +418,7 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
                     format!("no port named `{name}`"),
                 ))
             }
-            Some(p) if !p.value.pcap.as_ref().is_some_and(|pc| pc.tx.is_some()) => {
+            Some(p) if p.value.pcap.as_ref().is_none_or(|pc| pc.tx.is_none()) => {
                 return Err(ConfigError::at(
                     &file,
                     &out.port,

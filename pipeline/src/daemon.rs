@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::burst::Burst;
 use crate::config::{Config, ExecutorKind};
 use crate::counters::QueueCounters;
 use crate::executor::cpu::{self, CpuRunSpec, CpuShared};
 use crate::port::gen::GenRx;
 use crate::port::pcap::{PcapRx, PcapTx};
-use crate::port::{RxPort, TxPort};
+use crate::port::{RxPort, RxStatus, TxPort};
 use crate::stage::{self, Pipeline};
 use crate::steer::Steering;
 use crate::verdict::DropReason;
@@ -281,4 +282,312 @@ pub fn run_cpu(p: &Prepared, shared: &Arc<CpuShared>, ports: OpenPorts) -> Summa
         &p.choice,
         out.errors,
     )
+}
+
+/// The GPU executor's view of the config's pipeline: `parse`, `acl`, `count` in this order (each
+/// optional), which is what the CUDA driver runs.
+fn gpu_pipeline_flags(p: &Pipeline) -> anyhow::Result<(bool, bool, bool)> {
+    let names = p.stage_names();
+    let order = ["parse", "acl", "count"];
+    let mut last = 0;
+    for n in &names {
+        let pos = order.iter().position(|o| o == n).unwrap_or(usize::MAX);
+        if pos == usize::MAX || pos < last {
+            anyhow::bail!(
+                "the gpu executor runs the stages parse, acl, count in this order (each at most \
+                 once); this pipeline is {}",
+                names.join(" -> ")
+            );
+        }
+        last = pos + 1;
+    }
+    Ok((
+        names.contains(&"parse"),
+        names.contains(&"acl"),
+        names.contains(&"count"),
+    ))
+}
+
+/// Runs a prepared config on the GPU executor: this thread plays the NIC (ingest with software
+/// steering into each queue's GPU ring), reaps verdicts, and transmits passed frames. Counters
+/// land in the same per-queue counters as the CPU executor's, so the summary and the metrics
+/// read the same for both.
+pub fn run_gpu(
+    p: &Prepared,
+    shared: &Arc<CpuShared>,
+    mut ports: OpenPorts,
+    image: &crate::executor::gpu::KernelImage,
+) -> anyhow::Result<Summary> {
+    use crate::executor::gpu::{AclTablesRef, GpuExecutor, PipelineDesc, SubmitError};
+    use std::collections::VecDeque;
+    use std::sync::atomic::Ordering;
+
+    let start = std::time::Instant::now();
+    let nq = p.cfg.queues.count as usize;
+    let burst = p.cfg.queues.burst as usize;
+    let on_full = p.cfg.queues.on_full;
+    let mut opts = p.cfg.executor.gpu.clone();
+    opts.burst_size = burst as u32;
+    opts.ring_slots = p.cfg.queues.ring_slots;
+    let (parse, acl_on, count) = gpu_pipeline_flags(&p.pipeline)?;
+    let acl = p.pipeline.acl();
+    let acl_bytes = acl.as_ref().map(|a| a.classifier.image_bytes());
+    let desc = PipelineDesc {
+        parse,
+        acl: match (&acl, &acl_bytes) {
+            (Some(a), Some(b)) if acl_on => Some(AclTablesRef {
+                bytes: b,
+                n_rules: a.rule_count() as u32,
+            }),
+            _ => None,
+        },
+        count,
+        default_action: acl
+            .as_ref()
+            .map_or(crate::verdict::Action::Pass, |a| a.default) as u8,
+    };
+    let mut gpu = GpuExecutor::new(opts, desc, nq, image)?;
+    let count_stage = p
+        .pipeline
+        .stages
+        .iter()
+        .position(|s| matches!(s, stage::Stage::Count));
+    let mut pending: Vec<VecDeque<Burst>> = (0..nq).map(|_| VecDeque::new()).collect();
+    let mut building: Vec<Burst> = (0..nq)
+        .map(|_| Burst::with_capacity(burst, burst * 2048))
+        .collect();
+    let mut spare: Vec<Burst> = Vec::new();
+    let mut rx = Burst::with_capacity(burst, burst * 2048);
+    let mut meta = crate::meta::PacketMeta::default();
+    let mut errors = Vec::new();
+    let mut done = vec![false; ports.rx.len()];
+
+    // Applies one finished burst's verdicts to the counters and transmits its passed frames.
+    let reap = |q: usize,
+                b: &Burst,
+                v: &[crate::executor::gpu::abi::Verdict],
+                tx: &mut Option<Box<dyn TxPort>>,
+                errors: &mut Vec<String>| {
+        let c = &shared.counters[q];
+        let mut fwd = 0u64;
+        let mut fwd_bytes = 0u64;
+        for (i, (d, _)) in b.frames().enumerate() {
+            let Some(vd) = v.get(i) else { break };
+            let action = crate::verdict::Action::from_code(vd.action);
+            match action {
+                crate::verdict::Action::Pass => c.passed.add(1),
+                crate::verdict::Action::Mirror => c.mirrored.add(1),
+                crate::verdict::Action::ToHost => c.to_host.add(1),
+                crate::verdict::Action::Drop => {
+                    if let Some(r) = DropReason::from_code(vd.drop_reason) {
+                        c.drops[r as usize].add(1);
+                    }
+                }
+            }
+            let classified = action != crate::verdict::Action::Drop
+                || vd.drop_reason == DropReason::AclDrop as u8;
+            if acl_on && classified {
+                match c.rule_hits.get(vd.rule as usize) {
+                    Some(h) => h.add(1),
+                    None if vd.rule == flow_rules::abi::ACL_NO_MATCH => c.acl_default.add(1),
+                    None => c.rule_hits_other.add(1),
+                }
+            }
+            if let Some(si) = count_stage {
+                if action != crate::verdict::Action::Drop {
+                    c.stage_frames[si].add(1);
+                    c.stage_bytes[si].add(d.len as u64);
+                }
+            }
+            if action.forwards() {
+                fwd += 1;
+                fwd_bytes += d.len as u64;
+            }
+        }
+        if let Some(t) = tx.as_mut() {
+            let mut frames = b
+                .frames()
+                .zip(v.iter())
+                .filter(|(_, vd)| crate::verdict::Action::from_code(vd.action).forwards())
+                .map(|((_, f), _)| f);
+            match t.tx_burst(&mut frames) {
+                Ok(sent) => {
+                    c.tx_frames.add(sent as u64);
+                    c.tx_bytes.add(fwd_bytes);
+                    c.drops[DropReason::TxError as usize].add(fwd.saturating_sub(sent as u64));
+                }
+                Err(e) => {
+                    c.drops[DropReason::TxError as usize].add(fwd);
+                    errors.push(format!("{}: {e}", t.name()));
+                }
+            }
+        }
+    };
+
+    let poll_all = |gpu: &GpuExecutor,
+                    pending: &mut Vec<VecDeque<Burst>>,
+                    spare: &mut Vec<Burst>,
+                    tx: &mut Option<Box<dyn TxPort>>,
+                    errors: &mut Vec<String>|
+     -> anyhow::Result<usize> {
+        let mut n = 0;
+        for (q, queue) in pending.iter_mut().enumerate() {
+            let mut finished: Vec<Vec<crate::executor::gpu::abi::Verdict>> = Vec::new();
+            n += gpu.poll(q, |_, v, _| finished.push(v.to_vec()))?;
+            for v in finished {
+                if let Some(b) = queue.pop_front() {
+                    reap(q, &b, &v, tx, errors);
+                    spare.push(b);
+                }
+            }
+        }
+        Ok(n)
+    };
+
+    let submit = |gpu: &GpuExecutor,
+                  q: usize,
+                  b: &mut Burst,
+                  pending: &mut Vec<VecDeque<Burst>>,
+                  spare: &mut Vec<Burst>,
+                  tx: &mut Option<Box<dyn TxPort>>,
+                  errors: &mut Vec<String>|
+     -> anyhow::Result<()> {
+        if b.is_empty() {
+            return Ok(());
+        }
+        loop {
+            match gpu.submit(q, b) {
+                Ok(_) => {
+                    let fresh = spare
+                        .pop()
+                        .unwrap_or_else(|| Burst::with_capacity(burst, burst * 2048));
+                    let full = std::mem::replace(b, fresh);
+                    b.clear();
+                    pending[q].push_back(full);
+                    gpu.flush(q)?;
+                    return Ok(());
+                }
+                Err(SubmitError::RingFull { .. }) if on_full == crate::config::OnFull::Wait => {
+                    gpu.flush(q)?;
+                    poll_all(gpu, pending, spare, tx, errors)?;
+                    std::hint::spin_loop();
+                }
+                Err(SubmitError::RingFull { .. }) => {
+                    shared.counters[q].drops[DropReason::RingFull as usize].add(b.len() as u64);
+                    b.clear();
+                    return Ok(());
+                }
+                Err(SubmitError::TooLarge { .. }) => {
+                    shared.counters[q].drops[DropReason::TooLong as usize].add(b.len() as u64);
+                    b.clear();
+                    return Ok(());
+                }
+                Err(e) => anyhow::bail!("queue {q}: {e}"),
+            }
+        }
+    };
+
+    let slot_cap = gpu.slot_data_capacity() as usize;
+    'outer: while !done.iter().all(|d| *d) {
+        for (pi, port) in ports.rx.iter_mut().enumerate() {
+            if done[pi] {
+                continue;
+            }
+            if shared.stop.load(Ordering::Relaxed) {
+                break 'outer;
+            }
+            rx.clear();
+            match port.rx_burst(&mut rx, burst) {
+                Ok(RxStatus::End) => done[pi] = true,
+                Ok(RxStatus::Idle) => {}
+                Ok(RxStatus::Frames(_)) => {}
+                Err(e) => {
+                    errors.push(format!("{}: {e}", port.name()));
+                    done[pi] = true;
+                }
+            }
+            shared
+                .rx_total
+                .fetch_add(rx.len() as u64, Ordering::Relaxed);
+            for (d, frame) in rx.frames() {
+                let (q, verdict) = p.steering.steer(frame, &mut meta, nq);
+                let c = &shared.counters[q];
+                c.rx_frames.add(1);
+                c.rx_bytes.add(d.len as u64);
+                if let Some(reason) = verdict {
+                    c.drops[reason as usize].add(1);
+                    continue;
+                }
+                if frame.len() > slot_cap {
+                    c.drops[DropReason::TooLong as usize].add(1);
+                    continue;
+                }
+                if building[q].len() >= burst || building[q].data.len() + frame.len() > slot_cap {
+                    let mut b = std::mem::take(&mut building[q]);
+                    submit(
+                        &gpu,
+                        q,
+                        &mut b,
+                        &mut pending,
+                        &mut spare,
+                        &mut ports.tx,
+                        &mut errors,
+                    )?;
+                    building[q] = b;
+                }
+                let mut dd = *d;
+                dd.port = pi as u16;
+                dd.queue = q as u16;
+                building[q].push(frame, dd);
+            }
+        }
+        for (q, slot) in building.iter_mut().enumerate() {
+            let mut b = std::mem::take(slot);
+            submit(
+                &gpu,
+                q,
+                &mut b,
+                &mut pending,
+                &mut spare,
+                &mut ports.tx,
+                &mut errors,
+            )?;
+            *slot = b;
+        }
+        poll_all(&gpu, &mut pending, &mut spare, &mut ports.tx, &mut errors)?;
+    }
+    for (q, slot) in building.iter_mut().enumerate() {
+        let mut b = std::mem::take(slot);
+        submit(
+            &gpu,
+            q,
+            &mut b,
+            &mut pending,
+            &mut spare,
+            &mut ports.tx,
+            &mut errors,
+        )?;
+        let mut finished: Vec<Vec<crate::executor::gpu::abi::Verdict>> = Vec::new();
+        gpu.drain(q, Duration::from_secs(10), |_, v, _| {
+            finished.push(v.to_vec())
+        })?;
+        for v in finished {
+            if let Some(b) = pending[q].pop_front() {
+                reap(q, &b, &v, &mut ports.tx, &mut errors);
+            }
+        }
+    }
+    gpu.shutdown()?;
+    if let Some(t) = ports.tx.as_mut() {
+        if let Err(e) = t.flush() {
+            errors.push(format!("{}: {e}", t.name()));
+        }
+    }
+    Ok(summarize(
+        &shared.counters,
+        &p.pipeline,
+        start.elapsed(),
+        &p.choice,
+        errors,
+    ))
 }

@@ -46,15 +46,18 @@ pub enum DropReason {
     SteeringDrop = 3,
     /// The output port refused the frame.
     TxError = 4,
+    /// The frame is longer than a GPU queue slot takes.
+    TooLong = 5,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 5] = [
+    pub const ALL: [DropReason; 6] = [
         DropReason::RingFull,
         DropReason::ParseError,
         DropReason::AclDrop,
         DropReason::SteeringDrop,
         DropReason::TxError,
+        DropReason::TooLong,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -65,6 +68,7 @@ impl DropReason {
             DropReason::AclDrop => "acl_drop",
             DropReason::SteeringDrop => "steering_drop",
             DropReason::TxError => "tx_error",
+            DropReason::TooLong => "too_long",
         }
     }
 }
@@ -94,6 +98,49 @@ impl Verdict {
             action: Action::Drop,
             reason: Some(reason),
             ..Verdict::PASS
+        }
+    }
+}
+
+impl DropReason {
+    /// From a `DROP_*` code of the GPU ABI (same numbering).
+    pub fn from_code(c: u8) -> Option<DropReason> {
+        Self::ALL.get(c as usize).copied()
+    }
+}
+
+impl Action {
+    /// From an `ACTION_*` code of the GPU ABI (same numbering).
+    pub fn from_code(c: u8) -> Action {
+        match c {
+            1 => Action::Drop,
+            2 => Action::Mirror,
+            3 => Action::ToHost,
+            _ => Action::Pass,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::gpu::abi;
+
+    #[test]
+    fn codes_match_the_gpu_abi() {
+        assert_eq!(Action::Pass as u8, abi::ACTION_PASS);
+        assert_eq!(Action::Drop as u8, abi::ACTION_DROP);
+        assert_eq!(Action::Mirror as u8, abi::ACTION_MIRROR);
+        assert_eq!(Action::ToHost as u8, abi::ACTION_TO_HOST);
+        assert_eq!(DropReason::RingFull as u8, abi::DROP_RING_FULL);
+        assert_eq!(DropReason::ParseError as u8, abi::DROP_PARSE_ERROR);
+        assert_eq!(DropReason::AclDrop as u8, abi::DROP_ACL);
+        assert_eq!(DropReason::SteeringDrop as u8, abi::DROP_STEERING);
+        assert_eq!(DropReason::TxError as u8, abi::DROP_TX_ERROR);
+        assert_eq!(DropReason::TooLong as u8, abi::DROP_TOO_LONG);
+        for r in DropReason::ALL {
+            assert_eq!(DropReason::from_code(r as u8), Some(r));
+            assert_eq!(abi::DROP_REASON_NAMES[r as usize], r.name());
         }
     }
 }

@@ -39,10 +39,42 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .map(|p| p.expected_frames())
         .try_fold(0u64, |acc, e| e.map(|e| acc + e));
     let shared = CpuShared::new(&prepared.cpu_spec());
-    super::signals::stop_on_signal(Arc::clone(&shared))?;
+    // The control plane: /metrics, SIGHUP reload, SIGTERM/SIGINT stop intake with a bounded
+    // drain (a second signal forces exit), rule-file watching (pipeline::control).
+    let control = pipeline::control::Control::start(
+        &prepared,
+        &shared,
+        &ports.rx_names,
+        pipeline::control::ControlSetup {
+            install_signals: true,
+            probe: None,
+        },
+    )?;
     let progress = (!args.quiet && std::io::stdout().is_terminal())
         .then(|| super::progress::spawn(Arc::clone(&shared), expected));
-    let summary = daemon::run_cpu(&prepared, &shared, ports);
+    let summary = if prepared.choice.name == "gpu" {
+        daemon::run_gpu(&prepared, &shared, ports, &super::verify::kernel_image())
+    } else {
+        Ok(daemon::run_cpu(&prepared, &shared, ports))
+    };
+    shared.stop.store(true, Ordering::Relaxed);
+    let summary = summary?;
+    if prepared.cfg.control.linger && !control.state().shutting_down.load(Ordering::Acquire) {
+        tracing::info!(
+            event = "linger",
+            rx_frames = summary.rx_frames,
+            "input ended; serving metrics until SIGTERM/SIGINT"
+        );
+        control.wait_for_stop();
+    }
+    tracing::info!(
+        event = "shutdown",
+        rx_frames = summary.rx_frames,
+        tx_frames = summary.tx_frames,
+        elapsed_s = summary.elapsed_s,
+        "drained; final summary follows"
+    );
+    control.finish();
     shared.stop.store(true, Ordering::Relaxed);
     if let Some(p) = progress {
         p.finish();
@@ -71,14 +103,22 @@ fn print_summary(s: &Summary) {
     let drops: Vec<String> = s.drops.iter().map(|(r, n)| format!("{r}={n}")).collect();
     println!("drops      {}", drops.join(" "));
     if !s.parse_errors.is_empty() {
-        let p: Vec<String> = s.parse_errors.iter().map(|(r, n)| format!("{r}={n}")).collect();
+        let p: Vec<String> = s
+            .parse_errors
+            .iter()
+            .map(|(r, n)| format!("{r}={n}"))
+            .collect();
         println!("parse      {}", p.join(" "));
     }
     for (i, f, b) in &s.counted {
         println!("count      stage {i}: {f} frames, {b} bytes");
     }
     if !s.top_rules.is_empty() || s.acl_default > 0 {
-        let r: Vec<String> = s.top_rules.iter().map(|(r, n)| format!("#{r}={n}")).collect();
+        let r: Vec<String> = s
+            .top_rules
+            .iter()
+            .map(|(r, n)| format!("#{r}={n}"))
+            .collect();
         println!("acl        default={} {}", s.acl_default, r.join(" "));
     }
     println!("queue   rx_frames    passed  mirrored   to_host tx_frames  drops");
@@ -92,7 +132,11 @@ fn print_summary(s: &Summary) {
             q.mirrored,
             q.to_host,
             q.tx_frames,
-            if d.is_empty() { "-".to_string() } else { d.join(" ") }
+            if d.is_empty() {
+                "-".to_string()
+            } else {
+                d.join(" ")
+            }
         );
     }
     let _ = Duration::ZERO;

@@ -25,6 +25,8 @@ struct Slot {
     burst: Burst,
     verdicts: Vec<Verdict>,
     metas: Vec<PacketMeta>,
+    /// When the ingest handed the burst over (burst latency = worker done - this).
+    handed: Instant,
 }
 
 /// Sees every burst after the pipeline ran on it, on the worker thread: queue, frames, per-frame
@@ -38,6 +40,7 @@ impl Slot {
             burst: Burst::with_capacity(burst, burst * 2048),
             verdicts: Vec::with_capacity(burst),
             metas: Vec::with_capacity(burst),
+            handed: Instant::now(),
         })
     }
 }
@@ -127,14 +130,14 @@ pub fn run(
     let mut tx_ret_prod: Vec<Vec<Producer<Box<Slot>>>> = (0..nq).map(|_| Vec::new()).collect();
     let mut tx_ret_cons: Vec<Vec<Consumer<Box<Slot>>>> = (0..nports).map(|_| Vec::new()).collect();
     if tx.is_some() {
-        for q in 0..nq {
+        for prods in tx_ret_prod.iter_mut() {
             let (p, c) = ring::ring::<(usize, Box<Slot>)>(spec.ring_slots);
             to_tx.push(p);
             tx_in.push(c);
-            for port in 0..nports {
+            for cons in tx_ret_cons.iter_mut() {
                 let (rp, rc) = ring::ring(spec.ring_slots);
-                tx_ret_prod[q].push(rp);
-                tx_ret_cons[port].push(rc);
+                prods.push(rp);
+                cons.push(rc);
             }
         }
     }
@@ -392,6 +395,8 @@ fn flush_queue(
         return;
     }
     let mut slot = slot;
+    // One clock read per burst: the start of the burst-latency measurement.
+    slot.handed = Instant::now();
     loop {
         match producer.push(slot) {
             Ok(()) => break,
@@ -437,8 +442,12 @@ fn worker(
                     burst,
                     verdicts,
                     metas,
+                    handed,
                 } = &mut *slot;
                 let generation = ctx.pipeline.run_burst(burst, metas, verdicts, ctx.counters);
+                ctx.counters
+                    .burst_latency
+                    .observe_ns(handed.elapsed().as_nanos() as u64);
                 if let Some(obs) = &ctx.observer {
                     obs(ctx.queue, burst, metas, verdicts, generation);
                 }

@@ -1,6 +1,6 @@
 //! Stages: one step of per-packet work, each with a Rust (reference, CPU) and a CUDA implementation.
 pub mod acl;
 pub mod parse;
-mod run;
+pub mod run;
 
 pub use run::{build, AclSlot, Pipeline, Stage};
