@@ -32,6 +32,55 @@ impl Counter {
     }
 }
 
+/// Upper bounds (ns) of the burst-latency buckets: 1 us doubling to ~1 s; one more bucket past
+/// the last bound counts everything slower.
+pub const LATENCY_BUCKETS_NS: [u64; 21] = {
+    let mut b = [0u64; 21];
+    let mut i = 0;
+    while i < 21 {
+        b[i] = 1000u64 << i;
+        i += 1;
+    }
+    b
+};
+
+/// A single-writer latency histogram with fixed power-of-two buckets: one relaxed add per
+/// observation (no locked instruction), read at scrape time.
+#[derive(Debug, Default)]
+pub struct LatencyHistogram {
+    /// Non-cumulative counts, index = bucket (the last one is +Inf).
+    buckets: [Counter; LATENCY_BUCKETS_NS.len() + 1],
+    sum_ns: Counter,
+}
+
+impl LatencyHistogram {
+    /// Records one observation. Single writer only.
+    #[inline]
+    pub fn observe_ns(&self, ns: u64) {
+        let us = ns.div_ceil(1000);
+        let idx = if us <= 1 {
+            0
+        } else {
+            (64 - (us - 1).leading_zeros()) as usize
+        };
+        self.buckets[idx.min(LATENCY_BUCKETS_NS.len())].add(1);
+        self.sum_ns.add(ns);
+    }
+
+    /// Observations in bucket `i` (not cumulative); `LATENCY_BUCKETS_NS.len()` is +Inf.
+    pub fn bucket(&self, i: usize) -> u64 {
+        self.buckets.get(i).map_or(0, Counter::get)
+    }
+
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().map(Counter::get).sum()
+    }
+
+    pub fn sum_ns(&self) -> u64 {
+        self.sum_ns.get()
+    }
+}
+
 /// Number of distinct parse status codes tracked per queue.
 pub const PARSE_STATUS_SLOTS: usize = 128;
 
@@ -62,6 +111,8 @@ pub struct QueueCounters {
     /// Written by the TX thread.
     pub tx_frames: Counter,
     pub tx_bytes: Counter,
+    /// Per burst: ingest hand-off to the worker finishing the pipeline (written by the worker).
+    pub burst_latency: LatencyHistogram,
     /// Drops by reason (ring_full by the ingest, tx_error by TX, the rest by the worker).
     pub drops: [Counter; DropReason::COUNT],
 }
@@ -85,6 +136,7 @@ impl QueueCounters {
             acl_default: Counter::default(),
             tx_frames: Counter::default(),
             tx_bytes: Counter::default(),
+            burst_latency: LatencyHistogram::default(),
             drops: Default::default(),
         }
     }
@@ -95,5 +147,38 @@ impl QueueCounters {
 
     pub fn total_drops(&self) -> u64 {
         self.drops.iter().map(Counter::get).sum()
+    }
+}
+
+#[cfg(test)]
+mod latency_tests {
+    use super::*;
+
+    #[test]
+    fn buckets_hold_their_bounds() {
+        let h = LatencyHistogram::default();
+        // (observation ns, bucket index whose upper bound is the first >= it)
+        for (ns, want) in [
+            (0, 0),
+            (1000, 0),
+            (1001, 1),
+            (2000, 1),
+            (2001, 2),
+            (4000, 2),
+            (4001, 3),
+            (1_000_000, 10),
+            (u64::MAX / 2, 21),
+        ] {
+            let before = h.bucket(want);
+            h.observe_ns(ns);
+            assert_eq!(h.bucket(want), before + 1, "{ns} ns");
+            if want < LATENCY_BUCKETS_NS.len() {
+                assert!(ns <= LATENCY_BUCKETS_NS[want]);
+            }
+            if want > 0 {
+                assert!(ns > LATENCY_BUCKETS_NS[want - 1]);
+            }
+        }
+        assert_eq!(h.count(), 9);
     }
 }

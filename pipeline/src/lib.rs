@@ -3,6 +3,7 @@
 
 pub mod burst;
 pub mod config;
+pub mod control;
 pub mod counters;
 pub mod daemon;
 pub mod executor;

@@ -5,7 +5,6 @@ pub mod classify;
 pub mod parse;
 pub mod progress;
 pub mod run;
-pub mod signals;
 pub mod validate;
 pub mod verify;
 

@@ -1,0 +1,394 @@
+//! The Prometheus exposition: a custom [`Collector`] that reads the data path's single-writer
+//! counters at scrape time. Nothing on the data path knows about Prometheus: a scrape only loads
+//! relaxed atomics the workers keep anyway, so it never pauses or slows a worker.
+//!
+//! Families (every one prefixed `pktwarp_`; counters end in `_total`, units are base units):
+//! see [`FAMILIES`] and `deploy/README.md`.
+
+use std::sync::Arc;
+
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::{self, LabelPair, MetricFamily, MetricType};
+use prometheus::{Encoder, Registry, TextEncoder};
+
+use crate::counters::{QueueCounters, LATENCY_BUCKETS_NS, PARSE_STATUS_SLOTS};
+use crate::stage::Pipeline;
+use crate::verdict::DropReason;
+
+use super::ControlState;
+
+/// (name, help, type, labels) of every family the collector can emit.
+pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
+    ("pktwarp_build_info", "Build of the running pktwarp (always 1).", MetricType::GAUGE, &["version", "profile"]),
+    ("pktwarp_executor_info", "Executor and mode running the pipeline (always 1).", MetricType::GAUGE, &["executor", "mode", "reason"]),
+    ("pktwarp_start_time_seconds", "Unix time the daemon started.", MetricType::GAUGE, &[]),
+    ("pktwarp_rx_frames_total", "Frames received into a queue.", MetricType::COUNTER, &["port", "queue"]),
+    ("pktwarp_rx_bytes_total", "Bytes of frames received into a queue.", MetricType::COUNTER, &["port", "queue"]),
+    ("pktwarp_tx_frames_total", "Frames transmitted from a queue to the output port.", MetricType::COUNTER, &["port", "queue"]),
+    ("pktwarp_tx_bytes_total", "Bytes transmitted from a queue to the output port.", MetricType::COUNTER, &["port", "queue"]),
+    ("pktwarp_drops_total", "Frames dropped, by reason.", MetricType::COUNTER, &["port", "queue", "reason"]),
+    ("pktwarp_verdicts_total", "Frames per non-drop verdict (pass, mirror, to_host).", MetricType::COUNTER, &["port", "queue", "verdict"]),
+    ("pktwarp_ring_occupancy_bursts", "Bursts waiting in a queue's ring (last seen by the ingest).", MetricType::GAUGE, &["port", "queue"]),
+    ("pktwarp_stage_frames_total", "Frames each pipeline stage processed.", MetricType::COUNTER, &["queue", "stage", "position"]),
+    ("pktwarp_parse_errors_total", "Frames the parse stage rejected, by parse status.", MetricType::COUNTER, &["queue", "status"]),
+    ("pktwarp_acl_rule_hits_total", "Frames matched per ACL rule (rule index in the file; indexes at or past metrics.rule_series_cap are summed under rule=\"other\").", MetricType::COUNTER, &["rule"]),
+    ("pktwarp_acl_no_match_total", "Frames no ACL rule matched (the stage default applied).", MetricType::COUNTER, &["queue"]),
+    ("pktwarp_burst_latency_seconds", "Per burst: ingest hand-off to the worker finishing the pipeline.", MetricType::HISTOGRAM, &["queue"]),
+    ("pktwarp_ruleset_generation", "ACL rule-set generation in force (0 at start, +1 per successful reload).", MetricType::GAUGE, &[]),
+    ("pktwarp_ruleset_rules", "Rules in the ACL rule set in force.", MetricType::GAUGE, &[]),
+    ("pktwarp_rule_reloads_total", "Rule reloads attempted, by result (success, failure).", MetricType::COUNTER, &["result"]),
+    ("pktwarp_rule_reload_last_success_timestamp_seconds", "Unix time of the last successful reload (0: none).", MetricType::GAUGE, &[]),
+    ("pktwarp_gpu_kernel_heartbeat", "Last heartbeat word of a queue's persistent kernel.", MetricType::GAUGE, &["queue"]),
+    ("pktwarp_gpu_kernel_stalled", "1 while a queue's kernel heartbeat is stuck with work queued.", MetricType::GAUGE, &["queue"]),
+    ("pktwarp_gpu_kernel_stalls_total", "Stalls the watchdog detected on a queue.", MetricType::COUNTER, &["queue"]),
+    ("pktwarp_gpu_kernel_restarts_total", "Kernel restarts the watchdog performed on a queue.", MetricType::COUNTER, &["queue"]),
+    ("pktwarp_shutting_down", "1 once SIGTERM/SIGINT stopped intake and the daemon is draining.", MetricType::GAUGE, &[]),
+];
+
+/// What the collector describes besides the live counters: fixed at start.
+#[derive(Clone, Debug)]
+pub struct StaticInfo {
+    pub executor: String,
+    pub mode: String,
+    pub reason: String,
+    /// Label of the receiving side: the port name when one port receives, else the names joined
+    /// with `+` (the CPU executor's queue counters sum every receiving port).
+    pub rx_port: String,
+    /// The output port's name, or `none`.
+    pub tx_port: String,
+    pub stage_names: Vec<&'static str>,
+    /// Rules with their own `rule` series.
+    pub rule_series_cap: usize,
+}
+
+/// Reads the counters of a running daemon at scrape time.
+pub struct DaemonCollector {
+    counters: Vec<Arc<QueueCounters>>,
+    pipeline: Arc<Pipeline>,
+    state: Arc<ControlState>,
+    info: StaticInfo,
+    descs: Vec<Desc>,
+}
+
+impl DaemonCollector {
+    pub fn new(
+        counters: Vec<Arc<QueueCounters>>,
+        pipeline: Arc<Pipeline>,
+        state: Arc<ControlState>,
+        info: StaticInfo,
+    ) -> Self {
+        let descs = FAMILIES
+            .iter()
+            .filter_map(|(name, help, _, labels)| {
+                Desc::new(
+                    name.to_string(),
+                    help.to_string(),
+                    labels.iter().map(|l| l.to_string()).collect(),
+                    Default::default(),
+                )
+                .ok()
+            })
+            .collect();
+        DaemonCollector {
+            counters,
+            pipeline,
+            state,
+            info,
+            descs,
+        }
+    }
+}
+
+fn lp(pairs: &[(&str, &str)]) -> Vec<LabelPair> {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            let mut l = LabelPair::default();
+            l.set_name(k.to_string());
+            l.set_value(v.to_string());
+            l
+        })
+        .collect()
+}
+
+fn counter(labels: &[(&str, &str)], v: u64) -> proto::Metric {
+    let mut c = proto::Counter::default();
+    c.set_value(v as f64);
+    let mut m = proto::Metric::default();
+    m.set_label(lp(labels));
+    m.set_counter(c);
+    m
+}
+
+fn gauge(labels: &[(&str, &str)], v: f64) -> proto::Metric {
+    let mut g = proto::Gauge::default();
+    g.set_value(v);
+    let mut m = proto::Metric::default();
+    m.set_label(lp(labels));
+    m.set_gauge(g);
+    m
+}
+
+/// Collects families in [`FAMILIES`] order; empty ones are left out (the text format has no
+/// way to say "a family without samples").
+struct Out {
+    fams: Vec<MetricFamily>,
+}
+
+impl Out {
+    fn push(&mut self, name: &str, metrics: Vec<proto::Metric>) {
+        if metrics.is_empty() {
+            return;
+        }
+        let Some((_, help, ty, _)) = FAMILIES.iter().find(|f| f.0 == name) else {
+            return;
+        };
+        let mut f = MetricFamily::default();
+        f.set_name(name.to_string());
+        f.set_help(help.to_string());
+        f.set_field_type(*ty);
+        f.set_metric(metrics);
+        self.fams.push(f);
+    }
+}
+
+impl Collector for DaemonCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let info = &self.info;
+        let st = &self.state;
+        let mut out = Out { fams: Vec::new() };
+        let profile = if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        };
+        out.push(
+            "pktwarp_build_info",
+            vec![gauge(
+                &[("version", env!("CARGO_PKG_VERSION")), ("profile", profile)],
+                1.0,
+            )],
+        );
+        out.push(
+            "pktwarp_executor_info",
+            vec![gauge(
+                &[
+                    ("executor", &info.executor),
+                    ("mode", &info.mode),
+                    ("reason", &info.reason),
+                ],
+                1.0,
+            )],
+        );
+        out.push(
+            "pktwarp_start_time_seconds",
+            vec![gauge(&[], st.start_unix_s)],
+        );
+
+        let qnames: Vec<String> = (0..self.counters.len()).map(|q| q.to_string()).collect();
+        let (rxp, txp) = (info.rx_port.as_str(), info.tx_port.as_str());
+        let per_q = |port: &str, f: &dyn Fn(&QueueCounters) -> u64| -> Vec<proto::Metric> {
+            self.counters
+                .iter()
+                .zip(&qnames)
+                .map(|(c, q)| counter(&[("port", port), ("queue", q)], f(c)))
+                .collect()
+        };
+        out.push(
+            "pktwarp_rx_frames_total",
+            per_q(rxp, &|c| c.rx_frames.get()),
+        );
+        out.push("pktwarp_rx_bytes_total", per_q(rxp, &|c| c.rx_bytes.get()));
+        out.push(
+            "pktwarp_tx_frames_total",
+            per_q(txp, &|c| c.tx_frames.get()),
+        );
+        out.push("pktwarp_tx_bytes_total", per_q(txp, &|c| c.tx_bytes.get()));
+        let mut drops = Vec::new();
+        let mut verdicts = Vec::new();
+        let mut occupancy = Vec::new();
+        let mut stages = Vec::new();
+        let mut parse = Vec::new();
+        let mut no_match = Vec::new();
+        let mut latency = Vec::new();
+        let positions: Vec<String> = (0..info.stage_names.len()).map(|i| i.to_string()).collect();
+        let mut rule_hits = vec![0u64; info.rule_series_cap];
+        let mut rule_other = 0u64;
+        for (c, q) in self.counters.iter().zip(&qnames) {
+            for r in DropReason::ALL {
+                drops.push(counter(
+                    &[("port", rxp), ("queue", q), ("reason", r.name())],
+                    c.drop_count(r),
+                ));
+            }
+            for (name, v) in [
+                ("pass", c.passed.get()),
+                ("mirror", c.mirrored.get()),
+                ("to_host", c.to_host.get()),
+            ] {
+                verdicts.push(counter(
+                    &[("port", rxp), ("queue", q), ("verdict", name)],
+                    v,
+                ));
+            }
+            occupancy.push(gauge(
+                &[("port", rxp), ("queue", q)],
+                c.ring_occupancy.get() as f64,
+            ));
+            for ((name, pos), n) in info.stage_names.iter().zip(&positions).zip(&c.stage_frames) {
+                stages.push(counter(
+                    &[("queue", q), ("stage", name), ("position", pos)],
+                    n.get(),
+                ));
+            }
+            for (s, n) in c.parse_status.iter().enumerate().take(PARSE_STATUS_SLOTS) {
+                let n = n.get();
+                if n > 0 {
+                    let status = crate::meta::ParseStatus::describe(s as u16);
+                    parse.push(counter(&[("queue", q), ("status", &status)], n));
+                }
+            }
+            for (i, h) in c.rule_hits.iter().enumerate() {
+                match rule_hits.get_mut(i) {
+                    Some(slot) => *slot += h.get(),
+                    None => rule_other += h.get(),
+                }
+            }
+            rule_other += c.rule_hits_other.get();
+            no_match.push(counter(&[("queue", q)], c.acl_default.get()));
+            latency.push(histogram(q, c));
+        }
+        out.push("pktwarp_drops_total", drops);
+        out.push("pktwarp_verdicts_total", verdicts);
+        out.push("pktwarp_ring_occupancy_bursts", occupancy);
+        out.push("pktwarp_stage_frames_total", stages);
+        out.push("pktwarp_parse_errors_total", parse);
+        let has_acl = self.pipeline.acl().is_some();
+        if has_acl {
+            let rules = self.pipeline.rule_count();
+            let mut hits: Vec<proto::Metric> = rule_hits
+                .iter()
+                .enumerate()
+                .take(rules.max(self.counters.first().map_or(0, |c| c.rule_hits.len())))
+                .map(|(i, n)| counter(&[("rule", &i.to_string())], *n))
+                .collect();
+            if rules > info.rule_series_cap || rule_other > 0 {
+                hits.push(counter(&[("rule", "other")], rule_other));
+            }
+            out.push("pktwarp_acl_rule_hits_total", hits);
+            out.push("pktwarp_acl_no_match_total", no_match);
+        }
+        out.push("pktwarp_burst_latency_seconds", latency);
+        out.push(
+            "pktwarp_ruleset_generation",
+            vec![gauge(&[], self.pipeline.generation() as f64)],
+        );
+        if has_acl {
+            out.push(
+                "pktwarp_ruleset_rules",
+                vec![gauge(&[], self.pipeline.rule_count() as f64)],
+            );
+        }
+        use std::sync::atomic::Ordering::Relaxed;
+        out.push(
+            "pktwarp_rule_reloads_total",
+            vec![
+                counter(&[("result", "success")], st.reload_ok.load(Relaxed)),
+                counter(&[("result", "failure")], st.reload_failed.load(Relaxed)),
+            ],
+        );
+        out.push(
+            "pktwarp_rule_reload_last_success_timestamp_seconds",
+            vec![gauge(
+                &[],
+                st.last_reload_ok_unix_ms.load(Relaxed) as f64 / 1e3,
+            )],
+        );
+        if let Some(w) = &st.watchdog {
+            let qs: Vec<String> = (0..w.len()).map(|q| q.to_string()).collect();
+            let each = |f: &dyn Fn(&super::QueueHealth) -> f64, ctr: bool| {
+                w.iter()
+                    .zip(&qs)
+                    .map(|(h, q)| {
+                        let v = f(h);
+                        if ctr {
+                            counter(&[("queue", q)], v as u64)
+                        } else {
+                            gauge(&[("queue", q)], v)
+                        }
+                    })
+                    .collect::<Vec<_>>()
+            };
+            out.push(
+                "pktwarp_gpu_kernel_heartbeat",
+                each(&|h| h.heartbeat.load(Relaxed) as f64, false),
+            );
+            out.push(
+                "pktwarp_gpu_kernel_stalled",
+                each(&|h| h.stalled.load(Relaxed) as u8 as f64, false),
+            );
+            out.push(
+                "pktwarp_gpu_kernel_stalls_total",
+                each(&|h| h.stalls.load(Relaxed) as f64, true),
+            );
+            out.push(
+                "pktwarp_gpu_kernel_restarts_total",
+                each(&|h| h.restarts.load(Relaxed) as f64, true),
+            );
+        }
+        out.push(
+            "pktwarp_shutting_down",
+            vec![gauge(&[], st.shutting_down.load(Relaxed) as u8 as f64)],
+        );
+        out.fams
+    }
+}
+
+/// Cumulative buckets from the per-queue latency histogram (non-cumulative single-writer
+/// counts). The count is the sum of the buckets read, so the family is self-consistent even when
+/// a worker adds between two loads.
+fn histogram(q: &str, c: &QueueCounters) -> proto::Metric {
+    let h = &c.burst_latency;
+    let mut buckets = Vec::with_capacity(LATENCY_BUCKETS_NS.len());
+    let mut cum = 0u64;
+    for (i, bound) in LATENCY_BUCKETS_NS.iter().enumerate() {
+        cum += h.bucket(i);
+        let mut b = proto::Bucket::default();
+        b.set_upper_bound(*bound as f64 / 1e9);
+        b.set_cumulative_count(cum);
+        buckets.push(b);
+    }
+    cum += h.bucket(LATENCY_BUCKETS_NS.len());
+    let mut p = proto::Histogram::default();
+    p.set_bucket(buckets);
+    p.set_sample_count(cum);
+    p.set_sample_sum(h.sum_ns() as f64 / 1e9);
+    let mut m = proto::Metric::default();
+    m.set_label(lp(&[("queue", q)]));
+    m.set_histogram(p);
+    m
+}
+
+/// A registry holding one collector, and the text exposition of it.
+pub struct Exposition {
+    registry: Registry,
+}
+
+impl Exposition {
+    pub fn new(collector: DaemonCollector) -> anyhow::Result<Self> {
+        let registry = Registry::new();
+        registry.register(Box::new(collector))?;
+        Ok(Exposition { registry })
+    }
+
+    /// The Prometheus text format (version 0.0.4) of everything now.
+    pub fn render(&self) -> anyhow::Result<Vec<u8>> {
+        let mut buf = Vec::with_capacity(16 * 1024);
+        TextEncoder::new().encode(&self.registry.gather(), &mut buf)?;
+        Ok(buf)
+    }
+}
