@@ -26,6 +26,10 @@ pub struct AclStage {
     pub classifier: AclClassifier,
     pub default: Action,
     pub path: PathBuf,
+    /// Rule-set generation these tables were published as (0 at start; set by
+    /// `Pipeline::reload_acl`). Travels with the tables so a burst's generation is exactly the
+    /// tables it was classified with.
+    pub generation: u64,
 }
 
 /// `pw_acl_key_from_meta`: the key of a parsed frame.
@@ -92,6 +96,7 @@ impl AclStage {
             classifier,
             default,
             path: path.to_path_buf(),
+            generation: 0,
         })
     }
 

@@ -88,7 +88,7 @@ impl Pipeline {
     /// Publishes new ACL tables (built and validated by the caller) with one swap and returns
     /// the new generation. Workers pick them up at their next burst. Errors when the pipeline
     /// has no `acl` stage.
-    pub fn reload_acl(&self, new: AclStage) -> anyhow::Result<u64> {
+    pub fn reload_acl(&self, mut new: AclStage) -> anyhow::Result<u64> {
         let slot = self
             .stages
             .iter()
@@ -97,9 +97,12 @@ impl Pipeline {
                 _ => None,
             })
             .ok_or_else(|| anyhow::anyhow!("the pipeline has no acl stage to reload"))?;
-        // Generation first, then tables: a burst that sees the new tables also sees the new
-        // generation or a later one, never an older one paired with newer tables.
+        // The generation is stamped into the tables and published with them in the one swap, so
+        // a burst reports exactly the generation it was classified with (two separate atomics
+        // could pair a generation with the other rule set). Reloads come from the one control
+        // thread, so generations are stored in order.
         let g = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        new.generation = g;
         slot.tables.store(Arc::new(new));
         Ok(g)
     }
@@ -205,7 +208,12 @@ impl Pipeline {
                 c.drops[r].add(*n);
             }
         }
-        generation
+        // The generation of the tables actually used (see reload_acl).
+        tables
+            .iter()
+            .flatten()
+            .next()
+            .map_or(generation, |t| t.generation)
     }
 }
 
