@@ -336,6 +336,44 @@ mod tests {
         assert!(c.is_empty());
     }
 
+    proptest::proptest! {
+        /// Any sequence of single and batch operations behaves like a bounded VecDeque.
+        #[test]
+        fn matches_a_bounded_deque(cap in 1usize..20, ops in proptest::collection::vec((0u8..4, 0usize..12), 0..200)) {
+            let (mut p, mut c) = ring::<u32>(cap);
+            let cap = p.capacity();
+            let mut model = std::collections::VecDeque::new();
+            let mut next = 0u32;
+            for (op, n) in ops {
+                match op {
+                    0 => {
+                        let ok = p.push(next).is_ok();
+                        proptest::prop_assert_eq!(ok, model.len() < cap);
+                        if ok { model.push_back(next); }
+                        next += 1;
+                    }
+                    1 => proptest::prop_assert_eq!(c.pop(), model.pop_front()),
+                    2 => {
+                        let mut items: Vec<u32> = (next..next + n as u32).collect();
+                        let moved = p.push_batch(&mut items);
+                        proptest::prop_assert_eq!(moved, n.min(cap - model.len()));
+                        model.extend(next..next + moved as u32);
+                        proptest::prop_assert_eq!(items.len(), n - moved);
+                        next += n as u32;
+                    }
+                    _ => {
+                        let mut out = Vec::new();
+                        let got = c.pop_batch(&mut out, n);
+                        let want: Vec<u32> = model.drain(..n.min(model.len())).collect();
+                        proptest::prop_assert_eq!(got, want.len());
+                        proptest::prop_assert_eq!(out, want);
+                    }
+                }
+                proptest::prop_assert_eq!(c.len(), model.len());
+            }
+        }
+    }
+
     struct Counted(Arc<AtomicUsize>);
     impl Drop for Counted {
         fn drop(&mut self) {
