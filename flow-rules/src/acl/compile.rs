@@ -3,17 +3,22 @@
 //!
 //! # Algorithm: a forest of bit-cut decision trees, no rule replication (ByteCuts-style)
 //!
-//! Each internal node cuts `nbits` consecutive bits of one key field (source/destination address
-//! word, source/destination port, protocol), taken from the most significant bits not yet cut on
-//! that path, so a child is `(key_word >> shift) & (2^nbits - 1)`: one load, one shift, one mask,
-//! no comparisons and no branches that depend on rule data. A rule goes down a cut only when the
+//! Each internal node cuts `nbits` (1..=12) consecutive bits of one key field (source/destination
+//! address word, source/destination port, protocol), so a child is
+//! `(key_word >> shift) & (2^nbits - 1)`: one load, one shift, one mask, no comparisons and no
+//! branches that depend on rule data. The window starts either just below the bits already cut on
+//! that path or, skipping bits on which all the node's rules agree, at the first bit where they
+//! differ (ClassBench prefixes share long runs of leading bits; cutting those separates nothing). A rule goes down a cut only when the
 //! cut bits are fixed for every value it matches (its prefix / range / mask covers them). Rules
 //! that would straddle the chosen cut are *not* replicated into several children (the source of
 //! HiCuts/HyperCuts memory blow-up); they are removed from this tree and spilled to the next tree
 //! of the forest, built the same way over the spilled rules only. Every rule is stored exactly
 //! once, so memory is O(rules + nodes) and build time O(rules x depth x candidate cuts), which
-//! bounds both at 100K rules. Leaves hold at most a handful of rules (unless nothing can split
-//! them), sorted by priority, scanned linearly.
+//! bounds both at 100K rules. Leaves hold up to `BINTH` rules (more only when nothing can split
+//! them), sorted by priority, scanned linearly: on a CPU core a node visit (a dependent load,
+//! often an L2 miss) costs several record checks (sequential, prefetched), so leaves are kept
+//! fairly large and trees shallow; the cut choice minimises the expected leaf size
+//! (sum of squared child sizes / rules) plus a charge per spilled rule.
 //!
 //! Lookup walks every tree in order of the best (lowest) rule index it holds, stopping as soon
 //! as that index cannot beat the match found so far, and stops each leaf scan at the first match
@@ -38,15 +43,19 @@ use crate::abi::*;
 use std::time::{Duration, Instant};
 
 /// Leaf size below which a node is not cut further.
-const BINTH: usize = 8;
-/// Most bits one node cuts (256 children).
-const MAX_BITS: u32 = 8;
+const BINTH: usize = 32;
+/// Most bits one node cuts (4096 children; a node never has more than 4x its rules).
+const MAX_BITS: u32 = 12;
 /// Depth bound on a path (each node cuts at least one bit; fields are 8..128 bits).
 const MAX_DEPTH: usize = 32;
 /// Trees per family; the last one takes every remaining rule (no spilling).
 const MAX_TREES: usize = 12;
 /// A cut may spill at most this fraction of a node's rules to the next tree.
 const MAX_SPILL_FRAC: f64 = 0.25;
+/// Cost charged per spilled rule (in units of records scanned).
+const SPILL_COST: f64 = 0.5;
+/// A node is cut only when the best cut's cost is below this fraction of its rule count.
+const MIN_GAIN: f64 = 0.9;
 
 /// Build figures.
 #[derive(Clone, Debug, Default)]
@@ -140,6 +149,16 @@ struct BRule {
     fixed: [u8; MAX_DIMS],
 }
 
+/// The top `len` bits of a `width`-bit value set.
+fn prefix_mask(len: u8, width: u32) -> u32 {
+    let len = u32::from(len).min(width);
+    if len == 0 {
+        0
+    } else {
+        (u32::MAX << (32 - len)) >> (32 - width)
+    }
+}
+
 fn leading_ones(mask: u32, width: u32) -> u8 {
     let m = mask << (32 - width);
     (m.leading_ones().min(width)) as u8
@@ -207,6 +226,8 @@ struct FamilyBuilder<'a> {
 
 struct Cut {
     d: usize,
+    /// First cut bit, counted from the top of the dimension.
+    pos: u8,
     nb: u32,
     cost: f64,
 }
@@ -232,14 +253,14 @@ impl<'a> FamilyBuilder<'a> {
             } else {
                 (r.src.mask(r.family), r.dst.mask(r.family))
             };
-            for w in 0..aw {
-                self.records.push(r.src.addr[w] & sm[w]);
+            for (a, m) in r.src.addr.iter().zip(sm).take(aw) {
+                self.records.push(a & m);
             }
             for m in sm.iter().take(aw) {
                 self.records.push(*m);
             }
-            for w in 0..aw {
-                self.records.push(r.dst.addr[w] & dm[w]);
+            for (a, m) in r.dst.addr.iter().zip(dm).take(aw) {
+                self.records.push(a & m);
             }
             for m in dm.iter().take(aw) {
                 self.records.push(*m);
@@ -261,6 +282,31 @@ impl<'a> FamilyBuilder<'a> {
         ACL_REF_LEAF | first
     }
 
+    /// First bit position (from the top of dimension `d`, at or below `from`) where two rules of
+    /// `set` that fix that bit disagree. Bits above it are the same for every rule that fixes them,
+    /// so cutting them separates nothing: the cut window skips straight to it.
+    fn first_split_bit(&self, set: &[u32], d: usize, from: u8, width: u32) -> u8 {
+        // Against the rule fixing the most bits: two rules that both fix bit q and disagree
+        // there cannot both agree with it at q, and every bit one of them fixes it fixes too.
+        let Some(rv) = set
+            .iter()
+            .map(|&b| &self.brules[b as usize])
+            .max_by_key(|br| br.fixed[d])
+            .map(|br| br.lo[d])
+        else {
+            return from;
+        };
+        let mut diff = 0u32;
+        for &b in set {
+            let br = &self.brules[b as usize];
+            if br.fixed[d] > from {
+                diff |= (br.lo[d] ^ rv) & prefix_mask(br.fixed[d], width);
+            }
+        }
+        let top = diff << (32 - width);
+        (top.leading_zeros().min(width) as u8).max(from)
+    }
+
     fn best_cut(
         &mut self,
         set: &[u32],
@@ -269,38 +315,46 @@ impl<'a> FamilyBuilder<'a> {
     ) -> Option<Cut> {
         let n = set.len();
         let mut best: Option<Cut> = None;
-        for (d, dim) in self.dims.iter().enumerate() {
-            let avail = dim.width - u32::from(consumed[d]);
-            for nb in 1..=avail.min(MAX_BITS) {
-                let fanout = 1usize << nb;
-                if fanout > 4 * n {
-                    break;
-                }
-                let shift = avail - nb;
-                let need = consumed[d] as u32 + nb;
-                let mask = (fanout - 1) as u32;
-                self.hist[..fanout].iter_mut().for_each(|h| *h = 0);
-                let mut fit = 0usize;
-                for &b in set {
-                    let br = &self.brules[b as usize];
-                    if u32::from(br.fixed[d]) >= need {
-                        self.hist[((br.lo[d] >> shift) & mask) as usize] += 1;
-                        fit += 1;
+        for (d, &from) in consumed.iter().enumerate().take(self.dims.len()) {
+            let dim = self.dims[d];
+            let skip = self.first_split_bit(set, d, from, dim.width);
+            let starts = [from, skip];
+            let nstarts = if skip > from { 2 } else { 1 };
+            for &pos in &starts[..nstarts] {
+                let avail = dim.width - u32::from(pos);
+                for nb in 1..=avail.min(MAX_BITS) {
+                    let fanout = 1usize << nb;
+                    if fanout > 4 * n {
+                        break;
                     }
-                }
-                let spill = n - fit;
-                if spill > 0 && (!allow_spill || spill as f64 > n as f64 * MAX_SPILL_FRAC) {
-                    continue;
-                }
-                let sumsq: f64 = self.hist[..fanout]
-                    .iter()
-                    .map(|&c| f64::from(c) * f64::from(c))
-                    .sum();
-                // Expected leaf-side work for a rule-weighted lookup, plus a charge for each
-                // spilled rule (it costs a walk of another tree) and for node memory.
-                let cost = sumsq / n as f64 + 0.5 * spill as f64 + fanout as f64 / (8.0 * n as f64);
-                if best.as_ref().is_none_or(|b| cost < b.cost) {
-                    best = Some(Cut { d, nb, cost });
+                    let shift = avail - nb;
+                    let need = u32::from(pos) + nb;
+                    let mask = (fanout - 1) as u32;
+                    self.hist[..fanout].iter_mut().for_each(|h| *h = 0);
+                    let mut fit = 0usize;
+                    for &b in set {
+                        let br = &self.brules[b as usize];
+                        if u32::from(br.fixed[d]) >= need {
+                            self.hist[((br.lo[d] >> shift) & mask) as usize] += 1;
+                            fit += 1;
+                        }
+                    }
+                    let spill = n - fit;
+                    if spill > 0 && (!allow_spill || spill as f64 > n as f64 * MAX_SPILL_FRAC) {
+                        continue;
+                    }
+                    let sumsq: f64 = self.hist[..fanout]
+                        .iter()
+                        .map(|&c| f64::from(c) * f64::from(c))
+                        .sum();
+                    // Expected leaf-side work for a rule-weighted lookup, plus a charge for each
+                    // spilled rule (it costs a walk of another tree) and for node memory.
+                    let cost = sumsq / n as f64
+                        + SPILL_COST * spill as f64
+                        + fanout as f64 / (8.0 * n as f64);
+                    if best.as_ref().is_none_or(|b| cost < b.cost) {
+                        best = Some(Cut { d, pos, nb, cost });
+                    }
                 }
             }
         }
@@ -319,13 +373,13 @@ impl<'a> FamilyBuilder<'a> {
             return self.leaf(&set, depth);
         }
         let cut = match self.best_cut(&set, &consumed, allow_spill) {
-            Some(c) if c.cost < 0.9 * set.len() as f64 => c,
+            Some(c) if c.cost < MIN_GAIN * set.len() as f64 => c,
             _ => return self.leaf(&set, depth),
         };
         let dim = self.dims[cut.d];
-        let avail = dim.width - u32::from(consumed[cut.d]);
+        let avail = dim.width - u32::from(cut.pos);
         let shift = avail - cut.nb;
-        let need = consumed[cut.d] as u32 + cut.nb;
+        let need = u32::from(cut.pos) + cut.nb;
         let fanout = 1usize << cut.nb;
         let mut children: Vec<Vec<u32>> = vec![Vec::new(); fanout];
         for &b in &set {
@@ -343,7 +397,7 @@ impl<'a> FamilyBuilder<'a> {
             .push(dim.kw | (dim.base + shift) << 8 | cut.nb << 16);
         self.nodes.resize(at + 1 + fanout, ACL_REF_EMPTY);
         let mut consumed2 = consumed;
-        consumed2[cut.d] += cut.nb as u8;
+        consumed2[cut.d] = cut.pos + cut.nb as u8;
         for (i, c) in children.into_iter().enumerate() {
             let r = self.build(c, consumed2, depth + 1, allow_spill, spill);
             self.nodes[at + 1 + i] = r;
@@ -545,9 +599,8 @@ impl AclClassifier {
             if r == ACL_REF_EMPTY {
                 continue;
             }
-            let mut o = (r & !ACL_REF_LEAF) as usize * rec_words;
-            loop {
-                let rec = &recs[o..o + rec_words];
+            let o = (r & !ACL_REF_LEAF) as usize * rec_words;
+            for rec in recs[o..].chunks_exact(rec_words) {
                 let idx = rec[4 * AW + 3];
                 if idx >= best {
                     break;
@@ -560,7 +613,85 @@ impl AclClassifier {
                 if ctl & ACL_REC_LAST != 0 {
                     break;
                 }
-                o += rec_words;
+            }
+        }
+        best
+    }
+
+    /// Classifies `keys` into `out` (same length), the same answers as [`Self::classify`] key by
+    /// key. Keys are taken `BATCH` at a time and each tree is walked for the whole batch before
+    /// the next: the walks of different keys are independent, so the core overlaps their memory
+    /// loads instead of waiting on one dependent chain at a time (what rte_acl gets from SIMD
+    /// over several flows).
+    pub fn classify_batch(&self, keys: &[AclKey], out: &mut [u32]) {
+        const BATCH: usize = 8;
+        for (kc, oc) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            let v = kc[0].ip_version;
+            if kc.len() == BATCH && v == 4 && kc.iter().all(|k| k.ip_version == 4) {
+                let mut kw = [[0u32; 11]; BATCH];
+                for (w, k) in kw.iter_mut().zip(kc) {
+                    *w = key_words(k);
+                }
+                let best = self.walk_batch::<1, BATCH>(ACL_FAM_V4, &kw);
+                oc.copy_from_slice(&best);
+            } else {
+                for (o, k) in oc.iter_mut().zip(kc) {
+                    *o = self.classify(k);
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn walk_batch<const AW: usize, const B: usize>(
+        &self,
+        fam: usize,
+        kw: &[[u32; 11]; B],
+    ) -> [u32; B] {
+        let img = &self.image[..];
+        let fh = &self.hdr.fam[fam];
+        let rec_words = 4 * AW + 4;
+        let recs = &img[fh.records_off as usize..];
+        let mut best = [ACL_NO_MATCH; B];
+        let trees = &img[fh.trees_off as usize..fh.trees_off as usize + 2 * fh.num_trees as usize];
+        for t in trees.chunks_exact(2) {
+            let min = t[1];
+            if best.iter().all(|&b| b <= min) {
+                break;
+            }
+            let mut refs = [ACL_REF_EMPTY; B];
+            for j in 0..B {
+                if min < best[j] {
+                    let mut r = t[0];
+                    while r & ACL_REF_LEAF == 0 {
+                        let h = img[r as usize];
+                        let child = (kw[j][(h & 0xF) as usize] >> ((h >> 8) & 0x1F))
+                            & ((1u32 << ((h >> 16) & 0xF)) - 1);
+                        r = img[r as usize + 1 + child as usize];
+                    }
+                    refs[j] = r;
+                }
+            }
+            for j in 0..B {
+                let r = refs[j];
+                if r == ACL_REF_EMPTY {
+                    continue;
+                }
+                let o = (r & !ACL_REF_LEAF) as usize * rec_words;
+                for rec in recs[o..].chunks_exact(rec_words) {
+                    let idx = rec[4 * AW + 3];
+                    if idx >= best[j] {
+                        break;
+                    }
+                    let ctl = rec[4 * AW + 2];
+                    if self.rec_matches::<AW>(rec, &kw[j], ctl, idx) {
+                        best[j] = idx;
+                        break;
+                    }
+                    if ctl & ACL_REC_LAST != 0 {
+                        break;
+                    }
+                }
             }
         }
         best

@@ -428,7 +428,7 @@ mod tests {
         let e = p("rules:\n  - dst_port: 90-80\n    action: drop\n").unwrap_err();
         assert_eq!(
             (e.field.as_str(), e.loc.line, e.loc.column),
-            ("dst_port", 2, 17),
+            ("dst_port", 2, 15),
             "{e}"
         );
         assert!(e.message.contains("inverted"));
