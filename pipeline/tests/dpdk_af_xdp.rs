@@ -67,7 +67,17 @@ fn af_xdp_child() {
     assert_eq!(pa.setup().driver, "net_af_xdp");
     assert!(pa.wait_link_up(Duration::from_secs(5)) && pb.wait_link_up(Duration::from_secs(5)));
     let frames: Vec<Vec<u8>> = (0..FRAMES as u32)
-        .map(|i| frame(17, [10, 2, 0, 1], [10, 2, 0, 2], 7000, 8000, 64 + (i as usize * 11) % 1400, i))
+        .map(|i| {
+            frame(
+                17,
+                [10, 2, 0, 1],
+                [10, 2, 0, 2],
+                7000,
+                8000,
+                64 + (i as usize * 11) % 1400,
+                i,
+            )
+        })
         .collect();
     let mut tx = pa.tx(0).expect("tx");
     let mut rx = pb.rx(&[]).expect("rx");
@@ -91,7 +101,11 @@ fn af_xdp_child() {
         .filter(|f| f.len() >= 38 && f[34..38] == [0x1b, 0x58, 0x1f, 0x40])
         .collect();
     assert_eq!(next, FRAMES, "every frame was accepted for TX");
-    assert_eq!(ours.len(), FRAMES, "every frame arrived on the other veth end");
+    assert_eq!(
+        ours.len(),
+        FRAMES,
+        "every frame arrived on the other veth end"
+    );
     for (i, f) in ours.iter().enumerate() {
         assert_eq!(*f, frames[i].as_slice(), "frame {i}");
     }
@@ -106,9 +120,11 @@ fn af_xdp_on_veth_in_netns() {
         return;
     }
     let guard = Netns(ns.clone());
-    let setup = ip(&["-n", &ns, "link", "add", "pwxdp0", "type", "veth", "peer", "name", "pwxdp1"])
-        .and_then(|()| ip(&["-n", &ns, "link", "set", "pwxdp0", "up"]))
-        .and_then(|()| ip(&["-n", &ns, "link", "set", "pwxdp1", "up"]));
+    let setup = ip(&[
+        "-n", &ns, "link", "add", "pwxdp0", "type", "veth", "peer", "name", "pwxdp1",
+    ])
+    .and_then(|()| ip(&["-n", &ns, "link", "set", "pwxdp0", "up"]))
+    .and_then(|()| ip(&["-n", &ns, "link", "set", "pwxdp1", "up"]));
     if let Err(e) = setup {
         println!("SKIPPED af_xdp: cannot create a veth pair in the namespace: {e}");
         return;
@@ -123,13 +139,19 @@ fn af_xdp_on_veth_in_netns() {
         .expect("run the child in the namespace");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "af_xdp child failed:\n{stdout}\n{stderr}");
+    assert!(
+        out.status.success(),
+        "af_xdp child failed:\n{stdout}\n{stderr}"
+    );
     if let Some(line) = stdout.lines().find(|l| l.contains("AF_XDP-SKIP")) {
         println!("SKIPPED af_xdp: {line}\n{stderr}");
         return;
     }
     let ok = stdout.lines().find(|l| l.contains("AF_XDP-OK"));
-    assert!(ok.is_some(), "child did not run its checks:\n{stdout}\n{stderr}");
+    assert!(
+        ok.is_some(),
+        "child did not run its checks:\n{stdout}\n{stderr}"
+    );
     println!("af_xdp child: {}", ok.unwrap_or_default());
     drop(guard);
 }

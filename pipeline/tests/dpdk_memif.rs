@@ -61,7 +61,10 @@ fn memif_between_two_processes() {
     let dir = dpdk_common::scratch("memif");
     let socket = dir.join("memif.sock");
     let port = DpdkPort::open(
-        &dpdk_common::vdev(&format!("net_memif0,role=server,id=7,socket={}", socket.display())),
+        &dpdk_common::vdev(&format!(
+            "net_memif0,role=server,id=7,socket={}",
+            socket.display()
+        )),
         0,
     )
     .expect("memif server");
@@ -76,9 +79,22 @@ fn memif_between_two_processes() {
         .spawn()
         .expect("start the memif client process");
 
-    assert!(port.wait_link_up(Duration::from_secs(10)), "memif peer connected");
+    assert!(
+        port.wait_link_up(Duration::from_secs(10)),
+        "memif peer connected"
+    );
     let frames: Vec<Vec<u8>> = (0..FRAMES as u32)
-        .map(|i| frame(17, [10, 1, 0, 1], [10, 1, 0, 2], 5000, 6000, 64 + (i as usize * 13) % 1400, i))
+        .map(|i| {
+            frame(
+                17,
+                [10, 1, 0, 1],
+                [10, 1, 0, 2],
+                5000,
+                6000,
+                64 + (i as usize * 13) % 1400,
+                i,
+            )
+        })
         .collect();
     let mut tx = port.tx(0).expect("tx");
     let mut rx = port.rx(&[]).expect("rx");

@@ -71,7 +71,11 @@ fn forward(input: &Path, tag: &str, id: u32) {
     assert_eq!(counter(&counters, "ethdev_ipackets"), received as u64);
     assert_eq!(counter(&counters, "pktwarp_rx_frames"), received as u64);
     assert_eq!(counter(&counters, "pktwarp_tx_frames"), sent as u64);
-    assert_eq!(received as u64, sent as u64 + drops, "every frame sent or counted");
+    assert_eq!(
+        received as u64,
+        sent as u64 + drops,
+        "every frame sent or counted"
+    );
     assert!(
         counters.iter().any(|(k, _)| k.starts_with("xstat_")),
         "xstats present: {counters:?}"
@@ -115,6 +119,8 @@ fn second_eal_args_must_match() {
     o.eal_args = vec!["--no-huge".into()];
     // Initialise with the shared args first (another test may already have).
     drop(DpdkPort::open(&dpdk_common::vdev("net_null9"), 0).expect("null port"));
-    let err = DpdkPort::open(&o, 0).err().expect("different eal_args refused");
+    let err = DpdkPort::open(&o, 0)
+        .err()
+        .expect("different eal_args refused");
     assert!(err.to_string().contains("one EAL per process"), "{err}");
 }

@@ -16,7 +16,10 @@ use pipeline::port::dpdk::{DpdkPort, FlowOutcome};
 use pipeline::port::{RxPort, RxStatus, TxPort};
 
 fn counter(c: &[(String, u64)], name: &str) -> u64 {
-    c.iter().find(|(k, _)| k == name).map(|(_, v)| *v).unwrap_or(0)
+    c.iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| *v)
+        .unwrap_or(0)
 }
 
 /// Receives until `want` frames arrived or 5 s passed.
@@ -38,11 +41,23 @@ fn ring_loops_frames_back_intact() {
     let mut tx = port.tx(0).expect("tx");
     let mut rx = port.rx(&[0]).expect("rx");
     let frames: Vec<Vec<u8>> = (0..200u32)
-        .map(|i| frame(17, [10, 0, 0, 1], [10, 0, 0, 2], 1000, 2000 + i as u16, 60 + (i as usize * 7) % 1400, i))
+        .map(|i| {
+            frame(
+                17,
+                [10, 0, 0, 1],
+                [10, 0, 0, 2],
+                1000,
+                2000 + i as u16,
+                60 + (i as usize * 7) % 1400,
+                i,
+            )
+        })
         .collect();
     let mut burst = Burst::default();
     for chunk in frames.chunks(32) {
-        let n = tx.tx_burst(&mut chunk.iter().map(|f| f.as_slice())).expect("tx");
+        let n = tx
+            .tx_burst(&mut chunk.iter().map(|f| f.as_slice()))
+            .expect("tx");
         assert_eq!(n, chunk.len());
         let want = burst.len() + n;
         drain(&mut rx, &mut burst, want);
@@ -126,8 +141,17 @@ fn refused_rte_flow_rules_fall_back_to_software_steering() {
     for i in 0..64u32 {
         frames.push(frame(17, [10, 0, 0, 1], [10, 0, 0, 2], 40000, 2152, 100, i)); // -> 3
         frames.push(frame(17, [10, 0, 0, 1], [10, 0, 0, 2], 40000, 53, 100, i)); // dropped
-        frames.push(frame(6, [10, 0, 1, i as u8], [10, 0, 0, 2], 1024 + i as u16, 80, 100, i)); // rss 1|2
-        frames.push(frame(17, [10, 0, 0, 1], [10, 0, 0, 2], 40000, 9999, 100, i)); // stays 0
+        frames.push(frame(
+            6,
+            [10, 0, 1, i as u8],
+            [10, 0, 0, 2],
+            1024 + i as u16,
+            80,
+            100,
+            i,
+        )); // rss 1|2
+        frames.push(frame(17, [10, 0, 0, 1], [10, 0, 0, 2], 40000, 9999, 100, i));
+        // stays 0
     }
     let sent = tx
         .tx_burst(&mut frames.iter().map(|f| f.as_slice()))
@@ -135,7 +159,11 @@ fn refused_rte_flow_rules_fall_back_to_software_steering() {
     assert_eq!(sent, frames.len());
     let mut burst = Burst::default();
     drain(&mut rx, &mut burst, 64 * 3);
-    assert_eq!(burst.len(), 64 * 3, "the 64 DNS frames are dropped by steering");
+    assert_eq!(
+        burst.len(),
+        64 * 3,
+        "the 64 DNS frames are dropped by steering"
+    );
     let mut per_queue = [0usize; 4];
     let mut rss_queues = std::collections::BTreeSet::new();
     for (d, f) in burst.frames() {
@@ -163,7 +191,9 @@ fn refused_rte_flow_rules_fall_back_to_software_steering() {
             let f = frame(17, [10, 0, 0, 1], [10, 0, 0, 2], 40000, 2152, 100, 7);
             let mut n = 0usize;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                n += tx.tx_burst(&mut std::iter::repeat_n(f.as_slice(), 8)).expect("tx");
+                n += tx
+                    .tx_burst(&mut std::iter::repeat_n(f.as_slice(), 8))
+                    .expect("tx");
                 std::thread::sleep(Duration::from_micros(200));
             }
             n
@@ -222,5 +252,8 @@ fn null_forwarding_at_full_speed() {
     assert_eq!(sent, frames, "net_null takes everything");
     assert_eq!(counter(&b.counters(), "ethdev_opackets"), sent);
     assert_eq!(counter(&a.counters(), "ethdev_ipackets"), frames);
-    eprintln!("net_null -> net_null: {:.2} Mpps over {secs:.2} s", frames as f64 / secs / 1e6);
+    eprintln!(
+        "net_null -> net_null: {:.2} Mpps over {secs:.2} s",
+        frames as f64 / secs / 1e6
+    );
 }

@@ -96,6 +96,7 @@ mod bindings {
             .allowlist_function("rte_thread_unregister")
             .allowlist_function("rte_strerror")
             .allowlist_function("rte_version")
+            .allowlist_function("rte_get_tsc_hz")
             .allowlist_type("rte_mbuf")
             .allowlist_type("rte_flow_.*")
             .allowlist_type("rte_eth_.*")

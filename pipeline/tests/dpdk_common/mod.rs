@@ -59,7 +59,15 @@ pub fn scratch(tag: &str) -> PathBuf {
 
 /// An Ethernet / IPv4 / UDP (proto 17) or TCP (6) frame with a payload pattern of `len` bytes
 /// in total; `seq` is written into the payload so frames differ.
-pub fn frame(proto: u8, src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, len: usize, seq: u32) -> Vec<u8> {
+pub fn frame(
+    proto: u8,
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    dport: u16,
+    len: usize,
+    seq: u32,
+) -> Vec<u8> {
     let l4_len = if proto == 6 { 20 } else { 8 };
     let len = len.max(14 + 20 + l4_len + 4);
     let mut f = vec![0u8; len];

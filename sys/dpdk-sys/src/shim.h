@@ -8,6 +8,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
+#include <rte_cycles.h>
 #include <rte_dev.h>
 #include <rte_bus.h>
 #include <rte_memory.h>

@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dpdk_sys as sys;
-use flow_rules::steering::{Action, Fate, Item, PortRange, RssHash, SteerKey, SteerMatcher, SteerRule};
+use flow_rules::steering::{
+    Action, Fate, Item, PortRange, RssHash, SteerKey, SteerMatcher, SteerRule,
+};
 
 use super::{eal, STANDARD_RSS_KEY};
 use crate::meta::{mf, PacketMeta};
@@ -76,7 +78,9 @@ impl SoftwareSteering {
             Fate::Rss(t) => {
                 let mut input = [0u8; 36];
                 let n = t.hash_input(key, &mut input);
-                Some(SwFate::Queue(t.queue_for_hash(toeplitz(&STANDARD_RSS_KEY, &input[..n]))))
+                Some(SwFate::Queue(
+                    t.queue_for_hash(toeplitz(&STANDARD_RSS_KEY, &input[..n])),
+                ))
             }
             Fate::Default => None,
         }
@@ -152,9 +156,9 @@ pub struct SoftwareHandle {
 }
 
 impl SoftwareHandle {
-    /// The current set (one relaxed load per call unless the set changed).
+    /// The current set (one acquire load per call unless the set changed).
     #[inline]
-    pub fn load(&mut self) -> Arc<SoftwareSteering> {
+    pub fn load(&mut self) -> &Arc<SoftwareSteering> {
         let g = self.shared.generation.load(Ordering::Acquire);
         if g != self.seen {
             if let Ok(cur) = self.shared.current.lock() {
@@ -162,7 +166,7 @@ impl SoftwareHandle {
                 self.seen = g;
             }
         }
-        self.cached.clone()
+        &self.cached
     }
 }
 
@@ -200,13 +204,22 @@ impl FlowTable {
     }
 
     pub(super) fn counts(&self) -> (usize, usize) {
-        (self.hw.load(Ordering::Relaxed), self.sw.load(Ordering::Relaxed))
+        (
+            self.hw.load(Ordering::Relaxed),
+            self.sw.load(Ordering::Relaxed),
+        )
     }
 
     /// Replaces the rule set. Order of events, so no frame goes unsteered: publish the new
     /// software set with every new rule in software, destroy the old NIC rules, create the new
     /// ones, then publish the final set (the NIC rules that were created move out of software).
-    pub(super) fn replace(&self, port: u16, port_name: &str, queues: u16, rules: &[SteerRule]) -> Vec<FlowOutcome> {
+    pub(super) fn replace(
+        &self,
+        port: u16,
+        port_name: &str,
+        queues: u16,
+        rules: &[SteerRule],
+    ) -> Vec<FlowOutcome> {
         let Ok(mut installed) = self.installed.lock() else {
             return Vec::new();
         };
@@ -340,7 +353,11 @@ fn range_masks(r: &Option<PortRange>) -> Vec<PortMask> {
     match r {
         None => vec![None],
         Some(r) if *r == PortRange::ANY => vec![None],
-        Some(r) => r.to_masks().into_iter().map(|m| Some((m.spec, m.mask))).collect(),
+        Some(r) => r
+            .to_masks()
+            .into_iter()
+            .map(|m| Some((m.spec, m.mask)))
+            .collect(),
     }
 }
 
@@ -352,7 +369,10 @@ fn item_buf(item: &Item, ports: (PortMask, PortMask)) -> Result<ItemBuf, String>
             // SAFETY: writes plain-data fields of a union whose every variant is plain data.
             unsafe {
                 let [spec, mask] = &mut *b;
-                let (spec, mask) = (&mut spec.__bindgen_anon_1.__bindgen_anon_1, &mut mask.__bindgen_anon_1.__bindgen_anon_1);
+                let (spec, mask) = (
+                    &mut spec.__bindgen_anon_1.__bindgen_anon_1,
+                    &mut mask.__bindgen_anon_1.__bindgen_anon_1,
+                );
                 if let Some(d) = &e.dst {
                     spec.dst.addr_bytes = d.spec;
                     mask.dst.addr_bytes = d.mask;
@@ -373,7 +393,10 @@ fn item_buf(item: &Item, ports: (PortMask, PortMask)) -> Result<ItemBuf, String>
             // SAFETY: plain-data union fields.
             unsafe {
                 let [spec, mask] = &mut *b;
-                let (spec, mask) = (&mut spec.__bindgen_anon_1.__bindgen_anon_1, &mut mask.__bindgen_anon_1.__bindgen_anon_1);
+                let (spec, mask) = (
+                    &mut spec.__bindgen_anon_1.__bindgen_anon_1,
+                    &mut mask.__bindgen_anon_1.__bindgen_anon_1,
+                );
                 let (mut tci, mut tmask) = (0u16, 0u16);
                 if let Some(vid) = v.vid {
                     tci |= vid & 0x0fff;
@@ -509,7 +532,11 @@ fn rss_types(h: RssHash) -> u64 {
 
 /// Validates and creates every rte_flow rule of one steering rule; on any refusal destroys the
 /// ones already created and returns the PMD's reason.
-fn create_rule(port: u16, priority: u32, rule: &SteerRule) -> Result<Vec<*mut sys::rte_flow>, String> {
+fn create_rule(
+    port: u16,
+    priority: u32,
+    rule: &SteerRule,
+) -> Result<Vec<*mut sys::rte_flow>, String> {
     // Actions (shared by every stack of the rule).
     let mut queue_conf = sys::rte_flow_action_queue::default();
     let mut mark_conf = sys::rte_flow_action_mark::default();
@@ -584,7 +611,12 @@ fn create_rule(port: u16, priority: u32, rule: &SteerRule) -> Result<Vec<*mut sy
                         "the rule needs more than {MAX_FLOWS_PER_RULE} rte_flow rules (port ranges)"
                     ));
                 }
-                plans.push(stack.iter().map(|i| item_buf(i, (*s, *d))).collect::<Result<_, _>>()?);
+                plans.push(
+                    stack
+                        .iter()
+                        .map(|i| item_buf(i, (*s, *d)))
+                        .collect::<Result<_, _>>()?,
+                );
             }
         }
     }
@@ -601,13 +633,17 @@ fn create_rule(port: u16, priority: u32, rule: &SteerRule) -> Result<Vec<*mut sy
         let mut err = sys::rte_flow_error::default();
         // SAFETY: attr, pattern and actions (with the confs and item buffers they point to)
         // are live locals for the duration of the calls; rte_flow copies what it keeps.
-        let rc = unsafe { sys::rte_flow_validate(port, &attr, pattern.as_ptr(), actions.as_ptr(), &mut err) };
+        let rc = unsafe {
+            sys::rte_flow_validate(port, &attr, pattern.as_ptr(), actions.as_ptr(), &mut err)
+        };
         if rc != 0 {
             destroy(port, &created);
             return Err(flow_error(rc, &err));
         }
         // SAFETY: as above.
-        let f = unsafe { sys::rte_flow_create(port, &attr, pattern.as_ptr(), actions.as_ptr(), &mut err) };
+        let f = unsafe {
+            sys::rte_flow_create(port, &attr, pattern.as_ptr(), actions.as_ptr(), &mut err)
+        };
         if f.is_null() {
             destroy(port, &created);
             // SAFETY: reads this thread's rte_errno.

@@ -114,10 +114,16 @@ impl GpuMemory {
             let mut dev: cu::CUdevice = 0;
             cu_check(cu::cuDeviceGet(&mut dev, 0), "cuDeviceGet(0)")?;
             let mut ctx: cu::CUcontext = std::ptr::null_mut();
-            cu_check(cu::cuDevicePrimaryCtxRetain(&mut ctx, dev), "cuDevicePrimaryCtxRetain")?;
+            cu_check(
+                cu::cuDevicePrimaryCtxRetain(&mut ctx, dev),
+                "cuDevicePrimaryCtxRetain",
+            )?;
             cu_check(cu::cuCtxSetCurrent(ctx), "cuCtxSetCurrent")?;
             // One extra page so the start can be aligned to a GPU page.
-            cu_check(cu::cuMemAlloc_v2(&mut mem.base, len + GPU_PAGE_SIZE), "cuMemAlloc")?;
+            cu_check(
+                cu::cuMemAlloc_v2(&mut mem.base, len + GPU_PAGE_SIZE),
+                "cuMemAlloc",
+            )?;
             let aligned = (mem.base as usize).div_ceil(GPU_PAGE_SIZE) * GPU_PAGE_SIZE;
             mem.ptr = aligned as *mut std::ffi::c_void;
             // Every access to this memory is synchronous with respect to NIC DMA.
@@ -133,15 +139,23 @@ impl GpuMemory {
         }
         // SAFETY: ptr..ptr+len is a live GPU allocation aligned to GPU_PAGE_SIZE; no IOVA table
         // (IOVA-as-VA: the PMD maps the virtual address through nvidia-peermem).
-        let rc = unsafe { sys::rte_extmem_register(mem.ptr, len, std::ptr::null_mut(), 0, GPU_PAGE_SIZE) };
+        let rc = unsafe {
+            sys::rte_extmem_register(mem.ptr, len, std::ptr::null_mut(), 0, GPU_PAGE_SIZE)
+        };
         if rc != 0 {
-            return Err(config_err(format!("GPUDirect: rte_extmem_register: {}", eal::last_error())));
+            return Err(config_err(format!(
+                "GPUDirect: rte_extmem_register: {}",
+                eal::last_error()
+            )));
         }
         mem.registered = true;
         // SAFETY: registered external memory and the port's device.
         let rc = unsafe { sys::rte_dev_dma_map(device, mem.ptr, RTE_BAD_IOVA, len) };
         if rc != 0 {
-            return Err(config_err(format!("GPUDirect: rte_dev_dma_map: {}", eal::last_error())));
+            return Err(config_err(format!(
+                "GPUDirect: rte_dev_dma_map: {}",
+                eal::last_error()
+            )));
         }
         mem.mapped = true;
         Ok(mem)
@@ -184,7 +198,11 @@ pub(super) fn rx_pool(
     match check {
         Ok(()) => {
             let (mem, pool) = gpu_pool(opts, info.device, socket)?;
-            tracing::info!(port, driver, "dpdk: RX buffers in GPU memory (GPUDirect RDMA)");
+            tracing::info!(
+                port,
+                driver,
+                "dpdk: RX buffers in GPU memory (GPUDirect RDMA)"
+            );
             Ok((BufferPlacement::GpuDirect, Some(mem), pool))
         }
         Err(why) if opts.gpu_buffers == GpuBuffers::Gpu => Err(config_err(format!(
@@ -213,8 +231,11 @@ fn gpu_pool(
         buf_len: mem.len,
         elt_size: elt as u16,
     };
-    let name = CString::new(format!("pw_gpu_rx_{}", EXT_SEQ.fetch_add(1, Ordering::Relaxed)))
-        .map_err(config_err)?;
+    let name = CString::new(format!(
+        "pw_gpu_rx_{}",
+        EXT_SEQ.fetch_add(1, Ordering::Relaxed)
+    ))
+    .map_err(config_err)?;
     // SAFETY: `ext` describes registered, mapped memory that outlives the pool (both are
     // owned by PortInner, which frees the pool first).
     let pool = unsafe {
@@ -245,7 +266,8 @@ pub(super) fn copy_to_host(src: *const u8, len: usize, out: &mut Vec<u8>) -> boo
     out.resize(at + len, 0);
     // SAFETY: src..src+len lies in a GPU allocation of this port (mbuf data); the destination
     // was just sized.
-    let r = unsafe { cu::cuMemcpyDtoH_v2(out[at..].as_mut_ptr().cast(), src as cu::CUdeviceptr, len) };
+    let r =
+        unsafe { cu::cuMemcpyDtoH_v2(out[at..].as_mut_ptr().cast(), src as cu::CUdeviceptr, len) };
     if r != cu::CUresult::CUDA_SUCCESS {
         out.truncate(at);
         return false;

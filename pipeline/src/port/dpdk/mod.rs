@@ -140,10 +140,14 @@ impl DpdkPortOptions {
 
     /// Checks the values that need no device (the config validator calls this).
     pub fn validate(&self) -> Result<(), String> {
-        let chosen = [self.vdev.is_some(), self.name.is_some(), self.port_id.is_some()]
-            .iter()
-            .filter(|b| **b)
-            .count();
+        let chosen = [
+            self.vdev.is_some(),
+            self.name.is_some(),
+            self.port_id.is_some(),
+        ]
+        .iter()
+        .filter(|b| **b)
+        .count();
         if chosen != 1 {
             return Err("give exactly one of `vdev`, `name`, `port_id`".into());
         }
@@ -283,14 +287,19 @@ fn config_err(what: impl std::fmt::Display) -> PortError {
 /// The Toeplitz key every NIC ships by default (Microsoft's RSS verification suite); the same
 /// key pktwarp's software RSS uses, so hardware and software hashes agree.
 pub const STANDARD_RSS_KEY: [u8; 40] = [
-    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f,
-    0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30,
-    0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
+    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0,
+    0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c,
+    0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
 ];
 
 static POOL_SEQ: AtomicU64 = AtomicU64::new(0);
 
-fn create_pool(n: u32, cache: u32, socket: i32, what: &str) -> Result<*mut sys::rte_mempool, PortError> {
+fn create_pool(
+    n: u32,
+    cache: u32,
+    socket: i32,
+    what: &str,
+) -> Result<*mut sys::rte_mempool, PortError> {
     let name = format!("pw_{what}_{}", POOL_SEQ.fetch_add(1, Ordering::Relaxed));
     let cname = CString::new(name.clone()).map_err(config_err)?;
     // Cache must not exceed n / 1.5 (rte_mempool_create); keep it valid for small pools.
@@ -355,7 +364,10 @@ impl DpdkPort {
         // SAFETY: the pw_* constant getters have no preconditions.
         let (rss_all, off_rss_hash, off_multi, off_fast_free) = unsafe {
             (
-                sys::pw_eth_rss_ip() | sys::pw_eth_rss_tcp() | sys::pw_eth_rss_udp() | sys::pw_eth_rss_sctp(),
+                sys::pw_eth_rss_ip()
+                    | sys::pw_eth_rss_tcp()
+                    | sys::pw_eth_rss_udp()
+                    | sys::pw_eth_rss_sctp(),
                 sys::pw_eth_rx_offload_rss_hash(),
                 sys::pw_eth_tx_offload_multi_segs(),
                 sys::pw_eth_tx_offload_mbuf_fast_free(),
@@ -394,7 +406,8 @@ impl DpdkPort {
         setup.tx_offloads = conf.txmode.offloads;
 
         // SAFETY: valid port, conf fully initialised (rss_key points at a live local array).
-        let rc = unsafe { sys::rte_eth_dev_configure(port_id, opts.rx_queues, opts.tx_queues, &conf) };
+        let rc =
+            unsafe { sys::rte_eth_dev_configure(port_id, opts.rx_queues, opts.tx_queues, &conf) };
         if rc != 0 {
             return Err(config_err(format!(
                 "rte_eth_dev_configure(port {name}, {} rx, {} tx): {}",
@@ -417,7 +430,11 @@ impl DpdkPort {
 
         // SAFETY: valid port.
         let socket = unsafe { sys::rte_eth_dev_socket_id(port_id) };
-        let socket = if socket < 0 { sys::SOCKET_ID_ANY } else { socket };
+        let socket = if socket < 0 {
+            sys::SOCKET_ID_ANY
+        } else {
+            socket
+        };
 
         // RX buffers: GPU memory where GPUDirect works, else an ordinary pool.
         let (placement, gpu_mem, rx_pool) =
@@ -453,7 +470,14 @@ impl DpdkPort {
         for q in 0..opts.rx_queues {
             // SAFETY: configured port, valid pool; default rxconf (NULL) from the driver.
             let rc = unsafe {
-                sys::rte_eth_rx_queue_setup(port_id, q, nrxd, socket as u32, std::ptr::null(), rx_pool)
+                sys::rte_eth_rx_queue_setup(
+                    port_id,
+                    q,
+                    nrxd,
+                    socket as u32,
+                    std::ptr::null(),
+                    rx_pool,
+                )
             };
             if rc != 0 {
                 return Err(config_err(format!(
@@ -466,7 +490,8 @@ impl DpdkPort {
             let mut txconf = info.default_txconf;
             txconf.offloads = inner.setup.tx_offloads;
             // SAFETY: configured port; txconf is a valid local.
-            let rc = unsafe { sys::rte_eth_tx_queue_setup(port_id, q, ntxd, socket as u32, &txconf) };
+            let rc =
+                unsafe { sys::rte_eth_tx_queue_setup(port_id, q, ntxd, socket as u32, &txconf) };
             if rc != 0 {
                 return Err(config_err(format!(
                     "rte_eth_tx_queue_setup(port {name}, queue {q}, {ntxd} descriptors): {}",
@@ -484,7 +509,10 @@ impl DpdkPort {
         // SAFETY: configured port with every queue set up.
         let rc = unsafe { sys::rte_eth_dev_start(port_id) };
         if rc != 0 {
-            return Err(config_err(format!("rte_eth_dev_start(port {name}): {}", eal::strerror(rc))));
+            return Err(config_err(format!(
+                "rte_eth_dev_start(port {name}): {}",
+                eal::strerror(rc)
+            )));
         }
         tracing::info!(
             port = %name, driver = %driver, rx_queues = opts.rx_queues, tx_queues = opts.tx_queues,
@@ -494,7 +522,10 @@ impl DpdkPort {
             placement = ?inner.setup.placement,
             "dpdk: port started"
         );
-        Ok(DpdkPort { inner: Arc::new(inner), index })
+        Ok(DpdkPort {
+            inner: Arc::new(inner),
+            index,
+        })
     }
 
     /// How the port was set up (queues, RSS, offloads, buffer placement).
@@ -532,7 +563,11 @@ impl DpdkPort {
     /// An RX handle polling `queues` round robin (all queues when empty).
     pub fn rx(&self, queues: &[u16]) -> Result<DpdkRx, PortError> {
         let all: Vec<u16> = (0..self.inner.setup.rx_queues).collect();
-        let queues = if queues.is_empty() { all } else { queues.to_vec() };
+        let queues = if queues.is_empty() {
+            all
+        } else {
+            queues.to_vec()
+        };
         if let Some(q) = queues.iter().find(|q| **q >= self.inner.setup.rx_queues) {
             return Err(config_err(format!(
                 "port {} has {} RX queues; no queue {q}",
@@ -546,7 +581,7 @@ impl DpdkPort {
             next: 0,
             burst: (self.inner.opts.burst_size as usize).min(MAX_BURST),
             mbufs: vec![std::ptr::null_mut(); MAX_BURST],
-            last_frame: Instant::now(),
+            last_frame_ns: now_ns(),
             idle_end: self.inner.opts.idle_end_ms.map(Duration::from_millis),
             steering: self.inner.flows.software(),
         })
@@ -566,6 +601,7 @@ impl DpdkPort {
             queue,
             burst: (self.inner.opts.burst_size as usize).min(MAX_BURST),
             mbufs: vec![std::ptr::null_mut(); MAX_BURST],
+            stash: Vec::with_capacity(MAX_BURST),
         })
     }
 
@@ -590,7 +626,11 @@ impl DpdkPort {
                 out.push((format!("ethdev_{k}"), v));
             }
         }
-        out.extend(self.xstats().into_iter().map(|(k, v)| (format!("xstat_{k}"), v)));
+        out.extend(
+            self.xstats()
+                .into_iter()
+                .map(|(k, v)| (format!("xstat_{k}"), v)),
+        );
         let c = &self.inner.counters;
         for (k, v) in [
             ("rx_frames", &c.rx_frames),
@@ -622,7 +662,8 @@ impl DpdkPort {
         let mut names = vec![sys::rte_eth_xstat_name::default(); n];
         let mut vals = vec![sys::rte_eth_xstat::default(); n];
         // SAFETY: arrays of n elements.
-        let got_names = unsafe { sys::rte_eth_xstats_get_names(port, names.as_mut_ptr(), n as u32) };
+        let got_names =
+            unsafe { sys::rte_eth_xstats_get_names(port, names.as_mut_ptr(), n as u32) };
         // SAFETY: arrays of n elements.
         let got_vals = unsafe { sys::rte_eth_xstats_get(port, vals.as_mut_ptr(), n as u32) };
         if got_names < 0 || got_vals < 0 {
@@ -634,7 +675,9 @@ impl DpdkPort {
             .filter_map(|x| {
                 let nm = names.get(x.id as usize)?;
                 // SAFETY: DPDK NUL-terminates names within RTE_ETH_XSTATS_NAME_SIZE.
-                let s = unsafe { CStr::from_ptr(nm.name.as_ptr()) }.to_string_lossy().into_owned();
+                let s = unsafe { CStr::from_ptr(nm.name.as_ptr()) }
+                    .to_string_lossy()
+                    .into_owned();
                 Some((s, x.value))
             })
             .collect()
@@ -644,15 +687,18 @@ impl DpdkPort {
     /// are applied in software by the ingest (see [`DpdkPort::software_steering`]). Replaces
     /// the previous set while traffic flows.
     pub fn install_rules(&self, rules: &[flow_rules::steering::SteerRule]) -> Vec<FlowOutcome> {
-        self.inner
-            .flows
-            .replace(self.inner.setup.port_id, &self.inner.setup.name, self.inner.setup.rx_queues, rules)
+        self.inner.flows.replace(
+            self.inner.setup.port_id,
+            &self.inner.setup.name,
+            self.inner.setup.rx_queues,
+            rules,
+        )
     }
 
     /// The rules the NIC refused, which the ingest must apply in software. Published by one
     /// atomic swap on every [`DpdkPort::install_rules`]; cheap to call per burst.
     pub fn software_steering(&self) -> Arc<SoftwareSteering> {
-        self.inner.flows.software().load()
+        self.inner.flows.software().load().clone()
     }
 }
 
@@ -661,19 +707,25 @@ fn port_name(port_id: u16) -> String {
     // SAFETY: buffer of RTE_ETH_NAME_MAX_LEN bytes as the API requires.
     if unsafe { sys::rte_eth_dev_get_name_by_port(port_id, buf.as_mut_ptr()) } == 0 {
         // SAFETY: NUL-terminated by DPDK within the buffer.
-        unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
+        unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
     } else {
         format!("port{port_id}")
     }
 }
 
 fn port_by_name(name: &str) -> Result<u16, PortError> {
-    let c = CString::new(name).map_err(|_| config_err(format!("device name {name:?} contains NUL")))?;
+    let c =
+        CString::new(name).map_err(|_| config_err(format!("device name {name:?} contains NUL")))?;
     let mut id = 0u16;
     // SAFETY: valid C string and out pointer.
     let rc = unsafe { sys::rte_eth_dev_get_port_by_name(c.as_ptr(), &mut id) };
     if rc != 0 {
-        return Err(config_err(format!("no ethdev named {name:?}: {}", eal::strerror(rc))));
+        return Err(config_err(format!(
+            "no ethdev named {name:?}: {}",
+            eal::strerror(rc)
+        )));
     }
     Ok(id)
 }
@@ -707,16 +759,96 @@ fn resolve_port(opts: &DpdkPortOptions) -> Result<(u16, Option<String>), PortErr
     if unsafe { sys::rte_eth_dev_is_valid_port(id) } == 0 {
         // SAFETY: plain query.
         let avail = unsafe { sys::rte_eth_dev_count_avail() };
-        return Err(config_err(format!("no port id {id} ({avail} ports available)")));
+        return Err(config_err(format!(
+            "no port id {id} ({avail} ports available)"
+        )));
     }
     Ok((id, None))
 }
 
+/// Wall-clock nanoseconds for receive timestamps, from the TSC (one `rdtsc` per burst instead
+/// of a clock_gettime, which costs ~100 ns under some hypervisors), anchored to the realtime
+/// clock once per process.
 fn now_ns() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::sync::OnceLock;
+        static BASE: OnceLock<(u64, u64, u64)> = OnceLock::new();
+        let &(base_ns, base_tsc, hz) = BASE.get_or_init(|| {
+            // SAFETY: rte_get_tsc_hz only reads a value EAL measured at init (ports exist only
+            // after init); _rdtsc has no preconditions on x86_64.
+            let hz = unsafe { sys::rte_get_tsc_hz() };
+            (wall_ns(), unsafe { core::arch::x86_64::_rdtsc() }, hz)
+        });
+        if hz > 0 {
+            // SAFETY: as above.
+            let dt = unsafe { core::arch::x86_64::_rdtsc() }.wrapping_sub(base_tsc);
+            return base_ns + ((dt as u128 * 1_000_000_000) / hz as u128) as u64;
+        }
+    }
+    wall_ns()
+}
+
+fn wall_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0)
+}
+
+/// Appends `len` bytes at `src` to `out`. Frames are mostly small: whole 32-byte moves (the
+/// last one overlapping) beat a call into memcpy for them.
+///
+/// # Safety
+/// `src..src + len` is readable memory not inside `out`.
+#[inline(always)]
+unsafe fn append_bytes(out: &mut Vec<u8>, src: *const u8, len: usize) {
+    out.reserve(len);
+    // SAFETY: reserve made room for len bytes after out.len(); src is readable for len bytes
+    // (caller); each 32-byte move stays within [0, len) of both because len >= 32 there.
+    unsafe {
+        let dst = out.as_mut_ptr().add(out.len());
+        if (32..=256).contains(&len) {
+            let mut i = 0;
+            while i + 32 <= len {
+                let v = std::ptr::read_unaligned(src.add(i) as *const [u8; 32]);
+                std::ptr::write_unaligned(dst.add(i) as *mut [u8; 32], v);
+                i += 32;
+            }
+            if i < len {
+                let v = std::ptr::read_unaligned(src.add(len - 32) as *const [u8; 32]);
+                std::ptr::write_unaligned(dst.add(len - 32) as *mut [u8; 32], v);
+            }
+        } else {
+            std::ptr::copy_nonoverlapping(src, dst, len);
+        }
+        out.set_len(out.len() + len);
+    }
+}
+
+/// Copies `len` bytes (see [`append_bytes`]) into mbuf memory.
+///
+/// # Safety
+/// Both ranges are valid for `len` bytes and do not overlap.
+#[inline(always)]
+unsafe fn copy_bytes(dst: *mut u8, src: *const u8, len: usize) {
+    // SAFETY: caller guarantees both ranges; 32-byte moves stay within [0, len) for len >= 32.
+    unsafe {
+        if (32..=256).contains(&len) {
+            let mut i = 0;
+            while i + 32 <= len {
+                let v = std::ptr::read_unaligned(src.add(i) as *const [u8; 32]);
+                std::ptr::write_unaligned(dst.add(i) as *mut [u8; 32], v);
+                i += 32;
+            }
+            if i < len {
+                let v = std::ptr::read_unaligned(src.add(len - 32) as *const [u8; 32]);
+                std::ptr::write_unaligned(dst.add(len - 32) as *mut [u8; 32], v);
+            }
+        } else {
+            std::ptr::copy_nonoverlapping(src, dst, len);
+        }
+    }
 }
 
 /// Receives from some of a port's RX queues; implements [`RxPort`].
@@ -727,7 +859,8 @@ pub struct DpdkRx {
     next: usize,
     burst: usize,
     mbufs: Vec<*mut sys::rte_mbuf>,
-    last_frame: Instant,
+    /// Receive time of the last frame (ns, [`now_ns`]).
+    last_frame_ns: u64,
     idle_end: Option<Duration>,
     steering: flow::SoftwareHandle,
 }
@@ -746,12 +879,14 @@ impl DpdkRx {
         let want = max.min(self.burst);
         let inner = &self.port.inner;
         // SAFETY: started port, valid queue, mbufs has room for `want` <= MAX_BURST pointers.
-        let n = unsafe { sys::pw_rte_eth_rx_burst(inner.setup.port_id, q, self.mbufs.as_mut_ptr(), want as u16) }
-            as usize;
+        let n = unsafe {
+            sys::pw_rte_eth_rx_burst(inner.setup.port_id, q, self.mbufs.as_mut_ptr(), want as u16)
+        } as usize;
         if n == 0 {
             return 0;
         }
         let ts = now_ns();
+        self.last_frame_ns = ts;
         let sw = self.steering.load();
         let mut bytes = 0u64;
         let on_gpu = inner.setup.placement == BufferPlacement::GpuDirect;
@@ -768,15 +903,13 @@ impl DpdkRx {
                     if on_gpu {
                         gpu::copy_to_host(data, s.data_len as usize, &mut burst.data);
                     } else {
-                        burst
-                            .data
-                            .extend_from_slice(std::slice::from_raw_parts(data, s.data_len as usize));
+                        append_bytes(&mut burst.data, data, s.data_len as usize);
                     }
                     seg = s.next;
                 }
-                let mut h = 0u32;
-                let has = sys::pw_rte_mbuf_rss_hash(m, &mut h) != 0;
-                ((*m).pkt_len, has.then_some(h))
+                let mb = &*m;
+                let has = mb.ol_flags & u64::from(sys::RTE_MBUF_F_RX_RSS_HASH) != 0;
+                (mb.pkt_len, has.then_some(mb.__bindgen_anon_2.hash.rss))
             };
             let len = burst.data.len() as u32 - offset;
             let frame = &burst.data[offset as usize..];
@@ -786,7 +919,10 @@ impl DpdkRx {
                 Some(flow::SwFate::Drop) => {
                     // Dropped by a software steering rule: take the frame back out.
                     burst.data.truncate(offset as usize);
-                    inner.counters.rx_steering_drop.fetch_add(1, Ordering::Relaxed);
+                    inner
+                        .counters
+                        .rx_steering_drop
+                        .fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
             };
@@ -803,7 +939,10 @@ impl DpdkRx {
         }
         // SAFETY: the n mbufs are ours (returned by rx_burst) and no longer referenced.
         unsafe { sys::rte_pktmbuf_free_bulk(self.mbufs.as_mut_ptr(), n as u32) };
-        inner.counters.rx_frames.fetch_add(n as u64, Ordering::Relaxed);
+        inner
+            .counters
+            .rx_frames
+            .fetch_add(n as u64, Ordering::Relaxed);
         inner.counters.rx_bytes.fetch_add(bytes, Ordering::Relaxed);
         n
     }
@@ -822,12 +961,13 @@ impl RxPort for DpdkRx {
             self.next = (self.next + 1) % nq;
             let n = self.poll_queue(q, burst, max);
             if n > 0 {
-                self.last_frame = Instant::now();
                 return Ok(RxStatus::Frames(n));
             }
         }
         match self.idle_end {
-            Some(d) if self.last_frame.elapsed() >= d => Ok(RxStatus::End),
+            Some(d) if now_ns().saturating_sub(self.last_frame_ns) >= d.as_nanos() as u64 => {
+                Ok(RxStatus::End)
+            }
             _ => Ok(RxStatus::Idle),
         }
     }
@@ -844,12 +984,97 @@ pub struct DpdkTx {
     queue: u16,
     burst: usize,
     mbufs: Vec<*mut sys::rte_mbuf>,
+    /// Fresh mbufs allocated in bulk and not used yet (returned to the pool on drop).
+    stash: Vec<*mut sys::rte_mbuf>,
 }
 
-// SAFETY: the mbuf array only holds pointers during one tx call.
+impl Drop for DpdkTx {
+    fn drop(&mut self) {
+        if !self.stash.is_empty() {
+            // SAFETY: fresh mbufs owned by this handle; the pool lives while self.port does.
+            unsafe { sys::rte_pktmbuf_free_bulk(self.stash.as_mut_ptr(), self.stash.len() as u32) };
+        }
+    }
+}
+
+// SAFETY: the mbuf pointers are owned by this handle (stash) or only held during one tx call.
 unsafe impl Send for DpdkTx {}
 
 impl DpdkTx {
+    /// A fresh TX mbuf from this handle's stash, refilled from the pool in bulk.
+    #[inline]
+    fn take_mbuf(&mut self) -> Option<*mut sys::rte_mbuf> {
+        if self.stash.is_empty() {
+            let n = self.burst;
+            self.stash.resize(n, std::ptr::null_mut());
+            // SAFETY: stash has n slots; pool valid.
+            let rc = unsafe {
+                sys::pw_rte_pktmbuf_alloc_bulk(
+                    self.port.inner.tx_pool,
+                    self.stash.as_mut_ptr(),
+                    n as u32,
+                )
+            };
+            if rc != 0 {
+                self.stash.clear();
+                return None;
+            }
+        }
+        self.stash.pop()
+    }
+
+    /// Sends self.mbufs[..k] (retrying `tx_retries` times while the device takes nothing);
+    /// frees and counts what it did not take. Returns (frames sent, whether all were).
+    fn send(&mut self, port: u16, k: usize, bytes: u64) -> (usize, bool) {
+        let inner = &self.port.inner;
+        let mut sent = 0usize;
+        let mut tries = 0u32;
+        while sent < k {
+            // SAFETY: mbufs[sent..k] are filled mbufs we own; the PMD takes ownership of the
+            // ones it accepts.
+            let got = unsafe {
+                sys::pw_rte_eth_tx_burst(
+                    port,
+                    self.queue,
+                    self.mbufs.as_mut_ptr().add(sent),
+                    (k - sent) as u16,
+                )
+            } as usize;
+            sent += got;
+            if got == 0 {
+                tries += 1;
+                if tries > inner.opts.tx_retries {
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        inner
+            .counters
+            .tx_frames
+            .fetch_add(sent as u64, Ordering::Relaxed);
+        if sent == k {
+            inner.counters.tx_bytes.fetch_add(bytes, Ordering::Relaxed);
+            return (sent, true);
+        }
+        let mut unsent = 0u64;
+        for &m in &self.mbufs[sent..k] {
+            // SAFETY: the device did not take m; still ours.
+            unsent += u64::from(unsafe { (*m).pkt_len });
+        }
+        // SAFETY: the device did not take these; they are still ours.
+        unsafe { sys::rte_pktmbuf_free_bulk(self.mbufs.as_mut_ptr().add(sent), (k - sent) as u32) };
+        inner
+            .counters
+            .tx_bytes
+            .fetch_add(bytes - unsent, Ordering::Relaxed);
+        inner
+            .counters
+            .tx_full
+            .fetch_add((k - sent) as u64, Ordering::Relaxed);
+        (sent, false)
+    }
+
     /// Copies `frame` into the fresh mbuf `m` (chaining more mbufs for a long frame when the
     /// device can send chains). Returns false when the frame cannot be sent (counted).
     ///
@@ -870,7 +1095,7 @@ impl DpdkTx {
             unsafe {
                 let s = &mut *seg;
                 let dst = (s.buf_addr as *mut u8).add(s.data_off as usize);
-                std::ptr::copy_nonoverlapping(rest.as_ptr(), dst, take);
+                copy_bytes(dst, rest.as_ptr(), take);
                 s.data_len = take as u16;
                 s.pkt_len = take as u32;
             }
@@ -903,37 +1128,26 @@ impl TxPort for DpdkTx {
     /// `tx_oversize`).
     fn tx_burst(&mut self, frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, PortError> {
         eal::register_thread();
-        let inner = &self.port.inner;
-        let port = inner.setup.port_id;
+        let port = self.port.inner.setup.port_id;
         let mut accepted = 0usize;
-        let mut batch: [&[u8]; MAX_BURST] = [&[]; MAX_BURST];
+        // Filled mbufs waiting to be sent: self.mbufs[..k].
+        let mut k = 0usize;
+        let mut bytes = 0u64;
         loop {
-            let mut n = 0usize;
-            while n < self.burst {
-                match frames.next() {
-                    Some(f) => {
-                        batch[n] = f;
-                        n += 1;
-                    }
-                    None => break,
-                }
-            }
-            if n == 0 {
-                return Ok(accepted);
-            }
-            let last = n < self.burst;
-            // SAFETY: mbufs has MAX_BURST >= n slots; pool valid.
-            if unsafe { sys::pw_rte_pktmbuf_alloc_bulk(inner.tx_pool, self.mbufs.as_mut_ptr(), n as u32) } != 0 {
-                let left = n as u64 + frames.count() as u64;
-                inner.counters.tx_nombuf.fetch_add(left, Ordering::Relaxed);
-                return Ok(accepted);
-            }
-            // Fill; compact the mbufs of frames that could not be built (oversize) away.
-            let mut k = 0usize;
-            let mut bytes = 0u64;
-            for (i, f) in batch[..n].iter().enumerate() {
-                let m = self.mbufs[i];
-                // SAFETY: m is fresh from alloc_bulk and owned here.
+            let next = frames.next();
+            if let Some(f) = next {
+                let Some(m) = self.take_mbuf() else {
+                    let left = 1 + frames.count() as u64;
+                    self.port
+                        .inner
+                        .counters
+                        .tx_nombuf
+                        .fetch_add(left, Ordering::Relaxed);
+                    // Send what is filled already, then stop.
+                    let (sent, _) = self.send(port, k, bytes);
+                    return Ok(accepted + sent);
+                };
+                // SAFETY: m is a fresh mbuf of the TX pool owned by this handle.
                 if unsafe { self.fill(m, f) } {
                     self.mbufs[k] = m;
                     k += 1;
@@ -942,41 +1156,31 @@ impl TxPort for DpdkTx {
                     // SAFETY: ours, possibly with a partial chain; freed whole.
                     unsafe { sys::pw_rte_pktmbuf_free(m) };
                 }
-            }
-            let mut sent = 0usize;
-            let mut tries = 0u32;
-            while sent < k {
-                // SAFETY: mbufs[sent..k] are filled mbufs we own; the PMD takes ownership of
-                // the ones it accepts.
-                let got = unsafe {
-                    sys::pw_rte_eth_tx_burst(port, self.queue, self.mbufs.as_mut_ptr().add(sent), (k - sent) as u16)
-                } as usize;
-                sent += got;
-                if got == 0 {
-                    tries += 1;
-                    if tries > inner.opts.tx_retries {
-                        break;
-                    }
-                    std::hint::spin_loop();
+                if k < self.burst {
+                    continue;
                 }
             }
-            accepted += sent;
-            inner.counters.tx_frames.fetch_add(sent as u64, Ordering::Relaxed);
-            if sent < k {
-                let mut unsent = 0u64;
-                for &m in &self.mbufs[sent..k] {
-                    // SAFETY: the device did not take m; read its length before freeing it.
-                    unsent += u64::from(unsafe { (*m).pkt_len });
+            if k > 0 {
+                let (sent, complete) = self.send(port, k, bytes);
+                accepted += sent;
+                if !complete {
+                    // The device is full: what the caller still offers is dropped (counted).
+                    let left = if next.is_some() {
+                        frames.count() as u64
+                    } else {
+                        0
+                    };
+                    self.port
+                        .inner
+                        .counters
+                        .tx_full
+                        .fetch_add(left, Ordering::Relaxed);
+                    return Ok(accepted);
                 }
-                // SAFETY: the device did not take these; they are still ours.
-                unsafe { sys::rte_pktmbuf_free_bulk(self.mbufs.as_mut_ptr().add(sent), (k - sent) as u32) };
-                inner.counters.tx_bytes.fetch_add(bytes - unsent, Ordering::Relaxed);
-                let left = (k - sent) as u64 + frames.count() as u64;
-                inner.counters.tx_full.fetch_add(left, Ordering::Relaxed);
-                return Ok(accepted);
+                k = 0;
+                bytes = 0;
             }
-            inner.counters.tx_bytes.fetch_add(bytes, Ordering::Relaxed);
-            if last {
+            if next.is_none() {
                 return Ok(accepted);
             }
         }
