@@ -47,7 +47,7 @@ impl Steering {
     }
 
     /// Picks the queue of one frame; `Some(reason)` when steering drops it. `meta` is scratch
-    /// (the frame is parsed only when there is more than one queue or there are rules).
+    /// (the frame is parsed only when there are rules; RSS alone hashes the headers in place).
     #[inline]
     pub fn steer(
         &self,
@@ -55,24 +55,26 @@ impl Steering {
         meta: &mut PacketMeta,
         nq: usize,
     ) -> (usize, Option<DropReason>) {
-        if nq <= 1 && self.rules.is_none() {
-            return (0, None);
-        }
-        parse::parse(frame, meta);
-        if let Some(m) = &self.rules {
-            let key = steer_key(frame, meta);
-            let d = m.decide(&key);
-            match d.fate {
-                Fate::Queue(q) => return ((q as usize).min(nq - 1), None),
-                Fate::Drop => return (0, Some(DropReason::SteeringDrop)),
-                Fate::Rss(t) => {
-                    let mut buf = [0u8; 36];
-                    let n = t.hash_input(&key, &mut buf);
-                    let h = self.rss.toeplitz.hash(&buf[..n]);
-                    return ((t.queue_for_hash(h) as usize).min(nq - 1), None);
-                }
-                Fate::Default => {}
+        let Some(m) = &self.rules else {
+            if nq <= 1 {
+                return (0, None);
             }
+            // RSS alone: hash the headers in place (what a NIC does), no full parse.
+            let (_, q) = self.rss.steer_frame(frame);
+            return ((q as usize).min(nq - 1), None);
+        };
+        parse::parse(frame, meta);
+        let key = steer_key(frame, meta);
+        match m.decide(&key).fate {
+            Fate::Queue(q) => return ((q as usize).min(nq - 1), None),
+            Fate::Drop => return (0, Some(DropReason::SteeringDrop)),
+            Fate::Rss(t) => {
+                let mut buf = [0u8; 36];
+                let n = t.hash_input(&key, &mut buf);
+                let h = self.rss.toeplitz.hash(&buf[..n]);
+                return ((t.queue_for_hash(h) as usize).min(nq - 1), None);
+            }
+            Fate::Default => {}
         }
         let (_, q) = self.rss.steer_meta(meta);
         ((q as usize).min(nq.saturating_sub(1)), None)

@@ -168,3 +168,61 @@ fn stop_flag_ends_an_endless_source_and_drains() {
         s.rx_frames
     );
 }
+
+#[test]
+fn software_steering_rules_place_every_frame_in_its_queue() {
+    use pipeline::burst::Burst;
+    use pipeline::meta::PacketMeta;
+    use pipeline::verdict::Verdict;
+    use std::sync::Mutex;
+
+    let dir = tmpdir("steer");
+    std::fs::write(
+        dir.join("s.steering.yaml"),
+        "queues: 4\nrules:\n  - name: udp\n    match:\n      udp: {}\n    actions: [{ queue: 3 }]\n  \
+         - name: icmp-drop\n    match:\n      ipv4: { proto: 1 }\n    actions: [drop]\n",
+    )
+    .unwrap();
+    let path = dir.join("steer.yaml");
+    std::fs::write(
+        &path,
+        "ports:\n  - name: g\n    gen: { count: 20000, seed: 4 }\nqueues: { count: 4 }\n\
+         steering: { rules: s.steering.yaml }\npipeline: [parse, count]\nexecutor: { kind: cpu }\n",
+    )
+    .unwrap();
+    let p = daemon::prepare(config::load(&path).unwrap()).unwrap();
+    let ports = daemon::open_ports(&p.cfg).unwrap();
+    // (queue, ip_proto) of every frame the workers saw.
+    let seen: Arc<Mutex<Vec<(usize, u8)>>> = Arc::default();
+    let s2 = Arc::clone(&seen);
+    let mut spec = p.cpu_spec();
+    spec.observer = Some(Arc::new(
+        move |q: usize, _b: &Burst, metas: &[PacketMeta], _v: &[Verdict], _g: u64| {
+            let mut s = s2.lock().unwrap();
+            s.extend(metas.iter().map(|m| (q, m.ip_proto)));
+        },
+    ));
+    let shared = CpuShared::new(&spec);
+    let out = pipeline::executor::cpu::run(&spec, &shared, ports.rx, ports.tx);
+    assert!(out.errors.is_empty());
+    let seen = seen.lock().unwrap();
+    let steering_drops: u64 = shared
+        .counters
+        .iter()
+        .map(|c| c.drop_count(pipeline::verdict::DropReason::SteeringDrop))
+        .sum();
+    assert!(steering_drops > 0, "ICMP is dropped by steering");
+    assert_eq!(seen.len() as u64 + steering_drops, 20000);
+    assert!(
+        seen.iter().all(|(_, proto)| *proto != 1),
+        "no ICMP reaches a worker"
+    );
+    for (q, proto) in seen.iter() {
+        if *proto == 17 {
+            assert_eq!(*q, 3, "every UDP frame goes to queue 3");
+        }
+    }
+    assert!(seen.iter().any(|(_, p)| *p == 17));
+    // What no rule decides is spread by RSS over all four queues.
+    assert!((0..4).all(|q| seen.iter().any(|(sq, p)| *sq == q && *p == 6)));
+}
