@@ -726,6 +726,7 @@ fn check_case(seed: u64, n_rules: usize, n_keys: usize) -> Result<usize, TestCas
     let mut g = Gen(seed);
     let rules: Vec<SteerRule> = (0..n_rules).map(|_| gen_rule(&mut g)).collect();
     let m = SteerMatcher::new(&rules);
+    prop_assert_eq!(m.stats().rules, n_rules);
     let shadowed = m.shadowed();
     let mut hits = 0;
     for _ in 0..n_keys {
@@ -772,7 +773,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(192))]
 
     #[test]
-    fn compiled_equals_reference_tens_of_rules(seed in any::<u64>(), n in 0usize..40) {
+    fn compiled_equals_reference_tens_of_rules(seed in any::<u64>(), n in 0usize..80) {
         check_case(seed, n, 300)?;
     }
 }
@@ -786,9 +787,10 @@ proptest! {
     }
 }
 
-/// The generator must produce matches often enough for the property to mean something.
+/// The generator must produce matches often enough for the property to mean something, and
+/// rule sets on which the matcher builds hash indexes as well as linear lists.
 #[test]
-fn generated_keys_hit_rules() {
+fn generated_cases_exercise_the_matcher() {
     let mut hits = 0;
     for seed in 0..20 {
         hits += check_case(seed, 20, 200).unwrap_or(0);
@@ -797,4 +799,49 @@ fn generated_keys_hit_rules() {
         hits > 20 * 200 / 4,
         "only {hits} of 4000 keys matched a rule"
     );
+    let mut with_index = 0;
+    for seed in 0..20 {
+        let mut g = Gen(seed);
+        let rules: Vec<SteerRule> = (0..80).map(|_| gen_rule(&mut g)).collect();
+        let st = SteerMatcher::new(&rules).stats();
+        assert!(st.plans >= 1 && st.max_linear <= 80, "{st:?}");
+        if st.indexes > 0 {
+            with_index += 1;
+        }
+    }
+    assert!(
+        with_index >= 15,
+        "only {with_index} of 20 rule sets got an index"
+    );
+}
+
+#[test]
+fn many_rules_pinning_one_field_are_indexed() {
+    // 200 GTP-U tunnels by TEID then a catch-all: a frame tests its tunnel's rule and the
+    // catch-all, not 200 rules.
+    let mut rules: Vec<SteerRule> = (0..200u32)
+        .map(|t| SteerRule {
+            name: None,
+            pattern: vec![Item::GtpU(GtpuItem { teid: Some(t * 7) })],
+            actions: vec![Action::Queue((t % 8) as u16)],
+        })
+        .collect();
+    rules.push(SteerRule {
+        name: None,
+        pattern: vec![],
+        actions: vec![Action::Drop],
+    });
+    let m = SteerMatcher::new(&rules);
+    let st = m.stats();
+    assert!(st.indexes >= 1 && st.max_linear <= 1, "{st:?}");
+    for t in 0..1400u32 {
+        let k = SteerKey {
+            tunnel: TUNNEL_GTPU,
+            tunnel_id: t,
+            ..udp4()
+        };
+        let want = if t % 7 == 0 { t / 7 } else { 200 };
+        assert_eq!(m.first_match(&k), Some(want), "teid {t}");
+    }
+    assert_eq!(m.first_match(&udp4()), Some(200));
 }

@@ -38,7 +38,7 @@ struct Packed {
 
 #[inline]
 fn mac_word(m: &[u8; 6]) -> u64 {
-    m.iter().fold(0u64, |acc, b| (acc << 8) | u64::from(*b))
+    u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]])
 }
 
 #[inline]
@@ -49,74 +49,62 @@ fn ip_words(ip: &[u32; 4]) -> (u64, u64) {
     )
 }
 
+/// Packs the words some rule uses (`used`: bit w = word w; the others stay 0, which no rule
+/// looks at). The field tests are branch-free: the key's fields are data, and a mispredicted
+/// branch costs more than the arithmetic; the `used` tests depend on the matcher only.
 #[inline]
-fn pack(k: &SteerKey) -> Packed {
-    let mut flags = 0u64;
-    if k.vlan_count > 0 {
-        flags |= F_VLAN;
+fn pack(k: &SteerKey, used: u8) -> Packed {
+    let flags = (u64::from(k.vlan_count > 0) * F_VLAN)
+        | (u64::from(k.l4) * F_L4)
+        | (u64::from(k.ecpri) * F_ECPRI)
+        | (u64::from(k.ip_version == 4) * F_IPV4)
+        | (u64::from(k.ip_version == 6) * F_IPV6);
+    let mut w = [0u64; WORDS];
+    w[0] = u64::from(k.ether_type)
+        | u64::from(k.ip_proto) << 16
+        | u64::from(k.dscp) << 24
+        | u64::from(k.vlan_tci) << 32
+        | flags
+        | u64::from(k.tunnel) << 56;
+    if used & 0b10 != 0 {
+        w[1] = u64::from(k.tunnel_id)
+            | u64::from(k.ecpri_msg_type) << 32
+            | u64::from(k.ecpri_pc_id) << 40;
     }
-    if k.l4 {
-        flags |= F_L4;
+    if used & 0b1100 != 0 {
+        w[2] = mac_word(&k.dst_mac);
+        w[3] = mac_word(&k.src_mac);
     }
-    if k.ecpri {
-        flags |= F_ECPRI;
+    if used & 0b11_0000 != 0 {
+        (w[4], w[5]) = ip_words(&k.src_ip);
     }
-    if k.ip_version == 4 {
-        flags |= F_IPV4;
+    if used & 0b1100_0000 != 0 {
+        (w[6], w[7]) = ip_words(&k.dst_ip);
     }
-    if k.ip_version == 6 {
-        flags |= F_IPV6;
-    }
-    let (s0, s1) = ip_words(&k.src_ip);
-    let (d0, d1) = ip_words(&k.dst_ip);
     Packed {
-        w: [
-            u64::from(k.ether_type)
-                | u64::from(k.ip_proto) << 16
-                | u64::from(k.dscp) << 24
-                | u64::from(k.vlan_tci) << 32
-                | flags
-                | u64::from(k.tunnel) << 56,
-            u64::from(k.tunnel_id)
-                | u64::from(k.ecpri_msg_type) << 32
-                | u64::from(k.ecpri_pc_id) << 40,
-            mac_word(&k.dst_mac),
-            mac_word(&k.src_mac),
-            s0,
-            s1,
-            d0,
-            d1,
-        ],
+        w,
         src_port: k.src_port,
         dst_port: k.dst_port,
     }
 }
 
-/// A frame's class: vlan (1 bit) | l3 (2: none/other, v4, v6) | l4 (2: none, tcp, udp, other) |
-/// tunnel (2: none, vxlan, gtpu, other) | ecpri (1).
+/// A frame's class, read off packed word 0: the five flags (VLAN, L4, eCPRI, IPv4, IPv6), the
+/// protocol kind (TCP 1, UDP 2, other 0) and the tunnel kind (none 0, VXLAN 1, GTP-U 2, other 3).
 #[inline]
-fn class_of(k: &SteerKey) -> usize {
-    let l3 = match k.ip_version {
-        4 => 1,
-        6 => 2,
-        _ => 0,
-    };
-    class_index(
-        k.vlan_count > 0,
-        l3,
-        l4_kind(k.l4, k.ip_proto),
-        tunnel_kind(k.tunnel),
-        k.ecpri,
-    )
+fn class_of(w0: u64) -> usize {
+    let flags = ((w0 >> 48) & 0x1F) as usize;
+    let proto = (w0 >> 16) as u8;
+    let kind = usize::from(proto == 6) | usize::from(proto == 17) << 1;
+    // TUNNEL_VXLAN = 1, TUNNEL_GTPU = 2, anything above: 3.
+    let tunnel = usize::from(((w0 >> 56) as u8).min(3));
+    flags | kind << 5 | tunnel << 7
 }
 
-#[inline]
-fn l4_kind(l4: bool, proto: u8) -> usize {
-    match (l4, proto) {
-        (false, _) => 0,
-        (true, 6) => 1,
-        (true, 17) => 2,
-        (true, _) => 3,
+fn proto_kind(p: u8) -> usize {
+    match p {
+        6 => 1,
+        17 => 2,
+        _ => 0,
     }
 }
 
@@ -130,12 +118,7 @@ fn tunnel_kind(t: u8) -> usize {
     }
 }
 
-#[inline]
-fn class_index(vlan: bool, l3: usize, l4: usize, tunnel: usize, ecpri: bool) -> usize {
-    usize::from(vlan) | l3 << 1 | l4 << 3 | tunnel << 5 | usize::from(ecpri) << 7
-}
-
-const CLASSES: usize = 256;
+const CLASSES: usize = 512;
 
 /// One rule as masks and values over the packed words, plus the two port ranges.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,15 +132,17 @@ struct CompiledRule {
 }
 
 impl CompiledRule {
+    /// All 8 words (the loop unrolls and vectorizes) and the ports; `&` rather than `&&`: one
+    /// predictable branch per rule instead of three.
     #[inline]
     fn matches(&self, p: &Packed) -> bool {
         let mut diff = 0u64;
         for i in 0..WORDS {
             diff |= (p.w[i] & self.mask[i]) ^ self.value[i];
         }
-        diff == 0
-            && p.src_port.wrapping_sub(self.sport_lo) <= self.sport_span
-            && p.dst_port.wrapping_sub(self.dport_lo) <= self.dport_span
+        (diff == 0)
+            & (p.src_port.wrapping_sub(self.sport_lo) <= self.sport_span)
+            & (p.dst_port.wrapping_sub(self.dport_lo) <= self.dport_span)
     }
 
     /// Every key this rule's successor `other` matches, this rule matches too.
@@ -378,40 +363,22 @@ fn compile_rule(rule: &SteerRule) -> CompiledRule {
 /// compiled word 0 (flags, protocol, tunnel). Sound: it only says no when no key of that class
 /// meets the masked word.
 fn class_possible(r: &CompiledRule, c: usize) -> bool {
-    let vlan = c & 1 != 0;
-    let l3 = (c >> 1) & 3;
-    let l4 = (c >> 3) & 3;
-    let tunnel = (c >> 5) & 3;
-    let ecpri = (c >> 7) & 1 != 0;
-    if l3 == 3 {
+    let flags = ((c & 0x1F) as u64) << 48;
+    let kind = (c >> 5) & 3;
+    let tunnel = (c >> 7) & 3;
+    if flags & F_IPV4 != 0 && flags & F_IPV6 != 0 || kind == 3 {
         return false; // no key has this class
     }
     let (m, v) = (r.mask[0], r.value[0]);
-    let flag_ok = |f: u64, on: bool| m & f == 0 || (v & f != 0) == on;
-    if !(flag_ok(F_VLAN, vlan)
-        && flag_ok(F_IPV4, l3 == 1)
-        && flag_ok(F_IPV6, l3 == 2)
-        && flag_ok(F_L4, l4 != 0)
-        && flag_ok(F_ECPRI, ecpri))
-    {
+    let all_flags = F_VLAN | F_L4 | F_ECPRI | F_IPV4 | F_IPV6;
+    if (flags ^ v) & m & all_flags != 0 {
         return false;
     }
-    let proto_mask = (m >> 16) as u8;
-    let proto = (v >> 16) as u8;
-    // Only exact protocol constraints are compiled, so the protocol is known or free.
-    if proto_mask == 0xFF {
-        let ok = match l4 {
-            0 => true,
-            1 => proto == 6,
-            2 => proto == 17,
-            _ => proto != 6 && proto != 17,
-        };
-        if !ok {
-            return false;
-        }
+    // Only exact protocol and tunnel constraints are compiled: each is pinned or free.
+    if (m >> 16) as u8 == 0xFF && proto_kind((v >> 16) as u8) != kind {
+        return false;
     }
-    let tun_mask = (m >> 56) as u8;
-    if tun_mask == 0xFF && tunnel_kind((v >> 56) as u8) != tunnel {
+    if (m >> 56) as u8 == 0xFF && tunnel_kind((v >> 56) as u8) != tunnel {
         return false;
     }
     true
@@ -425,6 +392,112 @@ enum FateIdx {
     Default,
 }
 
+/// A field a rule can pin exactly, used to index rules by value: bits of a packed word, or a
+/// single port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Disc {
+    Word(usize, u64),
+    SrcPort,
+    DstPort,
+}
+
+/// Fields worth indexing on: the ones steering rules typically pin to one value per rule
+/// (EtherType, VID, tunnel id, eAxC id, MACs, ports, address prefixes of common lengths).
+const DISCS: [Disc; 18] = [
+    Disc::Word(0, 0xFFFF),
+    Disc::Word(0, 0x0FFF << 32),
+    Disc::Word(1, 0xFFFF_FFFF),
+    Disc::Word(1, 0xFFFF << 40),
+    Disc::Word(2, 0xFFFF_FFFF_FFFF),
+    Disc::Word(3, 0xFFFF_FFFF_FFFF),
+    Disc::DstPort,
+    Disc::SrcPort,
+    Disc::Word(6, 0xFFFF_FFFF << 32),
+    Disc::Word(6, 0xFFFF_FF00 << 32),
+    Disc::Word(6, 0xFFFF_0000 << 32),
+    Disc::Word(6, 0xFF00_0000 << 32),
+    Disc::Word(6, u64::MAX),
+    Disc::Word(4, 0xFFFF_FFFF << 32),
+    Disc::Word(4, 0xFFFF_FF00 << 32),
+    Disc::Word(4, 0xFFFF_0000 << 32),
+    Disc::Word(4, 0xFF00_0000 << 32),
+    Disc::Word(4, u64::MAX),
+];
+
+impl Disc {
+    /// The value a rule pins this field to, if it pins all of it.
+    fn of_rule(self, r: &CompiledRule) -> Option<u64> {
+        match self {
+            Disc::Word(w, m) => (r.mask[w] & m == m).then_some(r.value[w] & m),
+            Disc::SrcPort => (r.sport_span == 0).then_some(u64::from(r.sport_lo)),
+            Disc::DstPort => (r.dport_span == 0).then_some(u64::from(r.dport_lo)),
+        }
+    }
+
+    #[inline]
+    fn of_key(self, p: &Packed) -> u64 {
+        match self {
+            Disc::Word(w, m) => p.w[w & (WORDS - 1)] & m,
+            Disc::SrcPort => u64::from(p.src_port),
+            Disc::DstPort => u64::from(p.dst_port),
+        }
+    }
+}
+
+/// Fewest rules an index must take out of a linear list to pay for its hash probe.
+const MIN_INDEXED: usize = 4;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    value: u64,
+    /// Range in `SteerMatcher::lists`; `len == 0` marks an empty slot.
+    start: u32,
+    len: u32,
+}
+
+/// Rules of one class that pin `disc`, by value: open addressing, power-of-two size.
+#[derive(Clone, Debug)]
+struct Index {
+    disc: Disc,
+    shift: u32,
+    slots: Vec<Slot>,
+}
+
+impl Index {
+    #[inline]
+    fn slot_of(&self, v: u64) -> usize {
+        (v.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    }
+
+    /// The list range for `v` (empty when no rule pins that value).
+    #[inline]
+    fn find(&self, v: u64) -> (usize, usize) {
+        let mask = self.slots.len() - 1;
+        let mut i = self.slot_of(v) & mask;
+        loop {
+            let Some(s) = self.slots.get(i) else {
+                return (0, 0);
+            };
+            if s.len == 0 {
+                return (0, 0);
+            }
+            if s.value == v {
+                return (s.start as usize, (s.start + s.len) as usize);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+}
+
+/// How to find the candidates of one frame class: a few indexes (each giving the rules that pin
+/// its field to the frame's value) and the remaining rules, all lists in rule order.
+#[derive(Clone, Debug, Default)]
+struct Plan {
+    indexes: Vec<Index>,
+    /// Range in `SteerMatcher::lists`.
+    rest: (u32, u32),
+}
+
 /// The compiled steering rules of one port. Immutable: build a new one to change rules and
 /// publish it by swapping a pointer (DESIGN.md).
 #[derive(Clone, Debug)]
@@ -432,9 +505,27 @@ pub struct SteerMatcher {
     rules: Vec<CompiledRule>,
     fates: Vec<(FateIdx, Option<u32>)>,
     rss: Vec<RssTarget>,
-    /// `class_start[c]..class_start[c + 1]` indexes `class_rules`.
-    class_start: Vec<u32>,
-    class_rules: Vec<u32>,
+    /// Per frame class, the plan to use (classes with the same candidate rules share one).
+    class_plan: Vec<u16>,
+    plans: Vec<Plan>,
+    /// Rule-index lists the plans point into, each ascending.
+    lists: Vec<u32>,
+    /// Bit w: some rule tests packed word w.
+    used: u8,
+}
+
+/// Figures about a compiled matcher, for reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SteerMatcherStats {
+    pub rules: usize,
+    /// Distinct candidate sets over the 256 frame classes.
+    pub plans: usize,
+    /// Hash indexes over all plans.
+    pub indexes: usize,
+    /// Largest number of rules a frame can have to test linearly (the biggest `rest` list).
+    pub max_linear: usize,
+    /// Bytes of tables.
+    pub bytes: usize,
 }
 
 impl SteerMatcher {
@@ -458,23 +549,109 @@ impl SteerMatcher {
                 (fate, r.mark())
             })
             .collect();
-        let mut class_start = Vec::with_capacity(CLASSES + 1);
-        let mut class_rules = Vec::new();
-        for c in 0..CLASSES {
-            class_start.push(class_rules.len() as u32);
-            for (i, r) in compiled.iter().enumerate() {
-                if class_possible(r, c) {
-                    class_rules.push(i as u32);
-                }
-            }
-        }
-        class_start.push(class_rules.len() as u32);
-        SteerMatcher {
+        let mut m = SteerMatcher {
             rules: compiled,
             fates,
             rss,
-            class_start,
-            class_rules,
+            class_plan: Vec::with_capacity(CLASSES),
+            plans: Vec::new(),
+            lists: Vec::new(),
+            used: 1,
+        };
+        for r in &m.rules {
+            for w in 0..WORDS {
+                if r.mask[w] != 0 {
+                    m.used |= 1 << w;
+                }
+            }
+        }
+        let mut seen: std::collections::HashMap<Vec<u32>, u16> = std::collections::HashMap::new();
+        for c in 0..CLASSES {
+            let cand: Vec<u32> = (0..m.rules.len() as u32)
+                .filter(|&i| class_possible(&m.rules[i as usize], c))
+                .collect();
+            let id = match seen.get(&cand) {
+                Some(id) => *id,
+                None => {
+                    let plan = m.plan(&cand);
+                    m.plans.push(plan);
+                    let id = (m.plans.len() - 1) as u16;
+                    seen.insert(cand, id);
+                    id
+                }
+            };
+            m.class_plan.push(id);
+        }
+        m
+    }
+
+    /// Splits one class's candidates: repeatedly index on the field the most remaining rules
+    /// pin, while that is at least `MIN_INDEXED` rules; the rest are tested in order.
+    fn plan(&mut self, cand: &[u32]) -> Plan {
+        let mut rest: Vec<u32> = cand.to_vec();
+        let mut indexes = Vec::new();
+        loop {
+            // Gain of indexing on a field: the rules it takes out of the linear list, less the
+            // largest bucket (what a frame may still test). A field every rule pins to the
+            // same value gains nothing.
+            let best = DISCS
+                .iter()
+                .map(|&d| {
+                    let mut values: Vec<u64> = rest
+                        .iter()
+                        .filter_map(|&i| d.of_rule(&self.rules[i as usize]))
+                        .collect();
+                    values.sort_unstable();
+                    let pinned = values.len();
+                    let largest = values
+                        .chunk_by(|a, b| a == b)
+                        .map(<[u64]>::len)
+                        .max()
+                        .unwrap_or(0);
+                    (pinned - largest, pinned, d)
+                })
+                .max_by_key(|(gain, _, _)| *gain);
+            let Some((_, n, disc)) = best.filter(|(gain, _, _)| *gain >= MIN_INDEXED) else {
+                break;
+            };
+            let mut groups: Vec<(u64, Vec<u32>)> = Vec::new();
+            let mut left = Vec::with_capacity(rest.len() - n);
+            for &i in &rest {
+                match disc.of_rule(&self.rules[i as usize]) {
+                    Some(v) => match groups.iter_mut().find(|(gv, _)| *gv == v) {
+                        Some((_, g)) => g.push(i),
+                        None => groups.push((v, vec![i])),
+                    },
+                    None => left.push(i),
+                }
+            }
+            let size = (groups.len() * 2).next_power_of_two().max(2);
+            let mut index = Index {
+                disc,
+                shift: 64 - size.trailing_zeros(),
+                slots: vec![Slot::default(); size],
+            };
+            for (v, g) in groups {
+                let start = self.lists.len() as u32;
+                self.lists.extend_from_slice(&g);
+                let mut at = index.slot_of(v) & (size - 1);
+                while index.slots[at].len != 0 {
+                    at = (at + 1) & (size - 1);
+                }
+                index.slots[at] = Slot {
+                    value: v,
+                    start,
+                    len: g.len() as u32,
+                };
+            }
+            indexes.push(index);
+            rest = left;
+        }
+        let start = self.lists.len() as u32;
+        self.lists.extend_from_slice(&rest);
+        Plan {
+            indexes,
+            rest: (start, self.lists.len() as u32),
         }
     }
 
@@ -486,23 +663,63 @@ impl SteerMatcher {
         self.rules.is_empty()
     }
 
+    pub fn stats(&self) -> SteerMatcherStats {
+        let max_linear = self
+            .plans
+            .iter()
+            .map(|p| (p.rest.1 - p.rest.0) as usize)
+            .max()
+            .unwrap_or(0);
+        let indexes: Vec<&Index> = self.plans.iter().flat_map(|p| &p.indexes).collect();
+        let bytes = self.rules.len() * std::mem::size_of::<CompiledRule>()
+            + self.lists.len() * 4
+            + indexes
+                .iter()
+                .map(|i| i.slots.len() * std::mem::size_of::<Slot>())
+                .sum::<usize>()
+            + self.class_plan.len() * 2;
+        SteerMatcherStats {
+            rules: self.rules.len(),
+            plans: self.plans.len(),
+            indexes: indexes.len(),
+            max_linear,
+            bytes,
+        }
+    }
+
+    /// The first rule of `list` (ascending) below `best` that matches.
+    #[inline]
+    fn scan(&self, list: &[u32], p: &Packed, best: u32) -> u32 {
+        for &i in list {
+            if i >= best {
+                break;
+            }
+            if self.rules.get(i as usize).is_some_and(|r| r.matches(p)) {
+                return i;
+            }
+        }
+        best
+    }
+
     /// Index of the first rule matching `key`, if any.
     #[inline]
     pub fn first_match(&self, key: &SteerKey) -> Option<u32> {
-        let c = class_of(key);
-        let (lo, hi) = (
-            self.class_start[c] as usize,
-            self.class_start[c + 1] as usize,
-        );
-        let candidates = self.class_rules.get(lo..hi)?;
-        if candidates.is_empty() {
-            return None;
+        let p = pack(key, self.used);
+        let plan_id = *self.class_plan.get(class_of(p.w[0]))?;
+        let plan = self.plans.get(usize::from(plan_id))?;
+        // Every list is in rule order, so each list's first match is its earliest; the answer
+        // is the earliest over the lists.
+        let mut best = u32::MAX;
+        for index in &plan.indexes {
+            let (lo, hi) = index.find(index.disc.of_key(&p));
+            if let Some(list) = self.lists.get(lo..hi) {
+                best = self.scan(list, &p, best);
+            }
         }
-        let p = pack(key);
-        candidates
-            .iter()
-            .copied()
-            .find(|&i| self.rules.get(i as usize).is_some_and(|r| r.matches(&p)))
+        if let Some(list) = self.lists.get(plan.rest.0 as usize..plan.rest.1 as usize) {
+            best = self.scan(list, &p, best);
+        }
+        (best != u32::MAX).then_some(best)
     }
 
     /// The steering decision for one frame.
@@ -541,11 +758,6 @@ impl SteerMatcher {
             }
         }
         out
-    }
-
-    /// Words the packed key and one rule span; exposed for the benchmark's report.
-    pub fn bytes_per_rule() -> usize {
-        std::mem::size_of::<CompiledRule>()
     }
 }
 

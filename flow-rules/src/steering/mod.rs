@@ -26,7 +26,7 @@ pub use key::{
     Fate, RssHash, RssTarget, SteerDecision, SteerKey, RETA_SIZE, TUNNEL_GTPU, TUNNEL_NONE,
     TUNNEL_VXLAN,
 };
-pub use matcher::SteerMatcher;
+pub use matcher::{SteerMatcher, SteerMatcherStats};
 pub use model::{
     Action, EcpriItem, EthItem, GtpuItem, Ipv4Item, Ipv4Prefix, Ipv6Item, Ipv6Prefix, Item, Masked,
     PortRange, PortsItem, RssAction, RuleIssue, SteerRule, VlanItem, VxlanItem, ETHER_TYPE_ECPRI,
