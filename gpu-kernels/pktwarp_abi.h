@@ -300,8 +300,9 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_family, records_off) == 16, "pw_acl_family.r
  * memory or in mapped pinned host memory as the queue's placement says):
  *   pw_slot_hdr | pw_desc[burst_max] | frame bytes (data_bytes, packed, offsets in pw_desc)
  * The host (or a GPUDirect NIC) fills slot (seq % slots) and then publishes producer = seq + 1;
- * the GPU consumer processes slots in order, writes one pw_verdict per frame (and the metadata when
- * asked) into host-visible memory, then consumer = seq + 1 after __threadfence_system().
+ * a queue is served by `ctas` CTAs (CTA j takes bursts j, j + ctas, ...), which write one
+ * pw_verdict per frame (and the metadata when asked) into host-visible memory, then, after
+ * __threadfence_system(), done[slot] = seq + 1. The host reads bursts back in order.
  * Indices are free-running 32-bit counts of bursts (wrap-safe: compare by difference). */
 #define PW_GPU_MAX_BURST 1024u /* frames per burst, at most */
 #define PW_SLOT_ALIGN 256u     /* every slot and its data area start on this boundary */
@@ -380,7 +381,7 @@ typedef struct pw_queue_ctrl {
     uint32_t producer;  /*   0 producer index for `mapped` placement (host writes) */
     uint32_t exit_flag; /*   4 host sets 1: the persistent kernel returns */
     uint32_t pad0[30];  /*   8 */
-    uint32_t consumer;  /* 128 bursts whose verdicts are written (GPU writes) */
+    uint32_t consumer;  /* 128 last burst done + 1 (GPU writes; informational, done[] is the handshake) */
     uint32_t heartbeat; /* 132 bumped by the GPU on every burst and every 2^16 empty polls */
     uint32_t status;    /* 136 PW_QSTATE_* */
     uint32_t pad1;      /* 140 */
@@ -405,7 +406,7 @@ typedef struct pw_queue_desc {
     uint64_t ctrl;            /*  16 pw_queue_ctrl (mapped) */
     uint64_t verdicts;        /*  24 pw_verdict[slots * burst_max] (mapped) */
     uint64_t metas;           /*  32 pw_packet_meta[slots * burst_max] (mapped) or 0 */
-    uint64_t counters;        /*  40 pw_queue_counters (mapped) */
+    uint64_t counters;        /*  40 pw_queue_counters[ctas] (mapped): one per serving CTA */
     uint64_t rule_hits;       /*  48 uint64_t[n_rules] (device) or 0 */
     uint64_t acl_tables;      /*  56 flat ACL table bytes (device) or 0 */
     uint64_t idle_timeout_ns; /*  64 bounded wait of the persistent kernel */
@@ -418,8 +419,9 @@ typedef struct pw_queue_desc {
     uint8_t default_action;   /*  96 action when no rule matches (the ACL table's default) */
     uint8_t port_id;          /*  97 */
     uint16_t queue_id;        /*  98 */
-    uint32_t reserved;        /* 100 */
+    uint32_t ctas;            /* 100 persistent CTAs serving this queue (CTA j takes bursts j, j+ctas, ...) */
+    uint64_t done;            /* 104 uint32 done[slots] (mapped): seq + 1 once burst seq's verdicts are written */
 } pw_queue_desc;
-PW_STATIC_ASSERT(sizeof(pw_queue_desc) == 104, "pw_queue_desc size");
+PW_STATIC_ASSERT(sizeof(pw_queue_desc) == 112, "pw_queue_desc size");
 
 #endif /* PKTWARP_ABI_H */
