@@ -33,10 +33,26 @@ __device__ __forceinline__ uint64_t pw_globaltimer() {
     return t;
 }
 
-/* Acquire side of the producer handshake: after seeing the new producer index (a relaxed,
- * uncached read), this fence orders every later read of the slot after it and drops stale L1
- * lines of the previous lap. */
-__device__ __forceinline__ void pw_fence_acquire() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+/* Acquire side of the producer handshake: once a relaxed poll saw the new producer index, one
+ * acquire load of it orders every later read of the slot after it (and drops stale L1 lines of
+ * the slot's previous lap: L1 is not coherent with DMA or host writes). */
+__device__ __forceinline__ uint32_t pw_load_acquire(const volatile uint32_t *p) {
+    uint32_t v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* dst += src for the queue's host-visible counters. Plain read-modify-write, not atomics: a
+ * queue's counters have one writer at a time (its persistent CTA, or its burst kernels, which run
+ * in order on the queue's stream), and atomics on mapped host memory are not guaranteed over
+ * PCIe. */
+__device__ __forceinline__ void pw_counters_add(pw_queue_counters *dst, const pw_queue_counters *src) {
+    volatile uint64_t *d = (volatile uint64_t *)dst;
+    const uint64_t *s = (const uint64_t *)src;
+    for (uint32_t i = 0; i < sizeof(pw_queue_counters) / 8u; i++) {
+        if (s[i]) d[i] = d[i] + s[i];
+    }
+}
 
 #if defined(PW_HAVE_ACL)
 /* Stage `acl` on a parsed frame: the matched rule and its action / mark, or the table's default
@@ -115,25 +131,28 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     }
 }
 
-/* Publishes the end of burst `seq`: counters merged, verdicts visible, then consumer = seq + 1.
- * Called by thread 0 after a block barrier. */
-__device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq, pw_queue_counters *acc) {
+/* Publishes the end of burst `seq`: counters merged into this CTA's block, verdicts visible,
+ * then done[slot] = seq + 1. Called by thread 0 after a block barrier. */
+__device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq, uint32_t lane, pw_queue_counters *acc) {
     volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
-    if (q.pipeline & PW_PIPE_COUNT) pw_count_merge((pw_queue_counters *)q.counters, acc);
+    if (q.pipeline & PW_PIPE_COUNT) pw_counters_add((pw_queue_counters *)q.counters + lane, acc);
     __threadfence_system();
+    ((volatile uint32_t *)q.done)[seq % q.slots] = seq + 1u;
     ctrl->consumer = seq + 1u;
     ctrl->heartbeat = ctrl->heartbeat + 1u;
 }
 
-/* Mode `persistent`: block b serves queue b until the host sets exit_flag, or until
- * idle_timeout_ns pass without a burst (the last resort against a host that died). */
-extern "C" __global__ void __launch_bounds__(256) pw_persistent(const pw_queue_desc *queues) {
-    const pw_queue_desc q = queues[blockIdx.x];
+/* Mode `persistent`: CTA b serves queue b / ctas, taking bursts (b % ctas), + ctas, ... until the
+ * host sets exit_flag, or until idle_timeout_ns pass without a burst (the last resort against a
+ * host that died). Several CTAs per queue overlap bursts, hiding the per-frame latency. */
+extern "C" __global__ void __launch_bounds__(256) pw_persistent(const pw_queue_desc *queues, uint32_t ctas) {
+    const uint32_t lane = blockIdx.x % ctas;
+    const pw_queue_desc q = queues[blockIdx.x / ctas];
     volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
     const volatile uint32_t *prod = (const volatile uint32_t *)q.producer;
     __shared__ pw_queue_counters acc;
     __shared__ uint32_t cmd; /* 0 run a burst, 1 exit */
-    uint32_t cons = ctrl->consumer;
+    uint32_t seq = lane;
     if (threadIdx.x == 0) ctrl->status = PW_QSTATE_RUNNING;
     for (;;) {
         pw_zero_counters(&acc);
@@ -141,9 +160,9 @@ extern "C" __global__ void __launch_bounds__(256) pw_persistent(const pw_queue_d
             uint64_t idle_since = pw_globaltimer();
             uint32_t spins = 0;
             for (;;) {
-                if (*prod != cons) {
-                    pw_fence_acquire();
-                    const pw_slot_hdr *hdr = (const pw_slot_hdr *)(q.ring + (uint64_t)(cons % q.slots) * q.slot_bytes);
+                if ((int32_t)(*prod - seq) > 0) {
+                    (void)pw_load_acquire(prod);
+                    const pw_slot_hdr *hdr = (const pw_slot_hdr *)(q.ring + (uint64_t)(seq % q.slots) * q.slot_bytes);
                     if (hdr->n_frames > q.burst_max) {
                         ctrl->status = PW_QSTATE_BAD_SLOT;
                         cmd = 1u;
@@ -158,8 +177,10 @@ extern "C" __global__ void __launch_bounds__(256) pw_persistent(const pw_queue_d
                     break;
                 }
                 if ((++spins & 0x3FFu) == 0u) {
-                    ctrl->polls = ctrl->polls + 0x400u;
-                    if ((spins & 0xFFFFu) == 0u) ctrl->heartbeat = ctrl->heartbeat + 1u;
+                    if (lane == 0) {
+                        ctrl->polls = ctrl->polls + 0x400u;
+                        if ((spins & 0xFFFFu) == 0u) ctrl->heartbeat = ctrl->heartbeat + 1u;
+                    }
                     if (pw_globaltimer() - idle_since > q.idle_timeout_ns) {
                         ctrl->status = PW_QSTATE_EXIT_TIMEOUT;
                         cmd = 1u;
@@ -170,10 +191,10 @@ extern "C" __global__ void __launch_bounds__(256) pw_persistent(const pw_queue_d
         }
         __syncthreads();
         if (cmd) break;
-        pw_run_slot(q, cons, &acc);
+        pw_run_slot(q, seq, &acc);
         __syncthreads();
-        if (threadIdx.x == 0) pw_publish(q, cons, &acc);
-        cons += 1u;
+        if (threadIdx.x == 0) pw_publish(q, seq, lane, &acc);
+        seq += ctas;
         __syncthreads();
     }
     if (threadIdx.x == 0) __threadfence_system();
@@ -187,7 +208,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst(const pw_queue_desc *
     __syncthreads();
     pw_run_slot(q, seq, &acc);
     __syncthreads();
-    if (threadIdx.x == 0) pw_publish(q, seq, &acc);
+    if (threadIdx.x == 0) pw_publish(q, seq, 0u, &acc);
 }
 
 /* Graph mode: the graph's kernel nodes read the burst number from the slot header, so one graph
@@ -202,7 +223,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst_slot(const pw_queue_d
     __syncthreads();
     pw_run_slot(q, seq, &acc);
     __syncthreads();
-    if (threadIdx.x == 0) pw_publish(q, seq, &acc);
+    if (threadIdx.x == 0) pw_publish(q, seq, 0u, &acc);
 }
 
 /* Stage throughput: thread per frame over `n` device-resident frames (descriptor offsets relative

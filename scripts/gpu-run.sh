@@ -35,12 +35,12 @@ step() { # step NAME SECONDS CMD...
   echo "binary: $(sha256sum "$BIN" | cut -c1-16)"
 } 2>&1 | tee -a "$LOG"
 
-step verify-tcpdump 120 "$BIN" verify --input "$DATA/pcaps" --mode persistent,launch --placement device,mapped --json "$RES/verify-tcpdump.json"
-step verify-acl1 120 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --mode persistent,launch,graph --placement device,mapped --json "$RES/verify-acl1.json"
-step verify-fw1 90 "$BIN" verify --trace "$CB/fw1_10K_trace.gz" --rules "$CB/fw1_10K" --mode persistent --placement device,mapped --json "$RES/verify-fw1.json"
-step verify-ipc1 90 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --mode persistent --placement device,mapped --json "$RES/verify-ipc1.json"
-step verify-gen10M 180 "$BIN" verify --gen 10000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --mode persistent --placement device --json "$RES/verify-gen.json"
-step bench 300 "$BIN" bench --classbench "$CB" --out "$RES"
+step verify-tcpdump 60 "$BIN" verify --input "$DATA/pcaps" --mode persistent,launch --placement device,mapped --json "$RES/verify-tcpdump.json"
+step verify-acl1 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --mode persistent,launch,graph --placement device,mapped --json "$RES/verify-acl1.json"
+step verify-fw1 45 "$BIN" verify --trace "$CB/fw1_10K_trace.gz" --rules "$CB/fw1_10K" --mode persistent --placement device,mapped --queues 3 --ctas 2 --json "$RES/verify-fw1.json"
+step verify-ipc1 45 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --mode persistent --placement device,mapped --json "$RES/verify-ipc1.json"
+step verify-gen10M 120 "$BIN" verify --gen 10000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --mode persistent --placement device --queues 2 --ctas 4 --json "$RES/verify-gen.json"
+step bench 220 "$BIN" bench --classbench "$CB" --out "$RES"
 
 echo "=== summary: $fails step(s) failed" | tee -a "$LOG"
 grep -h "^verify " "$LOG"

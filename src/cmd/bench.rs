@@ -49,8 +49,11 @@ pub struct Args {
     #[arg(long, default_value_t = 2.0)]
     pub e2e_seconds: f64,
     /// Queues (each fed by its own host thread) for end to end, comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8,12")]
     pub e2e_queues: Vec<usize>,
+    /// Persistent CTAs per queue for end to end.
+    #[arg(long, default_value_t = 8)]
+    pub e2e_ctas: u32,
     /// Bursts timed per latency configuration.
     #[arg(long, default_value_t = 5000)]
     pub latency_bursts: usize,
@@ -230,6 +233,10 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             "host->device copy bandwidth measured in this run: {:.1} GB/s\n",
             htod / 1e9
         ));
+        md.line(format!(
+            "{} persistent CTAs per queue, one feeding host thread per queue\n",
+            a.e2e_ctas
+        ));
         md.line("| frame | placement | queues | burst | Mpps | Gbit/s (frames) | % of 400GbE pps | H2D GB/s | % of copy bw | ring-full retries |".into());
         md.line("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |".into());
         let mut rows = Vec::new();
@@ -296,7 +303,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                     .into_iter()
                     .enumerate()
                 {
-                    let lat = latency(&a, &base, tables, mode, placement, burst)?;
+                    let lat = latency(&a, &base, Some(tables), true, mode, placement, burst)?;
                     let (p50, p_99, p999) = (pct(&lat, 0.5), pct(&lat, 0.99), pct(&lat, 0.999));
                     p99[k] = p_99;
                     cells.push(format!("{p50:.2} / {p_99:.2} / {p999:.2}"));
@@ -316,6 +323,32 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             }
         }
         js.insert("latency".into(), json!(rows));
+
+        // Where the time goes: the same 32-frame burst with fewer stages.
+        md.line(
+            "\n### Latency decomposition, burst 32, persistent (us: p50 / p99 / p99.9)\n".into(),
+        );
+        md.line("| stages | device | mapped |".into());
+        md.line("| --- | --- | --- |".into());
+        let mut rows = Vec::new();
+        for (name, parse, acl) in [
+            ("count only (transport)", false, None),
+            ("parse + count", true, None),
+            ("parse + acl + count", true, Some(tables)),
+        ] {
+            let mut cells = Vec::new();
+            for placement in [Placement::Device, Placement::Mapped] {
+                let lat = latency(&a, &base, acl, parse, Mode::Persistent, placement, 32)?;
+                let (p50, p_99, p999) = (pct(&lat, 0.5), pct(&lat, 0.99), pct(&lat, 0.999));
+                cells.push(format!("{p50:.2} / {p_99:.2} / {p999:.2}"));
+                rows.push(
+                    json!({"stages": name, "placement": format!("{placement:?}"),
+                    "p50_us": p50, "p99_us": p_99, "p999_us": p999}),
+                );
+            }
+            md.line(format!("| {name} | {} | {} |", cells[0], cells[1]));
+        }
+        js.insert("latency_decomposition".into(), json!(rows));
     }
 
     if let Some(dir) = &a.out {
@@ -449,9 +482,10 @@ fn e2e(
         mode: Mode::Persistent,
         placement,
         burst_size: burst,
-        ring_slots: 32,
+        ring_slots: 64,
         slot_data_bytes: Some(round_up(slot_bytes * 2, 4096) as u32),
         device: a.device,
+        ctas_per_queue: a.e2e_ctas,
         ..Default::default()
     };
     let pd = PipelineDesc {
@@ -572,7 +606,8 @@ fn round_up(v: usize, a: usize) -> usize {
 fn latency(
     a: &Args,
     base: &Burst,
-    tables: AclTablesRef<'_>,
+    tables: Option<AclTablesRef<'_>>,
+    parse: bool,
     mode: Mode,
     placement: Placement,
     burst: u32,
@@ -589,8 +624,8 @@ fn latency(
         ..Default::default()
     };
     let pd = PipelineDesc {
-        parse: true,
-        acl: Some(tables),
+        parse,
+        acl: tables,
         count: true,
         default_action: abi::ACTION_PASS,
     };

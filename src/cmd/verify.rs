@@ -77,6 +77,9 @@ pub struct Args {
     /// GPU queues (bursts are spread round-robin).
     #[arg(long, default_value_t = 1)]
     pub queues: usize,
+    /// Persistent CTAs per queue.
+    #[arg(long, default_value_t = 1)]
+    pub ctas: u32,
     /// Mismatches printed in detail.
     #[arg(long, default_value_t = 10)]
     pub show: usize,
@@ -469,6 +472,7 @@ pub fn verify_one(
         device: a.device,
         emit_meta: true,
         idle_timeout_ms: 120_000,
+        ctas_per_queue: a.ctas,
         ..Default::default()
     };
     let pd = PipelineDesc {
@@ -766,4 +770,75 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     }
     println!("verify: {}", if all_ok { "PASS" } else { "FAIL" });
     Ok(if all_ok { 0 } else { 1 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_bursts_respects_frames_and_bytes() {
+        let mut chunk = Burst::default();
+        for i in 0..10u8 {
+            chunk.push(&vec![i; 100], FrameDesc::default());
+        }
+        let b = split_bursts(&chunk, 4, 250);
+        assert_eq!(
+            b.iter().map(|(f, b)| (*f, b.len())).collect::<Vec<_>>(),
+            vec![(0, 2), (2, 2), (4, 2), (6, 2), (8, 2)]
+        );
+        let b = split_bursts(&chunk, 3, usize::MAX);
+        assert_eq!(b.len(), 4);
+        assert_eq!(b[3].1.frame(0), &[9u8; 100][..]);
+        // A frame larger than the byte budget still travels, alone.
+        let mut big = Burst::default();
+        big.push(&[1u8; 500], FrameDesc::default());
+        big.push(&[2u8; 10], FrameDesc::default());
+        assert_eq!(split_bursts(&big, 8, 100).len(), 2);
+    }
+
+    #[test]
+    fn meta_diff_names_fields() {
+        let a = PacketMeta::default();
+        let mut b = a;
+        b.src_ip[2] = 7;
+        b.inner_tcp_flags = 1;
+        assert_eq!(meta_diff(&a, &b), vec!["src_ip", "inner_tcp_flags"]);
+        assert!(meta_diff(&a, &a).is_empty());
+    }
+
+    /// The whole comparison on a GPU; skipped (with the reason printed) where there is none.
+    #[test]
+    fn gpu_equals_cpu_on_generated_frames() {
+        if let Err(why) = pipeline::executor::gpu::probe(0) {
+            eprintln!("skipped: no usable GPU ({why})");
+            return;
+        }
+        let a = Args {
+            input: None,
+            trace: None,
+            gen: Some(20_000),
+            malformed: 0.1,
+            ipv6: 0.3,
+            size: 64,
+            rules: None,
+            default_drop: false,
+            mode: vec![ModeArg::Persistent, ModeArg::Launch, ModeArg::Graph],
+            placement: vec![PlacementArg::Device, PlacementArg::Mapped],
+            burst: 64,
+            queues: 2,
+            ctas: 3,
+            show: 5,
+            bulk: true,
+            json: None,
+            device: 0,
+        };
+        for m in [Mode::Persistent, Mode::Launch, Mode::Graph] {
+            for p in [Placement::Device, Placement::Mapped] {
+                let mut show = 5;
+                let r = verify_one(&a, None, m, p, &mut show).unwrap();
+                assert!(r.ok(), "{m:?} {p:?}: {:?}", r.to_json());
+            }
+        }
+    }
 }

@@ -217,7 +217,8 @@ pub struct QueueDesc {
     pub default_action: u8,
     pub port_id: u8,
     pub queue_id: u16,
-    pub reserved: u32,
+    pub ctas: u32,
+    pub done: u64,
 }
 
 #[cfg(test)]
@@ -244,7 +245,9 @@ mod tests {
         assert_eq!(offset_of!(QueueCtrl, heartbeat), 132);
         assert_eq!(offset_of!(QueueCtrl, status), 136);
         assert_eq!(offset_of!(QueueCtrl, polls), 144);
-        assert_eq!(size_of::<QueueDesc>(), 104);
+        assert_eq!(size_of::<QueueDesc>(), 112);
+        assert_eq!(offset_of!(QueueDesc, ctas), 100);
+        assert_eq!(offset_of!(QueueDesc, done), 104);
         assert_eq!(offset_of!(QueueDesc, idle_timeout_ns), 64);
         assert_eq!(offset_of!(QueueDesc, slots), 72);
         assert_eq!(offset_of!(QueueDesc, pipeline), 88);
