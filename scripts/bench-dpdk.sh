@@ -26,7 +26,9 @@ for l in sys.stdin:
     if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["name"]=="dpdk_bench": print(m["executable"])' | tail -1)
 [ -x "$BIN" ] || { echo "bench-dpdk: could not build the benchmark binary" >&2; exit 1; }
 
-# testpmd: sums the ports' Rx-pps over the last reports of a run (the first is warm-up).
+# testpmd: runs SECS seconds, then SIGINT; prints "<Mpps per wall second> <Mpps per CPU second
+# of the forwarding lcore>": packets from the final forward statistics, CPU time of the worker
+# thread from /proc (the second figure does not depend on how busy the shared machine is).
 testpmd_mpps() { # $1 = device kind
   local vdevs extra=()
   case $1 in
@@ -34,48 +36,69 @@ testpmd_mpps() { # $1 = device kind
     net_ring) vdevs=(--vdev=net_ring0 --vdev=net_ring1); extra=(--tx-first) ;;
   esac
   local log; log=$(mktemp)
-  timeout -s INT $((SECS + 2)) dpdk-testpmd --no-huge --no-pci --no-shconf -m 512 \
+  dpdk-testpmd --no-huge --no-pci --no-shconf -m 512 \
     --file-prefix=tpbench$$ -l "$MAIN_CPU,$FWD_CPU" --log-level='*:warning' "${vdevs[@]}" -- \
     --forward-mode=io --nb-cores=1 --burst=32 --stats-period=1 --no-lsc-interrupt \
-    --total-num-mbufs=16384 "${extra[@]}" </dev/null >"$log" 2>&1 || true
-  python3 - "$log" <<'PY'
+    --total-num-mbufs=16384 "${extra[@]}" </dev/null >"$log" 2>&1 &
+  local pid=$! tid="" t0 t1 ticks=0
+  sleep 1
+  for t in /proc/$pid/task/*; do
+    if grep -q worker "$t/comm" 2>/dev/null; then tid=${t##*/}; fi
+  done
+  t0=$(date +%s.%N)
+  sleep "$SECS"
+  if [ -n "$tid" ]; then ticks=$(awk '{print $14 + $15}' "/proc/$pid/task/$tid/stat"); fi
+  t1=$(date +%s.%N)
+  kill -INT "$pid"; wait "$pid" || true
+  python3 - "$log" "$ticks" "$(getconf CLK_TCK)" "$t0" "$t1" <<'PY'
 import re, sys, statistics
 txt = open(sys.argv[1], errors="replace").read()
+ticks, hz = int(sys.argv[2]), int(sys.argv[3])
 # Each stats report lists every port's "Rx-pps:"; group them per report (2 ports).
 vals = [int(v) for v in re.findall(r"Rx-pps:\s+(\d+)", txt)]
-reports = [sum(vals[i:i+2]) for i in range(0, len(vals) - 1, 2)]
-reports = reports[1:] or reports
-print(f"{statistics.median(reports)/1e6:.3f}" if reports else "0")
+reports = [sum(vals[i:i+2]) for i in range(0, len(vals) - 1, 2)][1:]
+wall = statistics.median(reports) / 1e6 if reports else 0.0
+# Final accumulated statistics: total RX-packets over all ports, over the worker's CPU time
+# (the worker starts forwarding right away; the 1 s before t0 is in both counts).
+tot = re.search(r"Accumulated forward statistics for all ports.*?RX-packets:\s+(\d+)", txt, re.S)
+cpu = (int(tot.group(1)) / (ticks / hz) / 1e6) if (tot and ticks) else 0.0
+print(f"{wall:.3f} {cpu:.3f}")
 PY
   rm -f "$log"
 }
 
-pktwarp_mpps() { # $1 = device kind
+pktwarp_mpps() { # $1 = device kind; prints "<Mpps per wall second> <Mpps per CPU second>"
   PKTWARP_BENCH_SECONDS=$SECS PKTWARP_BENCH_LCORE=$FWD_CPU taskset -c "$FWD_CPU" \
     "$BIN" --exact "bench_$1" --ignored --nocapture --test-threads=1 2>/dev/null \
-    | grep -o "PKTWARP_MPPS $1 [0-9.]*" | awk '{print $3}'
+    | python3 -c '
+import re, sys
+t = sys.stdin.read()
+w = re.search(r"PKTWARP_MPPS \S+ ([0-9.]+)", t)
+c = re.search(r"PKTWARP_MPPS_CPU \S+ ([0-9.]+)", t)
+print(w.group(1) if w else "0", c.group(1) if c else "0")'
 }
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 echo "date: $(date -u +%FT%TZ)"
-echo "machine: $(lscpu | sed -n 's/^Model name:\s*//p' | head -1), $NCPU CPUs; DPDK $(pkg-config --modversion libdpdk)"
+echo "machine: $(lscpu | sed -n 's/^Model name:\s*//p' | head -1), $NCPU CPUs; DPDK $(pkg-config --modversion libdpdk); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "forwarding CPU: $FWD_CPU; $SECS s per run, $ROUNDS rounds"
-declare -A T P
+declare -A TW TC PW PC
 for dev in net_null net_ring; do
-  t=(); p=()
+  tw=(); tc=(); pw=(); pc=()
   for r in $(seq "$ROUNDS"); do
-    t+=("$(testpmd_mpps "$dev")")
-    p+=("$(pktwarp_mpps "$dev")")
-    echo "  $dev round $r: testpmd ${t[-1]} Mpps, pktwarp ${p[-1]} Mpps"
+    read -r a b < <(testpmd_mpps "$dev"); tw+=("$a"); tc+=("$b")
+    read -r a b < <(pktwarp_mpps "$dev"); pw+=("$a"); pc+=("$b")
+    echo "  $dev round $r: testpmd ${tw[-1]} Mpps (${tc[-1]} per CPU-s), pktwarp ${pw[-1]} Mpps (${pc[-1]} per CPU-s)"
   done
-  T[$dev]=$(median "${t[@]}")
-  P[$dev]=$(median "${p[@]}")
+  TW[$dev]=$(median "${tw[@]}"); TC[$dev]=$(median "${tc[@]}")
+  PW[$dev]=$(median "${pw[@]}"); PC[$dev]=$(median "${pc[@]}")
 done
+ratio() { awk -v p="$1" -v t="$2" 'BEGIN { if (t > 0) printf "%.2f", p / t; else print "n/a" }'; }
 echo
-echo "| device | testpmd io (Mpps) | pktwarp dpdk port (Mpps) | ratio |"
-echo "| --- | --- | --- | --- |"
+echo "Medians. Mpps per wall second, and per second the forwarding thread was on a CPU."
+echo "| device | testpmd io Mpps | pktwarp Mpps | ratio | testpmd Mpps/CPU-s | pktwarp Mpps/CPU-s | ratio |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
 for dev in net_null net_ring; do
-  ratio=$(awk -v p="${P[$dev]}" -v t="${T[$dev]}" 'BEGIN { if (t > 0) printf "%.2f", p / t; else print "n/a" }')
-  echo "| $dev | ${T[$dev]} | ${P[$dev]} | $ratio |"
+  echo "| $dev | ${TW[$dev]} | ${PW[$dev]} | $(ratio "${PW[$dev]}" "${TW[$dev]}") | ${TC[$dev]} | ${PC[$dev]} | $(ratio "${PC[$dev]}" "${TC[$dev]}") |"
 done

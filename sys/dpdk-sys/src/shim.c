@@ -29,6 +29,11 @@ void pw_rte_pktmbuf_free(struct rte_mbuf *m)
 	rte_pktmbuf_free(m);
 }
 
+int pw_rte_mempool_get_bulk(struct rte_mempool *mp, void **obj_table, unsigned int n)
+{
+	return rte_mempool_get_bulk(mp, obj_table, n);
+}
+
 void *pw_rte_pktmbuf_mtod(struct rte_mbuf *m)
 {
 	return rte_pktmbuf_mtod(m, void *);

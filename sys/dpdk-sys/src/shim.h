@@ -26,6 +26,9 @@ struct rte_mbuf *pw_rte_pktmbuf_alloc(struct rte_mempool *mp);
 int pw_rte_pktmbuf_alloc_bulk(struct rte_mempool *pool, struct rte_mbuf **mbufs,
                               unsigned int count);
 void pw_rte_pktmbuf_free(struct rte_mbuf *m);
+/* rte_mempool_get_bulk: raw objects (mbufs come back with refcnt 1, next NULL, nb_segs 1 and
+ * the rest of their first cache line to be set by the caller). Returns 0 or -ENOENT. */
+int pw_rte_mempool_get_bulk(struct rte_mempool *mp, void **obj_table, unsigned int n);
 void *pw_rte_pktmbuf_mtod(struct rte_mbuf *m);
 char *pw_rte_pktmbuf_append(struct rte_mbuf *m, uint16_t len);
 int pw_rte_pktmbuf_chain(struct rte_mbuf *head, struct rte_mbuf *tail);
