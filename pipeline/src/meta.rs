@@ -313,7 +313,7 @@ mod tests {
                 })
                 .unwrap_or_else(|| panic!("{name} not in pktwarp_abi.h"));
             let v = line
-                .split(|c: char| c == '=' || c == ' ' || c == ',')
+                .split(['=', ' ', ','])
                 .map(|t| t.trim_end_matches('u'))
                 .filter(|t| !t.is_empty())
                 .nth(if line.trim_start().starts_with("#define") {

@@ -2,6 +2,8 @@
 //! our metadata with etherparse's slices.
 #![allow(dead_code)]
 
+pub mod mix;
+
 use std::path::PathBuf;
 
 use etherparse::{LinkExtSlice, NetSlice, SlicedPacket, TransportSlice};
