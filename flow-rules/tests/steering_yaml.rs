@@ -528,6 +528,11 @@ fn queues_and_rss() {
         "[{rss: {queues: [1], hash: [ipv4, l3-src-only, l3-dst-only]}}]",
     );
     expect_err(&text, "[ipv4, l3", "rss.hash", "exclude each other");
+    let text = rule(
+        "{}",
+        "[{rss: {queues: [1], hash: [ipv4, tcp, l4-src-only, l4-dst-only]}}]",
+    );
+    expect_err(&text, "[ipv4, tcp", "rss.hash", "exclude each other");
     let text = rule("{}", "[{rss: {queues: [1], hash: [tcp]}}]");
     expect_err(&text, "[tcp]", "rss.hash", "needs `ipv4` and/or `ipv6`");
     let text = rule("{}", "[{rss: {queues: [1], hash: [ipv6, l4-dst-only]}}]");

@@ -831,6 +831,59 @@ mod tests {
         assert!(PortRange { lo: 5, hi: 4 }.to_masks().is_empty());
     }
 
+    /// Checks only programmatic rules can fail (the YAML parser refuses these values first).
+    #[test]
+    fn model_validation_of_programmatic_rules() {
+        let with = |pattern: Vec<Item>| SteerRule {
+            name: None,
+            pattern,
+            actions: vec![Action::Drop],
+        };
+        let field_of = |r: SteerRule| r.validate(None).map_err(|e| (e.field, e.message));
+        let vlan = |vid, pcp| {
+            Item::Vlan(VlanItem {
+                vid,
+                pcp,
+                inner_type: None,
+            })
+        };
+        let e = field_of(with(vec![vlan(Some(5000), None)]));
+        assert!(
+            matches!(&e, Err((f, m)) if f == "vlan.vid" && m.contains("0..=4095")),
+            "{e:?}"
+        );
+        let e = field_of(with(vec![vlan(None, Some(8))]));
+        assert!(matches!(&e, Err((f, _)) if f == "vlan.pcp"), "{e:?}");
+        let e = field_of(with(vec![Item::Ipv6(Ipv6Item {
+            dscp: Some(64),
+            ..Ipv6Item::default()
+        })]));
+        assert!(matches!(&e, Err((f, _)) if f == "ipv6.dscp"), "{e:?}");
+        let e = field_of(with(vec![Item::Vxlan(VxlanItem { vni: Some(1 << 24) })]));
+        assert!(matches!(&e, Err((f, _)) if f == "vxlan.vni"), "{e:?}");
+        // Items out of header order.
+        let e = field_of(with(vec![
+            Item::Udp(PortsItem::default()),
+            Item::Ipv4(Ipv4Item::default()),
+        ]));
+        assert!(
+            matches!(&e, Err((f, m)) if f == "ipv4" && m.contains("must come before")),
+            "{e:?}"
+        );
+        assert!(with(vec![vlan(Some(4095), Some(7))])
+            .validate(Some(1))
+            .is_ok());
+        // The queue count is checked only when known.
+        let q = SteerRule {
+            name: None,
+            pattern: vec![],
+            actions: vec![Action::Queue(9)],
+        };
+        assert!(q.validate(None).is_ok());
+        assert!(q.validate(Some(10)).is_ok());
+        assert!(q.validate(Some(9)).is_err());
+    }
+
     #[test]
     fn flow_patterns_fill_implied_layers() {
         let rule = SteerRule {
