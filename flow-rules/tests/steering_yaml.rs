@@ -572,6 +572,20 @@ fn duplicate_rule_names() {
 }
 
 #[test]
+fn structure_errors_read_in_file_terms() {
+    let e = expect_err("rules:\n", ":\n", "rules", "expected a list here");
+    assert!(!e.message.contains("sequence start"), "{e}");
+    expect_err("rules:\n  - drop\n", "drop", "rules", "expected a mapping");
+    let e = expect_err(
+        "queues: 4\nqueues: 5\n",
+        "queues: 5",
+        "queues",
+        "duplicate key `queues`",
+    );
+    assert!(!e.message.contains("DuplicateKeyPolicy"), "{e}");
+}
+
+#[test]
 fn yaml_syntax_errors_have_a_place() {
     let e = match SteerRuleSet::parse("rules: [\n", FILE) {
         Err(e) => e,

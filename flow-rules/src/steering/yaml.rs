@@ -354,22 +354,51 @@ fn saphyr_error(e: &serde_saphyr::Error, text: &str, file: &Path) -> RuleError {
     if let Some(at) = message.rfind(" at line ") {
         message.truncate(at);
     }
-    if let E::SerdeUnknownVariant { .. } = inner {
-        message = format!("unknown action: {message}");
+    // Say it in the file's terms rather than the parser's.
+    match inner {
+        E::SerdeUnknownVariant { .. } => message = format!("unknown action: {message}"),
+        E::DuplicateMappingKey { key: Some(k), .. } => message = format!("duplicate key `{k}`"),
+        _ if message == "expected sequence start" => message = "expected a list here".into(),
+        _ if message == "expected mapping start" => {
+            message = "expected a mapping (`key: value` lines) here".into()
+        }
+        _ => {}
     }
     RuleError::new(Location::new(file, line, column), field, message)
 }
 
-/// The last `key:` written on a 1-based line before the error, for errors serde reports
-/// without naming the key (a wrong type under a key).
+/// The key an error serde reports without naming one (a wrong type under a key) is about: the
+/// last `key:` written on the error's 1-based line, else the key of the nearest less-indented
+/// line above (the parent of a list item or of a value on its own line).
 fn key_on_line(text: &str, line: usize) -> String {
-    let Some(l) = line.checked_sub(1).and_then(|i| text.lines().nth(i)) else {
+    let lines: Vec<&str> = text.lines().collect();
+    let Some(idx) = line.checked_sub(1).filter(|i| *i < lines.len()) else {
         return String::new();
     };
+    let here = last_key(lines[idx]);
+    if !here.is_empty() {
+        return here;
+    }
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let cur = indent(lines[idx]);
+    for l in lines[..idx].iter().rev() {
+        let t = l.trim_start();
+        if t.is_empty() || t.starts_with('#') || indent(l) >= cur {
+            continue;
+        }
+        let k = last_key(l);
+        if !k.is_empty() {
+            return k;
+        }
+    }
+    String::new()
+}
+
+/// The identifier before the last `: ` (or a `:` ending the line) of one line.
+fn last_key(l: &str) -> String {
     let mut best = String::new();
     let bytes = l.as_bytes();
     for (i, _) in l.match_indices(':') {
-        // A key is the identifier right before a `: ` (or a `:` ending the line).
         if bytes.get(i + 1).is_some_and(|b| *b != b' ') {
             continue;
         }
@@ -796,5 +825,7 @@ mod tests {
         assert_eq!(key_on_line(text, 3), "dst");
         assert_eq!(key_on_line(text, 2), "match");
         assert_eq!(key_on_line(text, 9), "");
+        let text = "rules:\n  # a comment\n  - drop\n";
+        assert_eq!(key_on_line(text, 3), "rules");
     }
 }
