@@ -15,8 +15,6 @@ fn main() {
         .file("csrc/host_stages.cpp")
         .include("../gpu-kernels")
         .flag_if_supported("-std=c++14")
-        // The ABI header's prose mentions `gpu-kernels/*.cuh` inside a comment.
-        .flag_if_supported("-Wno-comment")
         .warnings(true)
         .extra_warnings(true)
         .compile("pw_host_stages");

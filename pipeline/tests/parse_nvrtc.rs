@@ -1,0 +1,137 @@
+//! `gpu-kernels/parse.cuh` compiles with NVRTC for sm_90, the way the binary compiles its embedded
+//! kernel source at start on a machine without a build-time nvcc (NVRTC has no libc headers and no
+//! `offsetof`, unlike nvcc). Uses the pinned pip NVRTC (`nvidia-cuda-nvrtc==13.0.88`, installed
+//! by scripts/install-deps.sh) from python3's `nvidia/cu13/lib`, or `PKTWARP_NVRTC_DIR`. Where no
+//! NVRTC is installed the test says so and passes: nvcc compile checks are scripts/check-kernels.sh.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::path::PathBuf;
+
+fn nvrtc_dir() -> Option<PathBuf> {
+    if let Ok(d) = std::env::var("PKTWARP_NVRTC_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import nvidia; print(nvidia.__path__[0])"])
+        .output()
+        .ok()?;
+    let base = String::from_utf8(out.stdout).ok()?;
+    let d = PathBuf::from(base.trim()).join("cu13/lib");
+    d.join("libnvrtc.so.13").is_file().then_some(d)
+}
+
+fn dlopen(path: &std::path::Path) -> *mut c_void {
+    let c = CString::new(path.as_os_str().as_encoded_bytes()).expect("path without NUL");
+    // SAFETY: a NUL-terminated path; RTLD_GLOBAL so that libnvrtc's own dlopen of its builtins
+    // library (by soname) finds the copy loaded here.
+    let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+    assert!(!h.is_null(), "dlopen {} failed", path.display());
+    h
+}
+
+/// Looks up `name` in `lib` as a function of type `F`.
+///
+/// # Safety
+/// `F` must be the C signature of `name`.
+unsafe fn sym<F: Copy>(lib: *mut c_void, name: &str) -> F {
+    let c = CString::new(name).expect("symbol name");
+    // SAFETY: `lib` is a live handle from dlopen; the name is NUL-terminated.
+    let p = unsafe { libc::dlsym(lib, c.as_ptr()) };
+    assert!(!p.is_null(), "{name} not found in libnvrtc");
+    assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
+    // SAFETY: the caller guarantees `F` is the function's type; sizes checked above.
+    unsafe { std::mem::transmute_copy(&p) }
+}
+
+type CreateProgram = unsafe extern "C" fn(
+    *mut *mut c_void,
+    *const c_char,
+    *const c_char,
+    c_int,
+    *const *const c_char,
+    *const *const c_char,
+) -> c_int;
+type CompileProgram = unsafe extern "C" fn(*mut c_void, c_int, *const *const c_char) -> c_int;
+type GetSize = unsafe extern "C" fn(*mut c_void, *mut usize) -> c_int;
+type GetBytes = unsafe extern "C" fn(*mut c_void, *mut c_char) -> c_int;
+
+#[test]
+fn parse_cuh_compiles_with_nvrtc_for_sm_90() {
+    let Some(dir) = nvrtc_dir() else {
+        eprintln!("skipped: no NVRTC 13.0 found (pip nvidia-cuda-nvrtc or PKTWARP_NVRTC_DIR)");
+        return;
+    };
+    let kdir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../gpu-kernels"));
+    let read = |n: &str| {
+        CString::new(std::fs::read(kdir.join(n)).unwrap_or_else(|e| panic!("read {n}: {e}")))
+            .expect("header without NUL")
+    };
+    let headers = [read("pktwarp_abi.h"), read("parse.cuh")];
+    let names = [c"pktwarp_abi.h", c"parse.cuh"];
+    let src = c"#include \"parse.cuh\"
+extern \"C\" __global__ void pw_parse_check(const uint8_t *d, const uint32_t *o,
+        const uint32_t *l, pw_packet_meta *m, uint32_t n) {
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) pw_parse(d + o[i], l[i], &m[i]);
+}
+";
+    // The builtins library first (see dlopen), then NVRTC itself.
+    if let Some(b) = std::fs::read_dir(&dir)
+        .expect("read NVRTC dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libnvrtc-builtins.so.13"))
+        })
+    {
+        dlopen(&b);
+    }
+    let lib = dlopen(&dir.join("libnvrtc.so.13"));
+    // SAFETY: the signatures are NVRTC's (nvrtc.h, CUDA 13.0): nvrtcCreateProgram,
+    // nvrtcCompileProgram, nvrtcGetProgramLogSize / nvrtcGetProgramLog, nvrtcGetCUBINSize.
+    let (create, compile, log_size, get_log, cubin_size) = unsafe {
+        (
+            sym::<CreateProgram>(lib, "nvrtcCreateProgram"),
+            sym::<CompileProgram>(lib, "nvrtcCompileProgram"),
+            sym::<GetSize>(lib, "nvrtcGetProgramLogSize"),
+            sym::<GetBytes>(lib, "nvrtcGetProgramLog"),
+            sym::<GetSize>(lib, "nvrtcGetCUBINSize"),
+        )
+    };
+    let hdr_ptrs: Vec<*const c_char> = headers.iter().map(|h| h.as_ptr()).collect();
+    let name_ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+    let opts = [c"--gpu-architecture=sm_90", c"--std=c++17"];
+    let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
+    let mut prog: *mut c_void = std::ptr::null_mut();
+    // SAFETY: every pointer is a live NUL-terminated string or an array of them of the given
+    // length; `prog` receives the program handle (leaked: one per test run).
+    let rc = unsafe {
+        create(
+            &mut prog,
+            src.as_ptr(),
+            c"parse_check.cu".as_ptr(),
+            2,
+            hdr_ptrs.as_ptr(),
+            name_ptrs.as_ptr(),
+        )
+    };
+    assert_eq!(rc, 0, "nvrtcCreateProgram");
+    // SAFETY: as above.
+    let rc = unsafe { compile(prog, opt_ptrs.len() as c_int, opt_ptrs.as_ptr()) };
+    let mut n = 0usize;
+    // SAFETY: `prog` is valid; the log buffer has the size NVRTC reported.
+    let log = unsafe {
+        log_size(prog, &mut n);
+        let mut buf = vec![0 as c_char; n.max(1)];
+        get_log(prog, buf.as_mut_ptr());
+        CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned()
+    };
+    assert_eq!(rc, 0, "NVRTC could not compile parse.cuh:\n{log}");
+    let mut cubin = 0usize;
+    // SAFETY: `prog` compiled successfully.
+    unsafe { cubin_size(prog, &mut cubin) };
+    assert!(cubin > 0, "NVRTC produced no sm_90 CUBIN");
+    assert!(!log.contains("warning"), "NVRTC warnings:\n{log}");
+    eprintln!("parse.cuh: NVRTC sm_90 CUBIN of {cubin} bytes");
+}
