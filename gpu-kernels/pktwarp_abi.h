@@ -347,6 +347,7 @@ PW_STATIC_ASSERT(sizeof(pw_slot_hdr) == 16, "pw_slot_hdr size");
 #define PW_DROP_STEERING 3u    /* steering said drop (host side) */
 #define PW_DROP_TX_ERROR 4u    /* the output port refused the frame (host side) */
 #define PW_DROP_TOO_LONG 5u    /* burst larger than a ring slot (host side, never reaches the GPU) */
+#define PW_DROP_STAGE 6u       /* a custom CPU stage dropped it (CPU executor only) */
 #define PW_DROP_NONE 0xFFu     /* pw_verdict.drop_reason when the action is not drop */
 #define PW_DROP_REASONS 8u
 

@@ -48,16 +48,19 @@ pub enum DropReason {
     TxError = 4,
     /// The frame is longer than a GPU queue slot takes.
     TooLong = 5,
+    /// A custom (library user's) stage dropped it without naming a reason.
+    StageDrop = 6,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 6] = [
+    pub const ALL: [DropReason; 7] = [
         DropReason::RingFull,
         DropReason::ParseError,
         DropReason::AclDrop,
         DropReason::SteeringDrop,
         DropReason::TxError,
         DropReason::TooLong,
+        DropReason::StageDrop,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -69,6 +72,7 @@ impl DropReason {
             DropReason::SteeringDrop => "steering_drop",
             DropReason::TxError => "tx_error",
             DropReason::TooLong => "too_long",
+            DropReason::StageDrop => "stage_drop",
         }
     }
 }

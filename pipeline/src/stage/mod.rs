@@ -3,4 +3,4 @@ pub mod acl;
 pub mod parse;
 pub mod run;
 
-pub use run::{build, AclSlot, Pipeline, Stage};
+pub use run::{build, AclSlot, CustomStage, Pipeline, Stage};

@@ -14,11 +14,21 @@ use crate::stage::acl::AclStage;
 use crate::stage::parse;
 use crate::verdict::{Action, DropReason, Verdict};
 
+/// A stage written on the library (CPU executor): runs on every frame that reaches it, after the
+/// stages before it, and may change the frame's verdict (a drop stops the pipeline for that
+/// frame). Shared by every worker, so per-frame state must be atomic or per-thread.
+pub trait CustomStage: Send + Sync {
+    /// Called once per frame. `meta` is filled when a `parse` stage ran before this one.
+    fn process(&self, frame: &[u8], meta: &PacketMeta, verdict: &mut Verdict);
+}
+
 /// One stage, ready to run.
 pub enum Stage {
     Parse,
     Count,
     Acl(AclSlot),
+    /// A stage of the application's own (`custom` in stage lists and metrics).
+    Custom(Arc<dyn CustomStage>),
 }
 
 /// The published ACL tables of an `acl` stage. Immutable once published: a reload builds the new
@@ -48,6 +58,7 @@ impl Stage {
             Stage::Parse => "parse",
             Stage::Count => "count",
             Stage::Acl(_) => "acl",
+            Stage::Custom(_) => "custom",
         }
     }
 }
@@ -160,6 +171,13 @@ impl Pipeline {
                     Stage::Count => {
                         if let Some(slot) = stage_bytes.get_mut(si) {
                             *slot += desc.len as u64;
+                        }
+                    }
+                    Stage::Custom(c) => {
+                        c.process(frame, meta, v);
+                        if v.action == Action::Drop {
+                            v.reason.get_or_insert(DropReason::StageDrop);
+                            break;
                         }
                     }
                     Stage::Acl(_) => {

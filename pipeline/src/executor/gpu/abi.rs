@@ -31,7 +31,7 @@ pub const DROP_REASON_NAMES: [&str; DROP_REASONS] = [
     "steering_drop",
     "tx_error",
     "too_long",
-    "reserved6",
+    "stage_drop",
     "reserved7",
 ];
 /// Names of the actions, indexed by `ACTION_*`.
