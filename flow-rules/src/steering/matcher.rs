@@ -38,7 +38,9 @@ struct Packed {
 
 #[inline]
 fn mac_word(m: &[u8; 6]) -> u64 {
-    u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]])
+    // Two loads and a byte swap rather than six byte moves.
+    u64::from(u32::from_be_bytes([m[0], m[1], m[2], m[3]])) << 16
+        | u64::from(u16::from_be_bytes([m[4], m[5]]))
 }
 
 #[inline]
