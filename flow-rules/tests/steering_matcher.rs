@@ -845,3 +845,87 @@ fn many_rules_pinning_one_field_are_indexed() {
     }
     assert_eq!(m.first_match(&udp4()), Some(200));
 }
+
+/// The shipped example files steer what their comments say.
+#[test]
+fn shipped_examples_steer_as_documented() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/rules");
+    let load =
+        |name: &str| SteerRuleSet::load(format!("{dir}/{name}")).unwrap_or_else(|e| panic!("{e}"));
+    let fh = load("fronthaul.steering.yaml").compile();
+    let ptp = SteerKey {
+        ether_type: 0x88f7,
+        ..SteerKey::default()
+    };
+    assert_eq!(fh.decide(&ptp).fate, Fate::Queue(0));
+    let uplane = SteerKey {
+        dst_mac: [0x00, 0x11, 0x22, 0x33, 0x44, 0x55],
+        ether_type: 0xaefe,
+        vlan_count: 1,
+        vlan_tci: 100,
+        ecpri: true,
+        ecpri_msg_type: 0,
+        ecpri_pc_id: 1,
+        ..SteerKey::default()
+    };
+    let d = fh.decide(&uplane);
+    assert_eq!((d.fate, d.mark), (Fate::Queue(2), Some(1)));
+    // Real-time control (type 2) of the same eAxC: "other eCPRI", queue 3, no mark.
+    let d = fh.decide(&SteerKey {
+        ecpri_msg_type: 2,
+        ..uplane
+    });
+    assert_eq!((d.fate, d.mark), (Fate::Queue(3), None));
+    let lldp = SteerKey {
+        dst_mac: [0x01, 0x80, 0xc2, 0x00, 0x00, 0x0e],
+        ether_type: 0x88cc,
+        ..SteerKey::default()
+    };
+    assert_eq!(fh.decide(&lldp).fate, Fate::Drop);
+
+    let mc = load("mobile-core.steering.yaml").compile();
+    let gtpu = SteerKey {
+        dst_ip: [u32::from(Ipv4Addr::new(10, 20, 1, 1)), 0, 0, 0],
+        dst_port: 2152,
+        tunnel: TUNNEL_GTPU,
+        tunnel_id: 0x1234,
+        ..udp4()
+    };
+    let d = mc.decide(&gtpu);
+    assert_eq!((d.fate, d.mark), (Fate::Queue(15), Some(0x1234)));
+    let other_tunnel = SteerKey {
+        tunnel_id: 0x99,
+        ..gtpu
+    };
+    match mc.decide(&other_tunnel).fate {
+        Fate::Rss(t) => {
+            assert_eq!(t.queues(), &[0, 1, 2, 3, 4, 5, 6, 7]);
+            let mut buf = [0u8; 36];
+            // Outer addresses only: 8 bytes, the ports are not hashed.
+            assert_eq!(t.hash_input(&other_tunnel, &mut buf), 8);
+        }
+        other => panic!("expected RSS, got {other:?}"),
+    }
+    // NTP reflection: source port 123 to a high port is dropped; a client query is not.
+    let ntp = SteerKey {
+        src_port: 123,
+        dst_port: 40000,
+        ..udp4()
+    };
+    assert_eq!(mc.decide(&ntp).fate, Fate::Drop);
+    let query = SteerKey {
+        src_port: 40000,
+        dst_port: 123,
+        ..udp4()
+    };
+    assert_eq!(mc.decide(&query), SteerDecision::NO_MATCH);
+    // VLAN 300 frames are only marked: default fate.
+    let tagged = SteerKey {
+        vlan_count: 1,
+        vlan_tci: 300,
+        dst_port: 9999,
+        ..udp4()
+    };
+    let d = mc.decide(&tagged);
+    assert_eq!((d.fate, d.mark), (Fate::Default, Some(300)));
+}
