@@ -74,6 +74,46 @@ wait_for() {
   done
 }
 
+# The deploy/ files: Prometheus config and alert rules (with their unit tests), the Grafana
+# dashboard, the Kubernetes config; every pktwarp_* name they use must be one pktwarp exports.
+promtool check rules deploy/prometheus/alerts.yml >/dev/null || fail "promtool check rules"
+(cd deploy/prometheus && promtool test rules alerts_test.yml >/dev/null) || fail "promtool test rules"
+(cd deploy/prometheus && promtool check config prometheus.yml >/dev/null) || fail "promtool check config (deploy)"
+python3 - <<'EOF' || fail "deploy/ files refer to metrics pktwarp does not export, or are malformed"
+import json, re, sys
+src = open("pipeline/src/control/metrics.rs").read()
+known = set(re.findall(r'\("(pktwarp_[a-z0-9_]+)",', src))
+json.load(open("deploy/grafana/pktwarp-dashboard.json"))
+bad = []
+for f in ["deploy/grafana/pktwarp-dashboard.json", "deploy/prometheus/alerts.yml", "deploy/README.md"]:
+    for name in set(re.findall(r"pktwarp_[a-z0-9_]+", open(f).read())):
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        if name not in known and base not in known:
+            bad.append((f, name))
+if bad or len(known) < 20:
+    print("unknown metric names:", bad, "known:", len(known), file=sys.stderr)
+    sys.exit(1)
+EOF
+python3 - "$TMP" <<'EOF' || fail "cannot extract the Kubernetes ConfigMap"
+# The ConfigMap's `data:` entries are `  NAME: |` block scalars indented by 4 (no PyYAML needed).
+import re, sys
+files, cur = {}, None
+for line in open("deploy/kubernetes/pktwarp.yaml").read().split("---")[0].splitlines():
+    m = re.match(r"^  ([A-Za-z0-9_.-]+): \|$", line)
+    if m:
+        cur = files.setdefault(m.group(1), [])
+    elif cur is not None and (line.startswith("    ") or not line.strip()):
+        cur.append(line[4:])
+    else:
+        cur = None
+assert set(files) == {"pktwarp.yaml", "rules.yaml"}, files.keys()
+for name, lines in files.items():
+    text = "\n".join(lines).replace("rules.yaml", "k8s-rules.yaml")
+    open("%s/k8s-%s" % (sys.argv[1], name), "w").write(text + "\n")
+EOF
+"$BIN" validate "$TMP/k8s-pktwarp.yaml" >/dev/null || fail "pktwarp validate on the Kubernetes config"
+echo "deploy/: promtool rules, alert tests, dashboard and Kubernetes config: ok"
+
 cp configs/rules/inline-filter.rules.yaml "$TMP/rules.yaml"
 cat > "$TMP/cfg.yaml" <<EOF
 ports:

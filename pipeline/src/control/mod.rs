@@ -156,7 +156,15 @@ impl Control {
         } else {
             None
         };
-        let reloader = Reloader::new(&cfg.path, Arc::clone(&p.pipeline), Arc::clone(&state));
+        let mut reloader = Reloader::new(&cfg.path, Arc::clone(&p.pipeline), Arc::clone(&state));
+        if p.choice.name == "gpu" {
+            // GpuExecutor uploads the flat ACL image once (GpuExecutor::new) and has no table
+            // swap: publishing on the CPU side alone would report rules the GPU does not run.
+            reloader = reloader.refusing(
+                "the gpu executor cannot swap ACL tables in place yet; restart pktwarp to load \
+                 the new rules",
+            );
+        }
         let lp = LoopParams {
             watch_rules: cfg.control.watch_rules,
             watch_interval: Duration::from_millis(cfg.control.watch_interval_ms),

@@ -38,6 +38,9 @@ pub struct Reloader {
     config_path: PathBuf,
     pipeline: Arc<Pipeline>,
     state: Arc<ControlState>,
+    /// Why in-place reload cannot work with the running executor (the GPU executor uploads its
+    /// tables once and has no swap yet); every reload is then refused with this reason.
+    refuse: Option<String>,
 }
 
 impl Reloader {
@@ -46,7 +49,15 @@ impl Reloader {
             config_path: config_path.to_path_buf(),
             pipeline,
             state,
+            refuse: None,
         }
+    }
+
+    /// Refuses every reload with `reason` (the running executor cannot swap tables), so the
+    /// published generation never claims rules that are not in force.
+    pub fn refusing(mut self, reason: impl Into<String>) -> Self {
+        self.refuse = Some(reason.into());
+        self
     }
 
     /// The rule file the current config names (for watching), if the config still loads.
@@ -117,6 +128,13 @@ impl Reloader {
 
     /// The new tables, built aside from whatever runs now.
     fn build(&self) -> Result<(AclStage, PathBuf), ReloadError> {
+        if let Some(why) = &self.refuse {
+            return Err(ReloadError {
+                file: self.config_path.clone(),
+                line: 0,
+                reason: why.clone(),
+            });
+        }
         let cfg = config::load(&self.config_path).map_err(|e| ReloadError {
             file: e.file.clone(),
             line: e.line,
