@@ -109,7 +109,7 @@ pub fn run_to(args: &Args, out: &mut dyn Write) -> anyhow::Result<String> {
             continue;
         }
         let v = describe(frames, frame.data, frame.orig_len, &meta, args.macs);
-        serde_json::to_writer(&mut *out, &v).context("writing JSON")?;
+        v.write(out).context("writing JSON")?;
         out.write_all(b"\n")?;
         printed += 1;
     }
@@ -141,13 +141,39 @@ fn mac_text(b: &[u8]) -> String {
         .join(":")
 }
 
+/// A JSON object whose keys keep their insertion order (frame, length and status first, then the
+/// layers outside in), which serde_json's `Map` does not without a crate-wide feature.
+#[derive(Default)]
+pub struct Ordered(Vec<(String, Value)>);
+
+impl Ordered {
+    fn insert(&mut self, k: String, v: Value) {
+        self.0.push((k, v));
+    }
+
+    /// Writes the object as one line of JSON (no newline).
+    pub fn write(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        out.write_all(b"{")?;
+        for (i, (k, v)) in self.0.iter().enumerate() {
+            if i > 0 {
+                out.write_all(b",")?;
+            }
+            serde_json::to_writer(&mut *out, k)?;
+            out.write_all(b":")?;
+            serde_json::to_writer(&mut *out, v)?;
+        }
+        out.write_all(b"}")?;
+        Ok(())
+    }
+}
+
 fn tci(t: u16) -> Value {
     json!({"vid": t & 0x0fff, "pcp": t >> 13, "dei": (t >> 12) & 1})
 }
 
 /// The JSON object of one frame. Absent layers are omitted.
-pub fn describe(n: u64, frame: &[u8], orig_len: u32, m: &PacketMeta, macs: bool) -> Value {
-    let mut o = Map::new();
+pub fn describe(n: u64, frame: &[u8], orig_len: u32, m: &PacketMeta, macs: bool) -> Ordered {
+    let mut o = Ordered::default();
     o.insert("frame".into(), json!(n));
     o.insert("len".into(), json!(m.frame_len));
     if orig_len as usize > frame.len() {
@@ -283,7 +309,7 @@ pub fn describe(n: u64, frame: &[u8], orig_len: u32, m: &PacketMeta, macs: bool)
     if !flags.is_empty() {
         o.insert("flags".into(), json!(flags));
     }
-    Value::Object(o)
+    o
 }
 
 #[cfg(test)]
