@@ -130,6 +130,24 @@ pub struct PortConfig {
     /// The built-in traffic generator (receive side only).
     #[serde(default)]
     pub gen: Option<GenOptions>,
+    /// Any DPDK poll-mode driver, receive and transmit (cargo feature `dpdk`; docs/dpdk.md).
+    #[cfg(feature = "dpdk")]
+    #[serde(default)]
+    pub dpdk: Option<crate::port::dpdk::DpdkPortOptions>,
+}
+
+impl PortConfig {
+    /// Whether the port has a `dpdk` section (always false without the `dpdk` feature).
+    pub fn is_dpdk(&self) -> bool {
+        #[cfg(feature = "dpdk")]
+        {
+            self.dpdk.is_some()
+        }
+        #[cfg(not(feature = "dpdk"))]
+        {
+            false
+        }
+    }
 }
 
 /// The `pcap` backend: a receive side, a transmit side, or both.
@@ -318,14 +336,15 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
     let mut receivers = 0;
     for (i, p) in cfg.ports.iter().enumerate() {
         let key = format!("ports[{i}]");
-        let backends = p.value.pcap.is_some() as u8 + p.value.gen.is_some() as u8;
+        let backends =
+            p.value.pcap.is_some() as u8 + p.value.gen.is_some() as u8 + p.value.is_dpdk() as u8;
         if backends != 1 {
             return Err(ConfigError::at(
                 &file,
                 p,
                 key,
                 format!(
-                    "port `{}` needs exactly one backend section (pcap or gen), found {backends}",
+                    "port `{}` needs exactly one backend section (pcap, gen or dpdk), found {backends}",
                     p.value.name
                 ),
             ));
@@ -348,7 +367,16 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
                 ));
             }
         }
-        if p.value.gen.is_some() || p.value.pcap.as_ref().is_some_and(|pc| pc.rx.is_some()) {
+        #[cfg(feature = "dpdk")]
+        if let Some(d) = &p.value.dpdk {
+            if let Err(why) = d.validate() {
+                return Err(ConfigError::at(&file, p, format!("{key}.dpdk"), why));
+            }
+        }
+        if p.value.gen.is_some()
+            || p.value.is_dpdk()
+            || p.value.pcap.as_ref().is_some_and(|pc| pc.rx.is_some())
+        {
             receivers += 1;
         }
     }
@@ -418,7 +446,9 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
                     format!("no port named `{name}`"),
                 ))
             }
-            Some(p) if p.value.pcap.as_ref().is_none_or(|pc| pc.tx.is_none()) => {
+            Some(p)
+                if !p.value.is_dpdk() && p.value.pcap.as_ref().is_none_or(|pc| pc.tx.is_none()) =>
+            {
                 return Err(ConfigError::at(
                     &file,
                     &out.port,

@@ -64,6 +64,22 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
             ));
             rx_names.push(p.name.clone());
         }
+        #[cfg(feature = "dpdk")]
+        if let Some(d) = &p.dpdk {
+            // One device for both directions: RX polls every queue, TX (when this is the
+            // output port) uses queue 0. The device closes when both handles are dropped.
+            let port = crate::port::dpdk::DpdkPort::open(d, id)
+                .with_context(|| format!("port `{}`", p.name))?;
+            if out_name.as_deref() == Some(p.name.as_str()) {
+                tx = Some(Box::new(
+                    port.tx(0).with_context(|| format!("port `{}`", p.name))?,
+                ));
+            }
+            rx.push(Box::new(
+                port.rx(&[]).with_context(|| format!("port `{}`", p.name))?,
+            ));
+            rx_names.push(p.name.clone());
+        }
     }
     Ok(OpenPorts { rx, rx_names, tx })
 }
