@@ -12,11 +12,12 @@
 #      dpdk-test-acl on the 100K rules minus that on a 1-rule file (same EAL start-up, one
 #      packet classified), table memory = its "runtime memory footprint" log line, build memory =
 #      its "memory consumed" line; peak RSS of both processes from /usr/bin/time.
-# Usage: scripts/bench-acl.sh [ITER]   (env: REPEAT=3, DATA=../shared/data/classbench)
+# Usage: scripts/bench-acl.sh [ITER]   (env: REPEAT=5, DATA=../shared/data/classbench,
+#        SKIP_PARITY=1 to skip step 1 when re-measuring)
 set -euo pipefail
 
-ITER=${1:-20}
-REPEAT=${REPEAT:-3}
+ITER=${1:-10}
+REPEAT=${REPEAT:-5}
 root=$(cd "$(dirname "$0")/.." && pwd)
 data=${DATA:-$root/../shared/data/classbench}
 target=${CARGO_TARGET_DIR:-$root/target}
@@ -32,6 +33,7 @@ echo "== build (release)"
 pin=""
 command -v taskset >/dev/null && pin="taskset -c 0"
 
+if [ -z "${SKIP_PARITY:-}" ]; then
 echo "== parity: pktwarp classify vs expected_dpdk_acl (10K sets)"
 for s in acl1_10K fw1_10K ipc1_10K; do
     "$bin" classify --rules "$data/$s" --format classbench --trace "$data/${s}_trace" \
@@ -45,6 +47,7 @@ for s in acl1_10K fw1_10K ipc1_10K; do
 done
 echo "== parity: 100K sets vs linear first-match reference (whole traces, release)"
 (cd "$root" && PW_ACL_100K_STEP=1 cargo test --release -p flow-rules --test classbench_parity --quiet -- 100k 2>&1 | grep -E "test result|FAILED|panicked")
+fi
 
 rte_rate() { # set alg -> Mpps
     dpdk-test-acl --no-huge --no-pci -m 2048 -l 0 -- --rulesf="$1" --tracef="$2" \

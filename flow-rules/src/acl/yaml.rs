@@ -102,7 +102,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<AclRule>, RuleError> {
             .filter(|_| msg.contains("field"))
             .unwrap_or("")
             .to_string();
-        let first = msg.lines().next().unwrap_or("").to_string();
+        // Drop serde-saphyr's own "error: line L column C: " prefix: the location is ours.
+        let first = msg.lines().next().unwrap_or("");
+        let first = match (first.strip_prefix("error: line "), first.find(": ")) {
+            (Some(rest), Some(_)) if rest.contains(" column ") => {
+                rest.split_once(": ").map_or(first, |(_, m)| m).to_string()
+            }
+            _ => first.to_string(),
+        };
         RuleError::new(Location::new(path, line, col), field, first)
     })?;
     f.rules.iter().map(|r| convert(path, r)).collect()
@@ -423,6 +430,7 @@ mod tests {
     fn errors_name_line_column_and_key() {
         let e = p("rules:\n  - dst_port: 80\n    bogus: 1\n    action: drop\n").unwrap_err();
         assert_eq!(e.field, "bogus", "{e}");
+        assert!(e.message.starts_with("unknown field `bogus`"), "{e}");
         assert_eq!(e.loc.line, 3, "{e}");
         assert!(e.loc.column > 0, "{e}");
         let e = p("rules:\n  - dst_port: 90-80\n    action: drop\n").unwrap_err();
