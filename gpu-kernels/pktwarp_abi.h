@@ -360,7 +360,7 @@ typedef struct pw_verdict {
 } pw_verdict;
 PW_STATIC_ASSERT(sizeof(pw_verdict) == 12, "pw_verdict size");
 
-/* Per-queue counters, written by the count stage (host-visible). */
+/* Per-queue counters, written by the count stage (device memory, read by the host with a copy). */
 typedef struct pw_queue_counters {
     uint64_t bursts;                       /*   0 */
     uint64_t packets;                      /*   8 */
@@ -411,7 +411,7 @@ typedef struct pw_queue_desc {
     uint64_t ctrl;            /*  16 pw_queue_ctrl (mapped) */
     uint64_t verdicts;        /*  24 pw_verdict[slots * burst_max] (mapped) */
     uint64_t metas;           /*  32 pw_packet_meta[slots * burst_max] (mapped) or 0 */
-    uint64_t counters;        /*  40 pw_queue_counters[ctas] (mapped): one per serving CTA */
+    uint64_t counters;        /*  40 pw_queue_counters[ctas] (device memory): one per serving CTA */
     uint64_t rule_hits;       /*  48 uint64_t[n_rules] (device) or 0 */
     uint64_t acl_tables;      /*  56 flat ACL table bytes (device) or 0 */
     uint64_t idle_timeout_ns; /*  64 bounded wait of the persistent kernel */
