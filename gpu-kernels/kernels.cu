@@ -42,10 +42,11 @@ __device__ __forceinline__ uint32_t pw_load_acquire(const volatile uint32_t *p) 
     return v;
 }
 
-/* dst += src for the queue's host-visible counters. Plain read-modify-write, not atomics: a
- * queue's counters have one writer at a time (its persistent CTA, or its burst kernels, which run
- * in order on the queue's stream), and atomics on mapped host memory are not guaranteed over
- * PCIe. */
+/* dst += src for a CTA's counter block (device memory; the host snapshots it with a copy on a
+ * side stream). Plain read-modify-write: each block has one writer at a time (its persistent CTA,
+ * or the queue's burst kernels, which run in order on the queue's stream). Kept out of mapped
+ * host memory on purpose: a read-modify-write there costs a PCIe round trip per field on every
+ * burst's critical path. */
 __device__ __forceinline__ void pw_counters_add(pw_queue_counters *dst, const pw_queue_counters *src) {
     volatile uint64_t *d = (volatile uint64_t *)dst;
     const uint64_t *s = (const uint64_t *)src;
@@ -171,12 +172,14 @@ extern "C" __global__ void __launch_bounds__(256) pw_persistent(const pw_queue_d
                     }
                     break;
                 }
-                if (ctrl->exit_flag) {
+                if ((++spins & 0xFFu) == 0u && ctrl->exit_flag) {
+                    /* Checked every 256 polls only: each check is a read of host memory across
+                     * PCIe, which competes with the ingest DMA when many CTAs poll. */
                     ctrl->status = PW_QSTATE_EXIT_FLAG;
                     cmd = 1u;
                     break;
                 }
-                if ((++spins & 0x3FFu) == 0u) {
+                if ((spins & 0x3FFu) == 0u) {
                     if (lane == 0) {
                         ctrl->polls = ctrl->polls + 0x400u;
                         if ((spins & 0xFFFFu) == 0u) ctrl->heartbeat = ctrl->heartbeat + 1u;

@@ -291,8 +291,8 @@ struct Queue {
     ctrl: PinnedBuffer,
     verdicts: PinnedBuffer,
     metas: Option<PinnedBuffer>,
-    /// One pw_queue_counters per serving CTA.
-    counters: PinnedBuffer,
+    /// One pw_queue_counters per serving CTA (device memory).
+    counters: DeviceBuffer,
     n_counters: usize,
     /// done[slot] = seq + 1 once burst seq is finished (the completion handshake).
     done: PinnedBuffer,
@@ -483,7 +483,8 @@ impl GpuExecutor {
             } else {
                 1
             };
-            let counters = PinnedBuffer::new(&ctx, ctas * std::mem::size_of::<QueueCounters>())?;
+            let counters = DeviceBuffer::new(&ctx, ctas * std::mem::size_of::<QueueCounters>())?;
+            counters.zero()?;
             let done = PinnedBuffer::new(&ctx, slots * 4)?;
             let producer = match (&prod_dev, placement) {
                 (Some(p), Placement::Device) => p.ptr,
@@ -495,7 +496,7 @@ impl GpuExecutor {
                 ctrl: ctrl.dev,
                 verdicts: verdicts.dev,
                 metas: metas.as_ref().map_or(0, |m| m.dev),
-                counters: counters.dev,
+                counters: counters.ptr,
                 rule_hits: rule_hits.as_ref().map_or(0, |b| b.ptr),
                 acl_tables: tables.as_ref().map_or(0, |b| b.ptr),
                 idle_timeout_ns: opts.idle_timeout_ms.saturating_mul(1_000_000),
@@ -955,16 +956,23 @@ impl GpuExecutor {
     /// Counters of every queue, the host-side refusals and the per-rule hits.
     pub fn counters(&self) -> anyhow::Result<CountersSnapshot> {
         let mut snap = CountersSnapshot::default();
+        self.ctx.bind()?;
         for q in &self.queues {
             let q = lock(q);
+            let mut blocks = vec![QueueCounters::default(); q.n_counters];
+            // SAFETY: QueueCounters is repr(C) plain u64s; the slice covers exactly the blocks.
+            let raw = unsafe {
+                std::slice::from_raw_parts_mut(
+                    blocks.as_mut_ptr() as *mut u8,
+                    std::mem::size_of_val(blocks.as_slice()),
+                )
+            };
+            // On the side stream: a snapshot never waits for the persistent kernel (fields may
+            // be mid-update, which a snapshot tolerates; after shutdown it is exact).
+            q.counters.download_on(&self.aux_stream, raw)?;
             let mut c = QueueCounters::default();
-            for i in 0..q.n_counters {
-                // SAFETY: a volatile copy of a plain struct in pinned memory (n_counters of them);
-                // fields may be mid-update by the GPU (each u64 is written whole), which a
-                // snapshot tolerates.
-                let one =
-                    unsafe { ptr::read_volatile((q.counters.host as *const QueueCounters).add(i)) };
-                c.merge(&one);
+            for b in &blocks {
+                c.merge(b);
             }
             snap.queues.push(c);
             snap.host.push(q.host);
