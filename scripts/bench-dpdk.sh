@@ -26,9 +26,18 @@ for l in sys.stdin:
     if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["name"]=="dpdk_bench": print(m["executable"])' | tail -1)
 [ -x "$BIN" ] || { echo "bench-dpdk: could not build the benchmark binary" >&2; exit 1; }
 
-# testpmd: runs SECS seconds, then SIGINT; prints "<Mpps per wall second> <Mpps per CPU second
-# of the forwarding lcore>": packets from the final forward statistics, CPU time of the worker
-# thread from /proc (the second figure does not depend on how busy the shared machine is).
+# testpmd: prints "<Mpps per wall second> <Mpps per CPU second of the forwarding lcore>" over
+# SECS seconds of forwarding: the window starts and ends right after a stats report (1 s
+# period), packets are the difference of the reports' cumulative RX-packets, CPU time the
+# difference of the worker thread's utime+stime in /proc (the second figure does not depend on
+# how busy the shared machine is).
+reports() { grep -c "Port statistics" "$1" 2>/dev/null || true; }
+next_report() { # $1 log, $2 count to exceed, $3 pid; waits up to 60 s
+  local i=0
+  while [ "$(reports "$1")" -le "$2" ] && kill -0 "$3" 2>/dev/null && [ $i -lt 3000 ]; do
+    sleep 0.02; i=$((i + 1))
+  done
+}
 testpmd_mpps() { # $1 = device kind
   local vdevs extra=()
   case $1 in
@@ -40,28 +49,35 @@ testpmd_mpps() { # $1 = device kind
     --file-prefix=tpbench$$ -l "$MAIN_CPU,$FWD_CPU" --log-level='*:warning' "${vdevs[@]}" -- \
     --forward-mode=io --nb-cores=1 --burst=32 --stats-period=1 --no-lsc-interrupt \
     --total-num-mbufs=16384 "${extra[@]}" </dev/null >"$log" 2>&1 &
-  local pid=$! tid="" t0 t1 ticks=0
-  sleep 1
-  for t in /proc/$pid/task/*; do
-    if grep -q worker "$t/comm" 2>/dev/null; then tid=${t##*/}; fi
+  local pid=$! tid="" n0 n1 k0=0 k1=0 i=0
+  while [ -z "$tid" ] && [ $i -lt 3000 ] && kill -0 "$pid" 2>/dev/null; do
+    for t in /proc/$pid/task/*; do
+      if grep -q worker "$t/comm" 2>/dev/null; then tid=${t##*/}; fi
+    done
+    sleep 0.02; i=$((i + 1))
   done
-  t0=$(date +%s.%N)
-  sleep "$SECS"
-  if [ -n "$tid" ]; then ticks=$(awk '{print $14 + $15}' "/proc/$pid/task/$tid/stat"); fi
-  t1=$(date +%s.%N)
-  kill -INT "$pid"; wait "$pid" || true
-  python3 - "$log" "$ticks" "$(getconf CLK_TCK)" "$t0" "$t1" <<'PY'
+  n0=$(reports "$log"); next_report "$log" "$n0" "$pid"   # warm-up: one report period
+  n0=$(reports "$log"); next_report "$log" "$n0" "$pid"; n0=$(reports "$log")
+  [ -n "$tid" ] && k0=$(awk '{print $14 + $15}' "/proc/$pid/task/$tid/stat" 2>/dev/null || echo 0)
+  sleep "$((SECS - 1))"
+  n1=$(reports "$log"); next_report "$log" "$n1" "$pid"; n1=$(reports "$log")
+  [ -n "$tid" ] && k1=$(awk '{print $14 + $15}' "/proc/$pid/task/$tid/stat" 2>/dev/null || echo 0)
+  kill -INT "$pid" 2>/dev/null; wait "$pid" || true
+  python3 - "$log" "$n0" "$n1" "$((k1 - k0))" "$(getconf CLK_TCK)" <<'PY'
 import re, sys, statistics
 txt = open(sys.argv[1], errors="replace").read()
-ticks, hz = int(sys.argv[2]), int(sys.argv[3])
-# Each stats report lists every port's "Rx-pps:"; group them per report (2 ports).
-vals = [int(v) for v in re.findall(r"Rx-pps:\s+(\d+)", txt)]
-reports = [sum(vals[i:i+2]) for i in range(0, len(vals) - 1, 2)][1:]
-wall = statistics.median(reports) / 1e6 if reports else 0.0
-# Final accumulated statistics: total RX-packets over all ports, over the worker's CPU time
-# (the worker starts forwarding right away; the 1 s before t0 is in both counts).
-tot = re.search(r"Accumulated forward statistics for all ports.*?RX-packets:\s+(\d+)", txt, re.S)
-cpu = (int(tot.group(1)) / (ticks / hz) / 1e6) if (tot and ticks) else 0.0
+n0, n1, ticks, hz = (int(a) for a in sys.argv[2:6])
+blocks = txt.split("Port statistics")[1:]          # one per report, 2 ports each
+def cum(k):  # cumulative RX-packets of both ports in report k (1-based)
+    return sum(int(v) for v in re.findall(r"RX-packets:\s+(\d+)", blocks[k - 1])[:2])
+def pps(k):
+    return sum(int(v) for v in re.findall(r"Rx-pps:\s+(\d+)", blocks[k - 1])[:2])
+if n1 > n0 and len(blocks) >= n1:
+    wall = statistics.median(pps(k) for k in range(n0 + 1, n1 + 1)) / 1e6
+    pk = cum(n1) - cum(n0)
+    cpu = pk / (ticks / hz) / 1e6 if ticks > 0 else 0.0
+else:
+    wall = cpu = 0.0
 print(f"{wall:.3f} {cpu:.3f}")
 PY
   rm -f "$log"
