@@ -588,6 +588,15 @@ pub mod cuda_host {
 mod tests {
     use super::*;
 
+    /// The Rust parser, checked against the host build of the CUDA parser on every test frame.
+    fn p(frame: &[u8]) -> PacketMeta {
+        let r = parse_frame(frame);
+        let mut c = PacketMeta::default();
+        cuda_host::parse(frame, &mut c);
+        assert_eq!(r, c, "Rust and CUDA parsers differ");
+        r
+    }
+
     fn eth(ether_type: u16) -> Vec<u8> {
         let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
         f.extend_from_slice(&ether_type.to_be_bytes());
@@ -619,7 +628,7 @@ mod tests {
     #[test]
     fn short_frames_are_eth_truncated() {
         for n in 0..14 {
-            let m = parse_frame(&vec![0u8; n]);
+            let m = p(&vec![0u8; n]);
             assert_eq!(m.status, S::EthTruncated as u16);
             assert_eq!(m.frame_len, n as u32);
             assert_eq!(m.error_offset, 0);
@@ -631,7 +640,7 @@ mod tests {
         let mut f = eth(0x0800);
         f.extend(ipv4_udp(&[1, 2], 5, 6));
         f.extend_from_slice(&[0; 6]); // Ethernet padding
-        let m = parse_frame(&f);
+        let m = p(&f);
         assert_eq!(m.status, 0);
         assert_eq!(m.ip_version, 4);
         assert_eq!(m.src_ip, [0x0a00_0001, 0, 0, 0]);
@@ -646,7 +655,7 @@ mod tests {
         let mut f = eth(0x0800);
         f.extend(ipv4_udp(&[1, 2, 3, 4], 5, 6));
         f.truncate(f.len() - 1);
-        let m = parse_frame(&f);
+        let m = p(&f);
         assert_eq!(m.status, S::Ipv4LenExceedsFrame as u16);
         assert_eq!(m.error_offset, 16);
         assert_eq!(m.dst_ip[0], 0x0a00_0002);
@@ -658,7 +667,7 @@ mod tests {
         let mut f = eth(0x0800);
         f.extend(ipv4_udp(&[1, 2, 3, 4], 5, 6));
         f[14 + 20 + 5] = 7; // UDP length 7
-        let m = parse_frame(&f);
+        let m = p(&f);
         assert_eq!(m.status, S::UdpBadLength as u16);
         assert_eq!(m.error_offset, 38);
         assert_eq!(m.src_port, 5); // header intact: ports kept
@@ -672,7 +681,7 @@ mod tests {
         vx.extend(&inner);
         let mut f = eth(0x0800);
         f.extend(ipv4_udp(&vx, 49152, 4789));
-        let m = parse_frame(&f);
+        let m = p(&f);
         assert_eq!(m.status, 0, "{}", S::describe(m.status));
         assert_eq!(m.tunnel_type, TunnelType::Vxlan as u8);
         assert_eq!(m.tunnel_id, 42);
@@ -688,7 +697,7 @@ mod tests {
         let outer_udp = (cut - 34) as u16;
         g[38..40].copy_from_slice(&outer_udp.to_be_bytes());
         g[16..18].copy_from_slice(&((cut - 14) as u16).to_be_bytes());
-        let m = parse_frame(&g);
+        let m = p(&g);
         assert_eq!(m.status, S::Ipv4Truncated.code(true));
         assert_eq!(m.error_offset, 64);
         assert_eq!(m.tunnel_id, 42);
@@ -708,7 +717,7 @@ mod tests {
         g[2..4].copy_from_slice(&glen.to_be_bytes());
         let mut f = eth(0x0800);
         f.extend(ipv4_udp(&g, 2152, 2152));
-        let m = parse_frame(&f);
+        let m = p(&f);
         assert_eq!(m.status, 0, "{}", S::describe(m.status));
         assert_eq!(m.tunnel_type, TunnelType::Gtpu as u8);
         assert_eq!(m.tunnel_id, 0x1234);
@@ -718,13 +727,13 @@ mod tests {
         // Extension length 0.
         let mut f2 = f.clone();
         f2[42 + 12] = 0;
-        let m = parse_frame(&f2);
+        let m = p(&f2);
         assert_eq!(m.status, S::GtpuBadExt as u16);
         assert_eq!(m.error_offset, 54);
         // GTP length past the datagram.
         let mut f3 = f.clone();
         f3[44] = 0xff;
-        let m = parse_frame(&f3);
+        let m = p(&f3);
         assert_eq!(m.status, S::GtpuBadLength as u16);
         assert_eq!(m.error_offset, 44);
     }
@@ -737,13 +746,13 @@ mod tests {
             f.extend_from_slice(&0x8100u16.to_be_bytes());
         }
         f.extend_from_slice(&[0, 9]);
-        let m = parse_frame(&f);
+        let m = p(&f);
         assert_eq!(m.status, S::VlanTooMany as u16);
         assert_eq!(m.vlan_count as usize, MAX_VLAN_WALK);
         assert_eq!(m.vlan_tci, [1, 2]);
         assert_eq!(m.error_offset as usize, 14 + 4 * MAX_VLAN_WALK);
         assert_ne!(m.flags & mf::VLAN_EXTRA, 0);
-        let m = parse_frame(&f[..16]);
+        let m = p(&f[..16]);
         assert_eq!(m.status, S::VlanTruncated as u16);
         assert_eq!(m.error_offset, 14);
     }
@@ -754,13 +763,13 @@ mod tests {
         for _ in 0..MAX_MPLS {
             f.extend_from_slice(&[0, 0x10, 0x00, 64]);
         }
-        let m = parse_frame(&f);
+        let m = p(&f);
         assert_eq!(m.status, S::MplsTooDeep as u16);
         assert_eq!(m.mpls_count as usize, MAX_MPLS);
         let mut g = eth(0x8847);
         g.extend_from_slice(&[0, 0x10, 0x01, 64]);
         g.extend(ipv4_udp(&[], 1, 2));
-        let m = parse_frame(&g);
+        let m = p(&g);
         assert_eq!(m.status, 0);
         assert_eq!((m.ether_type, m.ip_version, m.l3_offset), (0x8847, 4, 18));
         assert_eq!(m.mpls_lse >> 12, 0x100);
@@ -770,7 +779,7 @@ mod tests {
     fn ecpri_length() {
         let mut f = eth(0xAEFE);
         f.extend_from_slice(&[0x10, 0, 0, 8, 0x12, 0x34, 0x00, 0x80, 0, 0, 0, 0]);
-        let m = parse_frame(&f);
+        let m = p(&f);
         assert_eq!(m.status, 0);
         assert_eq!(
             (
@@ -782,9 +791,145 @@ mod tests {
             (1, 8, 0x1234, 0x80)
         );
         f[17] = 9;
-        let m = parse_frame(&f);
+        let m = p(&f);
         assert_eq!(m.status, S::EcpriLenExceedsFrame as u16);
         assert_eq!(m.error_offset, 16);
+    }
+
+    fn ipv6_hdr(next: u8, plen: u16) -> Vec<u8> {
+        let mut h = vec![0x60, 0, 0, 0];
+        h.extend_from_slice(&plen.to_be_bytes());
+        h.extend_from_slice(&[next, 64]);
+        h.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        h.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        h
+    }
+
+    #[test]
+    fn ecpri_after_vlan() {
+        let mut f = eth(0x8100);
+        f.extend_from_slice(&[0x20, 0x05, 0xAE, 0xFE]); // PCP 1, VID 5
+        f.extend_from_slice(&[0x10, 2, 0, 4, 0xab, 0xcd, 0x01, 0x80]);
+        let m = p(&f);
+        assert_eq!(m.status, 0);
+        assert_eq!(
+            (m.vlan_count, m.vlan_tci[0], m.ether_type),
+            (1, 0x2005, 0xAEFE)
+        );
+        assert_eq!(
+            (m.ecpri_msg_type, m.ecpri_pc_id, m.ecpri_seq_id),
+            (2, 0xabcd, 0x0180)
+        );
+        assert_eq!((m.l3_offset, m.payload_offset), (18, 22));
+    }
+
+    #[test]
+    fn gtpu_inner_ipv6_tcp() {
+        let mut inner = ipv6_hdr(6, 20);
+        let mut tcp = vec![0, 80, 0x1f, 0x90, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x12, 0, 0];
+        tcp.extend_from_slice(&[0, 0, 0, 0]);
+        inner.extend(tcp);
+        let mut g = vec![0x30, 0xff];
+        g.extend_from_slice(&(inner.len() as u16).to_be_bytes());
+        g.extend_from_slice(&7u32.to_be_bytes());
+        g.extend(inner);
+        let mut f = eth(0x0800);
+        f.extend(ipv4_udp(&g, 2152, 2152));
+        let m = p(&f);
+        assert_eq!(m.status, 0, "{}", S::describe(m.status));
+        assert_eq!(
+            (m.tunnel_id, m.inner_ip_version, m.inner_ip_proto),
+            (7, 6, 6)
+        );
+        assert_eq!(m.inner_dst_ip, [0x2001_0db8, 0, 0, 2]);
+        assert_eq!(
+            (m.inner_src_port, m.inner_dst_port, m.inner_tcp_flags),
+            (80, 8080, 0x12)
+        );
+        assert_eq!((m.inner_l3_offset, m.inner_l4_offset), (50, 90));
+        // Inner TCP data offset 4: an inner error at the data-offset field.
+        let mut bad = f.clone();
+        bad[90 + 12] = 0x40;
+        let m = p(&bad);
+        assert_eq!(m.status, S::TcpBadDataOffset.code(true));
+        assert_eq!(m.error_offset, 102);
+        assert_eq!(m.inner_ip_version, 6);
+    }
+
+    #[test]
+    fn vxlan_inner_vlan_is_walked() {
+        let mut inner = eth(0x8100);
+        inner.extend_from_slice(&[0, 7, 0x08, 0x00]);
+        inner.extend(ipv4_udp(&[], 1, 2));
+        let mut vx = vec![0x08, 0, 0, 0, 0, 0, 1, 0];
+        vx.extend(inner);
+        let mut f = eth(0x0800);
+        f.extend(ipv4_udp(&vx, 5, 4789));
+        let m = p(&f);
+        assert_eq!(m.status, 0);
+        assert_eq!(m.vlan_count, 0, "inner tags are not the outer VLANs");
+        assert_eq!((m.inner_l3_offset, m.inner_src_port), (68, 1));
+    }
+
+    #[test]
+    fn ipv4_later_fragment_has_no_l4() {
+        let mut f = eth(0x0800);
+        let mut ip = ipv4_udp(&[1, 2, 3, 4], 9, 10);
+        ip[6] = 0x00;
+        ip[7] = 0x10; // offset 16 * 8 bytes, MF clear
+        f.extend(ip);
+        let m = p(&f);
+        assert_eq!(m.status, 0);
+        assert_eq!((m.frag_offset, m.l4_offset, m.src_port), (16, 0, 0));
+        assert_eq!(
+            m.flags & (mf::FRAGMENT | mf::LATER_FRAGMENT | mf::MORE_FRAGMENTS),
+            mf::FRAGMENT | mf::LATER_FRAGMENT
+        );
+        assert_eq!(m.payload_offset, 34);
+    }
+
+    #[test]
+    fn ipv6_jumbo_length_zero_runs_to_frame_end_and_ext_errors() {
+        let mut f = eth(0x86dd);
+        f.extend(ipv6_hdr(17, 0));
+        f.extend_from_slice(&[0, 1, 0, 2, 0, 8, 0, 0]);
+        let m = p(&f);
+        assert_eq!(m.status, 0);
+        assert_eq!((m.ip_version, m.dst_port, m.flags & mf::PADDED), (6, 2, 0));
+        // A destination-options header that claims 16 bytes of an 8-byte payload.
+        let mut g = eth(0x86dd);
+        g.extend(ipv6_hdr(60, 8));
+        g.extend_from_slice(&[17, 1, 0, 0, 0, 0, 0, 0]);
+        let m = p(&g);
+        assert_eq!((m.status, m.error_offset), (S::Ipv6ExtTruncated as u16, 54));
+        // Nine hop-by-hop headers: one more than walked.
+        let mut h = eth(0x86dd);
+        h.extend(ipv6_hdr(0, 8 * 9));
+        for i in 0..9 {
+            h.extend_from_slice(&[if i == 8 { 59 } else { 0 }, 0, 1, 4, 0, 0, 0, 0]);
+        }
+        let m = p(&h);
+        assert_eq!(
+            (m.status, m.error_offset),
+            (S::Ipv6ExtTooMany as u16, 54 + 64)
+        );
+    }
+
+    #[test]
+    fn llc_arp_and_unknown_ether_types() {
+        let mut f = eth(0x0026); // 802.3 length
+        f.extend_from_slice(&[0x42, 0x42, 0x03]);
+        let m = p(&f);
+        assert_eq!(
+            (m.status, m.flags, m.ether_type, m.payload_offset),
+            (0, mf::LLC, 0x26, 14)
+        );
+        let mut a = eth(0x0806);
+        a.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1, 1, 2, 3]);
+        let m = p(&a);
+        assert_eq!((m.status, m.error_offset), (S::ArpTruncated as u16, 14));
+        let m = p(&eth(0x88cc)); // LLDP: not ours, fine
+        assert_eq!((m.status, m.l3_offset, m.ip_version), (0, 14, 0));
     }
 
     #[test]
