@@ -35,7 +35,10 @@ fuzz_target!(|frame: &[u8]| {
         rust.inner_l3_offset,
         rust.inner_l4_offset,
     ] {
-        assert!(off as usize <= len, "offset {off} past the frame ({len} bytes): {rust:?}");
+        assert!(
+            off as usize <= len,
+            "offset {off} past the frame ({len} bytes): {rust:?}"
+        );
     }
     if rust.status == ParseStatus::Ok as u16 {
         assert!(rust.l4_offset == 0 || rust.l4_offset >= rust.l3_offset);
