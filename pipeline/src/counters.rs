@@ -111,6 +111,10 @@ pub struct QueueCounters {
     /// Written by the TX thread.
     pub tx_frames: Counter,
     pub tx_bytes: Counter,
+    /// GPU executor only (written by its host loop): the queue kernel's heartbeat word and the
+    /// bursts handed over but not yet reaped, for the control thread's watchdog.
+    pub kernel_heartbeat: Counter,
+    pub in_flight_bursts: Counter,
     /// Per burst: ingest hand-off to the worker finishing the pipeline (written by the worker).
     pub burst_latency: LatencyHistogram,
     /// Drops by reason (ring_full by the ingest, tx_error by TX, the rest by the worker).
@@ -136,6 +140,8 @@ impl QueueCounters {
             acl_default: Counter::default(),
             tx_frames: Counter::default(),
             tx_bytes: Counter::default(),
+            kernel_heartbeat: Counter::default(),
+            in_flight_bursts: Counter::default(),
             burst_latency: LatencyHistogram::default(),
             drops: Default::default(),
         }

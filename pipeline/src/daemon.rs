@@ -450,6 +450,13 @@ pub fn run_gpu(
         for (q, queue) in pending.iter_mut().enumerate() {
             let mut finished: Vec<Vec<crate::executor::gpu::abi::Verdict>> = Vec::new();
             n += gpu.poll(q, |_, v, _| finished.push(v.to_vec()))?;
+            // For the control thread's kernel watchdog: heartbeat and work in flight, read from
+            // the queue's host-visible control block (no GPU synchronisation).
+            let c = &shared.counters[q];
+            if let Some((_, heartbeat, _)) = gpu.queue_state(q) {
+                c.kernel_heartbeat.set(heartbeat as u64);
+            }
+            c.in_flight_bursts.set(gpu.in_flight(q) as u64);
             for v in finished {
                 if let Some(b) = queue.pop_front() {
                     reap(q, &b, &v, tx, errors);

@@ -392,3 +392,132 @@ impl Exposition {
         Ok(buf)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{AclStageConfig, DefaultAction, StageConfig};
+
+    fn collector(cap: usize, watched: Option<usize>) -> (DaemonCollector, Vec<Arc<QueueCounters>>) {
+        let rules = std::path::PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../configs/rules/inline-filter.rules.yaml"
+        ));
+        let stages = vec![
+            StageConfig::Parse,
+            StageConfig::Acl(AclStageConfig {
+                rules,
+                format: None,
+                default: DefaultAction::Pass,
+            }),
+            StageConfig::Count,
+        ];
+        let pipeline = Arc::new(crate::stage::build(&stages, |p| p.to_path_buf()).unwrap());
+        let n_rules = pipeline.rule_count();
+        assert!(n_rules > cap);
+        let counters: Vec<_> = (0..2)
+            .map(|_| Arc::new(QueueCounters::new(3, n_rules)))
+            .collect();
+        let info = StaticInfo {
+            executor: "cpu".into(),
+            mode: "run_to_completion".into(),
+            reason: "test".into(),
+            rx_port: "wire".into(),
+            tx_port: "none".into(),
+            stage_names: pipeline.stage_names(),
+            rule_series_cap: cap,
+        };
+        let c = DaemonCollector::new(counters.clone(), pipeline, ControlState::new(watched), info);
+        (c, counters)
+    }
+
+    fn value(text: &str, series: &str) -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no series {series} in\n{text}"))
+    }
+
+    #[test]
+    fn exposition_reads_live_counters_with_capped_rule_series() {
+        let (c, counters) = collector(3, None);
+        counters[0].rx_frames.add(10);
+        counters[1].rx_frames.add(5);
+        counters[1].drops[DropReason::AclDrop as usize].add(2);
+        // Rules 0..2 own series; 3 and up, and hits past the table, sum under "other".
+        counters[0].rule_hits[1].add(4);
+        counters[1].rule_hits[1].add(1);
+        counters[0].rule_hits[3].add(7);
+        counters[1].rule_hits[5].add(2);
+        counters[1].rule_hits_other.add(1);
+        counters[0].burst_latency.observe_ns(1500);
+        counters[0].burst_latency.observe_ns(3_000_000);
+        let text = String::from_utf8(Exposition::new(c).unwrap().render().unwrap()).unwrap();
+        assert_eq!(
+            value(&text, r#"pktwarp_rx_frames_total{port="wire",queue="0"}"#),
+            10.0
+        );
+        assert_eq!(
+            value(&text, r#"pktwarp_rx_frames_total{port="wire",queue="1"}"#),
+            5.0
+        );
+        assert_eq!(
+            value(
+                &text,
+                r#"pktwarp_drops_total{port="wire",queue="1",reason="acl_drop"}"#
+            ),
+            2.0
+        );
+        assert_eq!(
+            value(&text, r#"pktwarp_acl_rule_hits_total{rule="1"}"#),
+            5.0
+        );
+        assert_eq!(
+            value(&text, r#"pktwarp_acl_rule_hits_total{rule="other"}"#),
+            10.0
+        );
+        assert!(!text.contains(r#"rule="3""#));
+        // Histogram: cumulative buckets in seconds, count = observations.
+        assert_eq!(
+            value(
+                &text,
+                r#"pktwarp_burst_latency_seconds_bucket{queue="0",le="0.000002"}"#
+            ),
+            1.0
+        );
+        assert_eq!(
+            value(
+                &text,
+                r#"pktwarp_burst_latency_seconds_bucket{queue="0",le="+Inf"}"#
+            ),
+            2.0
+        );
+        assert_eq!(
+            value(&text, r#"pktwarp_burst_latency_seconds_count{queue="0"}"#),
+            2.0
+        );
+        // Conventions: every counter family ends in _total; no GPU families without a watchdog.
+        for l in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+            let (name, ty) = l.split_once(' ').unwrap();
+            assert!(name.starts_with("pktwarp_"), "{name}");
+            assert_eq!(ty == "counter", name.ends_with("_total"), "{name} {ty}");
+        }
+        assert!(!text.contains("pktwarp_gpu_kernel"));
+    }
+
+    #[test]
+    fn watchdog_families_appear_with_a_watchdog() {
+        let (c, _) = collector(3, Some(2));
+        c.state.watchdog.as_ref().unwrap()[1]
+            .restarts
+            .fetch_add(2, std::sync::atomic::Ordering::Relaxed);
+        let text = String::from_utf8(Exposition::new(c).unwrap().render().unwrap()).unwrap();
+        assert_eq!(
+            value(&text, r#"pktwarp_gpu_kernel_restarts_total{queue="1"}"#),
+            2.0
+        );
+        assert_eq!(
+            value(&text, r#"pktwarp_gpu_kernel_stalled{queue="0"}"#),
+            0.0
+        );
+    }
+}

@@ -107,6 +107,16 @@ impl Control {
         setup: ControlSetup,
     ) -> anyhow::Result<Control> {
         let cfg = &p.cfg;
+        let mut setup = setup;
+        if setup.probe.is_none()
+            && p.choice.name == "gpu"
+            && cfg.executor.gpu.mode == crate::executor::gpu::Mode::Persistent
+        {
+            // The daemon's GPU host loop publishes each queue's heartbeat and work in flight.
+            setup.probe = Some(Box::new(watchdog::CountersProbe {
+                counters: shared.counters.clone(),
+            }));
+        }
         let watched = setup.probe.as_ref().map(|pr| pr.queues());
         let state = ControlState::new(watched);
         let metrics = if cfg.metrics.enabled {
@@ -116,9 +126,11 @@ impl Control {
                 .map_err(|e| anyhow::anyhow!("metrics.listen: {e}"))?;
             let info = StaticInfo {
                 executor: p.choice.name.to_string(),
-                mode: match p.choice.name {
-                    "cpu" => "run_to_completion".to_string(),
-                    _ => "persistent".to_string(),
+                mode: match (p.choice.name, cfg.executor.gpu.mode) {
+                    ("cpu", _) => "run_to_completion".to_string(),
+                    (_, crate::executor::gpu::Mode::Persistent) => "persistent".to_string(),
+                    (_, crate::executor::gpu::Mode::Launch) => "launch".to_string(),
+                    (_, crate::executor::gpu::Mode::Graph) => "graph".to_string(),
                 },
                 reason: p.choice.reason.clone(),
                 rx_port: if rx_names.is_empty() {

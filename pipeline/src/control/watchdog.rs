@@ -203,6 +203,34 @@ impl QueueProbe for GpuProbe<'_> {
     }
 }
 
+/// The GPU executor's queues as the daemon's host loop publishes them in the shared counters
+/// (`kernel_heartbeat`, `in_flight_bursts`, refreshed at every poll), so the control thread can
+/// watch them without touching the executor.
+pub struct CountersProbe {
+    pub counters: Vec<std::sync::Arc<crate::counters::QueueCounters>>,
+}
+
+impl QueueProbe for CountersProbe {
+    fn queues(&self) -> usize {
+        self.counters.len()
+    }
+
+    fn sample(&self, queue: usize) -> Option<QueueSample> {
+        let c = self.counters.get(queue)?;
+        Some(QueueSample {
+            heartbeat: c.kernel_heartbeat.get(),
+            pending: c.in_flight_bursts.get(),
+        })
+    }
+
+    fn restart(&mut self, queue: usize) -> anyhow::Result<()> {
+        anyhow::bail!(
+            "the GPU executor cannot relaunch queue {queue}'s persistent kernel in place (no \
+             restart API); exiting so the supervisor restarts pktwarp"
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,6 +393,39 @@ mod tests {
         f.pending[0] = 4;
         assert!(w.tick(t0 + 5050 * MS, &mut f, &h).is_empty());
         assert!(!w.tick(t0 + 5101 * MS, &mut f, &h).is_empty());
+    }
+
+    #[test]
+    fn counters_probe_reads_what_the_gpu_loop_publishes() {
+        let counters: Vec<_> = (0..2)
+            .map(|_| std::sync::Arc::new(crate::counters::QueueCounters::new(1, 0)))
+            .collect();
+        let mut p = CountersProbe {
+            counters: counters.clone(),
+        };
+        counters[1].kernel_heartbeat.set(42);
+        counters[1].in_flight_bursts.set(3);
+        assert_eq!(p.queues(), 2);
+        assert_eq!(
+            p.sample(1),
+            Some(QueueSample {
+                heartbeat: 42,
+                pending: 3
+            })
+        );
+        assert_eq!(p.sample(2), None);
+        // No in-place restart on the GPU executor: the watchdog turns this into an exit.
+        assert!(p.restart(0).is_err());
+        let h = health(2);
+        let mut w = Watchdog::new(2, 10 * MS, OnStall::Restart);
+        let t0 = Instant::now();
+        w.tick(t0, &mut p, &h);
+        let ev = w.tick(t0 + 20 * MS, &mut p, &h);
+        assert!(
+            matches!(ev.last(), Some(WatchdogEvent::Exit { queue: 1, .. })),
+            "{ev:?}"
+        );
+        assert_eq!(h[1].heartbeat.load(Ordering::Relaxed), 42);
     }
 
     #[test]
