@@ -135,7 +135,7 @@ EOF
 
 "$BIN" --log-json run --quiet --json "$TMP/cfg.yaml" > "$TMP/summary.json" 2> "$TMP/pktwarp.log" &
 PW_PID=$!
-has_addr() { grep -q '"event":"metrics_listen"' "$TMP/pktwarp.log"; }
+has_addr() { grep -qs '"event":"metrics_listen"' "$TMP/pktwarp.log"; }
 wait_for 20 "pktwarp's metrics endpoint" has_addr
 ADDR=$(python3 -c 'import json,sys
 for l in open(sys.argv[1]):
