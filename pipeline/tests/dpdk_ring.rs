@@ -125,7 +125,10 @@ fn refused_rte_flow_rules_fall_back_to_software_steering() {
     assert_eq!(outcomes.len(), 3);
     for o in &outcomes {
         match o {
-            FlowOutcome::Software { reason, .. } => assert!(!reason.is_empty()),
+            FlowOutcome::Software { reason, .. } => {
+                assert!(!reason.is_empty());
+                eprintln!("net_ring refused the rule: {reason}");
+            }
             FlowOutcome::Hardware { .. } => panic!("net_ring has no rte_flow: {o:?}"),
         }
     }
@@ -256,4 +259,44 @@ fn null_forwarding_at_full_speed() {
         "net_null -> net_null: {:.2} Mpps over {secs:.2} s",
         frames as f64 / secs / 1e6
     );
+}
+
+#[test]
+fn gpu_buffers_choice_is_automatic_and_reported() {
+    use pipeline::port::dpdk::{gpu::gpudirect_check, BufferPlacement, GpuBuffers};
+    // Virtual devices cannot DMA into GPU memory: auto picks host buffers and says why.
+    let why = gpudirect_check("net_ring").expect_err("net_ring has no GPUDirect");
+    assert!(why.contains("mlx5"), "{why}");
+    let port = DpdkPort::open(&dpdk_common::vdev("net_ring_g0"), 0).expect("net_ring port");
+    assert_eq!(port.buffer_placement(), BufferPlacement::Host);
+    let mut rx = port.rx(&[]).expect("rx");
+    let err = rx.rx_gpu(32).err().expect("rx_gpu needs GPU buffers");
+    assert!(err.to_string().contains("GPU memory"), "{err}");
+    // Forcing GPU buffers where they are impossible is an error naming what is missing.
+    let mut o = dpdk_common::vdev("net_null_g1");
+    o.gpu_buffers = GpuBuffers::Gpu;
+    let err = DpdkPort::open(&o, 0).err().expect("gpu buffers refused");
+    assert!(
+        err.to_string().contains("GPUDirect RDMA is not possible"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("mlx5"), "{err}");
+}
+
+#[test]
+fn options_reject_unknown_keys_and_bad_values() {
+    use pipeline::port::dpdk::DpdkPortOptions;
+    let ok: DpdkPortOptions =
+        serde_saphyr::from_str("vdev: net_null0\nrx_queues: 2\ngpu_buffers: host\n")
+            .expect("valid");
+    assert_eq!(ok.rx_queues, 2);
+    assert!(ok.validate().is_ok());
+    let bad = serde_saphyr::from_str::<DpdkPortOptions>("vdev: net_null0\nrx_queus: 2\n");
+    assert!(bad.is_err(), "unknown key refused");
+    let two: DpdkPortOptions =
+        serde_saphyr::from_str("vdev: net_null0\nport_id: 1\n").expect("parses");
+    assert!(two.validate().unwrap_err().contains("exactly one"));
+    let burst: DpdkPortOptions =
+        serde_saphyr::from_str("name: x\nburst_size: 0\n").expect("parses");
+    assert!(burst.validate().unwrap_err().contains("burst_size"));
 }

@@ -73,6 +73,9 @@ pub fn gpudirect_check(driver: &str) -> Result<(), String> {
 
 /// One GPU allocation registered with DPDK and mapped for a device.
 pub struct GpuMemory {
+    /// The primary context of GPU 0 (retained; released on drop) and its device.
+    ctx: cu::CUcontext,
+    dev: cu::CUdevice,
     base: cu::CUdeviceptr,
     /// 64 KiB-aligned start inside the allocation and its length.
     ptr: *mut std::ffi::c_void,
@@ -101,6 +104,8 @@ impl GpuMemory {
     fn new(len: usize, device: *mut sys::rte_device) -> Result<GpuMemory, PortError> {
         let len = len.div_ceil(GPU_PAGE_SIZE) * GPU_PAGE_SIZE;
         let mut mem = GpuMemory {
+            ctx: std::ptr::null_mut(),
+            dev: 0,
             base: 0,
             ptr: std::ptr::null_mut(),
             len,
@@ -113,11 +118,13 @@ impl GpuMemory {
             cu_check(cu::cuInit(0), "cuInit")?;
             let mut dev: cu::CUdevice = 0;
             cu_check(cu::cuDeviceGet(&mut dev, 0), "cuDeviceGet(0)")?;
+            mem.dev = dev;
             let mut ctx: cu::CUcontext = std::ptr::null_mut();
             cu_check(
                 cu::cuDevicePrimaryCtxRetain(&mut ctx, dev),
                 "cuDevicePrimaryCtxRetain",
             )?;
+            mem.ctx = ctx;
             cu_check(cu::cuCtxSetCurrent(ctx), "cuCtxSetCurrent")?;
             // One extra page so the start can be aligned to a GPU page.
             cu_check(
@@ -175,6 +182,9 @@ impl Drop for GpuMemory {
             }
             if self.base != 0 {
                 let _ = cu::cuMemFree_v2(self.base);
+            }
+            if !self.ctx.is_null() {
+                let _ = cu::cuDevicePrimaryCtxRelease_v2(self.dev);
             }
         }
     }
@@ -259,8 +269,23 @@ fn gpu_pool(
     Ok((mem, pool))
 }
 
+impl GpuMemory {
+    /// Makes the allocation's context current on the calling thread (each polling thread needs
+    /// it once before CUDA calls; cheap when already current).
+    pub(super) fn make_current(&self) -> bool {
+        // SAFETY: ctx is the retained primary context, alive while self is.
+        unsafe { cu::cuCtxSetCurrent(self.ctx) == cu::CUresult::CUDA_SUCCESS }
+    }
+
+    /// The GPU address range RX buffers live in (for a GPU executor to check mbuf addresses).
+    pub fn range(&self) -> (u64, usize) {
+        (self.ptr as u64, self.len)
+    }
+}
+
 /// Copies `len` bytes of GPU memory at `src` to the end of `out` (the RX path of a GPU-buffer
-/// port used through [`crate::port::RxPort`]; a GPU executor reads the mbufs in place instead).
+/// port used through [`crate::port::RxPort`]; a GPU executor reads the frames in place with
+/// [`super::DpdkRx::rx_gpu`] instead). The caller made the context current.
 pub(super) fn copy_to_host(src: *const u8, len: usize, out: &mut Vec<u8>) -> bool {
     let at = out.len();
     out.resize(at + len, 0);

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use crate::burst::{Burst, FrameDesc};
 use crate::port::{PortError, RxPort, RxStatus, TxPort};
 
-pub use flow::{FlowOutcome, SoftwareSteering};
+pub use flow::{FlowOutcome, SoftwareSteering, SwFate};
 pub use gpu::{BufferPlacement, GpuBuffers};
 
 /// Most frames one `rte_eth_rx_burst` / `rte_eth_tx_burst` call moves.
@@ -206,6 +206,8 @@ struct PortCounters {
     tx_oversize: AtomicU64,
     /// Dropped on receive by a steering rule applied in software.
     rx_steering_drop: AtomicU64,
+    /// GPU-memory frames the CPU path could not copy out (CUDA error).
+    rx_gpu_copy_error: AtomicU64,
 }
 
 /// What the handles share; dropping the last one stops and closes the device.
@@ -641,6 +643,7 @@ impl DpdkPort {
             ("tx_nombuf", &c.tx_nombuf),
             ("tx_oversize", &c.tx_oversize),
             ("rx_steering_drop", &c.rx_steering_drop),
+            ("rx_gpu_copy_error", &c.rx_gpu_copy_error),
         ] {
             out.push((format!("pktwarp_{k}"), v.load(Ordering::Relaxed)));
         }
@@ -902,6 +905,16 @@ impl DpdkRx {
         let sw = self.steering.load();
         let mut bytes = 0u64;
         let on_gpu = inner.setup.placement == BufferPlacement::GpuDirect;
+        if on_gpu && !inner.gpu.as_ref().is_some_and(|g| g.make_current()) {
+            // The frames are in GPU memory and CUDA is unusable on this thread: count them.
+            // SAFETY: the n mbufs are ours (returned by rx_burst).
+            unsafe { sys::rte_pktmbuf_free_bulk(self.mbufs.as_mut_ptr(), n as u32) };
+            inner
+                .counters
+                .rx_gpu_copy_error
+                .fetch_add(n as u64, Ordering::Relaxed);
+            return 0;
+        }
         for i in 0..n {
             let m = self.mbufs[i];
             if let Some(&next) = self.mbufs[..n].get(i + 1) {
@@ -913,13 +926,14 @@ impl DpdkRx {
             // SAFETY: m is an mbuf the PMD just returned: a valid chain of nb_segs segments,
             // each with data_len bytes at buf_addr + data_off (host memory, or GPU memory when
             // the placement is GpuDirect), owned by us until freed below.
-            let (pkt_len, rss) = unsafe {
+            let (pkt_len, rss, copied) = unsafe {
                 let mut seg = m;
+                let mut copied = true;
                 while !seg.is_null() {
                     let s = &*seg;
                     let data = (s.buf_addr as *const u8).add(s.data_off as usize);
                     if on_gpu {
-                        gpu::copy_to_host(data, s.data_len as usize, &mut burst.data);
+                        copied &= gpu::copy_to_host(data, s.data_len as usize, &mut burst.data);
                     } else {
                         append_bytes(&mut burst.data, data, s.data_len as usize);
                     }
@@ -927,8 +941,20 @@ impl DpdkRx {
                 }
                 let mb = &*m;
                 let has = mb.ol_flags & u64::from(sys::RTE_MBUF_F_RX_RSS_HASH) != 0;
-                (mb.pkt_len, has.then_some(mb.__bindgen_anon_2.hash.rss))
+                (
+                    mb.pkt_len,
+                    has.then_some(mb.__bindgen_anon_2.hash.rss),
+                    copied,
+                )
             };
+            if !copied {
+                burst.data.truncate(offset as usize);
+                inner
+                    .counters
+                    .rx_gpu_copy_error
+                    .fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             let len = burst.data.len() as u32 - offset;
             let frame = &burst.data[offset as usize..];
             let queue = match sw.steer(frame) {
@@ -963,6 +989,104 @@ impl DpdkRx {
             .fetch_add(n as u64, Ordering::Relaxed);
         inner.counters.rx_bytes.fetch_add(bytes, Ordering::Relaxed);
         n
+    }
+}
+
+/// One frame received into GPU memory (GPUDirect), read in place by a GPU executor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuFrame {
+    /// Device address of the first byte.
+    pub addr: u64,
+    pub len: u32,
+    /// RX queue (hardware, or software steering's choice).
+    pub queue: u16,
+    /// The NIC's RSS hash (0 when it gave none).
+    pub rss_hash: u32,
+}
+
+/// Frames received into GPU memory. Their mbufs stay owned by this value, so the NIC does not
+/// reuse the buffers while the GPU reads them; dropping it returns them to the pool.
+pub struct GpuFrames {
+    port: DpdkPort,
+    mbufs: Vec<*mut sys::rte_mbuf>,
+    pub frames: Vec<GpuFrame>,
+    pub timestamp_ns: u64,
+}
+
+// SAFETY: the mbufs are owned by this value alone until it is dropped; mempools are thread-safe.
+unsafe impl Send for GpuFrames {}
+
+impl Drop for GpuFrames {
+    fn drop(&mut self) {
+        if !self.mbufs.is_empty() {
+            // SAFETY: mbufs received by rx_gpu and owned here; the pool lives while port does.
+            unsafe { sys::rte_pktmbuf_free_bulk(self.mbufs.as_mut_ptr(), self.mbufs.len() as u32) };
+        }
+        let _ = &self.port;
+    }
+}
+
+impl DpdkRx {
+    /// Receives up to `max` frames without copying them (GPUDirect ports only): the frames stay
+    /// in GPU memory where the NIC wrote them. Software steering (for rules the NIC refused)
+    /// needs the headers on the CPU and is not applied here; a GPU pipeline steers on the GPU.
+    pub fn rx_gpu(&mut self, max: usize) -> Result<GpuFrames, PortError> {
+        eal::register_thread();
+        let inner = &self.port.inner;
+        if inner.setup.placement != BufferPlacement::GpuDirect {
+            return Err(config_err(format!(
+                "port {}: rx_gpu needs RX buffers in GPU memory (placement is {:?})",
+                inner.setup.name, inner.setup.placement
+            )));
+        }
+        let want = max.min(self.burst).min(MAX_BURST);
+        let mut out = GpuFrames {
+            port: self.port.clone(),
+            mbufs: Vec::with_capacity(want),
+            frames: Vec::with_capacity(want),
+            timestamp_ns: now_ns(),
+        };
+        let nq = self.queues.len();
+        for _ in 0..nq {
+            let q = self.queues[self.next];
+            self.next = (self.next + 1) % nq;
+            // SAFETY: started port, valid queue, room for `want` pointers.
+            let n = unsafe {
+                sys::pw_rte_eth_rx_burst(
+                    inner.setup.port_id,
+                    q,
+                    self.mbufs.as_mut_ptr(),
+                    want as u16,
+                )
+            } as usize;
+            for &m in &self.mbufs[..n] {
+                // SAFETY: an mbuf the PMD returned; only its header (host memory) is read.
+                let mb = unsafe { &*m };
+                let has = mb.ol_flags & u64::from(sys::RTE_MBUF_F_RX_RSS_HASH) != 0;
+                // SAFETY: reading the rss member of the hash union (plain u32).
+                let rss = if has {
+                    unsafe { mb.__bindgen_anon_2.hash.rss }
+                } else {
+                    0
+                };
+                out.frames.push(GpuFrame {
+                    addr: mb.buf_addr as u64 + u64::from(mb.data_off),
+                    len: u32::from(mb.data_len),
+                    queue: q,
+                    rss_hash: rss,
+                });
+                out.mbufs.push(m);
+            }
+            if n > 0 {
+                inner
+                    .counters
+                    .rx_frames
+                    .fetch_add(n as u64, Ordering::Relaxed);
+                self.last_frame_ns = out.timestamp_ns;
+                break;
+            }
+        }
+        Ok(out)
     }
 }
 
