@@ -453,6 +453,9 @@ fn throughput(
     Ok((n_rules, frames.len(), gpu_mpps, cpu_mpps, equal, ms))
 }
 
+/// One feeder thread's totals: frames, H2D bytes, ring-full retries, verdicts checked, mismatches.
+type FeedTotals = (u64, u64, u64, u64, u64);
+
 struct E2e {
     pps: f64,
     h2d_bytes_per_s: f64,
@@ -507,13 +510,13 @@ fn e2e(
     let stop = AtomicBool::new(false);
     let dur = Duration::from_secs_f64(a.e2e_seconds);
     let t0 = Instant::now();
-    let results: Vec<anyhow::Result<(u64, u64, u64, u64, u64)>> = std::thread::scope(|s| {
+    let results: Vec<anyhow::Result<FeedTotals>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..nq)
             .map(|q| {
                 let ex = &ex;
                 let bursts = &bursts;
                 let stop = &stop;
-                s.spawn(move || -> anyhow::Result<(u64, u64, u64, u64, u64)> {
+                s.spawn(move || -> anyhow::Result<FeedTotals> {
                     let (mut frames, mut bytes, mut full) = (0u64, 0u64, 0u64);
                     let (mut checked, mut bad) = (0u64, 0u64);
                     let mut i = q % bursts.len();

@@ -780,7 +780,7 @@ mod tests {
     fn split_bursts_respects_frames_and_bytes() {
         let mut chunk = Burst::default();
         for i in 0..10u8 {
-            chunk.push(&vec![i; 100], FrameDesc::default());
+            chunk.push(&[i; 100], FrameDesc::default());
         }
         let b = split_bursts(&chunk, 4, 250);
         assert_eq!(
