@@ -6,14 +6,16 @@
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need_apt=0
-for p in tshark dpdk-dev libdpdk-dev prometheus libclang-dev pkg-config clang; do
+for p in tshark dpdk-dev libdpdk-dev prometheus libclang-dev pkg-config clang \
+  librte-net-pcap23 librte-net-memif23 librte-net-af-xdp23 librte-net-tap23 iproute2; do
   dpkg -s "$p" >/dev/null 2>&1 || need_apt=1
 done
 if [ "$need_apt" = 1 ]; then
   apt-get update -qq
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get install -y -qq --no-install-recommends tshark dpdk-dev libdpdk-dev prometheus \
-    libclang-dev clang pkg-config python3-pip >/dev/null
+    libclang-dev clang pkg-config python3-pip \
+    librte-net-pcap23 librte-net-memif23 librte-net-af-xdp23 librte-net-tap23 iproute2 >/dev/null
 fi
 # Pinned NVRTC/nvcc 13.0.x: newer ones emit PTX the GPU machine's driver (CUDA 13.0) cannot load.
 PY=${PYTHON:-python3}

@@ -2,7 +2,9 @@
 //! created on the port. A rule the device refuses (or that cannot be expressed) is steered in
 //! software instead, by the RX path, with a warning naming the rule and the PMD's reason.
 //!
-//! Rule order is kept both ways: in the NIC each rule gets priority = its index; in software
+//! Rule order is kept both ways: in the NIC the rte_flow rules get increasing priorities in
+//! rule order (one per rte_flow rule: a steering rule may expand to several, e.g. IPv4 and IPv6,
+//! and devices such as net_tap (TC flower) refuse two rules of one priority); in software
 //! the whole ordered rule list is matched and a frame whose first matching rule is installed in
 //! the NIC keeps the queue the NIC chose, so a software rule never overrides an earlier
 //! hardware one. The software set is published by one atomic swap (generation counter + Arc),
@@ -229,12 +231,13 @@ impl FlowTable {
         }
         let mut outcomes = Vec::with_capacity(rules.len());
         let mut in_hw = Vec::with_capacity(rules.len());
+        let mut priority = 0u32;
         for (i, rule) in rules.iter().enumerate() {
             let label = rule.name.clone().unwrap_or_else(|| format!("#{i}"));
             let result = rule
                 .validate(Some(queues))
                 .map_err(|e| format!("{}: {}", e.field, e.message))
-                .and_then(|()| create_rule(port, i as u32, rule));
+                .and_then(|()| create_rule(port, &mut priority, rule));
             match result {
                 Ok(flows) => {
                     let n = flows.len();
@@ -304,10 +307,10 @@ fn flow_error(rc: i32, err: &sys::rte_flow_error) -> String {
             .into_owned()
     };
     let code = eal::strerror(rc);
-    if msg.is_empty() {
-        format!("{code} (error type {})", err.type_)
+    if msg.is_empty() || msg == code {
+        format!("{code} (rte_flow error type {})", err.type_)
     } else {
-        format!("{msg} ({code}, error type {})", err.type_)
+        format!("{msg} ({code}, rte_flow error type {})", err.type_)
     }
 }
 
@@ -534,7 +537,7 @@ fn rss_types(h: RssHash) -> u64 {
 /// ones already created and returns the PMD's reason.
 fn create_rule(
     port: u16,
-    priority: u32,
+    priority: &mut u32,
     rule: &SteerRule,
 ) -> Result<Vec<*mut sys::rte_flow>, String> {
     // Actions (shared by every stack of the rule).
@@ -586,13 +589,6 @@ fn create_rule(
         conf: std::ptr::null(),
     });
 
-    let mut attr = sys::rte_flow_attr {
-        group: 0,
-        priority,
-        ..Default::default()
-    };
-    attr.set_ingress(1);
-
     // Expand each stack over the port-range masks.
     let mut plans: Vec<Vec<ItemBuf>> = Vec::new();
     for stack in rule.flow_patterns() {
@@ -623,6 +619,12 @@ fn create_rule(
 
     let mut created = Vec::with_capacity(plans.len());
     for plan in &plans {
+        let mut attr = sys::rte_flow_attr {
+            group: 0,
+            priority: *priority,
+            ..Default::default()
+        };
+        attr.set_ingress(1);
         let mut pattern: Vec<sys::rte_flow_item> = plan.iter().map(ItemBuf::item).collect();
         pattern.push(sys::rte_flow_item {
             type_: sys::RTE_FLOW_ITEM_TYPE_END,
@@ -650,6 +652,7 @@ fn create_rule(
             return Err(flow_error(-unsafe { sys::pw_rte_errno() }, &err));
         }
         created.push(f);
+        *priority += 1;
     }
     Ok(created)
 }
