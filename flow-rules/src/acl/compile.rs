@@ -51,9 +51,9 @@ const MAX_DEPTH: usize = 32;
 /// Trees per family; the last one takes every remaining rule (no spilling).
 const MAX_TREES: usize = 12;
 /// A cut may spill at most this fraction of a node's rules to the next tree.
-const MAX_SPILL_FRAC: f64 = 0.25;
+const MAX_SPILL_FRAC: f64 = 0.5;
 /// Cost charged per spilled rule (in units of records scanned).
-const SPILL_COST: f64 = 0.5;
+const SPILL_COST: f64 = 2.0;
 /// A node is cut only when the best cut's cost is below this fraction of its rule count.
 const MIN_GAIN: f64 = 0.9;
 
