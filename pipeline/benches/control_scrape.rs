@@ -140,19 +140,26 @@ metrics: {{ listen: 127.0.0.1:0 }}
             scrapes[i].1 = mean;
         }
     }
+    // Paired ratios: each scrape run against the no-scrape run of the same round, so drift
+    // between rounds cancels; the no-scrape spread shows the run-to-run noise.
     let base = median(&mut mpps[0].clone());
+    let (lo, hi) = mpps[0]
+        .iter()
+        .fold((f64::MAX, 0f64), |(l, h), v| (l.min(*v), h.max(*v)));
     println!("control_scrape: {frames} frames x {rounds} rounds, 2 queues, parse+acl+count, 64 B");
+    println!("no-scrape runs: median {base:.3} Mpps, min {lo:.3}, max {hi:.3} (run-to-run noise)");
     println!(
-        "{:<22} {:>12} {:>10} {:>10} {:>16}",
-        "mode", "median Mpps", "ratio", "scrapes", "mean scrape RTT"
+        "{:<22} {:>12} {:>13} {:>10} {:>16}",
+        "mode", "median Mpps", "paired ratio", "scrapes", "mean scrape RTT"
     );
     for (i, (name, _)) in modes.iter().enumerate() {
+        let mut ratios: Vec<f64> = mpps[i].iter().zip(&mpps[0]).map(|(m, b)| m / b).collect();
         let m = median(&mut mpps[i]);
         println!(
-            "{:<22} {:>12.3} {:>10.3} {:>10} {:>13.0} us",
+            "{:<22} {:>12.3} {:>13.3} {:>10} {:>13.0} us",
             name,
             m,
-            m / base,
+            median(&mut ratios),
             scrapes[i].0,
             scrapes[i].1.as_secs_f64() * 1e6
         );
