@@ -49,6 +49,7 @@ fn run(cfg_path: &std::path::Path, interval: Option<Duration>) -> (f64, u64, Dur
         ControlSetup {
             install_signals: false,
             probe: None,
+            on_fatal: None,
         },
     )
     .expect("control");

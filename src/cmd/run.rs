@@ -45,10 +45,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         &prepared,
         &shared,
         &ports.rx_names,
-        pipeline::control::ControlSetup {
-            install_signals: true,
-            probe: None,
-        },
+        pipeline::control::ControlSetup::daemon(),
     )?;
     let progress = (!args.quiet && std::io::stdout().is_terminal())
         .then(|| super::progress::spawn(Arc::clone(&shared), expected));

@@ -86,6 +86,32 @@ pub struct ControlSetup {
     pub install_signals: bool,
     /// Queues to watch (GPU executor); `None` runs no watchdog.
     pub probe: Option<Box<dyn QueueProbe + Send>>,
+    /// Called instead of `std::process::exit(code)` when the control plane must end the
+    /// process (drain timeout, second signal, stalled queue); after it returns the control
+    /// thread stops. `None`: exit the process. For tests.
+    pub on_fatal: Option<FatalHook>,
+}
+
+/// See [`ControlSetup::on_fatal`].
+pub type FatalHook = Arc<dyn Fn(i32) + Send + Sync>;
+
+fn fatal(hook: &Option<FatalHook>, code: i32) {
+    match hook {
+        Some(h) => h(code),
+        None => std::process::exit(code),
+    }
+}
+
+impl ControlSetup {
+    /// What `pktwarp run` uses: signals handled, no watchdog probe beyond the executor's own,
+    /// fatal conditions exit the process.
+    pub fn daemon() -> Self {
+        ControlSetup {
+            install_signals: true,
+            probe: None,
+            on_fatal: None,
+        }
+    }
 }
 
 /// The running control plane. [`Control::finish`] stops it (also on drop).
@@ -164,7 +190,7 @@ impl Control {
         };
         let (tx, rx) = mpsc::channel();
         let signals = if setup.install_signals {
-            Some(spawn_signals(tx.clone())?)
+            Some(spawn_signals(tx.clone(), setup.on_fatal.clone())?)
         } else {
             None
         };
@@ -181,6 +207,7 @@ impl Control {
             watch_rules: cfg.control.watch_rules,
             watch_interval: Duration::from_millis(cfg.control.watch_interval_ms),
             drain_timeout: Duration::from_millis(cfg.control.drain_timeout_ms),
+            on_fatal: setup.on_fatal.clone(),
             watchdog: setup.probe.map(|probe| {
                 (
                     probe,
@@ -256,7 +283,10 @@ impl Drop for Control {
     }
 }
 
-fn spawn_signals(tx: mpsc::Sender<Event>) -> anyhow::Result<signal_hook::iterator::Handle> {
+fn spawn_signals(
+    tx: mpsc::Sender<Event>,
+    on_fatal: Option<FatalHook>,
+) -> anyhow::Result<signal_hook::iterator::Handle> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGHUP, SIGTERM, SIGINT])?;
     let handle = signals.handle();
@@ -285,7 +315,8 @@ fn spawn_signals(tx: mpsc::Sender<Event>) -> anyhow::Result<signal_hook::iterato
                         exit_code = EXIT_FORCED,
                         "second stop signal: exiting without finishing the drain"
                     );
-                    std::process::exit(EXIT_FORCED);
+                    fatal(&on_fatal, EXIT_FORCED);
+                    return;
                 }
                 let _ = tx.send(Event::Stop(name));
             }
@@ -297,6 +328,7 @@ struct LoopParams {
     watch_rules: bool,
     watch_interval: Duration,
     drain_timeout: Duration,
+    on_fatal: Option<FatalHook>,
     watchdog: Option<(Box<dyn QueueProbe + Send>, Watchdog)>,
 }
 
@@ -354,7 +386,8 @@ fn control_loop(
                 drain_timeout_ms = lp.drain_timeout.as_millis() as u64,
                 "drain did not finish in time: exiting"
             );
-            std::process::exit(EXIT_DRAIN_TIMEOUT);
+            fatal(&lp.on_fatal, EXIT_DRAIN_TIMEOUT);
+            return;
         }
         if lp.watch_rules && now >= next_watch {
             next_watch = now + lp.watch_interval;
@@ -370,14 +403,19 @@ fn control_loop(
                 }
             }
         }
+        let mut stalled_exit = false;
         if let Some((probe, wd)) = lp.watchdog.as_mut() {
             let health = state.watchdog.as_deref().unwrap_or(&[]);
             for ev in wd.tick(now, probe.as_mut(), health) {
                 if let WatchdogEvent::Exit { queue, reason } = ev {
                     tracing::error!(event = "stall", queue, exit_code = EXIT_STALL, %reason, "exiting for the supervisor");
-                    std::process::exit(EXIT_STALL);
+                    stalled_exit = true;
                 }
             }
+        }
+        if stalled_exit {
+            fatal(&lp.on_fatal, EXIT_STALL);
+            return;
         }
     }
 }
