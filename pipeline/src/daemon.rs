@@ -98,14 +98,14 @@ pub struct ExecutorChoice {
 }
 
 /// Resolves `executor.kind`: `auto` takes the GPU when it is usable, else the CPU, and says why.
-pub fn choose_executor(kind: ExecutorKind) -> anyhow::Result<ExecutorChoice> {
+pub fn choose_executor(kind: ExecutorKind, device: u32) -> anyhow::Result<ExecutorChoice> {
     match kind {
         ExecutorKind::Cpu => Ok(ExecutorChoice {
             name: "cpu",
             reason: "executor.kind is cpu".into(),
         }),
         ExecutorKind::Gpu | ExecutorKind::Auto => {
-            let probe = crate::executor::gpu::probe(0);
+            let probe = crate::executor::gpu::probe(device);
             match (kind, probe) {
                 (_, Ok(dev)) => Ok(ExecutorChoice {
                     name: "gpu",
@@ -263,7 +263,7 @@ pub struct Prepared {
 pub fn prepare(cfg: Config) -> anyhow::Result<Prepared> {
     let pipeline = Arc::new(build_pipeline(&cfg)?);
     let steering = Arc::new(Steering::from_config(&cfg)?);
-    let choice = choose_executor(cfg.executor.kind)?;
+    let choice = choose_executor(cfg.executor.kind, cfg.executor.gpu.device)?;
     Ok(Prepared {
         cfg,
         pipeline,

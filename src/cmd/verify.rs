@@ -41,6 +41,14 @@ pub fn kernel_image() -> KernelImage {
 
 #[derive(clap::Args, Clone)]
 pub struct Args {
+    /// A daemon config: its first receiving port is the input, its `acl` stage (rules and
+    /// default) and its `queues` (count, burst) are used; the `--input/--trace/--gen/--rules`
+    /// options then do not apply.
+    #[arg(conflicts_with_all = ["input", "trace", "gen", "rules"])]
+    pub config: Option<PathBuf>,
+    /// Stop after this many frames (needed for a config whose input never ends).
+    #[arg(long)]
+    pub limit: Option<u64>,
     /// A pcap/pcapng file, or a folder: every capture in it (recursively).
     #[arg(long, conflicts_with_all = ["trace", "gen"])]
     pub input: Option<PathBuf>,
@@ -202,6 +210,26 @@ pub enum Source {
 
 impl Source {
     pub fn from_args(a: &Args) -> anyhow::Result<Source> {
+        if let Some(c) = &a.config {
+            let cfg = pipeline::config::load(c)?;
+            let mut ports = pipeline::daemon::open_ports(&cfg)?;
+            if ports.rx.len() > 1 {
+                tracing::warn!(
+                    "verify reads the first receiving port (`{}`) of {}",
+                    ports.rx_names[0],
+                    c.display()
+                );
+            }
+            let port = ports.rx.swap_remove(0);
+            if port.expected_frames().is_none() && a.limit.is_none() {
+                anyhow::bail!(
+                    "{}: port `{}` never ends; give --limit N",
+                    c.display(),
+                    ports.rx_names[0]
+                );
+            }
+            return Ok(Source::Port(port));
+        }
         if let Some(p) = &a.input {
             let mut files = Vec::new();
             collect_captures(p, &mut files)?;
@@ -451,6 +479,7 @@ pub fn verify_one(
 ) -> anyhow::Result<RunReport> {
     let t0 = Instant::now();
     let mut src = Source::from_args(a)?;
+    let mut left = a.limit.unwrap_or(u64::MAX);
     let input = describe_input(a);
     let mut report = RunReport {
         input,
@@ -489,10 +518,11 @@ pub fn verify_one(
     let mut frame_base: u64 = 0;
     loop {
         chunk.clear();
-        if !src.fill(&mut chunk, CHUNK)? {
+        if left == 0 || !src.fill(&mut chunk, CHUNK.min(left.min(usize::MAX as u64) as usize))? {
             break;
         }
         let n = chunk.len();
+        left = left.saturating_sub(n as u64);
         // CPU reference.
         let mut cpu_meta = Vec::with_capacity(n);
         let mut cpu_v = Vec::with_capacity(n);
@@ -693,7 +723,9 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn describe_input(a: &Args) -> String {
-    let base = if let Some(p) = &a.input {
+    let base = if let Some(c) = &a.config {
+        format!("config {}", c.display())
+    } else if let Some(p) = &a.input {
         format!("pcap {}", p.display())
     } else if let Some(t) = &a.trace {
         format!("trace {}", t.display())
@@ -711,7 +743,10 @@ fn describe_input(a: &Args) -> String {
     }
 }
 
-pub fn run(a: Args) -> anyhow::Result<i32> {
+pub fn run(mut a: Args) -> anyhow::Result<i32> {
+    if let Some(c) = a.config.clone() {
+        apply_config(&mut a, &c)?;
+    }
     if let Err(why) = pipeline::executor::gpu::probe(a.device) {
         eprintln!("pktwarp verify: no usable GPU: {why}");
         return Ok(3);
@@ -770,6 +805,22 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     }
     println!("verify: {}", if all_ok { "PASS" } else { "FAIL" });
     Ok(if all_ok { 0 } else { 1 })
+}
+
+/// Takes the rules, default action, queues, burst and device of a daemon config.
+fn apply_config(a: &mut Args, path: &Path) -> anyhow::Result<()> {
+    use pipeline::config::{DefaultAction, StageConfig};
+    let cfg = pipeline::config::load(path)?;
+    for s in &cfg.pipeline {
+        if let StageConfig::Acl(acl) = &s.value {
+            a.rules = Some(cfg.resolve(&acl.rules));
+            a.default_drop = acl.default == DefaultAction::Drop;
+        }
+    }
+    a.queues = cfg.queues.count as usize;
+    a.burst = cfg.queues.burst as u32;
+    a.device = cfg.executor.gpu.device;
+    Ok(())
 }
 
 #[cfg(test)]
