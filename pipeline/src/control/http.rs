@@ -19,8 +19,12 @@ impl MetricsServer {
     /// Binds `addr` (port 0: any free port; [`MetricsServer::addr`] says which) and serves
     /// `/metrics` and `/healthz`.
     pub fn start(addr: SocketAddr, exposition: Exposition) -> anyhow::Result<Self> {
-        let server = tiny_http::Server::http(addr)
-            .map_err(|e| anyhow::anyhow!("metrics.listen {addr}: cannot listen: {e}"))?;
+        let server = tiny_http::Server::http(addr).map_err(|e| {
+            anyhow::anyhow!(
+                "metrics.listen {addr}: cannot listen: {e} (set another `metrics.listen`, \
+                     port 0 for any free one, or `metrics: {{ enabled: false }}`)"
+            )
+        })?;
         let server = Arc::new(server);
         let bound = server
             .server_addr()
