@@ -29,6 +29,19 @@ void pw_rte_pktmbuf_free(struct rte_mbuf *m)
 	rte_pktmbuf_free(m);
 }
 
+void pw_rx_free_bulk(struct rte_mempool *pool, struct rte_mbuf **mbufs, unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		const struct rte_mbuf *m = mbufs[i];
+		if (m->pool != pool || m->nb_segs != 1 || !RTE_MBUF_DIRECT(m) ||
+		    rte_mbuf_refcnt_read(m) != 1) {
+			rte_pktmbuf_free_bulk(mbufs, n);
+			return;
+		}
+	}
+	rte_mempool_put_bulk(pool, (void **)mbufs, n);
+}
+
 int pw_rte_mempool_get_bulk(struct rte_mempool *mp, void **obj_table, unsigned int n)
 {
 	return rte_mempool_get_bulk(mp, obj_table, n);

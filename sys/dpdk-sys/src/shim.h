@@ -28,6 +28,10 @@ int pw_rte_pktmbuf_alloc_bulk(struct rte_mempool *pool, struct rte_mbuf **mbufs,
 void pw_rte_pktmbuf_free(struct rte_mbuf *m);
 /* rte_mempool_get_bulk: raw objects (mbufs come back with refcnt 1, next NULL, nb_segs 1 and
  * the rest of their first cache line to be set by the caller). Returns 0 or -ENOENT. */
+/* Frees n received mbufs: one rte_mempool_put_bulk when every one is direct, single-segment,
+ * unshared and from `pool` (what PMDs do with MBUF_FAST_FREE; only first cache lines are
+ * read), else rte_pktmbuf_free_bulk. */
+void pw_rx_free_bulk(struct rte_mempool *pool, struct rte_mbuf **mbufs, unsigned int n);
 int pw_rte_mempool_get_bulk(struct rte_mempool *mp, void **obj_table, unsigned int n);
 void *pw_rte_pktmbuf_mtod(struct rte_mbuf *m);
 char *pw_rte_pktmbuf_append(struct rte_mbuf *m, uint16_t len);

@@ -982,7 +982,7 @@ impl DpdkRx {
             });
         }
         // SAFETY: the n mbufs are ours (returned by rx_burst) and no longer referenced.
-        unsafe { sys::rte_pktmbuf_free_bulk(self.mbufs.as_mut_ptr(), n as u32) };
+        unsafe { sys::pw_rx_free_bulk(inner.rx_pool, self.mbufs.as_mut_ptr(), n as u32) };
         inner
             .counters
             .rx_frames
