@@ -20,6 +20,15 @@ impl Counter {
         );
     }
 
+    /// Adds `n` atomically, for the few counters with several writers (the ingest threads of
+    /// several receiving ports count into the same queue).
+    #[inline]
+    pub fn add_shared(&self, n: u64) {
+        if n > 0 {
+            self.0.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
     #[inline]
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)

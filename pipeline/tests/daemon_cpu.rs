@@ -226,3 +226,16 @@ fn software_steering_rules_place_every_frame_in_its_queue() {
     // What no rule decides is spread by RSS over all four queues.
     assert!((0..4).all(|q| seen.iter().any(|(sq, p)| *sq == q && *p == 6)));
 }
+
+#[test]
+fn two_receiving_ports_into_shared_queues_count_every_frame() {
+    let dir = tmpdir("twoports");
+    let s = run_yaml(
+        "ports:\n  - name: a\n    gen: { count: 30000, seed: 1 }\n  - name: b\n    gen: { count: 20000, seed: 2, size: imix }\n\
+         queues: { count: 2, burst: 8, ring_slots: 4 }\npipeline: [parse, count]\nexecutor: { kind: cpu }\n",
+        &dir,
+    );
+    assert_eq!(s.rx_frames, 50000);
+    let drops: u64 = s.drops.iter().map(|d| d.1).sum();
+    assert_eq!(s.counted[0].1 + drops, 50000);
+}

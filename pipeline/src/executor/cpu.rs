@@ -88,6 +88,26 @@ pub struct RunOutcome {
     pub errors: Vec<String>,
 }
 
+#[derive(Clone, Copy, Default)]
+struct IngestTally {
+    rx_frames: u64,
+    rx_bytes: u64,
+    steering_drops: u64,
+    ring_full: u64,
+}
+
+impl IngestTally {
+    fn publish(&mut self, c: &QueueCounters) {
+        if self.rx_frames > 0 {
+            c.rx_frames.add_shared(self.rx_frames);
+            c.rx_bytes.add_shared(self.rx_bytes);
+            c.drops[DropReason::SteeringDrop as usize].add_shared(self.steering_drops);
+            c.drops[DropReason::RingFull as usize].add_shared(self.ring_full);
+        }
+        *self = IngestTally::default();
+    }
+}
+
 fn wait_on(backoff: &Backoff) {
     if backoff.is_completed() {
         // Long idle: give the core away (two cores may host ingest, workers and TX).
@@ -257,6 +277,9 @@ fn ingest(
     let mut current: Vec<Option<Box<Slot>>> = (0..nq).map(|_| None).collect();
     let mut rx = Burst::with_capacity(burst, burst * 2048);
     let mut meta = PacketMeta::default();
+    // Per-queue counts of one RX burst, published once per burst: with several receiving
+    // ports, several ingest threads count into the same queue, so these adds are atomic.
+    let mut tally = vec![IngestTally::default(); nq];
     let backoff = Backoff::new();
     let mut result = Ok(());
     loop {
@@ -295,11 +318,11 @@ fn ingest(
             .fetch_add(rx.len() as u64, Ordering::Relaxed);
         for (desc, frame) in rx.frames() {
             let (q, verdict) = spec.steering.steer(frame, &mut meta, nq);
-            let c = &shared.counters[q];
-            c.rx_frames.add(1);
-            c.rx_bytes.add(desc.len as u64);
-            if let Some(reason) = verdict {
-                c.drops[reason as usize].add(1);
+            let t = &mut tally[q];
+            t.rx_frames += 1;
+            t.rx_bytes += desc.len as u64;
+            if verdict.is_some() {
+                t.steering_drops += 1;
                 continue;
             }
             if current[q].is_none() {
@@ -315,7 +338,7 @@ fn ingest(
             }
             let Some(slot) = current[q].as_mut() else {
                 // on_full = drop and no slot: the ring is full.
-                c.drops[DropReason::RingFull as usize].add(1);
+                tally[q].ring_full += 1;
                 continue;
             };
             let mut d = *desc;
@@ -332,6 +355,9 @@ fn ingest(
                     &backoff,
                 );
             }
+        }
+        for (t, c) in tally.iter_mut().zip(&shared.counters) {
+            t.publish(c);
         }
         for q in 0..nq {
             flush_queue(
@@ -403,7 +429,7 @@ fn flush_queue(
             Err(back) => {
                 if spec.on_full == OnFull::Drop {
                     let c = &shared.counters[q];
-                    c.drops[DropReason::RingFull as usize].add(back.burst.len() as u64);
+                    c.drops[DropReason::RingFull as usize].add_shared(back.burst.len() as u64);
                     let mut back = back;
                     back.burst.clear();
                     *current = Some(back);

@@ -22,6 +22,9 @@ pub trait CustomStage: Send + Sync {
     fn process(&self, frame: &[u8], meta: &PacketMeta, verdict: &mut Verdict);
 }
 
+/// Most stages one pipeline may have.
+pub const MAX_STAGES: usize = 16;
+
 /// One stage, ready to run.
 pub enum Stage {
     Parse,
@@ -71,6 +74,8 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
+    /// The stages in order. More than [`MAX_STAGES`] stages: the extra ones are not counted
+    /// (use [`build`], which refuses them).
     pub fn new(stages: Vec<Stage>) -> Self {
         Pipeline {
             stages,
@@ -132,23 +137,21 @@ impl Pipeline {
         verdicts: &mut Vec<Verdict>,
         c: &QueueCounters,
     ) -> u64 {
-        // One load of each ACL table pointer per burst.
+        // One load of each ACL table pointer per burst (no allocation: at most MAX_STAGES).
         let generation = self.generation();
-        let tables: Vec<Option<Arc<AclStage>>> = self
-            .stages
-            .iter()
-            .map(|s| match s {
-                Stage::Acl(a) => Some(a.current()),
-                _ => None,
-            })
-            .collect();
+        let mut tables: [Option<Arc<AclStage>>; MAX_STAGES] = Default::default();
+        for (slot, s) in tables.iter_mut().zip(&self.stages) {
+            if let Stage::Acl(a) = s {
+                *slot = Some(a.current());
+            }
+        }
         let n = burst.len();
         metas.clear();
         metas.resize(n, PacketMeta::default());
         verdicts.clear();
         verdicts.resize(n, Verdict::PASS);
-        let mut stage_frames = [0u64; 16];
-        let mut stage_bytes = [0u64; 16];
+        let mut stage_frames = [0u64; MAX_STAGES];
+        let mut stage_bytes = [0u64; MAX_STAGES];
         let (mut passed, mut mirrored, mut to_host, mut acl_default) = (0u64, 0u64, 0u64, 0u64);
         let mut drops = [0u64; DropReason::COUNT];
         for (i, (desc, frame)) in burst.frames().enumerate() {
@@ -181,7 +184,9 @@ impl Pipeline {
                         }
                     }
                     Stage::Acl(_) => {
-                        let Some(acl) = &tables[si] else { continue };
+                        let Some(acl) = tables.get(si).and_then(Option::as_ref) else {
+                            continue;
+                        };
                         let r = acl.classify(meta, desc.port);
                         if r.rule == flow_rules::abi::ACL_NO_MATCH {
                             acl_default += 1;
@@ -213,7 +218,7 @@ impl Pipeline {
                 }
             }
         }
-        for (si, _) in self.stages.iter().enumerate().take(16) {
+        for (si, _) in self.stages.iter().enumerate().take(MAX_STAGES) {
             c.stage_frames[si].add(stage_frames[si]);
             c.stage_bytes[si].add(stage_bytes[si]);
         }
@@ -241,9 +246,9 @@ pub fn build(
     resolve: impl Fn(&Path) -> std::path::PathBuf,
 ) -> anyhow::Result<Pipeline> {
     use crate::config::StageConfig;
-    if stages.len() > 16 {
+    if stages.len() > MAX_STAGES {
         anyhow::bail!(
-            "a pipeline has at most 16 stages, this one has {}",
+            "a pipeline has at most {MAX_STAGES} stages, this one has {}",
             stages.len()
         );
     }
