@@ -324,6 +324,7 @@ enum ItemBuf {
     Udp(Box<[sys::rte_flow_item_udp; 2]>),
     Vxlan(Box<[sys::rte_flow_item_vxlan; 2]>),
     Gtp(Box<[sys::rte_flow_item_gtp; 2]>),
+    Ecpri(Box<[sys::rte_flow_item_ecpri; 2]>),
 }
 
 impl ItemBuf {
@@ -345,6 +346,7 @@ impl ItemBuf {
             ItemBuf::Udp(b) => pair(sys::RTE_FLOW_ITEM_TYPE_UDP, b),
             ItemBuf::Vxlan(b) => pair(sys::RTE_FLOW_ITEM_TYPE_VXLAN, b),
             ItemBuf::Gtp(b) => pair(sys::RTE_FLOW_ITEM_TYPE_GTPU, b),
+            ItemBuf::Ecpri(b) => pair(sys::RTE_FLOW_ITEM_TYPE_ECPRI, b),
         }
     }
 }
@@ -500,8 +502,20 @@ fn item_buf(item: &Item, ports: (PortMask, PortMask)) -> Result<ItemBuf, String>
             }
             ItemBuf::Gtp(b)
         }
-        Item::Ecpri(_) => {
-            return Err("the eCPRI item is not translated to rte_flow by pktwarp yet".into())
+        Item::Ecpri(e) => {
+            let mut b: Box<[sys::rte_flow_item_ecpri; 2]> = Box::default();
+            // The common header as one big-endian word: revision (4) | reserved (3) | c (1) |
+            // message type (8) | payload size (16); the 16-bit PC_ID / RTC_ID / eAxC id is the
+            // first half of the word after it (what SteerKey::ecpri_pc_id holds).
+            if let Some(t) = e.msg_type {
+                b[0].hdr.common.__bindgen_anon_1.u32_ = (u32::from(t) << 16).to_be();
+                b[1].hdr.common.__bindgen_anon_1.u32_ = 0x00ff_0000u32.to_be();
+            }
+            if let Some(id) = e.pc_id {
+                b[0].hdr.__bindgen_anon_1.dummy = [(u32::from(id) << 16).to_be(), 0, 0];
+                b[1].hdr.__bindgen_anon_1.dummy = [0xffff_0000u32.to_be(), 0, 0];
+            }
+            ItemBuf::Ecpri(b)
         }
     })
 }
@@ -660,6 +674,73 @@ fn create_rule(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flow_rules::steering::{EcpriItem, Ipv4Item, Ipv4Prefix, PortsItem};
+
+    fn bytes<T>(v: &T) -> &[u8] {
+        // SAFETY: reading the bytes of a plain-data bindgen struct.
+        unsafe {
+            std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
+        }
+    }
+
+    #[test]
+    fn ecpri_item_puts_type_and_pc_id_in_network_order() {
+        let item = Item::Ecpri(EcpriItem {
+            msg_type: Some(0),
+            pc_id: Some(0x1234),
+        });
+        let ItemBuf::Ecpri(b) = item_buf(&item, (None, None)).expect("translates") else {
+            panic!("wrong item kind");
+        };
+        assert_eq!(&bytes(&b[0])[..8], &[0, 0, 0, 0, 0x12, 0x34, 0, 0]);
+        assert_eq!(&bytes(&b[1])[..8], &[0, 0xff, 0, 0, 0xff, 0xff, 0, 0]);
+        let t2 = Item::Ecpri(EcpriItem {
+            msg_type: Some(2),
+            pc_id: None,
+        });
+        let ItemBuf::Ecpri(b) = item_buf(&t2, (None, None)).expect("translates") else {
+            panic!("wrong item kind");
+        };
+        assert_eq!(&bytes(&b[0])[..4], &[0, 2, 0, 0]);
+    }
+
+    #[test]
+    fn ipv4_and_port_masks_are_big_endian() {
+        let item = Item::Ipv4(Ipv4Item {
+            dst: Some(Ipv4Prefix {
+                addr: "10.1.0.0".parse().expect("addr"),
+                len: 16,
+            }),
+            proto: Some(17),
+            ..Ipv4Item::default()
+        });
+        let ItemBuf::Ipv4(b) = item_buf(&item, (None, None)).expect("translates") else {
+            panic!("wrong item kind");
+        };
+        assert_eq!(b[0].hdr.dst_addr.to_ne_bytes(), [10, 1, 0, 0]);
+        assert_eq!(b[1].hdr.dst_addr.to_ne_bytes(), [255, 255, 0, 0]);
+        assert_eq!((b[0].hdr.next_proto_id, b[1].hdr.next_proto_id), (17, 0xff));
+        let udp = Item::Udp(PortsItem::default());
+        let ItemBuf::Udp(b) = item_buf(&udp, (None, Some((2152, 0xffff)))).expect("translates")
+        else {
+            panic!("wrong item kind");
+        };
+        assert_eq!(b[0].hdr.dst_port.to_ne_bytes(), 2152u16.to_be_bytes());
+        let (mask_dst, mask_src) = (b[1].hdr.dst_port, b[1].hdr.src_port);
+        assert_eq!((mask_dst, mask_src), (0xffff, 0));
+    }
+
+    #[test]
+    fn port_ranges_expand_to_masks() {
+        assert_eq!(range_masks(&None), vec![None]);
+        assert_eq!(range_masks(&Some(PortRange::ANY)), vec![None]);
+        // 1024..=2047 is one prefix: value 1024, mask 0xfc00.
+        assert_eq!(
+            range_masks(&Some(PortRange { lo: 1024, hi: 2047 })),
+            vec![Some((1024, 0xfc00))]
+        );
+        assert!(range_masks(&Some(PortRange { lo: 1, hi: 65534 })).len() > 2);
+    }
 
     /// The Microsoft RSS verification vectors (the same ones NIC datasheets publish).
     #[test]
