@@ -3,11 +3,11 @@
 
 use crate::burst::Burst;
 
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
 pub mod gen;
 pub mod pace;
 pub mod pcap;
-#[cfg(feature = "dpdk")]
-pub mod dpdk;
 
 /// What an RX call produced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +43,11 @@ pub trait RxPort: Send {
     /// Total frames this port will produce when known (for a progress bar).
     fn expected_frames(&self) -> Option<u64> {
         None
+    }
+    /// The backend's own counters as (name, value) pairs, for the summary and metrics (a DPDK
+    /// port: ethdev stats, xstats and its drop counters); empty when it keeps none.
+    fn port_counters(&self) -> Vec<(String, u64)> {
+        Vec::new()
     }
 }
 

@@ -1117,6 +1117,10 @@ impl RxPort for DpdkRx {
     fn name(&self) -> &str {
         &self.label
     }
+
+    fn port_counters(&self) -> Vec<(String, u64)> {
+        self.port.counters()
+    }
 }
 
 /// Transmits on one of a port's TX queues; implements [`TxPort`].
