@@ -24,8 +24,8 @@ fn prefix(fam: Family, base: usize, len: u8) -> Prefix {
     };
     let mut p = Prefix { addr, len };
     let m = p.mask(fam);
-    for i in 0..4 {
-        p.addr[i] &= m[i];
+    for (a, m) in p.addr.iter_mut().zip(m) {
+        *a &= m;
     }
     p
 }
