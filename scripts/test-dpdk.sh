@@ -38,6 +38,7 @@ sys.exit(1 if bad else 0)
 }
 lint -p dpdk-sys --features bindings
 lint -p pipeline --features dpdk
+lint -p pktwarp --features dpdk
 
 cargo test -p dpdk-sys --features bindings
 # Unit tests of the module (Toeplitz vectors, option checks).
