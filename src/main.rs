@@ -5,7 +5,11 @@ use clap::{Parser, Subcommand};
 mod cmd;
 
 #[derive(Parser)]
-#[command(name = "pktwarp", version, about = "GPU packet processing: parse, filter, forward")]
+#[command(
+    name = "pktwarp",
+    version,
+    about = "GPU packet processing: parse, filter, forward"
+)]
 struct Cli {
     /// Log as JSON lines instead of human-readable text (level via RUST_LOG).
     #[arg(long, global = true)]

@@ -68,8 +68,11 @@ impl Burst {
     }
 
     pub fn frames(&self) -> impl Iterator<Item = (&FrameDesc, &[u8])> {
-        self.descs
-            .iter()
-            .map(|d| (d, &self.data[d.offset as usize..(d.offset + d.len) as usize]))
+        self.descs.iter().map(|d| {
+            (
+                d,
+                &self.data[d.offset as usize..(d.offset + d.len) as usize],
+            )
+        })
     }
 }
