@@ -65,7 +65,11 @@ fn forward(input: &Path, tag: &str, id: u32) {
     }
     tx.flush().expect("flush");
     let counters = port.counters();
-    assert_eq!(rx.port_counters(), port.counters(), "RxPort exposes the port's counters");
+    assert_eq!(
+        rx.port_counters(),
+        port.counters(),
+        "RxPort exposes the port's counters"
+    );
     let drops = counter(&counters, "pktwarp_tx_full")
         + counter(&counters, "pktwarp_tx_nombuf")
         + counter(&counters, "pktwarp_tx_oversize");
