@@ -20,7 +20,6 @@ use flow_rules::steering::{
 };
 
 use super::{eal, STANDARD_RSS_KEY};
-use crate::meta::{mf, PacketMeta};
 
 /// Most rte_flow rules one steering rule may expand to (IP version × port-range masks).
 pub const MAX_FLOWS_PER_RULE: usize = 64;
@@ -81,7 +80,7 @@ impl SoftwareSteering {
                 let mut input = [0u8; 36];
                 let n = t.hash_input(key, &mut input);
                 Some(SwFate::Queue(
-                    t.queue_for_hash(toeplitz(&STANDARD_RSS_KEY, &input[..n])),
+                    t.queue_for_hash(RSS.hash(&input[..n])),
                 ))
             }
             Fate::Default => None,
@@ -98,50 +97,12 @@ impl SoftwareSteering {
     }
 }
 
-/// The steering key of a parsed frame (field mapping documented on [`SteerKey`]).
-pub fn steer_key(frame: &[u8], m: &PacketMeta) -> SteerKey {
-    let mut k = SteerKey::default();
-    if frame.len() >= 12 {
-        k.dst_mac.copy_from_slice(&frame[0..6]);
-        k.src_mac.copy_from_slice(&frame[6..12]);
-    }
-    k.ether_type = m.ether_type;
-    k.vlan_count = m.vlan_count;
-    k.vlan_tci = m.vlan_tci[0];
-    k.ip_version = m.ip_version;
-    k.ip_proto = m.ip_proto;
-    k.dscp = m.ip_tos >> 2;
-    k.src_ip = m.src_ip;
-    k.dst_ip = m.dst_ip;
-    k.l4 = m.flags & mf::L4 != 0;
-    k.src_port = m.src_port;
-    k.dst_port = m.dst_port;
-    if m.flags & mf::TUNNEL != 0 {
-        k.tunnel = m.tunnel_type;
-        k.tunnel_id = m.tunnel_id;
-    }
-    k.ecpri = m.flags & mf::ECPRI != 0;
-    k.ecpri_msg_type = m.ecpri_msg_type;
-    k.ecpri_pc_id = m.ecpri_pc_id;
-    k
-}
+/// The steering key of a parsed frame: the same one the executor's software steering uses.
+pub use crate::steer::steer_key;
 
-/// Toeplitz hash of `input` under `key` (the NIC's RSS function).
-pub fn toeplitz(key: &[u8; 40], input: &[u8]) -> u32 {
-    let mut hash = 0u32;
-    // The 32-bit window of the key starting at the current input bit.
-    let mut window = u32::from_be_bytes([key[0], key[1], key[2], key[3]]);
-    for (i, byte) in input.iter().enumerate() {
-        let next = key.get(i + 4).copied().unwrap_or(0);
-        for bit in 0..8 {
-            if byte & (0x80 >> bit) != 0 {
-                hash ^= window;
-            }
-            window = (window << 1) | u32::from((next >> (7 - bit)) & 1);
-        }
-    }
-    hash
-}
+/// The NIC's RSS function under the key this port programs (tables built once).
+static RSS: std::sync::LazyLock<crate::rss::Toeplitz> =
+    std::sync::LazyLock::new(|| crate::rss::Toeplitz::new(&STANDARD_RSS_KEY));
 
 /// A published software set and its generation, read by the RX handles without locking.
 #[derive(Default)]
@@ -742,17 +703,9 @@ mod tests {
         assert!(range_masks(&Some(PortRange { lo: 1, hi: 65534 })).len() > 2);
     }
 
-    /// The Microsoft RSS verification vectors (the same ones NIC datasheets publish).
+    /// The key programmed into the NIC is the one the software RSS hashes with.
     #[test]
-    fn toeplitz_matches_published_vectors() {
-        let ip = |a: [u8; 4]| a;
-        // 66.9.149.187:2794 -> 161.142.100.80:1766, IPv4 only: 0x323e8fc2; with TCP: 0x51ccc178.
-        let mut input = Vec::new();
-        input.extend_from_slice(&ip([66, 9, 149, 187]));
-        input.extend_from_slice(&ip([161, 142, 100, 80]));
-        assert_eq!(toeplitz(&STANDARD_RSS_KEY, &input), 0x323e_8fc2);
-        input.extend_from_slice(&2794u16.to_be_bytes());
-        input.extend_from_slice(&1766u16.to_be_bytes());
-        assert_eq!(toeplitz(&STANDARD_RSS_KEY, &input), 0x51cc_c178);
+    fn nic_key_is_the_software_rss_key() {
+        assert_eq!(STANDARD_RSS_KEY, crate::rss::RSS_KEY_MS);
     }
 }
