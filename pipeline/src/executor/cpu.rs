@@ -298,16 +298,7 @@ fn ingest(
             RxStatus::End => break,
             RxStatus::Idle => {
                 // Push partial bursts so a slow source still sees low latency.
-                for q in 0..nq {
-                    flush_queue(
-                        spec,
-                        shared,
-                        q,
-                        &mut current[q],
-                        &mut producers[q],
-                        &backoff,
-                    );
-                }
+                flush_all(spec, shared, &mut current, &mut producers, &backoff);
                 wait_on(&backoff);
                 continue;
             }
@@ -359,27 +350,9 @@ fn ingest(
         for (t, c) in tally.iter_mut().zip(&shared.counters) {
             t.publish(c);
         }
-        for q in 0..nq {
-            flush_queue(
-                spec,
-                shared,
-                q,
-                &mut current[q],
-                &mut producers[q],
-                &backoff,
-            );
-        }
+        flush_all(spec, shared, &mut current, &mut producers, &backoff);
     }
-    for q in 0..nq {
-        flush_queue(
-            spec,
-            shared,
-            q,
-            &mut current[q],
-            &mut producers[q],
-            &backoff,
-        );
-    }
+    flush_all(spec, shared, &mut current, &mut producers, &backoff);
     result
 }
 
@@ -403,6 +376,19 @@ fn acquire(
             return None;
         }
         wait_on(&backoff);
+    }
+}
+
+/// Hands every queue's current partial burst to its worker.
+fn flush_all(
+    spec: &CpuRunSpec,
+    shared: &CpuShared,
+    current: &mut [Option<Box<Slot>>],
+    producers: &mut [Producer<Box<Slot>>],
+    backoff: &Backoff,
+) {
+    for (q, (cur, prod)) in current.iter_mut().zip(producers.iter_mut()).enumerate() {
+        flush_queue(spec, shared, q, cur, prod, backoff);
     }
 }
 
