@@ -866,6 +866,8 @@ mod tests {
             return;
         }
         let a = Args {
+            config: None,
+            limit: None,
             input: None,
             trace: None,
             gen: Some(20_000),
