@@ -55,14 +55,42 @@ __device__ __forceinline__ void pw_counters_add(pw_queue_counters *dst, const pw
     }
 }
 
+/* The ACL table one burst is classified with: the slot header's (table hot swap) or, when the
+ * header names none, the queue descriptor's (bulk kernel). */
+typedef struct pw_acl_sel {
+    uint64_t tables;
+    uint64_t rule_hits;
+    uint32_t n_rules;
+    uint8_t default_action;
+} pw_acl_sel;
+
+__device__ __forceinline__ pw_acl_sel pw_acl_of_queue(const pw_queue_desc &q) {
+    pw_acl_sel a;
+    a.tables = q.acl_tables;
+    a.rule_hits = q.rule_hits;
+    a.n_rules = q.n_rules;
+    a.default_action = q.default_action;
+    return a;
+}
+
+__device__ __forceinline__ pw_acl_sel pw_acl_of_slot(const pw_queue_desc &q, const pw_slot_hdr *h) {
+    if (h->acl_tables == 0ull) return pw_acl_of_queue(q);
+    pw_acl_sel a;
+    a.tables = h->acl_tables;
+    a.rule_hits = h->rule_hits;
+    a.n_rules = h->n_rules;
+    a.default_action = h->default_action;
+    return a;
+}
+
 #if defined(PW_HAVE_ACL)
 /* Stage `acl` on a parsed frame: the matched rule and its action / mark, or the table's default
- * action (pw_queue_desc.default_action) when nothing matches. Same as pipeline::stage::acl. */
-__device__ __forceinline__ void pw_stage_acl(const pw_queue_desc &q, const pw_packet_meta *m, uint16_t port,
+ * action when nothing matches. Same as pipeline::stage::acl. */
+__device__ __forceinline__ void pw_stage_acl(const pw_acl_sel &a, const pw_packet_meta *m, uint16_t port,
                                              uint32_t *rule, uint8_t *action, uint32_t *mark) {
     pw_acl_key k;
     pw_acl_key_from_meta(m, port, &k);
-    const pw_acl_tables *t = (const pw_acl_tables *)q.acl_tables;
+    const pw_acl_tables *t = (const pw_acl_tables *)a.tables;
     *rule = pw_acl_classify(t, &k);
     if (*rule != PW_ACL_NO_MATCH) {
         uint32_t mk;
@@ -71,15 +99,16 @@ __device__ __forceinline__ void pw_stage_acl(const pw_queue_desc &q, const pw_pa
         *action = (uint8_t)(code < PW_ACTIONS ? code : PW_ACTION_PASS); /* flow_rules Verdict::from_code */
         *mark = ((w >> 8) & 1u) ? mk : 0u;
     } else {
-        *action = q.default_action;
+        *action = a.default_action;
         *mark = 0u;
     }
 }
 #endif
 
 /* One frame through the pipeline. Writes the verdict (and the metadata when asked) and counts. */
-__device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const uint8_t *data, const pw_desc &d,
-                                             pw_verdict *vout, pw_packet_meta *mout, pw_queue_counters *acc) {
+__device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *data,
+                                             const pw_desc &d, pw_verdict *vout, pw_packet_meta *mout,
+                                             pw_queue_counters *acc) {
     uint32_t parse_ok = 1u;
 #if defined(PW_HAVE_PARSE)
     pw_packet_meta m;
@@ -94,7 +123,7 @@ __device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const uint8
     uint32_t acl_ran = 0u;
 #if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
     if ((q.pipeline & PW_PIPE_ACL) && !(!parse_ok && (q.pipeline & PW_PIPE_DROP_MALFORMED))) {
-        pw_stage_acl(q, &m, d.port, &rule, &action, &mark);
+        pw_stage_acl(a, &m, d.port, &rule, &action, &mark);
         acl_ran = 1u;
     }
 #endif
@@ -104,7 +133,7 @@ __device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const uint8
     if (mout && (q.pipeline & PW_PIPE_PARSE)) *mout = m;
 #endif
     if (q.pipeline & PW_PIPE_COUNT)
-        pw_count_frame(acc, (uint64_t *)q.rule_hits, q.n_rules, parse_ok, acl_ran, &v, d.wire_len);
+        pw_count_frame(acc, (uint64_t *)a.rule_hits, a.n_rules, parse_ok, acl_ran, &v, d.wire_len);
 }
 
 __device__ __forceinline__ void pw_zero_counters(pw_queue_counters *c) {
@@ -121,11 +150,12 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     const uint8_t *data = base + q.data_offset;
     uint32_t n = hdr->n_frames;
     if (n > q.burst_max) n = 0; /* the host never publishes this; pw_persistent flags it */
+    const pw_acl_sel a = pw_acl_of_slot(q, hdr);
     pw_verdict *vout = (pw_verdict *)q.verdicts + (uint64_t)slot * q.burst_max;
     pw_packet_meta *mout = (q.pipeline & PW_PIPE_META_OUT) ? (pw_packet_meta *)q.metas + (uint64_t)slot * q.burst_max : 0;
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
         pw_desc d = descs[i];
-        pw_run_frame(q, data, d, vout + i, mout ? mout + i : 0, acc);
+        pw_run_frame(q, a, data, d, vout + i, mout ? mout + i : 0, acc);
     }
     if (threadIdx.x == 0 && (q.pipeline & PW_PIPE_COUNT)) {
         acc->bursts += 1;
@@ -235,12 +265,13 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst_slot(const pw_queue_d
 extern "C" __global__ void __launch_bounds__(256) pw_bulk(const pw_queue_desc *qd, const uint8_t *data, const pw_desc *descs,
                                                          uint32_t n, pw_verdict *verdicts) {
     const pw_queue_desc q = *qd;
+    const pw_acl_sel a = pw_acl_of_queue(q);
     __shared__ pw_queue_counters acc;
     pw_zero_counters(&acc);
     __syncthreads();
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         pw_desc d = descs[i];
-        pw_run_frame(q, data, d, verdicts + i, 0, &acc);
+        pw_run_frame(q, a, data, d, verdicts + i, 0, &acc);
     }
     __syncthreads();
     if (threadIdx.x == 0 && (q.pipeline & PW_PIPE_COUNT)) pw_count_merge((pw_queue_counters *)q.counters, &acc);

@@ -325,13 +325,28 @@ typedef struct pw_desc {
 } pw_desc;
 PW_STATIC_ASSERT(sizeof(pw_desc) == 32, "pw_desc size");
 
+/* The ACL table a burst is classified with travels in its slot header, written by the host at
+ * submit (table hot swap): every frame of a burst sees one table, and a new table is picked up at
+ * the next burst without touching the running kernel. The host uploads each new image to a fresh
+ * device buffer before any burst names it and frees an old one only after every queue has reaped
+ * past the last burst that named it. acl_tables == 0: use pw_queue_desc.acl_tables / rule_hits /
+ * n_rules / default_action (no acl stage, or the bulk kernel). */
 typedef struct pw_slot_hdr {
-    uint32_t n_frames;   /*  0 */
-    uint32_t data_bytes; /*  4 */
-    uint32_t seq;        /*  8 burst sequence number (its producer index before publish) */
-    uint32_t reserved;   /* 12 */
+    uint32_t n_frames;      /*  0 */
+    uint32_t data_bytes;    /*  4 */
+    uint32_t seq;           /*  8 burst sequence number (its producer index before publish) */
+    uint32_t generation;    /* 12 rule-set generation of acl_tables (low 32 bits) */
+    uint64_t acl_tables;    /* 16 device address of the ACL image for this burst, or 0 */
+    uint64_t rule_hits;     /* 24 uint64_t[n_rules] hit counters of that image (device), or 0 */
+    uint32_t n_rules;       /* 32 entries of rule_hits */
+    uint8_t default_action; /* 36 action when no rule of that image matches */
+    uint8_t reserved0;      /* 37 */
+    uint16_t reserved1;     /* 38 */
+    uint64_t reserved2;     /* 40 */
 } pw_slot_hdr;
-PW_STATIC_ASSERT(sizeof(pw_slot_hdr) == 16, "pw_slot_hdr size");
+PW_STATIC_ASSERT(sizeof(pw_slot_hdr) == 48, "pw_slot_hdr size");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, acl_tables) == 16, "pw_slot_hdr.acl_tables");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, default_action) == 36, "pw_slot_hdr.default_action");
 
 /* Verdict actions and drop reasons (pw_verdict.action / .drop_reason, counter indices). */
 #define PW_ACTION_PASS 0u

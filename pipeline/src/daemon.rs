@@ -334,7 +334,8 @@ pub fn run_gpu(
     mut ports: OpenPorts,
     image: &crate::executor::gpu::KernelImage,
 ) -> anyhow::Result<Summary> {
-    use crate::executor::gpu::{AclTablesRef, GpuExecutor, PipelineDesc, SubmitError};
+    use crate::executor::gpu::multi::MultiGpu;
+    use crate::executor::gpu::{AclTablesRef, PipelineDesc, SubmitError};
     use std::collections::VecDeque;
     use std::sync::atomic::Ordering;
 
@@ -362,7 +363,40 @@ pub fn run_gpu(
             .as_ref()
             .map_or(crate::verdict::Action::Pass, |a| a.default) as u8,
     };
-    let mut gpu = GpuExecutor::new(opts, desc, nq, image)?;
+    // One executor per GPU of `executor.gpu.devices` (queues round-robin), or one on `device`.
+    let mut gpu = MultiGpu::new(opts, desc, nq, image)?;
+    // ACL table hot swap: a reload (control thread, Pipeline::reload_acl) bumps the pipeline's
+    // generation; this loop publishes the new tables to the GPU (every burst submitted after
+    // that names them in its slot header). `acl.generation` is the one stamped into the tables
+    // actually loaded, so a reload racing this check is picked up on the next iteration.
+    let mut gpu_generation = acl.as_ref().map_or(0, |a| a.generation);
+    let publish_reload = |gpu: &MultiGpu, have: &mut u64| -> anyhow::Result<()> {
+        if !acl_on || p.pipeline.generation() == *have {
+            return Ok(());
+        }
+        if let Some(a) = p.pipeline.acl() {
+            if a.generation != *have {
+                let bytes = a.classifier.image_bytes();
+                gpu.publish_acl(
+                    &AclTablesRef {
+                        bytes: &bytes,
+                        n_rules: a.rule_count() as u32,
+                    },
+                    a.generation,
+                    a.default as u8,
+                )?;
+                tracing::info!(
+                    event = "gpu_acl_swap",
+                    generation = a.generation,
+                    rules = a.rule_count(),
+                    "GPU executor now classifies with rule-set generation {}",
+                    a.generation
+                );
+                *have = a.generation;
+            }
+        }
+        Ok(())
+    };
     let count_stage = p
         .pipeline
         .stages
@@ -440,7 +474,7 @@ pub fn run_gpu(
         }
     };
 
-    let poll_all = |gpu: &GpuExecutor,
+    let poll_all = |gpu: &MultiGpu,
                     pending: &mut Vec<VecDeque<Burst>>,
                     spare: &mut Vec<Burst>,
                     tx: &mut Option<Box<dyn TxPort>>,
@@ -467,7 +501,7 @@ pub fn run_gpu(
         Ok(n)
     };
 
-    let submit = |gpu: &GpuExecutor,
+    let submit = |gpu: &MultiGpu,
                   q: usize,
                   b: &mut Burst,
                   pending: &mut Vec<VecDeque<Burst>>,
@@ -512,6 +546,7 @@ pub fn run_gpu(
 
     let slot_cap = gpu.slot_data_capacity() as usize;
     'outer: while !done.iter().all(|d| *d) {
+        publish_reload(&gpu, &mut gpu_generation)?;
         for (pi, port) in ports.rx.iter_mut().enumerate() {
             if done[pi] {
                 continue;

@@ -13,8 +13,9 @@ use flow_rules::abi::ACL_NO_MATCH;
 use flow_rules::acl::RuleFormat;
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::executor::gpu::abi::{self, QueueCounters, Verdict};
+use pipeline::executor::gpu::multi::{Devices, MultiGpu};
 use pipeline::executor::gpu::{
-    AclTablesRef, GpuExecutor, GpuOptions, KernelImage, Mode, PipelineDesc, Placement,
+    AclTablesRef, GpuOptions, KernelImage, Mode, PipelineDesc, Placement,
 };
 use pipeline::meta::PacketMeta;
 use pipeline::port::pcap::CaptureReader;
@@ -100,6 +101,21 @@ pub struct Args {
     /// CUDA device index.
     #[arg(long, default_value_t = 0)]
     pub device: u32,
+    /// Spread the queues over these GPUs (round-robin: queue k on devices[k % n]), one GPU
+    /// executor per entry; `--devices 0,0` runs two executors on GPU 0. Overrides --device.
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Vec<u32>,
+    /// ACL table hot-swap torture: continuous traffic while the rule set is swapped this many
+    /// times between --rules and --rules-b; every frame's verdict is checked against the CPU
+    /// reference of the rule set its burst carried, and every frame must come back.
+    #[arg(long, value_name = "SWAPS", requires_all = ["rules", "rules_b"])]
+    pub reload_torture: Option<u32>,
+    /// The second rule set of --reload-torture.
+    #[arg(long)]
+    pub rules_b: Option<PathBuf>,
+    /// Bursts submitted between two swaps (--reload-torture).
+    #[arg(long, default_value_t = 4)]
+    pub swap_every: u32,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -443,6 +459,8 @@ pub struct RunReport {
     pub skipped_inputs: Vec<String>,
     pub seconds: f64,
     pub kernel: String,
+    /// GPU of each executor (queues round-robin over them).
+    pub devices: Vec<u32>,
 }
 
 impl RunReport {
@@ -454,7 +472,7 @@ impl RunReport {
             "bulk_mismatches": self.bulk_mismatches, "counter_mismatches": self.counter_mismatches,
             "parse_errors": self.parse_errors, "acl_matched": self.acl_matched,
             "skipped_inputs": self.skipped_inputs.len(), "seconds": self.seconds,
-            "kernel": self.kernel, "ok": self.ok(),
+            "kernel": self.kernel, "devices": self.devices, "ok": self.ok(),
         })
     }
 
@@ -499,6 +517,7 @@ pub fn verify_one(
         graph_bursts: 8,
         slot_data_bytes: Some(data_cap),
         device: a.device,
+        devices: devices_opt(a),
         emit_meta: true,
         idle_timeout_ms: 120_000,
         ctas_per_queue: a.ctas,
@@ -510,8 +529,9 @@ pub fn verify_one(
         count: true,
         default_action: acl.map_or(abi::ACTION_PASS, Acl::default_action),
     };
-    let mut ex = GpuExecutor::new(opts, pd, a.queues, &kernel_image())?;
-    report.kernel = ex.loaded_from.how.clone();
+    let mut ex = MultiGpu::new(opts, pd, queues_for(a), &kernel_image())?;
+    report.kernel = kernel_origin(&ex);
+    report.devices = ex.devices().to_vec();
     let mut expect_counters = QueueCounters::default();
     let mut expect_hits = vec![0u64; acl.map_or(0, |x| x.n_rules as usize)];
     let mut chunk = Burst::default();
@@ -609,9 +629,14 @@ pub fn verify_one(
         // Bulk kernel over the same frames (device-resident, the throughput path).
         let bulk_v = if a.bulk {
             let descs: Vec<abi::Desc> = chunk.descs.iter().map(abi::Desc::from).collect();
-            let f = ex.upload_frames(&chunk.data, &descs)?;
-            ex.run_bulk(&f, 1)?;
-            let v = ex.bulk_verdicts(&f)?;
+            // On the last GPU of the list (the first one with one GPU).
+            let bx = ex
+                .executors()
+                .last()
+                .ok_or_else(|| anyhow::anyhow!("no GPU executor"))?;
+            let f = bx.upload_frames(&chunk.data, &descs)?;
+            bx.run_bulk(&f, 1)?;
+            let v = bx.bulk_verdicts(&f)?;
             tracing::debug!("chunk at frame {frame_base}: bulk kernel done");
             Some(v)
         } else {
@@ -699,6 +724,26 @@ pub fn verify_one(
     Ok(report)
 }
 
+/// `--devices` as the executor option (None: `--device` alone).
+fn devices_opt(a: &Args) -> Option<Devices> {
+    if a.devices.is_empty() {
+        None
+    } else {
+        Some(Devices::List(a.devices.clone()))
+    }
+}
+
+/// Queues to run: at least one per GPU executor.
+fn queues_for(a: &Args) -> usize {
+    a.queues.max(a.devices.len()).max(1)
+}
+
+fn kernel_origin(ex: &MultiGpu) -> String {
+    ex.executors()
+        .first()
+        .map_or(String::new(), |e| e.loaded_from.how.clone())
+}
+
 /// Cuts `chunk` into bursts of at most `max_frames` frames and `max_bytes` data bytes; each with
 /// the index of its first frame.
 pub fn split_bursts(chunk: &Burst, max_frames: usize, max_bytes: usize) -> Vec<(usize, Burst)> {
@@ -747,9 +792,13 @@ pub fn run(mut a: Args) -> anyhow::Result<i32> {
     if let Some(c) = a.config.clone() {
         apply_config(&mut a, &c)?;
     }
-    if let Err(why) = pipeline::executor::gpu::probe(a.device) {
+    if let Err(why) = pipeline::executor::gpu::probe(a.devices.first().copied().unwrap_or(a.device))
+    {
         eprintln!("pktwarp verify: no usable GPU: {why}");
         return Ok(3);
+    }
+    if let Some(swaps) = a.reload_torture {
+        return reload_torture(&a, swaps);
     }
     let acl = match &a.rules {
         Some(r) => Some(load_acl(
@@ -769,11 +818,12 @@ pub fn run(mut a: Args) -> anyhow::Result<i32> {
         for &p in &a.placement {
             let r = verify_one(&a, acl.as_ref(), m.into(), p.into(), &mut show)?;
             println!(
-                "verify {} [{} / {}]: {} frames, {} bursts, {} parse errors, {} ACL matches: \
+                "verify {} [{} / {} / GPUs {:?}]: {} frames, {} bursts, {} parse errors, {} ACL matches: \
                  meta mismatches {}, verdict mismatches {}, bulk mismatches {}, counters {} ({:.1} s, kernels: {})",
                 r.input,
                 r.mode,
                 r.placement,
+                r.devices,
                 r.frames,
                 r.bursts,
                 r.parse_errors,
@@ -807,6 +857,262 @@ pub fn run(mut a: Args) -> anyhow::Result<i32> {
     Ok(if all_ok { 0 } else { 1 })
 }
 
+/// `--reload-torture SWAPS`: continuous traffic through the GPU executor while the ACL table is
+/// swapped SWAPS times between `--rules` (even generations) and `--rules-b` (odd ones), every
+/// `--swap-every` bursts, with bursts of the old table still in flight at each swap. Each burst
+/// comes back with the generation its slot header named; every frame's verdict must equal the
+/// CPU reference under that generation's rule set, generations never go back on a queue, every
+/// frame comes back (frames in == verdicts out + counted drops), and every replaced table is
+/// freed by the end. The input is replayed until all swaps are done.
+fn reload_torture(a: &Args, swaps: u32) -> anyhow::Result<i32> {
+    let t0 = Instant::now();
+    let default = if a.default_drop {
+        Action::Drop
+    } else {
+        Action::Pass
+    };
+    let (Some(ra), Some(rb)) = (&a.rules, &a.rules_b) else {
+        anyhow::bail!("--reload-torture needs --rules and --rules-b");
+    };
+    let sets = [load_acl(ra, default)?, load_acl(rb, default)?];
+    let data_cap = (a.burst as usize * 2048).max(256 * 1024) as u32;
+    let mode: Mode = a
+        .mode
+        .first()
+        .copied()
+        .unwrap_or(ModeArg::Persistent)
+        .into();
+    let placement: Placement = a
+        .placement
+        .first()
+        .copied()
+        .unwrap_or(PlacementArg::Device)
+        .into();
+    let opts = GpuOptions {
+        mode,
+        placement,
+        burst_size: a.burst,
+        ring_slots: 64,
+        graph_bursts: 8,
+        slot_data_bytes: Some(data_cap),
+        device: a.device,
+        devices: devices_opt(a),
+        idle_timeout_ms: 120_000,
+        ctas_per_queue: a.ctas,
+        ..Default::default()
+    };
+    let pd = PipelineDesc {
+        parse: true,
+        acl: Some(sets[0].tables()),
+        count: true,
+        default_action: sets[0].default_action(),
+    };
+    let mut ex = MultiGpu::new(opts, pd, queues_for(a), &kernel_image())?;
+    let nq = ex.n_queues();
+    let swap_every = a.swap_every.max(1);
+    let mut generation = 0u64;
+    let mut since_swap = 0u32;
+    let (mut frames_in, mut verdicts_out, mut host_drops) = (0u64, 0u64, 0u64);
+    let (mut mismatches, mut differing, mut passes) = (0u64, 0u64, 0u64);
+    let mut frames_by_parity = [0u64; 2];
+    let mut gens_seen = std::collections::BTreeSet::new();
+    let mut last_gen = vec![0u64; nq];
+    let mut regressions = 0u64;
+    let mut show = a.show;
+    let mut src = Source::from_args(a)?;
+    let mut chunk = Burst::default();
+    let mut max_retired = 0usize;
+    loop {
+        chunk.clear();
+        let cap = CHUNK.min(a.limit.unwrap_or(u64::MAX).min(CHUNK as u64) as usize);
+        if !src.fill(&mut chunk, cap)? {
+            passes += 1;
+            if generation >= swaps as u64 {
+                break;
+            }
+            src = Source::from_args(a)?;
+            continue;
+        }
+        let n = chunk.len();
+        frames_in += n as u64;
+        // CPU reference under both rule sets.
+        let refs: Vec<Vec<Verdict>> = sets
+            .iter()
+            .map(|s| {
+                chunk
+                    .frames()
+                    .map(|(d, f)| cpu_reference(f, d.port, Some(&s.stage)).1)
+                    .collect()
+            })
+            .collect();
+        differing += (0..n).filter(|&i| refs[0][i] != refs[1][i]).count() as u64;
+        let bursts = split_bursts(&chunk, a.burst as usize, data_cap as usize);
+        let mut gpu_v = vec![Verdict::default(); n];
+        let mut gpu_gen: Vec<Option<u64>> = vec![None; n];
+        let mut inflight: Vec<std::collections::VecDeque<(u32, usize, usize)>> =
+            vec![Default::default(); nq];
+        let mut next = 0usize;
+        let mut last_progress = Instant::now();
+        while next < bursts.len() || inflight.iter().any(|q| !q.is_empty()) {
+            let mut progressed = false;
+            if next < bursts.len() {
+                if since_swap >= swap_every && generation < swaps as u64 {
+                    generation += 1;
+                    let s = &sets[(generation % 2) as usize];
+                    ex.publish_acl(&s.tables(), generation, s.default_action())?;
+                    since_swap = 0;
+                    max_retired = max_retired.max(ex.retired_tables());
+                }
+                let q = next % nq;
+                let (first, b) = &bursts[next];
+                match ex.submit(q, b) {
+                    Ok(seq) => {
+                        inflight[q].push_back((seq, *first, b.len()));
+                        next += 1;
+                        since_swap += 1;
+                        progressed = true;
+                    }
+                    Err(pipeline::executor::gpu::SubmitError::RingFull { .. }) => {}
+                    Err(pipeline::executor::gpu::SubmitError::TooLarge { frames, .. }) => {
+                        host_drops += frames as u64;
+                        next += 1;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+                if next == bursts.len() {
+                    for q in 0..nq {
+                        ex.flush(q)?;
+                    }
+                }
+            }
+            for (q, fl) in inflight.iter_mut().enumerate() {
+                let got = ex.poll_tagged(q, |seq, g, v, _| {
+                    if let Some(&(s, first, len)) = fl.front() {
+                        if s == seq && len == v.len() {
+                            gpu_v[first..first + len].copy_from_slice(v);
+                            for x in &mut gpu_gen[first..first + len] {
+                                *x = Some(g);
+                            }
+                            if g < last_gen[q] {
+                                regressions += 1;
+                            }
+                            last_gen[q] = g;
+                        }
+                        fl.pop_front();
+                    }
+                })?;
+                progressed |= got > 0;
+            }
+            if progressed {
+                last_progress = Instant::now();
+            } else if last_progress.elapsed() > Duration::from_secs(60) {
+                anyhow::bail!("GPU made no progress for 60 s");
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        for i in 0..n {
+            let Some(g) = gpu_gen[i] else { continue };
+            verdicts_out += 1;
+            gens_seen.insert(g);
+            let want = &refs[(g % 2) as usize][i];
+            frames_by_parity[(g % 2) as usize] += 1;
+            if gpu_v[i] != *want {
+                mismatches += 1;
+                if show > 0 {
+                    show -= 1;
+                    println!(
+                        "  frame {i} of a chunk, generation {g}: verdict {:?}, CPU reference of {} says {:?}",
+                        gpu_v[i],
+                        if g % 2 == 0 { "--rules" } else { "--rules-b" },
+                        want
+                    );
+                }
+            }
+        }
+    }
+    let snap = ex.counters()?;
+    let retired_left = ex.retired_tables();
+    ex.shutdown()?;
+    let gpu_packets: u64 = snap.queues.iter().map(|c| c.packets).sum();
+    let ring_full_frames: u64 = snap.host.iter().map(|h| h.ring_full_frames).sum();
+    let lost = frames_in as i64 - verdicts_out as i64 - host_drops as i64;
+    let mut problems = Vec::new();
+    if mismatches > 0 {
+        problems.push(format!(
+            "{mismatches} verdicts differ from the CPU reference of their generation"
+        ));
+    }
+    if lost != 0 {
+        problems.push(format!("{lost} frames lost (in {frames_in}, verdicts {verdicts_out}, counted drops {host_drops})"));
+    }
+    if gpu_packets != verdicts_out {
+        problems.push(format!(
+            "GPU count stage saw {gpu_packets} frames, {verdicts_out} verdicts came back"
+        ));
+    }
+    if regressions > 0 {
+        problems.push(format!("{regressions} bursts carried an older generation than the burst before them on their queue"));
+    }
+    if generation < swaps as u64 {
+        problems.push(format!("only {generation} of {swaps} swaps done"));
+    }
+    if frames_by_parity.contains(&0) || differing == 0 {
+        problems.push(
+            "the check cannot fail: both rule sets must classify some frames differently and both must carry traffic"
+                .to_string(),
+        );
+    }
+    if retired_left > 0 {
+        problems.push(format!(
+            "{retired_left} replaced tables not freed after every burst was reaped"
+        ));
+    }
+    let ok = problems.is_empty();
+    println!(
+        "reload-torture [{} / {} / GPUs {:?}, {} queues]: {} swaps ({} generations seen) between {} and {}, \
+         {} frames in {} passes ({} where the two rule sets differ), verdicts {}, counted drops {}, lost {}, \
+         mismatches {}, ring-full retries {} frames, most tables awaiting release {}, left unreleased {} ({:.1} s): {}",
+        format!("{mode:?}").to_lowercase(),
+        format!("{placement:?}").to_lowercase(),
+        ex.devices(),
+        nq,
+        generation,
+        gens_seen.len(),
+        ra.display(),
+        rb.display(),
+        frames_in,
+        passes,
+        differing,
+        verdicts_out,
+        host_drops,
+        lost,
+        mismatches,
+        ring_full_frames,
+        max_retired,
+        retired_left,
+        t0.elapsed().as_secs_f64(),
+        if ok { "PASS".to_string() } else { format!("FAIL: {}", problems.join("; ")) }
+    );
+    if let Some(j) = &a.json {
+        let v = serde_json::json!({
+            "test": "reload_torture", "mode": format!("{mode:?}").to_lowercase(),
+            "placement": format!("{placement:?}").to_lowercase(), "devices": ex.devices(),
+            "queues": nq, "swaps": generation, "generations_seen": gens_seen.len(),
+            "rules": ra, "rules_b": rb, "frames_in": frames_in, "passes": passes,
+            "frames_where_sets_differ": differing, "verdicts": verdicts_out,
+            "counted_drops": host_drops, "lost": lost, "mismatches": mismatches,
+            "ring_full_retry_frames": ring_full_frames, "max_tables_awaiting_release": max_retired,
+            "tables_left_unreleased": retired_left, "seconds": t0.elapsed().as_secs_f64(),
+            "ok": ok, "problems": problems,
+        });
+        std::fs::write(j, serde_json::to_vec_pretty(&v)?)
+            .with_context(|| format!("{}", j.display()))?;
+    }
+    println!("verify: {}", if ok { "PASS" } else { "FAIL" });
+    Ok(if ok { 0 } else { 1 })
+}
+
 /// Takes the rules, default action, queues, burst and device of a daemon config.
 fn apply_config(a: &mut Args, path: &Path) -> anyhow::Result<()> {
     use pipeline::config::{DefaultAction, StageConfig};
@@ -820,6 +1126,13 @@ fn apply_config(a: &mut Args, path: &Path) -> anyhow::Result<()> {
     a.queues = cfg.queues.count as usize;
     a.burst = cfg.queues.burst as u32;
     a.device = cfg.executor.gpu.device;
+    match &cfg.executor.gpu.devices {
+        Some(Devices::List(l)) => a.devices = l.clone(),
+        Some(Devices::All) => {
+            a.devices = (0..pipeline::executor::gpu::driver::device_count().unwrap_or(0)).collect()
+        }
+        None => {}
+    }
     Ok(())
 }
 
@@ -885,6 +1198,12 @@ mod tests {
             bulk: true,
             json: None,
             device: 0,
+            config: None,
+            limit: None,
+            devices: Vec::new(),
+            reload_torture: None,
+            rules_b: None,
+            swap_every: 4,
         };
         for m in [Mode::Persistent, Mode::Launch, Mode::Graph] {
             for p in [Placement::Device, Placement::Mapped] {

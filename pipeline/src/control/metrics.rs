@@ -38,10 +38,13 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_ruleset_rules", "Rules in the ACL rule set in force.", MetricType::GAUGE, &[]),
     ("pktwarp_rule_reloads_total", "Rule reloads attempted, by result (success, failure).", MetricType::COUNTER, &["result"]),
     ("pktwarp_rule_reload_last_success_timestamp_seconds", "Unix time of the last successful reload (0: none).", MetricType::GAUGE, &[]),
-    ("pktwarp_gpu_kernel_heartbeat", "Last heartbeat word of a queue's persistent kernel.", MetricType::GAUGE, &["queue"]),
-    ("pktwarp_gpu_kernel_stalled", "1 while a queue's kernel heartbeat is stuck with work queued.", MetricType::GAUGE, &["queue"]),
-    ("pktwarp_gpu_kernel_stalls_total", "Stalls the watchdog detected on a queue.", MetricType::COUNTER, &["queue"]),
-    ("pktwarp_gpu_kernel_restarts_total", "Kernel restarts the watchdog performed on a queue.", MetricType::COUNTER, &["queue"]),
+    ("pktwarp_gpu_kernel_heartbeat", "Last heartbeat word of a queue's persistent kernel.", MetricType::GAUGE, &["queue", "gpu"]),
+    ("pktwarp_gpu_kernel_stalled", "1 while a queue's kernel heartbeat is stuck with work queued.", MetricType::GAUGE, &["queue", "gpu"]),
+    ("pktwarp_gpu_kernel_stalls_total", "Stalls the watchdog detected on a queue.", MetricType::COUNTER, &["queue", "gpu"]),
+    ("pktwarp_gpu_kernel_restarts_total", "Kernel restarts the watchdog performed on a queue.", MetricType::COUNTER, &["queue", "gpu"]),
+    ("pktwarp_gpu_queues", "Queues (rings and persistent kernels) placed on a GPU.", MetricType::GAUGE, &["gpu"]),
+    ("pktwarp_gpu_rx_frames_total", "Frames received into the queues of a GPU.", MetricType::COUNTER, &["gpu"]),
+    ("pktwarp_gpu_rx_bytes_total", "Bytes of frames received into the queues of a GPU.", MetricType::COUNTER, &["gpu"]),
     ("pktwarp_shutting_down", "1 once SIGTERM/SIGINT stopped intake and the daemon is draining.", MetricType::GAUGE, &[]),
 ];
 
@@ -59,6 +62,8 @@ pub struct StaticInfo {
     pub stage_names: Vec<&'static str>,
     /// Rules with their own `rule` series.
     pub rule_series_cap: usize,
+    /// GPU executor: the device index of each queue (the `gpu` label); empty on the CPU.
+    pub queue_gpu: Vec<String>,
 }
 
 /// Reads the counters of a running daemon at scrape time.
@@ -308,17 +313,50 @@ impl Collector for DaemonCollector {
                 st.last_reload_ok_unix_ms.load(Relaxed) as f64 / 1e3,
             )],
         );
+        if !info.queue_gpu.is_empty() {
+            // (queues, rx frames, rx bytes) per GPU.
+            let mut per_gpu: std::collections::BTreeMap<&str, (u64, u64, u64)> = Default::default();
+            for (c, g) in self.counters.iter().zip(&info.queue_gpu) {
+                let e = per_gpu.entry(g.as_str()).or_default();
+                e.0 += 1;
+                e.1 += c.rx_frames.get();
+                e.2 += c.rx_bytes.get();
+            }
+            out.push(
+                "pktwarp_gpu_queues",
+                per_gpu
+                    .iter()
+                    .map(|(g, v)| gauge(&[("gpu", g)], v.0 as f64))
+                    .collect(),
+            );
+            out.push(
+                "pktwarp_gpu_rx_frames_total",
+                per_gpu
+                    .iter()
+                    .map(|(g, v)| counter(&[("gpu", g)], v.1))
+                    .collect(),
+            );
+            out.push(
+                "pktwarp_gpu_rx_bytes_total",
+                per_gpu
+                    .iter()
+                    .map(|(g, v)| counter(&[("gpu", g)], v.2))
+                    .collect(),
+            );
+        }
         if let Some(w) = &st.watchdog {
             let qs: Vec<String> = (0..w.len()).map(|q| q.to_string()).collect();
             let each = |f: &dyn Fn(&super::QueueHealth) -> f64, ctr: bool| {
                 w.iter()
                     .zip(&qs)
-                    .map(|(h, q)| {
+                    .enumerate()
+                    .map(|(i, (h, q))| {
                         let v = f(h);
+                        let g = info.queue_gpu.get(i).map_or("unknown", String::as_str);
                         if ctr {
-                            counter(&[("queue", q)], v as u64)
+                            counter(&[("queue", q), ("gpu", g)], v as u64)
                         } else {
-                            gauge(&[("queue", q)], v)
+                            gauge(&[("queue", q), ("gpu", g)], v)
                         }
                     })
                     .collect::<Vec<_>>()
@@ -426,6 +464,11 @@ mod tests {
             tx_port: "none".into(),
             stage_names: pipeline.stage_names(),
             rule_series_cap: cap,
+            queue_gpu: if watched.is_some() {
+                vec!["0".into(), "1".into()]
+            } else {
+                Vec::new()
+            },
         };
         let c = DaemonCollector::new(counters.clone(), pipeline, ControlState::new(watched), info);
         (c, counters)
@@ -512,12 +555,18 @@ mod tests {
             .fetch_add(2, std::sync::atomic::Ordering::Relaxed);
         let text = String::from_utf8(Exposition::new(c).unwrap().render().unwrap()).unwrap();
         assert_eq!(
-            value(&text, r#"pktwarp_gpu_kernel_restarts_total{queue="1"}"#),
+            value(
+                &text,
+                r#"pktwarp_gpu_kernel_restarts_total{queue="1",gpu="1"}"#
+            ),
             2.0
         );
         assert_eq!(
-            value(&text, r#"pktwarp_gpu_kernel_stalled{queue="0"}"#),
+            value(&text, r#"pktwarp_gpu_kernel_stalled{queue="0",gpu="0"}"#),
             0.0
         );
+        // Per-GPU families: one queue on each of GPU 0 and 1 (see collector()).
+        assert_eq!(value(&text, r#"pktwarp_gpu_queues{gpu="1"}"#), 1.0);
+        assert_eq!(value(&text, r#"pktwarp_gpu_rx_frames_total{gpu="0"}"#), 0.0);
     }
 }

@@ -170,6 +170,14 @@ impl Control {
                     .map_or("none".to_string(), |o| o.port.value.clone()),
                 stage_names: p.pipeline.stage_names(),
                 rule_series_cap: cfg.metrics.rule_series_cap,
+                queue_gpu: if p.choice.name == "gpu" {
+                    crate::executor::gpu::multi::queue_gpu_labels(
+                        &cfg.executor.gpu,
+                        cfg.queues.count as usize,
+                    )
+                } else {
+                    Vec::new()
+                },
             };
             let collector = DaemonCollector::new(
                 shared.counters.clone(),
@@ -194,15 +202,10 @@ impl Control {
         } else {
             None
         };
-        let mut reloader = Reloader::new(&cfg.path, Arc::clone(&p.pipeline), Arc::clone(&state));
-        if p.choice.name == "gpu" {
-            // GpuExecutor uploads the flat ACL image once (GpuExecutor::new) and has no table
-            // swap: publishing on the CPU side alone would report rules the GPU does not run.
-            reloader = reloader.refusing(
-                "the gpu executor cannot swap ACL tables in place yet; restart pktwarp to load \
-                 the new rules",
-            );
-        }
+        // Both executors swap tables in place: the CPU workers load the published tables per
+        // burst, and the daemon's GPU host loop (daemon::run_gpu) uploads each new generation
+        // with GpuExecutor::publish_acl, which every later burst names in its slot header.
+        let reloader = Reloader::new(&cfg.path, Arc::clone(&p.pipeline), Arc::clone(&state));
         let lp = LoopParams {
             watch_rules: cfg.control.watch_rules,
             watch_interval: Duration::from_millis(cfg.control.watch_interval_ms),

@@ -78,14 +78,25 @@ impl From<&FrameDesc> for Desc {
     }
 }
 
-/// `pw_slot_hdr`.
+/// `pw_slot_hdr`: a burst's frame count and the ACL table it is classified with (the host
+/// writes the table at submit: table hot swap).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SlotHdr {
     pub n_frames: u32,
     pub data_bytes: u32,
     pub seq: u32,
-    pub reserved: u32,
+    /// Rule-set generation of `acl_tables` (low 32 bits).
+    pub generation: u32,
+    /// Device address of the ACL image for this burst; 0 = the queue descriptor's.
+    pub acl_tables: u64,
+    /// Device address of that image's per-rule hit counters, or 0.
+    pub rule_hits: u64,
+    pub n_rules: u32,
+    pub default_action: u8,
+    pub reserved0: u8,
+    pub reserved1: u16,
+    pub reserved2: u64,
 }
 
 /// `pw_verdict`: what happens to one frame, and the rule that decided it.
@@ -232,7 +243,13 @@ mod tests {
         assert_eq!(offset_of!(Desc, port), 12);
         assert_eq!(offset_of!(Desc, rss_hash), 16);
         assert_eq!(offset_of!(Desc, timestamp_ns), 24);
-        assert_eq!(size_of::<SlotHdr>(), 16);
+        assert_eq!(size_of::<SlotHdr>(), 48);
+        assert_eq!(offset_of!(SlotHdr, seq), 8);
+        assert_eq!(offset_of!(SlotHdr, generation), 12);
+        assert_eq!(offset_of!(SlotHdr, acl_tables), 16);
+        assert_eq!(offset_of!(SlotHdr, rule_hits), 24);
+        assert_eq!(offset_of!(SlotHdr, n_rules), 32);
+        assert_eq!(offset_of!(SlotHdr, default_action), 36);
         assert_eq!(size_of::<Verdict>(), 12);
         assert_eq!(offset_of!(Verdict, rule), 4);
         assert_eq!(offset_of!(Verdict, mark), 8);

@@ -92,6 +92,20 @@ pub fn driver_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
+/// How many CUDA devices the driver sees (an error, never a panic, without a driver).
+pub fn device_count() -> Result<u32, Unavailable> {
+    if !driver_present() {
+        return Err(Unavailable::NoDriverLibrary);
+    }
+    // SAFETY: the library is present (checked above); the out-pointer is a valid local.
+    unsafe {
+        cu!(cuInit(0))?;
+        let mut count = 0i32;
+        cu!(cuDeviceGetCount(&mut count))?;
+        Ok(count.max(0) as u32)
+    }
+}
+
 /// Looks for a usable device `index`: the library loads, cuInit succeeds, the device exists and is
 /// recent enough. Returns its description or the reason it cannot be used.
 pub fn probe(index: u32) -> Result<DeviceInfo, Unavailable> {

@@ -19,11 +19,13 @@
 pub mod abi;
 pub mod driver;
 pub mod kernels;
+pub mod multi;
+pub mod tables;
 
 use std::ffi::c_void;
 use std::ptr;
-use std::sync::atomic::{fence, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{fence, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::burst::Burst;
@@ -32,6 +34,7 @@ use abi::{Desc, QueueCounters, QueueCtrl, QueueDesc, SlotHdr, Verdict};
 use driver::{Context, DeviceBuffer, Event, Function, Graph, Module, PinnedBuffer, Stream};
 pub use driver::{DeviceInfo, Unavailable};
 pub use kernels::{KernelImage, LoadedFrom};
+use tables::{Retirement, TableVersion};
 
 /// Volatile read of one field of a queue's control block (the GPU writes it).
 macro_rules! ctrl_get {
@@ -95,8 +98,13 @@ pub struct GpuOptions {
     pub slot_data_bytes: Option<u32>,
     /// Bursts per CUDA graph launch in `graph` mode. Default 8.
     pub graph_bursts: u32,
-    /// CUDA device index. Default 0.
+    /// CUDA device index. Default 0. Ignored when `devices` is given.
     pub device: u32,
+    /// Spread the queues over several GPUs: a list of device indices (`[0, 1]`) or `all`.
+    /// Queue k runs on `devices[k % n]` (round-robin), each GPU with its own executor (context,
+    /// kernel module, rings, persistent CTA group). An index named twice gets two executors on
+    /// that GPU (their persistent CTAs must fit on it together). Default: `device` alone.
+    pub devices: Option<multi::Devices>,
     /// Threads per CTA (a multiple of 32, at most 256). Default: the burst size rounded up to a
     /// warp, at most 256: a thread per frame.
     pub block_threads: Option<u32>,
@@ -122,6 +130,7 @@ impl Default for GpuOptions {
             slot_data_bytes: None,
             graph_bursts: 8,
             device: 0,
+            devices: None,
             block_threads: None,
             idle_timeout_ms: 60_000,
             emit_meta: false,
@@ -173,6 +182,14 @@ impl GpuOptions {
                 "executor.ctas_per_queue: {} is out of range 1..=64",
                 self.ctas_per_queue
             ));
+        }
+        if let Some(multi::Devices::List(l)) = &self.devices {
+            if l.is_empty() {
+                return Err(
+                    "executor.gpu.devices: an empty list names no GPU (give indices or `all`)"
+                        .into(),
+                );
+            }
         }
         if self.idle_timeout_ms == 0 {
             return Err("executor.idle_timeout_ms: must be > 0".into());
@@ -300,6 +317,10 @@ struct Queue {
     graphs: Vec<Graph>,
     /// Frames in each slot (host copy, for reading verdicts back).
     slot_frames: Vec<u32>,
+    /// Rule-set generation each slot's burst was classified with (host copy of its header).
+    slot_gen: Vec<u64>,
+    /// The ACL table the next burst submitted to this queue names (None without an acl stage).
+    table: Option<Arc<TableVersion>>,
     /// Bursts handed over (producer count).
     next_seq: u32,
     /// Bursts whose verdicts the host has read (their slots are free again).
@@ -319,15 +340,18 @@ pub struct GpuExecutor {
     opts: GpuOptions,
     pipeline_flags: u32,
     default_action: u8,
-    n_rules: u32,
     slot_bytes: u32,
     data_offset: u32,
     data_cap: u32,
     threads: u32,
     queues: Vec<Mutex<Queue>>,
     qdescs: DeviceBuffer,
-    tables: Option<DeviceBuffer>,
-    rule_hits: Option<DeviceBuffer>,
+    /// The ACL table in force (named by every burst submitted from now on).
+    current: Mutex<Option<Arc<TableVersion>>>,
+    /// Replaced tables still named by bursts in flight.
+    retired: Mutex<Retirement<Arc<TableVersion>>>,
+    /// `retired.len()`, readable without the lock (poll checks it on every call).
+    retired_len: AtomicUsize,
     kernel_stream: Stream,
     /// Side copies (counter reads) that must not wait for the persistent kernel.
     aux_stream: Stream,
@@ -358,6 +382,18 @@ impl GpuExecutor {
         pipeline: PipelineDesc<'_>,
         n_queues: usize,
         image: &KernelImage,
+    ) -> anyhow::Result<GpuExecutor> {
+        Self::new_beside(opts, pipeline, n_queues, image, 0)
+    }
+
+    /// As [`GpuExecutor::new`] on `opts.device`, where `beside_ctas` persistent CTAs of other
+    /// executors already occupy the same GPU (they must all be resident at once).
+    pub fn new_beside(
+        opts: GpuOptions,
+        pipeline: PipelineDesc<'_>,
+        n_queues: usize,
+        image: &KernelImage,
+        beside_ctas: usize,
     ) -> anyhow::Result<GpuExecutor> {
         opts.validate().map_err(anyhow::Error::msg)?;
         if n_queues == 0 {
@@ -404,11 +440,13 @@ impl GpuExecutor {
         if opts.mode == Mode::Persistent {
             let per_sm = f_persistent.occupancy(opts.threads())?;
             let fit = per_sm as usize * ctx.info.multiprocessors as usize;
-            let want = n_queues * opts.ctas_per_queue as usize;
+            let want = n_queues * opts.ctas_per_queue as usize + beside_ctas;
             if want > fit {
                 anyhow::bail!(
-                    "{n_queues} persistent queues x {} CTAs do not fit on {} ({fit} CTAs of {} threads at once)",
+                    "{n_queues} persistent queues x {} CTAs{} do not fit on GPU {} ({}: {fit} CTAs of {} threads at once)",
                     opts.ctas_per_queue,
+                    if beside_ctas > 0 { format!(" beside {beside_ctas} CTAs of other executors") } else { String::new() },
+                    opts.device,
                     ctx.info.name,
                     opts.threads()
                 );
@@ -427,20 +465,19 @@ impl GpuExecutor {
         }
         let slots = opts.ring_slots as usize;
 
-        let (tables, n_rules) = match pipeline.acl {
-            Some(t) => {
-                let b = DeviceBuffer::new(&ctx, t.bytes.len())?;
-                b.upload(t.bytes)?;
-                (Some(b), t.n_rules)
-            }
+        // Generation 0: the rule set the executor starts with; publish_acl brings later ones.
+        let (table, _n_rules) = match pipeline.acl {
+            Some(t) => (
+                Some(Arc::new(TableVersion::upload(
+                    &ctx,
+                    t.bytes,
+                    t.n_rules,
+                    0,
+                    pipeline.default_action,
+                )?)),
+                t.n_rules,
+            ),
             None => (None, 0),
-        };
-        let rule_hits = if n_rules > 0 && pipeline.count {
-            let b = DeviceBuffer::new(&ctx, n_rules as usize * 8)?;
-            b.zero()?;
-            Some(b)
-        } else {
-            None
         };
         let mut flags = pipeline.flags();
         if opts.emit_meta {
@@ -497,15 +534,17 @@ impl GpuExecutor {
                 verdicts: verdicts.dev,
                 metas: metas.as_ref().map_or(0, |m| m.dev),
                 counters: counters.ptr,
-                rule_hits: rule_hits.as_ref().map_or(0, |b| b.ptr),
-                acl_tables: tables.as_ref().map_or(0, |b| b.ptr),
+                // Ring bursts name their table in the slot header (hot swap), never here: a
+                // replaced table is freed while the descriptor lives on.
+                rule_hits: 0,
+                acl_tables: 0,
                 idle_timeout_ns: opts.idle_timeout_ms.saturating_mul(1_000_000),
                 slots: slots as u32,
                 burst_max: bm as u32,
                 slot_bytes: slot_bytes as u32,
                 data_offset: data_offset as u32,
                 pipeline: flags,
-                n_rules,
+                n_rules: 0,
                 default_action: pipeline.default_action,
                 port_id: 0,
                 queue_id: qi as u16,
@@ -527,6 +566,8 @@ impl GpuExecutor {
                 stream: Stream::new(&ctx)?,
                 graphs: Vec::new(),
                 slot_frames: vec![0; slots],
+                slot_gen: vec![0; slots],
+                table: table.clone(),
                 next_seq: 0,
                 reaped: 0,
                 pending: 0,
@@ -546,14 +587,14 @@ impl GpuExecutor {
             opts,
             pipeline_flags: flags,
             default_action: pipeline.default_action,
-            n_rules,
             slot_bytes: slot_bytes as u32,
             data_offset: data_offset as u32,
             data_cap: data_cap as u32,
             queues: queues.into_iter().map(Mutex::new).collect(),
             qdescs,
-            tables,
-            rule_hits,
+            current: Mutex::new(table),
+            retired: Mutex::new(Retirement::default()),
+            retired_len: AtomicUsize::new(0),
             kernel_stream,
             aux_stream: Stream::new(&ctx)?,
             f_persistent,
@@ -588,6 +629,84 @@ impl GpuExecutor {
     /// Bytes of frame data one burst may carry.
     pub fn slot_data_capacity(&self) -> u32 {
         self.data_cap
+    }
+
+    /// Persistent CTAs this executor keeps resident (0 in `launch` / `graph` mode).
+    pub fn persistent_ctas(&self) -> usize {
+        if self.opts.mode == Mode::Persistent {
+            self.queues.len() * self.opts.ctas_per_queue as usize
+        } else {
+            0
+        }
+    }
+
+    fn current_table(&self) -> Option<Arc<TableVersion>> {
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Rule-set generation of the ACL table in force (0 at start, or without an acl stage).
+    pub fn acl_generation(&self) -> u64 {
+        self.current_table().map_or(0, |t| t.generation)
+    }
+
+    /// Replaced ACL tables not yet freed (bursts in flight still name them).
+    pub fn retired_tables(&self) -> usize {
+        self.retired_len.load(Ordering::Relaxed)
+    }
+
+    /// Table hot swap: uploads `tables` to a fresh device buffer (with fresh per-rule hit
+    /// counters sized for it) and makes every burst submitted from now on, on every queue, name
+    /// it with `generation` and `default_action`. The table it replaces is freed once every
+    /// queue has reaped past the last burst that named it. The running kernels are not touched.
+    pub fn publish_acl(
+        &self,
+        tables: &AclTablesRef<'_>,
+        generation: u64,
+        default_action: u8,
+    ) -> anyhow::Result<()> {
+        if self.pipeline_flags & abi::PIPE_ACL == 0 {
+            anyhow::bail!("the GPU executor runs no acl stage: no ACL table to swap");
+        }
+        if default_action as usize >= abi::ACTIONS {
+            anyhow::bail!("ACL default action {default_action} is not an action");
+        }
+        let new = Arc::new(TableVersion::upload(
+            &self.ctx,
+            tables.bytes,
+            tables.n_rules,
+            generation,
+            default_action,
+        )?);
+        let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ends = Vec::with_capacity(self.queues.len());
+        for qm in &self.queues {
+            let mut q = lock(qm);
+            q.table = Some(Arc::clone(&new));
+            // Bursts before this one named the old table.
+            ends.push(q.next_seq);
+        }
+        if let Some(old) = cur.replace(new) {
+            let mut r = self.retired.lock().unwrap_or_else(|p| p.into_inner());
+            r.retire(old, ends);
+            self.retired_len.store(r.len(), Ordering::Relaxed);
+        }
+        drop(cur);
+        self.reclaim_tables();
+        Ok(())
+    }
+
+    /// Frees the replaced tables no burst in flight names any more.
+    fn reclaim_tables(&self) {
+        let reaped: Vec<u32> = self.queues.iter().map(|q| lock(q).reaped).collect();
+        let mut r = self.retired.lock().unwrap_or_else(|p| p.into_inner());
+        let freed = r.collect(&reaped);
+        self.retired_len.store(r.len(), Ordering::Relaxed);
+        drop(r);
+        // Dropping the last reference frees the device buffer (stream-ordered).
+        drop(freed);
     }
 
     fn start_persistent(&mut self) -> anyhow::Result<()> {
@@ -714,11 +833,17 @@ impl GpuExecutor {
         // staging copy of that burst completed before the kernel consumed it.
         unsafe {
             let slot_ptr = base.add(off);
+            let t = q.table.as_deref();
             let hdr = SlotHdr {
                 n_frames: n as u32,
                 data_bytes: bytes as u32,
                 seq,
-                reserved: 0,
+                generation: t.map_or(0, |t| t.generation as u32),
+                acl_tables: t.map_or(0, TableVersion::tables_addr),
+                rule_hits: t.map_or(0, TableVersion::hits_addr),
+                n_rules: t.map_or(0, |t| t.n_rules),
+                default_action: t.map_or(self.default_action, |t| t.default_action),
+                ..Default::default()
             };
             ptr::write_unaligned(slot_ptr as *mut SlotHdr, hdr);
             let dp = slot_ptr.add(std::mem::size_of::<SlotHdr>()) as *mut Desc;
@@ -732,6 +857,7 @@ impl GpuExecutor {
             );
         }
         q.slot_frames[slot] = n as u32;
+        q.slot_gen[slot] = q.table.as_ref().map_or(0, |t| t.generation);
         q.next_seq = seq.wrapping_add(1);
         q.host.submitted_bursts += 1;
         q.host.submitted_frames += n as u64;
@@ -881,6 +1007,29 @@ impl GpuExecutor {
         queue: usize,
         mut f: impl FnMut(u32, &[Verdict], Option<&[PacketMeta]>),
     ) -> anyhow::Result<usize> {
+        self.poll_tagged(queue, |seq, _, v, m| f(seq, v, m))
+    }
+
+    /// As [`GpuExecutor::poll`], with the rule-set generation each burst was classified with
+    /// (the one its slot header named): `f(seq, generation, verdicts, metas)`. Frees replaced
+    /// ACL tables once no burst in flight names them.
+    pub fn poll_tagged(
+        &self,
+        queue: usize,
+        f: impl FnMut(u32, u64, &[Verdict], Option<&[PacketMeta]>),
+    ) -> anyhow::Result<usize> {
+        let n = self.poll_locked(queue, f)?;
+        if n > 0 && self.retired_len.load(Ordering::Relaxed) > 0 {
+            self.reclaim_tables();
+        }
+        Ok(n)
+    }
+
+    fn poll_locked(
+        &self,
+        queue: usize,
+        mut f: impl FnMut(u32, u64, &[Verdict], Option<&[PacketMeta]>),
+    ) -> anyhow::Result<usize> {
         let qm = self
             .queues
             .get(queue)
@@ -912,7 +1061,7 @@ impl GpuExecutor {
                 });
                 (v, m)
             };
-            f(seq, v, m);
+            f(seq, q.slot_gen[slot], v, m);
             q.reaped = seq.wrapping_add(1);
             done += 1;
         }
@@ -977,14 +1126,11 @@ impl GpuExecutor {
             snap.queues.push(c);
             snap.host.push(q.host);
         }
-        if let Some(h) = &self.rule_hits {
-            let mut raw = vec![0u8; self.n_rules as usize * 8];
-            self.ctx.bind()?;
-            h.download_on(&self.aux_stream, &mut raw)?;
-            snap.rule_hits = raw
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                .collect();
+        // Hits of the table in force (each published table has its own counters).
+        if self.pipeline_flags & abi::PIPE_COUNT != 0 {
+            if let Some(t) = self.current_table() {
+                snap.rule_hits = t.read_hits()?;
+            }
         }
         Ok(snap)
     }
@@ -1050,21 +1196,26 @@ impl GpuExecutor {
         let counters =
             DeviceBuffer::new_async(&self.ctx, std::mem::size_of::<QueueCounters>(), &stream)?;
         counters.zero_on(&stream)?;
+        // The table in force now, kept alive by the frames (a later swap cannot free it).
+        let table = self.current_table();
+        let n_rules = table.as_ref().map_or(0, |t| t.n_rules);
         // Its own per-rule hits: bulk runs must not add to the queues' counters.
-        let hits = DeviceBuffer::new_async(&self.ctx, self.n_rules as usize * 8, &stream)?;
+        let hits = DeviceBuffer::new_async(&self.ctx, n_rules as usize * 8, &stream)?;
         hits.zero_on(&stream)?;
         let qd = QueueDesc {
             pipeline: self.pipeline_flags & !abi::PIPE_META_OUT,
             counters: counters.ptr,
-            rule_hits: if self.n_rules > 0 && self.rule_hits.is_some() {
+            rule_hits: if n_rules > 0 && self.pipeline_flags & abi::PIPE_COUNT != 0 {
                 hits.ptr
             } else {
                 0
             },
             ctas: 1,
-            acl_tables: self.tables.as_ref().map_or(0, |b| b.ptr),
-            n_rules: self.n_rules,
-            default_action: self.default_action,
+            acl_tables: table.as_ref().map_or(0, |t| t.tables_addr()),
+            n_rules,
+            default_action: table
+                .as_ref()
+                .map_or(self.default_action, |t| t.default_action),
             ..Default::default()
         };
         let qdb = DeviceBuffer::new_async(&self.ctx, std::mem::size_of::<QueueDesc>(), &stream)?;
@@ -1076,6 +1227,7 @@ impl GpuExecutor {
             )
         })?;
         Ok(DeviceFrames {
+            _table: table,
             data: d,
             descs: ds,
             verdicts: v,
@@ -1164,6 +1316,7 @@ pub fn measure_htod(device: u32, bytes: usize, reps: usize) -> anyhow::Result<f6
 
 /// Frames resident in device memory, for stage throughput.
 pub struct DeviceFrames {
+    _table: Option<Arc<TableVersion>>,
     data: DeviceBuffer,
     descs: DeviceBuffer,
     verdicts: DeviceBuffer,
