@@ -1198,8 +1198,6 @@ mod tests {
             bulk: true,
             json: None,
             device: 0,
-            config: None,
-            limit: None,
             devices: Vec::new(),
             reload_torture: None,
             rules_b: None,
