@@ -10,6 +10,11 @@
 #   OUT  results folder        (default $OUT, else ./gpu-results)
 # Each step has its own time limit so one hang cannot eat the whole run; the log records every
 # command with its exit code, and the bench table is printed last.
+# ONLY=REGEX runs just the steps whose name matches (e.g. ONLY='reload|devices').
+# Issue 6 on the GPU: reload-torture-* swap the ACL table 100 times under traffic and check every
+# verdict against the CPU reference of the generation its burst carried. Issue 7: verify-devices
+# and bench-devices run queues on several GPU executors (`0,0`: two on GPU 0 when only one GPU is
+# there; DEVICES=0,1 on a two-GPU machine).
 set -u
 BIN=${1:-.carry/pktwarp}
 DATA=${2:-.carry/data}
@@ -19,8 +24,10 @@ LOG=$RES/gpu-run.log
 export RUST_LOG=${RUST_LOG:-info,pipeline::stage::acl=error}
 CB=$DATA/classbench
 fails=0
+DEVICES=${DEVICES:-0,0}
 step() { # step NAME SECONDS CMD...
   local name=$1 secs=$2; shift 2
+  if [ -n "${ONLY:-}" ] && ! [[ $name =~ $ONLY ]]; then return 0; fi
   echo "=== $name: $*" | tee -a "$LOG"
   local t0=$(date +%s%N)
   timeout "$secs" "$@" 2>&1 | tee -a "$LOG"
@@ -41,8 +48,14 @@ step verify-fw1 45 "$BIN" verify --trace "$CB/fw1_10K_trace.gz" --rules "$CB/fw1
 step verify-ipc1 45 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --mode persistent --placement device,mapped --json "$RES/verify-ipc1.json"
 step verify-gen10M 120 "$BIN" verify --gen 10000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --mode persistent --placement device --queues 2 --ctas 4 --json "$RES/verify-gen.json"
 step bench 220 "$BIN" bench --classbench "$CB" --out "$RES"
+step reload-torture-persistent 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 4 --mode persistent --placement device --queues 2 --ctas 2 --json "$RES/torture-persistent.json"
+step reload-torture-launch-mapped 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 3 --mode launch --placement mapped --queues 3 --json "$RES/torture-launch.json"
+step reload-torture-devices 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --mode persistent --placement device --devices "$DEVICES" --queues 4 --ctas 2 --json "$RES/torture-devices.json"
+step verify-devices 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --mode persistent,graph --placement device,mapped --devices "$DEVICES" --queues 4 --ctas 2 --json "$RES/verify-devices.json"
+step bench-devices 120 "$BIN" bench --classbench "$CB" --sets acl1_10K --skip throughput,e2e,latency --frames 4194304 --devices "$DEVICES" --out "$RES/devices"
 
 echo "=== summary: $fails step(s) failed" | tee -a "$LOG"
-grep -h "^verify " "$LOG"
+grep -h "^verify \|^reload-torture " "$LOG"
 [ -f "$RES/bench.md" ] && cat "$RES/bench.md"
+[ -f "$RES/devices/bench.md" ] && cat "$RES/devices/bench.md"
 exit $((fails > 0))

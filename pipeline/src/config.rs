@@ -278,7 +278,8 @@ pub struct ExecutorConfig {
     /// `auto` (default), `cpu` or `gpu`.
     #[serde(default)]
     pub kind: ExecutorKind,
-    /// GPU executor options (mode, placement, device, ...). `queues.burst` and
+    /// GPU executor options (mode, placement, device, devices: [0, 1] or `all` to spread the
+    /// queues over several GPUs, ...). `queues.burst` and
     /// `queues.ring_slots` set the GPU rings' burst and slot count too, so one config runs the
     /// same on both executors; `burst_size` / `ring_slots` here are only for library users.
     #[serde(default)]

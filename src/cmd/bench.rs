@@ -66,6 +66,11 @@ pub struct Args {
     /// CUDA device index.
     #[arg(long, default_value_t = 0)]
     pub device: u32,
+    /// Multi-GPU scaling: parse + acl + count throughput (first set) on the first GPU of this
+    /// list alone, then on every entry at once (one executor per entry, `0,0` = two executors on
+    /// GPU 0), in the same run; prints the scaling ratio.
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Vec<u32>,
 }
 
 fn set_paths(dir: &Path, set: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
@@ -351,6 +356,41 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         js.insert("latency_decomposition".into(), json!(rows));
     }
 
+    if a.devices.len() > 1 && !skip("scaling") {
+        let r = scaling(&a).context("multi-GPU scaling")?;
+        md.line(format!(
+            "\n### Several GPUs: parse + acl {} + count on device-resident frames, 1 vs {} executors (GPUs {:?})\n",
+            a.sets[0],
+            a.devices.len(),
+            a.devices
+        ));
+        md.line("| executors | GPUs | frames per executor | Mpps (aggregate) | scaling vs 1 | verdicts equal |".into());
+        md.line("| ---: | --- | ---: | ---: | ---: | --- |".into());
+        md.line(format!(
+            "| 1 | {:?} | {} | {:.1} | 1.00x | {} |",
+            &a.devices[..1],
+            r.frames,
+            r.one_mpps,
+            r.equal
+        ));
+        md.line(format!(
+            "| {} | {:?} | {} | {:.1} | {:.2}x | {} |",
+            a.devices.len(),
+            a.devices,
+            r.frames,
+            r.all_mpps,
+            r.all_mpps / r.one_mpps,
+            r.equal
+        ));
+        js.insert(
+            "scaling".into(),
+            json!({"set": a.sets[0], "devices": a.devices, "frames_per_executor": r.frames,
+                   "one_gpu_mpps": r.one_mpps, "all_mpps": r.all_mpps,
+                   "ratio": r.all_mpps / r.one_mpps, "verdicts_equal": r.equal,
+                   "one_ms_runs": r.one_ms, "all_wall_ms_runs": r.all_ms}),
+        );
+    }
+
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
         std::fs::write(dir.join("bench.json"), serde_json::to_vec_pretty(&js)?)
@@ -451,6 +491,103 @@ fn throughput(
     }
     let cpu_mpps = frames.len() as f64 / median(&mut cpu_runs) / 1e6;
     Ok((n_rules, frames.len(), gpu_mpps, cpu_mpps, equal, ms))
+}
+
+struct Scaling {
+    frames: usize,
+    one_mpps: f64,
+    all_mpps: f64,
+    equal: bool,
+    one_ms: Vec<f64>,
+    all_ms: Vec<f64>,
+}
+
+/// Stage throughput of the first set on `devices[0]` alone, then on every entry of `devices` at
+/// once (one executor per entry, each over the same device-resident frames, one host thread
+/// each), wall time over every executor's passes. Medians of 5 rounds of 10 passes.
+fn scaling(a: &Args) -> anyhow::Result<Scaling> {
+    let (rules, trace) = set_paths(&a.classbench, &a.sets[0])?;
+    let stage = load_stage(&rules)?;
+    let n_rules = stage.classifier.header().num_rules;
+    let bytes = stage.classifier.image_bytes();
+    let base = trace_frames(&trace, 64)?;
+    let frames = repeat_to(&base, a.frames);
+    let descs: Vec<Desc> = frames.descs.iter().map(Desc::from).collect();
+    let pd = PipelineDesc {
+        parse: true,
+        acl: Some(AclTablesRef {
+            bytes: &bytes,
+            n_rules,
+        }),
+        count: true,
+        default_action: stage.default as u8,
+    };
+    let mut execs = Vec::with_capacity(a.devices.len());
+    for &d in &a.devices {
+        let opts = GpuOptions {
+            mode: Mode::Launch,
+            burst_size: 32,
+            ring_slots: 4,
+            device: d,
+            ..Default::default()
+        };
+        execs.push(
+            GpuExecutor::new(opts, pd, 1, &kernel_image())
+                .with_context(|| format!("GPU {d}"))?,
+        );
+    }
+    let uploaded: Vec<_> = execs
+        .iter()
+        .map(|ex| ex.upload_frames(&frames.data, &descs))
+        .collect::<anyhow::Result<_>>()?;
+    for (ex, f) in execs.iter().zip(&uploaded) {
+        ex.run_bulk(f, 2)?; // warm-up
+    }
+    const PASSES: usize = 10;
+    let mut one_ms = Vec::new();
+    let mut all_ms = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        execs[0].run_bulk(&uploaded[0], PASSES)?;
+        one_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        std::thread::scope(|s| -> anyhow::Result<()> {
+            let hs: Vec<_> = execs
+                .iter()
+                .zip(&uploaded)
+                .map(|(ex, f)| s.spawn(move || ex.run_bulk(f, PASSES).map(|_| ())))
+                .collect();
+            for h in hs {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a scaling thread panicked"))??;
+            }
+            Ok(())
+        })?;
+        all_ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let per = frames.len() as f64 * PASSES as f64;
+    let one_mpps = per / (median(&mut one_ms.clone()) / 1e3) / 1e6;
+    let all_mpps = per * execs.len() as f64 / (median(&mut all_ms.clone()) / 1e3) / 1e6;
+    // Every executor's verdicts equal the CPU reference on a sample, and each other.
+    let v0 = execs[0].bulk_verdicts(&uploaded[0])?;
+    let mut equal = true;
+    for (ex, f) in execs.iter().zip(&uploaded).skip(1) {
+        equal &= ex.bulk_verdicts(f)? == v0;
+    }
+    for i in (0..frames.len()).step_by(997) {
+        let d = &frames.descs[i];
+        let (_, want) = cpu_reference(frames.frame(i), d.port, Some(&stage));
+        equal &= v0[i] == want;
+    }
+    drop(uploaded);
+    Ok(Scaling {
+        frames: frames.len(),
+        one_mpps,
+        all_mpps,
+        equal,
+        one_ms,
+        all_ms,
+    })
 }
 
 /// One feeder thread's totals: frames, H2D bytes, ring-full retries, verdicts checked, mismatches.

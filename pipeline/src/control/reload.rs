@@ -38,8 +38,9 @@ pub struct Reloader {
     config_path: PathBuf,
     pipeline: Arc<Pipeline>,
     state: Arc<ControlState>,
-    /// Why in-place reload cannot work with the running executor (the GPU executor uploads its
-    /// tables once and has no swap yet); every reload is then refused with this reason.
+    /// Why in-place reload cannot work with the running executor (for an executor without a
+    /// table swap; both built-in executors have one); every reload is then refused with this
+    /// reason.
     refuse: Option<String>,
 }
 
