@@ -532,8 +532,7 @@ fn scaling(a: &Args) -> anyhow::Result<Scaling> {
             ..Default::default()
         };
         execs.push(
-            GpuExecutor::new(opts, pd, 1, &kernel_image())
-                .with_context(|| format!("GPU {d}"))?,
+            GpuExecutor::new(opts, pd, 1, &kernel_image()).with_context(|| format!("GPU {d}"))?,
         );
     }
     let uploaded: Vec<_> = execs

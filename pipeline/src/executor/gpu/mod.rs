@@ -383,11 +383,17 @@ impl GpuExecutor {
         n_queues: usize,
         image: &KernelImage,
     ) -> anyhow::Result<GpuExecutor> {
-        Self::new_beside(opts, pipeline, n_queues, image, 0)
+        let mut ex = Self::new_beside(opts, pipeline, n_queues, image, 0)?;
+        ex.start()?;
+        Ok(ex)
     }
 
     /// As [`GpuExecutor::new`] on `opts.device`, where `beside_ctas` persistent CTAs of other
-    /// executors already occupy the same GPU (they must all be resident at once).
+    /// executors will occupy the same GPU (they must all be resident at once), but without
+    /// starting the persistent kernel: call [`GpuExecutor::start`] once every executor that
+    /// shares the GPU is built. Loading a module into a context (and the synchronous setup
+    /// copies) waits for the device's running kernels, so a second executor built on a GPU
+    /// whose persistent kernel already runs would wait for that kernel's idle timeout.
     pub fn new_beside(
         opts: GpuOptions,
         pipeline: PipelineDesc<'_>,
@@ -606,12 +612,18 @@ impl GpuExecutor {
             _module: module,
             ctx,
         };
-        match ex.opts.mode {
-            Mode::Persistent => ex.start_persistent()?,
-            Mode::Graph => ex.build_graphs()?,
-            Mode::Launch => {}
+        if ex.opts.mode == Mode::Graph {
+            ex.build_graphs()?;
         }
         Ok(ex)
+    }
+
+    /// Starts the persistent kernel (mode `persistent`; no-op otherwise or when running).
+    pub fn start(&mut self) -> anyhow::Result<()> {
+        if self.opts.mode == Mode::Persistent && !self.persistent_running {
+            self.start_persistent()?;
+        }
+        Ok(())
     }
 
     pub fn device(&self) -> &DeviceInfo {

@@ -6,7 +6,8 @@
 //!
 //! A device index named twice gets two executors on that GPU (not deduplicated): `--devices 0,0`
 //! exercises the whole multi-GPU path on a one-GPU machine. Their persistent CTAs must fit on
-//! the GPU together, which construction checks.
+//! the GPU together, which construction checks. Every executor is built before any persistent
+//! kernel starts (a module load waits for the kernels running on its GPU).
 
 use std::time::Duration;
 
@@ -160,6 +161,13 @@ impl MultiGpu {
             let ex = GpuExecutor::new_beside(o, pipeline, local, image, beside)
                 .map_err(|err| anyhow::anyhow!("GPU {dev} (executor {e}): {err:#}"))?;
             execs.push(ex);
+        }
+        // Persistent kernels start only once every executor is built: building one (module
+        // load, setup copies) on a GPU whose persistent kernel already runs waits for that
+        // kernel to end (seen on the H200: `--devices 0,0` hung until the step's time limit).
+        for (ex, dev) in execs.iter_mut().zip(&devices) {
+            ex.start()
+                .map_err(|err| anyhow::anyhow!("GPU {dev}: {err:#}"))?;
         }
         Ok(MultiGpu {
             execs,
