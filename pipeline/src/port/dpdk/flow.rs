@@ -79,9 +79,7 @@ impl SoftwareSteering {
             Fate::Rss(t) => {
                 let mut input = [0u8; 36];
                 let n = t.hash_input(key, &mut input);
-                Some(SwFate::Queue(
-                    t.queue_for_hash(RSS.hash(&input[..n])),
-                ))
+                Some(SwFate::Queue(t.queue_for_hash(RSS.hash(&input[..n]))))
             }
             Fate::Default => None,
         }
