@@ -427,8 +427,8 @@ typedef struct pw_queue_desc {
     uint64_t verdicts;        /*  24 pw_verdict[slots * burst_max] (mapped) */
     uint64_t metas;           /*  32 pw_packet_meta[slots * burst_max] (mapped) or 0 */
     uint64_t counters;        /*  40 pw_queue_counters[ctas] (device memory): one per serving CTA */
-    uint64_t rule_hits;       /*  48 uint64_t[n_rules] (device) or 0 */
-    uint64_t acl_tables;      /*  56 flat ACL table bytes (device) or 0 */
+    uint64_t rule_hits;       /*  48 uint64_t[n_rules] (device) or 0; ring bursts use pw_slot_hdr's */
+    uint64_t acl_tables;      /*  56 flat ACL table bytes (device) or 0; ring bursts use pw_slot_hdr's (hot swap) */
     uint64_t idle_timeout_ns; /*  64 bounded wait of the persistent kernel */
     uint32_t slots;           /*  72 */
     uint32_t burst_max;       /*  76 */

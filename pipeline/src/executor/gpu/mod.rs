@@ -13,6 +13,11 @@
 //! bounded idle wait passes), `launch` (one kernel per burst) and `graph` (a CUDA graph over
 //! `graph_bursts` bursts), the latter two kept for comparison as l2fwd-nv does.
 //!
+//! ACL table hot swap ([`GpuExecutor::publish_acl`], see [`tables`]): every burst names its
+//! table, generation and default action in its slot header, so a burst is classified wholly by
+//! one table; a replaced table is freed once every queue has reaped past its last burst.
+//! Several GPUs: [`multi::MultiGpu`], one executor per entry of `devices`.
+//!
 //! Nothing here panics on a machine without a GPU: [`probe`] and [`GpuExecutor::new`] return the
 //! reason instead.
 
