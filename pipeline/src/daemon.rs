@@ -581,17 +581,15 @@ pub fn run_gpu(
                     continue;
                 }
                 if building[q].len() >= burst || building[q].data.len() + frame.len() > slot_cap {
-                    let mut b = std::mem::take(&mut building[q]);
                     submit(
                         &gpu,
                         q,
-                        &mut b,
+                        &mut building[q],
                         &mut pending,
                         &mut spare,
                         &mut ports.tx,
                         &mut errors,
                     )?;
-                    building[q] = b;
                 }
                 let mut dd = *d;
                 dd.port = pi as u16;
@@ -600,26 +598,23 @@ pub fn run_gpu(
             }
         }
         for (q, slot) in building.iter_mut().enumerate() {
-            let mut b = std::mem::take(slot);
             submit(
                 &gpu,
                 q,
-                &mut b,
+                slot,
                 &mut pending,
                 &mut spare,
                 &mut ports.tx,
                 &mut errors,
             )?;
-            *slot = b;
         }
         poll_all(&gpu, &mut pending, &mut spare, &mut ports.tx, &mut errors)?;
     }
     for (q, slot) in building.iter_mut().enumerate() {
-        let mut b = std::mem::take(slot);
         submit(
             &gpu,
             q,
-            &mut b,
+            slot,
             &mut pending,
             &mut spare,
             &mut ports.tx,
