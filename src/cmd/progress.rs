@@ -20,9 +20,9 @@ pub fn spawn(shared: Arc<CpuShared>, expected: Option<u64>) -> Progress {
             None => ProgressBar::new_spinner(),
         };
         let style = if expected.is_some() {
-            "{bar:40} {pos}/{len} frames {per_sec} eta {eta}"
+            "{bar:40} {human_pos}/{human_len} frames, eta {eta}"
         } else {
-            "{spinner} {pos} frames {per_sec}"
+            "{spinner} {human_pos} frames"
         };
         if let Ok(st) = ProgressStyle::with_template(style) {
             bar.set_style(st);
