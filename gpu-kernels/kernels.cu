@@ -42,19 +42,6 @@ __device__ __forceinline__ uint32_t pw_load_acquire(const volatile uint32_t *p) 
     return v;
 }
 
-/* dst += src for a CTA's counter block (device memory; the host snapshots it with a copy on a
- * side stream). Plain read-modify-write: each block has one writer at a time (its persistent CTA,
- * or the queue's burst kernels, which run in order on the queue's stream). Kept out of mapped
- * host memory on purpose: a read-modify-write there costs a PCIe round trip per field on every
- * burst's critical path. */
-__device__ __forceinline__ void pw_counters_add(pw_queue_counters *dst, const pw_queue_counters *src) {
-    volatile uint64_t *d = (volatile uint64_t *)dst;
-    const uint64_t *s = (const uint64_t *)src;
-    for (uint32_t i = 0; i < sizeof(pw_queue_counters) / 8u; i++) {
-        if (s[i]) d[i] = d[i] + s[i];
-    }
-}
-
 /* The ACL table one burst is classified with: the slot header's (table hot swap) or, when the
  * header names none, the queue descriptor's (bulk kernel). */
 typedef struct pw_acl_sel {
@@ -141,21 +128,87 @@ __device__ __forceinline__ void pw_zero_counters(pw_queue_counters *c) {
     for (uint32_t i = threadIdx.x; i < sizeof(pw_queue_counters) / 8u; i += blockDim.x) w[i] = 0;
 }
 
-/* Runs the frames of slot `seq % slots` with the whole block; the caller publishes. */
-__device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, pw_queue_counters *acc) {
+/* A burst's slot staged in shared memory: header, its n descriptors, then its data bytes (16-byte
+ * granules). Latency: with a ring in mapped host memory every load of a frame byte is a PCIe round
+ * trip, and parse's loads depend on each other (ethertype -> IP header -> L4); one coalesced copy
+ * of the slot pays that round trip once. Bursts that do not fit run from the ring as before. */
+#define PW_STAGE_BYTES 16384u
+__shared__ __align__(16) uint8_t pw_stage[PW_STAGE_BYTES];
+__shared__ uint32_t pw_ring_reads; /* a staged burst has a frame past data_bytes (read from the ring) */
+
+/* 16 bytes of a ring slot, a strong (volatile = relaxed.sys) load: it reads the point of coherence
+ * (host memory across PCIe, or L2), never an L1 line of the slot's previous lap, and needs no L1
+ * invalidation (an acquire would also drop the ACL image's L1 lines every burst). Issued by threads
+ * that passed a barrier after the producer index was seen, so after the host's stores. */
+__device__ __forceinline__ uint4 pw_ld_slot16(const void *p) {
+    uint4 v;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+/* The slot header into pw_stage (3 x 16 B, issued back to back). One thread calls it, after it
+ * saw the producer index. */
+__device__ __forceinline__ void pw_stage_hdr(const uint8_t *base) {
+    const uint4 *src = (const uint4 *)base;
+    uint4 *dst = (uint4 *)pw_stage;
+    const uint4 h0 = pw_ld_slot16(src), h1 = pw_ld_slot16(src + 1), h2 = pw_ld_slot16(src + 2);
+    dst[0] = h0;
+    dst[1] = h1;
+    dst[2] = h2;
+}
+
+/* Runs the frames of slot `seq % slots` with the whole block; the caller publishes. With
+ * `hdr_staged`, pw_stage already holds the slot header (the persistent poller loaded it). */
+__device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, pw_queue_counters *acc,
+                                            bool hdr_staged) {
     const uint32_t slot = seq % q.slots;
     const uint8_t *base = (const uint8_t *)(q.ring + (uint64_t)slot * q.slot_bytes);
-    const pw_slot_hdr *hdr = (const pw_slot_hdr *)base;
-    const pw_desc *descs = (const pw_desc *)(base + sizeof(pw_slot_hdr));
-    const uint8_t *data = base + q.data_offset;
+    if (!hdr_staged && threadIdx.x == 0) pw_stage_hdr(base);
+    __syncthreads();
+    const pw_slot_hdr *hdr = (const pw_slot_hdr *)pw_stage;
     uint32_t n = hdr->n_frames;
     if (n > q.burst_max) n = 0; /* the host never publishes this; pw_persistent flags it */
+    const uint32_t db = hdr->data_bytes;
     const pw_acl_sel a = pw_acl_of_slot(q, hdr);
+    const uint32_t head = (uint32_t)sizeof(pw_slot_hdr) + n * (uint32_t)sizeof(pw_desc);
+    const uint32_t room = q.slot_bytes > q.data_offset ? q.slot_bytes - q.data_offset : 0u;
+    const uint32_t dbr = db <= room ? ((db + 15u) & ~15u) : 0xFFFFFFFFu;
+    const bool staged = dbr <= room && head <= PW_STAGE_BYTES && dbr <= PW_STAGE_BYTES - head;
+    const pw_desc *descs = (const pw_desc *)(base + sizeof(pw_slot_hdr));
+    const uint8_t *gdata = base + q.data_offset;
+    const uint8_t *data = gdata;
+    if (staged) {
+        /* Descriptors then data, 16 B per thread per round: all loads independent. */
+        const uint32_t nd = n * (uint32_t)sizeof(pw_desc) / 16u, total = nd + dbr / 16u;
+        const uint4 *sd = (const uint4 *)(base + sizeof(pw_slot_hdr));
+        const uint4 *sb = (const uint4 *)gdata;
+        uint4 *dd = (uint4 *)(pw_stage + sizeof(pw_slot_hdr));
+        if (threadIdx.x == 0) pw_ring_reads = 0u;
+        for (uint32_t i = threadIdx.x; i < total; i += blockDim.x) dd[i] = pw_ld_slot16(i < nd ? sd + i : sb + (i - nd));
+        __syncthreads();
+        descs = (const pw_desc *)(pw_stage + sizeof(pw_slot_hdr));
+        data = pw_stage + head;
+        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+            const pw_desc d = descs[i];
+            if (!(d.offset <= db && d.len <= db - d.offset)) pw_ring_reads = 1u;
+        }
+        __syncthreads();
+    }
+    if (!staged || pw_ring_reads) {
+        /* Some frame is parsed from the ring itself with plain loads: drop the SM's L1 lines
+         * (the persistent poll does not acquire; they may hold the slot's previous lap). */
+        if (threadIdx.x == 0) (void)pw_load_acquire((const volatile uint32_t *)base);
+        __syncthreads();
+    }
     pw_verdict *vout = (pw_verdict *)q.verdicts + (uint64_t)slot * q.burst_max;
     pw_packet_meta *mout = (q.pipeline & PW_PIPE_META_OUT) ? (pw_packet_meta *)q.metas + (uint64_t)slot * q.burst_max : 0;
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
         pw_desc d = descs[i];
-        pw_run_frame(q, a, data, d, vout + i, mout ? mout + i : 0, acc);
+        /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged. */
+        const uint8_t *fd = (staged && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
+        pw_run_frame(q, a, fd, d, vout + i, mout ? mout + i : 0, acc);
     }
     if (threadIdx.x == 0 && (q.pipeline & PW_PIPE_COUNT)) {
         acc->bursts += 1;
@@ -163,10 +216,24 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
 }
 
 /* Publishes the end of burst `seq`: counters merged into this CTA's block, verdicts visible,
- * then done[slot] = seq + 1. Called by thread 0 after a block barrier. */
+ * then done[slot] = seq + 1. Called by the whole block after a block barrier: thread i merges
+ * counter word i (one device-memory round trip for all of them instead of one per word in
+ * sequence), then thread 0 fences (cumulative over the barrier) and writes done. The counter
+ * block is device memory, one writer at a time (its persistent CTA, or the queue's burst kernels,
+ * in order on the queue's stream), so a plain read-modify-write; kept out of mapped host memory,
+ * where each field would cost a PCIe round trip on the critical path. */
 __device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq, uint32_t lane, pw_queue_counters *acc) {
+    if (q.pipeline & PW_PIPE_COUNT) {
+        const uint32_t i = threadIdx.x;
+        if (i < sizeof(pw_queue_counters) / 8u) {
+            volatile uint64_t *d = (volatile uint64_t *)((pw_queue_counters *)q.counters + lane) + i;
+            const uint64_t s = ((const uint64_t *)acc)[i];
+            if (s) *d = *d + s;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x != 0) return;
     volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
-    if (q.pipeline & PW_PIPE_COUNT) pw_counters_add((pw_queue_counters *)q.counters + lane, acc);
     __threadfence_system();
     ((volatile uint32_t *)q.done)[seq % q.slots] = seq + 1u;
     ctrl->consumer = seq + 1u;
@@ -184,6 +251,8 @@ extern "C" __global__ void __launch_bounds__(256) pw_persistent(const pw_queue_d
     __shared__ pw_queue_counters acc;
     __shared__ uint32_t cmd; /* 0 run a burst, 1 exit */
     uint32_t seq = lane;
+    uint64_t last_tables = ~0ull; /* thread 0: the ACL image of the last burst (see the poll) */
+    uint32_t last_gen = 0u;
     if (threadIdx.x == 0) ctrl->status = PW_QSTATE_RUNNING;
     for (;;) {
         pw_zero_counters(&acc);
@@ -192,9 +261,19 @@ extern "C" __global__ void __launch_bounds__(256) pw_persistent(const pw_queue_d
             uint32_t spins = 0;
             for (;;) {
                 if ((int32_t)(*prod - seq) > 0) {
-                    (void)pw_load_acquire(prod);
-                    const pw_slot_hdr *hdr = (const pw_slot_hdr *)(q.ring + (uint64_t)(seq % q.slots) * q.slot_bytes);
-                    if (hdr->n_frames > q.burst_max) {
+                    /* No acquire here: the slot is read with strong loads (pw_ld_slot16), so the
+                     * SM's L1 keeps the ACL image between bursts. The image a burst names is
+                     * fixed while its address is live, but a freed image's address can come back
+                     * with a new one: when the header names another image than the last burst,
+                     * one acquire drops the L1 lines (stale ones included) before the walk. */
+                    pw_stage_hdr((const uint8_t *)(q.ring + (uint64_t)(seq % q.slots) * q.slot_bytes));
+                    const pw_slot_hdr *h = (const pw_slot_hdr *)pw_stage;
+                    if (h->acl_tables != last_tables || h->generation != last_gen) {
+                        (void)pw_load_acquire(prod);
+                        last_tables = h->acl_tables;
+                        last_gen = h->generation;
+                    }
+                    if (h->n_frames > q.burst_max) {
                         ctrl->status = PW_QSTATE_BAD_SLOT;
                         cmd = 1u;
                     } else {
@@ -224,9 +303,9 @@ extern "C" __global__ void __launch_bounds__(256) pw_persistent(const pw_queue_d
         }
         __syncthreads();
         if (cmd) break;
-        pw_run_slot(q, seq, &acc);
+        pw_run_slot(q, seq, &acc, true);
         __syncthreads();
-        if (threadIdx.x == 0) pw_publish(q, seq, lane, &acc);
+        pw_publish(q, seq, lane, &acc);
         seq += ctas;
         __syncthreads();
     }
@@ -239,9 +318,9 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst(const pw_queue_desc *
     __shared__ pw_queue_counters acc;
     pw_zero_counters(&acc);
     __syncthreads();
-    pw_run_slot(q, seq, &acc);
+    pw_run_slot(q, seq, &acc, false);
     __syncthreads();
-    if (threadIdx.x == 0) pw_publish(q, seq, 0u, &acc);
+    pw_publish(q, seq, 0u, &acc);
 }
 
 /* Graph mode: the graph's kernel nodes read the burst number from the slot header, so one graph
@@ -254,9 +333,9 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst_slot(const pw_queue_d
     pw_zero_counters(&acc);
     if (threadIdx.x == 0) seq = hdr->seq;
     __syncthreads();
-    pw_run_slot(q, seq, &acc);
+    pw_run_slot(q, seq, &acc, false);
     __syncthreads();
-    if (threadIdx.x == 0) pw_publish(q, seq, 0u, &acc);
+    pw_publish(q, seq, 0u, &acc);
 }
 
 /* Stage throughput: thread per frame over `n` device-resident frames (descriptor offsets relative
