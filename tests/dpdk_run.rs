@@ -107,6 +107,18 @@ output:
     assert_eq!(got.len() as u64, tx, "the output holds what was sent");
     // One queue keeps the order; drops (none expected for parse + count) would be gaps.
     assert_eq!(drops, 0, "{summary}");
+    // The port's own ethdev counters reach the summary and agree with pktwarp's.
+    let pc = summary["port_counters"].as_array().expect("port_counters");
+    let ipackets = pc
+        .iter()
+        .flat_map(|p| p[1].as_array().into_iter().flatten())
+        .find(|kv| kv[0] == "ethdev_ipackets")
+        .and_then(|kv| kv[1].as_u64());
+    assert_eq!(
+        ipackets,
+        Some(rx),
+        "ethdev ipackets in the summary: {summary}"
+    );
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         assert_eq!(g, w, "frame {i} differs");
     }

@@ -163,6 +163,8 @@ pub struct Summary {
     /// Frames and bytes counted by each `count` stage (stage index, frames, bytes).
     pub counted: Vec<(usize, u64, u64)>,
     pub errors: Vec<String>,
+    /// Each receiving port's own counters (DPDK ethdev stats and xstats), by port.
+    pub port_counters: Vec<(String, Vec<(String, u64)>)>,
 }
 
 pub fn summarize(
@@ -291,13 +293,15 @@ impl Prepared {
 pub fn run_cpu(p: &Prepared, shared: &Arc<CpuShared>, ports: OpenPorts) -> Summary {
     let spec = p.cpu_spec();
     let out = cpu::run(&spec, shared, ports.rx, ports.tx);
-    summarize(
+    let mut s = summarize(
         &shared.counters,
         &p.pipeline,
         out.elapsed,
         &p.choice,
         out.errors,
-    )
+    );
+    s.port_counters = out.port_counters;
+    s
 }
 
 /// The GPU executor's view of the config's pipeline: `parse`, `acl`, `count` in this order (each
@@ -636,11 +640,18 @@ pub fn run_gpu(
             errors.push(format!("{}: {e}", t.name()));
         }
     }
-    Ok(summarize(
+    let mut s = summarize(
         &shared.counters,
         &p.pipeline,
         start.elapsed(),
         &p.choice,
         errors,
-    ))
+    );
+    s.port_counters = ports
+        .rx
+        .iter()
+        .map(|port| (port.name().to_string(), port.port_counters()))
+        .filter(|(_, c)| !c.is_empty())
+        .collect();
+    Ok(s)
 }

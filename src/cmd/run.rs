@@ -92,6 +92,22 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 
 fn print_summary(s: &Summary) {
     println!("executor   {} ({})", s.executor, s.executor_reason);
+    for (port, counters) in &s.port_counters {
+        // Non-zero counters only: a NIC's xstats run to hundreds of names.
+        let nz: Vec<String> = counters
+            .iter()
+            .filter(|(_, v)| *v > 0)
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        println!(
+            "port       {port}: {}",
+            if nz.is_empty() {
+                "-".into()
+            } else {
+                nz.join(" ")
+            }
+        );
+    }
     println!(
         "received   {} frames, {} bytes in {:.3} s: {:.3} Mpps, {:.3} Gbit/s",
         s.rx_frames, s.rx_bytes, s.elapsed_s, s.mpps, s.gbps

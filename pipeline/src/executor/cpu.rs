@@ -86,6 +86,9 @@ pub struct RunOutcome {
     pub elapsed: Duration,
     /// The first port error, if any stopped a port early.
     pub errors: Vec<String>,
+    /// Each receiving port's own counters at its end (name, (counter, value)); a DPDK port
+    /// gives its ethdev stats and xstats here.
+    pub port_counters: Vec<(String, Vec<(String, u64)>)>,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -164,6 +167,7 @@ pub fn run(
     let ingest_done: Vec<AtomicBool> = (0..nports).map(|_| AtomicBool::new(false)).collect();
     let workers_done = AtomicU64::new(0);
     let errors = std::sync::Mutex::new(Vec::new());
+    let port_counters = std::sync::Mutex::new(Vec::new());
 
     std::thread::scope(|s| {
         // Ingest threads.
@@ -176,6 +180,7 @@ pub fn run(
             let shared = Arc::clone(shared);
             let done = &ingest_done[pi];
             let errors = &errors;
+            let port_counters = &port_counters;
             s.spawn(move || {
                 let r = ingest(
                     spec,
@@ -189,6 +194,12 @@ pub fn run(
                 if let Err(e) = r {
                     if let Ok(mut v) = errors.lock() {
                         v.push(format!("{}: {e}", port.name()));
+                    }
+                }
+                let pc = port.port_counters();
+                if !pc.is_empty() {
+                    if let Ok(mut v) = port_counters.lock() {
+                        v.push((port.name().to_string(), pc));
                     }
                 }
                 done.store(true, Ordering::Release);
@@ -229,9 +240,12 @@ pub fn run(
             });
         }
     });
+    let mut port_counters = port_counters.into_inner().unwrap_or_default();
+    port_counters.sort();
     RunOutcome {
         elapsed: start.elapsed(),
         errors: errors.into_inner().unwrap_or_default(),
+        port_counters,
     }
 }
 
