@@ -8,41 +8,15 @@
 
 mod dpdk_common;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dpdk_common::frame;
+use dpdk_common::{frame, ip, run_child_in_netns, Netns};
 use pipeline::burst::Burst;
 use pipeline::port::dpdk::DpdkPort;
 use pipeline::port::{RxPort, TxPort};
 
 const CHILD_ENV: &str = "PKTWARP_AF_XDP_CHILD";
 const FRAMES: usize = 500;
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run `ip`: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// Deletes the namespace (and with it the veth pair) however the test ends.
-struct Netns(String);
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = ip(&["netns", "del", &self.0]);
-    }
-}
 
 /// Runs inside the namespace (only as the child process).
 #[test]
@@ -129,20 +103,8 @@ fn af_xdp_on_veth_in_netns() {
         println!("SKIPPED af_xdp: cannot create a veth pair in the namespace: {e}");
         return;
     }
-    let exe = std::env::current_exe().expect("test binary path");
-    let out = Command::new("ip")
-        .args(["netns", "exec", &ns])
-        .arg(exe)
-        .args(["--exact", "af_xdp_child", "--ignored", "--nocapture"])
-        .env(CHILD_ENV, "1")
-        .output()
-        .expect("run the child in the namespace");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "af_xdp child failed:\n{stdout}\n{stderr}"
-    );
+    let (ok, stdout, stderr) = run_child_in_netns(&ns, "af_xdp_child", CHILD_ENV);
+    assert!(ok, "af_xdp child failed:\n{stdout}\n{stderr}");
     if let Some(line) = stdout.lines().find(|l| l.contains("AF_XDP-SKIP")) {
         println!("SKIPPED af_xdp: {line}\n{stderr}");
         return;

@@ -8,10 +8,9 @@
 
 mod dpdk_common;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dpdk_common::frame;
+use dpdk_common::{frame, ip, run_child_in_netns, Netns};
 use flow_rules::steering::SteerRuleSet;
 use pipeline::burst::Burst;
 use pipeline::port::dpdk::{DpdkPort, FlowOutcome};
@@ -32,22 +31,6 @@ rules:
     match: {ecpri: {}}
     actions: [{queue: 2}]
 ";
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run `ip`: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
 
 /// Sends raw frames out of `iface` (kernel TX on the tap = the PMD's RX).
 fn inject(iface: &str, frames: &[Vec<u8>]) -> Result<(), String> {
@@ -173,27 +156,9 @@ fn tap_rte_flow_rules_steer_in_the_device() {
         println!("SKIPPED tap: cannot create a network namespace here: {e}");
         return;
     }
-    struct Netns(String);
-    impl Drop for Netns {
-        fn drop(&mut self) {
-            let _ = ip(&["netns", "del", &self.0]);
-        }
-    }
     let _guard = Netns(ns.clone());
-    let exe = std::env::current_exe().expect("test binary path");
-    let out = Command::new("ip")
-        .args(["netns", "exec", &ns])
-        .arg(exe)
-        .args(["--exact", "tap_child", "--ignored", "--nocapture"])
-        .env(CHILD_ENV, "1")
-        .output()
-        .expect("run the child in the namespace");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "tap child failed:\n{stdout}\n{stderr}"
-    );
+    let (ok, stdout, stderr) = run_child_in_netns(&ns, "tap_child", CHILD_ENV);
+    assert!(ok, "tap child failed:\n{stdout}\n{stderr}");
     if let Some(line) = stdout.lines().find(|l| l.contains("TAP-SKIP")) {
         println!("SKIPPED tap: {line}\n{stderr}");
         return;
