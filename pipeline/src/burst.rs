@@ -67,7 +67,7 @@ impl Burst {
         &self.data[d.offset as usize..(d.offset + d.len) as usize]
     }
 
-    pub fn frames(&self) -> impl Iterator<Item = (&FrameDesc, &[u8])> {
+    pub fn frames(&self) -> impl ExactSizeIterator<Item = (&FrameDesc, &[u8])> {
         self.descs.iter().map(|d| {
             (
                 d,

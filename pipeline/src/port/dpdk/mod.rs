@@ -10,6 +10,7 @@
 pub mod eal;
 pub mod flow;
 pub mod gpu;
+pub mod mbuf;
 
 use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +25,7 @@ use crate::port::{PortError, RxPort, RxStatus, TxPort};
 
 pub use flow::{FlowOutcome, SoftwareSteering, SwFate};
 pub use gpu::{BufferPlacement, GpuBuffers};
+pub use mbuf::{MbufBurst, MbufTx};
 
 /// Most frames one `rte_eth_rx_burst` / `rte_eth_tx_burst` call moves.
 pub const MAX_BURST: usize = 512;
@@ -210,9 +212,42 @@ struct PortCounters {
     rx_gpu_copy_error: AtomicU64,
 }
 
+/// A port's two mbuf pools, freed when the last holder lets go: the port itself, an
+/// [`MbufBurst`] holding mbufs received from it, or another port whose TX queues were handed
+/// its mbufs by [`DpdkTx::tx_mbufs`] (zero-copy forwarding), so no pool is freed while a
+/// device may still return mbufs to it.
+pub(crate) struct PortPools {
+    rx: *mut sys::rte_mempool,
+    tx: *mut sys::rte_mempool,
+}
+
+// SAFETY: DPDK mempools are thread-safe (multi-producer / multi-consumer rings with per-lcore
+// caches); the pointers are only freed in Drop, by the last owner.
+unsafe impl Send for PortPools {}
+// SAFETY: as above.
+unsafe impl Sync for PortPools {}
+
+impl Drop for PortPools {
+    fn drop(&mut self) {
+        // SAFETY: the last reference: the owning port is closed (its Drop ran first: PortInner
+        // holds this Arc) and every port that transmitted these mbufs is closed too (they hold
+        // this Arc in `foreign_pools` until their own close), so no queue holds their mbufs.
+        unsafe {
+            sys::rte_mempool_free(self.rx);
+            sys::rte_mempool_free(self.tx);
+        }
+    }
+}
+
 /// What the handles share; dropping the last one stops and closes the device.
 struct PortInner {
     setup: PortSetup,
+    /// Dropped after Drop::drop closed the device (fields drop in order: before `gpu`, whose
+    /// memory backs a GPUDirect RX pool).
+    pools: Arc<PortPools>,
+    /// Pools of other ports whose mbufs this port's TX queues were given (zero-copy), kept
+    /// alive until this device is closed.
+    foreign_pools: std::sync::Mutex<Vec<Arc<PortPools>>>,
     rx_pool: *mut sys::rte_mempool,
     tx_pool: *mut sys::rte_mempool,
     tx_data_room: u16,
@@ -255,13 +290,8 @@ impl Drop for PortInner {
                 }
             }
         }
-        // SAFETY: the device is closed, so no queue holds mbufs of these pools any more.
-        unsafe {
-            sys::rte_mempool_free(self.rx_pool);
-            sys::rte_mempool_free(self.tx_pool);
-        }
-        // GPU memory (if any) is unmapped and freed by its own Drop, after the pool.
-        self.gpu.take();
+        // The pools are freed by PortPools' Drop when `pools` (dropped right after this body)
+        // is the last reference; GPU memory (if any) by its own Drop after that (field order).
         tracing::info!(port, name = %self.setup.name, "dpdk: port closed");
     }
 }
@@ -364,7 +394,7 @@ impl DpdkPort {
             ..PortSetup::default()
         };
         // SAFETY: the pw_* constant getters have no preconditions.
-        let (rss_all, off_rss_hash, off_multi, off_fast_free) = unsafe {
+        let (rss_all, off_rss_hash, off_multi) = unsafe {
             (
                 sys::pw_eth_rss_ip()
                     | sys::pw_eth_rss_tcp()
@@ -372,7 +402,6 @@ impl DpdkPort {
                     | sys::pw_eth_rss_sctp(),
                 sys::pw_eth_rx_offload_rss_hash(),
                 sys::pw_eth_tx_offload_multi_segs(),
-                sys::pw_eth_tx_offload_mbuf_fast_free(),
             )
         };
         let mut rss_key = STANDARD_RSS_KEY;
@@ -400,10 +429,9 @@ impl DpdkPort {
             conf.txmode.offloads |= off_multi;
             setup.tx_multi_seg = true;
         }
-        // Every TX mbuf comes from this port's one TX pool with refcnt 1: fast free is valid.
-        if info.tx_offload_capa & off_fast_free != 0 {
-            conf.txmode.offloads |= off_fast_free;
-        }
+        // MBUF_FAST_FREE is not enabled even where offered: it requires every mbuf of a TX
+        // queue to come from one pool, and zero-copy forwarding (DpdkTx::tx_mbufs) sends mbufs
+        // of the receiving port's pools next to this port's own TX mbufs.
         setup.rx_offloads = conf.rxmode.offloads;
         setup.tx_offloads = conf.txmode.offloads;
 
@@ -459,6 +487,11 @@ impl DpdkPort {
         // From here on PortInner's Drop cleans up (stop, close, free pools) on any error.
         let inner = PortInner {
             setup,
+            pools: Arc::new(PortPools {
+                rx: rx_pool,
+                tx: tx_pool,
+            }),
+            foreign_pools: std::sync::Mutex::new(Vec::new()),
             rx_pool,
             tx_pool,
             tx_data_room,
@@ -604,6 +637,7 @@ impl DpdkPort {
             burst: (self.inner.opts.burst_size as usize).min(MAX_BURST),
             mbufs: vec![std::ptr::null_mut(); MAX_BURST],
             stash: Vec::with_capacity(MAX_BURST),
+            lent_pools: Vec::new(),
         })
     }
 
@@ -1132,6 +1166,9 @@ pub struct DpdkTx {
     mbufs: Vec<*mut sys::rte_mbuf>,
     /// Fresh mbufs allocated in bulk and not used yet (returned to the pool on drop).
     stash: Vec<*mut sys::rte_mbuf>,
+    /// Pools whose mbufs `tx_mbufs` already handed to this port (registered in its
+    /// `foreign_pools`); compared by address, never dereferenced.
+    lent_pools: Vec<*const PortPools>,
 }
 
 impl Drop for DpdkTx {
