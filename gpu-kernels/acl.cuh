@@ -53,42 +53,172 @@ PW_DEVICE int pw_acl_rec_match(const uint32_t *rec, uint32_t aw, const uint32_t 
     return (kw[9] & (ctl >> 8) & 0xFFu) == (ctl & 0xFFu);
 }
 
-/* Index of the first rule (file order) matching the key, or PW_ACL_NO_MATCH. `t` is the start of
- * the image. */
-PW_DEVICE uint32_t pw_acl_classify(const pw_acl_tables *t, const pw_acl_key *k) {
-    const uint32_t *img = (const uint32_t *)t;
-    uint32_t kw[11];
+/* One family's part of the image, as a lookup needs it. */
+typedef struct pw_acl_fam_view {
+    const uint32_t *img;  /* the image */
+    const uint32_t *recs; /* the family's records */
+    uint32_t aw, rw;      /* address words, record words */
+    uint32_t ntrees, toff, nrec, extras_off;
+} pw_acl_fam_view;
+
+/* The key's words and its family's view. */
+PW_DEVICE void pw_acl_view(const pw_acl_tables *t, const pw_acl_key *k, uint32_t kw[11],
+                           pw_acl_fam_view *v) {
     pw_acl_key_words(k, kw);
     uint32_t fam = k->ip_version == 4 ? PW_ACL_FAM_V4
                    : k->ip_version == 6 ? PW_ACL_FAM_V6
                                         : PW_ACL_FAM_L2;
     const pw_acl_family *fh = &t->fam[fam];
-    uint32_t aw = PW_ACL_LD(&fh->addr_words), rw = PW_ACL_LD(&fh->rec_words);
-    uint32_t ntrees = PW_ACL_LD(&fh->num_trees), toff = PW_ACL_LD(&fh->trees_off);
-    const uint32_t *recs = img + PW_ACL_LD(&fh->records_off);
-    uint32_t extras_off = PW_ACL_LD(&t->extras_off);
+    v->img = (const uint32_t *)t;
+    v->aw = PW_ACL_LD(&fh->addr_words);
+    v->rw = PW_ACL_LD(&fh->rec_words);
+    v->ntrees = PW_ACL_LD(&fh->num_trees);
+    v->toff = PW_ACL_LD(&fh->trees_off);
+    v->nrec = PW_ACL_LD(&fh->num_records);
+    v->recs = v->img + PW_ACL_LD(&fh->records_off);
+    v->extras_off = PW_ACL_LD(&t->extras_off);
+}
+
+/* Tree `ti`'s leaf for the key: PW_ACL_REF_EMPTY, or PW_ACL_REF_LEAF | first record. */
+PW_DEVICE uint32_t pw_acl_tree_leaf(const pw_acl_fam_view *v, uint32_t ti, const uint32_t kw[11]) {
+    uint32_t r = PW_ACL_LD(v->img + v->toff + 2 * ti);
+    while ((r & PW_ACL_REF_LEAF) == 0) {
+        uint32_t h = PW_ACL_LD(v->img + r);
+        uint32_t child = (kw[h & 0xFu] >> ((h >> 8) & 0x1Fu)) & ((1u << ((h >> 16) & 0xFu)) - 1u);
+        r = PW_ACL_LD(v->img + r + 1 + child);
+    }
+    return r;
+}
+
+/* Smallest rule index of tree `ti` (trees are sorted by it). */
+PW_DEVICE uint32_t pw_acl_tree_min(const pw_acl_fam_view *v, uint32_t ti) {
+    return PW_ACL_LD(v->img + v->toff + 2 * ti + 1);
+}
+
+/* Index of the first rule (file order) matching the key, or PW_ACL_NO_MATCH. `t` is the start of
+ * the image. One thread. */
+PW_DEVICE uint32_t pw_acl_classify(const pw_acl_tables *t, const pw_acl_key *k) {
+    uint32_t kw[11];
+    pw_acl_fam_view v;
+    pw_acl_view(t, k, kw, &v);
     uint32_t best = PW_ACL_NO_MATCH;
-    for (uint32_t ti = 0; ti < ntrees; ti++) {
-        if (PW_ACL_LD(img + toff + 2 * ti + 1) >= best) break;
-        uint32_t r = PW_ACL_LD(img + toff + 2 * ti);
-        while ((r & PW_ACL_REF_LEAF) == 0) {
-            uint32_t h = PW_ACL_LD(img + r);
-            uint32_t child = (kw[h & 0xFu] >> ((h >> 8) & 0x1Fu)) & ((1u << ((h >> 16) & 0xFu)) - 1u);
-            r = PW_ACL_LD(img + r + 1 + child);
-        }
+    for (uint32_t ti = 0; ti < v.ntrees; ti++) {
+        if (pw_acl_tree_min(&v, ti) >= best) break;
+        uint32_t r = pw_acl_tree_leaf(&v, ti, kw);
         if (r == PW_ACL_REF_EMPTY) continue;
-        const uint32_t *rec = recs + (r & ~PW_ACL_REF_LEAF) * rw;
+        const uint32_t *rec = v.recs + (r & ~PW_ACL_REF_LEAF) * v.rw;
         for (;;) {
-            uint32_t idx = PW_ACL_LD(rec + 4 * aw + 3);
+            uint32_t idx = PW_ACL_LD(rec + 4 * v.aw + 3);
             if (idx >= best) break;
-            uint32_t ctl = PW_ACL_LD(rec + 4 * aw + 2);
-            if (pw_acl_rec_match(rec, aw, kw, ctl) &&
-                ((ctl & PW_ACL_REC_EXTRA) == 0 || pw_acl_extras_match(img, extras_off, idx, kw))) {
+            uint32_t ctl = PW_ACL_LD(rec + 4 * v.aw + 2);
+            if (pw_acl_rec_match(rec, v.aw, kw, ctl) &&
+                ((ctl & PW_ACL_REC_EXTRA) == 0 || pw_acl_extras_match(v.img, v.extras_off, idx, kw))) {
                 best = idx;
                 break;
             }
             if (ctl & PW_ACL_REC_LAST) break;
-            rec += rw;
+            rec += v.rw;
+        }
+    }
+    return best;
+}
+
+/* ---- Cooperative lookup: a group of `gsize` lanes classifies one key ----
+ * Latency: one thread checks a leaf's records one after another, each a dependent round trip to
+ * L2 (acl1_10K has leaves of up to 31 records in 3 trees: ~90 such trips per frame). A group of
+ * gsize lanes (a power of two <= 32, aligned in its warp, every lane with the same key) walks each
+ * tree together (the same loads: one broadcast transaction) and checks gsize records of a leaf at
+ * once, lane j taking record base + j. The answer equals pw_acl_classify's: of one chunk the first
+ * lane that either matches (rule index < best) or ends the leaf (PW_ACL_REC_LAST, index >= best,
+ * past the family's records) decides, exactly where the one-thread loop would stop. */
+#define PW_ACL_LANE_MATCH 1u /* this lane's record matches with a rule index below best */
+#define PW_ACL_LANE_END 2u   /* the one-thread scan stops at this lane's record */
+
+/* One lane's record `recno` of a leaf chunk; its rule index in *idx. */
+PW_DEVICE uint32_t pw_acl_lane_eval(const pw_acl_fam_view *v, uint32_t recno, const uint32_t kw[11],
+                                    uint32_t best, uint32_t *idx) {
+    *idx = PW_ACL_NO_MATCH;
+    if (recno >= v->nrec) return PW_ACL_LANE_END;
+    const uint32_t *rec = v->recs + recno * v->rw;
+    uint32_t i = PW_ACL_LD(rec + 4 * v->aw + 3);
+    *idx = i;
+    if (i >= best) return PW_ACL_LANE_END;
+    uint32_t ctl = PW_ACL_LD(rec + 4 * v->aw + 2);
+    uint32_t out = (ctl & PW_ACL_REC_LAST) ? PW_ACL_LANE_END : 0u;
+    if (pw_acl_rec_match(rec, v->aw, kw, ctl) &&
+        ((ctl & PW_ACL_REC_EXTRA) == 0 || pw_acl_extras_match(v->img, v->extras_off, i, kw)))
+        out |= PW_ACL_LANE_MATCH;
+    return out;
+}
+
+/* A chunk's outcome from its lanes' flags (bit j of `match` / `end` = lane j's): 1 = lane *lane
+ * matched (the new best), 0 = the leaf ends without a match, 2 = no lane decides (next chunk). */
+PW_DEVICE uint32_t pw_acl_chunk_decide(uint32_t match, uint32_t end, uint32_t *lane) {
+    uint32_t any = match | end;
+    if (any == 0u) return 2u;
+#if PW_GPU
+    *lane = (uint32_t)__ffs((int)any) - 1u;
+#else
+    *lane = (uint32_t)__builtin_ctz(any);
+#endif
+    return (match >> *lane) & 1u;
+}
+
+#if PW_GPU
+/* `gl` = this lane's index in its group of `gsize`; every lane of the group calls it with the same
+ * key (so the group takes one path through the trees). */
+__device__ __forceinline__ uint32_t pw_acl_classify_group(const pw_acl_tables *t, const pw_acl_key *k,
+                                                          uint32_t gl, uint32_t gsize) {
+    uint32_t kw[11];
+    pw_acl_fam_view v;
+    pw_acl_view(t, k, kw, &v);
+    const uint32_t gbase = (threadIdx.x & 31u) & ~(gsize - 1u);
+    const uint32_t gbits = gsize >= 32u ? 0xFFFFFFFFu : (1u << gsize) - 1u;
+    const uint32_t gmask = gbits << gbase;
+    uint32_t best = PW_ACL_NO_MATCH;
+    for (uint32_t ti = 0; ti < v.ntrees; ti++) {
+        if (pw_acl_tree_min(&v, ti) >= best) break;
+        uint32_t r = pw_acl_tree_leaf(&v, ti, kw);
+        if (r == PW_ACL_REF_EMPTY) continue;
+        for (uint32_t base = r & ~PW_ACL_REF_LEAF;; base += gsize) {
+            uint32_t idx;
+            uint32_t f = pw_acl_lane_eval(&v, base + gl, kw, best, &idx);
+            uint32_t m = (__ballot_sync(gmask, f & PW_ACL_LANE_MATCH) >> gbase) & gbits;
+            uint32_t e = (__ballot_sync(gmask, f & PW_ACL_LANE_END) >> gbase) & gbits;
+            uint32_t lane = 0;
+            uint32_t d = pw_acl_chunk_decide(m, e, &lane);
+            if (d == 2u) continue;
+            if (d == 1u) best = __shfl_sync(gmask, idx, gbase + lane);
+            break;
+        }
+    }
+    return best;
+}
+#endif
+
+/* The group lookup with its `gsize` lanes played one after another on one thread (host tests hold
+ * it equal to pw_acl_classify for every group size). */
+PW_DEVICE uint32_t pw_acl_classify_lanes(const pw_acl_tables *t, const pw_acl_key *k, uint32_t gsize) {
+    uint32_t kw[11];
+    pw_acl_fam_view v;
+    pw_acl_view(t, k, kw, &v);
+    uint32_t best = PW_ACL_NO_MATCH;
+    for (uint32_t ti = 0; ti < v.ntrees; ti++) {
+        if (pw_acl_tree_min(&v, ti) >= best) break;
+        uint32_t r = pw_acl_tree_leaf(&v, ti, kw);
+        if (r == PW_ACL_REF_EMPTY) continue;
+        for (uint32_t base = r & ~PW_ACL_REF_LEAF;; base += gsize) {
+            uint32_t m = 0, e = 0, idxs[32];
+            for (uint32_t j = 0; j < gsize; j++) {
+                uint32_t f = pw_acl_lane_eval(&v, base + j, kw, best, &idxs[j]);
+                if (f & PW_ACL_LANE_MATCH) m |= 1u << j;
+                if (f & PW_ACL_LANE_END) e |= 1u << j;
+            }
+            uint32_t lane = 0;
+            uint32_t d = pw_acl_chunk_decide(m, e, &lane);
+            if (d == 2u) continue;
+            if (d == 1u) best = idxs[lane];
+            break;
         }
     }
     return best;

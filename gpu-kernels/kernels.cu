@@ -74,11 +74,12 @@ __device__ __forceinline__ pw_acl_sel pw_acl_of_slot(const pw_queue_desc &q, con
 /* Stage `acl` on a parsed frame: the matched rule and its action / mark, or the table's default
  * action when nothing matches. Same as pipeline::stage::acl. */
 __device__ __forceinline__ void pw_stage_acl(const pw_acl_sel &a, const pw_packet_meta *m, uint16_t port,
-                                             uint32_t *rule, uint8_t *action, uint32_t *mark) {
+                                             uint32_t *rule, uint8_t *action, uint32_t *mark, uint32_t gl,
+                                             uint32_t gsize) {
     pw_acl_key k;
     pw_acl_key_from_meta(m, port, &k);
     const pw_acl_tables *t = (const pw_acl_tables *)a.tables;
-    *rule = pw_acl_classify(t, &k);
+    *rule = gsize > 1u ? pw_acl_classify_group(t, &k, gl, gsize) : pw_acl_classify(t, &k);
     if (*rule != PW_ACL_NO_MATCH) {
         uint32_t mk;
         uint32_t w = pw_acl_action(t, *rule, &mk);
@@ -92,10 +93,12 @@ __device__ __forceinline__ void pw_stage_acl(const pw_acl_sel &a, const pw_packe
 }
 #endif
 
-/* One frame through the pipeline. Writes the verdict (and the metadata when asked) and counts. */
+/* One frame through the pipeline. Writes the verdict (and the metadata when asked) and counts.
+ * Run by a group of `gsize` lanes (lane `gl` of it; gsize 1: one thread per frame): every lane
+ * parses the frame (same bytes, same path), the group shares the ACL lookup, lane 0 writes. */
 __device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *data,
                                              const pw_desc &d, pw_verdict *vout, pw_packet_meta *mout,
-                                             pw_queue_counters *acc) {
+                                             pw_queue_counters *acc, uint32_t gl, uint32_t gsize) {
     uint32_t parse_ok = 1u;
 #if defined(PW_HAVE_PARSE)
     pw_packet_meta m;
@@ -110,10 +113,11 @@ __device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const pw_ac
     uint32_t acl_ran = 0u;
 #if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
     if ((q.pipeline & PW_PIPE_ACL) && !(!parse_ok && (q.pipeline & PW_PIPE_DROP_MALFORMED))) {
-        pw_stage_acl(a, &m, d.port, &rule, &action, &mark);
+        pw_stage_acl(a, &m, d.port, &rule, &action, &mark, gl, gsize);
         acl_ran = 1u;
     }
 #endif
+    if (gl != 0u) return;
     pw_verdict v = pw_verdict_of(parse_ok, q.pipeline, rule, action, mark);
     *vout = v;
 #if defined(PW_HAVE_PARSE)
@@ -159,10 +163,27 @@ __device__ __forceinline__ void pw_stage_hdr(const uint8_t *base) {
     dst[2] = h2;
 }
 
+/* Lanes per frame for a burst of n frames on this block: with parse + acl, spare threads join
+ * a frame's ACL lookup (pw_acl_classify_group), up to a warp; a power of two, so groups never
+ * straddle warps. 1 when the burst fills the block. */
+__device__ __forceinline__ uint32_t pw_group_size(const pw_queue_desc &q, uint32_t n) {
+    uint32_t g = 1u;
+#if defined(PW_HAVE_ACL)
+    if (q.pipeline & PW_PIPE_ACL)
+        while (g < 32u && n * g * 2u <= blockDim.x) g *= 2u;
+#endif
+    return g;
+}
+
+/* 16-byte granules per thread in flight while staging: each thread issues this many loads before
+ * its first store, so a slot costs one round trip to host memory, not one per granule row. */
+#define PW_STAGE_UNROLL 4u
+
 /* Runs the frames of slot `seq % slots` with the whole block; the caller publishes. With
- * `hdr_staged`, pw_stage already holds the slot header (the persistent poller loaded it). */
+ * `hdr_staged`, pw_stage already holds the slot header (the persistent poller loaded it).
+ * ts[1] (thread 0, when the queue traces) = when the slot was staged. */
 __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, pw_queue_counters *acc,
-                                            bool hdr_staged) {
+                                            bool hdr_staged, uint64_t *ts) {
     const uint32_t slot = seq % q.slots;
     const uint8_t *base = (const uint8_t *)(q.ring + (uint64_t)slot * q.slot_bytes);
     if (!hdr_staged && threadIdx.x == 0) pw_stage_hdr(base);
@@ -172,43 +193,63 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     if (n > q.burst_max) n = 0; /* the host never publishes this; pw_persistent flags it */
     const uint32_t db = hdr->data_bytes;
     const pw_acl_sel a = pw_acl_of_slot(q, hdr);
+    const bool parse = (q.pipeline & PW_PIPE_PARSE) != 0u;
     const uint32_t head = (uint32_t)sizeof(pw_slot_hdr) + n * (uint32_t)sizeof(pw_desc);
     const uint32_t room = q.slot_bytes > q.data_offset ? q.slot_bytes - q.data_offset : 0u;
     const uint32_t dbr = db <= room ? ((db + 15u) & ~15u) : 0xFFFFFFFFu;
-    const bool staged = dbr <= room && head <= PW_STAGE_BYTES && dbr <= PW_STAGE_BYTES - head;
+    /* Without parse no stage reads frame bytes: only the descriptors are staged. */
+    const bool staged = head <= PW_STAGE_BYTES &&
+                        (!parse || (dbr <= room && dbr <= PW_STAGE_BYTES - head));
     const pw_desc *descs = (const pw_desc *)(base + sizeof(pw_slot_hdr));
     const uint8_t *gdata = base + q.data_offset;
     const uint8_t *data = gdata;
     if (staged) {
-        /* Descriptors then data, 16 B per thread per round: all loads independent. */
-        const uint32_t nd = n * (uint32_t)sizeof(pw_desc) / 16u, total = nd + dbr / 16u;
+        /* Descriptors then data, 16 B per load, PW_STAGE_UNROLL independent loads per thread. */
+        const uint32_t nd = n * (uint32_t)sizeof(pw_desc) / 16u, total = nd + (parse ? dbr / 16u : 0u);
         const uint4 *sd = (const uint4 *)(base + sizeof(pw_slot_hdr));
         const uint4 *sb = (const uint4 *)gdata;
         uint4 *dd = (uint4 *)(pw_stage + sizeof(pw_slot_hdr));
         if (threadIdx.x == 0) pw_ring_reads = 0u;
-        for (uint32_t i = threadIdx.x; i < total; i += blockDim.x) dd[i] = pw_ld_slot16(i < nd ? sd + i : sb + (i - nd));
+        for (uint32_t i0 = threadIdx.x; i0 < total; i0 += PW_STAGE_UNROLL * blockDim.x) {
+            uint4 v[PW_STAGE_UNROLL];
+#pragma unroll
+            for (uint32_t k = 0; k < PW_STAGE_UNROLL; k++) {
+                const uint32_t i = i0 + k * blockDim.x;
+                if (i < total) v[k] = pw_ld_slot16(i < nd ? sd + i : sb + (i - nd));
+            }
+#pragma unroll
+            for (uint32_t k = 0; k < PW_STAGE_UNROLL; k++) {
+                const uint32_t i = i0 + k * blockDim.x;
+                if (i < total) dd[i] = v[k];
+            }
+        }
         __syncthreads();
         descs = (const pw_desc *)(pw_stage + sizeof(pw_slot_hdr));
         data = pw_stage + head;
-        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-            const pw_desc d = descs[i];
-            if (!(d.offset <= db && d.len <= db - d.offset)) pw_ring_reads = 1u;
+        if (parse) {
+            for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+                const pw_desc d = descs[i];
+                if (!(d.offset <= db && d.len <= db - d.offset)) pw_ring_reads = 1u;
+            }
+            __syncthreads();
         }
-        __syncthreads();
     }
     if (!staged || pw_ring_reads) {
-        /* Some frame is parsed from the ring itself with plain loads: drop the SM's L1 lines
+        /* Something is read from the ring itself with plain loads: drop the SM's L1 lines
          * (the persistent poll does not acquire; they may hold the slot's previous lap). */
         if (threadIdx.x == 0) (void)pw_load_acquire((const volatile uint32_t *)base);
         __syncthreads();
     }
+    if (q.trace && threadIdx.x == 0) ts[1] = pw_globaltimer();
     pw_verdict *vout = (pw_verdict *)q.verdicts + (uint64_t)slot * q.burst_max;
     pw_packet_meta *mout = (q.pipeline & PW_PIPE_META_OUT) ? (pw_packet_meta *)q.metas + (uint64_t)slot * q.burst_max : 0;
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const uint32_t gsize = pw_group_size(q, n);
+    const uint32_t gl = threadIdx.x & (gsize - 1u);
+    for (uint32_t i = threadIdx.x / gsize; i < n; i += blockDim.x / gsize) {
         pw_desc d = descs[i];
         /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged. */
-        const uint8_t *fd = (staged && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
-        pw_run_frame(q, a, fd, d, vout + i, mout ? mout + i : 0, acc);
+        const uint8_t *fd = (staged && parse && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
+        pw_run_frame(q, a, fd, d, vout + i, mout ? mout + i : 0, acc, gl, gsize);
     }
     if (threadIdx.x == 0 && (q.pipeline & PW_PIPE_COUNT)) {
         acc->bursts += 1;
@@ -221,8 +262,10 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
  * sequence), then thread 0 fences (cumulative over the barrier) and writes done. The counter
  * block is device memory, one writer at a time (its persistent CTA, or the queue's burst kernels,
  * in order on the queue's stream), so a plain read-modify-write; kept out of mapped host memory,
- * where each field would cost a PCIe round trip on the critical path. */
-__device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq, uint32_t lane, pw_queue_counters *acc) {
+ * where each field would cost a PCIe round trip on the critical path. ts: thread 0's timestamps
+ * of this burst (seen, staged, ran), written to the trace record when the queue has one. */
+__device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq, uint32_t lane, pw_queue_counters *acc,
+                                           uint64_t *ts) {
     if (q.pipeline & PW_PIPE_COUNT) {
         const uint32_t i = threadIdx.x;
         if (i < sizeof(pw_queue_counters) / 8u) {
@@ -234,7 +277,18 @@ __device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq,
     }
     if (threadIdx.x != 0) return;
     volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
+    if (q.trace) ts[3] = pw_globaltimer();
     __threadfence_system();
+    if (q.trace) {
+        /* Ordered before the host reads it by the system fence of a later burst (see the ABI). */
+        volatile pw_burst_trace *tr = (volatile pw_burst_trace *)q.trace + seq % q.slots;
+        tr->seen = ts[0];
+        tr->staged = ts[1];
+        tr->ran = ts[2];
+        tr->merged = ts[3];
+        tr->fenced = pw_globaltimer();
+        tr->seq = (uint64_t)seq + 1u;
+    }
     ((volatile uint32_t *)q.done)[seq % q.slots] = seq + 1u;
     ctrl->consumer = seq + 1u;
     ctrl->heartbeat = ctrl->heartbeat + 1u;
@@ -250,6 +304,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_persistent(const pw_queue_d
     const volatile uint32_t *prod = (const volatile uint32_t *)q.producer;
     __shared__ pw_queue_counters acc;
     __shared__ uint32_t cmd; /* 0 run a burst, 1 exit */
+    uint64_t ts[4] = {0, 0, 0, 0};
     uint32_t seq = lane;
     uint64_t last_tables = ~0ull; /* thread 0: the ACL image of the last burst (see the poll) */
     uint32_t last_gen = 0u;
@@ -261,6 +316,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_persistent(const pw_queue_d
             uint32_t spins = 0;
             for (;;) {
                 if ((int32_t)(*prod - seq) > 0) {
+                    if (q.trace) ts[0] = pw_globaltimer();
                     /* No acquire here: the slot is read with strong loads (pw_ld_slot16), so the
                      * SM's L1 keeps the ACL image between bursts. The image a burst names is
                      * fixed while its address is live, but a freed image's address can come back
@@ -303,9 +359,10 @@ extern "C" __global__ void __launch_bounds__(256) pw_persistent(const pw_queue_d
         }
         __syncthreads();
         if (cmd) break;
-        pw_run_slot(q, seq, &acc, true);
+        pw_run_slot(q, seq, &acc, true, ts);
         __syncthreads();
-        pw_publish(q, seq, lane, &acc);
+        if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
+        pw_publish(q, seq, lane, &acc, ts);
         seq += ctas;
         __syncthreads();
     }
@@ -316,11 +373,14 @@ extern "C" __global__ void __launch_bounds__(256) pw_persistent(const pw_queue_d
 extern "C" __global__ void __launch_bounds__(256) pw_burst(const pw_queue_desc *queues, uint32_t queue, uint32_t seq) {
     const pw_queue_desc q = queues[queue];
     __shared__ pw_queue_counters acc;
+    uint64_t ts[4] = {0, 0, 0, 0};
+    if (q.trace && threadIdx.x == 0) ts[0] = pw_globaltimer();
     pw_zero_counters(&acc);
     __syncthreads();
-    pw_run_slot(q, seq, &acc, false);
+    pw_run_slot(q, seq, &acc, false, ts);
     __syncthreads();
-    pw_publish(q, seq, 0u, &acc);
+    if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
+    pw_publish(q, seq, 0u, &acc, ts);
 }
 
 /* Graph mode: the graph's kernel nodes read the burst number from the slot header, so one graph
@@ -330,12 +390,15 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst_slot(const pw_queue_d
     const pw_slot_hdr *hdr = (const pw_slot_hdr *)(q.ring + (uint64_t)slot * q.slot_bytes);
     __shared__ pw_queue_counters acc;
     __shared__ uint32_t seq;
+    uint64_t ts[4] = {0, 0, 0, 0};
+    if (q.trace && threadIdx.x == 0) ts[0] = pw_globaltimer();
     pw_zero_counters(&acc);
     if (threadIdx.x == 0) seq = hdr->seq;
     __syncthreads();
-    pw_run_slot(q, seq, &acc, false);
+    pw_run_slot(q, seq, &acc, false, ts);
     __syncthreads();
-    pw_publish(q, seq, 0u, &acc);
+    if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
+    pw_publish(q, seq, 0u, &acc, ts);
 }
 
 /* Stage throughput: thread per frame over `n` device-resident frames (descriptor offsets relative
@@ -350,7 +413,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_bulk(const pw_queue_desc *q
     __syncthreads();
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         pw_desc d = descs[i];
-        pw_run_frame(q, a, data, d, verdicts + i, 0, &acc);
+        pw_run_frame(q, a, data, d, verdicts + i, 0, &acc, 0u, 1u);
     }
     __syncthreads();
     if (threadIdx.x == 0 && (q.pipeline & PW_PIPE_COUNT)) pw_count_merge((pw_queue_counters *)q.counters, &acc);

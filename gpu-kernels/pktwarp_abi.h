@@ -441,7 +441,24 @@ typedef struct pw_queue_desc {
     uint16_t queue_id;        /*  98 */
     uint32_t ctas;            /* 100 persistent CTAs serving this queue (CTA j takes bursts j, j+ctas, ...) */
     uint64_t done;            /* 104 uint32 done[slots] (mapped): seq + 1 once burst seq's verdicts are written */
+    uint64_t trace;           /* 112 pw_burst_trace[slots] (mapped) or 0: per-burst timestamps */
 } pw_queue_desc;
-PW_STATIC_ASSERT(sizeof(pw_queue_desc) == 112, "pw_queue_desc size");
+PW_STATIC_ASSERT(sizeof(pw_queue_desc) == 120, "pw_queue_desc size");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_desc, trace) == 112, "pw_queue_desc.trace");
+
+/* Where a burst's time goes on the GPU (latency analysis; written only when the queue has a trace
+ * buffer): %globaltimer (ns) at each step, one record per slot, written before the burst's done
+ * word. A record is complete once the NEXT burst of its queue is done (that burst's system fence
+ * orders it), so the host reads burst k's record after burst k + 1. */
+typedef struct pw_burst_trace {
+    uint64_t seq;    /*  0 burst sequence number + 1 (0: never written) */
+    uint64_t seen;   /*  8 the kernel saw the burst (persistent: its producer index; else kernel start) */
+    uint64_t staged; /* 16 slot header, descriptors and frames in shared memory (or not staged) */
+    uint64_t ran;    /* 24 every frame's stages done, verdicts stored */
+    uint64_t merged; /* 32 queue counters merged */
+    uint64_t fenced; /* 40 after __threadfence_system, just before the done word */
+    uint64_t reserved[2];
+} pw_burst_trace;
+PW_STATIC_ASSERT(sizeof(pw_burst_trace) == 64, "pw_burst_trace size");
 
 #endif /* PKTWARP_ABI_H */

@@ -47,6 +47,11 @@ step verify-acl1 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/a
 step verify-fw1 45 "$BIN" verify --trace "$CB/fw1_10K_trace.gz" --rules "$CB/fw1_10K" --mode persistent --placement device,mapped --queues 3 --ctas 2 --json "$RES/verify-fw1.json"
 step verify-ipc1 45 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --mode persistent --placement device,mapped --json "$RES/verify-ipc1.json"
 step verify-gen10M 120 "$BIN" verify --gen 10000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --mode persistent --placement device --queues 2 --ctas 4 --json "$RES/verify-gen.json"
+# Small bursts: spare threads share each frame's ACL lookup (groups of 8, 32, 16 and 4 lanes).
+step verify-groups-acl1 60 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --burst 32 --mode persistent,launch,graph --placement device,mapped --json "$RES/verify-groups-acl1.json"
+step verify-groups-fw1 60 "$BIN" verify --trace "$CB/fw1_10K_trace.gz" --rules "$CB/fw1_10K" --burst 8 --mode persistent,launch --placement mapped --queues 2 --ctas 2 --json "$RES/verify-groups-fw1.json"
+step verify-groups-ipc1 60 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --burst 16 --mode persistent --placement device,mapped --json "$RES/verify-groups-ipc1.json"
+step verify-groups-gen 90 "$BIN" verify --gen 2000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --burst 64 --mode persistent --placement mapped --queues 2 --ctas 2 --json "$RES/verify-groups-gen.json"
 step bench 220 "$BIN" bench --classbench "$CB" --out "$RES"
 step reload-torture-persistent 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 4 --mode persistent --placement device --queues 2 --ctas 2 --json "$RES/torture-persistent.json"
 step reload-torture-launch-mapped 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 3 --mode launch --placement mapped --queues 3 --json "$RES/torture-launch.json"

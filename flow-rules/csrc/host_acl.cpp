@@ -10,3 +10,8 @@ extern "C" void pw_host_acl_key_from_meta(const pw_packet_meta *meta, uint16_t p
                                           pw_acl_key *key) {
     pw_acl_key_from_meta(meta, port_id, key);
 }
+
+extern "C" uint32_t pw_host_acl_classify_lanes(const uint32_t *image, const pw_acl_key *key,
+                                               uint32_t gsize) {
+    return pw_acl_classify_lanes((const pw_acl_tables *)image, key, gsize);
+}

@@ -161,6 +161,9 @@ proptest! {
             let want = set.classify_linear(k).map_or(ACL_NO_MATCH, |i| i as u32);
             prop_assert_eq!(cls.classify(k), want, "compiled vs linear, key {:?}", k);
             prop_assert_eq!(cuda_host::classify(&cls, k), want, "CUDA (host) vs linear, key {:?}", k);
+            for g in [1u32, 2, 4, 8, 16, 32] {
+                prop_assert_eq!(cuda_host::classify_lanes(&cls, k, g), want, "CUDA group of {} vs linear, key {:?}", g, k);
+            }
         }
         // Every rule's own low corner: a key that rule matches, so first-match order is tested.
         for r in &set.rules {
@@ -180,6 +183,9 @@ proptest! {
             prop_assert!(want != ACL_NO_MATCH);
             prop_assert_eq!(cls.classify(&k), want, "compiled vs linear, corner {:?}", k);
             prop_assert_eq!(cuda_host::classify(&cls, &k), want, "CUDA (host) vs linear, corner {:?}", k);
+            for g in [1u32, 4, 32] {
+                prop_assert_eq!(cuda_host::classify_lanes(&cls, &k, g), want, "CUDA group of {} vs linear, corner {:?}", g, k);
+            }
         }
     }
 
@@ -291,5 +297,8 @@ fn large_random_sets_build_deep_trees() {
         let want = set.classify_linear(&k).map_or(ACL_NO_MATCH, |i| i as u32);
         assert_eq!(cls.classify(&k), want);
         assert_eq!(cuda_host::classify(&cls, &k), want);
+        for g in [2u32, 8, 32] {
+            assert_eq!(cuda_host::classify_lanes(&cls, &k, g), want, "group of {g}");
+        }
     }
 }

@@ -308,7 +308,20 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                     .into_iter()
                     .enumerate()
                 {
-                    let lat = latency(&a, &base, Some(tables), true, mode, placement, burst)?;
+                    let lat = latency(
+                        &a,
+                        &base,
+                        LatCase {
+                            tables: Some(tables),
+                            parse: true,
+                            mode,
+                            placement,
+                            burst,
+                            threads: None,
+                            trace: false,
+                        },
+                    )?
+                    .samples;
                     let (p50, p_99, p999) = (pct(&lat, 0.5), pct(&lat, 0.99), pct(&lat, 0.999));
                     p99[k] = p_99;
                     cells.push(format!("{p50:.2} / {p_99:.2} / {p999:.2}"));
@@ -329,29 +342,50 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         }
         js.insert("latency".into(), json!(rows));
 
-        // Where the time goes: the same 32-frame burst with fewer stages.
+        // Where the time goes: the same 32-frame burst with fewer stages, and with one thread
+        // per frame (32 threads: no cooperative ACL lookup, fewer staging loads in flight), with
+        // the GPU-side steps of each burst (%globaltimer in the kernel).
         md.line(
-            "\n### Latency decomposition, burst 32, persistent (us: p50 / p99 / p99.9)\n".into(),
+            "\n### Latency decomposition, burst 32, persistent (us: p50 / p99 / p99.9; GPU steps: medians)\n".into(),
         );
-        md.line("| stages | device | mapped |".into());
-        md.line("| --- | --- | --- |".into());
+        md.line("| stages | threads | placement | total | seen->staged | stages | counters | fence | outside the GPU |".into());
+        md.line("| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |".into());
         let mut rows = Vec::new();
-        for (name, parse, acl) in [
-            ("count only (transport)", false, None),
-            ("parse + count", true, None),
-            ("parse + acl + count", true, Some(tables)),
+        for (name, parse, acl, threads) in [
+            ("count only (transport)", false, None, None),
+            ("parse + count", true, None, None),
+            ("parse + acl + count", true, Some(tables), None),
+            ("parse + acl + count", true, Some(tables), Some(32u32)),
         ] {
-            let mut cells = Vec::new();
             for placement in [Placement::Device, Placement::Mapped] {
-                let lat = latency(&a, &base, acl, parse, Mode::Persistent, placement, 32)?;
-                let (p50, p_99, p999) = (pct(&lat, 0.5), pct(&lat, 0.99), pct(&lat, 0.999));
-                cells.push(format!("{p50:.2} / {p_99:.2} / {p999:.2}"));
+                let r = latency(
+                    &a,
+                    &base,
+                    LatCase {
+                        tables: acl,
+                        parse,
+                        mode: Mode::Persistent,
+                        placement,
+                        burst: 32,
+                        threads,
+                        trace: true,
+                    },
+                )?;
+                let lat = &r.samples;
+                let (p50, p_99, p999) = (pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999));
+                let m = step_medians(&r.steps);
+                let th = threads.unwrap_or(256);
+                md.line(format!(
+                    "| {name} | {th} | {placement:?} | {p50:.2} / {p_99:.2} / {p999:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                    m[0], m[1], m[2], m[3], m[4]
+                ));
                 rows.push(
-                    json!({"stages": name, "placement": format!("{placement:?}"),
-                    "p50_us": p50, "p99_us": p_99, "p999_us": p999}),
+                    json!({"stages": name, "threads": th, "placement": format!("{placement:?}"),
+                    "p50_us": p50, "p99_us": p_99, "p999_us": p999, "traced": r.steps.len(),
+                    "gpu_steps_median_us": {"seen_to_staged": m[0], "stages": m[1],
+                        "counters": m[2], "fence": m[3], "outside_gpu": m[4]}}),
                 );
             }
-            md.line(format!("| {name} | {} | {} |", cells[0], cells[1]));
         }
         js.insert("latency_decomposition".into(), json!(rows));
     }
@@ -741,17 +775,31 @@ fn round_up(v: usize, a: usize) -> usize {
     v.div_ceil(a) * a
 }
 
-/// Per-burst latency samples in microseconds, sorted.
-fn latency(
-    a: &Args,
-    base: &Burst,
-    tables: Option<AclTablesRef<'_>>,
+/// One latency configuration.
+#[derive(Clone, Copy)]
+struct LatCase<'a> {
+    tables: Option<AclTablesRef<'a>>,
     parse: bool,
     mode: Mode,
     placement: Placement,
     burst: u32,
-) -> anyhow::Result<Vec<f64>> {
+    /// Threads per CTA (None: the executor's default).
+    threads: Option<u32>,
+    /// Record the GPU-side timestamps of every burst (`trace_bursts`).
+    trace: bool,
+}
+
+/// Per-burst latency samples (us, sorted) and, with `trace`, the GPU-side steps of each burst
+/// (us): [seen -> staged, staged -> stages done, -> counters merged, -> fenced, outside the GPU
+/// (total minus seen -> fenced: host writes, PCIe, the poll, the host seeing done)].
+struct LatResult {
+    samples: Vec<f64>,
+    steps: Vec<[f64; 5]>,
+}
+
+fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> {
     let g = 8u32;
+    let (mode, placement, burst) = (c.mode, c.placement, c.burst);
     let opts = GpuOptions {
         mode,
         placement,
@@ -760,11 +808,13 @@ fn latency(
         graph_bursts: g,
         slot_data_bytes: Some(round_up(burst as usize * 64, 4096) as u32),
         device: a.device,
+        block_threads: c.threads,
+        trace_bursts: c.trace,
         ..Default::default()
     };
     let pd = PipelineDesc {
-        parse,
-        acl: tables,
+        parse: c.parse,
+        acl: c.tables,
         count: true,
         default_action: abi::ACTION_PASS,
     };
@@ -782,6 +832,9 @@ fn latency(
     let warm = 200;
     let total = a.latency_bursts + warm;
     let mut out = Vec::with_capacity(a.latency_bursts);
+    // (seq, total us) of measured bursts whose GPU trace is read once it is complete.
+    let mut pending: Vec<(u32, f64)> = Vec::new();
+    let mut steps = Vec::new();
     let mut k = 0usize;
     let deadline = Duration::from_secs(5);
     while k < total {
@@ -794,10 +847,14 @@ fn latency(
         let mut done = 0usize;
         let t = Instant::now();
         while done < per {
-            ex.poll(0, |_, _, _| {
+            ex.poll(0, |seq, _, _| {
                 let now = Instant::now();
                 if k + done >= warm {
-                    out.push(now.duration_since(t_submit[done]).as_secs_f64() * 1e6);
+                    let us = now.duration_since(t_submit[done]).as_secs_f64() * 1e6;
+                    out.push(us);
+                    if c.trace {
+                        pending.push((seq, us));
+                    }
                 }
                 done += 1;
             })?;
@@ -808,7 +865,37 @@ fn latency(
             }
         }
         k += per;
+        pending.retain(|&(seq, us)| match ex.burst_trace(0, seq) {
+            Some(tr) => {
+                let d = |x: u64, y: u64| y.saturating_sub(x) as f64 / 1e3;
+                let gpu = d(tr.seen, tr.fenced);
+                steps.push([
+                    d(tr.seen, tr.staged),
+                    d(tr.staged, tr.ran),
+                    d(tr.ran, tr.merged),
+                    d(tr.merged, tr.fenced),
+                    us - gpu,
+                ]);
+                false
+            }
+            None => true,
+        });
     }
     out.sort_by(f64::total_cmp);
-    Ok(out)
+    Ok(LatResult {
+        samples: out,
+        steps,
+    })
+}
+
+/// Median of each GPU step column.
+fn step_medians(steps: &[[f64; 5]]) -> [f64; 5] {
+    let mut m = [0f64; 5];
+    for (i, slot) in m.iter_mut().enumerate() {
+        let mut col: Vec<f64> = steps.iter().map(|s| s[i]).collect();
+        if !col.is_empty() {
+            *slot = median(&mut col);
+        }
+    }
+    m
 }

@@ -230,6 +230,21 @@ pub struct QueueDesc {
     pub queue_id: u16,
     pub ctas: u32,
     pub done: u64,
+    pub trace: u64,
+}
+
+/// `pw_burst_trace`: where one burst's time went on the GPU (%globaltimer, ns).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BurstTrace {
+    /// Burst sequence number + 1 (0: never written).
+    pub seq: u64,
+    pub seen: u64,
+    pub staged: u64,
+    pub ran: u64,
+    pub merged: u64,
+    pub fenced: u64,
+    pub reserved: [u64; 2],
 }
 
 #[cfg(test)]
@@ -262,7 +277,11 @@ mod tests {
         assert_eq!(offset_of!(QueueCtrl, heartbeat), 132);
         assert_eq!(offset_of!(QueueCtrl, status), 136);
         assert_eq!(offset_of!(QueueCtrl, polls), 144);
-        assert_eq!(size_of::<QueueDesc>(), 112);
+        assert_eq!(size_of::<QueueDesc>(), 120);
+        assert_eq!(offset_of!(QueueDesc, trace), 112);
+        assert_eq!(size_of::<BurstTrace>(), 64);
+        assert_eq!(offset_of!(BurstTrace, seen), 8);
+        assert_eq!(offset_of!(BurstTrace, fenced), 40);
         assert_eq!(offset_of!(QueueDesc, ctas), 100);
         assert_eq!(offset_of!(QueueDesc, done), 104);
         assert_eq!(offset_of!(QueueDesc, idle_timeout_ns), 64);

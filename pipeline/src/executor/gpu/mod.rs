@@ -114,8 +114,10 @@ pub struct GpuOptions {
     /// kernel module, rings, persistent CTA group). An index named twice gets two executors on
     /// that GPU (their persistent CTAs must fit on it together). Default: `device` alone.
     pub devices: Option<multi::Devices>,
-    /// Threads per CTA (a multiple of 32, at most 256). Default: the burst size rounded up to a
-    /// warp, at most 256: a thread per frame.
+    /// Threads per CTA (a multiple of 32, at most 256). Default 256: a thread per frame for
+    /// bursts of 256 and more; with smaller bursts the spare threads stage the slot (more loads
+    /// in flight) and share each frame's ACL lookup (a group of up to 32 lanes per frame), which
+    /// is what keeps a small burst's latency low.
     pub block_threads: Option<u32>,
     /// Bounded wait of the persistent kernel: it exits after this long without a burst even if
     /// the host never sets the exit flag (last resort against a dead host). Default 60000 ms.
@@ -126,6 +128,10 @@ pub struct GpuOptions {
     /// so n bursts of one queue are processed at once: more throughput per queue, same latency
     /// per burst. Default 1.
     pub ctas_per_queue: u32,
+    /// Record where each burst's time goes on the GPU (`pw_burst_trace`: %globaltimer when the
+    /// kernel saw the burst, staged it, ran the stages, merged counters, fenced), read with
+    /// [`GpuExecutor::burst_trace`]. For latency analysis (`pktwarp bench`); default false.
+    pub trace_bursts: bool,
 }
 
 impl Default for GpuOptions {
@@ -144,6 +150,7 @@ impl Default for GpuOptions {
             idle_timeout_ms: 60_000,
             emit_meta: false,
             ctas_per_queue: 1,
+            trace_bursts: false,
         }
     }
 }
@@ -214,8 +221,7 @@ impl GpuOptions {
     }
 
     fn threads(&self) -> u32 {
-        self.block_threads
-            .unwrap_or_else(|| self.burst_size.div_ceil(32).clamp(1, 8) * 32)
+        self.block_threads.unwrap_or(256)
     }
 
     pub fn slot_data_capacity(&self) -> u32 {
@@ -322,6 +328,8 @@ struct Queue {
     n_counters: usize,
     /// done[slot] = seq + 1 once burst seq is finished (the completion handshake).
     done: PinnedBuffer,
+    /// pw_burst_trace[slots] when `trace_bursts`.
+    trace: Option<PinnedBuffer>,
     stream: Stream,
     graphs: Vec<Graph>,
     /// Frames in each slot (host copy, for reading verdicts back).
@@ -538,6 +546,16 @@ impl GpuExecutor {
             let counters = DeviceBuffer::new(&ctx, ctas * std::mem::size_of::<QueueCounters>())?;
             counters.zero()?;
             let done = PinnedBuffer::new(&ctx, slots * 4)?;
+            let trace = if opts.trace_bursts {
+                let t = PinnedBuffer::new(&ctx, slots * std::mem::size_of::<abi::BurstTrace>())?;
+                // SAFETY: a fresh host allocation of exactly this many bytes; no GPU work yet.
+                unsafe {
+                    ptr::write_bytes(t.host, 0, slots * std::mem::size_of::<abi::BurstTrace>())
+                };
+                Some(t)
+            } else {
+                None
+            };
             let producer = match (&prod_dev, placement) {
                 (Some(p), Placement::Device) => p.ptr,
                 _ => ctrl.dev, // &ctrl->producer, offset 0
@@ -565,6 +583,7 @@ impl GpuExecutor {
                 queue_id: qi as u16,
                 ctas: ctas as u32,
                 done: done.dev,
+                trace: trace.as_ref().map_or(0, |t| t.dev),
             });
             queues.push(Queue {
                 placement,
@@ -578,6 +597,7 @@ impl GpuExecutor {
                 counters,
                 n_counters: ctas,
                 done,
+                trace,
                 stream: Stream::new(&ctx)?,
                 graphs: Vec::new(),
                 slot_frames: vec![0; slots],
@@ -1019,6 +1039,26 @@ impl GpuExecutor {
         Ok(())
     }
 
+    /// The GPU timestamps of burst `seq` of `queue` (`trace_bursts`), once they are complete:
+    /// after the queue finished burst `seq + ctas` (whose system fence orders them; see
+    /// `pw_burst_trace`) and before the slot's next lap overwrites them. None otherwise.
+    pub fn burst_trace(&self, queue: usize, seq: u32) -> Option<abi::BurstTrace> {
+        let q = lock(self.queues.get(queue)?);
+        let t = q.trace.as_ref()?;
+        let ctas = if self.opts.mode == Mode::Persistent {
+            self.opts.ctas_per_queue.max(1)
+        } else {
+            1
+        };
+        if q.reaped.wrapping_sub(seq) <= ctas || q.reaped.wrapping_sub(seq) > self.opts.ring_slots {
+            return None;
+        }
+        let slot = (seq % self.opts.ring_slots) as usize;
+        // SAFETY: slot < slots; a volatile read of a record the GPU finished writing (above).
+        let r = unsafe { ptr::read_volatile((t.host as *const abi::BurstTrace).add(slot)) };
+        (r.seq == u64::from(seq) + 1).then_some(r)
+    }
+
     /// Bursts handed to `queue` whose verdicts are not yet read.
     pub fn in_flight(&self, queue: usize) -> u32 {
         self.queues.get(queue).map_or(0, |q| {
@@ -1419,7 +1459,7 @@ mod tests {
         assert_eq!(o.mode, Mode::Graph);
         assert_eq!(o.placement_of(3), Placement::Mapped);
         assert!(o.validate().is_ok());
-        assert_eq!(o.threads(), 32);
+        assert_eq!(o.threads(), 256);
         let bad: Result<GpuOptions, _> = serde_saphyr::from_str("burst_sise: 3\n");
         assert!(bad.is_err());
         let o = GpuOptions {
