@@ -98,7 +98,7 @@ __device__ __forceinline__ void pw_stage_acl(const pw_acl_sel &a, const pw_packe
  * parses the frame (same bytes, same path), the group shares the ACL lookup, lane 0 writes. */
 __device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *data,
                                              const pw_desc &d, pw_verdict *vout, pw_packet_meta *mout,
-                                             pw_queue_counters *acc, uint32_t gl, uint32_t gsize) {
+                                             pw_count_regs *cr, uint32_t gl, uint32_t gsize) {
     uint32_t parse_ok = 1u;
 #if defined(PW_HAVE_PARSE)
     pw_packet_meta m;
@@ -124,7 +124,7 @@ __device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const pw_ac
     if (mout && (q.pipeline & PW_PIPE_PARSE)) *mout = m;
 #endif
     if (q.pipeline & PW_PIPE_COUNT)
-        pw_count_frame(acc, (uint64_t *)a.rule_hits, a.n_rules, parse_ok, acl_ran, &v, d.wire_len);
+        pw_count_frame(cr, (uint64_t *)a.rule_hits, a.n_rules, parse_ok, acl_ran, &v, d.wire_len);
 }
 
 __device__ __forceinline__ void pw_zero_counters(pw_queue_counters *c) {
@@ -179,20 +179,25 @@ __device__ __forceinline__ uint32_t pw_group_size(const pw_queue_desc &q, uint32
  * its first store, so a slot costs one round trip to host memory, not one per granule row. */
 #define PW_STAGE_UNROLL 4u
 
-/* Runs the frames of slot `seq % slots` with the whole block; the caller publishes. With
- * `hdr_staged`, pw_stage already holds the slot header (the persistent poller loaded it).
- * ts[1] (thread 0, when the queue traces) = when the slot was staged. */
+/* Runs the frames of slot `seq % slots` with the whole block; the caller publishes.
+ * `hdr_granules`: how many of the header's 3 16-byte granules pw_stage already holds (0: burst
+ * kernels; 3: the persistent poller read the header; 1: it polled the first granule, PW_PIPE_SLOT_SEQ,
+ * and the other two are staged here with the descriptors and frames, in the same round trip).
+ * `last_tables` / `last_gen` (persistent kernel, thread 0's): the ACL image of the previous burst,
+ * see the acquire below; null in the burst kernels. ts[1] (thread 0, when the queue traces) = when
+ * the slot was staged. */
 __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, pw_queue_counters *acc,
-                                            bool hdr_staged, uint64_t *ts) {
+                                            uint32_t hdr_granules, uint64_t *ts, uint64_t *last_tables,
+                                            uint32_t *last_gen) {
     const uint32_t slot = seq % q.slots;
     const uint8_t *base = (const uint8_t *)(q.ring + (uint64_t)slot * q.slot_bytes);
-    if (!hdr_staged && threadIdx.x == 0) pw_stage_hdr(base);
+    if (hdr_granules == 0u && threadIdx.x == 0) pw_stage_hdr(base);
     __syncthreads();
+    const uint32_t hs = hdr_granules == 1u ? 1u : 3u; /* first header granule staged below */
     const pw_slot_hdr *hdr = (const pw_slot_hdr *)pw_stage;
     uint32_t n = hdr->n_frames;
     if (n > q.burst_max) n = 0; /* the host never publishes this; pw_persistent flags it */
     const uint32_t db = hdr->data_bytes;
-    const pw_acl_sel a = pw_acl_of_slot(q, hdr);
     const bool parse = (q.pipeline & PW_PIPE_PARSE) != 0u;
     const uint32_t head = (uint32_t)sizeof(pw_slot_hdr) + n * (uint32_t)sizeof(pw_desc);
     const uint32_t room = q.slot_bytes > q.data_offset ? q.slot_bytes - q.data_offset : 0u;
@@ -203,19 +208,23 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     const pw_desc *descs = (const pw_desc *)(base + sizeof(pw_slot_hdr));
     const uint8_t *gdata = base + q.data_offset;
     const uint8_t *data = gdata;
-    if (staged) {
-        /* Descriptors then data, 16 B per load, PW_STAGE_UNROLL independent loads per thread. */
-        const uint32_t nd = n * (uint32_t)sizeof(pw_desc) / 16u, total = nd + (parse ? dbr / 16u : 0u);
-        const uint4 *sd = (const uint4 *)(base + sizeof(pw_slot_hdr));
+    if (staged || hs < 3u) {
+        /* The header's missing granules, then descriptors, then data (when staged), 16 B per
+         * load, PW_STAGE_UNROLL independent loads per thread. Granule i of the slot goes to
+         * granule i of pw_stage up to the descriptors' end; data follows them. */
+        const uint32_t nh = 3u - hs;
+        const uint32_t nd = staged ? n * (uint32_t)sizeof(pw_desc) / 16u : 0u;
+        const uint32_t total = nh + nd + (staged && parse ? dbr / 16u : 0u);
+        const uint4 *sh = (const uint4 *)base + hs;
         const uint4 *sb = (const uint4 *)gdata;
-        uint4 *dd = (uint4 *)(pw_stage + sizeof(pw_slot_hdr));
+        uint4 *dd = (uint4 *)pw_stage + hs;
         if (threadIdx.x == 0) pw_ring_reads = 0u;
         for (uint32_t i0 = threadIdx.x; i0 < total; i0 += PW_STAGE_UNROLL * blockDim.x) {
             uint4 v[PW_STAGE_UNROLL];
 #pragma unroll
             for (uint32_t k = 0; k < PW_STAGE_UNROLL; k++) {
                 const uint32_t i = i0 + k * blockDim.x;
-                if (i < total) v[k] = pw_ld_slot16(i < nd ? sd + i : sb + (i - nd));
+                if (i < total) v[k] = pw_ld_slot16(i < nh + nd ? sh + i : sb + (i - nh - nd));
             }
 #pragma unroll
             for (uint32_t k = 0; k < PW_STAGE_UNROLL; k++) {
@@ -224,6 +233,20 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
             }
         }
         __syncthreads();
+    }
+    /* The image a burst names is fixed while its address is live, but a freed image's address
+     * can come back with a new one: when the header names another image than the last burst,
+     * one acquire drops the SM's L1 lines (stale ones included) before the walk. */
+    if (last_tables) {
+        if (threadIdx.x == 0 && (hdr->acl_tables != *last_tables || hdr->generation != *last_gen)) {
+            (void)pw_load_acquire((const volatile uint32_t *)q.producer);
+            *last_tables = hdr->acl_tables;
+            *last_gen = hdr->generation;
+        }
+        __syncthreads();
+    }
+    const pw_acl_sel a = pw_acl_of_slot(q, hdr);
+    if (staged) {
         descs = (const pw_desc *)(pw_stage + sizeof(pw_slot_hdr));
         data = pw_stage + head;
         if (parse) {
@@ -245,14 +268,17 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     pw_packet_meta *mout = (q.pipeline & PW_PIPE_META_OUT) ? (pw_packet_meta *)q.metas + (uint64_t)slot * q.burst_max : 0;
     const uint32_t gsize = pw_group_size(q, n);
     const uint32_t gl = threadIdx.x & (gsize - 1u);
+    pw_count_regs cr;
+    pw_count_regs_zero(&cr);
     for (uint32_t i = threadIdx.x / gsize; i < n; i += blockDim.x / gsize) {
         pw_desc d = descs[i];
         /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged. */
         const uint8_t *fd = (staged && parse && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
-        pw_run_frame(q, a, fd, d, vout + i, mout ? mout + i : 0, acc, gl, gsize);
+        pw_run_frame(q, a, fd, d, vout + i, mout ? mout + i : 0, &cr, gl, gsize);
     }
-    if (threadIdx.x == 0 && (q.pipeline & PW_PIPE_COUNT)) {
-        acc->bursts += 1;
+    if (q.pipeline & PW_PIPE_COUNT) {
+        pw_count_flush(acc, &cr);
+        if (threadIdx.x == 0) acc->bursts += 1;
     }
 }
 
@@ -306,29 +332,31 @@ extern "C" __global__ void __launch_bounds__(256) pw_persistent(const pw_queue_d
     __shared__ uint32_t cmd; /* 0 run a burst, 1 exit */
     uint64_t ts[4] = {0, 0, 0, 0};
     uint32_t seq = lane;
-    uint64_t last_tables = ~0ull; /* thread 0: the ACL image of the last burst (see the poll) */
+    uint64_t last_tables = ~0ull; /* thread 0: the ACL image of the last burst (see pw_run_slot) */
     uint32_t last_gen = 0u;
+    const bool slot_seq = (q.pipeline & PW_PIPE_SLOT_SEQ) != 0u;
     if (threadIdx.x == 0) ctrl->status = PW_QSTATE_RUNNING;
     for (;;) {
         pw_zero_counters(&acc);
         if (threadIdx.x == 0) {
             uint64_t idle_since = pw_globaltimer();
             uint32_t spins = 0;
+            const uint8_t *sb = (const uint8_t *)(q.ring + (uint64_t)(seq % q.slots) * q.slot_bytes);
             for (;;) {
-                if ((int32_t)(*prod - seq) > 0) {
+                /* No acquire here: the slot is read with strong loads (pw_ld_slot16), so the SM's
+                 * L1 keeps the ACL image between bursts (pw_run_slot acquires when it changes). */
+                bool ready;
+                if (slot_seq) {
+                    const uint4 h0 = pw_ld_slot16(sb);
+                    ready = h0.z == seq; /* pw_slot_hdr.seq */
+                    if (ready) ((uint4 *)pw_stage)[0] = h0;
+                } else {
+                    ready = (int32_t)(*prod - seq) > 0;
+                    if (ready) pw_stage_hdr(sb);
+                }
+                if (ready) {
                     if (q.trace) ts[0] = pw_globaltimer();
-                    /* No acquire here: the slot is read with strong loads (pw_ld_slot16), so the
-                     * SM's L1 keeps the ACL image between bursts. The image a burst names is
-                     * fixed while its address is live, but a freed image's address can come back
-                     * with a new one: when the header names another image than the last burst,
-                     * one acquire drops the L1 lines (stale ones included) before the walk. */
-                    pw_stage_hdr((const uint8_t *)(q.ring + (uint64_t)(seq % q.slots) * q.slot_bytes));
                     const pw_slot_hdr *h = (const pw_slot_hdr *)pw_stage;
-                    if (h->acl_tables != last_tables || h->generation != last_gen) {
-                        (void)pw_load_acquire(prod);
-                        last_tables = h->acl_tables;
-                        last_gen = h->generation;
-                    }
                     if (h->n_frames > q.burst_max) {
                         ctrl->status = PW_QSTATE_BAD_SLOT;
                         cmd = 1u;
@@ -359,7 +387,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_persistent(const pw_queue_d
         }
         __syncthreads();
         if (cmd) break;
-        pw_run_slot(q, seq, &acc, true, ts);
+        pw_run_slot(q, seq, &acc, slot_seq ? 1u : 3u, ts, &last_tables, &last_gen);
         __syncthreads();
         if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
         pw_publish(q, seq, lane, &acc, ts);
@@ -377,7 +405,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst(const pw_queue_desc *
     if (q.trace && threadIdx.x == 0) ts[0] = pw_globaltimer();
     pw_zero_counters(&acc);
     __syncthreads();
-    pw_run_slot(q, seq, &acc, false, ts);
+    pw_run_slot(q, seq, &acc, 0u, ts, 0, 0);
     __syncthreads();
     if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
     pw_publish(q, seq, 0u, &acc, ts);
@@ -395,7 +423,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst_slot(const pw_queue_d
     pw_zero_counters(&acc);
     if (threadIdx.x == 0) seq = hdr->seq;
     __syncthreads();
-    pw_run_slot(q, seq, &acc, false, ts);
+    pw_run_slot(q, seq, &acc, 0u, ts, 0, 0);
     __syncthreads();
     if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
     pw_publish(q, seq, 0u, &acc, ts);
@@ -411,10 +439,13 @@ extern "C" __global__ void __launch_bounds__(256) pw_bulk(const pw_queue_desc *q
     __shared__ pw_queue_counters acc;
     pw_zero_counters(&acc);
     __syncthreads();
+    pw_count_regs cr;
+    pw_count_regs_zero(&cr);
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         pw_desc d = descs[i];
-        pw_run_frame(q, a, data, d, verdicts + i, 0, &acc, 0u, 1u);
+        pw_run_frame(q, a, data, d, verdicts + i, 0, &cr, 0u, 1u);
     }
+    if (q.pipeline & PW_PIPE_COUNT) pw_count_flush(&acc, &cr);
     __syncthreads();
     if (threadIdx.x == 0 && (q.pipeline & PW_PIPE_COUNT)) pw_count_merge((pw_queue_counters *)q.counters, &acc);
 }

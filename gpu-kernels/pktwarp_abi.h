@@ -417,6 +417,13 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_ctrl, consumer) == 128, "pw_queue_ctrl.con
 #define PW_PIPE_COUNT 4u
 #define PW_PIPE_META_OUT 8u   /* write every frame's pw_packet_meta to `metas` (verify) */
 #define PW_PIPE_DROP_MALFORMED 16u /* frames with parse status != ok are dropped before the ACL */
+/* The persistent kernel polls the slot header's first 16 bytes (n_frames, data_bytes, seq,
+ * generation) for seq instead of the producer index: set for `mapped` rings, whose host writes the
+ * rest of the slot, a release fence, then those 16 bytes in one aligned 16-byte store (atomic on
+ * x86-64 with AVX; the GPU reads them with one 16-byte load). One PCIe round trip (the poll) then
+ * says both "ready" and the burst's size, so the slot is staged in one more round trip instead of
+ * two (producer index, then header, then the rest). */
+#define PW_PIPE_SLOT_SEQ 32u
 
 /* Everything a kernel needs to run one queue; an array of these lives in device memory. Addresses
  * are device addresses (of device memory or of mapped host memory) stored as integers. */

@@ -48,6 +48,8 @@ pub const PIPE_ACL: u32 = 2;
 pub const PIPE_COUNT: u32 = 4;
 pub const PIPE_META_OUT: u32 = 8;
 pub const PIPE_DROP_MALFORMED: u32 = 16;
+/// `PW_PIPE_SLOT_SEQ`: the persistent kernel polls the slot header's first 16 bytes (mapped rings).
+pub const PIPE_SLOT_SEQ: u32 = 32;
 
 /// `pw_desc`: one frame in a slot.
 #[repr(C)]
@@ -323,6 +325,7 @@ mod tests {
         assert_eq!(val("PW_QSTATE_BAD_SLOT"), QSTATE_BAD_SLOT as u64);
         assert_eq!(val("PW_PIPE_META_OUT"), PIPE_META_OUT as u64);
         assert_eq!(val("PW_PIPE_DROP_MALFORMED"), PIPE_DROP_MALFORMED as u64);
+        assert_eq!(val("PW_PIPE_SLOT_SEQ"), PIPE_SLOT_SEQ as u64);
     }
 
     #[test]

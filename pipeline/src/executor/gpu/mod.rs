@@ -64,6 +64,41 @@ macro_rules! ctrl_set {
     }};
 }
 
+/// Stores the first 16 bytes of `src` at `dst` (16-byte aligned) as one access where the CPU
+/// has one: the GPU reads them with one 16-byte load (`PW_PIPE_SLOT_SEQ`) and must never see the
+/// new seq beside an old n_frames / data_bytes. x86-64: an aligned SSE store, atomic on every
+/// CPU with AVX (Intel SDM vol. 3A 9.1.1; AMD APM vol. 2 7.3.2). Elsewhere: the other 12 bytes,
+/// a release fence, then seq (the GPU may then read a torn granule only while seq is still old).
+///
+/// # Safety
+/// `dst` is valid for 16 bytes of writes and 16-byte aligned.
+unsafe fn store_granule(dst: *mut u8, src: &[u8; 48]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_store_si128};
+        // SAFETY: SSE2 is part of x86-64; src has 48 readable bytes; dst is aligned (caller).
+        unsafe {
+            _mm_store_si128(
+                dst as *mut __m128i,
+                _mm_loadu_si128(src.as_ptr() as *const __m128i),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        // SAFETY: dst is valid for 16 bytes (caller); seq is bytes 8..12 of pw_slot_hdr.
+        unsafe {
+            ptr::copy_nonoverlapping(src.as_ptr(), dst, 8);
+            ptr::copy_nonoverlapping(src.as_ptr().add(12), dst.add(12), 4);
+            fence(Ordering::Release);
+            ptr::write_volatile(
+                dst.add(8) as *mut u32,
+                u32::from_ne_bytes([src[8], src[9], src[10], src[11]]),
+            );
+        }
+    }
+}
+
 /// How bursts reach the kernel.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -524,6 +559,18 @@ impl GpuExecutor {
                 }
                 Placement::Mapped => {
                     let r = PinnedBuffer::new(&ctx, ring_bytes)?;
+                    // Each slot's header names the lap before the first (seq = slot - slots), so a
+                    // kernel polling for seq (PW_PIPE_SLOT_SEQ) never takes fresh memory for a burst.
+                    for k in 0..slots {
+                        let h = SlotHdr {
+                            seq: (k as u32).wrapping_sub(slots as u32),
+                            ..Default::default()
+                        };
+                        // SAFETY: slot k's header lies inside the new buffer; no GPU work yet.
+                        unsafe {
+                            ptr::write_unaligned(r.host.add(k * slot_bytes) as *mut SlotHdr, h)
+                        };
+                    }
                     let a = r.dev;
                     (None, Some(r), None, None, a)
                 }
@@ -576,7 +623,11 @@ impl GpuExecutor {
                 burst_max: bm as u32,
                 slot_bytes: slot_bytes as u32,
                 data_offset: data_offset as u32,
-                pipeline: flags,
+                pipeline: if placement == Placement::Mapped && opts.mode == Mode::Persistent {
+                    flags | abi::PIPE_SLOT_SEQ
+                } else {
+                    flags
+                },
                 n_rules: 0,
                 default_action: pipeline.default_action,
                 port_id: 0,
@@ -886,8 +937,13 @@ impl GpuExecutor {
                 default_action: t.map_or(self.default_action, |t| t.default_action),
                 ..Default::default()
             };
-            ptr::write_unaligned(slot_ptr as *mut SlotHdr, hdr);
-            let dp = slot_ptr.add(std::mem::size_of::<SlotHdr>()) as *mut Desc;
+            // Everything but the header's first 16 bytes, then those (n_frames, data_bytes, seq,
+            // generation) in one store after a release fence: a persistent kernel polling a
+            // mapped ring reads them as its "ready" signal (PW_PIPE_SLOT_SEQ).
+            let hb = std::mem::size_of::<SlotHdr>();
+            let raw: [u8; 48] = std::mem::transmute(hdr);
+            ptr::copy_nonoverlapping(raw.as_ptr().add(16), slot_ptr.add(16), hb - 16);
+            let dp = slot_ptr.add(hb) as *mut Desc;
             for (i, d) in burst.descs.iter().enumerate() {
                 ptr::write_unaligned(dp.add(i), Desc::from(d));
             }
@@ -896,6 +952,8 @@ impl GpuExecutor {
                 slot_ptr.add(self.data_offset as usize),
                 bytes,
             );
+            fence(Ordering::Release);
+            store_granule(slot_ptr, &raw);
         }
         q.slot_frames[slot] = n as u32;
         q.slot_gen[slot] = q.table.as_ref().map_or(0, |t| t.generation);
