@@ -4,7 +4,10 @@
 # Both forward on one CPU (the last one), paired ports (RX 0 -> TX 1, RX 1 -> TX 0), burst 32:
 #   net_null: infinite source/sink (RX allocates mbufs, TX frees them);
 #   net_ring: loopback rings primed with one burst of 32 per port (testpmd --tx-first).
-# Each side runs ROUNDS times, alternating; the medians and their ratio are printed last.
+# pktwarp runs three ways (pipeline/tests/dpdk_bench.rs): zc = zero-copy mbuf forwarding, no
+# stages (the like-for-like comparison with testpmd io); zc+stages = zero-copy with the parse
+# and count stages run on every frame; copy = the copying RxPort/TxPort path.
+# Each runs ROUNDS times, alternating; the medians and their ratios to testpmd are printed last.
 # Usage: scripts/bench-dpdk.sh [seconds-per-run (default 4)] [rounds (default 3)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,9 +86,9 @@ PY
   rm -f "$log"
 }
 
-pktwarp_mpps() { # $1 = device kind; prints "<Mpps per wall second> <Mpps per CPU second>"
+pktwarp_mpps() { # $1 = device kind, $2 = way (zc, zc_stages, copy); prints "<Mpps per wall second> <Mpps per CPU second>"
   PKTWARP_BENCH_SECONDS=$SECS PKTWARP_BENCH_LCORE=$FWD_CPU taskset -c "$FWD_CPU" \
-    "$BIN" --exact "bench_$1" --ignored --nocapture --test-threads=1 2>/dev/null \
+    "$BIN" --exact "bench_$1_$2" --ignored --nocapture --test-threads=1 2>/dev/null \
     | python3 -c '
 import re, sys
 t = sys.stdin.read()
@@ -99,22 +102,37 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(
 echo "date: $(date -u +%FT%TZ)"
 echo "machine: $(lscpu | sed -n 's/^Model name:\s*//p' | head -1), $NCPU CPUs; DPDK $(pkg-config --modversion libdpdk); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "forwarding CPU: $FWD_CPU; $SECS s per run, $ROUNDS rounds"
+WAYS=(zc zc_stages copy)
 declare -A TW TC PW PC
 for dev in net_null net_ring; do
-  tw=(); tc=(); pw=(); pc=()
+  tw=(); tc=()
+  declare -A pw=() pc=()
   for r in $(seq "$ROUNDS"); do
     read -r a b < <(testpmd_mpps "$dev"); tw+=("$a"); tc+=("$b")
-    read -r a b < <(pktwarp_mpps "$dev"); pw+=("$a"); pc+=("$b")
-    echo "  $dev round $r: testpmd ${tw[-1]} Mpps (${tc[-1]} per CPU-s), pktwarp ${pw[-1]} Mpps (${pc[-1]} per CPU-s)"
+    line="  $dev round $r: testpmd ${tw[-1]} Mpps (${tc[-1]} per CPU-s)"
+    for w in "${WAYS[@]}"; do
+      read -r a b < <(pktwarp_mpps "$dev" "$w")
+      pw[$w]="${pw[$w]:-} $a"; pc[$w]="${pc[$w]:-} $b"
+      line="$line, pktwarp $w $a Mpps ($b per CPU-s)"
+    done
+    echo "$line"
   done
   TW[$dev]=$(median "${tw[@]}"); TC[$dev]=$(median "${tc[@]}")
-  PW[$dev]=$(median "${pw[@]}"); PC[$dev]=$(median "${pc[@]}")
+  for w in "${WAYS[@]}"; do
+    # shellcheck disable=SC2086
+    PW[$dev.$w]=$(median ${pw[$w]}); PC[$dev.$w]=$(median ${pc[$w]})
+  done
+  unset pw pc
 done
 ratio() { awk -v p="$1" -v t="$2" 'BEGIN { if (t > 0) printf "%.2f", p / t; else print "n/a" }'; }
 echo
-echo "Medians. Mpps per wall second, and per second the forwarding thread was on a CPU."
-echo "| device | testpmd io Mpps | pktwarp Mpps | ratio | testpmd Mpps/CPU-s | pktwarp Mpps/CPU-s | ratio |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
+echo "Medians. Mpps per wall second, and per second the forwarding thread was on a CPU; ratio = pktwarp / testpmd io."
+echo "| device | forwarder | Mpps | ratio | Mpps/CPU-s | ratio |"
+echo "| --- | --- | --- | --- | --- | --- |"
 for dev in net_null net_ring; do
-  echo "| $dev | ${TW[$dev]} | ${PW[$dev]} | $(ratio "${PW[$dev]}" "${TW[$dev]}") | ${TC[$dev]} | ${PC[$dev]} | $(ratio "${PC[$dev]}" "${TC[$dev]}") |"
+  echo "| $dev | testpmd io | ${TW[$dev]} | 1 | ${TC[$dev]} | 1 |"
+  for w in "${WAYS[@]}"; do
+    case $w in zc) name="pktwarp zero-copy, no stages" ;; zc_stages) name="pktwarp zero-copy, parse + count" ;; copy) name="pktwarp copying path" ;; esac
+    echo "| $dev | $name | ${PW[$dev.$w]} | $(ratio "${PW[$dev.$w]}" "${TW[$dev]}") | ${PC[$dev.$w]} | $(ratio "${PC[$dev.$w]}" "${TC[$dev]}") |"
+  done
 done

@@ -289,7 +289,12 @@ mod tests {
             c.acl_default.get(),
             c.rule_hits_other.get(),
         ];
-        for list in [&c.stage_frames, &c.stage_bytes, &c.parse_status, &c.rule_hits] {
+        for list in [
+            &c.stage_frames,
+            &c.stage_bytes,
+            &c.parse_status,
+            &c.rule_hits,
+        ] {
             v.extend(list.iter().map(|x| x.get()));
         }
         v.extend(c.drops.iter().map(|x| x.get()));
@@ -300,7 +305,8 @@ mod tests {
     /// mbufs) gives the same metadata, verdicts, counters and generation as run_burst.
     #[test]
     fn run_frames_equals_run_burst() {
-        let data = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"));
+        let data =
+            std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"));
         assert!(data.is_dir(), "test data missing: {}", data.display());
         let rules = std::path::PathBuf::from(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -342,7 +348,10 @@ mod tests {
             burst.push(f, *d);
         }
         let rules_n = pipeline.rule_count();
-        let (c1, c2) = (QueueCounters::new(3, rules_n), QueueCounters::new(3, rules_n));
+        let (c1, c2) = (
+            QueueCounters::new(3, rules_n),
+            QueueCounters::new(3, rules_n),
+        );
         let (mut m1, mut v1, mut m2, mut v2) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let g1 = pipeline.run_burst(&burst, &mut m1, &mut v1, &c1);
         let g2 = pipeline.run_frames(

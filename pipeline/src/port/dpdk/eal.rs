@@ -132,11 +132,17 @@ thread_local! {
 /// Gives the calling thread an lcore id (rte_thread_register) the first time it touches a
 /// port, so mempool get/put use a per-lcore cache instead of the shared ring. A thread that
 /// cannot get one (all RTE_MAX_LCORE ids taken) still works, only slower; that is logged once.
-#[inline]
+#[inline(always)]
 pub fn register_thread() {
     if REGISTERED.with(|r| r.get()) != Registration::Unknown {
         return;
     }
+    register_slow();
+}
+
+#[cold]
+#[inline(never)]
+fn register_slow() {
     // SAFETY: plain query of this thread's lcore id.
     if unsafe { sys::pw_rte_lcore_id() } != sys::LCORE_ID_ANY {
         REGISTERED.with(|r| r.set(Registration::Main));

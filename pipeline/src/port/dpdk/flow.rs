@@ -118,16 +118,22 @@ pub struct SoftwareHandle {
 
 impl SoftwareHandle {
     /// The current set (one acquire load per call unless the set changed).
-    #[inline]
+    #[inline(always)]
     pub fn load(&mut self) -> &Arc<SoftwareSteering> {
         let g = self.shared.generation.load(Ordering::Acquire);
         if g != self.seen {
-            if let Ok(cur) = self.shared.current.lock() {
-                self.cached = cur.clone();
-                self.seen = g;
-            }
+            self.reload(g);
         }
         &self.cached
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn reload(&mut self, g: u64) {
+        if let Ok(cur) = self.shared.current.lock() {
+            self.cached = cur.clone();
+            self.seen = g;
+        }
     }
 }
 

@@ -1,17 +1,26 @@
-//! Zero-copy forwarding, the way a DPDK application (DPDK's examples/l2fwd) does it: frames stay
-//! in the mbufs the PMD received them into, the pipeline reads them in place, dropped frames are
-//! freed, and the rest are handed to `rte_eth_tx_burst` as they are.
+//! Zero-copy forwarding, the way a DPDK application (DPDK's examples/l2fwd, testpmd's io mode)
+//! does it: frames stay in the mbufs the PMD received them into, the pipeline reads them in
+//! place, dropped frames are freed, and the rest are handed to `rte_eth_tx_burst` as they are.
 //!
-//! [`DpdkRx::rx_mbufs`] fills an [`MbufBurst`]; [`MbufBurst::frames`] gives the pipeline
-//! (`Pipeline::run_frames`) each frame's descriptor and bytes; [`MbufBurst::retain`] frees the
-//! frames a verdict dropped; [`DpdkTx::tx_mbufs`] sends the rest. The copying path
-//! (`RxPort::rx_burst` / `TxPort::tx_burst`) stays for everything else (GPU queues, other ports).
+//! [`DpdkRx::rx_mbufs`] fills an [`MbufBurst`] with mbuf pointers only: no per-frame work, no
+//! clock read. The first access to the frames ([`MbufBurst::frames`], [`MbufBurst::frame`],
+//! [`MbufBurst::bytes`]) reads every header once (lengths, segments) and stamps the burst's
+//! time; forwarding without reading the frames (no stages) never touches a header, as testpmd
+//! io does not. [`MbufBurst::retain`] frees the frames a verdict dropped; [`DpdkTx::tx_mbufs`]
+//! sends the rest. The copying path (`RxPort::rx_burst` / `TxPort::tx_burst`) stays for
+//! everything else (GPU queues, other ports).
 //!
 //! Chained (multi-segment) mbufs, which a PMD delivers for frames larger than one buffer (e.g.
-//! net_pcap on a jumbo frame, or scatter RX): the chain is kept as it is for TX, and the frame's
-//! bytes are copied once, at receive, into the burst's own buffer so [`MbufBurst::frame`] can
-//! hand out one contiguous slice. A chain sent to a device that cannot transmit chains (no
-//! `MULTI_SEGS` offload) is freed and counted `tx_oversize`, as the copying path does.
+//! net_pcap on a jumbo frame, or scatter RX): the chain is kept as it is for TX, and at the
+//! first access the frame's bytes are copied once into the burst's own buffer so
+//! [`MbufBurst::frame`] hands out one contiguous slice. A chain sent to a device that cannot
+//! transmit chains (no `MULTI_SEGS` offload) is freed and counted `tx_oversize`, as on the
+//! copying path.
+//!
+//! Counters: the port's `pktwarp_rx_frames` / `pktwarp_tx_frames` / `tx_full` / `tx_oversize` /
+//! `rx_steering_drop` count this path too; bytes are counted by the device (`ethdev_ibytes`,
+//! `ethdev_obytes`) and by the executor's queue counters, not by `pktwarp_{rx,tx}_bytes`
+//! (which would need a header read per frame here).
 //!
 //! Receive buffers in GPU memory (GPUDirect) are not readable by the CPU: `rx_mbufs` refuses
 //! such a port (use `rx_gpu`).
@@ -26,34 +35,35 @@ use super::{config_err, eal, now_ns, BufferPlacement, DpdkRx, DpdkTx, PortPools,
 use crate::burst::FrameDesc;
 use crate::port::{PortError, RxStatus};
 
-/// `Tag::linear` of a frame whose mbuf is one segment (read in place).
-const IN_PLACE: u32 = u32::MAX;
-
-/// Per-frame facts kept beside the mbuf pointer.
-#[derive(Clone, Copy, Debug, Default)]
-struct Tag {
-    /// Offset of the frame's contiguous copy in [`MbufBurst::linear`] (chained mbufs only), or
-    /// [`IN_PLACE`].
-    linear: u32,
-    /// pktwarp index of the receiving port.
-    port: u16,
-    /// RX queue it arrived on.
-    queue: u16,
-    /// Receive time (ns, one clock read per receive call).
-    timestamp_ns: u64,
-}
-
-/// Up to [`MAX_BURST`] received mbufs, owned: the ones still held when the burst is cleared or
-/// dropped are freed. Reuse one per polling thread (the arrays are allocated once).
+/// Up to [`MAX_BURST`] mbufs of one receive call, owned: the ones still held when the burst
+/// is cleared or dropped are freed. Reuse one per polling thread (the arrays are allocated
+/// once). Per frame it keeps nothing but the mbuf pointer: lengths, segments and RSS hash are
+/// read from the mbuf header, and port and queue are the receive call's.
 pub struct MbufBurst {
     mbufs: Vec<*mut sys::rte_mbuf>,
-    tags: Vec<Tag>,
     len: usize,
+    /// The headers were read (see [`MbufBurst::prepare`]): `bytes`, `chained`, `linear_at`
+    /// and `timestamp_ns` are valid.
+    prepared: bool,
+    /// Per frame, for chained mbufs only: offset of the frame's contiguous copy in `linear`.
+    linear_at: Vec<u32>,
     /// Contiguous copies of chained frames (see the module doc).
     linear: Vec<u8>,
+    /// Chained frames held.
+    chained: usize,
+    /// Bytes of the frames held (sum of pkt_len).
+    bytes: u64,
+    /// pktwarp index of the receiving port, and the RX queue.
+    port: u16,
+    queue: u16,
+    /// When the frames were first read (ns; the same clock as the copying path's receive
+    /// time, read once per burst).
+    timestamp_ns: u64,
     /// Keeps the pools of the held mbufs alive (a port closed while its mbufs are here would
     /// otherwise free their pool).
     pools: Vec<Arc<PortPools>>,
+    /// Scratch for `remove_where` (allocated once).
+    freed: Vec<*mut sys::rte_mbuf>,
 }
 
 // SAFETY: the mbufs are owned by this value alone (nobody else frees or reads them until they
@@ -76,10 +86,17 @@ impl MbufBurst {
     pub fn new() -> Self {
         MbufBurst {
             mbufs: vec![std::ptr::null_mut(); MAX_BURST],
-            tags: vec![Tag::default(); MAX_BURST],
             len: 0,
+            prepared: true,
+            linear_at: vec![0; MAX_BURST],
             linear: Vec::new(),
+            chained: 0,
+            bytes: 0,
+            port: 0,
+            queue: 0,
+            timestamp_ns: 0,
             pools: Vec::new(),
+            freed: Vec::with_capacity(MAX_BURST),
         }
     }
 
@@ -92,26 +109,84 @@ impl MbufBurst {
         self.len == 0
     }
 
-    /// Whether frame `i` arrived as a chain of several mbufs (its bytes were copied once into
-    /// this burst's buffer; the chain itself is what TX sends).
-    pub fn is_chained(&self, i: usize) -> bool {
-        self.tags[..self.len][i].linear != IN_PLACE
+    /// Bytes of the frames held.
+    pub fn bytes(&mut self) -> u64 {
+        self.prepare();
+        self.bytes
     }
 
-    /// The bytes of frame `i` (panics when `i >= len()`, like slice indexing).
-    pub fn frame(&self, i: usize) -> &[u8] {
+    #[inline]
+    fn header(&self, i: usize) -> &sys::rte_mbuf {
         let m = self.mbufs[..self.len][i];
         // SAFETY: m is an mbuf this burst owns (received, not yet sent or freed: both need
         // &mut self, which the returned borrow of self excludes). Its header is host memory.
-        let mb = unsafe { &*m };
-        let lin = self.tags[i].linear;
-        if lin != IN_PLACE {
-            let start = lin as usize;
+        unsafe { &*m }
+    }
+
+    /// Whether frame `i` arrived as a chain of several mbufs (its bytes are copied once into
+    /// this burst's buffer for reading; the chain itself is what TX sends).
+    pub fn is_chained(&self, i: usize) -> bool {
+        self.header(i).nb_segs > 1
+    }
+
+    /// Reads every header once: bytes, chains (copied into `linear`), and the burst's time.
+    #[inline]
+    fn prepare(&mut self) {
+        if self.prepared {
+            return;
+        }
+        self.prepared = true;
+        self.timestamp_ns = now_ns();
+        let mut bytes = 0u64;
+        let mut chained = false;
+        for &m in &self.mbufs[..self.len] {
+            // SAFETY: an owned mbuf; only header fields of its first cache line are read.
+            let mb = unsafe { &*m };
+            bytes += u64::from(mb.pkt_len);
+            chained |= mb.nb_segs > 1;
+        }
+        self.bytes = bytes;
+        if chained {
+            self.copy_chains();
+        }
+    }
+
+    /// Copies every chained frame's bytes into `linear` (see the module doc).
+    #[cold]
+    fn copy_chains(&mut self) {
+        for i in 0..self.len {
+            let m = self.mbufs[i];
+            // SAFETY: m is an owned mbuf: a valid chain of segments, each with data_len bytes
+            // at buf_addr + data_off in host memory (rx_mbufs refuses GPU-memory ports).
+            unsafe {
+                if (*m).nb_segs <= 1 {
+                    continue;
+                }
+                self.linear_at[i] = self.linear.len() as u32;
+                self.chained += 1;
+                let mut seg = m;
+                while !seg.is_null() {
+                    let s = &*seg;
+                    let data = (s.buf_addr as *const u8).add(s.data_off as usize);
+                    self.linear
+                        .extend_from_slice(std::slice::from_raw_parts(data, s.data_len as usize));
+                    seg = s.next;
+                }
+            }
+        }
+    }
+
+    /// The bytes of prepared frame `i`.
+    #[inline]
+    fn bytes_of(&self, i: usize) -> &[u8] {
+        let mb = self.header(i);
+        if mb.nb_segs > 1 {
+            let start = self.linear_at[i] as usize;
             return &self.linear[start..start + mb.pkt_len as usize];
         }
         // SAFETY: a one-segment mbuf holds data_len bytes at buf_addr + data_off, in host
         // memory (rx_mbufs refuses GPU-memory ports), alive while the burst owns the mbuf,
-        // which outlives the returned borrow (see above).
+        // which outlives the returned borrow (see header()).
         unsafe {
             std::slice::from_raw_parts(
                 (mb.buf_addr as *const u8).add(mb.data_off as usize),
@@ -120,19 +195,23 @@ impl MbufBurst {
         }
     }
 
+    /// The bytes of frame `i` (panics when `i >= len()`, like slice indexing).
+    pub fn frame(&mut self, i: usize) -> &[u8] {
+        self.prepare();
+        self.bytes_of(i)
+    }
+
     /// Frame `i`'s descriptor (`offset` is 0: the bytes are in the mbuf, see [`Self::frame`]).
-    pub fn desc(&self, i: usize) -> FrameDesc {
-        let m = self.mbufs[..self.len][i];
-        let t = self.tags[i];
-        // SAFETY: an owned mbuf (see frame()); only its header is read.
-        let mb = unsafe { &*m };
+    #[inline]
+    fn desc_of(&self, i: usize) -> FrameDesc {
+        let mb = self.header(i);
         let has_rss = mb.ol_flags & u64::from(sys::RTE_MBUF_F_RX_RSS_HASH) != 0;
         FrameDesc {
             offset: 0,
             len: mb.pkt_len,
             wire_len: mb.pkt_len,
-            port: t.port,
-            queue: t.queue,
+            port: self.port,
+            queue: self.queue,
             // SAFETY: reading the rss member of the hash union (a plain u32) when the PMD
             // flagged it valid.
             rss_hash: if has_rss {
@@ -140,26 +219,34 @@ impl MbufBurst {
             } else {
                 0
             },
-            timestamp_ns: t.timestamp_ns,
+            timestamp_ns: self.timestamp_ns,
         }
     }
 
+    /// Frame `i`'s descriptor (`offset` is 0: the bytes are in the mbuf, see [`Self::frame`]).
+    pub fn desc(&mut self, i: usize) -> FrameDesc {
+        self.prepare();
+        self.desc_of(i)
+    }
+
     /// Every frame's descriptor and bytes, in order: what `Pipeline::run_frames` takes.
-    pub fn frames(&self) -> impl ExactSizeIterator<Item = (FrameDesc, &[u8])> + '_ {
-        (0..self.len).map(move |i| (self.desc(i), self.frame(i)))
+    pub fn frames(&mut self) -> impl ExactSizeIterator<Item = (FrameDesc, &[u8])> + '_ {
+        self.prepare();
+        let me = &*self;
+        (0..me.len).map(move |i| (me.desc_of(i), me.bytes_of(i)))
     }
 
     /// Frees frame `i` (a verdict dropped it) and closes the gap: later frames move down one.
     pub fn drop_frame(&mut self, i: usize) {
         assert!(i < self.len, "frame {i} of a burst of {}", self.len);
-        self.remove_where(0, |j| j == i);
+        self.remove_where(|j| j == i);
     }
 
     /// Keeps the frames for which `keep(i)` is true (`i` = the frame's index before this call,
     /// so it lines up with the verdicts of a pipeline run over this burst) and frees the rest
     /// with one bulk free. Returns how many were freed.
     pub fn retain(&mut self, mut keep: impl FnMut(usize) -> bool) -> usize {
-        self.remove_where(0, |i| !keep(i))
+        self.remove_where(|i| !keep(i))
     }
 
     /// Frees every frame.
@@ -169,30 +256,48 @@ impl MbufBurst {
             // and mbufs of any pool (their pools are alive: `pools`).
             unsafe { sys::rte_pktmbuf_free_bulk(self.mbufs.as_mut_ptr(), self.len as u32) };
         }
+        self.forget_all();
+    }
+
+    /// Forgets every frame (they were sent or freed).
+    fn forget_all(&mut self) {
         self.len = 0;
+        self.prepared = true;
+        self.bytes = 0;
+        self.chained = 0;
         self.linear.clear();
     }
 
-    /// Frees the frames at or after `from` for which `gone(i)` holds and compacts the arrays.
-    fn remove_where(&mut self, from: usize, mut gone: impl FnMut(usize) -> bool) -> usize {
-        let mut freed = [std::ptr::null_mut::<sys::rte_mbuf>(); MAX_BURST];
-        let mut nf = 0usize;
-        let mut w = from;
-        for r in from..self.len {
+    /// Frees the frames for which `gone(i)` holds and compacts the arrays.
+    fn remove_where(&mut self, mut gone: impl FnMut(usize) -> bool) -> usize {
+        let mut freed = std::mem::take(&mut self.freed);
+        freed.clear();
+        let mut w = 0usize;
+        for r in 0..self.len {
+            let m = self.mbufs[r];
             if gone(r) {
-                freed[nf] = self.mbufs[r];
-                nf += 1;
+                if self.prepared {
+                    // SAFETY: an owned mbuf; only its header is read.
+                    let mb = unsafe { &*m };
+                    self.bytes -= u64::from(mb.pkt_len);
+                    if mb.nb_segs > 1 {
+                        self.chained -= 1;
+                    }
+                }
+                freed.push(m);
             } else {
-                self.mbufs[w] = self.mbufs[r];
-                self.tags[w] = self.tags[r];
+                self.mbufs[w] = m;
+                self.linear_at[w] = self.linear_at[r];
                 w += 1;
             }
         }
         self.len = w;
+        let nf = freed.len();
         if nf > 0 {
             // SAFETY: the nf mbufs were owned by this burst and are no longer in its arrays.
             unsafe { sys::rte_pktmbuf_free_bulk(freed.as_mut_ptr(), nf as u32) };
         }
+        self.freed = freed;
         nf
     }
 
@@ -208,17 +313,15 @@ impl MbufBurst {
 pub struct MbufTx {
     /// Frames the device took.
     pub sent: usize,
-    /// Their bytes.
-    pub bytes: u64,
     /// Frames freed instead (device full after the retries: `tx_full`; a chain the device
     /// cannot send: `tx_oversize`), counted in the port's counters.
     pub dropped: usize,
 }
 
 impl DpdkRx {
-    /// Receives up to `max` frames (at most the port's `burst_size`, and what room the burst
-    /// has) into `burst`, appending, without copying them: polls this handle's queues round
-    /// robin until one gives frames. Software steering (rules the NIC refused) applies as on
+    /// Receives up to `max` frames (at most the port's `burst_size`) into `burst`, which must
+    /// be empty (an error otherwise: nothing is freed behind the caller's back), without
+    /// copying them: polls this handle's queues round robin until one gives frames. Software steering (rules the NIC refused) applies as on
     /// the copying path: a drop fate frees the frame (counted `rx_steering_drop`); a queue fate
     /// is not applied (the frame stays on the queue it arrived on, see docs/dpdk.md). Refuses a
     /// port whose RX buffers are in GPU memory.
@@ -231,7 +334,14 @@ impl DpdkRx {
                 inner.setup.name
             )));
         }
-        let want = max.min(self.burst).min(MAX_BURST - burst.len);
+        if !burst.is_empty() {
+            return Err(config_err(format!(
+                "port {}: rx_mbufs needs an empty burst ({} frames still held: send or clear them first)",
+                inner.setup.name,
+                burst.len()
+            )));
+        }
+        let want = max.min(self.burst).min(MAX_BURST);
         if want == 0 {
             return Ok(RxStatus::Idle);
         }
@@ -239,84 +349,48 @@ impl DpdkRx {
         let nq = self.queues.len();
         for _ in 0..nq {
             let q = self.queues[self.next];
-            self.next = (self.next + 1) % nq;
-            let start = burst.len;
-            // SAFETY: started port, valid queue; mbufs[start..] has room for `want` pointers.
+            // No `%`: an integer division per poll costs more than the rest of the bookkeeping.
+            self.next += 1;
+            if self.next == nq {
+                self.next = 0;
+            }
+            // SAFETY: started port, valid queue; mbufs has room for `want` <= MAX_BURST
+            // pointers.
             let n = unsafe {
-                sys::pw_rte_eth_rx_burst(
-                    inner.setup.port_id,
-                    q,
-                    burst.mbufs.as_mut_ptr().add(start),
-                    want as u16,
-                )
+                sys::pw_rte_eth_rx_burst(inner.setup.port_id, q, burst.mbufs.as_mut_ptr(), want as u16)
             } as usize;
             if n == 0 {
                 continue;
             }
-            let ts = now_ns();
-            self.last_frame_ns = ts;
-            let tag = Tag {
-                linear: IN_PLACE,
-                port: self.port.index,
-                queue: q,
-                timestamp_ns: ts,
-            };
-            let mut bytes = 0u64;
-            for i in start..start + n {
-                let m = burst.mbufs[i];
-                let mut t = tag;
-                // SAFETY: m is an mbuf the PMD just returned: a valid chain of nb_segs
-                // segments, each with data_len bytes at buf_addr + data_off in host memory,
-                // owned by the burst from now on.
-                unsafe {
-                    let mb = &*m;
-                    bytes += u64::from(mb.pkt_len);
-                    if mb.nb_segs > 1 || !mb.next.is_null() {
-                        t.linear = burst.linear.len() as u32;
-                        let mut seg = m;
-                        while !seg.is_null() {
-                            let s = &*seg;
-                            let data = (s.buf_addr as *const u8).add(s.data_off as usize);
-                            burst
-                                .linear
-                                .extend_from_slice(std::slice::from_raw_parts(
-                                    data,
-                                    s.data_len as usize,
-                                ));
-                            seg = s.next;
-                        }
-                    }
-                }
-                burst.tags[i] = t;
-            }
-            burst.len = start + n;
+            self.zc_fresh = true;
+            burst.len = n;
+            burst.prepared = false;
+            burst.port = self.port.index;
+            burst.queue = q;
             let sw = self.steering.load();
             if !sw.is_empty() {
+                burst.prepare();
                 let mut drop = [false; MAX_BURST];
-                let mut dropped_bytes = 0u64;
-                for (i, d) in drop.iter_mut().enumerate().take(start + n).skip(start) {
-                    if matches!(sw.steer(burst.frame(i)), Some(super::SwFate::Drop)) {
-                        *d = true;
-                        dropped_bytes += burst.frame(i).len() as u64;
-                    }
+                for (i, d) in drop.iter_mut().enumerate().take(n) {
+                    *d = matches!(sw.steer(burst.bytes_of(i)), Some(super::SwFate::Drop));
                 }
-                let gone = burst.remove_where(start, |i| drop[i]);
-                bytes -= dropped_bytes;
+                let gone = burst.remove_where(|i| drop[i]);
                 inner
                     .counters
                     .rx_steering_drop
                     .fetch_add(gone as u64, Ordering::Relaxed);
             }
-            // As on the copying path: every frame received counts, bytes of those kept.
-            inner
-                .counters
-                .rx_frames
-                .fetch_add(n as u64, Ordering::Relaxed);
-            inner.counters.rx_bytes.fetch_add(bytes, Ordering::Relaxed);
-            return Ok(RxStatus::Frames(burst.len - start));
+            // As on the copying path: every frame received counts.
+            self.hc.rx_frames.add(n as u64);
+            return Ok(RxStatus::Frames(burst.len));
+        }
+        // Nothing on any queue: the idle time runs from the first empty poll after frames.
+        let now = now_ns();
+        if std::mem::take(&mut self.zc_fresh) {
+            self.last_frame_ns = now;
         }
         match self.idle_end {
-            Some(d) if now_ns().saturating_sub(self.last_frame_ns) >= d.as_nanos() as u64 => {
+            Some(d) if now.saturating_sub(self.last_frame_ns) >= d.as_nanos() as u64 => {
                 Ok(RxStatus::End)
             }
             _ => Ok(RxStatus::Idle),
@@ -358,12 +432,20 @@ impl DpdkTx {
             }
         }
         let mut dropped = 0usize;
-        if !inner.setup.tx_multi_seg && !burst.linear.is_empty() {
+        // A device without MULTI_SEGS gets no chain (for an unprepared burst that costs one
+        // header read per frame; devices with MULTI_SEGS skip it).
+        if !inner.setup.tx_multi_seg && (!burst.prepared || burst.chained > 0) {
             let mut chained = [false; MAX_BURST];
-            for (c, t) in chained.iter_mut().zip(&burst.tags[..burst.len]) {
-                *c = t.linear != IN_PLACE;
+            let mut any = false;
+            for (i, c) in chained.iter_mut().enumerate().take(burst.len) {
+                *c = burst.is_chained(i);
+                any |= *c;
             }
-            let oversize = burst.remove_where(0, |i| chained[i]);
+            let oversize = if any {
+                burst.remove_where(|i| chained[i])
+            } else {
+                0
+            };
             inner
                 .counters
                 .tx_oversize
@@ -371,11 +453,6 @@ impl DpdkTx {
             dropped += oversize;
         }
         let k = burst.len;
-        let mut bytes = 0u64;
-        for &m in &burst.mbufs[..k] {
-            // SAFETY: owned mbufs; only the header is read.
-            bytes += u64::from(unsafe { (*m).pkt_len });
-        }
         let port = inner.setup.port_id;
         let mut sent = 0usize;
         let mut tries = 0u32;
@@ -399,13 +476,9 @@ impl DpdkTx {
                 std::hint::spin_loop();
             }
         }
-        let mut unsent_bytes = 0u64;
         if sent < k {
-            for &m in &burst.mbufs[sent..k] {
-                // SAFETY: the device did not take m; still owned by the burst.
-                unsent_bytes += u64::from(unsafe { (*m).pkt_len });
-            }
-            // SAFETY: as above; freed here and forgotten by the burst below.
+            // SAFETY: the device did not take mbufs[sent..k]: still owned by the burst; freed
+            // here and forgotten by the burst below.
             unsafe {
                 sys::rte_pktmbuf_free_bulk(burst.mbufs.as_mut_ptr().add(sent), (k - sent) as u32)
             };
@@ -416,20 +489,8 @@ impl DpdkTx {
             dropped += k - sent;
         }
         // Sent mbufs belong to the device now, unsent ones are freed: the burst holds nothing.
-        burst.len = 0;
-        burst.linear.clear();
-        inner
-            .counters
-            .tx_frames
-            .fetch_add(sent as u64, Ordering::Relaxed);
-        inner
-            .counters
-            .tx_bytes
-            .fetch_add(bytes - unsent_bytes, Ordering::Relaxed);
-        Ok(MbufTx {
-            sent,
-            bytes: bytes - unsent_bytes,
-            dropped,
-        })
+        burst.forget_all();
+        self.hc.tx_frames.add(sent as u64);
+        Ok(MbufTx { sent, dropped })
     }
 }

@@ -239,6 +239,15 @@ impl Drop for PortPools {
     }
 }
 
+/// One handle's counts on the zero-copy path: single writer (the handle's thread), so an add
+/// is a plain load + store, not a locked instruction per burst; [`DpdkPort::counters`] sums
+/// every handle's into the port's `pktwarp_*` counters.
+#[derive(Debug, Default)]
+pub(crate) struct HandleCounters {
+    pub(crate) rx_frames: crate::counters::Counter,
+    pub(crate) tx_frames: crate::counters::Counter,
+}
+
 /// What the handles share; dropping the last one stops and closes the device.
 struct PortInner {
     setup: PortSetup,
@@ -248,6 +257,8 @@ struct PortInner {
     /// Pools of other ports whose mbufs this port's TX queues were given (zero-copy), kept
     /// alive until this device is closed.
     foreign_pools: std::sync::Mutex<Vec<Arc<PortPools>>>,
+    /// Every handle's zero-copy counters (see [`HandleCounters`]).
+    handle_counters: std::sync::Mutex<Vec<Arc<HandleCounters>>>,
     rx_pool: *mut sys::rte_mempool,
     tx_pool: *mut sys::rte_mempool,
     tx_data_room: u16,
@@ -492,6 +503,7 @@ impl DpdkPort {
                 tx: tx_pool,
             }),
             foreign_pools: std::sync::Mutex::new(Vec::new()),
+            handle_counters: std::sync::Mutex::new(Vec::new()),
             rx_pool,
             tx_pool,
             tx_data_room,
@@ -617,9 +629,20 @@ impl DpdkPort {
             burst: (self.inner.opts.burst_size as usize).min(MAX_BURST),
             mbufs: vec![std::ptr::null_mut(); MAX_BURST],
             last_frame_ns: now_ns(),
+            zc_fresh: false,
             idle_end: self.inner.opts.idle_end_ms.map(Duration::from_millis),
             steering: self.inner.flows.software(),
+            hc: self.handle_counters(),
         })
+    }
+
+    /// A fresh set of single-writer counters for a new handle, summed by `counters()`.
+    fn handle_counters(&self) -> Arc<HandleCounters> {
+        let hc = Arc::new(HandleCounters::default());
+        if let Ok(mut v) = self.inner.handle_counters.lock() {
+            v.push(Arc::clone(&hc));
+        }
+        hc
     }
 
     /// A TX handle on `queue`.
@@ -638,6 +661,7 @@ impl DpdkPort {
             mbufs: vec![std::ptr::null_mut(); MAX_BURST],
             stash: Vec::with_capacity(MAX_BURST),
             lent_pools: Vec::new(),
+            hc: self.handle_counters(),
         })
     }
 
@@ -668,11 +692,23 @@ impl DpdkPort {
                 .map(|(k, v)| (format!("xstat_{k}"), v)),
         );
         let c = &self.inner.counters;
+        // Zero-copy handles count frames only (see port::dpdk::mbuf).
+        let (mut zrx, mut ztx) = (0u64, 0u64);
+        if let Ok(v) = self.inner.handle_counters.lock() {
+            for h in v.iter() {
+                zrx += h.rx_frames.get();
+                ztx += h.tx_frames.get();
+            }
+        }
         for (k, v) in [
-            ("rx_frames", &c.rx_frames),
-            ("rx_bytes", &c.rx_bytes),
-            ("tx_frames", &c.tx_frames),
-            ("tx_bytes", &c.tx_bytes),
+            ("rx_frames", c.rx_frames.load(Ordering::Relaxed) + zrx),
+            ("rx_bytes", c.rx_bytes.load(Ordering::Relaxed)),
+            ("tx_frames", c.tx_frames.load(Ordering::Relaxed) + ztx),
+            ("tx_bytes", c.tx_bytes.load(Ordering::Relaxed)),
+        ] {
+            out.push((format!("pktwarp_{k}"), v));
+        }
+        for (k, v) in [
             ("tx_full", &c.tx_full),
             ("tx_nombuf", &c.tx_nombuf),
             ("tx_oversize", &c.tx_oversize),
@@ -810,17 +846,21 @@ fn now_ns() -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
         use std::sync::OnceLock;
-        static BASE: OnceLock<(u64, u64, u64)> = OnceLock::new();
-        let &(base_ns, base_tsc, hz) = BASE.get_or_init(|| {
+        // (anchor ns, anchor TSC, ns per TSC tick): one multiply per call (a u128 division
+        // costs more than the rest of a zero-copy burst's bookkeeping).
+        static BASE: OnceLock<(u64, u64, f64)> = OnceLock::new();
+        let &(base_ns, base_tsc, ns_per_tick) = BASE.get_or_init(|| {
             // SAFETY: rte_get_tsc_hz only reads a value EAL measured at init (ports exist only
             // after init); _rdtsc has no preconditions on x86_64.
             let hz = unsafe { sys::rte_get_tsc_hz() };
-            (wall_ns(), unsafe { core::arch::x86_64::_rdtsc() }, hz)
+            let scale = if hz > 0 { 1e9 / hz as f64 } else { 0.0 };
+            (wall_ns(), unsafe { core::arch::x86_64::_rdtsc() }, scale)
         });
-        if hz > 0 {
+        if ns_per_tick > 0.0 {
             // SAFETY: as above.
             let dt = unsafe { core::arch::x86_64::_rdtsc() }.wrapping_sub(base_tsc);
-            return base_ns + ((dt as u128 * 1_000_000_000) / hz as u128) as u64;
+            // f64 keeps ns exact to well under a microsecond for months of uptime.
+            return base_ns + (dt as f64 * ns_per_tick) as u64;
         }
     }
     wall_ns()
@@ -910,8 +950,13 @@ pub struct DpdkRx {
     mbufs: Vec<*mut sys::rte_mbuf>,
     /// Receive time of the last frame (ns, [`now_ns`]).
     last_frame_ns: u64,
+    /// `rx_mbufs` got frames since its last empty poll (it reads no clock per burst: the idle
+    /// time counts from the first empty poll after frames).
+    zc_fresh: bool,
     idle_end: Option<Duration>,
     steering: flow::SoftwareHandle,
+    /// Zero-copy path counts (see [`HandleCounters`]).
+    hc: Arc<HandleCounters>,
 }
 
 // SAFETY: the mbuf array only holds pointers between an rx call and its free inside that call.
@@ -1169,6 +1214,8 @@ pub struct DpdkTx {
     /// Pools whose mbufs `tx_mbufs` already handed to this port (registered in its
     /// `foreign_pools`); compared by address, never dereferenced.
     lent_pools: Vec<*const PortPools>,
+    /// Zero-copy path counts (see [`HandleCounters`]).
+    hc: Arc<HandleCounters>,
 }
 
 impl Drop for DpdkTx {
