@@ -96,6 +96,12 @@ output:
         .map(|d| d[1].as_u64().unwrap_or(0))
         .sum();
 
+    // DPDK in and out: the CPU executor forwards zero-copy (mbufs passed along), and says so.
+    assert_eq!(summary["forwarding"], "zero_copy", "{summary}\n{stderr}");
+    assert!(
+        stderr.contains("forwarding zero-copy"),
+        "the chosen path is logged:\n{stderr}"
+    );
     let want = frames_of(&input);
     let got = frames_of(&output);
     assert_eq!(

@@ -23,6 +23,12 @@ pub struct OpenPorts {
     pub rx: Vec<Box<dyn RxPort>>,
     pub rx_names: Vec<String>,
     pub tx: Option<Box<dyn TxPort>>,
+    /// The DPDK devices behind `rx` (same order; `None` for other backends) and behind `tx`,
+    /// for the CPU executor's zero-copy path.
+    #[cfg(feature = "dpdk")]
+    pub dpdk_rx: Vec<Option<crate::port::dpdk::DpdkPort>>,
+    #[cfg(feature = "dpdk")]
+    pub dpdk_tx: Option<crate::port::dpdk::DpdkPort>,
 }
 
 /// Opens every port of the config: receiving sides in config order (their index is the `port`
@@ -31,6 +37,8 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
     let mut rx: Vec<Box<dyn RxPort>> = Vec::new();
     let mut rx_names = Vec::new();
     let mut tx: Option<Box<dyn TxPort>> = None;
+    #[cfg(feature = "dpdk")]
+    let (mut dpdk_rx, mut dpdk_tx) = (Vec::new(), None);
     let out_name = cfg.output.as_ref().map(|o| o.port.value.clone());
     for p in &cfg.ports {
         let p = &p.value;
@@ -43,6 +51,8 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
                     PcapRx::open(&o, id).with_context(|| format!("port `{}`", p.name))?,
                 ));
                 rx_names.push(p.name.clone());
+                #[cfg(feature = "dpdk")]
+                dpdk_rx.push(None);
             }
             if let Some(t) = &pc.tx {
                 if out_name.as_deref() == Some(p.name.as_str()) {
@@ -63,6 +73,8 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
                 GenRx::new(&o, id).with_context(|| format!("port `{}`", p.name))?,
             ));
             rx_names.push(p.name.clone());
+            #[cfg(feature = "dpdk")]
+            dpdk_rx.push(None);
         }
         #[cfg(feature = "dpdk")]
         if let Some(d) = &p.dpdk {
@@ -74,14 +86,24 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
                 tx = Some(Box::new(
                     port.tx(0).with_context(|| format!("port `{}`", p.name))?,
                 ));
+                dpdk_tx = Some(port.clone());
             }
             rx.push(Box::new(
                 port.rx(&[]).with_context(|| format!("port `{}`", p.name))?,
             ));
             rx_names.push(p.name.clone());
+            dpdk_rx.push(Some(port));
         }
     }
-    Ok(OpenPorts { rx, rx_names, tx })
+    Ok(OpenPorts {
+        rx,
+        rx_names,
+        tx,
+        #[cfg(feature = "dpdk")]
+        dpdk_rx,
+        #[cfg(feature = "dpdk")]
+        dpdk_tx,
+    })
 }
 
 /// Builds the runnable pipeline of a config (rule files are read and compiled here).
@@ -165,6 +187,9 @@ pub struct Summary {
     pub errors: Vec<String>,
     /// Each receiving port's own counters (DPDK ethdev stats and xstats), by port.
     pub port_counters: Vec<(String, Vec<(String, u64)>)>,
+    /// How frames moved from input to output: `copy` (into bursts and out again) or
+    /// `zero_copy` (DPDK in and out: mbufs passed along, see executor::cpu::zero_copy).
+    pub forwarding: String,
 }
 
 pub fn summarize(
@@ -179,6 +204,7 @@ pub fn summarize(
         executor_reason: choice.reason.clone(),
         elapsed_s: elapsed.as_secs_f64(),
         errors,
+        forwarding: "copy".into(),
         ..Summary::default()
     };
     let mut drops = [0u64; DropReason::COUNT];
@@ -292,6 +318,14 @@ impl Prepared {
 /// Runs a prepared config on the CPU executor to the end of its input (or until `shared.stop`).
 pub fn run_cpu(p: &Prepared, shared: &Arc<CpuShared>, ports: OpenPorts) -> Summary {
     let spec = p.cpu_spec();
+    #[cfg(feature = "dpdk")]
+    if let Some(mut s) = run_cpu_zero_copy(p, &spec, shared, &ports) {
+        // The copying handles were never polled; dropping them (and the plan's clones) closes
+        // the devices.
+        drop(ports);
+        s.forwarding = "zero_copy".into();
+        return s;
+    }
     let out = cpu::run(&spec, shared, ports.rx, ports.tx);
     let mut s = summarize(
         &shared.counters,
@@ -302,6 +336,51 @@ pub fn run_cpu(p: &Prepared, shared: &Arc<CpuShared>, ports: OpenPorts) -> Summa
     );
     s.port_counters = out.port_counters;
     s
+}
+
+/// The zero-copy path (DPDK in and out, see `cpu::zero_copy`) when the ports allow it: logs
+/// which forwarding path runs and why, and returns `None` to let the copying path run.
+#[cfg(feature = "dpdk")]
+fn run_cpu_zero_copy(
+    p: &Prepared,
+    spec: &CpuRunSpec,
+    shared: &Arc<CpuShared>,
+    ports: &OpenPorts,
+) -> Option<Summary> {
+    let why_not: Option<String> = match (ports.dpdk_rx.as_slice(), &ports.dpdk_tx) {
+        ([Some(rx)], Some(tx)) => cpu::zero_copy::zero_copy_refusal(spec, rx, tx),
+        ([Some(_)], None) => Some("the output port is not a DPDK port (or there is none)".into()),
+        ([_], _) => Some("the input port is not a DPDK port".into()),
+        (many, _) => Some(format!("{} input ports (zero-copy takes one)", many.len())),
+    };
+    if let Some(why) = why_not {
+        tracing::info!(event = "forwarding_path", path = "copy", reason = %why, "forwarding by copy: {why}");
+        return None;
+    }
+    let (rx, tx) = match (ports.dpdk_rx.first(), &ports.dpdk_tx) {
+        (Some(Some(rx)), Some(tx)) => (rx, tx),
+        _ => return None,
+    };
+    tracing::info!(
+        event = "forwarding_path",
+        path = "zero_copy",
+        input = %rx.setup().name,
+        output = %tx.setup().name,
+        queues = spec.queues,
+        "forwarding zero-copy: DPDK {} -> DPDK {}, mbufs passed along, one worker per queue",
+        rx.setup().name,
+        tx.setup().name
+    );
+    let out = cpu::zero_copy::run(spec, shared, rx, tx);
+    let mut s = summarize(
+        &shared.counters,
+        &p.pipeline,
+        out.elapsed,
+        &p.choice,
+        out.errors,
+    );
+    s.port_counters = out.port_counters;
+    Some(s)
 }
 
 /// The GPU executor's view of the config's pipeline: `parse`, `acl`, `count` in this order (each

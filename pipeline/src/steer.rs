@@ -46,6 +46,11 @@ impl Steering {
         self.queues
     }
 
+    /// Whether a `steering:` rule file is in force (else steering is RSS alone).
+    pub fn has_rules(&self) -> bool {
+        self.rules.is_some()
+    }
+
     /// Picks the queue of one frame; `Some(reason)` when steering drops it. `meta` is scratch
     /// (the frame is parsed only when there are rules; RSS alone hashes the headers in place).
     #[inline]

@@ -576,3 +576,185 @@ fn tx_loop(
     let flushed = port.flush();
     result.and(flushed)
 }
+
+/// Zero-copy forwarding between DPDK ports, DPDK l2fwd style: one run-to-completion worker per
+/// queue polls its own RX queue(s) of the input port, runs the pipeline on the frames where the
+/// NIC put them (`Pipeline::run_frames` over the mbufs), frees the frames the verdicts drop and
+/// hands the rest to its own TX queue of the output port (`DpdkTx::tx_mbufs`). No ingest or TX
+/// thread, no ring, no copy. Chosen by the daemon when [`zero_copy_refusal`] finds no reason
+/// against it; the counters, verdict accounting and summary are the copying path's.
+#[cfg(feature = "dpdk")]
+pub mod zero_copy {
+    use super::*;
+    use crate::port::dpdk::{DpdkPort, DpdkRx, DpdkTx, MbufBurst, MAX_BURST};
+
+    /// Why the zero-copy path cannot run this configuration (`None`: it can). The input and
+    /// output must be DPDK ports with host-memory RX buffers, with no burst observer; with
+    /// several queues each worker needs its own TX queue, RX queues to poll, and no `steering:`
+    /// rules (the NIC's queues stand for the software steering's: a frame cannot move to another
+    /// worker without a copy or a ring).
+    pub fn zero_copy_refusal(spec: &CpuRunSpec, rx: &DpdkPort, tx: &DpdkPort) -> Option<String> {
+        let nq = spec.queues.max(1);
+        if spec.observer.is_some() {
+            return Some("a burst observer is attached (it reads copied bursts)".into());
+        }
+        if rx.buffer_placement() == crate::port::dpdk::BufferPlacement::GpuDirect {
+            return Some(format!(
+                "the input port {} receives into GPU memory",
+                rx.setup().name
+            ));
+        }
+        if nq > 1 {
+            if spec.steering.has_rules() {
+                return Some(format!(
+                    "{nq} queues with steering rules (the zero-copy path keeps each frame on the NIC queue it arrived on)"
+                ));
+            }
+            if (rx.setup().rx_queues as usize) < nq {
+                return Some(format!(
+                    "{nq} queues but the input port {} has {} RX queues (one per worker needed)",
+                    rx.setup().name,
+                    rx.setup().rx_queues
+                ));
+            }
+            if (tx.setup().tx_queues as usize) < nq {
+                return Some(format!(
+                    "{nq} queues but the output port {} has {} TX queues (one per worker needed)",
+                    tx.setup().name,
+                    tx.setup().tx_queues
+                ));
+            }
+        }
+        None
+    }
+
+    /// Runs the pipeline from `rx` to `tx` until the input ends (or `shared.stop`), one worker
+    /// per queue: worker q polls the input's RX queues q, q + queues, ... and sends on TX queue
+    /// q. The caller checked [`zero_copy_refusal`].
+    pub fn run(
+        spec: &CpuRunSpec,
+        shared: &Arc<CpuShared>,
+        rx: &DpdkPort,
+        tx: &DpdkPort,
+    ) -> RunOutcome {
+        let start = Instant::now();
+        let nq = spec.queues.max(1);
+        let errors = std::sync::Mutex::new(Vec::new());
+        let mut handles = Vec::with_capacity(nq);
+        let mut open_errors = Vec::new();
+        for q in 0..nq {
+            let queues: Vec<u16> = (0..rx.setup().rx_queues)
+                .filter(|k| *k as usize % nq == q)
+                .collect();
+            match (rx.rx(&queues), tx.tx(q as u16)) {
+                (Ok(r), Ok(t)) => handles.push((q, r, t)),
+                (Err(e), _) | (_, Err(e)) => open_errors.push(format!("queue {q}: {e}")),
+            }
+        }
+        if !open_errors.is_empty() {
+            return RunOutcome {
+                elapsed: start.elapsed(),
+                errors: open_errors,
+                port_counters: Vec::new(),
+            };
+        }
+        std::thread::scope(|s| {
+            for (q, r, t) in handles {
+                let shared = Arc::clone(shared);
+                let errors = &errors;
+                s.spawn(move || {
+                    let label = format!("dpdk:{}", r.port().setup().name);
+                    if let Err(e) = worker(spec, &shared, q, r, t) {
+                        if let Ok(mut v) = errors.lock() {
+                            v.push(format!("{label}: {e}"));
+                        }
+                    }
+                });
+            }
+        });
+        RunOutcome {
+            elapsed: start.elapsed(),
+            errors: errors.into_inner().unwrap_or_default(),
+            // Read once every worker is done, as the copying path reads it at its ingest's end.
+            port_counters: vec![(format!("dpdk:{}", rx.setup().name), rx.counters())],
+        }
+    }
+
+    fn worker(
+        spec: &CpuRunSpec,
+        shared: &CpuShared,
+        q: usize,
+        mut rx: DpdkRx,
+        mut tx: DpdkTx,
+    ) -> Result<(), PortError> {
+        let c = &shared.counters[q];
+        let nq = spec.queues.max(1);
+        let steer = spec.steering.has_rules();
+        let burst_max = spec.burst.clamp(1, MAX_BURST);
+        let mut burst = MbufBurst::new();
+        let mut metas = Vec::with_capacity(burst_max);
+        let mut verdicts = Vec::with_capacity(burst_max);
+        let mut meta = PacketMeta::default();
+        let mut steer_drop = vec![false; MAX_BURST];
+        let backoff = Backoff::new();
+        let mut result = Ok(());
+        loop {
+            if shared.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            match rx.rx_mbufs(&mut burst, burst_max) {
+                Ok(RxStatus::End) => break,
+                Ok(RxStatus::Idle) => {
+                    wait_on(&backoff);
+                    continue;
+                }
+                Ok(RxStatus::Frames(_)) => backoff.reset(),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+            // Burst latency: frames in hand -> pipeline done (no hand-off on this path).
+            let t0 = Instant::now();
+            let n = burst.len();
+            shared.rx_total.fetch_add(n as u64, Ordering::Relaxed);
+            c.rx_frames.add(n as u64);
+            c.rx_bytes.add(burst.bytes());
+            if steer {
+                // One queue (see zero_copy_refusal): steering rules can only drop here.
+                for (i, d) in steer_drop.iter_mut().enumerate().take(n) {
+                    *d = spec.steering.steer(burst.frame(i), &mut meta, nq).1.is_some();
+                }
+                let gone = burst.retain(|i| !steer_drop[i]);
+                c.drops[DropReason::SteeringDrop as usize].add(gone as u64);
+            }
+            spec.pipeline
+                .run_frames(burst.frames(), &mut metas, &mut verdicts, c);
+            c.burst_latency
+                .observe_ns(t0.elapsed().as_nanos() as u64);
+            burst.retain(|i| verdicts.get(i).is_some_and(|v| v.action.forwards()));
+            let wanted = burst.len();
+            if wanted == 0 {
+                continue;
+            }
+            // As on the copying path: tx_bytes are the bytes handed to the output port.
+            let bytes = burst.bytes();
+            match tx.tx_mbufs(&mut burst) {
+                Ok(out) => {
+                    c.tx_frames.add(out.sent as u64);
+                    c.tx_bytes.add(bytes);
+                    c.drops[DropReason::TxError as usize]
+                        .add((wanted - out.sent.min(wanted)) as u64);
+                }
+                Err(e) => {
+                    c.drops[DropReason::TxError as usize].add(wanted as u64);
+                    burst.clear();
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        let flushed = tx.flush();
+        result.and(flushed)
+    }
+}
