@@ -79,9 +79,9 @@ PW_DEVICE void pw_acl_view(const pw_acl_tables *t, const pw_acl_key *k, uint32_t
     v->extras_off = PW_ACL_LD(&t->extras_off);
 }
 
-/* Tree `ti`'s leaf for the key: PW_ACL_REF_EMPTY, or PW_ACL_REF_LEAF | first record. */
-PW_DEVICE uint32_t pw_acl_tree_leaf(const pw_acl_fam_view *v, uint32_t ti, const uint32_t kw[11]) {
-    uint32_t r = PW_ACL_LD(v->img + v->toff + 2 * ti);
+/* The leaf for the key below ref `r` (a tree's root): PW_ACL_REF_EMPTY, or PW_ACL_REF_LEAF |
+ * first record. */
+PW_DEVICE uint32_t pw_acl_tree_leaf(const pw_acl_fam_view *v, uint32_t r, const uint32_t kw[11]) {
     while ((r & PW_ACL_REF_LEAF) == 0) {
         uint32_t h = PW_ACL_LD(v->img + r);
         uint32_t child = (kw[h & 0xFu] >> ((h >> 8) & 0x1Fu)) & ((1u << ((h >> 16) & 0xFu)) - 1u);
@@ -90,9 +90,54 @@ PW_DEVICE uint32_t pw_acl_tree_leaf(const pw_acl_fam_view *v, uint32_t ti, const
     return r;
 }
 
-/* Smallest rule index of tree `ti` (trees are sorted by it). */
-PW_DEVICE uint32_t pw_acl_tree_min(const pw_acl_fam_view *v, uint32_t ti) {
-    return PW_ACL_LD(v->img + v->toff + 2 * ti + 1);
+/* Tree `ti`'s root ref (*root) and smallest rule index (returned; trees are sorted by it). On the
+ * GPU one 8-byte load (the compiler puts the pairs at an even word offset). */
+PW_DEVICE uint32_t pw_acl_tree(const pw_acl_fam_view *v, uint32_t ti, uint32_t *root) {
+    const uint32_t *p = v->img + v->toff + 2 * ti;
+#if PW_GPU
+    if ((((unsigned long long)p) & 7ull) == 0ull) {
+        const uint2 t = __ldg((const uint2 *)p);
+        *root = t.x;
+        return t.y;
+    }
+#endif
+    *root = PW_ACL_LD(p);
+    return PW_ACL_LD(p + 1);
+}
+
+#define PW_ACL_LANE_MATCH 1u /* the record matches with a rule index below best */
+#define PW_ACL_LANE_END 2u   /* the one-thread scan stops at this record */
+
+/* One record of a leaf against the key: PW_ACL_LANE_MATCH when it matches with a rule index below
+ * `best`, PW_ACL_LANE_END when the one-thread scan stops here (last record of its leaf, or rule
+ * index >= best: records are sorted); the rule index in *idx. On the GPU an IPv4 record (8 words,
+ * 16-byte aligned) is two independent 16-byte loads instead of a chain of word loads. */
+PW_DEVICE uint32_t pw_acl_rec_eval(const pw_acl_fam_view *v, const uint32_t *rec, const uint32_t kw[11],
+                                   uint32_t best, uint32_t *idx) {
+#if PW_GPU
+    if (v->aw == 1u && v->rw == 8u && (((unsigned long long)rec) & 15ull) == 0ull) {
+        const uint4 a = __ldg((const uint4 *)rec), b = __ldg((const uint4 *)rec + 1);
+        *idx = b.w;
+        if (b.w >= best) return PW_ACL_LANE_END;
+        uint32_t out = (b.z & PW_ACL_REC_LAST) ? PW_ACL_LANE_END : 0u;
+        const uint32_t sp = kw[8] & 0xFFFFu, dp = kw[8] >> 16;
+        const bool m = (kw[0] & a.y) == a.x && (kw[4] & a.w) == a.z && sp >= (b.x & 0xFFFFu) &&
+                       sp <= (b.x >> 16) && dp >= (b.y & 0xFFFFu) && dp <= (b.y >> 16) &&
+                       (kw[9] & (b.z >> 8) & 0xFFu) == (b.z & 0xFFu);
+        if (m && ((b.z & PW_ACL_REC_EXTRA) == 0u || pw_acl_extras_match(v->img, v->extras_off, b.w, kw)))
+            out |= PW_ACL_LANE_MATCH;
+        return out;
+    }
+#endif
+    uint32_t i = PW_ACL_LD(rec + 4 * v->aw + 3);
+    *idx = i;
+    if (i >= best) return PW_ACL_LANE_END;
+    uint32_t ctl = PW_ACL_LD(rec + 4 * v->aw + 2);
+    uint32_t out = (ctl & PW_ACL_REC_LAST) ? PW_ACL_LANE_END : 0u;
+    if (pw_acl_rec_match(rec, v->aw, kw, ctl) &&
+        ((ctl & PW_ACL_REC_EXTRA) == 0 || pw_acl_extras_match(v->img, v->extras_off, i, kw)))
+        out |= PW_ACL_LANE_MATCH;
+    return out;
 }
 
 /* Index of the first rule (file order) matching the key, or PW_ACL_NO_MATCH. `t` is the start of
@@ -103,21 +148,15 @@ PW_DEVICE uint32_t pw_acl_classify(const pw_acl_tables *t, const pw_acl_key *k) 
     pw_acl_view(t, k, kw, &v);
     uint32_t best = PW_ACL_NO_MATCH;
     for (uint32_t ti = 0; ti < v.ntrees; ti++) {
-        if (pw_acl_tree_min(&v, ti) >= best) break;
-        uint32_t r = pw_acl_tree_leaf(&v, ti, kw);
+        uint32_t r;
+        if (pw_acl_tree(&v, ti, &r) >= best) break;
+        r = pw_acl_tree_leaf(&v, r, kw);
         if (r == PW_ACL_REF_EMPTY) continue;
-        const uint32_t *rec = v.recs + (r & ~PW_ACL_REF_LEAF) * v.rw;
-        for (;;) {
-            uint32_t idx = PW_ACL_LD(rec + 4 * v.aw + 3);
-            if (idx >= best) break;
-            uint32_t ctl = PW_ACL_LD(rec + 4 * v.aw + 2);
-            if (pw_acl_rec_match(rec, v.aw, kw, ctl) &&
-                ((ctl & PW_ACL_REC_EXTRA) == 0 || pw_acl_extras_match(v.img, v.extras_off, idx, kw))) {
-                best = idx;
-                break;
-            }
-            if (ctl & PW_ACL_REC_LAST) break;
-            rec += v.rw;
+        for (const uint32_t *rec = v.recs + (r & ~PW_ACL_REF_LEAF) * v.rw;; rec += v.rw) {
+            uint32_t idx;
+            const uint32_t f = pw_acl_rec_eval(&v, rec, kw, best, &idx);
+            if (f & PW_ACL_LANE_MATCH) best = idx;
+            if (f) break;
         }
     }
     return best;
@@ -131,24 +170,12 @@ PW_DEVICE uint32_t pw_acl_classify(const pw_acl_tables *t, const pw_acl_key *k) 
  * once, lane j taking record base + j. The answer equals pw_acl_classify's: of one chunk the first
  * lane that either matches (rule index < best) or ends the leaf (PW_ACL_REC_LAST, index >= best,
  * past the family's records) decides, exactly where the one-thread loop would stop. */
-#define PW_ACL_LANE_MATCH 1u /* this lane's record matches with a rule index below best */
-#define PW_ACL_LANE_END 2u   /* the one-thread scan stops at this lane's record */
-
-/* One lane's record `recno` of a leaf chunk; its rule index in *idx. */
+/* One lane's record `recno` of a leaf chunk (past the family's records: the end). */
 PW_DEVICE uint32_t pw_acl_lane_eval(const pw_acl_fam_view *v, uint32_t recno, const uint32_t kw[11],
                                     uint32_t best, uint32_t *idx) {
     *idx = PW_ACL_NO_MATCH;
     if (recno >= v->nrec) return PW_ACL_LANE_END;
-    const uint32_t *rec = v->recs + recno * v->rw;
-    uint32_t i = PW_ACL_LD(rec + 4 * v->aw + 3);
-    *idx = i;
-    if (i >= best) return PW_ACL_LANE_END;
-    uint32_t ctl = PW_ACL_LD(rec + 4 * v->aw + 2);
-    uint32_t out = (ctl & PW_ACL_REC_LAST) ? PW_ACL_LANE_END : 0u;
-    if (pw_acl_rec_match(rec, v->aw, kw, ctl) &&
-        ((ctl & PW_ACL_REC_EXTRA) == 0 || pw_acl_extras_match(v->img, v->extras_off, i, kw)))
-        out |= PW_ACL_LANE_MATCH;
-    return out;
+    return pw_acl_rec_eval(v, v->recs + recno * v->rw, kw, best, idx);
 }
 
 /* A chunk's outcome from its lanes' flags (bit j of `match` / `end` = lane j's): 1 = lane *lane
@@ -177,8 +204,9 @@ __device__ __forceinline__ uint32_t pw_acl_classify_group(const pw_acl_tables *t
     const uint32_t gmask = gbits << gbase;
     uint32_t best = PW_ACL_NO_MATCH;
     for (uint32_t ti = 0; ti < v.ntrees; ti++) {
-        if (pw_acl_tree_min(&v, ti) >= best) break;
-        uint32_t r = pw_acl_tree_leaf(&v, ti, kw);
+        uint32_t r;
+        if (pw_acl_tree(&v, ti, &r) >= best) break;
+        r = pw_acl_tree_leaf(&v, r, kw);
         if (r == PW_ACL_REF_EMPTY) continue;
         for (uint32_t base = r & ~PW_ACL_REF_LEAF;; base += gsize) {
             uint32_t idx;
@@ -204,8 +232,9 @@ PW_DEVICE uint32_t pw_acl_classify_lanes(const pw_acl_tables *t, const pw_acl_ke
     pw_acl_view(t, k, kw, &v);
     uint32_t best = PW_ACL_NO_MATCH;
     for (uint32_t ti = 0; ti < v.ntrees; ti++) {
-        if (pw_acl_tree_min(&v, ti) >= best) break;
-        uint32_t r = pw_acl_tree_leaf(&v, ti, kw);
+        uint32_t r;
+        if (pw_acl_tree(&v, ti, &r) >= best) break;
+        r = pw_acl_tree_leaf(&v, r, kw);
         if (r == PW_ACL_REF_EMPTY) continue;
         for (uint32_t base = r & ~PW_ACL_REF_LEAF;; base += gsize) {
             uint32_t m = 0, e = 0, idxs[32];

@@ -55,26 +55,23 @@ type CompileProgram = unsafe extern "C" fn(*mut c_void, c_int, *const *const c_c
 type GetSize = unsafe extern "C" fn(*mut c_void, *mut usize) -> c_int;
 type GetBytes = unsafe extern "C" fn(*mut c_void, *mut c_char) -> c_int;
 
-#[test]
-fn parse_cuh_compiles_with_nvrtc_for_sm_90() {
+/// Compiles `src` (with `headers`, by name, from gpu-kernels/) with NVRTC for sm_90 and `defines`;
+/// returns the CUBIN size. None (and a note) when no NVRTC 13.0 is installed.
+fn nvrtc_compile(what: &str, src: &CStr, headers: &[&str], defines: &[&CStr]) -> Option<usize> {
     let Some(dir) = nvrtc_dir() else {
         eprintln!("skipped: no NVRTC 13.0 found (pip nvidia-cuda-nvrtc or PKTWARP_NVRTC_DIR)");
-        return;
+        return None;
     };
     let kdir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../gpu-kernels"));
     let read = |n: &str| {
         CString::new(std::fs::read(kdir.join(n)).unwrap_or_else(|e| panic!("read {n}: {e}")))
             .expect("header without NUL")
     };
-    let headers = [read("pktwarp_abi.h"), read("parse.cuh")];
-    let names = [c"pktwarp_abi.h", c"parse.cuh"];
-    let src = c"#include \"parse.cuh\"
-extern \"C\" __global__ void pw_parse_check(const uint8_t *d, const uint32_t *o,
-        const uint32_t *l, pw_packet_meta *m, uint32_t n) {
-    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) pw_parse(d + o[i], l[i], &m[i]);
-}
-";
+    let bodies: Vec<CString> = headers.iter().map(|h| read(h)).collect();
+    let names: Vec<CString> = headers
+        .iter()
+        .map(|h| CString::new(*h).expect("name without NUL"))
+        .collect();
     // The builtins library first (see dlopen), then NVRTC itself.
     if let Some(b) = std::fs::read_dir(&dir)
         .expect("read NVRTC dir")
@@ -99,9 +96,10 @@ extern \"C\" __global__ void pw_parse_check(const uint8_t *d, const uint32_t *o,
             sym::<GetSize>(lib, "nvrtcGetCUBINSize"),
         )
     };
-    let hdr_ptrs: Vec<*const c_char> = headers.iter().map(|h| h.as_ptr()).collect();
+    let hdr_ptrs: Vec<*const c_char> = bodies.iter().map(|h| h.as_ptr()).collect();
     let name_ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
-    let opts = [c"--gpu-architecture=sm_90", c"--std=c++17"];
+    let mut opts: Vec<&CStr> = vec![c"--gpu-architecture=sm_90", c"--std=c++17"];
+    opts.extend_from_slice(defines);
     let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
     let mut prog: *mut c_void = std::ptr::null_mut();
     // SAFETY: every pointer is a live NUL-terminated string or an array of them of the given
@@ -110,8 +108,8 @@ extern \"C\" __global__ void pw_parse_check(const uint8_t *d, const uint32_t *o,
         create(
             &mut prog,
             src.as_ptr(),
-            c"parse_check.cu".as_ptr(),
-            2,
+            c"check.cu".as_ptr(),
+            hdr_ptrs.len() as c_int,
             hdr_ptrs.as_ptr(),
             name_ptrs.as_ptr(),
         )
@@ -127,11 +125,39 @@ extern \"C\" __global__ void pw_parse_check(const uint8_t *d, const uint32_t *o,
         get_log(prog, buf.as_mut_ptr());
         CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned()
     };
-    assert_eq!(rc, 0, "NVRTC could not compile parse.cuh:\n{log}");
+    assert_eq!(rc, 0, "NVRTC could not compile {what}:\n{log}");
     let mut cubin = 0usize;
     // SAFETY: `prog` compiled successfully.
     unsafe { cubin_size(prog, &mut cubin) };
     assert!(cubin > 0, "NVRTC produced no sm_90 CUBIN");
     assert!(!log.contains("warning"), "NVRTC warnings:\n{log}");
-    eprintln!("parse.cuh: NVRTC sm_90 CUBIN of {cubin} bytes");
+    eprintln!("{what}: NVRTC sm_90 CUBIN of {cubin} bytes");
+    Some(cubin)
+}
+
+#[test]
+fn parse_cuh_compiles_with_nvrtc_for_sm_90() {
+    let src = c"#include \"parse.cuh\"
+extern \"C\" __global__ void pw_parse_check(const uint8_t *d, const uint32_t *o,
+        const uint32_t *l, pw_packet_meta *m, uint32_t n) {
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) pw_parse(d + o[i], l[i], &m[i]);
+}
+";
+    nvrtc_compile("parse.cuh", src, &["pktwarp_abi.h", "parse.cuh"], &[]);
+}
+
+/// The whole kernel module as a binary built without nvcc compiles it at start (the embedded
+/// source; build.rs defines the stage macros the same way).
+#[test]
+fn kernels_cu_compiles_with_nvrtc_for_sm_90() {
+    let kdir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../gpu-kernels"));
+    let src = CString::new(std::fs::read(kdir.join("kernels.cu")).expect("read kernels.cu"))
+        .expect("kernels.cu without NUL");
+    nvrtc_compile(
+        "kernels.cu",
+        &src,
+        &["pktwarp_abi.h", "parse.cuh", "acl.cuh", "count.cuh"],
+        &[c"-DPW_HAVE_PARSE=1", c"-DPW_HAVE_ACL=1"],
+    );
 }

@@ -476,6 +476,10 @@ impl AclClassifier {
             fh.addr_words = addr_words as u32;
             fh.rec_words = fb.rec_words() as u32;
             fh.num_trees = trees.len() as u32;
+            // Trees are [root, min] pairs read as one 8-byte load on the GPU: even word offset.
+            if image.len() % 2 != 0 {
+                image.push(0);
+            }
             fh.trees_off = image.len() as u32;
             let nodes_off = (image.len() + 2 * trees.len()) as u32;
             let reloc = |r: u32| {
@@ -499,6 +503,11 @@ impl AclClassifier {
                     image.push(reloc(fb.nodes[i + 1 + j]));
                 }
                 i += 1 + fanout;
+            }
+            // Records start on a 16-byte boundary: the GPU reads an IPv4 record (8 words) as
+            // two 16-byte loads. The padding words are never referenced.
+            while image.len() % 4 != 0 {
+                image.push(0);
             }
             fh.records_off = image.len() as u32;
             fh.num_records = (fb.records.len() / fb.rec_words()) as u32;
