@@ -130,3 +130,198 @@ output:
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Sum of the samples of `series` (name plus labels, exactly as exposed) in a scrape.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// The DPDK port's ethdev stats and xstats on /metrics: `pktwarp run` with a net_pcap port,
+/// metrics on, lingering after its input ends; the scraped `pktwarp_port_*` series equal the
+/// summary's port_counters, and promtool accepts the exposition.
+#[test]
+fn pktwarp_run_exposes_dpdk_port_counters_on_metrics() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::process::Stdio;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    let dir = std::env::temp_dir().join(format!("pktwarp-dpdk-metrics-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let input = data("pcaps/tcpdump/afs.pcap");
+    let output = dir.join("out.pcap");
+    let cfg = dir.join("dpdk.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "ports:
+  - name: wire
+    dpdk:
+      eal_args: [--no-huge, --no-pci, --no-shconf, -m, \"256\", --file-prefix=pwmet{pid}, -l, \"0\", \"--log-level=*:warning\"]
+      vdev: \"net_pcap0,rx_pcap={input},tx_pcap={output}\"
+      mempool_size: 2047
+      idle_end_ms: 500
+queues: {{ count: 1, burst: 32 }}
+pipeline: [parse, count]
+executor: {{ kind: cpu }}
+metrics: {{ listen: \"127.0.0.1:0\" }}
+control: {{ linger: true }}
+output:
+  port: wire
+",
+            pid = std::process::id(),
+            input = input.display(),
+            output = output.display()
+        ),
+    )
+    .expect("write config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pktwarp"))
+        .args(["--log-json", "run", "--quiet", "--json"])
+        .arg(&cfg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn pktwarp");
+    let logs = Arc::new(Mutex::new(Vec::<serde_json::Value>::new()));
+    let err = child.stderr.take().expect("stderr");
+    let l = Arc::clone(&logs);
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            let v =
+                serde_json::from_str(&line).unwrap_or_else(|_| serde_json::json!({ "raw": line }));
+            l.lock().expect("logs").push(v);
+        }
+    });
+    let wait_log = |event: &str| -> serde_json::Value {
+        let t = Instant::now();
+        loop {
+            if let Some(v) = logs
+                .lock()
+                .expect("logs")
+                .iter()
+                .find(|v| v["fields"]["event"] == event)
+            {
+                return v.clone();
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "no `{event}` log event: {:#?}",
+                logs.lock().expect("logs")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let addr = wait_log("metrics_listen")["fields"]["addr"]
+        .as_str()
+        .expect("metrics address")
+        .to_string();
+    // Input ended, summary values published, still serving.
+    wait_log("linger");
+    let mut s = std::net::TcpStream::connect(&addr).expect("connect to /metrics");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("request");
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).expect("response");
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill")
+        .success());
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut out)
+        .expect("read stdout");
+    assert!(child.wait().expect("wait").success(), "{out}");
+    let summary: serde_json::Value = serde_json::from_str(
+        out.lines()
+            .rev()
+            .find(|l| l.trim_start().starts_with('{'))
+            .expect("JSON summary"),
+    )
+    .expect("summary JSON");
+    assert_eq!(summary["forwarding"], "zero_copy");
+    let pc: Vec<(String, u64)> = summary["port_counters"][0][1]
+        .as_array()
+        .expect("port_counters")
+        .iter()
+        .map(|kv| {
+            (
+                kv[0].as_str().unwrap_or("").to_string(),
+                kv[1].as_u64().unwrap_or(u64::MAX),
+            )
+        })
+        .collect();
+    let get = |k: &str| pc.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
+    assert_eq!(get("ethdev_ipackets"), Some(601), "{summary}");
+    for (family, field) in [
+        ("pktwarp_port_rx_frames_total", "ethdev_ipackets"),
+        ("pktwarp_port_tx_frames_total", "ethdev_opackets"),
+        ("pktwarp_port_rx_bytes_total", "ethdev_ibytes"),
+        ("pktwarp_port_tx_bytes_total", "ethdev_obytes"),
+        ("pktwarp_port_rx_missed_total", "ethdev_imissed"),
+        ("pktwarp_port_rx_errors_total", "ethdev_ierrors"),
+        ("pktwarp_port_tx_errors_total", "ethdev_oerrors"),
+        ("pktwarp_port_rx_nombuf_total", "ethdev_rx_nombuf"),
+    ] {
+        assert_eq!(
+            sample(&body, &format!("{family}{{port=\"wire\"}}")),
+            get(field).map(|v| v as f64),
+            "{family} vs summary {field}\n{body}"
+        );
+    }
+    let xstats: Vec<&(String, u64)> = pc.iter().filter(|(k, _)| k.starts_with("xstat_")).collect();
+    assert!(!xstats.is_empty(), "{summary}");
+    for (k, v) in xstats {
+        let name = &k["xstat_".len()..];
+        assert_eq!(
+            sample(
+                &body,
+                &format!("pktwarp_port_xstat{{port=\"wire\",name=\"{name}\"}}")
+            ),
+            Some(*v as f64),
+            "xstat {name}\n{body}"
+        );
+    }
+    // The exposition passes Prometheus' own linter (installed by scripts/install-deps.sh).
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (scripts/install-deps.sh installs prometheus)");
+    promtool
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(body.as_bytes())
+        .expect("feed promtool");
+    let p = promtool.wait_with_output().expect("promtool");
+    assert!(
+        p.status.success(),
+        "promtool check metrics:\n{}{}",
+        String::from_utf8_lossy(&p.stdout),
+        String::from_utf8_lossy(&p.stderr)
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -313,9 +313,18 @@ fn zero_copy_chained_frames() {
     let mut null_tx = null.tx(0).expect("null tx");
 
     let mut burst = MbufBurst::new();
-    assert_eq!(receive(&mut rx, &mut burst), frames.len(), "one receive call");
+    assert_eq!(
+        receive(&mut rx, &mut burst),
+        frames.len(),
+        "one receive call"
+    );
     for (i, f) in frames.iter().enumerate() {
-        assert_eq!(burst.is_chained(i), f.len() > 2048, "frame {i} ({} B)", f.len());
+        assert_eq!(
+            burst.is_chained(i),
+            f.len() > 2048,
+            "frame {i} ({} B)",
+            f.len()
+        );
         assert_eq!(burst.frame(i), f.as_slice(), "frame {i} reads back whole");
         assert_eq!(burst.desc(i).len as usize, f.len());
     }
@@ -335,7 +344,12 @@ fn zero_copy_chained_frames() {
     assert_eq!(receive(&mut ring_rx, &mut burst), frames.len() - 1);
     for (i, f) in frames[1..].iter().enumerate() {
         assert_eq!(burst.is_chained(i), f.len() > 2048);
-        assert_eq!(burst.frame(i), f.as_slice(), "frame {} after the ring", i + 1);
+        assert_eq!(
+            burst.frame(i),
+            f.as_slice(),
+            "frame {} after the ring",
+            i + 1
+        );
     }
     burst.clear();
 

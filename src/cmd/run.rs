@@ -39,6 +39,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .map(|p| p.expected_frames())
         .try_fold(0u64, |acc, e| e.map(|e| acc + e));
     let shared = CpuShared::new(&prepared.cpu_spec());
+    // The ports' own counters (DPDK ethdev stats, xstats) for /metrics, read by the control
+    // thread.
+    shared.port_counters.watch(&ports.rx, &ports.rx_names);
     // The control plane: /metrics, SIGHUP reload, SIGTERM/SIGINT stop intake with a bounded
     // drain (a second signal forces exit), rule-file watching (pipeline::control).
     let control = pipeline::control::Control::start(
@@ -56,6 +59,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     };
     shared.stop.store(true, Ordering::Relaxed);
     let summary = summary?;
+    // Final values, so /metrics (while lingering) says what the summary says.
+    shared.port_counters.publish(&summary.port_counters);
     if prepared.cfg.control.linger && !control.state().shutting_down.load(Ordering::Acquire) {
         tracing::info!(
             event = "linger",

@@ -46,6 +46,27 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_gpu_rx_frames_total", "Frames received into the queues of a GPU.", MetricType::COUNTER, &["gpu"]),
     ("pktwarp_gpu_rx_bytes_total", "Bytes of frames received into the queues of a GPU.", MetricType::COUNTER, &["gpu"]),
     ("pktwarp_shutting_down", "1 once SIGTERM/SIGINT stopped intake and the daemon is draining.", MetricType::GAUGE, &[]),
+    ("pktwarp_port_rx_frames_total", "Frames the port's device received (DPDK ethdev ipackets).", MetricType::COUNTER, &["port"]),
+    ("pktwarp_port_tx_frames_total", "Frames the port's device sent (DPDK ethdev opackets).", MetricType::COUNTER, &["port"]),
+    ("pktwarp_port_rx_bytes_total", "Bytes the port's device received (DPDK ethdev ibytes).", MetricType::COUNTER, &["port"]),
+    ("pktwarp_port_tx_bytes_total", "Bytes the port's device sent (DPDK ethdev obytes).", MetricType::COUNTER, &["port"]),
+    ("pktwarp_port_rx_missed_total", "Frames the device dropped with its RX queues full (DPDK ethdev imissed).", MetricType::COUNTER, &["port"]),
+    ("pktwarp_port_rx_errors_total", "Erroneous frames the device received (DPDK ethdev ierrors).", MetricType::COUNTER, &["port"]),
+    ("pktwarp_port_tx_errors_total", "Frames the device failed to send (DPDK ethdev oerrors).", MetricType::COUNTER, &["port"]),
+    ("pktwarp_port_rx_nombuf_total", "RX buffer allocation failures of the device (DPDK ethdev rx_nombuf).", MetricType::COUNTER, &["port"]),
+    ("pktwarp_port_xstat", "The device's extended statistics (DPDK xstats), by their DPDK name; read every second by the control thread.", MetricType::GAUGE, &["port", "name"]),
+];
+
+/// The port families fed by a port's `ethdev_<field>` counters: (family, field).
+const PORT_ETHDEV: &[(&str, &str)] = &[
+    ("pktwarp_port_rx_frames_total", "ethdev_ipackets"),
+    ("pktwarp_port_tx_frames_total", "ethdev_opackets"),
+    ("pktwarp_port_rx_bytes_total", "ethdev_ibytes"),
+    ("pktwarp_port_tx_bytes_total", "ethdev_obytes"),
+    ("pktwarp_port_rx_missed_total", "ethdev_imissed"),
+    ("pktwarp_port_rx_errors_total", "ethdev_ierrors"),
+    ("pktwarp_port_tx_errors_total", "ethdev_oerrors"),
+    ("pktwarp_port_rx_nombuf_total", "ethdev_rx_nombuf"),
 ];
 
 /// What the collector describes besides the live counters: fixed at start.
@@ -73,6 +94,8 @@ pub struct DaemonCollector {
     state: Arc<ControlState>,
     info: StaticInfo,
     descs: Vec<Desc>,
+    /// The ports' own counters (DPDK ethdev stats, xstats), as last read by the control thread.
+    ports: Option<Arc<crate::port::PortCounterBoard>>,
 }
 
 impl DaemonCollector {
@@ -100,7 +123,14 @@ impl DaemonCollector {
             state,
             info,
             descs,
+            ports: None,
         }
+    }
+
+    /// Also exposes the ports' own counters from `board` (the `pktwarp_port_*` families).
+    pub fn with_port_counters(mut self, board: Arc<crate::port::PortCounterBoard>) -> Self {
+        self.ports = Some(board);
+        self
     }
 }
 
@@ -382,6 +412,29 @@ impl Collector for DaemonCollector {
             "pktwarp_shutting_down",
             vec![gauge(&[], st.shutting_down.load(Relaxed) as u8 as f64)],
         );
+        if let Some(board) = &self.ports {
+            let snap = board.snapshot();
+            for (family, field) in PORT_ETHDEV {
+                let m: Vec<proto::Metric> = snap
+                    .iter()
+                    .filter_map(|(port, c)| {
+                        let v = c.iter().find(|(k, _)| k == field)?.1;
+                        Some(counter(&[("port", port)], v))
+                    })
+                    .collect();
+                out.push(family, m);
+            }
+            let xstats: Vec<proto::Metric> = snap
+                .iter()
+                .flat_map(|(port, c)| {
+                    c.iter().filter_map(move |(k, v)| {
+                        let name = k.strip_prefix("xstat_")?;
+                        Some(gauge(&[("port", port), ("name", name)], *v as f64))
+                    })
+                })
+                .collect();
+            out.push("pktwarp_port_xstat", xstats);
+        }
         out.fams
     }
 }
@@ -545,6 +598,82 @@ mod tests {
             assert_eq!(ty == "counter", name.ends_with("_total"), "{name} {ty}");
         }
         assert!(!text.contains("pktwarp_gpu_kernel"));
+    }
+
+    /// A port that keeps counters of its own, as a DPDK port does.
+    struct CountingPort(Arc<std::sync::Mutex<Vec<(String, u64)>>>);
+
+    impl crate::port::RxPort for CountingPort {
+        fn rx_burst(
+            &mut self,
+            _: &mut crate::burst::Burst,
+            _: usize,
+        ) -> Result<crate::port::RxStatus, crate::port::PortError> {
+            Ok(crate::port::RxStatus::End)
+        }
+        fn name(&self) -> &str {
+            "dpdk:net_test0"
+        }
+        fn counter_source(&self) -> Option<crate::port::CounterSource> {
+            let c = Arc::clone(&self.0);
+            Some(Arc::new(move || c.lock().ok().map(|v| v.clone())))
+        }
+    }
+
+    #[test]
+    fn port_counters_come_from_the_board() {
+        let (c, _) = collector(3, None);
+        let values = Arc::new(std::sync::Mutex::new(vec![
+            ("ethdev_ipackets".to_string(), 7u64),
+            ("ethdev_obytes".to_string(), 900),
+            ("xstat_rx_good_packets".to_string(), 7),
+            ("pktwarp_tx_full".to_string(), 1),
+        ]));
+        let board = Arc::new(crate::port::PortCounterBoard::default());
+        let ports: Vec<Box<dyn crate::port::RxPort>> =
+            vec![Box::new(CountingPort(Arc::clone(&values)))];
+        board.watch(&ports, &["wire".to_string()]);
+        let exp = Exposition::new(c.with_port_counters(Arc::clone(&board))).unwrap();
+        let text = String::from_utf8(exp.render().unwrap()).unwrap();
+        // Nothing read yet: no port samples.
+        assert!(!text.contains("pktwarp_port_rx_frames_total{"), "{text}");
+        board.refresh();
+        let text = String::from_utf8(exp.render().unwrap()).unwrap();
+        assert_eq!(
+            value(&text, r#"pktwarp_port_rx_frames_total{port="wire"}"#),
+            7.0
+        );
+        assert_eq!(
+            value(&text, r#"pktwarp_port_tx_bytes_total{port="wire"}"#),
+            900.0
+        );
+        assert_eq!(
+            value(
+                &text,
+                r#"pktwarp_port_xstat{port="wire",name="rx_good_packets"}"#
+            ),
+            7.0
+        );
+        // A later value shows only after the next refresh; a published final value wins.
+        values.lock().unwrap()[0].1 = 9;
+        let text = String::from_utf8(exp.render().unwrap()).unwrap();
+        assert_eq!(
+            value(&text, r#"pktwarp_port_rx_frames_total{port="wire"}"#),
+            7.0
+        );
+        board.publish(&[(
+            "dpdk:net_test0".to_string(),
+            vec![("ethdev_ipackets".to_string(), 11)],
+        )]);
+        let text = String::from_utf8(exp.render().unwrap()).unwrap();
+        assert_eq!(
+            value(&text, r#"pktwarp_port_rx_frames_total{port="wire"}"#),
+            11.0
+        );
+        for l in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+            let (name, ty) = l.split_once(' ').unwrap();
+            assert_eq!(ty == "counter", name.ends_with("_total"), "{name} {ty}");
+        }
     }
 
     #[test]

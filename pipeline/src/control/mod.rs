@@ -35,6 +35,9 @@ pub const EXIT_DRAIN_TIMEOUT: i32 = 3;
 pub const EXIT_STALL: i32 = 4;
 /// Exit status on a second SIGTERM / SIGINT.
 pub const EXIT_FORCED: i32 = 130;
+/// How often the control thread re-reads the ports' own counters (DPDK ethdev stats and
+/// xstats) for the metrics.
+pub const PORT_COUNTERS_PERIOD: Duration = Duration::from_secs(1);
 
 /// Watchdog readings of one queue, for the metrics.
 #[derive(Debug, Default)]
@@ -184,7 +187,8 @@ impl Control {
                 Arc::clone(&p.pipeline),
                 Arc::clone(&state),
                 info,
-            );
+            )
+            .with_port_counters(Arc::clone(&shared.port_counters));
             let server = MetricsServer::start(addr, Exposition::new(collector)?)?;
             tracing::info!(
                 event = "metrics_listen",
@@ -359,6 +363,9 @@ fn control_loop(
     // rule file gets loaded because the editor was still saving).
     let mut pending_change: Option<(Option<SystemTime>, Option<SystemTime>)> = None;
     let mut next_watch = Instant::now() + lp.watch_interval;
+    // Port counters: read now, then every PORT_COUNTERS_PERIOD (here, never on a data path).
+    shared.port_counters.refresh();
+    let mut next_port_counters = Instant::now() + PORT_COUNTERS_PERIOD;
     loop {
         match rx.recv_timeout(tick) {
             Ok(Event::Reload(trigger)) => {
@@ -391,6 +398,10 @@ fn control_loop(
             );
             fatal(&lp.on_fatal, EXIT_DRAIN_TIMEOUT);
             return;
+        }
+        if now >= next_port_counters {
+            next_port_counters = now + PORT_COUNTERS_PERIOD;
+            shared.port_counters.refresh();
         }
         if lp.watch_rules && now >= next_watch {
             next_watch = now + lp.watch_interval;

@@ -64,6 +64,8 @@ pub struct CpuShared {
     pub stop: AtomicBool,
     /// Frames received so far over all ports (for the progress bar).
     pub rx_total: AtomicU64,
+    /// The receiving ports' own counters for the metrics (refreshed by the control thread).
+    pub port_counters: Arc<crate::port::PortCounterBoard>,
 }
 
 impl CpuShared {
@@ -76,6 +78,7 @@ impl CpuShared {
                 .collect(),
             stop: AtomicBool::new(false),
             rx_total: AtomicU64::new(0),
+            port_counters: Arc::default(),
         })
     }
 }
@@ -723,15 +726,18 @@ pub mod zero_copy {
             if steer {
                 // One queue (see zero_copy_refusal): steering rules can only drop here.
                 for (i, d) in steer_drop.iter_mut().enumerate().take(n) {
-                    *d = spec.steering.steer(burst.frame(i), &mut meta, nq).1.is_some();
+                    *d = spec
+                        .steering
+                        .steer(burst.frame(i), &mut meta, nq)
+                        .1
+                        .is_some();
                 }
                 let gone = burst.retain(|i| !steer_drop[i]);
                 c.drops[DropReason::SteeringDrop as usize].add(gone as u64);
             }
             spec.pipeline
                 .run_frames(burst.frames(), &mut metas, &mut verdicts, c);
-            c.burst_latency
-                .observe_ns(t0.elapsed().as_nanos() as u64);
+            c.burst_latency.observe_ns(t0.elapsed().as_nanos() as u64);
             burst.retain(|i| verdicts.get(i).is_some_and(|v| v.action.forwards()));
             let wanted = burst.len();
             if wanted == 0 {

@@ -1,6 +1,8 @@
 //! Ports: sources and sinks of frames. Backends: `pcap` (file replay and record), `gen`
 //! (built-in traffic generator); `dpdk` and `doca` arrive behind cargo features.
 
+use std::sync::{Arc, Mutex};
+
 use crate::burst::Burst;
 
 #[cfg(feature = "dpdk")]
@@ -48,6 +50,98 @@ pub trait RxPort: Send {
     /// port: ethdev stats, xstats and its drop counters); empty when it keeps none.
     fn port_counters(&self) -> Vec<(String, u64)> {
         Vec::new()
+    }
+    /// A reader of [`RxPort::port_counters`] the control thread can call while the executor
+    /// owns the port (`None` when the backend keeps no counters of its own).
+    fn counter_source(&self) -> Option<CounterSource> {
+        None
+    }
+}
+
+/// Reads a port's own counters from any thread; `None` once the port is closed.
+pub type CounterSource = Arc<dyn Fn() -> Option<Vec<(String, u64)>> + Send + Sync>;
+
+/// The receiving ports' own counters (a DPDK port: ethdev stats, xstats) as the metrics
+/// endpoint shows them. The control thread refreshes them periodically ([`Self::refresh`]),
+/// never the data path; the end of a run publishes the summary's final values
+/// ([`Self::publish`]), so a lingering daemon serves exactly what its summary says.
+#[derive(Default)]
+pub struct PortCounterBoard {
+    inner: Mutex<Board>,
+}
+
+#[derive(Default)]
+struct Board {
+    /// (config name, RxPort name, reader)
+    sources: Vec<(String, String, CounterSource)>,
+    /// (config name, counters), in config order.
+    snapshot: Vec<(String, Vec<(String, u64)>)>,
+}
+
+impl PortCounterBoard {
+    /// Registers the receiving ports that keep counters (`names`: their config names, in the
+    /// same order as `ports`).
+    pub fn watch(&self, ports: &[Box<dyn RxPort>], names: &[String]) {
+        if let Ok(mut b) = self.inner.lock() {
+            for (p, n) in ports.iter().zip(names) {
+                if let Some(src) = p.counter_source() {
+                    b.sources.push((n.clone(), p.name().to_string(), src));
+                    b.snapshot.push((n.clone(), Vec::new()));
+                }
+            }
+        }
+    }
+
+    /// Reads every registered port that is still open (control thread only: a DPDK port's
+    /// stats call takes microseconds and must not run on a data-path thread).
+    pub fn refresh(&self) {
+        let sources: Vec<(String, CounterSource)> = match self.inner.lock() {
+            Ok(b) => b
+                .sources
+                .iter()
+                .map(|(n, _, s)| (n.clone(), Arc::clone(s)))
+                .collect(),
+            Err(_) => return,
+        };
+        // Read without holding the lock (a scrape must not wait on the device).
+        let fresh: Vec<(String, Vec<(String, u64)>)> = sources
+            .into_iter()
+            .filter_map(|(n, s)| s().map(|c| (n, c)))
+            .collect();
+        self.store(fresh);
+    }
+
+    /// Stores final counters, as the run summary gives them (keyed by RxPort name).
+    pub fn publish(&self, by_port: &[(String, Vec<(String, u64)>)]) {
+        let named: Vec<(String, Vec<(String, u64)>)> = match self.inner.lock() {
+            Ok(b) => by_port
+                .iter()
+                .filter_map(|(label, c)| {
+                    let (n, _, _) = b.sources.iter().find(|(_, l, _)| l == label)?;
+                    Some((n.clone(), c.clone()))
+                })
+                .collect(),
+            Err(_) => return,
+        };
+        self.store(named);
+    }
+
+    fn store(&self, fresh: Vec<(String, Vec<(String, u64)>)>) {
+        if let Ok(mut b) = self.inner.lock() {
+            for (n, c) in fresh {
+                if let Some(slot) = b.snapshot.iter_mut().find(|(m, _)| *m == n) {
+                    slot.1 = c;
+                }
+            }
+        }
+    }
+
+    /// The last values read: (config port name, counters).
+    pub fn snapshot(&self) -> Vec<(String, Vec<(String, u64)>)> {
+        self.inner
+            .lock()
+            .map(|b| b.snapshot.clone())
+            .unwrap_or_default()
     }
 }
 

@@ -357,7 +357,12 @@ impl DpdkRx {
             // SAFETY: started port, valid queue; mbufs has room for `want` <= MAX_BURST
             // pointers.
             let n = unsafe {
-                sys::pw_rte_eth_rx_burst(inner.setup.port_id, q, burst.mbufs.as_mut_ptr(), want as u16)
+                sys::pw_rte_eth_rx_burst(
+                    inner.setup.port_id,
+                    q,
+                    burst.mbufs.as_mut_ptr(),
+                    want as u16,
+                )
             } as usize;
             if n == 0 {
                 continue;

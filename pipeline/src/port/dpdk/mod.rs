@@ -1200,6 +1200,16 @@ impl RxPort for DpdkRx {
     fn port_counters(&self) -> Vec<(String, u64)> {
         self.port.counters()
     }
+
+    fn counter_source(&self) -> Option<crate::port::CounterSource> {
+        // Weak: the metrics never keep a device open after the run let go of it.
+        let inner = Arc::downgrade(&self.port.inner);
+        let index = self.port.index;
+        Some(Arc::new(move || {
+            let inner = inner.upgrade()?;
+            Some(DpdkPort { inner, index }.counters())
+        }))
+    }
 }
 
 /// Transmits on one of a port's TX queues; implements [`TxPort`].
