@@ -258,9 +258,7 @@ fn zero_copy_pcap_to_pcap_is_byte_identical_afs() {
 /// A classic pcap file holding `frames` (Ethernet).
 fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
     let mut b = Vec::new();
-    for v in [0xa1b2_c3d4u32] {
-        b.extend_from_slice(&v.to_le_bytes());
-    }
+    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
     b.extend_from_slice(&2u16.to_le_bytes());
     b.extend_from_slice(&4u16.to_le_bytes());
     for v in [0u32, 0, 65535, 1] {
