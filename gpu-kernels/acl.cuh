@@ -1,7 +1,8 @@
 /* Stage `acl`: the ACL matcher over the flat image built by flow_rules::acl::compile (layout in
  * the ACL section of pktwarp_abi.h). The same walk as AclClassifier::classify in Rust; compiled
- * for the GPU (one thread per packet inside the persistent kernel) and for the host (tests hold
- * it equal to the Rust matcher: flow-rules/csrc/host_acl.cpp).
+ * for the GPU (one thread per packet, or a group of lanes per packet when a burst leaves threads
+ * spare: pw_acl_classify_group) and for the host (tests hold both equal to the Rust matcher:
+ * flow-rules/csrc/host_acl.cpp).
  *
  * GPU notes: the image is read-only for a kernel's lifetime (epoch swap), so loads go through
  * __ldg (read-only cache); a node walk is one dependent load per level, a leaf is a few
