@@ -83,13 +83,14 @@ struct Fwd {
     counters: QueueCounters,
     metas: Vec<PacketMeta>,
     verdicts: Vec<Verdict>,
-    mbufs: MbufBurst,
+    /// One per direction, as testpmd's io forwarding has one array per stream.
+    mbufs: [MbufBurst; 2],
     burst: Burst,
 }
 
 impl Fwd {
-    /// One RX burst from `rx` forwarded to `tx`: (received, sent).
-    fn step(&mut self, rx: &mut DpdkRx, tx: &mut DpdkTx) -> (u64, u64) {
+    /// One RX burst from `rx` forwarded to `tx` (direction `dir`): (received, sent).
+    fn step(&mut self, dir: usize, rx: &mut DpdkRx, tx: &mut DpdkTx) -> (u64, u64) {
         if self.way == Way::Copy {
             self.burst.clear();
             return match rx.rx_burst(&mut self.burst, 32).expect("rx") {
@@ -101,20 +102,21 @@ impl Fwd {
                 _ => (0, 0),
             };
         }
-        match rx.rx_mbufs(&mut self.mbufs, 32).expect("rx") {
+        let mbufs = &mut self.mbufs[dir];
+        match rx.rx_mbufs(mbufs, 32).expect("rx") {
             RxStatus::Frames(_) => {
-                let n = self.mbufs.len() as u64;
+                let n = mbufs.len() as u64;
                 if self.way == Way::ZeroCopyStages {
                     self.pipeline.run_frames(
-                        self.mbufs.frames(),
+                        mbufs.frames(),
                         &mut self.metas,
                         &mut self.verdicts,
                         &self.counters,
                     );
                     let v = &self.verdicts;
-                    self.mbufs.retain(|i| v[i].action.forwards());
+                    mbufs.retain(|i| v[i].action.forwards());
                 }
-                (n, tx.tx_mbufs(&mut self.mbufs).expect("tx").sent as u64)
+                (n, tx.tx_mbufs(mbufs).expect("tx").sent as u64)
             }
             _ => (0, 0),
         }
@@ -145,14 +147,14 @@ fn forward(dev: &str, a: &str, b: &str, prime: usize, way: Way) {
         pipeline: Pipeline::new(stages),
         metas: Vec::with_capacity(32),
         verdicts: Vec::with_capacity(32),
-        mbufs: MbufBurst::new(),
+        mbufs: [MbufBurst::new(), MbufBurst::new()],
         burst: Burst::with_capacity(32, 32 * 2048),
     };
     // Warm up (caches, mempool caches, page faults).
     let warm = Instant::now();
     while warm.elapsed() < Duration::from_millis(300) {
-        fwd.step(&mut rxa, &mut txb);
-        fwd.step(&mut rxb, &mut txa);
+        fwd.step(0, &mut rxa, &mut txb);
+        fwd.step(1, &mut rxb, &mut txa);
     }
     let total = Duration::from_secs_f64(seconds());
     let (mut rx, mut sent) = (0u64, 0u64);
@@ -161,8 +163,8 @@ fn forward(dev: &str, a: &str, b: &str, prime: usize, way: Way) {
     // The clock is read every 4096 bursts (a clock_gettime costs ~0.5 us on this VM).
     while start.elapsed() < total {
         for _ in 0..2048 {
-            let (r1, s1) = fwd.step(&mut rxa, &mut txb);
-            let (r2, s2) = fwd.step(&mut rxb, &mut txa);
+            let (r1, s1) = fwd.step(0, &mut rxa, &mut txb);
+            let (r2, s2) = fwd.step(1, &mut rxb, &mut txa);
             rx += r1 + r2;
             sent += s1 + s2;
         }

@@ -114,6 +114,8 @@ pub struct SoftwareHandle {
     shared: Arc<Published>,
     seen: u64,
     cached: Arc<SoftwareSteering>,
+    /// `cached` has no rule (the common case: every rule in the NIC, or none).
+    empty: bool,
 }
 
 impl SoftwareHandle {
@@ -127,11 +129,22 @@ impl SoftwareHandle {
         &self.cached
     }
 
+    /// The current set when it has rules (`None`, the common case, reads nothing else).
+    #[inline(always)]
+    pub fn active(&mut self) -> Option<&Arc<SoftwareSteering>> {
+        let g = self.shared.generation.load(Ordering::Acquire);
+        if g != self.seen {
+            self.reload(g);
+        }
+        (!self.empty).then_some(&self.cached)
+    }
+
     #[cold]
     #[inline(never)]
     fn reload(&mut self, g: u64) {
         if let Ok(cur) = self.shared.current.lock() {
             self.cached = cur.clone();
+            self.empty = self.cached.is_empty();
             self.seen = g;
         }
     }
@@ -166,6 +179,7 @@ impl FlowTable {
         SoftwareHandle {
             shared: self.published.clone(),
             seen: self.published.generation.load(Ordering::Acquire),
+            empty: cached.is_empty(),
             cached,
         }
     }

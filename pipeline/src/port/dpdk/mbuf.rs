@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use dpdk_sys as sys;
 
-use super::{config_err, eal, now_ns, BufferPlacement, DpdkRx, DpdkTx, PortPools, MAX_BURST};
+use super::{config_err, eal, now_ns, DpdkRx, DpdkTx, PortPools, MAX_BURST};
 use crate::burst::FrameDesc;
 use crate::port::{PortError, RxStatus};
 
@@ -60,8 +60,11 @@ pub struct MbufBurst {
     /// time, read once per burst).
     timestamp_ns: u64,
     /// Keeps the pools of the held mbufs alive (a port closed while its mbufs are here would
-    /// otherwise free their pool).
+    /// otherwise free their pool): every receiving port's this burst was used with.
     pools: Vec<Arc<PortPools>>,
+    /// The receiving port's pools of the frames held now (one of `pools`; compared by address,
+    /// so the per-burst check is one comparison).
+    src: *const PortPools,
     /// Scratch for `remove_where` (allocated once).
     freed: Vec<*mut sys::rte_mbuf>,
 }
@@ -96,6 +99,7 @@ impl MbufBurst {
             queue: 0,
             timestamp_ns: 0,
             pools: Vec::new(),
+            src: std::ptr::null(),
             freed: Vec::with_capacity(MAX_BURST),
         }
     }
@@ -268,6 +272,22 @@ impl MbufBurst {
         self.linear.clear();
     }
 
+    /// Whether any frame held is a chain (one header read per frame).
+    #[inline]
+    fn any_chained(&self) -> bool {
+        self.mbufs[..self.len].iter().any(|&m| {
+            // SAFETY: an owned mbuf; only its header is read.
+            unsafe { (*m).nb_segs > 1 }
+        })
+    }
+
+    /// Frees the chained frames (see [`DpdkTx::tx_mbufs`]); returns how many.
+    #[cold]
+    fn remove_chains(&mut self) -> usize {
+        let chained: Vec<bool> = (0..self.len).map(|i| self.is_chained(i)).collect();
+        self.remove_where(|i| chained[i])
+    }
+
     /// Frees the frames for which `gone(i)` holds and compacts the arrays.
     fn remove_where(&mut self, mut gone: impl FnMut(usize) -> bool) -> usize {
         let mut freed = std::mem::take(&mut self.freed);
@@ -301,10 +321,12 @@ impl MbufBurst {
         nf
     }
 
-    fn hold_pools(&mut self, pools: &Arc<PortPools>) {
+    #[cold]
+    fn hold_new_pools(&mut self, pools: &Arc<PortPools>) {
         if !self.pools.iter().any(|p| Arc::ptr_eq(p, pools)) {
             self.pools.push(Arc::clone(pools));
         }
+        self.src = Arc::as_ptr(pools);
     }
 }
 
@@ -325,27 +347,19 @@ impl DpdkRx {
     /// the copying path: a drop fate frees the frame (counted `rx_steering_drop`); a queue fate
     /// is not applied (the frame stays on the queue it arrived on, see docs/dpdk.md). Refuses a
     /// port whose RX buffers are in GPU memory.
+    #[inline]
     pub fn rx_mbufs(&mut self, burst: &mut MbufBurst, max: usize) -> Result<RxStatus, PortError> {
         eal::register_thread();
-        let inner = &self.port.inner;
-        if inner.setup.placement == BufferPlacement::GpuDirect {
-            return Err(config_err(format!(
-                "port {}: rx_mbufs reads frames on the CPU, but RX buffers are in GPU memory (use rx_gpu)",
-                inner.setup.name
-            )));
-        }
-        if !burst.is_empty() {
-            return Err(config_err(format!(
-                "port {}: rx_mbufs needs an empty burst ({} frames still held: send or clear them first)",
-                inner.setup.name,
-                burst.len()
-            )));
+        if self.zc.on_gpu || !burst.is_empty() {
+            return Err(self.rx_mbufs_refusal(burst));
         }
         let want = max.min(self.burst).min(MAX_BURST);
         if want == 0 {
             return Ok(RxStatus::Idle);
         }
-        burst.hold_pools(&inner.pools);
+        if burst.src != self.zc.pools {
+            burst.hold_new_pools(&self.port.inner.pools);
+        }
         let nq = self.queues.len();
         for _ in 0..nq {
             let q = self.queues[self.next];
@@ -357,12 +371,7 @@ impl DpdkRx {
             // SAFETY: started port, valid queue; mbufs has room for `want` <= MAX_BURST
             // pointers.
             let n = unsafe {
-                sys::pw_rte_eth_rx_burst(
-                    inner.setup.port_id,
-                    q,
-                    burst.mbufs.as_mut_ptr(),
-                    want as u16,
-                )
+                sys::pw_rte_eth_rx_burst(self.zc.port_id, q, burst.mbufs.as_mut_ptr(), want as u16)
             } as usize;
             if n == 0 {
                 continue;
@@ -372,15 +381,15 @@ impl DpdkRx {
             burst.prepared = false;
             burst.port = self.port.index;
             burst.queue = q;
-            let sw = self.steering.load();
-            if !sw.is_empty() {
+            if let Some(sw) = self.steering.active() {
                 burst.prepare();
                 let mut drop = [false; MAX_BURST];
                 for (i, d) in drop.iter_mut().enumerate().take(n) {
                     *d = matches!(sw.steer(burst.bytes_of(i)), Some(super::SwFate::Drop));
                 }
                 let gone = burst.remove_where(|i| drop[i]);
-                inner
+                self.port
+                    .inner
                     .counters
                     .rx_steering_drop
                     .fetch_add(gone as u64, Ordering::Relaxed);
@@ -402,6 +411,21 @@ impl DpdkRx {
         }
     }
 
+    #[cold]
+    fn rx_mbufs_refusal(&self, burst: &MbufBurst) -> PortError {
+        let name = &self.port.inner.setup.name;
+        if self.zc.on_gpu {
+            config_err(format!(
+                "port {name}: rx_mbufs reads frames on the CPU, but RX buffers are in GPU memory (use rx_gpu)"
+            ))
+        } else {
+            config_err(format!(
+                "port {name}: rx_mbufs needs an empty burst ({} frames still held: send or clear them first)",
+                burst.len()
+            ))
+        }
+    }
+
     /// The idle time after which this handle reports the end of input (`idle_end_ms`).
     pub fn idle_end(&self) -> Option<Duration> {
         self.idle_end
@@ -409,16 +433,9 @@ impl DpdkRx {
 }
 
 impl DpdkTx {
-    /// Sends every frame of `burst` as it is (the mbufs go to the device; nothing is copied):
-    /// retries `tx_retries` times while the device takes nothing, then frees what it did not
-    /// take and counts it `tx_full`; chains the device cannot send are freed and counted
-    /// `tx_oversize` first. Nothing is dropped silently: `MbufTx::dropped` and the port's
-    /// counters say how many. The burst is empty afterwards.
-    pub fn tx_mbufs(&mut self, burst: &mut MbufBurst) -> Result<MbufTx, PortError> {
-        eal::register_thread();
+    #[cold]
+    fn lend_pools(&mut self, burst: &MbufBurst) -> Result<(), PortError> {
         let inner = &self.port.inner;
-        // The device returns the mbufs to their pools whenever it is done with them, up to its
-        // close: keep those pools alive as long as this port.
         for p in &burst.pools {
             let addr = Arc::as_ptr(p);
             if !self.lent_pools.contains(&addr) {
@@ -436,29 +453,37 @@ impl DpdkTx {
                 self.lent_pools.push(addr);
             }
         }
+        self.last_lent = burst.src;
+        Ok(())
+    }
+
+    /// Sends every frame of `burst` as it is (the mbufs go to the device; nothing is copied):
+    /// retries `tx_retries` times while the device takes nothing, then frees what it did not
+    /// take and counts it `tx_full`; chains the device cannot send are freed and counted
+    /// `tx_oversize` first. Nothing is dropped silently: `MbufTx::dropped` and the port's
+    /// counters say how many. The burst is empty afterwards.
+    #[inline]
+    pub fn tx_mbufs(&mut self, burst: &mut MbufBurst) -> Result<MbufTx, PortError> {
+        eal::register_thread();
+        // The device returns the mbufs to their pools whenever it is done with them, up to its
+        // close: keep those pools alive as long as this port (checked once per new source).
+        if self.last_lent != burst.src && !burst.src.is_null() {
+            self.lend_pools(burst)?;
+        }
         let mut dropped = 0usize;
         // A device without MULTI_SEGS gets no chain (for an unprepared burst that costs one
         // header read per frame; devices with MULTI_SEGS skip it).
-        if !inner.setup.tx_multi_seg && (!burst.prepared || burst.chained > 0) {
-            let mut chained = [false; MAX_BURST];
-            let mut any = false;
-            for (i, c) in chained.iter_mut().enumerate().take(burst.len) {
-                *c = burst.is_chained(i);
-                any |= *c;
-            }
-            let oversize = if any {
-                burst.remove_where(|i| chained[i])
-            } else {
-                0
-            };
-            inner
+        if !self.zc.tx_multi_seg && (!burst.prepared || burst.chained > 0) && burst.any_chained() {
+            let oversize = burst.remove_chains();
+            self.port
+                .inner
                 .counters
                 .tx_oversize
                 .fetch_add(oversize as u64, Ordering::Relaxed);
             dropped += oversize;
         }
         let k = burst.len;
-        let port = inner.setup.port_id;
+        let port = self.zc.port_id;
         let mut sent = 0usize;
         let mut tries = 0u32;
         while sent < k {
@@ -475,7 +500,7 @@ impl DpdkTx {
             sent += got;
             if got == 0 {
                 tries += 1;
-                if tries > inner.opts.tx_retries {
+                if tries > self.zc.tx_retries {
                     break;
                 }
                 std::hint::spin_loop();
@@ -487,7 +512,8 @@ impl DpdkTx {
             unsafe {
                 sys::rte_pktmbuf_free_bulk(burst.mbufs.as_mut_ptr().add(sent), (k - sent) as u32)
             };
-            inner
+            self.port
+                .inner
                 .counters
                 .tx_full
                 .fetch_add((k - sent) as u64, Ordering::Relaxed);

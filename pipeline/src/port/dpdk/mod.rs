@@ -248,6 +248,18 @@ pub(crate) struct HandleCounters {
     pub(crate) tx_frames: crate::counters::Counter,
 }
 
+/// What a handle's zero-copy calls read on every burst, copied out of [`PortInner`] at the
+/// handle's creation (all fixed once the port is open).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ZcFacts {
+    pub(crate) port_id: u16,
+    pub(crate) on_gpu: bool,
+    pub(crate) tx_multi_seg: bool,
+    pub(crate) tx_retries: u32,
+    /// The port's pools (address only; the handle's `port` keeps them alive).
+    pub(crate) pools: *const PortPools,
+}
+
 /// What the handles share; dropping the last one stops and closes the device.
 struct PortInner {
     setup: PortSetup,
@@ -633,7 +645,19 @@ impl DpdkPort {
             idle_end: self.inner.opts.idle_end_ms.map(Duration::from_millis),
             steering: self.inner.flows.software(),
             hc: self.handle_counters(),
+            zc: self.zc_facts(),
         })
+    }
+
+    fn zc_facts(&self) -> ZcFacts {
+        let s = &self.inner.setup;
+        ZcFacts {
+            port_id: s.port_id,
+            on_gpu: s.placement == BufferPlacement::GpuDirect,
+            tx_multi_seg: s.tx_multi_seg,
+            tx_retries: self.inner.opts.tx_retries,
+            pools: Arc::as_ptr(&self.inner.pools),
+        }
     }
 
     /// A fresh set of single-writer counters for a new handle, summed by `counters()`.
@@ -661,7 +685,9 @@ impl DpdkPort {
             mbufs: vec![std::ptr::null_mut(); MAX_BURST],
             stash: Vec::with_capacity(MAX_BURST),
             lent_pools: Vec::new(),
+            last_lent: std::ptr::null(),
             hc: self.handle_counters(),
+            zc: self.zc_facts(),
         })
     }
 
@@ -957,6 +983,8 @@ pub struct DpdkRx {
     steering: flow::SoftwareHandle,
     /// Zero-copy path counts (see [`HandleCounters`]).
     hc: Arc<HandleCounters>,
+    /// Copies of setup facts read on every zero-copy burst (no trip to the shared PortInner).
+    zc: ZcFacts,
 }
 
 // SAFETY: the mbuf array only holds pointers between an rx call and its free inside that call.
@@ -1224,8 +1252,12 @@ pub struct DpdkTx {
     /// Pools whose mbufs `tx_mbufs` already handed to this port (registered in its
     /// `foreign_pools`); compared by address, never dereferenced.
     lent_pools: Vec<*const PortPools>,
+    /// The last burst source checked against `lent_pools`.
+    last_lent: *const PortPools,
     /// Zero-copy path counts (see [`HandleCounters`]).
     hc: Arc<HandleCounters>,
+    /// Copies of setup facts read on every zero-copy burst (no trip to the shared PortInner).
+    zc: ZcFacts,
 }
 
 impl Drop for DpdkTx {
