@@ -424,6 +424,19 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_ctrl, consumer) == 128, "pw_queue_ctrl.con
  * says both "ready" and the burst's size, so the slot is staged in one more round trip instead of
  * two (producer index, then header, then the rest). */
 #define PW_PIPE_SLOT_SEQ 32u
+/* Self-validating slots (the idea of NCCL's LL protocol), for latency: set for a persistent queue
+ * on a `mapped` ring whose largest burst fits PW_LL_MAX_BYTES. The slot holds the burst's logical
+ * bytes (pw_slot_hdr | pw_desc[n_frames] | frame bytes, packed with no gap: frame offsets stay
+ * relative to the byte after the descriptors) in 16-byte granules: bytes 0..12 payload, bytes
+ * 12..16 the burst's seq, each granule written by the host with one aligned 16-byte store. A
+ * granule is valid when its tag equals the burst's seq, so the kernel polls the burst itself:
+ * one PCIe round trip brings "ready" and the frames together (instead of one for the index or
+ * header, then one for the slot). Granule 0's payload is n_frames, data_bytes, seq, which says how
+ * many granules the burst has. A queue uses one format for all its bursts (a granule of another
+ * format could carry a matching tag by chance). */
+#define PW_PIPE_SLOT_LL 64u
+#define PW_LL_PAYLOAD 12u
+#define PW_LL_MAX_BYTES 12288u /* logical bytes of a burst at most (<= the kernel's staging area) */
 
 /* Everything a kernel needs to run one queue; an array of these lives in device memory. Addresses
  * are device addresses (of device memory or of mapped host memory) stored as integers. */

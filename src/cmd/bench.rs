@@ -319,6 +319,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                             burst,
                             threads: None,
                             trace: false,
+                            ll: true,
                         },
                     )?
                     .samples;
@@ -351,13 +352,37 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         md.line("| stages | threads | placement | total | seen->staged | stages | counters | fence | outside the GPU |".into());
         md.line("| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |".into());
         let mut rows = Vec::new();
-        for (name, parse, acl, threads) in [
-            ("count only (transport)", false, None, None),
-            ("parse + count", true, None, None),
-            ("parse + acl + count", true, Some(tables), None),
-            ("parse + acl + count", true, Some(tables), Some(32u32)),
+        let both = [Placement::Device, Placement::Mapped];
+        let mapped = [Placement::Mapped];
+        for (name, parse, acl, threads, ll, placements) in [
+            ("count only (transport)", false, None, None, true, &both[..]),
+            ("parse + count", true, None, None, true, &both[..]),
+            (
+                "parse + acl + count",
+                true,
+                Some(tables),
+                None,
+                true,
+                &both[..],
+            ),
+            (
+                "parse + acl + count",
+                true,
+                Some(tables),
+                Some(32u32),
+                true,
+                &both[..],
+            ),
+            (
+                "parse + acl + count, header poll (ll_slots off)",
+                true,
+                Some(tables),
+                None,
+                false,
+                &mapped[..],
+            ),
         ] {
-            for placement in [Placement::Device, Placement::Mapped] {
+            for &placement in placements {
                 let r = latency(
                     &a,
                     &base,
@@ -369,6 +394,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                         burst: 32,
                         threads,
                         trace: true,
+                        ll,
                     },
                 )?;
                 let lat = &r.samples;
@@ -787,6 +813,8 @@ struct LatCase<'a> {
     threads: Option<u32>,
     /// Record the GPU-side timestamps of every burst (`trace_bursts`).
     trace: bool,
+    /// Self-validating slots where they apply (`ll_slots`).
+    ll: bool,
 }
 
 /// Per-burst latency samples (us, sorted) and, with `trace`, the GPU-side steps of each burst
@@ -810,6 +838,7 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
         device: a.device,
         block_threads: c.threads,
         trace_bursts: c.trace,
+        ll_slots: c.ll,
         ..Default::default()
     };
     let pd = PipelineDesc {

@@ -116,6 +116,18 @@ pub struct Args {
     /// Bursts submitted between two swaps (--reload-torture).
     #[arg(long, default_value_t = 4)]
     pub swap_every: u32,
+    /// Bytes of frame data per ring slot (bursts are cut to fit). Default: 2048 per frame of a
+    /// burst, at least 256 KiB. Small values put persistent `mapped` queues on self-validating
+    /// slots (see `ll_slots`), which this checks like every other path.
+    #[arg(long)]
+    pub slot_data_bytes: Option<u32>,
+}
+
+/// Frame bytes per slot: `--slot-data-bytes`, else 2048 per frame of a burst, at least 256 KiB
+/// (holds any Ethernet frame in the corpus, jumbo included; bursts are cut by bytes too).
+fn slot_data_bytes(a: &Args) -> u32 {
+    a.slot_data_bytes
+        .unwrap_or((a.burst as usize * 2048).max(256 * 1024) as u32)
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -508,7 +520,7 @@ pub fn verify_one(
     // Slots big enough for the largest frame seen so far is not knowable up front for a stream;
     // 256 KiB of data per slot holds any Ethernet frame in the corpus (jumbo included) and
     // bursts are cut by bytes as well as frames below.
-    let data_cap = (a.burst as usize * 2048).max(256 * 1024) as u32;
+    let data_cap = slot_data_bytes(a);
     let opts = GpuOptions {
         mode,
         placement,
@@ -875,7 +887,7 @@ fn reload_torture(a: &Args, swaps: u32) -> anyhow::Result<i32> {
         anyhow::bail!("--reload-torture needs --rules and --rules-b");
     };
     let sets = [load_acl(ra, default)?, load_acl(rb, default)?];
-    let data_cap = (a.burst as usize * 2048).max(256 * 1024) as u32;
+    let data_cap = slot_data_bytes(a);
     let mode: Mode = a
         .mode
         .first()
@@ -1200,6 +1212,7 @@ mod tests {
             device: 0,
             devices: Vec::new(),
             reload_torture: None,
+            slot_data_bytes: None,
             rules_b: None,
             swap_every: 4,
         };
