@@ -306,6 +306,9 @@ fn zero_copy_chained_frames() {
     assert!(ring.setup().tx_multi_seg, "net_ring sends chains");
     let null = DpdkPort::open(&dpdk_common::vdev("net_null22"), 2).expect("null port");
     assert!(!null.setup().tx_multi_seg, "net_null takes no chains");
+    // Which receiving ports may deliver chains (TX checks bursts from those only).
+    assert!(port.setup().rx_may_chain && ring.setup().rx_may_chain);
+    assert!(!null.setup().rx_may_chain);
     let mut rx = port.rx(&[]).expect("rx");
     let (mut ring_rx, mut ring_tx) = (ring.rx(&[]).expect("ring rx"), ring.tx(0).expect("ring tx"));
     let mut null_tx = null.tx(0).expect("null tx");

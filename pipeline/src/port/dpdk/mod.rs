@@ -189,6 +189,11 @@ pub struct PortSetup {
     pub tx_offloads: u64,
     /// TX may chain mbufs for frames larger than one buffer.
     pub tx_multi_seg: bool,
+    /// RX may deliver mbuf chains: the device can scatter, or takes chains on TX (loopback
+    /// drivers such as net_ring hand back what was sent), or is net_pcap (which chains frames
+    /// larger than one buffer whatever the offloads). Zero-copy TX to a device without
+    /// MULTI_SEGS checks bursts for chains only when they come from such a port.
+    pub rx_may_chain: bool,
     /// Where RX buffers live.
     pub placement: BufferPlacement,
 }
@@ -255,6 +260,7 @@ pub(crate) struct ZcFacts {
     pub(crate) port_id: u16,
     pub(crate) on_gpu: bool,
     pub(crate) tx_multi_seg: bool,
+    pub(crate) rx_may_chain: bool,
     pub(crate) tx_retries: u32,
     /// The port's pools (address only; the handle's `port` keeps them alive).
     pub(crate) pools: *const PortPools,
@@ -452,6 +458,11 @@ impl DpdkPort {
             conf.txmode.offloads |= off_multi;
             setup.tx_multi_seg = true;
         }
+        // SAFETY: constant getter without preconditions.
+        let off_scatter = unsafe { sys::pw_eth_rx_offload_scatter() };
+        setup.rx_may_chain = info.rx_offload_capa & off_scatter != 0
+            || info.tx_offload_capa & off_multi != 0
+            || driver == "net_pcap";
         // MBUF_FAST_FREE is not enabled even where offered: it requires every mbuf of a TX
         // queue to come from one pool, and zero-copy forwarding (DpdkTx::tx_mbufs) sends mbufs
         // of the receiving port's pools next to this port's own TX mbufs.
@@ -655,6 +666,7 @@ impl DpdkPort {
             port_id: s.port_id,
             on_gpu: s.placement == BufferPlacement::GpuDirect,
             tx_multi_seg: s.tx_multi_seg,
+            rx_may_chain: s.rx_may_chain,
             tx_retries: self.inner.opts.tx_retries,
             pools: Arc::as_ptr(&self.inner.pools),
         }
