@@ -255,24 +255,6 @@ fn zero_copy_pcap_to_pcap_is_byte_identical_afs() {
     );
 }
 
-/// A classic pcap file holding `frames` (Ethernet).
-fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
-    let mut b = Vec::new();
-    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    b.extend_from_slice(&2u16.to_le_bytes());
-    b.extend_from_slice(&4u16.to_le_bytes());
-    for v in [0u32, 0, 65535, 1] {
-        b.extend_from_slice(&v.to_le_bytes());
-    }
-    for (i, f) in frames.iter().enumerate() {
-        for v in [1_700_000_000u32, i as u32, f.len() as u32, f.len() as u32] {
-            b.extend_from_slice(&v.to_le_bytes());
-        }
-        b.extend_from_slice(f);
-    }
-    std::fs::write(path, b).expect("write pcap");
-}
-
 /// Frames larger than one mbuf arrive from net_pcap as mbuf chains: the zero-copy path reads
 /// each as one contiguous frame (copied once), sends the chain as it is to a device that takes
 /// chains (net_ring, looped back: the same bytes come out), and frees and counts
@@ -288,7 +270,7 @@ fn zero_copy_chained_frames() {
         .enumerate()
         .map(|(i, &n)| dpdk_common::frame(17, [10, 0, 0, 1], [10, 0, 0, 2], 7, 9, n, i as u32))
         .collect();
-    write_pcap(&input, &frames);
+    dpdk_common::write_pcap(&input, &frames);
     let pcap_in = |id: u32, index: u16| {
         let mut o = dpdk_common::vdev(&format!("net_pcap{id},rx_pcap={}", input.display()));
         o.idle_end_ms = Some(300);

@@ -149,3 +149,21 @@ pub fn run_child_in_netns(ns: &str, child: &str, child_env: &str) -> (bool, Stri
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Writes a classic pcap file (microsecond timestamps, Ethernet) holding `frames`.
+pub fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    for v in [0u32, 0, 65535, 1] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    for (i, f) in frames.iter().enumerate() {
+        for v in [1_700_000_000u32, i as u32, f.len() as u32, f.len() as u32] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(f);
+    }
+    std::fs::write(path, b).expect("write pcap");
+}

@@ -1,0 +1,191 @@
+//! The CPU executor's zero-copy path (DPDK in and out) through the daemon API, with a real EAL:
+//! steering drops, parse drops and passes land exactly where the copying path would put them,
+//! the output capture holds the passed frames byte for byte, and the reasons the daemon gives
+//! for not choosing zero-copy.
+
+#![cfg(feature = "dpdk")]
+
+mod dpdk_common;
+
+use std::sync::Arc;
+
+use pipeline::config::OnFull;
+use pipeline::executor::cpu::zero_copy::zero_copy_refusal;
+use pipeline::executor::cpu::{CpuRunSpec, CpuShared};
+use pipeline::port::dpdk::DpdkPort;
+use pipeline::port::pcap::CaptureReader;
+use pipeline::stage::{Pipeline, Stage};
+use pipeline::steer::Steering;
+
+fn frames_of(path: &std::path::Path) -> Vec<Vec<u8>> {
+    let mut r = CaptureReader::open(path).expect("open capture");
+    let mut out = Vec::new();
+    while let Some(f) = r.next_frame().expect("read capture") {
+        out.push(f.data.to_vec());
+    }
+    out
+}
+
+#[test]
+fn pktwarp_run_forwards_zero_copy_with_steering_and_parse_drops() {
+    let dir = dpdk_common::scratch("zc-daemon");
+    let input = dir.join("in.pcap");
+    let output = dir.join("out.pcap");
+    // 300 frames: every 5th is DNS (dropped by the steering rule), every 7th truncated to 20
+    // bytes (a parse error), the rest pass.
+    let mut frames = Vec::new();
+    let (mut dns, mut bad) = (0u64, 0u64);
+    for i in 0..300u32 {
+        let f = if i % 5 == 0 {
+            dns += 1;
+            dpdk_common::frame(17, [10, 0, 0, 1], [10, 0, 0, 53], 4000, 53, 80, i)
+        } else if i % 7 == 0 {
+            bad += 1;
+            dpdk_common::frame(6, [10, 0, 0, 2], [10, 0, 0, 3], 4000, 80, 100, i)[..20].to_vec()
+        } else {
+            dpdk_common::frame(
+                6,
+                [10, 0, 0, 2],
+                [10, 0, 0, 3],
+                4000,
+                80,
+                60 + i as usize,
+                i,
+            )
+        };
+        frames.push(f);
+    }
+    dpdk_common::write_pcap(&input, &frames);
+    std::fs::write(
+        dir.join("steer.yaml"),
+        "queues: 1\nrules:\n  - name: drop-dns\n    match:\n      udp: { dst_port: 53 }\n    actions: [drop]\n",
+    )
+    .expect("write steering rules");
+    let eal: Vec<String> = dpdk_common::eal_args()
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect();
+    let cfg = dir.join("zc.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "ports:
+  - name: wire
+    dpdk:
+      eal_args: [{}]
+      vdev: \"net_pcap40,rx_pcap={},tx_pcap={}\"
+      mempool_size: 2047
+      rx_descriptors: 256
+      tx_descriptors: 256
+      idle_end_ms: 300
+queues: {{ count: 1, burst: 32 }}
+steering: {{ rules: steer.yaml }}
+pipeline: [parse, count]
+executor: {{ kind: cpu }}
+metrics: {{ enabled: false }}
+output: {{ port: wire }}
+",
+            eal.join(", "),
+            input.display(),
+            output.display()
+        ),
+    )
+    .expect("write config");
+    let cfg = pipeline::config::load(&cfg).expect("config");
+    let p = pipeline::daemon::prepare(cfg).expect("prepare");
+    let ports = pipeline::daemon::open_ports(&p.cfg).expect("open ports");
+    let shared = CpuShared::new(&p.cpu_spec());
+    let s = pipeline::daemon::run_cpu(&p, &shared, ports);
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+    assert_eq!(s.forwarding, "zero_copy", "{s:?}");
+    let drop = |r: &str| s.drops.iter().find(|(k, _)| k == r).map_or(0, |(_, n)| *n);
+    assert_eq!(s.rx_frames, frames.len() as u64);
+    assert_eq!(drop("steering_drop"), dns, "{s:?}");
+    assert_eq!(drop("parse_error"), bad, "{s:?}");
+    assert_eq!(s.tx_frames, frames.len() as u64 - dns - bad, "{s:?}");
+    assert_eq!(drop("tx_error"), 0);
+    // count saw the passed frames and their bytes.
+    let passed: Vec<&Vec<u8>> = frames
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 5 != 0 && i % 7 != 0)
+        .map(|(_, f)| f)
+        .collect();
+    let bytes: u64 = passed.iter().map(|f| f.len() as u64).sum();
+    assert_eq!(s.counted, vec![(1, passed.len() as u64, bytes)]);
+    assert_eq!(s.tx_bytes, bytes);
+    let ipackets = s.port_counters[0]
+        .1
+        .iter()
+        .find(|(k, _)| k == "ethdev_ipackets")
+        .map(|(_, v)| *v);
+    assert_eq!(ipackets, Some(frames.len() as u64));
+    check_output(&output, &passed);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The devices were closed when run_cpu returned (pcap dumper flushed): the output holds the
+/// passed frames, in order, byte for byte.
+fn check_output(output: &std::path::Path, passed: &[&Vec<u8>]) {
+    let got = frames_of(output);
+    assert_eq!(got.len(), passed.len());
+    for (i, (g, w)) in got.iter().zip(passed).enumerate() {
+        assert_eq!(g, *w, "frame {i} differs");
+    }
+}
+
+fn spec(queues: usize, rules: bool) -> CpuRunSpec {
+    let mut steering = Steering::rss_only(queues as u16).expect("steering");
+    if rules {
+        let dir = dpdk_common::scratch("zc-rules");
+        let f = dir.join("s.yaml");
+        std::fs::write(
+            &f,
+            "queues: 2\nrules:\n  - name: q1\n    match:\n      udp: { dst_port: 53 }\n    actions: [{ queue: 1 }]\n",
+        )
+        .expect("rules");
+        let cfg = dir.join("c.yaml");
+        std::fs::write(
+            &cfg,
+            "ports: [{ name: g, gen: { count: 1 } }]\nqueues: { count: 2 }\nsteering: { rules: s.yaml }\npipeline: [parse]\n",
+        )
+        .expect("cfg");
+        let c = pipeline::config::load(&cfg).expect("config");
+        steering = Steering::from_config(&c).expect("steering rules");
+    }
+    CpuRunSpec {
+        queues,
+        burst: 32,
+        ring_slots: 8,
+        on_full: OnFull::Wait,
+        pipeline: Arc::new(Pipeline::new(vec![Stage::Parse])),
+        steering: Arc::new(steering),
+        observer: None,
+    }
+}
+
+#[test]
+fn zero_copy_is_refused_with_a_reason() {
+    let mut o = dpdk_common::vdev("net_ring41");
+    o.rx_queues = 2;
+    o.tx_queues = 1;
+    let two_rx = DpdkPort::open(&o, 0).expect("ring port");
+    let mut o = dpdk_common::vdev("net_ring42");
+    o.rx_queues = 2;
+    o.tx_queues = 2;
+    let two_both = DpdkPort::open(&o, 1).expect("ring port");
+    // One queue: always possible.
+    assert_eq!(zero_copy_refusal(&spec(1, false), &two_rx, &two_rx), None);
+    // Two workers need two TX queues on the output port.
+    let why = zero_copy_refusal(&spec(2, false), &two_rx, &two_rx).expect("refused");
+    assert!(why.contains("TX queues"), "{why}");
+    assert_eq!(zero_copy_refusal(&spec(2, false), &two_rx, &two_both), None);
+    // Steering rules with several queues: a frame cannot move between workers.
+    let why = zero_copy_refusal(&spec(2, true), &two_both, &two_both).expect("refused");
+    assert!(why.contains("steering rules"), "{why}");
+    // An observer reads copied bursts.
+    let mut s = spec(1, false);
+    s.observer = Some(Arc::new(|_, _, _, _, _| {}));
+    let why = zero_copy_refusal(&s, &two_rx, &two_rx).expect("refused");
+    assert!(why.contains("observer"), "{why}");
+}
