@@ -194,11 +194,7 @@ PW_DEVICE uint32_t pw_acl_chunk_decide(uint32_t match, uint32_t end, uint32_t *l
 
 #if PW_GPU
 /* `gl` = this lane's index in its group of `gsize`; every lane of the group calls it with the same
- * key. The trees' node walks (a chain of dependent loads each) run side by side, lane t walking
- * tree t (in batches of gsize trees); then the leaves are scanned in tree order with the whole
- * group, stopping as pw_acl_classify does (a tree whose smallest rule is >= the best so far ends
- * the lookup), so the answer is the same: walking a tree the one-thread loop skips reads more but
- * decides nothing. */
+ * key (so the group takes one path through the trees). */
 __device__ __forceinline__ uint32_t pw_acl_classify_group(const pw_acl_tables *t, const pw_acl_key *k,
                                                           uint32_t gl, uint32_t gsize) {
     uint32_t kw[11];
@@ -208,37 +204,22 @@ __device__ __forceinline__ uint32_t pw_acl_classify_group(const pw_acl_tables *t
     const uint32_t gbits = gsize >= 32u ? 0xFFFFFFFFu : (1u << gsize) - 1u;
     const uint32_t gmask = gbits << gbase;
     uint32_t best = PW_ACL_NO_MATCH;
-    for (uint32_t tb = 0; tb < v.ntrees; tb += gsize) {
-        const uint32_t ti = tb + gl;
-        uint32_t my_leaf = PW_ACL_REF_EMPTY, my_min = PW_ACL_NO_MATCH;
-        if (ti < v.ntrees) {
-            uint32_t r;
-            my_min = pw_acl_tree(&v, ti, &r);
-            my_leaf = pw_acl_tree_leaf(&v, r, kw);
+    for (uint32_t ti = 0; ti < v.ntrees; ti++) {
+        uint32_t r;
+        if (pw_acl_tree(&v, ti, &r) >= best) break;
+        r = pw_acl_tree_leaf(&v, r, kw);
+        if (r == PW_ACL_REF_EMPTY) continue;
+        for (uint32_t base = r & ~PW_ACL_REF_LEAF;; base += gsize) {
+            uint32_t idx;
+            uint32_t f = pw_acl_lane_eval(&v, base + gl, kw, best, &idx);
+            uint32_t m = (__ballot_sync(gmask, f & PW_ACL_LANE_MATCH) >> gbase) & gbits;
+            uint32_t e = (__ballot_sync(gmask, f & PW_ACL_LANE_END) >> gbase) & gbits;
+            uint32_t lane = 0;
+            uint32_t d = pw_acl_chunk_decide(m, e, &lane);
+            if (d == 2u) continue;
+            if (d == 1u) best = __shfl_sync(gmask, idx, gbase + lane);
+            break;
         }
-        const uint32_t nb = v.ntrees - tb < gsize ? v.ntrees - tb : gsize;
-        bool stop = false;
-        for (uint32_t j = 0; j < nb; j++) {
-            const uint32_t tmin = __shfl_sync(gmask, my_min, gbase + j);
-            const uint32_t r = __shfl_sync(gmask, my_leaf, gbase + j);
-            if (tmin >= best) {
-                stop = true;
-                break;
-            }
-            if (r == PW_ACL_REF_EMPTY) continue;
-            for (uint32_t base = r & ~PW_ACL_REF_LEAF;; base += gsize) {
-                uint32_t idx;
-                uint32_t f = pw_acl_lane_eval(&v, base + gl, kw, best, &idx);
-                uint32_t m = (__ballot_sync(gmask, f & PW_ACL_LANE_MATCH) >> gbase) & gbits;
-                uint32_t e = (__ballot_sync(gmask, f & PW_ACL_LANE_END) >> gbase) & gbits;
-                uint32_t lane = 0;
-                uint32_t d = pw_acl_chunk_decide(m, e, &lane);
-                if (d == 2u) continue;
-                if (d == 1u) best = __shfl_sync(gmask, idx, gbase + lane);
-                break;
-            }
-        }
-        if (stop) break;
     }
     return best;
 }

@@ -306,7 +306,7 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_family, records_off) == 16, "pw_acl_family.r
  * The host (or a GPUDirect NIC) fills slot (seq % slots) and then publishes producer = seq + 1;
  * a queue is served by `ctas` CTAs (CTA j takes bursts j, j + ctas, ...), which write one
  * pw_verdict per frame (and the metadata when asked) into host-visible memory, then, after
- * __threadfence_system(), done[slot] = seq + 1. The host reads bursts back in order.
+ * a release store, done[slot] = seq + 1. The host reads bursts back in order.
  * Indices are free-running 32-bit counts of bursts (wrap-safe: compare by difference). */
 #define PW_GPU_MAX_BURST 1024u /* frames per burst, at most */
 #define PW_SLOT_ALIGN 256u     /* every slot and its data area start on this boundary */
@@ -424,19 +424,6 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_ctrl, consumer) == 128, "pw_queue_ctrl.con
  * says both "ready" and the burst's size, so the slot is staged in one more round trip instead of
  * two (producer index, then header, then the rest). */
 #define PW_PIPE_SLOT_SEQ 32u
-/* Self-validating slots (the idea of NCCL's LL protocol), for latency: set for a persistent queue
- * on a `mapped` ring whose largest burst fits PW_LL_MAX_BYTES. The slot holds the burst's logical
- * bytes (pw_slot_hdr | pw_desc[n_frames] | frame bytes, packed with no gap: frame offsets stay
- * relative to the byte after the descriptors) in 16-byte granules: bytes 0..12 payload, bytes
- * 12..16 the burst's seq, each granule written by the host with one aligned 16-byte store. A
- * granule is valid when its tag equals the burst's seq, so the kernel polls the burst itself:
- * one PCIe round trip brings "ready" and the frames together (instead of one for the index or
- * header, then one for the slot). Granule 0's payload is n_frames, data_bytes, seq, which says how
- * many granules the burst has. A queue uses one format for all its bursts (a granule of another
- * format could carry a matching tag by chance). */
-#define PW_PIPE_SLOT_LL 64u
-#define PW_LL_PAYLOAD 12u
-#define PW_LL_MAX_BYTES 12288u /* logical bytes of a burst at most (<= the kernel's staging area) */
 
 /* Everything a kernel needs to run one queue; an array of these lives in device memory. Addresses
  * are device addresses (of device memory or of mapped host memory) stored as integers. */
@@ -468,15 +455,15 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_desc, trace) == 112, "pw_queue_desc.trace"
 
 /* Where a burst's time goes on the GPU (latency analysis; written only when the queue has a trace
  * buffer): %globaltimer (ns) at each step, one record per slot, written before the burst's done
- * word. A record is complete once the NEXT burst of its queue is done (that burst's system fence
- * orders it), so the host reads burst k's record after burst k + 1. */
+ * word (ordered by its release store). The host reads burst k's record once it has reaped burst
+ * k + ctas, and before the slot's next lap rewrites it. */
 typedef struct pw_burst_trace {
     uint64_t seq;    /*  0 burst sequence number + 1 (0: never written) */
     uint64_t seen;   /*  8 the kernel saw the burst (persistent: its producer index; else kernel start) */
     uint64_t staged; /* 16 slot header, descriptors and frames in shared memory (or not staged) */
     uint64_t ran;    /* 24 every frame's stages done, verdicts stored */
     uint64_t merged; /* 32 queue counters merged */
-    uint64_t fenced; /* 40 after __threadfence_system, just before the done word */
+    uint64_t fenced; /* 40 just before the done word's release store (trace record written) */
     uint64_t reserved[2];
 } pw_burst_trace;
 PW_STATIC_ASSERT(sizeof(pw_burst_trace) == 64, "pw_burst_trace size");

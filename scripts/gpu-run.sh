@@ -52,11 +52,6 @@ step verify-groups-acl1 60 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules
 step verify-groups-fw1 60 "$BIN" verify --trace "$CB/fw1_10K_trace.gz" --rules "$CB/fw1_10K" --burst 8 --mode persistent,launch --placement mapped --queues 2 --ctas 2 --json "$RES/verify-groups-fw1.json"
 step verify-groups-ipc1 60 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --burst 16 --mode persistent --placement device,mapped --json "$RES/verify-groups-ipc1.json"
 step verify-groups-gen 90 "$BIN" verify --gen 2000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --burst 64 --mode persistent --placement mapped --queues 2 --ctas 2 --json "$RES/verify-groups-gen.json"
-# Self-validating slots (ll_slots: persistent, mapped, bursts of at most 12 KiB of logical bytes).
-step verify-ll-acl1 60 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --burst 32 --slot-data-bytes 8192 --mode persistent --placement mapped --json "$RES/verify-ll-acl1.json"
-step verify-ll-tcpdump 60 "$BIN" verify --input "$DATA/pcaps" --burst 32 --slot-data-bytes 10240 --mode persistent --placement mapped --json "$RES/verify-ll-tcpdump.json"
-step verify-ll-gen 90 "$BIN" verify --gen 2000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --burst 16 --slot-data-bytes 4096 --mode persistent --placement mapped --queues 2 --json "$RES/verify-ll-gen.json"
-step reload-torture-ll 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --burst 32 --slot-data-bytes 8192 --mode persistent --placement mapped --queues 2 --json "$RES/torture-ll.json"
 step bench 220 "$BIN" bench --classbench "$CB" --out "$RES"
 step reload-torture-persistent 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 4 --mode persistent --placement device --queues 2 --ctas 2 --json "$RES/torture-persistent.json"
 step reload-torture-launch-mapped 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 3 --mode launch --placement mapped --queues 3 --json "$RES/torture-launch.json"

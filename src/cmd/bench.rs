@@ -319,7 +319,6 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                             burst,
                             threads: None,
                             trace: false,
-                            ll: true,
                         },
                     )?
                     .samples;
@@ -349,40 +348,16 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         md.line(
             "\n### Latency decomposition, burst 32, persistent (us: p50 / p99 / p99.9; GPU steps: medians)\n".into(),
         );
-        md.line("| stages | threads | placement | total | seen->staged | stages | counters | fence | outside the GPU |".into());
+        md.line("| stages | threads | placement | total | seen->staged | stages | counters | to done | outside the GPU |".into());
         md.line("| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |".into());
         let mut rows = Vec::new();
-        let both = [Placement::Device, Placement::Mapped];
-        let mapped = [Placement::Mapped];
-        for (name, parse, acl, threads, ll, placements) in [
-            ("count only (transport)", false, None, None, true, &both[..]),
-            ("parse + count", true, None, None, true, &both[..]),
-            (
-                "parse + acl + count",
-                true,
-                Some(tables),
-                None,
-                true,
-                &both[..],
-            ),
-            (
-                "parse + acl + count",
-                true,
-                Some(tables),
-                Some(32u32),
-                true,
-                &both[..],
-            ),
-            (
-                "parse + acl + count, header poll (ll_slots off)",
-                true,
-                Some(tables),
-                None,
-                false,
-                &mapped[..],
-            ),
+        for (name, parse, acl, threads) in [
+            ("count only (transport)", false, None, None),
+            ("parse + count", true, None, None),
+            ("parse + acl + count", true, Some(tables), None),
+            ("parse + acl + count", true, Some(tables), Some(32u32)),
         ] {
-            for &placement in placements {
+            for placement in [Placement::Device, Placement::Mapped] {
                 let r = latency(
                     &a,
                     &base,
@@ -394,7 +369,6 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                         burst: 32,
                         threads,
                         trace: true,
-                        ll,
                     },
                 )?;
                 let lat = &r.samples;
@@ -813,12 +787,10 @@ struct LatCase<'a> {
     threads: Option<u32>,
     /// Record the GPU-side timestamps of every burst (`trace_bursts`).
     trace: bool,
-    /// Self-validating slots where they apply (`ll_slots`).
-    ll: bool,
 }
 
 /// Per-burst latency samples (us, sorted) and, with `trace`, the GPU-side steps of each burst
-/// (us): [seen -> staged, staged -> stages done, -> counters merged, -> fenced, outside the GPU
+/// (us): [seen -> staged, staged -> stages done, -> counters merged, -> just before the done store, outside the GPU
 /// (total minus seen -> fenced: host writes, PCIe, the poll, the host seeing done)].
 struct LatResult {
     samples: Vec<f64>,
@@ -838,7 +810,6 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
         device: a.device,
         block_threads: c.threads,
         trace_bursts: c.trace,
-        ll_slots: c.ll,
         ..Default::default()
     };
     let pd = PipelineDesc {

@@ -117,8 +117,8 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     pub swap_every: u32,
     /// Bytes of frame data per ring slot (bursts are cut to fit). Default: 2048 per frame of a
-    /// burst, at least 256 KiB. Small values put persistent `mapped` queues on self-validating
-    /// slots (see `ll_slots`), which this checks like every other path.
+    /// burst, at least 256 KiB (holds any frame of the corpus; a frame larger than a slot is an
+    /// error).
     #[arg(long)]
     pub slot_data_bytes: Option<u32>,
 }

@@ -50,12 +50,6 @@ pub const PIPE_META_OUT: u32 = 8;
 pub const PIPE_DROP_MALFORMED: u32 = 16;
 /// `PW_PIPE_SLOT_SEQ`: the persistent kernel polls the slot header's first 16 bytes (mapped rings).
 pub const PIPE_SLOT_SEQ: u32 = 32;
-/// `PW_PIPE_SLOT_LL`: self-validating slot format (see the ABI header).
-pub const PIPE_SLOT_LL: u32 = 64;
-/// `PW_LL_PAYLOAD`: payload bytes per 16-byte granule of a self-validating slot.
-pub const LL_PAYLOAD: usize = 12;
-/// `PW_LL_MAX_BYTES`: logical bytes of a self-validating burst at most.
-pub const LL_MAX_BYTES: usize = 12288;
 
 /// `pw_desc`: one frame in a slot.
 #[repr(C)]
@@ -332,9 +326,6 @@ mod tests {
         assert_eq!(val("PW_PIPE_META_OUT"), PIPE_META_OUT as u64);
         assert_eq!(val("PW_PIPE_DROP_MALFORMED"), PIPE_DROP_MALFORMED as u64);
         assert_eq!(val("PW_PIPE_SLOT_SEQ"), PIPE_SLOT_SEQ as u64);
-        assert_eq!(val("PW_PIPE_SLOT_LL"), PIPE_SLOT_LL as u64);
-        assert_eq!(val("PW_LL_PAYLOAD"), LL_PAYLOAD as u64);
-        assert_eq!(val("PW_LL_MAX_BYTES"), LL_MAX_BYTES as u64);
     }
 
     #[test]

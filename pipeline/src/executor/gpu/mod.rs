@@ -64,17 +64,6 @@ macro_rules! ctrl_set {
     }};
 }
 
-/// A self-validating slot's granules (`PW_PIPE_SLOT_LL`): `logical` (header, descriptors,
-/// frame bytes) 12 bytes at a time, the last one zero-padded, each followed by `seq`.
-fn ll_granules(logical: &[u8], seq: u32) -> impl Iterator<Item = [u8; 16]> + '_ {
-    logical.chunks(abi::LL_PAYLOAD).map(move |chunk| {
-        let mut gr = [0u8; 16];
-        gr[..chunk.len()].copy_from_slice(chunk);
-        gr[abi::LL_PAYLOAD..].copy_from_slice(&seq.to_ne_bytes());
-        gr
-    })
-}
-
 /// Stores the first 16 bytes of `src` at `dst` (16-byte aligned) as one access where the CPU
 /// has one: the GPU reads them with one 16-byte load (`PW_PIPE_SLOT_SEQ`) and must never see the
 /// new seq beside an old n_frames / data_bytes. x86-64: an aligned SSE store, atomic on every
@@ -178,14 +167,6 @@ pub struct GpuOptions {
     /// kernel saw the burst, staged it, ran the stages, merged counters, fenced), read with
     /// [`GpuExecutor::burst_trace`]. For latency analysis (`pktwarp bench`); default false.
     pub trace_bursts: bool,
-    /// Self-validating slots (`PW_PIPE_SLOT_LL`) on `mapped` rings of persistent queues served
-    /// by one CTA whose largest burst (header + descriptors + `slot_data_bytes`) fits 12 KiB:
-    /// every 16-byte granule of a slot carries the burst's sequence number, so the kernel polls
-    /// the burst itself and one PCIe round trip both signals and delivers it (lowest latency for
-    /// small bursts). The cost: while idle, each such queue's CTA keeps reading its next slot's
-    /// granules (as many as its last burst had) across PCIe, and a slot needs 4/3 of the bytes.
-    /// Default true (x86-64 hosts only: it needs the CPU's atomic 16-byte stores).
-    pub ll_slots: bool,
 }
 
 impl Default for GpuOptions {
@@ -205,7 +186,6 @@ impl Default for GpuOptions {
             emit_meta: false,
             ctas_per_queue: 1,
             trace_bursts: false,
-            ll_slots: true,
         }
     }
 }
@@ -266,23 +246,6 @@ impl GpuOptions {
             return Err("executor.idle_timeout_ms: must be > 0".into());
         }
         Ok(())
-    }
-
-    /// Does queue `q` use self-validating slots (see `ll_slots`)?
-    fn ll_of(&self, q: usize) -> bool {
-        cfg!(target_arch = "x86_64")
-            && self.ll_slots
-            && self.mode == Mode::Persistent
-            && self.ctas_per_queue <= 1
-            && self.placement_of(q) == Placement::Mapped
-            && self.ll_bytes_max() <= abi::LL_MAX_BYTES
-    }
-
-    /// Logical bytes of the largest burst: header, descriptors, frame bytes.
-    fn ll_bytes_max(&self) -> usize {
-        std::mem::size_of::<SlotHdr>()
-            + self.burst_size as usize * std::mem::size_of::<Desc>()
-            + self.slot_data_capacity() as usize
     }
 
     fn placement_of(&self, q: usize) -> Placement {
@@ -383,10 +346,6 @@ pub struct CountersSnapshot {
 
 struct Queue {
     placement: Placement,
-    /// Self-validating slots (`PW_PIPE_SLOT_LL`): submit packs each burst into tagged granules.
-    ll: bool,
-    /// A burst's logical bytes before packing (self-validating slots).
-    ll_buf: Vec<u8>,
     /// Ring slots in device memory (`device`) ...
     ring_dev: Option<DeviceBuffer>,
     /// ... or in mapped pinned memory (`mapped`).
@@ -558,17 +517,7 @@ impl GpuExecutor {
             abi::SLOT_ALIGN,
         );
         let data_cap = opts.slot_data_capacity() as usize;
-        let mut slot_bytes = round_up(data_offset + data_cap, abi::SLOT_ALIGN);
-        let n_ll = (0..n_queues).filter(|&q| opts.ll_of(q)).count();
-        if n_ll > 0 {
-            tracing::info!(
-                "{n_ll} of {n_queues} queue(s) on self-validating slots (ll_slots: mapped, persistent, bursts <= {} bytes)",
-                abi::LL_MAX_BYTES
-            );
-            // A self-validating slot holds 12 payload bytes per 16-byte granule.
-            let g = opts.ll_bytes_max().div_ceil(abi::LL_PAYLOAD);
-            slot_bytes = slot_bytes.max(round_up(g * 16, abi::SLOT_ALIGN));
-        }
+        let slot_bytes = round_up(data_offset + data_cap, abi::SLOT_ALIGN);
         if slot_bytes > u32::MAX as usize {
             anyhow::bail!("executor: a slot of {slot_bytes} bytes is too large");
         }
@@ -607,25 +556,6 @@ impl GpuExecutor {
                     let s = PinnedBuffer::new(&ctx, ring_bytes)?;
                     let a = r.ptr;
                     (Some(r), None, Some(s), Some(p), a)
-                }
-                Placement::Mapped if opts.ll_of(qi) => {
-                    let r = PinnedBuffer::new(&ctx, ring_bytes)?;
-                    // Every granule of slot k is tagged with the lap before the first (k - slots):
-                    // the kernel takes no granule of fresh memory for a burst.
-                    for k in 0..slots {
-                        let tag = (k as u32).wrapping_sub(slots as u32);
-                        for g in 0..slot_bytes / 16 {
-                            // SAFETY: the word lies inside the new buffer; no GPU work yet.
-                            unsafe {
-                                ptr::write_unaligned(
-                                    r.host.add(k * slot_bytes + g * 16 + 12) as *mut u32,
-                                    tag,
-                                )
-                            };
-                        }
-                    }
-                    let a = r.dev;
-                    (None, Some(r), None, None, a)
                 }
                 Placement::Mapped => {
                     let r = PinnedBuffer::new(&ctx, ring_bytes)?;
@@ -693,9 +623,7 @@ impl GpuExecutor {
                 burst_max: bm as u32,
                 slot_bytes: slot_bytes as u32,
                 data_offset: data_offset as u32,
-                pipeline: if opts.ll_of(qi) {
-                    flags | abi::PIPE_SLOT_LL
-                } else if placement == Placement::Mapped && opts.mode == Mode::Persistent {
+                pipeline: if placement == Placement::Mapped && opts.mode == Mode::Persistent {
                     flags | abi::PIPE_SLOT_SEQ
                 } else {
                     flags
@@ -710,8 +638,6 @@ impl GpuExecutor {
             });
             queues.push(Queue {
                 placement,
-                ll: opts.ll_of(qi),
-                ll_buf: Vec::new(),
                 ring_dev,
                 ring_mapped,
                 staging,
@@ -1013,40 +939,23 @@ impl GpuExecutor {
             };
             let hb = std::mem::size_of::<SlotHdr>();
             let raw: [u8; 48] = std::mem::transmute(hdr);
-            if q.ll {
-                // Self-validating slot: the logical bytes (header, descriptors, frames) in
-                // granules of 12 payload bytes + seq, one 16-byte store each, in any order.
-                let b = &mut q.ll_buf;
-                b.clear();
-                b.extend_from_slice(&raw);
-                for d in &burst.descs {
-                    let d = Desc::from(d);
-                    let db: [u8; 32] = std::mem::transmute(d);
-                    b.extend_from_slice(&db);
-                }
-                b.extend_from_slice(&burst.data);
-                for (g, gr) in ll_granules(b, seq).enumerate() {
-                    store16(slot_ptr.add(g * 16), &gr);
-                }
-            } else {
-                // Everything but the header's first 16 bytes, then those (n_frames, data_bytes, seq,
-                // generation) in one store after a release fence: a persistent kernel polling a
-                // mapped ring reads them as its "ready" signal (PW_PIPE_SLOT_SEQ).
-                ptr::copy_nonoverlapping(raw.as_ptr().add(16), slot_ptr.add(16), hb - 16);
-                let dp = slot_ptr.add(hb) as *mut Desc;
-                for (i, d) in burst.descs.iter().enumerate() {
-                    ptr::write_unaligned(dp.add(i), Desc::from(d));
-                }
-                ptr::copy_nonoverlapping(
-                    burst.data.as_ptr(),
-                    slot_ptr.add(self.data_offset as usize),
-                    bytes,
-                );
-                fence(Ordering::Release);
-                let mut g0 = [0u8; 16];
-                g0.copy_from_slice(&raw[..16]);
-                store16(slot_ptr, &g0);
+            // Everything but the header's first 16 bytes, then those (n_frames, data_bytes, seq,
+            // generation) in one store after a release fence: a persistent kernel polling a
+            // mapped ring reads them as its "ready" signal (PW_PIPE_SLOT_SEQ).
+            ptr::copy_nonoverlapping(raw.as_ptr().add(16), slot_ptr.add(16), hb - 16);
+            let dp = slot_ptr.add(hb) as *mut Desc;
+            for (i, d) in burst.descs.iter().enumerate() {
+                ptr::write_unaligned(dp.add(i), Desc::from(d));
             }
+            ptr::copy_nonoverlapping(
+                burst.data.as_ptr(),
+                slot_ptr.add(self.data_offset as usize),
+                bytes,
+            );
+            fence(Ordering::Release);
+            let mut g0 = [0u8; 16];
+            g0.copy_from_slice(&raw[..16]);
+            store16(slot_ptr, &g0);
         }
         q.slot_frames[slot] = n as u32;
         q.slot_gen[slot] = q.table.as_ref().map_or(0, |t| t.generation);
@@ -1600,48 +1509,6 @@ fn qstate_name(s: u32) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// What the kernel's LL poll does with the granules: payload i to bytes 12i.., valid when
-    /// the tag is the burst's seq; every granule carries it and the bytes come back whole.
-    #[test]
-    fn ll_granules_round_trip() {
-        for len in [0usize, 1, 11, 12, 13, 48 + 32 * 3 + 181, abi::LL_MAX_BYTES] {
-            let logical: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
-            let seq = 0xDEAD_0000 + len as u32;
-            let gs: Vec<[u8; 16]> = ll_granules(&logical, seq).collect();
-            assert_eq!(gs.len(), len.div_ceil(abi::LL_PAYLOAD));
-            let mut back = Vec::new();
-            for g in &gs {
-                assert_eq!(u32::from_ne_bytes([g[12], g[13], g[14], g[15]]), seq);
-                back.extend_from_slice(&g[..abi::LL_PAYLOAD]);
-            }
-            assert_eq!(&back[..len], &logical[..]);
-            assert!(back[len..].iter().all(|&b| b == 0));
-        }
-        // A queue uses them only where the largest burst fits the kernel's staging.
-        let o = GpuOptions {
-            placement: Placement::Mapped,
-            burst_size: 32,
-            slot_data_bytes: Some(4096),
-            ..Default::default()
-        };
-        assert_eq!(o.ll_of(0), cfg!(target_arch = "x86_64"));
-        let big = GpuOptions {
-            slot_data_bytes: Some(16384),
-            ..o.clone()
-        };
-        assert!(!big.ll_of(0));
-        let device = GpuOptions {
-            placement: Placement::Device,
-            ..o.clone()
-        };
-        assert!(!device.ll_of(0));
-        let two_ctas = GpuOptions {
-            ctas_per_queue: 2,
-            ..o
-        };
-        assert!(!two_ctas.ll_of(0));
-    }
 
     #[test]
     fn options_parse_and_validate() {
