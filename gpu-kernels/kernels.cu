@@ -185,6 +185,73 @@ __device__ __forceinline__ uint32_t pw_group_size(const pw_queue_desc &q, uint32
  * its first store, so a slot costs one round trip to host memory, not one per granule row. */
 #define PW_STAGE_UNROLL 4u
 
+/* `granules` 16-byte granules from the ring to shared memory, by the whole block, PW_STAGE_UNROLL
+ * loads in flight per thread; the caller synchronises. */
+__device__ __forceinline__ void pw_stage_copy(uint4 *dst, const uint4 *src, uint32_t granules) {
+    for (uint32_t i0 = threadIdx.x; i0 < granules; i0 += PW_STAGE_UNROLL * blockDim.x) {
+        uint4 v[PW_STAGE_UNROLL];
+#pragma unroll
+        for (uint32_t k = 0; k < PW_STAGE_UNROLL; k++) {
+            const uint32_t i = i0 + k * blockDim.x;
+            if (i < granules) v[k] = pw_ld_slot16(src + i);
+        }
+#pragma unroll
+        for (uint32_t k = 0; k < PW_STAGE_UNROLL; k++) {
+            const uint32_t i = i0 + k * blockDim.x;
+            if (i < granules) dst[i] = v[k];
+        }
+    }
+}
+
+/* A burst too large for pw_stage, in chunks of PW_CHUNK_FRAMES frames: the chunk's descriptors,
+ * then the bytes its frames span, are copied with coalesced 16-byte loads and parsed from shared
+ * memory. Throughput: parsing a frame in a mapped ring directly costs a few small PCIe reads per
+ * frame (a warp's load touches 32 frames), which use the link far worse than 512-byte runs. */
+#define PW_CHUNK_FRAMES 128u
+__shared__ uint32_t pw_chunk_lo, pw_chunk_hi;
+
+__device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *base,
+                                               uint32_t n, uint32_t db, pw_verdict *vout, pw_packet_meta *mout,
+                                               pw_count_regs *cr) {
+    const uint8_t *gdata = base + q.data_offset;
+    pw_desc *sdesc = (pw_desc *)(pw_stage + sizeof(pw_slot_hdr));
+    uint8_t *sdata = pw_stage + sizeof(pw_slot_hdr) + PW_CHUNK_FRAMES * sizeof(pw_desc);
+    const uint32_t dcap = PW_STAGE_BYTES - (uint32_t)sizeof(pw_slot_hdr) - PW_CHUNK_FRAMES * (uint32_t)sizeof(pw_desc);
+    for (uint32_t c0 = 0; c0 < n; c0 += PW_CHUNK_FRAMES) {
+        const uint32_t k = n - c0 < PW_CHUNK_FRAMES ? n - c0 : PW_CHUNK_FRAMES;
+        pw_stage_copy((uint4 *)sdesc, (const uint4 *)(base + sizeof(pw_slot_hdr)) + c0 * (sizeof(pw_desc) / 16u),
+                      k * (uint32_t)(sizeof(pw_desc) / 16u));
+        if (threadIdx.x == 0) {
+            pw_chunk_lo = 0xFFFFFFFFu;
+            pw_chunk_hi = 0u;
+        }
+        __syncthreads();
+        for (uint32_t i = threadIdx.x; i < k; i += blockDim.x) {
+            const pw_desc d = sdesc[i];
+            if (d.offset <= db && d.len <= db - d.offset) {
+                atomicMin(&pw_chunk_lo, d.offset);
+                atomicMax(&pw_chunk_hi, d.offset + d.len);
+            }
+        }
+        __syncthreads();
+        const uint32_t lo = pw_chunk_lo & ~15u, hi = pw_chunk_hi;
+        /* hi <= db, and db rounded up to 16 lies inside the slot (checked by the caller). */
+        const bool fits = pw_chunk_lo != 0xFFFFFFFFu && hi - lo <= dcap;
+        if (fits) pw_stage_copy((uint4 *)sdata, (const uint4 *)(gdata + lo), (hi - lo + 15u) / 16u);
+        __syncthreads();
+        for (uint32_t i = threadIdx.x; i < k; i += blockDim.x) {
+            pw_desc d = sdesc[i];
+            const uint8_t *fd = gdata; /* a frame outside data_bytes reads the ring, as unstaged */
+            if (fits && d.offset <= db && d.len <= db - d.offset) {
+                d.offset -= lo;
+                fd = sdata;
+            }
+            pw_run_frame(q, a, fd, d, vout + c0 + i, mout ? mout + c0 + i : 0, cr, 0u, 1u);
+        }
+        __syncthreads();
+    }
+}
+
 /* Runs the frames of slot `seq % slots` with the whole block; the caller publishes.
  * `hdr_granules`: how many of the header's 3 16-byte granules pw_stage already holds (0: burst
  * kernels; 3: the persistent poller read the header; 1: it polled the first granule, PW_PIPE_SLOT_SEQ,
@@ -225,6 +292,8 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         const uint4 *sb = (const uint4 *)gdata;
         uint4 *dd = (uint4 *)pw_stage + hs;
         if (threadIdx.x == 0) pw_ring_reads = 0u;
+        /* One loop over both sources (not two copies): every load of the slot is in flight at
+         * once, one round trip. */
         for (uint32_t i0 = threadIdx.x; i0 < total; i0 += PW_STAGE_UNROLL * blockDim.x) {
             uint4 v[PW_STAGE_UNROLL];
 #pragma unroll
@@ -276,11 +345,15 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     const uint32_t gl = threadIdx.x & (gsize - 1u);
     pw_count_regs cr;
     pw_count_regs_zero(&cr);
-    for (uint32_t i = threadIdx.x / gsize; i < n; i += blockDim.x / gsize) {
-        pw_desc d = descs[i];
-        /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged. */
-        const uint8_t *fd = (staged && parse && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
-        pw_run_frame(q, a, fd, d, vout + i, mout ? mout + i : 0, &cr, gl, gsize);
+    if (!staged && parse && gsize == 1u && dbr <= room) {
+        pw_run_chunked(q, a, base, n, db, vout, mout, &cr);
+    } else {
+        for (uint32_t i = threadIdx.x / gsize; i < n; i += blockDim.x / gsize) {
+            pw_desc d = descs[i];
+            /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged. */
+            const uint8_t *fd = (staged && parse && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
+            pw_run_frame(q, a, fd, d, vout + i, mout ? mout + i : 0, &cr, gl, gsize);
+        }
     }
     if (q.pipeline & PW_PIPE_COUNT) {
         pw_count_flush(acc, &cr);
