@@ -142,7 +142,7 @@ __device__ __forceinline__ void pw_store_release(uint64_t addr, uint32_t v) {
  * granules). Latency: with a ring in mapped host memory every load of a frame byte is a PCIe round
  * trip, and parse's loads depend on each other (ethertype -> IP header -> L4); one coalesced copy
  * of the slot pays that round trip once. Bursts that do not fit run from the ring as before. */
-#define PW_STAGE_BYTES 16384u
+#define PW_STAGE_BYTES 24576u
 __shared__ __align__(16) uint8_t pw_stage[PW_STAGE_BYTES];
 __shared__ uint32_t pw_ring_reads; /* a staged burst has a frame past data_bytes (read from the ring) */
 
@@ -203,31 +203,49 @@ __device__ __forceinline__ void pw_stage_copy(uint4 *dst, const uint4 *src, uint
     }
 }
 
+/* Descriptor i of a slot's descriptor array at `dbase` (ring or pw_stage), in the slot's format. */
+__device__ __forceinline__ pw_desc pw_desc_at(const uint8_t *dbase, uint32_t i, bool compact) {
+    if (!compact) return ((const pw_desc *)dbase)[i];
+    const pw_desc8 c = ((const pw_desc8 *)dbase)[i];
+    pw_desc d;
+    d.offset = c.offset;
+    d.len = c.len;
+    d.wire_len = c.len;
+    d.port = c.port;
+    d.queue = 0;
+    d.rss_hash = 0;
+    d.reserved = 0;
+    d.timestamp_ns = 0;
+    return d;
+}
+
 /* A burst too large for pw_stage, in chunks of PW_CHUNK_FRAMES frames: the chunk's descriptors,
  * then the bytes its frames span, are copied with coalesced 16-byte loads and parsed from shared
  * memory. Throughput: parsing a frame in a mapped ring directly costs a few small PCIe reads per
  * frame (a warp's load touches 32 frames), which use the link far worse than 512-byte runs. */
-#define PW_CHUNK_FRAMES 128u
+#define PW_CHUNK_FRAMES 256u
 __shared__ uint32_t pw_chunk_lo, pw_chunk_hi;
 
 __device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *base,
-                                               uint32_t n, uint32_t db, pw_verdict *vout, pw_packet_meta *mout,
-                                               pw_count_regs *cr) {
+                                               uint32_t n, uint32_t db, bool compact, pw_verdict *vout,
+                                               pw_packet_meta *mout, pw_count_regs *cr) {
     const uint8_t *gdata = base + q.data_offset;
-    pw_desc *sdesc = (pw_desc *)(pw_stage + sizeof(pw_slot_hdr));
-    uint8_t *sdata = pw_stage + sizeof(pw_slot_hdr) + PW_CHUNK_FRAMES * sizeof(pw_desc);
-    const uint32_t dcap = PW_STAGE_BYTES - (uint32_t)sizeof(pw_slot_hdr) - PW_CHUNK_FRAMES * (uint32_t)sizeof(pw_desc);
+    const uint32_t dsz = compact ? (uint32_t)sizeof(pw_desc8) : (uint32_t)sizeof(pw_desc);
+    uint8_t *sdesc = pw_stage + sizeof(pw_slot_hdr);
+    uint8_t *sdata = sdesc + PW_CHUNK_FRAMES * dsz;
+    const uint32_t dcap = PW_STAGE_BYTES - (uint32_t)sizeof(pw_slot_hdr) - PW_CHUNK_FRAMES * dsz;
     for (uint32_t c0 = 0; c0 < n; c0 += PW_CHUNK_FRAMES) {
         const uint32_t k = n - c0 < PW_CHUNK_FRAMES ? n - c0 : PW_CHUNK_FRAMES;
-        pw_stage_copy((uint4 *)sdesc, (const uint4 *)(base + sizeof(pw_slot_hdr)) + c0 * (sizeof(pw_desc) / 16u),
-                      k * (uint32_t)(sizeof(pw_desc) / 16u));
+        /* c0 * dsz is a multiple of 16; the last granule may run past the array (still in the
+         * slot's descriptor area, which reaches data_offset). */
+        pw_stage_copy((uint4 *)sdesc, (const uint4 *)(base + sizeof(pw_slot_hdr) + c0 * dsz), (k * dsz + 15u) / 16u);
         if (threadIdx.x == 0) {
             pw_chunk_lo = 0xFFFFFFFFu;
             pw_chunk_hi = 0u;
         }
         __syncthreads();
         for (uint32_t i = threadIdx.x; i < k; i += blockDim.x) {
-            const pw_desc d = sdesc[i];
+            const pw_desc d = pw_desc_at(sdesc, i, compact);
             if (d.offset <= db && d.len <= db - d.offset) {
                 atomicMin(&pw_chunk_lo, d.offset);
                 atomicMax(&pw_chunk_hi, d.offset + d.len);
@@ -240,7 +258,7 @@ __device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_
         if (fits) pw_stage_copy((uint4 *)sdata, (const uint4 *)(gdata + lo), (hi - lo + 15u) / 16u);
         __syncthreads();
         for (uint32_t i = threadIdx.x; i < k; i += blockDim.x) {
-            pw_desc d = sdesc[i];
+            pw_desc d = pw_desc_at(sdesc, i, compact);
             const uint8_t *fd = gdata; /* a frame outside data_bytes reads the ring, as unstaged */
             if (fits && d.offset <= db && d.len <= db - d.offset) {
                 d.offset -= lo;
@@ -272,13 +290,16 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     if (n > q.burst_max) n = 0; /* the host never publishes this; pw_persistent flags it */
     const uint32_t db = hdr->data_bytes;
     const bool parse = (q.pipeline & PW_PIPE_PARSE) != 0u;
-    const uint32_t head = (uint32_t)sizeof(pw_slot_hdr) + n * (uint32_t)sizeof(pw_desc);
+    const bool compact = hdr->desc_format == PW_DESC_COMPACT;
+    /* Descriptors in whole 16-byte granules (compact ones may end mid-granule). */
+    const uint32_t nd16 = (n * (compact ? (uint32_t)sizeof(pw_desc8) : (uint32_t)sizeof(pw_desc)) + 15u) / 16u;
+    const uint32_t head = (uint32_t)sizeof(pw_slot_hdr) + nd16 * 16u;
     const uint32_t room = q.slot_bytes > q.data_offset ? q.slot_bytes - q.data_offset : 0u;
     const uint32_t dbr = db <= room ? ((db + 15u) & ~15u) : 0xFFFFFFFFu;
     /* Without parse no stage reads frame bytes: only the descriptors are staged. */
     const bool staged = head <= PW_STAGE_BYTES &&
                         (!parse || (dbr <= room && dbr <= PW_STAGE_BYTES - head));
-    const pw_desc *descs = (const pw_desc *)(base + sizeof(pw_slot_hdr));
+    const uint8_t *descs = base + sizeof(pw_slot_hdr);
     const uint8_t *gdata = base + q.data_offset;
     const uint8_t *data = gdata;
     if (staged || hs < 3u) {
@@ -286,7 +307,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
          * load, PW_STAGE_UNROLL independent loads per thread. Granule i of the slot goes to
          * granule i of pw_stage up to the descriptors' end; data follows them. */
         const uint32_t nh = 3u - hs;
-        const uint32_t nd = staged ? n * (uint32_t)sizeof(pw_desc) / 16u : 0u;
+        const uint32_t nd = staged ? nd16 : 0u;
         const uint32_t total = nh + nd + (staged && parse ? dbr / 16u : 0u);
         const uint4 *sh = (const uint4 *)base + hs;
         const uint4 *sb = (const uint4 *)gdata;
@@ -322,11 +343,11 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     }
     const pw_acl_sel a = pw_acl_of_slot(q, hdr);
     if (staged) {
-        descs = (const pw_desc *)(pw_stage + sizeof(pw_slot_hdr));
+        descs = pw_stage + sizeof(pw_slot_hdr);
         data = pw_stage + head;
         if (parse) {
             for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-                const pw_desc d = descs[i];
+                const pw_desc d = pw_desc_at(descs, i, compact);
                 if (!(d.offset <= db && d.len <= db - d.offset)) pw_ring_reads = 1u;
             }
             __syncthreads();
@@ -346,10 +367,10 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     pw_count_regs cr;
     pw_count_regs_zero(&cr);
     if (!staged && parse && gsize == 1u && dbr <= room) {
-        pw_run_chunked(q, a, base, n, db, vout, mout, &cr);
+        pw_run_chunked(q, a, base, n, db, compact, vout, mout, &cr);
     } else {
         for (uint32_t i = threadIdx.x / gsize; i < n; i += blockDim.x / gsize) {
-            pw_desc d = descs[i];
+            pw_desc d = pw_desc_at(descs, i, compact);
             /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged. */
             const uint8_t *fd = (staged && parse && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
             pw_run_frame(q, a, fd, d, vout + i, mout ? mout + i : 0, &cr, gl, gsize);

@@ -302,7 +302,8 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_family, records_off) == 16, "pw_acl_family.r
 /* @@gpu-queues@@
  * A queue is a ring of `slots` burst slots. Slot layout (one contiguous region per slot, in device
  * memory or in mapped pinned host memory as the queue's placement says):
- *   pw_slot_hdr | pw_desc[burst_max] | frame bytes (data_bytes, packed, offsets in pw_desc)
+ *   pw_slot_hdr | descriptors (pw_desc[n], or pw_desc8[n] when the header's desc_format is
+ *   PW_DESC_COMPACT) | frame bytes at data_offset (data_bytes, packed, offsets in the descriptors)
  * The host (or a GPUDirect NIC) fills slot (seq % slots) and then publishes producer = seq + 1;
  * a queue is served by `ctas` CTAs (CTA j takes bursts j, j + ctas, ...), which write one
  * pw_verdict per frame (and the metadata when asked) into host-visible memory, then, after
@@ -325,6 +326,19 @@ typedef struct pw_desc {
 } pw_desc;
 PW_STATIC_ASSERT(sizeof(pw_desc) == 32, "pw_desc size");
 
+/* Compact descriptor: the host uses it for a burst whose every frame has wire_len == len <= 65535
+ * and port <= 255 (all the GPU stages read; queue, rss_hash and timestamp stay on the host).
+ * Throughput: a 60-byte frame with a pw_desc is 92 bytes across PCIe, with a pw_desc8 68. */
+typedef struct pw_desc8 {
+    uint32_t offset; /* 0 from the slot's data area */
+    uint16_t len;    /* 4 captured length = wire length */
+    uint8_t port;    /* 6 ingress port */
+    uint8_t reserved;
+} pw_desc8;
+PW_STATIC_ASSERT(sizeof(pw_desc8) == 8, "pw_desc8 size");
+#define PW_DESC_FULL 0u    /* pw_slot_hdr.desc_format: pw_desc */
+#define PW_DESC_COMPACT 1u /* pw_slot_hdr.desc_format: pw_desc8 */
+
 /* The ACL table a burst is classified with travels in its slot header, written by the host at
  * submit (table hot swap): every frame of a burst sees one table, and a new table is picked up at
  * the next burst without touching the running kernel. The host uploads each new image to a fresh
@@ -332,7 +346,10 @@ PW_STATIC_ASSERT(sizeof(pw_desc) == 32, "pw_desc size");
  * past the last burst that named it. acl_tables == 0: use pw_queue_desc.acl_tables / rule_hits /
  * n_rules / default_action (no acl stage, or the bulk kernel). */
 typedef struct pw_slot_hdr {
-    uint32_t n_frames;      /*  0 */
+    uint16_t n_frames;      /*  0 */
+    uint8_t desc_format;    /*  2 PW_DESC_FULL or PW_DESC_COMPACT (in the first 16 bytes: a
+                             *    mapped ring's poller knows the burst's size from them) */
+    uint8_t reserved0;      /*  3 */
     uint32_t data_bytes;    /*  4 */
     uint32_t seq;           /*  8 burst sequence number (its producer index before publish) */
     uint32_t generation;    /* 12 rule-set generation of acl_tables (low 32 bits) */
@@ -340,13 +357,15 @@ typedef struct pw_slot_hdr {
     uint64_t rule_hits;     /* 24 uint64_t[n_rules] hit counters of that image (device), or 0 */
     uint32_t n_rules;       /* 32 entries of rule_hits */
     uint8_t default_action; /* 36 action when no rule of that image matches */
-    uint8_t reserved0;      /* 37 */
-    uint16_t reserved1;     /* 38 */
-    uint64_t reserved2;     /* 40 */
+    uint8_t reserved1;      /* 37 */
+    uint16_t reserved2;     /* 38 */
+    uint64_t reserved3;     /* 40 */
 } pw_slot_hdr;
 PW_STATIC_ASSERT(sizeof(pw_slot_hdr) == 48, "pw_slot_hdr size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, acl_tables) == 16, "pw_slot_hdr.acl_tables");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, default_action) == 36, "pw_slot_hdr.default_action");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, desc_format) == 2, "pw_slot_hdr.desc_format");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, data_bytes) == 4, "pw_slot_hdr.data_bytes");
 
 /* Verdict actions and drop reasons (pw_verdict.action / .drop_reason, counter indices). */
 #define PW_ACTION_PASS 0u

@@ -13,7 +13,7 @@
 use anyhow::Context as _;
 use pipeline::burst::Burst;
 use pipeline::counters::QueueCounters as CpuCounters;
-use pipeline::executor::gpu::abi::{self, Desc, Verdict};
+use pipeline::executor::gpu::abi::{self, Desc, Desc8, Verdict};
 use pipeline::executor::gpu::{
     measure_htod, AclTablesRef, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement, SubmitError,
 };
@@ -677,6 +677,9 @@ fn e2e(
     if bursts.is_empty() {
         anyhow::bail!("trace too short for bursts of {burst}");
     }
+    // Descriptor bytes a frame costs across PCIe (the executor picks compact descriptors when
+    // every frame of a burst allows: these generated frames always do).
+    let desc_size = Desc8::size_of_format(Desc8::format_for(&bursts[0].descs));
     let stop = AtomicBool::new(false);
     let dur = Duration::from_secs_f64(a.e2e_seconds);
     let t0 = Instant::now();
@@ -706,7 +709,7 @@ fn e2e(
                         }
                         ex.poll(q, |seq, v, _| {
                             frames += v.len() as u64;
-                            bytes += (v.len() * std::mem::size_of::<Desc>()) as u64;
+                            bytes += (v.len() * desc_size) as u64;
                             if let Some((s0, bi)) = first {
                                 if seq == s0 {
                                     for (k, (d, f)) in bursts[bi].frames().enumerate() {

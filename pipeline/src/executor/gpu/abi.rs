@@ -65,6 +65,59 @@ pub struct Desc {
     pub timestamp_ns: u64,
 }
 
+/// `pw_desc8`: the compact descriptor of a burst whose frames all have wire length == captured
+/// length <= 65535 and port <= 255 (see [`Desc8::fits`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Desc8 {
+    pub offset: u32,
+    pub len: u16,
+    pub port: u8,
+    pub reserved: u8,
+}
+
+/// `PW_DESC_FULL`: the slot's descriptors are `Desc`.
+pub const DESC_FULL: u8 = 0;
+/// `PW_DESC_COMPACT`: the slot's descriptors are `Desc8`.
+pub const DESC_COMPACT: u8 = 1;
+
+impl Desc8 {
+    /// Can `d` travel as a compact descriptor without losing what the GPU stages read?
+    pub fn fits(d: &FrameDesc) -> bool {
+        d.wire_len == d.len && d.len <= u32::from(u16::MAX) && d.port <= u16::from(u8::MAX)
+    }
+
+    /// Bytes of one descriptor in a slot of `format`.
+    pub fn size_of_format(format: u8) -> usize {
+        if format == DESC_COMPACT {
+            std::mem::size_of::<Desc8>()
+        } else {
+            std::mem::size_of::<Desc>()
+        }
+    }
+
+    /// The descriptor format the executor uses for a burst with these frames.
+    pub fn format_for(descs: &[FrameDesc]) -> u8 {
+        if descs.iter().all(Desc8::fits) {
+            DESC_COMPACT
+        } else {
+            DESC_FULL
+        }
+    }
+}
+
+impl From<&FrameDesc> for Desc8 {
+    /// Truncating: only for descriptors that [`Desc8::fits`].
+    fn from(d: &FrameDesc) -> Desc8 {
+        Desc8 {
+            offset: d.offset,
+            len: d.len as u16,
+            port: d.port as u8,
+            reserved: 0,
+        }
+    }
+}
+
 impl From<&FrameDesc> for Desc {
     fn from(d: &FrameDesc) -> Desc {
         Desc {
@@ -85,7 +138,10 @@ impl From<&FrameDesc> for Desc {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SlotHdr {
-    pub n_frames: u32,
+    pub n_frames: u16,
+    /// `DESC_FULL` (`Desc`) or `DESC_COMPACT` (`Desc8`).
+    pub desc_format: u8,
+    pub reserved0: u8,
     pub data_bytes: u32,
     pub seq: u32,
     /// Rule-set generation of `acl_tables` (low 32 bits).
@@ -96,9 +152,9 @@ pub struct SlotHdr {
     pub rule_hits: u64,
     pub n_rules: u32,
     pub default_action: u8,
-    pub reserved0: u8,
-    pub reserved1: u16,
-    pub reserved2: u64,
+    pub reserved1: u8,
+    pub reserved2: u16,
+    pub reserved3: u64,
 }
 
 /// `pw_verdict`: what happens to one frame, and the rule that decided it.
@@ -255,6 +311,36 @@ mod tests {
     use std::mem::{offset_of, size_of};
 
     #[test]
+    fn compact_descriptors_only_when_nothing_is_lost() {
+        let d = |len: u32, wire_len: u32, port: u16| FrameDesc {
+            offset: 128,
+            len,
+            wire_len,
+            port,
+            ..Default::default()
+        };
+        assert!(Desc8::fits(&d(60, 60, 3)));
+        assert!(
+            !Desc8::fits(&d(60, 64, 3)),
+            "truncated frame: wire_len differs"
+        );
+        assert!(!Desc8::fits(&d(70000, 70000, 0)), "length over 16 bits");
+        assert!(!Desc8::fits(&d(60, 60, 256)), "port over 8 bits");
+        assert_eq!(
+            Desc8::format_for(&[d(60, 60, 0), d(1518, 1518, 1)]),
+            DESC_COMPACT
+        );
+        assert_eq!(
+            Desc8::format_for(&[d(60, 60, 0), d(96, 1518, 1)]),
+            DESC_FULL
+        );
+        let c = Desc8::from(&d(1518, 1518, 7));
+        assert_eq!((c.offset, c.len, c.port), (128, 1518, 7));
+        assert_eq!(Desc8::size_of_format(DESC_COMPACT), 8);
+        assert_eq!(Desc8::size_of_format(DESC_FULL), 32);
+    }
+
+    #[test]
     fn layout_matches_abi_header() {
         assert_eq!(size_of::<Desc>(), 32);
         assert_eq!(offset_of!(Desc, port), 12);
@@ -262,6 +348,11 @@ mod tests {
         assert_eq!(offset_of!(Desc, timestamp_ns), 24);
         assert_eq!(size_of::<SlotHdr>(), 48);
         assert_eq!(offset_of!(SlotHdr, seq), 8);
+        assert_eq!(offset_of!(SlotHdr, desc_format), 2);
+        assert_eq!(offset_of!(SlotHdr, data_bytes), 4);
+        assert_eq!(size_of::<Desc8>(), 8);
+        assert_eq!(offset_of!(Desc8, len), 4);
+        assert_eq!(offset_of!(Desc8, port), 6);
         assert_eq!(offset_of!(SlotHdr, generation), 12);
         assert_eq!(offset_of!(SlotHdr, acl_tables), 16);
         assert_eq!(offset_of!(SlotHdr, rule_hits), 24);
@@ -326,6 +417,8 @@ mod tests {
         assert_eq!(val("PW_PIPE_META_OUT"), PIPE_META_OUT as u64);
         assert_eq!(val("PW_PIPE_DROP_MALFORMED"), PIPE_DROP_MALFORMED as u64);
         assert_eq!(val("PW_PIPE_SLOT_SEQ"), PIPE_SLOT_SEQ as u64);
+        assert_eq!(val("PW_DESC_FULL"), DESC_FULL as u64);
+        assert_eq!(val("PW_DESC_COMPACT"), DESC_COMPACT as u64);
     }
 
     #[test]

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use crate::burst::Burst;
 use crate::meta::PacketMeta;
-use abi::{Desc, QueueCounters, QueueCtrl, QueueDesc, SlotHdr, Verdict};
+use abi::{Desc, Desc8, QueueCounters, QueueCtrl, QueueDesc, SlotHdr, Verdict};
 use driver::{Context, DeviceBuffer, Event, Function, Graph, Module, PinnedBuffer, Stream};
 pub use driver::{DeviceInfo, Unavailable};
 pub use kernels::{KernelImage, LoadedFrom};
@@ -914,6 +914,8 @@ impl GpuExecutor {
         }
         let seq = q.next_seq;
         let slot = (seq % slots) as usize;
+        // Compact descriptors when every frame allows (8 bytes a frame instead of 32).
+        let dfmt = Desc8::format_for(&burst.descs);
         let off = slot * self.slot_bytes as usize;
         let base = match (&q.staging, &q.ring_mapped) {
             (Some(s), _) => s.host,
@@ -927,7 +929,8 @@ impl GpuExecutor {
             let slot_ptr = base.add(off);
             let t = q.table.as_deref();
             let hdr = SlotHdr {
-                n_frames: n as u32,
+                n_frames: n as u16,
+                desc_format: dfmt,
                 data_bytes: bytes as u32,
                 seq,
                 generation: t.map_or(0, |t| t.generation as u32),
@@ -943,9 +946,16 @@ impl GpuExecutor {
             // generation) in one store after a release fence: a persistent kernel polling a
             // mapped ring reads them as its "ready" signal (PW_PIPE_SLOT_SEQ).
             ptr::copy_nonoverlapping(raw.as_ptr().add(16), slot_ptr.add(16), hb - 16);
-            let dp = slot_ptr.add(hb) as *mut Desc;
-            for (i, d) in burst.descs.iter().enumerate() {
-                ptr::write_unaligned(dp.add(i), Desc::from(d));
+            if dfmt == abi::DESC_COMPACT {
+                let dp = slot_ptr.add(hb) as *mut Desc8;
+                for (i, d) in burst.descs.iter().enumerate() {
+                    ptr::write_unaligned(dp.add(i), Desc8::from(d));
+                }
+            } else {
+                let dp = slot_ptr.add(hb) as *mut Desc;
+                for (i, d) in burst.descs.iter().enumerate() {
+                    ptr::write_unaligned(dp.add(i), Desc::from(d));
+                }
             }
             ptr::copy_nonoverlapping(
                 burst.data.as_ptr(),
@@ -962,8 +972,15 @@ impl GpuExecutor {
         q.next_seq = seq.wrapping_add(1);
         q.host.submitted_bursts += 1;
         q.host.submitted_frames += n as u64;
-        self.publish(queue, &mut q, seq, off, n, bytes)
-            .map_err(gpu_err)?;
+        self.publish(
+            queue,
+            &mut q,
+            seq,
+            off,
+            n * Desc8::size_of_format(dfmt),
+            bytes,
+        )
+        .map_err(gpu_err)?;
         Ok(seq)
     }
 
@@ -973,7 +990,7 @@ impl GpuExecutor {
         q: &mut Queue,
         seq: u32,
         off: usize,
-        n: usize,
+        desc_bytes: usize,
         bytes: usize,
     ) -> anyhow::Result<()> {
         self.ctx.bind()?;
@@ -981,7 +998,7 @@ impl GpuExecutor {
             Mode::Persistent => {
                 match q.placement {
                     Placement::Device => {
-                        self.copy_slot(q, off, n, bytes)?;
+                        self.copy_slot(q, off, desc_bytes, bytes)?;
                         let p = q.prod_dev.as_ref().map_or(0, |p| p.ptr);
                         q.stream.write_u32(p, seq.wrapping_add(1))?;
                     }
@@ -995,7 +1012,7 @@ impl GpuExecutor {
             }
             Mode::Launch => {
                 if q.placement == Placement::Device {
-                    self.copy_slot(q, off, n, bytes)?;
+                    self.copy_slot(q, off, desc_bytes, bytes)?;
                 }
                 self.launch_burst(queue, q, seq)
             }
@@ -1006,7 +1023,7 @@ impl GpuExecutor {
                     // Out of step with the graph windows (after a flush): run singly until the
                     // next window starts.
                     if q.placement == Placement::Device {
-                        self.copy_slot(q, off, n, bytes)?;
+                        self.copy_slot(q, off, desc_bytes, bytes)?;
                     }
                     self.launch_burst(queue, q, seq)?;
                     q.pending_start = seq.wrapping_add(1);
@@ -1024,11 +1041,19 @@ impl GpuExecutor {
         }
     }
 
-    fn copy_slot(&self, q: &Queue, off: usize, n: usize, bytes: usize) -> anyhow::Result<()> {
+    /// Device placement: the slot's header, `desc_bytes` of descriptors and `bytes` of frames
+    /// from staging into the ring, on the queue's stream.
+    fn copy_slot(
+        &self,
+        q: &Queue,
+        off: usize,
+        desc_bytes: usize,
+        bytes: usize,
+    ) -> anyhow::Result<()> {
         let (Some(ring), Some(st)) = (&q.ring_dev, &q.staging) else {
             anyhow::bail!("device placement without device ring");
         };
-        let head = std::mem::size_of::<SlotHdr>() + n * std::mem::size_of::<Desc>();
+        let head = std::mem::size_of::<SlotHdr>() + desc_bytes;
         // SAFETY: both ranges lie inside the slot; the staging slot stays untouched until the
         // burst is reaped, which is after the kernel consumed it, which is after the copy.
         unsafe {
@@ -1083,14 +1108,12 @@ impl GpuExecutor {
             let seq = q.pending_start.wrapping_add(k);
             let slot = (seq % self.opts.ring_slots) as usize;
             let off = slot * self.slot_bytes as usize;
-            if q.placement == Placement::Device {
+            if let (Placement::Device, Some(st)) = (q.placement, q.staging.as_ref()) {
                 let n = q.slot_frames[slot] as usize;
-                // SAFETY: reading the header this thread wrote into staging.
-                let bytes = unsafe {
-                    let st = q.staging.as_ref().map_or(ptr::null(), |s| s.host.add(off));
-                    ptr::read_unaligned(st as *const SlotHdr).data_bytes as usize
-                };
-                self.copy_slot(&q, off, n, bytes)?;
+                // SAFETY: the slot's header lies inside staging; this thread wrote it at submit.
+                let h = unsafe { ptr::read_unaligned(st.host.add(off) as *const SlotHdr) };
+                let desc_bytes = n * Desc8::size_of_format(h.desc_format);
+                self.copy_slot(&q, off, desc_bytes, h.data_bytes as usize)?;
             }
             self.launch_burst(queue, &q, seq)?;
         }
