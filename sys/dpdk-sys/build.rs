@@ -5,6 +5,9 @@
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    // Set when the installed DPDK lets the Rust mirrors of rte_eth_rx_burst / rte_eth_tx_burst
+    // (src/lib.rs) stand for the C inline functions; see bindings::fast_path_mirror_ok.
+    println!("cargo::rustc-check-cfg=cfg(pw_fp_mirror)");
     #[cfg(feature = "bindings")]
     bindings::generate();
 }
@@ -15,6 +18,21 @@ mod bindings {
 
     /// DPDK 22.11 is the LTS release the shim and the port backend are written against.
     const MIN_VERSION: &str = "22.11";
+
+    /// The Rust mirrors of `rte_eth_rx_burst` / `rte_eth_tx_burst` do what DPDK 22.11's inline
+    /// functions do in a release build of DPDK: the `rte_eth_fp_ops` lookup, the PMD call and
+    /// the RX/TX callbacks. They leave out the fast-path trace point and the ethdev debug
+    /// checks, so they are used only when the installed DPDK has neither (bindgen emits these
+    /// macros only when they are defined).
+    fn fast_path_mirror_ok(bindings: &str) -> bool {
+        [
+            "RTE_ENABLE_TRACE_FP",
+            "RTE_ETHDEV_DEBUG_RX",
+            "RTE_ETHDEV_DEBUG_TX",
+        ]
+        .iter()
+        .all(|m| !bindings.contains(&format!("const {m}:")))
+    }
 
     pub fn generate() {
         println!("cargo:rerun-if-changed=src/shim.h");
@@ -101,6 +119,10 @@ mod bindings {
             .allowlist_type("rte_flow_.*")
             .allowlist_type("rte_eth_.*")
             .allowlist_var("RTE_ETH_.*")
+            .allowlist_var("rte_eth_fp_ops")
+            .allowlist_var("RTE_ENABLE_TRACE_FP")
+            .allowlist_var("RTE_ETHDEV_DEBUG_RX")
+            .allowlist_var("RTE_ETHDEV_DEBUG_TX")
             .allowlist_var("RTE_MBUF_.*")
             .allowlist_var("RTE_PKTMBUF_.*")
             .allowlist_var("RTE_MAX_ETHPORTS")
@@ -118,8 +140,16 @@ mod bindings {
             .layout_tests(true)
             .generate()
             .unwrap_or_else(|e| panic!("dpdk-sys: bindgen failed on the DPDK headers: {e}"));
-        bindings
-            .write_to_file(out.join("bindings.rs"))
+        let text = bindings.to_string();
+        if fast_path_mirror_ok(&text) {
+            println!("cargo:rustc-cfg=pw_fp_mirror");
+        } else {
+            println!(
+                "cargo:warning=dpdk-sys: this DPDK has fast-path tracing or ethdev debug checks \
+                 compiled in; rx/tx bursts go through the C shim (an out-of-line call each)"
+            );
+        }
+        std::fs::write(out.join("bindings.rs"), text)
             .unwrap_or_else(|e| panic!("dpdk-sys: cannot write {}: {e}", out.display()));
     }
 }

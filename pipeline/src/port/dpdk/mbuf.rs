@@ -374,7 +374,7 @@ impl DpdkRx {
             // SAFETY: started port, valid queue; mbufs has room for `want` <= MAX_BURST
             // pointers.
             let n = unsafe {
-                sys::pw_rte_eth_rx_burst(self.zc.port_id, q, burst.mbufs.as_mut_ptr(), want as u16)
+                sys::eth_rx_burst(self.zc.port_id, q, burst.mbufs.as_mut_ptr(), want as u16)
             } as usize;
             if n == 0 {
                 continue;
@@ -500,7 +500,7 @@ impl DpdkTx {
             // SAFETY: mbufs[sent..k] are owned mbufs; the PMD takes ownership of the ones it
             // accepts (they leave the burst below).
             let got = unsafe {
-                sys::pw_rte_eth_tx_burst(
+                sys::eth_tx_burst(
                     port,
                     self.queue,
                     burst.mbufs.as_mut_ptr().add(sent),

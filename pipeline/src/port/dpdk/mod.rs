@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use dpdk_sys as sys;
+/// The raw bindings (for an application that needs a DPDK call pktwarp does not wrap).
+pub use dpdk_sys as sys;
 use serde::Deserialize;
 
 use crate::burst::{Burst, FrameDesc};
@@ -1014,7 +1015,7 @@ impl DpdkRx {
         let inner = &self.port.inner;
         // SAFETY: started port, valid queue, mbufs has room for `want` <= MAX_BURST pointers.
         let n = unsafe {
-            sys::pw_rte_eth_rx_burst(inner.setup.port_id, q, self.mbufs.as_mut_ptr(), want as u16)
+            sys::eth_rx_burst(inner.setup.port_id, q, self.mbufs.as_mut_ptr(), want as u16)
         } as usize;
         if n == 0 {
             return 0;
@@ -1171,12 +1172,7 @@ impl DpdkRx {
             self.next = (self.next + 1) % nq;
             // SAFETY: started port, valid queue, room for `want` pointers.
             let n = unsafe {
-                sys::pw_rte_eth_rx_burst(
-                    inner.setup.port_id,
-                    q,
-                    self.mbufs.as_mut_ptr(),
-                    want as u16,
-                )
+                sys::eth_rx_burst(inner.setup.port_id, q, self.mbufs.as_mut_ptr(), want as u16)
             } as usize;
             for &m in &self.mbufs[..n] {
                 // SAFETY: an mbuf the PMD returned; only its header (host memory) is read.
@@ -1320,7 +1316,7 @@ impl DpdkTx {
             // SAFETY: mbufs[sent..k] are filled mbufs we own; the PMD takes ownership of the
             // ones it accepts.
             let got = unsafe {
-                sys::pw_rte_eth_tx_burst(
+                sys::eth_tx_burst(
                     port,
                     self.queue,
                     self.mbufs.as_mut_ptr().add(sent),
