@@ -51,8 +51,10 @@ pub struct Args {
     /// Queues (each fed by its own host thread) for end to end, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "1,4,8,12")]
     pub e2e_queues: Vec<usize>,
-    /// Persistent CTAs per queue for end to end.
-    #[arg(long, default_value_t = 8)]
+    /// Persistent CTAs per queue for end to end (16: at 64 B one CTA's burst is mostly PCIe
+    /// round trips, so more bursts in flight per queue keep the link busy; 12 queues x 16 CTAs
+    /// fit on an H200 at two CTAs per SM).
+    #[arg(long, default_value_t = 16)]
     pub e2e_ctas: u32,
     /// Bursts timed per latency configuration.
     #[arg(long, default_value_t = 5000)]
