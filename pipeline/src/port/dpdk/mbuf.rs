@@ -219,9 +219,9 @@ impl MbufBurst {
             wire_len: mb.pkt_len,
             port: self.port,
             queue: self.queue,
-            // SAFETY: reading the rss member of the hash union (a plain u32) when the PMD
-            // flagged it valid.
             rss_hash: if has_rss {
+                // SAFETY: reading the rss member of the hash union (a plain u32) when the PMD
+                // flagged it valid.
                 unsafe { mb.__bindgen_anon_2.hash.rss }
             } else {
                 0

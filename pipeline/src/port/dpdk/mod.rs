@@ -890,10 +890,12 @@ fn now_ns() -> u64 {
         static BASE: OnceLock<(u64, u64, f64)> = OnceLock::new();
         let &(base_ns, base_tsc, ns_per_tick) = BASE.get_or_init(|| {
             // SAFETY: rte_get_tsc_hz only reads a value EAL measured at init (ports exist only
-            // after init); _rdtsc has no preconditions on x86_64.
+            // after init).
             let hz = unsafe { sys::rte_get_tsc_hz() };
             let scale = if hz > 0 { 1e9 / hz as f64 } else { 0.0 };
-            (wall_ns(), unsafe { core::arch::x86_64::_rdtsc() }, scale)
+            // SAFETY: _rdtsc has no preconditions on x86_64.
+            let tsc = unsafe { core::arch::x86_64::_rdtsc() };
+            (wall_ns(), tsc, scale)
         });
         if ns_per_tick > 0.0 {
             // SAFETY: as above.
