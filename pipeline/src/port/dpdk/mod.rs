@@ -1180,8 +1180,8 @@ impl DpdkRx {
                 // SAFETY: an mbuf the PMD returned; only its header (host memory) is read.
                 let mb = unsafe { &*m };
                 let has = mb.ol_flags & u64::from(sys::RTE_MBUF_F_RX_RSS_HASH) != 0;
-                // SAFETY: reading the rss member of the hash union (plain u32).
                 let rss = if has {
+                    // SAFETY: reading the rss member of the hash union (plain u32).
                     unsafe { mb.__bindgen_anon_2.hash.rss }
                 } else {
                     0
