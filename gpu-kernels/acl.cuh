@@ -141,9 +141,11 @@ PW_DEVICE uint32_t pw_acl_rec_eval(const pw_acl_fam_view *v, const uint32_t *rec
     return out;
 }
 
-/* Index of the first rule (file order) matching the key, or PW_ACL_NO_MATCH. `t` is the start of
- * the image. One thread. */
-PW_DEVICE uint32_t pw_acl_classify(const pw_acl_tables *t, const pw_acl_key *k) {
+/* The forest walk every lookup shares: the key's family, its trees in order of their smallest
+ * rule, stopping when that is >= the best match so far. `scan(v, first_record, kw, best)` scans
+ * one leaf and returns the new best. */
+template <typename Scan>
+PW_DEVICE uint32_t pw_acl_forest(const pw_acl_tables *t, const pw_acl_key *k, Scan scan) {
     uint32_t kw[11];
     pw_acl_fam_view v;
     pw_acl_view(t, k, kw, &v);
@@ -153,14 +155,22 @@ PW_DEVICE uint32_t pw_acl_classify(const pw_acl_tables *t, const pw_acl_key *k) 
         if (pw_acl_tree(&v, ti, &r) >= best) break;
         r = pw_acl_tree_leaf(&v, r, kw);
         if (r == PW_ACL_REF_EMPTY) continue;
-        for (const uint32_t *rec = v.recs + (r & ~PW_ACL_REF_LEAF) * v.rw;; rec += v.rw) {
-            uint32_t idx;
-            const uint32_t f = pw_acl_rec_eval(&v, rec, kw, best, &idx);
-            if (f & PW_ACL_LANE_MATCH) best = idx;
-            if (f) break;
-        }
+        best = scan(&v, r & ~PW_ACL_REF_LEAF, kw, best);
     }
     return best;
+}
+
+/* Index of the first rule (file order) matching the key, or PW_ACL_NO_MATCH. `t` is the start of
+ * the image. One thread. */
+PW_DEVICE uint32_t pw_acl_classify(const pw_acl_tables *t, const pw_acl_key *k) {
+    return pw_acl_forest(t, k, [](const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw, uint32_t best) {
+        for (const uint32_t *rec = v->recs + first * v->rw;; rec += v->rw) {
+            uint32_t idx;
+            const uint32_t f = pw_acl_rec_eval(v, rec, kw, best, &idx);
+            if (f & PW_ACL_LANE_MATCH) return idx;
+            if (f) return best;
+        }
+    });
 }
 
 /* ---- Cooperative lookup: a group of `gsize` lanes classifies one key ----
@@ -197,61 +207,41 @@ PW_DEVICE uint32_t pw_acl_chunk_decide(uint32_t match, uint32_t end, uint32_t *l
  * key (so the group takes one path through the trees). */
 __device__ __forceinline__ uint32_t pw_acl_classify_group(const pw_acl_tables *t, const pw_acl_key *k,
                                                           uint32_t gl, uint32_t gsize) {
-    uint32_t kw[11];
-    pw_acl_fam_view v;
-    pw_acl_view(t, k, kw, &v);
     const uint32_t gbase = (threadIdx.x & 31u) & ~(gsize - 1u);
     const uint32_t gbits = gsize >= 32u ? 0xFFFFFFFFu : (1u << gsize) - 1u;
     const uint32_t gmask = gbits << gbase;
-    uint32_t best = PW_ACL_NO_MATCH;
-    for (uint32_t ti = 0; ti < v.ntrees; ti++) {
-        uint32_t r;
-        if (pw_acl_tree(&v, ti, &r) >= best) break;
-        r = pw_acl_tree_leaf(&v, r, kw);
-        if (r == PW_ACL_REF_EMPTY) continue;
-        for (uint32_t base = r & ~PW_ACL_REF_LEAF;; base += gsize) {
+    return pw_acl_forest(t, k, [&](const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw, uint32_t best) {
+        for (uint32_t base = first;; base += gsize) {
             uint32_t idx;
-            uint32_t f = pw_acl_lane_eval(&v, base + gl, kw, best, &idx);
+            uint32_t f = pw_acl_lane_eval(v, base + gl, kw, best, &idx);
             uint32_t m = (__ballot_sync(gmask, f & PW_ACL_LANE_MATCH) >> gbase) & gbits;
             uint32_t e = (__ballot_sync(gmask, f & PW_ACL_LANE_END) >> gbase) & gbits;
             uint32_t lane = 0;
             uint32_t d = pw_acl_chunk_decide(m, e, &lane);
             if (d == 2u) continue;
-            if (d == 1u) best = __shfl_sync(gmask, idx, gbase + lane);
-            break;
+            return d == 1u ? __shfl_sync(gmask, idx, gbase + lane) : best;
         }
-    }
-    return best;
+    });
 }
 #endif
 
 /* The group lookup with its `gsize` lanes played one after another on one thread (host tests hold
  * it equal to pw_acl_classify for every group size). */
 PW_DEVICE uint32_t pw_acl_classify_lanes(const pw_acl_tables *t, const pw_acl_key *k, uint32_t gsize) {
-    uint32_t kw[11];
-    pw_acl_fam_view v;
-    pw_acl_view(t, k, kw, &v);
-    uint32_t best = PW_ACL_NO_MATCH;
-    for (uint32_t ti = 0; ti < v.ntrees; ti++) {
-        uint32_t r;
-        if (pw_acl_tree(&v, ti, &r) >= best) break;
-        r = pw_acl_tree_leaf(&v, r, kw);
-        if (r == PW_ACL_REF_EMPTY) continue;
-        for (uint32_t base = r & ~PW_ACL_REF_LEAF;; base += gsize) {
+    return pw_acl_forest(t, k, [&](const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw, uint32_t best) {
+        for (uint32_t base = first;; base += gsize) {
             uint32_t m = 0, e = 0, idxs[32];
             for (uint32_t j = 0; j < gsize; j++) {
-                uint32_t f = pw_acl_lane_eval(&v, base + j, kw, best, &idxs[j]);
+                uint32_t f = pw_acl_lane_eval(v, base + j, kw, best, &idxs[j]);
                 if (f & PW_ACL_LANE_MATCH) m |= 1u << j;
                 if (f & PW_ACL_LANE_END) e |= 1u << j;
             }
             uint32_t lane = 0;
             uint32_t d = pw_acl_chunk_decide(m, e, &lane);
             if (d == 2u) continue;
-            if (d == 1u) best = idxs[lane];
-            break;
+            return d == 1u ? idxs[lane] : best;
         }
-    }
-    return best;
+    });
 }
 
 /* Verdict word of rule `rule` (verdict | has_mark << 8); mark id in *mark. */
