@@ -77,8 +77,8 @@ pub struct Args {
     /// GPU modes to check, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "persistent")]
     pub mode: Vec<ModeArg>,
-    /// Ring placements to check, comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "device")]
+    /// Ring placements to check, comma separated (default: the executor's default, mapped).
+    #[arg(long, value_delimiter = ',', default_value = "mapped")]
     pub placement: Vec<PlacementArg>,
     /// Frames per burst.
     #[arg(long, default_value_t = 256)]
@@ -898,7 +898,7 @@ fn reload_torture(a: &Args, swaps: u32) -> anyhow::Result<i32> {
         .placement
         .first()
         .copied()
-        .unwrap_or(PlacementArg::Device)
+        .unwrap_or(PlacementArg::Mapped)
         .into();
     let opts = GpuOptions {
         mode,

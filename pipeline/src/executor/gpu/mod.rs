@@ -117,9 +117,11 @@ pub enum Mode {
 #[serde(rename_all = "snake_case")]
 pub enum Placement {
     /// GPU memory, filled by DMA (as a GPUDirect NIC would).
-    #[default]
     Device,
-    /// Pinned host memory the GPU reads directly (lowest latency for small bursts).
+    /// Pinned host memory the GPU reads directly. The default: for rings the host fills (pcap,
+    /// gen, DPDK without GPUDirect) it measured several times the `device` rate end to end and
+    /// lower latency (BENCHMARKS.md, issue 4).
+    #[default]
     Mapped,
 }
 
@@ -129,7 +131,7 @@ pub enum Placement {
 pub struct GpuOptions {
     /// `persistent` (default), `launch` or `graph`.
     pub mode: Mode,
-    /// Ring placement of every queue: `device` (default) or `mapped`.
+    /// Ring placement of every queue: `mapped` (default) or `device`.
     pub placement: Placement,
     /// Per-queue placement overriding `placement` (index = queue number; shorter lists leave the
     /// remaining queues at `placement`).
@@ -173,7 +175,7 @@ impl Default for GpuOptions {
     fn default() -> Self {
         GpuOptions {
             mode: Mode::Persistent,
-            placement: Placement::Device,
+            placement: Placement::Mapped,
             queue_placement: Vec::new(),
             burst_size: 256,
             ring_slots: 64,
