@@ -487,23 +487,9 @@ impl Exposition {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{AclStageConfig, DefaultAction, StageConfig};
 
     fn collector(cap: usize, watched: Option<usize>) -> (DaemonCollector, Vec<Arc<QueueCounters>>) {
-        let rules = std::path::PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../configs/rules/inline-filter.rules.yaml"
-        ));
-        let stages = vec![
-            StageConfig::Parse,
-            StageConfig::Acl(AclStageConfig {
-                rules,
-                format: None,
-                default: DefaultAction::Pass,
-            }),
-            StageConfig::Count,
-        ];
-        let pipeline = Arc::new(crate::stage::build(&stages, |p| p.to_path_buf()).unwrap());
+        let pipeline = Arc::new(crate::stage::test_inline_filter_pipeline());
         let n_rules = pipeline.rule_count();
         assert!(n_rules > cap);
         let counters: Vec<_> = (0..2)

@@ -4,3 +4,24 @@ pub mod parse;
 pub mod run;
 
 pub use run::{build, AclSlot, CustomStage, Pipeline, Stage};
+
+/// parse -> acl (the shipped inline-filter rules, default pass) -> count: the pipeline the unit
+/// tests of several modules run.
+#[cfg(test)]
+pub(crate) fn test_inline_filter_pipeline() -> Pipeline {
+    use crate::config::{AclStageConfig, DefaultAction, StageConfig};
+    let rules = std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../configs/rules/inline-filter.rules.yaml"
+    ));
+    let stages = vec![
+        StageConfig::Parse,
+        StageConfig::Acl(AclStageConfig {
+            rules,
+            format: None,
+            default: DefaultAction::Pass,
+        }),
+        StageConfig::Count,
+    ];
+    build(&stages, |p| p.to_path_buf()).expect("the shipped inline-filter rules load")
+}

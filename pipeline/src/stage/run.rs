@@ -278,7 +278,6 @@ pub fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{AclStageConfig, DefaultAction, StageConfig};
     use crate::port::pcap::CaptureReader;
 
     fn counters_of(c: &QueueCounters) -> Vec<u64> {
@@ -308,20 +307,7 @@ mod tests {
         let data =
             std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"));
         assert!(data.is_dir(), "test data missing: {}", data.display());
-        let rules = std::path::PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../configs/rules/inline-filter.rules.yaml"
-        ));
-        let stages = vec![
-            StageConfig::Parse,
-            StageConfig::Acl(AclStageConfig {
-                rules,
-                format: None,
-                default: DefaultAction::Pass,
-            }),
-            StageConfig::Count,
-        ];
-        let pipeline = crate::stage::build(&stages, |p| p.to_path_buf()).unwrap();
+        let pipeline = crate::stage::test_inline_filter_pipeline();
         // Every frame of two captures, plus truncated copies (parse errors), over two ports.
         let mut owned: Vec<(FrameDesc, Vec<u8>)> = Vec::new();
         for file in ["pcaps/multi_proto.pcap", "pcaps/tcpdump/afs.pcap"] {
