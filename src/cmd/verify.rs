@@ -522,18 +522,8 @@ pub fn verify_one(
     // bursts are cut by bytes as well as frames below.
     let data_cap = slot_data_bytes(a);
     let opts = GpuOptions {
-        mode,
-        placement,
-        burst_size: a.burst,
-        ring_slots: 64,
-        graph_bursts: 8,
-        slot_data_bytes: Some(data_cap),
-        device: a.device,
-        devices: devices_opt(a),
         emit_meta: true,
-        idle_timeout_ms: 120_000,
-        ctas_per_queue: a.ctas,
-        ..Default::default()
+        ..gpu_options(a, mode, placement)
     };
     let pd = PipelineDesc {
         parse: true,
@@ -737,6 +727,23 @@ pub fn verify_one(
 }
 
 /// `--devices` as the executor option (None: `--device` alone).
+/// The GPU executor's options for one (mode, placement) of a verify run.
+fn gpu_options(a: &Args, mode: Mode, placement: Placement) -> GpuOptions {
+    GpuOptions {
+        mode,
+        placement,
+        burst_size: a.burst,
+        ring_slots: 64,
+        graph_bursts: 8,
+        slot_data_bytes: Some(slot_data_bytes(a)),
+        device: a.device,
+        devices: devices_opt(a),
+        idle_timeout_ms: 120_000,
+        ctas_per_queue: a.ctas,
+        ..Default::default()
+    }
+}
+
 fn devices_opt(a: &Args) -> Option<Devices> {
     if a.devices.is_empty() {
         None
@@ -900,19 +907,7 @@ fn reload_torture(a: &Args, swaps: u32) -> anyhow::Result<i32> {
         .copied()
         .unwrap_or(PlacementArg::Mapped)
         .into();
-    let opts = GpuOptions {
-        mode,
-        placement,
-        burst_size: a.burst,
-        ring_slots: 64,
-        graph_bursts: 8,
-        slot_data_bytes: Some(data_cap),
-        device: a.device,
-        devices: devices_opt(a),
-        idle_timeout_ms: 120_000,
-        ctas_per_queue: a.ctas,
-        ..Default::default()
-    };
+    let opts = gpu_options(a, mode, placement);
     let pd = PipelineDesc {
         parse: true,
         acl: Some(sets[0].tables()),
