@@ -140,6 +140,59 @@ fn load_stage(rules: &Path) -> anyhow::Result<AclStage> {
     AclStage::load(rules, format, Action::Pass)
 }
 
+/// A rule set and its trace as the bulk kernel takes them: the ACL stage, its flat image, the
+/// trace's 64 B frames repeated to `--frames`, and their GPU descriptors.
+struct BulkSet {
+    stage: AclStage,
+    n_rules: u32,
+    bytes: Vec<u8>,
+    frames: Burst,
+    descs: Vec<Desc>,
+}
+
+impl BulkSet {
+    fn load(a: &Args, set: &str) -> anyhow::Result<BulkSet> {
+        let (rules, trace) = set_paths(&a.classbench, set)?;
+        let stage = load_stage(&rules)?;
+        let n_rules = stage.classifier.header().num_rules;
+        let bytes = stage.classifier.image_bytes();
+        let frames = repeat_to(&trace_frames(&trace, 64)?, a.frames);
+        let descs = frames.descs.iter().map(Desc::from).collect();
+        Ok(BulkSet {
+            stage,
+            n_rules,
+            bytes,
+            frames,
+            descs,
+        })
+    }
+
+    /// parse + acl (this set) + count.
+    fn pipeline(&self) -> PipelineDesc<'_> {
+        PipelineDesc {
+            parse: true,
+            acl: Some(AclTablesRef {
+                bytes: &self.bytes,
+                n_rules: self.n_rules,
+            }),
+            count: true,
+            default_action: self.stage.default as u8,
+        }
+    }
+}
+
+/// A GPU executor for the bulk kernel only (launch mode: no persistent kernel, tiny rings).
+fn bulk_executor(device: u32, pd: PipelineDesc<'_>) -> anyhow::Result<GpuExecutor> {
+    let opts = GpuOptions {
+        mode: Mode::Launch,
+        burst_size: 32,
+        ring_slots: 4,
+        device,
+        ..Default::default()
+    };
+    GpuExecutor::new(opts, pd, 1, &kernel_image())
+}
+
 struct Table {
     rows: Vec<String>,
 }
@@ -443,41 +496,24 @@ fn throughput(
     set: &str,
     threads: usize,
 ) -> anyhow::Result<(u32, usize, f64, f64, bool, Vec<f64>)> {
-    let (rules, trace) = set_paths(&a.classbench, set)?;
-    let stage = load_stage(&rules)?;
-    let n_rules = stage.classifier.header().num_rules;
-    let bytes = stage.classifier.image_bytes();
-    let base = trace_frames(&trace, 64)?;
-    let frames = repeat_to(&base, a.frames);
-    let descs: Vec<Desc> = frames.descs.iter().map(Desc::from).collect();
-
-    // GPU: bulk kernel over device-resident frames (launch mode executor: no persistent kernel).
-    let pd = PipelineDesc {
-        parse: true,
-        acl: Some(AclTablesRef {
-            bytes: &bytes,
-            n_rules,
-        }),
-        count: true,
-        default_action: stage.default as u8,
-    };
-    let opts = GpuOptions {
-        mode: Mode::Launch,
-        burst_size: 32,
-        ring_slots: 4,
-        device: a.device,
-        ..Default::default()
-    };
-    let ex = GpuExecutor::new(opts, pd, 1, &kernel_image())?;
-    let f = ex.upload_frames(&frames.data, &descs)?;
+    let set = BulkSet::load(a, set)?;
+    // GPU: bulk kernel over device-resident frames.
+    let ex = bulk_executor(a.device, set.pipeline())?;
+    let f = ex.upload_frames(&set.frames.data, &set.descs)?;
     ex.run_bulk(&f, 3)?; // warm-up
     let ms = ex.run_bulk(&f, 10)?;
-    let gpu_mpps = frames.len() as f64 / (median(&mut ms.clone()) / 1e3) / 1e6;
+    let gpu_mpps = set.frames.len() as f64 / (median(&mut ms.clone()) / 1e3) / 1e6;
     let gv = ex.bulk_verdicts(&f)?;
     drop(f);
     drop(ex);
 
     // CPU: the CPU executor's pipeline, one worker per thread, bursts of 256.
+    let BulkSet {
+        stage,
+        n_rules,
+        frames,
+        ..
+    } = set;
     let pipeline = Pipeline::new(vec![
         Stage::Parse,
         Stage::Acl(AclSlot::new(stage)),
@@ -542,38 +578,15 @@ struct Scaling {
 /// once (one executor per entry, each over the same device-resident frames, one host thread
 /// each), wall time over every executor's passes. Medians of 5 rounds of 10 passes.
 fn scaling(a: &Args) -> anyhow::Result<Scaling> {
-    let (rules, trace) = set_paths(&a.classbench, &a.sets[0])?;
-    let stage = load_stage(&rules)?;
-    let n_rules = stage.classifier.header().num_rules;
-    let bytes = stage.classifier.image_bytes();
-    let base = trace_frames(&trace, 64)?;
-    let frames = repeat_to(&base, a.frames);
-    let descs: Vec<Desc> = frames.descs.iter().map(Desc::from).collect();
-    let pd = PipelineDesc {
-        parse: true,
-        acl: Some(AclTablesRef {
-            bytes: &bytes,
-            n_rules,
-        }),
-        count: true,
-        default_action: stage.default as u8,
-    };
+    let set = BulkSet::load(a, &a.sets[0])?;
     let mut execs = Vec::with_capacity(a.devices.len());
     for &d in &a.devices {
-        let opts = GpuOptions {
-            mode: Mode::Launch,
-            burst_size: 32,
-            ring_slots: 4,
-            device: d,
-            ..Default::default()
-        };
-        execs.push(
-            GpuExecutor::new(opts, pd, 1, &kernel_image()).with_context(|| format!("GPU {d}"))?,
-        );
+        execs.push(bulk_executor(d, set.pipeline()).with_context(|| format!("GPU {d}"))?);
     }
+    let frames = &set.frames;
     let uploaded: Vec<_> = execs
         .iter()
-        .map(|ex| ex.upload_frames(&frames.data, &descs))
+        .map(|ex| ex.upload_frames(&frames.data, &set.descs))
         .collect::<anyhow::Result<_>>()?;
     for (ex, f) in execs.iter().zip(&uploaded) {
         ex.run_bulk(f, 2)?; // warm-up
@@ -611,7 +624,7 @@ fn scaling(a: &Args) -> anyhow::Result<Scaling> {
     }
     for i in (0..frames.len()).step_by(997) {
         let d = &frames.descs[i];
-        let (_, want) = cpu_reference(frames.frame(i), d.port, Some(&stage));
+        let (_, want) = cpu_reference(frames.frame(i), d.port, Some(&set.stage));
         equal &= v0[i] == want;
     }
     drop(uploaded);
