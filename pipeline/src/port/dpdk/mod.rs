@@ -934,24 +934,10 @@ fn prefetch(p: *const u8) {
 #[inline(always)]
 unsafe fn append_bytes(out: &mut Vec<u8>, src: *const u8, len: usize) {
     out.reserve(len);
-    // SAFETY: reserve made room for len bytes after out.len(); src is readable for len bytes
-    // (caller); each 32-byte move stays within [0, len) of both because len >= 32 there.
+    // SAFETY: reserve made room for len bytes after out.len(); src is readable for len bytes and
+    // not inside `out` (caller), so the ranges do not overlap; the copy initialises those bytes.
     unsafe {
-        let dst = out.as_mut_ptr().add(out.len());
-        if (32..=256).contains(&len) {
-            let mut i = 0;
-            while i + 32 <= len {
-                let v = std::ptr::read_unaligned(src.add(i) as *const [u8; 32]);
-                std::ptr::write_unaligned(dst.add(i) as *mut [u8; 32], v);
-                i += 32;
-            }
-            if i < len {
-                let v = std::ptr::read_unaligned(src.add(len - 32) as *const [u8; 32]);
-                std::ptr::write_unaligned(dst.add(len - 32) as *mut [u8; 32], v);
-            }
-        } else {
-            std::ptr::copy_nonoverlapping(src, dst, len);
-        }
+        copy_bytes(out.as_mut_ptr().add(out.len()), src, len);
         out.set_len(out.len() + len);
     }
 }
