@@ -49,6 +49,9 @@ typedef struct pw_acl_sel {
     uint64_t rule_hits;
     uint32_t n_rules;
     uint8_t default_action;
+#if defined(PW_HAVE_ACL)
+    pw_acl_mem mem; /* where the lookup reads the image (its first words may be in shared memory) */
+#endif
 } pw_acl_sel;
 
 __device__ __forceinline__ pw_acl_sel pw_acl_of_queue(const pw_queue_desc &q) {
@@ -57,6 +60,9 @@ __device__ __forceinline__ pw_acl_sel pw_acl_of_queue(const pw_queue_desc &q) {
     a.rule_hits = q.rule_hits;
     a.n_rules = q.n_rules;
     a.default_action = q.default_action;
+#if defined(PW_HAVE_ACL)
+    a.mem = pw_acl_mem_of((const pw_acl_tables *)a.tables);
+#endif
     return a;
 }
 
@@ -67,6 +73,9 @@ __device__ __forceinline__ pw_acl_sel pw_acl_of_slot(const pw_queue_desc &q, con
     a.rule_hits = h->rule_hits;
     a.n_rules = h->n_rules;
     a.default_action = h->default_action;
+#if defined(PW_HAVE_ACL)
+    a.mem = pw_acl_mem_of((const pw_acl_tables *)a.tables);
+#endif
     return a;
 }
 
@@ -78,11 +87,10 @@ __device__ __forceinline__ void pw_stage_acl(const pw_acl_sel &a, const pw_packe
                                              uint32_t gsize) {
     pw_acl_key k;
     pw_acl_key_from_meta(m, port, &k);
-    const pw_acl_tables *t = (const pw_acl_tables *)a.tables;
-    *rule = gsize > 1u ? pw_acl_classify_group(t, &k, gl, gsize) : pw_acl_classify(t, &k);
+    *rule = gsize > 1u ? pw_acl_classify_group(&a.mem, &k, gl, gsize) : pw_acl_classify_mem(&a.mem, &k);
     if (*rule != PW_ACL_NO_MATCH) {
         uint32_t mk;
-        uint32_t w = pw_acl_action(t, *rule, &mk);
+        uint32_t w = pw_acl_action_mem(&a.mem, *rule, &mk);
         uint32_t code = w & 0xFFu;
         *action = (uint8_t)(code < PW_ACTIONS ? code : PW_ACTION_PASS); /* flow_rules Verdict::from_code */
         *mark = ((w >> 8) & 1u) ? mk : 0u;
@@ -270,16 +278,31 @@ __device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_
     }
 }
 
-/* Runs the frames of slot `seq % slots` with the whole block; the caller publishes.
+/* The persistent kernel's copy of the ACL image's first words (dynamic shared memory, sized by the
+ * host: GpuOptions::acl_cache_bytes) and which image it holds. A lookup walks trees and nodes,
+ * which lie at the image's start, with one dependent load per step: from shared memory that is
+ * ~30 cycles instead of an L2 round trip. */
+extern __shared__ __align__(16) uint4 pw_acl_cache[];
+__shared__ uint64_t pw_img_tables; /* the image the last burst named (~0: none yet) */
+__shared__ uint32_t pw_img_gen;
+__shared__ uint32_t pw_cache_words; /* words of it in pw_acl_cache */
+
+__device__ __forceinline__ uint32_t pw_dyn_smem_bytes() {
+    uint32_t r;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+    return r;
+}
+
+/* Runs the frames of slot `seq % slots` with the whole block, their counts into `cr`; the caller
+ * publishes, then adds `cr` to the counters (pw_count_after_done).
  * `hdr_granules`: how many of the header's 3 16-byte granules pw_stage already holds (0: burst
  * kernels; 3: the persistent poller read the header; 1: it polled the first granule, PW_PIPE_SLOT_SEQ,
  * and the other two are staged here with the descriptors and frames, in the same round trip).
- * `last_tables` / `last_gen` (persistent kernel, thread 0's): the ACL image of the previous burst,
- * see the acquire below; null in the burst kernels. ts[1] (thread 0, when the queue traces) = when
- * the slot was staged. */
-__device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, pw_queue_counters *acc,
-                                            uint32_t hdr_granules, uint64_t *ts, uint64_t *last_tables,
-                                            uint32_t *last_gen) {
+ * `persistent`: the block serves the queue for the kernel's life (keeps pw_img_* and the ACL
+ * cache between bursts, see below). ts[1] (thread 0, when the queue traces) = when the slot was
+ * staged. */
+__device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, pw_count_regs *cr,
+                                            uint32_t hdr_granules, uint64_t *ts, bool persistent) {
     const uint32_t slot = seq % q.slots;
     const uint8_t *base = (const uint8_t *)(q.ring + (uint64_t)slot * q.slot_bytes);
     if (hdr_granules == 0u && threadIdx.x == 0) pw_stage_hdr(base);
@@ -330,18 +353,39 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         }
         __syncthreads();
     }
-    /* The image a burst names is fixed while its address is live, but a freed image's address
-     * can come back with a new one: when the header names another image than the last burst,
-     * one acquire drops the SM's L1 lines (stale ones included) before the walk. */
-    if (last_tables) {
-        if (threadIdx.x == 0 && (hdr->acl_tables != *last_tables || hdr->generation != *last_gen)) {
-            (void)pw_load_acquire((const volatile uint32_t *)q.producer);
-            *last_tables = hdr->acl_tables;
-            *last_gen = hdr->generation;
+    pw_acl_sel a = pw_acl_of_slot(q, hdr);
+    if (persistent) {
+        /* The image a burst names is fixed while its address is live, but a freed image's address
+         * can come back with a new one: when the header names another image than the last burst,
+         * one acquire drops the SM's L1 lines (stale ones included) before the image is read,
+         * then the block copies its first words to pw_acl_cache. Every thread reads the same
+         * shared words, so the branch is uniform. */
+        if (hdr->acl_tables != pw_img_tables || hdr->generation != pw_img_gen) {
+            if (threadIdx.x == 0) (void)pw_load_acquire((const volatile uint32_t *)q.producer);
+            __syncthreads();
+            uint32_t words = 0u;
+#if defined(PW_HAVE_ACL)
+            if ((q.pipeline & PW_PIPE_ACL) && a.tables != 0ull) {
+                const uint32_t total = __ldg((const uint32_t *)a.tables + 3); /* pw_acl_tables.total_words */
+                const uint32_t cap = pw_dyn_smem_bytes() / 4u;
+                words = (total < cap ? total : cap) & ~3u;
+                const uint4 *src = (const uint4 *)a.tables;
+                for (uint32_t i = threadIdx.x; i < words / 4u; i += blockDim.x) pw_acl_cache[i] = __ldg(src + i);
+            }
+#endif
+            if (threadIdx.x == 0) pw_cache_words = words;
+            __syncthreads();
+            /* Read again only after the next burst's barriers. */
+            if (threadIdx.x == 0) {
+                pw_img_tables = hdr->acl_tables;
+                pw_img_gen = hdr->generation;
+            }
         }
-        __syncthreads();
+#if defined(PW_HAVE_ACL)
+        a.mem.cache = (const uint32_t *)pw_acl_cache;
+        a.mem.cached = pw_cache_words;
+#endif
     }
-    const pw_acl_sel a = pw_acl_of_slot(q, hdr);
     if (staged) {
         descs = pw_stage + sizeof(pw_slot_hdr);
         data = pw_stage + head;
@@ -364,46 +408,27 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     pw_packet_meta *mout = (q.pipeline & PW_PIPE_META_OUT) ? (pw_packet_meta *)q.metas + (uint64_t)slot * q.burst_max : 0;
     const uint32_t gsize = pw_group_size(q, n);
     const uint32_t gl = threadIdx.x & (gsize - 1u);
-    pw_count_regs cr;
-    pw_count_regs_zero(&cr);
     if (!staged && parse && gsize == 1u && dbr <= room) {
-        pw_run_chunked(q, a, base, n, db, compact, vout, mout, &cr);
+        pw_run_chunked(q, a, base, n, db, compact, vout, mout, cr);
     } else {
         for (uint32_t i = threadIdx.x / gsize; i < n; i += blockDim.x / gsize) {
             pw_desc d = pw_desc_at(descs, i, compact);
             /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged. */
             const uint8_t *fd = (staged && parse && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
-            pw_run_frame(q, a, fd, d, vout + i, mout ? mout + i : 0, &cr, gl, gsize);
+            pw_run_frame(q, a, fd, d, vout + i, mout ? mout + i : 0, cr, gl, gsize);
         }
-    }
-    if (q.pipeline & PW_PIPE_COUNT) {
-        pw_count_flush(acc, &cr);
-        if (threadIdx.x == 0) acc->bursts += 1;
     }
 }
 
-/* Publishes the end of burst `seq`: counters merged into this CTA's block, verdicts visible,
- * then done[slot] = seq + 1. Called by the whole block after a block barrier: thread i merges
- * counter word i (one device-memory round trip for all of them instead of one per word in
- * sequence), then thread 0 writes done with a release store (cumulative over the barrier: every
- * thread's verdict writes before it): the handshake needs only those writes ordered, not the
- * full two-way fence of __threadfence_system() (measured: ~0.5 us less inside the kernel per
- * burst, though the done word then takes longer to reach the host). The counter
- * block is device memory, one writer at a time (its persistent CTA, or the queue's burst kernels,
- * in order on the queue's stream), so a plain read-modify-write; kept out of mapped host memory,
- * where each field would cost a PCIe round trip on the critical path. ts: thread 0's timestamps
- * of this burst (seen, staged, ran), written to the trace record when the queue has one. */
-__device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq, uint32_t lane, pw_queue_counters *acc,
-                                           uint64_t *ts) {
-    if (q.pipeline & PW_PIPE_COUNT) {
-        const uint32_t i = threadIdx.x;
-        if (i < sizeof(pw_queue_counters) / 8u) {
-            volatile uint64_t *d = (volatile uint64_t *)((pw_queue_counters *)q.counters + lane) + i;
-            const uint64_t s = ((const uint64_t *)acc)[i];
-            if (s) *d = *d + s;
-        }
-        __syncthreads();
-    }
+/* Publishes the end of burst `seq`: verdicts visible, then done[slot] = seq + 1. Called by the
+ * whole block after a block barrier; thread 0 writes done with a release store (cumulative over
+ * the barrier: every thread's verdict writes before it): the handshake needs only those writes
+ * ordered, not the full two-way fence of __threadfence_system() (measured: ~0.5 us less inside
+ * the kernel per burst, though the done word then takes longer to reach the host). The queue
+ * counters are added afterwards (pw_count_after_done), off the latency path. ts: thread 0's
+ * timestamps of this burst (seen, staged, ran), written to the trace record when the queue has
+ * one. */
+__device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq, uint64_t *ts) {
     if (threadIdx.x != 0) return;
     volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
     if (q.trace) {
@@ -412,13 +437,44 @@ __device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq,
         tr->seen = ts[0];
         tr->staged = ts[1];
         tr->ran = ts[2];
-        tr->merged = pw_globaltimer();
         tr->fenced = pw_globaltimer();
         tr->seq = (uint64_t)seq + 1u;
     }
     pw_store_release(q.done + 4ull * (seq % q.slots), seq + 1u);
     ctrl->consumer = seq + 1u;
     ctrl->heartbeat = ctrl->heartbeat + 1u;
+}
+
+/* After done: the block's counts of the burst (`cr`, per thread) into this CTA's counter block
+ * (`lane` of the queue's). Per warp and field one sum, into the shared `acc` (zeroed before the
+ * burst), then thread i adds word i (one device-memory round trip for all of them), then thread 0
+ * adds the burst to `bursts` behind a fence: the host, once every burst it handed over is done,
+ * waits for the bursts it counts to reach them before it trusts a snapshot
+ * (GpuExecutor::counters). The counter block is device memory with one writer at a time (its
+ * persistent CTA, or the queue's burst kernels, in order on the queue's stream), so a plain
+ * read-modify-write; kept out of mapped host memory, where each field would cost a PCIe round
+ * trip. Whole block. */
+__device__ __forceinline__ void pw_count_after_done(const pw_queue_desc &q, uint32_t seq, uint32_t lane,
+                                                    pw_queue_counters *acc, const pw_count_regs *cr) {
+    if (!(q.pipeline & PW_PIPE_COUNT)) return;
+    pw_count_flush(acc, cr);
+    __syncthreads();
+    volatile uint64_t *d = (volatile uint64_t *)((pw_queue_counters *)q.counters + lane);
+    const uint32_t i = threadIdx.x;
+    if (i > 0u && i < sizeof(pw_queue_counters) / 8u) { /* word 0 is `bursts` */
+        const uint64_t s = ((const uint64_t *)acc)[i];
+        if (s) d[i] = d[i] + s;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        d[0] = d[0] + 1u;
+        if (q.trace) {
+            /* Ordered by this CTA's next release store; the host reads the record only after it. */
+            volatile pw_burst_trace *tr = (volatile pw_burst_trace *)q.trace + seq % q.slots;
+            tr->merged = pw_globaltimer();
+        }
+    }
 }
 
 /* Mode `persistent`: CTA b serves queue b / ctas, taking bursts (b % ctas), + ctas, ... until the
@@ -435,10 +491,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
     __shared__ uint32_t cmd; /* 0 run a burst, 1 exit */
     uint64_t ts[3] = {0, 0, 0};
     uint32_t seq = lane;
-    uint64_t last_tables = ~0ull; /* thread 0: the ACL image of the last burst (see pw_run_slot) */
-    uint32_t last_gen = 0u;
     const bool slot_seq = (q.pipeline & PW_PIPE_SLOT_SEQ) != 0u;
-    if (threadIdx.x == 0) ctrl->status = PW_QSTATE_RUNNING;
+    if (threadIdx.x == 0) {
+        pw_img_tables = ~0ull; /* no image cached yet (pw_run_slot) */
+        pw_img_gen = 0u;
+        pw_cache_words = 0u;
+        ctrl->status = PW_QSTATE_RUNNING;
+    }
     for (;;) {
         pw_zero_counters(&acc);
         if (threadIdx.x == 0) {
@@ -490,10 +549,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
         }
         __syncthreads();
         if (cmd) break;
-        pw_run_slot(q, seq, &acc, slot_seq ? 1u : 3u, ts, &last_tables, &last_gen);
+        pw_count_regs cr;
+        pw_count_regs_zero(&cr);
+        pw_run_slot(q, seq, &cr, slot_seq ? 1u : 3u, ts, true);
         __syncthreads();
         if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
-        pw_publish(q, seq, lane, &acc, ts);
+        pw_publish(q, seq, ts);
+        pw_count_after_done(q, seq, lane, &acc, &cr);
         seq += ctas;
         __syncthreads();
     }
@@ -508,10 +570,13 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst(const pw_queue_desc *
     if (q.trace && threadIdx.x == 0) ts[0] = pw_globaltimer();
     pw_zero_counters(&acc);
     __syncthreads();
-    pw_run_slot(q, seq, &acc, 0u, ts, 0, 0);
+    pw_count_regs cr;
+    pw_count_regs_zero(&cr);
+    pw_run_slot(q, seq, &cr, 0u, ts, false);
     __syncthreads();
     if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
-    pw_publish(q, seq, 0u, &acc, ts);
+    pw_publish(q, seq, ts);
+    pw_count_after_done(q, seq, 0u, &acc, &cr);
 }
 
 /* Graph mode: the graph's kernel nodes read the burst number from the slot header, so one graph
@@ -526,10 +591,13 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst_slot(const pw_queue_d
     pw_zero_counters(&acc);
     if (threadIdx.x == 0) seq = hdr->seq;
     __syncthreads();
-    pw_run_slot(q, seq, &acc, 0u, ts, 0, 0);
+    pw_count_regs cr;
+    pw_count_regs_zero(&cr);
+    pw_run_slot(q, seq, &cr, 0u, ts, false);
     __syncthreads();
     if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
-    pw_publish(q, seq, 0u, &acc, ts);
+    pw_publish(q, seq, ts);
+    pw_count_after_done(q, seq, 0u, &acc, &cr);
 }
 
 /* Stage throughput: thread per frame over `n` device-resident frames (descriptor offsets relative

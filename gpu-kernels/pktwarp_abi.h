@@ -30,12 +30,16 @@ typedef long long int64_t;
 
 /* Stage code in the gpu-kernels .cuh headers is written once and compiled twice: by NVRTC/nvcc for the GPU,
  * and by the host C++ compiler for the differential tests that hold it equal to the Rust stages
- * in CI (which has no GPU). PW_DEVICE marks functions usable in both. */
+ * in CI (which has no GPU). PW_DEVICE marks functions usable in both. PW_DEVICE_CALL marks large ones
+ * that are called from several places: one copy of their code, called (inlining every call site
+ * made the persistent kernel 327 KB of code, far more than an SM's instruction cache). */
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define PW_DEVICE __device__ __forceinline__
+#define PW_DEVICE_CALL __device__ __noinline__
 #define PW_GPU 1
 #else
 #define PW_DEVICE static inline
+#define PW_DEVICE_CALL static
 #define PW_GPU 0
 #endif
 
@@ -474,15 +478,16 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_desc, trace) == 112, "pw_queue_desc.trace"
 
 /* Where a burst's time goes on the GPU (latency analysis; written only when the queue has a trace
  * buffer): %globaltimer (ns) at each step, one record per slot, written before the burst's done
- * word (ordered by its release store). The host reads burst k's record once it has reaped burst
- * k + ctas, and before the slot's next lap rewrites it. */
+ * word (ordered by its release store; `merged`, written after done, by the CTA's next one). The
+ * host reads burst k's record once it has reaped burst k + ctas, and before the slot's next lap
+ * rewrites it. */
 typedef struct pw_burst_trace {
     uint64_t seq;    /*  0 burst sequence number + 1 (0: never written) */
     uint64_t seen;   /*  8 the kernel saw the burst (persistent: its producer index; else kernel start) */
     uint64_t staged; /* 16 slot header, descriptors and frames in shared memory (or not staged) */
     uint64_t ran;    /* 24 every frame's stages done, verdicts stored */
-    uint64_t merged; /* 32 queue counters merged */
-    uint64_t fenced; /* 40 just before the done word's release store (trace record written) */
+    uint64_t merged; /* 32 queue counters merged (after done, off the latency path) */
+    uint64_t fenced; /* 40 just before the done word's release store */
     uint64_t reserved[2];
 } pw_burst_trace;
 PW_STATIC_ASSERT(sizeof(pw_burst_trace) == 64, "pw_burst_trace size");

@@ -169,7 +169,17 @@ pub struct GpuOptions {
     /// kernel saw the burst, staged it, ran the stages, merged counters, fenced), read with
     /// [`GpuExecutor::burst_trace`]. For latency analysis (`pktwarp bench`); default false.
     pub trace_bursts: bool,
+    /// Bytes of the ACL image each persistent CTA copies into shared memory (its first bytes:
+    /// header, trees and nodes, then records; the whole image when it fits), so a lookup's tree
+    /// walk reads shared memory instead of waiting on L2 at every step. Default: 80 KiB, or
+    /// 40 / 16 KiB / none when the queues' persistent CTAs would not all fit on the GPU with it
+    /// (two CTAs of 256 threads per SM take 2 x 80 KiB on an H100 / H200); 0 turns it off. A
+    /// multiple of 16 up to 224 KiB. Ignored without an acl stage and outside `persistent`.
+    pub acl_cache_bytes: Option<u32>,
 }
+
+/// Default sizes tried for [`GpuOptions::acl_cache_bytes`], largest first.
+const ACL_CACHE_DEFAULTS: [u32; 4] = [80 << 10, 40 << 10, 16 << 10, 0];
 
 impl Default for GpuOptions {
     fn default() -> Self {
@@ -188,6 +198,7 @@ impl Default for GpuOptions {
             emit_meta: false,
             ctas_per_queue: 1,
             trace_bursts: false,
+            acl_cache_bytes: None,
         }
     }
 }
@@ -246,6 +257,13 @@ impl GpuOptions {
         }
         if self.idle_timeout_ms == 0 {
             return Err("executor.idle_timeout_ms: must be > 0".into());
+        }
+        if let Some(b) = self.acl_cache_bytes {
+            if b % 16 != 0 || b > 224 << 10 {
+                return Err(format!(
+                    "executor.acl_cache_bytes: {b} must be a multiple of 16 in 0..=229376 (224 KiB)"
+                ));
+            }
         }
         Ok(())
     }
@@ -398,6 +416,8 @@ pub struct GpuExecutor {
     data_offset: u32,
     data_cap: u32,
     threads: u32,
+    /// Dynamic shared memory of each persistent CTA: its copy of the ACL image's first bytes.
+    acl_cache: u32,
     queues: Vec<Mutex<Queue>>,
     qdescs: DeviceBuffer,
     /// The ACL table in force (named by every burst submitted from now on).
@@ -497,18 +517,52 @@ impl GpuExecutor {
             opts.mode,
             n_queues
         );
+        let mut acl_cache = 0u32;
         if opts.mode == Mode::Persistent {
-            let per_sm = f_persistent.occupancy(opts.threads())?;
-            let fit = per_sm as usize * ctx.info.multiprocessors as usize;
             let want = n_queues * opts.ctas_per_queue as usize + beside_ctas;
-            if want > fit {
-                anyhow::bail!(
-                    "{n_queues} persistent queues x {} CTAs{} do not fit on GPU {} ({}: {fit} CTAs of {} threads at once)",
+            let sms = ctx.info.multiprocessors as usize;
+            // The largest ACL cache with which every persistent CTA is resident at once.
+            let tries: Vec<u32> = match (pipeline.acl.is_some(), opts.acl_cache_bytes) {
+                (false, _) => vec![0],
+                (true, Some(b)) => vec![b],
+                (true, None) => ACL_CACHE_DEFAULTS.to_vec(),
+            };
+            let mut fit = 0usize;
+            let mut chosen = None;
+            for &b in &tries {
+                if b > 48 << 10 && f_persistent.allow_dyn_smem(b).is_err() {
+                    continue; // more than this GPU gives one block
+                }
+                fit = f_persistent.occupancy_smem(opts.threads(), b)? as usize * sms;
+                if want <= fit {
+                    chosen = Some(b);
+                    break;
+                }
+            }
+            match chosen {
+                Some(b) => acl_cache = b,
+                None => anyhow::bail!(
+                    "{n_queues} persistent queues x {} CTAs{} do not fit on GPU {} ({}: {fit} CTAs of {} threads{} at once)",
                     opts.ctas_per_queue,
                     if beside_ctas > 0 { format!(" beside {beside_ctas} CTAs of other executors") } else { String::new() },
                     opts.device,
                     ctx.info.name,
-                    opts.threads()
+                    opts.threads(),
+                    match opts.acl_cache_bytes {
+                        Some(b) if b > 0 && pipeline.acl.is_some() => format!(" with executor.acl_cache_bytes {b}"),
+                        _ => String::new(),
+                    }
+                ),
+            }
+            if pipeline.acl.is_some() {
+                tracing::info!(
+                    "persistent CTAs keep the first {} KiB of the ACL image in shared memory{}",
+                    acl_cache >> 10,
+                    if opts.acl_cache_bytes.is_none() && acl_cache < ACL_CACHE_DEFAULTS[0] {
+                        " (less than the default: more would not let every CTA fit)"
+                    } else {
+                        ""
+                    }
                 );
             }
         }
@@ -672,6 +726,7 @@ impl GpuExecutor {
         let kernel_stream = Stream::new(&ctx)?;
         let mut ex = GpuExecutor {
             threads: opts.threads(),
+            acl_cache,
             opts,
             pipeline_flags: flags,
             default_action: pipeline.default_action,
@@ -812,12 +867,14 @@ impl GpuExecutor {
             &mut ctas as *mut u32 as *mut c_void,
         ];
         // SAFETY: pw_persistent(const pw_queue_desc*, uint32_t) ; the array holds one valid
-        // descriptor per queue and the grid is queues x ctas blocks.
+        // descriptor per queue and the grid is queues x ctas blocks; the dynamic shared memory
+        // was allowed (allow_dyn_smem) and checked to fit when the executor was built.
         unsafe {
-            self.f_persistent.launch(
+            self.f_persistent.launch_smem(
                 &self.kernel_stream,
                 self.queues.len() as u32 * ctas,
                 self.threads,
+                self.acl_cache,
                 &mut params,
             )?
         };
@@ -1255,23 +1312,53 @@ impl GpuExecutor {
         Ok(())
     }
 
-    /// Counters of every queue, the host-side refusals and the per-rule hits.
+    /// Counters of every queue, the host-side refusals and the per-rule hits. A queue whose
+    /// every handed-over burst is done and read back is exact: the kernels add a burst's counts
+    /// just after its done word (off the latency path) and count it in `bursts` last, so this
+    /// waits (bounded) until `bursts` reaches the bursts handed over. A queue with bursts in
+    /// flight gives a snapshot (fields may be mid-update, which a snapshot tolerates).
     pub fn counters(&self) -> anyhow::Result<CountersSnapshot> {
         let mut snap = CountersSnapshot::default();
         self.ctx.bind()?;
-        for q in &self.queues {
+        for (qi, q) in self.queues.iter().enumerate() {
             let q = lock(q);
             let mut blocks = vec![QueueCounters::default(); q.n_counters];
-            // SAFETY: QueueCounters is repr(C) plain u64s; the slice covers exactly the blocks.
-            let raw = unsafe {
-                std::slice::from_raw_parts_mut(
-                    blocks.as_mut_ptr() as *mut u8,
-                    std::mem::size_of_val(blocks.as_slice()),
-                )
-            };
-            // On the side stream: a snapshot never waits for the persistent kernel (fields may
-            // be mid-update, which a snapshot tolerates; after shutdown it is exact).
-            q.counters.download_on(&self.aux_stream, raw)?;
+            let settled = self.pipeline_flags & abi::PIPE_COUNT != 0
+                && q.pending == 0
+                && q.reaped == q.next_seq;
+            let t = Instant::now();
+            let mut seen_all = false;
+            loop {
+                // SAFETY: QueueCounters is repr(C) plain u64s; the slice covers exactly the blocks.
+                let raw = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        blocks.as_mut_ptr() as *mut u8,
+                        std::mem::size_of_val(blocks.as_slice()),
+                    )
+                };
+                // On the side stream: a snapshot never waits for the persistent kernel.
+                q.counters.download_on(&self.aux_stream, raw)?;
+                // One more copy after the one that saw every burst counted: that copy may have
+                // read another word before the kernel's update of it became visible.
+                if !settled || seen_all {
+                    break;
+                }
+                let bursts = blocks
+                    .iter()
+                    .fold(0u32, |a, b| a.wrapping_add(b.bursts as u32));
+                if bursts == q.next_seq {
+                    seen_all = true;
+                    continue;
+                }
+                if t.elapsed() > Duration::from_secs(2) {
+                    anyhow::bail!(
+                        "queue {qi}: the kernel counted {bursts} bursts of the {} done after {:?}",
+                        q.next_seq,
+                        t.elapsed()
+                    );
+                }
+                std::thread::sleep(Duration::from_micros(20));
+            }
             let mut c = QueueCounters::default();
             for b in &blocks {
                 c.merge(b);
