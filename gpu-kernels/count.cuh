@@ -80,8 +80,10 @@ __device__ __forceinline__ void pw_count_add_warp(uint64_t *dst, uint32_t x, boo
     if (lead && s) atomicAdd((unsigned long long *)dst, (unsigned long long)s);
 }
 
-/* Adds every thread's `r` into the block's counters `acc` (shared memory): one sum per warp and
- * field, then one atomic per warp. Every thread of the block calls it (full warps). */
+/* Adds every thread's `r` into the counters `acc` (the block's in shared memory, or a counter
+ * block in device memory): one sum per warp and field, then one atomic per warp and field (in
+ * device memory a reduction the warp does not wait for). Every thread of the block calls it (full
+ * warps). */
 __device__ __forceinline__ void pw_count_flush(pw_queue_counters *acc, const pw_count_regs *r) {
     __syncwarp();
     const bool lead = (threadIdx.x & 31u) == 0u;

@@ -235,14 +235,14 @@ __device__ __forceinline__ pw_desc pw_desc_at(const uint8_t *dbase, uint32_t i, 
 __shared__ uint32_t pw_chunk_lo, pw_chunk_hi;
 
 __device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *base,
-                                               uint32_t n, uint32_t db, bool compact, pw_verdict *vout,
+                                               uint32_t lo, uint32_t n, uint32_t db, bool compact, pw_verdict *vout,
                                                pw_packet_meta *mout, pw_count_regs *cr) {
     const uint8_t *gdata = base + q.data_offset;
     const uint32_t dsz = compact ? (uint32_t)sizeof(pw_desc8) : (uint32_t)sizeof(pw_desc);
     uint8_t *sdesc = pw_stage + sizeof(pw_slot_hdr);
     uint8_t *sdata = sdesc + PW_CHUNK_FRAMES * dsz;
     const uint32_t dcap = PW_STAGE_BYTES - (uint32_t)sizeof(pw_slot_hdr) - PW_CHUNK_FRAMES * dsz;
-    for (uint32_t c0 = 0; c0 < n; c0 += PW_CHUNK_FRAMES) {
+    for (uint32_t c0 = lo; c0 < n; c0 += PW_CHUNK_FRAMES) {
         const uint32_t k = n - c0 < PW_CHUNK_FRAMES ? n - c0 : PW_CHUNK_FRAMES;
         /* c0 * dsz is a multiple of 16; the last granule may run past the array (still in the
          * slot's descriptor area, which reaches data_offset). */
@@ -293,8 +293,9 @@ __device__ __forceinline__ uint32_t pw_dyn_smem_bytes() {
     return r;
 }
 
-/* Runs the frames of slot `seq % slots` with the whole block, their counts into `cr`; the caller
- * publishes, then adds `cr` to the counters (pw_count_after_done).
+/* Runs frames [n * part / parts, n * (part + 1) / parts) of slot `seq % slots` with the whole
+ * block (parts > 1: the burst's CTA group shares it, see pw_persistent), their counts into `cr`;
+ * the caller publishes, then adds `cr` to the counters (pw_count_after_done).
  * `hdr_granules`: how many of the header's 3 16-byte granules pw_stage already holds (0: burst
  * kernels; 3: the persistent poller read the header; 1: it polled the first granule, PW_PIPE_SLOT_SEQ,
  * and the other two are staged here with the descriptors and frames, in the same round trip).
@@ -302,7 +303,8 @@ __device__ __forceinline__ uint32_t pw_dyn_smem_bytes() {
  * cache between bursts, see below). ts[1] (thread 0, when the queue traces) = when the slot was
  * staged. */
 __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, pw_count_regs *cr,
-                                            uint32_t hdr_granules, uint64_t *ts, bool persistent) {
+                                            uint32_t hdr_granules, uint64_t *ts, bool persistent, uint32_t part,
+                                            uint32_t parts) {
     const uint32_t slot = seq % q.slots;
     const uint8_t *base = (const uint8_t *)(q.ring + (uint64_t)slot * q.slot_bytes);
     if (hdr_granules == 0u && threadIdx.x == 0) pw_stage_hdr(base);
@@ -406,12 +408,14 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     if (q.trace && threadIdx.x == 0) ts[1] = pw_globaltimer();
     pw_verdict *vout = (pw_verdict *)q.verdicts + (uint64_t)slot * q.burst_max;
     pw_packet_meta *mout = (q.pipeline & PW_PIPE_META_OUT) ? (pw_packet_meta *)q.metas + (uint64_t)slot * q.burst_max : 0;
-    const uint32_t gsize = pw_group_size(q, n);
+    /* This block's share of the frames (the burst's CTA group: part `part` of `parts`). */
+    const uint32_t lo = (uint32_t)((uint64_t)n * part / parts), hi = (uint32_t)((uint64_t)n * (part + 1u) / parts);
+    const uint32_t gsize = pw_group_size(q, hi - lo);
     const uint32_t gl = threadIdx.x & (gsize - 1u);
     if (!staged && parse && gsize == 1u && dbr <= room) {
-        pw_run_chunked(q, a, base, n, db, compact, vout, mout, cr);
+        pw_run_chunked(q, a, base, lo, hi, db, compact, vout, mout, cr);
     } else {
-        for (uint32_t i = threadIdx.x / gsize; i < n; i += blockDim.x / gsize) {
+        for (uint32_t i = lo + threadIdx.x / gsize; i < hi; i += blockDim.x / gsize) {
             pw_desc d = pw_desc_at(descs, i, compact);
             /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged. */
             const uint8_t *fd = (staged && parse && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
@@ -420,7 +424,8 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     }
 }
 
-/* Publishes the end of burst `seq`: verdicts visible, then done[slot] = seq + 1. Called by the
+/* Publishes the end of burst `seq` (this block's part `part` of `parts`): its verdicts visible,
+ * then done[slot * parts + part] = seq + 1 (the host waits for every part's). Called by the
  * whole block after a block barrier; thread 0 writes done with a release store (cumulative over
  * the barrier: every thread's verdict writes before it): the handshake needs only those writes
  * ordered, not the full two-way fence of __threadfence_system() (measured: ~0.5 us less inside
@@ -428,10 +433,11 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
  * counters are added afterwards (pw_count_after_done), off the latency path. ts: thread 0's
  * timestamps of this burst (seen, staged, ran), written to the trace record when the queue has
  * one. */
-__device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq, uint64_t *ts) {
+__device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq, uint64_t *ts, uint32_t part,
+                                           uint32_t parts) {
     if (threadIdx.x != 0) return;
     volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
-    if (q.trace) {
+    if (q.trace && part == 0u) {
         /* Ordered before done by its release store. */
         volatile pw_burst_trace *tr = (volatile pw_burst_trace *)q.trace + seq % q.slots;
         tr->seen = ts[0];
@@ -440,36 +446,32 @@ __device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq,
         tr->fenced = pw_globaltimer();
         tr->seq = (uint64_t)seq + 1u;
     }
-    pw_store_release(q.done + 4ull * (seq % q.slots), seq + 1u);
+    pw_store_release(q.done + 4ull * ((seq % q.slots) * parts + part), seq + 1u);
     ctrl->consumer = seq + 1u;
     ctrl->heartbeat = ctrl->heartbeat + 1u;
 }
 
 /* After done: the block's counts of the burst (`cr`, per thread) into this CTA's counter block
- * (`lane` of the queue's). Per warp and field one sum, into the shared `acc` (zeroed before the
- * burst), then thread i adds word i (one device-memory round trip for all of them), then thread 0
- * adds the burst to `bursts` behind a fence: the host, once every burst it handed over is done,
- * waits for the bursts it counts to reach them before it trusts a snapshot
- * (GpuExecutor::counters). The counter block is device memory with one writer at a time (its
- * persistent CTA, or the queue's burst kernels, in order on the queue's stream), so a plain
- * read-modify-write; kept out of mapped host memory, where each field would cost a PCIe round
- * trip. Whole block. */
-__device__ __forceinline__ void pw_count_after_done(const pw_queue_desc &q, uint32_t seq, uint32_t lane,
-                                                    pw_queue_counters *acc, const pw_count_regs *cr) {
+ * (`block` of the queue's, device memory): per warp and field one sum, added by the warp's lane 0
+ * with a global atomic whose result is unused (a fire-and-forget reduction: no round trip to
+ * wait for). Then one thread adds the burst to `bursts` behind a fence, so `bursts` counts only
+ * bursts whose every count is visible: the host, once every burst it handed over is done, waits
+ * for `bursts` to reach them before it trusts a snapshot (GpuExecutor::counters). That thread is
+ * not the poller (thread 0) when the block has a second warp: its fence (a round trip) overlaps
+ * the wait for the next burst. Everything here is off the latency path: done is already out.
+ * (Measured: counts merged before done through shared-memory atomics and a read-modify-write of
+ * every word cost ~1.9 us of a 32-frame burst; after done but with that same merge, the next
+ * burst of a back-to-back stream waited for it.) Whole block. */
+__device__ __forceinline__ void pw_count_after_done(const pw_queue_desc &q, uint32_t seq, uint32_t block,
+                                                    bool trace, const pw_count_regs *cr) {
     if (!(q.pipeline & PW_PIPE_COUNT)) return;
-    pw_count_flush(acc, cr);
+    pw_queue_counters *c = (pw_queue_counters *)q.counters + block;
+    pw_count_flush(c, cr);
     __syncthreads();
-    volatile uint64_t *d = (volatile uint64_t *)((pw_queue_counters *)q.counters + lane);
-    const uint32_t i = threadIdx.x;
-    if (i > 0u && i < sizeof(pw_queue_counters) / 8u) { /* word 0 is `bursts` */
-        const uint64_t s = ((const uint64_t *)acc)[i];
-        if (s) d[i] = d[i] + s;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == (blockDim.x > 32u ? 32u : 0u)) {
         __threadfence();
-        d[0] = d[0] + 1u;
-        if (q.trace) {
+        atomicAdd((unsigned long long *)&c->bursts, 1ull);
+        if (q.trace && trace) {
             /* Ordered by this CTA's next release store; the host reads the record only after it. */
             volatile pw_burst_trace *tr = (volatile pw_burst_trace *)q.trace + seq % q.slots;
             tr->merged = pw_globaltimer();
@@ -477,17 +479,22 @@ __device__ __forceinline__ void pw_count_after_done(const pw_queue_desc &q, uint
     }
 }
 
-/* Mode `persistent`: CTA b serves queue b / ctas, taking bursts (b % ctas), + ctas, ... until the
- * host sets exit_flag, or until idle_timeout_ns pass without a burst (the last resort against a
- * host that died). Several CTAs per queue overlap bursts, hiding the per-frame latency. */
+/* Mode `persistent`: each queue is served by `ctas` groups of `parts` CTAs; group `lane` takes
+ * bursts lane, lane + ctas, ... and CTA `part` of the group runs frames [n * part / parts,
+ * n * (part + 1) / parts) of each (every CTA of the group polls the slot itself). Until the host
+ * sets exit_flag, or until idle_timeout_ns pass without a burst (the last resort against a host
+ * that died). Several groups per queue overlap bursts (throughput); several CTAs per burst put
+ * a small burst's frames on several SMs, a warp per frame: a lookup is a chain of dependent
+ * steps, and lookups that share a warp or an SM's schedulers wait for each other (latency). */
 /* Two CTAs per SM at least (<= 128 registers a thread): configurations with many queues x CTAs
  * per queue need more persistent CTAs than the chip has SMs. */
-extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queue_desc *queues, uint32_t ctas) {
-    const uint32_t lane = blockIdx.x % ctas;
-    const pw_queue_desc q = queues[blockIdx.x / ctas];
+extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queue_desc *queues, uint32_t ctas,
+                                                                   uint32_t parts) {
+    const uint32_t per_queue = ctas * parts;
+    const uint32_t lane = (blockIdx.x % per_queue) / parts, part = blockIdx.x % parts;
+    const pw_queue_desc q = queues[blockIdx.x / per_queue];
     volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
     const volatile uint32_t *prod = (const volatile uint32_t *)q.producer;
-    __shared__ pw_queue_counters acc;
     __shared__ uint32_t cmd; /* 0 run a burst, 1 exit */
     uint64_t ts[3] = {0, 0, 0};
     uint32_t seq = lane;
@@ -499,7 +506,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
         ctrl->status = PW_QSTATE_RUNNING;
     }
     for (;;) {
-        pw_zero_counters(&acc);
         if (threadIdx.x == 0) {
             uint64_t idle_since = pw_globaltimer();
             uint32_t spins = 0;
@@ -535,7 +541,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
                     break;
                 }
                 if ((spins & 0x3FFu) == 0u) {
-                    if (lane == 0) {
+                    if (lane == 0 && part == 0) {
                         ctrl->polls = ctrl->polls + 0x400u;
                         if ((spins & 0xFFFFu) == 0u) ctrl->heartbeat = ctrl->heartbeat + 1u;
                     }
@@ -551,11 +557,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
         if (cmd) break;
         pw_count_regs cr;
         pw_count_regs_zero(&cr);
-        pw_run_slot(q, seq, &cr, slot_seq ? 1u : 3u, ts, true);
+        pw_run_slot(q, seq, &cr, slot_seq ? 1u : 3u, ts, true, part, parts);
         __syncthreads();
         if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
-        pw_publish(q, seq, ts);
-        pw_count_after_done(q, seq, lane, &acc, &cr);
+        pw_publish(q, seq, ts, part, parts);
+        pw_count_after_done(q, seq, lane * parts + part, part == 0u, &cr);
         seq += ctas;
         __syncthreads();
     }
@@ -565,18 +571,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
 /* Modes `launch` and `graph`: one block runs burst `seq` of queue `queue` and publishes it. */
 extern "C" __global__ void __launch_bounds__(256) pw_burst(const pw_queue_desc *queues, uint32_t queue, uint32_t seq) {
     const pw_queue_desc q = queues[queue];
-    __shared__ pw_queue_counters acc;
     uint64_t ts[3] = {0, 0, 0};
     if (q.trace && threadIdx.x == 0) ts[0] = pw_globaltimer();
-    pw_zero_counters(&acc);
-    __syncthreads();
     pw_count_regs cr;
     pw_count_regs_zero(&cr);
-    pw_run_slot(q, seq, &cr, 0u, ts, false);
+    pw_run_slot(q, seq, &cr, 0u, ts, false, 0u, 1u);
     __syncthreads();
     if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
-    pw_publish(q, seq, ts);
-    pw_count_after_done(q, seq, 0u, &acc, &cr);
+    pw_publish(q, seq, ts, 0u, 1u);
+    pw_count_after_done(q, seq, 0u, true, &cr);
 }
 
 /* Graph mode: the graph's kernel nodes read the burst number from the slot header, so one graph
@@ -584,20 +587,18 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst(const pw_queue_desc *
 extern "C" __global__ void __launch_bounds__(256) pw_burst_slot(const pw_queue_desc *queues, uint32_t queue, uint32_t slot) {
     const pw_queue_desc q = queues[queue];
     const pw_slot_hdr *hdr = (const pw_slot_hdr *)(q.ring + (uint64_t)slot * q.slot_bytes);
-    __shared__ pw_queue_counters acc;
     __shared__ uint32_t seq;
     uint64_t ts[3] = {0, 0, 0};
     if (q.trace && threadIdx.x == 0) ts[0] = pw_globaltimer();
-    pw_zero_counters(&acc);
     if (threadIdx.x == 0) seq = hdr->seq;
     __syncthreads();
     pw_count_regs cr;
     pw_count_regs_zero(&cr);
-    pw_run_slot(q, seq, &cr, 0u, ts, false);
+    pw_run_slot(q, seq, &cr, 0u, ts, false, 0u, 1u);
     __syncthreads();
     if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
-    pw_publish(q, seq, ts);
-    pw_count_after_done(q, seq, 0u, &acc, &cr);
+    pw_publish(q, seq, ts, 0u, 1u);
+    pw_count_after_done(q, seq, 0u, true, &cr);
 }
 
 /* Stage throughput: thread per frame over `n` device-resident frames (descriptor offsets relative

@@ -82,7 +82,7 @@ PW_DEVICE bool pw_is_ip6_ext(uint32_t nh) {
     } while (0)
 
 /* Ethernet header and VLAN tags at `start`; records the tags when `m` is not null (outer frame). */
-PW_DEVICE_CALL uint16_t pw_walk_l2(const uint8_t *f, uint32_t len, uint32_t start, pw_packet_meta *m, uint32_t *et_out,
+PW_DEVICE uint16_t pw_walk_l2(const uint8_t *f, uint32_t len, uint32_t start, pw_packet_meta *m, uint32_t *et_out,
                               uint32_t *l3_out, uint32_t *eoff) {
     if (!pw_has(len, start, 14u)) PW_FAIL(PW_PARSE_ETH_TRUNCATED, start);
     uint32_t et = pw_rd16(f, start + 12u);
@@ -112,7 +112,7 @@ PW_DEVICE void pw_frag_flags(pw_ip_info *ip, uint32_t offset, bool more) {
 
 /* IPv4 / IPv6 header and IPv6 extension chain at `off`; `len` is where the IP packet must end at
  * the latest. `ip` is filled as far as the header allows even on error. */
-PW_DEVICE_CALL uint16_t pw_parse_ip(const uint8_t *b, uint32_t len, uint32_t off, uint32_t version, pw_ip_info *ip,
+PW_DEVICE uint16_t pw_parse_ip(const uint8_t *b, uint32_t len, uint32_t off, uint32_t version, pw_ip_info *ip,
                                uint32_t *eoff) {
     if (version == 4u) {
         if (!pw_has(len, off, 20u)) PW_FAIL(PW_PARSE_IPV4_TRUNCATED, off);
@@ -180,7 +180,7 @@ PW_DEVICE_CALL uint16_t pw_parse_ip(const uint8_t *b, uint32_t len, uint32_t off
 }
 
 /* L4 header at `off`; `len` ends with the IP packet. check_udp_len is false in fragments. */
-PW_DEVICE_CALL uint16_t pw_parse_l4(const uint8_t *b, uint32_t len, uint32_t off, uint32_t proto, bool check_udp_len,
+PW_DEVICE uint16_t pw_parse_l4(const uint8_t *b, uint32_t len, uint32_t off, uint32_t proto, bool check_udp_len,
                                pw_l4_info *l4, uint32_t *eoff) {
     if (proto == PW_IPPROTO_TCP) {
         if (!pw_has(len, off, 20u)) PW_FAIL(PW_PARSE_TCP_TRUNCATED, off);
@@ -269,7 +269,7 @@ PW_DEVICE_CALL uint16_t pw_inner_ip(const uint8_t *b, uint32_t len, uint32_t off
     return pw_inner(r);
 }
 
-PW_DEVICE uint16_t pw_parse_vxlan(const uint8_t *b, uint32_t len, uint32_t off, pw_packet_meta *m, uint32_t *eoff) {
+PW_DEVICE_CALL uint16_t pw_parse_vxlan(const uint8_t *b, uint32_t len, uint32_t off, pw_packet_meta *m, uint32_t *eoff) {
     if (!pw_has(len, off, 8u)) PW_FAIL(PW_PARSE_VXLAN_TRUNCATED, off);
     m->flags |= (uint16_t)PW_MF_TUNNEL;
     m->tunnel_type = (uint8_t)PW_TUNNEL_VXLAN;
@@ -285,7 +285,7 @@ PW_DEVICE uint16_t pw_parse_vxlan(const uint8_t *b, uint32_t len, uint32_t off, 
     return 0;
 }
 
-PW_DEVICE uint16_t pw_parse_gtpu(const uint8_t *b, uint32_t len, uint32_t off, pw_packet_meta *m, uint32_t *eoff) {
+PW_DEVICE_CALL uint16_t pw_parse_gtpu(const uint8_t *b, uint32_t len, uint32_t off, pw_packet_meta *m, uint32_t *eoff) {
     if (!pw_has(len, off, 8u)) PW_FAIL(PW_PARSE_GTPU_TRUNCATED, off);
     uint32_t flags = b[off];
     if ((flags >> 5) != 1u || (flags & 0x10u) == 0u) PW_FAIL(PW_PARSE_GTPU_BAD_HEADER, off);
@@ -319,7 +319,7 @@ PW_DEVICE uint16_t pw_parse_gtpu(const uint8_t *b, uint32_t len, uint32_t off, p
     return 0;
 }
 
-PW_DEVICE_CALL uint16_t pw_outer_ip(const uint8_t *f, uint32_t len, uint32_t off, uint32_t version, pw_packet_meta *m,
+PW_DEVICE uint16_t pw_outer_ip(const uint8_t *f, uint32_t len, uint32_t off, uint32_t version, pw_packet_meta *m,
                                uint32_t *eoff) {
     pw_ip_info ip;
     pw_ip_info_zero(&ip);

@@ -375,6 +375,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                             threads: None,
                             trace: false,
                             acl_cache: None,
+                            burst_ctas: None,
                         },
                     )?
                     .samples;
@@ -404,22 +405,48 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         md.line(
             "\n### Latency decomposition, burst 32, persistent (us: p50 / p99 / p99.9; GPU steps: medians)\n".into(),
         );
-        md.line("| stages | threads | placement | total | seen->staged | stages | to done | counters (after done) | outside the GPU |".into());
+        md.line("| stages | threads x CTAs per burst | placement | total | seen->staged | stages | to done | counters (after done) | outside the GPU |".into());
         md.line("| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |".into());
         let mut rows = Vec::new();
-        for (name, parse, acl, threads, acl_cache) in [
-            ("count only (transport)", false, None, None, None),
-            ("parse + count", true, None, None, None),
-            ("parse + acl + count", true, Some(tables), None, None),
+        // (name, parse, acl, threads per CTA, acl_cache_bytes, CTAs per burst); None: default.
+        type Row<'a> = (
+            &'a str,
+            bool,
+            Option<AclTablesRef<'a>>,
+            Option<u32>,
+            Option<u32>,
+            Option<u32>,
+        );
+        let cases: [Row<'_>; 6] = [
+            ("count only (transport)", false, None, None, None, None),
+            ("parse + count", true, None, None, None, None),
+            ("parse + acl + count", true, Some(tables), None, None, None),
             (
-                "parse + acl + count, no ACL cache in shared memory",
+                "parse + acl + count, 1 CTA per burst",
                 true,
                 Some(tables),
                 None,
-                Some(0u32),
+                None,
+                Some(1),
             ),
-            ("parse + acl + count", true, Some(tables), Some(32u32), None),
-        ] {
+            (
+                "parse + acl + count, no ACL cache",
+                true,
+                Some(tables),
+                None,
+                Some(0),
+                None,
+            ),
+            (
+                "parse + acl + count, 1 CTA of 32 threads",
+                true,
+                Some(tables),
+                Some(32),
+                None,
+                Some(1),
+            ),
+        ];
+        for (name, parse, acl, threads, acl_cache, burst_ctas) in cases {
             for placement in [Placement::Device, Placement::Mapped] {
                 let r = latency(
                     &a,
@@ -433,18 +460,25 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                         threads,
                         trace: true,
                         acl_cache,
+                        burst_ctas,
                     },
                 )?;
                 let lat = &r.samples;
                 let (p50, p_99, p999) = (pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999));
                 let m = step_medians(&r.steps);
                 let th = threads.unwrap_or(256);
+                let parts = GpuOptions {
+                    burst_size: 32,
+                    burst_ctas,
+                    ..Default::default()
+                }
+                .parts();
                 md.line(format!(
-                    "| {name} | {th} | {placement:?} | {p50:.2} / {p_99:.2} / {p999:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                    "| {name} | {th} x {parts} | {placement:?} | {p50:.2} / {p_99:.2} / {p999:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
                     m[0], m[1], m[2], m[3], m[4]
                 ));
                 rows.push(
-                    json!({"stages": name, "threads": th, "placement": format!("{placement:?}"),
+                    json!({"stages": name, "threads": th, "ctas_per_burst": parts, "placement": format!("{placement:?}"),
                     "p50_us": p50, "p99_us": p_99, "p999_us": p999, "traced": r.steps.len(),
                     "gpu_steps_median_us": {"seen_to_staged": m[0], "stages": m[1],
                         "to_done": m[2], "counters_after_done": m[3], "outside_gpu": m[4]}}),
@@ -816,6 +850,8 @@ struct LatCase<'a> {
     trace: bool,
     /// `acl_cache_bytes` (None: the executor's default).
     acl_cache: Option<u32>,
+    /// `burst_ctas` (None: the executor's default).
+    burst_ctas: Option<u32>,
 }
 
 /// Per-burst latency samples (us, sorted) and, with `trace`, the GPU-side steps of each burst
@@ -841,6 +877,7 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
         block_threads: c.threads,
         trace_bursts: c.trace,
         acl_cache_bytes: c.acl_cache,
+        burst_ctas: c.burst_ctas,
         ..Default::default()
     };
     let pd = PipelineDesc {

@@ -89,6 +89,9 @@ pub struct Args {
     /// Persistent CTAs per queue.
     #[arg(long, default_value_t = 1)]
     pub ctas: u32,
+    /// CTAs sharing each burst in persistent mode (default: the executor's, from --burst).
+    #[arg(long)]
+    pub burst_ctas: Option<u32>,
     /// Mismatches printed in detail.
     #[arg(long, default_value_t = 10)]
     pub show: usize,
@@ -740,6 +743,7 @@ fn gpu_options(a: &Args, mode: Mode, placement: Placement) -> GpuOptions {
         devices: devices_opt(a),
         idle_timeout_ms: 120_000,
         ctas_per_queue: a.ctas,
+        burst_ctas: a.burst_ctas,
         ..Default::default()
     }
 }
@@ -1201,6 +1205,7 @@ mod tests {
             burst: 64,
             queues: 2,
             ctas: 3,
+            burst_ctas: None,
             show: 5,
             bulk: true,
             json: None,

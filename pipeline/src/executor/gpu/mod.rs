@@ -176,6 +176,14 @@ pub struct GpuOptions {
     /// (two CTAs of 256 threads per SM take 2 x 80 KiB on an H100 / H200); 0 turns it off. A
     /// multiple of 16 up to 224 KiB. Ignored without an acl stage and outside `persistent`.
     pub acl_cache_bytes: Option<u32>,
+    /// CTAs that share each burst (persistent mode, 1..=8): CTA j of a burst's group runs frames
+    /// [n * j / k, n * (j + 1) / k), so a small burst's lookups spread over k SMs with a warp
+    /// per frame (a lookup is a chain of dependent steps; lookups that share a warp or an SM's
+    /// schedulers wait for each other). Every CTA of the group polls the slot itself and
+    /// publishes its own done word. Default: `burst_size / 8` rounded up, at most 4, so 1 for
+    /// bursts of 8 frames or fewer and 4 from 25 frames up. Bursts of more than 32 frames: 1,
+    /// the CTAs are better spent on more bursts at once (`ctas_per_queue`).
+    pub burst_ctas: Option<u32>,
 }
 
 /// Default sizes tried for [`GpuOptions::acl_cache_bytes`], largest first.
@@ -199,6 +207,7 @@ impl Default for GpuOptions {
             ctas_per_queue: 1,
             trace_bursts: false,
             acl_cache_bytes: None,
+            burst_ctas: None,
         }
     }
 }
@@ -258,6 +267,11 @@ impl GpuOptions {
         if self.idle_timeout_ms == 0 {
             return Err("executor.idle_timeout_ms: must be > 0".into());
         }
+        if let Some(k) = self.burst_ctas {
+            if k == 0 || k > 8 {
+                return Err(format!("executor.burst_ctas: {k} is out of range 1..=8"));
+            }
+        }
         if let Some(b) = self.acl_cache_bytes {
             if b % 16 != 0 || b > 224 << 10 {
                 return Err(format!(
@@ -277,6 +291,23 @@ impl GpuOptions {
 
     fn threads(&self) -> u32 {
         self.block_threads.unwrap_or(256)
+    }
+
+    /// CTAs per burst (`burst_ctas`, or its default; 1 outside `persistent`).
+    pub fn parts(&self) -> u32 {
+        if self.mode != Mode::Persistent {
+            return 1;
+        }
+        self.burst_ctas.unwrap_or(if self.burst_size > 32 {
+            1
+        } else {
+            self.burst_size.div_ceil(8).clamp(1, 4)
+        })
+    }
+
+    /// Persistent CTAs per queue: `ctas_per_queue` groups of [`Self::parts`].
+    fn ctas_of_queue(&self) -> usize {
+        self.ctas_per_queue as usize * self.parts() as usize
     }
 
     pub fn slot_data_capacity(&self) -> u32 {
@@ -519,7 +550,7 @@ impl GpuExecutor {
         );
         let mut acl_cache = 0u32;
         if opts.mode == Mode::Persistent {
-            let want = n_queues * opts.ctas_per_queue as usize + beside_ctas;
+            let want = n_queues * opts.ctas_of_queue() + beside_ctas;
             let sms = ctx.info.multiprocessors as usize;
             // The largest ACL cache with which every persistent CTA is resident at once.
             let tries: Vec<u32> = match (pipeline.acl.is_some(), opts.acl_cache_bytes) {
@@ -543,7 +574,7 @@ impl GpuExecutor {
                 Some(b) => acl_cache = b,
                 None => anyhow::bail!(
                     "{n_queues} persistent queues x {} CTAs{} do not fit on GPU {} ({}: {fit} CTAs of {} threads{} at once)",
-                    opts.ctas_per_queue,
+                    opts.ctas_of_queue(),
                     if beside_ctas > 0 { format!(" beside {beside_ctas} CTAs of other executors") } else { String::new() },
                     opts.device,
                     ctx.info.name,
@@ -641,14 +672,15 @@ impl GpuExecutor {
             } else {
                 None
             };
+            // One counter block per persistent CTA; one done word per slot and CTA of a burst.
             let ctas = if opts.mode == Mode::Persistent {
-                opts.ctas_per_queue as usize
+                opts.ctas_of_queue()
             } else {
                 1
             };
             let counters = DeviceBuffer::new(&ctx, ctas * std::mem::size_of::<QueueCounters>())?;
             counters.zero()?;
-            let done = PinnedBuffer::new(&ctx, slots * 4)?;
+            let done = PinnedBuffer::new(&ctx, slots * opts.parts() as usize * 4)?;
             let trace = if opts.trace_bursts {
                 let t = PinnedBuffer::new(&ctx, slots * std::mem::size_of::<abi::BurstTrace>())?;
                 // SAFETY: a fresh host allocation of exactly this many bytes; no GPU work yet.
@@ -783,7 +815,7 @@ impl GpuExecutor {
     /// Persistent CTAs this executor keeps resident (0 in `launch` / `graph` mode).
     pub fn persistent_ctas(&self) -> usize {
         if self.opts.mode == Mode::Persistent {
-            self.queues.len() * self.opts.ctas_per_queue as usize
+            self.queues.len() * self.opts.ctas_of_queue()
         } else {
             0
         }
@@ -862,17 +894,19 @@ impl GpuExecutor {
         self.ctx.bind()?;
         let mut qd = self.qdescs.ptr;
         let mut ctas = self.opts.ctas_per_queue;
+        let mut parts = self.opts.parts();
         let mut params = [
             &mut qd as *mut u64 as *mut c_void,
             &mut ctas as *mut u32 as *mut c_void,
+            &mut parts as *mut u32 as *mut c_void,
         ];
-        // SAFETY: pw_persistent(const pw_queue_desc*, uint32_t) ; the array holds one valid
-        // descriptor per queue and the grid is queues x ctas blocks; the dynamic shared memory
+        // SAFETY: pw_persistent(const pw_queue_desc*, uint32_t, uint32_t); the array holds one
+        // valid descriptor per queue and the grid is queues x ctas x parts blocks; the dynamic shared memory
         // was allowed (allow_dyn_smem) and checked to fit when the executor was built.
         unsafe {
             self.f_persistent.launch_smem(
                 &self.kernel_stream,
-                self.queues.len() as u32 * ctas,
+                self.queues.len() as u32 * ctas * parts,
                 self.threads,
                 self.acl_cache,
                 &mut params,
@@ -1250,9 +1284,17 @@ impl GpuExecutor {
         while q.reaped != q.next_seq {
             let seq = q.reaped;
             let slot = (seq % self.opts.ring_slots) as usize;
-            // SAFETY: slot < slots; a volatile read of a word the GPU writes.
-            let word = unsafe { ptr::read_volatile((q.done.host as *const u32).add(slot)) };
-            if word != seq.wrapping_add(1) {
+            // Every CTA of the burst's group has published its part.
+            let parts = self.opts.parts() as usize;
+            let finished = (0..parts).all(|p| {
+                // SAFETY: slot * parts + p < slots * parts, the done array's length; a volatile
+                // read of a word the GPU writes.
+                let word = unsafe {
+                    ptr::read_volatile((q.done.host as *const u32).add(slot * parts + p))
+                };
+                word == seq.wrapping_add(1)
+            });
+            if !finished {
                 break;
             }
             // Acquire: the verdicts were written before the done word.
@@ -1346,14 +1388,16 @@ impl GpuExecutor {
                 let bursts = blocks
                     .iter()
                     .fold(0u32, |a, b| a.wrapping_add(b.bursts as u32));
-                if bursts == q.next_seq {
+                // Each CTA of a burst's group counts the burst once.
+                if bursts == q.next_seq.wrapping_mul(self.opts.parts()) {
                     seen_all = true;
                     continue;
                 }
                 if t.elapsed() > Duration::from_secs(2) {
                     anyhow::bail!(
-                        "queue {qi}: the kernel counted {bursts} bursts of the {} done after {:?}",
+                        "queue {qi}: the kernel's CTAs counted {bursts} bursts of the {} done ({} CTAs each) after {:?}",
                         q.next_seq,
+                        self.opts.parts(),
                         t.elapsed()
                     );
                 }
