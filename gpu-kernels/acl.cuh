@@ -177,15 +177,17 @@ PW_DEVICE uint32_t pw_acl_rec_eval(const pw_acl_fam_view *v, uint32_t recno, con
 }
 
 /* The forest walk every lookup shares: the key's family, its trees in order of their smallest
- * rule, stopping when that is >= the best match so far. `scan(v, first_record, kw, best)` scans
- * one leaf and returns the new best. */
+ * rule (trees t0, t0 + step, ...: a subsequence is still in that order), stopping when that is
+ * >= the best match so far. `scan(v, first_record, kw, best)` scans one leaf and returns the new
+ * best. */
 template <typename Scan>
-PW_DEVICE uint32_t pw_acl_forest(const pw_acl_mem *mem, const pw_acl_key *k, Scan scan) {
+PW_DEVICE uint32_t pw_acl_forest_of(const pw_acl_mem *mem, const pw_acl_key *k, uint32_t t0, uint32_t step,
+                                    Scan scan) {
     uint32_t kw[11];
     pw_acl_fam_view v;
     pw_acl_view(mem, k, kw, &v);
     uint32_t best = PW_ACL_NO_MATCH;
-    for (uint32_t ti = 0; ti < v.ntrees; ti++) {
+    for (uint32_t ti = t0; ti < v.ntrees; ti += step) {
         uint32_t r;
         if (pw_acl_tree(&v, ti, &r) >= best) break;
         r = pw_acl_tree_leaf(&v, r, kw);
@@ -193,6 +195,12 @@ PW_DEVICE uint32_t pw_acl_forest(const pw_acl_mem *mem, const pw_acl_key *k, Sca
         best = scan(&v, r & ~PW_ACL_REF_LEAF, kw, best);
     }
     return best;
+}
+
+/* Every tree of the key's family, in order. */
+template <typename Scan>
+PW_DEVICE uint32_t pw_acl_forest(const pw_acl_mem *mem, const pw_acl_key *k, Scan scan) {
+    return pw_acl_forest_of(mem, k, 0u, 1u, scan);
 }
 
 /* Index of the first rule (file order) matching the key, or PW_ACL_NO_MATCH, reading the image
@@ -246,12 +254,14 @@ PW_DEVICE uint32_t pw_acl_chunk_decide(uint32_t match, uint32_t end, uint32_t *l
 #if PW_GPU
 /* `gl` = this lane's index in its group of `gsize`; every lane of the group calls it with the same
  * key (so the group takes one path through the trees). */
-__device__ __forceinline__ uint32_t pw_acl_classify_group(const pw_acl_mem *mem, const pw_acl_key *k,
-                                                          uint32_t gl, uint32_t gsize) {
+/* Lanes [t0 ... t0 + gsize) of the key's trees t0, t0 + step, ... (one subgroup of a split walk,
+ * see pw_acl_classify_trees; t0 = 0, step = 1: every tree). */
+__device__ __forceinline__ uint32_t pw_acl_group_walk(const pw_acl_mem *mem, const pw_acl_key *k, uint32_t gl,
+                                                      uint32_t gsize, uint32_t t0, uint32_t step) {
     const uint32_t gbase = (threadIdx.x & 31u) & ~(gsize - 1u);
     const uint32_t gbits = gsize >= 32u ? 0xFFFFFFFFu : (1u << gsize) - 1u;
     const uint32_t gmask = gbits << gbase;
-    return pw_acl_forest(mem, k, [&](const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw, uint32_t best) {
+    return pw_acl_forest_of(mem, k, t0, step, [&](const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw, uint32_t best) {
         for (uint32_t base = first;; base += gsize) {
             uint32_t idx;
             uint32_t f = pw_acl_lane_eval(v, base + gl, kw, best, &idx);
@@ -263,6 +273,30 @@ __device__ __forceinline__ uint32_t pw_acl_classify_group(const pw_acl_mem *mem,
             return d == 1u ? __shfl_sync(gmask, idx, gbase + lane) : best;
         }
     });
+}
+
+__device__ __forceinline__ uint32_t pw_acl_classify_group(const pw_acl_mem *mem, const pw_acl_key *k,
+                                                          uint32_t gl, uint32_t gsize) {
+    return pw_acl_group_walk(mem, k, gl, gsize, 0u, 1u);
+}
+
+/* A group of `gsize` lanes split into `slots` subgroups (powers of two): subgroup j walks trees
+ * j, j + slots, ... on its own (each with its own best so far), then the group takes the
+ * smallest rule index of them: the first match, as one walk over every tree finds it. Latency:
+ * a lookup is a chain of dependent steps per tree; side by side the chain is the longest tree's,
+ * not the sum (trees a single walk would skip, because their smallest rule cannot beat the best
+ * so far, are walked anyway). */
+__device__ __forceinline__ uint32_t pw_acl_classify_trees(const pw_acl_mem *mem, const pw_acl_key *k,
+                                                          uint32_t gl, uint32_t gsize, uint32_t slots) {
+    const uint32_t sub = gsize / slots;
+    uint32_t best = pw_acl_group_walk(mem, k, gl & (sub - 1u), sub, gl / sub, slots);
+    const uint32_t gbase = (threadIdx.x & 31u) & ~(gsize - 1u);
+    const uint32_t gmask = (gsize >= 32u ? 0xFFFFFFFFu : (1u << gsize) - 1u) << gbase;
+    for (uint32_t o = sub; o < gsize; o <<= 1) {
+        const uint32_t other = __shfl_xor_sync(gmask, best, o);
+        best = other < best ? other : best;
+    }
+    return best;
 }
 #endif
 

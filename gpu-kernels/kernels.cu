@@ -454,23 +454,26 @@ __device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq,
 /* After done: the block's counts of the burst (`cr`, per thread) into this CTA's counter block
  * (`block` of the queue's, device memory): per warp and field one sum, added by the warp's lane 0
  * with a global atomic whose result is unused (a fire-and-forget reduction: no round trip to
- * wait for). Then one thread adds the burst to `bursts` behind a fence, so `bursts` counts only
- * bursts whose every count is visible: the host, once every burst it handed over is done, waits
- * for `bursts` to reach them before it trusts a snapshot (GpuExecutor::counters). That thread is
- * not the poller (thread 0) when the block has a second warp: its fence (a round trip) overlaps
- * the wait for the next burst. Everything here is off the latency path: done is already out.
- * (Measured: counts merged before done through shared-memory atomics and a read-modify-write of
- * every word cost ~1.9 us of a 32-frame burst; after done but with that same merge, the next
- * burst of a back-to-back stream waited for it.) Whole block. */
+ * wait for), then a block barrier. `bursts` counts only bursts whose every count is visible:
+ * once every burst the host handed over is done, it waits for `bursts` to reach them before it
+ * trusts a snapshot (GpuExecutor::counters). Adding a burst there needs a fence after those
+ * reductions, a round trip that also waits for the block's writes to host memory (~3 us
+ * measured): `mark` does it here (burst kernels, which end anyway); the persistent kernel leaves
+ * it to pw_mark_bursts when the queue goes idle, since a fence here delays the next burst of a
+ * back-to-back stream. (Measured: counts merged before done through shared-memory atomics and a
+ * read-modify-write of every word cost ~1.9 us of a 32-frame burst.) Whole block; off the
+ * latency path (done is out). */
 __device__ __forceinline__ void pw_count_after_done(const pw_queue_desc &q, uint32_t seq, uint32_t block,
-                                                    bool trace, const pw_count_regs *cr) {
+                                                    bool trace, bool mark, const pw_count_regs *cr) {
     if (!(q.pipeline & PW_PIPE_COUNT)) return;
     pw_queue_counters *c = (pw_queue_counters *)q.counters + block;
     pw_count_flush(c, cr);
     __syncthreads();
-    if (threadIdx.x == (blockDim.x > 32u ? 32u : 0u)) {
-        __threadfence();
-        atomicAdd((unsigned long long *)&c->bursts, 1ull);
+    if (threadIdx.x == 0) {
+        if (mark) {
+            __threadfence();
+            atomicAdd((unsigned long long *)&c->bursts, 1ull);
+        }
         if (q.trace && trace) {
             /* Ordered by this CTA's next release store; the host reads the record only after it. */
             volatile pw_burst_trace *tr = (volatile pw_burst_trace *)q.trace + seq % q.slots;
@@ -478,6 +481,20 @@ __device__ __forceinline__ void pw_count_after_done(const pw_queue_desc &q, uint
         }
     }
 }
+
+/* Persistent kernel, thread 0: adds `n` bursts whose counts this block reduced (each before a
+ * block barrier thread 0 passed) to `bursts`, behind a fence that makes those counts visible
+ * first (cumulative over the barriers). */
+__device__ __forceinline__ void pw_mark_bursts(const pw_queue_desc &q, uint32_t block, uint32_t n) {
+    if (n == 0u || !(q.pipeline & PW_PIPE_COUNT)) return;
+    __threadfence();
+    atomicAdd((unsigned long long *)&((pw_queue_counters *)q.counters + block)->bursts, (unsigned long long)n);
+}
+
+/* Idle time after which the persistent kernel marks its counted bursts (pw_mark_bursts), and
+ * the most bursts it leaves unmarked under a steady stream. */
+#define PW_MARK_IDLE_NS 20000ull
+#define PW_MARK_MAX 4096u
 
 /* Mode `persistent`: each queue is served by `ctas` groups of `parts` CTAs; group `lane` takes
  * bursts lane, lane + ctas, ... and CTA `part` of the group runs frames [n * part / parts,
@@ -498,6 +515,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
     __shared__ uint32_t cmd; /* 0 run a burst, 1 exit */
     uint64_t ts[3] = {0, 0, 0};
     uint32_t seq = lane;
+    const uint32_t block = lane * parts + part; /* this CTA's counter block */
+    uint32_t unmarked = 0u;                     /* thread 0: bursts counted, not yet in `bursts` */
     const bool slot_seq = (q.pipeline & PW_PIPE_SLOT_SEQ) != 0u;
     if (threadIdx.x == 0) {
         pw_img_tables = ~0ull; /* no image cached yet (pw_run_slot) */
@@ -533,6 +552,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
                     }
                     break;
                 }
+                if (unmarked && ((spins & 0xFu) == 0u || unmarked >= PW_MARK_MAX) &&
+                    (unmarked >= PW_MARK_MAX || pw_globaltimer() - idle_since > PW_MARK_IDLE_NS)) {
+                    pw_mark_bursts(q, block, unmarked);
+                    unmarked = 0u;
+                }
                 if ((++spins & 0xFFu) == 0u && ctrl->exit_flag) {
                     /* Checked every 256 polls only: each check is a read of host memory across
                      * PCIe, which competes with the ingest DMA when many CTAs poll. */
@@ -561,11 +585,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
         __syncthreads();
         if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
         pw_publish(q, seq, ts, part, parts);
-        pw_count_after_done(q, seq, lane * parts + part, part == 0u, &cr);
+        pw_count_after_done(q, seq, block, part == 0u, false, &cr);
+        unmarked++;
         seq += ctas;
         __syncthreads();
     }
-    if (threadIdx.x == 0) __threadfence_system();
+    if (threadIdx.x == 0) {
+        pw_mark_bursts(q, block, unmarked);
+        __threadfence_system();
+    }
 }
 
 /* Modes `launch` and `graph`: one block runs burst `seq` of queue `queue` and publishes it. */
@@ -579,7 +607,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst(const pw_queue_desc *
     __syncthreads();
     if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
     pw_publish(q, seq, ts, 0u, 1u);
-    pw_count_after_done(q, seq, 0u, true, &cr);
+    pw_count_after_done(q, seq, 0u, true, true, &cr);
 }
 
 /* Graph mode: the graph's kernel nodes read the burst number from the slot header, so one graph
@@ -598,7 +626,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst_slot(const pw_queue_d
     __syncthreads();
     if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
     pw_publish(q, seq, ts, 0u, 1u);
-    pw_count_after_done(q, seq, 0u, true, &cr);
+    pw_count_after_done(q, seq, 0u, true, true, &cr);
 }
 
 /* Stage throughput: thread per frame over `n` device-resident frames (descriptor offsets relative

@@ -180,9 +180,11 @@ pub struct GpuOptions {
     /// [n * j / k, n * (j + 1) / k), so a small burst's lookups spread over k SMs with a warp
     /// per frame (a lookup is a chain of dependent steps; lookups that share a warp or an SM's
     /// schedulers wait for each other). Every CTA of the group polls the slot itself and
-    /// publishes its own done word. Default: `burst_size / 8` rounded up, at most 4, so 1 for
-    /// bursts of 8 frames or fewer and 4 from 25 frames up. Bursts of more than 32 frames: 1,
-    /// the CTAs are better spent on more bursts at once (`ctas_per_queue`).
+    /// publishes its own done word. Default: with `device` rings, `burst_size / 8` rounded up,
+    /// at most 4 (1 for bursts of 8 frames or fewer, 4 from 25 frames up); 1 for bursts of more
+    /// than 32 frames (the CTAs are better spent on more bursts at once, `ctas_per_queue`) and
+    /// when a queue is `mapped`: there every CTA of the group reads the slot across PCIe, which
+    /// measured slower than one CTA (BENCHMARKS.md, issue 4 session 3).
     pub burst_ctas: Option<u32>,
 }
 
@@ -298,11 +300,14 @@ impl GpuOptions {
         if self.mode != Mode::Persistent {
             return 1;
         }
-        self.burst_ctas.unwrap_or(if self.burst_size > 32 {
-            1
-        } else {
-            self.burst_size.div_ceil(8).clamp(1, 4)
-        })
+        let mapped = self.placement == Placement::Mapped
+            || self.queue_placement.contains(&Placement::Mapped);
+        self.burst_ctas
+            .unwrap_or(if self.burst_size > 32 || mapped {
+                1
+            } else {
+                self.burst_size.div_ceil(8).clamp(1, 4)
+            })
     }
 
     /// Persistent CTAs per queue: `ctas_per_queue` groups of [`Self::parts`].
@@ -1356,9 +1361,10 @@ impl GpuExecutor {
 
     /// Counters of every queue, the host-side refusals and the per-rule hits. A queue whose
     /// every handed-over burst is done and read back is exact: the kernels add a burst's counts
-    /// just after its done word (off the latency path) and count it in `bursts` last, so this
-    /// waits (bounded) until `bursts` reaches the bursts handed over. A queue with bursts in
-    /// flight gives a snapshot (fields may be mid-update, which a snapshot tolerates).
+    /// just after its done word (off the latency path) and count it in `bursts` behind a fence
+    /// (the persistent kernel once its queue is idle for 20 us), so this waits (bounded) until
+    /// `bursts` reaches the bursts handed over. A queue with bursts in flight gives a snapshot
+    /// (fields may be mid-update and `bursts` may lag, which a snapshot tolerates).
     pub fn counters(&self) -> anyhow::Result<CountersSnapshot> {
         let mut snap = CountersSnapshot::default();
         self.ctx.bind()?;
@@ -1407,6 +1413,8 @@ impl GpuExecutor {
             for b in &blocks {
                 c.merge(b);
             }
+            // Every CTA of a burst's group counts the burst.
+            c.bursts /= self.opts.parts() as u64;
             snap.queues.push(c);
             snap.host.push(q.host);
         }
