@@ -417,7 +417,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             Option<u32>,
             Option<u32>,
         );
-        let cases: [Row<'_>; 6] = [
+        let cases: [Row<'_>; 7] = [
             ("count only (transport)", false, None, None, None, None),
             ("parse + count", true, None, None, None, None),
             ("parse + acl + count", true, Some(tables), None, None, None),
@@ -428,6 +428,14 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 None,
                 None,
                 Some(1),
+            ),
+            (
+                "parse + acl + count, 4 CTAs per burst",
+                true,
+                Some(tables),
+                None,
+                None,
+                Some(4),
             ),
             (
                 "parse + acl + count, no ACL cache",
@@ -470,6 +478,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 let parts = GpuOptions {
                     burst_size: 32,
                     burst_ctas,
+                    placement,
                     ..Default::default()
                 }
                 .parts();
