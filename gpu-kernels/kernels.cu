@@ -512,37 +512,48 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
     const pw_queue_desc q = queues[blockIdx.x / per_queue];
     volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
     const volatile uint32_t *prod = (const volatile uint32_t *)q.producer;
-    __shared__ uint32_t cmd; /* 0 run a burst, 1 exit */
+    __shared__ uint32_t cmd;        /* 0 run a burst, 1 exit */
+    __shared__ uint32_t pw_poll_hit; /* a poller saw the burst (or the exit) */
+    __shared__ uint64_t pw_seen_at;  /* when (trace) */
     uint64_t ts[3] = {0, 0, 0};
     uint32_t seq = lane;
     const uint32_t block = lane * parts + part; /* this CTA's counter block */
     uint32_t unmarked = 0u;                     /* thread 0: bursts counted, not yet in `bursts` */
     const bool slot_seq = (q.pipeline & PW_PIPE_SLOT_SEQ) != 0u;
     if (threadIdx.x == 0) {
+        pw_poll_hit = 0u;
+        pw_seen_at = 0u;
         pw_img_tables = ~0ull; /* no image cached yet (pw_run_slot) */
         pw_img_gen = 0u;
         pw_cache_words = 0u;
         ctrl->status = PW_QSTATE_RUNNING;
     }
+    /* Pollers (numbered from 1): lane 0 of warp 0, and of warps 1-3 with PW_PIPE_POLL4. The
+     * first (thread 0) alone also watches the exit flag, the idle timeout and the burst marking. */
+    const uint32_t npoll = (q.pipeline & PW_PIPE_POLL4) && blockDim.x >= 128u ? 4u : 1u;
+    const uint32_t poller = (threadIdx.x & 31u) == 0u && threadIdx.x / 32u < npoll ? threadIdx.x / 32u + 1u : 0u;
     for (;;) {
-        if (threadIdx.x == 0) {
+        if (poller) {
             uint64_t idle_since = pw_globaltimer();
             uint32_t spins = 0;
             const uint8_t *sb = (const uint8_t *)(q.ring + (uint64_t)(seq % q.slots) * q.slot_bytes);
+            if (poller > 1u) __nanosleep((poller - 1u) * PW_POLL_STAGGER_NS);
             for (;;) {
+                /* Another poller saw the burst (or poller 0 the exit): done. */
+                if (npoll > 1u && *(volatile uint32_t *)&pw_poll_hit) break;
                 /* No acquire here: the slot is read with strong loads (pw_ld_slot16), so the SM's
                  * L1 keeps the ACL image between bursts (pw_run_slot acquires when it changes). */
                 bool ready;
                 if (slot_seq) {
                     const uint4 h0 = pw_ld_slot16(sb);
                     ready = h0.z == seq; /* pw_slot_hdr.seq */
-                    if (ready) ((uint4 *)pw_stage)[0] = h0;
+                    if (ready) ((uint4 *)pw_stage)[0] = h0; /* pollers that both see it write the same */
                 } else {
                     ready = (int32_t)(*prod - seq) > 0;
                     if (ready) pw_stage_hdr(sb);
                 }
                 if (ready) {
-                    if (q.trace) ts[0] = pw_globaltimer();
+                    if (q.trace) pw_seen_at = pw_globaltimer();
                     const pw_slot_hdr *h = (const pw_slot_hdr *)pw_stage;
                     if (h->n_frames > q.burst_max) {
                         ctrl->status = PW_QSTATE_BAD_SLOT;
@@ -550,8 +561,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
                     } else {
                         cmd = 0u;
                     }
+                    *(volatile uint32_t *)&pw_poll_hit = 1u;
                     break;
                 }
+                if (poller > 1u) continue;
                 if (unmarked && ((spins & 0xFu) == 0u || unmarked >= PW_MARK_MAX) &&
                     (unmarked >= PW_MARK_MAX || pw_globaltimer() - idle_since > PW_MARK_IDLE_NS)) {
                     pw_mark_bursts(q, block, unmarked);
@@ -559,9 +572,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
                 }
                 if ((++spins & 0xFFu) == 0u && ctrl->exit_flag) {
                     /* Checked every 256 polls only: each check is a read of host memory across
-                     * PCIe, which competes with the ingest DMA when many CTAs poll. */
+                     * PCIe, which competes with the ingest DMA when many CTAs poll. (A burst
+                     * another poller sees at the same moment waits for the next run; the host
+                     * is stopping the kernel anyway.) */
                     ctrl->status = PW_QSTATE_EXIT_FLAG;
                     cmd = 1u;
+                    *(volatile uint32_t *)&pw_poll_hit = 1u;
                     break;
                 }
                 if ((spins & 0x3FFu) == 0u) {
@@ -572,6 +588,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
                     if (pw_globaltimer() - idle_since > q.idle_timeout_ns) {
                         ctrl->status = PW_QSTATE_EXIT_TIMEOUT;
                         cmd = 1u;
+                        *(volatile uint32_t *)&pw_poll_hit = 1u;
                         break;
                     }
                 }
@@ -579,6 +596,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
         }
         __syncthreads();
         if (cmd) break;
+        if (threadIdx.x == 0) {
+            pw_poll_hit = 0u; /* read again only after the barriers below */
+            ts[0] = pw_seen_at;
+        }
         pw_count_regs cr;
         pw_count_regs_zero(&cr);
         pw_run_slot(q, seq, &cr, slot_seq ? 1u : 3u, ts, true, part, parts);

@@ -376,6 +376,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                             trace: false,
                             acl_cache: None,
                             burst_ctas: None,
+                            pollers: None,
                         },
                     )?
                     .samples;
@@ -408,53 +409,61 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         md.line("| stages | threads x CTAs per burst | placement | total | seen->staged | stages | to done | counters (after done) | outside the GPU |".into());
         md.line("| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |".into());
         let mut rows = Vec::new();
-        // (name, parse, acl, threads per CTA, acl_cache_bytes, CTAs per burst); None: default.
-        type Row<'a> = (
-            &'a str,
-            bool,
-            Option<AclTablesRef<'a>>,
-            Option<u32>,
-            Option<u32>,
-            Option<u32>,
-        );
-        let cases: [Row<'_>; 7] = [
-            ("count only (transport)", false, None, None, None, None),
-            ("parse + count", true, None, None, None, None),
-            ("parse + acl + count", true, Some(tables), None, None, None),
-            (
-                "parse + acl + count, 1 CTA per burst",
-                true,
-                Some(tables),
-                None,
-                None,
-                Some(1),
-            ),
-            (
-                "parse + acl + count, 4 CTAs per burst",
-                true,
-                Some(tables),
-                None,
-                None,
-                Some(4),
-            ),
-            (
-                "parse + acl + count, no ACL cache",
-                true,
-                Some(tables),
-                None,
-                Some(0),
-                None,
-            ),
-            (
-                "parse + acl + count, 1 CTA of 32 threads",
-                true,
-                Some(tables),
-                Some(32),
-                None,
-                Some(1),
-            ),
+        // Each row: the default 32-frame persistent configuration with one thing changed.
+        let full = Decomp {
+            name: "parse + acl + count",
+            parse: true,
+            acl: Some(tables),
+            ..Decomp::default()
+        };
+        let cases = [
+            Decomp {
+                name: "count only (transport)",
+                ..Decomp::default()
+            },
+            Decomp {
+                name: "parse + count",
+                parse: true,
+                ..Decomp::default()
+            },
+            full,
+            Decomp {
+                name: "parse + acl + count, 1 poller",
+                pollers: Some(1),
+                ..full
+            },
+            Decomp {
+                name: "parse + acl + count, 1 CTA per burst",
+                burst_ctas: Some(1),
+                ..full
+            },
+            Decomp {
+                name: "parse + acl + count, 4 CTAs per burst",
+                burst_ctas: Some(4),
+                ..full
+            },
+            Decomp {
+                name: "parse + acl + count, no ACL cache",
+                acl_cache: Some(0),
+                ..full
+            },
+            Decomp {
+                name: "parse + acl + count, 1 CTA of 32 threads",
+                threads: Some(32),
+                burst_ctas: Some(1),
+                ..full
+            },
         ];
-        for (name, parse, acl, threads, acl_cache, burst_ctas) in cases {
+        for Decomp {
+            name,
+            parse,
+            acl,
+            threads,
+            acl_cache,
+            burst_ctas,
+            pollers,
+        } in cases
+        {
             for placement in [Placement::Device, Placement::Mapped] {
                 let r = latency(
                     &a,
@@ -469,6 +478,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                         trace: true,
                         acl_cache,
                         burst_ctas,
+                        pollers,
                     },
                 )?;
                 let lat = &r.samples;
@@ -861,6 +871,20 @@ struct LatCase<'a> {
     acl_cache: Option<u32>,
     /// `burst_ctas` (None: the executor's default).
     burst_ctas: Option<u32>,
+    /// `pollers` (None: the executor's default).
+    pollers: Option<u32>,
+}
+
+/// One row of the latency decomposition (None: the executor's default).
+#[derive(Clone, Copy, Default)]
+struct Decomp<'a> {
+    name: &'a str,
+    parse: bool,
+    acl: Option<AclTablesRef<'a>>,
+    threads: Option<u32>,
+    acl_cache: Option<u32>,
+    burst_ctas: Option<u32>,
+    pollers: Option<u32>,
 }
 
 /// Per-burst latency samples (us, sorted) and, with `trace`, the GPU-side steps of each burst
@@ -887,6 +911,7 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
         trace_bursts: c.trace,
         acl_cache_bytes: c.acl_cache,
         burst_ctas: c.burst_ctas,
+        pollers: c.pollers,
         ..Default::default()
     };
     let pd = PipelineDesc {

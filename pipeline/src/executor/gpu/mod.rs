@@ -186,6 +186,11 @@ pub struct GpuOptions {
     /// when a queue is `mapped`: there every CTA of the group reads the slot across PCIe, which
     /// measured slower than one CTA (BENCHMARKS.md, issue 4 session 3).
     pub burst_ctas: Option<u32>,
+    /// Threads of each persistent CTA that poll a `mapped` ring for the next burst: 1 or 4
+    /// (staggered, so a burst is seen sooner after it lands: each poll is a PCIe round trip).
+    /// Default: 4 when a queue is served by one CTA (`ctas_per_queue` 1, one CTA per burst),
+    /// else 1 (many CTAs already poll the queue; more polls would only add PCIe reads).
+    pub pollers: Option<u32>,
 }
 
 /// Default sizes tried for [`GpuOptions::acl_cache_bytes`], largest first.
@@ -210,6 +215,7 @@ impl Default for GpuOptions {
             trace_bursts: false,
             acl_cache_bytes: None,
             burst_ctas: None,
+            pollers: None,
         }
     }
 }
@@ -269,6 +275,11 @@ impl GpuOptions {
         if self.idle_timeout_ms == 0 {
             return Err("executor.idle_timeout_ms: must be > 0".into());
         }
+        if let Some(p) = self.pollers {
+            if p != 1 && p != 4 {
+                return Err(format!("executor.pollers: {p} must be 1 or 4"));
+            }
+        }
         if let Some(k) = self.burst_ctas {
             if k == 0 || k > 8 {
                 return Err(format!("executor.burst_ctas: {k} is out of range 1..=8"));
@@ -308,6 +319,12 @@ impl GpuOptions {
             } else {
                 self.burst_size.div_ceil(8).clamp(1, 4)
             })
+    }
+
+    /// Pollers per persistent CTA of a `mapped` queue (`pollers`, or its default).
+    fn pollers_of(&self) -> u32 {
+        self.pollers
+            .unwrap_or(if self.ctas_of_queue() == 1 { 4 } else { 1 })
     }
 
     /// Persistent CTAs per queue: `ctas_per_queue` groups of [`Self::parts`].
@@ -717,7 +734,13 @@ impl GpuExecutor {
                 slot_bytes: slot_bytes as u32,
                 data_offset: data_offset as u32,
                 pipeline: if placement == Placement::Mapped && opts.mode == Mode::Persistent {
-                    flags | abi::PIPE_SLOT_SEQ
+                    flags
+                        | abi::PIPE_SLOT_SEQ
+                        | if opts.pollers_of() == 4 {
+                            abi::PIPE_POLL4
+                        } else {
+                            0
+                        }
                 } else {
                     flags
                 },
