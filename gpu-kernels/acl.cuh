@@ -30,37 +30,10 @@ PW_DEVICE void pw_acl_key_words(const pw_acl_key *k, uint32_t kw[11]) {
     kw[10] = (uint32_t)k->vlan_id | ((uint32_t)k->port_id << 16);
 }
 
-/* Word offsets in pw_acl_tables (NVRTC has no offsetof; pktwarp_abi.h asserts the layout). */
-#define PW_ACL_W_EXTRAS_OFF 4u
-#define PW_ACL_W_ACTIONS_OFF 5u
-#define PW_ACL_W_FAM 8u
-#define PW_ACL_FAM_WORDS 8u
-
-/* Where a lookup reads the image: words [0, cached) from `cache` (a copy of the image's first
- * words: on the GPU the persistent kernel's shared memory, so a tree walk's dependent loads take
- * ~30 cycles instead of an L2 round trip), the rest from `img`. cached = 0: all from `img`. */
-typedef struct pw_acl_mem {
-    const uint32_t *img;
-    const uint32_t *cache;
-    uint32_t cached;
-} pw_acl_mem;
-
-PW_DEVICE pw_acl_mem pw_acl_mem_of(const pw_acl_tables *t) {
-    pw_acl_mem m;
-    m.img = (const uint32_t *)t;
-    m.cache = (const uint32_t *)0;
-    m.cached = 0u;
-    return m;
-}
-
-/* Word `off` of the image. */
-PW_DEVICE uint32_t pw_acl_w(const pw_acl_mem *m, uint32_t off) {
-    return off < m->cached ? m->cache[off] : PW_ACL_LD(m->img + off);
-}
-
-PW_DEVICE int pw_acl_extras_match(const pw_acl_mem *mem, uint32_t extras_off, uint32_t rule, const uint32_t kw[11]) {
-    const uint32_t e = extras_off + PW_ACL_EXTRA_WORDS * rule;
-    uint32_t e0 = pw_acl_w(mem, e), e1 = pw_acl_w(mem, e + 1), e2 = pw_acl_w(mem, e + 2);
+PW_DEVICE int pw_acl_extras_match(const uint32_t *img, uint32_t extras_off, uint32_t rule,
+                                  const uint32_t kw[11]) {
+    const uint32_t *e = img + extras_off + PW_ACL_EXTRA_WORDS * rule;
+    uint32_t e0 = PW_ACL_LD(e), e1 = PW_ACL_LD(e + 1), e2 = PW_ACL_LD(e + 2);
     uint32_t dscp = (kw[9] >> 16) & 0xFFu, flags = kw[9] >> 24;
     uint32_t vlan = kw[10] & 0xFFFFu, port = kw[10] >> 16;
     return (dscp & ((e0 >> 8) & 0xFFu)) == (e0 & 0xFFu) &&
@@ -68,91 +41,83 @@ PW_DEVICE int pw_acl_extras_match(const pw_acl_mem *mem, uint32_t extras_off, ui
            (port & (e2 >> 16)) == (e2 & 0xFFFFu);
 }
 
-/* One record (at word `ro`) against the key; aw = address words (1 or 4). */
-PW_DEVICE int pw_acl_rec_match(const pw_acl_mem *mem, uint32_t ro, uint32_t aw, const uint32_t kw[11], uint32_t ctl) {
+/* One record against the key; aw = address words (1 or 4). */
+PW_DEVICE int pw_acl_rec_match(const uint32_t *rec, uint32_t aw, const uint32_t kw[11],
+                               uint32_t ctl) {
     for (uint32_t i = 0; i < aw; i++) {
-        if ((kw[i] & pw_acl_w(mem, ro + aw + i)) != pw_acl_w(mem, ro + i)) return 0;
-        if ((kw[4 + i] & pw_acl_w(mem, ro + 3 * aw + i)) != pw_acl_w(mem, ro + 2 * aw + i)) return 0;
+        if ((kw[i] & PW_ACL_LD(rec + aw + i)) != PW_ACL_LD(rec + i)) return 0;
+        if ((kw[4 + i] & PW_ACL_LD(rec + 3 * aw + i)) != PW_ACL_LD(rec + 2 * aw + i)) return 0;
     }
     uint32_t sp = kw[8] & 0xFFFFu, dp = kw[8] >> 16;
-    uint32_t s = pw_acl_w(mem, ro + 4 * aw), d = pw_acl_w(mem, ro + 4 * aw + 1);
+    uint32_t s = PW_ACL_LD(rec + 4 * aw), d = PW_ACL_LD(rec + 4 * aw + 1);
     if (sp < (s & 0xFFFFu) || sp > (s >> 16) || dp < (d & 0xFFFFu) || dp > (d >> 16)) return 0;
     return (kw[9] & (ctl >> 8) & 0xFFu) == (ctl & 0xFFu);
 }
 
-/* One family's part of the image, as a lookup needs it (offsets in words). */
+/* One family's part of the image, as a lookup needs it. */
 typedef struct pw_acl_fam_view {
-    pw_acl_mem mem;
-    uint32_t recs;   /* the family's first record */
-    uint32_t aw, rw; /* address words, record words */
+    const uint32_t *img;  /* the image */
+    const uint32_t *recs; /* the family's records */
+    uint32_t aw, rw;      /* address words, record words */
     uint32_t ntrees, toff, nrec, extras_off;
 } pw_acl_fam_view;
 
 /* The key's words and its family's view. */
-PW_DEVICE void pw_acl_view(const pw_acl_mem *mem, const pw_acl_key *k, uint32_t kw[11], pw_acl_fam_view *v) {
+PW_DEVICE void pw_acl_view(const pw_acl_tables *t, const pw_acl_key *k, uint32_t kw[11],
+                           pw_acl_fam_view *v) {
     pw_acl_key_words(k, kw);
     uint32_t fam = k->ip_version == 4 ? PW_ACL_FAM_V4
                    : k->ip_version == 6 ? PW_ACL_FAM_V6
                                         : PW_ACL_FAM_L2;
-    const uint32_t fh = PW_ACL_W_FAM + fam * PW_ACL_FAM_WORDS;
-    v->mem = *mem;
-    v->aw = pw_acl_w(mem, fh + 0u);
-    v->rw = pw_acl_w(mem, fh + 1u);
-    v->ntrees = pw_acl_w(mem, fh + 2u);
-    v->toff = pw_acl_w(mem, fh + 3u);
-    v->recs = pw_acl_w(mem, fh + 4u);
-    v->nrec = pw_acl_w(mem, fh + 5u);
-    v->extras_off = pw_acl_w(mem, PW_ACL_W_EXTRAS_OFF);
+    const pw_acl_family *fh = &t->fam[fam];
+    v->img = (const uint32_t *)t;
+    v->aw = PW_ACL_LD(&fh->addr_words);
+    v->rw = PW_ACL_LD(&fh->rec_words);
+    v->ntrees = PW_ACL_LD(&fh->num_trees);
+    v->toff = PW_ACL_LD(&fh->trees_off);
+    v->nrec = PW_ACL_LD(&fh->num_records);
+    v->recs = v->img + PW_ACL_LD(&fh->records_off);
+    v->extras_off = PW_ACL_LD(&t->extras_off);
 }
 
 /* The leaf for the key below ref `r` (a tree's root): PW_ACL_REF_EMPTY, or PW_ACL_REF_LEAF |
  * first record. */
 PW_DEVICE uint32_t pw_acl_tree_leaf(const pw_acl_fam_view *v, uint32_t r, const uint32_t kw[11]) {
     while ((r & PW_ACL_REF_LEAF) == 0) {
-        uint32_t h = pw_acl_w(&v->mem, r);
+        uint32_t h = PW_ACL_LD(v->img + r);
         uint32_t child = (kw[h & 0xFu] >> ((h >> 8) & 0x1Fu)) & ((1u << ((h >> 16) & 0xFu)) - 1u);
-        r = pw_acl_w(&v->mem, r + 1 + child);
+        r = PW_ACL_LD(v->img + r + 1 + child);
     }
     return r;
 }
 
-/* 4 image words at word `off` (a multiple of 4: 16-byte aligned, the image is) in one load. */
-#if PW_GPU
-__device__ __forceinline__ uint4 pw_acl_w4(const pw_acl_mem *m, uint32_t off) {
-    return off + 4u <= m->cached ? *(const uint4 *)(m->cache + off) : __ldg((const uint4 *)(m->img + off));
-}
-#endif
-
 /* Tree `ti`'s root ref (*root) and smallest rule index (returned; trees are sorted by it). On the
- * GPU one 8-byte load when the pair is 8-byte aligned (the compiler puts the pairs at an even
- * word offset). */
+ * GPU one 8-byte load (the compiler puts the pairs at an even word offset). */
 PW_DEVICE uint32_t pw_acl_tree(const pw_acl_fam_view *v, uint32_t ti, uint32_t *root) {
-    const uint32_t o = v->toff + 2 * ti;
+    const uint32_t *p = v->img + v->toff + 2 * ti;
 #if PW_GPU
-    if ((o & 1u) == 0u) {
-        const uint2 t = o + 2u <= v->mem.cached ? *(const uint2 *)(v->mem.cache + o) : __ldg((const uint2 *)(v->mem.img + o));
+    if ((((unsigned long long)p) & 7ull) == 0ull) {
+        const uint2 t = __ldg((const uint2 *)p);
         *root = t.x;
         return t.y;
     }
 #endif
-    *root = pw_acl_w(&v->mem, o);
-    return pw_acl_w(&v->mem, o + 1);
+    *root = PW_ACL_LD(p);
+    return PW_ACL_LD(p + 1);
 }
 
 #define PW_ACL_LANE_MATCH 1u /* the record matches with a rule index below best */
 #define PW_ACL_LANE_END 2u   /* the one-thread scan stops at this record */
 
-/* One record of a leaf (record number `recno` of the family) against the key: PW_ACL_LANE_MATCH
- * when it matches with a rule index below `best`, PW_ACL_LANE_END when the one-thread scan stops
- * here (last record of its leaf, or rule index >= best: records are sorted); the rule index in
- * *idx. On the GPU an IPv4 record (8 words, 16-byte aligned) is two independent 16-byte loads
- * instead of a chain of word loads. */
-PW_DEVICE uint32_t pw_acl_rec_eval(const pw_acl_fam_view *v, uint32_t recno, const uint32_t kw[11], uint32_t best,
-                                   uint32_t *idx) {
-    const uint32_t ro = v->recs + recno * v->rw;
+/* One record of a leaf against the key: PW_ACL_LANE_MATCH when it matches with a rule index below
+ * `best`, PW_ACL_LANE_END when the one-thread scan stops here (last record of its leaf, or rule
+ * index >= best: records are sorted); the rule index in *idx. On the GPU an IPv4 record (8 words,
+ * 16-byte aligned) is two independent 16-byte loads instead of a chain of word loads. */
+PW_DEVICE uint32_t pw_acl_rec_eval(const pw_acl_fam_view *v, const uint32_t *rec, const uint32_t kw[11],
+                                   uint32_t best, uint32_t *idx) {
 #if PW_GPU
-    if (v->aw == 1u && v->rw == 8u && (ro & 3u) == 0u) {
-        const uint4 a = pw_acl_w4(&v->mem, ro), b = pw_acl_w4(&v->mem, ro + 4u);
+    if (v->aw == 1u && v->rw == 8u && (((unsigned long long)rec) & 15ull) == 0ull) {
+        const uint4 a = __ldg((const uint4 *)rec), b = __ldg((const uint4 *)rec + 1);
         *idx = b.w;
         if (b.w >= best) return PW_ACL_LANE_END;
         uint32_t out = (b.z & PW_ACL_REC_LAST) ? PW_ACL_LANE_END : 0u;
@@ -160,34 +125,32 @@ PW_DEVICE uint32_t pw_acl_rec_eval(const pw_acl_fam_view *v, uint32_t recno, con
         const bool m = (kw[0] & a.y) == a.x && (kw[4] & a.w) == a.z && sp >= (b.x & 0xFFFFu) &&
                        sp <= (b.x >> 16) && dp >= (b.y & 0xFFFFu) && dp <= (b.y >> 16) &&
                        (kw[9] & (b.z >> 8) & 0xFFu) == (b.z & 0xFFu);
-        if (m && ((b.z & PW_ACL_REC_EXTRA) == 0u || pw_acl_extras_match(&v->mem, v->extras_off, b.w, kw)))
+        if (m && ((b.z & PW_ACL_REC_EXTRA) == 0u || pw_acl_extras_match(v->img, v->extras_off, b.w, kw)))
             out |= PW_ACL_LANE_MATCH;
         return out;
     }
 #endif
-    uint32_t i = pw_acl_w(&v->mem, ro + 4 * v->aw + 3);
+    uint32_t i = PW_ACL_LD(rec + 4 * v->aw + 3);
     *idx = i;
     if (i >= best) return PW_ACL_LANE_END;
-    uint32_t ctl = pw_acl_w(&v->mem, ro + 4 * v->aw + 2);
+    uint32_t ctl = PW_ACL_LD(rec + 4 * v->aw + 2);
     uint32_t out = (ctl & PW_ACL_REC_LAST) ? PW_ACL_LANE_END : 0u;
-    if (pw_acl_rec_match(&v->mem, ro, v->aw, kw, ctl) &&
-        ((ctl & PW_ACL_REC_EXTRA) == 0 || pw_acl_extras_match(&v->mem, v->extras_off, i, kw)))
+    if (pw_acl_rec_match(rec, v->aw, kw, ctl) &&
+        ((ctl & PW_ACL_REC_EXTRA) == 0 || pw_acl_extras_match(v->img, v->extras_off, i, kw)))
         out |= PW_ACL_LANE_MATCH;
     return out;
 }
 
 /* The forest walk every lookup shares: the key's family, its trees in order of their smallest
- * rule (trees t0, t0 + step, ...: a subsequence is still in that order), stopping when that is
- * >= the best match so far. `scan(v, first_record, kw, best)` scans one leaf and returns the new
- * best. */
+ * rule, stopping when that is >= the best match so far. `scan(v, first_record, kw, best)` scans
+ * one leaf and returns the new best. */
 template <typename Scan>
-PW_DEVICE uint32_t pw_acl_forest_of(const pw_acl_mem *mem, const pw_acl_key *k, uint32_t t0, uint32_t step,
-                                    Scan scan) {
+PW_DEVICE uint32_t pw_acl_forest(const pw_acl_tables *t, const pw_acl_key *k, Scan scan) {
     uint32_t kw[11];
     pw_acl_fam_view v;
-    pw_acl_view(mem, k, kw, &v);
+    pw_acl_view(t, k, kw, &v);
     uint32_t best = PW_ACL_NO_MATCH;
-    for (uint32_t ti = t0; ti < v.ntrees; ti += step) {
+    for (uint32_t ti = 0; ti < v.ntrees; ti++) {
         uint32_t r;
         if (pw_acl_tree(&v, ti, &r) >= best) break;
         r = pw_acl_tree_leaf(&v, r, kw);
@@ -197,29 +160,17 @@ PW_DEVICE uint32_t pw_acl_forest_of(const pw_acl_mem *mem, const pw_acl_key *k, 
     return best;
 }
 
-/* Every tree of the key's family, in order. */
-template <typename Scan>
-PW_DEVICE uint32_t pw_acl_forest(const pw_acl_mem *mem, const pw_acl_key *k, Scan scan) {
-    return pw_acl_forest_of(mem, k, 0u, 1u, scan);
-}
-
-/* Index of the first rule (file order) matching the key, or PW_ACL_NO_MATCH, reading the image
- * through `mem`. One thread. */
-PW_DEVICE uint32_t pw_acl_classify_mem(const pw_acl_mem *mem, const pw_acl_key *k) {
-    return pw_acl_forest(mem, k, [](const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw, uint32_t best) {
-        for (uint32_t recno = first;; recno++) {
+/* Index of the first rule (file order) matching the key, or PW_ACL_NO_MATCH. `t` is the start of
+ * the image. One thread. */
+PW_DEVICE uint32_t pw_acl_classify(const pw_acl_tables *t, const pw_acl_key *k) {
+    return pw_acl_forest(t, k, [](const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw, uint32_t best) {
+        for (const uint32_t *rec = v->recs + first * v->rw;; rec += v->rw) {
             uint32_t idx;
-            const uint32_t f = pw_acl_rec_eval(v, recno, kw, best, &idx);
+            const uint32_t f = pw_acl_rec_eval(v, rec, kw, best, &idx);
             if (f & PW_ACL_LANE_MATCH) return idx;
             if (f) return best;
         }
     });
-}
-
-/* The same, `t` being the start of the image. */
-PW_DEVICE uint32_t pw_acl_classify(const pw_acl_tables *t, const pw_acl_key *k) {
-    const pw_acl_mem m = pw_acl_mem_of(t);
-    return pw_acl_classify_mem(&m, k);
 }
 
 /* ---- Cooperative lookup: a group of `gsize` lanes classifies one key ----
@@ -235,7 +186,7 @@ PW_DEVICE uint32_t pw_acl_lane_eval(const pw_acl_fam_view *v, uint32_t recno, co
                                     uint32_t best, uint32_t *idx) {
     *idx = PW_ACL_NO_MATCH;
     if (recno >= v->nrec) return PW_ACL_LANE_END;
-    return pw_acl_rec_eval(v, recno, kw, best, idx);
+    return pw_acl_rec_eval(v, v->recs + recno * v->rw, kw, best, idx);
 }
 
 /* A chunk's outcome from its lanes' flags (bit j of `match` / `end` = lane j's): 1 = lane *lane
@@ -254,14 +205,12 @@ PW_DEVICE uint32_t pw_acl_chunk_decide(uint32_t match, uint32_t end, uint32_t *l
 #if PW_GPU
 /* `gl` = this lane's index in its group of `gsize`; every lane of the group calls it with the same
  * key (so the group takes one path through the trees). */
-/* Lanes [t0 ... t0 + gsize) of the key's trees t0, t0 + step, ... (one subgroup of a split walk,
- * see pw_acl_classify_trees; t0 = 0, step = 1: every tree). */
-__device__ __forceinline__ uint32_t pw_acl_group_walk(const pw_acl_mem *mem, const pw_acl_key *k, uint32_t gl,
-                                                      uint32_t gsize, uint32_t t0, uint32_t step) {
+__device__ __forceinline__ uint32_t pw_acl_classify_group(const pw_acl_tables *t, const pw_acl_key *k,
+                                                          uint32_t gl, uint32_t gsize) {
     const uint32_t gbase = (threadIdx.x & 31u) & ~(gsize - 1u);
     const uint32_t gbits = gsize >= 32u ? 0xFFFFFFFFu : (1u << gsize) - 1u;
     const uint32_t gmask = gbits << gbase;
-    return pw_acl_forest_of(mem, k, t0, step, [&](const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw, uint32_t best) {
+    return pw_acl_forest(t, k, [&](const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw, uint32_t best) {
         for (uint32_t base = first;; base += gsize) {
             uint32_t idx;
             uint32_t f = pw_acl_lane_eval(v, base + gl, kw, best, &idx);
@@ -274,36 +223,12 @@ __device__ __forceinline__ uint32_t pw_acl_group_walk(const pw_acl_mem *mem, con
         }
     });
 }
-
-__device__ __forceinline__ uint32_t pw_acl_classify_group(const pw_acl_mem *mem, const pw_acl_key *k,
-                                                          uint32_t gl, uint32_t gsize) {
-    return pw_acl_group_walk(mem, k, gl, gsize, 0u, 1u);
-}
-
-/* A group of `gsize` lanes split into `slots` subgroups (powers of two): subgroup j walks trees
- * j, j + slots, ... on its own (each with its own best so far), then the group takes the
- * smallest rule index of them: the first match, as one walk over every tree finds it. Latency:
- * a lookup is a chain of dependent steps per tree; side by side the chain is the longest tree's,
- * not the sum (trees a single walk would skip, because their smallest rule cannot beat the best
- * so far, are walked anyway). */
-__device__ __forceinline__ uint32_t pw_acl_classify_trees(const pw_acl_mem *mem, const pw_acl_key *k,
-                                                          uint32_t gl, uint32_t gsize, uint32_t slots) {
-    const uint32_t sub = gsize / slots;
-    uint32_t best = pw_acl_group_walk(mem, k, gl & (sub - 1u), sub, gl / sub, slots);
-    const uint32_t gbase = (threadIdx.x & 31u) & ~(gsize - 1u);
-    const uint32_t gmask = (gsize >= 32u ? 0xFFFFFFFFu : (1u << gsize) - 1u) << gbase;
-    for (uint32_t o = sub; o < gsize; o <<= 1) {
-        const uint32_t other = __shfl_xor_sync(gmask, best, o);
-        best = other < best ? other : best;
-    }
-    return best;
-}
 #endif
 
 /* The group lookup with its `gsize` lanes played one after another on one thread (host tests hold
- * it equal to pw_acl_classify for every group size, and with the image's first words in a cache). */
-PW_DEVICE uint32_t pw_acl_classify_lanes(const pw_acl_mem *mem, const pw_acl_key *k, uint32_t gsize) {
-    return pw_acl_forest(mem, k, [&](const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw, uint32_t best) {
+ * it equal to pw_acl_classify for every group size). */
+PW_DEVICE uint32_t pw_acl_classify_lanes(const pw_acl_tables *t, const pw_acl_key *k, uint32_t gsize) {
+    return pw_acl_forest(t, k, [&](const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw, uint32_t best) {
         for (uint32_t base = first;; base += gsize) {
             uint32_t m = 0, e = 0, idxs[32];
             for (uint32_t j = 0; j < gsize; j++) {
@@ -320,16 +245,10 @@ PW_DEVICE uint32_t pw_acl_classify_lanes(const pw_acl_mem *mem, const pw_acl_key
 }
 
 /* Verdict word of rule `rule` (verdict | has_mark << 8); mark id in *mark. */
-PW_DEVICE uint32_t pw_acl_action_mem(const pw_acl_mem *mem, uint32_t rule, uint32_t *mark) {
-    const uint32_t a = pw_acl_w(mem, PW_ACL_W_ACTIONS_OFF) + PW_ACL_ACTION_WORDS * rule;
-    *mark = pw_acl_w(mem, a + 1);
-    return pw_acl_w(mem, a);
-}
-
-/* The same, `t` being the start of the image. */
 PW_DEVICE uint32_t pw_acl_action(const pw_acl_tables *t, uint32_t rule, uint32_t *mark) {
-    const pw_acl_mem m = pw_acl_mem_of(t);
-    return pw_acl_action_mem(&m, rule, mark);
+    const uint32_t *a = (const uint32_t *)t + PW_ACL_LD(&t->actions_off) + PW_ACL_ACTION_WORDS * rule;
+    *mark = PW_ACL_LD(a + 1);
+    return PW_ACL_LD(a);
 }
 
 /* The key of a parsed frame: outer addresses / protocol / ports, DSCP = TOS >> 2, low 8 TCP flag

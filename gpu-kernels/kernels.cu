@@ -49,9 +49,6 @@ typedef struct pw_acl_sel {
     uint64_t rule_hits;
     uint32_t n_rules;
     uint8_t default_action;
-#if defined(PW_HAVE_ACL)
-    pw_acl_mem mem; /* where the lookup reads the image (its first words may be in shared memory) */
-#endif
 } pw_acl_sel;
 
 __device__ __forceinline__ pw_acl_sel pw_acl_of_queue(const pw_queue_desc &q) {
@@ -60,9 +57,6 @@ __device__ __forceinline__ pw_acl_sel pw_acl_of_queue(const pw_queue_desc &q) {
     a.rule_hits = q.rule_hits;
     a.n_rules = q.n_rules;
     a.default_action = q.default_action;
-#if defined(PW_HAVE_ACL)
-    a.mem = pw_acl_mem_of((const pw_acl_tables *)a.tables);
-#endif
     return a;
 }
 
@@ -73,9 +67,6 @@ __device__ __forceinline__ pw_acl_sel pw_acl_of_slot(const pw_queue_desc &q, con
     a.rule_hits = h->rule_hits;
     a.n_rules = h->n_rules;
     a.default_action = h->default_action;
-#if defined(PW_HAVE_ACL)
-    a.mem = pw_acl_mem_of((const pw_acl_tables *)a.tables);
-#endif
     return a;
 }
 
@@ -87,10 +78,11 @@ __device__ __forceinline__ void pw_stage_acl(const pw_acl_sel &a, const pw_packe
                                              uint32_t gsize) {
     pw_acl_key k;
     pw_acl_key_from_meta(m, port, &k);
-    *rule = gsize > 1u ? pw_acl_classify_group(&a.mem, &k, gl, gsize) : pw_acl_classify_mem(&a.mem, &k);
+    const pw_acl_tables *t = (const pw_acl_tables *)a.tables;
+    *rule = gsize > 1u ? pw_acl_classify_group(t, &k, gl, gsize) : pw_acl_classify(t, &k);
     if (*rule != PW_ACL_NO_MATCH) {
         uint32_t mk;
-        uint32_t w = pw_acl_action_mem(&a.mem, *rule, &mk);
+        uint32_t w = pw_acl_action(t, *rule, &mk);
         uint32_t code = w & 0xFFu;
         *action = (uint8_t)(code < PW_ACTIONS ? code : PW_ACTION_PASS); /* flow_rules Verdict::from_code */
         *mark = ((w >> 8) & 1u) ? mk : 0u;
@@ -278,20 +270,9 @@ __device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_
     }
 }
 
-/* The persistent kernel's copy of the ACL image's first words (dynamic shared memory, sized by the
- * host: GpuOptions::acl_cache_bytes) and which image it holds. A lookup walks trees and nodes,
- * which lie at the image's start, with one dependent load per step: from shared memory that is
- * ~30 cycles instead of an L2 round trip. */
-extern __shared__ __align__(16) uint4 pw_acl_cache[];
-__shared__ uint64_t pw_img_tables; /* the image the last burst named (~0: none yet) */
+/* The ACL image the persistent block's last burst named (~0: none yet; see pw_run_slot). */
+__shared__ uint64_t pw_img_tables;
 __shared__ uint32_t pw_img_gen;
-__shared__ uint32_t pw_cache_words; /* words of it in pw_acl_cache */
-
-__device__ __forceinline__ uint32_t pw_dyn_smem_bytes() {
-    uint32_t r;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
-    return r;
-}
 
 /* Runs frames [n * part / parts, n * (part + 1) / parts) of slot `seq % slots` with the whole
  * block (parts > 1: the burst's CTA group shares it, see pw_persistent), their counts into `cr`;
@@ -299,8 +280,8 @@ __device__ __forceinline__ uint32_t pw_dyn_smem_bytes() {
  * `hdr_granules`: how many of the header's 3 16-byte granules pw_stage already holds (0: burst
  * kernels; 3: the persistent poller read the header; 1: it polled the first granule, PW_PIPE_SLOT_SEQ,
  * and the other two are staged here with the descriptors and frames, in the same round trip).
- * `persistent`: the block serves the queue for the kernel's life (keeps pw_img_* and the ACL
- * cache between bursts, see below). ts[1] (thread 0, when the queue traces) = when the slot was
+ * `persistent`: the block serves the queue for the kernel's life (keeps pw_img_* between
+ * bursts, see below). ts[1] (thread 0, when the queue traces) = when the slot was
  * staged. */
 __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, pw_count_regs *cr,
                                             uint32_t hdr_granules, uint64_t *ts, bool persistent, uint32_t part,
@@ -355,39 +336,18 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         }
         __syncthreads();
     }
-    pw_acl_sel a = pw_acl_of_slot(q, hdr);
+    /* The image a burst names is fixed while its address is live, but a freed image's address
+     * can come back with a new one: when the header names another image than the last burst,
+     * one acquire drops the SM's L1 lines (stale ones included) before the walk. */
     if (persistent) {
-        /* The image a burst names is fixed while its address is live, but a freed image's address
-         * can come back with a new one: when the header names another image than the last burst,
-         * one acquire drops the SM's L1 lines (stale ones included) before the image is read,
-         * then the block copies its first words to pw_acl_cache. Every thread reads the same
-         * shared words, so the branch is uniform. */
-        if (hdr->acl_tables != pw_img_tables || hdr->generation != pw_img_gen) {
-            if (threadIdx.x == 0) (void)pw_load_acquire((const volatile uint32_t *)q.producer);
-            __syncthreads();
-            uint32_t words = 0u;
-#if defined(PW_HAVE_ACL)
-            if ((q.pipeline & PW_PIPE_ACL) && a.tables != 0ull) {
-                const uint32_t total = __ldg((const uint32_t *)a.tables + 3); /* pw_acl_tables.total_words */
-                const uint32_t cap = pw_dyn_smem_bytes() / 4u;
-                words = (total < cap ? total : cap) & ~3u;
-                const uint4 *src = (const uint4 *)a.tables;
-                for (uint32_t i = threadIdx.x; i < words / 4u; i += blockDim.x) pw_acl_cache[i] = __ldg(src + i);
-            }
-#endif
-            if (threadIdx.x == 0) pw_cache_words = words;
-            __syncthreads();
-            /* Read again only after the next burst's barriers. */
-            if (threadIdx.x == 0) {
-                pw_img_tables = hdr->acl_tables;
-                pw_img_gen = hdr->generation;
-            }
+        if (threadIdx.x == 0 && (hdr->acl_tables != pw_img_tables || hdr->generation != pw_img_gen)) {
+            (void)pw_load_acquire((const volatile uint32_t *)q.producer);
+            pw_img_tables = hdr->acl_tables;
+            pw_img_gen = hdr->generation;
         }
-#if defined(PW_HAVE_ACL)
-        a.mem.cache = (const uint32_t *)pw_acl_cache;
-        a.mem.cached = pw_cache_words;
-#endif
+        __syncthreads();
     }
+    const pw_acl_sel a = pw_acl_of_slot(q, hdr);
     if (staged) {
         descs = pw_stage + sizeof(pw_slot_hdr);
         data = pw_stage + head;
@@ -512,48 +472,36 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
     const pw_queue_desc q = queues[blockIdx.x / per_queue];
     volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
     const volatile uint32_t *prod = (const volatile uint32_t *)q.producer;
-    __shared__ uint32_t cmd;        /* 0 run a burst, 1 exit */
-    __shared__ uint32_t pw_poll_hit; /* a poller saw the burst (or the exit) */
-    __shared__ uint64_t pw_seen_at;  /* when (trace) */
+    __shared__ uint32_t cmd; /* 0 run a burst, 1 exit */
     uint64_t ts[3] = {0, 0, 0};
     uint32_t seq = lane;
     const uint32_t block = lane * parts + part; /* this CTA's counter block */
     uint32_t unmarked = 0u;                     /* thread 0: bursts counted, not yet in `bursts` */
     const bool slot_seq = (q.pipeline & PW_PIPE_SLOT_SEQ) != 0u;
     if (threadIdx.x == 0) {
-        pw_poll_hit = 0u;
-        pw_seen_at = 0u;
-        pw_img_tables = ~0ull; /* no image cached yet (pw_run_slot) */
+        pw_img_tables = ~0ull; /* no image named yet (pw_run_slot) */
         pw_img_gen = 0u;
-        pw_cache_words = 0u;
         ctrl->status = PW_QSTATE_RUNNING;
     }
-    /* Pollers (numbered from 1): lane 0 of warp 0, and of warps 1-3 with PW_PIPE_POLL4. The
-     * first (thread 0) alone also watches the exit flag, the idle timeout and the burst marking. */
-    const uint32_t npoll = (q.pipeline & PW_PIPE_POLL4) && blockDim.x >= 128u ? 4u : 1u;
-    const uint32_t poller = (threadIdx.x & 31u) == 0u && threadIdx.x / 32u < npoll ? threadIdx.x / 32u + 1u : 0u;
     for (;;) {
-        if (poller) {
+        if (threadIdx.x == 0) {
             uint64_t idle_since = pw_globaltimer();
             uint32_t spins = 0;
             const uint8_t *sb = (const uint8_t *)(q.ring + (uint64_t)(seq % q.slots) * q.slot_bytes);
-            if (poller > 1u) __nanosleep((poller - 1u) * PW_POLL_STAGGER_NS);
             for (;;) {
-                /* Another poller saw the burst (or poller 0 the exit): done. */
-                if (npoll > 1u && *(volatile uint32_t *)&pw_poll_hit) break;
                 /* No acquire here: the slot is read with strong loads (pw_ld_slot16), so the SM's
                  * L1 keeps the ACL image between bursts (pw_run_slot acquires when it changes). */
                 bool ready;
                 if (slot_seq) {
                     const uint4 h0 = pw_ld_slot16(sb);
                     ready = h0.z == seq; /* pw_slot_hdr.seq */
-                    if (ready) ((uint4 *)pw_stage)[0] = h0; /* pollers that both see it write the same */
+                    if (ready) ((uint4 *)pw_stage)[0] = h0;
                 } else {
                     ready = (int32_t)(*prod - seq) > 0;
                     if (ready) pw_stage_hdr(sb);
                 }
                 if (ready) {
-                    if (q.trace) pw_seen_at = pw_globaltimer();
+                    if (q.trace) ts[0] = pw_globaltimer();
                     const pw_slot_hdr *h = (const pw_slot_hdr *)pw_stage;
                     if (h->n_frames > q.burst_max) {
                         ctrl->status = PW_QSTATE_BAD_SLOT;
@@ -561,10 +509,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
                     } else {
                         cmd = 0u;
                     }
-                    *(volatile uint32_t *)&pw_poll_hit = 1u;
                     break;
                 }
-                if (poller > 1u) continue;
                 if (unmarked && ((spins & 0xFu) == 0u || unmarked >= PW_MARK_MAX) &&
                     (unmarked >= PW_MARK_MAX || pw_globaltimer() - idle_since > PW_MARK_IDLE_NS)) {
                     pw_mark_bursts(q, block, unmarked);
@@ -572,12 +518,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
                 }
                 if ((++spins & 0xFFu) == 0u && ctrl->exit_flag) {
                     /* Checked every 256 polls only: each check is a read of host memory across
-                     * PCIe, which competes with the ingest DMA when many CTAs poll. (A burst
-                     * another poller sees at the same moment waits for the next run; the host
-                     * is stopping the kernel anyway.) */
+                     * PCIe, which competes with the ingest DMA when many CTAs poll. */
                     ctrl->status = PW_QSTATE_EXIT_FLAG;
                     cmd = 1u;
-                    *(volatile uint32_t *)&pw_poll_hit = 1u;
                     break;
                 }
                 if ((spins & 0x3FFu) == 0u) {
@@ -588,7 +531,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
                     if (pw_globaltimer() - idle_since > q.idle_timeout_ns) {
                         ctrl->status = PW_QSTATE_EXIT_TIMEOUT;
                         cmd = 1u;
-                        *(volatile uint32_t *)&pw_poll_hit = 1u;
                         break;
                     }
                 }
@@ -596,10 +538,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
         }
         __syncthreads();
         if (cmd) break;
-        if (threadIdx.x == 0) {
-            pw_poll_hit = 0u; /* read again only after the barriers below */
-            ts[0] = pw_seen_at;
-        }
         pw_count_regs cr;
         pw_count_regs_zero(&cr);
         pw_run_slot(q, seq, &cr, slot_seq ? 1u : 3u, ts, true, part, parts);

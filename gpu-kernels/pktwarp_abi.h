@@ -449,13 +449,6 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_ctrl, consumer) == 128, "pw_queue_ctrl.con
  * says both "ready" and the burst's size, so the slot is staged in one more round trip instead of
  * two (producer index, then header, then the rest). */
 #define PW_PIPE_SLOT_SEQ 32u
-/* Four staggered pollers instead of one (the lane 0 of warps 0-3, starting PW_POLL_STAGGER_NS
- * apart): one poller sees a new burst on average half a round trip after it lands (each poll of
- * a mapped ring is a PCIe round trip), four about an eighth. Set by the host for a mapped ring
- * served by one CTA (a latency configuration); with many CTAs per queue the polls would only
- * add PCIe reads. */
-#define PW_PIPE_POLL4 64u
-#define PW_POLL_STAGGER_NS 300u
 
 /* Everything a kernel needs to run one queue; an array of these lives in device memory. Addresses
  * are device addresses (of device memory or of mapped host memory) stored as integers. */

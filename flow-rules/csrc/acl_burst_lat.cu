@@ -5,10 +5,10 @@
 // every answer against the Rust matcher's (files from `cargo run --example acl_gpu_dump`).
 // Build: nvcc -O3 -std=c++17 -arch=sm_90 -I gpu-kernels flow-rules/csrc/acl_burst_lat.cu -o acl_burst_lat
 // Run:   acl_burst_lat DIR [BURSTS]
-// Prints, per configuration (threads, frames per burst, lanes per frame, tree slots (subgroups
-// walking the trees side by side, pw_acl_classify_trees), bytes of the image in shared memory):
-// idle gap before each burst (thread 0 spinning, as the persistent kernel polls): p50 / p99 of a
-// burst's lookup time in ns and the mismatches.
+// Prints, per configuration (threads, frames per burst, lanes per frame, idle gap before each
+// burst: thread 0 spinning, as the persistent kernel polls): p50 / p99 of a burst's lookup time
+// in ns and the mismatches. (It showed that a warp per frame on fewer frames per SM is what
+// shortens a small burst's lookups: see GpuOptions::burst_ctas and BENCHMARKS.md.)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -31,8 +31,6 @@ static std::vector<char> slurp(const std::string &p) {
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
     fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); exit(2); } } while (0)
 
-extern __shared__ __align__(16) uint4 cache[];
-
 __device__ __forceinline__ uint64_t gtimer() {
     uint64_t t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -41,14 +39,7 @@ __device__ __forceinline__ uint64_t gtimer() {
 
 // Bursts b = 0..nb-1 of `frames` keys each (keys b*frames ...); ns[b] = the burst's lookup time.
 __global__ void bursts(const pw_acl_tables *t, const pw_acl_key *keys, uint32_t nkeys, uint32_t frames,
-                       uint32_t gsize, uint32_t slots, uint32_t cache_words, uint32_t gap_ns, uint32_t nb,
-                       uint32_t *out, uint32_t *ns) {
-    const uint4 *src = (const uint4 *)t;
-    for (uint32_t i = threadIdx.x; i < cache_words / 4u; i += blockDim.x) cache[i] = src[i];
-    __syncthreads();
-    pw_acl_mem mem = pw_acl_mem_of(t);
-    mem.cache = (const uint32_t *)cache;
-    mem.cached = cache_words;
+                       uint32_t gsize, uint32_t gap_ns, uint32_t nb, uint32_t *out, uint32_t *ns) {
     const uint32_t f = threadIdx.x / gsize, gl = threadIdx.x & (gsize - 1u);
     for (uint32_t b = 0; b < nb; b++) {
         const uint32_t k = (b * frames + f) % nkeys;
@@ -65,9 +56,7 @@ __global__ void bursts(const pw_acl_tables *t, const pw_acl_key *keys, uint32_t 
         uint64_t t0 = 0;
         if (threadIdx.x == 0) t0 = gtimer();
         if (f < frames) {
-            const uint32_t r = slots > 1u   ? pw_acl_classify_trees(&mem, &key, gl, gsize, slots)
-                               : gsize > 1u ? pw_acl_classify_group(&mem, &key, gl, gsize)
-                                            : pw_acl_classify_mem(&mem, &key);
+            const uint32_t r = gsize > 1u ? pw_acl_classify_group(t, &key, gl, gsize) : pw_acl_classify(t, &key);
             if (gl == 0u) out[k] = r;
         }
         __syncthreads();
@@ -89,24 +78,19 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&dns, nb * 4));
     CK(cudaMemcpy(dimg, img.data(), img.size(), cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dkeys, keys.data(), keys.size(), cudaMemcpyHostToDevice));
-    CK(cudaFuncSetAttribute(bursts, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
-    const uint32_t img_words = (uint32_t)(img.size() / 4) & ~3u;
-    const uint32_t w80 = std::min<uint32_t>(img_words, 80u << 8);
-    const uint32_t w200 = std::min<uint32_t>(img_words, 200u << 8);
-    struct C { uint32_t threads, frames, gsize, slots, cache_words, gap_ns; } cs[] = {
-        {256, 32, 8, 1, 0, 0},  {256, 32, 8, 1, w80, 0}, {256, 32, 8, 1, 0, 10000}, {256, 32, 8, 1, w80, 10000},
-        {256, 32, 8, 2, 0, 0},  {256, 32, 1, 1, 0, 0},    {1024, 32, 32, 1, 0, 0},    {256, 8, 32, 1, 0, 0},
-        {256, 8, 32, 1, w80, 0}, {256, 8, 32, 1, 0, 10000}, {256, 8, 32, 1, w80, 10000}, {256, 8, 32, 1, 0, 50000},
-        {256, 8, 32, 2, 0, 0},  {256, 16, 16, 1, 0, 0},   {128, 4, 32, 1, 0, 0},
+    struct C { uint32_t threads, frames, gsize, gap_ns; } cs[] = {
+        {256, 32, 8, 0},  {256, 32, 8, 10000}, {256, 32, 4, 0},   {256, 32, 1, 0}, {1024, 32, 32, 0},
+        {512, 32, 16, 0}, {256, 16, 16, 0},    {256, 8, 32, 0},   {256, 8, 32, 10000},
+        {256, 8, 32, 50000}, {128, 4, 32, 0},
     };
     printf("%s: %u keys, image %zu B, %u bursts per configuration\n", d.c_str(), n, img.size(), nb);
-    printf("threads frames lanes slots cache_B gap_ns   p50_ns   p99_ns  max_ns mismatches\n");
+    printf("threads frames lanes gap_ns   p50_ns   p99_ns  max_ns mismatches\n");
     const uint32_t *want = (const uint32_t *)exp.data();
     for (const C &c : cs) {
         CK(cudaMemset(dout, 0xFF, n * 4));
         for (int rep = 0; rep < 2; rep++) /* the first pass warms L2 */
-            bursts<<<1, c.threads, c.cache_words * 4>>>((const pw_acl_tables *)dimg, (const pw_acl_key *)dkeys, n,
-                                                         c.frames, c.gsize, c.slots, c.cache_words, c.gap_ns, nb, dout, dns);
+            bursts<<<1, c.threads>>>((const pw_acl_tables *)dimg, (const pw_acl_key *)dkeys, n, c.frames, c.gsize,
+                                     c.gap_ns, nb, dout, dns);
         CK(cudaDeviceSynchronize());
         std::vector<uint32_t> got(n), ns(nb);
         CK(cudaMemcpy(got.data(), dout, n * 4, cudaMemcpyDeviceToHost));
@@ -118,7 +102,7 @@ int main(int argc, char **argv) {
             if (got[i] != want[i]) bad++;
         }
         std::sort(ns.begin(), ns.end());
-        printf("%7u %6u %5u %5u %7u %6u %8u %8u %7u %u of %u\n", c.threads, c.frames, c.gsize, c.slots, c.cache_words * 4, c.gap_ns,
+        printf("%7u %6u %5u %6u %8u %8u %7u %u of %u\n", c.threads, c.frames, c.gsize, c.gap_ns,
                ns[nb / 2], ns[(size_t)nb * 99 / 100], ns[nb - 1], bad, checked);
     }
     return 0;

@@ -11,12 +11,7 @@ extern "C" void pw_host_acl_key_from_meta(const pw_packet_meta *meta, uint16_t p
     pw_acl_key_from_meta(meta, port_id, key);
 }
 
-// `cache`: the image's first `cached` words (null / 0: none), as the persistent kernel keeps them
-// in shared memory; words below `cached` are read from it, never from `image`.
-extern "C" uint32_t pw_host_acl_classify_lanes(const uint32_t *image, const uint32_t *cache, uint32_t cached,
-                                               const pw_acl_key *key, uint32_t gsize) {
-    pw_acl_mem m = pw_acl_mem_of((const pw_acl_tables *)image);
-    m.cache = cache;
-    m.cached = cache ? cached : 0u;
-    return pw_acl_classify_lanes(&m, key, gsize);
+extern "C" uint32_t pw_host_acl_classify_lanes(const uint32_t *image, const pw_acl_key *key,
+                                               uint32_t gsize) {
+    return pw_acl_classify_lanes((const pw_acl_tables *)image, key, gsize);
 }

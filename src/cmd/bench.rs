@@ -374,9 +374,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                             burst,
                             threads: None,
                             trace: false,
-                            acl_cache: None,
                             burst_ctas: None,
-                            pollers: None,
                         },
                     )?
                     .samples;
@@ -428,11 +426,6 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             },
             full,
             Decomp {
-                name: "parse + acl + count, 1 poller",
-                pollers: Some(1),
-                ..full
-            },
-            Decomp {
                 name: "parse + acl + count, 1 CTA per burst",
                 burst_ctas: Some(1),
                 ..full
@@ -440,11 +433,6 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             Decomp {
                 name: "parse + acl + count, 4 CTAs per burst",
                 burst_ctas: Some(4),
-                ..full
-            },
-            Decomp {
-                name: "parse + acl + count, no ACL cache",
-                acl_cache: Some(0),
                 ..full
             },
             Decomp {
@@ -459,9 +447,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             parse,
             acl,
             threads,
-            acl_cache,
             burst_ctas,
-            pollers,
         } in cases
         {
             for placement in [Placement::Device, Placement::Mapped] {
@@ -476,9 +462,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                         burst: 32,
                         threads,
                         trace: true,
-                        acl_cache,
                         burst_ctas,
-                        pollers,
                     },
                 )?;
                 let lat = &r.samples;
@@ -867,12 +851,8 @@ struct LatCase<'a> {
     threads: Option<u32>,
     /// Record the GPU-side timestamps of every burst (`trace_bursts`).
     trace: bool,
-    /// `acl_cache_bytes` (None: the executor's default).
-    acl_cache: Option<u32>,
     /// `burst_ctas` (None: the executor's default).
     burst_ctas: Option<u32>,
-    /// `pollers` (None: the executor's default).
-    pollers: Option<u32>,
 }
 
 /// One row of the latency decomposition (None: the executor's default).
@@ -882,9 +862,7 @@ struct Decomp<'a> {
     parse: bool,
     acl: Option<AclTablesRef<'a>>,
     threads: Option<u32>,
-    acl_cache: Option<u32>,
     burst_ctas: Option<u32>,
-    pollers: Option<u32>,
 }
 
 /// Per-burst latency samples (us, sorted) and, with `trace`, the GPU-side steps of each burst
@@ -909,9 +887,7 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
         device: a.device,
         block_threads: c.threads,
         trace_bursts: c.trace,
-        acl_cache_bytes: c.acl_cache,
         burst_ctas: c.burst_ctas,
-        pollers: c.pollers,
         ..Default::default()
     };
     let pd = PipelineDesc {

@@ -50,8 +50,6 @@ pub const PIPE_META_OUT: u32 = 8;
 pub const PIPE_DROP_MALFORMED: u32 = 16;
 /// `PW_PIPE_SLOT_SEQ`: the persistent kernel polls the slot header's first 16 bytes (mapped rings).
 pub const PIPE_SLOT_SEQ: u32 = 32;
-/// `PW_PIPE_POLL4`: four staggered pollers (a mapped ring served by one persistent CTA).
-pub const PIPE_POLL4: u32 = 64;
 
 /// `pw_desc`: one frame in a slot.
 #[repr(C)]
@@ -419,7 +417,6 @@ mod tests {
         assert_eq!(val("PW_PIPE_META_OUT"), PIPE_META_OUT as u64);
         assert_eq!(val("PW_PIPE_DROP_MALFORMED"), PIPE_DROP_MALFORMED as u64);
         assert_eq!(val("PW_PIPE_SLOT_SEQ"), PIPE_SLOT_SEQ as u64);
-        assert_eq!(val("PW_PIPE_POLL4"), PIPE_POLL4 as u64);
         assert_eq!(val("PW_DESC_FULL"), DESC_FULL as u64);
         assert_eq!(val("PW_DESC_COMPACT"), DESC_COMPACT as u64);
     }

@@ -680,22 +680,6 @@ impl Function {
         block: u32,
         params: &mut [*mut c_void],
     ) -> CuResult<()> {
-        self.launch_smem(stream, grid, block, 0, params)
-    }
-
-    /// [`Self::launch`] with `dyn_smem` bytes of dynamic shared memory per block (above 48 KiB
-    /// only after [`Self::allow_dyn_smem`]).
-    ///
-    /// # Safety
-    /// As [`Self::launch`].
-    pub unsafe fn launch_smem(
-        &self,
-        stream: &Stream,
-        grid: u32,
-        block: u32,
-        dyn_smem: u32,
-        params: &mut [*mut c_void],
-    ) -> CuResult<()> {
         cu!(cuLaunchKernel(
             self.raw,
             grid,
@@ -704,48 +688,15 @@ impl Function {
             block,
             1,
             1,
-            dyn_smem,
+            0,
             stream.raw,
             params.as_mut_ptr(),
             ptr::null_mut()
         ))
     }
 
-    /// Lets launches ask for up to `bytes` of dynamic shared memory per block (the default cap
-    /// is 48 KiB).
-    pub fn allow_dyn_smem(&self, bytes: u32) -> CuResult<()> {
-        // SAFETY: valid function; a plain attribute write.
-        unsafe {
-            cu!(cuFuncSetAttribute(
-                self.raw,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                bytes as i32
-            ))
-        }
-    }
-
-    /// Static shared memory of one block, in bytes.
-    pub fn static_smem(&self) -> CuResult<u32> {
-        let mut n = 0i32;
-        // SAFETY: valid function; out-pointer valid.
-        unsafe {
-            cu!(cuFuncGetAttribute(
-                &mut n,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
-                self.raw
-            ))?
-        };
-        Ok(n.max(0) as u32)
-    }
-
     /// Blocks of `block` threads that fit on one multiprocessor at once.
     pub fn occupancy(&self, block: u32) -> CuResult<u32> {
-        self.occupancy_smem(block, 0)
-    }
-
-    /// Blocks of `block` threads with `dyn_smem` bytes of dynamic shared memory each that fit on
-    /// one multiprocessor at once.
-    pub fn occupancy_smem(&self, block: u32, dyn_smem: u32) -> CuResult<u32> {
         let mut n = 0i32;
         // SAFETY: valid function; out-pointer valid.
         unsafe {
@@ -753,7 +704,7 @@ impl Function {
                 &mut n,
                 self.raw,
                 block as i32,
-                dyn_smem as usize
+                0
             ))?
         };
         Ok(n.max(0) as u32)

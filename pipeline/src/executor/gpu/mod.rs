@@ -169,13 +169,6 @@ pub struct GpuOptions {
     /// kernel saw the burst, staged it, ran the stages, merged counters, fenced), read with
     /// [`GpuExecutor::burst_trace`]. For latency analysis (`pktwarp bench`); default false.
     pub trace_bursts: bool,
-    /// Bytes of the ACL image each persistent CTA copies into shared memory (its first bytes:
-    /// header, trees and nodes, then records; the whole image when it fits), so a lookup's tree
-    /// walk reads shared memory instead of waiting on L2 at every step. Default: 80 KiB, or
-    /// 40 / 16 KiB / none when the queues' persistent CTAs would not all fit on the GPU with it
-    /// (two CTAs of 256 threads per SM take 2 x 80 KiB on an H100 / H200); 0 turns it off. A
-    /// multiple of 16 up to 224 KiB. Ignored without an acl stage and outside `persistent`.
-    pub acl_cache_bytes: Option<u32>,
     /// CTAs that share each burst (persistent mode, 1..=8): CTA j of a burst's group runs frames
     /// [n * j / k, n * (j + 1) / k), so a small burst's lookups spread over k SMs with a warp
     /// per frame (a lookup is a chain of dependent steps; lookups that share a warp or an SM's
@@ -186,15 +179,7 @@ pub struct GpuOptions {
     /// when a queue is `mapped`: there every CTA of the group reads the slot across PCIe, which
     /// measured slower than one CTA (BENCHMARKS.md, issue 4 session 3).
     pub burst_ctas: Option<u32>,
-    /// Threads of each persistent CTA that poll a `mapped` ring for the next burst: 1 or 4
-    /// (staggered, so a burst is seen sooner after it lands: each poll is a PCIe round trip).
-    /// Default: 4 when a queue is served by one CTA (`ctas_per_queue` 1, one CTA per burst),
-    /// else 1 (many CTAs already poll the queue; more polls would only add PCIe reads).
-    pub pollers: Option<u32>,
 }
-
-/// Default sizes tried for [`GpuOptions::acl_cache_bytes`], largest first.
-const ACL_CACHE_DEFAULTS: [u32; 4] = [80 << 10, 40 << 10, 16 << 10, 0];
 
 impl Default for GpuOptions {
     fn default() -> Self {
@@ -213,9 +198,7 @@ impl Default for GpuOptions {
             emit_meta: false,
             ctas_per_queue: 1,
             trace_bursts: false,
-            acl_cache_bytes: None,
             burst_ctas: None,
-            pollers: None,
         }
     }
 }
@@ -275,21 +258,9 @@ impl GpuOptions {
         if self.idle_timeout_ms == 0 {
             return Err("executor.idle_timeout_ms: must be > 0".into());
         }
-        if let Some(p) = self.pollers {
-            if p != 1 && p != 4 {
-                return Err(format!("executor.pollers: {p} must be 1 or 4"));
-            }
-        }
         if let Some(k) = self.burst_ctas {
             if k == 0 || k > 8 {
                 return Err(format!("executor.burst_ctas: {k} is out of range 1..=8"));
-            }
-        }
-        if let Some(b) = self.acl_cache_bytes {
-            if b % 16 != 0 || b > 224 << 10 {
-                return Err(format!(
-                    "executor.acl_cache_bytes: {b} must be a multiple of 16 in 0..=229376 (224 KiB)"
-                ));
             }
         }
         Ok(())
@@ -319,12 +290,6 @@ impl GpuOptions {
             } else {
                 self.burst_size.div_ceil(8).clamp(1, 4)
             })
-    }
-
-    /// Pollers per persistent CTA of a `mapped` queue (`pollers`, or its default).
-    fn pollers_of(&self) -> u32 {
-        self.pollers
-            .unwrap_or(if self.ctas_of_queue() == 1 { 4 } else { 1 })
     }
 
     /// Persistent CTAs per queue: `ctas_per_queue` groups of [`Self::parts`].
@@ -469,8 +434,6 @@ pub struct GpuExecutor {
     data_offset: u32,
     data_cap: u32,
     threads: u32,
-    /// Dynamic shared memory of each persistent CTA: its copy of the ACL image's first bytes.
-    acl_cache: u32,
     queues: Vec<Mutex<Queue>>,
     qdescs: DeviceBuffer,
     /// The ACL table in force (named by every burst submitted from now on).
@@ -570,52 +533,18 @@ impl GpuExecutor {
             opts.mode,
             n_queues
         );
-        let mut acl_cache = 0u32;
         if opts.mode == Mode::Persistent {
+            let per_sm = f_persistent.occupancy(opts.threads())?;
+            let fit = per_sm as usize * ctx.info.multiprocessors as usize;
             let want = n_queues * opts.ctas_of_queue() + beside_ctas;
-            let sms = ctx.info.multiprocessors as usize;
-            // The largest ACL cache with which every persistent CTA is resident at once.
-            let tries: Vec<u32> = match (pipeline.acl.is_some(), opts.acl_cache_bytes) {
-                (false, _) => vec![0],
-                (true, Some(b)) => vec![b],
-                (true, None) => ACL_CACHE_DEFAULTS.to_vec(),
-            };
-            let mut fit = 0usize;
-            let mut chosen = None;
-            for &b in &tries {
-                if b > 48 << 10 && f_persistent.allow_dyn_smem(b).is_err() {
-                    continue; // more than this GPU gives one block
-                }
-                fit = f_persistent.occupancy_smem(opts.threads(), b)? as usize * sms;
-                if want <= fit {
-                    chosen = Some(b);
-                    break;
-                }
-            }
-            match chosen {
-                Some(b) => acl_cache = b,
-                None => anyhow::bail!(
-                    "{n_queues} persistent queues x {} CTAs{} do not fit on GPU {} ({}: {fit} CTAs of {} threads{} at once)",
+            if want > fit {
+                anyhow::bail!(
+                    "{n_queues} persistent queues x {} CTAs{} do not fit on GPU {} ({}: {fit} CTAs of {} threads at once)",
                     opts.ctas_of_queue(),
                     if beside_ctas > 0 { format!(" beside {beside_ctas} CTAs of other executors") } else { String::new() },
                     opts.device,
                     ctx.info.name,
-                    opts.threads(),
-                    match opts.acl_cache_bytes {
-                        Some(b) if b > 0 && pipeline.acl.is_some() => format!(" with executor.acl_cache_bytes {b}"),
-                        _ => String::new(),
-                    }
-                ),
-            }
-            if pipeline.acl.is_some() {
-                tracing::info!(
-                    "persistent CTAs keep the first {} KiB of the ACL image in shared memory{}",
-                    acl_cache >> 10,
-                    if opts.acl_cache_bytes.is_none() && acl_cache < ACL_CACHE_DEFAULTS[0] {
-                        " (less than the default: more would not let every CTA fit)"
-                    } else {
-                        ""
-                    }
+                    opts.threads()
                 );
             }
         }
@@ -734,13 +663,7 @@ impl GpuExecutor {
                 slot_bytes: slot_bytes as u32,
                 data_offset: data_offset as u32,
                 pipeline: if placement == Placement::Mapped && opts.mode == Mode::Persistent {
-                    flags
-                        | abi::PIPE_SLOT_SEQ
-                        | if opts.pollers_of() == 4 {
-                            abi::PIPE_POLL4
-                        } else {
-                            0
-                        }
+                    flags | abi::PIPE_SLOT_SEQ
                 } else {
                     flags
                 },
@@ -786,7 +709,6 @@ impl GpuExecutor {
         let kernel_stream = Stream::new(&ctx)?;
         let mut ex = GpuExecutor {
             threads: opts.threads(),
-            acl_cache,
             opts,
             pipeline_flags: flags,
             default_action: pipeline.default_action,
@@ -929,14 +851,12 @@ impl GpuExecutor {
             &mut parts as *mut u32 as *mut c_void,
         ];
         // SAFETY: pw_persistent(const pw_queue_desc*, uint32_t, uint32_t); the array holds one
-        // valid descriptor per queue and the grid is queues x ctas x parts blocks; the dynamic shared memory
-        // was allowed (allow_dyn_smem) and checked to fit when the executor was built.
+        // valid descriptor per queue and the grid is queues x ctas x parts blocks.
         unsafe {
-            self.f_persistent.launch_smem(
+            self.f_persistent.launch(
                 &self.kernel_stream,
                 self.queues.len() as u32 * ctas * parts,
                 self.threads,
-                self.acl_cache,
                 &mut params,
             )?
         };
