@@ -270,6 +270,10 @@ __device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_
     }
 }
 
+/* Thread 0's timestamps of the running burst (seen, staged, ran) when the queue traces (in shared
+ * memory: registers are the persistent kernel's scarcest resource). */
+__shared__ uint64_t pw_ts[3];
+
 /* The ACL image the persistent block's last burst named (~0: none yet; see pw_run_slot). */
 __shared__ uint64_t pw_img_tables;
 __shared__ uint32_t pw_img_gen;
@@ -467,18 +471,20 @@ __device__ __forceinline__ void pw_mark_bursts(const pw_queue_desc &q, uint32_t 
  * per queue need more persistent CTAs than the chip has SMs. */
 extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queue_desc *queues, uint32_t ctas,
                                                                    uint32_t parts) {
-    const uint32_t per_queue = ctas * parts;
-    const uint32_t lane = (blockIdx.x % per_queue) / parts, part = blockIdx.x % parts;
-    const pw_queue_desc q = queues[blockIdx.x / per_queue];
+    const uint32_t lane = (blockIdx.x % (ctas * parts)) / parts, part = blockIdx.x % parts;
+    const pw_queue_desc q = queues[blockIdx.x / (ctas * parts)];
     volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
     const volatile uint32_t *prod = (const volatile uint32_t *)q.producer;
     __shared__ uint32_t cmd; /* 0 run a burst, 1 exit */
-    uint64_t ts[3] = {0, 0, 0};
+    uint64_t *ts = pw_ts;
     uint32_t seq = lane;
-    const uint32_t block = lane * parts + part; /* this CTA's counter block */
-    uint32_t unmarked = 0u;                     /* thread 0: bursts counted, not yet in `bursts` */
+    /* This CTA's counter block: lane * parts + part. Thread 0's count of bursts whose counts
+     * this block added but `bursts` does not hold yet: pw_unmarked (shared memory, like the
+     * timestamps: registers are scarce here). */
+    __shared__ uint32_t pw_unmarked;
     const bool slot_seq = (q.pipeline & PW_PIPE_SLOT_SEQ) != 0u;
     if (threadIdx.x == 0) {
+        pw_unmarked = 0u;
         pw_img_tables = ~0ull; /* no image named yet (pw_run_slot) */
         pw_img_gen = 0u;
         ctrl->status = PW_QSTATE_RUNNING;
@@ -511,10 +517,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
                     }
                     break;
                 }
+                const uint32_t unmarked = pw_unmarked;
                 if (unmarked && ((spins & 0xFu) == 0u || unmarked >= PW_MARK_MAX) &&
                     (unmarked >= PW_MARK_MAX || pw_globaltimer() - idle_since > PW_MARK_IDLE_NS)) {
-                    pw_mark_bursts(q, block, unmarked);
-                    unmarked = 0u;
+                    pw_mark_bursts(q, lane * parts + part, unmarked);
+                    pw_unmarked = 0u;
                 }
                 if ((++spins & 0xFFu) == 0u && ctrl->exit_flag) {
                     /* Checked every 256 polls only: each check is a read of host memory across
@@ -544,13 +551,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
         __syncthreads();
         if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
         pw_publish(q, seq, ts, part, parts);
-        pw_count_after_done(q, seq, block, part == 0u, false, &cr);
-        unmarked++;
+        pw_count_after_done(q, seq, lane * parts + part, part == 0u, false, &cr);
+        if (threadIdx.x == 0) pw_unmarked++;
         seq += ctas;
         __syncthreads();
     }
     if (threadIdx.x == 0) {
-        pw_mark_bursts(q, block, unmarked);
+        pw_mark_bursts(q, lane * parts + part, pw_unmarked);
         __threadfence_system();
     }
 }
@@ -558,7 +565,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
 /* Modes `launch` and `graph`: one block runs burst `seq` of queue `queue` and publishes it. */
 extern "C" __global__ void __launch_bounds__(256) pw_burst(const pw_queue_desc *queues, uint32_t queue, uint32_t seq) {
     const pw_queue_desc q = queues[queue];
-    uint64_t ts[3] = {0, 0, 0};
+    uint64_t *ts = pw_ts;
     if (q.trace && threadIdx.x == 0) ts[0] = pw_globaltimer();
     pw_count_regs cr;
     pw_count_regs_zero(&cr);
@@ -575,7 +582,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst_slot(const pw_queue_d
     const pw_queue_desc q = queues[queue];
     const pw_slot_hdr *hdr = (const pw_slot_hdr *)(q.ring + (uint64_t)slot * q.slot_bytes);
     __shared__ uint32_t seq;
-    uint64_t ts[3] = {0, 0, 0};
+    uint64_t *ts = pw_ts;
     if (q.trace && threadIdx.x == 0) ts[0] = pw_globaltimer();
     if (threadIdx.x == 0) seq = hdr->seq;
     __syncthreads();

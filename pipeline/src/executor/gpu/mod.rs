@@ -72,6 +72,38 @@ macro_rules! ctrl_set {
 ///
 /// # Safety
 /// `dst` is valid for 16 bytes of writes and 16-byte aligned.
+/// Copies `len` bytes to `dst` (16-byte aligned) with non-temporal stores for whole 16-byte
+/// granules (the rest with plain stores): the lines go to memory instead of this core's cache, so
+/// the GPU's reads of them across PCIe need not pull them out of a core. Callers fence after.
+///
+/// # Safety
+/// `dst` valid for `len` bytes and 16-byte aligned; `src` valid for `len` bytes.
+unsafe fn stream_copy(dst: *mut u8, src: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        let whole = len & !15;
+        let mut i = 0;
+        while i < whole {
+            // SAFETY: i + 16 <= len for both buffers; dst + i is 16-byte aligned (caller).
+            unsafe {
+                _mm_stream_si128(
+                    dst.add(i) as *mut __m128i,
+                    _mm_loadu_si128(src.add(i) as *const __m128i),
+                )
+            };
+            i += 16;
+        }
+        // SAFETY: the tail lies inside both buffers.
+        unsafe { ptr::copy_nonoverlapping(src.add(whole), dst.add(whole), len - whole) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: as the caller's contract.
+    unsafe {
+        ptr::copy_nonoverlapping(src, dst, len)
+    };
+}
+
 unsafe fn store16(dst: *mut u8, src: &[u8; 16]) {
     #[cfg(target_arch = "x86_64")]
     {
@@ -179,6 +211,11 @@ pub struct GpuOptions {
     /// when a queue is `mapped`: there every CTA of the group reads the slot across PCIe, which
     /// measured slower than one CTA (BENCHMARKS.md, issue 4 session 3).
     pub burst_ctas: Option<u32>,
+    /// Copy frame bytes into a `mapped` ring with non-temporal stores (to memory, past this
+    /// core's caches). Default true: the kernel reads them across PCIe, which then never waits
+    /// for a line to leave a core, and the host's copy goes faster (1518-byte frames end to end:
+    /// BENCHMARKS.md, issue 4 session 3). `device` rings' pinned staging is copied as before.
+    pub nt_stores: bool,
 }
 
 impl Default for GpuOptions {
@@ -199,6 +236,7 @@ impl Default for GpuOptions {
             ctas_per_queue: 1,
             trace_bursts: false,
             burst_ctas: None,
+            nt_stores: true,
         }
     }
 }
@@ -998,11 +1036,16 @@ impl GpuExecutor {
                     ptr::write_unaligned(dp.add(i), Desc::from(d));
                 }
             }
-            ptr::copy_nonoverlapping(
-                burst.data.as_ptr(),
-                slot_ptr.add(self.data_offset as usize),
-                bytes,
-            );
+            let data = slot_ptr.add(self.data_offset as usize);
+            let nt = self.opts.nt_stores && q.staging.is_none();
+            if nt {
+                stream_copy(data, burst.data.as_ptr(), bytes);
+                // Non-temporal stores are ordered before the header's store only by sfence.
+                #[cfg(target_arch = "x86_64")]
+                std::arch::x86_64::_mm_sfence();
+            } else {
+                ptr::copy_nonoverlapping(burst.data.as_ptr(), data, bytes);
+            }
             fence(Ordering::Release);
             let mut g0 = [0u8; 16];
             g0.copy_from_slice(&raw[..16]);
