@@ -56,7 +56,7 @@ pub struct Args {
     /// fit on an H200 at two CTAs per SM).
     #[arg(long, default_value_t = 16)]
     pub e2e_ctas: u32,
-    /// End to end: copy frames into mapped rings with plain (cached) stores instead of the
+    /// End to end: copy large frames into mapped rings with plain (cached) stores instead of the
     /// default non-temporal ones (executor option `nt_stores: false`), for comparison.
     #[arg(long)]
     pub cached_stores: bool,
@@ -298,7 +298,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             htod / 1e9
         ));
         md.line(format!(
-            "{} persistent CTAs per queue, one feeding host thread per queue; frames copied into mapped rings with {} stores. A mapped ring's frames stay in host memory: the kernel reads across PCIe what parse needs (whole 64-byte frames; a chunk of 1518-byte frames does not fit shared memory and is parsed in place, headers only), so \"H2D GB/s\" (every frame and descriptor byte handed over, per second) can pass the copy bandwidth\n",
+            "{} persistent CTAs per queue, one feeding host thread per queue; frames of 256 bytes and more copied into mapped rings with {} stores. A mapped ring's frames stay in host memory: the kernel reads across PCIe what parse needs (whole 64-byte frames; a chunk of 1518-byte frames does not fit shared memory and is parsed in place, headers only), so \"H2D GB/s\" (every frame and descriptor byte handed over, per second) can pass the copy bandwidth\n",
             a.e2e_ctas,
             if a.cached_stores { "plain (cached)" } else { "non-temporal" }
         ));

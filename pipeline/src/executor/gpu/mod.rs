@@ -72,6 +72,10 @@ macro_rules! ctrl_set {
 ///
 /// # Safety
 /// `dst` is valid for 16 bytes of writes and 16-byte aligned.
+/// Mean frame size from which a burst goes into a mapped ring with non-temporal stores
+/// ([`GpuOptions::nt_stores`]).
+const NT_MIN_FRAME: usize = 256;
+
 /// Copies `len` bytes to `dst` (16-byte aligned) with non-temporal stores for whole 16-byte
 /// granules (the rest with plain stores): the lines go to memory instead of this core's cache, so
 /// the GPU's reads of them across PCIe need not pull them out of a core. Callers fence after.
@@ -211,10 +215,13 @@ pub struct GpuOptions {
     /// when a queue is `mapped`: there every CTA of the group reads the slot across PCIe, which
     /// measured slower than one CTA (BENCHMARKS.md, issue 4 session 3).
     pub burst_ctas: Option<u32>,
-    /// Copy frame bytes into a `mapped` ring with non-temporal stores (to memory, past this
-    /// core's caches). Default true: the kernel reads them across PCIe, which then never waits
-    /// for a line to leave a core, and the host's copy goes faster (1518-byte frames end to end:
-    /// BENCHMARKS.md, issue 4 session 3). `device` rings' pinned staging is copied as before.
+    /// Copy the frame bytes of bursts whose mean frame is 256 bytes or more into a `mapped`
+    /// ring with non-temporal stores (to memory, past this core's caches). Default true: the
+    /// kernel reads only the headers of such frames (a chunk of them does not fit shared memory,
+    /// so they are parsed in place), and the host's copy, the limit there, goes faster. Small
+    /// frames are read whole, which measured faster from the CPU's cache (BENCHMARKS.md, issue
+    /// 4 session 3: 1518 B +22%, 64 B -4% with non-temporal stores). `device` rings' pinned
+    /// staging is copied as before.
     pub nt_stores: bool,
 }
 
@@ -1037,7 +1044,9 @@ impl GpuExecutor {
                 }
             }
             let data = slot_ptr.add(self.data_offset as usize);
-            let nt = self.opts.nt_stores && q.staging.is_none();
+            // Only bursts of large frames: the kernel parses those in place and reads their
+            // headers alone, while small frames are read whole, faster from the CPU's cache.
+            let nt = self.opts.nt_stores && q.staging.is_none() && bytes >= NT_MIN_FRAME * n;
             if nt {
                 stream_copy(data, burst.data.as_ptr(), bytes);
                 // Non-temporal stores are ordered before the header's store only by sfence.
