@@ -9,20 +9,8 @@
 #include <string>
 #include <cuda_runtime.h>
 #include "acl.cuh"
+#include "tool_io.cuh"
 
-static std::vector<char> slurp(const std::string &p) {
-    std::vector<char> v;
-    FILE *f = fopen(p.c_str(), "rb");
-    if (!f) { fprintf(stderr, "cannot open %s\n", p.c_str()); exit(2); }
-    char buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) v.insert(v.end(), buf, buf + n);
-    fclose(f);
-    return v;
-}
-
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
-    fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); exit(2); } } while (0)
 
 __global__ void classify_all(const pw_acl_tables *t, const pw_acl_key *keys, uint32_t *out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
