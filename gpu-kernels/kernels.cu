@@ -219,7 +219,7 @@ __device__ __forceinline__ pw_desc pw_desc_at(const uint8_t *dbase, uint32_t i, 
     return d;
 }
 
-/* A burst too large for pw_stage, in chunks of PW_CHUNK_FRAMES frames: the chunk's descriptors,
+/* Frames [lo, hi) of a burst too large for pw_stage, in chunks of PW_CHUNK_FRAMES frames: the chunk's descriptors,
  * then the bytes its frames span, are copied with coalesced 16-byte loads and parsed from shared
  * memory. Throughput: parsing a frame in a mapped ring directly costs a few small PCIe reads per
  * frame (a warp's load touches 32 frames), which use the link far worse than 512-byte runs. */
@@ -227,15 +227,15 @@ __device__ __forceinline__ pw_desc pw_desc_at(const uint8_t *dbase, uint32_t i, 
 __shared__ uint32_t pw_chunk_lo, pw_chunk_hi;
 
 __device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *base,
-                                               uint32_t lo, uint32_t n, uint32_t db, bool compact, pw_verdict *vout,
+                                               uint32_t lo, uint32_t hi, uint32_t db, bool compact, pw_verdict *vout,
                                                pw_packet_meta *mout, pw_count_regs *cr) {
     const uint8_t *gdata = base + q.data_offset;
     const uint32_t dsz = compact ? (uint32_t)sizeof(pw_desc8) : (uint32_t)sizeof(pw_desc);
     uint8_t *sdesc = pw_stage + sizeof(pw_slot_hdr);
     uint8_t *sdata = sdesc + PW_CHUNK_FRAMES * dsz;
     const uint32_t dcap = PW_STAGE_BYTES - (uint32_t)sizeof(pw_slot_hdr) - PW_CHUNK_FRAMES * dsz;
-    for (uint32_t c0 = lo; c0 < n; c0 += PW_CHUNK_FRAMES) {
-        const uint32_t k = n - c0 < PW_CHUNK_FRAMES ? n - c0 : PW_CHUNK_FRAMES;
+    for (uint32_t c0 = lo; c0 < hi; c0 += PW_CHUNK_FRAMES) {
+        const uint32_t k = hi - c0 < PW_CHUNK_FRAMES ? hi - c0 : PW_CHUNK_FRAMES;
         /* c0 * dsz is a multiple of 16; the last granule may run past the array (still in the
          * slot's descriptor area, which reaches data_offset). */
         pw_stage_copy((uint4 *)sdesc, (const uint4 *)(base + sizeof(pw_slot_hdr) + c0 * dsz), (k * dsz + 15u) / 16u);
@@ -278,7 +278,7 @@ __shared__ uint64_t pw_ts[3];
 __shared__ uint64_t pw_img_tables;
 __shared__ uint32_t pw_img_gen;
 
-/* Runs frames [n * part / parts, n * (part + 1) / parts) of slot `seq % slots` with the whole
+/* Runs about frames [n * part / parts, n * (part + 1) / parts) of slot `seq % slots` with the whole
  * block (parts > 1: the burst's CTA group shares it, see pw_persistent), their counts into `cr`;
  * the caller publishes, then adds `cr` to the counters (pw_count_after_done).
  * `hdr_granules`: how many of the header's 3 16-byte granules pw_stage already holds (0: burst
@@ -372,8 +372,11 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     if (q.trace && threadIdx.x == 0) ts[1] = pw_globaltimer();
     pw_verdict *vout = (pw_verdict *)q.verdicts + (uint64_t)slot * q.burst_max;
     pw_packet_meta *mout = (q.pipeline & PW_PIPE_META_OUT) ? (pw_packet_meta *)q.metas + (uint64_t)slot * q.burst_max : 0;
-    /* This block's share of the frames (the burst's CTA group: part `part` of `parts`). */
-    const uint32_t lo = (uint32_t)((uint64_t)n * part / parts), hi = (uint32_t)((uint64_t)n * (part + 1u) / parts);
+    /* This block's share of the frames (the burst's CTA group: part `part` of `parts`), split at
+     * even frame numbers so that a chunk's compact descriptors start on a 16-byte granule
+     * (pw_run_chunked). */
+    const uint32_t lo = (uint32_t)((uint64_t)n * part / parts) & ~1u;
+    const uint32_t hi = part + 1u == parts ? n : (uint32_t)((uint64_t)n * (part + 1u) / parts) & ~1u;
     const uint32_t gsize = pw_group_size(q, hi - lo);
     const uint32_t gl = threadIdx.x & (gsize - 1u);
     if (!staged && parse && gsize == 1u && dbr <= room) {
@@ -462,7 +465,8 @@ __device__ __forceinline__ void pw_mark_bursts(const pw_queue_desc &q, uint32_t 
 
 /* Mode `persistent`: each queue is served by `ctas` groups of `parts` CTAs; group `lane` takes
  * bursts lane, lane + ctas, ... and CTA `part` of the group runs frames [n * part / parts,
- * n * (part + 1) / parts) of each (every CTA of the group polls the slot itself). Until the host
+ * n * (part + 1) / parts) of each, rounded down to even frame numbers (every CTA of the group
+ * polls the slot itself). Until the host
  * sets exit_flag, or until idle_timeout_ns pass without a burst (the last resort against a host
  * that died). Several groups per queue overlap bursts (throughput); several CTAs per burst put
  * a small burst's frames on several SMs, a warp per frame: a lookup is a chain of dependent
