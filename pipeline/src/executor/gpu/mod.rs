@@ -206,9 +206,9 @@ pub struct GpuOptions {
     /// [`GpuExecutor::burst_trace`]. For latency analysis (`pktwarp bench`); default false.
     pub trace_bursts: bool,
     /// CTAs that share each burst (persistent mode, 1..=8): CTA j of a burst's group runs frames
-    /// [n * j / k, n * (j + 1) / k) (boundaries rounded down to even frame numbers), so a small burst's lookups spread over k SMs with a warp
-    /// per frame (a lookup is a chain of dependent steps; lookups that share a warp or an SM's
-    /// schedulers wait for each other). Every CTA of the group polls the slot itself and
+    /// [n * j / k, n * (j + 1) / k) (boundaries rounded down to even frame numbers), so a small
+    /// burst's lookups spread over k SMs with a warp per frame (a lookup is a chain of dependent
+    /// steps; lookups that share a warp or an SM's schedulers wait for each other). Every CTA of the group polls the slot itself and
     /// publishes its own done word. Default: with `device` rings, `burst_size / 8` rounded up,
     /// at most 4 (1 for bursts of 8 frames or fewer, 4 from 25 frames up); 1 for bursts of more
     /// than 32 frames (the CTAs are better spent on more bursts at once, `ctas_per_queue`) and
