@@ -64,14 +64,6 @@ macro_rules! ctrl_set {
     }};
 }
 
-/// Stores the first 16 bytes of `src` at `dst` (16-byte aligned) as one access where the CPU
-/// has one: the GPU reads them with one 16-byte load (`PW_PIPE_SLOT_SEQ`) and must never see the
-/// new seq beside an old n_frames / data_bytes. x86-64: an aligned SSE store, atomic on every
-/// CPU with AVX (Intel SDM vol. 3A 9.1.1; AMD APM vol. 2 7.3.2). Elsewhere: the other 12 bytes,
-/// a release fence, then seq (the GPU may then read a torn granule only while seq is still old).
-///
-/// # Safety
-/// `dst` is valid for 16 bytes of writes and 16-byte aligned.
 /// Mean frame size from which a burst goes into a mapped ring with non-temporal stores
 /// ([`GpuOptions::nt_stores`]).
 const NT_MIN_FRAME: usize = 256;
@@ -108,6 +100,14 @@ unsafe fn stream_copy(dst: *mut u8, src: *const u8, len: usize) {
     };
 }
 
+/// Stores the first 16 bytes of `src` at `dst` (16-byte aligned) as one access where the CPU
+/// has one: the GPU reads them with one 16-byte load (`PW_PIPE_SLOT_SEQ`) and must never see the
+/// new seq beside an old n_frames / data_bytes. x86-64: an aligned SSE store, atomic on every
+/// CPU with AVX (Intel SDM vol. 3A 9.1.1; AMD APM vol. 2 7.3.2). Elsewhere: the other 12 bytes,
+/// a release fence, then seq (the GPU may then read a torn granule only while seq is still old).
+///
+/// # Safety
+/// `dst` is valid for 16 bytes of writes and 16-byte aligned.
 unsafe fn store16(dst: *mut u8, src: &[u8; 16]) {
     #[cfg(target_arch = "x86_64")]
     {
@@ -208,8 +208,8 @@ pub struct GpuOptions {
     /// CTAs that share each burst (persistent mode, 1..=8): CTA j of a burst's group runs frames
     /// [n * j / k, n * (j + 1) / k) (boundaries rounded down to even frame numbers), so a small
     /// burst's lookups spread over k SMs with a warp per frame (a lookup is a chain of dependent
-    /// steps; lookups that share a warp or an SM's schedulers wait for each other). Every CTA of the group polls the slot itself and
-    /// publishes its own done word. Default: with `device` rings, `burst_size / 8` rounded up,
+    /// steps; lookups that share a warp or an SM's schedulers wait for each other). Every CTA of
+    /// the group polls the slot itself and publishes its own done word. Default: with `device` rings, `burst_size / 8` rounded up,
     /// at most 4 (1 for bursts of 8 frames or fewer, 4 from 25 frames up); 1 for bursts of more
     /// than 32 frames (the CTAs are better spent on more bursts at once, `ctas_per_queue`) and
     /// when a queue is `mapped`: there every CTA of the group reads the slot across PCIe, which
@@ -220,8 +220,9 @@ pub struct GpuOptions {
     /// kernel reads only the headers of such frames (a chunk of them does not fit shared memory,
     /// so they are parsed in place), and the host's copy, the limit there, goes faster. Small
     /// frames are read whole, which measured faster from the CPU's cache (BENCHMARKS.md, issue
-    /// 4 session 3: 1518 B +22%, 64 B -4% with non-temporal stores). `device` rings' pinned
-    /// staging is copied as before.
+    /// 4 session 3: 1518 B end to end +13-35% in five of six paired rounds, -4% in one; 64 B
+    /// -4-5% when every burst took non-temporal stores). `device` rings' pinned staging is
+    /// copied as before.
     pub nt_stores: bool,
 }
 
