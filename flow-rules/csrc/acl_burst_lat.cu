@@ -6,8 +6,8 @@
 // Build: nvcc -O3 -std=c++17 -arch=sm_90 -I gpu-kernels flow-rules/csrc/acl_burst_lat.cu -o acl_burst_lat
 // Run:   acl_burst_lat DIR [BURSTS]
 // Prints, per configuration (threads, frames per burst, lanes per frame, idle gap before each
-// burst: thread 0 spinning, as the persistent kernel polls): p50 / p99 of a burst's lookup time
-// in ns and the mismatches. (It showed that a warp per frame on fewer frames per SM is what
+// burst: thread 0 spinning, as the persistent kernel polls; pairs: the IPv4 trees rebuilt with
+// one load per level, see below): p50 / p99 of a burst's lookup time in ns and the mismatches. (It showed that a warp per frame on fewer frames per SM is what
 // shortens a small burst's lookups: see GpuOptions::burst_ctas and BENCHMARKS.md.)
 #include <algorithm>
 #include <cstdio>
