@@ -327,6 +327,12 @@ pub fn run_cpu(p: &Prepared, shared: &Arc<CpuShared>, ports: OpenPorts) -> Summa
         return s;
     }
     let out = cpu::run(&spec, shared, ports.rx, ports.tx);
+    summarize_cpu_run(p, shared, out)
+}
+
+/// The summary of a CPU executor run (either forwarding path): the shared counters, the run's
+/// time and errors, and its ports' own counters.
+fn summarize_cpu_run(p: &Prepared, shared: &CpuShared, out: cpu::RunOutcome) -> Summary {
     let mut s = summarize(
         &shared.counters,
         &p.pipeline,
@@ -371,16 +377,11 @@ fn run_cpu_zero_copy(
         rx.setup().name,
         tx.setup().name
     );
-    let out = cpu::zero_copy::run(spec, shared, rx, tx);
-    let mut s = summarize(
-        &shared.counters,
-        &p.pipeline,
-        out.elapsed,
-        &p.choice,
-        out.errors,
-    );
-    s.port_counters = out.port_counters;
-    Some(s)
+    Some(summarize_cpu_run(
+        p,
+        shared,
+        cpu::zero_copy::run(spec, shared, rx, tx),
+    ))
 }
 
 /// The GPU executor's view of the config's pipeline: `parse`, `acl`, `count` in this order (each
