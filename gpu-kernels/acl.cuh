@@ -203,24 +203,31 @@ PW_DEVICE uint32_t pw_acl_chunk_decide(uint32_t match, uint32_t end, uint32_t *l
 }
 
 #if PW_GPU
+/* The group's scan of the leaf whose first record is `first`: the new best. `gl` = this lane's
+ * index in its group of `gsize`. */
+__device__ __forceinline__ uint32_t pw_acl_group_scan(const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw,
+                                                      uint32_t best, uint32_t gl, uint32_t gsize) {
+    const uint32_t gbase = (threadIdx.x & 31u) & ~(gsize - 1u);
+    const uint32_t gbits = gsize >= 32u ? 0xFFFFFFFFu : (1u << gsize) - 1u;
+    const uint32_t gmask = gbits << gbase;
+    for (uint32_t base = first;; base += gsize) {
+        uint32_t idx;
+        uint32_t f = pw_acl_lane_eval(v, base + gl, kw, best, &idx);
+        uint32_t m = (__ballot_sync(gmask, f & PW_ACL_LANE_MATCH) >> gbase) & gbits;
+        uint32_t e = (__ballot_sync(gmask, f & PW_ACL_LANE_END) >> gbase) & gbits;
+        uint32_t lane = 0;
+        uint32_t d = pw_acl_chunk_decide(m, e, &lane);
+        if (d == 2u) continue;
+        return d == 1u ? __shfl_sync(gmask, idx, gbase + lane) : best;
+    }
+}
+
 /* `gl` = this lane's index in its group of `gsize`; every lane of the group calls it with the same
  * key (so the group takes one path through the trees). */
 __device__ __forceinline__ uint32_t pw_acl_classify_group(const pw_acl_tables *t, const pw_acl_key *k,
                                                           uint32_t gl, uint32_t gsize) {
-    const uint32_t gbase = (threadIdx.x & 31u) & ~(gsize - 1u);
-    const uint32_t gbits = gsize >= 32u ? 0xFFFFFFFFu : (1u << gsize) - 1u;
-    const uint32_t gmask = gbits << gbase;
     return pw_acl_forest(t, k, [&](const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw, uint32_t best) {
-        for (uint32_t base = first;; base += gsize) {
-            uint32_t idx;
-            uint32_t f = pw_acl_lane_eval(v, base + gl, kw, best, &idx);
-            uint32_t m = (__ballot_sync(gmask, f & PW_ACL_LANE_MATCH) >> gbase) & gbits;
-            uint32_t e = (__ballot_sync(gmask, f & PW_ACL_LANE_END) >> gbase) & gbits;
-            uint32_t lane = 0;
-            uint32_t d = pw_acl_chunk_decide(m, e, &lane);
-            if (d == 2u) continue;
-            return d == 1u ? __shfl_sync(gmask, idx, gbase + lane) : best;
-        }
+        return pw_acl_group_scan(v, first, kw, best, gl, gsize);
     });
 }
 #endif

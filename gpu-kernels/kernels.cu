@@ -418,6 +418,15 @@ __device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq,
     ctrl->heartbeat = ctrl->heartbeat + 1u;
 }
 
+/* Thread 0: adds `n` bursts whose counts this block reduced (each before a
+ * block barrier thread 0 passed) to `bursts`, behind a fence that makes those counts visible
+ * first (cumulative over the barriers). */
+__device__ __forceinline__ void pw_mark_bursts(const pw_queue_desc &q, uint32_t block, uint32_t n) {
+    if (n == 0u || !(q.pipeline & PW_PIPE_COUNT)) return;
+    __threadfence();
+    atomicAdd((unsigned long long *)&((pw_queue_counters *)q.counters + block)->bursts, (unsigned long long)n);
+}
+
 /* After done: the block's counts of the burst (`cr`, per thread) into this CTA's counter block
  * (`block` of the queue's, device memory): per warp and field one sum, added by the warp's lane 0
  * with a global atomic whose result is unused (a fire-and-forget reduction: no round trip to
@@ -437,25 +446,13 @@ __device__ __forceinline__ void pw_count_after_done(const pw_queue_desc &q, uint
     pw_count_flush(c, cr);
     __syncthreads();
     if (threadIdx.x == 0) {
-        if (mark) {
-            __threadfence();
-            atomicAdd((unsigned long long *)&c->bursts, 1ull);
-        }
+        if (mark) pw_mark_bursts(q, block, 1u);
         if (q.trace && trace) {
             /* Ordered by this CTA's next release store; the host reads the record only after it. */
             volatile pw_burst_trace *tr = (volatile pw_burst_trace *)q.trace + seq % q.slots;
             tr->merged = pw_globaltimer();
         }
     }
-}
-
-/* Persistent kernel, thread 0: adds `n` bursts whose counts this block reduced (each before a
- * block barrier thread 0 passed) to `bursts`, behind a fence that makes those counts visible
- * first (cumulative over the barriers). */
-__device__ __forceinline__ void pw_mark_bursts(const pw_queue_desc &q, uint32_t block, uint32_t n) {
-    if (n == 0u || !(q.pipeline & PW_PIPE_COUNT)) return;
-    __threadfence();
-    atomicAdd((unsigned long long *)&((pw_queue_counters *)q.counters + block)->bursts, (unsigned long long)n);
 }
 
 /* Idle time after which the persistent kernel marks its counted bursts (pw_mark_bursts), and

@@ -83,9 +83,6 @@ __device__ uint32_t pair_classify_group(const pw_acl_tables *t, const pw_acl_key
     uint32_t kw[11];
     pw_acl_fam_view v;
     pw_acl_view(t, k, kw, &v);
-    const uint32_t gbase = (threadIdx.x & 31u) & ~(gsize - 1u);
-    const uint32_t gbits = gsize >= 32u ? 0xFFFFFFFFu : (1u << gsize) - 1u;
-    const uint32_t gmask = gbits << gbase;
     uint32_t best = PW_ACL_NO_MATCH;
     for (uint32_t ti = 0; ti < ntrees; ti++) {
         const uint32_t *te = img + toff + 3 * ti;
@@ -98,17 +95,7 @@ __device__ uint32_t pair_classify_group(const pw_acl_tables *t, const pw_acl_key
             h = p.y;
         }
         if (r == PW_ACL_REF_EMPTY) continue;
-        for (uint32_t base = r & ~PW_ACL_REF_LEAF;; base += gsize) {
-            uint32_t idx;
-            const uint32_t f = pw_acl_lane_eval(&v, base + gl, kw, best, &idx);
-            const uint32_t m = (__ballot_sync(gmask, f & PW_ACL_LANE_MATCH) >> gbase) & gbits;
-            const uint32_t e = (__ballot_sync(gmask, f & PW_ACL_LANE_END) >> gbase) & gbits;
-            uint32_t lane = 0;
-            const uint32_t d = pw_acl_chunk_decide(m, e, &lane);
-            if (d == 2u) continue;
-            if (d == 1u) best = __shfl_sync(gmask, idx, gbase + lane);
-            break;
-        }
+        best = pw_acl_group_scan(&v, r & ~PW_ACL_REF_LEAF, kw, best, gl, gsize);
     }
     return best;
 }

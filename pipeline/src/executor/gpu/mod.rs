@@ -1282,11 +1282,11 @@ impl GpuExecutor {
         let mut q = lock(qm);
         let mut done = 0;
         let bm = self.opts.burst_size as usize;
+        let parts = self.opts.parts() as usize;
         while q.reaped != q.next_seq {
             let seq = q.reaped;
             let slot = (seq % self.opts.ring_slots) as usize;
             // Every CTA of the burst's group has published its part.
-            let parts = self.opts.parts() as usize;
             let finished = (0..parts).all(|p| {
                 // SAFETY: slot * parts + p < slots * parts, the done array's length; a volatile
                 // read of a word the GPU writes.
