@@ -93,12 +93,34 @@ __device__ __forceinline__ void pw_stage_acl(const pw_acl_sel &a, const pw_packe
 }
 #endif
 
-/* One frame through the pipeline. Writes the verdict (and the metadata when asked) and counts.
+/* Where a burst's verdicts go: pw_verdict[] or, when `tag` != 0 (PW_PIPE_TAGGED),
+ * pw_verdict_tagged[] stamped with it. */
+typedef struct pw_vout {
+    void *base;
+    uint32_t tag;
+} pw_vout;
+
+/* Verdict i of the burst. Tagged: three 8-byte stores, each word with the tag (strong, so they
+ * leave the SM at once: nothing after them orders them). */
+__device__ __forceinline__ void pw_store_verdict(const pw_vout &vo, uint32_t i, const pw_verdict &v) {
+    if (vo.tag == 0u) {
+        ((pw_verdict *)vo.base)[i] = v;
+        return;
+    }
+    pw_verdict_tagged *t = (pw_verdict_tagged *)vo.base + i;
+    const uint32_t head = (uint32_t)v.action | ((uint32_t)v.drop_reason << 8) | ((uint32_t)v.reserved << 16);
+    asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(&t->head), "r"(head), "r"(vo.tag) : "memory");
+    asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(&t->rule), "r"(v.rule), "r"(vo.tag) : "memory");
+    asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(&t->mark), "r"(v.mark), "r"(vo.tag) : "memory");
+}
+
+/* One frame through the pipeline. Writes verdict `vi` (and the metadata when asked) and counts.
  * Run by a group of `gsize` lanes (lane `gl` of it; gsize 1: one thread per frame): every lane
  * parses the frame (same bytes, same path), the group shares the ACL lookup, lane 0 writes. */
 __device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *data,
-                                             const pw_desc &d, pw_verdict *vout, pw_packet_meta *mout,
-                                             pw_count_regs *cr, uint32_t gl, uint32_t gsize) {
+                                             const pw_desc &d, const pw_vout &vo, uint32_t vi,
+                                             pw_packet_meta *mout, pw_count_regs *cr, uint32_t gl,
+                                             uint32_t gsize) {
     uint32_t parse_ok = 1u;
 #if defined(PW_HAVE_PARSE)
     pw_packet_meta m;
@@ -119,7 +141,7 @@ __device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const pw_ac
 #endif
     if (gl != 0u) return;
     pw_verdict v = pw_verdict_of(parse_ok, q.pipeline, rule, action, mark);
-    *vout = v;
+    pw_store_verdict(vo, vi, v);
 #if defined(PW_HAVE_PARSE)
     if (mout && (q.pipeline & PW_PIPE_PARSE)) *mout = m;
 #endif
@@ -142,7 +164,6 @@ __device__ __forceinline__ void pw_store_release(uint64_t addr, uint32_t v) {
  * granules). Latency: with a ring in mapped host memory every load of a frame byte is a PCIe round
  * trip, and parse's loads depend on each other (ethertype -> IP header -> L4); one coalesced copy
  * of the slot pays that round trip once. Bursts that do not fit run from the ring as before. */
-#define PW_STAGE_BYTES 24576u
 __shared__ __align__(16) uint8_t pw_stage[PW_STAGE_BYTES];
 __shared__ uint32_t pw_ring_reads; /* a staged burst has a frame past data_bytes (read from the ring) */
 
@@ -227,7 +248,7 @@ __device__ __forceinline__ pw_desc pw_desc_at(const uint8_t *dbase, uint32_t i, 
 __shared__ uint32_t pw_chunk_lo, pw_chunk_hi;
 
 __device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *base,
-                                               uint32_t lo, uint32_t hi, uint32_t db, bool compact, pw_verdict *vout,
+                                               uint32_t lo, uint32_t hi, uint32_t db, bool compact, const pw_vout &vo,
                                                pw_packet_meta *mout, pw_count_regs *cr) {
     const uint8_t *gdata = base + q.data_offset;
     const uint32_t dsz = compact ? (uint32_t)sizeof(pw_desc8) : (uint32_t)sizeof(pw_desc);
@@ -264,7 +285,7 @@ __device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_
                 d.offset -= lo;
                 fd = sdata;
             }
-            pw_run_frame(q, a, fd, d, vout + c0 + i, mout ? mout + c0 + i : 0, cr, 0u, 1u);
+            pw_run_frame(q, a, fd, d, vo, c0 + i, mout ? mout + c0 + i : 0, cr, 0u, 1u);
         }
         __syncthreads();
     }
@@ -283,10 +304,12 @@ __shared__ uint32_t pw_img_gen;
  * the caller publishes, then adds `cr` to the counters (pw_count_after_done).
  * `hdr_granules`: how many of the header's 3 16-byte granules pw_stage already holds (0: burst
  * kernels; 3: the persistent poller read the header; 1: it polled the first granule, PW_PIPE_SLOT_SEQ,
- * and the other two are staged here with the descriptors and frames, in the same round trip).
+ * and the other two are staged here with the descriptors and frames, in the same round trip;
+ * PW_STAGED_ALL: pw_poll_tagged staged the whole image, PW_PIPE_TAGGED).
  * `persistent`: the block serves the queue for the kernel's life (keeps pw_img_* between
  * bursts, see below). ts[1] (thread 0, when the queue traces) = when the slot was
  * staged. */
+#define PW_STAGED_ALL 4u
 __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, pw_count_regs *cr,
                                             uint32_t hdr_granules, uint64_t *ts, bool persistent, uint32_t part,
                                             uint32_t parts) {
@@ -307,12 +330,13 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     const uint32_t room = q.slot_bytes > q.data_offset ? q.slot_bytes - q.data_offset : 0u;
     const uint32_t dbr = db <= room ? ((db + 15u) & ~15u) : 0xFFFFFFFFu;
     /* Without parse no stage reads frame bytes: only the descriptors are staged. */
-    const bool staged = head <= PW_STAGE_BYTES &&
-                        (!parse || (dbr <= room && dbr <= PW_STAGE_BYTES - head));
+    const bool all_staged = hdr_granules == PW_STAGED_ALL; /* checked to fit by pw_poll_tagged */
+    const bool staged = all_staged || (head <= PW_STAGE_BYTES &&
+                                       (!parse || (dbr <= room && dbr <= PW_STAGE_BYTES - head)));
     const uint8_t *descs = base + sizeof(pw_slot_hdr);
     const uint8_t *gdata = base + q.data_offset;
     const uint8_t *data = gdata;
-    if (staged || hs < 3u) {
+    if (!all_staged && (staged || hs < 3u)) {
         /* The header's missing granules, then descriptors, then data (when staged), 16 B per
          * load, PW_STAGE_UNROLL independent loads per thread. Granule i of the slot goes to
          * granule i of pw_stage up to the descriptors' end; data follows them. */
@@ -370,7 +394,10 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         __syncthreads();
     }
     if (q.trace && threadIdx.x == 0) ts[1] = pw_globaltimer();
-    pw_verdict *vout = (pw_verdict *)q.verdicts + (uint64_t)slot * q.burst_max;
+    pw_vout vo;
+    vo.tag = (q.pipeline & PW_PIPE_TAGGED) ? seq + 1u : 0u;
+    vo.base = vo.tag ? (void *)((pw_verdict_tagged *)q.verdicts + (uint64_t)slot * q.burst_max)
+                     : (void *)((pw_verdict *)q.verdicts + (uint64_t)slot * q.burst_max);
     pw_packet_meta *mout = (q.pipeline & PW_PIPE_META_OUT) ? (pw_packet_meta *)q.metas + (uint64_t)slot * q.burst_max : 0;
     /* This block's share of the frames (the burst's CTA group: part `part` of `parts`), split at
      * even frame numbers so that a chunk's compact descriptors start on a 16-byte granule
@@ -380,19 +407,21 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     const uint32_t gsize = pw_group_size(q, hi - lo);
     const uint32_t gl = threadIdx.x & (gsize - 1u);
     if (!staged && parse && gsize == 1u && dbr <= room) {
-        pw_run_chunked(q, a, base, lo, hi, db, compact, vout, mout, cr);
+        pw_run_chunked(q, a, base, lo, hi, db, compact, vo, mout, cr);
     } else {
         for (uint32_t i = lo + threadIdx.x / gsize; i < hi; i += blockDim.x / gsize) {
             pw_desc d = pw_desc_at(descs, i, compact);
             /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged. */
             const uint8_t *fd = (staged && parse && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
-            pw_run_frame(q, a, fd, d, vout + i, mout ? mout + i : 0, cr, gl, gsize);
+            pw_run_frame(q, a, fd, d, vo, i, mout ? mout + i : 0, cr, gl, gsize);
         }
     }
 }
 
 /* Publishes the end of burst `seq` (this block's part `part` of `parts`): its verdicts visible,
- * then done[slot * parts + part] = seq + 1 (the host waits for every part's). Called by the
+ * then done[slot * parts + part] = seq + 1 (the host waits for every part's). PW_PIPE_TAGGED: the
+ * tagged verdicts say it already; done is written only for a burst of no frames (`n`) or with
+ * metadata out, and the trace record's seq only later (pw_trace_seq). Called by the
  * whole block after a block barrier; thread 0 writes done with a release store (cumulative over
  * the barrier: every thread's verdict writes before it): the handshake needs only those writes
  * ordered, not the full two-way fence of __threadfence_system() (measured: ~0.5 us less inside
@@ -401,9 +430,10 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
  * timestamps of this burst (seen, staged, ran), written to the trace record when the queue has
  * one. */
 __device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq, uint64_t *ts, uint32_t part,
-                                           uint32_t parts) {
+                                           uint32_t parts, uint32_t n) {
     if (threadIdx.x != 0) return;
     volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
+    const bool tagged = (q.pipeline & PW_PIPE_TAGGED) != 0u;
     if (q.trace && part == 0u) {
         /* Ordered before done by its release store. */
         volatile pw_burst_trace *tr = (volatile pw_burst_trace *)q.trace + seq % q.slots;
@@ -411,11 +441,21 @@ __device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq,
         tr->staged = ts[1];
         tr->ran = ts[2];
         tr->fenced = pw_globaltimer();
-        tr->seq = (uint64_t)seq + 1u;
+        if (!tagged) tr->seq = (uint64_t)seq + 1u;
     }
-    pw_store_release(q.done + 4ull * ((seq % q.slots) * parts + part), seq + 1u);
+    if (!tagged || n == 0u || (q.pipeline & PW_PIPE_META_OUT))
+        pw_store_release(q.done + 4ull * ((seq % q.slots) * parts + part), seq + 1u);
     ctrl->consumer = seq + 1u;
     ctrl->heartbeat = ctrl->heartbeat + 1u;
+}
+
+/* PW_PIPE_TAGGED with a trace: thread 0 of part 0 writes the record's seq behind a fence, so the
+ * host never takes a record whose other fields are still on their way (no done word's release
+ * orders them). After the burst's verdicts: off its latency path. */
+__device__ __forceinline__ void pw_trace_seq(const pw_queue_desc &q, uint32_t seq, uint32_t part) {
+    if (threadIdx.x != 0 || !q.trace || part != 0u || !(q.pipeline & PW_PIPE_TAGGED)) return;
+    __threadfence_system();
+    ((volatile pw_burst_trace *)q.trace + seq % q.slots)->seq = (uint64_t)seq + 1u;
 }
 
 /* Thread 0: adds `n` bursts whose counts this block reduced (each before a
@@ -459,40 +499,184 @@ __device__ __forceinline__ void pw_count_after_done(const pw_queue_desc &q, uint
  * the most bursts it leaves unmarked under a steady stream. */
 #define PW_MARK_IDLE_NS 20000ull
 #define PW_MARK_MAX 4096u
+/* PW_PIPE_TAGGED: idle time after which the block stops reading the whole slot each poll round
+ * and reads its first granule only (one more round trip for the next burst, but an idle queue
+ * no longer reads ~5 KB across PCIe per microsecond). */
+#define PW_HOT_POLL_NS 100000ull
+
+/* Frames of the burst staged in pw_stage (clipped as pw_run_slot clips them). */
+__device__ __forceinline__ uint32_t pw_staged_frames(const pw_queue_desc &q) {
+    const uint32_t n = ((const pw_slot_hdr *)pw_stage)->n_frames;
+    return n > q.burst_max ? 0u : n;
+}
+
+/* Thread 0's count of bursts whose counts this block added but `bursts` does not hold yet
+ * (shared memory, like the timestamps: registers are scarce here). */
+__shared__ uint32_t pw_unmarked;
+__shared__ uint32_t pw_cmd; /* 0 run a burst, 1 exit */
+
+/* Thread 0, once per poll while no burst is there (`spins` polls so far, idle since
+ * `idle_since`): marks counted bursts when idle, checks the exit flag and the bounded wait,
+ * counts polls. 1: stop (status set), 0: go on. */
+__device__ __forceinline__ uint32_t pw_idle_step(const pw_queue_desc &q, uint32_t lane, uint32_t part,
+                                                 uint32_t parts, uint32_t *spins, uint64_t idle_since) {
+    volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
+    const uint32_t unmarked = pw_unmarked;
+    if (unmarked && ((*spins & 0xFu) == 0u || unmarked >= PW_MARK_MAX) &&
+        (unmarked >= PW_MARK_MAX || pw_globaltimer() - idle_since > PW_MARK_IDLE_NS)) {
+        pw_mark_bursts(q, lane * parts + part, unmarked);
+        pw_unmarked = 0u;
+    }
+    if ((++*spins & 0xFFu) == 0u && ctrl->exit_flag) {
+        /* Checked every 256 polls only: each check is a read of host memory across PCIe, which
+         * competes with the ingest DMA when many CTAs poll. */
+        ctrl->status = PW_QSTATE_EXIT_FLAG;
+        return 1u;
+    }
+    if ((*spins & 0x3FFu) == 0u) {
+        if (lane == 0 && part == 0) {
+            ctrl->polls = ctrl->polls + 0x400u;
+            if ((*spins & 0xFFFFu) == 0u) ctrl->heartbeat = ctrl->heartbeat + 1u;
+        }
+        if (pw_globaltimer() - idle_since > q.idle_timeout_ns) {
+            ctrl->status = PW_QSTATE_EXIT_TIMEOUT;
+            return 1u;
+        }
+    }
+    return 0u;
+}
+
+/* Tagged granules a burst's image needs, from its first granule's payload (n_frames,
+ * desc_format, data_bytes), or ~0 when the header is not one the host writes (too many frames,
+ * unknown format, larger than pw_stage or than this block can check). */
+__device__ __forceinline__ uint32_t pw_tagged_need(const pw_queue_desc &q, uint32_t w0, uint32_t db) {
+    const uint32_t n = w0 & 0xFFFFu, fmt = (w0 >> 16) & 0xFFu;
+    if (n > q.burst_max || (fmt != PW_DESC_FULL && fmt != PW_DESC_COMPACT) || db > PW_STAGE_BYTES) return ~0u;
+    const uint32_t dsz = fmt == PW_DESC_COMPACT ? (uint32_t)sizeof(pw_desc8) : (uint32_t)sizeof(pw_desc);
+    const uint32_t bytes = (uint32_t)sizeof(pw_slot_hdr) + (n * dsz + 15u) / 16u * 16u + (db + 15u) / 16u * 16u;
+    if (bytes > PW_STAGE_BYTES || bytes / 8u > 32u * blockDim.x) return ~0u;
+    return bytes / 8u;
+}
+
+__shared__ uint32_t pw_tag_poll; /* granules each poll round reads (thread 0 sets it) */
+__shared__ uint32_t pw_tag_need; /* granules burst seq's image needs (0: its first granule not seen yet) */
+__shared__ uint32_t pw_tag_last; /* granules of the block's last burst (a hot poll reads that many) */
+
+/* PW_PIPE_TAGGED: the whole block polls slot `seq % slots`, each thread its granules (i = thread,
+ * thread + blockDim, ...), decoding their payload into pw_stage, until every granule the image
+ * needs carries tag seq + 1 in the same round: the poll's round trip also brings the burst. A
+ * round reads as many granules as the last burst needed (more when granule 0 asks for more),
+ * only granule 0 once the queue has idled PW_HOT_POLL_NS. Tags never change under a burst
+ * until the host reaps it, so a granule seen tagged stays right. Sets pw_cmd (0: staged, 1:
+ * stop); thread 0 sets ts[0] when seen. */
+__device__ void pw_poll_tagged(const pw_queue_desc &q, uint32_t seq, uint32_t lane, uint32_t part, uint32_t parts,
+                               uint64_t *ts) {
+    const uint4 *sb = (const uint4 *)(q.ring + (uint64_t)(seq % q.slots) * q.slot_bytes);
+    const uint32_t tag = seq + 1u;
+    uint64_t idle_since = 0;
+    uint32_t spins = 0;
+    if (threadIdx.x == 0) {
+        idle_since = pw_globaltimer();
+        pw_tag_poll = pw_tag_last;
+        pw_cmd = 0u;
+    }
+    __syncthreads();
+    for (;;) {
+        const uint32_t g = pw_tag_poll;
+        uint32_t okm = 0u; /* bit k: this thread's k-th granule carries the tag */
+        uint32_t w0 = 0u, db = 0u;
+        for (uint32_t k0 = 0, i0 = threadIdx.x; i0 < g; k0 += PW_STAGE_UNROLL, i0 += PW_STAGE_UNROLL * blockDim.x) {
+            uint4 v[PW_STAGE_UNROLL];
+#pragma unroll
+            for (uint32_t k = 0; k < PW_STAGE_UNROLL; k++) {
+                const uint32_t i = i0 + k * blockDim.x;
+                if (i < g) v[k] = pw_ld_slot16(sb + i);
+            }
+#pragma unroll
+            for (uint32_t k = 0; k < PW_STAGE_UNROLL; k++) {
+                const uint32_t i = i0 + k * blockDim.x;
+                if (i < g) {
+                    if (v[k].y == tag && v[k].w == tag) okm |= 1u << (k0 + k);
+                    ((uint2 *)pw_stage)[i] = make_uint2(v[k].x, v[k].z);
+                    if (i == 0u) {
+                        w0 = v[k].x;
+                        db = v[k].z;
+                    }
+                }
+            }
+        }
+        if (threadIdx.x == 0) pw_tag_need = (okm & 1u) ? pw_tagged_need(q, w0, db) : 0u;
+        __syncthreads();
+        const uint32_t need = pw_tag_need;
+        bool ok = need != 0u;
+        if (ok && need != ~0u) {
+            /* This thread's granules below need must all carry the tag, and were all read. */
+            const uint32_t m = need < g ? need : g;
+            const uint32_t cnt = threadIdx.x < m ? (m - 1u - threadIdx.x) / blockDim.x + 1u : 0u;
+            const uint32_t mask = cnt >= 32u ? ~0u : (1u << cnt) - 1u;
+            ok = need <= g && (okm & mask) == mask;
+        }
+        if (__syncthreads_and(ok)) {
+            if (threadIdx.x == 0) {
+                if (need == ~0u) {
+                    ((volatile pw_queue_ctrl *)q.ctrl)->status = PW_QSTATE_BAD_SLOT;
+                    pw_cmd = 1u;
+                } else {
+                    pw_tag_last = need;
+                    if (q.trace) ts[0] = pw_globaltimer();
+                }
+            }
+            __syncthreads();
+            return;
+        }
+        if (threadIdx.x == 0) {
+            if (need != 0u && need != ~0u && need > g) {
+                pw_tag_poll = need; /* granule 0 asks for more than this round read */
+            } else {
+                if (g > 1u && (spins & 0xFu) == 0u && pw_globaltimer() - idle_since > PW_HOT_POLL_NS) pw_tag_poll = 1u;
+                pw_cmd = pw_idle_step(q, lane, part, parts, &spins, idle_since);
+            }
+        }
+        __syncthreads();
+        if (pw_cmd) return;
+    }
+}
 
 /* Mode `persistent`: each queue is served by `ctas` groups of `parts` CTAs; group `lane` takes
  * bursts lane, lane + ctas, ... and CTA `part` of the group runs frames [n * part / parts,
- * n * (part + 1) / parts) of each, rounded down to even frame numbers (every CTA of the group
+ * n * (part + 1) / parts), rounded down to even frame numbers (every CTA of the group
  * polls the slot itself). Until the host
  * sets exit_flag, or until idle_timeout_ns pass without a burst (the last resort against a host
  * that died). Several groups per queue overlap bursts (throughput); several CTAs per burst put
  * a small burst's frames on several SMs, a warp per frame: a lookup is a chain of dependent
  * steps, and lookups that share a warp or an SM's schedulers wait for each other (latency). */
-/* Two CTAs per SM at least (<= 128 registers a thread): configurations with many queues x CTAs
- * per queue need more persistent CTAs than the chip has SMs. */
-extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queue_desc *queues, uint32_t ctas,
+/* Up to 512 threads, and two CTAs of 256 per SM at least (<= 128 registers a thread):
+ * configurations with many queues x CTAs per queue need more persistent CTAs than the chip has
+ * SMs. */
+extern "C" __global__ void __launch_bounds__(512, 1) pw_persistent(const pw_queue_desc *queues, uint32_t ctas,
                                                                    uint32_t parts) {
     const uint32_t lane = (blockIdx.x % (ctas * parts)) / parts, part = blockIdx.x % parts;
     const pw_queue_desc q = queues[blockIdx.x / (ctas * parts)];
-    volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
-    const volatile uint32_t *prod = (const volatile uint32_t *)q.producer;
-    __shared__ uint32_t cmd; /* 0 run a burst, 1 exit */
     uint64_t *ts = pw_ts;
     uint32_t seq = lane;
-    /* This CTA's counter block: lane * parts + part. Thread 0's count of bursts whose counts
-     * this block added but `bursts` does not hold yet: pw_unmarked (shared memory, like the
-     * timestamps: registers are scarce here). */
-    __shared__ uint32_t pw_unmarked;
-    const bool slot_seq = (q.pipeline & PW_PIPE_SLOT_SEQ) != 0u;
+    /* This CTA's counter block: lane * parts + part. */
     if (threadIdx.x == 0) {
+        volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
         pw_unmarked = 0u;
         pw_img_tables = ~0ull; /* no image named yet (pw_run_slot) */
         pw_img_gen = 0u;
+        pw_tag_last = 1u; /* the first poll reads granule 0 */
         ctrl->status = PW_QSTATE_RUNNING;
     }
+    __syncthreads();
     for (;;) {
-        if (threadIdx.x == 0) {
-            uint64_t idle_since = pw_globaltimer();
+        const bool slot_seq = (q.pipeline & PW_PIPE_SLOT_SEQ) != 0u;
+        if (q.pipeline & PW_PIPE_TAGGED) {
+            pw_poll_tagged(q, seq, lane, part, parts, ts);
+        } else if (threadIdx.x == 0) {
+            volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
+            const volatile uint32_t *prod = (const volatile uint32_t *)q.producer;
+            const uint64_t idle_since = pw_globaltimer();
             uint32_t spins = 0;
             const uint8_t *sb = (const uint8_t *)(q.ring + (uint64_t)(seq % q.slots) * q.slot_bytes);
             for (;;) {
@@ -512,47 +696,29 @@ extern "C" __global__ void __launch_bounds__(256, 2) pw_persistent(const pw_queu
                     const pw_slot_hdr *h = (const pw_slot_hdr *)pw_stage;
                     if (h->n_frames > q.burst_max) {
                         ctrl->status = PW_QSTATE_BAD_SLOT;
-                        cmd = 1u;
+                        pw_cmd = 1u;
                     } else {
-                        cmd = 0u;
+                        pw_cmd = 0u;
                     }
                     break;
                 }
-                const uint32_t unmarked = pw_unmarked;
-                if (unmarked && ((spins & 0xFu) == 0u || unmarked >= PW_MARK_MAX) &&
-                    (unmarked >= PW_MARK_MAX || pw_globaltimer() - idle_since > PW_MARK_IDLE_NS)) {
-                    pw_mark_bursts(q, lane * parts + part, unmarked);
-                    pw_unmarked = 0u;
-                }
-                if ((++spins & 0xFFu) == 0u && ctrl->exit_flag) {
-                    /* Checked every 256 polls only: each check is a read of host memory across
-                     * PCIe, which competes with the ingest DMA when many CTAs poll. */
-                    ctrl->status = PW_QSTATE_EXIT_FLAG;
-                    cmd = 1u;
+                if (pw_idle_step(q, lane, part, parts, &spins, idle_since)) {
+                    pw_cmd = 1u;
                     break;
-                }
-                if ((spins & 0x3FFu) == 0u) {
-                    if (lane == 0 && part == 0) {
-                        ctrl->polls = ctrl->polls + 0x400u;
-                        if ((spins & 0xFFFFu) == 0u) ctrl->heartbeat = ctrl->heartbeat + 1u;
-                    }
-                    if (pw_globaltimer() - idle_since > q.idle_timeout_ns) {
-                        ctrl->status = PW_QSTATE_EXIT_TIMEOUT;
-                        cmd = 1u;
-                        break;
-                    }
                 }
             }
         }
         __syncthreads();
-        if (cmd) break;
+        if (pw_cmd) break;
         pw_count_regs cr;
         pw_count_regs_zero(&cr);
-        pw_run_slot(q, seq, &cr, slot_seq ? 1u : 3u, ts, true, part, parts);
+        pw_run_slot(q, seq, &cr, (q.pipeline & PW_PIPE_TAGGED) ? PW_STAGED_ALL : slot_seq ? 1u : 3u, ts, true, part,
+                    parts);
         __syncthreads();
         if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
-        pw_publish(q, seq, ts, part, parts);
+        pw_publish(q, seq, ts, part, parts, pw_staged_frames(q));
         pw_count_after_done(q, seq, lane * parts + part, part == 0u, false, &cr);
+        pw_trace_seq(q, seq, part);
         if (threadIdx.x == 0) pw_unmarked++;
         seq += ctas;
         __syncthreads();
@@ -573,7 +739,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst(const pw_queue_desc *
     pw_run_slot(q, seq, &cr, 0u, ts, false, 0u, 1u);
     __syncthreads();
     if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
-    pw_publish(q, seq, ts, 0u, 1u);
+    pw_publish(q, seq, ts, 0u, 1u, pw_staged_frames(q));
     pw_count_after_done(q, seq, 0u, true, true, &cr);
 }
 
@@ -592,7 +758,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst_slot(const pw_queue_d
     pw_run_slot(q, seq, &cr, 0u, ts, false, 0u, 1u);
     __syncthreads();
     if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
-    pw_publish(q, seq, ts, 0u, 1u);
+    pw_publish(q, seq, ts, 0u, 1u, pw_staged_frames(q));
     pw_count_after_done(q, seq, 0u, true, true, &cr);
 }
 
@@ -603,6 +769,9 @@ extern "C" __global__ void __launch_bounds__(256) pw_bulk(const pw_queue_desc *q
                                                          uint32_t n, pw_verdict *verdicts) {
     const pw_queue_desc q = *qd;
     const pw_acl_sel a = pw_acl_of_queue(q);
+    pw_vout vo;
+    vo.base = verdicts;
+    vo.tag = 0u;
     __shared__ pw_queue_counters acc;
     pw_zero_counters(&acc);
     __syncthreads();
@@ -610,7 +779,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_bulk(const pw_queue_desc *q
     pw_count_regs_zero(&cr);
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         pw_desc d = descs[i];
-        pw_run_frame(q, a, data, d, verdicts + i, 0, &cr, 0u, 1u);
+        pw_run_frame(q, a, data, d, vo, i, 0, &cr, 0u, 1u);
     }
     if (q.pipeline & PW_PIPE_COUNT) pw_count_flush(&acc, &cr);
     __syncthreads();

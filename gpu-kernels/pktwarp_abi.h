@@ -400,6 +400,19 @@ typedef struct pw_verdict {
 } pw_verdict;
 PW_STATIC_ASSERT(sizeof(pw_verdict) == 12, "pw_verdict size");
 
+/* A verdict in a PW_PIPE_TAGGED queue: pw_verdict's three words, each beside the burst's tag
+ * (seq + 1) in one 8-byte word the GPU stores at once; the host takes the verdict once all three
+ * tags are its burst's, with no done word and no fence on the GPU. */
+typedef struct pw_verdict_tagged {
+    uint32_t head;  /*  0 action | drop_reason << 8 | reserved << 16 */
+    uint32_t tag0;  /*  4 */
+    uint32_t rule;  /*  8 */
+    uint32_t tag1;  /* 12 */
+    uint32_t mark;  /* 16 */
+    uint32_t tag2;  /* 20 */
+} pw_verdict_tagged;
+PW_STATIC_ASSERT(sizeof(pw_verdict_tagged) == 24, "pw_verdict_tagged size");
+
 /* Per-queue counters, written by the count stage (device memory, read by the host with a copy). */
 typedef struct pw_queue_counters {
     uint64_t bursts;                       /*   0 */
@@ -449,6 +462,20 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_ctrl, consumer) == 128, "pw_queue_ctrl.con
  * says both "ready" and the burst's size, so the slot is staged in one more round trip instead of
  * two (producer index, then header, then the rest). */
 #define PW_PIPE_SLOT_SEQ 32u
+/* Tagged words both ways (a persistent kernel's `mapped` ring whose burst image fits
+ * PW_STAGE_BYTES). The slot holds the burst's image (pw_slot_hdr, its descriptors padded to 16
+ * bytes, its frame data padded to 16 bytes: the layout the kernel stages) as 16-byte granules
+ * {p0, tag, p1, tag}, (p0, p1) the image's next 8 bytes and tag = seq + 1, each 8-byte word
+ * stored at once by the host. The whole CTA polls the slot: when every granule the image needs
+ * carries the tag, the burst is in shared memory, one PCIe round trip after the host's stores
+ * instead of two (the poll, then the copy). Verdicts go back as pw_verdict_tagged, so the host
+ * sees a burst finished without a done word behind a system-scope fence (which waits for the
+ * verdict writes to drain). The done word is still written for a burst of no frames and with
+ * PW_PIPE_META_OUT (metadata is not tagged). Costs twice the slot bytes across PCIe: for small
+ * bursts (latency), not throughput. */
+#define PW_PIPE_TAGGED 64u
+/* Bytes of a burst the kernel stages in shared memory (the image's limit in a tagged queue). */
+#define PW_STAGE_BYTES 24576u
 
 /* Everything a kernel needs to run one queue; an array of these lives in device memory. Addresses
  * are device addresses (of device memory or of mapped host memory) stored as integers. */

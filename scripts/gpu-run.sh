@@ -52,6 +52,14 @@ step verify-groups-acl1 60 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules
 step verify-groups-fw1 60 "$BIN" verify --trace "$CB/fw1_10K_trace.gz" --rules "$CB/fw1_10K" --burst 8 --mode persistent,launch --placement mapped --queues 2 --ctas 2 --json "$RES/verify-groups-fw1.json"
 step verify-groups-ipc1 60 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --burst 16 --mode persistent --placement device,mapped --json "$RES/verify-groups-ipc1.json"
 step verify-groups-gen 90 "$BIN" verify --gen 2000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --burst 64 --mode persistent --placement mapped --queues 2 --ctas 2 --json "$RES/verify-groups-gen.json"
+# Tagged words (persistent kernel, mapped rings whose burst image fits the 24 KiB staging area:
+# small slots): the slot polled whole, verdicts back tagged. The reload torture checks every
+# verdict without metadata out, i.e. with completion seen by the verdicts' tags alone.
+step verify-tagged-acl1 60 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --burst 32 --slot-data-bytes 4096 --tagged true --mode persistent --placement mapped --queues 2 --ctas 2 --json "$RES/verify-tagged-acl1.json"
+step verify-tagged-fw1 60 "$BIN" verify --trace "$CB/fw1_10K_trace.gz" --rules "$CB/fw1_10K" --burst 16 --slot-data-bytes 2048 --tagged true --mode persistent --placement mapped --block-threads 512 --json "$RES/verify-tagged-fw1.json"
+step verify-tagged-ipc1 60 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --burst 8 --slot-data-bytes 1024 --tagged true --mode persistent --placement mapped --block-threads 64 --json "$RES/verify-tagged-ipc1.json"
+step verify-tagged-gen 90 "$BIN" verify --gen 2000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --burst 64 --slot-data-bytes 16384 --tagged true --mode persistent --placement mapped --queues 2 --json "$RES/verify-tagged-gen.json"
+step reload-torture-tagged 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 4 --burst 32 --slot-data-bytes 4096 --tagged true --mode persistent --placement mapped --queues 2 --ctas 2 --json "$RES/torture-tagged.json"
 step bench 220 "$BIN" bench --classbench "$CB" --out "$RES"
 step reload-torture-persistent 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 4 --mode persistent --placement device --queues 2 --ctas 2 --json "$RES/torture-persistent.json"
 step reload-torture-launch-mapped 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 3 --mode launch --placement mapped --queues 3 --json "$RES/torture-launch.json"

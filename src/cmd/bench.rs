@@ -360,6 +360,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         md.line("| burst | placement | persistent | launch | graph (8 bursts) | launch p99 / persistent p99 |".into());
         md.line("| ---: | --- | --- | --- | --- | ---: |".into());
         let mut rows = Vec::new();
+        let (mut lat_checked, mut lat_bad) = (0u64, 0u64);
         for &burst in &[16u32, 32, 256] {
             for placement in [Placement::Device, Placement::Mapped] {
                 let mut cells = Vec::new();
@@ -380,16 +381,21 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                             threads: None,
                             trace: false,
                             burst_ctas: None,
+                            tagged: None,
+                            stage: Some(&stage),
                         },
-                    )?
-                    .samples;
+                    )?;
+                    lat_checked += lat.checked;
+                    lat_bad += lat.mismatches;
+                    let tagged = lat.tagged;
+                    let lat = lat.samples;
                     let (p50, p_99, p999) = (pct(&lat, 0.5), pct(&lat, 0.99), pct(&lat, 0.999));
                     p99[k] = p_99;
                     cells.push(format!("{p50:.2} / {p_99:.2} / {p999:.2}"));
                     rows.push(
                         json!({"burst": burst, "placement": format!("{placement:?}"),
                         "mode": format!("{mode:?}"), "p50_us": p50, "p99_us": p_99, "p999_us": p999,
-                        "max_us": lat[lat.len() - 1], "samples": lat.len()}),
+                        "max_us": lat[lat.len() - 1], "samples": lat.len(), "tagged": tagged}),
                     );
                 }
                 md.line(format!(
@@ -402,6 +408,14 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             }
         }
         js.insert("latency".into(), json!(rows));
+        md.line(format!(
+            "\nVerdicts checked against the CPU executor: {lat_checked}, mismatches: {lat_bad}{}",
+            if lat_bad > 0 { " !!" } else { "" }
+        ));
+        js.insert(
+            "latency_verdicts".into(),
+            json!({"checked": lat_checked, "mismatches": lat_bad}),
+        );
 
         // Where the time goes: the same 32-frame burst with fewer stages, and with one thread
         // per frame (32 threads: no cooperative ACL lookup, fewer staging loads in flight), with
@@ -409,8 +423,8 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         md.line(
             "\n### Latency decomposition, burst 32, persistent (us: p50 / p99 / p99.9; GPU steps: medians)\n".into(),
         );
-        md.line("| stages | threads x CTAs per burst | placement | total | seen->staged | stages | to done | counters (after done) | outside the GPU |".into());
-        md.line("| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |".into());
+        md.line("| stages | threads x CTAs per burst | placement | tagged | total | seen->staged | stages | to done | counters (after done) | outside the GPU |".into());
+        md.line("| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |".into());
         let mut rows = Vec::new();
         // Each row: the default 32-frame persistent configuration with one thing changed.
         let full = Decomp {
@@ -446,6 +460,22 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 burst_ctas: Some(1),
                 ..full
             },
+            Decomp {
+                name: "parse + acl + count, 1 CTA of 512 threads",
+                threads: Some(512),
+                burst_ctas: Some(1),
+                ..full
+            },
+            Decomp {
+                name: "count only (transport), untagged",
+                tagged: Some(false),
+                ..Decomp::default()
+            },
+            Decomp {
+                name: "parse + acl + count, untagged",
+                tagged: Some(false),
+                ..full
+            },
         ];
         for Decomp {
             name,
@@ -453,9 +483,13 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             acl,
             threads,
             burst_ctas,
+            tagged,
         } in cases
         {
             for placement in [Placement::Device, Placement::Mapped] {
+                if tagged == Some(false) && placement == Placement::Device {
+                    continue; // the same as the tagged row: device rings are never tagged
+                }
                 let r = latency(
                     &a,
                     &base,
@@ -468,8 +502,12 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                         threads,
                         trace: true,
                         burst_ctas,
+                        tagged,
+                        stage: acl.map(|_| &stage),
                     },
                 )?;
+                lat_checked += r.checked;
+                lat_bad += r.mismatches;
                 let lat = &r.samples;
                 let (p50, p_99, p999) = (pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999));
                 let m = step_medians(&r.steps);
@@ -482,11 +520,12 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 }
                 .parts();
                 md.line(format!(
-                    "| {name} | {th} x {parts} | {placement:?} | {p50:.2} / {p_99:.2} / {p999:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                    "| {name} | {th} x {parts} | {placement:?} | {} | {p50:.2} / {p_99:.2} / {p999:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                    if r.tagged { "yes" } else { "no" },
                     m[0], m[1], m[2], m[3], m[4]
                 ));
                 rows.push(
-                    json!({"stages": name, "threads": th, "ctas_per_burst": parts, "placement": format!("{placement:?}"),
+                    json!({"stages": name, "threads": th, "ctas_per_burst": parts, "placement": format!("{placement:?}"), "tagged": r.tagged,
                     "p50_us": p50, "p99_us": p_99, "p999_us": p999, "traced": r.steps.len(),
                     "gpu_steps_median_us": {"seen_to_staged": m[0], "stages": m[1],
                         "to_done": m[2], "counters_after_done": m[3], "outside_gpu": m[4]}}),
@@ -494,6 +533,14 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             }
         }
         js.insert("latency_decomposition".into(), json!(rows));
+        md.line(format!(
+            "\nVerdicts checked against the CPU executor, every latency row with parse + acl so far: {lat_checked}, mismatches: {lat_bad}{}",
+            if lat_bad > 0 { " !!" } else { "" }
+        ));
+        js.insert(
+            "latency_verdicts".into(),
+            json!({"checked": lat_checked, "mismatches": lat_bad}),
+        );
     }
 
     if a.devices.len() > 1 && !skip("scaling") {
@@ -859,6 +906,11 @@ struct LatCase<'a> {
     trace: bool,
     /// `burst_ctas` (None: the executor's default).
     burst_ctas: Option<u32>,
+    /// `tagged` (None: the executor's default).
+    tagged: Option<bool>,
+    /// The acl stage of `tables`, for the CPU reference every verdict is checked against
+    /// (parse + acl pipelines only).
+    stage: Option<&'a AclStage>,
 }
 
 /// One row of the latency decomposition (None: the executor's default).
@@ -869,6 +921,7 @@ struct Decomp<'a> {
     acl: Option<AclTablesRef<'a>>,
     threads: Option<u32>,
     burst_ctas: Option<u32>,
+    tagged: Option<bool>,
 }
 
 /// Per-burst latency samples (us, sorted) and, with `trace`, the GPU-side steps of each burst
@@ -878,6 +931,11 @@ struct Decomp<'a> {
 struct LatResult {
     samples: Vec<f64>,
     steps: Vec<[f64; 5]>,
+    /// Verdicts compared with the CPU reference, and how many differed.
+    checked: u64,
+    mismatches: u64,
+    /// The queue carried tagged words.
+    tagged: bool,
 }
 
 fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> {
@@ -894,6 +952,7 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
         block_threads: c.threads,
         trace_bursts: c.trace,
         burst_ctas: c.burst_ctas,
+        tagged: c.tagged,
         ..Default::default()
     };
     let pd = PipelineDesc {
@@ -912,6 +971,21 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
     if bursts.is_empty() {
         anyhow::bail!("trace too short for bursts of {burst}");
     }
+    // What the CPU executor decides for each frame of each burst (parse + acl only).
+    let want: Option<Vec<Vec<Verdict>>> = match (c.parse, c.stage) {
+        (true, Some(st)) => Some(
+            bursts
+                .iter()
+                .map(|b| {
+                    b.frames()
+                        .map(|(d, f)| cpu_reference(f, d.port, Some(st)).1)
+                        .collect()
+                })
+                .collect(),
+        ),
+        _ => None,
+    };
+    let (mut checked, mut mismatches) = (0u64, 0u64);
     let per = if mode == Mode::Graph { g as usize } else { 1 };
     let warm = 200;
     let total = a.latency_bursts + warm;
@@ -931,8 +1005,14 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
         let mut done = 0usize;
         let t = Instant::now();
         while done < per {
-            ex.poll(0, |seq, _, _| {
+            ex.poll(0, |seq, v, _| {
                 let now = Instant::now();
+                if let Some(w) = &want {
+                    let w = &w[(k + done) % bursts.len()];
+                    checked += v.len() as u64;
+                    mismatches += v.iter().zip(w).filter(|(g, w)| g != w).count() as u64
+                        + w.len().abs_diff(v.len()) as u64;
+                }
                 if k + done >= warm {
                     let us = now.duration_since(t_submit[done]).as_secs_f64() * 1e6;
                     out.push(us);
@@ -969,6 +1049,9 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
     Ok(LatResult {
         samples: out,
         steps,
+        checked,
+        mismatches,
+        tagged: ex.tagged(0),
     })
 }
 

@@ -124,6 +124,14 @@ pub struct Args {
     /// error).
     #[arg(long)]
     pub slot_data_bytes: Option<u32>,
+    /// Tagged words on mapped rings in persistent mode (executor option `tagged`): default on
+    /// wherever a burst's image fits the kernel's staging area (small bursts and
+    /// --slot-data-bytes), `false` off, `true` on (an error where it cannot be).
+    #[arg(long)]
+    pub tagged: Option<bool>,
+    /// Threads per CTA (executor option `block_threads`; up to 512 in persistent mode).
+    #[arg(long)]
+    pub block_threads: Option<u32>,
 }
 
 /// Frame bytes per slot: `--slot-data-bytes`, else 2048 per frame of a burst, at least 256 KiB
@@ -514,10 +522,11 @@ pub fn verify_one(
     let mut src = Source::from_args(a)?;
     let mut left = a.limit.unwrap_or(u64::MAX);
     let input = describe_input(a);
+    let tagged = gpu_options(a, mode, placement).tagged_queue(0);
     let mut report = RunReport {
         input,
         mode: format!("{mode:?}").to_lowercase(),
-        placement: format!("{placement:?}").to_lowercase(),
+        placement: format!("{placement:?}{}", if tagged { " tagged" } else { "" }).to_lowercase(),
         ..Default::default()
     };
     // Slots big enough for the largest frame seen so far is not knowable up front for a stream;
@@ -744,6 +753,8 @@ fn gpu_options(a: &Args, mode: Mode, placement: Placement) -> GpuOptions {
         idle_timeout_ms: 120_000,
         ctas_per_queue: a.ctas,
         burst_ctas: a.burst_ctas,
+        tagged: a.tagged,
+        block_threads: a.block_threads,
         ..Default::default()
     }
 }
@@ -1215,6 +1226,8 @@ mod tests {
             slot_data_bytes: None,
             rules_b: None,
             swap_every: 4,
+            tagged: None,
+            block_threads: None,
         };
         for m in [Mode::Persistent, Mode::Launch, Mode::Graph] {
             for p in [Placement::Device, Placement::Mapped] {
@@ -1223,5 +1236,18 @@ mod tests {
                 assert!(r.ok(), "{m:?} {p:?}: {:?}", r.to_json());
             }
         }
+        // Tagged words: small slots on a mapped ring, persistent.
+        let t = Args {
+            slot_data_bytes: Some(8192),
+            tagged: Some(true),
+            ..a
+        };
+        let mut show = 5;
+        let r = verify_one(&t, None, Mode::Persistent, Placement::Mapped, &mut show).unwrap();
+        assert!(
+            r.ok() && r.placement.contains("tagged"),
+            "{:?}",
+            r.to_json()
+        );
     }
 }

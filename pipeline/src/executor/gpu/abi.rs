@@ -50,6 +50,12 @@ pub const PIPE_META_OUT: u32 = 8;
 pub const PIPE_DROP_MALFORMED: u32 = 16;
 /// `PW_PIPE_SLOT_SEQ`: the persistent kernel polls the slot header's first 16 bytes (mapped rings).
 pub const PIPE_SLOT_SEQ: u32 = 32;
+/// `PW_PIPE_TAGGED`: the slot's image and the verdicts travel as tagged words (see the header).
+pub const PIPE_TAGGED: u32 = 64;
+/// `PW_STAGE_BYTES`: the most bytes of a burst the kernel stages in shared memory.
+pub const STAGE_BYTES: usize = 24576;
+/// `sizeof(pw_verdict_tagged)`: a verdict of a tagged queue (three words, each beside its tag).
+pub const VERDICT_TAGGED_SIZE: usize = 24;
 
 /// `pw_desc`: one frame in a slot.
 #[repr(C)]
@@ -417,6 +423,11 @@ mod tests {
         assert_eq!(val("PW_PIPE_META_OUT"), PIPE_META_OUT as u64);
         assert_eq!(val("PW_PIPE_DROP_MALFORMED"), PIPE_DROP_MALFORMED as u64);
         assert_eq!(val("PW_PIPE_SLOT_SEQ"), PIPE_SLOT_SEQ as u64);
+        assert_eq!(val("PW_PIPE_TAGGED"), PIPE_TAGGED as u64);
+        assert_eq!(val("PW_STAGE_BYTES"), STAGE_BYTES as u64);
+        assert!(h.contains(&format!(
+            "sizeof(pw_verdict_tagged) == {VERDICT_TAGGED_SIZE}"
+        )));
         assert_eq!(val("PW_DESC_FULL"), DESC_FULL as u64);
         assert_eq!(val("PW_DESC_COMPACT"), DESC_COMPACT as u64);
     }

@@ -135,6 +135,70 @@ unsafe fn store16(dst: *mut u8, src: &[u8; 16]) {
     }
 }
 
+/// Writes `descs` at `dst` in format `dfmt` (`DESC_COMPACT`: [`Desc8`], else [`Desc`]).
+///
+/// # Safety
+/// `dst` is valid for `descs.len()` descriptors of that format (no alignment needed).
+unsafe fn write_descs(dst: *mut u8, descs: &[crate::burst::FrameDesc], dfmt: u8) {
+    if dfmt == abi::DESC_COMPACT {
+        let dp = dst as *mut Desc8;
+        for (i, d) in descs.iter().enumerate() {
+            // SAFETY: i < descs.len() (caller).
+            unsafe { ptr::write_unaligned(dp.add(i), Desc8::from(d)) };
+        }
+    } else {
+        let dp = dst as *mut Desc;
+        for (i, d) in descs.iter().enumerate() {
+            // SAFETY: as above.
+            unsafe { ptr::write_unaligned(dp.add(i), Desc::from(d)) };
+        }
+    }
+}
+
+/// Writes `img` (a multiple of 8 bytes) at `dst` (16-byte aligned) as tagged granules: 16
+/// bytes {img[8g..8g+4], tag, img[8g+4..8g+8], tag} per 8 image bytes (`PW_PIPE_TAGGED`), the
+/// first granule (the header's n_frames / data_bytes, which the kernel sizes the burst by) last.
+/// Each 8-byte word goes in one store: x86-64, one aligned 16-byte SSE store per granule
+/// (atomic on CPUs with AVX, and its 8-byte halves on every x86-64); elsewhere 8-byte volatile
+/// stores. The kernel checks both tags of a granule, so no fence is needed.
+///
+/// # Safety
+/// `dst` is valid for `img.len() * 2` bytes of writes and 16-byte aligned.
+unsafe fn store_tagged(dst: *mut u8, img: &[u8], tag: u32) {
+    let granules = img.len() / 8;
+    for g in (0..granules).rev() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{
+                __m128i, _mm_loadl_epi64, _mm_set1_epi32, _mm_store_si128, _mm_unpacklo_epi32,
+            };
+            // SAFETY: 8 readable bytes at img[8g..]; dst + 16g is 16-byte aligned and inside
+            // the caller's range. unpacklo interleaves {p0, p1} with the tag: {p0, t, p1, t}.
+            unsafe {
+                let p = _mm_loadl_epi64(img.as_ptr().add(8 * g) as *const __m128i);
+                let v = _mm_unpacklo_epi32(p, _mm_set1_epi32(tag as i32));
+                _mm_store_si128(dst.add(16 * g) as *mut __m128i, v);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let w = |k: usize| {
+                u64::from(u32::from_le_bytes([
+                    img[k],
+                    img[k + 1],
+                    img[k + 2],
+                    img[k + 3],
+                ])) | u64::from(tag) << 32
+            };
+            // SAFETY: dst + 16g .. + 16 lies inside the caller's range, 8-byte aligned.
+            unsafe {
+                ptr::write_volatile(dst.add(16 * g) as *mut u64, w(8 * g));
+                ptr::write_volatile(dst.add(16 * g + 8) as *mut u64, w(8 * g + 4));
+            }
+        }
+    }
+}
+
 /// How bursts reach the kernel.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -224,6 +288,15 @@ pub struct GpuOptions {
     /// -4-5% when every burst took non-temporal stores). `device` rings' pinned staging is
     /// copied as before.
     pub nt_stores: bool,
+    /// Tagged words on a `persistent` kernel's `mapped` rings (`PW_PIPE_TAGGED`): the host
+    /// writes a burst as 8-byte words that each carry its tag, the whole CTA polls the slot and
+    /// has the burst in shared memory one PCIe round trip after the host's stores (instead of
+    /// two: the poll, then the copy), and verdicts come back tagged (no done word behind a
+    /// fence). Twice the bytes across PCIe, so for small bursts: it applies only where a
+    /// burst's image (header, descriptors, frame bytes) fits the kernel's 24 KiB staging area.
+    /// Default (unset): on wherever it applies; `false`: off; `true`: on, and an error where a
+    /// mapped queue cannot have it.
+    pub tagged: Option<bool>,
 }
 
 impl Default for GpuOptions {
@@ -245,6 +318,7 @@ impl Default for GpuOptions {
             trace_bursts: false,
             burst_ctas: None,
             nt_stores: true,
+            tagged: None,
         }
     }
 }
@@ -274,9 +348,15 @@ impl GpuOptions {
             ));
         }
         if let Some(t) = self.block_threads {
-            if t == 0 || t % 32 != 0 || t > 256 {
+            let max = if self.mode == Mode::Persistent {
+                512
+            } else {
+                256
+            };
+            if t == 0 || t % 32 != 0 || t > max {
                 return Err(format!(
-                    "executor.block_threads: {t} must be a multiple of 32 in 32..=256"
+                    "executor.block_threads: {t} must be a multiple of 32 in 32..={max} (mode {:?})",
+                    self.mode
                 ));
             }
         }
@@ -307,6 +387,16 @@ impl GpuOptions {
         if let Some(k) = self.burst_ctas {
             if k == 0 || k > 8 {
                 return Err(format!("executor.burst_ctas: {k} is out of range 1..=8"));
+            }
+        }
+        if self.tagged == Some(true) {
+            if self.placement != Placement::Mapped
+                && !self.queue_placement.contains(&Placement::Mapped)
+            {
+                return Err("executor.tagged: true, but no queue is mapped (tagged words are for mapped rings)".into());
+            }
+            if let Some(why) = self.tagged_unfit() {
+                return Err(format!("executor.tagged: true, but {why}"));
             }
         }
         Ok(())
@@ -346,6 +436,38 @@ impl GpuOptions {
     pub fn slot_data_capacity(&self) -> u32 {
         self.slot_data_bytes
             .unwrap_or(self.burst_size.saturating_mul(2048))
+    }
+
+    /// Bytes of the largest burst image a slot can carry (header, descriptors in the full format,
+    /// frame bytes, each padded to 16 bytes): what a tagged slot holds as payload.
+    fn image_max(&self) -> usize {
+        std::mem::size_of::<SlotHdr>()
+            + round_up(self.burst_size as usize * std::mem::size_of::<Desc>(), 16)
+            + round_up(self.slot_data_capacity() as usize, 16)
+    }
+
+    /// Why a `mapped` queue cannot have tagged words, or None when it can.
+    fn tagged_unfit(&self) -> Option<String> {
+        if self.mode != Mode::Persistent {
+            return Some(format!("mode is {:?}, not persistent", self.mode));
+        }
+        let img = self.image_max();
+        // pw_poll_tagged: at most 32 granules of 8 payload bytes per thread.
+        let lim = abi::STAGE_BYTES.min(self.threads() as usize * 32 * 8);
+        (img > lim).then(|| {
+            format!(
+                "a burst image of up to {img} bytes (burst_size {} x 32 B descriptors + slot_data_bytes {} + 48 B header) exceeds the {lim} bytes the kernel stages",
+                self.burst_size,
+                self.slot_data_capacity()
+            )
+        })
+    }
+
+    /// Does queue `q` carry tagged words ([`GpuOptions::tagged`])?
+    pub fn tagged_queue(&self, q: usize) -> bool {
+        self.placement_of(q) == Placement::Mapped
+            && self.tagged != Some(false)
+            && self.tagged_unfit().is_none()
     }
 }
 
@@ -430,6 +552,12 @@ pub struct CountersSnapshot {
 
 struct Queue {
     placement: Placement,
+    /// Tagged words both ways ([`GpuOptions::tagged`]).
+    tagged: bool,
+    /// Tagged queue: the burst's image, assembled before it is written as tagged words.
+    image: Vec<u8>,
+    /// Tagged queue: the verdicts of the burst being reaped, untagged for the caller.
+    tagged_verdicts: Vec<Verdict>,
     /// Ring slots in device memory (`device`) ...
     ring_dev: Option<DeviceBuffer>,
     /// ... or in mapped pinned memory (`mapped`).
@@ -601,7 +729,11 @@ impl GpuExecutor {
             abi::SLOT_ALIGN,
         );
         let data_cap = opts.slot_data_capacity() as usize;
-        let slot_bytes = round_up(data_offset + data_cap, abi::SLOT_ALIGN);
+        let mut slot_bytes = round_up(data_offset + data_cap, abi::SLOT_ALIGN);
+        if (0..n_queues).any(|q| opts.tagged_queue(q)) {
+            // A tagged slot holds its image at 16 bytes per 8 payload bytes.
+            slot_bytes = slot_bytes.max(round_up(2 * opts.image_max(), abi::SLOT_ALIGN));
+        }
         if slot_bytes > u32::MAX as usize {
             anyhow::bail!("executor: a slot of {slot_bytes} bytes is too large");
         }
@@ -630,6 +762,7 @@ impl GpuExecutor {
         let mut descs = Vec::with_capacity(n_queues);
         for qi in 0..n_queues {
             let placement = opts.placement_of(qi);
+            let tagged = opts.tagged_queue(qi);
             let ring_bytes = slot_bytes * slots;
             let (ring_dev, ring_mapped, staging, prod_dev, ring_addr) = match placement {
                 Placement::Device => {
@@ -640,6 +773,14 @@ impl GpuExecutor {
                     let s = PinnedBuffer::new(&ctx, ring_bytes)?;
                     let a = r.ptr;
                     (Some(r), None, Some(s), Some(p), a)
+                }
+                Placement::Mapped if tagged => {
+                    let r = PinnedBuffer::new(&ctx, ring_bytes)?;
+                    // Tag 0 everywhere: burst seq's tag is seq + 1, never 0 in the first lap.
+                    // SAFETY: a fresh host allocation of exactly ring_bytes; no GPU work yet.
+                    unsafe { ptr::write_bytes(r.host, 0, ring_bytes) };
+                    let a = r.dev;
+                    (None, Some(r), None, None, a)
                 }
                 Placement::Mapped => {
                     let r = PinnedBuffer::new(&ctx, ring_bytes)?;
@@ -660,7 +801,16 @@ impl GpuExecutor {
                 }
             };
             let ctrl = PinnedBuffer::new(&ctx, abi::CTRL_SIZE)?;
-            let verdicts = PinnedBuffer::new(&ctx, slots * bm * std::mem::size_of::<Verdict>())?;
+            let vsize = if tagged {
+                abi::VERDICT_TAGGED_SIZE
+            } else {
+                std::mem::size_of::<Verdict>()
+            };
+            let verdicts = PinnedBuffer::new(&ctx, slots * bm * vsize)?;
+            if tagged {
+                // SAFETY: as the ring above: tag 0 is no burst's.
+                unsafe { ptr::write_bytes(verdicts.host, 0, slots * bm * vsize) };
+            }
             let metas = if opts.emit_meta {
                 Some(PinnedBuffer::new(
                     &ctx,
@@ -708,7 +858,9 @@ impl GpuExecutor {
                 burst_max: bm as u32,
                 slot_bytes: slot_bytes as u32,
                 data_offset: data_offset as u32,
-                pipeline: if placement == Placement::Mapped && opts.mode == Mode::Persistent {
+                pipeline: if tagged {
+                    flags | abi::PIPE_TAGGED
+                } else if placement == Placement::Mapped && opts.mode == Mode::Persistent {
                     flags | abi::PIPE_SLOT_SEQ
                 } else {
                     flags
@@ -723,6 +875,13 @@ impl GpuExecutor {
             });
             queues.push(Queue {
                 placement,
+                tagged,
+                image: if tagged {
+                    Vec::with_capacity(opts.image_max())
+                } else {
+                    Vec::new()
+                },
+                tagged_verdicts: Vec::new(),
                 ring_dev,
                 ring_mapped,
                 staging,
@@ -1029,37 +1188,41 @@ impl GpuExecutor {
             };
             let hb = std::mem::size_of::<SlotHdr>();
             let raw: [u8; 48] = std::mem::transmute(hdr);
-            // Everything but the header's first 16 bytes, then those (n_frames, data_bytes, seq,
-            // generation) in one store after a release fence: a persistent kernel polling a
-            // mapped ring reads them as its "ready" signal (PW_PIPE_SLOT_SEQ).
-            ptr::copy_nonoverlapping(raw.as_ptr().add(16), slot_ptr.add(16), hb - 16);
-            if dfmt == abi::DESC_COMPACT {
-                let dp = slot_ptr.add(hb) as *mut Desc8;
-                for (i, d) in burst.descs.iter().enumerate() {
-                    ptr::write_unaligned(dp.add(i), Desc8::from(d));
-                }
+            if q.tagged {
+                // The image (header, descriptors, frame bytes, each padded to 16 bytes), then
+                // all of it as tagged words.
+                let nd = round_up(n * Desc8::size_of_format(dfmt), 16);
+                let mut img = std::mem::take(&mut q.image);
+                img.clear();
+                img.resize(hb + nd + round_up(bytes, 16), 0);
+                img[..hb].copy_from_slice(&raw);
+                write_descs(img.as_mut_ptr().add(hb), &burst.descs, dfmt);
+                img[hb + nd..hb + nd + bytes].copy_from_slice(&burst.data);
+                store_tagged(slot_ptr, &img, seq.wrapping_add(1));
+                q.image = img;
             } else {
-                let dp = slot_ptr.add(hb) as *mut Desc;
-                for (i, d) in burst.descs.iter().enumerate() {
-                    ptr::write_unaligned(dp.add(i), Desc::from(d));
+                // Everything but the header's first 16 bytes, then those (n_frames, data_bytes, seq,
+                // generation) in one store after a release fence: a persistent kernel polling a
+                // mapped ring reads them as its "ready" signal (PW_PIPE_SLOT_SEQ).
+                ptr::copy_nonoverlapping(raw.as_ptr().add(16), slot_ptr.add(16), hb - 16);
+                write_descs(slot_ptr.add(hb), &burst.descs, dfmt);
+                let data = slot_ptr.add(self.data_offset as usize);
+                // Only bursts of large frames: the kernel parses those in place and reads their
+                // headers alone, while small frames are read whole, faster from the CPU's cache.
+                let nt = self.opts.nt_stores && q.staging.is_none() && bytes >= NT_MIN_FRAME * n;
+                if nt {
+                    stream_copy(data, burst.data.as_ptr(), bytes);
+                    // Non-temporal stores are ordered before the header's store only by sfence.
+                    #[cfg(target_arch = "x86_64")]
+                    std::arch::x86_64::_mm_sfence();
+                } else {
+                    ptr::copy_nonoverlapping(burst.data.as_ptr(), data, bytes);
                 }
+                fence(Ordering::Release);
+                let mut g0 = [0u8; 16];
+                g0.copy_from_slice(&raw[..16]);
+                store16(slot_ptr, &g0);
             }
-            let data = slot_ptr.add(self.data_offset as usize);
-            // Only bursts of large frames: the kernel parses those in place and reads their
-            // headers alone, while small frames are read whole, faster from the CPU's cache.
-            let nt = self.opts.nt_stores && q.staging.is_none() && bytes >= NT_MIN_FRAME * n;
-            if nt {
-                stream_copy(data, burst.data.as_ptr(), bytes);
-                // Non-temporal stores are ordered before the header's store only by sfence.
-                #[cfg(target_arch = "x86_64")]
-                std::arch::x86_64::_mm_sfence();
-            } else {
-                ptr::copy_nonoverlapping(burst.data.as_ptr(), data, bytes);
-            }
-            fence(Ordering::Release);
-            let mut g0 = [0u8; 16];
-            g0.copy_from_slice(&raw[..16]);
-            store16(slot_ptr, &g0);
         }
         q.slot_frames[slot] = n as u32;
         q.slot_gen[slot] = q.table.as_ref().map_or(0, |t| t.generation);
@@ -1231,9 +1394,21 @@ impl GpuExecutor {
             return None;
         }
         let slot = (seq % self.opts.ring_slots) as usize;
-        // SAFETY: slot < slots; a volatile read of a record the GPU finished writing (above).
-        let r = unsafe { ptr::read_volatile((t.host as *const abi::BurstTrace).add(slot)) };
-        (r.seq == u64::from(seq) + 1).then_some(r)
+        let rec = (t.host as *const abi::BurstTrace).wrapping_add(slot);
+        // SAFETY: slot < slots: the record lies in the buffer. seq first: the GPU writes it last
+        // (after the burst's done word's release, or behind a fence in a tagged queue).
+        let s = unsafe { ptr::read_volatile(ptr::addr_of!((*rec).seq)) };
+        if s != u64::from(seq) + 1 {
+            return None;
+        }
+        fence(Ordering::Acquire);
+        // SAFETY: as above; every field was written before seq.
+        Some(unsafe { ptr::read_volatile(rec) })
+    }
+
+    /// Does `queue` carry tagged words ([`GpuOptions::tagged`])?
+    pub fn tagged(&self, queue: usize) -> bool {
+        self.queues.get(queue).is_some_and(|q| lock(q).tagged)
     }
 
     /// Bursts handed to `queue` whose verdicts are not yet read.
@@ -1286,29 +1461,40 @@ impl GpuExecutor {
         while q.reaped != q.next_seq {
             let seq = q.reaped;
             let slot = (seq % self.opts.ring_slots) as usize;
+            let n = q.slot_frames[slot] as usize;
+            // Tagged verdicts: every one carries this burst's tag (the done word is written
+            // only for an empty burst, and with metadata, which is not tagged).
+            let by_tags = q.tagged && n > 0;
+            if by_tags && !Self::take_tagged(&mut q, slot * bm, n, seq.wrapping_add(1)) {
+                break;
+            }
             // Every CTA of the burst's group has published its part.
-            let finished = (0..parts).all(|p| {
-                // SAFETY: slot * parts + p < slots * parts, the done array's length; a volatile
-                // read of a word the GPU writes.
-                let word = unsafe {
-                    ptr::read_volatile((q.done.host as *const u32).add(slot * parts + p))
-                };
-                word == seq.wrapping_add(1)
-            });
+            let finished = (by_tags && q.metas.is_none())
+                || (0..parts).all(|p| {
+                    // SAFETY: slot * parts + p < slots * parts, the done array's length; a
+                    // volatile read of a word the GPU writes.
+                    let word = unsafe {
+                        ptr::read_volatile((q.done.host as *const u32).add(slot * parts + p))
+                    };
+                    word == seq.wrapping_add(1)
+                });
             if !finished {
                 break;
             }
-            // Acquire: the verdicts were written before the done word.
+            // Acquire: the verdicts were written before the done word (or their tags).
             fence(Ordering::Acquire);
-            let n = q.slot_frames[slot] as usize;
             // SAFETY: the GPU finished writing this slot's verdicts (its done word says so,
             // acquire fence above) and will not touch them until the slot is reused, which
             // needs this reap first.
             let (v, m) = unsafe {
-                let v = std::slice::from_raw_parts(
-                    (q.verdicts.host as *const Verdict).add(slot * bm),
-                    n,
-                );
+                let v = if by_tags {
+                    &q.tagged_verdicts[..n]
+                } else {
+                    std::slice::from_raw_parts(
+                        (q.verdicts.host as *const Verdict).add(slot * bm),
+                        n,
+                    )
+                };
                 let m = q.metas.as_ref().map(|mb| {
                     std::slice::from_raw_parts((mb.host as *const PacketMeta).add(slot * bm), n)
                 });
@@ -1329,6 +1515,36 @@ impl GpuExecutor {
             }
         }
         Ok(done)
+    }
+
+    /// Tagged queue: verdicts `first .. first + n` into `q.tagged_verdicts` if each of their
+    /// three words carries `tag` (false, and nothing to use, while any does not yet).
+    fn take_tagged(q: &mut Queue, first: usize, n: usize, tag: u32) -> bool {
+        let words = q.verdicts.host as *const u64;
+        q.tagged_verdicts.clear();
+        for i in 0..n {
+            // SAFETY: first + n <= slots * burst_max verdicts of 3 words each (the buffer);
+            // volatile 8-byte reads of words the GPU stores 8 bytes at a time.
+            let [w0, w1, w2] = unsafe {
+                let p = words.add(3 * (first + i));
+                [
+                    ptr::read_volatile(p),
+                    ptr::read_volatile(p.add(1)),
+                    ptr::read_volatile(p.add(2)),
+                ]
+            };
+            if [w0, w1, w2].iter().any(|w| (w >> 32) as u32 != tag) {
+                return false;
+            }
+            q.tagged_verdicts.push(Verdict {
+                action: w0 as u8,
+                drop_reason: (w0 >> 8) as u8,
+                reserved: (w0 >> 16) as u16,
+                rule: w1 as u32,
+                mark: w2 as u32,
+            });
+        }
+        true
     }
 
     /// Polls `queue` until every burst handed over is done or `timeout` passes.
@@ -1694,6 +1910,94 @@ mod tests {
             ..Default::default()
         };
         assert!(o.validate().unwrap_err().contains("graph_bursts"));
+    }
+
+    /// Where tagged words apply by default, and the errors `tagged: true` gives where they
+    /// cannot.
+    #[test]
+    fn tagged_options() {
+        let small = GpuOptions {
+            burst_size: 32,
+            slot_data_bytes: Some(4096),
+            ..Default::default()
+        };
+        assert!(
+            small.tagged_queue(0),
+            "small mapped persistent slots are tagged"
+        );
+        // The default slots (burst 256 x 2048 B of data) do not fit the staging area.
+        assert!(!GpuOptions::default().tagged_queue(0));
+        let off = GpuOptions {
+            tagged: Some(false),
+            ..small.clone()
+        };
+        assert!(!off.tagged_queue(0));
+        let mixed = GpuOptions {
+            queue_placement: vec![Placement::Device],
+            ..small.clone()
+        };
+        assert!(!mixed.tagged_queue(0) && mixed.tagged_queue(1));
+        let launch = GpuOptions {
+            mode: Mode::Launch,
+            tagged: Some(true),
+            ..small.clone()
+        };
+        assert!(!launch.tagged_queue(0));
+        assert!(launch.validate().unwrap_err().contains("executor.tagged"));
+        let big = GpuOptions {
+            tagged: Some(true),
+            ..Default::default()
+        };
+        let e = big.validate().unwrap_err();
+        assert!(e.contains("executor.tagged") && e.contains("24576"), "{e}");
+        let device = GpuOptions {
+            placement: Placement::Device,
+            tagged: Some(true),
+            ..small.clone()
+        };
+        assert!(device
+            .validate()
+            .unwrap_err()
+            .contains("no queue is mapped"));
+        // A block of 32 threads checks at most 32 x 32 granules of 8 bytes.
+        let narrow = GpuOptions {
+            block_threads: Some(32),
+            slot_data_bytes: Some(16384),
+            ..small.clone()
+        };
+        assert!(!narrow.tagged_queue(0));
+        let wide = GpuOptions {
+            block_threads: Some(512),
+            ..small.clone()
+        };
+        assert!(wide.validate().is_ok() && wide.tagged_queue(0));
+        let wide_launch = GpuOptions {
+            mode: Mode::Launch,
+            ..wide
+        };
+        assert!(wide_launch
+            .validate()
+            .unwrap_err()
+            .contains("block_threads"));
+    }
+
+    /// The host's tagged encoding is the layout the kernel decodes: granule g = {image[8g..8g+4],
+    /// tag, image[8g+4..8g+8], tag}.
+    #[test]
+    fn tagged_encoding() {
+        let img: Vec<u8> = (0..64u8).collect();
+        let mut slot = vec![0u128; 8]; // 16-byte aligned
+                                       // SAFETY: slot holds 128 bytes = 2 x img.len(), 16-byte aligned.
+        unsafe { store_tagged(slot.as_mut_ptr() as *mut u8, &img, 0xA5A5_0001) };
+        let bytes: Vec<u8> = slot.iter().flat_map(|w| w.to_le_bytes()).collect();
+        for g in 0..8 {
+            let gr = &bytes[16 * g..16 * g + 16];
+            assert_eq!(&gr[0..4], &img[8 * g..8 * g + 4]);
+            assert_eq!(&gr[8..12], &img[8 * g + 4..8 * g + 8]);
+            for t in [&gr[4..8], &gr[12..16]] {
+                assert_eq!(u32::from_le_bytes(t.try_into().unwrap()), 0xA5A5_0001);
+            }
+        }
     }
 
     /// Without a GPU (CI) probing and construction return a reason, never panic.

@@ -1,0 +1,382 @@
+// ring_lat: the transport part of a burst's latency through a ring in mapped pinned host memory,
+// for the ways a persistent kernel can learn of a burst and hand its verdicts back. No stages:
+// each frame's "verdict" is the XOR of its bytes (checked by the host, so a torn or stale read
+// shows up as a mismatch).
+//
+//   in=plain   the host writes the header's tail, the descriptors and the frames, then the
+//              header's first 16 bytes (seq) with one store; thread 0 polls that granule, then
+//              the block copies the rest into shared memory: two round trips to host memory
+//              (what pw_persistent does with PW_PIPE_SLOT_SEQ).
+//   in=tagged  every 8-byte word of the slot holds 4 payload bytes and the burst's tag (seq + 1);
+//              every thread polls its own granules until their tags match: one round trip.
+//   out=fence  verdicts (12 B), a block barrier, then a release store of the done word (what
+//              pw_publish does); the host polls the done word.
+//   out=tagged every verdict as two 8-byte words each holding the tag; the host polls them; no
+//              fence on the GPU.
+//   ctas=K     a cluster of K CTAs: CTA 0 stages the burst, the others read their frames from its
+//              shared memory (DSMEM) after a cluster barrier; each publishes its own part.
+//
+// usage: ring_lat [BURSTS] [FRAMES] [FRAME_BYTES]; prints one row per combination (us).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#include <immintrin.h>
+#include <cuda_runtime.h>
+
+#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
+    fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); exit(2); } } while (0)
+
+static const uint32_t SLOTS = 8, HDR = 48, THREADS = 256, STAGE = 16384;
+
+struct Shape {
+    uint32_t frames, fbytes, payload, granules_tagged, slot_bytes, data_off;
+};
+
+struct Params {
+    uint8_t *ring;          // SLOTS x slot_bytes (mapped host memory)
+    uint32_t *done;         // SLOTS x ctas (out=fence)
+    uint32_t *verdicts;     // SLOTS x frames x 4 words
+    volatile uint32_t *exit_flag;
+    Shape s;
+    int tagged_in, tagged_out;
+    uint32_t ctas;
+};
+
+__device__ __forceinline__ uint64_t gtimer() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__device__ __forceinline__ uint4 ld16(const void *p) {
+    uint4 v;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ void st16(void *p, uint4 v) {
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+
+/* Cluster primitives (sm_90), in PTX: this CTA's rank, a cluster-wide barrier (release /
+ * acquire), and the generic address of the same shared variable in CTA `rank`. */
+__device__ __forceinline__ uint32_t cluster_rank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+template <typename T> __device__ __forceinline__ T *map_rank(T *p, uint32_t rank) {
+    uint64_t r;
+    asm volatile("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"((uint64_t)p), "r"(rank));
+    return (T *)r;
+}
+
+__shared__ __align__(16) uint8_t stage[STAGE];
+__shared__ uint32_t cmd;
+
+// Thread 0's view of whether to give up (exit flag every 256 rounds, 10 s bound).
+__device__ __forceinline__ bool give_up(const Params &p, uint32_t rounds, uint64_t t0) {
+    if ((rounds & 0xFFu) != 0u) return false;
+    return *p.exit_flag != 0u || gtimer() - t0 > 10000000000ull;
+}
+
+// Stages burst `seq` into `stage` (payload order: header, descriptors, frames). Whole CTA.
+// Returns false on exit.
+__device__ bool stage_burst(const Params &p, uint32_t seq) {
+    const uint8_t *slot = p.ring + (uint64_t)(seq % SLOTS) * p.s.slot_bytes;
+    const uint64_t t0 = gtimer();
+    uint32_t rounds = 0;
+    if (!p.tagged_in) {
+        if (threadIdx.x == 0) {
+            cmd = 0u;
+            for (;;) {
+                const uint4 g = ld16(slot);
+                if (g.z == seq) {
+                    ((uint4 *)stage)[0] = g;
+                    break;
+                }
+                if (give_up(p, ++rounds, t0)) { cmd = 1u; break; }
+            }
+        }
+        __syncthreads();
+        if (cmd) return false;
+        // Granules 1.. of the payload in one round of loads (4 in flight per thread).
+        const uint32_t g_total = (p.s.payload + 15u) / 16u;
+        for (uint32_t i0 = 1u + threadIdx.x; i0 < g_total; i0 += 4u * blockDim.x) {
+            uint4 v[4];
+#pragma unroll
+            for (uint32_t k = 0; k < 4u; k++) {
+                const uint32_t i = i0 + k * blockDim.x;
+                if (i < g_total) v[k] = ld16(slot + 16u * i);
+            }
+#pragma unroll
+            for (uint32_t k = 0; k < 4u; k++) {
+                const uint32_t i = i0 + k * blockDim.x;
+                if (i < g_total) ((uint4 *)stage)[i] = v[k];
+            }
+        }
+        __syncthreads();
+        return true;
+    }
+    // Tagged: each granule = two words {4 payload bytes, tag}; thread t owns granules t, t + T, ...
+    const uint32_t tag = seq + 1u, G = p.s.granules_tagged;
+    for (;;) {
+        bool ok = true;
+        for (uint32_t i0 = threadIdx.x; i0 < G; i0 += 4u * blockDim.x) {
+            uint4 v[4];
+#pragma unroll
+            for (uint32_t k = 0; k < 4u; k++) {
+                const uint32_t i = i0 + k * blockDim.x;
+                if (i < G) v[k] = ld16(slot + 16u * i);
+            }
+#pragma unroll
+            for (uint32_t k = 0; k < 4u; k++) {
+                const uint32_t i = i0 + k * blockDim.x;
+                if (i < G) {
+                    ok = ok && v[k].y == tag && v[k].w == tag;
+                    ((uint2 *)stage)[i] = make_uint2(v[k].x, v[k].z);
+                }
+            }
+        }
+        if (threadIdx.x == 0) cmd = give_up(p, ++rounds, t0) ? 1u : 0u;
+        if (__syncthreads_and(ok)) return true;
+        if (cmd) return false;
+    }
+}
+
+// Frames [lo, hi) of the staged burst at `st` (this CTA's or CTA 0's shared memory).
+__device__ void run_frames(const Params &p, uint32_t seq, const uint8_t *st, uint32_t lo, uint32_t hi) {
+    const uint32_t slot = seq % SLOTS;
+    const uint32_t f = lo + threadIdx.x;
+    if (f < hi) {
+        const uint32_t *d = (const uint32_t *)(st + p.s.data_off + f * p.s.fbytes);
+        uint32_t x = 0;
+        for (uint32_t i = 0; i < p.s.fbytes / 4u; i++) x ^= d[i];
+        uint32_t *v = p.verdicts + ((uint64_t)slot * p.s.frames + f) * 4u;
+        if (p.tagged_out) {
+            st16(v, make_uint4(x, seq + 1u, f, seq + 1u));
+        } else {
+            v[0] = x;
+            v[1] = seq + 1u;
+            v[2] = f;
+        }
+    }
+}
+
+__device__ __forceinline__ void publish(const Params &p, uint32_t seq, uint32_t part) {
+    if (p.tagged_out || threadIdx.x != 0) return;
+    uint32_t *d = p.done + (seq % SLOTS) * p.ctas + part;
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(d), "r"(seq + 1u) : "memory");
+}
+
+__global__ void __launch_bounds__(THREADS) single(Params p) {
+    for (uint32_t seq = 0;; seq++) {
+        if (!stage_burst(p, seq)) return;
+        run_frames(p, seq, stage, 0, p.s.frames);
+        __syncthreads();
+        publish(p, seq, 0);
+    }
+}
+
+__global__ void __launch_bounds__(THREADS) clustered(Params p) {
+    const uint32_t rank = cluster_rank(), k = p.ctas;
+    const uint8_t *st0 = map_rank(stage, 0);
+    const volatile uint32_t *cmd0 = map_rank(&cmd, 0);
+    for (uint32_t seq = 0;; seq++) {
+        if (rank == 0 && !stage_burst(p, seq)) {
+            if (threadIdx.x == 0) cmd = 1u;
+        } else if (rank == 0 && threadIdx.x == 0) {
+            cmd = 0u;
+        }
+        cluster_sync(); // the burst is in CTA 0's shared memory (or exit)
+        if (*cmd0) {
+            cluster_sync(); // no CTA leaves while another may still read CTA 0's shared memory
+            return;
+        }
+        const uint32_t n = p.s.frames;
+        run_frames(p, seq, st0, n * rank / k, n * (rank + 1u) / k);
+        __syncthreads();
+        publish(p, seq, rank);
+        cluster_sync(); // every CTA has read CTA 0's copy before it stages the next burst
+    }
+}
+
+// ---- host ----
+
+static double now_us() {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+static inline void store16(uint8_t *dst, const uint8_t *src) {
+    _mm_store_si128((__m128i *)dst, _mm_loadu_si128((const __m128i *)src));
+}
+
+struct Row {
+    const char *in, *out;
+    uint32_t ctas;
+    double p50, p99, p999, max;
+    uint64_t mismatches;
+};
+
+static Row run(Shape s, bool tin, bool tout, uint32_t ctas, uint32_t bursts, uint8_t *ring_h, uint32_t *done_h,
+               uint32_t *verd_h, volatile uint32_t *exit_h, uint8_t *ring_d, uint32_t *done_d, uint32_t *verd_d,
+               uint32_t *exit_d) {
+    memset(ring_h, 0xFF, (size_t)SLOTS * s.slot_bytes); // seq / tags that never match
+    memset(done_h, 0, SLOTS * 8 * 4);
+    memset(verd_h, 0, (size_t)SLOTS * s.frames * 16);
+    *exit_h = 0;
+    Params p{ring_d, done_d, verd_d, exit_d, s, tin, tout, ctas};
+    cudaStream_t stm;
+    CK(cudaStreamCreateWithFlags(&stm, cudaStreamNonBlocking));
+    if (ctas == 1) {
+        single<<<1, THREADS, 0, stm>>>(p);
+    } else {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(ctas);
+        cfg.blockDim = dim3(THREADS);
+        cfg.stream = stm;
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = ctas;
+        at[0].val.clusterDim.y = 1;
+        at[0].val.clusterDim.z = 1;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        CK(cudaLaunchKernelEx(&cfg, clustered, p));
+    }
+    CK(cudaGetLastError());
+    // 64 distinct bursts of random frames; the payload of each (header, compact descriptors,
+    // frames) and each frame's XOR.
+    std::vector<std::vector<uint8_t>> pay(64);
+    std::vector<std::vector<uint32_t>> want(64);
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    for (uint32_t b = 0; b < 64; b++) {
+        pay[b].assign(s.payload + 16, 0);
+        uint8_t *pl = pay[b].data();
+        *(uint16_t *)pl = (uint16_t)s.frames;
+        *(uint32_t *)(pl + 4) = s.frames * s.fbytes;
+        for (uint32_t f = 0; f < s.frames; f++) {
+            *(uint32_t *)(pl + HDR + 8 * f) = f * s.fbytes;
+            *(uint16_t *)(pl + HDR + 8 * f + 4) = (uint16_t)s.fbytes;
+        }
+        want[b].resize(s.frames);
+        for (uint32_t f = 0; f < s.frames; f++) {
+            uint32_t x = 0;
+            for (uint32_t i = 0; i < s.fbytes / 4; i++) {
+                rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+                const uint32_t w = (uint32_t)rng;
+                *(uint32_t *)(pl + s.data_off + f * s.fbytes + 4 * i) = w;
+                x ^= w;
+            }
+            want[b][f] = x;
+        }
+    }
+    std::vector<double> lat;
+    uint64_t bad = 0;
+    const uint32_t warm = 200;
+    std::vector<uint8_t> g0(16);
+    for (uint32_t seq = 0; seq < warm + bursts; seq++) {
+        const uint32_t b = seq % 64, slot = seq % SLOTS, tag = seq + 1;
+        uint8_t *sl = ring_h + (size_t)slot * s.slot_bytes;
+        const uint8_t *pl = pay[b].data();
+        const double t0 = now_us();
+        if (!tin) {
+            memcpy(sl + 16, pl + 16, s.payload - 16);
+            memcpy(g0.data(), pl, 16);
+            *(uint32_t *)(g0.data() + 8) = seq;
+            std::atomic_thread_fence(std::memory_order_release);
+            store16(sl, g0.data());
+        } else {
+            // Two words per 16-byte store (atomic on CPUs with AVX); the GPU checks both tags.
+            for (uint32_t g = 0; g < s.granules_tagged; g++) {
+                const uint32_t *w = (const uint32_t *)(pl + 8 * g);
+                __m128i v = _mm_set_epi32((int)tag, (int)w[1], (int)tag, (int)w[0]);
+                _mm_store_si128((__m128i *)(sl + 16 * g), v);
+            }
+        }
+        // Wait for the verdicts.
+        const uint32_t *vv = verd_h + (size_t)slot * s.frames * 4;
+        const double deadline = t0 + 2e6;
+        for (;;) {
+            bool fin = true;
+            if (tout) {
+                for (uint32_t f = 0; f < s.frames && fin; f++) {
+                    const uint64_t a = *(volatile const uint64_t *)(vv + 4 * f);
+                    const uint64_t c = *(volatile const uint64_t *)(vv + 4 * f + 2);
+                    fin = (uint32_t)(a >> 32) == tag && (uint32_t)(c >> 32) == tag;
+                }
+            } else {
+                for (uint32_t k = 0; k < ctas && fin; k++) fin = ((volatile uint32_t *)done_h)[slot * ctas + k] == tag;
+            }
+            if (fin) break;
+            if (now_us() > deadline) {
+                fprintf(stderr, "burst %u not done after 2 s (in=%d out=%d ctas=%u)\n", seq, tin, tout, ctas);
+                *exit_h = 1;
+                exit(1);
+            }
+        }
+        std::atomic_thread_fence(std::memory_order_acquire);
+        const double t1 = now_us();
+        for (uint32_t f = 0; f < s.frames; f++)
+            if (vv[4 * f] != want[b][f] || vv[4 * f + 2] != f) bad++;
+        if (seq >= warm) lat.push_back(t1 - t0);
+    }
+    *exit_h = 1;
+    CK(cudaStreamSynchronize(stm));
+    CK(cudaStreamDestroy(stm));
+    std::sort(lat.begin(), lat.end());
+    auto pc = [&](double q) { return lat[std::min(lat.size() - 1, (size_t)(q * (lat.size() - 1) + 0.5))]; };
+    return Row{tin ? "tagged" : "plain", tout ? "tagged" : "fence", ctas, pc(0.5), pc(0.99), pc(0.999), lat.back(), bad};
+}
+
+int main(int argc, char **argv) {
+    const uint32_t bursts = argc > 1 ? (uint32_t)atoi(argv[1]) : 5000;
+    Shape s{};
+    s.frames = argc > 2 ? (uint32_t)atoi(argv[2]) : 32;
+    s.fbytes = argc > 3 ? (uint32_t)atoi(argv[3]) : 64;
+    if (s.frames == 0 || s.frames > THREADS || s.fbytes % 16 || s.fbytes == 0) {
+        fprintf(stderr, "FRAMES 1..%u, FRAME_BYTES a multiple of 16\n", THREADS);
+        return 2;
+    }
+    s.data_off = (HDR + 8 * s.frames + 15) / 16 * 16;
+    s.payload = s.data_off + s.frames * s.fbytes;
+    s.granules_tagged = (s.payload + 7) / 8;
+    s.slot_bytes = (std::max(s.payload, 2 * s.granules_tagged * 8) + 4095) / 4096 * 4096;
+    if (s.payload > STAGE) { fprintf(stderr, "burst does not fit %u B of shared memory\n", STAGE); return 2; }
+    uint8_t *ring_h;
+    uint32_t *done_h, *verd_h, *exit_h;
+    CK(cudaHostAlloc(&ring_h, (size_t)SLOTS * s.slot_bytes, cudaHostAllocMapped));
+    CK(cudaHostAlloc(&done_h, SLOTS * 8 * 4, cudaHostAllocMapped));
+    CK(cudaHostAlloc(&verd_h, (size_t)SLOTS * s.frames * 16, cudaHostAllocMapped));
+    CK(cudaHostAlloc(&exit_h, 64, cudaHostAllocMapped));
+    uint8_t *ring_d;
+    uint32_t *done_d, *verd_d, *exit_d;
+    CK(cudaHostGetDevicePointer(&ring_d, ring_h, 0));
+    CK(cudaHostGetDevicePointer(&done_d, done_h, 0));
+    CK(cudaHostGetDevicePointer(&verd_d, verd_h, 0));
+    CK(cudaHostGetDevicePointer(&exit_d, exit_h, 0));
+    printf("ring_lat: %u bursts of %u x %u B frames (payload %u B, tagged %u B), us\n", bursts, s.frames, s.fbytes,
+           s.payload, s.granules_tagged * 16);
+    printf("%-7s %-7s %4s %8s %8s %8s %8s %10s\n", "in", "out", "ctas", "p50", "p99", "p99.9", "max", "mismatch");
+    for (uint32_t ctas : {1u, 4u})
+        for (int tin = 0; tin < 2; tin++)
+            for (int tout = 0; tout < 2; tout++) {
+                const Row r = run(s, tin, tout, ctas, bursts, ring_h, done_h, verd_h, exit_h, ring_d, done_d, verd_d,
+                                  exit_d);
+                printf("%-7s %-7s %4u %8.2f %8.2f %8.2f %8.2f %10llu\n", r.in, r.out, r.ctas, r.p50, r.p99, r.p999,
+                       r.max, (unsigned long long)r.mismatches);
+                fflush(stdout);
+            }
+    return 0;
+}
