@@ -291,6 +291,11 @@ __device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_
     }
 }
 
+/* Thread 0's heartbeat and empty-poll counts, written to the queue's ctrl (never read back from
+ * it: a read of host memory is a PCIe round trip the CTA would wait for before its next poll). */
+__shared__ uint32_t pw_beats;
+__shared__ uint64_t pw_polls;
+
 /* Thread 0's timestamps of the running burst (seen, staged, ran) when the queue traces (in shared
  * memory: registers are the persistent kernel's scarcest resource). */
 __shared__ uint64_t pw_ts[3];
@@ -336,6 +341,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     const uint8_t *descs = base + sizeof(pw_slot_hdr);
     const uint8_t *gdata = base + q.data_offset;
     const uint8_t *data = gdata;
+    if (all_staged && threadIdx.x == 0) pw_ring_reads = 0u;
     if (!all_staged && (staged || hs < 3u)) {
         /* The header's missing granules, then descriptors, then data (when staged), 16 B per
          * load, PW_STAGE_UNROLL independent loads per thread. Granule i of the slot goes to
@@ -446,7 +452,7 @@ __device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq,
     if (!tagged || n == 0u || (q.pipeline & PW_PIPE_META_OUT))
         pw_store_release(q.done + 4ull * ((seq % q.slots) * parts + part), seq + 1u);
     ctrl->consumer = seq + 1u;
-    ctrl->heartbeat = ctrl->heartbeat + 1u;
+    ctrl->heartbeat = ++pw_beats;
 }
 
 /* PW_PIPE_TAGGED with a trace: thread 0 of part 0 writes the record's seq behind a fence, so the
@@ -535,8 +541,9 @@ __device__ __forceinline__ uint32_t pw_idle_step(const pw_queue_desc &q, uint32_
     }
     if ((*spins & 0x3FFu) == 0u) {
         if (lane == 0 && part == 0) {
-            ctrl->polls = ctrl->polls + 0x400u;
-            if ((*spins & 0xFFFFu) == 0u) ctrl->heartbeat = ctrl->heartbeat + 1u;
+            pw_polls += 0x400u;
+            ctrl->polls = pw_polls;
+            if ((*spins & 0xFFFFu) == 0u) ctrl->heartbeat = ++pw_beats;
         }
         if (pw_globaltimer() - idle_since > q.idle_timeout_ns) {
             ctrl->status = PW_QSTATE_EXIT_TIMEOUT;
@@ -666,6 +673,8 @@ extern "C" __global__ void __launch_bounds__(512, 1) pw_persistent(const pw_queu
         pw_img_tables = ~0ull; /* no image named yet (pw_run_slot) */
         pw_img_gen = 0u;
         pw_tag_last = 1u; /* the first poll reads granule 0 */
+        pw_beats = 0u;
+        pw_polls = 0ull;
         ctrl->status = PW_QSTATE_RUNNING;
     }
     __syncthreads();
@@ -734,6 +743,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst(const pw_queue_desc *
     const pw_queue_desc q = queues[queue];
     uint64_t *ts = pw_ts;
     if (q.trace && threadIdx.x == 0) ts[0] = pw_globaltimer();
+    if (threadIdx.x == 0) pw_beats = seq; /* the heartbeat a burst kernel writes: seq + 1 */
     pw_count_regs cr;
     pw_count_regs_zero(&cr);
     pw_run_slot(q, seq, &cr, 0u, ts, false, 0u, 1u);
@@ -751,7 +761,10 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst_slot(const pw_queue_d
     __shared__ uint32_t seq;
     uint64_t *ts = pw_ts;
     if (q.trace && threadIdx.x == 0) ts[0] = pw_globaltimer();
-    if (threadIdx.x == 0) seq = hdr->seq;
+    if (threadIdx.x == 0) {
+        seq = hdr->seq;
+        pw_beats = seq; /* the heartbeat a burst kernel writes: seq + 1 */
+    }
     __syncthreads();
     pw_count_regs cr;
     pw_count_regs_zero(&cr);

@@ -440,7 +440,8 @@ typedef struct pw_queue_ctrl {
     uint32_t exit_flag; /*   4 host sets 1: the persistent kernel returns */
     uint32_t pad0[30];  /*   8 */
     uint32_t consumer;  /* 128 last burst done + 1 (GPU writes; informational, done[] is the handshake) */
-    uint32_t heartbeat; /* 132 bumped by the GPU on every burst and every 2^16 empty polls */
+    uint32_t heartbeat; /* 132 written by the GPU on every burst and every 2^16 empty polls: the writing
+                         *     CTA's count (persistent; never read back), seq + 1 (burst kernels) */
     uint32_t status;    /* 136 PW_QSTATE_* */
     uint32_t pad1;      /* 140 */
     uint64_t polls;     /* 144 empty polls (load indicator) */

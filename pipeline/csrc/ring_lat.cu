@@ -15,8 +15,14 @@
 //              fence on the GPU.
 //   ctas=K     a cluster of K CTAs: CTA 0 stages the burst, the others read their frames from its
 //              shared memory (DSMEM) after a cluster barrier; each publishes its own part.
+//   poll=warp0 (tagged in) only warp 0 polls, up to 16 granules a lane in flight; the other warps
+//              wait at the barrier (poll=all: every thread polls its granules).
+//   STEPS > 0  after staging, every thread walks a chain of STEPS dependent loads through a 4 MiB
+//              table in device memory (a stand-in for the ACL lookup); "work" is thread 0's
+//              %globaltimer around it (between block barriers): does the way the burst was
+//              polled slow the work that follows?
 //
-// usage: ring_lat [BURSTS] [FRAMES] [FRAME_BYTES]; prints one row per combination (us).
+// usage: ring_lat [BURSTS] [FRAMES] [FRAME_BYTES] [STEPS]; prints one row per combination (us).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -45,7 +51,13 @@ struct Params {
     Shape s;
     int tagged_in, tagged_out;
     uint32_t ctas;
+    int warp0_poll;
+    const uint32_t *table; // TABLE_WORDS entries, each < TABLE_WORDS
+    uint32_t steps;
+    uint32_t *work_ns;     // per burst (seq % WORK_SLOTS)
 };
+
+static const uint32_t TABLE_WORDS = 1u << 20, WORK_SLOTS = 1u << 16;
 
 __device__ __forceinline__ uint64_t gtimer() {
     uint64_t t;
@@ -131,18 +143,20 @@ __device__ bool stage_burst(const Params &p, uint32_t seq) {
     }
     // Tagged: each granule = two words {4 payload bytes, tag}; thread t owns granules t, t + T, ...
     const uint32_t tag = seq + 1u, G = p.s.granules_tagged;
+    const uint32_t span = p.warp0_poll ? 32u : blockDim.x;
+    const bool polls = !p.warp0_poll || threadIdx.x < 32u;
     for (;;) {
         bool ok = true;
-        for (uint32_t i0 = threadIdx.x; i0 < G; i0 += 4u * blockDim.x) {
-            uint4 v[4];
+        for (uint32_t i0 = threadIdx.x; polls && i0 < G; i0 += 16u * span) {
+            uint4 v[16];
 #pragma unroll
-            for (uint32_t k = 0; k < 4u; k++) {
-                const uint32_t i = i0 + k * blockDim.x;
+            for (uint32_t k = 0; k < 16u; k++) {
+                const uint32_t i = i0 + k * span;
                 if (i < G) v[k] = ld16(slot + 16u * i);
             }
 #pragma unroll
-            for (uint32_t k = 0; k < 4u; k++) {
-                const uint32_t i = i0 + k * blockDim.x;
+            for (uint32_t k = 0; k < 16u; k++) {
+                const uint32_t i = i0 + k * span;
                 if (i < G) {
                     ok = ok && v[k].y == tag && v[k].w == tag;
                     ((uint2 *)stage)[i] = make_uint2(v[k].x, v[k].z);
@@ -180,9 +194,22 @@ __device__ __forceinline__ void publish(const Params &p, uint32_t seq, uint32_t 
     asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(d), "r"(seq + 1u) : "memory");
 }
 
+// The stand-in for the stages: every thread walks `steps` dependent loads; thread 0 times it.
+__device__ void work(const Params &p, uint32_t seq) {
+    if (p.steps == 0u) return;
+    __syncthreads();
+    const uint64_t t0 = gtimer();
+    uint32_t j = (((const uint32_t *)stage)[threadIdx.x % 64u] ^ (threadIdx.x * 2654435761u)) & (TABLE_WORDS - 1u);
+    for (uint32_t s = 0; s < p.steps; s++) j = __ldg(p.table + j);
+    if (j == 0xFFFFFFFFu) stage[0] = 1; // never: keeps the chain
+    __syncthreads();
+    if (threadIdx.x == 0) p.work_ns[seq % WORK_SLOTS] = (uint32_t)(gtimer() - t0);
+}
+
 __global__ void __launch_bounds__(THREADS) single(Params p) {
     for (uint32_t seq = 0;; seq++) {
         if (!stage_burst(p, seq)) return;
+        work(p, seq);
         run_frames(p, seq, stage, 0, p.s.frames);
         __syncthreads();
         publish(p, seq, 0);
@@ -223,20 +250,21 @@ static inline void store16(uint8_t *dst, const uint8_t *src) {
 }
 
 struct Row {
-    const char *in, *out;
+    const char *in, *out, *poll;
     uint32_t ctas;
     double p50, p99, p999, max;
     uint64_t mismatches;
+    double work50, work99;
 };
 
-static Row run(Shape s, bool tin, bool tout, uint32_t ctas, uint32_t bursts, uint8_t *ring_h, uint32_t *done_h,
-               uint32_t *verd_h, volatile uint32_t *exit_h, uint8_t *ring_d, uint32_t *done_d, uint32_t *verd_d,
-               uint32_t *exit_d) {
+static Row run(Shape s, bool tin, bool tout, uint32_t ctas, bool warp0, uint32_t steps, const uint32_t *table_d,
+               uint32_t *work_d, uint32_t bursts, uint8_t *ring_h, uint32_t *done_h, uint32_t *verd_h,
+               volatile uint32_t *exit_h, uint8_t *ring_d, uint32_t *done_d, uint32_t *verd_d, uint32_t *exit_d) {
     memset(ring_h, 0xFF, (size_t)SLOTS * s.slot_bytes); // seq / tags that never match
     memset(done_h, 0, SLOTS * 8 * 4);
     memset(verd_h, 0, (size_t)SLOTS * s.frames * 16);
     *exit_h = 0;
-    Params p{ring_d, done_d, verd_d, exit_d, s, tin, tout, ctas};
+    Params p{ring_d, done_d, verd_d, exit_d, s, tin, tout, ctas, warp0, table_d, ctas == 1 ? steps : 0u, work_d};
     cudaStream_t stm;
     CK(cudaStreamCreateWithFlags(&stm, cudaStreamNonBlocking));
     if (ctas == 1) {
@@ -336,8 +364,17 @@ static Row run(Shape s, bool tin, bool tout, uint32_t ctas, uint32_t bursts, uin
     CK(cudaStreamSynchronize(stm));
     CK(cudaStreamDestroy(stm));
     std::sort(lat.begin(), lat.end());
-    auto pc = [&](double q) { return lat[std::min(lat.size() - 1, (size_t)(q * (lat.size() - 1) + 0.5))]; };
-    return Row{tin ? "tagged" : "plain", tout ? "tagged" : "fence", ctas, pc(0.5), pc(0.99), pc(0.999), lat.back(), bad};
+    auto pc = [&](std::vector<double> &v, double q) { return v[std::min(v.size() - 1, (size_t)(q * (v.size() - 1) + 0.5))]; };
+    std::vector<double> w;
+    if (p.steps) {
+        std::vector<uint32_t> wn(WORK_SLOTS);
+        CK(cudaMemcpy(wn.data(), work_d, WORK_SLOTS * 4, cudaMemcpyDeviceToHost));
+        for (uint32_t q = warm; q < warm + bursts && q < WORK_SLOTS; q++) w.push_back(wn[q] / 1e3);
+        std::sort(w.begin(), w.end());
+    }
+    return Row{tin ? "tagged" : "plain", tout ? "tagged" : "fence", !tin ? "-" : warp0 ? "warp0" : "all", ctas,
+               pc(lat, 0.5), pc(lat, 0.99), pc(lat, 0.999), lat.back(), bad, w.empty() ? 0 : pc(w, 0.5),
+               w.empty() ? 0 : pc(w, 0.99)};
 }
 
 int main(int argc, char **argv) {
@@ -345,6 +382,7 @@ int main(int argc, char **argv) {
     Shape s{};
     s.frames = argc > 2 ? (uint32_t)atoi(argv[2]) : 32;
     s.fbytes = argc > 3 ? (uint32_t)atoi(argv[3]) : 64;
+    const uint32_t steps = argc > 4 ? (uint32_t)atoi(argv[4]) : 0;
     if (s.frames == 0 || s.frames > THREADS || s.fbytes % 16 || s.fbytes == 0) {
         fprintf(stderr, "FRAMES 1..%u, FRAME_BYTES a multiple of 16\n", THREADS);
         return 2;
@@ -366,17 +404,32 @@ int main(int argc, char **argv) {
     CK(cudaHostGetDevicePointer(&done_d, done_h, 0));
     CK(cudaHostGetDevicePointer(&verd_d, verd_h, 0));
     CK(cudaHostGetDevicePointer(&exit_d, exit_h, 0));
-    printf("ring_lat: %u bursts of %u x %u B frames (payload %u B, tagged %u B), us\n", bursts, s.frames, s.fbytes,
-           s.payload, s.granules_tagged * 16);
-    printf("%-7s %-7s %4s %8s %8s %8s %8s %10s\n", "in", "out", "ctas", "p50", "p99", "p99.9", "max", "mismatch");
-    for (uint32_t ctas : {1u, 4u})
-        for (int tin = 0; tin < 2; tin++)
-            for (int tout = 0; tout < 2; tout++) {
-                const Row r = run(s, tin, tout, ctas, bursts, ring_h, done_h, verd_h, exit_h, ring_d, done_d, verd_d,
-                                  exit_d);
-                printf("%-7s %-7s %4u %8.2f %8.2f %8.2f %8.2f %10llu\n", r.in, r.out, r.ctas, r.p50, r.p99, r.p999,
-                       r.max, (unsigned long long)r.mismatches);
-                fflush(stdout);
-            }
+    // The chain's table: a random permutation cycle, so every walk keeps missing L1.
+    std::vector<uint32_t> perm(TABLE_WORDS), table(TABLE_WORDS);
+    for (uint32_t i = 0; i < TABLE_WORDS; i++) perm[i] = i;
+    uint64_t r = 88172645463325252ull;
+    for (uint32_t i = TABLE_WORDS - 1; i > 0; i--) {
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        std::swap(perm[i], perm[r % (i + 1)]);
+    }
+    for (uint32_t i = 0; i < TABLE_WORDS; i++) table[perm[i]] = perm[(i + 1) % TABLE_WORDS];
+    uint32_t *table_d, *work_d;
+    CK(cudaMalloc(&table_d, TABLE_WORDS * 4));
+    CK(cudaMalloc(&work_d, WORK_SLOTS * 4));
+    CK(cudaMemcpy(table_d, table.data(), TABLE_WORDS * 4, cudaMemcpyHostToDevice));
+    printf("ring_lat: %u bursts of %u x %u B frames (payload %u B, tagged %u B), %u dependent loads of work, us\n",
+           bursts, s.frames, s.fbytes, s.payload, s.granules_tagged * 16, steps);
+    printf("%-7s %-7s %-6s %4s %8s %8s %8s %8s %10s %8s %8s\n", "in", "out", "poll", "ctas", "p50", "p99", "p99.9", "max",
+           "mismatch", "work50", "work99");
+    struct V { int tin, tout; bool warp0; uint32_t ctas; };
+    const V vs[] = {{0, 0, false, 1}, {0, 1, false, 1}, {1, 0, false, 1}, {1, 1, false, 1}, {1, 0, true, 1},
+                    {1, 1, true, 1}, {0, 0, false, 4}, {1, 1, false, 4}};
+    for (const V &v : vs) {
+        const Row r = run(s, v.tin, v.tout, v.ctas, v.warp0, steps, table_d, work_d, bursts, ring_h, done_h, verd_h,
+                          exit_h, ring_d, done_d, verd_d, exit_d);
+        printf("%-7s %-7s %-6s %4u %8.2f %8.2f %8.2f %8.2f %10llu %8.2f %8.2f\n", r.in, r.out, r.poll, r.ctas, r.p50,
+               r.p99, r.p999, r.max, (unsigned long long)r.mismatches, r.work50, r.work99);
+        fflush(stdout);
+    }
     return 0;
 }
