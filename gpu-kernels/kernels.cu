@@ -71,15 +71,12 @@ __device__ __forceinline__ pw_acl_sel pw_acl_of_slot(const pw_queue_desc &q, con
 }
 
 #if defined(PW_HAVE_ACL)
-/* Stage `acl` on a parsed frame: the matched rule and its action / mark, or the table's default
+/* Stage `acl` on a frame's key: the matched rule and its action / mark, or the table's default
  * action when nothing matches. Same as pipeline::stage::acl. */
-__device__ __forceinline__ void pw_stage_acl(const pw_acl_sel &a, const pw_packet_meta *m, uint16_t port,
-                                             uint32_t *rule, uint8_t *action, uint32_t *mark, uint32_t gl,
-                                             uint32_t gsize) {
-    pw_acl_key k;
-    pw_acl_key_from_meta(m, port, &k);
+__device__ __forceinline__ void pw_stage_acl_key(const pw_acl_sel &a, const pw_acl_key *k, uint32_t *rule,
+                                                 uint8_t *action, uint32_t *mark, uint32_t gl, uint32_t gsize) {
     const pw_acl_tables *t = (const pw_acl_tables *)a.tables;
-    *rule = gsize > 1u ? pw_acl_classify_group(t, &k, gl, gsize) : pw_acl_classify(t, &k);
+    *rule = gsize > 1u ? pw_acl_classify_group(t, k, gl, gsize) : pw_acl_classify(t, k);
     if (*rule != PW_ACL_NO_MATCH) {
         uint32_t mk;
         uint32_t w = pw_acl_action(t, *rule, &mk);
@@ -90,6 +87,15 @@ __device__ __forceinline__ void pw_stage_acl(const pw_acl_sel &a, const pw_packe
         *action = a.default_action;
         *mark = 0u;
     }
+}
+
+/* Stage `acl` on a parsed frame (its key from the metadata). */
+__device__ __forceinline__ void pw_stage_acl(const pw_acl_sel &a, const pw_packet_meta *m, uint16_t port,
+                                             uint32_t *rule, uint8_t *action, uint32_t *mark, uint32_t gl,
+                                             uint32_t gsize) {
+    pw_acl_key k;
+    pw_acl_key_from_meta(m, port, &k);
+    pw_stage_acl_key(a, &k, rule, action, mark, gl, gsize);
 }
 #endif
 
@@ -291,6 +297,59 @@ __device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_
     }
 }
 
+#if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
+/* A frame between the two passes of pw_run_split: its ACL key and what its verdict and counters
+ * need. */
+typedef struct pw_split_frame {
+    pw_acl_key key;
+    uint32_t wire_len;
+    uint32_t parse_ok;
+} pw_split_frame;
+#define PW_SPLIT_MAX 64u
+__shared__ pw_split_frame pw_split[PW_SPLIT_MAX];
+
+/* Frames [lo, hi) of a burst shared by groups of `gsize` > 1 lanes (hi - lo <= PW_SPLIT_MAX), in
+ * two passes: a thread per frame parses and keeps the frame's key in shared memory, then each
+ * frame's group shares its lookup. pw_run_frame would have every lane of a group parse the same
+ * frame: eight or sixteen times the parse work on the SM's schedulers, on the burst's latency
+ * path. Same results as pw_run_frame. `fd` rules as pw_run_slot's. */
+__device__ __forceinline__ void pw_run_split(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *descs,
+                                             bool compact, const uint8_t *data, const uint8_t *gdata, bool staged,
+                                             uint32_t db, uint32_t lo, uint32_t hi, const pw_vout &vo,
+                                             pw_packet_meta *mout, pw_count_regs *cr, uint32_t gsize) {
+    for (uint32_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        const pw_desc d = pw_desc_at(descs, i, compact);
+        /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged. */
+        const uint8_t *fd = (staged && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
+        pw_packet_meta m;
+        pw_parse(fd + d.offset, d.len, &m);
+        pw_split_frame *f = &pw_split[i - lo];
+        f->parse_ok = m.status == 0u;
+        f->wire_len = d.wire_len;
+        pw_acl_key_from_meta(&m, d.port, &f->key);
+        if (mout) mout[i] = m;
+    }
+    __syncthreads();
+    const uint32_t gl = threadIdx.x & (gsize - 1u);
+    for (uint32_t i = lo + threadIdx.x / gsize; i < hi; i += blockDim.x / gsize) {
+        const pw_split_frame *f = &pw_split[i - lo];
+        const uint32_t parse_ok = f->parse_ok;
+        uint32_t rule = PW_ACL_NO_MATCH;
+        uint8_t action = (uint8_t)PW_ACTION_PASS;
+        uint32_t mark = 0u, acl_ran = 0u;
+        if (parse_ok || !(q.pipeline & PW_PIPE_DROP_MALFORMED)) {
+            pw_stage_acl_key(a, &f->key, &rule, &action, &mark, gl, gsize);
+            acl_ran = 1u;
+        }
+        if (gl != 0u) continue;
+        pw_verdict v = pw_verdict_of(parse_ok, q.pipeline, rule, action, mark);
+        pw_store_verdict(vo, i, v);
+        if (q.pipeline & PW_PIPE_COUNT)
+            pw_count_frame(cr, (uint64_t *)a.rule_hits, a.n_rules, parse_ok, acl_ran, &v, f->wire_len);
+    }
+}
+#endif
+
 /* Thread 0's heartbeat and empty-poll counts, written to the queue's ctrl (never read back from
  * it: a read of host memory is a PCIe round trip the CTA would wait for before its next poll). */
 __shared__ uint32_t pw_beats;
@@ -414,6 +473,10 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     const uint32_t gl = threadIdx.x & (gsize - 1u);
     if (!staged && parse && gsize == 1u && dbr <= room) {
         pw_run_chunked(q, a, base, lo, hi, db, compact, vo, mout, cr);
+#if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
+    } else if (gsize > 1u && hi - lo <= PW_SPLIT_MAX) {
+        pw_run_split(q, a, descs, compact, data, gdata, staged, db, lo, hi, vo, mout, cr, gsize);
+#endif
     } else {
         for (uint32_t i = lo + threadIdx.x / gsize; i < hi; i += blockDim.x / gsize) {
             pw_desc d = pw_desc_at(descs, i, compact);
@@ -521,11 +584,21 @@ __device__ __forceinline__ uint32_t pw_staged_frames(const pw_queue_desc &q) {
 __shared__ uint32_t pw_unmarked;
 __shared__ uint32_t pw_cmd; /* 0 run a burst, 1 exit */
 
+/* Thread 0, before a poll's loads: the exit flag's value when this poll is one that checks it
+ * (every 256th; each check is a read of host memory across PCIe, which competes with the
+ * ingest DMA when many CTAs poll), else 0. Loaded beside the poll's own loads, so it costs no
+ * round trip of its own (a burst arriving meanwhile would wait for it). */
+__device__ __forceinline__ uint32_t pw_exit_flag_load(const pw_queue_desc &q, uint32_t spins) {
+    return ((spins + 1u) & 0xFFu) == 0u ? ((volatile pw_queue_ctrl *)q.ctrl)->exit_flag : 0u;
+}
+
 /* Thread 0, once per poll while no burst is there (`spins` polls so far, idle since
- * `idle_since`): marks counted bursts when idle, checks the exit flag and the bounded wait,
- * counts polls. 1: stop (status set), 0: go on. */
+ * `idle_since`, `exit_flag` from pw_exit_flag_load before the poll): marks counted bursts when
+ * idle, acts on the exit flag and the bounded wait, counts polls. 1: stop (status set), 0: go
+ * on. */
 __device__ __forceinline__ uint32_t pw_idle_step(const pw_queue_desc &q, uint32_t lane, uint32_t part,
-                                                 uint32_t parts, uint32_t *spins, uint64_t idle_since) {
+                                                 uint32_t parts, uint32_t *spins, uint64_t idle_since,
+                                                 uint32_t exit_flag) {
     volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
     const uint32_t unmarked = pw_unmarked;
     if (unmarked && ((*spins & 0xFu) == 0u || unmarked >= PW_MARK_MAX) &&
@@ -533,9 +606,7 @@ __device__ __forceinline__ uint32_t pw_idle_step(const pw_queue_desc &q, uint32_
         pw_mark_bursts(q, lane * parts + part, unmarked);
         pw_unmarked = 0u;
     }
-    if ((++*spins & 0xFFu) == 0u && ctrl->exit_flag) {
-        /* Checked every 256 polls only: each check is a read of host memory across PCIe, which
-         * competes with the ingest DMA when many CTAs poll. */
+    if ((++*spins & 0xFFu) == 0u && exit_flag) {
         ctrl->status = PW_QSTATE_EXIT_FLAG;
         return 1u;
     }
@@ -592,6 +663,7 @@ __device__ void pw_poll_tagged(const pw_queue_desc &q, uint32_t seq, uint32_t la
         const uint32_t g = pw_tag_poll;
         uint32_t okm = 0u; /* bit k: this thread's k-th granule carries the tag */
         uint32_t w0 = 0u, db = 0u;
+        const uint32_t exit_flag = threadIdx.x == 0 ? pw_exit_flag_load(q, spins) : 0u;
         for (uint32_t k0 = 0, i0 = threadIdx.x; i0 < g; k0 += PW_STAGE_UNROLL, i0 += PW_STAGE_UNROLL * blockDim.x) {
             uint4 v[PW_STAGE_UNROLL];
 #pragma unroll
@@ -641,7 +713,7 @@ __device__ void pw_poll_tagged(const pw_queue_desc &q, uint32_t seq, uint32_t la
                 pw_tag_poll = need; /* granule 0 asks for more than this round read */
             } else {
                 if (g > 1u && (spins & 0xFu) == 0u && pw_globaltimer() - idle_since > PW_HOT_POLL_NS) pw_tag_poll = 1u;
-                pw_cmd = pw_idle_step(q, lane, part, parts, &spins, idle_since);
+                pw_cmd = pw_idle_step(q, lane, part, parts, &spins, idle_since, exit_flag);
             }
         }
         __syncthreads();
@@ -692,6 +764,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) pw_persistent(const pw_queu
                 /* No acquire here: the slot is read with strong loads (pw_ld_slot16), so the SM's
                  * L1 keeps the ACL image between bursts (pw_run_slot acquires when it changes). */
                 bool ready;
+                const uint32_t exit_flag = pw_exit_flag_load(q, spins);
                 if (slot_seq) {
                     const uint4 h0 = pw_ld_slot16(sb);
                     ready = h0.z == seq; /* pw_slot_hdr.seq */
@@ -711,7 +784,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) pw_persistent(const pw_queu
                     }
                     break;
                 }
-                if (pw_idle_step(q, lane, part, parts, &spins, idle_since)) {
+                if (pw_idle_step(q, lane, part, parts, &spins, idle_since, exit_flag)) {
                     pw_cmd = 1u;
                     break;
                 }

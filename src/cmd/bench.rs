@@ -382,6 +382,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                             trace: false,
                             burst_ctas: None,
                             tagged: None,
+                            cached: false,
                             stage: Some(&stage),
                         },
                     )?;
@@ -476,6 +477,11 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 tagged: Some(false),
                 ..full
             },
+            Decomp {
+                name: "parse + acl + count, cached stores",
+                cached: true,
+                ..full
+            },
         ];
         for Decomp {
             name,
@@ -484,11 +490,12 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             threads,
             burst_ctas,
             tagged,
+            cached,
         } in cases
         {
             for placement in [Placement::Device, Placement::Mapped] {
-                if tagged == Some(false) && placement == Placement::Device {
-                    continue; // the same as the tagged row: device rings are never tagged
+                if (tagged == Some(false) || cached) && placement == Placement::Device {
+                    continue; // the same as the row above: device rings are never tagged
                 }
                 let r = latency(
                     &a,
@@ -503,6 +510,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                         trace: true,
                         burst_ctas,
                         tagged,
+                        cached,
                         stage: acl.map(|_| &stage),
                     },
                 )?;
@@ -908,6 +916,8 @@ struct LatCase<'a> {
     burst_ctas: Option<u32>,
     /// `tagged` (None: the executor's default).
     tagged: Option<bool>,
+    /// `nt_stores: false` (the executor's default is true).
+    cached: bool,
     /// The acl stage of `tables`, for the CPU reference every verdict is checked against
     /// (parse + acl pipelines only).
     stage: Option<&'a AclStage>,
@@ -922,6 +932,7 @@ struct Decomp<'a> {
     threads: Option<u32>,
     burst_ctas: Option<u32>,
     tagged: Option<bool>,
+    cached: bool,
 }
 
 /// Per-burst latency samples (us, sorted) and, with `trace`, the GPU-side steps of each burst
@@ -953,6 +964,7 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
         trace_bursts: c.trace,
         burst_ctas: c.burst_ctas,
         tagged: c.tagged,
+        nt_stores: !c.cached,
         ..Default::default()
     };
     let pd = PipelineDesc {

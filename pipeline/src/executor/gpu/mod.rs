@@ -160,28 +160,37 @@ unsafe fn write_descs(dst: *mut u8, descs: &[crate::burst::FrameDesc], dfmt: u8)
 /// first granule (the header's n_frames / data_bytes, which the kernel sizes the burst by) last.
 /// Each 8-byte word goes in one store: x86-64, one aligned 16-byte SSE store per granule
 /// (atomic on CPUs with AVX, and its 8-byte halves on every x86-64); elsewhere 8-byte volatile
-/// stores. The kernel checks both tags of a granule, so no fence is needed.
+/// stores. The kernel checks both tags of a granule, so no fence is needed. `nt` (x86-64):
+/// non-temporal stores (then an sfence, which sends the write-combining buffers out now), so
+/// the GPU's reads of the slot find the lines in memory instead of pulling them out of this
+/// core's cache.
 ///
 /// # Safety
 /// `dst` is valid for `img.len() * 2` bytes of writes and 16-byte aligned.
-unsafe fn store_tagged(dst: *mut u8, img: &[u8], tag: u32) {
+unsafe fn store_tagged(dst: *mut u8, img: &[u8], tag: u32, nt: bool) {
     let granules = img.len() / 8;
     for g in (0..granules).rev() {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{
-                __m128i, _mm_loadl_epi64, _mm_set1_epi32, _mm_store_si128, _mm_unpacklo_epi32,
+                __m128i, _mm_loadl_epi64, _mm_set1_epi32, _mm_store_si128, _mm_stream_si128,
+                _mm_unpacklo_epi32,
             };
             // SAFETY: 8 readable bytes at img[8g..]; dst + 16g is 16-byte aligned and inside
             // the caller's range. unpacklo interleaves {p0, p1} with the tag: {p0, t, p1, t}.
             unsafe {
                 let p = _mm_loadl_epi64(img.as_ptr().add(8 * g) as *const __m128i);
                 let v = _mm_unpacklo_epi32(p, _mm_set1_epi32(tag as i32));
-                _mm_store_si128(dst.add(16 * g) as *mut __m128i, v);
+                if nt {
+                    _mm_stream_si128(dst.add(16 * g) as *mut __m128i, v);
+                } else {
+                    _mm_store_si128(dst.add(16 * g) as *mut __m128i, v);
+                }
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
+            let _ = nt;
             let w = |k: usize| {
                 u64::from(u32::from_le_bytes([
                     img[k],
@@ -196,6 +205,11 @@ unsafe fn store_tagged(dst: *mut u8, img: &[u8], tag: u32) {
                 ptr::write_volatile(dst.add(16 * g + 8) as *mut u64, w(8 * g + 4));
             }
         }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if nt {
+        // SAFETY: sfence has no preconditions.
+        unsafe { std::arch::x86_64::_mm_sfence() };
     }
 }
 
@@ -286,7 +300,8 @@ pub struct GpuOptions {
     /// frames are read whole, which measured faster from the CPU's cache (BENCHMARKS.md, issue
     /// 4 session 3: 1518 B end to end +13-35% in five of six paired rounds, -4% in one; 64 B
     /// -4-5% when every burst took non-temporal stores). `device` rings' pinned staging is
-    /// copied as before.
+    /// copied as before. In a [tagged](GpuOptions::tagged) queue every burst's words go with
+    /// non-temporal stores (then an sfence).
     pub nt_stores: bool,
     /// Tagged words on a `persistent` kernel's `mapped` rings (`PW_PIPE_TAGGED`): the host
     /// writes a burst as 8-byte words that each carry its tag, the whole CTA polls the slot and
@@ -1198,7 +1213,7 @@ impl GpuExecutor {
                 img[..hb].copy_from_slice(&raw);
                 write_descs(img.as_mut_ptr().add(hb), &burst.descs, dfmt);
                 img[hb + nd..hb + nd + bytes].copy_from_slice(&burst.data);
-                store_tagged(slot_ptr, &img, seq.wrapping_add(1));
+                store_tagged(slot_ptr, &img, seq.wrapping_add(1), self.opts.nt_stores);
                 q.image = img;
             } else {
                 // Everything but the header's first 16 bytes, then those (n_frames, data_bytes, seq,
@@ -1986,16 +2001,19 @@ mod tests {
     #[test]
     fn tagged_encoding() {
         let img: Vec<u8> = (0..64u8).collect();
-        let mut slot = vec![0u128; 8]; // 16-byte aligned
-                                       // SAFETY: slot holds 128 bytes = 2 x img.len(), 16-byte aligned.
-        unsafe { store_tagged(slot.as_mut_ptr() as *mut u8, &img, 0xA5A5_0001) };
-        let bytes: Vec<u8> = slot.iter().flat_map(|w| w.to_le_bytes()).collect();
-        for g in 0..8 {
-            let gr = &bytes[16 * g..16 * g + 16];
-            assert_eq!(&gr[0..4], &img[8 * g..8 * g + 4]);
-            assert_eq!(&gr[8..12], &img[8 * g + 4..8 * g + 8]);
-            for t in [&gr[4..8], &gr[12..16]] {
-                assert_eq!(u32::from_le_bytes(t.try_into().unwrap()), 0xA5A5_0001);
+        for nt in [false, true] {
+            // 16-byte aligned, 128 bytes = 2 x img.len().
+            let mut slot = vec![0u128; 8];
+            // SAFETY: as above.
+            unsafe { store_tagged(slot.as_mut_ptr() as *mut u8, &img, 0xA5A5_0001, nt) };
+            let bytes: Vec<u8> = slot.iter().flat_map(|w| w.to_le_bytes()).collect();
+            for g in 0..8 {
+                let gr = &bytes[16 * g..16 * g + 16];
+                assert_eq!(&gr[0..4], &img[8 * g..8 * g + 4]);
+                assert_eq!(&gr[8..12], &img[8 * g + 4..8 * g + 8]);
+                for t in [&gr[4..8], &gr[12..16]] {
+                    assert_eq!(u32::from_le_bytes(t.try_into().unwrap()), 0xA5A5_0001);
+                }
             }
         }
     }
