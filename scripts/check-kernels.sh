@@ -56,8 +56,9 @@ awk '
   }
   END { exit spill }' "$log" || echo "check-kernels: note: a kernel spills registers (see above)" >&2
 grep -i warning "$log" >&2 && echo "check-kernels: note: compiler warnings (see above)" >&2 || true
-# The GPU check and timing tools beside the stages (run by hand on the GPU machine) compile too.
-for t in flow-rules/csrc/*.cu; do
+# The GPU check and timing tools (flow-rules/csrc: ACL; pipeline/csrc: ring transport; run by hand
+# on the GPU machine) compile too.
+for t in flow-rules/csrc/*.cu pipeline/csrc/*.cu; do
   if ! "$NVCC" -cubin -std=c++17 -arch=sm_90 -Igpu-kernels -o "$tmp/tool.cubin" "$t" >"$tmp/tool.log" 2>&1; then
     cat "$tmp/tool.log" >&2
     echo "check-kernels: FAILED to compile $t" >&2

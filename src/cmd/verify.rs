@@ -923,6 +923,7 @@ fn reload_torture(a: &Args, swaps: u32) -> anyhow::Result<i32> {
         .unwrap_or(PlacementArg::Mapped)
         .into();
     let opts = gpu_options(a, mode, placement);
+    let tagged = opts.tagged_queue(0);
     let pd = PipelineDesc {
         parse: true,
         acl: Some(sets[0].tables()),
@@ -1096,7 +1097,11 @@ fn reload_torture(a: &Args, swaps: u32) -> anyhow::Result<i32> {
          {} frames in {} passes ({} where the two rule sets differ), verdicts {}, counted drops {}, lost {}, \
          mismatches {}, ring-full retries {} frames, most tables awaiting release {}, left unreleased {} ({:.1} s): {}",
         format!("{mode:?}").to_lowercase(),
-        format!("{placement:?}").to_lowercase(),
+        format!(
+            "{placement:?}{}",
+            if tagged { " tagged" } else { "" }
+        )
+        .to_lowercase(),
         ex.devices(),
         nq,
         generation,
