@@ -17,6 +17,10 @@
 //              shared memory (DSMEM) after a cluster barrier; each publishes its own part.
 //   poll=warp0 (tagged in) only warp 0 polls, up to 16 granules a lane in flight; the other warps
 //              wait at the barrier (poll=all: every thread polls its granules).
+//   spread=S   frames handled by 8-lane groups over all 8 warps (as the ACL groups do), lane 0
+//              of a group storing its verdict: S=1 two 8-byte stores per frame by that lane,
+//              S=2 a warp's four verdicts gathered into 8 lanes, one store instruction per warp.
+//              "store" is thread 0's %globaltimer around the verdict phase (between barriers).
 //   STEPS > 0  after staging, every thread walks a chain of STEPS dependent loads through a 4 MiB
 //              table in device memory (a stand-in for the ACL lookup); "work" is thread 0's
 //              %globaltimer around it (between block barriers): does the way the burst was
@@ -55,6 +59,8 @@ struct Params {
     const uint32_t *table; // TABLE_WORDS entries, each < TABLE_WORDS
     uint32_t steps;
     uint32_t *work_ns;     // per burst (seq % WORK_SLOTS)
+    int spread;
+    uint32_t *store_ns;    // per burst (seq % WORK_SLOTS)
 };
 
 static const uint32_t TABLE_WORDS = 1u << 20, WORK_SLOTS = 1u << 16;
@@ -170,8 +176,41 @@ __device__ bool stage_burst(const Params &p, uint32_t seq) {
 }
 
 // Frames [lo, hi) of the staged burst at `st` (this CTA's or CTA 0's shared memory).
+__device__ __forceinline__ void st8(uint32_t *p, uint32_t a, uint32_t b) {
+    asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(a), "r"(b) : "memory");
+}
+
 __device__ void run_frames(const Params &p, uint32_t seq, const uint8_t *st, uint32_t lo, uint32_t hi) {
     const uint32_t slot = seq % SLOTS;
+    if (p.spread) {
+        const uint32_t f = threadIdx.x / 8u, gl = threadIdx.x % 8u, tag = seq + 1u;
+        uint32_t x = 0;
+        if (f < p.s.frames) {
+            const uint32_t *d = (const uint32_t *)(st + p.s.data_off + f * p.s.fbytes);
+            for (uint32_t i = 0; i < p.s.fbytes / 4u; i++) x ^= d[i];
+        }
+        uint32_t *v = p.verdicts + ((uint64_t)slot * p.s.frames + f) * 4u;
+        if (!p.tagged_out) {
+            if (gl == 0u && f < p.s.frames) {
+                v[0] = x;
+                v[1] = tag;
+                v[2] = f;
+            }
+        } else if (p.spread == 1) {
+            if (gl == 0u && f < p.s.frames) {
+                st8(v, x, tag);
+                st8(v + 2, f, tag);
+            }
+        } else {
+            const uint32_t lane = threadIdx.x & 31u, fr = (threadIdx.x >> 5) * 4u + (lane & 7u) / 2u;
+            const uint32_t xf = __shfl_sync(0xFFFFFFFFu, x, ((lane & 7u) / 2u) * 8u);
+            if (lane < 8u && fr < p.s.frames) {
+                uint32_t *w = p.verdicts + ((uint64_t)slot * p.s.frames + fr) * 4u + (lane & 1u) * 2u;
+                st8(w, (lane & 1u) ? fr : xf, tag);
+            }
+        }
+        return;
+    }
     const uint32_t f = lo + threadIdx.x;
     if (f < hi) {
         const uint32_t *d = (const uint32_t *)(st + p.s.data_off + f * p.s.fbytes);
@@ -210,8 +249,11 @@ __global__ void __launch_bounds__(THREADS) single(Params p) {
     for (uint32_t seq = 0;; seq++) {
         if (!stage_burst(p, seq)) return;
         work(p, seq);
+        __syncthreads();
+        const uint64_t t0 = gtimer();
         run_frames(p, seq, stage, 0, p.s.frames);
         __syncthreads();
+        if (threadIdx.x == 0) p.store_ns[seq % WORK_SLOTS] = (uint32_t)(gtimer() - t0);
         publish(p, seq, 0);
     }
 }
@@ -254,17 +296,18 @@ struct Row {
     uint32_t ctas;
     double p50, p99, p999, max;
     uint64_t mismatches;
-    double work50, work99;
+    double work50, work99, store50, store99;
 };
 
-static Row run(Shape s, bool tin, bool tout, uint32_t ctas, bool warp0, uint32_t steps, const uint32_t *table_d,
-               uint32_t *work_d, uint32_t bursts, uint8_t *ring_h, uint32_t *done_h, uint32_t *verd_h,
+static Row run(Shape s, bool tin, bool tout, uint32_t ctas, bool warp0, int spread, uint32_t steps,
+               const uint32_t *table_d, uint32_t *work_d, uint32_t *store_d, uint32_t bursts, uint8_t *ring_h, uint32_t *done_h, uint32_t *verd_h,
                volatile uint32_t *exit_h, uint8_t *ring_d, uint32_t *done_d, uint32_t *verd_d, uint32_t *exit_d) {
     memset(ring_h, 0xFF, (size_t)SLOTS * s.slot_bytes); // seq / tags that never match
     memset(done_h, 0, SLOTS * 8 * 4);
     memset(verd_h, 0, (size_t)SLOTS * s.frames * 16);
     *exit_h = 0;
-    Params p{ring_d, done_d, verd_d, exit_d, s, tin, tout, ctas, warp0, table_d, ctas == 1 ? steps : 0u, work_d};
+    Params p{ring_d, done_d, verd_d, exit_d, s, tin, tout, ctas, warp0, table_d, ctas == 1 ? steps : 0u, work_d,
+             spread, store_d};
     cudaStream_t stm;
     CK(cudaStreamCreateWithFlags(&stm, cudaStreamNonBlocking));
     if (ctas == 1) {
@@ -365,16 +408,19 @@ static Row run(Shape s, bool tin, bool tout, uint32_t ctas, bool warp0, uint32_t
     CK(cudaStreamDestroy(stm));
     std::sort(lat.begin(), lat.end());
     auto pc = [&](std::vector<double> &v, double q) { return v[std::min(v.size() - 1, (size_t)(q * (v.size() - 1) + 0.5))]; };
-    std::vector<double> w;
-    if (p.steps) {
+    auto col = [&](const uint32_t *dev) {
         std::vector<uint32_t> wn(WORK_SLOTS);
-        CK(cudaMemcpy(wn.data(), work_d, WORK_SLOTS * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(wn.data(), dev, WORK_SLOTS * 4, cudaMemcpyDeviceToHost));
+        std::vector<double> w;
         for (uint32_t q = warm; q < warm + bursts && q < WORK_SLOTS; q++) w.push_back(wn[q] / 1e3);
         std::sort(w.begin(), w.end());
-    }
+        return w;
+    };
+    std::vector<double> w = p.steps ? col(work_d) : std::vector<double>();
+    std::vector<double> sw = ctas == 1 ? col(store_d) : std::vector<double>();
     return Row{tin ? "tagged" : "plain", tout ? "tagged" : "fence", !tin ? "-" : warp0 ? "warp0" : "all", ctas,
                pc(lat, 0.5), pc(lat, 0.99), pc(lat, 0.999), lat.back(), bad, w.empty() ? 0 : pc(w, 0.5),
-               w.empty() ? 0 : pc(w, 0.99)};
+               w.empty() ? 0 : pc(w, 0.99), sw.empty() ? 0 : pc(sw, 0.5), sw.empty() ? 0 : pc(sw, 0.99)};
 }
 
 int main(int argc, char **argv) {
@@ -413,22 +459,25 @@ int main(int argc, char **argv) {
         std::swap(perm[i], perm[r % (i + 1)]);
     }
     for (uint32_t i = 0; i < TABLE_WORDS; i++) table[perm[i]] = perm[(i + 1) % TABLE_WORDS];
-    uint32_t *table_d, *work_d;
+    uint32_t *table_d, *work_d, *store_d;
     CK(cudaMalloc(&table_d, TABLE_WORDS * 4));
     CK(cudaMalloc(&work_d, WORK_SLOTS * 4));
+    CK(cudaMalloc(&store_d, WORK_SLOTS * 4));
     CK(cudaMemcpy(table_d, table.data(), TABLE_WORDS * 4, cudaMemcpyHostToDevice));
     printf("ring_lat: %u bursts of %u x %u B frames (payload %u B, tagged %u B), %u dependent loads of work, us\n",
            bursts, s.frames, s.fbytes, s.payload, s.granules_tagged * 16, steps);
-    printf("%-7s %-7s %-6s %4s %8s %8s %8s %8s %10s %8s %8s\n", "in", "out", "poll", "ctas", "p50", "p99", "p99.9", "max",
-           "mismatch", "work50", "work99");
-    struct V { int tin, tout; bool warp0; uint32_t ctas; };
-    const V vs[] = {{0, 0, false, 1}, {0, 1, false, 1}, {1, 0, false, 1}, {1, 1, false, 1}, {1, 0, true, 1},
-                    {1, 1, true, 1}, {0, 0, false, 4}, {1, 1, false, 4}};
+    printf("%-7s %-7s %-6s %4s %6s %8s %8s %8s %8s %10s %8s %8s %8s %8s\n", "in", "out", "poll", "ctas", "spread", "p50",
+           "p99", "p99.9", "max", "mismatch", "work50", "work99", "store50", "store99");
+    struct V { int tin, tout; bool warp0; uint32_t ctas; int spread; };
+    const V vs[] = {{0, 0, false, 1, 0}, {0, 1, false, 1, 0}, {1, 0, false, 1, 0}, {1, 1, false, 1, 0},
+                    {1, 0, true, 1, 0},  {1, 1, true, 1, 0},  {0, 0, false, 4, 0}, {1, 1, false, 4, 0},
+                    {1, 0, false, 1, 1}, {1, 1, false, 1, 1}, {1, 1, false, 1, 2}};
     for (const V &v : vs) {
-        const Row r = run(s, v.tin, v.tout, v.ctas, v.warp0, steps, table_d, work_d, bursts, ring_h, done_h, verd_h,
-                          exit_h, ring_d, done_d, verd_d, exit_d);
-        printf("%-7s %-7s %-6s %4u %8.2f %8.2f %8.2f %8.2f %10llu %8.2f %8.2f\n", r.in, r.out, r.poll, r.ctas, r.p50,
-               r.p99, r.p999, r.max, (unsigned long long)r.mismatches, r.work50, r.work99);
+        const Row r = run(s, v.tin, v.tout, v.ctas, v.warp0, v.spread, steps, table_d, work_d, store_d, bursts, ring_h,
+                          done_h, verd_h, exit_h, ring_d, done_d, verd_d, exit_d);
+        printf("%-7s %-7s %-6s %4u %6d %8.2f %8.2f %8.2f %8.2f %10llu %8.2f %8.2f %8.2f %8.2f\n", r.in, r.out, r.poll,
+               r.ctas, v.spread, r.p50, r.p99, r.p999, r.max, (unsigned long long)r.mismatches, r.work50, r.work99,
+               r.store50, r.store99);
         fflush(stdout);
     }
     return 0;

@@ -382,7 +382,6 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                             trace: false,
                             burst_ctas: None,
                             tagged: None,
-                            cached: false,
                             stage: Some(&stage),
                         },
                     )?;
@@ -409,6 +408,46 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             }
         }
         js.insert("latency".into(), json!(rows));
+
+        // The transport choices on a mapped ring, untraced, interleaved three times (the runs
+        // move by a microsecond or more at p99 between rounds): tagged words (the default for
+        // these bursts) and untagged.
+        md.line("\n### Mapped ring transport, persistent, untraced, three interleaved rounds (us: p50 / p99 / p99.9)\n".into());
+        md.line("| burst | tagged (default) | untagged |".into());
+        md.line("| ---: | --- | --- |".into());
+        let mut trows = Vec::new();
+        for &burst in &[16u32, 32] {
+            for _round in 0..3 {
+                let mut cells = Vec::new();
+                for tagged in [None, Some(false)] {
+                    let r = latency(
+                        &a,
+                        &base,
+                        LatCase {
+                            tables: Some(tables),
+                            parse: true,
+                            mode: Mode::Persistent,
+                            placement: Placement::Mapped,
+                            burst,
+                            threads: None,
+                            trace: false,
+                            burst_ctas: None,
+                            tagged,
+                            stage: Some(&stage),
+                        },
+                    )?;
+                    lat_checked += r.checked;
+                    lat_bad += r.mismatches;
+                    let l = &r.samples;
+                    let (p50, p_99, p999) = (pct(l, 0.5), pct(l, 0.99), pct(l, 0.999));
+                    cells.push(format!("{p50:.2} / {p_99:.2} / {p999:.2}"));
+                    trows.push(json!({"burst": burst, "tagged": r.tagged,
+                        "p50_us": p50, "p99_us": p_99, "p999_us": p999}));
+                }
+                md.line(format!("| {burst} | {} | {} |", cells[0], cells[1]));
+            }
+        }
+        js.insert("latency_transport".into(), json!(trows));
         md.line(format!(
             "\nVerdicts checked against the CPU executor: {lat_checked}, mismatches: {lat_bad}{}",
             if lat_bad > 0 { " !!" } else { "" }
@@ -422,10 +461,12 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         // per frame (32 threads: no cooperative ACL lookup, fewer staging loads in flight), with
         // the GPU-side steps of each burst (%globaltimer in the kernel).
         md.line(
-            "\n### Latency decomposition, burst 32, persistent (us: p50 / p99 / p99.9; GPU steps: medians)\n".into(),
+            "\n### Latency decomposition, burst 32, persistent (us: p50 / p99 / p99.9; GPU steps: median (p99))\n".into(),
         );
-        md.line("| stages | threads x CTAs per burst | placement | tagged | total | seen->staged | stages | to done | counters (after done) | outside the GPU |".into());
-        md.line("| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |".into());
+        md.line("| stages | threads x CTAs per burst | placement | tagged | total | seen->staged | stages | to done | counters (after done) | outside the GPU | of which host submit |".into());
+        md.line(
+            "| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |".into(),
+        );
         let mut rows = Vec::new();
         // Each row: the default 32-frame persistent configuration with one thing changed.
         let full = Decomp {
@@ -477,11 +518,6 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 tagged: Some(false),
                 ..full
             },
-            Decomp {
-                name: "parse + acl + count, cached stores",
-                cached: true,
-                ..full
-            },
         ];
         for Decomp {
             name,
@@ -490,11 +526,10 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             threads,
             burst_ctas,
             tagged,
-            cached,
         } in cases
         {
             for placement in [Placement::Device, Placement::Mapped] {
-                if (tagged == Some(false) || cached) && placement == Placement::Device {
+                if tagged == Some(false) && placement == Placement::Device {
                     continue; // the same as the row above: device rings are never tagged
                 }
                 let r = latency(
@@ -510,7 +545,6 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                         trace: true,
                         burst_ctas,
                         tagged,
-                        cached,
                         stage: acl.map(|_| &stage),
                     },
                 )?;
@@ -519,6 +553,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 let lat = &r.samples;
                 let (p50, p_99, p999) = (pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999));
                 let m = step_medians(&r.steps);
+                let m99 = step_pct(&r.steps, 0.99);
                 let th = threads.unwrap_or(256);
                 let parts = GpuOptions {
                     burst_size: 32,
@@ -528,15 +563,17 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 }
                 .parts();
                 md.line(format!(
-                    "| {name} | {th} x {parts} | {placement:?} | {} | {p50:.2} / {p_99:.2} / {p999:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                    "| {name} | {th} x {parts} | {placement:?} | {} | {p50:.2} / {p_99:.2} / {p999:.2} | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2} ({:.2}) |",
                     if r.tagged { "yes" } else { "no" },
-                    m[0], m[1], m[2], m[3], m[4]
+                    m[0], m99[0], m[1], m99[1], m[2], m99[2], m[3], m99[3], m[4], m99[4], m[5], m99[5]
                 ));
                 rows.push(
                     json!({"stages": name, "threads": th, "ctas_per_burst": parts, "placement": format!("{placement:?}"), "tagged": r.tagged,
                     "p50_us": p50, "p99_us": p_99, "p999_us": p999, "traced": r.steps.len(),
                     "gpu_steps_median_us": {"seen_to_staged": m[0], "stages": m[1],
-                        "to_done": m[2], "counters_after_done": m[3], "outside_gpu": m[4]}}),
+                        "to_done": m[2], "counters_after_done": m[3], "outside_gpu": m[4], "host_submit": m[5]},
+                    "gpu_steps_p99_us": {"seen_to_staged": m99[0], "stages": m99[1],
+                        "to_done": m99[2], "counters_after_done": m99[3], "outside_gpu": m99[4], "host_submit": m99[5]}}),
                 );
             }
         }
@@ -916,8 +953,6 @@ struct LatCase<'a> {
     burst_ctas: Option<u32>,
     /// `tagged` (None: the executor's default).
     tagged: Option<bool>,
-    /// `nt_stores: false` (the executor's default is true).
-    cached: bool,
     /// The acl stage of `tables`, for the CPU reference every verdict is checked against
     /// (parse + acl pipelines only).
     stage: Option<&'a AclStage>,
@@ -932,16 +967,15 @@ struct Decomp<'a> {
     threads: Option<u32>,
     burst_ctas: Option<u32>,
     tagged: Option<bool>,
-    cached: bool,
 }
 
 /// Per-burst latency samples (us, sorted) and, with `trace`, the GPU-side steps of each burst
 /// (us): [seen -> staged, staged -> stages done, -> just before the done store, the counters
 /// merged after done (off the latency path), outside the GPU (total minus seen -> fenced: host
-/// writes, PCIe, the poll, the host seeing done)].
+/// writes, PCIe, the poll, the host seeing done), of which the host's `submit` call].
 struct LatResult {
     samples: Vec<f64>,
-    steps: Vec<[f64; 5]>,
+    steps: Vec<[f64; 6]>,
     /// Verdicts compared with the CPU reference, and how many differed.
     checked: u64,
     mismatches: u64,
@@ -964,7 +998,6 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
         trace_bursts: c.trace,
         burst_ctas: c.burst_ctas,
         tagged: c.tagged,
-        nt_stores: !c.cached,
         ..Default::default()
     };
     let pd = PipelineDesc {
@@ -1003,16 +1036,19 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
     let total = a.latency_bursts + warm;
     let mut out = Vec::with_capacity(a.latency_bursts);
     // (seq, total us) of measured bursts whose GPU trace is read once it is complete.
-    let mut pending: Vec<(u32, f64)> = Vec::new();
+    let mut pending: Vec<(u32, f64, f64)> = Vec::new();
     let mut steps = Vec::new();
     let mut k = 0usize;
     let deadline = Duration::from_secs(5);
     while k < total {
         let mut t_submit = Vec::with_capacity(per);
+        let mut submit_us = Vec::with_capacity(per);
         for j in 0..per {
-            t_submit.push(Instant::now());
+            let t0 = Instant::now();
+            t_submit.push(t0);
             ex.submit(0, &bursts[(k + j) % bursts.len()])
                 .map_err(|e| anyhow::anyhow!("latency submit: {e}"))?;
+            submit_us.push(t0.elapsed().as_secs_f64() * 1e6);
         }
         let mut done = 0usize;
         let t = Instant::now();
@@ -1029,7 +1065,7 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
                     let us = now.duration_since(t_submit[done]).as_secs_f64() * 1e6;
                     out.push(us);
                     if c.trace {
-                        pending.push((seq, us));
+                        pending.push((seq, us, submit_us[done]));
                     }
                 }
                 done += 1;
@@ -1041,7 +1077,7 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
             }
         }
         k += per;
-        pending.retain(|&(seq, us)| match ex.burst_trace(0, seq) {
+        pending.retain(|&(seq, us, sub)| match ex.burst_trace(0, seq) {
             Some(tr) => {
                 let d = |x: u64, y: u64| y.saturating_sub(x) as f64 / 1e3;
                 let gpu = d(tr.seen, tr.fenced);
@@ -1051,6 +1087,7 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
                     d(tr.ran, tr.fenced),
                     d(tr.fenced, tr.merged),
                     us - gpu,
+                    sub,
                 ]);
                 false
             }
@@ -1068,12 +1105,18 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
 }
 
 /// Median of each GPU step column.
-fn step_medians(steps: &[[f64; 5]]) -> [f64; 5] {
-    let mut m = [0f64; 5];
+fn step_medians(steps: &[[f64; 6]]) -> [f64; 6] {
+    step_pct(steps, 0.5)
+}
+
+/// Percentile `p` of each GPU step column.
+fn step_pct(steps: &[[f64; 6]], p: f64) -> [f64; 6] {
+    let mut m = [0f64; 6];
     for (i, slot) in m.iter_mut().enumerate() {
         let mut col: Vec<f64> = steps.iter().map(|s| s[i]).collect();
         if !col.is_empty() {
-            *slot = median(&mut col);
+            col.sort_by(f64::total_cmp);
+            *slot = pct(&col, p);
         }
     }
     m

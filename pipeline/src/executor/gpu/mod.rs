@@ -300,8 +300,7 @@ pub struct GpuOptions {
     /// frames are read whole, which measured faster from the CPU's cache (BENCHMARKS.md, issue
     /// 4 session 3: 1518 B end to end +13-35% in five of six paired rounds, -4% in one; 64 B
     /// -4-5% when every burst took non-temporal stores). `device` rings' pinned staging is
-    /// copied as before. In a [tagged](GpuOptions::tagged) queue every burst's words go with
-    /// non-temporal stores (then an sfence).
+    /// copied as before. A [tagged](GpuOptions::tagged) slot's words follow the same rule.
     pub nt_stores: bool,
     /// Tagged words on a `persistent` kernel's `mapped` rings (`PW_PIPE_TAGGED`): the host
     /// writes a burst as 8-byte words that each carry its tag, the whole CTA polls the slot and
@@ -1213,7 +1212,11 @@ impl GpuExecutor {
                 img[..hb].copy_from_slice(&raw);
                 write_descs(img.as_mut_ptr().add(hb), &burst.descs, dfmt);
                 img[hb + nd..hb + nd + bytes].copy_from_slice(&burst.data);
-                store_tagged(slot_ptr, &img, seq.wrapping_add(1), self.opts.nt_stores);
+                // Non-temporal stores by the same rule as an untagged slot's frames: for small
+                // frames they measured no better at p50 and worse at p99 (BENCHMARKS.md, issue 4
+                // session 4).
+                let nt = self.opts.nt_stores && bytes >= NT_MIN_FRAME * n;
+                store_tagged(slot_ptr, &img, seq.wrapping_add(1), nt);
                 q.image = img;
             } else {
                 // Everything but the header's first 16 bytes, then those (n_frames, data_bytes, seq,
@@ -1265,7 +1268,11 @@ impl GpuExecutor {
         desc_bytes: usize,
         bytes: usize,
     ) -> anyhow::Result<()> {
-        self.ctx.bind()?;
+        // A mapped ring in persistent mode needs no CUDA call (a driver call per burst on the
+        // latency path); everything else does.
+        if self.opts.mode != Mode::Persistent || q.placement != Placement::Mapped {
+            self.ctx.bind()?;
+        }
         match self.opts.mode {
             Mode::Persistent => {
                 match q.placement {
