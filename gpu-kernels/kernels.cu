@@ -212,22 +212,31 @@ __device__ __forceinline__ uint32_t pw_group_size(const pw_queue_desc &q, uint32
  * its first store, so a slot costs one round trip to host memory, not one per granule row. */
 #define PW_STAGE_UNROLL 4u
 
-/* `granules` 16-byte granules from the ring to shared memory, by the whole block, PW_STAGE_UNROLL
- * loads in flight per thread; the caller synchronises. */
-__device__ __forceinline__ void pw_stage_copy(uint4 *dst, const uint4 *src, uint32_t granules) {
-    for (uint32_t i0 = threadIdx.x; i0 < granules; i0 += PW_STAGE_UNROLL * blockDim.x) {
+/* Granules 0 .. n - 1 (16 bytes each, at `at(i)`) read by the whole block with strong loads,
+ * PW_STAGE_UNROLL in flight per thread before the first is used, handed to `use(i, k, v)` (k:
+ * the granule's index among this thread's); the caller synchronises. */
+template <typename At, typename Use>
+__device__ __forceinline__ void pw_load_granules(uint32_t n, At at, Use use) {
+    for (uint32_t k0 = 0, i0 = threadIdx.x; i0 < n; k0 += PW_STAGE_UNROLL, i0 += PW_STAGE_UNROLL * blockDim.x) {
         uint4 v[PW_STAGE_UNROLL];
 #pragma unroll
         for (uint32_t k = 0; k < PW_STAGE_UNROLL; k++) {
             const uint32_t i = i0 + k * blockDim.x;
-            if (i < granules) v[k] = pw_ld_slot16(src + i);
+            if (i < n) v[k] = pw_ld_slot16(at(i));
         }
 #pragma unroll
         for (uint32_t k = 0; k < PW_STAGE_UNROLL; k++) {
             const uint32_t i = i0 + k * blockDim.x;
-            if (i < granules) dst[i] = v[k];
+            if (i < n) use(i, k0 + k, v[k]);
         }
     }
+}
+
+/* `granules` 16-byte granules from the ring to shared memory, by the whole block; the caller
+ * synchronises. */
+__device__ __forceinline__ void pw_stage_copy(uint4 *dst, const uint4 *src, uint32_t granules) {
+    pw_load_granules(granules, [&](uint32_t i) { return src + i; },
+                     [&](uint32_t i, uint32_t, const uint4 &v) { dst[i] = v; });
 }
 
 /* Descriptor i of a slot's descriptor array at `dbase` (ring or pw_stage), in the slot's format. */
@@ -412,21 +421,10 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         const uint4 *sb = (const uint4 *)gdata;
         uint4 *dd = (uint4 *)pw_stage + hs;
         if (threadIdx.x == 0) pw_ring_reads = 0u;
-        /* One loop over both sources (not two copies): every load of the slot is in flight at
+        /* One pass over both sources (not two copies): every load of the slot is in flight at
          * once, one round trip. */
-        for (uint32_t i0 = threadIdx.x; i0 < total; i0 += PW_STAGE_UNROLL * blockDim.x) {
-            uint4 v[PW_STAGE_UNROLL];
-#pragma unroll
-            for (uint32_t k = 0; k < PW_STAGE_UNROLL; k++) {
-                const uint32_t i = i0 + k * blockDim.x;
-                if (i < total) v[k] = pw_ld_slot16(i < nh + nd ? sh + i : sb + (i - nh - nd));
-            }
-#pragma unroll
-            for (uint32_t k = 0; k < PW_STAGE_UNROLL; k++) {
-                const uint32_t i = i0 + k * blockDim.x;
-                if (i < total) dd[i] = v[k];
-            }
-        }
+        pw_load_granules(total, [&](uint32_t i) { return i < nh + nd ? sh + i : sb + (i - nh - nd); },
+                         [&](uint32_t i, uint32_t, const uint4 &v) { dd[i] = v; });
         __syncthreads();
     }
     /* The image a burst names is fixed while its address is live, but a freed image's address
@@ -664,26 +662,14 @@ __device__ void pw_poll_tagged(const pw_queue_desc &q, uint32_t seq, uint32_t la
         uint32_t okm = 0u; /* bit k: this thread's k-th granule carries the tag */
         uint32_t w0 = 0u, db = 0u;
         const uint32_t exit_flag = threadIdx.x == 0 ? pw_exit_flag_load(q, spins) : 0u;
-        for (uint32_t k0 = 0, i0 = threadIdx.x; i0 < g; k0 += PW_STAGE_UNROLL, i0 += PW_STAGE_UNROLL * blockDim.x) {
-            uint4 v[PW_STAGE_UNROLL];
-#pragma unroll
-            for (uint32_t k = 0; k < PW_STAGE_UNROLL; k++) {
-                const uint32_t i = i0 + k * blockDim.x;
-                if (i < g) v[k] = pw_ld_slot16(sb + i);
+        pw_load_granules(g, [&](uint32_t i) { return sb + i; }, [&](uint32_t i, uint32_t k, const uint4 &v) {
+            if (v.y == tag && v.w == tag) okm |= 1u << k;
+            ((uint2 *)pw_stage)[i] = make_uint2(v.x, v.z);
+            if (i == 0u) {
+                w0 = v.x;
+                db = v.z;
             }
-#pragma unroll
-            for (uint32_t k = 0; k < PW_STAGE_UNROLL; k++) {
-                const uint32_t i = i0 + k * blockDim.x;
-                if (i < g) {
-                    if (v[k].y == tag && v[k].w == tag) okm |= 1u << (k0 + k);
-                    ((uint2 *)pw_stage)[i] = make_uint2(v[k].x, v[k].z);
-                    if (i == 0u) {
-                        w0 = v[k].x;
-                        db = v[k].z;
-                    }
-                }
-            }
-        }
+        });
         if (threadIdx.x == 0) pw_tag_need = (okm & 1u) ? pw_tagged_need(q, w0, db) : 0u;
         __syncthreads();
         const uint32_t need = pw_tag_need;
