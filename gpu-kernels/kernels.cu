@@ -797,8 +797,10 @@ extern "C" __global__ void __launch_bounds__(512, 1) pw_persistent(const pw_queu
     }
 }
 
-/* Modes `launch` and `graph`: one block runs burst `seq` of queue `queue` and publishes it. */
-extern "C" __global__ void __launch_bounds__(256) pw_burst(const pw_queue_desc *queues, uint32_t queue, uint32_t seq) {
+/* Modes `launch` and `graph`: one block runs burst `seq` of queue `queue` and publishes it. One
+ * block per launch, so the whole register file is there to use (with ptxas's default target of
+ * two blocks per SM these kernels spilled registers). */
+extern "C" __global__ void __launch_bounds__(256, 1) pw_burst(const pw_queue_desc *queues, uint32_t queue, uint32_t seq) {
     const pw_queue_desc q = queues[queue];
     uint64_t *ts = pw_ts;
     if (q.trace && threadIdx.x == 0) ts[0] = pw_globaltimer();
@@ -814,7 +816,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_burst(const pw_queue_desc *
 
 /* Graph mode: the graph's kernel nodes read the burst number from the slot header, so one graph
  * instance serves every lap of its window of slots. */
-extern "C" __global__ void __launch_bounds__(256) pw_burst_slot(const pw_queue_desc *queues, uint32_t queue, uint32_t slot) {
+extern "C" __global__ void __launch_bounds__(256, 1) pw_burst_slot(const pw_queue_desc *queues, uint32_t queue, uint32_t slot) {
     const pw_queue_desc q = queues[queue];
     const pw_slot_hdr *hdr = (const pw_slot_hdr *)(q.ring + (uint64_t)slot * q.slot_bytes);
     __shared__ uint32_t seq;
