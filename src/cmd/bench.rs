@@ -552,7 +552,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 lat_bad += r.mismatches;
                 let lat = &r.samples;
                 let (p50, p_99, p999) = (pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999));
-                let m = step_medians(&r.steps);
+                let m = step_pct(&r.steps, 0.5);
                 let m99 = step_pct(&r.steps, 0.99);
                 let th = threads.unwrap_or(256);
                 let parts = GpuOptions {
@@ -1102,11 +1102,6 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
         mismatches,
         tagged: ex.tagged(0),
     })
-}
-
-/// Median of each GPU step column.
-fn step_medians(steps: &[[f64; 6]]) -> [f64; 6] {
-    step_pct(steps, 0.5)
 }
 
 /// Percentile `p` of each GPU step column.

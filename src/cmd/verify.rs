@@ -522,7 +522,11 @@ pub fn verify_one(
     let mut src = Source::from_args(a)?;
     let mut left = a.limit.unwrap_or(u64::MAX);
     let input = describe_input(a);
-    let tagged = gpu_options(a, mode, placement).tagged_queue(0);
+    let opts = GpuOptions {
+        emit_meta: true,
+        ..gpu_options(a, mode, placement)
+    };
+    let tagged = opts.tagged_queue(0);
     let mut report = RunReport {
         input,
         mode: format!("{mode:?}").to_lowercase(),
@@ -533,10 +537,6 @@ pub fn verify_one(
     // 256 KiB of data per slot holds any Ethernet frame in the corpus (jumbo included) and
     // bursts are cut by bytes as well as frames below.
     let data_cap = slot_data_bytes(a);
-    let opts = GpuOptions {
-        emit_meta: true,
-        ..gpu_options(a, mode, placement)
-    };
     let pd = PipelineDesc {
         parse: true,
         acl: acl.map(Acl::tables),

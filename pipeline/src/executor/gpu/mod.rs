@@ -788,27 +788,26 @@ impl GpuExecutor {
                     let a = r.ptr;
                     (Some(r), None, Some(s), Some(p), a)
                 }
-                Placement::Mapped if tagged => {
-                    let r = PinnedBuffer::new(&ctx, ring_bytes)?;
-                    // Tag 0 everywhere: burst seq's tag is seq + 1, never 0 in the first lap.
-                    // SAFETY: a fresh host allocation of exactly ring_bytes; no GPU work yet.
-                    unsafe { ptr::write_bytes(r.host, 0, ring_bytes) };
-                    let a = r.dev;
-                    (None, Some(r), None, None, a)
-                }
                 Placement::Mapped => {
                     let r = PinnedBuffer::new(&ctx, ring_bytes)?;
-                    // Each slot's header names the lap before the first (seq = slot - slots), so a
-                    // kernel polling for seq (PW_PIPE_SLOT_SEQ) never takes fresh memory for a burst.
-                    for k in 0..slots {
-                        let h = SlotHdr {
-                            seq: (k as u32).wrapping_sub(slots as u32),
-                            ..Default::default()
-                        };
-                        // SAFETY: slot k's header lies inside the new buffer; no GPU work yet.
-                        unsafe {
-                            ptr::write_unaligned(r.host.add(k * slot_bytes) as *mut SlotHdr, h)
-                        };
+                    if tagged {
+                        // Tag 0 everywhere: burst seq's tag is seq + 1, never 0 in the first lap.
+                        // SAFETY: a fresh host allocation of exactly ring_bytes; no GPU work yet.
+                        unsafe { ptr::write_bytes(r.host, 0, ring_bytes) };
+                    } else {
+                        // Each slot's header names the lap before the first (seq = slot - slots),
+                        // so a kernel polling for seq (PW_PIPE_SLOT_SEQ) never takes fresh memory
+                        // for a burst.
+                        for k in 0..slots {
+                            let h = SlotHdr {
+                                seq: (k as u32).wrapping_sub(slots as u32),
+                                ..Default::default()
+                            };
+                            // SAFETY: slot k's header lies inside the new buffer; no GPU work yet.
+                            unsafe {
+                                ptr::write_unaligned(r.host.add(k * slot_bytes) as *mut SlotHdr, h)
+                            };
+                        }
                     }
                     let a = r.dev;
                     (None, Some(r), None, None, a)
@@ -1202,6 +1201,11 @@ impl GpuExecutor {
             };
             let hb = std::mem::size_of::<SlotHdr>();
             let raw: [u8; 48] = std::mem::transmute(hdr);
+            // Non-temporal stores only for bursts of large frames, into a mapped ring: the kernel
+            // parses those in place and reads their headers alone, while small frames are read
+            // whole, faster from the CPU's cache (for a tagged slot's small frames they also
+            // measured worse at p99: BENCHMARKS.md, issue 4 session 4).
+            let nt = self.opts.nt_stores && q.staging.is_none() && bytes >= NT_MIN_FRAME * n;
             if q.tagged {
                 // The image (header, descriptors, frame bytes, each padded to 16 bytes), then
                 // all of it as tagged words.
@@ -1212,10 +1216,6 @@ impl GpuExecutor {
                 img[..hb].copy_from_slice(&raw);
                 write_descs(img.as_mut_ptr().add(hb), &burst.descs, dfmt);
                 img[hb + nd..hb + nd + bytes].copy_from_slice(&burst.data);
-                // Non-temporal stores by the same rule as an untagged slot's frames: for small
-                // frames they measured no better at p50 and worse at p99 (BENCHMARKS.md, issue 4
-                // session 4).
-                let nt = self.opts.nt_stores && bytes >= NT_MIN_FRAME * n;
                 store_tagged(slot_ptr, &img, seq.wrapping_add(1), nt);
                 q.image = img;
             } else {
@@ -1225,9 +1225,6 @@ impl GpuExecutor {
                 ptr::copy_nonoverlapping(raw.as_ptr().add(16), slot_ptr.add(16), hb - 16);
                 write_descs(slot_ptr.add(hb), &burst.descs, dfmt);
                 let data = slot_ptr.add(self.data_offset as usize);
-                // Only bursts of large frames: the kernel parses those in place and reads their
-                // headers alone, while small frames are read whole, faster from the CPU's cache.
-                let nt = self.opts.nt_stores && q.staging.is_none() && bytes >= NT_MIN_FRAME * n;
                 if nt {
                     stream_copy(data, burst.data.as_ptr(), bytes);
                     // Non-temporal stores are ordered before the header's store only by sfence.
