@@ -37,9 +37,7 @@
 #include <vector>
 #include <immintrin.h>
 #include <cuda_runtime.h>
-
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
-    fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); exit(2); } } while (0)
+#include "../../flow-rules/csrc/tool_io.cuh" /* CK: stop on a CUDA runtime error */
 
 static const uint32_t SLOTS = 8, HDR = 48, THREADS = 256, STAGE = 16384;
 
