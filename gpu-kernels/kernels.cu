@@ -120,6 +120,24 @@ __device__ __forceinline__ void pw_store_verdict(const pw_vout &vo, uint32_t i, 
     asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(&t->mark), "r"(v.mark), "r"(vo.tag) : "memory");
 }
 
+/* Whether a parsed frame goes through the acl stage: not when parse failed and the pipeline drops
+ * malformed frames first. */
+__device__ __forceinline__ bool pw_acl_runs(const pw_queue_desc &q, uint32_t parse_ok) {
+    return parse_ok || !(q.pipeline & PW_PIPE_DROP_MALFORMED);
+}
+
+/* A frame's verdict from its parse and acl results, stored as verdict `vi`, and its counts. Lane
+ * 0 of the frame's group. */
+__device__ __forceinline__ void pw_emit_verdict(const pw_queue_desc &q, const pw_acl_sel &a, uint32_t parse_ok,
+                                                uint32_t rule, uint8_t action, uint32_t mark, uint32_t acl_ran,
+                                                uint32_t wire_len, const pw_vout &vo, uint32_t vi,
+                                                pw_count_regs *cr) {
+    pw_verdict v = pw_verdict_of(parse_ok, q.pipeline, rule, action, mark);
+    pw_store_verdict(vo, vi, v);
+    if (q.pipeline & PW_PIPE_COUNT)
+        pw_count_frame(cr, (uint64_t *)a.rule_hits, a.n_rules, parse_ok, acl_ran, &v, wire_len);
+}
+
 /* One frame through the pipeline. Writes verdict `vi` (and the metadata when asked) and counts.
  * Run by a group of `gsize` lanes (lane `gl` of it; gsize 1: one thread per frame): every lane
  * parses the frame (same bytes, same path), the group shares the ACL lookup, lane 0 writes. */
@@ -140,19 +158,16 @@ __device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const pw_ac
     uint32_t mark = 0u;
     uint32_t acl_ran = 0u;
 #if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
-    if ((q.pipeline & PW_PIPE_ACL) && !(!parse_ok && (q.pipeline & PW_PIPE_DROP_MALFORMED))) {
+    if ((q.pipeline & PW_PIPE_ACL) && pw_acl_runs(q, parse_ok)) {
         pw_stage_acl(a, &m, d.port, &rule, &action, &mark, gl, gsize);
         acl_ran = 1u;
     }
 #endif
     if (gl != 0u) return;
-    pw_verdict v = pw_verdict_of(parse_ok, q.pipeline, rule, action, mark);
-    pw_store_verdict(vo, vi, v);
+    pw_emit_verdict(q, a, parse_ok, rule, action, mark, acl_ran, d.wire_len, vo, vi, cr);
 #if defined(PW_HAVE_PARSE)
     if (mout && (q.pipeline & PW_PIPE_PARSE)) *mout = m;
 #endif
-    if (q.pipeline & PW_PIPE_COUNT)
-        pw_count_frame(cr, (uint64_t *)a.rule_hits, a.n_rules, parse_ok, acl_ran, &v, d.wire_len);
 }
 
 __device__ __forceinline__ void pw_zero_counters(pw_queue_counters *c) {
@@ -346,15 +361,11 @@ __device__ __forceinline__ void pw_run_split(const pw_queue_desc &q, const pw_ac
         uint32_t rule = PW_ACL_NO_MATCH;
         uint8_t action = (uint8_t)PW_ACTION_PASS;
         uint32_t mark = 0u, acl_ran = 0u;
-        if (parse_ok || !(q.pipeline & PW_PIPE_DROP_MALFORMED)) {
+        if (pw_acl_runs(q, parse_ok)) {
             pw_stage_acl_key(a, &f->key, &rule, &action, &mark, gl, gsize);
             acl_ran = 1u;
         }
-        if (gl != 0u) continue;
-        pw_verdict v = pw_verdict_of(parse_ok, q.pipeline, rule, action, mark);
-        pw_store_verdict(vo, i, v);
-        if (q.pipeline & PW_PIPE_COUNT)
-            pw_count_frame(cr, (uint64_t *)a.rule_hits, a.n_rules, parse_ok, acl_ran, &v, f->wire_len);
+        if (gl == 0u) pw_emit_verdict(q, a, parse_ok, rule, action, mark, acl_ran, f->wire_len, vo, i, cr);
     }
 }
 #endif
