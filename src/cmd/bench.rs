@@ -197,6 +197,25 @@ fn bulk_executor(device: u32, pd: PipelineDesc<'_>) -> anyhow::Result<GpuExecuto
     GpuExecutor::new(opts, pd, 1, &kernel_image())
 }
 
+/// The latency verdict check so far: a line of the table (`what` qualifies it) and
+/// `latency_verdicts` in the JSON (the last call's totals stay).
+fn report_verdicts(
+    md: &mut Table,
+    js: &mut serde_json::Map<String, serde_json::Value>,
+    what: &str,
+    checked: u64,
+    bad: u64,
+) {
+    md.line(format!(
+        "\nVerdicts checked against the CPU executor{what}: {checked}, mismatches: {bad}{}",
+        if bad > 0 { " !!" } else { "" }
+    ));
+    js.insert(
+        "latency_verdicts".into(),
+        json!({"checked": checked, "mismatches": bad}),
+    );
+}
+
 struct Table {
     rows: Vec<String>,
 }
@@ -372,18 +391,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                     let lat = latency(
                         &a,
                         &base,
-                        LatCase {
-                            tables: Some(tables),
-                            parse: true,
-                            mode,
-                            placement,
-                            burst,
-                            threads: None,
-                            trace: false,
-                            burst_ctas: None,
-                            tagged: None,
-                            stage: Some(&stage),
-                        },
+                        LatCase::full(tables, &stage, mode, placement, burst),
                     )?;
                     lat_checked += lat.checked;
                     lat_bad += lat.mismatches;
@@ -424,16 +432,14 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                         &a,
                         &base,
                         LatCase {
-                            tables: Some(tables),
-                            parse: true,
-                            mode: Mode::Persistent,
-                            placement: Placement::Mapped,
-                            burst,
-                            threads: None,
-                            trace: false,
-                            burst_ctas: None,
                             tagged,
-                            stage: Some(&stage),
+                            ..LatCase::full(
+                                tables,
+                                &stage,
+                                Mode::Persistent,
+                                Placement::Mapped,
+                                burst,
+                            )
                         },
                     )?;
                     lat_checked += r.checked;
@@ -448,14 +454,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             }
         }
         js.insert("latency_transport".into(), json!(trows));
-        md.line(format!(
-            "\nVerdicts checked against the CPU executor: {lat_checked}, mismatches: {lat_bad}{}",
-            if lat_bad > 0 { " !!" } else { "" }
-        ));
-        js.insert(
-            "latency_verdicts".into(),
-            json!({"checked": lat_checked, "mismatches": lat_bad}),
-        );
+        report_verdicts(&mut md, &mut js, "", lat_checked, lat_bad);
 
         // Where the time goes: the same 32-frame burst with fewer stages, and with one thread
         // per frame (32 threads: no cooperative ACL lookup, fewer staging loads in flight), with
@@ -578,13 +577,12 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             }
         }
         js.insert("latency_decomposition".into(), json!(rows));
-        md.line(format!(
-            "\nVerdicts checked against the CPU executor, every latency row with parse + acl so far: {lat_checked}, mismatches: {lat_bad}{}",
-            if lat_bad > 0 { " !!" } else { "" }
-        ));
-        js.insert(
-            "latency_verdicts".into(),
-            json!({"checked": lat_checked, "mismatches": lat_bad}),
+        report_verdicts(
+            &mut md,
+            &mut js,
+            ", every latency row with parse + acl so far",
+            lat_checked,
+            lat_bad,
         );
     }
 
@@ -956,6 +954,31 @@ struct LatCase<'a> {
     /// The acl stage of `tables`, for the CPU reference every verdict is checked against
     /// (parse + acl pipelines only).
     stage: Option<&'a AclStage>,
+}
+
+impl<'a> LatCase<'a> {
+    /// Parse + acl (`tables`, every verdict checked against `stage`), untraced, the executor's
+    /// defaults for everything else.
+    fn full(
+        tables: AclTablesRef<'a>,
+        stage: &'a AclStage,
+        mode: Mode,
+        placement: Placement,
+        burst: u32,
+    ) -> Self {
+        LatCase {
+            tables: Some(tables),
+            parse: true,
+            mode,
+            placement,
+            burst,
+            threads: None,
+            trace: false,
+            burst_ctas: None,
+            tagged: None,
+            stage: Some(stage),
+        }
+    }
 }
 
 /// One row of the latency decomposition (None: the executor's default).
