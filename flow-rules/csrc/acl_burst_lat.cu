@@ -1,14 +1,15 @@
 // Times the ACL lookup of one small burst inside one CTA, the way the persistent kernel runs it:
-// every group of `gsize` lanes classifies one frame's key (pw_acl_classify_group), the CTA waits
-// for the slowest, and thread 0 reads the clock before and after. One launch per configuration
-// runs many bursts of the trace back to back, so launch overhead is not in the figures. Checks
-// every answer against the Rust matcher's (files from `cargo run --example acl_gpu_dump`).
+// every group of `gsize` lanes classifies one frame's key, the CTA waits for the slowest, and
+// thread 0 reads the clock before and after. One launch per configuration runs many bursts of
+// the trace back to back, so launch overhead is not in the figures. Checks every answer against
+// the Rust matcher's (files from `cargo run --example acl_gpu_dump`).
 // Build: nvcc -O3 -std=c++17 -arch=sm_90 -I gpu-kernels flow-rules/csrc/acl_burst_lat.cu -o acl_burst_lat
 // Run:   acl_burst_lat DIR [BURSTS]
 // Prints, per configuration (threads, frames per burst, lanes per frame, idle gap before each
-// burst: thread 0 spinning, as the persistent kernel polls; pairs: the IPv4 trees rebuilt with
-// one load per level, see below): p50 / p99 of a burst's lookup time in ns and the mismatches. (It showed that a warp per frame on fewer frames per SM is what
-// shortens a small burst's lookups: see GpuOptions::burst_ctas and BENCHMARKS.md.)
+// burst: thread 0 spinning, as the persistent kernel polls; algo: `group` =
+// pw_acl_classify_group (the kernel's), `pairs` = the same over the IPv4 trees rebuilt with one
+// load per level, see below; tail and smem: see `bursts`): p50 / p99 / max of a burst's lookup
+// time in ns and the mismatches.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -101,16 +102,30 @@ __device__ uint32_t pair_classify_group(const pw_acl_tables *t, const pw_acl_key
 }
 
 // Bursts b = 0..nb-1 of `frames` keys each (keys b*frames ...); ns[b] = the burst's lookup time.
+// SMEM: bytes of static shared memory the kernel holds (the persistent kernel's ~28 KB), so the
+// driver's shared / L1 split is the kernel's. tail: after its lookup, lane 0 of a group does what
+// the kernel does with the answer: loads the rule's action, stores a tagged verdict (3 x 8-byte
+// volatile stores) to mapped host memory `vh`, and adds to the rule's 64-bit hit counter.
+template <uint32_t SMEM>
 __global__ void bursts(const pw_acl_tables *t, const pw_acl_key *keys, uint32_t nkeys, uint32_t frames,
-                       uint32_t gsize, uint32_t gap_ns, uint32_t toff, uint32_t ntrees, uint32_t nb, uint32_t *out,
-                       uint32_t *ns) {
+                       uint32_t gsize, uint32_t gap_ns, uint32_t toff, uint32_t ntrees, uint32_t nb,
+                       uint32_t *out, uint32_t *ns, bool tail, uint2 *vh, unsigned long long *hits, bool flush) {
+    __shared__ uint4 held[SMEM / 16 + 1];
+    if constexpr (SMEM > 0u) {
+        for (uint32_t i = threadIdx.x; i < SMEM / 16; i += blockDim.x) held[i] = make_uint4(i, 0u, 0u, 0u);
+        __syncthreads();
+    }
     const uint32_t f = threadIdx.x / gsize, gl = threadIdx.x & (gsize - 1u);
     for (uint32_t b = 0; b < nb; b++) {
         const uint32_t k = (b * frames + f) % nkeys;
-        pw_acl_key key;
-        if (f < frames) key = keys[k];
+        pw_acl_key key = keys[f < frames ? k : 0];
         /* An idle gap before the burst, as the persistent kernel waits for the next one: thread
          * 0 spins on the clock, the other warps wait at the barrier. */
+        if (flush && threadIdx.x == 0) {
+            /* An acquire at GPU scope: drops the SM's L1 lines, as a fence in the kernel would. */
+            uint32_t v;
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ns) : "memory");
+        }
         if (gap_ns && threadIdx.x == 0) {
             const uint64_t t = gtimer();
             while (gtimer() - t < gap_ns) {
@@ -123,10 +138,26 @@ __global__ void bursts(const pw_acl_tables *t, const pw_acl_key *keys, uint32_t 
             const uint32_t r = toff && key.ip_version == 4 ? pair_classify_group(t, &key, gl, gsize, toff, ntrees)
                                : gsize > 1u                  ? pw_acl_classify_group(t, &key, gl, gsize)
                                                              : pw_acl_classify(t, &key);
-            if (gl == 0u) out[k] = r;
+            if (gl == 0u) {
+                out[k] = r;
+                if (tail) {
+                    uint32_t mark = 0u, w = 0u;
+                    if (r != PW_ACL_NO_MATCH) {
+                        w = pw_acl_action(t, r, &mark);
+                        atomicAdd(hits + r, 1ull);
+                    }
+                    uint2 *v = vh + 3u * f;
+                    asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(v), "r"(w), "r"(b + 1u) : "memory");
+                    asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(v + 1), "r"(r), "r"(b + 1u) : "memory");
+                    asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(v + 2), "r"(mark), "r"(b + 1u) : "memory");
+                }
+            }
         }
         __syncthreads();
         if (threadIdx.x == 0) ns[b] = (uint32_t)(gtimer() - t0);
+    }
+    if constexpr (SMEM > 0u) {
+        if (threadIdx.x == 0) out[0] ^= held[gap_ns % (SMEM / 16)].x & 0x80000000u; /* keeps `held` */
     }
 }
 
@@ -145,22 +176,44 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&dns, nb * 4));
     CK(cudaMemcpy(dimg, pt.words.data(), pt.words.size() * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dkeys, keys.data(), keys.size(), cudaMemcpyHostToDevice));
-    struct C { uint32_t threads, frames, gsize, gap_ns, pairs; } cs[] = {
-        {256, 32, 8, 0, 0},  {256, 32, 8, 10000, 0}, {256, 32, 4, 0, 0},   {256, 32, 1, 0, 0},
-        {1024, 32, 32, 0, 0}, {512, 32, 16, 0, 0},   {256, 16, 16, 0, 0},   {256, 8, 32, 0, 0},
-        {256, 8, 32, 10000, 0}, {256, 8, 32, 50000, 0}, {128, 4, 32, 0, 0},
-        {256, 32, 8, 0, 1},  {256, 16, 16, 0, 1},    {256, 8, 32, 0, 1},    {128, 4, 32, 0, 1},
+    /* algo: 0 = pw_acl_classify_group (1 lane: pw_acl_classify), 1 = the same over the pair
+     * trees. */
+    /* smem: 0 = none; 1, 2, 3 = 28 KB held with the carveout hint default / max L1 / max shared. */
+    struct C { uint32_t threads, frames, gsize, gap_ns, algo, tail, smem, flush; } cs[] = {
+        {256, 32, 8, 0, 0, 0, 0},  {256, 32, 8, 10000, 0, 0, 0}, {256, 32, 8, 0, 0, 1, 0},
+        {256, 32, 8, 0, 0, 0, 1},  {256, 32, 8, 0, 0, 0, 2},     {256, 32, 8, 0, 0, 0, 3},
+        {256, 32, 8, 0, 0, 1, 1},  {256, 32, 8, 0, 0, 1, 2},     {256, 32, 4, 0, 0, 0, 0},
+        {256, 32, 1, 0, 0, 0, 0},  {512, 32, 16, 0, 0, 0, 0},    {256, 16, 16, 0, 0, 0, 0},
+        {256, 16, 16, 0, 0, 1, 1}, {256, 8, 32, 0, 0, 0, 0},     {128, 4, 32, 0, 0, 0, 0},
+        {256, 32, 8, 0, 1, 0, 0},  {256, 8, 32, 0, 1, 0, 0},     {256, 32, 8, 0, 0, 0, 0, 1},
+        {256, 32, 8, 0, 0, 1, 2, 1}, {256, 16, 16, 0, 0, 0, 0, 1}, {256, 8, 32, 0, 0, 0, 0, 1},
     };
+    uint2 *vh;
+    unsigned long long *dhits;
+    CK(cudaHostAlloc((void **)&vh, 3 * 64 * sizeof(uint2), cudaHostAllocMapped));
+    CK(cudaMalloc(&dhits, (size_t)n * 8 + 8));
+    CK(cudaFuncSetAttribute(bursts<28672>, cudaFuncAttributePreferredSharedMemoryCarveout, -1));
     printf("%s: %u keys, image %zu B, %u bursts per configuration\n", d.c_str(), n, img.size(), nb);
     printf("(pairs: the same lookups over IPv4 trees rebuilt with one 8-byte load per level: %zu more bytes)\n",
            pt.words.size() * 4 - img.size());
-    printf("threads frames lanes gap_ns pairs   p50_ns   p99_ns  max_ns mismatches\n");
+    printf("threads frames lanes gap_ns algo  tail smem flush   p50_ns   p99_ns  max_ns mismatches\n");
     const uint32_t *want = (const uint32_t *)exp.data();
     for (const C &c : cs) {
         CK(cudaMemset(dout, 0xFF, n * 4));
-        for (int rep = 0; rep < 2; rep++) /* the first pass warms L2 */
-            bursts<<<1, c.threads>>>((const pw_acl_tables *)dimg, (const pw_acl_key *)dkeys, n, c.frames, c.gsize,
-                                     c.gap_ns, c.pairs ? pt.toff : 0u, pt.ntrees, nb, dout, dns);
+        if (c.smem)
+            CK(cudaFuncSetAttribute(bursts<28672>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    c.smem == 1u ? -1 : c.smem == 2u ? 0 : 100));
+        for (int rep = 0; rep < 2; rep++) { /* the first pass warms L2 */
+            const pw_acl_tables *ti = (const pw_acl_tables *)dimg;
+            const uint32_t toff = c.algo == 1u ? pt.toff : 0u;
+            if (c.smem)
+                bursts<28672><<<1, c.threads>>>(ti, (const pw_acl_key *)dkeys, n, c.frames, c.gsize, c.gap_ns, toff,
+                                                pt.ntrees, nb, dout, dns, c.tail, vh, dhits, c.flush);
+            else
+                bursts<0><<<1, c.threads>>>(ti, (const pw_acl_key *)dkeys, n, c.frames, c.gsize, c.gap_ns, toff,
+                                            pt.ntrees, nb, dout, dns, c.tail, vh, dhits, c.flush);
+            CK(cudaGetLastError());
+        }
         CK(cudaDeviceSynchronize());
         std::vector<uint32_t> got(n), ns(nb);
         CK(cudaMemcpy(got.data(), dout, n * 4, cudaMemcpyDeviceToHost));
@@ -172,7 +225,8 @@ int main(int argc, char **argv) {
             if (got[i] != want[i]) bad++;
         }
         std::sort(ns.begin(), ns.end());
-        printf("%7u %6u %5u %6u %5u %8u %8u %7u %u of %u\n", c.threads, c.frames, c.gsize, c.gap_ns, c.pairs,
+        printf("%7u %6u %5u %6u %5s %4u %4u %5u %8u %8u %7u %u of %u\n", c.threads, c.frames, c.gsize, c.gap_ns,
+               c.algo == 0u ? "group" : "pairs", c.tail, c.smem, c.flush,
                ns[nb / 2], ns[(size_t)nb * 99 / 100], ns[nb - 1], bad, checked);
     }
     return 0;

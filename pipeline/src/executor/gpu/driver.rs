@@ -695,6 +695,18 @@ impl Function {
         ))
     }
 
+    /// Preferred shared-memory carveout, percent of the maximum (a hint; -1 = no preference).
+    pub fn set_carveout(&self, percent: i32) -> CuResult<()> {
+        // SAFETY: valid function handle; a plain attribute write.
+        unsafe {
+            cu!(cuFuncSetAttribute(
+                self.raw,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                percent
+            ))
+        }
+    }
+
     /// Blocks of `block` threads that fit on one multiprocessor at once.
     pub fn occupancy(&self, block: u32) -> CuResult<u32> {
         let mut n = 0i32;
