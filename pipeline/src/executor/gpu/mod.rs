@@ -617,7 +617,6 @@ unsafe impl Send for Queue {}
 const CARVEOUT_MAX_L1: i32 = 0;
 
 /// The GPU executor.
-
 pub struct GpuExecutor {
     opts: GpuOptions,
     pipeline_flags: u32,
