@@ -227,17 +227,17 @@ __device__ __forceinline__ uint32_t pw_group_size(const pw_queue_desc &q, uint32
  * its first store, so a slot costs one round trip to host memory, not one per granule row. */
 #define PW_STAGE_UNROLL 4u
 
-/* Granules 0 .. n - 1 read by the whole block, each by `load(i)` (16 bytes, a strong load),
+/* Granules 0 .. n - 1 (16 bytes each, at `at(i)`) read by the whole block with strong loads,
  * PW_STAGE_UNROLL in flight per thread before the first is used, handed to `use(i, k, v)` (k:
  * the granule's index among this thread's); the caller synchronises. */
-template <typename Load, typename Use>
-__device__ __forceinline__ void pw_load_granules_by(uint32_t n, Load load, Use use) {
+template <typename At, typename Use>
+__device__ __forceinline__ void pw_load_granules(uint32_t n, At at, Use use) {
     for (uint32_t k0 = 0, i0 = threadIdx.x; i0 < n; k0 += PW_STAGE_UNROLL, i0 += PW_STAGE_UNROLL * blockDim.x) {
         uint4 v[PW_STAGE_UNROLL];
 #pragma unroll
         for (uint32_t k = 0; k < PW_STAGE_UNROLL; k++) {
             const uint32_t i = i0 + k * blockDim.x;
-            if (i < n) v[k] = load(i);
+            if (i < n) v[k] = pw_ld_slot16(at(i));
         }
 #pragma unroll
         for (uint32_t k = 0; k < PW_STAGE_UNROLL; k++) {
@@ -245,12 +245,6 @@ __device__ __forceinline__ void pw_load_granules_by(uint32_t n, Load load, Use u
             if (i < n) use(i, k0 + k, v[k]);
         }
     }
-}
-
-/* pw_load_granules_by with granule i at `at(i)` (a ring slot) read by pw_ld_slot16. */
-template <typename At, typename Use>
-__device__ __forceinline__ void pw_load_granules(uint32_t n, At at, Use use) {
-    pw_load_granules_by(n, [&](uint32_t i) { return pw_ld_slot16(at(i)); }, use);
 }
 
 /* `granules` 16-byte granules from the ring to shared memory, by the whole block; the caller
@@ -334,93 +328,35 @@ typedef struct pw_split_frame {
     pw_acl_key key;
     uint32_t wire_len;
     uint32_t parse_ok;
-    uint32_t reserved; /* 8-byte multiple: a frame is whole relay words (PW_PIPE_RELAY) */
 } pw_split_frame;
-static_assert(sizeof(pw_split_frame) == PW_RELAY_FRAME_BYTES, "relayed frame size");
 #define PW_SPLIT_MAX 64u
-static_assert(PW_SPLIT_MAX >= PW_RELAY_MAX_BURST, "a relayed burst fits pw_split");
-__shared__ __align__(16) pw_split_frame pw_split[PW_SPLIT_MAX]; /* 16: pw_poll_relay writes 8-byte words */
-
-/* ---- PW_PIPE_RELAY: part 0 hands a burst's keys to its CTA group through L2 ----
- * A relay slot is the tagged image of {slot header, pw_split_frame[n]}: 16-byte granules of two
- * 8-byte words {payload word, tag}, each word one single-copy-atomic 64-bit store (a 16-byte
- * vector access is only atomic per element), so a reader that sees a word's tag has its payload.
- * Granule g carries payload words 2g, 2g + 1: the header is granules 0..5, frame i granules
- * 6 + 7i .. 12 + 7i. The slot is relay slot seq % slots: the host reuses ring slot seq % slots
- * only after every part's verdicts of burst seq, so part 0 never overwrites a relay slot a part
- * still has to read. */
-#define PW_RELAY_HDR_GRANULES 6u
-#define PW_RELAY_FRAME_GRANULES (PW_RELAY_FRAME_BYTES / 8u)
-
-__device__ __forceinline__ uint64_t *pw_relay_slot(const pw_queue_desc &q, uint32_t seq) {
-    return (uint64_t *)(q.relay + (uint64_t)(seq % q.slots) * PW_RELAY_SLOT_BYTES(q.burst_max));
-}
-
-/* `granules` granules of payload `src` (32-bit words) to relay granule `at` of `rs`, tagged. */
-__device__ __forceinline__ void pw_relay_put(uint64_t *rs, uint32_t at, const uint32_t *src, uint32_t granules,
-                                             uint32_t tag) {
-    const uint64_t t = (uint64_t)tag << 32;
-    for (uint32_t g = 0; g < granules; g++) {
-        const uint64_t a = src[2u * g] | t, b = src[2u * g + 1u] | t;
-        asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(rs + 2u * (at + g)), "l"(a), "l"(b)
-                     : "memory");
-    }
-}
-
-/* Relay granule i as {payload, tag, payload, tag}: two 64-bit elements, each read whole. */
-__device__ __forceinline__ uint4 pw_relay_get(const uint64_t *rs, uint32_t i) {
-    uint64_t a, b;
-    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(rs + 2u * i));
-    return make_uint4((uint32_t)a, (uint32_t)(a >> 32), (uint32_t)b, (uint32_t)(b >> 32));
-}
+__shared__ pw_split_frame pw_split[PW_SPLIT_MAX];
 
 /* Frames [lo, hi) of a burst shared by groups of `gsize` > 1 lanes (hi - lo <= PW_SPLIT_MAX), in
  * two passes: a thread per frame parses and keeps the frame's key in shared memory, then each
  * frame's group shares its lookup. pw_run_frame would have every lane of a group parse the same
  * frame: eight or sixteen times the parse work on the SM's schedulers, on the burst's latency
  * path. Same results as pw_run_frame. `fd` rules as pw_run_slot's. */
-__device__ __forceinline__ void pw_split_lookups(const pw_queue_desc &q, const pw_acl_sel &a, uint32_t lo,
-                                                 uint32_t hi, uint32_t base, const pw_vout &vo, pw_count_regs *cr,
-                                                 uint32_t gsize);
-
-/* `relay` (PW_PIPE_RELAY, part 0 of n frames; else 0): every frame is parsed into pw_split[i]
- * (metadata out too), and the slot header and the frames outside [lo, hi) are relayed with `tag`
- * to the burst's other parts; then the lookups of [lo, hi) as without. */
 __device__ __forceinline__ void pw_run_split(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *descs,
                                              bool compact, const uint8_t *data, const uint8_t *gdata, bool staged,
                                              uint32_t db, uint32_t lo, uint32_t hi, const pw_vout &vo,
-                                             pw_packet_meta *mout, pw_count_regs *cr, uint32_t gsize, uint32_t n,
-                                             uint64_t *relay, uint32_t tag) {
-    const uint32_t base = relay ? 0u : lo, end = relay ? n : hi;
-    if (relay && threadIdx.x == 0)
-        pw_relay_put(relay, 0u, (const uint32_t *)pw_stage, PW_RELAY_HDR_GRANULES, tag);
-    for (uint32_t i = base + threadIdx.x; i < end; i += blockDim.x) {
+                                             pw_packet_meta *mout, pw_count_regs *cr, uint32_t gsize) {
+    for (uint32_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
         const pw_desc d = pw_desc_at(descs, i, compact);
         /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged. */
         const uint8_t *fd = (staged && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
         pw_packet_meta m;
         pw_parse(fd + d.offset, d.len, &m);
-        pw_split_frame *f = &pw_split[i - base];
+        pw_split_frame *f = &pw_split[i - lo];
         f->parse_ok = m.status == 0u;
         f->wire_len = d.wire_len;
-        f->reserved = 0u;
         pw_acl_key_from_meta(&m, d.port, &f->key);
         if (mout) mout[i] = m;
-        if (relay && (i < lo || i >= hi))
-            pw_relay_put(relay, PW_RELAY_HDR_GRANULES + PW_RELAY_FRAME_GRANULES * i, (const uint32_t *)f,
-                         PW_RELAY_FRAME_GRANULES, tag);
     }
     __syncthreads();
-    pw_split_lookups(q, a, lo, hi, base, vo, cr, gsize);
-}
-
-/* The lookups, verdicts and counts of frames [lo, hi), frame i's key in pw_split[i - base]. */
-__device__ __forceinline__ void pw_split_lookups(const pw_queue_desc &q, const pw_acl_sel &a, uint32_t lo,
-                                                 uint32_t hi, uint32_t base, const pw_vout &vo, pw_count_regs *cr,
-                                                 uint32_t gsize) {
     const uint32_t gl = threadIdx.x & (gsize - 1u);
     for (uint32_t i = lo + threadIdx.x / gsize; i < hi; i += blockDim.x / gsize) {
-        const pw_split_frame *f = &pw_split[i - base];
+        const pw_split_frame *f = &pw_split[i - lo];
         const uint32_t parse_ok = f->parse_ok;
         uint32_t rule = PW_ACL_NO_MATCH;
         uint8_t action = (uint8_t)PW_ACTION_PASS;
@@ -458,38 +394,6 @@ __shared__ uint32_t pw_img_gen;
  * bursts, see below). ts[1] (thread 0, when the queue traces) = when the slot was
  * staged. */
 #define PW_STAGED_ALL 4u
-
-/* Persistent blocks: the image a burst names is fixed while its address is live, but a freed
- * image's address can come back with a new one: when the header names another image than the
- * last burst, one acquire drops the SM's L1 lines (stale ones included) before the walk. */
-__device__ __forceinline__ void pw_image_check(const pw_queue_desc &q, const pw_slot_hdr *hdr) {
-    if (threadIdx.x == 0 && (hdr->acl_tables != pw_img_tables || hdr->generation != pw_img_gen)) {
-        (void)pw_load_acquire((const volatile uint32_t *)q.producer);
-        pw_img_tables = hdr->acl_tables;
-        pw_img_gen = hdr->generation;
-    }
-    __syncthreads();
-}
-
-/* The first and last + 1 frame of part `part` of `parts` in a burst of n frames (rounded down to
- * even frame numbers, so that a chunk's compact descriptors start on a 16-byte granule). */
-__device__ __forceinline__ uint32_t pw_part_lo(uint32_t n, uint32_t part, uint32_t parts) {
-    return (uint32_t)((uint64_t)n * part / parts) & ~1u;
-}
-__device__ __forceinline__ uint32_t pw_part_hi(uint32_t n, uint32_t part, uint32_t parts) {
-    return part + 1u == parts ? n : pw_part_lo(n, part + 1u, parts);
-}
-
-/* Where burst seq's verdicts go. */
-__device__ __forceinline__ pw_vout pw_vout_of(const pw_queue_desc &q, uint32_t seq) {
-    const uint64_t slot = seq % q.slots;
-    pw_vout vo;
-    vo.tag = (q.pipeline & PW_PIPE_TAGGED) ? seq + 1u : 0u;
-    vo.base = vo.tag ? (void *)((pw_verdict_tagged *)q.verdicts + slot * q.burst_max)
-                     : (void *)((pw_verdict *)q.verdicts + slot * q.burst_max);
-    return vo;
-}
-
 __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, pw_count_regs *cr,
                                             uint32_t hdr_granules, uint64_t *ts, bool persistent, uint32_t part,
                                             uint32_t parts) {
@@ -534,7 +438,17 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
                          [&](uint32_t i, uint32_t, const uint4 &v) { dd[i] = v; });
         __syncthreads();
     }
-    if (persistent) pw_image_check(q, hdr);
+    /* The image a burst names is fixed while its address is live, but a freed image's address
+     * can come back with a new one: when the header names another image than the last burst,
+     * one acquire drops the SM's L1 lines (stale ones included) before the walk. */
+    if (persistent) {
+        if (threadIdx.x == 0 && (hdr->acl_tables != pw_img_tables || hdr->generation != pw_img_gen)) {
+            (void)pw_load_acquire((const volatile uint32_t *)q.producer);
+            pw_img_tables = hdr->acl_tables;
+            pw_img_gen = hdr->generation;
+        }
+        __syncthreads();
+    }
     const pw_acl_sel a = pw_acl_of_slot(q, hdr);
     if (staged) {
         descs = pw_stage + sizeof(pw_slot_hdr);
@@ -554,27 +468,23 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         __syncthreads();
     }
     if (q.trace && threadIdx.x == 0) ts[1] = pw_globaltimer();
-    const pw_vout vo = pw_vout_of(q, seq);
+    pw_vout vo;
+    vo.tag = (q.pipeline & PW_PIPE_TAGGED) ? seq + 1u : 0u;
+    vo.base = vo.tag ? (void *)((pw_verdict_tagged *)q.verdicts + (uint64_t)slot * q.burst_max)
+                     : (void *)((pw_verdict *)q.verdicts + (uint64_t)slot * q.burst_max);
     pw_packet_meta *mout = (q.pipeline & PW_PIPE_META_OUT) ? (pw_packet_meta *)q.metas + (uint64_t)slot * q.burst_max : 0;
     /* This block's share of the frames (the burst's CTA group: part `part` of `parts`), split at
      * even frame numbers so that a chunk's compact descriptors start on a 16-byte granule
      * (pw_run_chunked). */
-    const uint32_t lo = pw_part_lo(n, part, parts), hi = pw_part_hi(n, part, parts);
+    const uint32_t lo = (uint32_t)((uint64_t)n * part / parts) & ~1u;
+    const uint32_t hi = part + 1u == parts ? n : (uint32_t)((uint64_t)n * (part + 1u) / parts) & ~1u;
     const uint32_t gsize = pw_group_size(q, hi - lo);
     const uint32_t gl = threadIdx.x & (gsize - 1u);
-#if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
-    /* Part 0 of a relaying group (the host sets PW_PIPE_RELAY only with parse + acl and bursts of
-     * at most PW_RELAY_MAX_BURST frames). */
-    const bool relay = (q.pipeline & PW_PIPE_RELAY) && parts > 1u;
-#else
-    const bool relay = false;
-#endif
-    if (!relay && !staged && parse && gsize == 1u && dbr <= room) {
+    if (!staged && parse && gsize == 1u && dbr <= room) {
         pw_run_chunked(q, a, base, lo, hi, db, compact, vo, mout, cr);
 #if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
-    } else if (relay || (gsize > 1u && hi - lo <= PW_SPLIT_MAX)) {
-        pw_run_split(q, a, descs, compact, data, gdata, staged, db, lo, hi, vo, mout, cr, gsize, n,
-                     relay ? pw_relay_slot(q, seq) : 0, seq + 1u);
+    } else if (gsize > 1u && hi - lo <= PW_SPLIT_MAX) {
+        pw_run_split(q, a, descs, compact, data, gdata, staged, db, lo, hi, vo, mout, cr, gsize);
 #endif
     } else {
         for (uint32_t i = lo + threadIdx.x / gsize; i < hi; i += blockDim.x / gsize) {
@@ -808,82 +718,6 @@ __device__ void pw_poll_tagged(const pw_queue_desc &q, uint32_t seq, uint32_t la
     }
 }
 
-#if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
-__shared__ uint32_t pw_relay_lo, pw_relay_hi; /* relay granules of this part's frames (pw_poll_relay) */
-
-/* PW_PIPE_RELAY, part > 0: the whole block polls relay slot seq % slots (L2: strong loads, no
- * acquire, so the SM's L1 keeps the ACL image) until the header and this part's frames carry
- * tag seq + 1, decoding the header into pw_stage and frame i into pw_split[i]. A round reads
- * the header and every frame (one load or two per thread at 256 threads; only granule 0 once the
- * queue has idled PW_HOT_POLL_NS). Sets pw_cmd (0: relayed, 1: stop). */
-__device__ __noinline__ void pw_poll_relay(const pw_queue_desc &q, uint32_t seq, uint32_t lane, uint32_t part, uint32_t parts) {
-    const uint64_t *rs = pw_relay_slot(q, seq);
-    const uint32_t tag = seq + 1u, all = PW_RELAY_HDR_GRANULES + PW_RELAY_FRAME_GRANULES * q.burst_max;
-    uint64_t idle_since = 0;
-    uint32_t spins = 0;
-    if (threadIdx.x == 0) {
-        idle_since = pw_globaltimer();
-        pw_tag_poll = pw_tag_last ? pw_tag_last : all;
-        pw_cmd = 0u;
-    }
-    __syncthreads();
-    for (;;) {
-        const uint32_t g = pw_tag_poll;
-        uint32_t okm = 0u; /* bit k: this thread's k-th granule carries the tag */
-        const uint32_t exit_flag = threadIdx.x == 0 ? pw_exit_flag_load(q, spins) : 0u;
-        pw_load_granules_by(g, [&](uint32_t i) { return pw_relay_get(rs, i); },
-                            [&](uint32_t i, uint32_t k, const uint4 &v) {
-                                if (v.y == tag && v.w == tag) okm |= 1u << k;
-                                uint2 *dst = i < PW_RELAY_HDR_GRANULES
-                                                 ? (uint2 *)pw_stage + i
-                                                 : (uint2 *)pw_split + (i - PW_RELAY_HDR_GRANULES);
-                                *dst = make_uint2(v.x, v.z);
-                            });
-        if (threadIdx.x == 0) {
-            pw_tag_need = okm & 1u;
-            if (okm & 1u) {
-                const uint32_t n = ((const pw_slot_hdr *)pw_stage)->n_frames; /* part 0 checked it */
-                pw_relay_lo = PW_RELAY_HDR_GRANULES + PW_RELAY_FRAME_GRANULES * pw_part_lo(n, part, parts);
-                pw_relay_hi = PW_RELAY_HDR_GRANULES + PW_RELAY_FRAME_GRANULES * pw_part_hi(n, part, parts);
-            }
-        }
-        __syncthreads();
-        const uint32_t glo = pw_relay_lo, ghi = pw_relay_hi;
-        bool ok = pw_tag_need != 0u && ghi <= g;
-        if (ok) {
-            /* Every granule of the header and of this part's frames this thread read is tagged. */
-            uint32_t k = 0;
-            for (uint32_t i = threadIdx.x; i < g; i += blockDim.x, k++)
-                if ((i < PW_RELAY_HDR_GRANULES || (i >= glo && i < ghi)) && !((okm >> k) & 1u)) ok = false;
-        }
-        if (__syncthreads_and(ok)) {
-            if (threadIdx.x == 0) pw_tag_last = ghi;
-            __syncthreads();
-            return;
-        }
-        if (threadIdx.x == 0) {
-            if (pw_tag_need && ghi > g) {
-                pw_tag_poll = ghi; /* granule 0 asks for more than this round read */
-            } else {
-                if (g > 1u && (spins & 0xFu) == 0u && pw_globaltimer() - idle_since > PW_HOT_POLL_NS) pw_tag_poll = 1u;
-                pw_cmd = pw_idle_step(q, lane, part, parts, &spins, idle_since, exit_flag);
-            }
-        }
-        __syncthreads();
-        if (pw_cmd) return;
-    }
-}
-
-/* PW_PIPE_RELAY, part > 0: burst seq's frames of this part, from what pw_poll_relay decoded. */
-__device__ __forceinline__ void pw_run_relayed(const pw_queue_desc &q, uint32_t seq, pw_count_regs *cr,
-                                               uint32_t part, uint32_t parts) {
-    const pw_slot_hdr *hdr = (const pw_slot_hdr *)pw_stage;
-    pw_image_check(q, hdr);
-    const uint32_t n = hdr->n_frames, lo = pw_part_lo(n, part, parts), hi = pw_part_hi(n, part, parts);
-    pw_split_lookups(q, pw_acl_of_slot(q, hdr), lo, hi, 0u, pw_vout_of(q, seq), cr, pw_group_size(q, hi - lo));
-}
-#endif
-
 /* Mode `persistent`: each queue is served by `ctas` groups of `parts` CTAs; group `lane` takes
  * bursts lane, lane + ctas, ... and CTA `part` of the group runs frames [n * part / parts,
  * n * (part + 1) / parts), rounded down to even frame numbers (every CTA of the group
@@ -915,16 +749,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) pw_persistent(const pw_queu
     __syncthreads();
     for (;;) {
         const bool slot_seq = (q.pipeline & PW_PIPE_SLOT_SEQ) != 0u;
-#if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
-        const bool relayed = (q.pipeline & PW_PIPE_RELAY) && part != 0u;
-#else
-        const bool relayed = false;
-#endif
-        if (relayed) {
-#if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
-            pw_poll_relay(q, seq, lane, part, parts);
-#endif
-        } else if (q.pipeline & PW_PIPE_TAGGED) {
+        if (q.pipeline & PW_PIPE_TAGGED) {
             pw_poll_tagged(q, seq, lane, part, parts, ts);
         } else if (threadIdx.x == 0) {
             volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
@@ -966,14 +791,8 @@ extern "C" __global__ void __launch_bounds__(512, 1) pw_persistent(const pw_queu
         if (pw_cmd) break;
         pw_count_regs cr;
         pw_count_regs_zero(&cr);
-        if (relayed) {
-#if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
-            pw_run_relayed(q, seq, &cr, part, parts);
-#endif
-        } else {
-            pw_run_slot(q, seq, &cr, (q.pipeline & PW_PIPE_TAGGED) ? PW_STAGED_ALL : slot_seq ? 1u : 3u, ts, true,
-                        part, parts);
-        }
+        pw_run_slot(q, seq, &cr, (q.pipeline & PW_PIPE_TAGGED) ? PW_STAGED_ALL : slot_seq ? 1u : 3u, ts, true, part,
+                    parts);
         __syncthreads();
         if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
         pw_publish(q, seq, ts, part, parts, pw_staged_frames(q));

@@ -477,20 +477,6 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_ctrl, consumer) == 128, "pw_queue_ctrl.con
 #define PW_PIPE_TAGGED 64u
 /* Bytes of a burst the kernel stages in shared memory (the image's limit in a tagged queue). */
 #define PW_STAGE_BYTES 24576u
-/* A persistent kernel's burst shared by a CTA group (parts > 1) with parse + acl: only part 0
- * reads the slot (across PCIe, on a mapped ring; several pollers of one slot measured slower). It
- * parses every frame and relays the slot header and the ACL key of each frame outside its own
- * share to the group through `relay` (device memory, L2), in the tagged format of
- * PW_PIPE_TAGGED (8-byte words {payload, seq + 1}); the other parts poll their relay slot
- * there, then run their frames' lookups, verdicts and counts. The ACL lookups of a small burst,
- * chains of dependent loads, so run on several SMs at once with a warp per frame. Needs
- * burst_max <= PW_RELAY_MAX_BURST. */
-#define PW_PIPE_RELAY 128u
-#define PW_RELAY_MAX_BURST 64u
-/* Payload bytes relayed per burst: the slot header, then PW_RELAY_FRAME_BYTES per frame (its ACL
- * key, wire length, parse status); a relay slot holds twice that (tags). */
-#define PW_RELAY_FRAME_BYTES 56u
-#define PW_RELAY_SLOT_BYTES(burst_max) (2u * (48u + PW_RELAY_FRAME_BYTES * (burst_max)))
 
 /* Everything a kernel needs to run one queue; an array of these lives in device memory. Addresses
  * are device addresses (of device memory or of mapped host memory) stored as integers. */
@@ -518,11 +504,9 @@ typedef struct pw_queue_desc {
                                *     (part j of the burst's CTA group writes done[slot * parts + j]; parts = 1
                                *     except in the persistent kernel, see pw_persistent) */
     uint64_t trace;           /* 112 pw_burst_trace[slots] (mapped) or 0: per-burst timestamps */
-    uint64_t relay;           /* 120 PW_PIPE_RELAY: slots relay slots of PW_RELAY_SLOT_BYTES(burst_max) (device), else 0 */
 } pw_queue_desc;
-PW_STATIC_ASSERT(sizeof(pw_queue_desc) == 128, "pw_queue_desc size");
+PW_STATIC_ASSERT(sizeof(pw_queue_desc) == 120, "pw_queue_desc size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_desc, trace) == 112, "pw_queue_desc.trace");
-PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_desc, relay) == 120, "pw_queue_desc.relay");
 
 /* Where a burst's time goes on the GPU (latency analysis; written only when the queue has a trace
  * buffer): %globaltimer (ns) at each step, one record per slot, written before the burst's done

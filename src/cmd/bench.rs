@@ -419,21 +419,20 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
 
         // The transport choices on a mapped ring, untraced, interleaved three times (the runs
         // move by a microsecond or more at p99 between rounds): tagged words (the default for
-        // these bursts), untagged, and the burst shared by 4 CTAs (keys relayed from the first).
+        // these bursts) and untagged.
         md.line("\n### Mapped ring transport, persistent, untraced, three interleaved rounds (us: p50 / p99 / p99.9)\n".into());
-        md.line("| burst | tagged (default) | untagged | 4 CTAs per burst, relay |".into());
-        md.line("| ---: | --- | --- | --- |".into());
+        md.line("| burst | tagged (default) | untagged |".into());
+        md.line("| ---: | --- | --- |".into());
         let mut trows = Vec::new();
         for &burst in &[16u32, 32] {
             for _round in 0..3 {
                 let mut cells = Vec::new();
-                for (tagged, burst_ctas) in [(None, None), (Some(false), None), (None, Some(4))] {
+                for tagged in [None, Some(false)] {
                     let r = latency(
                         &a,
                         &base,
                         LatCase {
                             tagged,
-                            burst_ctas,
                             ..LatCase::full(
                                 tables,
                                 &stage,
@@ -449,13 +448,9 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                     let (p50, p_99, p999) = (pct(l, 0.5), pct(l, 0.99), pct(l, 0.999));
                     cells.push(format!("{p50:.2} / {p_99:.2} / {p999:.2}"));
                     trows.push(json!({"burst": burst, "tagged": r.tagged,
-                        "ctas_per_burst": burst_ctas.unwrap_or(1),
                         "p50_us": p50, "p99_us": p_99, "p999_us": p999}));
                 }
-                md.line(format!(
-                    "| {burst} | {} | {} | {} |",
-                    cells[0], cells[1], cells[2]
-                ));
+                md.line(format!("| {burst} | {} | {} |", cells[0], cells[1]));
             }
         }
         js.insert("latency_transport".into(), json!(trows));
@@ -496,25 +491,8 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 ..full
             },
             Decomp {
-                name: "parse + acl + count, 2 CTAs per burst",
-                burst_ctas: Some(2),
-                ..full
-            },
-            Decomp {
                 name: "parse + acl + count, 4 CTAs per burst",
                 burst_ctas: Some(4),
-                ..full
-            },
-            Decomp {
-                name: "parse + acl + count, 4 CTAs per burst, relay off",
-                burst_ctas: Some(4),
-                relay: Some(false),
-                ..full
-            },
-            Decomp {
-                name: "parse + acl + count, 4 CTAs per burst, relay on",
-                burst_ctas: Some(4),
-                relay: Some(true),
                 ..full
             },
             Decomp {
@@ -547,16 +525,11 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             threads,
             burst_ctas,
             tagged,
-            relay,
         } in cases
         {
             for placement in [Placement::Device, Placement::Mapped] {
-                // Rows the same as the one above them: device rings are never tagged and relay
-                // only when asked; mapped ones relay by default.
-                if (tagged == Some(false) || relay == Some(false)) && placement == Placement::Device
-                    || relay == Some(true) && placement == Placement::Mapped
-                {
-                    continue;
+                if tagged == Some(false) && placement == Placement::Device {
+                    continue; // the same as the row above: device rings are never tagged
                 }
                 let r = latency(
                     &a,
@@ -571,7 +544,6 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                         trace: true,
                         burst_ctas,
                         tagged,
-                        relay,
                         stage: acl.map(|_| &stage),
                     },
                 )?;
@@ -979,8 +951,6 @@ struct LatCase<'a> {
     burst_ctas: Option<u32>,
     /// `tagged` (None: the executor's default).
     tagged: Option<bool>,
-    /// `relay` (None: the executor's default).
-    relay: Option<bool>,
     /// The acl stage of `tables`, for the CPU reference every verdict is checked against
     /// (parse + acl pipelines only).
     stage: Option<&'a AclStage>,
@@ -1006,7 +976,6 @@ impl<'a> LatCase<'a> {
             trace: false,
             burst_ctas: None,
             tagged: None,
-            relay: None,
             stage: Some(stage),
         }
     }
@@ -1021,7 +990,6 @@ struct Decomp<'a> {
     threads: Option<u32>,
     burst_ctas: Option<u32>,
     tagged: Option<bool>,
-    relay: Option<bool>,
 }
 
 /// Per-burst latency samples (us, sorted) and, with `trace`, the GPU-side steps of each burst
@@ -1053,7 +1021,6 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
         trace_bursts: c.trace,
         burst_ctas: c.burst_ctas,
         tagged: c.tagged,
-        relay: c.relay,
         ..Default::default()
     };
     let pd = PipelineDesc {

@@ -132,11 +132,6 @@ pub struct Args {
     /// Threads per CTA (executor option `block_threads`; up to 512 in persistent mode).
     #[arg(long)]
     pub block_threads: Option<u32>,
-    /// Keys relayed from a burst's first CTA to the others (executor option `relay`): default
-    /// on for mapped rings with --burst-ctas > 1 and bursts of at most 64 frames, `false` off,
-    /// `true` on (an error where it cannot be).
-    #[arg(long)]
-    pub relay: Option<bool>,
 }
 
 /// Frame bytes per slot: `--slot-data-bytes`, else 2048 per frame of a burst, at least 256 KiB
@@ -532,16 +527,10 @@ pub fn verify_one(
         ..gpu_options(a, mode, placement)
     };
     let tagged = opts.tagged_queue(0);
-    let relay = opts.relay_queue(0, acl.is_some());
     let mut report = RunReport {
         input,
         mode: format!("{mode:?}").to_lowercase(),
-        placement: format!(
-            "{placement:?}{}{}",
-            if tagged { " tagged" } else { "" },
-            if relay { " relay" } else { "" }
-        )
-        .to_lowercase(),
+        placement: format!("{placement:?}{}", if tagged { " tagged" } else { "" }).to_lowercase(),
         ..Default::default()
     };
     // Slots big enough for the largest frame seen so far is not knowable up front for a stream;
@@ -766,7 +755,6 @@ fn gpu_options(a: &Args, mode: Mode, placement: Placement) -> GpuOptions {
         burst_ctas: a.burst_ctas,
         tagged: a.tagged,
         block_threads: a.block_threads,
-        relay: a.relay,
         ..Default::default()
     }
 }
@@ -936,7 +924,6 @@ fn reload_torture(a: &Args, swaps: u32) -> anyhow::Result<i32> {
         .into();
     let opts = gpu_options(a, mode, placement);
     let tagged = opts.tagged_queue(0);
-    let relay = opts.relay_queue(0, true);
     let pd = PipelineDesc {
         parse: true,
         acl: Some(sets[0].tables()),
@@ -1111,9 +1098,8 @@ fn reload_torture(a: &Args, swaps: u32) -> anyhow::Result<i32> {
          mismatches {}, ring-full retries {} frames, most tables awaiting release {}, left unreleased {} ({:.1} s): {}",
         format!("{mode:?}").to_lowercase(),
         format!(
-            "{placement:?}{}{}",
-            if tagged { " tagged" } else { "" },
-            if relay { " relay" } else { "" }
+            "{placement:?}{}",
+            if tagged { " tagged" } else { "" }
         )
         .to_lowercase(),
         ex.devices(),
@@ -1247,7 +1233,6 @@ mod tests {
             swap_every: 4,
             tagged: None,
             block_threads: None,
-            relay: None,
         };
         for m in [Mode::Persistent, Mode::Launch, Mode::Graph] {
             for p in [Placement::Device, Placement::Mapped] {

@@ -54,17 +54,6 @@ pub const PIPE_SLOT_SEQ: u32 = 32;
 pub const PIPE_TAGGED: u32 = 64;
 /// `PW_STAGE_BYTES`: the most bytes of a burst the kernel stages in shared memory.
 pub const STAGE_BYTES: usize = 24576;
-/// `PW_PIPE_RELAY`: a burst's CTA group gets its frames' ACL keys from part 0 through `relay`.
-pub const PIPE_RELAY: u32 = 128;
-/// `PW_RELAY_MAX_BURST`: the largest burst a relaying queue takes.
-pub const RELAY_MAX_BURST: u32 = 64;
-/// `PW_RELAY_FRAME_BYTES`: relayed payload bytes per frame.
-pub const RELAY_FRAME_BYTES: usize = 56;
-
-/// `PW_RELAY_SLOT_BYTES(burst_max)`: bytes of one relay slot (tagged: twice the payload).
-pub const fn relay_slot_bytes(burst_max: u32) -> usize {
-    2 * (std::mem::size_of::<SlotHdr>() + RELAY_FRAME_BYTES * burst_max as usize)
-}
 /// `sizeof(pw_verdict_tagged)`: a verdict of a tagged queue (three words, each beside its tag).
 pub const VERDICT_TAGGED_SIZE: usize = 24;
 
@@ -306,7 +295,6 @@ pub struct QueueDesc {
     pub ctas: u32,
     pub done: u64,
     pub trace: u64,
-    pub relay: u64,
 }
 
 /// `pw_burst_trace`: where one burst's time went on the GPU (%globaltimer, ns).
@@ -388,9 +376,8 @@ mod tests {
         assert_eq!(offset_of!(QueueCtrl, heartbeat), 132);
         assert_eq!(offset_of!(QueueCtrl, status), 136);
         assert_eq!(offset_of!(QueueCtrl, polls), 144);
-        assert_eq!(size_of::<QueueDesc>(), 128);
+        assert_eq!(size_of::<QueueDesc>(), 120);
         assert_eq!(offset_of!(QueueDesc, trace), 112);
-        assert_eq!(offset_of!(QueueDesc, relay), 120);
         assert_eq!(size_of::<BurstTrace>(), 64);
         assert_eq!(offset_of!(BurstTrace, seen), 8);
         assert_eq!(offset_of!(BurstTrace, fenced), 40);
@@ -438,12 +425,6 @@ mod tests {
         assert_eq!(val("PW_PIPE_SLOT_SEQ"), PIPE_SLOT_SEQ as u64);
         assert_eq!(val("PW_PIPE_TAGGED"), PIPE_TAGGED as u64);
         assert_eq!(val("PW_STAGE_BYTES"), STAGE_BYTES as u64);
-        assert_eq!(val("PW_PIPE_RELAY"), PIPE_RELAY as u64);
-        assert_eq!(val("PW_RELAY_MAX_BURST"), RELAY_MAX_BURST as u64);
-        assert_eq!(val("PW_RELAY_FRAME_BYTES"), RELAY_FRAME_BYTES as u64);
-        assert!(h.contains(
-            "#define PW_RELAY_SLOT_BYTES(burst_max) (2u * (48u + PW_RELAY_FRAME_BYTES * (burst_max)))"
-        ));
         assert!(h.contains(&format!(
             "sizeof(pw_verdict_tagged) == {VERDICT_TAGGED_SIZE}"
         )));

@@ -311,15 +311,6 @@ pub struct GpuOptions {
     /// Default (unset): on wherever it applies; `false`: off; `true`: on, and an error where a
     /// mapped queue cannot have it.
     pub tagged: Option<bool>,
-    /// A burst shared by several CTAs ([`burst_ctas`](GpuOptions::burst_ctas) > 1) with parse +
-    /// acl (`PW_PIPE_RELAY`): only the group's first CTA reads the slot; it parses every frame
-    /// and hands the other CTAs their frames' ACL keys through device memory (L2), where they
-    /// poll for them, then each runs its frames' lookups. Without it every CTA of the group
-    /// reads the slot itself, which on a `mapped` ring is a poll of host memory per CTA
-    /// (measured slower than one CTA). Default (unset): on for `mapped` queues where it applies
-    /// (bursts of at most 64 frames); `false`: off; `true`: on for every queue, an error where it
-    /// cannot apply.
-    pub relay: Option<bool>,
 }
 
 impl Default for GpuOptions {
@@ -342,7 +333,6 @@ impl Default for GpuOptions {
             burst_ctas: None,
             nt_stores: true,
             tagged: None,
-            relay: None,
         }
     }
 }
@@ -423,41 +413,7 @@ impl GpuOptions {
                 return Err(format!("executor.tagged: true, but {why}"));
             }
         }
-        if self.relay == Some(true) {
-            if let Some(why) = self.relay_unfit() {
-                return Err(format!("executor.relay: true, but {why}"));
-            }
-        }
         Ok(())
-    }
-
-    /// Why bursts cannot be relayed (see [`GpuOptions::relay`]; the pipeline's parse + acl is
-    /// checked when the executor starts), or None when they can.
-    fn relay_unfit(&self) -> Option<String> {
-        if self.mode != Mode::Persistent {
-            return Some(format!("mode is {:?}, not persistent", self.mode));
-        }
-        if self.parts() < 2 {
-            return Some("bursts are not shared by several CTAs (burst_ctas < 2)".into());
-        }
-        (self.burst_size > abi::RELAY_MAX_BURST).then(|| {
-            format!(
-                "burst_size {} exceeds the {} frames a relayed burst may have",
-                self.burst_size,
-                abi::RELAY_MAX_BURST
-            )
-        })
-    }
-
-    /// Does queue `q` relay its bursts ([`GpuOptions::relay`]), given a pipeline with parse and
-    /// acl (`parse_acl`)?
-    pub fn relay_queue(&self, q: usize, parse_acl: bool) -> bool {
-        parse_acl
-            && self.relay_unfit().is_none()
-            && match self.relay {
-                Some(on) => on,
-                None => self.placement_of(q) == Placement::Mapped,
-            }
     }
 
     fn placement_of(&self, q: usize) -> Placement {
@@ -612,8 +568,6 @@ struct Queue {
     placement: Placement,
     /// Tagged words both ways ([`GpuOptions::tagged`]).
     tagged: bool,
-    /// PW_PIPE_RELAY: the queue's relay slots (device memory, only the kernel reads and writes them).
-    _relay: Option<DeviceBuffer>,
     /// Tagged queue: the burst's image, assembled before it is written as tagged words.
     image: Vec<u8>,
     /// Tagged queue: the verdicts of the burst being reaped, untagged for the caller.
@@ -749,11 +703,6 @@ impl GpuExecutor {
         if pipeline.acl.is_some() && !pipeline.parse {
             anyhow::bail!("the acl stage needs the parse stage before it on the GPU");
         }
-        if opts.relay == Some(true) && pipeline.acl.is_none() {
-            anyhow::bail!(
-                "executor.relay: true, but the pipeline has no acl stage (a relay hands ACL keys on)"
-            );
-        }
         let f_persistent = module.function(c"pw_persistent")?;
         let f_burst = module.function(c"pw_burst")?;
         let f_burst_slot = module.function(c"pw_burst_slot")?;
@@ -842,14 +791,6 @@ impl GpuExecutor {
         for qi in 0..n_queues {
             let placement = opts.placement_of(qi);
             let tagged = opts.tagged_queue(qi);
-            let relay = if opts.relay_queue(qi, pipeline.parse && pipeline.acl.is_some()) {
-                let r = DeviceBuffer::new(&ctx, slots * abi::relay_slot_bytes(bm as u32))?;
-                // Tag 0 everywhere: burst seq's tag is seq + 1.
-                r.zero()?;
-                Some(r)
-            } else {
-                None
-            };
             let ring_bytes = slot_bytes * slots;
             let (ring_dev, ring_mapped, staging, prod_dev, ring_addr) = match placement {
                 Placement::Device => {
@@ -950,7 +891,7 @@ impl GpuExecutor {
                     flags | abi::PIPE_SLOT_SEQ
                 } else {
                     flags
-                } | if relay.is_some() { abi::PIPE_RELAY } else { 0 },
+                },
                 n_rules: 0,
                 default_action: pipeline.default_action,
                 port_id: 0,
@@ -958,12 +899,10 @@ impl GpuExecutor {
                 ctas: ctas as u32,
                 done: done.dev,
                 trace: trace.as_ref().map_or(0, |t| t.dev),
-                relay: relay.as_ref().map_or(0, |r| r.ptr),
             });
             queues.push(Queue {
                 placement,
                 tagged,
-                _relay: relay,
                 image: if tagged {
                     Vec::with_capacity(opts.image_max())
                 } else {
@@ -2073,72 +2012,6 @@ mod tests {
             .validate()
             .unwrap_err()
             .contains("block_threads"));
-    }
-
-    #[test]
-    fn relay_options() {
-        let group = GpuOptions {
-            burst_size: 32,
-            burst_ctas: Some(4),
-            ..Default::default()
-        };
-        assert!(group.validate().is_ok());
-        // Default: mapped queues relay (with parse + acl), device queues do not.
-        assert!(group.relay_queue(0, true));
-        assert!(
-            !group.relay_queue(0, false),
-            "no acl stage: nothing to relay"
-        );
-        let mixed = GpuOptions {
-            queue_placement: vec![Placement::Device],
-            ..group.clone()
-        };
-        assert!(!mixed.relay_queue(0, true) && mixed.relay_queue(1, true));
-        let forced = GpuOptions {
-            relay: Some(true),
-            ..mixed.clone()
-        };
-        assert!(forced.validate().is_ok() && forced.relay_queue(0, true));
-        let off = GpuOptions {
-            relay: Some(false),
-            ..group.clone()
-        };
-        assert!(!off.relay_queue(0, true));
-        // One CTA per burst (the mapped default), launch mode, bursts over 64 frames: no relay,
-        // and `true` says why.
-        for (o, why) in [
-            (
-                GpuOptions {
-                    burst_ctas: None,
-                    ..group.clone()
-                },
-                "burst_ctas < 2",
-            ),
-            (
-                GpuOptions {
-                    mode: Mode::Launch,
-                    ..group.clone()
-                },
-                "not persistent",
-            ),
-            (
-                GpuOptions {
-                    burst_size: 128,
-                    ..group.clone()
-                },
-                "exceeds the 64 frames",
-            ),
-        ] {
-            assert!(!o.relay_queue(0, true));
-            let e = GpuOptions {
-                relay: Some(true),
-                ..o
-            }
-            .validate()
-            .unwrap_err();
-            assert!(e.contains("executor.relay") && e.contains(why), "{e}");
-        }
-        assert_eq!(abi::relay_slot_bytes(32), 2 * (48 + 56 * 32));
     }
 
     /// The host's tagged encoding is the layout the kernel decodes: granule g = {image[8g..8g+4],
