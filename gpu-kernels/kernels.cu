@@ -329,7 +329,6 @@ typedef struct pw_split_frame {
     uint32_t wire_len;
     uint32_t parse_ok;
 } pw_split_frame;
-#define PW_SPLIT_MAX 64u
 __shared__ pw_split_frame pw_split[PW_SPLIT_MAX];
 
 /* Frames [lo, hi) of a burst shared by groups of `gsize` > 1 lanes (hi - lo <= PW_SPLIT_MAX), in
@@ -394,6 +393,7 @@ __shared__ uint32_t pw_img_gen;
  * bursts, see below). ts[1] (thread 0, when the queue traces) = when the slot was
  * staged. */
 #define PW_STAGED_ALL 4u
+template <bool SMALL = false>
 __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, pw_count_regs *cr,
                                             uint32_t hdr_granules, uint64_t *ts, bool persistent, uint32_t part,
                                             uint32_t parts) {
@@ -414,14 +414,14 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     const uint32_t room = q.slot_bytes > q.data_offset ? q.slot_bytes - q.data_offset : 0u;
     const uint32_t dbr = db <= room ? ((db + 15u) & ~15u) : 0xFFFFFFFFu;
     /* Without parse no stage reads frame bytes: only the descriptors are staged. */
-    const bool all_staged = hdr_granules == PW_STAGED_ALL; /* checked to fit by pw_poll_tagged */
+    const bool all_staged = SMALL || hdr_granules == PW_STAGED_ALL; /* checked to fit by pw_poll_tagged */
     const bool staged = all_staged || (head <= PW_STAGE_BYTES &&
                                        (!parse || (dbr <= room && dbr <= PW_STAGE_BYTES - head)));
     const uint8_t *descs = base + sizeof(pw_slot_hdr);
     const uint8_t *gdata = base + q.data_offset;
     const uint8_t *data = gdata;
     if (all_staged && threadIdx.x == 0) pw_ring_reads = 0u;
-    if (!all_staged && (staged || hs < 3u)) {
+    if (!SMALL && !all_staged && (staged || hs < 3u)) {
         /* The header's missing granules, then descriptors, then data (when staged), 16 B per
          * load, PW_STAGE_UNROLL independent loads per thread. Granule i of the slot goes to
          * granule i of pw_stage up to the descriptors' end; data follows them. */
@@ -480,6 +480,14 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     const uint32_t hi = part + 1u == parts ? n : (uint32_t)((uint64_t)n * (part + 1u) / parts) & ~1u;
     const uint32_t gsize = pw_group_size(q, hi - lo);
     const uint32_t gl = threadIdx.x & (gsize - 1u);
+#if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
+    /* SMALL (pw_persistent_small): the host guarantees parse + acl and room for groups of 2+ lanes
+     * per frame, so every burst takes pw_run_split, the only path compiled in. */
+    if (SMALL) {
+        pw_run_split(q, a, descs, compact, data, gdata, staged, db, lo, hi, vo, mout, cr, gsize);
+        return;
+    }
+#endif
     if (!staged && parse && gsize == 1u && dbr <= room) {
         pw_run_chunked(q, a, base, lo, hi, db, compact, vo, mout, cr);
 #if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
@@ -729,8 +737,8 @@ __device__ void pw_poll_tagged(const pw_queue_desc &q, uint32_t seq, uint32_t la
 /* Up to 512 threads, and two CTAs of 256 per SM at least (<= 128 registers a thread):
  * configurations with many queues x CTAs per queue need more persistent CTAs than the chip has
  * SMs. */
-extern "C" __global__ void __launch_bounds__(512, 1) pw_persistent(const pw_queue_desc *queues, uint32_t ctas,
-                                                                   uint32_t parts) {
+template <bool SMALL>
+__device__ __forceinline__ void pw_persistent_body(const pw_queue_desc *queues, uint32_t ctas, uint32_t parts) {
     const uint32_t lane = (blockIdx.x % (ctas * parts)) / parts, part = blockIdx.x % parts;
     const pw_queue_desc q = queues[blockIdx.x / (ctas * parts)];
     uint64_t *ts = pw_ts;
@@ -749,7 +757,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) pw_persistent(const pw_queu
     __syncthreads();
     for (;;) {
         const bool slot_seq = (q.pipeline & PW_PIPE_SLOT_SEQ) != 0u;
-        if (q.pipeline & PW_PIPE_TAGGED) {
+        if (SMALL || (q.pipeline & PW_PIPE_TAGGED)) {
             pw_poll_tagged(q, seq, lane, part, parts, ts);
         } else if (threadIdx.x == 0) {
             volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
@@ -791,8 +799,8 @@ extern "C" __global__ void __launch_bounds__(512, 1) pw_persistent(const pw_queu
         if (pw_cmd) break;
         pw_count_regs cr;
         pw_count_regs_zero(&cr);
-        pw_run_slot(q, seq, &cr, (q.pipeline & PW_PIPE_TAGGED) ? PW_STAGED_ALL : slot_seq ? 1u : 3u, ts, true, part,
-                    parts);
+        pw_run_slot<SMALL>(q, seq, &cr, (SMALL || (q.pipeline & PW_PIPE_TAGGED)) ? PW_STAGED_ALL : slot_seq ? 1u : 3u,
+                           ts, true, part, parts);
         __syncthreads();
         if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
         pw_publish(q, seq, ts, part, parts, pw_staged_frames(q));
@@ -807,6 +815,24 @@ extern "C" __global__ void __launch_bounds__(512, 1) pw_persistent(const pw_queu
         __threadfence_system();
     }
 }
+
+extern "C" __global__ void __launch_bounds__(512, 1) pw_persistent(const pw_queue_desc *queues, uint32_t ctas,
+                                                                   uint32_t parts) {
+    pw_persistent_body<false>(queues, ctas, parts);
+}
+
+#if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
+/* pw_persistent for small bursts of tagged queues (the latency case), chosen by the host when
+ * every queue is tagged, the pipeline is parse + acl, bursts have at most PW_SPLIT_MAX frames and
+ * the block has at least two threads per frame: only the tagged poll and pw_run_split are
+ * compiled in. The general kernel's other paths (untagged polls, staging copies, large-burst
+ * paths) sit beside this one in its code, and a burst's path through a kernel measured
+ * sensitive to the code around it (instruction cache; BENCHMARKS.md, issue 4 session 5). */
+extern "C" __global__ void __launch_bounds__(512, 1) pw_persistent_small(const pw_queue_desc *queues,
+                                                                         uint32_t ctas, uint32_t parts) {
+    pw_persistent_body<true>(queues, ctas, parts);
+}
+#endif
 
 /* Modes `launch` and `graph`: one block runs burst `seq` of queue `queue` and publishes it. One
  * block per launch, so the whole register file is there to use (with ptxas's default target of

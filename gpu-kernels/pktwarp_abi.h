@@ -477,6 +477,10 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_ctrl, consumer) == 128, "pw_queue_ctrl.con
 #define PW_PIPE_TAGGED 64u
 /* Bytes of a burst the kernel stages in shared memory (the image's limit in a tagged queue). */
 #define PW_STAGE_BYTES 24576u
+/* Most frames of a block's share of a burst whose keys the two-pass path (parse all, then the
+ * groups' lookups) keeps in shared memory; the host picks pw_persistent_small only for bursts of
+ * at most this many frames. */
+#define PW_SPLIT_MAX 64u
 
 /* Everything a kernel needs to run one queue; an array of these lives in device memory. Addresses
  * are device addresses (of device memory or of mapped host memory) stored as integers. */

@@ -54,6 +54,8 @@ pub const PIPE_SLOT_SEQ: u32 = 32;
 pub const PIPE_TAGGED: u32 = 64;
 /// `PW_STAGE_BYTES`: the most bytes of a burst the kernel stages in shared memory.
 pub const STAGE_BYTES: usize = 24576;
+/// `PW_SPLIT_MAX`: the most frames whose keys a block keeps between its parse and lookup passes.
+pub const SPLIT_MAX: u32 = 64;
 /// `sizeof(pw_verdict_tagged)`: a verdict of a tagged queue (three words, each beside its tag).
 pub const VERDICT_TAGGED_SIZE: usize = 24;
 
@@ -425,6 +427,7 @@ mod tests {
         assert_eq!(val("PW_PIPE_SLOT_SEQ"), PIPE_SLOT_SEQ as u64);
         assert_eq!(val("PW_PIPE_TAGGED"), PIPE_TAGGED as u64);
         assert_eq!(val("PW_STAGE_BYTES"), STAGE_BYTES as u64);
+        assert_eq!(val("PW_SPLIT_MAX"), SPLIT_MAX as u64);
         assert!(h.contains(&format!(
             "sizeof(pw_verdict_tagged) == {VERDICT_TAGGED_SIZE}"
         )));

@@ -477,6 +477,12 @@ impl GpuOptions {
         })
     }
 
+    /// Do bursts always leave a block two or more threads per frame with at most
+    /// `PW_SPLIT_MAX` frames (so a parse + acl burst always takes the kernel's two-pass path)?
+    fn small_bursts(&self) -> bool {
+        self.burst_size <= abi::SPLIT_MAX && 2 * self.burst_size <= self.threads()
+    }
+
     /// Does queue `q` carry tagged words ([`GpuOptions::tagged`])?
     pub fn tagged_queue(&self, q: usize) -> bool {
         self.placement_of(q) == Placement::Mapped
@@ -703,7 +709,18 @@ impl GpuExecutor {
         if pipeline.acl.is_some() && !pipeline.parse {
             anyhow::bail!("the acl stage needs the parse stage before it on the GPU");
         }
-        let f_persistent = module.function(c"pw_persistent")?;
+        // Every queue tagged with small parse + acl bursts (the latency case): the persistent
+        // kernel compiled with that path alone (pw_persistent_small; see kernels.cu).
+        let small = opts.mode == Mode::Persistent
+            && pipeline.parse
+            && pipeline.acl.is_some()
+            && opts.small_bursts()
+            && (0..n_queues).all(|q| opts.tagged_queue(q));
+        let f_persistent = if small {
+            module.function(c"pw_persistent_small")?
+        } else {
+            module.function(c"pw_persistent")?
+        };
         let f_burst = module.function(c"pw_burst")?;
         let f_burst_slot = module.function(c"pw_burst_slot")?;
         let f_bulk = module.function(c"pw_bulk")?;
@@ -714,7 +731,7 @@ impl GpuExecutor {
             );
         }
         tracing::info!(
-            "GPU executor on {} (sm_{}{}, {} SMs): kernels from {} in {:.2} s; mode {:?}, {} queue(s)",
+            "GPU executor on {} (sm_{}{}, {} SMs): kernels from {} in {:.2} s; mode {:?}{}, {} queue(s)",
             ctx.info.name,
             ctx.info.compute_capability.0,
             ctx.info.compute_capability.1,
@@ -722,6 +739,7 @@ impl GpuExecutor {
             loaded_from.how,
             loaded_from.seconds,
             opts.mode,
+            if small { " (small-burst kernel)" } else { "" },
             n_queues
         );
         if opts.mode == Mode::Persistent {
