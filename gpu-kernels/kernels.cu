@@ -421,7 +421,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     const uint8_t *gdata = base + q.data_offset;
     const uint8_t *data = gdata;
     if (all_staged && threadIdx.x == 0) pw_ring_reads = 0u;
-    if (!SMALL && !all_staged && (staged || hs < 3u)) {
+    if (!all_staged && (staged || hs < 3u)) {
         /* The header's missing granules, then descriptors, then data (when staged), 16 B per
          * load, PW_STAGE_UNROLL independent loads per thread. Granule i of the slot goes to
          * granule i of pw_stage up to the descriptors' end; data follows them. */

@@ -8,7 +8,7 @@
 // Prints, per configuration (threads, frames per burst, lanes per frame, idle gap before each
 // burst: thread 0 spinning, as the persistent kernel polls; algo: `group` =
 // pw_acl_classify_group (the kernel's), `pairs` = the same over the IPv4 trees rebuilt with one
-// load per level, see below; tail and smem: see `bursts`): p50 / p99 / max of a burst's lookup
+// load per level, see below; tail, smem and flush: see `bursts`): p50 / p99 / max of a burst's lookup
 // time in ns and the mismatches.
 #include <algorithm>
 #include <cstdio>
@@ -106,6 +106,7 @@ __device__ uint32_t pair_classify_group(const pw_acl_tables *t, const pw_acl_key
 // driver's shared / L1 split is the kernel's. tail: after its lookup, lane 0 of a group does what
 // the kernel does with the answer: loads the rule's action, stores a tagged verdict (3 x 8-byte
 // volatile stores) to mapped host memory `vh`, and adds to the rule's 64-bit hit counter.
+// flush: thread 0 drops the SM's L1 lines before each burst.
 template <uint32_t SMEM>
 __global__ void bursts(const pw_acl_tables *t, const pw_acl_key *keys, uint32_t nkeys, uint32_t frames,
                        uint32_t gsize, uint32_t gap_ns, uint32_t toff, uint32_t ntrees, uint32_t nb,
@@ -192,7 +193,6 @@ int main(int argc, char **argv) {
     unsigned long long *dhits;
     CK(cudaHostAlloc((void **)&vh, 3 * 64 * sizeof(uint2), cudaHostAllocMapped));
     CK(cudaMalloc(&dhits, (size_t)n * 8 + 8));
-    CK(cudaFuncSetAttribute(bursts<28672>, cudaFuncAttributePreferredSharedMemoryCarveout, -1));
     printf("%s: %u keys, image %zu B, %u bursts per configuration\n", d.c_str(), n, img.size(), nb);
     printf("(pairs: the same lookups over IPv4 trees rebuilt with one 8-byte load per level: %zu more bytes)\n",
            pt.words.size() * 4 - img.size());
