@@ -62,13 +62,10 @@ typedef struct pw_acl_fam_view {
     uint32_t ntrees, toff, nrec, extras_off;
 } pw_acl_fam_view;
 
-/* The key's words and its family's view. */
-PW_DEVICE void pw_acl_view(const pw_acl_tables *t, const pw_acl_key *k, uint32_t kw[11],
-                           pw_acl_fam_view *v) {
-    pw_acl_key_words(k, kw);
-    uint32_t fam = k->ip_version == 4 ? PW_ACL_FAM_V4
-                   : k->ip_version == 6 ? PW_ACL_FAM_V6
-                                        : PW_ACL_FAM_L2;
+/* The family's view for key words `kw` (pw_acl_key_words). */
+PW_DEVICE void pw_acl_view(const pw_acl_tables *t, const uint32_t *kw, pw_acl_fam_view *v) {
+    const uint32_t ipv = (kw[9] >> 8) & 0xFFu;
+    const uint32_t fam = ipv == 4u ? PW_ACL_FAM_V4 : ipv == 6u ? PW_ACL_FAM_V6 : PW_ACL_FAM_L2;
     const pw_acl_family *fh = &t->fam[fam];
     v->img = (const uint32_t *)t;
     v->aw = PW_ACL_LD(&fh->addr_words);
@@ -143,12 +140,12 @@ PW_DEVICE uint32_t pw_acl_rec_eval(const pw_acl_fam_view *v, const uint32_t *rec
 
 /* The forest walk every lookup shares: the key's family, its trees in order of their smallest
  * rule, stopping when that is >= the best match so far. `scan(v, first_record, kw, best)` scans
- * one leaf and returns the new best. */
+ * one leaf and returns the new best. `kw`: the key's words (pw_acl_key_words), wherever they are
+ * (the small-burst kernel keeps them in shared memory: its tree steps index them there). */
 template <typename Scan>
-PW_DEVICE uint32_t pw_acl_forest(const pw_acl_tables *t, const pw_acl_key *k, Scan scan) {
-    uint32_t kw[11];
+PW_DEVICE uint32_t pw_acl_forest_kw(const pw_acl_tables *t, const uint32_t *kw, Scan scan) {
     pw_acl_fam_view v;
-    pw_acl_view(t, k, kw, &v);
+    pw_acl_view(t, kw, &v);
     uint32_t best = PW_ACL_NO_MATCH;
     for (uint32_t ti = 0; ti < v.ntrees; ti++) {
         uint32_t r;
@@ -160,17 +157,31 @@ PW_DEVICE uint32_t pw_acl_forest(const pw_acl_tables *t, const pw_acl_key *k, Sc
     return best;
 }
 
-/* Index of the first rule (file order) matching the key, or PW_ACL_NO_MATCH. `t` is the start of
- * the image. One thread. */
-PW_DEVICE uint32_t pw_acl_classify(const pw_acl_tables *t, const pw_acl_key *k) {
-    return pw_acl_forest(t, k, [](const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw, uint32_t best) {
+template <typename Scan>
+PW_DEVICE uint32_t pw_acl_forest(const pw_acl_tables *t, const pw_acl_key *k, Scan scan) {
+    uint32_t kw[11];
+    pw_acl_key_words(k, kw);
+    return pw_acl_forest_kw(t, kw, scan);
+}
+
+/* Index of the first rule (file order) matching key words `kw`, or PW_ACL_NO_MATCH. `t` is the
+ * start of the image. One thread. */
+PW_DEVICE uint32_t pw_acl_classify_kw(const pw_acl_tables *t, const uint32_t *kw) {
+    return pw_acl_forest_kw(t, kw, [](const pw_acl_fam_view *v, uint32_t first, const uint32_t *w, uint32_t best) {
         for (const uint32_t *rec = v->recs + first * v->rw;; rec += v->rw) {
             uint32_t idx;
-            const uint32_t f = pw_acl_rec_eval(v, rec, kw, best, &idx);
+            const uint32_t f = pw_acl_rec_eval(v, rec, w, best, &idx);
             if (f & PW_ACL_LANE_MATCH) return idx;
             if (f) return best;
         }
     });
+}
+
+/* The same for a key. */
+PW_DEVICE uint32_t pw_acl_classify(const pw_acl_tables *t, const pw_acl_key *k) {
+    uint32_t kw[11];
+    pw_acl_key_words(k, kw);
+    return pw_acl_classify_kw(t, kw);
 }
 
 /* ---- Cooperative lookup: a group of `gsize` lanes classifies one key ----
@@ -223,12 +234,19 @@ __device__ __forceinline__ uint32_t pw_acl_group_scan(const pw_acl_fam_view *v, 
 }
 
 /* `gl` = this lane's index in its group of `gsize`; every lane of the group calls it with the same
- * key (so the group takes one path through the trees). */
+ * key words (so the group takes one path through the trees). */
+__device__ __forceinline__ uint32_t pw_acl_classify_group_kw(const pw_acl_tables *t, const uint32_t *kw, uint32_t gl,
+                                                             uint32_t gsize) {
+    return pw_acl_forest_kw(t, kw, [&](const pw_acl_fam_view *v, uint32_t first, const uint32_t *w, uint32_t best) {
+        return pw_acl_group_scan(v, first, w, best, gl, gsize);
+    });
+}
+
 __device__ __forceinline__ uint32_t pw_acl_classify_group(const pw_acl_tables *t, const pw_acl_key *k,
                                                           uint32_t gl, uint32_t gsize) {
-    return pw_acl_forest(t, k, [&](const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw, uint32_t best) {
-        return pw_acl_group_scan(v, first, kw, best, gl, gsize);
-    });
+    uint32_t kw[11];
+    pw_acl_key_words(k, kw);
+    return pw_acl_classify_group_kw(t, kw, gl, gsize);
 }
 #endif
 

@@ -71,12 +71,12 @@ __device__ __forceinline__ pw_acl_sel pw_acl_of_slot(const pw_queue_desc &q, con
 }
 
 #if defined(PW_HAVE_ACL)
-/* Stage `acl` on a frame's key: the matched rule and its action / mark, or the table's default
- * action when nothing matches. Same as pipeline::stage::acl. */
-__device__ __forceinline__ void pw_stage_acl_key(const pw_acl_sel &a, const pw_acl_key *k, uint32_t *rule,
-                                                 uint8_t *action, uint32_t *mark, uint32_t gl, uint32_t gsize) {
+/* Stage `acl` on a frame's key words (pw_acl_key_words): the matched rule and its action / mark,
+ * or the table's default action when nothing matches. Same as pipeline::stage::acl. */
+__device__ __forceinline__ void pw_stage_acl_kw(const pw_acl_sel &a, const uint32_t *kw, uint32_t *rule,
+                                                uint8_t *action, uint32_t *mark, uint32_t gl, uint32_t gsize) {
     const pw_acl_tables *t = (const pw_acl_tables *)a.tables;
-    *rule = gsize > 1u ? pw_acl_classify_group(t, k, gl, gsize) : pw_acl_classify(t, k);
+    *rule = gsize > 1u ? pw_acl_classify_group_kw(t, kw, gl, gsize) : pw_acl_classify_kw(t, kw);
     if (*rule != PW_ACL_NO_MATCH) {
         uint32_t mk;
         uint32_t w = pw_acl_action(t, *rule, &mk);
@@ -95,7 +95,9 @@ __device__ __forceinline__ void pw_stage_acl(const pw_acl_sel &a, const pw_packe
                                              uint32_t gsize) {
     pw_acl_key k;
     pw_acl_key_from_meta(m, port, &k);
-    pw_stage_acl_key(a, &k, rule, action, mark, gl, gsize);
+    uint32_t kw[11];
+    pw_acl_key_words(&k, kw);
+    pw_stage_acl_kw(a, kw, rule, action, mark, gl, gsize);
 }
 #endif
 
@@ -322,10 +324,10 @@ __device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_
 }
 
 #if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
-/* A frame between the two passes of pw_run_split: its ACL key and what its verdict and counters
- * need. */
+/* A frame between the two passes of pw_run_split: its ACL key words (read in place by the
+ * group's tree steps) and what its verdict and counters need. */
 typedef struct pw_split_frame {
-    pw_acl_key key;
+    uint32_t kw[11];
     uint32_t wire_len;
     uint32_t parse_ok;
 } pw_split_frame;
@@ -335,7 +337,8 @@ __shared__ pw_split_frame pw_split[PW_SPLIT_MAX];
  * two passes: a thread per frame parses and keeps the frame's key in shared memory, then each
  * frame's group shares its lookup. pw_run_frame would have every lane of a group parse the same
  * frame: eight or sixteen times the parse work on the SM's schedulers, on the burst's latency
- * path. Same results as pw_run_frame. `fd` rules as pw_run_slot's. */
+ * path. A frame pw_parse_fast_key covers skips pw_parse (unless the queue writes metadata out).
+ * Same results as pw_run_frame. `fd` rules as pw_run_slot's. */
 __device__ __forceinline__ void pw_run_split(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *descs,
                                              bool compact, const uint8_t *data, const uint8_t *gdata, bool staged,
                                              uint32_t db, uint32_t lo, uint32_t hi, const pw_vout &vo,
@@ -344,12 +347,18 @@ __device__ __forceinline__ void pw_run_split(const pw_queue_desc &q, const pw_ac
         const pw_desc d = pw_desc_at(descs, i, compact);
         /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged. */
         const uint8_t *fd = (staged && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
+        pw_split_frame *f = &pw_split[i - lo];
+        f->wire_len = d.wire_len;
+        if (!mout && pw_parse_fast_key(fd + d.offset, d.len, d.port, f->kw)) {
+            f->parse_ok = 1u;
+            continue;
+        }
         pw_packet_meta m;
         pw_parse(fd + d.offset, d.len, &m);
-        pw_split_frame *f = &pw_split[i - lo];
         f->parse_ok = m.status == 0u;
-        f->wire_len = d.wire_len;
-        pw_acl_key_from_meta(&m, d.port, &f->key);
+        pw_acl_key k;
+        pw_acl_key_from_meta(&m, d.port, &k);
+        pw_acl_key_words(&k, f->kw);
         if (mout) mout[i] = m;
     }
     __syncthreads();
@@ -361,7 +370,7 @@ __device__ __forceinline__ void pw_run_split(const pw_queue_desc &q, const pw_ac
         uint8_t action = (uint8_t)PW_ACTION_PASS;
         uint32_t mark = 0u, acl_ran = 0u;
         if (pw_acl_runs(q, parse_ok)) {
-            pw_stage_acl_key(a, &f->key, &rule, &action, &mark, gl, gsize);
+            pw_stage_acl_kw(a, f->kw, &rule, &action, &mark, gl, gsize);
             acl_ran = 1u;
         }
         if (gl == 0u) pw_emit_verdict(q, a, parse_ok, rule, action, mark, acl_ran, f->wire_len, vo, i, cr);

@@ -441,4 +441,54 @@ PW_DEVICE void pw_parse(const uint8_t *frame, uint32_t len, pw_packet_meta *meta
 
 #undef PW_FAIL
 
+/* ---- Fast path: the common frame's ACL key, without its pw_packet_meta ----
+ * Latency: pw_parse is one thread's long chain of branches and single-byte loads into a 144-byte
+ * pw_packet_meta (kept in local memory), and a burst's parse pass waits for its slowest thread.
+ * pw_parse_fast_key handles Ethernet with at most one VLAN tag, IPv4 without options and not a
+ * fragment, then TCP, UDP (not to the VXLAN or GTP-U port), ICMP, ICMPv6, SCTP or a protocol
+ * without an L4 view, in a frame of at least 52 bytes: its loads sit at fixed offsets and issue
+ * together. It returns 1 only when pw_parse would return status 0, and then writes the
+ * key words (acl.cuh pw_acl_key_words) of pw_acl_key_from_meta(that metadata, port):
+ * pipeline/tests/parse_cuda_host.rs holds both on the corpus, its truncations and random
+ * frames. On 0 the caller runs pw_parse. */
+PW_DEVICE uint32_t pw_parse_fast_key(const uint8_t *f, uint32_t len, uint16_t port, uint32_t kw[11]) {
+    /* Every read below lies in bytes 12 .. 51; each group of them is read before any decision
+     * on it, so the loads issue together (two dependent rounds: the tag, then l3 + 0 .. 33). */
+    if (len < 52u) return 0u;
+    const uint32_t et0 = pw_rd16(f, 12u), tci = pw_rd16(f, 14u), et1 = pw_rd16(f, 16u);
+    const bool tagged = pw_is_vlan(et0);
+    const uint32_t et = tagged ? et1 : et0, l3 = tagged ? 18u : 14u;
+    const uint8_t *p = f + l3;
+    const uint32_t vihl = p[0], tos = p[1], total = pw_rd16(p, 2u), ff = pw_rd16(p, 6u), proto = p[9];
+    const uint32_t src = pw_rd32(p, 12u), dst = pw_rd32(p, 16u);
+    const uint32_t ports = pw_rd16(p, 20u) | (pw_rd16(p, 22u) << 16), ulen = pw_rd16(p, 24u);
+    const uint32_t doff = p[32], tflags = p[33];
+    /* pw_parse walks a second tag: not here. IHL 5, the packet within the frame and not shorter
+     * than its header, no fragment bits. */
+    if (et != PW_ET_IPV4 || vihl != 0x45u || total < 20u || total > len - l3 || (ff & 0x3FFFu) != 0u) return 0u;
+    const uint32_t room = total - 20u, dport = ports >> 16;
+    uint32_t key_ports = 0u, flags = 0u;
+    if (proto == PW_IPPROTO_TCP) {
+        if (room < 20u || (doff >> 4) < 5u || (doff >> 4) * 4u > room) return 0u;
+        key_ports = ports;
+        flags = tflags; /* the key keeps the low 8 flag bits */
+    } else if (proto == PW_IPPROTO_UDP) {
+        if (room < 8u || ulen < 8u || ulen > room || dport == PW_UDP_PORT_VXLAN || dport == PW_UDP_PORT_GTPU)
+            return 0u;
+        key_ports = ports;
+    } else if (proto == PW_IPPROTO_ICMP || proto == PW_IPPROTO_ICMPV6) {
+        if (room < 8u) return 0u;
+    } else if (proto == PW_IPPROTO_SCTP) {
+        if (room < 12u) return 0u;
+        key_ports = ports;
+    }
+    kw[0] = src;
+    kw[4] = dst;
+    kw[1] = kw[2] = kw[3] = kw[5] = kw[6] = kw[7] = 0u;
+    kw[8] = key_ports;
+    kw[9] = proto | (4u << 8) | ((tos >> 2) << 16) | (flags << 24);
+    kw[10] = (tagged ? (tci & 0x0FFFu) : PW_VLAN_NONE) | ((uint32_t)port << 16);
+    return 1u;
+}
+
 #endif /* PKTWARP_PARSE_CUH */

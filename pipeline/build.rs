@@ -1,5 +1,5 @@
 //! Compiles the host build of the CUDA stage code (pipeline/csrc/host_stages.cpp, which includes
-//! gpu-kernels/parse.cuh) into a static library with the system C++ compiler, so tests hold the
+//! gpu-kernels/parse.cuh and acl.cuh) into a static library with the system C++ compiler, so tests hold the
 //! CUDA source equal to the Rust stages on machines without a GPU or CUDA toolkit.
 
 fn main() {
@@ -7,6 +7,7 @@ fn main() {
         "csrc/host_stages.cpp",
         "../gpu-kernels/pktwarp_abi.h",
         "../gpu-kernels/parse.cuh",
+        "../gpu-kernels/acl.cuh",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }

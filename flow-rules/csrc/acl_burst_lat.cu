@@ -83,7 +83,8 @@ __device__ uint32_t pair_classify_group(const pw_acl_tables *t, const pw_acl_key
     const uint32_t *img = (const uint32_t *)t;
     uint32_t kw[11];
     pw_acl_fam_view v;
-    pw_acl_view(t, k, kw, &v);
+    pw_acl_key_words(k, kw);
+    pw_acl_view(t, kw, &v);
     uint32_t best = PW_ACL_NO_MATCH;
     for (uint32_t ti = 0; ti < ntrees; ti++) {
         const uint32_t *te = img + toff + 3 * ti;

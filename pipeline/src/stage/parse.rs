@@ -562,6 +562,8 @@ pub mod cuda_host {
     extern "C" {
         fn pw_host_parse(frame: *const u8, len: u32, meta: *mut PacketMeta);
         fn pw_host_meta_size() -> u32;
+        fn pw_host_parse_fast_key(frame: *const u8, len: u32, port: u16, kw: *mut u32) -> u32;
+        fn pw_host_acl_key_words_of_meta(meta: *const PacketMeta, port: u16, kw: *mut u32);
     }
 
     /// Runs `pw_parse` from parse.cuh on `frame` (at most `u32::MAX` bytes are given, as the
@@ -573,6 +575,28 @@ pub mod cuda_host {
         // pw_packet_meta, whose layout PacketMeta mirrors (pinned by meta.rs tests and
         // `meta_size` below). Nothing is retained after the call.
         unsafe { pw_host_parse(frame.as_ptr(), len, meta) }
+    }
+
+    /// Runs `pw_parse_fast_key` from parse.cuh: the ACL key words (acl.cuh `pw_acl_key_words`)
+    /// of a frame the small-burst kernel's fast path covers, or `None` when it leaves the frame
+    /// to `pw_parse`.
+    pub fn parse_fast_key(frame: &[u8], port: u16) -> Option<[u32; 11]> {
+        let len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
+        let mut kw = [0u32; 11];
+        // SAFETY: `frame` is valid for reads of `len` bytes and pw_parse_fast_key reads only
+        // bytes 12 .. 51 after checking len >= 52; it writes at most the 11 words of `kw`.
+        let ok = unsafe { pw_host_parse_fast_key(frame.as_ptr(), len, port, kw.as_mut_ptr()) };
+        (ok != 0).then_some(kw)
+    }
+
+    /// The ACL key words acl.cuh derives from parsed metadata (`pw_acl_key_from_meta`, then
+    /// `pw_acl_key_words`): what `parse_fast_key` must return.
+    pub fn acl_key_words(meta: &PacketMeta, port: u16) -> [u32; 11] {
+        let mut kw = [0u32; 11];
+        // SAFETY: `meta` is a valid pw_packet_meta (PacketMeta mirrors its layout) and the call
+        // writes exactly the 11 words of `kw`.
+        unsafe { pw_host_acl_key_words_of_meta(meta, port, kw.as_mut_ptr()) };
+        kw
     }
 
     /// `sizeof(pw_packet_meta)` as the C++ compiler sees it.
