@@ -502,8 +502,8 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 ..full
             },
             Decomp {
-                name: "parse + acl + count, 1 CTA of 512 threads",
-                threads: Some(512),
+                name: "parse + acl + count, 1 CTA of 256 threads",
+                threads: Some(256),
                 burst_ctas: Some(1),
                 ..full
             },
@@ -553,7 +553,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 let (p50, p_99, p999) = (pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999));
                 let m = step_pct(&r.steps, 0.5);
                 let m99 = step_pct(&r.steps, 0.99);
-                let th = threads.unwrap_or(256);
+                let th = r.threads;
                 let parts = GpuOptions {
                     burst_size: 32,
                     burst_ctas,
@@ -1004,6 +1004,8 @@ struct LatResult {
     mismatches: u64,
     /// The queue carried tagged words.
     tagged: bool,
+    /// Threads per CTA the executor ran with.
+    threads: u32,
 }
 
 fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> {
@@ -1124,6 +1126,7 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
         checked,
         mismatches,
         tagged: ex.tagged(0),
+        threads: ex.options().block_threads.unwrap_or(256),
     })
 }
 

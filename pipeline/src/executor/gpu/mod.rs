@@ -265,10 +265,12 @@ pub struct GpuOptions {
     /// kernel module, rings, persistent CTA group). An index named twice gets two executors on
     /// that GPU (their persistent CTAs must fit on it together). Default: `device` alone.
     pub devices: Option<multi::Devices>,
-    /// Threads per CTA (a multiple of 32, at most 256). Default 256: a thread per frame for
-    /// bursts of 256 and more; with smaller bursts the spare threads stage the slot (more loads
-    /// in flight) and share each frame's ACL lookup (a group of up to 32 lanes per frame), which
-    /// is what keeps a small burst's latency low.
+    /// Threads per CTA (a multiple of 32; at most 512 in `persistent` mode, 256 otherwise).
+    /// Default 256: a thread per frame for bursts of 256 and more; with smaller bursts the
+    /// spare threads stage the slot (more loads in flight) and share each frame's ACL lookup (a
+    /// group of up to 32 lanes per frame), which is what keeps a small burst's latency low. In
+    /// `persistent` mode with bursts of at most 32 frames the default is 512 where every
+    /// persistent CTA still gets an SM of its own ([`GpuOptions::default_threads`]).
     pub block_threads: Option<u32>,
     /// Bounded wait of the persistent kernel: it exits after this long without a burst even if
     /// the host never sets the exit flag (last resort against a dead host). Default 60000 ms.
@@ -425,6 +427,22 @@ impl GpuOptions {
 
     fn threads(&self) -> u32 {
         self.block_threads.unwrap_or(256)
+    }
+
+    /// `block_threads` when it is not set, for `n_queues` queues on a GPU of `sms`
+    /// multiprocessors beside `beside_ctas` persistent CTAs of other executors: 512 in
+    /// `persistent` mode with bursts of at most 32 frames when every persistent CTA still has
+    /// an SM of its own (a 512-thread CTA fills an SM's registers), else 256. Latency: with 512
+    /// threads 16 or 32 lanes share each frame's ACL lookup instead of 8 or 16, so fewer
+    /// frames' lookups share (and diverge in) a warp (H200, 32-frame mapped bursts:
+    /// BENCHMARKS.md, issue 4 session 6).
+    pub fn default_threads(&self, n_queues: usize, beside_ctas: usize, sms: usize) -> u32 {
+        let want = n_queues * self.ctas_of_queue() + beside_ctas;
+        if self.mode == Mode::Persistent && self.burst_size <= 32 && want <= sms {
+            512
+        } else {
+            256
+        }
     }
 
     /// CTAs per burst (`burst_ctas`, or its default; 1 outside `persistent`).
@@ -694,6 +712,14 @@ impl GpuExecutor {
         }
         let ctx = Context::new(opts.device)
             .map_err(|e| anyhow::anyhow!("executor gpu: no usable GPU: {e}"))?;
+        let mut opts = opts;
+        if opts.block_threads.is_none() {
+            opts.block_threads = Some(opts.default_threads(
+                n_queues,
+                beside_ctas,
+                ctx.info.multiprocessors as usize,
+            ));
+        }
         let (module, loaded_from) = kernels::load(&ctx, image)?;
         let caps = kernels::caps(&module)?;
         if pipeline.parse && caps & kernels::CAP_PARSE == 0 {
@@ -1936,6 +1962,42 @@ fn qstate_name(s: u32) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn default_threads_are_512_only_for_small_persistent_bursts_that_fit() {
+        let small = GpuOptions {
+            burst_size: 32,
+            ..Default::default()
+        };
+        assert_eq!(small.default_threads(1, 0, 132), 512);
+        assert_eq!(small.default_threads(132, 0, 132), 512);
+        // One CTA more than the SMs, or CTAs of another executor beside them: 256.
+        assert_eq!(small.default_threads(133, 0, 132), 256);
+        assert_eq!(small.default_threads(100, 40, 132), 256);
+        // Device rings: 4 CTAs per 32-frame burst by default.
+        let dev = GpuOptions {
+            placement: Placement::Device,
+            ..small.clone()
+        };
+        assert_eq!(dev.default_threads(33, 0, 132), 512);
+        assert_eq!(dev.default_threads(34, 0, 132), 256);
+        for o in [
+            GpuOptions {
+                burst_size: 64,
+                ..small.clone()
+            },
+            GpuOptions {
+                mode: Mode::Launch,
+                ..small.clone()
+            },
+            GpuOptions {
+                mode: Mode::Graph,
+                ..small.clone()
+            },
+        ] {
+            assert_eq!(o.default_threads(1, 0, 132), 256, "{o:?}");
+        }
+    }
 
     #[test]
     fn options_parse_and_validate() {
