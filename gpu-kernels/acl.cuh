@@ -157,6 +157,13 @@ PW_DEVICE uint32_t pw_acl_forest_kw(const pw_acl_tables *t, const uint32_t *kw, 
     return best;
 }
 
+template <typename Scan>
+PW_DEVICE uint32_t pw_acl_forest(const pw_acl_tables *t, const pw_acl_key *k, Scan scan) {
+    uint32_t kw[11];
+    pw_acl_key_words(k, kw);
+    return pw_acl_forest_kw(t, kw, scan);
+}
+
 /* Index of the first rule (file order) matching key words `kw`, or PW_ACL_NO_MATCH. `t` is the
  * start of the image. One thread. */
 PW_DEVICE uint32_t pw_acl_classify_kw(const pw_acl_tables *t, const uint32_t *kw) {
@@ -227,35 +234,12 @@ __device__ __forceinline__ uint32_t pw_acl_group_scan(const pw_acl_fam_view *v, 
 }
 
 /* `gl` = this lane's index in its group of `gsize`; every lane of the group calls it with the same
- * key words. The trees are walked side by side, lane j of the group walking tree t0 + j of each
- * batch of gsize trees (a walk is a chain of dependent loads: a key whose answer needs several
- * trees waited for each walk in turn), then the batch's leaves are scanned in tree order with
- * the same early stop as pw_acl_forest_kw, so the answer is the same (pw_acl_classify_lanes
- * plays this order on the host). A tree whose smallest rule is already >= the best match is
- * not walked. */
+ * key words (so the group takes one path through the trees). */
 __device__ __forceinline__ uint32_t pw_acl_classify_group_kw(const pw_acl_tables *t, const uint32_t *kw, uint32_t gl,
                                                              uint32_t gsize) {
-    pw_acl_fam_view v;
-    pw_acl_view(t, kw, &v);
-    const uint32_t gbase = (threadIdx.x & 31u) & ~(gsize - 1u);
-    const uint32_t gmask = (gsize >= 32u ? 0xFFFFFFFFu : (1u << gsize) - 1u) << gbase;
-    uint32_t best = PW_ACL_NO_MATCH;
-    for (uint32_t t0 = 0; t0 < v.ntrees; t0 += gsize) {
-        uint32_t lo = PW_ACL_NO_MATCH, leaf = PW_ACL_REF_EMPTY;
-        if (t0 + gl < v.ntrees) {
-            uint32_t r;
-            lo = pw_acl_tree(&v, t0 + gl, &r);
-            if (lo < best) leaf = pw_acl_tree_leaf(&v, r, kw);
-        }
-        const uint32_t nt = v.ntrees - t0 < gsize ? v.ntrees - t0 : gsize;
-        for (uint32_t j = 0; j < nt; j++) {
-            if (__shfl_sync(gmask, lo, gbase + j) >= best) return best;
-            const uint32_t r = __shfl_sync(gmask, leaf, gbase + j);
-            if (r == PW_ACL_REF_EMPTY) continue;
-            best = pw_acl_group_scan(&v, r & ~PW_ACL_REF_LEAF, kw, best, gl, gsize);
-        }
-    }
-    return best;
+    return pw_acl_forest_kw(t, kw, [&](const pw_acl_fam_view *v, uint32_t first, const uint32_t *w, uint32_t best) {
+        return pw_acl_group_scan(v, first, w, best, gl, gsize);
+    });
 }
 
 __device__ __forceinline__ uint32_t pw_acl_classify_group(const pw_acl_tables *t, const pw_acl_key *k,
@@ -266,42 +250,23 @@ __device__ __forceinline__ uint32_t pw_acl_classify_group(const pw_acl_tables *t
 }
 #endif
 
-/* The group lookup with its `gsize` lanes played one after another on one thread, in its order
- * (a batch of trees walked, then their leaves scanned); host tests hold it equal to
- * pw_acl_classify for every group size. */
+/* The group lookup with its `gsize` lanes played one after another on one thread (host tests hold
+ * it equal to pw_acl_classify for every group size). */
 PW_DEVICE uint32_t pw_acl_classify_lanes(const pw_acl_tables *t, const pw_acl_key *k, uint32_t gsize) {
-    uint32_t kw[11];
-    pw_acl_key_words(k, kw);
-    pw_acl_fam_view v;
-    pw_acl_view(t, kw, &v);
-    uint32_t best = PW_ACL_NO_MATCH;
-    for (uint32_t t0 = 0; t0 < v.ntrees; t0 += gsize) {
-        const uint32_t nt = v.ntrees - t0 < gsize ? v.ntrees - t0 : gsize;
-        uint32_t lo[32], leaf[32];
-        for (uint32_t j = 0; j < nt; j++) {
-            uint32_t r;
-            lo[j] = pw_acl_tree(&v, t0 + j, &r);
-            leaf[j] = lo[j] < best ? pw_acl_tree_leaf(&v, r, kw) : PW_ACL_REF_EMPTY;
-        }
-        for (uint32_t j = 0; j < nt; j++) {
-            if (lo[j] >= best) return best;
-            if (leaf[j] == PW_ACL_REF_EMPTY) continue;
-            for (uint32_t base = leaf[j] & ~PW_ACL_REF_LEAF;; base += gsize) {
-                uint32_t m = 0, e = 0, idxs[32];
-                for (uint32_t l = 0; l < gsize; l++) {
-                    uint32_t f = pw_acl_lane_eval(&v, base + l, kw, best, &idxs[l]);
-                    if (f & PW_ACL_LANE_MATCH) m |= 1u << l;
-                    if (f & PW_ACL_LANE_END) e |= 1u << l;
-                }
-                uint32_t lane = 0;
-                uint32_t d = pw_acl_chunk_decide(m, e, &lane);
-                if (d == 2u) continue;
-                if (d == 1u) best = idxs[lane];
-                break;
+    return pw_acl_forest(t, k, [&](const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw, uint32_t best) {
+        for (uint32_t base = first;; base += gsize) {
+            uint32_t m = 0, e = 0, idxs[32];
+            for (uint32_t j = 0; j < gsize; j++) {
+                uint32_t f = pw_acl_lane_eval(v, base + j, kw, best, &idxs[j]);
+                if (f & PW_ACL_LANE_MATCH) m |= 1u << j;
+                if (f & PW_ACL_LANE_END) e |= 1u << j;
             }
+            uint32_t lane = 0;
+            uint32_t d = pw_acl_chunk_decide(m, e, &lane);
+            if (d == 2u) continue;
+            return d == 1u ? idxs[lane] : best;
         }
-    }
-    return best;
+    });
 }
 
 /* Verdict word of rule `rule` (verdict | has_mark << 8); mark id in *mark. */
