@@ -60,6 +60,15 @@ step verify-tagged-fw1 60 "$BIN" verify --trace "$CB/fw1_10K_trace.gz" --rules "
 step verify-tagged-ipc1 60 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --burst 8 --slot-data-bytes 1024 --tagged true --mode persistent --placement mapped --block-threads 64 --json "$RES/verify-tagged-ipc1.json"
 step verify-tagged-gen 90 "$BIN" verify --gen 2000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --burst 64 --slot-data-bytes 16384 --tagged true --mode persistent --placement mapped --queues 2 --json "$RES/verify-tagged-gen.json"
 step reload-torture-tagged 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 4 --burst 32 --slot-data-bytes 4096 --tagged true --mode persistent --placement mapped --queues 2 --ctas 2 --json "$RES/torture-tagged.json"
+# Without metadata written back (--no-meta: verdicts and counters compared), as a daemon runs:
+# the kernels' two-pass small-burst path then takes its parse fast path (pw_parse_fast_key) for
+# the frames it covers. Bursts of 32 (two or more lanes per frame): the general persistent and
+# launch kernels on the corpus, the small-burst kernel (tagged) on the traces and generated frames.
+step verify-nometa-tcpdump 60 "$BIN" verify --input "$DATA/pcaps" --burst 32 --mode persistent,launch --placement device,mapped --no-meta --json "$RES/verify-nometa-tcpdump.json"
+step verify-nometa-acl1 60 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --burst 32 --slot-data-bytes 4096 --tagged true --mode persistent --placement mapped --no-meta --json "$RES/verify-nometa-acl1.json"
+step verify-nometa-fw1 60 "$BIN" verify --trace "$CB/fw1_10K_trace.gz" --rules "$CB/fw1_10K" --burst 32 --slot-data-bytes 4096 --tagged true --mode persistent --placement mapped --no-meta --json "$RES/verify-nometa-fw1.json"
+step verify-nometa-ipc1 60 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --burst 32 --slot-data-bytes 4096 --tagged true --mode persistent --placement mapped --no-meta --json "$RES/verify-nometa-ipc1.json"
+step verify-nometa-gen 90 "$BIN" verify --gen 2000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --burst 32 --slot-data-bytes 4096 --tagged true --mode persistent --placement mapped --no-meta --json "$RES/verify-nometa-gen.json"
 step bench 220 "$BIN" bench --classbench "$CB" --out "$RES"
 step reload-torture-persistent 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 4 --mode persistent --placement device --queues 2 --ctas 2 --json "$RES/torture-persistent.json"
 step reload-torture-launch-mapped 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 3 --mode launch --placement mapped --queues 3 --json "$RES/torture-launch.json"
