@@ -1,6 +1,7 @@
 //! pktwarp's data path: checked packet views (`wire`), the per-packet metadata record that
 //! crosses to the GPU (`meta`), bursts and queues, ports, stages, executors and the config.
 
+pub mod affinity;
 pub mod burst;
 pub mod config;
 pub mod control;

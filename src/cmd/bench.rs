@@ -63,6 +63,13 @@ pub struct Args {
     /// Bursts timed per latency configuration.
     #[arg(long, default_value_t = 5000)]
     pub latency_bursts: usize,
+    /// CPU core the latency host thread (submit, then poll for the verdicts) is pinned to, as
+    /// a DPDK lcore is. Default: the last core the process may use.
+    #[arg(long)]
+    pub latency_cpu: Option<usize>,
+    /// Leave the latency host thread unpinned (the scheduler may move it between cores).
+    #[arg(long, conflicts_with = "latency_cpu")]
+    pub latency_unpinned: bool,
     /// Skip parts: any of throughput, e2e, latency.
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<String>,
@@ -365,6 +372,24 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     }
 
     if !skip("latency") {
+        let pinned = if a.latency_unpinned {
+            None
+        } else {
+            let cpu = match a.latency_cpu {
+                Some(c) => c,
+                None => *pipeline::affinity::allowed_cpus()
+                    .context("latency: the process's CPU set")?
+                    .last()
+                    .ok_or_else(|| anyhow::anyhow!("latency: no CPU to pin the host thread to"))?,
+            };
+            let saved = pipeline::affinity::pin_current_thread(cpu)
+                .with_context(|| format!("latency: pinning the host thread to CPU {cpu}"))?;
+            Some((cpu, saved))
+        };
+        js.insert(
+            "latency_host_cpu".into(),
+            json!(pinned.as_ref().map(|(c, _)| *c)),
+        );
         let stage = load_stage(&rules0)?;
         let bytes = stage.classifier.image_bytes();
         let tables = AclTablesRef {
@@ -373,8 +398,9 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         };
         let base = trace_frames(&trace0, 64)?;
         md.line(format!(
-            "\n### Latency per burst, 64 B frames, parse + acl {} + count, light load (us: p50 / p99 / p99.9)\n",
-            a.sets[0]
+            "\n### Latency per burst, 64 B frames, parse + acl {} + count, light load (us: p50 / p99 / p99.9; host thread {})\n",
+            a.sets[0],
+            pinned.as_ref().map_or("not pinned".to_string(), |(c, _)| format!("pinned to CPU {c}"))
         ));
         md.line("| burst | placement | persistent | launch | graph (8 bursts) | launch p99 / persistent p99 |".into());
         md.line("| ---: | --- | --- | --- | --- | ---: |".into());
@@ -584,6 +610,10 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             lat_checked,
             lat_bad,
         );
+        if let Some((_, saved)) = &pinned {
+            pipeline::affinity::restore(saved)
+                .context("latency: restoring the host thread's CPU set")?;
+        }
     }
 
     if a.devices.len() > 1 && !skip("scaling") {
