@@ -342,11 +342,16 @@ __shared__ pw_split_frame pw_split[PW_SPLIT_MAX];
 __device__ __forceinline__ void pw_run_split(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *descs,
                                              bool compact, const uint8_t *data, const uint8_t *gdata, bool staged,
                                              uint32_t db, uint32_t lo, uint32_t hi, const pw_vout &vo,
-                                             pw_packet_meta *mout, pw_count_regs *cr, uint32_t gsize) {
+                                             pw_packet_meta *mout, pw_count_regs *cr, uint32_t gsize,
+                                             bool acquire_ring = false) {
     for (uint32_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
         const pw_desc d = pw_desc_at(descs, i, compact);
-        /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged. */
-        const uint8_t *fd = (staged && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
+        /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged;
+         * `acquire_ring` (pw_persistent_small, which skips pw_run_slot's block-wide check):
+         * this thread's acquire first drops L1 lines of the slot's previous lap. */
+        const bool in_stage = staged && d.offset <= db && d.len <= db - d.offset;
+        const uint8_t *fd = in_stage ? data : gdata;
+        if (acquire_ring && !in_stage) (void)pw_load_acquire((const volatile uint32_t *)gdata);
         pw_split_frame *f = &pw_split[i - lo];
         f->wire_len = d.wire_len;
         if (!mout && pw_parse_fast_key(fd + d.offset, d.len, d.port, f->kw)) {
@@ -408,8 +413,10 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
                                             uint32_t parts) {
     const uint32_t slot = seq % q.slots;
     const uint8_t *base = (const uint8_t *)(q.ring + (uint64_t)slot * q.slot_bytes);
-    if (hdr_granules == 0u && threadIdx.x == 0) pw_stage_hdr(base);
-    __syncthreads();
+    if (hdr_granules == 0u) {
+        if (threadIdx.x == 0) pw_stage_hdr(base);
+        __syncthreads();
+    } /* else the poller's barrier is behind the staged header */
     const uint32_t hs = hdr_granules == 1u ? 1u : 3u; /* first header granule staged below */
     const pw_slot_hdr *hdr = (const pw_slot_hdr *)pw_stage;
     uint32_t n = hdr->n_frames;
@@ -450,7 +457,20 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     /* The image a burst names is fixed while its address is live, but a freed image's address
      * can come back with a new one: when the header names another image than the last burst,
      * one acquire drops the SM's L1 lines (stale ones included) before the walk. */
-    if (persistent) {
+    if (persistent && SMALL) {
+        /* Latency: no barrier unless the image changed. Every thread reads the same words
+         * (thread 0 wrote them before the barriers that ended the last burst), so all of them
+         * take the branch or none. */
+        if (hdr->acl_tables != pw_img_tables || hdr->generation != pw_img_gen) {
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                (void)pw_load_acquire((const volatile uint32_t *)q.producer);
+                pw_img_tables = hdr->acl_tables;
+                pw_img_gen = hdr->generation;
+            }
+            __syncthreads();
+        }
+    } else if (persistent) {
         if (threadIdx.x == 0 && (hdr->acl_tables != pw_img_tables || hdr->generation != pw_img_gen)) {
             (void)pw_load_acquire((const volatile uint32_t *)q.producer);
             pw_img_tables = hdr->acl_tables;
@@ -462,7 +482,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     if (staged) {
         descs = pw_stage + sizeof(pw_slot_hdr);
         data = pw_stage + head;
-        if (parse) {
+        if (parse && !SMALL) { /* SMALL: pw_run_split's parse pass acquires for such a frame */
             for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
                 const pw_desc d = pw_desc_at(descs, i, compact);
                 if (!(d.offset <= db && d.len <= db - d.offset)) pw_ring_reads = 1u;
@@ -470,7 +490,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
             __syncthreads();
         }
     }
-    if (!staged || pw_ring_reads) {
+    if (!SMALL && (!staged || pw_ring_reads)) {
         /* Something is read from the ring itself with plain loads: drop the SM's L1 lines
          * (the persistent poll does not acquire; they may hold the slot's previous lap). */
         if (threadIdx.x == 0) (void)pw_load_acquire((const volatile uint32_t *)base);
@@ -493,7 +513,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     /* SMALL (pw_persistent_small): the host guarantees parse + acl and room for groups of 2+ lanes
      * per frame, so every burst takes pw_run_split, the only path compiled in. */
     if (SMALL) {
-        pw_run_split(q, a, descs, compact, data, gdata, staged, db, lo, hi, vo, mout, cr, gsize);
+        pw_run_split(q, a, descs, compact, data, gdata, staged, db, lo, hi, vo, mout, cr, gsize, true);
         return;
     }
 #endif
@@ -804,7 +824,9 @@ __device__ __forceinline__ void pw_persistent_body(const pw_queue_desc *queues, 
                 }
             }
         }
-        __syncthreads();
+        /* Thread 0's poll above needs this barrier; pw_poll_tagged ends with one (the small-burst
+         * kernel skips this second one). */
+        if (!SMALL) __syncthreads();
         if (pw_cmd) break;
         pw_count_regs cr;
         pw_count_regs_zero(&cr);
