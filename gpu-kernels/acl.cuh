@@ -60,6 +60,7 @@ typedef struct pw_acl_fam_view {
     const uint32_t *recs; /* the family's records */
     uint32_t aw, rw;      /* address words, record words */
     uint32_t ntrees, toff, nrec, extras_off;
+    uint32_t actions_off;
 } pw_acl_fam_view;
 
 /* The family's view for key words `kw` (pw_acl_key_words). */
@@ -75,6 +76,7 @@ PW_DEVICE void pw_acl_view(const pw_acl_tables *t, const uint32_t *kw, pw_acl_fa
     v->nrec = PW_ACL_LD(&fh->num_records);
     v->recs = v->img + PW_ACL_LD(&fh->records_off);
     v->extras_off = PW_ACL_LD(&t->extras_off);
+    v->actions_off = PW_ACL_LD(&t->actions_off);
 }
 
 /* The leaf for the key below ref `r` (a tree's root): PW_ACL_REF_EMPTY, or PW_ACL_REF_LEAF |
@@ -214,39 +216,51 @@ PW_DEVICE uint32_t pw_acl_chunk_decide(uint32_t match, uint32_t end, uint32_t *l
 }
 
 #if PW_GPU
-/* The group's scan of the leaf whose first record is `first`: the new best. `gl` = this lane's
- * index in its group of `gsize`. */
+/* The group's scan of the leaf whose first record is `first`: the new best, and when it is new
+ * its rule's action words in act[0..1] (pw_acl_action's). `gl` = this lane's index in its group
+ * of `gsize`. Latency: a lane that matches loads its rule's action at once, so the load runs
+ * beside the group's ballots and the rest of the walk instead of after the whole lookup. */
 __device__ __forceinline__ uint32_t pw_acl_group_scan(const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw,
-                                                      uint32_t best, uint32_t gl, uint32_t gsize) {
+                                                      uint32_t best, uint32_t gl, uint32_t gsize, uint32_t act[2]) {
     const uint32_t gbase = (threadIdx.x & 31u) & ~(gsize - 1u);
     const uint32_t gbits = gsize >= 32u ? 0xFFFFFFFFu : (1u << gsize) - 1u;
     const uint32_t gmask = gbits << gbase;
     for (uint32_t base = first;; base += gsize) {
         uint32_t idx;
         uint32_t f = pw_acl_lane_eval(v, base + gl, kw, best, &idx);
+        uint32_t a0 = 0u, a1 = 0u;
+        if (f & PW_ACL_LANE_MATCH) {
+            const uint32_t *aw = v->img + v->actions_off + PW_ACL_ACTION_WORDS * idx;
+            a0 = __ldg(aw);
+            a1 = __ldg(aw + 1);
+        }
         uint32_t m = (__ballot_sync(gmask, f & PW_ACL_LANE_MATCH) >> gbase) & gbits;
         uint32_t e = (__ballot_sync(gmask, f & PW_ACL_LANE_END) >> gbase) & gbits;
         uint32_t lane = 0;
         uint32_t d = pw_acl_chunk_decide(m, e, &lane);
         if (d == 2u) continue;
-        return d == 1u ? __shfl_sync(gmask, idx, gbase + lane) : best;
+        if (d == 0u) return best;
+        act[0] = __shfl_sync(gmask, a0, gbase + lane);
+        act[1] = __shfl_sync(gmask, a1, gbase + lane);
+        return __shfl_sync(gmask, idx, gbase + lane);
     }
 }
 
 /* `gl` = this lane's index in its group of `gsize`; every lane of the group calls it with the same
  * key words (so the group takes one path through the trees). */
+/* act: the matched rule's action words (pw_acl_action's; unset on PW_ACL_NO_MATCH). */
 __device__ __forceinline__ uint32_t pw_acl_classify_group_kw(const pw_acl_tables *t, const uint32_t *kw, uint32_t gl,
-                                                             uint32_t gsize) {
+                                                             uint32_t gsize, uint32_t act[2]) {
     return pw_acl_forest_kw(t, kw, [&](const pw_acl_fam_view *v, uint32_t first, const uint32_t *w, uint32_t best) {
-        return pw_acl_group_scan(v, first, w, best, gl, gsize);
+        return pw_acl_group_scan(v, first, w, best, gl, gsize, act);
     });
 }
 
 __device__ __forceinline__ uint32_t pw_acl_classify_group(const pw_acl_tables *t, const pw_acl_key *k,
                                                           uint32_t gl, uint32_t gsize) {
-    uint32_t kw[11];
+    uint32_t kw[11], act[2];
     pw_acl_key_words(k, kw);
-    return pw_acl_classify_group_kw(t, kw, gl, gsize);
+    return pw_acl_classify_group_kw(t, kw, gl, gsize, act);
 }
 #endif
 

@@ -76,10 +76,16 @@ __device__ __forceinline__ pw_acl_sel pw_acl_of_slot(const pw_queue_desc &q, con
 __device__ __forceinline__ void pw_stage_acl_kw(const pw_acl_sel &a, const uint32_t *kw, uint32_t *rule,
                                                 uint8_t *action, uint32_t *mark, uint32_t gl, uint32_t gsize) {
     const pw_acl_tables *t = (const pw_acl_tables *)a.tables;
-    *rule = gsize > 1u ? pw_acl_classify_group_kw(t, kw, gl, gsize) : pw_acl_classify_kw(t, kw);
+    uint32_t act[2] = {0u, 0u};
+    *rule = gsize > 1u ? pw_acl_classify_group_kw(t, kw, gl, gsize, act) : pw_acl_classify_kw(t, kw);
     if (*rule != PW_ACL_NO_MATCH) {
-        uint32_t mk;
-        uint32_t w = pw_acl_action(t, *rule, &mk);
+        uint32_t mk, w;
+        if (gsize > 1u) { /* loaded by the lane that matched (pw_acl_group_scan) */
+            w = act[0];
+            mk = act[1];
+        } else {
+            w = pw_acl_action(t, *rule, &mk);
+        }
         uint32_t code = w & 0xFFu;
         *action = (uint8_t)(code < PW_ACTIONS ? code : PW_ACTION_PASS); /* flow_rules Verdict::from_code */
         *mark = ((w >> 8) & 1u) ? mk : 0u;

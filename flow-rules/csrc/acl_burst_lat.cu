@@ -97,7 +97,8 @@ __device__ uint32_t pair_classify_group(const pw_acl_tables *t, const pw_acl_key
             h = p.y;
         }
         if (r == PW_ACL_REF_EMPTY) continue;
-        best = pw_acl_group_scan(&v, r & ~PW_ACL_REF_LEAF, kw, best, gl, gsize);
+        uint32_t act[2];
+        best = pw_acl_group_scan(&v, r & ~PW_ACL_REF_LEAF, kw, best, gl, gsize, act);
     }
     return best;
 }
