@@ -570,13 +570,18 @@ __device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq,
     ctrl->heartbeat = ++pw_beats;
 }
 
-/* PW_PIPE_TAGGED with a trace: thread 0 of part 0 writes the record's seq behind a fence, so the
- * host never takes a record whose other fields are still on their way (no done word's release
- * orders them). After the burst's verdicts: off its latency path. */
+/* PW_PIPE_TAGGED with a trace: thread 0 of part 0 writes the record's seq with a release store,
+ * so the host never takes a record whose other fields (thread 0's stores) are still on their way
+ * (no done word's release orders them). After the burst's verdicts, off its latency path. Not a
+ * fence: __threadfence_system() is a sequentially consistent fence, which also drops the SM's L1
+ * (MEMBAR.SC.SYS + CCTL.IVALL in the SASS), so every traced burst started its ACL walk with a
+ * cold L1 and traced tagged bursts measured ~1.2 us slower in the stages than untraced ones. */
 __device__ __forceinline__ void pw_trace_seq(const pw_queue_desc &q, uint32_t seq, uint32_t part) {
     if (threadIdx.x != 0 || !q.trace || part != 0u || !(q.pipeline & PW_PIPE_TAGGED)) return;
-    __threadfence_system();
-    ((volatile pw_burst_trace *)q.trace + seq % q.slots)->seq = (uint64_t)seq + 1u;
+    const unsigned long long v = (unsigned long long)seq + 1ull;
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(&((pw_burst_trace *)q.trace + seq % q.slots)->seq),
+                 "l"(v)
+                 : "memory");
 }
 
 /* Thread 0: adds `n` bursts whose counts this block reduced (each before a
