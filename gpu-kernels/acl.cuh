@@ -247,8 +247,8 @@ __device__ __forceinline__ uint32_t pw_acl_group_scan(const pw_acl_fam_view *v, 
 }
 
 /* `gl` = this lane's index in its group of `gsize`; every lane of the group calls it with the same
- * key words (so the group takes one path through the trees). */
-/* act: the matched rule's action words (pw_acl_action's; unset on PW_ACL_NO_MATCH). */
+ * key words (so the group takes one path through the trees). act: the matched rule's action
+ * words (pw_acl_action's; unset on PW_ACL_NO_MATCH). */
 __device__ __forceinline__ uint32_t pw_acl_classify_group_kw(const pw_acl_tables *t, const uint32_t *kw, uint32_t gl,
                                                              uint32_t gsize, uint32_t act[2]) {
     return pw_acl_forest_kw(t, kw, [&](const pw_acl_fam_view *v, uint32_t first, const uint32_t *w, uint32_t best) {

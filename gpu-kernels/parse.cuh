@@ -449,8 +449,8 @@ PW_DEVICE void pw_parse(const uint8_t *frame, uint32_t len, pw_packet_meta *meta
  * without an L4 view, in a frame of at least 52 bytes: its loads sit at fixed offsets and issue
  * together. It returns 1 only when pw_parse would return status 0, and then writes the
  * key words (acl.cuh pw_acl_key_words) of pw_acl_key_from_meta(that metadata, port):
- * pipeline/tests/parse_cuda_host.rs holds both on the corpus, its truncations and random
- * frames. On 0 the caller runs pw_parse. */
+ * pipeline/tests/parse_fast_key.rs holds both on the corpus, its truncations, frames around every
+ * boundary checked here and random ones. On 0 the caller runs pw_parse. */
 PW_DEVICE uint32_t pw_parse_fast_key(const uint8_t *f, uint32_t len, uint16_t port, uint32_t kw[11]) {
     /* Every read below lies in bytes 12 .. 51; each group of them is read before any decision
      * on it, so the loads issue together (two dependent rounds: the tag, then l3 + 0 .. 33). */

@@ -1156,7 +1156,7 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
         checked,
         mismatches,
         tagged: ex.tagged(0),
-        threads: ex.options().block_threads.unwrap_or(256),
+        threads: ex.options().threads(),
     })
 }
 

@@ -425,8 +425,16 @@ impl GpuOptions {
             .unwrap_or(self.placement)
     }
 
-    fn threads(&self) -> u32 {
+    /// Threads per CTA: `block_threads`, or 256 (an executor sets the field from
+    /// [`GpuOptions::default_threads`] when it starts).
+    pub fn threads(&self) -> u32 {
         self.block_threads.unwrap_or(256)
+    }
+
+    /// Persistent CTAs that must be resident at once: this executor's for `n_queues` queues
+    /// and `beside_ctas` of other executors on the same GPU.
+    fn persistent_ctas(&self, n_queues: usize, beside_ctas: usize) -> usize {
+        n_queues * self.ctas_of_queue() + beside_ctas
     }
 
     /// `block_threads` when it is not set, for `n_queues` queues on a GPU of `sms`
@@ -437,7 +445,7 @@ impl GpuOptions {
     /// frames' lookups share (and diverge in) a warp (H200, 32-frame mapped bursts:
     /// BENCHMARKS.md, issue 4 session 6).
     pub fn default_threads(&self, n_queues: usize, beside_ctas: usize, sms: usize) -> u32 {
-        let want = n_queues * self.ctas_of_queue() + beside_ctas;
+        let want = self.persistent_ctas(n_queues, beside_ctas);
         if self.mode == Mode::Persistent && self.burst_size <= 32 && want <= sms {
             512
         } else {
@@ -771,7 +779,7 @@ impl GpuExecutor {
         if opts.mode == Mode::Persistent {
             let per_sm = f_persistent.occupancy(opts.threads())?;
             let fit = per_sm as usize * ctx.info.multiprocessors as usize;
-            let want = n_queues * opts.ctas_of_queue() + beside_ctas;
+            let want = opts.persistent_ctas(n_queues, beside_ctas);
             if want > fit {
                 anyhow::bail!(
                     "{n_queues} persistent queues x {} CTAs{} do not fit on GPU {} ({}: {fit} CTAs of {} threads at once)",
