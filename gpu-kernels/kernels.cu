@@ -329,6 +329,10 @@ __device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_
     }
 }
 
+/* Thread 0's timestamps of the running burst (seen, staged, ran, parsed: see pw_burst_trace) when
+ * the queue traces (in shared memory: registers are the persistent kernel's scarcest resource). */
+__shared__ uint64_t pw_ts[4];
+
 #if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
 /* A frame between the two passes of pw_run_split: its ACL key words (read in place by the
  * group's tree steps) and what its verdict and counters need. */
@@ -373,6 +377,7 @@ __device__ __forceinline__ void pw_run_split(const pw_queue_desc &q, const pw_ac
         if (mout) mout[i] = m;
     }
     __syncthreads();
+    if (q.trace && threadIdx.x == 0) pw_ts[3] = pw_globaltimer();
     const uint32_t gl = threadIdx.x & (gsize - 1u);
     for (uint32_t i = lo + threadIdx.x / gsize; i < hi; i += blockDim.x / gsize) {
         const pw_split_frame *f = &pw_split[i - lo];
@@ -393,10 +398,6 @@ __device__ __forceinline__ void pw_run_split(const pw_queue_desc &q, const pw_ac
  * it: a read of host memory is a PCIe round trip the CTA would wait for before its next poll). */
 __shared__ uint32_t pw_beats;
 __shared__ uint64_t pw_polls;
-
-/* Thread 0's timestamps of the running burst (seen, staged, ran) when the queue traces (in shared
- * memory: registers are the persistent kernel's scarcest resource). */
-__shared__ uint64_t pw_ts[3];
 
 /* The ACL image the persistent block's last burst named (~0: none yet; see pw_run_slot). */
 __shared__ uint64_t pw_img_tables;
@@ -502,7 +503,10 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         if (threadIdx.x == 0) (void)pw_load_acquire((const volatile uint32_t *)base);
         __syncthreads();
     }
-    if (q.trace && threadIdx.x == 0) ts[1] = pw_globaltimer();
+    if (q.trace && threadIdx.x == 0) {
+        ts[1] = pw_globaltimer();
+        ts[3] = 0ull; /* set by pw_run_split's parse pass, if this burst takes it */
+    }
     pw_vout vo;
     vo.tag = (q.pipeline & PW_PIPE_TAGGED) ? seq + 1u : 0u;
     vo.base = vo.tag ? (void *)((pw_verdict_tagged *)q.verdicts + (uint64_t)slot * q.burst_max)
@@ -561,6 +565,7 @@ __device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq,
         tr->seen = ts[0];
         tr->staged = ts[1];
         tr->ran = ts[2];
+        tr->parsed = ts[3];
         tr->fenced = pw_globaltimer();
         if (!tagged) tr->seq = (uint64_t)seq + 1u;
     }

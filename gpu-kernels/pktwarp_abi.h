@@ -524,7 +524,9 @@ typedef struct pw_burst_trace {
     uint64_t ran;    /* 24 every frame's stages done, verdicts stored */
     uint64_t merged; /* 32 queue counters merged (after done, off the latency path) */
     uint64_t fenced; /* 40 just before the done word's release store */
-    uint64_t reserved[2];
+    uint64_t parsed; /* 48 pw_run_split's parse pass done: every frame's ACL key in shared memory
+                      *    (0: the burst took another path) */
+    uint64_t reserved;
 } pw_burst_trace;
 PW_STATIC_ASSERT(sizeof(pw_burst_trace) == 64, "pw_burst_trace size");
 

@@ -27,21 +27,22 @@ def cell(md, burst):
     p = [x.strip() for x in m.group(1).split("/")]
     return f"{p[0]} / {p[1]}", m.group(2).split("/")[1].strip(), m.group(3) + "x"
 def decomp(md):
-    m = re.search(r"^\| parse \+ acl \+ count \| \d+ x 1 \| Mapped \| yes \| ([^|]+) \| ([^|]+) \| ([^|]+) \|", md, re.M)
+    m = re.search(r"^\| parse \+ acl \+ count \| \d+ x 1 \| Mapped \| yes \| ([^|]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \|", md, re.M)
     if not m:
-        return "-", "-", "-"
-    return m.group(1).split("/")[0].strip(), m.group(2).strip(), m.group(3).strip()
+        return "-", "-", "-", "-"
+    pp = m.group(4).strip() if "of which parse pass" in md else "-"  # older tables lack the column
+    return m.group(1).split("/")[0].strip(), m.group(2).strip(), m.group(3).strip(), pp
 def checked(md):
     m = re.search(r"^Verdicts checked against the CPU executor: (\d+), mismatches: (\d+)", md, re.M)
     return f"{m.group(1)} / {m.group(2)}" if m else "-"
 print("| run | 16 frames p50 / p99 | 32 frames p50 / p99 | 32: launch p99 | launch / persistent p99 "
-      "| traced 32: total p50 | seen->staged | stages | verdicts checked / mismatches |")
-print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+      "| traced 32: total p50 | seen->staged | stages | of which parse pass | verdicts checked / mismatches |")
+print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 for r in runs:
     md = open(os.path.join(out, r, "bench.md")).read()
     c16, c32 = cell(md, 16), cell(md, 32)
-    t, s, st = decomp(md)
-    print(f"| {r} | {c16[0]} | {c32[0]} | {c32[1]} | {c32[2]} | {t} | {s} | {st} | {checked(md)} |")
+    t, s, st, pp = decomp(md)
+    print(f"| {r} | {c16[0]} | {c32[0]} | {c32[1]} | {c32[2]} | {t} | {s} | {st} | {pp} | {checked(md)} |")
 PY
 }
 if [ "${1:-}" = "--summarize" ]; then

@@ -488,9 +488,10 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         md.line(
             "\n### Latency decomposition, burst 32, persistent (us: p50 / p99 / p99.9; GPU steps: median (p99))\n".into(),
         );
-        md.line("| stages | threads x CTAs per burst | placement | tagged | total | seen->staged | stages | to done | counters (after done) | outside the GPU | of which host submit |".into());
+        md.line("| stages | threads x CTAs per burst | placement | tagged | total | seen->staged | stages | of which parse pass | to done | counters (after done) | outside the GPU | of which host submit |".into());
         md.line(
-            "| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |".into(),
+            "| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+                .into(),
         );
         let mut rows = Vec::new();
         // Each row: the default 32-frame persistent configuration with one thing changed.
@@ -587,17 +588,22 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                     ..Default::default()
                 }
                 .parts();
+                let parse_pass = if m[6].is_nan() {
+                    "-".to_string()
+                } else {
+                    format!("{:.2} ({:.2})", m[6], m99[6])
+                };
                 md.line(format!(
-                    "| {name} | {th} x {parts} | {placement:?} | {} | {p50:.2} / {p_99:.2} / {p999:.2} | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2} ({:.2}) |",
+                    "| {name} | {th} x {parts} | {placement:?} | {} | {p50:.2} / {p_99:.2} / {p999:.2} | {:.2} ({:.2}) | {:.2} ({:.2}) | {parse_pass} | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2} ({:.2}) |",
                     if r.tagged { "yes" } else { "no" },
                     m[0], m99[0], m[1], m99[1], m[2], m99[2], m[3], m99[3], m[4], m99[4], m[5], m99[5]
                 ));
                 rows.push(
                     json!({"stages": name, "threads": th, "ctas_per_burst": parts, "placement": format!("{placement:?}"), "tagged": r.tagged,
                     "p50_us": p50, "p99_us": p_99, "p999_us": p999, "traced": r.steps.len(),
-                    "gpu_steps_median_us": {"seen_to_staged": m[0], "stages": m[1],
+                    "gpu_steps_median_us": {"seen_to_staged": m[0], "stages": m[1], "parse_pass": nan_null(m[6]),
                         "to_done": m[2], "counters_after_done": m[3], "outside_gpu": m[4], "host_submit": m[5]},
-                    "gpu_steps_p99_us": {"seen_to_staged": m99[0], "stages": m99[1],
+                    "gpu_steps_p99_us": {"seen_to_staged": m99[0], "stages": m99[1], "parse_pass": nan_null(m99[6]),
                         "to_done": m99[2], "counters_after_done": m99[3], "outside_gpu": m99[4], "host_submit": m99[5]}}),
                 );
             }
@@ -1025,10 +1031,12 @@ struct Decomp<'a> {
 /// Per-burst latency samples (us, sorted) and, with `trace`, the GPU-side steps of each burst
 /// (us): [seen -> staged, staged -> stages done, -> just before the done store, the counters
 /// merged after done (off the latency path), outside the GPU (total minus seen -> fenced: host
-/// writes, PCIe, the poll, the host seeing done), of which the host's `submit` call].
+/// writes, PCIe, the poll, the host seeing done), of which the host's `submit` call, of the
+/// stages the small-burst path's parse pass (staged -> every frame's ACL key ready; NaN on other
+/// paths)].
 struct LatResult {
     samples: Vec<f64>,
-    steps: Vec<[f64; 6]>,
+    steps: Vec<[f64; STEPS]>,
     /// Verdicts compared with the CPU reference, and how many differed.
     checked: u64,
     mismatches: u64,
@@ -1143,6 +1151,12 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
                     d(tr.fenced, tr.merged),
                     us - gpu,
                     sub,
+                    // Only the small-burst path's parse pass records it.
+                    if tr.parsed == 0 {
+                        f64::NAN
+                    } else {
+                        d(tr.staged, tr.parsed)
+                    },
                 ]);
                 false
             }
@@ -1160,12 +1174,27 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
     })
 }
 
-/// Percentile `p` of each GPU step column.
-fn step_pct(steps: &[[f64; 6]], p: f64) -> [f64; 6] {
-    let mut m = [0f64; 6];
+/// Columns of a traced burst's steps (LatResult::steps).
+const STEPS: usize = 7;
+
+/// JSON null for NaN (a step no burst took).
+fn nan_null(x: f64) -> serde_json::Value {
+    if x.is_nan() {
+        serde_json::Value::Null
+    } else {
+        json!(x)
+    }
+}
+
+/// Percentile `p` of each GPU step column (NaN samples, a step the burst did not take, left
+/// out; NaN when no burst took it).
+fn step_pct(steps: &[[f64; STEPS]], p: f64) -> [f64; STEPS] {
+    let mut m = [0f64; STEPS];
     for (i, slot) in m.iter_mut().enumerate() {
-        let mut col: Vec<f64> = steps.iter().map(|s| s[i]).collect();
-        if !col.is_empty() {
+        let mut col: Vec<f64> = steps.iter().map(|s| s[i]).filter(|x| !x.is_nan()).collect();
+        if col.is_empty() {
+            *slot = f64::NAN;
+        } else {
             col.sort_by(f64::total_cmp);
             *slot = pct(&col, p);
         }

@@ -310,7 +310,9 @@ pub struct BurstTrace {
     pub ran: u64,
     pub merged: u64,
     pub fenced: u64,
-    pub reserved: [u64; 2],
+    /// The small-burst path's parse pass done (0: the burst took another path).
+    pub parsed: u64,
+    pub reserved: u64,
 }
 
 #[cfg(test)]
@@ -383,6 +385,7 @@ mod tests {
         assert_eq!(size_of::<BurstTrace>(), 64);
         assert_eq!(offset_of!(BurstTrace, seen), 8);
         assert_eq!(offset_of!(BurstTrace, fenced), 40);
+        assert_eq!(offset_of!(BurstTrace, parsed), 48);
         assert_eq!(offset_of!(QueueDesc, ctas), 100);
         assert_eq!(offset_of!(QueueDesc, done), 104);
         assert_eq!(offset_of!(QueueDesc, idle_timeout_ns), 64);
