@@ -580,14 +580,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 let (p50, p_99, p999) = (pct(lat, 0.5), pct(lat, 0.99), pct(lat, 0.999));
                 let m = step_pct(&r.steps, 0.5);
                 let m99 = step_pct(&r.steps, 0.99);
-                let th = r.threads;
-                let parts = GpuOptions {
-                    burst_size: 32,
-                    burst_ctas,
-                    placement,
-                    ..Default::default()
-                }
-                .parts();
+                let (th, parts) = (r.threads, r.parts);
                 let parse_pass = if m[6].is_nan() {
                     "-".to_string()
                 } else {
@@ -1044,6 +1037,8 @@ struct LatResult {
     tagged: bool,
     /// Threads per CTA the executor ran with.
     threads: u32,
+    /// CTAs per burst the executor ran with.
+    parts: u32,
 }
 
 fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> {
@@ -1171,6 +1166,7 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
         mismatches,
         tagged: ex.tagged(0),
         threads: ex.options().threads(),
+        parts: ex.options().parts(),
     })
 }
 
