@@ -13,6 +13,40 @@ use crate::port::PortError;
 /// The EAL arguments the process was initialised with (`None` before the first init).
 static EAL: Mutex<Option<Vec<String>>> = Mutex::new(None);
 
+/// DPDK's control path (device probe and hotplug removal, ethdev configure / queue setup /
+/// start / stop / close, mempool creation) is not thread-safe, and a [`super::DpdkPort`] may be
+/// opened or dropped on any thread: the same-process DPDK tests, which open ports on parallel
+/// test threads, saw `rte_dev_probe` fail with "No such device" (2 runs in 60) and once a
+/// SIGSEGV. Opening a port and closing one hold this lock.
+static CONTROL: Mutex<()> = Mutex::new(());
+
+thread_local! {
+    /// This thread holds [`CONTROL`] (a port dropped inside a failing open closes under it).
+    static CONTROL_HELD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// [`CONTROL`] held by this thread until dropped; a no-op when the thread holds it already.
+pub struct ControlGuard(Option<std::sync::MutexGuard<'static, ()>>);
+
+/// Takes [`CONTROL`] for the calling thread (see there).
+pub fn control() -> ControlGuard {
+    if CONTROL_HELD.with(Cell::get) {
+        return ControlGuard(None);
+    }
+    // The lock guards no data, so a panic under it leaves nothing inconsistent.
+    let g = CONTROL.lock().unwrap_or_else(|e| e.into_inner());
+    CONTROL_HELD.with(|h| h.set(true));
+    ControlGuard(Some(g))
+}
+
+impl Drop for ControlGuard {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            CONTROL_HELD.with(|h| h.set(false));
+        }
+    }
+}
+
 /// The text of a DPDK error code (positive or negative errno / rte_errno).
 pub fn strerror(code: i32) -> String {
     // SAFETY: rte_strerror returns a pointer to a static or thread-local NUL-terminated string

@@ -297,6 +297,7 @@ unsafe impl Sync for PortInner {}
 
 impl Drop for PortInner {
     fn drop(&mut self) {
+        let _control = eal::control();
         let port = self.setup.port_id;
         self.flows.destroy_all(port);
         // SAFETY: the port was started by DpdkPort::open and no handle polls it any more (this
@@ -393,6 +394,9 @@ impl DpdkPort {
         opts.validate().map_err(config_err)?;
         eal::init(&opts.eal_args)?;
         eal::register_thread();
+        // Until the port runs (released after `inner` on every return: a failure below closes
+        // the half-opened port under it too).
+        let _control = eal::control();
 
         let (port_id, created_vdev) = resolve_port(opts)?;
         let mut info = sys::rte_eth_dev_info::default();
