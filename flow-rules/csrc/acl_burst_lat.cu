@@ -9,7 +9,8 @@
 // burst: thread 0 spinning, as the persistent kernel polls; algo: `group` =
 // pw_acl_classify_group (the kernel's), `pairs` = the same over the IPv4 trees rebuilt with one
 // load per level, see below; tail, smem and flush: see `bursts`): p50 / p99 / max of a burst's lookup
-// time in ns and the mismatches.
+// time in ns and the mismatches. Then the tree-per-CTA experiment (tree_bursts below): a
+// cluster of 1-4 CTAs, CTA c walking tree c of every frame, answers combined in CTA 0.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -164,6 +165,181 @@ __global__ void bursts(const pw_acl_tables *t, const pw_acl_key *keys, uint32_t 
     }
 }
 
+
+// ---- Experiment: one CTA per tree ----
+// A cluster of `ctas` CTAs classifies each burst: CTA c walks only tree c (the key family's) for
+// every frame, with `gsize` lanes a frame, no early stop across trees; each CTA writes its best
+// into CTA 0's shared memory (distributed shared memory), a cluster barrier, then CTA 0's group
+// lane 0 takes the smallest. The answer equals pw_acl_classify's (the forest's best is the
+// smallest of every tree's first match). Each SM's L1 then holds one tree's records, and a
+// frame's chain is one tree long. ns[b]: CTA 0's clock from before the lookups to the minimum.
+__shared__ unsigned long long tree_best[8][64]; /* CTA 0's: {best, burst + 1} from CTA c for frame f */
+__shared__ uint32_t tree_go;                      /* every CTA's: burst + 1 that CTA 0 started */
+
+/* No cluster barrier per burst (its acquire drops the SM's L1: measured as cold as a flush):
+ * CTA 0 starts burst b by storing b + 1 into every CTA's tree_go (remote, relaxed), and every
+ * CTA hands its answers back as 8-byte words carrying b + 1, which CTA 0 polls in its own
+ * shared memory. */
+__device__ __forceinline__ void st_remote_u32(uint32_t *local, uint32_t rank, uint32_t v) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(local), r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("st.volatile.shared::cluster.u32 [%0], %1;" ::"r"(r), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void st_remote_u64(unsigned long long *local, uint32_t rank, unsigned long long v) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(local), r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("st.volatile.shared::cluster.u64 [%0], %1;" ::"r"(r), "l"(v) : "memory");
+}
+
+__global__ void tree_bursts(const pw_acl_tables *t, const pw_acl_key *keys, uint32_t nkeys, uint32_t frames,
+                            uint32_t gsize, uint32_t nb, uint32_t *out, uint32_t *ns) {
+    uint32_t rank, ctas;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(ctas));
+    const uint32_t f = threadIdx.x / gsize, gl = threadIdx.x & (gsize - 1u);
+    if (threadIdx.x == 0) tree_go = 0u;
+    for (uint32_t i = threadIdx.x; i < 8u * 64u; i += blockDim.x) tree_best[i / 64u][i % 64u] = 0ull;
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    for (uint32_t b = 0; b < nb; b++) {
+        const uint32_t k = (b * frames + f) % nkeys;
+        pw_acl_key key = keys[f < frames ? k : 0];
+        uint64_t t0 = 0;
+        if (rank == 0u) {
+            __syncthreads(); /* the last burst's answers read */
+            if (threadIdx.x == 0) {
+                t0 = gtimer();
+                for (uint32_t c = 1; c < ctas; c++) st_remote_u32(&tree_go, c, b + 1u);
+            }
+        } else {
+            while (*(volatile uint32_t *)&tree_go != b + 1u) {
+            }
+        }
+        uint32_t best = PW_ACL_NO_MATCH;
+        if (f < frames) {
+            uint32_t kw[11], act[2];
+            pw_acl_key_words(&key, kw);
+            pw_acl_fam_view v;
+            pw_acl_view(t, kw, &v);
+            if (rank < v.ntrees) {
+                uint32_t r;
+                (void)pw_acl_tree(&v, rank, &r);
+                r = pw_acl_tree_leaf(&v, r, kw);
+                if (r != PW_ACL_REF_EMPTY) best = pw_acl_group_scan(&v, r & ~PW_ACL_REF_LEAF, kw, best, gl, gsize, act);
+            }
+            /* A family with more trees than CTAs: this CTA also takes trees rank + ctas, ... */
+            for (uint32_t ti = rank + ctas; ti < v.ntrees; ti += ctas) {
+                uint32_t r;
+                if (pw_acl_tree(&v, ti, &r) >= best) break;
+                r = pw_acl_tree_leaf(&v, r, kw);
+                if (r != PW_ACL_REF_EMPTY) best = pw_acl_group_scan(&v, r & ~PW_ACL_REF_LEAF, kw, best, gl, gsize, act);
+            }
+            if (gl == 0u && rank != 0u) st_remote_u64(&tree_best[rank][f], 0u, ((unsigned long long)(b + 1u) << 32) | best);
+        }
+        if (rank == 0u) {
+            if (f < frames && gl == 0u) {
+                for (uint32_t c = 1; c < ctas; c++) {
+                    unsigned long long w;
+                    do {
+                        w = *(volatile unsigned long long *)&tree_best[c][f];
+                    } while ((uint32_t)(w >> 32) != b + 1u);
+                    best = min(best, (uint32_t)w);
+                }
+                out[k] = best;
+            }
+            __syncthreads();
+            if (threadIdx.x == 0) ns[b] = (uint32_t)(gtimer() - t0);
+        }
+    }
+    /* No CTA leaves while another may still store into its shared memory. */
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// ---- Diagnostic: where one lookup's dependent loads are served ----
+// One thread walks each key the sequential way (pw_acl_classify's order: view, then per tree
+// its table entry, node header and child loads, a leaf's records one by one, the action of a
+// match), timing every dependent load with clock64 (issue -> first use). Keys as the bursts
+// above take them (32 frames a burst), after one warm-up pass. Per step kind: loads per
+// lookup, mean cycles, and how many fell in < 100 (L1), 100-399 (L2), >= 400 cycles.
+enum { ST_VIEW, ST_TREE, ST_HDR, ST_CHILD, ST_REC, ST_ACT, ST_N };
+struct StepStats {
+    unsigned long long n[ST_N], cyc[ST_N], b[ST_N][3];
+};
+
+/* clock64, then the load, its value stored to shared memory (the store waits for it), then
+ * clock64: all asm volatile with a memory clobber, so neither the compiler nor ptxas hoists the
+ * load above the first clock (the way pointer-chasing microbenchmarks time a load). */
+__shared__ volatile uint32_t probe_sink;
+
+__device__ __forceinline__ long long probe_clock() {
+    long long t;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(t)::"memory");
+    return t;
+}
+
+__device__ __forceinline__ void probe_note(uint32_t kind, long long c, StepStats *st) {
+    st->n[kind]++;
+    st->cyc[kind] += (unsigned long long)c;
+    st->b[kind][c < 100 ? 0 : c < 400 ? 1 : 2]++;
+}
+
+__device__ __forceinline__ uint32_t probe_ld(const uint32_t *p, uint32_t kind, StepStats *st) {
+    const long long t0 = probe_clock();
+    uint32_t v;
+    asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    probe_sink = v;
+    const long long c = probe_clock() - t0;
+    probe_note(kind, c, st);
+    return v;
+}
+
+__global__ void chain_probe(const pw_acl_tables *t, const pw_acl_key *keys, uint32_t nkeys, uint32_t nlook,
+                            uint32_t *out, StepStats *res) {
+    if (threadIdx.x != 0) return;
+    StepStats st = {};
+    const uint32_t *img = (const uint32_t *)t;
+    for (uint32_t pass = 0; pass < 2; pass++) {
+        if (pass == 1) st = StepStats{};
+        for (uint32_t i = 0; i < nlook; i++) {
+            const uint32_t k = i % nkeys;
+            uint32_t kw[11];
+            pw_acl_key_words(&keys[k], kw);
+            /* The view: independent loads, timed as one step. */
+            const long long t0 = probe_clock();
+            pw_acl_fam_view v;
+            pw_acl_view(t, kw, &v);
+            probe_sink = v.ntrees + v.rw + v.aw + v.toff + v.nrec + v.extras_off + v.actions_off;
+            probe_note(ST_VIEW, probe_clock() - t0, &st);
+            uint32_t best = PW_ACL_NO_MATCH;
+            for (uint32_t ti = 0; ti < v.ntrees; ti++) {
+                const uint32_t *te = img + v.toff + 2 * ti;
+                uint32_t r = probe_ld(te, ST_TREE, &st);
+                if (__ldg(te + 1) >= best) break;
+                while ((r & PW_ACL_REF_LEAF) == 0) {
+                    const uint32_t h = probe_ld(img + r, ST_HDR, &st);
+                    const uint32_t child = (kw[h & 0xFu] >> ((h >> 8) & 0x1Fu)) & ((1u << ((h >> 16) & 0xFu)) - 1u);
+                    r = probe_ld(img + r + 1 + child, ST_CHILD, &st);
+                }
+                if (r == PW_ACL_REF_EMPTY) continue;
+                for (uint32_t recno = r & ~PW_ACL_REF_LEAF; recno < v.nrec; recno++) {
+                    const uint32_t *rec = v.recs + recno * v.rw;
+                    (void)probe_ld(rec, ST_REC, &st);
+                    uint32_t idx;
+                    const uint32_t f = pw_acl_rec_eval(&v, rec, kw, best, &idx);
+                    if (f & PW_ACL_LANE_MATCH) {
+                        best = idx;
+                        (void)probe_ld(img + v.actions_off + PW_ACL_ACTION_WORDS * idx, ST_ACT, &st);
+                        break;
+                    }
+                    if (f) break;
+                }
+            }
+            if (pass == 1) out[k] = best;
+        }
+    }
+    *res = st;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) { fprintf(stderr, "usage: %s DIR [BURSTS]\n", argv[0]); return 2; }
     std::string d = argv[1];
@@ -190,6 +366,9 @@ int main(int argc, char **argv) {
         {256, 16, 16, 0, 0, 1, 1}, {256, 8, 32, 0, 0, 0, 0},     {128, 4, 32, 0, 0, 0, 0},
         {256, 32, 8, 0, 1, 0, 0},  {256, 8, 32, 0, 1, 0, 0},     {256, 32, 8, 0, 0, 0, 0, 1},
         {256, 32, 8, 0, 0, 1, 2, 1}, {256, 16, 16, 0, 0, 0, 0, 1}, {256, 8, 32, 0, 0, 0, 0, 1},
+        /* One frame a burst: the chain of one lookup alone, by 1, 8, 16 or 32 lanes. */
+        {32, 1, 1, 0, 0, 0, 0},    {32, 1, 8, 0, 0, 0, 0},       {32, 1, 16, 0, 0, 0, 0},
+        {32, 1, 32, 0, 0, 0, 0},
     };
     uint2 *vh;
     unsigned long long *dhits;
@@ -230,6 +409,63 @@ int main(int argc, char **argv) {
         printf("%7u %6u %5u %6u %5s %4u %4u %5u %8u %8u %7u %u of %u\n", c.threads, c.frames, c.gsize, c.gap_ns,
                c.algo == 0u ? "group" : "pairs", c.tail, c.smem, c.flush,
                ns[nb / 2], ns[(size_t)nb * 99 / 100], ns[nb - 1], bad, checked);
+    }
+    /* One CTA per tree (cluster of 3 = acl1's IPv4 trees; 2 and 4 for comparison), and the
+     * kernel's own configuration in the same run. */
+    struct T { uint32_t threads, frames, gsize, ctas; } ts[] = {
+        {512, 32, 16, 1}, {512, 32, 16, 3}, {512, 32, 16, 2}, {512, 32, 16, 4}, {256, 32, 8, 3}, {512, 32, 16, 1}, {512, 32, 16, 3}};
+    printf("tree per CTA: threads frames lanes ctas   p50_ns   p99_ns  max_ns mismatches\n");
+    for (const T &c : ts) {
+        CK(cudaMemset(dout, 0xFF, n * 4));
+        for (int rep = 0; rep < 2; rep++) {
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = dim3(c.ctas);
+            cfg.blockDim = dim3(c.threads);
+            cudaLaunchAttribute at[1];
+            at[0].id = cudaLaunchAttributeClusterDimension;
+            at[0].val.clusterDim.x = c.ctas;
+            at[0].val.clusterDim.y = 1;
+            at[0].val.clusterDim.z = 1;
+            cfg.attrs = at;
+            cfg.numAttrs = 1;
+            CK(cudaLaunchKernelEx(&cfg, tree_bursts, (const pw_acl_tables *)dimg, (const pw_acl_key *)dkeys, n, c.frames,
+                                  c.gsize, nb, dout, dns));
+            CK(cudaGetLastError());
+        }
+        CK(cudaDeviceSynchronize());
+        std::vector<uint32_t> got(n), ns(nb);
+        CK(cudaMemcpy(got.data(), dout, n * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(ns.data(), dns, nb * 4, cudaMemcpyDeviceToHost));
+        uint32_t bad = 0, checked = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (got[i] == 0xFFFFFFFFu && want[i] != 0xFFFFFFFFu) continue;
+            checked++;
+            if (got[i] != want[i]) bad++;
+        }
+        std::sort(ns.begin(), ns.end());
+        printf("              %7u %6u %5u %4u %8u %8u %7u %u of %u\n", c.threads, c.frames, c.gsize, c.ctas, ns[nb / 2],
+               ns[(size_t)nb * 99 / 100], ns[nb - 1], bad, checked);
+    }
+    {
+        StepStats *dst;
+        CK(cudaMalloc(&dst, sizeof(StepStats)));
+        CK(cudaMemset(dout, 0xFF, n * 4));
+        const uint32_t nlook = std::min(n, 96000u);
+        chain_probe<<<1, 32>>>((const pw_acl_tables *)dimg, (const pw_acl_key *)dkeys, n, nlook, dout, dst);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        StepStats st;
+        CK(cudaMemcpy(&st, dst, sizeof st, cudaMemcpyDeviceToHost));
+        std::vector<uint32_t> got(n);
+        CK(cudaMemcpy(got.data(), dout, n * 4, cudaMemcpyDeviceToHost));
+        uint32_t bad = 0;
+        for (uint32_t i = 0; i < nlook; i++) bad += got[i] != want[i];
+        const char *names[ST_N] = {"view", "tree", "node hdr", "node child", "record", "action"};
+        printf("chain probe (one thread, %u lookups after a warm-up pass, %u mismatches): step, loads per lookup, "
+               "mean cycles, < 100 / 100-399 / >= 400 cycles\n", nlook, bad);
+        for (int k = 0; k < ST_N; k++)
+            printf("  %-10s %6.2f %8.1f %10llu %10llu %10llu\n", names[k], (double)st.n[k] / nlook,
+                   st.n[k] ? (double)st.cyc[k] / st.n[k] : 0.0, st.b[k][0], st.b[k][1], st.b[k][2]);
     }
     return 0;
 }

@@ -25,8 +25,18 @@
 //              table in device memory (a stand-in for the ACL lookup); "work" is thread 0's
 //              %globaltimer around it (between block barriers): does the way the burst was
 //              polled slow the work that follows?
+//   groups=Q   (tagged in, RL_GROUPS=1) Q groups of the block each poll the whole slot, paced a
+//              round / Q apart; the first to see every tag stages the burst, the others finish
+//              the round they have in flight (their register loads cannot be dropped) first.
+//   async=K    (tagged in, RL_ASYNC=1) K rounds in flight as cp.async copies into K shared
+//              buffers, issued `pace` ns apart, each reissued once checked; a round still in
+//              flight when another finds the burst holds nothing up.
+//   RL_NT=1    the host writes tagged slots with non-temporal stores (then an sfence).
+//   rounds     poll rounds until the burst was seen (median); roundus: the seeing round's issue
+//              -> seen (groups > 1 only).
 //
 // usage: ring_lat [BURSTS] [FRAMES] [FRAME_BYTES] [STEPS]; prints one row per combination (us).
+// Build: nvcc -O3 -std=c++17 -arch=sm_90 pipeline/csrc/ring_lat.cu -o ring_lat
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -59,6 +69,11 @@ struct Params {
     uint32_t *work_ns;     // per burst (seq % WORK_SLOTS)
     int spread;
     uint32_t *store_ns;    // per burst (seq % WORK_SLOTS)
+    uint32_t groups;       // tagged in: poll groups (1: the whole block polls as one)
+    uint32_t async_k;      // tagged in: K > 0 rounds in flight as cp.async copies into shared memory
+    uint32_t pace_ns;      // async: the prologue's spacing of the K rounds
+    uint32_t *rounds;      // per burst (seq % WORK_SLOTS): poll rounds of the winning group
+    uint32_t *round_ns;    // per burst (seq % WORK_SLOTS): the winning round's issue -> seen
 };
 
 static const uint32_t TABLE_WORDS = 1u << 20, WORK_SLOTS = 1u << 16;
@@ -107,6 +122,152 @@ __device__ __forceinline__ bool give_up(const Params &p, uint32_t rounds, uint64
     return *p.exit_flag != 0u || gtimer() - t0 > 10000000000ull;
 }
 
+__device__ __forceinline__ void group_bar(uint32_t id, uint32_t n) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+
+__device__ __forceinline__ bool group_and(uint32_t id, uint32_t n, bool v) {
+    uint32_t r;
+    asm volatile("{\n\t.reg .pred p, q;\n\tsetp.ne.u32 p, %1, 0;\n\tbar.red.and.pred q, %2, %3, p;\n\tselp.u32 %0, 1, 0, q;\n\t}"
+                 : "=r"(r)
+                 : "r"((uint32_t)v), "r"(id), "r"(n)
+                 : "memory");
+    return r != 0u;
+}
+
+__shared__ volatile uint32_t g_winner;        /* 0: none yet, else group + 1 (0xFF: give up) */
+__shared__ volatile uint32_t g_won[8];
+__shared__ volatile unsigned long long g_issue[8];
+__shared__ volatile uint32_t g_period;        /* ns, group 0's last failed round */
+
+/* Tagged in, `groups` > 1 groups of blockDim / groups threads: each group polls the whole slot
+ * on its own, paced so that a group's round starts period / groups after the previous group's;
+ * the first group whose round sees every tag decodes into `stage`, the others stop after their
+ * round in flight. */
+__device__ bool stage_grouped(const Params &p, uint32_t seq) {
+    const uint8_t *slot = p.ring + (uint64_t)(seq % SLOTS) * p.s.slot_bytes;
+    const uint32_t Q = p.groups, gs = blockDim.x / Q, grp = threadIdx.x / gs, gt = threadIdx.x % gs, bid = 1u + grp;
+    const uint32_t tag = seq + 1u, G = p.s.granules_tagged;
+    const uint64_t t0 = gtimer();
+    uint32_t rounds = 0;
+    if (threadIdx.x == 0) g_winner = 0u;
+    __syncthreads();
+    for (;;) {
+        uint64_t issued = 0;
+        if (gt == 0u) {
+            const uint64_t tgt = g_issue[(grp + Q - 1u) % Q] + g_period / Q;
+            while (gtimer() < tgt && g_winner == 0u) {
+            }
+            issued = gtimer();
+            g_issue[grp] = issued;
+        }
+        group_bar(bid, gs);
+        if (g_winner) break;
+        bool ok = true;
+        uint4 v[16];
+#pragma unroll
+        for (uint32_t k = 0; k < 16u; k++) {
+            const uint32_t i = gt + k * gs;
+            if (i < G) v[k] = ld16(slot + 16u * i);
+        }
+#pragma unroll
+        for (uint32_t k = 0; k < 16u; k++) {
+            const uint32_t i = gt + k * gs;
+            if (i < G) ok = ok && v[k].y == tag && v[k].w == tag;
+        }
+        rounds++;
+        const bool all = group_and(bid, gs, ok);
+        if (gt == 0u) {
+            const uint64_t now = gtimer();
+            if (all) {
+                const uint32_t old = atomicCAS((uint32_t *)&g_winner, 0u, bid);
+                g_won[grp] = old == 0u;
+                if (old == 0u) {
+                    p.rounds[seq % WORK_SLOTS] = rounds;
+                    p.round_ns[seq % WORK_SLOTS] = (uint32_t)(now - issued);
+                }
+            } else {
+                if (grp == 0u) g_period = (uint32_t)(now - issued);
+                g_won[grp] = 0u;
+                if (give_up(p, rounds, t0)) g_winner = 0xFFu;
+            }
+        }
+        group_bar(bid, gs);
+        if (g_won[grp]) {
+#pragma unroll
+            for (uint32_t k = 0; k < 16u; k++) {
+                const uint32_t i = gt + k * gs;
+                if (i < G) ((uint2 *)stage)[i] = make_uint2(v[k].x, v[k].z);
+            }
+            break;
+        }
+        if (all || g_winner) break;
+    }
+    __syncthreads();
+    return g_winner != 0xFFu;
+}
+
+/* Tagged in, K rounds in flight: every thread copies its granules of the slot into raw buffer k
+ * with cp.async (no register waits on the copy), K buffers round robin, issued pace_ns apart;
+ * a round is checked when its copies land and reissued at once if some tag is missing. The
+ * rounds still in flight when one succeeds land in their own buffers (waited for before the
+ * next burst's poll). */
+static const uint32_t RAW_BYTES = 6144;
+__shared__ __align__(16) uint8_t raw[4][RAW_BYTES];
+
+__device__ __forceinline__ void cp16(void *dst, const void *src) {
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+}
+
+template <uint32_t K> __device__ __forceinline__ void cp_wait_oldest() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(K - 1) : "memory");
+}
+
+template <uint32_t K> __device__ bool stage_async(const Params &p, uint32_t seq) {
+    const uint8_t *slot = p.ring + (uint64_t)(seq % SLOTS) * p.s.slot_bytes;
+    const uint32_t tag = seq + 1u, G = p.s.granules_tagged;
+    const uint64_t t0 = gtimer();
+    uint32_t rounds = 0;
+    /* The last burst's rounds still in flight land before the buffers are reused: each thread
+     * waits for its own copies, the barrier for everyone's. */
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    auto issue = [&](uint32_t k) {
+        for (uint32_t i = threadIdx.x; i < G; i += blockDim.x) cp16(raw[k] + 16u * i, slot + 16u * i);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    for (uint32_t k = 0; k < K; k++) {
+        issue(k);
+        if (k + 1u < K) {
+            const uint64_t t = gtimer();
+            while (gtimer() - t < p.pace_ns) {
+            }
+        }
+    }
+    for (uint32_t k = 0;; k = (k + 1u) % K) {
+        cp_wait_oldest<K>();
+        bool ok = true;
+        for (uint32_t i = threadIdx.x; i < G; i += blockDim.x) {
+            const uint4 v = ((const uint4 *)raw[k])[i];
+            ok = ok && v.y == tag && v.w == tag;
+        }
+        rounds++;
+        if (threadIdx.x == 0) cmd = give_up(p, rounds, t0) ? 1u : 0u;
+        if (__syncthreads_and(ok)) {
+            for (uint32_t i = threadIdx.x; i < G; i += blockDim.x) {
+                const uint4 v = ((const uint4 *)raw[k])[i];
+                ((uint2 *)stage)[i] = make_uint2(v.x, v.z);
+            }
+            if (threadIdx.x == 0) p.rounds[seq % WORK_SLOTS] = rounds;
+            __syncthreads();
+            return true;
+        }
+        if (cmd) return false;
+        issue(k);
+    }
+}
+
 // Stages burst `seq` into `stage` (payload order: header, descriptors, frames). Whole CTA.
 // Returns false on exit.
 __device__ bool stage_burst(const Params &p, uint32_t seq) {
@@ -145,6 +306,11 @@ __device__ bool stage_burst(const Params &p, uint32_t seq) {
         __syncthreads();
         return true;
     }
+    if (p.async_k == 1u) return stage_async<1>(p, seq);
+    if (p.async_k == 2u) return stage_async<2>(p, seq);
+    if (p.async_k == 3u) return stage_async<3>(p, seq);
+    if (p.async_k == 4u) return stage_async<4>(p, seq);
+    if (p.groups > 1u) return stage_grouped(p, seq);
     // Tagged: each granule = two words {4 payload bytes, tag}; thread t owns granules t, t + T, ...
     const uint32_t tag = seq + 1u, G = p.s.granules_tagged;
     const uint32_t span = p.warp0_poll ? 32u : blockDim.x;
@@ -168,7 +334,10 @@ __device__ bool stage_burst(const Params &p, uint32_t seq) {
             }
         }
         if (threadIdx.x == 0) cmd = give_up(p, ++rounds, t0) ? 1u : 0u;
-        if (__syncthreads_and(ok)) return true;
+        if (__syncthreads_and(ok)) {
+            if (threadIdx.x == 0) p.rounds[seq % WORK_SLOTS] = rounds;
+            return true;
+        }
         if (cmd) return false;
     }
 }
@@ -244,6 +413,9 @@ __device__ void work(const Params &p, uint32_t seq) {
 }
 
 __global__ void __launch_bounds__(THREADS) single(Params p) {
+    if (threadIdx.x < 8u) g_issue[threadIdx.x] = 0ull;
+    if (threadIdx.x == 0) g_period = 0u;
+    __syncthreads();
     for (uint32_t seq = 0;; seq++) {
         if (!stage_burst(p, seq)) return;
         work(p, seq);
@@ -295,7 +467,13 @@ struct Row {
     double p50, p99, p999, max;
     uint64_t mismatches;
     double work50, work99, store50, store99;
+    uint32_t groups;
+    double rounds50, round_ns50;
 };
+
+static uint32_t *g_rounds_d, *g_round_ns_d, g_groups = 1; /* the row's poll groups */
+static uint32_t g_async = 0, g_pace = 500;
+static const bool g_nt = getenv("RL_NT") != nullptr;             /* tagged in: non-temporal stores */                  /* the row's async rounds, spacing */
 
 static Row run(Shape s, bool tin, bool tout, uint32_t ctas, bool warp0, int spread, uint32_t steps,
                const uint32_t *table_d, uint32_t *work_d, uint32_t *store_d, uint32_t bursts, uint8_t *ring_h, uint32_t *done_h, uint32_t *verd_h,
@@ -305,7 +483,8 @@ static Row run(Shape s, bool tin, bool tout, uint32_t ctas, bool warp0, int spre
     memset(verd_h, 0, (size_t)SLOTS * s.frames * 16);
     *exit_h = 0;
     Params p{ring_d, done_d, verd_d, exit_d, s, tin, tout, ctas, warp0, table_d, ctas == 1 ? steps : 0u, work_d,
-             spread, store_d};
+             spread, store_d, tin ? g_groups : 1u, tin ? g_async : 0u, g_pace, g_rounds_d, g_round_ns_d};
+    CK(cudaMemset(g_round_ns_d, 0, WORK_SLOTS * 4));
     cudaStream_t stm;
     CK(cudaStreamCreateWithFlags(&stm, cudaStreamNonBlocking));
     if (ctas == 1) {
@@ -371,8 +550,12 @@ static Row run(Shape s, bool tin, bool tout, uint32_t ctas, bool warp0, int spre
             for (uint32_t g = 0; g < s.granules_tagged; g++) {
                 const uint32_t *w = (const uint32_t *)(pl + 8 * g);
                 __m128i v = _mm_set_epi32((int)tag, (int)w[1], (int)tag, (int)w[0]);
-                _mm_store_si128((__m128i *)(sl + 16 * g), v);
+                if (g_nt)
+                    _mm_stream_si128((__m128i *)(sl + 16 * g), v);
+                else
+                    _mm_store_si128((__m128i *)(sl + 16 * g), v);
             }
+            if (g_nt) _mm_sfence();
         }
         // Wait for the verdicts.
         const uint32_t *vv = verd_h + (size_t)slot * s.frames * 4;
@@ -416,9 +599,12 @@ static Row run(Shape s, bool tin, bool tout, uint32_t ctas, bool warp0, int spre
     };
     std::vector<double> w = p.steps ? col(work_d) : std::vector<double>();
     std::vector<double> sw = ctas == 1 ? col(store_d) : std::vector<double>();
+    std::vector<double> rw = tin && ctas == 1 ? col(g_rounds_d) : std::vector<double>();
+    std::vector<double> rn = tin && ctas == 1 ? col(g_round_ns_d) : std::vector<double>();
     return Row{tin ? "tagged" : "plain", tout ? "tagged" : "fence", !tin ? "-" : warp0 ? "warp0" : "all", ctas,
                pc(lat, 0.5), pc(lat, 0.99), pc(lat, 0.999), lat.back(), bad, w.empty() ? 0 : pc(w, 0.5),
-               w.empty() ? 0 : pc(w, 0.99), sw.empty() ? 0 : pc(sw, 0.5), sw.empty() ? 0 : pc(sw, 0.99)};
+               w.empty() ? 0 : pc(w, 0.99), sw.empty() ? 0 : pc(sw, 0.5), sw.empty() ? 0 : pc(sw, 0.99), p.groups,
+               rw.empty() ? 0 : pc(rw, 0.5) * 1e3, rn.empty() ? 0 : pc(rn, 0.5)};
 }
 
 int main(int argc, char **argv) {
@@ -457,6 +643,8 @@ int main(int argc, char **argv) {
         std::swap(perm[i], perm[r % (i + 1)]);
     }
     for (uint32_t i = 0; i < TABLE_WORDS; i++) table[perm[i]] = perm[(i + 1) % TABLE_WORDS];
+    CK(cudaMalloc(&g_rounds_d, WORK_SLOTS * 4));
+    CK(cudaMalloc(&g_round_ns_d, WORK_SLOTS * 4));
     uint32_t *table_d, *work_d, *store_d;
     CK(cudaMalloc(&table_d, TABLE_WORDS * 4));
     CK(cudaMalloc(&work_d, WORK_SLOTS * 4));
@@ -464,18 +652,40 @@ int main(int argc, char **argv) {
     CK(cudaMemcpy(table_d, table.data(), TABLE_WORDS * 4, cudaMemcpyHostToDevice));
     printf("ring_lat: %u bursts of %u x %u B frames (payload %u B, tagged %u B), %u dependent loads of work, us\n",
            bursts, s.frames, s.fbytes, s.payload, s.granules_tagged * 16, steps);
-    printf("%-7s %-7s %-6s %4s %6s %8s %8s %8s %8s %10s %8s %8s %8s %8s\n", "in", "out", "poll", "ctas", "spread", "p50",
-           "p99", "p99.9", "max", "mismatch", "work50", "work99", "store50", "store99");
-    struct V { int tin, tout; bool warp0; uint32_t ctas; int spread; };
-    const V vs[] = {{0, 0, false, 1, 0}, {0, 1, false, 1, 0}, {1, 0, false, 1, 0}, {1, 1, false, 1, 0},
-                    {1, 0, true, 1, 0},  {1, 1, true, 1, 0},  {0, 0, false, 4, 0}, {1, 1, false, 4, 0},
-                    {1, 0, false, 1, 1}, {1, 1, false, 1, 1}, {1, 1, false, 1, 2}};
+    struct V { int tin, tout; bool warp0; uint32_t ctas; int spread; uint32_t groups, async_k, pace; };
+    std::vector<V> vs = {{0, 0, false, 1, 0, 1}, {0, 1, false, 1, 0, 1}, {1, 0, false, 1, 0, 1}, {1, 1, false, 1, 0, 1},
+                         {1, 0, true, 1, 0, 1},  {1, 1, true, 1, 0, 1},  {0, 0, false, 4, 0, 1}, {1, 1, false, 4, 0, 1},
+                         {1, 0, false, 1, 1, 1}, {1, 1, false, 1, 1, 1}, {1, 1, false, 1, 2, 1}};
+    // RL_GROUPS=1: only tagged in / out with 1, 2, 4, 8 poll groups, three interleaved rounds.
+    if (getenv("RL_GROUPS")) {
+        vs.clear();
+        for (int r = 0; r < 3; r++)
+            for (uint32_t g : {1u, 2u, 4u, 8u}) vs.push_back({1, 1, false, 1, 0, g, 0, 0});
+    }
+    // RL_ASYNC=1: tagged in / out, the register poll against K = 1..4 cp.async rounds in flight
+    // (spacing 2000 / K ns and 1000 / K ns), three interleaved rounds.
+    if (getenv("RL_ASYNC")) {
+        vs.clear();
+        for (int r = 0; r < 3; r++) {
+            vs.push_back({1, 1, false, 1, 0, 1, 0, 0});
+            for (uint32_t k : {1u, 2u, 3u, 4u}) vs.push_back({1, 1, false, 1, 0, 1, k, 2000u / k});
+            for (uint32_t k : {2u, 4u}) vs.push_back({1, 1, false, 1, 0, 1, k, 1000u / k});
+        }
+    }
+    printf("%-7s %-7s %-6s %4s %6s %6s %5s %5s %8s %8s %8s %8s %10s %8s %8s %8s %8s %8s %8s\n", "in", "out", "poll", "ctas",
+           "spread", "groups", "async", "pace", "p50", "p99", "p99.9", "max", "mismatch", "work50", "work99", "store50", "store99",
+           "rounds", "roundus");
     for (const V &v : vs) {
+        if (v.groups > 1u && s.granules_tagged > 16u * (THREADS / v.groups)) continue; /* stage_grouped's v[16] */
+        g_groups = v.groups;
+        g_async = v.async_k;
+        g_pace = v.pace;
+        if (v.async_k && s.granules_tagged * 16u > RAW_BYTES) continue; /* raw buffers */
         const Row r = run(s, v.tin, v.tout, v.ctas, v.warp0, v.spread, steps, table_d, work_d, store_d, bursts, ring_h,
                           done_h, verd_h, exit_h, ring_d, done_d, verd_d, exit_d);
-        printf("%-7s %-7s %-6s %4u %6d %8.2f %8.2f %8.2f %8.2f %10llu %8.2f %8.2f %8.2f %8.2f\n", r.in, r.out, r.poll,
-               r.ctas, v.spread, r.p50, r.p99, r.p999, r.max, (unsigned long long)r.mismatches, r.work50, r.work99,
-               r.store50, r.store99);
+        printf("%-7s %-7s %-6s %4u %6d %6u %5u %5u %8.2f %8.2f %8.2f %8.2f %10llu %8.2f %8.2f %8.2f %8.2f %8.0f %8.2f\n", r.in,
+               r.out, r.poll, r.ctas, v.spread, r.groups, v.async_k, v.pace, r.p50, r.p99, r.p999, r.max, (unsigned long long)r.mismatches,
+               r.work50, r.work99, r.store50, r.store99, r.rounds50, r.round_ns50);
         fflush(stdout);
     }
     return 0;
