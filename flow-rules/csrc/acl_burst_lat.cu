@@ -379,6 +379,21 @@ int main(int argc, char **argv) {
            pt.words.size() * 4 - img.size());
     printf("threads frames lanes gap_ns algo  tail smem flush   p50_ns   p99_ns  max_ns mismatches\n");
     const uint32_t *want = (const uint32_t *)exp.data();
+    /* After a configuration's launches: its answers against the Rust matcher's (keys no burst
+     * took are skipped) and its burst times, sorted. */
+    auto collect = [&](uint32_t *bad, uint32_t *checked, std::vector<uint32_t> *ns) {
+        std::vector<uint32_t> got(n);
+        ns->resize(nb);
+        CK(cudaMemcpy(got.data(), dout, n * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(ns->data(), dns, nb * 4, cudaMemcpyDeviceToHost));
+        *bad = *checked = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (got[i] == 0xFFFFFFFFu && want[i] != 0xFFFFFFFFu) continue; /* not in any burst */
+            ++*checked;
+            if (got[i] != want[i]) ++*bad;
+        }
+        std::sort(ns->begin(), ns->end());
+    };
     for (const C &c : cs) {
         CK(cudaMemset(dout, 0xFF, n * 4));
         if (c.smem)
@@ -396,16 +411,9 @@ int main(int argc, char **argv) {
             CK(cudaGetLastError());
         }
         CK(cudaDeviceSynchronize());
-        std::vector<uint32_t> got(n), ns(nb);
-        CK(cudaMemcpy(got.data(), dout, n * 4, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(ns.data(), dns, nb * 4, cudaMemcpyDeviceToHost));
-        uint32_t bad = 0, checked = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            if (got[i] == 0xFFFFFFFFu && want[i] != 0xFFFFFFFFu) continue; /* not in any burst */
-            checked++;
-            if (got[i] != want[i]) bad++;
-        }
-        std::sort(ns.begin(), ns.end());
+        uint32_t bad, checked;
+        std::vector<uint32_t> ns;
+        collect(&bad, &checked, &ns);
         printf("%7u %6u %5u %6u %5s %4u %4u %5u %8u %8u %7u %u of %u\n", c.threads, c.frames, c.gsize, c.gap_ns,
                c.algo == 0u ? "group" : "pairs", c.tail, c.smem, c.flush,
                ns[nb / 2], ns[(size_t)nb * 99 / 100], ns[nb - 1], bad, checked);
@@ -433,16 +441,9 @@ int main(int argc, char **argv) {
             CK(cudaGetLastError());
         }
         CK(cudaDeviceSynchronize());
-        std::vector<uint32_t> got(n), ns(nb);
-        CK(cudaMemcpy(got.data(), dout, n * 4, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(ns.data(), dns, nb * 4, cudaMemcpyDeviceToHost));
-        uint32_t bad = 0, checked = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            if (got[i] == 0xFFFFFFFFu && want[i] != 0xFFFFFFFFu) continue;
-            checked++;
-            if (got[i] != want[i]) bad++;
-        }
-        std::sort(ns.begin(), ns.end());
+        uint32_t bad, checked;
+        std::vector<uint32_t> ns;
+        collect(&bad, &checked, &ns);
         printf("              %7u %6u %5u %4u %8u %8u %7u %u of %u\n", c.threads, c.frames, c.gsize, c.ctas, ns[nb / 2],
                ns[(size_t)nb * 99 / 100], ns[nb - 1], bad, checked);
     }

@@ -122,6 +122,15 @@ __device__ __forceinline__ bool give_up(const Params &p, uint32_t rounds, uint64
     return *p.exit_flag != 0u || gtimer() - t0 > 10000000000ull;
 }
 
+// Up to 16 granules of `slot` in flight at once: v[k] = granule i0 + k * span (those < G).
+__device__ __forceinline__ void ld16s(uint4 (&v)[16], const uint8_t *slot, uint32_t i0, uint32_t span, uint32_t G) {
+#pragma unroll
+    for (uint32_t k = 0; k < 16u; k++) {
+        const uint32_t i = i0 + k * span;
+        if (i < G) v[k] = ld16(slot + 16u * i);
+    }
+}
+
 __device__ __forceinline__ void group_bar(uint32_t id, uint32_t n) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
 }
@@ -165,11 +174,7 @@ __device__ bool stage_grouped(const Params &p, uint32_t seq) {
         if (g_winner) break;
         bool ok = true;
         uint4 v[16];
-#pragma unroll
-        for (uint32_t k = 0; k < 16u; k++) {
-            const uint32_t i = gt + k * gs;
-            if (i < G) v[k] = ld16(slot + 16u * i);
-        }
+        ld16s(v, slot, gt, gs, G);
 #pragma unroll
         for (uint32_t k = 0; k < 16u; k++) {
             const uint32_t i = gt + k * gs;
@@ -319,11 +324,7 @@ __device__ bool stage_burst(const Params &p, uint32_t seq) {
         bool ok = true;
         for (uint32_t i0 = threadIdx.x; polls && i0 < G; i0 += 16u * span) {
             uint4 v[16];
-#pragma unroll
-            for (uint32_t k = 0; k < 16u; k++) {
-                const uint32_t i = i0 + k * span;
-                if (i < G) v[k] = ld16(slot + 16u * i);
-            }
+            ld16s(v, slot, i0, span, G);
 #pragma unroll
             for (uint32_t k = 0; k < 16u; k++) {
                 const uint32_t i = i0 + k * span;
