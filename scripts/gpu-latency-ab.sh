@@ -8,10 +8,11 @@
 # check. Builds nothing.
 #
 # Usage (repository root):
-#   scripts/gpu-latency-ab.sh [-r ROUNDS] [-b BURSTS] [-d DATA] [-o OUT] NAME=BIN [NAME=BIN ...]
+#   scripts/gpu-latency-ab.sh [-r ROUNDS] [-b BURSTS] [-g GAP_US] [-d DATA] [-o OUT] NAME=BIN [NAME=BIN ...]
 #   scripts/gpu-latency-ab.sh --summarize OUT      (the table again, from OUT/NAME-ROUND/bench.md)
 #   ROUNDS  runs per binary (default 2)     BURSTS  bursts timed per configuration (default 3000)
 #   DATA    folder with classbench/ (default .carry/data)   OUT  results (default $OUT/ab, ./gpu-ab)
+#   GAP_US  bench --latency-gap-us (default: the bench's own; binaries before it lack the flag)
 set -u
 summarize() { # summarize OUT
   python3 - "$1" <<'PY'
@@ -49,16 +50,17 @@ if [ "${1:-}" = "--summarize" ]; then
   summarize "${2:?usage: $0 --summarize OUT}"
   exit $?
 fi
-ROUNDS=2 BURSTS=3000 DATA=.carry/data RES=${OUT:+$OUT/ab}
+ROUNDS=2 BURSTS=3000 DATA=.carry/data RES=${OUT:+$OUT/ab} GAP=()
 RES=${RES:-./gpu-ab}
-while getopts "r:b:d:o:" opt; do
+while getopts "r:b:g:d:o:" opt; do
   case $opt in
     r) ROUNDS=$OPTARG ;; b) BURSTS=$OPTARG ;; d) DATA=$OPTARG ;; o) RES=$OPTARG ;;
-    *) echo "usage: $0 [-r ROUNDS] [-b BURSTS] [-d DATA] [-o OUT] NAME=BIN ..." >&2; exit 2 ;;
+    g) GAP=(--latency-gap-us "$OPTARG") ;;
+    *) echo "usage: $0 [-r ROUNDS] [-b BURSTS] [-g GAP_US] [-d DATA] [-o OUT] NAME=BIN ..." >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 1 ] || { echo "usage: $0 [-r ROUNDS] [-b BURSTS] [-d DATA] [-o OUT] NAME=BIN ..." >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: $0 [-r ROUNDS] [-b BURSTS] [-g GAP_US] [-d DATA] [-o OUT] NAME=BIN ..." >&2; exit 2; }
 for nb in "$@"; do
   case $nb in
     *=*) [ -x "${nb#*=}" ] || { echo "gpu-latency-ab: ${nb#*=} is not an executable" >&2; exit 2; } ;;
@@ -77,7 +79,7 @@ for r in $(seq 1 "$ROUNDS"); do
     name=${nb%%=*} bin=${nb#*=}
     t0=$(date +%s)
     timeout 120 "$bin" bench --classbench "$DATA/classbench" --sets acl1_10K --skip throughput,e2e \
-      --latency-bursts "$BURSTS" --out "$RES/$name-$r" > "$RES/$name-$r.log" 2>&1
+      --latency-bursts "$BURSTS" "${GAP[@]}" --out "$RES/$name-$r" > "$RES/$name-$r.log" 2>&1
     rc=$?
     echo "$name round $r: exit $rc in $(( $(date +%s) - t0 )) s" | tee -a "$RES/ab.log"
     [ "$rc" = 0 ] || fails=$((fails + 1))

@@ -473,8 +473,9 @@ struct Row {
 };
 
 static uint32_t *g_rounds_d, *g_round_ns_d, g_groups = 1; /* the row's poll groups */
-static uint32_t g_async = 0, g_pace = 500;
-static const bool g_nt = getenv("RL_NT") != nullptr;             /* tagged in: non-temporal stores */                  /* the row's async rounds, spacing */
+static uint32_t g_async = 0, g_pace = 500;                  /* the row's async rounds, spacing */
+static uint32_t g_gap = 0;                                  /* ns the host waits before each burst */
+static const bool g_nt = getenv("RL_NT") != nullptr;        /* tagged in: non-temporal stores */
 
 static Row run(Shape s, bool tin, bool tout, uint32_t ctas, bool warp0, int spread, uint32_t steps,
                const uint32_t *table_d, uint32_t *work_d, uint32_t *store_d, uint32_t bursts, uint8_t *ring_h, uint32_t *done_h, uint32_t *verd_h,
@@ -539,6 +540,11 @@ static Row run(Shape s, bool tin, bool tout, uint32_t ctas, bool warp0, int spre
         const uint32_t b = seq % 64, slot = seq % SLOTS, tag = seq + 1;
         uint8_t *sl = ring_h + (size_t)slot * s.slot_bytes;
         const uint8_t *pl = pay[b].data();
+        if (g_gap) { /* the host's own work between a burst's verdicts and the next burst */
+            const double tg = now_us();
+            while (now_us() - tg < g_gap * 1e-3) {
+            }
+        }
         const double t0 = now_us();
         if (!tin) {
             memcpy(sl + 16, pl + 16, s.payload - 16);
@@ -653,7 +659,7 @@ int main(int argc, char **argv) {
     CK(cudaMemcpy(table_d, table.data(), TABLE_WORDS * 4, cudaMemcpyHostToDevice));
     printf("ring_lat: %u bursts of %u x %u B frames (payload %u B, tagged %u B), %u dependent loads of work, us\n",
            bursts, s.frames, s.fbytes, s.payload, s.granules_tagged * 16, steps);
-    struct V { int tin, tout; bool warp0; uint32_t ctas; int spread; uint32_t groups, async_k, pace; };
+    struct V { int tin, tout; bool warp0; uint32_t ctas; int spread; uint32_t groups, async_k, pace, gap = 0; };
     std::vector<V> vs = {{0, 0, false, 1, 0, 1}, {0, 1, false, 1, 0, 1}, {1, 0, false, 1, 0, 1}, {1, 1, false, 1, 0, 1},
                          {1, 0, true, 1, 0, 1},  {1, 1, true, 1, 0, 1},  {0, 0, false, 4, 0, 1}, {1, 1, false, 4, 0, 1},
                          {1, 0, false, 1, 1, 1}, {1, 1, false, 1, 1, 1}, {1, 1, false, 1, 2, 1}};
@@ -673,20 +679,30 @@ int main(int argc, char **argv) {
             for (uint32_t k : {2u, 4u}) vs.push_back({1, 1, false, 1, 0, 1, k, 1000u / k});
         }
     }
-    printf("%-7s %-7s %-6s %4s %6s %6s %5s %5s %8s %8s %8s %8s %10s %8s %8s %8s %8s %8s %8s\n", "in", "out", "poll", "ctas",
+    // RL_GAPS=1: tagged in / out, one round against two in flight, the host waiting 0-2000 ns
+    // between seeing a burst's verdicts and writing the next (a closed loop's own work).
+    if (getenv("RL_GAPS")) {
+        vs.clear();
+        for (uint32_t gap = 0; gap <= 2000u; gap += 250u) {
+            vs.push_back({1, 1, false, 1, 0, 1, 0, 0, gap});
+            vs.push_back({1, 1, false, 1, 0, 1, 2, 1000, gap});
+        }
+    }
+    printf("%-7s %-7s %-6s %4s %6s %6s %5s %5s %8s %8s %8s %8s %10s %8s %8s %8s %8s %8s %8s %6s\n", "in", "out", "poll", "ctas",
            "spread", "groups", "async", "pace", "p50", "p99", "p99.9", "max", "mismatch", "work50", "work99", "store50", "store99",
-           "rounds", "roundus");
+           "rounds", "roundus", "gap_ns");
     for (const V &v : vs) {
         if (v.groups > 1u && s.granules_tagged > 16u * (THREADS / v.groups)) continue; /* stage_grouped's v[16] */
         g_groups = v.groups;
         g_async = v.async_k;
         g_pace = v.pace;
+        g_gap = v.gap;
         if (v.async_k && s.granules_tagged * 16u > RAW_BYTES) continue; /* raw buffers */
         const Row r = run(s, v.tin, v.tout, v.ctas, v.warp0, v.spread, steps, table_d, work_d, store_d, bursts, ring_h,
                           done_h, verd_h, exit_h, ring_d, done_d, verd_d, exit_d);
-        printf("%-7s %-7s %-6s %4u %6d %6u %5u %5u %8.2f %8.2f %8.2f %8.2f %10llu %8.2f %8.2f %8.2f %8.2f %8.0f %8.2f\n", r.in,
+        printf("%-7s %-7s %-6s %4u %6d %6u %5u %5u %8.2f %8.2f %8.2f %8.2f %10llu %8.2f %8.2f %8.2f %8.2f %8.0f %8.2f %6u\n", r.in,
                r.out, r.poll, r.ctas, v.spread, r.groups, v.async_k, v.pace, r.p50, r.p99, r.p999, r.max, (unsigned long long)r.mismatches,
-               r.work50, r.work99, r.store50, r.store99, r.rounds50, r.round_ns50);
+               r.work50, r.work99, r.store50, r.store99, r.rounds50, r.round_ns50, v.gap);
         fflush(stdout);
     }
     return 0;

@@ -9,6 +9,9 @@
 //!    line rate and the host->device copy bandwidth measured in the same run.
 //! 3. Latency per burst at light load (one burst in flight; graph mode: one graph's worth),
 //!    bursts of 16 / 32 / 256, modes persistent / launch / graph, placements device / mapped.
+//!    Each burst is handed over a random time (`--latency-gap-us`) after the last one's verdicts
+//!    arrived, so arrivals do not lock to the persistent kernel's poll rounds (a closed loop's
+//!    latency moves by a poll round trip with the host's own time between bursts).
 
 use anyhow::Context as _;
 use pipeline::burst::Burst;
@@ -70,6 +73,13 @@ pub struct Args {
     /// Leave the latency host thread unpinned (the scheduler may move it between cores).
     #[arg(long, conflicts_with = "latency_cpu")]
     pub latency_unpinned: bool,
+    /// Latency: the host waits a random time, uniform in [0, this] microseconds, after a
+    /// burst's verdicts before it hands over the next (light load: a burst arrives at any point
+    /// of the kernel's poll, which reads host memory in rounds of one PCIe round trip, ~2 us).
+    /// 0: the next burst goes at once (a closed loop, whose latency then depends on how long
+    /// the host takes between bursts, as that sets where in a poll round the burst lands).
+    #[arg(long, default_value_t = 4.0)]
+    pub latency_gap_us: f64,
     /// Skip parts: any of throughput, e2e, latency.
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<String>,
@@ -235,6 +245,12 @@ impl Table {
 }
 
 pub fn run(a: Args) -> anyhow::Result<i32> {
+    if !(a.latency_gap_us.is_finite() && (0.0..=1e6).contains(&a.latency_gap_us)) {
+        anyhow::bail!(
+            "--latency-gap-us: must be 0 ..= 1000000 microseconds, got {}",
+            a.latency_gap_us
+        );
+    }
     let info = match pipeline::executor::gpu::probe(a.device) {
         Ok(i) => i,
         Err(why) => {
@@ -390,6 +406,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             "latency_host_cpu".into(),
             json!(pinned.as_ref().map(|(c, _)| *c)),
         );
+        js.insert("latency_gap_us".into(), json!(a.latency_gap_us));
         let stage = load_stage(&rules0)?;
         let bytes = stage.classifier.image_bytes();
         let tables = AclTablesRef {
@@ -398,8 +415,13 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         };
         let base = trace_frames(&trace0, 64)?;
         md.line(format!(
-            "\n### Latency per burst, 64 B frames, parse + acl {} + count, light load (us: p50 / p99 / p99.9; host thread {})\n",
+            "\n### Latency per burst, 64 B frames, parse + acl {} + count, light load (us: p50 / p99 / p99.9; next burst {}; host thread {})\n",
             a.sets[0],
+            if a.latency_gap_us > 0.0 {
+                format!("after a random 0-{} us", a.latency_gap_us)
+            } else {
+                "at once (closed loop)".to_string()
+            },
             pinned.as_ref().map_or("not pinned".to_string(), |(c, _)| format!("pinned to CPU {c}"))
         ));
         md.line("| burst | placement | persistent | launch | graph (8 bursts) | launch p99 / persistent p99 |".into());
@@ -1098,7 +1120,21 @@ fn latency(a: &Args, base: &Burst, c: LatCase<'_>) -> anyhow::Result<LatResult> 
     let mut steps = Vec::new();
     let mut k = 0usize;
     let deadline = Duration::from_secs(5);
+    // Uniform gaps from a fixed seed (xorshift64): every configuration sees the same sequence.
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
     while k < total {
+        if a.latency_gap_us > 0.0 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let gap = Duration::from_secs_f64(
+                a.latency_gap_us * 1e-6 * (rng >> 11) as f64 / (1u64 << 53) as f64,
+            );
+            let t = Instant::now();
+            while t.elapsed() < gap {
+                std::hint::spin_loop();
+            }
+        }
         let mut t_submit = Vec::with_capacity(per);
         let mut submit_us = Vec::with_capacity(per);
         for j in 0..per {
