@@ -713,7 +713,9 @@ __shared__ uint32_t pw_tag_last; /* granules of the block's last burst (a hot po
 #ifndef PW_POLL_ROUNDS_MAX
 #define PW_POLL_ROUNDS_MAX 2u
 #endif
+#ifndef PW_POLL_INFLIGHT_BYTES
 #define PW_POLL_INFLIGHT_BYTES 10240u
+#endif
 
 __shared__ uint32_t pw_poll_rtt;                        /* ns, a round's issue -> landed (thread 0's) */
 __shared__ uint64_t pw_poll_issued[PW_POLL_ROUNDS_MAX]; /* thread 0's issue time of each round in flight */
