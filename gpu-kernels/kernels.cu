@@ -694,8 +694,9 @@ __device__ __forceinline__ uint32_t pw_tagged_need(const pw_queue_desc &q, uint3
     if (n > q.burst_max || (fmt != PW_DESC_FULL && fmt != PW_DESC_COMPACT) || db > PW_STAGE_BYTES) return ~0u;
     const uint32_t dsz = fmt == PW_DESC_COMPACT ? (uint32_t)sizeof(pw_desc8) : (uint32_t)sizeof(pw_desc);
     const uint32_t bytes = (uint32_t)sizeof(pw_slot_hdr) + (n * dsz + 15u) / 16u * 16u + (db + 15u) / 16u * 16u;
-    if (bytes > PW_STAGE_BYTES || bytes / 8u > 32u * blockDim.x) return ~0u;
-    return bytes / 8u;
+    const uint32_t g = (bytes + PW_TAG_PAYLOAD - 1u) / PW_TAG_PAYLOAD;
+    if (g * PW_TAG_PAYLOAD > PW_STAGE_BYTES || g > 32u * blockDim.x) return ~0u;
+    return g;
 }
 
 __shared__ uint32_t pw_tag_poll; /* granules each poll round reads (thread 0 sets it) */
@@ -710,6 +711,14 @@ __shared__ uint32_t pw_tag_last; /* granules of the block's last burst (a hot po
  * 4 session 8): K = 2 p50 / p99 4.04-4.07 / 4.18-4.29 us against 4.76-4.82 / 4.92-4.98 with one
  * round; K = 3 (14 KB in flight) 3.71-3.78 / 5.28-6.25: past ~10 KB in flight the rounds slow
  * each other. */
+/* Granule i's payload (PW_PIPE_TAGGED: {p0, p1, p2, tag}) to its place in the decoded image. */
+__device__ __forceinline__ void pw_tag_decode(uint32_t i, const uint4 &v) {
+    uint32_t *d = (uint32_t *)(pw_stage + PW_TAG_PAYLOAD * i);
+    d[0] = v.x;
+    d[1] = v.y;
+    d[2] = v.z;
+}
+
 #ifndef PW_POLL_ROUNDS_MAX
 #define PW_POLL_ROUNDS_MAX 2u
 #endif
@@ -722,11 +731,11 @@ __shared__ uint64_t pw_poll_issued[PW_POLL_ROUNDS_MAX]; /* thread 0's issue time
 __shared__ uint4 pw_poll_ctrl[PW_POLL_ROUNDS_MAX];      /* each round's copy of ctrl words 0-3 (exit_flag) */
 
 /* Rounds in flight for rounds of `g` granules: each lands in a raw buffer (16 bytes a granule)
- * at the end of pw_stage, behind the decoded image (8 bytes a granule); 0 when not even one fits
- * (the poll then loads into registers, one round at a time). */
+ * at the end of pw_stage, behind the decoded image (PW_TAG_PAYLOAD bytes a granule); 0 when not
+ * even one fits (the poll then loads into registers, one round at a time). */
 __device__ __forceinline__ uint32_t pw_poll_rounds(uint32_t g) {
-    if (g * 24u > PW_STAGE_BYTES) return 0u;
-    uint32_t k = (PW_STAGE_BYTES - g * 8u) / (g * 16u);
+    if (g * (16u + PW_TAG_PAYLOAD) > PW_STAGE_BYTES) return 0u;
+    uint32_t k = (PW_STAGE_BYTES - g * PW_TAG_PAYLOAD) / (g * 16u);
     const uint32_t budget = PW_POLL_INFLIGHT_BYTES / (g * 16u);
     if (k > budget) k = budget > 0u ? budget : 1u;
     return k < PW_POLL_ROUNDS_MAX ? k : PW_POLL_ROUNDS_MAX;
@@ -829,11 +838,11 @@ __device__ void pw_poll_tagged(const pw_queue_desc &q, uint32_t seq, uint32_t la
             uint32_t w0 = 0u, db = 0u;
             const uint32_t exit_flag = threadIdx.x == 0 ? pw_exit_flag_load(q, spins) : 0u;
             pw_load_granules(g, [&](uint32_t i) { return sb + i; }, [&](uint32_t i, uint32_t kk, const uint4 &v) {
-                if (v.y == tag && v.w == tag) okm |= 1u << kk;
-                ((uint2 *)pw_stage)[i] = make_uint2(v.x, v.z);
+                if (v.w == tag) okm |= 1u << kk;
+                pw_tag_decode(i, v);
                 if (i == 0u) {
                     w0 = v.x;
-                    db = v.z;
+                    db = v.y;
                 }
             });
             if (threadIdx.x == 0) pw_tag_need = (okm & 1u) ? pw_tagged_need(q, w0, db) : 0u;
@@ -843,7 +852,7 @@ __device__ void pw_poll_tagged(const pw_queue_desc &q, uint32_t seq, uint32_t la
             if (done || pw_cmd) return;
             continue;
         }
-        /* Raw buffer r of k at the end of pw_stage (the decoded image keeps its first g * 8 bytes). */
+        /* Raw buffer r of k at the end of pw_stage (the decoded image keeps its first g * 12 bytes). */
         uint4 *raw = (uint4 *)(pw_stage + PW_STAGE_BYTES - k * g * 16u);
         auto issue = [&](uint32_t r) {
             for (uint32_t i = threadIdx.x; i < g; i += blockDim.x) pw_cp_async16(raw + r * g + i, sb + i);
@@ -869,12 +878,12 @@ __device__ void pw_poll_tagged(const pw_queue_desc &q, uint32_t seq, uint32_t la
             /* Decoded every round (the round that completes the image leaves it in pw_stage). */
             for (uint32_t i = threadIdx.x, kk = 0; i < g; i += blockDim.x, kk++) {
                 const uint4 v = rb[i];
-                if (v.y == tag && v.w == tag) okm |= 1u << kk;
-                ((uint2 *)pw_stage)[i] = make_uint2(v.x, v.z);
+                if (v.w == tag) okm |= 1u << kk;
+                pw_tag_decode(i, v);
             }
             if (threadIdx.x == 0) {
-                const uint2 h = ((const uint2 *)pw_stage)[0];
-                pw_tag_need = (okm & 1u) ? pw_tagged_need(q, h.x, h.y) : 0u;
+                const uint32_t *h = (const uint32_t *)pw_stage;
+                pw_tag_need = (okm & 1u) ? pw_tagged_need(q, h[0], h[1]) : 0u;
                 /* A round trip measured (clamped: a stalled round must not space rounds for ms). */
                 uint64_t rtt = pw_globaltimer() - pw_poll_issued[r];
                 rtt = rtt < 200u ? 200u : rtt > 8000u ? 8000u : rtt;

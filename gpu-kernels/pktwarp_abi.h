@@ -466,15 +466,19 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_ctrl, consumer) == 128, "pw_queue_ctrl.con
 /* Tagged words both ways (a persistent kernel's `mapped` ring whose burst image fits
  * PW_STAGE_BYTES). The slot holds the burst's image (pw_slot_hdr, its descriptors padded to 16
  * bytes, its frame data padded to 16 bytes: the layout the kernel stages) as 16-byte granules
- * {p0, tag, p1, tag}, (p0, p1) the image's next 8 bytes and tag = seq + 1, each 8-byte word
- * stored at once by the host. The whole CTA polls the slot: when every granule the image needs
+ * {p0, p1, p2, tag}, (p0, p1, p2) the image's next 12 bytes and tag = seq + 1, each granule
+ * stored at once by the host (an aligned 16-byte store: atomic on x86-64 with AVX, which tagged
+ * queues require; the GPU reads a granule with one 16-byte load). The whole CTA polls the slot:
+ * when every granule the image needs
  * carries the tag, the burst is in shared memory, one PCIe round trip after the host's stores
  * instead of two (the poll, then the copy). Verdicts go back as pw_verdict_tagged, so the host
  * sees a burst finished without a done word behind a system-scope fence (which waits for the
  * verdict writes to drain). The done word is still written for a burst of no frames and with
- * PW_PIPE_META_OUT (metadata is not tagged). Costs twice the slot bytes across PCIe: for small
+ * PW_PIPE_META_OUT (metadata is not tagged). Costs 4/3 of the slot bytes across PCIe: for small
  * bursts (latency), not throughput. */
 #define PW_PIPE_TAGGED 64u
+/* Payload bytes of a tagged granule. */
+#define PW_TAG_PAYLOAD 12u
 /* Bytes of a burst the kernel stages in shared memory (the image's limit in a tagged queue). */
 #define PW_STAGE_BYTES 24576u
 /* Most frames of a block's share of a burst whose keys the two-pass path (parse all, then the

@@ -52,6 +52,8 @@ pub const PIPE_DROP_MALFORMED: u32 = 16;
 pub const PIPE_SLOT_SEQ: u32 = 32;
 /// `PW_PIPE_TAGGED`: the slot's image and the verdicts travel as tagged words (see the header).
 pub const PIPE_TAGGED: u32 = 64;
+/// `PW_TAG_PAYLOAD`: image bytes per 16-byte tagged granule ({p0, p1, p2, tag}).
+pub const TAG_PAYLOAD: usize = 12;
 /// `PW_STAGE_BYTES`: the most bytes of a burst the kernel stages in shared memory.
 pub const STAGE_BYTES: usize = 24576;
 /// `PW_SPLIT_MAX`: the most frames whose keys a block keeps between its parse and lookup passes.
@@ -430,6 +432,7 @@ mod tests {
         assert_eq!(val("PW_PIPE_SLOT_SEQ"), PIPE_SLOT_SEQ as u64);
         assert_eq!(val("PW_PIPE_TAGGED"), PIPE_TAGGED as u64);
         assert_eq!(val("PW_STAGE_BYTES"), STAGE_BYTES as u64);
+        assert_eq!(val("PW_TAG_PAYLOAD"), TAG_PAYLOAD as u64);
         assert_eq!(val("PW_SPLIT_MAX"), SPLIT_MAX as u64);
         assert!(h.contains(&format!(
             "sizeof(pw_verdict_tagged) == {VERDICT_TAGGED_SIZE}"

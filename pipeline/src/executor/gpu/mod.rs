@@ -155,62 +155,79 @@ unsafe fn write_descs(dst: *mut u8, descs: &[crate::burst::FrameDesc], dfmt: u8)
     }
 }
 
-/// Writes `img` (a multiple of 8 bytes) at `dst` (16-byte aligned) as tagged granules: 16
-/// bytes {img[8g..8g+4], tag, img[8g+4..8g+8], tag} per 8 image bytes (`PW_PIPE_TAGGED`), the
-/// first granule (the header's n_frames / data_bytes, which the kernel sizes the burst by) last.
-/// Each 8-byte word goes in one store: x86-64, one aligned 16-byte SSE store per granule
-/// (atomic on CPUs with AVX, and its 8-byte halves on every x86-64); elsewhere 8-byte volatile
-/// stores. The kernel checks both tags of a granule, so no fence is needed. `nt` (x86-64):
-/// non-temporal stores (then an sfence, which sends the write-combining buffers out now), so
-/// the GPU's reads of the slot find the lines in memory instead of pulling them out of this
-/// core's cache.
+/// Whether this CPU's aligned 16-byte stores are single-copy atomic, which tagged granules need
+/// (the kernel takes a granule whose tag it sees as wholly this burst's): x86-64 with AVX (Intel
+/// and AMD guarantee it there).
+pub fn tagged_stores_atomic() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Writes the first `len` bytes of `img` at `dst` (16-byte aligned) as tagged granules
+/// (`PW_PIPE_TAGGED`): 16 bytes {img[12g..12g+4], img[12g+4..12g+8], img[12g+8..12g+12], tag}
+/// per 12 image bytes, the first granule (the header's n_frames / data_bytes, which the kernel
+/// sizes the burst by) last. `img` holds [`tagged_src_len`]`(len)` bytes (each granule is one
+/// 16-byte load; bytes past `len` are written as they are). One aligned 16-byte SSE store per
+/// granule, atomic on CPUs with AVX ([`tagged_stores_atomic`]; tagged queues are refused
+/// elsewhere), so a granule the kernel sees tagged is wholly this burst's and no fence is
+/// needed. `nt`: non-temporal stores (then an sfence, which sends the write-combining buffers
+/// out now), so the GPU's reads of the slot find the lines in memory instead of pulling them out
+/// of this core's cache.
 ///
 /// # Safety
-/// `dst` is valid for `img.len() * 2` bytes of writes and 16-byte aligned.
-unsafe fn store_tagged(dst: *mut u8, img: &[u8], tag: u32, nt: bool) {
-    let granules = img.len() / 8;
+/// `dst` is valid for `16 * len.div_ceil(12)` bytes of writes and 16-byte aligned.
+#[cfg(target_arch = "x86_64")]
+unsafe fn store_tagged(dst: *mut u8, img: &[u8], len: usize, tag: u32, nt: bool) {
+    use std::arch::x86_64::{
+        __m128i, _mm_and_si128, _mm_cvtsi32_si128, _mm_loadu_si128, _mm_or_si128, _mm_set_epi32,
+        _mm_sfence, _mm_slli_si128, _mm_store_si128, _mm_stream_si128,
+    };
+    let granules = len.div_ceil(abi::TAG_PAYLOAD);
+    assert!(
+        img.len() >= tagged_src_len(len),
+        "store_tagged: image not padded"
+    );
+    let keep = _mm_set_epi32(0, -1, -1, -1);
+    let t = _mm_slli_si128::<12>(_mm_cvtsi32_si128(tag as i32));
     for g in (0..granules).rev() {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{
-                __m128i, _mm_loadl_epi64, _mm_set1_epi32, _mm_store_si128, _mm_stream_si128,
-                _mm_unpacklo_epi32,
-            };
-            // SAFETY: 8 readable bytes at img[8g..]; dst + 16g is 16-byte aligned and inside
-            // the caller's range. unpacklo interleaves {p0, p1} with the tag: {p0, t, p1, t}.
-            unsafe {
-                let p = _mm_loadl_epi64(img.as_ptr().add(8 * g) as *const __m128i);
-                let v = _mm_unpacklo_epi32(p, _mm_set1_epi32(tag as i32));
-                if nt {
-                    _mm_stream_si128(dst.add(16 * g) as *mut __m128i, v);
-                } else {
-                    _mm_store_si128(dst.add(16 * g) as *mut __m128i, v);
-                }
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            let _ = nt;
-            let w = |k: usize| {
-                u64::from(u32::from_le_bytes([
-                    img[k],
-                    img[k + 1],
-                    img[k + 2],
-                    img[k + 3],
-                ])) | u64::from(tag) << 32
-            };
-            // SAFETY: dst + 16g .. + 16 lies inside the caller's range, 8-byte aligned.
-            unsafe {
-                ptr::write_volatile(dst.add(16 * g) as *mut u64, w(8 * g));
-                ptr::write_volatile(dst.add(16 * g + 8) as *mut u64, w(8 * g + 4));
+        // SAFETY: img holds 12g + 16 bytes (asserted above, g < granules); dst + 16g is 16-byte
+        // aligned and inside the caller's range.
+        unsafe {
+            let p = _mm_loadu_si128(img.as_ptr().add(abi::TAG_PAYLOAD * g) as *const __m128i);
+            let v = _mm_or_si128(_mm_and_si128(p, keep), t);
+            if nt {
+                _mm_stream_si128(dst.add(16 * g) as *mut __m128i, v);
+            } else {
+                _mm_store_si128(dst.add(16 * g) as *mut __m128i, v);
             }
         }
     }
-    #[cfg(target_arch = "x86_64")]
     if nt {
         // SAFETY: sfence has no preconditions.
-        unsafe { std::arch::x86_64::_mm_sfence() };
+        unsafe { _mm_sfence() };
     }
+}
+
+/// Bytes [`store_tagged`] reads for an image of `len` bytes: whole granules, and 4 more (its
+/// last granule is one 16-byte load).
+fn tagged_src_len(len: usize) -> usize {
+    len.div_ceil(abi::TAG_PAYLOAD) * abi::TAG_PAYLOAD + 4
+}
+
+/// Tagged granules need atomic 16-byte stores ([`tagged_stores_atomic`] is false here), so no
+/// queue is ever tagged on this architecture.
+///
+/// # Safety
+/// Never called.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn store_tagged(_dst: *mut u8, _img: &[u8], _len: usize, _tag: u32, _nt: bool) {
+    unreachable!("tagged queues are refused on this architecture")
 }
 
 /// How bursts reach the kernel.
@@ -305,13 +322,14 @@ pub struct GpuOptions {
     /// copied as before. A [tagged](GpuOptions::tagged) slot's words follow the same rule.
     pub nt_stores: bool,
     /// Tagged words on a `persistent` kernel's `mapped` rings (`PW_PIPE_TAGGED`): the host
-    /// writes a burst as 8-byte words that each carry its tag, the whole CTA polls the slot and
-    /// has the burst in shared memory one PCIe round trip after the host's stores (instead of
-    /// two: the poll, then the copy), and verdicts come back tagged (no done word behind a
-    /// fence). Twice the bytes across PCIe, so for small bursts: it applies only where a
-    /// burst's image (header, descriptors, frame bytes) fits the kernel's 24 KiB staging area.
-    /// Default (unset): on wherever it applies; `false`: off; `true`: on, and an error where a
-    /// mapped queue cannot have it.
+    /// writes a burst as 16-byte granules of 12 image bytes and its tag, the whole CTA polls the
+    /// slot and has the burst in shared memory one PCIe round trip after the host's stores
+    /// (instead of two: the poll, then the copy), and verdicts come back tagged (no done word
+    /// behind a fence). 4/3 of the bytes across PCIe, so for small bursts: it applies only where
+    /// a burst's image (header, descriptors, frame bytes) fits the kernel's 24 KiB staging area,
+    /// and on CPUs whose 16-byte stores are atomic (x86-64 with AVX). Default (unset): on
+    /// wherever it applies; `false`: off; `true`: on, and an error where a mapped queue cannot
+    /// have it.
     pub tagged: Option<bool>,
 }
 
@@ -491,9 +509,15 @@ impl GpuOptions {
         if self.mode != Mode::Persistent {
             return Some(format!("mode is {:?}, not persistent", self.mode));
         }
+        if !tagged_stores_atomic() {
+            return Some(
+                "this CPU does not store 16 bytes at once (tagged granules need x86-64 with AVX)"
+                    .into(),
+            );
+        }
         let img = self.image_max();
-        // pw_poll_tagged: at most 32 granules of 8 payload bytes per thread.
-        let lim = abi::STAGE_BYTES.min(self.threads() as usize * 32 * 8);
+        // pw_poll_tagged: at most 32 granules per thread.
+        let lim = abi::STAGE_BYTES.min(self.threads() as usize * 32 * abi::TAG_PAYLOAD);
         (img > lim).then(|| {
             format!(
                 "a burst image of up to {img} bytes (burst_size {} x 32 B descriptors + slot_data_bytes {} + 48 B header) exceeds the {lim} bytes the kernel stages",
@@ -811,8 +835,9 @@ impl GpuExecutor {
         let data_cap = opts.slot_data_capacity() as usize;
         let mut slot_bytes = round_up(data_offset + data_cap, abi::SLOT_ALIGN);
         if (0..n_queues).any(|q| opts.tagged_queue(q)) {
-            // A tagged slot holds its image at 16 bytes per 8 payload bytes.
-            slot_bytes = slot_bytes.max(round_up(2 * opts.image_max(), abi::SLOT_ALIGN));
+            // A tagged slot holds its image at 16 bytes per TAG_PAYLOAD payload bytes.
+            let granules = opts.image_max().div_ceil(abi::TAG_PAYLOAD);
+            slot_bytes = slot_bytes.max(round_up(16 * granules, abi::SLOT_ALIGN));
         }
         if slot_bytes > u32::MAX as usize {
             anyhow::bail!("executor: a slot of {slot_bytes} bytes is too large");
@@ -1276,13 +1301,14 @@ impl GpuExecutor {
                 // The image (header, descriptors, frame bytes, each padded to 16 bytes), then
                 // all of it as tagged words.
                 let nd = round_up(n * Desc8::size_of_format(dfmt), 16);
+                let len = hb + nd + round_up(bytes, 16);
                 let mut img = std::mem::take(&mut q.image);
                 img.clear();
-                img.resize(hb + nd + round_up(bytes, 16), 0);
+                img.resize(tagged_src_len(len), 0);
                 img[..hb].copy_from_slice(&raw);
                 write_descs(img.as_mut_ptr().add(hb), &burst.descs, dfmt);
                 img[hb + nd..hb + nd + bytes].copy_from_slice(&burst.data);
-                store_tagged(slot_ptr, &img, seq.wrapping_add(1), nt);
+                store_tagged(slot_ptr, &img, len, seq.wrapping_add(1), nt);
                 q.image = img;
             } else {
                 // Everything but the header's first 16 bytes, then those (n_frames, data_bytes, seq,
@@ -2102,24 +2128,41 @@ mod tests {
             .contains("block_threads"));
     }
 
-    /// The host's tagged encoding is the layout the kernel decodes: granule g = {image[8g..8g+4],
-    /// tag, image[8g+4..8g+8], tag}.
+    /// The host's tagged encoding is the layout the kernel decodes: granule g = {image[12g..12g +
+    /// 12], tag}, the image's end zero-padded, nothing written past its granules.
     #[test]
     fn tagged_encoding() {
-        let img: Vec<u8> = (0..64u8).collect();
-        for nt in [false, true] {
-            // 16-byte aligned, 128 bytes = 2 x img.len().
-            let mut slot = vec![0u128; 8];
-            // SAFETY: as above.
-            unsafe { store_tagged(slot.as_mut_ptr() as *mut u8, &img, 0xA5A5_0001, nt) };
-            let bytes: Vec<u8> = slot.iter().flat_map(|w| w.to_le_bytes()).collect();
-            for g in 0..8 {
-                let gr = &bytes[16 * g..16 * g + 16];
-                assert_eq!(&gr[0..4], &img[8 * g..8 * g + 4]);
-                assert_eq!(&gr[8..12], &img[8 * g + 4..8 * g + 8]);
-                for t in [&gr[4..8], &gr[12..16]] {
-                    assert_eq!(u32::from_le_bytes(t.try_into().unwrap()), 0xA5A5_0001);
+        if !tagged_stores_atomic() {
+            eprintln!("skipped: this CPU has no atomic 16-byte stores (no tagged queues here)");
+            return;
+        }
+        for len in [48usize, 64, 100, 4704] {
+            let mut img: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            img.resize(tagged_src_len(len), 0xEE); // bytes past len: written as they are
+            for nt in [false, true] {
+                let granules = len.div_ceil(12);
+                // 16-byte aligned, one granule of slack that must stay untouched.
+                let mut slot = vec![u128::MAX; granules + 1];
+                // SAFETY: slot holds 16 * (granules + 1) bytes, 16-byte aligned.
+                unsafe { store_tagged(slot.as_mut_ptr() as *mut u8, &img, len, 0xA5A5_0001, nt) };
+                let bytes: Vec<u8> = slot.iter().flat_map(|w| w.to_le_bytes()).collect();
+                for g in 0..granules {
+                    let gr = &bytes[16 * g..16 * g + 16];
+                    assert_eq!(
+                        &gr[..12],
+                        &img[12 * g..12 * g + 12],
+                        "len {len} granule {g}"
+                    );
+                    assert_eq!(
+                        u32::from_le_bytes(gr[12..].try_into().unwrap()),
+                        0xA5A5_0001
+                    );
                 }
+                assert_eq!(
+                    slot[granules],
+                    u128::MAX,
+                    "len {len}: wrote past the granules"
+                );
             }
         }
     }
