@@ -8,11 +8,14 @@
 #      rate(pktwarp_rx_frames_total[10s]) is > 0 and within 20% of PPS while traffic flows, and
 #      that sum(pktwarp_rx_frames_total) equals COUNT once the generator has ended;
 #   4. SIGTERM: pktwarp drains, prints its JSON summary (rx_frames == COUNT) and exits 0.
-# Bounded: every wait has a deadline; the whole script takes ~40 s. Cleans up on any exit.
+# Bounded: every wait has a deadline; the whole script takes ~60 s. Cleans up on any exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-COUNT=${COUNT:-50000}
+# 50 s of traffic: the rate is measured ~12 s after Prometheus scrapes pktwarp, and Prometheus
+# alone took up to ~30 s to start on a loaded machine (a run with 25 s of traffic failed:
+# "the generator ended before the rate could be measured").
+COUNT=${COUNT:-100000}
 PPS=${PPS:-2000}
 
 command -v prometheus >/dev/null || { echo "test-daemon: prometheus not installed (scripts/install-deps.sh)" >&2; exit 1; }
