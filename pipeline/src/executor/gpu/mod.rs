@@ -2068,6 +2068,17 @@ mod tests {
             slot_data_bytes: Some(4096),
             ..Default::default()
         };
+        if !tagged_stores_atomic() {
+            // No tagged queue on this CPU, and `tagged: true` says why.
+            assert!(!small.tagged_queue(0));
+            let on = GpuOptions {
+                tagged: Some(true),
+                ..small.clone()
+            };
+            let e = on.validate().unwrap_err();
+            assert!(e.contains("AVX"), "{e}");
+            return;
+        }
         assert!(
             small.tagged_queue(0),
             "small mapped persistent slots are tagged"
