@@ -17,7 +17,9 @@ static EAL: Mutex<Option<Vec<String>>> = Mutex::new(None);
 /// start / stop / close, mempool creation) is not thread-safe, and a [`super::DpdkPort`] may be
 /// opened or dropped on any thread: the same-process DPDK tests, which open ports on parallel
 /// test threads, saw `rte_dev_probe` fail with "No such device" (2 runs in 60) and once a
-/// SIGSEGV. Opening a port and closing one hold this lock.
+/// SIGSEGV. Opening a port and closing one hold this lock, and so does installing a port's
+/// rte_flow rules: DPDK makes flow calls safe against each other (the PMD's own locking or the
+/// ethdev flow lock), not against device configuration on other threads.
 static CONTROL: Mutex<()> = Mutex::new(());
 
 thread_local! {

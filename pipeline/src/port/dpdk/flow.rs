@@ -164,8 +164,8 @@ pub(super) struct FlowTable {
 }
 
 // SAFETY: rte_flow handles are opaque tokens only passed back to rte_flow_destroy, under the
-// mutex; rte_flow calls are thread-safe in DPDK (RTE_ETH_DEV_FLOW_OPS_THREAD_SAFE or the
-// ethdev-level lock).
+// mutex and the control lock (eal::control); rte_flow calls are thread-safe against each other
+// in DPDK (RTE_ETH_DEV_FLOW_OPS_THREAD_SAFE or the ethdev-level lock).
 unsafe impl Send for Installed {}
 
 impl FlowTable {
@@ -201,6 +201,8 @@ impl FlowTable {
         queues: u16,
         rules: &[SteerRule],
     ) -> Vec<FlowOutcome> {
+        // Lock order: the control lock, then `installed` (as in a port's close).
+        let _control = eal::control();
         let Ok(mut installed) = self.installed.lock() else {
             return Vec::new();
         };
@@ -257,6 +259,7 @@ impl FlowTable {
     }
 
     pub(super) fn destroy_all(&self, port: u16) {
+        let _control = eal::control(); // a no-op under a port's close, which holds it already
         if let Ok(mut installed) = self.installed.lock() {
             for old in installed.drain(..) {
                 destroy(port, &old.flows);
