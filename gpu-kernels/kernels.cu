@@ -225,8 +225,15 @@ __device__ __forceinline__ void pw_stage_hdr(const uint8_t *base) {
 __device__ __forceinline__ uint32_t pw_group_size(const pw_queue_desc &q, uint32_t n) {
     uint32_t g = 1u;
 #if defined(PW_HAVE_ACL)
-    if (q.pipeline & PW_PIPE_ACL)
-        while (g < 32u && n * g * 2u <= blockDim.x) g *= 2u;
+    /* The g = 2^k (k <= 5) the loop "while (g < 32 && n * g * 2 <= blockDim) g *= 2" ends with,
+     * from independent compares: with the division below it was ~0.15 us of every small burst's
+     * latency path, where one warp's dependent instructions take ~5 cycles each (BENCHMARKS.md,
+     * issue 4 session 9). */
+    if (q.pipeline & PW_PIPE_ACL) {
+#pragma unroll
+        for (uint32_t k = 1u; k <= 5u; k++)
+            if ((n << k) <= blockDim.x) g = 1u << k;
+    }
 #endif
     return g;
 }
@@ -265,12 +272,14 @@ __device__ __forceinline__ void pw_stage_copy(uint4 *dst, const uint4 *src, uint
 /* Descriptor i of a slot's descriptor array at `dbase` (ring or pw_stage), in the slot's format. */
 __device__ __forceinline__ pw_desc pw_desc_at(const uint8_t *dbase, uint32_t i, bool compact) {
     if (!compact) return ((const pw_desc *)dbase)[i];
-    const pw_desc8 c = ((const pw_desc8 *)dbase)[i];
+    /* pw_desc8 as one 8-byte load (its fields would load one by one): offset, then len | port << 16
+     * (descriptor arrays start 16-byte aligned). */
+    const uint2 c = ((const uint2 *)dbase)[i];
     pw_desc d;
-    d.offset = c.offset;
-    d.len = c.len;
-    d.wire_len = c.len;
-    d.port = c.port;
+    d.offset = c.x;
+    d.len = c.y & 0xFFFFu;
+    d.wire_len = d.len;
+    d.port = (uint16_t)((c.y >> 16) & 0xFFu);
     d.queue = 0;
     d.rss_hash = 0;
     d.reserved = 0;
@@ -515,7 +524,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     /* This block's share of the frames (the burst's CTA group: part `part` of `parts`), split at
      * even frame numbers so that a chunk's compact descriptors start on a 16-byte granule
      * (pw_run_chunked). */
-    const uint32_t lo = (uint32_t)((uint64_t)n * part / parts) & ~1u;
+    const uint32_t lo = parts == 1u ? 0u : (uint32_t)((uint64_t)n * part / parts) & ~1u; /* no division alone */
     const uint32_t hi = part + 1u == parts ? n : (uint32_t)((uint64_t)n * (part + 1u) / parts) & ~1u;
     const uint32_t gsize = pw_group_size(q, hi - lo);
     const uint32_t gl = threadIdx.x & (gsize - 1u);
