@@ -452,7 +452,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     const uint8_t *descs = base + sizeof(pw_slot_hdr);
     const uint8_t *gdata = base + q.data_offset;
     const uint8_t *data = gdata;
-    if (all_staged && threadIdx.x == 0) pw_ring_reads = 0u;
+    if (!SMALL && all_staged && threadIdx.x == 0) pw_ring_reads = 0u; /* SMALL never reads it */
     if (!all_staged && (staged || hs < 3u)) {
         /* The header's missing granules, then descriptors, then data (when staged), 16 B per
          * load, PW_STAGE_UNROLL independent loads per thread. Granule i of the slot goes to
@@ -777,10 +777,15 @@ __device__ __forceinline__ void pw_cp_async_wait_oldest(uint32_t k) {
         asm volatile("cp.async.wait_group 0;" ::: "memory");
 }
 
-/* After a poll round of `g` granules in which thread 0 set pw_tag_need from granule 0: whether
- * every granule the image needs carries the tag (`okm` bit k: this thread's k-th granule did).
- * Whole block. */
-__device__ __forceinline__ bool pw_tag_complete(uint32_t g, uint32_t okm) {
+/* After a poll round of `g` granules, each decoded into pw_stage by the thread that read it:
+ * whether every granule the image needs carries the tag (`okm` bit k: this thread's k-th
+ * granule did). Thread 0, which decoded granule 0 itself, first sets pw_tag_need from it. Whole
+ * block. */
+__device__ __forceinline__ bool pw_tag_complete(const pw_queue_desc &q, uint32_t g, uint32_t okm) {
+    if (threadIdx.x == 0) {
+        const uint32_t *h = (const uint32_t *)pw_stage;
+        pw_tag_need = (okm & 1u) ? pw_tagged_need(q, h[0], h[1]) : 0u;
+    }
     __syncthreads();
     const uint32_t need = pw_tag_need;
     bool ok = need != 0u;
@@ -844,18 +849,12 @@ __device__ void pw_poll_tagged(const pw_queue_desc &q, uint32_t seq, uint32_t la
         const uint32_t g = pw_tag_poll, k = pw_poll_rounds(g);
         if (k == 0u) {
             uint32_t okm = 0u; /* bit k: this thread's k-th granule carries the tag */
-            uint32_t w0 = 0u, db = 0u;
             const uint32_t exit_flag = threadIdx.x == 0 ? pw_exit_flag_load(q, spins) : 0u;
             pw_load_granules(g, [&](uint32_t i) { return sb + i; }, [&](uint32_t i, uint32_t kk, const uint4 &v) {
                 if (v.w == tag) okm |= 1u << kk;
                 pw_tag_decode(i, v);
-                if (i == 0u) {
-                    w0 = v.x;
-                    db = v.y;
-                }
             });
-            if (threadIdx.x == 0) pw_tag_need = (okm & 1u) ? pw_tagged_need(q, w0, db) : 0u;
-            const bool done = pw_tag_complete(g, okm);
+            const bool done = pw_tag_complete(q, g, okm);
             if (threadIdx.x == 0) pw_tag_after(q, done, g, lane, part, parts, &spins, idle_since, exit_flag, ts);
             __syncthreads();
             if (done || pw_cmd) return;
@@ -891,14 +890,12 @@ __device__ void pw_poll_tagged(const pw_queue_desc &q, uint32_t seq, uint32_t la
                 pw_tag_decode(i, v);
             }
             if (threadIdx.x == 0) {
-                const uint32_t *h = (const uint32_t *)pw_stage;
-                pw_tag_need = (okm & 1u) ? pw_tagged_need(q, h[0], h[1]) : 0u;
                 /* A round trip measured (clamped: a stalled round must not space rounds for ms). */
                 uint64_t rtt = pw_globaltimer() - pw_poll_issued[r];
                 rtt = rtt < 200u ? 200u : rtt > 8000u ? 8000u : rtt;
                 pw_poll_rtt = (uint32_t)((7u * (uint64_t)pw_poll_rtt + rtt) / 8u);
             }
-            const bool done = pw_tag_complete(g, okm);
+            const bool done = pw_tag_complete(q, g, okm);
             if (threadIdx.x == 0) pw_tag_after(q, done, g, lane, part, parts, &spins, idle_since, exit_flag, ts);
             __syncthreads();
             if (done) return;

@@ -565,8 +565,9 @@ pub fn verify_one(
         }
         let n = chunk.len();
         left = left.saturating_sub(n as u64);
-        // CPU reference.
-        let mut cpu_meta = Vec::with_capacity(n);
+        // CPU reference (its metadata kept only when it is compared: not with --no-meta).
+        let keep_meta = !a.no_meta;
+        let mut cpu_meta = Vec::with_capacity(if keep_meta { n } else { 0 });
         let mut cpu_v = Vec::with_capacity(n);
         for (d, f) in chunk.frames() {
             let (m, v) = cpu_reference(f, d.port, acl.map(|x| &x.stage));
@@ -581,13 +582,15 @@ pub fn verify_one(
                     *h += 1;
                 }
             }
-            cpu_meta.push(m);
+            if keep_meta {
+                cpu_meta.push(m);
+            }
             cpu_v.push(v);
         }
         tracing::debug!("chunk at frame {frame_base}: {n} frames, CPU reference done");
         // GPU: cut the chunk into bursts (by frames and bytes), round-robin over queues.
         let bursts = split_bursts(&chunk, a.burst as usize, data_cap as usize);
-        let mut gpu_meta = vec![PacketMeta::default(); n];
+        let mut gpu_meta = vec![PacketMeta::default(); if keep_meta { n } else { 0 }];
         let mut gpu_v = vec![
             Verdict {
                 action: 0xEE,
@@ -628,7 +631,7 @@ pub fn verify_one(
                     if let Some(&(s, first, len)) = fl.front() {
                         if s == seq && len == v.len() {
                             gpu_v[first..first + len].copy_from_slice(v);
-                            if let Some(m) = m {
+                            if let (Some(m), true) = (m, keep_meta) {
                                 gpu_meta[first..first + len].copy_from_slice(m);
                             }
                             for s in &mut seen[first..first + len] {
@@ -675,7 +678,7 @@ pub fn verify_one(
                 }
                 continue;
             }
-            if !a.no_meta && gpu_meta[i] != cpu_meta[i] {
+            if keep_meta && gpu_meta[i] != cpu_meta[i] {
                 report.meta_mismatches += 1;
                 if *show > 0 {
                     *show -= 1;
