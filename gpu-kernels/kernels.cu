@@ -712,14 +712,6 @@ __shared__ uint32_t pw_tag_poll; /* granules each poll round reads (thread 0 set
 __shared__ uint32_t pw_tag_need; /* granules burst seq's image needs (0: its first granule not seen yet) */
 __shared__ uint32_t pw_tag_last; /* granules of the block's last burst (a hot poll reads that many) */
 
-/* Rounds of a tagged poll in flight at once (pw_poll_tagged), and the most bytes they may read
- * across PCIe together. A read of host memory takes ~1.9 us on the H200 machine, and a burst
- * arrives at any point of a round: one that the host finishes writing just after a round's reads
- * reached host memory waits for the next round. With K rounds spaced a round trip / K apart that
- * wait shrinks K-fold. pipeline/csrc/ring_lat (32 x 64 B, tagged in and out, BENCHMARKS.md issue
- * 4 session 8): K = 2 p50 / p99 4.04-4.07 / 4.18-4.29 us against 4.76-4.82 / 4.92-4.98 with one
- * round; K = 3 (14 KB in flight) 3.71-3.78 / 5.28-6.25: past ~10 KB in flight the rounds slow
- * each other. */
 /* Granule i's payload (PW_PIPE_TAGGED: {p0, p1, p2, tag}) to its place in the decoded image. */
 __device__ __forceinline__ void pw_tag_decode(uint32_t i, const uint4 &v) {
     uint32_t *d = (uint32_t *)(pw_stage + PW_TAG_PAYLOAD * i);
@@ -728,6 +720,14 @@ __device__ __forceinline__ void pw_tag_decode(uint32_t i, const uint4 &v) {
     d[2] = v.z;
 }
 
+/* Rounds of a tagged poll in flight at once (pw_poll_tagged), and the most bytes they may read
+ * across PCIe together. A read of host memory takes ~1.9 us on the H200 machine, and a burst
+ * arrives at any point of a round: one that the host finishes writing just after a round's reads
+ * reached host memory waits for the next round. With K rounds spaced a round trip / K apart that
+ * wait shrinks K-fold. pipeline/csrc/ring_lat (32 x 64 B, tagged in and out, BENCHMARKS.md issue
+ * 4 session 8): K = 2 p50 / p99 4.04-4.07 / 4.18-4.29 us against 4.76-4.82 / 4.92-4.98 with one
+ * round; K = 3 (14 KB in flight) 3.71-3.78 / 5.28-6.25: past ~10 KB in flight the rounds slow
+ * each other. */
 #ifndef PW_POLL_ROUNDS_MAX
 #define PW_POLL_ROUNDS_MAX 2u
 #endif

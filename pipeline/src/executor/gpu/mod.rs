@@ -2140,7 +2140,8 @@ mod tests {
     }
 
     /// The host's tagged encoding is the layout the kernel decodes: granule g = {image[12g..12g +
-    /// 12], tag}, the image's end zero-padded, nothing written past its granules.
+    /// 12], tag}, the last granule's bytes past the image copied as they are, nothing written
+    /// past its granules.
     #[test]
     fn tagged_encoding() {
         if !tagged_stores_atomic() {
