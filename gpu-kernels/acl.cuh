@@ -111,21 +111,27 @@ PW_DEVICE uint32_t pw_acl_tree(const pw_acl_fam_view *v, uint32_t ti, uint32_t *
 /* One record of a leaf against the key: PW_ACL_LANE_MATCH when it matches with a rule index below
  * `best`, PW_ACL_LANE_END when the one-thread scan stops here (last record of its leaf, or rule
  * index >= best: records are sorted); the rule index in *idx. On the GPU an IPv4 record (8 words,
- * 16-byte aligned) is two independent 16-byte loads instead of a chain of word loads. */
+ * 16-byte aligned) is two 16-byte loads and a branch-free test. With short-circuit tests the
+ * compiler issued the second load only after the first had returned and passed the rule-index
+ * test, and each key word's shared-memory load only after the test before it (sm_90 SASS); now
+ * all of them are in flight at once (stages of a 32-frame burst 2.78 vs 2.91-2.94 us,
+ * BENCHMARKS.md issue 4 session 10). */
 PW_DEVICE uint32_t pw_acl_rec_eval(const pw_acl_fam_view *v, const uint32_t *rec, const uint32_t kw[11],
                                    uint32_t best, uint32_t *idx) {
 #if PW_GPU
     if (v->aw == 1u && v->rw == 8u && (((unsigned long long)rec) & 15ull) == 0ull) {
         const uint4 a = __ldg((const uint4 *)rec), b = __ldg((const uint4 *)rec + 1);
+        const uint32_t src = kw[0], dst = kw[4], ports = kw[8], ctl = kw[9];
         *idx = b.w;
-        if (b.w >= best) return PW_ACL_LANE_END;
-        uint32_t out = (b.z & PW_ACL_REC_LAST) ? PW_ACL_LANE_END : 0u;
-        const uint32_t sp = kw[8] & 0xFFFFu, dp = kw[8] >> 16;
-        const bool m = (kw[0] & a.y) == a.x && (kw[4] & a.w) == a.z && sp >= (b.x & 0xFFFFu) &&
-                       sp <= (b.x >> 16) && dp >= (b.y & 0xFFFFu) && dp <= (b.y >> 16) &&
-                       (kw[9] & (b.z >> 8) & 0xFFu) == (b.z & 0xFFu);
+        const uint32_t sp = ports & 0xFFFFu, dp = ports >> 16;
+        /* Bitwise & (not &&): every term is computed, nothing waits on an earlier one. */
+        const bool below = b.w < best;
+        const bool m = below & ((src & a.y) == a.x) & ((dst & a.w) == a.z) & (sp >= (b.x & 0xFFFFu)) &
+                       (sp <= (b.x >> 16)) & (dp >= (b.y & 0xFFFFu)) & (dp <= (b.y >> 16)) &
+                       ((ctl & (b.z >> 8) & 0xFFu) == (b.z & 0xFFu));
+        const uint32_t out = (!below || (b.z & PW_ACL_REC_LAST)) ? PW_ACL_LANE_END : 0u;
         if (m && ((b.z & PW_ACL_REC_EXTRA) == 0u || pw_acl_extras_match(v->img, v->extras_off, b.w, kw)))
-            out |= PW_ACL_LANE_MATCH;
+            return out | PW_ACL_LANE_MATCH;
         return out;
     }
 #endif

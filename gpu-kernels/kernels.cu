@@ -412,7 +412,8 @@ __shared__ uint64_t pw_polls;
 __shared__ uint64_t pw_img_tables;
 __shared__ uint32_t pw_img_gen;
 
-/* Runs about frames [n * part / parts, n * (part + 1) / parts) of slot `seq % slots` with the whole
+/* Runs about frames [n * part / parts, n * (part + 1) / parts) of slot `slot` (= seq % slots: the
+ * persistent kernel computes it before the burst is there, off its latency path) with the whole
  * block (parts > 1: the burst's CTA group shares it, see pw_persistent), their counts into `cr`;
  * the caller publishes, then adds `cr` to the counters (pw_count_after_done).
  * `hdr_granules`: how many of the header's 3 16-byte granules pw_stage already holds (0: burst
@@ -424,10 +425,9 @@ __shared__ uint32_t pw_img_gen;
  * staged. */
 #define PW_STAGED_ALL 4u
 template <bool SMALL = false>
-__device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, pw_count_regs *cr,
+__device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, uint32_t slot, pw_count_regs *cr,
                                             uint32_t hdr_granules, uint64_t *ts, bool persistent, uint32_t part,
                                             uint32_t parts) {
-    const uint32_t slot = seq % q.slots;
     const uint8_t *base = (const uint8_t *)(q.ring + (uint64_t)slot * q.slot_bytes);
     if (hdr_granules == 0u) {
         if (threadIdx.x == 0) pw_stage_hdr(base);
@@ -822,7 +822,7 @@ __device__ __forceinline__ void pw_tag_after(const pw_queue_desc &q, bool done, 
     }
 }
 
-/* PW_PIPE_TAGGED: the whole block polls slot `seq % slots`, each thread its granules (i = thread,
+/* PW_PIPE_TAGGED: the whole block polls slot `slot` (= seq % slots), each thread its granules (i = thread,
  * thread + blockDim, ...), decoding their payload into pw_stage, until every granule the image
  * needs carries tag seq + 1 in the same round: the poll's round trip also brings the burst. A
  * round reads as many granules as the last burst needed (more when granule 0 asks for more),
@@ -831,9 +831,9 @@ __device__ __forceinline__ void pw_tag_after(const pw_queue_desc &q, bool done, 
  * too large for that load into registers one at a time. Tags never change under a burst until
  * the host reaps it, so a granule seen tagged stays right. Sets pw_cmd (0: staged, 1: stop);
  * thread 0 sets ts[0] when seen. */
-__device__ void pw_poll_tagged(const pw_queue_desc &q, uint32_t seq, uint32_t lane, uint32_t part, uint32_t parts,
-                               uint64_t *ts) {
-    const uint4 *sb = (const uint4 *)(q.ring + (uint64_t)(seq % q.slots) * q.slot_bytes);
+__device__ void pw_poll_tagged(const pw_queue_desc &q, uint32_t seq, uint32_t slot, uint32_t lane, uint32_t part,
+                               uint32_t parts, uint64_t *ts) {
+    const uint4 *sb = (const uint4 *)(q.ring + (uint64_t)slot * q.slot_bytes);
     const uint32_t tag = seq + 1u;
     uint64_t idle_since = 0;
     uint32_t spins = 0;
@@ -941,14 +941,15 @@ __device__ __forceinline__ void pw_persistent_body(const pw_queue_desc *queues, 
     __syncthreads();
     for (;;) {
         const bool slot_seq = (q.pipeline & PW_PIPE_SLOT_SEQ) != 0u;
+        const uint32_t slot = seq % q.slots; /* before the burst: a division is ~20 dependent instructions */
         if (SMALL || (q.pipeline & PW_PIPE_TAGGED)) {
-            pw_poll_tagged(q, seq, lane, part, parts, ts);
+            pw_poll_tagged(q, seq, slot, lane, part, parts, ts);
         } else if (threadIdx.x == 0) {
             volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
             const volatile uint32_t *prod = (const volatile uint32_t *)q.producer;
             const uint64_t idle_since = pw_globaltimer();
             uint32_t spins = 0;
-            const uint8_t *sb = (const uint8_t *)(q.ring + (uint64_t)(seq % q.slots) * q.slot_bytes);
+            const uint8_t *sb = (const uint8_t *)(q.ring + (uint64_t)slot * q.slot_bytes);
             for (;;) {
                 /* No acquire here: the slot is read with strong loads (pw_ld_slot16), so the SM's
                  * L1 keeps the ACL image between bursts (pw_run_slot acquires when it changes). */
@@ -985,7 +986,7 @@ __device__ __forceinline__ void pw_persistent_body(const pw_queue_desc *queues, 
         if (pw_cmd) break;
         pw_count_regs cr;
         pw_count_regs_zero(&cr);
-        pw_run_slot<SMALL>(q, seq, &cr, (SMALL || (q.pipeline & PW_PIPE_TAGGED)) ? PW_STAGED_ALL : slot_seq ? 1u : 3u,
+        pw_run_slot<SMALL>(q, seq, slot, &cr, (SMALL || (q.pipeline & PW_PIPE_TAGGED)) ? PW_STAGED_ALL : slot_seq ? 1u : 3u,
                            ts, true, part, parts);
         __syncthreads();
         if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
@@ -1030,7 +1031,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) pw_burst(const pw_queue_des
     if (threadIdx.x == 0) pw_beats = seq; /* the heartbeat a burst kernel writes: seq + 1 */
     pw_count_regs cr;
     pw_count_regs_zero(&cr);
-    pw_run_slot(q, seq, &cr, 0u, ts, false, 0u, 1u);
+    pw_run_slot(q, seq, seq % q.slots, &cr, 0u, ts, false, 0u, 1u);
     __syncthreads();
     if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
     pw_publish(q, seq, ts, 0u, 1u, pw_staged_frames(q));
@@ -1052,7 +1053,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) pw_burst_slot(const pw_queu
     __syncthreads();
     pw_count_regs cr;
     pw_count_regs_zero(&cr);
-    pw_run_slot(q, seq, &cr, 0u, ts, false, 0u, 1u);
+    pw_run_slot(q, seq, slot, &cr, 0u, ts, false, 0u, 1u);
     __syncthreads();
     if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
     pw_publish(q, seq, ts, 0u, 1u, pw_staged_frames(q));

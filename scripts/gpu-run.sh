@@ -51,6 +51,9 @@ step verify-gen10M 120 "$BIN" verify --gen 10000000 --malformed 0.05 --ipv6 0.2 
 step verify-groups-acl1 60 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --burst 32 --mode persistent,launch,graph --placement device,mapped --json "$RES/verify-groups-acl1.json"
 step verify-groups-fw1 60 "$BIN" verify --trace "$CB/fw1_10K_trace.gz" --rules "$CB/fw1_10K" --burst 8 --mode persistent,launch --placement mapped --queues 2 --ctas 2 --json "$RES/verify-groups-fw1.json"
 step verify-groups-ipc1 60 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --burst 16 --mode persistent --placement device,mapped --json "$RES/verify-groups-ipc1.json"
+# ipc1_10K has 5 trees: groups of 2 lanes (64 frames, 128 threads) walk the first two trees at
+# once and the rest one after another.
+step verify-groups-ipc1-narrow 60 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --burst 64 --block-threads 128 --mode persistent,launch --placement mapped --json "$RES/verify-groups-ipc1-narrow.json"
 step verify-groups-gen 90 "$BIN" verify --gen 2000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --burst 64 --mode persistent --placement mapped --queues 2 --ctas 2 --json "$RES/verify-groups-gen.json"
 # Tagged words (persistent kernel, mapped rings whose burst image fits the 24 KiB staging area:
 # small slots): the slot polled whole, verdicts back tagged. The reload torture checks every
@@ -58,6 +61,7 @@ step verify-groups-gen 90 "$BIN" verify --gen 2000000 --malformed 0.05 --ipv6 0.
 step verify-tagged-acl1 60 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --burst 32 --slot-data-bytes 4096 --tagged true --mode persistent --placement mapped --queues 2 --ctas 2 --json "$RES/verify-tagged-acl1.json"
 step verify-tagged-fw1 60 "$BIN" verify --trace "$CB/fw1_10K_trace.gz" --rules "$CB/fw1_10K" --burst 16 --slot-data-bytes 2048 --tagged true --mode persistent --placement mapped --block-threads 512 --json "$RES/verify-tagged-fw1.json"
 step verify-tagged-ipc1 60 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --burst 8 --slot-data-bytes 1024 --tagged true --mode persistent --placement mapped --block-threads 64 --json "$RES/verify-tagged-ipc1.json"
+step verify-tagged-ipc1-narrow 60 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --burst 64 --slot-data-bytes 8192 --tagged true --mode persistent --placement mapped --block-threads 128 --json "$RES/verify-tagged-ipc1-narrow.json"
 step verify-tagged-gen 90 "$BIN" verify --gen 2000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --burst 64 --slot-data-bytes 16384 --tagged true --mode persistent --placement mapped --queues 2 --json "$RES/verify-tagged-gen.json"
 step reload-torture-tagged 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 4 --burst 32 --slot-data-bytes 4096 --tagged true --mode persistent --placement mapped --queues 2 --ctas 2 --json "$RES/torture-tagged.json"
 # Without metadata written back (--no-meta: verdicts and counters compared), as a daemon runs:
