@@ -11,7 +11,16 @@
 #include "pktwarp_abi.h"
 
 #if PW_GPU
-#define PW_ADD64(p, v) atomicAdd((unsigned long long *)(p), (unsigned long long)(v))
+/* *p += v, `p` in global memory: a reduction the thread does not wait for. atomicAdd through a
+ * pointer the compiler cannot place compiles (sm_90 SASS) to a generic ATOM whose address-space
+ * predicate the thread waits for, then a shared-memory fallback loop; a frame's rule hit sat on
+ * the burst's path that way (stages of a 32-frame burst 2.72 vs 2.78 us, BENCHMARKS.md issue 4
+ * session 10). */
+__device__ __forceinline__ void pw_red_add_global(void *p, unsigned long long v) {
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "l"(v) : "memory");
+}
+/* Every PW_ADD64 target is in global memory (rule hit counters, the queue's counter blocks). */
+#define PW_ADD64(p, v) pw_red_add_global((p), (unsigned long long)(v))
 #else
 #define PW_ADD64(p, v) (*(p) += (uint64_t)(v))
 #endif
@@ -75,27 +84,39 @@ PW_DEVICE void pw_count_frame(pw_count_regs *r, uint64_t *rule_hits, uint32_t n_
 }
 
 #if PW_GPU
-__device__ __forceinline__ void pw_count_add_warp(uint64_t *dst, uint32_t x, bool lead) {
-    const uint32_t s = __reduce_add_sync(0xFFFFFFFFu, x);
-    if (lead && s) atomicAdd((unsigned long long *)dst, (unsigned long long)s);
+/* *dst += v: GLOBAL, a reduction in global memory (pw_red_add_global); else an atomic in shared
+ * memory. */
+template <bool GLOBAL>
+__device__ __forceinline__ void pw_count_add(uint64_t *dst, uint64_t v) {
+    if (GLOBAL)
+        pw_red_add_global(dst, (unsigned long long)v);
+    else
+        atomicAdd((unsigned long long *)dst, (unsigned long long)v);
 }
 
-/* Adds every thread's `r` into the counters `acc` (the block's in shared memory, or a counter
- * block in device memory): one sum per warp and field, then one atomic per warp and field (in
- * device memory a reduction the warp does not wait for). Every thread of the block calls it (full
- * warps). */
+template <bool GLOBAL>
+__device__ __forceinline__ void pw_count_add_warp(uint64_t *dst, uint32_t x, bool lead) {
+    const uint32_t s = __reduce_add_sync(0xFFFFFFFFu, x);
+    if (lead && s) pw_count_add<GLOBAL>(dst, s);
+}
+
+/* Adds every thread's `r` into the counters `acc` (GLOBAL: a counter block in device memory;
+ * else the block's in shared memory): one sum per warp and field, then one atomic per warp and
+ * field (in device memory a reduction the warp does not wait for). Every thread of the block
+ * calls it (full warps). */
+template <bool GLOBAL>
 __device__ __forceinline__ void pw_count_flush(pw_queue_counters *acc, const pw_count_regs *r) {
     __syncwarp();
     const bool lead = (threadIdx.x & 31u) == 0u;
     uint64_t b = r->bytes;
     for (uint32_t o = 16; o > 0; o >>= 1) b += __shfl_xor_sync(0xFFFFFFFFu, b, o);
-    if (lead && b) atomicAdd((unsigned long long *)&acc->bytes, (unsigned long long)b);
-    pw_count_add_warp(&acc->packets, r->packets, lead);
-    pw_count_add_warp(&acc->parse_errors, r->parse_errors, lead);
-    pw_count_add_warp(&acc->acl_matched, r->acl_matched, lead);
-    pw_count_add_warp(&acc->acl_no_match, r->acl_no_match, lead);
-    for (uint32_t k = 0; k < PW_ACTIONS; k++) pw_count_add_warp(&acc->action[k], r->action[k], lead);
-    for (uint32_t k = 0; k < PW_DROP_REASONS; k++) pw_count_add_warp(&acc->drop_reason[k], r->drop_reason[k], lead);
+    if (lead && b) pw_count_add<GLOBAL>(&acc->bytes, b);
+    pw_count_add_warp<GLOBAL>(&acc->packets, r->packets, lead);
+    pw_count_add_warp<GLOBAL>(&acc->parse_errors, r->parse_errors, lead);
+    pw_count_add_warp<GLOBAL>(&acc->acl_matched, r->acl_matched, lead);
+    pw_count_add_warp<GLOBAL>(&acc->acl_no_match, r->acl_no_match, lead);
+    for (uint32_t k = 0; k < PW_ACTIONS; k++) pw_count_add_warp<GLOBAL>(&acc->action[k], r->action[k], lead);
+    for (uint32_t k = 0; k < PW_DROP_REASONS; k++) pw_count_add_warp<GLOBAL>(&acc->drop_reason[k], r->drop_reason[k], lead);
 }
 #endif
 

@@ -604,7 +604,7 @@ __device__ __forceinline__ void pw_trace_seq(const pw_queue_desc &q, uint32_t se
 __device__ __forceinline__ void pw_mark_bursts(const pw_queue_desc &q, uint32_t block, uint32_t n) {
     if (n == 0u || !(q.pipeline & PW_PIPE_COUNT)) return;
     __threadfence();
-    atomicAdd((unsigned long long *)&((pw_queue_counters *)q.counters + block)->bursts, (unsigned long long)n);
+    pw_red_add_global(&((pw_queue_counters *)q.counters + block)->bursts, (unsigned long long)n);
 }
 
 /* After done: the block's counts of the burst (`cr`, per thread) into this CTA's counter block
@@ -623,7 +623,7 @@ __device__ __forceinline__ void pw_count_after_done(const pw_queue_desc &q, uint
                                                     bool trace, bool mark, const pw_count_regs *cr) {
     if (!(q.pipeline & PW_PIPE_COUNT)) return;
     pw_queue_counters *c = (pw_queue_counters *)q.counters + block;
-    pw_count_flush(c, cr);
+    pw_count_flush<true>(c, cr);
     __syncthreads();
     if (threadIdx.x == 0) {
         if (mark) pw_mark_bursts(q, block, 1u);
@@ -1079,7 +1079,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_bulk(const pw_queue_desc *q
         pw_desc d = descs[i];
         pw_run_frame(q, a, data, d, vo, i, 0, &cr, 0u, 1u);
     }
-    if (q.pipeline & PW_PIPE_COUNT) pw_count_flush(&acc, &cr);
+    if (q.pipeline & PW_PIPE_COUNT) pw_count_flush<false>(&acc, &cr);
     __syncthreads();
     if (threadIdx.x == 0 && (q.pipeline & PW_PIPE_COUNT)) pw_count_merge((pw_queue_counters *)q.counters, &acc);
 }
