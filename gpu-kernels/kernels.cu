@@ -720,6 +720,13 @@ __device__ __forceinline__ void pw_tag_decode(uint32_t i, const uint4 &v) {
     d[2] = v.z;
 }
 
+/* A poll round's granule i, this thread's kk-th: decoded, and bit kk of *okm set when it carries
+ * `tag`. */
+__device__ __forceinline__ void pw_tag_take(uint32_t i, uint32_t kk, const uint4 &v, uint32_t tag, uint32_t *okm) {
+    if (v.w == tag) *okm |= 1u << kk;
+    pw_tag_decode(i, v);
+}
+
 /* Rounds of a tagged poll in flight at once (pw_poll_tagged), and the most bytes they may read
  * across PCIe together. A read of host memory takes ~1.9 us on the H200 machine, and a burst
  * arrives at any point of a round: one that the host finishes writing just after a round's reads
@@ -822,6 +829,18 @@ __device__ __forceinline__ void pw_tag_after(const pw_queue_desc &q, bool done, 
     }
 }
 
+/* The end of a poll round of `g` granules (`okm`: pw_tag_take's bits): whether the burst is
+ * complete (pw_tag_complete), thread 0's pw_tag_after, then a barrier that publishes what it set
+ * (pw_cmd, pw_tag_poll). Whole block. */
+__device__ __forceinline__ bool pw_tag_round_end(const pw_queue_desc &q, uint32_t g, uint32_t okm, uint32_t lane,
+                                                 uint32_t part, uint32_t parts, uint32_t *spins, uint64_t idle_since,
+                                                 uint32_t exit_flag, uint64_t *ts) {
+    const bool done = pw_tag_complete(q, g, okm);
+    if (threadIdx.x == 0) pw_tag_after(q, done, g, lane, part, parts, spins, idle_since, exit_flag, ts);
+    __syncthreads();
+    return done;
+}
+
 /* PW_PIPE_TAGGED: the whole block polls slot `slot` (= seq % slots), each thread its granules (i = thread,
  * thread + blockDim, ...), decoding their payload into pw_stage, until every granule the image
  * needs carries tag seq + 1 in the same round: the poll's round trip also brings the burst. A
@@ -850,14 +869,9 @@ __device__ void pw_poll_tagged(const pw_queue_desc &q, uint32_t seq, uint32_t sl
         if (k == 0u) {
             uint32_t okm = 0u; /* bit k: this thread's k-th granule carries the tag */
             const uint32_t exit_flag = threadIdx.x == 0 ? pw_exit_flag_load(q, spins) : 0u;
-            pw_load_granules(g, [&](uint32_t i) { return sb + i; }, [&](uint32_t i, uint32_t kk, const uint4 &v) {
-                if (v.w == tag) okm |= 1u << kk;
-                pw_tag_decode(i, v);
-            });
-            const bool done = pw_tag_complete(q, g, okm);
-            if (threadIdx.x == 0) pw_tag_after(q, done, g, lane, part, parts, &spins, idle_since, exit_flag, ts);
-            __syncthreads();
-            if (done || pw_cmd) return;
+            pw_load_granules(g, [&](uint32_t i) { return sb + i; },
+                             [&](uint32_t i, uint32_t kk, const uint4 &v) { pw_tag_take(i, kk, v, tag, &okm); });
+            if (pw_tag_round_end(q, g, okm, lane, part, parts, &spins, idle_since, exit_flag, ts) || pw_cmd) return;
             continue;
         }
         /* Raw buffer r of k at the end of pw_stage (the decoded image keeps its first g * 12 bytes). */
@@ -884,21 +898,14 @@ __device__ void pw_poll_tagged(const pw_queue_desc &q, uint32_t seq, uint32_t sl
             uint32_t okm = 0u;
             const uint4 *rb = raw + r * g;
             /* Decoded every round (the round that completes the image leaves it in pw_stage). */
-            for (uint32_t i = threadIdx.x, kk = 0; i < g; i += blockDim.x, kk++) {
-                const uint4 v = rb[i];
-                if (v.w == tag) okm |= 1u << kk;
-                pw_tag_decode(i, v);
-            }
+            for (uint32_t i = threadIdx.x, kk = 0; i < g; i += blockDim.x, kk++) pw_tag_take(i, kk, rb[i], tag, &okm);
             if (threadIdx.x == 0) {
                 /* A round trip measured (clamped: a stalled round must not space rounds for ms). */
                 uint64_t rtt = pw_globaltimer() - pw_poll_issued[r];
                 rtt = rtt < 200u ? 200u : rtt > 8000u ? 8000u : rtt;
                 pw_poll_rtt = (uint32_t)((7u * (uint64_t)pw_poll_rtt + rtt) / 8u);
             }
-            const bool done = pw_tag_complete(q, g, okm);
-            if (threadIdx.x == 0) pw_tag_after(q, done, g, lane, part, parts, &spins, idle_since, exit_flag, ts);
-            __syncthreads();
-            if (done) return;
+            if (pw_tag_round_end(q, g, okm, lane, part, parts, &spins, idle_since, exit_flag, ts)) return;
             if (pw_cmd || pw_tag_poll != g) {
                 pw_cp_async_drain();
                 if (pw_cmd) return;
