@@ -224,31 +224,39 @@ PW_DEVICE uint32_t pw_acl_chunk_decide(uint32_t match, uint32_t end, uint32_t *l
 #if PW_GPU
 /* The group's scan of the leaf whose first record is `first`: the new best, and when it is new
  * its rule's action words in act[0..1] (pw_acl_action's). `gl` = this lane's index in its group
- * of `gsize`. Latency: a lane that matches loads its rule's action at once, so the load runs
- * beside the group's ballots and the rest of the walk instead of after the whole lookup. */
+ * of `gsize`. Latency (a lookup is one warp's chain of dependent instructions and loads): a lane
+ * that matches loads its rule's action at once, so the load runs beside the group's decision and
+ * the rest of the walk instead of after the whole lookup; the decision is one reduction (below);
+ * a lane's record pointer steps by a chunk. Against two ballots, a find-first-set and a multiply
+ * per chunk: stages of a 32-frame burst 2.56-2.59 vs 2.72-2.75 us (BENCHMARKS.md, issue 4
+ * session 10). */
 __device__ __forceinline__ uint32_t pw_acl_group_scan(const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw,
                                                       uint32_t best, uint32_t gl, uint32_t gsize, uint32_t act[2]) {
     const uint32_t gbase = (threadIdx.x & 31u) & ~(gsize - 1u);
-    const uint32_t gbits = gsize >= 32u ? 0xFFFFFFFFu : (1u << gsize) - 1u;
-    const uint32_t gmask = gbits << gbase;
-    for (uint32_t base = first;; base += gsize) {
-        uint32_t idx;
-        uint32_t f = pw_acl_lane_eval(v, base + gl, kw, best, &idx);
+    const uint32_t gmask = (gsize >= 32u ? 0xFFFFFFFFu : (1u << gsize) - 1u) << gbase;
+    /* The lane's record and its number, stepped a chunk at a time (no multiply on the chain). */
+    uint32_t recno = first + gl;
+    const uint32_t *rec = v->recs + (uint64_t)recno * v->rw;
+    const uint32_t step = gsize * v->rw;
+    for (;; recno += gsize, rec += step) {
+        uint32_t idx = PW_ACL_NO_MATCH;
+        const uint32_t f = recno < v->nrec ? pw_acl_rec_eval(v, rec, kw, best, &idx) : PW_ACL_LANE_END;
         uint32_t a0 = 0u, a1 = 0u;
         if (f & PW_ACL_LANE_MATCH) {
             const uint32_t *aw = v->img + v->actions_off + PW_ACL_ACTION_WORDS * idx;
             a0 = __ldg(aw);
             a1 = __ldg(aw + 1);
         }
-        uint32_t m = (__ballot_sync(gmask, f & PW_ACL_LANE_MATCH) >> gbase) & gbits;
-        uint32_t e = (__ballot_sync(gmask, f & PW_ACL_LANE_END) >> gbase) & gbits;
-        uint32_t lane = 0;
-        uint32_t d = pw_acl_chunk_decide(m, e, &lane);
-        if (d == 2u) continue;
-        if (d == 0u) return best;
-        act[0] = __shfl_sync(gmask, a0, gbase + lane);
-        act[1] = __shfl_sync(gmask, a1, gbase + lane);
-        return __shfl_sync(gmask, idx, gbase + lane);
+        /* The deciding lane (pw_acl_chunk_decide's): the group's first lane that matches or
+         * ends the leaf, found with one min-reduction over (lane << 1 | ends without a match). */
+        const uint32_t key = f == 0u ? 0xFFFFFFFFu : (gl << 1) | ((f & PW_ACL_LANE_MATCH) ? 0u : 1u);
+        const uint32_t k = __reduce_min_sync(gmask, key);
+        if (k == 0xFFFFFFFFu) continue;
+        if (k & 1u) return best;
+        const uint32_t lane = gbase + (k >> 1);
+        act[0] = __shfl_sync(gmask, a0, lane);
+        act[1] = __shfl_sync(gmask, a1, lane);
+        return __shfl_sync(gmask, idx, lane);
     }
 }
 
