@@ -69,6 +69,23 @@ PW_DEVICE void pw_acl_view(const pw_acl_tables *t, const uint32_t *kw, pw_acl_fa
     const uint32_t fam = ipv == 4u ? PW_ACL_FAM_V4 : ipv == 6u ? PW_ACL_FAM_V6 : PW_ACL_FAM_L2;
     const pw_acl_family *fh = &t->fam[fam];
     v->img = (const uint32_t *)t;
+#if PW_GPU
+    /* Three vector loads issued together (word loads were split by the tree loop's bound check:
+     * two round trips). The header is 16-byte aligned when the image is (device allocations). */
+    if ((((unsigned long long)t) & 15ull) == 0ull) {
+        const uint4 f0 = __ldg((const uint4 *)fh), f1 = __ldg((const uint4 *)fh + 1);
+        const uint2 h = __ldg((const uint2 *)&t->extras_off);
+        v->aw = f0.x;
+        v->rw = f0.y;
+        v->ntrees = f0.z;
+        v->toff = f0.w;
+        v->recs = v->img + f1.x;
+        v->nrec = f1.y;
+        v->extras_off = h.x;
+        v->actions_off = h.y;
+        return;
+    }
+#endif
     v->aw = PW_ACL_LD(&fh->addr_words);
     v->rw = PW_ACL_LD(&fh->rec_words);
     v->ntrees = PW_ACL_LD(&fh->num_trees);
@@ -85,7 +102,7 @@ PW_DEVICE uint32_t pw_acl_tree_leaf(const pw_acl_fam_view *v, uint32_t r, const 
     while ((r & PW_ACL_REF_LEAF) == 0) {
         uint32_t h = PW_ACL_LD(v->img + r);
         uint32_t child = (kw[h & 0xFu] >> ((h >> 8) & 0x1Fu)) & ((1u << ((h >> 16) & 0xFu)) - 1u);
-        r = PW_ACL_LD(v->img + r + 1 + child);
+        r = PW_ACL_LD(v->img + (r + 1u + child)); /* one 32-bit add, then the address */
     }
     return r;
 }

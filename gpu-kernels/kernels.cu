@@ -388,7 +388,9 @@ __device__ __forceinline__ void pw_run_split(const pw_queue_desc &q, const pw_ac
     __syncthreads();
     if (q.trace && threadIdx.x == 0) pw_ts[3] = pw_globaltimer();
     const uint32_t gl = threadIdx.x & (gsize - 1u);
-    for (uint32_t i = lo + threadIdx.x / gsize; i < hi; i += blockDim.x / gsize) {
+    /* gsize is a power of two: shifts, not a division on the path (~25 dependent instructions). */
+    const uint32_t gshift = (uint32_t)__ffs((int)gsize) - 1u;
+    for (uint32_t i = lo + (threadIdx.x >> gshift); i < hi; i += blockDim.x >> gshift) {
         const pw_split_frame *f = &pw_split[i - lo];
         const uint32_t parse_ok = f->parse_ok;
         uint32_t rule = PW_ACL_NO_MATCH;

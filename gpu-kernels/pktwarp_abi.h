@@ -300,6 +300,12 @@ PW_STATIC_ASSERT(sizeof(pw_acl_tables) == 128, "pw_acl_tables size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_tables, actions_off) == 20, "pw_acl_tables.actions_off");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_tables, fam) == 32, "pw_acl_tables.fam");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_family, records_off) == 16, "pw_acl_family.records_off");
+/* acl.cuh's pw_acl_view loads these as vectors: {addr_words, rec_words, num_trees, trees_off},
+ * {records_off, num_records, ..} and {extras_off, actions_off}. */
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_family, num_trees) == 8, "pw_acl_family.num_trees");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_family, trees_off) == 12, "pw_acl_family.trees_off");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_family, num_records) == 20, "pw_acl_family.num_records");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_tables, extras_off) == 16, "pw_acl_tables.extras_off");
 
 /* ========================================================================================
  * Section: queues, descriptors, verdicts, counters (owner: pipeline::executor::gpu)
