@@ -217,7 +217,8 @@ PW_DEVICE uint32_t pw_acl_classify(const pw_acl_tables *t, const pw_acl_key *k) 
  * once, lane j taking record base + j. The answer equals pw_acl_classify's: of one chunk the first
  * lane that either matches (rule index < best) or ends the leaf (PW_ACL_REC_LAST, index >= best,
  * past the family's records) decides, exactly where the one-thread loop would stop. */
-/* One lane's record `recno` of a leaf chunk (past the family's records: the end). */
+/* One lane's record `recno` of a leaf chunk (past the family's records: the end). Used by the
+ * host mirror, pw_acl_classify_lanes; pw_acl_group_scan steps a record pointer instead. */
 PW_DEVICE uint32_t pw_acl_lane_eval(const pw_acl_fam_view *v, uint32_t recno, const uint32_t kw[11],
                                     uint32_t best, uint32_t *idx) {
     *idx = PW_ACL_NO_MATCH;
@@ -226,7 +227,8 @@ PW_DEVICE uint32_t pw_acl_lane_eval(const pw_acl_fam_view *v, uint32_t recno, co
 }
 
 /* A chunk's outcome from its lanes' flags (bit j of `match` / `end` = lane j's): 1 = lane *lane
- * matched (the new best), 0 = the leaf ends without a match, 2 = no lane decides (next chunk). */
+ * matched (the new best), 0 = the leaf ends without a match, 2 = no lane decides (next chunk).
+ * The host mirror's; pw_acl_group_scan reaches the same decision with one min-reduction. */
 PW_DEVICE uint32_t pw_acl_chunk_decide(uint32_t match, uint32_t end, uint32_t *lane) {
     uint32_t any = match | end;
     if (any == 0u) return 2u;
