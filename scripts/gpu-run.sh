@@ -51,8 +51,8 @@ step verify-gen10M 120 "$BIN" verify --gen 10000000 --malformed 0.05 --ipv6 0.2 
 step verify-groups-acl1 60 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --burst 32 --mode persistent,launch,graph --placement device,mapped --json "$RES/verify-groups-acl1.json"
 step verify-groups-fw1 60 "$BIN" verify --trace "$CB/fw1_10K_trace.gz" --rules "$CB/fw1_10K" --burst 8 --mode persistent,launch --placement mapped --queues 2 --ctas 2 --json "$RES/verify-groups-fw1.json"
 step verify-groups-ipc1 60 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --burst 16 --mode persistent --placement device,mapped --json "$RES/verify-groups-ipc1.json"
-# ipc1_10K has 5 trees: groups of 2 lanes (64 frames, 128 threads) walk the first two trees at
-# once and the rest one after another.
+# The smallest group: 2 lanes per frame (64 frames, 128 threads) on ipc1_10K (5 trees, leaves of
+# up to 66 records), so a leaf takes many 2-record chunks.
 step verify-groups-ipc1-narrow 60 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --burst 64 --block-threads 128 --mode persistent,launch --placement mapped --json "$RES/verify-groups-ipc1-narrow.json"
 step verify-groups-gen 90 "$BIN" verify --gen 2000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --burst 64 --mode persistent --placement mapped --queues 2 --ctas 2 --json "$RES/verify-groups-gen.json"
 # Tagged words (persistent kernel, mapped rings whose burst image fits the 24 KiB staging area:
