@@ -33,17 +33,27 @@ def decomp(md):
         return "-", "-", "-", "-"
     pp = m.group(4).strip() if "of which parse pass" in md else "-"  # older tables lack the column
     return m.group(1).split("/")[0].strip(), m.group(2).strip(), m.group(3).strip(), pp
+def stalls(md):
+    # Binaries before session 11 print neither line.
+    j = re.search(r"^Host thread off its CPU .*?: ([0-9.]+) times a second", md, re.M)
+    m = re.search(r"^32 frames, mapped: stalled bursts persistent (\d+) of \d+ \(([0-9.]+)%\), launch \d+ of \d+ "
+                  r"\(([0-9.]+)%\); p99 of the bursts without a stall: persistent ([0-9.NaN]+), launch ([0-9.NaN]+) \(([0-9.NaNinf]+)x\)", md, re.M)
+    if not m:
+        return "-", "-", "-"
+    return (j.group(1) if j else "-"), f"{m.group(2)}% / {m.group(3)}%", f"{m.group(4)} ({m.group(6)}x)"
 def checked(md):
     m = re.search(r"^Verdicts checked against the CPU executor: (\d+), mismatches: (\d+)", md, re.M)
     return f"{m.group(1)} / {m.group(2)}" if m else "-"
 print("| run | 16 frames p50 / p99 | 32 frames p50 / p99 | 32: launch p99 | launch / persistent p99 "
-      "| traced 32: total p50 | seen->staged | stages | of which parse pass | verdicts checked / mismatches |")
-print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+      "| traced 32: total p50 | seen->staged | stages | of which parse pass | host stalls / s "
+      "| 32: stalled bursts persistent / launch | 32: persistent p99 without them (launch / persistent) | verdicts checked / mismatches |")
+print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 for r in runs:
     md = open(os.path.join(out, r, "bench.md")).read()
     c16, c32 = cell(md, 16), cell(md, 32)
     t, s, st, pp = decomp(md)
-    print(f"| {r} | {c16[0]} | {c32[0]} | {c32[1]} | {c32[2]} | {t} | {s} | {st} | {pp} | {checked(md)} |")
+    js, sb, su = stalls(md)
+    print(f"| {r} | {c16[0]} | {c32[0]} | {c32[1]} | {c32[2]} | {t} | {s} | {st} | {pp} | {js} | {sb} | {su} | {checked(md)} |")
 PY
 }
 if [ "${1:-}" = "--summarize" ]; then
