@@ -173,20 +173,21 @@ pub fn tagged_stores_atomic() -> bool {
 /// (`PW_PIPE_TAGGED`): 16 bytes {img[12g..12g+4], img[12g+4..12g+8], img[12g+8..12g+12], tag}
 /// per 12 image bytes, the first granule (the header's n_frames / data_bytes, which the kernel
 /// sizes the burst by) last. `img` holds [`tagged_src_len`]`(len)` bytes (each granule is one
-/// 16-byte load; bytes past `len` are written as they are). One aligned 16-byte SSE store per
-/// granule, atomic on CPUs with AVX ([`tagged_stores_atomic`]; tagged queues are refused
-/// elsewhere), so a granule the kernel sees tagged is wholly this burst's and no fence is
-/// needed. `nt`: non-temporal stores (then an sfence, which sends the write-combining buffers
-/// out now), so the GPU's reads of the slot find the lines in memory instead of pulling them out
-/// of this core's cache.
+/// 16-byte load; bytes past `len` are written as they are). One aligned 16-byte SSE store
+/// (`movdqa`) per granule, atomic on CPUs with AVX ([`tagged_stores_atomic`]; tagged queues are
+/// refused elsewhere), so a granule the kernel sees tagged is wholly this burst's and no fence
+/// is needed. Never non-temporal stores: the documented 16-byte atomicity (Intel SDM vol. 3A
+/// 9.1.1; AMD: cacheable accesses) does not cover `movntdq`, whose write-combining buffer may
+/// leave in smaller pieces when it is flushed part-full, so the kernel could see a granule's
+/// tag with stale bytes beside it.
 ///
 /// # Safety
 /// `dst` is valid for `16 * len.div_ceil(12)` bytes of writes and 16-byte aligned.
 #[cfg(target_arch = "x86_64")]
-unsafe fn store_tagged(dst: *mut u8, img: &[u8], len: usize, tag: u32, nt: bool) {
+unsafe fn store_tagged(dst: *mut u8, img: &[u8], len: usize, tag: u32) {
     use std::arch::x86_64::{
         __m128i, _mm_and_si128, _mm_cvtsi32_si128, _mm_loadu_si128, _mm_or_si128, _mm_set_epi32,
-        _mm_sfence, _mm_slli_si128, _mm_store_si128, _mm_stream_si128,
+        _mm_slli_si128, _mm_store_si128,
     };
     let granules = len.div_ceil(abi::TAG_PAYLOAD);
     assert!(
@@ -201,16 +202,8 @@ unsafe fn store_tagged(dst: *mut u8, img: &[u8], len: usize, tag: u32, nt: bool)
         unsafe {
             let p = _mm_loadu_si128(img.as_ptr().add(abi::TAG_PAYLOAD * g) as *const __m128i);
             let v = _mm_or_si128(_mm_and_si128(p, keep), t);
-            if nt {
-                _mm_stream_si128(dst.add(16 * g) as *mut __m128i, v);
-            } else {
-                _mm_store_si128(dst.add(16 * g) as *mut __m128i, v);
-            }
+            _mm_store_si128(dst.add(16 * g) as *mut __m128i, v);
         }
-    }
-    if nt {
-        // SAFETY: sfence has no preconditions.
-        unsafe { _mm_sfence() };
     }
 }
 
@@ -226,7 +219,7 @@ fn tagged_src_len(len: usize) -> usize {
 /// # Safety
 /// Never called.
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn store_tagged(_dst: *mut u8, _img: &[u8], _len: usize, _tag: u32, _nt: bool) {
+unsafe fn store_tagged(_dst: *mut u8, _img: &[u8], _len: usize, _tag: u32) {
     unreachable!("tagged queues are refused on this architecture")
 }
 
@@ -319,7 +312,8 @@ pub struct GpuOptions {
     /// frames are read whole, which measured faster from the CPU's cache (BENCHMARKS.md, issue
     /// 4 session 3: 1518 B end to end +13-35% in five of six paired rounds, -4% in one; 64 B
     /// -4-5% when every burst took non-temporal stores). `device` rings' pinned staging is
-    /// copied as before. A [tagged](GpuOptions::tagged) slot's words follow the same rule.
+    /// copied as before. A [tagged](GpuOptions::tagged) slot's granules never take them (their
+    /// 16-byte atomicity is documented for plain aligned stores only).
     pub nt_stores: bool,
     /// Tagged words on a `persistent` kernel's `mapped` rings (`PW_PIPE_TAGGED`): the host
     /// writes a burst as 16-byte granules of 12 image bytes and its tag, the whole CTA polls the
@@ -1308,7 +1302,7 @@ impl GpuExecutor {
                 img[..hb].copy_from_slice(&raw);
                 write_descs(img.as_mut_ptr().add(hb), &burst.descs, dfmt);
                 img[hb + nd..hb + nd + bytes].copy_from_slice(&burst.data);
-                store_tagged(slot_ptr, &img, len, seq.wrapping_add(1), nt);
+                store_tagged(slot_ptr, &img, len, seq.wrapping_add(1));
                 q.image = img;
             } else {
                 // Everything but the header's first 16 bytes, then those (n_frames, data_bytes, seq,
@@ -2151,31 +2145,29 @@ mod tests {
         for len in [48usize, 64, 100, 4704] {
             let mut img: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
             img.resize(tagged_src_len(len), 0xEE); // bytes past len: written as they are
-            for nt in [false, true] {
-                let granules = len.div_ceil(12);
-                // 16-byte aligned, one granule of slack that must stay untouched.
-                let mut slot = vec![u128::MAX; granules + 1];
-                // SAFETY: slot holds 16 * (granules + 1) bytes, 16-byte aligned.
-                unsafe { store_tagged(slot.as_mut_ptr() as *mut u8, &img, len, 0xA5A5_0001, nt) };
-                let bytes: Vec<u8> = slot.iter().flat_map(|w| w.to_le_bytes()).collect();
-                for g in 0..granules {
-                    let gr = &bytes[16 * g..16 * g + 16];
-                    assert_eq!(
-                        &gr[..12],
-                        &img[12 * g..12 * g + 12],
-                        "len {len} granule {g}"
-                    );
-                    assert_eq!(
-                        u32::from_le_bytes(gr[12..].try_into().unwrap()),
-                        0xA5A5_0001
-                    );
-                }
+            let granules = len.div_ceil(12);
+            // 16-byte aligned, one granule of slack that must stay untouched.
+            let mut slot = vec![u128::MAX; granules + 1];
+            // SAFETY: slot holds 16 * (granules + 1) bytes, 16-byte aligned.
+            unsafe { store_tagged(slot.as_mut_ptr() as *mut u8, &img, len, 0xA5A5_0001) };
+            let bytes: Vec<u8> = slot.iter().flat_map(|w| w.to_le_bytes()).collect();
+            for g in 0..granules {
+                let gr = &bytes[16 * g..16 * g + 16];
                 assert_eq!(
-                    slot[granules],
-                    u128::MAX,
-                    "len {len}: wrote past the granules"
+                    &gr[..12],
+                    &img[12 * g..12 * g + 12],
+                    "len {len} granule {g}"
+                );
+                assert_eq!(
+                    u32::from_le_bytes(gr[12..].try_into().unwrap()),
+                    0xA5A5_0001
                 );
             }
+            assert_eq!(
+                slot[granules],
+                u128::MAX,
+                "len {len}: wrote past the granules"
+            );
         }
     }
 
