@@ -84,9 +84,9 @@ fn main() {
 
     let rs = format!(
         "/// Prebuilt kernel image (fatbin), when a pinned nvcc was found at build time.\n\
-         pub const KERNEL_BINARY: Option<&[u8]> = {};\n\
+         pub static KERNEL_BINARY: Option<&[u8]> = {};\n\
          /// kernels.cu with its headers inlined, for NVRTC at start.\n\
-         pub const KERNEL_SOURCE: &str = include_str!({:?});\n\
+         pub static KERNEL_SOURCE: &str = include_str!({:?});\n\
          /// How the binary image was made.\n\
          pub const KERNEL_ORIGIN: &str = {:?};\n",
         match &binary {
