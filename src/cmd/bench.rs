@@ -1357,3 +1357,22 @@ fn step_pct(steps: &[[f64; STEPS]], p: f64) -> [f64; STEPS] {
     }
     m
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread put to sleep between two clock reads is a stall for the burst, and the longest
+    /// gap is kept across later reads (a quiet moment after the stall does not hide it).
+    #[test]
+    fn stall_clock_keeps_the_longest_gap() {
+        let mut c = StallClock::new();
+        std::thread::sleep(Duration::from_millis(5));
+        let now = Instant::now();
+        assert!(c.gap_until(now) >= Duration::from_millis(5));
+        c.tick();
+        c.tick();
+        assert!(c.max_gap >= Duration::from_millis(5));
+        assert!(c.gap_until(Instant::now()) >= STALL);
+    }
+}
