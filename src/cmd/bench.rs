@@ -444,9 +444,9 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         md.line("| ---: | --- | --- | --- | --- | ---: |".into());
         let mut rows = Vec::new();
         let (mut lat_checked, mut lat_bad) = (0u64, 0u64);
-        // Stalled bursts of the 32-frame mapped rows (persistent, launch): (stalled, of, p99
+        // Stalled bursts of the 32-frame mapped rows, persistent then launch: (stalled, of, p99
         // without them).
-        let mut stall_rows: Vec<(Mode, usize, usize, f64)> = Vec::new();
+        let mut stall_rows: Vec<(usize, usize, f64)> = Vec::new();
         for &burst in &[16u32, 32, 256] {
             for placement in [Placement::Device, Placement::Mapped] {
                 let mut cells = Vec::new();
@@ -473,7 +473,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                         pct(&unstalled, 0.99)
                     };
                     if burst == 32 && placement == Placement::Mapped && mode != Mode::Graph {
-                        stall_rows.push((mode, stalled, lat.len(), p99_unstalled));
+                        stall_rows.push((stalled, lat.len(), p99_unstalled));
                     }
                     p99[k] = p_99;
                     cells.push(format!("{p50:.2} / {p_99:.2} / {p999:.2}"));
@@ -494,7 +494,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             }
         }
         js.insert("latency".into(), json!(rows));
-        if let [(_, ps, pn, pp), (_, ls, ln, lp)] = stall_rows[..] {
+        if let [(ps, pn, pp), (ls, ln, lp)] = stall_rows[..] {
             md.line(format!(
                 "\n32 frames, mapped: stalled bursts persistent {ps} of {pn} ({:.2}%), launch {ls} of \
                  {ln} ({:.2}%); p99 of the bursts without a stall: persistent {pp:.2}, launch {lp:.2} \

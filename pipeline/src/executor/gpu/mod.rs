@@ -213,7 +213,7 @@ unsafe fn store_tagged(dst: *mut u8, img: &[u8], len: usize, tag: u32) {
 /// a read of a line this core holds modified must first get it back from the core, while one
 /// in the last-level cache is answered from there. Measured on the H200 machine (BENCHMARKS.md,
 /// issue 4 session 11): 32-frame bursts ~0.2 us sooner at p50, though the submit call takes
-/// ~0.4 us longer.
+/// ~0.5 us longer.
 #[cfg(target_arch = "x86_64")]
 fn demote_lines(p: *const u8, bytes: usize) {
     let end = p as usize + bytes;
@@ -1310,11 +1310,6 @@ impl GpuExecutor {
             };
             let hb = std::mem::size_of::<SlotHdr>();
             let raw: [u8; 48] = std::mem::transmute(hdr);
-            // Non-temporal stores only for bursts of large frames, into a mapped ring: the kernel
-            // parses those in place and reads their headers alone, while small frames are read
-            // whole, faster from the CPU's cache (for a tagged slot's small frames they also
-            // measured worse at p99: BENCHMARKS.md, issue 4 session 4).
-            let nt = self.opts.nt_stores && q.staging.is_none() && bytes >= NT_MIN_FRAME * n;
             if q.tagged {
                 // The image (header, descriptors, frame bytes, each padded to 16 bytes), then
                 // all of it as tagged words.
@@ -1336,6 +1331,11 @@ impl GpuExecutor {
                 ptr::copy_nonoverlapping(raw.as_ptr().add(16), slot_ptr.add(16), hb - 16);
                 write_descs(slot_ptr.add(hb), &burst.descs, dfmt);
                 let data = slot_ptr.add(self.data_offset as usize);
+                // Non-temporal stores only for bursts of large frames, into a mapped ring: the
+                // kernel parses those in place and reads their headers alone, while small frames
+                // are read whole, faster from the CPU's cache. (Never for a tagged slot, above:
+                // see store_tagged.)
+                let nt = self.opts.nt_stores && q.staging.is_none() && bytes >= NT_MIN_FRAME * n;
                 if nt {
                     stream_copy(data, burst.data.as_ptr(), bytes);
                     // Non-temporal stores are ordered before the header's store only by sfence.
