@@ -10,7 +10,9 @@
 // pw_acl_classify_group (the kernel's), `pairs` = the same over the IPv4 trees rebuilt with one
 // load per level, see below; tail, smem and flush: see `bursts`): p50 / p99 / max of a burst's lookup
 // time in ns and the mismatches. Then the tree-per-CTA experiment (tree_bursts below): a
-// cluster of 1-4 CTAs, CTA c walking tree c of every frame, answers combined in CTA 0.
+// cluster of 1-4 CTAs, CTA c walking tree c of every frame, answers combined in CTA 0; and the
+// frame relay (relay_bursts): a cluster of 2 CTAs, CTA 0 handing half the frames' keys to CTA 1
+// through distributed shared memory, against one CTA with every frame.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -255,6 +257,89 @@ __global__ void tree_bursts(const pw_acl_tables *t, const pw_acl_key *keys, uint
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
+// ---- Experiment: a burst's frames shared by a cluster of 2 CTAs (frame relay) ----
+// CTA 0 takes every frame's key (the persistent kernel's parse pass would), keeps frames
+// [0, frames / 2) and hands frames [frames / 2, frames) to CTA 1 as tagged 8-byte words in CTA
+// 1's shared memory ({key word, burst + 1}; relaxed remote stores, no fence and no cluster
+// barrier: their acquire drops the SM's L1); CTA 1's groups poll their frame's words, then both
+// CTAs look up their half, `gsize` lanes a frame. ns[b]: from CTA 0's clock before the keys to
+// the later of the two CTAs' ends (%globaltimer is one clock for the whole GPU). CTA 1 reports
+// its end to CTA 0, which starts the next burst only then.
+__shared__ unsigned long long relay_kw[32][11]; /* CTA 1's: frame f's key words from CTA 0 */
+__shared__ unsigned long long relay_end;        /* CTA 0's: {CTA 1's end time} of the last burst */
+__shared__ uint32_t relay_done;                 /* CTA 0's: burst + 1 that CTA 1 finished */
+__shared__ uint32_t relay_local[32][11];        /* CTA 0's: key words of its own frames */
+
+__global__ void relay_bursts(const pw_acl_tables *t, const pw_acl_key *keys, uint32_t nkeys, uint32_t frames,
+                             uint32_t gsize, uint32_t nb, uint32_t *out, uint32_t *ns) {
+    uint32_t rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    const uint32_t half = frames / 2u, f = threadIdx.x / gsize, gl = threadIdx.x & (gsize - 1u);
+    for (uint32_t i = threadIdx.x; i < 32u * 11u; i += blockDim.x) relay_kw[i / 11u][i % 11u] = 0ull;
+    if (threadIdx.x == 0) relay_done = 0u;
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    for (uint32_t b = 0; b < nb; b++) {
+        const uint32_t tag = b + 1u;
+        uint64_t t0 = 0;
+        if (rank == 0u) {
+            /* Frame `threadIdx.x`'s key, loaded before the clock (the kernel has it in shared
+             * memory by then). */
+            pw_acl_key key = keys[(b * frames + (threadIdx.x < frames ? threadIdx.x : 0u)) % nkeys];
+            if (threadIdx.x == 0) {
+                while (*(volatile uint32_t *)&relay_done != b) {
+                }
+            }
+            __syncthreads();
+            if (threadIdx.x == 0) t0 = gtimer();
+            if (threadIdx.x < frames) {
+                uint32_t kw[11];
+                pw_acl_key_words(&key, kw);
+                if (threadIdx.x < half) {
+                    for (uint32_t j = 0; j < 11u; j++) relay_local[threadIdx.x][j] = kw[j];
+                } else {
+                    for (uint32_t j = 0; j < 11u; j++)
+                        st_remote_u64(&relay_kw[threadIdx.x - half][j], 1u,
+                                      ((unsigned long long)tag << 32) | kw[j]);
+                }
+            }
+            __syncthreads();
+        }
+        uint32_t kw[11];
+        const bool mine = f < half;
+        const uint32_t fr = rank == 0u ? f : half + f; /* the frame this group looks up */
+        if (mine) {
+            if (rank == 0u) {
+                for (uint32_t j = 0; j < 11u; j++) kw[j] = relay_local[f][j];
+            } else {
+                for (uint32_t j = 0; j < 11u; j++) {
+                    unsigned long long w;
+                    do {
+                        w = *(volatile unsigned long long *)&relay_kw[f][j];
+                    } while ((uint32_t)(w >> 32) != tag);
+                    kw[j] = (uint32_t)w;
+                }
+            }
+            uint32_t act[2];
+            const uint32_t r = pw_acl_classify_group_kw(t, kw, gl, gsize, act);
+            if (gl == 0u) out[(b * frames + fr) % nkeys] = r;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            const uint64_t end = gtimer();
+            if (rank == 1u) {
+                st_remote_u64(&relay_end, 0u, end);
+                st_remote_u32(&relay_done, 0u, tag);
+            } else {
+                while (*(volatile uint32_t *)&relay_done != tag) {
+                }
+                const uint64_t e1 = *(volatile unsigned long long *)&relay_end;
+                ns[b] = (uint32_t)((e1 > end ? e1 : end) - t0);
+            }
+        }
+    }
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
 // ---- Diagnostic: where one lookup's dependent loads are served ----
 // One thread walks each key the sequential way (pw_acl_classify's order: view, then per tree
 // its table entry, node header and child loads, a leaf's records one by one, the action of a
@@ -369,6 +454,8 @@ int main(int argc, char **argv) {
         /* One frame a burst: the chain of one lookup alone, by 1, 8, 16 or 32 lanes. */
         {32, 1, 1, 0, 0, 0, 0},    {32, 1, 8, 0, 0, 0, 0},       {32, 1, 16, 0, 0, 0, 0},
         {32, 1, 32, 0, 0, 0, 0},
+        /* 32 frames with a warp each (1024 threads) against two frames a warp (512). */
+        {512, 32, 16, 0, 0, 1, 0},  {1024, 32, 32, 0, 0, 1, 0},   {512, 16, 32, 0, 0, 1, 0},
     };
     uint2 *vh;
     unsigned long long *dhits;
@@ -445,6 +532,40 @@ int main(int argc, char **argv) {
         std::vector<uint32_t> ns;
         collect(&bad, &checked, &ns);
         printf("              %7u %6u %5u %4u %8u %8u %7u %u of %u\n", c.threads, c.frames, c.gsize, c.ctas, ns[nb / 2],
+               ns[(size_t)nb * 99 / 100], ns[nb - 1], bad, checked);
+    }
+    /* Frame relay (a cluster of 2 CTAs, half the frames each), and one CTA of the same threads
+     * with all the frames, interleaved. */
+    struct R { uint32_t threads, frames, gsize, ctas; } rs[] = {
+        {512, 32, 32, 2}, {512, 32, 16, 1}, {256, 32, 16, 2}, {512, 32, 32, 2}, {512, 32, 16, 1}, {256, 32, 16, 2}};
+    printf("frame relay: threads frames lanes ctas   p50_ns   p99_ns  max_ns mismatches\n");
+    for (const R &c : rs) {
+        CK(cudaMemset(dout, 0xFF, n * 4));
+        for (int rep = 0; rep < 2; rep++) {
+            if (c.ctas == 1u) {
+                bursts<28672><<<1, c.threads>>>((const pw_acl_tables *)dimg, (const pw_acl_key *)dkeys, n, c.frames,
+                                                c.gsize, 0u, 0u, pt.ntrees, nb, dout, dns, false, vh, dhits, false);
+            } else {
+                cudaLaunchConfig_t cfg = {};
+                cfg.gridDim = dim3(2);
+                cfg.blockDim = dim3(c.threads);
+                cudaLaunchAttribute at[1];
+                at[0].id = cudaLaunchAttributeClusterDimension;
+                at[0].val.clusterDim.x = 2;
+                at[0].val.clusterDim.y = 1;
+                at[0].val.clusterDim.z = 1;
+                cfg.attrs = at;
+                cfg.numAttrs = 1;
+                CK(cudaLaunchKernelEx(&cfg, relay_bursts, (const pw_acl_tables *)dimg, (const pw_acl_key *)dkeys, n,
+                                      c.frames, c.gsize, nb, dout, dns));
+            }
+            CK(cudaGetLastError());
+        }
+        CK(cudaDeviceSynchronize());
+        uint32_t bad, checked;
+        std::vector<uint32_t> ns;
+        collect(&bad, &checked, &ns);
+        printf("             %7u %6u %5u %4u %8u %8u %7u %u of %u\n", c.threads, c.frames, c.gsize, c.ctas, ns[nb / 2],
                ns[(size_t)nb * 99 / 100], ns[nb - 1], bad, checked);
     }
     {

@@ -580,6 +580,11 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
                 ..full
             },
             Decomp {
+                name: "parse + acl + count, 2 CTAs per burst",
+                burst_ctas: Some(2),
+                ..full
+            },
+            Decomp {
                 name: "parse + acl + count, 4 CTAs per burst",
                 burst_ctas: Some(4),
                 ..full
