@@ -554,7 +554,8 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     }
 }
 
-/* Publishes the end of burst `seq` (this block's part `part` of `parts`): its verdicts visible,
+/* Publishes the end of burst `seq` in slot `slot` (= seq % slots, the caller's: a division is
+ * ~20 instructions) (this block's part `part` of `parts`): its verdicts visible,
  * then done[slot * parts + part] = seq + 1 (the host waits for every part's). PW_PIPE_TAGGED: the
  * tagged verdicts say it already; done is written only for a burst of no frames (`n`) or with
  * metadata out, and the trace record's seq only later (pw_trace_seq). Called by the
@@ -565,14 +566,14 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
  * counters are added afterwards (pw_count_after_done), off the latency path. ts: thread 0's
  * timestamps of this burst (seen, staged, ran), written to the trace record when the queue has
  * one. */
-__device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq, uint64_t *ts, uint32_t part,
-                                           uint32_t parts, uint32_t n) {
+__device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq, uint32_t slot, uint64_t *ts,
+                                           uint32_t part, uint32_t parts, uint32_t n) {
     if (threadIdx.x != 0) return;
     volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
     const bool tagged = (q.pipeline & PW_PIPE_TAGGED) != 0u;
     if (q.trace && part == 0u) {
         /* Ordered before done by its release store. */
-        volatile pw_burst_trace *tr = (volatile pw_burst_trace *)q.trace + seq % q.slots;
+        volatile pw_burst_trace *tr = (volatile pw_burst_trace *)q.trace + slot;
         tr->seen = ts[0];
         tr->staged = ts[1];
         tr->ran = ts[2];
@@ -581,7 +582,7 @@ __device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq,
         if (!tagged) tr->seq = (uint64_t)seq + 1u;
     }
     if (!tagged || n == 0u || (q.pipeline & PW_PIPE_META_OUT))
-        pw_store_release(q.done + 4ull * ((seq % q.slots) * parts + part), seq + 1u);
+        pw_store_release(q.done + 4ull * (slot * parts + part), seq + 1u);
     ctrl->consumer = seq + 1u;
     ctrl->heartbeat = ++pw_beats;
 }
@@ -592,10 +593,10 @@ __device__ __forceinline__ void pw_publish(const pw_queue_desc &q, uint32_t seq,
  * fence: __threadfence_system() is a sequentially consistent fence, which also drops the SM's L1
  * (MEMBAR.SC.SYS + CCTL.IVALL in the SASS), so every traced burst started its ACL walk with a
  * cold L1 and traced tagged bursts measured ~1.2 us slower in the stages than untraced ones. */
-__device__ __forceinline__ void pw_trace_seq(const pw_queue_desc &q, uint32_t seq, uint32_t part) {
+__device__ __forceinline__ void pw_trace_seq(const pw_queue_desc &q, uint32_t seq, uint32_t slot, uint32_t part) {
     if (threadIdx.x != 0 || !q.trace || part != 0u || !(q.pipeline & PW_PIPE_TAGGED)) return;
     const unsigned long long v = (unsigned long long)seq + 1ull;
-    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(&((pw_burst_trace *)q.trace + seq % q.slots)->seq),
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(&((pw_burst_trace *)q.trace + slot)->seq),
                  "l"(v)
                  : "memory");
 }
@@ -609,7 +610,7 @@ __device__ __forceinline__ void pw_mark_bursts(const pw_queue_desc &q, uint32_t 
     pw_red_add_global(&((pw_queue_counters *)q.counters + block)->bursts, (unsigned long long)n);
 }
 
-/* After done: the block's counts of the burst (`cr`, per thread) into this CTA's counter block
+/* After done: the block's counts of the burst in slot `slot` (`cr`, per thread) into this CTA's counter block
  * (`block` of the queue's, device memory): per warp and field one sum, added by the warp's lane 0
  * with a global atomic whose result is unused (a fire-and-forget reduction: no round trip to
  * wait for), then a block barrier. `bursts` counts only bursts whose every count is visible:
@@ -621,7 +622,7 @@ __device__ __forceinline__ void pw_mark_bursts(const pw_queue_desc &q, uint32_t 
  * back-to-back stream. (Measured: counts merged before done through shared-memory atomics and a
  * read-modify-write of every word cost ~1.9 us of a 32-frame burst.) Whole block; off the
  * latency path (done is out). */
-__device__ __forceinline__ void pw_count_after_done(const pw_queue_desc &q, uint32_t seq, uint32_t block,
+__device__ __forceinline__ void pw_count_after_done(const pw_queue_desc &q, uint32_t slot, uint32_t block,
                                                     bool trace, bool mark, const pw_count_regs *cr) {
     if (!(q.pipeline & PW_PIPE_COUNT)) return;
     pw_queue_counters *c = (pw_queue_counters *)q.counters + block;
@@ -631,7 +632,7 @@ __device__ __forceinline__ void pw_count_after_done(const pw_queue_desc &q, uint
         if (mark) pw_mark_bursts(q, block, 1u);
         if (q.trace && trace) {
             /* Ordered by this CTA's next release store; the host reads the record only after it. */
-            volatile pw_burst_trace *tr = (volatile pw_burst_trace *)q.trace + seq % q.slots;
+            volatile pw_burst_trace *tr = (volatile pw_burst_trace *)q.trace + slot;
             tr->merged = pw_globaltimer();
         }
     }
@@ -999,9 +1000,9 @@ __device__ __forceinline__ void pw_persistent_body(const pw_queue_desc *queues, 
                            ts, true, part, parts);
         __syncthreads();
         if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
-        pw_publish(q, seq, ts, part, parts, pw_staged_frames(q));
-        pw_count_after_done(q, seq, lane * parts + part, part == 0u, false, &cr);
-        pw_trace_seq(q, seq, part);
+        pw_publish(q, seq, slot, ts, part, parts, pw_staged_frames(q));
+        pw_count_after_done(q, slot, lane * parts + part, part == 0u, false, &cr);
+        pw_trace_seq(q, seq, slot, part);
         if (threadIdx.x == 0) pw_unmarked++;
         seq += ctas;
         __syncthreads();
@@ -1040,11 +1041,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) pw_burst(const pw_queue_des
     if (threadIdx.x == 0) pw_beats = seq; /* the heartbeat a burst kernel writes: seq + 1 */
     pw_count_regs cr;
     pw_count_regs_zero(&cr);
-    pw_run_slot(q, seq, seq % q.slots, &cr, 0u, ts, false, 0u, 1u);
+    const uint32_t slot = seq % q.slots;
+    pw_run_slot(q, seq, slot, &cr, 0u, ts, false, 0u, 1u);
     __syncthreads();
     if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
-    pw_publish(q, seq, ts, 0u, 1u, pw_staged_frames(q));
-    pw_count_after_done(q, seq, 0u, true, true, &cr);
+    pw_publish(q, seq, slot, ts, 0u, 1u, pw_staged_frames(q));
+    pw_count_after_done(q, slot, 0u, true, true, &cr);
 }
 
 /* Graph mode: the graph's kernel nodes read the burst number from the slot header, so one graph
@@ -1065,8 +1067,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) pw_burst_slot(const pw_queu
     pw_run_slot(q, seq, slot, &cr, 0u, ts, false, 0u, 1u);
     __syncthreads();
     if (q.trace && threadIdx.x == 0) ts[2] = pw_globaltimer();
-    pw_publish(q, seq, ts, 0u, 1u, pw_staged_frames(q));
-    pw_count_after_done(q, seq, 0u, true, true, &cr);
+    pw_publish(q, seq, slot, ts, 0u, 1u, pw_staged_frames(q));
+    pw_count_after_done(q, slot, 0u, true, true, &cr);
 }
 
 /* Stage throughput: thread per frame over `n` device-resident frames (descriptor offsets relative
