@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 #include <cuda_runtime.h>
 #include "acl.cuh"
@@ -425,6 +426,22 @@ __global__ void chain_probe(const pw_acl_tables *t, const pw_acl_key *keys, uint
     *res = st;
 }
 
+/* One launch of `kernel` as a single cluster of `ctas` CTAs of `threads` threads. */
+template <typename... P, typename... A>
+static void launch_cluster(void (*kernel)(P...), uint32_t ctas, uint32_t threads, A &&...args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(ctas);
+    cfg.blockDim = dim3(threads);
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = ctas;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...));
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) { fprintf(stderr, "usage: %s DIR [BURSTS]\n", argv[0]); return 2; }
     std::string d = argv[1];
@@ -481,6 +498,15 @@ int main(int argc, char **argv) {
         }
         std::sort(ns->begin(), ns->end());
     };
+    /* After a cluster experiment's launches: its row (threads, frames, lanes, CTAs, times). */
+    auto report_row = [&](uint32_t threads, uint32_t frames, uint32_t gsize, uint32_t ctas) {
+        CK(cudaDeviceSynchronize());
+        uint32_t bad, checked;
+        std::vector<uint32_t> ns;
+        collect(&bad, &checked, &ns);
+        printf("              %7u %6u %5u %4u %8u %8u %7u %u of %u\n", threads, frames, gsize, ctas, ns[nb / 2],
+               ns[(size_t)nb * 99 / 100], ns[nb - 1], bad, checked);
+    };
     for (const C &c : cs) {
         CK(cudaMemset(dout, 0xFF, n * 4));
         if (c.smem)
@@ -513,26 +539,11 @@ int main(int argc, char **argv) {
     for (const T &c : ts) {
         CK(cudaMemset(dout, 0xFF, n * 4));
         for (int rep = 0; rep < 2; rep++) {
-            cudaLaunchConfig_t cfg = {};
-            cfg.gridDim = dim3(c.ctas);
-            cfg.blockDim = dim3(c.threads);
-            cudaLaunchAttribute at[1];
-            at[0].id = cudaLaunchAttributeClusterDimension;
-            at[0].val.clusterDim.x = c.ctas;
-            at[0].val.clusterDim.y = 1;
-            at[0].val.clusterDim.z = 1;
-            cfg.attrs = at;
-            cfg.numAttrs = 1;
-            CK(cudaLaunchKernelEx(&cfg, tree_bursts, (const pw_acl_tables *)dimg, (const pw_acl_key *)dkeys, n, c.frames,
-                                  c.gsize, nb, dout, dns));
+            launch_cluster(tree_bursts, c.ctas, c.threads, (const pw_acl_tables *)dimg, (const pw_acl_key *)dkeys, n,
+                           c.frames, c.gsize, nb, dout, dns);
             CK(cudaGetLastError());
         }
-        CK(cudaDeviceSynchronize());
-        uint32_t bad, checked;
-        std::vector<uint32_t> ns;
-        collect(&bad, &checked, &ns);
-        printf("              %7u %6u %5u %4u %8u %8u %7u %u of %u\n", c.threads, c.frames, c.gsize, c.ctas, ns[nb / 2],
-               ns[(size_t)nb * 99 / 100], ns[nb - 1], bad, checked);
+        report_row(c.threads, c.frames, c.gsize, c.ctas);
     }
     /* Frame relay (a cluster of 2 CTAs, half the frames each), and one CTA of the same threads
      * with all the frames, interleaved. */
@@ -546,27 +557,12 @@ int main(int argc, char **argv) {
                 bursts<28672><<<1, c.threads>>>((const pw_acl_tables *)dimg, (const pw_acl_key *)dkeys, n, c.frames,
                                                 c.gsize, 0u, 0u, pt.ntrees, nb, dout, dns, false, vh, dhits, false);
             } else {
-                cudaLaunchConfig_t cfg = {};
-                cfg.gridDim = dim3(2);
-                cfg.blockDim = dim3(c.threads);
-                cudaLaunchAttribute at[1];
-                at[0].id = cudaLaunchAttributeClusterDimension;
-                at[0].val.clusterDim.x = 2;
-                at[0].val.clusterDim.y = 1;
-                at[0].val.clusterDim.z = 1;
-                cfg.attrs = at;
-                cfg.numAttrs = 1;
-                CK(cudaLaunchKernelEx(&cfg, relay_bursts, (const pw_acl_tables *)dimg, (const pw_acl_key *)dkeys, n,
-                                      c.frames, c.gsize, nb, dout, dns));
+                launch_cluster(relay_bursts, 2u, c.threads, (const pw_acl_tables *)dimg, (const pw_acl_key *)dkeys, n,
+                               c.frames, c.gsize, nb, dout, dns);
             }
             CK(cudaGetLastError());
         }
-        CK(cudaDeviceSynchronize());
-        uint32_t bad, checked;
-        std::vector<uint32_t> ns;
-        collect(&bad, &checked, &ns);
-        printf("             %7u %6u %5u %4u %8u %8u %7u %u of %u\n", c.threads, c.frames, c.gsize, c.ctas, ns[nb / 2],
-               ns[(size_t)nb * 99 / 100], ns[nb - 1], bad, checked);
+        report_row(c.threads, c.frames, c.gsize, c.ctas);
     }
     {
         StepStats *dst;
