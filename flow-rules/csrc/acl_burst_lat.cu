@@ -17,7 +17,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <utility>
 #include <vector>
 #include <cuda_runtime.h>
 #include "acl.cuh"
@@ -426,22 +425,6 @@ __global__ void chain_probe(const pw_acl_tables *t, const pw_acl_key *keys, uint
     *res = st;
 }
 
-/* One launch of `kernel` as a single cluster of `ctas` CTAs of `threads` threads. */
-template <typename... P, typename... A>
-static void launch_cluster(void (*kernel)(P...), uint32_t ctas, uint32_t threads, A &&...args) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(ctas);
-    cfg.blockDim = dim3(threads);
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = ctas;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...));
-}
-
 int main(int argc, char **argv) {
     if (argc < 2) { fprintf(stderr, "usage: %s DIR [BURSTS]\n", argv[0]); return 2; }
     std::string d = argv[1];
@@ -539,7 +522,7 @@ int main(int argc, char **argv) {
     for (const T &c : ts) {
         CK(cudaMemset(dout, 0xFF, n * 4));
         for (int rep = 0; rep < 2; rep++) {
-            launch_cluster(tree_bursts, c.ctas, c.threads, (const pw_acl_tables *)dimg, (const pw_acl_key *)dkeys, n,
+            launch_cluster(tree_bursts, c.ctas, c.threads, 0, (const pw_acl_tables *)dimg, (const pw_acl_key *)dkeys, n,
                            c.frames, c.gsize, nb, dout, dns);
             CK(cudaGetLastError());
         }
@@ -557,7 +540,7 @@ int main(int argc, char **argv) {
                 bursts<28672><<<1, c.threads>>>((const pw_acl_tables *)dimg, (const pw_acl_key *)dkeys, n, c.frames,
                                                 c.gsize, 0u, 0u, pt.ntrees, nb, dout, dns, false, vh, dhits, false);
             } else {
-                launch_cluster(relay_bursts, 2u, c.threads, (const pw_acl_tables *)dimg, (const pw_acl_key *)dkeys, n,
+                launch_cluster(relay_bursts, 2u, c.threads, 0, (const pw_acl_tables *)dimg, (const pw_acl_key *)dkeys, n,
                                c.frames, c.gsize, nb, dout, dns);
             }
             CK(cudaGetLastError());

@@ -1,11 +1,14 @@
-// What the GPU check and timing tools in this folder share: reading the files that
-// `cargo run --example acl_gpu_dump` writes, and stopping on a CUDA runtime error.
+// What the GPU check and timing tools share (this folder's and pipeline/csrc/ring_lat.cu):
+// reading the files that `cargo run --example acl_gpu_dump` writes, stopping on a CUDA runtime
+// error, and launching one thread-block cluster.
 #ifndef PKTWARP_TOOL_IO_CUH
 #define PKTWARP_TOOL_IO_CUH
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 #include <cuda_runtime.h>
 
@@ -22,5 +25,22 @@ static std::vector<char> slurp(const std::string &p) {
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
     fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); exit(2); } } while (0)
+
+/* One launch of `kernel` on `stream` as a single cluster of `ctas` CTAs of `threads` threads. */
+template <typename... P, typename... A>
+static void launch_cluster(void (*kernel)(P...), uint32_t ctas, uint32_t threads, cudaStream_t stream, A &&...args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(ctas);
+    cfg.blockDim = dim3(threads);
+    cfg.stream = stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = ctas;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...));
+}
 
 #endif

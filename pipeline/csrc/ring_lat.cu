@@ -47,7 +47,7 @@
 #include <vector>
 #include <immintrin.h>
 #include <cuda_runtime.h>
-#include "../../flow-rules/csrc/tool_io.cuh" /* CK: stop on a CUDA runtime error */
+#include "../../flow-rules/csrc/tool_io.cuh" /* CK, launch_cluster */
 
 static const uint32_t SLOTS = 8, HDR = 48, THREADS = 256, STAGE = 16384;
 
@@ -492,18 +492,7 @@ static Row run(Shape s, bool tin, bool tout, uint32_t ctas, bool warp0, int spre
     if (ctas == 1) {
         single<<<1, THREADS, 0, stm>>>(p);
     } else {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(ctas);
-        cfg.blockDim = dim3(THREADS);
-        cfg.stream = stm;
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = ctas;
-        at[0].val.clusterDim.y = 1;
-        at[0].val.clusterDim.z = 1;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
-        CK(cudaLaunchKernelEx(&cfg, clustered, p));
+        launch_cluster(clustered, ctas, THREADS, stm, p);
     }
     CK(cudaGetLastError());
     // 64 distinct bursts of random frames; the payload of each (header, compact descriptors,
