@@ -189,7 +189,7 @@ unsafe fn store_tagged(dst: *mut u8, img: &[u8], len: usize, tag: u32) {
         __m128i, _mm_and_si128, _mm_cvtsi32_si128, _mm_loadu_si128, _mm_or_si128, _mm_set_epi32,
         _mm_slli_si128, _mm_store_si128,
     };
-    let granules = len.div_ceil(abi::TAG_PAYLOAD);
+    let granules = tagged_granules(len);
     assert!(
         img.len() >= tagged_src_len(len),
         "store_tagged: image not padded"
@@ -234,7 +234,12 @@ fn demote_lines(_p: *const u8, _bytes: usize) {}
 /// Bytes [`store_tagged`] reads for an image of `len` bytes: whole granules, and 4 more (its
 /// last granule is one 16-byte load).
 fn tagged_src_len(len: usize) -> usize {
-    len.div_ceil(abi::TAG_PAYLOAD) * abi::TAG_PAYLOAD + 4
+    tagged_granules(len) * abi::TAG_PAYLOAD + 4
+}
+
+/// Tagged granules (16 bytes each in the slot) that carry an image of `len` bytes.
+fn tagged_granules(len: usize) -> usize {
+    len.div_ceil(abi::TAG_PAYLOAD)
 }
 
 /// Tagged granules need atomic 16-byte stores ([`tagged_stores_atomic`] is false here), so no
@@ -854,7 +859,7 @@ impl GpuExecutor {
         let mut slot_bytes = round_up(data_offset + data_cap, abi::SLOT_ALIGN);
         if (0..n_queues).any(|q| opts.tagged_queue(q)) {
             // A tagged slot holds its image at 16 bytes per TAG_PAYLOAD payload bytes.
-            let granules = opts.image_max().div_ceil(abi::TAG_PAYLOAD);
+            let granules = tagged_granules(opts.image_max());
             slot_bytes = slot_bytes.max(round_up(16 * granules, abi::SLOT_ALIGN));
         }
         if slot_bytes > u32::MAX as usize {
@@ -1322,7 +1327,7 @@ impl GpuExecutor {
                 write_descs(img.as_mut_ptr().add(hb), &burst.descs, dfmt);
                 img[hb + nd..hb + nd + bytes].copy_from_slice(&burst.data);
                 store_tagged(slot_ptr, &img, len, seq.wrapping_add(1));
-                demote_lines(slot_ptr, 16 * len.div_ceil(abi::TAG_PAYLOAD));
+                demote_lines(slot_ptr, 16 * tagged_granules(len));
                 q.image = img;
             } else {
                 // Everything but the header's first 16 bytes, then those (n_frames, data_bytes, seq,
