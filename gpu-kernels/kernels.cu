@@ -426,6 +426,23 @@ __shared__ uint32_t pw_img_gen;
  * bursts, see below). ts[1] (thread 0, when the queue traces) = when the slot was
  * staged. */
 #define PW_STAGED_ALL 4u
+
+/* Frames [lo, hi) of a burst of n that CTA `part` of its group of `parts` runs: [n * part /
+ * parts, n * (part + 1) / parts), split at even frame numbers (a chunk's compact descriptors then
+ * start on a 16-byte granule, pw_run_chunked). A shift for groups of 2, 4 or 8: the 64-bit
+ * division it was took ~0.2 us of a 32-frame burst's stages with 4 CTAs (BENCHMARKS.md, issue 4
+ * session 13). n <= 65535 and parts <= 8, so n * parts fits 32 bits. */
+__device__ __forceinline__ void pw_part_range(uint32_t n, uint32_t part, uint32_t parts, uint32_t *lo, uint32_t *hi) {
+    if (parts == 1u) {
+        *lo = 0u;
+        *hi = n;
+        return;
+    }
+    const bool pow2 = (parts & (parts - 1u)) == 0u;
+    const uint32_t sh = 31u - (uint32_t)__clz((int)parts);
+    *lo = (pow2 ? (n * part) >> sh : n * part / parts) & ~1u;
+    *hi = part + 1u == parts ? n : (pow2 ? (n * (part + 1u)) >> sh : n * (part + 1u) / parts) & ~1u;
+}
 template <bool SMALL = false>
 __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, uint32_t slot, pw_count_regs *cr,
                                             uint32_t hdr_granules, uint64_t *ts, bool persistent, uint32_t part,
@@ -523,11 +540,9 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     vo.base = vo.tag ? (void *)((pw_verdict_tagged *)q.verdicts + (uint64_t)slot * q.burst_max)
                      : (void *)((pw_verdict *)q.verdicts + (uint64_t)slot * q.burst_max);
     pw_packet_meta *mout = (q.pipeline & PW_PIPE_META_OUT) ? (pw_packet_meta *)q.metas + (uint64_t)slot * q.burst_max : 0;
-    /* This block's share of the frames (the burst's CTA group: part `part` of `parts`), split at
-     * even frame numbers so that a chunk's compact descriptors start on a 16-byte granule
-     * (pw_run_chunked). */
-    const uint32_t lo = parts == 1u ? 0u : (uint32_t)((uint64_t)n * part / parts) & ~1u; /* no division alone */
-    const uint32_t hi = part + 1u == parts ? n : (uint32_t)((uint64_t)n * (part + 1u) / parts) & ~1u;
+    /* This block's share of the frames (the burst's CTA group: part `part` of `parts`). */
+    uint32_t lo, hi;
+    pw_part_range(n, part, parts, &lo, &hi);
     const uint32_t gsize = pw_group_size(q, hi - lo);
     const uint32_t gl = threadIdx.x & (gsize - 1u);
 #if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)

@@ -63,7 +63,15 @@ step verify-tagged-fw1 60 "$BIN" verify --trace "$CB/fw1_10K_trace.gz" --rules "
 step verify-tagged-ipc1 60 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --burst 8 --slot-data-bytes 1024 --tagged true --mode persistent --placement mapped --block-threads 64 --json "$RES/verify-tagged-ipc1.json"
 step verify-tagged-ipc1-narrow 60 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --burst 64 --slot-data-bytes 8192 --tagged true --mode persistent --placement mapped --block-threads 128 --json "$RES/verify-tagged-ipc1-narrow.json"
 step verify-tagged-gen 90 "$BIN" verify --gen 2000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --burst 64 --slot-data-bytes 16384 --tagged true --mode persistent --placement mapped --queues 2 --json "$RES/verify-tagged-gen.json"
+# A tagged burst shared by a group of CTAs (burst_ctas): each CTA's frames from pw_part_range, 2
+# and 4 CTAs (shifts), 3 (a division); generated frames of every size (malformed ones too), with
+# and without metadata back.
+step verify-tagged-parts2-acl1 60 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --burst 32 --slot-data-bytes 4096 --tagged true --mode persistent --placement mapped --burst-ctas 2 --queues 2 --json "$RES/verify-tagged-parts2-acl1.json"
+step verify-tagged-parts3-ipc1 60 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --burst 16 --slot-data-bytes 2048 --tagged true --mode persistent --placement mapped --burst-ctas 3 --json "$RES/verify-tagged-parts3-ipc1.json"
+step verify-tagged-parts4-gen 90 "$BIN" verify --gen 2000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --burst 32 --slot-data-bytes 16384 --tagged true --mode persistent --placement mapped --burst-ctas 4 --queues 2 --json "$RES/verify-tagged-parts4-gen.json"
+step verify-tagged-parts4-nometa-gen 90 "$BIN" verify --gen 2000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --burst 32 --slot-data-bytes 16384 --tagged true --mode persistent --placement mapped --burst-ctas 4 --no-meta --json "$RES/verify-tagged-parts4-nometa-gen.json"
 step reload-torture-tagged 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 4 --burst 32 --slot-data-bytes 4096 --tagged true --mode persistent --placement mapped --queues 2 --ctas 2 --json "$RES/torture-tagged.json"
+step reload-torture-tagged-parts2 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 4 --burst 32 --slot-data-bytes 4096 --tagged true --mode persistent --placement mapped --queues 2 --burst-ctas 2 --json "$RES/torture-tagged-parts2.json"
 # Without metadata written back (--no-meta: verdicts and counters compared), as a daemon runs:
 # the kernels' two-pass small-burst path then takes its parse fast path (pw_parse_fast_key) for
 # the frames it covers. Bursts of 32 (two or more lanes per frame): the general persistent and
