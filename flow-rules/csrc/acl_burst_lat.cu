@@ -23,12 +23,6 @@
 #include "tool_io.cuh"
 
 
-__device__ __forceinline__ uint64_t gtimer() {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 // ---- Experiment: one load per tree level ----
 // The image's IPv4 trees rebuilt (here, on the host) with every child stored as a pair [ref,
 // header of the node it names] at an 8-byte boundary, and the tree table as [root, root header,

@@ -1,6 +1,6 @@
-// What the GPU check and timing tools share (this folder's and pipeline/csrc/ring_lat.cu):
-// reading the files that `cargo run --example acl_gpu_dump` writes, stopping on a CUDA runtime
-// error, and launching one thread-block cluster.
+// What the GPU check and timing tools share (this folder's and pipeline/csrc/'s): reading the
+// files that `cargo run --example acl_gpu_dump` writes, stopping on a CUDA runtime error,
+// launching one thread-block cluster, the GPU-wide clock, and a 16-byte asynchronous copy.
 #ifndef PKTWARP_TOOL_IO_CUH
 #define PKTWARP_TOOL_IO_CUH
 
@@ -41,6 +41,19 @@ static void launch_cluster(void (*kernel)(P...), uint32_t ctas, uint32_t threads
     cfg.attrs = at;
     cfg.numAttrs = 1;
     CK(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...));
+}
+
+/* %globaltimer: ns, one clock for every SM of the GPU. */
+__device__ __forceinline__ uint64_t gtimer() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* 16 bytes global -> shared with cp.async (.cg: L2 or host memory, never a stale L1 line). */
+__device__ __forceinline__ void cp16(void *dst, const void *src) {
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
 }
 
 #endif

@@ -28,7 +28,7 @@
 #include <immintrin.h>
 #include <cuda.h>
 #include <cuda_runtime.h>
-#include "../../flow-rules/csrc/tool_io.cuh" /* CK */
+#include "../../flow-rules/csrc/tool_io.cuh" /* CK, gtimer */
 
 static const size_t SPAN = 2u << 20; // one 2 MiB range: the dma-buf export wants page-aligned ends
 
@@ -41,23 +41,20 @@ __device__ __forceinline__ uint32_t ld_sys(const uint32_t *p) {
 // One thread: wait for each seq in turn at `bell`, answer it at `ack`; 0xffffffff ends it. A
 // bounded wait (2 s of %globaltimer per trip) so a host that died cannot hang the GPU.
 __global__ void doorbell(const uint32_t *bell, volatile uint32_t *ack, uint32_t *timed_out) {
-    uint64_t t0;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    uint64_t t0 = gtimer();
     for (uint32_t want = 1;; ++want) {
         uint32_t v;
         for (;;) {
             v = ld_sys(bell);
             if (v == want || v == 0xffffffffu) break;
-            uint64_t t;
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-            if (t - t0 > 2000000000ull) {
+            if (gtimer() - t0 > 2000000000ull) {
                 *timed_out = 1;
                 return;
             }
         }
         if (v == 0xffffffffu) return;
         *ack = v;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        t0 = gtimer();
     }
 }
 

@@ -17,15 +17,9 @@
 #include <cstdlib>
 #include <vector>
 #include <cuda_runtime.h>
-#include "../../flow-rules/csrc/tool_io.cuh" /* CK */
+#include "../../flow-rules/csrc/tool_io.cuh" /* CK, gtimer, cp16 */
 
 static const uint32_t THREADS = 512, MAX_BYTES = 16384, TICK_NS = 4000;
-
-__device__ __forceinline__ uint64_t gtimer() {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
 
 __global__ void rounds(const uint4 *src, uint32_t granules, bool split, uint32_t nrounds, uint32_t *ns) {
     __shared__ uint4 buf[MAX_BYTES / 16];
@@ -40,10 +34,7 @@ __global__ void rounds(const uint4 *src, uint32_t granules, bool split, uint32_t
         __syncthreads();
         uint64_t t0 = 0;
         if (threadIdx.x == 0) t0 = gtimer();
-        for (uint32_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-            const uint32_t d = (uint32_t)__cvta_generic_to_shared(&buf[i - lo]);
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src + i) : "memory");
-        }
+        for (uint32_t i = lo + threadIdx.x; i < hi; i += blockDim.x) cp16(&buf[i - lo], src + i);
         asm volatile("cp.async.commit_group;\n\tcp.async.wait_all;" ::: "memory");
         __syncthreads();
         if (threadIdx.x == 0) ns[c * nrounds + r] = (uint32_t)(gtimer() - t0);

@@ -47,7 +47,7 @@
 #include <vector>
 #include <immintrin.h>
 #include <cuda_runtime.h>
-#include "../../flow-rules/csrc/tool_io.cuh" /* CK, launch_cluster */
+#include "../../flow-rules/csrc/tool_io.cuh" /* CK, launch_cluster, gtimer, cp16 */
 
 static const uint32_t SLOTS = 8, HDR = 48, THREADS = 256, STAGE = 16384;
 
@@ -77,12 +77,6 @@ struct Params {
 };
 
 static const uint32_t TABLE_WORDS = 1u << 20, WORK_SLOTS = 1u << 16;
-
-__device__ __forceinline__ uint64_t gtimer() {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
 
 __device__ __forceinline__ uint4 ld16(const void *p) {
     uint4 v;
@@ -219,11 +213,6 @@ __device__ bool stage_grouped(const Params &p, uint32_t seq) {
  * next burst's poll). */
 static const uint32_t RAW_BYTES = 6144;
 __shared__ __align__(16) uint8_t raw[4][RAW_BYTES];
-
-__device__ __forceinline__ void cp16(void *dst, const void *src) {
-    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
-}
 
 template <uint32_t K> __device__ __forceinline__ void cp_wait_oldest() {
     asm volatile("cp.async.wait_group %0;" ::"n"(K - 1) : "memory");
