@@ -746,7 +746,8 @@ __device__ __forceinline__ void pw_tag_take(uint32_t i, uint32_t kk, const uint4
 }
 
 /* Rounds of a tagged poll in flight at once (pw_poll_tagged), and the most bytes they may read
- * across PCIe together. A read of host memory takes ~1.9 us on the H200 machine, and a burst
+ * across PCIe together. A round takes ~1.5 us on the H200 machine from issue to landed for a
+ * 32-frame slot (pipeline/csrc/host_read_rtt.cu), ~1.9 us until the block has checked it, and a burst
  * arrives at any point of a round: one that the host finishes writing just after a round's reads
  * reached host memory waits for the next round. With K rounds spaced a round trip / K apart that
  * wait shrinks K-fold. pipeline/csrc/ring_lat (32 x 64 B, tagged in and out, BENCHMARKS.md issue
