@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Interleaved latency comparison of pktwarp binaries on the GPU machine (the A/B method of
-# BENCHMARKS.md, issue 4): round 1 runs every binary once, round 2 again, ..., so slow drifts of
+# docs/perf-log.md, issue 4): round 1 runs every binary once, round 2 again, ..., so slow drifts of
 # the machine hit every binary alike. Each run is `BIN bench --sets acl1_10K --skip
 # throughput,e2e` (latency table, transport rounds, traced decomposition; every verdict checked
 # against the CPU executor), then one summary table is printed: per run the 16- and 32-frame
