@@ -6,6 +6,10 @@
 # nvcc: $PKTWARP_NVCC, else $CUDA_HOME/bin/nvcc, else python3's nvidia/cu13/bin/nvcc (pip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Where the CUDA sources and stage headers are: gpu-kernels/cuda/ in the kernels crate, else the
+# folder they lived in before it.
+KDIR=gpu-kernels/cuda
+[ -d "$KDIR" ] || KDIR=gpu-kernels
 NVCC=${PKTWARP_NVCC:-}
 if [ -z "$NVCC" ] && [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then NVCC=$CUDA_HOME/bin/nvcc; fi
 if [ -z "$NVCC" ]; then
@@ -27,21 +31,21 @@ defs=()
 missing=0
 for pair in parse.cuh:PW_HAVE_PARSE acl.cuh:PW_HAVE_ACL; do
   f=${pair%%:*}; d=${pair##*:}
-  if [ -f "gpu-kernels/$f" ]; then defs+=("-D$d=1"); else echo "check-kernels: gpu-kernels/$f missing" >&2; missing=1; fi
+  if [ -f "$KDIR/$f" ]; then defs+=("-D$d=1"); else echo "check-kernels: $KDIR/$f missing" >&2; missing=1; fi
 done
 echo "check-kernels: $("$NVCC" --version | tail -n2 | head -n1) -> sm_90"
 fail=0
 # The ABI header must also be valid C11 (host-side mirrors / layout asserts).
-if ! gcc -std=c11 -fsyntax-only -x c gpu-kernels/pktwarp_abi.h; then echo "check-kernels: pktwarp_abi.h is not valid C11" >&2; fail=1; fi
+if ! gcc -std=c11 -fsyntax-only -x c "$KDIR/pktwarp_abi.h"; then echo "check-kernels: pktwarp_abi.h is not valid C11" >&2; fail=1; fi
 # Every stage header compiles alone for the host too (they are written once for both).
-for h in gpu-kernels/*.cuh; do
-  if ! g++ -std=c++17 -fsyntax-only -x c++ -Igpu-kernels "$h"; then echo "check-kernels: $h does not compile as host C++" >&2; fail=1; fi
+for h in "$KDIR"/*.cuh; do
+  if ! g++ -std=c++17 -fsyntax-only -x c++ -I"$KDIR" "$h"; then echo "check-kernels: $h does not compile as host C++" >&2; fail=1; fi
 done
 log=$tmp/ptxas.log
-if ! "$NVCC" -cubin -std=c++17 -arch=sm_90 "${defs[@]}" -Igpu-kernels -Xptxas -v \
-     -o "$tmp/kernels.cubin" gpu-kernels/kernels.cu >"$log" 2>&1; then
+if ! "$NVCC" -cubin -std=c++17 -arch=sm_90 "${defs[@]}" -I"$KDIR" -Xptxas -v \
+     -o "$tmp/kernels.cubin" "$KDIR/kernels.cu" >"$log" 2>&1; then
   cat "$log" >&2
-  echo "check-kernels: FAILED to compile gpu-kernels/kernels.cu" >&2
+  echo "check-kernels: FAILED to compile $KDIR/kernels.cu" >&2
   exit 1
 fi
 printf '%-18s %5s %10s %10s %12s %12s\n' kernel regs smem_B stack_B spill_st_B spill_ld_B
@@ -56,10 +60,10 @@ awk '
   }
   END { exit spill }' "$log" || echo "check-kernels: note: a kernel spills registers (see above)" >&2
 grep -i warning "$log" >&2 && echo "check-kernels: note: compiler warnings (see above)" >&2 || true
-# The GPU check and timing tools (flow-rules/csrc: ACL; pipeline/csrc: ring transport; run by hand
-# on the GPU machine) compile too.
-for t in flow-rules/csrc/*.cu pipeline/csrc/*.cu; do
-  if ! "$NVCC" -cubin -std=c++17 -arch=sm_90 -Igpu-kernels -o "$tmp/tool.cubin" "$t" >"$tmp/tool.log" 2>&1; then
+# The GPU probes (tools/gpu-probes: microbenchmarks and checks run by hand on the GPU machine)
+# compile too, so they do not rot while the kernels change under them.
+for t in tools/gpu-probes/*.cu; do
+  if ! "$NVCC" -cubin -std=c++17 -arch=sm_90 -I"$KDIR" -o "$tmp/tool.cubin" "$t" >"$tmp/tool.log" 2>&1; then
     cat "$tmp/tool.log" >&2
     echo "check-kernels: FAILED to compile $t" >&2
     fail=1

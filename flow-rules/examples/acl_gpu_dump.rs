@@ -1,4 +1,4 @@
-//! Writes what `flow-rules/csrc/acl_gpu_check.cu` needs to check and time the CUDA matcher on a
+//! Writes what `tools/gpu-probes/acl_burst_lat.cu` needs to check and time the CUDA matcher on a
 //! GPU: the compiled image (`image.bin`, little-endian u32), the trace keys (`keys.bin`, packed
 //! `pw_acl_key`) and the Rust matcher's answers (`expect.bin`, u32 per key).
 //! Usage: cargo run --release -p flow-rules --example acl_gpu_dump -- RULES TRACE OUTDIR

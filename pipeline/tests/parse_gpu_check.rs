@@ -1,7 +1,8 @@
-//! The two host halves of the GPU check of the parse stage (`scripts/parse-gpu-check.sh`):
-//! `write_inputs` writes the frames (the whole Ethernet corpus, truncations and mutations of
-//! it, and the benchmark mix) with the Rust parser's metadata; after the GPU has parsed them,
-//! `compare` holds the GPU's metadata equal to the Rust one, byte for byte.
+//! The two host halves of the GPU check of the parse stage
+//! (`tools/gpu-probes/parse-gpu-check.sh`): `write_inputs` writes the frames (the whole Ethernet
+//! corpus, truncations and mutations of it, and the benchmark mix) with the Rust parser's
+//! metadata; after the GPU has parsed them, `compare` holds the GPU's metadata equal to the Rust
+//! one, byte for byte.
 //!
 //! Both are `#[ignore]`d: they need `PW_GPU_CHECK_DIR` and, for `compare`, the output of a GPU
 //! run, which CI (no GPU) cannot produce. CI covers the same CUDA source through the host build
@@ -42,7 +43,7 @@ fn write_frames(path: PathBuf, frames: &[Vec<u8>]) {
 }
 
 #[test]
-#[ignore = "needs PW_GPU_CHECK_DIR; run by scripts/parse-gpu-check.sh"]
+#[ignore = "needs PW_GPU_CHECK_DIR; run by tools/gpu-probes/parse-gpu-check.sh"]
 fn write_inputs() {
     let corpus: Vec<Vec<u8>> = parse_common::corpus_frames()
         .into_iter()
@@ -89,7 +90,7 @@ fn write_inputs() {
 }
 
 #[test]
-#[ignore = "needs the GPU's gpu_metas.bin in PW_GPU_CHECK_DIR; run by scripts/parse-gpu-check.sh"]
+#[ignore = "needs the GPU's gpu_metas.bin in PW_GPU_CHECK_DIR; run by tools/gpu-probes/parse-gpu-check.sh"]
 fn compare() {
     let d = dir();
     let want = std::fs::read(d.join("expected.bin")).expect("expected.bin");

@@ -2,8 +2,8 @@
 // every group of `gsize` lanes classifies one frame's key, the CTA waits for the slowest, and
 // thread 0 reads the clock before and after. One launch per configuration runs many bursts of
 // the trace back to back, so launch overhead is not in the figures. Checks every answer against
-// the Rust matcher's (files from `cargo run --example acl_gpu_dump`).
-// Build: nvcc -O3 -std=c++17 -arch=sm_90 -I gpu-kernels flow-rules/csrc/acl_burst_lat.cu -o acl_burst_lat
+// the Rust matcher's (files from `cargo run --release -p flow-rules --example acl_gpu_dump -- RULES TRACE DIR`).
+// Build: nvcc -O3 -std=c++17 -arch=sm_90 -I gpu-kernels/cuda tools/gpu-probes/acl_burst_lat.cu -o acl_burst_lat
 // Run:   acl_burst_lat DIR [BURSTS]
 // Prints, per configuration (threads, frames per burst, lanes per frame, idle gap before each
 // burst: thread 0 spinning, as the persistent kernel polls; algo: `group` =

@@ -10,14 +10,14 @@
 // 4 us ticks of the global timer, 2000 rounds. The memory is not written while it is read.
 //
 // usage: host_read_rtt [ROUNDS]
-// Build: nvcc -O3 -std=c++17 -arch=sm_90 pipeline/csrc/host_read_rtt.cu -o host_read_rtt
+// Build: nvcc -O3 -std=c++17 -arch=sm_90 tools/gpu-probes/host_read_rtt.cu -o host_read_rtt
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 #include <cuda_runtime.h>
-#include "../../flow-rules/csrc/tool_io.cuh" /* CK, gtimer, cp16 */
+#include "tool_io.cuh" /* CK, gtimer, cp16 */
 
 static const uint32_t THREADS = 512, MAX_BYTES = 16384, TICK_NS = 4000;
 

@@ -1,6 +1,6 @@
-// What the GPU check and timing tools share (this folder's and pipeline/csrc/'s): reading the
-// files that `cargo run --example acl_gpu_dump` writes, stopping on a CUDA runtime error,
-// launching one thread-block cluster, the GPU-wide clock, and a 16-byte asynchronous copy.
+// What the GPU probes of this folder share: reading the files that `cargo run --example
+// acl_gpu_dump` writes, stopping on a CUDA runtime error, launching one thread-block cluster,
+// the GPU-wide clock, and a 16-byte asynchronous copy.
 #ifndef PKTWARP_TOOL_IO_CUH
 #define PKTWARP_TOOL_IO_CUH
 

@@ -1,7 +1,7 @@
-// GPU check of the parse stage (run by scripts/parse-gpu-check.sh on a machine with a GPU and
-// nvcc): runs gpu-kernels/parse.cuh on the GPU over frames.bin and writes the metas for comparison
-// with the Rust parser, then times pw_parse over a device-resident IMIX-like mix (mix.bin, the
-// criterion bench's frames, replicated 8192 times and packed back to back).
+// GPU check of the parse stage (run by tools/gpu-probes/parse-gpu-check.sh on a machine with a
+// GPU and nvcc): runs gpu-kernels/cuda/parse.cuh on the GPU over frames.bin and writes the metas
+// for comparison with the Rust parser, then times pw_parse over a device-resident IMIX-like mix
+// (mix.bin, the criterion bench's frames, replicated 8192 times and packed back to back).
 #include <cstdio>
 #include <cstdlib>
 #include <vector>

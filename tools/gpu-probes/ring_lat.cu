@@ -36,7 +36,7 @@
 //              -> seen (groups > 1 only).
 //
 // usage: ring_lat [BURSTS] [FRAMES] [FRAME_BYTES] [STEPS]; prints one row per combination (us).
-// Build: nvcc -O3 -std=c++17 -arch=sm_90 pipeline/csrc/ring_lat.cu -o ring_lat
+// Build: nvcc -O3 -std=c++17 -arch=sm_90 tools/gpu-probes/ring_lat.cu -o ring_lat
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -47,7 +47,7 @@
 #include <vector>
 #include <immintrin.h>
 #include <cuda_runtime.h>
-#include "../../flow-rules/csrc/tool_io.cuh" /* CK, launch_cluster, gtimer, cp16 */
+#include "tool_io.cuh" /* CK, launch_cluster, gtimer, cp16 */
 
 static const uint32_t SLOTS = 8, HDR = 48, THREADS = 256, STAGE = 16384;
 

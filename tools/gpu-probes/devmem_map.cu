@@ -13,7 +13,7 @@
 // word in pinned host memory, the host sees the ack.
 //
 // usage: devmem_map [TRIPS]
-// Build: nvcc -O3 -std=c++17 -arch=sm_90 pipeline/csrc/devmem_map.cu -o devmem_map -lcuda
+// Build: nvcc -O3 -std=c++17 -arch=sm_90 tools/gpu-probes/devmem_map.cu -o devmem_map -lcuda
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -28,7 +28,7 @@
 #include <immintrin.h>
 #include <cuda.h>
 #include <cuda_runtime.h>
-#include "../../flow-rules/csrc/tool_io.cuh" /* CK, gtimer */
+#include "tool_io.cuh" /* CK, gtimer */
 
 static const size_t SPAN = 2u << 20; // one 2 MiB range: the dma-buf export wants page-aligned ends
 
