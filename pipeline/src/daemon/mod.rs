@@ -1,0 +1,20 @@
+//! Runs a config end to end: opens the ports, builds the pipeline and steering, picks the
+//! executor, runs it, and returns a summary. `pktwarp run` is a thin shell around this, and so is
+//! any app built on the library.
+//!
+//! - [`ports`]: opens the config's ports;
+//! - [`prepare`]: builds the pipeline and steering and picks the executor;
+//! - [`run_cpu`] / [`run_gpu`]: run a prepared config on one executor;
+//! - [`summary`]: the totals a run reports.
+
+mod ports;
+mod prepare;
+mod run_cpu;
+mod run_gpu;
+mod summary;
+
+pub use ports::{open_ports, OpenPorts};
+pub use prepare::{build_pipeline, choose_executor, prepare, ExecutorChoice, Prepared};
+pub use run_cpu::run_cpu;
+pub use run_gpu::run_gpu;
+pub use summary::{summarize, QueueSummary, Summary};

@@ -1,0 +1,90 @@
+//! Everything a run needs before any port opens: the pipeline, the steering, the executor.
+
+use std::sync::Arc;
+
+use crate::config::{Config, ExecutorKind};
+use crate::executor::cpu::CpuRunSpec;
+use crate::stage::{self, Pipeline};
+use crate::steer::Steering;
+
+/// Builds the runnable pipeline of a config (rule files are read and compiled here).
+pub fn build_pipeline(cfg: &Config) -> anyhow::Result<Pipeline> {
+    let stages: Vec<_> = cfg.pipeline.iter().map(|s| s.value.clone()).collect();
+    stage::build(&stages, |p| cfg.resolve(p))
+}
+
+/// Which executor runs, and why.
+#[derive(Clone, Debug)]
+pub struct ExecutorChoice {
+    pub name: &'static str,
+    pub reason: String,
+}
+
+/// Resolves `executor.kind`: `auto` takes the GPU when it is usable, else the CPU, and says why.
+pub fn choose_executor(kind: ExecutorKind, device: u32) -> anyhow::Result<ExecutorChoice> {
+    match kind {
+        ExecutorKind::Cpu => Ok(ExecutorChoice {
+            name: "cpu",
+            reason: "executor.kind is cpu".into(),
+        }),
+        ExecutorKind::Gpu | ExecutorKind::Auto => {
+            let probe = crate::executor::gpu::probe(device);
+            match (kind, probe) {
+                (_, Ok(dev)) => Ok(ExecutorChoice {
+                    name: "gpu",
+                    reason: format!(
+                        "GPU {} usable: {} (sm_{}{}, {} SMs)",
+                        dev.index,
+                        dev.name,
+                        dev.compute_capability.0,
+                        dev.compute_capability.1,
+                        dev.multiprocessors
+                    ),
+                }),
+                (ExecutorKind::Gpu, Err(why)) => {
+                    anyhow::bail!("executor.kind is gpu but no GPU is usable: {why}")
+                }
+                (_, Err(why)) => Ok(ExecutorChoice {
+                    name: "cpu",
+                    reason: format!("executor.kind is auto and no GPU is usable ({why})"),
+                }),
+            }
+        }
+    }
+}
+
+/// A config ready to run.
+pub struct Prepared {
+    pub cfg: Config,
+    pub pipeline: Arc<Pipeline>,
+    pub steering: Arc<Steering>,
+    pub choice: ExecutorChoice,
+}
+
+/// Loads everything a run needs, failing before any port is opened.
+pub fn prepare(cfg: Config) -> anyhow::Result<Prepared> {
+    let pipeline = Arc::new(build_pipeline(&cfg)?);
+    let steering = Arc::new(Steering::from_config(&cfg)?);
+    let choice = choose_executor(cfg.executor.kind, cfg.executor.gpu.device)?;
+    Ok(Prepared {
+        cfg,
+        pipeline,
+        steering,
+        choice,
+    })
+}
+
+impl Prepared {
+    pub fn cpu_spec(&self) -> CpuRunSpec {
+        let q = &self.cfg.queues;
+        CpuRunSpec {
+            queues: q.count as usize,
+            burst: q.burst as usize,
+            ring_slots: q.ring_slots as usize,
+            on_full: q.on_full,
+            pipeline: Arc::clone(&self.pipeline),
+            steering: Arc::clone(&self.steering),
+            observer: None,
+        }
+    }
+}

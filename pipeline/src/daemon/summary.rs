@@ -1,0 +1,136 @@
+//! The totals of a run, read from the per-queue counters (the same for both executors).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::ExecutorChoice;
+use crate::counters::QueueCounters;
+use crate::stage::{self, Pipeline};
+use crate::verdict::DropReason;
+
+/// Totals over all queues, for the final summary.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct QueueSummary {
+    pub queue: usize,
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    pub passed: u64,
+    pub mirrored: u64,
+    pub to_host: u64,
+    pub tx_frames: u64,
+    pub drops: Vec<(String, u64)>,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Summary {
+    pub executor: String,
+    pub executor_reason: String,
+    pub elapsed_s: f64,
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    pub mpps: f64,
+    pub gbps: f64,
+    pub drops: Vec<(String, u64)>,
+    pub parse_errors: Vec<(String, u64)>,
+    pub queues: Vec<QueueSummary>,
+    /// Rules with hits, (rule index, hits), most hit first, at most 20.
+    pub top_rules: Vec<(u32, u64)>,
+    pub acl_default: u64,
+    /// Frames and bytes counted by each `count` stage (stage index, frames, bytes).
+    pub counted: Vec<(usize, u64, u64)>,
+    pub errors: Vec<String>,
+    /// Each receiving port's own counters (DPDK ethdev stats and xstats), by port.
+    pub port_counters: Vec<(String, Vec<(String, u64)>)>,
+    /// How frames moved from input to output: `copy` (into bursts and out again) or
+    /// `zero_copy` (DPDK in and out: mbufs passed along, see executor::cpu::zero_copy).
+    pub forwarding: String,
+}
+
+pub fn summarize(
+    counters: &[Arc<QueueCounters>],
+    pipeline: &Pipeline,
+    elapsed: Duration,
+    choice: &ExecutorChoice,
+    errors: Vec<String>,
+) -> Summary {
+    let mut s = Summary {
+        executor: choice.name.to_string(),
+        executor_reason: choice.reason.clone(),
+        elapsed_s: elapsed.as_secs_f64(),
+        errors,
+        forwarding: "copy".into(),
+        ..Summary::default()
+    };
+    let mut drops = [0u64; DropReason::COUNT];
+    let mut parse = vec![0u64; crate::counters::PARSE_STATUS_SLOTS];
+    let mut rules = vec![0u64; pipeline.rule_count()];
+    let mut counted: Vec<(usize, u64, u64)> = pipeline
+        .stages
+        .iter()
+        .enumerate()
+        .filter(|(_, st)| matches!(st, stage::Stage::Count))
+        .map(|(i, _)| (i, 0, 0))
+        .collect();
+    for (q, c) in counters.iter().enumerate() {
+        let qs = QueueSummary {
+            queue: q,
+            rx_frames: c.rx_frames.get(),
+            rx_bytes: c.rx_bytes.get(),
+            passed: c.passed.get(),
+            mirrored: c.mirrored.get(),
+            to_host: c.to_host.get(),
+            tx_frames: c.tx_frames.get(),
+            drops: DropReason::ALL
+                .iter()
+                .filter(|r| c.drop_count(**r) > 0)
+                .map(|r| (r.name().to_string(), c.drop_count(*r)))
+                .collect(),
+        };
+        s.rx_frames += qs.rx_frames;
+        s.rx_bytes += qs.rx_bytes;
+        s.tx_frames += qs.tx_frames;
+        s.tx_bytes += c.tx_bytes.get();
+        s.acl_default += c.acl_default.get();
+        for r in DropReason::ALL {
+            drops[r as usize] += c.drop_count(r);
+        }
+        for (i, p) in c.parse_status.iter().enumerate() {
+            parse[i] += p.get();
+        }
+        for (i, h) in c.rule_hits.iter().enumerate() {
+            rules[i] += h.get();
+        }
+        for (si, f, b) in counted.iter_mut() {
+            *f += c.stage_frames[*si].get();
+            *b += c.stage_bytes[*si].get();
+        }
+        s.queues.push(qs);
+    }
+    s.drops = DropReason::ALL
+        .iter()
+        .map(|r| (r.name().to_string(), drops[*r as usize]))
+        .collect();
+    s.parse_errors = parse
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(i, n)| (crate::meta::ParseStatus::describe(i as u16), *n))
+        .collect();
+    let mut top: Vec<(u32, u64)> = rules
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(i, n)| (i as u32, *n))
+        .collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    top.truncate(20);
+    s.top_rules = top;
+    s.counted = counted;
+    if s.elapsed_s > 0.0 {
+        s.mpps = s.rx_frames as f64 / s.elapsed_s / 1e6;
+        s.gbps = s.rx_bytes as f64 * 8.0 / s.elapsed_s / 1e9;
+    }
+    s
+}
