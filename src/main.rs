@@ -35,7 +35,15 @@ enum Command {
 }
 
 fn main() {
+    // Before anything else: a SIGHUP while the daemon loads its config and rules (seconds with a
+    // large rule set) must not kill it; it is noted and acted on once the control plane runs.
+    if let Err(e) = pipeline::control::hold_sighup() {
+        eprintln!("pktwarp: warning: cannot handle SIGHUP: {e}");
+    }
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Run(_)) {
+        pipeline::control::release_sighup();
+    }
     cmd::init_logging(cli.log_json);
     let result = match cli.command {
         Command::Run(a) => cmd::run::run(a),

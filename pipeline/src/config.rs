@@ -293,11 +293,48 @@ pub struct OutputConfig {
     pub port: Spanned<String>,
 }
 
+/// Longest config file read: 16 MiB (a config is a few KiB; rule sets live in their own files).
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// Most bursts a queue's ring may hold (`queues.ring_slots`).
+pub const MAX_RING_SLOTS: u32 = 1 << 16;
+
 /// Loads and validates a config file.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    let text = std::fs::read_to_string(path)
+    let text = flow_rules::input::read_text_bounded(path, MAX_CONFIG_BYTES, "config")
         .map_err(|e| ConfigError::whole(path, "", format!("cannot read: {e}")))?;
     parse_str(&text, path)
+}
+
+/// The key a serde error at `line`:`column` (1-based) is about: the last `key:` on that line
+/// before the column (serde itself reports the value, not the key). Empty when none.
+fn key_at(text: &str, line: u32, column: u32) -> String {
+    let Some(l) = text.lines().nth((line as usize).saturating_sub(1)) else {
+        return String::new();
+    };
+    let upto: String = l.chars().take(column.saturating_sub(1) as usize).collect();
+    let Some(colon) = upto.rfind(':') else {
+        return String::new();
+    };
+    let head = &upto[..colon];
+    let start = head
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map_or(0, |i| i + 1);
+    head[start..].to_string()
+}
+
+/// The allowed range of the integer type a serde message names (`expected u16`).
+fn int_range(message: &str) -> Option<&'static str> {
+    [
+        ("expected u8", "0 ..= 255"),
+        ("expected u16", "0 ..= 65535"),
+        ("expected u32", "0 ..= 4294967295"),
+        ("expected u64", "0 ..= 18446744073709551615"),
+        ("expected usize", "0 ..= 18446744073709551615"),
+    ]
+    .iter()
+    .find(|(k, _)| message.contains(k))
+    .map(|(_, r)| *r)
 }
 
 /// Parses and validates config text; `path` names it in errors and anchors relative paths.
@@ -307,12 +344,16 @@ pub fn parse_str(text: &str, path: &Path) -> Result<Config, ConfigError> {
             .location()
             .map(|l| (l.line() as u32, l.column() as u32))
             .unwrap_or((0, 0));
+        let mut message = e.without_snippet().to_string().trim().to_string();
+        if let Some(r) = int_range(&message) {
+            message = format!("{message} (allowed range {r})");
+        }
         ConfigError {
             file: path.to_path_buf(),
             line,
             column,
-            key: String::new(),
-            message: e.without_snippet().to_string().trim().to_string(),
+            key: key_at(text, line, column),
+            message,
         }
     })?;
     cfg.path = path.to_path_buf();
@@ -368,6 +409,27 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
                 ));
             }
         }
+        let checks = [
+            p.value.gen.as_ref().map(|g| g.check()),
+            p.value
+                .pcap
+                .as_ref()
+                .and_then(|pc| pc.rx.as_ref().map(|r| r.check())),
+            p.value
+                .pcap
+                .as_ref()
+                .and_then(|pc| pc.tx.as_ref().map(|t| t.check())),
+        ];
+        for e in checks.into_iter().flatten().filter_map(Result::err) {
+            // The option checks start their message with the key: `gen.rate: must be ...`.
+            let (sub, msg) = e.split_once(": ").unwrap_or(("", e.as_str()));
+            return Err(ConfigError::at(
+                &file,
+                p,
+                format!("{key}.{sub}"),
+                msg.to_string(),
+            ));
+        }
         #[cfg(feature = "dpdk")]
         if let Some(d) = &p.value.dpdk {
             if let Err(why) = d.validate() {
@@ -403,11 +465,14 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
             "must be 1..=4096",
         ));
     }
-    if !q.ring_slots.is_power_of_two() || q.ring_slots < 2 {
+    if !q.ring_slots.is_power_of_two() || q.ring_slots < 2 || q.ring_slots > MAX_RING_SLOTS {
         return Err(ConfigError::whole(
             &file,
             "queues.ring_slots",
-            format!("must be a power of two >= 2, got {}", q.ring_slots),
+            format!(
+                "must be a power of two in 2 ..= {MAX_RING_SLOTS}, got {}",
+                q.ring_slots
+            ),
         ));
     }
     if cfg.pipeline.is_empty() {
@@ -435,6 +500,7 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
     if let Err((key, msg)) = crate::control::settings::validate(&cfg.metrics, &cfg.control) {
         return Err(ConfigError::whole(&file, key, msg));
     }
+    check_file_roles(cfg)?;
     if let Some(out) = &cfg.output {
         let name = &out.port.value;
         let port = cfg.ports.iter().find(|p| &p.value.name == name);
@@ -461,6 +527,64 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
         }
     }
     Ok(())
+}
+
+/// No file is both read and written: a pcap TX path that is also an input (a pcap RX file, a
+/// gen trace, another TX path) would overwrite it when the port opens.
+fn check_file_roles(cfg: &Config) -> Result<(), ConfigError> {
+    let mut inputs: Vec<(String, PathBuf)> = Vec::new();
+    let mut outputs: Vec<(String, PathBuf, &Spanned<PortConfig>)> = Vec::new();
+    for (i, p) in cfg.ports.iter().enumerate() {
+        if let Some(pc) = &p.value.pcap {
+            if let Some(r) = &pc.rx {
+                inputs.push((format!("ports[{i}].pcap.rx.path"), cfg.resolve(&r.path)));
+            }
+            if let Some(t) = &pc.tx {
+                outputs.push((format!("ports[{i}].pcap.tx.path"), cfg.resolve(&t.path), p));
+            }
+        }
+        if let Some(t) = p.value.gen.as_ref().and_then(|g| g.trace.as_ref()) {
+            inputs.push((format!("ports[{i}].gen.trace"), cfg.resolve(t)));
+        }
+    }
+    for (j, (key, out, span)) in outputs.iter().enumerate() {
+        let earlier = outputs[..j].iter().map(|(k, p, _)| (k, p));
+        let clash = inputs
+            .iter()
+            .map(|(k, p)| (k, p))
+            .chain(earlier)
+            .find(|(_, p)| same_file(p, out))
+            .map(|(k, _)| k.clone());
+        if let Some(other) = clash {
+            return Err(ConfigError::at(
+                &cfg.path,
+                *span,
+                key.clone(),
+                format!(
+                    "{} is also `{other}`: recording to it would overwrite it; write to \
+                     another file",
+                    out.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether two paths name one file: equal as written, or (where they exist) the same file
+/// once links and `..` are resolved.
+fn same_file(a: &Path, b: &Path) -> bool {
+    if a == b {
+        return true;
+    }
+    let canon = |p: &Path| -> Option<PathBuf> {
+        // The output may not exist yet: resolve its folder and keep its name.
+        std::fs::canonicalize(p).ok().or_else(|| {
+            let parent = p.parent().filter(|d| !d.as_os_str().is_empty())?;
+            Some(std::fs::canonicalize(parent).ok()?.join(p.file_name()?))
+        })
+    };
+    matches!((canon(a), canon(b)), (Some(x), Some(y)) if x == y)
 }
 
 impl Config {

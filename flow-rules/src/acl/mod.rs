@@ -352,17 +352,9 @@ pub fn load_rules(path: &std::path::Path, format: RuleFormat) -> Result<AclRuleS
     })
 }
 
-/// Reads a text file, gunzipping it when its name ends in `.gz`.
+/// Reads a text file, gunzipping it when its name ends in `.gz`; more than
+/// [`crate::input::MAX_TEXT_INPUT_BYTES`] (decompressed) is an error naming the file and limit.
 pub fn read_text(path: &std::path::Path) -> Result<String, RuleError> {
-    use std::io::Read;
-    let f = std::fs::File::open(path).map_err(|e| RuleError::io(path, &e))?;
-    let mut s = String::new();
-    let gz = path.extension().is_some_and(|e| e == "gz");
-    let r = if gz {
-        flate2::read::MultiGzDecoder::new(std::io::BufReader::new(f)).read_to_string(&mut s)
-    } else {
-        std::io::BufReader::new(f).read_to_string(&mut s)
-    };
-    r.map_err(|e| RuleError::io(path, &e))?;
-    Ok(s)
+    crate::input::read_text_bounded(path, crate::input::MAX_TEXT_INPUT_BYTES, "rule file")
+        .map_err(|e| RuleError::io(path, &e))
 }

@@ -214,7 +214,12 @@ impl SteerRuleSet {
     /// Reads and validates a rule file.
     pub fn load(path: impl AsRef<Path>) -> Result<SteerRuleSet, RuleError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| RuleError::io(path, &e))?;
+        let text = crate::input::read_text_bounded(
+            path,
+            crate::input::MAX_TEXT_INPUT_BYTES,
+            "steering rule file",
+        )
+        .map_err(|e| RuleError::io(path, &e))?;
         SteerRuleSet::parse(&text, path)
     }
 

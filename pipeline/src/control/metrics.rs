@@ -80,7 +80,7 @@ pub struct StaticInfo {
     pub rx_port: String,
     /// The output port's name, or `none`.
     pub tx_port: String,
-    pub stage_names: Vec<&'static str>,
+    pub stage_names: Vec<String>,
     /// Rules with their own `rule` series.
     pub rule_series_cap: usize,
     /// GPU executor: the device index of each queue (the `gpu` label); empty on the CPU.

@@ -39,6 +39,47 @@ pub const EXIT_FORCED: i32 = 130;
 /// xstats) for the metrics.
 pub const PORT_COUNTERS_PERIOD: Duration = Duration::from_secs(1);
 
+/// SIGHUP as seen before the control plane runs: `seen` is set by a SIGHUP that arrived early,
+/// `default` makes one end the process as SIGHUP's default action would.
+struct EarlyHup {
+    seen: Arc<AtomicBool>,
+    default: Arc<AtomicBool>,
+}
+
+static EARLY_HUP: std::sync::OnceLock<EarlyHup> = std::sync::OnceLock::new();
+
+/// Takes SIGHUP over before anything else, so one that arrives while the daemon starts (loading
+/// a large rule set takes seconds) does not kill it with SIGHUP's default action: it is noted,
+/// and [`Control::start`] reloads once the control plane runs. Call it first thing in `main`;
+/// a command that is not a daemon calls [`release_sighup`] once it knows.
+pub fn hold_sighup() -> std::io::Result<()> {
+    use signal_hook::consts::SIGHUP;
+    let early = EarlyHup {
+        seen: Arc::new(AtomicBool::new(false)),
+        default: Arc::new(AtomicBool::new(false)),
+    };
+    // Registered in this order, the flag is set before the conditional default acts.
+    signal_hook::flag::register(SIGHUP, Arc::clone(&early.seen))?;
+    signal_hook::flag::register_conditional_default(SIGHUP, Arc::clone(&early.default))?;
+    let _ = EARLY_HUP.set(early);
+    Ok(())
+}
+
+/// Gives SIGHUP its default action back (it ends the process) after [`hold_sighup`]: for the
+/// commands that are not the daemon.
+pub fn release_sighup() {
+    if let Some(e) = EARLY_HUP.get() {
+        e.default.store(true, Ordering::Release);
+    }
+}
+
+/// Whether a SIGHUP arrived since [`hold_sighup`] (and clears it).
+fn early_sighup() -> bool {
+    EARLY_HUP
+        .get()
+        .is_some_and(|e| e.seen.swap(false, Ordering::AcqRel))
+}
+
 /// Watchdog readings of one queue, for the metrics.
 #[derive(Debug, Default)]
 pub struct QueueHealth {
@@ -189,7 +230,8 @@ impl Control {
                 info,
             )
             .with_port_counters(Arc::clone(&shared.port_counters));
-            let server = MetricsServer::start(addr, Exposition::new(collector)?)?;
+            let server =
+                MetricsServer::start_with(addr, Exposition::new(collector)?, cfg.metrics.limits())?;
             tracing::info!(
                 event = "metrics_listen",
                 addr = %server.addr,
@@ -206,10 +248,20 @@ impl Control {
         } else {
             None
         };
+        if setup.install_signals && early_sighup() {
+            // The rules were read before that signal may have meant them to be: read again.
+            tracing::info!(
+                event = "signal",
+                signal = "SIGHUP",
+                "SIGHUP arrived during start-up: reloading now"
+            );
+            let _ = tx.send(Event::Reload("sighup_during_startup"));
+        }
         // Both executors swap tables in place: the CPU workers load the published tables per
         // burst, and the daemon's GPU host loop (daemon::run_gpu) uploads each new generation
         // with GpuExecutor::publish_acl, which every later burst names in its slot header.
-        let reloader = Reloader::new(&cfg.path, Arc::clone(&p.pipeline), Arc::clone(&state));
+        let reloader = Reloader::new(&cfg.path, Arc::clone(&p.pipeline), Arc::clone(&state))
+            .with_baseline(cfg);
         let lp = LoopParams {
             watch_rules: cfg.control.watch_rules,
             watch_interval: Duration::from_millis(cfg.control.watch_interval_ms),
@@ -273,14 +325,17 @@ impl Control {
     }
 
     fn shutdown(&mut self) {
-        if let Some(h) = self.signals.take() {
-            h.close();
-        }
+        // The endpoint first (its stop is bounded: every connection is dropped), then the
+        // control thread; the signal thread last, so a second SIGTERM still forces exit 130
+        // while anything here takes time.
+        self.metrics.take();
         let _ = self.events.send(Event::Finish);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        self.metrics.take();
+        if let Some(h) = self.signals.take() {
+            h.close();
+        }
     }
 }
 

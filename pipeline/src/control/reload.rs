@@ -2,6 +2,12 @@
 //! stage's tables aside, and publish them with one epoch swap ([`Pipeline::reload_acl`]). Any
 //! failure leaves the running tables in force, is counted, and is logged with file, line and
 //! reason.
+//!
+//! Two guards: a reload that would publish no rules, or fewer than half of those in force (what
+//! a half-written or truncated file looks like), is refused with a warning unless the new
+//! config sets `control.allow_rule_shrink: true`; and a config change outside the ACL stage
+//! (ports, queues, steering, executor, metrics, ...) is logged as needing a restart, since only
+//! the rule set swaps in place.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -31,6 +37,8 @@ pub struct Reloaded {
     pub generation: u64,
     pub rules: usize,
     pub rule_file: PathBuf,
+    /// Config sections that changed but only take effect after a restart (empty: none).
+    pub restart_needed: Vec<&'static str>,
 }
 
 /// Rebuilds the pipeline's ACL tables from the config file on demand.
@@ -42,6 +50,9 @@ pub struct Reloader {
     /// table swap; both built-in executors have one); every reload is then refused with this
     /// reason.
     refuse: Option<String>,
+    /// What the running process was started with, section by section, for
+    /// [`Reloaded::restart_needed`]; empty: not known (no comparison).
+    baseline: Vec<(&'static str, String)>,
 }
 
 impl Reloader {
@@ -51,7 +62,15 @@ impl Reloader {
             pipeline,
             state,
             refuse: None,
+            baseline: Vec::new(),
         }
+    }
+
+    /// Remembers the config the process runs with, so a reload can say which changes need a
+    /// restart.
+    pub fn with_baseline(mut self, cfg: &config::Config) -> Self {
+        self.baseline = sections(cfg);
+        self
     }
 
     /// Refuses every reload with `reason` (the running executor cannot swap tables), so the
@@ -76,8 +95,20 @@ impl Reloader {
     pub fn reload(&self, trigger: &str) -> Result<Reloaded, ReloadError> {
         let t = Instant::now();
         let from = self.pipeline.generation();
-        match self.build().and_then(|(stage, file)| {
+        match self.build().and_then(|(stage, file, cfg)| {
             let rules = stage.rule_count();
+            self.check_shrink(rules, &cfg, &file)?;
+            let restart_needed: Vec<&'static str> = if self.baseline.is_empty() {
+                Vec::new()
+            } else {
+                let now = sections(&cfg);
+                self.baseline
+                    .iter()
+                    .zip(now.iter())
+                    .filter(|(a, b)| a.1 != b.1)
+                    .map(|(a, _)| a.0)
+                    .collect()
+            };
             let generation = self.pipeline.reload_acl(stage).map_err(|e| ReloadError {
                 file: self.config_path.clone(),
                 line: 0,
@@ -87,6 +118,7 @@ impl Reloader {
                 generation,
                 rules,
                 rule_file: file,
+                restart_needed,
             })
         }) {
             Ok(r) => {
@@ -97,6 +129,21 @@ impl Reloader {
                 self.state
                     .last_reload_ok_unix_ms
                     .store(now_ms, Ordering::Relaxed);
+                if !r.restart_needed.is_empty() {
+                    tracing::warn!(
+                        event = "reload",
+                        result = "restart_needed",
+                        trigger,
+                        file = %r.rule_file.display(),
+                        rules = r.rules,
+                        generation = r.generation,
+                        sections = %r.restart_needed.join(","),
+                        "the ACL rules were reloaded, but the config's {} changed too: those \
+                         changes are NOT in force until pktwarp is restarted",
+                        r.restart_needed.join(", ")
+                    );
+                    return Ok(r);
+                }
                 tracing::info!(
                     event = "reload",
                     result = "success",
@@ -128,7 +175,7 @@ impl Reloader {
     }
 
     /// The new tables, built aside from whatever runs now.
-    fn build(&self) -> Result<(AclStage, PathBuf), ReloadError> {
+    fn build(&self) -> Result<(AclStage, PathBuf, config::Config), ReloadError> {
         if let Some(why) = &self.refuse {
             return Err(ReloadError {
                 file: self.config_path.clone(),
@@ -145,8 +192,12 @@ impl Reloader {
                 format!("key `{}`: {}", e.key, e.message)
             },
         })?;
-        let now: Vec<&str> = self.pipeline.stage_names();
-        let new: Vec<&str> = cfg.pipeline.iter().map(|s| s.value.name()).collect();
+        let now: Vec<String> = self.pipeline.stage_names();
+        let new: Vec<String> = cfg
+            .pipeline
+            .iter()
+            .map(|s| s.value.name().to_string())
+            .collect();
         if now != new {
             return Err(ReloadError {
                 file: self.config_path.clone(),
@@ -183,8 +234,62 @@ impl Reloader {
                 reason: format!("{e:#}"),
             },
         })?;
-        Ok((stage, file))
+        Ok((stage, file, cfg))
     }
+
+    /// Refuses a reload that drops to 0 rules or loses more than half of them, unless the new
+    /// config allows it.
+    fn check_shrink(
+        &self,
+        new: usize,
+        cfg: &config::Config,
+        file: &Path,
+    ) -> Result<(), ReloadError> {
+        let now = self.pipeline.rule_count();
+        let shrinks = now > 0 && (new == 0 || new.saturating_mul(2) < now);
+        if !shrinks || cfg.control.allow_rule_shrink {
+            return Ok(());
+        }
+        let reason = format!(
+            "the new rule set has {new} rules where {now} are in force (a loss of more than \
+             half, or all): refused as a likely half-written file; set \
+             `control.allow_rule_shrink: true` in the config to publish it"
+        );
+        tracing::warn!(event = "reload_shrink", file = %file.display(), rules = new, in_force = now, "{reason}");
+        Err(ReloadError {
+            file: file.to_path_buf(),
+            line: 0,
+            reason,
+        })
+    }
+}
+
+/// The config's sections that only a restart applies, each rendered for comparison (spans
+/// left out, so moving a line is no change; `control.allow_rule_shrink` left out, since the
+/// reload itself reads it).
+fn sections(cfg: &config::Config) -> Vec<(&'static str, String)> {
+    let ports: Vec<String> = cfg.ports.iter().map(|p| format!("{:?}", p.value)).collect();
+    let stages: Vec<String> = cfg
+        .pipeline
+        .iter()
+        .filter(|s| !matches!(s.value, StageConfig::Acl(_)))
+        .map(|s| format!("{:?}", s.value))
+        .collect();
+    let mut control = cfg.control.clone();
+    control.allow_rule_shrink = false;
+    vec![
+        ("ports", ports.join(";")),
+        ("queues", format!("{:?}", cfg.queues)),
+        ("steering", format!("{:?}", cfg.steering)),
+        ("pipeline", stages.join(";")),
+        ("executor", format!("{:?}", cfg.executor)),
+        (
+            "output",
+            format!("{:?}", cfg.output.as_ref().map(|o| &o.port.value)),
+        ),
+        ("metrics", format!("{:?}", cfg.metrics)),
+        ("control", format!("{control:?}")),
+    ]
 }
 
 fn acl_config(cfg: &config::Config) -> Option<&config::AclStageConfig> {

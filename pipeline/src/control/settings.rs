@@ -5,6 +5,9 @@
 //!   listen: 127.0.0.1:9108   # where /metrics is served; loopback by default
 //!   enabled: true            # false: no HTTP endpoint at all
 //!   rule_series_cap: 64      # rules 0..cap get their own `rule` series, the rest `rule="other"`
+//!   max_connections: 64      # open at once; one more closes the connection idle the longest
+//!   idle_timeout_ms: 30000   # a connection with no byte moved either way this long is closed
+//!   header_timeout_ms: 5000  # a request's header must be complete this long after it starts
 //! control:
 //!   watch_rules: false       # also reload when the ACL rule file's mtime changes
 //!   watch_interval_ms: 1000  # how often the rule file is looked at
@@ -12,6 +15,7 @@
 //!   stall_after_ms: 2000     # heartbeat unchanged this long with work queued = stalled
 //!   drain_timeout_ms: 10000  # SIGTERM/SIGINT: longest wait for in-flight bursts, then exit 3
 //!   linger: false            # after the input ends, keep serving /metrics until SIGTERM/SIGINT
+//!   allow_rule_shrink: false # let a reload publish 0 rules, or fewer than half of those in force
 //! ```
 
 use std::net::SocketAddr;
@@ -30,6 +34,16 @@ pub struct MetricsConfig {
     /// summed under `rule="other"`, so a 100K-rule set cannot explode the series count.
     /// Default 64.
     pub rule_series_cap: usize,
+    /// Connections served at once (1 ..= 4096); one more closes the connection idle the longest,
+    /// so a fresh scrape always gets through. Default 64.
+    pub max_connections: usize,
+    /// A connection that moves no byte either way this long is closed (100 ..= 3600000):
+    /// idle sockets, and clients that send requests without reading the answers, are let go.
+    /// Default 30000.
+    pub idle_timeout_ms: u64,
+    /// A request's header must be complete this long after it starts (100 ..= 600000).
+    /// Default 5000.
+    pub header_timeout_ms: u64,
 }
 
 impl Default for MetricsConfig {
@@ -38,6 +52,9 @@ impl Default for MetricsConfig {
             enabled: true,
             listen: "127.0.0.1:9108".into(),
             rule_series_cap: 64,
+            max_connections: 64,
+            idle_timeout_ms: 30_000,
+            header_timeout_ms: 5_000,
         }
     }
 }
@@ -48,6 +65,17 @@ impl MetricsConfig {
         self.listen
             .parse()
             .map_err(|e| format!("`{}` is not a host:port address: {e}", self.listen))
+    }
+
+    /// The HTTP endpoint's limits (header size and count are fixed: see
+    /// [`super::http::HttpLimits`]).
+    pub fn limits(&self) -> super::http::HttpLimits {
+        super::http::HttpLimits {
+            max_connections: self.max_connections,
+            idle_timeout: std::time::Duration::from_millis(self.idle_timeout_ms),
+            header_timeout: std::time::Duration::from_millis(self.header_timeout_ms),
+            ..super::http::HttpLimits::default()
+        }
     }
 }
 
@@ -83,6 +111,10 @@ pub struct ControlConfig {
     /// `/metrics` and handling signals, until SIGTERM / SIGINT; then print the summary. Lets
     /// Prometheus scrape the final totals. Default false (exit when the input ends).
     pub linger: bool,
+    /// Let a reload publish an empty rule set, or one with fewer than half the rules in force
+    /// (a half-written or truncated rule file looks like that). Without it such a reload is
+    /// refused with a warning and the running rules stay. Default false.
+    pub allow_rule_shrink: bool,
 }
 
 impl Default for ControlConfig {
@@ -94,6 +126,7 @@ impl Default for ControlConfig {
             stall_after_ms: 2000,
             drain_timeout_ms: 10_000,
             linger: false,
+            allow_rule_shrink: false,
         }
     }
 }
@@ -103,20 +136,34 @@ pub fn validate(m: &MetricsConfig, c: &ControlConfig) -> Result<(), (&'static st
     if m.enabled {
         m.listen_addr().map_err(|e| ("metrics.listen", e))?;
     }
-    if c.watch_interval_ms < 50 {
-        return Err((
-            "control.watch_interval_ms",
-            format!("must be >= 50, got {}", c.watch_interval_ms),
-        ));
-    }
-    if c.stall_after_ms < 10 {
-        return Err((
-            "control.stall_after_ms",
-            format!("must be >= 10, got {}", c.stall_after_ms),
-        ));
-    }
-    if c.drain_timeout_ms == 0 {
-        return Err(("control.drain_timeout_ms", "must be >= 1".into()));
+    range("metrics.max_connections", m.max_connections as u64, 1, 4096)?;
+    range("metrics.idle_timeout_ms", m.idle_timeout_ms, 100, 3_600_000)?;
+    range(
+        "metrics.header_timeout_ms",
+        m.header_timeout_ms,
+        100,
+        600_000,
+    )?;
+    // Upper bounds keep `Instant + Duration` from overflowing (a panic) and name a sane range.
+    range(
+        "control.watch_interval_ms",
+        c.watch_interval_ms,
+        50,
+        86_400_000,
+    )?;
+    range("control.stall_after_ms", c.stall_after_ms, 10, 86_400_000)?;
+    range(
+        "control.drain_timeout_ms",
+        c.drain_timeout_ms,
+        1,
+        86_400_000,
+    )?;
+    Ok(())
+}
+
+fn range(key: &'static str, v: u64, lo: u64, hi: u64) -> Result<(), (&'static str, String)> {
+    if v < lo || v > hi {
+        return Err((key, format!("must be {lo} ..= {hi}, got {v}")));
     }
     Ok(())
 }

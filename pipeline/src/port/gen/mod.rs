@@ -295,6 +295,66 @@ impl Default for GenOptions {
     }
 }
 
+/// Most distinct flows `flows.flow_count` may ask for (they are drawn and held in memory).
+pub const MAX_FLOW_COUNT: u32 = 1 << 24;
+
+impl GenOptions {
+    /// Every check [`GenRx::new`] makes without reading the trace file, for `pktwarp validate`
+    /// and config loading: the error starts with the key (`gen.rate: ...`) and gives the
+    /// allowed range.
+    pub fn check(&self) -> Result<(), String> {
+        if self.rate == Rate::Capture {
+            return Err(
+                "gen.rate: `capture` needs a capture file (pcap port); use pps or bps".into(),
+            );
+        }
+        self.rate.validate("gen.rate")?;
+        if !(0.0..=1.0).contains(&self.malformed_ratio) {
+            return Err(format!(
+                "gen.malformed_ratio: must be 0.0 ..= 1.0, got {}",
+                self.malformed_ratio
+            ));
+        }
+        if let Some(v) = self.vlan {
+            if v > 4095 {
+                return Err(format!("gen.vlan: must be 0 ..= 4095, got {v}"));
+            }
+        }
+        if let Some(d) = self.duration_s {
+            // Below ~584 years, so the nanosecond count fits.
+            if !(d.is_finite() && d > 0.0 && d < 1.8e10) {
+                return Err(format!("gen.duration_s: must be > 0 (seconds), got {d}"));
+            }
+        }
+        Sizes::new(&self.size)?;
+        if self.trace.is_some() && self.flows.is_some() {
+            return Err("gen.trace: `trace` and `flows` are exclusive; give one".into());
+        }
+        if let Some(f) = &self.flows {
+            check_flows(f)?;
+        }
+        Ok(())
+    }
+}
+
+fn check_flows(o: &FlowOptions) -> Result<(), String> {
+    AddrRange::parse(&o.src, false, "src")?;
+    AddrRange::parse(&o.dst, false, "dst")?;
+    AddrRange::parse(&o.src6, true, "src6")?;
+    AddrRange::parse(&o.dst6, true, "dst6")?;
+    if let Some(n) = o.flow_count {
+        if n == 0 || n > MAX_FLOW_COUNT {
+            return Err(format!(
+                "gen.flows.flow_count: must be 1 ..= {MAX_FLOW_COUNT}, got {n}"
+            ));
+        }
+    }
+    // The weights and the IPv6 share: FlowGen::new checks them before drawing anything.
+    let mut probe = o.clone();
+    probe.flow_count = None;
+    FlowGen::new(&probe, &mut StdRng::seed_from_u64(0)).map(|_| ())
+}
+
 /// An inclusive address range as integers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct AddrRange {
@@ -325,7 +385,7 @@ impl AddrRange {
                 .parse()
                 .ok()
                 .filter(|l| *l <= bits)
-                .ok_or_else(|| bad("bad prefix length"))?;
+                .ok_or_else(|| bad(&format!("prefix length must be 0 ..= {bits}")))?;
             let base = addr(a)?;
             let host_bits = bits - len;
             let mask = if host_bits == 128 {
@@ -544,28 +604,9 @@ impl GenRx {
     /// port index written into every [`FrameDesc`].
     pub fn new(opts: &GenOptions, port: u16) -> Result<Self, PortError> {
         let cfg = PortError::Config;
-        if opts.rate == Rate::Capture {
-            return Err(cfg(
-                "gen.rate: `capture` needs a capture file (pcap port); use pps or bps".into(),
-            ));
-        }
-        opts.rate.validate("gen.rate").map_err(cfg)?;
-        if !(0.0..=1.0).contains(&opts.malformed_ratio) {
-            return Err(cfg(format!(
-                "gen.malformed_ratio: must be 0.0 ..= 1.0, got {}",
-                opts.malformed_ratio
-            )));
-        }
-        if let Some(v) = opts.vlan {
-            if v > 4095 {
-                return Err(cfg(format!("gen.vlan: VLAN id {v} > 4095")));
-            }
-        }
-        let duration_ns = match opts.duration_s {
-            None => None,
-            Some(d) if d.is_finite() && d > 0.0 => Some((d * 1e9) as u64),
-            Some(d) => return Err(cfg(format!("gen.duration_s: must be > 0, got {d}"))),
-        };
+        // One set of checks for run and validate.
+        opts.check().map_err(cfg)?;
+        let duration_ns = opts.duration_s.map(|d| (d * 1e9) as u64);
         let mut rng = StdRng::seed_from_u64(opts.seed);
         let sizes = Sizes::new(&opts.size).map_err(cfg)?;
         let mut count = opts.count;

@@ -2,8 +2,6 @@
 //! filter_idx` (addresses as 32-bit decimals, whitespace separated). `.gz` files are
 //! decompressed on the fly.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
 use std::net::Ipv4Addr;
 use std::path::Path;
 
@@ -31,15 +29,12 @@ pub fn read_trace(path: impl AsRef<Path>) -> Result<Vec<TraceHeader>, PortError>
         path: name.clone(),
         source,
     };
-    let file = File::open(p).map_err(io)?;
-    let src: Box<dyn Read> = if p.extension().is_some_and(|e| e == "gz") {
-        Box::new(flate2::read::GzDecoder::new(file))
-    } else {
-        Box::new(file)
-    };
+    // Read whole with a size bound: `/dev/zero` or a gzip bomb is an error, not an OOM kill.
+    let text =
+        flow_rules::input::read_text_bounded(p, flow_rules::input::MAX_TEXT_INPUT_BYTES, "trace")
+            .map_err(io)?;
     let mut out = Vec::new();
-    for (i, line) in BufReader::new(src).lines().enumerate() {
-        let line = line.map_err(io)?;
+    for (i, line) in text.lines().enumerate() {
         let lineno = i + 1;
         if line.trim().is_empty() || line.trim_start().starts_with('#') {
             continue;

@@ -79,7 +79,16 @@ pub struct PcapRxOptions {
     pub rate: Rate,
 }
 
+/// Most bytes of frames a `pcap` RX side loads into memory (it replays from memory): 4 GiB.
+pub const MAX_REPLAY_BYTES: usize = 4 << 30;
+
 impl PcapRxOptions {
+    /// The checks [`PcapRx::open`] makes before reading the file; the error starts with the
+    /// key (`pcap.rx.rate: ...`).
+    pub fn check(&self) -> Result<(), String> {
+        self.rate.validate("pcap.rx.rate")
+    }
+
     pub fn new(path: impl Into<PathBuf>) -> Self {
         PcapRxOptions {
             path: path.into(),
@@ -157,6 +166,17 @@ impl PcapRx {
                 orig_len: f.orig_len.max(f.data.len() as u32),
                 rel_ns,
             });
+            if data.len() + f.data.len() > MAX_REPLAY_BYTES {
+                return Err(PortError::Format {
+                    path,
+                    reason: format!(
+                        "at byte offset {}: more than {} GiB of frames; the pcap port replays \
+                         from memory and loads at most that much",
+                        f.offset,
+                        MAX_REPLAY_BYTES >> 30
+                    ),
+                });
+            }
             data.extend_from_slice(f.data);
         }
         let gap = match frames.len() {

@@ -2,7 +2,7 @@
 //! side.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -45,6 +45,19 @@ pub struct PcapTxOptions {
 }
 
 impl PcapTxOptions {
+    /// The checks [`CaptureWriter::create`] makes before creating the file; the error starts
+    /// with the key (`pcap.tx.snaplen: ...`).
+    pub fn check(&self) -> Result<(), String> {
+        let max = crate::port::pcap::MAX_RECORD_LEN;
+        if self.snaplen == 0 || self.snaplen > max {
+            return Err(format!(
+                "pcap.tx.snaplen: must be 1 ..= {max}, got {}",
+                self.snaplen
+            ));
+        }
+        Ok(())
+    }
+
     pub fn new(path: impl Into<PathBuf>) -> Self {
         PcapTxOptions {
             path: path.into(),
@@ -54,14 +67,29 @@ impl PcapTxOptions {
     }
 }
 
-/// Buffered writer of an Ethernet capture file.
+/// Writer of an Ethernet capture file. Frames are buffered and written by [`flush`], and a
+/// frame counts as written ([`frames`]) only once the OS took all of its bytes: when a write
+/// fails (disk full, `/dev/full`, a file size limit) the file is cut back to its last whole
+/// record, so `frames()` is exactly what the file holds.
+///
+/// [`flush`]: CaptureWriter::flush
+/// [`frames`]: CaptureWriter::frames
 pub struct CaptureWriter {
     path: String,
-    out: BufWriter<File>,
+    out: File,
     format: WriteFormat,
     snaplen: u32,
+    /// Frames in the file.
     frames: u64,
+    /// Bytes in the file (whole records only).
+    file_len: u64,
+    /// Records not yet written, and where each ends in `buf`.
+    buf: Vec<u8>,
+    ends: Vec<usize>,
 }
+
+/// Buffered bytes that trigger a write from [`CaptureWriter::write_frame`].
+const FLUSH_AT: usize = 1 << 20;
 
 impl std::fmt::Debug for CaptureWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,10 +121,13 @@ impl CaptureWriter {
         })?;
         let mut w = CaptureWriter {
             path: name,
-            out: BufWriter::with_capacity(1 << 20, file),
+            out: file,
             format,
             snaplen,
             frames: 0,
+            file_len: 0,
+            buf: Vec::with_capacity(64 * 1024),
+            ends: Vec::new(),
         };
         let mut hdr = Vec::with_capacity(64);
         match format {
@@ -130,15 +161,18 @@ impl CaptureWriter {
                 hdr.extend_from_slice(&32u32.to_le_bytes());
             }
         }
-        w.write(&hdr)?;
+        // Written at once: a file that cannot take even its header fails here, at start.
+        w.out.write_all(&hdr).map_err(|source| PortError::Io {
+            path: w.path.clone(),
+            source,
+        })?;
+        w.file_len = hdr.len() as u64;
         Ok(w)
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<(), PortError> {
-        self.out.write_all(bytes).map_err(|source| PortError::Io {
-            path: self.path.clone(),
-            source,
-        })
+        self.buf.extend_from_slice(bytes);
+        Ok(())
     }
 
     /// Appends one frame (cut to the snap length). `orig_len` below `frame.len()` is raised
@@ -180,20 +214,62 @@ impl CaptureWriter {
                 self.write(&total.to_le_bytes())?;
             }
         }
-        self.frames += 1;
+        self.ends.push(self.buf.len());
+        if self.buf.len() >= FLUSH_AT {
+            self.flush()?;
+        }
         Ok(())
     }
 
-    /// Frames written so far.
+    /// Frames in the file so far (written by the OS, not just buffered).
     pub fn frames(&self) -> u64 {
         self.frames
     }
 
+    /// Frames buffered, not yet written.
+    pub fn pending(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Writes the buffered frames. On an error, the frames whose bytes all reached the file
+    /// count as written, the file is cut back to the end of the last of them, and the rest are
+    /// discarded.
     pub fn flush(&mut self) -> Result<(), PortError> {
-        self.out.flush().map_err(|source| PortError::Io {
-            path: self.path.clone(),
-            source,
-        })
+        let mut off = 0usize;
+        let mut failure = None;
+        while off < self.buf.len() {
+            match self.out.write(&self.buf[off..]) {
+                Ok(0) => {
+                    failure = Some(std::io::Error::from(std::io::ErrorKind::WriteZero));
+                    break;
+                }
+                Ok(n) => off += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        let whole = self.ends.partition_point(|&end| end <= off);
+        let whole_bytes = if whole == 0 { 0 } else { self.ends[whole - 1] };
+        self.frames += whole as u64;
+        self.file_len += whole_bytes as u64;
+        self.buf.clear();
+        self.ends.clear();
+        match failure {
+            None => Ok(()),
+            Some(source) => {
+                if off > whole_bytes {
+                    // A record's head without its tail would make the file unreadable past it.
+                    let _ = self.out.set_len(self.file_len);
+                }
+                Err(PortError::Io {
+                    path: self.path.clone(),
+                    source,
+                })
+            }
+        }
     }
 }
 
@@ -210,6 +286,8 @@ impl Drop for CaptureWriter {
 pub struct PcapTx {
     name: String,
     writer: CaptureWriter,
+    /// A write error after some frames of a burst were written: reported by the next call.
+    failed: Option<PortError>,
 }
 
 impl std::fmt::Debug for PcapTx {
@@ -224,6 +302,7 @@ impl PcapTx {
         Ok(PcapTx {
             name: format!("pcap:{}", opts.path.display()),
             writer,
+            failed: None,
         })
     }
 
@@ -244,20 +323,45 @@ impl PcapTx {
 }
 
 impl TxPort for PcapTx {
+    /// Writes the burst through to the file before returning: the count returned is the frames
+    /// the file now holds from this burst, never frames still in a buffer.
     fn tx_burst(&mut self, frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, PortError> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
             .unwrap_or(0);
-        let mut n = 0;
+        let before = self.writer.frames();
+        let mut result = Ok(());
         for f in frames {
-            self.writer.write_frame(f, 0, now)?;
-            n += 1;
+            if let Err(e) = self.writer.write_frame(f, 0, now) {
+                result = Err(e);
+                break;
+            }
         }
-        Ok(n)
+        if result.is_ok() {
+            result = self.writer.flush();
+        } else {
+            self.writer.buf.clear();
+            self.writer.ends.clear();
+        }
+        let sent = (self.writer.frames() - before) as usize;
+        match result {
+            Ok(()) => Ok(sent),
+            Err(e) if sent > 0 => {
+                self.failed = Some(e);
+                Ok(sent)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn flush(&mut self) -> Result<(), PortError> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         self.writer.flush()
     }
 
