@@ -205,7 +205,7 @@ pub struct SteeringConfig {
     pub rules: Option<PathBuf>,
 }
 
-/// One stage of the pipeline: `parse`, `count`, or `acl: {...}`.
+/// One stage of the pipeline: `parse`, `count`, `acl: {...}` or `custom: { name: ..., ... }`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "lowercase", deny_unknown_fields)]
 pub enum StageConfig {
@@ -215,15 +215,52 @@ pub enum StageConfig {
     Count,
     /// Classify against an ACL rule file; the first matching rule's action is the verdict.
     Acl(AclStageConfig),
+    /// A stage registered by the binary (`pipeline::stage::StageRegistry`) under `name`.
+    Custom(CustomStageConfig),
 }
 
 impl StageConfig {
-    pub fn name(&self) -> &'static str {
+    /// The stage's name: a built-in's key, or a custom stage's `name`.
+    pub fn name(&self) -> &str {
         match self {
             StageConfig::Parse => "parse",
             StageConfig::Count => "count",
             StageConfig::Acl(_) => "acl",
+            StageConfig::Custom(c) => &c.name,
         }
+    }
+}
+
+/// `custom: { name: syn_guard, min_src_port: 1024 }`: the registered stage `name`, and its
+/// options (every other key, handed to the stage's factory, which checks them).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CustomStageConfig {
+    pub name: String,
+    /// A JSON object of the options (empty when there are none).
+    pub options: serde_json::Value,
+}
+
+impl<'de> Deserialize<'de> for CustomStageConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut map = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+        let name = match map.remove("name") {
+            Some(serde_json::Value::String(n)) => n,
+            Some(other) => {
+                return Err(D::Error::custom(format!(
+                    "`custom.name` must be a string (a registered stage's name), got {other}"
+                )))
+            }
+            None => {
+                return Err(D::Error::custom(
+                    "a `custom` stage needs `name` (a registered stage's name)",
+                ))
+            }
+        };
+        Ok(CustomStageConfig {
+            name,
+            options: serde_json::Value::Object(map),
+        })
     }
 }
 
@@ -482,21 +519,18 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
             "at least one stage is needed",
         ));
     }
-    let mut parsed = false;
-    for (i, s) in cfg.pipeline.iter().enumerate() {
-        match &s.value {
-            StageConfig::Parse => parsed = true,
-            StageConfig::Acl(_) if !parsed => {
-                return Err(ConfigError::at(
-                    &file,
-                    s,
-                    format!("pipeline[{i}]"),
-                    "the `acl` stage needs a `parse` stage before it",
-                ))
-            }
-            _ => {}
-        }
+    if cfg.pipeline.len() > crate::stage::run::MAX_STAGES {
+        return Err(ConfigError::whole(
+            &file,
+            "pipeline",
+            format!(
+                "at most {} stages, this pipeline has {}",
+                crate::stage::run::MAX_STAGES,
+                cfg.pipeline.len()
+            ),
+        ));
     }
+    check_order(&file, &cfg.pipeline, |_| false)?;
     if let Err((key, msg)) = crate::control::settings::validate(&cfg.metrics, &cfg.control) {
         return Err(ConfigError::whole(&file, key, msg));
     }
@@ -585,6 +619,68 @@ fn same_file(a: &Path, b: &Path) -> bool {
         })
     };
     matches!((canon(a), canon(b)), (Some(x), Some(y)) if x == y)
+}
+
+/// Stage order: a stage that reads the packet metadata (`acl`; a custom stage when
+/// `custom_reads_meta` says so) needs a `parse` stage before it.
+fn check_order(
+    file: &Path,
+    stages: &[Spanned<StageConfig>],
+    custom_reads_meta: impl Fn(&str) -> bool,
+) -> Result<(), ConfigError> {
+    let mut parsed = false;
+    for (i, s) in stages.iter().enumerate() {
+        let reads_meta = match &s.value {
+            StageConfig::Parse => {
+                parsed = true;
+                false
+            }
+            StageConfig::Count => false,
+            StageConfig::Acl(_) => true,
+            StageConfig::Custom(c) => custom_reads_meta(&c.name),
+        };
+        if reads_meta && !parsed {
+            let name = s.value.name();
+            return Err(ConfigError::at(
+                file,
+                s,
+                format!("pipeline[{i}]"),
+                format!(
+                    "the `{name}` stage reads the packet metadata and needs a `parse` stage \
+                     before it"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the config's `custom:` stages against the stages a binary registered: each name is
+/// registered (an error names the stage, its line, key `pipeline[i].custom.name` and the
+/// registered names), and one that reads the packet metadata has `parse` before it.
+pub fn check_custom_stages(
+    cfg: &Config,
+    registry: &crate::stage::StageRegistry,
+) -> Result<(), ConfigError> {
+    for (i, s) in cfg.pipeline.iter().enumerate() {
+        if let StageConfig::Custom(c) = &s.value {
+            if registry.get(&c.name).is_none() {
+                return Err(ConfigError::at(
+                    &cfg.path,
+                    s,
+                    format!("pipeline[{i}].custom.name"),
+                    format!(
+                        "unknown custom stage `{}`: {}",
+                        c.name,
+                        registry.names_for_error()
+                    ),
+                ));
+            }
+        }
+    }
+    check_order(&cfg.path, &cfg.pipeline, |name| {
+        registry.get(name).is_none_or(|f| f.reads_meta())
+    })
 }
 
 impl Config {

@@ -1,9 +1,17 @@
 //! Stages: one step of per-packet work, each with a Rust (reference, CPU) and a CUDA implementation.
 pub mod acl;
+#[cfg(test)]
+mod config_tests;
+pub mod custom;
+pub mod gpu_list;
 pub mod parse;
+pub mod registry;
 pub mod run;
 
-pub use run::{build, AclSlot, CustomStage, Pipeline, Stage};
+pub use custom::CustomSlot;
+pub use gpu_list::{GpuStageKind, GpuStageRef};
+pub use registry::{BuiltStage, GpuStage, StageFactory, StageRegistry};
+pub use run::{build, build_with, AclSlot, CustomStage, Pipeline, Stage};
 
 /// parse -> acl (the shipped inline-filter rules, default pass) -> count: the pipeline the unit
 /// tests of several modules run.

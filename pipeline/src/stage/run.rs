@@ -11,7 +11,9 @@ use crate::burst::{Burst, FrameDesc};
 use crate::counters::{QueueCounters, PARSE_STATUS_SLOTS};
 use crate::meta::PacketMeta;
 use crate::stage::acl::AclStage;
+use crate::stage::custom::CustomSlot;
 use crate::stage::parse;
+use crate::stage::registry::StageRegistry;
 use crate::verdict::{Action, DropReason, Verdict};
 
 /// A stage written on the library (CPU executor): runs on every frame that reaches it, after the
@@ -20,6 +22,18 @@ use crate::verdict::{Action, DropReason, Verdict};
 pub trait CustomStage: Send + Sync {
     /// Called once per frame. `meta` is filled when a `parse` stage ran before this one.
     fn process(&self, frame: &[u8], meta: &PacketMeta, verdict: &mut Verdict);
+
+    /// Names of the stage's counters (at most 7; the same as its CUDA implementation's
+    /// `GpuStage::counter_names`). Default: none.
+    fn counter_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The values of the named counters, same order as [`CustomStage::counter_names`], so the
+    /// CPU and GPU executors report the same counters. Default: none.
+    fn counters(&self) -> Vec<u64> {
+        Vec::new()
+    }
 }
 
 /// Most stages one pipeline may have.
@@ -30,8 +44,9 @@ pub enum Stage {
     Parse,
     Count,
     Acl(AclSlot),
-    /// A stage of the application's own (`custom` in stage lists and metrics).
-    Custom(Arc<dyn CustomStage>),
+    /// A stage of the application's own (`custom:` in the config), labelled by its own name in
+    /// stage lists, metrics and the summary.
+    Custom(Box<CustomSlot>),
 }
 
 /// The published ACL tables of an `acl` stage. Immutable once published: a reload builds the new
@@ -56,12 +71,23 @@ impl AclSlot {
 }
 
 impl Stage {
-    pub fn name(&self) -> &'static str {
+    /// The stage's name in the config, logs and metrics: a built-in's key, or a custom stage's
+    /// registered name.
+    pub fn name(&self) -> &str {
         match self {
             Stage::Parse => "parse",
             Stage::Count => "count",
             Stage::Acl(_) => "acl",
-            Stage::Custom(_) => "custom",
+            Stage::Custom(c) => c.name(),
+        }
+    }
+
+    /// Whether the stage reads the packet metadata (needs `parse` before it).
+    pub fn reads_meta(&self) -> bool {
+        match self {
+            Stage::Parse | Stage::Count => false,
+            Stage::Acl(_) => true,
+            Stage::Custom(c) => c.reads_meta(),
         }
     }
 }
@@ -123,8 +149,9 @@ impl Pipeline {
         Ok(g)
     }
 
-    pub fn stage_names(&self) -> Vec<&'static str> {
-        self.stages.iter().map(Stage::name).collect()
+    /// The stages' names in order (custom stages by their registered names).
+    pub fn stage_names(&self) -> Vec<String> {
+        self.stages.iter().map(|s| s.name().to_string()).collect()
     }
 
     /// Runs every stage on every frame of `burst`, writing one verdict (and one metadata record)
@@ -189,7 +216,7 @@ impl Pipeline {
                         }
                     }
                     Stage::Custom(c) => {
-                        c.process(frame, meta, v);
+                        c.cpu().process(frame, meta, v);
                         if v.action == Action::Drop {
                             v.reason.get_or_insert(DropReason::StageDrop);
                             break;
@@ -252,10 +279,21 @@ impl Pipeline {
     }
 }
 
-/// Builds the runnable pipeline from the config's stage list.
+/// Builds the runnable pipeline from the config's stage list (built-in stages only: a
+/// `custom:` stage is an error; see [`build_with`]).
 pub fn build(
     stages: &[crate::config::StageConfig],
     resolve: impl Fn(&Path) -> std::path::PathBuf,
+) -> anyhow::Result<Pipeline> {
+    build_with(stages, resolve, &StageRegistry::default())
+}
+
+/// Builds the runnable pipeline from the config's stage list, with `custom:` stages from
+/// `registry`.
+pub fn build_with(
+    stages: &[crate::config::StageConfig],
+    resolve: impl Fn(&Path) -> std::path::PathBuf,
+    registry: &StageRegistry,
 ) -> anyhow::Result<Pipeline> {
     use crate::config::StageConfig;
     if stages.len() > MAX_STAGES {
@@ -270,7 +308,21 @@ pub fn build(
             StageConfig::Parse => Stage::Parse,
             StageConfig::Count => Stage::Count,
             StageConfig::Acl(a) => Stage::Acl(AclSlot::new(AclStage::from_config(a, &resolve)?)),
+            StageConfig::Custom(c) => Stage::Custom(Box::new(CustomSlot::from_registry(
+                &c.name, &c.options, registry,
+            )?)),
         });
+    }
+    let mut parsed = false;
+    for (i, s) in out.iter().enumerate() {
+        if s.reads_meta() && !parsed {
+            anyhow::bail!(
+                "pipeline[{i}]: the `{}` stage reads the packet metadata and needs a `parse` \
+                 stage before it",
+                s.name()
+            );
+        }
+        parsed |= matches!(s, Stage::Parse);
     }
     Ok(Pipeline::new(out))
 }

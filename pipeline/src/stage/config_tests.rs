@@ -1,0 +1,241 @@
+//! The config side of stages: `custom:` in YAML, unknown stage names, stage order, and the
+//! pipeline built with a registry.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::config::{self, StageConfig};
+use crate::counters::QueueCounters;
+use crate::meta::PacketMeta;
+use crate::stage::{build_with, BuiltStage, CustomStage, StageFactory, StageRegistry};
+use crate::verdict::{Action, DropReason, Verdict};
+
+/// Drops frames longer than `max_len`, counting them; reads no metadata.
+struct MaxLen {
+    max_len: usize,
+    dropped: AtomicU64,
+}
+
+impl CustomStage for MaxLen {
+    fn process(&self, frame: &[u8], _: &PacketMeta, v: &mut Verdict) {
+        if frame.len() > self.max_len {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            v.action = Action::Drop;
+        }
+    }
+    fn counter_names(&self) -> Vec<String> {
+        vec!["too_long".into()]
+    }
+    fn counters(&self) -> Vec<u64> {
+        vec![self.dropped.load(Ordering::Relaxed)]
+    }
+}
+
+struct MaxLenFactory {
+    reads_meta: bool,
+}
+
+impl StageFactory for MaxLenFactory {
+    fn build(&self, options: &serde_json::Value) -> anyhow::Result<BuiltStage> {
+        let max_len = options
+            .get("max_len")
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| anyhow::anyhow!("option `max_len` (a number) is required"))?;
+        Ok(BuiltStage {
+            cpu: Arc::new(MaxLen {
+                max_len: max_len as usize,
+                dropped: AtomicU64::new(0),
+            }),
+            gpu: None,
+        })
+    }
+    fn reads_meta(&self) -> bool {
+        self.reads_meta
+    }
+}
+
+fn registry() -> StageRegistry {
+    let mut r = StageRegistry::default();
+    r.register("max_len", Arc::new(MaxLenFactory { reads_meta: false }))
+        .unwrap();
+    r.register("meta_reader", Arc::new(MaxLenFactory { reads_meta: true }))
+        .unwrap();
+    r
+}
+
+fn cfg_text(pipeline: &str) -> String {
+    format!(
+        "ports:
+  - name: g
+    gen: {{ count: 10 }}
+pipeline:
+{pipeline}
+executor: {{ kind: cpu }}
+"
+    )
+}
+
+fn parse(pipeline: &str) -> Result<config::Config, config::ConfigError> {
+    config::parse_str(&cfg_text(pipeline), Path::new("/cfg/x.yaml"))
+}
+
+#[test]
+fn custom_stage_yaml_keeps_name_and_options() {
+    let cfg =
+        parse("  - parse\n  - custom: { name: max_len, max_len: 100, tag: [1, 2] }\n  - count")
+            .unwrap();
+    let StageConfig::Custom(c) = &cfg.pipeline[1].value else {
+        panic!("not custom: {:?}", cfg.pipeline[1].value);
+    };
+    assert_eq!(c.name, "max_len");
+    assert_eq!(
+        c.options,
+        serde_json::json!({ "max_len": 100, "tag": [1, 2] })
+    );
+    assert_eq!(cfg.pipeline[1].value.name(), "max_len");
+    config::check_custom_stages(&cfg, &registry()).unwrap();
+}
+
+#[test]
+fn custom_without_a_string_name_is_a_config_error_with_a_line() {
+    for (stage, want) in [
+        ("  - custom: { max_len: 3 }", "needs `name`"),
+        ("  - custom: { name: 7 }", "must be a string"),
+        ("  - custom: 5", ""),
+    ] {
+        let e = parse(stage).unwrap_err();
+        assert!(e.line > 0, "{stage}: {e}");
+        assert!(e.to_string().contains(want), "{stage}: {e}");
+    }
+}
+
+#[test]
+fn an_unknown_custom_stage_names_the_stage_line_key_and_the_registered_names() {
+    let cfg = parse("  - parse\n  - custom: { name: syn_gaurd }").unwrap();
+    let e = config::check_custom_stages(&cfg, &registry()).unwrap_err();
+    assert_eq!(e.file, Path::new("/cfg/x.yaml"));
+    assert_eq!(e.line, 6, "{e}");
+    assert_eq!(e.key, "pipeline[1].custom.name");
+    assert!(e.message.contains("`syn_gaurd`"), "{e}");
+    assert!(
+        e.message.contains("registered: max_len, meta_reader"),
+        "{e}"
+    );
+    let e = config::check_custom_stages(&cfg, &StageRegistry::default()).unwrap_err();
+    assert!(e.message.contains("none are registered"), "{e}");
+}
+
+#[test]
+fn acl_before_parse_is_a_config_error_naming_acl() {
+    let e = parse("  - acl: { rules: r.yaml }\n  - parse").unwrap_err();
+    assert_eq!(e.key, "pipeline[0]");
+    assert_eq!(e.line, 5, "{e}");
+    assert!(e.message.contains("the `acl` stage"), "{e}");
+    assert!(e.message.contains("`parse` stage before it"), "{e}");
+    let e = parse("  - count\n  - acl: { rules: r.yaml }").unwrap_err();
+    assert_eq!(e.key, "pipeline[1]");
+}
+
+#[test]
+fn a_custom_stage_reading_meta_needs_parse_before_it() {
+    let cfg = parse("  - custom: { name: meta_reader, max_len: 1 }\n  - parse").unwrap();
+    let e = config::check_custom_stages(&cfg, &registry()).unwrap_err();
+    assert_eq!(e.key, "pipeline[0]");
+    assert!(e.message.contains("the `meta_reader` stage"), "{e}");
+    // One that reads only frame bytes may come first.
+    let cfg = parse("  - custom: { name: max_len, max_len: 1 }\n  - parse").unwrap();
+    config::check_custom_stages(&cfg, &registry()).unwrap();
+}
+
+#[test]
+fn more_than_max_stages_is_a_config_error() {
+    let many = "  - count\n".repeat(crate::stage::run::MAX_STAGES + 1);
+    let e = parse(many.trim_end()).unwrap_err();
+    assert_eq!(e.key, "pipeline");
+    assert!(e.message.contains("at most 16 stages"), "{e}");
+}
+
+fn stages(cfg: &config::Config) -> Vec<StageConfig> {
+    cfg.pipeline.iter().map(|s| s.value.clone()).collect()
+}
+
+#[test]
+fn build_with_runs_the_custom_stage_by_its_name() {
+    let cfg = parse("  - parse\n  - custom: { name: max_len, max_len: 60 }\n  - count").unwrap();
+    let p = build_with(&stages(&cfg), |p| p.to_path_buf(), &registry()).unwrap();
+    assert_eq!(p.stage_names(), ["parse", "max_len", "count"]);
+    // Built-ins only: the custom stage is unknown.
+    let e = crate::stage::build(&stages(&cfg), |p| p.to_path_buf())
+        .err()
+        .unwrap();
+    assert!(
+        format!("{e:#}").contains("unknown custom stage `max_len`"),
+        "{e:#}"
+    );
+    // A bad option is the factory's error, naming the stage.
+    let cfg = parse("  - parse\n  - custom: { name: max_len, max_len: x }").unwrap();
+    let e = build_with(&stages(&cfg), |p| p.to_path_buf(), &registry())
+        .err()
+        .unwrap();
+    let msg = format!("{e:#}");
+    assert!(
+        msg.contains("custom stage `max_len`") && msg.contains("max_len"),
+        "{msg}"
+    );
+
+    // Frames of 42 and 100 bytes: the long one is dropped by the stage (stage_drop), counted by
+    // it, and never reaches `count`.
+    let tcp = |size| {
+        use crate::port::gen::{build_frame, FrameSpec};
+        let ip = |a| std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, a));
+        build_frame(&FrameSpec::tcp(ip(1), ip(2), 1000, 80, size))
+    };
+    let (short, long) = (&tcp(64), &tcp(200));
+    assert!(short.len() <= 60 && long.len() > 60);
+    let mut burst = crate::burst::Burst::default();
+    for f in [short, long, short] {
+        burst.push(
+            f,
+            crate::burst::FrameDesc {
+                len: f.len() as u32,
+                wire_len: f.len() as u32,
+                ..Default::default()
+            },
+        );
+    }
+    let cfg = parse("  - parse\n  - custom: { name: max_len, max_len: 60 }\n  - count").unwrap();
+    let p = build_with(&stages(&cfg), |p| p.to_path_buf(), &registry()).unwrap();
+    let c = QueueCounters::new(3, 0);
+    let (mut m, mut v) = (Vec::new(), Vec::new());
+    p.run_burst(&burst, &mut m, &mut v, &c);
+    let actions: Vec<Action> = v.iter().map(|v| v.action).collect();
+    assert_eq!(actions, [Action::Pass, Action::Drop, Action::Pass]);
+    assert_eq!(v[1].reason, Some(DropReason::StageDrop));
+    assert_eq!(c.stage_frames[1].get(), 3);
+    assert_eq!(c.stage_frames[2].get(), 2);
+    let crate::stage::Stage::Custom(slot) = &p.stages[1] else {
+        panic!("stage 1 is the custom stage");
+    };
+    assert_eq!(slot.counters(), [("too_long", 1)]);
+}
+
+#[test]
+fn build_refuses_a_meta_reader_before_parse() {
+    // Stages given directly (not through a config file) are checked too.
+    let s = vec![
+        StageConfig::Custom(config::CustomStageConfig {
+            name: "meta_reader".into(),
+            options: serde_json::json!({ "max_len": 1 }),
+        }),
+        StageConfig::Parse,
+    ];
+    let e = build_with(&s, |p| p.to_path_buf(), &registry())
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string()
+            .contains("pipeline[0]: the `meta_reader` stage"),
+        "{e}"
+    );
+}

@@ -1,0 +1,132 @@
+//! The pipeline as the GPU executor's kernel generator sees it: each stage's name, kind and, for
+//! a user stage, its CUDA implementation.
+
+use crate::stage::registry::GpuStage;
+use crate::stage::run::{Pipeline, Stage};
+
+/// What a stage is on the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuStageKind {
+    Parse,
+    Acl,
+    Count,
+    /// A user stage: its CUDA source (if any) is in [`GpuStageRef::custom`].
+    Custom,
+}
+
+/// One stage of [`Pipeline::gpu_stage_list`].
+#[derive(Clone, Copy, Debug)]
+pub struct GpuStageRef<'a> {
+    /// The stage's name in the config, metrics and logs.
+    pub name: &'a str,
+    pub kind: GpuStageKind,
+    /// A user stage's CUDA implementation; `None` for a built-in, or for a user stage without
+    /// CUDA (which the GPU executor cannot run: see [`Pipeline::gpu_refusal`]).
+    pub custom: Option<&'a GpuStage>,
+}
+
+impl Pipeline {
+    /// The stages in order, for generating the GPU pipeline kernel.
+    pub fn gpu_stage_list(&self) -> Vec<GpuStageRef<'_>> {
+        self.stages
+            .iter()
+            .map(|s| {
+                let (kind, custom) = match s {
+                    Stage::Parse => (GpuStageKind::Parse, None),
+                    Stage::Acl(_) => (GpuStageKind::Acl, None),
+                    Stage::Count => (GpuStageKind::Count, None),
+                    Stage::Custom(c) => (GpuStageKind::Custom, c.gpu()),
+                };
+                GpuStageRef {
+                    name: s.name(),
+                    kind,
+                    custom,
+                }
+            })
+            .collect()
+    }
+
+    /// Why the GPU executor cannot run this pipeline, naming the first stage without a CUDA
+    /// implementation; `None` when every stage has one.
+    pub fn gpu_refusal(&self) -> Option<String> {
+        self.gpu_stage_list()
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.kind == GpuStageKind::Custom && s.custom.is_none())
+            .map(|(i, s)| {
+                format!(
+                    "stage `{}` (pipeline[{i}]) has no CUDA implementation, so the GPU executor \
+                     cannot run this pipeline",
+                    s.name
+                )
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meta::PacketMeta;
+    use crate::stage::custom::CustomSlot;
+    use crate::stage::registry::BuiltStage;
+    use crate::stage::CustomStage;
+    use crate::verdict::Verdict;
+    use std::sync::Arc;
+
+    struct Nop;
+    impl CustomStage for Nop {
+        fn process(&self, _: &[u8], _: &PacketMeta, _: &mut Verdict) {}
+    }
+
+    fn custom(name: &str, cuda: bool) -> Stage {
+        let gpu = cuda.then(|| GpuStage {
+            source: "PW_DEVICE void nop_stage() {}".into(),
+            function: "nop_stage".into(),
+            params: vec![1, 2],
+            counter_names: Vec::new(),
+        });
+        let built = BuiltStage {
+            cpu: Arc::new(Nop),
+            gpu,
+        };
+        Stage::Custom(Box::new(CustomSlot::new(name, built, true).unwrap()))
+    }
+
+    #[test]
+    fn lists_the_stages_in_order_with_their_cuda() {
+        let p = Pipeline::new(vec![
+            Stage::Count,
+            Stage::Parse,
+            custom("guard", true),
+            Stage::Count,
+        ]);
+        let l = p.gpu_stage_list();
+        let got: Vec<(&str, GpuStageKind)> = l.iter().map(|s| (s.name, s.kind)).collect();
+        assert_eq!(
+            got,
+            [
+                ("count", GpuStageKind::Count),
+                ("parse", GpuStageKind::Parse),
+                ("guard", GpuStageKind::Custom),
+                ("count", GpuStageKind::Count),
+            ]
+        );
+        assert_eq!(
+            l[2].custom.map(|g| g.params.as_slice()),
+            Some(&[1u8, 2][..])
+        );
+        assert!(l[0].custom.is_none());
+        assert_eq!(p.gpu_refusal(), None);
+    }
+
+    #[test]
+    fn a_stage_without_cuda_is_named_in_the_refusal() {
+        let p = Pipeline::new(vec![
+            Stage::Parse,
+            custom("with_cuda", true),
+            custom("cpu_only", false),
+        ]);
+        let why = p.gpu_refusal().unwrap();
+        assert!(why.contains("`cpu_only` (pipeline[2])"), "{why}");
+    }
+}

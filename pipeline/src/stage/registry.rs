@@ -1,0 +1,370 @@
+//! The stage registry: the names a pipeline's `custom:` stages may use, each with the factory
+//! that builds the stage from its YAML options.
+//!
+//! A library user registers a stage once, before the config is loaded:
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # use pipeline::stage::registry::{StageRegistry, StageFactory, BuiltStage};
+//! # struct Guard;
+//! # impl StageFactory for Guard {
+//! #     fn build(&self, _: &serde_json::Value) -> anyhow::Result<BuiltStage> { unimplemented!() }
+//! # }
+//! let mut registry = StageRegistry::default(); // the built-ins only
+//! registry.register("syn_guard", Arc::new(Guard)).unwrap();
+//! ```
+//!
+//! and the config names it: `- custom: { name: syn_guard, min_src_port: 1024 }`. Every stage has
+//! ONE semantics with a Rust implementation (the CPU executor, and the reference the GPU is
+//! tested against) and, optionally, a CUDA one ([`GpuStage`]); a GPU pipeline refuses a stage
+//! without CUDA (`executor: auto` runs it on the CPU instead).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::stage::run::CustomStage;
+
+/// Most named counters one stage may have: a stage's GPU counter block holds 8 words and word 0
+/// is the frames the stage saw.
+pub const MAX_STAGE_COUNTERS: usize = 7;
+
+/// Largest parameter block a GPU stage may upload (bytes): a block lives in device memory
+/// beside the ACL tables and is re-uploaded on each publish, so it is kept small.
+pub const MAX_GPU_PARAMS: usize = 64 * 1024;
+
+/// Longest stage or counter name: names are metrics label values and log fields.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// The names of the built-in stages (config keys); a user stage may not take one.
+pub const BUILTIN_STAGES: &[&str] = &[
+    "parse",
+    "acl",
+    "count",
+    "custom",
+    "fronthaul",
+    "sample",
+    "l2fwd",
+    "vlan",
+    "ttl",
+    "route",
+];
+
+/// Builds a user stage from its YAML options.
+pub trait StageFactory: Send + Sync {
+    /// Builds the stage from its YAML options (everything under `custom:` except `name`).
+    fn build(&self, options: &serde_json::Value) -> anyhow::Result<BuiltStage>;
+
+    /// Whether the stage reads the packet metadata, so needs a `parse` stage before it (a
+    /// config error otherwise). Default: it does.
+    fn reads_meta(&self) -> bool {
+        true
+    }
+}
+
+/// A user stage, built: its Rust implementation and, optionally, its CUDA one.
+#[derive(Clone)]
+pub struct BuiltStage {
+    pub cpu: Arc<dyn CustomStage>,
+    pub gpu: Option<GpuStage>,
+}
+
+/// The CUDA implementation of a user stage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuStage {
+    /// CUDA C source defining `function` with the stage ABI signature (the lead documents it in
+    /// gpu-kernels/cuda/pktwarp_abi.h, section "stage ABI"):
+    ///   PW_DEVICE void NAME(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v,
+    ///                       const void *params, pw_stage_counters *counters)
+    pub source: String,
+    pub function: String,
+    /// The stage's parameter block as the CUDA code reads it (bytes; uploaded to device memory).
+    pub params: Vec<u8>,
+    /// Names of the stage's counters (at most 7; counters->v[1..]: v[0] is frames seen).
+    pub counter_names: Vec<String>,
+}
+
+/// The user stages a process knows, by name.
+#[derive(Clone, Default)]
+pub struct StageRegistry {
+    custom: BTreeMap<String, Arc<dyn StageFactory>>,
+}
+
+impl std::fmt::Debug for StageRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StageRegistry")
+            .field("custom", &self.names())
+            .finish()
+    }
+}
+
+impl StageRegistry {
+    /// Registers `factory` under `name` (lowercase letters, digits and `_`, starting with a
+    /// letter). A name already registered, or a built-in stage's name, is an error.
+    pub fn register(&mut self, name: &str, factory: Arc<dyn StageFactory>) -> anyhow::Result<()> {
+        check_name(name).with_context(|| format!("cannot register stage `{name}`"))?;
+        if BUILTIN_STAGES.contains(&name) {
+            anyhow::bail!("cannot register stage `{name}`: a built-in stage has that name");
+        }
+        if self.custom.contains_key(name) {
+            anyhow::bail!("cannot register stage `{name}`: a stage of that name is registered");
+        }
+        self.custom.insert(name.to_string(), factory);
+        Ok(())
+    }
+
+    /// The factory registered under `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<dyn StageFactory>> {
+        self.custom.get(name).cloned()
+    }
+
+    /// The registered user stages' names, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.custom.keys().map(String::as_str).collect()
+    }
+
+    /// The registered names for an error message: `a, b` or `none registered`.
+    pub fn names_for_error(&self) -> String {
+        if self.custom.is_empty() {
+            "none are registered (a binary registers its stages in a StageRegistry)".into()
+        } else {
+            format!("registered: {}", self.names().join(", "))
+        }
+    }
+
+    /// Builds the stage registered under `name` from its options and checks what the factory
+    /// returned (counter names, CUDA function name, parameter size).
+    pub fn build(&self, name: &str, options: &serde_json::Value) -> anyhow::Result<BuiltStage> {
+        let factory = self.get(name).ok_or_else(|| {
+            anyhow::anyhow!("unknown custom stage `{name}`: {}", self.names_for_error())
+        })?;
+        let built = factory
+            .build(options)
+            .with_context(|| format!("custom stage `{name}`"))?;
+        check_built(&built).with_context(|| format!("custom stage `{name}`"))?;
+        Ok(built)
+    }
+}
+
+/// A stage or counter name: a Prometheus label value and a log field, so kept plain.
+fn check_name(name: &str) -> anyhow::Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !ok {
+        anyhow::bail!(
+            "a name is 1 to {MAX_NAME_LEN} characters of a-z, 0-9 and `_`, starting with a \
+             letter; got {name:?}"
+        );
+    }
+    Ok(())
+}
+
+fn is_c_identifier(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(ch) if ch == '_' || ch.is_ascii_alphabetic())
+        && c.all(|ch| ch == '_' || ch.is_ascii_alphanumeric())
+}
+
+/// The factory's output is the application's code, not trusted input to the data path: a bad
+/// stage is refused at start, with what is wrong.
+pub(crate) fn check_built(b: &BuiltStage) -> anyhow::Result<()> {
+    let names = b.cpu.counter_names();
+    if names.len() > MAX_STAGE_COUNTERS {
+        anyhow::bail!("{} counters, at most {MAX_STAGE_COUNTERS}", names.len());
+    }
+    for (i, n) in names.iter().enumerate() {
+        check_name(n).with_context(|| format!("counter {i}"))?;
+        if names[..i].contains(n) {
+            anyhow::bail!("counter `{n}` named twice");
+        }
+    }
+    if let Some(g) = &b.gpu {
+        if g.counter_names != names {
+            anyhow::bail!(
+                "the CUDA implementation's counters {:?} differ from the Rust one's {:?}: one \
+                 stage has one set of counters",
+                g.counter_names,
+                names
+            );
+        }
+        if !is_c_identifier(&g.function) {
+            anyhow::bail!("CUDA function name {:?} is not a C identifier", g.function);
+        }
+        if !g.source.contains(g.function.as_str()) {
+            anyhow::bail!("the CUDA source does not define `{}`", g.function);
+        }
+        if g.params.len() > MAX_GPU_PARAMS {
+            anyhow::bail!(
+                "CUDA parameter block of {} bytes, at most {MAX_GPU_PARAMS}",
+                g.params.len()
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meta::PacketMeta;
+    use crate::verdict::{Action, Verdict};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Drops every frame whose first byte equals `byte`, counting them.
+    struct DropByte {
+        byte: u8,
+        dropped: AtomicU64,
+    }
+
+    impl CustomStage for DropByte {
+        fn process(&self, frame: &[u8], _: &PacketMeta, v: &mut Verdict) {
+            if frame.first() == Some(&self.byte) {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                v.action = Action::Drop;
+            }
+        }
+        fn counter_names(&self) -> Vec<String> {
+            vec!["dropped".into()]
+        }
+        fn counters(&self) -> Vec<u64> {
+            vec![self.dropped.load(Ordering::Relaxed)]
+        }
+    }
+
+    struct DropByteFactory {
+        gpu_counters: Vec<String>,
+    }
+
+    impl StageFactory for DropByteFactory {
+        fn build(&self, options: &serde_json::Value) -> anyhow::Result<BuiltStage> {
+            let byte = options
+                .get("byte")
+                .and_then(serde_json::Value::as_u64)
+                .and_then(|b| u8::try_from(b).ok())
+                .ok_or_else(|| anyhow::anyhow!("option `byte` (0-255) is required"))?;
+            Ok(BuiltStage {
+                cpu: Arc::new(DropByte {
+                    byte,
+                    dropped: AtomicU64::new(0),
+                }),
+                gpu: Some(GpuStage {
+                    source: "PW_DEVICE void drop_byte(...) {}".into(),
+                    function: "drop_byte".into(),
+                    params: vec![byte],
+                    counter_names: self.gpu_counters.clone(),
+                }),
+            })
+        }
+    }
+
+    fn factory() -> Arc<dyn StageFactory> {
+        Arc::new(DropByteFactory {
+            gpu_counters: vec!["dropped".into()],
+        })
+    }
+
+    #[test]
+    fn default_has_no_user_stages() {
+        let r = StageRegistry::default();
+        assert!(r.names().is_empty());
+        assert!(r.get("syn_guard").is_none());
+        let e = r.build("syn_guard", &serde_json::json!({})).err().unwrap();
+        assert!(
+            e.to_string().contains("unknown custom stage `syn_guard`"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("none are registered"), "{e}");
+    }
+
+    #[test]
+    fn registers_gets_and_builds_by_name() {
+        let mut r = StageRegistry::default();
+        r.register("drop_byte", factory()).unwrap();
+        r.register("another", factory()).unwrap();
+        assert_eq!(r.names(), ["another", "drop_byte"]);
+        assert!(r.get("drop_byte").is_some());
+        let b = r
+            .build("drop_byte", &serde_json::json!({"byte": 7}))
+            .unwrap();
+        let mut v = Verdict::PASS;
+        b.cpu.process(&[7, 1], &PacketMeta::default(), &mut v);
+        assert_eq!(v.action, Action::Drop);
+        let mut v = Verdict::PASS;
+        b.cpu.process(&[8, 1], &PacketMeta::default(), &mut v);
+        assert_eq!(v.action, Action::Pass);
+        assert_eq!(b.cpu.counters(), [1]);
+        assert_eq!(b.gpu.as_ref().map(|g| g.params.clone()), Some(vec![7]));
+        let e = r.build("nope", &serde_json::json!({})).err().unwrap();
+        assert!(
+            e.to_string().contains("registered: another, drop_byte"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn duplicate_builtin_and_bad_names_are_refused() {
+        let mut r = StageRegistry::default();
+        r.register("drop_byte", factory()).unwrap();
+        let e = r.register("drop_byte", factory()).unwrap_err();
+        assert!(e.to_string().contains("is registered"), "{e}");
+        for b in ["parse", "acl", "count", "custom", "fronthaul"] {
+            let e = r.register(b, factory()).unwrap_err();
+            assert!(e.to_string().contains("built-in"), "{b}: {e}");
+        }
+        for bad in ["", "Drop", "1st", "a-b", "a b", "é", &"x".repeat(65)] {
+            assert!(r.register(bad, factory()).is_err(), "{bad:?}");
+        }
+        assert_eq!(r.names(), ["drop_byte"]);
+    }
+
+    #[test]
+    fn a_factory_error_names_the_stage() {
+        let mut r = StageRegistry::default();
+        r.register("drop_byte", factory()).unwrap();
+        let e = r
+            .build("drop_byte", &serde_json::json!({"byte": 300}))
+            .err()
+            .unwrap();
+        let msg = format!("{e:#}");
+        assert!(msg.contains("custom stage `drop_byte`"), "{msg}");
+        assert!(msg.contains("option `byte`"), "{msg}");
+    }
+
+    #[test]
+    fn mismatched_counters_are_refused() {
+        let mut r = StageRegistry::default();
+        let f = Arc::new(DropByteFactory {
+            gpu_counters: vec!["other".into()],
+        });
+        r.register("drop_byte", f).unwrap();
+        let e = r
+            .build("drop_byte", &serde_json::json!({"byte": 1}))
+            .err()
+            .unwrap();
+        assert!(format!("{e:#}").contains("differ"), "{e:#}");
+    }
+
+    #[test]
+    fn built_stage_checks() {
+        let good = factory().build(&serde_json::json!({"byte": 1})).unwrap();
+        assert!(check_built(&good).is_ok());
+        let with = |f: &dyn Fn(&mut GpuStage)| {
+            let mut b = good.clone();
+            if let Some(g) = b.gpu.as_mut() {
+                f(g);
+            }
+            check_built(&b)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert!(with(&|g| g.function = "bad name".into()).contains("C identifier"));
+        assert!(with(&|g| g.function = "missing".into()).contains("does not define"));
+        assert!(with(&|g| g.params = vec![0; MAX_GPU_PARAMS + 1]).contains("parameter block"));
+    }
+}
