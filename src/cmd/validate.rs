@@ -1,5 +1,7 @@
-//! `pktwarp validate CONFIG`: loads the config and every rule file it names, compiles them, and
-//! reports problems (file, line, column, key) without opening any port.
+//! `pktwarp validate CONFIG`: every check `pktwarp run` makes before it starts, without running:
+//! loads the config and every rule file it names and compiles them, opens and reads every input
+//! (pcap RX files, gen traces), checks that every pcap TX path could be created (nothing is
+//! written) and that `metrics.listen` can be bound. Problems name file, line, column and key.
 
 use std::path::PathBuf;
 
@@ -11,6 +13,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let cfg = pipeline::config::load(&args.config)?;
+    pipeline::config::preflight(&cfg)?;
     let ports = cfg.ports.len();
     let prepared = pipeline::daemon::prepare(cfg)?;
     println!(
