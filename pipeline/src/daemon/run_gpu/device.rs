@@ -1,0 +1,63 @@
+//! What the daemon's GPU host side needs of the GPU, queue by queue. [`MultiGpu`] is the real
+//! one; the tests put a stand-in behind the same trait (the CPU pipeline run at submit), so the
+//! threading around it runs in CI, where there is no GPU.
+
+use crate::burst::Burst;
+use crate::executor::gpu::abi::Verdict;
+use crate::executor::gpu::multi::MultiGpu;
+use crate::executor::gpu::{AclTablesRef, SubmitError};
+
+/// A set of GPU queues. Every call names its queue and takes `&self`: each queue's thread
+/// submits to and polls its own queue while the others do the same, and one thread publishes
+/// ACL tables to all of them.
+pub(crate) trait QueueDevice: Sync {
+    /// Bytes of frame data one burst may carry.
+    fn slot_data_capacity(&self) -> usize;
+    /// Hands a burst to queue `q`; its sequence number, or why not.
+    fn submit(&self, q: usize, burst: &Burst) -> Result<u32, SubmitError>;
+    /// Starts what `submit` only staged (graph mode); a no-op elsewhere.
+    fn flush(&self, q: usize) -> anyhow::Result<()>;
+    /// Calls `f(seq, verdicts)` for every burst of `q` finished since the last call, in
+    /// submit order, and frees their slots. Errors when the queue's kernel stopped.
+    fn poll(&self, q: usize, f: &mut dyn FnMut(u32, &[Verdict])) -> anyhow::Result<usize>;
+    /// The queue kernel's heartbeat word (for the watchdog), when it has one.
+    fn heartbeat(&self, q: usize) -> Option<u32>;
+    /// Makes every burst submitted from now on, on every queue, classify with `tables`.
+    fn publish_acl(
+        &self,
+        tables: &AclTablesRef<'_>,
+        generation: u64,
+        default_action: u8,
+    ) -> anyhow::Result<()>;
+}
+
+impl QueueDevice for MultiGpu {
+    fn slot_data_capacity(&self) -> usize {
+        MultiGpu::slot_data_capacity(self) as usize
+    }
+
+    fn submit(&self, q: usize, burst: &Burst) -> Result<u32, SubmitError> {
+        MultiGpu::submit(self, q, burst)
+    }
+
+    fn flush(&self, q: usize) -> anyhow::Result<()> {
+        MultiGpu::flush(self, q)
+    }
+
+    fn poll(&self, q: usize, f: &mut dyn FnMut(u32, &[Verdict])) -> anyhow::Result<usize> {
+        MultiGpu::poll(self, q, |seq, v, _| f(seq, v))
+    }
+
+    fn heartbeat(&self, q: usize) -> Option<u32> {
+        self.queue_state(q).map(|(_, heartbeat, _)| heartbeat)
+    }
+
+    fn publish_acl(
+        &self,
+        tables: &AclTablesRef<'_>,
+        generation: u64,
+        default_action: u8,
+    ) -> anyhow::Result<()> {
+        MultiGpu::publish_acl(self, tables, generation, default_action)
+    }
+}

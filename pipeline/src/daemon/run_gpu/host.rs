@@ -1,0 +1,236 @@
+//! The arrangement of the GPU host side, the CPU executor's own: one ingest thread per
+//! receiving port, one thread per queue (submit, poll, count), one TX thread, joined by bounded
+//! SPSC rings (ingest -> queue per port and queue, queue -> TX per queue) and a channel per
+//! ingest thread for empty slots. This thread publishes reloaded ACL tables meanwhile.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::device::QueueDevice;
+use super::ingest::{self, IngestCtx};
+use super::queue::{self, QueueCtx, QueueIo};
+use super::reap::Reaper;
+use super::reload::AclPublisher;
+use super::{tx, Slot};
+use crate::config::OnFull;
+use crate::executor::cpu::CpuShared;
+use crate::port::{RxPort, TxPort};
+use crate::ring::{self, Consumer, Producer};
+use crate::stage::Pipeline;
+use crate::steer::Steering;
+
+/// How often this thread looks for a reload while the queues run.
+const RELOAD_CHECK: Duration = Duration::from_micros(500);
+
+/// What the host side runs.
+pub(crate) struct HostSpec<'a> {
+    pub queues: usize,
+    pub burst: usize,
+    /// Bursts each ring holds (the host rings; the GPU ring has its own size).
+    pub ring_slots: usize,
+    pub on_full: OnFull,
+    pub pipeline: &'a Pipeline,
+    pub steering: &'a Steering,
+    /// The device runs an acl stage, with the tables of this generation at start.
+    pub acl_on: bool,
+    pub acl_generation: u64,
+}
+
+/// What the host side did: a failure that stopped the run, and the ports' errors.
+pub(crate) struct HostOutcome {
+    pub result: anyhow::Result<()>,
+    pub errors: Vec<String>,
+}
+
+/// Sets a flag (or counts) when its thread ends, by return or by panic, so no other thread
+/// waits for it forever; a panic also marks the run failed.
+struct OnExit<'a> {
+    done: Option<&'a AtomicBool>,
+    count: Option<&'a AtomicUsize>,
+    failed: &'a AtomicBool,
+}
+
+impl Drop for OnExit<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.failed.store(true, Ordering::Relaxed);
+        }
+        if let Some(d) = self.done {
+            d.store(true, Ordering::Release);
+        }
+        if let Some(c) = self.count {
+            c.fetch_add(1, Ordering::Release);
+        }
+    }
+}
+
+/// The rings between the threads, before they are handed out.
+struct Rings {
+    /// [port][queue]
+    to_queue: Vec<Vec<Producer<Slot>>>,
+    /// [queue][port]
+    queue_in: Vec<Vec<Consumer<Slot>>>,
+    /// [queue], empty without an output port.
+    to_tx: Vec<Producer<Slot>>,
+    tx_in: Vec<Consumer<Slot>>,
+    free_tx: Vec<mpsc::Sender<Slot>>,
+    free_rx: Vec<mpsc::Receiver<Slot>>,
+}
+
+impl Rings {
+    fn new(ports: usize, queues: usize, slots: usize, with_tx: bool) -> Rings {
+        let mut r = Rings {
+            to_queue: (0..ports).map(|_| Vec::new()).collect(),
+            queue_in: (0..queues).map(|_| Vec::new()).collect(),
+            to_tx: Vec::new(),
+            tx_in: Vec::new(),
+            free_tx: Vec::new(),
+            free_rx: Vec::new(),
+        };
+        for p in 0..ports {
+            for q in 0..queues {
+                let (tp, tc) = ring::ring(slots);
+                r.to_queue[p].push(tp);
+                r.queue_in[q].push(tc);
+            }
+            let (ft, fr) = mpsc::channel();
+            r.free_tx.push(ft);
+            r.free_rx.push(fr);
+        }
+        if with_tx {
+            for _ in 0..queues {
+                let (tp, tc) = ring::ring(slots);
+                r.to_tx.push(tp);
+                r.tx_in.push(tc);
+            }
+        }
+        r
+    }
+}
+
+/// Runs the host side over `dev` until every port is exhausted (or `shared.stop`), then
+/// drains the queues; the counters land in `shared`, as the CPU executor's do.
+pub(crate) fn run(
+    dev: &dyn QueueDevice,
+    spec: &HostSpec<'_>,
+    shared: &CpuShared,
+    rx: &mut [Box<dyn RxPort>],
+    tx: Option<&mut dyn TxPort>,
+) -> HostOutcome {
+    let nq = spec.queues;
+    let rings = Rings::new(rx.len(), nq, spec.ring_slots.max(2), tx.is_some());
+    let failed = AtomicBool::new(false);
+    let ingest_done: Vec<AtomicBool> = rx.iter().map(|_| AtomicBool::new(false)).collect();
+    let queues_done = AtomicUsize::new(0);
+    let errors = Mutex::new(Vec::<String>::new());
+    let fatal = Mutex::new(None::<anyhow::Error>);
+    let fail = |e: anyhow::Error| {
+        failed.store(true, Ordering::Relaxed);
+        let mut f = fatal.lock().unwrap_or_else(|p| p.into_inner());
+        f.get_or_insert(e);
+    };
+    let ictx = IngestCtx {
+        shared,
+        steering: spec.steering,
+        queues: nq,
+        burst: spec.burst.max(1),
+        slot_cap: dev.slot_data_capacity(),
+        on_full: spec.on_full,
+        failed: &failed,
+    };
+    let reaper = Reaper::new(spec.pipeline, spec.acl_on);
+    let mut publisher = AclPublisher::new(spec.acl_on, spec.acl_generation);
+    let Rings {
+        to_queue,
+        queue_in,
+        to_tx,
+        tx_in,
+        free_tx,
+        free_rx,
+    } = rings;
+    std::thread::scope(|s| {
+        let mut threads = Vec::new();
+        for (pi, ((port, out), free)) in rx.iter_mut().zip(to_queue).zip(free_rx).enumerate() {
+            let (ictx, errors, done, failed) = (&ictx, &errors, &ingest_done[pi], &failed);
+            threads.push(s.spawn(move || {
+                let _exit = OnExit {
+                    done: Some(done),
+                    count: None,
+                    failed,
+                };
+                if let Err(e) = ingest::run(ictx, pi, port.as_mut(), out, free) {
+                    let mut v = errors.lock().unwrap_or_else(|p| p.into_inner());
+                    v.push(format!("{}: {e}", port.name()));
+                }
+            }));
+        }
+        let mut to_tx = to_tx.into_iter();
+        for (q, inputs) in queue_in.into_iter().enumerate() {
+            let io = QueueIo {
+                inputs,
+                to_tx: to_tx.next(),
+                frees: free_tx.clone(),
+            };
+            let qctx = QueueCtx {
+                q,
+                dev,
+                counters: &shared.counters[q],
+                reaper,
+                on_full: spec.on_full,
+                ingest_done: &ingest_done,
+                failed: &failed,
+            };
+            let (fail, queues_done, failed) = (&fail, &queues_done, &failed);
+            threads.push(s.spawn(move || {
+                let _exit = OnExit {
+                    done: None,
+                    count: Some(queues_done),
+                    failed,
+                };
+                if let Err(e) = queue::run(&qctx, io) {
+                    fail(e);
+                }
+            }));
+        }
+        if let Some(port) = tx {
+            let (frees, queues_done, errors, failed) =
+                (free_tx.clone(), &queues_done, &errors, &failed);
+            threads.push(s.spawn(move || {
+                let _exit = OnExit {
+                    done: None,
+                    count: None,
+                    failed,
+                };
+                let e = tx::run(shared, port, tx_in, frees, queues_done);
+                errors.lock().unwrap_or_else(|p| p.into_inner()).extend(e);
+            }));
+        }
+        drop(free_tx);
+        // Reloads reach the GPU from here while the queues run (the data path never waits
+        // for the control thread, nor for this one).
+        while queues_done.load(Ordering::Acquire) < nq {
+            if !failed.load(Ordering::Relaxed) {
+                if let Err(e) = publisher.check(spec.pipeline, dev) {
+                    fail(e);
+                }
+            }
+            std::thread::sleep(RELOAD_CHECK);
+        }
+        // Joined here, not by the scope, so a panic is this run's error, not this thread's.
+        for t in threads {
+            if t.join().is_err() {
+                fail(anyhow::anyhow!("a GPU host thread panicked"));
+            }
+        }
+    });
+    let result = match fatal.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    };
+    HostOutcome {
+        result,
+        errors: errors.into_inner().unwrap_or_else(|p| p.into_inner()),
+    }
+}

@@ -1,0 +1,174 @@
+//! A prepared config on the GPU executor. The host side is arranged as the CPU executor is
+//! ([`host`]): an ingest thread per receiving port plays the NIC (software steering into each
+//! queue), a thread per queue submits that queue's bursts to its GPU ring and reaps its
+//! verdicts, and a TX thread transmits the passed frames. Counters land in the same per-queue
+//! counters as the CPU executor's, so the summary and the metrics read the same for both.
+
+mod device;
+mod host;
+mod ingest;
+mod queue;
+mod reap;
+mod reload;
+mod tx;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::Backoff;
+
+use super::{summarize, OpenPorts, Prepared, Summary};
+use crate::burst::Burst;
+use crate::executor::cpu::CpuShared;
+use crate::executor::gpu::abi::Verdict;
+use crate::executor::gpu::multi::MultiGpu;
+use crate::executor::gpu::{AclTablesRef, KernelImage, PipelineDesc};
+use crate::stage::acl::AclStage;
+use crate::stage::Pipeline;
+
+/// A burst on its way through the host side: built by an ingest thread, submitted and reaped
+/// by its queue's thread, transmitted by the TX thread, then back to its ingest thread.
+pub(crate) struct Slot {
+    pub burst: Burst,
+    /// Its verdicts, copied out of the GPU's memory for the TX thread.
+    pub verdicts: Vec<Verdict>,
+    /// The receiving port (in config order) whose ingest thread owns it.
+    pub port: usize,
+    /// When the ingest handed it to its queue (burst latency: verdicts read - this).
+    pub handed: Instant,
+}
+
+impl Slot {
+    fn new(port: usize, burst: usize) -> Slot {
+        Slot {
+            burst: Burst::with_capacity(burst, burst * 2048),
+            verdicts: Vec::with_capacity(burst),
+            port,
+            handed: Instant::now(),
+        }
+    }
+}
+
+/// Waits a little: spin, then yield, then (idle for long) sleep, giving the core away as the
+/// CPU executor's threads do (CI runs every thread of a run on two cores).
+fn wait_on(backoff: &Backoff) {
+    if backoff.is_completed() {
+        std::thread::sleep(Duration::from_micros(20));
+    } else {
+        backoff.snooze();
+    }
+}
+
+/// The GPU executor's view of the config's pipeline: `parse`, `acl`, `count` in this order (each
+/// optional), which is what the CUDA driver runs.
+fn gpu_pipeline_flags(p: &Pipeline) -> anyhow::Result<(bool, bool, bool)> {
+    let names: Vec<String> = p.stage_names().iter().map(|n| n.to_string()).collect();
+    let order = ["parse", "acl", "count"];
+    let mut last = 0;
+    for n in &names {
+        let pos = order.iter().position(|o| *o == n).unwrap_or(usize::MAX);
+        if pos == usize::MAX || pos < last {
+            anyhow::bail!(
+                "the gpu executor runs the stages parse, acl, count in this order (each at most \
+                 once); this pipeline is {}",
+                names.join(" -> ")
+            );
+        }
+        last = pos + 1;
+    }
+    let has = |stage: &str| names.iter().any(|n| n == stage);
+    Ok((has("parse"), has("acl"), has("count")))
+}
+
+/// What the GPU runs for `p`: the one place the daemon builds a [`PipelineDesc`]. `acl` is the
+/// pipeline's ACL stage as read once (`Pipeline::acl`) and `acl_bytes` its classifier image,
+/// which the description borrows.
+fn gpu_pipeline_desc<'a>(
+    p: &Pipeline,
+    acl: Option<&AclStage>,
+    acl_bytes: Option<&'a [u8]>,
+) -> anyhow::Result<PipelineDesc<'a>> {
+    let (parse, acl_on, count) = gpu_pipeline_flags(p)?;
+    Ok(PipelineDesc {
+        parse,
+        acl: match (acl, acl_bytes) {
+            (Some(a), Some(bytes)) if acl_on => Some(AclTablesRef {
+                bytes,
+                n_rules: a.rule_count() as u32,
+            }),
+            _ => None,
+        },
+        count,
+        default_action: acl.map_or(crate::verdict::Action::Pass, |a| a.default) as u8,
+    })
+}
+
+/// The host side's view of a prepared config: `acl_on` when the GPU runs an acl stage, with
+/// the tables of generation `acl_generation` at start.
+fn host_spec(p: &Prepared, acl_on: bool, acl_generation: u64) -> host::HostSpec<'_> {
+    let q = &p.cfg.queues;
+    host::HostSpec {
+        queues: q.count as usize,
+        burst: q.burst as usize,
+        ring_slots: q.ring_slots as usize,
+        on_full: q.on_full,
+        pipeline: &p.pipeline,
+        steering: &p.steering,
+        acl_on,
+        acl_generation,
+    }
+}
+
+/// Runs a prepared config on the GPU executor (one executor per GPU of `executor.gpu.devices`,
+/// queues round-robin, or one on `device`) until its input ends or `shared.stop`, drains the
+/// bursts in flight and returns the summary.
+pub fn run_gpu(
+    p: &Prepared,
+    shared: &Arc<CpuShared>,
+    mut ports: OpenPorts,
+    image: &KernelImage,
+) -> anyhow::Result<Summary> {
+    let setup = Instant::now();
+    let q = &p.cfg.queues;
+    let mut opts = p.cfg.executor.gpu.clone();
+    opts.burst_size = q.burst as u32;
+    opts.ring_slots = q.ring_slots;
+    let acl = p.pipeline.acl();
+    let acl_bytes = acl.as_ref().map(|a| a.classifier.image_bytes());
+    let desc = gpu_pipeline_desc(&p.pipeline, acl.as_deref(), acl_bytes.as_deref())?;
+    let acl_on = desc.acl.is_some();
+    let mut gpu = MultiGpu::new(opts, desc, q.count as usize, image)?;
+    // The run's rates count from here: creating the context, loading the kernels, uploading the
+    // tables and allocating the rings take a few hundred ms once, which would otherwise dominate
+    // the rate of a short run.
+    tracing::info!(
+        "GPU executor ready in {:.3} s (context, kernels, tables, rings)",
+        setup.elapsed().as_secs_f64()
+    );
+    let start = Instant::now();
+    let spec = host_spec(p, acl_on, acl.as_ref().map_or(0, |a| a.generation));
+    let tx = ports
+        .tx
+        .as_deref_mut()
+        .map(|t| t as &mut dyn crate::port::TxPort);
+    let out = host::run(&gpu, &spec, shared, &mut ports.rx, tx);
+    out.result?;
+    gpu.shutdown()?;
+    let mut s = summarize(
+        &shared.counters,
+        &p.pipeline,
+        start.elapsed(),
+        &p.choice,
+        out.errors,
+    );
+    s.port_counters = ports
+        .rx
+        .iter()
+        .map(|port| (port.name().to_string(), port.port_counters()))
+        .filter(|(_, c)| !c.is_empty())
+        .collect();
+    Ok(s)
+}

@@ -1,0 +1,238 @@
+//! One thread per queue, as the CPU executor has one worker per queue: it takes the bursts the
+//! ingest threads built for its queue, submits them to its GPU queue, polls that queue for the
+//! verdicts, counts them and passes the bursts to the TX thread in the order the GPU finished
+//! them (which is submit order: TX order per queue is receive order). Only this thread touches
+//! its GPU queue's submit and poll, so no queue waits on another's.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::Backoff;
+
+use super::device::QueueDevice;
+use super::reap::Reaper;
+use super::{wait_on, Slot};
+use crate::config::OnFull;
+use crate::counters::QueueCounters;
+use crate::executor::gpu::SubmitError;
+use crate::ring::{Consumer, Producer};
+use crate::verdict::DropReason;
+
+/// Bursts submitted between two polls at most, so verdicts keep flowing under a full input.
+const FEED_MAX: usize = 16;
+
+/// How long the last bursts may take once the input is done.
+pub(crate) const LAST_BURSTS_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a queue's thread works with.
+pub(crate) struct QueueCtx<'a> {
+    pub q: usize,
+    pub dev: &'a dyn QueueDevice,
+    pub counters: &'a QueueCounters,
+    pub reaper: Reaper,
+    pub on_full: OnFull,
+    /// One flag per ingest thread, set once it handed over its last burst.
+    pub ingest_done: &'a [AtomicBool],
+    pub failed: &'a AtomicBool,
+}
+
+/// A queue thread's rings: from each ingest thread, to the TX thread (none without an output
+/// port), and each ingest thread's channel for empty slots.
+pub(crate) struct QueueIo {
+    pub inputs: Vec<Consumer<Slot>>,
+    pub to_tx: Option<Producer<Slot>>,
+    pub frees: Vec<Sender<Slot>>,
+}
+
+struct Worker<'c, 'a> {
+    ctx: &'c QueueCtx<'a>,
+    io: QueueIo,
+    /// Submitted bursts with their sequence numbers, oldest first.
+    pending: VecDeque<(u32, Slot)>,
+    /// A burst the GPU ring had no room for (`on_full: wait`), submitted first next time.
+    held: Option<Slot>,
+    /// Reaped bursts on their way to the TX thread.
+    reaped: Vec<Slot>,
+    next_input: usize,
+}
+
+/// Runs queue `ctx.q` until every ingest thread is done and every burst is reaped (an error
+/// when the GPU does not finish them within [`LAST_BURSTS_TIMEOUT`], or its kernel stopped),
+/// or until another thread failed.
+pub(crate) fn run(ctx: &QueueCtx<'_>, io: QueueIo) -> anyhow::Result<()> {
+    let mut w = Worker {
+        ctx,
+        io,
+        pending: VecDeque::new(),
+        held: None,
+        reaped: Vec::new(),
+        next_input: 0,
+    };
+    let backoff = Backoff::new();
+    let mut idle_since: Option<Instant> = None;
+    loop {
+        let work = w.reap()? + w.feed()?;
+        w.gauges();
+        if work > 0 {
+            backoff.reset();
+            idle_since = None;
+            continue;
+        }
+        if ctx.failed.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        // Done flags before the rings: an ingest thread sets its flag after its last push.
+        let input_done = ctx.ingest_done.iter().all(|d| d.load(Ordering::Acquire))
+            && w.io.inputs.iter().all(Consumer::is_empty)
+            && w.held.is_none();
+        if input_done && w.pending.is_empty() {
+            return Ok(());
+        }
+        if input_done {
+            let t = *idle_since.get_or_insert_with(Instant::now);
+            if t.elapsed() > LAST_BURSTS_TIMEOUT {
+                anyhow::bail!(
+                    "queue {}: the GPU did not finish its last {} bursts within {} s",
+                    ctx.q,
+                    w.pending.len(),
+                    LAST_BURSTS_TIMEOUT.as_secs()
+                );
+            }
+        }
+        if w.pending.is_empty() && w.held.is_none() {
+            wait_on(&backoff);
+        } else {
+            // Bursts on the GPU: keep polling (a yield at most, never a sleep).
+            backoff.snooze();
+        }
+    }
+}
+
+impl Worker<'_, '_> {
+    /// Counts the bursts the GPU finished and passes them on; how many.
+    fn reap(&mut self) -> anyhow::Result<usize> {
+        if self.pending.is_empty() {
+            return Ok(0);
+        }
+        let ctx = self.ctx;
+        let c = ctx.counters;
+        let has_tx = self.io.to_tx.is_some();
+        let (pending, reaped, frees) = (&mut self.pending, &mut self.reaped, &self.io.frees);
+        let mut out_of_order = None;
+        let n = ctx.dev.poll(ctx.q, &mut |seq, v| {
+            let slot = match pending.pop_front() {
+                Some((want, slot)) if want == seq => slot,
+                other => {
+                    out_of_order.get_or_insert((seq, other.map(|(want, _)| want)));
+                    return;
+                }
+            };
+            ctx.reaper.count(c, &slot.burst, v);
+            c.burst_latency
+                .observe_ns(slot.handed.elapsed().as_nanos() as u64);
+            if has_tx {
+                let mut slot = slot;
+                slot.verdicts.clear();
+                slot.verdicts.extend_from_slice(v);
+                reaped.push(slot);
+            } else {
+                // No output port: passed frames are counted, and the slot goes back.
+                let _ = frees[slot.port].send(slot);
+            }
+        })?;
+        if let Some((seq, want)) = out_of_order {
+            anyhow::bail!(
+                "queue {}: the GPU finished burst {seq} where this queue expected {}",
+                ctx.q,
+                want.map_or("none".to_string(), |w| w.to_string())
+            );
+        }
+        self.pass_to_tx();
+        Ok(n)
+    }
+
+    /// Hands the reaped bursts to the TX thread, in order (waiting for room).
+    fn pass_to_tx(&mut self) {
+        let Some(out) = self.io.to_tx.as_mut() else {
+            return;
+        };
+        let backoff = Backoff::new();
+        for slot in self.reaped.drain(..) {
+            let mut slot = slot;
+            while let Err(back) = out.push(slot) {
+                if out.is_consumer_closed() {
+                    // The TX thread is gone (it panicked): nothing will send these frames.
+                    break;
+                }
+                slot = back;
+                wait_on(&backoff);
+            }
+        }
+    }
+
+    /// The next burst from the ingest threads, taking them in turn.
+    fn next_input(&mut self) -> Option<Slot> {
+        let n = self.io.inputs.len();
+        for k in 0..n {
+            let i = (self.next_input + k) % n;
+            if let Some(s) = self.io.inputs[i].pop() {
+                self.next_input = (i + 1) % n;
+                return Some(s);
+            }
+        }
+        None
+    }
+
+    fn free(&self, mut slot: Slot) {
+        slot.burst.clear();
+        let port = slot.port;
+        let _ = self.io.frees[port].send(slot);
+    }
+
+    /// Submits waiting bursts to the GPU queue (at most [`FEED_MAX`]); how many it took or
+    /// dropped. A full GPU ring holds the burst (`on_full: wait`) or drops it as `ring_full`.
+    fn feed(&mut self) -> anyhow::Result<usize> {
+        let ctx = self.ctx;
+        let (q, dev, c) = (ctx.q, ctx.dev, ctx.counters);
+        let mut n = 0;
+        while n < FEED_MAX {
+            let Some(slot) = self.held.take().or_else(|| self.next_input()) else {
+                break;
+            };
+            match dev.submit(q, &slot.burst) {
+                Ok(seq) => {
+                    self.pending.push_back((seq, slot));
+                    dev.flush(q)?;
+                }
+                Err(SubmitError::RingFull { .. }) if ctx.on_full == OnFull::Wait => {
+                    // The next poll frees slots.
+                    dev.flush(q)?;
+                    self.held = Some(slot);
+                    break;
+                }
+                Err(SubmitError::RingFull { .. }) => {
+                    c.drops[DropReason::RingFull as usize].add_shared(slot.burst.len() as u64);
+                    self.free(slot);
+                }
+                Err(SubmitError::TooLarge { .. }) => {
+                    c.drops[DropReason::TooLong as usize].add_shared(slot.burst.len() as u64);
+                    self.free(slot);
+                }
+                Err(e) => anyhow::bail!("queue {q}: {e}"),
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// The watchdog's view of this queue: the kernel's heartbeat and the bursts in flight.
+    fn gauges(&self) {
+        let c = self.ctx.counters;
+        if let Some(h) = self.ctx.dev.heartbeat(self.ctx.q) {
+            c.kernel_heartbeat.set(h as u64);
+        }
+        c.in_flight_bursts.set(self.pending.len() as u64);
+    }
+}

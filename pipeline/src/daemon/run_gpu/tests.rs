@@ -1,0 +1,622 @@
+//! The GPU host side's threading without a GPU: a stand-in device runs the CPU pipeline on each
+//! submitted burst (its verdicts come back a few polls later, as a GPU's do), and the runs are
+//! held equal to the CPU executor's on the same config: every count, and the TX order of each
+//! queue.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use super::device::QueueDevice;
+use super::*;
+use crate::config;
+use crate::counters::QueueCounters;
+use crate::daemon::{open_ports, prepare, summarize};
+use crate::executor::cpu;
+use crate::executor::gpu::abi::DROP_NONE;
+use crate::executor::gpu::SubmitError;
+use crate::meta::PacketMeta;
+use crate::port::{PortError, TxPort};
+use crate::stage::Stage;
+
+/// One stand-in queue: the bursts "on the GPU", each with its verdicts and the polls left
+/// before it is finished.
+struct FakeQueue {
+    next_seq: u32,
+    on_gpu: VecDeque<(u32, Vec<Verdict>, u32)>,
+    polls: u32,
+    counters: QueueCounters,
+    metas: Vec<PacketMeta>,
+    verdicts: Vec<crate::verdict::Verdict>,
+}
+
+/// A GPU stand-in: the CPU pipeline at submit, a ring of `slots` bursts per queue, verdicts
+/// after `lag` polls, and optionally a kernel that stops at burst `fail_at` of queue 0.
+struct CpuStandIn {
+    pipeline: Arc<Pipeline>,
+    slots: u32,
+    slot_cap: usize,
+    burst_max: usize,
+    lag: u32,
+    fail_at: Option<u32>,
+    queues: Vec<Mutex<FakeQueue>>,
+    published: Mutex<Vec<(u64, u32, u8)>>,
+}
+
+impl CpuStandIn {
+    fn new(p: &Prepared, slots: u32, lag: u32) -> CpuStandIn {
+        let stages = p.pipeline.stages.len();
+        let rules = p.pipeline.rule_count();
+        CpuStandIn {
+            pipeline: Arc::clone(&p.pipeline),
+            slots,
+            slot_cap: p.cfg.queues.burst as usize * 2048,
+            burst_max: p.cfg.queues.burst as usize,
+            lag,
+            fail_at: None,
+            queues: (0..p.cfg.queues.count)
+                .map(|_| {
+                    Mutex::new(FakeQueue {
+                        next_seq: 0,
+                        on_gpu: VecDeque::new(),
+                        polls: 0,
+                        counters: QueueCounters::new(stages, rules),
+                        metas: Vec::new(),
+                        verdicts: Vec::new(),
+                    })
+                })
+                .collect(),
+            published: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn queue(&self, q: usize) -> std::sync::MutexGuard<'_, FakeQueue> {
+        self.queues[q].lock().unwrap()
+    }
+}
+
+impl QueueDevice for CpuStandIn {
+    fn slot_data_capacity(&self) -> usize {
+        self.slot_cap
+    }
+
+    fn submit(&self, q: usize, burst: &Burst) -> Result<u32, SubmitError> {
+        let mut fq = self
+            .queues
+            .get(q)
+            .ok_or(SubmitError::NoQueue(q))?
+            .lock()
+            .unwrap();
+        if burst.len() > self.burst_max || burst.data.len() > self.slot_cap {
+            return Err(SubmitError::TooLarge {
+                frames: burst.len(),
+                bytes: burst.data.len(),
+                max_frames: self.burst_max as u32,
+                max_bytes: self.slot_cap as u32,
+            });
+        }
+        if fq.on_gpu.len() >= self.slots as usize {
+            return Err(SubmitError::RingFull {
+                queue: q,
+                slots: self.slots,
+            });
+        }
+        let FakeQueue {
+            counters,
+            metas,
+            verdicts,
+            ..
+        } = &mut *fq;
+        self.pipeline.run_burst(burst, metas, verdicts, counters);
+        let v = verdicts
+            .iter()
+            .map(|v| Verdict {
+                action: v.action as u8,
+                drop_reason: v.reason.map_or(DROP_NONE, |r| r as u8),
+                reserved: 0,
+                rule: v.rule,
+                mark: v.mark,
+            })
+            .collect();
+        let seq = fq.next_seq;
+        fq.next_seq += 1;
+        fq.on_gpu.push_back((seq, v, self.lag));
+        Ok(seq)
+    }
+
+    fn flush(&self, _q: usize) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    fn poll(&self, q: usize, f: &mut dyn FnMut(u32, &[Verdict])) -> anyhow::Result<usize> {
+        let mut fq = self.queue(q);
+        fq.polls += 1;
+        let mut n = 0;
+        while let Some((seq, v, left)) = fq.on_gpu.front_mut() {
+            if q == 0 && self.fail_at == Some(*seq) {
+                anyhow::bail!("queue {q}: persistent kernel stopped (stand-in)");
+            }
+            if *left > 0 {
+                *left -= 1;
+                break;
+            }
+            f(*seq, v);
+            fq.on_gpu.pop_front();
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn heartbeat(&self, q: usize) -> Option<u32> {
+        Some(self.queue(q).polls)
+    }
+
+    fn publish_acl(
+        &self,
+        tables: &AclTablesRef<'_>,
+        generation: u64,
+        default_action: u8,
+    ) -> anyhow::Result<()> {
+        let mut p = self.published.lock().unwrap();
+        p.push((generation, tables.n_rules, default_action));
+        Ok(())
+    }
+}
+
+/// Records every frame it is given (and can refuse all of them).
+struct Recorder {
+    frames: Arc<Mutex<Vec<Vec<u8>>>>,
+    fail: bool,
+}
+
+impl TxPort for Recorder {
+    fn tx_burst(&mut self, frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, PortError> {
+        if self.fail {
+            return Err(PortError::Config("recorder refuses (test)".into()));
+        }
+        let mut v = self.frames.lock().unwrap();
+        let before = v.len();
+        v.extend(frames.map(<[u8]>::to_vec));
+        Ok(v.len() - before)
+    }
+
+    fn flush(&mut self) -> Result<(), PortError> {
+        Ok(())
+    }
+
+    fn name(&self) -> &str {
+        "recorder"
+    }
+}
+
+fn configs_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs")
+}
+
+/// A config whose relative paths resolve in the shipped configs folder.
+fn prepared(yaml: &str) -> Prepared {
+    let cfg = config::parse_str(yaml, &configs_dir().join("test.yaml")).expect("config");
+    prepare(cfg).expect("prepare")
+}
+
+const INLINE: &str = "pipeline:\n  - parse\n  - acl: { rules: rules/inline-filter.rules.yaml, default: pass }\n  - count\nexecutor: { kind: cpu }\n";
+
+fn gen_port(name: &str, count: u64, seed: u64, size: &str) -> String {
+    format!(
+        "  - name: {name}\n    gen: {{ count: {count}, size: {size}, seed: {seed}, malformed_ratio: 0.02, \
+         flows: {{ src: 10.0.0.0/8, dst: 192.168.0.0/16, dst_ports: 1-1023, ipv6_share: 0.1 }} }}\n"
+    )
+}
+
+/// What a run did: its summary and the frames it transmitted.
+struct Run {
+    s: Summary,
+    tx: Vec<Vec<u8>>,
+}
+
+fn run_cpu_ref(p: &Prepared, record: bool) -> Run {
+    let spec = p.cpu_spec();
+    let shared = cpu::CpuShared::new(&spec);
+    let ports = open_ports(&p.cfg).expect("ports");
+    let frames = Arc::new(Mutex::new(Vec::new()));
+    let tx: Option<Box<dyn TxPort>> = record.then(|| {
+        Box::new(Recorder {
+            frames: Arc::clone(&frames),
+            fail: false,
+        }) as Box<dyn TxPort>
+    });
+    let out = cpu::run(&spec, &shared, ports.rx, tx);
+    let s = summarize(
+        &shared.counters,
+        &p.pipeline,
+        out.elapsed,
+        &p.choice,
+        out.errors,
+    );
+    let tx = std::mem::take(&mut *frames.lock().unwrap());
+    Run { s, tx }
+}
+
+/// The GPU host side over `dev` on `p`'s ports; `shared` is given to watch it from outside.
+fn run_host(
+    p: &Prepared,
+    dev: &CpuStandIn,
+    shared: &cpu::CpuShared,
+    tx: Option<Recorder>,
+) -> (anyhow::Result<()>, Summary) {
+    let mut ports = open_ports(&p.cfg).expect("ports");
+    let acl_on = p.pipeline.acl().is_some();
+    let spec = host_spec(p, acl_on, 0);
+    let mut tx = tx;
+    let t = Instant::now();
+    let out = host::run(
+        dev,
+        &spec,
+        shared,
+        &mut ports.rx,
+        tx.as_mut().map(|t| t as &mut dyn TxPort),
+    );
+    let s = summarize(
+        &shared.counters,
+        &p.pipeline,
+        t.elapsed(),
+        &p.choice,
+        out.errors,
+    );
+    (out.result, s)
+}
+
+fn run_fake(p: &Prepared, slots: u32, lag: u32, record: bool) -> Run {
+    let dev = CpuStandIn::new(p, slots, lag);
+    let shared = cpu::CpuShared::new(&p.cpu_spec());
+    let frames = Arc::new(Mutex::new(Vec::new()));
+    let rec = record.then(|| Recorder {
+        frames: Arc::clone(&frames),
+        fail: false,
+    });
+    let (r, s) = run_host(p, &dev, &shared, rec);
+    r.expect("host run");
+    for q in 0..p.cfg.queues.count as usize {
+        assert!(dev.queue(q).on_gpu.is_empty(), "queue {q} drained");
+        let c = &shared.counters[q];
+        assert_eq!(
+            c.in_flight_bursts.get(),
+            0,
+            "queue {q}: nothing in flight at the end"
+        );
+        assert!(c.kernel_heartbeat.get() > 0, "queue {q}: heartbeat read");
+    }
+    let tx = std::mem::take(&mut *frames.lock().unwrap());
+    Run { s, tx }
+}
+
+/// The counts `gpu-daemon-check.sh` holds equal between executors, per queue too.
+fn assert_same_counts(gpu: &Summary, cpu: &Summary, what: &str) {
+    assert_eq!(gpu.rx_frames, cpu.rx_frames, "{what}: rx_frames");
+    assert_eq!(gpu.rx_bytes, cpu.rx_bytes, "{what}: rx_bytes");
+    assert_eq!(gpu.drops, cpu.drops, "{what}: drops");
+    assert_eq!(gpu.top_rules, cpu.top_rules, "{what}: top_rules");
+    assert_eq!(gpu.acl_default, cpu.acl_default, "{what}: acl_default");
+    assert_eq!(gpu.counted, cpu.counted, "{what}: counted");
+    assert_eq!(gpu.tx_frames, cpu.tx_frames, "{what}: tx_frames");
+    assert_eq!(gpu.tx_bytes, cpu.tx_bytes, "{what}: tx_bytes");
+    for (g, c) in gpu.queues.iter().zip(&cpu.queues) {
+        let key = |q: &crate::daemon::QueueSummary| {
+            (
+                q.rx_frames,
+                q.passed,
+                q.mirrored,
+                q.to_host,
+                q.tx_frames,
+                q.drops.clone(),
+            )
+        };
+        assert_eq!(key(g), key(c), "{what}: queue {}", g.queue);
+    }
+}
+
+/// Each frame's queue (steering is a pure function of the frame).
+fn by_queue(p: &Prepared, frames: &[Vec<u8>]) -> Vec<Vec<Vec<u8>>> {
+    let nq = p.cfg.queues.count as usize;
+    let mut out = vec![Vec::new(); nq];
+    let mut meta = PacketMeta::default();
+    for f in frames {
+        let (q, _) = p.steering.steer(f, &mut meta, nq);
+        out[q].push(f.clone());
+    }
+    out
+}
+
+/// Fails with the first frame where two frame sequences differ (not the whole sequences).
+fn assert_same_frames(a: &[Vec<u8>], b: &[Vec<u8>], what: &str) {
+    let first = a.iter().zip(b).position(|(x, y)| x != y);
+    assert!(
+        first.is_none() && a.len() == b.len(),
+        "{what}: {} vs {} frames, first difference at {first:?}",
+        a.len(),
+        b.len()
+    );
+}
+
+#[test]
+fn two_ports_three_queues_count_as_the_cpu_executor() {
+    // Two ports: two ingest threads feed every queue.
+    let yaml = format!(
+        "ports:\n{}{}queues: {{ count: 3, burst: 32, ring_slots: 8 }}\n{INLINE}",
+        gen_port("a", 6000, 1, "imix"),
+        gen_port("b", 4000, 2, "100")
+    );
+    let p = prepared(&yaml);
+    let cpu = run_cpu_ref(&p, true);
+    assert_eq!(cpu.s.rx_frames, 10_000);
+    assert!(cpu.s.tx_frames > 0 && cpu.s.acl_default > 0);
+    for (slots, lag) in [(4, 0), (2, 3)] {
+        let gpu = run_fake(&p, slots, lag, true);
+        let what = format!("ring of {slots}, verdicts after {lag} polls");
+        assert_same_counts(&gpu.s, &cpu.s, &what);
+        // The interleaving of two ports is a race on both executors: the same frames left.
+        let (mut g, mut c) = (gpu.tx.clone(), cpu.tx.clone());
+        g.sort();
+        c.sort();
+        assert_same_frames(&g, &c, &what);
+    }
+}
+
+#[test]
+fn each_queue_transmits_in_receive_order() {
+    let yaml = format!(
+        "ports:\n{}queues: {{ count: 3, burst: 16, ring_slots: 4 }}\n{INLINE}",
+        gen_port("a", 6000, 3, "imix")
+    );
+    let p = prepared(&yaml);
+    let cpu = run_cpu_ref(&p, true);
+    let gpu = run_fake(&p, 2, 2, true);
+    assert_same_counts(&gpu.s, &cpu.s, "three queues");
+    let (g, c) = (by_queue(&p, &gpu.tx), by_queue(&p, &cpu.tx));
+    for q in 0..3 {
+        assert!(!c[q].is_empty(), "queue {q} transmits");
+        assert_same_frames(&g[q], &c[q], &format!("queue {q} TX order"));
+    }
+}
+
+#[test]
+fn one_port_one_queue_transmits_in_receive_order() {
+    let yaml = format!(
+        "ports:\n{}queues: {{ count: 1, burst: 16, ring_slots: 4 }}\n{INLINE}",
+        gen_port("a", 3000, 5, "imix")
+    );
+    let p = prepared(&yaml);
+    let cpu = run_cpu_ref(&p, true);
+    let gpu = run_fake(&p, 2, 1, true);
+    assert_same_counts(&gpu.s, &cpu.s, "one queue");
+    assert_same_frames(
+        &gpu.tx,
+        &cpu.tx,
+        "the CPU executor's output, frame by frame",
+    );
+}
+
+#[test]
+fn without_an_output_port_counts_still_equal() {
+    let yaml = format!(
+        "ports:\n{}queues: {{ count: 2, burst: 64 }}\n{INLINE}",
+        gen_port("a", 8000, 7, "64")
+    );
+    let p = prepared(&yaml);
+    let cpu = run_cpu_ref(&p, false);
+    let gpu = run_fake(&p, 8, 2, false);
+    assert_same_counts(&gpu.s, &cpu.s, "no output");
+}
+
+#[test]
+fn on_full_drop_counts_every_refused_frame() {
+    let yaml = format!(
+        "ports:\n{}queues: {{ count: 2, burst: 8, ring_slots: 2, on_full: drop }}\n{INLINE}",
+        gen_port("a", 6000, 9, "64")
+    );
+    let p = prepared(&yaml);
+    // One burst on the "GPU" at a time, done only after 50 polls: the rings fill.
+    let gpu = run_fake(&p, 1, 50, false);
+    let s = &gpu.s;
+    assert_eq!(s.rx_frames, 6000);
+    let drop = |r: &str| s.drops.iter().find(|(n, _)| n == r).map_or(0, |d| d.1);
+    assert!(drop("ring_full") > 0, "a full ring drops: {:?}", s.drops);
+    let handled: u64 = s
+        .queues
+        .iter()
+        .map(|q| q.passed + q.mirrored + q.to_host)
+        .sum();
+    let dropped: u64 = s.drops.iter().map(|(_, n)| n).sum();
+    assert_eq!(
+        handled + dropped,
+        6000,
+        "every frame passed or dropped with a reason"
+    );
+    assert_eq!(s.counted[0].1, handled, "count saw the frames not dropped");
+}
+
+#[test]
+fn on_full_wait_loses_nothing_behind_a_slow_gpu() {
+    let yaml = format!(
+        "ports:\n{}queues: {{ count: 2, burst: 8, ring_slots: 2, on_full: wait }}\n{INLINE}",
+        gen_port("a", 3000, 9, "64")
+    );
+    let p = prepared(&yaml);
+    let cpu = run_cpu_ref(&p, false);
+    let gpu = run_fake(&p, 1, 20, false);
+    assert_same_counts(&gpu.s, &cpu.s, "slow GPU, wait");
+}
+
+#[test]
+fn frames_and_bursts_too_large_for_a_slot_are_counted_too_long() {
+    let yaml = format!(
+        "ports:\n{}queues: {{ count: 2, burst: 16 }}\n{INLINE}",
+        gen_port("a", 4000, 11, "imix")
+    );
+    let p = prepared(&yaml);
+    let mut dev = CpuStandIn::new(&p, 8, 0);
+    // Room for a few small frames a burst: large IMIX frames (576, 1500 B) never fit.
+    dev.slot_cap = 500;
+    let shared = cpu::CpuShared::new(&p.cpu_spec());
+    let (r, s) = run_host(&p, &dev, &shared, None);
+    r.expect("host run");
+    let too_long = s
+        .drops
+        .iter()
+        .find(|(n, _)| n == "too_long")
+        .map_or(0, |d| d.1);
+    assert!(too_long > 0, "{:?}", s.drops);
+    let handled: u64 = s
+        .queues
+        .iter()
+        .map(|q| q.passed + q.mirrored + q.to_host)
+        .sum();
+    let dropped: u64 = s.drops.iter().map(|(_, n)| n).sum();
+    assert_eq!(handled + dropped, 4000);
+}
+
+#[test]
+fn a_stopped_kernel_fails_the_run_without_hanging() {
+    let yaml = format!(
+        "ports:\n{}queues: {{ count: 2, burst: 16, ring_slots: 4, on_full: wait }}\n{INLINE}",
+        gen_port("a", 1_000_000, 13, "64")
+    );
+    let p = prepared(&yaml);
+    let mut dev = CpuStandIn::new(&p, 4, 1);
+    dev.fail_at = Some(5);
+    let shared = cpu::CpuShared::new(&p.cpu_spec());
+    let t = Instant::now();
+    let (r, s) = run_host(&p, &dev, &shared, None);
+    let e = r.expect_err("the run fails");
+    assert!(format!("{e:#}").contains("queue 0"), "{e:#}");
+    assert!(s.rx_frames < 1_000_000, "intake stopped early");
+    assert!(t.elapsed().as_secs() < 30, "no hang: {:?}", t.elapsed());
+}
+
+#[test]
+fn stop_drains_every_burst_in_flight() {
+    // A generator without end: the run ends by `stop`, as on SIGTERM.
+    let yaml = format!(
+        "ports:\n{}queues: {{ count: 2, burst: 32 }}\n{INLINE}",
+        gen_port("a", 100_000_000, 17, "64")
+    );
+    let p = prepared(&yaml);
+    let dev = CpuStandIn::new(&p, 8, 3);
+    let shared = cpu::CpuShared::new(&p.cpu_spec());
+    let (r, s) = std::thread::scope(|sc| {
+        sc.spawn(|| {
+            while shared.rx_total.load(Ordering::Relaxed) < 5000 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            shared.stop.store(true, Ordering::Relaxed);
+        });
+        run_host(&p, &dev, &shared, None)
+    });
+    r.expect("host run");
+    assert!(s.rx_frames >= 5000 && s.rx_frames < 100_000_000);
+    let handled: u64 = s
+        .queues
+        .iter()
+        .map(|q| q.passed + q.mirrored + q.to_host)
+        .sum();
+    let dropped: u64 = s.drops.iter().map(|(_, n)| n).sum();
+    assert_eq!(
+        handled + dropped,
+        s.rx_frames,
+        "every received frame has a verdict"
+    );
+    for q in 0..2 {
+        assert!(dev.queue(q).on_gpu.is_empty(), "queue {q} drained");
+    }
+}
+
+#[test]
+fn a_tx_error_counts_the_frames_and_names_the_port() {
+    let yaml = format!(
+        "ports:\n{}queues: {{ count: 2, burst: 16 }}\n{INLINE}",
+        gen_port("a", 2000, 19, "64")
+    );
+    let p = prepared(&yaml);
+    let dev = CpuStandIn::new(&p, 4, 0);
+    let shared = cpu::CpuShared::new(&p.cpu_spec());
+    let rec = Recorder {
+        frames: Arc::default(),
+        fail: true,
+    };
+    let (r, s) = run_host(&p, &dev, &shared, Some(rec));
+    r.expect("a TX error is reported, not fatal");
+    assert_eq!(s.errors.len(), 1, "{:?}", s.errors);
+    assert!(s.errors[0].starts_with("recorder: "), "{:?}", s.errors);
+    let tx_err = s
+        .drops
+        .iter()
+        .find(|(n, _)| n == "tx_error")
+        .map_or(0, |d| d.1);
+    let forwarded: u64 = s.queues.iter().map(|q| q.passed + q.mirrored).sum();
+    assert_eq!(
+        tx_err, forwarded,
+        "every forwarded frame counted as tx_error"
+    );
+    assert_eq!(s.tx_frames, 0);
+}
+
+#[test]
+fn a_reload_is_published_once_with_its_generation() {
+    let yaml = format!(
+        "ports:\n{}queues: {{ count: 1 }}\n{INLINE}",
+        gen_port("a", 10, 1, "64")
+    );
+    let p = prepared(&yaml);
+    let dev = CpuStandIn::new(&p, 4, 0);
+    let mut publisher = reload::AclPublisher::new(true, 0);
+    publisher.check(&p.pipeline, &dev).unwrap();
+    assert!(
+        dev.published.lock().unwrap().is_empty(),
+        "nothing new at start"
+    );
+    let acl = p.pipeline.acl().unwrap();
+    let fresh = crate::stage::acl::AclStage::load(
+        &acl.path,
+        flow_rules::acl::RuleFormat::Yaml,
+        crate::verdict::Action::Drop,
+    )
+    .unwrap();
+    let g = p.pipeline.reload_acl(fresh).unwrap();
+    publisher.check(&p.pipeline, &dev).unwrap();
+    publisher.check(&p.pipeline, &dev).unwrap();
+    let published = dev.published.lock().unwrap().clone();
+    assert_eq!(
+        published,
+        [(
+            g,
+            acl.rule_count() as u32,
+            crate::verdict::Action::Drop as u8
+        )]
+    );
+    assert_eq!(publisher.generation(), g);
+    // Without an acl stage on the GPU nothing is published.
+    let mut off = reload::AclPublisher::new(false, 0);
+    off.check(&p.pipeline, &dev).unwrap();
+    assert_eq!(dev.published.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn the_gpu_pipeline_is_parse_acl_count_in_order() {
+    let p = Pipeline::new(vec![Stage::Parse, Stage::Count]);
+    let d = gpu_pipeline_desc(&p, None, None).unwrap();
+    assert!(d.parse && d.count && d.acl.is_none());
+    assert_eq!(d.default_action, crate::verdict::Action::Pass as u8);
+    let e = gpu_pipeline_desc(&Pipeline::new(vec![Stage::Count, Stage::Parse]), None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("count -> parse"), "{e}");
+    let inline = prepared(&format!("ports:\n{}{INLINE}", gen_port("a", 1, 1, "64")));
+    let acl = inline.pipeline.acl().unwrap();
+    let bytes = acl.classifier.image_bytes();
+    let d = gpu_pipeline_desc(&inline.pipeline, Some(&acl), Some(&bytes)).unwrap();
+    let t = d.acl.expect("acl tables");
+    assert_eq!(t.n_rules as usize, acl.rule_count());
+    assert_eq!(t.bytes.len(), bytes.len());
+}
