@@ -26,6 +26,8 @@ enum Command {
     Validate(cmd::validate::Args),
     /// Print one JSON line per frame of a capture with the parsed fields and status.
     Parse(cmd::parse::Args),
+    /// Decode the O-RAN U-plane PRBs of a capture: one JSON line per PRB.
+    Fronthaul(cmd::fronthaul::Args),
     /// Classify a header trace against a rule file (ClassBench / dpdk-test-acl format or YAML).
     Classify(cmd::classify::Args),
     /// Run the CPU and GPU executors on the same input and compare every packet.
@@ -49,6 +51,7 @@ fn main() {
         Command::Run(a) => cmd::run::run(a),
         Command::Validate(a) => cmd::validate::run(a),
         Command::Parse(a) => cmd::parse::run(a),
+        Command::Fronthaul(a) => cmd::fronthaul::run(a),
         Command::Classify(a) => cmd::classify::run(a),
         Command::Verify(a) => cmd::verify::run(a),
         Command::Bench(a) => cmd::bench::run(a),

@@ -8,6 +8,7 @@ pub mod control;
 pub mod counters;
 pub mod daemon;
 pub mod executor;
+pub mod fronthaul;
 pub mod meta;
 pub mod port;
 pub mod ring;

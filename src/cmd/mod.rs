@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod classify;
+pub mod fronthaul;
 pub mod parse;
 pub mod progress;
 pub mod run;

@@ -14,6 +14,7 @@ pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
 pub mod mpls;
+pub mod oran;
 pub mod sctp;
 pub mod tcp;
 pub mod udp;

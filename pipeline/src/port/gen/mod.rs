@@ -5,6 +5,7 @@
 //! the same frames, whatever the rate or burst sizes.
 
 mod frame;
+pub mod oran;
 mod trace;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -276,6 +277,9 @@ pub struct GenOptions {
     /// TCP flags byte of TCP frames. Default 0x10 (ACK).
     #[serde(default = "default_tcp_flags")]
     pub tcp_flags: u8,
+    /// O-RAN U-plane traffic (eCPRI, known IQ) instead of IP frames; see [`oran`].
+    #[serde(default)]
+    pub oran: Option<oran::OranGenOptions>,
 }
 
 impl Default for GenOptions {
@@ -291,6 +295,7 @@ impl Default for GenOptions {
             malformed_ratio: 0.0,
             vlan: None,
             tcp_flags: default_tcp_flags(),
+            oran: None,
         }
     }
 }

@@ -1,0 +1,297 @@
+//! PRB (de)compression: block floating point (O-RAN CUS Annex A.1, udCompMeth 1) and no
+//! compression (udCompMeth 0), for sample widths 1..=16.
+//!
+//! A PRB is 12 resource elements = 24 samples (I0 Q0 ... I11 Q11). BFP sends one udCompParam
+//! byte (bits 3..0: the exponent) and 24 mantissas of `width` bits, two's complement, packed
+//! MSB first across bytes (3 * width bytes); the sample is `mantissa << exponent`. Without
+//! compression the 24 samples are sent as they are, `width` bits each, and the exponent is 0.
+
+/// Samples in one PRB.
+pub const PRB_SAMPLES: usize = 24;
+
+/// Compression method of a section (the udCompMeth values this decoder takes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Method {
+    None,
+    Bfp,
+}
+
+impl Method {
+    pub fn from_ud_comp_meth(m: u8) -> Option<Method> {
+        match m {
+            crate::wire::oran::comp_meth::NONE => Some(Method::None),
+            crate::wire::oran::comp_meth::BFP => Some(Method::Bfp),
+            _ => None,
+        }
+    }
+
+    pub fn ud_comp_meth(self) -> u8 {
+        match self {
+            Method::None => crate::wire::oran::comp_meth::NONE,
+            Method::Bfp => crate::wire::oran::comp_meth::BFP,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::None => "none",
+            Method::Bfp => "bfp",
+        }
+    }
+}
+
+/// Bytes of one PRB on the wire.
+pub const fn prb_bytes(method: Method, width: u8) -> usize {
+    let data = 3 * width as usize;
+    match method {
+        Method::None => data,
+        Method::Bfp => data + 1,
+    }
+}
+
+/// Decompresses one PRB. `bytes` must hold at least [`prb_bytes`] bytes and `width` must be
+/// 1..=16 (the decoder checked both); otherwise the samples are zero and the exponent 0.
+/// Returns the exponent (0 without compression). Samples are `mantissa << exponent` in full
+/// (up to 31 bits: a 4-bit exponent may exceed what 16 bits hold; the slot grid saturates).
+#[inline]
+pub fn decompress_prb(bytes: &[u8], method: Method, width: u8, out: &mut [i32; PRB_SAMPLES]) -> u8 {
+    let (exp, data) = match method {
+        Method::Bfp => match bytes.split_first() {
+            Some((p, d)) => (p & 0x0f, d),
+            None => {
+                *out = [0; PRB_SAMPLES];
+                return 0;
+            }
+        },
+        Method::None => (0, bytes),
+    };
+    if !unpack(data, width, exp, out) {
+        *out = [0; PRB_SAMPLES];
+        return 0;
+    }
+    exp
+}
+
+/// Dispatches to the width-specialised unpacker; false on a bad width or short data.
+#[inline]
+fn unpack(data: &[u8], width: u8, exp: u8, out: &mut [i32; PRB_SAMPLES]) -> bool {
+    macro_rules! by_width {
+        ($($w:literal)*) => {
+            match width {
+                $($w => unpack_w::<$w>(data, exp, out),)*
+                _ => false,
+            }
+        };
+    }
+    by_width!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
+}
+
+/// Unpacks 24 `W`-bit mantissas. With `W` a constant every bit offset is a constant, so the
+/// loop unrolls into loads, shifts and stores without branches.
+#[inline(always)]
+fn unpack_w<const W: u32>(data: &[u8], exp: u8, out: &mut [i32; PRB_SAMPLES]) -> bool {
+    let n = 3 * W as usize;
+    if data.len() < n {
+        return false;
+    }
+    // Padded copy: the 3-byte window of the last samples reads past the PRB's bytes.
+    let mut buf = [0u8; 48 + 3];
+    buf[..n].copy_from_slice(&data[..n]);
+    for (k, o) in out.iter_mut().enumerate() {
+        let bit = k as u32 * W;
+        let at = (bit / 8) as usize;
+        let win = (u32::from(buf[at]) << 24)
+            | (u32::from(buf[at + 1]) << 16)
+            | (u32::from(buf[at + 2]) << 8);
+        // Top-align the mantissa, then an arithmetic shift sign-extends it.
+        let m = ((win << (bit % 8)) as i32) >> (32 - W);
+        *o = m << exp;
+    }
+    true
+}
+
+/// The plain scalar decoder: bit by bit, the way the annex reads. The benchmark's baseline and
+/// the property tests' reference.
+pub fn decompress_prb_scalar(
+    bytes: &[u8],
+    method: Method,
+    width: u8,
+    out: &mut [i32; PRB_SAMPLES],
+) -> u8 {
+    *out = [0; PRB_SAMPLES];
+    if !(1..=16).contains(&width) || bytes.len() < prb_bytes(method, width) {
+        return 0;
+    }
+    let (exp, data) = match method {
+        Method::Bfp => (bytes[0] & 0x0f, &bytes[1..]),
+        Method::None => (0, bytes),
+    };
+    let mut bit = 0usize;
+    for o in out.iter_mut() {
+        let mut v: u32 = 0;
+        for _ in 0..width {
+            let b = (data[bit / 8] >> (7 - bit % 8)) & 1;
+            v = (v << 1) | u32::from(b);
+            bit += 1;
+        }
+        // Sign-extend from `width` bits.
+        let m = if v & (1 << (width - 1)) != 0 {
+            v as i32 - (1i32 << width)
+        } else {
+            v as i32
+        };
+        *o = m * (1i32 << exp);
+    }
+    exp
+}
+
+/// BFP exponent of a block (annex A.1.2): max(0, bitlen(max |sample|) + 1 - width).
+pub fn bfp_exponent(samples: &[i16; PRB_SAMPLES], width: u8) -> u8 {
+    let max_abs = samples
+        .iter()
+        .map(|&s| i32::from(s).unsigned_abs())
+        .max()
+        .unwrap_or(0);
+    let bitlen = 32 - max_abs.leading_zeros();
+    (bitlen + 1).saturating_sub(u32::from(width)).min(15) as u8
+}
+
+/// Compresses one PRB into `out` ([`prb_bytes`] bytes). Uncompressed samples are cut to
+/// `width` bits (callers keep them in range). Returns the exponent. Panics on a width outside
+/// 1..=16 or a short `out` (a programming error: the generator validates its options).
+pub fn compress_prb(samples: &[i16; PRB_SAMPLES], method: Method, width: u8, out: &mut [u8]) -> u8 {
+    assert!((1..=16).contains(&width), "width {width} outside 1..=16");
+    let n = prb_bytes(method, width);
+    let out = &mut out[..n];
+    out.fill(0);
+    let (exp, data) = match method {
+        Method::Bfp => {
+            let e = bfp_exponent(samples, width);
+            out[0] = e;
+            (e, &mut out[1..])
+        }
+        Method::None => (0, &mut out[..]),
+    };
+    let mut bit = 0usize;
+    for &s in samples {
+        let m = (i32::from(s) >> exp) as u32 & ((1u32 << width) - 1);
+        for i in (0..width).rev() {
+            if m >> i & 1 != 0 {
+                data[bit / 8] |= 0x80 >> (bit % 8);
+            }
+            bit += 1;
+        }
+    }
+    exp
+}
+
+/// What a compressed PRB decodes back to: each sample's mantissa (arithmetic shift) << exponent,
+/// or the sample cut to `width` bits (sign-extended) without compression.
+pub fn quantise(samples: &[i16; PRB_SAMPLES], method: Method, width: u8) -> [i32; PRB_SAMPLES] {
+    let mut q = [0i32; PRB_SAMPLES];
+    let exp = match method {
+        Method::Bfp => bfp_exponent(samples, width),
+        Method::None => 0,
+    };
+    for (o, &s) in q.iter_mut().zip(samples) {
+        let m = i32::from(s) >> exp;
+        let sh = 32 - u32::from(width);
+        *o = ((m << sh) >> sh) << exp;
+    }
+    q
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bfp9_prb_from_up_bfp9_frame_1() {
+        // The first PRB of up_bfp9.pcap (exponent 1); the truth file gives its mantissas.
+        let b = [
+            0x01, 0x14, 0xad, 0xd4, 0x08, 0xd9, 0x36, 0x22, 0x84, 0x03, 0x45, 0xfb, 0x3e, 0xe5,
+            0x3e, 0x42, 0x66, 0xe3, 0x36, 0xff, 0xc5, 0x19, 0xeb, 0x1e, 0x6f, 0x8c, 0x7a, 0x8c,
+        ];
+        let mant = [
+            41, 183, 160, 141, -218, -120, -190, 3, 139, -20, -9, 83, -56, 153, -143, -202, -1,
+            -236, 207, 177, -51, -29, 61, 140,
+        ];
+        let mut out = [0; 24];
+        assert_eq!(decompress_prb(&b, Method::Bfp, 9, &mut out), 1);
+        let want: Vec<i32> = mant.iter().map(|m| m << 1).collect();
+        assert_eq!(out.to_vec(), want);
+        let mut s = [0; 24];
+        assert_eq!(decompress_prb_scalar(&b, Method::Bfp, 9, &mut s), 1);
+        assert_eq!(s, out);
+        // Short data or a bad width: zeros, never a panic.
+        assert_eq!(decompress_prb(&b[..27], Method::Bfp, 9, &mut out), 0);
+        assert_eq!(out, [0; 24]);
+        assert_eq!(decompress_prb(&b, Method::Bfp, 17, &mut out), 0);
+        assert_eq!(decompress_prb(&[], Method::Bfp, 9, &mut out), 0);
+        assert_eq!(decompress_prb_scalar(&b, Method::Bfp, 0, &mut out), 0);
+    }
+
+    #[test]
+    fn uncompressed_16_bit_bytes() {
+        let mut b = [0u8; 48];
+        b[0] = 0x80; // I0 = -32768
+        b[3] = 0x05; // Q0 = 5
+        b[46] = 0xff;
+        b[47] = 0xff; // Q11 = -1
+        let mut out = [0; 24];
+        assert_eq!(decompress_prb(&b, Method::None, 16, &mut out), 0);
+        assert_eq!((out[0], out[1], out[23]), (-32768, 5, -1));
+    }
+
+    #[test]
+    fn compress_then_decompress_is_the_quantised_block_for_every_width() {
+        let mut x: u32 = 12345;
+        for width in 1..=16u8 {
+            for method in [Method::Bfp, Method::None] {
+                for round in 0..200 {
+                    let mut s = [0i16; 24];
+                    for v in s.iter_mut() {
+                        x = x.wrapping_mul(1664525).wrapping_add(1013904223);
+                        // Vary the block's magnitude so every exponent appears.
+                        let sh = round % 16;
+                        *v = ((x >> 16) as i16) >> sh;
+                    }
+                    if round == 0 {
+                        s[3] = i16::MIN;
+                    }
+                    let mut wire = [0u8; 49];
+                    let e = compress_prb(&s, method, width, &mut wire);
+                    let mut fast = [0; 24];
+                    let mut slow = [0; 24];
+                    assert_eq!(decompress_prb(&wire, method, width, &mut fast), e);
+                    assert_eq!(decompress_prb_scalar(&wire, method, width, &mut slow), e);
+                    assert_eq!(fast, slow, "width {width} {method:?}");
+                    assert_eq!(
+                        fast,
+                        quantise(&s, method, width),
+                        "width {width} {method:?}"
+                    );
+                    if method == Method::Bfp && width >= 2 {
+                        // BFP keeps every sample within one quantisation step.
+                        for (q, &o) in fast.iter().zip(&s) {
+                            assert!((i32::from(o) - q).abs() < (1 << e), "{o} -> {q} exp {e}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn exponent_rule() {
+        let mut s = [0i16; 24];
+        assert_eq!(bfp_exponent(&s, 9), 0);
+        s[0] = 255; // bitlen 8: fits 9 bits
+        assert_eq!(bfp_exponent(&s, 9), 0);
+        s[0] = 256;
+        assert_eq!(bfp_exponent(&s, 9), 1);
+        s[0] = -32768;
+        assert_eq!(bfp_exponent(&s, 9), 8);
+        assert_eq!(bfp_exponent(&s, 1), 15);
+    }
+}

@@ -1,0 +1,347 @@
+//! The slot grid (eAxC index x symbol x PRB x 24 samples, int16 or FP16) and the assembler that
+//! fills open slots and closes them complete or partial.
+
+use super::bfp::PRB_SAMPLES;
+use super::config::GridFormat;
+use super::decode::SYMBOLS_PER_SLOT;
+
+/// A slot's radio time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SlotKey {
+    pub frame_id: u8,
+    pub subframe_id: u8,
+    pub slot_id: u8,
+}
+
+/// The samples of one slot.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GridData {
+    Int16(Vec<i16>),
+    /// IEEE half-precision bit patterns.
+    Fp16(Vec<u16>),
+}
+
+/// One slot's IQ for every eAxC of the grid, with which PRBs have arrived.
+#[derive(Clone, Debug)]
+pub struct SlotGrid {
+    pub key: SlotKey,
+    eaxcs: usize,
+    prbs: usize,
+    beta: f32,
+    data: GridData,
+    filled: Vec<u64>,
+    filled_count: usize,
+    /// Arrival (ns) of the slot's first packet.
+    pub first_ns: u64,
+    /// eAxC ids by grid index, at close.
+    pub eaxc_ids: Vec<u16>,
+    /// Whether every expected PRB arrived (set at close).
+    pub complete: bool,
+}
+
+impl SlotGrid {
+    pub fn new(eaxcs: usize, prbs: usize, format: GridFormat, beta: f32) -> Self {
+        let cells = eaxcs * SYMBOLS_PER_SLOT as usize * prbs;
+        let n = cells * PRB_SAMPLES;
+        SlotGrid {
+            key: SlotKey::default(),
+            eaxcs,
+            prbs,
+            beta,
+            data: match format {
+                GridFormat::Int16 => GridData::Int16(vec![0; n]),
+                GridFormat::Fp16 => GridData::Fp16(vec![0; n]),
+            },
+            filled: vec![0; cells.div_ceil(64)],
+            filled_count: 0,
+            first_ns: 0,
+            eaxc_ids: Vec::new(),
+            complete: false,
+        }
+    }
+
+    fn reset(&mut self, key: SlotKey, first_ns: u64) {
+        self.key = key;
+        self.first_ns = first_ns;
+        self.filled.fill(0);
+        self.filled_count = 0;
+        self.complete = false;
+        match &mut self.data {
+            GridData::Int16(v) => v.fill(0),
+            GridData::Fp16(v) => v.fill(0),
+        }
+    }
+
+    /// Grid dimensions: eAxCs, symbols, PRBs (each PRB 12 REs x I/Q).
+    pub fn shape(&self) -> [usize; 3] {
+        [self.eaxcs, SYMBOLS_PER_SLOT as usize, self.prbs]
+    }
+
+    pub fn data(&self) -> &GridData {
+        &self.data
+    }
+
+    fn cell(&self, eaxc: usize, symbol: u8, prb: u16) -> Option<usize> {
+        (eaxc < self.eaxcs && symbol < SYMBOLS_PER_SLOT && usize::from(prb) < self.prbs).then(
+            || {
+                (eaxc * SYMBOLS_PER_SLOT as usize + usize::from(symbol)) * self.prbs
+                    + usize::from(prb)
+            },
+        )
+    }
+
+    pub fn is_filled(&self, eaxc: usize, symbol: u8, prb: u16) -> bool {
+        self.cell(eaxc, symbol, prb)
+            .is_some_and(|c| self.filled[c / 64] >> (c % 64) & 1 != 0)
+    }
+
+    /// PRBs received so far.
+    pub fn filled_count(&self) -> usize {
+        self.filled_count
+    }
+
+    /// PRBs of eAxC index `e` received.
+    pub fn filled_for(&self, e: usize) -> usize {
+        let per = SYMBOLS_PER_SLOT as usize * self.prbs;
+        (e * per..(e + 1) * per)
+            .filter(|&c| self.filled[c / 64] >> (c % 64) & 1 != 0)
+            .count()
+    }
+
+    /// The 24 int16 samples of a PRB (int16 grids).
+    pub fn prb_i16(&self, eaxc: usize, symbol: u8, prb: u16) -> Option<&[i16]> {
+        let c = self.cell(eaxc, symbol, prb)?;
+        match &self.data {
+            GridData::Int16(v) => v.get(c * PRB_SAMPLES..(c + 1) * PRB_SAMPLES),
+            GridData::Fp16(_) => None,
+        }
+    }
+
+    /// The 24 FP16 samples of a PRB as f32 (FP16 grids).
+    pub fn prb_f32(&self, eaxc: usize, symbol: u8, prb: u16) -> Option<[f32; PRB_SAMPLES]> {
+        let c = self.cell(eaxc, symbol, prb)?;
+        match &self.data {
+            GridData::Fp16(v) => {
+                let mut o = [0f32; PRB_SAMPLES];
+                for (x, b) in o
+                    .iter_mut()
+                    .zip(v.get(c * PRB_SAMPLES..(c + 1) * PRB_SAMPLES)?)
+                {
+                    *x = half::f16::from_bits(*b).to_f32();
+                }
+                Some(o)
+            }
+            GridData::Int16(_) => None,
+        }
+    }
+
+    /// Stores a PRB. Returns (was it already there, samples saturated to 16 bits); `None` when
+    /// the position is outside the grid.
+    pub fn store(
+        &mut self,
+        eaxc: usize,
+        symbol: u8,
+        prb: u16,
+        iq: &[i32; PRB_SAMPLES],
+    ) -> Option<(bool, u32)> {
+        let c = self.cell(eaxc, symbol, prb)?;
+        let bit = 1u64 << (c % 64);
+        let dup = self.filled[c / 64] & bit != 0;
+        if !dup {
+            self.filled[c / 64] |= bit;
+            self.filled_count += 1;
+        }
+        let mut sat = 0;
+        let range = c * PRB_SAMPLES..(c + 1) * PRB_SAMPLES;
+        match &mut self.data {
+            GridData::Int16(v) => {
+                for (o, &x) in v[range].iter_mut().zip(iq) {
+                    let s = x.clamp(i32::from(i16::MIN), i32::from(i16::MAX));
+                    sat += u32::from(s != x);
+                    *o = s as i16;
+                }
+            }
+            GridData::Fp16(v) => {
+                for (o, &x) in v[range].iter_mut().zip(iq) {
+                    // The 16-bit sample first (as int16 grids), then the scale.
+                    let s = x.clamp(i32::from(i16::MIN), i32::from(i16::MAX));
+                    sat += u32::from(s != x);
+                    *o = half::f16::from_f32(s as f32 * self.beta).to_bits();
+                }
+            }
+        }
+        Some((dup, sat))
+    }
+}
+
+/// What closing a slot reports.
+pub struct Closed<'a> {
+    pub grid: &'a SlotGrid,
+    pub complete: bool,
+}
+
+/// Open slots, oldest first, and spare grids to reuse.
+pub struct Assembler {
+    open: Vec<SlotGrid>,
+    spare: Vec<SlotGrid>,
+    max_open: usize,
+    eaxcs: usize,
+    prbs: usize,
+    format: GridFormat,
+    beta: f32,
+    timeout_ns: u64,
+}
+
+impl Assembler {
+    pub fn new(
+        eaxcs: usize,
+        prbs: usize,
+        format: GridFormat,
+        beta: f32,
+        max_open: usize,
+        timeout_ns: u64,
+    ) -> Self {
+        Assembler {
+            open: Vec::new(),
+            spare: Vec::new(),
+            max_open: max_open.max(1),
+            eaxcs,
+            prbs,
+            format,
+            beta,
+            timeout_ns,
+        }
+    }
+
+    pub fn open_slots(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Closes the open slots that timed out at `now_ns` (with `expected_eaxcs` eAxCs in use).
+    pub fn expire(&mut self, now_ns: u64, expected_eaxcs: usize, on_close: &mut dyn FnMut(Closed)) {
+        while let Some(i) = self
+            .open
+            .iter()
+            .position(|g| now_ns.saturating_sub(g.first_ns) > self.timeout_ns)
+        {
+            self.close(i, expected_eaxcs, on_close);
+        }
+    }
+
+    /// The grid of `key`, opened (closing the oldest if all are in use) when new.
+    pub fn slot(
+        &mut self,
+        key: SlotKey,
+        now_ns: u64,
+        expected_eaxcs: usize,
+        on_close: &mut dyn FnMut(Closed),
+    ) -> &mut SlotGrid {
+        let i = match self.open.iter().position(|g| g.key == key) {
+            Some(i) => i,
+            None => {
+                if self.open.len() >= self.max_open {
+                    self.close(0, expected_eaxcs, on_close);
+                }
+                let mut g = self.spare.pop().unwrap_or_else(|| {
+                    SlotGrid::new(self.eaxcs, self.prbs, self.format, self.beta)
+                });
+                g.reset(key, now_ns);
+                self.open.push(g);
+                self.open.len() - 1
+            }
+        };
+        &mut self.open[i]
+    }
+
+    /// Closes `key`'s slot if every expected PRB is there; returns whether it did.
+    pub fn close_if_complete(
+        &mut self,
+        key: SlotKey,
+        expected_eaxcs: usize,
+        on_close: &mut dyn FnMut(Closed),
+    ) -> bool {
+        let want = expected_eaxcs * SYMBOLS_PER_SLOT as usize * self.prbs;
+        match self.open.iter().position(|g| g.key == key) {
+            Some(i) if want > 0 && self.open[i].filled_count >= want => {
+                self.close(i, expected_eaxcs, on_close);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Closes every open slot (end of input).
+    pub fn flush(&mut self, expected_eaxcs: usize, on_close: &mut dyn FnMut(Closed)) {
+        while !self.open.is_empty() {
+            self.close(0, expected_eaxcs, on_close);
+        }
+    }
+
+    fn close(&mut self, i: usize, expected_eaxcs: usize, on_close: &mut dyn FnMut(Closed)) {
+        let mut g = self.open.remove(i);
+        let want = expected_eaxcs * SYMBOLS_PER_SLOT as usize * self.prbs;
+        g.complete = want > 0 && g.filled_count >= want;
+        on_close(Closed {
+            complete: g.complete,
+            grid: &g,
+        });
+        self.spare.push(g);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_saturates_and_counts_duplicates() {
+        let mut g = SlotGrid::new(2, 3, GridFormat::Int16, 1.0);
+        let mut iq = [0i32; 24];
+        iq[0] = 40000;
+        iq[1] = -5;
+        assert_eq!(g.store(1, 13, 2, &iq), Some((false, 1)));
+        assert_eq!(g.store(1, 13, 2, &iq), Some((true, 1)));
+        assert_eq!(g.store(2, 0, 0, &iq), None);
+        assert_eq!(g.store(0, 14, 0, &iq), None);
+        assert_eq!(g.store(0, 0, 3, &iq), None);
+        assert_eq!(g.prb_i16(1, 13, 2).map(|p| (p[0], p[1])), Some((32767, -5)));
+        assert!(g.is_filled(1, 13, 2) && !g.is_filled(0, 13, 2));
+        assert_eq!(
+            (g.filled_count(), g.filled_for(1), g.filled_for(0)),
+            (1, 1, 0)
+        );
+        let mut f = SlotGrid::new(1, 1, GridFormat::Fp16, 0.5);
+        f.store(0, 0, 0, &iq);
+        let p = f.prb_f32(0, 0, 0).unwrap();
+        assert_eq!((p[0], p[1]), (16384.0, -2.5));
+    }
+
+    #[test]
+    fn slots_complete_time_out_and_evict() {
+        let mut a = Assembler::new(1, 2, GridFormat::Int16, 1.0, 2, 1000);
+        let mut closed = vec![];
+        let mut rec = |c: Closed| closed.push((c.grid.key.slot_id, c.complete));
+        let k = |s| SlotKey {
+            frame_id: 0,
+            subframe_id: 0,
+            slot_id: s,
+        };
+        for sym in 0..14 {
+            for prb in 0..2 {
+                a.slot(k(0), 0, 1, &mut rec).store(0, sym, prb, &[1; 24]);
+            }
+        }
+        assert!(a.close_if_complete(k(0), 1, &mut rec));
+        a.slot(k(1), 10, 1, &mut rec).store(0, 0, 0, &[1; 24]);
+        a.slot(k(2), 20, 1, &mut rec);
+        a.slot(k(3), 30, 1, &mut rec); // evicts slot 1 (two open at most)
+        a.expire(1025, 1, &mut rec); // slot 2 timed out; slot 3 not yet
+        assert_eq!(a.open_slots(), 1);
+        a.flush(1, &mut rec);
+        assert_eq!(closed, [(0, true), (1, false), (2, false), (3, false)]);
+        // A reused grid starts empty.
+        let g = a.slot(k(4), 40, 1, &mut |_| {});
+        assert_eq!(g.filled_count(), 0);
+        assert_eq!(g.prb_i16(0, 0, 0), Some(&[0i16; 24][..]));
+    }
+}

@@ -1,0 +1,18 @@
+//! O-RAN 7.2x fronthaul receive (eCPRI over Ethernet): U-plane decoding with BFP / no
+//! compression, static or dynamic udCompHdr, into a slot grid; sequence and Ta4 tracking per
+//! eAxC; slot completion; sinks. The Rust side is the reference; `gpu-kernels/cuda/fronthaul.cuh`
+//! implements the same decode semantics for the GPU.
+
+pub mod bfp;
+pub mod config;
+pub mod decode;
+pub mod grid;
+pub mod sink;
+pub mod stage;
+pub mod track;
+
+pub use config::FronthaulConfig;
+pub use decode::{check, decode_frame, DecodeParams, Message, Reject};
+pub use grid::{SlotGrid, SlotKey};
+pub use sink::{FnSink, NpySink, SlotSink};
+pub use stage::{EaxcCounters, FronthaulCounters, FronthaulStage};

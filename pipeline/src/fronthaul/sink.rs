@@ -1,0 +1,151 @@
+//! Where completed (or partial) slots go: a library callback, or `.npy` files for inspection.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::grid::{GridData, SlotGrid};
+
+/// Receives every closed slot (complete or partial, see [`SlotGrid::complete`]). This is where
+/// a PHY plugs in. Called with the stage's state locked: copy what you keep, return quickly.
+pub trait SlotSink: Send {
+    fn slot(&mut self, slot: &SlotGrid) -> Result<(), String>;
+}
+
+/// A closure as a sink.
+pub struct FnSink<F>(pub F);
+
+impl<F: FnMut(&SlotGrid) + Send> SlotSink for FnSink<F> {
+    fn slot(&mut self, slot: &SlotGrid) -> Result<(), String> {
+        (self.0)(slot);
+        Ok(())
+    }
+}
+
+/// One `.npy` file per slot: `slot_<n>_f<frame>_sf<subframe>_s<slot>_<complete|partial>.npy`,
+/// shape (eAxCs, 14, PRBs, 12, 2), dtype `<i2` or `<f2`; the grid's eAxC ids in order are in
+/// `eaxcs.json` beside them.
+pub struct NpySink {
+    dir: PathBuf,
+    written: u64,
+    max_files: Option<u64>,
+}
+
+impl NpySink {
+    pub fn create(dir: &Path, max_files: Option<u64>) -> Result<Self, String> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("fronthaul.sink.npy.dir: {}: {e}", dir.display()))?;
+        Ok(NpySink {
+            dir: dir.to_path_buf(),
+            written: 0,
+            max_files,
+        })
+    }
+
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+}
+
+/// The bytes of an `.npy` (format 1.0) file of the grid.
+pub fn npy_bytes(g: &SlotGrid) -> Vec<u8> {
+    let [e, s, p] = g.shape();
+    let descr = match g.data() {
+        GridData::Int16(_) => "<i2",
+        GridData::Fp16(_) => "<f2",
+    };
+    let mut header = format!(
+        "{{'descr': '{descr}', 'fortran_order': False, 'shape': ({e}, {s}, {p}, 12, 2), }}"
+    );
+    // Magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64.
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = Vec::with_capacity(10 + header.len() + e * s * p * 48);
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    match g.data() {
+        GridData::Int16(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        GridData::Fp16(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+    }
+    out
+}
+
+impl SlotSink for NpySink {
+    fn slot(&mut self, g: &SlotGrid) -> Result<(), String> {
+        if self.max_files.is_some_and(|m| self.written >= m) {
+            return Ok(());
+        }
+        if self.written == 0 {
+            let ids = serde_json::to_string(&g.eaxc_ids).map_err(|e| e.to_string())?;
+            let p = self.dir.join("eaxcs.json");
+            std::fs::write(&p, ids).map_err(|e| format!("{}: {e}", p.display()))?;
+        }
+        let k = g.key;
+        let name = format!(
+            "slot_{:06}_f{}_sf{}_s{}_{}.npy",
+            self.written,
+            k.frame_id,
+            k.subframe_id,
+            k.slot_id,
+            if g.complete { "complete" } else { "partial" }
+        );
+        let path = self.dir.join(name);
+        let mut f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        f.write_all(&npy_bytes(g))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        self.written += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fronthaul::config::GridFormat;
+
+    #[test]
+    fn npy_header_and_data() {
+        let mut g = SlotGrid::new(1, 2, GridFormat::Int16, 1.0);
+        let mut iq = [0; 24];
+        iq[0] = -2;
+        g.store(0, 0, 1, &iq);
+        let b = npy_bytes(&g);
+        assert_eq!(&b[..8], b"\x93NUMPY\x01\x00");
+        let hl = u16::from_le_bytes([b[8], b[9]]) as usize;
+        assert_eq!((10 + hl) % 64, 0);
+        let h = std::str::from_utf8(&b[10..10 + hl]).unwrap();
+        assert!(h.contains("'shape': (1, 14, 2, 12, 2)"), "{h}");
+        assert_eq!(b.len(), 10 + hl + 14 * 2 * 48);
+        // PRB 1 of symbol 0 starts at sample 24.
+        assert_eq!(&b[10 + hl + 48..10 + hl + 50], &(-2i16).to_le_bytes());
+    }
+
+    #[test]
+    fn files_in_a_folder_and_a_bad_folder() {
+        let dir = std::env::temp_dir().join(format!("pw-npy-{}", std::process::id()));
+        let mut s = NpySink::create(&dir, Some(1)).unwrap();
+        let g = SlotGrid::new(1, 1, GridFormat::Fp16, 1.0);
+        s.slot(&g).unwrap();
+        s.slot(&g).unwrap(); // over max_files: not written
+        assert_eq!(s.written(), 1);
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(names
+            .iter()
+            .any(|n| n == "slot_000000_f0_sf0_s0_partial.npy"));
+        std::fs::remove_dir_all(&dir).ok();
+        let e = NpySink::create(Path::new("/proc/version/x"), None)
+            .err()
+            .unwrap();
+        assert!(e.contains("fronthaul.sink.npy.dir"), "{e}");
+    }
+}

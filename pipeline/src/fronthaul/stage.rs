@@ -1,0 +1,393 @@
+//! The `fronthaul` stage: decode, track, assemble, sink; counters per eAxC.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::bfp::PRB_SAMPLES;
+use super::config::{FronthaulConfig, SinkConfig};
+use super::decode::{self, DecodeParams, Message, Reject, Sections, SYMBOLS_PER_SLOT};
+use super::grid::{Assembler, Closed, SlotKey};
+use super::sink::{NpySink, SlotSink};
+use super::track::{Arrival, SeqEvent, SeqTracker, Timing};
+use crate::meta::PacketMeta;
+use crate::verdict::{DropReason, Verdict};
+
+/// Counters of one eAxC (the `eaxc` label of the metrics).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EaxcCounters {
+    pub eaxc: u16,
+    /// U-plane packets accepted.
+    pub packets: u64,
+    pub prbs: u64,
+    pub early: u64,
+    pub on_time: u64,
+    pub late: u64,
+    /// Packets missing by the sequence ids.
+    pub seq_gaps: u64,
+    pub seq_duplicates: u64,
+    pub seq_out_of_order: u64,
+    pub duplicate_prbs: u64,
+    /// Rejected frames whose eAxC id could be read, by [`Reject::index`].
+    pub errors: [u64; Reject::COUNT],
+    /// Slots closed with every PRB of this eAxC / with some missing.
+    pub slots_complete: u64,
+    pub slots_partial: u64,
+}
+
+/// The stage's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FronthaulCounters {
+    /// Frames seen.
+    pub frames: u64,
+    /// Frames that are not eCPRI (passed on untouched, not errors).
+    pub not_ecpri: u64,
+    pub uplane: u64,
+    pub cplane: u64,
+    pub prbs: u64,
+    /// Rejected frames by [`Reject::index`] (`not_ecpri` is never counted here).
+    pub errors: [u64; Reject::COUNT],
+    pub duplicate_prbs: u64,
+    /// Samples that did not fit 16 bits in the grid (exponent too large for the width).
+    pub saturated_samples: u64,
+    /// U-plane packets of an eAxC outside the grid (not listed, or beyond `max_eaxcs`).
+    pub eaxc_unexpected: u64,
+    pub slots_complete: u64,
+    pub slots_partial: u64,
+    pub sink_errors: u64,
+    /// Per eAxC, in grid order.
+    pub per_eaxc: Vec<EaxcCounters>,
+}
+
+impl FronthaulCounters {
+    pub fn errors_total(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+
+    /// (reason name, count) of the non-zero error counters.
+    pub fn errors_by_reason(&self) -> Vec<(&'static str, u64)> {
+        Reject::ALL
+            .iter()
+            .filter(|r| self.errors[r.index()] > 0)
+            .map(|r| (r.name(), self.errors[r.index()]))
+            .collect()
+    }
+
+    pub fn early(&self) -> u64 {
+        self.per_eaxc.iter().map(|e| e.early).sum()
+    }
+    pub fn on_time(&self) -> u64 {
+        self.per_eaxc.iter().map(|e| e.on_time).sum()
+    }
+    pub fn late(&self) -> u64 {
+        self.per_eaxc.iter().map(|e| e.late).sum()
+    }
+
+    /// One line: PRBs, slots, timing, errors by reason.
+    pub fn summary(&self) -> String {
+        let errs: Vec<String> = self
+            .errors_by_reason()
+            .iter()
+            .map(|(n, c)| format!("{n}={c}"))
+            .collect();
+        format!(
+            "fronthaul: {} frames ({} U-plane, {} C-plane, {} not eCPRI), {} PRBs decoded, slots {} complete / {} partial, early {} / on time {} / late {}, {} duplicate PRBs, {} errors{}{}",
+            self.frames,
+            self.uplane,
+            self.cplane,
+            self.not_ecpri,
+            self.prbs,
+            self.slots_complete,
+            self.slots_partial,
+            self.early(),
+            self.on_time(),
+            self.late(),
+            self.duplicate_prbs,
+            self.errors_total(),
+            if errs.is_empty() { "" } else { ": " },
+            errs.join(" ")
+        )
+    }
+}
+
+struct State {
+    assembler: Assembler,
+    index: HashMap<u16, usize>,
+    seq: Vec<SeqTracker>,
+    counters: FronthaulCounters,
+    sink: Option<Box<dyn SlotSink>>,
+}
+
+/// The fronthaul stage. Shared by the CPU executor's workers (`Send + Sync`): decoding checks
+/// run outside the lock, the grid writes and counters under one mutex (eAxCs steered to
+/// different queues still share slots, so the slot state is one).
+pub struct FronthaulStage {
+    params: DecodeParams,
+    timing: Timing,
+    fixed_eaxcs: bool,
+    max_eaxcs: usize,
+    state: Mutex<State>,
+}
+
+impl FronthaulStage {
+    /// Builds the stage and the sink its config names.
+    pub fn from_config(cfg: &FronthaulConfig) -> Result<Self, String> {
+        let sink: Option<Box<dyn SlotSink>> = match &cfg.sink {
+            SinkConfig::None => None,
+            SinkConfig::Npy { dir, max_files } => Some(Box::new(NpySink::create(dir, *max_files)?)),
+        };
+        Self::build(cfg, sink)
+    }
+
+    /// Builds the stage with a library sink (the config's `sink` is ignored).
+    pub fn with_sink(cfg: &FronthaulConfig, sink: Box<dyn SlotSink>) -> Result<Self, String> {
+        Self::build(cfg, Some(sink))
+    }
+
+    fn build(cfg: &FronthaulConfig, sink: Option<Box<dyn SlotSink>>) -> Result<Self, String> {
+        cfg.validate()?;
+        let fixed = !cfg.eaxcs.is_empty();
+        let n = if fixed {
+            cfg.eaxcs.len()
+        } else {
+            usize::from(cfg.max_eaxcs)
+        };
+        let mut index = HashMap::new();
+        let mut counters = FronthaulCounters::default();
+        for (i, &id) in cfg.eaxcs.iter().enumerate() {
+            index.insert(id, i);
+            counters.per_eaxc.push(EaxcCounters {
+                eaxc: id,
+                ..Default::default()
+            });
+        }
+        Ok(FronthaulStage {
+            params: cfg.decode_params(),
+            timing: Timing {
+                numerology: cfg.numerology,
+                ta4: cfg.ta4,
+                offset_ns: cfg.time_offset_ns,
+            },
+            fixed_eaxcs: fixed,
+            max_eaxcs: n,
+            state: Mutex::new(State {
+                assembler: Assembler::new(
+                    n,
+                    usize::from(cfg.carrier_prbs),
+                    cfg.grid.format,
+                    cfg.grid.beta,
+                    usize::from(cfg.max_open_slots),
+                    cfg.slot_timeout_us.saturating_mul(1000),
+                ),
+                index,
+                seq: vec![SeqTracker::default(); if fixed { n } else { 0 }],
+                counters,
+                sink,
+            }),
+        })
+    }
+
+    pub fn params(&self) -> &DecodeParams {
+        &self.params
+    }
+
+    /// The stage on a frame, arrival time from the host clock (live traffic).
+    pub fn process(&self, frame: &[u8], meta: &PacketMeta, v: &mut Verdict) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.process_at(frame, now, meta, v);
+    }
+
+    /// The stage on a frame that arrived at `arrival_ns` (capture timestamp on replay).
+    /// Non-eCPRI frames pass untouched; rejected frames are dropped (`stage_drop`) and counted
+    /// by reason; U-plane PRBs go into the slot grid.
+    pub fn process_at(&self, frame: &[u8], arrival_ns: u64, _meta: &PacketMeta, v: &mut Verdict) {
+        let checked = decode::check(frame, &self.params);
+        let mut st = self.lock();
+        let st = &mut *st;
+        st.counters.frames += 1;
+        match checked {
+            Err(Reject::NotEcpri) => st.counters.not_ecpri += 1,
+            Err(r) => {
+                st.counters.errors[r.index()] += 1;
+                if let Some(i) = peek_eaxc(frame).and_then(|id| self.eaxc_index(st, id)) {
+                    st.counters.per_eaxc[i].errors[r.index()] += 1;
+                }
+                *v = Verdict::drop(DropReason::StageDrop);
+            }
+            Ok(Message::Cplane(_)) => st.counters.cplane += 1,
+            Ok(Message::Uplane(u)) => self.uplane(st, frame, &u, arrival_ns),
+        }
+    }
+
+    fn uplane(&self, st: &mut State, frame: &[u8], u: &decode::Uplane, arrival_ns: u64) {
+        st.counters.uplane += 1;
+        let expected = st.index.len();
+        let mut closed = Vec::new();
+        st.assembler
+            .expire(arrival_ns, expected, &mut |c| closed.push(close_record(&c)));
+        let Some(e) = self.eaxc_index(st, u.eaxc) else {
+            st.counters.eaxc_unexpected += 1;
+            self.deliver(st, closed);
+            return;
+        };
+        let expected = st.index.len();
+        let c = &mut st.counters.per_eaxc[e];
+        c.packets += 1;
+        c.prbs += u64::from(u.prbs);
+        match st.seq[e].observe(u.seq.seq) {
+            SeqEvent::InOrder => {}
+            SeqEvent::Gap(n) => c.seq_gaps += u64::from(n),
+            SeqEvent::Duplicate => c.seq_duplicates += 1,
+            SeqEvent::OutOfOrder => c.seq_out_of_order += 1,
+        }
+        match self.timing.classify(&u.radio, arrival_ns) {
+            Arrival::Early => c.early += 1,
+            Arrival::OnTime => c.on_time += 1,
+            Arrival::Late => c.late += 1,
+        }
+        let key = SlotKey {
+            frame_id: u.radio.frame_id,
+            subframe_id: u.radio.subframe_id,
+            slot_id: u.radio.slot_id,
+        };
+        let grid = st.assembler.slot(key, arrival_ns, expected, &mut |c| {
+            closed.push(close_record(&c))
+        });
+        let (mut dups, mut sat) = (0u64, 0u64);
+        let mut iq = [0i32; PRB_SAMPLES];
+        for s in Sections::new(frame, u, &self.params).flatten() {
+            for k in 0..s.num_prb {
+                s.decode(frame, k, &mut iq);
+                if let Some((dup, n)) = grid.store(e, s.symbol, s.prb(k), &iq) {
+                    dups += u64::from(dup);
+                    sat += u64::from(n);
+                }
+            }
+        }
+        st.counters.prbs += u64::from(u.prbs);
+        st.counters.duplicate_prbs += dups;
+        st.counters.saturated_samples += sat;
+        st.counters.per_eaxc[e].duplicate_prbs += dups;
+        st.assembler
+            .close_if_complete(key, expected, &mut |c| closed.push(close_record(&c)));
+        self.deliver(st, closed);
+    }
+
+    /// The grid index of an eAxC, learning it when the grid is not fixed and has room.
+    fn eaxc_index(&self, st: &mut State, id: u16) -> Option<usize> {
+        if let Some(&i) = st.index.get(&id) {
+            return Some(i);
+        }
+        if self.fixed_eaxcs || st.index.len() >= self.max_eaxcs {
+            return None;
+        }
+        let i = st.index.len();
+        st.index.insert(id, i);
+        st.seq.push(SeqTracker::default());
+        st.counters.per_eaxc.push(EaxcCounters {
+            eaxc: id,
+            ..Default::default()
+        });
+        Some(i)
+    }
+
+    fn deliver(&self, st: &mut State, closed: Vec<ClosedRecord>) {
+        for c in closed {
+            if c.complete {
+                st.counters.slots_complete += 1;
+            } else {
+                st.counters.slots_partial += 1;
+            }
+            for (i, &n) in c.filled_per_eaxc.iter().enumerate() {
+                if let Some(e) = st.counters.per_eaxc.get_mut(i) {
+                    if n == c.per_eaxc_total {
+                        e.slots_complete += 1;
+                    } else {
+                        e.slots_partial += 1;
+                    }
+                }
+            }
+            if let (Some(sink), Some(g)) = (st.sink.as_mut(), c.grid) {
+                if let Err(e) = sink.slot(&g) {
+                    if st.counters.sink_errors == 0 {
+                        tracing::warn!("fronthaul sink: {e} (further sink errors only counted)");
+                    }
+                    st.counters.sink_errors += 1;
+                }
+            }
+        }
+    }
+
+    /// Closes every open slot (end of input or shutdown), delivering them to the sink.
+    pub fn flush(&self) {
+        let mut st = self.lock();
+        let expected = st.index.len();
+        let mut closed = Vec::new();
+        let keep = st.sink.is_some();
+        st.assembler
+            .flush(expected, &mut |c| closed.push(close_record_keep(&c, keep)));
+        self.deliver(&mut st, closed);
+    }
+
+    pub fn counters(&self) -> FronthaulCounters {
+        self.lock().counters.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic in a sink must not stop the data path: the state stays consistent between
+        // packets, so a poisoned lock is taken as it is.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What `deliver` needs of a closed slot after the assembler took the grid back.
+struct ClosedRecord {
+    complete: bool,
+    filled_per_eaxc: Vec<usize>,
+    per_eaxc_total: usize,
+    grid: Option<super::grid::SlotGrid>,
+}
+
+fn close_record(c: &Closed) -> ClosedRecord {
+    close_record_keep(c, true)
+}
+
+fn close_record_keep(c: &Closed, keep_grid: bool) -> ClosedRecord {
+    let [e, s, p] = c.grid.shape();
+    let n = c.grid.eaxc_ids.len().max(e);
+    ClosedRecord {
+        complete: c.complete,
+        filled_per_eaxc: (0..n.min(e)).map(|i| c.grid.filled_for(i)).collect(),
+        per_eaxc_total: s * p,
+        grid: keep_grid.then(|| c.grid.clone()),
+    }
+}
+
+/// The PC_ID of a frame that looks like eCPRI IQ data / RTC far enough, for attributing errors.
+fn peek_eaxc(frame: &[u8]) -> Option<u16> {
+    let mut off = 12;
+    let mut ty = u16::from_be_bytes([*frame.get(off)?, *frame.get(off + 1)?]);
+    let mut tags = 0;
+    while crate::wire::ethernet::ether_type::is_vlan(ty) && tags < decode::MAX_VLAN {
+        off += 4;
+        ty = u16::from_be_bytes([*frame.get(off)?, *frame.get(off + 1)?]);
+        tags += 1;
+    }
+    let mt = *frame.get(off + 3)?;
+    (ty == crate::wire::ethernet::ether_type::ECPRI && (mt == 0 || mt == 2)).then(|| {
+        Some(u16::from_be_bytes([
+            *frame.get(off + 6)?,
+            *frame.get(off + 7)?,
+        ]))
+    })?
+}
+
+impl crate::stage::CustomStage for FronthaulStage {
+    fn process(&self, frame: &[u8], meta: &PacketMeta, verdict: &mut Verdict) {
+        FronthaulStage::process(self, frame, meta, verdict);
+    }
+}
+
+/// Symbols per slot, re-exported for sinks that index the grid.
+pub const SYMBOLS: usize = SYMBOLS_PER_SLOT as usize;

@@ -1,0 +1,517 @@
+//! O-RAN U-plane traffic for the `gen` port: a carrier (numerology, PRBs, eAxCs, compression,
+//! sections per packet) whose IQ is known (seeded random or a tone), so a receiver's slot grid
+//! can be checked against exactly what was encoded. Timestamps follow real symbol timing.
+
+use serde::Deserialize;
+
+use crate::fronthaul::bfp::{self, Method, PRB_SAMPLES};
+use crate::fronthaul::config::{CompHdr, CompMethodName};
+use crate::wire::ecpri::{self, SeqId};
+use crate::wire::ethernet::ether_type;
+use crate::wire::oran::{RadioRepr, UdCompHdr, UplaneSectionRepr};
+
+/// The IQ the generator encodes.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum IqSource {
+    /// Pseudo-random samples from the seed, each PRB at a random magnitude so every BFP
+    /// exponent occurs.
+    Random,
+    /// A complex tone: `amplitude` (0 ..= 32767) at subcarrier `subcarrier` of the carrier.
+    Tone { subcarrier: u32, amplitude: f64 },
+}
+
+fn default_numerology() -> u8 {
+    1
+}
+fn default_prbs() -> u16 {
+    273
+}
+fn default_eaxcs() -> Vec<u16> {
+    vec![0]
+}
+fn default_width() -> u8 {
+    9
+}
+fn default_sections() -> u16 {
+    1
+}
+fn default_slots() -> u64 {
+    1
+}
+fn default_ta4_offset() -> u64 {
+    100_000
+}
+fn default_iq() -> IqSource {
+    IqSource::Random
+}
+fn default_seed() -> u64 {
+    1
+}
+
+/// `gen: {oran: {...}}`: O-RAN U-plane traffic instead of IP frames.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OranGenOptions {
+    /// Numerology mu, 0 ..= 4. Default 1.
+    #[serde(default = "default_numerology")]
+    pub numerology: u8,
+    /// PRBs of the carrier, 1 ..= 1024. Default 273.
+    #[serde(default = "default_prbs")]
+    pub carrier_prbs: u16,
+    /// eAxC ids, one U-plane stream each. Default [0].
+    #[serde(default = "default_eaxcs")]
+    pub eaxcs: Vec<u16>,
+    /// `ul` (default, RU to DU) or `dl`.
+    #[serde(default)]
+    pub direction: Direction,
+    /// `bfp` (default) or `none`.
+    #[serde(default)]
+    pub comp_method: CompMethodName,
+    /// Sample / mantissa width, 1 ..= 16. Default 9.
+    #[serde(default = "default_width")]
+    pub iq_width: u8,
+    /// `static` (default: no udCompHdr) or `dynamic` (udCompHdr in every section).
+    #[serde(default)]
+    pub comp_hdr: CompHdr,
+    /// PRBs of one packet (one symbol of one eAxC is sent in ceil(carrier_prbs / this)
+    /// packets). 0 (default): the whole symbol in one packet (a jumbo frame for 273 PRBs).
+    #[serde(default)]
+    pub prbs_per_packet: u16,
+    /// Sections per packet (the packet's PRBs split as evenly as they go), >= 1. Default 1.
+    #[serde(default = "default_sections")]
+    pub sections_per_packet: u16,
+    /// Slots to generate. Default 1.
+    #[serde(default = "default_slots")]
+    pub slots: u64,
+    /// `random` (default) or `{tone: {subcarrier, amplitude}}`.
+    #[serde(default = "default_iq")]
+    pub iq: IqSource,
+    /// Seed of the random IQ. Default 1.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Timestamp of a packet: its symbol's start plus this (ns; inside the default Ta4
+    /// window). Default 100000.
+    #[serde(default = "default_ta4_offset")]
+    pub ta4_offset_ns: u64,
+    /// 802.1Q VLAN id of every frame. Default: untagged.
+    #[serde(default)]
+    pub vlan: Option<u16>,
+}
+
+/// Direction of the generated U-plane.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    #[default]
+    Ul,
+    Dl,
+}
+
+impl Default for OranGenOptions {
+    fn default() -> Self {
+        OranGenOptions {
+            numerology: default_numerology(),
+            carrier_prbs: default_prbs(),
+            eaxcs: default_eaxcs(),
+            direction: Direction::Ul,
+            comp_method: CompMethodName::Bfp,
+            iq_width: default_width(),
+            comp_hdr: CompHdr::Static,
+            prbs_per_packet: 0,
+            sections_per_packet: default_sections(),
+            slots: default_slots(),
+            iq: default_iq(),
+            seed: default_seed(),
+            ta4_offset_ns: default_ta4_offset(),
+            vlan: None,
+        }
+    }
+}
+
+impl OranGenOptions {
+    /// Checks every value; the error names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        let k = |key: &str, why: String| Err(format!("gen.oran.{key}: {why}"));
+        if self.numerology > 4 {
+            return k("numerology", format!("{} is not in 0..=4", self.numerology));
+        }
+        if !(1..=1024).contains(&self.carrier_prbs) {
+            return k(
+                "carrier_prbs",
+                format!("{} is not in 1..=1024", self.carrier_prbs),
+            );
+        }
+        if self.eaxcs.is_empty() || self.eaxcs.len() > 64 {
+            return k(
+                "eaxcs",
+                format!("{} ids, 1 ..= 64 expected", self.eaxcs.len()),
+            );
+        }
+        if !(1..=16).contains(&self.iq_width) {
+            return k("iq_width", format!("{} is not in 1..=16", self.iq_width));
+        }
+        if self.sections_per_packet == 0 {
+            return k("sections_per_packet", "must be >= 1".into());
+        }
+        let per_packet = self.packet_prbs();
+        if usize::from(self.sections_per_packet) > usize::from(per_packet) {
+            return k(
+                "sections_per_packet",
+                format!(
+                    "{} sections for {per_packet} PRBs a packet",
+                    self.sections_per_packet
+                ),
+            );
+        }
+        // numPrbu is 8 bits; 0 stands for the whole carrier only.
+        let biggest = per_packet.div_ceil(self.sections_per_packet);
+        if biggest > 255 && !(self.sections_per_packet == 1 && per_packet == self.carrier_prbs) {
+            return k(
+                "sections_per_packet",
+                format!("a section of {biggest} PRBs does not fit numPrbu (at most 255)"),
+            );
+        }
+        if let Some(v) = self.vlan.filter(|v| *v > 4095) {
+            return k("vlan", format!("{v} is not in 0..=4095"));
+        }
+        if let IqSource::Tone { amplitude, .. } = self.iq {
+            if !(0.0..=32767.0).contains(&amplitude) {
+                return k(
+                    "iq.tone.amplitude",
+                    format!("{amplitude} is not in 0..=32767"),
+                );
+            }
+        }
+        let len = self.max_frame_len();
+        if len > crate::port::gen::MAX_FRAME_SIZE as usize {
+            return k(
+                "prbs_per_packet",
+                format!(
+                    "frames of {len} bytes exceed {} (send fewer PRBs a packet)",
+                    crate::port::gen::MAX_FRAME_SIZE
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    pub fn method(&self) -> Method {
+        match self.comp_method {
+            CompMethodName::Bfp => Method::Bfp,
+            CompMethodName::None => Method::None,
+        }
+    }
+
+    fn packet_prbs(&self) -> u16 {
+        if self.prbs_per_packet == 0 {
+            self.carrier_prbs
+        } else {
+            self.prbs_per_packet.min(self.carrier_prbs)
+        }
+    }
+
+    fn max_frame_len(&self) -> usize {
+        let sec_hdr = UplaneSectionRepr {
+            ud_comp_hdr: (self.comp_hdr == CompHdr::Dynamic).then_some(UdCompHdr::default()),
+            ..Default::default()
+        }
+        .header_len();
+        14 + if self.vlan.is_some() { 4 } else { 0 }
+            + ecpri::ID_MESSAGE_HEADER_LEN
+            + 4
+            + usize::from(self.sections_per_packet) * sec_hdr
+            + usize::from(self.packet_prbs()) * bfp::prb_bytes(self.method(), self.iq_width)
+    }
+
+    /// Packets of one symbol of one eAxC.
+    pub fn packets_per_symbol(&self) -> u16 {
+        self.carrier_prbs.div_ceil(self.packet_prbs())
+    }
+
+    /// Frames in all: slots x 14 symbols x eAxCs x packets per symbol.
+    pub fn frame_count(&self) -> u64 {
+        self.slots * 14 * self.eaxcs.len() as u64 * u64::from(self.packets_per_symbol())
+    }
+
+    /// The samples the generator encodes for (eAxC index, slot number, symbol, PRB).
+    pub fn samples(&self, eaxc: usize, slot: u64, symbol: u8, prb: u16) -> [i16; PRB_SAMPLES] {
+        let mut s = [0i16; PRB_SAMPLES];
+        match self.iq {
+            IqSource::Random => {
+                let mut x = mix(self.seed
+                    ^ mix(eaxc as u64)
+                    ^ mix(slot << 20 | u64::from(symbol) << 12 | u64::from(prb)));
+                let shift = (x % 16) as u32;
+                for v in s.iter_mut() {
+                    x = mix(x);
+                    *v = ((x >> 32) as i16) >> shift;
+                }
+            }
+            IqSource::Tone {
+                subcarrier,
+                amplitude,
+            } => {
+                let n = 12.0 * f64::from(self.carrier_prbs);
+                let t = slot as f64 * 14.0 + f64::from(symbol);
+                for re in 0..12 {
+                    let k = f64::from(prb) * 12.0 + re as f64;
+                    let ph = std::f64::consts::TAU * (f64::from(subcarrier) * k / n + 0.1 * t);
+                    s[2 * re] = (amplitude * ph.cos()).round() as i16;
+                    s[2 * re + 1] = (amplitude * ph.sin()).round() as i16;
+                }
+            }
+        }
+        s
+    }
+
+    /// What a receiver's grid must hold for that PRB: the samples as compression quantises
+    /// them.
+    pub fn expected(&self, eaxc: usize, slot: u64, symbol: u8, prb: u16) -> [i32; PRB_SAMPLES] {
+        bfp::quantise(
+            &self.samples(eaxc, slot, symbol, prb),
+            self.method(),
+            self.iq_width,
+        )
+    }
+
+    /// The radio header of slot `n` (counted from frame 0, subframe 0, slot 0), symbol `sym`.
+    pub fn radio(&self, n: u64, sym: u8) -> RadioRepr {
+        let per_sf = 1u64 << self.numerology;
+        RadioRepr {
+            data_direction: match self.direction {
+                Direction::Ul => 0,
+                Direction::Dl => 1,
+            },
+            payload_version: 1,
+            filter_index: 0,
+            frame_id: (n / (10 * per_sf) % 256) as u8,
+            subframe_id: (n / per_sf % 10) as u8,
+            slot_id: (n % per_sf) as u8,
+            symbol_id: sym,
+        }
+    }
+}
+
+/// splitmix64's finaliser: a fast, well-mixed hash for reproducible samples.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d4_9bb1_3311_34eb);
+    z ^ (z >> 31)
+}
+
+/// One generated frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OranFrame {
+    pub data: Vec<u8>,
+    /// Symbol start + `ta4_offset_ns`, ns since the Unix epoch.
+    pub timestamp_ns: u64,
+}
+
+/// The frames, in time order: slot, symbol, eAxC, packet.
+pub struct UplaneFrames {
+    o: OranGenOptions,
+    i: u64,
+    seq: Vec<u8>,
+}
+
+/// Frames of the configured carrier (validate the options first; an invalid set yields none).
+pub fn build_uplane_frames(o: &OranGenOptions) -> UplaneFrames {
+    UplaneFrames {
+        o: o.clone(),
+        i: if o.validate().is_ok() { 0 } else { u64::MAX },
+        seq: vec![0; o.eaxcs.len()],
+    }
+}
+
+impl Iterator for UplaneFrames {
+    type Item = OranFrame;
+
+    fn next(&mut self) -> Option<OranFrame> {
+        if self.i >= self.o.frame_count() {
+            return None;
+        }
+        let pps = u64::from(self.o.packets_per_symbol());
+        let ne = self.o.eaxcs.len() as u64;
+        let i = self.i;
+        self.i += 1;
+        let pkt = (i % pps) as u16;
+        let e = ((i / pps) % ne) as usize;
+        let sym = ((i / pps / ne) % 14) as u8;
+        let slot = i / pps / ne / 14;
+        let seq = self.seq[e];
+        self.seq[e] = seq.wrapping_add(1);
+        let data = frame(&self.o, e, slot, sym, pkt, seq);
+        let slot_ns = 1_000_000u64 >> self.o.numerology;
+        let ts = slot * slot_ns + u64::from(sym) * slot_ns / 14 + self.o.ta4_offset_ns;
+        Some(OranFrame {
+            data,
+            timestamp_ns: ts,
+        })
+    }
+}
+
+/// Builds packet `pkt` of symbol `sym` of slot `slot` for eAxC index `e`.
+pub fn frame(o: &OranGenOptions, e: usize, slot: u64, sym: u8, pkt: u16, seq: u8) -> Vec<u8> {
+    let per = o.packet_prbs();
+    let first = pkt * per;
+    let count = per.min(o.carrier_prbs - first);
+    let mut f = Vec::with_capacity(o.max_frame_len());
+    f.extend_from_slice(&super::GEN_DST_MAC);
+    f.extend_from_slice(&super::GEN_SRC_MAC);
+    if let Some(v) = o.vlan {
+        f.extend_from_slice(&ether_type::VLAN.to_be_bytes());
+        f.extend_from_slice(&v.to_be_bytes());
+    }
+    f.extend_from_slice(&ether_type::ECPRI.to_be_bytes());
+    let ecpri_at = f.len();
+    f.extend_from_slice(&[0; 4]);
+    let seq = SeqId {
+        seq,
+        e_bit: true,
+        subseq: 0,
+    };
+    f.extend_from_slice(&ecpri::emit_ids(o.eaxcs[e], seq));
+    f.extend_from_slice(&o.radio(slot, sym).emit());
+    let method = o.method();
+    let nsec = o.sections_per_packet.min(count);
+    let mut start = first;
+    for s in 0..nsec {
+        // Split `count` PRBs over `nsec` sections, the first ones one larger.
+        let n = count / nsec + u16::from(s < count % nsec);
+        let whole = n == o.carrier_prbs;
+        let h = UplaneSectionRepr {
+            section_id: (u16::from(sym) * 64 + s) & 0x0fff,
+            rb: false,
+            sym_inc: false,
+            start_prb: start,
+            num_prb: if whole { 0 } else { n as u8 },
+            ud_comp_hdr: (o.comp_hdr == CompHdr::Dynamic).then_some(UdCompHdr {
+                iq_width: o.iq_width & 0x0f,
+                meth: method.ud_comp_meth(),
+            }),
+        };
+        let at = f.len();
+        f.resize(at + h.header_len(), 0);
+        // The buffer was sized for the header just above.
+        let _ = h.emit(&mut f[at..]);
+        let pb = bfp::prb_bytes(method, o.iq_width);
+        for prb in start..start + n {
+            let at = f.len();
+            f.resize(at + pb, 0);
+            bfp::compress_prb(
+                &o.samples(e, slot, sym, prb),
+                method,
+                o.iq_width,
+                &mut f[at..],
+            );
+        }
+        start += n;
+    }
+    let size = (f.len() - ecpri_at - 4) as u16;
+    let hdr = ecpri::Repr {
+        revision: 1,
+        concatenated: false,
+        msg_type: ecpri::MSG_IQ_DATA,
+        payload_size: size,
+    };
+    f[ecpri_at..ecpri_at + 4].copy_from_slice(&hdr.emit());
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fronthaul::decode::{decode_frame, Compression, DecodeParams};
+
+    #[test]
+    fn frames_decode_to_the_quantised_samples() {
+        let o = OranGenOptions {
+            carrier_prbs: 20,
+            eaxcs: vec![3, 7],
+            prbs_per_packet: 8,
+            sections_per_packet: 3,
+            comp_hdr: CompHdr::Dynamic,
+            iq_width: 16,
+            vlan: Some(5),
+            ..OranGenOptions::default()
+        };
+        o.validate().unwrap();
+        assert_eq!(o.packets_per_symbol(), 3);
+        let frames: Vec<OranFrame> = build_uplane_frames(&o).collect();
+        assert_eq!(frames.len() as u64, o.frame_count());
+        assert_eq!(frames.len(), 14 * 2 * 3);
+        let p = DecodeParams {
+            carrier_prbs: 20,
+            numerology: 1,
+            compression: Compression::Dynamic,
+        };
+        let mut n = 0;
+        for f in &frames {
+            decode_frame(&f.data, &p, |u, s, prb, _, iq| {
+                let e = o.eaxcs.iter().position(|&x| x == u.eaxc).unwrap();
+                assert_eq!(*iq, o.expected(e, 0, s.symbol, prb));
+                n += 1;
+            })
+            .unwrap();
+        }
+        assert_eq!(n, 14 * 2 * 20);
+    }
+
+    #[test]
+    fn bad_options_name_their_key() {
+        for (o, key) in [
+            (
+                OranGenOptions {
+                    iq_width: 0,
+                    ..Default::default()
+                },
+                "iq_width",
+            ),
+            (
+                OranGenOptions {
+                    eaxcs: vec![],
+                    ..Default::default()
+                },
+                "eaxcs",
+            ),
+            (
+                OranGenOptions {
+                    sections_per_packet: 0,
+                    ..Default::default()
+                },
+                "sections_per_packet",
+            ),
+            (
+                OranGenOptions {
+                    numerology: 7,
+                    ..Default::default()
+                },
+                "numerology",
+            ),
+            (
+                OranGenOptions {
+                    iq_width: 16,
+                    comp_method: CompMethodName::None,
+                    ..Default::default()
+                },
+                "prbs_per_packet",
+            ),
+        ] {
+            let e = o.validate().unwrap_err();
+            assert!(e.contains(key), "{e}");
+            assert_eq!(build_uplane_frames(&o).count(), 0);
+        }
+        // A tone is reproducible and within its amplitude.
+        let o = OranGenOptions {
+            iq: IqSource::Tone {
+                subcarrier: 5,
+                amplitude: 1000.0,
+            },
+            ..Default::default()
+        };
+        assert_eq!(o.samples(0, 1, 2, 3), o.samples(0, 1, 2, 3));
+        assert!(o.samples(0, 1, 2, 3).iter().all(|v| v.abs() <= 1000));
+    }
+}
