@@ -99,6 +99,10 @@ pub fn summarize(
         for (i, p) in c.parse_status.iter().enumerate() {
             parse[i] += p.get();
         }
+        // Counters sized for a larger rule set published before a reload that shrank it.
+        if rules.len() < c.rule_hits.len() {
+            rules.resize(c.rule_hits.len(), 0);
+        }
         for (i, h) in c.rule_hits.iter().enumerate() {
             rules[i] += h.get();
         }
