@@ -5,4 +5,5 @@ pub mod abi;
 pub mod acl;
 pub mod error;
 pub mod input;
+pub mod route;
 pub mod steering;

@@ -11,6 +11,7 @@ pub mod executor;
 pub mod fronthaul;
 pub mod meta;
 pub mod port;
+pub mod rewrite;
 pub mod ring;
 pub mod rss;
 pub mod stage;

@@ -640,7 +640,7 @@ mod tests {
             frag_offset: 0,
             payload_len: udp_len,
         };
-        let mut v = r.emit().to_vec();
+        let mut v = r.to_bytes().to_vec();
         v.extend_from_slice(&sport.to_be_bytes());
         v.extend_from_slice(&dport.to_be_bytes());
         v.extend_from_slice(&udp_len.to_be_bytes());

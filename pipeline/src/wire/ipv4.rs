@@ -1,6 +1,6 @@
 //! IPv4 header (RFC 791).
 
-use super::{array, be16, Error, Result};
+use super::{array, be16, checksum, emit_buf, put16, Error, Result};
 
 mod field {
     pub const VER_IHL: usize = 0;
@@ -23,17 +23,23 @@ pub const TOTAL_LEN_FIELD: usize = field::TOTAL_LEN;
 /// total length >= header length); whether the total length fits the frame is the caller's
 /// decision (see `stage::parse`), so truncated captures still show their addresses.
 #[derive(Clone, Copy, Debug)]
-pub struct Packet<'a> {
-    buf: &'a [u8],
+pub struct Packet<T: AsRef<[u8]>> {
+    buf: T,
 }
 
-impl<'a> Packet<'a> {
+impl Packet<&'static [u8]> {
     pub const MIN_HEADER_LEN: usize = field::MIN_HEADER_LEN;
+}
 
+/// Length of the IPv4 header without options.
+pub const MIN_HEADER_LEN: usize = field::MIN_HEADER_LEN;
+
+impl<T: AsRef<[u8]>> Packet<T> {
     /// Errors: `Truncated` (fixed part or options cut), `BadVersion`, `BadHeaderLen` (IHL < 5),
     /// `BadLength` (total length < IHL * 4).
-    pub fn new_checked(buf: &'a [u8]) -> Result<Self> {
-        if buf.len() < field::MIN_HEADER_LEN {
+    pub fn new_checked(buf: T) -> Result<Self> {
+        let len = buf.as_ref().len();
+        if len < field::MIN_HEADER_LEN {
             return Err(Error::Truncated);
         }
         let p = Packet { buf };
@@ -46,73 +52,167 @@ impl<'a> Packet<'a> {
         if (p.total_len() as usize) < p.header_len() {
             return Err(Error::BadLength);
         }
-        if buf.len() < p.header_len() {
+        if len < p.header_len() {
             return Err(Error::Truncated);
         }
         Ok(p)
     }
 
+    pub fn into_inner(self) -> T {
+        self.buf
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buf.as_ref()
+    }
+
     pub fn version(&self) -> u8 {
-        self.buf[field::VER_IHL] >> 4
+        self.b()[field::VER_IHL] >> 4
     }
 
     /// IHL * 4.
     pub fn header_len(&self) -> usize {
-        (self.buf[field::VER_IHL] & 0x0F) as usize * 4
+        (self.b()[field::VER_IHL] & 0x0F) as usize * 4
     }
 
     pub fn tos(&self) -> u8 {
-        self.buf[field::TOS]
+        self.b()[field::TOS]
+    }
+
+    /// The DSCP: the high 6 bits of the TOS byte (RFC 2474).
+    pub fn dscp(&self) -> u8 {
+        self.tos() >> 2
     }
 
     pub fn total_len(&self) -> u16 {
-        be16(self.buf, field::TOTAL_LEN)
+        be16(self.b(), field::TOTAL_LEN)
     }
 
     pub fn ident(&self) -> u16 {
-        be16(self.buf, field::IDENT)
+        be16(self.b(), field::IDENT)
     }
 
     pub fn dont_frag(&self) -> bool {
-        self.buf[field::FLAGS_FRAG] & 0x40 != 0
+        self.b()[field::FLAGS_FRAG] & 0x40 != 0
     }
 
     pub fn more_frags(&self) -> bool {
-        self.buf[field::FLAGS_FRAG] & 0x20 != 0
+        self.b()[field::FLAGS_FRAG] & 0x20 != 0
     }
 
     /// Fragment offset in 8-byte units.
     pub fn frag_offset(&self) -> u16 {
-        be16(self.buf, field::FLAGS_FRAG) & 0x1FFF
+        be16(self.b(), field::FLAGS_FRAG) & 0x1FFF
     }
 
     pub fn ttl(&self) -> u8 {
-        self.buf[field::TTL]
+        self.b()[field::TTL]
     }
 
     pub fn protocol(&self) -> u8 {
-        self.buf[field::PROTOCOL]
+        self.b()[field::PROTOCOL]
     }
 
     pub fn checksum(&self) -> u16 {
-        be16(self.buf, field::CHECKSUM)
+        be16(self.b(), field::CHECKSUM)
     }
 
     pub fn src(&self) -> [u8; 4] {
-        array(self.buf, field::SRC)
+        array(self.b(), field::SRC)
     }
 
     pub fn dst(&self) -> [u8; 4] {
-        array(self.buf, field::DST)
+        array(self.b(), field::DST)
     }
 
-    /// Options (may be empty).
-    pub fn options(&self) -> &'a [u8] {
-        &self.buf[field::MIN_HEADER_LEN..self.header_len()]
+    /// Whether the header checksum (options included) is right.
+    pub fn verify_checksum(&self) -> bool {
+        checksum::verify(0, &self.b()[..self.header_len()])
     }
 }
 
-/// The header fields, for building test frames.
+impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
+    /// Options (may be empty), borrowed for as long as the frame.
+    pub fn options(&self) -> &'a [u8] {
+        let b = self.buf.as_ref();
+        &b[field::MIN_HEADER_LEN..(b[field::VER_IHL] & 0x0F) as usize * 4]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    fn bm(&mut self) -> &mut [u8] {
+        self.buf.as_mut()
+    }
+
+    /// Replaces the 16-bit header word at `at` (even) and updates the checksum (RFC 1624).
+    fn replace_word(&mut self, at: usize, new: u16) {
+        let old = be16(self.b(), at);
+        put16(self.bm(), at, new);
+        let c = checksum::update16(self.checksum(), old, new);
+        self.set_checksum(c);
+    }
+
+    pub fn set_tos(&mut self, tos: u8) {
+        self.bm()[field::TOS] = tos;
+    }
+
+    pub fn set_ttl(&mut self, ttl: u8) {
+        self.bm()[field::TTL] = ttl;
+    }
+
+    pub fn set_protocol(&mut self, p: u8) {
+        self.bm()[field::PROTOCOL] = p;
+    }
+
+    pub fn set_total_len(&mut self, len: u16) {
+        put16(self.bm(), field::TOTAL_LEN, len);
+    }
+
+    pub fn set_ident(&mut self, id: u16) {
+        put16(self.bm(), field::IDENT, id);
+    }
+
+    pub fn set_checksum(&mut self, c: u16) {
+        put16(self.bm(), field::CHECKSUM, c);
+    }
+
+    pub fn set_src(&mut self, a: [u8; 4]) {
+        self.bm()[field::SRC..field::SRC + 4].copy_from_slice(&a);
+    }
+
+    pub fn set_dst(&mut self, a: [u8; 4]) {
+        self.bm()[field::DST..field::DST + 4].copy_from_slice(&a);
+    }
+
+    /// Recomputes the header checksum from scratch (options included).
+    pub fn fill_checksum(&mut self) {
+        self.set_checksum(0);
+        let hl = self.header_len();
+        let c = checksum::checksum(&self.b()[..hl]);
+        self.set_checksum(c);
+    }
+
+    /// Sets the TTL and updates the checksum incrementally (TTL and protocol share a word).
+    pub fn set_ttl_update_checksum(&mut self, ttl: u8) {
+        let w = (u16::from(ttl) << 8) | u16::from(self.protocol());
+        self.replace_word(field::TTL, w);
+    }
+
+    /// Sets the TOS byte and updates the checksum incrementally (it shares a word with
+    /// version / IHL).
+    pub fn set_tos_update_checksum(&mut self, tos: u8) {
+        let w = (u16::from(self.b()[field::VER_IHL]) << 8) | u16::from(tos);
+        self.replace_word(field::VER_IHL, w);
+    }
+
+    /// Sets the DSCP (low 6 bits of `dscp`), keeping the ECN bits, checksum updated.
+    pub fn set_dscp_update_checksum(&mut self, dscp: u8) {
+        let tos = ((dscp & 0x3F) << 2) | (self.tos() & 0x03);
+        self.set_tos_update_checksum(tos);
+    }
+}
+
+/// The header fields, for building frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Repr {
     pub src: [u8; 4],
@@ -128,7 +228,7 @@ pub struct Repr {
 }
 
 impl Repr {
-    pub fn parse(p: &Packet<'_>) -> Self {
+    pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Self {
         Repr {
             src: p.src(),
             dst: p.dst(),
@@ -142,19 +242,35 @@ impl Repr {
         }
     }
 
-    /// The 20-byte header (checksum left 0: the parser does not verify it).
-    pub fn emit(&self) -> [u8; 20] {
-        let mut h = [0u8; 20];
-        h[0] = 0x45;
-        h[1] = self.tos;
-        h[2..4].copy_from_slice(&(20 + self.payload_len).to_be_bytes());
-        h[4..6].copy_from_slice(&self.ident.to_be_bytes());
+    /// Writes the 20-byte header (IHL 5, DF clear) with its checksum at the start of `buf`.
+    /// Errors: `Truncated` when `buf` is shorter than 20 bytes.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        let h = emit_buf(buf, field::MIN_HEADER_LEN)?;
+        h[field::VER_IHL] = 0x45;
+        h[field::TOS] = self.tos;
+        put16(
+            h,
+            field::TOTAL_LEN,
+            self.payload_len.wrapping_add(field::MIN_HEADER_LEN as u16),
+        );
+        put16(h, field::IDENT, self.ident);
         let ff = (self.frag_offset & 0x1FFF) | if self.more_frags { 0x2000 } else { 0 };
-        h[6..8].copy_from_slice(&ff.to_be_bytes());
-        h[8] = self.ttl;
-        h[9] = self.protocol;
-        h[12..16].copy_from_slice(&self.src);
-        h[16..20].copy_from_slice(&self.dst);
+        put16(h, field::FLAGS_FRAG, ff);
+        h[field::TTL] = self.ttl;
+        h[field::PROTOCOL] = self.protocol;
+        put16(h, field::CHECKSUM, 0);
+        h[field::SRC..field::SRC + 4].copy_from_slice(&self.src);
+        h[field::DST..field::DST + 4].copy_from_slice(&self.dst);
+        let c = checksum::checksum(h);
+        put16(h, field::CHECKSUM, c);
+        Ok(field::MIN_HEADER_LEN)
+    }
+
+    /// [`Repr::emit`] into a new array.
+    pub fn to_bytes(&self) -> [u8; 20] {
+        let mut h = [0u8; 20];
+        // 20 bytes always fit.
+        let _ = self.emit(&mut h);
         h
     }
 }
@@ -216,10 +332,69 @@ mod tests {
             frag_offset: 125,
             payload_len: 1000,
         };
-        let h = r.emit();
+        let mut h = [0u8; 20];
+        assert_eq!(r.emit(&mut h), Ok(20));
         let p = Packet::new_checked(&h).unwrap();
         assert_eq!(p.frag_offset(), 125);
         assert!(p.more_frags());
+        assert!(p.verify_checksum());
         assert_eq!(Repr::parse(&p), r);
+        assert_eq!(r.emit(&mut h[..19]), Err(Error::Truncated));
+    }
+
+    // The same header emitted by a tested peer (etherparse) and by Repr::emit.
+    #[test]
+    fn emit_matches_etherparse() {
+        let mut e = etherparse::Ipv4Header::new(
+            1000,
+            9,
+            etherparse::IpNumber(17),
+            [1, 2, 3, 4],
+            [5, 6, 7, 8],
+        )
+        .unwrap();
+        e.identification = 0x1234;
+        e.dont_fragment = false;
+        e.dscp = etherparse::IpDscp::try_new(0x2e).unwrap();
+        e.header_checksum = e.calc_header_checksum();
+        let r = Repr {
+            src: [1, 2, 3, 4],
+            dst: [5, 6, 7, 8],
+            protocol: 17,
+            ttl: 9,
+            tos: 0x2e << 2,
+            ident: 0x1234,
+            more_frags: false,
+            frag_offset: 0,
+            payload_len: 1000,
+        };
+        let mut h = [0u8; 20];
+        r.emit(&mut h).unwrap();
+        assert_eq!(h[..], e.to_bytes()[..]);
+    }
+
+    #[test]
+    fn incremental_setters_keep_the_checksum_right() {
+        let mut b = WITH_OPTIONS;
+        let mut p = Packet::new_checked(&mut b[..]).unwrap();
+        p.fill_checksum();
+        assert!(p.verify_checksum());
+        for ttl in [63u8, 1, 0, 255] {
+            p.set_ttl_update_checksum(ttl);
+            assert_eq!(p.ttl(), ttl);
+            assert!(p.verify_checksum(), "ttl {ttl}");
+        }
+        p.set_dscp_update_checksum(46);
+        assert_eq!((p.dscp(), p.tos() & 3), (46, 0));
+        assert!(p.verify_checksum());
+        let c = p.checksum();
+        p.fill_checksum();
+        assert_eq!(p.checksum(), c, "incremental equals full recomputation");
+        p.set_ttl(1);
+        assert!(
+            !p.verify_checksum(),
+            "a raw setter leaves the checksum stale"
+        );
+        assert_eq!(b[8], 1);
     }
 }

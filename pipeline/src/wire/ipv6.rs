@@ -1,6 +1,6 @@
 //! IPv6 fixed header (RFC 8200) and the extension headers the parser walks.
 
-use super::{array, be16, be32, Error, Result};
+use super::{array, be16, be32, emit_buf, put16, put32, Error, Result};
 
 /// Next-header values of the extension headers walked by the parser.
 pub mod ext {
@@ -29,19 +29,24 @@ mod field {
 /// Offset of the payload-length field (for error offsets).
 pub const PAYLOAD_LEN_FIELD: usize = field::PAYLOAD_LEN;
 
+/// Length of the fixed IPv6 header.
+pub const HEADER_LEN: usize = field::HEADER_LEN;
+
 /// The 40-byte IPv6 header. As for IPv4, whether the payload length fits the frame is the
 /// caller's decision.
 #[derive(Clone, Copy, Debug)]
-pub struct Packet<'a> {
-    buf: &'a [u8],
+pub struct Packet<T: AsRef<[u8]>> {
+    buf: T,
 }
 
-impl<'a> Packet<'a> {
+impl Packet<&'static [u8]> {
     pub const HEADER_LEN: usize = field::HEADER_LEN;
+}
 
+impl<T: AsRef<[u8]>> Packet<T> {
     /// Errors: `Truncated`, `BadVersion`.
-    pub fn new_checked(buf: &'a [u8]) -> Result<Self> {
-        if buf.len() < field::HEADER_LEN {
+    pub fn new_checked(buf: T) -> Result<Self> {
+        if buf.as_ref().len() < field::HEADER_LEN {
             return Err(Error::Truncated);
         }
         let p = Packet { buf };
@@ -51,58 +56,164 @@ impl<'a> Packet<'a> {
         Ok(p)
     }
 
+    pub fn into_inner(self) -> T {
+        self.buf
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buf.as_ref()
+    }
+
     pub fn version(&self) -> u8 {
-        self.buf[field::VER_TC_FLOW] >> 4
+        self.b()[field::VER_TC_FLOW] >> 4
     }
 
     pub fn traffic_class(&self) -> u8 {
-        (be16(self.buf, field::VER_TC_FLOW) >> 4) as u8
+        (be16(self.b(), field::VER_TC_FLOW) >> 4) as u8
+    }
+
+    /// The DSCP: the high 6 bits of the traffic class (RFC 2474).
+    pub fn dscp(&self) -> u8 {
+        self.traffic_class() >> 2
     }
 
     pub fn flow_label(&self) -> u32 {
-        be32(self.buf, field::VER_TC_FLOW) & 0x000F_FFFF
+        be32(self.b(), field::VER_TC_FLOW) & 0x000F_FFFF
     }
 
     /// 0 means a jumbogram (RFC 2675) or unknown: the payload runs to the end of the frame.
     pub fn payload_len(&self) -> u16 {
-        be16(self.buf, field::PAYLOAD_LEN)
+        be16(self.b(), field::PAYLOAD_LEN)
     }
 
     pub fn next_header(&self) -> u8 {
-        self.buf[field::NEXT_HEADER]
+        self.b()[field::NEXT_HEADER]
     }
 
     pub fn hop_limit(&self) -> u8 {
-        self.buf[field::HOP_LIMIT]
+        self.b()[field::HOP_LIMIT]
     }
 
     pub fn src(&self) -> [u8; 16] {
-        array(self.buf, field::SRC)
+        array(self.b(), field::SRC)
     }
 
     pub fn dst(&self) -> [u8; 16] {
-        array(self.buf, field::DST)
+        array(self.b(), field::DST)
+    }
+}
+
+/// IPv6 has no header checksum: these setters are all a rewrite needs (the hop limit and the
+/// traffic class are not in the TCP / UDP / ICMPv6 pseudo header).
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    fn bm(&mut self) -> &mut [u8] {
+        self.buf.as_mut()
+    }
+
+    pub fn set_traffic_class(&mut self, tc: u8) {
+        let w = be16(self.b(), field::VER_TC_FLOW);
+        put16(
+            self.bm(),
+            field::VER_TC_FLOW,
+            (w & 0xF00F) | (u16::from(tc) << 4),
+        );
+    }
+
+    /// Sets the DSCP (low 6 bits of `dscp`), keeping the ECN bits.
+    pub fn set_dscp(&mut self, dscp: u8) {
+        let tc = ((dscp & 0x3F) << 2) | (self.traffic_class() & 0x03);
+        self.set_traffic_class(tc);
+    }
+
+    pub fn set_flow_label(&mut self, fl: u32) {
+        let w = be32(self.b(), field::VER_TC_FLOW);
+        put32(
+            self.bm(),
+            field::VER_TC_FLOW,
+            (w & 0xFFF0_0000) | (fl & 0x000F_FFFF),
+        );
+    }
+
+    pub fn set_payload_len(&mut self, len: u16) {
+        put16(self.bm(), field::PAYLOAD_LEN, len);
+    }
+
+    pub fn set_next_header(&mut self, nh: u8) {
+        self.bm()[field::NEXT_HEADER] = nh;
+    }
+
+    pub fn set_hop_limit(&mut self, h: u8) {
+        self.bm()[field::HOP_LIMIT] = h;
+    }
+
+    pub fn set_src(&mut self, a: [u8; 16]) {
+        self.bm()[field::SRC..field::SRC + 16].copy_from_slice(&a);
+    }
+
+    pub fn set_dst(&mut self, a: [u8; 16]) {
+        self.bm()[field::DST..field::DST + 16].copy_from_slice(&a);
+    }
+}
+
+/// The fixed header's fields, for building frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Repr {
+    pub src: [u8; 16],
+    pub dst: [u8; 16],
+    pub next_header: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+    /// 20 bits.
+    pub flow_label: u32,
+    pub payload_len: u16,
+}
+
+impl Repr {
+    pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Self {
+        Repr {
+            src: p.src(),
+            dst: p.dst(),
+            next_header: p.next_header(),
+            hop_limit: p.hop_limit(),
+            traffic_class: p.traffic_class(),
+            flow_label: p.flow_label(),
+            payload_len: p.payload_len(),
+        }
+    }
+
+    /// Writes the 40-byte header at the start of `buf`. Errors: `Truncated` when shorter.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        let h = emit_buf(buf, field::HEADER_LEN)?;
+        let w = (6u32 << 28) | (u32::from(self.traffic_class) << 20) | (self.flow_label & 0xF_FFFF);
+        put32(h, field::VER_TC_FLOW, w);
+        put16(h, field::PAYLOAD_LEN, self.payload_len);
+        h[field::NEXT_HEADER] = self.next_header;
+        h[field::HOP_LIMIT] = self.hop_limit;
+        h[field::SRC..field::SRC + 16].copy_from_slice(&self.src);
+        h[field::DST..field::DST + 16].copy_from_slice(&self.dst);
+        Ok(field::HEADER_LEN)
     }
 }
 
 /// A hop-by-hop, routing, destination-options, fragment or AH extension header, with the length
 /// its own length field gives (fragment: 8; AH: (len + 2) * 4; others: (len + 1) * 8).
 #[derive(Clone, Copy, Debug)]
-pub struct ExtHeader<'a> {
-    buf: &'a [u8],
+pub struct ExtHeader<T: AsRef<[u8]>> {
+    buf: T,
     kind: u8,
 }
 
-impl<'a> ExtHeader<'a> {
+impl<T: AsRef<[u8]>> ExtHeader<T> {
     /// `kind` is the next-header value that announced this header. Errors: `Truncated` when the
     /// buffer is shorter than 2 bytes (8 for a fragment header) or than the header's length.
-    pub fn new_checked(buf: &'a [u8], kind: u8) -> Result<Self> {
+    pub fn new_checked(buf: T, kind: u8) -> Result<Self> {
         let min = if kind == ext::FRAGMENT { 8 } else { 2 };
-        if buf.len() < min {
+        let len = buf.as_ref().len();
+        if len < min {
             return Err(Error::Truncated);
         }
         let h = ExtHeader { buf, kind };
-        if buf.len() < h.header_len() {
+        if len < h.header_len() {
             return Err(Error::Truncated);
         }
         Ok(h)
@@ -113,14 +224,14 @@ impl<'a> ExtHeader<'a> {
     }
 
     pub fn next_header(&self) -> u8 {
-        self.buf[0]
+        self.buf.as_ref()[0]
     }
 
     pub fn header_len(&self) -> usize {
         match self.kind {
             ext::FRAGMENT => 8,
-            ext::AUTH => (self.buf[1] as usize + 2) * 4,
-            _ => (self.buf[1] as usize + 1) * 8,
+            ext::AUTH => (self.buf.as_ref()[1] as usize + 2) * 4,
+            _ => (self.buf.as_ref()[1] as usize + 1) * 8,
         }
     }
 
@@ -129,8 +240,8 @@ impl<'a> ExtHeader<'a> {
         if self.kind != ext::FRAGMENT {
             return None;
         }
-        let fo = be16(self.buf, 2);
-        Some((fo >> 3, fo & 1 != 0, be32(self.buf, 4)))
+        let fo = be16(self.buf.as_ref(), 2);
+        Some((fo >> 3, fo & 1 != 0, be32(self.buf.as_ref(), 4)))
     }
 }
 
@@ -200,5 +311,22 @@ mod tests {
         assert_eq!(f.fragment(), Some((152, true, 0x0521_c6bf)));
         assert!(ExtHeader::new_checked(&frag[..7], ext::FRAGMENT).is_err());
         assert!(ext::is_walked(43) && !ext::is_walked(6));
+    }
+
+    #[test]
+    fn setters_and_repr_round_trip() {
+        let mut b = header(17, 8);
+        let mut p = Packet::new_checked(&mut b[..]).unwrap();
+        p.set_hop_limit(1);
+        p.set_dscp(10);
+        assert_eq!((p.hop_limit(), p.dscp(), p.traffic_class() & 3), (1, 10, 0));
+        assert_eq!(p.flow_label(), 0x12345, "the flow label is kept");
+        p.set_flow_label(0xFFFFF);
+        assert_eq!((p.flow_label(), p.version(), p.dscp()), (0xFFFFF, 6, 10));
+        let r = Repr::parse(&Packet::new_checked(&b[..]).unwrap());
+        let mut out = [0u8; 40];
+        assert_eq!(r.emit(&mut out), Ok(40));
+        assert_eq!(out, b);
+        assert_eq!(r.emit(&mut out[..39]), Err(Error::Truncated));
     }
 }

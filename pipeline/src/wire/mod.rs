@@ -5,8 +5,16 @@
 //! the length depends on) once, and accessors that cannot panic or read out of bounds afterwards.
 //! The views borrow the frame; nothing is copied. The `parse` stage
 //! ([`crate::stage::parse`]) walks a frame with them.
+//!
+//! The views of the headers a rewrite changes (Ethernet, VLAN, IPv4, IPv6, TCP, UDP, ICMP, ARP)
+//! are generic over the buffer, `T: AsRef<[u8]>`, and have setters where the buffer is also
+//! `AsMut<[u8]>` (a `&mut [u8]` into the frame): the same checked constructor, so a setter
+//! cannot write out of bounds either. Each has a `Repr` (the fields as plain values) with
+//! `parse` and `emit`; `emit` writes into a byte slice and refuses one that is too short.
+//! [`checksum`] has the RFC 1071 sums and the RFC 1624 incremental update.
 
 pub mod arp;
+pub mod checksum;
 pub mod ecpri;
 pub mod ethernet;
 pub mod gtpu;
@@ -57,4 +65,22 @@ pub(crate) fn array<const N: usize>(buf: &[u8], at: usize) -> [u8; N] {
     let mut out = [0u8; N];
     out.copy_from_slice(&buf[at..at + N]);
     out
+}
+
+/// Writes a big-endian u16 at `at`; callers have checked `at + 2 <= buf.len()`.
+#[inline(always)]
+pub(crate) fn put16(buf: &mut [u8], at: usize, v: u16) {
+    buf[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Writes a big-endian u32 at `at`; callers have checked `at + 4 <= buf.len()`.
+#[inline(always)]
+pub(crate) fn put32(buf: &mut [u8], at: usize, v: u32) {
+    buf[at..at + 4].copy_from_slice(&v.to_be_bytes());
+}
+
+/// The first `len` bytes of `buf` for an `emit`, or `Truncated` when it is shorter.
+#[inline(always)]
+pub(crate) fn emit_buf(buf: &mut [u8], len: usize) -> Result<&mut [u8]> {
+    buf.get_mut(..len).ok_or(Error::Truncated)
 }
