@@ -30,6 +30,7 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_verdicts_total", "Frames per non-drop verdict (pass, mirror, to_host).", MetricType::COUNTER, &["port", "queue", "verdict"]),
     ("pktwarp_ring_occupancy_bursts", "Bursts waiting in a queue's ring (last seen by the ingest).", MetricType::GAUGE, &["port", "queue"]),
     ("pktwarp_stage_frames_total", "Frames each pipeline stage processed.", MetricType::COUNTER, &["queue", "stage", "position"]),
+    ("pktwarp_stage_counter_total", "A custom stage's own counters, by name (all queues; the same names on the CPU and GPU executors).", MetricType::COUNTER, &["stage", "position", "counter"]),
     ("pktwarp_parse_errors_total", "Frames the parse stage rejected, by parse status.", MetricType::COUNTER, &["queue", "status"]),
     ("pktwarp_acl_rule_hits_total", "Frames matched per ACL rule (rule index in the file; indexes at or past metrics.rule_series_cap are summed under rule=\"other\").", MetricType::COUNTER, &["rule"]),
     ("pktwarp_acl_no_match_total", "Frames no ACL rule matched (the stage default applied).", MetricType::COUNTER, &["queue"]),
@@ -131,6 +132,23 @@ impl DaemonCollector {
     pub fn with_port_counters(mut self, board: Arc<crate::port::PortCounterBoard>) -> Self {
         self.ports = Some(board);
         self
+    }
+}
+
+impl DaemonCollector {
+    /// Every custom stage's named counters (they count over all queues).
+    fn custom_counters(&self) -> Vec<proto::Metric> {
+        let mut out = Vec::new();
+        for (i, s) in self.pipeline.stages.iter().enumerate() {
+            if let crate::stage::Stage::Custom(c) = s {
+                let pos = i.to_string();
+                for (name, v) in c.counters() {
+                    let labels = [("stage", c.name()), ("position", &pos), ("counter", name)];
+                    out.push(counter(&labels, v));
+                }
+            }
+        }
+        out
     }
 }
 
@@ -301,6 +319,7 @@ impl Collector for DaemonCollector {
         out.push("pktwarp_verdicts_total", verdicts);
         out.push("pktwarp_ring_occupancy_bursts", occupancy);
         out.push("pktwarp_stage_frames_total", stages);
+        out.push("pktwarp_stage_counter_total", self.custom_counters());
         out.push("pktwarp_parse_errors_total", parse);
         let has_acl = self.pipeline.acl().is_some();
         if has_acl {

@@ -18,6 +18,7 @@ use flow_rules::error::RuleError;
 
 use crate::config::{self, StageConfig};
 use crate::stage::acl::AclStage;
+use crate::stage::registry::BUILTIN_STAGES;
 use crate::stage::Pipeline;
 
 use super::ControlState;
@@ -199,12 +200,26 @@ impl Reloader {
             .map(|s| s.value.name().to_string())
             .collect();
         if now != new {
+            // A stage the application spliced into the pipeline by hand is in no config, so
+            // every reload would refuse it: say how to make the config describe it.
+            let spliced: Vec<&String> = now
+                .iter()
+                .filter(|n| !new.contains(n) && !BUILTIN_STAGES.contains(&n.as_str()))
+                .collect();
+            let hint = if spliced.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; the running stages {spliced:?} are not in the config: register them in a \
+                     StageRegistry and name them in the config (`- custom: {{ name: ... }}`)"
+                )
+            };
             return Err(ReloadError {
                 file: self.config_path.clone(),
                 line: 0,
                 reason: format!(
                     "the pipeline's stages changed ({now:?} -> {new:?}); only the acl rule set \
-                     reloads in place, restart pktwarp to change the stages"
+                     reloads in place, restart pktwarp to change the stages{hint}"
                 ),
             });
         }

@@ -14,7 +14,10 @@ mod run_gpu;
 mod summary;
 
 pub use ports::{open_ports, OpenPorts};
-pub use prepare::{build_pipeline, choose_executor, prepare, ExecutorChoice, Prepared};
+pub use prepare::{
+    build_pipeline, build_pipeline_with, choose_executor, prepare, prepare_with, ExecutorChoice,
+    Prepared,
+};
 pub use run_cpu::run_cpu;
 pub use run_gpu::run_gpu;
 pub use summary::{summarize, QueueSummary, Summary};

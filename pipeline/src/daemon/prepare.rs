@@ -4,13 +4,20 @@ use std::sync::Arc;
 
 use crate::config::{Config, ExecutorKind};
 use crate::executor::cpu::CpuRunSpec;
-use crate::stage::{self, Pipeline};
+use crate::stage::{self, Pipeline, StageRegistry};
 use crate::steer::Steering;
 
 /// Builds the runnable pipeline of a config (rule files are read and compiled here).
 pub fn build_pipeline(cfg: &Config) -> anyhow::Result<Pipeline> {
+    build_pipeline_with(cfg, &StageRegistry::default())
+}
+
+/// [`build_pipeline`] with the `custom:` stages a binary registered (an unknown name is a
+/// config error naming its line and the registered names).
+pub fn build_pipeline_with(cfg: &Config, registry: &StageRegistry) -> anyhow::Result<Pipeline> {
+    crate::config::check_custom_stages(cfg, registry)?;
     let stages: Vec<_> = cfg.pipeline.iter().map(|s| s.value.clone()).collect();
-    stage::build(&stages, |p| cfg.resolve(p))
+    stage::build_with(&stages, |p| cfg.resolve(p), registry)
 }
 
 /// Which executor runs, and why.
@@ -63,9 +70,23 @@ pub struct Prepared {
 
 /// Loads everything a run needs, failing before any port is opened.
 pub fn prepare(cfg: Config) -> anyhow::Result<Prepared> {
-    let pipeline = Arc::new(build_pipeline(&cfg)?);
+    prepare_with(cfg, &StageRegistry::default())
+}
+
+/// [`prepare`] with the `custom:` stages a binary registered.
+pub fn prepare_with(cfg: Config, registry: &StageRegistry) -> anyhow::Result<Prepared> {
+    let pipeline = Arc::new(build_pipeline_with(&cfg, registry)?);
     let steering = Arc::new(Steering::from_config(&cfg)?);
-    let choice = choose_executor(cfg.executor.kind, cfg.executor.gpu.device)?;
+    // A stage without CUDA keeps the pipeline off the GPU: an error for `gpu`, the CPU for
+    // `auto` (the reason is the choice's, logged at start).
+    let choice = match (cfg.executor.kind, pipeline.gpu_refusal()) {
+        (ExecutorKind::Gpu, Some(why)) => anyhow::bail!("executor.kind is gpu but {why}"),
+        (ExecutorKind::Auto, Some(why)) => ExecutorChoice {
+            name: "cpu",
+            reason: format!("executor.kind is auto and {why}"),
+        },
+        _ => choose_executor(cfg.executor.kind, cfg.executor.gpu.device)?,
+    };
     Ok(Prepared {
         cfg,
         pipeline,

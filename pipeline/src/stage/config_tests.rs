@@ -12,7 +12,7 @@ use crate::stage::{build_with, BuiltStage, CustomStage, StageFactory, StageRegis
 use crate::verdict::{Action, DropReason, Verdict};
 
 /// Drops frames longer than `max_len`, counting them; reads no metadata.
-struct MaxLen {
+pub(super) struct MaxLen {
     max_len: usize,
     dropped: AtomicU64,
 }
@@ -32,7 +32,7 @@ impl CustomStage for MaxLen {
     }
 }
 
-struct MaxLenFactory {
+pub(super) struct MaxLenFactory {
     reads_meta: bool,
 }
 
@@ -55,7 +55,7 @@ impl StageFactory for MaxLenFactory {
     }
 }
 
-fn registry() -> StageRegistry {
+pub(super) fn registry() -> StageRegistry {
     let mut r = StageRegistry::default();
     r.register("max_len", Arc::new(MaxLenFactory { reads_meta: false }))
         .unwrap();
@@ -156,6 +156,13 @@ fn more_than_max_stages_is_a_config_error() {
     assert!(e.message.contains("at most 16 stages"), "{e}");
 }
 
+/// A well-formed TCP frame of `size` bytes on the wire.
+pub(super) fn tcp(size: u16) -> Vec<u8> {
+    use crate::port::gen::{build_frame, FrameSpec};
+    let ip = |a| std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, a));
+    build_frame(&FrameSpec::tcp(ip(1), ip(2), 1000, 80, size))
+}
+
 fn stages(cfg: &config::Config) -> Vec<StageConfig> {
     cfg.pipeline.iter().map(|s| s.value.clone()).collect()
 }
@@ -186,11 +193,6 @@ fn build_with_runs_the_custom_stage_by_its_name() {
 
     // Frames of 42 and 100 bytes: the long one is dropped by the stage (stage_drop), counted by
     // it, and never reaches `count`.
-    let tcp = |size| {
-        use crate::port::gen::{build_frame, FrameSpec};
-        let ip = |a| std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, a));
-        build_frame(&FrameSpec::tcp(ip(1), ip(2), 1000, 80, size))
-    };
     let (short, long) = (&tcp(64), &tcp(200));
     assert!(short.len() <= 60 && long.len() > 60);
     let mut burst = crate::burst::Burst::default();

@@ -6,6 +6,8 @@ pub mod custom;
 pub mod gpu_list;
 pub mod parse;
 pub mod registry;
+#[cfg(test)]
+mod reload_tests;
 pub mod run;
 
 pub use custom::CustomSlot;

@@ -1,0 +1,173 @@
+//! Reload with a custom stage in the pipeline: the ACL rules swap, the custom stage (and its
+//! state) stays. Before custom stages could be named in the config, a pipeline with one
+//! (spliced in by the application) had names the config never had (`custom`), so every SIGHUP
+//! was refused as "the pipeline's stages changed".
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::config_tests::{registry, tcp};
+use crate::burst::{Burst, FrameDesc};
+use crate::control::reload::Reloader;
+use crate::control::ControlState;
+use crate::counters::QueueCounters;
+use crate::stage::{CustomSlot, Pipeline, Stage};
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pktwarp-stages-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write_config(dir: &Path, stages: &str) -> PathBuf {
+    std::fs::write(
+        dir.join("rules.yaml"),
+        "rules:\n  - { name: udp, proto: udp, action: drop }\n",
+    )
+    .unwrap();
+    let cfg = dir.join("cfg.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "ports:\n  - name: g\n    gen: {{ count: 10 }}\npipeline:\n{stages}\n\
+             executor: {{ kind: cpu }}\nmetrics: {{ enabled: false }}\n"
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
+/// One 64-byte and one 200-byte TCP frame through the pipeline.
+fn run_two(p: &Pipeline) {
+    let mut b = Burst::default();
+    for f in [tcp(64), tcp(200)] {
+        let d = FrameDesc {
+            len: f.len() as u32,
+            wire_len: f.len() as u32,
+            ..FrameDesc::default()
+        };
+        b.push(&f, d);
+    }
+    let c = QueueCounters::new(p.stages.len(), p.rule_count());
+    p.run_burst(&b, &mut Vec::new(), &mut Vec::new(), &c);
+}
+
+fn custom_slot(p: &Pipeline) -> &CustomSlot {
+    p.stages
+        .iter()
+        .find_map(|s| match s {
+            Stage::Custom(c) => Some(&**c),
+            _ => None,
+        })
+        .expect("a custom stage")
+}
+
+#[test]
+fn reload_keeps_a_custom_stage_and_its_state() {
+    let dir = scratch("reload-custom");
+    let cfg_path = write_config(
+        &dir,
+        "  - parse\n  - custom: { name: max_len, max_len: 60 }\n  - acl: { rules: rules.yaml }\n  - count",
+    );
+    let cfg = crate::config::load(&cfg_path).unwrap();
+    let prepared = crate::daemon::prepare_with(cfg, &registry()).unwrap();
+    let p = Arc::clone(&prepared.pipeline);
+    run_two(&p);
+    let before = Arc::clone(custom_slot(&p).cpu());
+    assert_eq!(custom_slot(&p).counters(), [("too_long", 1)]);
+
+    let state = ControlState::new(None);
+    let reloader = Reloader::new(&cfg_path, Arc::clone(&p), Arc::clone(&state));
+    for g in 1..=3 {
+        let r = reloader.reload("sighup").unwrap();
+        assert_eq!(r.generation, g);
+    }
+    assert_eq!(p.stage_names(), ["parse", "max_len", "acl", "count"]);
+    assert!(
+        Arc::ptr_eq(&before, custom_slot(&p).cpu()),
+        "the same stage runs"
+    );
+    run_two(&p);
+    assert_eq!(custom_slot(&p).counters(), [("too_long", 2)], "state kept");
+
+    // Renaming the custom stage in the config is a change of stages: refused, restart needed.
+    std::fs::write(
+        &cfg_path,
+        std::fs::read_to_string(&cfg_path)
+            .unwrap()
+            .replace("name: max_len", "name: meta_reader"),
+    )
+    .unwrap();
+    let e = reloader.reload("sighup").unwrap_err();
+    assert!(e.reason.contains("stages changed"), "{e}");
+    assert!(e.reason.contains("meta_reader"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_stage_spliced_outside_the_config_is_refused_with_how_to_fix_it() {
+    let dir = scratch("reload-spliced");
+    let cfg_path = write_config(&dir, "  - parse\n  - acl: { rules: rules.yaml }\n  - count");
+    let cfg = crate::config::load(&cfg_path).unwrap();
+    let mut p = crate::daemon::build_pipeline(&cfg).unwrap();
+    let built = registry()
+        .build("max_len", &serde_json::json!({ "max_len": 60 }))
+        .unwrap();
+    let spliced = CustomSlot::new("max_len", built, false).unwrap();
+    p.stages.insert(1, Stage::Custom(Box::new(spliced)));
+    let reloader = Reloader::new(&cfg_path, Arc::new(p), ControlState::new(None));
+    let e = reloader.reload("sighup").unwrap_err();
+    assert!(e.reason.contains("not in the config"), "{e}");
+    assert!(e.reason.contains("custom: { name"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn metrics_label_a_custom_stage_by_its_name_with_its_counters() {
+    use crate::control::metrics::{DaemonCollector, Exposition, StaticInfo};
+    let dir = scratch("metrics-custom");
+    let cfg_path = write_config(
+        &dir,
+        "  - parse\n  - custom: { name: max_len, max_len: 60 }\n  - count",
+    );
+    let cfg = crate::config::load(&cfg_path).unwrap();
+    let p = Arc::new(crate::daemon::build_pipeline_with(&cfg, &registry()).unwrap());
+    let q = Arc::new(QueueCounters::new(p.stages.len(), 0));
+    let mut b = Burst::default();
+    for f in [tcp(64), tcp(200), tcp(300)] {
+        let d = FrameDesc {
+            len: f.len() as u32,
+            wire_len: f.len() as u32,
+            ..FrameDesc::default()
+        };
+        b.push(&f, d);
+    }
+    p.run_burst(&b, &mut Vec::new(), &mut Vec::new(), &q);
+    let info = StaticInfo {
+        executor: "cpu".into(),
+        mode: "run_to_completion".into(),
+        reason: "test".into(),
+        rx_port: "g".into(),
+        tx_port: "none".into(),
+        stage_names: p.stage_names(),
+        rule_series_cap: 4,
+        queue_gpu: Vec::new(),
+    };
+    let c = DaemonCollector::new(vec![q], Arc::clone(&p), ControlState::new(None), info);
+    let text = String::from_utf8(Exposition::new(c).unwrap().render().unwrap()).unwrap();
+    let has = |series: &str| text.lines().any(|l| l == series);
+    assert!(
+        has(r#"pktwarp_stage_frames_total{queue="0",stage="max_len",position="1"} 3"#),
+        "{text}"
+    );
+    assert!(
+        has(r#"pktwarp_stage_counter_total{stage="max_len",position="1",counter="too_long"} 2"#),
+        "{text}"
+    );
+    // A GPU executor's published counts add to the series.
+    custom_slot(&p).set_gpu_counters(&[5]);
+    assert_eq!(custom_slot(&p).counters(), [("too_long", 7)]);
+    assert!(!text.contains("stage=\"custom\""));
+    let _ = std::fs::remove_dir_all(&dir);
+}
