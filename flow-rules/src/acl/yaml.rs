@@ -18,6 +18,13 @@
 //! Fields left out are wildcards. Unknown keys, bad values, inverted ranges, prefixes with host
 //! bits set, mixed address families and conflicting verdicts are errors naming the file, line,
 //! column and key.
+//!
+//! Size: the YAML parser works within a budget of [`YAML_EVENT_BUDGET`] parse events (each
+//! scalar, mapping and sequence start and end is one; a one-line rule of three fields takes 8),
+//! which bounds the memory and time a hostile file can cost. That is about 100,000 short rules;
+//! a larger file is refused with an error that says so. Large rule sets belong in the ClassBench
+//! format (`format: classbench`: one rule per line, no such budget), which also loads several
+//! times faster.
 
 use super::classbench::parse_prefix;
 use super::{AclAction, AclRule, Family, Masked, PortRange, Verdict};
@@ -88,9 +95,33 @@ fn loc_of<T>(path: &Path, s: &Spanned<T>) -> Location {
     )
 }
 
+/// serde-saphyr's default budget of parse events per document (its `Budget::max_events`).
+pub const YAML_EVENT_BUDGET: usize = 1_000_000;
+
 /// Parses a YAML rule file.
 pub fn parse(path: &Path, text: &str) -> Result<Vec<AclRule>, RuleError> {
-    let f: YFile = serde_saphyr::from_str(text).map_err(|e| {
+    parse_within(path, text, YAML_EVENT_BUDGET)
+}
+
+/// [`parse`] with a budget of `max_events` parse events.
+fn parse_within(path: &Path, text: &str, max_events: usize) -> Result<Vec<AclRule>, RuleError> {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_events = max_events;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    let f: YFile = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
+        if e.to_string().contains("budget") {
+            return RuleError::new(
+                Location::new(path, 0, 0),
+                "",
+                format!(
+                    "the file is larger than the YAML parser's budget of {max_events} parse \
+                     events (about {} short rules; {e}): write a rule set this large in the \
+                     ClassBench format (`format: classbench`, one rule per line)",
+                    max_events / 8
+                ),
+            );
+        }
         let (line, col) = e
             .location()
             .map_or((0, 0), |l| (l.line() as usize, l.column() as usize));
@@ -378,6 +409,28 @@ fn parse_action(a: &YAction) -> Result<AclAction, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_file_over_the_yaml_budget_says_to_use_classbench() {
+        // 8 events a rule: 120 rules fit a budget of 1000, 130 do not.
+        let rules = |n: usize| {
+            let mut text = String::from("rules:\n");
+            for i in 0..n {
+                text.push_str(&format!(
+                    "  - {{ proto: tcp, dst_port: {i}, action: drop }}\n"
+                ));
+            }
+            text
+        };
+        let p = std::path::Path::new("big.yaml");
+        assert_eq!(
+            super::parse_within(p, &rules(120), 1000).unwrap().len(),
+            120
+        );
+        let e = super::parse_within(p, &rules(130), 1000).unwrap_err();
+        assert!(e.message.contains("ClassBench"), "{e}");
+        assert!(e.message.contains("budget of 1000"), "{e}");
+    }
+
     use super::*;
 
     fn p(s: &str) -> Result<Vec<AclRule>, RuleError> {
