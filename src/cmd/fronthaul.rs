@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use pipeline::fronthaul::bfp::Method;
-use pipeline::fronthaul::decode::{decode_frame, Compression, DecodeParams, Message, Reject};
+use pipeline::fronthaul::decode::{decode_frame, Compression, DecodeParams, Message};
 use pipeline::port::pcap::CaptureReader;
 use pipeline::wire::oran::{EaxcBits, DIR_UPLINK};
 
@@ -198,11 +198,6 @@ pub fn run_to(args: &Args, out: &mut dyn Write) -> anyhow::Result<Summary> {
     Ok(s)
 }
 
-/// Every reason name the tool may print (for documentation and tests).
-pub fn reasons() -> impl Iterator<Item = &'static str> {
-    Reject::ALL.iter().map(|r| r.name())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,7 +250,6 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("nonexistent"));
-        assert!(reasons().any(|r| r == "ecpri_len_exceeds_frame"));
     }
 
     #[test]
