@@ -133,13 +133,17 @@ impl QueueDevice for CpuStandIn {
     fn poll(&self, q: usize, f: &mut dyn FnMut(u32, &[Verdict])) -> anyhow::Result<usize> {
         let mut fq = self.queue(q);
         fq.polls += 1;
+        // Every burst on the "GPU" gets one poll nearer its end (they run side by side, as
+        // CTAs do); the finished ones at the front are reaped, several at once when they are.
+        for (_, _, left) in fq.on_gpu.iter_mut() {
+            *left = left.saturating_sub(1);
+        }
         let mut n = 0;
-        while let Some((seq, v, left)) = fq.on_gpu.front_mut() {
+        while let Some((seq, v, left)) = fq.on_gpu.front() {
             if q == 0 && self.fail_at == Some(*seq) {
                 anyhow::bail!("queue {q}: persistent kernel stopped (stand-in)");
             }
             if *left > 0 {
-                *left -= 1;
                 break;
             }
             f(*seq, v);
