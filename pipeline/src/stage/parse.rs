@@ -554,17 +554,14 @@ fn inner_ip(b: &[u8], off: usize, version: u8, meta: &mut PacketMeta) -> PResult
     r.map_err(inner)
 }
 
-/// The CUDA implementation (`gpu-kernels/parse.cuh`) compiled for the host by `build.rs`: the
+/// The CUDA implementation (`parse.cuh` of pktwarp-kernels) compiled for the host (its `host` feature): the
 /// same source the GPU runs, callable here so tests and the fuzz target compare it with [`parse`].
 pub mod cuda_host {
     use crate::meta::{PacketMeta, META_SIZE};
 
-    extern "C" {
-        fn pw_host_parse(frame: *const u8, len: u32, meta: *mut PacketMeta);
-        fn pw_host_meta_size() -> u32;
-        fn pw_host_parse_fast_key(frame: *const u8, len: u32, port: u16, kw: *mut u32) -> u32;
-        fn pw_host_acl_key_words_of_meta(meta: *const PacketMeta, port: u16, kw: *mut u32);
-    }
+    use pktwarp_kernels::host::ffi::{
+        pw_host_acl_key_words_of_meta, pw_host_meta_size, pw_host_parse, pw_host_parse_fast_key,
+    };
 
     /// Runs `pw_parse` from parse.cuh on `frame` (at most `u32::MAX` bytes are given, as the
     /// Rust parser records).
@@ -574,7 +571,7 @@ pub mod cuda_host {
         // only within them (every read is length-checked) and writes exactly one
         // pw_packet_meta, whose layout PacketMeta mirrors (pinned by meta.rs tests and
         // `meta_size` below). Nothing is retained after the call.
-        unsafe { pw_host_parse(frame.as_ptr(), len, meta) }
+        unsafe { pw_host_parse(frame.as_ptr(), len, (meta as *mut PacketMeta).cast()) }
     }
 
     /// Runs `pw_parse_fast_key` from parse.cuh: the ACL key words (acl.cuh `pw_acl_key_words`)
@@ -595,7 +592,9 @@ pub mod cuda_host {
         let mut kw = [0u32; 11];
         // SAFETY: `meta` is a valid pw_packet_meta (PacketMeta mirrors its layout) and the call
         // writes exactly the 11 words of `kw`.
-        unsafe { pw_host_acl_key_words_of_meta(meta, port, kw.as_mut_ptr()) };
+        unsafe {
+            pw_host_acl_key_words_of_meta((meta as *const PacketMeta).cast(), port, kw.as_mut_ptr())
+        };
         kw
     }
 

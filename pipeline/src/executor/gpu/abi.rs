@@ -164,7 +164,9 @@ pub struct SlotHdr {
     pub default_action: u8,
     pub reserved1: u8,
     pub reserved2: u16,
-    pub reserved3: u64,
+    /// Device address of the burst's stage parameter table (`u64[MAX_STAGES]`, composed
+    /// pipelines), or 0: the queue descriptor's.
+    pub stage_params: u64,
 }
 
 /// `pw_verdict`: what happens to one frame, and the rule that decided it.
@@ -299,6 +301,28 @@ pub struct QueueDesc {
     pub ctas: u32,
     pub done: u64,
     pub trace: u64,
+    /// `StageCounters[MAX_STAGES]` of the queue (device), or 0 (fused template).
+    pub stage_counters: u64,
+    /// `u64[MAX_STAGES]` stage parameter-block addresses (device), or 0.
+    pub stage_params: u64,
+}
+
+/// Most stages of a pipeline (`PW_MAX_STAGES`).
+pub const MAX_STAGES: usize = 16;
+/// Words of a stage's counter block (`PW_STAGE_COUNTERS`).
+pub const STAGE_COUNTERS: usize = 8;
+/// Built-in stage counters (`PW_*_CTR_*`): index into `StageCounters::v`.
+pub const PARSE_CTR_ERRORS: usize = 1;
+pub const ACL_CTR_MATCHED: usize = 1;
+pub const ACL_CTR_DEFAULT: usize = 2;
+pub const COUNT_CTR_BYTES: usize = 1;
+
+/// `pw_stage_counters`: one stage's counters (the stage ABI): v[0] frames that reached the
+/// stage, v[1..] the stage's own.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StageCounters {
+    pub v: [u64; STAGE_COUNTERS],
 }
 
 /// `pw_burst_trace`: where one burst's time went on the GPU (%globaltimer, ns).
@@ -382,8 +406,12 @@ mod tests {
         assert_eq!(offset_of!(QueueCtrl, heartbeat), 132);
         assert_eq!(offset_of!(QueueCtrl, status), 136);
         assert_eq!(offset_of!(QueueCtrl, polls), 144);
-        assert_eq!(size_of::<QueueDesc>(), 120);
+        assert_eq!(size_of::<QueueDesc>(), 136);
         assert_eq!(offset_of!(QueueDesc, trace), 112);
+        assert_eq!(offset_of!(QueueDesc, stage_counters), 120);
+        assert_eq!(offset_of!(QueueDesc, stage_params), 128);
+        assert_eq!(offset_of!(SlotHdr, stage_params), 40);
+        assert_eq!(size_of::<StageCounters>(), 64);
         assert_eq!(size_of::<BurstTrace>(), 64);
         assert_eq!(offset_of!(BurstTrace, seen), 8);
         assert_eq!(offset_of!(BurstTrace, fenced), 40);
@@ -401,7 +429,7 @@ mod tests {
     /// on one side only fails).
     #[test]
     fn constants_match_abi_header() {
-        let h = include_str!("../../../../gpu-kernels/pktwarp_abi.h");
+        let h = pktwarp_kernels::library_file("pktwarp_abi.h").expect("the ABI header is embedded");
         let val = |name: &str| -> u64 {
             let line = h
                 .lines()
@@ -434,6 +462,13 @@ mod tests {
         assert_eq!(val("PW_STAGE_BYTES"), STAGE_BYTES as u64);
         assert_eq!(val("PW_TAG_PAYLOAD"), TAG_PAYLOAD as u64);
         assert_eq!(val("PW_SPLIT_MAX"), SPLIT_MAX as u64);
+        assert_eq!(val("PW_MAX_STAGES"), MAX_STAGES as u64);
+        assert_eq!(val("PW_STAGE_COUNTERS"), STAGE_COUNTERS as u64);
+        assert_eq!(val("PW_PARSE_CTR_ERRORS"), PARSE_CTR_ERRORS as u64);
+        assert_eq!(val("PW_ACL_CTR_MATCHED"), ACL_CTR_MATCHED as u64);
+        assert_eq!(val("PW_ACL_CTR_DEFAULT"), ACL_CTR_DEFAULT as u64);
+        assert_eq!(val("PW_COUNT_CTR_BYTES"), COUNT_CTR_BYTES as u64);
+        assert_eq!(val("PW_DROP_STAGE"), 6);
         assert!(h.contains(&format!(
             "sizeof(pw_verdict_tagged) == {VERDICT_TAGGED_SIZE}"
         )));

@@ -331,7 +331,8 @@ impl DeviceBuffer {
 
 fn assert_copy_fits(n: usize, cap: usize) {
     // A programming error inside this module, not user input: callers size copies themselves.
-    debug_assert!(n <= cap, "copy of {n} bytes into {cap}");
+    // Checked in release builds too: an oversized copy would write past the allocation.
+    assert!(n <= cap, "copy of {n} bytes into {cap}");
 }
 
 impl Drop for DeviceBuffer {

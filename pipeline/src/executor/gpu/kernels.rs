@@ -1,19 +1,10 @@
-//! The kernel module: a prebuilt image (fatbin/CUBIN/PTX that build.rs made with the pinned
-//! nvcc) and the CUDA source with its headers already inlined, compiled at start by the
-//! machine's NVRTC when there is no prebuilt image or the driver refuses it.
+//! Loading the kernel module: a prebuilt image (the built-in pipeline's fatbin that
+//! pktwarp-kernels' build.rs made with the pinned nvcc), a generated pipeline's PTX from the
+//! on-disk cache, or its source compiled at start by the machine's NVRTC.
 
 use super::driver::{Context, Module};
 
-/// What the binary carries (made by the root build.rs; see `pktwarp::cmd::verify::kernel_image`).
-#[derive(Clone, Copy, Debug)]
-pub struct KernelImage {
-    /// Prebuilt fatbin / CUBIN / PTX for the target, or `None` when no compiler was found.
-    pub binary: Option<&'static [u8]>,
-    /// `kernels.cu` with every `#include "..."` of gpu-kernels/ inlined (for NVRTC).
-    pub source: &'static str,
-    /// How `binary` was made (compiler and version), for logs.
-    pub origin: &'static str,
-}
+pub use pktwarp_kernels::KernelImage;
 
 /// Which way the module was obtained.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -29,7 +20,7 @@ pub const CAP_ACL: u32 = 2;
 pub(crate) fn load(ctx: &Context, image: &KernelImage) -> anyhow::Result<(Module, LoadedFrom)> {
     let t = std::time::Instant::now();
     let mut prebuilt_err = None;
-    if let Some(bin) = image.binary {
+    if let Some(bin) = &image.binary {
         match Module::load(ctx, bin) {
             Ok(m) => {
                 return Ok((
@@ -43,42 +34,46 @@ pub(crate) fn load(ctx: &Context, image: &KernelImage) -> anyhow::Result<(Module
             Err(e) => prebuilt_err = Some(e),
         }
     }
-    // SAFETY: only tries to dlopen libnvrtc; no NVRTC call is made when it is absent.
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        anyhow::bail!(
-            "no usable kernel image: {} and libnvrtc (CUDA 13.0) could not be loaded to compile \
-             the embedded source",
-            match &prebuilt_err {
-                Some(e) => format!("the prebuilt image was refused ({e})"),
-                None => "this binary was built without a CUDA compiler".to_string(),
-            }
-        );
-    }
     let (maj, min) = ctx.info.compute_capability;
-    let opts = cudarc::nvrtc::CompileOptions {
-        options: vec![
-            format!("--gpu-architecture=compute_{maj}{min}"),
-            "--std=c++17".to_string(),
-        ],
-        name: Some("kernels.cu".to_string()),
-        ..Default::default()
+    let arch = (maj, min);
+    // Generated pipelines are cached on disk by source hash (a restart does not recompile);
+    // the built-in source is compiled afresh only when the prebuilt image is missing or refused.
+    let cache = match image.template {
+        pktwarp_kernels::Template::Composed => pktwarp_kernels::default_cache_dir(),
+        pktwarp_kernels::Template::Fused => None,
     };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(image.source, opts).map_err(|e| match e {
-        cudarc::nvrtc::CompileError::CompileError { log, .. } => anyhow::anyhow!(
-            "NVRTC could not compile the embedded kernels:\n{}",
-            log.to_string_lossy()
-        ),
-        other => anyhow::anyhow!("NVRTC could not compile the embedded kernels: {other}"),
-    })?;
-    let bytes = ptx
-        .as_bytes()
-        .ok_or_else(|| anyhow::anyhow!("NVRTC returned no PTX"))?;
-    let module = Module::load(ctx, bytes)?;
+    let compiled = pktwarp_kernels::load_or_compile(&image.source, arch, cache.as_deref())
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "no usable kernel image for the pipeline {}: {}{e}",
+                image.pipeline,
+                match &prebuilt_err {
+                    Some(p) => format!("the prebuilt image was refused ({p}); "),
+                    None => String::new(),
+                }
+            )
+        })?;
+    let module = match Module::load(ctx, &compiled.ptx) {
+        Ok(m) => m,
+        Err(e) if compiled.how.starts_with("cache hit") => {
+            // A stale or damaged cache entry: compile again.
+            tracing::warn!("kernel cache entry refused by the driver ({e}); compiling again");
+            if let Some(dir) = &cache {
+                pktwarp_kernels::evict(&image.source, arch, dir);
+            }
+            let again = pktwarp_kernels::load_or_compile(&image.source, arch, cache.as_deref())
+                .map_err(anyhow::Error::msg)?;
+            Module::load(ctx, &again.ptx)?
+        }
+        Err(e) => return Err(e.into()),
+    };
     Ok((
         module,
         LoadedFrom {
             how: format!(
-                "NVRTC at start for compute_{maj}{min}{}",
+                "{} for compute_{maj}{min}, pipeline {}{}",
+                compiled.how,
+                image.pipeline,
                 match prebuilt_err {
                     Some(e) => format!(" (prebuilt image refused: {e})"),
                     None => String::new(),

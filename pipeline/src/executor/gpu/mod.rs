@@ -22,9 +22,11 @@
 //! reason instead.
 
 pub mod abi;
+pub mod compose;
 pub mod driver;
 pub mod kernels;
 pub mod multi;
+mod stages;
 pub mod tables;
 
 use std::ffi::c_void;
@@ -36,6 +38,7 @@ use std::time::{Duration, Instant};
 use crate::burst::Burst;
 use crate::meta::PacketMeta;
 use abi::{Desc, Desc8, QueueCounters, QueueCtrl, QueueDesc, SlotHdr, Verdict};
+pub use compose::image_for_pipeline;
 use driver::{Context, DeviceBuffer, Event, Function, Graph, Module, PinnedBuffer, Stream};
 pub use driver::{DeviceInfo, Unavailable};
 pub use kernels::{KernelImage, LoadedFrom};
@@ -638,6 +641,9 @@ pub struct HostCounters {
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct CountersSnapshot {
     pub queues: Vec<QueueCounters>,
+    /// Per queue, each stage's counter block (composed pipelines; empty for the fused template,
+    /// whose stages count in `queues`).
+    pub stages: Vec<Vec<abi::StageCounters>>,
     pub host: Vec<HostCounters>,
     /// Per-rule hits over all queues (empty without an acl stage).
     pub rule_hits: Vec<u64>,
@@ -665,6 +671,8 @@ struct Queue {
     metas: Option<PinnedBuffer>,
     /// One pw_queue_counters per serving CTA (device memory).
     counters: DeviceBuffer,
+    /// pw_stage_counters[MAX_STAGES] (device memory; composed template only).
+    stage_counters: Option<DeviceBuffer>,
     n_counters: usize,
     /// done[slot] = seq + 1 once burst seq is finished (the completion handshake).
     done: PinnedBuffer,
@@ -721,6 +729,9 @@ pub struct GpuExecutor {
     f_bulk: Function,
     persistent_running: bool,
     pub loaded_from: LoadedFrom,
+    /// The stages the module runs; composed template: their parameter blocks on the device.
+    stage_specs: Vec<pktwarp_kernels::StageSpec>,
+    stage_params: Option<stages::StageParams>,
     // Dropped last: everything above lives in this context.
     _module: Module,
     ctx: Context,
@@ -792,7 +803,9 @@ impl GpuExecutor {
         }
         // Every queue tagged with small parse + acl bursts (the latency case): the persistent
         // kernel compiled with that path alone (pw_persistent_small; see kernels.cu).
+        let composed = image.template == pktwarp_kernels::Template::Composed;
         let small = opts.mode == Mode::Persistent
+            && !composed
             && pipeline.parse
             && pipeline.acl.is_some()
             && opts.small_bursts()
@@ -885,6 +898,12 @@ impl GpuExecutor {
         if opts.emit_meta {
             flags |= abi::PIPE_META_OUT;
         }
+        // A composed pipeline always counts its queue's outcomes (as the CPU executor does);
+        // its stages count into their own blocks.
+        if composed {
+            flags |= abi::PIPE_COUNT;
+        }
+        let stage_params = stages::StageParams::upload(&ctx, image)?;
 
         let mut queues = Vec::with_capacity(n_queues);
         let mut descs = Vec::with_capacity(n_queues);
@@ -955,6 +974,11 @@ impl GpuExecutor {
             let counters = DeviceBuffer::new(&ctx, ctas * std::mem::size_of::<QueueCounters>())?;
             counters.zero()?;
             let done = PinnedBuffer::new(&ctx, slots * opts.parts() as usize * 4)?;
+            let stage_counters = if composed {
+                Some(stages::new_counters(&ctx)?)
+            } else {
+                None
+            };
             let trace = if opts.trace_bursts {
                 let t = PinnedBuffer::new(&ctx, slots * std::mem::size_of::<abi::BurstTrace>())?;
                 // SAFETY: a fresh host allocation of exactly this many bytes; no GPU work yet.
@@ -999,6 +1023,8 @@ impl GpuExecutor {
                 ctas: ctas as u32,
                 done: done.dev,
                 trace: trace.as_ref().map_or(0, |t| t.dev),
+                stage_counters: stage_counters.as_ref().map_or(0, |b| b.ptr),
+                stage_params: stage_params.as_ref().map_or(0, |p| p.table_addr()),
             });
             queues.push(Queue {
                 placement,
@@ -1017,6 +1043,7 @@ impl GpuExecutor {
                 verdicts,
                 metas,
                 counters,
+                stage_counters,
                 n_counters: ctas,
                 done,
                 trace,
@@ -1060,6 +1087,8 @@ impl GpuExecutor {
             f_bulk,
             persistent_running: false,
             loaded_from,
+            stage_specs: image.stages.clone(),
+            stage_params,
             _module: module,
             ctx,
         };
@@ -1762,6 +1791,13 @@ impl GpuExecutor {
             }
             // Every CTA of a burst's group counts the burst.
             c.bursts /= self.opts.parts() as u64;
+            // Written before each burst's done word, so read after the queue counters settled.
+            let sc = match &q.stage_counters {
+                Some(b) => stages::read_counters(b, &self.aux_stream)?,
+                None => Vec::new(),
+            };
+            stages::fold_builtin(&self.stage_specs, &sc, &mut c);
+            snap.stages.push(sc);
             snap.queues.push(c);
             snap.host.push(q.host);
         }
@@ -1850,6 +1886,13 @@ impl GpuExecutor {
                 0
             },
             ctas: 1,
+            // Composed pipelines: the first queue's stage counters and the parameter table.
+            stage_counters: self
+                .queues
+                .first()
+                .and_then(|q| lock(q).stage_counters.as_ref().map(|b| b.ptr))
+                .unwrap_or(0),
+            stage_params: self.stage_params.as_ref().map_or(0, |p| p.table_addr()),
             acl_tables: table.as_ref().map_or(0, |t| t.tables_addr()),
             n_rules,
             default_action: table
@@ -2212,8 +2255,7 @@ mod tests {
         assert!(matches!(e, Unavailable::NoDriverLibrary), "{e}");
         let image = KernelImage {
             binary: None,
-            source: "",
-            origin: "test",
+            ..pktwarp_kernels::builtin_image()
         };
         let pd = PipelineDesc {
             parse: true,

@@ -301,6 +301,8 @@ impl MultiGpu {
                 .push(per[e].queues.get(l).copied().unwrap_or_default());
             out.host
                 .push(per[e].host.get(l).copied().unwrap_or_default());
+            out.stages
+                .push(per[e].stages.get(l).cloned().unwrap_or_default());
         }
         for s in &per {
             if out.rule_hits.len() < s.rule_hits.len() {
@@ -392,8 +394,7 @@ mod tests {
         }
         let image = KernelImage {
             binary: None,
-            source: "",
-            origin: "test",
+            ..pktwarp_kernels::builtin_image()
         };
         let pd = PipelineDesc {
             parse: true,

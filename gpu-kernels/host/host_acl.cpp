@@ -1,6 +1,6 @@
 // Host build of gpu-kernels/acl.cuh (PW_DEVICE = static inline off-GPU), exported for the Rust
 // differential tests: the CUDA matcher must equal the Rust matcher on every key.
-#include "../../gpu-kernels/acl.cuh"
+#include "acl.cuh"
 
 extern "C" uint32_t pw_host_acl_classify(const uint32_t *image, const pw_acl_key *key) {
     return pw_acl_classify((const pw_acl_tables *)image, key);

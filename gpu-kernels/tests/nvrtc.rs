@@ -1,5 +1,6 @@
-//! `gpu-kernels/parse.cuh` compiles with NVRTC for sm_90, the way the binary compiles its embedded
-//! kernel source at start on a machine without a build-time nvcc (NVRTC has no libc headers and no
+//! The kernel sources compile with NVRTC for sm_90, the way the binary compiles a pipeline's
+//! kernel at start on a machine without a build-time nvcc (and every generated pipeline, user
+//! stages included) (NVRTC has no libc headers and no
 //! `offsetof`, unlike nvcc). Uses the pinned pip NVRTC (`nvidia-cuda-nvrtc==13.0.88`, installed
 //! by scripts/install-deps.sh) from python3's `nvidia/cu13/lib`, or `PKTWARP_NVRTC_DIR`. Where no
 //! NVRTC is installed the test says so and passes: nvcc compile checks are scripts/check-kernels.sh.
@@ -55,16 +56,20 @@ type CompileProgram = unsafe extern "C" fn(*mut c_void, c_int, *const *const c_c
 type GetSize = unsafe extern "C" fn(*mut c_void, *mut usize) -> c_int;
 type GetBytes = unsafe extern "C" fn(*mut c_void, *mut c_char) -> c_int;
 
-/// Compiles `src` (with `headers`, by name, from gpu-kernels/) with NVRTC for sm_90 and `defines`;
+/// Compiles `src` (with `headers`, by name, from the embedded cuda/ library) with NVRTC for sm_90 and `defines`;
 /// returns the CUBIN size. None (and a note) when no NVRTC 13.0 is installed.
 fn nvrtc_compile(what: &str, src: &CStr, headers: &[&str], defines: &[&CStr]) -> Option<usize> {
     let Some(dir) = nvrtc_dir() else {
+        // CI installs it (scripts/install-deps.sh): a skip there would hide a broken kernel.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no NVRTC 13.0 found (pip nvidia-cuda-nvrtc or PKTWARP_NVRTC_DIR) and CI is set"
+        );
         eprintln!("skipped: no NVRTC 13.0 found (pip nvidia-cuda-nvrtc or PKTWARP_NVRTC_DIR)");
         return None;
     };
-    let kdir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../gpu-kernels"));
     let read = |n: &str| {
-        CString::new(std::fs::read(kdir.join(n)).unwrap_or_else(|e| panic!("read {n}: {e}")))
+        CString::new(pktwarp_kernels::library_file(n).unwrap_or_else(|| panic!("no {n}")))
             .expect("header without NUL")
     };
     let bodies: Vec<CString> = headers.iter().map(|h| read(h)).collect();
@@ -147,17 +152,43 @@ extern \"C\" __global__ void pw_parse_check(const uint8_t *d, const uint32_t *o,
     nvrtc_compile("parse.cuh", src, &["pktwarp_abi.h", "parse.cuh"], &[]);
 }
 
-/// The whole kernel module as a binary built without nvcc compiles it at start (the embedded
-/// source; build.rs defines the stage macros the same way).
+/// The built-in pipeline's module as a binary built without nvcc compiles it at start (the
+/// embedded, self-contained source).
 #[test]
-fn kernels_cu_compiles_with_nvrtc_for_sm_90() {
-    let kdir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../gpu-kernels"));
-    let src = CString::new(std::fs::read(kdir.join("kernels.cu")).expect("read kernels.cu"))
-        .expect("kernels.cu without NUL");
-    nvrtc_compile(
-        "kernels.cu",
-        &src,
-        &["pktwarp_abi.h", "parse.cuh", "acl.cuh", "count.cuh"],
-        &[c"-DPW_HAVE_PARSE=1", c"-DPW_HAVE_ACL=1"],
-    );
+fn the_builtin_module_compiles_with_nvrtc_for_sm_90() {
+    let img = pktwarp_kernels::builtin_image();
+    let src = CString::new(img.source.as_bytes()).expect("source without NUL");
+    nvrtc_compile("built-in pipeline", &src, &[], &[]);
+}
+
+/// A user stage in CUDA (the stage ABI signature) and composed orders of the built-ins: the
+/// generated module, transport included, compiles with the pinned NVRTC.
+#[test]
+fn composed_pipelines_and_a_user_stage_compile_with_nvrtc_for_sm_90() {
+    use pktwarp_kernels::{StageKind, StageSpec};
+    let guard = StageSpec {
+        name: "syn_guard".into(),
+        kind: StageKind::Custom {
+            function: "test_syn_guard".into(),
+            source: "PW_DEVICE void test_syn_guard(const pw_frame *f, pw_packet_meta *m, pw_verdict *v,\n\
+                     const void *params, pw_stage_counters *c) {\n\
+                 const uint32_t min_port = params ? *(const uint32_t *)params : 1024u;\n\
+                 (void)f;\n\
+                 if (m->ip_proto == 6u && (m->tcp_flags & 0x12u) == 0x02u && m->src_port < min_port) {\n\
+                     v->action = (uint8_t)PW_ACTION_DROP;\n\
+                     PW_ADD64(&c->v[1], 1);\n\
+                 }\n\
+             }\n"
+                .into(),
+        },
+    };
+    let b = |n: &str| StageSpec::builtin(n).expect("built-in");
+    // One module: each takes ~20 s of NVRTC on a CI core; the host builds cover the orders.
+    for stages in [vec![b("parse"), guard, b("acl"), b("count")]] {
+        let names: Vec<&str> = stages.iter().map(|s| s.name.as_str()).collect();
+        let src = pktwarp_kernels::pipeline_source(&stages, pktwarp_kernels::Target::Gpu)
+            .expect("generate");
+        let src = CString::new(src).expect("source without NUL");
+        nvrtc_compile(&names.join(" -> "), &src, &[], &[]);
+    }
 }

@@ -1,18 +1,22 @@
-/* pktwarp GPU drivers: the persistent queue kernel, the one-burst kernel (modes `launch` and
- * `graph`) and the bulk kernel that runs the stages over device-resident frames (stage
- * throughput). All three run the same per-frame pipeline: parse -> acl -> verdict -> count.
- *
- * Built by build.rs (nvcc, sm_90) or at start by NVRTC; build.rs / the loader define
- * PW_HAVE_PARSE and PW_HAVE_ACL when the stage headers exist, and the host refuses a pipeline
- * that needs a stage the module lacks (see pw_caps). */
-#include "pktwarp_abi.h"
-#if defined(PW_HAVE_PARSE)
-#include "parse.cuh"
+/* pktwarp GPU transport: the persistent queue kernel, the one-burst kernel (modes `launch` and
+ * `graph`) and the bulk kernel that runs the pipeline over device-resident frames (stage
+ * throughput). It knows the pipeline only as one of two templates (pktwarp-kernels codegen):
+ *   - PW_PIPELINE_FUSED: the built-in parse -> acl -> count (any in-order subset, chosen per queue
+ *     by PW_PIPE_* flags), with the tuned paths (two-pass grouped lookups, the small-burst kernel);
+ *   - PW_PIPELINE_COMPOSED: the generated pw_pipeline_frame (the config's stages through the stage
+ *     ABI, cuda/pktwarp_abi.h), one thread per frame.
+ * A source that includes this file alone gets the fused template. Receiving is pw_poll_* /
+ * pw_run_slot's staging, results leave through pw_store_verdict / pw_publish. */
+#if !defined(PW_PIPELINE_FUSED) && !defined(PW_PIPELINE_COMPOSED)
+#define PW_PIPELINE_FUSED 1
 #endif
-#if defined(PW_HAVE_ACL)
-#include "acl.cuh"
+#if !defined(PW_PIPELINE_FUSED)
+#define PW_PIPELINE_FUSED 0
 #endif
-#include "count.cuh"
+#if !defined(PW_PIPELINE_COMPOSED)
+#define PW_PIPELINE_COMPOSED 0
+#endif
+#include "stages.cuh"
 
 #define PW_CAP_PARSE 1u
 #define PW_CAP_ACL 2u
@@ -42,35 +46,30 @@ __device__ __forceinline__ uint32_t pw_load_acquire(const volatile uint32_t *p) 
     return v;
 }
 
-/* The ACL table one burst is classified with: the slot header's (table hot swap) or, when the
- * header names none, the queue descriptor's (bulk kernel). */
-typedef struct pw_acl_sel {
-    uint64_t tables;
-    uint64_t rule_hits;
-    uint32_t n_rules;
-    uint8_t default_action;
-} pw_acl_sel;
-
 __device__ __forceinline__ pw_acl_sel pw_acl_of_queue(const pw_queue_desc &q) {
     pw_acl_sel a;
     a.tables = q.acl_tables;
     a.rule_hits = q.rule_hits;
     a.n_rules = q.n_rules;
     a.default_action = q.default_action;
+    a.stage_params = q.stage_params;
     return a;
 }
 
 __device__ __forceinline__ pw_acl_sel pw_acl_of_slot(const pw_queue_desc &q, const pw_slot_hdr *h) {
-    if (h->acl_tables == 0ull) return pw_acl_of_queue(q);
-    pw_acl_sel a;
-    a.tables = h->acl_tables;
-    a.rule_hits = h->rule_hits;
-    a.n_rules = h->n_rules;
-    a.default_action = h->default_action;
+    pw_acl_sel a = pw_acl_of_queue(q);
+    if (h->acl_tables != 0ull) {
+        a.tables = h->acl_tables;
+        a.rule_hits = h->rule_hits;
+        a.n_rules = h->n_rules;
+        a.default_action = h->default_action;
+    }
+    if (h->stage_params != 0ull) a.stage_params = h->stage_params;
     return a;
 }
 
-#if defined(PW_HAVE_ACL)
+
+#if PW_PIPELINE_FUSED
 /* Stage `acl` on a frame's key words (pw_acl_key_words): the matched rule and its action / mark,
  * or the table's default action when nothing matches. Same as pipeline::stage::acl. */
 __device__ __forceinline__ void pw_stage_acl_kw(const pw_acl_sel &a, const uint32_t *kw, uint32_t *rule,
@@ -96,9 +95,9 @@ __device__ __forceinline__ void pw_stage_acl_kw(const pw_acl_sel &a, const uint3
 }
 
 /* Stage `acl` on a parsed frame (its key from the metadata). */
-__device__ __forceinline__ void pw_stage_acl(const pw_acl_sel &a, const pw_packet_meta *m, uint16_t port,
-                                             uint32_t *rule, uint8_t *action, uint32_t *mark, uint32_t gl,
-                                             uint32_t gsize) {
+__device__ __forceinline__ void pw_stage_acl_fused(const pw_acl_sel &a, const pw_packet_meta *m, uint16_t port,
+                                                   uint32_t *rule, uint8_t *action, uint32_t *mark, uint32_t gl,
+                                                   uint32_t gsize) {
     pw_acl_key k;
     pw_acl_key_from_meta(m, port, &k);
     uint32_t kw[11];
@@ -147,33 +146,55 @@ __device__ __forceinline__ void pw_emit_verdict(const pw_queue_desc &q, const pw
 }
 
 /* One frame through the pipeline. Writes verdict `vi` (and the metadata when asked) and counts.
- * Run by a group of `gsize` lanes (lane `gl` of it; gsize 1: one thread per frame): every lane
- * parses the frame (same bytes, same path), the group shares the ACL lookup, lane 0 writes. */
+ * Fused: run by a group of `gsize` lanes (lane `gl` of it; gsize 1: one thread per frame): every
+ * lane parses the frame (same bytes, same path), the group shares the ACL lookup, lane 0 writes.
+ * Composed: one thread per frame (gsize 1) through the generated pw_pipeline_frame. */
 __device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *data,
                                              const pw_desc &d, const pw_vout &vo, uint32_t vi,
                                              pw_packet_meta *mout, pw_count_regs *cr, uint32_t gl,
                                              uint32_t gsize) {
+#if PW_PIPELINE_COMPOSED
+    (void)gl;
+    (void)gsize;
+    pw_frame f;
+    f.data = data + d.offset;
+    f.len = d.len;
+    f.wire_len = d.wire_len;
+    f.port = d.port;
+    f.queue = q.queue_id;
+    pw_pipeline_ctx ctx;
+    const uint64_t *pt = (const uint64_t *)a.stage_params;
+#pragma unroll
+    for (uint32_t k = 0; k < PW_MAX_STAGES; k++)
+        ctx.params[k] = (pt && k < PW_PIPELINE_N_STAGES) ? (const void *)pt[k] : (const void *)0;
+    ctx.acl = &a;
+    ctx.counters = (pw_stage_counters *)q.stage_counters;
+    pw_packet_meta m;
+    pw_meta_zero(&m);
+    pw_verdict v;
+    pw_verdict_pass(&v);
+    pw_pipeline_frame(&f, &m, &v, &ctx);
+    pw_store_verdict(vo, vi, v);
+    /* The stages counted parse errors, ACL matches and rule hits in their own blocks. */
+    if (q.pipeline & PW_PIPE_COUNT) pw_count_frame(cr, 0, 0u, 1u, 0u, &v, d.wire_len);
+    if (mout) *mout = m;
+#else
     uint32_t parse_ok = 1u;
-#if defined(PW_HAVE_PARSE)
     pw_packet_meta m;
     if (q.pipeline & PW_PIPE_PARSE) {
         pw_parse(data + d.offset, d.len, &m);
         parse_ok = m.status == 0u;
     }
-#endif
     uint32_t rule = PW_ACL_NO_MATCH;
     uint8_t action = (uint8_t)PW_ACTION_PASS;
     uint32_t mark = 0u;
     uint32_t acl_ran = 0u;
-#if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
     if ((q.pipeline & PW_PIPE_ACL) && pw_acl_runs(q, parse_ok)) {
-        pw_stage_acl(a, &m, d.port, &rule, &action, &mark, gl, gsize);
+        pw_stage_acl_fused(a, &m, d.port, &rule, &action, &mark, gl, gsize);
         acl_ran = 1u;
     }
-#endif
     if (gl != 0u) return;
     pw_emit_verdict(q, a, parse_ok, rule, action, mark, acl_ran, d.wire_len, vo, vi, cr);
-#if defined(PW_HAVE_PARSE)
     if (mout && (q.pipeline & PW_PIPE_PARSE)) *mout = m;
 #endif
 }
@@ -224,7 +245,7 @@ __device__ __forceinline__ void pw_stage_hdr(const uint8_t *base) {
  * straddle warps. 1 when the burst fills the block. */
 __device__ __forceinline__ uint32_t pw_group_size(const pw_queue_desc &q, uint32_t n) {
     uint32_t g = 1u;
-#if defined(PW_HAVE_ACL)
+#if PW_PIPELINE_FUSED
     /* The g = 2^k (k <= 5) the loop "while (g < 32 && n * g * 2 <= blockDim) g *= 2" ends with,
      * from independent compares: with the division below it was ~0.15 us of every small burst's
      * latency path, where one warp's dependent instructions take ~5 cycles each (BENCHMARKS.md,
@@ -342,7 +363,7 @@ __device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_
  * the queue traces (in shared memory: registers are the persistent kernel's scarcest resource). */
 __shared__ uint64_t pw_ts[4];
 
-#if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
+#if PW_PIPELINE_FUSED
 /* A frame between the two passes of pw_run_split: its ACL key words (read in place by the
  * group's tree steps) and what its verdict and counters need. */
 typedef struct pw_split_frame {
@@ -457,7 +478,8 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     uint32_t n = hdr->n_frames;
     if (n > q.burst_max) n = 0; /* the host never publishes this; pw_persistent flags it */
     const uint32_t db = hdr->data_bytes;
-    const bool parse = (q.pipeline & PW_PIPE_PARSE) != 0u;
+    /* Whether a stage reads frame bytes (else only descriptors are staged): any composed stage may. */
+    const bool parse = PW_PIPELINE_COMPOSED || (q.pipeline & PW_PIPE_PARSE) != 0u;
     const bool compact = hdr->desc_format == PW_DESC_COMPACT;
     /* Descriptors in whole 16-byte granules (compact ones may end mid-granule). */
     const uint32_t nd16 = (n * (compact ? (uint32_t)sizeof(pw_desc8) : (uint32_t)sizeof(pw_desc)) + 15u) / 16u;
@@ -545,7 +567,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     pw_part_range(n, part, parts, &lo, &hi);
     const uint32_t gsize = pw_group_size(q, hi - lo);
     const uint32_t gl = threadIdx.x & (gsize - 1u);
-#if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
+#if PW_PIPELINE_FUSED
     /* SMALL (pw_persistent_small): the host guarantees parse + acl and room for groups of 2+ lanes
      * per frame, so every burst takes pw_run_split, the only path compiled in. */
     if (SMALL) {
@@ -555,7 +577,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
 #endif
     if (!staged && parse && gsize == 1u && dbr <= room) {
         pw_run_chunked(q, a, base, lo, hi, db, compact, vo, mout, cr);
-#if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
+#if PW_PIPELINE_FUSED
     } else if (gsize > 1u && hi - lo <= PW_SPLIT_MAX) {
         pw_run_split(q, a, descs, compact, data, gdata, staged, db, lo, hi, vo, mout, cr, gsize);
 #endif
@@ -1034,7 +1056,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) pw_persistent(const pw_queu
     pw_persistent_body<false>(queues, ctas, parts);
 }
 
-#if defined(PW_HAVE_PARSE) && defined(PW_HAVE_ACL)
+#if PW_PIPELINE_FUSED
 /* pw_persistent for small bursts of tagged queues (the latency case), chosen by the host when
  * every queue is tagged, the pipeline is parse + acl, bursts have at most PW_SPLIT_MAX frames and
  * the block has at least two threads per frame: only the tagged poll and pw_run_split are

@@ -1,4 +1,4 @@
-//! gpu-kernels/acl.cuh must compile for the GPU (sm_90) with the pinned pip nvcc, not only for
+//! cuda/acl.cuh must compile for the GPU (sm_90) with the pinned pip nvcc, not only for
 //! the host. Skipped, with a message, where that nvcc is not installed (scripts/install-deps.sh
 //! installs it).
 
@@ -7,7 +7,7 @@ use std::process::Command;
 
 #[test]
 fn acl_cuh_compiles_for_sm90() {
-    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let Some(nv) = Command::new("python3")
         .args(["-c", "import nvidia;print(nvidia.__path__[0])"])
         .output()
@@ -47,7 +47,7 @@ fn acl_cuh_compiles_for_sm90() {
         .env("LD_LIBRARY_PATH", ld)
         .arg("-arch=sm_90")
         .arg("-I")
-        .arg(root.join("gpu-kernels"))
+        .arg(root.join("cuda"))
         .arg("-c")
         .arg(&src)
         .arg("-o")

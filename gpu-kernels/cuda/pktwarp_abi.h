@@ -55,6 +55,48 @@ typedef long long int64_t;
 #endif
 
 /* ========================================================================================
+ * Section: stage ABI (owner: pktwarp-kernels codegen, pipeline::stage)
+ * Every CUDA stage is one device function of this signature:
+ *
+ *     PW_DEVICE void NAME(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v,
+ *                         const void *params, pw_stage_counters *counters);
+ *
+ * `f`: the frame's bytes and lengths (read-only; the frame lives wherever the transport put it:
+ * shared memory, the ring, device memory). `meta`: the frame's metadata (filled by `parse`,
+ * zero before it). `v`: the verdict so far, starting as pass / PW_DROP_NONE / PW_ACL_NO_MATCH /
+ * mark 0; a stage that sets action PW_ACTION_DROP ends the frame's pipeline (a user stage that
+ * leaves drop_reason PW_DROP_NONE gets PW_DROP_STAGE). `params`: the stage's own parameter block
+ * (read-only, published by epoch), or 0. `counters`: the stage's own counter block: v[0] = frames
+ * that reached the stage (the generated code counts it), v[1..7] the stage's own, added with
+ * PW_ADD64 (a reduction on the GPU, a plain add in the host build). The generated
+ * pw_pipeline_frame calls the stages in the config's order; the transport knows only
+ * pw_pipeline_frame, and a stage knows nothing of rings, slots or CTAs.
+ * ======================================================================================== */
+#define PW_STAGE_ABI_VERSION 1u
+#define PW_MAX_STAGES 16u
+#define PW_STAGE_COUNTERS 8u
+
+typedef struct pw_stage_counters {
+    uint64_t v[PW_STAGE_COUNTERS]; /* 0 frames reaching the stage, 1..7 the stage's own */
+} pw_stage_counters;
+PW_STATIC_ASSERT(sizeof(pw_stage_counters) == 64, "pw_stage_counters size");
+
+/* Device-side only (holds a pointer; never crosses to the host). */
+typedef struct pw_frame {
+    const uint8_t *data; /* first byte of the frame */
+    uint32_t len;        /* captured bytes at data */
+    uint32_t wire_len;   /* bytes on the wire */
+    uint16_t port;       /* ingress port */
+    uint16_t queue;      /* receive queue */
+} pw_frame;
+
+/* Built-in stage counters (pw_stage_counters.v[k]). */
+#define PW_PARSE_CTR_ERRORS 1u  /* parse: frames with status != ok (dropped, PW_DROP_PARSE_ERROR) */
+#define PW_ACL_CTR_MATCHED 1u   /* acl: frames a rule matched */
+#define PW_ACL_CTR_DEFAULT 2u   /* acl: frames that took the default action */
+#define PW_COUNT_CTR_BYTES 1u   /* count: captured bytes of the frames counted */
+
+/* ========================================================================================
  * Section: packet metadata (owner: pipeline::meta, stage `parse`)
  * One fixed-size record per frame, filled by the parse stage (Rust and CUDA identically).
  * Offsets are from the first byte of the frame. Absent = 0 unless said otherwise.
@@ -371,7 +413,8 @@ typedef struct pw_slot_hdr {
     uint8_t default_action; /* 36 action when no rule of that image matches */
     uint8_t reserved1;      /* 37 */
     uint16_t reserved2;     /* 38 */
-    uint64_t reserved3;     /* 40 */
+    uint64_t stage_params;  /* 40 uint64_t[PW_MAX_STAGES] parameter-block addresses for this burst (device;
+                             *    published by epoch with the ACL image), or 0: pw_queue_desc.stage_params */
 } pw_slot_hdr;
 PW_STATIC_ASSERT(sizeof(pw_slot_hdr) == 48, "pw_slot_hdr size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, acl_tables) == 16, "pw_slot_hdr.acl_tables");
@@ -393,7 +436,7 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, data_bytes) == 4, "pw_slot_hdr.data_by
 #define PW_DROP_STEERING 3u    /* steering said drop (host side) */
 #define PW_DROP_TX_ERROR 4u    /* the output port refused the frame (host side) */
 #define PW_DROP_TOO_LONG 5u    /* burst larger than a ring slot (host side, never reaches the GPU) */
-#define PW_DROP_STAGE 6u       /* a custom CPU stage dropped it (CPU executor only) */
+#define PW_DROP_STAGE 6u       /* a user stage dropped the frame without naming another reason */
 #define PW_DROP_NONE 0xFFu     /* pw_verdict.drop_reason when the action is not drop */
 #define PW_DROP_REASONS 8u
 
@@ -518,9 +561,14 @@ typedef struct pw_queue_desc {
                                *     (part j of the burst's CTA group writes done[slot * parts + j]; parts = 1
                                *     except in the persistent kernel, see pw_persistent) */
     uint64_t trace;           /* 112 pw_burst_trace[slots] (mapped) or 0: per-burst timestamps */
+    uint64_t stage_counters;  /* 120 pw_stage_counters[PW_MAX_STAGES] (device) of the queue, or 0 (fused
+                               *     template: its stages count in pw_queue_counters) */
+    uint64_t stage_params;    /* 128 uint64_t[PW_MAX_STAGES] (device): each stage's parameter block
+                               *     address (0: none); ring bursts use pw_slot_hdr.stage_params when set */
 } pw_queue_desc;
-PW_STATIC_ASSERT(sizeof(pw_queue_desc) == 120, "pw_queue_desc size");
+PW_STATIC_ASSERT(sizeof(pw_queue_desc) == 136, "pw_queue_desc size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_desc, trace) == 112, "pw_queue_desc.trace");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_desc, stage_params) == 128, "pw_queue_desc.stage_params");
 
 /* Where a burst's time goes on the GPU (latency analysis; written only when the queue has a trace
  * buffer): %globaltimer (ns) at each step, one record per slot, written before the burst's done

@@ -1,0 +1,102 @@
+/* The built-in stages through the stage ABI (pktwarp_abi.h, section "stage ABI"), and the
+ * pipeline context the generated pw_pipeline_frame passes them.
+ *
+ * Each stage has the one signature; its semantics are the Rust stage's (pipeline::stage::run,
+ * Pipeline::run_frames): parse drops a malformed frame (PW_DROP_PARSE_ERROR), acl sets the rule,
+ * mark and action of the first matching rule (or the default) and drops with PW_DROP_ACL, count
+ * adds the frame's captured bytes. Compiles for the GPU and for the host (differential tests). */
+#ifndef PKTWARP_STAGES_CUH
+#define PKTWARP_STAGES_CUH
+
+#include "pktwarp_abi.h"
+#include "parse.cuh"
+#include "acl.cuh"
+#include "count.cuh"
+
+#define PW_HAVE_PARSE 1
+#define PW_HAVE_ACL 1
+
+/* The acl stage's parameter block: the ACL image a burst is classified with (the slot header's,
+ * table hot swap; or the queue descriptor's), its rule-hit counters and default action. */
+typedef struct pw_acl_sel {
+    uint64_t tables;
+    uint64_t rule_hits;
+    uint32_t n_rules;
+    uint8_t default_action;
+    /* Not the acl stage's: the burst's table of stage parameter blocks (uint64_t[PW_MAX_STAGES],
+     * composed template), selected by the same epoch as the ACL image. */
+    uint64_t stage_params;
+} pw_acl_sel;
+
+/* What pw_pipeline_frame gets beside the frame: each stage's parameter block and the queue's
+ * stage counter blocks (PW_MAX_STAGES). */
+typedef struct pw_pipeline_ctx {
+    const void *params[PW_MAX_STAGES];
+    const pw_acl_sel *acl;
+    pw_stage_counters *counters;
+} pw_pipeline_ctx;
+
+PW_DEVICE void pw_verdict_pass(pw_verdict *v) {
+    v->action = (uint8_t)PW_ACTION_PASS;
+    v->drop_reason = (uint8_t)PW_DROP_NONE;
+    v->reserved = 0;
+    v->rule = PW_ACL_NO_MATCH;
+    v->mark = 0u;
+}
+
+PW_DEVICE void pw_meta_zero(pw_packet_meta *m) {
+    uint32_t *w = (uint32_t *)m;
+    for (uint32_t i = 0; i < sizeof(pw_packet_meta) / 4u; i++) w[i] = 0u;
+}
+
+/* Stage `parse`. */
+PW_DEVICE void pw_stage_parse(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v, const void *params,
+                              pw_stage_counters *c) {
+    (void)params;
+    pw_parse(f->data, f->len, meta);
+    if (meta->status != 0u) {
+        PW_ADD64(&c->v[PW_PARSE_CTR_ERRORS], 1);
+        v->action = (uint8_t)PW_ACTION_DROP;
+        v->drop_reason = (uint8_t)PW_DROP_PARSE_ERROR;
+        v->rule = PW_ACL_NO_MATCH;
+        v->mark = 0u;
+    }
+}
+
+/* Stage `acl`: one thread's lookup (the fused template's grouped lookups are kernels.cu's). */
+PW_DEVICE void pw_stage_acl(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v, const void *params,
+                            pw_stage_counters *c) {
+    const pw_acl_sel *a = (const pw_acl_sel *)params;
+    pw_acl_key k;
+    pw_acl_key_from_meta(meta, f->port, &k);
+    const pw_acl_tables *t = (const pw_acl_tables *)a->tables;
+    const uint32_t rule = t ? pw_acl_classify(t, &k) : PW_ACL_NO_MATCH;
+    uint8_t action = a->default_action;
+    uint32_t mark = 0u;
+    if (rule != PW_ACL_NO_MATCH) {
+        uint32_t mk = 0u;
+        const uint32_t w = pw_acl_action(t, rule, &mk);
+        const uint32_t code = w & 0xFFu;
+        action = (uint8_t)(code < PW_ACTIONS ? code : PW_ACTION_PASS); /* flow_rules Verdict::from_code */
+        mark = ((w >> 8) & 1u) ? mk : 0u;
+        PW_ADD64(&c->v[PW_ACL_CTR_MATCHED], 1);
+        if (a->rule_hits && rule < a->n_rules) PW_ADD64(&((uint64_t *)a->rule_hits)[rule], 1);
+    } else {
+        PW_ADD64(&c->v[PW_ACL_CTR_DEFAULT], 1);
+    }
+    v->rule = rule;
+    v->mark = mark;
+    v->action = action;
+    if (action == PW_ACTION_DROP) v->drop_reason = (uint8_t)PW_DROP_ACL;
+}
+
+/* Stage `count`. */
+PW_DEVICE void pw_stage_count(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v, const void *params,
+                              pw_stage_counters *c) {
+    (void)meta;
+    (void)v;
+    (void)params;
+    PW_ADD64(&c->v[PW_COUNT_CTR_BYTES], f->len);
+}
+
+#endif /* PKTWARP_STAGES_CUH */

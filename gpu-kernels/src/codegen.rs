@@ -1,0 +1,415 @@
+//! The pipeline kernel's source, generated from a stage list.
+//!
+//! Two templates, one transport (`cuda/kernels.cu`):
+//! - **fused**: the stage list is an in-order subset of `parse, acl, count` with no other stage.
+//!   The tuned built-in kernel serves it (the two-pass parse-then-grouped-lookup path, the
+//!   small-burst kernel); which of the three run is a per-queue flag, so one image serves every
+//!   such list, and build.rs compiles it ahead of time.
+//! - **composed**: any other valid list (another order, a user stage, a new built-in). The
+//!   generated `pw_pipeline_frame` calls each stage's device function (the stage ABI in
+//!   `cuda/pktwarp_abi.h`) in the list's order, one thread per frame; the transport calls it for
+//!   every frame.
+//!
+//! This file is also compiled into build.rs (`#[path]`), so the build-time and the run-time
+//! sources are made by the same code.
+
+use std::fmt::Write as _;
+
+/// Most stages one pipeline may have (`PW_MAX_STAGES`).
+pub const MAX_STAGES: usize = 16;
+
+/// One stage of a pipeline, as the kernel generator sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StageSpec {
+    /// The stage's name in the config, metrics and logs (`parse`, `syn_guard`, ...).
+    pub name: String,
+    pub kind: StageKind,
+}
+
+/// What a stage is on the GPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StageKind {
+    /// `pw_stage_parse` (cuda/stages.cuh).
+    Parse,
+    /// `pw_stage_acl`: its parameter block is the burst's ACL table selection.
+    Acl,
+    /// `pw_stage_count`.
+    Count,
+    /// A stage with its own CUDA source defining `function` with the stage ABI signature.
+    Custom { function: String, source: String },
+}
+
+impl StageSpec {
+    pub fn builtin(name: &str) -> Option<StageSpec> {
+        let kind = match name {
+            "parse" => StageKind::Parse,
+            "acl" => StageKind::Acl,
+            "count" => StageKind::Count,
+            _ => return None,
+        };
+        Some(StageSpec {
+            name: name.to_string(),
+            kind,
+        })
+    }
+
+    /// The device function the generated code calls.
+    pub fn function(&self) -> &str {
+        match &self.kind {
+            StageKind::Parse => "pw_stage_parse",
+            StageKind::Acl => "pw_stage_acl",
+            StageKind::Count => "pw_stage_count",
+            StageKind::Custom { function, .. } => function,
+        }
+    }
+
+    /// Whether the stage reads the packet metadata (needs `parse` before it).
+    pub fn reads_meta(&self) -> bool {
+        matches!(self.kind, StageKind::Acl)
+    }
+}
+
+/// A stage list the generator refuses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodegenError {
+    /// Index of the stage the error is about.
+    pub stage: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for CodegenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pipeline[{}]: {}", self.stage, self.message)
+    }
+}
+
+impl std::error::Error for CodegenError {}
+
+/// Which template a stage list takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Template {
+    Fused,
+    Composed,
+}
+
+/// Checks the list (order, names, sizes) and says which template serves it.
+pub fn template_of(stages: &[StageSpec]) -> Result<Template, CodegenError> {
+    if stages.is_empty() {
+        return Err(CodegenError {
+            stage: 0,
+            message: "a pipeline needs at least one stage".into(),
+        });
+    }
+    if stages.len() > MAX_STAGES {
+        return Err(CodegenError {
+            stage: MAX_STAGES,
+            message: format!(
+                "a pipeline has at most {MAX_STAGES} stages, this one has {}",
+                stages.len()
+            ),
+        });
+    }
+    let mut parsed = false;
+    for (i, s) in stages.iter().enumerate() {
+        if s.reads_meta() && !parsed {
+            return Err(CodegenError {
+                stage: i,
+                message: format!("the `{}` stage needs a `parse` stage before it", s.name),
+            });
+        }
+        if let StageKind::Custom { function, .. } = &s.kind {
+            if !is_c_identifier(function) {
+                return Err(CodegenError {
+                    stage: i,
+                    message: format!(
+                        "stage `{}`: CUDA function name `{function}` is not a C identifier",
+                        s.name
+                    ),
+                });
+            }
+        }
+        parsed |= s.kind == StageKind::Parse;
+    }
+    let order = [StageKind::Parse, StageKind::Acl, StageKind::Count];
+    let mut next = 0;
+    for s in stages {
+        match order[next..].iter().position(|k| *k == s.kind) {
+            Some(p) => next += p + 1,
+            None => return Ok(Template::Composed),
+        }
+    }
+    Ok(Template::Fused)
+}
+
+fn is_c_identifier(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(ch) if ch == '_' || ch.is_ascii_alphabetic())
+        && c.all(|ch| ch == '_' || ch.is_ascii_alphanumeric())
+}
+
+/// What the generated source is compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The whole kernel module (transport included), for nvcc / NVRTC.
+    Gpu,
+    /// `pw_pipeline_frame` alone with an `extern "C"` entry, for the host C++ compiler (the
+    /// differential tests). Always the composed template.
+    Host,
+}
+
+/// The source of a stage list's kernel (GPU) or of its host build, with `#include "..."` lines
+/// left for [`inline_includes`].
+pub fn generate(stages: &[StageSpec], target: Target) -> Result<String, CodegenError> {
+    let template = template_of(stages)?;
+    let names: Vec<&str> = stages.iter().map(|s| s.name.as_str()).collect();
+    let mut out = format!(
+        "/* Generated by pktwarp-kernels from the pipeline: {} */\n",
+        names.join(" -> ")
+    );
+    if template == Template::Fused && target == Target::Gpu {
+        out.push_str(
+            "#define PW_PIPELINE_FUSED 1\n#include \"stages.cuh\"\n#include \"kernels.cu\"\n",
+        );
+        return Ok(out);
+    }
+    let _ = writeln!(out, "#define PW_PIPELINE_COMPOSED 1");
+    let _ = writeln!(out, "#define PW_PIPELINE_N_STAGES {}u", stages.len());
+    if let Some(k) = stages.iter().position(|s| s.kind == StageKind::Acl) {
+        let _ = writeln!(out, "#define PW_PIPELINE_ACL_STAGE {k}u");
+    }
+    out.push_str("#include \"stages.cuh\"\n");
+    let mut seen: Vec<&str> = Vec::new();
+    for s in stages {
+        if let StageKind::Custom { function, source } = &s.kind {
+            if seen.contains(&function.as_str()) {
+                continue;
+            }
+            seen.push(function);
+            let _ = writeln!(out, "/* ---- stage `{}`: {} ---- */", s.name, function);
+            out.push_str(source);
+            out.push('\n');
+        }
+    }
+    out.push_str(&frame_function(stages));
+    match target {
+        Target::Gpu => out.push_str("#include \"kernels.cu\"\n"),
+        Target::Host => out.push_str(HOST_ENTRY),
+    }
+    Ok(out)
+}
+
+/// `pw_pipeline_frame`: the stages in order, each after counting the frame in its counters,
+/// stopping at the first drop (as `pipeline::stage::Pipeline::run_frames`).
+fn frame_function(stages: &[StageSpec]) -> String {
+    let mut f = String::from(
+        "/* One frame through the stages, in the config's order (the CPU executor's semantics:\n \
+         * a drop ends the frame's pipeline). `ctx->counters[k]` is stage k's counter block. */\n\
+         PW_DEVICE void pw_pipeline_frame(const pw_frame *f, pw_packet_meta *m, pw_verdict *v,\n\
+         \x20                                 const pw_pipeline_ctx *ctx) {\n",
+    );
+    for (k, s) in stages.iter().enumerate() {
+        let _ = writeln!(f, "    /* {k}: {} */", s.name);
+        let _ = writeln!(f, "    PW_ADD64(&ctx->counters[{k}].v[0], 1);");
+        let params = match s.kind {
+            StageKind::Acl => "ctx->acl".to_string(),
+            _ => format!("ctx->params[{k}]"),
+        };
+        let _ = writeln!(
+            f,
+            "    {}(f, m, v, {params}, &ctx->counters[{k}]);",
+            s.function()
+        );
+        if matches!(s.kind, StageKind::Custom { .. }) {
+            f.push_str(
+                "    if (v->action == PW_ACTION_DROP && v->drop_reason == PW_DROP_NONE) \
+                 v->drop_reason = (uint8_t)PW_DROP_STAGE;\n",
+            );
+        }
+        if k + 1 < stages.len() {
+            f.push_str("    if (v->action == PW_ACTION_DROP) return;\n");
+        }
+    }
+    f.push_str("}\n");
+    f
+}
+
+/// The host build's entry: one frame through `pw_pipeline_frame`, its counters into `counters`
+/// (PW_MAX_STAGES blocks), `params[k]` the parameter block of stage k.
+const HOST_ENTRY: &str = r#"
+extern "C" void pw_host_pipeline_frame(const uint8_t *data, uint32_t len, uint32_t wire_len, uint16_t port,
+                                       pw_packet_meta *meta, pw_verdict *verdict, const void *const *params,
+                                       pw_stage_counters *counters) {
+    pw_frame f;
+    f.data = data;
+    f.len = len;
+    f.wire_len = wire_len;
+    f.port = port;
+    f.queue = 0;
+    pw_pipeline_ctx ctx;
+    for (uint32_t k = 0; k < PW_MAX_STAGES; k++) ctx.params[k] = params[k];
+#ifdef PW_PIPELINE_ACL_STAGE
+    ctx.acl = (const pw_acl_sel *)params[PW_PIPELINE_ACL_STAGE];
+#else
+    ctx.acl = 0;
+#endif
+    ctx.counters = counters;
+    pw_verdict_pass(verdict);
+    pw_meta_zero(meta);
+    pw_pipeline_frame(&f, meta, verdict, &ctx);
+}
+extern "C" uint32_t pw_host_pipeline_abi(void) { return PW_STAGE_ABI_VERSION; }
+"#;
+
+/// Inlines `#include "x"` lines (each file once, recursively) with `lookup(name)`'s text, so a
+/// compiler needs no include path; an include `lookup` does not know is left as it is.
+pub fn inline_includes(
+    main: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    fn walk(
+        text: &str,
+        lookup: &dyn Fn(&str) -> Option<String>,
+        seen: &mut Vec<String>,
+        out: &mut String,
+        depth: u32,
+    ) -> Result<(), String> {
+        if depth > 16 {
+            return Err("includes nested more than 16 deep".into());
+        }
+        for line in text.lines() {
+            let name = line
+                .trim_start()
+                .strip_prefix("#include \"")
+                .and_then(|r| r.split('"').next());
+            if let Some(name) = name {
+                if seen.iter().any(|s| s == name) {
+                    continue;
+                }
+                if let Some(body) = lookup(name) {
+                    seen.push(name.to_string());
+                    let _ = writeln!(out, "/* ---- {name} ---- */");
+                    walk(&body, lookup, seen, out, depth + 1)?;
+                    let _ = writeln!(out, "/* ---- end of {name} ---- */");
+                    continue;
+                }
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+        Ok(())
+    }
+    let mut out = String::new();
+    walk(main, lookup, &mut Vec::new(), &mut out, 0)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(names: &[&str]) -> Vec<StageSpec> {
+        names
+            .iter()
+            .map(|n| {
+                StageSpec::builtin(n).unwrap_or(StageSpec {
+                    name: n.to_string(),
+                    kind: StageKind::Custom {
+                        function: format!("my_{n}"),
+                        source: format!("PW_DEVICE void my_{n}(const pw_frame *f, pw_packet_meta *m, pw_verdict *v, const void *p, pw_stage_counters *c) {{}}"),
+                    },
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ordered_subsets_of_the_builtins_take_the_fused_template() {
+        for l in [
+            &["parse", "acl", "count"][..],
+            &["parse", "count"],
+            &["count"],
+            &["parse"],
+            &["parse", "acl"],
+        ] {
+            assert_eq!(template_of(&list(l)), Ok(Template::Fused), "{l:?}");
+        }
+        for l in [
+            &["count", "parse", "acl"][..],
+            &["parse", "guard", "acl", "count"],
+            &["parse", "count", "count"],
+            &["parse", "acl", "acl"],
+        ] {
+            assert_eq!(template_of(&list(l)), Ok(Template::Composed), "{l:?}");
+        }
+    }
+
+    #[test]
+    fn acl_before_parse_is_refused_naming_the_stage() {
+        let e = template_of(&list(&["acl", "parse"])).unwrap_err();
+        assert_eq!(e.stage, 0);
+        assert!(e.message.contains("`acl`"), "{e}");
+        let e = template_of(&list(&["count", "acl"])).unwrap_err();
+        assert_eq!(e.stage, 1);
+        assert!(template_of(&[]).is_err());
+        let too_many = list(&["count"; MAX_STAGES + 1]);
+        assert!(template_of(&too_many).is_err());
+    }
+
+    #[test]
+    fn a_bad_function_name_is_refused() {
+        let mut l = list(&["parse", "guard"]);
+        if let StageKind::Custom { function, .. } = &mut l[1].kind {
+            *function = "bad name(".into();
+        }
+        assert!(template_of(&l)
+            .unwrap_err()
+            .message
+            .contains("not a C identifier"));
+    }
+
+    #[test]
+    fn the_composed_source_calls_the_stages_in_order_and_stops_at_a_drop() {
+        let src = generate(&list(&["count", "parse", "guard", "acl"]), Target::Gpu).unwrap();
+        let body = &src[src.find("void pw_pipeline_frame(").unwrap()..];
+        let calls: Vec<usize> = [
+            "pw_stage_count(",
+            "pw_stage_parse(",
+            "my_guard(",
+            "pw_stage_acl(",
+        ]
+        .iter()
+        .map(|c| body.find(c).expect(c))
+        .collect();
+        assert!(calls.windows(2).all(|w| w[0] < w[1]), "{src}");
+        assert_eq!(
+            src.matches("if (v->action == PW_ACTION_DROP) return;")
+                .count(),
+            3
+        );
+        assert!(src.contains("PW_DROP_STAGE"));
+        assert!(src.trim_end().ends_with("#include \"kernels.cu\""));
+        let host = generate(&list(&["parse", "count"]), Target::Host).unwrap();
+        assert!(host.contains("pw_host_pipeline_frame") && !host.contains("kernels.cu"));
+    }
+
+    #[test]
+    fn includes_are_inlined_once() {
+        let lookup = |n: &str| match n {
+            "a.h" => Some("A\n#include \"b.h\"\n".to_string()),
+            "b.h" => Some("B\n#include \"a.h\"\n".to_string()),
+            _ => None,
+        };
+        let s = inline_includes(
+            "#include \"a.h\"\n#include \"b.h\"\n#include \"c.h\"\nX\n",
+            &lookup,
+        )
+        .unwrap();
+        assert_eq!(
+            s.matches("\nA\n").count() + s.starts_with("A\n") as usize,
+            1,
+            "{s}"
+        );
+        assert_eq!(s.matches("B\n").count(), 1);
+        assert!(s.contains("#include \"c.h\""));
+    }
+}

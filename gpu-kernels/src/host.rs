@@ -1,0 +1,207 @@
+//! The CUDA stage code compiled for the host (feature `host`): the same source the GPU runs,
+//! callable on machines without a GPU so tests hold it equal to the Rust stages.
+//!
+//! - [`ffi`]: the built-in stage functions of `host/*.cpp`, compiled by build.rs.
+//! - [`HostPipeline`]: any stage list's generated `pw_pipeline_frame` (user stages included),
+//!   compiled at run time with the system C++ compiler (`$CXX`, else `c++`) into a shared object
+//!   and loaded with `dlopen`.
+
+use std::ffi::{c_void, CString};
+use std::path::{Path, PathBuf};
+
+use crate::codegen::{StageSpec, Target};
+
+/// The extern "C" functions of host/*.cpp. Pointer types are raw: the Rust mirrors of the ABI
+/// structs live in the crates that use them (pipeline::meta, flow_rules::abi).
+pub mod ffi {
+    extern "C" {
+        pub fn pw_host_parse(frame: *const u8, len: u32, meta: *mut u8);
+        pub fn pw_host_meta_size() -> u32;
+        pub fn pw_host_parse_fast_key(frame: *const u8, len: u32, port: u16, kw: *mut u32) -> u32;
+        pub fn pw_host_acl_key_words_of_meta(meta: *const u8, port: u16, kw: *mut u32);
+        pub fn pw_host_acl_classify(image: *const u32, key: *const u8) -> u32;
+        pub fn pw_host_acl_classify_lanes(image: *const u32, key: *const u8, gsize: u32) -> u32;
+        pub fn pw_host_acl_key_from_meta(meta: *const u8, port_id: u16, key: *mut u8);
+    }
+}
+
+/// `pw_host_pipeline_frame` of a generated host build (codegen's HOST_ENTRY).
+type FrameFn = unsafe extern "C" fn(
+    data: *const u8,
+    len: u32,
+    wire_len: u32,
+    port: u16,
+    meta: *mut u8,
+    verdict: *mut u8,
+    params: *const *const c_void,
+    counters: *mut u64,
+);
+type AbiFn = unsafe extern "C" fn() -> u32;
+
+/// The acl stage's parameter block (`pw_acl_sel` of cuda/stages.cuh), host addresses.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct AclSel {
+    pub tables: u64,
+    pub rule_hits: u64,
+    pub n_rules: u32,
+    pub default_action: u8,
+    pub stage_params: u64,
+}
+
+/// A stage list's `pw_pipeline_frame` compiled for the host and loaded.
+pub struct HostPipeline {
+    handle: *mut c_void,
+    frame: FrameFn,
+    n_stages: usize,
+    acl_stage: Option<usize>,
+    dir: PathBuf,
+}
+
+/// Bytes of `pw_packet_meta`, `pw_verdict`, `pw_stage_counters` (pinned by the ABI header).
+pub const META_BYTES: usize = 144;
+pub const VERDICT_BYTES: usize = 12;
+pub const STAGE_COUNTER_WORDS: usize = 8;
+
+impl HostPipeline {
+    /// Generates the host source of `stages`, compiles it and loads it. Errors carry the
+    /// compiler's output.
+    pub fn compile(stages: &[StageSpec]) -> Result<HostPipeline, String> {
+        let src = crate::pipeline_source(stages, Target::Host).map_err(|e| e.to_string())?;
+        let dir = std::env::temp_dir().join(format!(
+            "pktwarp-host-{}-{}",
+            std::process::id(),
+            &crate::source_key(&src, (0, 0))[..16]
+        ));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let cpp = dir.join("pipeline.cpp");
+        let so = dir.join("pipeline.so");
+        std::fs::write(&cpp, &src).map_err(|e| format!("{}: {e}", cpp.display()))?;
+        compile_shared(&cpp, &so)?;
+        let handle = dlopen(&so)?;
+        // SAFETY: the symbols are the generated entry points with exactly these C signatures
+        // (codegen's HOST_ENTRY); the handle stays open while `self` lives.
+        let (frame, abi) = unsafe {
+            (
+                sym::<FrameFn>(handle, "pw_host_pipeline_frame")?,
+                sym::<AbiFn>(handle, "pw_host_pipeline_abi")?,
+            )
+        };
+        // SAFETY: a C function without arguments that returns a constant.
+        let v = unsafe { abi() };
+        if v != 1 {
+            return Err(format!("host pipeline: stage ABI version {v}, expected 1"));
+        }
+        Ok(HostPipeline {
+            handle,
+            frame,
+            n_stages: stages.len(),
+            acl_stage: stages
+                .iter()
+                .position(|s| s.kind == crate::codegen::StageKind::Acl),
+            dir,
+        })
+    }
+
+    /// One frame through the pipeline. `params[k]`: stage k's parameter block (the acl stage's
+    /// is `acl`); `meta` / `verdict` receive the ABI records; `counters` (PW_MAX_STAGES blocks of
+    /// 8 words) are added to.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_frame(
+        &self,
+        frame: &[u8],
+        wire_len: u32,
+        port: u16,
+        params: &[&[u8]],
+        acl: Option<&AclSel>,
+        meta: &mut [u8; META_BYTES],
+        verdict: &mut [u8; VERDICT_BYTES],
+        counters: &mut [[u64; STAGE_COUNTER_WORDS]; crate::MAX_STAGES],
+    ) {
+        let mut ptrs: [*const c_void; crate::MAX_STAGES] = [std::ptr::null(); crate::MAX_STAGES];
+        for (k, p) in params.iter().enumerate().take(self.n_stages) {
+            if !p.is_empty() {
+                ptrs[k] = p.as_ptr().cast();
+            }
+        }
+        let acl_ptr: *const c_void = acl.map_or(std::ptr::null(), |a| (a as *const AclSel).cast());
+        if let Some(k) = self.acl_stage {
+            ptrs[k] = acl_ptr;
+        }
+        // The generated entry reads the acl stage's block through ctx->acl, which HOST_ENTRY
+        // takes from the acl stage's params slot.
+        let len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
+        // SAFETY: `frame` is valid for `len` bytes; meta / verdict / counters are buffers of the
+        // ABI sizes; every non-null params pointer points to a block the stage reads within its
+        // own documented size (the caller's), alive for the call.
+        unsafe {
+            (self.frame)(
+                frame.as_ptr(),
+                len,
+                wire_len,
+                port,
+                meta.as_mut_ptr(),
+                verdict.as_mut_ptr(),
+                ptrs.as_ptr(),
+                counters.as_mut_ptr().cast(),
+            )
+        }
+    }
+}
+
+impl Drop for HostPipeline {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from dlopen and no function pointer from it outlives self.
+        unsafe { libc::dlclose(self.handle) };
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn compile_shared(cpp: &Path, so: &Path) -> Result<(), String> {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".to_string());
+    let out = std::process::Command::new(&cxx)
+        .args([
+            "-std=c++14",
+            "-O1",
+            "-shared",
+            "-fPIC",
+            "-Wno-comment",
+            "-o",
+        ])
+        .arg(so)
+        .arg(cpp)
+        .output()
+        .map_err(|e| format!("{cxx}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cxx} could not compile {}:\n{}",
+            cpp.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}
+
+fn dlopen(path: &Path) -> Result<*mut c_void, String> {
+    let c = CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("{}: NUL in path", path.display()))?;
+    // SAFETY: a NUL-terminated path to the shared object just built.
+    let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if h.is_null() {
+        return Err(format!("dlopen {} failed", path.display()));
+    }
+    Ok(h)
+}
+
+/// # Safety
+/// `F` must be the C function type of `name`.
+unsafe fn sym<F: Copy>(lib: *mut c_void, name: &str) -> Result<F, String> {
+    let c = CString::new(name).map_err(|_| "NUL in symbol name".to_string())?;
+    // SAFETY: `lib` is a live dlopen handle; the name is NUL-terminated.
+    let p = unsafe { libc::dlsym(lib, c.as_ptr()) };
+    if p.is_null() || std::mem::size_of::<F>() != std::mem::size_of::<*mut c_void>() {
+        return Err(format!("{name} not found"));
+    }
+    // SAFETY: the caller guarantees `F` is the function's type; sizes checked above.
+    Ok(unsafe { std::mem::transmute_copy(&p) })
+}
