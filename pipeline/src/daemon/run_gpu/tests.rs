@@ -291,6 +291,12 @@ fn run_fake(p: &Prepared, slots: u32, lag: u32, record: bool) -> Run {
             "queue {q}: nothing in flight at the end"
         );
         assert!(c.kernel_heartbeat.get() > 0, "queue {q}: heartbeat read");
+        if c.rx_frames.get() > 0 {
+            assert!(
+                c.burst_latency.count() > 0,
+                "queue {q}: burst latency observed"
+            );
+        }
     }
     let tx = std::mem::take(&mut *frames.lock().unwrap());
     Run { s, tx }
