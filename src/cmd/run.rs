@@ -23,8 +23,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    run_with(args, &pipeline::stage::StageRegistry::default())
+}
+
+/// [`run`] with the `custom:` stages of `registry` usable in the config.
+pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow::Result<i32> {
     let cfg = pipeline::config::load(&args.config)?;
-    let prepared = daemon::prepare(cfg)?;
+    let prepared = daemon::prepare_with(cfg, registry)?;
     tracing::info!(
         executor = prepared.choice.name,
         reason = %prepared.choice.reason,
@@ -53,7 +58,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let progress = (!args.quiet && std::io::stdout().is_terminal())
         .then(|| super::progress::spawn(Arc::clone(&shared), expected));
     let summary = if prepared.choice.name == "gpu" {
-        daemon::run_gpu(&prepared, &shared, ports, &super::verify::kernel_image())
+        // The pipeline's kernel: the built-in image, or its generated module (NVRTC, cached).
+        let image = pipeline::executor::gpu::image_for_pipeline(&prepared.pipeline)?;
+        tracing::info!(
+            "GPU pipeline {} ({:?} template)",
+            image.pipeline,
+            image.template
+        );
+        daemon::run_gpu(&prepared, &shared, ports, &image)
     } else {
         Ok(daemon::run_cpu(&prepared, &shared, ports))
     };

@@ -12,10 +12,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    run_with(args, &pipeline::stage::StageRegistry::default())
+}
+
+/// [`run`] with the `custom:` stages of `registry` usable in the config.
+pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow::Result<i32> {
     let cfg = pipeline::config::load(&args.config)?;
     pipeline::config::preflight(&cfg)?;
     let ports = cfg.ports.len();
-    let prepared = pipeline::daemon::prepare(cfg)?;
+    let prepared = pipeline::daemon::prepare_with(cfg, registry)?;
     println!(
         "{}: ok ({} ports, {} queues, stages: {}, {} ACL rules, executor would be {}: {})",
         args.config.display(),

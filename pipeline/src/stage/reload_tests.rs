@@ -171,3 +171,30 @@ fn metrics_label_a_custom_stage_by_its_name_with_its_counters() {
     assert!(!text.contains("stage=\"custom\""));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_stage_without_cuda_keeps_the_pipeline_off_the_gpu() {
+    let dir = scratch("gpu-refusal");
+    let stages = "  - parse\n  - custom: { name: max_len, max_len: 60 }\n  - count";
+    let cfg_path = write_config(&dir, stages);
+    for (kind, ok) in [("gpu", false), ("auto", true)] {
+        let text = std::fs::read_to_string(&cfg_path).unwrap();
+        let text = text.replace("kind: cpu", &format!("kind: {kind}"));
+        let cfg = crate::config::parse_str(&text, &cfg_path).unwrap();
+        match crate::daemon::prepare_with(cfg, &registry()) {
+            Ok(p) => {
+                assert!(ok, "{kind}: accepted");
+                assert_eq!(p.choice.name, "cpu");
+                assert!(p.choice.reason.contains("auto"), "{}", p.choice.reason);
+                assert!(p.choice.reason.contains("`max_len`"), "{}", p.choice.reason);
+            }
+            Err(e) => {
+                assert!(!ok, "{kind}: {e:#}");
+                let msg = format!("{e:#}");
+                assert!(msg.contains("executor.kind is gpu"), "{msg}");
+                assert!(msg.contains("`max_len` (pipeline[1]) has no CUDA"), "{msg}");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
