@@ -17,4 +17,5 @@ pub mod rss;
 pub mod stage;
 pub mod steer;
 pub mod verdict;
+pub mod verify;
 pub mod wire;
