@@ -41,25 +41,68 @@ if ! gcc -std=c11 -fsyntax-only -x c "$KDIR/pktwarp_abi.h"; then echo "check-ker
 for h in "$KDIR"/*.cuh; do
   if ! g++ -std=c++17 -fsyntax-only -x c++ -I"$KDIR" "$h"; then echo "check-kernels: $h does not compile as host C++" >&2; fail=1; fi
 done
-log=$tmp/ptxas.log
-if ! "$NVCC" -cubin -std=c++17 -arch=sm_90 "${defs[@]}" -I"$KDIR" -Xptxas -v \
-     -o "$tmp/kernels.cubin" "$KDIR/kernels.cu" >"$log" 2>&1; then
-  cat "$log" >&2
-  echo "check-kernels: FAILED to compile $KDIR/kernels.cu" >&2
-  exit 1
+# compile_report NAME SOURCE: compiles a kernel module for sm_90 and prints each kernel's
+# registers, shared memory, stack and spills; a failure or a spill fails the check.
+compile_report() {
+  local name=$1 src=$2 log=$tmp/ptxas.log
+  if ! "$NVCC" -cubin -std=c++17 -arch=sm_90 "${defs[@]}" -I"$KDIR" -Xptxas -v \
+       -o "$tmp/kernels.cubin" "$src" >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "check-kernels: FAILED to compile $name ($src)" >&2
+    fail=1
+    return
+  fi
+  echo "check-kernels: $name"
+  printf '  %-20s %5s %10s %10s %12s %12s\n' kernel regs smem_B stack_B spill_st_B spill_ld_B
+  if ! awk '
+    /Compiling entry function/ { match($0, /'"'"'[^'"'"']*'"'"'/); k=substr($0, RSTART+1, RLENGTH-2) }
+    /bytes stack frame/ { st=$1; ss=$5; sl=$9 }
+    /Used [0-9]+ registers/ {
+      r=$0; sub(/.*Used /, "", r); sub(/ registers.*/, "", r)
+      sm=0; if (match($0, /[0-9]+ bytes smem/)) { sm=substr($0, RSTART, RLENGTH); sub(/ bytes smem/, "", sm) }
+      printf "  %-20s %5s %10s %10s %12s %12s\n", k, r, sm, st, ss, sl
+      if (ss+0 > 0 || sl+0 > 0) spill=1
+    }
+    END { exit spill }' "$log"; then
+    echo "check-kernels: FAILED: a kernel of $name spills registers (see above)" >&2
+    fail=1
+  fi
+  grep -i warning "$log" >&2 && echo "check-kernels: note: compiler warnings in $name (see above)" >&2 || true
+}
+compile_report "built-in pipeline (kernels.cu, fused template)" "$KDIR/kernels.cu"
+# Every shipped config's pipeline kernel and the syn-guard example's, as the binaries generate
+# them (`pktwarp kernels CONFIG --emit`, `syn-guard kernels CONFIG --emit`).
+PKTWARP=${PKTWARP_BIN:-}
+if [ -z "$PKTWARP" ]; then
+  cargo build -q --bin pktwarp --bin syn-guard
+  PKTWARP=target/debug/pktwarp
 fi
-printf '%-18s %5s %10s %10s %12s %12s\n' kernel regs smem_B stack_B spill_st_B spill_ld_B
-awk '
-  /Compiling entry function/ { match($0, /'"'"'[^'"'"']*'"'"'/); k=substr($0, RSTART+1, RLENGTH-2) }
-  /bytes stack frame/ { st=$1; ss=$5; sl=$9 }
-  /Used [0-9]+ registers/ {
-    r=$0; sub(/.*Used /, "", r); sub(/ registers.*/, "", r)
-    sm=0; if (match($0, /[0-9]+ bytes smem/)) { sm=substr($0, RSTART, RLENGTH); sub(/ bytes smem/, "", sm) }
-    printf "%-18s %5s %10s %10s %12s %12s\n", k, r, sm, st, ss, sl
-    if (ss+0 > 0 || sl+0 > 0) spill=1
-  }
-  END { exit spill }' "$log" || echo "check-kernels: note: a kernel spills registers (see above)" >&2
-grep -i warning "$log" >&2 && echo "check-kernels: note: compiler warnings (see above)" >&2 || true
+SYN_GUARD=${SYN_GUARD_BIN:-$(dirname "$PKTWARP")/syn-guard}
+for cfg in configs/*.yaml; do
+  out=$tmp/$(basename "$cfg" .yaml).cu
+  rc=0; "$PKTWARP" kernels "$cfg" --emit "$out" || rc=$?
+  if [ "$rc" = 3 ]; then
+    echo "check-kernels: $cfg has a CPU-only stage: no GPU kernel to compile"
+  elif [ "$rc" = 0 ]; then
+    compile_report "$cfg" "$out"
+  else
+    echo "check-kernels: FAILED to generate the kernel of $cfg" >&2
+    fail=1
+  fi
+done
+for cfg in apps/syn-guard/*.yaml; do
+  [ -f "$cfg" ] || continue
+  out=$tmp/syn-guard-$(basename "$cfg" .yaml).cu
+  rc=0; "$SYN_GUARD" kernels "$cfg" --emit "$out" || rc=$?
+  if [ "$rc" = 3 ]; then
+    echo "check-kernels: $cfg has a CPU-only stage: no GPU kernel to compile"
+  elif [ "$rc" = 0 ]; then
+    compile_report "$cfg (syn-guard)" "$out"
+  else
+    echo "check-kernels: FAILED to generate the kernel of $cfg" >&2
+    fail=1
+  fi
+done
 # The GPU probes (tools/gpu-probes: microbenchmarks and checks run by hand on the GPU machine)
 # compile too, so they do not rot while the kernels change under them.
 for t in tools/gpu-probes/*.cu; do

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod classify;
 pub mod fronthaul;
+pub mod kernels;
 pub mod parse;
 pub mod progress;
 pub mod run;

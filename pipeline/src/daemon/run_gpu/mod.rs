@@ -62,23 +62,13 @@ fn wait_on(backoff: &Backoff) {
     }
 }
 
-/// The GPU executor's view of the config's pipeline: `parse`, `acl`, `count` in this order (each
-/// optional), which is what the CUDA driver runs.
+/// Which built-in stages the config's pipeline has (the queue flags of the fused template; a
+/// composed pipeline's order is its generated kernel's, checked when the image is made).
 fn gpu_pipeline_flags(p: &Pipeline) -> anyhow::Result<(bool, bool, bool)> {
-    let names: Vec<String> = p.stage_names().iter().map(|n| n.to_string()).collect();
-    let order = ["parse", "acl", "count"];
-    let mut last = 0;
-    for n in &names {
-        let pos = order.iter().position(|o| *o == n).unwrap_or(usize::MAX);
-        if pos == usize::MAX || pos < last {
-            anyhow::bail!(
-                "the gpu executor runs the stages parse, acl, count in this order (each at most \
-                 once); this pipeline is {}",
-                names.join(" -> ")
-            );
-        }
-        last = pos + 1;
+    if let Some(why) = p.gpu_refusal() {
+        anyhow::bail!("{why}");
     }
+    let names: Vec<String> = p.stage_names().iter().map(|n| n.to_string()).collect();
     let has = |stage: &str| names.iter().any(|n| n == stage);
     Ok((has("parse"), has("acl"), has("count")))
 }
@@ -156,6 +146,14 @@ pub fn run_gpu(
         .map(|t| t as &mut dyn crate::port::TxPort);
     let out = host::run(&gpu, &spec, shared, &mut ports.rx, tx);
     out.result?;
+    if image.template == pktwarp_kernels::Template::Composed {
+        let snap = gpu.counters()?;
+        crate::executor::gpu::compose::fold_stage_counters(
+            &p.pipeline,
+            &snap.stages,
+            &shared.counters,
+        );
+    }
     gpu.shutdown()?;
     let mut s = summarize(
         &shared.counters,

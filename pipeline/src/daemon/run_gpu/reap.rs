@@ -20,10 +20,15 @@ impl Reaper {
     pub fn new(pipeline: &Pipeline, acl_on: bool) -> Reaper {
         Reaper {
             acl_on,
-            count_stage: pipeline
-                .stages
-                .iter()
-                .position(|s| matches!(s, Stage::Count)),
+            // A composed pipeline's stages count on the GPU (folded in at the end of the run).
+            count_stage: if crate::executor::gpu::compose::is_composed(pipeline) {
+                None
+            } else {
+                pipeline
+                    .stages
+                    .iter()
+                    .position(|s| matches!(s, Stage::Count))
+            },
         }
     }
 

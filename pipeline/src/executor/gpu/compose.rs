@@ -44,3 +44,50 @@ pub fn image_for_pipeline(p: &Pipeline) -> anyhow::Result<KernelImage> {
     let (specs, params) = stage_specs(p)?;
     pktwarp_kernels::image_for(&specs, params).map_err(|e| anyhow::anyhow!("{e}"))
 }
+
+/// Whether `p` runs on the composed template (its own generated kernel), whose stages count in
+/// their own counter blocks ([`super::CountersSnapshot::stages`]).
+pub fn is_composed(p: &Pipeline) -> bool {
+    stage_specs(p).is_ok_and(|(specs, _)| {
+        pktwarp_kernels::codegen::template_of(&specs) == Ok(pktwarp_kernels::Template::Composed)
+    })
+}
+
+/// Adds a composed pipeline's GPU stage counters (per queue, from
+/// [`super::CountersSnapshot::stages`]) to the CPU executor's counters: frames per stage, the
+/// count stage's bytes, and a user stage's named counters (published to its slot).
+pub fn fold_stage_counters(
+    p: &Pipeline,
+    stages: &[Vec<super::abi::StageCounters>],
+    counters: &[impl std::ops::Deref<Target = crate::counters::QueueCounters>],
+) {
+    use crate::stage::Stage;
+    let mut custom_sums: Vec<[u64; super::abi::STAGE_COUNTERS]> =
+        vec![[0; super::abi::STAGE_COUNTERS]; p.stages.len()];
+    for (q, sc) in stages.iter().enumerate() {
+        let Some(c) = counters.get(q) else { continue };
+        for (k, (stage, block)) in p.stages.iter().zip(sc).enumerate() {
+            if let Some(f) = c.stage_frames.get(k) {
+                f.add(block.v[0]);
+            }
+            match stage {
+                Stage::Count => {
+                    if let Some(b) = c.stage_bytes.get(k) {
+                        b.add(block.v[super::abi::COUNT_CTR_BYTES]);
+                    }
+                }
+                Stage::Custom(_) => {
+                    for (sum, v) in custom_sums[k].iter_mut().zip(block.v) {
+                        *sum += v;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    for (stage, sums) in p.stages.iter().zip(&custom_sums) {
+        if let Stage::Custom(slot) = stage {
+            slot.set_gpu_counters(&sums[1..]);
+        }
+    }
+}
