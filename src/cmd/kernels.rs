@@ -19,7 +19,10 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
     let cfg = pipeline::config::load(&args.config)?;
     let p = pipeline::daemon::build_pipeline_with(&cfg, registry)?;
     if let Some(why) = p.gpu_refusal() {
-        println!("{}: runs on the CPU executor only: {why}", args.config.display());
+        println!(
+            "{}: runs on the CPU executor only: {why}",
+            args.config.display()
+        );
         return Ok(3);
     }
     let image = pipeline::executor::gpu::image_for_pipeline(&p)
@@ -30,7 +33,11 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
         args.config.display(),
         image.pipeline,
         image.template,
-        if image.binary.is_some() { "yes" } else { "no (NVRTC at start)" },
+        if image.binary.is_some() {
+            "yes"
+        } else {
+            "no (NVRTC at start)"
+        },
         image.source.len(),
         &key[..16]
     );

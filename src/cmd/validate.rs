@@ -20,6 +20,25 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
     let cfg = pipeline::config::load(&args.config)?;
     pipeline::config::preflight(&cfg)?;
     let ports = cfg.ports.len();
+    if cfg.executor.kind == pipeline::config::ExecutorKind::Gpu {
+        // The pipeline must be one the GPU executor can generate a kernel for (stage order,
+        // CUDA for every stage) whether or not this machine has a GPU; without one, that is said,
+        // not an error: the config is checked for the machine it is meant for.
+        let p = pipeline::daemon::build_pipeline_with(&cfg, registry)?;
+        let image = pipeline::executor::gpu::image_for_pipeline(&p)
+            .map_err(|e| anyhow::anyhow!("{}: executor gpu: {e:#}", args.config.display()))?;
+        if let Err(why) = pipeline::executor::gpu::probe(cfg.executor.gpu.device) {
+            println!(
+                "{}: ok for the gpu executor ({} ports, {} queues, stages: {}, {:?} template),                  but no GPU is usable on this machine: {why}",
+                args.config.display(),
+                ports,
+                cfg.queues.count,
+                image.pipeline,
+                image.template
+            );
+            return Ok(0);
+        }
+    }
     let prepared = pipeline::daemon::prepare_with(cfg, registry)?;
     println!(
         "{}: ok ({} ports, {} queues, stages: {}, {} ACL rules, executor would be {}: {})",

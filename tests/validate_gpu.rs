@@ -1,0 +1,60 @@
+//! `pktwarp validate` with `executor: { kind: gpu }` checks the pipeline against the GPU kernel
+//! generator, on any machine: any valid order or subset is accepted (the fused or a composed
+//! template), a stage that needs `parse` before it is refused naming it.
+
+use std::process::Command;
+
+fn validate(stages: &str) -> (bool, String) {
+    let dir = std::env::temp_dir().join(format!("pw-validate-gpu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/configs/rules/inline-filter.rules.yaml"
+    );
+    let cfg = dir.join(format!("c{}.yaml", stages.len()));
+    std::fs::write(
+        &cfg,
+        format!(
+            "ports:\n  - name: g\n    gen: {{ count: 10 }}\nqueues: {{ count: 1 }}\n\
+             pipeline:\n{}\nexecutor: {{ kind: gpu }}\n",
+            stages.replace("RULES", rules)
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_pktwarp"))
+        .arg("validate")
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn parse_count_is_accepted_for_the_gpu() {
+    let (ok, text) = validate("  - parse\n  - count");
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("parse -> count") && text.contains("Fused"),
+        "{text}"
+    );
+}
+
+#[test]
+fn another_order_is_accepted_as_a_composed_kernel() {
+    let (ok, text) = validate("  - count\n  - parse\n  - acl: { rules: RULES }");
+    assert!(ok, "{text}");
+    assert!(text.contains("Composed"), "{text}");
+}
+
+#[test]
+fn acl_before_parse_is_refused_naming_the_stage() {
+    let (ok, text) = validate("  - acl: { rules: RULES }\n  - parse");
+    assert!(!ok, "{text}");
+    assert!(text.contains("acl") && text.contains("parse"), "{text}");
+    assert!(text.contains("pipeline[0]"), "{text}");
+}
