@@ -74,7 +74,7 @@ compile_report "built-in pipeline (kernels.cu, fused template)" "$KDIR/kernels.c
 # them (`pktwarp kernels CONFIG --emit`, `syn-guard kernels CONFIG --emit`).
 PKTWARP=${PKTWARP_BIN:-}
 if [ -z "$PKTWARP" ]; then
-  cargo build -q --bin pktwarp --bin syn-guard
+  cargo build -q -p pktwarp -p pktwarp-apps --bins
   PKTWARP=target/debug/pktwarp
 fi
 SYN_GUARD=${SYN_GUARD_BIN:-$(dirname "$PKTWARP")/syn-guard}
