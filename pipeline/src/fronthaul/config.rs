@@ -342,6 +342,27 @@ mod tests {
     }
 
     #[test]
+    fn shipped_config_keys_parse() {
+        // configs/fronthaul.yaml's stage options and generator options, and its steering rules.
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs");
+        let text = std::fs::read_to_string(format!("{root}/fronthaul.yaml")).unwrap();
+        let v: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+        let stage = v["pipeline"]
+            .as_array()
+            .and_then(|p| p.iter().find_map(|s| s.get("fronthaul")))
+            .expect("a fronthaul stage");
+        let c: FronthaulConfig = serde_json::from_value(stage.clone()).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.eaxcs, [0, 1]);
+        let g: crate::port::gen::oran::OranGenOptions =
+            serde_json::from_value(v["ports"][0]["gen"]["oran"].clone()).unwrap();
+        g.validate().unwrap();
+        assert_eq!((g.carrier_prbs, g.iq_width, g.vlan), (273, 9, Some(100)));
+        let rules = format!("{root}/rules/fronthaul-gen.steering.yaml");
+        flow_rules::steering::SteerRuleSet::load(&rules).unwrap();
+    }
+
+    #[test]
     fn bad_values_name_their_key() {
         for (y, key) in [
             ("carrier_prbs: 0", "carrier_prbs"),
