@@ -360,17 +360,22 @@ fn key_at(text: &str, line: u32, column: u32) -> String {
     head[start..].to_string()
 }
 
-/// The allowed range of the integer type a serde message names (`expected u16`).
+/// The allowed range of the integer type a serde message names (`invalid u32`, `expected u16`).
 fn int_range(message: &str) -> Option<&'static str> {
+    let names = |w: &str| {
+        message
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|t| t == w)
+    };
     [
-        ("expected u8", "0 ..= 255"),
-        ("expected u16", "0 ..= 65535"),
-        ("expected u32", "0 ..= 4294967295"),
-        ("expected u64", "0 ..= 18446744073709551615"),
-        ("expected usize", "0 ..= 18446744073709551615"),
+        ("u8", "0 ..= 255"),
+        ("u16", "0 ..= 65535"),
+        ("u32", "0 ..= 4294967295"),
+        ("u64", "0 ..= 18446744073709551615"),
+        ("usize", "0 ..= 18446744073709551615"),
     ]
     .iter()
-    .find(|(k, _)| message.contains(k))
+    .find(|(k, _)| names(k))
     .map(|(_, r)| *r)
 }
 
@@ -457,7 +462,7 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
                 .as_ref()
                 .and_then(|pc| pc.tx.as_ref().map(|t| t.check())),
         ];
-        for e in checks.into_iter().flatten().filter_map(Result::err) {
+        if let Some(e) = checks.into_iter().flatten().find_map(Result::err) {
             // The option checks start their message with the key: `gen.rate: must be ...`.
             let (sub, msg) = e.split_once(": ").unwrap_or(("", e.as_str()));
             return Err(ConfigError::at(

@@ -59,6 +59,10 @@ fn action_of(v: RuleVerdict) -> Action {
     }
 }
 
+/// Shadowed-rule warnings logged one by one when a rule set loads; the rest are counted in one
+/// line.
+pub const MAX_SHADOW_WARNINGS: usize = 5;
+
 impl AclStage {
     /// Loads, validates and compiles the stage's rule file; shadowed rules are logged.
     pub fn from_config(
@@ -88,8 +92,22 @@ impl AclStage {
     pub fn load(path: &Path, format: RuleFormat, default: Action) -> anyhow::Result<AclStage> {
         let mut rules = acl::load_rules(path, format)?;
         let classifier = rules.compile();
-        for w in &rules.warnings {
+        // Capped as `pktwarp classify` caps them: a large generated rule set can shadow tens
+        // of thousands of rules, and one log line each drowns the log.
+        for w in rules.warnings.iter().take(MAX_SHADOW_WARNINGS) {
             tracing::warn!("{w}");
+        }
+        if rules.warnings.len() > MAX_SHADOW_WARNINGS {
+            tracing::warn!(
+                event = "shadowed_rules",
+                file = %path.display(),
+                shadowed = rules.warnings.len(),
+                shown = MAX_SHADOW_WARNINGS,
+                "{}: {} shadowed rules in all ({MAX_SHADOW_WARNINGS} shown; `pktwarp classify` \
+                 lists them)",
+                path.display(),
+                rules.warnings.len()
+            );
         }
         Ok(AclStage {
             rules,

@@ -67,11 +67,19 @@ impl<'de> Deserialize<'de> for FrameSize {
             fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<FrameSize, E> {
                 u16::try_from(v)
                     .map(FrameSize::Fixed)
-                    .map_err(|_| E::custom(format!("frame size {v} is too large")))
+                    .map_err(|_| {
+                        E::custom(format!(
+                            "frame size {v} is outside {MIN_FRAME_SIZE} ..= {MAX_FRAME_SIZE}"
+                        ))
+                    })
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<FrameSize, E> {
                 u64::try_from(v)
-                    .map_err(|_| E::custom(format!("frame size {v} is negative")))
+                    .map_err(|_| {
+                        E::custom(format!(
+                            "frame size {v} is outside {MIN_FRAME_SIZE} ..= {MAX_FRAME_SIZE}"
+                        ))
+                    })
                     .and_then(|v| self.visit_u64(v))
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<FrameSize, E> {

@@ -40,7 +40,7 @@ pub fn read_trace(path: impl AsRef<Path>) -> Result<Vec<TraceHeader>, PortError>
             continue;
         }
         out.push(
-            parse_line(&line).map_err(|(col, reason)| PortError::Format {
+            parse_line(line).map_err(|(col, reason)| PortError::Format {
                 path: name.clone(),
                 reason: format!("line {lineno}, column {col}: {reason}"),
             })?,
