@@ -35,9 +35,32 @@ pub enum StageKind {
     Acl,
     /// `pw_stage_count`.
     Count,
+    /// A built-in stage beyond the fused three: its header in cuda/ defines `function` with
+    /// the stage ABI signature (an entry of [`LIBRARY_STAGES`]).
+    Library {
+        function: &'static str,
+        header: &'static str,
+    },
     /// A stage with its own CUDA source defining `function` with the stage ABI signature.
     Custom { function: String, source: String },
 }
+
+/// A built-in GPU stage of the library (besides parse, acl and count, which the fused template
+/// knows): adding one is its header in cuda/, its Rust stage, its config key and one entry here.
+#[derive(Clone, Copy, Debug)]
+pub struct LibraryStage {
+    /// The stage's name in configs (the Rust stage's `Stage::name`).
+    pub name: &'static str,
+    /// Its device function (the stage ABI signature).
+    pub function: &'static str,
+    /// The cuda/ header that defines it.
+    pub header: &'static str,
+    /// Whether it reads the packet metadata (needs `parse` before it).
+    pub reads_meta: bool,
+}
+
+/// The library's built-in GPU stages beyond the fused three.
+pub const LIBRARY_STAGES: &[LibraryStage] = &[];
 
 impl StageSpec {
     pub fn builtin(name: &str) -> Option<StageSpec> {
@@ -45,7 +68,13 @@ impl StageSpec {
             "parse" => StageKind::Parse,
             "acl" => StageKind::Acl,
             "count" => StageKind::Count,
-            _ => return None,
+            other => {
+                let l = LIBRARY_STAGES.iter().find(|l| l.name == other)?;
+                StageKind::Library {
+                    function: l.function,
+                    header: l.header,
+                }
+            }
         };
         Some(StageSpec {
             name: name.to_string(),
@@ -59,13 +88,20 @@ impl StageSpec {
             StageKind::Parse => "pw_stage_parse",
             StageKind::Acl => "pw_stage_acl",
             StageKind::Count => "pw_stage_count",
+            StageKind::Library { function, .. } => function,
             StageKind::Custom { function, .. } => function,
         }
     }
 
     /// Whether the stage reads the packet metadata (needs `parse` before it).
     pub fn reads_meta(&self) -> bool {
-        matches!(self.kind, StageKind::Acl)
+        match &self.kind {
+            StageKind::Acl => true,
+            StageKind::Library { function, .. } => LIBRARY_STAGES
+                .iter()
+                .any(|l| l.function == *function && l.reads_meta),
+            _ => false,
+        }
     }
 }
 
@@ -180,6 +216,11 @@ pub fn generate(stages: &[StageSpec], target: Target) -> Result<String, CodegenE
     out.push_str("#include \"stages.cuh\"\n");
     let mut seen: Vec<&str> = Vec::new();
     for s in stages {
+        if let StageKind::Library { header, .. } = &s.kind {
+            let _ = writeln!(out, "#include \"{header}\"");
+        }
+    }
+    for s in stages {
         if let StageKind::Custom { function, source } = &s.kind {
             if seen.contains(&function.as_str()) {
                 continue;
@@ -219,7 +260,7 @@ fn frame_function(stages: &[StageSpec]) -> String {
             "    {}(f, m, v, {params}, &ctx->counters[{k}]);",
             s.function()
         );
-        if matches!(s.kind, StageKind::Custom { .. }) {
+        if matches!(s.kind, StageKind::Custom { .. } | StageKind::Library { .. }) {
             f.push_str(
                 "    if (v->action == PW_ACTION_DROP && v->drop_reason == PW_DROP_NONE) \
                  v->drop_reason = (uint8_t)PW_DROP_STAGE;\n",
@@ -390,6 +431,26 @@ mod tests {
         assert!(src.trim_end().ends_with("#include \"kernels.cu\""));
         let host = generate(&list(&["parse", "count"]), Target::Host).unwrap();
         assert!(host.contains("pw_host_pipeline_frame") && !host.contains("kernels.cu"));
+    }
+
+    #[test]
+    fn a_library_stage_is_included_by_its_header() {
+        let l = StageSpec {
+            name: "shaper".into(),
+            kind: StageKind::Library {
+                function: "pw_stage_shaper",
+                header: "shaper.cuh",
+            },
+        };
+        let mut stages = list(&["parse"]);
+        stages.push(l);
+        assert_eq!(template_of(&stages), Ok(Template::Composed));
+        let src = generate(&stages, Target::Gpu).unwrap();
+        assert!(src.contains("#include \"shaper.cuh\""), "{src}");
+        assert!(src.contains("pw_stage_shaper(f, m, v, ctx->params[1], &ctx->counters[1]);"));
+        for l in LIBRARY_STAGES {
+            assert!(StageSpec::builtin(l.name).is_some(), "{}", l.name);
+        }
     }
 
     #[test]
