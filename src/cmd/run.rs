@@ -143,6 +143,14 @@ fn print_summary(s: &Summary) {
     for (i, f, b) in &s.counted {
         println!("count      stage {i}: {f} frames, {b} bytes");
     }
+    for cs in &s.custom_stages {
+        let c: Vec<String> = cs
+            .counters
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        println!("{:<10} stage {}: {}", cs.name, cs.position, c.join(" "));
+    }
     if !s.top_rules.is_empty() || s.acl_default > 0 {
         let r: Vec<String> = s
             .top_rules

@@ -21,6 +21,17 @@ pub struct QueueSummary {
     pub drops: Vec<(String, u64)>,
 }
 
+/// A custom stage's own counters in the summary.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct CustomStageSummary {
+    /// The stage's index in the pipeline.
+    pub position: usize,
+    /// Its registered name (`syn_guard`).
+    pub name: String,
+    /// (counter, value), in the stage's order.
+    pub counters: Vec<(String, u64)>,
+}
+
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Summary {
     pub executor: String,
@@ -40,6 +51,8 @@ pub struct Summary {
     pub acl_default: u64,
     /// Frames and bytes counted by each `count` stage (stage index, frames, bytes).
     pub counted: Vec<(usize, u64, u64)>,
+    /// Each custom stage's own named counters, labelled by its name.
+    pub custom_stages: Vec<CustomStageSummary>,
     pub errors: Vec<String>,
     /// Each receiving port's own counters (DPDK ethdev stats and xstats), by port.
     pub port_counters: Vec<(String, Vec<(String, u64)>)>,
@@ -132,6 +145,23 @@ pub fn summarize(
     top.truncate(20);
     s.top_rules = top;
     s.counted = counted;
+    s.custom_stages = pipeline
+        .stages
+        .iter()
+        .enumerate()
+        .filter_map(|(i, st)| match st {
+            stage::Stage::Custom(c) => {
+                let counters = c.counters().into_iter();
+                let counters = counters.map(|(n, v)| (n.to_string(), v)).collect();
+                Some(CustomStageSummary {
+                    position: i,
+                    name: c.name().to_string(),
+                    counters,
+                })
+            }
+            _ => None,
+        })
+        .collect();
     if s.elapsed_s > 0.0 {
         s.mpps = s.rx_frames as f64 / s.elapsed_s / 1e6;
         s.gbps = s.rx_bytes as f64 * 8.0 / s.elapsed_s / 1e9;
