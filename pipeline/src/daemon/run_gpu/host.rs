@@ -24,11 +24,18 @@ use crate::steer::Steering;
 /// How often this thread looks for a reload while the queues run.
 const RELOAD_CHECK: Duration = Duration::from_micros(500);
 
+/// Bursts a hand-off ring (ingest -> queue, queue -> TX) holds at most. The queue's ring is the
+/// GPU ring (`queues.ring_slots`, where `on_full` applies); the hand-offs only absorb a thread's
+/// short pauses (a 20 us idle sleep is a few bursts at line rate), so they stay small: less
+/// memory and less latency behind a slow queue.
+const HANDOFF_MAX: usize = 32;
+
 /// What the host side runs.
 pub(crate) struct HostSpec<'a> {
     pub queues: usize,
     pub burst: usize,
-    /// Bursts each ring holds (the host rings; the GPU ring has its own size).
+    /// Bursts the GPU ring of each queue holds (the hand-off rings hold at most
+    /// [`HANDOFF_MAX`]).
     pub ring_slots: usize,
     pub on_full: OnFull,
     pub pipeline: &'a Pipeline,
@@ -120,7 +127,8 @@ pub(crate) fn run(
     tx: Option<&mut dyn TxPort>,
 ) -> HostOutcome {
     let nq = spec.queues;
-    let rings = Rings::new(rx.len(), nq, spec.ring_slots.max(2), tx.is_some());
+    let handoff = spec.ring_slots.clamp(2, HANDOFF_MAX);
+    let rings = Rings::new(rx.len(), nq, handoff, tx.is_some());
     let failed = AtomicBool::new(false);
     let ingest_done: Vec<AtomicBool> = rx.iter().map(|_| AtomicBool::new(false)).collect();
     let queues_done = AtomicUsize::new(0);
