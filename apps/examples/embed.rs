@@ -1,15 +1,13 @@
 //! pktwarp in a binary of your own: one stage of yours, every pktwarp subcommand.
 //! `cargo run -p pktwarp-apps --example embed -- run my.yaml`, with in my.yaml's pipeline
 //! `- parse` then `- custom: { name: ttl_floor, min_ttl: 2 }`.
-use std::sync::Arc;
-
 use pipeline::meta::PacketMeta;
 use pipeline::stage::{BuiltStage, CustomStage, StageFactory, StageRegistry};
 use pipeline::verdict::{Action, Verdict};
+use std::sync::Arc;
 
 /// Drops IP frames whose TTL (hop limit) is below the floor.
 struct TtlFloor(u8);
-
 impl CustomStage for TtlFloor {
     fn process(&self, _frame: &[u8], m: &PacketMeta, v: &mut Verdict) {
         if m.ip_version != 0 && m.ip_ttl < self.0 {
@@ -19,7 +17,6 @@ impl CustomStage for TtlFloor {
 }
 
 struct TtlFloorFactory;
-
 impl StageFactory for TtlFloorFactory {
     fn build(&self, options: &serde_json::Value) -> anyhow::Result<BuiltStage> {
         let min = options.get("min_ttl").and_then(|v| v.as_u64()).unwrap_or(2);

@@ -149,7 +149,12 @@ fn print_summary(s: &Summary) {
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        println!("{:<10} stage {}: {}", cs.name, cs.position, c.join(" "));
+        let c = if c.is_empty() {
+            "-".into()
+        } else {
+            c.join(" ")
+        };
+        println!("{:<10} stage {}: {c}", cs.name, cs.position);
     }
     if !s.top_rules.is_empty() || s.acl_default > 0 {
         let r: Vec<String> = s
