@@ -10,7 +10,7 @@ use std::process::Command;
 use pipeline::port::pcap::CaptureReader;
 
 fn data(rel: &str) -> PathBuf {
-    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data")).join(rel);
+    let p = flow_rules::input::data_dir().join(rel);
     assert!(p.exists(), "test data missing: {}", p.display());
     p
 }

@@ -8,7 +8,7 @@ use std::process::Command;
 use serde_json::Value;
 
 fn oran(name: &str) -> PathBuf {
-    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/oran")).join(name);
+    let p = flow_rules::input::data_dir().join("oran").join(name);
     assert!(p.is_file(), "test data missing: {}", p.display());
     p
 }
@@ -102,10 +102,7 @@ fn malformed_captures_give_error_lines() {
         );
     }
     // Not O-RAN at all: every frame an error line, not a crash.
-    let multi = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/data/pcaps/multi_proto.pcap"
-    ));
+    let multi = flow_rules::input::data_dir().join("pcaps/multi_proto.pcap");
     let (code, lines, _) = pktwarp(&["fronthaul", multi.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert_eq!(lines.len(), 23);

@@ -51,6 +51,17 @@ fn too_large(path: &Path, limit: u64, what: &str, gz: bool) -> std::io::Error {
     )
 }
 
+/// The folder of the large external test corpus (ClassBench rule sets and traces, tcpdump's
+/// test captures, O-RAN vectors; README "Test data" says what it is and where it comes from):
+/// `$PKTWARP_DATA` when set, else `shared/data` beside the checkout. Tests and benchmarks find
+/// the corpus through this one function.
+pub fn data_dir() -> std::path::PathBuf {
+    match std::env::var_os("PKTWARP_DATA") {
+        Some(d) if !d.is_empty() => std::path::PathBuf::from(d),
+        _ => std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

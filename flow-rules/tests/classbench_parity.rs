@@ -3,13 +3,10 @@
 
 use flow_rules::abi::ACL_NO_MATCH;
 use flow_rules::acl::{classbench, cuda_host, load_rules, read_text, AclClassifier, RuleFormat};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn data() -> PathBuf {
-    let p = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/data/classbench"
-    ));
+    let p = flow_rules::input::data_dir().join("classbench");
     assert!(
         p.is_dir(),
         "test data missing: {} (see shared/data/README.md)",

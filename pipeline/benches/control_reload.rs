@@ -25,11 +25,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 fn data(name: &str) -> PathBuf {
-    let p = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/data/classbench"
-    ))
-    .join(name);
+    let p = flow_rules::input::data_dir().join("classbench").join(name);
     assert!(
         p.exists(),
         "missing test data {} (see shared/data/README.md)",

@@ -10,7 +10,7 @@ use pipeline::executor::cpu::CpuShared;
 use pipeline::port::pcap::CaptureReader;
 
 fn shared_data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data")
+    flow_rules::input::data_dir()
 }
 
 fn run_yaml(yaml: &str, dir: &Path) -> daemon::Summary {

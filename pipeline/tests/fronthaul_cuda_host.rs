@@ -194,7 +194,7 @@ fn layouts_match() {
 
 #[test]
 fn shared_vectors_agree() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/oran");
+    let dir = flow_rules::input::data_dir().join("oran");
     for (name, w) in [
         ("up_bfp8.pcap", 8),
         ("up_bfp9.pcap", 9),
@@ -203,8 +203,8 @@ fn shared_vectors_agree() {
         ("malformed_sample_oran.pcap", 9),
         ("malformed_test_simple.pcap", 9),
     ] {
-        let mut r = pipeline::port::pcap::CaptureReader::open_ethernet(format!("{dir}/{name}"))
-            .expect("capture");
+        let mut r =
+            pipeline::port::pcap::CaptureReader::open_ethernet(dir.join(name)).expect("capture");
         let p = DecodeParams {
             compression: Compression::Static {
                 method: Method::Bfp,

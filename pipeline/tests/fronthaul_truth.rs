@@ -13,11 +13,7 @@ use pipeline::port::pcap::CaptureReader;
 use pipeline::verdict::{Action, Verdict};
 
 fn oran(name: &str) -> PathBuf {
-    let p = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/data/oran"
-    ))
-    .join(name);
+    let p = flow_rules::input::data_dir().join("oran").join(name);
     assert!(p.is_file(), "test data missing: {}", p.display());
     p
 }

@@ -16,7 +16,7 @@ use pipeline::port::{RxPort, RxStatus};
 use proptest::prelude::*;
 
 fn data_dir() -> PathBuf {
-    let d = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"));
+    let d = flow_rules::input::data_dir();
     assert!(d.is_dir(), "test data missing: {}", d.display());
     d
 }

@@ -12,7 +12,7 @@ use pipeline::port::pcap::{
 use pipeline::port::{RxPort, RxStatus, TxPort};
 
 fn data_dir() -> PathBuf {
-    let d = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"));
+    let d = flow_rules::input::data_dir();
     assert!(d.is_dir(), "test data missing: {}", d.display());
     d
 }

@@ -10,7 +10,7 @@ use pipeline::port::PortError;
 use proptest::prelude::*;
 
 fn data_dir() -> PathBuf {
-    let d = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"));
+    let d = flow_rules::input::data_dir();
     assert!(
         d.join("pcaps/INDEX.tsv").is_file(),
         "test data missing: {} (see DESIGN.md: ../shared/data)",

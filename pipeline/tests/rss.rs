@@ -154,7 +154,7 @@ fn frames_and_metadata_hash_like_the_vectors() {
 }
 
 fn data_dir() -> PathBuf {
-    let d = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"));
+    let d = flow_rules::input::data_dir();
     assert!(d.is_dir(), "test data missing: {}", d.display());
     d
 }

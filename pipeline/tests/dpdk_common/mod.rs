@@ -40,7 +40,7 @@ pub fn vdev(devargs: &str) -> DpdkPortOptions {
 
 /// /work/shared/data (the repository's sibling `shared/data`).
 pub fn shared_data() -> PathBuf {
-    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"));
+    let p = flow_rules::input::data_dir();
     assert!(
         p.is_dir(),
         "test data missing: {} (the shared/ folder beside the repository)",

@@ -12,7 +12,7 @@ use pipeline::port::pcap::{CaptureReader, LINKTYPE_ETHERNET};
 
 /// /work/shared/data (the shared test data, never copied into the repository).
 pub fn data_dir() -> PathBuf {
-    let d = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"));
+    let d = flow_rules::input::data_dir();
     assert!(
         d.join("pcaps/INDEX.tsv").is_file(),
         "test data missing: {} (see ../shared/data/README.md)",
