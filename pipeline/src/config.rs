@@ -217,6 +217,9 @@ pub enum StageConfig {
     Acl(AclStageConfig),
     /// A stage registered by the binary (`pipeline::stage::StageRegistry`) under `name`.
     Custom(CustomStageConfig),
+    /// Decode O-RAN U-plane (eCPRI) frames into the slot grid; see
+    /// [`crate::fronthaul::FronthaulConfig`] for its keys. Reads the frame bytes only.
+    Fronthaul(crate::fronthaul::FronthaulConfig),
 }
 
 impl StageConfig {
@@ -227,6 +230,7 @@ impl StageConfig {
             StageConfig::Count => "count",
             StageConfig::Acl(_) => "acl",
             StageConfig::Custom(c) => &c.name,
+            StageConfig::Fronthaul(_) => "fronthaul",
         }
     }
 }
@@ -536,6 +540,15 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
         ));
     }
     check_order(&file, &cfg.pipeline, |_| false)?;
+    for (i, s) in cfg.pipeline.iter().enumerate() {
+        if let StageConfig::Fronthaul(f) = &s.value {
+            // The stage's checks start their message with its key: `fronthaul.numerology: ...`.
+            f.validate().map_err(|e| {
+                let (sub, why) = e.split_once(": ").unwrap_or(("fronthaul", e.as_str()));
+                ConfigError::at(&file, s, format!("pipeline[{i}].{sub}"), why)
+            })?;
+        }
+    }
     if let Err((key, msg)) = crate::control::settings::validate(&cfg.metrics, &cfg.control) {
         return Err(ConfigError::whole(&file, key, msg));
     }
@@ -640,7 +653,7 @@ fn check_order(
                 parsed = true;
                 false
             }
-            StageConfig::Count => false,
+            StageConfig::Count | StageConfig::Fronthaul(_) => false,
             StageConfig::Acl(_) => true,
             StageConfig::Custom(c) => custom_reads_meta(&c.name),
         };

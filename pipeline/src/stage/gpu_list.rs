@@ -12,6 +12,9 @@ pub enum GpuStageKind {
     Count,
     /// A user stage: its CUDA source (if any) is in [`GpuStageRef::custom`].
     Custom,
+    /// A built-in stage without a GPU implementation in the generated pipeline yet
+    /// (`fronthaul`): the GPU executor refuses the pipeline, naming it.
+    CpuOnly,
 }
 
 /// One stage of [`Pipeline::gpu_stage_list`].
@@ -36,6 +39,7 @@ impl Pipeline {
                     Stage::Acl(_) => (GpuStageKind::Acl, None),
                     Stage::Count => (GpuStageKind::Count, None),
                     Stage::Custom(c) => (GpuStageKind::Custom, c.gpu()),
+                    Stage::Fronthaul(_) => (GpuStageKind::CpuOnly, None),
                 };
                 GpuStageRef {
                     name: s.name(),
@@ -52,7 +56,10 @@ impl Pipeline {
         self.gpu_stage_list()
             .iter()
             .enumerate()
-            .find(|(_, s)| s.kind == GpuStageKind::Custom && s.custom.is_none())
+            .find(|(_, s)| {
+                s.kind == GpuStageKind::CpuOnly
+                    || (s.kind == GpuStageKind::Custom && s.custom.is_none())
+            })
             .map(|(i, s)| {
                 format!(
                     "stage `{}` (pipeline[{i}]) has no CUDA implementation, so the GPU executor \

@@ -3,6 +3,8 @@ pub mod acl;
 #[cfg(test)]
 mod config_tests;
 pub mod custom;
+#[cfg(test)]
+mod fronthaul_tests;
 pub mod gpu_list;
 pub mod parse;
 pub mod registry;

@@ -47,6 +47,8 @@ pub enum Stage {
     /// A stage of the application's own (`custom:` in the config), labelled by its own name in
     /// stage lists, metrics and the summary.
     Custom(Box<CustomSlot>),
+    /// O-RAN U-plane decode into the slot grid (`fronthaul:`); CPU executor only so far.
+    Fronthaul(Box<crate::fronthaul::FronthaulStage>),
 }
 
 /// The published ACL tables of an `acl` stage. Immutable once published: a reload builds the new
@@ -79,13 +81,14 @@ impl Stage {
             Stage::Count => "count",
             Stage::Acl(_) => "acl",
             Stage::Custom(c) => c.name(),
+            Stage::Fronthaul(_) => "fronthaul",
         }
     }
 
     /// Whether the stage reads the packet metadata (needs `parse` before it).
     pub fn reads_meta(&self) -> bool {
         match self {
-            Stage::Parse | Stage::Count => false,
+            Stage::Parse | Stage::Count | Stage::Fronthaul(_) => false,
             Stage::Acl(_) => true,
             Stage::Custom(c) => c.reads_meta(),
         }
@@ -222,6 +225,19 @@ impl Pipeline {
                             break;
                         }
                     }
+                    Stage::Fronthaul(f) => {
+                        // Ta4 windows are judged on the frame's receive time: the capture's or
+                        // generator's timestamp, the host clock when the port gives none.
+                        if desc.timestamp_ns != 0 {
+                            f.process_at(frame, desc.timestamp_ns, meta, v);
+                        } else {
+                            f.process(frame, meta, v);
+                        }
+                        if v.action == Action::Drop {
+                            v.reason.get_or_insert(DropReason::StageDrop);
+                            break;
+                        }
+                    }
                     Stage::Acl(_) => {
                         let Some(acl) = tables.get(si).and_then(Option::as_ref) else {
                             continue;
@@ -308,6 +324,7 @@ pub fn build_with(
             StageConfig::Parse => Stage::Parse,
             StageConfig::Count => Stage::Count,
             StageConfig::Acl(a) => Stage::Acl(AclSlot::new(AclStage::from_config(a, &resolve)?)),
+            StageConfig::Fronthaul(f) => Stage::Fronthaul(Box::new(fronthaul_stage(f, &resolve)?)),
             StageConfig::Custom(c) => Stage::Custom(Box::new(CustomSlot::from_registry(
                 &c.name, &c.options, registry,
             )?)),
@@ -325,6 +342,20 @@ pub fn build_with(
         parsed |= matches!(s, Stage::Parse);
     }
     Ok(Pipeline::new(out))
+}
+
+/// The `fronthaul` stage of a config, its sink folder resolved against the config's.
+fn fronthaul_stage(
+    f: &crate::fronthaul::FronthaulConfig,
+    resolve: &impl Fn(&Path) -> std::path::PathBuf,
+) -> anyhow::Result<crate::fronthaul::FronthaulStage> {
+    use crate::fronthaul::config::SinkConfig;
+    let mut f = f.clone();
+    if let SinkConfig::Npy { dir, .. } = &mut f.sink {
+        *dir = resolve(dir);
+    }
+    crate::fronthaul::FronthaulStage::from_config(&f)
+        .map_err(|e| anyhow::anyhow!("stage `fronthaul`: {e}"))
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ pub fn stage_specs(p: &Pipeline) -> anyhow::Result<(Vec<StageSpec>, Vec<Vec<u8>>
                 function: g.function.clone(),
                 source: g.source.clone(),
             },
-            (GpuStageKind::Custom, None) => {
+            (GpuStageKind::Custom, None) | (GpuStageKind::CpuOnly, _) => {
                 anyhow::bail!(
                     "pipeline[{i}]: stage `{}` has no CUDA implementation",
                     s.name
