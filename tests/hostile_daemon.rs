@@ -445,10 +445,12 @@ fn tx_to_a_file_that_cannot_grow_counts_exactly_what_it_holds() {
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
     let sent = s["tx_frames"].as_u64().unwrap();
     let mut r = pipeline::port::pcap::CaptureReader::open(&out_path).unwrap();
-    let mut in_file = 0u64;
-    while let Some(_f) = r.next_frame().expect("the file is whole records") {
+    let (mut in_file, mut bytes_in_file) = (0u64, 0u64);
+    while let Some(f) = r.next_frame().expect("the file is whole records") {
         in_file += 1;
+        bytes_in_file += f.data.len() as u64;
     }
+    assert_eq!(s["tx_bytes"].as_u64().unwrap(), bytes_in_file, "{s}");
     assert!(in_file > 100, "only {in_file} frames fit");
     assert!(in_file < 20_000);
     assert_eq!(

@@ -546,7 +546,20 @@ fn tx_loop(
                     match port.tx_burst(&mut frames) {
                         Ok(sent) => {
                             c.tx_frames.add(sent as u64);
-                            c.tx_bytes.add(bytes);
+                            // The bytes of the frames written, not of those asked for.
+                            let sent_bytes = if sent >= wanted {
+                                bytes
+                            } else {
+                                slot.burst
+                                    .descs
+                                    .iter()
+                                    .zip(slot.verdicts.iter())
+                                    .filter(|(_, v)| v.action.forwards())
+                                    .take(sent)
+                                    .map(|(d, _)| d.len as u64)
+                                    .sum()
+                            };
+                            c.tx_bytes.add(sent_bytes);
                             c.drops[DropReason::TxError as usize]
                                 .add((wanted - sent.min(wanted)) as u64);
                         }

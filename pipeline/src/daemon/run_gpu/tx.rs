@@ -45,7 +45,20 @@ pub(crate) fn run(
                     match port.tx_burst(&mut frames) {
                         Ok(sent) => {
                             c.tx_frames.add(sent as u64);
-                            c.tx_bytes.add(bytes);
+                            // The bytes of the frames written, not of those asked for.
+                            let sent_bytes = if sent as u64 >= wanted {
+                                bytes
+                            } else {
+                                slot.burst
+                                    .descs
+                                    .iter()
+                                    .zip(slot.verdicts.iter())
+                                    .filter(|(_, v)| Action::from_code(v.action).forwards())
+                                    .take(sent)
+                                    .map(|(d, _)| d.len as u64)
+                                    .sum()
+                            };
+                            c.tx_bytes.add(sent_bytes);
                             c.drops[DropReason::TxError as usize]
                                 .add_shared(wanted.saturating_sub(sent as u64));
                         }
