@@ -1,0 +1,645 @@
+//! Building a GPU executor: its context, the kernel module and the functions it launches, the
+//! slot layout, every queue's rings and buffers with the descriptor the kernels read; starting
+//! the persistent kernel (or capturing the graphs) and stopping it.
+
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::abi::{self, Desc, QueueCounters, QueueDesc, SlotHdr, Verdict};
+use super::driver::{Context, DeviceBuffer, Function, Module, PinnedBuffer, Stream};
+use super::tables::{Retirement, TableVersion};
+use super::tagged::tagged_granules;
+use super::{
+    kernels, lock, round_up, stages, GpuExecutor, GpuOptions, HostCounters, KernelImage,
+    LoadedFrom, Mode, PipelineDesc, Placement, Queue,
+};
+use crate::meta::PacketMeta;
+
+/// Carveout preference (percent of the most shared memory) asking for the most L1.
+const CARVEOUT_MAX_L1: i32 = 0;
+
+/// The loaded kernel module and the functions an executor launches from it.
+struct Kernels {
+    module: Module,
+    loaded_from: LoadedFrom,
+    f_persistent: Function,
+    f_burst: Function,
+    f_burst_slot: Function,
+    f_bulk: Function,
+}
+
+/// A ring slot's layout in bytes, the same for every queue of an executor.
+#[derive(Clone, Copy)]
+struct SlotLayout {
+    /// Most frames in one burst.
+    burst_max: usize,
+    /// Where the frame data starts: after the header and `burst_max` full-format descriptors.
+    data_offset: usize,
+    /// Bytes of frame data one burst may carry.
+    data_cap: usize,
+    slot_bytes: usize,
+    /// Slots per ring.
+    slots: usize,
+}
+
+impl SlotLayout {
+    fn new(opts: &GpuOptions, n_queues: usize) -> anyhow::Result<SlotLayout> {
+        let bm = opts.burst_size as usize;
+        let data_offset = round_up(
+            std::mem::size_of::<SlotHdr>() + bm * std::mem::size_of::<Desc>(),
+            abi::SLOT_ALIGN,
+        );
+        let data_cap = opts.slot_data_capacity() as usize;
+        let mut slot_bytes = round_up(data_offset + data_cap, abi::SLOT_ALIGN);
+        if (0..n_queues).any(|q| opts.tagged_queue(q)) {
+            // A tagged slot holds its image at 16 bytes per TAG_PAYLOAD payload bytes.
+            let granules = tagged_granules(opts.image_max());
+            slot_bytes = slot_bytes.max(round_up(16 * granules, abi::SLOT_ALIGN));
+        }
+        if slot_bytes > u32::MAX as usize {
+            anyhow::bail!("executor: a slot of {slot_bytes} bytes is too large");
+        }
+        Ok(SlotLayout {
+            burst_max: bm,
+            data_offset,
+            data_cap,
+            slot_bytes,
+            slots: opts.ring_slots as usize,
+        })
+    }
+}
+
+/// A queue's ring memory: a device ring with its pinned staging and device producer index
+/// (`device`), or a ring in mapped pinned memory (`mapped`).
+struct Ring {
+    ring_dev: Option<DeviceBuffer>,
+    ring_mapped: Option<PinnedBuffer>,
+    staging: Option<PinnedBuffer>,
+    prod_dev: Option<DeviceBuffer>,
+    /// The ring's device address (what the kernels read).
+    addr: u64,
+}
+
+/// What the setup of every queue of one executor shares.
+struct QueueSetup<'a> {
+    ctx: &'a Context,
+    opts: &'a GpuOptions,
+    layout: SlotLayout,
+    /// The pipeline's `PIPE_*` flags, before the per-queue ones (tagged, slot seq).
+    flags: u32,
+    composed: bool,
+    default_action: u8,
+    /// The ACL table the first bursts name.
+    table: &'a Option<Arc<TableVersion>>,
+    /// Device address of the composed stages' parameter table (0: none).
+    stage_params: u64,
+}
+
+impl QueueSetup<'_> {
+    /// Queue `qi`'s ring, buffers and stream, and the descriptor the kernels read for it.
+    fn new_queue(&self, qi: usize) -> anyhow::Result<(Queue, QueueDesc)> {
+        let (ctx, opts) = (self.ctx, self.opts);
+        let SlotLayout {
+            burst_max: bm,
+            data_offset,
+            slot_bytes,
+            slots,
+            ..
+        } = self.layout;
+        let placement = opts.placement_of(qi);
+        let tagged = opts.tagged_queue(qi);
+        let ring = self.new_ring(placement, tagged)?;
+        let ctrl = PinnedBuffer::new(ctx, abi::CTRL_SIZE)?;
+        let vsize = if tagged {
+            abi::VERDICT_TAGGED_SIZE
+        } else {
+            std::mem::size_of::<Verdict>()
+        };
+        let verdicts = PinnedBuffer::new(ctx, slots * bm * vsize)?;
+        if tagged {
+            // SAFETY: as the ring (new_ring): tag 0 is no burst's.
+            unsafe { ptr::write_bytes(verdicts.host, 0, slots * bm * vsize) };
+        }
+        let metas = if opts.emit_meta {
+            Some(PinnedBuffer::new(
+                ctx,
+                slots * bm * std::mem::size_of::<PacketMeta>(),
+            )?)
+        } else {
+            None
+        };
+        // One counter block per persistent CTA; one done word per slot and CTA of a burst.
+        let ctas = if opts.mode == Mode::Persistent {
+            opts.ctas_of_queue()
+        } else {
+            1
+        };
+        let counters = DeviceBuffer::new(ctx, ctas * std::mem::size_of::<QueueCounters>())?;
+        counters.zero()?;
+        let done = PinnedBuffer::new(ctx, slots * opts.parts() as usize * 4)?;
+        let stage_counters = if self.composed {
+            Some(stages::new_counters(ctx)?)
+        } else {
+            None
+        };
+        let trace = if opts.trace_bursts {
+            let t = PinnedBuffer::new(ctx, slots * std::mem::size_of::<abi::BurstTrace>())?;
+            // SAFETY: a fresh host allocation of exactly this many bytes; no GPU work yet.
+            unsafe { ptr::write_bytes(t.host, 0, slots * std::mem::size_of::<abi::BurstTrace>()) };
+            Some(t)
+        } else {
+            None
+        };
+        let producer = match (&ring.prod_dev, placement) {
+            (Some(p), Placement::Device) => p.ptr,
+            _ => ctrl.dev, // &ctrl->producer, offset 0
+        };
+        let desc = QueueDesc {
+            ring: ring.addr,
+            producer,
+            ctrl: ctrl.dev,
+            verdicts: verdicts.dev,
+            metas: metas.as_ref().map_or(0, |m| m.dev),
+            counters: counters.ptr,
+            // Ring bursts name their table in the slot header (hot swap), never here: a
+            // replaced table is freed while the descriptor lives on.
+            rule_hits: 0,
+            acl_tables: 0,
+            idle_timeout_ns: opts.idle_timeout_ms.saturating_mul(1_000_000),
+            slots: slots as u32,
+            burst_max: bm as u32,
+            slot_bytes: slot_bytes as u32,
+            data_offset: data_offset as u32,
+            pipeline: if tagged {
+                self.flags | abi::PIPE_TAGGED
+            } else if placement == Placement::Mapped && opts.mode == Mode::Persistent {
+                self.flags | abi::PIPE_SLOT_SEQ
+            } else {
+                self.flags
+            },
+            n_rules: 0,
+            default_action: self.default_action,
+            port_id: 0,
+            queue_id: qi as u16,
+            ctas: ctas as u32,
+            done: done.dev,
+            trace: trace.as_ref().map_or(0, |t| t.dev),
+            stage_counters: stage_counters.as_ref().map_or(0, |b| b.ptr),
+            stage_params: self.stage_params,
+        };
+        let queue = Queue {
+            placement,
+            tagged,
+            image: if tagged {
+                Vec::with_capacity(opts.image_max())
+            } else {
+                Vec::new()
+            },
+            tagged_verdicts: Vec::new(),
+            ring_dev: ring.ring_dev,
+            ring_mapped: ring.ring_mapped,
+            staging: ring.staging,
+            prod_dev: ring.prod_dev,
+            ctrl,
+            verdicts,
+            metas,
+            counters,
+            stage_counters,
+            n_counters: ctas,
+            done,
+            trace,
+            stream: Stream::new(ctx)?,
+            graphs: Vec::new(),
+            slot_frames: vec![0; slots],
+            slot_gen: vec![0; slots],
+            table: self.table.clone(),
+            next_seq: 0,
+            reaped: 0,
+            pending: 0,
+            pending_start: 0,
+            host: HostCounters::default(),
+        };
+        Ok((queue, desc))
+    }
+
+    /// A queue's ring memory for `placement`, initialised so that no fresh slot reads as a
+    /// burst.
+    fn new_ring(&self, placement: Placement, tagged: bool) -> anyhow::Result<Ring> {
+        let ctx = self.ctx;
+        let SlotLayout {
+            slot_bytes, slots, ..
+        } = self.layout;
+        let ring_bytes = slot_bytes * slots;
+        Ok(match placement {
+            Placement::Device => {
+                let r = DeviceBuffer::new(ctx, ring_bytes)?;
+                r.zero()?;
+                let p = DeviceBuffer::new(ctx, 256)?;
+                p.zero()?;
+                let s = PinnedBuffer::new(ctx, ring_bytes)?;
+                let addr = r.ptr;
+                Ring {
+                    ring_dev: Some(r),
+                    ring_mapped: None,
+                    staging: Some(s),
+                    prod_dev: Some(p),
+                    addr,
+                }
+            }
+            Placement::Mapped => {
+                let r = PinnedBuffer::new(ctx, ring_bytes)?;
+                if tagged {
+                    // Tag 0 everywhere: burst seq's tag is seq + 1, never 0 in the first lap.
+                    // SAFETY: a fresh host allocation of exactly ring_bytes; no GPU work yet.
+                    unsafe { ptr::write_bytes(r.host, 0, ring_bytes) };
+                } else {
+                    // Each slot's header names the lap before the first (seq = slot - slots),
+                    // so a kernel polling for seq (PW_PIPE_SLOT_SEQ) never takes fresh memory
+                    // for a burst.
+                    for k in 0..slots {
+                        let h = SlotHdr {
+                            seq: (k as u32).wrapping_sub(slots as u32),
+                            ..Default::default()
+                        };
+                        // SAFETY: slot k's header lies inside the new buffer; no GPU work yet.
+                        unsafe {
+                            ptr::write_unaligned(r.host.add(k * slot_bytes) as *mut SlotHdr, h)
+                        };
+                    }
+                }
+                let addr = r.dev;
+                Ring {
+                    ring_dev: None,
+                    ring_mapped: Some(r),
+                    staging: None,
+                    prod_dev: None,
+                    addr,
+                }
+            }
+        })
+    }
+}
+
+/// Loads the kernel module into `ctx`, checks it has the stages `pipeline` runs, picks the
+/// persistent kernel, checks that the persistent CTAs fit the GPU (beside `beside_ctas` of other
+/// executors) and sets the functions' carveout.
+fn load_kernels(
+    ctx: &Context,
+    opts: &GpuOptions,
+    pipeline: &PipelineDesc<'_>,
+    image: &KernelImage,
+    composed: bool,
+    n_queues: usize,
+    beside_ctas: usize,
+) -> anyhow::Result<Kernels> {
+    let (module, loaded_from) = kernels::load(ctx, image)?;
+    let caps = kernels::caps(&module)?;
+    if pipeline.parse && caps & kernels::CAP_PARSE == 0 {
+        anyhow::bail!(
+            "the kernel module was built without gpu-kernels/parse.cuh: no GPU parse stage"
+        );
+    }
+    if pipeline.acl.is_some() && caps & kernels::CAP_ACL == 0 {
+        anyhow::bail!("the kernel module was built without gpu-kernels/acl.cuh: no GPU acl stage");
+    }
+    if pipeline.acl.is_some() && !pipeline.parse {
+        anyhow::bail!("the acl stage needs the parse stage before it on the GPU");
+    }
+    // Every queue tagged with small parse + acl bursts (the latency case): the persistent
+    // kernel compiled with that path alone (pw_persistent_small; see kernels.cu).
+    let small = opts.mode == Mode::Persistent
+        && !composed
+        && pipeline.parse
+        && pipeline.acl.is_some()
+        && opts.small_bursts()
+        && (0..n_queues).all(|q| opts.tagged_queue(q));
+    let f_persistent = if small {
+        module.function(c"pw_persistent_small")?
+    } else {
+        module.function(c"pw_persistent")?
+    };
+    let f_burst = module.function(c"pw_burst")?;
+    let f_burst_slot = module.function(c"pw_burst_slot")?;
+    let f_bulk = module.function(c"pw_bulk")?;
+    if pipeline.default_action as usize >= abi::ACTIONS {
+        anyhow::bail!(
+            "pipeline default action {} is not an action",
+            pipeline.default_action
+        );
+    }
+    tracing::info!(
+        "GPU executor on {} (sm_{}{}, {} SMs): kernels from {} in {:.2} s; mode {:?}{}, {} queue(s)",
+        ctx.info.name,
+        ctx.info.compute_capability.0,
+        ctx.info.compute_capability.1,
+        ctx.info.multiprocessors,
+        loaded_from.how,
+        loaded_from.seconds,
+        opts.mode,
+        if small { " (small-burst kernel)" } else { "" },
+        n_queues
+    );
+    if opts.mode == Mode::Persistent {
+        let per_sm = f_persistent.occupancy(opts.threads())?;
+        let fit = per_sm as usize * ctx.info.multiprocessors as usize;
+        let want = opts.persistent_ctas(n_queues, beside_ctas);
+        if want > fit {
+            anyhow::bail!(
+                "{n_queues} persistent queues x {} CTAs{} do not fit on GPU {} ({}: {fit} CTAs of {} threads at once)",
+                opts.ctas_of_queue(),
+                if beside_ctas > 0 { format!(" beside {beside_ctas} CTAs of other executors") } else { String::new() },
+                opts.device,
+                ctx.info.name,
+                opts.threads()
+            );
+        }
+        // The ACL walk reads its image through the SM's L1, which shares its SRAM with shared
+        // memory: with no preference the driver gave these kernels a smaller L1 (measured on
+        // the H200, 32-frame bursts: ~0.25 us slower at p50 than with the most L1, ~1 us
+        // faster than with the most shared memory). Asked only when every persistent CTA
+        // has an SM of its own, so the hint cannot cost CTAs that must run side by side.
+        if want <= ctx.info.multiprocessors as usize {
+            f_persistent.set_carveout(CARVEOUT_MAX_L1)?;
+        }
+    }
+    // Launch / graph mode: one block per launch.
+    f_burst.set_carveout(CARVEOUT_MAX_L1)?;
+    f_burst_slot.set_carveout(CARVEOUT_MAX_L1)?;
+    Ok(Kernels {
+        module,
+        loaded_from,
+        f_persistent,
+        f_burst,
+        f_burst_slot,
+        f_bulk,
+    })
+}
+
+impl GpuExecutor {
+    /// Sets up `n_queues` rings, loads the kernels and (mode `persistent`) starts one CTA per
+    /// queue. Errors (no GPU, no usable kernel image, bad options) say why.
+    pub fn new(
+        opts: GpuOptions,
+        pipeline: PipelineDesc<'_>,
+        n_queues: usize,
+        image: &KernelImage,
+    ) -> anyhow::Result<GpuExecutor> {
+        let mut ex = Self::new_beside(opts, pipeline, n_queues, image, 0)?;
+        ex.start()?;
+        Ok(ex)
+    }
+
+    /// As [`GpuExecutor::new`] on `opts.device`, where `beside_ctas` persistent CTAs of other
+    /// executors will occupy the same GPU (they must all be resident at once), but without
+    /// starting the persistent kernel: call [`GpuExecutor::start`] once every executor that
+    /// shares the GPU is built. Loading a module into a context (and the synchronous setup
+    /// copies) waits for the device's running kernels, so a second executor built on a GPU
+    /// whose persistent kernel already runs would wait for that kernel's idle timeout.
+    pub fn new_beside(
+        opts: GpuOptions,
+        pipeline: PipelineDesc<'_>,
+        n_queues: usize,
+        image: &KernelImage,
+        beside_ctas: usize,
+    ) -> anyhow::Result<GpuExecutor> {
+        opts.validate().map_err(anyhow::Error::msg)?;
+        if n_queues == 0 {
+            anyhow::bail!("the GPU executor needs at least one queue");
+        }
+        let ctx = Context::new(opts.device)
+            .map_err(|e| anyhow::anyhow!("executor gpu: no usable GPU: {e}"))?;
+        let mut opts = opts;
+        if opts.block_threads.is_none() {
+            opts.block_threads = Some(opts.default_threads(
+                n_queues,
+                beside_ctas,
+                ctx.info.multiprocessors as usize,
+            ));
+        }
+        let composed = image.template == pktwarp_kernels::Template::Composed;
+        let k = load_kernels(
+            &ctx,
+            &opts,
+            &pipeline,
+            image,
+            composed,
+            n_queues,
+            beside_ctas,
+        )?;
+        let layout = SlotLayout::new(&opts, n_queues)?;
+
+        // Generation 0: the rule set the executor starts with; publish_acl brings later ones.
+        let table = match pipeline.acl {
+            Some(t) => Some(Arc::new(TableVersion::upload(
+                &ctx,
+                t.bytes,
+                t.n_rules,
+                0,
+                pipeline.default_action,
+            )?)),
+            None => None,
+        };
+        let mut flags = pipeline.flags();
+        if opts.emit_meta {
+            flags |= abi::PIPE_META_OUT;
+        }
+        // A composed pipeline always counts its queue's outcomes (as the CPU executor does);
+        // its stages count into their own blocks.
+        if composed {
+            flags |= abi::PIPE_COUNT;
+        }
+        let stage_params = stages::StageParams::upload(&ctx, image)?;
+
+        let setup = QueueSetup {
+            ctx: &ctx,
+            opts: &opts,
+            layout,
+            flags,
+            composed,
+            default_action: pipeline.default_action,
+            table: &table,
+            stage_params: stage_params.as_ref().map_or(0, |p| p.table_addr()),
+        };
+        let mut queues = Vec::with_capacity(n_queues);
+        let mut descs = Vec::with_capacity(n_queues);
+        for qi in 0..n_queues {
+            let (q, d) = setup.new_queue(qi)?;
+            descs.push(d);
+            queues.push(q);
+        }
+        let qbytes = descs.len() * std::mem::size_of::<QueueDesc>();
+        let qdescs = DeviceBuffer::new(&ctx, qbytes)?;
+        // SAFETY: QueueDesc is repr(C) plain data; viewing the Vec as bytes is sound.
+        let raw = unsafe { std::slice::from_raw_parts(descs.as_ptr() as *const u8, qbytes) };
+        qdescs.upload(raw)?;
+
+        let kernel_stream = Stream::new(&ctx)?;
+        let mut ex = GpuExecutor {
+            threads: opts.threads(),
+            opts,
+            pipeline_flags: flags,
+            default_action: pipeline.default_action,
+            slot_bytes: layout.slot_bytes as u32,
+            data_offset: layout.data_offset as u32,
+            data_cap: layout.data_cap as u32,
+            queues: queues.into_iter().map(Mutex::new).collect(),
+            qdescs,
+            current: Mutex::new(table),
+            retired: Mutex::new(Retirement::default()),
+            retired_len: AtomicUsize::new(0),
+            kernel_stream,
+            aux_stream: Stream::new(&ctx)?,
+            f_persistent: k.f_persistent,
+            f_burst: k.f_burst,
+            f_burst_slot: k.f_burst_slot,
+            f_bulk: k.f_bulk,
+            persistent_running: false,
+            loaded_from: k.loaded_from,
+            stage_specs: image.stages.clone(),
+            stage_params,
+            _module: k.module,
+            ctx,
+        };
+        if ex.opts.mode == Mode::Graph {
+            ex.build_graphs()?;
+        }
+        Ok(ex)
+    }
+
+    /// Starts the persistent kernel (mode `persistent`; no-op otherwise or when running).
+    pub fn start(&mut self) -> anyhow::Result<()> {
+        if self.opts.mode == Mode::Persistent && !self.persistent_running {
+            self.start_persistent()?;
+        }
+        Ok(())
+    }
+
+    fn start_persistent(&mut self) -> anyhow::Result<()> {
+        self.ctx.bind()?;
+        let mut qd = self.qdescs.ptr;
+        let mut ctas = self.opts.ctas_per_queue;
+        let mut parts = self.opts.parts();
+        let mut params = [
+            &mut qd as *mut u64 as *mut c_void,
+            &mut ctas as *mut u32 as *mut c_void,
+            &mut parts as *mut u32 as *mut c_void,
+        ];
+        // SAFETY: pw_persistent(const pw_queue_desc*, uint32_t, uint32_t); the array holds one
+        // valid descriptor per queue and the grid is queues x ctas x parts blocks.
+        unsafe {
+            self.f_persistent.launch(
+                &self.kernel_stream,
+                self.queues.len() as u32 * ctas * parts,
+                self.threads,
+                &mut params,
+            )?
+        };
+        self.persistent_running = true;
+        // Wait until every CTA reports running, so the first burst's latency does not include
+        // the kernel's start (bounded: a launch that never starts is an error).
+        let t = Instant::now();
+        for q in &self.queues {
+            let q = lock(q);
+            loop {
+                let st = ctrl_get!(q.ctrl, status);
+                if st == abi::QSTATE_RUNNING {
+                    break;
+                }
+                if st != abi::QSTATE_IDLE || t.elapsed() > Duration::from_secs(10) {
+                    anyhow::bail!("persistent kernel did not start (queue state {st})");
+                }
+                if self.kernel_stream.is_idle()? {
+                    anyhow::bail!("persistent kernel exited at start");
+                }
+                std::hint::spin_loop();
+            }
+        }
+        Ok(())
+    }
+
+    fn build_graphs(&mut self) -> anyhow::Result<()> {
+        self.ctx.bind()?;
+        let g = self.opts.graph_bursts;
+        let windows = self.opts.ring_slots / g;
+        for (qi, q) in self.queues.iter().enumerate() {
+            let mut q = lock(q);
+            let mut graphs = Vec::with_capacity(windows as usize);
+            for w in 0..windows {
+                q.stream.begin_capture()?;
+                let r: anyhow::Result<()> = (|| {
+                    for k in 0..g {
+                        let slot = w * g + k;
+                        if let (Some(ring), Some(st)) = (&q.ring_dev, &q.staging) {
+                            let off = slot as usize * self.slot_bytes as usize;
+                            // SAFETY: both ranges lie inside their allocations (slot < slots).
+                            unsafe {
+                                q.stream.copy_htod(
+                                    ring.ptr + off as u64,
+                                    st.host.add(off),
+                                    self.slot_bytes as usize,
+                                )?
+                            };
+                        }
+                        let mut qd = self.qdescs.ptr;
+                        let mut qn = qi as u32;
+                        let mut sl = slot;
+                        let mut params = [
+                            &mut qd as *mut u64 as *mut c_void,
+                            &mut qn as *mut u32 as *mut c_void,
+                            &mut sl as *mut u32 as *mut c_void,
+                        ];
+                        // SAFETY: matches pw_burst_slot(const pw_queue_desc*, uint32_t, uint32_t).
+                        unsafe {
+                            self.f_burst_slot
+                                .launch(&q.stream, 1, self.threads, &mut params)?
+                        };
+                    }
+                    Ok(())
+                })();
+                let graph = q.stream.end_capture();
+                r?;
+                graphs.push(graph?);
+            }
+            q.graphs = graphs;
+        }
+        Ok(())
+    }
+
+    /// Stops the persistent kernel (exit flag, then a bounded wait) and waits for all queued
+    /// work. Idempotent.
+    pub fn shutdown(&mut self) -> anyhow::Result<()> {
+        self.ctx.bind()?;
+        if self.persistent_running {
+            for q in &self.queues {
+                let q = lock(q);
+                ctrl_set!(q.ctrl, exit_flag, 1);
+            }
+            let t = Instant::now();
+            while !self.kernel_stream.is_idle()? {
+                if t.elapsed() > Duration::from_secs(10) {
+                    anyhow::bail!(
+                        "persistent kernel did not exit within 10 s of the exit flag; it stops by \
+                         itself after idle_timeout_ms"
+                    );
+                }
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            self.persistent_running = false;
+        }
+        for q in &self.queues {
+            lock(q).stream.synchronize()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for GpuExecutor {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::warn!("GPU executor shutdown: {e:#}");
+        }
+    }
+}

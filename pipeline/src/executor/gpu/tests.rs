@@ -1,0 +1,208 @@
+use super::tagged::{store_tagged, tagged_src_len};
+use super::*;
+
+#[test]
+fn default_threads_are_512_only_for_small_persistent_bursts_that_fit() {
+    let small = GpuOptions {
+        burst_size: 32,
+        ..Default::default()
+    };
+    assert_eq!(small.default_threads(1, 0, 132), 512);
+    assert_eq!(small.default_threads(132, 0, 132), 512);
+    // One CTA more than the SMs, or CTAs of another executor beside them: 256.
+    assert_eq!(small.default_threads(133, 0, 132), 256);
+    assert_eq!(small.default_threads(100, 40, 132), 256);
+    // Device rings: 4 CTAs per 32-frame burst by default.
+    let dev = GpuOptions {
+        placement: Placement::Device,
+        ..small.clone()
+    };
+    assert_eq!(dev.default_threads(33, 0, 132), 512);
+    assert_eq!(dev.default_threads(34, 0, 132), 256);
+    for o in [
+        GpuOptions {
+            burst_size: 64,
+            ..small.clone()
+        },
+        GpuOptions {
+            mode: Mode::Launch,
+            ..small.clone()
+        },
+        GpuOptions {
+            mode: Mode::Graph,
+            ..small.clone()
+        },
+    ] {
+        assert_eq!(o.default_threads(1, 0, 132), 256, "{o:?}");
+    }
+}
+
+#[test]
+fn options_parse_and_validate() {
+    let o: GpuOptions = serde_saphyr::from_str(
+        "mode: graph\nplacement: mapped\nburst_size: 32\nring_slots: 64\ngraph_bursts: 8\n",
+    )
+    .unwrap();
+    assert_eq!(o.mode, Mode::Graph);
+    assert_eq!(o.placement_of(3), Placement::Mapped);
+    assert!(o.validate().is_ok());
+    assert_eq!(o.threads(), 256);
+    let bad: Result<GpuOptions, _> = serde_saphyr::from_str("burst_sise: 3\n");
+    assert!(bad.is_err());
+    let o = GpuOptions {
+        burst_size: 2000,
+        ..Default::default()
+    };
+    assert!(o.validate().unwrap_err().contains("burst_size"));
+    let o = GpuOptions {
+        mode: Mode::Graph,
+        ring_slots: 10,
+        graph_bursts: 4,
+        ..Default::default()
+    };
+    assert!(o.validate().unwrap_err().contains("graph_bursts"));
+}
+
+/// Where tagged words apply by default, and the errors `tagged: true` gives where they
+/// cannot.
+#[test]
+fn tagged_options() {
+    let small = GpuOptions {
+        burst_size: 32,
+        slot_data_bytes: Some(4096),
+        ..Default::default()
+    };
+    if !tagged_stores_atomic() {
+        // No tagged queue on this CPU, and `tagged: true` says why.
+        assert!(!small.tagged_queue(0));
+        let on = GpuOptions {
+            tagged: Some(true),
+            ..small.clone()
+        };
+        let e = on.validate().unwrap_err();
+        assert!(e.contains("AVX"), "{e}");
+        return;
+    }
+    assert!(
+        small.tagged_queue(0),
+        "small mapped persistent slots are tagged"
+    );
+    // The default slots (burst 256 x 2048 B of data) do not fit the staging area.
+    assert!(!GpuOptions::default().tagged_queue(0));
+    let off = GpuOptions {
+        tagged: Some(false),
+        ..small.clone()
+    };
+    assert!(!off.tagged_queue(0));
+    let mixed = GpuOptions {
+        queue_placement: vec![Placement::Device],
+        ..small.clone()
+    };
+    assert!(!mixed.tagged_queue(0) && mixed.tagged_queue(1));
+    let launch = GpuOptions {
+        mode: Mode::Launch,
+        tagged: Some(true),
+        ..small.clone()
+    };
+    assert!(!launch.tagged_queue(0));
+    assert!(launch.validate().unwrap_err().contains("executor.tagged"));
+    let big = GpuOptions {
+        tagged: Some(true),
+        ..Default::default()
+    };
+    let e = big.validate().unwrap_err();
+    assert!(e.contains("executor.tagged") && e.contains("24576"), "{e}");
+    let device = GpuOptions {
+        placement: Placement::Device,
+        tagged: Some(true),
+        ..small.clone()
+    };
+    assert!(device
+        .validate()
+        .unwrap_err()
+        .contains("no queue is mapped"));
+    // A block of 32 threads checks at most 32 x 32 granules of 8 bytes.
+    let narrow = GpuOptions {
+        block_threads: Some(32),
+        slot_data_bytes: Some(16384),
+        ..small.clone()
+    };
+    assert!(!narrow.tagged_queue(0));
+    let wide = GpuOptions {
+        block_threads: Some(512),
+        ..small.clone()
+    };
+    assert!(wide.validate().is_ok() && wide.tagged_queue(0));
+    let wide_launch = GpuOptions {
+        mode: Mode::Launch,
+        ..wide
+    };
+    assert!(wide_launch
+        .validate()
+        .unwrap_err()
+        .contains("block_threads"));
+}
+
+/// The host's tagged encoding is the layout the kernel decodes: granule g = {image[12g..12g +
+/// 12], tag}, the last granule's bytes past the image copied as they are, nothing written
+/// past its granules.
+#[test]
+fn tagged_encoding() {
+    if !tagged_stores_atomic() {
+        eprintln!("skipped: this CPU has no atomic 16-byte stores (no tagged queues here)");
+        return;
+    }
+    for len in [48usize, 64, 100, 4704] {
+        let mut img: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+        img.resize(tagged_src_len(len), 0xEE); // bytes past len: written as they are
+        let granules = len.div_ceil(12);
+        // 16-byte aligned, one granule of slack that must stay untouched.
+        let mut slot = vec![u128::MAX; granules + 1];
+        // SAFETY: slot holds 16 * (granules + 1) bytes, 16-byte aligned.
+        unsafe { store_tagged(slot.as_mut_ptr() as *mut u8, &img, len, 0xA5A5_0001) };
+        let bytes: Vec<u8> = slot.iter().flat_map(|w| w.to_le_bytes()).collect();
+        for g in 0..granules {
+            let gr = &bytes[16 * g..16 * g + 16];
+            assert_eq!(
+                &gr[..12],
+                &img[12 * g..12 * g + 12],
+                "len {len} granule {g}"
+            );
+            assert_eq!(
+                u32::from_le_bytes(gr[12..].try_into().unwrap()),
+                0xA5A5_0001
+            );
+        }
+        assert_eq!(
+            slot[granules],
+            u128::MAX,
+            "len {len}: wrote past the granules"
+        );
+    }
+}
+
+/// Without a GPU (CI) probing and construction return a reason, never panic.
+#[test]
+fn no_gpu_is_a_clean_error() {
+    if driver::driver_present() {
+        eprintln!("skipped: a CUDA driver is present on this machine");
+        return;
+    }
+    let e = probe(0).unwrap_err();
+    assert!(matches!(e, Unavailable::NoDriverLibrary), "{e}");
+    let image = KernelImage {
+        binary: None,
+        ..pktwarp_kernels::builtin_image()
+    };
+    let pd = PipelineDesc {
+        parse: true,
+        acl: None,
+        count: true,
+        default_action: abi::ACTION_PASS,
+    };
+    let err = GpuExecutor::new(GpuOptions::default(), pd, 1, &image)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("no usable GPU"), "{err}");
+}
