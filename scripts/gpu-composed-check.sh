@@ -28,7 +28,7 @@ config() {
 ports:
   - name: wire
     gen: { count: $FRAMES, size: 64, seed: 11, malformed_ratio: 0.02, tcp_flags: 2,
-           flows: { src: 10.0.0.0/8, dst: 192.168.0.0/16, dst_ports: 1-1023, ipv6_share: 0.1 } }
+           flows: { src: 10.0.0.0/8, dst: 192.168.0.0/16, src_ports: 1-65535, dst_ports: 1-1023, ipv6_share: 0.1 } }
   - name: out
     pcap: { tx: { path: $tmp/$name-$exec.pcap } }
 queues: { count: $queues, burst: 64 }
@@ -131,7 +131,7 @@ check() {
   check count-parse-acl-4q 4 "$P" "  - count\n  - parse\n$ACL"
   check parse-acl-count-count 2 "$P" "  - parse\n$ACL\n  - count\n  - count"
   if [ -x "$BIN/syn-guard" ]; then
-    SG="  - custom: { name: syn_guard, max_syn: 3 }"
+    SG="  - custom: { name: syn_guard, min_src_port: 1024, blocked_dst_ports: [23, 445] }"
     check syn-guard 1 "$BIN/syn-guard" "  - parse\n$SG\n  - count"
     check syn-guard-acl 2 "$BIN/syn-guard" "  - parse\n$SG\n$ACL\n  - count"
   fi
