@@ -37,7 +37,7 @@ impl GpuExecutor {
         Some(unsafe { ptr::read_volatile(rec) })
     }
 
-    /// Does `queue` carry tagged words ([`GpuOptions::tagged`])?
+    /// Does `queue` carry tagged words ([`GpuOptions::tagged`](super::GpuOptions::tagged))?
     pub fn tagged(&self, queue: usize) -> bool {
         self.queues.get(queue).is_some_and(|q| lock(q).tagged)
     }
