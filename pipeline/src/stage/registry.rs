@@ -73,7 +73,7 @@ pub struct BuiltStage {
 /// The CUDA implementation of a user stage.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GpuStage {
-    /// CUDA C source defining `function` with the stage ABI signature (the lead documents it in
+    /// CUDA C source defining `function` with the stage ABI signature (documented in
     /// gpu-kernels/cuda/pktwarp_abi.h, section "stage ABI"):
     ///   PW_DEVICE void NAME(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v,
     ///                       const void *params, pw_stage_counters *counters)
