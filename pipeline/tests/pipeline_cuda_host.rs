@@ -206,7 +206,6 @@ fn check(names: &[&str], all: &[(FrameDesc, Vec<u8>)]) {
                 &mut gc,
             );
             let cv = cpu_verdict_bytes(&verdicts[i]);
-            let cv = cv;
             assert!(
                 &gm == metas[i].as_bytes() && gv[..2] == cv[..2] && gv[4..] == cv[4..],
                 "{names:?}: a frame of {} bytes differs\ncpu verdict {:?} meta {:?}\ngpu verdict {gv:?}",
