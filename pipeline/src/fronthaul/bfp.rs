@@ -86,26 +86,24 @@ fn unpack(data: &[u8], width: u8, exp: u8, out: &mut [i32; PRB_SAMPLES]) -> bool
     by_width!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16)
 }
 
-/// Unpacks 24 `W`-bit mantissas. With `W` a constant every bit offset is a constant, so the
-/// loop unrolls into loads, shifts and stores without branches.
+/// Unpacks 24 `W`-bit mantissas, 8 at a time: 8 samples of `W` bits are exactly `W` bytes,
+/// read as one big-endian 128-bit word. With `W` a constant every shift is a constant, so each
+/// sample is a shift, a truncation and an arithmetic shift (which sign-extends), no branches.
 #[inline(always)]
 fn unpack_w<const W: u32>(data: &[u8], exp: u8, out: &mut [i32; PRB_SAMPLES]) -> bool {
-    let n = 3 * W as usize;
-    if data.len() < n {
+    let w = W as usize;
+    let Some(data) = data.get(..3 * w) else {
         return false;
-    }
-    // Padded copy: the 3-byte window of the last samples reads past the PRB's bytes.
-    let mut buf = [0u8; 48 + 3];
-    buf[..n].copy_from_slice(&data[..n]);
-    for (k, o) in out.iter_mut().enumerate() {
-        let bit = k as u32 * W;
-        let at = (bit / 8) as usize;
-        let win = (u32::from(buf[at]) << 24)
-            | (u32::from(buf[at + 1]) << 16)
-            | (u32::from(buf[at + 2]) << 8);
-        // Top-align the mantissa, then an arithmetic shift sign-extends it.
-        let m = ((win << (bit % 8)) as i32) >> (32 - W);
-        *o = m << exp;
+    };
+    for (group, o) in data.chunks_exact(w).zip(out.chunks_exact_mut(8)) {
+        let mut b = [0u8; 16];
+        b[..w].copy_from_slice(group);
+        let x = u128::from_be_bytes(b);
+        for (j, v) in o.iter_mut().enumerate() {
+            // Sample j top-aligned in a 32-bit word.
+            let top = (x << (j as u32 * W) >> 96) as u32;
+            *v = ((top as i32) >> (32 - W)) << exp;
+        }
     }
     true
 }

@@ -210,7 +210,8 @@ impl FronthaulStage {
             Err(Reject::NotEcpri) => st.counters.not_ecpri += 1,
             Err(r) => {
                 st.counters.errors[r.index()] += 1;
-                if let Some(i) = peek_eaxc(frame).and_then(|id| self.eaxc_index(st, id)) {
+                // Looked up, not learnt: a malformed frame must not take a grid index.
+                if let Some(&i) = peek_eaxc(frame).and_then(|id| st.index.get(&id)) {
                     st.counters.per_eaxc[i].errors[r.index()] += 1;
                 }
                 *v = Verdict::drop(DropReason::StageDrop);
@@ -223,12 +224,11 @@ impl FronthaulStage {
     fn uplane(&self, st: &mut State, frame: &[u8], u: &decode::Uplane, arrival_ns: u64) {
         st.counters.uplane += 1;
         let expected = st.index.len();
-        let mut closed = Vec::new();
-        st.assembler
-            .expire(arrival_ns, expected, &mut |c| closed.push(close_record(&c)));
+        st.assembler.expire(arrival_ns, expected, &mut |c| {
+            on_close(&mut st.counters, &mut st.sink, c)
+        });
         let Some(e) = self.eaxc_index(st, u.eaxc) else {
             st.counters.eaxc_unexpected += 1;
-            self.deliver(st, closed);
             return;
         };
         let expected = st.index.len();
@@ -252,8 +252,11 @@ impl FronthaulStage {
             slot_id: u.radio.slot_id,
         };
         let grid = st.assembler.slot(key, arrival_ns, expected, &mut |c| {
-            closed.push(close_record(&c))
+            on_close(&mut st.counters, &mut st.sink, c)
         });
+        if grid.eaxc_ids.len() != st.index.len() {
+            grid.eaxc_ids = ids_by_index(&st.index);
+        }
         let (mut dups, mut sat) = (0u64, 0u64);
         let mut iq = [0i32; PRB_SAMPLES];
         for s in Sections::new(frame, u, &self.params).flatten() {
@@ -269,9 +272,9 @@ impl FronthaulStage {
         st.counters.duplicate_prbs += dups;
         st.counters.saturated_samples += sat;
         st.counters.per_eaxc[e].duplicate_prbs += dups;
-        st.assembler
-            .close_if_complete(key, expected, &mut |c| closed.push(close_record(&c)));
-        self.deliver(st, closed);
+        st.assembler.close_if_complete(key, expected, &mut |c| {
+            on_close(&mut st.counters, &mut st.sink, c)
+        });
     }
 
     /// The grid index of an eAxC, learning it when the grid is not fixed and has room.
@@ -292,42 +295,14 @@ impl FronthaulStage {
         Some(i)
     }
 
-    fn deliver(&self, st: &mut State, closed: Vec<ClosedRecord>) {
-        for c in closed {
-            if c.complete {
-                st.counters.slots_complete += 1;
-            } else {
-                st.counters.slots_partial += 1;
-            }
-            for (i, &n) in c.filled_per_eaxc.iter().enumerate() {
-                if let Some(e) = st.counters.per_eaxc.get_mut(i) {
-                    if n == c.per_eaxc_total {
-                        e.slots_complete += 1;
-                    } else {
-                        e.slots_partial += 1;
-                    }
-                }
-            }
-            if let (Some(sink), Some(g)) = (st.sink.as_mut(), c.grid) {
-                if let Err(e) = sink.slot(&g) {
-                    if st.counters.sink_errors == 0 {
-                        tracing::warn!("fronthaul sink: {e} (further sink errors only counted)");
-                    }
-                    st.counters.sink_errors += 1;
-                }
-            }
-        }
-    }
-
     /// Closes every open slot (end of input or shutdown), delivering them to the sink.
     pub fn flush(&self) {
         let mut st = self.lock();
+        let st = &mut *st;
         let expected = st.index.len();
-        let mut closed = Vec::new();
-        let keep = st.sink.is_some();
-        st.assembler
-            .flush(expected, &mut |c| closed.push(close_record_keep(&c, keep)));
-        self.deliver(&mut st, closed);
+        st.assembler.flush(expected, &mut |c| {
+            on_close(&mut st.counters, &mut st.sink, c)
+        });
     }
 
     pub fn counters(&self) -> FronthaulCounters {
@@ -341,27 +316,36 @@ impl FronthaulStage {
     }
 }
 
-/// What `deliver` needs of a closed slot after the assembler took the grid back.
-struct ClosedRecord {
-    complete: bool,
-    filled_per_eaxc: Vec<usize>,
-    per_eaxc_total: usize,
-    grid: Option<super::grid::SlotGrid>,
-}
-
-fn close_record(c: &Closed) -> ClosedRecord {
-    close_record_keep(c, true)
-}
-
-fn close_record_keep(c: &Closed, keep_grid: bool) -> ClosedRecord {
-    let [e, s, p] = c.grid.shape();
-    let n = c.grid.eaxc_ids.len().max(e);
-    ClosedRecord {
-        complete: c.complete,
-        filled_per_eaxc: (0..n.min(e)).map(|i| c.grid.filled_for(i)).collect(),
-        per_eaxc_total: s * p,
-        grid: keep_grid.then(|| c.grid.clone()),
+/// Counts a closed slot (overall and per eAxC) and hands it to the sink.
+fn on_close(counters: &mut FronthaulCounters, sink: &mut Option<Box<dyn SlotSink>>, c: Closed) {
+    if c.complete {
+        counters.slots_complete += 1;
+    } else {
+        counters.slots_partial += 1;
     }
+    let [e, s, p] = c.grid.shape();
+    for (i, ec) in counters.per_eaxc.iter_mut().enumerate().take(e) {
+        if c.grid.filled_for(i) == s * p {
+            ec.slots_complete += 1;
+        } else {
+            ec.slots_partial += 1;
+        }
+    }
+    if let Some(sink) = sink.as_mut() {
+        if let Err(err) = sink.slot(c.grid) {
+            if counters.sink_errors == 0 {
+                tracing::warn!("fronthaul sink: {err} (further sink errors only counted)");
+            }
+            counters.sink_errors += 1;
+        }
+    }
+}
+
+/// eAxC ids in grid order.
+fn ids_by_index(index: &HashMap<u16, usize>) -> Vec<u16> {
+    let mut v: Vec<(usize, u16)> = index.iter().map(|(&id, &i)| (i, id)).collect();
+    v.sort_unstable();
+    v.into_iter().map(|(_, id)| id).collect()
 }
 
 /// The PC_ID of a frame that looks like eCPRI IQ data / RTC far enough, for attributing errors.
