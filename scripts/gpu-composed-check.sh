@@ -44,7 +44,8 @@ frames() {
   python3 - "$1" "${2:-0}" <<'PY'
 import struct, sys
 data = open(sys.argv[1], 'rb').read()
-le = data[:4] == b'\xd4\xc3\xb2\xa1'
+# Microsecond or nanosecond pcap, either byte order.
+le = data[:4] in (b'\xd4\xc3\xb2\xa1', b'\x4d\x3c\xb2\xa1')
 fmt = '<IIII' if le else '>IIII'
 off, out = 24, []
 while off + 16 <= len(data):
@@ -79,7 +80,9 @@ a, b = load(sys.argv[1]), load(sys.argv[2])
 diff = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 for k in diff[:20]:
     print(f'  {k}: cpu {a.get(k)} gpu {b.get(k)}')
-sys.exit(1 if diff else 0)
+if not diff:
+    print(f'{len(a)} counts')
+sys.exit(1 if diff or not a else 0)
 PY
 }
 
@@ -107,10 +110,11 @@ check() {
     else
       echo "composed $name: the written frames differ ($n cpu, $(wc -l <"$tmp/b.txt") gpu)"; ok=0
     fi
-    if same_counts "$tmp/$name-cpu.json" "$tmp/$name-gpu.json"; then
-      echo "composed $name: summary counts equal"
+    local counts
+    if counts=$(same_counts "$tmp/$name-cpu.json" "$tmp/$name-gpu.json"); then
+      echo "composed $name: summary counts equal ($counts compared)"
     else
-      echo "composed $name: summary counts differ (above)"; ok=0
+      echo "$counts"; echo "composed $name: summary counts differ (above)"; ok=0
     fi
     grep -h "GPU pipeline\|kernels from" "$tmp/$name-gpu.log" | head -2
   fi
