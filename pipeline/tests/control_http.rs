@@ -84,6 +84,24 @@ fn get(addr: SocketAddr, path: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Shrinks the socket's receive buffer, so a client that does not read backs up the server's
+/// writes after a few answers (loopback buffers otherwise take megabytes).
+fn small_receive_buffer(s: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let size: libc::c_int = 4096;
+    // SAFETY: a valid socket descriptor owned by `s`, and a pointer to a c_int with its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "setsockopt SO_RCVBUF");
+}
+
 fn threads() -> usize {
     std::fs::read_dir("/proc/self/task").unwrap().count()
 }
@@ -102,11 +120,13 @@ fn a_pipelining_client_that_never_reads_stalls_nobody() {
     let dir = scratch("http-pipeline");
     let ep = endpoint(&dir, "idle_timeout_ms: 60000");
     let mut hog = TcpStream::connect(ep.addr).unwrap();
+    small_receive_buffer(&hog);
     let one = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
-    hog.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
-    // 300 requests sent, no answer read: the hog's socket buffers fill up.
+    hog.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
+    // 2000 requests sent (as many as the server reads), no answer read: the answers fill the
+    // socket buffers, and the server cannot write the rest.
     let mut sent = 0;
-    for _ in 0..300 {
+    for _ in 0..2000 {
         if hog.write_all(one.as_bytes()).is_err() {
             break;
         }
@@ -130,7 +150,11 @@ fn a_pipelining_client_that_never_reads_stalls_nobody() {
     // Stopping the endpoint does not wait for the hog.
     let t = Instant::now();
     ep.control.finish();
-    assert!(t.elapsed() < Duration::from_secs(2), "stop took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "stop took {:?}",
+        t.elapsed()
+    );
     drop(hog);
 }
 
@@ -228,8 +252,10 @@ fn garbage_is_answered_400_and_closed() {
     assert!(m.starts_with("HTTP/1.1 404"), "{m}");
     let mut s = TcpStream::connect(ep.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-    s.write_all(b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-        .unwrap();
+    s.write_all(
+        b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     assert!(out.starts_with("HTTP/1.1 405"), "{out}");
@@ -257,10 +283,15 @@ fn an_idle_connection_and_a_slow_header_are_closed_in_time() {
     // A header dribbled a byte at a time, each within the idle timeout, is cut off by the
     // header timeout.
     let mut s = TcpStream::connect(ep.addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
     let t = Instant::now();
     let mut cut = false;
-    for b in b"GET /metrics HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".iter().cycle().take(200) {
+    for b in b"GET /metrics HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+        .iter()
+        .cycle()
+        .take(200)
+    {
         if s.write_all(&[*b]).is_err() {
             cut = true;
             break;
