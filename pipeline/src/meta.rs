@@ -300,7 +300,8 @@ mod tests {
     /// so a change on one side only fails here).
     #[test]
     fn parse_constants_match_abi_header() {
-        let header = pktwarp_kernels::library_file("pktwarp_abi.h").expect("the ABI header is embedded");
+        let header =
+            pktwarp_kernels::library_file("pktwarp_abi.h").expect("the ABI header is embedded");
         let value = |name: &str| -> u32 {
             let line = header
                 .lines()
