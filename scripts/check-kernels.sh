@@ -86,30 +86,25 @@ if [ -z "$PKTWARP" ]; then
   PKTWARP=target/debug/pktwarp
 fi
 SYN_GUARD=${SYN_GUARD_BIN:-$(dirname "$PKTWARP")/syn-guard}
-for cfg in configs/*.yaml; do
-  out=$tmp/$(basename "$cfg" .yaml).cu
-  rc=0; "$PKTWARP" kernels "$cfg" --emit "$out" || rc=$?
+# config_kernel BIN CONFIG OUT: the config's kernel, as BIN generates it, compiled and reported
+# (exit 3 of `kernels`: a CPU-only stage, nothing to compile).
+config_kernel() {
+  local bin=$1 cfg=$2 out=$3 rc=0
+  "$bin" kernels "$cfg" --emit "$out" || rc=$?
   if [ "$rc" = 3 ]; then
     echo "check-kernels: $cfg has a CPU-only stage: no GPU kernel to compile"
   elif [ "$rc" = 0 ]; then
-    compile_report "$cfg" "$out"
+    compile_report "$cfg ($(basename "$bin"))" "$out"
   else
     echo "check-kernels: FAILED to generate the kernel of $cfg" >&2
     fail=1
   fi
+}
+for cfg in configs/*.yaml; do
+  config_kernel "$PKTWARP" "$cfg" "$tmp/$(basename "$cfg" .yaml).cu"
 done
 for cfg in apps/syn-guard/*.yaml; do
-  [ -f "$cfg" ] || continue
-  out=$tmp/syn-guard-$(basename "$cfg" .yaml).cu
-  rc=0; "$SYN_GUARD" kernels "$cfg" --emit "$out" || rc=$?
-  if [ "$rc" = 3 ]; then
-    echo "check-kernels: $cfg has a CPU-only stage: no GPU kernel to compile"
-  elif [ "$rc" = 0 ]; then
-    compile_report "$cfg (syn-guard)" "$out"
-  else
-    echo "check-kernels: FAILED to generate the kernel of $cfg" >&2
-    fail=1
-  fi
+  [ -f "$cfg" ] && config_kernel "$SYN_GUARD" "$cfg" "$tmp/syn-guard-$(basename "$cfg" .yaml).cu"
 done
 # The GPU probes (tools/gpu-probes: microbenchmarks and checks run by hand on the GPU machine)
 # compile too, so they do not rot while the kernels change under them.
