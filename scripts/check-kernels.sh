@@ -104,7 +104,9 @@ for cfg in configs/*.yaml; do
   config_kernel "$PKTWARP" "$cfg" "$tmp/$(basename "$cfg" .yaml).cu"
 done
 for cfg in apps/syn-guard/*.yaml; do
-  [ -f "$cfg" ] && config_kernel "$SYN_GUARD" "$cfg" "$tmp/syn-guard-$(basename "$cfg" .yaml).cu"
+  if [ -f "$cfg" ]; then
+    config_kernel "$SYN_GUARD" "$cfg" "$tmp/syn-guard-$(basename "$cfg" .yaml).cu"
+  fi
 done
 # The GPU probes (tools/gpu-probes: microbenchmarks and checks run by hand on the GPU machine)
 # compile too, so they do not rot while the kernels change under them.
