@@ -1,7 +1,8 @@
 //! Route LPM lookups per second on one core, on tables shaped like DPDK's
 //! `lpm_perf_autotest` / `lpm6_perf_autotest` (IPv4: 1,076,806 prefixes with the BGP prefix-length
-//! distribution that test uses; IPv6: 20,000 prefixes mostly /48 and /32-/47) and uniformly
-//! random destination addresses, so most lookups miss the caches as in that test.
+//! distribution that test uses, uniformly random destinations, so most lookups miss the caches
+//! as in that test; IPv6: 20,000 prefixes mostly /48 and /32-/47 with random destinations, and
+//! `lpm6 hit`: 1000 prefixes, every destination inside one, as DPDK's IPv6 test looks up).
 //!
 //! `cargo bench -p flow-rules --bench route` runs the criterion groups. With
 //! `PW_LPM_PLAIN=1` it prints one line per measurement instead (`lpm4 single: N lookups/s`),
@@ -53,6 +54,11 @@ fn v4_table() -> Lpm4 {
 }
 
 fn v6_table() -> Lpm6 {
+    v6_routes(20_000).0
+}
+
+/// `n` IPv6 routes (mostly /48 and /32-/47) and, for each, an address inside it.
+fn v6_routes(n: u32) -> (Lpm6, Vec<u128>) {
     let mut rng = Rng(2);
     let lens = [
         (48u8, 50u32),
@@ -66,7 +72,8 @@ fn v6_table() -> Lpm6 {
     ];
     let total: u32 = lens.iter().map(|l| l.1).sum();
     let mut routes = Vec::new();
-    for i in 0..20_000u32 {
+    let mut inside = Vec::new();
+    for i in 0..n {
         let mut x = i % total;
         let len = lens
             .iter()
@@ -79,8 +86,9 @@ fn v6_table() -> Lpm6 {
         let a = (u128::from(rng.next()) << 64 | u128::from(rng.next())) >> 3 | (1u128 << 125);
         let mask = u128::MAX << (128 - u32::from(len));
         routes.push((a & mask, len, i % 256));
+        inside.push((a & mask) | (u128::from(rng.next()) & !mask));
     }
-    Lpm6::build(&routes).expect("table")
+    (Lpm6::build(&routes).expect("table"), inside)
 }
 
 fn v4_addrs(n: usize) -> Vec<u32> {
@@ -182,6 +190,15 @@ fn plain() {
         a6.iter().map(|a| u32::from(t6.lookup(*a).is_some())).sum()
     });
     println!("lpm6 single: {r:.0} lookups/s");
+    // As DPDK's lpm6_perf_autotest: 1000 routes, every lookup a hit.
+    let (t6, inside) = v6_routes(1000);
+    let a6: Vec<u128> = (0..BATCH)
+        .map(|i| inside[(i * 7919) % inside.len()])
+        .collect();
+    let r = rate(32, BATCH, || {
+        a6.iter().map(|a| u32::from(t6.lookup(*a).is_some())).sum()
+    });
+    println!("lpm6 hit: {r:.0} lookups/s");
 }
 
 criterion_group!(benches, bench);
