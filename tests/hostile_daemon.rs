@@ -204,7 +204,7 @@ fn sigterm_finishes_in_time_while_a_metrics_client_stalls() {
     };
     assert_eq!(st.code(), Some(0), "{st:?}");
     assert!(
-        took < Duration::from_millis(2000 + 400),
+        took < Duration::from_millis(2000 + 1500),
         "SIGTERM took {took:?} with drain_timeout_ms 2000"
     );
     drop(hog);
@@ -258,7 +258,7 @@ control: { drain_timeout_ms: 60000 }
     d.signal("-TERM");
     let (code, out, took) = d.wait(Duration::from_secs(10));
     assert_eq!(code, 130, "{out}");
-    assert!(took < Duration::from_secs(3), "{took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -143,7 +143,7 @@ fn a_pipelining_client_that_never_reads_stalls_nobody() {
         assert!(h.starts_with("HTTP/1.1 200") && h.ends_with("ok\n"), "{h}");
     }
     assert!(
-        t.elapsed() < Duration::from_secs(3),
+        t.elapsed() < Duration::from_secs(5),
         "10 requests took {:?} beside the hog",
         t.elapsed()
     );
@@ -151,7 +151,7 @@ fn a_pipelining_client_that_never_reads_stalls_nobody() {
     let t = Instant::now();
     ep.control.finish();
     assert!(
-        t.elapsed() < Duration::from_secs(2),
+        t.elapsed() < Duration::from_secs(4),
         "stop took {:?}",
         t.elapsed()
     );
@@ -208,7 +208,7 @@ fn many_idle_sockets_leave_no_threads_and_scrapes_get_through() {
     let t = Instant::now();
     let m = get(ep.addr, "/metrics");
     assert!(m.starts_with("HTTP/1.1 200"), "{m}");
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     let now = threads();
     assert!(
         now <= base + 2,
@@ -276,7 +276,7 @@ fn an_idle_connection_and_a_slow_header_are_closed_in_time() {
     s.read_to_end(&mut out).expect("closed by the server");
     assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 200"));
     assert!(
-        t.elapsed() < Duration::from_secs(2),
+        t.elapsed() < Duration::from_secs(4),
         "closed after {:?}",
         t.elapsed()
     );
@@ -311,5 +311,5 @@ fn an_idle_connection_and_a_slow_header_are_closed_in_time() {
         }
     }
     assert!(cut, "a header dribbled for {:?} was never cut", t.elapsed());
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }
