@@ -455,27 +455,7 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
                 ));
             }
         }
-        let checks = [
-            p.value.gen.as_ref().map(|g| g.check()),
-            p.value
-                .pcap
-                .as_ref()
-                .and_then(|pc| pc.rx.as_ref().map(|r| r.check())),
-            p.value
-                .pcap
-                .as_ref()
-                .and_then(|pc| pc.tx.as_ref().map(|t| t.check())),
-        ];
-        if let Some(e) = checks.into_iter().flatten().find_map(Result::err) {
-            // The option checks start their message with the key: `gen.rate: must be ...`.
-            let (sub, msg) = e.split_once(": ").unwrap_or(("", e.as_str()));
-            return Err(ConfigError::at(
-                &file,
-                p,
-                format!("{key}.{sub}"),
-                msg.to_string(),
-            ));
-        }
+        check_port_options(&file, i, p)?;
         #[cfg(feature = "dpdk")]
         if let Some(d) = &p.value.dpdk {
             if let Err(why) = d.validate() {
@@ -577,6 +557,34 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
             }
             _ => {}
         }
+    }
+    Ok(())
+}
+
+/// The option checks of a port's backend (the same the ports make when they open), as errors
+/// naming the port's line and the key (`ports[0].gen.rate`).
+fn check_port_options(file: &Path, i: usize, p: &Spanned<PortConfig>) -> Result<(), ConfigError> {
+    let key = format!("ports[{i}]");
+    let checks = [
+        p.value.gen.as_ref().map(|g| g.check()),
+        p.value
+            .pcap
+            .as_ref()
+            .and_then(|pc| pc.rx.as_ref().map(|r| r.check())),
+        p.value
+            .pcap
+            .as_ref()
+            .and_then(|pc| pc.tx.as_ref().map(|t| t.check())),
+    ];
+    if let Some(e) = checks.into_iter().flatten().find_map(Result::err) {
+        // The option checks start their message with the key: `gen.rate: must be ...`.
+        let (sub, msg) = e.split_once(": ").unwrap_or(("", e.as_str()));
+        return Err(ConfigError::at(
+            file,
+            p,
+            format!("{key}.{sub}"),
+            msg.to_string(),
+        ));
     }
     Ok(())
 }
