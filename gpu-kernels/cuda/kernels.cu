@@ -163,10 +163,7 @@ __device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const pw_ac
     f.port = d.port;
     f.queue = q.queue_id;
     pw_pipeline_ctx ctx;
-    const uint64_t *pt = (const uint64_t *)a.stage_params;
-#pragma unroll
-    for (uint32_t k = 0; k < PW_MAX_STAGES; k++)
-        ctx.params[k] = (pt && k < PW_PIPELINE_N_STAGES) ? (const void *)pt[k] : (const void *)0;
+    ctx.params = (const uint64_t *)a.stage_params;
     ctx.acl = &a;
     ctx.counters = (pw_stage_counters *)q.stage_counters;
     pw_packet_meta m;
@@ -1051,7 +1048,15 @@ __device__ __forceinline__ void pw_persistent_body(const pw_queue_desc *queues, 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(512, 1) pw_persistent(const pw_queue_desc *queues, uint32_t ctas,
+/* Threads a block of pw_persistent: the composed template runs a thread per frame, and 256 leaves
+ * its generated stages 255 registers (at 512 the persistent kernel spilled). The host limits its
+ * block to this (COMPOSED_MAX_THREADS in the executor). */
+#if PW_PIPELINE_COMPOSED
+#define PW_PERSISTENT_MAX_THREADS 256
+#else
+#define PW_PERSISTENT_MAX_THREADS 512
+#endif
+extern "C" __global__ void __launch_bounds__(PW_PERSISTENT_MAX_THREADS, 1) pw_persistent(const pw_queue_desc *queues, uint32_t ctas,
                                                                    uint32_t parts) {
     pw_persistent_body<false>(queues, ctas, parts);
 }

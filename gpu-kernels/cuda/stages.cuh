@@ -31,10 +31,16 @@ typedef struct pw_acl_sel {
 /* What pw_pipeline_frame gets beside the frame: each stage's parameter block and the queue's
  * stage counter blocks (PW_MAX_STAGES). */
 typedef struct pw_pipeline_ctx {
-    const void *params[PW_MAX_STAGES];
+    const uint64_t *params; /* uint64_t[PW_MAX_STAGES]: each stage's parameter-block address, or 0 */
     const pw_acl_sel *acl;
     pw_stage_counters *counters;
 } pw_pipeline_ctx;
+
+/* Stage k's parameter block, read when the stage is called (a copy of the table in the context
+ * would hold PW_MAX_STAGES pointers in registers: the persistent kernel spilled). */
+PW_DEVICE const void *pw_stage_params(const pw_pipeline_ctx *ctx, uint32_t k) {
+    return ctx->params ? (const void *)ctx->params[k] : (const void *)0;
+}
 
 PW_DEVICE void pw_verdict_pass(pw_verdict *v) {
     v->action = (uint8_t)PW_ACTION_PASS;

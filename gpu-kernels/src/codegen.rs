@@ -253,7 +253,7 @@ fn frame_function(stages: &[StageSpec]) -> String {
         let _ = writeln!(f, "    PW_ADD64(&ctx->counters[{k}].v[0], 1);");
         let params = match s.kind {
             StageKind::Acl => "ctx->acl".to_string(),
-            _ => format!("ctx->params[{k}]"),
+            _ => format!("pw_stage_params(ctx, {k}u)"),
         };
         let _ = writeln!(
             f,
@@ -287,7 +287,8 @@ extern "C" void pw_host_pipeline_frame(const uint8_t *data, uint32_t len, uint32
     f.port = port;
     f.queue = 0;
     pw_pipeline_ctx ctx;
-    for (uint32_t k = 0; k < PW_MAX_STAGES; k++) ctx.params[k] = params[k];
+    /* The host's table of parameter-block pointers (64-bit, as the device's addresses). */
+    ctx.params = (const uint64_t *)params;
 #ifdef PW_PIPELINE_ACL_STAGE
     ctx.acl = (const pw_acl_sel *)params[PW_PIPELINE_ACL_STAGE];
 #else
@@ -447,7 +448,9 @@ mod tests {
         assert_eq!(template_of(&stages), Ok(Template::Composed));
         let src = generate(&stages, Target::Gpu).unwrap();
         assert!(src.contains("#include \"shaper.cuh\""), "{src}");
-        assert!(src.contains("pw_stage_shaper(f, m, v, ctx->params[1], &ctx->counters[1]);"));
+        assert!(
+            src.contains("pw_stage_shaper(f, m, v, pw_stage_params(ctx, 1u), &ctx->counters[1]);")
+        );
         for l in LIBRARY_STAGES {
             assert!(StageSpec::builtin(l.name).is_some(), "{}", l.name);
         }

@@ -18,6 +18,10 @@ use super::{
 };
 use crate::meta::PacketMeta;
 
+/// Threads a block of a composed pipeline's persistent kernel (`PW_PERSISTENT_MAX_THREADS` in
+/// kernels.cu).
+const COMPOSED_MAX_THREADS: u32 = 256;
+
 /// Carveout preference (percent of the most shared memory) asking for the most L1.
 const CARVEOUT_MAX_L1: i32 = 0;
 
@@ -412,14 +416,24 @@ impl GpuExecutor {
         let ctx = Context::new(opts.device)
             .map_err(|e| anyhow::anyhow!("executor gpu: no usable GPU: {e}"))?;
         let mut opts = opts;
-        if opts.block_threads.is_none() {
-            opts.block_threads = Some(opts.default_threads(
-                n_queues,
-                beside_ctas,
-                ctx.info.multiprocessors as usize,
-            ));
-        }
         let composed = image.template == pktwarp_kernels::Template::Composed;
+        if opts.block_threads.is_none() {
+            let t = opts.default_threads(n_queues, beside_ctas, ctx.info.multiprocessors as usize);
+            // The composed template runs a thread per frame (no lookup groups to fill a
+            // larger block) and its persistent kernel is built for 256 threads a block.
+            opts.block_threads = Some(if composed {
+                t.min(COMPOSED_MAX_THREADS)
+            } else {
+                t
+            });
+        } else if composed && opts.threads() > COMPOSED_MAX_THREADS {
+            anyhow::bail!(
+                "executor.gpu.block_threads {} is more than the {COMPOSED_MAX_THREADS} a composed \
+                 pipeline's kernel ({}) is built for",
+                opts.threads(),
+                image.pipeline
+            );
+        }
         let k = load_kernels(
             &ctx,
             &opts,
