@@ -65,13 +65,11 @@ impl<'de> Deserialize<'de> for FrameSize {
                 f.write_str("a frame size in bytes, `imix`, or a list of {size, weight}")
             }
             fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<FrameSize, E> {
-                u16::try_from(v)
-                    .map(FrameSize::Fixed)
-                    .map_err(|_| {
-                        E::custom(format!(
-                            "frame size {v} is outside {MIN_FRAME_SIZE} ..= {MAX_FRAME_SIZE}"
-                        ))
-                    })
+                u16::try_from(v).map(FrameSize::Fixed).map_err(|_| {
+                    E::custom(format!(
+                        "frame size {v} is outside {MIN_FRAME_SIZE} ..= {MAX_FRAME_SIZE}"
+                    ))
+                })
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<FrameSize, E> {
                 u64::try_from(v)

@@ -39,12 +39,10 @@ pub fn read_trace(path: impl AsRef<Path>) -> Result<Vec<TraceHeader>, PortError>
         if line.trim().is_empty() || line.trim_start().starts_with('#') {
             continue;
         }
-        out.push(
-            parse_line(line).map_err(|(col, reason)| PortError::Format {
-                path: name.clone(),
-                reason: format!("line {lineno}, column {col}: {reason}"),
-            })?,
-        );
+        out.push(parse_line(line).map_err(|(col, reason)| PortError::Format {
+            path: name.clone(),
+            reason: format!("line {lineno}, column {col}: {reason}"),
+        })?);
     }
     if out.is_empty() {
         return Err(PortError::Format {
