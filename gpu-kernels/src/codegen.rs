@@ -177,7 +177,8 @@ pub fn template_of(stages: &[StageSpec]) -> Result<Template, CodegenError> {
     Ok(Template::Fused)
 }
 
-fn is_c_identifier(s: &str) -> bool {
+/// Whether `s` can name a C function (a user stage's CUDA entry point).
+pub fn is_c_identifier(s: &str) -> bool {
     let mut c = s.chars();
     matches!(c.next(), Some(ch) if ch == '_' || ch.is_ascii_alphabetic())
         && c.all(|ch| ch == '_' || ch.is_ascii_alphanumeric())

@@ -19,6 +19,7 @@
 //! tested against) and, optionally, a CUDA one ([`GpuStage`]); a GPU pipeline refuses a stage
 //! without CUDA (`executor: auto` runs it on the CPU instead).
 
+use pktwarp_kernels::codegen::is_c_identifier;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -162,12 +163,6 @@ fn check_name(name: &str) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-fn is_c_identifier(s: &str) -> bool {
-    let mut c = s.chars();
-    matches!(c.next(), Some(ch) if ch == '_' || ch.is_ascii_alphabetic())
-        && c.all(|ch| ch == '_' || ch.is_ascii_alphanumeric())
 }
 
 /// The factory's output is the application's code, not trusted input to the data path: a bad
