@@ -314,6 +314,9 @@ impl GenOptions {
     /// and config loading: the error starts with the key (`gen.rate: ...`) and gives the
     /// allowed range.
     pub fn check(&self) -> Result<(), String> {
+        if let Some(o) = &self.oran {
+            return self.check_oran(o);
+        }
         if self.rate == Rate::Capture {
             return Err(
                 "gen.rate: `capture` needs a capture file (pcap port); use pps or bps".into(),
@@ -345,6 +348,30 @@ impl GenOptions {
             check_flows(f)?;
         }
         Ok(())
+    }
+
+    /// O-RAN mode: the frames, their number and their VLAN are the `oran` options'; the IP
+    /// frame keys would be silently ignored, so they are refused. `rate: capture` plays the
+    /// frames at their radio-time timestamps.
+    fn check_oran(&self, o: &oran::OranGenOptions) -> Result<(), String> {
+        let ip_only = [
+            ("trace", self.trace.is_some()),
+            ("flows", self.flows.is_some()),
+            ("count", self.count.is_some()),
+            ("duration_s", self.duration_s.is_some()),
+            ("malformed_ratio", self.malformed_ratio != 0.0),
+            ("vlan", self.vlan.is_some()),
+            ("size", self.size != FrameSize::default()),
+        ];
+        if let Some((key, _)) = ip_only.iter().find(|(_, set)| *set) {
+            return Err(format!(
+                "gen.{key}: not used with `oran` (its frames come from gen.oran: slots, eaxcs, vlan, ...)"
+            ));
+        }
+        if self.rate != Rate::Capture {
+            self.rate.validate("gen.rate")?;
+        }
+        o.validate()
     }
 }
 
@@ -608,6 +635,8 @@ pub struct GenRx {
     /// not depend on timing.
     pending: Option<FrameSpec>,
     wall_start_ns: u64,
+    /// O-RAN mode (`gen: {oran: ...}`): the U-plane frames of N slots, then the end.
+    oran: Option<Box<oran::OranRx>>,
 }
 
 impl GenRx {
@@ -617,6 +646,29 @@ impl GenRx {
         let cfg = PortError::Config;
         // One set of checks for run and validate.
         opts.check().map_err(cfg)?;
+        if let Some(o) = &opts.oran {
+            let rx = oran::OranRx::new(o, opts.rate, port)?;
+            return Ok(GenRx {
+                name: rx.name().to_string(),
+                port,
+                rng: StdRng::seed_from_u64(opts.seed),
+                headers: Headers::Trace {
+                    headers: Vec::new(),
+                    next: 0,
+                },
+                sizes: Sizes::new(&opts.size).map_err(cfg)?,
+                vlan: None,
+                tcp_flags: opts.tcp_flags,
+                malformed_ratio: 0.0,
+                count: rx.expected_frames(),
+                duration_ns: None,
+                pacer: Pacer::new(Rate::Unlimited),
+                produced: 0,
+                pending: None,
+                wall_start_ns: 0,
+                oran: Some(Box::new(rx)),
+            });
+        }
         let duration_ns = opts.duration_s.map(|d| (d * 1e9) as u64);
         let mut rng = StdRng::seed_from_u64(opts.seed);
         let sizes = Sizes::new(&opts.size).map_err(cfg)?;
@@ -663,6 +715,7 @@ impl GenRx {
                 .duration_since(UNIX_EPOCH)
                 .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
                 .unwrap_or(0),
+            oran: None,
         })
     }
 
@@ -715,6 +768,13 @@ impl GenRx {
 
 impl RxPort for GenRx {
     fn rx_burst(&mut self, burst: &mut Burst, max: usize) -> Result<RxStatus, PortError> {
+        if let Some(o) = &mut self.oran {
+            let r = o.rx_burst(burst, max)?;
+            if let RxStatus::Frames(n) = r {
+                self.produced += n as u64;
+            }
+            return Ok(r);
+        }
         let now = self.pacer.now_ns();
         let timed_out = self.duration_ns.is_some_and(|d| now >= d);
         let mut n = 0;

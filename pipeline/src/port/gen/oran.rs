@@ -310,6 +310,7 @@ pub struct OranFrame {
 }
 
 /// The frames, in time order: slot, symbol, eAxC, packet.
+#[derive(Debug)]
 pub struct UplaneFrames {
     o: OranGenOptions,
     i: u64,
@@ -424,6 +425,7 @@ pub fn frame(o: &OranGenOptions, e: usize, slot: u64, sym: u8, pkt: u16, seq: u8
 /// paces them like the other `gen` frames; `capture` plays them at real symbol timing (each
 /// frame due at its timestamp). Descriptor timestamps are the frames' radio-time timestamps, so
 /// a fronthaul stage classifies them on time.
+#[derive(Debug)]
 pub struct OranRx {
     frames: UplaneFrames,
     pending: Option<OranFrame>,

@@ -1,0 +1,178 @@
+//! `configs/fronthaul.yaml` run to its end on the CPU executor (the shipped config, fewer slots
+//! so it runs in seconds): the gen port's `oran:` mode produces the U-plane frames of N slots and
+//! ends; every slot closes complete, every PRB of the slot files equals what the generator
+//! encoded, every packet on time, no sequence error, no decode error.
+
+use std::path::{Path, PathBuf};
+
+use pipeline::config;
+use pipeline::daemon;
+use pipeline::executor::cpu::CpuShared;
+use pipeline::fronthaul::FronthaulCounters;
+use pipeline::port::gen::oran::OranGenOptions;
+use pipeline::stage::Stage;
+
+fn configs() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs"))
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pktwarp-fh-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The shipped config with `slots` slots and `sink` as the stage's sink, written into `dir`.
+pub fn shipped_config(dir: &Path, slots: u64, sink: &str) -> PathBuf {
+    let text = std::fs::read_to_string(configs().join("fronthaul.yaml")).unwrap();
+    let rules = configs().join("rules/fronthaul-gen.steering.yaml");
+    let text = text
+        .replace("slots: 2000 ", &format!("slots: {slots} "))
+        .replace(
+            "rules/fronthaul-gen.steering.yaml",
+            &rules.display().to_string(),
+        )
+        .replace("sink: none ", &format!("sink: {sink} "));
+    assert!(
+        text.contains(&format!("slots: {slots} ")),
+        "slots key moved"
+    );
+    let path = dir.join("fronthaul.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The generator options of the config at `path`.
+fn gen_options(path: &Path) -> OranGenOptions {
+    let v: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    serde_json::from_value(v["ports"][0]["gen"]["oran"].clone()).unwrap()
+}
+
+fn run(path: &Path) -> (daemon::Summary, FronthaulCounters) {
+    let cfg = config::load(path).unwrap();
+    let p = daemon::prepare(cfg).unwrap();
+    let ports = daemon::open_ports(&p.cfg).unwrap();
+    let shared = CpuShared::new(&p.cpu_spec());
+    let s = daemon::run_cpu(&p, &shared, ports);
+    let Some(Stage::Fronthaul(f)) = p.pipeline.stages.get(1) else {
+        panic!("stage 1 is fronthaul");
+    };
+    (s, f.counters())
+}
+
+/// The int16 samples of an `.npy` slot file (after its header).
+fn npy_i16(path: &Path) -> Vec<i16> {
+    let b = std::fs::read(path).unwrap();
+    let hl = usize::from(u16::from_le_bytes([b[8], b[9]]));
+    b[10 + hl..]
+        .chunks_exact(2)
+        .map(|c| i16::from_le_bytes([c[0], c[1]]))
+        .collect()
+}
+
+#[test]
+fn the_shipped_config_runs_to_the_end_with_every_slot_complete() {
+    let dir = tmpdir("run");
+    let slots_dir = dir.join("slots");
+    let path = shipped_config(
+        &dir,
+        6,
+        &format!("{{ npy: {{ dir: {} }} }}", slots_dir.display()),
+    );
+    let o = gen_options(&path);
+    assert_eq!(o.slots, 6);
+    let (s, c) = run(&path);
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+    assert_eq!(s.executor, "cpu");
+    assert_eq!(
+        s.rx_frames,
+        o.frame_count(),
+        "every generated frame, then the end"
+    );
+    assert_eq!(o.frame_count(), 6 * 14 * 2 * 6);
+    let prbs = 6 * 14 * 2 * 273;
+    assert_eq!(c.uplane, o.frame_count());
+    assert_eq!(c.prbs, prbs);
+    assert_eq!(
+        (c.slots_complete, c.slots_partial),
+        (6, 0),
+        "{}",
+        c.summary()
+    );
+    assert_eq!(c.errors_total(), 0, "{}", c.summary());
+    assert_eq!(c.duplicate_prbs, 0);
+    assert_eq!(c.per_eaxc.len(), 2);
+    for e in &c.per_eaxc {
+        assert_eq!(e.packets, 6 * 14 * 6, "eAxC {}", e.eaxc);
+        assert_eq!(e.prbs, 6 * 14 * 273);
+        assert_eq!((e.early, e.on_time, e.late), (0, 6 * 14 * 6, 0));
+        assert_eq!(
+            (e.seq_gaps, e.seq_duplicates, e.seq_out_of_order),
+            (0, 0, 0)
+        );
+        assert_eq!((e.slots_complete, e.slots_partial), (6, 0));
+    }
+    // Every PRB of every slot file is what the generator encoded.
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&slots_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "npy"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 6);
+    let mut checked = 0u64;
+    for (n, f) in files.iter().enumerate() {
+        let r = o.radio(n as u64, 0);
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let want_name = format!(
+            "_f{}_sf{}_s{}_complete.npy",
+            r.frame_id, r.subframe_id, r.slot_id
+        );
+        assert!(name.ends_with(&want_name), "{name} vs {want_name}");
+        let data = npy_i16(f);
+        assert_eq!(data.len(), 2 * 14 * 273 * 24);
+        for (i, cell) in data.chunks_exact(24).enumerate() {
+            let (e, sym, prb) = (i / (14 * 273), (i / 273) % 14, i % 273);
+            let want = o.expected(e, n as u64, sym as u8, prb as u16);
+            let got: Vec<i32> = cell.iter().map(|&x| i32::from(x)).collect();
+            assert_eq!(got, want, "slot {n} eAxC {e} symbol {sym} PRB {prb}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, prbs);
+}
+
+#[test]
+fn bad_oran_generator_options_are_refused_by_key() {
+    let dir = tmpdir("bad");
+    let good = std::fs::read_to_string(shipped_config(&dir, 2, "none")).unwrap();
+    for (from, to, key) in [
+        ("iq_width: 9\n", "iq_width: 0\n", "gen.oran.iq_width"),
+        ("        vlan: 100", "        vlan: 5000", "gen.oran.vlan"),
+        (
+            "      oran:\n",
+            "      count: 5\n      oran:\n",
+            "gen.count",
+        ),
+        (
+            "      oran:\n",
+            "      trace: x.txt\n      oran:\n",
+            "gen.trace",
+        ),
+        ("slots: 2 ", "slotz: 2 ", "slotz"),
+    ] {
+        assert!(good.contains(from), "{from:?}");
+        let path = dir.join("bad.yaml");
+        std::fs::write(&path, good.replacen(from, to, 1)).unwrap();
+        let e = match config::load(&path) {
+            Err(e) => e.to_string(),
+            Ok(cfg) => match daemon::prepare(cfg).and_then(|p| daemon::open_ports(&p.cfg)) {
+                Err(e) => format!("{e:#}"),
+                Ok(_) => panic!("{key}: accepted"),
+            },
+        };
+        assert!(e.contains(key), "{key}: {e}");
+    }
+}
