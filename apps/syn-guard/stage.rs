@@ -216,6 +216,7 @@ impl StageFactory for SynGuardFactory {
             function: "syn_guard".into(),
             params: opts.params(),
             counter_names: COUNTERS.iter().map(|s| s.to_string()).collect(),
+            buffers: Vec::new(),
         };
         Ok(BuiltStage {
             cpu: Arc::new(SynGuard::new(opts)),

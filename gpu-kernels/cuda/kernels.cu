@@ -18,18 +18,6 @@
 #endif
 #include "stages.cuh"
 
-#define PW_CAP_PARSE 1u
-#define PW_CAP_ACL 2u
-
-/* Which stages this module was built with (read by the host through cuModuleGetGlobal). */
-extern "C" __device__ const uint32_t pw_caps = 0u
-#if defined(PW_HAVE_PARSE)
-                                                | PW_CAP_PARSE
-#endif
-#if defined(PW_HAVE_ACL)
-                                                | PW_CAP_ACL
-#endif
-    ;
 
 __device__ __forceinline__ uint64_t pw_globaltimer() {
     uint64_t t;
@@ -245,8 +233,8 @@ __device__ __forceinline__ uint32_t pw_group_size(const pw_queue_desc &q, uint32
 #if PW_PIPELINE_FUSED
     /* The g = 2^k (k <= 5) the loop "while (g < 32 && n * g * 2 <= blockDim) g *= 2" ends with,
      * from independent compares: with the division below it was ~0.15 us of every small burst's
-     * latency path, where one warp's dependent instructions take ~5 cycles each (BENCHMARKS.md,
-     * issue 4 session 9). */
+     * latency path, where one warp's dependent instructions take ~5 cycles each (docs/perf-log.md
+     * (issue 4, session 9)). */
     if (q.pipeline & PW_PIPE_ACL) {
 #pragma unroll
         for (uint32_t k = 1u; k <= 5u; k++)
@@ -448,8 +436,8 @@ __shared__ uint32_t pw_img_gen;
 /* Frames [lo, hi) of a burst of n that CTA `part` of its group of `parts` runs: [n * part /
  * parts, n * (part + 1) / parts), split at even frame numbers (a chunk's compact descriptors then
  * start on a 16-byte granule, pw_run_chunked). A shift for groups of 2, 4 or 8: the 64-bit
- * division it was took ~0.2 us of a 32-frame burst's stages with 4 CTAs (BENCHMARKS.md, issue 4
- * session 13). n <= 65535 and parts <= 8, so n * parts fits 32 bits. */
+ * division it was took ~0.2 us of a 32-frame burst's stages with 4 CTAs (docs/perf-log.md (issue 4,
+ * session 13)). n <= 65535 and parts <= 8, so n * parts fits 32 bits. */
 __device__ __forceinline__ void pw_part_range(uint32_t n, uint32_t part, uint32_t parts, uint32_t *lo, uint32_t *hi) {
     if (parts == 1u) {
         *lo = 0u;
@@ -766,11 +754,11 @@ __device__ __forceinline__ void pw_tag_take(uint32_t i, uint32_t kk, const uint4
 
 /* Rounds of a tagged poll in flight at once (pw_poll_tagged), and the most bytes they may read
  * across PCIe together. A round takes ~1.5 us on the H200 machine from issue to landed for a
- * 32-frame slot (pipeline/csrc/host_read_rtt.cu), ~1.9 us until the block has checked it, and a burst
+ * 32-frame slot (tools/gpu-probes/host_read_rtt.cu), ~1.9 us until the block has checked it, and a burst
  * arrives at any point of a round: one that the host finishes writing just after a round's reads
  * reached host memory waits for the next round. With K rounds spaced a round trip / K apart that
- * wait shrinks K-fold. pipeline/csrc/ring_lat (32 x 64 B, tagged in and out, BENCHMARKS.md issue
- * 4 session 8): K = 2 p50 / p99 4.04-4.07 / 4.18-4.29 us against 4.76-4.82 / 4.92-4.98 with one
+ * wait shrinks K-fold. tools/gpu-probes/ring_lat (32 x 64 B, tagged in and out, docs/perf-log.md (issue
+ * 4, session 8)): K = 2 p50 / p99 4.04-4.07 / 4.18-4.29 us against 4.76-4.82 / 4.92-4.98 with one
  * round; K = 3 (14 KB in flight) 3.71-3.78 / 5.28-6.25: past ~10 KB in flight the rounds slow
  * each other. */
 #ifndef PW_POLL_ROUNDS_MAX
@@ -806,7 +794,7 @@ __device__ __forceinline__ void pw_cp_async16(void *dst, const void *src) {
 /* Every round this block still has in flight has landed: each thread waits for its own copies,
  * then the barrier for everyone's. Only then may the shared memory under them be reused (a
  * thread past its own wait could otherwise write where another thread's copy is still to land:
- * measured, BENCHMARKS.md issue 4 session 8). */
+ * measured, docs/perf-log.md (issue 4, session 8)). */
 __device__ __forceinline__ void pw_cp_async_drain() {
     asm volatile("cp.async.wait_all;" ::: "memory");
     __syncthreads();
@@ -954,6 +942,58 @@ __device__ void pw_poll_tagged(const pw_queue_desc &q, uint32_t seq, uint32_t sl
     }
 }
 
+/* Receiving: waits for burst `seq` in ring slot `slot` (= seq % slots) of queue `q` and stages its
+ * header (tagged queues and the small-burst kernel: the whole slot) into pw_stage, for the whole
+ * block; returns false when the queue is told to stop, idles out or names a bad slot. This is the
+ * transport's only receive step: the stages never see it, and a different source of bursts (a
+ * DOCA GPUNetIO receive queue, `doca_gpu_dev_eth_rxq_recv`) would replace this function alone. */
+template <bool SMALL>
+__device__ __forceinline__ bool pw_rx_burst(const pw_queue_desc &q, uint32_t seq, uint32_t slot, uint32_t lane,
+                                            uint32_t part, uint32_t parts, uint64_t *ts, bool slot_seq) {
+    if (SMALL || (q.pipeline & PW_PIPE_TAGGED)) {
+        pw_poll_tagged(q, seq, slot, lane, part, parts, ts);
+    } else if (threadIdx.x == 0) {
+        volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
+        const volatile uint32_t *prod = (const volatile uint32_t *)q.producer;
+        const uint64_t idle_since = pw_globaltimer();
+        uint32_t spins = 0;
+        const uint8_t *sb = (const uint8_t *)(q.ring + (uint64_t)slot * q.slot_bytes);
+        for (;;) {
+            /* No acquire here: the slot is read with strong loads (pw_ld_slot16), so the SM's
+             * L1 keeps the ACL image between bursts (pw_run_slot acquires when it changes). */
+            bool ready;
+            const uint32_t exit_flag = pw_exit_flag_load(q, spins);
+            if (slot_seq) {
+                const uint4 h0 = pw_ld_slot16(sb);
+                ready = h0.z == seq; /* pw_slot_hdr.seq */
+                if (ready) ((uint4 *)pw_stage)[0] = h0;
+            } else {
+                ready = (int32_t)(*prod - seq) > 0;
+                if (ready) pw_stage_hdr(sb);
+            }
+            if (ready) {
+                if (q.trace) ts[0] = pw_globaltimer();
+                const pw_slot_hdr *h = (const pw_slot_hdr *)pw_stage;
+                if (h->n_frames > q.burst_max) {
+                    ctrl->status = PW_QSTATE_BAD_SLOT;
+                    pw_cmd = 1u;
+                } else {
+                    pw_cmd = 0u;
+                }
+                break;
+            }
+            if (pw_idle_step(q, lane, part, parts, &spins, idle_since, exit_flag)) {
+                pw_cmd = 1u;
+                break;
+            }
+        }
+    }
+    /* Thread 0's poll above needs this barrier; pw_poll_tagged ends with one (the small-burst
+     * kernel skips this second one). */
+    if (!SMALL) __syncthreads();
+    return pw_cmd == 0u;
+}
+
 /* Mode `persistent`: each queue is served by `ctas` groups of `parts` CTAs; group `lane` takes
  * bursts lane, lane + ctas, ... and CTA `part` of the group runs frames [n * part / parts,
  * n * (part + 1) / parts), rounded down to even frame numbers (every CTA of the group
@@ -987,48 +1027,7 @@ __device__ __forceinline__ void pw_persistent_body(const pw_queue_desc *queues, 
     for (;;) {
         const bool slot_seq = (q.pipeline & PW_PIPE_SLOT_SEQ) != 0u;
         const uint32_t slot = seq % q.slots; /* before the burst: a division is ~20 dependent instructions */
-        if (SMALL || (q.pipeline & PW_PIPE_TAGGED)) {
-            pw_poll_tagged(q, seq, slot, lane, part, parts, ts);
-        } else if (threadIdx.x == 0) {
-            volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
-            const volatile uint32_t *prod = (const volatile uint32_t *)q.producer;
-            const uint64_t idle_since = pw_globaltimer();
-            uint32_t spins = 0;
-            const uint8_t *sb = (const uint8_t *)(q.ring + (uint64_t)slot * q.slot_bytes);
-            for (;;) {
-                /* No acquire here: the slot is read with strong loads (pw_ld_slot16), so the SM's
-                 * L1 keeps the ACL image between bursts (pw_run_slot acquires when it changes). */
-                bool ready;
-                const uint32_t exit_flag = pw_exit_flag_load(q, spins);
-                if (slot_seq) {
-                    const uint4 h0 = pw_ld_slot16(sb);
-                    ready = h0.z == seq; /* pw_slot_hdr.seq */
-                    if (ready) ((uint4 *)pw_stage)[0] = h0;
-                } else {
-                    ready = (int32_t)(*prod - seq) > 0;
-                    if (ready) pw_stage_hdr(sb);
-                }
-                if (ready) {
-                    if (q.trace) ts[0] = pw_globaltimer();
-                    const pw_slot_hdr *h = (const pw_slot_hdr *)pw_stage;
-                    if (h->n_frames > q.burst_max) {
-                        ctrl->status = PW_QSTATE_BAD_SLOT;
-                        pw_cmd = 1u;
-                    } else {
-                        pw_cmd = 0u;
-                    }
-                    break;
-                }
-                if (pw_idle_step(q, lane, part, parts, &spins, idle_since, exit_flag)) {
-                    pw_cmd = 1u;
-                    break;
-                }
-            }
-        }
-        /* Thread 0's poll above needs this barrier; pw_poll_tagged ends with one (the small-burst
-         * kernel skips this second one). */
-        if (!SMALL) __syncthreads();
-        if (pw_cmd) break;
+        if (!pw_rx_burst<SMALL>(q, seq, slot, lane, part, parts, ts, slot_seq)) break;
         pw_count_regs cr;
         pw_count_regs_zero(&cr);
         pw_run_slot<SMALL>(q, seq, slot, &cr, (SMALL || (q.pipeline & PW_PIPE_TAGGED)) ? PW_STAGED_ALL : slot_seq ? 1u : 3u,
@@ -1067,7 +1066,7 @@ extern "C" __global__ void __launch_bounds__(PW_PERSISTENT_MAX_THREADS, 1) pw_pe
  * the block has at least two threads per frame: only the tagged poll and pw_run_split are
  * compiled in. The general kernel's other paths (untagged polls, staging copies, large-burst
  * paths) sit beside this one in its code, and a burst's path through a kernel measured
- * sensitive to the code around it (instruction cache; BENCHMARKS.md, issue 4 session 5). */
+ * sensitive to the code around it (instruction cache; docs/perf-log.md (issue 4, session 5)). */
 extern "C" __global__ void __launch_bounds__(512, 1) pw_persistent_small(const pw_queue_desc *queues,
                                                                          uint32_t ctas, uint32_t parts) {
     pw_persistent_body<true>(queues, ctas, parts);

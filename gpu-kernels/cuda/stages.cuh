@@ -13,9 +13,6 @@
 #include "acl.cuh"
 #include "count.cuh"
 
-#define PW_HAVE_PARSE 1
-#define PW_HAVE_ACL 1
-
 /* The acl stage's parameter block: the ACL image a burst is classified with (the slot header's,
  * table hot swap; or the queue descriptor's), its rule-hit counters and default action. */
 typedef struct pw_acl_sel {

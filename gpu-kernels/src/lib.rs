@@ -36,6 +36,23 @@ pub struct KernelImage {
     /// Each stage's parameter block as its CUDA code reads it (empty: none), uploaded to device
     /// memory by the executor (composed template).
     pub params: Vec<Vec<u8>>,
+    /// Each stage's device buffers (`buffers[k]`, empty or absent: none): allocated zeroed by
+    /// the executor, their addresses written into the stage's parameter block.
+    pub buffers: Vec<Vec<StageBuffer>>,
+}
+
+/// A device buffer a stage owns (a slot grid, a state table): allocated zeroed by the executor
+/// for the pipeline (shared by every queue, so stages update it with atomics), kept across
+/// parameter reloads, and readable by the host. Its device address is written, as a
+/// little-endian u64, into the stage's parameter block at `addr_at`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StageBuffer {
+    /// Name, for logs and errors.
+    pub name: String,
+    /// Size in bytes.
+    pub bytes: usize,
+    /// Offset in the stage's parameter block of the u64 that receives the buffer's address.
+    pub addr_at: usize,
 }
 
 /// The built-in (fused) pipeline's module: every in-order subset of parse, acl, count. Prebuilt
@@ -52,6 +69,7 @@ pub fn builtin_image() -> KernelImage {
             .filter_map(|n| StageSpec::builtin(n))
             .collect(),
         params: Vec::new(),
+        buffers: Vec::new(),
     }
 }
 
@@ -109,6 +127,7 @@ pub fn image_for(stages: &[StageSpec], params: Vec<Vec<u8>>) -> Result<KernelIma
             template: Template::Composed,
             stages: stages.to_vec(),
             params,
+            buffers: Vec::new(),
         }),
     }
 }

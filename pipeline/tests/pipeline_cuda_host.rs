@@ -87,6 +87,7 @@ fn build(names: &[&str]) -> (Pipeline, Vec<StageSpec>, Arc<SynFloor>) {
                             function: "syn_floor".into(),
                             params: u32::from(MIN_PORT).to_le_bytes().to_vec(),
                             counter_names: vec!["dropped".into()],
+                            buffers: Vec::new(),
                         }),
                     },
                     true,

@@ -1,13 +1,14 @@
-//! Hot reload of the ACL rule set: re-read the config file, rebuild and validate the `acl`
-//! stage's tables aside, and publish them with one epoch swap ([`Pipeline::reload_acl`]). Any
-//! failure leaves the running tables in force, is counted, and is logged with file, line and
-//! reason.
+//! Hot reload of the ACL rule set and of the stages' options: re-read the config file, rebuild
+//! and validate the `acl` stage's tables and every `custom:` stage whose options changed aside,
+//! and publish them with one epoch swap each ([`Pipeline::reload_acl`],
+//! [`Pipeline::reload_stage_options`]). Any failure leaves everything running in force, is
+//! counted, and is logged with file, line and reason.
 //!
 //! Two guards: a reload that would publish no rules, or fewer than half of those in force (what
 //! a half-written or truncated file looks like), is refused with a warning unless the new
 //! config sets `control.allow_rule_shrink: true`; and a config change outside the ACL stage
-//! (ports, queues, steering, executor, metrics, ...) is logged as needing a restart, since only
-//! the rule set swaps in place.
+//! (ports, queues, steering, executor, metrics, built-in stages' options, ...) is logged as
+//! needing a restart, since only the rule set and user stages' options swap in place.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -35,9 +36,16 @@ pub struct ReloadError {
 /// What a successful reload published.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reloaded {
+    /// The rule-set generation in force (unchanged without an acl stage).
     pub generation: u64,
+    /// Rules in force (0 without an acl stage).
     pub rules: usize,
+    /// The rule file read (empty without an acl stage).
     pub rule_file: PathBuf,
+    /// The stages rebuilt with new options, by name.
+    pub rebuilt: Vec<String>,
+    /// The stage-parameter generation in force.
+    pub params_generation: u64,
     /// Config sections that changed but only take effect after a restart (empty: none).
     pub restart_needed: Vec<&'static str>,
 }
@@ -96,9 +104,14 @@ impl Reloader {
     pub fn reload(&self, trigger: &str) -> Result<Reloaded, ReloadError> {
         let t = Instant::now();
         let from = self.pipeline.generation();
-        match self.build().and_then(|(stage, file, cfg)| {
-            let rules = stage.rule_count();
-            self.check_shrink(rules, &cfg, &file)?;
+        match self.build().and_then(|(acl, cfg)| {
+            let (rules, file) = match &acl {
+                Some((stage, file)) => (stage.rule_count(), file.clone()),
+                None => (0, PathBuf::new()),
+            };
+            if acl.is_some() {
+                self.check_shrink(rules, &cfg, &file)?;
+            }
             let restart_needed: Vec<&'static str> = if self.baseline.is_empty() {
                 Vec::new()
             } else {
@@ -110,15 +123,39 @@ impl Reloader {
                     .map(|(a, _)| a.0)
                     .collect()
             };
-            let generation = self.pipeline.reload_acl(stage).map_err(|e| ReloadError {
-                file: self.config_path.clone(),
-                line: 0,
-                reason: e.to_string(),
-            })?;
+            let stage_cfgs: Vec<StageConfig> =
+                cfg.pipeline.iter().map(|s| s.value.clone()).collect();
+            let options = self
+                .pipeline
+                .reload_stage_options(&stage_cfgs)
+                .map_err(|e| ReloadError {
+                    file: self.config_path.clone(),
+                    line: 0,
+                    reason: format!("{e:#}"),
+                })?;
+            if acl.is_none() && options.rebuilt.is_empty() {
+                return Err(ReloadError {
+                    file: self.config_path.clone(),
+                    line: 0,
+                    reason: "the pipeline has no acl stage and no stage's options changed: \
+                             nothing to reload"
+                        .into(),
+                });
+            }
+            let generation = match acl {
+                Some((stage, _)) => self.pipeline.reload_acl(stage).map_err(|e| ReloadError {
+                    file: self.config_path.clone(),
+                    line: 0,
+                    reason: e.to_string(),
+                })?,
+                None => self.pipeline.generation(),
+            };
             Ok(Reloaded {
                 generation,
                 rules,
                 rule_file: file,
+                rebuilt: options.rebuilt,
+                params_generation: options.generation,
                 restart_needed,
             })
         }) {
@@ -138,9 +175,11 @@ impl Reloader {
                         file = %r.rule_file.display(),
                         rules = r.rules,
                         generation = r.generation,
+                        rebuilt = %r.rebuilt.join(","),
                         sections = %r.restart_needed.join(","),
-                        "the ACL rules were reloaded, but the config's {} changed too: those \
-                         changes are NOT in force until pktwarp is restarted",
+                        "the ACL rules and user stages' options were reloaded, but the config's \
+                         {} changed too: those changes are NOT in force until pktwarp is \
+                         restarted",
                         r.restart_needed.join(", ")
                     );
                     return Ok(r);
@@ -153,8 +192,12 @@ impl Reloader {
                     rules = r.rules,
                     from_generation = from,
                     generation = r.generation,
+                    rebuilt = %r.rebuilt.join(","),
+                    params_generation = r.params_generation,
                     took_ms = t.elapsed().as_secs_f64() * 1e3,
-                    "rule set reloaded"
+                    "reloaded (rules{}{})",
+                    if r.rebuilt.is_empty() { "" } else { ", options of " },
+                    r.rebuilt.join(", ")
                 );
                 Ok(r)
             }
@@ -176,7 +219,7 @@ impl Reloader {
     }
 
     /// The new tables, built aside from whatever runs now.
-    fn build(&self) -> Result<(AclStage, PathBuf, config::Config), ReloadError> {
+    fn build(&self) -> Result<(Option<(AclStage, PathBuf)>, config::Config), ReloadError> {
         if let Some(why) = &self.refuse {
             return Err(ReloadError {
                 file: self.config_path.clone(),
@@ -219,16 +262,13 @@ impl Reloader {
                 line: 0,
                 reason: format!(
                     "the pipeline's stages changed ({now:?} -> {new:?}); only the acl rule set \
-                     reloads in place, restart pktwarp to change the stages{hint}"
+                     and user stages' options reload in place, restart pktwarp to change the \
+                     stages{hint}"
                 ),
             });
         }
         let Some(acl) = acl_config(&cfg) else {
-            return Err(ReloadError {
-                file: self.config_path.clone(),
-                line: 0,
-                reason: "the pipeline has no acl stage: nothing to reload".into(),
-            });
+            return Ok((None, cfg));
         };
         let file = cfg.resolve(&acl.rules);
         let stage = AclStage::from_config(acl, &|p| cfg.resolve(p)).map_err(|e| match e
@@ -249,7 +289,7 @@ impl Reloader {
                 reason: format!("{e:#}"),
             },
         })?;
-        Ok((stage, file, cfg))
+        Ok((Some((stage, file)), cfg))
     }
 
     /// Refuses a reload that drops to 0 rules or loses more than half of them, unless the new
@@ -284,11 +324,16 @@ impl Reloader {
 /// reload itself reads it).
 fn sections(cfg: &config::Config) -> Vec<(&'static str, String)> {
     let ports: Vec<String> = cfg.ports.iter().map(|p| format!("{:?}", p.value)).collect();
+    // The acl stage's rules and a custom stage's options reload in place: only their presence
+    // and name count here.
     let stages: Vec<String> = cfg
         .pipeline
         .iter()
         .filter(|s| !matches!(s.value, StageConfig::Acl(_)))
-        .map(|s| format!("{:?}", s.value))
+        .map(|s| match &s.value {
+            StageConfig::Custom(c) => format!("custom {}", c.name),
+            other => format!("{other:?}"),
+        })
         .collect();
     let mut control = cfg.control.clone();
     control.allow_rule_shrink = false;

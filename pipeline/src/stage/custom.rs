@@ -4,20 +4,49 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::stage::registry::{check_built, BuiltStage, GpuStage, StageRegistry};
+use arc_swap::ArcSwap;
+
+use crate::stage::registry::{check_built, BuiltStage, GpuStage, StageFactory, StageRegistry};
 use crate::stage::run::CustomStage;
 
-/// A `custom:` stage, ready to run.
+/// A `custom:` stage, ready to run. A reload with other options rebuilds it aside (by the
+/// factory that built it) and publishes the new build with one pointer swap, as the ACL tables
+/// are: a worker loads the build once per frame, and the GPU executor publishes the new CUDA
+/// parameter block by epoch.
 pub struct CustomSlot {
     name: String,
-    options: serde_json::Value,
-    built: BuiltStage,
+    /// The options and implementations in force.
+    built: ArcSwap<Built>,
+    /// The factory that built it (`None` for a stage made outside a registry: not reloadable).
+    factory: Option<Arc<dyn StageFactory>>,
     reads_meta: bool,
     counter_names: Vec<String>,
     /// The stage's counters as a GPU executor last read them from the device (summed over its
     /// queues), same order as `counter_names`: the CPU implementation never ran there, so
     /// [`CustomSlot::counters`] adds these to the CPU's.
     gpu_counts: Vec<AtomicU64>,
+    /// What replaced CPU builds had counted (a rebuilt stage starts its own counters at 0).
+    carried: Vec<AtomicU64>,
+    /// Builds published since the first (the stage's part of the pipeline's stage-parameter
+    /// generation).
+    rebuilds: AtomicU64,
+}
+
+/// One build of a custom stage: the options it was built from and its implementations.
+pub struct Built {
+    pub options: serde_json::Value,
+    pub stage: BuiltStage,
+}
+
+/// The Rust implementation in force, held for the call (a reload publishing a new build
+/// meanwhile does not free this one).
+pub struct CpuRef(arc_swap::Guard<Arc<Built>>);
+
+impl std::ops::Deref for CpuRef {
+    type Target = dyn CustomStage;
+    fn deref(&self) -> &Self::Target {
+        &*self.0.stage.cpu
+    }
 }
 
 impl CustomSlot {
@@ -28,8 +57,11 @@ impl CustomSlot {
         registry: &StageRegistry,
     ) -> anyhow::Result<CustomSlot> {
         let built = registry.build(name, options)?;
-        let reads_meta = registry.get(name).is_none_or(|f| f.reads_meta());
-        Ok(Self::with_parts(name, options.clone(), built, reads_meta))
+        let factory = registry.get(name);
+        let reads_meta = factory.as_ref().is_none_or(|f| f.reads_meta());
+        let mut slot = Self::with_parts(name, options.clone(), built, reads_meta);
+        slot.factory = factory;
+        Ok(slot)
     }
 
     /// A stage made by the application itself, outside any registry and config (checked as the
@@ -53,11 +85,16 @@ impl CustomSlot {
         let counter_names = built.cpu.counter_names();
         CustomSlot {
             name: name.to_string(),
-            options,
             gpu_counts: counter_names.iter().map(|_| AtomicU64::new(0)).collect(),
+            carried: counter_names.iter().map(|_| AtomicU64::new(0)).collect(),
             counter_names,
-            built,
+            built: ArcSwap::from_pointee(Built {
+                options,
+                stage: built,
+            }),
+            factory: None,
             reads_meta,
+            rebuilds: AtomicU64::new(0),
         }
     }
 
@@ -65,27 +102,98 @@ impl CustomSlot {
         &self.name
     }
 
-    /// The options it was built from (`null` for a stage made outside a config).
-    pub fn options(&self) -> &serde_json::Value {
-        &self.options
+    /// The options in force (`null` for a stage made outside a config).
+    pub fn options(&self) -> serde_json::Value {
+        self.built.load().options.clone()
     }
 
     pub fn reads_meta(&self) -> bool {
         self.reads_meta
     }
 
-    /// The Rust implementation (CPU executor, and the reference).
-    pub fn cpu(&self) -> &Arc<dyn CustomStage> {
-        &self.built.cpu
+    /// The Rust implementation in force (CPU executor, and the reference).
+    pub fn cpu(&self) -> CpuRef {
+        CpuRef(self.built.load())
     }
 
-    /// The CUDA implementation, when the stage has one.
-    pub fn gpu(&self) -> Option<&GpuStage> {
-        self.built.gpu.as_ref()
+    /// The Rust implementation in force, as a shared handle.
+    pub fn cpu_arc(&self) -> Arc<dyn CustomStage> {
+        Arc::clone(&self.built.load().stage.cpu)
+    }
+
+    /// The CUDA implementation in force, when the stage has one.
+    pub fn gpu(&self) -> Option<GpuStage> {
+        self.built.load().stage.gpu.clone()
     }
 
     pub fn counter_names(&self) -> &[String] {
         &self.counter_names
+    }
+
+    /// Rebuilds the stage aside from new `options`, when they differ from those in force
+    /// (`None`: no change); [`CustomSlot::publish`] puts the build in force. The new build must
+    /// keep the stage's shape: the same counters, CUDA function, source and buffers (those are
+    /// compiled into the running kernel); only the options and the CUDA parameter block's
+    /// contents may change.
+    pub fn rebuild(&self, options: &serde_json::Value) -> anyhow::Result<Option<Built>> {
+        let cur = self.built.load_full();
+        if cur.options == *options {
+            return Ok(None);
+        }
+        let Some(f) = &self.factory else {
+            anyhow::bail!(
+                "custom stage `{}` was made outside a stage registry and cannot be rebuilt",
+                self.name
+            );
+        };
+        let new = f
+            .build(options)
+            .and_then(|b| check_built(&b).map(|()| b))
+            .map_err(|e| anyhow::anyhow!("custom stage `{}`: {e:#}", self.name))?;
+        if new.cpu.counter_names() != self.counter_names {
+            anyhow::bail!(
+                "custom stage `{}`: the new options change the stage's counters; restart to \
+                 apply them",
+                self.name
+            );
+        }
+        let same_kernel = match (&cur.stage.gpu, &new.gpu) {
+            (None, None) => true,
+            (Some(a), Some(b)) => {
+                a.function == b.function
+                    && a.source == b.source
+                    && a.buffers == b.buffers
+                    && a.params.len() == b.params.len()
+            }
+            _ => false,
+        };
+        if !same_kernel {
+            anyhow::bail!(
+                "custom stage `{}`: the new options change its CUDA code, buffers or parameter \
+                 block size, which are compiled into the running kernel; restart to apply them",
+                self.name
+            );
+        }
+        Ok(Some(Built {
+            options: options.clone(),
+            stage: new,
+        }))
+    }
+
+    /// Puts a build from [`CustomSlot::rebuild`] in force with one swap. The replaced build's
+    /// counts carry over, so the stage's counters never go back.
+    pub fn publish(&self, new: Built) {
+        let old = self.built.swap(Arc::new(new));
+        for (c, v) in self.carried.iter().zip(old.stage.cpu.counters()) {
+            c.fetch_add(v, Ordering::Relaxed);
+        }
+        // After the swap: a reader that sees the new count finds the new build in force.
+        self.rebuilds.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Builds published since the first.
+    pub fn rebuilds(&self) -> u64 {
+        self.rebuilds.load(Ordering::Acquire)
     }
 
     /// Publishes the stage's counters as a GPU executor read them from the device (`v[1..]` of
@@ -96,18 +204,19 @@ impl CustomSlot {
         }
     }
 
-    /// Each named counter's value: what the CPU implementation counted plus what the GPU
-    /// executor published (one of the two is zero in a run). A stage reporting fewer values
-    /// than names reads 0 for the missing ones.
+    /// Each named counter's value: what the CPU implementation counted (over every build)
+    /// plus what the GPU executor published (one of the two is zero in a run). A stage
+    /// reporting fewer values than names reads 0 for the missing ones.
     pub fn counters(&self) -> Vec<(&str, u64)> {
-        let cpu = self.built.cpu.counters();
+        let cpu = self.built.load().stage.cpu.counters();
         self.counter_names
             .iter()
             .enumerate()
             .map(|(i, n)| {
                 let c = cpu.get(i).copied().unwrap_or(0);
                 let g = self.gpu_counts[i].load(Ordering::Relaxed);
-                (n.as_str(), c.wrapping_add(g))
+                let k = self.carried[i].load(Ordering::Relaxed);
+                (n.as_str(), c.wrapping_add(g).wrapping_add(k))
             })
             .collect()
     }

@@ -12,20 +12,51 @@ pub enum GpuStageKind {
     Count,
     /// A user stage: its CUDA source (if any) is in [`GpuStageRef::custom`].
     Custom,
-    /// A built-in stage without a GPU implementation in the generated pipeline yet
-    /// (`fronthaul`): the GPU executor refuses the pipeline, naming it.
+    /// A built-in stage of the kernel library (`pktwarp_kernels::codegen::LIBRARY_STAGES`, by
+    /// the same name): its parameter block is in [`GpuStageRef::library`].
+    Library,
+    /// A built-in stage without a GPU implementation yet: the GPU executor refuses the
+    /// pipeline, naming it.
     CpuOnly,
 }
 
+/// A library stage's GPU side: its parameter block as its CUDA code reads it, and the device
+/// buffers it owns (their addresses are patched into the block by the executor).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GpuParams {
+    pub block: Vec<u8>,
+    pub buffers: Vec<pktwarp_kernels::StageBuffer>,
+}
+
 /// One stage of [`Pipeline::gpu_stage_list`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct GpuStageRef<'a> {
     /// The stage's name in the config, metrics and logs.
     pub name: &'a str,
     pub kind: GpuStageKind,
     /// A user stage's CUDA implementation; `None` for a built-in, or for a user stage without
     /// CUDA (which the GPU executor cannot run: see [`Pipeline::gpu_refusal`]).
-    pub custom: Option<&'a GpuStage>,
+    pub custom: Option<GpuStage>,
+    /// A library stage's parameter block and buffers.
+    pub library: Option<GpuParams>,
+}
+
+impl Stage {
+    /// The GPU side of a built-in stage beyond parse / acl / count: its parameter block and
+    /// buffers, for the stage of `LIBRARY_STAGES` with this stage's name; `None` when it has no
+    /// GPU implementation. Adding a built-in GPU stage is one arm here, its CUDA header, its
+    /// Rust stage and config key, and one `LIBRARY_STAGES` entry.
+    pub fn gpu_params(&self) -> Option<GpuParams> {
+        match self {
+            Stage::Parse | Stage::Acl(_) | Stage::Count | Stage::Custom(_) => None,
+            Stage::Fronthaul(_) => None,
+            // The rewrite stages have CUDA headers (gpu-kernels/cuda/{l2fwd,vlan,ttl,route}.cuh)
+            // but no stage-ABI wrapper yet: CPU only.
+            Stage::L2fwd(_) | Stage::Vlan(_) | Stage::Ttl(_) | Stage::Dscp(_) | Stage::Route(_) => {
+                None
+            }
+        }
+    }
 }
 
 impl Pipeline {
@@ -34,17 +65,21 @@ impl Pipeline {
         self.stages
             .iter()
             .map(|s| {
-                let (kind, custom) = match s {
-                    Stage::Parse => (GpuStageKind::Parse, None),
-                    Stage::Acl(_) => (GpuStageKind::Acl, None),
-                    Stage::Count => (GpuStageKind::Count, None),
-                    Stage::Custom(c) => (GpuStageKind::Custom, c.gpu()),
-                    Stage::Fronthaul(_) => (GpuStageKind::CpuOnly, None),
+                let (kind, custom, library) = match s {
+                    Stage::Parse => (GpuStageKind::Parse, None, None),
+                    Stage::Acl(_) => (GpuStageKind::Acl, None, None),
+                    Stage::Count => (GpuStageKind::Count, None, None),
+                    Stage::Custom(c) => (GpuStageKind::Custom, c.gpu(), None),
+                    other => match other.gpu_params() {
+                        Some(p) => (GpuStageKind::Library, None, Some(p)),
+                        None => (GpuStageKind::CpuOnly, None, None),
+                    },
                 };
                 GpuStageRef {
                     name: s.name(),
                     kind,
                     custom,
+                    library,
                 }
             })
             .collect()
@@ -59,6 +94,8 @@ impl Pipeline {
             .find(|(_, s)| {
                 s.kind == GpuStageKind::CpuOnly
                     || (s.kind == GpuStageKind::Custom && s.custom.is_none())
+                    || (s.kind == GpuStageKind::Library
+                        && pktwarp_kernels::StageSpec::builtin(s.name).is_none())
             })
             .map(|(i, s)| {
                 format!(
@@ -91,6 +128,7 @@ mod tests {
             function: "nop_stage".into(),
             params: vec![1, 2],
             counter_names: Vec::new(),
+            buffers: Vec::new(),
         });
         let built = BuiltStage {
             cpu: Arc::new(Nop),
@@ -119,7 +157,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            l[2].custom.map(|g| g.params.as_slice()),
+            l[2].custom.as_ref().map(|g| g.params.as_slice()),
             Some(&[1u8, 2][..])
         );
         assert!(l[0].custom.is_none());

@@ -6,6 +6,7 @@ pub mod custom;
 #[cfg(test)]
 mod fronthaul_tests;
 pub mod gpu_list;
+pub mod params;
 pub mod parse;
 pub mod registry;
 #[cfg(test)]
@@ -13,7 +14,7 @@ mod reload_tests;
 pub mod run;
 
 pub use custom::CustomSlot;
-pub use gpu_list::{GpuStageKind, GpuStageRef};
+pub use gpu_list::{GpuParams, GpuStageKind, GpuStageRef};
 pub use registry::{BuiltStage, GpuStage, StageFactory, StageRegistry};
 pub use run::{build, build_with, AclSlot, CustomStage, Pipeline, Stage};
 

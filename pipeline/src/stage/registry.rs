@@ -84,6 +84,8 @@ pub struct GpuStage {
     pub params: Vec<u8>,
     /// Names of the stage's counters (at most 7; counters->v[1..]: v[0] is frames seen).
     pub counter_names: Vec<String>,
+    /// Device buffers the stage owns (their addresses patched into `params`); usually none.
+    pub buffers: Vec<pktwarp_kernels::StageBuffer>,
 }
 
 /// The user stages a process knows, by name.
@@ -252,6 +254,7 @@ mod tests {
                     function: "drop_byte".into(),
                     params: vec![byte],
                     counter_names: self.gpu_counters.clone(),
+                    buffers: Vec::new(),
                 }),
             })
         }

@@ -74,7 +74,7 @@ fn reload_keeps_a_custom_stage_and_its_state() {
     let prepared = crate::daemon::prepare_with(cfg, &registry()).unwrap();
     let p = Arc::clone(&prepared.pipeline);
     run_two(&p);
-    let before = Arc::clone(custom_slot(&p).cpu());
+    let before = custom_slot(&p).cpu_arc();
     assert_eq!(custom_slot(&p).counters(), [("too_long", 1)]);
 
     let state = ControlState::new(None);
@@ -85,7 +85,7 @@ fn reload_keeps_a_custom_stage_and_its_state() {
     }
     assert_eq!(p.stage_names(), ["parse", "max_len", "acl", "count"]);
     assert!(
-        Arc::ptr_eq(&before, custom_slot(&p).cpu()),
+        Arc::ptr_eq(&before, &custom_slot(&p).cpu_arc()),
         "the same stage runs"
     );
     run_two(&p);
@@ -197,4 +197,62 @@ fn a_stage_without_cuda_keeps_the_pipeline_off_the_gpu() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn reload_rebuilds_a_custom_stage_whose_options_changed() {
+    for with_acl in [true, false] {
+        let dir = scratch(&format!("reload-options-{with_acl}"));
+        let acl = if with_acl {
+            "  - acl: { rules: rules.yaml }\n"
+        } else {
+            ""
+        };
+        let cfg_path = write_config(
+            &dir,
+            &format!("  - parse\n  - custom: {{ name: max_len, max_len: 60 }}\n{acl}  - count"),
+        );
+        let cfg = crate::config::load(&cfg_path).unwrap();
+        let baseline = crate::config::load(&cfg_path).unwrap();
+        let prepared = crate::daemon::prepare_with(cfg, &registry()).unwrap();
+        let p = Arc::clone(&prepared.pipeline);
+        run_two(&p);
+        assert_eq!(custom_slot(&p).counters(), [("too_long", 1)]);
+        let state = ControlState::new(None);
+        let reloader =
+            Reloader::new(&cfg_path, Arc::clone(&p), Arc::clone(&state)).with_baseline(&baseline);
+        if !with_acl {
+            let e = reloader.reload("sighup").unwrap_err();
+            assert!(e.reason.contains("nothing to reload"), "{e}");
+        }
+        std::fs::write(
+            &cfg_path,
+            std::fs::read_to_string(&cfg_path)
+                .unwrap()
+                .replace("max_len: 60", "max_len: 250"),
+        )
+        .unwrap();
+        let r = reloader.reload("sighup").unwrap();
+        assert_eq!(r.rebuilt, ["max_len"]);
+        assert_eq!(r.params_generation, 1);
+        assert!(r.restart_needed.is_empty(), "{:?}", r.restart_needed);
+        assert_eq!(r.generation, u64::from(with_acl));
+        // 64 and 200 bytes both pass max_len 250; the first build's count stays.
+        run_two(&p);
+        assert_eq!(custom_slot(&p).counters(), [("too_long", 1)]);
+        assert_eq!(custom_slot(&p).options()["max_len"], 250);
+        // A bad option: refused, the stage in force stays.
+        std::fs::write(
+            &cfg_path,
+            std::fs::read_to_string(&cfg_path)
+                .unwrap()
+                .replace("max_len: 250", "max_len: nope"),
+        )
+        .unwrap();
+        let e = reloader.reload("sighup").unwrap_err();
+        assert!(e.reason.contains("max_len"), "{e}");
+        assert_eq!(p.params_generation(), 1);
+        assert_eq!(custom_slot(&p).options()["max_len"], 250);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -3,7 +3,7 @@
 //! threading around it runs in CI, where there is no GPU.
 
 use crate::burst::Burst;
-use crate::executor::gpu::abi::Verdict;
+use crate::executor::gpu::abi::{StageCounters, Verdict};
 use crate::executor::gpu::multi::MultiGpu;
 use crate::executor::gpu::{AclTablesRef, SubmitError};
 
@@ -29,6 +29,16 @@ pub(crate) trait QueueDevice: Sync {
         generation: u64,
         default_action: u8,
     ) -> anyhow::Result<()>;
+    /// Makes every burst submitted from now on, on every queue, run with these stage
+    /// parameter blocks (composed template).
+    fn publish_stage_params(&self, params: &[Vec<u8>], generation: u64) -> anyhow::Result<()> {
+        let _ = (params, generation);
+        anyhow::bail!("this device cannot swap stage parameters")
+    }
+    /// Each queue's stage counter blocks now (composed template; empty otherwise).
+    fn stage_counters(&self) -> anyhow::Result<Vec<Vec<StageCounters>>> {
+        Ok(Vec::new())
+    }
 }
 
 impl QueueDevice for MultiGpu {
@@ -59,5 +69,13 @@ impl QueueDevice for MultiGpu {
         default_action: u8,
     ) -> anyhow::Result<()> {
         MultiGpu::publish_acl(self, tables, generation, default_action)
+    }
+
+    fn publish_stage_params(&self, params: &[Vec<u8>], generation: u64) -> anyhow::Result<()> {
+        MultiGpu::publish_stage_params(self, params, generation)
+    }
+
+    fn stage_counters(&self) -> anyhow::Result<Vec<Vec<StageCounters>>> {
+        Ok(self.counters()?.stages)
     }
 }

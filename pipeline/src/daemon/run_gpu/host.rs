@@ -12,7 +12,7 @@ use super::device::QueueDevice;
 use super::ingest::{self, IngestCtx};
 use super::queue::{self, QueueCtx, QueueIo};
 use super::reap::Reaper;
-use super::reload::AclPublisher;
+use super::reload::{AclPublisher, LiveStageCounters, ParamsPublisher};
 use super::{tx, Slot};
 use crate::config::OnFull;
 use crate::executor::cpu::CpuShared;
@@ -43,6 +43,10 @@ pub(crate) struct HostSpec<'a> {
     /// The device runs an acl stage, with the tables of this generation at start.
     pub acl_on: bool,
     pub acl_generation: u64,
+    /// The device runs the composed template (stage parameter blocks and counter blocks),
+    /// with the stage parameters of this generation at start.
+    pub composed: bool,
+    pub params_generation: u64,
 }
 
 /// What the host side did: a failure that stopped the run, and the ports' errors.
@@ -150,6 +154,8 @@ pub(crate) fn run(
     };
     let reaper = Reaper::new(spec.pipeline, spec.acl_on);
     let mut publisher = AclPublisher::new(spec.acl_on, spec.acl_generation);
+    let mut params = ParamsPublisher::new(spec.composed, spec.params_generation);
+    let mut live = LiveStageCounters::new(spec.composed);
     let Rings {
         to_queue,
         queue_in,
@@ -220,7 +226,11 @@ pub(crate) fn run(
         // for the control thread, nor for this one).
         while queues_done.load(Ordering::Acquire) < nq {
             if !failed.load(Ordering::Relaxed) {
-                if let Err(e) = publisher.check(spec.pipeline, dev) {
+                let r = publisher
+                    .check(spec.pipeline, dev)
+                    .and_then(|()| params.check(spec.pipeline, dev))
+                    .and_then(|()| live.check(spec.pipeline, dev, &shared.counters, false));
+                if let Err(e) = r {
                     fail(e);
                 }
             }
@@ -231,6 +241,10 @@ pub(crate) fn run(
             if t.join().is_err() {
                 fail(anyhow::anyhow!("a GPU host thread panicked"));
             }
+        }
+        // Every burst is reaped: the stage counters are final.
+        if let Err(e) = live.check(spec.pipeline, dev, &shared.counters, true) {
+            fail(e);
         }
     });
     let result = match fatal.into_inner().unwrap_or_else(|p| p.into_inner()) {

@@ -109,6 +109,8 @@ fn host_spec(p: &Prepared, acl_on: bool, acl_generation: u64) -> host::HostSpec<
         steering: &p.steering,
         acl_on,
         acl_generation,
+        composed: crate::executor::gpu::compose::is_composed(&p.pipeline),
+        params_generation: p.pipeline.params_generation(),
     }
 }
 
@@ -146,14 +148,6 @@ pub fn run_gpu(
         .map(|t| t as &mut dyn crate::port::TxPort);
     let out = host::run(&gpu, &spec, shared, &mut ports.rx, tx);
     out.result?;
-    if image.template == pktwarp_kernels::Template::Composed {
-        let snap = gpu.counters()?;
-        crate::executor::gpu::compose::fold_stage_counters(
-            &p.pipeline,
-            &snap.stages,
-            &shared.counters,
-        );
-    }
     gpu.shutdown()?;
     let mut s = summarize(
         &shared.counters,

@@ -1,8 +1,15 @@
-//! ACL table hot swap on the GPU: a reload (control thread, `Pipeline::reload_acl`) bumps the
-//! pipeline's generation; [`AclPublisher::check`] uploads the new tables to the GPU, after
-//! which every burst submitted names them in its slot header.
+//! Hot swap on the GPU: a reload (control thread, `Pipeline::reload_acl`,
+//! `Pipeline::reload_stage_options`) bumps one of the pipeline's generations;
+//! [`AclPublisher::check`] uploads the new ACL tables and [`ParamsPublisher::check`] the stages'
+//! new parameter blocks to the GPU, after which every burst submitted names them in its slot
+//! header. [`LiveStageCounters`] brings a composed pipeline's stage counters to the metrics
+//! while the run goes.
+
+use std::time::{Duration, Instant};
 
 use super::device::QueueDevice;
+use crate::counters::QueueCounters;
+use crate::executor::gpu::compose::{stage_set, StageCounterFold};
 use crate::executor::gpu::AclTablesRef;
 use crate::stage::Pipeline;
 
@@ -58,6 +65,82 @@ impl AclPublisher {
             a.generation
         );
         self.have = a.generation;
+        Ok(())
+    }
+}
+
+/// The stage-parameter generation the GPU runs with (composed template only: the fused
+/// template's stages have no parameter blocks).
+pub(crate) struct ParamsPublisher {
+    composed: bool,
+    have: u64,
+}
+
+impl ParamsPublisher {
+    pub fn new(composed: bool, start: u64) -> ParamsPublisher {
+        ParamsPublisher {
+            composed,
+            have: start,
+        }
+    }
+
+    /// Publishes the stages' parameter blocks when a reload rebuilt a stage since the last
+    /// publish. The generation is read before the blocks, so a reload racing this check is
+    /// published by the next one.
+    pub fn check(&mut self, pipeline: &Pipeline, dev: &dyn QueueDevice) -> anyhow::Result<()> {
+        let g = pipeline.params_generation();
+        if !self.composed || g == self.have {
+            return Ok(());
+        }
+        let set = stage_set(pipeline)?;
+        dev.publish_stage_params(&set.params, g)?;
+        tracing::info!(
+            event = "gpu_params_swap",
+            generation = g,
+            "GPU executor now runs with stage-parameter generation {g}"
+        );
+        self.have = g;
+        Ok(())
+    }
+}
+
+/// How often a composed pipeline's stage counters are read from the GPU for the metrics.
+const LIVE_EVERY: Duration = Duration::from_millis(250);
+
+/// A composed pipeline's per-stage counters, read from the GPU every [`LIVE_EVERY`] while the
+/// run goes and once at its end, and folded into the queue counters the metrics read.
+pub(crate) struct LiveStageCounters {
+    composed: bool,
+    fold: StageCounterFold,
+    last: Option<Instant>,
+}
+
+impl LiveStageCounters {
+    pub fn new(composed: bool) -> LiveStageCounters {
+        LiveStageCounters {
+            composed,
+            fold: StageCounterFold::default(),
+            last: None,
+        }
+    }
+
+    /// Folds what grew since the last read, when [`LIVE_EVERY`] has passed (or `now` is set).
+    pub fn check(
+        &mut self,
+        pipeline: &Pipeline,
+        dev: &dyn QueueDevice,
+        counters: &[std::sync::Arc<QueueCounters>],
+        now: bool,
+    ) -> anyhow::Result<()> {
+        if !self.composed {
+            return Ok(());
+        }
+        if !now && self.last.is_some_and(|t| t.elapsed() < LIVE_EVERY) {
+            return Ok(());
+        }
+        self.last = Some(Instant::now());
+        let stages = dev.stage_counters()?;
+        self.fold.fold(pipeline, &stages, counters);
         Ok(())
     }
 }

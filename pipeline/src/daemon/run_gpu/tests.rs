@@ -15,7 +15,7 @@ use crate::config;
 use crate::counters::QueueCounters;
 use crate::daemon::{open_ports, prepare, summarize};
 use crate::executor::cpu;
-use crate::executor::gpu::abi::DROP_NONE;
+use crate::executor::gpu::abi::{StageCounters, DROP_NONE};
 use crate::executor::gpu::SubmitError;
 use crate::meta::PacketMeta;
 use crate::port::{PortError, TxPort};
@@ -43,6 +43,8 @@ struct CpuStandIn {
     fail_at: Option<u32>,
     queues: Vec<Mutex<FakeQueue>>,
     published: Mutex<Vec<(u64, u32, u8)>>,
+    /// Stage parameter sets published: (generation, blocks).
+    params_published: Mutex<Vec<(u64, Vec<Vec<u8>>)>>,
 }
 
 impl CpuStandIn {
@@ -69,6 +71,7 @@ impl CpuStandIn {
                 })
                 .collect(),
             published: Mutex::new(Vec::new()),
+            params_published: Mutex::new(Vec::new()),
         }
     }
 
@@ -166,6 +169,39 @@ impl QueueDevice for CpuStandIn {
         let mut p = self.published.lock().unwrap();
         p.push((generation, tables.n_rules, default_action));
         Ok(())
+    }
+
+    fn publish_stage_params(&self, params: &[Vec<u8>], generation: u64) -> anyhow::Result<()> {
+        let mut p = self.params_published.lock().unwrap();
+        p.push((generation, params.to_vec()));
+        Ok(())
+    }
+
+    /// What a composed kernel's counter blocks would hold: frames per stage and the count
+    /// stage's bytes. A user stage's own counters stay 0: the stand-in ran its CPU
+    /// implementation, which counted them already.
+    fn stage_counters(&self) -> anyhow::Result<Vec<Vec<StageCounters>>> {
+        Ok(self
+            .queues
+            .iter()
+            .map(|fq| {
+                let fq = fq.lock().unwrap();
+                self.pipeline
+                    .stages
+                    .iter()
+                    .enumerate()
+                    .map(|(k, s)| {
+                        let mut c = StageCounters::default();
+                        c.v[0] = fq.counters.stage_frames[k].get();
+                        if matches!(s, Stage::Count) {
+                            c.v[crate::executor::gpu::abi::COUNT_CTR_BYTES] =
+                                fq.counters.stage_bytes[k].get();
+                        }
+                        c
+                    })
+                    .collect()
+            })
+            .collect())
     }
 }
 
@@ -628,3 +664,5 @@ fn the_gpu_pipeline_desc_names_the_stages_and_the_acl_tables() {
     assert_eq!(t.n_rules as usize, acl.rule_count());
     assert_eq!(t.bytes.len(), bytes.len());
 }
+
+mod composed;

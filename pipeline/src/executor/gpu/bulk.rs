@@ -33,6 +33,7 @@ impl GpuExecutor {
         counters.zero_on(&stream)?;
         // The table in force now, kept alive by the frames (a later swap cannot free it).
         let table = self.current_table();
+        let params = self.current_params();
         let n_rules = table.as_ref().map_or(0, |t| t.n_rules);
         // Its own per-rule hits: bulk runs must not add to the queues' counters.
         let hits = DeviceBuffer::new_async(&self.ctx, n_rules as usize * 8, &stream)?;
@@ -52,7 +53,7 @@ impl GpuExecutor {
                 .first()
                 .and_then(|q| lock(q).stage_counters.as_ref().map(|b| b.ptr))
                 .unwrap_or(0),
-            stage_params: self.stage_params.as_ref().map_or(0, |p| p.table_addr()),
+            stage_params: params.as_ref().map_or(0, |p| p.table_addr()),
             acl_tables: table.as_ref().map_or(0, |t| t.tables_addr()),
             n_rules,
             default_action: table
@@ -70,6 +71,7 @@ impl GpuExecutor {
         })?;
         Ok(DeviceFrames {
             _table: table,
+            _params: params,
             data: d,
             descs: ds,
             verdicts: v,
@@ -151,6 +153,7 @@ pub fn measure_htod(device: u32, bytes: usize, reps: usize) -> anyhow::Result<f6
 /// Frames resident in device memory, for stage throughput.
 pub struct DeviceFrames {
     _table: Option<Arc<TableVersion>>,
+    _params: Option<Arc<super::stages::StageParams>>,
     data: DeviceBuffer,
     descs: DeviceBuffer,
     verdicts: DeviceBuffer,

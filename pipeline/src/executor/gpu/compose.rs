@@ -4,45 +4,90 @@
 
 use super::KernelImage;
 use crate::stage::{GpuStageKind, Pipeline};
-use pktwarp_kernels::{StageKind, StageSpec};
+use pktwarp_kernels::{StageBuffer, StageKind, StageSpec};
 
-/// The stage list of `p` for the kernel generator, with each stage's parameter block. A user
-/// stage without CUDA source cannot run on the GPU: the error names it.
-pub fn stage_specs(p: &Pipeline) -> anyhow::Result<(Vec<StageSpec>, Vec<Vec<u8>>)> {
+/// What the GPU kernel of a pipeline is made of: the stage list for the kernel generator, each
+/// stage's parameter block, and each stage's device buffers.
+pub struct StageSet {
+    pub specs: Vec<StageSpec>,
+    pub params: Vec<Vec<u8>>,
+    pub buffers: Vec<Vec<StageBuffer>>,
+}
+
+/// The stage list of `p` for the kernel generator, with each stage's parameter block and
+/// buffers. A stage without a CUDA implementation cannot run on the GPU: the error names it.
+pub fn stage_set(p: &Pipeline) -> anyhow::Result<StageSet> {
     if let Some(why) = p.gpu_refusal() {
         anyhow::bail!("{why} (run it with executor kind cpu, or auto)");
     }
-    let mut specs = Vec::new();
-    let mut params = Vec::new();
-    for (i, s) in p.gpu_stage_list().iter().enumerate() {
-        let kind = match (s.kind, s.custom) {
-            (GpuStageKind::Parse, _) => StageKind::Parse,
-            (GpuStageKind::Acl, _) => StageKind::Acl,
-            (GpuStageKind::Count, _) => StageKind::Count,
-            (GpuStageKind::Custom, Some(g)) => StageKind::Custom {
-                function: g.function.clone(),
-                source: g.source.clone(),
-            },
-            (GpuStageKind::Custom, None) | (GpuStageKind::CpuOnly, _) => {
-                anyhow::bail!(
-                    "pipeline[{i}]: stage `{}` has no CUDA implementation",
-                    s.name
-                )
-            }
+    let mut set = StageSet {
+        specs: Vec::new(),
+        params: Vec::new(),
+        buffers: Vec::new(),
+    };
+    for (i, s) in p.gpu_stage_list().into_iter().enumerate() {
+        let no_cuda = || {
+            anyhow::anyhow!(
+                "pipeline[{i}]: stage `{}` has no CUDA implementation",
+                s.name
+            )
         };
-        params.push(s.custom.map(|g| g.params.clone()).unwrap_or_default());
-        specs.push(StageSpec {
-            name: s.name.to_string(),
-            kind,
-        });
+        let (spec, params, buffers) = match (s.kind, s.custom, s.library) {
+            (GpuStageKind::Parse | GpuStageKind::Acl | GpuStageKind::Count, _, _) => (
+                StageSpec::builtin(s.name).ok_or_else(no_cuda)?,
+                Vec::new(),
+                Vec::new(),
+            ),
+            (GpuStageKind::Custom, Some(g), _) => (
+                StageSpec {
+                    name: s.name.to_string(),
+                    kind: StageKind::Custom {
+                        function: g.function,
+                        source: g.source,
+                    },
+                },
+                g.params,
+                g.buffers,
+            ),
+            (GpuStageKind::Library, _, Some(l)) => (
+                StageSpec::builtin(s.name).ok_or_else(no_cuda)?,
+                l.block,
+                l.buffers,
+            ),
+            _ => return Err(no_cuda()),
+        };
+        for b in &buffers {
+            if b.addr_at.checked_add(8).is_none_or(|e| e > params.len()) {
+                anyhow::bail!(
+                    "pipeline[{i}]: stage `{}`: buffer `{}` has its address at byte {} of a \
+                     {}-byte parameter block",
+                    s.name,
+                    b.name,
+                    b.addr_at,
+                    params.len()
+                );
+            }
+        }
+        set.specs.push(spec);
+        set.params.push(params);
+        set.buffers.push(buffers);
     }
-    Ok((specs, params))
+    Ok(set)
+}
+
+/// The stage list of `p` for the kernel generator, with each stage's parameter block.
+pub fn stage_specs(p: &Pipeline) -> anyhow::Result<(Vec<StageSpec>, Vec<Vec<u8>>)> {
+    let set = stage_set(p)?;
+    Ok((set.specs, set.params))
 }
 
 /// The kernel image that runs `p` on the GPU.
 pub fn image_for_pipeline(p: &Pipeline) -> anyhow::Result<KernelImage> {
-    let (specs, params) = stage_specs(p)?;
-    pktwarp_kernels::image_for(&specs, params).map_err(|e| anyhow::anyhow!("{e}"))
+    let set = stage_set(p)?;
+    let mut img =
+        pktwarp_kernels::image_for(&set.specs, set.params).map_err(|e| anyhow::anyhow!("{e}"))?;
+    img.buffers = set.buffers;
+    Ok(img)
 }
 
 /// Whether `p` runs on the composed template (its own generated kernel), whose stages count in
@@ -53,41 +98,113 @@ pub fn is_composed(p: &Pipeline) -> bool {
     })
 }
 
-/// Adds a composed pipeline's GPU stage counters (per queue, from
-/// [`super::CountersSnapshot::stages`]) to the CPU executor's counters: frames per stage, the
-/// count stage's bytes, and a user stage's named counters (published to its slot).
-pub fn fold_stage_counters(
-    p: &Pipeline,
-    stages: &[Vec<super::abi::StageCounters>],
-    counters: &[impl std::ops::Deref<Target = crate::counters::QueueCounters>],
-) {
-    use crate::stage::Stage;
-    let mut custom_sums: Vec<[u64; super::abi::STAGE_COUNTERS]> =
-        vec![[0; super::abi::STAGE_COUNTERS]; p.stages.len()];
-    for (q, sc) in stages.iter().enumerate() {
-        let Some(c) = counters.get(q) else { continue };
-        for (k, (stage, block)) in p.stages.iter().zip(sc).enumerate() {
-            if let Some(f) = c.stage_frames.get(k) {
-                f.add(block.v[0]);
+/// Folds a composed pipeline's GPU stage counters (per queue, from
+/// [`super::CountersSnapshot::stages`]) into the CPU executor's counters as they grow: frames
+/// per stage, the count stage's bytes, and a user stage's named counters (published to its
+/// slot). Called periodically while the run goes (live metrics) and once at its end; each call
+/// adds what grew since the last one.
+#[derive(Default)]
+pub struct StageCounterFold {
+    seen: Vec<Vec<super::abi::StageCounters>>,
+}
+
+impl StageCounterFold {
+    pub fn fold(
+        &mut self,
+        p: &Pipeline,
+        stages: &[Vec<super::abi::StageCounters>],
+        counters: &[impl std::ops::Deref<Target = crate::counters::QueueCounters>],
+    ) {
+        use crate::stage::Stage;
+        const W: usize = super::abi::STAGE_COUNTERS;
+        let mut custom_sums: Vec<[u64; W]> = vec![[0; W]; p.stages.len()];
+        self.seen.resize(stages.len(), Vec::new());
+        for (q, (sc, seen)) in stages.iter().zip(self.seen.iter_mut()).enumerate() {
+            seen.resize(sc.len(), super::abi::StageCounters::default());
+            let Some(c) = counters.get(q) else { continue };
+            for (k, ((stage, block), old)) in p.stages.iter().zip(sc).zip(seen.iter()).enumerate() {
+                // Device counters only grow; a smaller value (a restarted kernel) adds nothing.
+                let d = |w: usize| block.v[w].saturating_sub(old.v[w]);
+                if let Some(f) = c.stage_frames.get(k) {
+                    f.add(d(0));
+                }
+                match stage {
+                    Stage::Count => {
+                        if let Some(b) = c.stage_bytes.get(k) {
+                            b.add(d(super::abi::COUNT_CTR_BYTES));
+                        }
+                    }
+                    Stage::Custom(_) => {
+                        for (sum, v) in custom_sums[k].iter_mut().zip(block.v) {
+                            *sum += v;
+                        }
+                    }
+                    _ => {}
+                }
             }
-            match stage {
-                Stage::Count => {
-                    if let Some(b) = c.stage_bytes.get(k) {
-                        b.add(block.v[super::abi::COUNT_CTR_BYTES]);
-                    }
-                }
-                Stage::Custom(_) => {
-                    for (sum, v) in custom_sums[k].iter_mut().zip(block.v) {
-                        *sum += v;
-                    }
-                }
-                _ => {}
+            seen.clone_from(sc);
+        }
+        for (stage, sums) in p.stages.iter().zip(&custom_sums) {
+            if let Stage::Custom(slot) = stage {
+                slot.set_gpu_counters(&sums[1..]);
             }
         }
     }
-    for (stage, sums) in p.stages.iter().zip(&custom_sums) {
-        if let Stage::Custom(slot) = stage {
-            slot.set_gpu_counters(&sums[1..]);
-        }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counters::QueueCounters;
+    use crate::stage::Stage;
+    use std::sync::Arc;
+
+    fn block(frames: u64, bytes: u64) -> super::super::abi::StageCounters {
+        let mut c = super::super::abi::StageCounters::default();
+        c.v[0] = frames;
+        c.v[super::super::abi::COUNT_CTR_BYTES] = bytes;
+        c
+    }
+
+    #[test]
+    fn folding_again_adds_only_what_grew() {
+        let p = Pipeline::new(vec![Stage::Parse, Stage::Count]);
+        let q: Vec<Arc<QueueCounters>> =
+            (0..2).map(|_| Arc::new(QueueCounters::new(2, 0))).collect();
+        let mut fold = StageCounterFold::default();
+        fold.fold(
+            &p,
+            &[
+                vec![block(10, 0), block(8, 800)],
+                vec![block(3, 0), block(3, 90)],
+            ],
+            &q,
+        );
+        fold.fold(
+            &p,
+            &[
+                vec![block(25, 0), block(20, 2000)],
+                vec![block(3, 0), block(3, 90)],
+            ],
+            &q,
+        );
+        // A restarted kernel's counters start again from 0: nothing is taken away.
+        fold.fold(
+            &p,
+            &[
+                vec![block(1, 0), block(1, 100)],
+                vec![block(4, 0), block(4, 120)],
+            ],
+            &q,
+        );
+        assert_eq!(
+            (q[0].stage_frames[0].get(), q[0].stage_frames[1].get()),
+            (25, 20)
+        );
+        assert_eq!(q[0].stage_bytes[1].get(), 2000);
+        assert_eq!(
+            (q[1].stage_frames[1].get(), q[1].stage_bytes[1].get()),
+            (4, 120)
+        );
     }
 }

@@ -13,9 +13,6 @@ pub struct LoadedFrom {
     pub seconds: f64,
 }
 
-/// Stage capabilities the module was built with (`pw_caps`).
-pub const CAP_PARSE: u32 = 1;
-pub const CAP_ACL: u32 = 2;
 
 pub(crate) fn load(ctx: &Context, image: &KernelImage) -> anyhow::Result<(Module, LoadedFrom)> {
     let t = std::time::Instant::now();
@@ -82,8 +79,4 @@ pub(crate) fn load(ctx: &Context, image: &KernelImage) -> anyhow::Result<(Module
             seconds: t.elapsed().as_secs_f64(),
         },
     ))
-}
-
-pub(crate) fn caps(module: &Module) -> anyhow::Result<u32> {
-    Ok(module.global_u32(c"pw_caps")?)
 }

@@ -188,6 +188,8 @@ struct Queue {
     slot_gen: Vec<u64>,
     /// The ACL table the next burst submitted to this queue names (None without an acl stage).
     table: Option<Arc<TableVersion>>,
+    /// Device address of the stage parameter table the next burst names (0: none, fused).
+    params: u64,
     /// Bursts handed over (producer count).
     next_seq: u32,
     /// Bursts whose verdicts the host has read (their slots are free again).
@@ -215,8 +217,8 @@ pub struct GpuExecutor {
     qdescs: DeviceBuffer,
     /// The ACL table in force (named by every burst submitted from now on).
     current: Mutex<Option<Arc<TableVersion>>>,
-    /// Replaced tables still named by bursts in flight.
-    retired: Mutex<Retirement<Arc<TableVersion>>>,
+    /// Replaced ACL tables and stage parameter sets still named by bursts in flight.
+    retired: Mutex<Retirement<Retired>>,
     /// `retired.len()`, readable without the lock (poll checks it on every call).
     retired_len: AtomicUsize,
     kernel_stream: Stream,
@@ -230,7 +232,13 @@ pub struct GpuExecutor {
     pub loaded_from: LoadedFrom,
     /// The stages the module runs; composed template: their parameter blocks on the device.
     stage_specs: Vec<pktwarp_kernels::StageSpec>,
-    stage_params: Option<stages::StageParams>,
+    /// The first parameter set (named by the queue descriptors, so kept for the executor's
+    /// life); bursts name the set in force in their slot header.
+    stage_params: Option<Arc<stages::StageParams>>,
+    /// The parameter set in force (the first one until a reload publishes another).
+    params_current: Mutex<Option<Arc<stages::StageParams>>>,
+    /// The stages' own device buffers (kept across parameter reloads).
+    stage_buffers: stages::StageBuffers,
     // Dropped last: everything above lives in this context.
     _module: Module,
     ctx: Context,
@@ -321,7 +329,7 @@ impl GpuExecutor {
         }
         if let Some(old) = cur.replace(new) {
             let mut r = self.retired.lock().unwrap_or_else(|p| p.into_inner());
-            r.retire(old, ends);
+            r.retire(Retired::Acl(old), ends);
             self.retired_len.store(r.len(), Ordering::Relaxed);
         }
         drop(cur);
@@ -339,6 +347,12 @@ impl GpuExecutor {
         // Dropping the last reference frees the device buffer (stream-ordered).
         drop(freed);
     }
+}
+
+/// What a hot swap replaced, freed (on drop) once no burst in flight names it.
+enum Retired {
+    Acl(#[allow(dead_code)] Arc<TableVersion>),
+    Params(#[allow(dead_code)] Arc<stages::StageParams>),
 }
 
 fn lock(m: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {

@@ -283,6 +283,16 @@ impl MultiGpu {
         Ok(())
     }
 
+    /// Publishes a new set of stage parameter blocks on every GPU (composed template; see
+    /// [`GpuExecutor::publish_stage_params`]).
+    pub fn publish_stage_params(&self, params: &[Vec<u8>], generation: u64) -> anyhow::Result<()> {
+        for (ex, d) in self.execs.iter().zip(&self.devices) {
+            ex.publish_stage_params(params, generation)
+                .map_err(|e| anyhow::anyhow!("GPU {d}: {e:#}"))?;
+        }
+        Ok(())
+    }
+
     /// Replaced ACL tables not yet freed, over every GPU.
     pub fn retired_tables(&self) -> usize {
         self.execs.iter().map(GpuExecutor::retired_tables).sum()
@@ -389,7 +399,11 @@ mod tests {
     #[test]
     fn no_gpu_is_a_clean_error() {
         if super::super::driver::driver_present() {
-            eprintln!("skipped: a CUDA driver is present on this machine");
+            crate::testdata::skip(
+                file!(),
+                "no_gpu_is_a_clean_error",
+                "a CUDA driver is present on this machine",
+            );
             return;
         }
         let image = KernelImage {

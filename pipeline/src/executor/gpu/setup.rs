@@ -220,6 +220,7 @@ impl QueueSetup<'_> {
             slot_frames: vec![0; slots],
             slot_gen: vec![0; slots],
             table: self.table.clone(),
+            params: self.stage_params,
             next_seq: 0,
             reaped: 0,
             pending: 0,
@@ -300,15 +301,6 @@ fn load_kernels(
     beside_ctas: usize,
 ) -> anyhow::Result<Kernels> {
     let (module, loaded_from) = kernels::load(ctx, image)?;
-    let caps = kernels::caps(&module)?;
-    if pipeline.parse && caps & kernels::CAP_PARSE == 0 {
-        anyhow::bail!(
-            "the kernel module was built without gpu-kernels/parse.cuh: no GPU parse stage"
-        );
-    }
-    if pipeline.acl.is_some() && caps & kernels::CAP_ACL == 0 {
-        anyhow::bail!("the kernel module was built without gpu-kernels/acl.cuh: no GPU acl stage");
-    }
     if pipeline.acl.is_some() && !pipeline.parse {
         anyhow::bail!("the acl stage needs the parse stage before it on the GPU");
     }
@@ -465,7 +457,8 @@ impl GpuExecutor {
         if composed {
             flags |= abi::PIPE_COUNT;
         }
-        let stage_params = stages::StageParams::upload(&ctx, image)?;
+        let stage_buffers = stages::StageBuffers::allocate(&ctx, image)?;
+        let stage_params = stages::StageParams::initial(&ctx, image, &stage_buffers)?.map(Arc::new);
 
         let setup = QueueSetup {
             ctx: &ctx,
@@ -513,7 +506,9 @@ impl GpuExecutor {
             persistent_running: false,
             loaded_from: k.loaded_from,
             stage_specs: image.stages.clone(),
+            params_current: Mutex::new(stage_params.clone()),
             stage_params,
+            stage_buffers,
             _module: k.module,
             ctx,
         };

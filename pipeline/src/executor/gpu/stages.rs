@@ -6,36 +6,104 @@ use super::abi::{
     QueueCounters, StageCounters, ACL_CTR_DEFAULT, ACL_CTR_MATCHED, MAX_STAGES, PARSE_CTR_ERRORS,
 };
 use super::driver::{Context, DeviceBuffer, Stream};
-use super::KernelImage;
+use super::{lock, GpuExecutor, KernelImage, Retired};
 use pktwarp_kernels::{StageKind, StageSpec, Template};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-/// The parameter blocks of one published set (epoch): freed only with the executor, which
-/// keeps the set the kernel's queue descriptors name.
+/// The device buffers the stages own (a slot grid, a state table), allocated zeroed once for
+/// the executor and kept across parameter reloads: every published parameter set names the same
+/// buffers.
+#[derive(Default)]
+pub(crate) struct StageBuffers {
+    /// Per stage, its buffers in the order of `KernelImage::buffers[k]`.
+    per_stage: Vec<Vec<(pktwarp_kernels::StageBuffer, DeviceBuffer)>>,
+}
+
+impl StageBuffers {
+    /// Allocates (zeroed) every buffer of `image` (composed template; none for the fused one).
+    /// Called before any kernel runs, so the plain allocation does not wait for one.
+    pub(crate) fn allocate(ctx: &Context, image: &KernelImage) -> anyhow::Result<StageBuffers> {
+        let mut per_stage = Vec::new();
+        for (k, list) in image.buffers.iter().enumerate() {
+            let mut bufs = Vec::new();
+            for b in list {
+                if b.bytes == 0 {
+                    anyhow::bail!("stage {k}: buffer `{}` has size 0", b.name);
+                }
+                let d = DeviceBuffer::new(ctx, b.bytes).map_err(|e| {
+                    anyhow::anyhow!("stage {k}: buffer `{}` ({} bytes): {e}", b.name, b.bytes)
+                })?;
+                d.zero()?;
+                bufs.push((b.clone(), d));
+            }
+            per_stage.push(bufs);
+        }
+        Ok(StageBuffers { per_stage })
+    }
+
+    /// Stage `k`'s buffer `i`: its device address and size.
+    pub(crate) fn get(&self, k: usize, i: usize) -> Option<&DeviceBuffer> {
+        self.per_stage.get(k)?.get(i).map(|(_, d)| d)
+    }
+
+    /// Writes each buffer's device address into its stage's parameter block.
+    fn patch(&self, params: &mut [Vec<u8>]) -> anyhow::Result<()> {
+        for (k, list) in self.per_stage.iter().enumerate() {
+            for (spec, d) in list {
+                let block = params.get_mut(k).ok_or_else(|| {
+                    anyhow::anyhow!("stage {k} has buffers but no parameter block")
+                })?;
+                let end = spec.addr_at.checked_add(8).filter(|&e| e <= block.len());
+                let Some(end) = end else {
+                    anyhow::bail!(
+                        "stage {k}: buffer `{}` has its address at byte {} of a {}-byte \
+                         parameter block",
+                        spec.name,
+                        spec.addr_at,
+                        block.len()
+                    );
+                };
+                block[spec.addr_at..end].copy_from_slice(&d.ptr.to_le_bytes());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The parameter blocks of one published set (epoch): every burst names one set in its slot
+/// header, so a burst runs wholly with one set; a replaced set is freed once every queue has
+/// reaped past the last burst that named it (as the ACL tables are).
 pub(crate) struct StageParams {
     _blocks: Vec<DeviceBuffer>,
     table: DeviceBuffer,
+    /// The pipeline's stage-parameter generation this set was built from.
+    pub(crate) generation: u64,
+    /// Stream-ordered allocation and free: never waits for the persistent kernel.
     _stream: Stream,
 }
 
 impl StageParams {
-    /// Uploads `image.params` (composed template); `None` for the fused template.
+    /// Uploads one set of parameter blocks (`params[k]`: stage k's, empty for none) with the
+    /// buffers' addresses patched in; returns once the copies are complete.
     pub(crate) fn upload(
         ctx: &Context,
-        image: &KernelImage,
-    ) -> anyhow::Result<Option<StageParams>> {
-        if image.template != Template::Composed {
-            return Ok(None);
-        }
-        if image.params.len() > MAX_STAGES {
+        params: &[Vec<u8>],
+        buffers: &StageBuffers,
+        generation: u64,
+    ) -> anyhow::Result<StageParams> {
+        if params.len() > MAX_STAGES {
             anyhow::bail!(
                 "{} stage parameter blocks, at most {MAX_STAGES}",
-                image.params.len()
+                params.len()
             );
         }
+        let mut params = params.to_vec();
+        buffers.patch(&mut params)?;
         let stream = Stream::new(ctx)?;
         let mut addrs = [0u64; MAX_STAGES];
         let mut blocks = Vec::new();
-        for (k, p) in image.params.iter().enumerate() {
+        for (k, p) in params.iter().enumerate() {
             if p.is_empty() {
                 continue;
             }
@@ -47,16 +115,113 @@ impl StageParams {
         let table = DeviceBuffer::new_async(ctx, 8 * MAX_STAGES, &stream)?;
         let bytes: Vec<u8> = addrs.iter().flat_map(|a| a.to_le_bytes()).collect();
         table.upload_on(&stream, &bytes)?;
-        Ok(Some(StageParams {
+        Ok(StageParams {
             _blocks: blocks,
             table,
+            generation,
             _stream: stream,
-        }))
+        })
+    }
+
+    /// The first set: `image.params` (composed template); `None` for the fused template.
+    pub(crate) fn initial(
+        ctx: &Context,
+        image: &KernelImage,
+        buffers: &StageBuffers,
+    ) -> anyhow::Result<Option<StageParams>> {
+        if image.template != Template::Composed {
+            return Ok(None);
+        }
+        Self::upload(ctx, &image.params, buffers, 0).map(Some)
     }
 
     /// Device address of the `u64[MAX_STAGES]` table.
     pub(crate) fn table_addr(&self) -> u64 {
         self.table.ptr
+    }
+}
+
+impl GpuExecutor {
+    /// The stage parameter set in force (composed template), if any.
+    pub(crate) fn current_params(&self) -> Option<Arc<StageParams>> {
+        self.params_current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The stage-parameter generation in force (0: the set the executor started with).
+    pub fn params_generation(&self) -> u64 {
+        self.current_params().map_or(0, |p| p.generation)
+    }
+
+    /// Parameter hot swap (composed template): uploads a new set of stage parameter blocks
+    /// (`params[k]`: stage k's, the same stages as the running kernel; the stages' buffers keep
+    /// their addresses) and makes every burst submitted from now on, on every queue, name it.
+    /// The set it replaces is freed once every queue has reaped past the last burst that named
+    /// it. The running kernels are not touched, so a burst runs wholly with one set.
+    pub fn publish_stage_params(&self, params: &[Vec<u8>], generation: u64) -> anyhow::Result<()> {
+        if self.stage_params.is_none() {
+            anyhow::bail!(
+                "the GPU executor runs the fused template, whose stages have no parameter blocks"
+            );
+        }
+        if params.len() != self.stage_specs.len() {
+            anyhow::bail!(
+                "{} parameter blocks for the {} stages of the running kernel",
+                params.len(),
+                self.stage_specs.len()
+            );
+        }
+        let new = Arc::new(StageParams::upload(
+            &self.ctx,
+            params,
+            &self.stage_buffers,
+            generation,
+        )?);
+        let mut cur = self
+            .params_current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut ends = Vec::with_capacity(self.queues.len());
+        for qm in &self.queues {
+            let mut q = lock(qm);
+            q.params = new.table_addr();
+            ends.push(q.next_seq);
+        }
+        if let Some(old) = cur.replace(new) {
+            // The first set stays alive with the executor (the queue descriptors name it).
+            let first = self
+                .stage_params
+                .as_ref()
+                .is_some_and(|f| Arc::ptr_eq(f, &old));
+            if !first {
+                let mut r = self.retired.lock().unwrap_or_else(|p| p.into_inner());
+                r.retire(Retired::Params(old), ends);
+                self.retired_len.store(r.len(), Ordering::Relaxed);
+            }
+        }
+        drop(cur);
+        self.reclaim_tables();
+        Ok(())
+    }
+
+    /// Stage `k`'s buffer `i`, as it is now (a copy on the side stream; never waits for the
+    /// persistent kernel, so a buffer the kernel is writing reads as some mix of old and new).
+    pub fn read_stage_buffer(&self, k: usize, i: usize) -> anyhow::Result<Vec<u8>> {
+        let b = self
+            .stage_buffers
+            .get(k, i)
+            .ok_or_else(|| anyhow::anyhow!("stage {k} has no buffer {i}"))?;
+        let mut out = vec![0u8; b.len];
+        b.download_on(&self.aux_stream, &mut out)?;
+        Ok(out)
+    }
+
+    /// Stage `k`'s buffer `i`: its device address and size (for a consumer on the GPU, such as
+    /// a PHY reading the fronthaul slot grid in place).
+    pub fn stage_buffer(&self, k: usize, i: usize) -> Option<(u64, usize)> {
+        self.stage_buffers.get(k, i).map(|b| (b.ptr, b.len))
     }
 }
 

@@ -156,6 +156,7 @@ impl GpuExecutor {
                 rule_hits: t.map_or(0, TableVersion::hits_addr),
                 n_rules: t.map_or(0, |t| t.n_rules),
                 default_action: t.map_or(self.default_action, |t| t.default_action),
+                stage_params: q.params,
                 ..Default::default()
             };
             let hb = std::mem::size_of::<SlotHdr>();
