@@ -104,6 +104,12 @@ fn the_shipped_config_runs_to_the_end_with_every_slot_complete() {
     assert_eq!(c.errors_total(), 0, "{}", c.summary());
     assert_eq!(c.duplicate_prbs, 0);
     assert_eq!(c.per_eaxc.len(), 2);
+    // The run summary's fronthaul block says the same.
+    let f = &s.fronthaul[0];
+    assert_eq!((f.position, f.prbs, f.rejected), (1, prbs, 0));
+    assert_eq!((f.slots_complete, f.slots_partial), (6, 0));
+    assert_eq!(f.per_eaxc.len(), 2);
+    assert_eq!(f.per_eaxc[1].on_time, 6 * 14 * 6);
     for e in &c.per_eaxc {
         assert_eq!(e.packets, 6 * 14 * 6, "eAxC {}", e.eaxc);
         assert_eq!(e.prbs, 6 * 14 * 273);

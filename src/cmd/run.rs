@@ -156,6 +156,11 @@ fn print_summary(s: &Summary) {
         };
         println!("{:<10} stage {}: {c}", cs.name, cs.position);
     }
+    for f in &s.fronthaul {
+        for line in f.lines() {
+            println!("fronthaul  {line}");
+        }
+    }
     if !s.top_rules.is_empty() || s.acl_default > 0 {
         let r: Vec<String> = s
             .top_rules

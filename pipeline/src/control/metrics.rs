@@ -56,6 +56,18 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_port_tx_errors_total", "Frames the device failed to send (DPDK ethdev oerrors).", MetricType::COUNTER, &["port"]),
     ("pktwarp_port_rx_nombuf_total", "RX buffer allocation failures of the device (DPDK ethdev rx_nombuf).", MetricType::COUNTER, &["port"]),
     ("pktwarp_port_xstat", "The device's extended statistics (DPDK xstats), by their DPDK name; read every second by the control thread.", MetricType::GAUGE, &["port", "name"]),
+    ("pktwarp_fronthaul_frames_total", "Frames the fronthaul stage saw, by kind (uplane, cplane, not_ecpri, rejected).", MetricType::COUNTER, &["position", "kind"]),
+    ("pktwarp_fronthaul_errors_total", "Frames the fronthaul stage rejected whole, by decode reason (all eAxCs).", MetricType::COUNTER, &["position", "reason"]),
+    ("pktwarp_fronthaul_cell_slots_total", "Slots closed by the fronthaul stage (all eAxCs), by result (complete, partial).", MetricType::COUNTER, &["position", "result"]),
+    ("pktwarp_fronthaul_eaxc_unexpected_total", "U-plane packets of an eAxC outside the slot grid.", MetricType::COUNTER, &["position"]),
+    ("pktwarp_fronthaul_saturated_samples_total", "Decompressed samples that did not fit 16 bits in the grid.", MetricType::COUNTER, &["position"]),
+    ("pktwarp_fronthaul_packets_total", "U-plane packets accepted, per eAxC.", MetricType::COUNTER, &["position", "eaxc"]),
+    ("pktwarp_fronthaul_prbs_total", "PRBs decoded into the slot grid, per eAxC.", MetricType::COUNTER, &["position", "eaxc"]),
+    ("pktwarp_fronthaul_arrivals_total", "U-plane packets per eAxC by arrival against the Ta4 window (early, on_time, late, untimed).", MetricType::COUNTER, &["position", "eaxc", "window"]),
+    ("pktwarp_fronthaul_seq_errors_total", "Sequence id errors per eAxC, by kind (gap: packets missing, duplicate, out_of_order).", MetricType::COUNTER, &["position", "eaxc", "kind"]),
+    ("pktwarp_fronthaul_duplicate_prbs_total", "PRBs that arrived twice for one slot, per eAxC.", MetricType::COUNTER, &["position", "eaxc"]),
+    ("pktwarp_fronthaul_slots_total", "Slots closed per eAxC, by result (complete: every PRB of the eAxC arrived, partial).", MetricType::COUNTER, &["position", "eaxc", "result"]),
+    ("pktwarp_fronthaul_eaxc_errors_total", "Rejected frames whose eAxC is in the grid, per eAxC and decode reason.", MetricType::COUNTER, &["position", "eaxc", "reason"]),
 ];
 
 /// The port families fed by a port's `ethdev_<field>` counters: (family, field).
@@ -320,6 +332,13 @@ impl Collector for DaemonCollector {
         out.push("pktwarp_ring_occupancy_bursts", occupancy);
         out.push("pktwarp_stage_frames_total", stages);
         out.push("pktwarp_stage_counter_total", self.custom_counters());
+        for (fam, samples) in crate::fronthaul::report::metric_families(&self.pipeline) {
+            let ms = samples.iter().map(|(l, v)| {
+                let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                counter(&l, *v)
+            });
+            out.push(fam, ms.collect());
+        }
         out.push("pktwarp_parse_errors_total", parse);
         let has_acl = self.pipeline.acl().is_some();
         if has_acl {

@@ -59,6 +59,8 @@ pub struct Summary {
     /// How frames moved from input to output: `copy` (into bursts and out again) or
     /// `zero_copy` (DPDK in and out: mbufs passed along, see executor::cpu::zero_copy).
     pub forwarding: String,
+    /// Each fronthaul stage: frames, PRBs, slots, errors by reason, and per eAxC.
+    pub fronthaul: Vec<crate::fronthaul::report::FronthaulSummary>,
 }
 
 pub fn summarize(
@@ -162,6 +164,8 @@ pub fn summarize(
             _ => None,
         })
         .collect();
+    // Closes the slots still open at the end of the input (counted partial, sent to the sink).
+    s.fronthaul = crate::fronthaul::report::summaries(pipeline);
     if s.elapsed_s > 0.0 {
         s.mpps = s.rx_frames as f64 / s.elapsed_s / 1e6;
         s.gbps = s.rx_bytes as f64 * 8.0 / s.elapsed_s / 1e9;

@@ -22,6 +22,9 @@ pub struct EaxcCounters {
     pub early: u64,
     pub on_time: u64,
     pub late: u64,
+    /// Packets without a receive time: their timing was not judged (the GPU executor when the
+    /// transport gives no timestamp).
+    pub untimed: u64,
     /// Packets missing by the sequence ids.
     pub seq_gaps: u64,
     pub seq_duplicates: u64,

@@ -1,0 +1,351 @@
+//! The fronthaul stage's counters as the run summary shows them and as Prometheus samples
+//! (`pktwarp_fronthaul_*`, per eAxC with an `eaxc` label). One place turns the counters into
+//! names, so the summary, the JSON summary and /metrics agree.
+
+use serde::Serialize;
+
+use super::decode::Reject;
+use super::stage::{EaxcCounters, FronthaulCounters};
+use crate::stage::{Pipeline, Stage};
+
+/// One eAxC of a fronthaul stage in the summary.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EaxcSummary {
+    pub eaxc: u16,
+    pub packets: u64,
+    pub prbs: u64,
+    pub early: u64,
+    pub on_time: u64,
+    pub late: u64,
+    /// Packets without a receive time (timing not judged).
+    pub untimed: u64,
+    pub seq_gaps: u64,
+    pub seq_duplicates: u64,
+    pub seq_out_of_order: u64,
+    pub duplicate_prbs: u64,
+    pub slots_complete: u64,
+    pub slots_partial: u64,
+    /// Rejected frames of this eAxC, (reason, count), non-zero ones.
+    pub errors: Vec<(String, u64)>,
+}
+
+/// One fronthaul stage in the run summary.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FronthaulSummary {
+    /// The stage's index in the pipeline.
+    pub position: usize,
+    pub frames: u64,
+    pub uplane: u64,
+    pub cplane: u64,
+    pub not_ecpri: u64,
+    pub rejected: u64,
+    pub prbs: u64,
+    pub slots_complete: u64,
+    pub slots_partial: u64,
+    pub duplicate_prbs: u64,
+    pub saturated_samples: u64,
+    pub eaxc_unexpected: u64,
+    pub sink_errors: u64,
+    /// Rejected frames, (reason, count), non-zero ones.
+    pub errors: Vec<(String, u64)>,
+    pub per_eaxc: Vec<EaxcSummary>,
+}
+
+fn by_reason(errors: &[u64; Reject::COUNT]) -> Vec<(String, u64)> {
+    Reject::ALL
+        .iter()
+        .filter(|r| errors[r.index()] > 0)
+        .map(|r| (r.name().to_string(), errors[r.index()]))
+        .collect()
+}
+
+impl FronthaulSummary {
+    pub fn new(position: usize, c: &FronthaulCounters) -> Self {
+        FronthaulSummary {
+            position,
+            frames: c.frames,
+            uplane: c.uplane,
+            cplane: c.cplane,
+            not_ecpri: c.not_ecpri,
+            rejected: c.errors_total(),
+            prbs: c.prbs,
+            slots_complete: c.slots_complete,
+            slots_partial: c.slots_partial,
+            duplicate_prbs: c.duplicate_prbs,
+            saturated_samples: c.saturated_samples,
+            eaxc_unexpected: c.eaxc_unexpected,
+            sink_errors: c.sink_errors,
+            errors: by_reason(&c.errors),
+            per_eaxc: c.per_eaxc.iter().map(eaxc_summary).collect(),
+        }
+    }
+
+    /// The summary's text lines: the stage, then one per eAxC.
+    pub fn lines(&self) -> Vec<String> {
+        let errs = |e: &[(String, u64)]| -> String {
+            if e.is_empty() {
+                "0 errors".into()
+            } else {
+                let v: Vec<String> = e.iter().map(|(r, n)| format!("{r}={n}")).collect();
+                format!("errors {}", v.join(" "))
+            }
+        };
+        let mut out = vec![format!(
+            "stage {}: {} frames ({} U-plane, {} C-plane, {} not eCPRI, {} rejected), {} PRBs, slots {} complete / {} partial, {} duplicate PRBs, {} saturated samples, {} unexpected eAxC, {}",
+            self.position,
+            self.frames,
+            self.uplane,
+            self.cplane,
+            self.not_ecpri,
+            self.rejected,
+            self.prbs,
+            self.slots_complete,
+            self.slots_partial,
+            self.duplicate_prbs,
+            self.saturated_samples,
+            self.eaxc_unexpected,
+            errs(&self.errors)
+        )];
+        for e in &self.per_eaxc {
+            out.push(format!(
+                "eAxC {}: {} packets, {} PRBs, early {} / on time {} / late {} / untimed {}, seq gaps {} / duplicates {} / out of order {}, slots {} complete / {} partial, {} duplicate PRBs, {}",
+                e.eaxc,
+                e.packets,
+                e.prbs,
+                e.early,
+                e.on_time,
+                e.late,
+                e.untimed,
+                e.seq_gaps,
+                e.seq_duplicates,
+                e.seq_out_of_order,
+                e.slots_complete,
+                e.slots_partial,
+                e.duplicate_prbs,
+                errs(&e.errors)
+            ));
+        }
+        out
+    }
+}
+
+fn eaxc_summary(e: &EaxcCounters) -> EaxcSummary {
+    EaxcSummary {
+        eaxc: e.eaxc,
+        packets: e.packets,
+        prbs: e.prbs,
+        early: e.early,
+        on_time: e.on_time,
+        late: e.late,
+        untimed: e.untimed,
+        seq_gaps: e.seq_gaps,
+        seq_duplicates: e.seq_duplicates,
+        seq_out_of_order: e.seq_out_of_order,
+        duplicate_prbs: e.duplicate_prbs,
+        slots_complete: e.slots_complete,
+        slots_partial: e.slots_partial,
+        errors: by_reason(&e.errors),
+    }
+}
+
+/// Every fronthaul stage of the pipeline, its open slots closed first (call at the end of a
+/// run: a slot still waiting for PRBs is counted partial and handed to the sink).
+pub fn summaries(pipeline: &Pipeline) -> Vec<FronthaulSummary> {
+    pipeline
+        .stages
+        .iter()
+        .enumerate()
+        .filter_map(|(i, st)| match st {
+            Stage::Fronthaul(f) => {
+                f.flush();
+                Some(FronthaulSummary::new(i, &f.counters()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Labels of one sample: (name, value).
+pub type Labels = Vec<(&'static str, String)>;
+
+/// The metric families the fronthaul stages export, in exposition order (help, type and label
+/// names are in `control::metrics::FAMILIES`; every one is a counter).
+pub const FAMILIES: [&str; 12] = [
+    "pktwarp_fronthaul_frames_total",
+    "pktwarp_fronthaul_errors_total",
+    "pktwarp_fronthaul_cell_slots_total",
+    "pktwarp_fronthaul_eaxc_unexpected_total",
+    "pktwarp_fronthaul_saturated_samples_total",
+    "pktwarp_fronthaul_packets_total",
+    "pktwarp_fronthaul_prbs_total",
+    "pktwarp_fronthaul_arrivals_total",
+    "pktwarp_fronthaul_seq_errors_total",
+    "pktwarp_fronthaul_duplicate_prbs_total",
+    "pktwarp_fronthaul_slots_total",
+    "pktwarp_fronthaul_eaxc_errors_total",
+];
+
+/// The samples of every fronthaul stage, grouped by family in [`FAMILIES`] order (a family
+/// without samples is left out). Reads the counters only; open slots stay open.
+pub fn metric_families(pipeline: &Pipeline) -> Vec<(&'static str, Vec<(Labels, u64)>)> {
+    let mut fams: Vec<(&'static str, Vec<(Labels, u64)>)> =
+        FAMILIES.iter().map(|f| (*f, Vec::new())).collect();
+    for (i, st) in pipeline.stages.iter().enumerate() {
+        if let Stage::Fronthaul(f) = st {
+            stage_samples(i, &f.counters(), &mut fams);
+        }
+    }
+    fams.retain(|(_, s)| !s.is_empty());
+    fams
+}
+
+fn stage_samples(
+    pos: usize,
+    c: &FronthaulCounters,
+    fams: &mut [(&'static str, Vec<(Labels, u64)>)],
+) {
+    let p = pos.to_string();
+    let mut add = |fam: usize, mut labels: Labels, v: u64| {
+        labels.insert(0, ("position", p.clone()));
+        fams[fam].1.push((labels, v));
+    };
+    for (kind, v) in [
+        ("uplane", c.uplane),
+        ("cplane", c.cplane),
+        ("not_ecpri", c.not_ecpri),
+        ("rejected", c.errors_total()),
+    ] {
+        add(0, vec![("kind", kind.into())], v);
+    }
+    for r in Reject::ALL.iter().filter(|r| **r != Reject::NotEcpri) {
+        add(1, vec![("reason", r.name().into())], c.errors[r.index()]);
+    }
+    add(2, vec![("result", "complete".into())], c.slots_complete);
+    add(2, vec![("result", "partial".into())], c.slots_partial);
+    add(3, vec![], c.eaxc_unexpected);
+    add(4, vec![], c.saturated_samples);
+    for e in &c.per_eaxc {
+        let id = || ("eaxc", e.eaxc.to_string());
+        add(5, vec![id()], e.packets);
+        add(6, vec![id()], e.prbs);
+        for (w, v) in [
+            ("early", e.early),
+            ("on_time", e.on_time),
+            ("late", e.late),
+            ("untimed", e.untimed),
+        ] {
+            add(7, vec![id(), ("window", w.into())], v);
+        }
+        for (k, v) in [
+            ("gap", e.seq_gaps),
+            ("duplicate", e.seq_duplicates),
+            ("out_of_order", e.seq_out_of_order),
+        ] {
+            add(8, vec![id(), ("kind", k.into())], v);
+        }
+        add(9, vec![id()], e.duplicate_prbs);
+        add(
+            10,
+            vec![id(), ("result", "complete".into())],
+            e.slots_complete,
+        );
+        add(
+            10,
+            vec![id(), ("result", "partial".into())],
+            e.slots_partial,
+        );
+        // Non-zero reasons only: 21 reasons for each of up to 64 eAxCs would be 1344 series.
+        for r in Reject::ALL.iter().filter(|r| e.errors[r.index()] > 0) {
+            add(
+                11,
+                vec![id(), ("reason", r.name().into())],
+                e.errors[r.index()],
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_and_lines_name_every_counter() {
+        let mut c = FronthaulCounters {
+            frames: 10,
+            uplane: 7,
+            not_ecpri: 1,
+            prbs: 28,
+            slots_complete: 1,
+            ..Default::default()
+        };
+        c.errors[Reject::PrbOutOfCarrier.index()] = 2;
+        let mut e = EaxcCounters {
+            eaxc: 513,
+            packets: 7,
+            prbs: 28,
+            on_time: 6,
+            late: 1,
+            seq_gaps: 3,
+            ..Default::default()
+        };
+        e.errors[Reject::PrbOutOfCarrier.index()] = 1;
+        c.per_eaxc.push(e);
+        let mut fams: Vec<(&'static str, Vec<(Labels, u64)>)> =
+            FAMILIES.iter().map(|f| (*f, Vec::new())).collect();
+        stage_samples(1, &c, &mut fams);
+        let find = |fam: &str, want: &[(&str, &str)]| -> u64 {
+            let (_, s) = fams.iter().find(|f| f.0 == fam).unwrap();
+            let hits: Vec<u64> = s
+                .iter()
+                .filter(|(l, _)| {
+                    want.iter()
+                        .all(|(k, v)| l.iter().any(|(lk, lv)| lk == k && lv == v))
+                })
+                .map(|(_, v)| *v)
+                .collect();
+            assert_eq!(hits.len(), 1, "{fam} {want:?}");
+            hits[0]
+        };
+        assert_eq!(
+            find("pktwarp_fronthaul_frames_total", &[("kind", "rejected")]),
+            2
+        );
+        assert_eq!(
+            find(
+                "pktwarp_fronthaul_errors_total",
+                &[("position", "1"), ("reason", "prb_out_of_carrier")]
+            ),
+            2
+        );
+        let late = [("eaxc", "513"), ("window", "late")];
+        assert_eq!(find("pktwarp_fronthaul_arrivals_total", &late), 1);
+        let gap = [("eaxc", "513"), ("kind", "gap")];
+        assert_eq!(find("pktwarp_fronthaul_seq_errors_total", &gap), 3);
+        let r = [("eaxc", "513"), ("reason", "prb_out_of_carrier")];
+        assert_eq!(find("pktwarp_fronthaul_eaxc_errors_total", &r), 1);
+        // Every family is declared as a counter with these label names.
+        for (fam, samples) in &fams {
+            let (_, _, ty, labels) = crate::control::metrics::FAMILIES
+                .iter()
+                .find(|f| f.0 == *fam)
+                .unwrap_or_else(|| panic!("{fam} not in control::metrics::FAMILIES"));
+            assert_eq!(*ty, prometheus::proto::MetricType::COUNTER, "{fam}");
+            let name = fam;
+            for (l, _) in samples {
+                let names: Vec<&str> = l.iter().map(|(k, _)| *k).collect();
+                assert_eq!(&names[..], *labels, "{name}");
+            }
+        }
+        let s = FronthaulSummary::new(1, &c);
+        let lines = s.lines();
+        assert_eq!(lines.len(), 2);
+        assert!(
+            lines[0].contains("errors prb_out_of_carrier=2"),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[1].starts_with("eAxC 513: 7 packets, 28 PRBs, early 0 / on time 6 / late 1"));
+        assert_eq!(s.errors, vec![("prb_out_of_carrier".to_string(), 2)]);
+    }
+}
