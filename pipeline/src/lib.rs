@@ -16,6 +16,7 @@ pub mod ring;
 pub mod rss;
 pub mod stage;
 pub mod steer;
+pub mod testdata;
 pub mod verdict;
 pub mod verify;
 pub mod wire;
