@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use pipeline::config;
 use pipeline::daemon;
 use pipeline::executor::cpu::CpuShared;
+use pipeline::fronthaul::grid::GridData;
+use pipeline::fronthaul::raw::read_slot;
 use pipeline::fronthaul::FronthaulCounters;
 use pipeline::port::gen::oran::OranGenOptions;
 use pipeline::stage::Stage;
@@ -148,6 +150,49 @@ fn the_shipped_config_runs_to_the_end_with_every_slot_complete() {
         }
     }
     assert_eq!(checked, prbs);
+}
+
+#[test]
+fn the_raw_sink_writes_what_gen_encoded_and_reads_back() {
+    let dir = tmpdir("raw");
+    let path = shipped_config(
+        &dir,
+        3,
+        &format!("{{ raw: {} }}", dir.join("slots").display()),
+    );
+    let o = gen_options(&path);
+    let (_, c) = run(&path);
+    assert_eq!((c.slots_complete, c.slots_partial), (3, 0));
+    let mut sidecars: Vec<PathBuf> = std::fs::read_dir(dir.join("slots"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    sidecars.sort();
+    assert_eq!(sidecars.len(), 3);
+    for (n, side) in sidecars.iter().enumerate() {
+        let (m, data) = read_slot(side).unwrap();
+        let r = o.radio(n as u64, 0);
+        assert_eq!(
+            (m.frame_id, m.subframe_id, m.slot_id),
+            (r.frame_id, r.subframe_id, r.slot_id)
+        );
+        assert_eq!(m.shape, [2, 14, 273, 12, 2]);
+        assert_eq!(
+            (m.eaxcs.clone(), m.numerology, m.carrier_prbs),
+            (vec![0, 1], 1, 273)
+        );
+        assert!(m.complete);
+        assert_eq!(m.prbs_filled_per_eaxc, [14 * 273, 14 * 273]);
+        let GridData::Int16(v) = data else {
+            panic!("int16 grid")
+        };
+        for (i, cell) in v.chunks_exact(24).enumerate() {
+            let (e, sym, prb) = (i / (14 * 273), (i / 273) % 14, i % 273);
+            let got: Vec<i32> = cell.iter().map(|&x| i32::from(x)).collect();
+            assert_eq!(got, o.expected(e, n as u64, sym as u8, prb as u16));
+        }
+    }
 }
 
 #[test]

@@ -210,9 +210,10 @@ impl Default for Ta4Window {
     }
 }
 
-/// Where completed slots go: `none`, or `{npy: {dir: PATH}}` (one `.npy` file per slot,
-/// shape eAxC x symbol x PRB x 12 x 2, the grid's sample type). A library callback is given
-/// to [`super::FronthaulStage::with_sink`].
+/// Where completed slots go: `none`; `{npy: {dir: PATH}}` (one `.npy` file per slot,
+/// shape eAxC x symbol x PRB x 12 x 2, the grid's sample type); or `{raw: PATH}` /
+/// `{raw: {dir: PATH, max_files: N}}` (raw little-endian samples and a JSON sidecar per slot,
+/// see [`super::raw`]). A library callback is given to [`super::FronthaulStage::with_sink`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum SinkConfig {
@@ -225,6 +226,58 @@ pub enum SinkConfig {
         #[serde(default)]
         max_files: Option<u64>,
     },
+    Raw(RawSinkConfig),
+}
+
+impl SinkConfig {
+    /// The sink's folder, if it writes files (to resolve it against the config's folder).
+    pub fn dir_mut(&mut self) -> Option<&mut PathBuf> {
+        match self {
+            SinkConfig::None => None,
+            SinkConfig::Npy { dir, .. } => Some(dir),
+            SinkConfig::Raw(r) => Some(&mut r.dir),
+        }
+    }
+}
+
+/// `raw: PATH` or `raw: {dir: PATH, max_files: N}`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(from = "RawArg")]
+pub struct RawSinkConfig {
+    /// Folder for the files (created if missing); relative to the config file's folder.
+    pub dir: PathBuf,
+    /// Stop writing after this many slots (still counted). Default: no limit.
+    pub max_files: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawArg {
+    Dir(PathBuf),
+    Full(RawFull),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFull {
+    dir: PathBuf,
+    #[serde(default)]
+    max_files: Option<u64>,
+}
+
+impl From<RawArg> for RawSinkConfig {
+    fn from(a: RawArg) -> Self {
+        match a {
+            RawArg::Dir(dir) => RawSinkConfig {
+                dir,
+                max_files: None,
+            },
+            RawArg::Full(f) => RawSinkConfig {
+                dir: f.dir,
+                max_files: f.max_files,
+            },
+        }
+    }
 }
 
 impl FronthaulConfig {
@@ -339,6 +392,18 @@ mod tests {
             }
         ));
         assert_eq!(load("sink: none").unwrap().sink, SinkConfig::None);
+        let raw = |dir: &str, max_files| {
+            SinkConfig::Raw(RawSinkConfig {
+                dir: dir.into(),
+                max_files,
+            })
+        };
+        assert_eq!(
+            load("sink: {raw: /tmp/r}").unwrap().sink,
+            raw("/tmp/r", None)
+        );
+        let c = load("sink: {raw: {dir: rel, max_files: 2}}").unwrap();
+        assert_eq!(c.sink, raw("rel", Some(2)));
     }
 
     #[test]
@@ -382,5 +447,8 @@ mod tests {
         assert!(load("unknown_key: 1").unwrap_err().contains("unknown_key"));
         assert!(load("comp: {method: mulaw}").is_err());
         assert!(load("sink: {npy: {}}").is_err());
+        assert!(load("sink: {raw: {}}").is_err());
+        assert!(load("sink: {raw: {dir: x, bogus: 1}}").is_err());
+        assert!(load("sink: {raw: [1]}").is_err());
     }
 }

@@ -7,6 +7,7 @@ pub mod bfp;
 pub mod config;
 pub mod decode;
 pub mod grid;
+pub mod raw;
 pub mod report;
 pub mod sink;
 pub mod stage;

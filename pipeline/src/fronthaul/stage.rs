@@ -137,6 +137,11 @@ impl FronthaulStage {
         let sink: Option<Box<dyn SlotSink>> = match &cfg.sink {
             SinkConfig::None => None,
             SinkConfig::Npy { dir, max_files } => Some(Box::new(NpySink::create(dir, *max_files)?)),
+            SinkConfig::Raw(r) => Some(Box::new(super::raw::RawSink::create(
+                &r.dir,
+                r.max_files,
+                cfg,
+            )?)),
         };
         Self::build(cfg, sink)
     }
