@@ -437,13 +437,20 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, data_bytes) == 4, "pw_slot_hdr.data_by
 #define PW_DROP_TX_ERROR 4u    /* the output port refused the frame (host side) */
 #define PW_DROP_TOO_LONG 5u    /* burst larger than a ring slot (host side, never reaches the GPU) */
 #define PW_DROP_STAGE 6u       /* a user stage dropped the frame without naming another reason */
+#define PW_DROP_TTL_EXPIRED 7u /* ttl: IPv4 TTL / IPv6 hop limit 0 or 1 on arrival */
+#define PW_DROP_NO_ROUTE 8u    /* route: no covering prefix (and no default route), or no IP destination */
+#define PW_DROP_KERNEL_STALL 9u /* the burst a stalled queue kernel held when it was restarted (host side) */
 #define PW_DROP_NONE 0xFFu     /* pw_verdict.drop_reason when the action is not drop */
-#define PW_DROP_REASONS 8u
+#define PW_DROP_REASONS 10u    /* counter slots: codes 0..9 (append-only numbering) */
+#define PW_OUT_DEFAULT 0xFFFFu /* pw_verdict.reserved (output port): the default output port */
 
 typedef struct pw_verdict {
     uint8_t action;      /* 0 PW_ACTION_* */
     uint8_t drop_reason; /* 1 PW_DROP_* (PW_DROP_NONE unless action is drop) */
-    uint16_t reserved;   /* 2 */
+    uint16_t reserved;   /* 2 output port: an index of the config's TX ports, PW_OUT_DEFAULT = the
+                          *   default output (CPU: pipeline::verdict::Verdict::out_port). The GPU
+                          *   stages write 0 today and the GPU TX path sends every frame to the
+                          *   default output; no GPU stage sets a port yet */
     uint32_t rule;       /* 4 matched ACL rule index, PW_ACL_NO_MATCH when none or no acl stage */
     uint32_t mark;       /* 8 mark set by the matched rule, 0 when none */
 } pw_verdict;
@@ -473,7 +480,7 @@ typedef struct pw_queue_counters {
     uint64_t action[PW_ACTIONS];           /*  48 */
     uint64_t drop_reason[PW_DROP_REASONS]; /*  80 */
 } pw_queue_counters;
-PW_STATIC_ASSERT(sizeof(pw_queue_counters) == 144, "pw_queue_counters size");
+PW_STATIC_ASSERT(sizeof(pw_queue_counters) == 160, "pw_queue_counters size");
 
 /* Queue state word (pw_queue_ctrl.status). */
 #define PW_QSTATE_IDLE 0u         /* kernel not started */
@@ -487,7 +494,12 @@ PW_STATIC_ASSERT(sizeof(pw_queue_counters) == 144, "pw_queue_counters size");
 typedef struct pw_queue_ctrl {
     uint32_t producer;  /*   0 producer index for `mapped` placement (host writes) */
     uint32_t exit_flag; /*   4 host sets 1: the persistent kernel returns */
-    uint32_t pad0[30];  /*   8 */
+    uint32_t first_seq; /*   8 host: the burst the persistent kernel starts at (0; after a restart the one
+                         *     after the burst that was lost) */
+    uint32_t stall_at;  /*  12 test only (executor.gpu.test_stall): seq + 1 of a burst the persistent
+                         *     kernel takes and never finishes, beating no more until exit_flag (0: none) */
+    uint32_t exited;    /*  16 the queue's persistent CTAs that have returned (each adds 1) */
+    uint32_t pad0[27];  /*  20 */
     uint32_t consumer;  /* 128 last burst done + 1 (GPU writes; informational, done[] is the handshake) */
     uint32_t heartbeat; /* 132 written by the GPU on every burst and every 2^16 empty polls: the writing
                          *     CTA's count (persistent; never read back), seq + 1 (burst kernels) */

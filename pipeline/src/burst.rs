@@ -61,6 +61,26 @@ impl Burst {
         self.descs.len() - 1
     }
 
+    /// [`Burst::push`] with `room` zero bytes reserved after the frame, so a stage may grow it
+    /// in place (a `vlan` push adds 4): the frame's room is the gap up to the next frame's
+    /// `offset` (or the buffer's end), see [`Burst::frames_mut`].
+    pub fn push_with_room(&mut self, frame: &[u8], desc: FrameDesc, room: usize) -> usize {
+        let i = self.push(frame, desc);
+        self.data.resize(self.data.len() + room, 0);
+        i
+    }
+
+    /// Every frame's descriptor and its writable buffer: the frame's `len` bytes plus the room
+    /// after them (up to the next frame). A stage that changes a frame's length writes the new
+    /// length into `len` (and keeps it within the buffer).
+    pub fn frames_mut(&mut self) -> FramesMut<'_> {
+        FramesMut {
+            descs: &mut self.descs,
+            rest: &mut self.data,
+            at: 0,
+        }
+    }
+
     /// The bytes of frame `i`.
     pub fn frame(&self, i: usize) -> &[u8] {
         let d = &self.descs[i];
@@ -74,5 +94,72 @@ impl Burst {
                 &self.data[d.offset as usize..(d.offset + d.len) as usize],
             )
         })
+    }
+}
+
+/// [`Burst::frames_mut`]: walks the descriptors and the data buffer together (no allocation).
+pub struct FramesMut<'a> {
+    descs: &'a mut [FrameDesc],
+    rest: &'a mut [u8],
+    /// Offset in the burst's data of `rest`'s first byte.
+    at: usize,
+}
+
+impl<'a> Iterator for FramesMut<'a> {
+    type Item = (&'a mut FrameDesc, &'a mut [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let descs = std::mem::take(&mut self.descs);
+        let (d, more) = descs.split_first_mut()?;
+        let limit = self.at + self.rest.len();
+        // Offsets only grow (push appends); clamped so a hand-made descriptor cannot panic.
+        let start = (d.offset as usize).clamp(self.at, limit);
+        let end = more
+            .first()
+            .map_or(limit, |n| n.offset as usize)
+            .clamp(start, limit);
+        let rest = std::mem::take(&mut self.rest);
+        let (_, tail) = rest.split_at_mut(start - self.at);
+        let (buf, tail) = tail.split_at_mut(end - start);
+        self.rest = tail;
+        self.at = end;
+        self.descs = more;
+        Some((d, buf))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.descs.len(), Some(self.descs.len()))
+    }
+}
+
+impl ExactSizeIterator for FramesMut<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn room_after_each_frame_is_writable() {
+        let mut b = Burst::default();
+        b.push_with_room(&[1, 2, 3], FrameDesc::default(), 4);
+        b.push_with_room(&[4, 5], FrameDesc::default(), 4);
+        assert_eq!(b.descs[1].offset, 7);
+        for (d, buf) in b.frames_mut() {
+            assert_eq!(buf.len(), d.len as usize + 4);
+            buf[d.len as usize] = 9;
+            d.len += 1;
+        }
+        assert_eq!(b.frame(0), &[1, 2, 3, 9]);
+        assert_eq!(b.frame(1), &[4, 5, 9]);
+        // Back to back (no room): each buffer is exactly the frame.
+        let mut b = Burst::default();
+        b.push(&[1], FrameDesc::default());
+        b.push(&[2, 3], FrameDesc::default());
+        let lens: Vec<usize> = b.frames_mut().map(|(_, f)| f.len()).collect();
+        assert_eq!(lens, vec![1, 2]);
+        // A descriptor pointing past the data yields an empty buffer, not a panic.
+        b.descs[1].offset = 1000;
+        let lens: Vec<usize> = b.frames_mut().map(|(_, f)| f.len()).collect();
+        assert_eq!(lens, vec![3, 0]);
     }
 }

@@ -220,6 +220,20 @@ pub enum StageConfig {
     /// Decode O-RAN U-plane (eCPRI) frames into the slot grid; see
     /// [`crate::fronthaul::FronthaulConfig`] for its keys. Reads the frame bytes only.
     Fronthaul(crate::fronthaul::FronthaulConfig),
+    /// Rewrite the MACs: `{ mac: swap }` and / or `{ src: MAC, dst: MAC }`
+    /// ([`crate::rewrite::L2fwdConfig`]).
+    L2fwd(crate::rewrite::L2fwdConfig),
+    /// Push, pop or set the outermost VLAN tag ([`crate::rewrite::VlanConfig`]).
+    Vlan(crate::rewrite::VlanConfig),
+    /// `- ttl`: decrement the IPv4 TTL / IPv6 hop limit (checksum updated); 0 or 1 on arrival
+    /// drops the frame (`ttl_expired`). Needs `parse` before it.
+    Ttl,
+    /// `{ set: N }`: write the DSCP, keep ECN ([`crate::rewrite::DscpConfig`]). Needs `parse`.
+    Dscp(crate::rewrite::DscpConfig),
+    /// `{ routes: FILE }`: longest-prefix match on the destination address; the next hop's MAC
+    /// becomes the destination MAC and its port (a port of this config with a transmit side)
+    /// the frame's output port; no route: `no_route` drop. Needs `parse`. Reloaded by SIGHUP.
+    Route(crate::rewrite::RouteConfig),
 }
 
 impl StageConfig {
@@ -231,6 +245,11 @@ impl StageConfig {
             StageConfig::Acl(_) => "acl",
             StageConfig::Custom(c) => &c.name,
             StageConfig::Fronthaul(_) => "fronthaul",
+            StageConfig::L2fwd(_) => "l2fwd",
+            StageConfig::Vlan(_) => "vlan",
+            StageConfig::Ttl => "ttl",
+            StageConfig::Dscp(_) => "dscp",
+            StageConfig::Route(_) => "route",
         }
     }
 }
@@ -528,6 +547,14 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
                 ConfigError::at(&file, s, format!("pipeline[{i}].{sub}"), why)
             })?;
         }
+        if let Err(e) = crate::rewrite::check_stage(&s.value) {
+            return Err(ConfigError::at(
+                &file,
+                s,
+                format!("pipeline[{i}].{}.{}", e.stage, e.key),
+                e.message,
+            ));
+        }
     }
     if let Err((key, msg)) = crate::control::settings::validate(&cfg.metrics, &cfg.control) {
         return Err(ConfigError::whole(&file, key, msg));
@@ -661,8 +688,12 @@ fn check_order(
                 parsed = true;
                 false
             }
-            StageConfig::Count | StageConfig::Fronthaul(_) => false,
-            StageConfig::Acl(_) => true,
+            StageConfig::Count
+            | StageConfig::Fronthaul(_)
+            | StageConfig::L2fwd(_)
+            | StageConfig::Vlan(_) => false,
+            StageConfig::Acl(_) | StageConfig::Ttl | StageConfig::Dscp(_) => true,
+            StageConfig::Route(_) => true,
             StageConfig::Custom(c) => custom_reads_meta(&c.name),
         };
         if reads_meta && !parsed {
@@ -710,6 +741,16 @@ pub fn check_custom_stages(
 }
 
 impl Config {
+    /// The ports with a transmit side, in config order: a verdict's `out_port` is an index in
+    /// this list (a `route` next hop names one of them).
+    pub fn tx_port_names(&self) -> Vec<String> {
+        self.ports
+            .iter()
+            .filter(|p| p.value.is_dpdk() || p.value.pcap.as_ref().is_some_and(|pc| pc.tx.is_some()))
+            .map(|p| p.value.name.clone())
+            .collect()
+    }
+
     /// Resolves a path from the config against the config file's folder.
     pub fn resolve(&self, p: &Path) -> PathBuf {
         if p.is_absolute() {

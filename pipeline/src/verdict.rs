@@ -50,10 +50,20 @@ pub enum DropReason {
     TooLong = 5,
     /// A custom (library user's) stage dropped it without naming a reason.
     StageDrop = 6,
+    /// `ttl`: the frame arrived with an IPv4 TTL / IPv6 hop limit of 0 or 1.
+    TtlExpired = 7,
+    /// `route`: no prefix (and no default route) covers the destination, or there is no IP
+    /// destination to route on.
+    NoRoute = 8,
+    /// The burst a stalled GPU queue kernel held when the watchdog restarted it
+    /// (`on_stall: restart`): its frames never got verdicts.
+    KernelStall = 9,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 7] = [
+    /// Every reason, in code order. Append-only: a code never changes meaning (the GPU ABI's
+    /// `PW_DROP_*` are the same numbers).
+    pub const ALL: [DropReason; 10] = [
         DropReason::RingFull,
         DropReason::ParseError,
         DropReason::AclDrop,
@@ -61,6 +71,9 @@ impl DropReason {
         DropReason::TxError,
         DropReason::TooLong,
         DropReason::StageDrop,
+        DropReason::TtlExpired,
+        DropReason::NoRoute,
+        DropReason::KernelStall,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -73,6 +86,9 @@ impl DropReason {
             DropReason::TxError => "tx_error",
             DropReason::TooLong => "too_long",
             DropReason::StageDrop => "stage_drop",
+            DropReason::TtlExpired => "ttl_expired",
+            DropReason::NoRoute => "no_route",
+            DropReason::KernelStall => "kernel_stall",
         }
     }
 }
@@ -87,14 +103,23 @@ pub struct Verdict {
     pub rule: u32,
     /// Mark set by a rule, 0 when none.
     pub mark: u32,
+    /// The output port a forwarded frame goes to: an index into the config's ports with a
+    /// transmit side (config order, [`crate::config::Config::tx_port_names`]), set by `route`;
+    /// [`Verdict::OUT_DEFAULT`] = the default output (`output.port`). The GPU carries it in
+    /// `pw_verdict.out_port`.
+    pub out_port: u16,
 }
 
 impl Verdict {
+    /// `out_port` of a frame no stage sent to a port of its own: the default output.
+    pub const OUT_DEFAULT: u16 = 0xFFFF;
+
     pub const PASS: Verdict = Verdict {
         action: Action::Pass,
         reason: None,
         rule: u32::MAX,
         mark: 0,
+        out_port: Verdict::OUT_DEFAULT,
     };
 
     pub fn drop(reason: DropReason) -> Verdict {
@@ -142,6 +167,11 @@ mod tests {
         assert_eq!(DropReason::SteeringDrop as u8, abi::DROP_STEERING);
         assert_eq!(DropReason::TxError as u8, abi::DROP_TX_ERROR);
         assert_eq!(DropReason::TooLong as u8, abi::DROP_TOO_LONG);
+        assert_eq!(DropReason::StageDrop as u8, abi::DROP_STAGE);
+        assert_eq!(DropReason::TtlExpired as u8, abi::DROP_TTL_EXPIRED);
+        assert_eq!(DropReason::NoRoute as u8, abi::DROP_NO_ROUTE);
+        assert_eq!(Verdict::OUT_DEFAULT, abi::OUT_DEFAULT);
+        const { assert!(DropReason::COUNT <= abi::DROP_REASONS) };
         for r in DropReason::ALL {
             assert_eq!(DropReason::from_code(r as u8), Some(r));
             assert_eq!(abi::DROP_REASON_NAMES[r as usize], r.name());

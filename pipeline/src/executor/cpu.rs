@@ -14,6 +14,7 @@ use crate::burst::Burst;
 use crate::config::OnFull;
 use crate::counters::QueueCounters;
 use crate::meta::PacketMeta;
+use crate::port::out::{self, Dest, OutPorts, OutTally};
 use crate::port::{PortError, RxPort, RxStatus, TxPort};
 use crate::ring::{self, Consumer, Producer};
 use crate::stage::Pipeline;
@@ -66,6 +67,8 @@ pub struct CpuShared {
     pub rx_total: AtomicU64,
     /// The receiving ports' own counters for the metrics (refreshed by the control thread).
     pub port_counters: Arc<crate::port::PortCounterBoard>,
+    /// The watchdog's restart requests to the GPU queue threads (unused by the CPU executor).
+    pub restarts: Arc<crate::control::watchdog::RestartBoard>,
 }
 
 impl CpuShared {
@@ -79,6 +82,7 @@ impl CpuShared {
             stop: AtomicBool::new(false),
             rx_total: AtomicU64::new(0),
             port_counters: Arc::default(),
+            restarts: Arc::new(crate::control::watchdog::RestartBoard::new(spec.queues)),
         })
     }
 }
@@ -92,6 +96,8 @@ pub struct RunOutcome {
     /// Each receiving port's own counters at its end (name, (counter, value)); a DPDK port
     /// gives its ethdev stats and xstats here.
     pub port_counters: Vec<(String, Vec<(String, u64)>)>,
+    /// What each destination took (output ports, mirror, slow path), see [`OutPorts`].
+    pub out: Vec<OutTally>,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -131,6 +137,18 @@ pub fn run(
     rx: Vec<Box<dyn RxPort>>,
     tx: Option<Box<dyn TxPort>>,
 ) -> RunOutcome {
+    run_out(spec, shared, rx, OutPorts::single(tx))
+}
+
+/// [`run`] with every destination of the verdicts: each forwarded frame goes to its output
+/// port (`Verdict::out_port`), mirror copies to the mirror port, `to_host` frames to the slow
+/// path ([`OutPorts`]).
+pub fn run_out(
+    spec: &CpuRunSpec,
+    shared: &Arc<CpuShared>,
+    rx: Vec<Box<dyn RxPort>>,
+    out: OutPorts,
+) -> RunOutcome {
     let start = Instant::now();
     let nq = spec.queues;
     let nports = rx.len();
@@ -155,7 +173,8 @@ pub fn run(
     let mut tx_in = Vec::new();
     let mut tx_ret_prod: Vec<Vec<Producer<Box<Slot>>>> = (0..nq).map(|_| Vec::new()).collect();
     let mut tx_ret_cons: Vec<Vec<Consumer<Box<Slot>>>> = (0..nports).map(|_| Vec::new()).collect();
-    if tx.is_some() {
+    let has_tx = !out.is_empty();
+    if has_tx {
         for prods in tx_ret_prod.iter_mut() {
             let (p, c) = ring::ring::<(usize, Box<Slot>)>(spec.ring_slots);
             to_tx.push(p);
@@ -171,6 +190,7 @@ pub fn run(
     let workers_done = AtomicU64::new(0);
     let errors = std::sync::Mutex::new(Vec::new());
     let port_counters = std::sync::Mutex::new(Vec::new());
+    let tallies = std::sync::Mutex::new(Vec::new());
 
     std::thread::scope(|s| {
         // Ingest threads.
@@ -229,16 +249,19 @@ pub fn run(
             });
         }
         // TX thread.
-        if let Some(mut txp) = tx {
+        if has_tx {
             let shared = Arc::clone(shared);
             let workers_done = &workers_done;
             let errors = &errors;
+            let tallies = &tallies;
+            let mut out = out;
             s.spawn(move || {
-                if let Err(e) = tx_loop(&shared, txp.as_mut(), tx_in, tx_ret_prod, workers_done, nq)
-                {
-                    if let Ok(mut v) = errors.lock() {
-                        v.push(format!("{}: {e}", txp.name()));
-                    }
+                let (t, e) = tx_loop(&shared, &mut out, tx_in, tx_ret_prod, workers_done, nq);
+                if let Ok(mut v) = errors.lock() {
+                    v.extend(e);
+                }
+                if let Ok(mut v) = tallies.lock() {
+                    *v = t;
                 }
             });
         }
@@ -249,6 +272,7 @@ pub fn run(
         elapsed: start.elapsed(),
         errors: errors.into_inner().unwrap_or_default(),
         port_counters,
+        out: tallies.into_inner().unwrap_or_default(),
     }
 }
 
@@ -294,6 +318,8 @@ fn ingest(
     let mut current: Vec<Option<Box<Slot>>> = (0..nq).map(|_| None).collect();
     let mut rx = Burst::with_capacity(burst, burst * 2048);
     let mut meta = PacketMeta::default();
+    // Room after each frame for the stages that grow it in place (vlan push); 0 for most lists.
+    let room = spec.pipeline.frame_room();
     // Per-queue counts of one RX burst, published once per burst: with several receiving
     // ports, several ingest threads count into the same queue, so these adds are atomic.
     let mut tally = vec![IngestTally::default(); nq];
@@ -352,7 +378,7 @@ fn ingest(
             let mut d = *desc;
             d.port = port_id;
             d.queue = q as u16;
-            slot.burst.push(frame, d);
+            slot.burst.push_with_room(frame, d, room);
             if slot.burst.len() >= burst {
                 flush_queue(
                     spec,
@@ -473,7 +499,10 @@ fn worker(
                     metas,
                     handed,
                 } = &mut *slot;
-                let generation = ctx.pipeline.run_burst(burst, metas, verdicts, ctx.counters);
+                // In place: rewrite stages change the frames the TX thread then sends.
+                let generation = ctx
+                    .pipeline
+                    .run_burst_mut(burst, metas, verdicts, ctx.counters);
                 ctx.counters
                     .burst_latency
                     .observe_ns(handed.elapsed().as_nanos() as u64);
@@ -511,65 +540,60 @@ fn worker(
     }
 }
 
+/// The TX thread: each burst's frames to their destinations ([`OutPorts`]), in the order the
+/// queue's worker finished them; returns what each destination took and the ports' errors.
 fn tx_loop(
     shared: &CpuShared,
-    port: &mut dyn TxPort,
+    out: &mut OutPorts,
     mut inputs: Vec<Consumer<(usize, Box<Slot>)>>,
     mut returns: Vec<Vec<Producer<Box<Slot>>>>,
     workers_done: &AtomicU64,
     nq: usize,
-) -> Result<(), PortError> {
+) -> (Vec<OutTally>, Vec<String>) {
     let backoff = Backoff::new();
-    let mut result = Ok(());
+    let default = out.default;
+    let mut dests: Vec<(usize, Dest<'_>)> = Vec::new();
+    for (k, (p, name)) in out.ports.iter_mut().zip(&out.names).enumerate() {
+        if let Some(p) = p {
+            dests.push((k, Dest::new("output", name.clone(), p.as_mut())));
+        }
+    }
+    let mut mirror = out
+        .mirror
+        .as_mut()
+        .map(|p| Dest::new("mirror", p.name().to_string(), p.as_mut()));
+    let mut slow = out
+        .to_host
+        .as_mut()
+        .map(|p| Dest::new("to_host", p.name().to_string(), p.as_mut()));
+    let target = |v: &Verdict| {
+        if v.out_port == Verdict::OUT_DEFAULT {
+            default
+        } else {
+            Some(usize::from(v.out_port))
+        }
+    };
     loop {
         let mut got = false;
         for (q, input) in inputs.iter_mut().enumerate() {
             while let Some((port_idx, slot)) = input.pop() {
                 got = true;
                 let c = &shared.counters[q];
-                let wanted = slot.verdicts.iter().filter(|v| v.action.forwards()).count();
-                let bytes: u64 = slot
-                    .burst
-                    .descs
-                    .iter()
-                    .zip(slot.verdicts.iter())
-                    .filter(|(_, v)| v.action.forwards())
-                    .map(|(d, _)| d.len as u64)
-                    .sum();
-                if result.is_ok() {
-                    let mut frames = slot
-                        .burst
-                        .frames()
-                        .zip(slot.verdicts.iter())
-                        .filter(|(_, v)| v.action.forwards())
-                        .map(|((_, f), _)| f);
-                    match port.tx_burst(&mut frames) {
-                        Ok(sent) => {
-                            c.tx_frames.add(sent as u64);
-                            // The bytes of the frames written, not of those asked for.
-                            let sent_bytes = if sent >= wanted {
-                                bytes
-                            } else {
-                                slot.burst
-                                    .descs
-                                    .iter()
-                                    .zip(slot.verdicts.iter())
-                                    .filter(|(_, v)| v.action.forwards())
-                                    .take(sent)
-                                    .map(|(d, _)| d.len as u64)
-                                    .sum()
-                            };
-                            c.tx_bytes.add(sent_bytes);
-                            c.drops[DropReason::TxError as usize]
-                                .add((wanted - sent.min(wanted)) as u64);
-                        }
-                        Err(e) => {
-                            c.drops[DropReason::TxError as usize].add(wanted as u64);
-                            result = Err(e);
-                        }
-                    }
-                } else {
-                    c.drops[DropReason::TxError as usize].add(wanted as u64);
+                let (b, vs) = (&slot.burst, &slot.verdicts[..]);
+                for (k, d) in dests.iter_mut() {
+                    let k = *k;
+                    let (wanted, sent, bytes) =
+                        d.send(b, vs, |v| v.action.forwards() && target(v) == Some(k));
+                    c.tx_frames.add(sent);
+                    c.tx_bytes.add(bytes);
+                    c.drops[DropReason::TxError as usize].add(wanted - sent);
+                }
+                // Copies and the slow path are counted by their destinations (OutTally).
+                if let Some(d) = mirror.as_mut() {
+                    d.send(b, vs, out::mirrors);
+                }
+                if let Some(d) = slow.as_mut() {
+                    d.send(b, vs, out::to_host);
                 }
                 let mut s = slot;
                 while let Err(back) = returns[q][port_idx].push(s) {
@@ -589,8 +613,18 @@ fn tx_loop(
         }
         wait_on(&backoff);
     }
-    let flushed = port.flush();
-    result.and(flushed)
+    let (mut tallies, mut errors) = (Vec::new(), Vec::new());
+    let all = dests
+        .into_iter()
+        .map(|(_, d)| d)
+        .chain(mirror)
+        .chain(slow);
+    for d in all {
+        let (t, e) = d.finish();
+        tallies.push(t);
+        errors.extend(e);
+    }
+    (tallies, errors)
 }
 
 /// Zero-copy forwarding between DPDK ports, DPDK l2fwd style: one run-to-completion worker per
@@ -613,6 +647,10 @@ pub mod zero_copy {
         let nq = spec.queues.max(1);
         if spec.observer.is_some() {
             return Some("a burst observer is attached (it reads copied bursts)".into());
+        }
+        if spec.pipeline.rewrites() {
+            // The mbufs are handed to the stages read-only here (no writable mbuf view yet).
+            return Some("the pipeline rewrites frames (l2fwd, vlan, ttl, dscp, route)".into());
         }
         if rx.buffer_placement() == crate::port::dpdk::BufferPlacement::GpuDirect {
             return Some(format!(
@@ -671,7 +709,7 @@ pub mod zero_copy {
             return RunOutcome {
                 elapsed: start.elapsed(),
                 errors: open_errors,
-                port_counters: Vec::new(),
+                ..RunOutcome::default()
             };
         }
         std::thread::scope(|s| {
@@ -693,6 +731,7 @@ pub mod zero_copy {
             errors: errors.into_inner().unwrap_or_default(),
             // Read once every worker is done, as the copying path reads it at its ingest's end.
             port_counters: vec![(format!("dpdk:{}", rx.setup().name), rx.counters())],
+            out: Vec::new(),
         }
     }
 

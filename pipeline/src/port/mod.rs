@@ -8,6 +8,7 @@ use crate::burst::Burst;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod gen;
+pub mod out;
 pub mod pace;
 pub mod pcap;
 

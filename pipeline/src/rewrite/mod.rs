@@ -14,9 +14,13 @@
 //! inserted or removed after the two MACs with one `copy_within`; a `Vec` with 4 bytes of spare
 //! capacity does not allocate). [`RewriteOp::apply`] takes `&mut Vec<u8>` for all of them.
 //!
-//! Drops: a rewrite never sets the verdict itself, because the drop reasons it needs are not in
-//! [`crate::verdict::DropReason`] yet; it returns [`Outcome::Drop`] with a [`RewriteDrop`]
-//! (`ttl_expired`, `no_route`) that the stage maps to a counted drop reason.
+//! Drops: a rewrite never sets the verdict itself; it returns [`Outcome::Drop`] with a
+//! [`RewriteDrop`] (`ttl_expired`, `no_route`) that the pipeline maps to a counted drop reason
+//! ([`RewriteDrop::reason`]).
+//!
+//! In the pipeline ([`crate::stage::Stage`]), the frames are a burst's buffers with room after
+//! each frame for the `vlan` pushes of the stage list ([`crate::stage::Pipeline::frame_room`]);
+//! `vlan` runs [`Vlan::apply_in`] there.
 //!
 //! The CUDA implementations (`gpu-kernels/cuda/{l2fwd,ttl,vlan,route}.cuh`) follow the same
 //! rules; this is the reference they are tested against.
@@ -24,7 +28,10 @@
 pub mod config;
 pub mod dscp;
 pub mod l2fwd;
+#[cfg(test)]
+mod pipeline_tests;
 pub mod route;
+pub mod stage;
 pub mod ttl;
 pub mod vlan;
 
@@ -47,6 +54,8 @@ pub enum RewriteDrop {
     /// `route`: no prefix (and no default route) covers the destination, or the frame has no
     /// IP destination to route on.
     NoRoute,
+    /// `vlan` push: the frame's buffer has no 4 bytes of room after it (counted as `too_long`).
+    NoRoom,
 }
 
 impl RewriteDrop {
@@ -54,6 +63,17 @@ impl RewriteDrop {
         match self {
             RewriteDrop::TtlExpired => "ttl_expired",
             RewriteDrop::NoRoute => "no_route",
+            RewriteDrop::NoRoom => "too_long",
+        }
+    }
+
+    /// The counted drop reason.
+    pub fn reason(self) -> crate::verdict::DropReason {
+        use crate::verdict::DropReason;
+        match self {
+            RewriteDrop::TtlExpired => DropReason::TtlExpired,
+            RewriteDrop::NoRoute => DropReason::NoRoute,
+            RewriteDrop::NoRoom => DropReason::TooLong,
         }
     }
 }
@@ -105,6 +125,18 @@ impl RewriteOp {
             RewriteOp::Dscp(_) => "dscp",
             RewriteOp::Route(_) => "route",
         }
+    }
+}
+
+/// The value checks of a rewrite stage's config keys (the ones each op's `new` makes), for
+/// the config loader; other stages: `Ok`.
+pub fn check_stage(s: &crate::config::StageConfig) -> Result<(), ConfigError> {
+    use crate::config::StageConfig;
+    match s {
+        StageConfig::L2fwd(c) => L2fwd::new(c).map(drop),
+        StageConfig::Vlan(c) => Vlan::new(c).map(drop),
+        StageConfig::Dscp(c) => Dscp::new(c).map(drop),
+        _ => Ok(()),
     }
 }
 

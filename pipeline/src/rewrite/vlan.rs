@@ -12,7 +12,7 @@
 //! exactly what `parse` gives for the rewritten frame. No checksum covers the tag.
 
 use super::config::{ConfigError, VlanConfig};
-use super::{dropped, Outcome};
+use super::{dropped, Outcome, RewriteDrop};
 use crate::meta::PacketMeta;
 use crate::stage::parse::parse;
 use crate::verdict::Verdict;
@@ -86,33 +86,55 @@ impl Vlan {
         }
     }
 
+    /// On a growable frame (a `Vec`: 4 bytes of spare capacity keep a push from allocating).
     pub fn apply(&self, frame: &mut Vec<u8>, meta: &mut PacketMeta, verdict: &Verdict) -> Outcome {
-        if dropped(verdict) || frame.len() < ethernet::HEADER_LEN {
+        let mut len = frame.len();
+        if matches!(self, Vlan::Push { .. }) {
+            frame.resize(len + TAG_LEN, 0);
+        }
+        let out = self.apply_in(frame, &mut len, meta, verdict);
+        frame.truncate(len);
+        out
+    }
+
+    /// In place: the frame is `buf[..*len]`, the rest of `buf` is room it may grow into (a
+    /// burst's per-frame room, [`crate::burst::Burst::push_with_room`]). A push with less than
+    /// 4 bytes of room is [`Outcome::Drop`] with [`RewriteDrop::NoRoom`] (frame unchanged).
+    pub fn apply_in(
+        &self,
+        buf: &mut [u8],
+        len: &mut usize,
+        meta: &mut PacketMeta,
+        verdict: &Verdict,
+    ) -> Outcome {
+        let n = (*len).min(buf.len());
+        if dropped(verdict) || n < ethernet::HEADER_LEN {
             return Outcome::Skipped;
         }
-        let outer = u16::from_be_bytes([frame[TAG_AT], frame[TAG_AT + 1]]);
-        let tagged = ether_type::is_vlan(outer) && frame.len() >= ethernet::HEADER_LEN + TAG_LEN;
+        let outer = u16::from_be_bytes([buf[TAG_AT], buf[TAG_AT + 1]]);
+        let tagged = ether_type::is_vlan(outer) && n >= ethernet::HEADER_LEN + TAG_LEN;
         match *self {
             Vlan::Push { tpid, tci } => {
-                let len = frame.len();
-                frame.resize(len + TAG_LEN, 0);
-                frame.copy_within(TAG_AT..len, TAG_AT + TAG_LEN);
-                frame[TAG_AT..TAG_AT + 2].copy_from_slice(&tpid.to_be_bytes());
-                frame[TAG_AT + 2..TAG_AT + 4].copy_from_slice(&tci.to_be_bytes());
+                if buf.len() < n + TAG_LEN {
+                    return Outcome::Drop(RewriteDrop::NoRoom);
+                }
+                buf.copy_within(TAG_AT..n, TAG_AT + TAG_LEN);
+                buf[TAG_AT..TAG_AT + 2].copy_from_slice(&tpid.to_be_bytes());
+                buf[TAG_AT + 2..TAG_AT + 4].copy_from_slice(&tci.to_be_bytes());
+                *len = n + TAG_LEN;
             }
             Vlan::Pop => {
                 if !tagged {
                     return Outcome::Skipped;
                 }
-                frame.copy_within(TAG_AT + TAG_LEN.., TAG_AT);
-                frame.truncate(frame.len() - TAG_LEN);
+                buf.copy_within(TAG_AT + TAG_LEN..n, TAG_AT);
+                *len = n - TAG_LEN;
             }
             Vlan::Set { vid, pcp } => {
                 if !tagged {
                     return Outcome::Skipped;
                 }
-                let Ok(mut tag) =
-                    ethernet::VlanTag::new_checked(&mut frame[ethernet::HEADER_LEN..])
+                let Ok(mut tag) = ethernet::VlanTag::new_checked(&mut buf[ethernet::HEADER_LEN..n])
                 else {
                     return Outcome::Skipped;
                 };
@@ -129,7 +151,7 @@ impl Vlan {
                 return Outcome::Done;
             }
         }
-        parse(frame, meta);
+        parse(&buf[..*len], meta);
         Outcome::Done
     }
 }

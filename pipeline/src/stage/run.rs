@@ -13,6 +13,7 @@ use crate::meta::PacketMeta;
 use crate::stage::acl::AclStage;
 use crate::stage::custom::CustomSlot;
 use crate::stage::parse;
+use crate::rewrite::stage::RouteState;
 use crate::stage::registry::StageRegistry;
 use crate::verdict::{Action, DropReason, Verdict};
 
@@ -49,6 +50,12 @@ pub enum Stage {
     Custom(Box<CustomSlot>),
     /// O-RAN U-plane decode into the slot grid (`fronthaul:`); CPU executor only so far.
     Fronthaul(Box<crate::fronthaul::FronthaulStage>),
+    /// Rewrite stages (`crate::rewrite`): they change the frame in place.
+    L2fwd(crate::rewrite::L2fwd),
+    Vlan(crate::rewrite::Vlan),
+    Ttl(crate::rewrite::Ttl),
+    Dscp(crate::rewrite::Dscp),
+    Route(Box<crate::rewrite::stage::RouteSlot>),
 }
 
 /// The published ACL tables of an `acl` stage. Immutable once published: a reload builds the new
@@ -82,6 +89,11 @@ impl Stage {
             Stage::Acl(_) => "acl",
             Stage::Custom(c) => c.name(),
             Stage::Fronthaul(_) => "fronthaul",
+            Stage::L2fwd(_) => "l2fwd",
+            Stage::Vlan(_) => "vlan",
+            Stage::Ttl(_) => "ttl",
+            Stage::Dscp(_) => "dscp",
+            Stage::Route(_) => "route",
         }
     }
 
@@ -89,10 +101,42 @@ impl Stage {
     pub fn reads_meta(&self) -> bool {
         match self {
             Stage::Parse | Stage::Count | Stage::Fronthaul(_) => false,
-            Stage::Acl(_) => true,
+            Stage::L2fwd(_) | Stage::Vlan(_) => false,
+            Stage::Acl(_) | Stage::Ttl(_) | Stage::Dscp(_) | Stage::Route(_) => true,
             Stage::Custom(c) => c.reads_meta(),
         }
     }
+
+    /// Whether the stage changes frame bytes (a rewrite stage).
+    pub fn rewrites(&self) -> bool {
+        matches!(
+            self,
+            Stage::L2fwd(_) | Stage::Vlan(_) | Stage::Ttl(_) | Stage::Dscp(_) | Stage::Route(_)
+        )
+    }
+}
+
+/// A frame as a stage list sees it: read-only bytes, or a writable buffer (the frame's `len`
+/// bytes and the room after them).
+enum Cur<'a> {
+    Ro(&'a [u8]),
+    Rw { buf: &'a mut [u8], len: usize },
+}
+
+impl Cur<'_> {
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Cur::Ro(f) => f,
+            Cur::Rw { buf, len } => &buf[..(*len).min(buf.len())],
+        }
+    }
+}
+
+/// One frame handed to [`Pipeline::run_frames`] or [`Pipeline::run_burst_mut`].
+enum Item<'a> {
+    Ro(FrameDesc, &'a [u8]),
+    Rw(&'a mut FrameDesc, &'a mut [u8]),
 }
 
 /// The ordered stages every queue runs.
@@ -157,9 +201,40 @@ impl Pipeline {
         self.stages.iter().map(|s| s.name().to_string()).collect()
     }
 
+    /// Bytes of room each frame needs after it for the stage list to grow it in place: 4 per
+    /// `vlan` push. The CPU executor's ingest reserves it ([`Burst::push_with_room`]).
+    pub fn frame_room(&self) -> usize {
+        self.stages
+            .iter()
+            .filter(|s| matches!(s, Stage::Vlan(crate::rewrite::Vlan::Push { .. })))
+            .count()
+            * 4
+    }
+
+    /// Whether any stage rewrites frames (then [`Pipeline::run_burst_mut`] keeps the result).
+    pub fn rewrites(&self) -> bool {
+        self.stages.iter().any(Stage::rewrites)
+    }
+
+    /// Re-reads every `route` stage's route file and publishes the new tables (one swap per
+    /// stage; workers take them at their next burst). Returns each stage's (IPv4 routes, IPv6
+    /// routes, generation); the first bad file stops the reload, naming file, line and key
+    /// (stages before it already publish their new tables).
+    pub fn reload_routes(&self) -> Result<Vec<(usize, usize, u64)>, flow_rules::error::RuleError> {
+        self.stages
+            .iter()
+            .filter_map(|s| match s {
+                Stage::Route(r) => Some(r.reload()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Runs every stage on every frame of `burst`, writing one verdict (and one metadata record)
     /// per frame, and counting into `c` (this worker is the single writer of its queue's worker
-    /// counters). Returns the rule-set generation the burst was classified with.
+    /// counters). Returns the rule-set generation the burst was classified with. The frames are
+    /// read-only: rewrite stages run on a scratch copy (verdicts, metadata and counters are
+    /// theirs, the rewritten bytes are not kept; see [`Pipeline::run_burst_mut`]).
     pub fn run_burst(
         &self,
         burst: &Burst,
@@ -170,10 +245,28 @@ impl Pipeline {
         self.run_frames(burst.frames().map(|(d, f)| (*d, f)), metas, verdicts, c)
     }
 
+    /// [`Pipeline::run_burst`] that rewrites the burst's frames in place: a frame's bytes,
+    /// and its `len` (and `wire_len`) when a stage changes its length (within its room,
+    /// [`Pipeline::frame_room`]).
+    pub fn run_burst_mut(
+        &self,
+        burst: &mut Burst,
+        metas: &mut Vec<PacketMeta>,
+        verdicts: &mut Vec<Verdict>,
+        c: &QueueCounters,
+    ) -> u64 {
+        self.run_items(
+            burst.frames_mut().map(|(d, b)| Item::Rw(d, b)),
+            metas,
+            verdicts,
+            c,
+        )
+    }
+
     /// [`Pipeline::run_burst`] over any source of frames: each item is a frame's descriptor
     /// (`len` and `port` are read; `offset` is not) and its bytes, wherever they live (a
     /// [`Burst`], or the mbufs of a zero-copy DPDK burst). One verdict and one metadata record
-    /// per frame, in order.
+    /// per frame, in order. Read-only, as [`Pipeline::run_burst`].
     pub fn run_frames<'f>(
         &self,
         frames: impl ExactSizeIterator<Item = (FrameDesc, &'f [u8])>,
@@ -181,107 +274,86 @@ impl Pipeline {
         verdicts: &mut Vec<Verdict>,
         c: &QueueCounters,
     ) -> u64 {
-        // One load of each ACL table pointer per burst (no allocation: at most MAX_STAGES).
+        self.run_items(frames.map(|(d, f)| Item::Ro(d, f)), metas, verdicts, c)
+    }
+
+    fn run_items<'f>(
+        &self,
+        frames: impl ExactSizeIterator<Item = Item<'f>>,
+        metas: &mut Vec<PacketMeta>,
+        verdicts: &mut Vec<Verdict>,
+        c: &QueueCounters,
+    ) -> u64 {
+        // One load of each ACL / route table pointer per burst (no allocation: at most
+        // MAX_STAGES).
         let generation = self.generation();
         let mut tables: [Option<Arc<AclStage>>; MAX_STAGES] = Default::default();
-        for (slot, s) in tables.iter_mut().zip(&self.stages) {
-            if let Stage::Acl(a) = s {
-                *slot = Some(a.current());
+        let mut routes: [Option<Arc<RouteState>>; MAX_STAGES] = Default::default();
+        for ((slot, route), s) in tables.iter_mut().zip(routes.iter_mut()).zip(&self.stages) {
+            match s {
+                Stage::Acl(a) => *slot = Some(a.current()),
+                Stage::Route(r) => *route = Some(r.current()),
+                _ => {}
             }
         }
+        let rewrites = self.rewrites();
+        let room = self.frame_room();
+        // Read-only frames meet rewrite stages on a copy (grown once, reused per frame).
+        let mut scratch: Vec<u8> = Vec::new();
         let n = frames.len();
         metas.clear();
         metas.resize(n, PacketMeta::default());
         verdicts.clear();
         verdicts.resize(n, Verdict::PASS);
-        let mut stage_frames = [0u64; MAX_STAGES];
-        let mut stage_bytes = [0u64; MAX_STAGES];
-        let (mut passed, mut mirrored, mut to_host, mut acl_default) = (0u64, 0u64, 0u64, 0u64);
-        let mut drops = [0u64; DropReason::COUNT];
-        for ((meta, v), (desc, frame)) in metas.iter_mut().zip(verdicts.iter_mut()).zip(frames) {
-            for (si, stage) in self.stages.iter().enumerate() {
-                if let Some(slot) = stage_frames.get_mut(si) {
-                    *slot += 1;
+        let mut t = Tally::default();
+        for ((meta, v), item) in metas.iter_mut().zip(verdicts.iter_mut()).zip(frames) {
+            let (desc, mut cur, back) = match item {
+                Item::Ro(d, f) if rewrites => {
+                    scratch.clear();
+                    scratch.extend_from_slice(f);
+                    scratch.resize(f.len() + room, 0);
+                    let cur = Cur::Rw {
+                        buf: &mut scratch[..],
+                        len: f.len(),
+                    };
+                    (d, cur, None)
                 }
-                match stage {
-                    Stage::Parse => {
-                        parse::parse(frame, meta);
-                        if meta.status != 0 {
-                            *v = Verdict::drop(DropReason::ParseError);
-                            let s = (meta.status as usize).min(PARSE_STATUS_SLOTS - 1);
-                            c.parse_status[s].add(1);
-                            break;
-                        }
-                    }
-                    Stage::Count => {
-                        if let Some(slot) = stage_bytes.get_mut(si) {
-                            *slot += desc.len as u64;
-                        }
-                    }
-                    Stage::Custom(c) => {
-                        c.cpu().process(frame, meta, v);
-                        if v.action == Action::Drop {
-                            v.reason.get_or_insert(DropReason::StageDrop);
-                            break;
-                        }
-                    }
-                    Stage::Fronthaul(f) => {
-                        // Ta4 windows are judged on the frame's receive time: the capture's or
-                        // generator's timestamp, the host clock when the port gives none.
-                        if desc.timestamp_ns != 0 {
-                            f.process_at(frame, desc.timestamp_ns, meta, v);
-                        } else {
-                            f.process(frame, meta, v);
-                        }
-                        if v.action == Action::Drop {
-                            v.reason.get_or_insert(DropReason::StageDrop);
-                            break;
-                        }
-                    }
-                    Stage::Acl(_) => {
-                        let Some(acl) = tables.get(si).and_then(Option::as_ref) else {
-                            continue;
-                        };
-                        let r = acl.classify(meta, desc.port);
-                        if r.rule == flow_rules::abi::ACL_NO_MATCH {
-                            acl_default += 1;
-                        } else {
-                            match c.rule_hits.get(r.rule as usize) {
-                                Some(h) => h.add(1),
-                                // A reload grew the rule set past the counters' size.
-                                None => c.rule_hits_other.add(1),
-                            }
-                        }
-                        v.rule = r.rule;
-                        v.mark = r.mark;
-                        v.action = r.action;
-                        if r.action == Action::Drop {
-                            v.reason = Some(DropReason::AclDrop);
-                            break;
-                        }
-                    }
+                Item::Ro(d, f) => (d, Cur::Ro(f), None),
+                Item::Rw(d, buf) => {
+                    let len = d.len as usize;
+                    (*d, Cur::Rw { buf, len }, Some(d))
+                }
+            };
+            self.run_frame(&desc, &mut cur, meta, v, &tables, &routes, &mut t, c);
+            if let (Some(d), Cur::Rw { len, .. }) = (back, &cur) {
+                let new = *len as u32;
+                if new != d.len {
+                    // Same change on the wire (a VLAN tag is 4 bytes there too).
+                    d.wire_len = (i64::from(d.wire_len) + i64::from(new) - i64::from(d.len))
+                        .max(i64::from(new)) as u32;
+                    d.len = new;
                 }
             }
             match v.action {
-                Action::Pass => passed += 1,
-                Action::Mirror => mirrored += 1,
-                Action::ToHost => to_host += 1,
+                Action::Pass => t.passed += 1,
+                Action::Mirror => t.mirrored += 1,
+                Action::ToHost => t.to_host += 1,
                 Action::Drop => {
                     if let Some(r) = v.reason {
-                        drops[r as usize] += 1;
+                        t.drops[r as usize] += 1;
                     }
                 }
             }
         }
         for (si, _) in self.stages.iter().enumerate().take(MAX_STAGES) {
-            c.stage_frames[si].add(stage_frames[si]);
-            c.stage_bytes[si].add(stage_bytes[si]);
+            c.stage_frames[si].add(t.stage_frames[si]);
+            c.stage_bytes[si].add(t.stage_bytes[si]);
         }
-        c.passed.add(passed);
-        c.mirrored.add(mirrored);
-        c.to_host.add(to_host);
-        c.acl_default.add(acl_default);
-        for (r, n) in drops.iter().enumerate() {
+        c.passed.add(t.passed);
+        c.mirrored.add(t.mirrored);
+        c.to_host.add(t.to_host);
+        c.acl_default.add(t.acl_default);
+        for (r, n) in t.drops.iter().enumerate() {
             if *n > 0 && r != DropReason::RingFull as usize && r != DropReason::TxError as usize {
                 c.drops[r].add(*n);
             }
@@ -292,6 +364,131 @@ impl Pipeline {
             .flatten()
             .next()
             .map_or(generation, |t| t.generation)
+    }
+
+    /// The stage list on one frame.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn run_frame(
+        &self,
+        desc: &FrameDesc,
+        cur: &mut Cur<'_>,
+        meta: &mut PacketMeta,
+        v: &mut Verdict,
+        tables: &[Option<Arc<AclStage>>; MAX_STAGES],
+        routes: &[Option<Arc<RouteState>>; MAX_STAGES],
+        t: &mut Tally,
+        c: &QueueCounters,
+    ) {
+        use crate::rewrite::stage::apply_outcome;
+        for (si, stage) in self.stages.iter().enumerate() {
+            if let Some(slot) = t.stage_frames.get_mut(si) {
+                *slot += 1;
+            }
+            match stage {
+                Stage::Parse => {
+                    parse::parse(cur.bytes(), meta);
+                    if meta.status != 0 {
+                        *v = Verdict::drop(DropReason::ParseError);
+                        let s = (meta.status as usize).min(PARSE_STATUS_SLOTS - 1);
+                        c.parse_status[s].add(1);
+                        break;
+                    }
+                }
+                Stage::Count => {
+                    if let Some(slot) = t.stage_bytes.get_mut(si) {
+                        *slot += cur.bytes().len() as u64;
+                    }
+                }
+                Stage::Custom(c) => {
+                    c.cpu().process(cur.bytes(), meta, v);
+                    if v.action == Action::Drop {
+                        v.reason.get_or_insert(DropReason::StageDrop);
+                        break;
+                    }
+                }
+                Stage::Fronthaul(f) => {
+                    // Ta4 windows are judged on the frame's receive time: the capture's or
+                    // generator's timestamp, the host clock when the port gives none.
+                    if desc.timestamp_ns != 0 {
+                        f.process_at(cur.bytes(), desc.timestamp_ns, meta, v);
+                    } else {
+                        f.process(cur.bytes(), meta, v);
+                    }
+                    if v.action == Action::Drop {
+                        v.reason.get_or_insert(DropReason::StageDrop);
+                        break;
+                    }
+                }
+                Stage::Acl(_) => {
+                    let Some(acl) = tables.get(si).and_then(Option::as_ref) else {
+                        continue;
+                    };
+                    let r = acl.classify(meta, desc.port);
+                    if r.rule == flow_rules::abi::ACL_NO_MATCH {
+                        t.acl_default += 1;
+                    } else {
+                        match c.rule_hits.get(r.rule as usize) {
+                            Some(h) => h.add(1),
+                            // A reload grew the rule set past the counters' size.
+                            None => c.rule_hits_other.add(1),
+                        }
+                    }
+                    v.rule = r.rule;
+                    v.mark = r.mark;
+                    v.action = r.action;
+                    if r.action == Action::Drop {
+                        v.reason = Some(DropReason::AclDrop);
+                        break;
+                    }
+                }
+                _ => {
+                    // A rewrite stage: `run_items` made every frame writable when the list has
+                    // one.
+                    let Cur::Rw { buf, len } = cur else { continue };
+                    let n = (*len).min(buf.len());
+                    let (out, ports) = match stage {
+                        Stage::L2fwd(op) => (op.apply(&mut buf[..n], meta, v), &[][..]),
+                        Stage::Ttl(op) => (op.apply(&mut buf[..n], meta, v), &[][..]),
+                        Stage::Dscp(op) => (op.apply(&mut buf[..n], meta, v), &[][..]),
+                        Stage::Vlan(op) => (op.apply_in(buf, len, meta, v), &[][..]),
+                        Stage::Route(_) => match routes.get(si).and_then(Option::as_ref) {
+                            Some(r) => (r.route.apply(&mut buf[..n], meta, v), &r.out_ports[..]),
+                            None => continue,
+                        },
+                        _ => continue,
+                    };
+                    if apply_outcome(out, v, ports) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One burst's counts, added to the queue's counters once at its end.
+struct Tally {
+    stage_frames: [u64; MAX_STAGES],
+    stage_bytes: [u64; MAX_STAGES],
+    passed: u64,
+    mirrored: u64,
+    to_host: u64,
+    acl_default: u64,
+    drops: [u64; DropReason::COUNT],
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally {
+            stage_frames: [0; MAX_STAGES],
+            stage_bytes: [0; MAX_STAGES],
+            passed: 0,
+            mirrored: 0,
+            to_host: 0,
+            acl_default: 0,
+            drops: [0; DropReason::COUNT],
+        }
     }
 }
 
@@ -311,7 +508,20 @@ pub fn build_with(
     resolve: impl Fn(&Path) -> std::path::PathBuf,
     registry: &StageRegistry,
 ) -> anyhow::Result<Pipeline> {
+    build_for(stages, resolve, registry, None)
+}
+
+/// [`build_with`], knowing the config's ports with a transmit side (config order,
+/// [`crate::config::Config::tx_port_names`]): a `route` next hop's port must be one of them and
+/// becomes its index (`Verdict::out_port`). `None`: each route table's own port order.
+pub fn build_for(
+    stages: &[crate::config::StageConfig],
+    resolve: impl Fn(&Path) -> std::path::PathBuf,
+    registry: &StageRegistry,
+    tx_ports: Option<&[String]>,
+) -> anyhow::Result<Pipeline> {
     use crate::config::StageConfig;
+    use crate::rewrite as rw;
     if stages.len() > MAX_STAGES {
         anyhow::bail!(
             "a pipeline has at most {MAX_STAGES} stages, this one has {}",
@@ -328,6 +538,14 @@ pub fn build_with(
             StageConfig::Custom(c) => Stage::Custom(Box::new(CustomSlot::from_registry(
                 &c.name, &c.options, registry,
             )?)),
+            StageConfig::L2fwd(c) => Stage::L2fwd(rw::L2fwd::new(c)?),
+            StageConfig::Vlan(c) => Stage::Vlan(rw::Vlan::new(c)?),
+            StageConfig::Ttl => Stage::Ttl(rw::Ttl),
+            StageConfig::Dscp(c) => Stage::Dscp(rw::Dscp::new(c)?),
+            StageConfig::Route(c) => Stage::Route(Box::new(
+                rw::stage::RouteSlot::load(&resolve(&c.routes), tx_ports)
+                    .map_err(|e| anyhow::anyhow!("stage `route`: {e}"))?,
+            )),
         });
     }
     let mut parsed = false;
@@ -349,9 +567,8 @@ fn fronthaul_stage(
     f: &crate::fronthaul::FronthaulConfig,
     resolve: &impl Fn(&Path) -> std::path::PathBuf,
 ) -> anyhow::Result<crate::fronthaul::FronthaulStage> {
-    use crate::fronthaul::config::SinkConfig;
     let mut f = f.clone();
-    if let SinkConfig::Npy { dir, .. } = &mut f.sink {
+    if let Some(dir) = f.sink.dir_mut() {
         *dir = resolve(dir);
     }
     crate::fronthaul::FronthaulStage::from_config(&f)
@@ -387,14 +604,16 @@ mod tests {
     /// mbufs) gives the same metadata, verdicts, counters and generation as run_burst.
     #[test]
     fn run_frames_equals_run_burst() {
-        let data =
-            std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"));
+        let data = flow_rules::input::data_dir();
         assert!(data.is_dir(), "test data missing: {}", data.display());
         let pipeline = crate::stage::test_inline_filter_pipeline();
         // Every frame of two captures, plus truncated copies (parse errors), over two ports.
         let mut owned: Vec<(FrameDesc, Vec<u8>)> = Vec::new();
-        for file in ["pcaps/multi_proto.pcap", "pcaps/tcpdump/afs.pcap"] {
-            let mut r = CaptureReader::open(data.join(file)).unwrap();
+        for file in [
+            crate::testdata::multi_proto_pcap(),
+            data.join("pcaps/tcpdump/afs.pcap"),
+        ] {
+            let mut r = CaptureReader::open(file).unwrap();
             while let Some(f) = r.next_frame().unwrap() {
                 let i = owned.len();
                 let bytes = if i % 7 == 3 {

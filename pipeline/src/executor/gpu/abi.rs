@@ -20,8 +20,16 @@ pub const DROP_ACL: u8 = 2;
 pub const DROP_STEERING: u8 = 3;
 pub const DROP_TX_ERROR: u8 = 4;
 pub const DROP_TOO_LONG: u8 = 5;
+pub const DROP_STAGE: u8 = 6;
+pub const DROP_TTL_EXPIRED: u8 = 7;
+pub const DROP_NO_ROUTE: u8 = 8;
+pub const DROP_KERNEL_STALL: u8 = 9;
 pub const DROP_NONE: u8 = 0xFF;
-pub const DROP_REASONS: usize = 8;
+/// Slots of `pw_queue_counters.drop_reason` (codes 0..=9; append-only).
+pub const DROP_REASONS: usize = 10;
+/// `PW_OUT_DEFAULT`: `pw_verdict.reserved` (the output port) of a frame sent to the default
+/// output port.
+pub const OUT_DEFAULT: u16 = 0xFFFF;
 
 /// Names of the drop reasons, indexed by `DROP_*` (metrics labels).
 pub const DROP_REASON_NAMES: [&str; DROP_REASONS] = [
@@ -32,7 +40,9 @@ pub const DROP_REASON_NAMES: [&str; DROP_REASONS] = [
     "tx_error",
     "too_long",
     "stage_drop",
-    "reserved7",
+    "ttl_expired",
+    "no_route",
+    "kernel_stall",
 ];
 /// Names of the actions, indexed by `ACTION_*`.
 pub const ACTION_NAMES: [&str; ACTIONS] = ["pass", "drop", "mirror", "to_host"];
@@ -175,6 +185,9 @@ pub struct SlotHdr {
 pub struct Verdict {
     pub action: u8,
     pub drop_reason: u8,
+    /// The output port (`PW_OUT_DEFAULT` = the default output; `crate::verdict::Verdict::out_port`).
+    /// The GPU stages write 0 today and the GPU TX path sends every frame to the default output
+    /// (no GPU stage sets a port yet).
     pub reserved: u16,
     /// Matched ACL rule, `flow_rules::abi::ACL_NO_MATCH` when none.
     pub rule: u32,
@@ -267,7 +280,14 @@ pub fn verdict_of(parse_ok: bool, pipeline: u32, rule: u32, action: u8, mark: u3
 pub struct QueueCtrl {
     pub producer: u32,
     pub exit_flag: u32,
-    pub pad0: [u32; 30],
+    /// The burst the persistent kernel starts at (0; after a restart, the one after the lost
+    /// burst).
+    pub first_seq: u32,
+    /// Test only: seq + 1 of a burst the persistent kernel takes and never finishes (0: none).
+    pub stall_at: u32,
+    /// The queue's persistent CTAs that have returned.
+    pub exited: u32,
+    pub pad0: [u32; 27],
     pub consumer: u32,
     pub heartbeat: u32,
     pub status: u32,
@@ -390,6 +410,11 @@ mod tests {
         assert_eq!(offset_of!(Desc8, len), 4);
         assert_eq!(offset_of!(Desc8, port), 6);
         assert_eq!(offset_of!(SlotHdr, generation), 12);
+        // pw_queue_ctrl: the restart words the persistent kernel reads at start.
+        assert_eq!(offset_of!(QueueCtrl, first_seq), 8);
+        assert_eq!(offset_of!(QueueCtrl, stall_at), 12);
+        assert_eq!(offset_of!(QueueCtrl, exited), 16);
+        assert_eq!(offset_of!(QueueCtrl, consumer), 128);
         assert_eq!(offset_of!(SlotHdr, acl_tables), 16);
         assert_eq!(offset_of!(SlotHdr, rule_hits), 24);
         assert_eq!(offset_of!(SlotHdr, n_rules), 32);
@@ -397,7 +422,7 @@ mod tests {
         assert_eq!(size_of::<Verdict>(), 12);
         assert_eq!(offset_of!(Verdict, rule), 4);
         assert_eq!(offset_of!(Verdict, mark), 8);
-        assert_eq!(size_of::<QueueCounters>(), 144);
+        assert_eq!(size_of::<QueueCounters>(), 160);
         assert_eq!(offset_of!(QueueCounters, action), 48);
         assert_eq!(offset_of!(QueueCounters, drop_reason), 80);
         assert_eq!(size_of::<QueueCtrl>(), CTRL_SIZE);
@@ -468,7 +493,11 @@ mod tests {
         assert_eq!(val("PW_ACL_CTR_MATCHED"), ACL_CTR_MATCHED as u64);
         assert_eq!(val("PW_ACL_CTR_DEFAULT"), ACL_CTR_DEFAULT as u64);
         assert_eq!(val("PW_COUNT_CTR_BYTES"), COUNT_CTR_BYTES as u64);
-        assert_eq!(val("PW_DROP_STAGE"), 6);
+        assert_eq!(val("PW_DROP_STAGE"), DROP_STAGE as u64);
+        assert_eq!(val("PW_DROP_TTL_EXPIRED"), DROP_TTL_EXPIRED as u64);
+        assert_eq!(val("PW_DROP_NO_ROUTE"), DROP_NO_ROUTE as u64);
+        assert_eq!(val("PW_OUT_DEFAULT"), OUT_DEFAULT as u64);
+        assert!(h.contains("sizeof(pw_queue_counters) == 160"));
         assert!(h.contains(&format!(
             "sizeof(pw_verdict_tagged) == {VERDICT_TAGGED_SIZE}"
         )));
@@ -484,6 +513,9 @@ mod tests {
         assert_eq!(DropReason::AclDrop as u8, DROP_ACL);
         assert_eq!(DropReason::SteeringDrop as u8, DROP_STEERING);
         assert_eq!(DropReason::TxError as u8, DROP_TX_ERROR);
+        assert_eq!(DropReason::TtlExpired as u8, DROP_TTL_EXPIRED);
+        assert_eq!(DropReason::NoRoute as u8, DROP_NO_ROUTE);
+        assert_eq!(DropReason::KernelStall as u8, DROP_KERNEL_STALL);
         for r in DropReason::ALL {
             assert_eq!(DROP_REASON_NAMES[r as usize], r.name());
         }

@@ -1,0 +1,290 @@
+//! Where every verdict's frames go (the TX side of a run): `pass` to the frame's output port
+//! (`Verdict::out_port`: an index into the config's ports with a transmit side, or the default
+//! output), `mirror` to its output port and a copy to the mirror port, `to_host` to the
+//! slow-path port (a pcap file, a port of the config, or a library callback), `drop` nowhere.
+//! Each destination counts what it took ([`OutTally`]).
+
+use crate::burst::Burst;
+use crate::port::{PortError, TxPort};
+use crate::verdict::{Action, Verdict};
+
+/// The destinations of a run.
+#[derive(Default)]
+pub struct OutPorts {
+    /// Output ports by `out_port` index (`Config::tx_port_names` order); `None` where not open.
+    pub ports: Vec<Option<Box<dyn TxPort>>>,
+    /// Their config names (same order), for the summary.
+    pub names: Vec<String>,
+    /// The index of `output.port`, where frames with `Verdict::OUT_DEFAULT` go; `None`: they
+    /// are counted and released.
+    pub default: Option<usize>,
+    /// A copy of every `mirror` frame.
+    pub mirror: Option<Box<dyn TxPort>>,
+    /// Every `to_host` frame (the slow path).
+    pub to_host: Option<Box<dyn TxPort>>,
+}
+
+impl OutPorts {
+    /// One output port taking every forwarded frame (or none).
+    pub fn single(tx: Option<Box<dyn TxPort>>) -> Self {
+        let name = tx.as_ref().map(|t| t.name().to_string());
+        OutPorts {
+            default: tx.as_ref().map(|_| 0),
+            names: name.into_iter().collect(),
+            ports: vec![tx].into_iter().flatten().map(Some).collect(),
+            mirror: None,
+            to_host: None,
+        }
+    }
+
+    /// Whether nothing is open (no TX thread needed).
+    pub fn is_empty(&self) -> bool {
+        self.ports.iter().all(Option::is_none) && self.mirror.is_none() && self.to_host.is_none()
+    }
+
+    /// The output port index a forwarded frame goes to, if that port is open.
+    #[inline]
+    pub fn target(&self, v: &Verdict) -> Option<usize> {
+        if v.out_port == Verdict::OUT_DEFAULT {
+            self.default
+        } else {
+            Some(usize::from(v.out_port))
+        }
+    }
+}
+
+/// What one destination took over a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct OutTally {
+    /// `output` (an output port), `mirror` or `to_host`.
+    pub role: &'static str,
+    /// The config's port name, or the slow-path port's own name (`pcap:slow.pcap`).
+    pub name: String,
+    pub frames: u64,
+    pub bytes: u64,
+    /// Frames it was asked to take and did not (a write error, a full device).
+    pub failed: u64,
+}
+
+/// One destination's writer state in the TX thread: counts, and the first error (after which
+/// the port is not called again; its frames count as failed).
+pub(crate) struct Dest<'a> {
+    pub port: &'a mut dyn TxPort,
+    pub tally: OutTally,
+    pub error: Option<String>,
+}
+
+impl<'a> Dest<'a> {
+    pub fn new(role: &'static str, name: String, port: &'a mut dyn TxPort) -> Self {
+        Dest {
+            port,
+            tally: OutTally {
+                role,
+                name,
+                ..OutTally::default()
+            },
+            error: None,
+        }
+    }
+
+    /// Sends the frames of `burst` that `pick` selects; returns (asked, sent, sent bytes).
+    pub fn send(
+        &mut self,
+        burst: &Burst,
+        verdicts: &[Verdict],
+        pick: impl Fn(&Verdict) -> bool,
+    ) -> (u64, u64, u64) {
+        let chosen = || {
+            burst
+                .frames()
+                .zip(verdicts.iter())
+                .filter(|(_, v)| pick(v))
+                .map(|((d, f), _)| (d.len as u64, f))
+        };
+        let wanted = chosen().count() as u64;
+        if wanted == 0 {
+            return (0, 0, 0);
+        }
+        if self.error.is_some() {
+            self.tally.failed += wanted;
+            return (wanted, 0, 0);
+        }
+        let mut frames = chosen().map(|(_, f)| f);
+        let sent = match self.port.tx_burst(&mut frames) {
+            Ok(n) => (n as u64).min(wanted),
+            Err(e) => {
+                self.error = Some(format!("{}: {e}", self.port.name()));
+                0
+            }
+        };
+        // The bytes of the frames written, not of those asked for.
+        let bytes: u64 = chosen().take(sent as usize).map(|(n, _)| n).sum();
+        self.tally.frames += sent;
+        self.tally.bytes += bytes;
+        self.tally.failed += wanted - sent;
+        (wanted, sent, bytes)
+    }
+
+    /// Flushes; the error (if any) is kept.
+    pub fn finish(mut self) -> (OutTally, Option<String>) {
+        if let Err(e) = self.port.flush() {
+            self.error
+                .get_or_insert_with(|| format!("{}: {e}", self.port.name()));
+        }
+        (self.tally, self.error)
+    }
+}
+
+/// Whether a verdict sends the frame to an output port.
+#[inline]
+pub fn forwards(v: &Verdict) -> bool {
+    v.action.forwards()
+}
+
+/// Whether a verdict copies the frame to the mirror port.
+#[inline]
+pub fn mirrors(v: &Verdict) -> bool {
+    v.action == Action::Mirror
+}
+
+/// Whether a verdict sends the frame to the slow path.
+#[inline]
+pub fn to_host(v: &Verdict) -> bool {
+    v.action == Action::ToHost
+}
+
+/// A slow-path (or any) port that hands each frame to a function of the library user's
+/// (`to_host` frames to the application: an ARP or routing daemon, a logger). The function runs
+/// on the TX thread, so it must be quick.
+pub struct CallbackTx {
+    name: String,
+    f: FrameFn,
+}
+
+/// The function a [`CallbackTx`] calls with each frame.
+pub type FrameFn = Box<dyn FnMut(&[u8]) + Send>;
+
+impl CallbackTx {
+    pub fn new(name: impl Into<String>, f: impl FnMut(&[u8]) + Send + 'static) -> Self {
+        CallbackTx {
+            name: name.into(),
+            f: Box::new(f),
+        }
+    }
+}
+
+impl TxPort for CallbackTx {
+    fn tx_burst(&mut self, frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, PortError> {
+        let mut n = 0;
+        for f in frames {
+            (self.f)(f);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> Result<(), PortError> {
+        Ok(())
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::burst::FrameDesc;
+    use crate::verdict::DropReason;
+    use std::sync::{Arc, Mutex};
+
+    /// Takes at most `cap` frames per call; errors once `fail_after` frames were taken.
+    struct Limited {
+        got: Arc<Mutex<Vec<Vec<u8>>>>,
+        cap: usize,
+        fail_after: usize,
+    }
+
+    impl TxPort for Limited {
+        fn tx_burst(
+            &mut self,
+            frames: &mut dyn Iterator<Item = &[u8]>,
+        ) -> Result<usize, PortError> {
+            let mut g = self.got.lock().unwrap();
+            if g.len() >= self.fail_after {
+                return Err(PortError::Config("device gone".into()));
+            }
+            let mut n = 0;
+            for f in frames.take(self.cap) {
+                g.push(f.to_vec());
+                n += 1;
+            }
+            Ok(n)
+        }
+        fn flush(&mut self) -> Result<(), PortError> {
+            Ok(())
+        }
+        fn name(&self) -> &str {
+            "limited"
+        }
+    }
+
+    #[test]
+    fn dest_counts_what_the_port_took() {
+        let mut b = Burst::default();
+        let mut v = Vec::new();
+        for i in 0..6u8 {
+            b.push(&vec![i; 10 + usize::from(i)], FrameDesc::default());
+            v.push(match i % 3 {
+                0 => Verdict::PASS,
+                1 => Verdict {
+                    action: Action::ToHost,
+                    ..Verdict::PASS
+                },
+                _ => Verdict::drop(DropReason::AclDrop),
+            });
+        }
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let mut port = Limited {
+            got: Arc::clone(&got),
+            cap: 1,
+            fail_after: 3,
+        };
+        let mut d = Dest::new("to_host", "slow".into(), &mut port);
+        // Frames 1 and 4 go to the host; the port takes one a call.
+        assert_eq!(d.send(&b, &v, to_host), (2, 1, 11));
+        assert_eq!(d.send(&b, &v, to_host), (2, 1, 11));
+        assert_eq!(got.lock().unwrap().len(), 2);
+        // Third call: the port fails; after it, the port is not called again.
+        assert_eq!(d.send(&b, &v, to_host), (2, 1, 11));
+        assert_eq!(d.send(&b, &v, to_host), (2, 0, 0));
+        assert_eq!(d.send(&b, &v, to_host), (2, 0, 0));
+        let (t, e) = d.finish();
+        assert_eq!((t.frames, t.bytes, t.failed), (3, 33, 7));
+        assert!(e.unwrap().contains("device gone"));
+        // A callback gets exactly the selected frames.
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s2 = Arc::clone(&seen);
+        let mut cb = CallbackTx::new("cb", move |f: &[u8]| s2.lock().unwrap().push(f[0]));
+        let mut d = Dest::new("output", "cb".into(), &mut cb);
+        assert_eq!(d.send(&b, &v, forwards), (2, 2, 23));
+        assert_eq!(*seen.lock().unwrap(), vec![0, 3]);
+    }
+
+    #[test]
+    fn targets() {
+        let o = OutPorts {
+            default: Some(1),
+            ..OutPorts::default()
+        };
+        assert_eq!(o.target(&Verdict::PASS), Some(1));
+        let v = Verdict {
+            out_port: 3,
+            ..Verdict::PASS
+        };
+        assert_eq!(o.target(&v), Some(3));
+        assert!(OutPorts::single(None).is_empty());
+        assert_eq!(OutPorts::default().target(&Verdict::PASS), None);
+    }
+}
