@@ -9,6 +9,10 @@
 
 use std::path::{Path, PathBuf};
 
+/// The external corpus folder (`$PKTWARP_DATA`, default `../shared/data`), re-exported for
+/// crates that reach flow-rules only through this one.
+pub use flow_rules::input::data_dir;
+
 const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 

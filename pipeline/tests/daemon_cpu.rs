@@ -9,10 +9,6 @@ use pipeline::daemon;
 use pipeline::executor::cpu::CpuShared;
 use pipeline::port::pcap::CaptureReader;
 
-fn shared_data() -> PathBuf {
-    flow_rules::input::data_dir()
-}
-
 fn run_yaml(yaml: &str, dir: &Path) -> daemon::Summary {
     let path = dir.join("test.yaml");
     std::fs::write(&path, yaml).unwrap();
@@ -62,7 +58,7 @@ fn gen_parse_count_accounts_for_every_frame() {
 #[test]
 fn pcap_in_pcap_out_is_byte_identical() {
     let dir = tmpdir("pcap");
-    let input = shared_data().join("pcaps/multi_proto.pcap");
+    let input = pipeline::testdata::multi_proto_pcap();
     let out = dir.join("out.pcap");
     let s = run_yaml(
         &format!(

@@ -110,7 +110,7 @@ proptest! {
 
 /// A few deep frames (tunnels, extension headers, MPLS, QinQ) from multi_proto.pcap to mutate.
 fn seed_frames() -> Vec<Vec<u8>> {
-    let p = parse_common::data_dir().join("pcaps/multi_proto.pcap");
+    let p = pipeline::testdata::multi_proto_pcap();
     let mut out = Vec::new();
     parse_common::for_each_frame(&p, |f| out.push(f.to_vec()));
     assert_eq!(out.len(), 23);

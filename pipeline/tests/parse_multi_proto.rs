@@ -1,4 +1,5 @@
-//! `../shared/data/pcaps/multi_proto.pcap`: all 23 frames described correctly. The truth comes
+//! The multi-protocol capture (`pipeline::testdata::multi_proto_pcap`, generated; the same 23
+//! frames as the corpus's `pcaps/multi_proto.pcap`): all described correctly. The truth comes
 //! from `tshark -r multi_proto.pcap -V` (Wireshark 4.0).
 
 mod parse_common;
@@ -7,7 +8,7 @@ use pipeline::meta::{mf, PacketMeta, ParseStatus as S, TunnelType};
 use pipeline::stage::parse::{cuda_host, parse_frame};
 
 fn frames() -> Vec<Vec<u8>> {
-    let p = parse_common::data_dir().join("pcaps/multi_proto.pcap");
+    let p = pipeline::testdata::multi_proto_pcap();
     let mut out = Vec::new();
     parse_common::for_each_frame(&p, |f| out.push(f.to_vec()));
     assert_eq!(out.len(), 23, "multi_proto.pcap frame count");

@@ -71,7 +71,7 @@ fn sample_frames(n: usize, gap_ns: u64) -> Vec<(Vec<u8>, u64)> {
 
 #[test]
 fn replays_file_in_order_with_loops() {
-    let mut opts = PcapRxOptions::new(data_dir().join("pcaps/multi_proto.pcap"));
+    let mut opts = PcapRxOptions::new(pipeline::testdata::multi_proto_pcap());
     opts.loops = Loops::Count(3);
     let mut rx = PcapRx::open(&opts, 7).unwrap();
     assert_eq!(rx.expected_frames(), Some(69));
@@ -97,7 +97,7 @@ fn replays_file_in_order_with_loops() {
 
 #[test]
 fn forever_keeps_going() {
-    let mut opts = PcapRxOptions::new(data_dir().join("pcaps/multi_proto.pcap"));
+    let mut opts = PcapRxOptions::new(pipeline::testdata::multi_proto_pcap());
     opts.loops = Loops::Forever;
     let mut rx = PcapRx::open(&opts, 0).unwrap();
     assert_eq!(rx.expected_frames(), None);
@@ -161,7 +161,7 @@ fn capture_timing_follows_timestamps() {
 
 #[test]
 fn bad_rate_is_a_config_error() {
-    let mut opts = PcapRxOptions::new(data_dir().join("pcaps/multi_proto.pcap"));
+    let mut opts = PcapRxOptions::new(pipeline::testdata::multi_proto_pcap());
     opts.rate = Rate::Pps(0.0);
     assert!(PcapRx::open(&opts, 0).is_err());
 }

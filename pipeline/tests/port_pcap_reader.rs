@@ -88,7 +88,7 @@ fn non_ethernet_is_a_clear_error() {
         .expect_err("linux-sll interface must be refused");
     assert!(e.to_string().contains("113 (linux-sll)"), "{e}");
     // Ethernet files pass.
-    let mut r = CaptureReader::open_ethernet(data_dir().join("pcaps/multi_proto.pcap")).unwrap();
+    let mut r = CaptureReader::open_ethernet(pipeline::testdata::multi_proto_pcap()).unwrap();
     assert_eq!(read_all(&mut r).0, 23);
 }
 

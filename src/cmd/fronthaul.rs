@@ -203,8 +203,7 @@ mod tests {
     use super::*;
 
     fn oran(name: &str) -> PathBuf {
-        let p =
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/oran")).join(name);
+        let p = flow_rules::input::data_dir().join("oran").join(name);
         assert!(p.is_file(), "test data missing: {}", p.display());
         p
     }

@@ -317,12 +317,7 @@ mod tests {
     use super::*;
 
     fn multi_proto() -> PathBuf {
-        let p = PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../shared/data/pcaps/multi_proto.pcap"
-        ));
-        assert!(p.is_file(), "test data missing: {}", p.display());
-        p
+        pipeline::testdata::multi_proto_pcap()
     }
 
     fn lines(args: &Args) -> Vec<Value> {
@@ -400,11 +395,8 @@ mod tests {
 
     #[test]
     fn non_ethernet_capture_is_a_clear_error() {
-        let index = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../shared/data/pcaps/INDEX.tsv"
-        ))
-        .expect("INDEX.tsv");
+        let data = flow_rules::input::data_dir().join("pcaps");
+        let index = std::fs::read_to_string(data.join("INDEX.tsv")).expect("INDEX.tsv");
         // Pick a capture INDEX.tsv lists as Linux cooked capture.
         let sll = index
             .lines()
@@ -414,8 +406,7 @@ mod tests {
             })
             .expect("a linux-sll capture in INDEX.tsv");
         let a = Args {
-            pcap: PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/pcaps"))
-                .join(&sll),
+            pcap: data.join(&sll),
             limit: None,
             filter_status: vec![],
             macs: false,

@@ -2,7 +2,7 @@
 //! key, the CPU executor running it on the O-RAN captures (conformant frames decoded and passed,
 //! non-conformant ones dropped and counted), and the GPU executor refusing it by name.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::burst::{Burst, FrameDesc};
 use crate::config::{self, StageConfig};
@@ -42,10 +42,7 @@ fn bad_fronthaul_options_name_line_and_key() {
 }
 
 fn frames_of(file: &str) -> Vec<Vec<u8>> {
-    let d = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/data/oran"
-    ));
+    let d = flow_rules::input::data_dir().join("oran");
     let mut r = CaptureReader::open(d.join(file)).unwrap();
     let mut out = Vec::new();
     while let Some(f) = r.next_frame().unwrap() {

@@ -271,7 +271,11 @@ mod tests {
     #[test]
     fn gpu_equals_cpu_on_generated_frames() {
         if let Err(why) = pipeline::executor::gpu::probe(0) {
-            eprintln!("skipped: no usable GPU ({why})");
+            pipeline::testdata::skip(
+                file!(),
+                "gpu_equals_cpu_on_generated_frames",
+                &format!("no usable GPU ({why})"),
+            );
             return;
         }
         let a = Args {

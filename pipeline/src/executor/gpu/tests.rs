@@ -149,7 +149,11 @@ fn tagged_options() {
 #[test]
 fn tagged_encoding() {
     if !tagged_stores_atomic() {
-        eprintln!("skipped: this CPU has no atomic 16-byte stores (no tagged queues here)");
+        crate::testdata::skip(
+            file!(),
+            "tagged_encoding",
+            "this CPU has no atomic 16-byte stores (no tagged queues here)",
+        );
         return;
     }
     for len in [48usize, 64, 100, 4704] {
@@ -185,7 +189,11 @@ fn tagged_encoding() {
 #[test]
 fn no_gpu_is_a_clean_error() {
     if driver::driver_present() {
-        eprintln!("skipped: a CUDA driver is present on this machine");
+        crate::testdata::skip(
+            file!(),
+            "no_gpu_is_a_clean_error",
+            "a CUDA driver is present on this machine",
+        );
         return;
     }
     let e = probe(0).unwrap_err();
