@@ -679,6 +679,8 @@ __device__ __forceinline__ uint32_t pw_staged_frames(const pw_queue_desc &q) {
  * (shared memory, like the timestamps: registers are scarce here). */
 __shared__ uint32_t pw_unmarked;
 __shared__ uint32_t pw_cmd; /* 0 run a burst, 1 exit */
+__shared__ uint32_t pw_first_seq; /* pw_queue_ctrl.first_seq, read once at start */
+__shared__ uint32_t pw_stall_at;  /* pw_queue_ctrl.stall_at, read once at start */
 
 /* Thread 0, before a poll's loads: the exit flag's value when this poll is one that checks it
  * (every 256th; each check is a read of host memory across PCIe, which competes with the
@@ -1010,10 +1012,11 @@ __device__ __forceinline__ void pw_persistent_body(const pw_queue_desc *queues, 
     const uint32_t lane = (blockIdx.x % (ctas * parts)) / parts, part = blockIdx.x % parts;
     const pw_queue_desc q = queues[blockIdx.x / (ctas * parts)];
     uint64_t *ts = pw_ts;
-    uint32_t seq = lane;
     /* This CTA's counter block: lane * parts + part. */
     if (threadIdx.x == 0) {
         volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
+        pw_first_seq = ctrl->first_seq; /* 0 at start; a restarted kernel resumes after the lost burst */
+        pw_stall_at = ctrl->stall_at;
         pw_unmarked = 0u;
         pw_img_tables = ~0ull; /* no image named yet (pw_run_slot) */
         pw_img_gen = 0u;
@@ -1024,10 +1027,23 @@ __device__ __forceinline__ void pw_persistent_body(const pw_queue_desc *queues, 
         ctrl->status = PW_QSTATE_RUNNING;
     }
     __syncthreads();
+    uint32_t seq = pw_first_seq + lane;
     for (;;) {
         const bool slot_seq = (q.pipeline & PW_PIPE_SLOT_SEQ) != 0u;
         const uint32_t slot = seq % q.slots; /* before the burst: a division is ~20 dependent instructions */
         if (!pw_rx_burst<SMALL>(q, seq, slot, lane, part, parts, ts, slot_seq)) break;
+        if (pw_stall_at != 0u && seq + 1u == pw_stall_at) {
+            /* The watchdog's test: hold the burst, beat no more, until the host gives up on it
+             * (on_stall: restart sets exit_flag, then relaunches the queue after it). One compare
+             * per burst otherwise (every thread reads the same shared word). */
+            if (threadIdx.x == 0) {
+                volatile pw_queue_ctrl *ctrl = (volatile pw_queue_ctrl *)q.ctrl;
+                while (ctrl->exit_flag == 0u) __nanosleep(1000);
+                ctrl->status = PW_QSTATE_EXIT_FLAG;
+            }
+            __syncthreads();
+            break;
+        }
         pw_count_regs cr;
         pw_count_regs_zero(&cr);
         pw_run_slot<SMALL>(q, seq, slot, &cr, (SMALL || (q.pipeline & PW_PIPE_TAGGED)) ? PW_STAGED_ALL : slot_seq ? 1u : 3u,
@@ -1044,6 +1060,8 @@ __device__ __forceinline__ void pw_persistent_body(const pw_queue_desc *queues, 
     if (threadIdx.x == 0) {
         pw_mark_bursts(q, lane * parts + part, pw_unmarked);
         __threadfence_system();
+        /* After every write of this CTA: the host relaunches a queue only once all have left. */
+        atomicAdd((unsigned int *)&((pw_queue_ctrl *)q.ctrl)->exited, 1u);
     }
 }
 

@@ -185,6 +185,7 @@ impl Control {
             // The daemon's GPU host loop publishes each queue's heartbeat and work in flight.
             setup.probe = Some(Box::new(watchdog::CountersProbe {
                 counters: shared.counters.clone(),
+                restarts: Some(Arc::clone(&shared.restarts)),
             }));
         }
         let watched = setup.probe.as_ref().map(|pr| pr.queues());

@@ -195,19 +195,105 @@ impl QueueProbe for GpuProbe<'_> {
     }
 
     fn restart(&mut self, queue: usize) -> anyhow::Result<()> {
-        // GpuExecutor has no per-queue relaunch: the persistent kernel is one grid over every
-        // queue, started in GpuExecutor::new. See the control-plane section of BENCHMARKS.md.
+        // Only the thread that polls a queue may restart it (it must reap what the stopped
+        // kernel finished, in order): a probe over the executor alone cannot.
         anyhow::bail!(
-            "the GPU executor cannot relaunch queue {queue}'s kernel in place (no restart API)"
+            "queue {queue}: restart through the daemon's queue thread (RestartBoard), not the \
+             executor probe"
         )
     }
 }
 
+/// Restart requests from the watchdog (control thread) to the daemon's GPU queue threads, which
+/// alone touch their queue's submit and poll, and their answers.
+pub struct RestartBoard {
+    cells: Vec<RestartCell>,
+}
+
+#[derive(Default)]
+struct RestartCell {
+    /// 0 nothing asked, 1 asked, 2 done, 3 failed (the reason in `error`).
+    state: std::sync::atomic::AtomicU8,
+    error: std::sync::Mutex<String>,
+}
+
+const R_NONE: u8 = 0;
+const R_ASKED: u8 = 1;
+const R_DONE: u8 = 2;
+const R_FAILED: u8 = 3;
+
+impl RestartBoard {
+    pub fn new(queues: usize) -> RestartBoard {
+        RestartBoard {
+            cells: (0..queues).map(|_| RestartCell::default()).collect(),
+        }
+    }
+
+    /// Asks queue `q`'s thread to restart its kernel and waits up to `wait` for the answer.
+    pub fn request(&self, q: usize, wait: Duration) -> anyhow::Result<()> {
+        let c = self
+            .cells
+            .get(q)
+            .ok_or_else(|| anyhow::anyhow!("no queue {q} to restart"))?;
+        c.state.store(R_ASKED, Ordering::Release);
+        let t = Instant::now();
+        loop {
+            match c.state.load(Ordering::Acquire) {
+                R_DONE => {
+                    c.state.store(R_NONE, Ordering::Relaxed);
+                    return Ok(());
+                }
+                R_FAILED => {
+                    c.state.store(R_NONE, Ordering::Relaxed);
+                    let e = c.error.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    anyhow::bail!("{e}");
+                }
+                _ if t.elapsed() > wait => {
+                    // Taken back, so a late answer is not mistaken for the next request's.
+                    c.state.store(R_NONE, Ordering::Release);
+                    anyhow::bail!(
+                        "queue {q}'s thread did not restart its kernel within {} ms",
+                        wait.as_millis()
+                    );
+                }
+                _ => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+    }
+
+    /// For queue `q`'s thread: whether a restart was asked (taken: it asks once).
+    pub fn take(&self, q: usize) -> bool {
+        self.cells.get(q).is_some_and(|c| {
+            c.state
+                .compare_exchange(R_ASKED, R_NONE, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        })
+    }
+
+    /// For queue `q`'s thread: the outcome of the restart it took.
+    pub fn answer(&self, q: usize, r: &anyhow::Result<()>) {
+        if let Some(c) = self.cells.get(q) {
+            match r {
+                Ok(()) => c.state.store(R_DONE, Ordering::Release),
+                Err(e) => {
+                    *c.error.lock().unwrap_or_else(|p| p.into_inner()) = format!("{e:#}");
+                    c.state.store(R_FAILED, Ordering::Release);
+                }
+            }
+        }
+    }
+}
+
+/// How long the watchdog waits for a queue thread to restart its kernel.
+pub const RESTART_WAIT: Duration = Duration::from_secs(5);
+
 /// The GPU executor's queues as the daemon's host loop publishes them in the shared counters
 /// (`kernel_heartbeat`, `in_flight_bursts`, refreshed at every poll), so the control thread can
-/// watch them without touching the executor.
+/// watch them without touching the executor; restarts go to the queue threads through
+/// `restarts`.
 pub struct CountersProbe {
     pub counters: Vec<std::sync::Arc<crate::counters::QueueCounters>>,
+    pub restarts: Option<std::sync::Arc<RestartBoard>>,
 }
 
 impl QueueProbe for CountersProbe {
@@ -224,10 +310,10 @@ impl QueueProbe for CountersProbe {
     }
 
     fn restart(&mut self, queue: usize) -> anyhow::Result<()> {
-        anyhow::bail!(
-            "the GPU executor cannot relaunch queue {queue}'s persistent kernel in place (no \
-             restart API); exiting so the supervisor restarts pktwarp"
-        )
+        match &self.restarts {
+            Some(b) => b.request(queue, RESTART_WAIT),
+            None => anyhow::bail!("queue {queue}: nothing here can restart its kernel"),
+        }
     }
 }
 
@@ -402,6 +488,7 @@ mod tests {
             .collect();
         let mut p = CountersProbe {
             counters: counters.clone(),
+            restarts: None,
         };
         counters[1].kernel_heartbeat.set(42);
         counters[1].in_flight_bursts.set(3);
@@ -414,7 +501,7 @@ mod tests {
             })
         );
         assert_eq!(p.sample(2), None);
-        // No in-place restart on the GPU executor: the watchdog turns this into an exit.
+        // Nothing to restart the queue with: the watchdog turns this into an exit.
         assert!(p.restart(0).is_err());
         let h = health(2);
         let mut w = Watchdog::new(2, 10 * MS, OnStall::Restart);
@@ -440,5 +527,42 @@ mod tests {
         let ev = w.tick(t0 + 20 * MS, &mut f, &h);
         assert_eq!(ev.len(), 2);
         assert!(matches!(ev[0], WatchdogEvent::Stalled { queue: 1, .. }));
+    }
+
+    #[test]
+    fn a_restart_is_asked_of_the_queue_thread_and_waits_for_its_answer() {
+        let board = std::sync::Arc::new(RestartBoard::new(2));
+        assert!(!board.take(0), "nothing asked yet");
+        // A queue thread that restarts queue 1 once and fails on queue 0.
+        let b = std::sync::Arc::clone(&board);
+        let worker = std::thread::spawn(move || {
+            let mut answered = 0;
+            while answered < 2 {
+                for q in 0..2 {
+                    if b.take(q) {
+                        let r = if q == 1 { Ok(()) } else { Err(anyhow::anyhow!("hung")) };
+                        b.answer(q, &r);
+                        answered += 1;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let counters = vec![std::sync::Arc::new(crate::counters::QueueCounters::new(1, 0)); 2];
+        let mut p = CountersProbe {
+            counters,
+            restarts: Some(std::sync::Arc::clone(&board)),
+        };
+        p.restart(1).expect("queue 1 restarts");
+        let e = p.restart(0).unwrap_err();
+        assert!(format!("{e:#}").contains("hung"), "{e:#}");
+        worker.join().unwrap();
+        // Nobody answers: the request times out and is taken back.
+        let t = Instant::now();
+        let e = board.request(1, Duration::from_millis(30)).unwrap_err();
+        assert!(t.elapsed() >= Duration::from_millis(30));
+        assert!(format!("{e:#}").contains("did not restart"), "{e:#}");
+        assert!(!board.take(1), "a timed-out request is withdrawn");
+        assert!(board.request(5, Duration::from_millis(1)).is_err(), "no such queue");
     }
 }

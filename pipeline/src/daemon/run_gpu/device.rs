@@ -5,7 +5,7 @@
 use crate::burst::Burst;
 use crate::executor::gpu::abi::{StageCounters, Verdict};
 use crate::executor::gpu::multi::MultiGpu;
-use crate::executor::gpu::{AclTablesRef, SubmitError};
+use crate::executor::gpu::{AclTablesRef, Restarted, SubmitError};
 
 /// A set of GPU queues. Every call names its queue and takes `&self`: each queue's thread
 /// submits to and polls its own queue while the others do the same, and one thread publishes
@@ -38,6 +38,16 @@ pub(crate) trait QueueDevice: Sync {
     /// Each queue's stage counter blocks now (composed template; empty otherwise).
     fn stage_counters(&self) -> anyhow::Result<Vec<Vec<StageCounters>>> {
         Ok(Vec::new())
+    }
+    /// Stops queue `q`'s kernel (see `GpuExecutor::stop_queue`); polls then reap what it
+    /// finished.
+    fn stop_queue(&self, q: usize) -> anyhow::Result<()> {
+        anyhow::bail!("queue {q}: this device cannot restart a queue")
+    }
+    /// Gives up the burst the stopped kernel held and starts it again (see
+    /// `GpuExecutor::relaunch_queue`).
+    fn relaunch_queue(&self, q: usize) -> anyhow::Result<Restarted> {
+        anyhow::bail!("queue {q}: this device cannot restart a queue")
     }
 }
 
@@ -78,4 +88,15 @@ impl QueueDevice for MultiGpu {
     fn stage_counters(&self) -> anyhow::Result<Vec<Vec<StageCounters>>> {
         Ok(self.counters()?.stages)
     }
+
+    fn stop_queue(&self, q: usize) -> anyhow::Result<()> {
+        MultiGpu::stop_queue(self, q, STOP_WAIT)
+    }
+
+    fn relaunch_queue(&self, q: usize) -> anyhow::Result<Restarted> {
+        MultiGpu::relaunch_queue(self, q)
+    }
 }
+
+/// How long a stopped queue's kernel may take to return before the restart fails.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);

@@ -195,6 +195,7 @@ pub(crate) fn run(
                 on_full: spec.on_full,
                 ingest_done: &ingest_done,
                 failed: &failed,
+                restarts: &shared.restarts,
             };
             let (fail, queues_done, failed) = (&fail, &queues_done, &failed);
             threads.push(s.spawn(move || {

@@ -15,6 +15,7 @@ use super::device::QueueDevice;
 use super::reap::Reaper;
 use super::{wait_on, Slot};
 use crate::config::OnFull;
+use crate::control::watchdog::RestartBoard;
 use crate::counters::QueueCounters;
 use crate::executor::gpu::SubmitError;
 use crate::ring::{Consumer, Producer};
@@ -36,6 +37,8 @@ pub(crate) struct QueueCtx<'a> {
     /// One flag per ingest thread, set once it handed over its last burst.
     pub ingest_done: &'a [AtomicBool],
     pub failed: &'a AtomicBool,
+    /// The watchdog's restart requests (`on_stall: restart`).
+    pub restarts: &'a RestartBoard,
 }
 
 /// A queue thread's rings: from each ingest thread, to the TX thread (none without an output
@@ -73,6 +76,14 @@ pub(crate) fn run(ctx: &QueueCtx<'_>, io: QueueIo) -> anyhow::Result<()> {
     let backoff = Backoff::new();
     let mut idle_since: Option<Instant> = None;
     loop {
+        if ctx.restarts.take(ctx.q) {
+            let r = w.restart();
+            ctx.restarts.answer(ctx.q, &r);
+            // A failed restart is the watchdog's to act on (it ends the daemon, exit 4).
+            if let Err(e) = r {
+                tracing::error!(event = "kernel_restart_failed", queue = ctx.q, "{e:#}");
+            }
+        }
         let work = w.reap()? + w.feed()?;
         w.gauges();
         if work > 0 {
@@ -111,6 +122,41 @@ pub(crate) fn run(ctx: &QueueCtx<'_>, io: QueueIo) -> anyhow::Result<()> {
 }
 
 impl Worker<'_, '_> {
+    /// `on_stall: restart`: stops the queue's kernel, reaps what it finished, gives up the burst
+    /// it held (its frames counted as `kernel_stall` drops) and starts it again. The other
+    /// queues never pause.
+    fn restart(&mut self) -> anyhow::Result<()> {
+        let ctx = self.ctx;
+        ctx.dev.stop_queue(ctx.q)?;
+        self.reap()?;
+        let r = ctx.dev.relaunch_queue(ctx.q)?;
+        let mut lost_frames = 0u64;
+        if let Some((seq, _)) = r.lost {
+            match self.pending.pop_front() {
+                Some((want, slot)) if want == seq => {
+                    lost_frames = slot.burst.len() as u64;
+                    ctx.counters.drops[DropReason::KernelStall as usize].add(lost_frames);
+                    self.free(slot);
+                }
+                other => anyhow::bail!(
+                    "queue {}: the restart gave up burst {seq} where this queue expected {}",
+                    ctx.q,
+                    other.map_or("none".to_string(), |(w, _)| w.to_string())
+                ),
+            }
+        }
+        tracing::warn!(
+            event = "kernel_restart",
+            queue = ctx.q,
+            lost_burst = ?r.lost.map(|l| l.0),
+            lost_frames,
+            "queue {} kernel restarted; {lost_frames} frames of the burst it held counted as \
+             kernel_stall",
+            ctx.q
+        );
+        Ok(())
+    }
+
     /// Counts the bursts the GPU finished and passes them on; how many.
     fn reap(&mut self) -> anyhow::Result<usize> {
         if self.pending.is_empty() {

@@ -45,6 +45,11 @@ struct CpuStandIn {
     published: Mutex<Vec<(u64, u32, u8)>>,
     /// Stage parameter sets published: (generation, blocks).
     params_published: Mutex<Vec<(u64, Vec<Vec<u8>>)>>,
+    /// (queue, burst): that queue's kernel takes the burst and never finishes it, its
+    /// heartbeat frozen, until stopped (the `test_stall` knob of the real executor).
+    stall: Option<(usize, u32)>,
+    /// Per queue: stopped for a restart.
+    stopped: Vec<std::sync::atomic::AtomicBool>,
 }
 
 impl CpuStandIn {
@@ -72,7 +77,18 @@ impl CpuStandIn {
                 .collect(),
             published: Mutex::new(Vec::new()),
             params_published: Mutex::new(Vec::new()),
+            stall: None,
+            stopped: (0..p.cfg.queues.count)
+                .map(|_| std::sync::atomic::AtomicBool::new(false))
+                .collect(),
         }
+    }
+
+    /// Whether queue `q`'s kernel holds the stalled burst now.
+    fn stalled(&self, q: usize, fq: &FakeQueue) -> bool {
+        self.stall.is_some_and(|(sq, seq)| {
+            sq == q && fq.on_gpu.front().is_some_and(|(s, _, _)| *s == seq)
+        })
     }
 
     fn queue(&self, q: usize) -> std::sync::MutexGuard<'_, FakeQueue> {
@@ -143,6 +159,9 @@ impl QueueDevice for CpuStandIn {
         }
         let mut n = 0;
         while let Some((seq, v, left)) = fq.on_gpu.front() {
+            if self.stall == Some((q, *seq)) {
+                break;
+            }
             if q == 0 && self.fail_at == Some(*seq) {
                 anyhow::bail!("queue {q}: persistent kernel stopped (stand-in)");
             }
@@ -157,7 +176,29 @@ impl QueueDevice for CpuStandIn {
     }
 
     fn heartbeat(&self, q: usize) -> Option<u32> {
-        Some(self.queue(q).polls)
+        let mut fq = self.queue(q);
+        if self.stalled(q, &fq) {
+            // A stalled kernel beats no more.
+            fq.polls = fq.polls.saturating_sub(1);
+        }
+        Some(fq.polls)
+    }
+
+    fn stop_queue(&self, q: usize) -> anyhow::Result<()> {
+        self.stopped[q].store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn relaunch_queue(&self, q: usize) -> anyhow::Result<crate::executor::gpu::Restarted> {
+        if !self.stopped[q].swap(false, Ordering::Relaxed) {
+            anyhow::bail!("relaunch without stop");
+        }
+        let mut fq = self.queue(q);
+        let lost = fq
+            .on_gpu
+            .pop_front()
+            .map(|(seq, v, _)| (seq, v.len() as u32));
+        Ok(crate::executor::gpu::Restarted { lost })
     }
 
     fn publish_acl(
@@ -666,3 +707,4 @@ fn the_gpu_pipeline_desc_names_the_stages_and_the_acl_tables() {
 }
 
 mod composed;
+mod restart;

@@ -38,7 +38,8 @@ pub use compose::image_for_pipeline;
 use driver::{Context, DeviceBuffer, Function, Graph, Module, PinnedBuffer, Stream};
 pub use driver::{DeviceInfo, Unavailable};
 pub use kernels::{KernelImage, LoadedFrom};
-pub use options::{GpuOptions, Mode, Placement};
+pub use options::{GpuOptions, Mode, Placement, TestStall};
+pub use restart::Restarted;
 use tables::{Retirement, TableVersion};
 pub use tagged::tagged_stores_atomic;
 
@@ -65,6 +66,7 @@ macro_rules! ctrl_set {
 mod bulk;
 mod options;
 mod reap;
+mod restart;
 mod setup;
 mod submit;
 mod tagged;
@@ -190,6 +192,11 @@ struct Queue {
     table: Option<Arc<TableVersion>>,
     /// Device address of the stage parameter table the next burst names (0: none, fused).
     params: u64,
+    /// Between [`GpuExecutor::stop_queue`] and [`GpuExecutor::relaunch_queue`]: the queue's
+    /// kernel is stopped on purpose, so polls reap what it finished without calling it an error.
+    restarting: bool,
+    /// Streams of the kernels relaunched for this queue (kept until shutdown waits for them).
+    relaunched: Vec<Stream>,
     /// Bursts handed over (producer count).
     next_seq: u32,
     /// Bursts whose verdicts the host has read (their slots are free again).

@@ -293,6 +293,18 @@ impl MultiGpu {
         Ok(())
     }
 
+    /// Stops queue `q`'s kernel (see [`GpuExecutor::stop_queue`]).
+    pub fn stop_queue(&self, q: usize, wait: std::time::Duration) -> anyhow::Result<()> {
+        let (ex, l) = self.at(q)?;
+        ex.stop_queue(l, wait)
+    }
+
+    /// Restarts queue `q`'s stopped kernel (see [`GpuExecutor::relaunch_queue`]).
+    pub fn relaunch_queue(&self, q: usize) -> anyhow::Result<super::Restarted> {
+        let (ex, l) = self.at(q)?;
+        ex.relaunch_queue(l)
+    }
+
     /// Replaced ACL tables not yet freed, over every GPU.
     pub fn retired_tables(&self) -> usize {
         self.execs.iter().map(GpuExecutor::retired_tables).sum()

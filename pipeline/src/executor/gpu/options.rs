@@ -109,6 +109,18 @@ pub struct GpuOptions {
     /// wherever it applies; `false`: off; `true`: on, and an error where a mapped queue cannot
     /// have it.
     pub tagged: Option<bool>,
+    /// Test only: the persistent kernel of queue `queue` takes burst `burst` (0-based, in that
+    /// queue's order) and never finishes it, beating no more, until the host stops it: the
+    /// stall the watchdog's `on_stall: restart` must recover from. Unset in production.
+    pub test_stall: Option<TestStall>,
+}
+
+/// See [`GpuOptions::test_stall`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestStall {
+    pub queue: u32,
+    pub burst: u32,
 }
 
 impl Default for GpuOptions {
@@ -131,6 +143,7 @@ impl Default for GpuOptions {
             burst_ctas: None,
             nt_stores: true,
             tagged: None,
+            test_stall: None,
         }
     }
 }

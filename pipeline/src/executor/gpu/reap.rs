@@ -137,7 +137,7 @@ impl GpuExecutor {
         }
         if done == 0 && q.next_seq != q.reaped {
             let st = ctrl_get!(q.ctrl, status);
-            if self.opts.mode == Mode::Persistent && st != abi::QSTATE_RUNNING {
+            if self.opts.mode == Mode::Persistent && st != abi::QSTATE_RUNNING && !q.restarting {
                 anyhow::bail!(
                     "queue {queue}: persistent kernel stopped with {} bursts outstanding ({})",
                     q.next_seq.wrapping_sub(q.reaped),

@@ -117,6 +117,9 @@ impl QueueSetup<'_> {
         let tagged = opts.tagged_queue(qi);
         let ring = self.new_ring(placement, tagged)?;
         let ctrl = PinnedBuffer::new(ctx, abi::CTRL_SIZE)?;
+        if let Some(t) = opts.test_stall.filter(|t| t.queue as usize == qi) {
+            ctrl_set!(ctrl, stall_at, t.burst.wrapping_add(1));
+        }
         let vsize = if tagged {
             abi::VERDICT_TAGGED_SIZE
         } else {
@@ -221,6 +224,8 @@ impl QueueSetup<'_> {
             slot_gen: vec![0; slots],
             table: self.table.clone(),
             params: self.stage_params,
+            restarting: false,
+            relaunched: Vec::new(),
             next_seq: 0,
             reaped: 0,
             pending: 0,
@@ -627,7 +632,18 @@ impl GpuExecutor {
                 ctrl_set!(q.ctrl, exit_flag, 1);
             }
             let t = Instant::now();
-            while !self.kernel_stream.is_idle()? {
+            // The first grid, and the kernels of queues relaunched after a stall.
+            let relaunched_busy = |ex: &GpuExecutor| -> anyhow::Result<bool> {
+                for q in &ex.queues {
+                    for s in &lock(q).relaunched {
+                        if !s.is_idle()? {
+                            return Ok(true);
+                        }
+                    }
+                }
+                Ok(false)
+            };
+            while !self.kernel_stream.is_idle()? || relaunched_busy(self)? {
                 if t.elapsed() > Duration::from_secs(10) {
                     anyhow::bail!(
                         "persistent kernel did not exit within 10 s of the exit flag; it stops by \
