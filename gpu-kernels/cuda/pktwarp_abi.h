@@ -440,8 +440,9 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, data_bytes) == 4, "pw_slot_hdr.data_by
 #define PW_DROP_TTL_EXPIRED 7u /* ttl: IPv4 TTL / IPv6 hop limit 0 or 1 on arrival */
 #define PW_DROP_NO_ROUTE 8u    /* route: no covering prefix (and no default route), or no IP destination */
 #define PW_DROP_KERNEL_STALL 9u /* the burst a stalled queue kernel held when it was restarted (host side) */
+#define PW_DROP_FRONTHAUL 10u  /* fronthaul: a malformed eCPRI / O-RAN frame, rejected whole */
 #define PW_DROP_NONE 0xFFu     /* pw_verdict.drop_reason when the action is not drop */
-#define PW_DROP_REASONS 10u    /* counter slots: codes 0..9 (append-only numbering) */
+#define PW_DROP_REASONS 11u    /* counter slots: codes 0..10 (append-only numbering) */
 #define PW_OUT_DEFAULT 0xFFFFu /* pw_verdict.reserved (output port): the default output port */
 
 typedef struct pw_verdict {
@@ -480,7 +481,7 @@ typedef struct pw_queue_counters {
     uint64_t action[PW_ACTIONS];           /*  48 */
     uint64_t drop_reason[PW_DROP_REASONS]; /*  80 */
 } pw_queue_counters;
-PW_STATIC_ASSERT(sizeof(pw_queue_counters) == 160, "pw_queue_counters size");
+PW_STATIC_ASSERT(sizeof(pw_queue_counters) == 168, "pw_queue_counters size");
 
 /* Queue state word (pw_queue_ctrl.status). */
 #define PW_QSTATE_IDLE 0u         /* kernel not started */

@@ -58,12 +58,15 @@ pub enum DropReason {
     /// The burst a stalled GPU queue kernel held when the watchdog restarted it
     /// (`on_stall: restart`): its frames never got verdicts.
     KernelStall = 9,
+    /// `fronthaul`: a malformed or non-conformant eCPRI / O-RAN frame, rejected whole (the
+    /// stage counts it by decode reason: `pktwarp_fronthaul_errors_total{reason}`).
+    FronthaulReject = 10,
 }
 
 impl DropReason {
     /// Every reason, in code order. Append-only: a code never changes meaning (the GPU ABI's
     /// `PW_DROP_*` are the same numbers).
-    pub const ALL: [DropReason; 10] = [
+    pub const ALL: [DropReason; 11] = [
         DropReason::RingFull,
         DropReason::ParseError,
         DropReason::AclDrop,
@@ -74,6 +77,7 @@ impl DropReason {
         DropReason::TtlExpired,
         DropReason::NoRoute,
         DropReason::KernelStall,
+        DropReason::FronthaulReject,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -89,6 +93,7 @@ impl DropReason {
             DropReason::TtlExpired => "ttl_expired",
             DropReason::NoRoute => "no_route",
             DropReason::KernelStall => "kernel_stall",
+            DropReason::FronthaulReject => "fronthaul_reject",
         }
     }
 }
@@ -170,6 +175,7 @@ mod tests {
         assert_eq!(DropReason::StageDrop as u8, abi::DROP_STAGE);
         assert_eq!(DropReason::TtlExpired as u8, abi::DROP_TTL_EXPIRED);
         assert_eq!(DropReason::NoRoute as u8, abi::DROP_NO_ROUTE);
+        assert_eq!(DropReason::FronthaulReject as u8, abi::DROP_FRONTHAUL);
         assert_eq!(Verdict::OUT_DEFAULT, abi::OUT_DEFAULT);
         const { assert!(DropReason::COUNT <= abi::DROP_REASONS) };
         for r in DropReason::ALL {

@@ -207,8 +207,8 @@ impl FronthaulStage {
     }
 
     /// The stage on a frame that arrived at `arrival_ns` (capture timestamp on replay).
-    /// Non-eCPRI frames pass untouched; rejected frames are dropped (`stage_drop`) and counted
-    /// by reason; U-plane PRBs go into the slot grid.
+    /// Non-eCPRI frames pass untouched; rejected frames are dropped (`fronthaul_reject`) and
+    /// counted by reason; U-plane PRBs go into the slot grid.
     pub fn process_at(&self, frame: &[u8], arrival_ns: u64, _meta: &PacketMeta, v: &mut Verdict) {
         let checked = decode::check(frame, &self.params);
         let mut st = self.lock();
@@ -222,7 +222,7 @@ impl FronthaulStage {
                 if let Some(&i) = peek_eaxc(frame).and_then(|id| st.index.get(&id)) {
                     st.counters.per_eaxc[i].errors[r.index()] += 1;
                 }
-                *v = Verdict::drop(DropReason::StageDrop);
+                *v = Verdict::drop(DropReason::FronthaulReject);
             }
             Ok(Message::Cplane(_)) => st.counters.cplane += 1,
             Ok(Message::Uplane(u)) => self.uplane(st, frame, &u, arrival_ns),

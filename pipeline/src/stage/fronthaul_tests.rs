@@ -99,6 +99,7 @@ fn the_cpu_executor_decodes_conformant_frames_and_drops_the_rest() {
     let (actions, c) = run(&p, &bad);
     let dropped = actions.iter().filter(|a| **a == Action::Drop).count();
     assert!(dropped > 0, "{actions:?}");
-    assert_eq!(c.drop_count(DropReason::StageDrop), dropped as u64);
+    assert_eq!(c.drop_count(DropReason::FronthaulReject), dropped as u64);
+    assert_eq!(c.drop_count(DropReason::StageDrop), 0);
     assert!(f.counters().errors_total() >= dropped as u64);
 }

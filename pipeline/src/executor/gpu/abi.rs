@@ -24,9 +24,10 @@ pub const DROP_STAGE: u8 = 6;
 pub const DROP_TTL_EXPIRED: u8 = 7;
 pub const DROP_NO_ROUTE: u8 = 8;
 pub const DROP_KERNEL_STALL: u8 = 9;
+pub const DROP_FRONTHAUL: u8 = 10;
 pub const DROP_NONE: u8 = 0xFF;
-/// Slots of `pw_queue_counters.drop_reason` (codes 0..=9; append-only).
-pub const DROP_REASONS: usize = 10;
+/// Slots of `pw_queue_counters.drop_reason` (codes 0..=10; append-only).
+pub const DROP_REASONS: usize = 11;
 /// `PW_OUT_DEFAULT`: `pw_verdict.reserved` (the output port) of a frame sent to the default
 /// output port.
 pub const OUT_DEFAULT: u16 = 0xFFFF;
@@ -43,6 +44,7 @@ pub const DROP_REASON_NAMES: [&str; DROP_REASONS] = [
     "ttl_expired",
     "no_route",
     "kernel_stall",
+    "fronthaul_reject",
 ];
 /// Names of the actions, indexed by `ACTION_*`.
 pub const ACTION_NAMES: [&str; ACTIONS] = ["pass", "drop", "mirror", "to_host"];
@@ -422,7 +424,7 @@ mod tests {
         assert_eq!(size_of::<Verdict>(), 12);
         assert_eq!(offset_of!(Verdict, rule), 4);
         assert_eq!(offset_of!(Verdict, mark), 8);
-        assert_eq!(size_of::<QueueCounters>(), 160);
+        assert_eq!(size_of::<QueueCounters>(), 168);
         assert_eq!(offset_of!(QueueCounters, action), 48);
         assert_eq!(offset_of!(QueueCounters, drop_reason), 80);
         assert_eq!(size_of::<QueueCtrl>(), CTRL_SIZE);
@@ -496,8 +498,10 @@ mod tests {
         assert_eq!(val("PW_DROP_STAGE"), DROP_STAGE as u64);
         assert_eq!(val("PW_DROP_TTL_EXPIRED"), DROP_TTL_EXPIRED as u64);
         assert_eq!(val("PW_DROP_NO_ROUTE"), DROP_NO_ROUTE as u64);
+        assert_eq!(val("PW_DROP_FRONTHAUL"), DROP_FRONTHAUL as u64);
+        assert_eq!(val("PW_DROP_REASONS"), DROP_REASONS as u64);
         assert_eq!(val("PW_OUT_DEFAULT"), OUT_DEFAULT as u64);
-        assert!(h.contains("sizeof(pw_queue_counters) == 160"));
+        assert!(h.contains("sizeof(pw_queue_counters) == 168"));
         assert!(h.contains(&format!(
             "sizeof(pw_verdict_tagged) == {VERDICT_TAGGED_SIZE}"
         )));
@@ -516,6 +520,7 @@ mod tests {
         assert_eq!(DropReason::TtlExpired as u8, DROP_TTL_EXPIRED);
         assert_eq!(DropReason::NoRoute as u8, DROP_NO_ROUTE);
         assert_eq!(DropReason::KernelStall as u8, DROP_KERNEL_STALL);
+        assert_eq!(DropReason::FronthaulReject as u8, DROP_FRONTHAUL);
         for r in DropReason::ALL {
             assert_eq!(DROP_REASON_NAMES[r as usize], r.name());
         }
