@@ -24,7 +24,7 @@ fn shipped_config() -> PathBuf {
 }
 
 fn data_dir() -> PathBuf {
-    let d = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"));
+    let d = pipeline::testdata::data_dir();
     assert!(d.is_dir(), "test data missing: {}", d.display());
     d
 }
@@ -162,7 +162,7 @@ fn frames() -> Vec<Vec<u8>> {
         .filter(|p| p.extension().is_some_and(|x| x == "pcap"))
         .collect();
     files.sort();
-    files.push(data_dir().join("pcaps/multi_proto.pcap"));
+    files.push(pipeline::testdata::multi_proto_pcap());
     for f in files {
         // Non-Ethernet captures are refused by the reader; malformed ones end where they break.
         let Ok(mut r) = CaptureReader::open_ethernet(&f) else {

@@ -90,7 +90,11 @@ fn af_xdp_child() {
 fn af_xdp_on_veth_in_netns() {
     let ns = format!("pwxdp{}", std::process::id());
     if let Err(e) = ip(&["netns", "add", &ns]) {
-        println!("SKIPPED af_xdp: cannot create a network namespace here: {e}");
+        pipeline::testdata::skip(
+            file!(),
+            "af_xdp_on_veth_in_netns",
+            &format!("af_xdp: cannot create a network namespace here: {e}"),
+        );
         return;
     }
     let guard = Netns(ns.clone());
@@ -100,13 +104,21 @@ fn af_xdp_on_veth_in_netns() {
     .and_then(|()| ip(&["-n", &ns, "link", "set", "pwxdp0", "up"]))
     .and_then(|()| ip(&["-n", &ns, "link", "set", "pwxdp1", "up"]));
     if let Err(e) = setup {
-        println!("SKIPPED af_xdp: cannot create a veth pair in the namespace: {e}");
+        pipeline::testdata::skip(
+            file!(),
+            "af_xdp_on_veth_in_netns",
+            &format!("af_xdp: cannot create a veth pair in the namespace: {e}"),
+        );
         return;
     }
     let (ok, stdout, stderr) = run_child_in_netns(&ns, "af_xdp_child", CHILD_ENV);
     assert!(ok, "af_xdp child failed:\n{stdout}\n{stderr}");
     if let Some(line) = stdout.lines().find(|l| l.contains("AF_XDP-SKIP")) {
-        println!("SKIPPED af_xdp: {line}\n{stderr}");
+        pipeline::testdata::skip(
+            file!(),
+            "af_xdp_on_veth_in_netns",
+            &format!("af_xdp: {line}\n{stderr}"),
+        );
         return;
     }
     let ok = stdout.lines().find(|l| l.contains("AF_XDP-OK"));

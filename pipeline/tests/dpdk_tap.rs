@@ -153,14 +153,22 @@ fn tap_child() {
 fn tap_rte_flow_rules_steer_in_the_device() {
     let ns = format!("pwtap{}", std::process::id());
     if let Err(e) = ip(&["netns", "add", &ns]) {
-        println!("SKIPPED tap: cannot create a network namespace here: {e}");
+        pipeline::testdata::skip(
+            file!(),
+            "tap_rte_flow_rules_steer_in_the_device",
+            &format!("tap: cannot create a network namespace here: {e}"),
+        );
         return;
     }
     let _guard = Netns(ns.clone());
     let (ok, stdout, stderr) = run_child_in_netns(&ns, "tap_child", CHILD_ENV);
     assert!(ok, "tap child failed:\n{stdout}\n{stderr}");
     if let Some(line) = stdout.lines().find(|l| l.contains("TAP-SKIP")) {
-        println!("SKIPPED tap: {line}\n{stderr}");
+        pipeline::testdata::skip(
+            file!(),
+            "tap_rte_flow_rules_steer_in_the_device",
+            &format!("tap: {line}\n{stderr}"),
+        );
         return;
     }
     for l in stdout.lines().filter(|l| l.contains("TAP-")) {

@@ -21,7 +21,7 @@ use pipeline::stage::parse::parse_frame;
 use pipeline::verdict::Verdict;
 
 fn data() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data"))
+    flow_rules::input::data_dir()
 }
 
 /// Every frame of every Ethernet capture in INDEX.tsv (files the reader refuses part-way keep
