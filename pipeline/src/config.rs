@@ -349,8 +349,28 @@ pub struct ExecutorConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutputConfig {
-    /// Name of a port with a transmit side.
+    /// Name of a port with a transmit side: the default output (frames no `route` sent to a
+    /// port of their own).
     pub port: Spanned<String>,
+    /// Name of a port with a transmit side that gets a copy of every `mirror` frame.
+    #[serde(default)]
+    pub mirror: Option<Spanned<String>>,
+    /// The slow path for `to_host` frames: `{ pcap: FILE }` (recorded; relative to the config)
+    /// or `{ port: NAME }` (a port with a transmit side). Without it they are counted only.
+    #[serde(default)]
+    pub to_host: Option<Spanned<ToHostConfig>>,
+}
+
+/// `output.to_host`: exactly one of `pcap` and `port`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToHostConfig {
+    /// A capture file the slow-path frames are written to (pcap).
+    #[serde(default)]
+    pub pcap: Option<PathBuf>,
+    /// A port of this config with a transmit side.
+    #[serde(default)]
+    pub port: Option<String>,
 }
 
 /// Longest config file read: 16 MiB (a config is a few KiB; rule sets live in their own files).
@@ -560,6 +580,7 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
         return Err(ConfigError::whole(&file, key, msg));
     }
     check_file_roles(cfg)?;
+    crate::port::out::check_output(cfg)?;
     if let Some(out) = &cfg.output {
         let name = &out.port.value;
         let port = cfg.ports.iter().find(|p| &p.value.name == name);
@@ -632,6 +653,27 @@ fn check_file_roles(cfg: &Config) -> Result<(), ConfigError> {
         }
         if let Some(t) = p.value.gen.as_ref().and_then(|g| g.trace.as_ref()) {
             inputs.push((format!("ports[{i}].gen.trace"), cfg.resolve(t)));
+        }
+    }
+    let slow = cfg.output.as_ref().and_then(|o| o.to_host.as_ref());
+    if let (Some(span), Some(f)) = (slow, slow.and_then(|t| t.value.pcap.as_ref())) {
+        // The slow path's capture is one more output file.
+        for (k, p) in inputs
+            .iter()
+            .map(|(k, p)| (k, p))
+            .chain(outputs.iter().map(|(k, p, _)| (k, p)))
+        {
+            if same_file(p, &cfg.resolve(f)) {
+                return Err(ConfigError::at(
+                    &cfg.path,
+                    span,
+                    "output.to_host.pcap",
+                    format!(
+                        "{} is also `{k}`: recording to it would overwrite it; write to another file",
+                        cfg.resolve(f).display()
+                    ),
+                ));
+            }
         }
     }
     for (j, (key, out, span)) in outputs.iter().enumerate() {
@@ -746,7 +788,9 @@ impl Config {
     pub fn tx_port_names(&self) -> Vec<String> {
         self.ports
             .iter()
-            .filter(|p| p.value.is_dpdk() || p.value.pcap.as_ref().is_some_and(|pc| pc.tx.is_some()))
+            .filter(|p| {
+                p.value.is_dpdk() || p.value.pcap.as_ref().is_some_and(|pc| pc.tx.is_some())
+            })
             .map(|p| p.value.name.clone())
             .collect()
     }
@@ -789,6 +833,12 @@ pub fn preflight(cfg: &Config) -> Result<(), ConfigError> {
             }
             crate::port::gen::GenRx::new(&o, i as u16)
                 .map_err(|e| fail(format!("ports[{i}].gen.{key}"), e.to_string()))?;
+        }
+    }
+    if let Some(t) = cfg.output.as_ref().and_then(|o| o.to_host.as_ref()) {
+        if let Some(f) = &t.value.pcap {
+            check_output_path(&cfg.resolve(f))
+                .map_err(|m| ConfigError::at(&cfg.path, t, "output.to_host.pcap", m))?;
         }
     }
     if cfg.metrics.enabled {

@@ -4,6 +4,7 @@ use anyhow::Context;
 
 use crate::config::Config;
 use crate::port::gen::GenRx;
+use crate::port::out::OutPorts;
 use crate::port::pcap::{PcapRx, PcapTx};
 use crate::port::{RxPort, TxPort};
 
@@ -11,7 +12,12 @@ use crate::port::{RxPort, TxPort};
 pub struct OpenPorts {
     pub rx: Vec<Box<dyn RxPort>>,
     pub rx_names: Vec<String>,
+    /// The default output port (`output.port`).
     pub tx: Option<Box<dyn TxPort>>,
+    /// Every destination besides `tx`: the other ports with a transmit side (by
+    /// `Verdict::out_port` index; the default's entry is `None` while it is in `tx`), the
+    /// mirror port and the slow path. [`OpenPorts::take_out`] puts `tx` back in.
+    pub out: OutPorts,
     /// The DPDK devices behind `rx` (same order; `None` for other backends) and behind `tx`,
     /// for the CPU executor's zero-copy path.
     #[cfg(feature = "dpdk")]
@@ -29,6 +35,39 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
     #[cfg(feature = "dpdk")]
     let (mut dpdk_rx, mut dpdk_tx) = (Vec::new(), None);
     let out_name = cfg.output.as_ref().map(|o| o.port.value.clone());
+    let tx_names = cfg.tx_port_names();
+    let mirror_name = cfg
+        .output
+        .as_ref()
+        .and_then(|o| o.mirror.as_ref())
+        .map(|m| m.value.clone());
+    let slow_name = cfg
+        .output
+        .as_ref()
+        .and_then(|o| o.to_host.as_ref())
+        .and_then(|t| t.value.port.clone());
+    let mut out = OutPorts {
+        ports: tx_names.iter().map(|_| None).collect(),
+        default: out_name
+            .as_ref()
+            .and_then(|n| tx_names.iter().position(|t| t == n)),
+        names: tx_names.clone(),
+        mirror: None,
+        to_host: crate::port::out::open_to_host_pcap(cfg).context("output.to_host.pcap")?,
+    };
+    // Where a port's transmit side goes: the default output, the mirror, the slow path, or
+    // its `out_port` slot (a port is opened once, for one role).
+    let mut place = |name: &str, port: Box<dyn TxPort>, tx: &mut Option<Box<dyn TxPort>>| {
+        if out_name.as_deref() == Some(name) {
+            *tx = Some(port);
+        } else if mirror_name.as_deref() == Some(name) {
+            out.mirror = Some(port);
+        } else if slow_name.as_deref() == Some(name) {
+            out.to_host = Some(port);
+        } else if let Some(k) = tx_names.iter().position(|t| t == name) {
+            out.ports[k] = Some(port);
+        }
+    };
     for p in &cfg.ports {
         let p = &p.value;
         let id = rx.len() as u16;
@@ -44,13 +83,10 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
                 dpdk_rx.push(None);
             }
             if let Some(t) = &pc.tx {
-                if out_name.as_deref() == Some(p.name.as_str()) {
-                    let mut o = t.clone();
-                    o.path = cfg.resolve(&o.path);
-                    tx = Some(Box::new(
-                        PcapTx::create(&o).with_context(|| format!("port `{}`", p.name))?,
-                    ));
-                }
+                let mut o = t.clone();
+                o.path = cfg.resolve(&o.path);
+                let port = PcapTx::create(&o).with_context(|| format!("port `{}`", p.name))?;
+                place(&p.name, Box::new(port), &mut tx);
             }
         }
         if let Some(g) = &p.gen {
@@ -72,11 +108,10 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
             let port = crate::port::dpdk::DpdkPort::open(d, id)
                 .with_context(|| format!("port `{}`", p.name))?;
             if out_name.as_deref() == Some(p.name.as_str()) {
-                tx = Some(Box::new(
-                    port.tx(0).with_context(|| format!("port `{}`", p.name))?,
-                ));
                 dpdk_tx = Some(port.clone());
             }
+            let t = port.tx(0).with_context(|| format!("port `{}`", p.name))?;
+            place(&p.name, Box::new(t), &mut tx);
             rx.push(Box::new(
                 port.rx(&[]).with_context(|| format!("port `{}`", p.name))?,
             ));
@@ -88,9 +123,23 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
         rx,
         rx_names,
         tx,
+        out,
         #[cfg(feature = "dpdk")]
         dpdk_rx,
         #[cfg(feature = "dpdk")]
         dpdk_tx,
     })
+}
+
+impl OpenPorts {
+    /// Every destination, the default output included (for the CPU executor's TX thread).
+    pub fn take_out(&mut self) -> OutPorts {
+        let mut out = std::mem::take(&mut self.out);
+        if let (Some(k), Some(t)) = (out.default, self.tx.take()) {
+            if let Some(slot) = out.ports.get_mut(k) {
+                *slot = Some(t);
+            }
+        }
+        out
+    }
 }

@@ -18,7 +18,9 @@ pub fn run_cpu(p: &Prepared, shared: &Arc<CpuShared>, ports: OpenPorts) -> Summa
         s.forwarding = "zero_copy".into();
         return s;
     }
-    let out = cpu::run(&spec, shared, ports.rx, ports.tx);
+    let mut ports = ports;
+    let dests = ports.take_out();
+    let out = cpu::run_out(&spec, shared, ports.rx, dests);
     summarize_cpu_run(p, shared, out)
 }
 
@@ -33,6 +35,7 @@ fn summarize_cpu_run(p: &Prepared, shared: &CpuShared, out: cpu::RunOutcome) -> 
         out.errors,
     );
     s.port_counters = out.port_counters;
+    s.outputs = out.out;
     s
 }
 

@@ -61,6 +61,9 @@ pub struct Summary {
     pub forwarding: String,
     /// Each fronthaul stage: frames, PRBs, slots, errors by reason, and per eAxC.
     pub fronthaul: Vec<crate::fronthaul::report::FronthaulSummary>,
+    /// What each destination took: output ports (by config name), the mirror port and the
+    /// slow path (`to_host`), with the frames they failed to take. CPU executor.
+    pub outputs: Vec<crate::port::out::OutTally>,
 }
 
 pub fn summarize(

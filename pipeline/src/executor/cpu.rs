@@ -552,6 +552,7 @@ fn tx_loop(
 ) -> (Vec<OutTally>, Vec<String>) {
     let backoff = Backoff::new();
     let default = out.default;
+    let open: Vec<bool> = out.ports.iter().map(Option::is_some).collect();
     let mut dests: Vec<(usize, Dest<'_>)> = Vec::new();
     for (k, (p, name)) in out.ports.iter_mut().zip(&out.names).enumerate() {
         if let Some(p) = p {
@@ -588,6 +589,15 @@ fn tx_loop(
                     c.tx_bytes.add(bytes);
                     c.drops[DropReason::TxError as usize].add(wanted - sent);
                 }
+                // Forwarded to a port that is not open (a route to the mirror or slow-path
+                // port): not sent, counted.
+                let lost = vs
+                    .iter()
+                    .filter(|v| v.action.forwards())
+                    .filter_map(target)
+                    .filter(|k| !open.get(*k).copied().unwrap_or(false))
+                    .count();
+                c.drops[DropReason::TxError as usize].add(lost as u64);
                 // Copies and the slow path are counted by their destinations (OutTally).
                 if let Some(d) = mirror.as_mut() {
                     d.send(b, vs, out::mirrors);
@@ -614,11 +624,7 @@ fn tx_loop(
         wait_on(&backoff);
     }
     let (mut tallies, mut errors) = (Vec::new(), Vec::new());
-    let all = dests
-        .into_iter()
-        .map(|(_, d)| d)
-        .chain(mirror)
-        .chain(slow);
+    let all = dests.into_iter().map(|(_, d)| d).chain(mirror).chain(slow);
     for d in all {
         let (t, e) = d.finish();
         tallies.push(t);

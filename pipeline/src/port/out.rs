@@ -5,8 +5,76 @@
 //! Each destination counts what it took ([`OutTally`]).
 
 use crate::burst::Burst;
+use crate::config::{Config, ConfigError};
+use crate::port::pcap::{PcapTx, PcapTxOptions};
 use crate::port::{PortError, TxPort};
 use crate::verdict::{Action, Verdict};
+
+/// The config checks of `output.mirror` and `output.to_host`: a named port exists and has a
+/// transmit side; `to_host` names exactly one of `pcap` and `port`. Errors name the file, the
+/// line and the key.
+pub fn check_output(cfg: &Config) -> Result<(), ConfigError> {
+    let Some(out) = &cfg.output else {
+        return Ok(());
+    };
+    let err = |line: u64, column: u64, key: &str, message: String| ConfigError {
+        file: cfg.path.clone(),
+        line: line as u32,
+        column: column as u32,
+        key: key.to_string(),
+        message,
+    };
+    let tx = cfg.tx_port_names();
+    let check_port = |name: &str, line, column, key: &str| {
+        if tx.iter().any(|n| n == name) {
+            return Ok(());
+        }
+        let why = if cfg.ports.iter().any(|p| p.value.name == name) {
+            format!("port `{name}` has no transmit side (a pcap port with `tx`, or dpdk)")
+        } else {
+            format!(
+                "no port named `{name}` (ports with a transmit side: {})",
+                tx.join(", ")
+            )
+        };
+        Err(err(line, column, key, why))
+    };
+    if let Some(m) = &out.mirror {
+        let (l, c) = (m.referenced.line(), m.referenced.column());
+        check_port(&m.value, l, c, "output.mirror")?;
+    }
+    if let Some(t) = &out.to_host {
+        let (l, c) = (t.referenced.line(), t.referenced.column());
+        match (&t.value.pcap, &t.value.port) {
+            (Some(_), None) => {}
+            (None, Some(p)) => check_port(p, l, c, "output.to_host.port")?,
+            _ => {
+                return Err(err(
+                    l,
+                    c,
+                    "output.to_host",
+                    "give exactly one of `pcap: FILE` and `port: NAME`".into(),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Opens the slow-path destination of `output.to_host` when it is a pcap file (a `port:` is
+/// opened with the other ports).
+pub fn open_to_host_pcap(cfg: &Config) -> Result<Option<Box<dyn TxPort>>, PortError> {
+    let Some(f) = cfg
+        .output
+        .as_ref()
+        .and_then(|o| o.to_host.as_ref())
+        .and_then(|t| t.value.pcap.as_ref())
+    else {
+        return Ok(None);
+    };
+    let opts = PcapTxOptions::new(cfg.resolve(f));
+    Ok(Some(Box::new(PcapTx::create(&opts)?)))
+}
 
 /// The destinations of a run.
 #[derive(Default)]
