@@ -288,3 +288,66 @@ fn config_keys_and_bad_values() {
     assert!(parse("  - ttl: { min: 2 }\n").is_err());
     assert!(parse("  - l2fwd: { mac: flip }\n").is_err());
 }
+
+#[test]
+fn reload_routes_swaps_tables_between_bursts_and_refuses_bad_files() {
+    let dir = std::env::temp_dir().join(format!("pw-rw-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("routes.yaml");
+    std::fs::write(&file, ROUTES).unwrap();
+    let p = build(
+        &[
+            StageConfig::Parse,
+            StageConfig::Route(RouteConfig {
+                routes: "routes.yaml".into(),
+            }),
+        ],
+        |r| dir.join(r),
+    )
+    .unwrap();
+    let f = build_frame(&FrameSpec::tcp(
+        "192.0.2.1".parse().unwrap(),
+        "10.1.2.3".parse().unwrap(),
+        1,
+        2,
+        64,
+    ));
+    let run = || {
+        let mut b = Burst::default();
+        b.push(&f, FrameDesc::default());
+        let c = QueueCounters::new(2, 0);
+        let (mut m, mut v) = (Vec::new(), Vec::new());
+        p.run_burst_mut(&mut b, &mut m, &mut v, &c);
+        (b.frame(0)[..6].to_vec(), v[0])
+    };
+    assert_eq!(run().0, [2, 0, 0, 0, 0, 0x0b]);
+    // The /16 now goes elsewhere; the next burst sees it.
+    std::fs::write(
+        &file,
+        ROUTES.replace(
+            "10.1.0.0/16, via: '02:00:00:00:00:0b'",
+            "10.1.0.0/16, via: '02:00:00:00:00:0e'",
+        ),
+    )
+    .unwrap();
+    assert_eq!(p.reload_routes().unwrap(), vec![(2, 1, 1)]);
+    assert_eq!(run().0, [2, 0, 0, 0, 0, 0x0e]);
+    // A bad file: refused with its name and line, the running table stays.
+    std::fs::write(
+        &file,
+        "routes:\n  - { prefix: 10.1.0.0/99, via: '02:00:00:00:00:0f', port: a }\n",
+    )
+    .unwrap();
+    let e = p.reload_routes().unwrap_err().to_string();
+    assert!(e.contains("routes.yaml:2"), "{e}");
+    assert_eq!(run().0, [2, 0, 0, 0, 0, 0x0e]);
+    // Removing the route: no_route from the next burst on.
+    std::fs::write(
+        &file,
+        "routes:\n  - { prefix: 11.0.0.0/8, via: '02:00:00:00:00:0f', port: a }\n",
+    )
+    .unwrap();
+    p.reload_routes().unwrap();
+    assert_eq!(run().1, Verdict::drop(DropReason::NoRoute));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -60,13 +60,70 @@ impl RouteSlot {
     /// the running table in force and says why (file, line, key). Returns the routes
     /// published (IPv4, IPv6) and the new generation.
     pub fn reload(&self) -> Result<(usize, usize, u64), RuleError> {
+        let state = self.prepare()?;
+        Ok(self.publish(state))
+    }
+
+    /// Builds the next table aside from the route file (nothing is published).
+    pub fn prepare(&self) -> Result<RouteState, RuleError> {
         let g = self.generation.load(Ordering::Acquire) + 1;
-        let state = build_state(&self.file, self.tx_ports.as_deref(), g)?;
-        let counts = (state.route.table.routes_v4, state.route.table.routes_v6);
+        build_state(&self.file, self.tx_ports.as_deref(), g)
+    }
+
+    /// Publishes a table [`RouteSlot::prepare`] built: one pointer swap.
+    pub fn publish(&self, state: RouteState) -> (usize, usize, u64) {
+        let out = (
+            state.route.table.routes_v4,
+            state.route.table.routes_v6,
+            state.generation,
+        );
         // Reloads come from the one control thread: generations are stored in order.
-        self.generation.store(g, Ordering::Release);
+        self.generation.store(state.generation, Ordering::Release);
         self.state.store(Arc::new(state));
-        Ok((counts.0, counts.1, g))
+        out
+    }
+}
+
+/// New route tables built aside for every `route` stage of a pipeline, to publish together
+/// with the rest of a reload ([`crate::stage::Pipeline::prepare_routes`]).
+pub struct PreparedRoutes(Vec<RouteState>);
+
+impl PreparedRoutes {
+    /// How many `route` stages get a new table.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl crate::stage::Pipeline {
+    fn route_slots(&self) -> impl Iterator<Item = &RouteSlot> {
+        self.stages.iter().filter_map(|s| match s {
+            crate::stage::Stage::Route(r) => Some(&**r),
+            _ => None,
+        })
+    }
+
+    /// Step one of a route reload (SIGHUP): every `route` stage's file read and its table
+    /// built aside; nothing changes yet. The first bad file is the error (file, line, key).
+    pub fn prepare_routes(&self) -> Result<PreparedRoutes, RuleError> {
+        self.route_slots()
+            .map(RouteSlot::prepare)
+            .collect::<Result<Vec<_>, _>>()
+            .map(PreparedRoutes)
+    }
+
+    /// Step two: publishes the tables [`Self::prepare_routes`] built, one swap per stage
+    /// (workers take them at their next burst). Returns each stage's (IPv4 routes, IPv6
+    /// routes, generation).
+    pub fn publish_routes(&self, routes: PreparedRoutes) -> Vec<(usize, usize, u64)> {
+        self.route_slots()
+            .zip(routes.0)
+            .map(|(slot, st)| slot.publish(st))
+            .collect()
     }
 }
 

@@ -216,18 +216,12 @@ impl Pipeline {
         self.stages.iter().any(Stage::rewrites)
     }
 
-    /// Re-reads every `route` stage's route file and publishes the new tables (one swap per
-    /// stage; workers take them at their next burst). Returns each stage's (IPv4 routes, IPv6
-    /// routes, generation); the first bad file stops the reload, naming file, line and key
-    /// (stages before it already publish their new tables).
+    /// Re-reads every `route` stage's route file and publishes the new tables, all built
+    /// before any is published (see [`Pipeline::prepare_routes`]). Returns each stage's (IPv4
+    /// routes, IPv6 routes, generation); a bad file changes nothing and names file, line, key.
     pub fn reload_routes(&self) -> Result<Vec<(usize, usize, u64)>, flow_rules::error::RuleError> {
-        self.stages
-            .iter()
-            .filter_map(|s| match s {
-                Stage::Route(r) => Some(r.reload()),
-                _ => None,
-            })
-            .collect()
+        let next = self.prepare_routes()?;
+        Ok(self.publish_routes(next))
     }
 
     /// Runs every stage on every frame of `burst`, writing one verdict (and one metadata record)
