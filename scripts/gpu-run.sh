@@ -81,6 +81,12 @@ step verify-nometa-acl1 60 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules
 step verify-nometa-fw1 60 "$BIN" verify --trace "$CB/fw1_10K_trace.gz" --rules "$CB/fw1_10K" --burst 32 --slot-data-bytes 4096 --tagged true --mode persistent --placement mapped --no-meta --json "$RES/verify-nometa-fw1.json"
 step verify-nometa-ipc1 60 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --burst 32 --slot-data-bytes 4096 --tagged true --mode persistent --placement mapped --no-meta --json "$RES/verify-nometa-ipc1.json"
 step verify-nometa-gen 90 "$BIN" verify --gen 2000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --burst 32 --slot-data-bytes 4096 --tagged true --mode persistent --placement mapped --no-meta --json "$RES/verify-nometa-gen.json"
+# Composed pipelines: a stage's parameter block swaps by epoch at the burst boundary and its own
+# device buffer reads back (pipeline/tests/gpu_stage_params.rs, a `cargo test --no-run` binary
+# carried as $TESTS/gpu_stage_params); on_stall: restart on a stalled queue.
+TESTS=${TESTS:-$(dirname "$BIN")/tests}
+[ -x "$TESTS/gpu_stage_params" ] && step stage-params 120 env CI=true "$TESTS/gpu_stage_params" --nocapture
+step restart 300 scripts/gpu-restart-check.sh "$BIN" "$RES"
 step bench 220 "$BIN" bench --classbench "$CB" --out "$RES"
 step reload-torture-persistent 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 4 --mode persistent --placement device --queues 2 --ctas 2 --json "$RES/torture-persistent.json"
 step reload-torture-launch-mapped 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 3 --mode launch --placement mapped --queues 3 --json "$RES/torture-launch.json"
