@@ -101,7 +101,7 @@ python3 - "$TMP" <<'EOF' || fail "cannot extract the Kubernetes ConfigMap"
 # The ConfigMap's `data:` entries are `  NAME: |` block scalars indented by 4 (no PyYAML needed).
 import re, sys
 files, cur = {}, None
-for line in open("deploy/kubernetes/pktwarp.yaml").read().split("---")[0].splitlines():
+for line in open("deploy/kubernetes/base/configmap.yaml").read().split("---")[0].splitlines():
     m = re.match(r"^  ([A-Za-z0-9_.-]+): \|$", line)
     if m:
         cur = files.setdefault(m.group(1), [])
