@@ -42,6 +42,8 @@ enum Command {
     Fronthaul(cmd::fronthaul::Args),
     /// Classify a header trace against a rule file (ClassBench / dpdk-test-acl format or YAML).
     Classify(cmd::classify::Args),
+    /// Write a seeded ClassBench-like IPv6 rule set and trace (dpdk-test-acl --ipv6 format).
+    AclGen(cmd::acl_gen::Args),
     /// Run the CPU and GPU executors on the same input and compare every packet.
     Verify(cmd::verify::Args),
     /// GPU benchmarks: stage throughput, end to end, latency.
@@ -84,6 +86,7 @@ pub fn run_with(registry: &StageRegistry, args: impl IntoIterator<Item = OsStrin
         Command::Parse(a) => cmd::parse::run(a),
         Command::Fronthaul(a) => cmd::fronthaul::run(a),
         Command::Classify(a) => cmd::classify::run(a),
+        Command::AclGen(a) => cmd::acl_gen::run(a),
         Command::Verify(a) => cmd::verify::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Kernels(a) => cmd::kernels::run_with(a, registry),

@@ -1,5 +1,6 @@
 //! One module per subcommand. Each exposes `Args` (clap) and `run(Args) -> Result<exit code>`.
 
+pub mod acl_gen;
 pub mod bench;
 pub mod classify;
 pub mod fronthaul;

@@ -631,17 +631,23 @@ impl AclClassifier {
     /// key. Keys are taken `BATCH` at a time and each tree is walked for the whole batch before
     /// the next: the walks of different keys are independent, so the core overlaps their memory
     /// loads instead of waiting on one dependent chain at a time (what rte_acl gets from SIMD
-    /// over several flows).
+    /// over several flows). A batch of IPv4 or of IPv6 keys goes this way; one that mixes
+    /// families goes key by key.
     pub fn classify_batch(&self, keys: &[AclKey], out: &mut [u32]) {
         const BATCH: usize = 8;
         for (kc, oc) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             let v = kc[0].ip_version;
-            if kc.len() == BATCH && v == 4 && kc.iter().all(|k| k.ip_version == 4) {
+            let same = kc.len() == BATCH && kc.iter().all(|k| k.ip_version == v);
+            if same && (v == 4 || v == 6) {
                 let mut kw = [[0u32; 11]; BATCH];
                 for (w, k) in kw.iter_mut().zip(kc) {
                     *w = key_words(k);
                 }
-                let best = self.walk_batch::<1, BATCH>(ACL_FAM_V4, &kw);
+                let best = if v == 4 {
+                    self.walk_batch::<1, BATCH>(ACL_FAM_V4, &kw)
+                } else {
+                    self.walk_batch::<4, BATCH>(ACL_FAM_V6, &kw)
+                };
                 oc.copy_from_slice(&best);
             } else {
                 for (o, k) in oc.iter_mut().zip(kc) {

@@ -12,6 +12,7 @@
 pub mod classbench;
 pub mod compile;
 pub mod cuda_host;
+pub mod gen6;
 pub mod shadow;
 pub mod yaml;
 
