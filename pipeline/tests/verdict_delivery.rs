@@ -135,7 +135,7 @@ fn to_host_to_a_port_and_to_a_callback() {
     let s = run(&config(&dir, "{ port: out, to_host: { port: host } }"));
     let host = frames(&dir.join("host.pcap"));
     assert_eq!(host.len() as u64, s.queues[0].to_host);
-    assert!(host.len() > 0 && protos(&host).iter().all(|p| *p == 17));
+    assert!(!host.is_empty() && protos(&host).iter().all(|p| *p == 17));
     assert_eq!(tally(&s, "to_host").frames, host.len() as u64);
     // No mirror port: the copies are not made, the originals still go out.
     assert_eq!(
