@@ -46,6 +46,8 @@ pub struct Reloaded {
     pub rebuilt: Vec<String>,
     /// The stage-parameter generation in force.
     pub params_generation: u64,
+    /// Each `route` stage's new table: (IPv4 routes, IPv6 routes, generation).
+    pub routes: Vec<(usize, usize, u64)>,
     /// Config sections that changed but only take effect after a restart (empty: none).
     pub restart_needed: Vec<&'static str>,
 }
@@ -104,61 +106,7 @@ impl Reloader {
     pub fn reload(&self, trigger: &str) -> Result<Reloaded, ReloadError> {
         let t = Instant::now();
         let from = self.pipeline.generation();
-        match self.build().and_then(|(acl, cfg)| {
-            let (rules, file) = match &acl {
-                Some((stage, file)) => (stage.rule_count(), file.clone()),
-                None => (0, PathBuf::new()),
-            };
-            if acl.is_some() {
-                self.check_shrink(rules, &cfg, &file)?;
-            }
-            let restart_needed: Vec<&'static str> = if self.baseline.is_empty() {
-                Vec::new()
-            } else {
-                let now = sections(&cfg);
-                self.baseline
-                    .iter()
-                    .zip(now.iter())
-                    .filter(|(a, b)| a.1 != b.1)
-                    .map(|(a, _)| a.0)
-                    .collect()
-            };
-            let stage_cfgs: Vec<StageConfig> =
-                cfg.pipeline.iter().map(|s| s.value.clone()).collect();
-            let options = self
-                .pipeline
-                .reload_stage_options(&stage_cfgs)
-                .map_err(|e| ReloadError {
-                    file: self.config_path.clone(),
-                    line: 0,
-                    reason: format!("{e:#}"),
-                })?;
-            if acl.is_none() && options.rebuilt.is_empty() {
-                return Err(ReloadError {
-                    file: self.config_path.clone(),
-                    line: 0,
-                    reason: "the pipeline has no acl stage and no stage's options changed: \
-                             nothing to reload"
-                        .into(),
-                });
-            }
-            let generation = match acl {
-                Some((stage, _)) => self.pipeline.reload_acl(stage).map_err(|e| ReloadError {
-                    file: self.config_path.clone(),
-                    line: 0,
-                    reason: e.to_string(),
-                })?,
-                None => self.pipeline.generation(),
-            };
-            Ok(Reloaded {
-                generation,
-                rules,
-                rule_file: file,
-                rebuilt: options.rebuilt,
-                params_generation: options.generation,
-                restart_needed,
-            })
-        }) {
+        match self.build().and_then(|(acl, cfg)| self.apply(acl, &cfg)) {
             Ok(r) => {
                 self.state.reload_ok.fetch_add(1, Ordering::Relaxed);
                 let now_ms = SystemTime::now()
@@ -218,6 +166,86 @@ impl Reloader {
         }
     }
 
+    /// Checks what `build` made and publishes it: the user stages' new builds, the route
+    /// tables, then the ACL tables. Everything that can fail is built before anything is
+    /// published, so a refused reload leaves everything running in force.
+    fn apply(
+        &self,
+        acl: Option<(AclStage, PathBuf)>,
+        cfg: &config::Config,
+    ) -> Result<Reloaded, ReloadError> {
+        let (rules, file) = match &acl {
+            Some((stage, file)) => (stage.rule_count(), file.clone()),
+            None => (0, PathBuf::new()),
+        };
+        if acl.is_some() {
+            self.check_shrink(rules, cfg, &file)?;
+        }
+        let restart_needed: Vec<&'static str> = if self.baseline.is_empty() {
+            Vec::new()
+        } else {
+            let now = sections(cfg);
+            self.baseline
+                .iter()
+                .zip(now.iter())
+                .filter(|(a, b)| a.1 != b.1)
+                .map(|(a, _)| a.0)
+                .collect()
+        };
+        // The route files named at start, read again and built aside.
+        let routes = self.pipeline.prepare_routes().map_err(rule_error)?;
+        let stage_cfgs: Vec<StageConfig> = cfg.pipeline.iter().map(|s| s.value.clone()).collect();
+        if acl.is_none() && routes.is_empty() {
+            // Nothing else to publish: a reload must change some stage's options.
+            let unchanged =
+                self.pipeline
+                    .stages
+                    .iter()
+                    .zip(&stage_cfgs)
+                    .all(|(s, c)| match (s, c) {
+                        (crate::stage::Stage::Custom(slot), StageConfig::Custom(c)) => {
+                            slot.options() == c.options
+                        }
+                        _ => true,
+                    });
+            if unchanged {
+                return Err(ReloadError {
+                    file: self.config_path.clone(),
+                    line: 0,
+                    reason: "the pipeline has no acl or route stage and no stage's options \
+                             changed: nothing to reload"
+                        .into(),
+                });
+            }
+        }
+        let options = self
+            .pipeline
+            .reload_stage_options(&stage_cfgs)
+            .map_err(|e| ReloadError {
+                file: self.config_path.clone(),
+                line: 0,
+                reason: format!("{e:#}"),
+            })?;
+        let route_tables = self.pipeline.publish_routes(routes);
+        let generation = match acl {
+            Some((stage, _)) => self.pipeline.reload_acl(stage).map_err(|e| ReloadError {
+                file: self.config_path.clone(),
+                line: 0,
+                reason: e.to_string(),
+            })?,
+            None => self.pipeline.generation(),
+        };
+        Ok(Reloaded {
+            generation,
+            rules,
+            rule_file: file,
+            rebuilt: options.rebuilt,
+            params_generation: options.generation,
+            routes: route_tables,
+            restart_needed,
+        })
+    }
+
     /// The new tables, built aside from whatever runs now.
     fn build(&self) -> Result<(Option<(AclStage, PathBuf)>, config::Config), ReloadError> {
         if let Some(why) = &self.refuse {
@@ -274,15 +302,7 @@ impl Reloader {
         let stage = AclStage::from_config(acl, &|p| cfg.resolve(p)).map_err(|e| match e
             .downcast_ref::<RuleError>()
         {
-            Some(r) => ReloadError {
-                file: r.loc.file.clone(),
-                line: r.loc.line as u32,
-                reason: if r.field.is_empty() {
-                    r.message.clone()
-                } else {
-                    format!("field `{}`: {}", r.field, r.message)
-                },
-            },
+            Some(r) => rule_error(r.clone()),
             None => ReloadError {
                 file: file.clone(),
                 line: 0,
@@ -350,6 +370,19 @@ fn sections(cfg: &config::Config) -> Vec<(&'static str, String)> {
         ("metrics", format!("{:?}", cfg.metrics)),
         ("control", format!("{control:?}")),
     ]
+}
+
+/// A rule or route file's error as a reload error (its file and line).
+fn rule_error(r: RuleError) -> ReloadError {
+    ReloadError {
+        file: r.loc.file.clone(),
+        line: r.loc.line as u32,
+        reason: if r.field.is_empty() {
+            r.message.clone()
+        } else {
+            format!("field `{}`: {}", r.field, r.message)
+        },
+    }
 }
 
 fn acl_config(cfg: &config::Config) -> Option<&config::AclStageConfig> {

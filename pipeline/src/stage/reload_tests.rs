@@ -256,3 +256,55 @@ fn reload_rebuilds_a_custom_stage_whose_options_changed() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+#[test]
+fn reload_rebuilds_the_route_tables_from_their_files() {
+    let dir = scratch("reload-routes");
+    let routes = dir.join("routes.yaml");
+    std::fs::write(
+        &routes,
+        "routes:\n  - { prefix: 10.0.0.0/8, via: '02:00:00:00:00:01', port: out }\n",
+    )
+    .unwrap();
+    let cfg_path = dir.join("cfg.yaml");
+    std::fs::write(
+        &cfg_path,
+        format!(
+            "ports:\n  - name: g\n    gen: {{ count: 10 }}\n  - name: out\n    pcap: {{ tx: {{ path: {} }} }}\n\
+             pipeline:\n  - parse\n  - route: {{ routes: routes.yaml }}\n  - count\n\
+             executor: {{ kind: cpu }}\noutput: {{ port: out }}\nmetrics: {{ enabled: false }}\n",
+            dir.join("out.pcap").display()
+        ),
+    )
+    .unwrap();
+    let cfg = crate::config::load(&cfg_path).unwrap();
+    let p = Arc::new(crate::daemon::build_pipeline(&cfg).unwrap());
+    let reloader = Reloader::new(&cfg_path, Arc::clone(&p), ControlState::new(None));
+    std::fs::write(
+        &routes,
+        "routes:\n  - { prefix: 10.0.0.0/8, via: '02:00:00:00:00:01', port: out }\n  \
+         - { prefix: '2001:db8::/32', via: '02:00:00:00:00:02', port: out }\n",
+    )
+    .unwrap();
+    let r = reloader.reload("sighup").unwrap();
+    assert_eq!(r.routes.len(), 1, "{r:?}");
+    assert_eq!(
+        (r.routes[0].0, r.routes[0].1),
+        (1, 1),
+        "1 IPv4 and 1 IPv6 route now"
+    );
+    assert_eq!(
+        r.generation, 0,
+        "no acl stage: the rule-set generation stays"
+    );
+    // A broken route file: refused naming the file and line, the table in force stays.
+    std::fs::write(
+        &routes,
+        "routes:\n  - { prefix: 10.0.0.0/8, via: '02:00:00:00:00:01', port: out }\n  \
+         - { prefix: 10.0.0.0/33, via: '02:00:00:00:00:01', port: out }\n",
+    )
+    .unwrap();
+    let e = reloader.reload("sighup").unwrap_err();
+    assert!(e.file.ends_with("routes.yaml") && e.line == 3, "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
