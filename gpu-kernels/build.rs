@@ -33,6 +33,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=PKTWARP_NVCC");
     println!("cargo:rerun-if-env-changed=CUDA_HOME");
     println!("cargo:rerun-if-env-changed=PKTWARP_NO_NVCC");
+    println!("cargo:rerun-if-env-changed=PKTWARP_HOST_SANITIZE");
 
     let mut library = Vec::new();
     if let Ok(rd) = std::fs::read_dir(&kdir) {
@@ -151,16 +152,34 @@ fn build_host(root: &Path) {
     if files.is_empty() {
         return;
     }
-    cc::Build::new()
-        .cpp(true)
+    let mut b = cc::Build::new();
+    b.cpp(true)
         .files(&files)
         .include(root.join("cuda"))
         .flag_if_supported("-std=c++14")
         .flag_if_supported("-Wno-comment")
         .opt_level(2)
         .warnings(true)
-        .extra_warnings(true)
-        .compile("pw_host_kernels");
+        .extra_warnings(true);
+    // PKTWARP_HOST_SANITIZE=address (scripts/ci-asan.sh): the host build under AddressSanitizer,
+    // with its runtime linked into whatever links this crate (run with
+    // ASAN_OPTIONS=verify_asan_link_order=0: rustc does not put it first).
+    if let Some(s) = sanitizer() {
+        b.flag(format!("-fsanitize={s}"))
+            .flag("-fno-omit-frame-pointer")
+            .opt_level(1);
+        println!("cargo:rustc-link-lib=dylib=asan");
+    }
+    b.compile("pw_host_kernels");
+}
+
+/// `PKTWARP_HOST_SANITIZE`: `address` or unset (anything else is refused, not ignored).
+fn sanitizer() -> Option<&'static str> {
+    match std::env::var("PKTWARP_HOST_SANITIZE").as_deref() {
+        Err(_) | Ok("") => None,
+        Ok("address") => Some("address"),
+        Ok(other) => panic!("build.rs: PKTWARP_HOST_SANITIZE={other}: only `address` is supported"),
+    }
 }
 
 fn env(k: &str) -> String {

@@ -159,15 +159,15 @@ impl Drop for HostPipeline {
 
 fn compile_shared(cpp: &Path, so: &Path) -> Result<(), String> {
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".to_string());
-    let out = std::process::Command::new(&cxx)
-        .args([
-            "-std=c++14",
-            "-O1",
-            "-shared",
-            "-fPIC",
-            "-Wno-comment",
-            "-o",
-        ])
+    let mut cmd = std::process::Command::new(&cxx);
+    cmd.args(["-std=c++14", "-O1", "-shared", "-fPIC", "-Wno-comment"]);
+    // The same switch as the build's (scripts/ci-asan.sh): the generated pipeline under
+    // AddressSanitizer, its runtime already in the process (linked by build.rs).
+    if std::env::var("PKTWARP_HOST_SANITIZE").as_deref() == Ok("address") {
+        cmd.args(["-fsanitize=address", "-fno-omit-frame-pointer"]);
+    }
+    let out = cmd
+        .arg("-o")
         .arg(so)
         .arg(cpp)
         .output()
