@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds what a GPU-machine run needs, from one commit, into .carry/ (ignored by git): the
+# release pktwarp and syn-guard binaries (the built-in kernel compiled in by the pinned nvcc),
+# the GPU test binaries (debug build is enough: the kernels they run are the same), all
+# stripped, and the small inputs (pcaps, ClassBench 10K sets and traces). The GPU machine has no
+# Rust toolchain: it runs these (scripts/gpu-run.sh, gpu-composed-check.sh,
+# gpu-restart-check.sh, gpu-daemon-bench.sh).
+# Usage (repository root): scripts/gpu-carry.sh [COMMIT] (default HEAD); builds in a git
+# worktree so edits in the working tree do not leak into the binaries.
+set -eu
+COMMIT=${1:-HEAD}
+ROOT=$(pwd)
+WT=${WT:-/tmp/pktwarp-carry-wt}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+rev=$(git rev-parse --short "$COMMIT")
+git worktree remove --force "$WT" 2>/dev/null || true
+git worktree add --detach "$WT" "$COMMIT" >/dev/null
+trap 'git -C "$ROOT" worktree remove --force "$WT" 2>/dev/null || true' EXIT
+cd "$WT"
+cargo build --release -p pktwarp -p pktwarp-apps --bins
+tests=$(cargo test --no-run -p pipeline --test gpu_stage_params --message-format=json 2>/dev/null |
+  python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and "gpu_stage_params" in m["target"]["name"]:
+        print(m["executable"])')
+mkdir -p "$ROOT/.carry/tests" "$ROOT/.carry/data"
+for b in pktwarp syn-guard; do
+  objcopy --strip-debug "$CARGO_TARGET_DIR/release/$b" "$ROOT/.carry/$b"
+done
+objcopy --strip-debug "$tests" "$ROOT/.carry/tests/gpu_stage_params"
+echo "$rev" >"$ROOT/.carry/COMMIT"
+DATA=${PKTWARP_DATA:-$ROOT/../shared/data}
+if [ ! -d "$ROOT/.carry/data/classbench" ]; then
+  mkdir -p "$ROOT/.carry/data/classbench"
+  cp -r "$DATA/pcaps" "$ROOT/.carry/data/"
+  for s in acl1 fw1 ipc1; do
+    cp "$DATA/classbench/${s}_10K" "$DATA/classbench/${s}_10K_trace.gz" "$ROOT/.carry/data/classbench/" 2>/dev/null || true
+  done
+fi
+du -sh "$ROOT/.carry"/* | sed "s|$ROOT/||"
+echo "carry built from $rev"
