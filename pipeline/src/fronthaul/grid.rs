@@ -60,6 +60,43 @@ impl SlotGrid {
         }
     }
 
+    /// A slot grid from its parts (a GPU grid read back): `words[c * 24 ..]` are cell `c`'s
+    /// samples (int16 or FP16 bits, cells in [`Self::shape`] order), `filled(c)` whether cell
+    /// `c` arrived; cells that did not are zero, as in a grid filled here. `complete` is set when
+    /// every cell arrived.
+    pub fn restore(
+        key: SlotKey,
+        eaxcs: usize,
+        prbs: usize,
+        format: GridFormat,
+        beta: f32,
+        words: &[u16],
+        filled: &dyn Fn(usize) -> bool,
+    ) -> Self {
+        let mut g = SlotGrid::new(eaxcs, prbs, format, beta);
+        g.key = key;
+        let cells = eaxcs * SYMBOLS_PER_SLOT as usize * prbs;
+        for c in (0..cells).filter(|&c| filled(c)) {
+            g.filled[c / 64] |= 1 << (c % 64);
+            g.filled_count += 1;
+            let (range, src) = (
+                c * PRB_SAMPLES..(c + 1) * PRB_SAMPLES,
+                words.get(c * PRB_SAMPLES..(c + 1) * PRB_SAMPLES),
+            );
+            let Some(src) = src else { continue };
+            match &mut g.data {
+                GridData::Int16(v) => {
+                    for (o, w) in v[range].iter_mut().zip(src) {
+                        *o = *w as i16;
+                    }
+                }
+                GridData::Fp16(v) => v[range].copy_from_slice(src),
+            }
+        }
+        g.complete = cells > 0 && g.filled_count == cells;
+        g
+    }
+
     fn reset(&mut self, key: SlotKey, first_ns: u64) {
         self.key = key;
         self.first_ns = first_ns;

@@ -6,6 +6,7 @@
 pub mod bfp;
 pub mod config;
 pub mod decode;
+pub mod gpu;
 pub mod grid;
 pub mod raw;
 pub mod report;

@@ -124,6 +124,7 @@ struct State {
 /// run outside the lock, the grid writes and counters under one mutex (eAxCs steered to
 /// different queues still share slots, so the slot state is one).
 pub struct FronthaulStage {
+    cfg: FronthaulConfig,
     params: DecodeParams,
     timing: Timing,
     fixed_eaxcs: bool,
@@ -169,6 +170,7 @@ impl FronthaulStage {
             });
         }
         Ok(FronthaulStage {
+            cfg: cfg.clone(),
             params: cfg.decode_params(),
             timing: Timing {
                 numerology: cfg.numerology,
@@ -198,6 +200,11 @@ impl FronthaulStage {
         &self.params
     }
 
+    /// The stage's options (validated).
+    pub fn config(&self) -> &FronthaulConfig {
+        &self.cfg
+    }
+
     /// The stage on a frame, arrival time from the host clock (live traffic).
     pub fn process(&self, frame: &[u8], meta: &PacketMeta, v: &mut Verdict) {
         let now = std::time::SystemTime::now()
@@ -210,6 +217,17 @@ impl FronthaulStage {
     /// Non-eCPRI frames pass untouched; rejected frames are dropped (`fronthaul_reject`) and
     /// counted by reason; U-plane PRBs go into the slot grid.
     pub fn process_at(&self, frame: &[u8], arrival_ns: u64, _meta: &PacketMeta, v: &mut Verdict) {
+        self.process_inner(frame, Some(arrival_ns), v);
+    }
+
+    /// The stage on a frame without a receive time: everything but the Ta4 window (counted
+    /// `untimed`) and the slot timeout (slots close complete, by eviction or at the end). The
+    /// GPU stage's semantics (its frames carry no receive time).
+    pub fn process_untimed(&self, frame: &[u8], _meta: &PacketMeta, v: &mut Verdict) {
+        self.process_inner(frame, None, v);
+    }
+
+    fn process_inner(&self, frame: &[u8], arrival_ns: Option<u64>, v: &mut Verdict) {
         let checked = decode::check(frame, &self.params);
         let mut st = self.lock();
         let st = &mut *st;
@@ -229,12 +247,15 @@ impl FronthaulStage {
         }
     }
 
-    fn uplane(&self, st: &mut State, frame: &[u8], u: &decode::Uplane, arrival_ns: u64) {
+    fn uplane(&self, st: &mut State, frame: &[u8], u: &decode::Uplane, arrival: Option<u64>) {
         st.counters.uplane += 1;
         let expected = st.index.len();
-        st.assembler.expire(arrival_ns, expected, &mut |c| {
-            on_close(&mut st.counters, &mut st.sink, c)
-        });
+        if let Some(t) = arrival {
+            st.assembler.expire(t, expected, &mut |c| {
+                on_close(&mut st.counters, &mut st.sink, c)
+            });
+        }
+        let arrival_ns = arrival.unwrap_or(0);
         let Some(e) = self.eaxc_index(st, u.eaxc) else {
             st.counters.eaxc_unexpected += 1;
             return;
@@ -249,10 +270,11 @@ impl FronthaulStage {
             SeqEvent::Duplicate => c.seq_duplicates += 1,
             SeqEvent::OutOfOrder => c.seq_out_of_order += 1,
         }
-        match self.timing.classify(&u.radio, arrival_ns) {
-            Arrival::Early => c.early += 1,
-            Arrival::OnTime => c.on_time += 1,
-            Arrival::Late => c.late += 1,
+        match arrival.map(|t| self.timing.classify(&u.radio, t)) {
+            Some(Arrival::Early) => c.early += 1,
+            Some(Arrival::OnTime) => c.on_time += 1,
+            Some(Arrival::Late) => c.late += 1,
+            None => c.untimed += 1,
         }
         let key = SlotKey {
             frame_id: u.radio.frame_id,

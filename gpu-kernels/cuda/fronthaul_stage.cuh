@@ -1,0 +1,240 @@
+/* Stage `fronthaul` on the stage ABI (pktwarp_abi.h, section "stage ABI"): one thread per frame,
+ * many frames at once, every shared write an atomic.
+ *
+ * Semantics: pipeline::fronthaul::FronthaulStage without receive times (process_untimed), held
+ * equal by pipeline/tests/fronthaul_stage_host.rs through the generated host pipeline:
+ *   - the whole frame is checked by fronthaul.cuh's pw_fh_check (decode.rs `check`); a rejected
+ *     frame is dropped (PW_DROP_FRONTHAUL), counted by reject code, and per eAxC when its PC_ID
+ *     can be read and is in the grid; nothing of it is written;
+ *   - a frame that is not eCPRI passes untouched (counted); a C-plane message passes (counted);
+ *   - a U-plane frame of an eAxC outside the grid passes (counted `eaxc_unexpected`);
+ *   - else every PRB of every section is decompressed into the slot grid: int16 saturated, or
+ *     FP16 of the saturated sample times beta (round to nearest even, as Rust's half crate);
+ *     each PRB's arrival mark is set to the slot's tag, and a mark that already held the tag
+ *     counts a duplicate PRB.
+ * The grid is a ring of `ring_slots` slot buffers indexed by the slot's number in the 2.56 s
+ * frame cycle, (frameId * 10 + subframeId) * 2^mu + slotId, modulo the ring; its tag is that
+ * number + 1, so marks left by an earlier occupant of a ring entry never read as this slot's.
+ * The host reads a slot back (pipeline::fronthaul::gpu::read_slots): the PRBs whose mark is the
+ * slot's tag, the others zero (as a Rust slot grid starts).
+ * Not done here, unlike the Rust stage: sequence id tracking (frames of one eAxC run on many
+ * threads at once, in no order) and Ta4 windows (the stage ABI's frame carries no receive time:
+ * every accepted U-plane packet counts `untimed`). */
+#ifndef PKTWARP_FRONTHAUL_STAGE_CUH
+#define PKTWARP_FRONTHAUL_STAGE_CUH
+
+#include "pktwarp_abi.h"
+#include "count.cuh"
+#include "fronthaul.cuh"
+
+#define PW_FH_MAX_EAXCS 64u
+#define PW_FH_FORMAT_INT16 0u
+#define PW_FH_FORMAT_FP16 1u
+/* Words of the stats buffer: [code] frames rejected by reject code (1..22), and: */
+#define PW_FH_STATS 32u
+#define PW_FH_STAT_SATURATED 0u /* samples that did not fit 16 bits */
+
+/* The stage's counters (pw_stage_counters.v[k], per queue). */
+#define PW_FH_CTR_UPLANE 1u
+#define PW_FH_CTR_CPLANE 2u
+#define PW_FH_CTR_NOT_ECPRI 3u
+#define PW_FH_CTR_REJECTED 4u
+#define PW_FH_CTR_PRBS 5u
+#define PW_FH_CTR_DUPLICATE_PRBS 6u
+#define PW_FH_CTR_EAXC_UNEXPECTED 7u
+
+/* Counters of one eAxC of the grid (shared by every queue). */
+typedef struct pw_fh_eaxc_counters {
+    uint64_t packets;        /*  0 U-plane packets accepted */
+    uint64_t prbs;           /*  8 */
+    uint64_t untimed;        /* 16 packets whose timing was not judged (no receive time) */
+    uint64_t duplicate_prbs; /* 24 */
+    uint64_t rejected;       /* 32 rejected frames whose PC_ID is this eAxC */
+    uint64_t reserved[3];    /* 40 */
+} pw_fh_eaxc_counters;
+PW_STATIC_ASSERT(sizeof(pw_fh_eaxc_counters) == 64, "pw_fh_eaxc_counters size");
+
+/* The stage's parameter block (pipeline::fronthaul::gpu::StageParams), built by Rust from the
+ * FronthaulConfig; the five addresses are the stage's device buffers (patched in by the
+ * executor; host addresses in the host build). */
+typedef struct pw_fh_stage_params {
+    pw_fh_params decode;    /*   0 carrier, numerology, compression */
+    uint32_t n_eaxcs;       /*   8 eAxCs of the grid (1..64) */
+    uint32_t ring_slots;    /*  12 slot buffers in the ring (>= 1) */
+    uint32_t format;        /*  16 PW_FH_FORMAT_* */
+    float beta;             /*  20 FP16 scale */
+    uint64_t grid;          /*  24 int16 / FP16 [ring][eaxc][14][prbs][24] */
+    uint64_t marks;         /*  32 uint32 [ring][eaxc][14][prbs]: tag of the slot that stored the PRB */
+    uint64_t slot_tags;     /*  40 uint32 [ring]: tag of the slot last written there (0: none) */
+    uint64_t eaxc_counters; /*  48 pw_fh_eaxc_counters [n_eaxcs] */
+    uint64_t stats;         /*  56 uint64 [PW_FH_STATS] */
+    uint16_t eaxc_ids[PW_FH_MAX_EAXCS]; /* 64 the grid's eAxC ids, by index */
+} pw_fh_stage_params;
+PW_STATIC_ASSERT(sizeof(pw_fh_stage_params) == 192, "pw_fh_stage_params size");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_fh_stage_params, grid) == 24, "pw_fh_stage_params.grid");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_fh_stage_params, stats) == 56, "pw_fh_stage_params.stats");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_fh_stage_params, eaxc_ids) == 64, "pw_fh_stage_params.eaxc_ids");
+
+#if PW_GPU
+#define PW_FH_XCHG32(p, v) atomicExch((unsigned int *)(p), (unsigned int)(v))
+#else
+PW_DEVICE uint32_t pw_fh_xchg32_host(uint32_t *p, uint32_t v) {
+    const uint32_t old = *p;
+    *p = v;
+    return old;
+}
+#define PW_FH_XCHG32(p, v) pw_fh_xchg32_host((p), (v))
+#endif
+
+/* IEEE half of a float, rounded to nearest even (what Rust's half::f16::from_f32 gives), written
+ * out so the GPU and the host build agree bit for bit. */
+PW_DEVICE uint16_t pw_fh_f16(float x) {
+    union {
+        float f;
+        uint32_t u;
+    } c;
+    c.f = x;
+    const uint32_t sign = (c.u >> 16) & 0x8000u;
+    const uint32_t a = c.u & 0x7fffffffu;
+    if (a >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u));
+    const uint32_t e = a >> 23;
+    if (e > 142u) return (uint16_t)(sign | 0x7c00u); /* 2^16 and above: infinity */
+    if (e < 113u) {
+        /* Below 2^-14: a subnormal half, q * 2^-24 with q = m * 2^(e - 126). */
+        if (e < 102u) return (uint16_t)sign; /* under 2^-25: rounds to zero */
+        const uint32_t m = (a & 0x7fffffu) | 0x800000u;
+        const uint32_t s = 126u - e; /* 14..24 */
+        uint32_t q = m >> s;
+        const uint32_t rem = m & ((1u << s) - 1u), half = 1u << (s - 1u);
+        if (rem > half || (rem == half && (q & 1u))) q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t h = ((e - 112u) << 10) | ((a >> 13) & 0x3ffu);
+    const uint32_t rem = a & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* a carry into the exponent is right */
+    return (uint16_t)(sign | h);
+}
+
+/* Grid index of an eAxC id, or n_eaxcs when it is not in the grid. */
+PW_DEVICE uint32_t pw_fh_eaxc_index(const pw_fh_stage_params *p, uint32_t id) {
+    const uint32_t n = p->n_eaxcs < PW_FH_MAX_EAXCS ? p->n_eaxcs : PW_FH_MAX_EAXCS;
+    for (uint32_t i = 0; i < n; i++)
+        if (p->eaxc_ids[i] == id) return i;
+    return n;
+}
+
+/* The PC_ID of a frame that looks like eCPRI IQ data / real-time control far enough, for
+ * attributing a rejected frame (stage.rs `peek_eaxc`); 0x10000 when there is none. */
+PW_DEVICE uint32_t pw_fh_peek_eaxc(const uint8_t *f, uint32_t len) {
+    uint32_t off = 12u;
+    if (len < off + 2u) return 0x10000u;
+    uint32_t ty = pw_fh_be16(f, off);
+    uint32_t tags = 0;
+    while ((ty == 0x8100u || ty == 0x88A8u || ty == 0x9100u) && tags < PW_FH_MAX_VLAN) {
+        off += 4u;
+        if (len < off + 2u) return 0x10000u;
+        ty = pw_fh_be16(f, off);
+        tags++;
+    }
+    if (len < off + 4u) return 0x10000u;
+    const uint32_t mt = f[off + 3u];
+    if (ty != 0xAEFEu || (mt != 0u && mt != 2u)) return 0x10000u;
+    if (len < off + 8u) return 0x10000u;
+    return pw_fh_be16(f, off + 6u);
+}
+
+/* Stores one decompressed PRB at `cell` (eaxc, symbol, PRB of the ring entry); returns the
+ * samples saturated. */
+PW_DEVICE uint32_t pw_fh_store(const pw_fh_stage_params *p, uint64_t cell, const int32_t *iq) {
+    uint32_t sat = 0;
+    for (uint32_t k = 0; k < PW_FH_PRB_SAMPLES; k++) {
+        const int32_t x = iq[k];
+        const int32_t s = x > 32767 ? 32767 : (x < -32768 ? -32768 : x);
+        sat += s != x ? 1u : 0u;
+        if (p->format == PW_FH_FORMAT_FP16) {
+            ((uint16_t *)p->grid)[cell * PW_FH_PRB_SAMPLES + k] = pw_fh_f16((float)s * p->beta);
+        } else {
+            ((int16_t *)p->grid)[cell * PW_FH_PRB_SAMPLES + k] = (int16_t)s;
+        }
+    }
+    return sat;
+}
+
+/* Writes every PRB of an accepted U-plane frame of grid eAxC `e`; returns the duplicates and
+ * adds the saturated samples to *sat. */
+PW_DEVICE uint32_t pw_fh_write_prbs(const uint8_t *f, const pw_fh_stage_params *p, const pw_fh_info *info,
+                                    uint32_t e, uint32_t *sat) {
+    const uint32_t mu = p->decode.numerology > 6 ? 6u : p->decode.numerology;
+    const uint32_t n = ((((uint32_t)info->frame_id * 10u) + info->subframe_id) << mu) + info->slot_id;
+    const uint32_t ring = p->ring_slots ? n % p->ring_slots : 0u;
+    const uint32_t tag = n + 1u;
+    PW_FH_XCHG32(&((uint32_t *)p->slot_tags)[ring], tag);
+    const uint64_t prbs = p->decode.carrier_prbs;
+    const uint64_t base = ((uint64_t)ring * p->n_eaxcs + e) * PW_FH_SYMBOLS;
+    pw_fh_cursor c;
+    c.off = info->body_start;
+    c.end = info->body_end;
+    c.symbol = info->symbol_id;
+    uint32_t dups = 0;
+    while (c.off < c.end) {
+        pw_fh_section s;
+        if (pw_fh_next_section(f, &c, &p->decode, &s) != PW_FH_OK) break; /* cannot happen: checked */
+        for (uint32_t k = 0; k < s.num_prb; k++) {
+            int32_t iq[PW_FH_PRB_SAMPLES];
+            pw_fh_decompress_prb(f + s.data + k * s.prb_bytes, s.method, s.width, iq);
+            const uint64_t cell = (base + s.symbol) * prbs + (s.start_prb + k * s.stride);
+            *sat += pw_fh_store(p, cell, iq);
+            if (PW_FH_XCHG32(&((uint32_t *)p->marks)[cell], tag) == tag) dups++;
+        }
+    }
+    return dups;
+}
+
+/* Stage `fronthaul`. */
+PW_DEVICE void pw_stage_fronthaul(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v, const void *params,
+                                  pw_stage_counters *c) {
+    (void)meta;
+    const pw_fh_stage_params *p = (const pw_fh_stage_params *)params;
+    if (!p) return; /* no parameter block: the frame passes untouched */
+    pw_fh_info info;
+    const uint32_t code = pw_fh_check(f->data, f->len, &p->decode, &info);
+    pw_fh_eaxc_counters *ec = (pw_fh_eaxc_counters *)p->eaxc_counters;
+    uint64_t *stats = (uint64_t *)p->stats;
+    if (code == PW_FH_NOT_ECPRI) {
+        PW_ADD64(&c->v[PW_FH_CTR_NOT_ECPRI], 1);
+        return;
+    }
+    if (code != PW_FH_OK) {
+        PW_ADD64(&c->v[PW_FH_CTR_REJECTED], 1);
+        if (code < PW_FH_STATS) PW_ADD64(&stats[code], 1);
+        const uint32_t id = pw_fh_peek_eaxc(f->data, f->len);
+        const uint32_t e = id < 0x10000u ? pw_fh_eaxc_index(p, id) : p->n_eaxcs;
+        if (e < p->n_eaxcs) PW_ADD64(&ec[e].rejected, 1);
+        v->action = (uint8_t)PW_ACTION_DROP;
+        v->drop_reason = (uint8_t)PW_DROP_FRONTHAUL;
+        return;
+    }
+    if (info.msg_type != 0u) {
+        PW_ADD64(&c->v[PW_FH_CTR_CPLANE], 1);
+        return;
+    }
+    PW_ADD64(&c->v[PW_FH_CTR_UPLANE], 1);
+    const uint32_t e = pw_fh_eaxc_index(p, info.eaxc);
+    if (e >= p->n_eaxcs) {
+        PW_ADD64(&c->v[PW_FH_CTR_EAXC_UNEXPECTED], 1);
+        return;
+    }
+    PW_ADD64(&ec[e].packets, 1);
+    PW_ADD64(&ec[e].prbs, info.prbs);
+    PW_ADD64(&ec[e].untimed, 1);
+    uint32_t sat = 0;
+    const uint32_t dups = pw_fh_write_prbs(f->data, p, &info, e, &sat);
+    PW_ADD64(&c->v[PW_FH_CTR_PRBS], info.prbs);
+    if (dups) {
+        PW_ADD64(&c->v[PW_FH_CTR_DUPLICATE_PRBS], dups);
+        PW_ADD64(&ec[e].duplicate_prbs, dups);
+    }
+    if (sat) PW_ADD64(&stats[PW_FH_STAT_SATURATED], sat);
+}
+
+#endif /* PKTWARP_FRONTHAUL_STAGE_CUH */

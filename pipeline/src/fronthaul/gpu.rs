@@ -1,0 +1,382 @@
+//! The GPU side of the `fronthaul` stage (`gpu-kernels/cuda/fronthaul_stage.cuh`): its parameter
+//! block, built from the [`FronthaulConfig`] (the `#[repr(C)]` mirror of `pw_fh_stage_params`,
+//! pinned by a layout test against the header), the device buffers it owns (slot grid ring,
+//! arrival marks, slot tags, per-eAxC counters, stats), and the host's reading of them back
+//! into slot grids and [`FronthaulCounters`].
+
+use std::mem::offset_of;
+
+use super::config::{CompHdr, CompMethodName, FronthaulConfig, GridFormat};
+use super::decode::{Reject, SYMBOLS_PER_SLOT};
+use super::grid::{SlotGrid, SlotKey};
+use super::stage::{EaxcCounters, FronthaulCounters};
+use crate::fronthaul::bfp::PRB_SAMPLES;
+
+/// Most eAxCs of a GPU grid (`PW_FH_MAX_EAXCS`).
+pub const MAX_EAXCS: usize = 64;
+/// Words of the stats buffer (`PW_FH_STATS`): `[code]` rejects by code, `[0]` saturated samples.
+pub const STATS: usize = 32;
+/// Stage counter words (`pw_stage_counters.v[k]`, `PW_FH_CTR_*`).
+pub const CTR_UPLANE: usize = 1;
+pub const CTR_CPLANE: usize = 2;
+pub const CTR_NOT_ECPRI: usize = 3;
+pub const CTR_REJECTED: usize = 4;
+pub const CTR_PRBS: usize = 5;
+pub const CTR_DUPLICATE_PRBS: usize = 6;
+pub const CTR_EAXC_UNEXPECTED: usize = 7;
+/// Bytes of one `pw_fh_eaxc_counters`.
+pub const EAXC_COUNTER_BYTES: usize = 64;
+
+/// `pw_fh_params`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeBlock {
+    pub carrier_prbs: u16,
+    pub numerology: u8,
+    pub dynamic: u8,
+    pub method: u8,
+    pub width: u8,
+    pub reserved: [u8; 2],
+}
+
+/// `pw_fh_stage_params`: the stage's parameter block.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StageParams {
+    pub decode: DecodeBlock,
+    pub n_eaxcs: u32,
+    pub ring_slots: u32,
+    pub format: u32,
+    pub beta: f32,
+    pub grid: u64,
+    pub marks: u64,
+    pub slot_tags: u64,
+    pub eaxc_counters: u64,
+    pub stats: u64,
+    pub eaxc_ids: [u16; MAX_EAXCS],
+}
+
+/// The buffers of the stage, in the order of [`Layout::buffers`] (`KernelImage::buffers[k]`).
+pub const BUF_GRID: usize = 0;
+pub const BUF_MARKS: usize = 1;
+pub const BUF_SLOT_TAGS: usize = 2;
+pub const BUF_EAXC_COUNTERS: usize = 3;
+pub const BUF_STATS: usize = 4;
+
+/// The shape of the GPU stage's state for one config.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layout {
+    pub eaxcs: Vec<u16>,
+    pub prbs: usize,
+    /// Slot buffers in the ring: twice the open slots the CPU stage keeps, so a slot stays
+    /// readable while the next ones fill.
+    pub ring: usize,
+    pub format: GridFormat,
+    pub beta: f32,
+    pub numerology: u8,
+}
+
+impl Layout {
+    /// The GPU layout of a config. The GPU grid's eAxCs are fixed: a config without `eaxcs`
+    /// (a grid learnt in arrival order) has none, and the error says so.
+    pub fn new(cfg: &FronthaulConfig) -> Result<Layout, String> {
+        cfg.validate()?;
+        if cfg.eaxcs.is_empty() {
+            return Err("fronthaul.eaxcs: the GPU stage needs the grid's eAxC ids listed (a grid learnt in arrival order is CPU only)".into());
+        }
+        Ok(Layout {
+            eaxcs: cfg.eaxcs.clone(),
+            prbs: usize::from(cfg.carrier_prbs),
+            ring: 2 * usize::from(cfg.max_open_slots),
+            format: cfg.grid.format,
+            beta: cfg.grid.beta,
+            numerology: cfg.numerology,
+        })
+    }
+
+    /// PRB cells of one slot.
+    pub fn cells(&self) -> usize {
+        self.eaxcs.len() * SYMBOLS_PER_SLOT as usize * self.prbs
+    }
+
+    /// (name, bytes) of each buffer, in `BUF_*` order.
+    pub fn buffers(&self) -> [(&'static str, usize); 5] {
+        let cells = self.ring * self.cells();
+        [
+            ("fronthaul.grid", cells * PRB_SAMPLES * 2),
+            ("fronthaul.marks", cells * 4),
+            ("fronthaul.slot_tags", self.ring * 4),
+            (
+                "fronthaul.eaxc_counters",
+                self.eaxcs.len() * EAXC_COUNTER_BYTES,
+            ),
+            ("fronthaul.stats", STATS * 8),
+        ]
+    }
+
+    /// Offset in the parameter block of each buffer's address, in `BUF_*` order.
+    pub fn address_offsets() -> [usize; 5] {
+        [
+            offset_of!(StageParams, grid),
+            offset_of!(StageParams, marks),
+            offset_of!(StageParams, slot_tags),
+            offset_of!(StageParams, eaxc_counters),
+            offset_of!(StageParams, stats),
+        ]
+    }
+}
+
+/// The parameter block of `cfg` with the buffers at `addrs` (`BUF_*` order; zeros when the
+/// executor patches them in).
+pub fn param_block(cfg: &FronthaulConfig, l: &Layout, addrs: [u64; 5]) -> Vec<u8> {
+    let (dynamic, method, width) = match cfg.comp.hdr {
+        CompHdr::Dynamic => (1, 0, 0),
+        CompHdr::Static => (
+            0,
+            match cfg.comp.method {
+                CompMethodName::None => 0,
+                CompMethodName::Bfp => 1,
+            },
+            cfg.comp.iq_width,
+        ),
+    };
+    let mut b = vec![0u8; std::mem::size_of::<StageParams>()];
+    let d = offset_of!(StageParams, decode);
+    b[d..d + 2].copy_from_slice(&cfg.carrier_prbs.to_le_bytes());
+    b[d + 2] = cfg.numerology;
+    b[d + 3] = dynamic;
+    b[d + 4] = method;
+    b[d + 5] = width;
+    let mut put32 = |at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    put32(offset_of!(StageParams, n_eaxcs), l.eaxcs.len() as u32);
+    put32(offset_of!(StageParams, ring_slots), l.ring as u32);
+    put32(
+        offset_of!(StageParams, format),
+        u32::from(l.format == GridFormat::Fp16),
+    );
+    put32(offset_of!(StageParams, beta), l.beta.to_bits());
+    for (at, a) in Layout::address_offsets().iter().zip(addrs) {
+        b[*at..at + 8].copy_from_slice(&a.to_le_bytes());
+    }
+    let ids = offset_of!(StageParams, eaxc_ids);
+    for (i, id) in l.eaxcs.iter().take(MAX_EAXCS).enumerate() {
+        b[ids + 2 * i..ids + 2 * i + 2].copy_from_slice(&id.to_le_bytes());
+    }
+    b
+}
+
+/// The stage's GPU side for the executor: its block (addresses zero) and its buffers.
+pub fn gpu_params(cfg: &FronthaulConfig) -> Result<crate::stage::GpuParams, String> {
+    let l = Layout::new(cfg)?;
+    let buffers = l
+        .buffers()
+        .iter()
+        .zip(Layout::address_offsets())
+        .map(|(&(name, bytes), addr_at)| pktwarp_kernels::StageBuffer {
+            name: name.to_string(),
+            bytes,
+            addr_at,
+        })
+        .collect();
+    Ok(crate::stage::GpuParams {
+        block: param_block(cfg, &l, [0; 5]),
+        buffers,
+    })
+}
+
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    b.get(4 * i..4 * i + 4)
+        .map_or(0, |w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+}
+
+fn u64_at(b: &[u8], i: usize) -> u64 {
+    b.get(8 * i..8 * i + 8).map_or(0, |w| {
+        u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]])
+    })
+}
+
+/// The radio time of a slot tag (`number in the cycle + 1`).
+pub fn key_of_tag(tag: u32, numerology: u8) -> SlotKey {
+    let n = tag.saturating_sub(1);
+    let mu = u32::from(numerology.min(6));
+    SlotKey {
+        frame_id: ((n >> mu) / 10) as u8,
+        subframe_id: ((n >> mu) % 10) as u8,
+        slot_id: (n & ((1 << mu) - 1)) as u8,
+    }
+}
+
+/// Every slot the ring holds (ring entries with a tag), ring order: the PRBs whose mark is the
+/// slot's tag, the others zero. Buffers shorter than the layout read as empty.
+pub fn read_slots(l: &Layout, grid: &[u8], marks: &[u8], tags: &[u8]) -> Vec<SlotGrid> {
+    let cells = l.cells();
+    let mut out = Vec::new();
+    for r in 0..l.ring {
+        let tag = u32_at(tags, r);
+        if tag == 0 {
+            continue;
+        }
+        let words: Vec<u16> = grid
+            .get(r * cells * PRB_SAMPLES * 2..(r + 1) * cells * PRB_SAMPLES * 2)
+            .unwrap_or(&[])
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        let filled = |c: usize| u32_at(marks, r * cells + c) == tag;
+        let mut g = SlotGrid::restore(
+            key_of_tag(tag, l.numerology),
+            l.eaxcs.len(),
+            l.prbs,
+            l.format,
+            l.beta,
+            &words,
+            &filled,
+        );
+        g.eaxc_ids = l.eaxcs.clone();
+        out.push(g);
+    }
+    out
+}
+
+/// The stage's counters from its GPU state: `stage` is its stage counter block summed over the
+/// queues (8 words), `eaxc` and `stats` its buffers. Slots complete / partial are the host's to
+/// count (at read-back); per-eAxC rejects by reason are not kept on the GPU (their total is the
+/// second value, per eAxC index).
+pub fn read_counters(
+    l: &Layout,
+    stage: &[u64; 8],
+    eaxc: &[u8],
+    stats: &[u8],
+) -> (FronthaulCounters, Vec<u64>) {
+    let mut c = FronthaulCounters {
+        frames: stage[0],
+        uplane: stage[CTR_UPLANE],
+        cplane: stage[CTR_CPLANE],
+        not_ecpri: stage[CTR_NOT_ECPRI],
+        prbs: stage[CTR_PRBS],
+        duplicate_prbs: stage[CTR_DUPLICATE_PRBS],
+        eaxc_unexpected: stage[CTR_EAXC_UNEXPECTED],
+        saturated_samples: u64_at(stats, 0),
+        ..FronthaulCounters::default()
+    };
+    for r in Reject::ALL {
+        c.errors[r.index()] = u64_at(stats, r as usize);
+    }
+    let mut rejected = Vec::new();
+    for (i, &id) in l.eaxcs.iter().enumerate() {
+        let w = |k: usize| u64_at(eaxc, i * EAXC_COUNTER_BYTES / 8 + k);
+        c.per_eaxc.push(EaxcCounters {
+            eaxc: id,
+            packets: w(0),
+            prbs: w(1),
+            untimed: w(2),
+            duplicate_prbs: w(3),
+            ..EaxcCounters::default()
+        });
+        rejected.push(w(4));
+    }
+    (c, rejected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::size_of;
+
+    fn header() -> &'static str {
+        include_str!("../../../gpu-kernels/cuda/fronthaul_stage.cuh")
+    }
+
+    fn define(name: &str) -> u64 {
+        let h = header();
+        let line = h
+            .lines()
+            .find(|l| l.starts_with(&format!("#define {name} ")))
+            .unwrap_or_else(|| panic!("{name} not in fronthaul_stage.cuh"));
+        let v = line
+            .split_whitespace()
+            .nth(2)
+            .unwrap()
+            .trim_end_matches('u');
+        v.parse().unwrap()
+    }
+
+    #[test]
+    fn layout_matches_the_header() {
+        let h = header();
+        assert_eq!(size_of::<DecodeBlock>(), 8);
+        assert_eq!(size_of::<StageParams>(), 192);
+        assert!(h.contains("sizeof(pw_fh_stage_params) == 192"));
+        for (field, off) in [
+            ("grid", offset_of!(StageParams, grid)),
+            ("stats", offset_of!(StageParams, stats)),
+            ("eaxc_ids", offset_of!(StageParams, eaxc_ids)),
+        ] {
+            let want = format!("PW_OFFSETOF(pw_fh_stage_params, {field}) == {off}");
+            assert!(h.contains(&want), "{want}");
+        }
+        // Every field's offset is the one the header's comment gives.
+        for (field, off) in [
+            ("decode", offset_of!(StageParams, decode)),
+            ("n_eaxcs", offset_of!(StageParams, n_eaxcs)),
+            ("ring_slots", offset_of!(StageParams, ring_slots)),
+            ("format", offset_of!(StageParams, format)),
+            ("beta", offset_of!(StageParams, beta)),
+            ("grid", offset_of!(StageParams, grid)),
+            ("marks", offset_of!(StageParams, marks)),
+            ("slot_tags", offset_of!(StageParams, slot_tags)),
+            ("eaxc_counters", offset_of!(StageParams, eaxc_counters)),
+            ("stats", offset_of!(StageParams, stats)),
+        ] {
+            let line = h
+                .lines()
+                .find(|l| l.contains(&format!(" {field};")) && l.contains("/*"))
+                .unwrap_or_else(|| panic!("{field}"));
+            let c = line.split("/*").nth(1).unwrap().trim_start();
+            let n: usize = c.split_whitespace().next().unwrap().parse().unwrap();
+            assert_eq!(n, off, "{field}: {line}");
+        }
+        assert!(h.contains("sizeof(pw_fh_eaxc_counters) == 64"));
+        assert_eq!(define("PW_FH_MAX_EAXCS") as usize, MAX_EAXCS);
+        assert_eq!(define("PW_FH_STATS") as usize, STATS);
+        for (name, v) in [
+            ("PW_FH_CTR_UPLANE", CTR_UPLANE),
+            ("PW_FH_CTR_CPLANE", CTR_CPLANE),
+            ("PW_FH_CTR_NOT_ECPRI", CTR_NOT_ECPRI),
+            ("PW_FH_CTR_REJECTED", CTR_REJECTED),
+            ("PW_FH_CTR_PRBS", CTR_PRBS),
+            ("PW_FH_CTR_DUPLICATE_PRBS", CTR_DUPLICATE_PRBS),
+            ("PW_FH_CTR_EAXC_UNEXPECTED", CTR_EAXC_UNEXPECTED),
+        ] {
+            assert_eq!(define(name) as usize, v, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_block_holds_the_config() {
+        let cfg = FronthaulConfig {
+            carrier_prbs: 106,
+            numerology: 0,
+            eaxcs: vec![3, 0x1234],
+            ..FronthaulConfig::default()
+        };
+        let l = Layout::new(&cfg).unwrap();
+        let b = param_block(&cfg, &l, [1, 2, 3, 4, 5]);
+        assert_eq!(b.len(), 192);
+        assert_eq!(&b[0..6], &[106, 0, 0, 0, 1, 9]);
+        assert_eq!(u32_at(&b, 2), 2);
+        assert_eq!(u32_at(&b, 3), 8, "ring = 2 x max_open_slots");
+        assert_eq!(f32::from_bits(u32_at(&b, 5)), 1.0);
+        assert_eq!((u64_at(&b, 3), u64_at(&b, 7)), (1, 5));
+        assert_eq!(&b[64..68], &[3, 0, 0x34, 0x12]);
+        let g = gpu_params(&cfg).unwrap();
+        assert_eq!(g.buffers.len(), 5);
+        assert_eq!(g.buffers[BUF_GRID].bytes, 8 * 2 * 14 * 106 * 48);
+        assert_eq!(g.buffers[BUF_STATS].addr_at, 56);
+        let e = Layout::new(&FronthaulConfig::default()).unwrap_err();
+        assert!(e.contains("fronthaul.eaxcs"), "{e}");
+        // Tags name the slot's radio time.
+        let k = key_of_tag((3 * 10 + 7) * 2 + 1 + 1, 1);
+        assert_eq!((k.frame_id, k.subframe_id, k.slot_id), (3, 7, 1));
+    }
+}
