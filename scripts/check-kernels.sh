@@ -101,6 +101,11 @@ config_kernel() {
   fi
 }
 for cfg in configs/*.yaml; do
+  # Route tables and other data files beside the configs have no pipeline to compile.
+  if ! grep -q '^pipeline:' "$cfg"; then
+    echo "check-kernels: $cfg is not a pipeline config (no top-level pipeline:)"
+    continue
+  fi
   config_kernel "$PKTWARP" "$cfg" "$tmp/$(basename "$cfg" .yaml).cu"
 done
 for cfg in apps/syn-guard/*.yaml; do
