@@ -234,6 +234,10 @@ pub enum StageConfig {
     /// becomes the destination MAC and its port (a port of this config with a transmit side)
     /// the frame's output port; no route: `no_route` drop. Needs `parse`. Reloaded by SIGHUP.
     Route(crate::rewrite::RouteConfig),
+    /// `{ mac: MAC, ipv4: [...], ipv6: [...] }`: answer ARP requests and ICMP / ICMPv6 echo
+    /// requests for these addresses; the reply goes out of the ingress port
+    /// ([`crate::rewrite::RespondConfig`]). Needs `parse`.
+    Respond(crate::rewrite::RespondConfig),
 }
 
 impl StageConfig {
@@ -250,6 +254,7 @@ impl StageConfig {
             StageConfig::Ttl => "ttl",
             StageConfig::Dscp(_) => "dscp",
             StageConfig::Route(_) => "route",
+            StageConfig::Respond(_) => "respond",
         }
     }
 }
@@ -735,7 +740,7 @@ fn check_order(
             | StageConfig::L2fwd(_)
             | StageConfig::Vlan(_) => false,
             StageConfig::Acl(_) | StageConfig::Ttl | StageConfig::Dscp(_) => true,
-            StageConfig::Route(_) => true,
+            StageConfig::Route(_) | StageConfig::Respond(_) => true,
             StageConfig::Custom(c) => custom_reads_meta(&c.name),
         };
         if reads_meta && !parsed {

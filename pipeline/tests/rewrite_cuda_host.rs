@@ -74,6 +74,8 @@ fn code(o: Outcome) -> (u32, u16) {
         // Only the pipeline's in-place push (no room in the buffer) returns it; these tests
         // call the Vec form, which always has room.
         Outcome::Drop(RewriteDrop::NoRoom) => (5, 0),
+        // `respond` only (its own test: respond_cuda_host.rs).
+        Outcome::Reply => (6, 0),
     }
 }
 

@@ -17,8 +17,8 @@ pub fn build_pipeline(cfg: &Config) -> anyhow::Result<Pipeline> {
 pub fn build_pipeline_with(cfg: &Config, registry: &StageRegistry) -> anyhow::Result<Pipeline> {
     crate::config::check_custom_stages(cfg, registry)?;
     let stages: Vec<_> = cfg.pipeline.iter().map(|s| s.value.clone()).collect();
-    let tx_ports = cfg.tx_port_names();
-    stage::build_for(&stages, |p| cfg.resolve(p), registry, Some(&tx_ports))
+    let ports = crate::rewrite::stage::PortNames::of(cfg);
+    stage::build_for(&stages, |p| cfg.resolve(p), registry, Some(&ports))
 }
 
 /// Which executor runs, and why.

@@ -164,6 +164,16 @@ pub fn summarize(
                     counters,
                 })
             }
+            // The built-in responder's replies, labelled as a stage's own counters are.
+            stage::Stage::Respond(r) => Some(CustomStageSummary {
+                position: i,
+                name: "respond".into(),
+                counters: crate::rewrite::respond::COUNTER_NAMES
+                    .iter()
+                    .zip(r.op.counters())
+                    .map(|(n, v)| (n.to_string(), v))
+                    .collect(),
+            }),
             _ => None,
         })
         .collect();

@@ -30,6 +30,7 @@ pub mod dscp;
 pub mod l2fwd;
 #[cfg(test)]
 mod pipeline_tests;
+pub mod respond;
 pub mod route;
 pub mod stage;
 pub mod ttl;
@@ -38,6 +39,7 @@ pub mod vlan;
 pub use config::{ConfigError, DscpConfig, L2fwdConfig, Mac, RouteConfig, TtlConfig, VlanConfig};
 pub use dscp::Dscp;
 pub use l2fwd::L2fwd;
+pub use respond::{Respond, RespondConfig};
 pub use route::Route;
 pub use ttl::Ttl;
 pub use vlan::Vlan;
@@ -92,6 +94,8 @@ pub enum Outcome {
     Forward { port: u16 },
     /// Drop the frame, for this reason. The frame may be unchanged or partly rewritten.
     Drop(RewriteDrop),
+    /// `respond`: the frame is now the reply; send it out of the port it came in on.
+    Reply,
 }
 
 /// A configured rewrite, for a stage list that holds any of them.
@@ -136,6 +140,7 @@ pub fn check_stage(s: &crate::config::StageConfig) -> Result<(), ConfigError> {
         StageConfig::L2fwd(c) => L2fwd::new(c).map(drop),
         StageConfig::Vlan(c) => Vlan::new(c).map(drop),
         StageConfig::Dscp(c) => Dscp::new(c).map(drop),
+        StageConfig::Respond(c) => Respond::new(c).map(drop),
         _ => Ok(()),
     }
 }

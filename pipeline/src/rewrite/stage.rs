@@ -13,6 +13,67 @@ use flow_rules::route::RouteFile;
 use super::{Outcome, Route};
 use crate::verdict::{Action, Verdict};
 
+/// The config's port names a pipeline maps verdicts onto.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortNames {
+    /// Ports with a transmit side, config order: `Verdict::out_port` indexes this.
+    pub tx: Vec<String>,
+    /// Ports with a receive side, config order: `FrameDesc::port` indexes this.
+    pub rx: Vec<String>,
+}
+
+impl PortNames {
+    pub fn of(cfg: &crate::config::Config) -> Self {
+        let rx = cfg
+            .ports
+            .iter()
+            .filter(|p| {
+                let v = &p.value;
+                v.gen.is_some() || v.is_dpdk() || v.pcap.as_ref().is_some_and(|pc| pc.rx.is_some())
+            })
+            .map(|p| p.value.name.clone())
+            .collect();
+        PortNames {
+            tx: cfg.tx_port_names(),
+            rx,
+        }
+    }
+
+    /// Each receiving port's own transmit side (`out_port`), `Verdict::OUT_DEFAULT` where it
+    /// has none.
+    pub fn ingress_out(&self) -> Vec<u16> {
+        self.rx
+            .iter()
+            .map(|r| {
+                self.tx
+                    .iter()
+                    .position(|t| t == r)
+                    .map_or(Verdict::OUT_DEFAULT, |k| k as u16)
+            })
+            .collect()
+    }
+}
+
+/// A `respond` stage and where its replies go.
+#[derive(Debug)]
+pub struct RespondSlot {
+    pub op: super::Respond,
+    /// By ingress port ([`PortNames::ingress_out`]); empty (built without the config's
+    /// ports): every reply to the default output.
+    pub ingress_out: Vec<u16>,
+}
+
+impl RespondSlot {
+    /// The output port of a reply to a frame that came in on `port`.
+    #[inline]
+    pub fn out_port(&self, port: u16) -> u16 {
+        self.ingress_out
+            .get(usize::from(port))
+            .copied()
+            .unwrap_or(Verdict::OUT_DEFAULT)
+    }
+}
+
 /// One published route table and where its next hops' ports go.
 #[derive(Debug)]
 pub struct RouteState {
@@ -162,7 +223,8 @@ fn build_state(
 #[inline]
 pub fn apply_outcome(out: Outcome, v: &mut Verdict, out_ports: &[u16]) -> bool {
     match out {
-        Outcome::Done | Outcome::Skipped => false,
+        // A reply's port is the ingress port's (RespondSlot::out_port), set by the caller.
+        Outcome::Done | Outcome::Skipped | Outcome::Reply => false,
         Outcome::Forward { port } => {
             v.out_port = out_ports
                 .get(usize::from(port))

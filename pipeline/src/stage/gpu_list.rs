@@ -49,12 +49,14 @@ impl Stage {
     pub fn gpu_params(&self) -> Option<GpuParams> {
         match self {
             Stage::Parse | Stage::Acl(_) | Stage::Count | Stage::Custom(_) => None,
-            Stage::Fronthaul(_) => None,
+            // The GPU grid's eAxCs are fixed: a config without `fronthaul.eaxcs` is CPU only.
+            Stage::Fronthaul(f) => crate::fronthaul::gpu::gpu_params(f.config()).ok(),
             // The rewrite stages have CUDA headers (gpu-kernels/cuda/{l2fwd,vlan,ttl,route}.cuh)
             // but no stage-ABI wrapper yet: CPU only.
             Stage::L2fwd(_) | Stage::Vlan(_) | Stage::Ttl(_) | Stage::Dscp(_) | Stage::Route(_) => {
                 None
             }
+            Stage::Respond(_) => None,
         }
     }
 }

@@ -56,6 +56,8 @@ pub enum Stage {
     Ttl(crate::rewrite::Ttl),
     Dscp(crate::rewrite::Dscp),
     Route(Box<crate::rewrite::stage::RouteSlot>),
+    /// ARP / ICMP echo responder (`respond:`): answers in place, out of the ingress port.
+    Respond(Box<crate::rewrite::stage::RespondSlot>),
 }
 
 /// The published ACL tables of an `acl` stage. Immutable once published: a reload builds the new
@@ -94,6 +96,7 @@ impl Stage {
             Stage::Ttl(_) => "ttl",
             Stage::Dscp(_) => "dscp",
             Stage::Route(_) => "route",
+            Stage::Respond(_) => "respond",
         }
     }
 
@@ -103,6 +106,7 @@ impl Stage {
             Stage::Parse | Stage::Count | Stage::Fronthaul(_) => false,
             Stage::L2fwd(_) | Stage::Vlan(_) => false,
             Stage::Acl(_) | Stage::Ttl(_) | Stage::Dscp(_) | Stage::Route(_) => true,
+            Stage::Respond(_) => true,
             Stage::Custom(c) => c.reads_meta(),
         }
     }
@@ -111,7 +115,12 @@ impl Stage {
     pub fn rewrites(&self) -> bool {
         matches!(
             self,
-            Stage::L2fwd(_) | Stage::Vlan(_) | Stage::Ttl(_) | Stage::Dscp(_) | Stage::Route(_)
+            Stage::L2fwd(_)
+                | Stage::Vlan(_)
+                | Stage::Ttl(_)
+                | Stage::Dscp(_)
+                | Stage::Route(_)
+                | Stage::Respond(_)
         )
     }
 }
@@ -450,6 +459,13 @@ impl Pipeline {
                             Some(r) => (r.route.apply(&mut buf[..n], meta, v), &r.out_ports[..]),
                             None => continue,
                         },
+                        Stage::Respond(r) => {
+                            if r.op.apply(&mut buf[..n], meta, v) == crate::rewrite::Outcome::Reply
+                            {
+                                v.out_port = r.out_port(desc.port);
+                            }
+                            continue;
+                        }
                         _ => continue,
                     };
                     if apply_outcome(out, v, ports) {
@@ -505,15 +521,17 @@ pub fn build_with(
     build_for(stages, resolve, registry, None)
 }
 
-/// [`build_with`], knowing the config's ports with a transmit side (config order,
-/// [`crate::config::Config::tx_port_names`]): a `route` next hop's port must be one of them and
-/// becomes its index (`Verdict::out_port`). `None`: each route table's own port order.
+/// [`build_with`], knowing the config's ports ([`crate::rewrite::stage::PortNames`]): a
+/// `route` next hop's port must be one with a transmit side and becomes its index
+/// (`Verdict::out_port`); a `respond` reply goes to its ingress port's transmit side. `None`:
+/// each route table's own port order, replies to the default output.
 pub fn build_for(
     stages: &[crate::config::StageConfig],
     resolve: impl Fn(&Path) -> std::path::PathBuf,
     registry: &StageRegistry,
-    tx_ports: Option<&[String]>,
+    ports: Option<&crate::rewrite::stage::PortNames>,
 ) -> anyhow::Result<Pipeline> {
+    let tx_ports = ports.map(|p| &p.tx[..]);
     use crate::config::StageConfig;
     use crate::rewrite as rw;
     if stages.len() > MAX_STAGES {
@@ -536,6 +554,10 @@ pub fn build_for(
             StageConfig::Vlan(c) => Stage::Vlan(rw::Vlan::new(c)?),
             StageConfig::Ttl => Stage::Ttl(rw::Ttl),
             StageConfig::Dscp(c) => Stage::Dscp(rw::Dscp::new(c)?),
+            StageConfig::Respond(c) => Stage::Respond(Box::new(rw::stage::RespondSlot {
+                op: rw::Respond::new(c)?,
+                ingress_out: ports.map(|p| p.ingress_out()).unwrap_or_default(),
+            })),
             StageConfig::Route(c) => Stage::Route(Box::new(
                 rw::stage::RouteSlot::load(&resolve(&c.routes), tx_ports)
                     .map_err(|e| anyhow::anyhow!("stage `route`: {e}"))?,
