@@ -217,10 +217,23 @@ impl Drop for Context {
     }
 }
 
-/// Device memory.
+/// Device memory. The fields are private to the crate (read them with [`Self::ptr`] and
+/// [`Self::len`]): safe code elsewhere cannot forge a length past the allocation or an address
+/// the drop would free.
+///
+/// ```
+/// fn read(b: &pipeline::executor::gpu::driver::DeviceBuffer) -> (u64, usize) {
+///     (b.ptr(), b.len())
+/// }
+/// ```
+/// ```compile_fail
+/// fn forge(b: &mut pipeline::executor::gpu::driver::DeviceBuffer) {
+///     b.len = usize::MAX; // private: upload() then could not bound its copy
+/// }
+/// ```
 pub struct DeviceBuffer {
-    pub ptr: sys::CUdeviceptr,
-    pub len: usize,
+    pub(crate) ptr: sys::CUdeviceptr,
+    pub(crate) len: usize,
     /// Stream-ordered allocation: freed with cuMemFreeAsync on this stream, which (unlike
     /// cuMemFree) does not wait for the whole device, i.e. for a running persistent kernel.
     stream: Option<sys::CUstream>,
@@ -259,6 +272,20 @@ impl DeviceBuffer {
             len,
             stream: Some(stream.raw),
         })
+    }
+
+    /// The device address of the allocation.
+    pub fn ptr(&self) -> sys::CUdeviceptr {
+        self.ptr
+    }
+
+    /// Bytes in the allocation (as asked for; the driver allocated at least 1).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// Copies `src` in on `stream` and waits for it (no device-wide synchronisation).
@@ -329,6 +356,21 @@ impl DeviceBuffer {
     }
 }
 
+/// A global read as a u32 must hold 4 bytes: a smaller one would be read past its end.
+fn global_fits_u32(name: &CStr, size: usize) -> CuResult<()> {
+    if size < 4 {
+        return Err(CudaError {
+            call: "cuModuleGetGlobal",
+            name: "CUDA_ERROR_INVALID_VALUE".into(),
+            text: format!(
+                "global {} has {size} bytes, read as a u32 (4 bytes)",
+                name.to_string_lossy()
+            ),
+        });
+    }
+    Ok(())
+}
+
 fn assert_copy_fits(n: usize, cap: usize) {
     // A programming error inside this module, not user input: callers size copies themselves.
     // Checked in release builds too: an oversized copy would write past the allocation.
@@ -353,11 +395,22 @@ impl Drop for DeviceBuffer {
 }
 
 /// Pinned host memory mapped into the device's address space (`host` for the CPU, `dev` for
-/// kernels).
+/// kernels). Fields private to the crate, as [`DeviceBuffer`]'s: the drop frees `host`.
+///
+/// ```
+/// fn read(b: &pipeline::executor::gpu::driver::PinnedBuffer) -> (*mut u8, u64, usize) {
+///     (b.host_ptr(), b.dev_ptr(), b.len())
+/// }
+/// ```
+/// ```compile_fail
+/// fn forge(b: &mut pipeline::executor::gpu::driver::PinnedBuffer) {
+///     b.host = std::ptr::null_mut(); // private: the drop would free it
+/// }
+/// ```
 pub struct PinnedBuffer {
-    pub host: *mut u8,
-    pub dev: sys::CUdeviceptr,
-    pub len: usize,
+    pub(crate) host: *mut u8,
+    pub(crate) dev: sys::CUdeviceptr,
+    pub(crate) len: usize,
 }
 
 // SAFETY: plain memory; synchronisation is the users' protocol (ring indices).
@@ -388,6 +441,25 @@ impl PinnedBuffer {
         })
     }
 
+    /// The host address of the buffer (for reads and writes the ring protocol orders).
+    pub fn host_ptr(&self) -> *mut u8 {
+        self.host
+    }
+
+    /// The buffer's address for kernels.
+    pub fn dev_ptr(&self) -> sys::CUdeviceptr {
+        self.dev
+    }
+
+    /// Bytes in the buffer (at least 1).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// The whole buffer as bytes. Only for regions the GPU is not writing at the same time.
     ///
     /// # Safety
@@ -409,7 +481,7 @@ impl Drop for PinnedBuffer {
 /// A non-blocking stream (never synchronises with the legacy default stream, so a persistent
 /// kernel on one stream does not stall copies on another).
 pub struct Stream {
-    pub raw: sys::CUstream,
+    pub(crate) raw: sys::CUstream,
 }
 
 // SAFETY: streams are usable from any thread with the context current.
@@ -480,9 +552,12 @@ impl Stream {
 
     /// Writes `value` to the 32-bit word at `addr` in stream order (after all earlier work on
     /// this stream: the producer-index publish of the ingest path).
-    pub fn write_u32(&self, addr: sys::CUdeviceptr, value: u32) -> CuResult<()> {
-        // SAFETY: addr is a device address of a u32 owned by the caller's ring.
-        unsafe { cu!(cuStreamWriteValue32_v2(self.raw, addr, value, 0)) }
+    ///
+    /// # Safety
+    /// `addr` must be the device address of a 4-byte-aligned u32 the caller owns (the GPU
+    /// writes it; nothing checks it is not some other memory, mapped host memory included).
+    pub unsafe fn write_u32(&self, addr: sys::CUdeviceptr, value: u32) -> CuResult<()> {
+        cu!(cuStreamWriteValue32_v2(self.raw, addr, value, 0))
     }
 
     pub fn record(&self, ev: &Event) -> CuResult<()> {
@@ -645,16 +720,18 @@ impl Module {
         let mut d: sys::CUdeviceptr = 0;
         let mut n = 0usize;
         let mut v = 0u32;
-        // SAFETY: valid module; copies 4 bytes from the global into a local.
+        // SAFETY: valid module and NUL-terminated name; out-pointers valid.
         unsafe {
             cu!(cuModuleGetGlobal_v2(
                 &mut d,
                 &mut n,
                 self.raw,
                 name.as_ptr()
-            ))?;
-            cu!(cuMemcpyDtoH_v2(&mut v as *mut u32 as *mut c_void, d, 4))?;
-        }
+            ))?
+        };
+        global_fits_u32(name, n)?;
+        // SAFETY: the global holds at least 4 bytes (checked above, in release builds too).
+        unsafe { cu!(cuMemcpyDtoH_v2(&mut v as *mut u32 as *mut c_void, d, 4))? };
         Ok(v)
     }
 }
@@ -721,5 +798,36 @@ impl Function {
             ))?
         };
         Ok(n.max(0) as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bounds hold in release builds too: an oversized copy is refused before the driver call.
+    #[test]
+    #[should_panic(expected = "copy of 9 bytes into 8")]
+    fn an_oversized_copy_panics_before_the_copy() {
+        assert_copy_fits(9, 8);
+    }
+
+    #[test]
+    fn a_global_smaller_than_a_u32_is_an_error() {
+        assert!(global_fits_u32(c"x", 4).is_ok());
+        let e = global_fits_u32(c"pw_small", 2).unwrap_err();
+        assert!(
+            e.text.contains("pw_small") && e.text.contains("2 bytes"),
+            "{e:?}"
+        );
+    }
+
+    /// Memory safety is not left to debug builds: no debug_assert in this module.
+    #[test]
+    fn no_debug_assert_for_memory_safety() {
+        let src = include_str!("driver.rs");
+        let code = src.split("#[cfg(test)]").next().unwrap_or(src);
+        let n = code.matches(concat!("debug_", "assert")).count();
+        assert_eq!(n, 0, "driver.rs uses debug assertions");
     }
 }

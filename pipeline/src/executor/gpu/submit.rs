@@ -238,7 +238,9 @@ impl GpuExecutor {
                     Placement::Device => {
                         self.copy_slot(q, off, desc_bytes, bytes)?;
                         let p = q.prod_dev.as_ref().map_or(0, |p| p.ptr);
-                        q.stream.write_u32(p, seq.wrapping_add(1))?;
+                        // SAFETY: p is the queue's own producer word (a 4-byte device
+                        // buffer that device placement always allocates).
+                        unsafe { q.stream.write_u32(p, seq.wrapping_add(1))? };
                     }
                     Placement::Mapped => {
                         // Release: the slot's bytes before the producer index.
