@@ -278,6 +278,92 @@ pub fn read_counters(
     (c, rejected)
 }
 
+/// At the end of a GPU run (drained, before shutdown): each fronthaul stage's GPU state read
+/// back into the Rust stage, so the summary, /metrics and the sink see it. The counters are the
+/// stage counter blocks summed over every queue and GPU, the buffers' counters summed over the
+/// GPUs; the slots are those the ring still holds (the last `2 x max_open_slots`: earlier ones
+/// were overwritten on the GPU and are neither counted nor sunk), merged over the GPUs (each
+/// GPU holds the eAxCs of its queues).
+pub fn absorb_from_gpu(
+    p: &crate::stage::Pipeline,
+    gpu: &crate::executor::gpu::multi::MultiGpu,
+) -> anyhow::Result<()> {
+    let snaps = gpu.counters_per_executor()?;
+    for (k, st) in p.stages.iter().enumerate() {
+        let crate::stage::Stage::Fronthaul(f) = st else {
+            continue;
+        };
+        let l = Layout::new(f.config()).map_err(|e| anyhow::anyhow!(e))?;
+        let mut stage = [0u64; 8];
+        for snap in &snaps {
+            for q in &snap.stages {
+                if let Some(b) = q.get(k) {
+                    for (s, v) in stage.iter_mut().zip(b.v) {
+                        *s += v;
+                    }
+                }
+            }
+        }
+        let mut eaxc = vec![0u64; l.buffers()[BUF_EAXC_COUNTERS].1 / 8];
+        let mut stats = vec![0u64; STATS];
+        let mut slots: Vec<SlotGrid> = Vec::new();
+        for ex in gpu.executors() {
+            let read = |i: usize| ex.read_stage_buffer(k, i);
+            add_words(&mut eaxc, &read(BUF_EAXC_COUNTERS)?);
+            add_words(&mut stats, &read(BUF_STATS)?);
+            let got = read_slots(
+                &l,
+                &read(BUF_GRID)?,
+                &read(BUF_MARKS)?,
+                &read(BUF_SLOT_TAGS)?,
+            );
+            for g in got {
+                match slots.iter_mut().find(|s| s.key == g.key) {
+                    Some(s) => *s = merge(&l, s, &g),
+                    None => slots.push(g),
+                }
+            }
+        }
+        let (c, _) = read_counters(&l, &stage, &to_bytes(&eaxc), &to_bytes(&stats));
+        f.absorb_gpu(c, slots);
+    }
+    Ok(())
+}
+
+fn add_words(acc: &mut [u64], b: &[u8]) {
+    for (i, a) in acc.iter_mut().enumerate() {
+        *a += u64_at(b, i);
+    }
+}
+
+fn to_bytes(w: &[u64]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// One slot from two GPUs' copies: each cell from whichever has it.
+fn merge(l: &Layout, a: &SlotGrid, b: &SlotGrid) -> SlotGrid {
+    let [e, s, p] = a.shape();
+    let mut words = vec![0u16; l.cells() * PRB_SAMPLES];
+    let cell = |c: usize| (c / (s * p), (c / p % s) as u8, (c % p) as u16);
+    for c in 0..e * s * p {
+        let (ei, sym, prb) = cell(c);
+        let src = if a.is_filled(ei, sym, prb) { a } else { b };
+        let w = &mut words[c * PRB_SAMPLES..(c + 1) * PRB_SAMPLES];
+        if let Some(x) = src.prb_i16(ei, sym, prb) {
+            w.iter_mut().zip(x).for_each(|(o, v)| *o = *v as u16);
+        } else if let super::grid::GridData::Fp16(v) = src.data() {
+            w.copy_from_slice(&v[c * PRB_SAMPLES..(c + 1) * PRB_SAMPLES]);
+        }
+    }
+    let filled = |c: usize| {
+        let (ei, sym, prb) = cell(c);
+        a.is_filled(ei, sym, prb) || b.is_filled(ei, sym, prb)
+    };
+    let mut g = SlotGrid::restore(a.key, e, p, l.format, l.beta, &words, &filled);
+    g.eaxc_ids = l.eaxcs.clone();
+    g
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

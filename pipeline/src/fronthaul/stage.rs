@@ -339,6 +339,23 @@ impl FronthaulStage {
         self.lock().counters.clone()
     }
 
+    /// The GPU executor's state of this stage at the end of a run (see [`super::gpu`]): its
+    /// counters replace the stage's (which saw no frame), and its slots, oldest first, are
+    /// closed here: counted complete / partial and handed to the sink.
+    pub fn absorb_gpu(&self, counters: FronthaulCounters, mut slots: Vec<super::SlotGrid>) {
+        let mut st = self.lock();
+        let st = &mut *st;
+        st.counters = counters;
+        slots.sort_by_key(|g| (g.key.frame_id, g.key.subframe_id, g.key.slot_id));
+        for g in &slots {
+            let c = Closed {
+                grid: g,
+                complete: g.complete,
+            };
+            on_close(&mut st.counters, &mut st.sink, c);
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic in a sink must not stop the data path: the state stays consistent between
         // packets, so a poisoned lock is taken as it is.

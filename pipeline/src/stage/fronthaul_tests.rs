@@ -33,6 +33,36 @@ fn the_fronthaul_key_builds_the_stage() {
 }
 
 #[test]
+fn with_its_eaxcs_listed_the_stage_runs_on_the_gpu_with_its_buffers() {
+    let cfg =
+        parse(&FH.replace("carrier_prbs: 273,", "carrier_prbs: 273, eaxcs: [0, 1],")).unwrap();
+    let p = crate::daemon::build_pipeline(&cfg).unwrap();
+    assert_eq!(p.gpu_refusal(), None);
+    let set = crate::executor::gpu::compose::stage_set(&p).unwrap();
+    let names: Vec<&str> = set.specs.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["parse", "fronthaul", "count"]);
+    assert_eq!(set.params[1].len(), 192, "pw_fh_stage_params");
+    let bufs: Vec<(&str, usize)> = set.buffers[1]
+        .iter()
+        .map(|b| (b.name.as_str(), b.addr_at))
+        .collect();
+    assert_eq!(
+        bufs,
+        [
+            ("fronthaul.grid", 24),
+            ("fronthaul.marks", 32),
+            ("fronthaul.slot_tags", 40),
+            ("fronthaul.eaxc_counters", 48),
+            ("fronthaul.stats", 56),
+        ]
+    );
+    // 8 ring slots x 2 eAxCs x 14 symbols x 273 PRBs x 24 int16 samples.
+    assert_eq!(set.buffers[1][0].bytes, 8 * 2 * 14 * 273 * 48);
+    let img = crate::executor::gpu::image_for_pipeline(&p).unwrap();
+    assert!(img.source.contains("pw_stage_fronthaul("));
+}
+
+#[test]
 fn bad_fronthaul_options_name_line_and_key() {
     let e = parse("  - parse\n  - fronthaul: { numerology: 9 }").unwrap_err();
     assert_eq!(e.key, "pipeline[1].fronthaul.numerology", "{e}");

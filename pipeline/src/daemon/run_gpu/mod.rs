@@ -148,6 +148,9 @@ pub fn run_gpu(
         .map(|t| t as &mut dyn crate::port::TxPort);
     let out = host::run(&gpu, &spec, shared, &mut ports.rx, tx);
     out.result?;
+    // The fronthaul stages' slot grids and counters live on the GPU: read back (drained, before
+    // shutdown) for the summary, /metrics and their sinks.
+    crate::fronthaul::gpu::absorb_from_gpu(&p.pipeline, &gpu)?;
     gpu.shutdown()?;
     let mut s = summarize(
         &shared.counters,
