@@ -13,6 +13,8 @@
 #define PW_RW_FORWARD 2u
 #define PW_RW_DROP_TTL_EXPIRED 3u /* proposed drop reason `ttl_expired` */
 #define PW_RW_DROP_NO_ROUTE 4u    /* proposed drop reason `no_route` */
+#define PW_RW_DROP_NO_ROOM 5u     /* vlan push without 4 bytes of room (counted as `too_long`) */
+#define PW_RW_REPLY 6u            /* respond: the frame is the reply, out of the ingress port */
 
 PW_DEVICE uint32_t pw_rw_be16(const uint8_t *p) { return ((uint32_t)p[0] << 8) | p[1]; }
 

@@ -31,7 +31,7 @@ PW_DEVICE uint32_t pw_vlan(uint8_t *f, uint32_t *len, uint32_t cap, pw_packet_me
     if (n < 14u) return PW_RW_SKIPPED;
     uint32_t tagged = pw_vlan_is_tpid(pw_rw_be16(f + 12)) && n >= 18u;
     if (p->op == PW_VLAN_PUSH) {
-        if (cap < 4u || n > cap - 4u) return PW_RW_SKIPPED;
+        if (cap < 4u || n > cap - 4u) return PW_RW_DROP_NO_ROOM; /* as Vlan::apply_in */
         for (uint32_t i = n; i > 12u; i--) f[i + 3u] = f[i - 1u];
         pw_rw_put16(f + 12, p->tpid);
         pw_rw_put16(f + 14, p->tci);
