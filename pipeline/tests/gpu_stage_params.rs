@@ -129,7 +129,8 @@ fn check(mode: Mode, placement: Placement) {
     let reap = |ex: &GpuExecutor, got: &mut Vec<(u32, Vec<bool>)>, until: usize| {
         let t = std::time::Instant::now();
         while got.len() < until {
-            ex.poll(0, |seq, v, _| got.push((seq, dropped(v)))).expect("poll");
+            ex.poll(0, |seq, v, _| got.push((seq, dropped(v))))
+                .expect("poll");
             assert!(t.elapsed().as_secs() < 20, "{what}: bursts never finished");
         }
     };
@@ -157,12 +158,22 @@ fn check(mode: Mode, placement: Placement) {
             3..=5 => 100,
             _ => 700,
         };
-        assert_eq!(d, &expect(&b, limit), "{what}: burst {seq} ran with max_len {limit}");
+        assert_eq!(
+            d,
+            &expect(&b, limit),
+            "{what}: burst {seq} ran with max_len {limit}"
+        );
     }
     let seen = ex.read_stage_buffer(0, 0).expect("read the buffer");
     let seen = u64::from_le_bytes(seen[..8].try_into().unwrap());
-    assert_eq!(seen, 7 * 32, "{what}: the stage's buffer counts every frame it saw");
-    assert!(ex.stage_buffer(0, 0).is_some_and(|(addr, len)| addr != 0 && len == 8));
+    assert_eq!(
+        seen,
+        7 * 32,
+        "{what}: the stage's buffer counts every frame it saw"
+    );
+    assert!(ex
+        .stage_buffer(0, 0)
+        .is_some_and(|(addr, len)| addr != 0 && len == 8));
     assert!(ex.stage_buffer(0, 1).is_none() && ex.stage_buffer(1, 0).is_none());
     // A set for another kernel's stages is refused.
     assert!(ex.publish_stage_params(&[params(1)], 3).is_err());

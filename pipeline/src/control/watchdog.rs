@@ -540,7 +540,11 @@ mod tests {
             while answered < 2 {
                 for q in 0..2 {
                     if b.take(q) {
-                        let r = if q == 1 { Ok(()) } else { Err(anyhow::anyhow!("hung")) };
+                        let r = if q == 1 {
+                            Ok(())
+                        } else {
+                            Err(anyhow::anyhow!("hung"))
+                        };
                         b.answer(q, &r);
                         answered += 1;
                     }
@@ -548,7 +552,9 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(1));
             }
         });
-        let counters = vec![std::sync::Arc::new(crate::counters::QueueCounters::new(1, 0)); 2];
+        let counters: Vec<_> = (0..2)
+            .map(|_| std::sync::Arc::new(crate::counters::QueueCounters::new(1, 0)))
+            .collect();
         let mut p = CountersProbe {
             counters,
             restarts: Some(std::sync::Arc::clone(&board)),
@@ -563,6 +569,9 @@ mod tests {
         assert!(t.elapsed() >= Duration::from_millis(30));
         assert!(format!("{e:#}").contains("did not restart"), "{e:#}");
         assert!(!board.take(1), "a timed-out request is withdrawn");
-        assert!(board.request(5, Duration::from_millis(1)).is_err(), "no such queue");
+        assert!(
+            board.request(5, Duration::from_millis(1)).is_err(),
+            "no such queue"
+        );
     }
 }

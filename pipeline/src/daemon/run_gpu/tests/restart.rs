@@ -54,7 +54,9 @@ fn a_stalled_queue_is_restarted_and_loses_only_the_burst_it_held() {
         .collect();
     assert_eq!(restarted, [1], "queue 1 restarted once: {events:?}");
     assert!(
-        !events.iter().any(|e| matches!(e, WatchdogEvent::Exit { .. })),
+        !events
+            .iter()
+            .any(|e| matches!(e, WatchdogEvent::Exit { .. })),
         "{events:?}"
     );
     let drop_of = |s: &Summary, name: &str| s.drops.iter().find(|d| d.0 == name).map_or(0, |d| d.1);
@@ -62,18 +64,34 @@ fn a_stalled_queue_is_restarted_and_loses_only_the_burst_it_held() {
     assert!(lost > 0 && lost <= 16, "one burst's frames lost: {lost}");
     assert_eq!(s.rx_frames, cpu.s.rx_frames, "every frame received");
     let outcomes = |s: &Summary| -> u64 {
-        s.queues.iter().map(|q| q.passed + q.mirrored + q.to_host).sum::<u64>()
+        s.queues
+            .iter()
+            .map(|q| q.passed + q.mirrored + q.to_host)
+            .sum::<u64>()
             + s.drops.iter().map(|d| d.1).sum::<u64>()
     };
     assert_eq!(outcomes(&s), s.rx_frames, "received == passed + drops");
     // Queues 0 and 2 never paused: exactly the CPU executor's counts.
     for q in [0, 2] {
         let (g, c) = (&s.queues[q], &cpu.s.queues[q]);
-        assert_eq!((g.rx_frames, g.passed, &g.drops), (c.rx_frames, c.passed, &c.drops), "queue {q}");
+        assert_eq!(
+            (g.rx_frames, g.passed, &g.drops),
+            (c.rx_frames, c.passed, &c.drops),
+            "queue {q}"
+        );
     }
     // Queue 1 lost that burst only.
     let (g, c) = (&s.queues[1], &cpu.s.queues[1]);
-    let g_out: u64 = g.passed + g.drops.iter().filter(|d| d.0 != "kernel_stall").map(|d| d.1).sum::<u64>();
+    let g_out: u64 = g.passed
+        + g.drops
+            .iter()
+            .filter(|d| d.0 != "kernel_stall")
+            .map(|d| d.1)
+            .sum::<u64>();
     let c_out: u64 = c.passed + c.drops.iter().map(|d| d.1).sum::<u64>();
-    assert_eq!(g_out + lost, c_out, "queue 1: everything but the lost burst");
+    assert_eq!(
+        g_out + lost,
+        c_out,
+        "queue 1: everything but the lost burst"
+    );
 }
