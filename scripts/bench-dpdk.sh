@@ -9,6 +9,8 @@
 # and count stages run on every frame; copy = the copying RxPort/TxPort path.
 # Each runs ROUNDS times, alternating; the medians and their ratios to testpmd are printed last.
 # Usage: scripts/bench-dpdk.sh [seconds-per-run (default 4)] [rounds (default 3)]
+#   env: BENCH_BIN=built dpdk_bench (no cargo), TESTPMD=dpdk-testpmd, EAL_EXTRA="-d PMDS"
+#   (testpmd) with PW_DPDK_PMDS=PMDS (dpdk_bench), FWD_CPU / MAIN_CPU (default last / 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,17 +18,23 @@ SECS=${1:-4}
 ROUNDS=${2:-3}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 NCPU=$(nproc)
-FWD_CPU=$((NCPU - 1))
-MAIN_CPU=0
+FWD_CPU=${FWD_CPU:-$((NCPU - 1))}
+MAIN_CPU=${MAIN_CPU:-0}
 [ "$NCPU" -gt 1 ] || { echo "bench-dpdk: needs 2 CPUs (testpmd's main lcore + a forwarding lcore)" >&2; exit 1; }
-command -v dpdk-testpmd >/dev/null || { echo "bench-dpdk: dpdk-testpmd not found (apt-get install dpdk)" >&2; exit 1; }
+TESTPMD=${TESTPMD:-dpdk-testpmd}
+read -r -a EAL_EXTRA <<< "${EAL_EXTRA:-}"   # e.g. "-d BUNDLE/pmds" (scripts/cpu-peer-bundle.sh)
+command -v "$TESTPMD" >/dev/null || { echo "bench-dpdk: $TESTPMD not found (apt-get install dpdk)" >&2; exit 1; }
 
+if [ -n "${BENCH_BIN:-}" ]; then
+  BIN=$BENCH_BIN   # a built pipeline/tests/dpdk_bench (no cargo on this machine)
+else
 cargo test --release -q -p pipeline --features dpdk --test dpdk_bench --no-run 2>/dev/null
 BIN=$(cargo test --release -q -p pipeline --features dpdk --test dpdk_bench --no-run --message-format=json 2>/dev/null \
   | python3 -c 'import sys,json
 for l in sys.stdin:
     m=json.loads(l)
     if m.get("reason")=="compiler-artifact" and m.get("executable") and m["target"]["name"]=="dpdk_bench": print(m["executable"])' | tail -1)
+fi
 [ -x "$BIN" ] || { echo "bench-dpdk: could not build the benchmark binary" >&2; exit 1; }
 
 # testpmd: prints "<Mpps per wall second> <Mpps per CPU second of the forwarding lcore>" over
@@ -48,7 +56,7 @@ testpmd_mpps() { # $1 = device kind
     net_ring) vdevs=(--vdev=net_ring0 --vdev=net_ring1); extra=(--tx-first) ;;
   esac
   local log; log=$(mktemp)
-  dpdk-testpmd --no-huge --no-pci --no-shconf -m 512 \
+  "$TESTPMD" --no-huge --no-pci --no-shconf -m 512 "${EAL_EXTRA[@]}" \
     --file-prefix=tpbench$$ -l "$MAIN_CPU,$FWD_CPU" --log-level='*:warning' "${vdevs[@]}" -- \
     --forward-mode=io --nb-cores=1 --burst=32 --stats-period=1 --no-lsc-interrupt \
     --total-num-mbufs=16384 "${extra[@]}" </dev/null >"$log" 2>&1 &
@@ -100,7 +108,7 @@ print(w.group(1) if w else "0", c.group(1) if c else "0")'
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 echo "date: $(date -u +%FT%TZ)"
-echo "machine: $(lscpu | sed -n 's/^Model name:\s*//p' | head -1), $NCPU CPUs; DPDK $(pkg-config --modversion libdpdk); load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(lscpu | sed -n 's/^Model name:\s*//p' | head -1), $NCPU CPUs; DPDK $(pkg-config --modversion libdpdk 2>/dev/null || echo bundled); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "forwarding CPU: $FWD_CPU; $SECS s per run, $ROUNDS rounds"
 WAYS=(zc zc_stages copy)
 declare -A TW TC PW PC

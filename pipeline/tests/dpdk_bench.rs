@@ -65,6 +65,11 @@ fn opts(devargs: &str) -> DpdkPortOptions {
         .push(format!("--file-prefix=pwbench{}", std::process::id()));
     o.eal_args.push("-l".into());
     o.eal_args.push(lcore);
+    // A DPDK without its drivers installed (scripts/cpu-peer-bundle.sh): load them from there.
+    if let Ok(d) = std::env::var("PW_DPDK_PMDS") {
+        o.eal_args.push("-d".into());
+        o.eal_args.push(d);
+    }
     o.mempool_size = 8191;
     o
 }
