@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# On the GPU machine: the fronthaul stage (issue 23) on the GPU executor against the CPU
+# executor, and its decompressed PRBs per second (issue 27 item 3).
+#  1. gen -> pcap: the generator's O-RAN mode (273 PRBs, 2 eAxCs, BFP9 / BFP14, 50 PRBs and 2
+#     sections a packet, VLAN 100) written to a capture by the CPU executor.
+#  2. That capture through parse -> fronthaul -> count with executor cpu and with executor gpu,
+#     each slot grid to a raw sink: every .iq and .json file must be byte-identical (the GPU's
+#     grid is read back at the end of the run; its ring holds 2 x max_open_slots = 16 slots, so
+#     SLOTS <= 16), and the summaries' fronthaul counts equal (PRBs, U-plane packets, slots
+#     complete / partial, errors, per eAxC packets and PRBs; the CPU judges Ta4 windows, the
+#     GPU counts every packet `untimed`: compared as on_time + early + late == untimed).
+#  3. Decompressed PRB/s, BFP9 and BFP14: a capture of BENCH_SLOTS slots replayed LOOPS times,
+#     sink none, executor gpu and cpu; PRB/s = the summary's fronthaul PRBs / elapsed_s. This is
+#     the whole daemon (pcap replay, ingest, PCIe, kernel), not the decoder alone; also given as
+#     100 MHz 4T4R cells (30.6 M PRB/s each).
+# Usage (repository root): scripts/gpu-fronthaul-check.sh [BIN_DIR] [OUT]
+#   BIN_DIR  folder with the pktwarp binary (default .carry)
+#   OUT      results folder (default $OUT, else ./gpu-results)
+# Environment: SLOTS (12), BENCH_SLOTS (200), LOOPS (50), QUEUES (2).
+# Exit status: 0 when every comparison is equal, 1 otherwise.
+set -u
+BIN=${1:-.carry}
+RES=${2:-${OUT:-./gpu-results}}
+SLOTS=${SLOTS:-12}
+BENCH_SLOTS=${BENCH_SLOTS:-200}
+LOOPS=${LOOPS:-50}
+QUEUES=${QUEUES:-2}
+PW=$BIN/pktwarp
+mkdir -p "$RES"
+LOG=$RES/fronthaul-check.log
+MD=$RES/fronthaul-check.md
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export PKTWARP_KERNEL_CACHE=$tmp/kcache
+fails=0
+: >"$LOG"
+say() { echo "$*" | tee -a "$LOG"; }
+
+# gen_pcap WIDTH SLOTS FILE: the generator's frames to a capture.
+gen_pcap() {
+  cat >"$tmp/gen.yaml" <<EOF
+ports:
+  - name: ru
+    gen:
+      oran: { numerology: 1, carrier_prbs: 273, eaxcs: [0, 1], comp_method: bfp, iq_width: $1,
+              comp_hdr: static, prbs_per_packet: 50, sections_per_packet: 2, slots: $2, vlan: 100 }
+  - name: out
+    pcap: { tx: { path: $3 } }
+pipeline: [count]
+executor: { kind: cpu }
+output: { port: out }
+EOF
+  "$PW" run --quiet --json "$tmp/gen.yaml" >"$tmp/gen.json" 2>>"$LOG"
+}
+
+# fh_config WIDTH CAPTURE LOOPS EXECUTOR SINK: parse -> fronthaul -> count on the capture.
+fh_config() {
+  cat >"$tmp/fh-$4.yaml" <<EOF
+ports:
+  - name: ru
+    pcap: { rx: { path: $2, loops: $3 } }
+queues: { count: $QUEUES, burst: 32, ring_slots: 4 }
+pipeline:
+  - parse
+  - fronthaul:
+      carrier_prbs: 273
+      numerology: 1
+      comp: { method: bfp, iq_width: $1, hdr: static }
+      eaxcs: [0, 1]
+      max_open_slots: 8
+      # The capture's timestamps are when the generator's frames were written, not radio
+      # time: no slot may time out on them (the GPU judges no time at all).
+      slot_timeout_us: 10000000
+      sink: $5
+  - count
+executor: { kind: $4 }
+EOF
+}
+
+# compare_summaries CPU.json GPU.json: the fronthaul counts both must agree on.
+compare_summaries() {
+  python3 - "$1" "$2" <<'PY' 2>&1 | tee -a "$LOG"
+import json, sys
+def load(f):
+    t = open(f).read()
+    return json.loads(t[t.index('{'):])
+try:
+    a, b = load(sys.argv[1]), load(sys.argv[2])
+except (OSError, ValueError) as e:
+    print(f'summaries: DIFFERENT: a run gave no JSON summary ({e})')
+    sys.exit(1)
+fa, fb = a['fronthaul'][0], b['fronthaul'][0]
+bad = []
+for k in ['frames', 'uplane', 'cplane', 'not_ecpri', 'rejected', 'prbs', 'slots_complete',
+          'slots_partial', 'duplicate_prbs', 'saturated_samples', 'eaxc_unexpected', 'errors']:
+    if fa[k] != fb[k]:
+        bad.append(f'{k}: cpu {fa[k]} gpu {fb[k]}')
+for ea, eb in zip(fa['per_eaxc'], fb['per_eaxc']):
+    for k in ['eaxc', 'packets', 'prbs', 'duplicate_prbs', 'slots_complete', 'slots_partial']:
+        if ea[k] != eb[k]:
+            bad.append(f'eAxC {ea["eaxc"]} {k}: cpu {ea[k]} gpu {eb[k]}')
+    if ea['early'] + ea['on_time'] + ea['late'] != eb['untimed']:
+        bad.append(f'eAxC {ea["eaxc"]}: cpu timed {ea["early"] + ea["on_time"] + ea["late"]} gpu untimed {eb["untimed"]}')
+for k in ['rx_frames', 'drops']:
+    if a[k] != b[k]:
+        bad.append(f'{k}: cpu {a[k]} gpu {b[k]}')
+print(f'summaries: {fa["prbs"]} PRBs, {fa["slots_complete"]} complete slots, executor {b["executor"]}: '
+      + ('equal' if not bad else 'DIFFERENT: ' + '; '.join(bad)))
+sys.exit(1 if bad else 0)
+PY
+}
+
+echo "# fronthaul: GPU executor against CPU executor ($(date -u +%FT%TZ))" >"$MD"
+echo >>"$MD"
+for w in 9 14; do
+  cap=$tmp/bfp$w.pcap
+  gen_pcap "$w" "$SLOTS" "$cap" || { say "BFP$w: gen -> pcap failed"; fails=$((fails + 1)); continue; }
+  for ex in cpu gpu; do
+    mkdir -p "$tmp/raw-$w-$ex"
+    fh_config "$w" "$cap" 1 "$ex" "{ raw: $tmp/raw-$w-$ex }"
+    "$PW" run --quiet --json "$tmp/fh-$ex.yaml" >"$tmp/sum-$w-$ex.json" 2>>"$LOG" ||
+      { say "BFP$w: run on $ex failed (see $LOG)"; fails=$((fails + 1)); }
+  done
+  n_cpu=$(ls "$tmp/raw-$w-cpu" | wc -l)
+  n_gpu=$(ls "$tmp/raw-$w-gpu" | wc -l)
+  if [ "$n_cpu" -gt 0 ] && diff -r "$tmp/raw-$w-cpu" "$tmp/raw-$w-gpu" >>"$LOG" 2>&1; then
+    say "BFP$w: slot files equal ($n_cpu files: $SLOTS slots x .iq + .json)"
+    echo "- BFP$w, $SLOTS slots: $n_cpu raw-sink files byte-identical, CPU and GPU" >>"$MD"
+  else
+    say "BFP$w: slot files DIFFER (cpu $n_cpu files, gpu $n_gpu files; diff in $LOG)"
+    echo "- BFP$w, $SLOTS slots: raw-sink files DIFFER (cpu $n_cpu, gpu $n_gpu files)" >>"$MD"
+    fails=$((fails + 1))
+  fi
+  compare_summaries "$tmp/sum-$w-cpu.json" "$tmp/sum-$w-gpu.json" >>"$MD" || fails=$((fails + 1))
+  cp "$tmp/sum-$w-cpu.json" "$tmp/sum-$w-gpu.json" "$RES/" 2>/dev/null
+done
+
+echo >>"$MD"
+echo "## Decompressed PRB/s ($BENCH_SLOTS slots x $LOOPS loops, $QUEUES queues, whole daemon)" >>"$MD"
+echo >>"$MD"
+echo "| width | executor | PRBs | elapsed s | PRB/s | 100 MHz 4T4R cells |" >>"$MD"
+echo "| --- | --- | --- | --- | --- | --- |" >>"$MD"
+for w in 9 14; do
+  cap=$tmp/bench$w.pcap
+  gen_pcap "$w" "$BENCH_SLOTS" "$cap" || { say "BFP$w: bench capture failed"; fails=$((fails + 1)); continue; }
+  for ex in gpu cpu; do
+    fh_config "$w" "$cap" "$LOOPS" "$ex" none
+    if "$PW" run --quiet --json "$tmp/fh-$ex.yaml" >"$tmp/bench-$w-$ex.json" 2>>"$LOG"; then
+      python3 - "$tmp/bench-$w-$ex.json" "$w" "$ex" <<'PY' | tee -a "$LOG" >>"$MD"
+import json, sys
+t = open(sys.argv[1]).read()
+s = json.loads(t[t.index('{'):])
+prbs, el = s['fronthaul'][0]['prbs'], s['elapsed_s']
+rate = prbs / el if el > 0 else 0.0
+print(f'| BFP{sys.argv[2]} | {sys.argv[3]} | {prbs} | {el:.3f} | {rate / 1e6:.1f} M | {rate / 30.6e6:.2f} |')
+PY
+      cp "$tmp/bench-$w-$ex.json" "$RES/"
+    else
+      say "BFP$w: bench run on $ex failed (see $LOG)"
+      fails=$((fails + 1))
+    fi
+  done
+done
+cat "$MD"
+say "fronthaul check: $fails failure(s)"
+[ "$fails" -eq 0 ]
