@@ -103,11 +103,7 @@ fn forward(input: &Path, tag: &str, id: u32) {
 
 #[test]
 fn pcap_to_pcap_is_byte_identical_multi_proto() {
-    forward(
-        &dpdk_common::shared_data().join("pcaps/multi_proto.pcap"),
-        "pcap-multi",
-        10,
-    );
+    forward(&pipeline::testdata::multi_proto_pcap(), "pcap-multi", 10);
 }
 
 #[test]
@@ -239,11 +235,7 @@ fn forward_zero_copy(input: &Path, tag: &str, id: u32) {
 
 #[test]
 fn zero_copy_pcap_to_pcap_is_byte_identical_multi_proto() {
-    forward_zero_copy(
-        &dpdk_common::shared_data().join("pcaps/multi_proto.pcap"),
-        "pcap-zc-multi",
-        20,
-    );
+    forward_zero_copy(&pipeline::testdata::multi_proto_pcap(), "pcap-zc-multi", 20);
 }
 
 #[test]
