@@ -48,7 +48,8 @@ pub enum Stage {
     /// A stage of the application's own (`custom:` in the config), labelled by its own name in
     /// stage lists, metrics and the summary.
     Custom(Box<CustomSlot>),
-    /// O-RAN U-plane decode into the slot grid (`fronthaul:`); CPU executor only so far.
+    /// O-RAN U-plane decode into the slot grid (`fronthaul:`); on the GPU too when its eAxCs are
+    /// listed (`pipeline::fronthaul::gpu`).
     Fronthaul(Box<crate::fronthaul::FronthaulStage>),
     /// Rewrite stages (`crate::rewrite`): they change the frame in place.
     L2fwd(crate::rewrite::L2fwd),
