@@ -1,6 +1,7 @@
 //! The built-in `fronthaul` stage in a pipeline: its config key, option errors with line and
 //! key, the CPU executor running it on the O-RAN captures (conformant frames decoded and passed,
-//! non-conformant ones dropped and counted), and the GPU executor refusing it by name.
+//! non-conformant ones dropped and counted), the GPU executor refusing it without `eaxcs`
+//! and taking it, with its parameter block and buffers, with them.
 
 use std::path::Path;
 
@@ -27,7 +28,8 @@ fn the_fronthaul_key_builds_the_stage() {
     assert_eq!(cfg.pipeline[1].value.name(), "fronthaul");
     let p = crate::daemon::build_pipeline(&cfg).unwrap();
     assert_eq!(p.stage_names(), ["parse", "fronthaul", "count"]);
-    // No CUDA stage for it in the generated pipeline yet: the GPU executor refuses it by name.
+    // Without `eaxcs` (a grid learnt in arrival order) it has no GPU layout: the GPU executor
+    // refuses it by name.
     let why = p.gpu_refusal().unwrap();
     assert!(why.contains("`fronthaul` (pipeline[1])"), "{why}");
 }
