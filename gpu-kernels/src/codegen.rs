@@ -60,14 +60,12 @@ pub struct LibraryStage {
 }
 
 /// The library's built-in GPU stages beyond the fused three.
-pub const LIBRARY_STAGES: &[LibraryStage] = &[
-    LibraryStage {
-        name: "fronthaul",
-        function: "pw_stage_fronthaul",
-        header: "fronthaul_stage.cuh",
-        reads_meta: false,
-    },
-];
+pub const LIBRARY_STAGES: &[LibraryStage] = &[LibraryStage {
+    name: "fronthaul",
+    function: "pw_stage_fronthaul",
+    header: "fronthaul_stage.cuh",
+    reads_meta: false,
+}];
 
 impl StageSpec {
     pub fn builtin(name: &str) -> Option<StageSpec> {

@@ -13,7 +13,6 @@ pub struct LoadedFrom {
     pub seconds: f64,
 }
 
-
 pub(crate) fn load(ctx: &Context, image: &KernelImage) -> anyhow::Result<(Module, LoadedFrom)> {
     let t = std::time::Instant::now();
     let mut prebuilt_err = None;
