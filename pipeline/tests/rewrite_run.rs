@@ -164,7 +164,7 @@ fn shipped_l2fwd_swaps_the_two_macs_and_nothing_else() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// The routes of configs/routes-l3fwd.yaml by linear longest-prefix search (the reference):
+/// The routes of configs/rules/l3fwd.routes.yaml by linear longest-prefix search (the reference):
 /// (next-hop MAC, port name).
 fn l3fwd_route(dst: IpAddr) -> Option<(&'static str, &'static str)> {
     let routes: [(&str, u8, &str, &str); 4] = [
@@ -199,7 +199,7 @@ fn l3fwd_route(dst: IpAddr) -> Option<(&'static str, &'static str)> {
 fn shipped_l3fwd_routes_decrements_and_accounts_for_every_frame() {
     let dir = tmpdir("l3fwd");
     let (p0, p1) = (dir.join("port0.pcap"), dir.join("port1.pcap"));
-    let routes = configs().join("routes-l3fwd.yaml");
+    let routes = configs().join("rules/l3fwd.routes.yaml");
     let path = shipped(
         "l3fwd.yaml",
         &dir,
@@ -208,7 +208,7 @@ fn shipped_l3fwd_routes_decrements_and_accounts_for_every_frame() {
             ("/tmp/pktwarp-l3fwd-port0.pcap", p0.display().to_string()),
             ("/tmp/pktwarp-l3fwd-port1.pcap", p1.display().to_string()),
             (
-                "routes: routes-l3fwd.yaml",
+                "routes: rules/l3fwd.routes.yaml",
                 format!("routes: {}", routes.display()),
             ),
         ],
@@ -310,7 +310,7 @@ fn crafted(path: &Path) -> Vec<(Vec<u8>, IpAddr, u8)> {
 fn route_ttl_sends_exactly_the_routed_frames_with_ttl_above_one_in_order() {
     let dir = tmpdir("route-ttl");
     let input = crafted(&dir.join("in.pcap"));
-    let routes = configs().join("routes-l3fwd.yaml");
+    let routes = configs().join("rules/l3fwd.routes.yaml");
     let yaml = format!(
         "ports:\n  - name: in\n    pcap: {{ rx: {{ path: in.pcap }} }}\n\
          \x20 - name: port0\n    pcap: {{ tx: {{ path: p0.pcap }} }}\n\

@@ -161,3 +161,32 @@ fn to_host_to_a_port_and_to_a_callback() {
     assert_eq!((t.name.as_str(), t.frames), ("app", host.len() as u64));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn mirror_and_slow_path_keep_the_config_on_the_cpu_executor() {
+    let dir = tmpdir("gpu");
+    let path = config(&dir, "{ port: out, mirror: mir }");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("kind: cpu", "kind: gpu");
+    std::fs::write(&path, text).unwrap();
+    let e = daemon::prepare(config::load(&path).unwrap())
+        .err()
+        .expect("executor gpu with a mirror port is refused");
+    assert!(
+        format!("{e:#}").contains("output.mirror is delivered by the CPU executor only"),
+        "{e:#}"
+    );
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("kind: gpu", "kind: auto");
+    std::fs::write(&path, text).unwrap();
+    let p = daemon::prepare(config::load(&path).unwrap()).unwrap();
+    assert_eq!(p.choice.name, "cpu");
+    assert!(
+        p.choice.reason.contains("output.mirror"),
+        "{}",
+        p.choice.reason
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
