@@ -190,3 +190,35 @@ fn mirror_and_slow_path_keep_the_config_on_the_cpu_executor() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_slow_path_file_that_cannot_be_written_is_a_config_error() {
+    let dir = tmpdir("badslow");
+    let path = config(
+        &dir,
+        "{ port: out, to_host: { pcap: no/such/folder/slow.pcap } }",
+    );
+    let cfg = config::load(&path).unwrap();
+    let e = config::preflight(&cfg).unwrap_err();
+    assert_eq!(e.key, "output.to_host.pcap");
+    assert!(
+        e.line > 0 && e.to_string().contains("does not exist"),
+        "{e}"
+    );
+    // Run opens it and says which key failed (no panic, no partial run).
+    let p = daemon::prepare(cfg).unwrap();
+    let e = daemon::open_ports(&p.cfg)
+        .err()
+        .expect("cannot open the slow path");
+    assert!(format!("{e:#}").contains("output.to_host.pcap"), "{e:#}");
+    // The slow-path file may not be an input either.
+    let path = config(&dir, "{ port: out, to_host: { pcap: rules.yaml } }");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "gen: { count: 3000, seed: 5, size: 128 }",
+        "pcap: { rx: { path: rules.yaml } }",
+    );
+    std::fs::write(&path, text).unwrap();
+    let e = config::load(&path).unwrap_err();
+    assert_eq!(e.key, "output.to_host.pcap", "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
