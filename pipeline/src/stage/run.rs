@@ -10,10 +10,10 @@ use arc_swap::ArcSwap;
 use crate::burst::{Burst, FrameDesc};
 use crate::counters::{QueueCounters, PARSE_STATUS_SLOTS};
 use crate::meta::PacketMeta;
+use crate::rewrite::stage::RouteState;
 use crate::stage::acl::AclStage;
 use crate::stage::custom::CustomSlot;
 use crate::stage::parse;
-use crate::rewrite::stage::RouteState;
 use crate::stage::registry::StageRegistry;
 use crate::verdict::{Action, DropReason, Verdict};
 
