@@ -53,6 +53,7 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
             .and_then(|n| tx_names.iter().position(|t| t == n)),
         names: tx_names.clone(),
         mirror: None,
+        all_to_default: false,
         to_host: crate::port::out::open_to_host_pcap(cfg).context("output.to_host.pcap")?,
     };
     // Where a port's transmit side goes: the default output, the mirror, the slow path, or

@@ -137,6 +137,7 @@ pub fn run(
     rx: Vec<Box<dyn RxPort>>,
     tx: Option<Box<dyn TxPort>>,
 ) -> RunOutcome {
+    // One port for every forwarded frame (a `route`'s output port is not looked at).
     run_out(spec, shared, rx, OutPorts::single(tx))
 }
 
@@ -552,6 +553,7 @@ fn tx_loop(
 ) -> (Vec<OutTally>, Vec<String>) {
     let backoff = Backoff::new();
     let default = out.default;
+    let all_to_default = out.all_to_default;
     let open: Vec<bool> = out.ports.iter().map(Option::is_some).collect();
     let mut dests: Vec<(usize, Dest<'_>)> = Vec::new();
     for (k, (p, name)) in out.ports.iter_mut().zip(&out.names).enumerate() {
@@ -568,7 +570,7 @@ fn tx_loop(
         .as_mut()
         .map(|p| Dest::new("to_host", p.name().to_string(), p.as_mut()));
     let target = |v: &Verdict| {
-        if v.out_port == Verdict::OUT_DEFAULT {
+        if v.out_port == Verdict::OUT_DEFAULT || all_to_default {
             default
         } else {
             Some(usize::from(v.out_port))

@@ -90,6 +90,9 @@ pub struct OutPorts {
     pub mirror: Option<Box<dyn TxPort>>,
     /// Every `to_host` frame (the slow path).
     pub to_host: Option<Box<dyn TxPort>>,
+    /// Every forwarded frame to the default output, whatever its `out_port` ([`Self::single`]:
+    /// a caller that opened one port for all).
+    pub all_to_default: bool,
 }
 
 impl OutPorts {
@@ -102,6 +105,7 @@ impl OutPorts {
             ports: vec![tx].into_iter().flatten().map(Some).collect(),
             mirror: None,
             to_host: None,
+            all_to_default: true,
         }
     }
 
@@ -113,7 +117,7 @@ impl OutPorts {
     /// The output port index a forwarded frame goes to, if that port is open.
     #[inline]
     pub fn target(&self, v: &Verdict) -> Option<usize> {
-        if v.out_port == Verdict::OUT_DEFAULT {
+        if v.out_port == Verdict::OUT_DEFAULT || self.all_to_default {
             self.default
         } else {
             Some(usize::from(v.out_port))
@@ -353,6 +357,14 @@ mod tests {
         };
         assert_eq!(o.target(&v), Some(3));
         assert!(OutPorts::single(None).is_empty());
+        let mut one = OutPorts::single(Some(Box::new(CallbackTx::new("x", |_: &[u8]| {}))));
+        assert_eq!(
+            one.target(&v),
+            Some(0),
+            "one port for all takes every frame"
+        );
+        one.all_to_default = false;
+        assert_eq!(one.target(&v), Some(3));
         assert_eq!(OutPorts::default().target(&Verdict::PASS), None);
     }
 }
