@@ -419,3 +419,48 @@ fn bad_routes_and_ports_are_errors_naming_file_line_and_key() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn vlan_push_dscp_ttl_through_the_daemon_tshark_reads_them_back() {
+    let dir = tmpdir("vlan");
+    let input = crafted(&dir.join("in.pcap"));
+    let yaml = "ports:\n  - name: in\n    pcap: { rx: { path: in.pcap } }\n\
+                \x20 - name: out\n    pcap: { tx: { path: out.pcap } }\n\
+                queues: { count: 1, burst: 8 }\n\
+                pipeline:\n  - parse\n  - vlan: { push: { vid: 100, pcp: 5 } }\n  - dscp: { set: 46 }\n  - ttl\n  - count\n\
+                executor: { kind: cpu }\noutput: { port: out }\n";
+    std::fs::write(dir.join("c.yaml"), yaml).unwrap();
+    let s = run_config(&dir.join("c.yaml"));
+    let expired = input.iter().filter(|(_, _, t)| *t <= 1).count() as u64;
+    assert_eq!(drop_count(&s, "ttl_expired"), expired);
+    assert_eq!(s.tx_frames, s.rx_frames - expired);
+    let sent: Vec<&Vec<u8>> = input
+        .iter()
+        .filter(|(_, _, t)| *t > 1)
+        .map(|(f, _, _)| f)
+        .collect();
+    let mut fields = vec![
+        "frame.len",
+        "vlan.id",
+        "vlan.priority",
+        "ip.dsfield.dscp",
+        "ipv6.tclass.dscp",
+        "ip.ttl",
+        "ipv6.hlim",
+    ];
+    fields.extend(CHECKSUMS);
+    let out = dir.join("out.pcap");
+    let rows = tshark(&out, &fields);
+    assert_eq!(rows.len(), sent.len());
+    for (i, (r, f)) in rows.iter().zip(&sent).enumerate() {
+        let m = parse_frame(f);
+        let v6 = m.ip_version == 6;
+        assert_eq!(r[0], (f.len() + 4).to_string(), "frame {i}: 4 bytes longer");
+        assert_eq!((r[1].as_str(), r[2].as_str()), ("100", "5"), "frame {i}");
+        assert_eq!(r[if v6 { 4 } else { 3 }], "46", "frame {i}: DSCP");
+        let ttl = (m.ip_ttl - 1).to_string();
+        assert_eq!(r[if v6 { 6 } else { 5 }], ttl, "frame {i}: TTL");
+    }
+    assert_checksums_valid(&rows, 7, &out);
+    std::fs::remove_dir_all(&dir).ok();
+}
