@@ -56,6 +56,15 @@ const MAX_SPILL_FRAC: f64 = 0.5;
 const SPILL_COST: f64 = 2.0;
 /// A node is cut only when the best cut's cost is below this fraction of its rule count.
 const MIN_GAIN: f64 = 0.9;
+/// A node of more rules than this that no cut helps under the costs above (rules wildcard in
+/// both addresses that a port or protocol cut would mostly spill: generated IPv6 fw-like sets
+/// left a leaf of 2494 records) is cut with spilling charged `BIG_SPILL_COST` and allowed up to
+/// `BIG_SPILL_FRAC`: the spilled rules are sorted into the next tree, a walk there costs far
+/// less than scanning them all here. No ClassBench 1K-100K set has such a node (their largest
+/// leaves are 31-68 records), so their tables are unchanged by it.
+const BIG_LEAF: usize = 8 * BINTH;
+const BIG_SPILL_COST: f64 = 0.25;
+const BIG_SPILL_FRAC: f64 = 0.9;
 
 /// Build figures.
 #[derive(Clone, Debug, Default)]
@@ -312,6 +321,7 @@ impl<'a> FamilyBuilder<'a> {
         set: &[u32],
         consumed: &[u8; MAX_DIMS],
         allow_spill: bool,
+        (spill_cost, max_spill_frac): (f64, f64),
     ) -> Option<Cut> {
         let n = set.len();
         let mut best: Option<Cut> = None;
@@ -340,7 +350,7 @@ impl<'a> FamilyBuilder<'a> {
                         }
                     }
                     let spill = n - fit;
-                    if spill > 0 && (!allow_spill || spill as f64 > n as f64 * MAX_SPILL_FRAC) {
+                    if spill > 0 && (!allow_spill || spill as f64 > n as f64 * max_spill_frac) {
                         continue;
                     }
                     let sumsq: f64 = self.hist[..fanout]
@@ -350,7 +360,7 @@ impl<'a> FamilyBuilder<'a> {
                     // Expected leaf-side work for a rule-weighted lookup, plus a charge for each
                     // spilled rule (it costs a walk of another tree) and for node memory.
                     let cost = sumsq / n as f64
-                        + SPILL_COST * spill as f64
+                        + spill_cost * spill as f64
                         + fanout as f64 / (8.0 * n as f64);
                     if best.as_ref().is_none_or(|b| cost < b.cost) {
                         best = Some(Cut { d, pos, nb, cost });
@@ -372,8 +382,15 @@ impl<'a> FamilyBuilder<'a> {
         if set.len() <= BINTH || depth >= MAX_DEPTH {
             return self.leaf(&set, depth);
         }
-        let cut = match self.best_cut(&set, &consumed, allow_spill) {
-            Some(c) if c.cost < MIN_GAIN * set.len() as f64 => c,
+        let gain = MIN_GAIN * set.len() as f64;
+        let cut = match self.best_cut(&set, &consumed, allow_spill, (SPILL_COST, MAX_SPILL_FRAC)) {
+            Some(c) if c.cost < gain => c,
+            _ if allow_spill && set.len() > BIG_LEAF => {
+                match self.best_cut(&set, &consumed, true, (BIG_SPILL_COST, BIG_SPILL_FRAC)) {
+                    Some(c) if c.cost < gain => c,
+                    _ => return self.leaf(&set, depth),
+                }
+            }
             _ => return self.leaf(&set, depth),
         };
         let dim = self.dims[cut.d];
