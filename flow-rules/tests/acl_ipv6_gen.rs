@@ -26,6 +26,8 @@ fn temp_dir(tag: &str) -> TempDir {
     TempDir(d)
 }
 
+static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 /// rte_acl's answer for every trace line (`result: N`; 4294967295 = no match), in order.
 fn dpdk_answers(rules: &Path, trace: &Path, nrules: usize, nheaders: usize) -> Vec<u32> {
     let bin = std::env::var("PKTWARP_DPDK_TEST_ACL").unwrap_or_else(|_| "dpdk-test-acl".into());
@@ -39,7 +41,12 @@ fn dpdk_answers(rules: &Path, trace: &Path, nrules: usize, nheaders: usize) -> V
             "-l",
             "0",
         ])
-        .arg(format!("--file-prefix=pwgen6{}", std::process::id()))
+        // One EAL run directory per call: the tests run on parallel threads of one process.
+        .arg(format!(
+            "--file-prefix=pwgen6-{}-{}",
+            std::process::id(),
+            RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ))
         .arg("--")
         .arg(format!("--rulesf={}", rules.display()))
         .arg(format!("--tracef={}", trace.display()))
