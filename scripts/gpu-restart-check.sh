@@ -41,9 +41,9 @@ YAML
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1
   echo "binary: $(sha256sum "$BIN" | cut -c1-16)"
   config cpu "executor: { kind: cpu }" ""
-  config gpu "executor: { kind: gpu, mode: persistent, test_stall: { queue: 1, burst: 200 } }" \
+  config gpu "executor: { kind: gpu, gpu: { mode: persistent, test_stall: { queue: 1, burst: 200 } } }" \
     "control: { on_stall: restart, stall_after_ms: 300 }"
-  config gpu-exit "executor: { kind: gpu, mode: persistent, test_stall: { queue: 2, burst: 50 } }" \
+  config gpu-exit "executor: { kind: gpu, gpu: { mode: persistent, test_stall: { queue: 2, burst: 50 } } }" \
     "control: { on_stall: exit, stall_after_ms: 300 }"
   timeout 300 "$BIN" run --json "$tmp/cpu.yaml" >"$tmp/cpu.json" 2>"$tmp/cpu.log"
   echo "cpu run: exit $?"

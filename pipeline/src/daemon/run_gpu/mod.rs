@@ -28,6 +28,7 @@ use crate::executor::gpu::multi::MultiGpu;
 use crate::executor::gpu::{AclTablesRef, KernelImage, PipelineDesc};
 use crate::stage::acl::AclStage;
 use crate::stage::Pipeline;
+use crate::verdict::DropReason;
 
 /// A burst on its way through the host side: built by an ingest thread, submitted and reaped
 /// by its queue's thread, transmitted by the TX thread, then back to its ingest thread.
@@ -165,5 +166,21 @@ pub fn run_gpu(
         .map(|port| (port.name().to_string(), port.port_counters()))
         .filter(|(_, c)| !c.is_empty())
         .collect();
+    // The GPU host side sends to the one output port (mirror and slow-path ports are refused
+    // for this executor): its tally is the TX counters, as the CPU executor reports it.
+    if let Some(t) = ports.tx.as_deref() {
+        let failed = s
+            .drops
+            .iter()
+            .find(|(n, _)| n == DropReason::TxError.name())
+            .map_or(0, |d| d.1);
+        s.outputs = vec![crate::port::out::OutTally {
+            role: "output",
+            name: t.name().to_string(),
+            frames: s.tx_frames,
+            bytes: s.tx_bytes,
+            failed,
+        }];
+    }
     Ok(s)
 }

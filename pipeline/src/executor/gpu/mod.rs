@@ -197,6 +197,8 @@ struct Queue {
     restarting: bool,
     /// Streams of the kernels relaunched for this queue (kept until shutdown waits for them).
     relaunched: Vec<Stream>,
+    /// Bursts given up by restarts (reaped without a kernel ever finishing them).
+    lost_bursts: u32,
     /// Bursts handed over (producer count).
     next_seq: u32,
     /// Bursts whose verdicts the host has read (their slots are free again).

@@ -82,6 +82,7 @@ impl GpuExecutor {
         });
         if lost.is_some() {
             q.reaped = q.reaped.wrapping_add(1);
+            q.lost_bursts = q.lost_bursts.wrapping_add(1);
         }
         ctrl_set!(q.ctrl, first_seq, q.reaped);
         ctrl_set!(q.ctrl, stall_at, 0);

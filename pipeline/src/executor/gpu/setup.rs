@@ -226,6 +226,7 @@ impl QueueSetup<'_> {
             params: self.stage_params,
             restarting: false,
             relaunched: Vec::new(),
+            lost_bursts: 0,
             next_seq: 0,
             reaped: 0,
             pending: 0,
