@@ -52,6 +52,51 @@ step() { # name timeout_s command...
   echo "   exit $rc; $(tail -1 "$OUT/$name.txt")"
 }
 
+# The DPDK port scaling table: N forwarders at once (see the header).
+dpdk_scale() {
+  echo "| forwarders | testpmd io Mpps | pktwarp zc Mpps | ratio | pktwarp zc + parse + count Mpps | ratio |"
+  echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
+  for n in $WORKERS; do
+    [ $((n + 1)) -le "$NCPU" ] || { echo "| $n | (needs $((n + 1)) CPUs) | | | | |"; continue; }
+    vdevs=(); for p in $(seq 0 $((2 * n - 1))); do vdevs+=(--vdev=net_null$p); done
+    log=$(mktemp)
+    dpdk-testpmd --no-huge --no-pci --no-shconf -m $((512 * n)) -d "$BUNDLE/pmds" \
+      --file-prefix=tpscale$$ -l "0-$n" --log-level='*:warning' "${vdevs[@]}" -- \
+      --forward-mode=io --nb-cores="$n" --burst=32 --stats-period=1 --no-lsc-interrupt \
+      --total-num-mbufs=$((16384 * n)) </dev/null > "$log" 2>&1 &
+    tp=$!
+    sleep $((SECS + 3)); kill -INT "$tp" 2>/dev/null; wait "$tp" 2>/dev/null
+    # The last full report: the sum of every port's Rx-pps.
+    t=$(python3 - "$log" "$((2 * n))" <<'PY'
+import re, sys
+txt = open(sys.argv[1], errors="replace").read()
+blocks = txt.split("Port statistics")[1:]
+n = int(sys.argv[2])
+full = [b for b in blocks if len(re.findall(r"Rx-pps:\s+(\d+)", b)) >= n]
+vals = [sum(int(v) for v in re.findall(r"Rx-pps:\s+(\d+)", b)[:n]) for b in full[1:-1] or full]
+vals.sort()
+print(f"{vals[len(vals) // 2] / 1e6:.3f}" if vals else "0")
+PY
+)
+    rm -f "$log"
+    pw() { # way -> summed Mpps of n processes
+      local pids=() outs=() i
+      for i in $(seq 1 "$n"); do
+        o=$(mktemp); outs+=("$o")
+        PKTWARP_BENCH_SECONDS=$SECS PKTWARP_BENCH_LCORE=$i taskset -c "$i" \
+          "$BUNDLE/bin/dpdk_bench" --exact "bench_net_null_$1" --ignored --nocapture --test-threads=1 > "$o" 2>&1 &
+        pids+=($!)
+      done
+      wait "${pids[@]}"
+      cat "${outs[@]}" | awk '/^PKTWARP_MPPS / {s += $3} END {printf "%.3f", s}'
+      rm -f "${outs[@]}"
+    }
+    z=$(pw zc); zs=$(pw zc_stages)
+    r() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+    echo "| $n | $t | $z | $(r "$z" "$t") | $zs | $(r "$zs" "$t") |"
+  done
+}
+
 for s in $STEPS; do
   case $s in
     acl)
@@ -64,53 +109,11 @@ for s in $STEPS; do
     cpu)
       step cpu-scaling 3000 env BIN="$BIN" CB="$DATA" RUNS=3 scripts/bench-cpu.sh "$FRAMES" $WORKERS ;;
     dpdkscale)
-      step dpdk-scaling 1800 scripts/cpu-bench-remote.sh __dpdkscale ;;
-    __dpdkscale)
-      # Internal: the DPDK port scaling table (called by the dpdkscale step).
-      echo "| forwarders | testpmd io Mpps | pktwarp zc Mpps | ratio | pktwarp zc + parse + count Mpps | ratio |"
-      echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
-      for n in $WORKERS; do
-        [ $((n + 1)) -le "$NCPU" ] || { echo "| $n | (needs $((n + 1)) CPUs) | | | | |"; continue; }
-        vdevs=(); for p in $(seq 0 $((2 * n - 1))); do vdevs+=(--vdev=net_null$p); done
-        log=$(mktemp)
-        dpdk-testpmd --no-huge --no-pci --no-shconf -m $((512 * n)) -d "$BUNDLE/pmds" \
-          --file-prefix=tpscale$$ -l "0-$n" --log-level='*:warning' "${vdevs[@]}" -- \
-          --forward-mode=io --nb-cores="$n" --burst=32 --stats-period=1 --no-lsc-interrupt \
-          --total-num-mbufs=$((16384 * n)) </dev/null > "$log" 2>&1 &
-        tp=$!
-        sleep $((SECS + 3)); kill -INT "$tp" 2>/dev/null; wait "$tp" 2>/dev/null
-        # The last full report: the sum of every port's Rx-pps.
-        t=$(python3 - "$log" "$((2 * n))" <<'PY'
-import re, sys
-txt = open(sys.argv[1], errors="replace").read()
-blocks = txt.split("Port statistics")[1:]
-n = int(sys.argv[2])
-full = [b for b in blocks if len(re.findall(r"Rx-pps:\s+(\d+)", b)) >= n]
-vals = [sum(int(v) for v in re.findall(r"Rx-pps:\s+(\d+)", b)[:n]) for b in full[1:-1] or full]
-vals.sort()
-print(f"{vals[len(vals) // 2] / 1e6:.3f}" if vals else "0")
-PY
-)
-        rm -f "$log"
-        pw() { # way -> summed Mpps of n processes
-          local pids=() outs=() i
-          for i in $(seq 1 "$n"); do
-            o=$(mktemp); outs+=("$o")
-            PKTWARP_BENCH_SECONDS=$SECS PKTWARP_BENCH_LCORE=$i taskset -c "$i" \
-              "$BUNDLE/bin/dpdk_bench" --exact "bench_net_null_$1" --ignored --nocapture --test-threads=1 > "$o" 2>&1 &
-            pids+=($!)
-          done
-          wait "${pids[@]}"
-          cat "${outs[@]}" | awk '/^PKTWARP_MPPS / {s += $3} END {printf "%.3f", s}'
-          rm -f "${outs[@]}"
-        }
-        z=$(pw zc); zs=$(pw zc_stages)
-        r() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-        echo "| $n | $t | $z | $(r "$z" "$t") | $zs | $(r "$zs" "$t") |"
-      done ;;
+      echo "== dpdk-scaling ($(date -u +%T))"
+      dpdk_scale > "$OUT/dpdk-scaling.txt" 2>&1
+      echo "   $(tail -1 "$OUT/dpdk-scaling.txt")" ;;
   esac
 done
-[ "$STEPS" = "__dpdkscale" ] && exit 0
 {
   cat "$OUT/machine.txt"
   for f in acl dpdk cpu-scaling dpdk-scaling; do
