@@ -174,9 +174,15 @@ pub fn run_gpu(
             .iter()
             .find(|(n, _)| n == DropReason::TxError.name())
             .map_or(0, |d| d.1);
+        // Named as the config names it (`output.port`), as the CPU executor's tally is.
+        let name = p
+            .cfg
+            .output
+            .as_ref()
+            .map_or_else(|| t.name().to_string(), |o| o.port.value.clone());
         s.outputs = vec![crate::port::out::OutTally {
             role: "output",
-            name: t.name().to_string(),
+            name,
             frames: s.tx_frames,
             bytes: s.tx_bytes,
             failed,
