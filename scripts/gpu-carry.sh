@@ -11,7 +11,9 @@ set -eu
 COMMIT=${1:-HEAD}
 ROOT=$(pwd)
 WT=${WT:-/tmp/pktwarp-carry-wt}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+# Its own target dir: a shared one would hand the main checkout this build's build-script
+# output (the embedded kernel and cuda/ paths of the worktree).
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target/carry}
 rev=$(git rev-parse --short "$COMMIT")
 git worktree remove --force "$WT" 2>/dev/null || true
 git worktree add --detach "$WT" "$COMMIT" >/dev/null
