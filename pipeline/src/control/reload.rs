@@ -195,29 +195,6 @@ impl Reloader {
         // The route files named at start, read again and built aside.
         let routes = self.pipeline.prepare_routes().map_err(rule_error)?;
         let stage_cfgs: Vec<StageConfig> = cfg.pipeline.iter().map(|s| s.value.clone()).collect();
-        if acl.is_none() && routes.is_empty() {
-            // Nothing else to publish: a reload must change some stage's options.
-            let unchanged =
-                self.pipeline
-                    .stages
-                    .iter()
-                    .zip(&stage_cfgs)
-                    .all(|(s, c)| match (s, c) {
-                        (crate::stage::Stage::Custom(slot), StageConfig::Custom(c)) => {
-                            slot.options() == c.options
-                        }
-                        _ => true,
-                    });
-            if unchanged {
-                return Err(ReloadError {
-                    file: self.config_path.clone(),
-                    line: 0,
-                    reason: "the pipeline has no acl or route stage and no stage's options \
-                             changed: nothing to reload"
-                        .into(),
-                });
-            }
-        }
         let options = self
             .pipeline
             .reload_stage_options(&stage_cfgs)
@@ -226,6 +203,16 @@ impl Reloader {
                 line: 0,
                 reason: format!("{e:#}"),
             })?;
+        // A stage whose options did not change is not rebuilt, so nothing was published.
+        if acl.is_none() && routes.is_empty() && options.rebuilt.is_empty() {
+            return Err(ReloadError {
+                file: self.config_path.clone(),
+                line: 0,
+                reason: "the pipeline has no acl or route stage and no stage's options \
+                         changed: nothing to reload"
+                    .into(),
+            });
+        }
         let route_tables = self.pipeline.publish_routes(routes);
         let generation = match acl {
             Some((stage, _)) => self.pipeline.reload_acl(stage).map_err(|e| ReloadError {
