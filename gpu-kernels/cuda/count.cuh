@@ -30,7 +30,7 @@ __device__ __forceinline__ void pw_red_add_global(void *p, unsigned long long v)
 PW_DEVICE pw_verdict pw_verdict_of(uint32_t parse_ok, uint32_t pipeline, uint32_t rule, uint8_t action,
                                    uint32_t mark) {
     pw_verdict v;
-    v.reserved = 0;
+    v.out_port = (uint16_t)PW_OUT_DEFAULT;
     if (!parse_ok && (pipeline & PW_PIPE_DROP_MALFORMED)) {
         v.action = (uint8_t)PW_ACTION_DROP;
         v.drop_reason = (uint8_t)PW_DROP_PARSE_ERROR;

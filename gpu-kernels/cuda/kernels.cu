@@ -109,7 +109,7 @@ __device__ __forceinline__ void pw_store_verdict(const pw_vout &vo, uint32_t i, 
         return;
     }
     pw_verdict_tagged *t = (pw_verdict_tagged *)vo.base + i;
-    const uint32_t head = (uint32_t)v.action | ((uint32_t)v.drop_reason << 8) | ((uint32_t)v.reserved << 16);
+    const uint32_t head = (uint32_t)v.action | ((uint32_t)v.drop_reason << 8) | ((uint32_t)v.out_port << 16);
     asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(&t->head), "r"(head), "r"(vo.tag) : "memory");
     asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(&t->rule), "r"(v.rule), "r"(vo.tag) : "memory");
     asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(&t->mark), "r"(v.mark), "r"(vo.tag) : "memory");
@@ -145,11 +145,14 @@ __device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const pw_ac
     (void)gl;
     (void)gsize;
     pw_frame f;
-    f.data = data + d.offset;
+    /* PW_PIPELINE_WRITES: `data` is the ring slot's data area (pw_run_slot), written in place. */
+    f.data = (uint8_t *)data + d.offset;
     f.len = d.len;
     f.wire_len = d.wire_len;
+    f.cap = d.len;
     f.port = d.port;
     f.queue = q.queue_id;
+    f.timestamp_ns = d.timestamp_ns;
     pw_pipeline_ctx ctx;
     ctx.params = (const uint64_t *)a.stage_params;
     ctx.acl = &a;

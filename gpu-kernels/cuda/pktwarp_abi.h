@@ -61,8 +61,9 @@ typedef long long int64_t;
  *     PW_DEVICE void NAME(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v,
  *                         const void *params, pw_stage_counters *counters);
  *
- * `f`: the frame's bytes and lengths (read-only; the frame lives wherever the transport put it:
- * shared memory, the ring, device memory). `meta`: the frame's metadata (filled by `parse`,
+ * `f`: the frame's bytes and lengths (read-only, `const pw_frame *`, unless the pipeline rewrites:
+ * see pw_frame; a stage that rewrites takes `pw_frame *`, may change `data[0..cap)` and `len`,
+ * and sets the output port in `v->out_port`). `meta`: the frame's metadata (filled by `parse`,
  * zero before it). `v`: the verdict so far, starting as pass / PW_DROP_NONE / PW_ACL_NO_MATCH /
  * mark 0; a stage that sets action PW_ACTION_DROP ends the frame's pipeline (a user stage that
  * leaves drop_reason PW_DROP_NONE gets PW_DROP_STAGE). `params`: the stage's own parameter block
@@ -72,7 +73,7 @@ typedef long long int64_t;
  * pw_pipeline_frame calls the stages in the config's order; the transport knows only
  * pw_pipeline_frame, and a stage knows nothing of rings, slots or CTAs.
  * ======================================================================================== */
-#define PW_STAGE_ABI_VERSION 1u
+#define PW_STAGE_ABI_VERSION 2u
 #define PW_MAX_STAGES 16u
 #define PW_STAGE_COUNTERS 8u
 
@@ -83,11 +84,20 @@ PW_STATIC_ASSERT(sizeof(pw_stage_counters) == 64, "pw_stage_counters size");
 
 /* Device-side only (holds a pointer; never crosses to the host). */
 typedef struct pw_frame {
-    const uint8_t *data; /* first byte of the frame */
-    uint32_t len;        /* captured bytes at data */
-    uint32_t wire_len;   /* bytes on the wire */
-    uint16_t port;       /* ingress port */
-    uint16_t queue;      /* receive queue */
+    /* First byte of the frame. Writable only in a pipeline with a stage that rewrites frames
+     * (the generated source defines PW_PIPELINE_WRITES): the transport then hands each frame
+     * where it lives in its ring slot (mapped host memory or device memory), and the bytes the
+     * stages leave there, `len` of them, are what is transmitted. Otherwise it may be a staged
+     * copy in shared memory and no stage may write through it. */
+    uint8_t *data;
+    uint32_t len;          /* captured bytes at data; a rewriting stage may change it, up to cap */
+    uint32_t wire_len;     /* bytes on the wire (a rewriting stage that changes len changes it by as much) */
+    uint32_t cap;          /* bytes at data the frame may grow into: len + the room the host left after
+                            * it in the slot (PW_PIPELINE_WRITES); equal to len otherwise */
+    uint16_t port;         /* ingress port */
+    uint16_t queue;        /* receive queue */
+    uint64_t timestamp_ns; /* receive time (pw_desc.timestamp_ns; 0 for a burst of compact descriptors
+                            * or a port that gave none) */
 } pw_frame;
 
 /* Built-in stage counters (pw_stage_counters.v[k]). */
@@ -448,10 +458,9 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, data_bytes) == 4, "pw_slot_hdr.data_by
 typedef struct pw_verdict {
     uint8_t action;      /* 0 PW_ACTION_* */
     uint8_t drop_reason; /* 1 PW_DROP_* (PW_DROP_NONE unless action is drop) */
-    uint16_t reserved;   /* 2 output port: an index of the config's TX ports, PW_OUT_DEFAULT = the
-                          *   default output (CPU: pipeline::verdict::Verdict::out_port). The GPU
-                          *   stages write 0 today and the GPU TX path sends every frame to the
-                          *   default output; no GPU stage sets a port yet */
+    uint16_t out_port;   /* 2 output port: an index of the config's ports with a transmit side, in config
+                          *   order (CPU: pipeline::verdict::Verdict::out_port), PW_OUT_DEFAULT = the
+                          *   default output; `route` and `respond` set it */
     uint32_t rule;       /* 4 matched ACL rule index, PW_ACL_NO_MATCH when none or no acl stage */
     uint32_t mark;       /* 8 mark set by the matched rule, 0 when none */
 } pw_verdict;

@@ -42,7 +42,7 @@ PW_DEVICE const void *pw_stage_params(const pw_pipeline_ctx *ctx, uint32_t k) {
 PW_DEVICE void pw_verdict_pass(pw_verdict *v) {
     v->action = (uint8_t)PW_ACTION_PASS;
     v->drop_reason = (uint8_t)PW_DROP_NONE;
-    v->reserved = 0;
+    v->out_port = (uint16_t)PW_OUT_DEFAULT;
     v->rule = PW_ACL_NO_MATCH;
     v->mark = 0u;
 }

@@ -57,6 +57,10 @@ pub struct LibraryStage {
     pub header: &'static str,
     /// Whether it reads the packet metadata (needs `parse` before it).
     pub reads_meta: bool,
+    /// Whether it rewrites frames (`pw_frame *`): the generated source then defines
+    /// `PW_PIPELINE_WRITES`, and the transport hands every frame where it lives in its ring slot,
+    /// with room after it, and sends what the stages leave there.
+    pub writes_frame: bool,
 }
 
 /// The library's built-in GPU stages beyond the fused three.
@@ -65,6 +69,7 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[LibraryStage {
     function: "pw_stage_fronthaul",
     header: "fronthaul_stage.cuh",
     reads_meta: false,
+    writes_frame: false,
 }];
 
 impl StageSpec {
@@ -95,6 +100,16 @@ impl StageSpec {
             StageKind::Count => "pw_stage_count",
             StageKind::Library { function, .. } => function,
             StageKind::Custom { function, .. } => function,
+        }
+    }
+
+    /// Whether the stage rewrites frames (see [`LibraryStage::writes_frame`]).
+    pub fn writes_frame(&self) -> bool {
+        match &self.kind {
+            StageKind::Library { function, .. } => LIBRARY_STAGES
+                .iter()
+                .any(|l| l.function == *function && l.writes_frame),
+            _ => false,
         }
     }
 
@@ -219,6 +234,9 @@ pub fn generate(stages: &[StageSpec], target: Target) -> Result<String, CodegenE
     if let Some(k) = stages.iter().position(|s| s.kind == StageKind::Acl) {
         let _ = writeln!(out, "#define PW_PIPELINE_ACL_STAGE {k}u");
     }
+    if pipeline_writes(stages) {
+        let _ = writeln!(out, "#define PW_PIPELINE_WRITES 1");
+    }
     out.push_str("#include \"stages.cuh\"\n");
     let mut seen: Vec<&str> = Vec::new();
     for s in stages {
@@ -245,13 +263,19 @@ pub fn generate(stages: &[StageSpec], target: Target) -> Result<String, CodegenE
     Ok(out)
 }
 
+/// Whether a stage of the list rewrites frames (the transport then runs every frame in place in
+/// its ring slot and sends what the stages leave there).
+pub fn pipeline_writes(stages: &[StageSpec]) -> bool {
+    stages.iter().any(StageSpec::writes_frame)
+}
+
 /// `pw_pipeline_frame`: the stages in order, each after counting the frame in its counters,
 /// stopping at the first drop (as `pipeline::stage::Pipeline::run_frames`).
 fn frame_function(stages: &[StageSpec]) -> String {
     let mut f = String::from(
         "/* One frame through the stages, in the config's order (the CPU executor's semantics:\n \
          * a drop ends the frame's pipeline). `ctx->counters[k]` is stage k's counter block. */\n\
-         PW_DEVICE void pw_pipeline_frame(const pw_frame *f, pw_packet_meta *m, pw_verdict *v,\n\
+         PW_DEVICE void pw_pipeline_frame(pw_frame *f, pw_packet_meta *m, pw_verdict *v,\n\
          \x20                                 const pw_pipeline_ctx *ctx) {\n",
     );
     for (k, s) in stages.iter().enumerate() {
@@ -283,15 +307,18 @@ fn frame_function(stages: &[StageSpec]) -> String {
 /// The host build's entry: one frame through `pw_pipeline_frame`, its counters into `counters`
 /// (PW_MAX_STAGES blocks), `params[k]` the parameter block of stage k.
 const HOST_ENTRY: &str = r#"
-extern "C" void pw_host_pipeline_frame(const uint8_t *data, uint32_t len, uint32_t wire_len, uint16_t port,
-                                       pw_packet_meta *meta, pw_verdict *verdict, const void *const *params,
+extern "C" void pw_host_pipeline_frame(uint8_t *data, uint32_t *len, uint32_t cap, uint32_t *wire_len,
+                                       uint16_t port, uint64_t timestamp_ns, pw_packet_meta *meta,
+                                       pw_verdict *verdict, const void *const *params,
                                        pw_stage_counters *counters) {
     pw_frame f;
     f.data = data;
-    f.len = len;
-    f.wire_len = wire_len;
+    f.len = *len;
+    f.wire_len = *wire_len;
+    f.cap = cap;
     f.port = port;
     f.queue = 0;
+    f.timestamp_ns = timestamp_ns;
     pw_pipeline_ctx ctx;
     /* The host's table of parameter-block pointers (64-bit, as the device's addresses). */
     ctx.params = (const uint64_t *)params;
@@ -304,6 +331,8 @@ extern "C" void pw_host_pipeline_frame(const uint8_t *data, uint32_t len, uint32
     pw_verdict_pass(verdict);
     pw_meta_zero(meta);
     pw_pipeline_frame(&f, meta, verdict, &ctx);
+    *len = f.len;
+    *wire_len = f.wire_len;
 }
 extern "C" uint32_t pw_host_pipeline_abi(void) { return PW_STAGE_ABI_VERSION; }
 "#;

@@ -27,10 +27,12 @@ pub mod ffi {
 
 /// `pw_host_pipeline_frame` of a generated host build (codegen's HOST_ENTRY).
 type FrameFn = unsafe extern "C" fn(
-    data: *const u8,
-    len: u32,
-    wire_len: u32,
+    data: *mut u8,
+    len: *mut u32,
+    cap: u32,
+    wire_len: *mut u32,
     port: u16,
+    timestamp_ns: u64,
     meta: *mut u8,
     verdict: *mut u8,
     params: *const *const c_void,
@@ -62,6 +64,8 @@ pub struct HostPipeline {
 pub const META_BYTES: usize = 144;
 pub const VERDICT_BYTES: usize = 12;
 pub const STAGE_COUNTER_WORDS: usize = 8;
+/// `PW_STAGE_ABI_VERSION`.
+pub const STAGE_ABI_VERSION: u32 = 2;
 
 impl HostPipeline {
     /// Generates the host source of `stages`, compiles it and loads it. Errors carry the
@@ -89,8 +93,10 @@ impl HostPipeline {
         };
         // SAFETY: a C function without arguments that returns a constant.
         let v = unsafe { abi() };
-        if v != 1 {
-            return Err(format!("host pipeline: stage ABI version {v}, expected 1"));
+        if v != STAGE_ABI_VERSION {
+            return Err(format!(
+                "host pipeline: stage ABI version {v}, expected {STAGE_ABI_VERSION}"
+            ));
         }
         Ok(HostPipeline {
             handle,
@@ -103,15 +109,40 @@ impl HostPipeline {
         })
     }
 
-    /// One frame through the pipeline. `params[k]`: stage k's parameter block (the acl stage's
-    /// is `acl`); `meta` / `verdict` receive the ABI records; `counters` (PW_MAX_STAGES blocks of
-    /// 8 words) are added to.
+    /// One frame through the pipeline, read only (the stages see a copy: a rewriting stage's
+    /// changes are not kept; see [`HostPipeline::run_frame_mut`]). `params[k]`: stage k's
+    /// parameter block (the acl stage's is `acl`); `meta` / `verdict` receive the ABI records;
+    /// `counters` (PW_MAX_STAGES blocks of 8 words) are added to.
     #[allow(clippy::too_many_arguments)]
     pub fn run_frame(
         &self,
         frame: &[u8],
         wire_len: u32,
         port: u16,
+        params: &[&[u8]],
+        acl: Option<&AclSel>,
+        meta: &mut [u8; META_BYTES],
+        verdict: &mut [u8; VERDICT_BYTES],
+        counters: &mut [[u64; STAGE_COUNTER_WORDS]; crate::MAX_STAGES],
+    ) {
+        let mut buf = frame.to_vec();
+        let mut f = HostFrame {
+            len: buf.len(),
+            wire_len,
+            port,
+            timestamp_ns: 0,
+        };
+        self.run_frame_mut(&mut buf, &mut f, params, acl, meta, verdict, counters);
+    }
+
+    /// One frame through the pipeline in place: the frame is `buf[..f.len]`, the rest of `buf`
+    /// the room a rewriting stage may grow it into (`pw_frame.cap` = `buf.len()`); `f.len` and
+    /// `f.wire_len` come back as the stages left them (clamped to `buf.len()`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_frame_mut(
+        &self,
+        buf: &mut [u8],
+        f: &mut HostFrame,
         params: &[&[u8]],
         acl: Option<&AclSel>,
         meta: &mut [u8; META_BYTES],
@@ -125,28 +156,47 @@ impl HostPipeline {
             }
         }
         let acl_ptr: *const c_void = acl.map_or(std::ptr::null(), |a| (a as *const AclSel).cast());
+        // The generated entry reads the acl stage's block through ctx->acl, which HOST_ENTRY
+        // takes from the acl stage's params slot.
         if let Some(k) = self.acl_stage {
             ptrs[k] = acl_ptr;
         }
-        // The generated entry reads the acl stage's block through ctx->acl, which HOST_ENTRY
-        // takes from the acl stage's params slot.
-        let len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
-        // SAFETY: `frame` is valid for `len` bytes; meta / verdict / counters are buffers of the
-        // ABI sizes; every non-null params pointer points to a block the stage reads within its
-        // own documented size (the caller's), alive for the call.
+        let cap = u32::try_from(buf.len()).unwrap_or(u32::MAX);
+        let mut len = u32::try_from(f.len.min(buf.len())).unwrap_or(cap);
+        let mut wire_len = f.wire_len;
+        // SAFETY: `buf` is valid and writable for `cap` bytes and the frame is its first `len`;
+        // meta / verdict / counters are buffers of the ABI sizes; every non-null params pointer
+        // points to a block the stage reads within its own documented size (the caller's),
+        // alive for the call.
         unsafe {
             (self.frame)(
-                frame.as_ptr(),
-                len,
-                wire_len,
-                port,
+                buf.as_mut_ptr(),
+                &mut len,
+                cap,
+                &mut wire_len,
+                f.port,
+                f.timestamp_ns,
                 meta.as_mut_ptr(),
                 verdict.as_mut_ptr(),
                 ptrs.as_ptr(),
                 counters.as_mut_ptr().cast(),
             )
         }
+        f.len = (len as usize).min(buf.len());
+        f.wire_len = wire_len;
     }
+}
+
+/// The frame fields of [`HostPipeline::run_frame_mut`] beside its bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostFrame {
+    /// Captured bytes (in: of the buffer's start; out: as the stages left them).
+    pub len: usize,
+    pub wire_len: u32,
+    /// Ingress port.
+    pub port: u16,
+    /// Receive time (`pw_frame.timestamp_ns`).
+    pub timestamp_ns: u64,
 }
 
 impl Drop for HostPipeline {

@@ -26,7 +26,7 @@ pub fn to_abi(v: &verdict::Verdict) -> Verdict {
             (verdict::Action::Drop, Some(r)) => r as u8,
             _ => abi::DROP_NONE,
         },
-        reserved: 0,
+        out_port: v.out_port,
         rule: v.rule,
         mark: v.mark,
     }
@@ -290,7 +290,7 @@ mod tests {
         let v = Verdict {
             action: abi::ACTION_PASS,
             drop_reason: abi::DROP_NONE,
-            reserved: 0,
+            out_port: abi::OUT_DEFAULT,
             rule: 1,
             mark: 0,
         };

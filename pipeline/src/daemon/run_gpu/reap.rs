@@ -96,7 +96,7 @@ mod tests {
         Verdict {
             action,
             drop_reason,
-            reserved: 0,
+            out_port: crate::executor::gpu::abi::OUT_DEFAULT,
             rule,
             mark: 0,
         }

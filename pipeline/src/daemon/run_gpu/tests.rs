@@ -134,7 +134,7 @@ impl QueueDevice for CpuStandIn {
             .map(|v| Verdict {
                 action: v.action as u8,
                 drop_reason: v.reason.map_or(DROP_NONE, |r| r as u8),
-                reserved: 0,
+                out_port: crate::executor::gpu::abi::OUT_DEFAULT,
                 rule: v.rule,
                 mark: v.mark,
             })

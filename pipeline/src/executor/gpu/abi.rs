@@ -28,7 +28,7 @@ pub const DROP_FRONTHAUL: u8 = 10;
 pub const DROP_NONE: u8 = 0xFF;
 /// Slots of `pw_queue_counters.drop_reason` (codes 0..=10; append-only).
 pub const DROP_REASONS: usize = 11;
-/// `PW_OUT_DEFAULT`: `pw_verdict.reserved` (the output port) of a frame sent to the default
+/// `PW_OUT_DEFAULT`: `pw_verdict.out_port` of a frame sent to the default
 /// output port.
 pub const OUT_DEFAULT: u16 = 0xFFFF;
 
@@ -187,10 +187,9 @@ pub struct SlotHdr {
 pub struct Verdict {
     pub action: u8,
     pub drop_reason: u8,
-    /// The output port (`PW_OUT_DEFAULT` = the default output; `crate::verdict::Verdict::out_port`).
-    /// The GPU stages write 0 today and the GPU TX path sends every frame to the default output
-    /// (no GPU stage sets a port yet).
-    pub reserved: u16,
+    /// The output port: an index of the config's ports with a transmit side, `OUT_DEFAULT` = the
+    /// default output (`crate::verdict::Verdict::out_port`).
+    pub out_port: u16,
     /// Matched ACL rule, `flow_rules::abi::ACL_NO_MATCH` when none.
     pub rule: u32,
     /// Mark set by the matched rule, 0 when none.
@@ -258,7 +257,7 @@ pub fn verdict_of(parse_ok: bool, pipeline: u32, rule: u32, action: u8, mark: u3
         return Verdict {
             action: ACTION_DROP,
             drop_reason: DROP_PARSE_ERROR,
-            reserved: 0,
+            out_port: OUT_DEFAULT,
             rule: flow_rules::abi::ACL_NO_MATCH,
             mark: 0,
         };
@@ -270,7 +269,7 @@ pub fn verdict_of(parse_ok: bool, pipeline: u32, rule: u32, action: u8, mark: u3
         } else {
             DROP_NONE
         },
-        reserved: 0,
+        out_port: OUT_DEFAULT,
         rule,
         mark,
     }

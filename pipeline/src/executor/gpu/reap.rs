@@ -170,7 +170,7 @@ impl GpuExecutor {
             q.tagged_verdicts.push(Verdict {
                 action: w0 as u8,
                 drop_reason: (w0 >> 8) as u8,
-                reserved: (w0 >> 16) as u16,
+                out_port: (w0 >> 16) as u16,
                 rule: w1 as u32,
                 mark: w2 as u32,
             });
