@@ -72,8 +72,13 @@ impl HostPipeline {
     /// compiler's output.
     pub fn compile(stages: &[StageSpec]) -> Result<HostPipeline, String> {
         let src = crate::pipeline_source(stages, Target::Host).map_err(|e| e.to_string())?;
+        // One folder per instance: two pipelines of the same stage list in one process must not
+        // share it, or the first dropped deletes the other's files (and a compile running beside
+        // it writes into the same pipeline.cpp / pipeline.so).
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let instance = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!(
-            "pktwarp-host-{}-{}",
+            "pktwarp-host-{}-{instance}-{}",
             std::process::id(),
             &crate::source_key(&src, (0, 0))[..16]
         ));
@@ -254,4 +259,82 @@ unsafe fn sym<F: Copy>(lib: *mut c_void, name: &str) -> Result<F, String> {
     }
     // SAFETY: the caller guarantees `F` is the function's type; sizes checked above.
     Ok(unsafe { std::mem::transmute_copy(&p) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ethernet / IPv4 / UDP, 60 bytes.
+    fn udp_frame() -> Vec<u8> {
+        let mut f = vec![0u8; 60];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&46u16.to_be_bytes());
+        f[22] = 64;
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[10, 0, 0, 1]);
+        f[30..34].copy_from_slice(&[10, 0, 0, 2]);
+        f[34..36].copy_from_slice(&1234u16.to_be_bytes());
+        f[36..38].copy_from_slice(&53u16.to_be_bytes());
+        f[38..40].copy_from_slice(&26u16.to_be_bytes());
+        f
+    }
+
+    fn stages() -> Vec<StageSpec> {
+        ["parse", "count"]
+            .iter()
+            .map(|n| StageSpec::builtin(n).expect("built-in stage"))
+            .collect()
+    }
+
+    /// Runs one frame; returns the verdict and the frames that reached each stage.
+    fn run(p: &HostPipeline) -> ([u8; VERDICT_BYTES], [u64; 2]) {
+        let frame = udp_frame();
+        let mut meta = [0u8; META_BYTES];
+        let mut verdict = [0u8; VERDICT_BYTES];
+        let mut counters = [[0u64; STAGE_COUNTER_WORDS]; crate::MAX_STAGES];
+        p.run_frame(
+            &frame,
+            frame.len() as u32,
+            0,
+            &[],
+            None,
+            &mut meta,
+            &mut verdict,
+            &mut counters,
+        );
+        (verdict, [counters[0][0], counters[1][0]])
+    }
+
+    /// Two pipelines of one stage list: each has its own folder, and either may be dropped
+    /// first while the other keeps its files and keeps running.
+    #[test]
+    fn two_pipelines_of_one_list_compile_run_and_drop_in_either_order() {
+        for drop_first_compiled in [true, false] {
+            let a = HostPipeline::compile(&stages()).expect("compile a");
+            let b = HostPipeline::compile(&stages()).expect("compile b");
+            assert_ne!(a.dir, b.dir, "two instances share {}", a.dir.display());
+            let expect = run(&a);
+            assert_eq!(expect.1, [1, 1], "frames reaching parse, count");
+            assert_eq!(run(&b), expect);
+            let (gone, kept) = if drop_first_compiled { (a, b) } else { (b, a) };
+            let gone_dir = gone.dir.clone();
+            drop(gone);
+            assert!(!gone_dir.exists(), "{} left behind", gone_dir.display());
+            assert!(
+                kept.dir.join("pipeline.so").exists(),
+                "dropping one pipeline deleted the other's {}",
+                kept.dir.display()
+            );
+            assert_eq!(run(&kept), expect);
+            // A third of the same list compiles while `kept` is alive.
+            let c = HostPipeline::compile(&stages()).expect("compile c");
+            assert_eq!(run(&c), expect);
+            let kept_dir = kept.dir.clone();
+            drop(kept);
+            assert!(!kept_dir.exists());
+            assert_eq!(run(&c), expect);
+        }
+    }
 }
