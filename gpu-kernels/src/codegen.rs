@@ -64,13 +64,33 @@ pub struct LibraryStage {
 }
 
 /// The library's built-in GPU stages beyond the fused three.
-pub const LIBRARY_STAGES: &[LibraryStage] = &[LibraryStage {
-    name: "fronthaul",
-    function: "pw_stage_fronthaul",
-    header: "fronthaul_stage.cuh",
-    reads_meta: false,
-    writes_frame: false,
-}];
+pub const LIBRARY_STAGES: &[LibraryStage] = &[
+    LibraryStage {
+        name: "fronthaul",
+        function: "pw_stage_fronthaul",
+        header: "fronthaul_stage.cuh",
+        reads_meta: false,
+        writes_frame: false,
+    },
+    // The rewrite stages (cuda/rewrite_stages.cuh; parameter blocks: pipeline::rewrite::gpu).
+    rewrite("l2fwd", "pw_stage_l2fwd", false),
+    rewrite("vlan", "pw_stage_vlan", false),
+    rewrite("ttl", "pw_stage_ttl", true),
+    rewrite("dscp", "pw_stage_dscp", true),
+    rewrite("route", "pw_stage_route", true),
+    rewrite("respond", "pw_stage_respond", true),
+];
+
+/// A rewrite stage of `cuda/rewrite_stages.cuh`: it writes the frame.
+const fn rewrite(name: &'static str, function: &'static str, reads_meta: bool) -> LibraryStage {
+    LibraryStage {
+        name,
+        function,
+        header: "rewrite_stages.cuh",
+        reads_meta,
+        writes_frame: true,
+    }
+}
 
 impl StageSpec {
     pub fn builtin(name: &str) -> Option<StageSpec> {
@@ -489,6 +509,24 @@ mod tests {
         for l in LIBRARY_STAGES {
             assert!(StageSpec::builtin(l.name).is_some(), "{}", l.name);
         }
+    }
+
+    #[test]
+    fn a_rewrite_stage_makes_the_pipeline_write() {
+        let l3fwd = list(&["parse", "route", "ttl", "l2fwd", "count"]);
+        assert!(l3fwd[1..4].iter().all(StageSpec::writes_frame));
+        assert!(l3fwd[1].reads_meta() && !l3fwd[3].reads_meta());
+        let src = generate(&l3fwd, Target::Host).unwrap();
+        assert!(src.contains("#define PW_PIPELINE_WRITES 1"), "{src}");
+        assert_eq!(src.matches("#include \"rewrite_stages.cuh\"").count(), 3);
+        assert!(
+            src.contains("pw_stage_route(f, m, v, pw_stage_params(ctx, 1u), &ctx->counters[1]);")
+        );
+        // A stage that reads the metadata still needs parse before it.
+        assert!(template_of(&list(&["ttl", "parse"])).is_err());
+        assert!(template_of(&list(&["vlan", "parse"])).is_ok());
+        let ro = generate(&list(&["parse", "fronthaul"]), Target::Host).unwrap();
+        assert!(!ro.contains("PW_PIPELINE_WRITES"));
     }
 
     #[test]
