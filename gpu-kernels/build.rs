@@ -34,6 +34,14 @@ fn main() {
     println!("cargo:rerun-if-env-changed=CUDA_HOME");
     println!("cargo:rerun-if-env-changed=PKTWARP_NO_NVCC");
     println!("cargo:rerun-if-env-changed=PKTWARP_HOST_SANITIZE");
+    // Cargo keys this package's build directory (OUT_DIR) and fingerprints by its path relative
+    // to the workspace, so two checkouts (git worktrees) sharing a target dir share them, and
+    // `rerun-if-changed` compares mtimes only: a cuda/ file edited in one checkout before the
+    // other's last build looked unchanged, and the output kept the other checkout's source,
+    // including the absolute cuda/ paths `CUDA_LIBRARY` embeds. PKTWARP_CHECKOUT (the checkout's
+    // absolute path, from .cargo/config.toml) reruns this script whenever the checkout changes.
+    println!("cargo:rerun-if-env-changed=PKTWARP_CHECKOUT");
+    check_checkout(&root);
 
     let mut library = Vec::new();
     if let Ok(rd) = std::fs::read_dir(&kdir) {
@@ -179,6 +187,24 @@ fn sanitizer() -> Option<&'static str> {
         Err(_) | Ok("") => None,
         Ok("address") => Some("address"),
         Ok(other) => panic!("build.rs: PKTWARP_HOST_SANITIZE={other}: only `address` is supported"),
+    }
+}
+
+/// Warns when cargo was started in another checkout than the one it builds (its
+/// .cargo/config.toml then names the other one, and a shared target dir may hold stale output).
+fn check_checkout(root: &Path) {
+    let Some(c) = std::env::var_os("PKTWARP_CHECKOUT") else {
+        return;
+    };
+    let checkout = std::fs::canonicalize(&c).unwrap_or_else(|_| PathBuf::from(&c));
+    let here = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    if !here.starts_with(&checkout) {
+        println!(
+            "cargo:warning=gpu-kernels: building {} from a cargo started in the checkout {}: \
+             with a target dir shared between them, start cargo in the checkout it builds",
+            here.display(),
+            checkout.display()
+        );
     }
 }
 
