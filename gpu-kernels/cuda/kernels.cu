@@ -133,23 +133,23 @@ __device__ __forceinline__ void pw_emit_verdict(const pw_queue_desc &q, const pw
         pw_count_frame(cr, (uint64_t *)a.rule_hits, a.n_rules, parse_ok, acl_ran, &v, wire_len);
 }
 
-/* One frame through the pipeline. Writes verdict `vi` (and the metadata when asked) and counts.
- * Fused: run by a group of `gsize` lanes (lane `gl` of it; gsize 1: one thread per frame): every
- * lane parses the frame (same bytes, same path), the group shares the ACL lookup, lane 0 writes.
- * Composed: one thread per frame (gsize 1) through the generated pw_pipeline_frame. */
-__device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *data,
-                                             const pw_desc &d, const pw_vout &vo, uint32_t vi,
-                                             pw_packet_meta *mout, pw_count_regs *cr, uint32_t gl,
-                                             uint32_t gsize) {
 #if PW_PIPELINE_COMPOSED
-    (void)gl;
-    (void)gsize;
+#if !defined(PW_PIPELINE_WRITES)
+#define PW_PIPELINE_WRITES 0
+#endif
+/* One frame through the generated pw_pipeline_frame: verdict `vi` stored (and the metadata when
+ * asked), counted; its verdict and its length after the stages in `*vout` / `*len_out`. In a
+ * PW_PIPELINE_WRITES pipeline `data` is the ring slot's data area itself and the frame may grow
+ * into the queue's frame_room. */
+__device__ __forceinline__ void pw_run_composed(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *data,
+                                                const pw_desc &d, const pw_vout &vo, uint32_t vi,
+                                                pw_packet_meta *mout, pw_count_regs *cr, pw_verdict *vout,
+                                                uint32_t *len_out) {
     pw_frame f;
-    /* PW_PIPELINE_WRITES: `data` is the ring slot's data area (pw_run_slot), written in place. */
-    f.data = (uint8_t *)data + d.offset;
+    f.data = (uint8_t *)data + d.offset; /* written only in a PW_PIPELINE_WRITES pipeline (the ring) */
     f.len = d.len;
     f.wire_len = d.wire_len;
-    f.cap = d.len;
+    f.cap = PW_PIPELINE_WRITES ? d.len + q.frame_room : d.len;
     f.port = d.port;
     f.queue = q.queue_id;
     f.timestamp_ns = d.timestamp_ns;
@@ -166,6 +166,25 @@ __device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const pw_ac
     /* The stages counted parse errors, ACL matches and rule hits in their own blocks. */
     if (q.pipeline & PW_PIPE_COUNT) pw_count_frame(cr, 0, 0u, 1u, 0u, &v, d.wire_len);
     if (mout) *mout = m;
+    *vout = v;
+    *len_out = f.len <= f.cap ? f.len : f.cap;
+}
+#endif
+
+/* One frame through the pipeline. Writes verdict `vi` (and the metadata when asked) and counts.
+ * Fused: run by a group of `gsize` lanes (lane `gl` of it; gsize 1: one thread per frame): every
+ * lane parses the frame (same bytes, same path), the group shares the ACL lookup, lane 0 writes.
+ * Composed: one thread per frame (gsize 1) through the generated pw_pipeline_frame. */
+__device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *data,
+                                             const pw_desc &d, const pw_vout &vo, uint32_t vi,
+                                             pw_packet_meta *mout, pw_count_regs *cr, uint32_t gl,
+                                             uint32_t gsize) {
+#if PW_PIPELINE_COMPOSED
+    (void)gl;
+    (void)gsize;
+    pw_verdict v;
+    uint32_t len;
+    pw_run_composed(q, a, data, d, vo, vi, mout, cr, &v, &len);
 #else
     uint32_t parse_ok = 1u;
     pw_packet_meta m;
@@ -452,6 +471,66 @@ __device__ __forceinline__ void pw_part_range(uint32_t n, uint32_t part, uint32_
     *lo = (pow2 ? (n * part) >> sh : n * part / parts) & ~1u;
     *hi = part + 1u == parts ? n : (pow2 ? (n * (part + 1u)) >> sh : n * (part + 1u) / parts) & ~1u;
 }
+#if PW_PIPELINE_COMPOSED
+/* The TX ring's per-warp counts of one round and the running count of the block's part. */
+__shared__ uint32_t pw_tx_warp[32];
+__shared__ uint32_t pw_tx_base;
+
+/* Frames [lo, hi) of slot `slot` through the composed pipeline, a thread per frame in rounds of
+ * blockDim frames, and every frame not dropped into the TX ring in frame order (a block-wide
+ * stable compaction per round: warp ballots, then the warps before this one), then this part's
+ * tx_counts word. `data`: where staged frames are (pw_stage, or the ring); a frame outside
+ * data_bytes reads the ring, as in the other paths. Whole block. */
+__device__ __forceinline__ void pw_run_tx(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *descs,
+                                          bool compact, const uint8_t *data, const uint8_t *gdata, uint32_t db,
+                                          uint32_t lo, uint32_t hi, const pw_vout &vo, pw_packet_meta *mout,
+                                          pw_count_regs *cr, uint32_t slot, uint32_t part, uint32_t parts) {
+    pw_tx_desc *tx = (pw_tx_desc *)q.tx + (uint64_t)slot * q.burst_max;
+    const uint32_t lane = threadIdx.x & 31u;
+    const uint32_t warp = threadIdx.x >> 5;
+    const uint32_t nwarps = (blockDim.x + 31u) >> 5;
+    if (threadIdx.x == 0) pw_tx_base = 0u;
+    __syncthreads();
+    for (uint32_t r = lo; r < hi; r += blockDim.x) {
+        const uint32_t i = r + threadIdx.x;
+        pw_verdict v;
+        uint32_t len = 0u, off = 0u;
+        bool send = false;
+        if (i < hi) {
+            const pw_desc d = pw_desc_at(descs, i, compact);
+            const uint8_t *fd = (data != gdata && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
+            pw_run_composed(q, a, fd, d, vo, i, mout ? mout + i : 0, cr, &v, &len);
+            off = d.offset;
+            send = v.action != (uint8_t)PW_ACTION_DROP;
+        }
+        const uint32_t ballot = __ballot_sync(0xFFFFFFFFu, send);
+        if (lane == 0u) pw_tx_warp[warp] = __popc(ballot);
+        __syncthreads();
+        uint32_t at = pw_tx_base;
+        for (uint32_t w = 0u; w < warp; w++) at += pw_tx_warp[w];
+        if (send) {
+            pw_tx_desc t;
+            t.offset = off;
+            t.len = len;
+            t.frame = (uint16_t)i;
+            t.out_port = v.out_port;
+            t.action = v.action;
+            t.reserved0 = 0u;
+            t.reserved1 = 0u;
+            tx[lo + at + __popc(ballot & ((1u << lane) - 1u))] = t;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            uint32_t sum = 0u;
+            for (uint32_t w = 0u; w < nwarps; w++) sum += pw_tx_warp[w];
+            pw_tx_base += sum;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) ((volatile uint32_t *)q.tx_counts)[slot * parts + part] = PW_TX_COUNT(lo, pw_tx_base);
+}
+#endif
+
 template <bool SMALL = false>
 __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, uint32_t slot, pw_count_regs *cr,
                                             uint32_t hdr_granules, uint64_t *ts, bool persistent, uint32_t part,
@@ -466,8 +545,13 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     uint32_t n = hdr->n_frames;
     if (n > q.burst_max) n = 0; /* the host never publishes this; pw_persistent flags it */
     const uint32_t db = hdr->data_bytes;
-    /* Whether a stage reads frame bytes (else only descriptors are staged): any composed stage may. */
-    const bool parse = PW_PIPELINE_COMPOSED || (q.pipeline & PW_PIPE_PARSE) != 0u;
+    /* Whether frame bytes are staged (else only descriptors): any composed stage may read them,
+     * but a rewriting one runs on the ring itself (what it leaves there is what is sent). */
+#if PW_PIPELINE_COMPOSED
+    const bool parse = !PW_PIPELINE_WRITES;
+#else
+    const bool parse = (q.pipeline & PW_PIPE_PARSE) != 0u;
+#endif
     const bool compact = hdr->desc_format == PW_DESC_COMPACT;
     /* Descriptors in whole 16-byte granules (compact ones may end mid-granule). */
     const uint32_t nd16 = (n * (compact ? (uint32_t)sizeof(pw_desc8) : (uint32_t)sizeof(pw_desc)) + 15u) / 16u;
@@ -535,7 +619,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
             __syncthreads();
         }
     }
-    if (!SMALL && (!staged || pw_ring_reads)) {
+    if (!SMALL && (!staged || pw_ring_reads || (PW_PIPELINE_COMPOSED && !parse))) {
         /* Something is read from the ring itself with plain loads: drop the SM's L1 lines
          * (the persistent poll does not acquire; they may hold the slot's previous lap). */
         if (threadIdx.x == 0) (void)pw_load_acquire((const volatile uint32_t *)base);
@@ -560,6 +644,13 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
      * per frame, so every burst takes pw_run_split, the only path compiled in. */
     if (SMALL) {
         pw_run_split(q, a, descs, compact, data, gdata, staged, db, lo, hi, vo, mout, cr, gsize, true);
+        return;
+    }
+#endif
+#if PW_PIPELINE_COMPOSED
+    if (q.tx) {
+        pw_run_tx(q, a, descs, compact, staged && parse ? data : gdata, gdata, db, lo, hi, vo, mout, cr, slot, part,
+                  parts);
         return;
     }
 #endif

@@ -587,8 +587,37 @@ typedef struct pw_queue_desc {
                                *     template: its stages count in pw_queue_counters) */
     uint64_t stage_params;    /* 128 uint64_t[PW_MAX_STAGES] (device): each stage's parameter block
                                *     address (0: none); ring bursts use pw_slot_hdr.stage_params when set */
+    uint64_t tx;              /* 136 pw_tx_desc[slots * burst_max] (mapped): the TX ring, or 0 (composed
+                               *     template only; see pw_tx_desc) */
+    uint64_t tx_counts;       /* 144 uint32 tx_counts[slots * parts] (mapped): PW_TX_COUNT words */
+    uint32_t frame_room;      /* 152 bytes the host leaves after every frame of a slot (pw_frame.cap =
+                               *     len + frame_room in a PW_PIPELINE_WRITES pipeline) */
+    uint32_t reserved3;       /* 156 */
 } pw_queue_desc;
-PW_STATIC_ASSERT(sizeof(pw_queue_desc) == 136, "pw_queue_desc size");
+PW_STATIC_ASSERT(sizeof(pw_queue_desc) == 160, "pw_queue_desc size");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_desc, tx) == 136, "pw_queue_desc.tx");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_desc, frame_room) == 152, "pw_queue_desc.frame_room");
+
+/* The TX ring (GPU-initiated transmit): for every burst, CTA `part` of its group writes one
+ * descriptor per frame of its share [lo, hi) that is not dropped, in frame order, at
+ * tx[slot * burst_max + lo ...], and then tx_counts[slot * parts + part] = PW_TX_COUNT(lo, n),
+ * both before the burst's done word (ordered by its release store). The output port drains it
+ * without reading verdicts: parts in order, each part's descriptors in order, each naming its
+ * bytes in the slot's data area as the stages left them (a rewriting pipeline runs frames in
+ * place there) and the port to send them to. */
+typedef struct pw_tx_desc {
+    uint32_t offset;   /*  0 the frame's first byte, from the slot's data area */
+    uint32_t len;      /*  4 bytes to send (the frame's len after the stages) */
+    uint16_t frame;    /*  8 the frame's index in its burst */
+    uint16_t out_port; /* 10 pw_verdict.out_port */
+    uint8_t action;    /* 12 PW_ACTION_PASS, _MIRROR or _TO_HOST */
+    uint8_t reserved0; /* 13 */
+    uint16_t reserved1; /* 14 */
+} pw_tx_desc;
+PW_STATIC_ASSERT(sizeof(pw_tx_desc) == 16, "pw_tx_desc size");
+/* A tx_counts word: the part's first frame (its descriptors start at that index) and how many
+ * descriptors it wrote. */
+#define PW_TX_COUNT(lo, n) ((uint32_t)(lo) | ((uint32_t)(n) << 16))
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_desc, trace) == 112, "pw_queue_desc.trace");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_queue_desc, stage_params) == 128, "pw_queue_desc.stage_params");
 

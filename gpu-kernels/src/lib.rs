@@ -39,6 +39,9 @@ pub struct KernelImage {
     /// Each stage's device buffers (`buffers[k]`, empty or absent: none): allocated zeroed by
     /// the executor, their addresses written into the stage's parameter block.
     pub buffers: Vec<Vec<StageBuffer>>,
+    /// Bytes a rewriting stage may grow a frame by (`vlan` pushes): the host leaves that much
+    /// room after every frame of a slot (`pw_queue_desc.frame_room`).
+    pub frame_room: u32,
 }
 
 /// A device buffer a stage owns (a slot grid, a state table): allocated zeroed by the executor
@@ -70,6 +73,7 @@ pub fn builtin_image() -> KernelImage {
             .collect(),
         params: Vec::new(),
         buffers: Vec::new(),
+        frame_room: 0,
     }
 }
 
@@ -128,6 +132,7 @@ pub fn image_for(stages: &[StageSpec], params: Vec<Vec<u8>>) -> Result<KernelIma
             stages: stages.to_vec(),
             params,
             buffers: Vec::new(),
+            frame_room: 0,
         }),
     }
 }

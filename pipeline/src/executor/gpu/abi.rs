@@ -326,6 +326,37 @@ pub struct QueueDesc {
     pub stage_counters: u64,
     /// `u64[MAX_STAGES]` stage parameter-block addresses (device), or 0.
     pub stage_params: u64,
+    /// `TxDesc[slots * burst_max]` (mapped): the TX ring, or 0.
+    pub tx: u64,
+    /// `u32[slots * parts]` (mapped): each burst part's [`tx_count`] word.
+    pub tx_counts: u64,
+    /// Bytes the host leaves after every frame of a slot (a rewriting pipeline's room).
+    pub frame_room: u32,
+    pub reserved3: u32,
+}
+
+/// `pw_tx_desc`: one frame to transmit, written by the kernel into the TX ring.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxDesc {
+    /// The frame's first byte, from the slot's data area.
+    pub offset: u32,
+    /// Bytes to send (the frame's length after the stages).
+    pub len: u32,
+    /// The frame's index in its burst.
+    pub frame: u16,
+    /// `Verdict::out_port`.
+    pub out_port: u16,
+    /// `ACTION_PASS`, `ACTION_MIRROR` or `ACTION_TO_HOST`.
+    pub action: u8,
+    pub reserved0: u8,
+    pub reserved1: u16,
+}
+
+/// A `tx_counts` word (`PW_TX_COUNT`): the part's first frame, where its descriptors start,
+/// and how many it wrote.
+pub fn tx_count(word: u32) -> (usize, usize) {
+    ((word & 0xFFFF) as usize, (word >> 16) as usize)
 }
 
 /// Most stages of a pipeline (`PW_MAX_STAGES`).
@@ -432,7 +463,12 @@ mod tests {
         assert_eq!(offset_of!(QueueCtrl, heartbeat), 132);
         assert_eq!(offset_of!(QueueCtrl, status), 136);
         assert_eq!(offset_of!(QueueCtrl, polls), 144);
-        assert_eq!(size_of::<QueueDesc>(), 136);
+        assert_eq!(size_of::<QueueDesc>(), 160);
+        assert_eq!(offset_of!(QueueDesc, tx), 136);
+        assert_eq!(offset_of!(QueueDesc, frame_room), 152);
+        assert_eq!(size_of::<TxDesc>(), 16);
+        assert_eq!(offset_of!(TxDesc, out_port), 10);
+        assert_eq!(offset_of!(TxDesc, action), 12);
         assert_eq!(offset_of!(QueueDesc, trace), 112);
         assert_eq!(offset_of!(QueueDesc, stage_counters), 120);
         assert_eq!(offset_of!(QueueDesc, stage_params), 128);

@@ -42,6 +42,7 @@ pub use options::{GpuOptions, Mode, Placement, TestStall};
 pub use restart::Restarted;
 use tables::{Retirement, TableVersion};
 pub use tagged::tagged_stores_atomic;
+pub use tx::Reaped;
 
 /// Volatile read of one field of a queue's control block (the GPU writes it).
 macro_rules! ctrl_get {
@@ -70,6 +71,7 @@ mod restart;
 mod setup;
 mod submit;
 mod tagged;
+mod tx;
 
 /// Is a GPU usable for `executor: auto`? The device description, or the reason not (never a
 /// panic; safe on machines without an NVIDIA driver).
@@ -182,12 +184,18 @@ struct Queue {
     done: PinnedBuffer,
     /// pw_burst_trace[slots] when `trace_bursts`.
     trace: Option<PinnedBuffer>,
+    /// The TX ring (composed pipelines, untagged queues).
+    tx: Option<setup::TxRing>,
     stream: Stream,
     graphs: Vec<Graph>,
     /// Frames in each slot (host copy, for reading verdicts back).
     slot_frames: Vec<u32>,
     /// Rule-set generation each slot's burst was classified with (host copy of its header).
     slot_gen: Vec<u64>,
+    /// Frame bytes of each slot's burst (host copy of its header's data_bytes).
+    slot_data: Vec<u32>,
+    /// The TX descriptors of the burst being reaped.
+    tx_scratch: Vec<abi::TxDesc>,
     /// The ACL table the next burst submitted to this queue names (None without an acl stage).
     table: Option<Arc<TableVersion>>,
     /// Device address of the stage parameter table the next burst names (0: none, fused).

@@ -6,6 +6,8 @@ use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
 
 use super::abi::{self, QueueCounters, Verdict};
+use super::tx::Reaped;
+
 use super::{lock, stages, CountersSnapshot, GpuExecutor, Mode, Queue};
 use crate::meta::PacketMeta;
 
@@ -67,8 +69,15 @@ impl GpuExecutor {
     pub fn poll_tagged(
         &self,
         queue: usize,
-        f: impl FnMut(u32, u64, &[Verdict], Option<&[PacketMeta]>),
+        mut f: impl FnMut(u32, u64, &[Verdict], Option<&[PacketMeta]>),
     ) -> anyhow::Result<usize> {
+        self.poll_bursts(queue, |r| f(r.seq, r.generation, r.verdicts, r.metas))
+    }
+
+    /// As [`GpuExecutor::poll`], with everything a finished burst left: its verdicts, metadata,
+    /// rule-set generation and, with a TX ring, what the kernel said to transmit and the slot's
+    /// frame bytes as the stages left them ([`Reaped`]).
+    pub fn poll_bursts(&self, queue: usize, f: impl FnMut(&Reaped<'_>)) -> anyhow::Result<usize> {
         let n = self.poll_locked(queue, f)?;
         if n > 0 && self.retired_len.load(Ordering::Relaxed) > 0 {
             self.reclaim_tables();
@@ -76,11 +85,7 @@ impl GpuExecutor {
         Ok(n)
     }
 
-    fn poll_locked(
-        &self,
-        queue: usize,
-        mut f: impl FnMut(u32, u64, &[Verdict], Option<&[PacketMeta]>),
-    ) -> anyhow::Result<usize> {
+    fn poll_locked(&self, queue: usize, mut f: impl FnMut(&Reaped<'_>)) -> anyhow::Result<usize> {
         let qm = self
             .queues
             .get(queue)
@@ -114,6 +119,7 @@ impl GpuExecutor {
             }
             // Acquire: the verdicts were written before the done word (or their tags).
             fence(Ordering::Acquire);
+            let mut tx = std::mem::take(&mut q.tx_scratch);
             // SAFETY: the GPU finished writing this slot's verdicts (its done word says so,
             // acquire fence above) and will not touch them until the slot is reused, which
             // needs this reap first.
@@ -131,7 +137,21 @@ impl GpuExecutor {
                 });
                 (v, m)
             };
-            f(seq, q.slot_gen[slot], v, m);
+            let data = match self.take_tx(&q, slot, n, &mut tx)? {
+                // SAFETY: the slot's data area (take_tx checked the range against the ring
+                // buffer); the GPU is done with it and nothing rewrites it before this reap.
+                Some((p, len)) => Some(unsafe { std::slice::from_raw_parts(p, len) }),
+                None => None,
+            };
+            f(&Reaped {
+                seq,
+                generation: q.slot_gen[slot],
+                verdicts: v,
+                metas: m,
+                tx: data.map(|_| tx.as_slice()),
+                data,
+            });
+            q.tx_scratch = tx;
             q.reaped = seq.wrapping_add(1);
             done += 1;
         }

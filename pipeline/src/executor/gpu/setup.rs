@@ -76,6 +76,12 @@ impl SlotLayout {
     }
 }
 
+/// A queue's TX ring (mapped): `pw_tx_desc[slots * burst_max]` and the parts' count words.
+pub(super) struct TxRing {
+    pub(super) descs: PinnedBuffer,
+    pub(super) counts: PinnedBuffer,
+}
+
 /// A queue's ring memory: a device ring with its pinned staging and device producer index
 /// (`device`), or a ring in mapped pinned memory (`mapped`).
 struct Ring {
@@ -100,6 +106,8 @@ struct QueueSetup<'a> {
     table: &'a Option<Arc<TableVersion>>,
     /// Device address of the composed stages' parameter table (0: none).
     stage_params: u64,
+    /// Bytes the host leaves after every frame (`KernelImage::frame_room`).
+    frame_room: u32,
 }
 
 impl QueueSetup<'_> {
@@ -152,6 +160,15 @@ impl QueueSetup<'_> {
         } else {
             None
         };
+        // The TX ring: a composed pipeline's kernel writes what to send (not in a tagged queue,
+        // whose verdicts arrive without the done word that orders the ring's words).
+        let tx = if self.composed && !tagged {
+            let descs = PinnedBuffer::new(ctx, slots * bm * std::mem::size_of::<abi::TxDesc>())?;
+            let counts = PinnedBuffer::new(ctx, slots * opts.parts() as usize * 4)?;
+            Some(TxRing { descs, counts })
+        } else {
+            None
+        };
         let trace = if opts.trace_bursts {
             let t = PinnedBuffer::new(ctx, slots * std::mem::size_of::<abi::BurstTrace>())?;
             // SAFETY: a fresh host allocation of exactly this many bytes; no GPU work yet.
@@ -196,6 +213,10 @@ impl QueueSetup<'_> {
             trace: trace.as_ref().map_or(0, |t| t.dev),
             stage_counters: stage_counters.as_ref().map_or(0, |b| b.ptr),
             stage_params: self.stage_params,
+            tx: tx.as_ref().map_or(0, |t| t.descs.dev),
+            tx_counts: tx.as_ref().map_or(0, |t| t.counts.dev),
+            frame_room: self.frame_room,
+            reserved3: 0,
         };
         let queue = Queue {
             placement,
@@ -218,10 +239,13 @@ impl QueueSetup<'_> {
             n_counters: ctas,
             done,
             trace,
+            tx,
             stream: Stream::new(ctx)?,
             graphs: Vec::new(),
             slot_frames: vec![0; slots],
             slot_gen: vec![0; slots],
+            slot_data: vec![0; slots],
+            tx_scratch: Vec::new(),
             table: self.table.clone(),
             params: self.stage_params,
             restarting: false,
@@ -475,6 +499,7 @@ impl GpuExecutor {
             default_action: pipeline.default_action,
             table: &table,
             stage_params: stage_params.as_ref().map_or(0, |p| p.table_addr()),
+            frame_room: image.frame_room,
         };
         let mut queues = Vec::with_capacity(n_queues);
         let mut descs = Vec::with_capacity(n_queues);

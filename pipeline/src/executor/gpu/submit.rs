@@ -202,6 +202,7 @@ impl GpuExecutor {
             }
         }
         q.slot_frames[slot] = n as u32;
+        q.slot_data[slot] = bytes as u32;
         q.slot_gen[slot] = q.table.as_ref().map_or(0, |t| t.generation);
         q.next_seq = seq.wrapping_add(1);
         q.host.submitted_bursts += 1;

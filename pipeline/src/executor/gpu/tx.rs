@@ -1,0 +1,114 @@
+//! The TX ring read back: after a burst is done, the descriptors its kernel wrote (what to send,
+//! where, in frame order) and the slot's frame bytes as the stages left them, for the output
+//! ports to transmit from (they play the NIC's part: no verdict is read to find the frames).
+
+use std::ptr;
+
+use super::abi::{self, TxDesc, Verdict};
+use super::{GpuExecutor, Placement, Queue};
+use crate::meta::PacketMeta;
+
+/// One finished burst, as [`GpuExecutor::poll_bursts`] hands it over.
+pub struct Reaped<'a> {
+    pub seq: u32,
+    /// The rule-set generation its slot header named.
+    pub generation: u64,
+    pub verdicts: &'a [Verdict],
+    /// With `emit_meta`.
+    pub metas: Option<&'a [PacketMeta]>,
+    /// With a TX ring (composed pipelines): the frames to transmit, in frame order, each
+    /// naming its bytes in `data` and its output port.
+    pub tx: Option<&'a [TxDesc]>,
+    /// With a TX ring: the slot's data area as the kernel left it (a rewriting pipeline's frames
+    /// are changed in place there), as many bytes as the burst's data.
+    pub data: Option<&'a [u8]>,
+}
+
+impl GpuExecutor {
+    /// Reads burst `slot`'s TX descriptors (`n` frames) into `out` and returns where its data
+    /// area is (host address, bytes): the mapped ring itself, or the staging slot after a copy
+    /// back from the device ring. `None` without a TX ring. Called once the burst is done.
+    /// An error when the kernel's words are inconsistent (a descriptor outside the data area).
+    pub(super) fn take_tx(
+        &self,
+        q: &Queue,
+        slot: usize,
+        n: usize,
+        out: &mut Vec<TxDesc>,
+    ) -> anyhow::Result<Option<(*const u8, usize)>> {
+        out.clear();
+        let Some(tx) = q.tx.as_ref() else {
+            return Ok(None);
+        };
+        let bm = self.opts.burst_size as usize;
+        let parts = self.opts.parts() as usize;
+        let bytes = q.slot_data[slot] as usize;
+        // A rewriting stage may grow the last frame into its room, which the burst's data
+        // includes (the host reserved it); nothing may reach past the slot's data area.
+        let cap = self.data_cap as usize;
+        for p in 0..parts {
+            // SAFETY: slot * parts + p < slots * parts words (the counts buffer); written by
+            // the GPU before the done word the caller saw (acquire fence there).
+            let word =
+                unsafe { ptr::read_volatile((tx.counts.host as *const u32).add(slot * parts + p)) };
+            let (lo, k) = abi::tx_count(word);
+            if lo + k > n {
+                anyhow::bail!(
+                    "TX ring: burst part {p} says {k} frames from frame {lo}, the burst has {n}"
+                );
+            }
+            for i in lo..lo + k {
+                // SAFETY: slot * bm + i < slots * bm descriptors (i < n <= bm).
+                let d = unsafe {
+                    ptr::read_volatile((tx.descs.host as *const TxDesc).add(slot * bm + i))
+                };
+                let end = d.offset as usize + d.len as usize;
+                if end > cap || usize::from(d.frame) >= n {
+                    anyhow::bail!(
+                        "TX ring: descriptor of frame {} ({} bytes at {}) lies outside the burst",
+                        d.frame,
+                        d.len,
+                        d.offset
+                    );
+                }
+                out.push(d);
+            }
+        }
+        let end = out
+            .iter()
+            .map(|d| d.offset as usize + d.len as usize)
+            .max()
+            .unwrap_or(0)
+            .max(bytes)
+            .min(cap);
+        let off = slot * self.slot_bytes as usize + self.data_offset as usize;
+        let host = match (
+            q.placement,
+            q.ring_mapped.as_ref(),
+            q.staging.as_ref(),
+            q.ring_dev.as_ref(),
+        ) {
+            (Placement::Mapped, Some(r), _, _) => r.host,
+            (Placement::Device, _, Some(st), Some(dev)) => {
+                if end > 0 {
+                    // The port reads what the stages left in device memory: one copy of the
+                    // data area back into the slot's staging, which is this burst's until the
+                    // reap returns.
+                    self.ctx.bind()?;
+                    // SAFETY: off + end lies inside both the ring and the staging buffer
+                    // (end <= data_cap); the kernel is done with the slot and the staging slot
+                    // is not rewritten before this reap.
+                    unsafe {
+                        q.stream
+                            .copy_dtoh(st.host.add(off), dev.ptr + off as u64, end)?
+                    };
+                    q.stream.synchronize()?;
+                }
+                st.host
+            }
+            _ => anyhow::bail!("TX ring: queue without ring memory"),
+        };
+        // SAFETY: off + end lies inside the ring (or staging) buffer: end <= data_cap.
+        Ok(Some((unsafe { host.add(off) } as *const u8, end)))
+    }
+}
