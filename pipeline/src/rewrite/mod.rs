@@ -22,11 +22,14 @@
 //! each frame for the `vlan` pushes of the stage list ([`crate::stage::Pipeline::frame_room`]);
 //! `vlan` runs [`Vlan::apply_in`] there.
 //!
-//! The CUDA implementations (`gpu-kernels/cuda/{l2fwd,ttl,vlan,route}.cuh`) follow the same
-//! rules; this is the reference they are tested against.
+//! The CUDA implementations (`gpu-kernels/cuda/{l2fwd,ttl,vlan,route,respond}.cuh`) follow the
+//! same rules; this is the reference they are tested against. On the GPU executor they run as
+//! library stages of the composed pipeline (`cuda/rewrite_stages.cuh`, parameter blocks from
+//! [`gpu`]).
 
 pub mod config;
 pub mod dscp;
+pub mod gpu;
 pub mod l2fwd;
 #[cfg(test)]
 mod pipeline_tests;

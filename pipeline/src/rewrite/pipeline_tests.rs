@@ -351,3 +351,56 @@ fn reload_routes_swaps_tables_between_bursts_and_refuses_bad_files() {
     assert_eq!(run().1, Verdict::drop(DropReason::NoRoute));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The next hops' MACs of a route stage's GPU block (`pw_route_params.hops`, `n_hops`).
+fn gpu_next_hop_macs(p: &Pipeline, k: usize) -> Vec<[u8; 6]> {
+    let set = crate::executor::gpu::compose::stage_set(p).expect("a GPU stage set");
+    let b = &set.params[k];
+    let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap()) as usize;
+    let (hops, n) = (word(48), word(56));
+    (0..n)
+        .map(|i| b[hops + 8 * i..hops + 8 * i + 6].try_into().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_route_reload_moves_the_params_generation_and_the_gpu_block_follows() {
+    let dir = std::env::temp_dir().join(format!("pw-rw-gpugen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("routes.yaml");
+    std::fs::write(&file, ROUTES).unwrap();
+    let p = build(
+        &[
+            StageConfig::Parse,
+            StageConfig::Route(RouteConfig {
+                routes: "routes.yaml".into(),
+            }),
+            StageConfig::Ttl,
+        ],
+        |r| dir.join(r),
+    )
+    .unwrap();
+    assert_eq!(p.gpu_refusal(), None);
+    assert_eq!(p.params_generation(), 0);
+    let macs = gpu_next_hop_macs(&p, 1);
+    assert!(macs.contains(&[2, 0, 0, 0, 0, 0x0b]), "{macs:?}");
+    std::fs::write(
+        &file,
+        ROUTES.replace("'02:00:00:00:00:0b'", "'02:00:00:00:00:0e'"),
+    )
+    .unwrap();
+    p.reload_routes().unwrap();
+    assert_eq!(p.params_generation(), 1, "a new route table is a new set");
+    let macs = gpu_next_hop_macs(&p, 1);
+    assert!(macs.contains(&[2, 0, 0, 0, 0, 0x0e]), "{macs:?}");
+    assert!(!macs.contains(&[2, 0, 0, 0, 0, 0x0b]), "{macs:?}");
+    // A refused file publishes nothing: same generation, same block.
+    std::fs::write(&file, "routes: [ { prefix: 10.0.0.0/40 } ]\n").unwrap();
+    assert!(p.reload_routes().is_err());
+    assert_eq!(p.params_generation(), 1);
+    assert_eq!(gpu_next_hop_macs(&p, 1), macs);
+    std::fs::write(&file, ROUTES).unwrap();
+    p.reload_routes().unwrap();
+    assert_eq!(p.params_generation(), 2);
+    std::fs::remove_dir_all(&dir).ok();
+}

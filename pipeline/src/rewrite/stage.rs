@@ -112,6 +112,11 @@ impl RouteSlot {
         })
     }
 
+    /// The generation of the table last published: 0 at start, +1 per reload published.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
     /// The table in force now.
     pub fn current(&self) -> Arc<RouteState> {
         self.state.load_full()

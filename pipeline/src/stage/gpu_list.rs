@@ -1,6 +1,7 @@
 //! The pipeline as the GPU executor's kernel generator sees it: each stage's name, kind and, for
 //! a user stage, its CUDA implementation.
 
+use crate::rewrite::gpu as rw;
 use crate::stage::registry::GpuStage;
 use crate::stage::run::{Pipeline, Stage};
 
@@ -51,13 +52,44 @@ impl Stage {
             Stage::Parse | Stage::Acl(_) | Stage::Count | Stage::Custom(_) => None,
             // The GPU grid's eAxCs are fixed: a config without `fronthaul.eaxcs` is CPU only.
             Stage::Fronthaul(f) => crate::fronthaul::gpu::gpu_params(f.config()).ok(),
-            // The rewrite stages have CUDA headers (gpu-kernels/cuda/{l2fwd,vlan,ttl,route}.cuh)
-            // but no stage-ABI wrapper yet: CPU only.
-            Stage::L2fwd(_) | Stage::Vlan(_) | Stage::Ttl(_) | Stage::Dscp(_) | Stage::Route(_) => {
-                None
-            }
-            Stage::Respond(_) => None,
+            // The rewrite stages (gpu-kernels/cuda/rewrite_stages.cuh; blocks: rewrite::gpu).
+            Stage::L2fwd(op) => Some(block(rw::l2fwd_block(op))),
+            Stage::Vlan(op) => Some(block(rw::vlan_block(op))),
+            Stage::Ttl(_) => Some(GpuParams::default()),
+            Stage::Dscp(op) => Some(block(rw::dscp_block(op))),
+            // The table in force: a reload's new table moves `Pipeline::params_generation` on,
+            // and the GPU host side then publishes the block built here.
+            Stage::Route(r) => Some(block(rw::route_block(&r.current()))),
+            Stage::Respond(r) => Some(block(rw::respond_block(r))),
         }
+    }
+
+    /// What the stage is on the GPU, without building its parameter block (a `route` stage's
+    /// holds its whole table).
+    fn gpu_kind(&self) -> GpuStageKind {
+        match self {
+            Stage::Parse => GpuStageKind::Parse,
+            Stage::Acl(_) => GpuStageKind::Acl,
+            Stage::Count => GpuStageKind::Count,
+            Stage::Custom(_) => GpuStageKind::Custom,
+            Stage::Fronthaul(_) => match self.gpu_params() {
+                Some(_) => GpuStageKind::Library,
+                None => GpuStageKind::CpuOnly,
+            },
+            Stage::L2fwd(_)
+            | Stage::Vlan(_)
+            | Stage::Ttl(_)
+            | Stage::Dscp(_)
+            | Stage::Route(_)
+            | Stage::Respond(_) => GpuStageKind::Library,
+        }
+    }
+}
+
+fn block(block: Vec<u8>) -> GpuParams {
+    GpuParams {
+        block,
+        buffers: Vec::new(),
     }
 }
 
@@ -90,20 +122,23 @@ impl Pipeline {
     /// Why the GPU executor cannot run this pipeline, naming the first stage without a CUDA
     /// implementation; `None` when every stage has one.
     pub fn gpu_refusal(&self) -> Option<String> {
-        self.gpu_stage_list()
+        self.stages
             .iter()
             .enumerate()
-            .find(|(_, s)| {
-                s.kind == GpuStageKind::CpuOnly
-                    || (s.kind == GpuStageKind::Custom && s.custom.is_none())
-                    || (s.kind == GpuStageKind::Library
-                        && pktwarp_kernels::StageSpec::builtin(s.name).is_none())
+            .find(|(_, s)| match s.gpu_kind() {
+                GpuStageKind::CpuOnly => true,
+                GpuStageKind::Custom => match s {
+                    Stage::Custom(c) => c.gpu().is_none(),
+                    _ => false,
+                },
+                GpuStageKind::Library => pktwarp_kernels::StageSpec::builtin(s.name()).is_none(),
+                _ => false,
             })
             .map(|(i, s)| {
                 format!(
                     "stage `{}` (pipeline[{i}]) has no CUDA implementation, so the GPU executor \
                      cannot run this pipeline",
-                    s.name
+                    s.name()
                 )
             })
     }

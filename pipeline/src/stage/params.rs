@@ -17,13 +17,16 @@ pub struct OptionsReload {
 
 impl Pipeline {
     /// The stage-parameter generation now in force: 0 at start, and it grows with every
-    /// stage build a reload publishes (the sum of the stages' rebuilds: a reload that rebuilds
-    /// two stages moves it on by two).
+    /// stage build a reload publishes (the sum of the `custom:` stages' rebuilds and of the
+    /// `route` stages' table generations: a reload that rebuilds two stages moves it on by
+    /// two). A route table is part of its stage's GPU parameter block, so a new one is a new
+    /// parameter set to publish.
     pub fn params_generation(&self) -> u64 {
         self.stages
             .iter()
             .map(|s| match s {
                 Stage::Custom(c) => c.rebuilds(),
+                Stage::Route(r) => r.generation(),
                 _ => 0,
             })
             .sum()
