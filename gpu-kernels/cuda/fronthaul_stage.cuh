@@ -50,7 +50,9 @@ typedef struct pw_fh_eaxc_counters {
     uint64_t untimed;        /* 16 packets whose timing was not judged (no receive time) */
     uint64_t duplicate_prbs; /* 24 */
     uint64_t rejected;       /* 32 rejected frames whose PC_ID is this eAxC */
-    uint64_t reserved[3];    /* 40 */
+    uint64_t early;          /* 40 Ta4 windows of the packets with a receive time */
+    uint64_t on_time;        /* 48 */
+    uint64_t late;           /* 56 */
 } pw_fh_eaxc_counters;
 PW_STATIC_ASSERT(sizeof(pw_fh_eaxc_counters) == 64, "pw_fh_eaxc_counters size");
 
@@ -65,25 +67,58 @@ typedef struct pw_fh_stage_params {
     float beta;             /*  20 FP16 scale */
     uint64_t grid;          /*  24 int16 / FP16 [ring][eaxc][14][prbs][24] */
     uint64_t marks;         /*  32 uint32 [ring][eaxc][14][prbs]: tag of the slot that stored the PRB */
-    uint64_t slot_tags;     /*  40 uint32 [ring]: tag of the slot last written there (0: none) */
+    uint64_t slot_state;    /*  40 pw_fh_slot_state [ring] */
     uint64_t eaxc_counters; /*  48 pw_fh_eaxc_counters [n_eaxcs] */
     uint64_t stats;         /*  56 uint64 [PW_FH_STATS] */
     uint16_t eaxc_ids[PW_FH_MAX_EAXCS]; /* 64 the grid's eAxC ids, by index */
+    int64_t ta4_min_ns;     /* 192 Ta4 window: arrival - symbol start in [min, max] is on time */
+    int64_t ta4_max_ns;     /* 200 */
+    uint64_t time_offset_ns; /* 208 start of frame 0 since the Unix epoch, modulo the 2.56 s cycle */
 } pw_fh_stage_params;
-PW_STATIC_ASSERT(sizeof(pw_fh_stage_params) == 192, "pw_fh_stage_params size");
+PW_STATIC_ASSERT(sizeof(pw_fh_stage_params) == 216, "pw_fh_stage_params size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_fh_stage_params, grid) == 24, "pw_fh_stage_params.grid");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_fh_stage_params, stats) == 56, "pw_fh_stage_params.stats");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_fh_stage_params, eaxc_ids) == 64, "pw_fh_stage_params.eaxc_ids");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_fh_stage_params, ta4_min_ns) == 192, "pw_fh_stage_params.ta4_min_ns");
+
+/* One ring entry's arrival state (the host's completion poll reads these alone). */
+typedef struct pw_fh_slot_state {
+    uint64_t tag_prbs; /* 0 tag << 32 | PRBs stored with that tag (duplicates not counted) */
+    uint64_t last_ns;  /* 8 latest receive time of a frame that stored PRBs there (max; 0: none) */
+} pw_fh_slot_state;
+PW_STATIC_ASSERT(sizeof(pw_fh_slot_state) == 16, "pw_fh_slot_state size");
+
+/* The frameId cycle: 256 frames of 10 ms. */
+#define PW_FH_CYCLE_NS 2560000000ll
+/* Packets by Ta4 window. */
+#define PW_FH_EARLY 0u
+#define PW_FH_ON_TIME 1u
+#define PW_FH_LATE 2u
 
 #if PW_GPU
 #define PW_FH_XCHG32(p, v) atomicExch((unsigned int *)(p), (unsigned int)(v))
+#define PW_FH_CAS64(p, e, v) \
+    ((uint64_t)atomicCAS((unsigned long long *)(p), (unsigned long long)(e), (unsigned long long)(v)))
+#define PW_FH_MAX64(p, v) atomicMax((unsigned long long *)(p), (unsigned long long)(v))
+#define PW_FH_FENCE() __threadfence()
 #else
 PW_DEVICE uint32_t pw_fh_xchg32_host(uint32_t *p, uint32_t v) {
     const uint32_t old = *p;
     *p = v;
     return old;
 }
+PW_DEVICE uint64_t pw_fh_cas64_host(uint64_t *p, uint64_t e, uint64_t v) {
+    const uint64_t old = *p;
+    if (old == e) *p = v;
+    return old;
+}
+PW_DEVICE void pw_fh_max64_host(uint64_t *p, uint64_t v) {
+    if (v > *p) *p = v;
+}
 #define PW_FH_XCHG32(p, v) pw_fh_xchg32_host((p), (v))
+#define PW_FH_CAS64(p, e, v) pw_fh_cas64_host((p), (e), (v))
+#define PW_FH_MAX64(p, v) pw_fh_max64_host((p), (v))
+#define PW_FH_FENCE() ((void)0)
 #endif
 
 /* IEEE half of a float, rounded to nearest even (what Rust's half::f16::from_f32 gives), written
@@ -160,15 +195,62 @@ PW_DEVICE uint32_t pw_fh_store(const pw_fh_stage_params *p, uint64_t cell, const
     return sat;
 }
 
+/* Adds `n` PRBs stored with `tag` (at receive time `ts`) to ring entry `ring`'s state. A tag
+ * that differs from the entry's takes the entry when it is later in the frame cycle (less than
+ * half a cycle ahead: a new occupant, counted from n) and is not counted when it is earlier (a
+ * frame of a slot the ring has moved past). The grid stores before it are fenced, so a host
+ * that reads the count and then the entry's cells sees every PRB the count says. */
+PW_DEVICE void pw_fh_slot_add(const pw_fh_stage_params *p, uint32_t ring, uint32_t tag, uint32_t n, uint64_t ts) {
+    pw_fh_slot_state *st = &((pw_fh_slot_state *)p->slot_state)[ring];
+    const uint32_t mu = p->decode.numerology > 6 ? 6u : p->decode.numerology;
+    const uint32_t cycle = 2560u << mu; /* slots in the frame cycle; tags are 1..cycle */
+    PW_FH_FENCE();
+    uint64_t old = *(volatile uint64_t *)&st->tag_prbs;
+    for (;;) {
+        const uint32_t t = (uint32_t)(old >> 32);
+        uint64_t next;
+        if (t == tag) {
+            if (n == 0u) break;
+            next = old + n;
+        } else if (t == 0u || (tag + cycle - t) % cycle < cycle / 2u) {
+            next = ((uint64_t)tag << 32) | n;
+        } else {
+            return;
+        }
+        const uint64_t seen = PW_FH_CAS64(&st->tag_prbs, old, next);
+        if (seen == old) break;
+        old = seen;
+    }
+    if (ts) PW_FH_MAX64(&st->last_ns, ts);
+}
+
+/* The Ta4 window of a packet received at `t_ns` (pipeline::fronthaul::track::Timing::classify):
+ * arrival minus the start of its symbol's occurrence nearest to the arrival in the 2.56 s
+ * frame cycle (symbols of equal length), against [ta4_min_ns, ta4_max_ns]. */
+PW_DEVICE uint32_t pw_fh_classify(const pw_fh_stage_params *p, const pw_fh_info *info, uint64_t t_ns) {
+    const uint32_t mu = p->decode.numerology > 6 ? 6u : p->decode.numerology;
+    const int64_t slot = 1000000ll >> mu;
+    const int64_t sym = (int64_t)info->frame_id * 10000000ll + (int64_t)info->subframe_id * 1000000ll +
+                        (int64_t)info->slot_id * slot + (int64_t)info->symbol_id * slot / 14ll;
+    const int64_t t = (int64_t)((t_ns - p->time_offset_ns) % (uint64_t)PW_FH_CYCLE_NS);
+    int64_t d = t - sym;
+    if (d > PW_FH_CYCLE_NS / 2) {
+        d -= PW_FH_CYCLE_NS;
+    } else if (d < -PW_FH_CYCLE_NS / 2) {
+        d += PW_FH_CYCLE_NS;
+    }
+    if (d < p->ta4_min_ns) return PW_FH_EARLY;
+    return d > p->ta4_max_ns ? PW_FH_LATE : PW_FH_ON_TIME;
+}
+
 /* Writes every PRB of an accepted U-plane frame of grid eAxC `e`; returns the duplicates and
  * adds the saturated samples to *sat. */
 PW_DEVICE uint32_t pw_fh_write_prbs(const uint8_t *f, const pw_fh_stage_params *p, const pw_fh_info *info,
-                                    uint32_t e, uint32_t *sat) {
+                                    uint32_t e, uint64_t ts, uint32_t *sat) {
     const uint32_t mu = p->decode.numerology > 6 ? 6u : p->decode.numerology;
     const uint32_t n = ((((uint32_t)info->frame_id * 10u) + info->subframe_id) << mu) + info->slot_id;
     const uint32_t ring = p->ring_slots ? n % p->ring_slots : 0u;
     const uint32_t tag = n + 1u;
-    PW_FH_XCHG32(&((uint32_t *)p->slot_tags)[ring], tag);
     const uint64_t prbs = p->decode.carrier_prbs;
     const uint64_t base = ((uint64_t)ring * p->n_eaxcs + e) * PW_FH_SYMBOLS;
     pw_fh_cursor c;
@@ -187,6 +269,7 @@ PW_DEVICE uint32_t pw_fh_write_prbs(const uint8_t *f, const pw_fh_stage_params *
             if (PW_FH_XCHG32(&((uint32_t *)p->marks)[cell], tag) == tag) dups++;
         }
     }
+    pw_fh_slot_add(p, ring, tag, info->prbs - dups, ts);
     return dups;
 }
 
@@ -226,9 +309,14 @@ PW_DEVICE void pw_stage_fronthaul(const pw_frame *f, pw_packet_meta *meta, pw_ve
     }
     PW_ADD64(&ec[e].packets, 1);
     PW_ADD64(&ec[e].prbs, info.prbs);
-    PW_ADD64(&ec[e].untimed, 1);
+    if (f->timestamp_ns == 0) {
+        PW_ADD64(&ec[e].untimed, 1);
+    } else {
+        const uint32_t w = pw_fh_classify(p, &info, f->timestamp_ns);
+        PW_ADD64(w == PW_FH_EARLY ? &ec[e].early : (w == PW_FH_LATE ? &ec[e].late : &ec[e].on_time), 1);
+    }
     uint32_t sat = 0;
-    const uint32_t dups = pw_fh_write_prbs(f->data, p, &info, e, &sat);
+    const uint32_t dups = pw_fh_write_prbs(f->data, p, &info, e, f->timestamp_ns, &sat);
     PW_ADD64(&c->v[PW_FH_CTR_PRBS], info.prbs);
     if (dups) {
         PW_ADD64(&c->v[PW_FH_CTR_DUPLICATE_PRBS], dups);

@@ -61,6 +61,9 @@ pub struct LibraryStage {
     /// `PW_PIPELINE_WRITES`, and the transport hands every frame where it lives in its ring slot,
     /// with room after it, and sends what the stages leave there.
     pub writes_frame: bool,
+    /// Whether it reads the frame's receive time (`pw_frame.timestamp_ns`): the executor then
+    /// sends every burst with full descriptors (compact ones carry no time).
+    pub reads_time: bool,
 }
 
 /// The library's built-in GPU stages beyond the fused three.
@@ -71,6 +74,7 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
         header: "fronthaul_stage.cuh",
         reads_meta: false,
         writes_frame: false,
+        reads_time: true,
     },
     // The rewrite stages (cuda/rewrite_stages.cuh; parameter blocks: pipeline::rewrite::gpu).
     rewrite("l2fwd", "pw_stage_l2fwd", false),
@@ -89,6 +93,7 @@ const fn rewrite(name: &'static str, function: &'static str, reads_meta: bool) -
         header: "rewrite_stages.cuh",
         reads_meta,
         writes_frame: true,
+        reads_time: false,
     }
 }
 
@@ -129,6 +134,16 @@ impl StageSpec {
             StageKind::Library { function, .. } => LIBRARY_STAGES
                 .iter()
                 .any(|l| l.function == *function && l.writes_frame),
+            _ => false,
+        }
+    }
+
+    /// Whether the stage reads the frame's receive time (see [`LibraryStage::reads_time`]).
+    pub fn reads_time(&self) -> bool {
+        match &self.kind {
+            StageKind::Library { function, .. } => LIBRARY_STAGES
+                .iter()
+                .any(|l| l.function == *function && l.reads_time),
             _ => false,
         }
     }
@@ -289,6 +304,12 @@ pub fn pipeline_writes(stages: &[StageSpec]) -> bool {
     stages.iter().any(StageSpec::writes_frame)
 }
 
+/// Whether a stage of the list reads the frame's receive time (the executor then sends full
+/// descriptors, which carry it).
+pub fn pipeline_reads_time(stages: &[StageSpec]) -> bool {
+    stages.iter().any(StageSpec::reads_time)
+}
+
 /// `pw_pipeline_frame`: the stages in order, each after counting the frame in its counters,
 /// stopping at the first drop (as `pipeline::stage::Pipeline::run_frames`).
 fn frame_function(stages: &[StageSpec]) -> String {
@@ -438,6 +459,20 @@ mod tests {
         ] {
             assert_eq!(template_of(&list(l)), Ok(Template::Composed), "{l:?}");
         }
+    }
+
+    #[test]
+    fn fronthaul_alone_reads_the_receive_time() {
+        let has = |names: &[&str]| {
+            let specs: Vec<StageSpec> =
+                names.iter().filter_map(|n| StageSpec::builtin(n)).collect();
+            assert_eq!(specs.len(), names.len(), "{names:?}");
+            pipeline_reads_time(&specs)
+        };
+        assert!(has(&["parse", "fronthaul", "count"]));
+        assert!(has(&["fronthaul"]));
+        assert!(!has(&["parse", "acl", "count"]));
+        assert!(!has(&["parse", "ttl", "route", "count"]));
     }
 
     #[test]

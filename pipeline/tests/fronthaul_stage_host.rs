@@ -1,10 +1,12 @@
 //! The GPU `fronthaul` stage (gpu-kernels/cuda/fronthaul_stage.cuh on the stage ABI) equals the
-//! Rust `FronthaulStage` (without receive times, `process_untimed`) at the stage level: the
+//! Rust `FronthaulStage` (`process_at` for a frame with a receive time, `process_untimed` for
+//! one without, timestamp 0; slots never time out here) at the stage level: the
 //! generated host pipeline (`HostPipeline::compile` over `[fronthaul]` and `[parse, fronthaul]`,
 //! its parameter block built by `fronthaul::gpu` from the config, its buffers host memory
 //! allocated here) and the Rust stage take the same frames and give the same verdict per frame,
-//! the same slot grids (every PRB's samples and arrival mark), and the same counters (stage,
-//! per eAxC, by reject reason). Inputs: the shared O-RAN vectors and malformed captures, gen
+//! the same slot grids (every PRB's samples and arrival mark; each ring entry's PRB count is
+//! its slot's filled PRBs and its latest receive time the latest of the frames that stored
+//! there), and the same counters (stage, per eAxC incl. the Ta4 windows, by reject reason). Inputs: the shared O-RAN vectors and malformed captures, gen
 //! round trips (int16 and FP16 grids, every compression form), property-generated packets with
 //! mutations, truncations and duplicates.
 
@@ -21,7 +23,7 @@ use pipeline::meta::PacketMeta;
 use pipeline::port::gen::oran::{build_uplane_frames, OranGenOptions};
 use pipeline::port::pcap::CaptureReader;
 use pipeline::verdict::{Action, Verdict};
-use pktwarp_kernels::host::{HostPipeline, META_BYTES, VERDICT_BYTES};
+use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
 use pktwarp_kernels::StageSpec;
 use proptest::prelude::*;
 
@@ -98,8 +100,8 @@ impl<'a> HostStage<'a> {
         }
     }
 
-    /// (action, drop reason code) of one frame.
-    fn run(&mut self, frame: &[u8]) -> (u8, u8) {
+    /// (action, drop reason code) of one frame received at `ts` (0: no receive time).
+    fn run(&mut self, frame: &[u8], ts: u64) -> (u8, u8) {
         // SAFETY: a view of the block's u64 words (8-byte aligned, as a device block is) as the
         // bytes the C stage reads (FFI boundary: the host pipeline takes byte blocks); the words
         // outlive the call and nothing writes them meanwhile.
@@ -113,10 +115,16 @@ impl<'a> HostStage<'a> {
         };
         let mut meta = [0u8; META_BYTES];
         let mut v = [0u8; VERDICT_BYTES];
-        self.pipe.run_frame(
-            frame,
-            frame.len() as u32,
-            0,
+        let mut buf = frame.to_vec();
+        let mut hf = HostFrame {
+            len: frame.len(),
+            wire_len: frame.len() as u32,
+            port: 0,
+            timestamp_ns: ts,
+        };
+        self.pipe.run_frame_mut(
+            &mut buf,
+            &mut hf,
             &params,
             None,
             &mut meta,
@@ -131,8 +139,16 @@ impl<'a> HostStage<'a> {
             &self.layout,
             &bytes(&self.bufs[gpu::BUF_GRID]),
             &bytes(&self.bufs[gpu::BUF_MARKS]),
-            &bytes(&self.bufs[gpu::BUF_SLOT_TAGS]),
+            &bytes(&self.bufs[gpu::BUF_SLOT_STATE]),
         )
+    }
+
+    /// (tag, PRBs, latest receive time) of every ring entry.
+    fn states(&self) -> Vec<(u32, u32, u64)> {
+        let b = bytes(&self.bufs[gpu::BUF_SLOT_STATE]);
+        (0..self.layout.ring)
+            .map(|r| gpu::entry_state(&b, r))
+            .collect()
     }
 }
 
@@ -147,18 +163,39 @@ fn rust_stage(cfg: &FronthaulConfig) -> (FronthaulStage, Arc<Mutex<Vec<SlotGrid>
     )
 }
 
-/// Runs `frames` through both and compares everything; returns the GPU slots.
+/// Runs `frames` (without receive times) through both and compares everything; returns the
+/// GPU slots.
 fn compare(
     pipes: &Pipes,
     cfg: &FronthaulConfig,
     frames: &[Vec<u8>],
     with_parse: bool,
 ) -> Vec<SlotGrid> {
+    let timed: Vec<(Vec<u8>, u64)> = frames.iter().map(|f| (f.clone(), 0)).collect();
+    compare_timed(pipes, cfg, &timed, with_parse)
+}
+
+/// Runs (frame, receive time) pairs through both and compares everything; returns the GPU
+/// slots. Slots never time out (`slot_timeout_us` at its largest): the GPU ring has no
+/// timeout, the host's completion poll has (pipeline::fronthaul::live).
+fn compare_timed(
+    pipes: &Pipes,
+    cfg: &FronthaulConfig,
+    frames: &[(Vec<u8>, u64)],
+    with_parse: bool,
+) -> Vec<SlotGrid> {
+    let cfg = &FronthaulConfig {
+        slot_timeout_us: u64::MAX / 1000,
+        ..cfg.clone()
+    };
     let mut host = HostStage::new(pipes, cfg, with_parse);
     let (rust, seen) = rust_stage(cfg);
     let mut reached = 0u64;
-    for (i, f) in frames.iter().enumerate() {
-        let got = host.run(f);
+    // Latest receive time per slot tag of the U-plane frames that store PRBs.
+    let mut latest: BTreeMap<u32, u64> = BTreeMap::new();
+    let p = cfg.decode_params();
+    for (i, (f, ts)) in frames.iter().enumerate() {
+        let got = host.run(f, *ts);
         let mut meta = PacketMeta::default();
         let mut v = Verdict::PASS;
         if with_parse {
@@ -168,7 +205,20 @@ fn compare(
             v = Verdict::drop(pipeline::verdict::DropReason::ParseError);
         } else {
             reached += 1;
-            rust.process_untimed(f, &meta, &mut v);
+            if *ts == 0 {
+                rust.process_untimed(f, &meta, &mut v);
+            } else {
+                rust.process_at(f, *ts, &meta, &mut v);
+            }
+            if let Ok(Message::Uplane(u)) = check(f, &p) {
+                if cfg.eaxcs.contains(&u.eaxc) {
+                    let n = ((u32::from(u.radio.frame_id) * 10 + u32::from(u.radio.subframe_id))
+                        << cfg.numerology)
+                        + u32::from(u.radio.slot_id);
+                    let l = latest.entry(n + 1).or_insert(0);
+                    *l = (*l).max(*ts);
+                }
+            }
         }
         let want = (v.action as u8, v.reason.map_or(0xFF, |r| r as u8));
         assert_eq!(got, want, "frame {i}: verdict");
@@ -203,12 +253,23 @@ fn compare(
             r.eaxc
         );
         assert_eq!(
+            (g.early, g.on_time, g.late),
+            (r.early, r.on_time, r.late),
+            "eAxC {}: Ta4 windows",
+            r.eaxc
+        );
+        assert_eq!(
+            g.packets,
+            g.early + g.on_time + g.late + g.untimed,
+            "eAxC {}",
+            r.eaxc
+        );
+        assert_eq!(
             *rej,
             r.errors.iter().sum::<u64>(),
             "eAxC {} rejects",
             r.eaxc
         );
-        assert_eq!(r.early + r.on_time + r.late, 0, "untimed only");
     }
     // The same slots, every PRB's samples and arrival.
     let gpu_slots = host.slots();
@@ -240,6 +301,26 @@ fn compare(
         assert_eq!(g.filled_count(), r.filled_count());
         assert_eq!(g.complete, r.complete, "slot {k:?}");
         assert!(g.data() == r.data(), "slot {k:?}: samples differ");
+    }
+    // Each ring entry counts its slot's filled PRBs, and keeps its latest receive time.
+    let states = host.states();
+    for g in &gpu_slots {
+        let n = ((u32::from(g.key.frame_id) * 10 + u32::from(g.key.subframe_id)) << cfg.numerology)
+            + u32::from(g.key.slot_id);
+        let (tag, prbs, last) = states[n as usize % host.layout.ring];
+        assert_eq!(tag, n + 1);
+        assert_eq!(
+            prbs as usize,
+            g.filled_count(),
+            "slot {:?}: PRB count",
+            g.key
+        );
+        assert_eq!(
+            last,
+            latest.get(&tag).copied().unwrap_or(0),
+            "slot {:?}: latest receive time",
+            g.key
+        );
     }
     gpu_slots
 }
@@ -307,6 +388,9 @@ fn shared_vectors_and_malformed_captures() {
     }
 }
 
+/// A multiple of the 2.56 s frame cycle near 2026 (ns since the Unix epoch).
+const RADIO_EPOCH: u64 = 1_795_961_014_000_000_000 / 2_560_000_000 * 2_560_000_000;
+
 fn gen_cfg(o: &OranGenOptions, format: GridFormat, beta: f32) -> FronthaulConfig {
     FronthaulConfig {
         carrier_prbs: o.carrier_prbs,
@@ -349,13 +433,30 @@ fn gen_round_trips_complete_slots_equal_to_what_gen_encoded() {
             vlan: (i % 2 == 0).then_some(7),
             ..OranGenOptions::default()
         };
-        let frames: Vec<Vec<u8>> = build_uplane_frames(&o).map(|f| f.data).collect();
+        // Receive times around each symbol's start (early, on time, late, before it), some
+        // frames without one; the radio time's origin moved in two of the lists.
+        let offset = [0u64, 7_000_123, 0, 2_559_000_000, 0][i];
+        let frames: Vec<(Vec<u8>, u64)> = build_uplane_frames(&o)
+            .enumerate()
+            .map(|(k, f)| {
+                let ts = match k % 5 {
+                    4 => 0,
+                    w => (RADIO_EPOCH + offset + f.timestamp_ns)
+                        .wrapping_add([10_000, 100_000, 400_000, (-5_000i64) as u64][w]),
+                };
+                (f.data, ts)
+            })
+            .collect();
         let beta = if format == GridFormat::Fp16 {
             0.125
         } else {
             1.0
         };
-        let slots = compare(&pipes, &gen_cfg(&o, format, beta), &frames, i % 2 == 1);
+        let cfg = FronthaulConfig {
+            time_offset_ns: offset,
+            ..gen_cfg(&o, format, beta)
+        };
+        let slots = compare_timed(&pipes, &cfg, &frames, i % 2 == 1);
         assert_eq!(slots.len(), 3);
         for g in &slots {
             assert!(g.complete);
@@ -510,7 +611,18 @@ fn property_generated_packets_mutated_truncated_duplicated() {
                 ring.sort_unstable();
                 ring.dedup();
                 prop_assume!(ring.len() == keys.len());
-                compare(&pipes, &cfg, &frames, seed % 2 == 0);
+                // Receive times anywhere (any u64: the cycle arithmetic wraps), a quarter none.
+                let timed: Vec<(Vec<u8>, u64)> = frames
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, f)| {
+                        let mut z = seed ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                        z ^= z >> 31;
+                        (f, if z % 4 == 0 { 0 } else { z })
+                    })
+                    .collect();
+                compare_timed(&pipes, &cfg, &timed, seed % 2 == 0);
                 Ok(())
             },
         )

@@ -1,8 +1,9 @@
 //! The GPU side of the `fronthaul` stage (`gpu-kernels/cuda/fronthaul_stage.cuh`): its parameter
 //! block, built from the [`FronthaulConfig`] (the `#[repr(C)]` mirror of `pw_fh_stage_params`,
 //! pinned by a layout test against the header), the device buffers it owns (slot grid ring,
-//! arrival marks, slot tags, per-eAxC counters, stats), and the host's reading of them back
-//! into slot grids and [`FronthaulCounters`].
+//! arrival marks, slot states, per-eAxC counters, stats), and the host's reading of them back
+//! into slot grids and [`FronthaulCounters`]. Slots complete during a run through
+//! [`super::live`]; what is left is closed at the end ([`absorb_from_gpu`]).
 
 use std::mem::offset_of;
 
@@ -26,6 +27,8 @@ pub const CTR_DUPLICATE_PRBS: usize = 6;
 pub const CTR_EAXC_UNEXPECTED: usize = 7;
 /// Bytes of one `pw_fh_eaxc_counters`.
 pub const EAXC_COUNTER_BYTES: usize = 64;
+/// Bytes of one `pw_fh_slot_state` (a ring entry's tag and PRB count, its latest receive time).
+pub const SLOT_STATE_BYTES: usize = 16;
 
 /// `pw_fh_params`.
 #[repr(C)]
@@ -50,16 +53,19 @@ pub struct StageParams {
     pub beta: f32,
     pub grid: u64,
     pub marks: u64,
-    pub slot_tags: u64,
+    pub slot_state: u64,
     pub eaxc_counters: u64,
     pub stats: u64,
     pub eaxc_ids: [u16; MAX_EAXCS],
+    pub ta4_min_ns: i64,
+    pub ta4_max_ns: i64,
+    pub time_offset_ns: u64,
 }
 
 /// The buffers of the stage, in the order of [`Layout::buffers`] (`KernelImage::buffers[k]`).
 pub const BUF_GRID: usize = 0;
 pub const BUF_MARKS: usize = 1;
-pub const BUF_SLOT_TAGS: usize = 2;
+pub const BUF_SLOT_STATE: usize = 2;
 pub const BUF_EAXC_COUNTERS: usize = 3;
 pub const BUF_STATS: usize = 4;
 
@@ -105,7 +111,7 @@ impl Layout {
         [
             ("fronthaul.grid", cells * PRB_SAMPLES * 2),
             ("fronthaul.marks", cells * 4),
-            ("fronthaul.slot_tags", self.ring * 4),
+            ("fronthaul.slot_state", self.ring * SLOT_STATE_BYTES),
             (
                 "fronthaul.eaxc_counters",
                 self.eaxcs.len() * EAXC_COUNTER_BYTES,
@@ -119,7 +125,7 @@ impl Layout {
         [
             offset_of!(StageParams, grid),
             offset_of!(StageParams, marks),
-            offset_of!(StageParams, slot_tags),
+            offset_of!(StageParams, slot_state),
             offset_of!(StageParams, eaxc_counters),
             offset_of!(StageParams, stats),
         ]
@@ -155,9 +161,13 @@ pub fn param_block(cfg: &FronthaulConfig, l: &Layout, addrs: [u64; 5]) -> Vec<u8
         u32::from(l.format == GridFormat::Fp16),
     );
     put32(offset_of!(StageParams, beta), l.beta.to_bits());
+    let mut put64 = |at: usize, v: u64| b[at..at + 8].copy_from_slice(&v.to_le_bytes());
     for (at, a) in Layout::address_offsets().iter().zip(addrs) {
-        b[*at..at + 8].copy_from_slice(&a.to_le_bytes());
+        put64(*at, a);
     }
+    put64(offset_of!(StageParams, ta4_min_ns), cfg.ta4.min_ns as u64);
+    put64(offset_of!(StageParams, ta4_max_ns), cfg.ta4.max_ns as u64);
+    put64(offset_of!(StageParams, time_offset_ns), cfg.time_offset_ns);
     let ids = offset_of!(StageParams, eaxc_ids);
     for (i, id) in l.eaxcs.iter().take(MAX_EAXCS).enumerate() {
         b[ids + 2 * i..ids + 2 * i + 2].copy_from_slice(&id.to_le_bytes());
@@ -206,41 +216,60 @@ pub fn key_of_tag(tag: u32, numerology: u8) -> SlotKey {
     }
 }
 
-/// Every slot the ring holds (ring entries with a tag), ring order: the PRBs whose mark is the
-/// slot's tag, the others zero. Buffers shorter than the layout read as empty.
-pub fn read_slots(l: &Layout, grid: &[u8], marks: &[u8], tags: &[u8]) -> Vec<SlotGrid> {
-    let cells = l.cells();
+/// Ring entry `r`'s state in the slot state buffer: (tag, PRBs stored with it, latest
+/// receive time); zeros past the buffer's end.
+pub fn entry_state(state: &[u8], r: usize) -> (u32, u32, u64) {
+    let w = u64_at(state, 2 * r);
+    ((w >> 32) as u32, w as u32, u64_at(state, 2 * r + 1))
+}
+
+/// Ring entry `r`'s slot of tag `tag` from that entry's grid words (`grid`: the entry's bytes,
+/// int16 or FP16) and marks (`marks`: its cells' u32 marks): the PRBs whose mark is the tag,
+/// the others zero (as a Rust slot grid starts).
+pub fn slot_of_entry(l: &Layout, tag: u32, grid: &[u8], marks: &[u8]) -> SlotGrid {
+    let words: Vec<u16> = grid
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    let filled = |c: usize| u32_at(marks, c) == tag;
+    let mut g = SlotGrid::restore(
+        key_of_tag(tag, l.numerology),
+        l.eaxcs.len(),
+        l.prbs,
+        l.format,
+        l.beta,
+        &words,
+        &filled,
+    );
+    g.eaxc_ids = l.eaxcs.clone();
+    g
+}
+
+/// Bytes of one ring entry's grid and of its marks.
+pub fn entry_bytes(l: &Layout) -> (usize, usize) {
+    (l.cells() * PRB_SAMPLES * 2, l.cells() * 4)
+}
+
+/// Every slot the ring holds (ring entries with a tag), ring order. Buffers shorter than the
+/// layout read as empty.
+pub fn read_slots(l: &Layout, grid: &[u8], marks: &[u8], state: &[u8]) -> Vec<SlotGrid> {
+    let (gb, mb) = entry_bytes(l);
     let mut out = Vec::new();
     for r in 0..l.ring {
-        let tag = u32_at(tags, r);
+        let (tag, _, _) = entry_state(state, r);
         if tag == 0 {
             continue;
         }
-        let words: Vec<u16> = grid
-            .get(r * cells * PRB_SAMPLES * 2..(r + 1) * cells * PRB_SAMPLES * 2)
-            .unwrap_or(&[])
-            .chunks_exact(2)
-            .map(|c| u16::from_le_bytes([c[0], c[1]]))
-            .collect();
-        let filled = |c: usize| u32_at(marks, r * cells + c) == tag;
-        let mut g = SlotGrid::restore(
-            key_of_tag(tag, l.numerology),
-            l.eaxcs.len(),
-            l.prbs,
-            l.format,
-            l.beta,
-            &words,
-            &filled,
-        );
-        g.eaxc_ids = l.eaxcs.clone();
-        out.push(g);
+        let g = grid.get(r * gb..(r + 1) * gb).unwrap_or(&[]);
+        let m = marks.get(r * mb..(r + 1) * mb).unwrap_or(&[]);
+        out.push(slot_of_entry(l, tag, g, m));
     }
     out
 }
 
 /// The stage's counters from its GPU state: `stage` is its stage counter block summed over the
 /// queues (8 words), `eaxc` and `stats` its buffers. Slots complete / partial are the host's to
-/// count (at read-back); per-eAxC rejects by reason are not kept on the GPU (their total is the
+/// count (as they close); per-eAxC rejects by reason are not kept on the GPU (their total is the
 /// second value, per eAxC index).
 pub fn read_counters(
     l: &Layout,
@@ -271,6 +300,9 @@ pub fn read_counters(
             prbs: w(1),
             untimed: w(2),
             duplicate_prbs: w(3),
+            early: w(5),
+            on_time: w(6),
+            late: w(7),
             ..EaxcCounters::default()
         });
         rejected.push(w(4));
@@ -315,7 +347,7 @@ pub fn absorb_from_gpu(
                 &l,
                 &read(BUF_GRID)?,
                 &read(BUF_MARKS)?,
-                &read(BUF_SLOT_TAGS)?,
+                &read(BUF_SLOT_STATE)?,
             );
             for g in got {
                 match slots.iter_mut().find(|s| s.key == g.key) {
@@ -391,12 +423,14 @@ mod tests {
     fn layout_matches_the_header() {
         let h = header();
         assert_eq!(size_of::<DecodeBlock>(), 8);
-        assert_eq!(size_of::<StageParams>(), 192);
-        assert!(h.contains("sizeof(pw_fh_stage_params) == 192"));
+        assert_eq!(size_of::<StageParams>(), 216);
+        assert!(h.contains("sizeof(pw_fh_stage_params) == 216"));
+        assert!(h.contains("sizeof(pw_fh_slot_state) == 16"));
         for (field, off) in [
             ("grid", offset_of!(StageParams, grid)),
             ("stats", offset_of!(StageParams, stats)),
             ("eaxc_ids", offset_of!(StageParams, eaxc_ids)),
+            ("ta4_min_ns", offset_of!(StageParams, ta4_min_ns)),
         ] {
             let want = format!("PW_OFFSETOF(pw_fh_stage_params, {field}) == {off}");
             assert!(h.contains(&want), "{want}");
@@ -410,9 +444,12 @@ mod tests {
             ("beta", offset_of!(StageParams, beta)),
             ("grid", offset_of!(StageParams, grid)),
             ("marks", offset_of!(StageParams, marks)),
-            ("slot_tags", offset_of!(StageParams, slot_tags)),
+            ("slot_state", offset_of!(StageParams, slot_state)),
             ("eaxc_counters", offset_of!(StageParams, eaxc_counters)),
             ("stats", offset_of!(StageParams, stats)),
+            ("ta4_min_ns", offset_of!(StageParams, ta4_min_ns)),
+            ("ta4_max_ns", offset_of!(StageParams, ta4_max_ns)),
+            ("time_offset_ns", offset_of!(StageParams, time_offset_ns)),
         ] {
             let line = h
                 .lines()
@@ -444,11 +481,21 @@ mod tests {
             carrier_prbs: 106,
             numerology: 0,
             eaxcs: vec![3, 0x1234],
+            ta4: crate::fronthaul::config::Ta4Window {
+                min_ns: -7,
+                max_ns: 300_000,
+            },
+            time_offset_ns: 123,
             ..FronthaulConfig::default()
         };
         let l = Layout::new(&cfg).unwrap();
         let b = param_block(&cfg, &l, [1, 2, 3, 4, 5]);
-        assert_eq!(b.len(), 192);
+        assert_eq!(b.len(), 216);
+        assert_eq!(
+            (u64_at(&b, 24) as i64, u64_at(&b, 25), u64_at(&b, 26)),
+            (-7, 300_000, 123),
+            "Ta4 window and time offset"
+        );
         assert_eq!(&b[0..6], &[106, 0, 0, 0, 1, 9]);
         assert_eq!(u32_at(&b, 2), 2);
         assert_eq!(u32_at(&b, 3), 8, "ring = 2 x max_open_slots");

@@ -43,7 +43,7 @@ fn with_its_eaxcs_listed_the_stage_runs_on_the_gpu_with_its_buffers() {
     let set = crate::executor::gpu::compose::stage_set(&p).unwrap();
     let names: Vec<&str> = set.specs.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["parse", "fronthaul", "count"]);
-    assert_eq!(set.params[1].len(), 192, "pw_fh_stage_params");
+    assert_eq!(set.params[1].len(), 216, "pw_fh_stage_params");
     let bufs: Vec<(&str, usize)> = set.buffers[1]
         .iter()
         .map(|b| (b.name.as_str(), b.addr_at))
@@ -53,7 +53,7 @@ fn with_its_eaxcs_listed_the_stage_runs_on_the_gpu_with_its_buffers() {
         [
             ("fronthaul.grid", 24),
             ("fronthaul.marks", 32),
-            ("fronthaul.slot_tags", 40),
+            ("fronthaul.slot_state", 40),
             ("fronthaul.eaxc_counters", 48),
             ("fronthaul.stats", 56),
         ]

@@ -132,8 +132,13 @@ impl GpuExecutor {
         }
         let seq = q.next_seq;
         let slot = (seq % slots) as usize;
-        // Compact descriptors when every frame allows (8 bytes a frame instead of 32).
-        let dfmt = Desc8::format_for(&burst.descs);
+        // Compact descriptors when every frame allows (8 bytes a frame instead of 32), unless a
+        // stage reads the receive time, which only full descriptors carry.
+        let dfmt = if pktwarp_kernels::codegen::pipeline_reads_time(&self.stage_specs) {
+            abi::DESC_FULL
+        } else {
+            Desc8::format_for(&burst.descs)
+        };
         let off = slot * self.slot_bytes as usize;
         let base = match (&q.staging, &q.ring_mapped) {
             (Some(s), _) => s.host,
