@@ -15,28 +15,27 @@ impl GpuExecutor {
     /// allocations: safe while the persistent kernel runs (a plain cuMemFree would wait for it).
     pub fn upload_frames(&self, data: &[u8], descs: &[Desc]) -> anyhow::Result<DeviceFrames> {
         let stream = Stream::new(&self.ctx)?;
-        let d = DeviceBuffer::new_async(&self.ctx, data.len(), &stream)?;
+        // SAFETY: `stream` outlives the buffers (declared before them here; DeviceFrames
+        // declares `stream` after them). The only work that uses them is run_bulk's kernel and
+        // the copies of this file, all on `stream` itself (ordered before the free).
+        let alloc = |len: usize| unsafe { DeviceBuffer::new_async(&self.ctx, len, &stream) };
+        let d = alloc(data.len())?;
         d.upload_on(&stream, data)?;
         let nb = std::mem::size_of_val(descs);
-        let ds = DeviceBuffer::new_async(&self.ctx, nb, &stream)?;
+        let ds = alloc(nb)?;
         // SAFETY: Desc is repr(C) plain data.
         ds.upload_on(&stream, unsafe {
             std::slice::from_raw_parts(descs.as_ptr() as *const u8, nb)
         })?;
-        let v = DeviceBuffer::new_async(
-            &self.ctx,
-            descs.len() * std::mem::size_of::<Verdict>(),
-            &stream,
-        )?;
-        let counters =
-            DeviceBuffer::new_async(&self.ctx, std::mem::size_of::<QueueCounters>(), &stream)?;
+        let v = alloc(descs.len() * std::mem::size_of::<Verdict>())?;
+        let counters = alloc(std::mem::size_of::<QueueCounters>())?;
         counters.zero_on(&stream)?;
         // The table in force now, kept alive by the frames (a later swap cannot free it).
         let table = self.current_table();
         let params = self.current_params();
         let n_rules = table.as_ref().map_or(0, |t| t.n_rules);
         // Its own per-rule hits: bulk runs must not add to the queues' counters.
-        let hits = DeviceBuffer::new_async(&self.ctx, n_rules as usize * 8, &stream)?;
+        let hits = alloc(n_rules as usize * 8)?;
         hits.zero_on(&stream)?;
         let qd = QueueDesc {
             pipeline: self.pipeline_flags & !abi::PIPE_META_OUT,
@@ -61,7 +60,7 @@ impl GpuExecutor {
                 .map_or(self.default_action, |t| t.default_action),
             ..Default::default()
         };
-        let qdb = DeviceBuffer::new_async(&self.ctx, std::mem::size_of::<QueueDesc>(), &stream)?;
+        let qdb = alloc(std::mem::size_of::<QueueDesc>())?;
         // SAFETY: QueueDesc is repr(C) plain data.
         qdb.upload_on(&stream, unsafe {
             std::slice::from_raw_parts(

@@ -257,12 +257,37 @@ impl DeviceBuffer {
         })
     }
 
-    /// Allocates in stream order on `stream` (which must outlive the buffer); safe to allocate
-    /// and free while a persistent kernel runs.
-    pub fn new_async(ctx: &Context, len: usize, stream: &Stream) -> CuResult<DeviceBuffer> {
+    /// Allocates in stream order on `stream`, which does not wait for the device (a persistent
+    /// kernel) as `cuMemAlloc` / `cuMemFree` do. Returns once the allocation is complete, so the
+    /// memory is usable at once on any stream; the drop frees it with `cuMemFreeAsync` on
+    /// `stream`, ordered after `stream`'s work only.
+    ///
+    /// # Safety
+    /// - `stream` must outlive the buffer (the drop queues the free on it).
+    /// - The buffer must not be dropped while work queued on another stream (a kernel, a copy)
+    ///   may still use its memory: the free does not wait for that work, and the memory may be
+    ///   handed to the next allocation at once. Work on `stream` itself is ordered before the
+    ///   free.
+    ///
+    /// ```
+    /// use pipeline::executor::gpu::driver::{Context, DeviceBuffer, Stream};
+    /// fn alloc(ctx: &Context, s: &Stream) -> Option<DeviceBuffer> {
+    ///     // SAFETY: (example) the caller keeps `s` alive and drops the buffer only when no
+    ///     // work on another stream uses it.
+    ///     unsafe { DeviceBuffer::new_async(ctx, 64, s) }.ok()
+    /// }
+    /// ```
+    /// ```compile_fail
+    /// use pipeline::executor::gpu::driver::{Context, DeviceBuffer, Stream};
+    /// fn alloc(ctx: &Context, s: &Stream) -> Option<DeviceBuffer> {
+    ///     DeviceBuffer::new_async(ctx, 64, s).ok() // unsafe fn: needs an unsafe block
+    /// }
+    /// ```
+    pub unsafe fn new_async(ctx: &Context, len: usize, stream: &Stream) -> CuResult<DeviceBuffer> {
         ctx.bind()?;
         let mut p: sys::CUdeviceptr = 0;
-        // SAFETY: context current; valid stream.
+        // SAFETY: context current; `stream` is a live stream (borrowed); the synchronize makes
+        // the allocation complete before the address is handed out.
         unsafe {
             cu!(cuMemAllocAsync(&mut p, len.max(1), stream.raw))?;
             cu!(cuStreamSynchronize(stream.raw))?;
@@ -311,6 +336,22 @@ impl DeviceBuffer {
             cu!(cuMemcpyDtoHAsync_v2(
                 dst.as_mut_ptr() as *mut c_void,
                 self.ptr,
+                dst.len(),
+                stream.raw
+            ))?;
+            cu!(cuStreamSynchronize(stream.raw))
+        }
+    }
+
+    /// Copies `dst.len()` bytes from `offset` out on `stream` and waits for it.
+    pub fn download_range_on(&self, stream: &Stream, offset: usize, dst: &mut [u8]) -> CuResult<()> {
+        assert_copy_fits(offset.saturating_add(dst.len()), self.len);
+        // SAFETY: dst is valid for its length until the synchronize below returns; the source
+        // range lies inside the allocation (checked above).
+        unsafe {
+            cu!(cuMemcpyDtoHAsync_v2(
+                dst.as_mut_ptr() as *mut c_void,
+                self.ptr + offset as sys::CUdeviceptr,
                 dst.len(),
                 stream.raw
             ))?;
@@ -380,7 +421,7 @@ fn assert_copy_fits(n: usize, cap: usize) {
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         // SAFETY: allocated by cuMemAlloc / cuMemAllocAsync; freed once, the async one on its
-        // stream (still alive: owners drop buffers before their stream).
+        // stream (still alive and no other stream's work using the memory: new_async's contract).
         unsafe {
             match self.stream {
                 Some(s) => {

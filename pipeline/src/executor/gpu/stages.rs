@@ -103,16 +103,22 @@ impl StageParams {
         let stream = Stream::new(ctx)?;
         let mut addrs = [0u64; MAX_STAGES];
         let mut blocks = Vec::new();
+        // SAFETY (both allocations): `stream` outlives the buffers (declared before them here,
+        // and StageParams declares `_stream` after them, so it drops last). No kernel sees the
+        // addresses before this returns; after that a set is dropped only once every queue has
+        // reaped past the last burst that named it (Retirement) or after shutdown waited for the
+        // kernels, and the bulk runs that hold it (DeviceFrames) wait for their kernel.
         for (k, p) in params.iter().enumerate() {
             if p.is_empty() {
                 continue;
             }
-            let b = DeviceBuffer::new_async(ctx, p.len(), &stream)?;
+            let b = unsafe { DeviceBuffer::new_async(ctx, p.len(), &stream) }?;
             b.upload_on(&stream, p)?;
             addrs[k] = b.ptr;
             blocks.push(b);
         }
-        let table = DeviceBuffer::new_async(ctx, 8 * MAX_STAGES, &stream)?;
+        // SAFETY: as above.
+        let table = unsafe { DeviceBuffer::new_async(ctx, 8 * MAX_STAGES, &stream) }?;
         let bytes: Vec<u8> = addrs.iter().flat_map(|a| a.to_le_bytes()).collect();
         table.upload_on(&stream, &bytes)?;
         Ok(StageParams {
@@ -215,6 +221,32 @@ impl GpuExecutor {
             .ok_or_else(|| anyhow::anyhow!("stage {k} has no buffer {i}"))?;
         let mut out = vec![0u8; b.len];
         b.download_on(&self.aux_stream, &mut out)?;
+        Ok(out)
+    }
+
+    /// `len` bytes of stage `k`'s buffer `i` from `offset` (the fronthaul host side reads one
+    /// ring entry of its slot grid this way while the kernel runs). An error when the range is
+    /// not inside the buffer.
+    pub fn read_stage_buffer_range(
+        &self,
+        k: usize,
+        i: usize,
+        offset: usize,
+        len: usize,
+    ) -> anyhow::Result<Vec<u8>> {
+        let b = self
+            .stage_buffers
+            .get(k, i)
+            .ok_or_else(|| anyhow::anyhow!("stage {k} has no buffer {i}"))?;
+        if offset.checked_add(len).is_none_or(|end| end > b.len) {
+            anyhow::bail!(
+                "stage {k} buffer {i}: {len} bytes at {offset} past its {} bytes",
+                b.len
+            );
+        }
+        self.ctx.bind()?;
+        let mut out = vec![0u8; len];
+        b.download_range_on(&self.aux_stream, offset, &mut out)?;
         Ok(out)
     }
 

@@ -37,7 +37,12 @@ impl TableVersion {
         let stream = Stream::new(ctx)?;
         let hits_off = image.len().div_ceil(8) * 8;
         let total = hits_off + n_rules as usize * 8;
-        let buf = DeviceBuffer::new_async(ctx, total, &stream)?;
+        // SAFETY: `stream` outlives the buffer (declared before it here; TableVersion declares
+        // `_stream` after `buf`). No kernel sees the address before this returns; after that a
+        // table is dropped only once every queue has reaped past the last burst that named it
+        // (Retirement) or after shutdown waited for the kernels, and the bulk runs that hold it
+        // (DeviceFrames) wait for their kernel.
+        let buf = unsafe { DeviceBuffer::new_async(ctx, total, &stream) }?;
         buf.zero_on(&stream)?;
         buf.upload_on(&stream, image)?;
         Ok(TableVersion {
