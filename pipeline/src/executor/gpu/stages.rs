@@ -103,21 +103,21 @@ impl StageParams {
         let stream = Stream::new(ctx)?;
         let mut addrs = [0u64; MAX_STAGES];
         let mut blocks = Vec::new();
-        // SAFETY (both allocations): `stream` outlives the buffers (declared before them here,
-        // and StageParams declares `_stream` after them, so it drops last). No kernel sees the
-        // addresses before this returns; after that a set is dropped only once every queue has
-        // reaped past the last burst that named it (Retirement) or after shutdown waited for the
-        // kernels, and the bulk runs that hold it (DeviceFrames) wait for their kernel.
         for (k, p) in params.iter().enumerate() {
             if p.is_empty() {
                 continue;
             }
+            // SAFETY: `stream` outlives the buffers (declared before them here, and StageParams
+            // declares `_stream` after them, so it drops last). No kernel sees the addresses
+            // before this returns; after that a set is dropped only once every queue has reaped
+            // past the last burst that named it (Retirement) or after shutdown waited for the
+            // kernels, and the bulk runs that hold it (DeviceFrames) wait for their kernel.
             let b = unsafe { DeviceBuffer::new_async(ctx, p.len(), &stream) }?;
             b.upload_on(&stream, p)?;
             addrs[k] = b.ptr;
             blocks.push(b);
         }
-        // SAFETY: as above.
+        // SAFETY: as for the blocks above.
         let table = unsafe { DeviceBuffer::new_async(ctx, 8 * MAX_STAGES, &stream) }?;
         let bytes: Vec<u8> = addrs.iter().flat_map(|a| a.to_le_bytes()).collect();
         table.upload_on(&stream, &bytes)?;
