@@ -80,7 +80,7 @@ pub fn prepare_with(cfg: Config, registry: &StageRegistry) -> anyhow::Result<Pre
     let steering = Arc::new(Steering::from_config(&cfg)?);
     // A stage without CUDA keeps the pipeline off the GPU: an error for `gpu`, the CPU for
     // `auto` (the reason is the choice's, logged at start).
-    let refusal = pipeline.gpu_refusal().or_else(|| gpu_tx_refusal(&cfg));
+    let refusal = pipeline.gpu_refusal();
     let choice = match (cfg.executor.kind, refusal) {
         (ExecutorKind::Gpu, Some(why)) => anyhow::bail!("executor.kind is gpu but {why}"),
         (ExecutorKind::Auto, Some(why)) => ExecutorChoice {
@@ -94,27 +94,6 @@ pub fn prepare_with(cfg: Config, registry: &StageRegistry) -> anyhow::Result<Pre
         pipeline,
         steering,
         choice,
-    })
-}
-
-/// Why the GPU executor cannot deliver this config's verdicts: its TX thread sends forwarded
-/// frames to `output.port` only, so a mirror port or a slow path (`output.mirror`,
-/// `output.to_host`) keeps the config on the CPU executor. `None`: it can.
-fn gpu_tx_refusal(cfg: &Config) -> Option<String> {
-    let out = cfg.output.as_ref()?;
-    let keys: Vec<&str> = [
-        out.mirror.as_ref().map(|_| "output.mirror"),
-        out.to_host.as_ref().map(|_| "output.to_host"),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    (!keys.is_empty()).then(|| {
-        format!(
-            "{} {} delivered by the CPU executor only (the GPU executor's TX sends to              output.port alone)",
-            keys.join(" and "),
-            if keys.len() > 1 { "are" } else { "is" }
-        )
     })
 }
 

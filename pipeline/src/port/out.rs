@@ -166,13 +166,22 @@ impl<'a> Dest<'a> {
         verdicts: &[Verdict],
         pick: impl Fn(&Verdict) -> bool,
     ) -> (u64, u64, u64) {
-        let chosen = || {
+        self.send_frames(|| {
             burst
                 .frames()
                 .zip(verdicts.iter())
                 .filter(|(_, v)| pick(v))
-                .map(|((d, f), _)| (d.len as u64, f))
-        };
+                .map(|((_, f), _)| f)
+        })
+    }
+
+    /// Sends the frames `chosen()` yields (called more than once: it must yield the same
+    /// frames each time); returns (asked, sent, sent bytes).
+    pub fn send_frames<'f, I>(&mut self, chosen: impl Fn() -> I) -> (u64, u64, u64)
+    where
+        I: Iterator<Item = &'f [u8]>,
+    {
+        let chosen = || chosen().map(|f| (f.len() as u64, f));
         let wanted = chosen().count() as u64;
         if wanted == 0 {
             return (0, 0, 0);

@@ -3,9 +3,19 @@
 //! threading around it runs in CI, where there is no GPU.
 
 use crate::burst::Burst;
-use crate::executor::gpu::abi::{StageCounters, Verdict};
+use crate::executor::gpu::abi::{StageCounters, TxDesc, Verdict};
 use crate::executor::gpu::multi::MultiGpu;
 use crate::executor::gpu::{AclTablesRef, Restarted, SubmitError};
+
+/// A finished burst's TX ring, as its kernel left it: the frames to send, in order, and the
+/// slot's data area they lie in (frames as the stages left them).
+pub(crate) struct TxView<'a> {
+    pub descs: &'a [TxDesc],
+    pub data: &'a [u8],
+}
+
+/// What [`QueueDevice::poll`] calls for each finished burst.
+pub(crate) type PollFn<'a> = dyn FnMut(u32, &[Verdict], Option<TxView<'_>>) + 'a;
 
 /// A set of GPU queues. Every call names its queue and takes `&self`: each queue's thread
 /// submits to and polls its own queue while the others do the same, and one thread publishes
@@ -17,9 +27,10 @@ pub(crate) trait QueueDevice: Sync {
     fn submit(&self, q: usize, burst: &Burst) -> Result<u32, SubmitError>;
     /// Starts what `submit` only staged (graph mode); a no-op elsewhere.
     fn flush(&self, q: usize) -> anyhow::Result<()>;
-    /// Calls `f(seq, verdicts)` for every burst of `q` finished since the last call, in
-    /// submit order, and frees their slots. Errors when the queue's kernel stopped.
-    fn poll(&self, q: usize, f: &mut dyn FnMut(u32, &[Verdict])) -> anyhow::Result<usize>;
+    /// Calls `f(seq, verdicts, tx)` for every burst of `q` finished since the last call, in
+    /// submit order, and frees their slots; `tx` is the burst's TX ring where the queue has
+    /// one (composed pipelines). Errors when the queue's kernel stopped.
+    fn poll(&self, q: usize, f: &mut PollFn<'_>) -> anyhow::Result<usize>;
     /// The queue kernel's heartbeat word (for the watchdog), when it has one.
     fn heartbeat(&self, q: usize) -> Option<u32>;
     /// Makes every burst submitted from now on, on every queue, classify with `tables`.
@@ -64,8 +75,14 @@ impl QueueDevice for MultiGpu {
         MultiGpu::flush(self, q)
     }
 
-    fn poll(&self, q: usize, f: &mut dyn FnMut(u32, &[Verdict])) -> anyhow::Result<usize> {
-        MultiGpu::poll(self, q, |seq, v, _| f(seq, v))
+    fn poll(&self, q: usize, f: &mut PollFn<'_>) -> anyhow::Result<usize> {
+        MultiGpu::poll_bursts(self, q, |r| {
+            let tx = match (r.tx, r.data) {
+                (Some(descs), Some(data)) => Some(TxView { descs, data }),
+                _ => None,
+            };
+            f(r.seq, r.verdicts, tx)
+        })
     }
 
     fn heartbeat(&self, q: usize) -> Option<u32> {

@@ -16,7 +16,8 @@ use super::reload::{AclPublisher, LiveStageCounters, ParamsPublisher};
 use super::{tx, Slot};
 use crate::config::OnFull;
 use crate::executor::cpu::CpuShared;
-use crate::port::{RxPort, TxPort};
+use crate::port::out::{OutPorts, OutTally};
+use crate::port::RxPort;
 use crate::ring::{self, Consumer, Producer};
 use crate::stage::Pipeline;
 use crate::steer::Steering;
@@ -49,10 +50,12 @@ pub(crate) struct HostSpec<'a> {
     pub params_generation: u64,
 }
 
-/// What the host side did: a failure that stopped the run, and the ports' errors.
+/// What the host side did: a failure that stopped the run, the ports' errors and what each
+/// destination took.
 pub(crate) struct HostOutcome {
     pub result: anyhow::Result<()>,
     pub errors: Vec<String>,
+    pub outputs: Vec<OutTally>,
 }
 
 /// Sets a flag (or counts) when its thread ends, by return or by panic, so no other thread
@@ -128,11 +131,13 @@ pub(crate) fn run(
     spec: &HostSpec<'_>,
     shared: &CpuShared,
     rx: &mut [Box<dyn RxPort>],
-    tx: Option<&mut dyn TxPort>,
+    out: &mut OutPorts,
 ) -> HostOutcome {
     let nq = spec.queues;
     let handoff = spec.ring_slots.clamp(2, HANDOFF_MAX);
-    let rings = Rings::new(rx.len(), nq, handoff, tx.is_some());
+    let with_tx = !out.is_empty();
+    let rings = Rings::new(rx.len(), nq, handoff, with_tx);
+    let outputs = Mutex::new(Vec::<OutTally>::new());
     let failed = AtomicBool::new(false);
     let ingest_done: Vec<AtomicBool> = rx.iter().map(|_| AtomicBool::new(false)).collect();
     let queues_done = AtomicUsize::new(0);
@@ -149,6 +154,7 @@ pub(crate) fn run(
         queues: nq,
         burst: spec.burst.max(1),
         slot_cap: dev.slot_data_capacity(),
+        room: spec.pipeline.frame_room(),
         on_full: spec.on_full,
         failed: &failed,
     };
@@ -196,6 +202,7 @@ pub(crate) fn run(
                 ingest_done: &ingest_done,
                 failed: &failed,
                 restarts: &shared.restarts,
+                rewrites: spec.pipeline.rewrites(),
             };
             let (fail, queues_done, failed) = (&fail, &queues_done, &failed);
             threads.push(s.spawn(move || {
@@ -209,17 +216,18 @@ pub(crate) fn run(
                 }
             }));
         }
-        if let Some(port) = tx {
-            let (frees, queues_done, errors, failed) =
-                (free_tx.clone(), &queues_done, &errors, &failed);
+        if with_tx {
+            let (frees, queues_done, errors, failed, outputs) =
+                (free_tx.clone(), &queues_done, &errors, &failed, &outputs);
             threads.push(s.spawn(move || {
                 let _exit = OnExit {
                     done: None,
                     count: None,
                     failed,
                 };
-                let e = tx::run(shared, port, tx_in, frees, queues_done);
+                let (t, e) = tx::run(shared, out, tx_in, frees, queues_done);
                 errors.lock().unwrap_or_else(|p| p.into_inner()).extend(e);
+                *outputs.lock().unwrap_or_else(|p| p.into_inner()) = t;
             }));
         }
         drop(free_tx);
@@ -255,5 +263,6 @@ pub(crate) fn run(
     HostOutcome {
         result,
         errors: errors.into_inner().unwrap_or_else(|p| p.into_inner()),
+        outputs: outputs.into_inner().unwrap_or_else(|p| p.into_inner()),
     }
 }

@@ -33,6 +33,8 @@ pub(crate) struct IngestCtx<'a> {
     pub burst: usize,
     /// Frame bytes a burst holds at most (the GPU slot's data area).
     pub slot_cap: usize,
+    /// Bytes left after every frame for the stages to grow it into (`Pipeline::frame_room`).
+    pub room: usize,
     pub on_full: OnFull,
     /// Set when another thread failed: stop at once.
     pub failed: &'a AtomicBool,
@@ -131,20 +133,19 @@ impl Ingest<'_, '_> {
                     t.steering_drops += 1;
                     continue;
                 }
-                if frame.len() > ctx.slot_cap {
+                let need = frame.len() + ctx.room;
+                if need > ctx.slot_cap {
                     t.too_long += 1;
                     continue;
                 }
                 let b = &self.building[q].burst;
-                if (b.len() >= ctx.burst || b.data.len() + frame.len() > ctx.slot_cap)
-                    && !self.hand(q)
-                {
+                if (b.len() >= ctx.burst || b.data.len() + need > ctx.slot_cap) && !self.hand(q) {
                     return Ok(());
                 }
                 let mut dd = *d;
                 dd.port = self.port_id as u16;
                 dd.queue = q as u16;
-                self.building[q].burst.push(frame, dd);
+                self.building[q].burst.push_with_room(frame, dd, ctx.room);
                 self.first_at[q].get_or_insert_with(Instant::now);
             }
             for (t, c) in tally.iter_mut().zip(&ctx.shared.counters) {

@@ -28,14 +28,17 @@ use crate::executor::gpu::multi::MultiGpu;
 use crate::executor::gpu::{AclTablesRef, KernelImage, PipelineDesc};
 use crate::stage::acl::AclStage;
 use crate::stage::Pipeline;
-use crate::verdict::DropReason;
 
 /// A burst on its way through the host side: built by an ingest thread, submitted and reaped
 /// by its queue's thread, transmitted by the TX thread, then back to its ingest thread.
 pub(crate) struct Slot {
     pub burst: Burst,
-    /// Its verdicts, copied out of the GPU's memory for the TX thread.
+    /// Its verdicts, copied out of the GPU's memory (counted on the queue thread).
     pub verdicts: Vec<Verdict>,
+    /// What the TX thread sends, in order: the kernel's TX ring (composed pipelines: the
+    /// burst's data then holds the frames as the stages left them), or the frames the verdicts
+    /// forward, mirror or send to the host (built-in pipeline).
+    pub tx: Vec<crate::executor::gpu::abi::TxDesc>,
     /// The receiving port (in config order) whose ingest thread owns it.
     pub port: usize,
     /// When the ingest handed it to its queue (burst latency: verdicts read - this).
@@ -47,6 +50,7 @@ impl Slot {
         Slot {
             burst: Burst::with_capacity(burst, burst * 2048),
             verdicts: Vec::with_capacity(burst),
+            tx: Vec::with_capacity(burst),
             port,
             handed: Instant::now(),
         }
@@ -143,11 +147,8 @@ pub fn run_gpu(
     );
     let start = Instant::now();
     let spec = host_spec(p, acl_on, acl.as_ref().map_or(0, |a| a.generation));
-    let tx = ports
-        .tx
-        .as_deref_mut()
-        .map(|t| t as &mut dyn crate::port::TxPort);
-    let out = host::run(&gpu, &spec, shared, &mut ports.rx, tx);
+    let mut dests = ports.take_out();
+    let out = host::run(&gpu, &spec, shared, &mut ports.rx, &mut dests);
     out.result?;
     // The fronthaul stages' slot grids and counters live on the GPU: read back (drained, before
     // shutdown) for the summary, /metrics and their sinks.
@@ -166,27 +167,6 @@ pub fn run_gpu(
         .map(|port| (port.name().to_string(), port.port_counters()))
         .filter(|(_, c)| !c.is_empty())
         .collect();
-    // The GPU host side sends to the one output port (mirror and slow-path ports are refused
-    // for this executor): its tally is the TX counters, as the CPU executor reports it.
-    if let Some(t) = ports.tx.as_deref() {
-        let failed = s
-            .drops
-            .iter()
-            .find(|(n, _)| n == DropReason::TxError.name())
-            .map_or(0, |d| d.1);
-        // Named as the config names it (`output.port`), as the CPU executor's tally is.
-        let name = p
-            .cfg
-            .output
-            .as_ref()
-            .map_or_else(|| t.name().to_string(), |o| o.port.value.clone());
-        s.outputs = vec![crate::port::out::OutTally {
-            role: "output",
-            name,
-            frames: s.tx_frames,
-            bytes: s.tx_bytes,
-            failed,
-        }];
-    }
+    s.outputs = out.outputs;
     Ok(s)
 }

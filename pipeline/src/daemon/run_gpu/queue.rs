@@ -11,12 +11,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::Backoff;
 
-use super::device::QueueDevice;
+use super::device::{QueueDevice, TxView};
 use super::reap::Reaper;
 use super::{wait_on, Slot};
 use crate::config::OnFull;
 use crate::control::watchdog::RestartBoard;
 use crate::counters::QueueCounters;
+use crate::executor::gpu::abi::{self, TxDesc, Verdict};
 use crate::executor::gpu::SubmitError;
 use crate::ring::{Consumer, Producer};
 use crate::verdict::DropReason;
@@ -39,6 +40,8 @@ pub(crate) struct QueueCtx<'a> {
     pub failed: &'a AtomicBool,
     /// The watchdog's restart requests (`on_stall: restart`).
     pub restarts: &'a RestartBoard,
+    /// The pipeline rewrites frames: what the TX thread sends is the GPU's copy of them.
+    pub rewrites: bool,
 }
 
 /// A queue thread's rings: from each ingest thread, to the TX thread (none without an output
@@ -167,7 +170,8 @@ impl Worker<'_, '_> {
         let has_tx = self.io.to_tx.is_some();
         let (pending, reaped, frees) = (&mut self.pending, &mut self.reaped, &self.io.frees);
         let mut out_of_order = None;
-        let n = ctx.dev.poll(ctx.q, &mut |seq, v| {
+        let rewrites = ctx.rewrites;
+        let n = ctx.dev.poll(ctx.q, &mut |seq, v, tx| {
             let slot = match pending.pop_front() {
                 Some((want, slot)) if want == seq => slot,
                 other => {
@@ -182,6 +186,7 @@ impl Worker<'_, '_> {
                 let mut slot = slot;
                 slot.verdicts.clear();
                 slot.verdicts.extend_from_slice(v);
+                fill_tx(&mut slot, v, tx, rewrites);
                 reaped.push(slot);
             } else {
                 // No output port: passed frames are counted, and the slot goes back.
@@ -280,5 +285,39 @@ impl Worker<'_, '_> {
             c.kernel_heartbeat.set(h as u64);
         }
         c.in_flight_bursts.set(self.pending.len() as u64);
+    }
+}
+
+/// What the TX thread sends of a reaped burst ([`Slot::tx`]): the kernel's TX ring, with the
+/// frames it names brought back from the GPU's slot when the stages rewrote them (the port
+/// reads them as a NIC reads its ring: no verdict is looked at), or, without a TX ring (the
+/// built-in pipeline), every frame the verdicts do not drop.
+fn fill_tx(slot: &mut Slot, v: &[Verdict], tx: Option<TxView<'_>>, rewrites: bool) {
+    slot.tx.clear();
+    let Some(t) = tx else {
+        for (i, ((d, _), vd)) in slot.burst.frames().zip(v).enumerate() {
+            if vd.action != abi::ACTION_DROP {
+                slot.tx.push(TxDesc {
+                    offset: d.offset,
+                    len: d.len,
+                    frame: i as u16,
+                    out_port: vd.out_port,
+                    action: vd.action,
+                    ..TxDesc::default()
+                });
+            }
+        }
+        return;
+    };
+    for d in t.descs {
+        let r = d.offset as usize..d.offset as usize + d.len as usize;
+        if rewrites {
+            // A descriptor outside either buffer was refused when the ring was read
+            // (GpuExecutor::take_tx); the burst's buffer holds the frame and its room.
+            if let (Some(src), Some(dst)) = (t.data.get(r.clone()), slot.burst.data.get_mut(r)) {
+                dst.copy_from_slice(src);
+            }
+        }
+        slot.tx.push(*d);
     }
 }

@@ -14,6 +14,43 @@ pub(crate) struct Reaper {
     pub acl_on: bool,
     /// Position of the `count` stage, whose frames and bytes are the frames not dropped.
     pub count_stage: Option<usize>,
+    /// Drop reasons only stages after the acl stage give (a frame dropped for one of them
+    /// was classified first, and its rule hit or default counts).
+    pub after_acl: [bool; DropReason::COUNT],
+}
+
+/// The drop reasons a stage may give.
+fn drop_reasons(s: &Stage) -> &'static [DropReason] {
+    match s {
+        Stage::Parse => &[DropReason::ParseError],
+        Stage::Acl(_) => &[DropReason::AclDrop],
+        Stage::Route(_) => &[DropReason::NoRoute],
+        Stage::Ttl(_) => &[DropReason::TtlExpired],
+        Stage::Vlan(_) => &[DropReason::TooLong],
+        Stage::Fronthaul(_) => &[DropReason::FronthaulReject, DropReason::StageDrop],
+        Stage::Custom(_) => &[DropReason::StageDrop],
+        Stage::Count | Stage::L2fwd(_) | Stage::Dscp(_) | Stage::Respond(_) => &[],
+    }
+}
+
+/// [`Reaper::after_acl`] of a pipeline: reasons of the stages after its acl stage that no stage
+/// before it gives.
+fn after_acl(p: &Pipeline) -> [bool; DropReason::COUNT] {
+    let mut out = [false; DropReason::COUNT];
+    let Some(a) = p.stages.iter().position(|s| matches!(s, Stage::Acl(_))) else {
+        return out;
+    };
+    for s in &p.stages[a + 1..] {
+        for r in drop_reasons(s) {
+            out[*r as usize] = true;
+        }
+    }
+    for s in &p.stages[..a] {
+        for r in drop_reasons(s) {
+            out[*r as usize] = false;
+        }
+    }
+    out
 }
 
 impl Reaper {
@@ -29,6 +66,7 @@ impl Reaper {
                     .iter()
                     .position(|s| matches!(s, Stage::Count))
             },
+            after_acl: after_acl(pipeline),
         }
     }
 
@@ -52,7 +90,13 @@ impl Reaper {
                     }
                 }
             }
-            let classified = action != Action::Drop || vd.drop_reason == DropReason::AclDrop as u8;
+            let classified = action != Action::Drop
+                || vd.drop_reason == DropReason::AclDrop as u8
+                || self
+                    .after_acl
+                    .get(usize::from(vd.drop_reason))
+                    .copied()
+                    .unwrap_or(false);
             if self.acl_on && classified {
                 match c.rule_hits.get(vd.rule as usize) {
                     Some(h) => h.add(1),
@@ -76,15 +120,6 @@ impl Reaper {
             c.stage_bytes[si].add(counted_bytes);
         }
     }
-}
-
-/// Frames of `b` whose verdict forwards them to the output port, and their bytes.
-pub(crate) fn forwarded(b: &Burst, v: &[Verdict]) -> (u64, u64) {
-    b.descs
-        .iter()
-        .zip(v)
-        .filter(|(_, vd)| Action::from_code(vd.action).forwards())
-        .fold((0, 0), |(n, bytes), (d, _)| (n + 1, bytes + d.len as u64))
 }
 
 #[cfg(test)]
@@ -116,6 +151,7 @@ mod tests {
         let r = Reaper {
             acl_on: true,
             count_stage: Some(2),
+            after_acl: [false; DropReason::COUNT],
         };
         let b = burst(&[60, 70, 80, 90, 100, 110]);
         let v = [
@@ -144,7 +180,6 @@ mod tests {
             (c.stage_frames[2].get(), c.stage_bytes[2].get()),
             (4, 60 + 70 + 100 + 110)
         );
-        assert_eq!(forwarded(&b, &v), (3, 60 + 70 + 100));
     }
 
     #[test]
@@ -153,6 +188,7 @@ mod tests {
         let r = Reaper {
             acl_on: false,
             count_stage: None,
+            after_acl: [false; DropReason::COUNT],
         };
         let b = burst(&[60, 60, 60]);
         r.count(&c, &b, &[verdict(0, 0xFF, 0)]);

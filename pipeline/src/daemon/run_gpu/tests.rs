@@ -9,23 +9,31 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::device::QueueDevice;
+use super::device::{PollFn, QueueDevice, TxView};
 use super::*;
 use crate::config;
 use crate::counters::QueueCounters;
 use crate::daemon::{open_ports, prepare, summarize};
 use crate::executor::cpu;
-use crate::executor::gpu::abi::{StageCounters, DROP_NONE};
+use crate::executor::gpu::abi::{StageCounters, TxDesc, DROP_NONE};
 use crate::executor::gpu::SubmitError;
 use crate::meta::PacketMeta;
 use crate::port::{PortError, TxPort};
 use crate::stage::Stage;
 
-/// One stand-in queue: the bursts "on the GPU", each with its verdicts and the polls left
-/// before it is finished.
+/// A burst "on the GPU": its verdicts, the polls left before it is finished and, for a
+/// pipeline that rewrites, its TX ring (descriptors, and the burst's data as the stages left it).
+struct OnGpu {
+    seq: u32,
+    v: Vec<Verdict>,
+    left: u32,
+    tx: Option<(Vec<TxDesc>, Vec<u8>)>,
+}
+
+/// One stand-in queue: the bursts "on the GPU".
 struct FakeQueue {
     next_seq: u32,
-    on_gpu: VecDeque<(u32, Vec<Verdict>, u32)>,
+    on_gpu: VecDeque<OnGpu>,
     polls: u32,
     counters: QueueCounters,
     metas: Vec<PacketMeta>,
@@ -86,9 +94,8 @@ impl CpuStandIn {
 
     /// Whether queue `q`'s kernel holds the stalled burst now.
     fn stalled(&self, q: usize, fq: &FakeQueue) -> bool {
-        self.stall.is_some_and(|(sq, seq)| {
-            sq == q && fq.on_gpu.front().is_some_and(|(s, _, _)| *s == seq)
-        })
+        self.stall
+            .is_some_and(|(sq, seq)| sq == q && fq.on_gpu.front().is_some_and(|b| b.seq == seq))
     }
 
     fn queue(&self, q: usize) -> std::sync::MutexGuard<'_, FakeQueue> {
@@ -128,20 +135,50 @@ impl QueueDevice for CpuStandIn {
             verdicts,
             ..
         } = &mut *fq;
-        self.pipeline.run_burst(burst, metas, verdicts, counters);
+        // A rewriting pipeline runs on the GPU's copy of the burst, and its TX ring names
+        // what to send from there (as the kernel's does).
+        let tx = if self.pipeline.rewrites() {
+            let mut b = burst.clone();
+            self.pipeline
+                .run_burst_mut(&mut b, metas, verdicts, counters);
+            let descs = b
+                .descs
+                .iter()
+                .zip(verdicts.iter())
+                .enumerate()
+                .filter(|(_, (_, v))| v.action != crate::verdict::Action::Drop)
+                .map(|(i, (d, v))| TxDesc {
+                    offset: d.offset,
+                    len: d.len,
+                    frame: i as u16,
+                    out_port: v.out_port,
+                    action: v.action as u8,
+                    ..TxDesc::default()
+                })
+                .collect();
+            Some((descs, b.data))
+        } else {
+            self.pipeline.run_burst(burst, metas, verdicts, counters);
+            None
+        };
         let v = verdicts
             .iter()
             .map(|v| Verdict {
                 action: v.action as u8,
                 drop_reason: v.reason.map_or(DROP_NONE, |r| r as u8),
-                out_port: crate::executor::gpu::abi::OUT_DEFAULT,
+                out_port: v.out_port,
                 rule: v.rule,
                 mark: v.mark,
             })
             .collect();
         let seq = fq.next_seq;
         fq.next_seq += 1;
-        fq.on_gpu.push_back((seq, v, self.lag));
+        fq.on_gpu.push_back(OnGpu {
+            seq,
+            v,
+            left: self.lag,
+            tx,
+        });
         Ok(seq)
     }
 
@@ -149,26 +186,27 @@ impl QueueDevice for CpuStandIn {
         Ok(())
     }
 
-    fn poll(&self, q: usize, f: &mut dyn FnMut(u32, &[Verdict])) -> anyhow::Result<usize> {
+    fn poll(&self, q: usize, f: &mut PollFn<'_>) -> anyhow::Result<usize> {
         let mut fq = self.queue(q);
         fq.polls += 1;
         // Every burst on the "GPU" gets one poll nearer its end (they run side by side, as
         // CTAs do); the finished ones at the front are reaped, several at once when they are.
-        for (_, _, left) in fq.on_gpu.iter_mut() {
-            *left = left.saturating_sub(1);
+        for b in fq.on_gpu.iter_mut() {
+            b.left = b.left.saturating_sub(1);
         }
         let mut n = 0;
-        while let Some((seq, v, left)) = fq.on_gpu.front() {
-            if self.stall == Some((q, *seq)) {
+        while let Some(b) = fq.on_gpu.front() {
+            if self.stall == Some((q, b.seq)) {
                 break;
             }
-            if q == 0 && self.fail_at == Some(*seq) {
+            if q == 0 && self.fail_at == Some(b.seq) {
                 anyhow::bail!("queue {q}: persistent kernel stopped (stand-in)");
             }
-            if *left > 0 {
+            if b.left > 0 {
                 break;
             }
-            f(*seq, v);
+            let tx = b.tx.as_ref().map(|(descs, data)| TxView { descs, data });
+            f(b.seq, &b.v, tx);
             fq.on_gpu.pop_front();
             n += 1;
         }
@@ -194,10 +232,7 @@ impl QueueDevice for CpuStandIn {
             anyhow::bail!("relaunch without stop");
         }
         let mut fq = self.queue(q);
-        let lost = fq
-            .on_gpu
-            .pop_front()
-            .map(|(seq, v, _)| (seq, v.len() as u32));
+        let lost = fq.on_gpu.pop_front().map(|b| (b.seq, b.v.len() as u32));
         Ok(crate::executor::gpu::Restarted { lost })
     }
 
@@ -330,15 +365,10 @@ fn run_host(
     let mut ports = open_ports(&p.cfg).expect("ports");
     let acl_on = p.pipeline.acl().is_some();
     let spec = host_spec(p, acl_on, 0);
-    let mut tx = tx;
+    let mut out_ports =
+        crate::port::out::OutPorts::single(tx.map(|t| Box::new(t) as Box<dyn TxPort>));
     let t = Instant::now();
-    let out = host::run(
-        dev,
-        &spec,
-        shared,
-        &mut ports.rx,
-        tx.as_mut().map(|t| t as &mut dyn TxPort),
-    );
+    let out = host::run(dev, &spec, shared, &mut ports.rx, &mut out_ports);
     let s = summarize(
         &shared.counters,
         &p.pipeline,
@@ -708,3 +738,4 @@ fn the_gpu_pipeline_desc_names_the_stages_and_the_acl_tables() {
 
 mod composed;
 mod restart;
+mod rewrite;

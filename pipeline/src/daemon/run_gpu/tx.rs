@@ -1,75 +1,109 @@
-//! The TX thread, as in the CPU executor: it writes each queue's forwarded frames to the output
-//! port in the order its queue thread reaped them, counts what the port took, and returns the
-//! slots to their ingest threads.
+//! The TX thread, as in the CPU executor: it sends each queue's bursts in the order its queue
+//! thread reaped them to their destinations ([`OutPorts`]: the output port each frame names,
+//! the mirror port, the slow path), counts what each took, and returns the slots to their
+//! ingest threads. What to send comes from the burst's TX list ([`Slot::tx`]): the TX ring the
+//! kernel wrote (frames as the stages left them), or, for the built-in pipeline, the list its
+//! queue thread made from the verdicts; no verdict is read here.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 
 use crossbeam_utils::Backoff;
 
-use super::reap::forwarded;
 use super::{wait_on, Slot};
 use crate::executor::cpu::CpuShared;
-use crate::port::TxPort;
+use crate::executor::gpu::abi::{self, TxDesc};
+use crate::port::out::{Dest, OutPorts, OutTally};
 use crate::ring::Consumer;
-use crate::verdict::{Action, DropReason};
+use crate::verdict::{DropReason, Verdict};
+
+/// The bytes of TX entry `d` in `slot`'s burst (empty when it lies outside: never sent).
+fn frame_of<'s>(slot: &'s Slot, d: &TxDesc) -> &'s [u8] {
+    let (a, n) = (d.offset as usize, d.len as usize);
+    slot.burst.data.get(a..a + n).unwrap_or(&[])
+}
+
+fn forwards(d: &TxDesc) -> bool {
+    d.action == abi::ACTION_PASS || d.action == abi::ACTION_MIRROR
+}
 
 /// Runs until every queue thread is done (`queues_done` reaches the number of queues) and its
-/// ring is empty; flushes the port. Returns the port's errors: after the first one, forwarded
-/// frames are counted as `tx_error` without calling the port again.
+/// ring is empty; flushes the ports. Returns what each destination took and the ports' errors:
+/// after a destination's first error its frames count as failed without calling it again.
 pub(crate) fn run(
     shared: &CpuShared,
-    port: &mut dyn TxPort,
+    out: &mut OutPorts,
     mut inputs: Vec<Consumer<Slot>>,
     frees: Vec<Sender<Slot>>,
     queues_done: &AtomicUsize,
-) -> Vec<String> {
+) -> (Vec<OutTally>, Vec<String>) {
     let backoff = Backoff::new();
-    let mut errors = Vec::new();
+    let (default, all_to_default) = (out.default, out.all_to_default);
+    let open: Vec<bool> = out.ports.iter().map(Option::is_some).collect();
+    let mut dests: Vec<(usize, Dest<'_>)> = Vec::new();
+    for (k, (p, name)) in out.ports.iter_mut().zip(&out.names).enumerate() {
+        if let Some(p) = p {
+            dests.push((k, Dest::new("output", name.clone(), p.as_mut())));
+        }
+    }
+    let mut mirror = out
+        .mirror
+        .as_mut()
+        .map(|p| Dest::new("mirror", p.name().to_string(), p.as_mut()));
+    let mut slow = out
+        .to_host
+        .as_mut()
+        .map(|p| Dest::new("to_host", p.name().to_string(), p.as_mut()));
+    let target = |d: &TxDesc| {
+        if d.out_port == Verdict::OUT_DEFAULT || all_to_default {
+            default
+        } else {
+            Some(usize::from(d.out_port))
+        }
+    };
     loop {
         let mut got = false;
         for (q, input) in inputs.iter_mut().enumerate() {
             while let Some(slot) = input.pop() {
                 got = true;
                 let c = &shared.counters[q];
-                let (wanted, bytes) = forwarded(&slot.burst, &slot.verdicts);
-                if !errors.is_empty() {
-                    c.drops[DropReason::TxError as usize].add_shared(wanted);
-                } else if wanted > 0 {
-                    let mut frames = slot
-                        .burst
-                        .frames()
-                        .zip(slot.verdicts.iter())
-                        .filter(|(_, v)| Action::from_code(v.action).forwards())
-                        .map(|((_, f), _)| f);
-                    match port.tx_burst(&mut frames) {
-                        Ok(sent) => {
-                            c.tx_frames.add(sent as u64);
-                            // The bytes of the frames written, not of those asked for.
-                            let sent_bytes = if sent as u64 >= wanted {
-                                bytes
-                            } else {
-                                slot.burst
-                                    .descs
-                                    .iter()
-                                    .zip(slot.verdicts.iter())
-                                    .filter(|(_, v)| Action::from_code(v.action).forwards())
-                                    .take(sent)
-                                    .map(|(d, _)| d.len as u64)
-                                    .sum()
-                            };
-                            c.tx_bytes.add(sent_bytes);
-                            c.drops[DropReason::TxError as usize]
-                                .add_shared(wanted.saturating_sub(sent as u64));
-                        }
-                        Err(e) => {
-                            c.drops[DropReason::TxError as usize].add_shared(wanted);
-                            errors.push(format!("{}: {e}", port.name()));
-                        }
-                    }
+                let s = &slot;
+                for (k, d) in dests.iter_mut() {
+                    let k = *k;
+                    let (wanted, sent, bytes) = d.send_frames(|| {
+                        s.tx.iter()
+                            .filter(move |t| forwards(t) && target(t) == Some(k))
+                            .map(move |t| frame_of(s, t))
+                    });
+                    c.tx_frames.add(sent);
+                    c.tx_bytes.add(bytes);
+                    c.drops[DropReason::TxError as usize].add_shared(wanted - sent);
                 }
-                let port_idx = slot.port;
-                if let Some(f) = frees.get(port_idx) {
+                // Forwarded to a port that is not open (a route to the mirror or slow-path
+                // port): not sent, counted.
+                let lost =
+                    s.tx.iter()
+                        .filter(|t| forwards(t))
+                        .filter_map(target)
+                        .filter(|k| !open.get(*k).copied().unwrap_or(false))
+                        .count();
+                c.drops[DropReason::TxError as usize].add_shared(lost as u64);
+                // Copies and the slow path are counted by their destinations (OutTally).
+                if let Some(d) = mirror.as_mut() {
+                    d.send_frames(|| {
+                        s.tx.iter()
+                            .filter(|t| t.action == abi::ACTION_MIRROR)
+                            .map(move |t| frame_of(s, t))
+                    });
+                }
+                if let Some(d) = slow.as_mut() {
+                    d.send_frames(|| {
+                        s.tx.iter()
+                            .filter(|t| t.action == abi::ACTION_TO_HOST)
+                            .map(move |t| frame_of(s, t))
+                    });
+                }
+                if let Some(f) = frees.get(slot.port) {
                     let _ = f.send(slot);
                 }
             }
@@ -85,8 +119,12 @@ pub(crate) fn run(
         }
         wait_on(&backoff);
     }
-    if let Err(e) = port.flush() {
-        errors.push(format!("{}: {e}", port.name()));
+    let (mut tallies, mut errors) = (Vec::new(), Vec::new());
+    let all = dests.into_iter().map(|(_, d)| d).chain(mirror).chain(slow);
+    for d in all {
+        let (t, e) = d.finish();
+        tallies.push(t);
+        errors.extend(e);
     }
-    errors
+    (tallies, errors)
 }

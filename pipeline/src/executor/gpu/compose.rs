@@ -87,6 +87,8 @@ pub fn image_for_pipeline(p: &Pipeline) -> anyhow::Result<KernelImage> {
     let mut img =
         pktwarp_kernels::image_for(&set.specs, set.params).map_err(|e| anyhow::anyhow!("{e}"))?;
     img.buffers = set.buffers;
+    img.frame_room = u32::try_from(p.frame_room())
+        .map_err(|_| anyhow::anyhow!("the stages' frame room does not fit 32 bits"))?;
     Ok(img)
 }
 

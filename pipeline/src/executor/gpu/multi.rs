@@ -245,6 +245,16 @@ impl MultiGpu {
         ex.poll(l, f)
     }
 
+    /// [`GpuExecutor::poll_bursts`] of queue `q`.
+    pub fn poll_bursts(
+        &self,
+        q: usize,
+        f: impl FnMut(&super::Reaped<'_>),
+    ) -> anyhow::Result<usize> {
+        let (ex, l) = self.at(q)?;
+        ex.poll_bursts(l, f)
+    }
+
     pub fn poll_tagged(
         &self,
         q: usize,
