@@ -227,7 +227,8 @@ impl Reloader {
             rules,
             rule_file: file,
             rebuilt: options.rebuilt,
-            params_generation: options.generation,
+            // After the route tables' publish: a new route table moves it on too.
+            params_generation: self.pipeline.params_generation(),
             routes: route_tables,
             restart_needed,
         })

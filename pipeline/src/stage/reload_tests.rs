@@ -297,6 +297,8 @@ fn reload_rebuilds_the_route_tables_from_their_files() {
         r.generation, 0,
         "no acl stage: the rule-set generation stays"
     );
+    // The new table is a new stage-parameter set (the GPU host side uploads the route block).
+    assert_eq!((r.params_generation, p.params_generation()), (1, 1));
     // A broken route file: refused naming the file and line, the table in force stays.
     std::fs::write(
         &routes,
@@ -306,5 +308,6 @@ fn reload_rebuilds_the_route_tables_from_their_files() {
     .unwrap();
     let e = reloader.reload("sighup").unwrap_err();
     assert!(e.file.ends_with("routes.yaml") && e.line == 3, "{e}");
+    assert_eq!(p.params_generation(), 1, "nothing published");
     let _ = std::fs::remove_dir_all(&dir);
 }
