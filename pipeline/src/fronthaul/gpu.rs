@@ -310,15 +310,15 @@ pub fn read_counters(
     (c, rejected)
 }
 
-/// At the end of a GPU run (drained, before shutdown): each fronthaul stage's GPU state read
-/// back into the Rust stage, so the summary, /metrics and the sink see it. The counters are the
-/// stage counter blocks summed over every queue and GPU, the buffers' counters summed over the
-/// GPUs; the slots are those the ring still holds (the last `2 x max_open_slots`: earlier ones
-/// were overwritten on the GPU and are neither counted nor sunk), merged over the GPUs (each
-/// GPU holds the eAxCs of its queues).
+/// At the end of a GPU run (drained, before shutdown): each fronthaul stage's GPU counters read
+/// back into the Rust stage, so the summary and /metrics see them (the stage counter blocks
+/// summed over every queue and GPU, the buffers' counters summed over the GPUs), and the slots
+/// the completion poll (`live`) has not closed yet closed now, oldest first, and handed to the
+/// sink.
 pub fn absorb_from_gpu(
     p: &crate::stage::Pipeline,
     gpu: &crate::executor::gpu::multi::MultiGpu,
+    mut live: super::live::LiveStages,
 ) -> anyhow::Result<()> {
     let snaps = gpu.counters_per_executor()?;
     for (k, st) in p.stages.iter().enumerate() {
@@ -338,28 +338,15 @@ pub fn absorb_from_gpu(
         }
         let mut eaxc = vec![0u64; l.buffers()[BUF_EAXC_COUNTERS].1 / 8];
         let mut stats = vec![0u64; STATS];
-        let mut slots: Vec<SlotGrid> = Vec::new();
         for ex in gpu.executors() {
             let read = |i: usize| ex.read_stage_buffer(k, i);
             add_words(&mut eaxc, &read(BUF_EAXC_COUNTERS)?);
             add_words(&mut stats, &read(BUF_STATS)?);
-            let got = read_slots(
-                &l,
-                &read(BUF_GRID)?,
-                &read(BUF_MARKS)?,
-                &read(BUF_SLOT_STATE)?,
-            );
-            for g in got {
-                match slots.iter_mut().find(|s| s.key == g.key) {
-                    Some(s) => *s = merge(&l, s, &g),
-                    None => slots.push(g),
-                }
-            }
         }
         let (c, _) = read_counters(&l, &stage, &to_bytes(&eaxc), &to_bytes(&stats));
-        f.absorb_gpu(c, slots);
+        f.absorb_gpu_counters(c);
     }
-    Ok(())
+    live.finish(p, gpu)
 }
 
 fn add_words(acc: &mut [u64], b: &[u8]) {
@@ -373,7 +360,7 @@ fn to_bytes(w: &[u64]) -> Vec<u8> {
 }
 
 /// One slot from two GPUs' copies: each cell from whichever has it.
-fn merge(l: &Layout, a: &SlotGrid, b: &SlotGrid) -> SlotGrid {
+pub(crate) fn merge(l: &Layout, a: &SlotGrid, b: &SlotGrid) -> SlotGrid {
     let [e, s, p] = a.shape();
     let mut words = vec![0u16; l.cells() * PRB_SAMPLES];
     let cell = |c: usize| (c / (s * p), (c / p % s) as u8, (c % p) as u16);

@@ -8,6 +8,7 @@ pub mod config;
 pub mod decode;
 pub mod gpu;
 pub mod grid;
+pub mod live;
 pub mod raw;
 pub mod report;
 pub mod sink;

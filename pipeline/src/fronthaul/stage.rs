@@ -57,6 +57,13 @@ pub struct FronthaulCounters {
     pub slots_complete: u64,
     pub slots_partial: u64,
     pub sink_errors: u64,
+    /// Completion latency of the complete slots (the last [`LATENCY_KEEP`] measured): from
+    /// the burst holding the slot's last packet (CPU executor: when its worker started that
+    /// packet; GPU executor: when the host handed that burst to the GPU) to the slot handed to
+    /// the sink, host clock. Count measured, p50, p99 (ns; 0 when none).
+    pub slot_latency_count: u64,
+    pub slot_latency_p50_ns: u64,
+    pub slot_latency_p99_ns: u64,
     /// Per eAxC, in grid order.
     pub per_eaxc: Vec<EaxcCounters>,
 }
@@ -87,13 +94,23 @@ impl FronthaulCounters {
 
     /// One line: PRBs, slots, timing, errors by reason.
     pub fn summary(&self) -> String {
+        let latency = if self.slot_latency_count > 0 {
+            format!(
+                ", slot completion latency p50 {:.1} us / p99 {:.1} us ({} slots)",
+                self.slot_latency_p50_ns as f64 / 1e3,
+                self.slot_latency_p99_ns as f64 / 1e3,
+                self.slot_latency_count
+            )
+        } else {
+            String::new()
+        };
         let errs: Vec<String> = self
             .errors_by_reason()
             .iter()
             .map(|(n, c)| format!("{n}={c}"))
             .collect();
         format!(
-            "fronthaul: {} frames ({} U-plane, {} C-plane, {} not eCPRI), {} PRBs decoded, slots {} complete / {} partial, early {} / on time {} / late {}, {} duplicate PRBs, {} errors{}{}",
+            "fronthaul: {} frames ({} U-plane, {} C-plane, {} not eCPRI), {} PRBs decoded, slots {} complete / {} partial{latency}, early {} / on time {} / late {}, {} duplicate PRBs, {} errors{}{}",
             self.frames,
             self.uplane,
             self.cplane,
@@ -112,7 +129,42 @@ impl FronthaulCounters {
     }
 }
 
+/// Completion latencies kept for the percentiles (the newest).
+pub const LATENCY_KEEP: usize = 1 << 16;
+
+/// The newest [`LATENCY_KEEP`] completion latencies (ns), and how many were measured.
+#[derive(Default)]
+struct Latencies {
+    ring: Vec<u64>,
+    next: usize,
+    count: u64,
+}
+
+impl Latencies {
+    fn observe(&mut self, ns: u64) {
+        if self.ring.len() < LATENCY_KEEP {
+            self.ring.push(ns);
+        } else {
+            self.ring[self.next] = ns;
+        }
+        self.next = (self.next + 1) % LATENCY_KEEP;
+        self.count += 1;
+    }
+
+    /// (count, p50, p99).
+    fn summary(&self) -> (u64, u64, u64) {
+        if self.ring.is_empty() {
+            return (0, 0, 0);
+        }
+        let mut v = self.ring.clone();
+        v.sort_unstable();
+        let at = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+        (self.count, at(0.5), at(0.99))
+    }
+}
+
 struct State {
+    latencies: Latencies,
     assembler: Assembler,
     index: HashMap<u16, usize>,
     seq: Vec<SeqTracker>,
@@ -180,6 +232,7 @@ impl FronthaulStage {
             fixed_eaxcs: fixed,
             max_eaxcs: n,
             state: Mutex::new(State {
+                latencies: Latencies::default(),
                 assembler: Assembler::new(
                     n,
                     usize::from(cfg.carrier_prbs),
@@ -228,6 +281,7 @@ impl FronthaulStage {
     }
 
     fn process_inner(&self, frame: &[u8], arrival_ns: Option<u64>, v: &mut Verdict) {
+        let started = std::time::Instant::now();
         let checked = decode::check(frame, &self.params);
         let mut st = self.lock();
         let st = &mut *st;
@@ -243,11 +297,18 @@ impl FronthaulStage {
                 *v = Verdict::drop(DropReason::FronthaulReject);
             }
             Ok(Message::Cplane(_)) => st.counters.cplane += 1,
-            Ok(Message::Uplane(u)) => self.uplane(st, frame, &u, arrival_ns),
+            Ok(Message::Uplane(u)) => self.uplane(st, frame, &u, arrival_ns, started),
         }
     }
 
-    fn uplane(&self, st: &mut State, frame: &[u8], u: &decode::Uplane, arrival: Option<u64>) {
+    fn uplane(
+        &self,
+        st: &mut State,
+        frame: &[u8],
+        u: &decode::Uplane,
+        arrival: Option<u64>,
+        started: std::time::Instant,
+    ) {
         st.counters.uplane += 1;
         let expected = st.index.len();
         if let Some(t) = arrival {
@@ -302,8 +363,10 @@ impl FronthaulStage {
         st.counters.duplicate_prbs += dups;
         st.counters.saturated_samples += sat;
         st.counters.per_eaxc[e].duplicate_prbs += dups;
+        let (counters, sink, lat) = (&mut st.counters, &mut st.sink, &mut st.latencies);
         st.assembler.close_if_complete(key, expected, &mut |c| {
-            on_close(&mut st.counters, &mut st.sink, c)
+            lat.observe(started.elapsed().as_nanos() as u64);
+            on_close(counters, sink, c)
         });
     }
 
@@ -336,24 +399,50 @@ impl FronthaulStage {
     }
 
     pub fn counters(&self) -> FronthaulCounters {
-        self.lock().counters.clone()
+        let st = self.lock();
+        let mut c = st.counters.clone();
+        (
+            c.slot_latency_count,
+            c.slot_latency_p50_ns,
+            c.slot_latency_p99_ns,
+        ) = st.latencies.summary();
+        c
     }
 
-    /// The GPU executor's state of this stage at the end of a run (see [`super::gpu`]): its
-    /// counters replace the stage's (which saw no frame), and its slots, oldest first, are
-    /// closed here: counted complete / partial and handed to the sink.
-    pub fn absorb_gpu(&self, counters: FronthaulCounters, mut slots: Vec<super::SlotGrid>) {
+    /// A slot the GPU executor's completion poll closed (see [`super::live`]): counted
+    /// complete / partial and handed to the sink; a complete one's latency is measured from
+    /// `handed` (when the host handed the GPU the burst with its last packet), when known.
+    pub fn close_gpu_slot(&self, g: &super::SlotGrid, handed: Option<std::time::Instant>) {
         let mut st = self.lock();
         let st = &mut *st;
-        st.counters = counters;
-        slots.sort_by_key(|g| (g.key.frame_id, g.key.subframe_id, g.key.slot_id));
-        for g in &slots {
-            let c = Closed {
-                grid: g,
-                complete: g.complete,
-            };
-            on_close(&mut st.counters, &mut st.sink, c);
+        if let (true, Some(h)) = (g.complete, handed) {
+            st.latencies.observe(
+                std::time::Instant::now()
+                    .saturating_duration_since(h)
+                    .as_nanos() as u64,
+            );
         }
+        let c = Closed {
+            grid: g,
+            complete: g.complete,
+        };
+        on_close(&mut st.counters, &mut st.sink, c);
+    }
+
+    /// The GPU executor's counters of this stage (see [`super::gpu`]): they replace the
+    /// stage's (which saw no frame), but for the slot counts, which [`Self::close_gpu_slot`]
+    /// kept here.
+    pub fn absorb_gpu_counters(&self, mut counters: FronthaulCounters) {
+        let mut st = self.lock();
+        let old = &st.counters;
+        counters.slots_complete = old.slots_complete;
+        counters.slots_partial = old.slots_partial;
+        counters.sink_errors = old.sink_errors;
+        for (n, o) in counters.per_eaxc.iter_mut().zip(&old.per_eaxc) {
+            n.slots_complete = o.slots_complete;
+            n.slots_partial = o.slots_partial;
+        }
+        st.counters = counters;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

@@ -5,6 +5,7 @@
 //! counters as the CPU executor's, so the summary and the metrics read the same for both.
 
 mod device;
+mod fronthaul;
 mod host;
 mod ingest;
 mod queue;
@@ -148,11 +149,14 @@ pub fn run_gpu(
     let start = Instant::now();
     let spec = host_spec(p, acl_on, acl.as_ref().map_or(0, |a| a.generation));
     let mut dests = ports.take_out();
-    let out = host::run(&gpu, &spec, shared, &mut ports.rx, &mut dests);
+    // Fronthaul slots complete during the run (a poll beside the host side).
+    let (out, live) = fronthaul::with_live(&p.pipeline, &mut gpu, |gpu| {
+        host::run(gpu, &spec, shared, &mut ports.rx, &mut dests)
+    })?;
     out.result?;
-    // The fronthaul stages' slot grids and counters live on the GPU: read back (drained, before
-    // shutdown) for the summary, /metrics and their sinks.
-    crate::fronthaul::gpu::absorb_from_gpu(&p.pipeline, &gpu)?;
+    // The fronthaul stages' counters live on the GPU: read back (drained, before shutdown) for
+    // the summary and /metrics; the slots still open close to their sinks.
+    crate::fronthaul::gpu::absorb_from_gpu(&p.pipeline, &gpu, live)?;
     gpu.shutdown()?;
     let mut s = summarize(
         &shared.counters,

@@ -9,6 +9,7 @@
 //! the GPU together, which construction checks. Every executor is built before any persistent
 //! kernel starts (a module load waits for the kernels running on its GPU).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
@@ -127,6 +128,8 @@ pub struct MultiGpu {
     execs: Vec<GpuExecutor>,
     devices: Vec<u32>,
     map: Vec<(usize, usize)>,
+    /// Where a fronthaul stage's completion poll learns when bursts were handed over.
+    handed: Option<Arc<crate::fronthaul::live::HandedLog>>,
 }
 
 impl MultiGpu {
@@ -173,7 +176,13 @@ impl MultiGpu {
             execs,
             devices,
             map,
+            handed: None,
         })
+    }
+
+    /// Records every burst handed over from now on in `log` (by its frames' receive times).
+    pub fn set_handed_log(&mut self, log: Arc<crate::fronthaul::live::HandedLog>) {
+        self.handed = Some(log);
     }
 
     pub fn n_queues(&self) -> usize {
@@ -220,11 +229,15 @@ impl MultiGpu {
 
     pub fn submit(&self, q: usize, burst: &Burst) -> Result<u32, SubmitError> {
         let (e, l) = self.map.get(q).copied().ok_or(SubmitError::NoQueue(q))?;
-        self.execs[e].submit(l, burst).map_err(|err| match err {
+        let seq = self.execs[e].submit(l, burst).map_err(|err| match err {
             SubmitError::RingFull { slots, .. } => SubmitError::RingFull { queue: q, slots },
             SubmitError::NoQueue(_) => SubmitError::NoQueue(q),
             other => other,
-        })
+        })?;
+        if let Some(h) = &self.handed {
+            h.record(burst, std::time::Instant::now());
+        }
+        Ok(seq)
     }
 
     pub fn flush(&self, q: usize) -> anyhow::Result<()> {

@@ -1,0 +1,392 @@
+//! Slots of the GPU fronthaul stage completing during a run, as on the CPU executor.
+//!
+//! The kernel keeps, per ring entry of its slot grid, the entry's slot tag and the PRBs stored
+//! with it (`pw_fh_slot_state`). The host looks at those words every poll ([`Completer::poll`]):
+//! a tag it has not seen opens a slot; a slot whose count reached every expected PRB (every
+//! PRB of every eAxC of the grid, summed over the GPUs) closes complete; while more than
+//! `max_open_slots` are open the oldest closes (partial); a slot open longer than
+//! `slot_timeout_us` (host clock, from when the host first saw it) closes partial. A closed slot
+//! is read back (that ring entry's cells and marks, merged over the GPUs) and handed on, in
+//! closing order, each once. A ring entry is taken by a later slot only `2 x max_open_slots`
+//! slots on, so a slot closes long before its entry is reused when the poll keeps up.
+//!
+//! Where this differs from the CPU's assembler: packets of a slot that arrive after it closed
+//! are stored on the GPU but not delivered again (the CPU opens a new slot for them, which
+//! closes partial), and the timeout runs on the host clock from the first poll that saw the
+//! slot (the CPU's runs on the receive times of its packets).
+//!
+//! Completion latency: from when the host handed the GPU the burst holding the slot's last
+//! packet (the [`HandedLog`] entry whose receive times hold the entry's latest receive time)
+//! to when the host handed the slot to the sink.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::config::FronthaulConfig;
+use super::decode::SYMBOLS_PER_SLOT;
+use super::gpu::{entry_bytes, entry_state, merge, slot_of_entry, Layout};
+use super::grid::SlotGrid;
+use crate::burst::Burst;
+
+/// One GPU's copy of a fronthaul stage's ring.
+pub trait GridSource {
+    /// The slot state buffer (`pw_fh_slot_state[ring]`).
+    fn slot_states(&self) -> anyhow::Result<Vec<u8>>;
+    /// Ring entry `r`'s grid bytes and its cells' marks.
+    fn entry(&self, r: usize) -> anyhow::Result<(Vec<u8>, Vec<u8>)>;
+}
+
+/// Bursts the [`HandedLog`] remembers (the newest).
+const HANDED_KEEP: usize = 1 << 14;
+
+/// When the host handed bursts to the GPU, by the receive times of their frames: (earliest,
+/// latest receive time, when), in handing order. Bursts without receive times are not kept.
+#[derive(Debug, Default)]
+pub struct HandedLog {
+    bursts: Mutex<VecDeque<(u64, u64, Instant)>>,
+}
+
+impl HandedLog {
+    /// Records `burst`, handed to the GPU at `at`.
+    pub fn record(&self, burst: &Burst, at: Instant) {
+        let ts = burst
+            .descs
+            .iter()
+            .map(|d| d.timestamp_ns)
+            .filter(|&t| t != 0);
+        let (lo, hi) = ts.fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
+        if hi == 0 {
+            return;
+        }
+        let mut b = self.bursts.lock().unwrap_or_else(|p| p.into_inner());
+        if b.len() >= HANDED_KEEP {
+            b.pop_front();
+        }
+        b.push_back((lo, hi, at));
+    }
+
+    /// When the burst holding a frame received at `ts` was handed over: the earliest of the
+    /// newest run of bursts whose receive times hold `ts` (a capture replayed in a loop holds
+    /// a time again a lap later; the newest lap is the one a slot completing now is from).
+    pub fn handed_at(&self, ts: u64) -> Option<Instant> {
+        if ts == 0 {
+            return None;
+        }
+        let b = self.bursts.lock().unwrap_or_else(|p| p.into_inner());
+        let mut found = None;
+        for &(lo, hi, at) in b.iter().rev() {
+            if (lo..=hi).contains(&ts) {
+                found = Some(at);
+            } else if found.is_some() {
+                break;
+            }
+        }
+        found
+    }
+}
+
+/// A slot closed by the completion poll.
+pub struct Closed {
+    pub grid: SlotGrid,
+    /// The latest receive time of the frames that stored PRBs in it (0: none had one).
+    pub last_ns: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Open {
+    tag: u32,
+    first_seen: Instant,
+}
+
+/// The completion state of one fronthaul stage (all its GPUs).
+#[derive(Debug)]
+pub struct Completer {
+    l: Layout,
+    expected: u64,
+    max_open: usize,
+    timeout: Duration,
+    /// Slots in the order they opened.
+    open: VecDeque<Open>,
+    /// Per ring entry: the tag of the last slot closed from it (0: none).
+    closed: Vec<u32>,
+    /// The tag that opened last (new tags are taken in frame-cycle order after it).
+    last: u32,
+}
+
+impl Completer {
+    pub fn new(cfg: &FronthaulConfig) -> Result<Completer, String> {
+        let l = Layout::new(cfg)?;
+        Ok(Completer {
+            expected: (l.eaxcs.len() * SYMBOLS_PER_SLOT as usize * l.prbs) as u64,
+            max_open: usize::from(cfg.max_open_slots).max(1),
+            timeout: Duration::from_micros(cfg.slot_timeout_us),
+            open: VecDeque::new(),
+            closed: vec![0; l.ring],
+            last: 0,
+            l,
+        })
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.l
+    }
+
+    /// Slots open now.
+    pub fn open_slots(&self) -> usize {
+        self.open.len()
+    }
+
+    fn cycle(&self) -> u32 {
+        2560 << self.l.numerology.min(6)
+    }
+
+    fn entry_of(&self, tag: u32) -> usize {
+        (tag.saturating_sub(1) as usize) % self.l.ring.max(1)
+    }
+
+    /// (PRBs, latest receive time) of `tag` summed over the GPUs' states.
+    fn count(&self, states: &[Vec<u8>], tag: u32) -> (u64, u64) {
+        let r = self.entry_of(tag);
+        states.iter().fold((0, 0), |(n, last), st| {
+            let (t, prbs, l) = entry_state(st, r);
+            if t == tag {
+                (n + u64::from(prbs), last.max(l))
+            } else {
+                (n, last)
+            }
+        })
+    }
+
+    /// One look at the GPUs' rings (`srcs`, one per GPU) at `now`: new slots opened, complete
+    /// ones closed, the oldest closed while more than `max_open_slots` are open, the timed out
+    /// ones closed; each closed slot is read back and handed to `close`, in closing order.
+    /// Returns how many closed.
+    pub fn poll(
+        &mut self,
+        srcs: &[&dyn GridSource],
+        now: Instant,
+        close: &mut dyn FnMut(Closed),
+    ) -> anyhow::Result<usize> {
+        let states = srcs
+            .iter()
+            .map(|s| s.slot_states())
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        self.open_new(&states, now);
+        let mut n = 0;
+        let mut i = 0;
+        while i < self.open.len() {
+            if self.count(&states, self.open[i].tag).0 >= self.expected {
+                let o = self.open.remove(i).expect("index in range");
+                self.close(srcs, &states, o, close)?;
+                n += 1;
+            } else {
+                i += 1;
+            }
+        }
+        while self.open.len() > self.max_open {
+            let o = self.open.pop_front().expect("more than max_open");
+            self.close(srcs, &states, o, close)?;
+            n += 1;
+        }
+        while let Some(i) = self
+            .open
+            .iter()
+            .position(|o| now.saturating_duration_since(o.first_seen) > self.timeout)
+        {
+            let o = self.open.remove(i).expect("index in range");
+            self.close(srcs, &states, o, close)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// The end of a run (drained): one last look, then every slot still open closed, oldest
+    /// first. Returns how many closed.
+    pub fn finish(
+        &mut self,
+        srcs: &[&dyn GridSource],
+        close: &mut dyn FnMut(Closed),
+    ) -> anyhow::Result<usize> {
+        let now = Instant::now();
+        let mut n = self.poll(srcs, now, close)?;
+        let states = srcs
+            .iter()
+            .map(|s| s.slot_states())
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        while let Some(o) = self.open.pop_front() {
+            self.close(srcs, &states, o, close)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Opens the tags of the states that are neither open nor closed, in frame-cycle order
+    /// after the newest open one.
+    fn open_new(&mut self, states: &[Vec<u8>], now: Instant) {
+        let mut fresh: Vec<u32> = Vec::new();
+        for r in 0..self.l.ring {
+            for st in states {
+                let (tag, _, _) = entry_state(st, r);
+                if tag != 0
+                    && self.closed[r] != tag
+                    && !fresh.contains(&tag)
+                    && !self.open.iter().any(|o| o.tag == tag)
+                {
+                    fresh.push(tag);
+                }
+            }
+        }
+        let (cycle, last) = (self.cycle(), self.last);
+        fresh.sort_by_key(|&t| (t % cycle + cycle - last % cycle) % cycle);
+        for tag in fresh {
+            self.open.push_back(Open {
+                tag,
+                first_seen: now,
+            });
+            self.last = tag;
+        }
+    }
+
+    fn close(
+        &mut self,
+        srcs: &[&dyn GridSource],
+        states: &[Vec<u8>],
+        o: Open,
+        close: &mut dyn FnMut(Closed),
+    ) -> anyhow::Result<()> {
+        let r = self.entry_of(o.tag);
+        let mut grid: Option<SlotGrid> = None;
+        // Every GPU whose entry holds a tag: cells still marked with this slot's tag are its,
+        // even where the entry has moved on to a later slot.
+        for (s, st) in srcs.iter().zip(states) {
+            if entry_state(st, r).0 == 0 {
+                continue;
+            }
+            let (g, m) = s.entry(r)?;
+            let got = slot_of_entry(&self.l, o.tag, &g, &m);
+            grid = Some(match grid {
+                Some(a) => merge(&self.l, &a, &got),
+                None => got,
+            });
+        }
+        let grid = grid.unwrap_or_else(|| slot_of_entry(&self.l, o.tag, &[], &[]));
+        self.closed[r] = o.tag;
+        let (_, last_ns) = self.count(states, o.tag);
+        close(Closed { grid, last_ns });
+        Ok(())
+    }
+}
+
+/// A [`GridSource`] over one GPU executor's buffers of the stage at pipeline position `k`.
+pub struct ExecutorSource<'a> {
+    pub ex: &'a crate::executor::gpu::GpuExecutor,
+    pub k: usize,
+    pub layout: &'a Layout,
+}
+
+impl GridSource for ExecutorSource<'_> {
+    fn slot_states(&self) -> anyhow::Result<Vec<u8>> {
+        let n = self.layout.buffers()[super::gpu::BUF_SLOT_STATE].1;
+        self.ex
+            .read_stage_buffer_range(self.k, super::gpu::BUF_SLOT_STATE, 0, n)
+    }
+
+    fn entry(&self, r: usize) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
+        let (gb, mb) = entry_bytes(self.layout);
+        let g = self
+            .ex
+            .read_stage_buffer_range(self.k, super::gpu::BUF_GRID, r * gb, gb)?;
+        let m = self
+            .ex
+            .read_stage_buffer_range(self.k, super::gpu::BUF_MARKS, r * mb, mb)?;
+        Ok((g, m))
+    }
+}
+
+/// The completion poll of every fronthaul stage of a pipeline on the GPU executor, with the
+/// log of handed bursts its latency reads.
+pub struct LiveStages {
+    /// (pipeline position, its completion state)
+    stages: Vec<(usize, Completer)>,
+    pub handed: std::sync::Arc<HandedLog>,
+}
+
+impl LiveStages {
+    /// One completion state per fronthaul stage of `p` (none: nothing to poll).
+    pub fn new(p: &crate::stage::Pipeline) -> anyhow::Result<LiveStages> {
+        let mut stages = Vec::new();
+        for (k, st) in p.stages.iter().enumerate() {
+            if let crate::stage::Stage::Fronthaul(f) = st {
+                stages.push((
+                    k,
+                    Completer::new(f.config()).map_err(|e| anyhow::anyhow!(e))?,
+                ));
+            }
+        }
+        Ok(LiveStages {
+            stages,
+            handed: std::sync::Arc::default(),
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.stages.is_empty()
+    }
+
+    /// One poll of every stage over every GPU of `gpu`; the slots that closed go to their
+    /// stage's sink. Returns how many closed.
+    pub fn poll(
+        &mut self,
+        p: &crate::stage::Pipeline,
+        gpu: &crate::executor::gpu::multi::MultiGpu,
+    ) -> anyhow::Result<usize> {
+        self.each(p, gpu, false)
+    }
+
+    /// The end of a run: every slot still open closed (see [`Completer::finish`]).
+    pub fn finish(
+        &mut self,
+        p: &crate::stage::Pipeline,
+        gpu: &crate::executor::gpu::multi::MultiGpu,
+    ) -> anyhow::Result<()> {
+        self.each(p, gpu, true).map(|_| ())
+    }
+
+    fn each(
+        &mut self,
+        p: &crate::stage::Pipeline,
+        gpu: &crate::executor::gpu::multi::MultiGpu,
+        end: bool,
+    ) -> anyhow::Result<usize> {
+        let mut n = 0;
+        for (k, c) in &mut self.stages {
+            let Some(crate::stage::Stage::Fronthaul(f)) = p.stages.get(*k) else {
+                continue;
+            };
+            let layout = c.layout().clone();
+            let srcs: Vec<ExecutorSource<'_>> = gpu
+                .executors()
+                .iter()
+                .map(|ex| ExecutorSource {
+                    ex,
+                    k: *k,
+                    layout: &layout,
+                })
+                .collect();
+            let srcs: Vec<&dyn GridSource> = srcs.iter().map(|s| s as &dyn GridSource).collect();
+            let handed = &self.handed;
+            let mut close = |cl: Closed| f.close_gpu_slot(&cl.grid, handed.handed_at(cl.last_ns));
+            n += if end {
+                c.finish(&srcs, &mut close)?
+            } else {
+                c.poll(&srcs, Instant::now(), &mut close)?
+            };
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+#[path = "live_tests.rs"]
+mod tests;

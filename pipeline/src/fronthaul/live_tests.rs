@@ -1,0 +1,309 @@
+//! The completion poll over fake GPU rings (the buffers as the kernel leaves them).
+
+use super::*;
+use crate::burst::FrameDesc;
+use crate::fronthaul::bfp::PRB_SAMPLES;
+use crate::fronthaul::config::SinkConfig;
+use std::cell::RefCell;
+
+/// One GPU's buffers of the stage, written as `pw_stage_fronthaul` writes them.
+struct FakeGpu {
+    l: Layout,
+    states: RefCell<Vec<u8>>,
+    grid: RefCell<Vec<u8>>,
+    marks: RefCell<Vec<u8>>,
+    reads: RefCell<usize>,
+}
+
+impl FakeGpu {
+    fn new(l: &Layout) -> FakeGpu {
+        let b = l.buffers();
+        FakeGpu {
+            l: l.clone(),
+            grid: RefCell::new(vec![0; b[super::super::gpu::BUF_GRID].1]),
+            marks: RefCell::new(vec![0; b[super::super::gpu::BUF_MARKS].1]),
+            states: RefCell::new(vec![0; b[super::super::gpu::BUF_SLOT_STATE].1]),
+            reads: RefCell::new(0),
+        }
+    }
+
+    /// Stores PRB (e, sym, prb) of slot `tag` with every sample `v`, received at `ts`, as the
+    /// kernel does: the cell, its mark, then the entry's count (a new tag takes the entry).
+    fn store(&self, tag: u32, e: usize, sym: usize, prb: usize, v: i16, ts: u64) {
+        let r = (tag as usize - 1) % self.l.ring;
+        let cell = r * self.l.cells() + (e * 14 + sym) * self.l.prbs + prb;
+        let mut g = self.grid.borrow_mut();
+        for k in 0..PRB_SAMPLES {
+            let at = (cell * PRB_SAMPLES + k) * 2;
+            g[at..at + 2].copy_from_slice(&v.to_le_bytes());
+        }
+        let mut m = self.marks.borrow_mut();
+        let dup = m[cell * 4..cell * 4 + 4] == tag.to_le_bytes();
+        m[cell * 4..cell * 4 + 4].copy_from_slice(&tag.to_le_bytes());
+        let mut s = self.states.borrow_mut();
+        let w = u64::from_le_bytes(s[r * 16..r * 16 + 8].try_into().unwrap());
+        let add = u64::from(!dup);
+        let w = if (w >> 32) as u32 == tag {
+            w + add
+        } else {
+            (u64::from(tag) << 32) | add
+        };
+        s[r * 16..r * 16 + 8].copy_from_slice(&w.to_le_bytes());
+        let last = u64::from_le_bytes(s[r * 16 + 8..r * 16 + 16].try_into().unwrap());
+        s[r * 16 + 8..r * 16 + 16].copy_from_slice(&last.max(ts).to_le_bytes());
+    }
+
+    /// Every PRB of eAxC index `e` of slot `tag`.
+    fn fill(&self, tag: u32, e: usize, v: i16, ts: u64) {
+        for sym in 0..14 {
+            for prb in 0..self.l.prbs {
+                self.store(tag, e, sym, prb, v, ts);
+            }
+        }
+    }
+}
+
+impl GridSource for FakeGpu {
+    fn slot_states(&self) -> anyhow::Result<Vec<u8>> {
+        Ok(self.states.borrow().clone())
+    }
+
+    fn entry(&self, r: usize) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
+        *self.reads.borrow_mut() += 1;
+        let (gb, mb) = entry_bytes(&self.l);
+        Ok((
+            self.grid.borrow()[r * gb..(r + 1) * gb].to_vec(),
+            self.marks.borrow()[r * mb..(r + 1) * mb].to_vec(),
+        ))
+    }
+}
+
+fn cfg(max_open: u16, timeout_us: u64) -> FronthaulConfig {
+    FronthaulConfig {
+        carrier_prbs: 3,
+        numerology: 1,
+        eaxcs: vec![7, 9],
+        max_open_slots: max_open,
+        slot_timeout_us: timeout_us,
+        sink: SinkConfig::None,
+        ..FronthaulConfig::default()
+    }
+}
+
+/// (tag of the slot, complete, filled PRBs, latest receive time) of each closed slot.
+type Seen = Vec<(u32, bool, usize, u64)>;
+
+fn tag_of(g: &SlotGrid) -> u32 {
+    ((u32::from(g.key.frame_id) * 10 + u32::from(g.key.subframe_id)) << 1)
+        + u32::from(g.key.slot_id)
+        + 1
+}
+
+fn poll(c: &mut Completer, gpus: &[&FakeGpu], now: Instant, seen: &mut Seen) -> usize {
+    let srcs: Vec<&dyn GridSource> = gpus.iter().map(|g| *g as &dyn GridSource).collect();
+    c.poll(&srcs, now, &mut |cl: Closed| {
+        seen.push((
+            tag_of(&cl.grid),
+            cl.grid.complete,
+            cl.grid.filled_count(),
+            cl.last_ns,
+        ))
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_slot_closes_complete_once_with_its_samples() {
+    let c0 = cfg(2, 1_000_000);
+    let mut c = Completer::new(&c0).unwrap();
+    let g = FakeGpu::new(c.layout());
+    let t0 = Instant::now();
+    let mut seen = Seen::new();
+    g.fill(5, 0, -3, 100);
+    assert_eq!(
+        poll(&mut c, &[&g], t0, &mut seen),
+        0,
+        "half the eAxCs: open"
+    );
+    assert_eq!(c.open_slots(), 1);
+    g.fill(5, 1, 4, 250);
+    g.store(5, 1, 0, 0, 4, 120); // a duplicate PRB: not counted twice
+    let srcs: [&dyn GridSource; 1] = [&g];
+    let mut grids = Vec::new();
+    c.poll(&srcs, t0, &mut |cl| grids.push(cl)).unwrap();
+    assert_eq!(grids.len(), 1);
+    let got = &grids[0];
+    assert!(got.grid.complete);
+    assert_eq!(got.last_ns, 250);
+    assert_eq!(got.grid.eaxc_ids, vec![7, 9]);
+    assert_eq!(got.grid.prb_i16(0, 13, 2), Some(&[-3i16; 24][..]));
+    assert_eq!(got.grid.prb_i16(1, 0, 0), Some(&[4i16; 24][..]));
+    // Seen again on later polls, never closed again; finish has nothing left.
+    assert_eq!(poll(&mut c, &[&g], t0, &mut seen), 0);
+    assert_eq!(c.finish(&srcs, &mut |_| panic!("closed twice")).unwrap(), 0);
+    assert_eq!(*g.reads.borrow(), 1, "the entry read once");
+}
+
+#[test]
+fn the_oldest_closes_partial_past_max_open_and_complete_ones_first() {
+    let mut c = Completer::new(&cfg(2, 1_000_000)).unwrap();
+    let g = FakeGpu::new(c.layout());
+    let t0 = Instant::now();
+    let mut seen = Seen::new();
+    g.store(1, 0, 0, 0, 1, 10);
+    g.store(2, 0, 0, 0, 1, 20);
+    poll(&mut c, &[&g], t0, &mut seen);
+    // Slot 3 opens (three open: slot 1 closes partial) and slot 2 completes in the same poll.
+    g.store(3, 0, 0, 0, 1, 30);
+    g.fill(2, 0, 1, 40);
+    g.fill(2, 1, 1, 41);
+    poll(&mut c, &[&g], t0, &mut seen);
+    assert_eq!(
+        seen,
+        [(2, true, 84, 41)],
+        "two open after 2 completed: none evicted"
+    );
+    g.store(4, 0, 0, 0, 1, 50);
+    poll(&mut c, &[&g], t0, &mut seen);
+    assert_eq!(
+        seen[1],
+        (1, false, 1, 10),
+        "three open: the oldest, 1, evicted"
+    );
+    let srcs: [&dyn GridSource; 1] = [&g];
+    let mut rest = Seen::new();
+    c.finish(&srcs, &mut |cl| {
+        rest.push((
+            tag_of(&cl.grid),
+            cl.grid.complete,
+            cl.grid.filled_count(),
+            cl.last_ns,
+        ))
+    })
+    .unwrap();
+    assert_eq!(
+        rest,
+        [(3, false, 1, 30), (4, false, 1, 50)],
+        "in opening order"
+    );
+}
+
+#[test]
+fn a_slot_times_out_on_the_host_clock() {
+    let mut c = Completer::new(&cfg(8, 500)).unwrap();
+    let g = FakeGpu::new(c.layout());
+    let t0 = Instant::now();
+    let mut seen = Seen::new();
+    g.store(9, 1, 3, 2, 1, 0);
+    poll(&mut c, &[&g], t0, &mut seen);
+    poll(&mut c, &[&g], t0 + Duration::from_micros(400), &mut seen);
+    assert!(seen.is_empty());
+    poll(&mut c, &[&g], t0 + Duration::from_micros(501), &mut seen);
+    assert_eq!(seen, [(9, false, 1, 0)]);
+    // Later packets of a closed slot are not delivered again.
+    g.store(9, 1, 3, 1, 1, 0);
+    poll(&mut c, &[&g], t0 + Duration::from_millis(5), &mut seen);
+    assert_eq!(seen.len(), 1);
+}
+
+#[test]
+fn two_gpus_complete_a_slot_together_and_merge_their_cells() {
+    let mut c = Completer::new(&cfg(4, 1_000_000)).unwrap();
+    let (a, b) = (FakeGpu::new(c.layout()), FakeGpu::new(c.layout()));
+    let t0 = Instant::now();
+    let mut seen = Seen::new();
+    a.fill(12, 0, 5, 70);
+    poll(&mut c, &[&a, &b], t0, &mut seen);
+    assert!(seen.is_empty(), "eAxC 9 not there yet");
+    b.fill(12, 1, 6, 60);
+    let srcs: [&dyn GridSource; 2] = [&a, &b];
+    let mut got = Vec::new();
+    c.poll(&srcs, t0, &mut |cl| got.push(cl)).unwrap();
+    assert_eq!(got.len(), 1);
+    assert!(got[0].grid.complete);
+    assert_eq!(got[0].last_ns, 70);
+    assert_eq!(got[0].grid.prb_i16(0, 0, 0), Some(&[5i16; 24][..]));
+    assert_eq!(got[0].grid.prb_i16(1, 0, 0), Some(&[6i16; 24][..]));
+}
+
+#[test]
+fn an_entry_taken_by_a_later_slot_closes_the_earlier_with_what_is_left() {
+    // Ring of 2 entries (max_open 1): slot 1 and slot 3 share entry 0.
+    let mut c = Completer::new(&cfg(1, 1_000_000)).unwrap();
+    assert_eq!(c.layout().ring, 2);
+    let g = FakeGpu::new(c.layout());
+    let t0 = Instant::now();
+    let mut seen = Seen::new();
+    g.store(1, 0, 0, 0, 1, 0);
+    g.store(1, 0, 0, 1, 1, 0);
+    poll(&mut c, &[&g], t0, &mut seen);
+    g.store(3, 0, 0, 0, 2, 0); // entry 0 now slot 3's; PRB 1 still slot 1's
+    poll(&mut c, &[&g], t0, &mut seen);
+    assert_eq!(seen, [(1, false, 1, 0)]);
+}
+
+#[test]
+fn new_tags_open_in_frame_cycle_order_across_the_wrap() {
+    // The last slot of the cycle (tag 5120 at 30 kHz) and the first of the next (tag 1)
+    // appear in one poll: 5120 is the older.
+    let mut c = Completer::new(&cfg(8, 1_000_000)).unwrap();
+    let g = FakeGpu::new(c.layout());
+    let t0 = Instant::now();
+    let mut seen = Seen::new();
+    g.store(5119, 0, 0, 0, 1, 0);
+    poll(&mut c, &[&g], t0, &mut seen);
+    g.store(1, 0, 0, 0, 1, 0);
+    g.store(5120, 0, 0, 0, 1, 0);
+    poll(&mut c, &[&g], t0, &mut seen);
+    let srcs: [&dyn GridSource; 1] = [&g];
+    c.finish(&srcs, &mut |cl| seen.push((tag_of(&cl.grid), false, 0, 0)))
+        .unwrap();
+    let tags: Vec<u32> = seen.iter().map(|s| s.0).collect();
+    assert_eq!(tags, [5119, 5120, 1]);
+}
+
+#[test]
+fn the_handed_log_finds_the_burst_of_a_receive_time() {
+    let log = HandedLog::default();
+    let burst = |ts: &[u64]| {
+        let mut b = Burst::default();
+        for &t in ts {
+            b.push(
+                &[0u8; 60],
+                FrameDesc {
+                    timestamp_ns: t,
+                    ..FrameDesc::default()
+                },
+            );
+        }
+        b
+    };
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    log.record(&burst(&[0, 0]), at(0)); // no receive times: not kept
+    log.record(&burst(&[100, 200]), at(1));
+    log.record(&burst(&[200, 300]), at(2));
+    log.record(&burst(&[400]), at(3));
+    assert_eq!(log.handed_at(150), Some(at(1)));
+    assert_eq!(
+        log.handed_at(200),
+        Some(at(1)),
+        "the earliest burst holding it"
+    );
+    assert_eq!(log.handed_at(400), Some(at(3)));
+    assert_eq!(log.handed_at(350), None);
+    assert_eq!(log.handed_at(0), None);
+    // A replay's next lap holds the times again: the newest lap.
+    log.record(&burst(&[100, 200]), at(9));
+    assert_eq!(log.handed_at(150), Some(at(9)));
+    for i in 0..HANDED_KEEP as u64 + 5 {
+        log.record(&burst(&[1000 + i]), at(10));
+    }
+    assert_eq!(log.bursts.lock().unwrap().len(), HANDED_KEEP, "bounded");
+}
+
+#[test]
+fn a_config_without_eaxcs_has_no_completer() {
+    let e = Completer::new(&FronthaulConfig::default()).unwrap_err();
+    assert!(e.contains("fronthaul.eaxcs"), "{e}");
+}
