@@ -19,6 +19,7 @@
 
 mod end_to_end;
 mod inputs;
+mod l3fwd;
 mod latency;
 mod latency_tables;
 mod throughput;
@@ -79,7 +80,7 @@ pub struct Args {
     /// the host takes between bursts, as that sets where in a poll round the burst lands).
     #[arg(long, default_value_t = 4.0)]
     pub latency_gap_us: f64,
-    /// Skip parts: any of throughput, e2e, latency.
+    /// Skip parts: any of throughput, e2e, l3fwd, latency.
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<String>,
     /// Folder for bench.json and bench.md.
@@ -163,6 +164,9 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     }
     if !skip("e2e") {
         end_to_end::section(&a, &rules0, &trace0, htod, &mut md, &mut js)?;
+    }
+    if !skip("l3fwd") {
+        l3fwd::section(&a, &trace0, &mut md, &mut js)?;
     }
     if !skip("latency") {
         latency_tables::section(&a, &rules0, &trace0, &mut md, &mut js)?;
