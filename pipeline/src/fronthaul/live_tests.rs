@@ -307,3 +307,88 @@ fn a_config_without_eaxcs_has_no_completer() {
     let e = Completer::new(&FronthaulConfig::default()).unwrap_err();
     assert!(e.contains("fronthaul.eaxcs"), "{e}");
 }
+
+#[test]
+fn the_stage_counts_gpu_slots_and_their_latency_and_keeps_them_over_the_counters() {
+    use crate::fronthaul::FronthaulStage;
+    let c0 = cfg(2, 1_000_000);
+    let stage = FronthaulStage::from_config(&c0).unwrap();
+    let mut c = Completer::new(&c0).unwrap();
+    let g = FakeGpu::new(c.layout());
+    g.fill(3, 0, 1, 10);
+    g.fill(3, 1, 1, 10);
+    g.store(4, 0, 0, 0, 1, 20);
+    let srcs: [&dyn GridSource; 1] = [&g];
+    let handed = Instant::now() - Duration::from_millis(2);
+    c.finish(&srcs, &mut |cl| {
+        stage.close_gpu_slot(&cl.grid, (cl.last_ns == 10).then_some(handed))
+    })
+    .unwrap();
+    let got = stage.counters();
+    assert_eq!((got.slots_complete, got.slots_partial), (1, 1));
+    assert_eq!(got.slot_latency_count, 1, "the complete slot only");
+    assert!(
+        got.slot_latency_p50_ns >= 2_000_000,
+        "{}",
+        got.slot_latency_p50_ns
+    );
+    assert_eq!(got.per_eaxc[0].slots_complete, 1);
+    assert_eq!(got.per_eaxc[1].slots_partial, 1);
+    // The GPU's counters at the end replace the stage's, but for the slot counts.
+    let mut gc = crate::fronthaul::FronthaulCounters {
+        prbs: 99,
+        ..Default::default()
+    };
+    gc.per_eaxc = got
+        .per_eaxc
+        .iter()
+        .map(|e| crate::fronthaul::EaxcCounters {
+            eaxc: e.eaxc,
+            packets: 5,
+            ..Default::default()
+        })
+        .collect();
+    stage.absorb_gpu_counters(gc);
+    let after = stage.counters();
+    assert_eq!((after.prbs, after.per_eaxc[0].packets), (99, 5));
+    assert_eq!((after.slots_complete, after.slots_partial), (1, 1));
+    assert_eq!(after.per_eaxc[0].slots_complete, 1);
+    assert_eq!(after.slot_latency_count, 1);
+}
+
+#[test]
+fn the_cpu_stage_measures_each_complete_slot() {
+    use crate::fronthaul::FronthaulStage;
+    use crate::port::gen::oran::{build_uplane_frames, OranGenOptions};
+    let o = OranGenOptions {
+        carrier_prbs: 12,
+        eaxcs: vec![1, 2],
+        prbs_per_packet: 6,
+        slots: 3,
+        ..OranGenOptions::default()
+    };
+    let c0 = FronthaulConfig {
+        carrier_prbs: o.carrier_prbs,
+        numerology: o.numerology,
+        eaxcs: o.eaxcs.clone(),
+        comp: crate::fronthaul::config::CompConfig {
+            method: o.comp_method,
+            iq_width: o.iq_width,
+            hdr: o.comp_hdr,
+        },
+        sink: SinkConfig::None,
+        ..FronthaulConfig::default()
+    };
+    let stage = FronthaulStage::from_config(&c0).unwrap();
+    let frames: Vec<_> = build_uplane_frames(&o).collect();
+    // The last packet of the last slot withheld: two slots complete, one stays partial.
+    for f in &frames[..frames.len() - 1] {
+        let mut v = crate::verdict::Verdict::PASS;
+        stage.process_untimed(&f.data, &crate::meta::PacketMeta::default(), &mut v);
+    }
+    stage.flush();
+    let got = stage.counters();
+    assert_eq!((got.slots_complete, got.slots_partial), (2, 1));
+    assert_eq!(got.slot_latency_count, 2);
+    assert!(got.slot_latency_p99_ns >= got.slot_latency_p50_ns);
+}

@@ -46,6 +46,11 @@ pub struct FronthaulSummary {
     pub saturated_samples: u64,
     pub eaxc_unexpected: u64,
     pub sink_errors: u64,
+    /// Completion latency of the complete slots (see `FronthaulCounters::slot_latency_count`):
+    /// slots measured, p50 and p99 in ns (0 when none).
+    pub slot_latency_count: u64,
+    pub slot_latency_p50_ns: u64,
+    pub slot_latency_p99_ns: u64,
     /// Rejected frames, (reason, count), non-zero ones.
     pub errors: Vec<(String, u64)>,
     pub per_eaxc: Vec<EaxcSummary>,
@@ -75,6 +80,9 @@ impl FronthaulSummary {
             saturated_samples: c.saturated_samples,
             eaxc_unexpected: c.eaxc_unexpected,
             sink_errors: c.sink_errors,
+            slot_latency_count: c.slot_latency_count,
+            slot_latency_p50_ns: c.slot_latency_p50_ns,
+            slot_latency_p99_ns: c.slot_latency_p99_ns,
             errors: by_reason(&c.errors),
             per_eaxc: c.per_eaxc.iter().map(eaxc_summary).collect(),
         }
@@ -90,8 +98,18 @@ impl FronthaulSummary {
                 format!("errors {}", v.join(" "))
             }
         };
+        let latency = if self.slot_latency_count > 0 {
+            format!(
+                " (completion latency p50 {:.1} us / p99 {:.1} us over {})",
+                self.slot_latency_p50_ns as f64 / 1e3,
+                self.slot_latency_p99_ns as f64 / 1e3,
+                self.slot_latency_count
+            )
+        } else {
+            String::new()
+        };
         let mut out = vec![format!(
-            "stage {}: {} frames ({} U-plane, {} C-plane, {} not eCPRI, {} rejected), {} PRBs, slots {} complete / {} partial, {} duplicate PRBs, {} saturated samples, {} unexpected eAxC, {}",
+            "stage {}: {} frames ({} U-plane, {} C-plane, {} not eCPRI, {} rejected), {} PRBs, slots {} complete / {} partial{latency}, {} duplicate PRBs, {} saturated samples, {} unexpected eAxC, {}",
             self.position,
             self.frames,
             self.uplane,
@@ -347,5 +365,23 @@ mod tests {
         );
         assert!(lines[1].starts_with("eAxC 513: 7 packets, 28 PRBs, early 0 / on time 6 / late 1"));
         assert_eq!(s.errors, vec![("prb_out_of_carrier".to_string(), 2)]);
+        assert!(!lines[0].contains("latency"), "none measured: {}", lines[0]);
+        c.slot_latency_count = 3;
+        c.slot_latency_p50_ns = 12_500;
+        c.slot_latency_p99_ns = 40_000;
+        let s = FronthaulSummary::new(1, &c);
+        assert_eq!(
+            (
+                s.slot_latency_count,
+                s.slot_latency_p50_ns,
+                s.slot_latency_p99_ns
+            ),
+            (3, 12_500, 40_000)
+        );
+        let l = &s.lines()[0];
+        assert!(
+            l.contains("slots 1 complete / 0 partial (completion latency p50 12.5 us / p99 40.0 us over 3)"),
+            "{l}"
+        );
     }
 }
