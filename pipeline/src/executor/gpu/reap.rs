@@ -137,12 +137,11 @@ impl GpuExecutor {
                 });
                 (v, m)
             };
-            let data = match self.take_tx(&q, slot, n, &mut tx)? {
-                // SAFETY: the slot's data area (take_tx checked the range against the ring
-                // buffer); the GPU is done with it and nothing rewrites it before this reap.
-                Some((p, len)) => Some(unsafe { std::slice::from_raw_parts(p, len) }),
-                None => None,
-            };
+            // SAFETY: the slot's data area (take_tx checked the range against the ring buffer);
+            // the GPU is done with it and nothing rewrites it before this reap.
+            let data = self
+                .take_tx(&q, slot, n, &mut tx)?
+                .map(|(p, len)| unsafe { std::slice::from_raw_parts(p, len) });
             f(&Reaped {
                 seq,
                 generation: q.slot_gen[slot],
