@@ -191,3 +191,22 @@ fn composed_pipelines_and_a_user_stage_compile_with_nvrtc_for_sm_90() {
     let src = CString::new(src).expect("source without NUL");
     nvrtc_compile(&names.join(" -> "), &src, &[], &[]);
 }
+
+/// The rewrite stages (cuda/rewrite_stages.cuh: every one of them, so the module is the
+/// writing pipeline's), as the executor compiles a rewriting pipeline at start.
+#[test]
+fn a_pipeline_of_every_rewrite_stage_compiles_with_nvrtc_for_sm_90() {
+    use pktwarp_kernels::StageSpec;
+    let names = [
+        "vlan", "parse", "route", "ttl", "dscp", "respond", "l2fwd", "count",
+    ];
+    let stages: Vec<StageSpec> = names
+        .iter()
+        .map(|n| StageSpec::builtin(n).expect("a library stage"))
+        .collect();
+    let src =
+        pktwarp_kernels::pipeline_source(&stages, pktwarp_kernels::Target::Gpu).expect("generate");
+    assert!(src.contains("#define PW_PIPELINE_WRITES 1"));
+    let src = CString::new(src).expect("source without NUL");
+    nvrtc_compile(&names.join(" -> "), &src, &[], &[]);
+}
