@@ -1,0 +1,147 @@
+//! The options of a `dpdk` port (the `dpdk:` block of a port in the YAML config) and the checks
+//! that need no device.
+
+use serde::Deserialize;
+
+use super::{GpuBuffers, MAX_BURST};
+
+/// Options of a `dpdk` port (the `dpdk:` block of a port in the YAML config).
+///
+/// ```yaml
+/// dpdk:
+///   eal_args: [--no-huge, --no-pci, -m, "512", --file-prefix=pw1, -l, "0"]
+///   vdev: "net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap"
+///   rx_queues: 1
+/// ```
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DpdkPortOptions {
+    /// EAL arguments, without the program name (e.g. `-l 0-1 -a 0000:3b:00.0` or
+    /// `--no-huge --no-pci -m 512 --file-prefix=x` for virtual devices). The EAL is set up once
+    /// per process, by the first DPDK port opened: later ports give the same list or none.
+    #[serde(default)]
+    pub eal_args: Vec<String>,
+    /// A device to create with `rte_dev_probe`, as devargs: `driver<id>[,key=value...]`, e.g.
+    /// `net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap`, `net_null0`, `net_ring0`,
+    /// `net_memif0,role=server,socket=/tmp/pw.sock`, `net_af_xdp0,iface=veth0`. The ethdev is
+    /// then found by the name before the first comma. Exactly one of `vdev`, `name`, `port_id`.
+    #[serde(default)]
+    pub vdev: Option<String>,
+    /// An ethdev that already exists (a PCI address from `-a`, or a `--vdev` of `eal_args`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// An ethdev by DPDK port id.
+    #[serde(default)]
+    pub port_id: Option<u16>,
+    /// RX queues (RSS spreads over them when more than one and the device can hash).
+    #[serde(default = "one")]
+    pub rx_queues: u16,
+    /// TX queues (one per transmitting thread).
+    #[serde(default = "one")]
+    pub tx_queues: u16,
+    /// RX descriptors per queue (adjusted to the device's limits).
+    #[serde(default = "descriptors")]
+    pub rx_descriptors: u16,
+    /// TX descriptors per queue (adjusted to the device's limits).
+    #[serde(default = "descriptors")]
+    pub tx_descriptors: u16,
+    /// mbufs in each of the port's two pools (RX, TX); 2^q - 1 is the most memory-efficient.
+    #[serde(default = "mempool_size")]
+    pub mempool_size: u32,
+    /// Per-lcore mempool cache (0 disables it).
+    #[serde(default = "mempool_cache")]
+    pub mempool_cache: u32,
+    /// Frames per `rte_eth_rx_burst` / `rte_eth_tx_burst` call (1..=512).
+    #[serde(default = "burst_size")]
+    pub burst_size: u16,
+    /// Put the port in promiscuous mode (ignored where the driver cannot).
+    #[serde(default = "yes")]
+    pub promiscuous: bool,
+    /// Report the end of input after this many milliseconds with no frame (for file-backed
+    /// devices such as net_pcap, which never say they are done). Absent: never ends.
+    #[serde(default)]
+    pub idle_end_ms: Option<u64>,
+    /// Times a TX burst is retried while the device accepts only part of it, before the rest
+    /// is counted as `tx_full` drops.
+    #[serde(default = "tx_retries")]
+    pub tx_retries: u32,
+    /// Where received frames land: `auto` (GPU memory when the NIC and the host can do
+    /// GPUDirect RDMA, else host memory), `host`, or `gpu` (fail when GPUDirect is not possible).
+    #[serde(default)]
+    pub gpu_buffers: GpuBuffers,
+}
+
+fn one() -> u16 {
+    1
+}
+fn descriptors() -> u16 {
+    1024
+}
+fn mempool_size() -> u32 {
+    8191
+}
+fn mempool_cache() -> u32 {
+    256
+}
+fn burst_size() -> u16 {
+    32
+}
+fn yes() -> bool {
+    true
+}
+fn tx_retries() -> u32 {
+    64
+}
+
+impl DpdkPortOptions {
+    /// Options for a device created from `vdev` devargs, everything else at its default.
+    pub fn vdev(eal_args: &[&str], devargs: &str) -> Self {
+        DpdkPortOptions {
+            eal_args: eal_args.iter().map(|s| s.to_string()).collect(),
+            vdev: Some(devargs.to_string()),
+            name: None,
+            port_id: None,
+            rx_queues: one(),
+            tx_queues: one(),
+            rx_descriptors: descriptors(),
+            tx_descriptors: descriptors(),
+            mempool_size: mempool_size(),
+            mempool_cache: mempool_cache(),
+            burst_size: burst_size(),
+            promiscuous: yes(),
+            idle_end_ms: None,
+            tx_retries: tx_retries(),
+            gpu_buffers: GpuBuffers::default(),
+        }
+    }
+
+    /// Checks the values that need no device (the config validator calls this).
+    pub fn validate(&self) -> Result<(), String> {
+        let chosen = [
+            self.vdev.is_some(),
+            self.name.is_some(),
+            self.port_id.is_some(),
+        ]
+        .iter()
+        .filter(|b| **b)
+        .count();
+        if chosen != 1 {
+            return Err("give exactly one of `vdev`, `name`, `port_id`".into());
+        }
+        if let Some(v) = &self.vdev {
+            if v.is_empty() || v.starts_with(',') {
+                return Err(format!("`vdev` {v:?} must start with a device name"));
+            }
+        }
+        if self.rx_queues == 0 || self.tx_queues == 0 {
+            return Err("`rx_queues` and `tx_queues` must be at least 1".into());
+        }
+        if self.burst_size == 0 || self.burst_size as usize > MAX_BURST {
+            return Err(format!("`burst_size` must be 1..={MAX_BURST}"));
+        }
+        if self.mempool_size < 2 * self.burst_size as u32 {
+            return Err("`mempool_size` must hold at least two bursts".into());
+        }
+        Ok(())
+    }
+}
