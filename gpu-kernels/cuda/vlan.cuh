@@ -1,8 +1,7 @@
 /* Stage `vlan` in CUDA C (pipeline/src/rewrite/vlan.rs): push a tag after the MACs, pop the
  * outermost tag, or set its VID / PCP. The frame is `*len` bytes in a buffer of `cap` (push needs
- * 4 spare bytes; without them PW_RW_SKIPPED: the Rust reference grows its Vec, the GPU's slot
- * must have the room). After a push or pop the meta is parsed again (pw_parse), as the reference
- * does. */
+ * 4 spare bytes; without them PW_RW_DROP_NO_ROOM, frame unchanged, as Vlan::apply_in). After a
+ * push or pop the meta is parsed again (pw_parse), as the reference does. */
 #ifndef PKTWARP_VLAN_CUH
 #define PKTWARP_VLAN_CUH
 
