@@ -202,6 +202,49 @@ mod tests {
     }
 
     #[test]
+    fn the_rewrite_stages_are_library_stages_with_their_blocks() {
+        use crate::rewrite::{self as rw, gpu};
+        let respond = rw::Respond::new(&rw::RespondConfig {
+            mac: rw::Mac([2, 0, 0, 0, 0, 1]),
+            ipv4: vec!["192.0.2.1".parse().unwrap()],
+            ipv6: vec![],
+        })
+        .unwrap();
+        let p = Pipeline::new(vec![
+            Stage::Parse,
+            Stage::L2fwd(rw::L2fwd::swap()),
+            Stage::Vlan(rw::Vlan::Pop),
+            Stage::Ttl(rw::Ttl),
+            Stage::Dscp(rw::Dscp { dscp: 1 }),
+            Stage::Respond(Box::new(crate::rewrite::stage::RespondSlot {
+                op: respond,
+                ingress_out: vec![0, 1, 2],
+            })),
+        ]);
+        assert_eq!(p.gpu_refusal(), None);
+        let l = p.gpu_stage_list();
+        let sizes: Vec<usize> = l[1..]
+            .iter()
+            .map(|s| {
+                assert_eq!(s.kind, GpuStageKind::Library, "{}", s.name);
+                let g = s.library.as_ref().expect("a block");
+                assert!(g.buffers.is_empty());
+                g.block.len()
+            })
+            .collect();
+        assert_eq!(
+            sizes,
+            [
+                gpu::L2FWD_BLOCK,
+                gpu::VLAN_BLOCK,
+                0,
+                gpu::DSCP_BLOCK,
+                gpu::RESPOND_INGRESS_AT + 6
+            ]
+        );
+    }
+
+    #[test]
     fn a_stage_without_cuda_is_named_in_the_refusal() {
         let p = Pipeline::new(vec![
             Stage::Parse,
