@@ -179,19 +179,32 @@ PW_DEVICE uint32_t pw_fh_peek_eaxc(const uint8_t *f, uint32_t len) {
 }
 
 /* Stores one decompressed PRB at `cell` (eaxc, symbol, PRB of the ring entry); returns the
- * samples saturated. */
+ * samples saturated. The 24 samples (48 bytes, 16-byte aligned: device allocations are 256-byte
+ * aligned and a cell is 48 bytes) go out as three 16-byte stores. */
 PW_DEVICE uint32_t pw_fh_store(const pw_fh_stage_params *p, uint64_t cell, const int32_t *iq) {
     uint32_t sat = 0;
+    uint32_t w[PW_FH_PRB_SAMPLES / 2];
+    const bool fp16 = p->format == PW_FH_FORMAT_FP16;
     for (uint32_t k = 0; k < PW_FH_PRB_SAMPLES; k++) {
         const int32_t x = iq[k];
         const int32_t s = x > 32767 ? 32767 : (x < -32768 ? -32768 : x);
         sat += s != x ? 1u : 0u;
-        if (p->format == PW_FH_FORMAT_FP16) {
-            ((uint16_t *)p->grid)[cell * PW_FH_PRB_SAMPLES + k] = pw_fh_f16((float)s * p->beta);
+        const uint32_t h = fp16 ? (uint32_t)pw_fh_f16((float)s * p->beta) : (uint32_t)(uint16_t)(int16_t)s;
+        if (k & 1u) {
+            w[k >> 1] |= h << 16;
         } else {
-            ((int16_t *)p->grid)[cell * PW_FH_PRB_SAMPLES + k] = (int16_t)s;
+            w[k >> 1] = h;
         }
     }
+    uint8_t *dst = (uint8_t *)p->grid + cell * (PW_FH_PRB_SAMPLES * 2u);
+#if PW_GPU
+    uint4 *d = (uint4 *)dst;
+    d[0] = make_uint4(w[0], w[1], w[2], w[3]);
+    d[1] = make_uint4(w[4], w[5], w[6], w[7]);
+    d[2] = make_uint4(w[8], w[9], w[10], w[11]);
+#else
+    __builtin_memcpy(dst, w, sizeof w);
+#endif
     return sat;
 }
 

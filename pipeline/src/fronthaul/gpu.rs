@@ -194,6 +194,18 @@ pub fn gpu_params(cfg: &FronthaulConfig) -> Result<crate::stage::GpuParams, Stri
     })
 }
 
+/// The composed kernel of the pipeline `[fronthaul]` alone with `cfg`'s block and buffers (the
+/// decompression benchmark runs it over device-resident frames, `pktwarp bench`).
+pub fn kernel_image(cfg: &FronthaulConfig) -> anyhow::Result<pktwarp_kernels::KernelImage> {
+    let g = gpu_params(cfg).map_err(|e| anyhow::anyhow!(e))?;
+    let spec = pktwarp_kernels::StageSpec::builtin("fronthaul")
+        .ok_or_else(|| anyhow::anyhow!("fronthaul is not a library stage"))?;
+    let mut img = pktwarp_kernels::image_for(&[spec], vec![g.block])
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    img.buffers = vec![g.buffers];
+    Ok(img)
+}
+
 fn u32_at(b: &[u8], i: usize) -> u32 {
     b.get(4 * i..4 * i + 4)
         .map_or(0, |w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
@@ -495,6 +507,12 @@ mod tests {
         assert_eq!(g.buffers[BUF_STATS].addr_at, 56);
         let e = Layout::new(&FronthaulConfig::default()).unwrap_err();
         assert!(e.contains("fronthaul.eaxcs"), "{e}");
+        let img = kernel_image(&cfg).unwrap();
+        assert_eq!(img.template, pktwarp_kernels::Template::Composed);
+        assert!(img.source.contains("pw_stage_fronthaul(f, m, v, pw_stage_params(ctx, 0u)"));
+        assert_eq!((img.params[0].len(), img.buffers[0].len()), (216, 5));
+        let e = kernel_image(&FronthaulConfig::default()).unwrap_err();
+        assert!(e.to_string().contains("fronthaul.eaxcs"), "{e}");
         // Tags name the slot's radio time.
         let k = key_of_tag((3 * 10 + 7) * 2 + 1 + 1, 1);
         assert_eq!((k.frame_id, k.subframe_id, k.slot_id), (3, 7, 1));

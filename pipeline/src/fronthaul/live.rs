@@ -33,8 +33,8 @@ use crate::burst::Burst;
 pub trait GridSource {
     /// The slot state buffer (`pw_fh_slot_state[ring]`).
     fn slot_states(&self) -> anyhow::Result<Vec<u8>>;
-    /// Ring entry `r`'s grid bytes and its cells' marks.
-    fn entry(&self, r: usize) -> anyhow::Result<(Vec<u8>, Vec<u8>)>;
+    /// Ring entry `r`'s grid bytes (empty unless `samples`) and its cells' marks.
+    fn entry(&self, r: usize, samples: bool) -> anyhow::Result<(Vec<u8>, Vec<u8>)>;
 }
 
 /// Bursts the [`HandedLog`] remembers (the newest).
@@ -112,6 +112,9 @@ pub struct Completer {
     closed: Vec<u32>,
     /// The tag that opened last (new tags are taken in frame-cycle order after it).
     last: u32,
+    /// Whether a closed slot's samples are read back (a stage without a sink needs only its
+    /// marks, for the complete / partial counts per eAxC).
+    pub samples: bool,
 }
 
 impl Completer {
@@ -124,6 +127,7 @@ impl Completer {
             open: VecDeque::new(),
             closed: vec![0; l.ring],
             last: 0,
+            samples: true,
             l,
         })
     }
@@ -263,7 +267,7 @@ impl Completer {
             if entry_state(st, r).0 == 0 {
                 continue;
             }
-            let (g, m) = s.entry(r)?;
+            let (g, m) = s.entry(r, self.samples)?;
             let got = slot_of_entry(&self.l, o.tag, &g, &m);
             grid = Some(match grid {
                 Some(a) => merge(&self.l, &a, &got),
@@ -292,11 +296,14 @@ impl GridSource for ExecutorSource<'_> {
             .read_stage_buffer_range(self.k, super::gpu::BUF_SLOT_STATE, 0, n)
     }
 
-    fn entry(&self, r: usize) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
+    fn entry(&self, r: usize, samples: bool) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
         let (gb, mb) = entry_bytes(self.layout);
-        let g = self
-            .ex
-            .read_stage_buffer_range(self.k, super::gpu::BUF_GRID, r * gb, gb)?;
+        let g = if samples {
+            self.ex
+                .read_stage_buffer_range(self.k, super::gpu::BUF_GRID, r * gb, gb)?
+        } else {
+            Vec::new()
+        };
         let m = self
             .ex
             .read_stage_buffer_range(self.k, super::gpu::BUF_MARKS, r * mb, mb)?;
@@ -318,10 +325,9 @@ impl LiveStages {
         let mut stages = Vec::new();
         for (k, st) in p.stages.iter().enumerate() {
             if let crate::stage::Stage::Fronthaul(f) = st {
-                stages.push((
-                    k,
-                    Completer::new(f.config()).map_err(|e| anyhow::anyhow!(e))?,
-                ));
+                let mut c = Completer::new(f.config()).map_err(|e| anyhow::anyhow!(e))?;
+                c.samples = f.has_sink();
+                stages.push((k, c));
             }
         }
         Ok(LiveStages {

@@ -68,11 +68,15 @@ impl GridSource for FakeGpu {
         Ok(self.states.borrow().clone())
     }
 
-    fn entry(&self, r: usize) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
+    fn entry(&self, r: usize, samples: bool) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
         *self.reads.borrow_mut() += 1;
         let (gb, mb) = entry_bytes(&self.l);
         Ok((
-            self.grid.borrow()[r * gb..(r + 1) * gb].to_vec(),
+            if samples {
+                self.grid.borrow()[r * gb..(r + 1) * gb].to_vec()
+            } else {
+                Vec::new()
+            },
             self.marks.borrow()[r * mb..(r + 1) * mb].to_vec(),
         ))
     }
@@ -185,6 +189,26 @@ fn the_oldest_closes_partial_past_max_open_and_complete_ones_first() {
         rest,
         [(3, false, 1, 30), (4, false, 1, 50)],
         "in opening order"
+    );
+}
+
+#[test]
+fn without_samples_a_slot_still_counts_per_eaxc() {
+    let mut c = Completer::new(&cfg(2, 1_000_000)).unwrap();
+    c.samples = false;
+    let g = FakeGpu::new(c.layout());
+    g.fill(2, 0, 7, 0);
+    g.store(2, 1, 0, 0, 7, 0);
+    let srcs: [&dyn GridSource; 1] = [&g];
+    let mut got = Vec::new();
+    c.finish(&srcs, &mut |cl| got.push(cl.grid)).unwrap();
+    assert_eq!(got.len(), 1);
+    assert!(!got[0].complete);
+    assert_eq!((got[0].filled_for(0), got[0].filled_for(1)), (42, 1));
+    assert_eq!(
+        got[0].prb_i16(0, 0, 0),
+        Some(&[0i16; 24][..]),
+        "samples not read"
     );
 }
 

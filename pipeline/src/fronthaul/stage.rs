@@ -253,6 +253,11 @@ impl FronthaulStage {
         &self.params
     }
 
+    /// Whether closed slots go to a sink (else only counted).
+    pub fn has_sink(&self) -> bool {
+        self.lock().sink.is_some()
+    }
+
     /// The stage's options (validated).
     pub fn config(&self) -> &FronthaulConfig {
         &self.cfg

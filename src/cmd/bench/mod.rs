@@ -12,12 +12,16 @@
 //!    Each burst is handed over a random time (`--latency-gap-us`) after the last one's verdicts
 //!    arrived, so arrivals do not lock to the persistent kernel's poll rounds (a closed loop's
 //!    latency moves by a poll round trip with the host's own time between bursts).
+//! 4. Fronthaul decompression (`fronthaul`, run first): decompressed PRBs per second of the
+//!    composed `[fronthaul]` kernel over device-resident O-RAN frames (BFP9, BFP14), against the
+//!    Rust stage on one thread; the GPU's slot grids checked equal to the CPU's.
 //!
 //! The modules, in that order: `inputs` (rule sets and trace frames), `throughput` (1, and the
 //! multi-GPU scaling of `--devices`), `end_to_end` (2), `latency` (one latency configuration
 //! timed) and `latency_tables` (3: the tables built from those).
 
 mod end_to_end;
+mod fronthaul;
 mod inputs;
 mod l3fwd;
 mod latency;
@@ -80,7 +84,8 @@ pub struct Args {
     /// the host takes between bursts, as that sets where in a poll round the burst lands).
     #[arg(long, default_value_t = 4.0)]
     pub latency_gap_us: f64,
-    /// Skip parts: any of throughput, e2e, l3fwd, latency.
+    /// Skip parts: any of throughput, e2e, l3fwd, latency, fronthaul (skipping every part that
+    /// reads the ClassBench sets leaves `--classbench` unread).
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<String>,
     /// Folder for bench.json and bench.md.
@@ -94,6 +99,12 @@ pub struct Args {
     /// GPU 0), in the same run; prints the scaling ratio.
     #[arg(long, value_delimiter = ',')]
     pub devices: Vec<u32>,
+    /// Fronthaul decompression: eAxCs of the generated carrier (1..=64).
+    #[arg(long, default_value_t = 32)]
+    pub fh_eaxcs: usize,
+    /// Fronthaul decompression: slots generated (1..=32: the GPU ring holds them all).
+    #[arg(long, default_value_t = 32)]
+    pub fh_slots: u64,
 }
 
 /// The markdown table the bench prints as it goes and writes to `bench.md`.
@@ -158,21 +169,30 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     );
     js.insert("htod_bytes_per_s".into(), json!(htod));
 
-    let (rules0, trace0) = set_paths(&a.classbench, &a.sets[0])?;
-    if !skip("throughput") {
-        throughput::section(&a, threads, &mut md, &mut js)?;
+    if !skip("fronthaul") {
+        fronthaul::section(&a, &mut md, &mut js)?;
     }
-    if !skip("e2e") {
-        end_to_end::section(&a, &rules0, &trace0, htod, &mut md, &mut js)?;
-    }
-    if !skip("l3fwd") {
-        l3fwd::section(&a, &trace0, &mut md, &mut js)?;
-    }
-    if !skip("latency") {
-        latency_tables::section(&a, &rules0, &trace0, &mut md, &mut js)?;
-    }
-    if a.devices.len() > 1 && !skip("scaling") {
-        throughput::scaling_section(&a, &mut md, &mut js)?;
+    let reads_sets = ["throughput", "e2e", "l3fwd", "latency"]
+        .iter()
+        .any(|p| !skip(p))
+        || (a.devices.len() > 1 && !skip("scaling"));
+    if reads_sets {
+        let (rules0, trace0) = set_paths(&a.classbench, &a.sets[0])?;
+        if !skip("throughput") {
+            throughput::section(&a, threads, &mut md, &mut js)?;
+        }
+        if !skip("e2e") {
+            end_to_end::section(&a, &rules0, &trace0, htod, &mut md, &mut js)?;
+        }
+        if !skip("l3fwd") {
+            l3fwd::section(&a, &trace0, &mut md, &mut js)?;
+        }
+        if !skip("latency") {
+            latency_tables::section(&a, &rules0, &trace0, &mut md, &mut js)?;
+        }
+        if a.devices.len() > 1 && !skip("scaling") {
+            throughput::scaling_section(&a, &mut md, &mut js)?;
+        }
     }
 
     if let Some(dir) = &a.out {
