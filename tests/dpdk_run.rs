@@ -10,9 +10,7 @@ use std::process::Command;
 use pipeline::port::pcap::CaptureReader;
 
 fn data(rel: &str) -> PathBuf {
-    let p = flow_rules::input::data_dir().join(rel);
-    assert!(p.exists(), "test data missing: {}", p.display());
-    p
+    flow_rules::input::require_data(rel)
 }
 
 fn frames_of(path: &Path) -> Vec<Vec<u8>> {

@@ -2,8 +2,9 @@
 //! trace) is read through [`read_text_bounded`], so `/dev/zero`, a huge file or a gzip bomb is
 //! an error that names the file and the limit, not an out-of-memory kill.
 
+use std::ffi::OsString;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Longest rule file or header trace read, after decompression: 256 MiB (a million
 /// ClassBench rules take about 80 MB).
@@ -53,12 +54,104 @@ fn too_large(path: &Path, limit: u64, what: &str, gz: bool) -> std::io::Error {
 
 /// The folder of the large external test corpus (ClassBench rule sets and traces, tcpdump's
 /// test captures, O-RAN vectors; README "Test data" says what it is and where it comes from):
-/// `$PKTWARP_DATA` when set, else `shared/data` beside the checkout. Tests and benchmarks find
-/// the corpus through this one function.
-pub fn data_dir() -> std::path::PathBuf {
-    match std::env::var_os("PKTWARP_DATA") {
-        Some(d) if !d.is_empty() => std::path::PathBuf::from(d),
-        _ => std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data")),
+/// `$PKTWARP_DATA` when set, else the first `shared/data` found beside a checkout of this
+/// repository ([`data_dir_candidates`]), else the first candidate (so a test that then misses its
+/// input names where it looked: [`require_data`]). Tests and benchmarks find the corpus through
+/// this one function.
+pub fn data_dir() -> PathBuf {
+    pick_data_dir(std::env::var_os("PKTWARP_DATA"), &data_dir_candidates())
+}
+
+/// `$PKTWARP_DATA` (non-empty) as given, else the first candidate that is a folder, else the
+/// first candidate.
+fn pick_data_dir(var: Option<OsString>, candidates: &[PathBuf]) -> PathBuf {
+    match var {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => candidates
+            .iter()
+            .find(|p| p.is_dir())
+            .or(candidates.first())
+            .cloned()
+            .unwrap_or_default(),
+    }
+}
+
+/// Where [`data_dir`] looks without `$PKTWARP_DATA`, in order: `shared/data` beside the
+/// checkout this crate was built from; beside the main checkout when that one is a git
+/// worktree (its corpus sits beside the repository, not beside every worktree); and the same
+/// two for the workspace around the current folder (a test binary run from another copy).
+pub fn data_dir_candidates() -> Vec<PathBuf> {
+    let mut roots = Vec::new();
+    let built = Path::new(env!("CARGO_MANIFEST_DIR"));
+    roots.extend(built.parent().map(Path::to_path_buf));
+    if let Ok(cwd) = std::env::current_dir() {
+        roots.extend(
+            cwd.ancestors()
+                .find(|a| a.join("Cargo.lock").is_file())
+                .map(Path::to_path_buf),
+        );
+    }
+    let mut out: Vec<PathBuf> = Vec::new();
+    for r in roots {
+        let main = main_checkout_of(&r);
+        for root in std::iter::once(r).chain(main) {
+            if let Some(p) = root.parent().map(|p| p.join("shared/data")) {
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The main checkout of the git worktree at `root`, or None when `root` is none: a worktree's
+/// `.git` is a file naming its git folder (`gitdir: ...`), whose `commondir` leads to the main
+/// repository's `.git`.
+fn main_checkout_of(root: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(root.join(".git")).ok()?;
+    let gitdir = root.join(text.strip_prefix("gitdir:")?.trim());
+    let common = std::fs::read_to_string(gitdir.join("commondir")).ok()?;
+    let common = std::fs::canonicalize(gitdir.join(common.trim())).ok()?;
+    common.parent().map(Path::to_path_buf)
+}
+
+/// A corpus input for a test or benchmark: `rel` below [`data_dir`] (`""`: the folder itself).
+///
+/// # Panics
+/// When it does not exist, with the path and how the corpus folder was chosen: the corpus
+/// tests fail, never skip, when it is missing (README, "Test data"). For tests and benchmarks
+/// only; product code reads paths from its config.
+pub fn require_data(rel: &str) -> PathBuf {
+    let dir = data_dir();
+    let p = if rel.is_empty() { dir } else { dir.join(rel) };
+    if !p.exists() {
+        panic!(
+            "{}",
+            data_missing(&p, std::env::var_os("PKTWARP_DATA"), &data_dir_candidates())
+        );
+    }
+    p
+}
+
+/// The message of a missing corpus input: the path, the variable and where the default looked.
+fn data_missing(path: &Path, var: Option<OsString>, candidates: &[PathBuf]) -> String {
+    match var {
+        Some(v) if !v.is_empty() => format!(
+            "test data missing: {} (PKTWARP_DATA={}; README \"Test data\" says what the corpus holds)",
+            path.display(),
+            Path::new(&v).display()
+        ),
+        _ => format!(
+            "test data missing: {} (PKTWARP_DATA is unset and none of {} exists; set PKTWARP_DATA \
+             to the corpus folder, README \"Test data\")",
+            path.display(),
+            candidates
+                .iter()
+                .map(|c| c.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
@@ -96,6 +189,75 @@ mod tests {
             8 << 20
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("fr-data-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn data_dir_prefers_the_variable_then_the_first_existing_candidate() {
+        let d = scratch("pick");
+        let (a, b) = (d.join("a/shared/data"), d.join("b/shared/data"));
+        std::fs::create_dir_all(&b).unwrap();
+        let cands = [a.clone(), b.clone()];
+        assert_eq!(
+            pick_data_dir(Some("/x/y".into()), &cands),
+            PathBuf::from("/x/y")
+        );
+        // Empty counts as unset; the first candidate that exists wins.
+        assert_eq!(pick_data_dir(Some("".into()), &cands), b);
+        assert_eq!(pick_data_dir(None, &cands), b);
+        // None exists: the first, so the message names where the data belongs.
+        std::fs::remove_dir_all(&b).unwrap();
+        assert_eq!(pick_data_dir(None, &cands), a);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_worktree_leads_to_its_main_checkout() {
+        let d = scratch("wt");
+        let main = d.join("repo");
+        let gitdir = main.join(".git/worktrees/wt1");
+        std::fs::create_dir_all(&gitdir).unwrap();
+        std::fs::write(gitdir.join("commondir"), "../..\n").unwrap();
+        let wt = d.join("elsewhere/wt1");
+        std::fs::create_dir_all(&wt).unwrap();
+        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", gitdir.display())).unwrap();
+        let found = main_checkout_of(&wt).expect("main checkout");
+        assert_eq!(found, std::fs::canonicalize(&main).unwrap());
+        // The main checkout itself (a .git folder) and a plain folder have none.
+        assert_eq!(main_checkout_of(&main), None);
+        assert_eq!(main_checkout_of(&d), None);
+        // A broken .git file is no main checkout, not a panic.
+        std::fs::write(wt.join(".git"), "nonsense").unwrap();
+        assert_eq!(main_checkout_of(&wt), None);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn the_default_candidates_start_beside_this_checkout() {
+        let c = data_dir_candidates();
+        let here = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        assert_eq!(c[0], here.parent().unwrap().join("shared/data"), "{c:?}");
+    }
+
+    #[test]
+    fn a_missing_input_names_the_path_and_the_variable() {
+        let cands = [PathBuf::from("/nowhere/shared/data")];
+        let p = Path::new("/nowhere/shared/data/pcaps/x.pcap");
+        let m = data_missing(p, None, &cands);
+        assert!(m.contains("/nowhere/shared/data/pcaps/x.pcap"), "{m}");
+        assert!(m.contains("PKTWARP_DATA is unset"), "{m}");
+        assert!(m.contains("none of /nowhere/shared/data exists"), "{m}");
+        let m = data_missing(p, Some("/corpus".into()), &cands);
+        assert!(
+            m.contains("PKTWARP_DATA=/corpus") && m.contains("x.pcap"),
+            "{m}"
+        );
     }
 
     #[test]

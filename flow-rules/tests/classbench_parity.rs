@@ -6,13 +6,7 @@ use flow_rules::acl::{classbench, cuda_host, load_rules, read_text, AclClassifie
 use std::path::PathBuf;
 
 fn data() -> PathBuf {
-    let p = flow_rules::input::data_dir().join("classbench");
-    assert!(
-        p.is_dir(),
-        "test data missing: {} (see shared/data/README.md)",
-        p.display()
-    );
-    p.to_path_buf()
+    flow_rules::input::require_data("classbench")
 }
 
 fn as_line(m: u32) -> String {

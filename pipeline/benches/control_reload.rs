@@ -25,13 +25,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 fn data(name: &str) -> PathBuf {
-    let p = flow_rules::input::data_dir().join("classbench").join(name);
-    assert!(
-        p.exists(),
-        "missing test data {} (see shared/data/README.md)",
-        p.display()
-    );
-    p
+    flow_rules::input::require_data(&format!("classbench/{name}"))
 }
 
 fn median(v: &mut [f64]) -> f64 {

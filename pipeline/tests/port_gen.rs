@@ -16,9 +16,7 @@ use pipeline::port::{RxPort, RxStatus};
 use proptest::prelude::*;
 
 fn data_dir() -> PathBuf {
-    let d = flow_rules::input::data_dir();
-    assert!(d.is_dir(), "test data missing: {}", d.display());
-    d
+    flow_rules::input::require_data("")
 }
 
 /// Parses `frame` with etherparse and checks every length and checksum against the spec.

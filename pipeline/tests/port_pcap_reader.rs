@@ -10,13 +10,8 @@ use pipeline::port::PortError;
 use proptest::prelude::*;
 
 fn data_dir() -> PathBuf {
-    let d = flow_rules::input::data_dir();
-    assert!(
-        d.join("pcaps/INDEX.tsv").is_file(),
-        "test data missing: {} (see DESIGN.md: ../shared/data)",
-        d.display()
-    );
-    d
+    flow_rules::input::require_data("pcaps/INDEX.tsv");
+    flow_rules::input::data_dir()
 }
 
 /// Reads every frame; returns (frames, link types seen, error if the file ended in one).

@@ -38,15 +38,9 @@ pub fn vdev(devargs: &str) -> DpdkPortOptions {
     o
 }
 
-/// /work/shared/data (the repository's sibling `shared/data`).
+/// The corpus folder (`flow_rules::input::data_dir`; fails naming the path when absent).
 pub fn shared_data() -> PathBuf {
-    let p = flow_rules::input::data_dir();
-    assert!(
-        p.is_dir(),
-        "test data missing: {} (the shared/ folder beside the repository)",
-        p.display()
-    );
-    p
+    flow_rules::input::require_data("")
 }
 
 /// A unique scratch directory under the system temp dir.

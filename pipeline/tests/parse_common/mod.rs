@@ -10,15 +10,10 @@ use etherparse::{LinkExtSlice, NetSlice, SlicedPacket, TransportSlice};
 use pipeline::meta::{mf, PacketMeta, ParseStatus};
 use pipeline::port::pcap::{CaptureReader, LINKTYPE_ETHERNET};
 
-/// /work/shared/data (the shared test data, never copied into the repository).
+/// The corpus folder (`flow_rules::input::data_dir`; fails naming the path when absent).
 pub fn data_dir() -> PathBuf {
-    let d = flow_rules::input::data_dir();
-    assert!(
-        d.join("pcaps/INDEX.tsv").is_file(),
-        "test data missing: {} (see ../shared/data/README.md)",
-        d.display()
-    );
-    d
+    flow_rules::input::require_data("pcaps/INDEX.tsv");
+    flow_rules::input::data_dir()
 }
 
 /// Every Ethernet capture of the tcpdump corpus (INDEX.tsv link type `ether`), plus
