@@ -9,9 +9,10 @@
 
 use std::path::{Path, PathBuf};
 
-/// The external corpus folder (`$PKTWARP_DATA`, default `../shared/data`), re-exported for
-/// crates that reach flow-rules only through this one.
-pub use flow_rules::input::data_dir;
+/// The external corpus folder (`$PKTWARP_DATA`, default `shared/data` beside the checkout) and
+/// a corpus input that fails the test naming its path when absent, re-exported for crates that
+/// reach flow-rules only through this one.
+pub use flow_rules::input::{data_dir, require_data};
 
 const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
@@ -429,6 +430,60 @@ pub fn linux_sll_pcap() -> PathBuf {
     .clone()
 }
 
+/// A user stage for tests: drops frames longer than `max_len` (reason `StageDrop`) and counts
+/// them in its counter `too_long`. Reads no metadata. Each test gives it its own factory and
+/// CUDA side; this is the CPU side they share.
+pub struct MaxLen {
+    max_len: usize,
+    /// Names a second counter (`other`, never counted): a stage whose counter shape differs.
+    extra_counter: bool,
+    dropped: std::sync::atomic::AtomicU64,
+}
+
+impl MaxLen {
+    pub fn new(max_len: usize) -> MaxLen {
+        MaxLen {
+            max_len,
+            extra_counter: false,
+            dropped: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// The same stage with a second counter name (`other`).
+    pub fn with_extra_counter(mut self) -> MaxLen {
+        self.extra_counter = true;
+        self
+    }
+
+    /// The stage's `max_len` option (a number; required).
+    pub fn option(options: &serde_json::Value) -> anyhow::Result<u64> {
+        options
+            .get("max_len")
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| anyhow::anyhow!("option `max_len` (a number) is required"))
+    }
+}
+
+impl crate::stage::CustomStage for MaxLen {
+    fn process(&self, frame: &[u8], _: &crate::meta::PacketMeta, v: &mut crate::verdict::Verdict) {
+        if frame.len() > self.max_len {
+            self.dropped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            *v = crate::verdict::Verdict::drop(crate::verdict::DropReason::StageDrop);
+        }
+    }
+    fn counter_names(&self) -> Vec<String> {
+        let mut n = vec!["too_long".to_string()];
+        if self.extra_counter {
+            n.push("other".into());
+        }
+        n
+    }
+    fn counters(&self) -> Vec<u64> {
+        vec![self.dropped.load(std::sync::atomic::Ordering::Relaxed)]
+    }
+}
+
 /// docs/hardware-only-tests.md, embedded: the tests allowed to skip in CI, with the reason.
 pub const HARDWARE_ONLY_DOC: &str = include_str!("../../docs/hardware-only-tests.md");
 
@@ -525,6 +580,36 @@ mod tests {
         assert!(skip_allowed(false, "x/tests/y.rs", "needs_tshark", "no tshark").is_ok());
         // The same name in another file is not listed.
         assert!(skip_allowed(true, "src/main.rs", gpu.1, "no GPU").is_err());
+    }
+
+    #[test]
+    fn max_len_drops_and_counts_only_longer_frames() {
+        use crate::stage::CustomStage;
+        use crate::verdict::{Action, DropReason, Verdict};
+        let s = MaxLen::new(60);
+        let m = crate::meta::PacketMeta::default();
+        let mut v = Verdict::default();
+        s.process(&[0u8; 60], &m, &mut v);
+        assert_ne!(v.action, Action::Drop, "60 bytes is not longer than 60");
+        s.process(&[0u8; 61], &m, &mut v);
+        assert_eq!(
+            (v.action, v.reason),
+            (Action::Drop, Some(DropReason::StageDrop))
+        );
+        assert_eq!(
+            (s.counter_names(), s.counters()),
+            (vec!["too_long".into()], vec![1])
+        );
+        assert_eq!(
+            MaxLen::new(1).with_extra_counter().counter_names(),
+            ["too_long", "other"]
+        );
+        assert_eq!(
+            MaxLen::option(&serde_json::json!({ "max_len": 9 })).unwrap(),
+            9
+        );
+        let e = MaxLen::option(&serde_json::json!({ "max_len": "9" })).unwrap_err();
+        assert!(e.to_string().contains("`max_len` (a number)"), "{e}");
     }
 
     #[test]

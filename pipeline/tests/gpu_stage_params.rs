@@ -8,16 +8,15 @@
 //! number of frames the stage saw. Needs a CUDA GPU (listed in docs/hardware-only-tests.md);
 //! `scripts/gpu-run.sh` runs it on the GPU machine.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::executor::gpu::{
     image_for_pipeline, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement,
 };
-use pipeline::meta::PacketMeta;
-use pipeline::stage::{BuiltStage, CustomSlot, CustomStage, GpuStage, Pipeline, Stage};
-use pipeline::verdict::{Action, DropReason, Verdict};
+use pipeline::stage::{BuiltStage, CustomSlot, GpuStage, Pipeline, Stage};
+use pipeline::testdata::MaxLen;
+use pipeline::verdict::Action;
 use pktwarp_kernels::StageBuffer;
 
 const CUDA: &str = r#"
@@ -33,26 +32,6 @@ PW_DEVICE void max_len_stage(const pw_frame *f, pw_packet_meta *m, pw_verdict *v
 }
 "#;
 
-struct MaxLen {
-    max_len: usize,
-    dropped: AtomicU64,
-}
-
-impl CustomStage for MaxLen {
-    fn process(&self, frame: &[u8], _: &PacketMeta, v: &mut Verdict) {
-        if frame.len() > self.max_len {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            *v = Verdict::drop(DropReason::StageDrop);
-        }
-    }
-    fn counter_names(&self) -> Vec<String> {
-        vec!["too_long".into()]
-    }
-    fn counters(&self) -> Vec<u64> {
-        vec![self.dropped.load(Ordering::Relaxed)]
-    }
-}
-
 /// The parameter block: max_len, padding, then the buffer's address (patched by the executor).
 fn params(max_len: u32) -> Vec<u8> {
     let mut b = max_len.to_le_bytes().to_vec();
@@ -62,10 +41,7 @@ fn params(max_len: u32) -> Vec<u8> {
 
 fn pipeline(max_len: u32) -> Pipeline {
     let built = BuiltStage {
-        cpu: Arc::new(MaxLen {
-            max_len: max_len as usize,
-            dropped: AtomicU64::new(0),
-        }),
+        cpu: Arc::new(MaxLen::new(max_len as usize)),
         gpu: Some(GpuStage {
             source: CUDA.into(),
             function: "max_len_stage".into(),

@@ -2,51 +2,24 @@
 //! pipeline built with a registry.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::config::{self, StageConfig};
 use crate::counters::QueueCounters;
-use crate::meta::PacketMeta;
-use crate::stage::{build_with, BuiltStage, CustomStage, StageFactory, StageRegistry};
-use crate::verdict::{Action, DropReason, Verdict};
+use crate::stage::{build_with, BuiltStage, StageFactory, StageRegistry};
+use crate::testdata::MaxLen;
+use crate::verdict::{Action, DropReason};
 
-/// Drops frames longer than `max_len`, counting them; reads no metadata.
-pub(super) struct MaxLen {
-    max_len: usize,
-    dropped: AtomicU64,
-}
-
-impl CustomStage for MaxLen {
-    fn process(&self, frame: &[u8], _: &PacketMeta, v: &mut Verdict) {
-        if frame.len() > self.max_len {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            v.action = Action::Drop;
-        }
-    }
-    fn counter_names(&self) -> Vec<String> {
-        vec!["too_long".into()]
-    }
-    fn counters(&self) -> Vec<u64> {
-        vec![self.dropped.load(Ordering::Relaxed)]
-    }
-}
-
+/// testdata's MaxLen without a CUDA side; `reads_meta` as given (`meta_reader`).
 pub(super) struct MaxLenFactory {
     reads_meta: bool,
 }
 
 impl StageFactory for MaxLenFactory {
     fn build(&self, options: &serde_json::Value) -> anyhow::Result<BuiltStage> {
-        let max_len = options
-            .get("max_len")
-            .and_then(serde_json::Value::as_u64)
-            .ok_or_else(|| anyhow::anyhow!("option `max_len` (a number) is required"))?;
+        let max_len = MaxLen::option(options)?;
         Ok(BuiltStage {
-            cpu: Arc::new(MaxLen {
-                max_len: max_len as usize,
-                dropped: AtomicU64::new(0),
-            }),
+            cpu: Arc::new(MaxLen::new(max_len as usize)),
             gpu: None,
         })
     }

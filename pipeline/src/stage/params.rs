@@ -89,45 +89,16 @@ mod tests {
     use crate::config::CustomStageConfig;
     use crate::meta::PacketMeta;
     use crate::stage::registry::{BuiltStage, GpuStage, StageFactory, StageRegistry};
-    use crate::stage::CustomStage;
-    use crate::verdict::{Action, DropReason, Verdict};
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use crate::testdata::MaxLen;
+    use crate::verdict::{Action, Verdict};
     use std::sync::Arc;
 
-    /// Drops frames longer than `max_len`; counts them. Its CUDA parameter block is
-    /// `max_len` as a u32; option `counters: 2` gives it a second counter (a shape change).
-    struct MaxLen {
-        max_len: usize,
-        two: bool,
-        dropped: AtomicU64,
-    }
-
-    impl CustomStage for MaxLen {
-        fn process(&self, frame: &[u8], _: &PacketMeta, v: &mut Verdict) {
-            if frame.len() > self.max_len {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-                *v = Verdict::drop(DropReason::StageDrop);
-            }
-        }
-        fn counter_names(&self) -> Vec<String> {
-            let mut n = vec!["too_long".to_string()];
-            if self.two {
-                n.push("other".into());
-            }
-            n
-        }
-        fn counters(&self) -> Vec<u64> {
-            vec![self.dropped.load(Ordering::Relaxed)]
-        }
-    }
-
+    /// testdata's MaxLen. Its CUDA parameter block is `max_len` as a u32; option
+    /// `counters: 2` gives it a second counter (a shape change).
     struct Factory;
     impl StageFactory for Factory {
         fn build(&self, o: &serde_json::Value) -> anyhow::Result<BuiltStage> {
-            let max_len = o
-                .get("max_len")
-                .and_then(serde_json::Value::as_u64)
-                .ok_or_else(|| anyhow::anyhow!("option `max_len` is required"))?;
+            let max_len = MaxLen::option(o)?;
             let two = o.get("counters").and_then(serde_json::Value::as_u64) == Some(2);
             let source = if o.get("other_cuda").is_some() {
                 "B"
@@ -135,10 +106,10 @@ mod tests {
                 "A"
             };
             Ok(BuiltStage {
-                cpu: Arc::new(MaxLen {
-                    max_len: max_len as usize,
-                    two,
-                    dropped: AtomicU64::new(0),
+                cpu: Arc::new(if two {
+                    MaxLen::new(max_len as usize).with_extra_counter()
+                } else {
+                    MaxLen::new(max_len as usize)
                 }),
                 gpu: Some(GpuStage {
                     source: format!("/* {source} */ PW_DEVICE void max_len() {{}}"),

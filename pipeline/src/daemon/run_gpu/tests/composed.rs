@@ -2,46 +2,17 @@
 //! the queue counters while the run goes and at its end, and a reload of the stage's options
 //! is published to the device as a new parameter set.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use super::*;
 use crate::stage::registry::{BuiltStage, GpuStage, StageFactory, StageRegistry};
-use crate::stage::CustomStage;
-use crate::verdict::DropReason;
+use crate::testdata::MaxLen;
 
-/// Drops frames longer than `max_len` (CUDA parameter block: `max_len` as u32).
-struct MaxLen {
-    max_len: usize,
-    dropped: AtomicU64,
-}
-
-impl CustomStage for MaxLen {
-    fn process(&self, frame: &[u8], _: &PacketMeta, v: &mut crate::verdict::Verdict) {
-        if frame.len() > self.max_len {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            *v = crate::verdict::Verdict::drop(DropReason::StageDrop);
-        }
-    }
-    fn counter_names(&self) -> Vec<String> {
-        vec!["too_long".into()]
-    }
-    fn counters(&self) -> Vec<u64> {
-        vec![self.dropped.load(Ordering::Relaxed)]
-    }
-}
-
+/// testdata's MaxLen with a CUDA side (parameter block: `max_len` as u32).
 struct Factory;
 impl StageFactory for Factory {
     fn build(&self, o: &serde_json::Value) -> anyhow::Result<BuiltStage> {
-        let max_len = o
-            .get("max_len")
-            .and_then(serde_json::Value::as_u64)
-            .ok_or_else(|| anyhow::anyhow!("option `max_len` is required"))?;
+        let max_len = MaxLen::option(o)?;
         Ok(BuiltStage {
-            cpu: Arc::new(MaxLen {
-                max_len: max_len as usize,
-                dropped: AtomicU64::new(0),
-            }),
+            cpu: Arc::new(MaxLen::new(max_len as usize)),
             gpu: Some(GpuStage {
                 source: "PW_DEVICE void max_len_stage(const pw_frame *f, pw_packet_meta *m, \
                          pw_verdict *v, const void *p, pw_stage_counters *c) {}"
