@@ -3,12 +3,14 @@
 //! counts, `promtool check metrics` accepts the exposition, and the JSON summary's `fronthaul`
 //! block says the same.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+mod common;
+
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{scrape, Daemon};
 
 fn configs() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/configs"))
@@ -29,79 +31,6 @@ fn config(dir: &Path) -> PathBuf {
     p
 }
 
-struct Daemon {
-    child: Child,
-    logs: Arc<Mutex<Vec<serde_json::Value>>>,
-}
-
-impl Daemon {
-    fn start(cfg: &Path) -> Daemon {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_pktwarp"))
-            .args(["--log-json", "run", "--quiet", "--json"])
-            .arg(cfg)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn pktwarp");
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let err = child.stderr.take().unwrap();
-        let l = Arc::clone(&logs);
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                let v = serde_json::from_str(&line)
-                    .unwrap_or_else(|_| serde_json::json!({ "raw": line }));
-                l.lock().unwrap().push(v);
-            }
-        });
-        Daemon { child, logs }
-    }
-
-    /// Waits (30 s at most: a debug build on a loaded 2-core machine) for a log event.
-    fn wait_log(&self, event: &str) -> serde_json::Value {
-        let t = Instant::now();
-        loop {
-            if let Some(v) = self
-                .logs
-                .lock()
-                .unwrap()
-                .iter()
-                .find(|v| v["fields"]["event"] == event)
-            {
-                return v.clone();
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(30),
-                "no `{event}` log event; logs: {:#?}",
-                self.logs.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn scrape(addr: &str) -> String {
-    let mut s = TcpStream::connect(addr).expect("connect to /metrics");
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
-    body.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap()
-}
-
 /// The value of the one sample of `name` whose labels contain every one of `labels`.
 fn value(text: &str, name: &str, labels: &[&str]) -> f64 {
     let hits: Vec<f64> = text
@@ -119,15 +48,10 @@ fn value(text: &str, name: &str, labels: &[&str]) -> f64 {
 
 #[test]
 fn metrics_per_eaxc_pass_promtool_and_match_the_summary() {
-    let dir = std::env::temp_dir().join(format!("pktwarp-fh-metrics-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let d = Daemon::start(&config(&dir));
-    let addr = d.wait_log("metrics_listen")["fields"]["addr"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    d.wait_log("linger");
+    let dir = common::scratch("fh-metrics");
+    let d = Daemon::run(&config(&dir));
+    let addr = d.metrics_addr();
+    d.wait_log("linger", |_| true);
     let m = scrape(&addr);
     // 4 slots x 14 symbols x 6 packets of 273 PRBs in all, per eAxC.
     for e in ["0", "1"] {
@@ -174,29 +98,9 @@ fn metrics_per_eaxc_pass_promtool_and_match_the_summary() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let ok = Command::new("kill")
-        .args(["-INT", &d.child.id().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
-    let mut d = d;
-    let t = Instant::now();
-    let status = loop {
-        if let Some(st) = d.child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(t.elapsed() < Duration::from_secs(15), "no exit");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut out = String::new();
-    d.child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    assert_eq!(status.code(), Some(0), "{out}");
+    d.signal("-INT");
+    let (code, out, _) = d.wait(Duration::from_secs(15));
+    assert_eq!(code, 0, "{out}");
     let s: serde_json::Value = serde_json::from_str(out.trim()).expect("JSON summary");
     let f = &s["fronthaul"][0];
     assert_eq!(f["position"], 1);

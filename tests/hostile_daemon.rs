@@ -4,135 +4,15 @@
 //! half-written rule file (published), TX to `/dev/full` and to a file that stops growing
 //! (frames counted as sent that never reached the file).
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::Write;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pktwarp-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// A running daemon with its stderr (JSON log lines) collected.
-struct Daemon {
-    child: Child,
-    logs: Arc<Mutex<Vec<serde_json::Value>>>,
-}
-
-impl Daemon {
-    fn spawn(mut cmd: Command) -> Daemon {
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn pktwarp");
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let err = child.stderr.take().unwrap();
-        let l = Arc::clone(&logs);
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                let v = serde_json::from_str(&line)
-                    .unwrap_or_else(|_| serde_json::json!({ "raw": line }));
-                l.lock().unwrap().push(v);
-            }
-        });
-        Daemon { child, logs }
-    }
-
-    fn run(cfg: &Path) -> Daemon {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_pktwarp"));
-        c.args(["--log-json", "run", "--quiet", "--json"]).arg(cfg);
-        Daemon::spawn(c)
-    }
-
-    fn find(
-        &self,
-        event: &str,
-        pred: &impl Fn(&serde_json::Value) -> bool,
-    ) -> Option<serde_json::Value> {
-        self.logs
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|v| v["fields"]["event"] == event && pred(v))
-            .cloned()
-    }
-
-    /// Waits (15 s at most) for a log event with `fields.event == event` matching `pred`.
-    fn wait_log(
-        &self,
-        event: &str,
-        pred: impl Fn(&serde_json::Value) -> bool,
-    ) -> serde_json::Value {
-        let t = Instant::now();
-        loop {
-            if let Some(v) = self.find(event, &pred) {
-                return v;
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(15),
-                "no `{event}` log event; logs: {:#?}",
-                self.logs.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn metrics_addr(&self) -> String {
-        let ev = self.wait_log("metrics_listen", |_| true);
-        ev["fields"]["addr"].as_str().unwrap().to_string()
-    }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill {sig}");
-    }
-
-    /// Waits `limit` at most for the exit; returns the status code (-signal when killed by
-    /// one), stdout, and how long it took.
-    fn wait(mut self, limit: Duration) -> (i32, String, Duration) {
-        use std::os::unix::process::ExitStatusExt;
-        let t = Instant::now();
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                let mut out = String::new();
-                let _ = self.child.stdout.take().unwrap().read_to_string(&mut out);
-                let code = st.code().unwrap_or_else(|| -st.signal().unwrap_or(0));
-                return (code, out, t.elapsed());
-            }
-            if t.elapsed() > limit {
-                let _ = self.child.kill();
-                panic!(
-                    "pktwarp did not exit within {limit:?}; logs: {:#?}",
-                    self.logs.lock().unwrap()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn write(path: &Path, text: &str) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
+use common::{put, scrape, scratch, Daemon};
 
 const RULES4: &str = "rules:
   - { proto: tcp, dst_port: 1-100, action: drop }
@@ -165,7 +45,7 @@ metrics: {{ listen: '127.0.0.1:0' }}
 #[test]
 fn sigterm_finishes_in_time_while_a_metrics_client_stalls() {
     let dir = scratch("hostile-term");
-    write(&dir.join("rules.yaml"), RULES4);
+    put(&dir.join("rules.yaml"), RULES4);
     let cfg = config(
         &dir,
         "rate: { pps: 20000 }",
@@ -214,7 +94,7 @@ fn sigterm_finishes_in_time_while_a_metrics_client_stalls() {
 #[test]
 fn a_second_sigterm_exits_130_while_the_drain_is_stuck() {
     let dir = scratch("hostile-term2");
-    write(&dir.join("rules.yaml"), RULES4);
+    put(&dir.join("rules.yaml"), RULES4);
     // The output is a FIFO that is opened for reading but never read: once the pipe is full,
     // transmit blocks, so the drain cannot finish.
     let fifo = dir.join("out.pcap");
@@ -313,11 +193,11 @@ metrics: { listen: '127.0.0.1:0' }
 #[test]
 fn a_reload_to_an_empty_or_truncated_rule_file_is_refused() {
     let dir = scratch("hostile-shrink");
-    write(&dir.join("rules.yaml"), RULES4);
+    put(&dir.join("rules.yaml"), RULES4);
     let cfg = config(&dir, "rate: { pps: 5000 }", "");
     let d = Daemon::run(&cfg);
     let addr = d.metrics_addr();
-    write(&dir.join("rules.yaml"), "rules: []\n");
+    put(&dir.join("rules.yaml"), "rules: []\n");
     d.signal("-HUP");
     let ev = d.wait_log("reload", |v| v["fields"]["result"] == "failure");
     assert!(
@@ -330,7 +210,7 @@ fn a_reload_to_an_empty_or_truncated_rule_file_is_refused() {
     let w = d.wait_log("reload_shrink", |_| true);
     assert_eq!(w["level"], "WARN", "{w}");
     // Half-written: 1 of the 4 rules.
-    write(
+    put(
         &dir.join("rules.yaml"),
         "rules:\n  - { proto: tcp, dst_port: 1-100, action: drop }\n",
     );
@@ -350,7 +230,7 @@ fn a_reload_to_an_empty_or_truncated_rule_file_is_refused() {
         "queues: { count: 2 }",
         "queues: { count: 3 }\ncontrol: { allow_rule_shrink: true }",
     );
-    write(&cfg, &text);
+    put(&cfg, &text);
     d.signal("-HUP");
     let ev = d.wait_log("reload", |v| v["fields"]["result"] == "restart_needed");
     assert_eq!(ev["fields"]["rules"], 1, "{ev}");
@@ -374,19 +254,6 @@ fn wait_until(f: impl Fn() -> bool) {
         assert!(t.elapsed() < Duration::from_secs(15), "timed out");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn scrape(addr: &str) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
 }
 
 /// A gen -> pcap TX config writing to `out`.

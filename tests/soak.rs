@@ -10,13 +10,14 @@
 //!   per reload (~1 MiB of compiled rules each, hundreds of reloads) or a thread per scrape
 //!   would break both.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use common::{get, put, Daemon};
 
 /// Largest RSS growth (MiB) allowed from the end of the warm-up to the end of the run.
 const RSS_GROWTH_MIB: u64 = 24;
@@ -50,57 +51,12 @@ fn rule_set(salt: u32) -> String {
     s
 }
 
-/// Atomic replace, so a reload never reads a half-written file.
-fn put(path: &Path, text: &str) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
-
-fn scratch() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pktwarp-soak-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// The daemon with its JSON log lines collected.
-struct Daemon {
-    child: Child,
-    logs: Arc<Mutex<Vec<serde_json::Value>>>,
-}
-
 impl Daemon {
-    fn start(cfg: &Path) -> Daemon {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_pktwarp"))
-            .args(["--log-json", "run", "--quiet", "--json"])
-            .arg(cfg)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn pktwarp");
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let err = child.stderr.take().unwrap();
-        let l = Arc::clone(&logs);
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                let v = serde_json::from_str(&line)
-                    .unwrap_or_else(|_| serde_json::json!({ "raw": line }));
-                l.lock().unwrap().push(v);
-            }
-        });
-        Daemon { child, logs }
-    }
-
-    fn event(&self, event: &str) -> Option<serde_json::Value> {
-        let logs = self.logs.lock().unwrap();
-        logs.iter().find(|v| v["fields"]["event"] == event).cloned()
-    }
-
+    /// Waits `limit` at most for a log event; fails at once when the daemon exits first.
     fn wait_event(&mut self, event: &str, limit: Duration) -> serde_json::Value {
         let t = Instant::now();
         loop {
-            if let Some(v) = self.event(event) {
+            if let Some(v) = self.find(event, &|_| true) {
                 return v;
             }
             if let Some(st) = self.child.try_wait().unwrap() {
@@ -110,51 +66,11 @@ impl Daemon {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill {sig}");
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// One HTTP/1.1 GET with `Connection: close`: (status line, body).
-fn get(addr: &str, path: &str) -> std::io::Result<(String, String)> {
-    let mut s = TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
-    let status = head.lines().next().unwrap_or("").to_string();
-    Ok((status, body.to_string()))
 }
 
 /// Sum of a metric's series whose labels contain `labels`.
 fn sum(text: &str, name: &str, labels: &str) -> u64 {
-    let total: f64 = text
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            let (n, rest) = series.split_once('{').unwrap_or((series, ""));
-            (n == name && rest.contains(labels)).then(|| value.parse::<f64>().ok())?
-        })
-        .sum();
-    total as u64
+    common::sum(text, name, labels) as u64
 }
 
 /// (VmRSS in KiB, threads) of a process, from /proc.
@@ -208,7 +124,7 @@ fn summary_accounted(s: &serde_json::Value) -> u64 {
 fn soak_reload_storms_and_scrapes_keep_counts_memory_and_threads_flat() {
     let secs = soak_secs();
     let pps = 10_000u64;
-    let dir = scratch();
+    let dir = common::scratch("soak");
     let (rules_a, rules_b) = (rule_set(0), rule_set(3));
     put(&dir.join("rules.cb"), &rules_a);
     let cfg = dir.join("cfg.yaml");
@@ -235,7 +151,7 @@ control: {{ linger: true }}
         ),
     )
     .unwrap();
-    let mut d = Daemon::start(&cfg);
+    let mut d = Daemon::run(&cfg);
     let addr = d.wait_event("metrics_listen", Duration::from_secs(60))["fields"]["addr"]
         .as_str()
         .unwrap()
@@ -257,7 +173,7 @@ control: {{ linger: true }}
     let mut samples: Vec<(Duration, u64, u64)> = Vec::new();
     let (mut storms, mut bad_storms) = (0u64, 0u64);
     let mut last_sample = Instant::now() - Duration::from_secs(1);
-    while d.event("linger").is_none() {
+    while d.find("linger", &|_| true).is_none() {
         assert!(
             t0.elapsed() < Duration::from_secs(secs * 4 + 60),
             "the input did not end within {}s",
