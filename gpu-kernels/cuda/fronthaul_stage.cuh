@@ -1,25 +1,33 @@
 /* Stage `fronthaul` on the stage ABI (pktwarp_abi.h, section "stage ABI"): one thread per frame,
  * many frames at once, every shared write an atomic.
  *
- * Semantics: pipeline::fronthaul::FronthaulStage without receive times (process_untimed), held
- * equal by pipeline/tests/fronthaul_stage_host.rs through the generated host pipeline:
+ * Semantics: pipeline::fronthaul::FronthaulStage (process_at for a frame with a receive time,
+ * process_untimed for one without), held equal by pipeline/tests/fronthaul_stage_host.rs through
+ * the generated host pipeline:
  *   - the whole frame is checked by fronthaul.cuh's pw_fh_check (decode.rs `check`); a rejected
  *     frame is dropped (PW_DROP_FRONTHAUL), counted by reject code, and per eAxC when its PC_ID
  *     can be read and is in the grid; nothing of it is written;
  *   - a frame that is not eCPRI passes untouched (counted); a C-plane message passes (counted);
  *   - a U-plane frame of an eAxC outside the grid passes (counted `eaxc_unexpected`);
- *   - else every PRB of every section is decompressed into the slot grid: int16 saturated, or
+ *   - else its Ta4 window is judged from pw_frame.timestamp_ns (the receive time; the executor
+ *     sends full descriptors for this stage, LibraryStage.reads_time) as track.rs `Timing` does:
+ *     early / on time / late per eAxC, `untimed` when the time is 0;
+ *   - and every PRB of every section is decompressed into the slot grid: int16 saturated, or
  *     FP16 of the saturated sample times beta (round to nearest even, as Rust's half crate);
  *     each PRB's arrival mark is set to the slot's tag, and a mark that already held the tag
- *     counts a duplicate PRB.
+ *     counts a duplicate PRB; the ring entry's state then adds the PRBs that were new.
  * The grid is a ring of `ring_slots` slot buffers indexed by the slot's number in the 2.56 s
  * frame cycle, (frameId * 10 + subframeId) * 2^mu + slotId, modulo the ring; its tag is that
  * number + 1, so marks left by an earlier occupant of a ring entry never read as this slot's.
- * The host reads a slot back (pipeline::fronthaul::gpu::read_slots): the PRBs whose mark is the
- * slot's tag, the others zero (as a Rust slot grid starts).
+ * Each entry's pw_fh_slot_state holds its tag, the PRBs stored with it and the latest receive
+ * time: the host's completion poll (pipeline::fronthaul::live) reads those words alone, closes a
+ * slot complete when every expected PRB is there (or partial: evicted past max_open_slots, timed
+ * out on the host clock, end of run) and reads that entry back (gpu.rs `slot_of_entry`: the PRBs
+ * whose mark is the slot's tag, the others zero, as a Rust slot grid starts).
  * Not done here, unlike the Rust stage: sequence id tracking (frames of one eAxC run on many
- * threads at once, in no order) and Ta4 windows (the stage ABI's frame carries no receive time:
- * every accepted U-plane packet counts `untimed`). */
+ * threads at once, in no order, so "the next id" has no meaning here); and a slot's packets that
+ * arrive after the host closed it are stored but not delivered again (the Rust stage opens a new
+ * slot for them). */
 #ifndef PKTWARP_FRONTHAUL_STAGE_CUH
 #define PKTWARP_FRONTHAUL_STAGE_CUH
 

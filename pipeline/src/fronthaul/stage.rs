@@ -280,7 +280,7 @@ impl FronthaulStage {
 
     /// The stage on a frame without a receive time: everything but the Ta4 window (counted
     /// `untimed`) and the slot timeout (slots close complete, by eviction or at the end). The
-    /// GPU stage's semantics (its frames carry no receive time).
+    /// GPU stage's semantics for a frame whose receive time is 0.
     pub fn process_untimed(&self, frame: &[u8], _meta: &PacketMeta, v: &mut Verdict) {
         self.process_inner(frame, None, v);
     }
