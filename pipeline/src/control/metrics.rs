@@ -5,6 +5,7 @@
 //! Families (every one prefixed `pktwarp_`; counters end in `_total`, units are base units):
 //! see [`FAMILIES`] and `deploy/README.md`.
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use prometheus::core::{Collector, Desc};
@@ -223,9 +224,22 @@ impl Collector for DaemonCollector {
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
+        let mut out = Out { fams: Vec::new() };
+        self.collect_info(&mut out);
+        self.collect_queues(&mut out);
+        self.collect_reloads(&mut out);
+        self.collect_gpus(&mut out);
+        self.collect_ports(&mut out);
+        out.fams
+    }
+}
+
+/// The parts of [`DaemonCollector::collect`], in exposition order.
+impl DaemonCollector {
+    /// Build, executor and start time.
+    fn collect_info(&self, out: &mut Out) {
         let info = &self.info;
         let st = &self.state;
-        let mut out = Out { fams: Vec::new() };
         let profile = if cfg!(debug_assertions) {
             "debug"
         } else {
@@ -253,7 +267,12 @@ impl Collector for DaemonCollector {
             "pktwarp_start_time_seconds",
             vec![gauge(&[], st.start_unix_s)],
         );
+    }
 
+    /// Per queue: traffic, drops, verdicts, ring occupancy, stage frames and counters, the
+    /// fronthaul families, parse errors, ACL hits, burst latency.
+    fn collect_queues(&self, out: &mut Out) {
+        let info = &self.info;
         let qnames: Vec<String> = (0..self.counters.len()).map(|q| q.to_string()).collect();
         let (rxp, txp) = (info.rx_port.as_str(), info.tx_port.as_str());
         let per_q = |port: &str, f: &dyn Fn(&QueueCounters) -> u64| -> Vec<proto::Metric> {
@@ -356,17 +375,21 @@ impl Collector for DaemonCollector {
             out.push("pktwarp_acl_no_match_total", no_match);
         }
         out.push("pktwarp_burst_latency_seconds", latency);
+    }
+
+    /// The rule set in force and its reloads.
+    fn collect_reloads(&self, out: &mut Out) {
+        let st = &self.state;
         out.push(
             "pktwarp_ruleset_generation",
             vec![gauge(&[], self.pipeline.generation() as f64)],
         );
-        if has_acl {
+        if self.pipeline.acl().is_some() {
             out.push(
                 "pktwarp_ruleset_rules",
                 vec![gauge(&[], self.pipeline.rule_count() as f64)],
             );
         }
-        use std::sync::atomic::Ordering::Relaxed;
         out.push(
             "pktwarp_rule_reloads_total",
             vec![
@@ -381,6 +404,12 @@ impl Collector for DaemonCollector {
                 st.last_reload_ok_unix_ms.load(Relaxed) as f64 / 1e3,
             )],
         );
+    }
+
+    /// Per GPU: queues and traffic; the persistent kernels' watchdog.
+    fn collect_gpus(&self, out: &mut Out) {
+        let info = &self.info;
+        let st = &self.state;
         if !info.queue_gpu.is_empty() {
             // (queues, rx frames, rx bytes) per GPU.
             let mut per_gpu: std::collections::BTreeMap<&str, (u64, u64, u64)> = Default::default();
@@ -446,6 +475,11 @@ impl Collector for DaemonCollector {
                 each(&|h| h.restarts.load(Relaxed) as f64, true),
             );
         }
+    }
+
+    /// Shutdown state and the ports' device counters.
+    fn collect_ports(&self, out: &mut Out) {
+        let st = &self.state;
         out.push(
             "pktwarp_shutting_down",
             vec![gauge(&[], st.shutting_down.load(Relaxed) as u8 as f64)],
@@ -473,7 +507,6 @@ impl Collector for DaemonCollector {
                 .collect();
             out.push("pktwarp_port_xstat", xstats);
         }
-        out.fams
     }
 }
 
