@@ -457,9 +457,22 @@ pub fn parse_str(text: &str, path: &Path) -> Result<Config, ConfigError> {
 
 fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
     let file = cfg.path.clone();
+    validate_ports(&file, cfg)?;
+    validate_queues(&file, &cfg.queues)?;
+    validate_pipeline(&file, cfg)?;
+    if let Err((key, msg)) = crate::control::settings::validate(&cfg.metrics, &cfg.control) {
+        return Err(ConfigError::whole(&file, key, msg));
+    }
+    check_file_roles(cfg)?;
+    crate::port::out::check_output(cfg)?;
+    validate_output(&file, cfg)
+}
+
+/// At least one port, one receiving; each with one backend, a unique name and valid options.
+fn validate_ports(file: &Path, cfg: &Config) -> Result<(), ConfigError> {
     if cfg.ports.is_empty() {
         return Err(ConfigError::whole(
-            &file,
+            file,
             "ports",
             "at least one port is needed",
         ));
@@ -472,7 +485,7 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
             p.value.pcap.is_some() as u8 + p.value.gen.is_some() as u8 + p.value.is_dpdk() as u8;
         if backends != 1 {
             return Err(ConfigError::at(
-                &file,
+                file,
                 p,
                 key,
                 format!(
@@ -483,7 +496,7 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
         }
         if !names.insert(p.value.name.clone()) {
             return Err(ConfigError::at(
-                &file,
+                file,
                 p,
                 format!("{key}.name"),
                 format!("duplicate port name `{}`", p.value.name),
@@ -492,18 +505,18 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
         if let Some(pc) = &p.value.pcap {
             if pc.rx.is_none() && pc.tx.is_none() {
                 return Err(ConfigError::at(
-                    &file,
+                    file,
                     p,
                     format!("{key}.pcap"),
                     "a pcap port needs `rx`, `tx` or both",
                 ));
             }
         }
-        check_port_options(&file, i, p)?;
+        check_port_options(file, i, p)?;
         #[cfg(feature = "dpdk")]
         if let Some(d) = &p.value.dpdk {
             if let Err(why) = d.validate() {
-                return Err(ConfigError::at(&file, p, format!("{key}.dpdk"), why));
+                return Err(ConfigError::at(file, p, format!("{key}.dpdk"), why));
             }
         }
         if p.value.gen.is_some()
@@ -515,29 +528,24 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
     }
     if receivers == 0 {
         return Err(ConfigError::whole(
-            &file,
+            file,
             "ports",
             "no port receives: add a pcap `rx` or a gen port",
         ));
     }
-    let q = &cfg.queues;
+    Ok(())
+}
+
+fn validate_queues(file: &Path, q: &QueuesConfig) -> Result<(), ConfigError> {
     if q.count == 0 || q.count > 1024 {
-        return Err(ConfigError::whole(
-            &file,
-            "queues.count",
-            "must be 1..=1024",
-        ));
+        return Err(ConfigError::whole(file, "queues.count", "must be 1..=1024"));
     }
     if q.burst == 0 || q.burst > 4096 {
-        return Err(ConfigError::whole(
-            &file,
-            "queues.burst",
-            "must be 1..=4096",
-        ));
+        return Err(ConfigError::whole(file, "queues.burst", "must be 1..=4096"));
     }
     if !q.ring_slots.is_power_of_two() || q.ring_slots < 2 || q.ring_slots > MAX_RING_SLOTS {
         return Err(ConfigError::whole(
-            &file,
+            file,
             "queues.ring_slots",
             format!(
                 "must be a power of two in 2 ..= {MAX_RING_SLOTS}, got {}",
@@ -545,16 +553,21 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
             ),
         ));
     }
+    Ok(())
+}
+
+/// The stage list: its length, order and each stage's own checks.
+fn validate_pipeline(file: &Path, cfg: &Config) -> Result<(), ConfigError> {
     if cfg.pipeline.is_empty() {
         return Err(ConfigError::whole(
-            &file,
+            file,
             "pipeline",
             "at least one stage is needed",
         ));
     }
     if cfg.pipeline.len() > crate::stage::run::MAX_STAGES {
         return Err(ConfigError::whole(
-            &file,
+            file,
             "pipeline",
             format!(
                 "at most {} stages, this pipeline has {}",
@@ -563,36 +576,36 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
             ),
         ));
     }
-    check_order(&file, &cfg.pipeline, |_| false)?;
+    check_order(file, &cfg.pipeline, |_| false)?;
     for (i, s) in cfg.pipeline.iter().enumerate() {
         if let StageConfig::Fronthaul(f) = &s.value {
             // The stage's checks start their message with its key: `fronthaul.numerology: ...`.
             f.validate().map_err(|e| {
                 let (sub, why) = e.split_once(": ").unwrap_or(("fronthaul", e.as_str()));
-                ConfigError::at(&file, s, format!("pipeline[{i}].{sub}"), why)
+                ConfigError::at(file, s, format!("pipeline[{i}].{sub}"), why)
             })?;
         }
         if let Err(e) = crate::rewrite::check_stage(&s.value) {
             return Err(ConfigError::at(
-                &file,
+                file,
                 s,
                 format!("pipeline[{i}].{}.{}", e.stage, e.key),
                 e.message,
             ));
         }
     }
-    if let Err((key, msg)) = crate::control::settings::validate(&cfg.metrics, &cfg.control) {
-        return Err(ConfigError::whole(&file, key, msg));
-    }
-    check_file_roles(cfg)?;
-    crate::port::out::check_output(cfg)?;
+    Ok(())
+}
+
+/// `output.port` names a port with a transmit side.
+fn validate_output(file: &Path, cfg: &Config) -> Result<(), ConfigError> {
     if let Some(out) = &cfg.output {
         let name = &out.port.value;
         let port = cfg.ports.iter().find(|p| &p.value.name == name);
         match port {
             None => {
                 return Err(ConfigError::at(
-                    &file,
+                    file,
                     &out.port,
                     "output.port",
                     format!("no port named `{name}`"),
@@ -602,7 +615,7 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
                 if !p.value.is_dpdk() && p.value.pcap.as_ref().is_none_or(|pc| pc.tx.is_none()) =>
             {
                 return Err(ConfigError::at(
-                    &file,
+                    file,
                     &out.port,
                     "output.port",
                     format!("port `{name}` has no transmit side (a pcap port with `tx`)"),
