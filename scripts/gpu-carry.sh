@@ -37,7 +37,13 @@ if [ ! -d "$ROOT/.carry/data/classbench" ]; then
   mkdir -p "$ROOT/.carry/data/classbench"
   cp -r "$DATA/pcaps" "$ROOT/.carry/data/"
   for s in acl1 fw1 ipc1; do
-    cp "$DATA/classbench/${s}_10K" "$DATA/classbench/${s}_10K_trace.gz" "$ROOT/.carry/data/classbench/" 2>/dev/null || true
+    cp "$DATA/classbench/${s}_10K" "$ROOT/.carry/data/classbench/"
+    # The scripts name the gzipped trace (the data folder may hold either).
+    if [ -f "$DATA/classbench/${s}_10K_trace.gz" ]; then
+      cp "$DATA/classbench/${s}_10K_trace.gz" "$ROOT/.carry/data/classbench/"
+    else
+      gzip -c "$DATA/classbench/${s}_10K_trace" >"$ROOT/.carry/data/classbench/${s}_10K_trace.gz"
+    fi
   done
 fi
 du -sh "$ROOT/.carry"/* | sed "s|$ROOT/||"

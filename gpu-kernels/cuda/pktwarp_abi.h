@@ -445,7 +445,7 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, data_bytes) == 4, "pw_slot_hdr.data_by
 #define PW_DROP_ACL 2u         /* an ACL rule, or the ACL default, said drop */
 #define PW_DROP_STEERING 3u    /* steering said drop (host side) */
 #define PW_DROP_TX_ERROR 4u    /* the output port refused the frame (host side) */
-#define PW_DROP_TOO_LONG 5u    /* burst larger than a ring slot (host side, never reaches the GPU) */
+#define PW_DROP_TOO_LONG 5u    /* frame larger than a ring slot (host side), or a vlan push without room */
 #define PW_DROP_STAGE 6u       /* a user stage dropped the frame without naming another reason */
 #define PW_DROP_TTL_EXPIRED 7u /* ttl: IPv4 TTL / IPv6 hop limit 0 or 1 on arrival */
 #define PW_DROP_NO_ROUTE 8u    /* route: no covering prefix (and no default route), or no IP destination */

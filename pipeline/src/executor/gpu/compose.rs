@@ -141,6 +141,13 @@ impl StageCounterFold {
                             *sum += v;
                         }
                     }
+                    // The responder counts its replies in v[1..=3] (rewrite_stages.cuh), as
+                    // the CPU stage counts them into the same atomics.
+                    Stage::Respond(r) => {
+                        for (i, n) in r.op.replies.iter().enumerate() {
+                            n.fetch_add(d(i + 1), std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -166,6 +173,35 @@ mod tests {
         c.v[0] = frames;
         c.v[super::super::abi::COUNT_CTR_BYTES] = bytes;
         c
+    }
+
+    #[test]
+    fn the_responders_replies_are_folded_into_its_counters() {
+        let cfg: crate::rewrite::RespondConfig = serde_json::from_value(
+            serde_json::json!({"mac": "02:00:00:00:00:99", "ipv4": ["192.0.2.1"]}),
+        )
+        .unwrap();
+        let slot = crate::rewrite::stage::RespondSlot {
+            op: crate::rewrite::Respond::new(&cfg).unwrap(),
+            ingress_out: Vec::new(),
+        };
+        let p = Pipeline::new(vec![Stage::Parse, Stage::Respond(Box::new(slot))]);
+        let q = vec![Arc::new(QueueCounters::new(2, 0))];
+        let mut replies = block(9, 0);
+        replies.v[1..4].copy_from_slice(&[2, 3, 4]);
+        let mut fold = StageCounterFold::default();
+        fold.fold(&p, &[vec![block(9, 0), replies]], &q);
+        replies.v[2] = 5;
+        fold.fold(&p, &[vec![block(9, 0), replies]], &q);
+        let Stage::Respond(r) = &p.stages[1] else {
+            unreachable!()
+        };
+        let got: Vec<u64> =
+            r.op.replies
+                .iter()
+                .map(|n| n.load(std::sync::atomic::Ordering::Relaxed))
+                .collect();
+        assert_eq!(got, [2, 5, 4]);
     }
 
     #[test]
