@@ -172,18 +172,18 @@ fn compare(
     with_parse: bool,
 ) -> Vec<SlotGrid> {
     let timed: Vec<(Vec<u8>, u64)> = frames.iter().map(|f| (f.clone(), 0)).collect();
-    compare_timed(pipes, cfg, &timed, with_parse)
+    compare_timed(pipes, cfg, &timed, with_parse).0
 }
 
 /// Runs (frame, receive time) pairs through both and compares everything; returns the GPU
-/// slots. Slots never time out (`slot_timeout_us` at its largest): the GPU ring has no
+/// slots and the (equal) counters. Slots never time out (`slot_timeout_us` at its largest): the GPU ring has no
 /// timeout, the host's completion poll has (pipeline::fronthaul::live).
 fn compare_timed(
     pipes: &Pipes,
     cfg: &FronthaulConfig,
     frames: &[(Vec<u8>, u64)],
     with_parse: bool,
-) -> Vec<SlotGrid> {
+) -> (Vec<SlotGrid>, pipeline::fronthaul::FronthaulCounters) {
     let cfg = &FronthaulConfig {
         slot_timeout_us: u64::MAX / 1000,
         ..cfg.clone()
@@ -322,7 +322,7 @@ fn compare_timed(
             g.key
         );
     }
-    gpu_slots
+    (gpu_slots, rc)
 }
 
 fn capture(name: &str) -> Vec<Vec<u8>> {
@@ -433,16 +433,20 @@ fn gen_round_trips_complete_slots_equal_to_what_gen_encoded() {
             vlan: (i % 2 == 0).then_some(7),
             ..OranGenOptions::default()
         };
-        // Receive times around each symbol's start (early, on time, late, before it), some
-        // frames without one; the radio time's origin moved in two of the lists.
+        // Receive times around each symbol's start (early, on time, late, before it, each edge
+        // of the default Ta4 window 50 .. 331 us), some frames without one; the radio time's
+        // origin moved in two of the lists.
         let offset = [0u64, 7_000_123, 0, 2_559_000_000, 0][i];
         let frames: Vec<(Vec<u8>, u64)> = build_uplane_frames(&o)
             .enumerate()
             .map(|(k, f)| {
-                let ts = match k % 5 {
-                    4 => 0,
-                    w => (RADIO_EPOCH + offset + f.timestamp_ns)
-                        .wrapping_add([10_000, 100_000, 400_000, (-5_000i64) as u64][w]),
+                const AT: [i64; 8] = [
+                    10_000, 100_000, 400_000, -5_000, 49_999, 50_000, 331_000, 331_001,
+                ];
+                let ts = match k % 9 {
+                    8 => 0,
+                    w => (RADIO_EPOCH + offset + f.timestamp_ns - o.ta4_offset_ns)
+                        .wrapping_add(AT[w] as u64),
                 };
                 (f.data, ts)
             })
@@ -456,7 +460,14 @@ fn gen_round_trips_complete_slots_equal_to_what_gen_encoded() {
             time_offset_ns: offset,
             ..gen_cfg(&o, format, beta)
         };
-        let slots = compare_timed(&pipes, &cfg, &frames, i % 2 == 1);
+        let (slots, c) = compare_timed(&pipes, &cfg, &frames, i % 2 == 1);
+        // Each edge of the window on each side: 10 us, 49.999 us and -5 us early; 50, 100,
+        // 331 us on time; 331.001 and 400 us late.
+        let n = frames.len() as u64;
+        let per = |w: u64| (0..n).filter(|k| k % 9 == w).count() as u64;
+        assert_eq!(c.early(), per(0) + per(3) + per(4), "early");
+        assert_eq!(c.on_time(), per(1) + per(5) + per(6), "on time");
+        assert_eq!(c.late(), per(2) + per(7), "late");
         assert_eq!(slots.len(), 3);
         for g in &slots {
             assert!(g.complete);
