@@ -427,67 +427,20 @@ impl SteerRule {
     }
 
     fn validate_pattern(&self) -> Result<(), RuleIssue> {
-        let mut seen = [false; 6];
-        for w in self.pattern.windows(2) {
-            if w[0].layer() >= w[1].layer() {
-                let what = if w[0].layer() == w[1].layer() {
-                    format!(
-                        "`{}` and `{}` cannot both match the same header",
-                        w[0].name(),
-                        w[1].name()
-                    )
-                } else {
-                    format!("`{}` must come before `{}`", w[1].name(), w[0].name())
-                };
-                return Err(RuleIssue::field(w[1].name(), what));
-            }
-        }
+        check_item_order(&self.pattern)?;
         let mut l3 = None;
         let mut l4 = None;
         let mut tunnel = None;
         let mut ether_type = None;
         let mut ip_proto: Option<(u8, String)> = None;
         for item in &self.pattern {
-            seen[usize::from(item.layer())] = true;
             match item {
                 Item::Eth(e) => {
-                    for (name, m) in [("eth.dst", &e.dst), ("eth.src", &e.src)] {
-                        if let Some(m) = m {
-                            if (0..6).any(|i| m.spec[i] & !m.mask[i] != 0) {
-                                return Err(RuleIssue::field(
-                                    name,
-                                    "address has bits set outside its mask".into(),
-                                ));
-                            }
-                        }
-                    }
-                    if let Some(t) = e.ether_type {
-                        if matches!(t, 0x8100 | 0x88A8 | 0x9100) {
-                            return Err(RuleIssue::field(
-                                "eth.ether_type",
-                                format!(
-                                    "{t:#06x} is a VLAN tag type; ether_type is the EtherType \
-                                     after the tags: match tags with the `vlan` item"
-                                ),
-                            ));
-                        }
+                    if let Some(t) = check_eth(e)? {
                         ether_type = Some(t);
                     }
                 }
-                Item::Vlan(v) => {
-                    if let Some(vid) = v.vid.filter(|v| *v > 4095) {
-                        return Err(RuleIssue::field(
-                            "vlan.vid",
-                            format!("VLAN id {vid} is out of range 0..=4095"),
-                        ));
-                    }
-                    if let Some(pcp) = v.pcp.filter(|p| *p > 7) {
-                        return Err(RuleIssue::field(
-                            "vlan.pcp",
-                            format!("PCP {pcp} is out of range 0..=7"),
-                        ));
-                    }
-                }
+                Item::Vlan(v) => check_vlan(v)?,
                 Item::Ipv4(i) => {
                     l3 = Some(("ipv4", ETHER_TYPE_IPV4));
                     for (name, p) in [("ipv4.src", &i.src), ("ipv4.dst", &i.dst)] {
@@ -512,63 +465,13 @@ impl SteerRule {
                         ip_proto = Some((p, "ipv6.proto".into()));
                     }
                 }
-                Item::Tcp(p) | Item::Udp(p) => {
-                    let name = item.name();
-                    let proto = if name == "tcp" {
-                        IP_PROTO_TCP
-                    } else {
-                        IP_PROTO_UDP
-                    };
-                    if let Some((given, field)) = &ip_proto {
-                        if *given != proto {
-                            return Err(RuleIssue::field(
-                                field,
-                                format!(
-                                    "protocol {given} contradicts the `{name}` item (protocol {proto})"
-                                ),
-                            ));
-                        }
-                    }
-                    for (field, r) in [("src_port", &p.src_port), ("dst_port", &p.dst_port)] {
-                        if let Some(r) = r.filter(|r| r.lo > r.hi) {
-                            return Err(RuleIssue::field(
-                                &format!("{name}.{field}"),
-                                format!(
-                                    "inverted range {}-{}: the low end is above the high end",
-                                    r.lo, r.hi
-                                ),
-                            ));
-                        }
-                    }
-                    l4 = Some(name);
-                }
+                Item::Tcp(p) | Item::Udp(p) => l4 = Some(check_ports(item.name(), p, &ip_proto)?),
                 Item::Vxlan(v) => {
-                    if let Some(vni) = v.vni.filter(|v| *v > 0x00FF_FFFF) {
-                        return Err(RuleIssue::field(
-                            "vxlan.vni",
-                            format!("VNI {vni} does not fit in 24 bits (max 16777215)"),
-                        ));
-                    }
+                    check_vxlan(v)?;
                     tunnel = Some("vxlan");
                 }
                 Item::GtpU(_) => tunnel = Some("gtpu"),
-                Item::Ecpri(_) => {
-                    if let Some(other) = l3.map(|l| l.0).or(l4).or(tunnel) {
-                        return Err(RuleIssue::field(
-                            "ecpri",
-                            format!(
-                                "eCPRI is matched over Ethernet (EtherType 0xAEFE) and cannot \
-                                 follow `{other}`"
-                            ),
-                        ));
-                    }
-                    if let Some(t) = ether_type.filter(|t| *t != ETHER_TYPE_ECPRI) {
-                        return Err(RuleIssue::field(
-                            "eth.ether_type",
-                            format!("{t:#06x} contradicts the `ecpri` item (EtherType 0xaefe)"),
-                        ));
-                    }
-                }
+                Item::Ecpri(_) => check_ecpri(l3.map(|l| l.0).or(l4).or(tunnel), ether_type)?,
             }
             if let (Some((name, et)), Some(t)) = (l3, ether_type) {
                 if t != et {
@@ -579,21 +482,7 @@ impl SteerRule {
                 }
             }
         }
-        if let Some(t) = tunnel {
-            if l4 == Some("tcp") {
-                return Err(RuleIssue::field(
-                    t,
-                    format!("`{t}` is carried over UDP and cannot follow `tcp`"),
-                ));
-            }
-            if let Some((given, field)) = ip_proto.filter(|(p, _)| *p != IP_PROTO_UDP) {
-                return Err(RuleIssue::field(
-                    &field,
-                    format!("protocol {given} contradicts the `{t}` item (carried over UDP, 17)"),
-                ));
-            }
-        }
-        Ok(())
+        check_tunnel(tunnel, l4, ip_proto)
     }
 
     fn validate_actions(&self, queues: Option<u16>) -> Result<(), RuleIssue> {
@@ -719,6 +608,157 @@ impl SteerRule {
             })
             .collect()
     }
+}
+
+/// Items in header order, one per header.
+fn check_item_order(pattern: &[Item]) -> Result<(), RuleIssue> {
+    for w in pattern.windows(2) {
+        if w[0].layer() >= w[1].layer() {
+            let what = if w[0].layer() == w[1].layer() {
+                format!(
+                    "`{}` and `{}` cannot both match the same header",
+                    w[0].name(),
+                    w[1].name()
+                )
+            } else {
+                format!("`{}` must come before `{}`", w[1].name(), w[0].name())
+            };
+            return Err(RuleIssue::field(w[1].name(), what));
+        }
+    }
+    Ok(())
+}
+
+/// MAC addresses within their masks; an EtherType that is not a VLAN tag type. Returns the
+/// EtherType matched, if any.
+fn check_eth(e: &EthItem) -> Result<Option<u16>, RuleIssue> {
+    for (name, m) in [("eth.dst", &e.dst), ("eth.src", &e.src)] {
+        if let Some(m) = m {
+            if (0..6).any(|i| m.spec[i] & !m.mask[i] != 0) {
+                return Err(RuleIssue::field(
+                    name,
+                    "address has bits set outside its mask".into(),
+                ));
+            }
+        }
+    }
+    if let Some(t) = e.ether_type {
+        if matches!(t, 0x8100 | 0x88A8 | 0x9100) {
+            return Err(RuleIssue::field(
+                "eth.ether_type",
+                format!(
+                    "{t:#06x} is a VLAN tag type; ether_type is the EtherType \
+                     after the tags: match tags with the `vlan` item"
+                ),
+            ));
+        }
+        return Ok(Some(t));
+    }
+    Ok(None)
+}
+
+fn check_vlan(v: &VlanItem) -> Result<(), RuleIssue> {
+    if let Some(vid) = v.vid.filter(|v| *v > 4095) {
+        return Err(RuleIssue::field(
+            "vlan.vid",
+            format!("VLAN id {vid} is out of range 0..=4095"),
+        ));
+    }
+    if let Some(pcp) = v.pcp.filter(|p| *p > 7) {
+        return Err(RuleIssue::field(
+            "vlan.pcp",
+            format!("PCP {pcp} is out of range 0..=7"),
+        ));
+    }
+    Ok(())
+}
+
+/// A `tcp` / `udp` item: agrees with the IP protocol matched before it; port ranges not
+/// inverted. Returns the item's name.
+fn check_ports(
+    name: &'static str,
+    p: &PortsItem,
+    ip_proto: &Option<(u8, String)>,
+) -> Result<&'static str, RuleIssue> {
+    let proto = if name == "tcp" {
+        IP_PROTO_TCP
+    } else {
+        IP_PROTO_UDP
+    };
+    if let Some((given, field)) = ip_proto {
+        if *given != proto {
+            return Err(RuleIssue::field(
+                field,
+                format!("protocol {given} contradicts the `{name}` item (protocol {proto})"),
+            ));
+        }
+    }
+    for (field, r) in [("src_port", &p.src_port), ("dst_port", &p.dst_port)] {
+        if let Some(r) = r.filter(|r| r.lo > r.hi) {
+            return Err(RuleIssue::field(
+                &format!("{name}.{field}"),
+                format!(
+                    "inverted range {}-{}: the low end is above the high end",
+                    r.lo, r.hi
+                ),
+            ));
+        }
+    }
+    Ok(name)
+}
+
+fn check_vxlan(v: &VxlanItem) -> Result<(), RuleIssue> {
+    if let Some(vni) = v.vni.filter(|v| *v > 0x00FF_FFFF) {
+        return Err(RuleIssue::field(
+            "vxlan.vni",
+            format!("VNI {vni} does not fit in 24 bits (max 16777215)"),
+        ));
+    }
+    Ok(())
+}
+
+/// eCPRI is matched over Ethernet: after no L3 / L4 / tunnel item (`after`), with no other
+/// EtherType.
+fn check_ecpri(after: Option<&str>, ether_type: Option<u16>) -> Result<(), RuleIssue> {
+    if let Some(other) = after {
+        return Err(RuleIssue::field(
+            "ecpri",
+            format!(
+                "eCPRI is matched over Ethernet (EtherType 0xAEFE) and cannot \
+                 follow `{other}`"
+            ),
+        ));
+    }
+    if let Some(t) = ether_type.filter(|t| *t != ETHER_TYPE_ECPRI) {
+        return Err(RuleIssue::field(
+            "eth.ether_type",
+            format!("{t:#06x} contradicts the `ecpri` item (EtherType 0xaefe)"),
+        ));
+    }
+    Ok(())
+}
+
+/// A tunnel item is carried over UDP: not after `tcp`, nor with another IP protocol.
+fn check_tunnel(
+    tunnel: Option<&str>,
+    l4: Option<&str>,
+    ip_proto: Option<(u8, String)>,
+) -> Result<(), RuleIssue> {
+    if let Some(t) = tunnel {
+        if l4 == Some("tcp") {
+            return Err(RuleIssue::field(
+                t,
+                format!("`{t}` is carried over UDP and cannot follow `tcp`"),
+            ));
+        }
+        if let Some((given, field)) = ip_proto.filter(|(p, _)| *p != IP_PROTO_UDP) {
+            return Err(RuleIssue::field(
+                &field,
+                format!("protocol {given} contradicts the `{t}` item (carried over UDP, 17)"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_prefix4(name: &str, p: &Ipv4Prefix) -> Result<(), RuleIssue> {
