@@ -225,6 +225,9 @@ unsafe impl Send for Queue {}
 pub struct GpuExecutor {
     opts: GpuOptions,
     pipeline_flags: u32,
+    /// The stages rewrite frames in their ring slots (`PW_PIPELINE_WRITES`): a device ring's
+    /// data area comes back to the host with the TX ring.
+    frames_written: bool,
     default_action: u8,
     slot_bytes: u32,
     data_offset: u32,

@@ -519,6 +519,7 @@ impl GpuExecutor {
             threads: opts.threads(),
             opts,
             pipeline_flags: flags,
+            frames_written: composed && pktwarp_kernels::codegen::pipeline_writes(&image.stages),
             default_action: pipeline.default_action,
             slot_bytes: layout.slot_bytes as u32,
             data_offset: layout.data_offset as u32,

@@ -20,7 +20,8 @@ pub struct Reaped<'a> {
     /// naming its bytes in `data` and its output port.
     pub tx: Option<&'a [TxDesc]>,
     /// With a TX ring: the slot's data area as the kernel left it (a rewriting pipeline's frames
-    /// are changed in place there), as many bytes as the burst's data.
+    /// are changed in place there), as many bytes as the burst's data. With a device ring it is
+    /// the staging slot, brought back from the device only when the stages rewrite frames.
     pub data: Option<&'a [u8]>,
 }
 
@@ -90,7 +91,9 @@ impl GpuExecutor {
         ) {
             (Placement::Mapped, Some(r), _, _) => r.host,
             (Placement::Device, _, Some(st), Some(dev)) => {
-                if end > 0 {
+                // Stages that only read leave the device ring's frames as the staging slot
+                // holds them: nothing to bring back.
+                if end > 0 && self.frames_written {
                     // The port reads what the stages left in device memory: one copy of the
                     // data area back into the slot's staging, which is this burst's until the
                     // reap returns.
