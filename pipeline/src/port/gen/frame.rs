@@ -120,6 +120,27 @@ pub fn write_frame(out: &mut Vec<u8>, spec: &FrameSpec) -> (usize, usize) {
     };
     let ip_type = if v6 { et::IPV6 } else { et::IPV4 };
     // `frame_len` makes room for every header, so the emits below cannot fail.
+    let l3 = write_eth(f, spec, ip_type);
+    let ip_hlen = if v6 {
+        ipv6::HEADER_LEN
+    } else {
+        ipv4::MIN_HEADER_LEN
+    };
+    let l4 = l3 + ip_hlen;
+    let l4_len = len - l4; // L4 header + payload
+    let pseudo = write_ip(f, spec, v6, proto, l3, l4_len);
+    write_l4(f, spec, proto, l4, l4_len, pseudo);
+    match malform(f, spec.malformed, v6, proto, l3, len) {
+        Some(cut) => {
+            out.truncate(start + cut);
+            (cut, len)
+        }
+        None => (len, len),
+    }
+}
+
+/// The Ethernet header (and the VLAN tag): returns where the IP header starts.
+fn write_eth(f: &mut [u8], spec: &FrameSpec, ip_type: u16) -> usize {
     let mut l3 = ethernet::HEADER_LEN;
     let eth = |ether_type| ethernet::Repr {
         dst: GEN_DST_MAC,
@@ -137,14 +158,13 @@ pub fn write_frame(out: &mut Vec<u8>, spec: &FrameSpec) -> (usize, usize) {
     } else {
         let _ = eth(ip_type).emit(f);
     }
-    let ip_hlen = if v6 {
-        ipv6::HEADER_LEN
-    } else {
-        ipv4::MIN_HEADER_LEN
-    };
-    let l4 = l3 + ip_hlen;
-    let l4_len = len - l4; // L4 header + payload
-    let pseudo = if v6 {
+    l3
+}
+
+/// The IPv4 or IPv6 header at `l3`, over `l4_len` bytes of L4 header and payload: returns the
+/// L4 checksum's pseudo-header sum.
+fn write_ip(f: &mut [u8], spec: &FrameSpec, v6: bool, proto: u8, l3: usize, l4_len: usize) -> u64 {
+    if v6 {
         let (src, dst) = (v6_octets(spec.src_ip), v6_octets(spec.dst_ip));
         let r = ipv6::Repr {
             src,
@@ -172,11 +192,15 @@ pub fn write_frame(out: &mut Vec<u8>, spec: &FrameSpec) -> (usize, usize) {
             ident: spec.ip_id,
             more_frags: false,
             frag_offset: 0,
-            payload_len: (len - l3 - ipv4::MIN_HEADER_LEN) as u16,
+            payload_len: l4_len as u16,
         };
         let _ = r.emit(&mut f[l3..]);
         checksum::pseudo_v4(src, dst, proto, l4_len as u16)
-    };
+    }
+}
+
+/// The TCP, UDP or ICMP header at `l4` with its checksum (the payload is zeros).
+fn write_l4(f: &mut [u8], spec: &FrameSpec, proto: u8, l4: usize, l4_len: usize, pseudo: u64) {
     let l4_csum =
         |f: &[u8], base: u64, hl: usize| checksum::finish(checksum::sum(base, &f[l4..l4 + hl]));
     match proto {
@@ -221,7 +245,24 @@ pub fn write_frame(out: &mut Vec<u8>, spec: &FrameSpec) -> (usize, usize) {
         }
         _ => {}
     }
+}
 
+/// Writes `defect` over the well-formed frame; returns the captured length when the frame is
+/// cut.
+fn malform(
+    f: &mut [u8],
+    defect: Option<Malformation>,
+    v6: bool,
+    proto: u8,
+    l3: usize,
+    len: usize,
+) -> Option<usize> {
+    let ip_hlen = if v6 {
+        ipv6::HEADER_LEN
+    } else {
+        ipv4::MIN_HEADER_LEN
+    };
+    let l4 = l3 + ip_hlen;
     // Defects are written over the well-formed frame. The IPv4 header checksum is then as the
     // hand-built generator left it (whose bytes these are, test `emit_equals_hand_built`):
     // recomputed over a wrong length, 0 under a bad IHL or in a cut frame.
@@ -230,7 +271,7 @@ pub fn write_frame(out: &mut Vec<u8>, spec: &FrameSpec) -> (usize, usize) {
             put16(f, l3 + 10, c);
         }
     };
-    match spec.malformed {
+    match defect {
         None => {}
         Some(Malformation::BadIhl) => {
             if v6 {
@@ -258,11 +299,10 @@ pub fn write_frame(out: &mut Vec<u8>, spec: &FrameSpec) -> (usize, usize) {
                 l3 + ip_hlen / 2
             };
             v4_csum(f, 0);
-            out.truncate(start + cut);
-            return (cut, len);
+            return Some(cut);
         }
     }
-    (len, len)
+    None
 }
 
 fn put16(b: &mut [u8], at: usize, v: u16) {
