@@ -16,7 +16,8 @@ use std::sync::{Arc, Mutex};
 
 use dpdk_sys as sys;
 use flow_rules::steering::{
-    Action, Fate, Item, PortRange, RssHash, SteerKey, SteerMatcher, SteerRule,
+    Action, EcpriItem, EthItem, Fate, Ipv4Item, Ipv6Item, Item, PortRange, RssHash, SteerKey,
+    SteerMatcher, SteerRule, VlanItem,
 };
 
 use super::{eal, STANDARD_RSS_KEY};
@@ -348,123 +349,36 @@ fn range_masks(r: &Option<PortRange>) -> Vec<PortMask> {
     }
 }
 
+/// Writes an L4 item's (src, dst) port choices into its spec / mask pair (the TCP and UDP
+/// headers of DPDK are different types with the same port fields).
+macro_rules! set_ports {
+    ($b:ident, $ports:expr) => {
+        if let Some((v, m)) = $ports.0 {
+            $b[0].hdr.src_port = v.to_be();
+            $b[1].hdr.src_port = m.to_be();
+        }
+        if let Some((v, m)) = $ports.1 {
+            $b[0].hdr.dst_port = v.to_be();
+            $b[1].hdr.dst_port = m.to_be();
+        }
+    };
+}
+
 /// Builds the spec/mask pair of one item. `ports` is the (src, dst) mask choice for L4 items.
 fn item_buf(item: &Item, ports: (PortMask, PortMask)) -> Result<ItemBuf, String> {
     Ok(match item {
-        Item::Eth(e) => {
-            let mut b: Box<[sys::rte_flow_item_eth; 2]> = Box::default();
-            // SAFETY: writes plain-data fields of a union whose every variant is plain data.
-            unsafe {
-                let [spec, mask] = &mut *b;
-                let (spec, mask) = (
-                    &mut spec.__bindgen_anon_1.__bindgen_anon_1,
-                    &mut mask.__bindgen_anon_1.__bindgen_anon_1,
-                );
-                if let Some(d) = &e.dst {
-                    spec.dst.addr_bytes = d.spec;
-                    mask.dst.addr_bytes = d.mask;
-                }
-                if let Some(s) = &e.src {
-                    spec.src.addr_bytes = s.spec;
-                    mask.src.addr_bytes = s.mask;
-                }
-                if let Some(t) = e.ether_type {
-                    spec.type_ = t.to_be();
-                    mask.type_ = 0xffff;
-                }
-            }
-            ItemBuf::Eth(b)
-        }
-        Item::Vlan(v) => {
-            let mut b: Box<[sys::rte_flow_item_vlan; 2]> = Box::default();
-            // SAFETY: plain-data union fields.
-            unsafe {
-                let [spec, mask] = &mut *b;
-                let (spec, mask) = (
-                    &mut spec.__bindgen_anon_1.__bindgen_anon_1,
-                    &mut mask.__bindgen_anon_1.__bindgen_anon_1,
-                );
-                let (mut tci, mut tmask) = (0u16, 0u16);
-                if let Some(vid) = v.vid {
-                    tci |= vid & 0x0fff;
-                    tmask |= 0x0fff;
-                }
-                if let Some(pcp) = v.pcp {
-                    tci |= u16::from(pcp & 7) << 13;
-                    tmask |= 0xe000;
-                }
-                spec.tci = tci.to_be();
-                mask.tci = tmask.to_be();
-                if let Some(t) = v.inner_type {
-                    spec.inner_type = t.to_be();
-                    mask.inner_type = 0xffff;
-                }
-            }
-            ItemBuf::Vlan(b)
-        }
-        Item::Ipv4(i) => {
-            let mut b: Box<[sys::rte_flow_item_ipv4; 2]> = Box::default();
-            if let Some(p) = &i.src {
-                b[0].hdr.src_addr = u32::from(p.addr).to_be();
-                b[1].hdr.src_addr = p.mask().to_be();
-            }
-            if let Some(p) = &i.dst {
-                b[0].hdr.dst_addr = u32::from(p.addr).to_be();
-                b[1].hdr.dst_addr = p.mask().to_be();
-            }
-            if let Some(p) = i.proto {
-                b[0].hdr.next_proto_id = p;
-                b[1].hdr.next_proto_id = 0xff;
-            }
-            if let Some(d) = i.dscp {
-                b[0].hdr.type_of_service = d << 2;
-                b[1].hdr.type_of_service = 0xfc;
-            }
-            ItemBuf::Ipv4(b)
-        }
-        Item::Ipv6(i) => {
-            let mut b: Box<[sys::rte_flow_item_ipv6; 2]> = Box::default();
-            if let Some(p) = &i.src {
-                b[0].hdr.src_addr = p.addr.octets();
-                b[1].hdr.src_addr = Ipv6Addr::from(p.mask()).octets();
-            }
-            if let Some(p) = &i.dst {
-                b[0].hdr.dst_addr = p.addr.octets();
-                b[1].hdr.dst_addr = Ipv6Addr::from(p.mask()).octets();
-            }
-            if let Some(p) = i.proto {
-                b[0].hdr.proto = p;
-                b[1].hdr.proto = 0xff;
-            }
-            if let Some(d) = i.dscp {
-                // vtc_flow: version (4) | traffic class (8) | flow label (20); DSCP = TC >> 2.
-                b[0].hdr.vtc_flow = (u32::from(d) << 22).to_be();
-                b[1].hdr.vtc_flow = (0x3fu32 << 22).to_be();
-            }
-            ItemBuf::Ipv6(b)
-        }
+        Item::Eth(e) => eth_buf(e),
+        Item::Vlan(v) => vlan_buf(v),
+        Item::Ipv4(i) => ipv4_buf(i),
+        Item::Ipv6(i) => ipv6_buf(i),
         Item::Tcp(_) => {
             let mut b: Box<[sys::rte_flow_item_tcp; 2]> = Box::default();
-            if let Some((v, m)) = ports.0 {
-                b[0].hdr.src_port = v.to_be();
-                b[1].hdr.src_port = m.to_be();
-            }
-            if let Some((v, m)) = ports.1 {
-                b[0].hdr.dst_port = v.to_be();
-                b[1].hdr.dst_port = m.to_be();
-            }
+            set_ports!(b, ports);
             ItemBuf::Tcp(b)
         }
         Item::Udp(_) => {
             let mut b: Box<[sys::rte_flow_item_udp; 2]> = Box::default();
-            if let Some((v, m)) = ports.0 {
-                b[0].hdr.src_port = v.to_be();
-                b[1].hdr.src_port = m.to_be();
-            }
-            if let Some((v, m)) = ports.1 {
-                b[0].hdr.dst_port = v.to_be();
-                b[1].hdr.dst_port = m.to_be();
-            }
+            set_ports!(b, ports);
             ItemBuf::Udp(b)
         }
         Item::Vxlan(v) => {
@@ -484,22 +398,120 @@ fn item_buf(item: &Item, ports: (PortMask, PortMask)) -> Result<ItemBuf, String>
             }
             ItemBuf::Gtp(b)
         }
-        Item::Ecpri(e) => {
-            let mut b: Box<[sys::rte_flow_item_ecpri; 2]> = Box::default();
-            // The common header as one big-endian word: revision (4) | reserved (3) | c (1) |
-            // message type (8) | payload size (16); the 16-bit PC_ID / RTC_ID / eAxC id is the
-            // first half of the word after it (what SteerKey::ecpri_pc_id holds).
-            if let Some(t) = e.msg_type {
-                b[0].hdr.common.__bindgen_anon_1.u32_ = (u32::from(t) << 16).to_be();
-                b[1].hdr.common.__bindgen_anon_1.u32_ = 0x00ff_0000u32.to_be();
-            }
-            if let Some(id) = e.pc_id {
-                b[0].hdr.__bindgen_anon_1.dummy = [(u32::from(id) << 16).to_be(), 0, 0];
-                b[1].hdr.__bindgen_anon_1.dummy = [0xffff_0000u32.to_be(), 0, 0];
-            }
-            ItemBuf::Ecpri(b)
-        }
+        Item::Ecpri(e) => ecpri_buf(e),
     })
+}
+
+fn eth_buf(e: &EthItem) -> ItemBuf {
+    let mut b: Box<[sys::rte_flow_item_eth; 2]> = Box::default();
+    // SAFETY: writes plain-data fields of a union whose every variant is plain data.
+    unsafe {
+        let [spec, mask] = &mut *b;
+        let (spec, mask) = (
+            &mut spec.__bindgen_anon_1.__bindgen_anon_1,
+            &mut mask.__bindgen_anon_1.__bindgen_anon_1,
+        );
+        if let Some(d) = &e.dst {
+            spec.dst.addr_bytes = d.spec;
+            mask.dst.addr_bytes = d.mask;
+        }
+        if let Some(s) = &e.src {
+            spec.src.addr_bytes = s.spec;
+            mask.src.addr_bytes = s.mask;
+        }
+        if let Some(t) = e.ether_type {
+            spec.type_ = t.to_be();
+            mask.type_ = 0xffff;
+        }
+    }
+    ItemBuf::Eth(b)
+}
+
+fn vlan_buf(v: &VlanItem) -> ItemBuf {
+    let mut b: Box<[sys::rte_flow_item_vlan; 2]> = Box::default();
+    // SAFETY: plain-data union fields.
+    unsafe {
+        let [spec, mask] = &mut *b;
+        let (spec, mask) = (
+            &mut spec.__bindgen_anon_1.__bindgen_anon_1,
+            &mut mask.__bindgen_anon_1.__bindgen_anon_1,
+        );
+        let (mut tci, mut tmask) = (0u16, 0u16);
+        if let Some(vid) = v.vid {
+            tci |= vid & 0x0fff;
+            tmask |= 0x0fff;
+        }
+        if let Some(pcp) = v.pcp {
+            tci |= u16::from(pcp & 7) << 13;
+            tmask |= 0xe000;
+        }
+        spec.tci = tci.to_be();
+        mask.tci = tmask.to_be();
+        if let Some(t) = v.inner_type {
+            spec.inner_type = t.to_be();
+            mask.inner_type = 0xffff;
+        }
+    }
+    ItemBuf::Vlan(b)
+}
+
+fn ipv4_buf(i: &Ipv4Item) -> ItemBuf {
+    let mut b: Box<[sys::rte_flow_item_ipv4; 2]> = Box::default();
+    if let Some(p) = &i.src {
+        b[0].hdr.src_addr = u32::from(p.addr).to_be();
+        b[1].hdr.src_addr = p.mask().to_be();
+    }
+    if let Some(p) = &i.dst {
+        b[0].hdr.dst_addr = u32::from(p.addr).to_be();
+        b[1].hdr.dst_addr = p.mask().to_be();
+    }
+    if let Some(p) = i.proto {
+        b[0].hdr.next_proto_id = p;
+        b[1].hdr.next_proto_id = 0xff;
+    }
+    if let Some(d) = i.dscp {
+        b[0].hdr.type_of_service = d << 2;
+        b[1].hdr.type_of_service = 0xfc;
+    }
+    ItemBuf::Ipv4(b)
+}
+
+fn ipv6_buf(i: &Ipv6Item) -> ItemBuf {
+    let mut b: Box<[sys::rte_flow_item_ipv6; 2]> = Box::default();
+    if let Some(p) = &i.src {
+        b[0].hdr.src_addr = p.addr.octets();
+        b[1].hdr.src_addr = Ipv6Addr::from(p.mask()).octets();
+    }
+    if let Some(p) = &i.dst {
+        b[0].hdr.dst_addr = p.addr.octets();
+        b[1].hdr.dst_addr = Ipv6Addr::from(p.mask()).octets();
+    }
+    if let Some(p) = i.proto {
+        b[0].hdr.proto = p;
+        b[1].hdr.proto = 0xff;
+    }
+    if let Some(d) = i.dscp {
+        // vtc_flow: version (4) | traffic class (8) | flow label (20); DSCP = TC >> 2.
+        b[0].hdr.vtc_flow = (u32::from(d) << 22).to_be();
+        b[1].hdr.vtc_flow = (0x3fu32 << 22).to_be();
+    }
+    ItemBuf::Ipv6(b)
+}
+
+fn ecpri_buf(e: &EcpriItem) -> ItemBuf {
+    let mut b: Box<[sys::rte_flow_item_ecpri; 2]> = Box::default();
+    // The common header as one big-endian word: revision (4) | reserved (3) | c (1) |
+    // message type (8) | payload size (16); the 16-bit PC_ID / RTC_ID / eAxC id is the
+    // first half of the word after it (what SteerKey::ecpri_pc_id holds).
+    if let Some(t) = e.msg_type {
+        b[0].hdr.common.__bindgen_anon_1.u32_ = (u32::from(t) << 16).to_be();
+        b[1].hdr.common.__bindgen_anon_1.u32_ = 0x00ff_0000u32.to_be();
+    }
+    if let Some(id) = e.pc_id {
+        b[0].hdr.__bindgen_anon_1.dummy = [(u32::from(id) << 16).to_be(), 0, 0];
+        b[1].hdr.__bindgen_anon_1.dummy = [0xffff_0000u32.to_be(), 0, 0];
+    }
+    ItemBuf::Ecpri(b)
 }
 
 /// RTE_ETH_RSS_* types for a rule's hash selection.
