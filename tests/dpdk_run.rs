@@ -4,6 +4,8 @@
 
 #![cfg(feature = "dpdk")]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -22,13 +24,9 @@ fn frames_of(path: &Path) -> Vec<Vec<u8>> {
     out
 }
 
-#[test]
-fn pktwarp_run_net_pcap_in_cpu_executor_net_pcap_out() {
-    let dir = std::env::temp_dir().join(format!("pktwarp-dpdk-run-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    let input = data("pcaps/tcpdump/afs.pcap");
-    let output = dir.join("out.pcap");
+/// `dir/dpdk.yaml`: a net_pcap port `wire` from `input` to `output` (EAL file prefix
+/// `prefix` + pid, no hugepages), then `rest` (queues, stages, executor, metrics, output).
+fn dpdk_config(dir: &Path, prefix: &str, input: &Path, output: &Path, rest: &str) -> PathBuf {
     let cfg = dir.join("dpdk.yaml");
     std::fs::write(
         &cfg,
@@ -36,25 +34,40 @@ fn pktwarp_run_net_pcap_in_cpu_executor_net_pcap_out() {
             "ports:
   - name: wire
     dpdk:
-      eal_args: [--no-huge, --no-pci, --no-shconf, -m, \"256\", --file-prefix=pwrun{pid}, -l, \"0\", \"--log-level=*:warning\"]
+      eal_args: [--no-huge, --no-pci, --no-shconf, -m, \"256\", --file-prefix={prefix}{pid}, -l, \"0\", \"--log-level=*:warning\"]
       vdev: \"net_pcap0,rx_pcap={input},tx_pcap={output}\"
       mempool_size: 2047
       idle_end_ms: 500
-queues: {{ count: 1, burst: 32 }}
-pipeline:
-  - parse
-  - count
-executor: {{ kind: cpu }}
-metrics: {{ enabled: false }}
-output:
-  port: wire
-",
+{rest}",
             pid = std::process::id(),
             input = input.display(),
             output = output.display()
         ),
     )
     .expect("write config");
+    cfg
+}
+
+#[test]
+fn pktwarp_run_net_pcap_in_cpu_executor_net_pcap_out() {
+    let dir = common::scratch("dpdk-run");
+    let input = data("pcaps/tcpdump/afs.pcap");
+    let output = dir.join("out.pcap");
+    let cfg = dpdk_config(
+        &dir,
+        "pwrun",
+        &input,
+        &output,
+        "queues: { count: 1, burst: 32 }
+pipeline:
+  - parse
+  - count
+executor: { kind: cpu }
+metrics: { enabled: false }
+output:
+  port: wire
+",
+    );
 
     let validate = Command::new(env!("CARGO_BIN_EXE_pktwarp"))
         .arg("validate")
@@ -145,111 +158,33 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 /// summary's port_counters, and promtool accepts the exposition.
 #[test]
 fn pktwarp_run_exposes_dpdk_port_counters_on_metrics() {
-    use std::io::{BufRead, BufReader, Read, Write};
-    use std::process::Stdio;
-    use std::sync::{Arc, Mutex};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
-    let dir = std::env::temp_dir().join(format!("pktwarp-dpdk-metrics-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let dir = common::scratch("dpdk-metrics");
     let input = data("pcaps/tcpdump/afs.pcap");
     let output = dir.join("out.pcap");
-    let cfg = dir.join("dpdk.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "ports:
-  - name: wire
-    dpdk:
-      eal_args: [--no-huge, --no-pci, --no-shconf, -m, \"256\", --file-prefix=pwmet{pid}, -l, \"0\", \"--log-level=*:warning\"]
-      vdev: \"net_pcap0,rx_pcap={input},tx_pcap={output}\"
-      mempool_size: 2047
-      idle_end_ms: 500
-queues: {{ count: 1, burst: 32 }}
+    let cfg = dpdk_config(
+        &dir,
+        "pwmet",
+        &input,
+        &output,
+        "queues: { count: 1, burst: 32 }
 pipeline: [parse, count]
-executor: {{ kind: cpu }}
-metrics: {{ listen: \"127.0.0.1:0\" }}
-control: {{ linger: true }}
+executor: { kind: cpu }
+metrics: { listen: \"127.0.0.1:0\" }
+control: { linger: true }
 output:
   port: wire
 ",
-            pid = std::process::id(),
-            input = input.display(),
-            output = output.display()
-        ),
-    )
-    .expect("write config");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pktwarp"))
-        .args(["--log-json", "run", "--quiet", "--json"])
-        .arg(&cfg)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn pktwarp");
-    let logs = Arc::new(Mutex::new(Vec::<serde_json::Value>::new()));
-    let err = child.stderr.take().expect("stderr");
-    let l = Arc::clone(&logs);
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines().map_while(Result::ok) {
-            let v =
-                serde_json::from_str(&line).unwrap_or_else(|_| serde_json::json!({ "raw": line }));
-            l.lock().expect("logs").push(v);
-        }
-    });
-    let wait_log = |event: &str| -> serde_json::Value {
-        let t = Instant::now();
-        loop {
-            if let Some(v) = logs
-                .lock()
-                .expect("logs")
-                .iter()
-                .find(|v| v["fields"]["event"] == event)
-            {
-                return v.clone();
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "no `{event}` log event: {:#?}",
-                logs.lock().expect("logs")
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
-    let addr = wait_log("metrics_listen")["fields"]["addr"]
-        .as_str()
-        .expect("metrics address")
-        .to_string();
+    );
+    let d = common::Daemon::run(&cfg);
+    let addr = d.metrics_addr();
     // Input ended, summary values published, still serving.
-    wait_log("linger");
-    let mut s = std::net::TcpStream::connect(&addr).expect("connect to /metrics");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("request");
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).expect("response");
-    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
-    let body = resp
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill")
-        .success());
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .expect("stdout")
-        .read_to_string(&mut out)
-        .expect("read stdout");
-    assert!(child.wait().expect("wait").success(), "{out}");
+    d.wait_log("linger", |_| true);
+    let body = common::scrape(&addr);
+    d.signal("-TERM");
+    let (code, out, _) = d.wait(Duration::from_secs(15));
+    assert_eq!(code, 0, "{out}");
     let summary: serde_json::Value = serde_json::from_str(
         out.lines()
             .rev()
@@ -301,25 +236,6 @@ output:
         );
     }
     // The exposition passes Prometheus' own linter (installed by scripts/install-deps.sh).
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (scripts/install-deps.sh installs prometheus)");
-    promtool
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(body.as_bytes())
-        .expect("feed promtool");
-    let p = promtool.wait_with_output().expect("promtool");
-    assert!(
-        p.status.success(),
-        "promtool check metrics:\n{}{}",
-        String::from_utf8_lossy(&p.stdout),
-        String::from_utf8_lossy(&p.stderr)
-    );
+    common::promtool_check(&body);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -5,9 +5,7 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{scrape, Daemon};
@@ -81,22 +79,7 @@ fn metrics_per_eaxc_pass_promtool_and_match_the_summary() {
         0.0
     );
 
-    // promtool reads the exposition from stdin; any lint or format problem is a failure.
-    let mut p = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (scripts/install-deps.sh installs prometheus)");
-    p.stdin.take().unwrap().write_all(m.as_bytes()).unwrap();
-    let out = p.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::promtool_check(&m);
 
     d.signal("-INT");
     let (code, out, _) = d.wait(Duration::from_secs(15));

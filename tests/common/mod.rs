@@ -178,3 +178,27 @@ pub fn sum(text: &str, name: &str, labels: &str) -> f64 {
         })
         .sum()
 }
+
+/// `promtool check metrics` (scripts/install-deps.sh installs prometheus) accepts the
+/// exposition: any lint or format problem fails.
+pub fn promtool_check(exposition: &str) {
+    let mut p = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (scripts/install-deps.sh installs prometheus)");
+    p.stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
+    let out = p.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
