@@ -71,7 +71,9 @@ pub struct AclTablesHeader {
     pub extras_off: u32,
     /// `ACL_ACTION_WORDS` per rule: `[verdict | has_mark << 8, mark]`.
     pub actions_off: u32,
-    pub reserved: [u32; 2],
+    /// `ACL_REWRITE_WORDS` per rule (`acl::rewrite`), or 0 when no rule rewrites.
+    pub rewrites_off: u32,
+    pub reserved: u32,
     pub fam: [AclFamilyHeader; 3],
 }
 
@@ -103,6 +105,7 @@ mod tests {
         assert_eq!(offset_of!(AclTablesHeader, total_words), 12);
         assert_eq!(offset_of!(AclTablesHeader, extras_off), 16);
         assert_eq!(offset_of!(AclTablesHeader, actions_off), 20);
+        assert_eq!(offset_of!(AclTablesHeader, rewrites_off), 24);
         assert_eq!(offset_of!(AclTablesHeader, fam), 32);
         assert_eq!(ACL_HEADER_WORDS, 32);
     }

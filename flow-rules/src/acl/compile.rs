@@ -554,6 +554,14 @@ impl AclClassifier {
             image.push(r.action.verdict as u32 | u32::from(r.action.mark.is_some()) << 8);
             image.push(r.action.mark.unwrap_or(0));
         }
+        // Only a rule set with rewrites has the array: the image of one without is unchanged.
+        if rules.iter().any(|r| r.set.is_some()) {
+            hdr.rewrites_off = image.len() as u32;
+            for r in rules {
+                let rec = r.set.as_ref().map(super::AclRewrite::record);
+                image.extend_from_slice(&rec.unwrap_or_default().encode());
+            }
+        }
         hdr.total_words = image.len() as u32;
         write_header(&mut image, &hdr);
         stats.image_bytes = image.len() * 4;
@@ -590,6 +598,21 @@ impl AclClassifier {
             },
             _ => super::AclAction::default(),
         }
+    }
+
+    /// Whether the image has a rewrite array (a rule with `set:`).
+    pub fn has_rewrites(&self) -> bool {
+        self.hdr.rewrites_off != 0
+    }
+
+    /// The rewrite of rule `idx` as stored in the image; `None` when it rewrites nothing.
+    #[inline]
+    pub fn rewrite(&self, idx: u32) -> Option<super::RewriteRecord> {
+        if self.hdr.rewrites_off == 0 {
+            return None;
+        }
+        let o = self.hdr.rewrites_off as usize + super::rewrite::ACL_REWRITE_WORDS * idx as usize;
+        super::RewriteRecord::decode(self.image.get(o..)?)
     }
 
     /// Index of the first rule matching `key`, or [`ACL_NO_MATCH`].
@@ -799,7 +822,7 @@ fn write_header(image: &mut [u32], h: &AclTablesHeader) {
         h.total_words,
         h.extras_off,
         h.actions_off,
-        0,
+        h.rewrites_off,
         0,
     ];
     for f in &h.fam {
@@ -815,4 +838,52 @@ fn write_header(image: &mut [u32], h: &AclTablesHeader) {
         ]);
     }
     image[..ACL_HEADER_WORDS].copy_from_slice(&w);
+
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rule set without rewrites compiles to the image it always had (no rewrite array,
+    /// `rewrites_off` 0); with rewrites, the same trees, records and actions, the array after
+    /// them, and each rule's record readable back.
+    #[test]
+    fn rewrites_append_an_array_and_change_nothing_else() {
+        use crate::acl::{AclRewrite, RewriteRecord};
+        let text = "rules:\n  - { proto: tcp, dst_port: 80, action: pass }\n  - { src: 10.0.0.0/8, action: mirror }\n  - { proto: udp, action: drop }\n";
+        let plain = crate::acl::yaml::parse(std::path::Path::new("r.yaml"), text).unwrap();
+        let a = AclClassifier::build(&plain);
+        assert_eq!(a.header().rewrites_off, 0);
+        assert!(!a.has_rewrites() && a.rewrite(0).is_none());
+        let mut rw = plain.clone();
+        rw[1].set = Some(AclRewrite {
+            dscp: Some(10),
+            dst_mac: Some([2, 0, 0, 0, 0, 9]),
+            port: Some(("x".into(), Default::default())),
+            out_port: Some(2),
+        });
+        let b = AclClassifier::build(&rw);
+        assert!(b.has_rewrites());
+        let (ia, ib) = (a.image(), b.image());
+        assert_eq!(b.header().rewrites_off as usize, ia.len());
+        assert_eq!(ib.len(), ia.len() + 3 * crate::acl::rewrite::ACL_REWRITE_WORDS);
+        // Header words other than total_words (3) and rewrites_off (6), and the whole body.
+        for (i, (x, y)) in ia.iter().zip(ib).enumerate() {
+            if i != 3 && i != 6 {
+                assert_eq!(x, y, "word {i}");
+            }
+        }
+        assert_eq!(b.rewrite(0), None);
+        assert_eq!(
+            b.rewrite(1),
+            Some(RewriteRecord {
+                dscp: Some(10),
+                dst_mac: Some([2, 0, 0, 0, 0, 9]),
+                out_port: Some(2)
+            })
+        );
+        assert_eq!(b.rewrite(2), None);
+        assert_eq!(b.rewrite(99), None);
+    }
 }

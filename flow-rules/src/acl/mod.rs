@@ -13,6 +13,7 @@ pub mod classbench;
 pub mod compile;
 pub mod cuda_host;
 pub mod gen6;
+pub mod rewrite;
 pub mod shadow;
 pub mod yaml;
 
@@ -20,6 +21,7 @@ use crate::abi::{AclKey, VLAN_NONE};
 use crate::error::{Location, RuleError, RuleWarning};
 
 pub use compile::{AclClassifier, BuildStats};
+pub use rewrite::{AclRewrite, RewriteRecord};
 
 /// Address family of a rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -189,6 +191,8 @@ pub struct AclRule {
     /// Ingress port; mask 0 = any.
     pub port_id: Masked<u16>,
     pub action: AclAction,
+    /// What the rule rewrites when it matches and its verdict is not drop (YAML `set:`).
+    pub set: Option<AclRewrite>,
     /// Optional name (YAML `name`), for messages and counters.
     pub name: Option<String>,
     /// Where the rule was defined.
@@ -210,6 +214,7 @@ impl AclRule {
             vlan: Masked::<u16>::ANY,
             port_id: Masked::<u16>::ANY,
             action: AclAction::default(),
+            set: None,
             name: None,
             loc: Location::default(),
         }
@@ -322,6 +327,16 @@ impl AclRuleSet {
     /// The linear first-match reference: index of the first matching rule.
     pub fn classify_linear(&self, key: &AclKey) -> Option<usize> {
         self.rules.iter().position(|r| r.matches(key))
+    }
+
+    /// Whether a rule rewrites (`set:`): the `acl` stage then writes frames.
+    pub fn has_rewrites(&self) -> bool {
+        self.rules.iter().any(|r| r.set.is_some())
+    }
+
+    /// Maps the rules' `set: { port }` names to output ports ([`rewrite::resolve_ports`]).
+    pub fn resolve_ports(&mut self, tx_ports: Option<&[String]>) -> Result<(), RuleError> {
+        rewrite::resolve_ports(&mut self.rules, tx_ports)
     }
 
     /// Compiles the classifier and records shadowed rules in `warnings`.

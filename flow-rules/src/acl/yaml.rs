@@ -14,7 +14,14 @@
 //!     vlan: 100                # 0..4095, or `untagged`
 //!     port: 0                  # ingress port
 //!     action: [mirror, {mark: 7}]
+//!   - dst_port: 5060
+//!     action: pass
+//!     set: { dscp: 46, dst_mac: '02:00:00:00:00:01', port: port1 }   # rewrites (any of the three)
 //! ```
+//! `set:` rewrites a matching frame whose verdict is not drop (so `action: drop` with `set:` is
+//! an error): `dscp` 0..=63 (ECN kept, IPv4 checksum updated), `dst_mac` the destination MAC,
+//! `port` the output port by name, one of the config's ports with a transmit side (checked when
+//! the `acl` stage is built: [`super::rewrite::resolve_ports`]). See [`super::rewrite`].
 //! Fields left out are wildcards. Unknown keys, bad values, inverted ranges, prefixes with host
 //! bits set, mixed address families and conflicting verdicts are errors naming the file, line,
 //! column and key.
@@ -27,7 +34,7 @@
 //! times faster.
 
 use super::classbench::parse_prefix;
-use super::{AclAction, AclRule, Family, Masked, PortRange, Verdict};
+use super::{AclAction, AclRewrite, AclRule, Family, Masked, PortRange, Verdict};
 use crate::abi::VLAN_NONE;
 use crate::error::{Location, RuleError};
 use serde::Deserialize;
@@ -85,6 +92,16 @@ struct YRule {
     vlan: Option<Spanned<Scalar>>,
     port: Option<Spanned<Scalar>>,
     action: Spanned<YAction>,
+    set: Option<Spanned<YSet>>,
+}
+
+/// A rule's `set:` (rewrite actions).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct YSet {
+    dscp: Option<Spanned<Scalar>>,
+    dst_mac: Option<Spanned<Scalar>>,
+    port: Option<Spanned<Scalar>>,
 }
 
 fn loc_of<T>(path: &Path, s: &Spanned<T>) -> Location {
@@ -245,7 +262,58 @@ fn convert(path: &Path, sr: &Spanned<YRule>) -> Result<AclRule, RuleError> {
     }
     r.action = parse_action(&y.action.value)
         .map_err(|m| RuleError::new(loc_of(path, &y.action), "action", m))?;
+    if let Some(set) = &y.set {
+        r.set = Some(parse_set(path, set)?);
+        if r.action.verdict == Verdict::Drop {
+            return Err(RuleError::new(
+                loc_of(path, set),
+                "set",
+                "a rule with `action: drop` rewrites nothing (a dropped frame is not sent)",
+            ));
+        }
+    }
     Ok(r)
+}
+
+fn parse_set(path: &Path, set: &Spanned<YSet>) -> Result<AclRewrite, RuleError> {
+    let y = &set.value;
+    let err = |s: &Spanned<Scalar>, key: &str, msg: String| {
+        RuleError::new(loc_of(path, s), format!("set.{key}"), msg)
+    };
+    let mut rw = AclRewrite::default();
+    if let Some(v) = &y.dscp {
+        let t = v.value.text();
+        let d = parse_uint(&t)
+            .filter(|&d| d <= 63)
+            .ok_or_else(|| err(v, "dscp", format!("bad DSCP `{t}` (0..=63)")))?;
+        rw.dscp = Some(d as u8);
+    }
+    if let Some(v) = &y.dst_mac {
+        let t = v.value.text();
+        let m = crate::route::file::parse_mac(&t).ok_or_else(|| {
+            err(
+                v,
+                "dst_mac",
+                format!("bad MAC address `{t}` (six hex bytes, e.g. 02:00:00:00:00:01)"),
+            )
+        })?;
+        rw.dst_mac = Some(m);
+    }
+    if let Some(v) = &y.port {
+        let t = v.value.text();
+        if t.is_empty() {
+            return Err(err(v, "port", "empty port name".into()));
+        }
+        rw.port = Some((t, loc_of(path, v)));
+    }
+    if rw == AclRewrite::default() {
+        return Err(RuleError::new(
+            loc_of(path, set),
+            "set",
+            "nothing to set: give `dscp`, `dst_mac` or `port`",
+        ));
+    }
+    Ok(rw)
 }
 
 fn parse_uint(t: &str) -> Option<u32> {
@@ -507,5 +575,53 @@ mod tests {
         let e = p("rules:\n  - vlan: 5000\n    action: drop\n").unwrap_err();
         assert_eq!(e.field, "vlan", "{e}");
         assert!(e.to_string().starts_with("r.yaml:2:"), "{e}");
+    }
+
+    #[test]
+    fn set_parses_dscp_mac_and_port() {
+        let r = p("rules:\n  - dst_port: 5060\n    action: [pass, {mark: 3}]\n    set: { dscp: 46, dst_mac: '02:00:00:00:00:0a', port: out1 }\n  - action: mirror\n    set:\n      port: out2\n").unwrap();
+        let s = r[0].set.as_ref().unwrap();
+        assert_eq!(s.dscp, Some(46));
+        assert_eq!(s.dst_mac, Some([2, 0, 0, 0, 0, 0x0a]));
+        let (name, loc) = s.port.as_ref().unwrap();
+        assert_eq!((name.as_str(), loc.line), ("out1", 4));
+        assert_eq!(r[0].action.mark, Some(3));
+        let s = r[1].set.as_ref().unwrap();
+        assert_eq!((s.dscp, s.dst_mac), (None, None));
+        assert_eq!(s.port.as_ref().unwrap().1.line, 7);
+    }
+
+    #[test]
+    fn set_errors_name_line_and_key() {
+        let cases = [
+            ("rules:\n  - action: pass\n    set: { dscp: 64 }\n", "set.dscp", 3),
+            ("rules:\n  - action: pass\n    set: { dst_mac: '02:00:00:00:00' }\n", "set.dst_mac", 3),
+            ("rules:\n  - action: pass\n    set:\n      dst_mac: zz\n", "set.dst_mac", 4),
+            ("rules:\n  - action: pass\n    set: { ttl: 3 }\n", "ttl", 3),
+            ("rules:\n  - action: pass\n    set: {}\n", "set", 3),
+            ("rules:\n  - action: drop\n    set: { dscp: 1 }\n", "set", 3),
+            ("rules:\n  - action: pass\n    set: { port: '' }\n", "set.port", 3),
+        ];
+        for (text, key, line) in cases {
+            let e = p(text).unwrap_err();
+            assert_eq!((e.field.as_str(), e.loc.line), (key, line), "{text}: {e}");
+            assert!(e.to_string().starts_with("r.yaml:"), "{e}");
+        }
+    }
+
+    #[test]
+    fn unknown_set_port_names_file_line_and_key() {
+        let mut set = super::super::AclRuleSet {
+            rules: p("rules:\n  - action: pass\n  - action: pass\n    set: { port: nope }\n").unwrap(),
+            warnings: Vec::new(),
+        };
+        let tx = vec!["a".to_string(), "b".to_string()];
+        let e = set.resolve_ports(Some(&tx)).unwrap_err();
+        assert_eq!((e.field.as_str(), e.loc.line), ("set.port", 4), "{e}");
+        assert!(e.to_string().contains("r.yaml:4") && e.to_string().contains("nope"), "{e}");
+        assert!(e.message.contains("a, b"), "{e}");
+        set.rules[1].set.as_mut().unwrap().port.as_mut().unwrap().0 = "b".into();
+        set.resolve_ports(Some(&tx)).unwrap();
+        assert_eq!(set.rules[1].set.as_ref().unwrap().out_port, Some(1));
     }
 }

@@ -224,7 +224,7 @@ fn parse_prefix(t: &str) -> Result<Prefix, String> {
     Err(format!("`{t}`: bad IPv4 / IPv6 address `{a}`"))
 }
 
-fn parse_mac(t: &str) -> Option<[u8; 6]> {
+pub(crate) fn parse_mac(t: &str) -> Option<[u8; 6]> {
     let mut out = [0u8; 6];
     let mut n = 0;
     for part in t.split([':', '-']) {
