@@ -70,6 +70,283 @@ fn refused(cfg: &Path, what: &str, wanted: &[&str]) {
     );
 }
 
+/// The TX side of a case that is not about it.
+const OK_TX: &str = "path: out.pcap";
+/// Stands for `metrics: { listen: <an address in use> }` (bound when the test runs).
+const BUSY: &str = "@busy metrics listener@";
+
+/// (what, gen port options, pcap TX options, extra sections, what validate's error must name).
+type Case = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+);
+
+/// Values `pktwarp run` refuses at start.
+const BAD_VALUES: &[Case] = &[
+    (
+        "rate 0",
+        "rate: { pps: 0 }",
+        OK_TX,
+        "",
+        &["ports[0].gen.rate", "positive"],
+    ),
+    (
+        "rate negative",
+        "rate: { pps: -100 }",
+        OK_TX,
+        "",
+        &["ports[0].gen.rate", "positive"],
+    ),
+    (
+        "bps 0",
+        "rate: { bps: 0 }",
+        OK_TX,
+        "",
+        &["ports[0].gen.rate"],
+    ),
+    (
+        "size 10",
+        "size: 10",
+        OK_TX,
+        "",
+        &["ports[0].gen.size", "64 ..= 9216"],
+    ),
+    (
+        "size 100000",
+        "size: 100000",
+        OK_TX,
+        "",
+        &["size", "64 ..= 9216"],
+    ),
+    (
+        "custom size 20",
+        "size: [{ size: 20, weight: 1 }]",
+        OK_TX,
+        "",
+        &["ports[0].gen.size", "64 ..= 9216"],
+    ),
+    (
+        "weights 0",
+        "size: [{ size: 64, weight: 0 }]",
+        OK_TX,
+        "",
+        &["ports[0].gen.size", "sum to 0"],
+    ),
+    (
+        "vlan 5000",
+        "vlan: 5000",
+        OK_TX,
+        "",
+        &["ports[0].gen.vlan", "0 ..= 4095"],
+    ),
+    (
+        "malformed_ratio 2",
+        "malformed_ratio: 2",
+        OK_TX,
+        "",
+        &["ports[0].gen.malformed_ratio", "0.0 ..= 1.0"],
+    ),
+    (
+        "malformed_ratio -0.5",
+        "malformed_ratio: -0.5",
+        OK_TX,
+        "",
+        &["ports[0].gen.malformed_ratio", "0.0 ..= 1.0"],
+    ),
+    (
+        "src /33",
+        "flows: { src: 1.2.3.4/33 }",
+        OK_TX,
+        "",
+        &["ports[0].gen.flows.src", "0 ..= 32"],
+    ),
+    (
+        "dst not an address",
+        "flows: { dst: 300.1.1.1 }",
+        OK_TX,
+        "",
+        &["ports[0].gen.flows.dst", "not an IPv4 address"],
+    ),
+    (
+        "src6 /129",
+        "flows: { src6: '2001:db8::/129' }",
+        OK_TX,
+        "",
+        &["ports[0].gen.flows.src6", "0 ..= 128"],
+    ),
+    (
+        "ipv6_share 1.5",
+        "flows: { ipv6_share: 1.5 }",
+        OK_TX,
+        "",
+        &["ports[0].gen.flows.ipv6_share", "0.0 ..= 1.0"],
+    ),
+    (
+        "flow_count 0",
+        "flows: { flow_count: 0 }",
+        OK_TX,
+        "",
+        &["ports[0].gen.flows.flow_count", "1 ..="],
+    ),
+    (
+        "flow_count 4G",
+        "flows: { flow_count: 4000000000 }",
+        OK_TX,
+        "",
+        &["ports[0].gen.flows.flow_count", "1 ..= 16777216"],
+    ),
+    (
+        "protocols 0",
+        "flows: { protocols: { tcp: 0, udp: 0, icmp: 0 } }",
+        OK_TX,
+        "",
+        &["ports[0].gen.flows.protocols", "> 0"],
+    ),
+    (
+        "duration 0",
+        "duration_s: 0",
+        OK_TX,
+        "",
+        &["ports[0].gen.duration_s", "> 0"],
+    ),
+    (
+        "duration negative",
+        "duration_s: -3",
+        OK_TX,
+        "",
+        &["ports[0].gen.duration_s"],
+    ),
+    (
+        "capture rate on gen",
+        "rate: capture",
+        OK_TX,
+        "",
+        &["ports[0].gen.rate", "pcap"],
+    ),
+    (
+        "trace missing",
+        "trace: no-such-trace.txt",
+        OK_TX,
+        "",
+        &["ports[0].gen.trace", "no-such-trace.txt"],
+    ),
+    (
+        "trace and flows",
+        "trace: t.txt, flows: {}",
+        OK_TX,
+        "",
+        &["ports[0].gen.trace", "exclusive"],
+    ),
+    (
+        "tx folder missing",
+        "",
+        "path: no/such/folder/out.pcap",
+        "",
+        &["ports[1].pcap.tx.path", "does not exist"],
+    ),
+    (
+        "tx is a folder",
+        "",
+        "path: '.'",
+        "",
+        &["ports[1].pcap.tx.path", "folder"],
+    ),
+    (
+        "snaplen 0",
+        "",
+        "path: out.pcap, snaplen: 0",
+        "",
+        &["ports[1].pcap.tx.snaplen", "1 ..= 16777216"],
+    ),
+    (
+        "snaplen huge",
+        "",
+        "path: out.pcap, snaplen: 100000000",
+        "",
+        &["ports[1].pcap.tx.snaplen", "1 ..= 16777216"],
+    ),
+    (
+        "metrics.listen in use",
+        "",
+        OK_TX,
+        BUSY,
+        &["metrics.listen", "cannot listen"],
+    ),
+    (
+        "metrics.listen not an address",
+        "",
+        OK_TX,
+        "metrics: { listen: 'localhost' }",
+        &["metrics.listen", "host:port"],
+    ),
+    (
+        "metrics.max_connections 0",
+        "",
+        OK_TX,
+        "metrics: { max_connections: 0, listen: '127.0.0.1:0' }",
+        &["metrics.max_connections", "1 ..= 4096"],
+    ),
+    (
+        "ring_slots 2^31",
+        "",
+        OK_TX,
+        "queues: { ring_slots: 2147483648 }",
+        &["queues.ring_slots", "2 ..= 65536"],
+    ),
+    (
+        "ring_slots 3",
+        "",
+        OK_TX,
+        "queues: { ring_slots: 3 }",
+        &["queues.ring_slots", "power of two"],
+    ),
+    (
+        "ring_slots 2^33",
+        "",
+        OK_TX,
+        "queues: { ring_slots: 8589934592 }",
+        &["ring_slots", "0 ..= 4294967295"],
+    ),
+    (
+        "queues.count 0",
+        "",
+        OK_TX,
+        "queues: { count: 0 }",
+        &["queues.count", "1..=1024"],
+    ),
+    (
+        "queues.count 70000",
+        "",
+        OK_TX,
+        "queues: { count: 70000 }",
+        &["count", "0 ..= 65535"],
+    ),
+    (
+        "queues.burst 0",
+        "",
+        OK_TX,
+        "queues: { burst: 0 }",
+        &["queues.burst", "1..=4096"],
+    ),
+    (
+        "drain_timeout 0",
+        "",
+        OK_TX,
+        "control: { drain_timeout_ms: 0 }",
+        &["control.drain_timeout_ms", "1 ..= 86400000"],
+    ),
+    (
+        "watch_interval huge",
+        "",
+        OK_TX,
+        "control: { watch_interval_ms: 18446744073709551615 }",
+        &["control.watch_interval_ms", "50 ..= 86400000"],
+    ),
+];
+
 #[test]
 fn each_bad_value_fails_validate_with_its_key_and_range() {
     let dir = scratch("hostile-validate");
@@ -78,281 +355,21 @@ fn each_bad_value_fails_validate_with_its_key_and_range() {
         "rules:\n  - { proto: udp, action: drop }\n",
     )
     .unwrap();
-    let ok_tx = "path: out.pcap";
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let busy = format!("metrics: {{ listen: '{}' }}", held.local_addr().unwrap());
-    let cases: Vec<(&str, String, String, String, Vec<&str>)> = vec![
-        (
-            "rate 0",
-            "rate: { pps: 0 }".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.rate", "positive"],
-        ),
-        (
-            "rate negative",
-            "rate: { pps: -100 }".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.rate", "positive"],
-        ),
-        (
-            "bps 0",
-            "rate: { bps: 0 }".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.rate"],
-        ),
-        (
-            "size 10",
-            "size: 10".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.size", "64 ..= 9216"],
-        ),
-        (
-            "size 100000",
-            "size: 100000".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["size", "64 ..= 9216"],
-        ),
-        (
-            "custom size 20",
-            "size: [{ size: 20, weight: 1 }]".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.size", "64 ..= 9216"],
-        ),
-        (
-            "weights 0",
-            "size: [{ size: 64, weight: 0 }]".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.size", "sum to 0"],
-        ),
-        (
-            "vlan 5000",
-            "vlan: 5000".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.vlan", "0 ..= 4095"],
-        ),
-        (
-            "malformed_ratio 2",
-            "malformed_ratio: 2".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.malformed_ratio", "0.0 ..= 1.0"],
-        ),
-        (
-            "malformed_ratio -0.5",
-            "malformed_ratio: -0.5".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.malformed_ratio", "0.0 ..= 1.0"],
-        ),
-        (
-            "src /33",
-            "flows: { src: 1.2.3.4/33 }".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.flows.src", "0 ..= 32"],
-        ),
-        (
-            "dst not an address",
-            "flows: { dst: 300.1.1.1 }".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.flows.dst", "not an IPv4 address"],
-        ),
-        (
-            "src6 /129",
-            "flows: { src6: '2001:db8::/129' }".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.flows.src6", "0 ..= 128"],
-        ),
-        (
-            "ipv6_share 1.5",
-            "flows: { ipv6_share: 1.5 }".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.flows.ipv6_share", "0.0 ..= 1.0"],
-        ),
-        (
-            "flow_count 0",
-            "flows: { flow_count: 0 }".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.flows.flow_count", "1 ..="],
-        ),
-        (
-            "flow_count 4G",
-            "flows: { flow_count: 4000000000 }".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.flows.flow_count", "1 ..= 16777216"],
-        ),
-        (
-            "protocols 0",
-            "flows: { protocols: { tcp: 0, udp: 0, icmp: 0 } }".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.flows.protocols", "> 0"],
-        ),
-        (
-            "duration 0",
-            "duration_s: 0".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.duration_s", "> 0"],
-        ),
-        (
-            "duration negative",
-            "duration_s: -3".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.duration_s"],
-        ),
-        (
-            "capture rate on gen",
-            "rate: capture".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.rate", "pcap"],
-        ),
-        (
-            "trace missing",
-            "trace: no-such-trace.txt".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.trace", "no-such-trace.txt"],
-        ),
-        (
-            "trace and flows",
-            "trace: t.txt, flows: {}".into(),
-            ok_tx.into(),
-            "".into(),
-            vec!["ports[0].gen.trace", "exclusive"],
-        ),
-        (
-            "tx folder missing",
-            "".into(),
-            "path: no/such/folder/out.pcap".into(),
-            "".into(),
-            vec!["ports[1].pcap.tx.path", "does not exist"],
-        ),
-        (
-            "tx is a folder",
-            "".into(),
-            "path: '.'".into(),
-            "".into(),
-            vec!["ports[1].pcap.tx.path", "folder"],
-        ),
-        (
-            "snaplen 0",
-            "".into(),
-            "path: out.pcap, snaplen: 0".into(),
-            "".into(),
-            vec!["ports[1].pcap.tx.snaplen", "1 ..= 16777216"],
-        ),
-        (
-            "snaplen huge",
-            "".into(),
-            "path: out.pcap, snaplen: 100000000".into(),
-            "".into(),
-            vec!["ports[1].pcap.tx.snaplen", "1 ..= 16777216"],
-        ),
-        (
-            "metrics.listen in use",
-            "".into(),
-            ok_tx.into(),
-            busy.clone(),
-            vec!["metrics.listen", "cannot listen"],
-        ),
-        (
-            "metrics.listen not an address",
-            "".into(),
-            ok_tx.into(),
-            "metrics: { listen: 'localhost' }".into(),
-            vec!["metrics.listen", "host:port"],
-        ),
-        (
-            "metrics.max_connections 0",
-            "".into(),
-            ok_tx.into(),
-            "metrics: { max_connections: 0, listen: '127.0.0.1:0' }".into(),
-            vec!["metrics.max_connections", "1 ..= 4096"],
-        ),
-        (
-            "ring_slots 2^31",
-            "".into(),
-            ok_tx.into(),
-            "queues: { ring_slots: 2147483648 }".into(),
-            vec!["queues.ring_slots", "2 ..= 65536"],
-        ),
-        (
-            "ring_slots 3",
-            "".into(),
-            ok_tx.into(),
-            "queues: { ring_slots: 3 }".into(),
-            vec!["queues.ring_slots", "power of two"],
-        ),
-        (
-            "ring_slots 2^33",
-            "".into(),
-            ok_tx.into(),
-            "queues: { ring_slots: 8589934592 }".into(),
-            vec!["ring_slots", "0 ..= 4294967295"],
-        ),
-        (
-            "queues.count 0",
-            "".into(),
-            ok_tx.into(),
-            "queues: { count: 0 }".into(),
-            vec!["queues.count", "1..=1024"],
-        ),
-        (
-            "queues.count 70000",
-            "".into(),
-            ok_tx.into(),
-            "queues: { count: 70000 }".into(),
-            vec!["count", "0 ..= 65535"],
-        ),
-        (
-            "queues.burst 0",
-            "".into(),
-            ok_tx.into(),
-            "queues: { burst: 0 }".into(),
-            vec!["queues.burst", "1..=4096"],
-        ),
-        (
-            "drain_timeout 0",
-            "".into(),
-            ok_tx.into(),
-            "control: { drain_timeout_ms: 0 }".into(),
-            vec!["control.drain_timeout_ms", "1 ..= 86400000"],
-        ),
-        (
-            "watch_interval huge",
-            "".into(),
-            ok_tx.into(),
-            "control: { watch_interval_ms: 18446744073709551615 }".into(),
-            vec!["control.watch_interval_ms", "50 ..= 86400000"],
-        ),
-    ];
     let t = Instant::now();
-    for (what, gen, tx, extra, wanted) in &cases {
-        let extra = if extra.contains("metrics") {
-            extra.clone()
+    for &(what, gen, tx, extra, wanted) in BAD_VALUES {
+        let extra = if extra == BUSY {
+            busy.clone()
+        } else if extra.contains("metrics") {
+            extra.to_string()
         } else {
             format!("{extra}\nmetrics: {{ listen: '127.0.0.1:0' }}")
         };
         let cfg = config(&dir, gen, tx, &extra);
         refused(&cfg, what, wanted);
     }
-    assert!(cases.len() >= 25);
+    assert!(BAD_VALUES.len() >= 25);
     assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
     // The same config with good values passes (the cases fail for their value alone), and
     // validate writes nothing (run, in the metrics case above, did create the output).
@@ -360,7 +377,7 @@ fn each_bad_value_fails_validate_with_its_key_and_range() {
     let cfg = config(
         &dir,
         "rate: { pps: 1000 }",
-        ok_tx,
+        OK_TX,
         "metrics: { listen: '127.0.0.1:0' }",
     );
     let v = pktwarp(&["validate"], &cfg);
