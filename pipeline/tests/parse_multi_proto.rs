@@ -38,8 +38,22 @@ fn l4(m: &PacketMeta, proto: u8, sp: u16, dp: u16) {
 fn all_23_frames() {
     let f = frames();
     let m: Vec<PacketMeta> = f.iter().map(|x| parse_frame(x)).collect();
-    let syn = 0x002;
+    plain_frames(&m);
+    fragments(&m);
+    tunnels_and_labels(&m);
+    options_arp_malformed_ecpri(&m);
 
+    // The CUDA parser describes them identically.
+    for (i, (fr, r)) in f.iter().zip(&m).enumerate() {
+        let mut c = PacketMeta::default();
+        cuda_host::parse(fr, &mut c);
+        assert_eq!(&c, r, "frame {}", i + 1);
+    }
+}
+
+/// Frames 1-7: IPv4 UDP / TCP / ICMP, VLAN, QinQ, IPv6, IPv6 extension headers.
+fn plain_frames(m: &[PacketMeta]) {
+    let syn = 0x002;
     // 1: IPv4 UDP 1234 -> 5678
     ok(&m[0]);
     assert_eq!(
@@ -92,6 +106,10 @@ fn all_23_frames() {
     assert_ne!(m[6].flags & mf::IP_OPTIONS, 0);
     l4(&m[6], 6, 5, 6);
     assert!(m[6].l4_offset > 54 + 8, "L4 after the extension headers");
+}
+
+/// Frames 8-14: IPv6 and IPv4 fragments.
+fn fragments(m: &[PacketMeta]) {
     // 8-10: IPv6 fragments of one UDP datagram (id 0x0521c6bf): first has the UDP header.
     for (i, off, more) in [(7, 0u16, true), (8, 152, true), (9, 304, false)] {
         let x = &m[i];
@@ -128,6 +146,11 @@ fn all_23_frames() {
         assert_eq!(x.l4_offset != 0, off == 0);
     }
     assert_eq!((m[10].src_port, m[10].dst_port), (9, 10));
+}
+
+/// Frames 15-17: VXLAN, GTP-U, MPLS.
+fn tunnels_and_labels(m: &[PacketMeta]) {
+    let syn = 0x002;
     // 15: VXLAN VNI 42: inner Ethernet / IPv4 172.16.0.1 -> 172.16.0.2 / TCP SYN 11 -> 12
     let x = &m[14];
     ok(x);
@@ -186,6 +209,10 @@ fn all_23_frames() {
         (22, 4, v4([10, 0, 4, 1]))
     );
     l4(x, 17, 15, 16);
+}
+
+/// Frames 18-23: IPv4 options with SCTP, ARP, three malformed IPv4 frames, eCPRI.
+fn options_arp_malformed_ecpri(m: &[PacketMeta]) {
     // 18: IPv4 with a record-route option (IHL 6), SCTP 17 -> 18
     let x = &m[17];
     ok(x);
@@ -232,11 +259,4 @@ fn all_23_frames() {
         (x.ecpri_pc_id, x.ecpri_seq_id, x.payload_offset),
         (0, 0x0080, 18)
     );
-
-    // The CUDA parser describes them identically.
-    for (i, (fr, r)) in f.iter().zip(&m).enumerate() {
-        let mut c = PacketMeta::default();
-        cuda_host::parse(fr, &mut c);
-        assert_eq!(&c, r, "frame {}", i + 1);
-    }
 }
