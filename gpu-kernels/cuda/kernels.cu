@@ -153,6 +153,7 @@ __device__ __forceinline__ void pw_run_composed(const pw_queue_desc &q, const pw
     f.port = d.port;
     f.queue = q.queue_id;
     f.timestamp_ns = d.timestamp_ns;
+    f.mark = d.mark;
     pw_pipeline_ctx ctx;
     ctx.params = (const uint64_t *)a.stage_params;
     ctx.acl = &a;
@@ -202,7 +203,10 @@ __device__ __forceinline__ void pw_run_frame(const pw_queue_desc &q, const pw_ac
     }
     if (gl != 0u) return;
     pw_emit_verdict(q, a, parse_ok, rule, action, mark, acl_ran, d.wire_len, vo, vi, cr);
-    if (mout && (q.pipeline & PW_PIPE_PARSE)) *mout = m;
+    if (mout && (q.pipeline & PW_PIPE_PARSE)) {
+        m.steer_mark = d.mark; /* as the parse stage's */
+        *mout = m;
+    }
 #endif
 }
 
@@ -310,7 +314,7 @@ __device__ __forceinline__ pw_desc pw_desc_at(const uint8_t *dbase, uint32_t i, 
     d.port = (uint16_t)((c.y >> 16) & 0xFFu);
     d.queue = 0;
     d.rss_hash = 0;
-    d.reserved = 0;
+    d.mark = 0;
     d.timestamp_ns = 0;
     return d;
 }
@@ -411,7 +415,10 @@ __device__ __forceinline__ void pw_run_split(const pw_queue_desc &q, const pw_ac
         pw_acl_key k;
         pw_acl_key_from_meta(&m, d.port, &k);
         pw_acl_key_words(&k, f->kw);
-        if (mout) mout[i] = m;
+        if (mout) {
+            m.steer_mark = d.mark; /* as the parse stage's (metadata goes back to the host) */
+            mout[i] = m;
+        }
     }
     __syncthreads();
     if (q.trace && threadIdx.x == 0) pw_ts[3] = pw_globaltimer();
@@ -475,59 +482,154 @@ __device__ __forceinline__ void pw_part_range(uint32_t n, uint32_t part, uint32_
 /* The TX ring's per-warp counts of one round and the running count of the block's part. */
 __shared__ uint32_t pw_tx_warp[32];
 __shared__ uint32_t pw_tx_base;
+/* A chunk whose frames cannot be staged as one span (out of order, overlapping, outside the data). */
+__shared__ uint32_t pw_chunk_bad;
 
-/* Frames [lo, hi) of slot `slot` through the composed pipeline, a thread per frame in rounds of
- * blockDim frames, and every frame not dropped into the TX ring in frame order (a block-wide
- * stable compaction per round: warp ballots, then the warps before this one), then this part's
- * tx_counts word. `data`: where staged frames are (pw_stage, or the ring); a frame outside
- * data_bytes reads the ring, as in the other paths. Whole block. */
-__device__ __forceinline__ void pw_run_tx(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *descs,
-                                          bool compact, const uint8_t *data, const uint8_t *gdata, uint32_t db,
-                                          uint32_t lo, uint32_t hi, const pw_vout &vo, pw_packet_meta *mout,
-                                          pw_count_regs *cr, uint32_t slot, uint32_t part, uint32_t parts) {
-    pw_tx_desc *tx = (pw_tx_desc *)q.tx + (uint64_t)slot * q.burst_max;
+/* One round of the TX ring's stable block-wide compaction: a thread whose frame is sent
+ * (`send`) writes its descriptor after those of the lanes before it in its warp, the warps
+ * before its own and the rounds before this one (pw_tx_base). Whole block; descriptors of the
+ * block's part start at tx[plo]. */
+__device__ __forceinline__ void pw_tx_round(pw_tx_desc *tx, uint32_t plo, bool send, uint32_t off, uint32_t len,
+                                            uint32_t frame, const pw_verdict &v) {
     const uint32_t lane = threadIdx.x & 31u;
     const uint32_t warp = threadIdx.x >> 5;
-    const uint32_t nwarps = (blockDim.x + 31u) >> 5;
+    const uint32_t ballot = __ballot_sync(0xFFFFFFFFu, send);
+    if (lane == 0u) pw_tx_warp[warp] = __popc(ballot);
+    __syncthreads();
+    uint32_t at = pw_tx_base;
+    for (uint32_t w = 0u; w < warp; w++) at += pw_tx_warp[w];
+    if (send) {
+        pw_tx_desc t;
+        t.offset = off;
+        t.len = len;
+        t.frame = (uint16_t)frame;
+        t.out_port = v.out_port;
+        t.action = v.action;
+        t.reserved0 = 0u;
+        t.reserved1 = 0u;
+        tx[plo + at + __popc(ballot & ((1u << lane) - 1u))] = t;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        uint32_t sum = 0u;
+        for (uint32_t w = 0u; w < (blockDim.x + 31u) >> 5; w++) sum += pw_tx_warp[w];
+        pw_tx_base += sum;
+    }
+    __syncthreads();
+}
+
+/* Frames [plo, phi) of slot `slot` through the composed pipeline, a thread per frame in rounds
+ * of blockDim frames, with the TX ring (pw_tx_round), then this part's tx_counts word. `data`:
+ * where staged frames are (pw_stage, or the ring); a frame outside data_bytes reads the ring, as
+ * in the other paths. Whole block. */
+__device__ __forceinline__ void pw_run_tx(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *descs,
+                                          bool compact, const uint8_t *data, const uint8_t *gdata, uint32_t db,
+                                          uint32_t plo, uint32_t phi, const pw_vout &vo, pw_packet_meta *mout,
+                                          pw_count_regs *cr, uint32_t slot, uint32_t part, uint32_t parts) {
+    pw_tx_desc *tx = (pw_tx_desc *)q.tx + (uint64_t)slot * q.burst_max;
     if (threadIdx.x == 0) pw_tx_base = 0u;
     __syncthreads();
-    for (uint32_t r = lo; r < hi; r += blockDim.x) {
+    for (uint32_t r = plo; r < phi; r += blockDim.x) {
         const uint32_t i = r + threadIdx.x;
         pw_verdict v;
         uint32_t len = 0u, off = 0u;
         bool send = false;
-        if (i < hi) {
+        if (i < phi) {
             const pw_desc d = pw_desc_at(descs, i, compact);
             const uint8_t *fd = (data != gdata && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
             pw_run_composed(q, a, fd, d, vo, i, mout ? mout + i : 0, cr, &v, &len);
             off = d.offset;
             send = v.action != (uint8_t)PW_ACTION_DROP;
         }
-        const uint32_t ballot = __ballot_sync(0xFFFFFFFFu, send);
-        if (lane == 0u) pw_tx_warp[warp] = __popc(ballot);
-        __syncthreads();
-        uint32_t at = pw_tx_base;
-        for (uint32_t w = 0u; w < warp; w++) at += pw_tx_warp[w];
-        if (send) {
-            pw_tx_desc t;
-            t.offset = off;
-            t.len = len;
-            t.frame = (uint16_t)i;
-            t.out_port = v.out_port;
-            t.action = v.action;
-            t.reserved0 = 0u;
-            t.reserved1 = 0u;
-            tx[lo + at + __popc(ballot & ((1u << lane) - 1u))] = t;
-        }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            uint32_t sum = 0u;
-            for (uint32_t w = 0u; w < nwarps; w++) sum += pw_tx_warp[w];
-            pw_tx_base += sum;
-        }
-        __syncthreads();
+        pw_tx_round(tx, plo, send, off, len, i, v);
     }
-    if (threadIdx.x == 0) ((volatile uint32_t *)q.tx_counts)[slot * parts + part] = PW_TX_COUNT(lo, pw_tx_base);
+    if (threadIdx.x == 0) ((volatile uint32_t *)q.tx_counts)[slot * parts + part] = PW_TX_COUNT(plo, pw_tx_base);
+}
+
+/* Bytes [a, b) of `src` to `dst` (both 16-byte aligned at 0), whole block: the 16-byte granules
+ * inside with one store each (coalesced across the block), the bytes before and after singly,
+ * so nothing outside [a, b) is written. */
+__device__ __forceinline__ void pw_write_span(uint8_t *dst, const uint8_t *src, uint32_t a, uint32_t b) {
+    const uint32_t a16 = (a + 15u) & ~15u, b16 = b & ~15u;
+    if (a16 >= b16) {
+        for (uint32_t i = a + threadIdx.x; i < b; i += blockDim.x) dst[i] = src[i];
+        return;
+    }
+    for (uint32_t i = a + threadIdx.x; i < a16; i += blockDim.x) dst[i] = src[i];
+    for (uint32_t i = b16 + threadIdx.x; i < b; i += blockDim.x) dst[i] = src[i];
+    for (uint32_t g = a16 / 16u + threadIdx.x; g < b16 / 16u; g += blockDim.x)
+        ((uint4 *)dst)[g] = ((const uint4 *)src)[g];
+}
+
+/* pw_run_tx for a burst too large for pw_stage (or any burst of a rewriting pipeline), in chunks
+ * of PW_CHUNK_FRAMES frames: the chunk's descriptors, then the span its frames (with their frame
+ * room) cover, staged with coalesced loads; the stages run on the staged copy (a mapped ring's
+ * frames would otherwise be read, and rewritten, a few bytes at a time across PCIe) and a
+ * rewriting pipeline's span is written back exactly (pw_write_span) before the next chunk. A
+ * chunk whose frames are not in order without overlap, lie outside data_bytes or span more than
+ * the stage holds runs in place in the ring. The caller checked that data_bytes rounded up to 16
+ * lies inside the slot. */
+__device__ __forceinline__ void pw_run_tx_chunked(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *base,
+                                                  uint32_t plo, uint32_t phi, uint32_t db, bool compact,
+                                                  const pw_vout &vo, pw_packet_meta *mout, pw_count_regs *cr,
+                                                  uint32_t slot, uint32_t part, uint32_t parts) {
+    const uint8_t *gdata = base + q.data_offset;
+    const uint32_t dsz = compact ? (uint32_t)sizeof(pw_desc8) : (uint32_t)sizeof(pw_desc);
+    uint8_t *sdesc = pw_stage + sizeof(pw_slot_hdr);
+    uint8_t *sdata = sdesc + PW_CHUNK_FRAMES * dsz;
+    const uint32_t dcap = PW_STAGE_BYTES - (uint32_t)sizeof(pw_slot_hdr) - PW_CHUNK_FRAMES * dsz;
+    const uint32_t room = PW_PIPELINE_WRITES ? q.frame_room : 0u;
+    pw_tx_desc *tx = (pw_tx_desc *)q.tx + (uint64_t)slot * q.burst_max;
+    if (threadIdx.x == 0) pw_tx_base = 0u;
+    for (uint32_t c0 = plo; c0 < phi; c0 += PW_CHUNK_FRAMES) {
+        const uint32_t k = phi - c0 < PW_CHUNK_FRAMES ? phi - c0 : PW_CHUNK_FRAMES;
+        __syncthreads(); /* the last chunk's frames are done with sdesc / sdata */
+        pw_stage_copy((uint4 *)sdesc, (const uint4 *)(base + sizeof(pw_slot_hdr) + c0 * dsz), (k * dsz + 15u) / 16u);
+        if (threadIdx.x == 0) {
+            pw_chunk_lo = 0xFFFFFFFFu;
+            pw_chunk_hi = 0u;
+            pw_chunk_bad = 0u;
+        }
+        __syncthreads();
+        for (uint32_t i = threadIdx.x; i < k; i += blockDim.x) {
+            const pw_desc d = pw_desc_at(sdesc, i, compact);
+            const uint64_t end = (uint64_t)d.offset + d.len + room;
+            bool ok = end <= db;
+            if (ok && i + 1u < k) ok = pw_desc_at(sdesc, i + 1u, compact).offset >= end;
+            if (ok) {
+                atomicMin(&pw_chunk_lo, d.offset);
+                atomicMax(&pw_chunk_hi, (uint32_t)end);
+            } else {
+                pw_chunk_bad = 1u;
+            }
+        }
+        __syncthreads();
+        const uint32_t lo = pw_chunk_lo, hi = pw_chunk_hi, glo = lo & ~15u;
+        const bool fits = !pw_chunk_bad && lo != 0xFFFFFFFFu && hi - glo <= dcap;
+        if (fits) pw_stage_copy((uint4 *)sdata, (const uint4 *)(gdata + glo), (hi - glo + 15u) / 16u);
+        __syncthreads();
+        for (uint32_t r = 0u; r < k; r += blockDim.x) {
+            const uint32_t i = r + threadIdx.x;
+            pw_verdict v;
+            uint32_t len = 0u, off = 0u;
+            bool send = false;
+            if (i < k) {
+                pw_desc d = pw_desc_at(sdesc, i, compact);
+                off = d.offset;
+                const uint8_t *fd = gdata;
+                if (fits) {
+                    d.offset -= glo;
+                    fd = sdata;
+                }
+                pw_run_composed(q, a, fd, d, vo, c0 + i, mout ? mout + c0 + i : 0, cr, &v, &len);
+                send = v.action != (uint8_t)PW_ACTION_DROP;
+            }
+            pw_tx_round(tx, plo, send, off, len, c0 + i, v);
+        }
+        if (PW_PIPELINE_WRITES && fits) pw_write_span((uint8_t *)gdata + glo, sdata, lo - glo, hi - glo);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) ((volatile uint32_t *)q.tx_counts)[slot * parts + part] = PW_TX_COUNT(plo, pw_tx_base);
 }
 #endif
 
@@ -649,8 +751,12 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
 #endif
 #if PW_PIPELINE_COMPOSED
     if (q.tx) {
-        pw_run_tx(q, a, descs, compact, staged && parse ? data : gdata, gdata, db, lo, hi, vo, mout, cr, slot, part,
-                  parts);
+        if (staged && parse)
+            pw_run_tx(q, a, descs, compact, data, gdata, db, lo, hi, vo, mout, cr, slot, part, parts);
+        else if (dbr <= room)
+            pw_run_tx_chunked(q, a, base, lo, hi, db, compact, vo, mout, cr, slot, part, parts);
+        else
+            pw_run_tx(q, a, descs, compact, gdata, gdata, db, lo, hi, vo, mout, cr, slot, part, parts);
         return;
     }
 #endif
