@@ -12,7 +12,7 @@
 
 mod common;
 
-use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -120,16 +120,10 @@ fn summary_accounted(s: &serde_json::Value) -> u64 {
     n
 }
 
-#[test]
-fn soak_reload_storms_and_scrapes_keep_counts_memory_and_threads_flat() {
-    let secs = soak_secs();
-    let pps = 10_000u64;
-    let dir = common::scratch("soak");
-    let (rules_a, rules_b) = (rule_set(0), rule_set(3));
-    put(&dir.join("rules.cb"), &rules_a);
+/// The soak's config in `dir`: a bounded generator (`count` frames at 10K/s) with linger: once
+/// the input ends, /metrics serves the final totals, which the summary must then repeat.
+fn soak_config(dir: &Path, count: u64) -> PathBuf {
     let cfg = dir.join("cfg.yaml");
-    // A bounded generator with linger: once the input ends, /metrics serves the final totals,
-    // which the summary must then repeat.
     std::fs::write(
         &cfg,
         format!(
@@ -137,7 +131,7 @@ fn soak_reload_storms_and_scrapes_keep_counts_memory_and_threads_flat() {
   - name: wire
     gen:
       count: {}
-      rate: {{ pps: {pps} }}
+      rate: {{ pps: 10000 }}
       size: imix
       malformed_ratio: 0.01
       flows: {{ src: 10.0.0.0/16, dst: 192.168.0.0/16, dst_ports: 1-60000 }}
@@ -147,29 +141,24 @@ executor: {{ kind: cpu }}
 metrics: {{ listen: '127.0.0.1:0', max_connections: 16 }}
 control: {{ linger: true }}
 ",
-            pps * secs
+            count
         ),
     )
     .unwrap();
-    let mut d = Daemon::run(&cfg);
-    let addr = d.wait_event("metrics_listen", Duration::from_secs(60))["fields"]["addr"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    cfg
+}
+
+/// Reload storms until the input ends: five SIGHUPs 2 ms apart (they coalesce), then a pause;
+/// the file alternates A, B, and every fourth storm a broken file (refused). Samples the
+/// daemon's (time, RSS KiB, threads) every 500 ms. Returns (samples, storms, bad storms).
+fn storm_until_linger(
+    d: &mut Daemon,
+    dir: &Path,
+    (rules_a, rules_b): (&str, &str),
+    t0: Instant,
+    secs: u64,
+) -> (Vec<(Duration, u64, u64)>, u64, u64) {
     let pid = d.child.id();
-
-    let stop = Arc::new(AtomicBool::new(false));
-    let scrapes = Arc::new(AtomicU64::new(0));
-    let scrapers: Vec<_> = (0..4)
-        .map(|_| {
-            let (a, s, n) = (addr.clone(), Arc::clone(&stop), Arc::clone(&scrapes));
-            std::thread::spawn(move || scraper(a, s, n))
-        })
-        .collect();
-
-    // Reload storms until the input ends: five SIGHUPs 2 ms apart (they coalesce), then a
-    // pause; the file alternates A, B, and every fourth storm a broken file (refused).
-    let t0 = Instant::now();
     let mut samples: Vec<(Duration, u64, u64)> = Vec::new();
     let (mut storms, mut bad_storms) = (0u64, 0u64);
     let mut last_sample = Instant::now() - Duration::from_secs(1);
@@ -187,9 +176,9 @@ control: {{ linger: true }}
             put(&dir.join("rules.cb"), "@10.0.0.0/8\tnot-a-prefix\n");
             bad_storms += 1;
         } else if storms % 2 == 0 {
-            put(&dir.join("rules.cb"), &rules_a);
+            put(&dir.join("rules.cb"), rules_a);
         } else {
-            put(&dir.join("rules.cb"), &rules_b);
+            put(&dir.join("rules.cb"), rules_b);
         }
         for _ in 0..5 {
             d.signal("-HUP");
@@ -205,6 +194,35 @@ control: {{ linger: true }}
             last_sample = Instant::now();
         }
     }
+    (samples, storms, bad_storms)
+}
+
+#[test]
+fn soak_reload_storms_and_scrapes_keep_counts_memory_and_threads_flat() {
+    let secs = soak_secs();
+    let pps = 10_000u64;
+    let dir = common::scratch("soak");
+    let (rules_a, rules_b) = (rule_set(0), rule_set(3));
+    put(&dir.join("rules.cb"), &rules_a);
+    let cfg = soak_config(&dir, pps * secs);
+    let mut d = Daemon::run(&cfg);
+    let addr = d.wait_event("metrics_listen", Duration::from_secs(60))["fields"]["addr"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let scrapes = Arc::new(AtomicU64::new(0));
+    let scrapers: Vec<_> = (0..4)
+        .map(|_| {
+            let (a, s, n) = (addr.clone(), Arc::clone(&stop), Arc::clone(&scrapes));
+            std::thread::spawn(move || scraper(a, s, n))
+        })
+        .collect();
+
+    let t0 = Instant::now();
+    let (samples, storms, bad_storms) =
+        storm_until_linger(&mut d, &dir, (&rules_a, &rules_b), t0, secs);
     // A good rule file in force for the final reload, so the last refusals do not linger.
     put(&dir.join("rules.cb"), &rules_a);
     stop.store(true, Ordering::Relaxed);
@@ -222,22 +240,8 @@ control: {{ linger: true }}
     let bad_reloads = sum(&m, "pktwarp_rule_reloads_total", "result=\"failure\"");
     let generation = sum(&m, "pktwarp_ruleset_generation", "");
     d.signal("-TERM");
-    let t = Instant::now();
-    let st = loop {
-        if let Some(st) = d.child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(t.elapsed() < Duration::from_secs(30), "SIGTERM: no exit");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut out = String::new();
-    d.child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    assert_eq!(st.code(), Some(0), "{out}");
+    let (code, out, _) = d.wait(Duration::from_secs(30));
+    assert_eq!(code, 0, "{out}");
     let s: serde_json::Value = serde_json::from_str(out.trim()).expect("JSON summary");
     let rx = s["rx_frames"].as_u64().unwrap();
     eprintln!(
@@ -277,7 +281,12 @@ control: {{ linger: true }}
         "scrapes were starved"
     );
 
-    // Flat memory and threads after the warm-up quarter.
+    check_flat(&samples, ran);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Flat memory and threads after the warm-up quarter of a run of `ran`.
+fn check_flat(samples: &[(Duration, u64, u64)], ran: Duration) {
     let warm = ran / 4;
     let after: Vec<_> = samples.iter().filter(|s| s.0 >= warm).collect();
     assert!(after.len() >= 8, "too few samples: {samples:?}");
@@ -307,5 +316,4 @@ control: {{ linger: true }}
         max_threads <= base_threads + THREAD_GROWTH,
         "threads grew from {base_threads} to {max_threads} (samples {samples:?})"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
