@@ -159,41 +159,27 @@ impl std::fmt::Debug for CaptureReader {
     }
 }
 
-fn rd16(b: &[u8], at: usize, be: bool) -> u16 {
-    let mut a = [0u8; 2];
-    if let Some(s) = b.get(at..at + 2) {
-        a.copy_from_slice(s);
-    }
-    if be {
-        u16::from_be_bytes(a)
-    } else {
-        u16::from_le_bytes(a)
-    }
+/// `rd16` / `rd32` / `rd64`: the integer at `at` of `b` in big (`be`) or little endian; 0
+/// where `b` is too short (the callers check lengths first; this only keeps a slip from
+/// panicking).
+macro_rules! rd {
+    ($name:ident, $t:ty) => {
+        fn $name(b: &[u8], at: usize, be: bool) -> $t {
+            let mut a = [0u8; std::mem::size_of::<$t>()];
+            if let Some(s) = b.get(at..at + a.len()) {
+                a.copy_from_slice(s);
+            }
+            if be {
+                <$t>::from_be_bytes(a)
+            } else {
+                <$t>::from_le_bytes(a)
+            }
+        }
+    };
 }
-
-fn rd32(b: &[u8], at: usize, be: bool) -> u32 {
-    let mut a = [0u8; 4];
-    if let Some(s) = b.get(at..at + 4) {
-        a.copy_from_slice(s);
-    }
-    if be {
-        u32::from_be_bytes(a)
-    } else {
-        u32::from_le_bytes(a)
-    }
-}
-
-fn rd64(b: &[u8], at: usize, be: bool) -> u64 {
-    let mut a = [0u8; 8];
-    if let Some(s) = b.get(at..at + 8) {
-        a.copy_from_slice(s);
-    }
-    if be {
-        u64::from_be_bytes(a)
-    } else {
-        u64::from_le_bytes(a)
-    }
-}
+rd!(rd16, u16);
+rd!(rd32, u32);
+rd!(rd64, u64);
 
 /// Converts `ts` units of the given resolution (plus an offset in seconds) to nanoseconds,
 /// saturating instead of overflowing.
