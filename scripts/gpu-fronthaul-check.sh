@@ -9,7 +9,8 @@
 #     slots complete during the run, fronthaul::live: SLOTS = 40 is more than its ring of
 #     2 x max_open_slots = 16 entries holds), and the summaries' fronthaul counts equal (PRBs,
 #     U-plane packets, slots complete / partial, errors, per eAxC packets, PRBs and Ta4 windows
-#     early / on time / late / untimed: both judge the capture's receive times); the slot
+#     early / on time / late / untimed: both judge the capture's receive times; sequence gaps /
+#     duplicates / out of order: the capture's ids are in order, where the two agree); the slot
 #     completion latency p50 / p99 of each executor is printed.
 #  3. Decompressed PRB/s, BFP9 and BFP14: a capture of BENCH_SLOTS slots replayed LOOPS times,
 #     sink none, executor gpu and cpu; PRB/s = the summary's fronthaul PRBs / elapsed_s. This is
@@ -105,7 +106,8 @@ for k in ['frames', 'uplane', 'cplane', 'not_ecpri', 'rejected', 'prbs', 'slots_
         bad.append(f'{k}: cpu {fa[k]} gpu {fb[k]}')
 for ea, eb in zip(fa['per_eaxc'], fb['per_eaxc']):
     for k in ['eaxc', 'packets', 'prbs', 'duplicate_prbs', 'slots_complete', 'slots_partial',
-              'early', 'on_time', 'late', 'untimed']:
+              'early', 'on_time', 'late', 'untimed', 'seq_gaps', 'seq_duplicates',
+              'seq_out_of_order']:
         if ea[k] != eb[k]:
             bad.append(f'eAxC {ea["eaxc"]} {k}: cpu {ea[k]} gpu {eb[k]}')
 for k in ['rx_frames', 'drops']:

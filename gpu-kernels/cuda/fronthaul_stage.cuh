@@ -24,10 +24,15 @@
  * slot complete when every expected PRB is there (or partial: evicted past max_open_slots, timed
  * out on the host clock, end of run) and reads that entry back (gpu.rs `slot_of_entry`: the PRBs
  * whose mark is the slot's tag, the others zero, as a Rust slot grid starts).
- * Not done here, unlike the Rust stage: sequence id tracking (frames of one eAxC run on many
- * threads at once, in no order, so "the next id" has no meaning here); and a slot's packets that
- * arrive after the host closed it are stored but not delivered again (the Rust stage opens a new
- * slot for them). */
+ * Sequence ids (pw_fh_seq): frames of one eAxC run on many threads at once, in no order, so the
+ * GPU keeps an order-free form of them: each id unwrapped against the highest seen, counted new
+ * or duplicate by a mark per id, the lowest and highest kept; the host derives the gaps (ids
+ * between them that never came). That equals the Rust stage's SeqTracker where one eAxC's ids
+ * arrive in order (each less than 128 ahead of the last, repeats adjacent), in whatever order the
+ * threads take them (while no two frames of one eAxC in flight are 128 or more ids apart); out of
+ * order is not judged (0).
+ * Not done here, unlike the Rust stage: a slot's packets that arrive after the host closed it
+ * are stored but not delivered again (the Rust stage opens a new slot for them). */
 #ifndef PKTWARP_FRONTHAUL_STAGE_CUH
 #define PKTWARP_FRONTHAUL_STAGE_CUH
 
@@ -64,6 +69,17 @@ typedef struct pw_fh_eaxc_counters {
 } pw_fh_eaxc_counters;
 PW_STATIC_ASSERT(sizeof(pw_fh_eaxc_counters) == 64, "pw_fh_eaxc_counters size");
 
+/* Sequence-id state of one eAxC (shared by every queue). Ids are unwrapped: 256 + id + 256 k,
+ * each frame's relative to the highest seen so far (within -128 .. 127 of it). */
+typedef struct pw_fh_seq_state {
+    uint32_t high;       /*  0 highest unwrapped id seen (0: none yet) */
+    uint32_t low_inv;    /*  4 ~ the lowest unwrapped id seen (0: none yet) */
+    uint64_t distinct;   /*  8 frames whose unwrapped id was new */
+    uint64_t duplicates; /* 16 frames whose unwrapped id was seen before */
+    uint32_t marks[256]; /* 24 by id: the unwrapped id that last had it */
+} pw_fh_seq_state;
+PW_STATIC_ASSERT(sizeof(pw_fh_seq_state) == 1048, "pw_fh_seq_state size");
+
 /* The stage's parameter block (pipeline::fronthaul::gpu::StageParams), built by Rust from the
  * FronthaulConfig; the five addresses are the stage's device buffers (patched in by the
  * executor; host addresses in the host build). */
@@ -82,8 +98,9 @@ typedef struct pw_fh_stage_params {
     int64_t ta4_min_ns;     /* 192 Ta4 window: arrival - symbol start in [min, max] is on time */
     int64_t ta4_max_ns;     /* 200 */
     uint64_t time_offset_ns; /* 208 start of frame 0 since the Unix epoch, modulo the 2.56 s cycle */
+    uint64_t seq;           /* 216 pw_fh_seq_state [n_eaxcs] */
 } pw_fh_stage_params;
-PW_STATIC_ASSERT(sizeof(pw_fh_stage_params) == 216, "pw_fh_stage_params size");
+PW_STATIC_ASSERT(sizeof(pw_fh_stage_params) == 224, "pw_fh_stage_params size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_fh_stage_params, grid) == 24, "pw_fh_stage_params.grid");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_fh_stage_params, stats) == 56, "pw_fh_stage_params.stats");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_fh_stage_params, eaxc_ids) == 64, "pw_fh_stage_params.eaxc_ids");
@@ -109,6 +126,8 @@ PW_STATIC_ASSERT(sizeof(pw_fh_slot_state) == 16, "pw_fh_slot_state size");
     ((uint64_t)atomicCAS((unsigned long long *)(p), (unsigned long long)(e), (unsigned long long)(v)))
 #define PW_FH_MAX64(p, v) atomicMax((unsigned long long *)(p), (unsigned long long)(v))
 #define PW_FH_FENCE() __threadfence()
+#define PW_FH_CAS32(p, e, v) atomicCAS((unsigned int *)(p), (unsigned int)(e), (unsigned int)(v))
+#define PW_FH_MAX32(p, v) atomicMax((unsigned int *)(p), (unsigned int)(v))
 #else
 PW_DEVICE uint32_t pw_fh_xchg32_host(uint32_t *p, uint32_t v) {
     const uint32_t old = *p;
@@ -127,6 +146,16 @@ PW_DEVICE void pw_fh_max64_host(uint64_t *p, uint64_t v) {
 #define PW_FH_CAS64(p, e, v) pw_fh_cas64_host((p), (e), (v))
 #define PW_FH_MAX64(p, v) pw_fh_max64_host((p), (v))
 #define PW_FH_FENCE() ((void)0)
+PW_DEVICE uint32_t pw_fh_cas32_host(uint32_t *p, uint32_t e, uint32_t v) {
+    const uint32_t old = *p;
+    if (old == e) *p = v;
+    return old;
+}
+PW_DEVICE void pw_fh_max32_host(uint32_t *p, uint32_t v) {
+    if (v > *p) *p = v;
+}
+#define PW_FH_CAS32(p, e, v) pw_fh_cas32_host((p), (e), (v))
+#define PW_FH_MAX32(p, v) pw_fh_max32_host((p), (v))
 #endif
 
 /* IEEE half of a float, rounded to nearest even (what Rust's half::f16::from_f32 gives), written
@@ -245,6 +274,30 @@ PW_DEVICE void pw_fh_slot_add(const pw_fh_stage_params *p, uint32_t ring, uint32
     if (ts) PW_FH_MAX64(&st->last_ns, ts);
 }
 
+/* Sequence id `id` of a frame of eAxC index `e`: unwrapped against the highest id seen so far,
+ * then counted new or duplicate by its id's mark, the highest and lowest kept. The host derives
+ * the gaps: (highest - lowest + 1) - new ids. Equal to track.rs SeqTracker where one eAxC's ids
+ * arrive in order (each within 127 ahead of the last, repeats adjacent: the Rust stage then counts
+ * no out of order), whatever order the threads take them in; out of order is not judged. */
+PW_DEVICE void pw_fh_seq(const pw_fh_stage_params *p, uint32_t e, uint32_t id) {
+    if (!p->seq) return;
+    pw_fh_seq_state *s = &((pw_fh_seq_state *)p->seq)[e];
+    uint32_t h = *(volatile uint32_t *)&s->high;
+    if (h == 0u) {
+        const uint32_t first = 256u + id;
+        h = PW_FH_CAS32(&s->high, 0u, first);
+        if (h == 0u) h = first;
+    }
+    const uint32_t u = h + (uint32_t)(int32_t)(int8_t)(uint8_t)(id - (h & 255u));
+    PW_FH_MAX32(&s->high, u);
+    PW_FH_MAX32(&s->low_inv, ~u);
+    if (PW_FH_XCHG32(&s->marks[id & 255u], u) == u) {
+        PW_ADD64(&s->duplicates, 1);
+    } else {
+        PW_ADD64(&s->distinct, 1);
+    }
+}
+
 /* The Ta4 window of a packet received at `t_ns` (pipeline::fronthaul::track::Timing::classify):
  * arrival minus the start of its symbol's occurrence nearest to the arrival in the 2.56 s
  * frame cycle (symbols of equal length), against [ta4_min_ns, ta4_max_ns]. */
@@ -330,6 +383,7 @@ PW_DEVICE void pw_stage_fronthaul(const pw_frame *f, pw_packet_meta *meta, pw_ve
     }
     PW_ADD64(&ec[e].packets, 1);
     PW_ADD64(&ec[e].prbs, info.prbs);
+    pw_fh_seq(p, e, (uint32_t)info.seq_raw >> 8);
     if (f->timestamp_ns == 0) {
         PW_ADD64(&ec[e].untimed, 1);
     } else {

@@ -80,7 +80,7 @@ impl<'a> HostStage<'a> {
             .iter()
             .map(|(_, n)| vec![0u64; n.div_ceil(8)])
             .collect();
-        let addrs: [u64; 5] = std::array::from_fn(|i| bufs[i].as_mut_ptr() as u64);
+        let addrs: [u64; 6] = std::array::from_fn(|i| bufs[i].as_mut_ptr() as u64);
         let b = gpu::param_block(cfg, &layout, addrs);
         let block = b
             .chunks(8)
@@ -230,6 +230,7 @@ fn compare_timed(
         &host.counters[k],
         &bytes(&host.bufs[gpu::BUF_EAXC_COUNTERS]),
         &bytes(&host.bufs[gpu::BUF_STATS]),
+        &gpu::seq_counts(&host.layout, &bytes(&host.bufs[gpu::BUF_SEQ])),
     );
     let rc = rust.counters();
     assert_eq!(gc.frames, reached);
@@ -258,6 +259,17 @@ fn compare_timed(
             "eAxC {}: Ta4 windows",
             r.eaxc
         );
+        // Sequence ids: equal where the eAxC's ids came in order (the Rust stage counted no
+        // out of order); the GPU judges no out of order.
+        if r.seq_out_of_order == 0 {
+            assert_eq!(
+                (g.seq_gaps, g.seq_duplicates),
+                (r.seq_gaps, r.seq_duplicates),
+                "eAxC {}: sequence ids",
+                r.eaxc
+            );
+        }
+        assert_eq!(g.seq_out_of_order, 0);
         assert_eq!(
             g.packets,
             g.early + g.on_time + g.late + g.untimed,
@@ -506,6 +518,71 @@ fn gen_round_trips_complete_slots_equal_to_what_gen_encoded() {
             }
         }
     }
+}
+
+#[test]
+fn sequence_ids_with_gaps_duplicates_and_the_8_bit_wrap() {
+    let pipes = pipes();
+    let o = OranGenOptions {
+        carrier_prbs: 12,
+        eaxcs: vec![0x0005, 0x0101],
+        prbs_per_packet: 6,
+        slots: 12, // 336 frames per eAxC: the 8-bit id wraps
+        seed: 9,
+        ..OranGenOptions::default()
+    };
+    let all: Vec<Vec<u8>> = build_uplane_frames(&o).map(|f| f.data).collect();
+    // Frames alternate eAxC in pairs (2 packets a symbol): drop 20 running frames of one eAxC
+    // (ids 100..120 of eAxC 5) and 3 single ones, repeat 4 frames right after themselves.
+    let p = gen_cfg(&o, GridFormat::Int16, 1.0).decode_params();
+    let id_of = |f: &[u8]| match check(f, &p) {
+        Ok(Message::Uplane(u)) => (u.eaxc, u.seq.seq),
+        _ => panic!("a generated U-plane frame"),
+    };
+    let mut frames = Vec::new();
+    let mut seen5 = 0u32;
+    for (k, f) in all.iter().enumerate() {
+        let (e, _) = id_of(f);
+        if e == 5 {
+            seen5 += 1;
+            if (101..=120).contains(&seen5) {
+                continue;
+            }
+        }
+        if [31, 402, 555].contains(&k) {
+            continue;
+        }
+        frames.push(f.clone());
+        if [7, 300, 301, 640].contains(&k) {
+            frames.push(f.clone());
+        }
+    }
+    let (_, c) = compare_timed(
+        &pipes,
+        &gen_cfg(&o, GridFormat::Int16, 1.0),
+        &frames.iter().map(|f| (f.clone(), 0)).collect::<Vec<_>>(),
+        false,
+    );
+    let gaps: u64 = c.per_eaxc.iter().map(|e| e.seq_gaps).sum();
+    let dups: u64 = c.per_eaxc.iter().map(|e| e.seq_duplicates).sum();
+    let ooo: u64 = c.per_eaxc.iter().map(|e| e.seq_out_of_order).sum();
+    assert_eq!((gaps, dups, ooo), (23, 4, 0));
+    // The GPU's counts do not depend on the order its threads take the frames in: the same
+    // frames with every run of 8 reversed count the same gaps and duplicates.
+    let cfg = gen_cfg(&o, GridFormat::Int16, 1.0);
+    let mut host = HostStage::new(&pipes, &cfg, false);
+    for chunk in frames.chunks(8) {
+        for f in chunk.iter().rev() {
+            host.run(f, 0);
+        }
+    }
+    let got = gpu::seq_counts(&host.layout, &bytes(&host.bufs[gpu::BUF_SEQ]));
+    let want: Vec<(u64, u64)> = c
+        .per_eaxc
+        .iter()
+        .map(|e| (e.seq_gaps, e.seq_duplicates))
+        .collect();
+    assert_eq!(got, want, "reordered within runs of 8");
 }
 
 /// One of the generator's frames, mutated.

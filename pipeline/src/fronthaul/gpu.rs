@@ -27,6 +27,8 @@ pub const CTR_DUPLICATE_PRBS: usize = 6;
 pub const CTR_EAXC_UNEXPECTED: usize = 7;
 /// Bytes of one `pw_fh_eaxc_counters`.
 pub const EAXC_COUNTER_BYTES: usize = 64;
+/// Bytes of one `pw_fh_seq_state` (an eAxC's sequence-id state).
+pub const SEQ_STATE_BYTES: usize = 1048;
 /// Bytes of one `pw_fh_slot_state` (a ring entry's tag and PRB count, its latest receive time).
 pub const SLOT_STATE_BYTES: usize = 16;
 
@@ -60,6 +62,7 @@ pub struct StageParams {
     pub ta4_min_ns: i64,
     pub ta4_max_ns: i64,
     pub time_offset_ns: u64,
+    pub seq: u64,
 }
 
 /// The buffers of the stage, in the order of [`Layout::buffers`] (`KernelImage::buffers[k]`).
@@ -68,6 +71,7 @@ pub const BUF_MARKS: usize = 1;
 pub const BUF_SLOT_STATE: usize = 2;
 pub const BUF_EAXC_COUNTERS: usize = 3;
 pub const BUF_STATS: usize = 4;
+pub const BUF_SEQ: usize = 5;
 
 /// The shape of the GPU stage's state for one config.
 #[derive(Clone, Debug, PartialEq)]
@@ -106,7 +110,7 @@ impl Layout {
     }
 
     /// (name, bytes) of each buffer, in `BUF_*` order.
-    pub fn buffers(&self) -> [(&'static str, usize); 5] {
+    pub fn buffers(&self) -> [(&'static str, usize); 6] {
         let cells = self.ring * self.cells();
         [
             ("fronthaul.grid", cells * PRB_SAMPLES * 2),
@@ -117,24 +121,26 @@ impl Layout {
                 self.eaxcs.len() * EAXC_COUNTER_BYTES,
             ),
             ("fronthaul.stats", STATS * 8),
+            ("fronthaul.seq", self.eaxcs.len() * SEQ_STATE_BYTES),
         ]
     }
 
     /// Offset in the parameter block of each buffer's address, in `BUF_*` order.
-    pub fn address_offsets() -> [usize; 5] {
+    pub fn address_offsets() -> [usize; 6] {
         [
             offset_of!(StageParams, grid),
             offset_of!(StageParams, marks),
             offset_of!(StageParams, slot_state),
             offset_of!(StageParams, eaxc_counters),
             offset_of!(StageParams, stats),
+            offset_of!(StageParams, seq),
         ]
     }
 }
 
 /// The parameter block of `cfg` with the buffers at `addrs` (`BUF_*` order; zeros when the
 /// executor patches them in).
-pub fn param_block(cfg: &FronthaulConfig, l: &Layout, addrs: [u64; 5]) -> Vec<u8> {
+pub fn param_block(cfg: &FronthaulConfig, l: &Layout, addrs: [u64; 6]) -> Vec<u8> {
     let (dynamic, method, width) = match cfg.comp.hdr {
         CompHdr::Dynamic => (1, 0, 0),
         CompHdr::Static => (
@@ -189,7 +195,7 @@ pub fn gpu_params(cfg: &FronthaulConfig) -> Result<crate::stage::GpuParams, Stri
         })
         .collect();
     Ok(crate::stage::GpuParams {
-        block: param_block(cfg, &l, [0; 5]),
+        block: param_block(cfg, &l, [0; 6]),
         buffers,
     })
 }
@@ -200,8 +206,8 @@ pub fn kernel_image(cfg: &FronthaulConfig) -> anyhow::Result<pktwarp_kernels::Ke
     let g = gpu_params(cfg).map_err(|e| anyhow::anyhow!(e))?;
     let spec = pktwarp_kernels::StageSpec::builtin("fronthaul")
         .ok_or_else(|| anyhow::anyhow!("fronthaul is not a library stage"))?;
-    let mut img = pktwarp_kernels::image_for(&[spec], vec![g.block])
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut img =
+        pktwarp_kernels::image_for(&[spec], vec![g.block]).map_err(|e| anyhow::anyhow!("{e}"))?;
     img.buffers = vec![g.buffers];
     Ok(img)
 }
@@ -279,15 +285,35 @@ pub fn read_slots(l: &Layout, grid: &[u8], marks: &[u8], state: &[u8]) -> Vec<Sl
     out
 }
 
+/// Per eAxC of one GPU's sequence-id state (`pw_fh_seq_state[n_eaxcs]`): (gaps, duplicates),
+/// the gaps being the ids between the lowest and the highest seen that never came.
+pub fn seq_counts(l: &Layout, seq: &[u8]) -> Vec<(u64, u64)> {
+    (0..l.eaxcs.len())
+        .map(|i| {
+            let at = i * SEQ_STATE_BYTES;
+            let w32 = |k: usize| u32_at(seq.get(at..).unwrap_or(&[]), k);
+            let w64 = |k: usize| u64_at(seq.get(at..).unwrap_or(&[]), k);
+            let (high, low) = (w32(0), !w32(1));
+            if high == 0 {
+                return (0, 0);
+            }
+            let span = u64::from(high.saturating_sub(low)) + 1;
+            (span.saturating_sub(w64(1)), w64(2))
+        })
+        .collect()
+}
+
 /// The stage's counters from its GPU state: `stage` is its stage counter block summed over the
-/// queues (8 words), `eaxc` and `stats` its buffers. Slots complete / partial are the host's to
-/// count (as they close); per-eAxC rejects by reason are not kept on the GPU (their total is the
+/// queues (8 words), `eaxc` and `stats` its buffers, `seq` the [`seq_counts`] (summed over the
+/// GPUs). Slots complete / partial are the host's to count (as they close); out of order is not
+/// judged on the GPU; per-eAxC rejects by reason are not kept on the GPU (their total is the
 /// second value, per eAxC index).
 pub fn read_counters(
     l: &Layout,
     stage: &[u64; 8],
     eaxc: &[u8],
     stats: &[u8],
+    seq: &[(u64, u64)],
 ) -> (FronthaulCounters, Vec<u64>) {
     let mut c = FronthaulCounters {
         frames: stage[0],
@@ -315,6 +341,8 @@ pub fn read_counters(
             early: w(5),
             on_time: w(6),
             late: w(7),
+            seq_gaps: seq.get(i).map_or(0, |s| s.0),
+            seq_duplicates: seq.get(i).map_or(0, |s| s.1),
             ..EaxcCounters::default()
         });
         rejected.push(w(4));
@@ -350,12 +378,16 @@ pub fn absorb_from_gpu(
         }
         let mut eaxc = vec![0u64; l.buffers()[BUF_EAXC_COUNTERS].1 / 8];
         let mut stats = vec![0u64; STATS];
+        let mut seq = vec![(0u64, 0u64); l.eaxcs.len()];
         for ex in gpu.executors() {
             let read = |i: usize| ex.read_stage_buffer(k, i);
             add_words(&mut eaxc, &read(BUF_EAXC_COUNTERS)?);
             add_words(&mut stats, &read(BUF_STATS)?);
+            for (s, g) in seq.iter_mut().zip(seq_counts(&l, &read(BUF_SEQ)?)) {
+                *s = (s.0 + g.0, s.1 + g.1);
+            }
         }
-        let (c, _) = read_counters(&l, &stage, &to_bytes(&eaxc), &to_bytes(&stats));
+        let (c, _) = read_counters(&l, &stage, &to_bytes(&eaxc), &to_bytes(&stats), &seq);
         f.absorb_gpu_counters(c);
     }
     live.finish(p, gpu)
@@ -422,8 +454,9 @@ mod tests {
     fn layout_matches_the_header() {
         let h = header();
         assert_eq!(size_of::<DecodeBlock>(), 8);
-        assert_eq!(size_of::<StageParams>(), 216);
-        assert!(h.contains("sizeof(pw_fh_stage_params) == 216"));
+        assert_eq!(size_of::<StageParams>(), 224);
+        assert!(h.contains("sizeof(pw_fh_stage_params) == 224"));
+        assert!(h.contains(&format!("sizeof(pw_fh_seq_state) == {SEQ_STATE_BYTES}")));
         assert!(h.contains("sizeof(pw_fh_slot_state) == 16"));
         for (field, off) in [
             ("grid", offset_of!(StageParams, grid)),
@@ -449,6 +482,7 @@ mod tests {
             ("ta4_min_ns", offset_of!(StageParams, ta4_min_ns)),
             ("ta4_max_ns", offset_of!(StageParams, ta4_max_ns)),
             ("time_offset_ns", offset_of!(StageParams, time_offset_ns)),
+            ("seq", offset_of!(StageParams, seq)),
         ] {
             let line = h
                 .lines()
@@ -488,8 +522,9 @@ mod tests {
             ..FronthaulConfig::default()
         };
         let l = Layout::new(&cfg).unwrap();
-        let b = param_block(&cfg, &l, [1, 2, 3, 4, 5]);
-        assert_eq!(b.len(), 216);
+        let b = param_block(&cfg, &l, [1, 2, 3, 4, 5, 6]);
+        assert_eq!(b.len(), 224);
+        assert_eq!(u64_at(&b, 27), 6, "the sequence state's address");
         assert_eq!(
             (u64_at(&b, 24) as i64, u64_at(&b, 25), u64_at(&b, 26)),
             (-7, 300_000, 123),
@@ -502,15 +537,18 @@ mod tests {
         assert_eq!((u64_at(&b, 3), u64_at(&b, 7)), (1, 5));
         assert_eq!(&b[64..68], &[3, 0, 0x34, 0x12]);
         let g = gpu_params(&cfg).unwrap();
-        assert_eq!(g.buffers.len(), 5);
+        assert_eq!(g.buffers.len(), 6);
+        assert_eq!(g.buffers[BUF_SEQ].bytes, 2 * SEQ_STATE_BYTES);
         assert_eq!(g.buffers[BUF_GRID].bytes, 8 * 2 * 14 * 106 * 48);
         assert_eq!(g.buffers[BUF_STATS].addr_at, 56);
         let e = Layout::new(&FronthaulConfig::default()).unwrap_err();
         assert!(e.contains("fronthaul.eaxcs"), "{e}");
         let img = kernel_image(&cfg).unwrap();
         assert_eq!(img.template, pktwarp_kernels::Template::Composed);
-        assert!(img.source.contains("pw_stage_fronthaul(f, m, v, pw_stage_params(ctx, 0u)"));
-        assert_eq!((img.params[0].len(), img.buffers[0].len()), (216, 5));
+        assert!(img
+            .source
+            .contains("pw_stage_fronthaul(f, m, v, pw_stage_params(ctx, 0u)"));
+        assert_eq!((img.params[0].len(), img.buffers[0].len()), (224, 6));
         let e = kernel_image(&FronthaulConfig::default()).unwrap_err();
         assert!(e.to_string().contains("fronthaul.eaxcs"), "{e}");
         // Tags name the slot's radio time.
