@@ -73,7 +73,7 @@ typedef long long int64_t;
  * pw_pipeline_frame calls the stages in the config's order; the transport knows only
  * pw_pipeline_frame, and a stage knows nothing of rings, slots or CTAs.
  * ======================================================================================== */
-#define PW_STAGE_ABI_VERSION 2u
+#define PW_STAGE_ABI_VERSION 3u
 #define PW_MAX_STAGES 16u
 #define PW_STAGE_COUNTERS 8u
 
@@ -98,6 +98,8 @@ typedef struct pw_frame {
     uint16_t queue;        /* receive queue */
     uint64_t timestamp_ns; /* receive time (pw_desc.timestamp_ns; 0 for a burst of compact descriptors
                             * or a port that gave none) */
+    uint32_t mark;         /* steering mark (pw_desc.mark; 0 = none): `parse` puts it in
+                            * pw_packet_meta.steer_mark */
 } pw_frame;
 
 /* Built-in stage counters (pw_stage_counters.v[k]). */
@@ -163,7 +165,7 @@ typedef struct pw_packet_meta {
     uint8_t ecpri_revision;   /* 136 */
     uint8_t reserved0;        /* 137 */
     uint16_t reserved1;       /* 138 */
-    uint32_t reserved2;       /* 140 */
+    uint32_t steer_mark;      /* 140 the steering rule's mark (pw_frame.mark; 0 = none), set by `parse` */
 } pw_packet_meta;
 
 PW_STATIC_ASSERT(sizeof(pw_packet_meta) == PW_META_SIZE, "pw_packet_meta size");
@@ -171,6 +173,7 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, src_ip) == 32, "pw_packet_meta.src_
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, tunnel_type) == 80, "pw_packet_meta.tunnel_type");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, inner_dst_ip) == 112, "pw_packet_meta.inner_dst_ip");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, ecpri_revision) == 136, "pw_packet_meta.ecpri_revision");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, steer_mark) == 140, "pw_packet_meta.steer_mark");
 
 /* PW_MF_* flags and enum pw_parse_status / pw_tunnel_type values: defined by the parse owner below. */
 /* ---- parse constants (owner: stage `parse`; Rust mirror: pipeline::meta::{mf, ParseStatus,
@@ -308,7 +311,11 @@ PW_STATIC_ASSERT(sizeof(pw_acl_key) == 44, "pw_acl_key size");
  *   dscp_val | dscp_mask << 8 | tflags_val << 16 | tflags_mask << 24, vlan_val | vlan_mask << 16,
  *   port_val | port_mask << 16; each field matches when (key & mask) == val.
  * Actions, 2 words per rule at actions_off + 2 * rule: verdict (0 pass, 1 drop, 2 mirror,
- *   3 to-host) | has_mark << 8, mark id. */
+ *   3 to-host) | has_mark << 8, mark id.
+ * Rewrites (only when rewrites_off != 0: a rule with `set:`), 3 words per rule at
+ *   rewrites_off + 3 * rule: flags (PW_ACL_RW_*) | dscp << 8 | out_port << 16, dst MAC bytes 0..3,
+ *   bytes 4..5 (little-endian in their words); flags 0 = the rule rewrites nothing
+ *   (flow_rules::acl::rewrite). Applied by pw_stage_acl_rw when the verdict is not drop. */
 #define PW_ACL_MAGIC 0x43415750u /* "PWAC" */
 #define PW_ACL_VERSION 1u
 #define PW_ACL_FAM_V4 0u
@@ -320,6 +327,10 @@ PW_STATIC_ASSERT(sizeof(pw_acl_key) == 44, "pw_acl_key size");
 #define PW_ACL_REC_EXTRA (1u << 17)
 #define PW_ACL_EXTRA_WORDS 3u
 #define PW_ACL_ACTION_WORDS 2u
+#define PW_ACL_REWRITE_WORDS 3u
+#define PW_ACL_RW_DSCP 1u
+#define PW_ACL_RW_DST_MAC 2u
+#define PW_ACL_RW_PORT 4u
 #define PW_ACL_VERDICT_PASS 0u
 #define PW_ACL_VERDICT_DROP 1u
 #define PW_ACL_VERDICT_MIRROR 2u
@@ -343,13 +354,15 @@ typedef struct pw_acl_tables {
     uint32_t total_words; /* 12 image size, header included */
     uint32_t extras_off;  /* 16 0 = no rule uses DSCP / TCP flags / VLAN / ingress port */
     uint32_t actions_off; /* 20 */
-    uint32_t reserved[2]; /* 24 */
+    uint32_t rewrites_off; /* 24 0 = no rule rewrites */
+    uint32_t reserved;    /* 28 */
     pw_acl_family fam[3]; /* 32 */
 } pw_acl_tables;
 
 PW_STATIC_ASSERT(sizeof(pw_acl_family) == 32, "pw_acl_family size");
 PW_STATIC_ASSERT(sizeof(pw_acl_tables) == 128, "pw_acl_tables size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_tables, actions_off) == 20, "pw_acl_tables.actions_off");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_tables, rewrites_off) == 24, "pw_acl_tables.rewrites_off");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_tables, fam) == 32, "pw_acl_tables.fam");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_family, records_off) == 16, "pw_acl_family.records_off");
 /* acl.cuh's pw_acl_view loads these as vectors: {addr_words, rec_words, num_trees, trees_off},
@@ -385,13 +398,15 @@ typedef struct pw_desc {
     uint16_t port;         /* 12 ingress port */
     uint16_t queue;        /* 14 */
     uint32_t rss_hash;     /* 16 */
-    uint32_t reserved;     /* 20 */
+    uint32_t mark;         /* 20 steering mark (FrameDesc::mark, 0 = none) */
     uint64_t timestamp_ns; /* 24 */
 } pw_desc;
 PW_STATIC_ASSERT(sizeof(pw_desc) == 32, "pw_desc size");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_desc, mark) == 20, "pw_desc.mark");
 
-/* Compact descriptor: the host uses it for a burst whose every frame has wire_len == len <= 65535
- * and port <= 255 (all the GPU stages read; queue, rss_hash and timestamp stay on the host).
+/* Compact descriptor: the host uses it for a burst whose every frame has wire_len == len <= 65535,
+ * port <= 255 and no steering mark (all the GPU stages read; queue, rss_hash and timestamp stay on
+ * the host).
  * Throughput: a 60-byte frame with a pw_desc is 92 bytes across PCIe, with a pw_desc8 68. */
 typedef struct pw_desc8 {
     uint32_t offset; /* 0 from the slot's data area */

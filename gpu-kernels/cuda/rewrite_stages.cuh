@@ -12,6 +12,9 @@
  *   - respond: PW_RW_REPLY -> out_port = the ingress port's transmit side (the block's table,
  *     PW_OUT_DEFAULT when the port is not in it), and one count in the reply's counter;
  *   - anything else (done, skipped) leaves the verdict as it is.
+ * `pw_stage_acl_rw` is the acl stage of a rule set with rewrite actions (flow_rules::acl::rewrite):
+ * the acl stage's verdict, then the matched rule's DSCP (pw_dscp, as `dscp`), destination MAC
+ * (pw_l2fwd, as `l2fwd` dst) and out_port, unless the verdict drops.
  * Every one of them writes the frame (LIBRARY_STAGES `writes_frame`), so the generated pipeline
  * defines PW_PIPELINE_WRITES and hands the frame in its ring slot with its room after it.
  * pipeline/tests/rewrite_stage_host.rs holds these stages equal to the CPU pipeline through the
@@ -21,6 +24,7 @@
 #define PKTWARP_REWRITE_STAGES_CUH
 
 #include "pktwarp_abi.h"
+#include "stages.cuh" /* pw_acl_stage_verdict */
 #include "count.cuh" /* PW_ADD64 */
 #include "l2fwd.cuh"
 #include "respond.cuh"
@@ -173,6 +177,35 @@ PW_DEVICE void pw_stage_respond(pw_frame *f, pw_packet_meta *meta, pw_verdict *v
     const uint16_t *out = (const uint16_t *)((const uint8_t *)params + PW_RESPOND_INGRESS_AT);
     v->out_port = f->port < p->n_ingress ? out[f->port] : (uint16_t)PW_OUT_DEFAULT;
     if (ctr != 0u && ctr < PW_STAGE_COUNTERS) PW_ADD64(&c->v[ctr], 1);
+}
+
+/* The matched rule's rewrite (pw_acl_tables.rewrites_off; Rust: pipeline::stage::acl, the
+ * AclStage::apply_rewrite): DSCP, then destination MAC, then out_port. */
+PW_DEVICE void pw_acl_apply_rewrite(const pw_acl_tables *t, uint32_t rule, pw_frame *f, pw_packet_meta *meta,
+                                    pw_verdict *v) {
+    const uint32_t off = PW_ACL_LD(&t->rewrites_off);
+    if (off == 0u || rule >= PW_ACL_LD(&t->num_rules)) return;
+    const uint32_t *w = (const uint32_t *)t + off + PW_ACL_REWRITE_WORDS * rule;
+    const uint32_t w0 = PW_ACL_LD(w);
+    if (w0 & PW_ACL_RW_DSCP) (void)pw_dscp(f->data, f->len, meta, (w0 >> 8) & 0x3Fu);
+    if (w0 & PW_ACL_RW_DST_MAC) {
+        const uint32_t m0 = PW_ACL_LD(w + 1), m1 = PW_ACL_LD(w + 2);
+        uint8_t mac[6];
+        for (uint32_t i = 0; i < 4u; i++) mac[i] = (uint8_t)(m0 >> (8u * i));
+        mac[4] = (uint8_t)m1;
+        mac[5] = (uint8_t)(m1 >> 8);
+        (void)pw_l2fwd(f->data, f->len, 0u, (const uint8_t *)0, mac);
+    }
+    if (w0 & PW_ACL_RW_PORT) v->out_port = (uint16_t)(w0 >> 16);
+}
+
+/* Stage `acl` of a rule set with rewrite actions (writes the frame). */
+PW_DEVICE void pw_stage_acl_rw(pw_frame *f, pw_packet_meta *meta, pw_verdict *v, const void *params,
+                               pw_stage_counters *c) {
+    const uint32_t rule = pw_acl_stage_verdict(f, meta, v, params, c);
+    const pw_acl_tables *t = (const pw_acl_tables *)((const pw_acl_sel *)params)->tables;
+    if (rule == PW_ACL_NO_MATCH || v->action == PW_ACTION_DROP || !t) return;
+    pw_acl_apply_rewrite(t, rule, f, meta, v);
 }
 
 #endif /* PKTWARP_REWRITE_STAGES_CUH */

@@ -4,7 +4,8 @@
  * Each stage has the one signature; its semantics are the Rust stage's (pipeline::stage::run,
  * Pipeline::run_frames): parse drops a malformed frame (PW_DROP_PARSE_ERROR), acl sets the rule,
  * mark and action of the first matching rule (or the default) and drops with PW_DROP_ACL, count
- * adds the frame's captured bytes. Compiles for the GPU and for the host (differential tests). */
+ * adds the frame's captured bytes. parse also copies the frame's steering mark into the metadata
+ * (steer_mark), as the Rust parse stage does. Compiles for the GPU and for the host (differential tests). */
 #ifndef PKTWARP_STAGES_CUH
 #define PKTWARP_STAGES_CUH
 
@@ -57,6 +58,7 @@ PW_DEVICE void pw_stage_parse(const pw_frame *f, pw_packet_meta *meta, pw_verdic
                               pw_stage_counters *c) {
     (void)params;
     pw_parse(f->data, f->len, meta);
+    meta->steer_mark = f->mark; /* the steering rule's mark, for the stages after parse */
     if (meta->status != 0u) {
         PW_ADD64(&c->v[PW_PARSE_CTR_ERRORS], 1);
         v->action = (uint8_t)PW_ACTION_DROP;
@@ -66,9 +68,9 @@ PW_DEVICE void pw_stage_parse(const pw_frame *f, pw_packet_meta *meta, pw_verdic
     }
 }
 
-/* Stage `acl`: one thread's lookup (the fused template's grouped lookups are kernels.cu's). */
-PW_DEVICE void pw_stage_acl(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v, const void *params,
-                            pw_stage_counters *c) {
+/* The acl stage's lookup and verdict (rule, mark, action, counters); returns the rule. */
+PW_DEVICE uint32_t pw_acl_stage_verdict(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v,
+                                        const void *params, pw_stage_counters *c) {
     const pw_acl_sel *a = (const pw_acl_sel *)params;
     pw_acl_key k;
     pw_acl_key_from_meta(meta, f->port, &k);
@@ -91,6 +93,14 @@ PW_DEVICE void pw_stage_acl(const pw_frame *f, pw_packet_meta *meta, pw_verdict 
     v->mark = mark;
     v->action = action;
     if (action == PW_ACTION_DROP) v->drop_reason = (uint8_t)PW_DROP_ACL;
+    return rule;
+}
+
+/* Stage `acl`: one thread's lookup (the fused template's grouped lookups are kernels.cu's). A rule
+ * set with rewrite actions runs as pw_stage_acl_rw (rewrite_stages.cuh) instead. */
+PW_DEVICE void pw_stage_acl(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v, const void *params,
+                            pw_stage_counters *c) {
+    (void)pw_acl_stage_verdict(f, meta, v, params, c);
 }
 
 /* Stage `count`. */

@@ -33,6 +33,10 @@ pub enum StageKind {
     Parse,
     /// `pw_stage_acl`: its parameter block is the burst's ACL table selection.
     Acl,
+    /// The acl stage of a rule set with rewrite actions (`set:`): `pw_stage_acl_rw`
+    /// (cuda/rewrite_stages.cuh), same parameter block as [`StageKind::Acl`]; it writes the
+    /// frame, so the list takes the composed template with `PW_PIPELINE_WRITES`.
+    AclRewrite,
     /// `pw_stage_count`.
     Count,
     /// A built-in stage beyond the fused three: its header in cuda/ defines `function` with
@@ -117,11 +121,30 @@ impl StageSpec {
         })
     }
 
+    /// The acl stage, as [`StageSpec::builtin`]`("acl")` gives it or, when its rule set has
+    /// rewrite actions, [`StageKind::AclRewrite`].
+    pub fn acl(rewrites: bool) -> StageSpec {
+        StageSpec {
+            name: "acl".to_string(),
+            kind: if rewrites {
+                StageKind::AclRewrite
+            } else {
+                StageKind::Acl
+            },
+        }
+    }
+
+    /// Whether this is the acl stage (with or without rewrite actions).
+    pub fn is_acl(&self) -> bool {
+        matches!(self.kind, StageKind::Acl | StageKind::AclRewrite)
+    }
+
     /// The device function the generated code calls.
     pub fn function(&self) -> &str {
         match &self.kind {
             StageKind::Parse => "pw_stage_parse",
             StageKind::Acl => "pw_stage_acl",
+            StageKind::AclRewrite => "pw_stage_acl_rw",
             StageKind::Count => "pw_stage_count",
             StageKind::Library { function, .. } => function,
             StageKind::Custom { function, .. } => function,
@@ -131,6 +154,7 @@ impl StageSpec {
     /// Whether the stage rewrites frames (see [`LibraryStage::writes_frame`]).
     pub fn writes_frame(&self) -> bool {
         match &self.kind {
+            StageKind::AclRewrite => true,
             StageKind::Library { function, .. } => LIBRARY_STAGES
                 .iter()
                 .any(|l| l.function == *function && l.writes_frame),
@@ -151,7 +175,7 @@ impl StageSpec {
     /// Whether the stage reads the packet metadata (needs `parse` before it).
     pub fn reads_meta(&self) -> bool {
         match &self.kind {
-            StageKind::Acl => true,
+            StageKind::Acl | StageKind::AclRewrite => true,
             StageKind::Library { function, .. } => LIBRARY_STAGES
                 .iter()
                 .any(|l| l.function == *function && l.reads_meta),
@@ -266,7 +290,7 @@ pub fn generate(stages: &[StageSpec], target: Target) -> Result<String, CodegenE
     }
     let _ = writeln!(out, "#define PW_PIPELINE_COMPOSED 1");
     let _ = writeln!(out, "#define PW_PIPELINE_N_STAGES {}u", stages.len());
-    if let Some(k) = stages.iter().position(|s| s.kind == StageKind::Acl) {
+    if let Some(k) = stages.iter().position(StageSpec::is_acl) {
         let _ = writeln!(out, "#define PW_PIPELINE_ACL_STAGE {k}u");
     }
     if pipeline_writes(stages) {
@@ -275,8 +299,12 @@ pub fn generate(stages: &[StageSpec], target: Target) -> Result<String, CodegenE
     out.push_str("#include \"stages.cuh\"\n");
     let mut seen: Vec<&str> = Vec::new();
     for s in stages {
-        if let StageKind::Library { header, .. } = &s.kind {
-            let _ = writeln!(out, "#include \"{header}\"");
+        match &s.kind {
+            StageKind::Library { header, .. } => {
+                let _ = writeln!(out, "#include \"{header}\"");
+            }
+            StageKind::AclRewrite => out.push_str("#include \"rewrite_stages.cuh\"\n"),
+            _ => {}
         }
     }
     for s in stages {
@@ -323,7 +351,7 @@ fn frame_function(stages: &[StageSpec]) -> String {
         let _ = writeln!(f, "    /* {k}: {} */", s.name);
         let _ = writeln!(f, "    PW_ADD64(&ctx->counters[{k}].v[0], 1);");
         let params = match s.kind {
-            StageKind::Acl => "ctx->acl".to_string(),
+            StageKind::Acl | StageKind::AclRewrite => "ctx->acl".to_string(),
             _ => format!("pw_stage_params(ctx, {k}u)"),
         };
         let _ = writeln!(
@@ -349,7 +377,8 @@ fn frame_function(stages: &[StageSpec]) -> String {
 /// (PW_MAX_STAGES blocks), `params[k]` the parameter block of stage k.
 const HOST_ENTRY: &str = r#"
 extern "C" void pw_host_pipeline_frame(uint8_t *data, uint32_t *len, uint32_t cap, uint32_t *wire_len,
-                                       uint16_t port, uint64_t timestamp_ns, pw_packet_meta *meta,
+                                       uint16_t port, uint64_t timestamp_ns, uint32_t mark,
+                                       pw_packet_meta *meta,
                                        pw_verdict *verdict, const void *const *params,
                                        pw_stage_counters *counters) {
     pw_frame f;
@@ -360,6 +389,7 @@ extern "C" void pw_host_pipeline_frame(uint8_t *data, uint32_t *len, uint32_t ca
     f.port = port;
     f.queue = 0;
     f.timestamp_ns = timestamp_ns;
+    f.mark = mark;
     pw_pipeline_ctx ctx;
     /* The host's table of parameter-block pointers (64-bit, as the device's addresses). */
     ctx.params = (const uint64_t *)params;
@@ -522,6 +552,31 @@ mod tests {
         assert!(src.trim_end().ends_with("#include \"kernels.cu\""));
         let host = generate(&list(&["parse", "count"]), Target::Host).unwrap();
         assert!(host.contains("pw_host_pipeline_frame") && !host.contains("kernels.cu"));
+    }
+
+    /// An acl with rewrite actions leaves the fused template: composed, writing, its acl stage
+    /// `pw_stage_acl_rw` with the acl's block; without rewrites the list stays fused.
+    #[test]
+    fn an_acl_with_rewrites_takes_the_composed_writing_template() {
+        let plain = vec![
+            StageSpec::builtin("parse").unwrap(),
+            StageSpec::acl(false),
+            StageSpec::builtin("count").unwrap(),
+        ];
+        assert_eq!(plain[1], StageSpec::builtin("acl").unwrap());
+        assert_eq!(template_of(&plain), Ok(Template::Fused));
+        assert!(!pipeline_writes(&plain));
+        let mut rw = plain.clone();
+        rw[1] = StageSpec::acl(true);
+        assert!(rw[1].is_acl() && rw[1].reads_meta() && rw[1].writes_frame());
+        assert_eq!(template_of(&rw), Ok(Template::Composed));
+        let src = generate(&rw, Target::Gpu).unwrap();
+        assert!(src.contains("#define PW_PIPELINE_WRITES 1"), "{src}");
+        assert!(src.contains("#define PW_PIPELINE_ACL_STAGE 1u"), "{src}");
+        assert!(src.contains("#include \"rewrite_stages.cuh\""), "{src}");
+        assert!(src.contains("pw_stage_acl_rw(f, m, v, ctx->acl, &ctx->counters[1]);"));
+        let e = template_of(&[StageSpec::acl(true)]).unwrap_err();
+        assert!(e.message.contains("`acl`"), "{e}");
     }
 
     #[test]

@@ -33,6 +33,7 @@ type FrameFn = unsafe extern "C" fn(
     wire_len: *mut u32,
     port: u16,
     timestamp_ns: u64,
+    mark: u32,
     meta: *mut u8,
     verdict: *mut u8,
     params: *const *const c_void,
@@ -65,7 +66,7 @@ pub const META_BYTES: usize = 144;
 pub const VERDICT_BYTES: usize = 12;
 pub const STAGE_COUNTER_WORDS: usize = 8;
 /// `PW_STAGE_ABI_VERSION`.
-pub const STAGE_ABI_VERSION: u32 = 2;
+pub const STAGE_ABI_VERSION: u32 = 3;
 
 impl HostPipeline {
     /// Generates the host source of `stages`, compiles it and loads it. Errors carry the
@@ -107,9 +108,7 @@ impl HostPipeline {
             handle,
             frame,
             n_stages: stages.len(),
-            acl_stage: stages
-                .iter()
-                .position(|s| s.kind == crate::codegen::StageKind::Acl),
+            acl_stage: stages.iter().position(crate::codegen::StageSpec::is_acl),
             dir,
         })
     }
@@ -154,6 +153,23 @@ impl HostPipeline {
         verdict: &mut [u8; VERDICT_BYTES],
         counters: &mut [[u64; STAGE_COUNTER_WORDS]; crate::MAX_STAGES],
     ) {
+        self.run_frame_marked(buf, f, 0, params, acl, meta, verdict, counters);
+    }
+
+    /// [`HostPipeline::run_frame_mut`] of a frame with a steering mark (`pw_frame.mark`, which
+    /// `parse` copies into the metadata's `steer_mark`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_frame_marked(
+        &self,
+        buf: &mut [u8],
+        f: &mut HostFrame,
+        mark: u32,
+        params: &[&[u8]],
+        acl: Option<&AclSel>,
+        meta: &mut [u8; META_BYTES],
+        verdict: &mut [u8; VERDICT_BYTES],
+        counters: &mut [[u64; STAGE_COUNTER_WORDS]; crate::MAX_STAGES],
+    ) {
         let mut ptrs: [*const c_void; crate::MAX_STAGES] = [std::ptr::null(); crate::MAX_STAGES];
         for (k, p) in params.iter().enumerate().take(self.n_stages) {
             if !p.is_empty() {
@@ -181,6 +197,7 @@ impl HostPipeline {
                 &mut wire_len,
                 f.port,
                 f.timestamp_ns,
+                mark,
                 meta.as_mut_ptr(),
                 verdict.as_mut_ptr(),
                 ptrs.as_ptr(),

@@ -17,6 +17,10 @@ pub struct FrameDesc {
     pub queue: u16,
     /// Toeplitz RSS hash of the frame (0 when not computed).
     pub rss_hash: u32,
+    /// The steering rule's mark (`mark: ID` in the steering rules; 0 = none). The `parse`
+    /// stage copies it into [`crate::meta::PacketMeta::steer_mark`]; on the GPU it travels in
+    /// `pw_desc.mark` (full descriptors only).
+    pub mark: u32,
     /// Receive timestamp in nanoseconds (capture time for pcap, generation time for gen).
     pub timestamp_ns: u64,
 }

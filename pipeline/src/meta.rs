@@ -52,7 +52,9 @@ pub struct PacketMeta {
     pub ecpri_revision: u8,
     pub reserved0: u8,
     pub reserved1: u16,
-    pub reserved2: u32,
+    /// The steering rule's mark ([`crate::burst::FrameDesc::mark`], 0 = none), set by `parse`
+    /// for the stages after it (`pw_packet_meta.steer_mark`).
+    pub steer_mark: u32,
 }
 
 /// Limits of the `parse` stage (`PW_MAX_*` in the ABI header).
@@ -397,6 +399,6 @@ mod tests {
         assert_eq!(offset_of!(PacketMeta, ecpri_payload_size), 128);
         assert_eq!(offset_of!(PacketMeta, inner_tcp_flags), 134);
         assert_eq!(offset_of!(PacketMeta, ecpri_revision), 136);
-        assert_eq!(offset_of!(PacketMeta, reserved2), 140);
+        assert_eq!(offset_of!(PacketMeta, steer_mark), 140);
     }
 }

@@ -60,29 +60,45 @@ impl Steering {
         meta: &mut PacketMeta,
         nq: usize,
     ) -> (usize, Option<DropReason>) {
+        let (q, drop, _) = self.steer_marked(frame, meta, nq);
+        (q, drop)
+    }
+
+    /// [`Steering::steer`] and the matched rule's mark (0 when none): the ingest puts it in the
+    /// frame's [`crate::burst::FrameDesc::mark`], where the stages find it (`parse` copies it
+    /// into [`PacketMeta::steer_mark`]).
+    #[inline]
+    pub fn steer_marked(
+        &self,
+        frame: &[u8],
+        meta: &mut PacketMeta,
+        nq: usize,
+    ) -> (usize, Option<DropReason>, u32) {
         let Some(m) = &self.rules else {
             if nq <= 1 {
-                return (0, None);
+                return (0, None, 0);
             }
             // RSS alone: hash the headers in place (what a NIC does), no full parse.
             let (_, q) = self.rss.steer_frame(frame);
-            return ((q as usize).min(nq - 1), None);
+            return ((q as usize).min(nq - 1), None, 0);
         };
         parse::parse(frame, meta);
         let key = steer_key(frame, meta);
-        match m.decide(&key).fate {
-            Fate::Queue(q) => return ((q as usize).min(nq - 1), None),
-            Fate::Drop => return (0, Some(DropReason::SteeringDrop)),
+        let d = m.decide(&key);
+        let mark = d.mark.unwrap_or(0);
+        match d.fate {
+            Fate::Queue(q) => return ((q as usize).min(nq - 1), None, mark),
+            Fate::Drop => return (0, Some(DropReason::SteeringDrop), 0),
             Fate::Rss(t) => {
                 let mut buf = [0u8; 36];
                 let n = t.hash_input(&key, &mut buf);
                 let h = self.rss.toeplitz.hash(&buf[..n]);
-                return ((t.queue_for_hash(h) as usize).min(nq - 1), None);
+                return ((t.queue_for_hash(h) as usize).min(nq - 1), None, mark);
             }
             Fate::Default => {}
         }
         let (_, q) = self.rss.steer_meta(meta);
-        ((q as usize).min(nq.saturating_sub(1)), None)
+        ((q as usize).min(nq.saturating_sub(1)), None, mark)
     }
 }
 

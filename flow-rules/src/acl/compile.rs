@@ -838,7 +838,6 @@ fn write_header(image: &mut [u32], h: &AclTablesHeader) {
         ]);
     }
     image[..ACL_HEADER_WORDS].copy_from_slice(&w);
-
 }
 
 #[cfg(test)]
@@ -867,7 +866,10 @@ mod tests {
         assert!(b.has_rewrites());
         let (ia, ib) = (a.image(), b.image());
         assert_eq!(b.header().rewrites_off as usize, ia.len());
-        assert_eq!(ib.len(), ia.len() + 3 * crate::acl::rewrite::ACL_REWRITE_WORDS);
+        assert_eq!(
+            ib.len(),
+            ia.len() + 3 * crate::acl::rewrite::ACL_REWRITE_WORDS
+        );
         // Header words other than total_words (3) and rewrites_off (6), and the whole body.
         for (i, (x, y)) in ia.iter().zip(ib).enumerate() {
             if i != 3 && i != 6 {

@@ -594,13 +594,29 @@ mod tests {
     #[test]
     fn set_errors_name_line_and_key() {
         let cases = [
-            ("rules:\n  - action: pass\n    set: { dscp: 64 }\n", "set.dscp", 3),
-            ("rules:\n  - action: pass\n    set: { dst_mac: '02:00:00:00:00' }\n", "set.dst_mac", 3),
-            ("rules:\n  - action: pass\n    set:\n      dst_mac: zz\n", "set.dst_mac", 4),
+            (
+                "rules:\n  - action: pass\n    set: { dscp: 64 }\n",
+                "set.dscp",
+                3,
+            ),
+            (
+                "rules:\n  - action: pass\n    set: { dst_mac: '02:00:00:00:00' }\n",
+                "set.dst_mac",
+                3,
+            ),
+            (
+                "rules:\n  - action: pass\n    set:\n      dst_mac: zz\n",
+                "set.dst_mac",
+                4,
+            ),
             ("rules:\n  - action: pass\n    set: { ttl: 3 }\n", "ttl", 3),
             ("rules:\n  - action: pass\n    set: {}\n", "set", 3),
             ("rules:\n  - action: drop\n    set: { dscp: 1 }\n", "set", 3),
-            ("rules:\n  - action: pass\n    set: { port: '' }\n", "set.port", 3),
+            (
+                "rules:\n  - action: pass\n    set: { port: '' }\n",
+                "set.port",
+                3,
+            ),
         ];
         for (text, key, line) in cases {
             let e = p(text).unwrap_err();
@@ -612,13 +628,17 @@ mod tests {
     #[test]
     fn unknown_set_port_names_file_line_and_key() {
         let mut set = super::super::AclRuleSet {
-            rules: p("rules:\n  - action: pass\n  - action: pass\n    set: { port: nope }\n").unwrap(),
+            rules: p("rules:\n  - action: pass\n  - action: pass\n    set: { port: nope }\n")
+                .unwrap(),
             warnings: Vec::new(),
         };
         let tx = vec!["a".to_string(), "b".to_string()];
         let e = set.resolve_ports(Some(&tx)).unwrap_err();
         assert_eq!((e.field.as_str(), e.loc.line), ("set.port", 4), "{e}");
-        assert!(e.to_string().contains("r.yaml:4") && e.to_string().contains("nope"), "{e}");
+        assert!(
+            e.to_string().contains("r.yaml:4") && e.to_string().contains("nope"),
+            "{e}"
+        );
         assert!(e.message.contains("a, b"), "{e}");
         set.rules[1].set.as_mut().unwrap().port.as_mut().unwrap().0 = "b".into();
         set.resolve_ports(Some(&tx)).unwrap();

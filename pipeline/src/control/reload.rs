@@ -192,6 +192,16 @@ impl Reloader {
                 .map(|(a, _)| a.0)
                 .collect()
         };
+        if let Some((stage, file)) = &acl {
+            // Before anything is published: a refusal leaves everything in force.
+            self.pipeline
+                .check_acl_reload(stage)
+                .map_err(|e| ReloadError {
+                    file: file.clone(),
+                    line: 0,
+                    reason: e.to_string(),
+                })?;
+        }
         // The route files named at start, read again and built aside.
         let routes = self.pipeline.prepare_routes().map_err(rule_error)?;
         let stage_cfgs: Vec<StageConfig> = cfg.pipeline.iter().map(|s| s.value.clone()).collect();
@@ -287,16 +297,18 @@ impl Reloader {
             return Ok((None, cfg));
         };
         let file = cfg.resolve(&acl.rules);
-        let stage = AclStage::from_config(acl, &|p| cfg.resolve(p)).map_err(|e| match e
-            .downcast_ref::<RuleError>()
-        {
-            Some(r) => rule_error(r.clone()),
-            None => ReloadError {
-                file: file.clone(),
-                line: 0,
-                reason: format!("{e:#}"),
-            },
-        })?;
+        let tx = crate::rewrite::stage::PortNames::of(&cfg).tx;
+        let stage =
+            AclStage::from_config(acl, &|p| cfg.resolve(p), Some(&tx)).map_err(|e| match e
+                .downcast_ref::<RuleError>()
+            {
+                Some(r) => rule_error(r.clone()),
+                None => ReloadError {
+                    file: file.clone(),
+                    line: 0,
+                    reason: format!("{e:#}"),
+                },
+            })?;
         Ok((Some((stage, file)), cfg))
     }
 

@@ -352,7 +352,7 @@ fn ingest(
             .rx_total
             .fetch_add(rx.len() as u64, Ordering::Relaxed);
         for (desc, frame) in rx.frames() {
-            let (q, verdict) = spec.steering.steer(frame, &mut meta, nq);
+            let (q, verdict, mark) = spec.steering.steer_marked(frame, &mut meta, nq);
             let t = &mut tally[q];
             t.rx_frames += 1;
             t.rx_bytes += desc.len as u64;
@@ -379,6 +379,7 @@ fn ingest(
             let mut d = *desc;
             d.port = port_id;
             d.queue = q as u16;
+            d.mark = mark;
             slot.burst.push_with_room(frame, d, room);
             if slot.burst.len() >= burst {
                 flush_queue(

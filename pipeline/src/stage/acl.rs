@@ -1,6 +1,12 @@
 //! The `acl` stage: builds the classification key from the packet metadata and the ingress port,
 //! walks the compiled flat tables (the same bytes the CUDA matcher walks), and turns the first
 //! matching rule's action into the frame's verdict. No match: the configured default.
+//!
+//! A rule may also rewrite (`set: { dscp, dst_mac, port }`, [`flow_rules::acl::rewrite`]): when
+//! it matches and its verdict is not drop, the DSCP is set as the `dscp` stage sets it (IPv4
+//! checksum updated incrementally), then the destination MAC as `l2fwd`'s `dst`, then the output
+//! port as `route` sets it. A stage whose rule set rewrites makes the pipeline a rewriting one
+//! ([`crate::stage::Pipeline::rewrites`]); on the GPU it is `pw_stage_acl_rw` (composed template).
 
 use std::path::{Path, PathBuf};
 
@@ -9,7 +15,8 @@ use flow_rules::acl::{self, AclClassifier, AclRuleSet, RuleFormat, Verdict as Ru
 
 use crate::config::{AclStageConfig, DefaultAction, RuleFormat as CfgFormat};
 use crate::meta::PacketMeta;
-use crate::verdict::Action;
+use crate::rewrite::{Dscp, L2fwd};
+use crate::verdict::{Action, Verdict};
 
 /// The result of classifying one frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,10 +71,13 @@ fn action_of(v: RuleVerdict) -> Action {
 pub const MAX_SHADOW_WARNINGS: usize = 5;
 
 impl AclStage {
-    /// Loads, validates and compiles the stage's rule file; shadowed rules are logged.
+    /// Loads, validates and compiles the stage's rule file; shadowed rules are logged. A rule's
+    /// `set: { port }` must name one of `tx_ports` (the config's ports with a transmit side;
+    /// `None`: the rule set's own first-use order, see [`flow_rules::acl::rewrite`]).
     pub fn from_config(
         c: &AclStageConfig,
         resolve: &impl Fn(&Path) -> PathBuf,
+        tx_ports: Option<&[String]>,
     ) -> anyhow::Result<AclStage> {
         let path = resolve(&c.rules);
         let format = match c.format {
@@ -86,11 +96,22 @@ impl AclStage {
             DefaultAction::Pass => Action::Pass,
             DefaultAction::Drop => Action::Drop,
         };
-        Self::load(&path, format, default)
+        Self::load_for(&path, format, default, tx_ports)
     }
 
     pub fn load(path: &Path, format: RuleFormat, default: Action) -> anyhow::Result<AclStage> {
+        Self::load_for(path, format, default, None)
+    }
+
+    /// [`AclStage::load`] with the output ports `set: { port }` names resolve against.
+    pub fn load_for(
+        path: &Path,
+        format: RuleFormat,
+        default: Action,
+        tx_ports: Option<&[String]>,
+    ) -> anyhow::Result<AclStage> {
         let mut rules = acl::load_rules(path, format)?;
+        rules.resolve_ports(tx_ports)?;
         let classifier = rules.compile();
         // Capped as `pktwarp classify` caps them: a large generated rule set can shadow tens
         // of thousands of rules, and one log line each drowns the log.
@@ -120,6 +141,44 @@ impl AclStage {
 
     pub fn rule_count(&self) -> usize {
         self.rules.rules.len()
+    }
+
+    /// Whether a rule rewrites frames (`set:`).
+    pub fn has_rewrites(&self) -> bool {
+        self.classifier.has_rewrites()
+    }
+
+    /// Applies rule `rule`'s rewrite to a frame it matched (`v`: the verdict the stage set);
+    /// nothing for a drop, a rule without `set:` or no match.
+    #[inline]
+    pub fn apply_rewrite(
+        &self,
+        rule: u32,
+        frame: &mut [u8],
+        meta: &mut PacketMeta,
+        v: &mut Verdict,
+    ) {
+        if v.action == Action::Drop {
+            return;
+        }
+        let Some(rw) = self.classifier.rewrite(rule) else {
+            return;
+        };
+        // The dscp and l2fwd stages' own rewrites, so the semantics are theirs exactly.
+        if let Some(dscp) = rw.dscp {
+            let _ = Dscp { dscp }.apply(frame, meta, v);
+        }
+        if let Some(mac) = rw.dst_mac {
+            let op = L2fwd {
+                swap: false,
+                src: None,
+                dst: Some(mac),
+            };
+            let _ = op.apply(frame, meta, v);
+        }
+        if let Some(p) = rw.out_port {
+            v.out_port = p;
+        }
     }
 
     #[inline]

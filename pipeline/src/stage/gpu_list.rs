@@ -40,6 +40,21 @@ pub struct GpuStageRef<'a> {
     pub custom: Option<GpuStage>,
     /// A library stage's parameter block and buffers.
     pub library: Option<GpuParams>,
+    /// An `acl` stage whose rule set has rewrite actions (`set:`): on the GPU it is
+    /// `pw_stage_acl_rw`, which writes the frame ([`GpuStageRef::builtin_spec`]).
+    pub acl_rewrites: bool,
+}
+
+impl GpuStageRef<'_> {
+    /// The kernel generator's spec of a built-in stage (parse, acl, count, a library stage):
+    /// an `acl` with rewrite actions is `StageKind::AclRewrite`, so its list takes the composed
+    /// template with `PW_PIPELINE_WRITES`; `None` for a stage without CUDA.
+    pub fn builtin_spec(&self) -> Option<pktwarp_kernels::StageSpec> {
+        match self.kind {
+            GpuStageKind::Acl => Some(pktwarp_kernels::StageSpec::acl(self.acl_rewrites)),
+            _ => pktwarp_kernels::StageSpec::builtin(self.name),
+        }
+    }
 }
 
 impl Stage {
@@ -114,6 +129,7 @@ impl Pipeline {
                     kind,
                     custom,
                     library,
+                    acl_rewrites: matches!(s, Stage::Acl(a) if a.current().has_rewrites()),
                 }
             })
             .collect()

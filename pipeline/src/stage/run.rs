@@ -112,8 +112,12 @@ impl Stage {
         }
     }
 
-    /// Whether the stage changes frame bytes (a rewrite stage).
+    /// Whether the stage changes frame bytes (a rewrite stage, or an `acl` stage whose rule
+    /// set has rewrite actions: a reload never changes that, see [`Pipeline::check_acl_reload`]).
     pub fn rewrites(&self) -> bool {
+        if let Stage::Acl(a) = self {
+            return a.current().has_rewrites();
+        }
         matches!(
             self,
             Stage::L2fwd(_)
@@ -188,6 +192,7 @@ impl Pipeline {
     /// the new generation. Workers pick them up at their next burst. Errors when the pipeline
     /// has no `acl` stage.
     pub fn reload_acl(&self, mut new: AclStage) -> anyhow::Result<u64> {
+        self.check_acl_reload(&new)?;
         let slot = self
             .stages
             .iter()
@@ -204,6 +209,28 @@ impl Pipeline {
         new.generation = g;
         slot.tables.store(Arc::new(new));
         Ok(g)
+    }
+
+    /// Whether `new` may replace the ACL tables in force: not when one rule set has rewrite
+    /// actions and the other none (the pipeline would change between reading and rewriting
+    /// frames, and the GPU kernel between its fused and composed templates: restart needed).
+    pub fn check_acl_reload(&self, new: &AclStage) -> anyhow::Result<()> {
+        let Some(now) = self.acl() else {
+            anyhow::bail!("the pipeline has no acl stage to reload");
+        };
+        if now.has_rewrites() != new.has_rewrites() {
+            let (a, b) = if new.has_rewrites() {
+                ("has rewrite actions (`set:`)", "has none")
+            } else {
+                ("has no rewrite actions (`set:`)", "has some")
+            };
+            anyhow::bail!(
+                "{}: the new rule set {a} where the one in force {b}: that changes the \
+                 pipeline's kernel, restart needed",
+                new.path.display()
+            );
+        }
+        Ok(())
     }
 
     /// The stages' names in order (custom stages by their registered names).
@@ -300,7 +327,12 @@ impl Pipeline {
                 _ => {}
             }
         }
-        let rewrites = self.rewrites();
+        // The loaded tables decide for the acl stages (a burst is wholly one rule set's).
+        let rewrites = self
+            .stages
+            .iter()
+            .any(|s| !matches!(s, Stage::Acl(_)) && s.rewrites())
+            || tables.iter().flatten().any(|t| t.has_rewrites());
         let room = self.frame_room();
         // Read-only frames meet rewrite stages on a copy (grown once, reused per frame).
         let mut scratch: Vec<u8> = Vec::new();
@@ -392,6 +424,7 @@ impl Pipeline {
             match stage {
                 Stage::Parse => {
                     parse::parse(cur.bytes(), meta);
+                    meta.steer_mark = desc.mark;
                     if meta.status != 0 {
                         *v = Verdict::drop(DropReason::ParseError);
                         let s = (meta.status as usize).min(PARSE_STATUS_SLOTS - 1);
@@ -444,6 +477,13 @@ impl Pipeline {
                     if r.action == Action::Drop {
                         v.reason = Some(DropReason::AclDrop);
                         break;
+                    }
+                    if r.rule != flow_rules::abi::ACL_NO_MATCH && acl.has_rewrites() {
+                        // run_items made the frame writable: the tables have rewrites.
+                        if let Cur::Rw { buf, len } = cur {
+                            let n = (*len).min(buf.len());
+                            acl.apply_rewrite(r.rule, &mut buf[..n], meta, v);
+                        }
                     }
                 }
                 _ => {
@@ -546,7 +586,9 @@ pub fn build_for(
         out.push(match s {
             StageConfig::Parse => Stage::Parse,
             StageConfig::Count => Stage::Count,
-            StageConfig::Acl(a) => Stage::Acl(AclSlot::new(AclStage::from_config(a, &resolve)?)),
+            StageConfig::Acl(a) => {
+                Stage::Acl(AclSlot::new(AclStage::from_config(a, &resolve, tx_ports)?))
+            }
             StageConfig::Fronthaul(f) => Stage::Fronthaul(Box::new(fronthaul_stage(f, &resolve)?)),
             StageConfig::Custom(c) => Stage::Custom(Box::new(CustomSlot::from_registry(
                 &c.name, &c.options, registry,

@@ -54,7 +54,7 @@ const META_FIELDS: &[(usize, &str)] = &[
     (136, "ecpri_revision"),
     (137, "reserved0"),
     (138, "reserved1"),
-    (140, "reserved2"),
+    (140, "steer_mark"),
 ];
 
 /// Names of the metadata fields whose bytes differ, in field order.

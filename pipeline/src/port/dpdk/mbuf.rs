@@ -226,6 +226,7 @@ impl MbufBurst {
             } else {
                 0
             },
+            mark: 0,
             timestamp_ns: self.timestamp_ns,
         }
     }

@@ -132,6 +132,7 @@ impl DpdkRx {
                 port: self.port.index,
                 queue,
                 rss_hash: rss.unwrap_or(0),
+                mark: 0,
                 timestamp_ns: ts,
             });
         }
