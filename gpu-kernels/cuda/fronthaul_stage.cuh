@@ -301,7 +301,7 @@ PW_DEVICE void pw_fh_seq(const pw_fh_stage_params *p, uint32_t e, uint32_t id) {
 /* The Ta4 window of a packet received at `t_ns` (pipeline::fronthaul::track::Timing::classify):
  * arrival minus the start of its symbol's occurrence nearest to the arrival in the 2.56 s
  * frame cycle (symbols of equal length), against [ta4_min_ns, ta4_max_ns]. */
-PW_DEVICE uint32_t pw_fh_classify(const pw_fh_stage_params *p, const pw_fh_info *info, uint64_t t_ns) {
+PW_DEVICE_CALL uint32_t pw_fh_classify(const pw_fh_stage_params *p, const pw_fh_info *info, uint64_t t_ns) {
     const uint32_t mu = p->decode.numerology > 6 ? 6u : p->decode.numerology;
     const int64_t slot = 1000000ll >> mu;
     const int64_t sym = (int64_t)info->frame_id * 10000000ll + (int64_t)info->subframe_id * 1000000ll +
@@ -317,9 +317,12 @@ PW_DEVICE uint32_t pw_fh_classify(const pw_fh_stage_params *p, const pw_fh_info 
     return d > p->ta4_max_ns ? PW_FH_LATE : PW_FH_ON_TIME;
 }
 
+/* (pw_fh_classify and pw_fh_write_prbs are calls, not inlined: inlined into the persistent
+ * kernel their registers added to the transport's spilled.) */
+
 /* Writes every PRB of an accepted U-plane frame of grid eAxC `e`; returns the duplicates and
  * adds the saturated samples to *sat. */
-PW_DEVICE uint32_t pw_fh_write_prbs(const uint8_t *f, const pw_fh_stage_params *p, const pw_fh_info *info,
+PW_DEVICE_CALL uint32_t pw_fh_write_prbs(const uint8_t *f, const pw_fh_stage_params *p, const pw_fh_info *info,
                                     uint32_t e, uint64_t ts, uint32_t *sat) {
     const uint32_t mu = p->decode.numerology > 6 ? 6u : p->decode.numerology;
     const uint32_t n = ((((uint32_t)info->frame_id * 10u) + info->subframe_id) << mu) + info->slot_id;
