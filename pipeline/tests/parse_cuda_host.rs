@@ -15,7 +15,7 @@ fn both(frame: &[u8]) -> (PacketMeta, PacketMeta) {
     let mut c = PacketMeta {
         frame_len: 0xdead_beef,
         status: 0xffff,
-        reserved2: 0x5555_5555,
+        steer_mark: 0x5555_5555,
         ..PacketMeta::default()
     };
     c.src_ip = [u32::MAX; 4];
