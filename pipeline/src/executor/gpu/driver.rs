@@ -344,7 +344,12 @@ impl DeviceBuffer {
     }
 
     /// Copies `dst.len()` bytes from `offset` out on `stream` and waits for it.
-    pub fn download_range_on(&self, stream: &Stream, offset: usize, dst: &mut [u8]) -> CuResult<()> {
+    pub fn download_range_on(
+        &self,
+        stream: &Stream,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> CuResult<()> {
         assert_copy_fits(offset.saturating_add(dst.len()), self.len);
         // SAFETY: dst is valid for its length until the synchronize below returns; the source
         // range lies inside the allocation (checked above).
