@@ -125,7 +125,7 @@ impl Ingest<'_, '_> {
                 .rx_total
                 .fetch_add(rx.len() as u64, Ordering::Relaxed);
             for (d, frame) in rx.frames() {
-                let (q, verdict) = ctx.steering.steer(frame, &mut meta, nq);
+                let (q, verdict, mark) = ctx.steering.steer_marked(frame, &mut meta, nq);
                 let t = &mut tally[q];
                 t.rx_frames += 1;
                 t.rx_bytes += d.len as u64;
@@ -145,6 +145,7 @@ impl Ingest<'_, '_> {
                 let mut dd = *d;
                 dd.port = self.port_id as u16;
                 dd.queue = q as u16;
+                dd.mark = mark;
                 self.building[q].burst.push_with_room(frame, dd, ctx.room);
                 self.first_at[q].get_or_insert_with(Instant::now);
             }

@@ -106,7 +106,10 @@ pub const DESC_COMPACT: u8 = 1;
 impl Desc8 {
     /// Can `d` travel as a compact descriptor without losing what the GPU stages read?
     pub fn fits(d: &FrameDesc) -> bool {
-        d.wire_len == d.len && d.len <= u32::from(u16::MAX) && d.port <= u16::from(u8::MAX)
+        d.wire_len == d.len
+            && d.len <= u32::from(u16::MAX)
+            && d.port <= u16::from(u8::MAX)
+            && d.mark == 0
     }
 
     /// Bytes of one descriptor in a slot of `format`.
@@ -149,7 +152,7 @@ impl From<&FrameDesc> for Desc {
             port: d.port,
             queue: d.queue,
             rss_hash: d.rss_hash,
-            reserved: 0,
+            reserved: d.mark,
             timestamp_ns: d.timestamp_ns,
         }
     }
@@ -414,6 +417,12 @@ mod tests {
         );
         assert!(!Desc8::fits(&d(70000, 70000, 0)), "length over 16 bits");
         assert!(!Desc8::fits(&d(60, 60, 256)), "port over 8 bits");
+        let marked = FrameDesc {
+            mark: 7,
+            ..d(60, 60, 3)
+        };
+        assert!(!Desc8::fits(&marked), "a steering mark needs a full descriptor");
+        assert_eq!(Desc::from(&marked).reserved, 7, "pw_desc.mark");
         assert_eq!(
             Desc8::format_for(&[d(60, 60, 0), d(1518, 1518, 1)]),
             DESC_COMPACT

@@ -32,12 +32,11 @@ pub fn stage_set(p: &Pipeline) -> anyhow::Result<StageSet> {
                 s.name
             )
         };
+        let builtin = s.builtin_spec();
         let (spec, params, buffers) = match (s.kind, s.custom, s.library) {
-            (GpuStageKind::Parse | GpuStageKind::Acl | GpuStageKind::Count, _, _) => (
-                StageSpec::builtin(s.name).ok_or_else(no_cuda)?,
-                Vec::new(),
-                Vec::new(),
-            ),
+            (GpuStageKind::Parse | GpuStageKind::Acl | GpuStageKind::Count, _, _) => {
+                (builtin.ok_or_else(no_cuda)?, Vec::new(), Vec::new())
+            }
             (GpuStageKind::Custom, Some(g), _) => (
                 StageSpec {
                     name: s.name.to_string(),

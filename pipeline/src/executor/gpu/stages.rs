@@ -288,7 +288,7 @@ pub(crate) fn fold_builtin(stages: &[StageSpec], sc: &[StageCounters], c: &mut Q
     for (s, k) in stages.iter().zip(sc) {
         match s.kind {
             StageKind::Parse => c.parse_errors += k.v[PARSE_CTR_ERRORS],
-            StageKind::Acl => {
+            StageKind::Acl | StageKind::AclRewrite => {
                 c.acl_matched += k.v[ACL_CTR_MATCHED];
                 c.acl_no_match += k.v[ACL_CTR_DEFAULT];
             }
