@@ -402,9 +402,12 @@ fn key_at(text: &str, line: u32, column: u32) -> String {
         return String::new();
     };
     let head = &upto[..colon];
+    // The char after the last one that cannot be part of a key (which may be several bytes
+    // long: a byte offset past it, not `+ 1`).
     let start = head
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .map_or(0, |i| i + 1);
+        .char_indices()
+        .rfind(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
     head[start..].to_string()
 }
 
@@ -899,4 +902,19 @@ fn check_output_path(path: &Path) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    #[test]
+    fn the_key_of_an_error_is_found_after_a_multibyte_char() {
+        assert_eq!(key_at("aΘb: 1", 1, 6), "b");
+        assert_eq!(key_at("  rate: x", 1, 9), "rate");
+        assert_eq!(key_at("no colon here", 1, 5), "");
+        // The fuzz input that found the byte offset inside 'Θ': an error, never a panic.
+        let text = "# (first match wins), drop what the # lΘwd: [\nports: 3\n";
+        assert!(parse_str(text, Path::new("fuzz.yaml")).is_err());
+    }
 }
