@@ -421,7 +421,10 @@ mod tests {
             mark: 7,
             ..d(60, 60, 3)
         };
-        assert!(!Desc8::fits(&marked), "a steering mark needs a full descriptor");
+        assert!(
+            !Desc8::fits(&marked),
+            "a steering mark needs a full descriptor"
+        );
         assert_eq!(Desc::from(&marked).reserved, 7, "pw_desc.mark");
         assert_eq!(
             Desc8::format_for(&[d(60, 60, 0), d(1518, 1518, 1)]),
