@@ -14,7 +14,7 @@ use crate::burst::Burst;
 use crate::config::OnFull;
 use crate::counters::QueueCounters;
 use crate::meta::PacketMeta;
-use crate::port::out::{self, Dest, OutPorts, OutTally};
+use crate::port::out::{self, Destinations, OutPorts, OutTally};
 use crate::port::{PortError, RxPort, RxStatus, TxPort};
 use crate::ring::{self, Consumer, Producer};
 use crate::stage::Pipeline;
@@ -553,30 +553,7 @@ fn tx_loop(
     nq: usize,
 ) -> (Vec<OutTally>, Vec<String>) {
     let backoff = Backoff::new();
-    let default = out.default;
-    let all_to_default = out.all_to_default;
-    let open: Vec<bool> = out.ports.iter().map(Option::is_some).collect();
-    let mut dests: Vec<(usize, Dest<'_>)> = Vec::new();
-    for (k, (p, name)) in out.ports.iter_mut().zip(&out.names).enumerate() {
-        if let Some(p) = p {
-            dests.push((k, Dest::new("output", name.clone(), p.as_mut())));
-        }
-    }
-    let mut mirror = out
-        .mirror
-        .as_mut()
-        .map(|p| Dest::new("mirror", p.name().to_string(), p.as_mut()));
-    let mut slow = out
-        .to_host
-        .as_mut()
-        .map(|p| Dest::new("to_host", p.name().to_string(), p.as_mut()));
-    let target = |v: &Verdict| {
-        if v.out_port == Verdict::OUT_DEFAULT || all_to_default {
-            default
-        } else {
-            Some(usize::from(v.out_port))
-        }
-    };
+    let mut dest = Destinations::new(out);
     loop {
         let mut got = false;
         for (q, input) in inputs.iter_mut().enumerate() {
@@ -584,10 +561,13 @@ fn tx_loop(
                 got = true;
                 let c = &shared.counters[q];
                 let (b, vs) = (&slot.burst, &slot.verdicts[..]);
-                for (k, d) in dests.iter_mut() {
+                let d = &mut dest;
+                let route = d.route;
+                for (k, p) in d.ports.iter_mut() {
                     let k = *k;
-                    let (wanted, sent, bytes) =
-                        d.send(b, vs, |v| v.action.forwards() && target(v) == Some(k));
+                    let (wanted, sent, bytes) = p.send(b, vs, |v| {
+                        v.action.forwards() && route.target(v.out_port) == Some(k)
+                    });
                     c.tx_frames.add(sent);
                     c.tx_bytes.add(bytes);
                     c.drops[DropReason::TxError as usize].add(wanted - sent);
@@ -597,16 +577,16 @@ fn tx_loop(
                 let lost = vs
                     .iter()
                     .filter(|v| v.action.forwards())
-                    .filter_map(target)
-                    .filter(|k| !open.get(*k).copied().unwrap_or(false))
+                    .filter_map(|v| route.target(v.out_port))
+                    .filter(|k| !d.is_open(*k))
                     .count();
                 c.drops[DropReason::TxError as usize].add(lost as u64);
                 // Copies and the slow path are counted by their destinations (OutTally).
-                if let Some(d) = mirror.as_mut() {
-                    d.send(b, vs, out::mirrors);
+                if let Some(m) = d.mirror.as_mut() {
+                    m.send(b, vs, out::mirrors);
                 }
-                if let Some(d) = slow.as_mut() {
-                    d.send(b, vs, out::to_host);
+                if let Some(sp) = d.slow.as_mut() {
+                    sp.send(b, vs, out::to_host);
                 }
                 let mut s = slot;
                 while let Err(back) = returns[q][port_idx].push(s) {
@@ -626,14 +606,7 @@ fn tx_loop(
         }
         wait_on(&backoff);
     }
-    let (mut tallies, mut errors) = (Vec::new(), Vec::new());
-    let all = dests.into_iter().map(|(_, d)| d).chain(mirror).chain(slow);
-    for d in all {
-        let (t, e) = d.finish();
-        tallies.push(t);
-        errors.extend(e);
-    }
-    (tallies, errors)
+    dest.finish()
 }
 
 /// Zero-copy forwarding between DPDK ports, DPDK l2fwd style: one run-to-completion worker per

@@ -216,6 +216,90 @@ impl<'a> Dest<'a> {
     }
 }
 
+/// Every destination of a run in its TX thread: the open output ports (by `out_port` index),
+/// the mirror port and the slow path, each a [`Dest`], and where a forwarded frame goes.
+pub(crate) struct Destinations<'a> {
+    pub ports: Vec<(usize, Dest<'a>)>,
+    pub mirror: Option<Dest<'a>>,
+    pub slow: Option<Dest<'a>>,
+    /// Which `out_port` indices have an open port.
+    open: Vec<bool>,
+    /// Where a forwarded frame goes (a copy, to use while the ports are borrowed).
+    pub route: OutRoute,
+}
+
+/// Where a forwarded frame goes, by its `out_port`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OutRoute {
+    default: Option<usize>,
+    all_to_default: bool,
+}
+
+impl OutRoute {
+    /// The output port index a forwarded frame with this `out_port` goes to.
+    #[inline]
+    pub fn target(self, out_port: u16) -> Option<usize> {
+        if out_port == Verdict::OUT_DEFAULT || self.all_to_default {
+            self.default
+        } else {
+            Some(usize::from(out_port))
+        }
+    }
+}
+
+impl<'a> Destinations<'a> {
+    pub fn new(out: &'a mut OutPorts) -> Self {
+        let open = out.ports.iter().map(Option::is_some).collect();
+        let mut ports = Vec::new();
+        for (k, (p, name)) in out.ports.iter_mut().zip(&out.names).enumerate() {
+            if let Some(p) = p {
+                ports.push((k, Dest::new("output", name.clone(), p.as_mut())));
+            }
+        }
+        let mirror = out
+            .mirror
+            .as_mut()
+            .map(|p| Dest::new("mirror", p.name().to_string(), p.as_mut()));
+        let slow = out
+            .to_host
+            .as_mut()
+            .map(|p| Dest::new("to_host", p.name().to_string(), p.as_mut()));
+        Destinations {
+            ports,
+            mirror,
+            slow,
+            open,
+            route: OutRoute {
+                default: out.default,
+                all_to_default: out.all_to_default,
+            },
+        }
+    }
+
+    /// Whether output port `k` is open (a forwarded frame to a closed one is not sent).
+    #[inline]
+    pub fn is_open(&self, k: usize) -> bool {
+        self.open.get(k).copied().unwrap_or(false)
+    }
+
+    /// Flushes every destination: what each took and the ports' errors.
+    pub fn finish(self) -> (Vec<OutTally>, Vec<String>) {
+        let (mut tallies, mut errors) = (Vec::new(), Vec::new());
+        let all = self
+            .ports
+            .into_iter()
+            .map(|(_, d)| d)
+            .chain(self.mirror)
+            .chain(self.slow);
+        for d in all {
+            let (t, e) = d.finish();
+            tallies.push(t);
+            errors.extend(e);
+        }
+        (tallies, errors)
+    }
+}
+
 /// Whether a verdict sends the frame to an output port.
 #[inline]
 pub fn forwards(v: &Verdict) -> bool {

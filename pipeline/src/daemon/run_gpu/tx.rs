@@ -13,9 +13,9 @@ use crossbeam_utils::Backoff;
 use super::{wait_on, Slot};
 use crate::executor::cpu::CpuShared;
 use crate::executor::gpu::abi::{self, TxDesc};
-use crate::port::out::{Dest, OutPorts, OutTally};
+use crate::port::out::{Destinations, OutPorts, OutTally};
 use crate::ring::Consumer;
-use crate::verdict::{DropReason, Verdict};
+use crate::verdict::DropReason;
 
 /// The bytes of TX entry `d` in `slot`'s burst (empty when it lies outside: never sent).
 fn frame_of<'s>(slot: &'s Slot, d: &TxDesc) -> &'s [u8] {
@@ -38,29 +38,9 @@ pub(crate) fn run(
     queues_done: &AtomicUsize,
 ) -> (Vec<OutTally>, Vec<String>) {
     let backoff = Backoff::new();
-    let (default, all_to_default) = (out.default, out.all_to_default);
-    let open: Vec<bool> = out.ports.iter().map(Option::is_some).collect();
-    let mut dests: Vec<(usize, Dest<'_>)> = Vec::new();
-    for (k, (p, name)) in out.ports.iter_mut().zip(&out.names).enumerate() {
-        if let Some(p) = p {
-            dests.push((k, Dest::new("output", name.clone(), p.as_mut())));
-        }
-    }
-    let mut mirror = out
-        .mirror
-        .as_mut()
-        .map(|p| Dest::new("mirror", p.name().to_string(), p.as_mut()));
-    let mut slow = out
-        .to_host
-        .as_mut()
-        .map(|p| Dest::new("to_host", p.name().to_string(), p.as_mut()));
-    let target = |d: &TxDesc| {
-        if d.out_port == Verdict::OUT_DEFAULT || all_to_default {
-            default
-        } else {
-            Some(usize::from(d.out_port))
-        }
-    };
+    let mut dest = Destinations::new(out);
+    let route = dest.route;
+    let target = |d: &TxDesc| route.target(d.out_port);
     loop {
         let mut got = false;
         for (q, input) in inputs.iter_mut().enumerate() {
@@ -68,7 +48,7 @@ pub(crate) fn run(
                 got = true;
                 let c = &shared.counters[q];
                 let s = &slot;
-                for (k, d) in dests.iter_mut() {
+                for (k, d) in dest.ports.iter_mut() {
                     let k = *k;
                     let (wanted, sent, bytes) = d.send_frames(|| {
                         s.tx.iter()
@@ -85,18 +65,18 @@ pub(crate) fn run(
                     s.tx.iter()
                         .filter(|t| forwards(t))
                         .filter_map(target)
-                        .filter(|k| !open.get(*k).copied().unwrap_or(false))
+                        .filter(|k| !dest.is_open(*k))
                         .count();
                 c.drops[DropReason::TxError as usize].add_shared(lost as u64);
                 // Copies and the slow path are counted by their destinations (OutTally).
-                if let Some(d) = mirror.as_mut() {
+                if let Some(d) = dest.mirror.as_mut() {
                     d.send_frames(|| {
                         s.tx.iter()
                             .filter(|t| t.action == abi::ACTION_MIRROR)
                             .map(move |t| frame_of(s, t))
                     });
                 }
-                if let Some(d) = slow.as_mut() {
+                if let Some(d) = dest.slow.as_mut() {
                     d.send_frames(|| {
                         s.tx.iter()
                             .filter(|t| t.action == abi::ACTION_TO_HOST)
@@ -119,12 +99,5 @@ pub(crate) fn run(
         }
         wait_on(&backoff);
     }
-    let (mut tallies, mut errors) = (Vec::new(), Vec::new());
-    let all = dests.into_iter().map(|(_, d)| d).chain(mirror).chain(slow);
-    for d in all {
-        let (t, e) = d.finish();
-        tallies.push(t);
-        errors.extend(e);
-    }
-    (tallies, errors)
+    dest.finish()
 }
