@@ -69,16 +69,28 @@ pub fn section(a: &Args, trace0: &Path, md: &mut Table, js: &mut Json) -> anyhow
     let image = pipeline::executor::gpu::image_for_pipeline(&p.pipeline)?;
     md.line("\n### End to end, l3fwd on the GPU: host bursts -> ring -> persistent kernel (parse -> route -> ttl -> l2fwd -> count, in place) -> TX ring drained by the host\n".into());
     md.line(format!(
-        "{} persistent CTAs per queue, one feeding host thread per queue, bursts of 1024 64-byte frames; \"sent\" = TX descriptors the host read (every frame routed: a default route); the first burst of each queue checked against the CPU pipeline byte for byte\n",
+        "up to {} persistent CTAs per queue (fewer where queues x CTAs would not fit the SMs), one feeding host thread per queue, bursts of 1024 64-byte frames; \"sent\" = TX descriptors the host read (every frame routed: a default route); the first burst of each queue checked against the CPU pipeline byte for byte\n",
         a.e2e_ctas
     ));
     md.line("| frame | placement | queues | Mpps in | Mpps sent | % of 400GbE pps | ring-full retries | checked | mismatches |".into());
     md.line("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |".into());
     let base = trace_frames(trace0, 64)?;
+    // The composed kernel's CTAs are 256 threads: one per SM at most with this pipeline, so
+    // queues x CTAs must fit the SMs (the verdict path's 16 a queue does not at 12 queues).
+    let sms = pipeline::executor::gpu::probe(a.device)
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .multiprocessors as usize;
     let mut rows = Vec::new();
     for placement in [Placement::Device, Placement::Mapped] {
         for &nq in &a.e2e_queues {
-            let r = run(a, &p.pipeline, &image, &base, placement, nq, 1024)?;
+            let ctas = a.e2e_ctas.min((sms / nq.max(1)).max(1) as u32);
+            let shape = Shape {
+                placement,
+                queues: nq,
+                burst: 1024,
+                ctas,
+            };
+            let r = run(a, &p.pipeline, &image, &base, shape)?;
             md.line(format!(
                 "| 64 | {placement:?} | {nq} | {:.1} | {:.1} | {:.1}% | {} | {} | {} |",
                 r.pps / 1e6,
@@ -103,15 +115,28 @@ pub fn section(a: &Args, trace0: &Path, md: &mut Table, js: &mut Json) -> anyhow
     Ok(())
 }
 
+/// One measured configuration: ring placement, queues, frames a burst, CTAs a queue.
+#[derive(Clone, Copy)]
+struct Shape {
+    placement: Placement,
+    queues: usize,
+    burst: u32,
+    ctas: u32,
+}
+
 fn run(
     a: &Args,
     p: &pipeline::stage::Pipeline,
     image: &pipeline::executor::gpu::KernelImage,
     base: &Burst,
-    placement: Placement,
-    nq: usize,
-    burst: u32,
+    shape: Shape,
 ) -> anyhow::Result<Outcome> {
+    let Shape {
+        placement,
+        queues: nq,
+        burst,
+        ctas,
+    } = shape;
     let bytes: usize = base
         .frames()
         .take(burst as usize)
@@ -124,7 +149,7 @@ fn run(
         ring_slots: 64,
         slot_data_bytes: Some(round_up(bytes.max(1) * 2, 4096) as u32),
         device: a.device,
-        ctas_per_queue: a.e2e_ctas,
+        ctas_per_queue: ctas,
         nt_stores: !a.cached_stores,
         ..Default::default()
     };
