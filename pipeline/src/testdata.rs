@@ -365,6 +365,17 @@ pub fn multi_proto_frames() -> Vec<Vec<u8>> {
     out
 }
 
+/// Every frame of a capture (pcap or pcapng), in order: what a test reads back from the file a
+/// TX port wrote.
+pub fn capture_frames(path: &Path) -> Result<Vec<Vec<u8>>, crate::port::PortError> {
+    let mut r = crate::port::pcap::CaptureReader::open(path)?;
+    let mut v = Vec::new();
+    while let Some(f) = r.next_frame()? {
+        v.push(f.data.to_vec());
+    }
+    Ok(v)
+}
+
 /// Writes `frames` as a classic microsecond pcap of link type `linktype`, one frame every
 /// millisecond from t = 1 s.
 pub fn write_pcap(path: &Path, linktype: u32, frames: &[Vec<u8>]) -> std::io::Result<()> {

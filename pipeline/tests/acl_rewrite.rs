@@ -11,10 +11,12 @@
 //!   that keeps them swaps the tables, new rewrites included;
 //! - a steering rule's mark reaches a user stage through the CPU executor's ingest.
 
+mod tshark_common;
+use tshark_common::tshark;
 mod parse_common;
 
+use pipeline::testdata::capture_frames;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -25,7 +27,7 @@ use pipeline::daemon;
 use pipeline::executor::cpu::CpuShared;
 use pipeline::meta::PacketMeta;
 use pipeline::port::gen::{build_frame, FrameSpec};
-use pipeline::port::pcap::{CaptureReader, CaptureWriter, WriteFormat};
+use pipeline::port::pcap::{CaptureWriter, WriteFormat};
 use pipeline::stage::acl::AclStage;
 use pipeline::stage::{
     BuiltStage, CustomStage, GpuStage, GpuStageKind, Pipeline, Stage, StageFactory, StageRegistry,
@@ -121,15 +123,6 @@ fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
     w.flush().unwrap();
 }
 
-fn read_frames(path: &Path) -> Vec<Vec<u8>> {
-    let mut r = CaptureReader::open(path).unwrap();
-    let mut v = Vec::new();
-    while let Some(f) = r.next_frame().unwrap() {
-        v.push(f.data.to_vec());
-    }
-    v
-}
-
 /// A config in `dir`: `in` receives `in.pcap`, `out` (default output) and `alt` transmit.
 fn write_config(dir: &Path, extra: &str, pipeline: &str) -> PathBuf {
     std::fs::write(dir.join("rules.yaml"), RULES).unwrap();
@@ -149,36 +142,6 @@ fn write_config(dir: &Path, extra: &str, pipeline: &str) -> PathBuf {
 }
 
 const ACL_PIPELINE: &str = "  - parse\n  - acl: { rules: rules.yaml }\n  - count\n";
-
-fn tshark(file: &Path, fields: &[&str]) -> Vec<Vec<String>> {
-    let mut cmd = Command::new("tshark");
-    for o in [
-        "ip.check_checksum:TRUE",
-        "tcp.check_checksum:TRUE",
-        "udp.check_checksum:TRUE",
-    ] {
-        cmd.args(["-o", o]);
-    }
-    cmd.arg("-r")
-        .arg(file)
-        .args(["-T", "fields", "-E", "occurrence=f"]);
-    for f in fields {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd
-        .output()
-        .expect("tshark runs (scripts/install-deps.sh installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| l.split('\t').map(str::to_string).collect())
-        .collect()
-}
 
 fn run_config(path: &Path, registry: &StageRegistry) -> daemon::Summary {
     let cfg = config::load(path).unwrap_or_else(|e| panic!("{e}"));
@@ -208,7 +171,7 @@ fn through_the_daemon_rewritten_frames_go_to_their_port_and_tshark_reads_them() 
     let voice: Vec<usize> = (0..input.len())
         .filter(|&i| is(&metas[i], 17, 5060))
         .collect();
-    let alt = read_frames(&dir.join("alt.pcap"));
+    let alt = capture_frames(&dir.join("alt.pcap")).unwrap();
     assert_eq!(alt.len(), voice.len());
     let fields = [
         "eth.dst",

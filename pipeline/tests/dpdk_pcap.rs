@@ -7,21 +7,12 @@
 
 mod dpdk_common;
 
+use pipeline::testdata::capture_frames;
 use std::path::Path;
 
 use pipeline::burst::Burst;
 use pipeline::port::dpdk::DpdkPort;
-use pipeline::port::pcap::CaptureReader;
 use pipeline::port::{RxPort, RxStatus, TxPort};
-
-fn frames_of(path: &Path) -> Vec<Vec<u8>> {
-    let mut r = CaptureReader::open(path).expect("open capture");
-    let mut out = Vec::new();
-    while let Some(f) = r.next_frame().expect("read capture") {
-        out.push(f.data.to_vec());
-    }
-    out
-}
 
 fn counter(c: &[(String, u64)], name: &str) -> u64 {
     c.iter()
@@ -90,8 +81,8 @@ fn forward(input: &Path, tag: &str, id: u32) {
     // Closing the port closes the pcap dumper.
     drop((rx, tx, port));
 
-    let want = frames_of(input);
-    let got = frames_of(&out);
+    let want = capture_frames(input).unwrap();
+    let got = capture_frames(&out).unwrap();
     assert_eq!(want.len(), received, "net_pcap delivered every input frame");
     assert_eq!(drops, 0, "no drops expected on a pcap-to-pcap forward");
     assert_eq!(got.len(), want.len());
@@ -206,7 +197,7 @@ fn forward_zero_copy(input: &Path, tag: &str, id: u32) {
     );
     drop((rx, tx, port));
 
-    let want_all = frames_of(input);
+    let want_all = capture_frames(input).unwrap();
     assert_eq!(
         want_all.len(),
         received,
@@ -224,7 +215,7 @@ fn forward_zero_copy(input: &Path, tag: &str, id: u32) {
         .filter(|(_, p)| **p)
         .map(|(f, _)| f)
         .collect();
-    let got = frames_of(&out);
+    let got = capture_frames(&out).unwrap();
     assert_eq!(tx_drops, 0);
     assert_eq!(got.len(), want.len());
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {

@@ -8,23 +8,14 @@
 
 mod dpdk_common;
 
+use pipeline::testdata::capture_frames;
 use std::net::IpAddr;
-use std::path::Path;
 
 use pipeline::config;
 use pipeline::daemon;
 use pipeline::executor::cpu::CpuShared;
 use pipeline::port::gen::{build_frame, FrameSpec};
-use pipeline::port::pcap::{CaptureReader, CaptureWriter, WriteFormat};
-
-fn frames_of(path: &Path) -> Vec<Vec<u8>> {
-    let mut r = CaptureReader::open(path).expect("open capture");
-    let mut out = Vec::new();
-    while let Some(f) = r.next_frame().expect("read capture") {
-        out.push(f.data.to_vec());
-    }
-    out
-}
+use pipeline::port::pcap::{CaptureWriter, WriteFormat};
 
 #[test]
 fn l2fwd_over_net_pcap_swaps_every_frames_macs() {
@@ -78,7 +69,7 @@ fn l2fwd_over_net_pcap_swaps_every_frames_macs() {
     assert!(s.errors.is_empty(), "{:?}", s.errors);
     assert_eq!(s.forwarding, "copy", "the zero-copy path refuses rewrites");
     assert_eq!((s.rx_frames, s.tx_frames), (300, 300));
-    let got = frames_of(&output);
+    let got = capture_frames(&output).unwrap();
     assert_eq!(got.len(), sent.len());
     for (i, (g, f)) in got.iter().zip(&sent).enumerate() {
         assert_eq!(g.len(), f.len(), "frame {i}");

@@ -7,6 +7,7 @@
 
 mod dpdk_common;
 
+use pipeline::testdata::capture_frames;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -14,19 +15,9 @@ use pipeline::config::OnFull;
 use pipeline::executor::cpu::zero_copy::zero_copy_refusal;
 use pipeline::executor::cpu::{CpuRunSpec, CpuShared};
 use pipeline::port::dpdk::{sys, DpdkPort, MbufBurst};
-use pipeline::port::pcap::CaptureReader;
 use pipeline::port::{RxStatus, TxPort};
 use pipeline::stage::{Pipeline, Stage};
 use pipeline::steer::Steering;
-
-fn frames_of(path: &std::path::Path) -> Vec<Vec<u8>> {
-    let mut r = CaptureReader::open(path).expect("open capture");
-    let mut out = Vec::new();
-    while let Some(f) = r.next_frame().expect("read capture") {
-        out.push(f.data.to_vec());
-    }
-    out
-}
 
 #[test]
 fn pktwarp_run_forwards_zero_copy_with_steering_and_parse_drops() {
@@ -129,7 +120,7 @@ output: {{ port: wire }}
 /// The devices were closed when run_cpu returned (pcap dumper flushed): the output holds the
 /// passed frames, in order, byte for byte.
 fn check_output(output: &std::path::Path, passed: &[&Vec<u8>]) {
-    let got = frames_of(output);
+    let got = capture_frames(output).unwrap();
     assert_eq!(got.len(), passed.len());
     for (i, (g, w)) in got.iter().zip(passed).enumerate() {
         assert_eq!(g, *w, "frame {i} differs");

@@ -3,15 +3,16 @@
 //! finds every reply well formed (opcode / type, addresses, checksums valid); other frames pass
 //! through unchanged; the summary counts the replies.
 
+use pipeline::testdata::capture_frames;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use pipeline::config;
 use pipeline::daemon;
 use pipeline::executor::cpu::CpuShared;
 use pipeline::port::gen::{build_frame, FrameSpec};
-use pipeline::port::pcap::{CaptureReader, CaptureWriter, WriteFormat};
+use pipeline::port::pcap::{CaptureWriter, WriteFormat};
 use pipeline::stage::parse::parse_frame;
 use pipeline::wire::{arp, icmp};
 
@@ -57,15 +58,6 @@ fn echo(dst: &str, id: u16) -> Vec<u8> {
     f
 }
 
-fn frames(path: &Path) -> Vec<Vec<u8>> {
-    let mut r = CaptureReader::open(path).unwrap();
-    let mut v = Vec::new();
-    while let Some(f) = r.next_frame().unwrap() {
-        v.push(f.data.to_vec());
-    }
-    v
-}
-
 #[test]
 fn replies_go_out_of_the_ingress_port_well_formed() {
     let dir = tmpdir("run");
@@ -96,7 +88,10 @@ fn replies_go_out_of_the_ingress_port_well_formed() {
     let shared = CpuShared::new(&p.cpu_spec());
     let s = daemon::run_cpu(&p, &shared, ports);
     assert_eq!((s.rx_frames, s.tx_frames), (7, 7));
-    let (a, b) = (frames(&dir.join("a.pcap")), frames(&dir.join("b.pcap")));
+    let (a, b) = (
+        capture_frames(&dir.join("a.pcap")).unwrap(),
+        capture_frames(&dir.join("b.pcap")).unwrap(),
+    );
     // The four for us come back out of `a`, the three others pass to `b` unchanged.
     assert_eq!(a.len(), 4);
     assert_eq!(

@@ -4,15 +4,17 @@
 //! valid) and the summary's counts (received == sent + drops by reason); bad route files and
 //! port names are config errors naming the file, line and key.
 
+mod tshark_common;
+use pipeline::testdata::capture_frames;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use tshark_common::tshark;
 
 use pipeline::config;
 use pipeline::daemon;
 use pipeline::executor::cpu::CpuShared;
 use pipeline::port::gen::{build_frame, FrameSpec};
-use pipeline::port::pcap::{CaptureReader, CaptureWriter, WriteFormat};
+use pipeline::port::pcap::{CaptureWriter, WriteFormat};
 use pipeline::stage::parse::parse_frame;
 use pipeline::wire::ipv4;
 
@@ -47,37 +49,6 @@ fn shipped(name: &str, dir: &Path, edits: &[(&str, String)]) -> PathBuf {
     path
 }
 
-/// tshark's fields of every frame (checksum validation on), one Vec per frame.
-fn tshark(file: &Path, fields: &[&str]) -> Vec<Vec<String>> {
-    let mut cmd = Command::new("tshark");
-    for o in [
-        "ip.check_checksum:TRUE",
-        "tcp.check_checksum:TRUE",
-        "udp.check_checksum:TRUE",
-    ] {
-        cmd.args(["-o", o]);
-    }
-    cmd.arg("-r")
-        .arg(file)
-        .args(["-T", "fields", "-E", "occurrence=f"]);
-    for f in fields {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd
-        .output()
-        .expect("tshark runs (scripts/install-deps.sh installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| l.split('\t').map(str::to_string).collect())
-        .collect()
-}
-
 const CHECKSUMS: [&str; 3] = [
     "ip.checksum.status",
     "tcp.checksum.status",
@@ -104,15 +75,6 @@ fn drop_count(s: &daemon::Summary, reason: &str) -> u64 {
         .iter()
         .find(|(r, _)| r == reason)
         .map_or(0, |(_, n)| *n)
-}
-
-fn read_frames(path: &Path) -> Vec<Vec<u8>> {
-    let mut r = CaptureReader::open(path).unwrap();
-    let mut v = Vec::new();
-    while let Some(f) = r.next_frame().unwrap() {
-        v.push(f.data.to_vec());
-    }
-    v
 }
 
 #[test]
@@ -143,7 +105,10 @@ fn shipped_l2fwd_swaps_the_two_macs_and_nothing_else() {
         );
     std::fs::write(&plain, text).unwrap();
     run_config(&plain);
-    let (before, after) = (read_frames(&dir.join("in.pcap")), read_frames(&out));
+    let (before, after) = (
+        capture_frames(&dir.join("in.pcap")).unwrap(),
+        capture_frames(&out).unwrap(),
+    );
     assert_eq!(before.len(), 3000);
     assert_eq!(after.len(), before.len());
     for (i, (b, a)) in before.iter().zip(&after).enumerate() {
@@ -355,7 +320,7 @@ fn route_ttl_sends_exactly_the_routed_frames_with_ttl_above_one_in_order() {
     assert_eq!(drop_count(&s, "ttl_expired"), expired);
     assert_eq!(s.rx_frames, s.tx_frames + no_route + expired);
     for (k, file) in ["p0.pcap", "p1.pcap"].iter().enumerate() {
-        let got = read_frames(&dir.join(file));
+        let got = capture_frames(&dir.join(file)).unwrap();
         assert_eq!(got.len(), want[k].len(), "{file}");
         for (i, (g, w)) in got.iter().zip(&want[k]).enumerate() {
             assert_eq!(g, w, "{file} frame {i}");

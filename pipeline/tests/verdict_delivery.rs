@@ -3,6 +3,7 @@
 //! the config, or a library callback), `drop` counted. The files are read back (and by tshark)
 //! and their counts checked against the summary.
 
+use pipeline::testdata::capture_frames;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,6 @@ use pipeline::config;
 use pipeline::daemon;
 use pipeline::executor::cpu::{self, CpuShared};
 use pipeline::port::out::CallbackTx;
-use pipeline::port::pcap::CaptureReader;
 use pipeline::stage::parse::parse_frame;
 
 const RULES: &str = "rules:
@@ -40,15 +40,6 @@ fn config(dir: &Path, output: &str) -> PathBuf {
     let p = dir.join("c.yaml");
     std::fs::write(&p, yaml).unwrap();
     p
-}
-
-fn frames(path: &Path) -> Vec<Vec<u8>> {
-    let mut r = CaptureReader::open(path).unwrap();
-    let mut v = Vec::new();
-    while let Some(f) = r.next_frame().unwrap() {
-        v.push(f.data.to_vec());
-    }
-    v
 }
 
 fn protos(frames: &[Vec<u8>]) -> Vec<u8> {
@@ -87,9 +78,9 @@ fn mirror_copies_and_to_host_pcap_get_exactly_their_frames() {
     assert!(acl > 0);
     assert_eq!(s.rx_frames, q.passed + q.mirrored + q.to_host + acl);
     let (out, mir, slow) = (
-        frames(&dir.join("out.pcap")),
-        frames(&dir.join("mir.pcap")),
-        frames(&dir.join("slow.pcap")),
+        capture_frames(&dir.join("out.pcap")).unwrap(),
+        capture_frames(&dir.join("mir.pcap")).unwrap(),
+        capture_frames(&dir.join("slow.pcap")).unwrap(),
     );
     // The output port: passed and mirrored frames; the copies: the mirrored ones, in order.
     assert_eq!(out.len() as u64, q.passed + q.mirrored);
@@ -111,7 +102,7 @@ fn mirror_copies_and_to_host_pcap_get_exactly_their_frames() {
     );
     assert_eq!(tally(&s, "output").name, "out");
     // The unused TX port is opened (every port with a transmit side is) and stays empty.
-    assert_eq!(frames(&dir.join("host.pcap")).len(), 0);
+    assert_eq!(capture_frames(&dir.join("host.pcap")).unwrap().len(), 0);
     // tshark reads the slow path as the UDP frames.
     let o = Command::new("tshark")
         .arg("-r")
@@ -133,13 +124,13 @@ fn mirror_copies_and_to_host_pcap_get_exactly_their_frames() {
 fn to_host_to_a_port_and_to_a_callback() {
     let dir = tmpdir("port");
     let s = run(&config(&dir, "{ port: out, to_host: { port: host } }"));
-    let host = frames(&dir.join("host.pcap"));
+    let host = capture_frames(&dir.join("host.pcap")).unwrap();
     assert_eq!(host.len() as u64, s.queues[0].to_host);
     assert!(!host.is_empty() && protos(&host).iter().all(|p| *p == 17));
     assert_eq!(tally(&s, "to_host").frames, host.len() as u64);
     // No mirror port: the copies are not made, the originals still go out.
     assert_eq!(
-        frames(&dir.join("out.pcap")).len() as u64,
+        capture_frames(&dir.join("out.pcap")).unwrap().len() as u64,
         s.queues[0].passed + s.queues[0].mirrored
     );
     // The library callback as the slow path (cpu::run_out with OutPorts).

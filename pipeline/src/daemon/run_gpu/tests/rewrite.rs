@@ -4,22 +4,13 @@
 //! as the CPU executor sends them.
 
 use super::*;
-use crate::port::pcap::CaptureReader;
+use crate::testdata::capture_frames;
 
 fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pktwarp-gpu-rw-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-fn read_frames(path: &Path) -> Vec<Vec<u8>> {
-    let mut r = CaptureReader::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut v = Vec::new();
-    while let Some(f) = r.next_frame().unwrap() {
-        v.push(f.data.to_vec());
-    }
-    v
 }
 
 /// l3fwd over two output ports, with ACL rules that mirror and send to the host, every
@@ -87,7 +78,7 @@ fn run(dir: &Path, queues: u32, gpu: bool) -> (Summary, Vec<Vec<Vec<u8>>>) {
         s,
         files
             .iter()
-            .map(|f| read_frames(&dir.join(format!("{f}.pcap"))))
+            .map(|f| capture_frames(&dir.join(format!("{f}.pcap"))).unwrap())
             .collect(),
     )
 }
