@@ -407,9 +407,11 @@ fn last_key(l: &str) -> String {
         if bytes.get(i + 1).is_some_and(|b| *b != b' ') {
             continue;
         }
+        // Past the last char that cannot be in a key, which may be several bytes long.
         let start = l[..i]
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-            .map_or(0, |s| s + 1);
+            .char_indices()
+            .rfind(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .map_or(0, |(s, c)| s + c.len_utf8());
         if start < i {
             best = l[start..i].to_string();
         }
@@ -801,6 +803,13 @@ fn parse_mac(t: &str) -> Option<[u8; 6]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_key_is_found_after_a_multibyte_char() {
+        // fuzz-smoke's rules target: `  -בame: ptp` sliced inside 'ב'.
+        assert_eq!(last_key("  -בame: ptp"), "ame");
+        assert_eq!(last_key("  - name: ptp"), "name");
+    }
 
     #[test]
     fn numbers_and_macs() {
