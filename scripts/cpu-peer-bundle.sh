@@ -13,11 +13,12 @@
 # It then checks the bundle from a clean environment (env -i) and refuses a bundle over 40 MB.
 # scripts/cpu-bench-remote.sh runs the comparisons from it.
 # Usage: scripts/cpu-peer-bundle.sh [OUTDIR (default .carry/dpdk)]   (env: SKIP_BENCH_BIN=1 to
-#        leave out dpdk_bench, e.g. when it does not build)
+#        leave out dpdk_bench, e.g. when it does not build; PKTWARP_DPDK_BIN=PATH adds a
+#        `--features dpdk` pktwarp daemon as bin/pktwarp, for scripts/gpu-daemon-dpdk-bench.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-.carry/dpdk}
-limit_mb=40
+limit_mb=48
 pmd_dir=$(pkg-config --variable=pmdsdir libdpdk 2>/dev/null || true)
 [ -d "$pmd_dir" ] || pmd_dir=$(ls -d /usr/lib/x86_64-linux-gnu/dpdk/pmds-* 2>/dev/null | head -1)
 for b in dpdk-test-acl dpdk-testpmd; do
@@ -40,6 +41,11 @@ for l in sys.stdin:
   bins+=("$bench")
 fi
 cp "${bins[0]}" "${bins[1]}" "$out/bin/"
+if [ -n "${PKTWARP_DPDK_BIN:-}" ]; then
+  [ -x "$PKTWARP_DPDK_BIN" ] || { echo "cpu-peer-bundle: $PKTWARP_DPDK_BIN is not an executable" >&2; exit 1; }
+  cp "$PKTWARP_DPDK_BIN" "$out/bin/pktwarp"
+  bins+=("$PKTWARP_DPDK_BIN")
+fi
 # The drivers a vdev run needs live in lib/ under their sonames (testpmd also links some of
 # them directly); pmds/ holds links to them named as EAL's -d loads them (*.so.<ABI version>),
 # so a driver already mapped is the same file, not a second copy (EAL would panic).
