@@ -20,17 +20,20 @@ git worktree add --detach "$WT" "$COMMIT" >/dev/null
 trap 'git -C "$ROOT" worktree remove --force "$WT" 2>/dev/null || true' EXIT
 cd "$WT"
 cargo build --release -p pktwarp -p pktwarp-apps --bins
-tests=$(cargo test --no-run -p pipeline --test gpu_stage_params --message-format=json 2>/dev/null |
+# name<TAB>path of each carried GPU test binary.
+tests=$(cargo test --no-run -p pipeline --test gpu_stage_params --test gpu_teardown --message-format=json 2>/dev/null |
   python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and "gpu_stage_params" in m["target"]["name"]:
-        print(m["executable"])')
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"].startswith("gpu_"):
+        print(m["target"]["name"] + "\t" + m["executable"])')
 mkdir -p "$ROOT/.carry/tests" "$ROOT/.carry/data"
 for b in pktwarp syn-guard; do
   objcopy --strip-debug "$CARGO_TARGET_DIR/release/$b" "$ROOT/.carry/$b"
 done
-objcopy --strip-debug "$tests" "$ROOT/.carry/tests/gpu_stage_params"
+printf '%s\n' "$tests" | while IFS=$'\t' read -r name path; do
+  objcopy --strip-debug "$path" "$ROOT/.carry/tests/$name"
+done
 echo "$rev" >"$ROOT/.carry/COMMIT"
 DATA=${PKTWARP_DATA:-$ROOT/../shared/data}
 if [ ! -d "$ROOT/.carry/data/classbench" ]; then

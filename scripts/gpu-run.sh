@@ -86,6 +86,9 @@ step verify-nometa-gen 90 "$BIN" verify --gen 2000000 --malformed 0.05 --ipv6 0.
 # carried as $TESTS/gpu_stage_params); on_stall: restart on a stalled queue.
 TESTS=${TESTS:-$(dirname "$BIN")/tests}
 [ -x "$TESTS/gpu_stage_params" ] && step stage-params 120 env CI=true "$TESTS/gpu_stage_params" --nocapture
+# A kernel that never returns: shutdown gives up, the executor leaks rather than frees under it,
+# and the process exits (pipeline/tests/gpu_teardown.rs).
+[ -x "$TESTS/gpu_teardown" ] && step teardown 180 env CI=true "$TESTS/gpu_teardown" --nocapture
 step restart 300 scripts/gpu-restart-check.sh "$BIN" "$RES"
 step bench 220 "$BIN" bench --classbench "$CB" --out "$RES"
 step reload-torture-persistent 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 4 --mode persistent --placement device --queues 2 --ctas 2 --json "$RES/torture-persistent.json"

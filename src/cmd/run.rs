@@ -70,7 +70,10 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
         Ok(daemon::run_cpu(&prepared, &shared, ports))
     };
     shared.stop.store(true, Ordering::Relaxed);
-    let summary = summary?;
+    let summary = match summary {
+        Ok(s) => s,
+        Err(e) => return drain_failure(e),
+    };
     // Final values, so /metrics (while lingering) says what the summary says.
     shared.port_counters.publish(&summary.port_counters);
     if prepared.cfg.control.linger && !control.state().shutting_down.load(Ordering::Acquire) {
@@ -105,6 +108,23 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
         return Ok(1);
     }
     Ok(0)
+}
+
+/// The exit status of a run that failed: 3 (`control.drain_timeout_ms`, as a SIGTERM whose
+/// drain outlives it) when the GPU kernels did not return in time, else the error itself (2).
+fn drain_failure(e: anyhow::Error) -> anyhow::Result<i32> {
+    match e.downcast_ref::<pipeline::executor::gpu::KernelStillRunning>() {
+        Some(_) => {
+            tracing::error!(
+                event = "shutdown",
+                exit_code = pipeline::control::EXIT_DRAIN_TIMEOUT,
+                abandoned_executors = pipeline::executor::gpu::abandoned_executors(),
+                "{e:#}"
+            );
+            Ok(pipeline::control::EXIT_DRAIN_TIMEOUT)
+        }
+        None => Err(e),
+    }
 }
 
 fn print_summary(s: &Summary) {
@@ -188,4 +208,22 @@ fn print_summary(s: &Summary) {
         );
     }
     let _ = Duration::ZERO;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_still_running_exit_3_other_errors_stay_errors() {
+        // As MultiGpu::shutdown reports it: the GPU named in a context around the typed error.
+        let e = anyhow::Error::new(pipeline::executor::gpu::KernelStillRunning { waited_ms: 150 })
+            .context("GPU 0");
+        assert_eq!(
+            drain_failure(e).unwrap(),
+            pipeline::control::EXIT_DRAIN_TIMEOUT
+        );
+        let e = drain_failure(anyhow::anyhow!("ring setup failed")).unwrap_err();
+        assert_eq!(e.to_string(), "ring setup failed");
+    }
 }

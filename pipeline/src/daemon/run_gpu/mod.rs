@@ -139,6 +139,10 @@ pub fn run_gpu(
     let desc = gpu_pipeline_desc(&p.pipeline, acl.as_deref(), acl_bytes.as_deref())?;
     let acl_on = desc.acl.is_some();
     let mut gpu = MultiGpu::new(opts, desc, q.count as usize, image)?;
+    // The kernels' stop is bounded as the drain is: a kernel still running then leaves its
+    // tables and rings allocated (never freed under it) and the run ends with a
+    // KernelStillRunning error, which `pktwarp run` exits 3 for.
+    gpu.set_stop_wait(Duration::from_millis(p.cfg.control.drain_timeout_ms));
     // The run's rates count from here: creating the context, loading the kernels, uploading the
     // tables and allocating the rings take a few hundred ms once, which would otherwise dominate
     // the rate of a short run.

@@ -42,6 +42,8 @@ pub use options::{GpuOptions, Mode, Placement, TestStall};
 pub use restart::Restarted;
 use tables::{Retirement, TableVersion};
 pub use tagged::tagged_stores_atomic;
+use teardown::KernelMem;
+pub use teardown::{abandoned_executors, KernelStillRunning};
 pub use tx::Reaped;
 
 /// Volatile read of one field of a queue's control block (the GPU writes it).
@@ -71,6 +73,7 @@ mod restart;
 mod setup;
 mod submit;
 mod tagged;
+mod teardown;
 mod tx;
 
 /// Is a GPU usable for `executor: auto`? The device description, or the reason not (never a
@@ -233,35 +236,43 @@ pub struct GpuExecutor {
     data_offset: u32,
     data_cap: u32,
     threads: u32,
-    queues: Vec<Mutex<Queue>>,
-    qdescs: DeviceBuffer,
+    // Every field the kernels may read (or that holds such memory) is a `KernelMem`: freed by
+    // the drop only once the kernels have returned, else leaked on purpose (see `teardown`).
+    queues: KernelMem<Vec<Mutex<Queue>>>,
+    qdescs: KernelMem<DeviceBuffer>,
     /// The ACL table in force (named by every burst submitted from now on).
-    current: Mutex<Option<Arc<TableVersion>>>,
+    current: KernelMem<Mutex<Option<Arc<TableVersion>>>>,
     /// Replaced ACL tables and stage parameter sets still named by bursts in flight.
-    retired: Mutex<Retirement<Retired>>,
+    retired: KernelMem<Mutex<Retirement<Retired>>>,
     /// `retired.len()`, readable without the lock (poll checks it on every call).
     retired_len: AtomicUsize,
-    kernel_stream: Stream,
+    kernel_stream: KernelMem<Stream>,
     /// Side copies (counter reads) that must not wait for the persistent kernel.
-    aux_stream: Stream,
+    aux_stream: KernelMem<Stream>,
     f_persistent: Function,
     f_burst: Function,
     f_burst_slot: Function,
     f_bulk: Function,
     persistent_running: bool,
+    /// A shutdown timed out with a kernel still running: the drop looks once more and leaks
+    /// the memory if it still runs, without waiting again.
+    abandoned: bool,
+    /// How long a shutdown (and the drop, when no shutdown ran) waits for the kernels to return
+    /// after the exit flag ([`GpuExecutor::set_stop_wait`]).
+    stop_wait: std::time::Duration,
     pub loaded_from: LoadedFrom,
     /// The stages the module runs; composed template: their parameter blocks on the device.
     stage_specs: Vec<pktwarp_kernels::StageSpec>,
     /// The first parameter set (named by the queue descriptors, so kept for the executor's
     /// life); bursts name the set in force in their slot header.
-    stage_params: Option<Arc<stages::StageParams>>,
+    stage_params: KernelMem<Option<Arc<stages::StageParams>>>,
     /// The parameter set in force (the first one until a reload publishes another).
-    params_current: Mutex<Option<Arc<stages::StageParams>>>,
+    params_current: KernelMem<Mutex<Option<Arc<stages::StageParams>>>>,
     /// The stages' own device buffers (kept across parameter reloads).
-    stage_buffers: stages::StageBuffers,
-    // Dropped last: everything above lives in this context.
-    _module: Module,
-    ctx: Context,
+    stage_buffers: KernelMem<stages::StageBuffers>,
+    // Freed last: everything above lives in this context.
+    module: KernelMem<Module>,
+    ctx: KernelMem<Context>,
 }
 
 fn round_up(v: usize, a: usize) -> usize {
@@ -341,7 +352,7 @@ impl GpuExecutor {
         )?);
         let mut cur = self.current.lock().unwrap_or_else(|p| p.into_inner());
         let mut ends = Vec::with_capacity(self.queues.len());
-        for qm in &self.queues {
+        for qm in self.queues.iter() {
             let mut q = lock(qm);
             q.table = Some(Arc::clone(&new));
             // Bursts before this one named the old table.

@@ -365,11 +365,29 @@ impl MultiGpu {
         self.execs.iter().map(GpuExecutor::counters).collect()
     }
 
+    /// How long [`MultiGpu::shutdown`] waits for every GPU's kernels together (see
+    /// [`GpuExecutor::set_stop_wait`]).
+    pub fn set_stop_wait(&mut self, wait: Duration) {
+        for ex in &mut self.execs {
+            ex.set_stop_wait(wait);
+        }
+    }
+
+    /// Stops every executor's kernels (every exit flag first, then one wait for all). The
+    /// first error names its GPU; a [`super::KernelStillRunning`] stays downcastable.
     pub fn shutdown(&mut self) -> anyhow::Result<()> {
+        use super::teardown::KernelOwner;
+        let Some(wait) = self.execs.first().map(|ex| ex.stop_wait) else {
+            return Ok(());
+        };
+        for ex in &mut self.execs {
+            ex.request_stop();
+        }
+        let deadline = std::time::Instant::now() + wait;
         let mut first = None;
         for (ex, d) in self.execs.iter_mut().zip(&self.devices) {
-            if let Err(e) = ex.shutdown() {
-                first.get_or_insert(anyhow::anyhow!("GPU {d}: {e:#}"));
+            if let Err(e) = ex.shutdown_by(deadline) {
+                first.get_or_insert(e.context(format!("GPU {d}")));
             }
         }
         first.map_or(Ok(()), Err)

@@ -12,6 +12,7 @@ use super::abi::{self, Desc, QueueCounters, QueueDesc, SlotHdr, Verdict};
 use super::driver::{Context, DeviceBuffer, Function, Module, PinnedBuffer, Stream};
 use super::tables::{Retirement, TableVersion};
 use super::tagged::tagged_granules;
+use super::teardown::{self, KernelMem, KernelOwner, KernelStillRunning, Teardown};
 use super::{
     kernels, lock, round_up, stages, GpuExecutor, GpuOptions, HostCounters, KernelImage,
     LoadedFrom, Mode, PipelineDesc, Placement, Queue,
@@ -21,6 +22,9 @@ use crate::meta::PacketMeta;
 /// Threads a block of a composed pipeline's persistent kernel (`PW_PERSISTENT_MAX_THREADS` in
 /// kernels.cu).
 const COMPOSED_MAX_THREADS: u32 = 256;
+
+/// How long a shutdown waits for the kernels to return unless told ([`GpuExecutor::set_stop_wait`]).
+const DEFAULT_STOP_WAIT: Duration = Duration::from_secs(10);
 
 /// Carveout preference (percent of the most shared memory) asking for the most L1.
 const CARVEOUT_MAX_L1: i32 = 0;
@@ -524,25 +528,27 @@ impl GpuExecutor {
             slot_bytes: layout.slot_bytes as u32,
             data_offset: layout.data_offset as u32,
             data_cap: layout.data_cap as u32,
-            queues: queues.into_iter().map(Mutex::new).collect(),
-            qdescs,
-            current: Mutex::new(table),
-            retired: Mutex::new(Retirement::default()),
+            queues: KernelMem::new(queues.into_iter().map(Mutex::new).collect()),
+            qdescs: KernelMem::new(qdescs),
+            current: KernelMem::new(Mutex::new(table)),
+            retired: KernelMem::new(Mutex::new(Retirement::default())),
             retired_len: AtomicUsize::new(0),
-            kernel_stream,
-            aux_stream: Stream::new(&ctx)?,
+            kernel_stream: KernelMem::new(kernel_stream),
+            aux_stream: KernelMem::new(Stream::new(&ctx)?),
             f_persistent: k.f_persistent,
             f_burst: k.f_burst,
             f_burst_slot: k.f_burst_slot,
             f_bulk: k.f_bulk,
             persistent_running: false,
+            abandoned: false,
+            stop_wait: DEFAULT_STOP_WAIT,
             loaded_from: k.loaded_from,
             stage_specs: image.stages.clone(),
-            params_current: Mutex::new(stage_params.clone()),
-            stage_params,
-            stage_buffers,
-            _module: k.module,
-            ctx,
+            params_current: KernelMem::new(Mutex::new(stage_params.clone())),
+            stage_params: KernelMem::new(stage_params),
+            stage_buffers: KernelMem::new(stage_buffers),
+            module: KernelMem::new(k.module),
+            ctx: KernelMem::new(ctx),
         };
         if ex.opts.mode == Mode::Graph {
             ex.build_graphs()?;
@@ -582,7 +588,7 @@ impl GpuExecutor {
         // Wait until every CTA reports running, so the first burst's latency does not include
         // the kernel's start (bounded: a launch that never starts is an error).
         let t = Instant::now();
-        for q in &self.queues {
+        for q in self.queues.iter() {
             let q = lock(q);
             loop {
                 let st = ctrl_get!(q.ctrl, status);
@@ -649,49 +655,98 @@ impl GpuExecutor {
         Ok(())
     }
 
-    /// Stops the persistent kernel (exit flag, then a bounded wait) and waits for all queued
-    /// work. Idempotent.
+    /// How long [`GpuExecutor::shutdown`] (and the drop, when no shutdown ran) waits for the
+    /// kernels to return after the exit flag; 10 s unless set (the daemon sets
+    /// `control.drain_timeout_ms`).
+    pub fn set_stop_wait(&mut self, wait: Duration) {
+        self.stop_wait = wait;
+    }
+
+    /// Stops the persistent kernel (exit flag, then a wait of [`GpuExecutor::set_stop_wait`])
+    /// and waits for all queued work. Idempotent. When a kernel has not returned by then the
+    /// error is a [`KernelStillRunning`]: the executor's memory is then never freed under it
+    /// (the drop leaks it, see `teardown`).
     pub fn shutdown(&mut self) -> anyhow::Result<()> {
+        self.shutdown_by(Instant::now() + self.stop_wait)
+    }
+
+    /// [`GpuExecutor::shutdown`] with the wait ending at `deadline` (one deadline for every
+    /// executor of a [`super::multi::MultiGpu`]).
+    pub fn shutdown_by(&mut self, deadline: Instant) -> anyhow::Result<()> {
         self.ctx.bind()?;
+        let t = Instant::now();
+        if teardown::wait_stopped(self, deadline)? {
+            self.persistent_running = false;
+            self.abandoned = false;
+            return Ok(());
+        }
+        self.abandoned = true;
+        Err(KernelStillRunning {
+            waited_ms: t.elapsed().as_millis() as u64,
+        }
+        .into())
+    }
+}
+
+impl KernelOwner for GpuExecutor {
+    fn request_stop(&mut self) {
         if self.persistent_running {
-            for q in &self.queues {
+            for q in self.queues.iter() {
                 let q = lock(q);
                 ctrl_set!(q.ctrl, exit_flag, 1);
             }
-            let t = Instant::now();
-            // The first grid, and the kernels of queues relaunched after a stall.
-            let relaunched_busy = |ex: &GpuExecutor| -> anyhow::Result<bool> {
-                for q in &ex.queues {
-                    for s in &lock(q).relaunched {
-                        if !s.is_idle()? {
-                            return Ok(true);
-                        }
-                    }
-                }
-                Ok(false)
-            };
-            while !self.kernel_stream.is_idle()? || relaunched_busy(self)? {
-                if t.elapsed() > Duration::from_secs(10) {
-                    anyhow::bail!(
-                        "persistent kernel did not exit within 10 s of the exit flag; it stops by \
-                         itself after idle_timeout_ms"
-                    );
-                }
-                std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    /// The first grid, the kernels of queues relaunched after a stall, and every queue's and
+    /// side stream's queued work (launch / graph mode kernels, copies).
+    fn kernels_idle(&self) -> anyhow::Result<bool> {
+        self.ctx.bind()?;
+        if !self.kernel_stream.is_idle()? || !self.aux_stream.is_idle()? {
+            return Ok(false);
+        }
+        for q in self.queues.iter() {
+            let q = lock(q);
+            if !q.stream.is_idle()? {
+                return Ok(false);
             }
-            self.persistent_running = false;
+            for s in &q.relaunched {
+                if !s.is_idle()? {
+                    return Ok(false);
+                }
+            }
         }
-        for q in &self.queues {
-            lock(q).stream.synchronize()?;
-        }
-        Ok(())
+        Ok(true)
     }
 }
 
 impl Drop for GpuExecutor {
     fn drop(&mut self) {
-        if let Err(e) = self.shutdown() {
-            tracing::warn!("GPU executor shutdown: {e:#}");
+        // A shutdown that timed out already waited: one more look, no second wait.
+        let deadline = if self.abandoned {
+            Instant::now()
+        } else {
+            Instant::now() + self.stop_wait
+        };
+        let what = format!("GPU executor on device {}", self.opts.device);
+        if teardown::release(self, deadline, &what) == Teardown::Leak {
+            return;
+        }
+        // SAFETY: every kernel that reads these has returned (`release` waited for the
+        // persistent grid, the relaunched kernels and every stream's work); each is freed once,
+        // here, and never used after; in declaration order, the context that holds them last.
+        unsafe {
+            self.queues.free();
+            self.qdescs.free();
+            self.current.free();
+            self.retired.free();
+            self.kernel_stream.free();
+            self.aux_stream.free();
+            self.stage_params.free();
+            self.params_current.free();
+            self.stage_buffers.free();
+            self.module.free();
+            self.ctx.free();
         }
     }
 }

@@ -190,7 +190,7 @@ impl GpuExecutor {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let mut ends = Vec::with_capacity(self.queues.len());
-        for qm in &self.queues {
+        for qm in self.queues.iter() {
             let mut q = lock(qm);
             q.params = new.table_addr();
             ends.push(q.next_seq);
