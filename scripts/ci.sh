@@ -12,6 +12,10 @@ bash scripts/install-deps.sh
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
+step "sizes: no function over 150 lines, no source file over 1000"
+python3 scripts/check-sizes.py --self-test
+python3 scripts/check-sizes.py
+
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 

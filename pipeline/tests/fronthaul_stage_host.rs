@@ -190,8 +190,37 @@ fn compare_timed(
     };
     let mut host = HostStage::new(pipes, cfg, with_parse);
     let (rust, seen) = rust_stage(cfg);
+    let (reached, latest) = run_frames_both(&mut host, &rust, cfg, frames, with_parse);
+    rust.flush();
+    let k = usize::from(with_parse);
+    let (gc, rejected) = gpu::read_counters(
+        &host.layout,
+        &host.counters[k],
+        &bytes(&host.bufs[gpu::BUF_EAXC_COUNTERS]),
+        &bytes(&host.bufs[gpu::BUF_STATS]),
+        &gpu::seq_counts(&host.layout, &bytes(&host.bufs[gpu::BUF_SEQ])),
+    );
+    let rc = rust.counters();
+    assert_eq!(gc.frames, reached);
+    assert_eq!(rc.frames, reached);
+    assert_counters_equal(&gc, &rc, &rejected);
+    let gpu_slots = host.slots();
+    assert_slots_equal(&gpu_slots, &seen.lock().unwrap());
+    assert_ring_states(&host, cfg, &gpu_slots, &latest);
+    (gpu_slots, rc)
+}
+
+/// Each frame through the host-compiled stage and the Rust one, verdicts compared frame by
+/// frame. Returns the frames that reached the stage and, per slot tag, the latest receive time
+/// of the U-plane frames that store PRBs.
+fn run_frames_both(
+    host: &mut HostStage<'_>,
+    rust: &FronthaulStage,
+    cfg: &FronthaulConfig,
+    frames: &[(Vec<u8>, u64)],
+    with_parse: bool,
+) -> (u64, BTreeMap<u32, u64>) {
     let mut reached = 0u64;
-    // Latest receive time per slot tag of the U-plane frames that store PRBs.
     let mut latest: BTreeMap<u32, u64> = BTreeMap::new();
     let p = cfg.decode_params();
     for (i, (f, ts)) in frames.iter().enumerate() {
@@ -223,18 +252,16 @@ fn compare_timed(
         let want = (v.action as u8, v.reason.map_or(0xFF, |r| r as u8));
         assert_eq!(got, want, "frame {i}: verdict");
     }
-    rust.flush();
-    let k = usize::from(with_parse);
-    let (gc, rejected) = gpu::read_counters(
-        &host.layout,
-        &host.counters[k],
-        &bytes(&host.bufs[gpu::BUF_EAXC_COUNTERS]),
-        &bytes(&host.bufs[gpu::BUF_STATS]),
-        &gpu::seq_counts(&host.layout, &bytes(&host.bufs[gpu::BUF_SEQ])),
-    );
-    let rc = rust.counters();
-    assert_eq!(gc.frames, reached);
-    assert_eq!(rc.frames, reached);
+    (reached, latest)
+}
+
+/// The stage's counters, total and per eAxC, equal between the GPU's (`gc`, with `rejected`
+/// per eAxC) and Rust's (`rc`).
+fn assert_counters_equal(
+    gc: &pipeline::fronthaul::FronthaulCounters,
+    rc: &pipeline::fronthaul::FronthaulCounters,
+    rejected: &[u64],
+) {
     assert_eq!(
         (gc.uplane, gc.cplane, gc.not_ecpri, gc.prbs),
         (rc.uplane, rc.cplane, rc.not_ecpri, rc.prbs)
@@ -245,7 +272,7 @@ fn compare_timed(
         (rc.duplicate_prbs, rc.saturated_samples, rc.eaxc_unexpected)
     );
     assert_eq!(gc.per_eaxc.len(), rc.per_eaxc.len());
-    for ((g, r), rej) in gc.per_eaxc.iter().zip(&rc.per_eaxc).zip(&rejected) {
+    for ((g, r), rej) in gc.per_eaxc.iter().zip(&rc.per_eaxc).zip(rejected) {
         assert_eq!(g.eaxc, r.eaxc);
         assert_eq!(
             (g.packets, g.prbs, g.untimed, g.duplicate_prbs),
@@ -283,9 +310,10 @@ fn compare_timed(
             r.eaxc
         );
     }
-    // The same slots, every PRB's samples and arrival.
-    let gpu_slots = host.slots();
-    let seen = seen.lock().unwrap();
+}
+
+/// The same slots on both sides, every PRB's samples and arrival.
+fn assert_slots_equal(gpu_slots: &[SlotGrid], seen: &[SlotGrid]) {
     let key = |g: &SlotGrid| (g.key.frame_id, g.key.subframe_id, g.key.slot_id);
     let rmap: BTreeMap<_, &SlotGrid> = seen.iter().map(|g| (key(g), g)).collect();
     assert_eq!(rmap.len(), seen.len(), "a Rust slot closed twice");
@@ -314,9 +342,17 @@ fn compare_timed(
         assert_eq!(g.complete, r.complete, "slot {k:?}");
         assert!(g.data() == r.data(), "slot {k:?}: samples differ");
     }
-    // Each ring entry counts its slot's filled PRBs, and keeps its latest receive time.
+}
+
+/// Each ring entry counts its slot's filled PRBs, and keeps its latest receive time.
+fn assert_ring_states(
+    host: &HostStage<'_>,
+    cfg: &FronthaulConfig,
+    gpu_slots: &[SlotGrid],
+    latest: &BTreeMap<u32, u64>,
+) {
     let states = host.states();
-    for g in &gpu_slots {
+    for g in gpu_slots {
         let n = ((u32::from(g.key.frame_id) * 10 + u32::from(g.key.subframe_id)) << cfg.numerology)
             + u32::from(g.key.slot_id);
         let (tag, prbs, last) = states[n as usize % host.layout.ring];
@@ -334,7 +370,6 @@ fn compare_timed(
             g.key
         );
     }
-    (gpu_slots, rc)
 }
 
 fn capture(name: &str) -> Vec<Vec<u8>> {
