@@ -31,8 +31,9 @@
  * arrive in order (each less than 128 ahead of the last, repeats adjacent), in whatever order the
  * threads take them (while no two frames of one eAxC in flight are 128 or more ids apart); out of
  * order is not judged (0).
- * Not done here, unlike the Rust stage: a slot's packets that arrive after the host closed it
- * are stored but not delivered again (the Rust stage opens a new slot for them). */
+ * A packet whose slot the host has closed (or whose ring entry holds a later slot) is refused as
+ * in the Rust stage (pw_fh_slot_refused): counted per eAxC (slot_closed, with its PRBs), nothing
+ * of it stored; it still counts as a packet, for its sequence id and its Ta4 window. */
 #ifndef PKTWARP_FRONTHAUL_STAGE_CUH
 #define PKTWARP_FRONTHAUL_STAGE_CUH
 
@@ -66,8 +67,10 @@ typedef struct pw_fh_eaxc_counters {
     uint64_t early;          /* 40 Ta4 windows of the packets with a receive time */
     uint64_t on_time;        /* 48 */
     uint64_t late;           /* 56 */
+    uint64_t slot_closed;    /* 64 packets refused: their slot closed (pw_fh_slot_refused) */
+    uint64_t slot_closed_prbs; /* 72 their PRBs (not stored, not in prbs) */
 } pw_fh_eaxc_counters;
-PW_STATIC_ASSERT(sizeof(pw_fh_eaxc_counters) == 64, "pw_fh_eaxc_counters size");
+PW_STATIC_ASSERT(sizeof(pw_fh_eaxc_counters) == 80, "pw_fh_eaxc_counters size");
 
 /* Sequence-id state of one eAxC (shared by every queue). Ids are unwrapped: 256 + id + 256 k,
  * each frame's relative to the highest seen so far (within -128 .. 127 of it). */
@@ -99,8 +102,9 @@ typedef struct pw_fh_stage_params {
     int64_t ta4_max_ns;     /* 200 */
     uint64_t time_offset_ns; /* 208 start of frame 0 since the Unix epoch, modulo the 2.56 s cycle */
     uint64_t seq;           /* 216 pw_fh_seq_state [n_eaxcs] */
+    uint64_t closed;        /* 224 uint32 [ring]: the newest tag the host closed there (0: none) */
 } pw_fh_stage_params;
-PW_STATIC_ASSERT(sizeof(pw_fh_stage_params) == 224, "pw_fh_stage_params size");
+PW_STATIC_ASSERT(sizeof(pw_fh_stage_params) == 232, "pw_fh_stage_params size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_fh_stage_params, grid) == 24, "pw_fh_stage_params.grid");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_fh_stage_params, stats) == 56, "pw_fh_stage_params.stats");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_fh_stage_params, eaxc_ids) == 64, "pw_fh_stage_params.eaxc_ids");
@@ -320,14 +324,36 @@ PW_DEVICE_CALL uint32_t pw_fh_classify(const pw_fh_stage_params *p, const pw_fh_
 /* (pw_fh_classify and pw_fh_write_prbs are calls, not inlined: inlined into the persistent
  * kernel their registers added to the transport's spilled.) */
 
-/* Writes every PRB of an accepted U-plane frame of grid eAxC `e`; returns the duplicates and
- * adds the saturated samples to *sat. */
-PW_DEVICE_CALL uint32_t pw_fh_write_prbs(const uint8_t *f, const pw_fh_stage_params *p, const pw_fh_info *info,
-                                    uint32_t e, uint64_t ts, uint32_t *sat) {
+/* Whether tag `a` is tag `b` or later in the frame cycle (less than half a cycle after it);
+ * 0 (none) never is (grid.rs `at_or_after`). */
+PW_DEVICE bool pw_fh_at_or_after(uint32_t a, uint32_t b, uint32_t cycle) {
+    return a != 0u && b != 0u && ((a % cycle) + cycle - (b % cycle)) % cycle < cycle / 2u;
+}
+
+/* Whether a packet of slot `tag` (ring entry `ring`) is refused (grid.rs `SlotRing::refuses`):
+ * the host closed that slot or a later one of the entry (pw_fh_stage_params.closed, written by
+ * the host's completion poll before it reads the entry back), or the entry holds a later slot.
+ * The slot handed to the sink then never changes, and a PRB of an earlier slot never lands in
+ * a later slot's cells. */
+PW_DEVICE bool pw_fh_slot_refused(const pw_fh_stage_params *p, uint32_t ring, uint32_t tag) {
     const uint32_t mu = p->decode.numerology > 6 ? 6u : p->decode.numerology;
-    const uint32_t n = ((((uint32_t)info->frame_id * 10u) + info->subframe_id) << mu) + info->slot_id;
-    const uint32_t ring = p->ring_slots ? n % p->ring_slots : 0u;
-    const uint32_t tag = n + 1u;
+    const uint32_t cycle = 2560u << mu;
+    const uint32_t closed = p->closed ? *(volatile const uint32_t *)&((const uint32_t *)p->closed)[ring] : 0u;
+    const pw_fh_slot_state *st = &((const pw_fh_slot_state *)p->slot_state)[ring];
+    const uint32_t held = (uint32_t)(*(volatile const uint64_t *)&st->tag_prbs >> 32);
+    return pw_fh_at_or_after(closed, tag, cycle) || (held != tag && pw_fh_at_or_after(held, tag, cycle));
+}
+
+/* The slot number of an accepted U-plane frame in the frame cycle. */
+PW_DEVICE uint32_t pw_fh_slot_number(const pw_fh_stage_params *p, const pw_fh_info *info) {
+    const uint32_t mu = p->decode.numerology > 6 ? 6u : p->decode.numerology;
+    return ((((uint32_t)info->frame_id * 10u) + info->subframe_id) << mu) + info->slot_id;
+}
+
+/* Writes every PRB of an accepted U-plane frame of grid eAxC `e` into ring entry `ring` with
+ * slot tag `tag`; returns the duplicates and adds the saturated samples to *sat. */
+PW_DEVICE_CALL uint32_t pw_fh_write_prbs(const uint8_t *f, const pw_fh_stage_params *p, const pw_fh_info *info,
+                                    uint32_t e, uint64_t ts, uint32_t ring, uint32_t tag, uint32_t *sat) {
     const uint64_t prbs = p->decode.carrier_prbs;
     const uint64_t base = ((uint64_t)ring * p->n_eaxcs + e) * PW_FH_SYMBOLS;
     pw_fh_cursor c;
@@ -385,7 +411,6 @@ PW_DEVICE void pw_stage_fronthaul(const pw_frame *f, pw_packet_meta *meta, pw_ve
         return;
     }
     PW_ADD64(&ec[e].packets, 1);
-    PW_ADD64(&ec[e].prbs, info.prbs);
     pw_fh_seq(p, e, (uint32_t)info.seq_raw >> 8);
     if (f->timestamp_ns == 0) {
         PW_ADD64(&ec[e].untimed, 1);
@@ -393,8 +418,16 @@ PW_DEVICE void pw_stage_fronthaul(const pw_frame *f, pw_packet_meta *meta, pw_ve
         const uint32_t w = pw_fh_classify(p, &info, f->timestamp_ns);
         PW_ADD64(w == PW_FH_EARLY ? &ec[e].early : (w == PW_FH_LATE ? &ec[e].late : &ec[e].on_time), 1);
     }
+    const uint32_t n = pw_fh_slot_number(p, &info);
+    const uint32_t ring = p->ring_slots ? n % p->ring_slots : 0u;
+    if (pw_fh_slot_refused(p, ring, n + 1u)) {
+        PW_ADD64(&ec[e].slot_closed, 1);
+        PW_ADD64(&ec[e].slot_closed_prbs, info.prbs);
+        return;
+    }
+    PW_ADD64(&ec[e].prbs, info.prbs);
     uint32_t sat = 0;
-    const uint32_t dups = pw_fh_write_prbs(f->data, p, &info, e, f->timestamp_ns, &sat);
+    const uint32_t dups = pw_fh_write_prbs(f->data, p, &info, e, f->timestamp_ns, ring, n + 1u, &sat);
     PW_ADD64(&c->v[PW_FH_CTR_PRBS], info.prbs);
     if (dups) {
         PW_ADD64(&c->v[PW_FH_CTR_DUPLICATE_PRBS], dups);

@@ -80,7 +80,7 @@ impl<'a> HostStage<'a> {
             .iter()
             .map(|(_, n)| vec![0u64; n.div_ceil(8)])
             .collect();
-        let addrs: [u64; 6] = std::array::from_fn(|i| bufs[i].as_mut_ptr() as u64);
+        let addrs: [u64; 7] = std::array::from_fn(|i| bufs[i].as_mut_ptr() as u64);
         let b = gpu::param_block(cfg, &layout, addrs);
         let block = b
             .chunks(8)
@@ -143,6 +143,38 @@ impl<'a> HostStage<'a> {
         )
     }
 
+    /// Slot `g`'s cells as its ring entry holds them now (what the host reads back when it
+    /// closes the slot).
+    fn slot_now(&self, g: &SlotGrid) -> SlotGrid {
+        let tag = g.key.tag(self.layout.numerology);
+        let r = (tag as usize - 1) % self.layout.ring;
+        let (gb, mb) = gpu::entry_bytes(&self.layout);
+        let (grid, marks) = (
+            bytes(&self.bufs[gpu::BUF_GRID]),
+            bytes(&self.bufs[gpu::BUF_MARKS]),
+        );
+        gpu::slot_of_entry(
+            &self.layout,
+            tag,
+            &grid[r * gb..(r + 1) * gb],
+            &marks[r * mb..(r + 1) * mb],
+        )
+    }
+
+    /// What the host's completion poll does when it closes a slot (pipeline::fronthaul::live):
+    /// the newest closed tag of its ring entry into `fronthaul.closed`, for the kernel.
+    fn mark_closed(&mut self, g: &SlotGrid) {
+        let tag = g.key.tag(self.layout.numerology);
+        let cycle = pipeline::fronthaul::grid::cycle_slots(self.layout.numerology);
+        let r = (tag as usize - 1) % self.layout.ring;
+        let w = &mut self.bufs[gpu::BUF_CLOSED][r / 2];
+        let shift = 32 * (r % 2);
+        let old = (*w >> shift) as u32;
+        if old == 0 || pipeline::fronthaul::grid::at_or_after(tag, old, cycle) {
+            *w = (*w & !(0xFFFF_FFFFu64 << shift)) | (u64::from(tag) << shift);
+        }
+    }
+
     /// (tag, PRBs, latest receive time) of every ring entry.
     fn states(&self) -> Vec<(u32, u32, u64)> {
         let b = bytes(&self.bufs[gpu::BUF_SLOT_STATE]);
@@ -190,7 +222,8 @@ fn compare_timed(
     };
     let mut host = HostStage::new(pipes, cfg, with_parse);
     let (rust, seen) = rust_stage(cfg);
-    let (reached, latest) = run_frames_both(&mut host, &rust, cfg, frames, with_parse);
+    let (reached, latest, at_close) =
+        run_frames_both(&mut host, &rust, &seen, cfg, frames, with_parse);
     rust.flush();
     let k = usize::from(with_parse);
     let (gc, rejected) = gpu::read_counters(
@@ -205,23 +238,29 @@ fn compare_timed(
     assert_eq!(rc.frames, reached);
     assert_counters_equal(&gc, &rc, &rejected);
     let gpu_slots = host.slots();
-    assert_slots_equal(&gpu_slots, &seen.lock().unwrap());
+    assert_slots_equal(&gpu_slots, &at_close, &seen.lock().unwrap());
     assert_ring_states(&host, cfg, &gpu_slots, &latest);
     (gpu_slots, rc)
 }
 
 /// Each frame through the host-compiled stage and the Rust one, verdicts compared frame by
-/// frame. Returns the frames that reached the stage and, per slot tag, the latest receive time
-/// of the U-plane frames that store PRBs.
+/// frame; each slot the Rust stage closes (into `seen`) is closed on the host-compiled side as
+/// the host's completion poll does (its closed word, then its cells read). Returns the frames
+/// that reached the stage, per slot tag the latest receive time of the U-plane frames that
+/// store PRBs, and the GPU's copy of each slot closed during the run, read when it closed.
 fn run_frames_both(
     host: &mut HostStage<'_>,
     rust: &FronthaulStage,
+    seen: &Mutex<Vec<SlotGrid>>,
     cfg: &FronthaulConfig,
     frames: &[(Vec<u8>, u64)],
     with_parse: bool,
-) -> (u64, BTreeMap<u32, u64>) {
+) -> (u64, BTreeMap<u32, u64>, Vec<SlotGrid>) {
     let mut reached = 0u64;
     let mut latest: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut at_close: Vec<SlotGrid> = Vec::new();
+    let refused = |r: &FronthaulStage| r.counters().slot_closed();
+    let mut refused_so_far = 0;
     let p = cfg.decode_params();
     for (i, (f, ts)) in frames.iter().enumerate() {
         let got = host.run(f, *ts);
@@ -240,7 +279,10 @@ fn run_frames_both(
                 rust.process_at(f, *ts, &meta, &mut v);
             }
             if let Ok(Message::Uplane(u)) = check(f, &p) {
-                if cfg.eaxcs.contains(&u.eaxc) {
+                let now_refused = refused(rust);
+                let stored = now_refused == refused_so_far;
+                refused_so_far = now_refused;
+                if cfg.eaxcs.contains(&u.eaxc) && stored {
                     let n = ((u32::from(u.radio.frame_id) * 10 + u32::from(u.radio.subframe_id))
                         << cfg.numerology)
                         + u32::from(u.radio.slot_id);
@@ -251,8 +293,15 @@ fn run_frames_both(
         }
         let want = (v.action as u8, v.reason.map_or(0xFF, |r| r as u8));
         assert_eq!(got, want, "frame {i}: verdict");
+        // The slots this frame closed (a completed one, an evicted one), closed on the GPU side
+        // before the next frame.
+        let now: Vec<SlotGrid> = seen.lock().unwrap()[at_close.len()..].to_vec();
+        for g in &now {
+            host.mark_closed(g);
+            at_close.push(host.slot_now(g));
+        }
     }
-    (reached, latest)
+    (reached, latest, at_close)
 }
 
 /// The stage's counters, total and per eAxC, equal between the GPU's (`gc`, with `rejected`
@@ -286,6 +335,12 @@ fn assert_counters_equal(
             "eAxC {}: Ta4 windows",
             r.eaxc
         );
+        assert_eq!(
+            (g.slot_closed, g.slot_closed_prbs),
+            (r.slot_closed, r.slot_closed_prbs),
+            "eAxC {}: packets after their slot closed",
+            r.eaxc
+        );
         // Sequence ids: equal where the eAxC's ids came in order (the Rust stage counted no
         // out of order); the GPU judges no out of order.
         if r.seq_out_of_order == 0 {
@@ -312,12 +367,27 @@ fn assert_counters_equal(
     }
 }
 
-/// The same slots on both sides, every PRB's samples and arrival.
-fn assert_slots_equal(gpu_slots: &[SlotGrid], seen: &[SlotGrid]) {
+/// The same slots on both sides, every PRB's samples and arrival: on the GPU side those
+/// closed during the run (`at_close`) as the ring held them then, the others as it holds them
+/// at the end (`gpu_slots`); a slot closed during the run that the ring still holds has not
+/// changed since (its later packets were refused).
+fn assert_slots_equal(gpu_slots: &[SlotGrid], at_close: &[SlotGrid], seen: &[SlotGrid]) {
     let key = |g: &SlotGrid| (g.key.frame_id, g.key.subframe_id, g.key.slot_id);
     let rmap: BTreeMap<_, &SlotGrid> = seen.iter().map(|g| (key(g), g)).collect();
     assert_eq!(rmap.len(), seen.len(), "a Rust slot closed twice");
-    let gmap: BTreeMap<_, &SlotGrid> = gpu_slots.iter().map(|g| (key(g), g)).collect();
+    let mut gmap: BTreeMap<_, &SlotGrid> = at_close.iter().map(|g| (key(g), g)).collect();
+    for g in gpu_slots {
+        match gmap.get(&key(g)) {
+            Some(d) => assert!(
+                d.data() == g.data() && d.filled_count() == g.filled_count(),
+                "slot {:?} changed after it was delivered",
+                g.key
+            ),
+            None => {
+                gmap.insert(key(g), g);
+            }
+        }
+    }
     assert_eq!(
         gmap.keys().collect::<Vec<_>>(),
         rmap.keys().collect::<Vec<_>>(),
@@ -618,6 +688,79 @@ fn sequence_ids_with_gaps_duplicates_and_the_8_bit_wrap() {
         .map(|e| (e.seq_gaps, e.seq_duplicates))
         .collect();
     assert_eq!(got, want, "reordered within runs of 8");
+}
+
+#[test]
+fn packets_after_their_slot_closed_are_refused_alike() {
+    let pipes = pipes();
+    let o = OranGenOptions {
+        carrier_prbs: 12,
+        eaxcs: vec![0x0003, 0x0104],
+        prbs_per_packet: 6,
+        slots: 4,
+        seed: 5,
+        ..OranGenOptions::default()
+    };
+    let all: Vec<(Vec<u8>, u64)> = build_uplane_frames(&o)
+        .map(|f| (f.data, RADIO_EPOCH + f.timestamp_ns))
+        .collect();
+    let per_slot = all.len() / 4;
+    let slot = |n: usize| all[n * per_slot..(n + 1) * per_slot].to_vec();
+    let changed = |fs: Vec<(Vec<u8>, u64)>, ts: u64| -> Vec<(Vec<u8>, u64)> {
+        fs.into_iter()
+            .map(|(mut f, t)| {
+                let n = f.len();
+                f[n - 1] ^= 0x33;
+                (f, if ts == 0 { 0 } else { t + ts })
+            })
+            .collect()
+    };
+    // Two open slots at most (a ring of 4 entries). Slot 1 completes and closes; the first
+    // halves of slots 0 and 2 arrive, then slot 3 (slot 0 evicted partial), the rest of slot
+    // 2, then slot 1 again (closed: refused) with receive times, slot 0's second half (closed
+    // by eviction: refused) without.
+    let mut frames = slot(1);
+    frames.extend(slot(0)[..per_slot / 2].to_vec());
+    frames.extend(slot(2)[..per_slot / 2].to_vec());
+    frames.extend(slot(3));
+    frames.extend(slot(2)[per_slot / 2..].to_vec());
+    frames.extend(changed(slot(1), 5_000));
+    frames.extend(changed(slot(0)[per_slot / 2..].to_vec(), 0));
+    let cfg = FronthaulConfig {
+        max_open_slots: 2,
+        ..gen_cfg(&o, GridFormat::Int16, 1.0)
+    };
+    let (slots, c) = compare_timed(&pipes, &cfg, &frames, false);
+    let refused: u64 = c.per_eaxc.iter().map(|e| e.slot_closed).sum();
+    assert_eq!(refused as usize, per_slot + per_slot / 2);
+    assert_eq!(
+        c.slots_complete + c.slots_partial,
+        4,
+        "each slot delivered once"
+    );
+    assert_eq!(c.slots_partial, 1, "slot 0, evicted");
+    // compare_timed checked that the ring still holds what was delivered (slot 1's samples
+    // are its first copy's).
+    assert!(slots.iter().all(|g| g.complete || g.key.slot_id == 0));
+    let prbs: u64 = c.per_eaxc.iter().map(|e| e.prbs).sum();
+    let refused_prbs: u64 = c.per_eaxc.iter().map(|e| e.slot_closed_prbs).sum();
+    assert_eq!(
+        prbs + refused_prbs,
+        frames.len() as u64 * 6,
+        "every PRB stored or refused"
+    );
+    // A slot never opened whose ring entry already holds a later slot is refused too: half of
+    // slot 4 takes slot 0's entry (open, not closed), then slot 0 comes.
+    let o5 = OranGenOptions { slots: 5, ..o };
+    let all: Vec<Vec<u8>> = build_uplane_frames(&o5).map(|f| f.data).collect();
+    let mut frames: Vec<(Vec<u8>, u64)> = all[4 * per_slot..4 * per_slot + per_slot / 2]
+        .iter()
+        .map(|f| (f.clone(), 0))
+        .collect();
+    frames.extend(all[..per_slot].iter().map(|f| (f.clone(), 0)));
+    let (_, c) = compare_timed(&pipes, &cfg, &frames, true);
+    let refused: u64 = c.per_eaxc.iter().map(|e| e.slot_closed).sum();
+    assert_eq!(refused as usize, per_slot);
 }
 
 /// One of the generator's frames, mutated.

@@ -69,6 +69,8 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_fronthaul_duplicate_prbs_total", "PRBs that arrived twice for one slot, per eAxC.", MetricType::COUNTER, &["position", "eaxc"]),
     ("pktwarp_fronthaul_slots_total", "Slots closed per eAxC, by result (complete: every PRB of the eAxC arrived, partial).", MetricType::COUNTER, &["position", "eaxc", "result"]),
     ("pktwarp_fronthaul_eaxc_errors_total", "Rejected frames whose eAxC is in the grid, per eAxC and decode reason.", MetricType::COUNTER, &["position", "eaxc", "reason"]),
+    ("pktwarp_fronthaul_dropped_packets_total", "U-plane packets accepted but not stored, per eAxC, by reason (slot_closed: their slot had been handed to the sink, or its ring entry held a later slot).", MetricType::COUNTER, &["position", "eaxc", "reason"]),
+    ("pktwarp_fronthaul_dropped_prbs_total", "PRBs of the packets in pktwarp_fronthaul_dropped_packets_total, per eAxC, by reason.", MetricType::COUNTER, &["position", "eaxc", "reason"]),
 ];
 
 /// The port families fed by a port's `ethdev_<field>` counters: (family, field).

@@ -26,7 +26,7 @@ pub const CTR_PRBS: usize = 5;
 pub const CTR_DUPLICATE_PRBS: usize = 6;
 pub const CTR_EAXC_UNEXPECTED: usize = 7;
 /// Bytes of one `pw_fh_eaxc_counters`.
-pub const EAXC_COUNTER_BYTES: usize = 64;
+pub const EAXC_COUNTER_BYTES: usize = 80;
 /// Bytes of one `pw_fh_seq_state` (an eAxC's sequence-id state).
 pub const SEQ_STATE_BYTES: usize = 1048;
 /// Bytes of one `pw_fh_slot_state` (a ring entry's tag and PRB count, its latest receive time).
@@ -63,6 +63,7 @@ pub struct StageParams {
     pub ta4_max_ns: i64,
     pub time_offset_ns: u64,
     pub seq: u64,
+    pub closed: u64,
 }
 
 /// The buffers of the stage, in the order of [`Layout::buffers`] (`KernelImage::buffers[k]`).
@@ -72,6 +73,9 @@ pub const BUF_SLOT_STATE: usize = 2;
 pub const BUF_EAXC_COUNTERS: usize = 3;
 pub const BUF_STATS: usize = 4;
 pub const BUF_SEQ: usize = 5;
+/// The newest slot tag the host closed per ring entry (`u32 [ring]`, written by the host's
+/// completion poll, read by the kernel to refuse a closed slot's packets).
+pub const BUF_CLOSED: usize = 6;
 
 /// The shape of the GPU stage's state for one config.
 #[derive(Clone, Debug, PartialEq)]
@@ -110,7 +114,7 @@ impl Layout {
     }
 
     /// (name, bytes) of each buffer, in `BUF_*` order.
-    pub fn buffers(&self) -> [(&'static str, usize); 6] {
+    pub fn buffers(&self) -> [(&'static str, usize); 7] {
         let cells = self.ring * self.cells();
         [
             ("fronthaul.grid", cells * PRB_SAMPLES * 2),
@@ -122,11 +126,12 @@ impl Layout {
             ),
             ("fronthaul.stats", STATS * 8),
             ("fronthaul.seq", self.eaxcs.len() * SEQ_STATE_BYTES),
+            ("fronthaul.closed", self.ring * 4),
         ]
     }
 
     /// Offset in the parameter block of each buffer's address, in `BUF_*` order.
-    pub fn address_offsets() -> [usize; 6] {
+    pub fn address_offsets() -> [usize; 7] {
         [
             offset_of!(StageParams, grid),
             offset_of!(StageParams, marks),
@@ -134,13 +139,14 @@ impl Layout {
             offset_of!(StageParams, eaxc_counters),
             offset_of!(StageParams, stats),
             offset_of!(StageParams, seq),
+            offset_of!(StageParams, closed),
         ]
     }
 }
 
 /// The parameter block of `cfg` with the buffers at `addrs` (`BUF_*` order; zeros when the
 /// executor patches them in).
-pub fn param_block(cfg: &FronthaulConfig, l: &Layout, addrs: [u64; 6]) -> Vec<u8> {
+pub fn param_block(cfg: &FronthaulConfig, l: &Layout, addrs: [u64; 7]) -> Vec<u8> {
     let (dynamic, method, width) = match cfg.comp.hdr {
         CompHdr::Dynamic => (1, 0, 0),
         CompHdr::Static => (
@@ -195,7 +201,7 @@ pub fn gpu_params(cfg: &FronthaulConfig) -> Result<crate::stage::GpuParams, Stri
         })
         .collect();
     Ok(crate::stage::GpuParams {
-        block: param_block(cfg, &l, [0; 6]),
+        block: param_block(cfg, &l, [0; 7]),
         buffers,
     })
 }
@@ -343,6 +349,8 @@ pub fn read_counters(
             late: w(7),
             seq_gaps: seq.get(i).map_or(0, |s| s.0),
             seq_duplicates: seq.get(i).map_or(0, |s| s.1),
+            slot_closed: w(8),
+            slot_closed_prbs: w(9),
             ..EaxcCounters::default()
         });
         rejected.push(w(4));
@@ -454,8 +462,8 @@ mod tests {
     fn layout_matches_the_header() {
         let h = header();
         assert_eq!(size_of::<DecodeBlock>(), 8);
-        assert_eq!(size_of::<StageParams>(), 224);
-        assert!(h.contains("sizeof(pw_fh_stage_params) == 224"));
+        assert_eq!(size_of::<StageParams>(), 232);
+        assert!(h.contains("sizeof(pw_fh_stage_params) == 232"));
         assert!(h.contains(&format!("sizeof(pw_fh_seq_state) == {SEQ_STATE_BYTES}")));
         assert!(h.contains("sizeof(pw_fh_slot_state) == 16"));
         for (field, off) in [
@@ -483,6 +491,7 @@ mod tests {
             ("ta4_max_ns", offset_of!(StageParams, ta4_max_ns)),
             ("time_offset_ns", offset_of!(StageParams, time_offset_ns)),
             ("seq", offset_of!(StageParams, seq)),
+            ("closed", offset_of!(StageParams, closed)),
         ] {
             let line = h
                 .lines()
@@ -492,7 +501,7 @@ mod tests {
             let n: usize = c.split_whitespace().next().unwrap().parse().unwrap();
             assert_eq!(n, off, "{field}: {line}");
         }
-        assert!(h.contains("sizeof(pw_fh_eaxc_counters) == 64"));
+        assert!(h.contains("sizeof(pw_fh_eaxc_counters) == 80"));
         assert_eq!(define("PW_FH_MAX_EAXCS") as usize, MAX_EAXCS);
         assert_eq!(define("PW_FH_STATS") as usize, STATS);
         for (name, v) in [
@@ -522,9 +531,10 @@ mod tests {
             ..FronthaulConfig::default()
         };
         let l = Layout::new(&cfg).unwrap();
-        let b = param_block(&cfg, &l, [1, 2, 3, 4, 5, 6]);
-        assert_eq!(b.len(), 224);
+        let b = param_block(&cfg, &l, [1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(b.len(), 232);
         assert_eq!(u64_at(&b, 27), 6, "the sequence state's address");
+        assert_eq!(u64_at(&b, 28), 7, "the closed tags' address");
         assert_eq!(
             (u64_at(&b, 24) as i64, u64_at(&b, 25), u64_at(&b, 26)),
             (-7, 300_000, 123),
@@ -537,7 +547,8 @@ mod tests {
         assert_eq!((u64_at(&b, 3), u64_at(&b, 7)), (1, 5));
         assert_eq!(&b[64..68], &[3, 0, 0x34, 0x12]);
         let g = gpu_params(&cfg).unwrap();
-        assert_eq!(g.buffers.len(), 6);
+        assert_eq!(g.buffers.len(), 7);
+        assert_eq!(g.buffers[BUF_CLOSED].bytes, 8 * 4);
         assert_eq!(g.buffers[BUF_SEQ].bytes, 2 * SEQ_STATE_BYTES);
         assert_eq!(g.buffers[BUF_GRID].bytes, 8 * 2 * 14 * 106 * 48);
         assert_eq!(g.buffers[BUF_STATS].addr_at, 56);
@@ -548,7 +559,7 @@ mod tests {
         assert!(img
             .source
             .contains("pw_stage_fronthaul(f, m, v, pw_stage_params(ctx, 0u)"));
-        assert_eq!((img.params[0].len(), img.buffers[0].len()), (224, 6));
+        assert_eq!((img.params[0].len(), img.buffers[0].len()), (232, 7));
         let e = kernel_image(&FronthaulConfig::default()).unwrap_err();
         assert!(e.to_string().contains("fronthaul.eaxcs"), "{e}");
         // Tags name the slot's radio time.

@@ -13,6 +13,85 @@ pub struct SlotKey {
     pub slot_id: u8,
 }
 
+impl SlotKey {
+    /// The slot's number in the 2.56 s frame cycle, `(frameId * 10 + subframeId) * 2^mu +
+    /// slotId` (the GPU ring's index before the modulo).
+    pub fn number(&self, numerology: u8) -> u32 {
+        ((u32::from(self.frame_id) * 10 + u32::from(self.subframe_id)) << numerology.min(6))
+            + u32::from(self.slot_id)
+    }
+
+    /// The slot's tag (its number + 1; 0 is "none"), as the GPU stage marks its PRBs.
+    pub fn tag(&self, numerology: u8) -> u32 {
+        self.number(numerology) + 1
+    }
+}
+
+/// Slots in the 2.56 s frame cycle (tags are 1 ..= this).
+pub fn cycle_slots(numerology: u8) -> u32 {
+    2560 << numerology.min(6)
+}
+
+/// Whether tag `a` is tag `b` or later in the frame cycle (less than half a cycle after it);
+/// 0 (none) is never.
+pub fn at_or_after(a: u32, b: u32, cycle: u32) -> bool {
+    a != 0 && b != 0 && (a % cycle + cycle - b % cycle) % cycle < cycle / 2
+}
+
+/// Where a slot's packets may still go: the ring of `ring` entries (a slot's entry is its
+/// number modulo the ring, as on the GPU) with, per entry, the newest tag that stored PRBs
+/// there and the newest tag closed there. A packet is refused ([`Self::refuses`]) when its slot
+/// has closed (delivered: the slot handed to the sink never changes) or its entry has moved on
+/// to a later slot (the packet is at least `ring` slots late). The same rule on the CPU's
+/// assembler and on the GPU (`pw_fh_slot_refused`, with the host's closed tags).
+#[derive(Clone, Debug)]
+pub struct SlotRing {
+    numerology: u8,
+    stored: Vec<u32>,
+    closed: Vec<u32>,
+}
+
+impl SlotRing {
+    pub fn new(numerology: u8, ring: usize) -> Self {
+        SlotRing {
+            numerology,
+            stored: vec![0; ring.max(1)],
+            closed: vec![0; ring.max(1)],
+        }
+    }
+
+    fn entry(&self, tag: u32) -> usize {
+        (tag.saturating_sub(1) as usize) % self.stored.len()
+    }
+
+    /// Whether a packet of slot `key` is refused: its slot closed, or its ring entry holds a
+    /// later slot.
+    pub fn refuses(&self, key: SlotKey) -> bool {
+        let (tag, cycle) = (key.tag(self.numerology), cycle_slots(self.numerology));
+        let r = self.entry(tag);
+        at_or_after(self.closed[r], tag, cycle)
+            || (self.stored[r] != tag && at_or_after(self.stored[r], tag, cycle))
+    }
+
+    /// A packet of `key` stores PRBs: its entry holds it unless it holds a later slot.
+    pub fn stored(&mut self, key: SlotKey) {
+        let (tag, cycle) = (key.tag(self.numerology), cycle_slots(self.numerology));
+        let r = self.entry(tag);
+        if self.stored[r] == 0 || at_or_after(tag, self.stored[r], cycle) {
+            self.stored[r] = tag;
+        }
+    }
+
+    /// `key`'s slot closed.
+    pub fn closed(&mut self, key: SlotKey) {
+        let (tag, cycle) = (key.tag(self.numerology), cycle_slots(self.numerology));
+        let r = self.entry(tag);
+        if self.closed[r] == 0 || at_or_after(tag, self.closed[r], cycle) {
+            self.closed[r] = tag;
+        }
+    }
+}
+
 /// The samples of one slot.
 #[derive(Clone, Debug, PartialEq)]
 pub enum GridData {

@@ -10,10 +10,17 @@
 //! closing order, each once. A ring entry is taken by a later slot only `2 x max_open_slots`
 //! slots on, so a slot closes long before its entry is reused when the poll keeps up.
 //!
-//! Where this differs from the CPU's assembler: packets of a slot that arrive after it closed
-//! are stored on the GPU but not delivered again (the CPU opens a new slot for them, which
-//! closes partial), and the timeout runs on the host clock from the first poll that saw the
-//! slot (the CPU's runs on the receive times of its packets).
+//! Closing a slot first writes its tag into the entry's closed word on every GPU
+//! ([`GridSource::mark_closed`]), then reads the entry back: the kernel refuses the slot's later
+//! packets (counted `slot_closed` per eAxC, as the CPU's assembler does), so the slot handed to
+//! the sink is the one that stays in the ring. The one window: a frame that read the closed
+//! word before the host's write landed and stores after the read-back; its PRBs are then in
+//! the ring entry (and its count) but neither delivered nor counted `slot_closed`. The write
+//! is a synchronous copy that lands before the read-back starts, so that frame must have been
+//! running on the GPU across the whole copy (microseconds).
+//!
+//! Where this differs from the CPU's assembler: the timeout runs on the host clock from the
+//! first poll that saw the slot (the CPU's runs on the receive times of its packets).
 //!
 //! Completion latency: from when the host handed the GPU the burst holding the slot's last
 //! packet (the [`HandedLog`] entry whose receive times hold the entry's latest receive time)
@@ -35,6 +42,9 @@ pub trait GridSource {
     fn slot_states(&self) -> anyhow::Result<Vec<u8>>;
     /// Ring entry `r`'s grid bytes (empty unless `samples`) and its cells' marks.
     fn entry(&self, r: usize, samples: bool) -> anyhow::Result<(Vec<u8>, Vec<u8>)>;
+    /// Tells the kernel that slot `tag` of ring entry `r` closed (`fronthaul.closed[r]`): its
+    /// later packets are refused.
+    fn mark_closed(&self, r: usize, tag: u32) -> anyhow::Result<()>;
 }
 
 /// Bursts the [`HandedLog`] remembers (the newest).
@@ -233,7 +243,7 @@ impl Completer {
             for st in states {
                 let (tag, _, _) = entry_state(st, r);
                 if tag != 0
-                    && self.closed[r] != tag
+                    && !crate::fronthaul::grid::at_or_after(self.closed[r], tag, self.cycle())
                     && !fresh.contains(&tag)
                     && !self.open.iter().any(|o| o.tag == tag)
                 {
@@ -260,6 +270,19 @@ impl Completer {
         close: &mut dyn FnMut(Closed),
     ) -> anyhow::Result<()> {
         let r = self.entry_of(o.tag);
+        let cycle = self.cycle();
+        let newest = if self.closed[r] == 0
+            || crate::fronthaul::grid::at_or_after(o.tag, self.closed[r], cycle)
+        {
+            o.tag
+        } else {
+            self.closed[r]
+        };
+        // Before the read-back: a packet the kernel takes after this is refused, so what is
+        // read is what stays.
+        for s in srcs {
+            s.mark_closed(r, newest)?;
+        }
         let mut grid: Option<SlotGrid> = None;
         // Every GPU whose entry holds a tag: cells still marked with this slot's tag are its,
         // even where the entry has moved on to a later slot.
@@ -275,7 +298,7 @@ impl Completer {
             });
         }
         let grid = grid.unwrap_or_else(|| slot_of_entry(&self.l, o.tag, &[], &[]));
-        self.closed[r] = o.tag;
+        self.closed[r] = newest;
         let (_, last_ns) = self.count(states, o.tag);
         close(Closed { grid, last_ns });
         Ok(())
@@ -308,6 +331,11 @@ impl GridSource for ExecutorSource<'_> {
             .ex
             .read_stage_buffer_range(self.k, super::gpu::BUF_MARKS, r * mb, mb)?;
         Ok((g, m))
+    }
+
+    fn mark_closed(&self, r: usize, tag: u32) -> anyhow::Result<()> {
+        self.ex
+            .write_stage_buffer_range(self.k, super::gpu::BUF_CLOSED, r * 4, &tag.to_le_bytes())
     }
 }
 

@@ -12,6 +12,7 @@ struct FakeGpu {
     states: RefCell<Vec<u8>>,
     grid: RefCell<Vec<u8>>,
     marks: RefCell<Vec<u8>>,
+    closed: RefCell<Vec<u32>>,
     reads: RefCell<usize>,
 }
 
@@ -23,14 +24,21 @@ impl FakeGpu {
             grid: RefCell::new(vec![0; b[super::super::gpu::BUF_GRID].1]),
             marks: RefCell::new(vec![0; b[super::super::gpu::BUF_MARKS].1]),
             states: RefCell::new(vec![0; b[super::super::gpu::BUF_SLOT_STATE].1]),
+            closed: RefCell::new(vec![0; l.ring]),
             reads: RefCell::new(0),
         }
     }
 
     /// Stores PRB (e, sym, prb) of slot `tag` with every sample `v`, received at `ts`, as the
-    /// kernel does: the cell, its mark, then the entry's count (a new tag takes the entry).
-    fn store(&self, tag: u32, e: usize, sym: usize, prb: usize, v: i16, ts: u64) {
+    /// kernel does: refused when the host closed the slot (or a later one of its entry), else
+    /// the cell, its mark, then the entry's count (a new tag takes the entry). Returns whether
+    /// it stored.
+    fn store(&self, tag: u32, e: usize, sym: usize, prb: usize, v: i16, ts: u64) -> bool {
         let r = (tag as usize - 1) % self.l.ring;
+        let cycle = crate::fronthaul::grid::cycle_slots(self.l.numerology);
+        if crate::fronthaul::grid::at_or_after(self.closed.borrow()[r], tag, cycle) {
+            return false;
+        }
         let cell = r * self.l.cells() + (e * 14 + sym) * self.l.prbs + prb;
         let mut g = self.grid.borrow_mut();
         for k in 0..PRB_SAMPLES {
@@ -51,6 +59,7 @@ impl FakeGpu {
         s[r * 16..r * 16 + 8].copy_from_slice(&w.to_le_bytes());
         let last = u64::from_le_bytes(s[r * 16 + 8..r * 16 + 16].try_into().unwrap());
         s[r * 16 + 8..r * 16 + 16].copy_from_slice(&last.max(ts).to_le_bytes());
+        true
     }
 
     /// Every PRB of eAxC index `e` of slot `tag`.
@@ -79,6 +88,11 @@ impl GridSource for FakeGpu {
             },
             self.marks.borrow()[r * mb..(r + 1) * mb].to_vec(),
         ))
+    }
+
+    fn mark_closed(&self, r: usize, tag: u32) -> anyhow::Result<()> {
+        self.closed.borrow_mut()[r] = tag;
+        Ok(())
     }
 }
 
@@ -146,6 +160,49 @@ fn a_slot_closes_complete_once_with_its_samples() {
     assert_eq!(poll(&mut c, &[&g], t0, &mut seen), 0);
     assert_eq!(c.finish(&srcs, &mut |_| panic!("closed twice")).unwrap(), 0);
     assert_eq!(*g.reads.borrow(), 1, "the entry read once");
+}
+
+#[test]
+fn a_closed_slot_refuses_later_packets_and_what_was_delivered_stays() {
+    let c0 = cfg(2, 1_000_000);
+    let mut c = Completer::new(&c0).unwrap();
+    let g = FakeGpu::new(c.layout());
+    let t0 = Instant::now();
+    let mut seen = Seen::new();
+    // Slot 5 partial: the eviction by slots 6 and 7 closes it (two open at most).
+    g.store(5, 0, 0, 0, 1, 10);
+    poll(&mut c, &[&g], t0, &mut seen);
+    g.store(6, 0, 0, 0, 1, 20);
+    g.store(7, 0, 0, 0, 1, 30);
+    poll(&mut c, &[&g], t0, &mut seen);
+    assert_eq!(seen, [(5, false, 1, 10)]);
+    // Slot 5's ring entry: (5 - 1) % 4.
+    assert_eq!(
+        g.closed.borrow()[0],
+        5,
+        "the closed word written before the read-back"
+    );
+    // Its later packets are refused: the ring entry keeps what was delivered.
+    assert!(!g.store(5, 0, 0, 1, 9, 40));
+    assert!(!g.store(5, 1, 3, 2, 9, 40));
+    let st = g.slot_states().unwrap();
+    assert_eq!(super::super::gpu::entry_state(&st, 0), (5, 1, 10));
+    // Never opened or delivered again, also at the end.
+    poll(&mut c, &[&g], t0, &mut seen);
+    let srcs: [&dyn GridSource; 1] = [&g];
+    c.finish(&srcs, &mut |cl| {
+        seen.push((
+            tag_of(&cl.grid),
+            cl.grid.complete,
+            cl.grid.filled_count(),
+            0,
+        ))
+    })
+    .unwrap();
+    assert_eq!(seen.iter().filter(|s| s.0 == 5).count(), 1, "{seen:?}");
+    // A slot a whole ring later takes the entry; the closed word still refuses slot 5.
+    assert!(g.store(5 + 4, 0, 0, 0, 2, 50));
+    assert!(!g.store(5, 0, 0, 0, 2, 50));
 }
 
 #[test]
@@ -415,4 +472,66 @@ fn the_cpu_stage_measures_each_complete_slot() {
     assert_eq!((got.slots_complete, got.slots_partial), (2, 1));
     assert_eq!(got.slot_latency_count, 2);
     assert!(got.slot_latency_p99_ns >= got.slot_latency_p50_ns);
+}
+
+#[test]
+fn the_cpu_stage_refuses_the_packets_of_a_closed_slot() {
+    use crate::fronthaul::{FnSink, FronthaulStage};
+    use crate::port::gen::oran::{build_uplane_frames, OranGenOptions};
+    use std::sync::{Arc, Mutex as StdMutex};
+    let o = OranGenOptions {
+        carrier_prbs: 12,
+        eaxcs: vec![1, 2],
+        prbs_per_packet: 6,
+        slots: 3,
+        ..OranGenOptions::default()
+    };
+    let c0 = FronthaulConfig {
+        carrier_prbs: o.carrier_prbs,
+        numerology: o.numerology,
+        eaxcs: o.eaxcs.clone(),
+        ..FronthaulConfig::default()
+    };
+    let seen: Arc<StdMutex<Vec<SlotGrid>>> = Arc::default();
+    let s2 = seen.clone();
+    let sink = FnSink(move |g: &SlotGrid| s2.lock().unwrap().push(g.clone()));
+    let stage = FronthaulStage::with_sink(&c0, Box::new(sink)).unwrap();
+    let frames: Vec<_> = build_uplane_frames(&o).collect();
+    let run = |fs: &[crate::port::gen::oran::OranFrame]| {
+        for f in fs {
+            let mut v = crate::verdict::Verdict::PASS;
+            stage.process_untimed(&f.data, &crate::meta::PacketMeta::default(), &mut v);
+            assert_eq!(v, crate::verdict::Verdict::PASS, "refused, not dropped");
+        }
+    };
+    run(&frames);
+    let before = stage.counters();
+    assert_eq!(before.slots_complete, 3);
+    // The first slot again (56 packets: 14 symbols x 2 eAxCs x 2), its bytes changed so a
+    // stored copy would show: every packet refused, nothing stored, no slot opened again.
+    let per_slot = frames.len() / 3;
+    let late: Vec<_> = frames[..per_slot]
+        .iter()
+        .map(|f| {
+            let mut f = f.clone();
+            let n = f.data.len();
+            f.data[n - 1] ^= 0x55;
+            f
+        })
+        .collect();
+    run(&late);
+    stage.flush();
+    let got = stage.counters();
+    assert_eq!((got.slots_complete, got.slots_partial), (3, 0));
+    assert_eq!((got.prbs, got.duplicate_prbs), (before.prbs, 0));
+    for (e, b) in got.per_eaxc.iter().zip(&before.per_eaxc) {
+        assert_eq!(e.slot_closed, per_slot as u64 / 2, "eAxC {}", e.eaxc);
+        assert_eq!(e.slot_closed_prbs, 14 * 12, "eAxC {}", e.eaxc);
+        assert_eq!(e.packets, b.packets + per_slot as u64 / 2);
+        assert_eq!(e.prbs, b.prbs);
+        // Their sequence ids were judged as any packet's: behind the stream.
+        assert_eq!(e.seq_out_of_order, per_slot as u64 / 2);
+    }
+    assert_eq!(seen.lock().unwrap().len(), 3, "delivered once each");
+    assert!(got.summary().contains("56 packets after their slot closed"));
 }

@@ -23,6 +23,9 @@ pub struct EaxcSummary {
     pub seq_duplicates: u64,
     pub seq_out_of_order: u64,
     pub duplicate_prbs: u64,
+    /// Packets refused because their slot had closed, and their PRBs.
+    pub slot_closed: u64,
+    pub slot_closed_prbs: u64,
     pub slots_complete: u64,
     pub slots_partial: u64,
     /// Rejected frames of this eAxC, (reason, count), non-zero ones.
@@ -126,7 +129,7 @@ impl FronthaulSummary {
         )];
         for e in &self.per_eaxc {
             out.push(format!(
-                "eAxC {}: {} packets, {} PRBs, early {} / on time {} / late {} / untimed {}, seq gaps {} / duplicates {} / out of order {}, slots {} complete / {} partial, {} duplicate PRBs, {}",
+                "eAxC {}: {} packets, {} PRBs, early {} / on time {} / late {} / untimed {}, seq gaps {} / duplicates {} / out of order {}, slots {} complete / {} partial, {} duplicate PRBs, {} packets after their slot closed ({} PRBs), {}",
                 e.eaxc,
                 e.packets,
                 e.prbs,
@@ -140,6 +143,8 @@ impl FronthaulSummary {
                 e.slots_complete,
                 e.slots_partial,
                 e.duplicate_prbs,
+                e.slot_closed,
+                e.slot_closed_prbs,
                 errs(&e.errors)
             ));
         }
@@ -160,6 +165,8 @@ fn eaxc_summary(e: &EaxcCounters) -> EaxcSummary {
         seq_duplicates: e.seq_duplicates,
         seq_out_of_order: e.seq_out_of_order,
         duplicate_prbs: e.duplicate_prbs,
+        slot_closed: e.slot_closed,
+        slot_closed_prbs: e.slot_closed_prbs,
         slots_complete: e.slots_complete,
         slots_partial: e.slots_partial,
         errors: by_reason(&e.errors),
@@ -188,7 +195,7 @@ pub type Labels = Vec<(&'static str, String)>;
 
 /// The metric families the fronthaul stages export, in exposition order (help, type and label
 /// names are in `control::metrics::FAMILIES`; every one is a counter).
-pub const FAMILIES: [&str; 12] = [
+pub const FAMILIES: [&str; 14] = [
     "pktwarp_fronthaul_frames_total",
     "pktwarp_fronthaul_errors_total",
     "pktwarp_fronthaul_cell_slots_total",
@@ -201,6 +208,8 @@ pub const FAMILIES: [&str; 12] = [
     "pktwarp_fronthaul_duplicate_prbs_total",
     "pktwarp_fronthaul_slots_total",
     "pktwarp_fronthaul_eaxc_errors_total",
+    "pktwarp_fronthaul_dropped_packets_total",
+    "pktwarp_fronthaul_dropped_prbs_total",
 ];
 
 /// The samples of every fronthaul stage, grouped by family in [`FAMILIES`] order (a family
@@ -272,6 +281,17 @@ fn stage_samples(
             vec![id(), ("result", "partial".into())],
             e.slots_partial,
         );
+        // One reason so far: the packet's slot had closed (see `EaxcCounters::slot_closed`).
+        add(
+            12,
+            vec![id(), ("reason", "slot_closed".into())],
+            e.slot_closed,
+        );
+        add(
+            13,
+            vec![id(), ("reason", "slot_closed".into())],
+            e.slot_closed_prbs,
+        );
         // Non-zero reasons only: 21 reasons for each of up to 64 eAxCs would be 1344 series.
         for r in Reject::ALL.iter().filter(|r| e.errors[r.index()] > 0) {
             add(
@@ -305,6 +325,8 @@ mod tests {
             on_time: 6,
             late: 1,
             seq_gaps: 3,
+            slot_closed: 2,
+            slot_closed_prbs: 8,
             ..Default::default()
         };
         e.errors[Reject::PrbOutOfCarrier.index()] = 1;
@@ -340,6 +362,9 @@ mod tests {
         assert_eq!(find("pktwarp_fronthaul_arrivals_total", &late), 1);
         let gap = [("eaxc", "513"), ("kind", "gap")];
         assert_eq!(find("pktwarp_fronthaul_seq_errors_total", &gap), 3);
+        let closed = [("eaxc", "513"), ("reason", "slot_closed")];
+        assert_eq!(find("pktwarp_fronthaul_dropped_packets_total", &closed), 2);
+        assert_eq!(find("pktwarp_fronthaul_dropped_prbs_total", &closed), 8);
         let r = [("eaxc", "513"), ("reason", "prb_out_of_carrier")];
         assert_eq!(find("pktwarp_fronthaul_eaxc_errors_total", &r), 1);
         // Every family is declared as a counter with these label names.

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use super::bfp::PRB_SAMPLES;
 use super::config::{FronthaulConfig, SinkConfig};
 use super::decode::{self, DecodeParams, Message, Reject, Sections, SYMBOLS_PER_SLOT};
-use super::grid::{Assembler, Closed, SlotKey};
+use super::grid::{Assembler, Closed, SlotKey, SlotRing};
 use super::sink::{NpySink, SlotSink};
 use super::track::{Arrival, SeqEvent, SeqTracker, Timing};
 use crate::meta::PacketMeta;
@@ -30,6 +30,12 @@ pub struct EaxcCounters {
     pub seq_duplicates: u64,
     pub seq_out_of_order: u64,
     pub duplicate_prbs: u64,
+    /// Packets (and their PRBs) not stored because their slot had already closed, or their
+    /// ring entry held a later slot (see [`super::grid::SlotRing`]): dropped, reason
+    /// `slot_closed`. Counted in `packets` and judged for sequence and Ta4 as any packet;
+    /// their PRBs are not in `prbs`.
+    pub slot_closed: u64,
+    pub slot_closed_prbs: u64,
     /// Rejected frames whose eAxC id could be read, by [`Reject::index`].
     pub errors: [u64; Reject::COUNT],
     /// Slots closed with every PRB of this eAxC / with some missing.
@@ -91,6 +97,10 @@ impl FronthaulCounters {
     pub fn late(&self) -> u64 {
         self.per_eaxc.iter().map(|e| e.late).sum()
     }
+    /// Packets of every eAxC whose slot had closed (see [`EaxcCounters::slot_closed`]).
+    pub fn slot_closed(&self) -> u64 {
+        self.per_eaxc.iter().map(|e| e.slot_closed).sum()
+    }
 
     /// One line: PRBs, slots, timing, errors by reason.
     pub fn summary(&self) -> String {
@@ -110,7 +120,7 @@ impl FronthaulCounters {
             .map(|(n, c)| format!("{n}={c}"))
             .collect();
         format!(
-            "fronthaul: {} frames ({} U-plane, {} C-plane, {} not eCPRI), {} PRBs decoded, slots {} complete / {} partial{latency}, early {} / on time {} / late {}, {} duplicate PRBs, {} errors{}{}",
+            "fronthaul: {} frames ({} U-plane, {} C-plane, {} not eCPRI), {} PRBs decoded, slots {} complete / {} partial{latency}, {} packets after their slot closed, early {} / on time {} / late {}, {} duplicate PRBs, {} errors{}{}",
             self.frames,
             self.uplane,
             self.cplane,
@@ -118,6 +128,7 @@ impl FronthaulCounters {
             self.prbs,
             self.slots_complete,
             self.slots_partial,
+            self.slot_closed(),
             self.early(),
             self.on_time(),
             self.late(),
@@ -166,6 +177,8 @@ impl Latencies {
 struct State {
     latencies: Latencies,
     assembler: Assembler,
+    /// Which slots closed (packets of theirs are refused).
+    ring: SlotRing,
     index: HashMap<u16, usize>,
     seq: Vec<SeqTracker>,
     counters: FronthaulCounters,
@@ -241,6 +254,8 @@ impl FronthaulStage {
                     usize::from(cfg.max_open_slots),
                     cfg.slot_timeout_us.saturating_mul(1000),
                 ),
+                // The GPU stage's ring (gpu::Layout::ring), so both refuse the same packets.
+                ring: SlotRing::new(cfg.numerology, 2 * usize::from(cfg.max_open_slots)),
                 index,
                 seq: vec![SeqTracker::default(); if fixed { n } else { 0 }],
                 counters,
@@ -318,7 +333,7 @@ impl FronthaulStage {
         let expected = st.index.len();
         if let Some(t) = arrival {
             st.assembler.expire(t, expected, &mut |c| {
-                on_close(&mut st.counters, &mut st.sink, c)
+                on_close(&mut st.counters, &mut st.sink, &mut st.ring, c)
             });
         }
         let arrival_ns = arrival.unwrap_or(0);
@@ -329,7 +344,6 @@ impl FronthaulStage {
         let expected = st.index.len();
         let c = &mut st.counters.per_eaxc[e];
         c.packets += 1;
-        c.prbs += u64::from(u.prbs);
         match st.seq[e].observe(u.seq.seq) {
             SeqEvent::InOrder => {}
             SeqEvent::Gap(n) => c.seq_gaps += u64::from(n),
@@ -347,8 +361,17 @@ impl FronthaulStage {
             subframe_id: u.radio.subframe_id,
             slot_id: u.radio.slot_id,
         };
+        if st.ring.refuses(key) {
+            // Its slot was handed over (or its entry moved on): the delivered slot must not
+            // change, and a new partial slot of the same radio time would be a second copy.
+            c.slot_closed += 1;
+            c.slot_closed_prbs += u64::from(u.prbs);
+            return;
+        }
+        c.prbs += u64::from(u.prbs);
+        st.ring.stored(key);
         let grid = st.assembler.slot(key, arrival_ns, expected, &mut |c| {
-            on_close(&mut st.counters, &mut st.sink, c)
+            on_close(&mut st.counters, &mut st.sink, &mut st.ring, c)
         });
         if grid.eaxc_ids.len() != st.index.len() {
             grid.eaxc_ids = ids_by_index(&st.index);
@@ -368,10 +391,15 @@ impl FronthaulStage {
         st.counters.duplicate_prbs += dups;
         st.counters.saturated_samples += sat;
         st.counters.per_eaxc[e].duplicate_prbs += dups;
-        let (counters, sink, lat) = (&mut st.counters, &mut st.sink, &mut st.latencies);
+        let (counters, sink, lat, ring) = (
+            &mut st.counters,
+            &mut st.sink,
+            &mut st.latencies,
+            &mut st.ring,
+        );
         st.assembler.close_if_complete(key, expected, &mut |c| {
             lat.observe(started.elapsed().as_nanos() as u64);
-            on_close(counters, sink, c)
+            on_close(counters, sink, ring, c)
         });
     }
 
@@ -399,7 +427,7 @@ impl FronthaulStage {
         let st = &mut *st;
         let expected = st.index.len();
         st.assembler.flush(expected, &mut |c| {
-            on_close(&mut st.counters, &mut st.sink, c)
+            on_close(&mut st.counters, &mut st.sink, &mut st.ring, c)
         });
     }
 
@@ -431,7 +459,7 @@ impl FronthaulStage {
             grid: g,
             complete: g.complete,
         };
-        on_close(&mut st.counters, &mut st.sink, c);
+        on_close(&mut st.counters, &mut st.sink, &mut st.ring, c);
     }
 
     /// The GPU executor's counters of this stage (see [`super::gpu`]): they replace the
@@ -457,8 +485,15 @@ impl FronthaulStage {
     }
 }
 
-/// Counts a closed slot (overall and per eAxC) and hands it to the sink.
-fn on_close(counters: &mut FronthaulCounters, sink: &mut Option<Box<dyn SlotSink>>, c: Closed) {
+/// Counts a closed slot (overall and per eAxC), marks it closed in `ring` and hands it to the
+/// sink.
+fn on_close(
+    counters: &mut FronthaulCounters,
+    sink: &mut Option<Box<dyn SlotSink>>,
+    ring: &mut SlotRing,
+    c: Closed,
+) {
+    ring.closed(c.grid.key);
     if c.complete {
         counters.slots_complete += 1;
     } else {

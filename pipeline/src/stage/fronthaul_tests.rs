@@ -43,7 +43,7 @@ fn with_its_eaxcs_listed_the_stage_runs_on_the_gpu_with_its_buffers() {
     let set = crate::executor::gpu::compose::stage_set(&p).unwrap();
     let names: Vec<&str> = set.specs.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["parse", "fronthaul", "count"]);
-    assert_eq!(set.params[1].len(), 224, "pw_fh_stage_params");
+    assert_eq!(set.params[1].len(), 232, "pw_fh_stage_params");
     let bufs: Vec<(&str, usize)> = set.buffers[1]
         .iter()
         .map(|b| (b.name.as_str(), b.addr_at))
@@ -57,6 +57,7 @@ fn with_its_eaxcs_listed_the_stage_runs_on_the_gpu_with_its_buffers() {
             ("fronthaul.eaxc_counters", 48),
             ("fronthaul.stats", 56),
             ("fronthaul.seq", 216),
+            ("fronthaul.closed", 224),
         ]
     );
     // 8 ring slots x 2 eAxCs x 14 symbols x 273 PRBs x 24 int16 samples.

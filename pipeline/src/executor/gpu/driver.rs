@@ -364,6 +364,22 @@ impl DeviceBuffer {
         }
     }
 
+    /// Copies `src` in at `offset` on `stream` and waits for it.
+    pub fn upload_range_on(&self, stream: &Stream, offset: usize, src: &[u8]) -> CuResult<()> {
+        assert_copy_fits(offset.saturating_add(src.len()), self.len);
+        // SAFETY: src is valid for its length until the synchronize below returns; the
+        // destination range lies inside the allocation (checked above).
+        unsafe {
+            cu!(cuMemcpyHtoDAsync_v2(
+                self.ptr + offset as sys::CUdeviceptr,
+                src.as_ptr() as *const c_void,
+                src.len(),
+                stream.raw
+            ))?;
+            cu!(cuStreamSynchronize(stream.raw))
+        }
+    }
+
     pub fn zero_on(&self, stream: &Stream) -> CuResult<()> {
         // SAFETY: the range is the allocation.
         unsafe {

@@ -250,6 +250,32 @@ impl GpuExecutor {
         Ok(out)
     }
 
+    /// Writes `src` into stage `k`'s buffer `i` at `offset` while the kernel runs (the
+    /// fronthaul host side marks a slot closed this way). An error when the range is not
+    /// inside the buffer.
+    pub fn write_stage_buffer_range(
+        &self,
+        k: usize,
+        i: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> anyhow::Result<()> {
+        let b = self
+            .stage_buffers
+            .get(k, i)
+            .ok_or_else(|| anyhow::anyhow!("stage {k} has no buffer {i}"))?;
+        if offset.checked_add(src.len()).is_none_or(|end| end > b.len) {
+            anyhow::bail!(
+                "stage {k} buffer {i}: {} bytes at {offset} past its {} bytes",
+                src.len(),
+                b.len
+            );
+        }
+        self.ctx.bind()?;
+        b.upload_range_on(&self.aux_stream, offset, src)?;
+        Ok(())
+    }
+
     /// Stage `k`'s buffer `i`: its device address and size (for a consumer on the GPU, such as
     /// a PHY reading the fronthaul slot grid in place).
     pub fn stage_buffer(&self, k: usize, i: usize) -> Option<(u64, usize)> {
