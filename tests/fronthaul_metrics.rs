@@ -1,7 +1,7 @@
 //! `pktwarp run` on the shipped fronthaul config (fewer slots, metrics on, lingering after the
 //! input ends): /metrics has the `pktwarp_fronthaul_*` families per eAxC with the run's final
-//! counts, `promtool check metrics` accepts the exposition, and the JSON summary's `fronthaul`
-//! block says the same.
+//! counts and the slot completion latency histogram, `promtool check metrics` accepts the
+//! exposition, and the JSON summary's `fronthaul` block says the same.
 
 mod common;
 
@@ -68,7 +68,22 @@ fn metrics_per_eaxc_pass_promtool_and_match_the_summary() {
         assert_eq!(value(&m, "pktwarp_fronthaul_seq_errors_total", &gaps), 0.0);
         let complete = ["result=\"complete\"", eaxc];
         assert_eq!(value(&m, "pktwarp_fronthaul_slots_total", &complete), 4.0);
+        let closed = ["reason=\"slot_closed\"", eaxc];
+        assert_eq!(
+            value(&m, "pktwarp_fronthaul_dropped_packets_total", &closed),
+            0.0
+        );
     }
+    // The completion latency of the 4 complete slots as a histogram in seconds.
+    let pos = ["position=\"1\""];
+    let lat = "pktwarp_fronthaul_slot_latency_seconds";
+    assert_eq!(value(&m, &format!("{lat}_count"), &pos), 4.0);
+    assert_eq!(
+        value(&m, &format!("{lat}_bucket"), &["le=\"+Inf\"", pos[0]]),
+        4.0
+    );
+    assert!(value(&m, &format!("{lat}_sum"), &pos) > 0.0);
+    assert!(m.contains(&format!("# TYPE {lat} histogram")), "{m}");
     let uplane = ["kind=\"uplane\"", "position=\"1\""];
     assert_eq!(value(&m, "pktwarp_fronthaul_frames_total", &uplane), 672.0);
     let rej = ["kind=\"rejected\""];

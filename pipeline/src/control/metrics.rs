@@ -70,6 +70,7 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_fronthaul_slots_total", "Slots closed per eAxC, by result (complete: every PRB of the eAxC arrived, partial).", MetricType::COUNTER, &["position", "eaxc", "result"]),
     ("pktwarp_fronthaul_eaxc_errors_total", "Rejected frames whose eAxC is in the grid, per eAxC and decode reason.", MetricType::COUNTER, &["position", "eaxc", "reason"]),
     ("pktwarp_fronthaul_dropped_packets_total", "U-plane packets accepted but not stored, per eAxC, by reason (slot_closed: their slot had been handed to the sink, or its ring entry held a later slot).", MetricType::COUNTER, &["position", "eaxc", "reason"]),
+    ("pktwarp_fronthaul_slot_latency_seconds", "Completion latency of the fronthaul stage's complete slots: from the burst holding a slot's last packet (CPU executor: its worker starting that packet; GPU executor: the host handing that burst to the GPU) to the slot handed to the sink.", MetricType::HISTOGRAM, &["position"]),
     ("pktwarp_fronthaul_dropped_prbs_total", "PRBs of the packets in pktwarp_fronthaul_dropped_packets_total, per eAxC, by reason.", MetricType::COUNTER, &["position", "eaxc", "reason"]),
 ];
 
@@ -360,6 +361,15 @@ impl DaemonCollector {
             });
             out.push(fam, ms.collect());
         }
+        let lat: Vec<proto::Metric> = crate::fronthaul::report::latency_histograms(&self.pipeline)
+            .into_iter()
+            .map(|(l, buckets, count, sum_ns)| {
+                let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let bounds = crate::fronthaul::stage::SLOT_LATENCY_BUCKETS_NS;
+                seconds_histogram(&l, &bounds, &buckets, count, sum_ns)
+            })
+            .collect();
+        out.push("pktwarp_fronthaul_slot_latency_seconds", lat);
         out.push("pktwarp_parse_errors_total", parse);
         let has_acl = self.pipeline.acl().is_some();
         if has_acl {
@@ -533,6 +543,34 @@ fn histogram(q: &str, c: &QueueCounters) -> proto::Metric {
     p.set_sample_sum(h.sum_ns() as f64 / 1e9);
     let mut m = proto::Metric::default();
     m.set_label(lp(&[("queue", q)]));
+    m.set_histogram(p);
+    m
+}
+
+/// A histogram in seconds from bounds and cumulative counts in ns.
+fn seconds_histogram(
+    labels: &[(&str, &str)],
+    bounds_ns: &[u64],
+    cumulative: &[u64],
+    count: u64,
+    sum_ns: u64,
+) -> proto::Metric {
+    let buckets = bounds_ns
+        .iter()
+        .zip(cumulative)
+        .map(|(bound, n)| {
+            let mut b = proto::Bucket::default();
+            b.set_upper_bound(*bound as f64 / 1e9);
+            b.set_cumulative_count(*n);
+            b
+        })
+        .collect();
+    let mut p = proto::Histogram::default();
+    p.set_bucket(buckets);
+    p.set_sample_count(count);
+    p.set_sample_sum(sum_ns as f64 / 1e9);
+    let mut m = proto::Metric::default();
+    m.set_label(lp(labels));
     m.set_histogram(p);
     m
 }

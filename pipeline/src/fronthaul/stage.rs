@@ -70,6 +70,10 @@ pub struct FronthaulCounters {
     pub slot_latency_count: u64,
     pub slot_latency_p50_ns: u64,
     pub slot_latency_p99_ns: u64,
+    /// Every measured completion latency by [`SLOT_LATENCY_BUCKETS_NS`] (not cumulative; the
+    /// last entry is above the last bound) and their sum (ns): the /metrics histogram.
+    pub slot_latency_buckets: Vec<u64>,
+    pub slot_latency_sum_ns: u64,
     /// Per eAxC, in grid order.
     pub per_eaxc: Vec<EaxcCounters>,
 }
@@ -143,16 +147,43 @@ impl FronthaulCounters {
 /// Completion latencies kept for the percentiles (the newest).
 pub const LATENCY_KEEP: usize = 1 << 16;
 
-/// The newest [`LATENCY_KEEP`] completion latencies (ns), and how many were measured.
+/// Upper bounds (ns) of the completion latency histogram: 1 us (a CPU worker) to 100 ms (ten
+/// times the GPU executor's worst measured), 1-2-5 steps.
+pub const SLOT_LATENCY_BUCKETS_NS: [u64; 16] = [
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+];
+
+/// The newest [`LATENCY_KEEP`] completion latencies (ns), how many were measured, and all of
+/// them by histogram bucket.
 #[derive(Default)]
 struct Latencies {
     ring: Vec<u64>,
     next: usize,
     count: u64,
+    buckets: [u64; SLOT_LATENCY_BUCKETS_NS.len() + 1],
+    sum_ns: u64,
 }
 
 impl Latencies {
     fn observe(&mut self, ns: u64) {
+        let b = SLOT_LATENCY_BUCKETS_NS.partition_point(|&bound| bound < ns);
+        self.buckets[b] += 1;
+        self.sum_ns = self.sum_ns.saturating_add(ns);
         if self.ring.len() < LATENCY_KEEP {
             self.ring.push(ns);
         } else {
@@ -439,6 +470,8 @@ impl FronthaulStage {
             c.slot_latency_p50_ns,
             c.slot_latency_p99_ns,
         ) = st.latencies.summary();
+        c.slot_latency_buckets = st.latencies.buckets.to_vec();
+        c.slot_latency_sum_ns = st.latencies.sum_ns;
         c
     }
 
