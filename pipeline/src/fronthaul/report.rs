@@ -462,7 +462,10 @@ mod tests {
         let (labels, buckets, count, sum) = latency_histogram(2, &stage.counters());
         assert_eq!(labels, vec![("position", "2".to_string())]);
         assert_eq!(count, 3);
-        assert_eq!(buckets.len(), super::super::stage::SLOT_LATENCY_BUCKETS_NS.len());
+        assert_eq!(
+            buckets.len(),
+            super::super::stage::SLOT_LATENCY_BUCKETS_NS.len()
+        );
         assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
         // <= 2 ms: the first; <= 5 ms: two; <= 100 ms: still two (the third is above).
         assert_eq!((buckets[10], buckets[11], buckets[15]), (1, 2, 2));
