@@ -360,13 +360,14 @@ pub struct OutputConfig {
     /// Name of a port with a transmit side that gets a copy of every `mirror` frame.
     #[serde(default)]
     pub mirror: Option<Spanned<String>>,
-    /// The slow path for `to_host` frames: `{ pcap: FILE }` (recorded; relative to the config)
-    /// or `{ port: NAME }` (a port with a transmit side). Without it they are counted only.
+    /// The slow path for `to_host` frames: `{ pcap: FILE }` (recorded; relative to the config),
+    /// `{ port: NAME }` (a port with a transmit side) or `{ tap: { name: IFNAME } }` (a Linux
+    /// TAP device: the host's stack receives them). Without it they are counted only.
     #[serde(default)]
     pub to_host: Option<Spanned<ToHostConfig>>,
 }
 
-/// `output.to_host`: exactly one of `pcap` and `port`.
+/// `output.to_host`: exactly one of `pcap`, `port` and `tap`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToHostConfig {
@@ -376,6 +377,9 @@ pub struct ToHostConfig {
     /// A port of this config with a transmit side.
     #[serde(default)]
     pub port: Option<String>,
+    /// A TAP device the frames are written to (made and brought up when the run starts).
+    #[serde(default)]
+    pub tap: Option<crate::port::tap::TapOptions>,
 }
 
 /// Longest config file read: 16 MiB (a config is a few KiB; rule sets live in their own files).
@@ -829,8 +833,9 @@ impl Config {
 /// The start-up checks that need the file system or the network, for `pktwarp validate` (so
 /// that validate fails where run would): every input is opened and read as run reads it (pcap
 /// RX files, gen traces: size bounds and formats included), every pcap TX path's folder
-/// exists and is writable (nothing is created), and `metrics.listen` can be bound (then let
-/// go). Errors name the file, the port's line and column, and the key.
+/// exists and is writable (nothing is created), a slow-path TAP device can be made or attached
+/// (then let go; it is not brought up), and `metrics.listen` can be bound (then let go).
+/// Errors name the file, the port's line and column, and the key.
 pub fn preflight(cfg: &Config) -> Result<(), ConfigError> {
     for (i, p) in cfg.ports.iter().enumerate() {
         let fail = |key: String, msg: String| ConfigError::at(&cfg.path, p, key, msg);
@@ -860,6 +865,10 @@ pub fn preflight(cfg: &Config) -> Result<(), ConfigError> {
         if let Some(f) = &t.value.pcap {
             check_output_path(&cfg.resolve(f))
                 .map_err(|m| ConfigError::at(&cfg.path, t, "output.to_host.pcap", m))?;
+        }
+        if let Some(tap) = &t.value.tap {
+            crate::port::tap::TapTx::probe(&tap.name)
+                .map_err(|m| ConfigError::at(&cfg.path, t, "output.to_host.tap.name", m))?;
         }
     }
     if cfg.metrics.enabled {

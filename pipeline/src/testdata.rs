@@ -495,6 +495,50 @@ impl crate::stage::CustomStage for MaxLen {
     }
 }
 
+/// Runs `ip ARGS...` (iproute2; the tests that make network namespaces use it); the error carries the command and its stderr.
+pub fn ip(args: &[&str]) -> Result<(), String> {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run `ip`: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`ip {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Deletes the network namespace (and the links in it) however the test ends.
+pub struct Netns(pub String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = ip(&["netns", "del", &self.0]);
+    }
+}
+
+/// Reruns this test binary inside namespace `ns`, running only the ignored test `child` with
+/// `child_env` set; returns (exit success, stdout, stderr).
+pub fn run_child_in_netns(ns: &str, child: &str, child_env: &str) -> (bool, String, String) {
+    let exe = std::env::current_exe().expect("test binary path");
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(exe)
+        .args(["--exact", child, "--ignored", "--nocapture"])
+        .env(child_env, "1")
+        .output()
+        .expect("run the child in the namespace");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// docs/hardware-only-tests.md, embedded: the tests allowed to skip in CI, with the reason.
 pub const HARDWARE_ONLY_DOC: &str = include_str!("../../docs/hardware-only-tests.md");
 

@@ -10,10 +10,11 @@ mod dpdk_common;
 
 use std::time::{Duration, Instant};
 
-use dpdk_common::{frame, ip, run_child_in_netns, Netns};
+use dpdk_common::frame;
 use pipeline::burst::Burst;
 use pipeline::port::dpdk::DpdkPort;
 use pipeline::port::{RxPort, TxPort};
+use pipeline::testdata::{ip, run_child_in_netns, Netns};
 
 const CHILD_ENV: &str = "PKTWARP_AF_XDP_CHILD";
 const FRAMES: usize = 500;

@@ -10,11 +10,12 @@ mod dpdk_common;
 
 use std::time::{Duration, Instant};
 
-use dpdk_common::{frame, ip, run_child_in_netns, Netns};
+use dpdk_common::frame;
 use flow_rules::steering::SteerRuleSet;
 use pipeline::burst::Burst;
 use pipeline::port::dpdk::{DpdkPort, FlowOutcome};
 use pipeline::port::RxPort;
+use pipeline::testdata::{ip, run_child_in_netns, Netns};
 
 const CHILD_ENV: &str = "PKTWARP_TAP_CHILD";
 

@@ -54,7 +54,7 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
         names: tx_names.clone(),
         mirror: None,
         all_to_default: false,
-        to_host: crate::port::out::open_to_host_pcap(cfg).context("output.to_host.pcap")?,
+        to_host: crate::port::out::open_to_host(cfg)?,
     };
     // Where a port's transmit side goes: the default output, the mirror, the slow path, or
     // its `out_port` slot (a port is opened once, for one role).

@@ -1,5 +1,6 @@
 //! Ports: sources and sinks of frames. Backends: `pcap` (file replay and record), `gen`
-//! (built-in traffic generator); `dpdk` and `doca` arrive behind cargo features.
+//! (built-in traffic generator), `tap` (a Linux TAP device: the slow path's way into the host's
+//! stack); `dpdk` and `doca` arrive behind cargo features.
 
 use std::sync::{Arc, Mutex};
 
@@ -11,6 +12,7 @@ pub mod gen;
 pub mod out;
 pub mod pace;
 pub mod pcap;
+pub mod tap;
 
 /// What an RX call produced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,8 +1,8 @@
 //! Where every verdict's frames go (the TX side of a run): `pass` to the frame's output port
 //! (`Verdict::out_port`: an index into the config's ports with a transmit side, or the default
 //! output), `mirror` to its output port and a copy to the mirror port, `to_host` to the
-//! slow-path port (a pcap file, a port of the config, or a library callback), `drop` nowhere.
-//! Each destination counts what it took ([`OutTally`]).
+//! slow-path port (a pcap file, a TAP device, a port of the config, or a library callback),
+//! `drop` nowhere. Each destination counts what it took ([`OutTally`]).
 
 use crate::burst::Burst;
 use crate::config::{Config, ConfigError};
@@ -11,8 +11,8 @@ use crate::port::{PortError, TxPort};
 use crate::verdict::{Action, Verdict};
 
 /// The config checks of `output.mirror` and `output.to_host`: a named port exists and has a
-/// transmit side; `to_host` names exactly one of `pcap` and `port`. Errors name the file, the
-/// line and the key.
+/// transmit side; `to_host` names exactly one of `pcap`, `port` and `tap` (a TAP name Linux
+/// takes). Errors name the file, the line and the key.
 pub fn check_output(cfg: &Config) -> Result<(), ConfigError> {
     let Some(out) = &cfg.output else {
         return Ok(());
@@ -45,15 +45,18 @@ pub fn check_output(cfg: &Config) -> Result<(), ConfigError> {
     }
     if let Some(t) = &out.to_host {
         let (l, c) = (t.referenced.line(), t.referenced.column());
-        match (&t.value.pcap, &t.value.port) {
-            (Some(_), None) => {}
-            (None, Some(p)) => check_port(p, l, c, "output.to_host.port")?,
+        match (&t.value.pcap, &t.value.port, &t.value.tap) {
+            (Some(_), None, None) => {}
+            (None, Some(p), None) => check_port(p, l, c, "output.to_host.port")?,
+            (None, None, Some(tap)) => crate::port::tap::check_name(&tap.name)
+                .map_err(|m| err(l, c, "output.to_host.tap.name", m))?,
             _ => {
                 return Err(err(
                     l,
                     c,
                     "output.to_host",
-                    "give exactly one of `pcap: FILE` and `port: NAME`".into(),
+                    "give exactly one of `pcap: FILE`, `port: NAME` and `tap: { name: IFNAME }`"
+                        .into(),
                 ))
             }
         }
@@ -61,19 +64,30 @@ pub fn check_output(cfg: &Config) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Opens the slow-path destination of `output.to_host` when it is a pcap file (a `port:` is
-/// opened with the other ports).
-pub fn open_to_host_pcap(cfg: &Config) -> Result<Option<Box<dyn TxPort>>, PortError> {
-    let Some(f) = cfg
-        .output
-        .as_ref()
-        .and_then(|o| o.to_host.as_ref())
-        .and_then(|t| t.value.pcap.as_ref())
-    else {
+/// Opens the slow-path destination of `output.to_host` when it is a pcap file or a TAP device
+/// (a `port:` is opened with the other ports). A TAP that cannot be made is an error naming
+/// the config file, the line and `output.to_host.tap.name`.
+pub fn open_to_host(cfg: &Config) -> anyhow::Result<Option<Box<dyn TxPort>>> {
+    use anyhow::Context;
+    let Some(t) = cfg.output.as_ref().and_then(|o| o.to_host.as_ref()) else {
         return Ok(None);
     };
-    let opts = PcapTxOptions::new(cfg.resolve(f));
-    Ok(Some(Box::new(PcapTx::create(&opts)?)))
+    if let Some(f) = &t.value.pcap {
+        let opts = PcapTxOptions::new(cfg.resolve(f));
+        let tx = PcapTx::create(&opts).context("output.to_host.pcap")?;
+        return Ok(Some(Box::new(tx)));
+    }
+    if let Some(tap) = &t.value.tap {
+        let tx = crate::port::tap::TapTx::open(&tap.name).map_err(|message| ConfigError {
+            file: cfg.path.clone(),
+            line: t.referenced.line() as u32,
+            column: t.referenced.column() as u32,
+            key: "output.to_host.tap.name".into(),
+            message,
+        })?;
+        return Ok(Some(Box::new(tx)));
+    }
+    Ok(None)
 }
 
 /// The destinations of a run.
