@@ -1,7 +1,8 @@
 //! The CPU executor's zero-copy path (DPDK in and out) through the daemon API, with a real EAL:
 //! steering drops, parse drops and passes land exactly where the copying path would put them,
 //! the output capture holds the passed frames byte for byte, the reasons the daemon gives for
-//! not choosing zero-copy, and RX/TX callbacks seeing every burst.
+//! not choosing zero-copy, RX/TX callbacks seeing every burst, and a NIC's steering mark carried
+//! into the frame descriptors.
 
 #![cfg(feature = "dpdk")]
 
@@ -292,4 +293,97 @@ fn two_workers_each_own_their_queue_pair() {
         assert_eq!(c.passed.get(), rx, "queue {q}: verdicts");
         assert_eq!(c.stage_frames[1].get(), rx, "queue {q}: count stage");
     }
+}
+
+static MARK_SEEN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Plays a NIC whose rte_flow rules matched (no virtual device of DPDK 22.11 implements the
+/// MARK action: net_tap's TC flower takes queue, rss, drop and passthru only). Frame k of the
+/// queue, in arrival order: k % 3 == 0 gets MARK id 1000 + k (`RTE_MBUF_F_RX_FDIR |
+/// RTE_MBUF_F_RX_FDIR_ID`, the id in `hash.fdir.hi`), k % 3 == 1 a FLAG (`RTE_MBUF_F_RX_FDIR`
+/// alone, with junk in `hash.fdir.hi` that must not be read), the rest nothing.
+unsafe extern "C" fn mark_rx(
+    _port: u16,
+    _queue: u16,
+    pkts: *mut *mut sys::rte_mbuf,
+    nb: u16,
+    _max: u16,
+    _user: *mut std::ffi::c_void,
+) -> u16 {
+    for i in 0..usize::from(nb) {
+        let k = MARK_SEEN.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the nb mbufs the PMD just returned, owned by the RX call until it returns.
+        let m = unsafe { &mut **pkts.add(i) };
+        let (fdir, id) = (
+            u64::from(sys::RTE_MBUF_F_RX_FDIR),
+            u64::from(sys::RTE_MBUF_F_RX_FDIR_ID),
+        );
+        match k % 3 {
+            0 => {
+                m.ol_flags |= fdir | id;
+                m.__bindgen_anon_2.hash.fdir.hi = 1000 + k;
+            }
+            1 => {
+                m.ol_flags |= fdir;
+                m.__bindgen_anon_2.hash.fdir.hi = 0xdead;
+            }
+            _ => {}
+        }
+    }
+    nb
+}
+
+/// A NIC's steering mark (rte_flow MARK: `RTE_MBUF_F_RX_FDIR_ID`, `hash.fdir.hi`) reaches
+/// `FrameDesc::mark` on both receive paths, the copying one (`rx_burst`) and the zero-copy one
+/// (`rx_mbufs`); frames without it, or with a FLAG only, have mark 0.
+#[test]
+fn nic_mark_reaches_the_frame_descriptor_on_both_rx_paths() {
+    let port = DpdkPort::open(&dpdk_common::vdev("net_ring45"), 0).expect("ring port");
+    let id = port.setup().port_id;
+    // SAFETY: a started port, queue 0 configured; the function matches the callback type and
+    // lives for the whole process; no user parameter.
+    unsafe {
+        assert!(
+            !sys::rte_eth_add_rx_callback(id, 0, Some(mark_rx), std::ptr::null_mut()).is_null()
+        );
+    }
+    let want = |k: u32| if k % 3 == 0 { 1000 + k } else { 0 };
+    let (mut rx, mut tx) = (port.rx(&[]).expect("rx"), port.tx(0).expect("tx"));
+    let frames: Vec<Vec<u8>> = (0..30u32)
+        .map(|i| dpdk_common::frame(17, [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 64, i))
+        .collect();
+    let send = |tx: &mut dyn TxPort| {
+        let n = tx
+            .tx_burst(&mut frames.iter().map(|f| f.as_slice()))
+            .expect("tx");
+        assert_eq!(n, frames.len());
+    };
+    // Copying path.
+    send(&mut tx);
+    let mut burst = pipeline::burst::Burst::default();
+    let t = std::time::Instant::now();
+    while burst.len() < frames.len() {
+        use pipeline::port::RxPort;
+        rx.rx_burst(&mut burst, 32).expect("rx");
+        assert!(t.elapsed().as_secs() < 5, "{} frames back", burst.len());
+    }
+    let marks: Vec<u32> = burst.descs.iter().map(|d| d.mark).collect();
+    assert_eq!(marks, (0..30).map(want).collect::<Vec<_>>());
+    assert!(burst
+        .frames()
+        .zip(&frames)
+        .all(|((_, a), b)| a == b.as_slice()));
+    // Zero-copy path.
+    send(&mut tx);
+    let mut mb = MbufBurst::new();
+    let t = std::time::Instant::now();
+    // One call takes all 30 (net_ring hands back what one TX burst put in).
+    while mb.is_empty() {
+        rx.rx_mbufs(&mut mb, 32).expect("rx");
+        assert!(t.elapsed().as_secs() < 5, "no frames back");
+    }
+    assert_eq!(mb.len(), frames.len());
+    let marks: Vec<u32> = mb.frames().map(|(d, _)| d.mark).collect();
+    assert_eq!(marks, (30..60).map(want).collect::<Vec<_>>());
+    assert_eq!(MARK_SEEN.load(Ordering::Relaxed), 60);
 }

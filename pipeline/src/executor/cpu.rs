@@ -379,7 +379,10 @@ fn ingest(
             let mut d = *desc;
             d.port = port_id;
             d.queue = q as u16;
-            d.mark = mark;
+            // A software rule's mark, else the one the port delivered (a NIC's rte_flow MARK).
+            if mark != 0 {
+                d.mark = mark;
+            }
             slot.burst.push_with_room(frame, d, room);
             if slot.burst.len() >= burst {
                 flush_queue(

@@ -145,7 +145,10 @@ impl Ingest<'_, '_> {
                 let mut dd = *d;
                 dd.port = self.port_id as u16;
                 dd.queue = q as u16;
-                dd.mark = mark;
+                // A software rule's mark, else the one the port delivered (a NIC's rte_flow MARK).
+                if mark != 0 {
+                    dd.mark = mark;
+                }
                 self.building[q].burst.push_with_room(frame, dd, ctx.room);
                 self.first_at[q].get_or_insert_with(Instant::now);
             }

@@ -35,6 +35,18 @@ use super::{config_err, eal, now_ns, DpdkRx, DpdkTx, PortPools, MAX_BURST};
 use crate::burst::FrameDesc;
 use crate::port::{PortError, RxStatus};
 
+/// The NIC's steering mark of a received mbuf: the id of the rte_flow MARK action that matched
+/// (`hash.fdir.hi`, valid when the PMD set `RTE_MBUF_F_RX_FDIR_ID`), 0 when none. A FLAG action
+/// (`RTE_MBUF_F_RX_FDIR` alone) carries no id, and the same union holds the RSS hash otherwise.
+#[inline]
+pub fn nic_mark(mb: &sys::rte_mbuf) -> u32 {
+    if mb.ol_flags & u64::from(sys::RTE_MBUF_F_RX_FDIR_ID) == 0 {
+        return 0;
+    }
+    // SAFETY: the PMD flagged the fdir member of the hash union valid; it is plain integers.
+    unsafe { mb.__bindgen_anon_2.hash.fdir.hi }
+}
+
 /// Up to [`MAX_BURST`] mbufs of one receive call, owned: the ones still held when the burst
 /// is cleared or dropped are freed. Reuse one per polling thread (the arrays are allocated
 /// once). Per frame it keeps nothing but the mbuf pointer: lengths, segments and RSS hash are
@@ -226,7 +238,7 @@ impl MbufBurst {
             } else {
                 0
             },
-            mark: 0,
+            mark: nic_mark(mb),
             timestamp_ns: self.timestamp_ns,
         }
     }

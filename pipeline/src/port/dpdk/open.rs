@@ -162,6 +162,23 @@ impl DpdkPort {
     }
 }
 
+/// Asks the PMD to deliver rte_flow MARK ids in received mbufs (`hash.fdir.hi`, read into
+/// `FrameDesc::mark`): some NICs (mlx5 in some modes) deliver them only when asked before
+/// `rte_eth_dev_configure`. Most PMDs have no such switch (`-ENOTSUP`: nothing to negotiate),
+/// and a refusal is not an error: steering still works, only the NIC's mark is missing.
+fn negotiate_mark(port_id: u16, name: &str) {
+    // SAFETY: constant getter without preconditions.
+    let want = unsafe { sys::pw_eth_rx_metadata_user_mark() };
+    let mut features = want;
+    // SAFETY: a valid, not yet configured port; `features` is a live u64 the call updates.
+    let rc = unsafe { sys::rte_eth_rx_metadata_negotiate(port_id, &mut features) };
+    if rc == 0 && features & want == 0 {
+        tracing::debug!(port = %name, "dpdk: the PMD will not deliver rte_flow MARK ids");
+    } else if rc != 0 && rc != -libc::ENOTSUP {
+        tracing::debug!(port = %name, "dpdk: rx metadata negotiation: {}", eal::strerror(rc));
+    }
+}
+
 /// The device's capabilities (rte_eth_dev_info_get).
 fn device_info(port_id: u16) -> Result<sys::rte_eth_dev_info, PortError> {
     let mut info = sys::rte_eth_dev_info::default();
@@ -232,6 +249,7 @@ fn configure(
     setup.rx_offloads = conf.rxmode.offloads;
     setup.tx_offloads = conf.txmode.offloads;
 
+    negotiate_mark(port_id, &name);
     // SAFETY: valid port, conf fully initialised (rss_key points at a live local array).
     let rc = unsafe { sys::rte_eth_dev_configure(port_id, opts.rx_queues, opts.tx_queues, &conf) };
     if rc != 0 {

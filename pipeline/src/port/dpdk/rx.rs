@@ -80,7 +80,7 @@ impl DpdkRx {
             // SAFETY: m is an mbuf the PMD just returned: a valid chain of nb_segs segments,
             // each with data_len bytes at buf_addr + data_off (host memory, or GPU memory when
             // the placement is GpuDirect), owned by us until freed below.
-            let (pkt_len, rss, copied) = unsafe {
+            let (pkt_len, rss, copied, mark) = unsafe {
                 let mut seg = m;
                 let mut copied = true;
                 while !seg.is_null() {
@@ -99,6 +99,7 @@ impl DpdkRx {
                     mb.pkt_len,
                     has.then_some(mb.__bindgen_anon_2.hash.rss),
                     copied,
+                    super::mbuf::nic_mark(mb),
                 )
             };
             if !copied {
@@ -132,7 +133,7 @@ impl DpdkRx {
                 port: self.port.index,
                 queue,
                 rss_hash: rss.unwrap_or(0),
-                mark: 0,
+                mark,
                 timestamp_ns: ts,
             });
         }
