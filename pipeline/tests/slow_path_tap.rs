@@ -236,12 +236,11 @@ fn slow_tap_child() {
 
 #[test]
 fn to_host_frames_reach_a_tap_device() {
-    let test = "to_host_frames_reach_a_tap_device";
     let ns = format!("pwslow{}", std::process::id());
     if let Err(e) = ip(&["netns", "add", &ns]) {
         pipeline::testdata::skip(
             file!(),
-            test,
+            "to_host_frames_reach_a_tap_device",
             &format!("cannot create a network namespace here: {e}"),
         );
         return;
@@ -250,7 +249,11 @@ fn to_host_frames_reach_a_tap_device() {
     let (ok, stdout, stderr) = run_child_in_netns(&ns, "slow_tap_child", CHILD_ENV);
     assert!(ok, "child failed:\n{stdout}\n{stderr}");
     if let Some(line) = stdout.lines().find(|l| l.contains("SLOW-TAP-SKIP")) {
-        pipeline::testdata::skip(file!(), test, &format!("{line}\n{stderr}"));
+        pipeline::testdata::skip(
+            file!(),
+            "to_host_frames_reach_a_tap_device",
+            &format!("{line}\n{stderr}"),
+        );
         return;
     }
     for l in stdout.lines().filter(|l| l.contains("SLOW-TAP-")) {
