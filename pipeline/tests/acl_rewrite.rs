@@ -1,4 +1,5 @@
-//! ACL rule actions that rewrite (`set: { dscp, dst_mac, port }`) and the steering mark carried to
+//! ACL rule actions that rewrite (`set: { dscp, dst_mac, port }`) and the steering mark (software
+//! steering's, or one the receiving port delivered, as a NIC's rte_flow MARK) carried to
 //! the stages (`PacketMeta::steer_mark`):
 //! - through the daemon (CPU executor): the rewritten frames go to the rule's port, tshark reads
 //!   the DSCP and destination MAC back with every checksum valid;
@@ -28,6 +29,7 @@ use pipeline::executor::cpu::CpuShared;
 use pipeline::meta::PacketMeta;
 use pipeline::port::gen::{build_frame, FrameSpec};
 use pipeline::port::pcap::{CaptureWriter, WriteFormat};
+use pipeline::port::{PortError, RxPort, RxStatus};
 use pipeline::stage::acl::AclStage;
 use pipeline::stage::{
     BuiltStage, CustomStage, GpuStage, GpuStageKind, Pipeline, Stage, StageFactory, StageRegistry,
@@ -439,6 +441,72 @@ fn a_steering_mark_reaches_a_user_stage_through_the_cpu_ingest() {
         stage_drops, voice,
         "the frames marked 7 were dropped by the stage"
     );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A receiving port that marks every frame it delivers, as a NIC whose rte_flow MARK rule
+/// matched (a DPDK port reads that id from the mbuf into `FrameDesc::mark`).
+struct MarkingRx(Box<dyn RxPort>, u32);
+
+impl RxPort for MarkingRx {
+    fn rx_burst(&mut self, burst: &mut Burst, max: usize) -> Result<RxStatus, PortError> {
+        let before = burst.descs.len();
+        let r = self.0.rx_burst(burst, max);
+        for d in &mut burst.descs[before..] {
+            d.mark = self.1;
+        }
+        r
+    }
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+}
+
+#[test]
+fn a_port_delivered_mark_reaches_the_stages_unless_software_steering_marks() {
+    let dir = tmpdir("nicmark");
+    let input = frames();
+    write_pcap(&dir.join("in.pcap"), &input);
+    // Software steering marks UDP 5060 with 7 (dropped by the probe); it marks nothing else.
+    std::fs::write(
+        dir.join("steer.yaml"),
+        "rules:\n  - match: { udp: { dst_port: 5060 } }\n    actions: [ { mark: 7 } ]\n",
+    )
+    .unwrap();
+    let n = Arc::new(AtomicU64::new(0));
+    let path = write_config(
+        &dir,
+        "steering: { rules: steer.yaml }\n",
+        "  - parse\n  - custom: { name: mark_probe }\n  - count\n",
+    );
+    let cfg = config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let p = daemon::prepare_with(cfg, &registry(&n)).unwrap_or_else(|e| panic!("{e:#}"));
+    let mut ports = daemon::open_ports(&p.cfg).unwrap();
+    let pcap = ports.rx.remove(0);
+    ports.rx.insert(0, Box::new(MarkingRx(pcap, 0x55)));
+    let shared = CpuShared::new(&p.cpu_spec());
+    let s = daemon::run_cpu(&p, &shared, ports);
+    let metas: Vec<PacketMeta> = input
+        .iter()
+        .map(|f| pipeline::stage::parse::parse_frame(f))
+        .collect();
+    let parsed = metas.iter().filter(|m| m.status == 0).count() as u64;
+    let voice = metas
+        .iter()
+        .filter(|m| m.status == 0 && m.ip_proto == 17 && m.dst_port == 5060)
+        .count() as u64;
+    assert!(voice > 0 && parsed > voice);
+    // Every frame the stages see carries a mark: the port's (0x55), or the software rule's 7,
+    // which wins where it matched (the probe drops exactly those).
+    assert_eq!(n.load(Ordering::Relaxed), parsed, "every frame marked");
+    let stage_drops = s
+        .drops
+        .iter()
+        .find(|(r, _)| r == "stage_drop")
+        .map_or(0, |(_, n)| *n);
+    assert_eq!(stage_drops, voice, "software mark 7 over the port's 0x55");
+    let host = capture_frames(&dir.join("out.pcap")).unwrap();
+    assert_eq!(host.len() as u64 + voice, parsed);
     std::fs::remove_dir_all(&dir).ok();
 }
 
