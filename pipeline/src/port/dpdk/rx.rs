@@ -158,6 +158,8 @@ pub struct GpuFrame {
     pub queue: u16,
     /// The NIC's RSS hash (0 when it gave none).
     pub rss_hash: u32,
+    /// The NIC's steering mark (rte_flow MARK id; 0 when none), as `FrameDesc::mark`.
+    pub mark: u32,
 }
 
 /// Frames received into GPU memory. Their mbufs stay owned by this value, so the NIC does not
@@ -225,6 +227,7 @@ impl DpdkRx {
                     len: u32::from(mb.data_len),
                     queue: q,
                     rss_hash: rss,
+                    mark: super::mbuf::nic_mark(mb),
                 });
                 out.mbufs.push(m);
             }
