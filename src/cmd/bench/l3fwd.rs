@@ -25,16 +25,26 @@ const ROUTES: &str =
 - { prefix: 0.0.0.0/0, via: '02:00:00:00:01:03', port: port0 }\n  \
 - { prefix: '::/0', via: '02:00:00:00:02:01', port: port1 }\n";
 
-/// The l3fwd pipeline of a config with two output ports (the config is only parsed: no port
-/// is opened).
-fn l3fwd_pipeline(dir: &Path) -> anyhow::Result<pipeline::daemon::Prepared> {
+/// The two pipelines measured: l3fwd, and the same lookups without rewriting (nothing written
+/// back to the ring: what the frames' write-back costs).
+const PIPELINES: [(&str, &str); 2] = [
+    (
+        "parse, route, ttl, l2fwd, count",
+        "  - ttl\n  - l2fwd: { src: '02:00:00:00:00:fe' }\n",
+    ),
+    ("parse, route, count (reads only)", ""),
+];
+
+/// An l3fwd pipeline (`rewrites`: the stages between route and count) of a config with two
+/// output ports (the config is only parsed: no port is opened).
+fn l3fwd_pipeline(dir: &Path, rewrites: &str) -> anyhow::Result<pipeline::daemon::Prepared> {
     std::fs::write(dir.join("routes.yaml"), ROUTES)?;
     let d = dir.display();
     let yaml = format!(
         "ports:\n  - name: in\n    gen: {{ count: 1 }}\n  - name: port0\n    pcap: {{ tx: {{ path: {d}/p0.pcap }} }}\n  \
          - name: port1\n    pcap: {{ tx: {{ path: {d}/p1.pcap }} }}\n\
-         pipeline:\n  - parse\n  - route: {{ routes: {d}/routes.yaml }}\n  - ttl\n  \
-         - l2fwd: {{ src: '02:00:00:00:00:fe' }}\n  - count\nexecutor: {{ kind: cpu }}\noutput: {{ port: port0 }}\n"
+         pipeline:\n  - parse\n  - route: {{ routes: {d}/routes.yaml }}\n{rewrites}  \
+         - count\nexecutor: {{ kind: cpu }}\noutput: {{ port: port0 }}\n"
     );
     let cfg = pipeline::config::parse_str(&yaml, &dir.join("l3fwd.yaml"))?;
     pipeline::daemon::prepare(cfg)
@@ -47,6 +57,10 @@ struct Outcome {
     ring_full: u64,
     checked: u64,
     mismatches: u64,
+    /// The feeding threads' time handing bursts over and reaping them (TX descriptors
+    /// included), per burst reaped, in microseconds: where a queue's host side goes.
+    submit_us: f64,
+    reap_us: f64,
 }
 
 /// The CPU executor's answer for one burst: (bytes, output port) of every frame it sends.
@@ -65,48 +79,65 @@ fn cpu_sends(p: &pipeline::stage::Pipeline, b: &Burst) -> Vec<(Vec<u8>, u16)> {
 pub fn section(a: &Args, trace0: &Path, md: &mut Table, js: &mut Json) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("pktwarp-bench-l3fwd-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let p = l3fwd_pipeline(&dir)?;
-    let image = pipeline::executor::gpu::image_for_pipeline(&p.pipeline)?;
     md.line("\n### End to end, l3fwd on the GPU: host bursts -> ring -> persistent kernel (parse -> route -> ttl -> l2fwd -> count, in place) -> TX ring drained by the host\n".into());
     md.line(format!(
-        "up to {} persistent CTAs per queue (fewer where queues x CTAs would not fit the SMs), one feeding host thread per queue, bursts of 1024 64-byte frames; \"sent\" = TX descriptors the host read (every frame routed: a default route); the first burst of each queue checked against the CPU pipeline byte for byte\n",
-        a.e2e_ctas
+        "up to {} persistent CTAs of {} threads per queue (fewer where queues x CTAs would not fit the SMs), one feeding host thread per queue, bursts of 1024 64-byte frames; \"sent\" = TX descriptors the host read (every frame routed: a default route); the first burst of each queue checked against the CPU pipeline byte for byte; the read-only pipeline (mapped rings) shows what writing the frames back costs\n",
+        a.e2e_ctas, a.l3fwd_threads
     ));
-    md.line("| frame | placement | queues | Mpps in | Mpps sent | % of 400GbE pps | ring-full retries | checked | mismatches |".into());
-    md.line("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |".into());
+    md.line("| pipeline | frame | placement | queues | Mpps in | Mpps sent | % of 400GbE pps | ring-full retries | host submit us / burst | host reap us / burst | checked | mismatches |".into());
+    md.line(
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+            .into(),
+    );
     let base = trace_frames(trace0, 64)?;
-    // The composed kernel's CTAs are 256 threads: one per SM at most with this pipeline, so
-    // queues x CTAs must fit the SMs (the verdict path's 16 a queue does not at 12 queues).
+    // The composed kernel's registers hold one CTA of 256 threads an SM (two of 128), so
+    // queues x CTAs must fit that (the verdict path's 16 a queue does not at 12 queues).
     let sms = pipeline::executor::gpu::probe(a.device)
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .multiprocessors as usize;
+    let ctas_fit = sms * (256 / a.l3fwd_threads.max(32) as usize).max(1);
     let mut rows = Vec::new();
-    for placement in [Placement::Device, Placement::Mapped] {
-        for &nq in &a.e2e_queues {
-            let ctas = a.e2e_ctas.min((sms / nq.max(1)).max(1) as u32);
-            let shape = Shape {
-                placement,
-                queues: nq,
-                burst: 1024,
-                ctas,
-            };
-            let r = run(a, &p.pipeline, &image, &base, shape)?;
-            md.line(format!(
-                "| 64 | {placement:?} | {nq} | {:.1} | {:.1} | {:.1}% | {} | {} | {} |",
-                r.pps / 1e6,
-                r.sent as f64 / r.frames.max(1) as f64 * r.pps / 1e6,
-                r.pps / 595.2e6 * 100.0,
-                r.ring_full,
-                r.checked,
-                r.mismatches
-            ));
-            rows.push(json!({"placement": format!("{placement:?}"), "queues": nq, "pps": r.pps,
-                "frames": r.frames, "sent": r.sent, "checked": r.checked, "mismatches": r.mismatches}));
-            if r.mismatches > 0 {
-                anyhow::bail!(
-                    "l3fwd e2e: {} frames differ from the CPU pipeline",
+    for (k, (name, rewrites)) in PIPELINES.iter().enumerate() {
+        let p = l3fwd_pipeline(&dir, rewrites)?;
+        let image = pipeline::executor::gpu::image_for_pipeline(&p.pipeline)?;
+        let placements: &[Placement] = if k == 0 {
+            &[Placement::Device, Placement::Mapped]
+        } else {
+            &[Placement::Mapped]
+        };
+        for &placement in placements {
+            for &nq in &a.e2e_queues {
+                let ctas = a.e2e_ctas.min((ctas_fit / nq.max(1)).max(1) as u32);
+                let shape = Shape {
+                    placement,
+                    queues: nq,
+                    burst: 1024,
+                    ctas,
+                };
+                let r = run(a, &p.pipeline, &image, &base, shape)?;
+                md.line(format!(
+                    "| {name} | 64 | {placement:?} | {nq} | {:.1} | {:.1} | {:.1}% | {} | {:.2} | {:.2} | {} | {} |",
+                    r.pps / 1e6,
+                    r.sent as f64 / r.frames.max(1) as f64 * r.pps / 1e6,
+                    r.pps / 595.2e6 * 100.0,
+                    r.ring_full,
+                    r.submit_us,
+                    r.reap_us,
+                    r.checked,
                     r.mismatches
+                ));
+                rows.push(
+                    json!({"pipeline": name, "placement": format!("{placement:?}"), "queues": nq,
+                    "pps": r.pps, "frames": r.frames, "sent": r.sent, "checked": r.checked,
+                    "mismatches": r.mismatches, "submit_us_per_burst": r.submit_us,
+                    "reap_us_per_burst": r.reap_us}),
                 );
+                if r.mismatches > 0 {
+                    anyhow::bail!(
+                        "l3fwd e2e ({name}): {} frames differ from the CPU pipeline",
+                        r.mismatches
+                    );
+                }
             }
         }
     }
@@ -150,6 +181,7 @@ fn run(
         slot_data_bytes: Some(round_up(bytes.max(1) * 2, 4096) as u32),
         device: a.device,
         ctas_per_queue: ctas,
+        block_threads: Some(a.l3fwd_threads),
         nt_stores: !a.cached_stores,
         ..Default::default()
     };
@@ -171,7 +203,7 @@ fn run(
     let expect: Vec<Vec<(Vec<u8>, u16)>> = bursts.iter().map(|b| cpu_sends(p, b)).collect();
     let dur = Duration::from_secs_f64(a.e2e_seconds);
     let t0 = Instant::now();
-    let results: Vec<anyhow::Result<[u64; 5]>> = std::thread::scope(|s| {
+    let results: Vec<anyhow::Result<[u64; 8]>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..nq)
             .map(|q| {
                 let (ex, bursts, expect) = (&ex, &bursts, &expect);
@@ -186,7 +218,7 @@ fn run(
             .collect()
     });
     let secs = t0.elapsed().as_secs_f64();
-    let mut t = [0u64; 5];
+    let mut t = [0u64; 8];
     for r in results {
         for (acc, x) in t.iter_mut().zip(r?) {
             *acc += x;
@@ -199,25 +231,27 @@ fn run(
         ring_full: t[2],
         checked: t[3],
         mismatches: t[4],
+        submit_us: t[5] as f64 / 1e3 / t[7].max(1) as f64,
+        reap_us: t[6] as f64 / 1e3 / t[7].max(1) as f64,
     })
 }
 
 /// One queue's feeder: submits bursts round-robin for `dur`, drains the TX ring of every burst
 /// finished; the first burst's sends compared with the CPU's. [frames, sent, ring-full
-/// retries, checked, mismatches].
+/// retries, checked, mismatches, ns in submit, ns in polls that reaped, bursts reaped].
 fn feed(
     ex: &GpuExecutor,
     q: usize,
     bursts: &[Burst],
     expect: &[Vec<(Vec<u8>, u16)>],
     dur: Duration,
-) -> anyhow::Result<[u64; 5]> {
-    let mut out = [0u64; 5];
+) -> anyhow::Result<[u64; 8]> {
+    let mut out = [0u64; 8];
     let mut i = q % bursts.len();
     let mut first: Option<(u32, usize)> = None;
     let start = Instant::now();
     let on_burst = |r: &pipeline::executor::gpu::Reaped<'_>,
-                    out: &mut [u64; 5],
+                    out: &mut [u64; 8],
                     first: Option<(u32, usize)>| {
         out[0] += r.verdicts.len() as u64;
         let tx: &[TxDesc] = r.tx.unwrap_or(&[]);
@@ -241,15 +275,22 @@ fn feed(
         }
     };
     while start.elapsed() < dur {
+        let t0 = Instant::now();
         match ex.submit(q, &bursts[i]) {
             Ok(seq) => {
+                out[5] += t0.elapsed().as_nanos() as u64;
                 first.get_or_insert((seq, i));
                 i = (i + 1) % bursts.len();
             }
             Err(SubmitError::RingFull { .. }) => out[2] += 1,
             Err(e) => return Err(e.into()),
         }
-        ex.poll_bursts(q, |r| on_burst(r, &mut out, first))?;
+        let t1 = Instant::now();
+        let reaped = ex.poll_bursts(q, |r| on_burst(r, &mut out, first))?;
+        if reaped > 0 {
+            out[6] += t1.elapsed().as_nanos() as u64;
+            out[7] += reaped as u64;
+        }
     }
     let t = Instant::now();
     while ex.in_flight(q) > 0 {

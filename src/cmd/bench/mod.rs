@@ -63,6 +63,10 @@ pub struct Args {
     /// fit on an H200 at two CTAs per SM).
     #[arg(long, default_value_t = 16)]
     pub e2e_ctas: u32,
+    /// Threads per CTA of the l3fwd end to end (a multiple of 32; 128 puts two of the composed
+    /// kernel's CTAs on an SM, whose registers hold one CTA of 256).
+    #[arg(long, default_value_t = 256)]
+    pub l3fwd_threads: u32,
     /// End to end: copy large frames into mapped rings with plain (cached) stores instead of the
     /// default non-temporal ones (executor option `nt_stores: false`), for comparison.
     #[arg(long)]

@@ -47,6 +47,7 @@ impl GpuExecutor {
         // A rewriting stage may grow the last frame into its room, which the burst's data
         // includes (the host reserved it); nothing may reach past the slot's data area.
         let cap = self.data_cap as usize;
+        let mut end = bytes;
         for p in 0..parts {
             // SAFETY: slot * parts + p < slots * parts words (the counts buffer); written by
             // the GPU before the done word the caller saw (acquire fence there).
@@ -58,13 +59,19 @@ impl GpuExecutor {
                     "TX ring: burst part {p} says {k} frames from frame {lo}, the burst has {n}"
                 );
             }
-            for i in lo..lo + k {
-                // SAFETY: slot * bm + i < slots * bm descriptors (i < n <= bm).
-                let d = unsafe {
-                    ptr::read_volatile((tx.descs.host as *const TxDesc).add(slot * bm + i))
-                };
-                let end = d.offset as usize + d.len as usize;
-                if end > cap || usize::from(d.frame) >= n {
+            // One bulk copy of the part's descriptors (streamed at memcpy speed), checked
+            // afterwards in cache, rather than a volatile read per descriptor from memory the
+            // GPU just wrote: this is on every reap of the feeding / TX thread.
+            let first = out.len();
+            // SAFETY: slot * bm + lo + k <= slots * bm descriptors (lo + k <= n <= bm); the
+            // GPU wrote them before the done word the caller saw (acquire fence there) and
+            // does not write them again before this slot is reused, which needs this reap.
+            out.extend_from_slice(unsafe {
+                std::slice::from_raw_parts((tx.descs.host as *const TxDesc).add(slot * bm + lo), k)
+            });
+            for d in &out[first..] {
+                let e = d.offset as usize + d.len as usize;
+                if e > cap || usize::from(d.frame) >= n {
                     anyhow::bail!(
                         "TX ring: descriptor of frame {} ({} bytes at {}) lies outside the burst",
                         d.frame,
@@ -72,16 +79,10 @@ impl GpuExecutor {
                         d.offset
                     );
                 }
-                out.push(d);
+                end = end.max(e);
             }
         }
-        let end = out
-            .iter()
-            .map(|d| d.offset as usize + d.len as usize)
-            .max()
-            .unwrap_or(0)
-            .max(bytes)
-            .min(cap);
+        let end = end.min(cap);
         let off = slot * self.slot_bytes as usize + self.data_offset as usize;
         let host = match (
             q.placement,
