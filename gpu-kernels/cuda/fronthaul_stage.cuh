@@ -30,7 +30,8 @@
  * between them that never came). That equals the Rust stage's SeqTracker where one eAxC's ids
  * arrive in order (each less than 128 ahead of the last, repeats adjacent), in whatever order the
  * threads take them (while no two frames of one eAxC in flight are 128 or more ids apart); out of
- * order is not judged (0).
+ * order is not judged: it needs each frame's place in the arrival order, which a stage call does
+ * not have (DESIGN.md, "Fronthaul", 2026-12-04).
  * A packet whose slot the host has closed (or whose ring entry holds a later slot) is refused as
  * in the Rust stage (pw_fh_slot_refused): counted per eAxC (slot_closed, with its PRBs), nothing
  * of it stored; it still counts as a packet, for its sequence id and its Ta4 window. */

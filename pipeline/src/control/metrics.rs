@@ -65,7 +65,7 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_fronthaul_packets_total", "U-plane packets accepted, per eAxC.", MetricType::COUNTER, &["position", "eaxc"]),
     ("pktwarp_fronthaul_prbs_total", "PRBs decoded into the slot grid, per eAxC.", MetricType::COUNTER, &["position", "eaxc"]),
     ("pktwarp_fronthaul_arrivals_total", "U-plane packets per eAxC by arrival against the Ta4 window (early, on_time, late, untimed).", MetricType::COUNTER, &["position", "eaxc", "window"]),
-    ("pktwarp_fronthaul_seq_errors_total", "Sequence id errors per eAxC, by kind (gap: packets missing, duplicate, out_of_order).", MetricType::COUNTER, &["position", "eaxc", "kind"]),
+    ("pktwarp_fronthaul_seq_errors_total", "Sequence id errors per eAxC, by kind (gap: packets missing, duplicate, out_of_order; out_of_order is absent on the GPU executor, whose per-frame stage has no arrival order to judge it by).", MetricType::COUNTER, &["position", "eaxc", "kind"]),
     ("pktwarp_fronthaul_duplicate_prbs_total", "PRBs that arrived twice for one slot, per eAxC.", MetricType::COUNTER, &["position", "eaxc"]),
     ("pktwarp_fronthaul_slots_total", "Slots closed per eAxC, by result (complete: every PRB of the eAxC arrived, partial).", MetricType::COUNTER, &["position", "eaxc", "result"]),
     ("pktwarp_fronthaul_eaxc_errors_total", "Rejected frames whose eAxC is in the grid, per eAxC and decode reason.", MetricType::COUNTER, &["position", "eaxc", "reason"]),

@@ -330,6 +330,7 @@ pub fn read_counters(
         duplicate_prbs: stage[CTR_DUPLICATE_PRBS],
         eaxc_unexpected: stage[CTR_EAXC_UNEXPECTED],
         saturated_samples: u64_at(stats, 0),
+        seq_order_not_judged: true,
         ..FronthaulCounters::default()
     };
     for r in Reject::ALL {
