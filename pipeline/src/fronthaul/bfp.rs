@@ -108,6 +108,58 @@ fn unpack_w<const W: u32>(data: &[u8], exp: u8, out: &mut [i32; PRB_SAMPLES]) ->
     true
 }
 
+/// Decompresses one PRB straight to 16 bits when every sample is sure to fit (`width +
+/// exponent <= 16`: a `width`-bit mantissa shifted by the exponent stays within i16), as the
+/// int16 slot grid stores it; the stage's common case, one pass instead of 32-bit samples and
+/// then a saturating copy. Returns the exponent, or `None` (`out` unspecified) when a sample
+/// may not fit or the PRB is malformed: the caller then takes [`decompress_prb`] and saturates.
+#[inline]
+pub fn decompress_prb_i16(
+    bytes: &[u8],
+    method: Method,
+    width: u8,
+    out: &mut [i16; PRB_SAMPLES],
+) -> Option<u8> {
+    let (exp, data) = match method {
+        Method::Bfp => {
+            let (p, d) = bytes.split_first()?;
+            (p & 0x0f, d)
+        }
+        Method::None => (0, bytes),
+    };
+    if u32::from(width) + u32::from(exp) > 16 {
+        return None;
+    }
+    macro_rules! by_width {
+        ($($w:literal)*) => {
+            match width {
+                $($w => unpack_w_i16::<$w>(data, exp, out),)*
+                _ => false,
+            }
+        };
+    }
+    by_width!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16).then_some(exp)
+}
+
+/// [`unpack_w`] into 16-bit samples; the caller checked `W + exp <= 16`.
+#[inline(always)]
+fn unpack_w_i16<const W: u32>(data: &[u8], exp: u8, out: &mut [i16; PRB_SAMPLES]) -> bool {
+    let w = W as usize;
+    let Some(data) = data.get(..3 * w) else {
+        return false;
+    };
+    for (group, o) in data.chunks_exact(w).zip(out.chunks_exact_mut(8)) {
+        let mut b = [0u8; 16];
+        b[..w].copy_from_slice(group);
+        let x = u128::from_be_bytes(b);
+        for (j, v) in o.iter_mut().enumerate() {
+            let top = (x << (j as u32 * W) >> 96) as u32;
+            *v = (((top as i32) >> (32 - W)) << exp) as i16;
+        }
+    }
+    true
+}
+
 /// The plain scalar decoder: bit by bit, the way the annex reads. The benchmark's baseline and
 /// the property tests' reference.
 pub fn decompress_prb_scalar(
@@ -291,5 +343,47 @@ mod tests {
         s[0] = -32768;
         assert_eq!(bfp_exponent(&s, 9), 8);
         assert_eq!(bfp_exponent(&s, 1), 15);
+    }
+
+    #[test]
+    fn the_16_bit_decoder_equals_the_32_bit_one_where_every_sample_fits() {
+        // Every width and exponent, both methods, bytes from a fixed xorshift stream.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        };
+        for method in [Method::Bfp, Method::None] {
+            for width in 1..=16u8 {
+                for exp in 0..16u8 {
+                    let mut b: Vec<u8> = (0..prb_bytes(method, width)).map(|_| next()).collect();
+                    if method == Method::Bfp {
+                        b[0] = (b[0] & 0xf0) | exp;
+                    }
+                    let (mut wide, mut narrow) = ([0i32; PRB_SAMPLES], [0i16; PRB_SAMPLES]);
+                    let e = decompress_prb(&b, method, width, &mut wide);
+                    let e16 = decompress_prb_i16(&b, method, width, &mut narrow);
+                    let fits = u32::from(width) + u32::from(e) <= 16;
+                    assert_eq!(e16.is_some(), fits, "{method:?} width {width} exp {exp}");
+                    if let Some(e16) = e16 {
+                        assert_eq!(e16, e);
+                        let want: Vec<i16> = wide.iter().map(|&v| v as i16).collect();
+                        assert!(wide.iter().all(|&v| i32::from(v as i16) == v));
+                        assert_eq!(&narrow[..], &want[..], "{method:?} width {width} exp {exp}");
+                    }
+                    // A short PRB or a bad width is left to the 32-bit decoder.
+                    assert_eq!(
+                        decompress_prb_i16(&b[..b.len() - 1], method, width, &mut narrow),
+                        None
+                    );
+                    if method == Method::None && exp == 0 {
+                        assert_eq!(decompress_prb_i16(&b, method, 17, &mut narrow), None);
+                        assert_eq!(decompress_prb_i16(&b, method, 0, &mut narrow), None);
+                    }
+                }
+            }
+        }
     }
 }

@@ -383,6 +383,13 @@ impl Section {
         self.start_prb + k * self.stride
     }
 
+    /// The bytes of the section's `k`-th PRB (empty past the frame: the frame was checked).
+    #[inline]
+    pub fn prb_bytes_of<'f>(&self, frame: &'f [u8], k: u16) -> &'f [u8] {
+        let at = self.data + usize::from(k) * self.prb_bytes;
+        frame.get(at..at + self.prb_bytes).unwrap_or(&[])
+    }
+
     /// Decompresses the section's `k`-th PRB (`k < num_prb`; the frame was checked).
     #[inline]
     pub fn decode(&self, frame: &[u8], k: u16, out: &mut [i32; PRB_SAMPLES]) -> u8 {

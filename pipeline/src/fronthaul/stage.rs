@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::bfp::PRB_SAMPLES;
+use super::bfp::{self, PRB_SAMPLES};
 use super::config::{FronthaulConfig, SinkConfig};
 use super::decode::{self, DecodeParams, Message, Reject, Sections, SYMBOLS_PER_SLOT};
 use super::grid::{Assembler, Closed, SlotKey, SlotRing};
@@ -415,6 +415,16 @@ impl FronthaulStage {
         let mut iq = [0i32; PRB_SAMPLES];
         for s in Sections::new(frame, u, &self.params).flatten() {
             for k in 0..s.num_prb {
+                // Straight into the int16 cell when no sample can saturate (the common case);
+                // else 32-bit samples, saturated by the store.
+                let bytes = s.prb_bytes_of(frame, k);
+                let direct = grid.store_direct(e, s.symbol, s.prb(k), |o| {
+                    bfp::decompress_prb_i16(bytes, s.method, s.width, o).is_some()
+                });
+                if let Some(dup) = direct {
+                    dups += u64::from(dup);
+                    continue;
+                }
                 s.decode(frame, k, &mut iq);
                 if let Some((dup, n)) = grid.store(e, s.symbol, s.prb(k), &iq) {
                     dups += u64::from(dup);
