@@ -31,6 +31,8 @@ PW_DEVICE pw_verdict pw_verdict_of(uint32_t parse_ok, uint32_t pipeline, uint32_
                                    uint32_t mark) {
     pw_verdict v;
     v.out_port = (uint16_t)PW_OUT_DEFAULT;
+    v.reserved = 0u;
+    v.send_ns = 0ull;
     if (!parse_ok && (pipeline & PW_PIPE_DROP_MALFORMED)) {
         v.action = (uint8_t)PW_ACTION_DROP;
         v.drop_reason = (uint8_t)PW_DROP_PARSE_ERROR;

@@ -94,7 +94,7 @@ __device__ __forceinline__ void pw_stage_acl_fused(const pw_acl_sel &a, const pw
 }
 #endif
 
-/* Where a burst's verdicts go: pw_verdict[] or, when `tag` != 0 (PW_PIPE_TAGGED),
+/* Where a burst's verdicts go: pw_verdict_out[] or, when `tag` != 0 (PW_PIPE_TAGGED),
  * pw_verdict_tagged[] stamped with it. */
 typedef struct pw_vout {
     void *base;
@@ -105,7 +105,13 @@ typedef struct pw_vout {
  * leave the SM at once: nothing after them orders them). */
 __device__ __forceinline__ void pw_store_verdict(const pw_vout &vo, uint32_t i, const pw_verdict &v) {
     if (vo.tag == 0u) {
-        ((pw_verdict *)vo.base)[i] = v;
+        pw_verdict_out o;
+        o.action = v.action;
+        o.drop_reason = v.drop_reason;
+        o.out_port = v.out_port;
+        o.rule = v.rule;
+        o.mark = v.mark;
+        ((pw_verdict_out *)vo.base)[i] = o;
         return;
     }
     pw_verdict_tagged *t = (pw_verdict_tagged *)vo.base + i;
@@ -507,6 +513,7 @@ __device__ __forceinline__ void pw_tx_round(pw_tx_desc *tx, uint32_t plo, bool s
         t.action = v.action;
         t.reserved0 = 0u;
         t.reserved1 = 0u;
+        t.send_ns = v.send_ns;
         tx[plo + at + __popc(ballot & ((1u << lane) - 1u))] = t;
     }
     __syncthreads();
@@ -734,7 +741,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     pw_vout vo;
     vo.tag = (q.pipeline & PW_PIPE_TAGGED) ? seq + 1u : 0u;
     vo.base = vo.tag ? (void *)((pw_verdict_tagged *)q.verdicts + (uint64_t)slot * q.burst_max)
-                     : (void *)((pw_verdict *)q.verdicts + (uint64_t)slot * q.burst_max);
+                     : (void *)((pw_verdict_out *)q.verdicts + (uint64_t)slot * q.burst_max);
     pw_packet_meta *mout = (q.pipeline & PW_PIPE_META_OUT) ? (pw_packet_meta *)q.metas + (uint64_t)slot * q.burst_max : 0;
     /* This block's share of the frames (the burst's CTA group: part `part` of `parts`). */
     uint32_t lo, hi;
@@ -1335,7 +1342,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) pw_burst_slot(const pw_queu
  * to `data`), verdicts to device memory, counters aggregated per block. `q` supplies the pipeline,
  * tables and counters (ring fields unused). */
 extern "C" __global__ void __launch_bounds__(256) pw_bulk(const pw_queue_desc *qd, const uint8_t *data, const pw_desc *descs,
-                                                         uint32_t n, pw_verdict *verdicts) {
+                                                         uint32_t n, pw_verdict_out *verdicts) {
     const pw_queue_desc q = *qd;
     const pw_acl_sel a = pw_acl_of_queue(q);
     pw_vout vo;

@@ -65,7 +65,7 @@ typedef long long int64_t;
  * see pw_frame; a stage that rewrites takes `pw_frame *`, may change `data[0..cap)` and `len`,
  * and sets the output port in `v->out_port`). `meta`: the frame's metadata (filled by `parse`,
  * zero before it). `v`: the verdict so far, starting as pass / PW_DROP_NONE / PW_ACL_NO_MATCH /
- * mark 0; a stage that sets action PW_ACTION_DROP ends the frame's pipeline (a user stage that
+ * mark 0 / send_ns 0; a stage that sets action PW_ACTION_DROP ends the frame's pipeline (a user stage that
  * leaves drop_reason PW_DROP_NONE gets PW_DROP_STAGE). `params`: the stage's own parameter block
  * (read-only, published by epoch), or 0. `counters`: the stage's own counter block: v[0] = frames
  * that reached the stage (the generated code counts it), v[1..7] the stage's own, added with
@@ -73,7 +73,7 @@ typedef long long int64_t;
  * pw_pipeline_frame calls the stages in the config's order; the transport knows only
  * pw_pipeline_frame, and a stage knows nothing of rings, slots or CTAs.
  * ======================================================================================== */
-#define PW_STAGE_ABI_VERSION 3u
+#define PW_STAGE_ABI_VERSION 4u
 #define PW_MAX_STAGES 16u
 #define PW_STAGE_COUNTERS 8u
 
@@ -467,19 +467,40 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, data_bytes) == 4, "pw_slot_hdr.data_by
 #define PW_DROP_KERNEL_STALL 9u /* the burst a stalled queue kernel held when it was restarted (host side) */
 #define PW_DROP_FRONTHAUL 10u  /* fronthaul: a malformed eCPRI / O-RAN frame, rejected whole */
 #define PW_DROP_NONE 0xFFu     /* pw_verdict.drop_reason when the action is not drop */
-#define PW_DROP_REASONS 11u    /* counter slots: codes 0..10 (append-only numbering) */
+#define PW_DROP_REASONS 11u    /* counter slots: codes 0..10 (append-only numbering); code 11, tx_horizon
+                                * (a send time beyond what the output port holds), is counted by the
+                                * host alone and has no slot here */
 #define PW_OUT_DEFAULT 0xFFFFu /* pw_verdict.reserved (output port): the default output port */
 
+/* A frame's verdict as the stages see it (stage ABI). */
 typedef struct pw_verdict {
-    uint8_t action;      /* 0 PW_ACTION_* */
-    uint8_t drop_reason; /* 1 PW_DROP_* (PW_DROP_NONE unless action is drop) */
-    uint16_t out_port;   /* 2 output port: an index of the config's ports with a transmit side, in config
-                          *   order (CPU: pipeline::verdict::Verdict::out_port), PW_OUT_DEFAULT = the
-                          *   default output; `route` and `respond` set it */
-    uint32_t rule;       /* 4 matched ACL rule index, PW_ACL_NO_MATCH when none or no acl stage */
-    uint32_t mark;       /* 8 mark set by the matched rule, 0 when none */
+    uint8_t action;      /*  0 PW_ACTION_* */
+    uint8_t drop_reason; /*  1 PW_DROP_* (PW_DROP_NONE unless action is drop) */
+    uint16_t out_port;   /*  2 output port: an index of the config's ports with a transmit side, in config
+                          *    order (CPU: pipeline::verdict::Verdict::out_port), PW_OUT_DEFAULT = the
+                          *    default output; `route` and `respond` set it */
+    uint32_t rule;       /*  4 matched ACL rule index, PW_ACL_NO_MATCH when none or no acl stage */
+    uint32_t mark;       /*  8 mark set by the matched rule, 0 when none */
+    uint32_t reserved;   /* 12 */
+    uint64_t send_ns;    /* 16 when to send the frame, ns in the clock of pw_frame.timestamp_ns; 0 = now
+                          *    (stage ABI 4; `tx_time` sets it). It travels in the TX ring
+                          *    (pw_tx_desc.send_ns), not in pw_verdict_out. */
 } pw_verdict;
-PW_STATIC_ASSERT(sizeof(pw_verdict) == 12, "pw_verdict size");
+PW_STATIC_ASSERT(sizeof(pw_verdict) == 24, "pw_verdict size");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_verdict, send_ns) == 16, "pw_verdict.send_ns");
+
+/* The part of a verdict that goes back to the host for every frame (pw_queue_desc.verdicts; Rust
+ * executor::gpu::abi::Verdict): pw_verdict's first 12 bytes. The send time stays out of it: the
+ * frames that are sent carry theirs in the TX ring, and 12 bytes a frame are what every burst
+ * writes across PCIe. */
+typedef struct pw_verdict_out {
+    uint8_t action;      /* 0 */
+    uint8_t drop_reason; /* 1 */
+    uint16_t out_port;   /* 2 */
+    uint32_t rule;       /* 4 */
+    uint32_t mark;       /* 8 */
+} pw_verdict_out;
+PW_STATIC_ASSERT(sizeof(pw_verdict_out) == 12, "pw_verdict_out size");
 
 /* A verdict in a PW_PIPE_TAGGED queue: pw_verdict's three words, each beside the burst's tag
  * (seq + 1) in one 8-byte word the GPU stores at once; the host takes the verdict once all three
@@ -578,7 +599,7 @@ typedef struct pw_queue_desc {
     uint64_t ring;            /*   0 slot 0 */
     uint64_t producer;        /*   8 uint32 producer index (device memory or &ctrl->producer) */
     uint64_t ctrl;            /*  16 pw_queue_ctrl (mapped) */
-    uint64_t verdicts;        /*  24 pw_verdict[slots * burst_max] (mapped) */
+    uint64_t verdicts;        /*  24 pw_verdict_out[slots * burst_max] (mapped) */
     uint64_t metas;           /*  32 pw_packet_meta[slots * burst_max] (mapped) or 0 */
     uint64_t counters;        /*  40 pw_queue_counters[ctas] (device memory): one per serving CTA */
     uint64_t rule_hits;       /*  48 uint64_t[n_rules] (device) or 0; ring bursts use pw_slot_hdr's */
@@ -628,8 +649,11 @@ typedef struct pw_tx_desc {
     uint8_t action;    /* 12 PW_ACTION_PASS, _MIRROR or _TO_HOST */
     uint8_t reserved0; /* 13 */
     uint16_t reserved1; /* 14 */
+    uint64_t send_ns;  /* 16 pw_verdict.send_ns: when to send, 0 = now (the port honours it: pcap record
+                        *    time, DPDK Tx timestamp offload or software pacing) */
 } pw_tx_desc;
-PW_STATIC_ASSERT(sizeof(pw_tx_desc) == 16, "pw_tx_desc size");
+PW_STATIC_ASSERT(sizeof(pw_tx_desc) == 24, "pw_tx_desc size");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_tx_desc, send_ns) == 16, "pw_tx_desc.send_ns");
 /* A tx_counts word: the part's first frame (its descriptors start at that index) and how many
  * descriptors it wrote. */
 #define PW_TX_COUNT(lo, n) ((uint32_t)(lo) | ((uint32_t)(n) << 16))

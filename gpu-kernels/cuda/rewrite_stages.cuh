@@ -1,5 +1,6 @@
 /* The rewrite stages on the stage ABI (pktwarp_abi.h, section "stage ABI"): `l2fwd`, `vlan`,
- * `ttl`, `dscp`, `route` and `respond` as library stages of a composed pipeline. Each calls the
+ * `ttl`, `dscp`, `route` and `respond` as library stages of a composed pipeline, and `tx_time`
+ * (which only sets pw_verdict.send_ns and writes no frame). Each calls the
  * stage body of its own header (l2fwd.cuh, vlan.cuh, ttl.cuh, route.cuh, respond.cuh, held equal
  * to pipeline::rewrite function by function) and maps its outcome onto the verdict as the CPU
  * executor does (pipeline/src/stage/run.rs, the rewrite arm, and rewrite::stage::apply_outcome):
@@ -15,7 +16,7 @@
  * `pw_stage_acl_rw` is the acl stage of a rule set with rewrite actions (flow_rules::acl::rewrite):
  * the acl stage's verdict, then the matched rule's DSCP (pw_dscp, as `dscp`), destination MAC
  * (pw_l2fwd, as `l2fwd` dst) and out_port, unless the verdict drops.
- * Every one of them writes the frame (LIBRARY_STAGES `writes_frame`), so the generated pipeline
+ * Every one of them but tx_time writes the frame (LIBRARY_STAGES `writes_frame`), so the generated pipeline
  * defines PW_PIPELINE_WRITES and hands the frame in its ring slot with its room after it.
  * pipeline/tests/rewrite_stage_host.rs holds these stages equal to the CPU pipeline through the
  * generated host build. The parameter blocks are built in Rust by pipeline::rewrite::gpu, which
@@ -87,6 +88,12 @@ typedef struct pw_respond_stage_params {
 #define PW_RESPOND_INGRESS_AT 176u
 PW_STATIC_ASSERT(sizeof(pw_respond_stage_params) == PW_RESPOND_INGRESS_AT, "pw_respond_stage_params size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_respond_stage_params, n_ingress) == 172, "pw_respond_stage_params.n_ingress");
+
+/* `tx_time`'s block (pipeline::rewrite::gpu::tx_time_block). */
+typedef struct pw_tx_time_params {
+    uint64_t delay_ns; /* 0 send time = receive time + delay_ns (0 ..= 60 s, checked by the host) */
+} pw_tx_time_params;
+PW_STATIC_ASSERT(sizeof(pw_tx_time_params) == 8, "pw_tx_time_params size");
 
 PW_DEVICE void pw_rw_drop(pw_verdict *v, uint32_t reason) {
     v->action = (uint8_t)PW_ACTION_DROP;
@@ -177,6 +184,17 @@ PW_DEVICE void pw_stage_respond(pw_frame *f, pw_packet_meta *meta, pw_verdict *v
     const uint16_t *out = (const uint16_t *)((const uint8_t *)params + PW_RESPOND_INGRESS_AT);
     v->out_port = f->port < p->n_ingress ? out[f->port] : (uint16_t)PW_OUT_DEFAULT;
     if (ctr != 0u && ctr < PW_STAGE_COUNTERS) PW_ADD64(&c->v[ctr], 1);
+}
+
+/* Stage `tx_time` (pipeline::rewrite::tx_time): the send time is the receive time plus the delay,
+ * saturating; a frame without a receive time (0) keeps 0, send now. The frame is not written. */
+PW_DEVICE void pw_stage_tx_time(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v, const void *params,
+                                pw_stage_counters *c) {
+    (void)meta;
+    (void)c;
+    const uint64_t t = f->timestamp_ns;
+    const uint64_t s = t + ((const pw_tx_time_params *)params)->delay_ns;
+    v->send_ns = t == 0ull ? 0ull : (s < t ? ~0ull : s);
 }
 
 /* The matched rule's rewrite (pw_acl_tables.rewrites_off; Rust: pipeline::stage::acl, the

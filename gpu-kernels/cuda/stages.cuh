@@ -46,6 +46,8 @@ PW_DEVICE void pw_verdict_pass(pw_verdict *v) {
     v->out_port = (uint16_t)PW_OUT_DEFAULT;
     v->rule = PW_ACL_NO_MATCH;
     v->mark = 0u;
+    v->reserved = 0u;
+    v->send_ns = 0ull;
 }
 
 PW_DEVICE void pw_meta_zero(pw_packet_meta *m) {

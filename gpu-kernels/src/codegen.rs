@@ -87,6 +87,15 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
     rewrite("dscp", "pw_stage_dscp", true),
     rewrite("route", "pw_stage_route", true),
     rewrite("respond", "pw_stage_respond", true),
+    // Sets the send time from the receive time (pw_verdict.send_ns); the frame is not written.
+    LibraryStage {
+        name: "tx_time",
+        function: "pw_stage_tx_time",
+        header: "rewrite_stages.cuh",
+        reads_meta: false,
+        writes_frame: false,
+        reads_time: true,
+    },
 ];
 
 /// A rewrite stage of `cuda/rewrite_stages.cuh`: it writes the frame.

@@ -63,10 +63,10 @@ pub struct HostPipeline {
 
 /// Bytes of `pw_packet_meta`, `pw_verdict`, `pw_stage_counters` (pinned by the ABI header).
 pub const META_BYTES: usize = 144;
-pub const VERDICT_BYTES: usize = 12;
+pub const VERDICT_BYTES: usize = 24;
 pub const STAGE_COUNTER_WORDS: usize = 8;
 /// `PW_STAGE_ABI_VERSION`.
-pub const STAGE_ABI_VERSION: u32 = 3;
+pub const STAGE_ABI_VERSION: u32 = 4;
 
 impl HostPipeline {
     /// Generates the host source of `stages`, compiles it and loads it. Errors carry the

@@ -238,6 +238,10 @@ pub enum StageConfig {
     /// requests for these addresses; the reply goes out of the ingress port
     /// ([`crate::rewrite::RespondConfig`]). Needs `parse`.
     Respond(crate::rewrite::RespondConfig),
+    /// `{ delay_ns: N }`: the frame's send time is its receive time plus N ns (a delay line;
+    /// [`crate::rewrite::TxTimeConfig`]); output ports send it then (pcap: the record time).
+    #[serde(rename = "tx_time")]
+    TxTime(crate::rewrite::TxTimeConfig),
 }
 
 impl StageConfig {
@@ -255,6 +259,7 @@ impl StageConfig {
             StageConfig::Dscp(_) => "dscp",
             StageConfig::Route(_) => "route",
             StageConfig::Respond(_) => "respond",
+            StageConfig::TxTime(_) => "tx_time",
         }
     }
 }
@@ -758,7 +763,8 @@ fn check_order(
             StageConfig::Count
             | StageConfig::Fronthaul(_)
             | StageConfig::L2fwd(_)
-            | StageConfig::Vlan(_) => false,
+            | StageConfig::Vlan(_)
+            | StageConfig::TxTime(_) => false,
             StageConfig::Acl(_) | StageConfig::Ttl | StageConfig::Dscp(_) => true,
             StageConfig::Route(_) | StageConfig::Respond(_) => true,
             StageConfig::Custom(c) => custom_reads_meta(&c.name),

@@ -61,12 +61,16 @@ pub enum DropReason {
     /// `fronthaul`: a malformed or non-conformant eCPRI / O-RAN frame, rejected whole (the
     /// stage counts it by decode reason: `pktwarp_fronthaul_errors_total{reason}`).
     FronthaulReject = 10,
+    /// The frame's send time (`Verdict::send_ns`) lay further ahead than its output port holds
+    /// frames for (a DPDK port's `tx_max_hold_ms`). Counted by the host only: the GPU ABI's
+    /// counter slots stop at `PW_DROP_REASONS` (no stage gives it).
+    TxHorizon = 11,
 }
 
 impl DropReason {
     /// Every reason, in code order. Append-only: a code never changes meaning (the GPU ABI's
     /// `PW_DROP_*` are the same numbers).
-    pub const ALL: [DropReason; 11] = [
+    pub const ALL: [DropReason; 12] = [
         DropReason::RingFull,
         DropReason::ParseError,
         DropReason::AclDrop,
@@ -78,6 +82,7 @@ impl DropReason {
         DropReason::NoRoute,
         DropReason::KernelStall,
         DropReason::FronthaulReject,
+        DropReason::TxHorizon,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -94,6 +99,7 @@ impl DropReason {
             DropReason::NoRoute => "no_route",
             DropReason::KernelStall => "kernel_stall",
             DropReason::FronthaulReject => "fronthaul_reject",
+            DropReason::TxHorizon => "tx_horizon",
         }
     }
 }
@@ -113,6 +119,13 @@ pub struct Verdict {
     /// [`Verdict::OUT_DEFAULT`] = the default output (`output.port`). The GPU carries it in
     /// `pw_verdict.out_port`.
     pub out_port: u16,
+    /// When to send the frame: nanoseconds in the clock of the receive timestamps
+    /// (`FrameDesc::timestamp_ns`: the Unix epoch for live ports and the generator, the
+    /// capture's own time for a pcap replay); 0 = now. Set by `tx_time`; the GPU carries it in
+    /// `pw_verdict.send_ns` and the TX ring's `pw_tx_desc.send_ns`. A pcap output writes it as
+    /// the record time, a DPDK output sends at that time (Tx timestamp offload, else paced in
+    /// software).
+    pub send_ns: u64,
 }
 
 impl Verdict {
@@ -125,6 +138,7 @@ impl Verdict {
         rule: u32::MAX,
         mark: 0,
         out_port: Verdict::OUT_DEFAULT,
+        send_ns: 0,
     };
 
     pub fn drop(reason: DropReason) -> Verdict {
@@ -177,10 +191,14 @@ mod tests {
         assert_eq!(DropReason::NoRoute as u8, abi::DROP_NO_ROUTE);
         assert_eq!(DropReason::FronthaulReject as u8, abi::DROP_FRONTHAUL);
         assert_eq!(Verdict::OUT_DEFAULT, abi::OUT_DEFAULT);
-        const { assert!(DropReason::COUNT <= abi::DROP_REASONS) };
+        // Reasons past the GPU's counter slots are the host's own (TX side).
+        const { assert!(DropReason::COUNT == abi::DROP_REASONS + 1) };
+        assert_eq!(DropReason::TxHorizon as usize, abi::DROP_REASONS);
         for r in DropReason::ALL {
             assert_eq!(DropReason::from_code(r as u8), Some(r));
-            assert_eq!(abi::DROP_REASON_NAMES[r as usize], r.name());
+            if (r as usize) < abi::DROP_REASONS {
+                assert_eq!(abi::DROP_REASON_NAMES[r as usize], r.name());
+            }
         }
     }
 }

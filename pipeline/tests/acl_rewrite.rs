@@ -517,6 +517,7 @@ fn verdict_bytes(v: &Verdict) -> [u8; VERDICT_BYTES] {
     b[2..4].copy_from_slice(&v.out_port.to_le_bytes());
     b[4..8].copy_from_slice(&v.rule.to_le_bytes());
     b[8..12].copy_from_slice(&v.mark.to_le_bytes());
+    b[16..24].copy_from_slice(&v.send_ns.to_le_bytes());
     b
 }
 

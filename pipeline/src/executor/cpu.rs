@@ -568,12 +568,13 @@ fn tx_loop(
                 let route = d.route;
                 for (k, p) in d.ports.iter_mut() {
                     let k = *k;
-                    let (wanted, sent, bytes) = p.send(b, vs, |v| {
+                    let r = p.send(b, vs, |v| {
                         v.action.forwards() && route.target(v.out_port) == Some(k)
                     });
-                    c.tx_frames.add(sent);
-                    c.tx_bytes.add(bytes);
-                    c.drops[DropReason::TxError as usize].add(wanted - sent);
+                    c.tx_frames.add(r.sent);
+                    c.tx_bytes.add(r.bytes);
+                    c.drops[DropReason::TxError as usize].add(r.failed());
+                    c.drops[DropReason::TxHorizon as usize].add(r.too_far);
                 }
                 // Forwarded to a port that is not open (a route to the mirror or slow-path
                 // port): not sent, counted.
@@ -598,6 +599,8 @@ fn tx_loop(
                 }
             }
         }
+        // Frames a port holds for their send time go out when due, bursts or not.
+        dest.poll();
         if got {
             backoff.reset();
             continue;
@@ -636,6 +639,15 @@ pub mod zero_copy {
         if spec.pipeline.rewrites() {
             // The mbufs are handed to the stages read-only here (no writable mbuf view yet).
             return Some("the pipeline rewrites frames (l2fwd, vlan, ttl, dscp, route)".into());
+        }
+        if spec
+            .pipeline
+            .stages
+            .iter()
+            .any(|s| matches!(s, crate::stage::Stage::TxTime(_)))
+        {
+            // Send times are honoured by the copying TX path (DpdkTx::tx_burst_timed).
+            return Some("the pipeline sets send times (tx_time)".into());
         }
         if rx.buffer_placement() == crate::port::dpdk::BufferPlacement::GpuDirect {
             return Some(format!(

@@ -148,9 +148,44 @@ impl PortCounterBoard {
     }
 }
 
+/// What a port did with a burst of timed frames ([`TxPort::tx_burst_timed`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxSent {
+    /// Frames accepted: sent, written, or held to be sent at their time.
+    pub sent: usize,
+    /// Frames refused because their send time lies further ahead than the port holds frames
+    /// (counted as `tx_horizon` drops); never among `sent`.
+    pub too_far: usize,
+    /// Bytes of the accepted frames; `None`: the accepted frames are the first `sent` ones
+    /// offered (the caller sums them).
+    pub bytes: Option<u64>,
+}
+
+/// A frame to transmit and when: (bytes, send time in ns of the receive timestamps' clock,
+/// 0 = now; see `crate::verdict::Verdict::send_ns`).
+pub type TimedFrame<'a> = (&'a [u8], u64);
+
 /// A transmit side: takes frames, returns how many it accepted.
 pub trait TxPort: Send {
     fn tx_burst(&mut self, frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, PortError>;
+    /// Frames with their send times. A port that schedules (pcap: the record time; dpdk: Tx
+    /// timestamp offload or software pacing) overrides it; the default sends every frame now,
+    /// whatever its time (a callback, a port without a clock).
+    fn tx_burst_timed(
+        &mut self,
+        frames: &mut dyn Iterator<Item = TimedFrame<'_>>,
+    ) -> Result<TxSent, PortError> {
+        let sent = self.tx_burst(&mut frames.map(|(f, _)| f))?;
+        Ok(TxSent {
+            sent,
+            ..TxSent::default()
+        })
+    }
+    /// Sends what the port held for later and is now due (software pacing); called by the TX
+    /// thread between bursts, so it must not wait. Default: the port holds nothing.
+    fn tx_poll(&mut self) -> Result<(), PortError> {
+        Ok(())
+    }
     /// Flushes buffered output (pcap writer).
     fn flush(&mut self) -> Result<(), PortError>;
     fn name(&self) -> &str;

@@ -7,7 +7,7 @@
 use crate::burst::Burst;
 use crate::config::{Config, ConfigError};
 use crate::port::pcap::{PcapTx, PcapTxOptions};
-use crate::port::{PortError, TxPort};
+use crate::port::{PortError, TimedFrame, TxPort, TxSent};
 use crate::verdict::{Action, Verdict};
 
 /// The config checks of `output.mirror` and `output.to_host`: a named port exists and has a
@@ -152,6 +152,24 @@ pub struct OutTally {
     pub failed: u64,
 }
 
+/// What one [`Dest::send`] did: frames asked for, taken (`sent`, with their bytes), and refused
+/// for a send time beyond what the port holds (`too_far`: `tx_horizon` drops); the rest of
+/// `wanted` the port did not take (`tx_error`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sent {
+    pub wanted: u64,
+    pub sent: u64,
+    pub bytes: u64,
+    pub too_far: u64,
+}
+
+impl Sent {
+    /// Frames neither taken nor refused for their time: `tx_error` drops.
+    pub fn failed(&self) -> u64 {
+        self.wanted - self.sent - self.too_far
+    }
+}
+
 /// One destination's writer state in the TX thread: counts, and the first error (after which
 /// the port is not called again; its frames count as failed).
 pub(crate) struct Dest<'a> {
@@ -173,51 +191,75 @@ impl<'a> Dest<'a> {
         }
     }
 
-    /// Sends the frames of `burst` that `pick` selects; returns (asked, sent, sent bytes).
+    /// Sends the frames of `burst` that `pick` selects, each at its verdict's send time.
     pub fn send(
         &mut self,
         burst: &Burst,
         verdicts: &[Verdict],
         pick: impl Fn(&Verdict) -> bool,
-    ) -> (u64, u64, u64) {
+    ) -> Sent {
         self.send_frames(|| {
             burst
                 .frames()
                 .zip(verdicts.iter())
                 .filter(|(_, v)| pick(v))
-                .map(|((_, f), _)| f)
+                .map(|((_, f), v)| (f, v.send_ns))
         })
     }
 
-    /// Sends the frames `chosen()` yields (called more than once: it must yield the same
-    /// frames each time); returns (asked, sent, sent bytes).
-    pub fn send_frames<'f, I>(&mut self, chosen: impl Fn() -> I) -> (u64, u64, u64)
+    /// Sends the frames `chosen()` yields with their send times (called more than once: it
+    /// must yield the same frames each time).
+    pub fn send_frames<'f, I>(&mut self, chosen: impl Fn() -> I) -> Sent
     where
-        I: Iterator<Item = &'f [u8]>,
+        I: Iterator<Item = TimedFrame<'f>>,
     {
-        let chosen = || chosen().map(|f| (f.len() as u64, f));
         let wanted = chosen().count() as u64;
         if wanted == 0 {
-            return (0, 0, 0);
+            return Sent::default();
         }
         if self.error.is_some() {
             self.tally.failed += wanted;
-            return (wanted, 0, 0);
+            return Sent {
+                wanted,
+                ..Sent::default()
+            };
         }
-        let mut frames = chosen().map(|(_, f)| f);
-        let sent = match self.port.tx_burst(&mut frames) {
-            Ok(n) => (n as u64).min(wanted),
+        let mut frames = chosen();
+        let got = match self.port.tx_burst_timed(&mut frames) {
+            Ok(t) => t,
             Err(e) => {
                 self.error = Some(format!("{}: {e}", self.port.name()));
-                0
+                TxSent::default()
             }
         };
-        // The bytes of the frames written, not of those asked for.
-        let bytes: u64 = chosen().take(sent as usize).map(|(n, _)| n).sum();
+        let sent = (got.sent as u64).min(wanted);
+        let too_far = (got.too_far as u64).min(wanted - sent);
+        // The bytes of the frames taken, not of those asked for.
+        let bytes = got.bytes.unwrap_or_else(|| {
+            chosen()
+                .take(sent as usize)
+                .map(|(f, _)| f.len() as u64)
+                .sum()
+        });
         self.tally.frames += sent;
         self.tally.bytes += bytes;
         self.tally.failed += wanted - sent;
-        (wanted, sent, bytes)
+        Sent {
+            wanted,
+            sent,
+            bytes,
+            too_far,
+        }
+    }
+
+    /// Lets the port send what it holds and is now due ([`TxPort::tx_poll`]).
+    pub fn poll(&mut self) {
+        if self.error.is_some() {
+            return;
+        }
+        if let Err(e) = self.port.tx_poll() {
+            self.error = Some(format!("{}: {e}", self.port.name()));
+        }
     }
 
     /// Flushes; the error (if any) is kept.
@@ -294,6 +336,16 @@ impl<'a> Destinations<'a> {
     #[inline]
     pub fn is_open(&self, k: usize) -> bool {
         self.open.get(k).copied().unwrap_or(false)
+    }
+
+    /// Lets every destination send what it holds and is now due (software pacing).
+    pub fn poll(&mut self) {
+        for (_, d) in self.ports.iter_mut() {
+            d.poll();
+        }
+        for d in self.mirror.iter_mut().chain(self.slow.iter_mut()) {
+            d.poll();
+        }
     }
 
     /// Flushes every destination: what each took and the ports' errors.
@@ -432,13 +484,14 @@ mod tests {
         };
         let mut d = Dest::new("to_host", "slow".into(), &mut port);
         // Frames 1 and 4 go to the host; the port takes one a call.
-        assert_eq!(d.send(&b, &v, to_host), (2, 1, 11));
-        assert_eq!(d.send(&b, &v, to_host), (2, 1, 11));
+        let tup = |s: Sent| (s.wanted, s.sent, s.bytes);
+        assert_eq!(tup(d.send(&b, &v, to_host)), (2, 1, 11));
+        assert_eq!(tup(d.send(&b, &v, to_host)), (2, 1, 11));
         assert_eq!(got.lock().unwrap().len(), 2);
         // Third call: the port fails; after it, the port is not called again.
-        assert_eq!(d.send(&b, &v, to_host), (2, 1, 11));
-        assert_eq!(d.send(&b, &v, to_host), (2, 0, 0));
-        assert_eq!(d.send(&b, &v, to_host), (2, 0, 0));
+        assert_eq!(tup(d.send(&b, &v, to_host)), (2, 1, 11));
+        assert_eq!(tup(d.send(&b, &v, to_host)), (2, 0, 0));
+        assert_eq!(tup(d.send(&b, &v, to_host)), (2, 0, 0));
         let (t, e) = d.finish();
         assert_eq!((t.frames, t.bytes, t.failed), (3, 33, 7));
         assert!(e.unwrap().contains("device gone"));
@@ -447,7 +500,7 @@ mod tests {
         let s2 = Arc::clone(&seen);
         let mut cb = CallbackTx::new("cb", move |f: &[u8]| s2.lock().unwrap().push(f[0]));
         let mut d = Dest::new("output", "cb".into(), &mut cb);
-        assert_eq!(d.send(&b, &v, forwards), (2, 2, 23));
+        assert_eq!(tup(d.send(&b, &v, forwards)), (2, 2, 23));
         assert_eq!(*seen.lock().unwrap(), vec![0, 3]);
     }
 

@@ -8,6 +8,7 @@
 //!   - dscp: { set: 46 }
 //!   - route: { routes: routes.yaml }        # FILE: flow_rules::route (prefix, via, port)
 //!   - ttl: {}
+//!   - tx_time: { delay_ns: 50000 }          # send time = receive time + 50 us
 //! ```
 //!
 //! Each op's `new` validates the values and says which key is wrong ([`ConfigError`]); the
@@ -159,6 +160,14 @@ pub struct DscpConfig {
     pub set: u8,
 }
 
+/// `tx_time: { delay_ns: N }`: the frame's send time is its receive time plus N ns
+/// (0 ..= [`super::tx_time::MAX_DELAY_NS`]); see [`super::TxTime`].
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TxTimeConfig {
+    pub delay_ns: u64,
+}
+
 /// `route: { routes: FILE }`: the route file (see `flow_rules::route`), relative paths against
 /// the config's folder (resolved by the config loader).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -227,5 +236,19 @@ mod tests {
         let r: RouteConfig = serde_saphyr::from_str("{ routes: r.yaml }").unwrap();
         assert_eq!(r.routes, PathBuf::from("r.yaml"));
         assert!(serde_saphyr::from_str::<RouteConfig>("{ route: r.yaml }").is_err());
+        let t: TxTimeConfig = serde_saphyr::from_str("{ delay_ns: 5000 }").unwrap();
+        assert_eq!(t.delay_ns, 5000);
+        for bad in [
+            "{ delay_ns: -1 }",
+            "{ delay_ns: 1.5 }",
+            "{ delay_ns: soon }",
+            "{ delay: 5 }",
+            "{}",
+        ] {
+            assert!(
+                serde_saphyr::from_str::<TxTimeConfig>(bad).is_err(),
+                "{bad}"
+            );
+        }
     }
 }

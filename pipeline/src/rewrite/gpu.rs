@@ -1,6 +1,6 @@
 //! The rewrite stages' GPU parameter blocks: the bytes `gpu-kernels/cuda/rewrite_stages.cuh`
 //! reads (`pw_l2fwd_params`, `pw_vlan_params`, `pw_dscp_params`, `pw_route_params` with its
-//! tables, `pw_respond_stage_params`), written at explicit little-endian offsets. `ttl` has no
+//! tables, `pw_respond_stage_params`, `pw_tx_time_params`), written at explicit little-endian offsets. `ttl` has no
 //! block. The tests pin every size and offset against the header's static asserts.
 //!
 //! A `route` block holds its whole table: a 64-byte header of byte offsets (from the block's
@@ -10,7 +10,7 @@
 //! stage parameter change (`GpuExecutor::publish_stage_params`) and needs no stage buffer.
 
 use super::stage::{RespondSlot, RouteState};
-use super::{Dscp, L2fwd, Vlan};
+use super::{Dscp, L2fwd, TxTime, Vlan};
 use crate::verdict::Verdict;
 
 /// `sizeof(pw_l2fwd_params)`.
@@ -19,6 +19,8 @@ pub const L2FWD_BLOCK: usize = 16;
 pub const VLAN_BLOCK: usize = 16;
 /// `sizeof(pw_dscp_params)`.
 pub const DSCP_BLOCK: usize = 4;
+/// `sizeof(pw_tx_time_params)`.
+pub const TX_TIME_BLOCK: usize = 8;
 /// `sizeof(pw_route_params)`: the route block's header.
 pub const ROUTE_HEADER: usize = 64;
 /// `PW_RESPOND_INGRESS_AT` (`sizeof(pw_respond_stage_params)`): where the ingress port table
@@ -88,6 +90,11 @@ pub fn vlan_block(op: &Vlan) -> Vec<u8> {
 /// `pw_dscp_params`: dscp (0, u32).
 pub fn dscp_block(op: &Dscp) -> Vec<u8> {
     u32::from(op.dscp).to_le_bytes().to_vec()
+}
+
+/// `pw_tx_time_params`: delay_ns (0, u64).
+pub fn tx_time_block(op: &TxTime) -> Vec<u8> {
+    op.delay_ns.to_le_bytes().to_vec()
 }
 
 /// Appends `words` at the next aligned offset of `b`; returns the offset (0 for no words).
@@ -189,6 +196,7 @@ mod tests {
             ("PW_OFFSETOF(pw_vlan_params, set_vid)", 8),
             ("PW_OFFSETOF(pw_vlan_params, set_pcp)", 12),
             ("sizeof(pw_dscp_params)", DSCP_BLOCK),
+            ("sizeof(pw_tx_time_params)", TX_TIME_BLOCK),
             ("sizeof(pw_route_params)", ROUTE_HEADER),
             ("PW_OFFSETOF(pw_route_params, v6_tbl24)", 24),
             ("PW_OFFSETOF(pw_route_params, hops)", 48),
@@ -245,6 +253,12 @@ mod tests {
         );
         assert_eq!(&vlan_block(&Vlan::Pop)[..4], &[1, 0, 0, 0]);
         assert_eq!(dscp_block(&Dscp { dscp: 46 }), [46, 0, 0, 0]);
+        assert_eq!(
+            tx_time_block(&TxTime {
+                delay_ns: 0x0102_0304_0506
+            }),
+            [6, 5, 4, 3, 2, 1, 0, 0]
+        );
     }
 
     fn u64_at(b: &[u8], at: usize) -> u64 {

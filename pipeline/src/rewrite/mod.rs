@@ -37,14 +37,18 @@ pub mod respond;
 pub mod route;
 pub mod stage;
 pub mod ttl;
+pub mod tx_time;
 pub mod vlan;
 
-pub use config::{ConfigError, DscpConfig, L2fwdConfig, Mac, RouteConfig, TtlConfig, VlanConfig};
+pub use config::{
+    ConfigError, DscpConfig, L2fwdConfig, Mac, RouteConfig, TtlConfig, TxTimeConfig, VlanConfig,
+};
 pub use dscp::Dscp;
 pub use l2fwd::L2fwd;
 pub use respond::{Respond, RespondConfig};
 pub use route::Route;
 pub use ttl::Ttl;
+pub use tx_time::TxTime;
 pub use vlan::Vlan;
 
 use crate::meta::PacketMeta;
@@ -144,6 +148,7 @@ pub fn check_stage(s: &crate::config::StageConfig) -> Result<(), ConfigError> {
         StageConfig::Vlan(c) => Vlan::new(c).map(drop),
         StageConfig::Dscp(c) => Dscp::new(c).map(drop),
         StageConfig::Respond(c) => Respond::new(c).map(drop),
+        StageConfig::TxTime(c) => TxTime::new(c).map(drop),
         _ => Ok(()),
     }
 }

@@ -76,6 +76,7 @@ impl Stage {
             // and the GPU host side then publishes the block built here.
             Stage::Route(r) => Some(block(rw::route_block(&r.current()))),
             Stage::Respond(r) => Some(block(rw::respond_block(r))),
+            Stage::TxTime(op) => Some(block(rw::tx_time_block(op))),
         }
     }
 
@@ -96,7 +97,8 @@ impl Stage {
             | Stage::Ttl(_)
             | Stage::Dscp(_)
             | Stage::Route(_)
-            | Stage::Respond(_) => GpuStageKind::Library,
+            | Stage::Respond(_)
+            | Stage::TxTime(_) => GpuStageKind::Library,
         }
     }
 }

@@ -59,6 +59,8 @@ pub enum Stage {
     Route(Box<crate::rewrite::stage::RouteSlot>),
     /// ARP / ICMP echo responder (`respond:`): answers in place, out of the ingress port.
     Respond(Box<crate::rewrite::stage::RespondSlot>),
+    /// Send time = receive time + delay (`tx_time:`), into `Verdict::send_ns`.
+    TxTime(crate::rewrite::TxTime),
 }
 
 /// The published ACL tables of an `acl` stage. Immutable once published: a reload builds the new
@@ -98,6 +100,7 @@ impl Stage {
             Stage::Dscp(_) => "dscp",
             Stage::Route(_) => "route",
             Stage::Respond(_) => "respond",
+            Stage::TxTime(_) => "tx_time",
         }
     }
 
@@ -105,7 +108,7 @@ impl Stage {
     pub fn reads_meta(&self) -> bool {
         match self {
             Stage::Parse | Stage::Count | Stage::Fronthaul(_) => false,
-            Stage::L2fwd(_) | Stage::Vlan(_) => false,
+            Stage::L2fwd(_) | Stage::Vlan(_) | Stage::TxTime(_) => false,
             Stage::Acl(_) | Stage::Ttl(_) | Stage::Dscp(_) | Stage::Route(_) => true,
             Stage::Respond(_) => true,
             Stage::Custom(c) => c.reads_meta(),
@@ -457,6 +460,7 @@ impl Pipeline {
                         break;
                     }
                 }
+                Stage::TxTime(op) => op.apply(desc.timestamp_ns, v),
                 Stage::Acl(_) => {
                     let Some(acl) = tables.get(si).and_then(Option::as_ref) else {
                         continue;
@@ -597,6 +601,7 @@ pub fn build_for(
             StageConfig::Vlan(c) => Stage::Vlan(rw::Vlan::new(c)?),
             StageConfig::Ttl => Stage::Ttl(rw::Ttl),
             StageConfig::Dscp(c) => Stage::Dscp(rw::Dscp::new(c)?),
+            StageConfig::TxTime(c) => Stage::TxTime(rw::TxTime::new(c)?),
             StageConfig::Respond(c) => Stage::Respond(Box::new(rw::stage::RespondSlot {
                 op: rw::Respond::new(c)?,
                 ingress_out: ports.map(|p| p.ingress_out()).unwrap_or_default(),

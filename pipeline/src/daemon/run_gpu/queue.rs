@@ -303,6 +303,7 @@ fn fill_tx(slot: &mut Slot, v: &[Verdict], tx: Option<TxView<'_>>, rewrites: boo
                     frame: i as u16,
                     out_port: vd.out_port,
                     action: vd.action,
+                    // The built-in pipeline (parse, acl, count) sets no send time.
                     ..TxDesc::default()
                 });
             }

@@ -29,7 +29,9 @@ fn drop_reasons(s: &Stage) -> &'static [DropReason] {
         Stage::Vlan(_) => &[DropReason::TooLong],
         Stage::Fronthaul(_) => &[DropReason::FronthaulReject, DropReason::StageDrop],
         Stage::Custom(_) => &[DropReason::StageDrop],
-        Stage::Count | Stage::L2fwd(_) | Stage::Dscp(_) | Stage::Respond(_) => &[],
+        Stage::Count | Stage::L2fwd(_) | Stage::Dscp(_) | Stage::Respond(_) | Stage::TxTime(_) => {
+            &[]
+        }
     }
 }
 

@@ -50,14 +50,15 @@ pub(crate) fn run(
                 let s = &slot;
                 for (k, d) in dest.ports.iter_mut() {
                     let k = *k;
-                    let (wanted, sent, bytes) = d.send_frames(|| {
+                    let r = d.send_frames(|| {
                         s.tx.iter()
                             .filter(move |t| forwards(t) && target(t) == Some(k))
-                            .map(move |t| frame_of(s, t))
+                            .map(move |t| (frame_of(s, t), t.send_ns))
                     });
-                    c.tx_frames.add(sent);
-                    c.tx_bytes.add(bytes);
-                    c.drops[DropReason::TxError as usize].add_shared(wanted - sent);
+                    c.tx_frames.add(r.sent);
+                    c.tx_bytes.add(r.bytes);
+                    c.drops[DropReason::TxError as usize].add_shared(r.failed());
+                    c.drops[DropReason::TxHorizon as usize].add_shared(r.too_far);
                 }
                 // Forwarded to a port that is not open (a route to the mirror or slow-path
                 // port): not sent, counted.
@@ -73,14 +74,14 @@ pub(crate) fn run(
                     d.send_frames(|| {
                         s.tx.iter()
                             .filter(|t| t.action == abi::ACTION_MIRROR)
-                            .map(move |t| frame_of(s, t))
+                            .map(move |t| (frame_of(s, t), t.send_ns))
                     });
                 }
                 if let Some(d) = dest.slow.as_mut() {
                     d.send_frames(|| {
                         s.tx.iter()
                             .filter(|t| t.action == abi::ACTION_TO_HOST)
-                            .map(move |t| frame_of(s, t))
+                            .map(move |t| (frame_of(s, t), t.send_ns))
                     });
                 }
                 if let Some(f) = frees.get(slot.port) {
@@ -88,6 +89,8 @@ pub(crate) fn run(
                 }
             }
         }
+        // Frames a port holds for their send time go out when due, bursts or not.
+        dest.poll();
         if got {
             backoff.reset();
             continue;

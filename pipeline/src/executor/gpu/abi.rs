@@ -184,7 +184,9 @@ pub struct SlotHdr {
     pub stage_params: u64,
 }
 
-/// `pw_verdict`: what happens to one frame, and the rule that decided it.
+/// `pw_verdict_out`: what happens to one frame, and the rule that decided it, as the kernel
+/// writes it back for every frame (`pw_queue_desc.verdicts`): the stage ABI's `pw_verdict`
+/// without its send time, which the TX ring carries ([`TxDesc::send_ns`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Verdict {
@@ -354,6 +356,9 @@ pub struct TxDesc {
     pub action: u8,
     pub reserved0: u8,
     pub reserved1: u16,
+    /// When to send, ns in the receive timestamps' clock; 0 = now (`pw_verdict.send_ns`,
+    /// `crate::verdict::Verdict::send_ns`).
+    pub send_ns: u64,
 }
 
 /// A `tx_counts` word (`PW_TX_COUNT`): the part's first frame, where its descriptors start,
@@ -478,9 +483,10 @@ mod tests {
         assert_eq!(size_of::<QueueDesc>(), 160);
         assert_eq!(offset_of!(QueueDesc, tx), 136);
         assert_eq!(offset_of!(QueueDesc, frame_room), 152);
-        assert_eq!(size_of::<TxDesc>(), 16);
+        assert_eq!(size_of::<TxDesc>(), 24);
         assert_eq!(offset_of!(TxDesc, out_port), 10);
         assert_eq!(offset_of!(TxDesc, action), 12);
+        assert_eq!(offset_of!(TxDesc, send_ns), 16);
         assert_eq!(offset_of!(QueueDesc, trace), 112);
         assert_eq!(offset_of!(QueueDesc, stage_counters), 120);
         assert_eq!(offset_of!(QueueDesc, stage_params), 128);
@@ -549,6 +555,17 @@ mod tests {
         assert_eq!(val("PW_DROP_REASONS"), DROP_REASONS as u64);
         assert_eq!(val("PW_OUT_DEFAULT"), OUT_DEFAULT as u64);
         assert!(h.contains("sizeof(pw_queue_counters) == 168"));
+        // The host-bound verdict and the TX ring entry; the stage ABI's pw_verdict (24 bytes,
+        // send_ns at 16) is also pinned for the host build (pktwarp_kernels::host::VERDICT_BYTES).
+        assert!(h.contains(&format!(
+            "sizeof(pw_verdict_out) == {}",
+            size_of::<Verdict>()
+        )));
+        assert!(h.contains(&format!("sizeof(pw_tx_desc) == {}", size_of::<TxDesc>())));
+        assert!(h.contains("PW_OFFSETOF(pw_tx_desc, send_ns) == 16"));
+        assert!(h.contains("sizeof(pw_verdict) == 24"));
+        assert!(h.contains("PW_OFFSETOF(pw_verdict, send_ns) == 16"));
+        assert_eq!(val("PW_STAGE_ABI_VERSION"), 4);
         assert!(h.contains(&format!(
             "sizeof(pw_verdict_tagged) == {VERDICT_TAGGED_SIZE}"
         )));
@@ -568,7 +585,7 @@ mod tests {
         assert_eq!(DropReason::NoRoute as u8, DROP_NO_ROUTE);
         assert_eq!(DropReason::KernelStall as u8, DROP_KERNEL_STALL);
         assert_eq!(DropReason::FronthaulReject as u8, DROP_FRONTHAUL);
-        for r in DropReason::ALL {
+        for r in DropReason::ALL.into_iter().take(DROP_REASONS) {
             assert_eq!(DROP_REASON_NAMES[r as usize], r.name());
         }
     }

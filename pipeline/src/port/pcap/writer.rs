@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
 
-use crate::port::{PortError, TxPort};
+use crate::port::{PortError, TimedFrame, TxPort, TxSent};
 
 /// Output container format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -322,10 +322,14 @@ impl PcapTx {
     }
 }
 
-impl TxPort for PcapTx {
-    /// Writes the burst through to the file before returning: the count returned is the frames
-    /// the file now holds from this burst, never frames still in a buffer.
-    fn tx_burst(&mut self, frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, PortError> {
+impl PcapTx {
+    /// Writes the frames through to the file, each stamped with its send time, or with the
+    /// wall-clock time of the call where that is 0: the count returned is the frames the file
+    /// now holds from this burst, never frames still in a buffer.
+    fn write_burst(
+        &mut self,
+        frames: &mut dyn Iterator<Item = TimedFrame<'_>>,
+    ) -> Result<usize, PortError> {
         if let Some(e) = self.failed.take() {
             return Err(e);
         }
@@ -335,8 +339,9 @@ impl TxPort for PcapTx {
             .unwrap_or(0);
         let before = self.writer.frames();
         let mut result = Ok(());
-        for f in frames {
-            if let Err(e) = self.writer.write_frame(f, 0, now) {
+        for (f, at) in frames {
+            let ts = if at == 0 { now } else { at };
+            if let Err(e) = self.writer.write_frame(f, 0, ts) {
                 result = Err(e);
                 break;
             }
@@ -356,6 +361,28 @@ impl TxPort for PcapTx {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+impl TxPort for PcapTx {
+    /// Writes the burst through to the file (see [`PcapTx::write_burst`]), stamped with the
+    /// time of the call.
+    fn tx_burst(&mut self, frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, PortError> {
+        self.write_burst(&mut frames.map(|f| (f, 0)))
+    }
+
+    /// Each frame's send time is its record's timestamp (the file's resolution is ns: pcap
+    /// with the nanosecond magic, or pcapng with `if_tsresol` 9); 0: the time of the call. A
+    /// file's records are in the order sent, not sorted by time.
+    fn tx_burst_timed(
+        &mut self,
+        frames: &mut dyn Iterator<Item = TimedFrame<'_>>,
+    ) -> Result<TxSent, PortError> {
+        let sent = self.write_burst(frames)?;
+        Ok(TxSent {
+            sent,
+            ..TxSent::default()
+        })
     }
 
     fn flush(&mut self) -> Result<(), PortError> {
