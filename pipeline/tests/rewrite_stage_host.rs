@@ -115,6 +115,8 @@ struct Harness {
     seen: BTreeSet<(u8, u8, u16)>,
     /// Frames whose bytes or length a stage changed.
     rewritten: usize,
+    /// Frames given a send time (`pw_verdict.send_ns` != 0).
+    timed: usize,
     frames: usize,
 }
 
@@ -155,7 +157,11 @@ impl Harness {
         let set = stage_set(&cpu).unwrap_or_else(|e| panic!("{label}: {e:#}"));
         assert_eq!(set.specs.len(), cpu.stages.len());
         assert!(set.buffers.iter().all(Vec::is_empty), "no stage buffers");
-        assert!(pktwarp_kernels::codegen::pipeline_writes(&set.specs));
+        assert_eq!(
+            pktwarp_kernels::codegen::pipeline_writes(&set.specs),
+            cpu.rewrites(),
+            "{label}: the transport runs frames in place exactly when a stage rewrites"
+        );
         for b in &set.params {
             // Device blocks are 256-byte aligned; the stages read u16 / u32 / u64 fields.
             assert!(
@@ -188,6 +194,7 @@ impl Harness {
             gpu_counters: [[0; 8]; pktwarp_kernels::MAX_STAGES],
             seen: BTreeSet::new(),
             rewritten: 0,
+            timed: 0,
             frames: 0,
         }
     }
@@ -232,6 +239,7 @@ impl Harness {
                     u16::from_le_bytes([verdict[2], verdict[3]]),
                 ));
                 self.rewritten += usize::from(bytes != *f);
+                self.timed += usize::from(verdict[16..24] != [0; 8]);
                 self.frames += 1;
             }
         }
@@ -311,7 +319,7 @@ impl Harness {
             );
         }
         // Without the room a push needs, nothing is rewritten.
-        if self.room >= self.cpu.frame_room() {
+        if self.room >= self.cpu.frame_room() && self.cpu.rewrites() {
             assert!(self.rewritten > 0, "{l}: no frame was rewritten");
         }
     }
@@ -334,7 +342,12 @@ fn desc(f: &[u8], i: usize) -> FrameDesc {
         port: (i % 4) as u16,
         len: f.len() as u32,
         wire_len: f.len() as u32 + (i % 3) as u32,
-        timestamp_ns: i as u64 * 1000,
+        // Some frames without a receive time (0) and some at the end of the clock (a send time
+        // then saturates).
+        timestamp_ns: match i % 97 {
+            13 => u64::MAX - 5,
+            _ => i as u64 * 1000,
+        },
         ..FrameDesc::default()
     }
 }
@@ -512,8 +525,12 @@ fn finish_frame(mut f: Vec<u8>, g: &Gen) -> Vec<u8> {
 
 /// The corpus, then generated bursts, through one stage list; then the counters and the
 /// outcomes `want` are checked.
-fn run_case(label: &str, pipeline_yaml: &str, want: &[(Action, Option<DropReason>, u16)]) {
-    run_case_with_room(label, pipeline_yaml, None, want);
+fn run_case(
+    label: &str,
+    pipeline_yaml: &str,
+    want: &[(Action, Option<DropReason>, u16)],
+) -> Harness {
+    run_case_with_room(label, pipeline_yaml, None, want)
 }
 
 fn run_case_with_room(
@@ -521,7 +538,7 @@ fn run_case_with_room(
     pipeline_yaml: &str,
     room: Option<usize>,
     want: &[(Action, Option<DropReason>, u16)],
-) {
+) -> Harness {
     let h = RefCell::new(Harness::new(label, pipeline_yaml, room));
     let corpus = corpus();
     if let Err(e) = h.borrow_mut().check(&corpus) {
@@ -548,6 +565,7 @@ fn run_case_with_room(
         panic!("{label}: generated frames: {e}");
     }
     h.borrow().finish(want);
+    h.into_inner()
 }
 
 const PASS: (Action, Option<DropReason>, u16) = (Action::Pass, None, DEFAULT);
@@ -623,6 +641,30 @@ fn ttl() {
 #[test]
 fn dscp() {
     run_case("dscp", "  - parse\n  - dscp: { set: 46 }", &[PASS]);
+}
+
+#[test]
+fn tx_time_alone() {
+    // No stage writes the frame: the composed template without PW_PIPELINE_WRITES.
+    let h = run_case(
+        "tx-time",
+        "  - parse\n  - tx_time: { delay_ns: 250000 }",
+        &[PASS, PARSE_ERROR],
+    );
+    assert!(h.timed > h.frames / 2, "{} of {} timed", h.timed, h.frames);
+}
+
+#[test]
+fn tx_time_before_and_after_rewrites() {
+    // Before a stage that drops (the dropped frames keep their time on both sides), after a
+    // route, and twice (the later time wins), at the largest delay.
+    let h = run_case(
+        "tx-time-rw",
+        "  - parse\n  - tx_time: { delay_ns: 7 }\n  - route: { routes: routes.yaml }\n  \
+         - ttl\n  - tx_time: { delay_ns: 60000000000 }\n  - l2fwd: { mac: swap }",
+        &[(Action::Pass, None, WAN), NO_ROUTE, EXPIRED],
+    );
+    assert!(h.timed > 0);
 }
 
 const NO_ROUTE: (Action, Option<DropReason>, u16) =
