@@ -406,6 +406,18 @@ fn key_at(text: &str, line: u32, column: u32) -> String {
     let Some(l) = text.lines().nth((line as usize).saturating_sub(1)) else {
         return String::new();
     };
+    // A location at a key itself (`{ key: value }`, where some errors point at the entry's
+    // start): that key.
+    let here: String = l.chars().skip(column.saturating_sub(1) as usize).collect();
+    let word_len = here
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(here.len());
+    // (A YAML key's colon is followed by a space or the line's end: `aa:bb:..` is a value.)
+    let rest = &here[word_len..];
+    let keyed = rest == ":" || rest.starts_with(": ");
+    if word_len > 0 && keyed && !here.starts_with(|c: char| c.is_ascii_digit()) {
+        return here[..word_len].to_string();
+    }
     let upto: String = l.chars().take(column.saturating_sub(1) as usize).collect();
     let Some(colon) = upto.rfind(':') else {
         return String::new();
@@ -928,6 +940,10 @@ mod key_tests {
         assert_eq!(key_at("aΘb: 1", 1, 6), "b");
         assert_eq!(key_at("  rate: x", 1, 9), "rate");
         assert_eq!(key_at("no colon here", 1, 5), "");
+        // At a key (an entry's start): that key, not the one before it; a value with colons
+        // (a MAC) is not a key.
+        assert_eq!(key_at("  - tx_time: { delay_ns: 1.5 }", 1, 16), "delay_ns");
+        assert_eq!(key_at("  src: aa:bb:cc:dd:ee:ff", 1, 8), "src");
         // The fuzz input that found the byte offset inside 'Θ': an error, never a panic.
         let text = "# (first match wins), drop what the # lΘwd: [\nports: 3\n";
         assert!(parse_str(text, Path::new("fuzz.yaml")).is_err());

@@ -165,7 +165,42 @@ pub struct DscpConfig {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TxTimeConfig {
+    #[serde(deserialize_with = "delay_ns")]
     pub delay_ns: u64,
+}
+
+/// `tx_time.delay_ns`: a whole number of nanoseconds in 0 ..= `MAX_DELAY_NS`; anything else
+/// (negative, fractional, text, out of range) is an error giving the allowed range.
+fn delay_ns<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    use super::tx_time::MAX_DELAY_NS;
+    struct V;
+    impl serde::de::Visitor<'_> for V {
+        type Value = u64;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(
+                f,
+                "a whole number of nanoseconds (allowed range 0 ..= {MAX_DELAY_NS})"
+            )
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<u64, E> {
+            if v > MAX_DELAY_NS {
+                return Err(E::custom(format!(
+                    "{v} is out of range (allowed range 0 ..= {MAX_DELAY_NS} ns, 60 s)"
+                )));
+            }
+            Ok(v)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<u64, E> {
+            match u64::try_from(v) {
+                Ok(v) => self.visit_u64(v),
+                Err(_) => Err(E::custom(format!(
+                    "{v} is out of range (allowed range 0 ..= {MAX_DELAY_NS} ns; a send time \
+                     before the frame arrived is not a delay)"
+                ))),
+            }
+        }
+    }
+    d.deserialize_any(V)
 }
 
 /// `route: { routes: FILE }`: the route file (see `flow_rules::route`), relative paths against
