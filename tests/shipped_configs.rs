@@ -92,3 +92,11 @@ fn l2fwd_forwards_everything() {
     assert_eq!(s["tx_frames"], 20000);
     assert_eq!(total_drops(&s), 0);
 }
+
+#[test]
+fn delay_line_sends_everything_it_parses() {
+    let s = run_shipped("delay-line.yaml", "count: 100000", "count: 5000");
+    assert_eq!(s["rx_frames"], 5000);
+    assert_eq!(s["tx_frames"].as_u64().unwrap() + total_drops(&s), 5000);
+    assert!(s["tx_frames"].as_u64().unwrap() > 0);
+}

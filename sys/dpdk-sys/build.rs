@@ -115,6 +115,7 @@ mod bindings {
             .allowlist_function("rte_strerror")
             .allowlist_function("rte_version")
             .allowlist_function("rte_get_tsc_hz")
+            .allowlist_function("rte_mbuf_dyn_tx_timestamp_register")
             .allowlist_type("rte_mbuf")
             .allowlist_type("rte_flow_.*")
             .allowlist_type("rte_eth_.*")

@@ -111,6 +111,7 @@ uint64_t pw_eth_rx_offload_scatter(void) { return RTE_ETH_RX_OFFLOAD_SCATTER; }
 uint64_t pw_eth_tx_offload_multi_segs(void) { return RTE_ETH_TX_OFFLOAD_MULTI_SEGS; }
 uint64_t pw_eth_tx_offload_mbuf_fast_free(void) { return RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE; }
 uint64_t pw_eth_rx_metadata_user_mark(void) { return RTE_ETH_RX_METADATA_USER_MARK; }
+uint64_t pw_eth_tx_offload_send_on_timestamp(void) { return RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP; }
 
 uint64_t pw_eth_rss_flag(unsigned int index)
 {

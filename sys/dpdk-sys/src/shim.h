@@ -14,6 +14,7 @@
 #include <rte_memory.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
 #include <rte_mempool.h>
 #include <rte_ring.h>
 #include <rte_flow.h>
@@ -57,6 +58,7 @@ uint64_t pw_eth_tx_offload_multi_segs(void);
 uint64_t pw_eth_tx_offload_mbuf_fast_free(void);
 /* RTE_ETH_RX_METADATA_USER_MARK: rte_eth_rx_metadata_negotiate's bit for rte_flow MARK ids. */
 uint64_t pw_eth_rx_metadata_user_mark(void);
+uint64_t pw_eth_tx_offload_send_on_timestamp(void);
 /* RTE_ETH_RSS_* bits by index, in this order: IPV4, FRAG_IPV4, NONFRAG_IPV4_TCP,
  * NONFRAG_IPV4_UDP, NONFRAG_IPV4_OTHER, IPV6, FRAG_IPV6, NONFRAG_IPV6_TCP, NONFRAG_IPV6_UDP,
  * NONFRAG_IPV6_OTHER, L3_SRC_ONLY, L3_DST_ONLY, L4_SRC_ONLY, L4_DST_ONLY; 0 past the end. */

@@ -20,6 +20,7 @@ pub mod mbuf;
 pub mod open;
 pub mod options;
 pub mod rx;
+pub mod timed;
 pub mod tx;
 
 use std::ffi::{CStr, CString};
@@ -58,6 +59,12 @@ struct PortCounters {
     tx_nombuf: AtomicU64,
     /// Frame longer than one mbuf and the device cannot chain segments.
     tx_oversize: AtomicU64,
+    /// Timed frames held in software until their send time (no Tx timestamp offload).
+    tx_paced: AtomicU64,
+    /// Timed frames whose send time had passed when offered: sent at once.
+    tx_late: AtomicU64,
+    /// Timed frames refused: the send time lay more than `tx_max_hold_ms` ahead.
+    tx_horizon: AtomicU64,
     /// Dropped on receive by a steering rule applied in software.
     rx_steering_drop: AtomicU64,
     /// GPU-memory frames the CPU path could not copy out (CUDA error).
@@ -296,6 +303,7 @@ impl DpdkPort {
             last_lent: std::ptr::null(),
             hc: self.handle_counters(),
             zc: self.zc_facts(),
+            held: timed::Held::default(),
         })
     }
 
@@ -346,6 +354,9 @@ impl DpdkPort {
             ("tx_full", &c.tx_full),
             ("tx_nombuf", &c.tx_nombuf),
             ("tx_oversize", &c.tx_oversize),
+            ("tx_paced", &c.tx_paced),
+            ("tx_late", &c.tx_late),
+            ("tx_horizon", &c.tx_horizon),
             ("rx_steering_drop", &c.rx_steering_drop),
             ("rx_gpu_copy_error", &c.rx_gpu_copy_error),
         ] {

@@ -36,6 +36,10 @@ pub struct PortSetup {
     pub rx_may_chain: bool,
     /// Where RX buffers live.
     pub placement: BufferPlacement,
+    /// Tx timestamp offload (the device advertised `RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP` and it
+    /// is enabled): the mbuf dynamic field's offset and the dynamic flag's mask
+    /// (`rte_mbuf_dyn_tx_timestamp_register`). `None`: timed frames are paced in software.
+    pub tx_timestamp: Option<(i32, u64)>,
 }
 
 /// The Toeplitz key every NIC ships by default (Microsoft's RSS verification suite); the same
@@ -243,6 +247,24 @@ fn configure(
     setup.rx_may_chain = info.rx_offload_capa & off_scatter != 0
         || info.tx_offload_capa & off_multi != 0
         || driver == "net_pcap";
+    // SAFETY: constant getter without preconditions.
+    let off_ts = unsafe { sys::pw_eth_tx_offload_send_on_timestamp() };
+    if info.tx_offload_capa & off_ts != 0 {
+        let (mut field, mut flag) = (-1i32, 0u64);
+        // SAFETY: two writable locals; registers the dynamic field and flag (or finds them
+        // registered by an earlier port), primary process only.
+        let rc = unsafe { sys::rte_mbuf_dyn_tx_timestamp_register(&mut field, &mut flag) };
+        if rc == 0 && field >= 0 && flag != 0 {
+            conf.txmode.offloads |= off_ts;
+            setup.tx_timestamp = Some((field, flag));
+        } else {
+            tracing::warn!(
+                port = %name, driver = %driver,
+                "dpdk: the device sends on timestamp but the Tx timestamp field could not be \
+                 registered: timed frames are paced in software"
+            );
+        }
+    }
     // MBUF_FAST_FREE is not enabled even where offered: it requires every mbuf of a TX
     // queue to come from one pool, and zero-copy forwarding (DpdkTx::tx_mbufs) sends mbufs
     // of the receiving port's pools next to this port's own TX mbufs.
@@ -342,6 +364,7 @@ fn start(inner: &PortInner) -> Result<(), PortError> {
         rx_offloads = format_args!("{:#x}", s.rx_offloads),
         tx_offloads = format_args!("{:#x}", s.tx_offloads),
         placement = ?s.placement,
+        timed_send = if s.tx_timestamp.is_some() { "tx timestamp offload" } else { "software pacing" },
         "dpdk: port started"
     );
     Ok(())

@@ -65,6 +65,14 @@ pub struct DpdkPortOptions {
     /// is counted as `tx_full` drops.
     #[serde(default = "tx_retries")]
     pub tx_retries: u32,
+    /// Timed send (a frame with a send time, `tx_time`): the furthest ahead, in milliseconds,
+    /// a send time may lie for the port to take the frame (1 ..= 60000; default 1000). A frame
+    /// whose time lies further ahead is not sent and is counted as a `tx_horizon` drop; one
+    /// within it is handed to the device with its time (Tx timestamp offload) or held in an
+    /// mbuf until then (software pacing), which bounds the mbufs held to the frames of this
+    /// much time.
+    #[serde(default = "tx_max_hold_ms", deserialize_with = "hold_ms")]
+    pub tx_max_hold_ms: u64,
     /// Where received frames land: `auto` (GPU memory when the NIC and the host can do
     /// GPUDirect RDMA, else host memory), `host`, or `gpu` (fail when GPUDirect is not possible).
     #[serde(default)]
@@ -92,6 +100,44 @@ fn yes() -> bool {
 fn tx_retries() -> u32 {
     64
 }
+fn tx_max_hold_ms() -> u64 {
+    1000
+}
+
+/// Largest `tx_max_hold_ms`: a minute.
+pub const MAX_TX_HOLD_MS: u64 = 60_000;
+
+/// `tx_max_hold_ms`: a whole number of milliseconds in 1 ..= [`MAX_TX_HOLD_MS`]; the error
+/// of anything else gives that range.
+fn hold_ms<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    struct V;
+    impl serde::de::Visitor<'_> for V {
+        type Value = u64;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(
+                f,
+                "a whole number of milliseconds (allowed range 1 ..= {MAX_TX_HOLD_MS})"
+            )
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<u64, E> {
+            if v == 0 || v > MAX_TX_HOLD_MS {
+                return Err(E::custom(format!(
+                    "{v} is out of range (allowed range 1 ..= {MAX_TX_HOLD_MS} ms)"
+                )));
+            }
+            Ok(v)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<u64, E> {
+            match u64::try_from(v) {
+                Ok(v) => self.visit_u64(v),
+                Err(_) => Err(E::custom(format!(
+                    "{v} is out of range (allowed range 1 ..= {MAX_TX_HOLD_MS} ms)"
+                ))),
+            }
+        }
+    }
+    d.deserialize_any(V)
+}
 
 impl DpdkPortOptions {
     /// Options for a device created from `vdev` devargs, everything else at its default.
@@ -111,6 +157,7 @@ impl DpdkPortOptions {
             promiscuous: yes(),
             idle_end_ms: None,
             tx_retries: tx_retries(),
+            tx_max_hold_ms: tx_max_hold_ms(),
             gpu_buffers: GpuBuffers::default(),
         }
     }
@@ -138,6 +185,12 @@ impl DpdkPortOptions {
         }
         if self.burst_size == 0 || self.burst_size as usize > MAX_BURST {
             return Err(format!("`burst_size` must be 1..={MAX_BURST}"));
+        }
+        if self.tx_max_hold_ms == 0 || self.tx_max_hold_ms > MAX_TX_HOLD_MS {
+            return Err(format!(
+                "`tx_max_hold_ms` {} is out of range (allowed range 1 ..= {MAX_TX_HOLD_MS})",
+                self.tx_max_hold_ms
+            ));
         }
         if self.mempool_size < 2 * self.burst_size as u32 {
             return Err("`mempool_size` must hold at least two bursts".into());

@@ -5,8 +5,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::timed::Held;
 use super::{copy_bytes, eal, sys, DpdkPort, HandleCounters, PortPools, ZcFacts};
-use crate::port::{PortError, TxPort};
+use crate::port::{PortError, TimedFrame, TxPort, TxSent};
 
 /// Transmits on one of a port's TX queues; implements [`TxPort`].
 pub struct DpdkTx {
@@ -26,10 +27,23 @@ pub struct DpdkTx {
     pub(super) hc: Arc<HandleCounters>,
     /// Copies of setup facts read on every zero-copy burst (no trip to the shared PortInner).
     pub(super) zc: ZcFacts,
+    /// Frames held for their send time (software pacing; `timed`).
+    pub(super) held: Held,
 }
 
 impl Drop for DpdkTx {
     fn drop(&mut self) {
+        let mut held = self.held.take_all();
+        if !held.is_empty() {
+            // Not flushed: the frames held for later are never sent (counted).
+            self.port
+                .inner
+                .counters
+                .tx_full
+                .fetch_add(held.len() as u64, Ordering::Relaxed);
+            // SAFETY: filled mbufs owned by this handle, never given to the device.
+            unsafe { sys::rte_pktmbuf_free_bulk(held.as_mut_ptr(), held.len() as u32) };
+        }
         if !self.stash.is_empty() {
             // SAFETY: fresh mbufs owned by this handle; the pool lives while self.port does.
             unsafe { sys::rte_pktmbuf_free_bulk(self.stash.as_mut_ptr(), self.stash.len() as u32) };
@@ -43,7 +57,7 @@ unsafe impl Send for DpdkTx {}
 impl DpdkTx {
     /// A fresh TX mbuf from this handle's stash, refilled from the pool in bulk.
     #[inline]
-    fn take_mbuf(&mut self) -> Option<*mut sys::rte_mbuf> {
+    pub(super) fn take_mbuf(&mut self) -> Option<*mut sys::rte_mbuf> {
         if self.stash.is_empty() {
             let n = self.burst;
             self.stash.resize(n, std::ptr::null_mut());
@@ -68,7 +82,7 @@ impl DpdkTx {
 
     /// Sends self.mbufs[..k] (retrying `tx_retries` times while the device takes nothing);
     /// frees and counts what it did not take. Returns (frames sent, whether all were).
-    fn send(&mut self, port: u16, k: usize, bytes: u64) -> (usize, bool) {
+    pub(super) fn send(&mut self, port: u16, k: usize, bytes: u64) -> (usize, bool) {
         let inner = &self.port.inner;
         let mut sent = 0usize;
         let mut tries = 0u32;
@@ -123,7 +137,7 @@ impl DpdkTx {
     ///
     /// # Safety
     /// `m` is a freshly allocated mbuf from the TX pool, owned by the caller.
-    unsafe fn fill(&self, m: *mut sys::rte_mbuf, frame: &[u8]) -> bool {
+    pub(super) unsafe fn fill(&self, m: *mut sys::rte_mbuf, frame: &[u8]) -> bool {
         let inner = &self.port.inner;
         let room = inner.tx_data_room as usize;
         if frame.len() > room && !inner.setup.tx_multi_seg {
@@ -174,12 +188,16 @@ impl DpdkTx {
     }
 }
 
-impl TxPort for DpdkTx {
-    /// Sends the frames; stops at the first burst the device takes only in part (after
-    /// `tx_retries`), so the count returned is a prefix of the frames given (less frames
-    /// skipped as oversize), and the frames not taken are counted (`tx_full`, `tx_nombuf`,
-    /// `tx_oversize`).
-    fn tx_burst(&mut self, frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, PortError> {
+impl DpdkTx {
+    /// Sends the frames, each with its device-clock send time in the Tx timestamp field (0:
+    /// none; only on a port with the offload); stops at the first burst the device takes only
+    /// in part (after `tx_retries`), so the count returned is a prefix of the frames given
+    /// (less frames skipped as oversize), and the frames not taken are counted (`tx_full`,
+    /// `tx_nombuf`, `tx_oversize`).
+    pub(super) fn send_stamped(
+        &mut self,
+        frames: &mut dyn Iterator<Item = (&[u8], u64)>,
+    ) -> Result<usize, PortError> {
         eal::register_thread();
         let port = self.port.inner.setup.port_id;
         let mut accepted = 0usize;
@@ -188,7 +206,7 @@ impl TxPort for DpdkTx {
         let mut bytes = 0u64;
         loop {
             let next = frames.next();
-            if let Some(f) = next {
+            if let Some((f, at)) = next {
                 let Some(m) = self.take_mbuf() else {
                     let left = 1 + frames.count() as u64;
                     self.port
@@ -202,6 +220,11 @@ impl TxPort for DpdkTx {
                 };
                 // SAFETY: m is a fresh mbuf of the TX pool owned by this handle.
                 if unsafe { self.fill(m, f) } {
+                    if at != 0 {
+                        // SAFETY: m is ours and filled; `at` is only non-zero on a port with
+                        // the offload (timed_burst).
+                        unsafe { self.stamp(m, at) };
+                    }
                     self.mbufs[k] = m;
                     k += 1;
                     bytes += f.len() as u64;
@@ -238,8 +261,31 @@ impl TxPort for DpdkTx {
             }
         }
     }
+}
 
+impl TxPort for DpdkTx {
+    /// Sends the frames now (see [`DpdkTx::send_stamped`]).
+    fn tx_burst(&mut self, frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, PortError> {
+        self.send_stamped(&mut frames.map(|f| (f, 0)))
+    }
+
+    /// Frames with send times: Tx timestamp offload, else held and paced in software
+    /// (`port::dpdk::timed`).
+    fn tx_burst_timed(
+        &mut self,
+        frames: &mut dyn Iterator<Item = TimedFrame<'_>>,
+    ) -> Result<TxSent, PortError> {
+        self.timed_burst(frames)
+    }
+
+    fn tx_poll(&mut self) -> Result<(), PortError> {
+        self.release_due()
+    }
+
+    /// Sends the frames still held for their time (waiting for it, at most `tx_max_hold_ms`),
+    /// then lets the driver free what it has sent.
     fn flush(&mut self) -> Result<(), PortError> {
+        self.drain_held()?;
         // SAFETY: started port and valid queue; frees mbufs the driver has finished sending.
         unsafe { sys::rte_eth_tx_done_cleanup(self.port.inner.setup.port_id, self.queue, 0) };
         Ok(())
