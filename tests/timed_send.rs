@@ -91,6 +91,24 @@ fn bad_tx_time_values_are_refused_alike_by_validate_and_run() {
         assert_eq!(r.status.code(), Some(2), "{stage}: run: {r:?}");
         assert_eq!(error_of(&r), ve, "{stage}: run and validate differ");
     }
+    // Tagged GPU queues have no TX ring to carry send times.
+    let tagged = dir.join("tagged.yaml");
+    let text = std::fs::read_to_string(config(&dir, "tx_time: { delay_ns: 5 }"))
+        .unwrap()
+        .replace(
+            "executor: { kind: cpu }",
+            "executor: { kind: auto, gpu: { tagged: true } }",
+        );
+    std::fs::write(&tagged, text).unwrap();
+    let v = pktwarp(&["validate"], &tagged);
+    let ve = error_of(&v);
+    assert_eq!(v.status.code(), Some(2), "{ve}");
+    assert!(
+        ve.contains("tagged.yaml:8") && ve.contains("executor.gpu.tagged: true"),
+        "{ve}"
+    );
+    let r = pktwarp(&["run", "--quiet", "--json"], &tagged);
+    assert_eq!(error_of(&r), ve, "run and validate differ");
     let good = config(&dir, "tx_time: { delay_ns: 60000000000 }");
     let v = pktwarp(&["validate"], &good);
     let so = String::from_utf8_lossy(&v.stdout);

@@ -68,6 +68,10 @@ pub struct LibraryStage {
     /// Whether it reads the frame's receive time (`pw_frame.timestamp_ns`): the executor then
     /// sends every burst with full descriptors (compact ones carry no time).
     pub reads_time: bool,
+    /// Whether it sets the frame's send time (`pw_verdict.send_ns`), which reaches the port
+    /// only through the TX ring: the executor then runs no queue tagged (tagged queues have
+    /// no TX ring).
+    pub sets_send_time: bool,
 }
 
 /// The library's built-in GPU stages beyond the fused three.
@@ -79,6 +83,7 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
         reads_meta: false,
         writes_frame: false,
         reads_time: true,
+        sets_send_time: false,
     },
     // The rewrite stages (cuda/rewrite_stages.cuh; parameter blocks: pipeline::rewrite::gpu).
     rewrite("l2fwd", "pw_stage_l2fwd", false),
@@ -95,6 +100,7 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
         reads_meta: false,
         writes_frame: false,
         reads_time: true,
+        sets_send_time: true,
     },
 ];
 
@@ -107,6 +113,7 @@ const fn rewrite(name: &'static str, function: &'static str, reads_meta: bool) -
         reads_meta,
         writes_frame: true,
         reads_time: false,
+        sets_send_time: false,
     }
 }
 
@@ -167,6 +174,16 @@ impl StageSpec {
             StageKind::Library { function, .. } => LIBRARY_STAGES
                 .iter()
                 .any(|l| l.function == *function && l.writes_frame),
+            _ => false,
+        }
+    }
+
+    /// Whether the stage sets the send time (see [`LibraryStage::sets_send_time`]).
+    pub fn sets_send_time(&self) -> bool {
+        match &self.kind {
+            StageKind::Library { function, .. } => LIBRARY_STAGES
+                .iter()
+                .any(|l| l.function == *function && l.sets_send_time),
             _ => false,
         }
     }
@@ -339,6 +356,11 @@ pub fn generate(stages: &[StageSpec], target: Target) -> Result<String, CodegenE
 /// its ring slot and sends what the stages leave there).
 pub fn pipeline_writes(stages: &[StageSpec]) -> bool {
     stages.iter().any(StageSpec::writes_frame)
+}
+
+/// Whether a stage of the list sets send times (they reach the ports through the TX ring only).
+pub fn pipeline_sets_send_time(stages: &[StageSpec]) -> bool {
+    stages.iter().any(StageSpec::sets_send_time)
 }
 
 /// Whether a stage of the list reads the frame's receive time (the executor then sends full

@@ -609,6 +609,20 @@ fn validate_pipeline(file: &Path, cfg: &Config) -> Result<(), ConfigError> {
                 ConfigError::at(file, s, format!("pipeline[{i}].{sub}"), why)
             })?;
         }
+        if matches!(s.value, StageConfig::TxTime(_))
+            && cfg.executor.gpu.tagged == Some(true)
+            && cfg.executor.kind != ExecutorKind::Cpu
+        {
+            // Send times reach the ports in the GPU's TX ring, which tagged queues lack.
+            return Err(ConfigError::at(
+                file,
+                s,
+                format!("pipeline[{i}].tx_time"),
+                "sets send times, which the GPU executor carries in its TX ring: not with \
+                 `executor.gpu.tagged: true` (tagged queues have no TX ring); leave `tagged` \
+                 unset",
+            ));
+        }
         if let Err(e) = crate::rewrite::check_stage(&s.value) {
             return Err(ConfigError::at(
                 file,

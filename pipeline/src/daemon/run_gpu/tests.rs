@@ -137,7 +137,7 @@ impl QueueDevice for CpuStandIn {
         } = &mut *fq;
         // A rewriting pipeline runs on the GPU's copy of the burst, and its TX ring names
         // what to send from there (as the kernel's does).
-        let tx = if self.pipeline.rewrites() {
+        let tx = if self.pipeline.rewrites() || sets_send_time(&self.pipeline) {
             let mut b = burst.clone();
             self.pipeline
                 .run_burst_mut(&mut b, metas, verdicts, counters);
@@ -153,6 +153,7 @@ impl QueueDevice for CpuStandIn {
                     frame: i as u16,
                     out_port: v.out_port,
                     action: v.action as u8,
+                    send_ns: v.send_ns,
                     ..TxDesc::default()
                 })
                 .collect();
@@ -281,13 +282,35 @@ impl QueueDevice for CpuStandIn {
     }
 }
 
-/// Records every frame it is given (and can refuse all of them).
+/// Whether a stage sets send times (the real kernel writes them into its TX ring).
+fn sets_send_time(p: &Pipeline) -> bool {
+    p.stages.iter().any(|s| matches!(s, Stage::TxTime(_)))
+}
+
+/// Records every frame it is given and its send time (and can refuse all of them).
 struct Recorder {
     frames: Arc<Mutex<Vec<Vec<u8>>>>,
+    times: Arc<Mutex<Vec<u64>>>,
     fail: bool,
 }
 
 impl TxPort for Recorder {
+    fn tx_burst_timed(
+        &mut self,
+        frames: &mut dyn Iterator<Item = crate::port::TimedFrame<'_>>,
+    ) -> Result<crate::port::TxSent, PortError> {
+        let mut times = Vec::new();
+        let sent = self.tx_burst(&mut frames.map(|(f, t)| {
+            times.push(t);
+            f
+        }))?;
+        self.times.lock().unwrap().extend(times);
+        Ok(crate::port::TxSent {
+            sent,
+            ..Default::default()
+        })
+    }
+
     fn tx_burst(&mut self, frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, PortError> {
         if self.fail {
             return Err(PortError::Config("recorder refuses (test)".into()));
@@ -330,6 +353,8 @@ fn gen_port(name: &str, count: u64, seed: u64, size: &str) -> String {
 struct Run {
     s: Summary,
     tx: Vec<Vec<u8>>,
+    /// The send time of each frame of `tx`.
+    times: Vec<u64>,
 }
 
 fn run_cpu_ref(p: &Prepared, record: bool) -> Run {
@@ -337,9 +362,11 @@ fn run_cpu_ref(p: &Prepared, record: bool) -> Run {
     let shared = cpu::CpuShared::new(&spec);
     let ports = open_ports(&p.cfg).expect("ports");
     let frames = Arc::new(Mutex::new(Vec::new()));
+    let times = Arc::new(Mutex::new(Vec::new()));
     let tx: Option<Box<dyn TxPort>> = record.then(|| {
         Box::new(Recorder {
             frames: Arc::clone(&frames),
+            times: Arc::clone(&times),
             fail: false,
         }) as Box<dyn TxPort>
     });
@@ -352,7 +379,8 @@ fn run_cpu_ref(p: &Prepared, record: bool) -> Run {
         out.errors,
     );
     let tx = std::mem::take(&mut *frames.lock().unwrap());
-    Run { s, tx }
+    let times = std::mem::take(&mut *times.lock().unwrap());
+    Run { s, tx, times }
 }
 
 /// The GPU host side over `dev` on `p`'s ports; `shared` is given to watch it from outside.
@@ -383,8 +411,10 @@ fn run_fake(p: &Prepared, slots: u32, lag: u32, record: bool) -> Run {
     let dev = CpuStandIn::new(p, slots, lag);
     let shared = cpu::CpuShared::new(&p.cpu_spec());
     let frames = Arc::new(Mutex::new(Vec::new()));
+    let times = Arc::new(Mutex::new(Vec::new()));
     let rec = record.then(|| Recorder {
         frames: Arc::clone(&frames),
+        times: Arc::clone(&times),
         fail: false,
     });
     let (r, s) = run_host(p, &dev, &shared, rec);
@@ -406,7 +436,8 @@ fn run_fake(p: &Prepared, slots: u32, lag: u32, record: bool) -> Run {
         }
     }
     let tx = std::mem::take(&mut *frames.lock().unwrap());
-    Run { s, tx }
+    let times = std::mem::take(&mut *times.lock().unwrap());
+    Run { s, tx, times }
 }
 
 /// The counts `gpu-daemon-check.sh` holds equal between executors, per queue too.
@@ -496,6 +527,42 @@ fn each_queue_transmits_in_receive_order() {
         assert!(!c[q].is_empty(), "queue {q} transmits");
         assert_same_frames(&g[q], &c[q], &format!("queue {q} TX order"));
     }
+}
+
+#[test]
+fn send_times_reach_the_port_through_the_tx_ring() {
+    // A composed pipeline that sets send times: the kernel's TX ring carries them
+    // (pw_tx_desc.send_ns) to the TX thread, which gives each frame's to its port, as the CPU
+    // executor gives the verdict's. A replayed capture's receive times are the file's, so the
+    // two runs' times can be compared.
+    let cap = crate::testdata::multi_proto_pcap();
+    let yaml = format!(
+        "ports:\n  - name: in\n    pcap: {{ rx: {{ path: {}, loops: 40 }} }}\n\
+         queues: {{ count: 2, burst: 16, ring_slots: 4 }}\n\
+         pipeline:\n  - parse\n  - tx_time: {{ delay_ns: 1234 }}\n  - count\n\
+         executor: {{ kind: cpu }}\n",
+        cap.display()
+    );
+    let p = prepared(&yaml);
+    let cpu = run_cpu_ref(&p, true);
+    let gpu = run_fake(&p, 2, 1, true);
+    assert_same_counts(&gpu.s, &cpu.s, "tx_time");
+    assert!(!cpu.tx.is_empty());
+    assert_eq!(cpu.times.len(), cpu.tx.len());
+    assert!(
+        cpu.times.iter().all(|t| *t > 1234),
+        "every frame has a time"
+    );
+    let pair = |r: &Run| -> Vec<Vec<u8>> {
+        r.tx.iter()
+            .zip(&r.times)
+            .map(|(f, t)| [f.as_slice(), &t.to_le_bytes()].concat())
+            .collect()
+    };
+    let (mut g, mut c) = (pair(&gpu), pair(&cpu));
+    g.sort();
+    c.sort();
+    assert_same_frames(&g, &c, "frames with their send times");
 }
 
 #[test]
@@ -660,6 +727,7 @@ fn a_tx_error_counts_the_frames_and_names_the_port() {
     let shared = cpu::CpuShared::new(&p.cpu_spec());
     let rec = Recorder {
         frames: Arc::default(),
+        times: Arc::default(),
         fail: true,
     };
     let (r, s) = run_host(&p, &dev, &shared, Some(rec));

@@ -443,6 +443,17 @@ impl GpuExecutor {
             .map_err(|e| anyhow::anyhow!("executor gpu: no usable GPU: {e}"))?;
         let mut opts = opts;
         let composed = image.template == pktwarp_kernels::Template::Composed;
+        if pktwarp_kernels::codegen::pipeline_sets_send_time(&image.stages) {
+            // Send times reach the ports in the TX ring, which a tagged queue does not have.
+            if opts.tagged == Some(true) {
+                anyhow::bail!(
+                    "executor.gpu.tagged: true, but the pipeline ({}) sets send times \
+                     (tx_time), which travel in the TX ring that tagged queues do not have",
+                    image.pipeline
+                );
+            }
+            opts.tagged = Some(false);
+        }
         if opts.block_threads.is_none() {
             let t = opts.default_threads(n_queues, beside_ctas, ctx.info.multiprocessors as usize);
             // The composed template runs a thread per frame (no lookup groups to fill a
