@@ -6,6 +6,8 @@
 #  2. A responder and the slow path: ARP and ICMP / ICMPv6 echo requests for the responder's
 #     addresses (and others, and UDP to port 53 that an ACL rule sends to the host): the GPU's
 #     replies, pass-through frames and slow-path frames identical to the CPU's; replies present.
+#     Timed send: parse -> tx_time on a replayed capture; record times (the send times the
+#     TX ring carries) and bytes identical to the CPU executor's.
 #  3. `pktwarp bench` l3fwd end to end (64 B, parse -> route -> ttl -> l2fwd -> count, TX ring),
 #     against 595.2 Mpps (400 GbE), device and mapped rings, 1 to 12 queues.
 # Usage (repository root): scripts/gpu-rewrite-check.sh [BIN_DIR] [DATA] [OUT]
@@ -203,6 +205,57 @@ YAML
   [ $rc = 0 ] || { tail -5 "$d/run.log" | tee -a "$LOG"; fails=$((fails + 1)); }
 done
 compare_run aclrw 1 order out.pcap alt.pcap mon.pcap slow.pcap
+
+# 2c. Timed send: a replayed capture (its record times are the receive times) through
+# parse -> tx_time -> count; the GPU's TX ring carries each frame's send time, which the pcap
+# output writes as the record time: records (time and bytes) identical to the CPU's, and every
+# time the input's plus the delay.
+for side in ref dut; do
+  k=$([ $side = ref ] && echo cpu || echo "$SECOND")
+  d=$tmp/timed-$side; mkdir -p "$d"
+  cat >"$d/c.yaml" <<YAML
+ports:
+  - name: a
+    pcap: { rx: { path: $tmp/resp-in.pcap, loops: 20 } }
+  - name: out
+    pcap: { tx: { path: $d/out.pcap } }
+queues: { count: 1 }
+pipeline:
+  - parse
+  - tx_time: { delay_ns: 1500 }
+  - count
+executor: { kind: $k }
+output: { port: out }
+YAML
+  timeout 300 "$PW" run --json "$d/c.yaml" >"$d/summary.json" 2>"$d/run.log"
+  rc=$?
+  say "timed send $k: exit $rc"
+  [ $rc = 0 ] || { tail -5 "$d/run.log" | tee -a "$LOG"; fails=$((fails + 1)); }
+done
+compare_run timed 1 order out.pcap
+r=$(python3 - "$tmp/timed-ref/out.pcap" "$tmp/timed-dut/out.pcap" <<'PY'
+import struct, sys
+def recs(p):
+    b = open(p, 'rb').read()
+    ns = b[:4] == b'\x4d\x3c\xb2\xa1'
+    out, i = [], 24
+    while i + 16 <= len(b):
+        s, f, incl = struct.unpack('<III', b[i:i + 12])
+        out.append((s * 10**9 + (f if ns else f * 1000), b[i + 16:i + 16 + incl])); i += 16 + incl
+    return out
+a, b = recs(sys.argv[1]), recs(sys.argv[2])
+# The input's first record is at time 0, i.e. without a receive time: no send time, so it is
+# stamped with the wall clock when sent (after 10^15 ns), in both runs at another moment.
+wall = lambda t: t > 10**15
+bad = sum(1 for (t, _), (u, _) in zip(a, b) if t != u and not (wall(t) and wall(u)))
+untimed = sum(1 for t, _ in a if wall(t))
+print(f"{len(a)} vs {len(b)} records, {bad} with another time ({untimed} without a send time)")
+sys.exit(0 if a and len(a) == len(b) and bad == 0 and untimed == 1 else 1)
+PY
+)
+rc=$?
+say "  timed send record times: $r $([ $rc = 0 ] && echo EQUAL || echo DIFFER)"
+[ $rc = 0 ] || fails=$((fails + 1))
 
 # 3. l3fwd end to end against 400 GbE.
 say "=== bench l3fwd"
