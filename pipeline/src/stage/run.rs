@@ -392,8 +392,14 @@ impl Pipeline {
         c.mirrored.add(t.mirrored);
         c.to_host.add(t.to_host);
         c.acl_default.add(t.acl_default);
+        // The ingest and TX threads count their own reasons (one writer per counter).
+        let theirs = [
+            DropReason::RingFull as usize,
+            DropReason::TxError as usize,
+            DropReason::TxHorizon as usize,
+        ];
         for (r, n) in t.drops.iter().enumerate() {
-            if *n > 0 && r != DropReason::RingFull as usize && r != DropReason::TxError as usize {
+            if *n > 0 && !theirs.contains(&r) {
                 c.drops[r].add(*n);
             }
         }
