@@ -143,6 +143,9 @@ __device__ __forceinline__ void pw_emit_verdict(const pw_queue_desc &q, const pw
 #if !defined(PW_PIPELINE_WRITES)
 #define PW_PIPELINE_WRITES 0
 #endif
+#if !defined(PW_PIPELINE_TIMED)
+#define PW_PIPELINE_TIMED 0
+#endif
 /* One frame through the generated pw_pipeline_frame: verdict `vi` stored (and the metadata when
  * asked), counted; its verdict and its length after the stages in `*vout` / `*len_out`. In a
  * PW_PIPELINE_WRITES pipeline `data` is the ring slot's data area itself and the frame may grow
@@ -494,9 +497,10 @@ __shared__ uint32_t pw_chunk_bad;
 /* One round of the TX ring's stable block-wide compaction: a thread whose frame is sent
  * (`send`) writes its descriptor after those of the lanes before it in its warp, the warps
  * before its own and the rounds before this one (pw_tx_base). Whole block; descriptors of the
- * block's part start at tx[plo]. */
-__device__ __forceinline__ void pw_tx_round(pw_tx_desc *tx, uint32_t plo, bool send, uint32_t off, uint32_t len,
-                                            uint32_t frame, const pw_verdict &v) {
+ * block's part start at tx[plo]; in a PW_PIPELINE_TIMED pipeline each one's send time goes to
+ * times[] at the same index. */
+__device__ __forceinline__ void pw_tx_round(pw_tx_desc *tx, uint64_t *times, uint32_t plo, bool send, uint32_t off,
+                                            uint32_t len, uint32_t frame, const pw_verdict &v) {
     const uint32_t lane = threadIdx.x & 31u;
     const uint32_t warp = threadIdx.x >> 5;
     const uint32_t ballot = __ballot_sync(0xFFFFFFFFu, send);
@@ -513,8 +517,9 @@ __device__ __forceinline__ void pw_tx_round(pw_tx_desc *tx, uint32_t plo, bool s
         t.action = v.action;
         t.reserved0 = 0u;
         t.reserved1 = 0u;
-        t.send_ns = v.send_ns;
-        tx[plo + at + __popc(ballot & ((1u << lane) - 1u))] = t;
+        const uint32_t k = plo + at + __popc(ballot & ((1u << lane) - 1u));
+        tx[k] = t;
+        if (PW_PIPELINE_TIMED) times[k] = v.send_ns;
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -534,6 +539,7 @@ __device__ __forceinline__ void pw_run_tx(const pw_queue_desc &q, const pw_acl_s
                                           uint32_t plo, uint32_t phi, const pw_vout &vo, pw_packet_meta *mout,
                                           pw_count_regs *cr, uint32_t slot, uint32_t part, uint32_t parts) {
     pw_tx_desc *tx = (pw_tx_desc *)q.tx + (uint64_t)slot * q.burst_max;
+    uint64_t *times = PW_PIPELINE_TIMED ? PW_TX_TIMES(q) + (uint64_t)slot * q.burst_max : (uint64_t *)0;
     if (threadIdx.x == 0) pw_tx_base = 0u;
     __syncthreads();
     for (uint32_t r = plo; r < phi; r += blockDim.x) {
@@ -548,7 +554,7 @@ __device__ __forceinline__ void pw_run_tx(const pw_queue_desc &q, const pw_acl_s
             off = d.offset;
             send = v.action != (uint8_t)PW_ACTION_DROP;
         }
-        pw_tx_round(tx, plo, send, off, len, i, v);
+        pw_tx_round(tx, times, plo, send, off, len, i, v);
     }
     if (threadIdx.x == 0) ((volatile uint32_t *)q.tx_counts)[slot * parts + part] = PW_TX_COUNT(plo, pw_tx_base);
 }
@@ -587,6 +593,7 @@ __device__ __forceinline__ void pw_run_tx_chunked(const pw_queue_desc &q, const 
     const uint32_t dcap = PW_STAGE_BYTES - (uint32_t)sizeof(pw_slot_hdr) - PW_CHUNK_FRAMES * dsz;
     const uint32_t room = PW_PIPELINE_WRITES ? q.frame_room : 0u;
     pw_tx_desc *tx = (pw_tx_desc *)q.tx + (uint64_t)slot * q.burst_max;
+    uint64_t *times = PW_PIPELINE_TIMED ? PW_TX_TIMES(q) + (uint64_t)slot * q.burst_max : (uint64_t *)0;
     if (threadIdx.x == 0) pw_tx_base = 0u;
     for (uint32_t c0 = plo; c0 < phi; c0 += PW_CHUNK_FRAMES) {
         const uint32_t k = phi - c0 < PW_CHUNK_FRAMES ? phi - c0 : PW_CHUNK_FRAMES;
@@ -631,7 +638,7 @@ __device__ __forceinline__ void pw_run_tx_chunked(const pw_queue_desc &q, const 
                 pw_run_composed(q, a, fd, d, vo, c0 + i, mout ? mout + c0 + i : 0, cr, &v, &len);
                 send = v.action != (uint8_t)PW_ACTION_DROP;
             }
-            pw_tx_round(tx, plo, send, off, len, c0 + i, v);
+            pw_tx_round(tx, times, plo, send, off, len, c0 + i, v);
         }
         if (PW_PIPELINE_WRITES && fits) pw_write_span((uint8_t *)gdata + glo, sdata, lo - glo, hi - glo);
     }

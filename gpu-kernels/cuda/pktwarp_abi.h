@@ -484,7 +484,7 @@ typedef struct pw_verdict {
     uint32_t reserved;   /* 12 */
     uint64_t send_ns;    /* 16 when to send the frame, ns in the clock of pw_frame.timestamp_ns; 0 = now
                           *    (stage ABI 4; `tx_time` sets it). It travels in the TX ring
-                          *    (pw_tx_desc.send_ns), not in pw_verdict_out. */
+                          *    (PW_TX_TIMES), not in pw_verdict_out. */
 } pw_verdict;
 PW_STATIC_ASSERT(sizeof(pw_verdict) == 24, "pw_verdict size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_verdict, send_ns) == 16, "pw_verdict.send_ns");
@@ -649,11 +649,14 @@ typedef struct pw_tx_desc {
     uint8_t action;    /* 12 PW_ACTION_PASS, _MIRROR or _TO_HOST */
     uint8_t reserved0; /* 13 */
     uint16_t reserved1; /* 14 */
-    uint64_t send_ns;  /* 16 pw_verdict.send_ns: when to send, 0 = now (the port honours it: pcap record
-                        *    time, DPDK Tx timestamp offload or software pacing) */
 } pw_tx_desc;
-PW_STATIC_ASSERT(sizeof(pw_tx_desc) == 24, "pw_tx_desc size");
-PW_STATIC_ASSERT(PW_OFFSETOF(pw_tx_desc, send_ns) == 16, "pw_tx_desc.send_ns");
+PW_STATIC_ASSERT(sizeof(pw_tx_desc) == 16, "pw_tx_desc size");
+/* Send times (stage ABI 4): in a pipeline with a stage that sets them (the generated source defines
+ * PW_PIPELINE_TIMED), the TX ring's buffer holds, after its slots * burst_max descriptors, one
+ * uint64_t per descriptor at the same index: its frame's pw_verdict.send_ns (0 = now), which the
+ * port honours (pcap: the record time; DPDK: Tx timestamp offload or software pacing). Kept apart so
+ * that every other pipeline's descriptors stay 16 bytes a frame across PCIe. */
+#define PW_TX_TIMES(q) ((uint64_t *)((q).tx + (uint64_t)(q).slots * (q).burst_max * sizeof(pw_tx_desc)))
 /* A tx_counts word: the part's first frame (its descriptors start at that index) and how many
  * descriptors it wrote. */
 #define PW_TX_COUNT(lo, n) ((uint32_t)(lo) | ((uint32_t)(n) << 16))

@@ -69,8 +69,9 @@ pub struct LibraryStage {
     /// sends every burst with full descriptors (compact ones carry no time).
     pub reads_time: bool,
     /// Whether it sets the frame's send time (`pw_verdict.send_ns`), which reaches the port
-    /// only through the TX ring: the executor then runs no queue tagged (tagged queues have
-    /// no TX ring).
+    /// only through the TX ring: the generated source defines `PW_PIPELINE_TIMED` (the kernel
+    /// writes the ring's send-time array, `PW_TX_TIMES`) and the executor runs no queue tagged
+    /// (tagged queues have no TX ring).
     pub sets_send_time: bool,
 }
 
@@ -321,6 +322,9 @@ pub fn generate(stages: &[StageSpec], target: Target) -> Result<String, CodegenE
     }
     if pipeline_writes(stages) {
         let _ = writeln!(out, "#define PW_PIPELINE_WRITES 1");
+    }
+    if pipeline_sets_send_time(stages) {
+        let _ = writeln!(out, "#define PW_PIPELINE_TIMED 1");
     }
     out.push_str("#include \"stages.cuh\"\n");
     let mut seen: Vec<&str> = Vec::new();
@@ -587,6 +591,25 @@ mod tests {
 
     /// An acl with rewrite actions leaves the fused template: composed, writing, its acl stage
     /// `pw_stage_acl_rw` with the acl's block; without rewrites the list stays fused.
+    #[test]
+    fn tx_time_takes_the_composed_template_with_the_ring_send_times() {
+        let l = vec![
+            StageSpec::builtin("parse").unwrap(),
+            StageSpec::builtin("tx_time").unwrap(),
+        ];
+        assert_eq!(template_of(&l), Ok(Template::Composed));
+        assert!(l[1].sets_send_time() && l[1].reads_time() && !l[1].writes_frame());
+        assert!(pipeline_sets_send_time(&l) && !pipeline_writes(&l));
+        let src = generate(&l, Target::Gpu).unwrap();
+        assert!(src.contains("#define PW_PIPELINE_TIMED 1"), "{src}");
+        assert!(!src.contains("#define PW_PIPELINE_WRITES 1"), "{src}");
+        assert!(src.contains("pw_stage_tx_time(f, m, v, pw_stage_params(ctx, 1u)"));
+        let plain = [StageSpec::builtin("parse").unwrap()];
+        assert!(!generate(&plain, Target::Gpu)
+            .unwrap()
+            .contains("PW_PIPELINE_TIMED"));
+    }
+
     #[test]
     fn an_acl_with_rewrites_takes_the_composed_writing_template() {
         let plain = vec![

@@ -122,7 +122,7 @@ pub struct Verdict {
     /// When to send the frame: nanoseconds in the clock of the receive timestamps
     /// (`FrameDesc::timestamp_ns`: the Unix epoch for live ports and the generator, the
     /// capture's own time for a pcap replay); 0 = now. Set by `tx_time`; the GPU carries it in
-    /// `pw_verdict.send_ns` and the TX ring's `pw_tx_desc.send_ns`. A pcap output writes it as
+    /// `pw_verdict.send_ns` and the TX ring's send times (`PW_TX_TIMES`). A pcap output writes it as
     /// the record time, a DPDK output sends at that time (Tx timestamp offload, else paced in
     /// software).
     pub send_ns: u64,

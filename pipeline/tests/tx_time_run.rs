@@ -2,7 +2,7 @@
 //! pcap out, and every record of the output is stamped with its frame's send time (the input
 //! record's time plus the delay), frame by frame, in order, for a nanosecond and a microsecond
 //! input, into pcap and pcapng outputs; the frames `parse` drops are not sent. The GPU
-//! executor's TX thread hands `pw_tx_desc.send_ns` to the same ports (`port::out::Dest`).
+//! executor's TX thread hands the TX ring's send times to the same ports (`port::out::Dest`).
 
 use std::path::{Path, PathBuf};
 

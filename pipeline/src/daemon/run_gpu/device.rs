@@ -12,6 +12,8 @@ use crate::executor::gpu::{AclTablesRef, Restarted, SubmitError};
 pub(crate) struct TxView<'a> {
     pub descs: &'a [TxDesc],
     pub data: &'a [u8],
+    /// Each descriptor's send time (a pipeline that sets them), else empty.
+    pub times: &'a [u64],
 }
 
 /// What [`QueueDevice::poll`] calls for each finished burst.
@@ -78,7 +80,11 @@ impl QueueDevice for MultiGpu {
     fn poll(&self, q: usize, f: &mut PollFn<'_>) -> anyhow::Result<usize> {
         MultiGpu::poll_bursts(self, q, |r| {
             let tx = match (r.tx, r.data) {
-                (Some(descs), Some(data)) => Some(TxView { descs, data }),
+                (Some(descs), Some(data)) => Some(TxView {
+                    descs,
+                    data,
+                    times: r.tx_times,
+                }),
                 _ => None,
             };
             f(r.seq, r.verdicts, tx)

@@ -40,6 +40,9 @@ pub(crate) struct Slot {
     /// burst's data then holds the frames as the stages left them), or the frames the verdicts
     /// forward, mirror or send to the host (built-in pipeline).
     pub tx: Vec<crate::executor::gpu::abi::TxDesc>,
+    /// The send time of each entry of `tx` (the TX ring's, a pipeline that sets them); empty:
+    /// send every one now.
+    pub tx_times: Vec<u64>,
     /// The receiving port (in config order) whose ingest thread owns it.
     pub port: usize,
     /// When the ingest handed it to its queue (burst latency: verdicts read - this).
@@ -52,6 +55,7 @@ impl Slot {
             burst: Burst::with_capacity(burst, burst * 2048),
             verdicts: Vec::with_capacity(burst),
             tx: Vec::with_capacity(burst),
+            tx_times: Vec::new(),
             port,
             handed: Instant::now(),
         }

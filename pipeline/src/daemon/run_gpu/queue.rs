@@ -294,6 +294,7 @@ impl Worker<'_, '_> {
 /// built-in pipeline), every frame the verdicts do not drop.
 fn fill_tx(slot: &mut Slot, v: &[Verdict], tx: Option<TxView<'_>>, rewrites: bool) {
     slot.tx.clear();
+    slot.tx_times.clear();
     let Some(t) = tx else {
         for (i, ((d, _), vd)) in slot.burst.frames().zip(v).enumerate() {
             if vd.action != abi::ACTION_DROP {
@@ -321,4 +322,5 @@ fn fill_tx(slot: &mut Slot, v: &[Verdict], tx: Option<TxView<'_>>, rewrites: boo
         }
         slot.tx.push(*d);
     }
+    slot.tx_times.extend_from_slice(t.times);
 }

@@ -27,7 +27,7 @@ struct OnGpu {
     seq: u32,
     v: Vec<Verdict>,
     left: u32,
-    tx: Option<(Vec<TxDesc>, Vec<u8>)>,
+    tx: Option<(Vec<TxDesc>, Vec<u8>, Vec<u64>)>,
 }
 
 /// One stand-in queue: the bursts "on the GPU".
@@ -153,11 +153,20 @@ impl QueueDevice for CpuStandIn {
                     frame: i as u16,
                     out_port: v.out_port,
                     action: v.action as u8,
-                    send_ns: v.send_ns,
                     ..TxDesc::default()
                 })
                 .collect();
-            Some((descs, b.data))
+            // The ring's send times (PW_TX_TIMES), one per descriptor, where a stage sets them.
+            let times = if sets_send_time(&self.pipeline) {
+                verdicts
+                    .iter()
+                    .filter(|v| v.action != crate::verdict::Action::Drop)
+                    .map(|v| v.send_ns)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            Some((descs, b.data, times))
         } else {
             self.pipeline.run_burst(burst, metas, verdicts, counters);
             None
@@ -206,7 +215,9 @@ impl QueueDevice for CpuStandIn {
             if b.left > 0 {
                 break;
             }
-            let tx = b.tx.as_ref().map(|(descs, data)| TxView { descs, data });
+            let tx =
+                b.tx.as_ref()
+                    .map(|(descs, data, times)| TxView { descs, data, times });
             f(b.seq, &b.v, tx);
             fq.on_gpu.pop_front();
             n += 1;
@@ -532,7 +543,7 @@ fn each_queue_transmits_in_receive_order() {
 #[test]
 fn send_times_reach_the_port_through_the_tx_ring() {
     // A composed pipeline that sets send times: the kernel's TX ring carries them
-    // (pw_tx_desc.send_ns) to the TX thread, which gives each frame's to its port, as the CPU
+    // (its send-time array, PW_TX_TIMES) to the TX thread, which gives each frame's to its port, as the CPU
     // executor gives the verdict's. A replayed capture's receive times are the file's, so the
     // two runs' times can be compared.
     let cap = crate::testdata::multi_proto_pcap();

@@ -23,6 +23,14 @@ fn frame_of<'s>(slot: &'s Slot, d: &TxDesc) -> &'s [u8] {
     slot.burst.data.get(a..a + n).unwrap_or(&[])
 }
 
+/// TX entry `i` of `slot` with its bytes and send time (0: now, or no times in the ring).
+fn timed<'s>(slot: &'s Slot, i: usize, d: &TxDesc) -> (&'s [u8], u64) {
+    (
+        frame_of(slot, d),
+        slot.tx_times.get(i).copied().unwrap_or(0),
+    )
+}
+
 fn forwards(d: &TxDesc) -> bool {
     d.action == abi::ACTION_PASS || d.action == abi::ACTION_MIRROR
 }
@@ -52,8 +60,9 @@ pub(crate) fn run(
                     let k = *k;
                     let r = d.send_frames(|| {
                         s.tx.iter()
-                            .filter(move |t| forwards(t) && target(t) == Some(k))
-                            .map(move |t| (frame_of(s, t), t.send_ns))
+                            .enumerate()
+                            .filter(move |(_, t)| forwards(t) && target(t) == Some(k))
+                            .map(move |(i, t)| timed(s, i, t))
                     });
                     c.tx_frames.add(r.sent);
                     c.tx_bytes.add(r.bytes);
@@ -73,15 +82,17 @@ pub(crate) fn run(
                 if let Some(d) = dest.mirror.as_mut() {
                     d.send_frames(|| {
                         s.tx.iter()
-                            .filter(|t| t.action == abi::ACTION_MIRROR)
-                            .map(move |t| (frame_of(s, t), t.send_ns))
+                            .enumerate()
+                            .filter(|(_, t)| t.action == abi::ACTION_MIRROR)
+                            .map(move |(i, t)| timed(s, i, t))
                     });
                 }
                 if let Some(d) = dest.slow.as_mut() {
                     d.send_frames(|| {
                         s.tx.iter()
-                            .filter(|t| t.action == abi::ACTION_TO_HOST)
-                            .map(move |t| (frame_of(s, t), t.send_ns))
+                            .enumerate()
+                            .filter(|(_, t)| t.action == abi::ACTION_TO_HOST)
+                            .map(move |(i, t)| timed(s, i, t))
                     });
                 }
                 if let Some(f) = frees.get(slot.port) {

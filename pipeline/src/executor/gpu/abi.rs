@@ -186,7 +186,7 @@ pub struct SlotHdr {
 
 /// `pw_verdict_out`: what happens to one frame, and the rule that decided it, as the kernel
 /// writes it back for every frame (`pw_queue_desc.verdicts`): the stage ABI's `pw_verdict`
-/// without its send time, which the TX ring carries ([`TxDesc::send_ns`]).
+/// without its send time, which the TX ring carries (`PW_TX_TIMES`, after the descriptors).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Verdict {
@@ -356,9 +356,6 @@ pub struct TxDesc {
     pub action: u8,
     pub reserved0: u8,
     pub reserved1: u16,
-    /// When to send, ns in the receive timestamps' clock; 0 = now (`pw_verdict.send_ns`,
-    /// `crate::verdict::Verdict::send_ns`).
-    pub send_ns: u64,
 }
 
 /// A `tx_counts` word (`PW_TX_COUNT`): the part's first frame, where its descriptors start,
@@ -483,10 +480,9 @@ mod tests {
         assert_eq!(size_of::<QueueDesc>(), 160);
         assert_eq!(offset_of!(QueueDesc, tx), 136);
         assert_eq!(offset_of!(QueueDesc, frame_room), 152);
-        assert_eq!(size_of::<TxDesc>(), 24);
+        assert_eq!(size_of::<TxDesc>(), 16);
         assert_eq!(offset_of!(TxDesc, out_port), 10);
         assert_eq!(offset_of!(TxDesc, action), 12);
-        assert_eq!(offset_of!(TxDesc, send_ns), 16);
         assert_eq!(offset_of!(QueueDesc, trace), 112);
         assert_eq!(offset_of!(QueueDesc, stage_counters), 120);
         assert_eq!(offset_of!(QueueDesc, stage_params), 128);
@@ -562,7 +558,10 @@ mod tests {
             size_of::<Verdict>()
         )));
         assert!(h.contains(&format!("sizeof(pw_tx_desc) == {}", size_of::<TxDesc>())));
-        assert!(h.contains("PW_OFFSETOF(pw_tx_desc, send_ns) == 16"));
+        // The send times follow the descriptors in the TX ring's buffer (tx_times_at).
+        assert!(h.contains(
+            "#define PW_TX_TIMES(q) ((uint64_t *)((q).tx + (uint64_t)(q).slots * (q).burst_max * sizeof(pw_tx_desc)))"
+        ));
         assert!(h.contains("sizeof(pw_verdict) == 24"));
         assert!(h.contains("PW_OFFSETOF(pw_verdict, send_ns) == 16"));
         assert_eq!(val("PW_STAGE_ABI_VERSION"), 4);

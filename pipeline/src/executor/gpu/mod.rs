@@ -199,6 +199,8 @@ struct Queue {
     slot_data: Vec<u32>,
     /// The TX descriptors of the burst being reaped.
     tx_scratch: Vec<abi::TxDesc>,
+    /// Their send times (a pipeline that sets them).
+    tx_times_scratch: Vec<u64>,
     /// The ACL table the next burst submitted to this queue names (None without an acl stage).
     table: Option<Arc<TableVersion>>,
     /// Device address of the stage parameter table the next burst names (0: none, fused).

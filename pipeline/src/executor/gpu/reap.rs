@@ -120,6 +120,7 @@ impl GpuExecutor {
             // Acquire: the verdicts were written before the done word (or their tags).
             fence(Ordering::Acquire);
             let mut tx = std::mem::take(&mut q.tx_scratch);
+            let mut times = std::mem::take(&mut q.tx_times_scratch);
             // SAFETY: the GPU finished writing this slot's verdicts (its done word says so,
             // acquire fence above) and will not touch them until the slot is reused, which
             // needs this reap first.
@@ -140,7 +141,7 @@ impl GpuExecutor {
             // SAFETY: the slot's data area (take_tx checked the range against the ring buffer);
             // the GPU is done with it and nothing rewrites it before this reap.
             let data = self
-                .take_tx(&q, slot, n, &mut tx)?
+                .take_tx(&q, slot, n, &mut tx, &mut times)?
                 .map(|(p, len)| unsafe { std::slice::from_raw_parts(p, len) });
             f(&Reaped {
                 seq,
@@ -148,9 +149,11 @@ impl GpuExecutor {
                 verdicts: v,
                 metas: m,
                 tx: data.map(|_| tx.as_slice()),
+                tx_times: &times,
                 data,
             });
             q.tx_scratch = tx;
+            q.tx_times_scratch = times;
             q.reaped = seq.wrapping_add(1);
             done += 1;
         }

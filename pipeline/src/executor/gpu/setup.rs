@@ -82,8 +82,12 @@ impl SlotLayout {
 
 /// A queue's TX ring (mapped): `pw_tx_desc[slots * burst_max]` and the parts' count words.
 pub(super) struct TxRing {
+    /// The descriptors (`TxDesc[slots * burst_max]`), then, in a pipeline that sets send
+    /// times, a `u64` send time per descriptor (`PW_TX_TIMES`).
     pub(super) descs: PinnedBuffer,
     pub(super) counts: PinnedBuffer,
+    /// Byte offset of the send times in `descs`; `None`: the pipeline sets none.
+    pub(super) times_at: Option<usize>,
 }
 
 /// A queue's ring memory: a device ring with its pinned staging and device producer index
@@ -112,6 +116,8 @@ struct QueueSetup<'a> {
     stage_params: u64,
     /// Bytes the host leaves after every frame (`KernelImage::frame_room`).
     frame_room: u32,
+    /// A stage sets send times: the TX ring carries them (`TxRing::times_at`).
+    timed: bool,
 }
 
 impl QueueSetup<'_> {
@@ -167,9 +173,15 @@ impl QueueSetup<'_> {
         // The TX ring: a composed pipeline's kernel writes what to send (not in a tagged queue,
         // whose verdicts arrive without the done word that orders the ring's words).
         let tx = if self.composed && !tagged {
-            let descs = PinnedBuffer::new(ctx, slots * bm * std::mem::size_of::<abi::TxDesc>())?;
+            let ring = slots * bm * std::mem::size_of::<abi::TxDesc>();
+            let times = if self.timed { slots * bm * 8 } else { 0 };
+            let descs = PinnedBuffer::new(ctx, ring + times)?;
             let counts = PinnedBuffer::new(ctx, slots * opts.parts() as usize * 4)?;
-            Some(TxRing { descs, counts })
+            Some(TxRing {
+                descs,
+                counts,
+                times_at: self.timed.then_some(ring),
+            })
         } else {
             None
         };
@@ -250,6 +262,7 @@ impl QueueSetup<'_> {
             slot_gen: vec![0; slots],
             slot_data: vec![0; slots],
             tx_scratch: Vec::new(),
+            tx_times_scratch: Vec::new(),
             table: self.table.clone(),
             params: self.stage_params,
             restarting: false,
@@ -515,6 +528,7 @@ impl GpuExecutor {
             table: &table,
             stage_params: stage_params.as_ref().map_or(0, |p| p.table_addr()),
             frame_room: image.frame_room,
+            timed: pktwarp_kernels::codegen::pipeline_sets_send_time(&image.stages),
         };
         let mut queues = Vec::with_capacity(n_queues);
         let mut descs = Vec::with_capacity(n_queues);

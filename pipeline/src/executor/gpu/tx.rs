@@ -19,6 +19,9 @@ pub struct Reaped<'a> {
     /// With a TX ring (composed pipelines): the frames to transmit, in frame order, each
     /// naming its bytes in `data` and its output port.
     pub tx: Option<&'a [TxDesc]>,
+    /// With a TX ring in a pipeline that sets send times: each descriptor's send time (same
+    /// index as `tx`); empty otherwise (send now).
+    pub tx_times: &'a [u64],
     /// With a TX ring: the slot's data area as the kernel left it (a rewriting pipeline's frames
     /// are changed in place there), as many bytes as the burst's data. With a device ring it is
     /// the staging slot, brought back from the device only when the stages rewrite frames.
@@ -26,7 +29,8 @@ pub struct Reaped<'a> {
 }
 
 impl GpuExecutor {
-    /// Reads burst `slot`'s TX descriptors (`n` frames) into `out` and returns where its data
+    /// Reads burst `slot`'s TX descriptors (`n` frames) into `out` (and their send times into
+    /// `times`, where the pipeline sets them) and returns where its data
     /// area is (host address, bytes): the mapped ring itself, or the staging slot after a copy
     /// back from the device ring. `None` without a TX ring. Called once the burst is done.
     /// An error when the kernel's words are inconsistent (a descriptor outside the data area).
@@ -36,8 +40,10 @@ impl GpuExecutor {
         slot: usize,
         n: usize,
         out: &mut Vec<TxDesc>,
+        times: &mut Vec<u64>,
     ) -> anyhow::Result<Option<(*const u8, usize)>> {
         out.clear();
+        times.clear();
         let Some(tx) = q.tx.as_ref() else {
             return Ok(None);
         };
@@ -69,6 +75,16 @@ impl GpuExecutor {
             out.extend_from_slice(unsafe {
                 std::slice::from_raw_parts((tx.descs.host as *const TxDesc).add(slot * bm + lo), k)
             });
+            if let Some(at) = tx.times_at {
+                // SAFETY: the send times follow the descriptors in the same buffer, one u64
+                // per descriptor at the same index (PW_TX_TIMES), written with them.
+                times.extend_from_slice(unsafe {
+                    std::slice::from_raw_parts(
+                        (tx.descs.host.add(at) as *const u64).add(slot * bm + lo),
+                        k,
+                    )
+                });
+            }
             for d in &out[first..] {
                 let e = d.offset as usize + d.len as usize;
                 if e > cap || usize::from(d.frame) >= n {
