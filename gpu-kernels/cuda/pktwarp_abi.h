@@ -484,7 +484,8 @@ typedef struct pw_verdict {
     uint32_t reserved;   /* 12 */
     uint64_t send_ns;    /* 16 when to send the frame, ns in the clock of pw_frame.timestamp_ns; 0 = now
                           *    (stage ABI 4; `tx_time` sets it). It travels in the TX ring
-                          *    (PW_TX_TIMES), not in pw_verdict_out. */
+                          *    (PW_TX_TIMES) of a PW_PIPELINE_TIMED pipeline (one with `tx_time`),
+                          *    not in pw_verdict_out. */
 } pw_verdict;
 PW_STATIC_ASSERT(sizeof(pw_verdict) == 24, "pw_verdict size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_verdict, send_ns) == 16, "pw_verdict.send_ns");
