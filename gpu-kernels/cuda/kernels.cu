@@ -146,6 +146,11 @@ __device__ __forceinline__ void pw_emit_verdict(const pw_queue_desc &q, const pw
 #if !defined(PW_PIPELINE_TIMED)
 #define PW_PIPELINE_TIMED 0
 #endif
+/* A stage reads the whole frame (codegen READS_PAYLOAD: fronthaul): pw_run_tx_chunked then
+ * stages a chunk of large frames a few at a time instead of running them in place. */
+#if !defined(PW_PIPELINE_READS_PAYLOAD)
+#define PW_PIPELINE_READS_PAYLOAD 0
+#endif
 /* One frame through the generated pw_pipeline_frame: verdict `vi` stored (and the metadata when
  * asked), counted; its verdict and its length after the stages in `*vout` / `*len_out`. In a
  * PW_PIPELINE_WRITES pipeline `data` is the ring slot's data area itself and the frame may grow
@@ -579,9 +584,11 @@ __device__ __forceinline__ void pw_write_span(uint8_t *dst, const uint8_t *src, 
  * room) cover, staged with coalesced loads; the stages run on the staged copy (a mapped ring's
  * frames would otherwise be read, and rewritten, a few bytes at a time across PCIe) and a
  * rewriting pipeline's span is written back exactly (pw_write_span) before the next chunk. A
- * chunk whose frames are not in order without overlap, lie outside data_bytes or span more than
- * the stage holds runs in place in the ring. The caller checked that data_bytes rounded up to 16
- * lies inside the slot. */
+ * chunk whose span is more than the stage holds runs in place in the ring, except in a pipeline
+ * that reads whole frames (PW_PIPELINE_READS_PAYLOAD), where it is halved until it fits (one
+ * frame larger than the stage, alone, runs in place); a chunk whose frames are not in order
+ * without overlap or lie outside data_bytes runs in place. The caller checked that data_bytes rounded up to
+ * 16 lies inside the slot. */
 __device__ __forceinline__ void pw_run_tx_chunked(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *base,
                                                   uint32_t plo, uint32_t phi, uint32_t db, bool compact,
                                                   const pw_vout &vo, pw_packet_meta *mout, pw_count_regs *cr,
@@ -595,31 +602,47 @@ __device__ __forceinline__ void pw_run_tx_chunked(const pw_queue_desc &q, const 
     pw_tx_desc *tx = (pw_tx_desc *)q.tx + (uint64_t)slot * q.burst_max;
     uint64_t *times = PW_PIPELINE_TIMED ? PW_TX_TIMES(q) + (uint64_t)slot * q.burst_max : (uint64_t *)0;
     if (threadIdx.x == 0) pw_tx_base = 0u;
-    for (uint32_t c0 = plo; c0 < phi; c0 += PW_CHUNK_FRAMES) {
-        const uint32_t k = phi - c0 < PW_CHUNK_FRAMES ? phi - c0 : PW_CHUNK_FRAMES;
+    uint32_t k = 0u;
+    for (uint32_t c0 = plo; c0 < phi; c0 += k) {
+        k = phi - c0 < PW_CHUNK_FRAMES ? phi - c0 : PW_CHUNK_FRAMES;
         __syncthreads(); /* the last chunk's frames are done with sdesc / sdata */
         pw_stage_copy((uint4 *)sdesc, (const uint4 *)(base + sizeof(pw_slot_hdr) + c0 * dsz), (k * dsz + 15u) / 16u);
-        if (threadIdx.x == 0) {
-            pw_chunk_lo = 0xFFFFFFFFu;
-            pw_chunk_hi = 0u;
-            pw_chunk_bad = 0u;
-        }
-        __syncthreads();
-        for (uint32_t i = threadIdx.x; i < k; i += blockDim.x) {
-            const pw_desc d = pw_desc_at(sdesc, i, compact);
-            const uint64_t end = (uint64_t)d.offset + d.len + room;
-            bool ok = end <= db;
-            if (ok && i + 1u < k) ok = pw_desc_at(sdesc, i + 1u, compact).offset >= end;
-            if (ok) {
-                atomicMin(&pw_chunk_lo, d.offset);
-                atomicMax(&pw_chunk_hi, (uint32_t)end);
-            } else {
-                pw_chunk_bad = 1u;
+        /* The chunk's span; while it is in order but larger than the stage and a stage reads
+         * whole frames (PW_PIPELINE_READS_PAYLOAD), half the frames: fronthaul U-plane frames
+         * of a few KB never fit 256 at a time, and every frame then ran in place, its PRBs read
+         * across PCIe a few bytes at a time by one thread; the chunk shrinks to the frames that
+         * fit and they run from shared memory. Header-only pipelines keep running in place. */
+        uint32_t lo, hi, glo;
+        bool fits;
+        for (;;) {
+            __syncthreads(); /* every thread has read the last pass's span */
+            if (threadIdx.x == 0) {
+                pw_chunk_lo = 0xFFFFFFFFu;
+                pw_chunk_hi = 0u;
+                pw_chunk_bad = 0u;
             }
+            __syncthreads();
+            for (uint32_t i = threadIdx.x; i < k; i += blockDim.x) {
+                const pw_desc d = pw_desc_at(sdesc, i, compact);
+                const uint64_t end = (uint64_t)d.offset + d.len + room;
+                bool ok = end <= db;
+                if (ok && i + 1u < k) ok = pw_desc_at(sdesc, i + 1u, compact).offset >= end;
+                if (ok) {
+                    atomicMin(&pw_chunk_lo, d.offset);
+                    atomicMax(&pw_chunk_hi, (uint32_t)end);
+                } else {
+                    pw_chunk_bad = 1u;
+                }
+            }
+            __syncthreads();
+            lo = pw_chunk_lo;
+            hi = pw_chunk_hi;
+            glo = lo & ~15u;
+            fits = !pw_chunk_bad && lo != 0xFFFFFFFFu && hi - glo <= dcap;
+            /* Uniform: every thread read the same shared words after the barrier. */
+            if (fits || pw_chunk_bad || k == 1u || !PW_PIPELINE_READS_PAYLOAD) break;
+            k = (k + 1u) / 2u;
         }
-        __syncthreads();
-        const uint32_t lo = pw_chunk_lo, hi = pw_chunk_hi, glo = lo & ~15u;
-        const bool fits = !pw_chunk_bad && lo != 0xFFFFFFFFu && hi - glo <= dcap;
         if (fits) pw_stage_copy((uint4 *)sdata, (const uint4 *)(gdata + glo), (hi - glo + 15u) / 16u);
         __syncthreads();
         for (uint32_t r = 0u; r < k; r += blockDim.x) {

@@ -105,6 +105,15 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
     },
 ];
 
+/// Library stages that read the whole frame, not its headers only (fronthaul decodes every PRB):
+/// the generated source then defines `PW_PIPELINE_READS_PAYLOAD`, and the transport stages a
+/// chunk of large frames into shared memory a few frames at a time rather than run them in place
+/// in a mapped ring (where each thread's payload reads cross PCIe a few bytes at a time). Frames
+/// whose stages read headers only keep running in place when the chunk is too large: copying
+/// whole large frames would move more bytes than their header reads. A list beside
+/// [`LIBRARY_STAGES`] rather than a field of it, so entries added elsewhere need no change.
+pub const READS_PAYLOAD: &[&str] = &["pw_stage_fronthaul"];
+
 /// A rewrite stage of `cuda/rewrite_stages.cuh`: it writes the frame.
 const fn rewrite(name: &'static str, function: &'static str, reads_meta: bool) -> LibraryStage {
     LibraryStage {
@@ -187,6 +196,11 @@ impl StageSpec {
                 .any(|l| l.function == *function && l.sets_send_time),
             _ => false,
         }
+    }
+
+    /// Whether the stage reads the whole frame (see [`READS_PAYLOAD`]).
+    pub fn reads_payload(&self) -> bool {
+        matches!(&self.kind, StageKind::Library { function, .. } if READS_PAYLOAD.contains(function))
     }
 
     /// Whether the stage reads the frame's receive time (see [`LibraryStage::reads_time`]).
@@ -325,6 +339,9 @@ pub fn generate(stages: &[StageSpec], target: Target) -> Result<String, CodegenE
     }
     if pipeline_sets_send_time(stages) {
         let _ = writeln!(out, "#define PW_PIPELINE_TIMED 1");
+    }
+    if stages.iter().any(StageSpec::reads_payload) {
+        let _ = writeln!(out, "#define PW_PIPELINE_READS_PAYLOAD 1");
     }
     out.push_str("#include \"stages.cuh\"\n");
     let mut seen: Vec<&str> = Vec::new();
@@ -631,6 +648,25 @@ mod tests {
         assert!(src.contains("pw_stage_acl_rw(f, m, v, ctx->acl, &ctx->counters[1]);"));
         let e = template_of(&[StageSpec::acl(true)]).unwrap_err();
         assert!(e.message.contains("`acl`"), "{e}");
+    }
+
+    /// Only a list with a stage that reads whole frames (fronthaul) has the transport stage
+    /// chunks of large frames a few at a time.
+    #[test]
+    fn a_stage_reading_whole_frames_sets_reads_payload() {
+        let names = |n: &[&str]| -> Vec<StageSpec> {
+            n.iter().map(|x| StageSpec::builtin(x).unwrap()).collect()
+        };
+        let fh = names(&["parse", "fronthaul", "count"]);
+        assert!(fh[1].reads_payload() && !fh[0].reads_payload());
+        let src = generate(&fh, Target::Gpu).unwrap();
+        assert!(src.contains("#define PW_PIPELINE_READS_PAYLOAD 1"), "{src}");
+        let l3 = names(&["parse", "route", "ttl", "l2fwd", "count"]);
+        let src = generate(&l3, Target::Gpu).unwrap();
+        assert!(!src.contains("#define PW_PIPELINE_READS_PAYLOAD"), "{src}");
+        for f in READS_PAYLOAD {
+            assert!(LIBRARY_STAGES.iter().any(|l| l.function == *f), "{f}");
+        }
     }
 
     #[test]
