@@ -89,7 +89,14 @@ known = set(re.findall(r'\("(pktwarp_[a-z0-9_]+)",', src))
 json.load(open("deploy/grafana/pktwarp-dashboard.json"))
 bad = []
 for f in ["deploy/grafana/pktwarp-dashboard.json", "deploy/prometheus/alerts.yml", "deploy/README.md"]:
-    for name in set(re.findall(r"pktwarp_[a-z0-9_]+", open(f).read())):
+    # A name with `*` in it (`pktwarp_fronthaul_*_total`) stands for a family of names: at
+    # least one exported name must fit it.
+    for name in set(re.findall(r"pktwarp_[a-z0-9_*]+", open(f).read())):
+        if "*" in name:
+            fits = re.compile("^" + re.escape(name).replace(r"\*", "[a-z0-9_]*") + "$")
+            if not any(fits.match(k) for k in known):
+                bad.append((f, name))
+            continue
         base = re.sub(r"_(bucket|sum|count)$", "", name)
         if name not in known and base not in known:
             bad.append((f, name))
