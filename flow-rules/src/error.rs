@@ -88,6 +88,29 @@ impl fmt::Display for RuleWarning {
     }
 }
 
+/// The key before the last `: ` (or a `:` ending the line) of one line of YAML, for an error
+/// the parser reports without naming its key: the chars just before that colon for which
+/// `key_char` holds ("" when none). Safe on any text: the key starts after the last char that
+/// cannot be in a key, which may be several bytes long (user text is not ASCII: a byte offset
+/// `+ 1` there would slice inside it).
+pub fn last_key(line: &str, key_char: fn(char) -> bool) -> String {
+    let mut best = String::new();
+    let bytes = line.as_bytes();
+    for (i, _) in line.match_indices(':') {
+        if bytes.get(i + 1).is_some_and(|b| *b != b' ') {
+            continue;
+        }
+        let start = line[..i]
+            .char_indices()
+            .rfind(|&(_, c)| !key_char(c))
+            .map_or(0, |(s, c)| s + c.len_utf8());
+        if start < i {
+            best = line[start..i].to_string();
+        }
+    }
+    best
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,5 +135,18 @@ mod tests {
             w.to_string(),
             "r.yaml:9: warning: rule 4 is shadowed by rule 1"
         );
+    }
+
+    #[test]
+    fn last_key_after_multi_byte_chars() {
+        let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        assert_eq!(last_key("  port: a", ident), "port");
+        assert_eq!(last_key("  - { prefix: 10.0.0.0/8, via: x }", ident), "via");
+        assert_eq!(last_key("  -בame: ptp", ident), "ame");
+        assert_eq!(last_key("ב:", ident), "");
+        assert_eq!(last_key("日本語キー: 1", ident), "");
+        assert_eq!(last_key("x日: 1 😀y: 2", ident), "y");
+        assert_eq!(last_key("no colon here", ident), "");
+        assert_eq!(last_key("url: http://x", ident), "url");
     }
 }

@@ -1,5 +1,5 @@
-//! Fuzz target `rules`: the ACL rule parsers (YAML and ClassBench / `dpdk-test-acl` lines) and
-//! the steering rule parser on arbitrary text. Any input gives rules or a `RuleError`, never a
+//! Fuzz target `rules`: the ACL rule parsers (YAML and ClassBench / `dpdk-test-acl` lines), the
+//! steering rule parser and the route file parser on arbitrary text. Any input gives rules or a `RuleError`, never a
 //! panic; rules that parse also compile into a classifier.
 #![no_main]
 
@@ -21,4 +21,6 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = flow_rules::steering::SteerRuleSet::parse(text, path);
+    // Parsed only: building a family's tables allocates 64 MiB, too slow for a fuzz loop.
+    let _ = flow_rules::route::RouteFile::parse(text, path);
 });

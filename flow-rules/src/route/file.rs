@@ -273,19 +273,7 @@ fn saphyr_error(e: &serde_saphyr::Error, text: &str, file: &Path) -> RuleError {
 
 /// The identifier before the last `key:` of one line ("" when none).
 fn key_of_line(l: &str) -> String {
-    let mut best = String::new();
-    for (i, _) in l.match_indices(':') {
-        if l.as_bytes().get(i + 1).is_some_and(|b| *b != b' ') {
-            continue;
-        }
-        let start = l[..i]
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .map_or(0, |s| s + 1);
-        if start < i {
-            best = l[start..i].to_string();
-        }
-    }
-    best
+    crate::error::last_key(l, |c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 #[cfg(test)]
@@ -324,5 +312,23 @@ mod tests {
         assert_eq!(parse_mac("02:00:00:00:00:0a"), Some([2, 0, 0, 0, 0, 10]));
         assert_eq!(parse_mac("02:00:00:00:00"), None);
         assert_eq!(line_col(b"ab\ncd", 4), (2, 2));
+    }
+
+    /// The twin of the steering and config parsers' bug: the key of an error was sliced at a
+    /// byte offset `+ 1` past the last non-key char, inside a multi-byte one (a panic).
+    #[test]
+    fn an_error_line_with_multi_byte_chars_names_its_key_without_panicking() {
+        assert_eq!(key_of_line("  -בame: ptp"), "ame");
+        assert_eq!(key_of_line("  é: x"), "");
+        for text in [
+            "routes:\n  - { prefix: 10.0.0.0/8, port: a }\n  -בprefix: [1]\n",
+            "routes:\n  - prefix: 10.0.0.0/8\n    בport: [a, b]\n",
+            "routes:\n  - prefix: 10.0.0.0/8\n    port: 日本: [1]\n",
+            "routes: ב: [x]\n",
+            "routes:\n  - prefix: [ב]\n",
+        ] {
+            let e = RouteFile::parse(text, "r.yaml").expect_err(text);
+            assert!(e.to_string().starts_with("r.yaml:"), "{e}");
+        }
     }
 }

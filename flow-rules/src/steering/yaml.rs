@@ -401,22 +401,7 @@ fn key_on_line(text: &str, line: usize) -> String {
 
 /// The identifier before the last `: ` (or a `:` ending the line) of one line.
 fn last_key(l: &str) -> String {
-    let mut best = String::new();
-    let bytes = l.as_bytes();
-    for (i, _) in l.match_indices(':') {
-        if bytes.get(i + 1).is_some_and(|b| *b != b' ') {
-            continue;
-        }
-        // Past the last char that cannot be in a key, which may be several bytes long.
-        let start = l[..i]
-            .char_indices()
-            .rfind(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
-            .map_or(0, |(s, c)| s + c.len_utf8());
-        if start < i {
-            best = l[start..i].to_string();
-        }
-    }
-    best
+    crate::error::last_key(l, |c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 struct Parser<'a> {
