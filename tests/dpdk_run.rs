@@ -11,10 +11,6 @@ use std::process::Command;
 
 use pipeline::port::pcap::CaptureReader;
 
-fn data(rel: &str) -> PathBuf {
-    flow_rules::input::require_data(rel)
-}
-
 fn frames_of(path: &Path) -> Vec<Vec<u8>> {
     let mut r = CaptureReader::open(path).expect("open capture");
     let mut out = Vec::new();
@@ -51,7 +47,7 @@ fn dpdk_config(dir: &Path, prefix: &str, input: &Path, output: &Path, rest: &str
 #[test]
 fn pktwarp_run_net_pcap_in_cpu_executor_net_pcap_out() {
     let dir = common::scratch("dpdk-run");
-    let input = data("pcaps/tcpdump/afs.pcap");
+    let input = pipeline::testdata::imix_pcap();
     let output = dir.join("out.pcap");
     let cfg = dpdk_config(
         &dir,
@@ -161,7 +157,7 @@ fn pktwarp_run_exposes_dpdk_port_counters_on_metrics() {
     use std::time::Duration;
 
     let dir = common::scratch("dpdk-metrics");
-    let input = data("pcaps/tcpdump/afs.pcap");
+    let input = pipeline::testdata::imix_pcap();
     let output = dir.join("out.pcap");
     let cfg = dpdk_config(
         &dir,

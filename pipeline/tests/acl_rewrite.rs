@@ -14,7 +14,6 @@
 
 mod tshark_common;
 use tshark_common::tshark;
-mod parse_common;
 
 use pipeline::testdata::capture_frames;
 use std::path::{Path, PathBuf};
@@ -548,6 +547,31 @@ fn specs_of(p: &Pipeline) -> (Vec<StageSpec>, Vec<Vec<u8>>) {
     (specs, params)
 }
 
+/// `n` frames of the `gen` port (IMIX sizes, IPv4 and IPv6, a tenth malformed).
+fn gen_frames(n: u64) -> Vec<Vec<u8>> {
+    let opts = pipeline::port::gen::GenOptions {
+        count: Some(n),
+        flows: Some(pipeline::port::gen::FlowOptions {
+            ipv6_share: 0.25,
+            ..Default::default()
+        }),
+        malformed_ratio: 0.1,
+        ..Default::default()
+    };
+    let mut rx = pipeline::port::gen::GenRx::new(&opts, 0).expect("gen options");
+    let mut b = Burst::default();
+    let mut out = Vec::new();
+    loop {
+        let st = pipeline::port::RxPort::rx_burst(&mut rx, &mut b, 64).expect("gen");
+        out.extend(b.frames().map(|(_, f)| f.to_vec()));
+        b.clear();
+        if matches!(st, pipeline::port::RxStatus::End) {
+            break;
+        }
+    }
+    out
+}
+
 #[test]
 fn host_compiled_cuda_equals_the_cpu_with_rewrites_and_marks() {
     let dir = tmpdir("host");
@@ -576,14 +600,11 @@ fn host_compiled_cuda_equals_the_cpu_with_rewrites_and_marks() {
     };
     let c = QueueCounters::new(cpu.stages.len(), acl.rule_count());
     let mut g = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
-    // The crafted frames and the corpus, each with a mark: none, 7 (dropped by the probe), others.
+    // The crafted frames, the multi-protocol capture and generated IMIX traffic, each with a
+    // mark: none, 7 (dropped by the probe), others.
     let mut all: Vec<Vec<u8>> = frames();
-    all.extend(
-        parse_common::corpus_frames()
-            .into_iter()
-            .map(|(_, f)| f)
-            .take(3000),
-    );
+    all.extend(pipeline::testdata::multi_proto_frames());
+    all.extend(gen_frames(3000));
     let marks = [0u32, 0, 5, 7, 0x1234_5678, 0];
     let (mut rewritten, mut ported, mut dropped_by_mark) = (0, 0, 0);
     for (ci, chunk) in all.chunks(32).enumerate() {

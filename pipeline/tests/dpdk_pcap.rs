@@ -98,13 +98,9 @@ fn pcap_to_pcap_is_byte_identical_multi_proto() {
 }
 
 #[test]
-fn pcap_to_pcap_is_byte_identical_afs() {
-    // 601 frames, up to full-size: several RX bursts, TX of every size.
-    forward(
-        &dpdk_common::shared_data().join("pcaps/tcpdump/afs.pcap"),
-        "pcap-afs",
-        11,
-    );
+fn pcap_to_pcap_is_byte_identical_imix() {
+    // 601 generated frames, up to full-size: several RX bursts, TX of every size.
+    forward(&pipeline::testdata::imix_pcap(), "pcap-imix", 11);
 }
 
 #[test]
@@ -230,12 +226,8 @@ fn zero_copy_pcap_to_pcap_is_byte_identical_multi_proto() {
 }
 
 #[test]
-fn zero_copy_pcap_to_pcap_is_byte_identical_afs() {
-    forward_zero_copy(
-        &dpdk_common::shared_data().join("pcaps/tcpdump/afs.pcap"),
-        "pcap-zc-afs",
-        21,
-    );
+fn zero_copy_pcap_to_pcap_is_byte_identical_imix() {
+    forward_zero_copy(&pipeline::testdata::imix_pcap(), "pcap-zc-imix", 21);
 }
 
 /// Frames larger than one mbuf arrive from net_pcap as mbuf chains: the zero-copy path reads

@@ -3,7 +3,7 @@
 //! `Pipeline::run_frames` frame by frame (metadata, verdict, rule, mark) and in every counter
 //! (frames per stage, count bytes, parse errors, ACL matches and defaults, rule hits, the user
 //! stage's own), for the shipped configs' stage lists, a user stage and other orders and subsets,
-//! on the tcpdump corpus and on generated frames (malformed ones included).
+//! on generated frames (malformed ones included) and, in a corpus test, on the tcpdump corpus.
 
 mod parse_common;
 
@@ -107,13 +107,24 @@ fn build(names: &[&str]) -> (Pipeline, Vec<StageSpec>, Arc<SynFloor>) {
     (p, specs, floor)
 }
 
-fn frames() -> Vec<(FrameDesc, Vec<u8>)> {
+/// The tcpdump corpus's Ethernet frames (a corpus test's input: it fails without it).
+fn corpus_frames() -> Vec<(FrameDesc, Vec<u8>)> {
     let mut out = Vec::new();
     for path in parse_common::ethernet_captures() {
         parse_common::for_each_frame(&path, |f| {
             let port = (out.len() % 3) as u16;
             out.push((desc(f.len(), port), f.to_vec()));
         });
+    }
+    out
+}
+
+/// Frames the project generates: the multi-protocol capture and `gen` traffic.
+fn frames() -> Vec<(FrameDesc, Vec<u8>)> {
+    let mut out = Vec::new();
+    for f in pipeline::testdata::multi_proto_frames() {
+        let port = (out.len() % 3) as u16;
+        out.push((desc(f.len(), port), f));
     }
     // Generated traffic: TCP SYNs from random source ports, IPv6, VLANs, 10% malformed.
     for (seed, vlan) in [(1u64, None), (2, Some(100u16))] {
@@ -256,19 +267,31 @@ fn check(names: &[&str], all: &[(FrameDesc, Vec<u8>)]) {
     }
 }
 
+/// Every stage list the tests compile.
+const LISTS: [&[&str]; 7] = [
+    &["parse", "acl", "count"], // configs/inline-filter.yaml
+    &["count"],                 // configs/l2fwd.yaml
+    &["parse", "syn_floor", "count"],
+    &["parse", "count"],
+    &["parse", "syn_floor", "acl", "count"],
+    &["count", "parse", "acl"],
+    &["parse", "acl", "syn_floor"],
+];
+
 #[test]
 fn generated_cuda_pipelines_equal_the_cpu_pipeline() {
     let all = frames();
     assert!(all.len() > 40_000, "{} frames", all.len());
-    for names in [
-        &["parse", "acl", "count"][..], // configs/inline-filter.yaml
-        &["count"],                     // configs/l2fwd.yaml
-        &["parse", "syn_floor", "count"],
-        &["parse", "count"],
-        &["parse", "syn_floor", "acl", "count"],
-        &["count", "parse", "acl"],
-        &["parse", "acl", "syn_floor"],
-    ] {
+    for names in LISTS {
+        check(names, &all);
+    }
+}
+
+#[test]
+fn generated_cuda_pipelines_equal_the_cpu_pipeline_on_the_corpus() {
+    let all = corpus_frames();
+    assert!(all.len() > 5000, "{} corpus frames", all.len());
+    for names in LISTS {
         check(names, &all);
     }
 }

@@ -2,7 +2,6 @@
 //! IMIX shares, determinism, limits, ClassBench traces, malformed frames, options.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use etherparse::{LinkExtHeader, NetHeaders, PacketHeaders, TransportHeader};
@@ -14,10 +13,6 @@ use pipeline::port::gen::{
 use pipeline::port::pace::Rate;
 use pipeline::port::{RxPort, RxStatus};
 use proptest::prelude::*;
-
-fn data_dir() -> PathBuf {
-    flow_rules::input::require_data("")
-}
 
 /// Parses `frame` with etherparse and checks every length and checksum against the spec.
 fn check_frame(frame: &[u8], spec: &FrameSpec) {
@@ -282,18 +277,20 @@ fn imix_shares_and_distributions() {
 
 #[test]
 fn classbench_trace_drives_headers() {
-    let path = data_dir().join("classbench/acl1_1K_trace");
+    // A generated ClassBench-format trace: what matters is that its headers drive the frames.
+    let (path, _) = pipeline::testdata::classbench_trace();
+    let n = pipeline::testdata::TRACE_LINES;
     let trace = read_trace(&path).unwrap();
-    assert_eq!(trace.len(), 9351);
+    assert_eq!(trace.len(), n);
     let opts = GenOptions {
         trace: Some(path),
         ..GenOptions::default()
     };
     let mut rx = GenRx::new(&opts, 0).unwrap();
-    assert_eq!(rx.expected_frames(), Some(9351));
+    assert_eq!(rx.expected_frames(), Some(n as u64));
     let frames = collect(&mut rx, 64);
-    assert_eq!(frames.len(), 9351);
-    for (i, (f, _)) in frames.iter().enumerate().step_by(97) {
+    assert_eq!(frames.len(), n);
+    for (i, (f, _)) in frames.iter().enumerate().step_by(7) {
         let t = trace[i];
         let h = PacketHeaders::from_ethernet_slice(f).unwrap();
         let Some(NetHeaders::Ipv4(ip, _)) = h.net else {
@@ -302,19 +299,30 @@ fn classbench_trace_drives_headers() {
         assert_eq!(Ipv4Addr::from(ip.source), t.src_ip);
         assert_eq!(Ipv4Addr::from(ip.destination), t.dst_ip);
         assert_eq!(ip.protocol.0, t.proto);
-        if let Some(TransportHeader::Tcp(tcp)) = h.transport {
-            assert_eq!(
+        match h.transport {
+            Some(TransportHeader::Tcp(tcp)) => assert_eq!(
                 (tcp.source_port, tcp.destination_port),
                 (t.src_port, t.dst_port)
-            );
+            ),
+            Some(TransportHeader::Udp(u)) => assert_eq!(
+                (u.source_port, u.destination_port),
+                (t.src_port, t.dst_port)
+            ),
+            _ => {}
         }
     }
 }
 
 #[test]
 fn gz_trace_and_trace_errors() {
-    let gz = read_trace(data_dir().join("classbench/acl1_100K_trace.gz")).unwrap();
-    assert_eq!(gz.len(), 99_923);
+    let (plain, gz) = pipeline::testdata::classbench_trace();
+    let gz = read_trace(gz).unwrap();
+    assert_eq!(gz.len(), pipeline::testdata::TRACE_LINES);
+    assert_eq!(
+        gz,
+        read_trace(plain).unwrap(),
+        "gzip and plain read the same"
+    );
     let dir = std::env::temp_dir().join(format!("pktwarp-gen-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad_trace");

@@ -11,12 +11,6 @@ use pipeline::port::pcap::{
 };
 use pipeline::port::{RxPort, RxStatus, TxPort};
 
-fn data_dir() -> PathBuf {
-    let d = flow_rules::input::data_dir();
-    assert!(d.is_dir(), "test data missing: {}", d.display());
-    d
-}
-
 fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("pktwarp-port-pcap-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -107,10 +101,10 @@ fn forever_keeps_going() {
 
 #[test]
 fn non_ethernet_file_is_refused_with_name_and_type() {
-    let opts = PcapRxOptions::new(data_dir().join("pcaps/tcpdump/bgp-ovs.pcapng"));
+    let opts = PcapRxOptions::new(pipeline::testdata::linux_sll_pcap());
     let e = PcapRx::open(&opts, 0).unwrap_err().to_string();
     assert!(
-        e.contains("bgp-ovs.pcapng") && e.contains("113 (linux-sll)"),
+        e.contains("linux_sll.pcap") && e.contains("113 (linux-sll)"),
         "{e}"
     );
     let e = PcapRx::open(&PcapRxOptions::new("/nonexistent/x.pcap"), 0).unwrap_err();

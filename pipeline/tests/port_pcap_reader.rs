@@ -70,13 +70,30 @@ fn corpus_link_types_and_counts_match_index() {
 
 #[test]
 fn non_ethernet_is_a_clear_error() {
-    let path = data_dir().join("pcaps/tcpdump/LINKTYPE_IPV4.pcap");
+    // Generated files (below: the hand-built pcap and pcapng writers), named in the errors.
+    let dir = std::env::temp_dir().join(format!("pktwarp-reader-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("LINKTYPE_IPV4.pcap");
+    let ip4 = [
+        0x45u8, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+    ];
+    std::fs::write(&path, pcap_file(false, false, 228, &[(1, 0, &ip4, 20)])).unwrap();
     let e = CaptureReader::open_ethernet(&path).expect_err("rawip4 must be refused");
     let msg = e.to_string();
     assert!(msg.contains("LINKTYPE_IPV4.pcap"), "{msg}");
     assert!(msg.contains("228 (rawip4)"), "{msg}");
     // pcapng: the link type lives in the interface block.
-    let path = data_dir().join("pcaps/tcpdump/bgp-ovs.pcapng");
+    let mut w = W {
+        be: false,
+        out: Vec::new(),
+    };
+    shb(&mut w);
+    let b = idb(&w, 113, 0, None);
+    w.block(1, &b);
+    let b = epb(&w, 0, 1, b"a cooked frame", 14);
+    w.block(6, &b);
+    let path = dir.join("sll.pcapng");
+    std::fs::write(&path, &w.out).unwrap();
     let mut r = CaptureReader::open_ethernet(&path).expect("header is fine");
     let e = r
         .next_frame()
@@ -85,6 +102,7 @@ fn non_ethernet_is_a_clear_error() {
     // Ethernet files pass.
     let mut r = CaptureReader::open_ethernet(pipeline::testdata::multi_proto_pcap()).unwrap();
     assert_eq!(read_all(&mut r).0, 23);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ---- hand-built files ------------------------------------------------------------------------

@@ -7,8 +7,8 @@
 //! block from `Stage::gpu_params`, run in place with the same room), and every frame must come
 //! out with the same bytes, length, wire length, metadata and verdict (action, drop reason,
 //! output port, rule, mark); the stage counters (frames per stage, count bytes, parse errors,
-//! respond replies) and the drop counts must agree too. Inputs: the tcpdump corpus and
-//! property-generated bursts (IPv4 / IPv6 / VLAN / ARP / ICMP / ICMPv6, TTL 0 / 1 / 2 / 255,
+//! respond replies) and the drop counts must agree too. Inputs: generated frames (the
+//! multi-protocol capture, `gen` frames) and property-generated bursts (IPv4 / IPv6 / VLAN / ARP / ICMP / ICMPv6, TTL 0 / 1 / 2 / 255,
 //! destinations on and off the routes and the responder's addresses, byte damage, cuts).
 
 mod parse_common;
@@ -337,6 +337,46 @@ fn corpus() -> Vec<(FrameDesc, Vec<u8>)> {
         .collect()
 }
 
+/// Generated frames with descriptors as [`corpus`]'s: the multi-protocol capture, then 2000
+/// `gen` frames (IMIX sizes, a quarter IPv6, a tenth malformed, some VLAN-tagged), each also cut
+/// to 20 bytes every seventh.
+fn generated() -> Vec<(FrameDesc, Vec<u8>)> {
+    let mut frames = pipeline::testdata::multi_proto_frames();
+    for vlan in [None, Some(42)] {
+        let opts = pipeline::port::gen::GenOptions {
+            count: Some(1000),
+            flows: Some(pipeline::port::gen::FlowOptions {
+                ipv6_share: 0.25,
+                ..Default::default()
+            }),
+            malformed_ratio: 0.1,
+            vlan,
+            ..Default::default()
+        };
+        let mut rx = pipeline::port::gen::GenRx::new(&opts, 0).expect("gen options");
+        let mut b = Burst::default();
+        loop {
+            let st = pipeline::port::RxPort::rx_burst(&mut rx, &mut b, 64).expect("gen");
+            frames.extend(b.frames().map(|(_, f)| f.to_vec()));
+            b.clear();
+            if matches!(st, pipeline::port::RxStatus::End) {
+                break;
+            }
+        }
+    }
+    let cuts: Vec<Vec<u8>> = frames
+        .iter()
+        .step_by(7)
+        .map(|f| f[..f.len().min(20)].to_vec())
+        .collect();
+    frames.extend(cuts);
+    frames
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| (desc(&f, i), f))
+        .collect()
+}
+
 fn desc(f: &[u8], i: usize) -> FrameDesc {
     FrameDesc {
         port: (i % 4) as u16,
@@ -523,25 +563,12 @@ fn finish_frame(mut f: Vec<u8>, g: &Gen) -> Vec<u8> {
     f
 }
 
-/// The corpus, then generated bursts, through one stage list; then the counters and the
-/// outcomes `want` are checked.
-fn run_case(
-    label: &str,
-    pipeline_yaml: &str,
-    want: &[(Action, Option<DropReason>, u16)],
-) -> Harness {
-    run_case_with_room(label, pipeline_yaml, None, want)
-}
-
-fn run_case_with_room(
-    label: &str,
-    pipeline_yaml: &str,
-    room: Option<usize>,
-    want: &[(Action, Option<DropReason>, u16)],
-) -> Harness {
-    let h = RefCell::new(Harness::new(label, pipeline_yaml, room));
-    let corpus = corpus();
-    if let Err(e) = h.borrow_mut().check(&corpus) {
+/// Generated frames, then property-generated bursts, through one stage list; then the counters
+/// and the outcomes `want` are checked. (The tcpdump corpus goes through every list in
+/// `every_stage_list_on_the_corpus`.)
+fn run_case(case: &Case) -> Harness {
+    let h = RefCell::new(Harness::new(case.label, &case.yaml, case.room));
+    if let Err(e) = h.borrow_mut().check(&generated()) {
         panic!("{e}");
     }
     let mut runner = TestRunner::new(RunnerConfig {
@@ -562,110 +589,15 @@ fn run_case_with_room(
         h.borrow_mut().check(&frames).map_err(TestCaseError::fail)
     });
     if let Err(e) = r {
-        panic!("{label}: generated frames: {e}");
+        panic!("{}: generated frames: {e}", case.label);
     }
-    h.borrow().finish(want);
+    h.borrow().finish(&case.want);
     h.into_inner()
 }
 
 const PASS: (Action, Option<DropReason>, u16) = (Action::Pass, None, DEFAULT);
 const PARSE_ERROR: (Action, Option<DropReason>, u16) =
     (Action::Drop, Some(DropReason::ParseError), DEFAULT);
-
-#[test]
-fn l2fwd_swap() {
-    run_case(
-        "l2fwd-swap",
-        "  - parse\n  - l2fwd: { mac: swap }",
-        &[PASS, PARSE_ERROR],
-    );
-}
-
-#[test]
-fn l2fwd_set_src_dst_and_swap_then_set() {
-    run_case(
-        "l2fwd-set",
-        "  - parse\n  - l2fwd: { src: '02:00:00:00:00:fe', dst: '02:00:00:00:00:fd' }\n  \
-         - l2fwd: { mac: swap, src: '02:00:00:00:00:fc' }",
-        &[PASS],
-    );
-}
-
-#[test]
-fn vlan_push() {
-    run_case(
-        "vlan-push",
-        "  - parse\n  - vlan: { push: { vid: 100, pcp: 5 } }\n  \
-         - vlan: { push: { vid: 4095, pcp: 7, tpid: 0x88a8 } }\n  - count",
-        &[PASS],
-    );
-}
-
-#[test]
-fn vlan_push_without_room_drops_too_long() {
-    run_case_with_room(
-        "vlan-noroom",
-        "  - parse\n  - vlan: { push: { vid: 100 } }\n  - count",
-        Some(0),
-        &[(Action::Drop, Some(DropReason::TooLong), DEFAULT)],
-    );
-}
-
-#[test]
-fn vlan_pop() {
-    run_case(
-        "vlan-pop",
-        "  - parse\n  - vlan: { pop: true }\n  - vlan: { pop: true }\n  - count",
-        &[PASS],
-    );
-}
-
-#[test]
-fn vlan_set() {
-    run_case(
-        "vlan-set",
-        "  - parse\n  - vlan: { set: { vid: 7, pcp: 3 } }\n  - vlan: { set: { pcp: 1 } }",
-        &[PASS],
-    );
-}
-
-#[test]
-fn ttl() {
-    run_case(
-        "ttl",
-        "  - parse\n  - ttl\n  - count",
-        &[PASS, (Action::Drop, Some(DropReason::TtlExpired), DEFAULT)],
-    );
-}
-
-#[test]
-fn dscp() {
-    run_case("dscp", "  - parse\n  - dscp: { set: 46 }", &[PASS]);
-}
-
-#[test]
-fn tx_time_alone() {
-    // No stage writes the frame: the composed template without PW_PIPELINE_WRITES.
-    let h = run_case(
-        "tx-time",
-        "  - parse\n  - tx_time: { delay_ns: 250000 }",
-        &[PASS, PARSE_ERROR],
-    );
-    assert!(h.timed > h.frames / 2, "{} of {} timed", h.timed, h.frames);
-}
-
-#[test]
-fn tx_time_before_and_after_rewrites() {
-    // Before a stage that drops (the dropped frames keep their time on both sides), after a
-    // route, and twice (the later time wins), at the largest delay.
-    let h = run_case(
-        "tx-time-rw",
-        "  - parse\n  - tx_time: { delay_ns: 7 }\n  - route: { routes: routes.yaml }\n  \
-         - ttl\n  - tx_time: { delay_ns: 60000000000 }\n  - l2fwd: { mac: swap }",
-        &[(Action::Pass, None, WAN), NO_ROUTE, EXPIRED],
-    );
-    assert!(h.timed > 0);
-}
 
 const NO_ROUTE: (Action, Option<DropReason>, u16) =
     (Action::Drop, Some(DropReason::NoRoute), DEFAULT);
@@ -674,93 +606,254 @@ const NO_ROUTE: (Action, Option<DropReason>, u16) =
 const EXPIRED: (Action, Option<DropReason>, u16) =
     (Action::Drop, Some(DropReason::TtlExpired), WAN);
 
-#[test]
-fn route_ttl_without_default_routes() {
-    run_case(
-        "route",
-        "  - parse\n  - route: { routes: routes.yaml }\n  - ttl",
-        &[
-            (Action::Pass, None, WAN),
-            (Action::Pass, None, LAN),
-            (Action::Pass, None, OUT),
-            NO_ROUTE,
-            EXPIRED,
-        ],
-    );
+/// One stage list under test: its label, pipeline YAML, frame room (None: the list's own) and
+/// the outcomes its generated frames must reach.
+struct Case {
+    label: &'static str,
+    yaml: String,
+    room: Option<usize>,
+    want: Vec<(Action, Option<DropReason>, u16)>,
 }
 
-#[test]
-fn route_ttl_with_default_routes() {
-    run_case(
-        "route-default",
-        "  - parse\n  - route: { routes: routes-default.yaml }\n  - ttl",
-        &[
-            (Action::Pass, None, WAN),
-            (Action::Pass, None, LAN),
-            (Action::Pass, None, OUT),
-            NO_ROUTE, // ARP and other frames without an IP destination
-            EXPIRED,
-        ],
-    );
+fn case(label: &'static str, yaml: &str, want: &[(Action, Option<DropReason>, u16)]) -> Case {
+    Case {
+        label,
+        yaml: yaml.to_string(),
+        room: None,
+        want: want.to_vec(),
+    }
 }
 
-#[test]
-fn route_ttl_ipv4_routes_only() {
-    // No IPv6 route: the block has no IPv6 tbl24 and every IPv6 frame is no_route.
-    run_case(
-        "route-v4",
-        "  - parse\n  - route: { routes: routes-v4.yaml }\n  - ttl",
-        &[
-            (Action::Pass, None, WAN),
-            (Action::Pass, None, LAN),
-            NO_ROUTE,
-        ],
-    );
-}
-
-#[test]
-fn respond() {
-    run_case(
-        "respond",
-        &format!("  - parse\n{RESPOND}\n  - count"),
-        &[PASS, (Action::Pass, None, WAN), (Action::Pass, None, LAN)],
-    );
-}
-
-#[test]
-fn mixed_acl_route_ttl_vlan_count() {
+/// Every stage list, by label.
+fn cases() -> Vec<Case> {
     let rules = Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../configs/rules/inline-filter.rules.yaml"
     ));
-    run_case(
-        "mixed",
-        &format!(
-            "  - parse\n  - acl: {{ rules: {}, default: pass }}\n  \
-             - route: {{ routes: routes-default.yaml }}\n  - ttl\n  \
-             - vlan: {{ push: {{ vid: 100, pcp: 5 }} }}\n  \
-             - l2fwd: {{ src: '02:00:00:00:00:fe' }}\n  - count",
-            rules.display()
+    vec![
+        case(
+            "l2fwd-swap",
+            "  - parse\n  - l2fwd: { mac: swap }",
+            &[PASS, PARSE_ERROR],
         ),
-        &[
-            (Action::Pass, None, WAN),
-            (Action::Pass, None, LAN),
-            (Action::Drop, Some(DropReason::AclDrop), DEFAULT),
-            NO_ROUTE,
-            EXPIRED,
-        ],
-    );
+        case(
+            "l2fwd-set",
+            "  - parse\n  - l2fwd: { src: '02:00:00:00:00:fe', dst: '02:00:00:00:00:fd' }\n  \
+             - l2fwd: { mac: swap, src: '02:00:00:00:00:fc' }",
+            &[PASS],
+        ),
+        case(
+            "vlan-push",
+            "  - parse\n  - vlan: { push: { vid: 100, pcp: 5 } }\n  \
+             - vlan: { push: { vid: 4095, pcp: 7, tpid: 0x88a8 } }\n  - count",
+            &[PASS],
+        ),
+        Case {
+            room: Some(0),
+            ..case(
+                "vlan-noroom",
+                "  - parse\n  - vlan: { push: { vid: 100 } }\n  - count",
+                &[(Action::Drop, Some(DropReason::TooLong), DEFAULT)],
+            )
+        },
+        case(
+            "vlan-pop",
+            "  - parse\n  - vlan: { pop: true }\n  - vlan: { pop: true }\n  - count",
+            &[PASS],
+        ),
+        case(
+            "vlan-set",
+            "  - parse\n  - vlan: { set: { vid: 7, pcp: 3 } }\n  - vlan: { set: { pcp: 1 } }",
+            &[PASS],
+        ),
+        case(
+            "ttl",
+            "  - parse\n  - ttl\n  - count",
+            &[PASS, (Action::Drop, Some(DropReason::TtlExpired), DEFAULT)],
+        ),
+        case("dscp", "  - parse\n  - dscp: { set: 46 }", &[PASS]),
+        // No stage writes the frame: the composed template without PW_PIPELINE_WRITES.
+        case(
+            "tx-time",
+            "  - parse\n  - tx_time: { delay_ns: 250000 }",
+            &[PASS, PARSE_ERROR],
+        ),
+        // Before a stage that drops (the dropped frames keep their time on both sides), after a
+        // route, and twice (the later time wins), at the largest delay.
+        case(
+            "tx-time-rw",
+            "  - parse\n  - tx_time: { delay_ns: 7 }\n  - route: { routes: routes.yaml }\n  \
+             - ttl\n  - tx_time: { delay_ns: 60000000000 }\n  - l2fwd: { mac: swap }",
+            &[(Action::Pass, None, WAN), NO_ROUTE, EXPIRED],
+        ),
+        case(
+            "route",
+            "  - parse\n  - route: { routes: routes.yaml }\n  - ttl",
+            &[
+                (Action::Pass, None, WAN),
+                (Action::Pass, None, LAN),
+                (Action::Pass, None, OUT),
+                NO_ROUTE,
+                EXPIRED,
+            ],
+        ),
+        case(
+            "route-default",
+            "  - parse\n  - route: { routes: routes-default.yaml }\n  - ttl",
+            &[
+                (Action::Pass, None, WAN),
+                (Action::Pass, None, LAN),
+                (Action::Pass, None, OUT),
+                NO_ROUTE, // ARP and other frames without an IP destination
+                EXPIRED,
+            ],
+        ),
+        // No IPv6 route: the block has no IPv6 tbl24 and every IPv6 frame is no_route.
+        case(
+            "route-v4",
+            "  - parse\n  - route: { routes: routes-v4.yaml }\n  - ttl",
+            &[
+                (Action::Pass, None, WAN),
+                (Action::Pass, None, LAN),
+                NO_ROUTE,
+            ],
+        ),
+        case(
+            "respond",
+            &format!("  - parse\n{RESPOND}\n  - count"),
+            &[PASS, (Action::Pass, None, WAN), (Action::Pass, None, LAN)],
+        ),
+        case(
+            "mixed",
+            &format!(
+                "  - parse\n  - acl: {{ rules: {}, default: pass }}\n  \
+                 - route: {{ routes: routes-default.yaml }}\n  - ttl\n  \
+                 - vlan: {{ push: {{ vid: 100, pcp: 5 }} }}\n  \
+                 - l2fwd: {{ src: '02:00:00:00:00:fe' }}\n  - count",
+                rules.display()
+            ),
+            &[
+                (Action::Pass, None, WAN),
+                (Action::Pass, None, LAN),
+                (Action::Drop, Some(DropReason::AclDrop), DEFAULT),
+                NO_ROUTE,
+                EXPIRED,
+            ],
+        ),
+        case(
+            "order",
+            &format!(
+                "  - vlan: {{ pop: true }}\n  - parse\n  - dscp: {{ set: 10 }}\n{RESPOND}\n  - count"
+            ),
+            &[PASS, (Action::Pass, None, WAN)],
+        ),
+    ]
+}
+
+/// Runs the stage list `label` of [`cases`].
+fn run_named(label: &str) -> Harness {
+    let all = cases();
+    let c = all
+        .iter()
+        .find(|c| c.label == label)
+        .unwrap_or_else(|| panic!("no case {label}"));
+    run_case(c)
+}
+
+#[test]
+fn l2fwd_swap() {
+    run_named("l2fwd-swap");
+}
+
+#[test]
+fn l2fwd_set_src_dst_and_swap_then_set() {
+    run_named("l2fwd-set");
+}
+
+#[test]
+fn vlan_push() {
+    run_named("vlan-push");
+}
+
+#[test]
+fn vlan_push_without_room_drops_too_long() {
+    run_named("vlan-noroom");
+}
+
+#[test]
+fn vlan_pop() {
+    run_named("vlan-pop");
+}
+
+#[test]
+fn vlan_set() {
+    run_named("vlan-set");
+}
+
+#[test]
+fn ttl() {
+    run_named("ttl");
+}
+
+#[test]
+fn dscp() {
+    run_named("dscp");
+}
+
+#[test]
+fn tx_time_alone() {
+    let h = run_named("tx-time");
+    assert!(h.timed > h.frames / 2, "{} of {} timed", h.timed, h.frames);
+}
+
+#[test]
+fn tx_time_before_and_after_rewrites() {
+    let h = run_named("tx-time-rw");
+    assert!(h.timed > 0);
+}
+
+#[test]
+fn route_ttl_without_default_routes() {
+    run_named("route");
+}
+
+#[test]
+fn route_ttl_with_default_routes() {
+    run_named("route-default");
+}
+
+#[test]
+fn route_ttl_ipv4_routes_only() {
+    run_named("route-v4");
+}
+
+#[test]
+fn respond() {
+    run_named("respond");
+}
+
+#[test]
+fn mixed_acl_route_ttl_vlan_count() {
+    run_named("mixed");
 }
 
 #[test]
 fn mixed_order_pop_before_parse_dscp_respond() {
-    run_case(
-        "order",
-        &format!(
-            "  - vlan: {{ pop: true }}\n  - parse\n  - dscp: {{ set: 10 }}\n{RESPOND}\n  - count"
-        ),
-        &[PASS, (Action::Pass, None, WAN)],
-    );
+    run_named("order");
+}
+
+/// The tcpdump corpus (`$PKTWARP_DATA`, a corpus test: it fails without it) through every stage
+/// list: frames and counters equal.
+#[test]
+fn every_stage_list_on_the_corpus() {
+    let corpus = corpus();
+    for c in cases() {
+        let mut h = Harness::new(c.label, &c.yaml, c.room);
+        if let Err(e) = h.check(&corpus) {
+            panic!("{e}");
+        }
+        h.finish(&[]);
+    }
 }
 
 #[test]

@@ -395,18 +395,10 @@ mod tests {
 
     #[test]
     fn non_ethernet_capture_is_a_clear_error() {
-        let data = flow_rules::input::data_dir().join("pcaps");
-        let index = std::fs::read_to_string(data.join("INDEX.tsv")).expect("INDEX.tsv");
-        // Pick a capture INDEX.tsv lists as Linux cooked capture.
-        let sll = index
-            .lines()
-            .find_map(|l| {
-                let c: Vec<&str> = l.split('\t').collect();
-                (c.len() >= 3 && c[2].starts_with("linux-sll ")).then(|| c[0].to_string())
-            })
-            .expect("a linux-sll capture in INDEX.tsv");
+        // A generated Linux cooked capture.
+        let sll = pipeline::testdata::linux_sll_pcap();
         let a = Args {
-            pcap: data.join(&sll),
+            pcap: sll,
             limit: None,
             filter_status: vec![],
             macs: false,
@@ -414,7 +406,7 @@ mod tests {
         let err = run_to(&a, &mut Vec::new())
             .expect_err("not Ethernet")
             .to_string();
-        assert!(err.contains(&sll.replace("tcpdump/", "")), "{err}");
+        assert!(err.contains("linux_sll.pcap"), "{err}");
         assert!(err.to_lowercase().contains("link type"), "{err}");
     }
 }

@@ -1,6 +1,6 @@
 //! The built-in `fronthaul` stage in a pipeline: its config key, option errors with line and
-//! key, the CPU executor running it on the O-RAN captures (conformant frames decoded and passed,
-//! non-conformant ones dropped and counted), the GPU executor refusing it without `eaxcs`
+//! key, the CPU executor running it on generated U-plane frames (conformant ones decoded and
+//! passed, non-conformant copies dropped and counted), the GPU executor refusing it without `eaxcs`
 //! and taking it, with its parameter block and buffers, with them.
 
 use std::path::Path;
@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::burst::{Burst, FrameDesc};
 use crate::config::{self, StageConfig};
 use crate::counters::QueueCounters;
-use crate::port::pcap::CaptureReader;
+use crate::port::gen::oran::{build_uplane_frames, OranGenOptions};
 use crate::stage::{Pipeline, Stage};
 use crate::verdict::{Action, DropReason};
 
@@ -75,14 +75,36 @@ fn bad_fronthaul_options_name_line_and_key() {
     assert!(e.line > 0 && e.message.contains("bogus"), "{e}");
 }
 
-fn frames_of(file: &str) -> Vec<Vec<u8>> {
-    let d = flow_rules::input::data_dir().join("oran");
-    let mut r = CaptureReader::open(d.join(file)).unwrap();
-    let mut out = Vec::new();
-    while let Some(f) = r.next_frame().unwrap() {
-        out.push(f.data.to_vec());
+/// PRBs of each generated packet: a symbol of the 273-PRB carrier in 3 packets.
+const PACKET_PRBS: u16 = 91;
+
+/// One slot of conformant U-plane frames for the `FH` carrier (BFP 9, static header), from the
+/// `gen` port's encoder.
+fn conformant_frames() -> Vec<Vec<u8>> {
+    let o = OranGenOptions {
+        carrier_prbs: 273,
+        prbs_per_packet: PACKET_PRBS,
+        ..OranGenOptions::default()
+    };
+    build_uplane_frames(&o).map(|f| f.data).collect()
+}
+
+/// Non-conformant copies of them: cut inside the eCPRI header, the radio header, a section
+/// header and a PRB's samples; a wrong eCPRI revision; a payload size past the frame.
+fn malformed_frames() -> Vec<Vec<u8>> {
+    let good = conformant_frames();
+    let mut bad = Vec::new();
+    for (i, f) in good.iter().enumerate().take(6) {
+        let cut = [16usize, 22, 30, f.len() - 7, f.len() / 2, 36][i];
+        bad.push(f[..cut].to_vec());
     }
-    out
+    let mut f = good[0].clone();
+    f[14] = 0x20; // eCPRI revision 2
+    bad.push(f);
+    let mut f = good[1].clone();
+    f[16] = 0xFF; // payload size 0xFF.. past the frame's end
+    bad.push(f);
+    bad
 }
 
 fn run(p: &Pipeline, frames: &[Vec<u8>]) -> (Vec<Action>, QueueCounters) {
@@ -105,7 +127,8 @@ fn run(p: &Pipeline, frames: &[Vec<u8>]) -> (Vec<Action>, QueueCounters) {
 #[test]
 fn the_cpu_executor_decodes_conformant_frames_and_drops_the_rest() {
     let p = crate::daemon::build_pipeline(&parse(FH).unwrap()).unwrap();
-    let good = frames_of("up_bfp9.pcap");
+    let good = conformant_frames();
+    assert_eq!(good.len(), 14 * 3);
     let (actions, c) = run(&p, &good);
     assert_eq!(actions, vec![Action::Pass; good.len()]);
     assert_eq!(
@@ -118,7 +141,11 @@ fn the_cpu_executor_decodes_conformant_frames_and_drops_the_rest() {
     };
     let n = f.counters();
     assert_eq!(n.uplane, good.len() as u64);
-    assert_eq!(n.prbs, 4 * good.len() as u64, "one section of 4 PRBs each");
+    assert_eq!(
+        n.prbs,
+        u64::from(PACKET_PRBS) * good.len() as u64,
+        "one section of {PACKET_PRBS} PRBs each"
+    );
     assert_eq!(n.errors_total(), 0);
 
     // Without `parse` before it (the stage reads the frame bytes only), the malformed captures'
@@ -128,11 +155,10 @@ fn the_cpu_executor_decodes_conformant_frames_and_drops_the_rest() {
     let Stage::Fronthaul(f) = &p.stages[0] else {
         panic!("stage 0 is fronthaul");
     };
-    let mut bad = frames_of("malformed_test_simple.pcap");
-    bad.extend(frames_of("malformed_sample_oran.pcap"));
+    let bad = malformed_frames();
     let (actions, c) = run(&p, &bad);
     let dropped = actions.iter().filter(|a| **a == Action::Drop).count();
-    assert!(dropped > 0, "{actions:?}");
+    assert_eq!(dropped, bad.len(), "{actions:?}");
     assert_eq!(c.drop_count(DropReason::FronthaulReject), dropped as u64);
     assert_eq!(c.drop_count(DropReason::StageDrop), 0);
     assert!(f.counters().errors_total() >= dropped as u64);

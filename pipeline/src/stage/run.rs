@@ -674,32 +674,44 @@ mod tests {
     /// mbufs) gives the same metadata, verdicts, counters and generation as run_burst.
     #[test]
     fn run_frames_equals_run_burst() {
-        let data = flow_rules::input::data_dir();
-        assert!(data.is_dir(), "test data missing: {}", data.display());
         let pipeline = crate::stage::test_inline_filter_pipeline();
-        // Every frame of two captures, plus truncated copies (parse errors), over two ports.
-        let mut owned: Vec<(FrameDesc, Vec<u8>)> = Vec::new();
-        for file in [
-            crate::testdata::multi_proto_pcap(),
-            data.join("pcaps/tcpdump/afs.pcap"),
-        ] {
-            let mut r = CaptureReader::open(file).unwrap();
-            while let Some(f) = r.next_frame().unwrap() {
-                let i = owned.len();
-                let bytes = if i % 7 == 3 {
-                    f.data[..f.data.len().min(20)].to_vec()
-                } else {
-                    f.data.to_vec()
-                };
-                let d = FrameDesc {
-                    port: (i % 2) as u16,
-                    len: bytes.len() as u32,
-                    wire_len: bytes.len() as u32,
-                    timestamp_ns: f.timestamp_ns,
-                    ..FrameDesc::default()
-                };
-                owned.push((d, bytes));
+        // The multi-protocol capture and 300 generated IMIX frames, plus truncated copies
+        // (parse errors), over two ports.
+        let mut frames: Vec<(Vec<u8>, u64)> = Vec::new();
+        let mut r = CaptureReader::open(crate::testdata::multi_proto_pcap()).unwrap();
+        while let Some(f) = r.next_frame().unwrap() {
+            frames.push((f.data.to_vec(), f.timestamp_ns));
+        }
+        let opts = crate::port::gen::GenOptions {
+            count: Some(300),
+            ..Default::default()
+        };
+        let mut gen = crate::port::gen::GenRx::new(&opts, 0).unwrap();
+        let mut b = Burst::default();
+        loop {
+            let st = crate::port::RxPort::rx_burst(&mut gen, &mut b, 64).unwrap();
+            frames.extend(b.frames().map(|(d, f)| (f.to_vec(), d.timestamp_ns)));
+            b.clear();
+            if matches!(st, crate::port::RxStatus::End) {
+                break;
             }
+        }
+        assert_eq!(frames.len(), 23 + 300);
+        let mut owned: Vec<(FrameDesc, Vec<u8>)> = Vec::new();
+        for (i, (f, timestamp_ns)) in frames.into_iter().enumerate() {
+            let bytes = if i % 7 == 3 {
+                f[..f.len().min(20)].to_vec()
+            } else {
+                f
+            };
+            let d = FrameDesc {
+                port: (i % 2) as u16,
+                len: bytes.len() as u32,
+                wire_len: bytes.len() as u32,
+                timestamp_ns,
+                ..FrameDesc::default()
+            };
+            owned.push((d, bytes));
         }
         let mut burst = Burst::default();
         for (d, f) in &owned {

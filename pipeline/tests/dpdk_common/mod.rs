@@ -38,11 +38,6 @@ pub fn vdev(devargs: &str) -> DpdkPortOptions {
     o
 }
 
-/// The corpus folder (`flow_rules::input::data_dir`; fails naming the path when absent).
-pub fn shared_data() -> PathBuf {
-    flow_rules::input::require_data("")
-}
-
 /// A unique scratch directory under the system temp dir.
 pub fn scratch(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pktwarp-{tag}-{}", std::process::id()));
