@@ -455,6 +455,7 @@ pub fn imix_pcap() -> PathBuf {
         let p = fixture_dir().join("imix_601.pcap");
         let opts = crate::port::gen::GenOptions {
             count: Some(IMIX_PCAP_FRAMES as u64),
+            size: crate::port::gen::FrameSize::Imix,
             flows: Some(crate::port::gen::FlowOptions {
                 ipv6_share: 0.25,
                 ..Default::default()

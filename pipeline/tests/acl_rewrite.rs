@@ -551,6 +551,7 @@ fn specs_of(p: &Pipeline) -> (Vec<StageSpec>, Vec<Vec<u8>>) {
 fn gen_frames(n: u64) -> Vec<Vec<u8>> {
     let opts = pipeline::port::gen::GenOptions {
         count: Some(n),
+        size: pipeline::port::gen::FrameSize::Imix,
         flows: Some(pipeline::port::gen::FlowOptions {
             ipv6_share: 0.25,
             ..Default::default()

@@ -346,6 +346,7 @@ fn generated() -> Vec<(FrameDesc, Vec<u8>)> {
     for vlan in [None, Some(42)] {
         let opts = pipeline::port::gen::GenOptions {
             count: Some(1000),
+            size: pipeline::port::gen::FrameSize::Imix,
             flows: Some(pipeline::port::gen::FlowOptions {
                 ipv6_share: 0.25,
                 ..Default::default()

@@ -684,6 +684,7 @@ mod tests {
         }
         let opts = crate::port::gen::GenOptions {
             count: Some(300),
+            size: crate::port::gen::FrameSize::Imix,
             ..Default::default()
         };
         let mut gen = crate::port::gen::GenRx::new(&opts, 0).unwrap();
