@@ -170,29 +170,8 @@ impl QueueSetup<'_> {
         } else {
             None
         };
-        // The TX ring: a composed pipeline's kernel writes what to send (not in a tagged queue,
-        // whose verdicts arrive without the done word that orders the ring's words).
-        let tx = if self.composed && !tagged {
-            let ring = slots * bm * std::mem::size_of::<abi::TxDesc>();
-            let times = if self.timed { slots * bm * 8 } else { 0 };
-            let descs = PinnedBuffer::new(ctx, ring + times)?;
-            let counts = PinnedBuffer::new(ctx, slots * opts.parts() as usize * 4)?;
-            Some(TxRing {
-                descs,
-                counts,
-                times_at: self.timed.then_some(ring),
-            })
-        } else {
-            None
-        };
-        let trace = if opts.trace_bursts {
-            let t = PinnedBuffer::new(ctx, slots * std::mem::size_of::<abi::BurstTrace>())?;
-            // SAFETY: a fresh host allocation of exactly this many bytes; no GPU work yet.
-            unsafe { ptr::write_bytes(t.host, 0, slots * std::mem::size_of::<abi::BurstTrace>()) };
-            Some(t)
-        } else {
-            None
-        };
+        let tx = self.new_tx_ring(tagged)?;
+        let trace = self.new_trace()?;
         let producer = match (&ring.prod_dev, placement) {
             (Some(p), Placement::Device) => p.ptr,
             _ => ctrl.dev, // &ctrl->producer, offset 0
@@ -275,6 +254,36 @@ impl QueueSetup<'_> {
             host: HostCounters::default(),
         };
         Ok((queue, desc))
+    }
+
+    /// The TX ring: a composed pipeline's kernel writes what to send (not in a tagged queue,
+    /// whose verdicts arrive without the done word that orders the ring's words).
+    fn new_tx_ring(&self, tagged: bool) -> anyhow::Result<Option<TxRing>> {
+        if !self.composed || tagged {
+            return Ok(None);
+        }
+        let (slots, bm) = (self.layout.slots, self.layout.burst_max);
+        let ring = slots * bm * std::mem::size_of::<abi::TxDesc>();
+        let times = if self.timed { slots * bm * 8 } else { 0 };
+        let descs = PinnedBuffer::new(self.ctx, ring + times)?;
+        let counts = PinnedBuffer::new(self.ctx, slots * self.opts.parts() as usize * 4)?;
+        Ok(Some(TxRing {
+            descs,
+            counts,
+            times_at: self.timed.then_some(ring),
+        }))
+    }
+
+    /// The per-slot burst trace buffer, with `trace_bursts`.
+    fn new_trace(&self) -> anyhow::Result<Option<PinnedBuffer>> {
+        if !self.opts.trace_bursts {
+            return Ok(None);
+        }
+        let bytes = self.layout.slots * std::mem::size_of::<abi::BurstTrace>();
+        let t = PinnedBuffer::new(self.ctx, bytes)?;
+        // SAFETY: a fresh host allocation of exactly this many bytes; no GPU work yet.
+        unsafe { ptr::write_bytes(t.host, 0, bytes) };
+        Ok(Some(t))
     }
 
     /// A queue's ring memory for `placement`, initialised so that no fresh slot reads as a
