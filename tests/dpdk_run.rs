@@ -231,7 +231,194 @@ output:
             "xstat {name}\n{body}"
         );
     }
+    // No rule file: the port's NIC steers nothing (the gauge says who steers).
+    assert_eq!(get("pktwarp_steering_in_nic"), Some(0), "{summary}");
+    assert_eq!(
+        sample(&body, "pktwarp_port_steering_in_nic{port=\"wire\"}"),
+        Some(0.0),
+        "{body}"
+    );
     // The exposition passes Prometheus' own linter (installed by scripts/install-deps.sh).
     common::promtool_check(&body);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Rules for the steering runs: every TCP frame dropped, every UDP frame marked.
+const STEER_RULES: &str = "rules:
+  - name: tcp-drop
+    match: { tcp: }
+    actions: [drop]
+  - name: udp-mark
+    match: { udp: }
+    actions: [{ mark: 0x42 }]
+";
+
+/// One `pktwarp run --json` of the steering test: (summary, stderr, output frames).
+fn steer_run(name: &str, steering: &str, queues: u16) -> (serde_json::Value, String, Vec<Vec<u8>>) {
+    let dir = common::scratch(name);
+    std::fs::write(dir.join("steer.yaml"), STEER_RULES).expect("write rules");
+    let input = pipeline::testdata::multi_proto_pcap();
+    let output = dir.join("out.pcap");
+    let cfg = dpdk_config(
+        &dir,
+        "pwst",
+        &input,
+        &output,
+        &format!(
+            "queues: {{ count: {queues}, burst: 32 }}
+steering: {steering}
+pipeline: [parse, count]
+executor: {{ kind: cpu }}
+metrics: {{ enabled: false }}
+output:
+  port: wire
+"
+        ),
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_pktwarp"))
+        .arg("run")
+        .arg(&cfg)
+        .arg("--json")
+        .output()
+        .expect("run pktwarp");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        out.status.success(),
+        "pktwarp run failed:\n{stdout}\n{stderr}"
+    );
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON summary in:\n{stdout}\n{stderr}"));
+    let summary: serde_json::Value = serde_json::from_str(line).expect("summary JSON");
+    let frames = frames_of(&output);
+    let _ = std::fs::remove_dir_all(dir);
+    (summary, stderr, frames)
+}
+
+fn drop_count(summary: &serde_json::Value, reason: &str) -> u64 {
+    summary["drops"]
+        .as_array()
+        .expect("drops")
+        .iter()
+        .find(|d| d[0] == reason)
+        .and_then(|d| d[1].as_u64())
+        .unwrap_or(0)
+}
+
+/// The daemon tries to put its config's steering rules in each DPDK port's NIC; net_pcap has
+/// no rte_flow, so the port refuses the set and the ingest steers in software: logged
+/// (`event=steering_path`), in the summary (`steering`) and as the port gauge's 0. The counts
+/// equal those of `steering.offload: off` (software by choice), and of a queue count the port
+/// does not have (software, another reason).
+#[test]
+fn pktwarp_run_steers_in_software_where_the_dpdk_port_refuses_the_rules() {
+    let (auto, log, out_auto) = steer_run("dpdk-steer-auto", "{ rules: steer.yaml }", 1);
+    let st = &auto["steering"][0];
+    assert_eq!(st["port"], "wire", "{auto}");
+    assert_eq!(st["by"], "software", "{auto}");
+    let reason = st["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.starts_with("the NIC refused rule tcp-drop:"),
+        "names the rule and the PMD's reason: {reason}"
+    );
+    assert!(
+        log.contains("steering_path") && log.contains("port wire steered by software"),
+        "the choice is logged:\n{log}"
+    );
+    let pc = auto["port_counters"][0][1]
+        .as_array()
+        .expect("port_counters");
+    let in_nic = pc.iter().find(|kv| kv[0] == "pktwarp_steering_in_nic");
+    assert_eq!(in_nic.and_then(|kv| kv[1].as_u64()), Some(0), "{auto}");
+    let flows_hw = pc.iter().find(|kv| kv[0] == "pktwarp_flow_rules_hw");
+    assert_eq!(
+        flows_hw.and_then(|kv| kv[1].as_u64()),
+        Some(0),
+        "nothing left in the NIC"
+    );
+    let rx = auto["rx_frames"].as_u64().expect("rx");
+    let tcp_drops = drop_count(&auto, "steering_drop");
+    assert!(
+        tcp_drops > 0 && tcp_drops < rx,
+        "the TCP frames dropped in software: {auto}"
+    );
+    assert_eq!(
+        auto["tx_frames"].as_u64().expect("tx")
+            + drop_count(&auto, "steering_drop")
+            + drop_count(&auto, "parse_error"),
+        rx,
+        "{auto}"
+    );
+
+    let (off, _, out_off) = steer_run("dpdk-steer-off", "{ rules: steer.yaml, offload: off }", 1);
+    assert_eq!(off["steering"][0]["by"], "software", "{off}");
+    assert_eq!(
+        off["steering"][0]["reason"], "steering.offload: off",
+        "{off}"
+    );
+    for k in ["rx_frames", "tx_frames", "drops"] {
+        assert_eq!(off[k], auto[k], "{k}: offload off vs refused");
+    }
+    assert_eq!(out_off, out_auto, "the same frames sent");
+
+    let (two, _, out_two) = steer_run("dpdk-steer-2q", "{ rules: steer.yaml }", 2);
+    let reason = two["steering"][0]["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains("1 RX queues and queues.count is 2"),
+        "{two}"
+    );
+    for k in ["rx_frames", "tx_frames"] {
+        assert_eq!(two[k], auto[k], "{k}: two queues vs one");
+    }
+    assert_eq!(drop_count(&two, "steering_drop"), tcp_drops, "{two}");
+    assert_eq!(out_two.len(), out_auto.len());
+}
+
+/// `steering.offload` takes `auto` or `off`; anything else is refused by `pktwarp validate`
+/// naming the file, line and key.
+#[test]
+fn steering_offload_bad_values_are_refused_with_file_line_and_key() {
+    let dir = common::scratch("dpdk-steer-bad");
+    std::fs::write(dir.join("steer.yaml"), STEER_RULES).expect("write rules");
+    let input = pipeline::testdata::multi_proto_pcap();
+    for bad in ["nic", "on", "true", "2", "\"\"", "[auto]"] {
+        let cfg = dpdk_config(
+            &dir,
+            "pwbad",
+            &input,
+            &dir.join("out.pcap"),
+            &format!(
+                "queues: {{ count: 1 }}
+steering:
+  rules: steer.yaml
+  offload: {bad}
+pipeline: [parse]
+executor: {{ kind: cpu }}
+output: {{ port: wire }}
+"
+            ),
+        );
+        let out = Command::new(env!("CARGO_BIN_EXE_pktwarp"))
+            .arg("validate")
+            .arg(&cfg)
+            .output()
+            .expect("run pktwarp validate");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "offload: {bad} accepted");
+        assert!(
+            err.contains("dpdk.yaml:11:"),
+            "offload: {bad}: file and line: {err}"
+        );
+        assert!(err.contains("key `offload`"), "offload: {bad}: key: {err}");
+        if !bad.starts_with('[') {
+            assert!(
+                err.contains("`auto` or `off`"),
+                "offload: {bad}: the allowed values: {err}"
+            );
+        }
+    }
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -196,13 +196,48 @@ impl Default for QueuesConfig {
     }
 }
 
-/// Software steering: rule file applied by the ingest (RSS when no rule decides).
+/// Steering: a rule file, applied by the NIC (a DPDK port that takes the whole set) or by the
+/// ingest in software (RSS when no rule decides).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SteeringConfig {
     /// Steering rule file (YAML). Relative to the config file.
     #[serde(default)]
     pub rules: Option<PathBuf>,
+    /// Whether DPDK ports try to steer the rules in the NIC (docs/steering.md, "Who steers").
+    #[serde(default)]
+    pub offload: SteeringOffload,
+}
+
+/// `steering.offload`: `auto` installs the rules in each DPDK port's NIC that takes them all
+/// (software steering for the others); `off` steers every port in software.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SteeringOffload {
+    #[default]
+    Auto,
+    Off,
+}
+
+impl<'de> Deserialize<'de> for SteeringOffload {
+    /// By hand so a wrong scalar (a number, `true`, another word) is answered with the two
+    /// allowed ones. As a string: YAML 1.1 would read `off` as a boolean.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Words;
+        impl serde::de::Visitor<'_> for Words {
+            type Value = SteeringOffload;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("`auto` or `off`")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                match v {
+                    "auto" => Ok(SteeringOffload::Auto),
+                    "off" => Ok(SteeringOffload::Off),
+                    other => Err(E::invalid_value(serde::de::Unexpected::Str(other), &self)),
+                }
+            }
+        }
+        d.deserialize_str(Words)
+    }
 }
 
 /// One stage of the pipeline: `parse`, `count`, `acl: {...}` or `custom: { name: ..., ... }`.
@@ -420,7 +455,22 @@ fn key_at(text: &str, line: u32, column: u32) -> String {
     }
     let upto: String = l.chars().take(column.saturating_sub(1) as usize).collect();
     let Some(colon) = upto.rfind(':') else {
-        return String::new();
+        // Some refusals point at the key itself or at its colon (a value refused by a
+        // hand-written deserializer such as `steering.offload`'s, or an empty value): the key
+        // is the word before the first colon from there on.
+        let skip = column.saturating_sub(1) as usize;
+        let colon = l
+            .char_indices()
+            .find(|&(i, c)| c == ':' && l[..i].chars().count() >= skip);
+        let Some((at, _)) = colon else {
+            return String::new();
+        };
+        let head = l[..at].trim_end();
+        let start = head
+            .char_indices()
+            .rfind(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map_or(0, |(i, c)| i + c.len_utf8());
+        return head[start..].to_string();
     };
     let head = &upto[..colon];
     // The char after the last one that cannot be part of a key (which may be several bytes

@@ -4,6 +4,7 @@
 
 use flow_rules::steering::{Fate, SteerKey, SteerMatcher, SteerRuleSet};
 
+use crate::burst::FrameDesc;
 use crate::config::Config;
 use crate::meta::{mf as flags, PacketMeta};
 use crate::rss::Rss;
@@ -33,12 +34,19 @@ impl Steering {
         let mut s = Steering::rss_only(queues)?;
         if let Some(path) = cfg.steering.as_ref().and_then(|st| st.rules.as_ref()) {
             let set = SteerRuleSet::load(cfg.resolve(path))?;
-            set.check_queues(queues)?;
             for w in &set.warnings {
                 tracing::warn!("{w}");
             }
-            s.rules = Some(set.compile());
+            s = Steering::from_rules(&set, queues)?;
         }
+        Ok(s)
+    }
+
+    /// A rule set over `queues` queues (RSS for the frames no rule decides).
+    pub fn from_rules(set: &SteerRuleSet, queues: u16) -> anyhow::Result<Self> {
+        set.check_queues(queues)?;
+        let mut s = Steering::rss_only(queues)?;
+        s.rules = Some(set.compile());
         Ok(s)
     }
 
@@ -100,6 +108,19 @@ impl Steering {
         let (_, q) = self.rss.steer_meta(meta);
         ((q as usize).min(nq.saturating_sub(1)), None, mark)
     }
+}
+
+/// The queue and mark of a frame whose port's NIC steered it (the port took the config's whole
+/// rule set, [`crate::port::RxPort::steered_in_nic`]): the queue the NIC chose and the mark it
+/// set, never steered again in software (the NIC's drops never arrive). Same shape as
+/// [`Steering::steer_marked`].
+#[inline]
+pub fn nic_steered(desc: &FrameDesc, nq: usize) -> (usize, Option<DropReason>, u32) {
+    (
+        (desc.queue as usize).min(nq.saturating_sub(1)),
+        None,
+        desc.mark,
+    )
 }
 
 /// The steering key of a parsed frame (outer headers; MACs read from the frame).

@@ -509,6 +509,76 @@ fn a_port_delivered_mark_reaches_the_stages_unless_software_steering_marks() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A receiving port whose NIC steered every frame (the daemon put the config's whole rule set
+/// in it): frame k goes to queue k % 4 and carries mark 0x55, and the port says the NIC steers.
+struct NicSteeredRx(Box<dyn RxPort>, u32);
+
+impl RxPort for NicSteeredRx {
+    fn rx_burst(&mut self, burst: &mut Burst, max: usize) -> Result<RxStatus, PortError> {
+        let before = burst.descs.len();
+        let r = self.0.rx_burst(burst, max);
+        for d in &mut burst.descs[before..] {
+            d.queue = (self.1 % 4) as u16;
+            d.mark = 0x55;
+            self.1 += 1;
+        }
+        r
+    }
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn steered_in_nic(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_port_its_nic_steers_keeps_the_nic_queue_and_mark_and_is_not_steered_again() {
+    let dir = tmpdir("nicsteered");
+    let input = frames();
+    write_pcap(&dir.join("in.pcap"), &input);
+    // In software these rules would drop UDP 5060 and mark TCP 80 with 7 (dropped by the
+    // probe) and put it on queue 0: none of it may happen to frames the NIC steered.
+    std::fs::write(
+        dir.join("steer.yaml"),
+        "rules:\n  - match: { udp: { dst_port: 5060 } }\n    actions: [ drop ]\n\
+         \x20 - match: { tcp: { dst_port: 80 } }\n    actions: [ { queue: 0 }, { mark: 7 } ]\n",
+    )
+    .unwrap();
+    let n = Arc::new(AtomicU64::new(0));
+    let path = write_config(
+        &dir,
+        "steering: { rules: steer.yaml }\n",
+        "  - parse\n  - custom: { name: mark_probe }\n  - count\n",
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("count: 1,", "count: 4,")).unwrap();
+    let cfg = config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let p = daemon::prepare_with(cfg, &registry(&n)).unwrap_or_else(|e| panic!("{e:#}"));
+    let mut ports = daemon::open_ports(&p.cfg).unwrap();
+    let pcap = ports.rx.remove(0);
+    ports.rx.insert(0, Box::new(NicSteeredRx(pcap, 0)));
+    let shared = CpuShared::new(&p.cpu_spec());
+    let s = daemon::run_cpu(&p, &shared, ports);
+    let total = input.len() as u64;
+    let drop = |r: &str| s.drops.iter().find(|(k, _)| k == r).map_or(0, |(_, n)| *n);
+    assert_eq!(drop("steering_drop"), 0, "not steered again in software");
+    assert_eq!(drop("stage_drop"), 0, "no software mark 7");
+    let per_queue: Vec<u64> = s.queues.iter().map(|q| q.rx_frames).collect();
+    let want: Vec<u64> = (0..4u64).map(|q| (total + 3 - q) / 4).collect();
+    assert_eq!(per_queue, want, "each frame on the queue the NIC chose");
+    let parsed = input
+        .iter()
+        .filter(|f| pipeline::stage::parse::parse_frame(f).status == 0)
+        .count() as u64;
+    assert_eq!(
+        n.load(Ordering::Relaxed),
+        parsed,
+        "every parsed frame has the NIC's mark"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 fn verdict_bytes(v: &Verdict) -> [u8; VERDICT_BYTES] {
     let mut b = [0u8; VERDICT_BYTES];
     b[0] = v.action as u8;

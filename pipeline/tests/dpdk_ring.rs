@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use dpdk_common::frame;
 use flow_rules::steering::SteerRuleSet;
 use pipeline::burst::Burst;
-use pipeline::port::dpdk::{DpdkPort, FlowOutcome};
+use pipeline::port::dpdk::{DpdkPort, FlowOutcome, MbufBurst};
 use pipeline::port::{RxPort, RxStatus, TxPort};
 
 fn counter(c: &[(String, u64)], name: &str) -> u64 {
@@ -226,6 +226,125 @@ fn refused_rte_flow_rules_fall_back_to_software_steering() {
     let sent = sender.join().expect("sender");
     assert!(sent > 0);
     assert!(seen_new >= 32, "new rule in effect");
+}
+
+const MARK_RULES: &str = "\
+queues: 4
+rules:
+  - name: gtpu-3-marked
+    match: {udp: {dst_port: 2152}}
+    actions: [{queue: 3}, {mark: 0x77}]
+  - name: dns-drop
+    match: {udp: {dst_port: 53}}
+    actions: [drop]
+  - name: web-mark-only
+    match: {tcp: {dst_port: 80}}
+    actions: [{mark: 0x50}]
+  - name: ssh-rss-marked
+    match: {tcp: {dst_port: 22}}
+    actions: [{rss: {queues: [1, 2]}}, {mark: 0x22}]
+";
+
+/// The frames of the mark test: (destination port, protocol) x 16 flows.
+fn mark_frames() -> Vec<Vec<u8>> {
+    let mut frames = Vec::new();
+    for i in 0..16u32 {
+        for (proto, dport) in [(17, 2152), (17, 53), (6, 80), (6, 22), (17, 9999)] {
+            let src = [10, 0, 2, i as u8];
+            frames.push(frame(
+                proto,
+                src,
+                [10, 0, 0, 2],
+                2000 + i as u16,
+                dport,
+                100,
+                i,
+            ));
+        }
+    }
+    frames
+}
+
+/// The mark a NIC running MARK_RULES would give a frame to `dport` (None: dropped).
+fn nic_mark(dport: u16) -> Option<u32> {
+    match dport {
+        2152 => Some(0x77),
+        53 => None,
+        80 => Some(0x50),
+        22 => Some(0x22),
+        _ => Some(0),
+    }
+}
+
+/// The port's own software fallback (rules the PMD refused) marks a frame as the NIC would
+/// (queue + mark, RSS + mark, mark only with the default fate; a dropped frame has none), on
+/// the copying and the zero-copy receive paths, and agrees with the executor's software
+/// steering (`pipeline::steer::Steering`) on every mark and every rule-decided queue.
+#[test]
+fn refused_rules_mark_in_software_as_the_nic_would() {
+    let mut o = dpdk_common::vdev("net_ring_m0");
+    o.rx_queues = 4;
+    o.tx_queues = 4;
+    let port = DpdkPort::open(&o, 0).expect("net_ring port");
+    let set = SteerRuleSet::parse(MARK_RULES, "mark.steering.yaml").expect("rules");
+    let outcomes = port.install_rules(&set.rules);
+    assert!(outcomes
+        .iter()
+        .all(|o| matches!(o, FlowOutcome::Software { .. })));
+    let steering = pipeline::steer::Steering::from_rules(&set, 4).expect("executor steering");
+    let frames = mark_frames();
+    let mut tx = port.tx(0).expect("tx");
+    let mut rx = port.rx(&[]).expect("rx");
+    let sent = tx
+        .tx_burst(&mut frames.iter().map(|f| f.as_slice()))
+        .expect("tx");
+    assert_eq!(sent, frames.len());
+    let mut burst = Burst::default();
+    drain(&mut rx, &mut burst, 16 * 4);
+    assert_eq!(burst.len(), 16 * 4, "the 16 DNS frames are dropped");
+    let mut meta = pipeline::meta::PacketMeta::default();
+    for (d, f) in burst.frames() {
+        let dport = u16::from_be_bytes([f[36], f[37]]);
+        assert_eq!(Some(d.mark), nic_mark(dport), "copying path, port {dport}");
+        let (q, drop, mark) = steering.steer_marked(f, &mut meta, 4);
+        assert!(drop.is_none());
+        assert_eq!(mark, d.mark, "executor's mark, port {dport}");
+        match dport {
+            2152 => assert_eq!((d.queue, q), (3, 3)),
+            22 => assert_eq!(d.queue as usize, q, "the same RSS queue"),
+            // Default fate: the NIC's RSS (net_ring: the queue it arrived on).
+            _ => assert_eq!(d.queue, 0),
+        }
+    }
+    // The zero-copy path: marks (and drops) as on the copying path; the queue stays.
+    let sent = tx
+        .tx_burst(&mut frames.iter().map(|f| f.as_slice()))
+        .expect("tx");
+    assert_eq!(sent, frames.len());
+    let mut mb = MbufBurst::new();
+    let mut seen = 0;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while seen < 16 * 4 && Instant::now() < deadline {
+        if let RxStatus::Frames(_) = rx.rx_mbufs(&mut mb, 32).expect("rx_mbufs") {
+            for i in 0..mb.len() {
+                let f = mb.frame(i).to_vec();
+                let dport = u16::from_be_bytes([f[36], f[37]]);
+                assert_eq!(
+                    Some(mb.desc(i).mark),
+                    nic_mark(dport),
+                    "zero-copy, port {dport}"
+                );
+                seen += 1;
+            }
+            mb.clear();
+        }
+    }
+    assert_eq!(
+        seen,
+        16 * 4,
+        "the 16 DNS frames are dropped on the zero-copy path too"
+    );
+    assert_eq!(counter(&port.counters(), "pktwarp_rx_steering_drop"), 32);
 }
 
 /// Forwards net_null RX to a second net_null (which frees what it sends)

@@ -38,6 +38,7 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
         "starting"
     );
     let ports = daemon::open_ports(&prepared.cfg)?;
+    let steering = ports.steering.clone();
     let expected: Option<u64> = ports
         .rx
         .iter()
@@ -70,10 +71,11 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
         Ok(daemon::run_cpu(&prepared, &shared, ports))
     };
     shared.stop.store(true, Ordering::Relaxed);
-    let summary = match summary {
+    let mut summary = match summary {
         Ok(s) => s,
         Err(e) => return drain_failure(e),
     };
+    summary.steering = steering;
     // Final values, so /metrics (while lingering) says what the summary says.
     shared.port_counters.publish(&summary.port_counters);
     if prepared.cfg.control.linger && !control.state().shutting_down.load(Ordering::Acquire) {
@@ -144,6 +146,9 @@ fn print_summary(s: &Summary) {
                 nz.join(" ")
             }
         );
+    }
+    for st in &s.steering {
+        println!("steering   {}: by {} ({})", st.port, st.by, st.reason);
     }
     println!(
         "received   {} frames, {} bytes in {:.3} s: {:.3} Mpps, {:.3} Gbit/s",

@@ -56,6 +56,7 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_port_rx_errors_total", "Erroneous frames the device received (DPDK ethdev ierrors).", MetricType::COUNTER, &["port"]),
     ("pktwarp_port_tx_errors_total", "Frames the device failed to send (DPDK ethdev oerrors).", MetricType::COUNTER, &["port"]),
     ("pktwarp_port_rx_nombuf_total", "RX buffer allocation failures of the device (DPDK ethdev rx_nombuf).", MetricType::COUNTER, &["port"]),
+    ("pktwarp_port_steering_in_nic", "1 when the port's NIC steers the config's whole steering rule set (rte_flow), 0 when the ingest steers in software.", MetricType::GAUGE, &["port"]),
     ("pktwarp_port_xstat", "The device's extended statistics (DPDK xstats), by their DPDK name; read every second by the control thread.", MetricType::GAUGE, &["port", "name"]),
     ("pktwarp_fronthaul_frames_total", "Frames the fronthaul stage saw, by kind (uplane, cplane, not_ecpri, rejected).", MetricType::COUNTER, &["position", "kind"]),
     ("pktwarp_fronthaul_errors_total", "Frames the fronthaul stage rejected whole, by decode reason (all eAxCs).", MetricType::COUNTER, &["position", "reason"]),
@@ -508,6 +509,14 @@ impl DaemonCollector {
                     .collect();
                 out.push(family, m);
             }
+            let nic: Vec<proto::Metric> = snap
+                .iter()
+                .filter_map(|(port, c)| {
+                    let v = c.iter().find(|(k, _)| k == "pktwarp_steering_in_nic")?.1;
+                    Some(gauge(&[("port", port)], v as f64))
+                })
+                .collect();
+            out.push("pktwarp_port_steering_in_nic", nic);
             let xstats: Vec<proto::Metric> = snap
                 .iter()
                 .flat_map(|(port, c)| {

@@ -7,8 +7,9 @@
 //! Two guards: a reload that would publish no rules, or fewer than half of those in force (what
 //! a half-written or truncated file looks like), is refused with a warning unless the new
 //! config sets `control.allow_rule_shrink: true`; and a config change outside the ACL stage
-//! (ports, queues, steering, executor, metrics, built-in stages' options, ...) is logged as
-//! needing a restart, since only the rule set and user stages' options swap in place.
+//! (ports, queues, steering (its rule file's contents too), executor, metrics, built-in stages'
+//! options, ...) is logged as needing a restart, since only the rule set and user stages'
+//! options swap in place.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -360,7 +361,7 @@ fn sections(cfg: &config::Config) -> Vec<(&'static str, String)> {
     vec![
         ("ports", ports.join(";")),
         ("queues", format!("{:?}", cfg.queues)),
-        ("steering", format!("{:?}", cfg.steering)),
+        ("steering", steering_section(cfg)),
         ("pipeline", stages.join(";")),
         ("executor", format!("{:?}", cfg.executor)),
         (
@@ -370,6 +371,24 @@ fn sections(cfg: &config::Config) -> Vec<(&'static str, String)> {
         ("metrics", format!("{:?}", cfg.metrics)),
         ("control", format!("{control:?}")),
     ]
+}
+
+/// The steering section and its rule file's contents: steering rules (in a NIC or in the
+/// ingest) are installed once at start and never swapped by a reload (a NIC's rte_flow rules
+/// cannot be replaced in one step with the software set), so an edited rule file is reported
+/// as needing a restart rather than silently left unread.
+fn steering_section(cfg: &config::Config) -> String {
+    use std::hash::{Hash, Hasher};
+    let file = cfg.steering.as_ref().and_then(|s| s.rules.as_ref());
+    let contents = file.map(|p| match std::fs::read(cfg.resolve(p)) {
+        Ok(bytes) => {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            bytes.hash(&mut h);
+            format!("{:016x}", h.finish())
+        }
+        Err(e) => format!("unreadable: {}", e.kind()),
+    });
+    format!("{:?} {contents:?}", cfg.steering)
 }
 
 /// A rule or route file's error as a reload error (its file and line).

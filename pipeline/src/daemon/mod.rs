@@ -13,7 +13,7 @@ mod run_cpu;
 mod run_gpu;
 mod summary;
 
-pub use ports::{open_ports, OpenPorts};
+pub use ports::{open_ports, OpenPorts, PortSteering};
 pub use prepare::{
     build_pipeline, build_pipeline_with, choose_executor, prepare, prepare_with, ExecutorChoice,
     Prepared,

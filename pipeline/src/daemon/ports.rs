@@ -24,6 +24,19 @@ pub struct OpenPorts {
     pub dpdk_rx: Vec<Option<crate::port::dpdk::DpdkPort>>,
     #[cfg(feature = "dpdk")]
     pub dpdk_tx: Option<crate::port::dpdk::DpdkPort>,
+    /// Who steers each receiving DPDK port's frames, and why (also in the summary).
+    pub steering: Vec<PortSteering>,
+}
+
+/// Who steers one receiving port's frames: `nic` (the port's NIC took the config's whole
+/// steering rule set) or `software` (the ingest steers), with the reason.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PortSteering {
+    /// The port's name in the config.
+    pub port: String,
+    /// `nic` or `software`.
+    pub by: String,
+    pub reason: String,
 }
 
 /// Opens every port of the config: receiving sides in config order (their index is the `port`
@@ -34,6 +47,10 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
     let mut tx: Option<Box<dyn TxPort>> = None;
     #[cfg(feature = "dpdk")]
     let (mut dpdk_rx, mut dpdk_tx) = (Vec::new(), None);
+    #[cfg(feature = "dpdk")]
+    let steer_rules = steering_rules(cfg)?;
+    #[allow(unused_mut)] // only DPDK ports push to it
+    let mut steering = Vec::new();
     let out_name = cfg.output.as_ref().map(|o| o.port.value.clone());
     let tx_names = cfg.tx_port_names();
     let mirror_name = cfg
@@ -111,6 +128,7 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
             if out_name.as_deref() == Some(p.name.as_str()) {
                 dpdk_tx = Some(port.clone());
             }
+            steering.push(steer_port(cfg, &p.name, &port, steer_rules.as_deref()));
             let t = port.tx(0).with_context(|| format!("port `{}`", p.name))?;
             place(&p.name, Box::new(t), &mut tx);
             rx.push(Box::new(
@@ -129,7 +147,62 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
         dpdk_rx,
         #[cfg(feature = "dpdk")]
         dpdk_tx,
+        steering,
     })
+}
+
+/// The config's steering rules (checked by `prepare` already), for the NIC.
+#[cfg(feature = "dpdk")]
+fn steering_rules(cfg: &Config) -> anyhow::Result<Option<Vec<flow_rules::steering::SteerRule>>> {
+    let Some(path) = cfg.steering.as_ref().and_then(|s| s.rules.as_ref()) else {
+        return Ok(None);
+    };
+    let set = flow_rules::steering::SteerRuleSet::load(cfg.resolve(path))?;
+    Ok(Some(set.rules))
+}
+
+/// Puts the config's steering rules in `port`'s NIC when it takes every one of them (and
+/// `steering.offload` is not `off`); otherwise the ingest steers this port in software. Logged
+/// (`event=steering_path`) and returned for the summary.
+#[cfg(feature = "dpdk")]
+fn steer_port(
+    cfg: &Config,
+    name: &str,
+    port: &crate::port::dpdk::DpdkPort,
+    rules: Option<&[flow_rules::steering::SteerRule]>,
+) -> PortSteering {
+    use crate::config::SteeringOffload;
+    let offload = cfg.steering.as_ref().map(|s| s.offload).unwrap_or_default();
+    let rxq = port.setup().rx_queues;
+    let nq = cfg.queues.count;
+    let decided: Result<String, String> = match rules {
+        None => Err("no steering rule file (RSS over the queues, in software)".into()),
+        Some(_) if offload == SteeringOffload::Off => Err("steering.offload: off".into()),
+        // The NIC's queue numbers are the executor's only when they are the same queues.
+        Some(_) if rxq != nq => Err(format!(
+            "the port has {rxq} RX queues and queues.count is {nq} (the NIC steers only when they are equal)"
+        )),
+        Some(r) => port
+            .offload_rules(r)
+            .map(|flows| format!("all {} rules in the NIC as {flows} rte_flow rules", r.len()))
+            .map_err(|why| format!("the NIC refused {why}")),
+    };
+    let (by, reason) = match decided {
+        Ok(why) => ("nic", why),
+        Err(why) => ("software", why),
+    };
+    tracing::info!(
+        event = "steering_path",
+        port = %name,
+        by,
+        reason = %reason,
+        "port {name} steered by {by}: {reason}"
+    );
+    PortSteering {
+        port: name.to_string(),
+        by: by.to_string(),
+        reason,
+    }
 }
 
 impl OpenPorts {

@@ -59,6 +59,9 @@ pub struct Summary {
     /// How frames moved from input to output: `copy` (into bursts and out again) or
     /// `zero_copy` (DPDK in and out: mbufs passed along, see executor::cpu::zero_copy).
     pub forwarding: String,
+    /// Who steers each receiving DPDK port (`nic` or `software`) and why (set by the caller
+    /// from [`super::OpenPorts::steering`]).
+    pub steering: Vec<super::PortSteering>,
     /// Each fronthaul stage: frames, PRBs, slots, errors by reason, and per eAxC.
     pub fronthaul: Vec<crate::fronthaul::report::FronthaulSummary>,
     /// What each destination took: output ports (by config name), the mirror port and the

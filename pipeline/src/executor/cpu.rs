@@ -351,8 +351,14 @@ fn ingest(
         shared
             .rx_total
             .fetch_add(rx.len() as u64, Ordering::Relaxed);
+        // Asked per burst: the port's rules can be replaced between bursts.
+        let nic = port.steered_in_nic();
         for (desc, frame) in rx.frames() {
-            let (q, verdict, mark) = spec.steering.steer_marked(frame, &mut meta, nq);
+            let (q, verdict, mark) = if nic {
+                crate::steer::nic_steered(desc, nq)
+            } else {
+                spec.steering.steer_marked(frame, &mut meta, nq)
+            };
             let t = &mut tally[q];
             t.rx_frames += 1;
             t.rx_bytes += desc.len as u64;
@@ -656,7 +662,7 @@ pub mod zero_copy {
             ));
         }
         if nq > 1 {
-            if spec.steering.has_rules() {
+            if spec.steering.has_rules() && !rx.steered_in_nic() {
                 return Some(format!(
                     "{nq} queues with steering rules (the zero-copy path keeps each frame on the NIC queue it arrived on)"
                 ));
@@ -741,7 +747,8 @@ pub mod zero_copy {
     ) -> Result<(), PortError> {
         let c = &shared.counters[q];
         let nq = spec.queues.max(1);
-        let steer = spec.steering.has_rules();
+        // The NIC steers the whole rule set: nothing to do here (its drops never arrive).
+        let steer = spec.steering.has_rules() && !rx.port().steered_in_nic();
         let burst_max = spec.burst.clamp(1, MAX_BURST);
         let mut burst = MbufBurst::new();
         let mut metas = Vec::with_capacity(burst_max);
@@ -773,13 +780,15 @@ pub mod zero_copy {
             c.rx_frames.add(n as u64);
             c.rx_bytes.add(burst.bytes());
             if steer {
-                // One queue (see zero_copy_refusal): steering rules can only drop here.
+                // One queue (see zero_copy_refusal): steering rules can only drop and mark
+                // here; a rule's mark goes into the mbuf as a NIC's MARK would.
                 for (i, d) in steer_drop.iter_mut().enumerate().take(n) {
-                    *d = spec
-                        .steering
-                        .steer(burst.frame(i), &mut meta, nq)
-                        .1
-                        .is_some();
+                    let (_, verdict, mark) =
+                        spec.steering.steer_marked(burst.frame(i), &mut meta, nq);
+                    *d = verdict.is_some();
+                    if mark != 0 {
+                        burst.set_mark(i, mark);
+                    }
                 }
                 let gone = burst.retain(|i| !steer_drop[i]);
                 c.drops[DropReason::SteeringDrop as usize].add(gone as u64);

@@ -59,6 +59,12 @@ pub trait RxPort: Send {
     fn counter_source(&self) -> Option<CounterSource> {
         None
     }
+    /// The port's NIC steers the config's steering rules (all of them, installed by the
+    /// daemon): each frame's `FrameDesc::queue` and `mark` are the NIC's and the ingest must
+    /// not steer it again. False (software steering by the ingest) for every other port.
+    fn steered_in_nic(&self) -> bool {
+        false
+    }
 }
 
 /// Reads a port's own counters from any thread; `None` once the port is closed.

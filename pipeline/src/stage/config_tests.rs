@@ -214,3 +214,48 @@ fn build_refuses_a_meta_reader_before_parse() {
         "{e}"
     );
 }
+
+fn steering_cfg(steering: &str) -> Result<config::Config, config::ConfigError> {
+    let text = format!(
+        "ports:\n  - name: g\n    gen: {{ count: 10 }}\nsteering:\n{steering}\npipeline:\n  - parse\nexecutor: {{ kind: cpu }}\n"
+    );
+    config::parse_str(&text, Path::new("/cfg/steer.yaml"))
+}
+
+#[test]
+fn steering_offload_takes_auto_and_off_and_defaults_to_auto() {
+    use config::SteeringOffload;
+    let offload = |t: &str| steering_cfg(t).unwrap().steering.unwrap().offload;
+    assert_eq!(offload("  offload: auto"), SteeringOffload::Auto);
+    assert_eq!(offload("  offload: off"), SteeringOffload::Off);
+    assert_eq!(offload("  offload: \"off\""), SteeringOffload::Off);
+    assert_eq!(offload("  rules: r.yaml"), SteeringOffload::Auto);
+}
+
+#[test]
+fn steering_offload_bad_values_name_file_line_and_key() {
+    for bad in [
+        "  offload: on",
+        "  offload: nic",
+        "  offload: true",
+        "  offload: 1",
+        "  offload: [auto]",
+        "  offload: AUTO",
+    ] {
+        let e = steering_cfg(bad).expect_err(bad);
+        let shown = e.to_string();
+        assert_eq!(e.file, Path::new("/cfg/steer.yaml"), "{bad}: {shown}");
+        assert_eq!(e.line, 5, "{bad}: {shown}");
+        assert!(e.key.contains("offload"), "{bad}: key {:?}: {shown}", e.key);
+        if !bad.contains('[') {
+            assert!(
+                shown.contains("`auto` or `off`"),
+                "{bad}: names the allowed values: {shown}"
+            );
+        }
+    }
+    let e = steering_cfg("  offload:").expect_err("empty");
+    assert!(e.key.contains("offload"), "empty: {e}");
+    let e = steering_cfg("  offlaod: off").expect_err("misspelt key");
+    assert!(e.to_string().contains("offlaod"), "{e}");
+}

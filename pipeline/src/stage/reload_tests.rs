@@ -311,3 +311,38 @@ fn reload_rebuilds_the_route_tables_from_their_files() {
     assert_eq!(p.params_generation(), 1, "nothing published");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Steering rules are installed once at start (in a NIC or the ingest) and never swapped by a
+/// reload: an edited steering rule file, or a changed `steering.offload`, is reported as
+/// needing a restart, and the ACL reload goes on.
+#[test]
+fn an_edited_steering_rule_file_needs_a_restart() {
+    let dir = scratch("reload-steering");
+    let cfg_path = write_config(&dir, "  - parse\n  - acl: { rules: rules.yaml }\n  - count");
+    let steer = "rules:\n  - match: { udp: }\n    actions: [drop]\n";
+    std::fs::write(dir.join("steer.yaml"), steer).unwrap();
+    let text = std::fs::read_to_string(&cfg_path).unwrap();
+    let with_steering = text.replace("pipeline:", "steering: { rules: steer.yaml }\npipeline:");
+    std::fs::write(&cfg_path, &with_steering).unwrap();
+    let baseline = crate::config::load(&cfg_path).unwrap();
+    let prepared =
+        crate::daemon::prepare_with(crate::config::load(&cfg_path).unwrap(), &registry()).unwrap();
+    let state = ControlState::new(None);
+    let reloader =
+        Reloader::new(&cfg_path, Arc::clone(&prepared.pipeline), state).with_baseline(&baseline);
+    let r = reloader.reload("sighup").unwrap();
+    assert!(r.restart_needed.is_empty(), "{:?}", r.restart_needed);
+    std::fs::write(
+        dir.join("steer.yaml"),
+        steer.replace("drop", "{ queue: 0 }"),
+    )
+    .unwrap();
+    let r = reloader.reload("sighup").unwrap();
+    assert_eq!(r.restart_needed, ["steering"]);
+    std::fs::write(dir.join("steer.yaml"), steer).unwrap();
+    let off = with_steering.replace("steer.yaml }", "steer.yaml, offload: off }");
+    std::fs::write(&cfg_path, off).unwrap();
+    let r = reloader.reload("sighup").unwrap();
+    assert_eq!(r.restart_needed, ["steering"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

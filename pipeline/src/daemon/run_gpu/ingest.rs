@@ -124,8 +124,14 @@ impl Ingest<'_, '_> {
             ctx.shared
                 .rx_total
                 .fetch_add(rx.len() as u64, Ordering::Relaxed);
+            // Asked per burst: the port's rules can be replaced between bursts.
+            let nic = port.steered_in_nic();
             for (d, frame) in rx.frames() {
-                let (q, verdict, mark) = ctx.steering.steer_marked(frame, &mut meta, nq);
+                let (q, verdict, mark) = if nic {
+                    crate::steer::nic_steered(d, nq)
+                } else {
+                    ctx.steering.steer_marked(frame, &mut meta, nq)
+                };
                 let t = &mut tally[q];
                 t.rx_frames += 1;
                 t.rx_bytes += d.len as u64;

@@ -11,7 +11,7 @@
 //! so rules can be replaced while traffic flows.
 
 use std::net::Ipv6Addr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dpdk_sys as sys;
@@ -50,6 +50,15 @@ pub enum SwFate {
     Drop,
 }
 
+/// What software steering does to one frame, as the NIC would have: a fate (`None` keeps the
+/// queue the NIC chose) and a mark (`None` keeps the mark the NIC set, if any). A dropped frame
+/// has no mark; a mark-only rule marks and keeps the default fate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SwDecision {
+    pub fate: Option<SwFate>,
+    pub mark: Option<u32>,
+}
+
 impl SoftwareSteering {
     /// True when no rule needs software steering (the RX path then skips parsing).
     pub fn is_empty(&self) -> bool {
@@ -68,31 +77,54 @@ impl SoftwareSteering {
     /// The software fate for a frame's key: `None` keeps the queue the NIC chose (no rule
     /// matched, the first matching rule is in the NIC, or it only marks).
     pub fn steer_key(&self, key: &SteerKey) -> Option<SwFate> {
-        let m = self.matcher.as_ref()?;
+        self.decide_key(key).fate
+    }
+
+    /// The software fate and mark for a frame's key (see [`SwDecision`]): only a rule steered
+    /// in software decides; a frame whose first matching rule is in the NIC keeps what the NIC
+    /// did to it (queue and mark).
+    pub fn decide_key(&self, key: &SteerKey) -> SwDecision {
+        let Some(m) = self.matcher.as_ref() else {
+            return SwDecision::default();
+        };
         let d = m.decide(key);
-        let rule = d.rule? as usize;
+        let Some(rule) = d.rule.map(|r| r as usize) else {
+            return SwDecision::default();
+        };
         if self.in_hw.get(rule).copied().unwrap_or(true) {
-            return None;
+            return SwDecision::default();
         }
-        match d.fate {
+        let fate = match d.fate {
             Fate::Queue(q) => Some(SwFate::Queue(q)),
-            Fate::Drop => Some(SwFate::Drop),
+            // A NIC's DROP delivers nothing, so nothing carries a mark.
+            Fate::Drop => {
+                return SwDecision {
+                    fate: Some(SwFate::Drop),
+                    mark: None,
+                }
+            }
             Fate::Rss(t) => {
                 let mut input = [0u8; 36];
                 let n = t.hash_input(key, &mut input);
                 Some(SwFate::Queue(t.queue_for_hash(RSS.hash(&input[..n]))))
             }
             Fate::Default => None,
-        }
+        };
+        SwDecision { fate, mark: d.mark }
     }
 
     /// Parses `frame` and steers it (see [`SoftwareSteering::steer_key`]).
     pub fn steer(&self, frame: &[u8]) -> Option<SwFate> {
+        self.decide(frame).fate
+    }
+
+    /// Parses `frame` and decides its fate and mark (see [`SoftwareSteering::decide_key`]).
+    pub fn decide(&self, frame: &[u8]) -> SwDecision {
         if self.is_empty() {
-            return None;
+            return SwDecision::default();
         }
         let meta = crate::stage::parse::parse_frame(frame);
-        self.steer_key(&steer_key(frame, &meta))
+        self.decide_key(&steer_key(frame, &meta))
     }
 }
 
@@ -162,6 +194,9 @@ pub(super) struct FlowTable {
     published: Arc<Published>,
     hw: AtomicUsize,
     sw: AtomicUsize,
+    /// The whole rule set is in the NIC by [`FlowTable::offload`]: the NIC steers every frame
+    /// and the ingest keeps its queue and mark.
+    nic: AtomicBool,
 }
 
 // SAFETY: rte_flow handles are opaque tokens only passed back to rte_flow_destroy, under the
@@ -183,6 +218,11 @@ impl FlowTable {
             empty: cached.is_empty(),
             cached,
         }
+    }
+
+    /// Whether the NIC steers the whole rule set (see [`FlowTable::offload`]).
+    pub(super) fn nic_steers(&self) -> bool {
+        self.nic.load(Ordering::Acquire)
     }
 
     pub(super) fn counts(&self) -> (usize, usize) {
@@ -207,6 +247,7 @@ impl FlowTable {
         let Ok(mut installed) = self.installed.lock() else {
             return Vec::new();
         };
+        self.nic.store(false, Ordering::Release);
         self.publish(rules, vec![false; rules.len()]);
         for old in installed.drain(..) {
             destroy(port, &old.flows);
@@ -219,7 +260,7 @@ impl FlowTable {
             let result = rule
                 .validate(Some(queues))
                 .map_err(|e| format!("{}: {}", e.field, e.message))
-                .and_then(|()| create_rule(port, &mut priority, rule));
+                .and_then(|()| create_rule(port, &mut priority, rule, true));
             match result {
                 Ok(flows) => {
                     let n = flows.len();
@@ -246,6 +287,62 @@ impl FlowTable {
         outcomes
     }
 
+    /// Installs the whole rule set in the NIC or none of it, so the NIC and software never
+    /// split one set (the daemon's choice; [`FlowTable::replace`] is the per-rule library
+    /// call). Every rte_flow rule of every steering rule is validated first, then all are
+    /// created; a refusal at either step destroys what was created and returns the rule's
+    /// label and the PMD's reason. The port then steers nothing in software either way: on
+    /// success the NIC steers every frame, on refusal the caller steers in software.
+    pub(super) fn offload(
+        &self,
+        port: u16,
+        queues: u16,
+        rules: &[SteerRule],
+    ) -> Result<usize, String> {
+        let _control = eal::control();
+        let Ok(mut installed) = self.installed.lock() else {
+            return Err("the port's rule table is poisoned".into());
+        };
+        self.nic.store(false, Ordering::Release);
+        for old in installed.drain(..) {
+            destroy(port, &old.flows);
+        }
+        self.hw.store(0, Ordering::Relaxed);
+        self.sw.store(0, Ordering::Relaxed);
+        self.publish(&[], Vec::new());
+        let label = |i: usize, r: &SteerRule| r.name.clone().unwrap_or_else(|| format!("#{i}"));
+        // Validate all first: a PMD that refuses rule 5 is found before rule 0 steers anything.
+        let mut priority = 0u32;
+        for (i, rule) in rules.iter().enumerate() {
+            rule.validate(Some(queues))
+                .map_err(|e| format!("{}: {}", e.field, e.message))
+                .and_then(|()| create_rule(port, &mut priority, rule, false))
+                .map_err(|why| format!("rule {}: {why}", label(i, rule)))?;
+        }
+        let mut priority = 0u32;
+        let mut flows = 0;
+        for (i, rule) in rules.iter().enumerate() {
+            match create_rule(port, &mut priority, rule, true) {
+                Ok(f) => {
+                    flows += f.len();
+                    installed.push(Installed { flows: f });
+                }
+                Err(why) => {
+                    // Validation passed but creation did not (a PMD that checks against the
+                    // rules already in place only on create): none of the set stays.
+                    for old in installed.drain(..) {
+                        destroy(port, &old.flows);
+                    }
+                    return Err(format!("rule {}: {why}", label(i, rule)));
+                }
+            }
+        }
+        self.hw.store(rules.len(), Ordering::Relaxed);
+        self.publish(rules, vec![true; rules.len()]);
+        self.nic.store(true, Ordering::Release);
+        Ok(flows)
+    }
+
     fn publish(&self, rules: &[SteerRule], in_hw: Vec<bool>) {
         let any_sw = in_hw.iter().any(|b| !b);
         let set = SoftwareSteering {
@@ -261,6 +358,7 @@ impl FlowTable {
 
     pub(super) fn destroy_all(&self, port: u16) {
         let _control = eal::control(); // a no-op under a port's close, which holds it already
+        self.nic.store(false, Ordering::Release);
         if let Ok(mut installed) = self.installed.lock() {
             for old in installed.drain(..) {
                 destroy(port, &old.flows);
@@ -541,12 +639,14 @@ fn rss_types(h: RssHash) -> u64 {
     t
 }
 
-/// Validates and creates every rte_flow rule of one steering rule; on any refusal destroys the
-/// ones already created and returns the PMD's reason.
+/// Validates and (with `create`) creates every rte_flow rule of one steering rule; on any
+/// refusal destroys the ones already created and returns the PMD's reason. Without `create`
+/// nothing is created (the result is empty) but `priority` moves on as if it were.
 fn create_rule(
     port: u16,
     priority: &mut u32,
     rule: &SteerRule,
+    create: bool,
 ) -> Result<Vec<*mut sys::rte_flow>, String> {
     // Actions (shared by every stack of the rule).
     let mut queue_conf = sys::rte_flow_action_queue::default();
@@ -649,6 +749,10 @@ fn create_rule(
         if rc != 0 {
             destroy(port, &created);
             return Err(flow_error(rc, &err));
+        }
+        if !create {
+            *priority += 1;
+            continue;
         }
         // SAFETY: as above.
         let f = unsafe {

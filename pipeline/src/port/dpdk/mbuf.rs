@@ -243,6 +243,21 @@ impl MbufBurst {
         }
     }
 
+    /// Gives frame `i` the steering mark `mark` the way a NIC's rte_flow MARK does (the id in
+    /// `hash.fdir.hi`, `RTE_MBUF_F_RX_FDIR | RTE_MBUF_F_RX_FDIR_ID`), so software steering's
+    /// mark reaches [`Self::desc`] like the NIC's (panics when `i >= len()`).
+    pub fn set_mark(&mut self, i: usize, mark: u32) {
+        assert!(i < self.len, "frame {i} of a burst of {}", self.len);
+        let m = self.mbufs[i];
+        let flags = u64::from(sys::RTE_MBUF_F_RX_FDIR) | u64::from(sys::RTE_MBUF_F_RX_FDIR_ID);
+        // SAFETY: an owned mbuf (i < len); only its header is written. fdir.hi shares no byte
+        // with the RSS hash (fdir.lo), which stays valid.
+        unsafe {
+            (*m).ol_flags |= flags;
+            (*m).__bindgen_anon_2.hash.fdir.hi = mark;
+        }
+    }
+
     /// Frame `i`'s descriptor (`offset` is 0: the bytes are in the mbuf, see [`Self::frame`]).
     pub fn desc(&mut self, i: usize) -> FrameDesc {
         self.prepare();
@@ -402,7 +417,13 @@ impl DpdkRx {
                 burst.prepare();
                 let mut drop = [false; MAX_BURST];
                 for (i, d) in drop.iter_mut().enumerate().take(n) {
-                    *d = matches!(sw.steer(burst.bytes_of(i)), Some(super::SwFate::Drop));
+                    // A rule the NIC refused: its drop and its mark, as the NIC would have
+                    // applied them (a queue fate cannot move a frame on this path).
+                    let decision = sw.decide(burst.bytes_of(i));
+                    *d = matches!(decision.fate, Some(super::SwFate::Drop));
+                    if let Some(mark) = decision.mark {
+                        burst.set_mark(i, mark);
+                    }
                 }
                 let gone = burst.remove_where(|i| drop[i]);
                 self.port

@@ -33,7 +33,7 @@ pub use dpdk_sys as sys;
 
 use crate::port::PortError;
 
-pub use flow::{FlowOutcome, SoftwareSteering, SwFate};
+pub use flow::{FlowOutcome, SoftwareSteering, SwDecision, SwFate};
 pub use gpu::{BufferPlacement, GpuBuffers};
 pub use mbuf::{MbufBurst, MbufTx};
 pub use open::{PortSetup, STANDARD_RSS_KEY};
@@ -364,6 +364,10 @@ impl DpdkPort {
         }
         let (hw, sw) = self.inner.flows.counts();
         out.push(("pktwarp_flow_rules_hw".into(), hw as u64));
+        out.push((
+            "pktwarp_steering_in_nic".into(),
+            u64::from(self.inner.flows.nic_steers()),
+        ));
         out.push(("pktwarp_flow_rules_sw".into(), sw as u64));
         out
     }
@@ -411,6 +415,27 @@ impl DpdkPort {
             self.inner.setup.rx_queues,
             rules,
         )
+    }
+
+    /// Installs the whole rule set in the NIC, or none of it (what `pktwarp run` does): every
+    /// rte_flow rule is validated, then all are created; on any refusal the ones created are
+    /// destroyed again and the error names the rule and the PMD's reason. On success the NIC
+    /// steers every frame ([`DpdkPort::steered_in_nic`]): the RX path steers nothing in
+    /// software and the frames carry the NIC's queue and mark. Either way the port's own
+    /// software set is empty (on refusal the caller steers in software). Returns the number
+    /// of rte_flow rules created.
+    pub fn offload_rules(
+        &self,
+        rules: &[flow_rules::steering::SteerRule],
+    ) -> Result<usize, String> {
+        self.inner
+            .flows
+            .offload(self.inner.setup.port_id, self.inner.setup.rx_queues, rules)
+    }
+
+    /// Whether the NIC steers the whole rule set ([`DpdkPort::offload_rules`] took it).
+    pub fn steered_in_nic(&self) -> bool {
+        self.inner.flows.nic_steers()
     }
 
     /// The rules the NIC refused, which the ingest must apply in software. Published by one

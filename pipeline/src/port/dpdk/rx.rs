@@ -112,7 +112,10 @@ impl DpdkRx {
             }
             let len = burst.data.len() as u32 - offset;
             let frame = &burst.data[offset as usize..];
-            let queue = match sw.steer(frame) {
+            // A rule the NIC refused: its fate and its mark, as the NIC would have applied them.
+            let decision = sw.decide(frame);
+            let mark = decision.mark.unwrap_or(mark);
+            let queue = match decision.fate {
                 None => q,
                 Some(flow::SwFate::Queue(sq)) => sq,
                 Some(flow::SwFate::Drop) => {
@@ -274,6 +277,10 @@ impl RxPort for DpdkRx {
 
     fn port_counters(&self) -> Vec<(String, u64)> {
         self.port.counters()
+    }
+
+    fn steered_in_nic(&self) -> bool {
+        self.port.steered_in_nic()
     }
 
     fn counter_source(&self) -> Option<crate::port::CounterSource> {
