@@ -72,13 +72,33 @@ pub fn decompress_prb(bytes: &[u8], method: Method, width: u8, out: &mut [i32; P
     exp
 }
 
+/// A decompressed sample as a slot stores it: 32 bits, or 16 where the caller checked that
+/// every sample fits (`width + exponent <= 16`: the truncation then loses nothing).
+trait Sample: Copy {
+    fn from_i32(v: i32) -> Self;
+}
+
+impl Sample for i32 {
+    #[inline(always)]
+    fn from_i32(v: i32) -> Self {
+        v
+    }
+}
+
+impl Sample for i16 {
+    #[inline(always)]
+    fn from_i32(v: i32) -> Self {
+        v as i16
+    }
+}
+
 /// Dispatches to the width-specialised unpacker; false on a bad width or short data.
 #[inline]
-fn unpack(data: &[u8], width: u8, exp: u8, out: &mut [i32; PRB_SAMPLES]) -> bool {
+fn unpack<T: Sample>(data: &[u8], width: u8, exp: u8, out: &mut [T; PRB_SAMPLES]) -> bool {
     macro_rules! by_width {
         ($($w:literal)*) => {
             match width {
-                $($w => unpack_w::<$w>(data, exp, out),)*
+                $($w => unpack_w::<$w, T>(data, exp, out),)*
                 _ => false,
             }
         };
@@ -90,7 +110,7 @@ fn unpack(data: &[u8], width: u8, exp: u8, out: &mut [i32; PRB_SAMPLES]) -> bool
 /// read as one big-endian 128-bit word. With `W` a constant every shift is a constant, so each
 /// sample is a shift, a truncation and an arithmetic shift (which sign-extends), no branches.
 #[inline(always)]
-fn unpack_w<const W: u32>(data: &[u8], exp: u8, out: &mut [i32; PRB_SAMPLES]) -> bool {
+fn unpack_w<const W: u32, T: Sample>(data: &[u8], exp: u8, out: &mut [T; PRB_SAMPLES]) -> bool {
     let w = W as usize;
     let Some(data) = data.get(..3 * w) else {
         return false;
@@ -102,7 +122,7 @@ fn unpack_w<const W: u32>(data: &[u8], exp: u8, out: &mut [i32; PRB_SAMPLES]) ->
         for (j, v) in o.iter_mut().enumerate() {
             // Sample j top-aligned in a 32-bit word.
             let top = (x << (j as u32 * W) >> 96) as u32;
-            *v = ((top as i32) >> (32 - W)) << exp;
+            *v = T::from_i32(((top as i32) >> (32 - W)) << exp);
         }
     }
     true
@@ -130,34 +150,7 @@ pub fn decompress_prb_i16(
     if u32::from(width) + u32::from(exp) > 16 {
         return None;
     }
-    macro_rules! by_width {
-        ($($w:literal)*) => {
-            match width {
-                $($w => unpack_w_i16::<$w>(data, exp, out),)*
-                _ => false,
-            }
-        };
-    }
-    by_width!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16).then_some(exp)
-}
-
-/// [`unpack_w`] into 16-bit samples; the caller checked `W + exp <= 16`.
-#[inline(always)]
-fn unpack_w_i16<const W: u32>(data: &[u8], exp: u8, out: &mut [i16; PRB_SAMPLES]) -> bool {
-    let w = W as usize;
-    let Some(data) = data.get(..3 * w) else {
-        return false;
-    };
-    for (group, o) in data.chunks_exact(w).zip(out.chunks_exact_mut(8)) {
-        let mut b = [0u8; 16];
-        b[..w].copy_from_slice(group);
-        let x = u128::from_be_bytes(b);
-        for (j, v) in o.iter_mut().enumerate() {
-            let top = (x << (j as u32 * W) >> 96) as u32;
-            *v = (((top as i32) >> (32 - W)) << exp) as i16;
-        }
-    }
-    true
+    unpack(data, width, exp, out).then_some(exp)
 }
 
 /// The plain scalar decoder: bit by bit, the way the annex reads. The benchmark's baseline and
