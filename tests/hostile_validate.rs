@@ -5,23 +5,10 @@
 //! an out-of-memory kill); a file that is both read and written is refused.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pktwarp-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn pktwarp(args: &[&str], cfg: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pktwarp"))
-        .args(args)
-        .arg(cfg)
-        .output()
-        .expect("spawn pktwarp")
-}
+mod common;
+use common::{pktwarp, scratch};
 
 /// A config with one gen port (`gen` is its option map's body), a pcap TX port (`tx`), and
 /// `extra` top-level sections.

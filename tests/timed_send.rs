@@ -3,22 +3,10 @@
 //! file, the line, the key and the allowed range; a good one validates.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("pktwarp-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn pktwarp(args: &[&str], cfg: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pktwarp"))
-        .args(args)
-        .arg(cfg)
-        .output()
-        .expect("spawn pktwarp")
-}
+mod common;
+use common::{pktwarp, scratch};
 
 /// A config whose pipeline's second stage is `stage` (on line 7).
 fn config(dir: &Path, stage: &str) -> PathBuf {

@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,15 @@ pub fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// `pktwarp ARGS CONFIG`, run to its end.
+pub fn pktwarp(args: &[&str], cfg: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pktwarp"))
+        .args(args)
+        .arg(cfg)
+        .output()
+        .expect("spawn pktwarp")
 }
 
 /// Atomic replace, so a reload never reads a half-written file.
