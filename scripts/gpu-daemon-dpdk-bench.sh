@@ -6,6 +6,7 @@
 # cpu, gpu (default mode and placement), gpu persistent/device; REPS runs each, interleaved.
 # Prints the Mpps of every run, the median per executor and the GPU/CPU ratio, and checks that
 # every run ended cleanly with frames counted, no frame unaccounted for (rx = counted + drops).
+# Each run's per-thread CPU (scripts/thread-cpu.py) is printed with its median run.
 # Usage (GPU machine, repository root): scripts/gpu-daemon-dpdk-bench.sh BUNDLE [OUT]
 #   BUNDLE  a scripts/cpu-peer-bundle.sh folder built with PKTWARP_DPDK_BIN (bin/pktwarp)
 #   OUT     results folder (default $OUT, else ./gpu-results)
@@ -57,7 +58,10 @@ EOF
   [ -n "${5:-}" ] && printf '  gpu: %s\n' "$5" >> "$tmp/$name.yaml"
   "$BIN" run --quiet --json "$tmp/$name.yaml" > "$RES/dpdk/$name.json" 2> "$RES/dpdk/$name.log" &
   local pid=$!
-  sleep "$SECS"
+  # Which thread is saturated: each named thread's CPU over the middle of the run.
+  sleep 2
+  python3 scripts/thread-cpu.py "$pid" $((SECS > 4 ? SECS - 3 : 1)) > "$RES/dpdk/$name.threads" 2>&1
+  sleep 1
   kill -TERM "$pid" 2>/dev/null
   local waited=0
   while kill -0 "$pid" 2>/dev/null && [ $waited -lt 30 ]; do sleep 1; waited=$((waited + 1)); done
@@ -103,6 +107,10 @@ for q in queues:
         ratio = f", {med / cpu_mpps:.2f}x cpu" if cpu_mpps and ex != "cpu" else ""
         print(f"net_null q{q:<2} {ex:22} median {med:7.3f} Mpps{ratio}  (runs: "
               + " ".join(f"{m:.3f}" for m in mpps) + ")")
+        t = os.path.join(res, f"q{q}-{ex}-1.threads")
+        if os.path.exists(t):
+            for line in open(t).read().splitlines()[:10]:
+                print("    " + line)
 sys.exit(1 if bad else 0)
 PY
 echo "=== daemon dpdk bench: $fails failure(s)"

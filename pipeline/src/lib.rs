@@ -17,6 +17,7 @@ pub mod rss;
 pub mod stage;
 pub mod steer;
 pub mod testdata;
+mod threads;
 pub mod verdict;
 pub mod verify;
 pub mod wire;

@@ -19,6 +19,7 @@ use crate::port::{PortError, RxPort, RxStatus, TxPort};
 use crate::ring::{self, Consumer, Producer};
 use crate::stage::Pipeline;
 use crate::steer::Steering;
+use crate::threads::spawn_named;
 use crate::verdict::{DropReason, Verdict};
 
 /// A burst in flight with its per-frame results.
@@ -205,7 +206,7 @@ pub fn run_out(
             let done = &ingest_done[pi];
             let errors = &errors;
             let port_counters = &port_counters;
-            s.spawn(move || {
+            spawn_named(s, format!("pw-in{pi}"), move || {
                 let r = ingest(
                     spec,
                     &shared,
@@ -238,7 +239,7 @@ pub fn run_out(
             let workers_done = &workers_done;
             let pipeline = Arc::clone(&spec.pipeline);
             let observer = spec.observer.clone();
-            s.spawn(move || {
+            spawn_named(s, format!("pw-q{q}"), move || {
                 let ctx = WorkerCtx {
                     queue: q,
                     pipeline: &pipeline,
@@ -256,7 +257,7 @@ pub fn run_out(
             let errors = &errors;
             let tallies = &tallies;
             let mut out = out;
-            s.spawn(move || {
+            spawn_named(s, "pw-tx".to_string(), move || {
                 let (t, e) = tx_loop(&shared, &mut out, tx_in, tx_ret_prod, workers_done, nq);
                 if let Ok(mut v) = errors.lock() {
                     v.extend(e);
@@ -719,7 +720,7 @@ pub mod zero_copy {
             for (q, r, t) in handles {
                 let shared = Arc::clone(shared);
                 let errors = &errors;
-                s.spawn(move || {
+                spawn_named(s, format!("pw-q{q}"), move || {
                     let label = format!("dpdk:{}", r.port().setup().name);
                     if let Err(e) = worker(spec, &shared, q, r, t) {
                         if let Ok(mut v) = errors.lock() {

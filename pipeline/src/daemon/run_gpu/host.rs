@@ -21,6 +21,7 @@ use crate::port::RxPort;
 use crate::ring::{self, Consumer, Producer};
 use crate::stage::Pipeline;
 use crate::steer::Steering;
+use crate::threads::spawn_named;
 
 /// How often this thread looks for a reload while the queues run.
 const RELOAD_CHECK: Duration = Duration::from_micros(500);
@@ -174,7 +175,7 @@ pub(crate) fn run(
         let mut threads = Vec::new();
         for (pi, ((port, out), free)) in rx.iter_mut().zip(to_queue).zip(free_rx).enumerate() {
             let (ictx, errors, done, failed) = (&ictx, &errors, &ingest_done[pi], &failed);
-            threads.push(s.spawn(move || {
+            threads.push(spawn_named(s, format!("pw-in{pi}"), move || {
                 let _exit = OnExit {
                     done: Some(done),
                     count: None,
@@ -205,7 +206,7 @@ pub(crate) fn run(
                 rewrites: spec.pipeline.rewrites(),
             };
             let (fail, queues_done, failed) = (&fail, &queues_done, &failed);
-            threads.push(s.spawn(move || {
+            threads.push(spawn_named(s, format!("pw-q{q}"), move || {
                 let _exit = OnExit {
                     done: None,
                     count: Some(queues_done),
@@ -219,7 +220,7 @@ pub(crate) fn run(
         if with_tx {
             let (frees, queues_done, errors, failed, outputs) =
                 (free_tx.clone(), &queues_done, &errors, &failed, &outputs);
-            threads.push(s.spawn(move || {
+            threads.push(spawn_named(s, "pw-tx".to_string(), move || {
                 let _exit = OnExit {
                     done: None,
                     count: None,
