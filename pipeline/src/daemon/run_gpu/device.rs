@@ -22,7 +22,12 @@ pub(crate) type PollFn<'a> = dyn FnMut(u32, &[Verdict], Option<TxView<'_>>) + 'a
 /// A set of GPU queues. Every call names its queue and takes `&self`: each queue's thread
 /// submits to and polls its own queue while the others do the same, and one thread publishes
 /// ACL tables to all of them.
-pub(crate) trait QueueDevice: Sync {
+///
+/// # Safety
+/// After [`QueueDevice::hold_slots`] returned true, the bytes of each finished burst's
+/// [`TxView::data`] stay at that address, unchanged and not written by anyone, until
+/// [`QueueDevice::release`] names the burst (the TX thread reads them after the poll returned).
+pub(crate) unsafe trait QueueDevice: Sync {
     /// Bytes of frame data one burst may carry.
     fn slot_data_capacity(&self) -> usize;
     /// Hands a burst to queue `q`; its sequence number, or why not.
@@ -33,6 +38,16 @@ pub(crate) trait QueueDevice: Sync {
     /// submit order, and frees their slots; `tx` is the burst's TX ring where the queue has
     /// one (composed pipelines). Errors when the queue's kernel stopped.
     fn poll(&self, q: usize, f: &mut PollFn<'_>) -> anyhow::Result<usize>;
+    /// Asks that every finished burst's slot stay out of reuse until [`QueueDevice::release`]
+    /// names it (called before the first submit); true when it does, and the caller then
+    /// releases every burst it reaped. False: a slot is free again once its poll returned.
+    fn hold_slots(&self) -> bool {
+        false
+    }
+    /// Burst `seq` of queue `q` is sent (see [`QueueDevice::hold_slots`]).
+    fn release(&self, q: usize, seq: u32) {
+        let _ = (q, seq);
+    }
     /// The queue kernel's heartbeat word (for the watchdog), when it has one.
     fn heartbeat(&self, q: usize) -> Option<u32>;
     /// Makes every burst submitted from now on, on every queue, classify with `tables`.
@@ -64,7 +79,10 @@ pub(crate) trait QueueDevice: Sync {
     }
 }
 
-impl QueueDevice for MultiGpu {
+// SAFETY: holding reaped slots, a finished burst's data area (the mapped ring slot, or a device
+// ring's staging slot) is rewritten only by a submit into that slot, which waits for the
+// burst's release (GpuExecutor::first_unfree); the executor outlives the host side's threads.
+unsafe impl QueueDevice for MultiGpu {
     fn slot_data_capacity(&self) -> usize {
         MultiGpu::slot_data_capacity(self) as usize
     }
@@ -89,6 +107,15 @@ impl QueueDevice for MultiGpu {
             };
             f(r.seq, r.verdicts, tx)
         })
+    }
+
+    fn hold_slots(&self) -> bool {
+        self.hold_reaped_slots();
+        true
+    }
+
+    fn release(&self, q: usize, seq: u32) {
+        MultiGpu::release(self, q, seq);
     }
 
     fn heartbeat(&self, q: usize) -> Option<u32> {

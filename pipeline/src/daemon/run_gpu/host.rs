@@ -137,6 +137,9 @@ pub(crate) fn run(
     let nq = spec.queues;
     let handoff = spec.ring_slots.clamp(2, HANDOFF_MAX);
     let with_tx = !out.is_empty();
+    // Frames are sent from the GPU slot they ran in where the device can hold it for the TX
+    // thread (asked before the first submit).
+    let holds = with_tx && dev.hold_slots();
     let rings = Rings::new(rx.len(), nq, handoff, with_tx);
     let outputs = Mutex::new(Vec::<OutTally>::new());
     let failed = AtomicBool::new(false);
@@ -204,6 +207,7 @@ pub(crate) fn run(
                 failed: &failed,
                 restarts: &shared.restarts,
                 rewrites: spec.pipeline.rewrites(),
+                holds,
             };
             let (fail, queues_done, failed) = (&fail, &queues_done, &failed);
             threads.push(spawn_named(s, format!("pw-q{q}"), move || {
@@ -226,7 +230,7 @@ pub(crate) fn run(
                     count: None,
                     failed,
                 };
-                let (t, e) = tx::run(shared, out, tx_in, frees, queues_done);
+                let (t, e) = tx::run(shared, out, tx_in, frees, queues_done, dev);
                 errors.lock().unwrap_or_else(|p| p.into_inner()).extend(e);
                 *outputs.lock().unwrap_or_else(|p| p.into_inner()) = t;
             }));

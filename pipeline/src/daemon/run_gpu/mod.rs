@@ -43,6 +43,9 @@ pub(crate) struct Slot {
     /// The send time of each entry of `tx` (the TX ring's, a pipeline that sets them); empty:
     /// send every one now.
     pub tx_times: Vec<u64>,
+    /// The GPU slot it ran in, held for the TX thread until its frames are sent (a device
+    /// that holds reaped slots, with an output port); None once released.
+    pub ring: Option<RingHold>,
     /// The receiving port (in config order) whose ingest thread owns it.
     pub port: usize,
     /// When the ingest handed it to its queue (burst latency: verdicts read - this).
@@ -56,9 +59,48 @@ impl Slot {
             verdicts: Vec::with_capacity(burst),
             tx: Vec::with_capacity(burst),
             tx_times: Vec::new(),
+            ring: None,
             port,
             handed: Instant::now(),
         }
+    }
+}
+
+/// A reaped burst's GPU slot, out of reuse until the TX thread releases it
+/// ([`QueueDevice::release`]): with a TX ring, the frames are sent from the slot's data area
+/// as the stages left them (the mapped ring slot, or a device ring's staging slot), not from a
+/// copy.
+pub(crate) struct RingHold {
+    pub q: usize,
+    pub seq: u32,
+    data: Option<(*const u8, usize)>,
+}
+
+// SAFETY: the pointer is only read (by the one thread that has the slot), and the memory it
+// names stays put until the release (RingHold::new's contract).
+unsafe impl Send for RingHold {}
+
+impl RingHold {
+    /// Burst `seq` of queue `q`, its frames in `data` when given.
+    ///
+    /// # Safety
+    /// `data` must stay at its address, unchanged, until [`QueueDevice::release`] names
+    /// `(q, seq)` (the device's contract after `hold_slots`), and the device must outlive this
+    /// hold's reads: the host side's threads end before the device is dropped.
+    unsafe fn new(q: usize, seq: u32, data: Option<&[u8]>) -> RingHold {
+        RingHold {
+            q,
+            seq,
+            data: data.map(|d| (d.as_ptr(), d.len())),
+        }
+    }
+
+    /// The slot's frame bytes (with a TX ring).
+    fn data(&self) -> Option<&[u8]> {
+        // SAFETY: the slot is held (RingHold::new's contract) and only read while this
+        // borrow lives; the TX thread releases it after its last read.
+        self.data
+            .map(|(p, n)| unsafe { std::slice::from_raw_parts(p, n) })
     }
 }
 

@@ -13,7 +13,7 @@ use crossbeam_utils::Backoff;
 
 use super::device::{QueueDevice, TxView};
 use super::reap::Reaper;
-use super::{wait_on, Slot};
+use super::{wait_on, RingHold, Slot};
 use crate::config::OnFull;
 use crate::control::watchdog::RestartBoard;
 use crate::counters::QueueCounters;
@@ -42,6 +42,9 @@ pub(crate) struct QueueCtx<'a> {
     pub restarts: &'a RestartBoard,
     /// The pipeline rewrites frames: what the TX thread sends is the GPU's copy of them.
     pub rewrites: bool,
+    /// The device holds each reaped burst's slot until the TX thread releases it
+    /// (`QueueDevice::hold_slots`): frames are sent from the slot, not copied out of it.
+    pub holds: bool,
 }
 
 /// A queue thread's rings: from each ingest thread, to the TX thread (none without an output
@@ -170,7 +173,7 @@ impl Worker<'_, '_> {
         let has_tx = self.io.to_tx.is_some();
         let (pending, reaped, frees) = (&mut self.pending, &mut self.reaped, &self.io.frees);
         let mut out_of_order = None;
-        let rewrites = ctx.rewrites;
+        let (rewrites, holds, q) = (ctx.rewrites, ctx.holds, ctx.q);
         let n = ctx.dev.poll(ctx.q, &mut |seq, v, tx| {
             let slot = match pending.pop_front() {
                 Some((want, slot)) if want == seq => slot,
@@ -186,7 +189,11 @@ impl Worker<'_, '_> {
                 let mut slot = slot;
                 slot.verdicts.clear();
                 slot.verdicts.extend_from_slice(v);
-                fill_tx(&mut slot, v, tx, rewrites);
+                // SAFETY: `holds` means the device's hold_slots returned true: the burst's
+                // data stays put until the TX thread releases (q, seq) after sending it.
+                slot.ring =
+                    holds.then(|| unsafe { RingHold::new(q, seq, tx.as_ref().map(|t| t.data)) });
+                fill_tx(&mut slot, v, tx, rewrites && !holds);
                 reaped.push(slot);
             } else {
                 // No output port: passed frames are counted, and the slot goes back.
@@ -288,11 +295,12 @@ impl Worker<'_, '_> {
     }
 }
 
-/// What the TX thread sends of a reaped burst ([`Slot::tx`]): the kernel's TX ring, with the
-/// frames it names brought back from the GPU's slot when the stages rewrote them (the port
-/// reads them as a NIC reads its ring: no verdict is looked at), or, without a TX ring (the
-/// built-in pipeline), every frame the verdicts do not drop.
-fn fill_tx(slot: &mut Slot, v: &[Verdict], tx: Option<TxView<'_>>, rewrites: bool) {
+/// What the TX thread sends of a reaped burst ([`Slot::tx`]): the kernel's TX ring (the port
+/// reads the frames as a NIC reads its ring: no verdict is looked at), or, without a TX ring
+/// (the built-in pipeline), every frame the verdicts do not drop. `copy_back`: the frames the
+/// ring names are copied from the GPU's slot into the burst (a device that does not hold its
+/// slots for the TX thread; held slots are sent from where they are, [`Slot::ring`]).
+fn fill_tx(slot: &mut Slot, v: &[Verdict], tx: Option<TxView<'_>>, copy_back: bool) {
     slot.tx.clear();
     slot.tx_times.clear();
     let Some(t) = tx else {
@@ -313,7 +321,7 @@ fn fill_tx(slot: &mut Slot, v: &[Verdict], tx: Option<TxView<'_>>, rewrites: boo
     };
     for d in t.descs {
         let r = d.offset as usize..d.offset as usize + d.len as usize;
-        if rewrites {
+        if copy_back {
             // A descriptor outside either buffer was refused when the ring was read
             // (GpuExecutor::take_tx); the burst's buffer holds the frame and its room.
             if let (Some(src), Some(dst)) = (t.data.get(r.clone()), slot.burst.data.get_mut(r)) {

@@ -27,8 +27,13 @@ struct OnGpu {
     seq: u32,
     v: Vec<Verdict>,
     left: u32,
-    tx: Option<(Vec<TxDesc>, Vec<u8>, Vec<u64>)>,
+    /// Descriptors, the bytes of the burst's data in its ring slot, send times.
+    tx: Option<(Vec<TxDesc>, usize, Vec<u64>)>,
 }
+
+/// What a released slot's data area is overwritten with: a frame sent after its slot was
+/// released (or reused) shows it.
+const RELEASED_FILL: u8 = 0xEE;
 
 /// One stand-in queue: the bursts "on the GPU".
 struct FakeQueue {
@@ -38,6 +43,13 @@ struct FakeQueue {
     counters: QueueCounters,
     metas: Vec<PacketMeta>,
     verdicts: Vec<crate::verdict::Verdict>,
+    /// Each ring slot's data area (the TX ring's frames as the stages left them), allocated
+    /// once: a held slot's bytes never move.
+    ring: Vec<Box<[u8]>>,
+    /// Bursts reaped, and (holding slots) released in order; per slot the last burst released.
+    reaped: u32,
+    released: u32,
+    marks: Vec<Option<u32>>,
 }
 
 /// A GPU stand-in: the CPU pipeline at submit, a ring of `slots` bursts per queue, verdicts
@@ -58,6 +70,9 @@ struct CpuStandIn {
     stall: Option<(usize, u32)>,
     /// Per queue: stopped for a restart.
     stopped: Vec<std::sync::atomic::AtomicBool>,
+    /// Agrees to hold reaped slots for the TX thread (`hold_slots`), as the real executor does.
+    can_hold: bool,
+    holding: std::sync::atomic::AtomicBool,
 }
 
 impl CpuStandIn {
@@ -80,6 +95,12 @@ impl CpuStandIn {
                         counters: QueueCounters::new(stages, rules),
                         metas: Vec::new(),
                         verdicts: Vec::new(),
+                        ring: (0..slots)
+                            .map(|_| vec![0u8; p.cfg.queues.burst as usize * 2048].into())
+                            .collect(),
+                        reaped: 0,
+                        released: 0,
+                        marks: vec![None; slots as usize],
                     })
                 })
                 .collect(),
@@ -89,7 +110,27 @@ impl CpuStandIn {
             stopped: (0..p.cfg.queues.count)
                 .map(|_| std::sync::atomic::AtomicBool::new(false))
                 .collect(),
+            can_hold: true,
+            holding: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    fn holds(&self) -> bool {
+        self.holding.load(Ordering::Relaxed)
+    }
+
+    /// Whether queue `fq` has no free slot: every one holds a burst on the "GPU" or, holding
+    /// slots, one reaped and not yet released.
+    fn ring_full(&self, fq: &mut FakeQueue) -> bool {
+        if !self.holds() {
+            return fq.on_gpu.len() >= self.slots as usize;
+        }
+        while fq.released != fq.reaped
+            && fq.marks[(fq.released % self.slots) as usize] == Some(fq.released)
+        {
+            fq.released += 1;
+        }
+        fq.next_seq - fq.released >= self.slots
     }
 
     /// Whether queue `q`'s kernel holds the stalled burst now.
@@ -103,7 +144,10 @@ impl CpuStandIn {
     }
 }
 
-impl QueueDevice for CpuStandIn {
+// SAFETY: holding slots, a slot's data area (a boxed buffer that never moves) is written only by
+// a submit into that slot, which waits for the release of its last burst (`ring_full`), and by
+// the release itself; the stand-in outlives every run over it.
+unsafe impl QueueDevice for CpuStandIn {
     fn slot_data_capacity(&self) -> usize {
         self.slot_cap
     }
@@ -123,16 +167,18 @@ impl QueueDevice for CpuStandIn {
                 max_bytes: self.slot_cap as u32,
             });
         }
-        if fq.on_gpu.len() >= self.slots as usize {
+        if self.ring_full(&mut fq) {
             return Err(SubmitError::RingFull {
                 queue: q,
                 slots: self.slots,
             });
         }
+        let slot = (fq.next_seq % self.slots) as usize;
         let FakeQueue {
             counters,
             metas,
             verdicts,
+            ring,
             ..
         } = &mut *fq;
         // A rewriting pipeline runs on the GPU's copy of the burst, and its TX ring names
@@ -166,7 +212,10 @@ impl QueueDevice for CpuStandIn {
             } else {
                 Vec::new()
             };
-            Some((descs, b.data, times))
+            // The slot's data area takes the frames as the stages left them.
+            let len = b.data.len().min(ring[slot].len());
+            ring[slot][..len].copy_from_slice(&b.data[..len]);
+            Some((descs, len, times))
         } else {
             self.pipeline.run_burst(burst, metas, verdicts, counters);
             None
@@ -215,14 +264,35 @@ impl QueueDevice for CpuStandIn {
             if b.left > 0 {
                 break;
             }
-            let tx =
-                b.tx.as_ref()
-                    .map(|(descs, data, times)| TxView { descs, data, times });
+            let slot = (b.seq % self.slots) as usize;
+            let tx = b.tx.as_ref().map(|(descs, len, times)| TxView {
+                descs,
+                data: &fq.ring[slot][..*len],
+                times,
+            });
             f(b.seq, &b.v, tx);
             fq.on_gpu.pop_front();
+            fq.reaped += 1;
             n += 1;
         }
         Ok(n)
+    }
+
+    fn hold_slots(&self) -> bool {
+        self.holding.store(self.can_hold, Ordering::Relaxed);
+        self.can_hold
+    }
+
+    fn release(&self, q: usize, seq: u32) {
+        let mut fq = self.queue(q);
+        let slot = (seq % self.slots) as usize;
+        assert!(
+            seq < fq.reaped && fq.marks[slot].is_none_or(|m| m < seq),
+            "queue {q}: burst {seq} released before it was reaped, or twice"
+        );
+        fq.marks[slot] = Some(seq);
+        // Released: the slot may take the next burst; what was there is gone.
+        fq.ring[slot].fill(RELEASED_FILL);
     }
 
     fn heartbeat(&self, q: usize) -> Option<u32> {
@@ -245,6 +315,12 @@ impl QueueDevice for CpuStandIn {
         }
         let mut fq = self.queue(q);
         let lost = fq.on_gpu.pop_front().map(|b| (b.seq, b.v.len() as u32));
+        if let Some((seq, _)) = lost {
+            // Never handed to the caller: free at once, as the executor's relaunch does.
+            let slot = (seq % self.slots) as usize;
+            fq.reaped += 1;
+            fq.marks[slot] = Some(seq);
+        }
         Ok(crate::executor::gpu::Restarted { lost })
     }
 
@@ -816,5 +892,6 @@ fn the_gpu_pipeline_desc_names_the_stages_and_the_acl_tables() {
 }
 
 mod composed;
+mod held;
 mod restart;
 mod rewrite;

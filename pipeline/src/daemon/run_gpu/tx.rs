@@ -10,6 +10,7 @@ use std::sync::mpsc::Sender;
 
 use crossbeam_utils::Backoff;
 
+use super::device::QueueDevice;
 use super::{wait_on, Slot};
 use crate::executor::cpu::CpuShared;
 use crate::executor::gpu::abi::{self, TxDesc};
@@ -17,10 +18,16 @@ use crate::port::out::{Destinations, OutPorts, OutTally};
 use crate::ring::Consumer;
 use crate::verdict::DropReason;
 
-/// The bytes of TX entry `d` in `slot`'s burst (empty when it lies outside: never sent).
+/// The bytes of TX entry `d`: in the GPU slot the burst ran in where it is held with its
+/// frames ([`Slot::ring`]), else in the burst (empty when it lies outside: never sent).
 fn frame_of<'s>(slot: &'s Slot, d: &TxDesc) -> &'s [u8] {
     let (a, n) = (d.offset as usize, d.len as usize);
-    slot.burst.data.get(a..a + n).unwrap_or(&[])
+    let data = slot
+        .ring
+        .as_ref()
+        .and_then(|r| r.data())
+        .unwrap_or(&slot.burst.data);
+    data.get(a..a + n).unwrap_or(&[])
 }
 
 /// TX entry `i` of `slot` with its bytes and send time (0: now, or no times in the ring).
@@ -44,6 +51,7 @@ pub(crate) fn run(
     mut inputs: Vec<Consumer<Slot>>,
     frees: Vec<Sender<Slot>>,
     queues_done: &AtomicUsize,
+    dev: &dyn QueueDevice,
 ) -> (Vec<OutTally>, Vec<String>) {
     let backoff = Backoff::new();
     let mut dest = Destinations::new(out);
@@ -94,6 +102,12 @@ pub(crate) fn run(
                             .filter(|(_, t)| t.action == abi::ACTION_TO_HOST)
                             .map(move |(i, t)| timed(s, i, t))
                     });
+                }
+                // Every destination is done with the frames (ports copy what they keep):
+                // the GPU slot may take the next burst.
+                let mut slot = slot;
+                if let Some(h) = slot.ring.take() {
+                    dev.release(h.q, h.seq);
                 }
                 if let Some(f) = frees.get(slot.port) {
                     let _ = f.send(slot);

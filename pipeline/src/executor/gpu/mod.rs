@@ -29,7 +29,7 @@ pub mod multi;
 mod stages;
 pub mod tables;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use abi::{QueueCounters, Verdict};
@@ -214,8 +214,11 @@ struct Queue {
     lost_bursts: u32,
     /// Bursts handed over (producer count).
     next_seq: u32,
-    /// Bursts whose verdicts the host has read (their slots are free again).
+    /// Bursts whose verdicts the host has read (their slots are free again, unless the
+    /// executor holds reaped slots: [`GpuExecutor::hold_reaped_slots`]).
     reaped: u32,
+    /// Holding reaped slots: bursts whose slots the caller released, in order (`<= reaped`).
+    released: u32,
     /// Graph mode: bursts staged since the last launch, starting at `pending_start`.
     pending: u32,
     pending_start: u32,
@@ -248,6 +251,11 @@ pub struct GpuExecutor {
     retired: KernelMem<Mutex<Retirement<Retired>>>,
     /// `retired.len()`, readable without the lock (poll checks it on every call).
     retired_len: AtomicUsize,
+    /// Reaped slots stay out of reuse until released ([`GpuExecutor::hold_reaped_slots`]).
+    hold: AtomicBool,
+    /// Per queue, per slot: `seq + 1` once burst `seq` of that slot was released (written by
+    /// the caller's sending thread without the queue's lock; read by submit).
+    releases: Vec<Box<[AtomicU32]>>,
     kernel_stream: KernelMem<Stream>,
     /// Side copies (counter reads) that must not wait for the persistent kernel.
     aux_stream: KernelMem<Stream>,

@@ -365,6 +365,20 @@ impl MultiGpu {
         self.execs.iter().map(GpuExecutor::counters).collect()
     }
 
+    /// [`GpuExecutor::hold_reaped_slots`] on every GPU.
+    pub fn hold_reaped_slots(&self) {
+        for ex in &self.execs {
+            ex.hold_reaped_slots();
+        }
+    }
+
+    /// [`GpuExecutor::release`] of burst `seq` of queue `q`.
+    pub fn release(&self, q: usize, seq: u32) {
+        if let Ok((ex, l)) = self.at(q) {
+            ex.release(l, seq);
+        }
+    }
+
     /// How long [`MultiGpu::shutdown`] waits for every GPU's kernels together (see
     /// [`GpuExecutor::set_stop_wait`]).
     pub fn set_stop_wait(&mut self, wait: Duration) {

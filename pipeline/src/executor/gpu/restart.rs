@@ -80,7 +80,9 @@ impl GpuExecutor {
             let slot = (seq % self.opts.ring_slots) as usize;
             (seq, q.slot_frames[slot])
         });
-        if lost.is_some() {
+        if let Some((seq, _)) = lost {
+            // Never handed to the caller: its slot is free at once.
+            self.release(queue, seq);
             q.reaped = q.reaped.wrapping_add(1);
             q.lost_bursts = q.lost_bursts.wrapping_add(1);
         }

@@ -249,6 +249,7 @@ impl QueueSetup<'_> {
             lost_bursts: 0,
             next_seq: 0,
             reaped: 0,
+            released: 0,
             pending: 0,
             pending_start: 0,
             host: HostCounters::default(),
@@ -553,6 +554,13 @@ impl GpuExecutor {
         qdescs.upload(raw)?;
 
         let kernel_stream = Stream::new(&ctx)?;
+        let releases = (0..n_queues)
+            .map(|_| {
+                (0..opts.ring_slots)
+                    .map(|_| std::sync::atomic::AtomicU32::new(0))
+                    .collect()
+            })
+            .collect();
         let mut ex = GpuExecutor {
             threads: opts.threads(),
             opts,
@@ -567,6 +575,8 @@ impl GpuExecutor {
             current: KernelMem::new(Mutex::new(table)),
             retired: KernelMem::new(Mutex::new(Retirement::default())),
             retired_len: AtomicUsize::new(0),
+            hold: std::sync::atomic::AtomicBool::new(false),
+            releases,
             kernel_stream: KernelMem::new(kernel_stream),
             aux_stream: KernelMem::new(Stream::new(&ctx)?),
             f_persistent: k.f_persistent,

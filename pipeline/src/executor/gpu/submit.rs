@@ -125,7 +125,7 @@ impl GpuExecutor {
             });
         }
         let slots = self.opts.ring_slots;
-        if q.next_seq.wrapping_sub(q.reaped) >= slots {
+        if q.next_seq.wrapping_sub(self.first_unfree(queue, &mut q)) >= slots {
             q.host.ring_full_bursts += 1;
             q.host.ring_full_frames += n as u64;
             return Err(SubmitError::RingFull { queue, slots });
@@ -145,8 +145,9 @@ impl GpuExecutor {
             (None, Some(r)) => r.host,
             (None, None) => return Err(gpu_err("queue has no ring memory")),
         };
-        // SAFETY: the slot lies inside the buffer (slot < slots) and the GPU is not reading it:
-        // its previous burst was reaped (ring-full check above), and for `device` placement the
+        // SAFETY: the slot lies inside the buffer (slot < slots) and neither the GPU nor the
+        // caller is reading it: its previous burst was reaped, and released where the
+        // executor holds reaped slots (ring-full check above), and for `device` placement the
         // staging copy of that burst completed before the kernel consumed it.
         unsafe {
             let slot_ptr = base.add(off);

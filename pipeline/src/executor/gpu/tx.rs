@@ -3,6 +3,7 @@
 //! ports to transmit from (they play the NIC's part: no verdict is read to find the frames).
 
 use std::ptr;
+use std::sync::atomic::Ordering;
 
 use super::abi::{self, TxDesc, Verdict};
 use super::{GpuExecutor, Placement, Queue};
@@ -25,10 +26,61 @@ pub struct Reaped<'a> {
     /// With a TX ring: the slot's data area as the kernel left it (a rewriting pipeline's frames
     /// are changed in place there), as many bytes as the burst's data. With a device ring it is
     /// the staging slot, brought back from the device only when the stages rewrite frames.
+    /// Holding reaped slots ([`GpuExecutor::hold_reaped_slots`]) these bytes stay where they
+    /// are, unchanged, until the burst is released.
     pub data: Option<&'a [u8]>,
 }
 
 impl GpuExecutor {
+    /// From now on a reaped burst's slot (its ring data, a device ring's staging slot) stays
+    /// out of reuse until [`GpuExecutor::release`] names it, so the caller may send frames from
+    /// the data area [`Reaped::data`] names after the poll returned, as a NIC sends from its
+    /// ring. A submit meeting only unreleased slots is refused as `RingFull` (the sender
+    /// back-pressures ingest; nothing is overwritten). Set before the first submit; the
+    /// caller then releases every burst it reaped, in any order.
+    pub fn hold_reaped_slots(&self) {
+        self.hold.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether reaped slots are held until released.
+    pub fn holds_reaped_slots(&self) -> bool {
+        self.hold.load(Ordering::Relaxed)
+    }
+
+    /// Burst `seq` of `queue` is sent: its slot may be reused (holding reaped slots; a no-op
+    /// otherwise, and for a queue or burst that is not there).
+    pub fn release(&self, queue: usize, seq: u32) {
+        let Some(marks) = self.releases.get(queue) else {
+            return;
+        };
+        let slots = marks.len() as u32;
+        if let Some(m) = marks.get((seq % slots.max(1)) as usize) {
+            // Release: every read of the slot's data by the caller happened before.
+            m.store(seq.wrapping_add(1), Ordering::Release);
+        }
+    }
+
+    /// The first burst of `queue` whose slot is not free: the first not reaped, or, holding
+    /// reaped slots, the first not released (advanced here over the releases, in order).
+    pub(super) fn first_unfree(&self, queue: usize, q: &mut Queue) -> u32 {
+        if !self.holds_reaped_slots() {
+            return q.reaped;
+        }
+        let Some(marks) = self.releases.get(queue) else {
+            return q.reaped;
+        };
+        let slots = marks.len() as u32;
+        while q.released != q.reaped {
+            let seq = q.released;
+            // Acquire: the caller's reads of the slot come before this submit rewrites it.
+            if marks[(seq % slots) as usize].load(Ordering::Acquire) != seq.wrapping_add(1) {
+                break;
+            }
+            q.released = seq.wrapping_add(1);
+        }
+        q.released
+    }
+
     /// Reads burst `slot`'s TX descriptors (`n` frames) into `out` (and their send times into
     /// `times`, where the pipeline sets them) and returns where its data
     /// area is (host address, bytes): the mapped ring itself, or the staging slot after a copy
@@ -113,7 +165,7 @@ impl GpuExecutor {
                 if end > 0 && self.frames_written {
                     // The port reads what the stages left in device memory: one copy of the
                     // data area back into the slot's staging, which is this burst's until the
-                    // reap returns.
+                    // reap returns (until its release, holding reaped slots).
                     self.ctx.bind()?;
                     // SAFETY: off + end lies inside both the ring and the staging buffer
                     // (end <= data_cap); the kernel is done with the slot and the staging slot
