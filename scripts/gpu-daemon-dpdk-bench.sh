@@ -10,12 +10,13 @@
 # Usage (GPU machine, repository root): scripts/gpu-daemon-dpdk-bench.sh BUNDLE [OUT]
 #   BUNDLE  a scripts/cpu-peer-bundle.sh folder built with PKTWARP_DPDK_BIN (bin/pktwarp)
 #   OUT     results folder (default $OUT, else ./gpu-results)
-#   env: REPS (default 3), SECS (default 6), QUEUES (default "2 8")
+#   env: REPS (default 3), SECS (default 6), QUEUES (default "2 8"), BURST (queues.burst, 64)
 set -u
 BUNDLE=$(cd "${1:?usage: gpu-daemon-dpdk-bench.sh BUNDLE [OUT]}" && pwd)
 RES=${2:-${OUT:-./gpu-results}}
 REPS=${REPS:-3}
 SECS=${SECS:-6}
+BURST=${BURST:-64}
 QUEUES=${QUEUES:-"2 8"}
 # shellcheck source=/dev/null
 . "$BUNDLE/env.sh"
@@ -45,7 +46,7 @@ ports:
       tx_queues: 1
 queues:
   count: $q
-  burst: 64
+  burst: $BURST
 pipeline:
   - parse
   - acl:
