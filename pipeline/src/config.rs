@@ -387,9 +387,11 @@ pub struct ExecutorConfig {
     #[serde(default)]
     pub kind: ExecutorKind,
     /// GPU executor options (mode, placement, device, devices: [0, 1] or `all` to spread the
-    /// queues over several GPUs, ...). `queues.burst` and
-    /// `queues.ring_slots` set the GPU rings' burst and slot count too, so one config runs the
-    /// same on both executors; `burst_size` / `ring_slots` here are only for library users.
+    /// queues over several GPUs, ...). A GPU slot holds the larger of `queues.burst` and
+    /// `burst_size` (default 256) frames: RX bursts are gathered into it while the input is
+    /// busy (a queue's kernel takes one slot at a time); a ring holds the frames
+    /// `queues.ring_slots x queues.burst` allow (at least 2 slots). `ring_slots` here is only
+    /// for library users.
     #[serde(default)]
     pub gpu: crate::executor::gpu::GpuOptions,
 }

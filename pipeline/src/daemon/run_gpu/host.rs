@@ -35,7 +35,10 @@ const HANDOFF_MAX: usize = 32;
 /// What the host side runs.
 pub(crate) struct HostSpec<'a> {
     pub queues: usize,
+    /// Frames an RX call asks for (`queues.burst`).
     pub burst: usize,
+    /// Frames a GPU slot holds: RX bursts are gathered into slots this large.
+    pub slot_frames: usize,
     /// Bursts the GPU ring of each queue holds (the hand-off rings hold at most
     /// [`HANDOFF_MAX`]).
     pub ring_slots: usize,
@@ -157,6 +160,7 @@ pub(crate) fn run(
         steering: spec.steering,
         queues: nq,
         burst: spec.burst.max(1),
+        slot_frames: spec.slot_frames.max(spec.burst).max(1),
         slot_cap: dev.slot_data_capacity(),
         room: spec.pipeline.frame_room(),
         on_full: spec.on_full,

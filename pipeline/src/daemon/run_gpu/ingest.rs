@@ -29,8 +29,10 @@ pub(crate) struct IngestCtx<'a> {
     pub shared: &'a CpuShared,
     pub steering: &'a Steering,
     pub queues: usize,
-    /// Frames a burst holds at most.
+    /// Frames an RX call asks for.
     pub burst: usize,
+    /// Frames a slot's burst holds at most (the GPU slot; at least `burst`).
+    pub slot_frames: usize,
     /// Frame bytes a burst holds at most (the GPU slot's data area).
     pub slot_cap: usize,
     /// Bytes left after every frame for the stages to grow it into (`Pipeline::frame_room`).
@@ -145,7 +147,9 @@ impl Ingest<'_, '_> {
                     continue;
                 }
                 let b = &self.building[q].burst;
-                if (b.len() >= ctx.burst || b.data.len() + need > ctx.slot_cap) && !self.hand(q) {
+                if (b.len() >= ctx.slot_frames || b.data.len() + need > ctx.slot_cap)
+                    && !self.hand(q)
+                {
                     return Ok(());
                 }
                 let mut dd = *d;
@@ -171,7 +175,7 @@ impl Ingest<'_, '_> {
             for q in 0..nq {
                 let n = self.building[q].burst.len();
                 let stale = self.first_at[q].is_some_and(|t| t.elapsed() >= DRAIN);
-                if n > 0 && (n >= ctx.burst || quiet || stale) && !self.hand(q) {
+                if n > 0 && (n >= ctx.slot_frames || quiet || stale) && !self.hand(q) {
                     return Ok(());
                 }
             }
@@ -188,7 +192,7 @@ impl Ingest<'_, '_> {
     fn fresh(&mut self) -> Slot {
         let mut s = match self.spare.pop().or_else(|| self.free.try_recv().ok()) {
             Some(s) => s,
-            None => Slot::new(self.port_id, self.ctx.burst),
+            None => Slot::new(self.port_id, self.ctx.slot_frames),
         };
         s.burst.clear();
         s.verdicts.clear();

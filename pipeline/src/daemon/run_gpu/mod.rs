@@ -148,14 +148,46 @@ fn gpu_pipeline_desc<'a>(
     })
 }
 
+/// The shape of the daemon's GPU rings. A queue's kernel takes one slot at a time, so a slot of
+/// a few dozen frames caps a busy queue at what one slot's round trip allows (64-frame slots:
+/// 9 Mpps on one queue of an H200, against 18 with 256-frame slots; BENCHMARKS.md). The RX
+/// bursts (`queues.burst`) are therefore gathered into slots of `executor.gpu.burst_size` frames
+/// (default 256) when that is larger; a partial slot still leaves as soon as its port goes quiet
+/// (or after 100 us), so a light load keeps its latency. The ring keeps the frames in flight
+/// `queues.ring_slots x queues.burst` allows (at least 2 slots): the memory a config asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GpuSlots {
+    pub frames: usize,
+    pub ring_slots: usize,
+}
+
+impl GpuSlots {
+    pub(crate) fn of(cfg: &crate::config::Config) -> GpuSlots {
+        let q = &cfg.queues;
+        let burst = q.burst as usize;
+        let frames = burst.max(cfg.executor.gpu.burst_size as usize);
+        let in_flight = q.ring_slots as usize * burst;
+        GpuSlots {
+            frames,
+            ring_slots: in_flight.div_ceil(frames).next_power_of_two().max(2),
+        }
+    }
+}
+
 /// The host side's view of a prepared config: `acl_on` when the GPU runs an acl stage, with
 /// the tables of generation `acl_generation` at start.
-fn host_spec(p: &Prepared, acl_on: bool, acl_generation: u64) -> host::HostSpec<'_> {
+fn host_spec(
+    p: &Prepared,
+    shape: GpuSlots,
+    acl_on: bool,
+    acl_generation: u64,
+) -> host::HostSpec<'_> {
     let q = &p.cfg.queues;
     host::HostSpec {
         queues: q.count as usize,
         burst: q.burst as usize,
-        ring_slots: q.ring_slots as usize,
+        slot_frames: shape.frames,
+        ring_slots: shape.ring_slots,
         on_full: q.on_full,
         pipeline: &p.pipeline,
         steering: &p.steering,
@@ -176,15 +208,15 @@ pub fn run_gpu(
     image: &KernelImage,
 ) -> anyhow::Result<Summary> {
     let setup = Instant::now();
-    let q = &p.cfg.queues;
     let mut opts = p.cfg.executor.gpu.clone();
-    opts.burst_size = q.burst as u32;
-    opts.ring_slots = q.ring_slots;
+    let shape = GpuSlots::of(&p.cfg);
+    opts.burst_size = shape.frames as u32;
+    opts.ring_slots = shape.ring_slots as u32;
     let acl = p.pipeline.acl();
     let acl_bytes = acl.as_ref().map(|a| a.classifier.image_bytes());
     let desc = gpu_pipeline_desc(&p.pipeline, acl.as_deref(), acl_bytes.as_deref())?;
     let acl_on = desc.acl.is_some();
-    let mut gpu = MultiGpu::new(opts, desc, q.count as usize, image)?;
+    let mut gpu = MultiGpu::new(opts, desc, p.cfg.queues.count as usize, image)?;
     // The kernels' stop is bounded as the drain is: a kernel still running then leaves its
     // tables and rings allocated (never freed under it) and the run ends with a
     // KernelStillRunning error, which `pktwarp run` exits 3 for.
@@ -197,7 +229,16 @@ pub fn run_gpu(
         setup.elapsed().as_secs_f64()
     );
     let start = Instant::now();
-    let spec = host_spec(p, acl_on, acl.as_ref().map_or(0, |a| a.generation));
+    tracing::info!(
+        event = "gpu_slots",
+        frames = shape.frames,
+        ring_slots = shape.ring_slots,
+        "GPU slots of {} frames, {} a queue (RX bursts of {} gathered into them while the input is busy)",
+        shape.frames,
+        shape.ring_slots,
+        p.cfg.queues.burst
+    );
+    let spec = host_spec(p, shape, acl_on, acl.as_ref().map_or(0, |a| a.generation));
     let mut dests = ports.take_out();
     // Fronthaul slots complete during the run (a poll beside the host side).
     let (out, live) = fronthaul::with_live(&p.pipeline, &mut gpu, |gpu| {

@@ -82,8 +82,9 @@ impl CpuStandIn {
         CpuStandIn {
             pipeline: Arc::clone(&p.pipeline),
             slots,
-            slot_cap: p.cfg.queues.burst as usize * 2048,
-            burst_max: p.cfg.queues.burst as usize,
+            // The daemon's slot shape (RX bursts gathered into larger slots).
+            slot_cap: GpuSlots::of(&p.cfg).frames * 2048,
+            burst_max: GpuSlots::of(&p.cfg).frames,
             lag,
             fail_at: None,
             queues: (0..p.cfg.queues.count)
@@ -479,7 +480,7 @@ fn run_host(
 ) -> (anyhow::Result<()>, Summary) {
     let mut ports = open_ports(&p.cfg).expect("ports");
     let acl_on = p.pipeline.acl().is_some();
-    let spec = host_spec(p, acl_on, 0);
+    let spec = host_spec(p, GpuSlots::of(&p.cfg), acl_on, 0);
     let mut out_ports =
         crate::port::out::OutPorts::single(tx.map(|t| Box::new(t) as Box<dyn TxPort>));
     let t = Instant::now();
@@ -895,3 +896,25 @@ mod composed;
 mod held;
 mod restart;
 mod rewrite;
+
+#[test]
+fn gpu_slots_gather_small_rx_bursts_and_keep_the_frames_in_flight() {
+    let shape = |yaml: &str| {
+        let ports = gen_port("g", 10, 1, "64");
+        GpuSlots::of(&prepared(&format!("ports:\n{ports}pipeline: [parse, count]\n{yaml}")).cfg)
+    };
+    // Defaults: RX bursts of 32 gathered into 256-frame slots; 256 x 32 frames in flight.
+    let d = shape("");
+    assert_eq!((d.frames, d.ring_slots), (256, 32));
+    // A larger RX burst keeps its own size; so does an explicit smaller GPU slot.
+    let big = shape("queues: { burst: 1024, ring_slots: 64 }\n");
+    assert_eq!((big.frames, big.ring_slots), (1024, 64));
+    let small =
+        shape("queues: { burst: 32, ring_slots: 4 }\nexecutor: { gpu: { burst_size: 32 } }\n");
+    assert_eq!((small.frames, small.ring_slots), (32, 4));
+    // Never fewer than two slots, rounded up to a power of two.
+    let two = shape("queues: { burst: 32, ring_slots: 4 }\n");
+    assert_eq!((two.frames, two.ring_slots), (256, 2));
+    let odd = shape("queues: { burst: 96, ring_slots: 8 }\n");
+    assert_eq!((odd.frames, odd.ring_slots), (256, 4));
+}

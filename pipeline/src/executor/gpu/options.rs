@@ -44,7 +44,8 @@ pub struct GpuOptions {
     /// Per-queue placement overriding `placement` (index = queue number; shorter lists leave the
     /// remaining queues at `placement`).
     pub queue_placement: Vec<Placement>,
-    /// Most frames in one burst (1..=1024). Default 256.
+    /// Most frames in one burst (1..=1024). Default 256. The daemon's slots hold the larger of
+    /// this and `queues.burst` (`daemon::run_gpu::GpuSlots`).
     pub burst_size: u32,
     /// Slots (bursts) per ring. Default 64. With `graph` a multiple of `graph_bursts`.
     pub ring_slots: u32,

@@ -45,7 +45,7 @@ fn run(dir: &Path, queues: u32, gpu: bool) -> (Summary, Vec<Vec<Vec<u8>>>) {
     let mut ports = open_ports(&p.cfg).expect("ports");
     let s = if gpu {
         let dev = CpuStandIn::new(&p, 8, 2);
-        let spec = host_spec(&p, p.pipeline.acl().is_some(), 0);
+        let spec = host_spec(&p, GpuSlots::of(&p.cfg), p.pipeline.acl().is_some(), 0);
         let mut out = ports.take_out();
         let t = Instant::now();
         let o = host::run(&dev, &spec, &shared, &mut ports.rx, &mut out);
