@@ -145,16 +145,16 @@ fn software_pacing_on_a_tx_handle() {
     timed.push((&frames[n as usize], start + 5_000_000_000));
     timed.push((&frames[n as usize + 1], wall_ns() - 1_000_000_000));
     timed.push((&frames[n as usize + 2], 0));
-    let r = tx.tx_burst_timed(&mut timed.iter().copied()).expect("tx");
-    assert_eq!((r.sent, r.too_far), (n as usize + 2, 1));
+    // For queue 3: the frames held are reported for it once they went out.
+    let r = tx
+        .tx_burst_queued(&mut timed.iter().copied(), 3)
+        .expect("tx");
+    // Sent now: the late one and the one without a time; held: the paced ones (not sent yet).
+    assert_eq!((r.sent, r.held, r.too_far), (2, n as usize, 1));
+    let bytes = |fs: &[Vec<u8>]| fs.iter().map(|f| f.len() as u64).sum::<u64>();
     assert_eq!(
         r.bytes,
-        Some(
-            frames[..n as usize + 2]
-                .iter()
-                .map(|f| f.len() as u64)
-                .sum()
-        )
+        Some(bytes(&frames[n as usize + 1..n as usize + 3]))
     );
     // The TX thread's loop: polls without waiting.
     while t0.elapsed() < Duration::from_millis(150) {
@@ -171,6 +171,18 @@ fn software_pacing_on_a_tx_handle() {
     assert_eq!(counter(&c, "pktwarp_tx_horizon"), 1);
     assert_eq!(counter(&c, "pktwarp_tx_late"), 1);
     assert_eq!(counter(&c, "pktwarp_tx_frames"), u64::from(n) + 2);
+    // Every held frame settled as sent, for the queue it was offered for.
+    let mut settled = Vec::new();
+    tx.take_settled(&mut settled);
+    assert_eq!(
+        settled,
+        vec![pipeline::port::Settled {
+            queue: 3,
+            sent: u64::from(n),
+            bytes: bytes(&frames[..n as usize]),
+            failed: 0,
+        }]
+    );
     drop(tx);
     drop(port);
     assert!(

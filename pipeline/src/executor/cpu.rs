@@ -564,6 +564,7 @@ fn tx_loop(
 ) -> (Vec<OutTally>, Vec<String>) {
     let backoff = Backoff::new();
     let mut dest = Destinations::new(out);
+    let mut settled = Vec::new();
     loop {
         let mut got = false;
         for (q, input) in inputs.iter_mut().enumerate() {
@@ -575,7 +576,7 @@ fn tx_loop(
                 let route = d.route;
                 for (k, p) in d.ports.iter_mut() {
                     let k = *k;
-                    let r = p.send(b, vs, |v| {
+                    let r = p.send(q as u16, b, vs, |v| {
                         v.action.forwards() && route.target(v.out_port) == Some(k)
                     });
                     c.tx_frames.add(r.sent);
@@ -594,10 +595,10 @@ fn tx_loop(
                 c.drops[DropReason::TxError as usize].add(lost as u64);
                 // Copies and the slow path are counted by their destinations (OutTally).
                 if let Some(m) = d.mirror.as_mut() {
-                    m.send(b, vs, out::mirrors);
+                    m.send(q as u16, b, vs, out::mirrors);
                 }
                 if let Some(sp) = d.slow.as_mut() {
-                    sp.send(b, vs, out::to_host);
+                    sp.send(q as u16, b, vs, out::to_host);
                 }
                 let mut s = slot;
                 while let Err(back) = returns[q][port_idx].push(s) {
@@ -606,8 +607,11 @@ fn tx_loop(
                 }
             }
         }
-        // Frames a port holds for their send time go out when due, bursts or not.
-        dest.poll();
+        // Frames a port holds for their send time go out when due, bursts or not; each is
+        // counted for its queue once it went out (or did not).
+        dest.poll(&mut settled);
+        out::count_settled(&shared.counters, &settled);
+        settled.clear();
         if got {
             backoff.reset();
             continue;
@@ -619,7 +623,9 @@ fn tx_loop(
         }
         wait_on(&backoff);
     }
-    dest.finish()
+    let r = dest.finish(&mut settled);
+    out::count_settled(&shared.counters, &settled);
+    r
 }
 
 /// Zero-copy forwarding between DPDK ports, DPDK l2fwd style: one run-to-completion worker per

@@ -157,14 +157,28 @@ impl PortCounterBoard {
 /// What a port did with a burst of timed frames ([`TxPort::tx_burst_timed`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TxSent {
-    /// Frames accepted: sent, written, or held to be sent at their time.
+    /// Frames sent or written now (the device or file took them).
     pub sent: usize,
+    /// Frames taken to be sent at their time (software pacing): neither sent nor failed yet;
+    /// what becomes of each is reported later by [`TxPort::take_settled`]. Never among `sent`.
+    pub held: usize,
     /// Frames refused because their send time lies further ahead than the port holds frames
     /// (counted as `tx_horizon` drops); never among `sent`.
     pub too_far: usize,
-    /// Bytes of the accepted frames; `None`: the accepted frames are the first `sent` ones
-    /// offered (the caller sums them).
+    /// Bytes of the frames sent; `None`: the frames sent are the first `sent` ones offered
+    /// (the caller sums them).
     pub bytes: Option<u64>,
+}
+
+/// What became of frames a port held for their send time ([`TxSent::held`]), for the queue
+/// they were offered for ([`TxPort::tx_burst_queued`]): sent then (with their bytes), or not
+/// (the device did not take them: `tx_full` on the port).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Settled {
+    pub queue: u16,
+    pub sent: u64,
+    pub bytes: u64,
+    pub failed: u64,
 }
 
 /// A frame to transmit and when: (bytes, send time in ns of the receive timestamps' clock,
@@ -187,10 +201,25 @@ pub trait TxPort: Send {
             ..TxSent::default()
         })
     }
+    /// As [`TxPort::tx_burst_timed`], for frames of queue `queue`: the frames it holds are
+    /// reported with that queue by [`TxPort::take_settled`] once sent or given up.
+    fn tx_burst_queued(
+        &mut self,
+        frames: &mut dyn Iterator<Item = TimedFrame<'_>>,
+        queue: u16,
+    ) -> Result<TxSent, PortError> {
+        let _ = queue;
+        self.tx_burst_timed(frames)
+    }
     /// Sends what the port held for later and is now due (software pacing); called by the TX
     /// thread between bursts, so it must not wait. Default: the port holds nothing.
     fn tx_poll(&mut self) -> Result<(), PortError> {
         Ok(())
+    }
+    /// Appends what became of the held frames settled since the last call (after `tx_poll`
+    /// and `flush`), at most one entry per queue. Default: the port holds nothing.
+    fn take_settled(&mut self, out: &mut Vec<Settled>) {
+        let _ = out;
     }
     /// Flushes buffered output (pcap writer).
     fn flush(&mut self) -> Result<(), PortError>;

@@ -7,7 +7,7 @@
 use crate::burst::Burst;
 use crate::config::{Config, ConfigError};
 use crate::port::pcap::{PcapTx, PcapTxOptions};
-use crate::port::{PortError, TimedFrame, TxPort, TxSent};
+use crate::port::{PortError, Settled, TimedFrame, TxPort, TxSent};
 use crate::verdict::{Action, Verdict};
 
 /// The config checks of `output.mirror` and `output.to_host`: a named port exists and has a
@@ -152,21 +152,38 @@ pub struct OutTally {
     pub failed: u64,
 }
 
-/// What one [`Dest::send`] did: frames asked for, taken (`sent`, with their bytes), and refused
-/// for a send time beyond what the port holds (`too_far`: `tx_horizon` drops); the rest of
-/// `wanted` the port did not take (`tx_error`).
+/// What one [`Dest::send`] did: frames asked for, sent (with their bytes), held by the port
+/// for their send time (`held`: counted once settled, [`Destinations::poll`]), and refused for a
+/// send time beyond what the port holds (`too_far`: `tx_horizon` drops); the rest of `wanted`
+/// the port did not take (`tx_error`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sent {
     pub wanted: u64,
     pub sent: u64,
     pub bytes: u64,
+    pub held: u64,
     pub too_far: u64,
 }
 
 impl Sent {
-    /// Frames neither taken nor refused for their time: `tx_error` drops.
+    /// Frames neither taken nor held nor refused for their time: `tx_error` drops.
     pub fn failed(&self) -> u64 {
-        self.wanted - self.sent - self.too_far
+        self.wanted - self.sent - self.held - self.too_far
+    }
+}
+
+/// Counts held frames where they settled: sent (`tx_frames`, `tx_bytes`) or not (`tx_error`)
+/// for the queue each came from. Called by the TX thread, the one writer of the TX counters.
+pub(crate) fn count_settled(
+    counters: &[std::sync::Arc<crate::counters::QueueCounters>],
+    settled: &[Settled],
+) {
+    for s in settled {
+        if let Some(c) = counters.get(usize::from(s.queue)) {
+            c.tx_frames.add(s.sent);
+            c.tx_bytes.add(s.bytes);
+            c.drops[crate::verdict::DropReason::TxError as usize].add_shared(s.failed);
+        }
     }
 }
 
@@ -191,14 +208,16 @@ impl<'a> Dest<'a> {
         }
     }
 
-    /// Sends the frames of `burst` that `pick` selects, each at its verdict's send time.
+    /// Sends the frames of `burst` (of queue `queue`) that `pick` selects, each at its
+    /// verdict's send time.
     pub fn send(
         &mut self,
+        queue: u16,
         burst: &Burst,
         verdicts: &[Verdict],
         pick: impl Fn(&Verdict) -> bool,
     ) -> Sent {
-        self.send_frames(|| {
+        self.send_frames(queue, || {
             burst
                 .frames()
                 .zip(verdicts.iter())
@@ -207,9 +226,9 @@ impl<'a> Dest<'a> {
         })
     }
 
-    /// Sends the frames `chosen()` yields with their send times (called more than once: it
-    /// must yield the same frames each time).
-    pub fn send_frames<'f, I>(&mut self, chosen: impl Fn() -> I) -> Sent
+    /// Sends the frames of queue `queue` that `chosen()` yields with their send times (called
+    /// more than once: it must yield the same frames each time).
+    pub fn send_frames<'f, I>(&mut self, queue: u16, chosen: impl Fn() -> I) -> Sent
     where
         I: Iterator<Item = TimedFrame<'f>>,
     {
@@ -225,7 +244,7 @@ impl<'a> Dest<'a> {
             };
         }
         let mut frames = chosen();
-        let got = match self.port.tx_burst_timed(&mut frames) {
+        let got = match self.port.tx_burst_queued(&mut frames, queue) {
             Ok(t) => t,
             Err(e) => {
                 self.error = Some(format!("{}: {e}", self.port.name()));
@@ -233,7 +252,8 @@ impl<'a> Dest<'a> {
             }
         };
         let sent = (got.sent as u64).min(wanted);
-        let too_far = (got.too_far as u64).min(wanted - sent);
+        let held = (got.held as u64).min(wanted - sent);
+        let too_far = (got.too_far as u64).min(wanted - sent - held);
         // The bytes of the frames taken, not of those asked for.
         let bytes = got.bytes.unwrap_or_else(|| {
             chosen()
@@ -243,31 +263,46 @@ impl<'a> Dest<'a> {
         });
         self.tally.frames += sent;
         self.tally.bytes += bytes;
-        self.tally.failed += wanted - sent;
+        self.tally.failed += wanted - sent - held;
         Sent {
             wanted,
             sent,
             bytes,
+            held,
             too_far,
         }
     }
 
-    /// Lets the port send what it holds and is now due ([`TxPort::tx_poll`]).
-    pub fn poll(&mut self) {
-        if self.error.is_some() {
-            return;
-        }
-        if let Err(e) = self.port.tx_poll() {
-            self.error = Some(format!("{}: {e}", self.port.name()));
+    /// Takes what became of the frames the port held (into this tally, and onto `out`).
+    fn settle(&mut self, out: &mut Vec<Settled>) {
+        let first = out.len();
+        self.port.take_settled(out);
+        for s in &out[first..] {
+            self.tally.frames += s.sent;
+            self.tally.bytes += s.bytes;
+            self.tally.failed += s.failed;
         }
     }
 
-    /// Flushes; the error (if any) is kept.
-    pub fn finish(mut self) -> (OutTally, Option<String>) {
+    /// Lets the port send what it holds and is now due ([`TxPort::tx_poll`]); what became of
+    /// held frames goes onto `settled`.
+    pub fn poll(&mut self, settled: &mut Vec<Settled>) {
+        if self.error.is_none() {
+            if let Err(e) = self.port.tx_poll() {
+                self.error = Some(format!("{}: {e}", self.port.name()));
+            }
+        }
+        self.settle(settled);
+    }
+
+    /// Flushes (the port sends what it still holds); the error (if any) is kept, and what
+    /// became of held frames goes onto `settled`.
+    pub fn finish(mut self, settled: &mut Vec<Settled>) -> (OutTally, Option<String>) {
         if let Err(e) = self.port.flush() {
             self.error
                 .get_or_insert_with(|| format!("{}: {e}", self.port.name()));
         }
+        self.settle(settled);
         (self.tally, self.error)
     }
 }
@@ -338,27 +373,31 @@ impl<'a> Destinations<'a> {
         self.open.get(k).copied().unwrap_or(false)
     }
 
-    /// Lets every destination send what it holds and is now due (software pacing).
-    pub fn poll(&mut self) {
+    /// Lets every destination send what it holds and is now due (software pacing); the
+    /// output ports' held frames that settled go onto `settled` (for the queue counters; the
+    /// mirror's and the slow path's count in their tallies only).
+    pub fn poll(&mut self, settled: &mut Vec<Settled>) {
         for (_, d) in self.ports.iter_mut() {
-            d.poll();
+            d.poll(settled);
         }
+        let mut copies = Vec::new();
         for d in self.mirror.iter_mut().chain(self.slow.iter_mut()) {
-            d.poll();
+            d.poll(&mut copies);
         }
     }
 
-    /// Flushes every destination: what each took and the ports' errors.
-    pub fn finish(self) -> (Vec<OutTally>, Vec<String>) {
+    /// Flushes every destination: what each took and the ports' errors; the output ports'
+    /// held frames settled meanwhile go onto `settled`.
+    pub fn finish(self, settled: &mut Vec<Settled>) -> (Vec<OutTally>, Vec<String>) {
         let (mut tallies, mut errors) = (Vec::new(), Vec::new());
-        let all = self
-            .ports
-            .into_iter()
-            .map(|(_, d)| d)
-            .chain(self.mirror)
-            .chain(self.slow);
-        for d in all {
-            let (t, e) = d.finish();
+        let mut copies = Vec::new();
+        for (_, d) in self.ports {
+            let (t, e) = d.finish(settled);
+            tallies.push(t);
+            errors.extend(e);
+        }
+        for d in self.mirror.into_iter().chain(self.slow) {
+            let (t, e) = d.finish(&mut copies);
             tallies.push(t);
             errors.extend(e);
         }
@@ -485,14 +524,14 @@ mod tests {
         let mut d = Dest::new("to_host", "slow".into(), &mut port);
         // Frames 1 and 4 go to the host; the port takes one a call.
         let tup = |s: Sent| (s.wanted, s.sent, s.bytes);
-        assert_eq!(tup(d.send(&b, &v, to_host)), (2, 1, 11));
-        assert_eq!(tup(d.send(&b, &v, to_host)), (2, 1, 11));
+        assert_eq!(tup(d.send(0, &b, &v, to_host)), (2, 1, 11));
+        assert_eq!(tup(d.send(0, &b, &v, to_host)), (2, 1, 11));
         assert_eq!(got.lock().unwrap().len(), 2);
         // Third call: the port fails; after it, the port is not called again.
-        assert_eq!(tup(d.send(&b, &v, to_host)), (2, 1, 11));
-        assert_eq!(tup(d.send(&b, &v, to_host)), (2, 0, 0));
-        assert_eq!(tup(d.send(&b, &v, to_host)), (2, 0, 0));
-        let (t, e) = d.finish();
+        assert_eq!(tup(d.send(0, &b, &v, to_host)), (2, 1, 11));
+        assert_eq!(tup(d.send(0, &b, &v, to_host)), (2, 0, 0));
+        assert_eq!(tup(d.send(0, &b, &v, to_host)), (2, 0, 0));
+        let (t, e) = d.finish(&mut Vec::new());
         assert_eq!((t.frames, t.bytes, t.failed), (3, 33, 7));
         assert!(e.unwrap().contains("device gone"));
         // A callback gets exactly the selected frames.
@@ -500,7 +539,7 @@ mod tests {
         let s2 = Arc::clone(&seen);
         let mut cb = CallbackTx::new("cb", move |f: &[u8]| s2.lock().unwrap().push(f[0]));
         let mut d = Dest::new("output", "cb".into(), &mut cb);
-        assert_eq!(tup(d.send(&b, &v, forwards)), (2, 2, 23));
+        assert_eq!(tup(d.send(0, &b, &v, forwards)), (2, 2, 23));
         assert_eq!(*seen.lock().unwrap(), vec![0, 3]);
     }
 

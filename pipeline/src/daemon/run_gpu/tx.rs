@@ -14,7 +14,7 @@ use super::device::QueueDevice;
 use super::{wait_on, Slot};
 use crate::executor::cpu::CpuShared;
 use crate::executor::gpu::abi::{self, TxDesc};
-use crate::port::out::{Destinations, OutPorts, OutTally};
+use crate::port::out::{count_settled, Destinations, OutPorts, OutTally};
 use crate::ring::Consumer;
 use crate::verdict::DropReason;
 
@@ -55,6 +55,7 @@ pub(crate) fn run(
 ) -> (Vec<OutTally>, Vec<String>) {
     let backoff = Backoff::new();
     let mut dest = Destinations::new(out);
+    let mut settled = Vec::new();
     let route = dest.route;
     let target = |d: &TxDesc| route.target(d.out_port);
     loop {
@@ -66,7 +67,7 @@ pub(crate) fn run(
                 let s = &slot;
                 for (k, d) in dest.ports.iter_mut() {
                     let k = *k;
-                    let r = d.send_frames(|| {
+                    let r = d.send_frames(q as u16, || {
                         s.tx.iter()
                             .enumerate()
                             .filter(move |(_, t)| forwards(t) && target(t) == Some(k))
@@ -88,7 +89,7 @@ pub(crate) fn run(
                 c.drops[DropReason::TxError as usize].add_shared(lost as u64);
                 // Copies and the slow path are counted by their destinations (OutTally).
                 if let Some(d) = dest.mirror.as_mut() {
-                    d.send_frames(|| {
+                    d.send_frames(q as u16, || {
                         s.tx.iter()
                             .enumerate()
                             .filter(|(_, t)| t.action == abi::ACTION_MIRROR)
@@ -96,7 +97,7 @@ pub(crate) fn run(
                     });
                 }
                 if let Some(d) = dest.slow.as_mut() {
-                    d.send_frames(|| {
+                    d.send_frames(q as u16, || {
                         s.tx.iter()
                             .enumerate()
                             .filter(|(_, t)| t.action == abi::ACTION_TO_HOST)
@@ -114,8 +115,11 @@ pub(crate) fn run(
                 }
             }
         }
-        // Frames a port holds for their send time go out when due, bursts or not.
-        dest.poll();
+        // Frames a port holds for their send time go out when due, bursts or not; each is
+        // counted for its queue once it went out (or did not).
+        dest.poll(&mut settled);
+        count_settled(&shared.counters, &settled);
+        settled.clear();
         if got {
             backoff.reset();
             continue;
@@ -127,5 +131,7 @@ pub(crate) fn run(
         }
         wait_on(&backoff);
     }
-    dest.finish()
+    let r = dest.finish(&mut settled);
+    count_settled(&shared.counters, &settled);
+    r
 }

@@ -10,7 +10,9 @@
 //! - Software pacing: the frame is copied into an mbuf now and held, in send-time order, until
 //!   `tx_poll` (called by the TX thread between bursts, never waiting) finds it due. The TX
 //!   thread never blocks on it; `flush` at the end of a run waits out the frames still held,
-//!   at most `tx_max_hold_ms`.
+//!   at most `tx_max_hold_ms`. A held frame is not counted sent when it is taken
+//!   (`TxSent::held`): once the device took it or not, it is reported with the queue it came
+//!   from (`TxPort::take_settled`), so the queue counts it sent, or a `tx_error` drop, then.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -19,14 +21,16 @@ use std::sync::atomic::Ordering;
 use super::rx::now_ns;
 use super::tx::DpdkTx;
 use super::{eal, sys};
-use crate::port::{PortError, TimedFrame, TxSent};
+use crate::port::{PortError, Settled, TimedFrame, TxSent};
 
 /// Frames a handle holds for their send time (software pacing): a min-heap of (send time,
-/// arrival order, mbuf address), so frames of one time keep their order.
+/// arrival order, mbuf address, queue it came from), so frames of one time keep their order.
 #[derive(Default)]
 pub(crate) struct Held {
-    heap: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    heap: BinaryHeap<Reverse<(u64, u64, usize, u16)>>,
     seq: u64,
+    /// What became of held frames since the last `take_settled`, by queue.
+    settled: Vec<Settled>,
 }
 
 impl Held {
@@ -38,8 +42,28 @@ impl Held {
     pub(crate) fn take_all(&mut self) -> Vec<*mut sys::rte_mbuf> {
         self.heap
             .drain()
-            .map(|Reverse((_, _, m))| m as *mut sys::rte_mbuf)
+            .map(|Reverse((_, _, m, _))| m as *mut sys::rte_mbuf)
             .collect()
+    }
+
+    fn settle(&mut self, queue: u16) -> &mut Settled {
+        let q = usize::from(queue);
+        if self.settled.len() <= q {
+            self.settled.resize(q + 1, Settled::default());
+        }
+        let s = &mut self.settled[q];
+        s.queue = queue;
+        s
+    }
+
+    /// Appends the settled counts (one entry per queue with any) and clears them.
+    pub(crate) fn take_settled(&mut self, out: &mut Vec<Settled>) {
+        for s in &mut self.settled {
+            if s.sent + s.failed > 0 {
+                out.push(*s);
+            }
+            *s = Settled::default();
+        }
     }
 }
 
@@ -57,9 +81,11 @@ enum When {
 
 impl DpdkTx {
     /// [`crate::port::TxPort::tx_burst_timed`] for a DPDK port (see the module documentation).
+    /// Held frames are reported for `queue` once settled.
     pub(super) fn timed_burst(
         &mut self,
         frames: &mut dyn Iterator<Item = TimedFrame<'_>>,
+        queue: u16,
     ) -> Result<TxSent, PortError> {
         eal::register_thread();
         let now = now_ns();
@@ -104,9 +130,8 @@ impl DpdkTx {
                     out.too_far += 1;
                 }
                 When::Hold(t) => {
-                    if self.hold(f, t) {
-                        out.sent += 1;
-                        out.bytes = out.bytes.map(|b| b + f.len() as u64);
+                    if self.hold(f, t, queue) {
+                        out.held += 1;
                     }
                 }
             }
@@ -122,7 +147,7 @@ impl DpdkTx {
     }
 
     /// Copies `frame` into a fresh mbuf held until `at`; false when it cannot (counted).
-    fn hold(&mut self, frame: &[u8], at: u64) -> bool {
+    fn hold(&mut self, frame: &[u8], at: u64, queue: u16) -> bool {
         let Some(m) = self.take_mbuf() else {
             self.port
                 .inner
@@ -138,7 +163,7 @@ impl DpdkTx {
             return false;
         }
         let h = &mut self.held;
-        h.heap.push(Reverse((at, h.seq, m as usize)));
+        h.heap.push(Reverse((at, h.seq, m as usize, queue)));
         h.seq += 1;
         self.port
             .inner
@@ -149,7 +174,8 @@ impl DpdkTx {
     }
 
     /// Sends every held frame whose time has come, in time order; never waits. A burst the
-    /// device takes only in part frees and counts the rest (`tx_full`), as an untimed one.
+    /// device takes only in part frees and counts the rest (`tx_full`), as an untimed one;
+    /// each frame's outcome is settled for its queue.
     pub(super) fn release_due(&mut self) -> Result<(), PortError> {
         if self.held.len() == 0 {
             return Ok(());
@@ -157,27 +183,42 @@ impl DpdkTx {
         eal::register_thread();
         let now = now_ns();
         let port = self.port.inner.setup.port_id;
+        // Each frame's queue and length, read before the device owns the mbuf.
+        let mut whose: Vec<(u16, u64)> = Vec::with_capacity(self.burst);
         loop {
             let mut k = 0usize;
             let mut bytes = 0u64;
+            whose.clear();
             while k < self.burst {
                 match self.held.heap.peek() {
-                    Some(Reverse((at, _, _))) if *at <= now => {}
+                    Some(Reverse((at, _, _, _))) if *at <= now => {}
                     _ => break,
                 }
-                let Some(Reverse((_, _, m))) = self.held.heap.pop() else {
+                let Some(Reverse((_, _, m, q))) = self.held.heap.pop() else {
                     break;
                 };
                 let m = m as *mut sys::rte_mbuf;
                 // SAFETY: a filled mbuf this handle owns (held since `hold`).
-                bytes += u64::from(unsafe { (*m).pkt_len });
+                let len = u64::from(unsafe { (*m).pkt_len });
+                bytes += len;
+                whose.push((q, len));
                 self.mbufs[k] = m;
                 k += 1;
             }
             if k == 0 {
                 return Ok(());
             }
-            self.send(port, k, bytes);
+            // The device takes a prefix of the burst: those are sent, the rest failed.
+            let (sent, _) = self.send(port, k, bytes);
+            for (i, &(q, len)) in whose.iter().enumerate() {
+                let s = self.held.settle(q);
+                if i < sent {
+                    s.sent += 1;
+                    s.bytes += len;
+                } else {
+                    s.failed += 1;
+                }
+            }
             if k < self.burst {
                 return Ok(());
             }
@@ -187,7 +228,7 @@ impl DpdkTx {
     /// At the end of a run: waits for every held frame's time (each was at most
     /// `tx_max_hold_ms` ahead when taken) and sends it.
     pub(super) fn drain_held(&mut self) -> Result<(), PortError> {
-        while let Some(Reverse((at, _, _))) = self.held.heap.peek().copied() {
+        while let Some(Reverse((at, _, _, _))) = self.held.heap.peek().copied() {
             let now = now_ns();
             if at > now {
                 let wait = (at - now).min(1_000_000);

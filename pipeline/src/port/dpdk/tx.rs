@@ -275,11 +275,23 @@ impl TxPort for DpdkTx {
         &mut self,
         frames: &mut dyn Iterator<Item = TimedFrame<'_>>,
     ) -> Result<TxSent, PortError> {
-        self.timed_burst(frames)
+        self.timed_burst(frames, 0)
+    }
+
+    fn tx_burst_queued(
+        &mut self,
+        frames: &mut dyn Iterator<Item = TimedFrame<'_>>,
+        queue: u16,
+    ) -> Result<TxSent, PortError> {
+        self.timed_burst(frames, queue)
     }
 
     fn tx_poll(&mut self) -> Result<(), PortError> {
         self.release_due()
+    }
+
+    fn take_settled(&mut self, out: &mut Vec<crate::port::Settled>) {
+        self.held.take_settled(out);
     }
 
     /// Sends the frames still held for their time (waiting for it, at most `tx_max_hold_ms`),
