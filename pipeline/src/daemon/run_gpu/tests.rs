@@ -79,12 +79,13 @@ impl CpuStandIn {
     fn new(p: &Prepared, slots: u32, lag: u32) -> CpuStandIn {
         let stages = p.pipeline.stages.len();
         let rules = p.pipeline.rule_count();
+        let shape = GpuSlots::of(&p.cfg);
         CpuStandIn {
             pipeline: Arc::clone(&p.pipeline),
             slots,
             // The daemon's slot shape (RX bursts gathered into larger slots).
-            slot_cap: GpuSlots::of(&p.cfg).frames * 2048,
-            burst_max: GpuSlots::of(&p.cfg).frames,
+            slot_cap: shape.frames * 2048,
+            burst_max: shape.frames,
             lag,
             fail_at: None,
             queues: (0..p.cfg.queues.count)
@@ -97,7 +98,7 @@ impl CpuStandIn {
                         metas: Vec::new(),
                         verdicts: Vec::new(),
                         ring: (0..slots)
-                            .map(|_| vec![0u8; p.cfg.queues.burst as usize * 2048].into())
+                            .map(|_| vec![0u8; shape.frames * 2048].into())
                             .collect(),
                         reaped: 0,
                         released: 0,

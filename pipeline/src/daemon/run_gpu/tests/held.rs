@@ -63,7 +63,7 @@ fn run_slow(p: &Prepared, can_hold: bool) -> (Vec<Vec<u8>>, Summary, u32, u32) {
         pause: Duration::from_micros(300),
     };
     let mut ports = open_ports(&p.cfg).expect("ports");
-    let spec = host_spec(p, p.pipeline.acl().is_some(), 0);
+    let spec = host_spec(p, GpuSlots::of(&p.cfg), p.pipeline.acl().is_some(), 0);
     let mut out = crate::port::out::OutPorts::single(Some(Box::new(port) as Box<dyn TxPort>));
     let t = Instant::now();
     let o = host::run(&dev, &spec, &shared, &mut ports.rx, &mut out);
