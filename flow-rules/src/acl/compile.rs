@@ -38,6 +38,7 @@
 //! Address families: one forest per family (IPv4 records use one address word, IPv6 four), plus a
 //! third table for keys that are neither (only L2-only rules live there; see `acl` module docs).
 
+use super::lanes::{block_mask, FamilyLanes, LANES, REF_BLOCKS};
 use super::{AclRule, Family};
 use crate::abi::*;
 use std::time::{Duration, Instant};
@@ -71,8 +72,10 @@ const BIG_SPILL_FRAC: f64 = 0.9;
 pub struct BuildStats {
     pub rules: usize,
     pub build_time: Duration,
-    /// Bytes of the flat image (everything the matcher reads).
+    /// Bytes of the flat image (everything the GPU matcher reads).
     pub image_bytes: usize,
+    /// Bytes of the CPU batch walk's copy of the leaf records ([`super::lanes`]).
+    pub cpu_lanes_bytes: usize,
     /// Per family (IPv4, IPv6, L2): trees, nodes, records, largest leaf, deepest path.
     pub trees: [usize; 3],
     pub nodes: [usize; 3],
@@ -85,11 +88,12 @@ impl std::fmt::Display for BuildStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} rules, built in {:.3} s, tables {} bytes ({:.1} KiB)",
+            "{} rules, built in {:.3} s, tables {} bytes ({:.1} KiB; CPU leaf blocks {:.1} KiB)",
             self.rules,
             self.build_time.as_secs_f64(),
             self.image_bytes,
-            self.image_bytes as f64 / 1024.0
+            self.image_bytes as f64 / 1024.0,
+            self.cpu_lanes_bytes as f64 / 1024.0
         )?;
         for (i, name) in ["ipv4", "ipv6", "l2"].iter().enumerate() {
             if self.records[i] > 0 {
@@ -429,6 +433,8 @@ pub struct AclClassifier {
     image: Vec<u32>,
     hdr: AclTablesHeader,
     stats: BuildStats,
+    /// The CPU batch walk's copy of the IPv4 and IPv6 leaf records (not part of the image).
+    lanes: [FamilyLanes; 2],
 }
 
 impl AclClassifier {
@@ -565,8 +571,15 @@ impl AclClassifier {
         hdr.total_words = image.len() as u32;
         write_header(&mut image, &hdr);
         stats.image_bytes = image.len() * 4;
+        let lanes = [ACL_FAM_V4, ACL_FAM_V6].map(|f| FamilyLanes::build(&image, &hdr.fam[f]));
+        stats.cpu_lanes_bytes = lanes.iter().map(FamilyLanes::bytes).sum();
         stats.build_time = t0.elapsed();
-        AclClassifier { image, hdr, stats }
+        AclClassifier {
+            image,
+            hdr,
+            stats,
+            lanes,
+        }
     }
 
     pub fn stats(&self) -> &BuildStats {
@@ -674,6 +687,37 @@ impl AclClassifier {
     /// over several flows). A batch of IPv4 or of IPv6 keys goes this way; one that mixes
     /// families goes key by key.
     pub fn classify_batch(&self, keys: &[AclKey], out: &mut [u32]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above), the only requirement of a
+            // `target_feature(enable = "avx2")` function.
+            unsafe { self.classify_batch_avx2(keys, out) };
+            return;
+        }
+        self.classify_batch_with(keys, out, block_mask::<1>, block_mask::<4>);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn classify_batch_avx2(&self, keys: &[AclKey], out: &mut [u32]) {
+        use super::lanes::avx2;
+        self.classify_batch_with(
+            keys,
+            out,
+            |b, kw| avx2::block_mask::<1>(b, kw),
+            |b, kw| avx2::block_mask::<4>(b, kw),
+        );
+    }
+
+    /// [`Self::classify_batch`] with the block tests `m4` (IPv4 blocks) and `m6` (IPv6).
+    #[inline(always)]
+    fn classify_batch_with(
+        &self,
+        keys: &[AclKey],
+        out: &mut [u32],
+        m4: impl Fn(&[[u32; LANES]], &[u32; 11]) -> u32,
+        m6: impl Fn(&[[u32; LANES]], &[u32; 11]) -> u32,
+    ) {
         const BATCH: usize = 8;
         for (kc, oc) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             let v = kc[0].ip_version;
@@ -684,9 +728,9 @@ impl AclClassifier {
                     *w = key_words(k);
                 }
                 let best = if v == 4 {
-                    self.walk_batch::<1, BATCH>(ACL_FAM_V4, &kw)
+                    self.walk_batch::<1, BATCH>(ACL_FAM_V4, &kw, &m4)
                 } else {
-                    self.walk_batch::<4, BATCH>(ACL_FAM_V6, &kw)
+                    self.walk_batch::<4, BATCH>(ACL_FAM_V6, &kw, &m6)
                 };
                 oc.copy_from_slice(&best);
             } else {
@@ -702,14 +746,14 @@ impl AclClassifier {
         &self,
         fam: usize,
         kw: &[[u32; 11]; B],
+        mask: &impl Fn(&[[u32; LANES]], &[u32; 11]) -> u32,
     ) -> [u32; B] {
-        let img = &self.image[..];
-        let fh = &self.hdr.fam[fam];
+        let fl = &self.lanes[fam];
+        let img = &fl.nodes[..];
         let rec_words = 4 * AW + 4;
-        let recs = &img[fh.records_off as usize..];
+        let recs = &self.image[self.hdr.fam[fam].records_off as usize..];
         let mut best = [ACL_NO_MATCH; B];
-        let trees = &img[fh.trees_off as usize..fh.trees_off as usize + 2 * fh.num_trees as usize];
-        for t in trees.chunks_exact(2) {
+        for t in img[..2 * fl.num_trees].chunks_exact(2) {
             let min = t[1];
             if best.iter().all(|&b| b <= min) {
                 break;
@@ -732,6 +776,11 @@ impl AclClassifier {
                 if r == ACL_REF_EMPTY {
                     continue;
                 }
+                if r & REF_BLOCKS != 0 {
+                    let b = (r & !(ACL_REF_LEAF | REF_BLOCKS)) as usize;
+                    best[j] = self.scan_blocks::<AW>(fl, b, &kw[j], best[j], mask);
+                    continue;
+                }
                 let o = (r & !ACL_REF_LEAF) as usize * rec_words;
                 for rec in recs[o..].chunks_exact(rec_words) {
                     let idx = rec[4 * AW + 3];
@@ -750,6 +799,45 @@ impl AclClassifier {
             }
         }
         best
+    }
+
+    /// The leaf whose first block is `b0`, block by block: its first rule that matches `kw`
+    /// and beats `best`, else `best`.
+    #[inline(always)]
+    fn scan_blocks<const AW: usize>(
+        &self,
+        fl: &FamilyLanes,
+        b0: usize,
+        kw: &[u32; 11],
+        best: u32,
+        mask: &impl Fn(&[[u32; LANES]], &[u32; 11]) -> u32,
+    ) -> u32 {
+        let mut b = b0;
+        loop {
+            let blk = fl.block(b);
+            let idx = &blk[4 * AW + 3];
+            // Records are in priority order: nothing from here on can beat `best`.
+            if idx[0] >= best {
+                return best;
+            }
+            let mm = mask(blk, kw);
+            let mut m = mm & 0xFF;
+            while m != 0 {
+                let l = m.trailing_zeros() as usize;
+                let i = idx[l];
+                if i >= best {
+                    return best;
+                }
+                if blk[4 * AW + 2][l] & ACL_REC_EXTRA == 0 || self.extras_match(kw, i) {
+                    return i;
+                }
+                m &= m - 1;
+            }
+            if mm & 0x100 != 0 {
+                return best;
+            }
+            b += 1;
+        }
     }
 
     #[inline(always)]

@@ -13,6 +13,7 @@ pub mod classbench;
 pub mod compile;
 pub mod cuda_host;
 pub mod gen6;
+pub mod lanes;
 pub mod rewrite;
 pub mod shadow;
 pub mod yaml;
