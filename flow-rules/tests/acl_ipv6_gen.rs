@@ -104,11 +104,17 @@ fn check(profile: Profile, nrules: usize, seed: u64) {
     let keys: Vec<AclKey> = trace.iter().map(|t| t.key).collect();
     let mut batch = vec![0u32; keys.len()];
     cls.classify_batch(&keys, &mut batch);
+    let mut portable = vec![0u32; keys.len()];
+    cls.classify_batch_portable(&keys, &mut portable);
     let mut misses = 0;
     for (i, (t, &w)) in trace.iter().zip(&want).enumerate() {
         let line = i + 1;
         assert_eq!(cls.classify(&t.key), w, "{profile:?} {nrules}: line {line}");
         assert_eq!(batch[i], w, "{profile:?} {nrules}: batch, line {line}");
+        assert_eq!(
+            portable[i], w,
+            "{profile:?} {nrules}: portable batch, line {line}"
+        );
         if i % 5 == 0 {
             let c = cuda_host::classify(&cls, &t.key);
             assert_eq!(c, w, "{profile:?} {nrules}: CUDA on host, line {line}");

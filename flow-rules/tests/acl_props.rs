@@ -154,8 +154,11 @@ proptest! {
         let cls = AclClassifier::build(&set.rules);
         let mut batch = vec![0u32; keys.len()];
         cls.classify_batch(&keys, &mut batch);
-        for (k, b) in keys.iter().zip(&batch) {
+        let mut portable = vec![0u32; keys.len()];
+        cls.classify_batch_portable(&keys, &mut portable);
+        for ((k, b), p) in keys.iter().zip(&batch).zip(&portable) {
             prop_assert_eq!(cls.classify(k), *b, "batch vs single, key {:?}", k);
+            prop_assert_eq!(*p, *b, "portable batch vs batch, key {:?}", k);
         }
         for k in &keys {
             let want = set.classify_linear(k).map_or(ACL_NO_MATCH, |i| i as u32);
@@ -197,9 +200,12 @@ proptest! {
         let keys: Vec<AclKey> = keys.into_iter().filter(|k| k.ip_version == 4).collect();
         let mut out = vec![0u32; keys.len()];
         cls.classify_batch(&keys, &mut out);
-        for (k, o) in keys.iter().zip(&out) {
+        let mut portable = vec![0u32; keys.len()];
+        cls.classify_batch_portable(&keys, &mut portable);
+        for ((k, o), p) in keys.iter().zip(&out).zip(&portable) {
             let want = set.classify_linear(k).map_or(ACL_NO_MATCH, |i| i as u32);
             prop_assert_eq!(*o, want, "batch vs linear, key {:?}", k);
+            prop_assert_eq!(*p, want, "portable batch vs linear, key {:?}", k);
         }
     }
 

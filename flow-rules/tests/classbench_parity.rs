@@ -30,9 +30,21 @@ fn parity(set: &str) {
         "{set}: trace and match line counts"
     );
     let cls = AclClassifier::build(&rules.rules);
+    // The batch walk (leaf blocks; AVX2 where the CPU has it) and its portable form.
+    let keys: Vec<_> = trace.iter().map(|t| t.key).collect();
+    let (mut batch, mut portable) = (vec![0u32; keys.len()], vec![0u32; keys.len()]);
+    cls.classify_batch(&keys, &mut batch);
+    cls.classify_batch_portable(&keys, &mut portable);
     for (i, (t, e)) in trace.iter().zip(&expected).enumerate() {
         let got = as_line(cls.classify(&t.key));
         assert_eq!(got, *e, "{set}: trace line {} ({:?})", i + 1, t.key);
+        assert_eq!(as_line(batch[i]), *e, "{set}: batch, trace line {}", i + 1);
+        assert_eq!(
+            as_line(portable[i]),
+            *e,
+            "{set}: portable batch, line {}",
+            i + 1
+        );
         // The GPU's cooperative lookup (groups of 4 / 8 / 32 lanes, played on the host) on the
         // same keys: these sets have leaves of up to 68 records, so chunks cross leaf ends.
         if i % 7 == 0 {

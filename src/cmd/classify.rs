@@ -82,7 +82,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             let s = cls.stats();
             writeln!(out, "rules: {}", s.rules)?;
             writeln!(out, "build: {:.3} ms", s.build_time.as_secs_f64() * 1e3)?;
-            writeln!(out, "table memory: {} bytes", s.image_bytes)?;
+            writeln!(
+                out,
+                "table memory: {} bytes (image {}, CPU leaf blocks and tree copy {})",
+                s.image_bytes + s.cpu_lanes_bytes,
+                s.image_bytes,
+                s.cpu_lanes_bytes
+            )?;
             writeln!(out, "tables: {s}")?;
             writeln!(out, "trace: {} headers x {} iterations", keys.len(), n)?;
             // The whole trace in bursts, as the acl stage and dpdk-test-acl classify.

@@ -694,6 +694,12 @@ impl AclClassifier {
             unsafe { self.classify_batch_avx2(keys, out) };
             return;
         }
+        self.classify_batch_portable(keys, out);
+    }
+
+    /// [`Self::classify_batch`] without SIMD: what runs on a CPU without AVX2 (public so that
+    /// tests compare it with the AVX2 walk on machines that have both).
+    pub fn classify_batch_portable(&self, keys: &[AclKey], out: &mut [u32]) {
         self.classify_batch_with(keys, out, block_mask::<1>, block_mask::<4>);
     }
 
