@@ -150,6 +150,9 @@ fn print_summary(s: &Summary) {
     for st in &s.steering {
         println!("steering   {}: by {} ({})", st.port, st.by, st.reason);
     }
+    for g in &s.gpu_ingest {
+        println!("gpu ingest {}: {} ({})", g.port, g.path, g.reason);
+    }
     println!(
         "received   {} frames, {} bytes in {:.3} s: {:.3} Mpps, {:.3} Gbit/s",
         s.rx_frames, s.rx_bytes, s.elapsed_s, s.mpps, s.gbps

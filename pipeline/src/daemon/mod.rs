@@ -20,4 +20,4 @@ pub use prepare::{
 };
 pub use run_cpu::run_cpu;
 pub use run_gpu::run_gpu;
-pub use summary::{summarize, CustomStageSummary, QueueSummary, Summary};
+pub use summary::{summarize, CustomStageSummary, GpuIngest, QueueSummary, Summary};

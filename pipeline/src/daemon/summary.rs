@@ -32,6 +32,15 @@ pub struct CustomStageSummary {
     pub counters: Vec<(String, u64)>,
 }
 
+/// How the GPU executor receives one port whose frames are in GPU memory: `in_place` (gathered
+/// device to device into the ring slots) or `staged` (copied to host memory first), and why.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GpuIngest {
+    pub port: String,
+    pub path: String,
+    pub reason: String,
+}
+
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Summary {
     pub executor: String,
@@ -62,6 +71,9 @@ pub struct Summary {
     /// Who steers each receiving DPDK port (`nic` or `software`) and why (set by the caller
     /// from [`super::OpenPorts::steering`]).
     pub steering: Vec<super::PortSteering>,
+    /// How the GPU executor receives each port whose frames are in GPU memory (GPUDirect):
+    /// `in_place` or `staged`, and why. Empty for other ports and the CPU executor.
+    pub gpu_ingest: Vec<GpuIngest>,
     /// Each fronthaul stage: frames, PRBs, slots, errors by reason, and per eAxC.
     pub fronthaul: Vec<crate::fronthaul::report::FronthaulSummary>,
     /// What each destination took: output ports (by config name), the mirror port and the

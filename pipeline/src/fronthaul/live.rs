@@ -60,11 +60,12 @@ pub struct HandedLog {
 impl HandedLog {
     /// Records `burst`, handed to the GPU at `at`.
     pub fn record(&self, burst: &Burst, at: Instant) {
-        let ts = burst
-            .descs
-            .iter()
-            .map(|d| d.timestamp_ns)
-            .filter(|&t| t != 0);
+        self.record_descs(&burst.descs, at);
+    }
+
+    /// [`HandedLog::record`] of a burst known by its descriptors (frames in GPU memory).
+    pub fn record_descs(&self, descs: &[crate::burst::FrameDesc], at: Instant) {
+        let ts = descs.iter().map(|d| d.timestamp_ns).filter(|&t| t != 0);
         let (lo, hi) = ts.fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
         if hi == 0 {
             return;

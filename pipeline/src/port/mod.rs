@@ -9,6 +9,7 @@ use crate::burst::Burst;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod gen;
+pub mod gpu_rx;
 pub mod out;
 pub mod pace;
 pub mod pcap;
@@ -64,6 +65,11 @@ pub trait RxPort: Send {
     /// not steer it again. False (software steering by the ingest) for every other port.
     fn steered_in_nic(&self) -> bool {
         false
+    }
+    /// The port's frames are in GPU memory and it can hand them over in place
+    /// ([`gpu_rx::GpuRx`]): a GPUDirect DPDK port. `None` for every other port.
+    fn gpu_rx(&mut self) -> Option<&mut dyn gpu_rx::GpuRx> {
+        None
     }
 }
 

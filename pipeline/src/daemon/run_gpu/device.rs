@@ -2,7 +2,7 @@
 //! one; the tests put a stand-in behind the same trait (the CPU pipeline run at submit), so the
 //! threading around it runs in CI, where there is no GPU.
 
-use crate::burst::Burst;
+use crate::burst::{Burst, FrameDesc};
 use crate::executor::gpu::abi::{StageCounters, TxDesc, Verdict};
 use crate::executor::gpu::multi::MultiGpu;
 use crate::executor::gpu::{AclTablesRef, Restarted, SubmitError};
@@ -32,6 +32,30 @@ pub(crate) unsafe trait QueueDevice: Sync {
     fn slot_data_capacity(&self) -> usize;
     /// Hands a burst to queue `q`; its sequence number, or why not.
     fn submit(&self, q: usize, burst: &Burst) -> Result<u32, SubmitError>;
+    /// Why some queue cannot take bursts whose frames are in GPU `gpu`'s memory; `None` when
+    /// every queue can ([`QueueDevice::submit_gpu_frames`]).
+    fn gpu_frames_refusal(&self, gpu: u32) -> Option<String> {
+        let _ = gpu;
+        Some("this device takes no frames in GPU memory".into())
+    }
+    /// Hands queue `q` a burst whose frames are in GPU memory: frame `i` is `descs[i].len`
+    /// bytes at device address `srcs[i]`, placed at `descs[i].offset` of the slot's `bytes`.
+    ///
+    /// # Safety
+    /// Every `srcs[i]..+descs[i].len` is device memory of the GPU [`Self::gpu_frames_refusal`]
+    /// accepted, allocated and unchanged until the burst is polled back.
+    unsafe fn submit_gpu_frames(
+        &self,
+        q: usize,
+        descs: &[FrameDesc],
+        srcs: &[u64],
+        bytes: usize,
+    ) -> Result<u32, SubmitError> {
+        let _ = (descs, srcs, bytes);
+        Err(SubmitError::Gpu(format!(
+            "queue {q}: this device takes no frames in GPU memory"
+        )))
+    }
     /// Starts what `submit` only staged (graph mode); a no-op elsewhere.
     fn flush(&self, q: usize) -> anyhow::Result<()>;
     /// Calls `f(seq, verdicts, tx)` for every burst of `q` finished since the last call, in
@@ -89,6 +113,21 @@ unsafe impl QueueDevice for MultiGpu {
 
     fn submit(&self, q: usize, burst: &Burst) -> Result<u32, SubmitError> {
         MultiGpu::submit(self, q, burst)
+    }
+
+    fn gpu_frames_refusal(&self, gpu: u32) -> Option<String> {
+        MultiGpu::gpu_frames_refusal(self, gpu)
+    }
+
+    unsafe fn submit_gpu_frames(
+        &self,
+        q: usize,
+        descs: &[FrameDesc],
+        srcs: &[u64],
+        bytes: usize,
+    ) -> Result<u32, SubmitError> {
+        // SAFETY: the caller's promise.
+        unsafe { MultiGpu::submit_gpu_frames(self, q, descs, srcs, bytes) }
     }
 
     fn flush(&self, q: usize) -> anyhow::Result<()> {

@@ -13,11 +13,12 @@ use super::ingest::{self, IngestCtx};
 use super::queue::{self, QueueCtx, QueueIo};
 use super::reap::Reaper;
 use super::reload::{AclPublisher, LiveStageCounters, ParamsPublisher};
-use super::{tx, Slot};
+use super::{gpu_ingest, tx, Slot};
 use crate::config::OnFull;
+use crate::daemon::summary::GpuIngest;
 use crate::executor::cpu::CpuShared;
 use crate::port::out::{OutPorts, OutTally};
-use crate::port::RxPort;
+use crate::port::{PortError, RxPort};
 use crate::ring::{self, Consumer, Producer};
 use crate::stage::Pipeline;
 use crate::steer::Steering;
@@ -60,6 +61,8 @@ pub(crate) struct HostOutcome {
     pub result: anyhow::Result<()>,
     pub errors: Vec<String>,
     pub outputs: Vec<OutTally>,
+    /// How each port whose frames are in GPU memory was received.
+    pub gpu_ingest: Vec<GpuIngest>,
 }
 
 /// Sets a flag (or counts) when its thread ends, by return or by panic, so no other thread
@@ -166,6 +169,7 @@ pub(crate) fn run(
         on_full: spec.on_full,
         failed: &failed,
     };
+    let (in_place, gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
     let reaper = Reaper::new(spec.pipeline, spec.acl_on);
     let mut publisher = AclPublisher::new(spec.acl_on, spec.acl_generation);
     let mut params = ParamsPublisher::new(spec.composed, spec.params_generation);
@@ -182,13 +186,14 @@ pub(crate) fn run(
         let mut threads = Vec::new();
         for (pi, ((port, out), free)) in rx.iter_mut().zip(to_queue).zip(free_rx).enumerate() {
             let (ictx, errors, done, failed) = (&ictx, &errors, &ingest_done[pi], &failed);
+            let in_place = in_place[pi];
             threads.push(spawn_named(s, format!("pw-in{pi}"), move || {
                 let _exit = OnExit {
                     done: Some(done),
                     count: None,
                     failed,
                 };
-                if let Err(e) = ingest::run(ictx, pi, port.as_mut(), out, free) {
+                if let Err(e) = ingest_port(ictx, pi, port.as_mut(), in_place, out, free) {
                     let mut v = errors.lock().unwrap_or_else(|p| p.into_inner());
                     v.push(format!("{}: {e}", port.name()));
                 }
@@ -273,5 +278,58 @@ pub(crate) fn run(
         result,
         errors: errors.into_inner().unwrap_or_else(|p| p.into_inner()),
         outputs: outputs.into_inner().unwrap_or_else(|p| p.into_inner()),
+        gpu_ingest,
     }
+}
+
+/// Runs port `pi`'s ingest thread: frames in GPU memory received in place, or the usual way.
+fn ingest_port(
+    ictx: &IngestCtx<'_>,
+    pi: usize,
+    port: &mut dyn RxPort,
+    in_place: bool,
+    out: Vec<Producer<Slot>>,
+    free: mpsc::Receiver<Slot>,
+) -> Result<(), PortError> {
+    if !in_place {
+        return ingest::run(ictx, pi, port, out, free);
+    }
+    match port.gpu_rx() {
+        Some(g) => ingest::run_gpu_frames(ictx, pi, g, out, free),
+        None => Err(PortError::Config(
+            "the port no longer hands over frames in GPU memory".into(),
+        )),
+    }
+}
+
+/// Which ports are received in place (frames in GPU memory gathered on the GPU), and the
+/// decision for every port whose frames are in GPU memory (logged; see `gpu_ingest`).
+fn ingest_paths(
+    dev: &dyn QueueDevice,
+    spec: &HostSpec<'_>,
+    rx: &mut [Box<dyn RxPort>],
+    transmits: bool,
+) -> (Vec<bool>, Vec<GpuIngest>) {
+    let mut decided = Vec::new();
+    let in_place = rx
+        .iter_mut()
+        .map(|port| {
+            let name = port.name().to_string();
+            let nic = port.steered_in_nic();
+            let Some(g) = port.gpu_rx() else {
+                return false;
+            };
+            let facts = gpu_ingest::Facts {
+                transmits,
+                software_steering: spec.steering.has_rules() && !nic,
+                rings: dev.gpu_frames_refusal(g.gpu()),
+            };
+            let d = gpu_ingest::decide(&name, &facts);
+            gpu_ingest::log(&d);
+            let yes = d.path == gpu_ingest::IN_PLACE;
+            decided.push(d);
+            yes
+        })
+        .collect();
+    (in_place, decided)
 }

@@ -6,16 +6,18 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::Backoff;
 
-use super::{wait_on, Slot};
-use crate::burst::Burst;
+use super::{wait_on, GpuHold, Slot};
+use crate::burst::{Burst, FrameDesc};
 use crate::config::OnFull;
 use crate::counters::QueueCounters;
 use crate::executor::cpu::CpuShared;
 use crate::meta::PacketMeta;
+use crate::port::gpu_rx::{GpuRx, GpuRxBurst, GpuRxStatus};
 use crate::port::{PortError, RxPort, RxStatus};
 use crate::ring::Producer;
 use crate::steer::Steering;
@@ -87,6 +89,30 @@ pub(crate) fn run(
     out: Vec<Producer<Slot>>,
     free: Receiver<Slot>,
 ) -> Result<(), PortError> {
+    run_with(ctx, port_id, out, free, |ing| ing.receive(port))
+}
+
+/// [`run`] for a port whose frames are in GPU memory, received in place (see `gpu_ingest`):
+/// each frame goes to the queue the NIC chose (its RX queue, modulo the queue count), its
+/// descriptor is built here and its bytes stay in GPU memory until the queue's GPU gathers
+/// them into the ring slot.
+pub(crate) fn run_gpu_frames(
+    ctx: &IngestCtx<'_>,
+    port_id: usize,
+    port: &mut dyn GpuRx,
+    out: Vec<Producer<Slot>>,
+    free: Receiver<Slot>,
+) -> Result<(), PortError> {
+    run_with(ctx, port_id, out, free, |ing| ing.receive_gpu(port))
+}
+
+fn run_with(
+    ctx: &IngestCtx<'_>,
+    port_id: usize,
+    out: Vec<Producer<Slot>>,
+    free: Receiver<Slot>,
+    receive: impl FnOnce(&mut Ingest<'_, '_>) -> Result<(), PortError>,
+) -> Result<(), PortError> {
     let mut ing = Ingest {
         ctx,
         port_id,
@@ -100,7 +126,7 @@ pub(crate) fn run(
         let s = ing.fresh();
         ing.building.push(s);
     }
-    let r = ing.receive(port);
+    let r = receive(&mut ing);
     for q in 0..ctx.queues {
         if !ing.hand(q) {
             break;
@@ -172,12 +198,8 @@ impl Ingest<'_, '_> {
                 Ok(_) => {}
             }
             let quiet = rx.is_empty();
-            for q in 0..nq {
-                let n = self.building[q].burst.len();
-                let stale = self.first_at[q].is_some_and(|t| t.elapsed() >= DRAIN);
-                if n > 0 && (n >= ctx.slot_frames || quiet || stale) && !self.hand(q) {
-                    return Ok(());
-                }
+            if !self.drain(quiet) {
+                return Ok(());
             }
             if quiet {
                 wait_on(&backoff);
@@ -187,6 +209,106 @@ impl Ingest<'_, '_> {
         }
     }
 
+    /// Hands over each queue's burst that is full, or waited long enough, or every partial one
+    /// when the port is `quiet`. False when another thread failed meanwhile.
+    fn drain(&mut self, quiet: bool) -> bool {
+        let ctx = self.ctx;
+        for q in 0..ctx.queues {
+            let n = self.building[q].burst.len();
+            let stale = self.first_at[q].is_some_and(|t| t.elapsed() >= DRAIN);
+            if n > 0 && (n >= ctx.slot_frames || quiet || stale) && !self.hand(q) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// [`Ingest::receive`] for frames in GPU memory: no byte is read here, so no software
+    /// steering (`gpu_ingest` sends ports that need it the other way).
+    fn receive_gpu(&mut self, port: &mut dyn GpuRx) -> Result<(), PortError> {
+        let ctx = self.ctx;
+        let nq = ctx.queues;
+        let mut tally = vec![Tally::default(); nq];
+        let backoff = Backoff::new();
+        loop {
+            if ctx.shared.stop.load(Ordering::Relaxed) || ctx.failed.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let (quiet, end) = match port.rx_gpu_burst(ctx.burst)? {
+                GpuRxStatus::Frames(rx) => {
+                    ctx.shared
+                        .rx_total
+                        .fetch_add(rx.frames.len() as u64, Ordering::Relaxed);
+                    let placed = self.place_gpu(rx, &mut tally);
+                    for (t, c) in tally.iter_mut().zip(&ctx.shared.counters) {
+                        t.publish(c);
+                    }
+                    if !placed {
+                        return Ok(());
+                    }
+                    (false, false)
+                }
+                GpuRxStatus::Idle => (true, false),
+                GpuRxStatus::End => (true, true),
+            };
+            if end {
+                return Ok(());
+            }
+            if !self.drain(quiet) {
+                return Ok(());
+            }
+            if quiet {
+                wait_on(&backoff);
+            } else {
+                backoff.reset();
+            }
+        }
+    }
+
+    /// Adds a received burst's frames in GPU memory to their queues' bursts (descriptors,
+    /// device addresses, the hold on their buffers). False when another thread failed while a
+    /// full burst waited for its ring.
+    fn place_gpu(&mut self, rx: GpuRxBurst, tally: &mut [Tally]) -> bool {
+        let ctx = self.ctx;
+        let nq = ctx.queues;
+        let hold: GpuHold = Arc::new(Mutex::new(rx.hold));
+        for f in &rx.frames {
+            let q = usize::from(f.queue) % nq;
+            let t = &mut tally[q];
+            t.rx_frames += 1;
+            t.rx_bytes += u64::from(f.len);
+            let need = f.len as usize + ctx.room;
+            if need > ctx.slot_cap {
+                t.too_long += 1;
+                continue;
+            }
+            let s = &self.building[q];
+            if (s.burst.len() >= ctx.slot_frames || s.gpu_bytes + need > ctx.slot_cap)
+                && !self.hand(q)
+            {
+                return false;
+            }
+            let s = &mut self.building[q];
+            if s.holds.last().is_none_or(|h| !Arc::ptr_eq(h, &hold)) {
+                s.holds.push(Arc::clone(&hold));
+            }
+            s.burst.descs.push(FrameDesc {
+                offset: s.gpu_bytes as u32,
+                len: f.len,
+                wire_len: f.wire_len.max(f.len),
+                port: self.port_id as u16,
+                queue: q as u16,
+                rss_hash: f.rss_hash,
+                mark: f.mark,
+                timestamp_ns: rx.timestamp_ns,
+            });
+            s.gpu_srcs.push(f.addr);
+            s.gpu_bytes += need;
+            self.first_at[q].get_or_insert_with(Instant::now);
+        }
+        true
+    }
+
     /// An empty slot: one kept here, one back from the other threads, or a new one (the slots
     /// alive are bounded by the rings and the GPU queues they wait in).
     fn fresh(&mut self) -> Slot {
@@ -194,8 +316,7 @@ impl Ingest<'_, '_> {
             Some(s) => s,
             None => Slot::new(self.port_id, self.ctx.slot_frames),
         };
-        s.burst.clear();
-        s.verdicts.clear();
+        s.reset();
         s
     }
 
@@ -219,7 +340,7 @@ impl Ingest<'_, '_> {
                 Ok(()) => break,
                 Err(mut back) if ctx.on_full == OnFull::Drop => {
                     c.drops[DropReason::RingFull as usize].add_shared(back.burst.len() as u64);
-                    back.burst.clear();
+                    back.reset();
                     self.spare.push(back);
                     return true;
                 }

@@ -6,6 +6,7 @@
 
 mod device;
 mod fronthaul;
+mod gpu_ingest;
 mod host;
 mod ingest;
 mod queue;
@@ -50,7 +51,18 @@ pub(crate) struct Slot {
     pub port: usize,
     /// When the ingest handed it to its queue (burst latency: verdicts read - this).
     pub handed: Instant,
+    /// Frames in GPU memory (a GPUDirect port received in place): each descriptor's device
+    /// address (same index as `burst.descs`; `burst.data` stays empty) and the bytes of slot
+    /// data area they take with their room. Empty for a burst in host memory.
+    pub gpu_srcs: Vec<u64>,
+    pub gpu_bytes: usize,
+    /// The ports' hold on the buffers behind `gpu_srcs`, released once the burst is reaped
+    /// (the GPU copied the frames out of them by then) or dropped before submit.
+    pub holds: Vec<GpuHold>,
 }
+
+/// A received burst's buffers in GPU memory, shared by the slots its frames went to.
+pub(crate) type GpuHold = Arc<std::sync::Mutex<Box<dyn Send>>>;
 
 impl Slot {
     fn new(port: usize, burst: usize) -> Slot {
@@ -62,7 +74,24 @@ impl Slot {
             ring: None,
             port,
             handed: Instant::now(),
+            gpu_srcs: Vec::new(),
+            gpu_bytes: 0,
+            holds: Vec::new(),
         }
+    }
+
+    /// Empties it for reuse (the buffers it held go back to their port).
+    fn reset(&mut self) {
+        self.burst.clear();
+        self.verdicts.clear();
+        self.release();
+    }
+
+    /// Gives back the buffers in GPU memory it held.
+    fn release(&mut self) {
+        self.gpu_srcs.clear();
+        self.gpu_bytes = 0;
+        self.holds.clear();
     }
 }
 
@@ -263,5 +292,6 @@ pub fn run_gpu(
         .filter(|(_, c)| !c.is_empty())
         .collect();
     s.outputs = out.outputs;
+    s.gpu_ingest = out.gpu_ingest;
     Ok(s)
 }

@@ -175,7 +175,7 @@ impl Worker<'_, '_> {
         let mut out_of_order = None;
         let (rewrites, holds, q) = (ctx.rewrites, ctx.holds, ctx.q);
         let n = ctx.dev.poll(ctx.q, &mut |seq, v, tx| {
-            let slot = match pending.pop_front() {
+            let mut slot = match pending.pop_front() {
                 Some((want, slot)) if want == seq => slot,
                 other => {
                     out_of_order.get_or_insert((seq, other.map(|(want, _)| want)));
@@ -183,6 +183,8 @@ impl Worker<'_, '_> {
                 }
             };
             ctx.reaper.count(c, &slot.burst, v);
+            // The GPU is done with the burst, and so with its frames' buffers in GPU memory.
+            slot.release();
             c.burst_latency
                 .observe_ns(slot.handed.elapsed().as_nanos() as u64);
             if has_tx {
@@ -244,7 +246,7 @@ impl Worker<'_, '_> {
     }
 
     fn free(&self, mut slot: Slot) {
-        slot.burst.clear();
+        slot.reset();
         let port = slot.port;
         let _ = self.io.frees[port].send(slot);
     }
@@ -259,7 +261,17 @@ impl Worker<'_, '_> {
             let Some(slot) = self.held.take().or_else(|| self.next_input()) else {
                 break;
             };
-            match dev.submit(q, &slot.burst) {
+            let submitted = if slot.gpu_srcs.is_empty() {
+                dev.submit(q, &slot.burst)
+            } else {
+                // SAFETY: the addresses are of frames the ingest received in GPU memory of the
+                // GPU `gpu_ingest` checked; the slot holds their buffers (`holds`) until it is
+                // reaped, or freed here without being submitted.
+                unsafe {
+                    dev.submit_gpu_frames(q, &slot.burst.descs, &slot.gpu_srcs, slot.gpu_bytes)
+                }
+            };
+            match submitted {
                 Ok(seq) => {
                     self.pending.push_back((seq, slot));
                     dev.flush(q)?;

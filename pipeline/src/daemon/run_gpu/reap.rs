@@ -80,7 +80,8 @@ impl Reaper {
         let (mut passed, mut mirrored, mut to_host) = (0u64, 0u64, 0u64);
         let (mut counted, mut counted_bytes) = (0u64, 0u64);
         let mut drops = [0u64; DropReason::COUNT];
-        for ((d, _), vd) in b.frames().zip(v) {
+        // Descriptors only: a burst of frames in GPU memory has no bytes on the host.
+        for (d, vd) in b.descs.iter().zip(v) {
             let action = Action::from_code(vd.action);
             match action {
                 Action::Pass => passed += 1,

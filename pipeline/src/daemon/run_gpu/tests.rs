@@ -73,6 +73,10 @@ struct CpuStandIn {
     /// Agrees to hold reaped slots for the TX thread (`hold_slots`), as the real executor does.
     can_hold: bool,
     holding: std::sync::atomic::AtomicBool,
+    /// Frames in "GPU memory" (host memory standing in) copied into a slot and not yet given
+    /// back by their port, by address; and how many were copied.
+    gathered: Arc<Mutex<std::collections::HashSet<u64>>>,
+    gathered_frames: std::sync::atomic::AtomicU64,
 }
 
 impl CpuStandIn {
@@ -114,6 +118,8 @@ impl CpuStandIn {
                 .collect(),
             can_hold: true,
             holding: std::sync::atomic::AtomicBool::new(false),
+            gathered: Arc::default(),
+            gathered_frames: Default::default(),
         }
     }
 
@@ -240,6 +246,37 @@ unsafe impl QueueDevice for CpuStandIn {
             left: self.lag,
             tx,
         });
+        Ok(seq)
+    }
+
+    fn gpu_frames_refusal(&self, gpu: u32) -> Option<String> {
+        (gpu != 0).then(|| format!("the stand-in is GPU 0, the frames are in GPU {gpu}'s memory"))
+    }
+
+    /// Plays the gather: the "device addresses" are host addresses of the port's buffers.
+    unsafe fn submit_gpu_frames(
+        &self,
+        q: usize,
+        descs: &[crate::burst::FrameDesc],
+        srcs: &[u64],
+        bytes: usize,
+    ) -> Result<u32, SubmitError> {
+        crate::executor::gpu::gather::check(descs, srcs, bytes, self.slot_cap)
+            .map_err(SubmitError::Gpu)?;
+        let mut b = Burst::with_capacity(descs.len(), bytes);
+        b.data.resize(bytes, 0);
+        b.descs.extend_from_slice(descs);
+        let mut g = self.gathered.lock().unwrap();
+        for (d, &src) in descs.iter().zip(srcs) {
+            // SAFETY: the caller's promise: src..+len is the port's buffer, alive until reaped.
+            let f = unsafe { std::slice::from_raw_parts(src as *const u8, d.len as usize) };
+            b.data[d.offset as usize..][..f.len()].copy_from_slice(f);
+            g.insert(src);
+        }
+        drop(g);
+        let seq = self.submit(q, &b)?;
+        self.gathered_frames
+            .fetch_add(descs.len() as u64, Ordering::Relaxed);
         Ok(seq)
     }
 
@@ -894,6 +931,7 @@ fn the_gpu_pipeline_desc_names_the_stages_and_the_acl_tables() {
 }
 
 mod composed;
+mod gpu_frames;
 mod held;
 mod restart;
 mod rewrite;

@@ -612,6 +612,50 @@ impl Stream {
         cu!(cuMemcpyDtoHAsync_v2(dst as *mut c_void, src, len, self.raw))
     }
 
+    /// Async copy device -> device.
+    ///
+    /// # Safety
+    /// `src..src+len` and `dst..dst+len` must be device memory of this context, the source
+    /// unchanged until the copy completes.
+    pub unsafe fn copy_dtod(
+        &self,
+        dst: sys::CUdeviceptr,
+        src: sys::CUdeviceptr,
+        len: usize,
+    ) -> CuResult<()> {
+        cu!(cuMemcpyDtoDAsync_v2(dst, src, len, self.raw))
+    }
+
+    /// Async copies device -> device, `dsts[i] <- srcs[i]` of `sizes[i]` bytes, issued as one
+    /// batch (`cuMemcpyBatchAsync`) in stream order.
+    ///
+    /// # Safety
+    /// The three slices are equally long; every range is device memory of this context (no
+    /// two destinations overlap), the sources unchanged until the copies complete.
+    pub unsafe fn copy_dtod_batch(
+        &self,
+        dsts: &mut [sys::CUdeviceptr],
+        srcs: &mut [sys::CUdeviceptr],
+        sizes: &mut [usize],
+    ) -> CuResult<()> {
+        let n = dsts.len().min(srcs.len()).min(sizes.len());
+        // SAFETY: a plain C struct; all-zero is "no location hints, no flags".
+        let mut attr: sys::CUmemcpyAttributes = unsafe { std::mem::zeroed() };
+        // The sources are read in stream order (after the work queued before the batch).
+        attr.srcAccessOrder = sys::CUmemcpySrcAccessOrder::CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+        let mut idx: usize = 0;
+        cu!(cuMemcpyBatchAsync_v2(
+            dsts.as_mut_ptr(),
+            srcs.as_mut_ptr(),
+            sizes.as_mut_ptr(),
+            n,
+            &mut attr,
+            &mut idx,
+            1,
+            self.raw
+        ))
+    }
+
     /// Writes `value` to the 32-bit word at `addr` in stream order (after all earlier work on
     /// this stream: the producer-index publish of the ingest path).
     ///

@@ -67,6 +67,7 @@ macro_rules! ctrl_set {
 
 // After the macros: these modules use them.
 mod bulk;
+pub(crate) mod gather;
 mod options;
 mod reap;
 mod restart;
@@ -144,6 +145,8 @@ pub struct HostCounters {
     pub ring_full_frames: u64,
     pub too_large_bursts: u64,
     pub too_large_frames: u64,
+    /// Frames copied device to device from GPU memory into a slot (`submit_gpu_frames`).
+    pub gathered_frames: u64,
 }
 
 /// A snapshot of every queue's counters.
@@ -201,6 +204,8 @@ struct Queue {
     tx_scratch: Vec<abi::TxDesc>,
     /// Their send times (a pipeline that sets them).
     tx_times_scratch: Vec<u64>,
+    /// The copy list of a burst whose frames are in GPU memory.
+    gather: gather::Scratch,
     /// The ACL table the next burst submitted to this queue names (None without an acl stage).
     table: Option<Arc<TableVersion>>,
     /// Device address of the stage parameter table the next burst names (0: none, fused).

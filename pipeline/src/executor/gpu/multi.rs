@@ -240,6 +240,53 @@ impl MultiGpu {
         Ok(seq)
     }
 
+    /// Why some queue cannot take bursts whose frames are in GPU `gpu`'s memory (it runs on
+    /// another GPU, or its ring cannot: [`GpuExecutor::gpu_frames_refusal`]); `None` when
+    /// every queue can.
+    pub fn gpu_frames_refusal(&self, gpu: u32) -> Option<String> {
+        for (q, &(e, l)) in self.map.iter().enumerate() {
+            let on = self.devices[e];
+            if on != gpu {
+                return Some(format!(
+                    "queue {q} runs on GPU {on} and the frames are in GPU {gpu}'s memory"
+                ));
+            }
+            if let Some(why) = self.execs[e].gpu_frames_refusal(l) {
+                return Some(format!("queue {q}: {why}"));
+            }
+        }
+        None
+    }
+
+    /// [`GpuExecutor::submit_gpu_frames`] on queue `q`'s executor.
+    ///
+    /// # Safety
+    /// As [`GpuExecutor::submit_gpu_frames`], on the GPU [`MultiGpu::device_of`] names for `q`.
+    pub unsafe fn submit_gpu_frames(
+        &self,
+        q: usize,
+        descs: &[crate::burst::FrameDesc],
+        srcs: &[u64],
+        bytes: usize,
+    ) -> Result<u32, SubmitError> {
+        let (e, l) = self.map.get(q).copied().ok_or(SubmitError::NoQueue(q))?;
+        // SAFETY: the caller's promise, for this queue's GPU.
+        let seq =
+            unsafe { self.execs[e].submit_gpu_frames(l, descs, srcs, bytes) }.map_err(|err| {
+                match err {
+                    SubmitError::RingFull { slots, .. } => {
+                        SubmitError::RingFull { queue: q, slots }
+                    }
+                    SubmitError::NoQueue(_) => SubmitError::NoQueue(q),
+                    other => other,
+                }
+            })?;
+        if let Some(h) = &self.handed {
+            h.record_descs(descs, std::time::Instant::now());
+        }
+        Ok(seq)
+    }
+
     pub fn flush(&self, q: usize) -> anyhow::Result<()> {
         let (ex, l) = self.at(q)?;
         ex.flush(l)

@@ -242,6 +242,7 @@ impl QueueSetup<'_> {
             slot_data: vec![0; slots],
             tx_scratch: Vec::new(),
             tx_times_scratch: Vec::new(),
+            gather: Default::default(),
             table: self.table.clone(),
             params: self.stage_params,
             restarting: false,

@@ -107,13 +107,63 @@ unsafe fn write_descs(dst: *mut u8, descs: &[crate::burst::FrameDesc], dfmt: u8)
     }
 }
 
+/// Where a burst's frame bytes are.
+#[derive(Clone, Copy)]
+enum Frames<'a> {
+    /// In host memory: the burst's data, written into the slot (or its staging).
+    Host(&'a [u8]),
+    /// In GPU memory: one device address per descriptor, gathered into the device ring's slot
+    /// (`bytes` of data area, the frames where their descriptors say).
+    Device { srcs: &'a [u64], bytes: usize },
+}
+
 impl GpuExecutor {
     /// Hands a burst to queue `queue`. Returns its sequence number, or why not (counted).
     pub fn submit(&self, queue: usize, burst: &Burst) -> Result<u32, SubmitError> {
+        self.submit_frames(queue, &burst.descs, Frames::Host(&burst.data))
+    }
+
+    /// Hands a burst whose frames are in GPU memory to queue `queue` (a GPUDirect NIC's
+    /// receive buffers): frame `i` is `descs[i].len` bytes at device address `srcs[i]`, copied
+    /// device to device to `descs[i].offset` of the slot's data area (`bytes` long) before the
+    /// kernel sees the burst (see [`super::gather`]). Refused (an error, nothing sent) on a
+    /// queue whose ring is not in device memory, a tagged queue, in `graph` mode, or when a
+    /// frame lies outside `bytes` or the slot.
+    ///
+    /// # Safety
+    /// Every `srcs[i]..srcs[i] + descs[i].len` is device memory of this executor's GPU (its
+    /// primary context) and stays allocated and unchanged until this burst is reaped
+    /// ([`GpuExecutor::poll_bursts`]).
+    pub unsafe fn submit_gpu_frames(
+        &self,
+        queue: usize,
+        descs: &[crate::burst::FrameDesc],
+        srcs: &[u64],
+        bytes: usize,
+    ) -> Result<u32, SubmitError> {
+        self.submit_frames(queue, descs, Frames::Device { srcs, bytes })
+    }
+
+    fn submit_frames(
+        &self,
+        queue: usize,
+        descs: &[crate::burst::FrameDesc],
+        frames: Frames<'_>,
+    ) -> Result<u32, SubmitError> {
         let qm = self.queues.get(queue).ok_or(SubmitError::NoQueue(queue))?;
         let mut q = lock(qm);
-        let n = burst.len();
-        let bytes = burst.data.len();
+        let n = descs.len();
+        let bytes = match frames {
+            Frames::Host(data) => data.len(),
+            Frames::Device { srcs, bytes } => {
+                if let Some(why) = super::gather::refusal(q.placement, q.tagged, self.opts.mode) {
+                    return Err(SubmitError::Gpu(format!("queue {queue}: {why}")));
+                }
+                super::gather::check(descs, srcs, bytes, self.data_cap as usize)
+                    .map_err(|e| SubmitError::Gpu(format!("queue {queue}: {e}")))?;
+                bytes
+            }
+        };
         if n > self.opts.burst_size as usize || bytes > self.data_cap as usize {
             q.host.too_large_bursts += 1;
             q.host.too_large_frames += n as u64;
@@ -137,7 +187,7 @@ impl GpuExecutor {
         let dfmt = if pktwarp_kernels::codegen::pipeline_reads_time(&self.stage_specs) {
             abi::DESC_FULL
         } else {
-            Desc8::format_for(&burst.descs)
+            Desc8::format_for(descs)
         };
         let off = slot * self.slot_bytes as usize;
         let base = match (&q.staging, &q.ring_mapped) {
@@ -167,7 +217,7 @@ impl GpuExecutor {
             };
             let hb = std::mem::size_of::<SlotHdr>();
             let raw: [u8; 48] = std::mem::transmute(hdr);
-            if q.tagged {
+            if let (true, Frames::Host(data)) = (q.tagged, frames) {
                 // The image (header, descriptors, frame bytes, each padded to 16 bytes), then
                 // all of it as tagged words.
                 let nd = round_up(n * Desc8::size_of_format(dfmt), 16);
@@ -176,8 +226,8 @@ impl GpuExecutor {
                 img.clear();
                 img.resize(tagged_src_len(len), 0);
                 img[..hb].copy_from_slice(&raw);
-                write_descs(img.as_mut_ptr().add(hb), &burst.descs, dfmt);
-                img[hb + nd..hb + nd + bytes].copy_from_slice(&burst.data);
+                write_descs(img.as_mut_ptr().add(hb), descs, dfmt);
+                img[hb + nd..hb + nd + bytes].copy_from_slice(data);
                 store_tagged(slot_ptr, &img, len, seq.wrapping_add(1));
                 demote_lines(slot_ptr, 16 * tagged_granules(len));
                 q.image = img;
@@ -186,20 +236,23 @@ impl GpuExecutor {
                 // generation) in one store after a release fence: a persistent kernel polling a
                 // mapped ring reads them as its "ready" signal (PW_PIPE_SLOT_SEQ).
                 ptr::copy_nonoverlapping(raw.as_ptr().add(16), slot_ptr.add(16), hb - 16);
-                write_descs(slot_ptr.add(hb), &burst.descs, dfmt);
+                write_descs(slot_ptr.add(hb), descs, dfmt);
                 let data = slot_ptr.add(self.data_offset as usize);
                 // Non-temporal stores only for bursts of large frames, into a mapped ring: the
                 // kernel parses those in place and reads their headers alone, while small frames
                 // are read whole, faster from the CPU's cache. (Never for a tagged slot, above:
-                // see store_tagged.)
+                // see store_tagged.) Frames in GPU memory are gathered at publish.
                 let nt = self.opts.nt_stores && q.staging.is_none() && bytes >= NT_MIN_FRAME * n;
-                if nt {
-                    stream_copy(data, burst.data.as_ptr(), bytes);
-                    // Non-temporal stores are ordered before the header's store only by sfence.
-                    #[cfg(target_arch = "x86_64")]
-                    std::arch::x86_64::_mm_sfence();
-                } else {
-                    ptr::copy_nonoverlapping(burst.data.as_ptr(), data, bytes);
+                match frames {
+                    Frames::Host(src) if nt => {
+                        stream_copy(data, src.as_ptr(), bytes);
+                        // Non-temporal stores are ordered before the header's store only by
+                        // sfence.
+                        #[cfg(target_arch = "x86_64")]
+                        std::arch::x86_64::_mm_sfence();
+                    }
+                    Frames::Host(src) => ptr::copy_nonoverlapping(src.as_ptr(), data, bytes),
+                    Frames::Device { .. } => {}
                 }
                 fence(Ordering::Release);
                 let mut g0 = [0u8; 16];
@@ -213,6 +266,10 @@ impl GpuExecutor {
         q.next_seq = seq.wrapping_add(1);
         q.host.submitted_bursts += 1;
         q.host.submitted_frames += n as u64;
+        let gather = match frames {
+            Frames::Host(_) => None,
+            Frames::Device { srcs, .. } => Some((descs, srcs)),
+        };
         self.publish(
             queue,
             &mut q,
@@ -220,11 +277,15 @@ impl GpuExecutor {
             off,
             n * Desc8::size_of_format(dfmt),
             bytes,
+            gather,
         )
         .map_err(gpu_err)?;
         Ok(seq)
     }
 
+    /// `gather`: the burst's frames are in GPU memory (descriptors and addresses, checked by
+    /// `submit_frames`), copied into the device ring's slot after its header.
+    #[allow(clippy::too_many_arguments)]
     fn publish(
         &self,
         queue: usize,
@@ -233,6 +294,7 @@ impl GpuExecutor {
         off: usize,
         desc_bytes: usize,
         bytes: usize,
+        gather: Option<(&[crate::burst::FrameDesc], &[u64])>,
     ) -> anyhow::Result<()> {
         // A mapped ring in persistent mode needs no CUDA call (a driver call per burst on the
         // latency path); everything else does.
@@ -243,7 +305,7 @@ impl GpuExecutor {
             Mode::Persistent => {
                 match q.placement {
                     Placement::Device => {
-                        self.copy_slot(q, off, desc_bytes, bytes)?;
+                        self.fill_slot(q, off, desc_bytes, bytes, gather)?;
                         let p = q.prod_dev.as_ref().map_or(0, |p| p.ptr);
                         // SAFETY: p is the queue's own producer word (a 4-byte device
                         // buffer that device placement always allocates).
@@ -259,7 +321,7 @@ impl GpuExecutor {
             }
             Mode::Launch => {
                 if q.placement == Placement::Device {
-                    self.copy_slot(q, off, desc_bytes, bytes)?;
+                    self.fill_slot(q, off, desc_bytes, bytes, gather)?;
                 }
                 self.launch_burst(queue, q, seq)
             }
@@ -286,6 +348,35 @@ impl GpuExecutor {
                 Ok(())
             }
         }
+    }
+
+    /// Device placement: the slot's header and descriptors from staging into the ring, and its
+    /// frames from staging or, for frames in GPU memory, gathered from where they are; all on
+    /// the queue's stream, before what the caller queues next (the producer index).
+    fn fill_slot(
+        &self,
+        q: &mut Queue,
+        off: usize,
+        desc_bytes: usize,
+        bytes: usize,
+        gather: Option<(&[crate::burst::FrameDesc], &[u64])>,
+    ) -> anyhow::Result<()> {
+        let Some((descs, srcs)) = gather else {
+            return self.copy_slot(q, off, desc_bytes, bytes);
+        };
+        self.copy_slot(q, off, desc_bytes, 0)?;
+        let Some(ring) = q.ring_dev.as_ref() else {
+            anyhow::bail!("device placement without device ring");
+        };
+        let data = ring.ptr + (off + self.data_offset as usize) as u64;
+        let mut scratch = std::mem::take(&mut q.gather);
+        // SAFETY: submit_frames checked the descriptors against the slot's data area (they
+        // stay inside it) and the caller of submit_gpu_frames vouches for the sources; the
+        // kernel reads the slot only after the producer index the caller queues next.
+        let r = unsafe { super::gather::copy(&q.stream, data, descs, srcs, &mut scratch) };
+        q.gather = scratch;
+        q.host.gathered_frames += descs.len() as u64;
+        r
     }
 
     /// Device placement: the slot's header, `desc_bytes` of descriptors and `bytes` of frames

@@ -11,6 +11,7 @@ use super::{
     ZcFacts, MAX_BURST,
 };
 use crate::burst::{Burst, FrameDesc};
+use crate::port::gpu_rx::{GpuRx, GpuRxBurst, GpuRxStatus};
 use crate::port::{PortError, RxPort, RxStatus};
 
 /// Receives from some of a port's RX queues; implements [`RxPort`].
@@ -151,19 +152,7 @@ impl DpdkRx {
     }
 }
 
-/// One frame received into GPU memory (GPUDirect), read in place by a GPU executor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GpuFrame {
-    /// Device address of the first byte.
-    pub addr: u64,
-    pub len: u32,
-    /// RX queue (hardware, or software steering's choice).
-    pub queue: u16,
-    /// The NIC's RSS hash (0 when it gave none).
-    pub rss_hash: u32,
-    /// The NIC's steering mark (rte_flow MARK id; 0 when none), as `FrameDesc::mark`.
-    pub mark: u32,
-}
+pub use crate::port::gpu_rx::GpuFrame;
 
 /// Frames received into GPU memory. Their mbufs stay owned by this value, so the NIC does not
 /// reuse the buffers while the GPU reads them; dropping it returns them to the pool.
@@ -228,6 +217,7 @@ impl DpdkRx {
                 out.frames.push(GpuFrame {
                     addr: mb.buf_addr as u64 + u64::from(mb.data_off),
                     len: u32::from(mb.data_len),
+                    wire_len: mb.pkt_len,
                     queue: q,
                     rss_hash: rss,
                     mark: super::mbuf::nic_mark(mb),
@@ -235,15 +225,42 @@ impl DpdkRx {
                 out.mbufs.push(m);
             }
             if n > 0 {
+                let bytes: u64 = out.frames.iter().map(|f| u64::from(f.len)).sum();
                 inner
                     .counters
                     .rx_frames
                     .fetch_add(n as u64, Ordering::Relaxed);
+                inner.counters.rx_bytes.fetch_add(bytes, Ordering::Relaxed);
                 self.last_frame_ns = out.timestamp_ns;
                 break;
             }
         }
         Ok(out)
+    }
+}
+
+impl GpuRx for DpdkRx {
+    fn gpu(&self) -> u32 {
+        // The RX pool's GPU memory is GPU 0's (gpu::GpuMemory).
+        0
+    }
+
+    fn rx_gpu_burst(&mut self, max: usize) -> Result<GpuRxStatus, PortError> {
+        let mut got = self.rx_gpu(max)?;
+        if got.frames.is_empty() {
+            return Ok(match self.idle_end {
+                Some(d) if now_ns().saturating_sub(self.last_frame_ns) >= d.as_nanos() as u64 => {
+                    GpuRxStatus::End
+                }
+                _ => GpuRxStatus::Idle,
+            });
+        }
+        let frames = std::mem::take(&mut got.frames);
+        Ok(GpuRxStatus::Frames(GpuRxBurst {
+            frames,
+            timestamp_ns: got.timestamp_ns,
+            hold: Box::new(got),
+        }))
     }
 }
 
@@ -281,6 +298,14 @@ impl RxPort for DpdkRx {
 
     fn steered_in_nic(&self) -> bool {
         self.port.steered_in_nic()
+    }
+
+    fn gpu_rx(&mut self) -> Option<&mut dyn GpuRx> {
+        if self.port.inner.setup.placement == BufferPlacement::GpuDirect {
+            Some(self)
+        } else {
+            None
+        }
     }
 
     fn counter_source(&self) -> Option<crate::port::CounterSource> {

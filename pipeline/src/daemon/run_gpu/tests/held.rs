@@ -229,7 +229,7 @@ fn held_frames_count_sent_only_once_sent_on_both_executors() {
         let t = Instant::now();
         let tallies = if gpu {
             let dev = CpuStandIn::new(&p, 4, 1);
-            let spec = host_spec(&p, false, 0);
+            let spec = host_spec(&p, GpuSlots::of(&p.cfg), false, 0);
             let o = host::run(&dev, &spec, &shared, &mut ports.rx, &mut out);
             o.result.expect("host run");
             o.outputs
