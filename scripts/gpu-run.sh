@@ -89,6 +89,10 @@ TESTS=${TESTS:-$(dirname "$BIN")/tests}
 # A kernel that never returns: shutdown gives up, the executor leaks rather than frees under it,
 # and the process exits (pipeline/tests/gpu_teardown.rs).
 [ -x "$TESTS/gpu_teardown" ] && step teardown 180 env CI=true "$TESTS/gpu_teardown" --nocapture
+# Frames already in GPU memory (the GPUDirect receive path, a port playing the NIC with
+# cuMemAlloc buffers) gathered into device ring slots, persistent and launch: counts equal to
+# the CPU executor's, every buffer given back (pipeline/tests/gpu_direct_ingest.rs).
+[ -x "$TESTS/gpu_direct_ingest" ] && step gpu-direct-ingest 180 env CI=true "$TESTS/gpu_direct_ingest" --nocapture
 step restart 300 scripts/gpu-restart-check.sh "$BIN" "$RES"
 step bench 220 "$BIN" bench --classbench "$CB" --out "$RES"
 step reload-torture-persistent 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 4 --mode persistent --placement device --queues 2 --ctas 2 --json "$RES/torture-persistent.json"
