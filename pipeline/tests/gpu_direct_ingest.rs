@@ -170,7 +170,13 @@ fn assert_same_counts(gpu: &Summary, cpu: &Summary, what: &str) {
     assert_eq!(gpu.counted, cpu.counted, "{what}: counted");
     for (g, c) in gpu.queues.iter().zip(&cpu.queues) {
         let key = |q: &pipeline::daemon::QueueSummary| {
-            (q.rx_frames, q.passed, q.mirrored, q.to_host, q.drops.clone())
+            (
+                q.rx_frames,
+                q.passed,
+                q.mirrored,
+                q.to_host,
+                q.drops.clone(),
+            )
         };
         assert_eq!(key(g), key(c), "{what}: queue {}", g.queue);
     }
@@ -234,12 +240,24 @@ fn frames_in_gpu_memory_are_gathered_on_the_gpu_and_count_as_the_cpu_executor() 
         let what = format!("{mode}, device rings");
         assert_eq!(gpu.executor, "gpu", "{what}");
         let paths: Vec<&str> = gpu.gpu_ingest.iter().map(|g| g.path.as_str()).collect();
-        assert_eq!(paths, ["in_place", "in_place"], "{what}: {:?}", gpu.gpu_ingest);
+        assert_eq!(
+            paths,
+            ["in_place", "in_place"],
+            "{what}: {:?}",
+            gpu.gpu_ingest
+        );
         assert_same_counts(&gpu, &cpu, &what);
-        let (b, r) = (bursts.load(Ordering::Relaxed), released.load(Ordering::Relaxed));
+        let (b, r) = (
+            bursts.load(Ordering::Relaxed),
+            released.load(Ordering::Relaxed),
+        );
         assert!(b > 0, "{what}");
         assert_eq!(r, b, "{what}: every received burst's buffers given back");
-        assert_eq!(pool.free.lock().unwrap().len(), POOL, "{what}: the pool is whole");
+        assert_eq!(
+            pool.free.lock().unwrap().len(),
+            POOL,
+            "{what}: the pool is whole"
+        );
         println!(
             "GPU-DIRECT-INGEST-OK {what}: {} frames in {b} received bursts, gathered in place, \
              counts equal to the CPU executor ({} rule hits, {} default), {} starved polls, {:.3} s",
