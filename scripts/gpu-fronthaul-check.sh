@@ -10,8 +10,10 @@
 #     2 x max_open_slots = 16 entries holds), and the summaries' fronthaul counts equal (PRBs,
 #     U-plane packets, slots complete / partial, errors, per eAxC packets, PRBs and Ta4 windows
 #     early / on time / late / untimed: both judge the capture's receive times; sequence gaps /
-#     duplicates / out of order: the capture's ids are in order, where the two agree); the slot
-#     completion latency p50 / p99 of each executor is printed.
+#     duplicates / out of order); the slot completion latency p50 / p99 of each executor is
+#     printed. Then the BFP9 capture with sequence ids dropped, repeated and moved, one queue:
+#     per eAxC gaps / duplicates / out of order equal on CPU, GPU and the rules computed by the
+#     script, each kind non-zero ("sequence ids ...: equal").
 #  3. Decompressed PRB/s, BFP9 and BFP14: a capture of BENCH_SLOTS slots replayed LOOPS times,
 #     sink none, executor gpu and cpu; PRB/s = the summary's fronthaul PRBs / elapsed_s. This is
 #     the whole daemon (pcap replay, ingest, PCIe, kernel), not the decoder alone; also given as
@@ -146,6 +148,97 @@ for w in 9 14; do
   compare_summaries "$tmp/sum-$w-cpu.json" "$tmp/sum-$w-gpu.json" >>"$MD" || fails=$((fails + 1))
   cp "$tmp/sum-$w-cpu.json" "$tmp/sum-$w-gpu.json" "$RES/" 2>/dev/null
 done
+
+# Sequence ids out of order, duplicated and missing: the BFP9 capture mutated (frames dropped,
+# repeated right after themselves, and moved after a later frame of their eAxC), run through
+# one queue (an eAxC's arrival order is its queue's) on both executors. Each eAxC's gaps /
+# duplicates / out of order must equal on CPU and GPU and what SeqTracker's rules give on the
+# mutated capture (computed here), each kind non-zero.
+seq_check() {
+  local cap=$tmp/seq-src.pcap mut=$tmp/seq.pcap
+  gen_pcap 9 "$SLOTS" "$cap" || { say "sequence ids: gen -> pcap failed"; return 1; }
+  python3 - "$cap" "$mut" "$tmp/seq-want.json" <<'PY' 2>&1 | tee -a "$LOG" || return 1
+import json, struct, sys
+src, dst, want = sys.argv[1:4]
+b = open(src, 'rb').read()
+hdr, recs, at = b[:24], [], 24
+while at + 16 <= len(b):
+    n = struct.unpack_from('<I', b, at + 8)[0]
+    recs.append((b[at:at + 16], b[at + 16:at + 16 + n]))
+    at += 16 + n
+def ids(f):
+    o = 12
+    while f[o:o + 2] in (b'\x81\x00', b'\x88\xa8'):
+        o += 4
+    assert f[o:o + 2] == b'\xae\xfe', 'an eCPRI frame'
+    return struct.unpack_from('>H', f, o + 6)[0], f[o + 8]
+frames = [f for _, f in recs]
+out, k = [], 0
+while k < len(frames):
+    f = frames[k]
+    if k % 50 == 17:
+        k += 1
+        continue
+    out.append(f)
+    if k % 37 == 5:
+        out.append(f)
+    if k % 23 == 11 and k + 2 < len(frames) and ids(frames[k + 2])[0] == ids(f)[0]:
+        out[-1], frames[k + 2] = frames[k + 2], f
+    k += 1
+times = [h for h, _ in recs][:len(out)] + [recs[-1][0]] * max(0, len(out) - len(recs))
+with open(dst, 'wb') as w:
+    w.write(hdr)
+    for h, f in zip(times, out):
+        w.write(h[:8] + struct.pack('<II', len(f), len(f)) + f)
+nxt, cnt = {}, {}
+for f in out:
+    e, s = ids(f)
+    c = cnt.setdefault(e, [0, 0, 0])
+    if e not in nxt:
+        nxt[e] = (s + 1) & 255
+        continue
+    n = nxt[e]
+    if s == n:
+        nxt[e] = (n + 1) & 255
+    elif s == (n - 1) & 255:
+        c[1] += 1
+    elif (s - n) & 255 < 128:
+        c[0] += (s - n) & 255
+        nxt[e] = (s + 1) & 255
+    else:
+        c[2] += 1
+json.dump({str(e): c for e, c in cnt.items()}, open(want, 'w'))
+print(f'sequence ids: {len(recs)} frames -> {len(out)}; want (gaps, duplicates, out of order) by eAxC {cnt}')
+PY
+  local q=$QUEUES
+  QUEUES=1
+  for ex in cpu gpu; do
+    mkdir -p "$tmp/raw-seq-$ex"
+    fh_config 9 "$mut" 1 "$ex" "{ raw: $tmp/raw-seq-$ex }" "{ pps: $CHECK_PPS }"
+    "$PW" run --quiet --json "$tmp/fh-$ex.yaml" >"$tmp/sum-seq-$ex.json" 2>>"$LOG" ||
+      { say "sequence ids: run on $ex failed (see $LOG)"; QUEUES=$q; return 1; }
+  done
+  QUEUES=$q
+  cp "$tmp/sum-seq-cpu.json" "$tmp/sum-seq-gpu.json" "$RES/" 2>/dev/null
+  python3 - "$tmp/sum-seq-cpu.json" "$tmp/sum-seq-gpu.json" "$tmp/seq-want.json" <<'PY' 2>&1 | tee -a "$LOG"
+import json, sys
+def load(f):
+    t = open(f).read()
+    return json.loads(t[t.index('{'):])
+cpu, gpu = load(sys.argv[1]), load(sys.argv[2])
+want = json.load(open(sys.argv[3]))
+keys = ['seq_gaps', 'seq_duplicates', 'seq_out_of_order']
+got = lambda s: {str(e['eaxc']): [e[k] for k in keys] for e in s['fronthaul'][0]['per_eaxc']}
+c, g = got(cpu), got(gpu)
+tot = [sum(v[i] for v in want.values()) for i in range(3)]
+ok = c == want and g == want and all(t > 0 for t in tot)
+print(f'sequence ids (gaps, duplicates, out of order) by eAxC: want {want}, cpu {c}, gpu {g}: '
+      + ('equal' if ok else 'DIFFERENT (or a kind never seen)'))
+sys.exit(0 if ok else 1)
+PY
+}
+echo >>"$MD"
+seq_check >>"$MD" || fails=$((fails + 1))
 
 echo >>"$MD"
 echo "## Decompressed PRB/s ($BENCH_SLOTS slots x $LOOPS loops, $QUEUES queues, whole daemon)" >>"$MD"

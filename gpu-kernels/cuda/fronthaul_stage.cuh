@@ -24,14 +24,12 @@
  * slot complete when every expected PRB is there (or partial: evicted past max_open_slots, timed
  * out on the host clock, end of run) and reads that entry back (gpu.rs `slot_of_entry`: the PRBs
  * whose mark is the slot's tag, the others zero, as a Rust slot grid starts).
- * Sequence ids (pw_fh_seq): frames of one eAxC run on many threads at once, in no order, so the
- * GPU keeps an order-free form of them: each id unwrapped against the highest seen, counted new
- * or duplicate by a mark per id, the lowest and highest kept; the host derives the gaps (ids
- * between them that never came). That equals the Rust stage's SeqTracker where one eAxC's ids
- * arrive in order (each less than 128 ahead of the last, repeats adjacent), in whatever order the
- * threads take them (while no two frames of one eAxC in flight are 128 or more ids apart); out of
- * order is not judged: it needs each frame's place in the arrival order, which a stage call does
- * not have (DESIGN.md, "Fronthaul", 2026-12-04).
+ * Sequence ids (pw_fh_seq): frames of one eAxC run on many threads at once, in no order, and
+ * SeqTracker's judgement of a frame depends on every frame before it in arrival order. So the
+ * GPU judges nothing: each accepted U-plane packet of a grid eAxC appends (its arrival position:
+ * pw_frame.queue, burst_seq, burst_index; its eAxC index; its 8-bit id) to the sequence log, a
+ * ring the host's completion poll reads and judges in arrival order with the same SeqTracker
+ * (pipeline::fronthaul::seqlog; DESIGN.md, "Fronthaul", 2026-12-04).
  * A packet whose slot the host has closed (or whose ring entry holds a later slot) is refused as
  * in the Rust stage (pw_fh_slot_refused): counted per eAxC (slot_closed, with its PRBs), nothing
  * of it stored; it still counts as a packet, for its sequence id and its Ta4 window. */
@@ -73,16 +71,19 @@ typedef struct pw_fh_eaxc_counters {
 } pw_fh_eaxc_counters;
 PW_STATIC_ASSERT(sizeof(pw_fh_eaxc_counters) == 80, "pw_fh_eaxc_counters size");
 
-/* Sequence-id state of one eAxC (shared by every queue). Ids are unwrapped: 256 + id + 256 k,
- * each frame's relative to the highest seen so far (within -128 .. 127 of it). */
-typedef struct pw_fh_seq_state {
-    uint32_t high;       /*  0 highest unwrapped id seen (0: none yet) */
-    uint32_t low_inv;    /*  4 ~ the lowest unwrapped id seen (0: none yet) */
-    uint64_t distinct;   /*  8 frames whose unwrapped id was new */
-    uint64_t duplicates; /* 16 frames whose unwrapped id was seen before */
-    uint32_t marks[256]; /* 24 by id: the unwrapped id that last had it */
-} pw_fh_seq_state;
-PW_STATIC_ASSERT(sizeof(pw_fh_seq_state) == 1048, "pw_fh_seq_state size");
+/* The sequence log (buffer `fronthaul.seq`): a 64-bit head (entries appended so far, an atomic
+ * add), 8 bytes of padding, then PW_FH_SEQ_LOG entries, entry i at i % PW_FH_SEQ_LOG. An entry is
+ * written whole (one 16-byte store on the GPU) with `lap` = i + 1 (low 32 bits), so the host
+ * tells an entry of this lap from an older one, or one reserved and not yet written. */
+#define PW_FH_SEQ_LOG 65536u
+typedef struct pw_fh_seq_entry {
+    uint32_t lap;         /*  0 log index + 1 */
+    uint32_t burst_seq;   /*  4 pw_frame.burst_seq */
+    uint32_t burst_index; /*  8 pw_frame.burst_index */
+    uint32_t qe_id;       /* 12 pw_frame.queue << 16 | eAxC index << 8 | 8-bit sequence id */
+} pw_fh_seq_entry;
+PW_STATIC_ASSERT(sizeof(pw_fh_seq_entry) == 16, "pw_fh_seq_entry size");
+#define PW_FH_SEQ_HEAD_BYTES 16u
 
 /* The stage's parameter block (pipeline::fronthaul::gpu::StageParams), built by Rust from the
  * FronthaulConfig; the five addresses are the stage's device buffers (patched in by the
@@ -102,7 +103,7 @@ typedef struct pw_fh_stage_params {
     int64_t ta4_min_ns;     /* 192 Ta4 window: arrival - symbol start in [min, max] is on time */
     int64_t ta4_max_ns;     /* 200 */
     uint64_t time_offset_ns; /* 208 start of frame 0 since the Unix epoch, modulo the 2.56 s cycle */
-    uint64_t seq;           /* 216 pw_fh_seq_state [n_eaxcs] */
+    uint64_t seq;           /* 216 the sequence log (pw_fh_seq_entry, after a 16-byte head) */
     uint64_t closed;        /* 224 uint32 [ring]: the newest tag the host closed there (0: none) */
 } pw_fh_stage_params;
 PW_STATIC_ASSERT(sizeof(pw_fh_stage_params) == 232, "pw_fh_stage_params size");
@@ -131,8 +132,6 @@ PW_STATIC_ASSERT(sizeof(pw_fh_slot_state) == 16, "pw_fh_slot_state size");
     ((uint64_t)atomicCAS((unsigned long long *)(p), (unsigned long long)(e), (unsigned long long)(v)))
 #define PW_FH_MAX64(p, v) atomicMax((unsigned long long *)(p), (unsigned long long)(v))
 #define PW_FH_FENCE() __threadfence()
-#define PW_FH_CAS32(p, e, v) atomicCAS((unsigned int *)(p), (unsigned int)(e), (unsigned int)(v))
-#define PW_FH_MAX32(p, v) atomicMax((unsigned int *)(p), (unsigned int)(v))
 #else
 PW_DEVICE uint32_t pw_fh_xchg32_host(uint32_t *p, uint32_t v) {
     const uint32_t old = *p;
@@ -151,16 +150,6 @@ PW_DEVICE void pw_fh_max64_host(uint64_t *p, uint64_t v) {
 #define PW_FH_CAS64(p, e, v) pw_fh_cas64_host((p), (e), (v))
 #define PW_FH_MAX64(p, v) pw_fh_max64_host((p), (v))
 #define PW_FH_FENCE() ((void)0)
-PW_DEVICE uint32_t pw_fh_cas32_host(uint32_t *p, uint32_t e, uint32_t v) {
-    const uint32_t old = *p;
-    if (old == e) *p = v;
-    return old;
-}
-PW_DEVICE void pw_fh_max32_host(uint32_t *p, uint32_t v) {
-    if (v > *p) *p = v;
-}
-#define PW_FH_CAS32(p, e, v) pw_fh_cas32_host((p), (e), (v))
-#define PW_FH_MAX32(p, v) pw_fh_max32_host((p), (v))
 #endif
 
 /* IEEE half of a float, rounded to nearest even (what Rust's half::f16::from_f32 gives), written
@@ -279,28 +268,30 @@ PW_DEVICE void pw_fh_slot_add(const pw_fh_stage_params *p, uint32_t ring, uint32
     if (ts) PW_FH_MAX64(&st->last_ns, ts);
 }
 
-/* Sequence id `id` of a frame of eAxC index `e`: unwrapped against the highest id seen so far,
- * then counted new or duplicate by its id's mark, the highest and lowest kept. The host derives
- * the gaps: (highest - lowest + 1) - new ids. Equal to track.rs SeqTracker where one eAxC's ids
- * arrive in order (each within 127 ahead of the last, repeats adjacent: the Rust stage then counts
- * no out of order), whatever order the threads take them in; out of order is not judged. */
-PW_DEVICE void pw_fh_seq(const pw_fh_stage_params *p, uint32_t e, uint32_t id) {
+/* Sequence id `id` of a frame `f` of eAxC index `e`, logged with the frame's arrival position
+ * for the host to judge in arrival order (pipeline::fronthaul::seqlog). */
+PW_DEVICE void pw_fh_seq(const pw_fh_stage_params *p, const pw_frame *f, uint32_t e, uint32_t id) {
     if (!p->seq) return;
-    pw_fh_seq_state *s = &((pw_fh_seq_state *)p->seq)[e];
-    uint32_t h = *(volatile uint32_t *)&s->high;
-    if (h == 0u) {
-        const uint32_t first = 256u + id;
-        h = PW_FH_CAS32(&s->high, 0u, first);
-        if (h == 0u) h = first;
-    }
-    const uint32_t u = h + (uint32_t)(int32_t)(int8_t)(uint8_t)(id - (h & 255u));
-    PW_FH_MAX32(&s->high, u);
-    PW_FH_MAX32(&s->low_inv, ~u);
-    if (PW_FH_XCHG32(&s->marks[id & 255u], u) == u) {
-        PW_ADD64(&s->duplicates, 1);
-    } else {
-        PW_ADD64(&s->distinct, 1);
-    }
+    uint64_t *head = (uint64_t *)p->seq;
+#if PW_GPU
+    const uint64_t i = (uint64_t)atomicAdd((unsigned long long *)head, 1ull);
+#else
+    const uint64_t i = (*head)++;
+#endif
+    pw_fh_seq_entry *log = (pw_fh_seq_entry *)(p->seq + PW_FH_SEQ_HEAD_BYTES);
+    pw_fh_seq_entry *en = &log[i % PW_FH_SEQ_LOG];
+    const uint32_t qe = ((uint32_t)f->queue << 16) | ((e & 255u) << 8) | (id & 255u);
+#if PW_GPU
+    /* One 16-byte store: the host never sees the lap of this entry with another's fields. */
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(en), "r"((uint32_t)i + 1u), "r"(f->burst_seq),
+                 "r"(f->burst_index), "r"(qe)
+                 : "memory");
+#else
+    en->lap = (uint32_t)i + 1u;
+    en->burst_seq = f->burst_seq;
+    en->burst_index = f->burst_index;
+    en->qe_id = qe;
+#endif
 }
 
 /* The Ta4 window of a packet received at `t_ns` (pipeline::fronthaul::track::Timing::classify):
@@ -412,7 +403,7 @@ PW_DEVICE void pw_stage_fronthaul(const pw_frame *f, pw_packet_meta *meta, pw_ve
         return;
     }
     PW_ADD64(&ec[e].packets, 1);
-    pw_fh_seq(p, e, (uint32_t)info.seq_raw >> 8);
+    pw_fh_seq(p, f, e, (uint32_t)info.seq_raw >> 8);
     if (f->timestamp_ns == 0) {
         PW_ADD64(&ec[e].untimed, 1);
     } else {

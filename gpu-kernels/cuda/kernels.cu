@@ -99,6 +99,7 @@ __device__ __forceinline__ void pw_stage_acl_fused(const pw_acl_sel &a, const pw
 typedef struct pw_vout {
     void *base;
     uint32_t tag;
+    uint32_t seq; /* the burst's sequence number (pw_frame.burst_seq) */
 } pw_vout;
 
 /* Verdict i of the burst. Tagged: three 8-byte stores, each word with the tag (strong, so they
@@ -168,6 +169,8 @@ __device__ __forceinline__ void pw_run_composed(const pw_queue_desc &q, const pw
     f.queue = q.queue_id;
     f.timestamp_ns = d.timestamp_ns;
     f.mark = d.mark;
+    f.burst_seq = vo.seq;
+    f.burst_index = vi;
     pw_pipeline_ctx ctx;
     ctx.params = (const uint64_t *)a.stage_params;
     ctx.acl = &a;
@@ -594,6 +597,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     }
     pw_vout vo;
     vo.tag = (q.pipeline & PW_PIPE_TAGGED) ? seq + 1u : 0u;
+    vo.seq = seq;
     vo.base = vo.tag ? (void *)((pw_verdict_tagged *)q.verdicts + (uint64_t)slot * q.burst_max)
                      : (void *)((pw_verdict_out *)q.verdicts + (uint64_t)slot * q.burst_max);
     pw_packet_meta *mout = (q.pipeline & PW_PIPE_META_OUT) ? (pw_packet_meta *)q.metas + (uint64_t)slot * q.burst_max : 0;
@@ -979,9 +983,7 @@ extern "C" __global__ void __launch_bounds__(256) pw_bulk(const pw_queue_desc *q
                                                          uint32_t n, pw_verdict_out *verdicts) {
     const pw_queue_desc q = *qd;
     const pw_acl_sel a = pw_acl_of_queue(q);
-    pw_vout vo;
-    vo.base = verdicts;
-    vo.tag = 0u;
+    const pw_vout vo = {verdicts, 0u, 0u}; /* untagged; every frame of burst 0 */
     __shared__ pw_queue_counters acc;
     pw_zero_counters(&acc);
     __syncthreads();

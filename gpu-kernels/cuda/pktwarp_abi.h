@@ -73,7 +73,7 @@ typedef long long int64_t;
  * pw_pipeline_frame calls the stages in the config's order; the transport knows only
  * pw_pipeline_frame, and a stage knows nothing of rings, slots or CTAs.
  * ======================================================================================== */
-#define PW_STAGE_ABI_VERSION 4u
+#define PW_STAGE_ABI_VERSION 5u
 #define PW_MAX_STAGES 16u
 #define PW_STAGE_COUNTERS 8u
 
@@ -100,6 +100,12 @@ typedef struct pw_frame {
                             * or a port that gave none) */
     uint32_t mark;         /* steering mark (pw_desc.mark; 0 = none): `parse` puts it in
                             * pw_packet_meta.steer_mark */
+    uint32_t burst_seq;    /* stage ABI 5: the frame's burst, by its sequence number in the queue
+                            * (pw_slot_hdr.seq; 0 in the bulk kernel) */
+    uint32_t burst_index;  /* stage ABI 5: the frame's index in that burst. (queue, burst_seq,
+                            * burst_index) is the frame's arrival position: the frames of a burst
+                            * and several bursts of a queue run at once, so a stage that needs
+                            * the arrival order (fronthaul's sequence ids) logs it with this */
 } pw_frame;
 
 /* Built-in stage counters (pw_stage_counters.v[k]). */

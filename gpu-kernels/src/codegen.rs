@@ -430,6 +430,7 @@ fn frame_function(stages: &[StageSpec]) -> String {
 const HOST_ENTRY: &str = r#"
 extern "C" void pw_host_pipeline_frame(uint8_t *data, uint32_t *len, uint32_t cap, uint32_t *wire_len,
                                        uint16_t port, uint64_t timestamp_ns, uint32_t mark,
+                                       uint16_t queue, uint32_t burst_seq, uint32_t burst_index,
                                        pw_packet_meta *meta,
                                        pw_verdict *verdict, const void *const *params,
                                        pw_stage_counters *counters) {
@@ -439,9 +440,11 @@ extern "C" void pw_host_pipeline_frame(uint8_t *data, uint32_t *len, uint32_t ca
     f.wire_len = *wire_len;
     f.cap = cap;
     f.port = port;
-    f.queue = 0;
+    f.queue = queue;
     f.timestamp_ns = timestamp_ns;
     f.mark = mark;
+    f.burst_seq = burst_seq;
+    f.burst_index = burst_index;
     pw_pipeline_ctx ctx;
     /* The host's table of parameter-block pointers (64-bit, as the device's addresses). */
     ctx.params = (const uint64_t *)params;

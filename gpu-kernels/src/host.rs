@@ -34,6 +34,9 @@ type FrameFn = unsafe extern "C" fn(
     port: u16,
     timestamp_ns: u64,
     mark: u32,
+    queue: u16,
+    burst_seq: u32,
+    burst_index: u32,
     meta: *mut u8,
     verdict: *mut u8,
     params: *const *const c_void,
@@ -66,7 +69,7 @@ pub const META_BYTES: usize = 144;
 pub const VERDICT_BYTES: usize = 24;
 pub const STAGE_COUNTER_WORDS: usize = 8;
 /// `PW_STAGE_ABI_VERSION`.
-pub const STAGE_ABI_VERSION: u32 = 4;
+pub const STAGE_ABI_VERSION: u32 = 5;
 
 impl HostPipeline {
     /// Generates the host source of `stages`, compiles it and loads it. Errors carry the
@@ -134,7 +137,7 @@ impl HostPipeline {
             len: buf.len(),
             wire_len,
             port,
-            timestamp_ns: 0,
+            ..HostFrame::default()
         };
         self.run_frame_mut(&mut buf, &mut f, params, acl, meta, verdict, counters);
     }
@@ -198,6 +201,9 @@ impl HostPipeline {
                 f.port,
                 f.timestamp_ns,
                 mark,
+                f.queue,
+                f.burst_seq,
+                f.burst_index,
                 meta.as_mut_ptr(),
                 verdict.as_mut_ptr(),
                 ptrs.as_ptr(),
@@ -219,6 +225,12 @@ pub struct HostFrame {
     pub port: u16,
     /// Receive time (`pw_frame.timestamp_ns`).
     pub timestamp_ns: u64,
+    /// Receive queue (`pw_frame.queue`).
+    pub queue: u16,
+    /// Arrival position: the burst's sequence number in its queue and the frame's index in it
+    /// (`pw_frame.burst_seq`, `burst_index`).
+    pub burst_seq: u32,
+    pub burst_index: u32,
 }
 
 impl Drop for HostPipeline {

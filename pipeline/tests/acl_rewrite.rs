@@ -703,6 +703,7 @@ fn host_compiled_cuda_equals_the_cpu_with_rewrites_and_marks() {
                 wire_len: d.wire_len,
                 port: d.port,
                 timestamp_ns: 0,
+                ..HostFrame::default()
             };
             let (mut meta, mut v) = ([0xAAu8; META_BYTES], [0x55u8; VERDICT_BYTES]);
             let blocks: Vec<&[u8]> = params.iter().map(Vec::as_slice).collect();

@@ -260,6 +260,7 @@ impl Harness {
             wire_len: d.wire_len,
             port: d.port,
             timestamp_ns: d.timestamp_ns,
+            ..HostFrame::default()
         };
         let params: Vec<&[u8]> = self.params.iter().map(Vec::as_slice).collect();
         let mut meta = [0xAAu8; META_BYTES];

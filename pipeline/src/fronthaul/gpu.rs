@@ -27,8 +27,6 @@ pub const CTR_DUPLICATE_PRBS: usize = 6;
 pub const CTR_EAXC_UNEXPECTED: usize = 7;
 /// Bytes of one `pw_fh_eaxc_counters`.
 pub const EAXC_COUNTER_BYTES: usize = 80;
-/// Bytes of one `pw_fh_seq_state` (an eAxC's sequence-id state).
-pub const SEQ_STATE_BYTES: usize = 1048;
 /// Bytes of one `pw_fh_slot_state` (a ring entry's tag and PRB count, its latest receive time).
 pub const SLOT_STATE_BYTES: usize = 16;
 
@@ -125,7 +123,7 @@ impl Layout {
                 self.eaxcs.len() * EAXC_COUNTER_BYTES,
             ),
             ("fronthaul.stats", STATS * 8),
-            ("fronthaul.seq", self.eaxcs.len() * SEQ_STATE_BYTES),
+            ("fronthaul.seq", super::seqlog::LOG_BYTES),
             ("fronthaul.closed", self.ring * 4),
         ]
     }
@@ -291,35 +289,18 @@ pub fn read_slots(l: &Layout, grid: &[u8], marks: &[u8], state: &[u8]) -> Vec<Sl
     out
 }
 
-/// Per eAxC of one GPU's sequence-id state (`pw_fh_seq_state[n_eaxcs]`): (gaps, duplicates),
-/// the gaps being the ids between the lowest and the highest seen that never came.
-pub fn seq_counts(l: &Layout, seq: &[u8]) -> Vec<(u64, u64)> {
-    (0..l.eaxcs.len())
-        .map(|i| {
-            let at = i * SEQ_STATE_BYTES;
-            let w32 = |k: usize| u32_at(seq.get(at..).unwrap_or(&[]), k);
-            let w64 = |k: usize| u64_at(seq.get(at..).unwrap_or(&[]), k);
-            let (high, low) = (w32(0), !w32(1));
-            if high == 0 {
-                return (0, 0);
-            }
-            let span = u64::from(high.saturating_sub(low)) + 1;
-            (span.saturating_sub(w64(1)), w64(2))
-        })
-        .collect()
-}
-
 /// The stage's counters from its GPU state: `stage` is its stage counter block summed over the
-/// queues (8 words), `eaxc` and `stats` its buffers, `seq` the [`seq_counts`] (summed over the
-/// GPUs). Slots complete / partial are the host's to count (as they close); out of order is not
-/// judged on the GPU; per-eAxC rejects by reason are not kept on the GPU (their total is the
-/// second value, per eAxC index).
+/// queues (8 words), `eaxc` and `stats` its buffers (summed over the GPUs), `seq` per eAxC index
+/// (gaps, duplicates, out of order) as the host judged the sequence log
+/// ([`super::seqlog::SeqJudge`]). Slots complete / partial are the host's to count (as they
+/// close); per-eAxC rejects by reason are not kept on the GPU (their total is the second value,
+/// per eAxC index).
 pub fn read_counters(
     l: &Layout,
     stage: &[u64; 8],
     eaxc: &[u8],
     stats: &[u8],
-    seq: &[(u64, u64)],
+    seq: &[[u64; 3]],
 ) -> (FronthaulCounters, Vec<u64>) {
     let mut c = FronthaulCounters {
         frames: stage[0],
@@ -330,7 +311,6 @@ pub fn read_counters(
         duplicate_prbs: stage[CTR_DUPLICATE_PRBS],
         eaxc_unexpected: stage[CTR_EAXC_UNEXPECTED],
         saturated_samples: u64_at(stats, 0),
-        seq_order_not_judged: true,
         ..FronthaulCounters::default()
     };
     for r in Reject::ALL {
@@ -348,8 +328,9 @@ pub fn read_counters(
             early: w(5),
             on_time: w(6),
             late: w(7),
-            seq_gaps: seq.get(i).map_or(0, |s| s.0),
-            seq_duplicates: seq.get(i).map_or(0, |s| s.1),
+            seq_gaps: seq.get(i).map_or(0, |s| s[0]),
+            seq_duplicates: seq.get(i).map_or(0, |s| s[1]),
+            seq_out_of_order: seq.get(i).map_or(0, |s| s[2]),
             slot_closed: w(8),
             slot_closed_prbs: w(9),
             ..EaxcCounters::default()
@@ -359,47 +340,88 @@ pub fn read_counters(
     (c, rejected)
 }
 
-/// At the end of a GPU run (drained, before shutdown): each fronthaul stage's GPU counters read
-/// back into the Rust stage, so the summary and /metrics see them (the stage counter blocks
-/// summed over every queue and GPU, the buffers' counters summed over the GPUs), and the slots
-/// the completion poll (`live`) has not closed yet closed now, oldest first, and handed to the
-/// sink.
+/// At the end of a GPU run (drained, before shutdown): the slots the completion poll (`live`)
+/// has not closed yet closed now, oldest first, and handed to the sink, the sequence log
+/// judged to its end; then each fronthaul stage's GPU counters read back into the Rust stage
+/// ([`absorb_stage`]), so the summary and /metrics see them.
 pub fn absorb_from_gpu(
     p: &crate::stage::Pipeline,
     gpu: &crate::executor::gpu::multi::MultiGpu,
     mut live: super::live::LiveStages,
 ) -> anyhow::Result<()> {
-    let snaps = gpu.counters_per_executor()?;
-    for (k, st) in p.stages.iter().enumerate() {
-        let crate::stage::Stage::Fronthaul(f) = st else {
-            continue;
-        };
-        let l = Layout::new(f.config()).map_err(|e| anyhow::anyhow!(e))?;
+    live.finish(p, gpu)?;
+    live.absorb_counters(p, &GpuCounters::new(gpu)?)
+}
+
+/// Where a fronthaul stage's GPU counters are read from.
+pub trait CounterSource {
+    /// The stage counter block of the stage at pipeline position `k`, summed over every queue
+    /// and GPU.
+    fn stage_block(&self, k: usize) -> [u64; 8];
+    /// Buffer `i` (`BUF_*`) of that stage, one copy per GPU.
+    fn stage_buffers(&self, k: usize, i: usize) -> anyhow::Result<Vec<Vec<u8>>>;
+}
+
+/// The GPUs' counters: one snapshot of every queue's counter blocks, buffers read on demand.
+pub struct GpuCounters<'a> {
+    gpu: &'a crate::executor::gpu::multi::MultiGpu,
+    snaps: Vec<crate::executor::gpu::CountersSnapshot>,
+}
+
+impl<'a> GpuCounters<'a> {
+    pub fn new(gpu: &'a crate::executor::gpu::multi::MultiGpu) -> anyhow::Result<GpuCounters<'a>> {
+        Ok(GpuCounters {
+            snaps: gpu.counters_per_executor()?,
+            gpu,
+        })
+    }
+}
+
+impl CounterSource for GpuCounters<'_> {
+    fn stage_block(&self, k: usize) -> [u64; 8] {
         let mut stage = [0u64; 8];
-        for snap in &snaps {
-            for q in &snap.stages {
-                if let Some(b) = q.get(k) {
-                    for (s, v) in stage.iter_mut().zip(b.v) {
-                        *s += v;
-                    }
+        for q in self.snaps.iter().flat_map(|s| &s.stages) {
+            if let Some(b) = q.get(k) {
+                for (s, v) in stage.iter_mut().zip(b.v) {
+                    *s += v;
                 }
             }
         }
-        let mut eaxc = vec![0u64; l.buffers()[BUF_EAXC_COUNTERS].1 / 8];
-        let mut stats = vec![0u64; STATS];
-        let mut seq = vec![(0u64, 0u64); l.eaxcs.len()];
-        for ex in gpu.executors() {
-            let read = |i: usize| ex.read_stage_buffer(k, i);
-            add_words(&mut eaxc, &read(BUF_EAXC_COUNTERS)?);
-            add_words(&mut stats, &read(BUF_STATS)?);
-            for (s, g) in seq.iter_mut().zip(seq_counts(&l, &read(BUF_SEQ)?)) {
-                *s = (s.0 + g.0, s.1 + g.1);
-            }
-        }
-        let (c, _) = read_counters(&l, &stage, &to_bytes(&eaxc), &to_bytes(&stats), &seq);
-        f.absorb_gpu_counters(c);
+        stage
     }
-    live.finish(p, gpu)
+
+    fn stage_buffers(&self, k: usize, i: usize) -> anyhow::Result<Vec<Vec<u8>>> {
+        self.gpu
+            .executors()
+            .iter()
+            .map(|ex| ex.read_stage_buffer(k, i))
+            .collect()
+    }
+}
+
+/// The GPU counters of the fronthaul stage `f` at pipeline position `k` into the Rust stage:
+/// its stage counter block and its buffers' counters summed over the GPUs, `seq` per eAxC
+/// index as the sequence log was judged. Run by the completion poll while the run goes
+/// (/metrics live) and at its end.
+pub fn absorb_stage(
+    f: &super::FronthaulStage,
+    k: usize,
+    src: &dyn CounterSource,
+    seq: &[[u64; 3]],
+) -> anyhow::Result<()> {
+    let l = Layout::new(f.config()).map_err(|e| anyhow::anyhow!(e))?;
+    let mut eaxc = vec![0u64; l.buffers()[BUF_EAXC_COUNTERS].1 / 8];
+    let mut stats = vec![0u64; STATS];
+    for b in src.stage_buffers(k, BUF_EAXC_COUNTERS)? {
+        add_words(&mut eaxc, &b);
+    }
+    for b in src.stage_buffers(k, BUF_STATS)? {
+        add_words(&mut stats, &b);
+    }
+    let stage = src.stage_block(k);
+    let (c, _) = read_counters(&l, &stage, &to_bytes(&eaxc), &to_bytes(&stats), seq);
+    f.absorb_gpu_counters(c);
+    Ok(())
 }
 
 fn add_words(acc: &mut [u64], b: &[u8]) {
@@ -465,7 +487,15 @@ mod tests {
         assert_eq!(size_of::<DecodeBlock>(), 8);
         assert_eq!(size_of::<StageParams>(), 232);
         assert!(h.contains("sizeof(pw_fh_stage_params) == 232"));
-        assert!(h.contains(&format!("sizeof(pw_fh_seq_state) == {SEQ_STATE_BYTES}")));
+        assert!(h.contains("sizeof(pw_fh_seq_entry) == 16"));
+        assert!(h.contains(&format!(
+            "#define PW_FH_SEQ_LOG {}u",
+            super::super::seqlog::SEQ_LOG
+        )));
+        assert!(h.contains(&format!(
+            "#define PW_FH_SEQ_HEAD_BYTES {}u",
+            super::super::seqlog::HEAD_BYTES
+        )));
         assert!(h.contains("sizeof(pw_fh_slot_state) == 16"));
         for (field, off) in [
             ("grid", offset_of!(StageParams, grid)),
@@ -550,7 +580,7 @@ mod tests {
         let g = gpu_params(&cfg).unwrap();
         assert_eq!(g.buffers.len(), 7);
         assert_eq!(g.buffers[BUF_CLOSED].bytes, 8 * 4);
-        assert_eq!(g.buffers[BUF_SEQ].bytes, 2 * SEQ_STATE_BYTES);
+        assert_eq!(g.buffers[BUF_SEQ].bytes, 16 + 65536 * 16);
         assert_eq!(g.buffers[BUF_GRID].bytes, 8 * 2 * 14 * 106 * 48);
         assert_eq!(g.buffers[BUF_STATS].addr_at, 56);
         let e = Layout::new(&FronthaulConfig::default()).unwrap_err();

@@ -340,12 +340,46 @@ impl GridSource for ExecutorSource<'_> {
     }
 }
 
+impl super::seqlog::LogSource for ExecutorSource<'_> {
+    fn seq_head(&self) -> anyhow::Result<u64> {
+        let b = self
+            .ex
+            .read_stage_buffer_range(self.k, super::gpu::BUF_SEQ, 0, 8)?;
+        let w: [u8; 8] = b
+            .get(..8)
+            .and_then(|w| w.try_into().ok())
+            .ok_or_else(|| anyhow::anyhow!("fronthaul.seq: short read of the log head"))?;
+        Ok(u64::from_le_bytes(w))
+    }
+
+    fn seq_entries(&self, at: usize, n: usize) -> anyhow::Result<Vec<u8>> {
+        use super::seqlog::{ENTRY_BYTES, HEAD_BYTES};
+        self.ex.read_stage_buffer_range(
+            self.k,
+            super::gpu::BUF_SEQ,
+            HEAD_BYTES + at * ENTRY_BYTES,
+            n * ENTRY_BYTES,
+        )
+    }
+
+    fn ring_slots(&self) -> u32 {
+        self.ex.options().ring_slots
+    }
+}
+
+/// How often the completion poll reads the stages' GPU counters into the Rust stages, so the
+/// summary and /metrics show them during a run (a counter snapshot and two small buffer reads
+/// per GPU each time).
+pub const COUNTERS_EVERY: Duration = Duration::from_millis(100);
+
 /// The completion poll of every fronthaul stage of a pipeline on the GPU executor, with the
 /// log of handed bursts its latency reads.
 pub struct LiveStages {
-    /// (pipeline position, its completion state)
-    stages: Vec<(usize, Completer)>,
+    /// (pipeline position, its completion state, its sequence judge)
+    stages: Vec<(usize, Completer, super::seqlog::SeqJudge)>,
     pub handed: std::sync::Arc<HandedLog>,
+    /// When the GPU counters were last read into the stages.
+    counters_at: Option<Instant>,
 }
 
 impl LiveStages {
@@ -356,13 +390,24 @@ impl LiveStages {
             if let crate::stage::Stage::Fronthaul(f) = st {
                 let mut c = Completer::new(f.config()).map_err(|e| anyhow::anyhow!(e))?;
                 c.samples = f.has_sink();
-                stages.push((k, c));
+                let j = super::seqlog::SeqJudge::new(c.layout().eaxcs.len());
+                stages.push((k, c, j));
             }
         }
         Ok(LiveStages {
             stages,
             handed: std::sync::Arc::default(),
+            counters_at: None,
         })
+    }
+
+    /// Per eAxC index of the stage at pipeline position `k`: (gaps, duplicates, out of order)
+    /// judged so far (empty for a position without a fronthaul stage).
+    pub fn seq_counts(&self, k: usize) -> &[[u64; 3]] {
+        self.stages
+            .iter()
+            .find(|s| s.0 == k)
+            .map_or(&[], |s| s.2.counts())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -370,13 +415,44 @@ impl LiveStages {
     }
 
     /// One poll of every stage over every GPU of `gpu`; the slots that closed go to their
-    /// stage's sink. Returns how many closed.
+    /// stage's sink, the sequence log is judged as far as it can be, and every
+    /// [`COUNTERS_EVERY`] the GPU counters go into the stages. Returns how many slots closed.
     pub fn poll(
         &mut self,
         p: &crate::stage::Pipeline,
         gpu: &crate::executor::gpu::multi::MultiGpu,
     ) -> anyhow::Result<usize> {
-        self.each(p, gpu, false)
+        let n = self.each(p, gpu, false)?;
+        if self.counters_due(Instant::now()) {
+            self.absorb_counters(p, &super::gpu::GpuCounters::new(gpu)?)?;
+        }
+        Ok(n)
+    }
+
+    /// Whether the GPU counters are to be read at `now` (the first poll, then every
+    /// [`COUNTERS_EVERY`]); if so, `now` is when they were.
+    pub fn counters_due(&mut self, now: Instant) -> bool {
+        let due = self
+            .counters_at
+            .is_none_or(|t| now.saturating_duration_since(t) >= COUNTERS_EVERY);
+        if due {
+            self.counters_at = Some(now);
+        }
+        due
+    }
+
+    /// Every stage's GPU counters (and its sequence counts so far) into the Rust stage.
+    pub fn absorb_counters(
+        &self,
+        p: &crate::stage::Pipeline,
+        src: &dyn super::gpu::CounterSource,
+    ) -> anyhow::Result<()> {
+        for (k, _, j) in &self.stages {
+            if let Some(crate::stage::Stage::Fronthaul(f)) = p.stages.get(*k) {
+                super::gpu::absorb_stage(f, *k, src, j.counts())?;
+            }
+        }
+        Ok(())
     }
 
     /// The end of a run: every slot still open closed (see [`Completer::finish`]).
@@ -395,7 +471,7 @@ impl LiveStages {
         end: bool,
     ) -> anyhow::Result<usize> {
         let mut n = 0;
-        for (k, c) in &mut self.stages {
+        for (k, c, j) in &mut self.stages {
             let Some(crate::stage::Stage::Fronthaul(f)) = p.stages.get(*k) else {
                 continue;
             };
@@ -409,6 +485,11 @@ impl LiveStages {
                     layout: &layout,
                 })
                 .collect();
+            let logs: Vec<&dyn super::seqlog::LogSource> = srcs
+                .iter()
+                .map(|s| s as &dyn super::seqlog::LogSource)
+                .collect();
+            j.poll(&logs, end)?;
             let srcs: Vec<&dyn GridSource> = srcs.iter().map(|s| s as &dyn GridSource).collect();
             let handed = &self.handed;
             let mut close = |cl: Closed| f.close_gpu_slot(&cl.grid, handed.handed_at(cl.last_ns));

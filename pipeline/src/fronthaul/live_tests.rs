@@ -535,3 +535,87 @@ fn the_cpu_stage_refuses_the_packets_of_a_closed_slot() {
     assert_eq!(seen.lock().unwrap().len(), 3, "delivered once each");
     assert!(got.summary().contains("56 packets after their slot closed"));
 }
+
+/// GPU counters as the completion poll reads them, set by the test between polls.
+#[derive(Default)]
+struct FakeCounters {
+    block: RefCell<[u64; 8]>,
+    /// Per GPU: `fronthaul.eaxc_counters`.
+    eaxc: RefCell<Vec<Vec<u8>>>,
+}
+
+impl crate::fronthaul::gpu::CounterSource for FakeCounters {
+    fn stage_block(&self, k: usize) -> [u64; 8] {
+        assert_eq!(k, 1, "the fronthaul stage's position");
+        *self.block.borrow()
+    }
+
+    fn stage_buffers(&self, _k: usize, i: usize) -> anyhow::Result<Vec<Vec<u8>>> {
+        use crate::fronthaul::gpu::{BUF_EAXC_COUNTERS, BUF_STATS, STATS};
+        match i {
+            BUF_EAXC_COUNTERS => Ok(self.eaxc.borrow().clone()),
+            BUF_STATS => Ok(vec![vec![0; STATS * 8]]),
+            _ => anyhow::bail!("buffer {i} not read for counters"),
+        }
+    }
+}
+
+#[test]
+fn gpu_counters_reach_the_summary_and_metrics_while_the_run_goes() {
+    use crate::fronthaul::gpu::{CTR_PRBS, CTR_UPLANE, EAXC_COUNTER_BYTES};
+    use crate::fronthaul::FronthaulStage;
+    use crate::stage::Stage;
+    let c0 = cfg(2, 1_000_000);
+    let p = crate::stage::Pipeline::new(vec![
+        Stage::Parse,
+        Stage::Fronthaul(Box::new(FronthaulStage::from_config(&c0).unwrap())),
+        Stage::Count,
+    ]);
+    let mut live = LiveStages::new(&p).unwrap();
+    let t0 = Instant::now();
+    assert!(live.counters_due(t0), "the first poll reads them");
+    assert!(!live.counters_due(t0 + COUNTERS_EVERY / 2));
+    assert!(live.counters_due(t0 + COUNTERS_EVERY));
+    let src = FakeCounters::default();
+    // Two GPUs, eAxC index 1 (id 9): packets (word 0) and early (word 5) on each.
+    let per_gpu = |packets: u64, early: u64| {
+        let mut b = vec![0u8; 2 * EAXC_COUNTER_BYTES];
+        b[EAXC_COUNTER_BYTES..EAXC_COUNTER_BYTES + 8].copy_from_slice(&packets.to_le_bytes());
+        b[EAXC_COUNTER_BYTES + 40..EAXC_COUNTER_BYTES + 48].copy_from_slice(&early.to_le_bytes());
+        b
+    };
+    let metric = |fam: &str, want: &str| -> u64 {
+        crate::fronthaul::report::metric_families(&p)
+            .into_iter()
+            .find(|f| f.0 == fam)
+            .map_or(0, |f| {
+                f.1.iter()
+                    .filter(|(l, _)| l.iter().any(|(k, v)| *k == "eaxc" && v == "9"))
+                    .filter(|(l, _)| want.is_empty() || l.iter().any(|(_, v)| v == want))
+                    .map(|(_, v)| *v)
+                    .sum()
+            })
+    };
+    for (round, packets) in [(1u64, 3u64), (2, 10)] {
+        src.block.borrow_mut()[CTR_UPLANE] = 2 * packets;
+        src.block.borrow_mut()[CTR_PRBS] = 12 * packets;
+        *src.eaxc.borrow_mut() = vec![per_gpu(packets, round), per_gpu(packets, 0)];
+        live.absorb_counters(&p, &src).unwrap();
+        let Stage::Fronthaul(f) = &p.stages[1] else {
+            unreachable!()
+        };
+        let c = f.counters();
+        assert_eq!(
+            (c.uplane, c.prbs),
+            (2 * packets, 12 * packets),
+            "round {round}"
+        );
+        assert_eq!(c.per_eaxc[1].packets, 2 * packets, "summed over the GPUs");
+        assert_eq!(c.per_eaxc[1].early, round);
+        let lines = crate::fronthaul::report::summaries(&p)[0].lines();
+        let want = format!("eAxC 9: {} packets", 2 * packets);
+        assert!(lines.iter().any(|l| l.starts_with(&want)), "{lines:?}");
+        assert_eq!(metric("pktwarp_fronthaul_packets_total", ""), 2 * packets);
+        assert_eq!(metric("pktwarp_fronthaul_arrivals_total", "early"), round);
+    }
+}

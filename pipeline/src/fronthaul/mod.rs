@@ -11,6 +11,7 @@ pub mod grid;
 pub mod live;
 pub mod raw;
 pub mod report;
+pub mod seqlog;
 pub mod sink;
 pub mod stage;
 pub mod track;

@@ -49,9 +49,6 @@ pub struct FronthaulSummary {
     pub saturated_samples: u64,
     pub eaxc_unexpected: u64,
     pub sink_errors: u64,
-    /// False where out of order was not judged (the GPU executor): `seq_out_of_order` is then
-    /// 0 without meaning.
-    pub seq_out_of_order_judged: bool,
     /// Completion latency of the complete slots (see `FronthaulCounters::slot_latency_count`):
     /// slots measured, p50 and p99 in ns (0 when none).
     pub slot_latency_count: u64,
@@ -86,7 +83,6 @@ impl FronthaulSummary {
             saturated_samples: c.saturated_samples,
             eaxc_unexpected: c.eaxc_unexpected,
             sink_errors: c.sink_errors,
-            seq_out_of_order_judged: !c.seq_order_not_judged,
             slot_latency_count: c.slot_latency_count,
             slot_latency_p50_ns: c.slot_latency_p50_ns,
             slot_latency_p99_ns: c.slot_latency_p99_ns,
@@ -132,13 +128,8 @@ impl FronthaulSummary {
             errs(&self.errors)
         )];
         for e in &self.per_eaxc {
-            let ooo = if self.seq_out_of_order_judged {
-                e.seq_out_of_order.to_string()
-            } else {
-                "not judged (GPU)".to_string()
-            };
             out.push(format!(
-                "eAxC {}: {} packets, {} PRBs, early {} / on time {} / late {} / untimed {}, seq gaps {} / duplicates {} / out of order {ooo}, slots {} complete / {} partial, {} duplicate PRBs, {} packets after their slot closed ({} PRBs), {}",
+                "eAxC {}: {} packets, {} PRBs, early {} / on time {} / late {} / untimed {}, seq gaps {} / duplicates {} / out of order {}, slots {} complete / {} partial, {} duplicate PRBs, {} packets after their slot closed ({} PRBs), {}",
                 e.eaxc,
                 e.packets,
                 e.prbs,
@@ -148,6 +139,7 @@ impl FronthaulSummary {
                 e.untimed,
                 e.seq_gaps,
                 e.seq_duplicates,
+                e.seq_out_of_order,
                 e.slots_complete,
                 e.slots_partial,
                 e.duplicate_prbs,
@@ -308,10 +300,7 @@ fn stage_samples(
             ("duplicate", e.seq_duplicates),
             ("out_of_order", e.seq_out_of_order),
         ] {
-            // Out of order is absent where it was not judged (the GPU executor), not 0.
-            if k != "out_of_order" || !c.seq_order_not_judged {
-                add(8, vec![id(), ("kind", k.into())], v);
-            }
+            add(8, vec![id(), ("kind", k.into())], v);
         }
         add(9, vec![id()], e.duplicate_prbs);
         add(
@@ -451,10 +440,10 @@ mod tests {
             l.contains("slots 1 complete / 0 partial (completion latency p50 12.5 us / p99 40.0 us over 3)"),
             "{l}"
         );
-        // The GPU executor's counters: out of order not judged, said so, no sample.
-        c.seq_order_not_judged = true;
+        // Every sequence kind has its sample, out of order included (both executors judge it).
+        c.per_eaxc[0].seq_out_of_order = 2;
         let l = &FronthaulSummary::new(1, &c).lines()[1];
-        assert!(l.contains("out of order not judged (GPU)"), "{l}");
+        assert!(l.contains("out of order 2, slots"), "{l}");
         let mut fams: Vec<(&'static str, Vec<(Labels, u64)>)> =
             FAMILIES.iter().map(|f| (*f, Vec::new())).collect();
         stage_samples(1, &c, &mut fams);
@@ -464,7 +453,8 @@ mod tests {
             .unwrap()
             .1;
         let kinds: Vec<&str> = seq.iter().map(|(l, _)| l[2].1.as_str()).collect();
-        assert_eq!(kinds, ["gap", "duplicate"]);
+        assert_eq!(kinds, ["gap", "duplicate", "out_of_order"]);
+        assert_eq!(seq[2].1, 2);
     }
 
     #[test]

@@ -63,10 +63,6 @@ pub struct FronthaulCounters {
     pub slots_complete: u64,
     pub slots_partial: u64,
     pub sink_errors: u64,
-    /// Whether `seq_out_of_order` was not judged (the GPU executor's counters: its stage has
-    /// no arrival order, see `fronthaul::gpu::seq_counts`); the summary and /metrics then say
-    /// so instead of showing 0.
-    pub seq_order_not_judged: bool,
     /// Completion latency of the complete slots (the last [`LATENCY_KEEP`] measured): from
     /// the burst holding the slot's last packet (CPU executor: when its worker started that
     /// packet; GPU executor: when the host handed that burst to the GPU) to the slot handed to

@@ -564,7 +564,7 @@ mod tests {
         ));
         assert!(h.contains("sizeof(pw_verdict) == 24"));
         assert!(h.contains("PW_OFFSETOF(pw_verdict, send_ns) == 16"));
-        assert_eq!(val("PW_STAGE_ABI_VERSION"), 4);
+        assert_eq!(val("PW_STAGE_ABI_VERSION"), 5);
         assert!(h.contains(&format!(
             "sizeof(pw_verdict_tagged) == {VERDICT_TAGGED_SIZE}"
         )));
