@@ -239,9 +239,10 @@ impl FlowTable {
         &self,
         port: u16,
         port_name: &str,
-        queues: u16,
+        default: DefaultRss,
         rules: &[SteerRule],
     ) -> Vec<FlowOutcome> {
+        let queues = default.queues;
         // Lock order: the control lock, then `installed` (as in a port's close).
         let _control = eal::control();
         let Ok(mut installed) = self.installed.lock() else {
@@ -260,7 +261,7 @@ impl FlowTable {
             let result = rule
                 .validate(Some(queues))
                 .map_err(|e| format!("{}: {}", e.field, e.message))
-                .and_then(|()| create_rule(port, &mut priority, rule, true));
+                .and_then(|()| create_rule(port, &mut priority, rule, default, true));
             match result {
                 Ok(flows) => {
                     let n = flows.len();
@@ -296,9 +297,10 @@ impl FlowTable {
     pub(super) fn offload(
         &self,
         port: u16,
-        queues: u16,
+        default: DefaultRss,
         rules: &[SteerRule],
     ) -> Result<usize, String> {
+        let queues = default.queues;
         let _control = eal::control();
         let Ok(mut installed) = self.installed.lock() else {
             return Err("the port's rule table is poisoned".into());
@@ -316,13 +318,13 @@ impl FlowTable {
         for (i, rule) in rules.iter().enumerate() {
             rule.validate(Some(queues))
                 .map_err(|e| format!("{}: {}", e.field, e.message))
-                .and_then(|()| create_rule(port, &mut priority, rule, false))
+                .and_then(|()| create_rule(port, &mut priority, rule, default, false))
                 .map_err(|why| format!("rule {}: {why}", label(i, rule)))?;
         }
         let mut priority = 0u32;
         let mut flows = 0;
         for (i, rule) in rules.iter().enumerate() {
-            match create_rule(port, &mut priority, rule, true) {
+            match create_rule(port, &mut priority, rule, default, true) {
                 Ok(f) => {
                     flows += f.len();
                     installed.push(Installed { flows: f });
@@ -639,6 +641,92 @@ fn rss_types(h: RssHash) -> u64 {
     t
 }
 
+/// The port's default RSS, which a rule without a fate keeps: its RX queues and hash types
+/// (`PortSetup::rss_hf`; 0 lets the PMD pick, a port without RSS).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct DefaultRss {
+    pub queues: u16,
+    pub types: u64,
+}
+
+/// The rte_flow actions of one steering rule, with the configurations they point to.
+struct RuleActions {
+    queue_conf: sys::rte_flow_action_queue,
+    mark_conf: sys::rte_flow_action_mark,
+    rss_queues: Vec<u16>,
+    rss_conf: sys::rte_flow_action_rss,
+    /// Each action's type and which configuration it takes (0 queue, 1 rss, 2 none, 3 mark).
+    kinds: Vec<(sys::rte_flow_action_type, u8)>,
+}
+
+/// The actions of `rule`. A rule with only `mark` gets MARK then RSS with the port's default
+/// configuration (`default`): the frame keeps the fate it would have without the rule, and
+/// the rule stays terminating, as first-match is (PASSTHRU would hand the frame on to later
+/// rules, whose fate would then apply; and many PMDs refuse a lone MARK).
+fn rule_actions(rule: &SteerRule, default: DefaultRss) -> RuleActions {
+    let mut a = RuleActions {
+        queue_conf: sys::rte_flow_action_queue::default(),
+        mark_conf: sys::rte_flow_action_mark::default(),
+        rss_queues: Vec::new(),
+        rss_conf: sys::rte_flow_action_rss::default(),
+        kinds: Vec::new(),
+    };
+    for act in &rule.actions {
+        match act {
+            Action::Queue(q) => {
+                a.queue_conf.index = *q;
+                a.kinds.push((sys::RTE_FLOW_ACTION_TYPE_QUEUE, 0));
+            }
+            Action::Rss(r) => {
+                a.rss_queues = r.queues.clone();
+                a.rss_conf.types = rss_types(r.hash);
+                a.kinds.push((sys::RTE_FLOW_ACTION_TYPE_RSS, 1));
+            }
+            Action::Drop => a.kinds.push((sys::RTE_FLOW_ACTION_TYPE_DROP, 2)),
+            Action::Mark(m) => {
+                a.mark_conf.id = *m;
+                a.kinds.push((sys::RTE_FLOW_ACTION_TYPE_MARK, 3));
+            }
+        }
+    }
+    if rule.fate().is_none() {
+        a.rss_queues = (0..default.queues.max(1)).collect();
+        a.rss_conf.types = default.types;
+        a.kinds.push((sys::RTE_FLOW_ACTION_TYPE_RSS, 1));
+    }
+    a.rss_conf.func = sys::RTE_ETH_HASH_FUNCTION_TOEPLITZ;
+    a.rss_conf.level = 0;
+    a.rss_conf.key_len = STANDARD_RSS_KEY.len() as u32;
+    a.rss_conf.key = STANDARD_RSS_KEY.as_ptr();
+    a
+}
+
+impl RuleActions {
+    /// The action list, END-terminated; it points into `self` (keep both in place).
+    fn list(&mut self) -> Vec<sys::rte_flow_action> {
+        self.rss_conf.queue_num = self.rss_queues.len() as u32;
+        self.rss_conf.queue = self.rss_queues.as_ptr();
+        let mut actions: Vec<sys::rte_flow_action> = self
+            .kinds
+            .iter()
+            .map(|&(ty, which)| {
+                let conf: *const std::ffi::c_void = match which {
+                    0 => (&self.queue_conf as *const sys::rte_flow_action_queue).cast(),
+                    1 => (&self.rss_conf as *const sys::rte_flow_action_rss).cast(),
+                    3 => (&self.mark_conf as *const sys::rte_flow_action_mark).cast(),
+                    _ => std::ptr::null(),
+                };
+                sys::rte_flow_action { type_: ty, conf }
+            })
+            .collect();
+        actions.push(sys::rte_flow_action {
+            type_: sys::RTE_FLOW_ACTION_TYPE_END,
+            conf: std::ptr::null(),
+        });
+        actions
+    }
+}
+
 /// Validates and (with `create`) creates every rte_flow rule of one steering rule; on any
 /// refusal destroys the ones already created and returns the PMD's reason. Without `create`
 /// nothing is created (the result is empty) but `priority` moves on as if it were.
@@ -646,56 +734,11 @@ fn create_rule(
     port: u16,
     priority: &mut u32,
     rule: &SteerRule,
+    default: DefaultRss,
     create: bool,
 ) -> Result<Vec<*mut sys::rte_flow>, String> {
-    // Actions (shared by every stack of the rule).
-    let mut queue_conf = sys::rte_flow_action_queue::default();
-    let mut mark_conf = sys::rte_flow_action_mark::default();
-    let mut rss_queues: Vec<u16> = Vec::new();
-    let mut rss_conf = sys::rte_flow_action_rss::default();
-    let mut actions: Vec<sys::rte_flow_action> = Vec::new();
-    let mut kinds: Vec<(sys::rte_flow_action_type, u8)> = Vec::new();
-    for a in &rule.actions {
-        match a {
-            Action::Queue(q) => {
-                queue_conf.index = *q;
-                kinds.push((sys::RTE_FLOW_ACTION_TYPE_QUEUE, 0));
-            }
-            Action::Rss(r) => {
-                rss_queues = r.queues.clone();
-                rss_conf.types = rss_types(r.hash);
-                kinds.push((sys::RTE_FLOW_ACTION_TYPE_RSS, 1));
-            }
-            Action::Drop => kinds.push((sys::RTE_FLOW_ACTION_TYPE_DROP, 2)),
-            Action::Mark(m) => {
-                mark_conf.id = *m;
-                kinds.push((sys::RTE_FLOW_ACTION_TYPE_MARK, 3));
-            }
-        }
-    }
-    if rule.fate().is_none() {
-        // A mark-only rule keeps the default fate: pass on to the port's RSS.
-        kinds.push((sys::RTE_FLOW_ACTION_TYPE_PASSTHRU, 2));
-    }
-    rss_conf.func = sys::RTE_ETH_HASH_FUNCTION_TOEPLITZ;
-    rss_conf.level = 0;
-    rss_conf.key_len = STANDARD_RSS_KEY.len() as u32;
-    rss_conf.key = STANDARD_RSS_KEY.as_ptr();
-    rss_conf.queue_num = rss_queues.len() as u32;
-    rss_conf.queue = rss_queues.as_ptr();
-    for (ty, which) in kinds {
-        let conf: *const std::ffi::c_void = match (ty, which) {
-            (_, 0) => (&queue_conf as *const sys::rte_flow_action_queue).cast(),
-            (_, 1) => (&rss_conf as *const sys::rte_flow_action_rss).cast(),
-            (_, 3) => (&mark_conf as *const sys::rte_flow_action_mark).cast(),
-            _ => std::ptr::null(),
-        };
-        actions.push(sys::rte_flow_action { type_: ty, conf });
-    }
-    actions.push(sys::rte_flow_action {
-        type_: sys::RTE_FLOW_ACTION_TYPE_END,
-        conf: std::ptr::null(),
-    });
+    let mut ra = rule_actions(rule, default);
+    let actions = ra.list();
 
     // Expand each stack over the port-range masks.
     let mut plans: Vec<Vec<ItemBuf>> = Vec::new();
@@ -838,6 +881,62 @@ mod tests {
             vec![Some((1024, 0xfc00))]
         );
         assert!(range_masks(&Some(PortRange { lo: 1, hi: 65534 })).len() > 2);
+    }
+
+    /// A mark-only rule keeps the port's default fate and stays terminating: MARK then RSS
+    /// over every RX queue with the port's hash types, never PASSTHRU (which would let a later
+    /// rule's fate apply, unlike first-match); a rule with a fate takes no extra RSS.
+    #[test]
+    fn a_mark_only_rule_is_mark_then_the_default_rss() {
+        let rule = |actions| SteerRule {
+            name: None,
+            pattern: Vec::new(),
+            actions,
+        };
+        let default = DefaultRss {
+            queues: 4,
+            types: 0x3c,
+        };
+        let mut a = rule_actions(&rule(vec![Action::Mark(7)]), default);
+        let list = a.list();
+        let types: Vec<_> = list.iter().map(|x| x.type_).collect();
+        assert_eq!(
+            types,
+            [
+                sys::RTE_FLOW_ACTION_TYPE_MARK,
+                sys::RTE_FLOW_ACTION_TYPE_RSS,
+                sys::RTE_FLOW_ACTION_TYPE_END
+            ]
+        );
+        assert_eq!(a.mark_conf.id, 7);
+        assert_eq!(a.rss_queues, [0, 1, 2, 3]);
+        assert_eq!((a.rss_conf.types, a.rss_conf.queue_num), (0x3c, 4));
+        assert_eq!(
+            list[1].conf,
+            (&a.rss_conf as *const sys::rte_flow_action_rss).cast()
+        );
+        // With a fate: that fate and the mark, nothing added.
+        let mut q = rule_actions(&rule(vec![Action::Queue(2), Action::Mark(9)]), default);
+        let types: Vec<_> = q.list().iter().map(|x| x.type_).collect();
+        assert_eq!(
+            types,
+            [
+                sys::RTE_FLOW_ACTION_TYPE_QUEUE,
+                sys::RTE_FLOW_ACTION_TYPE_MARK,
+                sys::RTE_FLOW_ACTION_TYPE_END
+            ]
+        );
+        // A port with one queue: RSS over that queue.
+        let one = DefaultRss {
+            queues: 1,
+            types: 0,
+        };
+        let a = rule_actions(&rule(vec![Action::Mark(1)]), one);
+        assert_eq!(a.rss_queues, [0]);
+        assert!(!a
+            .kinds
+            .iter()
+            .any(|(t, _)| *t == sys::RTE_FLOW_ACTION_TYPE_PASSTHRU));
     }
 
     /// The key programmed into the NIC is the one the software RSS hashes with.

@@ -412,7 +412,7 @@ impl DpdkPort {
         self.inner.flows.replace(
             self.inner.setup.port_id,
             &self.inner.setup.name,
-            self.inner.setup.rx_queues,
+            self.default_rss(),
             rules,
         )
     }
@@ -430,7 +430,15 @@ impl DpdkPort {
     ) -> Result<usize, String> {
         self.inner
             .flows
-            .offload(self.inner.setup.port_id, self.inner.setup.rx_queues, rules)
+            .offload(self.inner.setup.port_id, self.default_rss(), rules)
+    }
+
+    /// The RSS a steering rule without a fate keeps: every RX queue, the port's hash types.
+    fn default_rss(&self) -> flow::DefaultRss {
+        flow::DefaultRss {
+            queues: self.inner.setup.rx_queues,
+            types: self.inner.setup.rss_hf,
+        }
     }
 
     /// Whether the NIC steers the whole rule set ([`DpdkPort::offload_rules`] took it).
