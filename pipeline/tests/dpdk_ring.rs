@@ -391,6 +391,11 @@ fn gpu_buffers_choice_is_automatic_and_reported() {
     let mut rx = port.rx(&[]).expect("rx");
     let err = rx.rx_gpu(32).err().expect("rx_gpu needs GPU buffers");
     assert!(err.to_string().contains("GPU memory"), "{err}");
+    // Nor does the GPU executor's ingest see frames in GPU memory there: it stages the port.
+    assert!(
+        rx.gpu_rx().is_none(),
+        "host buffers are not handed over in place"
+    );
     // Forcing GPU buffers where they are impossible is an error naming what is missing.
     let mut o = dpdk_common::vdev("net_null_g1");
     o.gpu_buffers = GpuBuffers::Gpu;
