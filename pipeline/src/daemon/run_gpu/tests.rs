@@ -266,15 +266,15 @@ unsafe impl QueueDevice for CpuStandIn {
         let mut b = Burst::with_capacity(descs.len(), bytes);
         b.data.resize(bytes, 0);
         b.descs.extend_from_slice(descs);
-        let mut g = self.gathered.lock().unwrap();
         for (d, &src) in descs.iter().zip(srcs) {
             // SAFETY: the caller's promise: src..+len is the port's buffer, alive until reaped.
             let f = unsafe { std::slice::from_raw_parts(src as *const u8, d.len as usize) };
             b.data[d.offset as usize..][..f.len()].copy_from_slice(f);
-            g.insert(src);
         }
-        drop(g);
         let seq = self.submit(q, &b)?;
+        // Copied into a slot (a refused burst's frames were not): the reap comes after this,
+        // on this same queue thread.
+        self.gathered.lock().unwrap().extend(srcs);
         self.gathered_frames
             .fetch_add(descs.len() as u64, Ordering::Relaxed);
         Ok(seq)

@@ -264,3 +264,40 @@ fn ports_in_host_memory_are_not_decided() {
     assert!(s.gpu_ingest.is_empty());
     assert_eq!(dev.gathered_frames.load(Ordering::Relaxed), 0);
 }
+
+#[test]
+fn frames_in_gpu_memory_dropped_by_a_full_ring_are_counted_and_their_buffers_given_back() {
+    let yaml = format!(
+        "ports:\n{}queues: {{ count: 2, burst: 8, ring_slots: 2, on_full: drop }}\n\
+         executor: {{ kind: cpu, gpu: {{ burst_size: 8 }} }}\n{}",
+        gen_port("a", 6000, 25, "64"),
+        INLINE.replace("executor: { kind: cpu }\n", "")
+    );
+    let p = prepared(&yaml);
+    // One burst on the "GPU" at a time, done only after 50 polls: the rings fill.
+    let dev = CpuStandIn::new(&p, 1, 50);
+    let g = run_in_gpu_memory(&p, 0, &dev, false);
+    let s = &g.s;
+    assert_eq!(s.rx_frames, 6000);
+    assert_eq!(paths(s)[0].0, "in_place", "{:?}", paths(s));
+    let ring_full = s
+        .drops
+        .iter()
+        .find(|(n, _)| n == "ring_full")
+        .map_or(0, |d| d.1);
+    assert!(ring_full > 0, "a full ring drops: {:?}", s.drops);
+    let handled: u64 = s
+        .queues
+        .iter()
+        .map(|q| q.passed + q.mirrored + q.to_host)
+        .sum();
+    let dropped: u64 = s.drops.iter().map(|(_, n)| n).sum();
+    assert_eq!(handled + dropped, 6000, "every frame passed or dropped");
+    // Only the frames that reached a slot were copied; every buffer came back, those of the
+    // refused bursts without a copy (and only those).
+    let gathered = dev.gathered_frames.load(Ordering::Relaxed);
+    assert_eq!(gathered + ring_full, 6000, "{:?}", s.drops);
+    assert_eq!(g.released, g.bursts);
+    assert_eq!(g.early, ring_full, "buffers back uncopied = frames refused");
+    assert!(dev.gathered.lock().unwrap().is_empty());
+}
