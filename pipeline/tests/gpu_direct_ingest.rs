@@ -5,8 +5,8 @@
 //! does) and gets the buffers back only when the daemon drops their hold. The daemon's GPU run
 //! gathers them device to device into its device ring slots; its counts must equal the CPU
 //! executor's on the same frames, every buffer must come back, and since a buffer given back is
-//! soon rewritten with another frame, one given back before the GPU copied it would change
-//! verdicts. Needs a CUDA GPU (listed in docs/hardware-only-tests.md); the GPU machine runs it
+//! poisoned at once (all ones) before it is reused, one given back before the GPU copied its
+//! frame would change the counts. Needs a CUDA GPU (listed in docs/hardware-only-tests.md); the GPU machine runs it
 //! (scripts/gpu-carry.sh carries it, scripts/gpu-run.sh step `gpu-direct-ingest`).
 
 use std::path::Path;
@@ -39,10 +39,28 @@ struct Hold {
     pool: Arc<Pool>,
     bufs: Vec<usize>,
     released: Arc<AtomicU64>,
+    poison_failed: Arc<AtomicU64>,
 }
 
 impl Drop for Hold {
     fn drop(&mut self) {
+        // Poisoned before they go back (all ones: no valid Ethernet / IP header), so a frame the
+        // GPU had not copied yet when its buffer came back would be read as garbage and change
+        // the counts, however soon the buffer is reused.
+        let poison = [0xffu8; BUF];
+        if self.pool.ctx.bind().is_ok() {
+            for &b in &self.bufs {
+                let r = self
+                    .pool
+                    .mem
+                    .upload_range_on(&self.pool.stream, b * BUF, &poison);
+                if r.is_err() {
+                    self.poison_failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        } else {
+            self.poison_failed.fetch_add(1, Ordering::Relaxed);
+        }
         self.pool.free.lock().unwrap().extend(self.bufs.drain(..));
         self.released.fetch_add(1, Ordering::Relaxed);
     }
@@ -59,6 +77,7 @@ struct InGpuMemory {
     ended: bool,
     bursts: Arc<AtomicU64>,
     released: Arc<AtomicU64>,
+    poison_failed: Arc<AtomicU64>,
     /// Calls that found too few free buffers (the NIC out of mbufs): answered Idle.
     starved: Arc<AtomicU64>,
 }
@@ -130,6 +149,7 @@ impl GpuRx for InGpuMemory {
             pool: Arc::clone(&self.pool),
             bufs,
             released: Arc::clone(&self.released),
+            poison_failed: Arc::clone(&self.poison_failed),
         };
         self.bursts.fetch_add(1, Ordering::Relaxed);
         Ok(GpuRxStatus::Frames(GpuRxBurst {
@@ -210,7 +230,8 @@ fn frames_in_gpu_memory_are_gathered_on_the_gpu_and_count_as_the_cpu_executor() 
             stream,
             free: Mutex::new((0..POOL).collect()),
         });
-        let (bursts, released, starved) = (
+        let (bursts, released, starved, poison_failed) = (
+            Arc::new(AtomicU64::new(0)),
             Arc::new(AtomicU64::new(0)),
             Arc::new(AtomicU64::new(0)),
             Arc::new(AtomicU64::new(0)),
@@ -228,6 +249,7 @@ fn frames_in_gpu_memory_are_gathered_on_the_gpu_and_count_as_the_cpu_executor() 
                     ended: false,
                     bursts: Arc::clone(&bursts),
                     released: Arc::clone(&released),
+                    poison_failed: Arc::clone(&poison_failed),
                     starved: Arc::clone(&starved),
                 }) as Box<dyn RxPort>
             })
@@ -251,6 +273,11 @@ fn frames_in_gpu_memory_are_gathered_on_the_gpu_and_count_as_the_cpu_executor() 
             released.load(Ordering::Relaxed),
         );
         assert!(b > 0, "{what}");
+        assert_eq!(
+            poison_failed.load(Ordering::Relaxed),
+            0,
+            "{what}: buffers poisoned"
+        );
         assert_eq!(r, b, "{what}: every received burst's buffers given back");
         assert_eq!(
             pool.free.lock().unwrap().len(),
