@@ -724,6 +724,32 @@ pub fn skip_allowed(ci: bool, file: &str, test: &str, reason: &str) -> Result<()
     Ok(())
 }
 
+/// The counts `gpu-daemon-check.sh` holds equal between a GPU and a CPU executor run, per queue
+/// too (the GPU daemon's tests).
+pub fn assert_same_counts(gpu: &crate::daemon::Summary, cpu: &crate::daemon::Summary, what: &str) {
+    assert_eq!(gpu.rx_frames, cpu.rx_frames, "{what}: rx_frames");
+    assert_eq!(gpu.rx_bytes, cpu.rx_bytes, "{what}: rx_bytes");
+    assert_eq!(gpu.drops, cpu.drops, "{what}: drops");
+    assert_eq!(gpu.top_rules, cpu.top_rules, "{what}: top_rules");
+    assert_eq!(gpu.acl_default, cpu.acl_default, "{what}: acl_default");
+    assert_eq!(gpu.counted, cpu.counted, "{what}: counted");
+    assert_eq!(gpu.tx_frames, cpu.tx_frames, "{what}: tx_frames");
+    assert_eq!(gpu.tx_bytes, cpu.tx_bytes, "{what}: tx_bytes");
+    for (g, c) in gpu.queues.iter().zip(&cpu.queues) {
+        let key = |q: &crate::daemon::QueueSummary| {
+            (
+                q.rx_frames,
+                q.passed,
+                q.mirrored,
+                q.to_host,
+                q.tx_frames,
+                q.drops.clone(),
+            )
+        };
+        assert_eq!(key(g), key(c), "{what}: queue {}", g.queue);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,13 +14,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use pipeline::burst::Burst;
-use pipeline::daemon::{open_ports, prepare, run_cpu, run_gpu, Summary};
+use pipeline::daemon::{open_ports, prepare, run_cpu, run_gpu};
 use pipeline::executor::cpu::CpuShared;
 use pipeline::executor::gpu::driver::{Context, DeviceBuffer, Stream};
 use pipeline::meta::PacketMeta;
 use pipeline::port::gpu_rx::{GpuFrame, GpuRx, GpuRxBurst, GpuRxStatus};
 use pipeline::port::{PortError, RxPort, RxStatus};
 use pipeline::steer::Steering;
+use pipeline::testdata::assert_same_counts;
 
 /// Bytes a buffer holds (DPDK's default mbuf data room) and buffers in the pool.
 const BUF: usize = 2176;
@@ -178,27 +179,6 @@ fn config(mode: Option<&str>) -> pipeline::config::Config {
     );
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
     pipeline::config::parse_str(&yaml, &dir.join("gpu-direct-test.yaml")).expect("config")
-}
-
-fn assert_same_counts(gpu: &Summary, cpu: &Summary, what: &str) {
-    assert_eq!(gpu.rx_frames, cpu.rx_frames, "{what}: rx_frames");
-    assert_eq!(gpu.rx_bytes, cpu.rx_bytes, "{what}: rx_bytes");
-    assert_eq!(gpu.drops, cpu.drops, "{what}: drops");
-    assert_eq!(gpu.top_rules, cpu.top_rules, "{what}: top_rules");
-    assert_eq!(gpu.acl_default, cpu.acl_default, "{what}: acl_default");
-    assert_eq!(gpu.counted, cpu.counted, "{what}: counted");
-    for (g, c) in gpu.queues.iter().zip(&cpu.queues) {
-        let key = |q: &pipeline::daemon::QueueSummary| {
-            (
-                q.rx_frames,
-                q.passed,
-                q.mirrored,
-                q.to_host,
-                q.drops.clone(),
-            )
-        };
-        assert_eq!(key(g), key(c), "{what}: queue {}", g.queue);
-    }
 }
 
 #[test]

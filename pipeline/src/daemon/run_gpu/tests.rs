@@ -566,30 +566,7 @@ fn run_fake(p: &Prepared, slots: u32, lag: u32, record: bool) -> Run {
     Run { s, tx, times }
 }
 
-/// The counts `gpu-daemon-check.sh` holds equal between executors, per queue too.
-fn assert_same_counts(gpu: &Summary, cpu: &Summary, what: &str) {
-    assert_eq!(gpu.rx_frames, cpu.rx_frames, "{what}: rx_frames");
-    assert_eq!(gpu.rx_bytes, cpu.rx_bytes, "{what}: rx_bytes");
-    assert_eq!(gpu.drops, cpu.drops, "{what}: drops");
-    assert_eq!(gpu.top_rules, cpu.top_rules, "{what}: top_rules");
-    assert_eq!(gpu.acl_default, cpu.acl_default, "{what}: acl_default");
-    assert_eq!(gpu.counted, cpu.counted, "{what}: counted");
-    assert_eq!(gpu.tx_frames, cpu.tx_frames, "{what}: tx_frames");
-    assert_eq!(gpu.tx_bytes, cpu.tx_bytes, "{what}: tx_bytes");
-    for (g, c) in gpu.queues.iter().zip(&cpu.queues) {
-        let key = |q: &crate::daemon::QueueSummary| {
-            (
-                q.rx_frames,
-                q.passed,
-                q.mirrored,
-                q.to_host,
-                q.tx_frames,
-                q.drops.clone(),
-            )
-        };
-        assert_eq!(key(g), key(c), "{what}: queue {}", g.queue);
-    }
-}
+use crate::testdata::assert_same_counts;
 
 /// Each frame's queue (steering is a pure function of the frame).
 fn by_queue(p: &Prepared, frames: &[Vec<u8>]) -> Vec<Vec<Vec<u8>>> {
@@ -733,6 +710,12 @@ fn on_full_drop_counts_every_refused_frame() {
     assert_eq!(s.rx_frames, 6000);
     let drop = |r: &str| s.drops.iter().find(|(n, _)| n == r).map_or(0, |d| d.1);
     assert!(drop("ring_full") > 0, "a full ring drops: {:?}", s.drops);
+    assert_all_accounted(s, 6000);
+}
+
+/// Every frame of the run passed (or mirrored, or went to the host) or was dropped with a
+/// reason, and the count stage saw the ones not dropped.
+fn assert_all_accounted(s: &Summary, frames: u64) {
     let handled: u64 = s
         .queues
         .iter()
@@ -741,7 +724,7 @@ fn on_full_drop_counts_every_refused_frame() {
     let dropped: u64 = s.drops.iter().map(|(_, n)| n).sum();
     assert_eq!(
         handled + dropped,
-        6000,
+        frames,
         "every frame passed or dropped with a reason"
     );
     assert_eq!(s.counted[0].1, handled, "count saw the frames not dropped");

@@ -286,13 +286,7 @@ fn frames_in_gpu_memory_dropped_by_a_full_ring_are_counted_and_their_buffers_giv
         .find(|(n, _)| n == "ring_full")
         .map_or(0, |d| d.1);
     assert!(ring_full > 0, "a full ring drops: {:?}", s.drops);
-    let handled: u64 = s
-        .queues
-        .iter()
-        .map(|q| q.passed + q.mirrored + q.to_host)
-        .sum();
-    let dropped: u64 = s.drops.iter().map(|(_, n)| n).sum();
-    assert_eq!(handled + dropped, 6000, "every frame passed or dropped");
+    assert_all_accounted(s, 6000);
     // Only the frames that reached a slot were copied; every buffer came back, those of the
     // refused bursts without a copy (and only those).
     let gathered = dev.gathered_frames.load(Ordering::Relaxed);
