@@ -3,6 +3,11 @@
 #  1. l2fwd and l3fwd (the shipped configs, generator input, one queue and four) on executor cpu
 #     and executor gpu: every output capture's frames identical (one queue: in order; four: as
 #     sets, queues interleave differently in each run); the summaries' counts equal.
+#  1b. Frames sent from the ring slot they ran in (the slot held until its frames are sent):
+#     l3fwd on one queue with a ring of 2 slots (every submit waits for the TX thread to
+#     release a slot) on mapped and device rings, persistent and launch modes: captures
+#     identical in order to the CPU executor's, counts equal, and the run log's tx_from_slot
+#     event says held=true.
 #  2. A responder and the slow path: ARP and ICMP / ICMPv6 echo requests for the responder's
 #     addresses (and others, and UDP to port 53 that an ACL rule sends to the host): the GPU's
 #     replies, pass-through frames and slow-path frames identical to the CPU's; replies present.
@@ -52,13 +57,18 @@ sys.exit(0 if (len(fa) == len(fb) and diff is None and len(fa) > 0) else 1)
 PY
 }
 
-# run_cfg SRC NAME KIND QUEUES SIDE: SRC with its outputs under $tmp/NAME-SIDE (ref: the CPU
-# executor's run, dut: the one compared with it), executor KIND.
+# run_cfg SRC NAME KIND QUEUES SIDE [GPU-OPTIONS]: SRC with its outputs under $tmp/NAME-SIDE
+# (ref: the CPU executor's run, dut: the one compared with it), executor KIND; with
+# GPU-OPTIONS, `executor.gpu` set to them and a ring of 2 slots.
 run_cfg() {
-  local src=$1 name=$2 kind=$3 nq=$4 d=$tmp/$2-$5
+  local src=$1 name=$2 kind=$3 nq=$4 d=$tmp/$2-$5 gpu=${6:-}
   mkdir -p "$d"
   sed -e "s|/tmp/pktwarp-|$d/|g" -e "s|kind: auto|kind: $kind|" -e "s|count: 200000|count: 40000|" \
     -e "s|^  count: [0-9]*|  count: $nq|" -e "s|rules/|$(pwd)/configs/rules/|" "$src" >"$d/c.yaml"
+  if [ -n "$gpu" ]; then
+    sed -i -e "s|^\(  kind: $kind\).*\$|\1\n  gpu: $gpu|" -e "s|^\(  burst: [0-9]*\)\$|\1\n  ring_slots: 2|" "$d/c.yaml"
+    grep -q '^  ring_slots: 2' "$d/c.yaml" && grep -q '^  gpu: ' "$d/c.yaml" || { say "$name: config not adapted"; fails=$((fails + 1)); }
+  fi
   timeout 300 "$PW" run --json "$d/c.yaml" >"$d/summary.json" 2>"$d/run.log"
   local rc=$?
   say "$name $kind ($nq queues): exit $rc, executor $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("executor"))' "$d/summary.json" 2>/dev/null)"
@@ -100,6 +110,23 @@ for nq in 1 4; do
   compare_run "l2fwd$nq" $nq $mode l2fwd.pcap
   run_cfg configs/l3fwd.yaml "l3fwd$nq" cpu $nq ref; run_cfg configs/l3fwd.yaml "l3fwd$nq" "$SECOND" $nq dut
   compare_run "l3fwd$nq" $nq $mode l3fwd-port0.pcap l3fwd-port1.pcap
+done
+
+# 1b. Frames sent from the ring slot: a ring of two slots keeps every slot held while the TX
+# thread writes, on each ring placement and mode.
+for opts in "persistent mapped" "persistent device" "launch mapped" "launch device"; do
+  set -- $opts
+  name="slot-$1-$2"
+  run_cfg configs/l3fwd.yaml "$name" cpu 1 ref
+  run_cfg configs/l3fwd.yaml "$name" "$SECOND" 1 dut "{ mode: $1, placement: $2 }"
+  compare_run "$name" 1 order l3fwd-port0.pcap l3fwd-port1.pcap
+  if [ "$SECOND" = gpu ]; then
+    if grep -q 'held=true' "$tmp/$name-dut/run.log"; then
+      say "  $name: sent from the held slots (tx_from_slot held=true)"
+    else
+      say "  $name: NO tx_from_slot held=true in the run log"; fails=$((fails + 1))
+    fi
+  fi
 done
 
 # 2. Responder and slow path, from a crafted capture.

@@ -146,6 +146,18 @@ pub(crate) fn run(
     // Frames are sent from the GPU slot they ran in where the device can hold it for the TX
     // thread (asked before the first submit).
     let holds = with_tx && dev.hold_slots();
+    if with_tx {
+        tracing::info!(
+            event = "tx_from_slot",
+            held = holds,
+            "GPU executor: {}",
+            if holds {
+                "frames sent from the GPU slots they ran in, each slot held until its frames are sent"
+            } else {
+                "frames copied out of the GPU slots before they are sent"
+            }
+        );
+    }
     let rings = Rings::new(rx.len(), nq, handoff, with_tx);
     let outputs = Mutex::new(Vec::<OutTally>::new());
     let failed = AtomicBool::new(false);
