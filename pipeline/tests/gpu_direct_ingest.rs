@@ -253,6 +253,11 @@ fn frames_in_gpu_memory_are_gathered_on_the_gpu_and_count_as_the_cpu_executor() 
             released.load(Ordering::Relaxed),
         );
         assert!(b > 0, "{what}");
+        assert_ne!(
+            pipeline::executor::gpu::gather_copies(),
+            "none yet",
+            "{what}: the frames went through the executor's gather"
+        );
         assert_eq!(
             poison_failed.load(Ordering::Relaxed),
             0,
@@ -266,10 +271,12 @@ fn frames_in_gpu_memory_are_gathered_on_the_gpu_and_count_as_the_cpu_executor() 
         );
         println!(
             "GPU-DIRECT-INGEST-OK {what}: {} frames in {b} received bursts, gathered in place, \
-             counts equal to the CPU executor ({} rule hits, {} default), {} starved polls, {:.3} s",
+             counts equal to the CPU executor ({} rule hits, {} default), copies by {}, {} starved \
+             polls, {:.3} s",
             gpu.rx_frames,
             gpu.top_rules.iter().map(|r| r.1).sum::<u64>(),
             gpu.acl_default,
+            pipeline::executor::gpu::gather_copies(),
             starved.load(Ordering::Relaxed),
             t.elapsed().as_secs_f64()
         );

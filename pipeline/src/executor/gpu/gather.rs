@@ -67,6 +67,16 @@ const HOW_UNKNOWN: u8 = 0;
 const HOW_BATCH: u8 = 1;
 const HOW_SINGLE: u8 = 2;
 
+/// How this process copies frames in GPU memory into slots: `cuMemcpyBatchAsync`,
+/// `cuMemcpyDtoDAsync` (one per frame, where the driver refused the batch), or `none yet`.
+pub fn gather_copies() -> &'static str {
+    match HOW.load(Ordering::Relaxed) {
+        HOW_BATCH => "cuMemcpyBatchAsync",
+        HOW_SINGLE => "cuMemcpyDtoDAsync",
+        _ => "none yet",
+    }
+}
+
 /// Reusable arrays for one burst's copies (the batch call takes them mutable).
 #[derive(Default)]
 pub(crate) struct Scratch {

@@ -37,6 +37,7 @@ pub use bulk::{measure_htod, DeviceFrames};
 pub use compose::image_for_pipeline;
 use driver::{Context, DeviceBuffer, Function, Graph, Module, PinnedBuffer, Stream};
 pub use driver::{DeviceInfo, Unavailable};
+pub use gather::gather_copies;
 pub use kernels::{KernelImage, LoadedFrom};
 pub use options::{GpuOptions, Mode, Placement, TestStall};
 pub use restart::Restarted;
