@@ -143,21 +143,7 @@ pub(crate) fn run(
     let nq = spec.queues;
     let handoff = spec.ring_slots.clamp(2, HANDOFF_MAX);
     let with_tx = !out.is_empty();
-    // Frames are sent from the GPU slot they ran in where the device can hold it for the TX
-    // thread (asked before the first submit).
-    let holds = with_tx && dev.hold_slots();
-    if with_tx {
-        tracing::info!(
-            event = "tx_from_slot",
-            held = holds,
-            "GPU executor: {}",
-            if holds {
-                "frames sent from the GPU slots they ran in, each slot held until its frames are sent"
-            } else {
-                "frames copied out of the GPU slots before they are sent"
-            }
-        );
-    }
+    let holds = tx_from_slot(dev, with_tx);
     let rings = Rings::new(rx.len(), nq, handoff, with_tx);
     let outputs = Mutex::new(Vec::<OutTally>::new());
     let failed = AtomicBool::new(false);
@@ -292,6 +278,25 @@ pub(crate) fn run(
         outputs: outputs.into_inner().unwrap_or_else(|p| p.into_inner()),
         gpu_ingest,
     }
+}
+
+/// Whether frames are sent from the GPU slot they ran in: where the device can hold it for the
+/// TX thread (asked before the first submit). Logged when the run transmits.
+fn tx_from_slot(dev: &dyn QueueDevice, with_tx: bool) -> bool {
+    let holds = with_tx && dev.hold_slots();
+    if with_tx {
+        tracing::info!(
+            event = "tx_from_slot",
+            held = holds,
+            "GPU executor: {}",
+            if holds {
+                "frames sent from the GPU slots they ran in, each slot held until its frames are sent"
+            } else {
+                "frames copied out of the GPU slots before they are sent"
+            }
+        );
+    }
+    holds
 }
 
 /// Runs port `pi`'s ingest thread: frames in GPU memory received in place, or the usual way.
