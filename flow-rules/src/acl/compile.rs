@@ -38,7 +38,7 @@
 //! Address families: one forest per family (IPv4 records use one address word, IPv6 four), plus a
 //! third table for keys that are neither (only L2-only rules live there; see `acl` module docs).
 
-use super::lanes::{block_mask, FamilyLanes, LANES, REF_BLOCKS};
+use super::lanes::FamilyLanes;
 use super::{AclRule, Family};
 use crate::abi::*;
 use std::time::{Duration, Instant};
@@ -430,11 +430,11 @@ impl<'a> FamilyBuilder<'a> {
 /// A compiled classifier: the flat image plus the rules' actions.
 #[derive(Clone, Debug)]
 pub struct AclClassifier {
-    image: Vec<u32>,
-    hdr: AclTablesHeader,
+    pub(super) image: Vec<u32>,
+    pub(super) hdr: AclTablesHeader,
     stats: BuildStats,
     /// The CPU batch walk's copy of the IPv4 and IPv6 leaf records (not part of the image).
-    lanes: [FamilyLanes; 2],
+    pub(super) lanes: [FamilyLanes; 2],
 }
 
 impl AclClassifier {
@@ -680,174 +680,8 @@ impl AclClassifier {
         best
     }
 
-    /// Classifies `keys` into `out` (same length), the same answers as [`Self::classify`] key by
-    /// key. Keys are taken `BATCH` at a time and each tree is walked for the whole batch before
-    /// the next: the walks of different keys are independent, so the core overlaps their memory
-    /// loads instead of waiting on one dependent chain at a time (what rte_acl gets from SIMD
-    /// over several flows). A batch of IPv4 or of IPv6 keys goes this way; one that mixes
-    /// families goes key by key.
-    pub fn classify_batch(&self, keys: &[AclKey], out: &mut [u32]) {
-        #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked just above), the only requirement of a
-            // `target_feature(enable = "avx2")` function.
-            unsafe { self.classify_batch_avx2(keys, out) };
-            return;
-        }
-        self.classify_batch_portable(keys, out);
-    }
-
-    /// [`Self::classify_batch`] without SIMD: what runs on a CPU without AVX2 (public so that
-    /// tests compare it with the AVX2 walk on machines that have both).
-    pub fn classify_batch_portable(&self, keys: &[AclKey], out: &mut [u32]) {
-        self.classify_batch_with(keys, out, block_mask::<1>, block_mask::<4>);
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    fn classify_batch_avx2(&self, keys: &[AclKey], out: &mut [u32]) {
-        use super::lanes::avx2;
-        self.classify_batch_with(
-            keys,
-            out,
-            |b, kw| avx2::block_mask::<1>(b, kw),
-            |b, kw| avx2::block_mask::<4>(b, kw),
-        );
-    }
-
-    /// [`Self::classify_batch`] with the block tests `m4` (IPv4 blocks) and `m6` (IPv6).
     #[inline(always)]
-    fn classify_batch_with(
-        &self,
-        keys: &[AclKey],
-        out: &mut [u32],
-        m4: impl Fn(&[[u32; LANES]], &[u32; 11]) -> u32,
-        m6: impl Fn(&[[u32; LANES]], &[u32; 11]) -> u32,
-    ) {
-        const BATCH: usize = 8;
-        for (kc, oc) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
-            let v = kc[0].ip_version;
-            let same = kc.len() == BATCH && kc.iter().all(|k| k.ip_version == v);
-            if same && (v == 4 || v == 6) {
-                let mut kw = [[0u32; 11]; BATCH];
-                for (w, k) in kw.iter_mut().zip(kc) {
-                    *w = key_words(k);
-                }
-                let best = if v == 4 {
-                    self.walk_batch::<1, BATCH>(ACL_FAM_V4, &kw, &m4)
-                } else {
-                    self.walk_batch::<4, BATCH>(ACL_FAM_V6, &kw, &m6)
-                };
-                oc.copy_from_slice(&best);
-            } else {
-                for (o, k) in oc.iter_mut().zip(kc) {
-                    *o = self.classify(k);
-                }
-            }
-        }
-    }
-
-    #[inline(always)]
-    fn walk_batch<const AW: usize, const B: usize>(
-        &self,
-        fam: usize,
-        kw: &[[u32; 11]; B],
-        mask: &impl Fn(&[[u32; LANES]], &[u32; 11]) -> u32,
-    ) -> [u32; B] {
-        let fl = &self.lanes[fam];
-        let img = &fl.nodes[..];
-        let rec_words = 4 * AW + 4;
-        let recs = &self.image[self.hdr.fam[fam].records_off as usize..];
-        let mut best = [ACL_NO_MATCH; B];
-        for t in img[..2 * fl.num_trees].chunks_exact(2) {
-            let min = t[1];
-            if best.iter().all(|&b| b <= min) {
-                break;
-            }
-            let mut refs = [ACL_REF_EMPTY; B];
-            for j in 0..B {
-                if min < best[j] {
-                    let mut r = t[0];
-                    while r & ACL_REF_LEAF == 0 {
-                        let h = img[r as usize];
-                        let child = (kw[j][(h & 0xF) as usize] >> ((h >> 8) & 0x1F))
-                            & ((1u32 << ((h >> 16) & 0xF)) - 1);
-                        r = img[r as usize + 1 + child as usize];
-                    }
-                    refs[j] = r;
-                }
-            }
-            for j in 0..B {
-                let r = refs[j];
-                if r == ACL_REF_EMPTY {
-                    continue;
-                }
-                if r & REF_BLOCKS != 0 {
-                    let b = (r & !(ACL_REF_LEAF | REF_BLOCKS)) as usize;
-                    best[j] = self.scan_blocks::<AW>(fl, b, &kw[j], best[j], mask);
-                    continue;
-                }
-                let o = (r & !ACL_REF_LEAF) as usize * rec_words;
-                for rec in recs[o..].chunks_exact(rec_words) {
-                    let idx = rec[4 * AW + 3];
-                    if idx >= best[j] {
-                        break;
-                    }
-                    let ctl = rec[4 * AW + 2];
-                    if self.rec_matches::<AW>(rec, &kw[j], ctl, idx) {
-                        best[j] = idx;
-                        break;
-                    }
-                    if ctl & ACL_REC_LAST != 0 {
-                        break;
-                    }
-                }
-            }
-        }
-        best
-    }
-
-    /// The leaf whose first block is `b0`, block by block: its first rule that matches `kw`
-    /// and beats `best`, else `best`.
-    #[inline(always)]
-    fn scan_blocks<const AW: usize>(
-        &self,
-        fl: &FamilyLanes,
-        b0: usize,
-        kw: &[u32; 11],
-        best: u32,
-        mask: &impl Fn(&[[u32; LANES]], &[u32; 11]) -> u32,
-    ) -> u32 {
-        let mut b = b0;
-        loop {
-            let blk = fl.block(b);
-            let idx = &blk[4 * AW + 3];
-            // Records are in priority order: nothing from here on can beat `best`.
-            if idx[0] >= best {
-                return best;
-            }
-            let mm = mask(blk, kw);
-            let mut m = mm & 0xFF;
-            while m != 0 {
-                let l = m.trailing_zeros() as usize;
-                let i = idx[l];
-                if i >= best {
-                    return best;
-                }
-                if blk[4 * AW + 2][l] & ACL_REC_EXTRA == 0 || self.extras_match(kw, i) {
-                    return i;
-                }
-                m &= m - 1;
-            }
-            if mm & 0x100 != 0 {
-                return best;
-            }
-            b += 1;
-        }
-    }
-
-    #[inline(always)]
-    fn rec_matches<const AW: usize>(
+    pub(super) fn rec_matches<const AW: usize>(
         &self,
         rec: &[u32],
         kw: &[u32; 11],
@@ -872,7 +706,7 @@ impl AclClassifier {
         ctl & ACL_REC_EXTRA == 0 || self.extras_match(kw, idx)
     }
 
-    fn extras_match(&self, kw: &[u32; 11], idx: u32) -> bool {
+    pub(super) fn extras_match(&self, kw: &[u32; 11], idx: u32) -> bool {
         let o = self.hdr.extras_off as usize + ACL_EXTRA_WORDS * idx as usize;
         let e = &self.image[o..o + ACL_EXTRA_WORDS];
         let dscp = (kw[9] >> 16) & 0xFF;

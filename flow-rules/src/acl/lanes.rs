@@ -9,6 +9,7 @@
 //! The scalar walk of the image ([`super::AclClassifier::classify`]) stays the reference: the
 //! batch walk that uses these blocks is tested equal to it.
 
+use super::compile::{key_words, AclClassifier};
 use crate::abi::*;
 
 /// Records per block.
@@ -22,6 +23,26 @@ pub const BLOCK_LEAF: usize = 2;
 /// Leaf reference bit in the CPU copy of the trees: the low 30 bits are a block index (else a
 /// record index of the image).
 pub const REF_BLOCKS: u32 = 0x4000_0000;
+/// With `REF_BLOCKS`: the low 29 bits are the first of the leaf's filtered segments.
+pub const REF_FILTERED: u32 = 0x2000_0000;
+/// Leaves of more blocks than this get port and protocol filters ([`Segment`]).
+pub const FILTER_BLOCKS: usize = 4;
+/// Blocks a segment's filter covers (bits of a `u64`).
+const SEG_BLOCKS: usize = 64;
+
+/// Up to 64 blocks of a large leaf with, per source-port high byte, destination-port high byte
+/// and protocol value, the blocks holding a rule that may match such a key (bit `b` = block
+/// `b0 + b`): a key scans only the blocks its three words all name, in order. Firewall-like
+/// sets put hundreds of rules wildcard in both addresses in one leaf; their ports and protocol
+/// rule most of them out at once.
+#[derive(Clone, Debug, Default)]
+pub struct Segment {
+    b0: u32,
+    /// Offset of the `3 * 256` filter words in `FamilyLanes::filters`.
+    filt: u32,
+    /// The leaf's last segment.
+    last: bool,
+}
 
 /// One family's CPU copy of its trees (leaf references rewritten) and its leaf blocks.
 #[derive(Clone, Debug, Default)]
@@ -32,6 +53,8 @@ pub struct FamilyLanes {
     /// Record words per block lane (`4 * addr_words + 4`), i.e. `[u32; LANES]` columns a block.
     cols: usize,
     blocks: Vec<[u32; LANES]>,
+    segs: Vec<Segment>,
+    filters: Vec<u64>,
 }
 
 impl FamilyLanes {
@@ -45,6 +68,8 @@ impl FamilyLanes {
             num_trees: nt,
             cols: rw,
             blocks: Vec::new(),
+            segs: Vec::new(),
+            filters: Vec::new(),
         };
         if nt == 0 {
             return fl;
@@ -114,12 +139,45 @@ impl FamilyLanes {
                 }
             }
         }
-        Some(ACL_REF_LEAF | REF_BLOCKS | b0 as u32)
+        let nb = (end - first).div_ceil(LANES);
+        if nb <= FILTER_BLOCKS {
+            return Some(ACL_REF_LEAF | REF_BLOCKS | b0 as u32);
+        }
+        let s0 = self.segs.len();
+        for sb in (0..nb).step_by(SEG_BLOCKS) {
+            let filt = self.filters.len();
+            self.filters.resize(filt + 3 * 256, 0);
+            for b in sb..(sb + SEG_BLOCKS).min(nb) {
+                let bit = 1u64 << (b - sb);
+                for r in first + b * LANES..(first + (b + 1) * LANES).min(end) {
+                    let rec = &recs[r * rw..(r + 1) * rw];
+                    let f = &mut self.filters[filt..filt + 3 * 256];
+                    for (k, w) in [rec[rw - 4], rec[rw - 3]].into_iter().enumerate() {
+                        for hb in (w & 0xFFFF) >> 8..=(w >> 16) >> 8 {
+                            f[k * 256 + hb as usize] |= bit;
+                        }
+                    }
+                    let (pv, pm) = (rec[rw - 2] & 0xFF, (rec[rw - 2] >> 8) & 0xFF);
+                    for p in (0..256u32).filter(|p| p & pm == pv) {
+                        f[512 + p as usize] |= bit;
+                    }
+                }
+            }
+            self.segs.push(Segment {
+                b0: (b0 + sb) as u32,
+                filt: filt as u32,
+                last: sb + SEG_BLOCKS >= nb,
+            });
+        }
+        Some(ACL_REF_LEAF | REF_BLOCKS | REF_FILTERED | s0 as u32)
     }
 
-    /// Bytes of the tree copy and the blocks.
+    /// Bytes of the tree copy, the blocks and the filters.
     pub fn bytes(&self) -> usize {
-        self.nodes.len() * 4 + self.blocks.len() * 4 * LANES
+        self.nodes.len() * 4
+            + self.blocks.len() * 4 * LANES
+            + self.segs.len() * std::mem::size_of::<Segment>()
+            + self.filters.len() * 8
     }
 
     /// Block `b`'s columns.
@@ -127,6 +185,221 @@ impl FamilyLanes {
     pub fn block(&self, b: usize) -> &[[u32; LANES]] {
         &self.blocks[b * self.cols..(b + 1) * self.cols]
     }
+}
+
+impl AclClassifier {
+    /// Classifies `keys` into `out` (same length), the same answers as [`Self::classify`] key by
+    /// key. Keys are taken `BATCH` at a time and each tree is walked for the whole batch before
+    /// the next: the walks of different keys are independent, so the core overlaps their memory
+    /// loads instead of waiting on one dependent chain at a time (what rte_acl gets from SIMD
+    /// over several flows). A batch of IPv4 or of IPv6 keys goes this way; one that mixes
+    /// families goes key by key.
+    pub fn classify_batch(&self, keys: &[AclKey], out: &mut [u32]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above), the only requirement of a
+            // `target_feature(enable = "avx2")` function.
+            unsafe { self.classify_batch_avx2(keys, out) };
+            return;
+        }
+        self.classify_batch_portable(keys, out);
+    }
+
+    /// [`Self::classify_batch`] without SIMD: what runs on a CPU without AVX2 (public so that
+    /// tests compare it with the AVX2 walk on machines that have both).
+    pub fn classify_batch_portable(&self, keys: &[AclKey], out: &mut [u32]) {
+        self.classify_batch_with(keys, out, block_mask::<1>, block_mask::<4>);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn classify_batch_avx2(&self, keys: &[AclKey], out: &mut [u32]) {
+        use super::lanes::avx2;
+        self.classify_batch_with(
+            keys,
+            out,
+            |b, kw| avx2::block_mask::<1>(b, kw),
+            |b, kw| avx2::block_mask::<4>(b, kw),
+        );
+    }
+
+    /// [`Self::classify_batch`] with the block tests `m4` (IPv4 blocks) and `m6` (IPv6).
+    #[inline(always)]
+    fn classify_batch_with(
+        &self,
+        keys: &[AclKey],
+        out: &mut [u32],
+        m4: impl Fn(&[[u32; LANES]], &[u32; 11]) -> u32,
+        m6: impl Fn(&[[u32; LANES]], &[u32; 11]) -> u32,
+    ) {
+        const BATCH: usize = 8;
+        for (kc, oc) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
+            let v = kc[0].ip_version;
+            let same = kc.len() == BATCH && kc.iter().all(|k| k.ip_version == v);
+            if same && (v == 4 || v == 6) {
+                let mut kw = [[0u32; 11]; BATCH];
+                for (w, k) in kw.iter_mut().zip(kc) {
+                    *w = key_words(k);
+                }
+                let best = if v == 4 {
+                    self.walk_batch::<1, BATCH>(ACL_FAM_V4, &kw, &m4)
+                } else {
+                    self.walk_batch::<4, BATCH>(ACL_FAM_V6, &kw, &m6)
+                };
+                oc.copy_from_slice(&best);
+            } else {
+                for (o, k) in oc.iter_mut().zip(kc) {
+                    *o = self.classify(k);
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn walk_batch<const AW: usize, const B: usize>(
+        &self,
+        fam: usize,
+        kw: &[[u32; 11]; B],
+        mask: &impl Fn(&[[u32; LANES]], &[u32; 11]) -> u32,
+    ) -> [u32; B] {
+        let fl = &self.lanes[fam];
+        let img = &fl.nodes[..];
+        let rec_words = 4 * AW + 4;
+        let recs = &self.image[self.hdr.fam[fam].records_off as usize..];
+        let mut best = [ACL_NO_MATCH; B];
+        for t in img[..2 * fl.num_trees].chunks_exact(2) {
+            let min = t[1];
+            if best.iter().all(|&b| b <= min) {
+                break;
+            }
+            let mut refs = [ACL_REF_EMPTY; B];
+            for j in 0..B {
+                if min < best[j] {
+                    let mut r = t[0];
+                    while r & ACL_REF_LEAF == 0 {
+                        let h = img[r as usize];
+                        let child = (kw[j][(h & 0xF) as usize] >> ((h >> 8) & 0x1F))
+                            & ((1u32 << ((h >> 16) & 0xF)) - 1);
+                        r = img[r as usize + 1 + child as usize];
+                    }
+                    refs[j] = r;
+                }
+            }
+            for j in 0..B {
+                let r = refs[j];
+                if r == ACL_REF_EMPTY {
+                    continue;
+                }
+                if r & REF_BLOCKS != 0 {
+                    let b = (r & !(ACL_REF_LEAF | REF_BLOCKS | REF_FILTERED)) as usize;
+                    best[j] = if r & REF_FILTERED != 0 {
+                        self.scan_filtered::<AW>(fl, b, &kw[j], best[j], mask)
+                    } else {
+                        self.scan_blocks::<AW>(fl, b, &kw[j], best[j], mask)
+                    };
+                    continue;
+                }
+                let o = (r & !ACL_REF_LEAF) as usize * rec_words;
+                for rec in recs[o..].chunks_exact(rec_words) {
+                    let idx = rec[4 * AW + 3];
+                    if idx >= best[j] {
+                        break;
+                    }
+                    let ctl = rec[4 * AW + 2];
+                    if self.rec_matches::<AW>(rec, &kw[j], ctl, idx) {
+                        best[j] = idx;
+                        break;
+                    }
+                    if ctl & ACL_REC_LAST != 0 {
+                        break;
+                    }
+                }
+            }
+        }
+        best
+    }
+
+    /// The filtered leaf whose first segment is `s0`: per segment, the blocks its filters
+    /// leave for `kw`, in order.
+    #[inline(always)]
+    fn scan_filtered<const AW: usize>(
+        &self,
+        fl: &FamilyLanes,
+        s0: usize,
+        kw: &[u32; 11],
+        best: u32,
+        mask: &impl Fn(&[[u32; LANES]], &[u32; 11]) -> u32,
+    ) -> u32 {
+        let (sp, dp, pr) = ((kw[8] & 0xFFFF) >> 8, kw[8] >> 24, kw[9] & 0xFF);
+        for seg in &fl.segs[s0..] {
+            let f = &fl.filters[seg.filt as usize..seg.filt as usize + 3 * 256];
+            let mut cand = f[sp as usize] & f[256 + dp as usize] & f[512 + pr as usize];
+            while cand != 0 {
+                let blk = fl.block(seg.b0 as usize + cand.trailing_zeros() as usize);
+                let idx = &blk[4 * AW + 3];
+                if idx[0] >= best {
+                    return best;
+                }
+                let mut m = mask(blk, kw) & 0xFF;
+                while m != 0 {
+                    let l = m.trailing_zeros() as usize;
+                    let i = idx[l];
+                    if i >= best {
+                        return best;
+                    }
+                    if blk[4 * AW + 2][l] & ACL_REC_EXTRA == 0 || self.extras_match(kw, i) {
+                        return i;
+                    }
+                    m &= m - 1;
+                }
+                cand &= cand - 1;
+            }
+            if seg.last {
+                break;
+            }
+        }
+        best
+    }
+
+    /// The leaf whose first block is `b0`, block by block: its first rule that matches `kw`
+    /// and beats `best`, else `best`.
+    #[inline(always)]
+    fn scan_blocks<const AW: usize>(
+        &self,
+        fl: &FamilyLanes,
+        b0: usize,
+        kw: &[u32; 11],
+        best: u32,
+        mask: &impl Fn(&[[u32; LANES]], &[u32; 11]) -> u32,
+    ) -> u32 {
+        let mut b = b0;
+        loop {
+            let blk = fl.block(b);
+            let idx = &blk[4 * AW + 3];
+            // Records are in priority order: nothing from here on can beat `best`.
+            if idx[0] >= best {
+                return best;
+            }
+            let mm = mask(blk, kw);
+            let mut m = mm & 0xFF;
+            while m != 0 {
+                let l = m.trailing_zeros() as usize;
+                let i = idx[l];
+                if i >= best {
+                    return best;
+                }
+                if blk[4 * AW + 2][l] & ACL_REC_EXTRA == 0 || self.extras_match(kw, i) {
+                    return i;
+                }
+                m &= m - 1;
+            }
+            if mm & 0x100 != 0 {
+                return best;
+            }
+            b += 1;
+        }
+    }
+
 }
 
 /// Lanes of block `b` whose 5-tuple fields (addresses, ports, protocol) match the key words `kw`,
