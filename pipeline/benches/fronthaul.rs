@@ -1,5 +1,7 @@
 //! Fronthaul decompression throughput on one core: PRBs/s for BFP9 and BFP14, pktwarp's
-//! width-specialised decoder against a plain scalar (bit-by-bit) decoder in the same run, and
+//! width-specialised decoder (32-bit, and 16-bit straight into the cell as the stage stores:
+//! AVX2 where the CPU has it, `portable_i16` without) against a plain scalar (bit-by-bit)
+//! decoder in the same run, and
 //! the whole stage (frame checks, sequence / timing tracking, slot grid stores) on generated
 //! U-plane frames. One 100 MHz 4T4R cell is 273 PRBs x 14 symbols x 2000 slots/s x 4 antennas
 //! = 30.576 M PRB/s; divide the PRB rate by that for cells per core.
@@ -52,6 +54,29 @@ fn decode_all(data: &[u8], width: u8, grid: &mut [i16], f: Decoder) {
     }
 }
 
+type Decoder16 = fn(&[u8], Method, u8, &mut [i16; PRB_SAMPLES]) -> Option<u8>;
+
+/// As the stage stores a PRB that fits 16 bits: straight into its int16 cell (the 32-bit decode
+/// and clamp for the rest).
+fn decode_all_i16(data: &[u8], width: u8, grid: &mut [i16], f: Decoder16) {
+    let pb = bfp::prb_bytes(Method::Bfp, width);
+    let mut iq = [0i32; PRB_SAMPLES];
+    for (c, g) in data
+        .chunks_exact(pb)
+        .zip(grid.chunks_exact_mut(PRB_SAMPLES))
+    {
+        let Ok(cell) = <&mut [i16; PRB_SAMPLES]>::try_from(g) else {
+            continue;
+        };
+        if f(c, Method::Bfp, width, cell).is_none() {
+            bfp::decompress_prb(c, Method::Bfp, width, &mut iq);
+            for (o, &x) in cell.iter_mut().zip(&iq) {
+                *o = x.clamp(i32::from(i16::MIN), i32::from(i16::MAX)) as i16;
+            }
+        }
+    }
+}
+
 fn decompress(c: &mut Criterion) {
     let mut g = c.benchmark_group("fronthaul_decompress");
     g.throughput(Throughput::Elements(PRBS as u64));
@@ -63,6 +88,24 @@ fn decompress(c: &mut Criterion) {
         decode_all(&data, width, &mut a, bfp::decompress_prb);
         decode_all(&data, width, &mut grid, bfp::decompress_prb_scalar);
         assert_eq!(a, grid, "BFP{width}: decoders differ");
+        for (name, f) in [
+            ("pktwarp_i16", bfp::decompress_prb_i16 as Decoder16),
+            (
+                "portable_i16",
+                bfp::decompress_prb_i16_portable as Decoder16,
+            ),
+        ] {
+            decode_all_i16(&data, width, &mut a, f);
+            assert_eq!(
+                a, grid,
+                "BFP{width}: {name} differs from the scalar decoder"
+            );
+            g.bench_with_input(
+                BenchmarkId::new(name, format!("bfp{width}")),
+                &data,
+                |b, d| b.iter(|| decode_all_i16(black_box(d), width, &mut a, f)),
+            );
+        }
         for (name, f) in [
             ("pktwarp", bfp::decompress_prb as Decoder),
             ("scalar", bfp::decompress_prb_scalar as Decoder),

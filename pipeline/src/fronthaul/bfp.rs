@@ -150,6 +150,33 @@ pub fn decompress_prb_i16(
     if u32::from(width) + u32::from(exp) > 16 {
         return None;
     }
+    #[cfg(target_arch = "x86_64")]
+    if (8..=15).contains(&width) && std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above), the only requirement of a
+        // `target_feature(enable = "avx2")` function.
+        return unsafe { super::bfp_avx2::unpack_i16(data, width, exp, out) }.then_some(exp);
+    }
+    unpack(data, width, exp, out).then_some(exp)
+}
+
+/// [`decompress_prb_i16`] without SIMD: what runs on a CPU without AVX2 (public so that tests
+/// and the benchmark compare the two on machines that have both).
+pub fn decompress_prb_i16_portable(
+    bytes: &[u8],
+    method: Method,
+    width: u8,
+    out: &mut [i16; PRB_SAMPLES],
+) -> Option<u8> {
+    let (exp, data) = match method {
+        Method::Bfp => {
+            let (p, d) = bytes.split_first()?;
+            (p & 0x0f, d)
+        }
+        Method::None => (0, bytes),
+    };
+    if u32::from(width) + u32::from(exp) > 16 {
+        return None;
+    }
     unpack(data, width, exp, out).then_some(exp)
 }
 
@@ -339,6 +366,44 @@ mod tests {
     }
 
     #[test]
+    fn the_16_bit_decoder_equals_the_scalar_reference_on_random_prbs() {
+        // On this CPU the AVX2 unpacker where it has AVX2 (widths 8..=15), else the portable one;
+        // each against the bit-by-bit reference, with bytes after the PRB (as in a frame) and
+        // without.
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        };
+        for width in 1..=16u8 {
+            for exp in 0..=(16 - width) {
+                for round in 0..64 {
+                    let n = prb_bytes(Method::Bfp, width) + round % 3;
+                    let mut b: Vec<u8> = (0..n).map(|_| next()).collect();
+                    b[0] = (b[0] & 0xf0) | exp;
+                    let (mut fast, mut want) = ([0i16; PRB_SAMPLES], [0i32; PRB_SAMPLES]);
+                    assert_eq!(
+                        decompress_prb_i16(&b, Method::Bfp, width, &mut fast),
+                        Some(exp)
+                    );
+                    assert_eq!(
+                        decompress_prb_scalar(&b, Method::Bfp, width, &mut want),
+                        exp
+                    );
+                    let want: Vec<i16> = want.iter().map(|&v| v as i16).collect();
+                    assert_eq!(
+                        &fast[..],
+                        &want[..],
+                        "width {width} exp {exp} round {round}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn the_16_bit_decoder_equals_the_32_bit_one_where_every_sample_fits() {
         // Every width and exponent, both methods, bytes from a fixed xorshift stream.
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
@@ -358,6 +423,12 @@ mod tests {
                     let (mut wide, mut narrow) = ([0i32; PRB_SAMPLES], [0i16; PRB_SAMPLES]);
                     let e = decompress_prb(&b, method, width, &mut wide);
                     let e16 = decompress_prb_i16(&b, method, width, &mut narrow);
+                    let mut portable = [0i16; PRB_SAMPLES];
+                    let ep = decompress_prb_i16_portable(&b, method, width, &mut portable);
+                    assert_eq!(ep, e16, "{method:?} width {width} exp {exp}");
+                    if e16.is_some() {
+                        assert_eq!(portable, narrow, "SIMD: {method:?} width {width} exp {exp}");
+                    }
                     let fits = u32::from(width) + u32::from(e) <= 16;
                     assert_eq!(e16.is_some(), fits, "{method:?} width {width} exp {exp}");
                     if let Some(e16) = e16 {

@@ -4,6 +4,8 @@
 //! implements the same decode semantics for the GPU.
 
 pub mod bfp;
+#[cfg(target_arch = "x86_64")]
+mod bfp_avx2;
 pub mod config;
 pub mod decode;
 pub mod gpu;
