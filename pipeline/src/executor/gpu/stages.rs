@@ -219,6 +219,9 @@ impl GpuExecutor {
             .stage_buffers
             .get(k, i)
             .ok_or_else(|| anyhow::anyhow!("stage {k} has no buffer {i}"))?;
+        // The calling thread may have another GPU's context current (the fronthaul completion
+        // poll reads every GPU's buffers in turn).
+        self.ctx.bind()?;
         let mut out = vec![0u8; b.len];
         b.download_on(&self.aux_stream, &mut out)?;
         Ok(out)
