@@ -122,6 +122,7 @@ print(f'summaries: {fa["prbs"]} PRBs, {fa["slots_complete"]} complete slots, exe
       + f'; slot completion latency p50 / p99: cpu {lat(fa)}, gpu {lat(fb)}')
 sys.exit(1 if bad else 0)
 PY
+  return "${PIPESTATUS[0]}"
 }
 
 echo "# fronthaul: GPU executor against CPU executor ($(date -u +%FT%TZ))" >"$MD"
@@ -157,7 +158,7 @@ done
 seq_check() {
   local cap=$tmp/seq-src.pcap mut=$tmp/seq.pcap
   gen_pcap 9 "$SLOTS" "$cap" || { say "sequence ids: gen -> pcap failed"; return 1; }
-  python3 - "$cap" "$mut" "$tmp/seq-want.json" <<'PY' 2>&1 | tee -a "$LOG" || return 1
+  python3 - "$cap" "$mut" "$tmp/seq-want.json" <<'PY' 2>&1 | tee -a "$LOG"
 import json, struct, sys
 src, dst, want = sys.argv[1:4]
 b = open(src, 'rb').read()
@@ -210,6 +211,7 @@ for f in out:
 json.dump({str(e): c for e, c in cnt.items()}, open(want, 'w'))
 print(f'sequence ids: {len(recs)} frames -> {len(out)}; want (gaps, duplicates, out of order) by eAxC {cnt}')
 PY
+  [ "${PIPESTATUS[0]}" -eq 0 ] || return 1
   local q=$QUEUES
   QUEUES=1
   for ex in cpu gpu; do
@@ -236,6 +238,7 @@ print(f'sequence ids (gaps, duplicates, out of order) by eAxC: want {want}, cpu 
       + ('equal' if ok else 'DIFFERENT (or a kind never seen)'))
 sys.exit(0 if ok else 1)
 PY
+  return "${PIPESTATUS[0]}"
 }
 echo >>"$MD"
 seq_check >>"$MD" || fails=$((fails + 1))
