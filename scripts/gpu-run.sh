@@ -86,6 +86,9 @@ step verify-nometa-gen 90 "$BIN" verify --gen 2000000 --malformed 0.05 --ipv6 0.
 # carried as $TESTS/gpu_stage_params); on_stall: restart on a stalled queue.
 TESTS=${TESTS:-$(dirname "$BIN")/tests}
 [ -x "$TESTS/gpu_stage_params" ] && step stage-params 120 env CI=true "$TESTS/gpu_stage_params" --nocapture
+# Reaped slots held until released (the daemon sends frames from them): a held slot is never
+# reused, a release frees exactly its slot (pipeline/tests/gpu_held_slots.rs).
+[ -x "$TESTS/gpu_held_slots" ] && step held-slots 120 env CI=true "$TESTS/gpu_held_slots" --nocapture
 # A kernel that never returns: shutdown gives up, the executor leaks rather than frees under it,
 # and the process exits (pipeline/tests/gpu_teardown.rs).
 [ -x "$TESTS/gpu_teardown" ] && step teardown 180 env CI=true "$TESTS/gpu_teardown" --nocapture
