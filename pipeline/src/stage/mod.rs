@@ -1,5 +1,6 @@
 //! Stages: one step of per-packet work, each with a Rust (reference, CPU) and a CUDA implementation.
 pub mod acl;
+mod burstwise;
 #[cfg(test)]
 mod config_tests;
 pub mod custom;

@@ -99,6 +99,13 @@ fn ip6_words(a: [u8; 16]) -> [u32; 4] {
 
 /// Parses `frame` into `meta` (overwriting all of it).
 pub fn parse(frame: &[u8], meta: &mut PacketMeta) {
+    parse_inlined(frame, meta);
+}
+
+/// [`parse`] inlined into its caller: the burst-wise stage loop (`stage::burstwise`) parses a
+/// whole burst without a call and its register saves per frame.
+#[inline(always)]
+pub(crate) fn parse_inlined(frame: &[u8], meta: &mut PacketMeta) {
     *meta = PacketMeta::default();
     meta.frame_len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
     if let Err((status, off)) = parse_outer(frame, meta) {
@@ -167,6 +174,8 @@ fn walk_l2(b: &[u8], start: usize, mut meta: Option<&mut PacketMeta>) -> PResult
     })
 }
 
+// Inlined into parse_inlined: its calls are then per burst, not per frame (register saves).
+#[inline(always)]
 fn parse_outer(frame: &[u8], meta: &mut PacketMeta) -> PResult<()> {
     let l2 = walk_l2(frame, 0, Some(meta))?;
     let mut off = l2.l3;

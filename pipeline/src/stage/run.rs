@@ -151,10 +151,16 @@ impl Cur<'_> {
 }
 
 /// One frame handed to [`Pipeline::run_frames`] or [`Pipeline::run_burst_mut`].
-enum Item<'a> {
+pub(super) enum Item<'a> {
     Ro(FrameDesc, &'a [u8]),
     Rw(&'a mut FrameDesc, &'a mut [u8]),
 }
+
+/// One burst's loaded ACL and route tables, by stage index.
+pub(super) type StageTables<'a> = (
+    &'a [Option<Arc<AclStage>>; MAX_STAGES],
+    &'a [Option<Arc<RouteState>>; MAX_STAGES],
+);
 
 /// The ordered stages every queue runs.
 pub struct Pipeline {
@@ -336,6 +342,42 @@ impl Pipeline {
             .iter()
             .any(|s| !matches!(s, Stage::Acl(_)) && s.rewrites())
             || tables.iter().flatten().any(|t| t.has_rewrites());
+        let mut t = Tally::default();
+        if !rewrites && self.burstwise() {
+            // Stage by stage over the burst (see stage::burstwise): same results.
+            self.run_burstwise(frames, metas, verdicts, &tables, &mut t, c);
+        } else {
+            self.run_framewise(
+                frames,
+                metas,
+                verdicts,
+                (&tables, &routes),
+                rewrites,
+                &mut t,
+                c,
+            );
+        }
+        self.flush_tally(&t, c);
+        // The generation of the tables actually used (see reload_acl).
+        tables
+            .iter()
+            .flatten()
+            .next()
+            .map_or(generation, |t| t.generation)
+    }
+
+    /// Every stage on one frame, then the next frame: any stage list.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn run_framewise<'f>(
+        &self,
+        frames: impl ExactSizeIterator<Item = Item<'f>>,
+        metas: &mut Vec<PacketMeta>,
+        verdicts: &mut Vec<Verdict>,
+        (tables, routes): StageTables<'_>,
+        rewrites: bool,
+        t: &mut Tally,
+        c: &QueueCounters,
+    ) {
         let room = self.frame_room();
         // Read-only frames meet rewrite stages on a copy (grown once, reused per frame).
         let mut scratch: Vec<u8> = Vec::new();
@@ -344,7 +386,6 @@ impl Pipeline {
         metas.resize(n, PacketMeta::default());
         verdicts.clear();
         verdicts.resize(n, Verdict::PASS);
-        let mut t = Tally::default();
         for ((meta, v), item) in metas.iter_mut().zip(verdicts.iter_mut()).zip(frames) {
             let (desc, mut cur, back) = match item {
                 Item::Ro(d, f) if rewrites => {
@@ -363,7 +404,7 @@ impl Pipeline {
                     (*d, Cur::Rw { buf, len }, Some(d))
                 }
             };
-            self.run_frame(&desc, &mut cur, meta, v, &tables, &routes, &mut t, c);
+            self.run_frame(&desc, &mut cur, meta, v, tables, routes, t, c);
             if let (Some(d), Cur::Rw { len, .. }) = (back, &cur) {
                 let new = *len as u32;
                 if new != d.len {
@@ -384,6 +425,10 @@ impl Pipeline {
                 }
             }
         }
+    }
+
+    /// Adds one burst's tally to the queue's counters.
+    pub(super) fn flush_tally(&self, t: &Tally, c: &QueueCounters) {
         for (si, _) in self.stages.iter().enumerate().take(MAX_STAGES) {
             c.stage_frames[si].add(t.stage_frames[si]);
             c.stage_bytes[si].add(t.stage_bytes[si]);
@@ -403,12 +448,6 @@ impl Pipeline {
                 c.drops[r].add(*n);
             }
         }
-        // The generation of the tables actually used (see reload_acl).
-        tables
-            .iter()
-            .flatten()
-            .next()
-            .map_or(generation, |t| t.generation)
     }
 
     /// The stage list on one frame.
@@ -529,17 +568,18 @@ impl Pipeline {
 }
 
 /// One burst's counts, added to the queue's counters once at its end.
-struct Tally {
-    stage_frames: [u64; MAX_STAGES],
-    stage_bytes: [u64; MAX_STAGES],
-    passed: u64,
-    mirrored: u64,
-    to_host: u64,
-    acl_default: u64,
-    drops: [u64; DropReason::COUNT],
+pub(super) struct Tally {
+    pub(super) stage_frames: [u64; MAX_STAGES],
+    pub(super) stage_bytes: [u64; MAX_STAGES],
+    pub(super) passed: u64,
+    pub(super) mirrored: u64,
+    pub(super) to_host: u64,
+    pub(super) acl_default: u64,
+    pub(super) drops: [u64; DropReason::COUNT],
 }
 
 impl Default for Tally {
+    #[inline]
     fn default() -> Self {
         Tally {
             stage_frames: [0; MAX_STAGES],

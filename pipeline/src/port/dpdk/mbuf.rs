@@ -198,7 +198,12 @@ impl MbufBurst {
     /// The bytes of prepared frame `i`.
     #[inline]
     fn bytes_of(&self, i: usize) -> &[u8] {
-        let mb = self.header(i);
+        self.bytes_at(i, self.header(i))
+    }
+
+    /// The bytes of prepared frame `i` whose header is `mb`.
+    #[inline(always)]
+    fn bytes_at<'a>(&'a self, i: usize, mb: &'a sys::rte_mbuf) -> &'a [u8] {
         if mb.nb_segs > 1 {
             let start = self.linear_at[i] as usize;
             return &self.linear[start..start + mb.pkt_len as usize];
@@ -223,7 +228,12 @@ impl MbufBurst {
     /// Frame `i`'s descriptor (`offset` is 0: the bytes are in the mbuf, see [`Self::frame`]).
     #[inline]
     fn desc_of(&self, i: usize) -> FrameDesc {
-        let mb = self.header(i);
+        self.desc_at(self.header(i))
+    }
+
+    /// The descriptor of a held frame whose header is `mb`.
+    #[inline(always)]
+    fn desc_at(&self, mb: &sys::rte_mbuf) -> FrameDesc {
         let has_rss = mb.ol_flags & u64::from(sys::RTE_MBUF_F_RX_RSS_HASH) != 0;
         FrameDesc {
             offset: 0,
@@ -268,7 +278,12 @@ impl MbufBurst {
     pub fn frames(&mut self) -> impl ExactSizeIterator<Item = (FrameDesc, &[u8])> + '_ {
         self.prepare();
         let me = &*self;
-        (0..me.len).map(move |i| (me.desc_of(i), me.bytes_of(i)))
+        me.mbufs[..me.len].iter().enumerate().map(move |(i, &m)| {
+            // SAFETY: m is an mbuf this burst owns (see header()); the borrow of self the
+            // iterator holds keeps it from being sent or freed.
+            let mb = unsafe { &*m };
+            (me.desc_at(mb), me.bytes_at(i, mb))
+        })
     }
 
     /// Frees frame `i` (a verdict dropped it) and closes the gap: later frames move down one.
@@ -320,13 +335,25 @@ impl MbufBurst {
     }
 
     /// Frees the frames for which `gone(i)` holds and compacts the arrays.
+    #[inline]
     fn remove_where(&mut self, mut gone: impl FnMut(usize) -> bool) -> usize {
+        // Usually every frame stays: one test per frame, nothing moved.
+        match (0..self.len).find(|&i| gone(i)) {
+            None => 0,
+            Some(first) => self.remove_from(first, gone),
+        }
+    }
+
+    /// [`Self::remove_where`] from frame `first`, which goes (`gone` is asked about the later
+    /// frames only).
+    #[cold]
+    fn remove_from(&mut self, first: usize, mut gone: impl FnMut(usize) -> bool) -> usize {
         let mut freed = std::mem::take(&mut self.freed);
         freed.clear();
-        let mut w = 0usize;
-        for r in 0..self.len {
+        let mut w = first;
+        for r in first..self.len {
             let m = self.mbufs[r];
-            if gone(r) {
+            if r == first || gone(r) {
                 if self.prepared {
                     // SAFETY: an owned mbuf; only its header is read.
                     let mb = unsafe { &*m };
