@@ -35,6 +35,10 @@
 //! ranges poorly; rte_acl's multibit trie is fast but its build and memory grow steeply with
 //! wildcard-heavy rule sets.
 //!
+//! On the CPU, `classify_batch` walks a copy of the trees (every path padded to its tree's depth)
+//! and scans leaves of more than two records as blocks of 8, one AVX2 compare per field, with
+//! port / protocol filters on large leaves (`super::lanes`); the image is not changed by that.
+//!
 //! Address families: one forest per family (IPv4 records use one address word, IPv6 four), plus a
 //! third table for keys that are neither (only L2-only rules live there; see `acl` module docs).
 
