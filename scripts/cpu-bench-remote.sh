@@ -118,7 +118,7 @@ done
   cat "$OUT/machine.txt"
   for f in acl dpdk cpu-scaling dpdk-scaling; do
     [ -f "$OUT/$f.txt" ] || continue
-    echo; echo "## $f"; grep -E '^\||identical|DIFFERS|round|^set|^[a-z0-9_]+_100K|Mpps|speedup|workers' "$OUT/$f.txt"
+    echo; echo "## $f"; grep -E '^\||identical|DIFFERS|round|^set|^[a-z0-9_]+_100K|^parse|Mpps|speedup|workers' "$OUT/$f.txt"
   done
 } > "$OUT/summary.txt"
 echo "summary: $OUT/summary.txt"
