@@ -177,8 +177,18 @@ fn config(mode: Option<&str>) -> pipeline::config::Config {
          pipeline:\n  - parse\n  - acl: {{ rules: rules/inline-filter.rules.yaml, default: pass }}\n  - count\n\
          executor: {executor}\n"
     );
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
-    pipeline::config::parse_str(&yaml, &dir.join("gpu-direct-test.yaml")).expect("config")
+    pipeline::config::parse_str(&yaml, &configs_dir().join("gpu-direct-test.yaml")).expect("config")
+}
+
+/// The shipped configs folder: beside the sources where the test was built, else `configs/` of
+/// the folder it runs in (a carried binary runs from a repository root on the GPU machine).
+fn configs_dir() -> std::path::PathBuf {
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    if built.is_dir() {
+        built
+    } else {
+        std::path::PathBuf::from("configs")
+    }
 }
 
 #[test]
