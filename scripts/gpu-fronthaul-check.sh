@@ -84,7 +84,9 @@ pipeline:
       slot_timeout_us: 10000000
       sink: $5
   - count
-executor: { kind: $4 }
+# 32-frame GPU slots, as configs/fronthaul.yaml has: a fronthaul slot of 256 large frames
+# runs one thread a frame in a few chunks, so bigger slots only add completion latency.
+executor: { kind: $4, gpu: { burst_size: 32 } }
 EOF
 }
 
