@@ -163,6 +163,29 @@ impl QueueCounters {
     pub fn total_drops(&self) -> u64 {
         self.drops.iter().map(Counter::get).sum()
     }
+
+    /// Every counter the stages write, in a fixed order: what tests compare between two ways of
+    /// running the same stages.
+    #[cfg(test)]
+    pub(crate) fn stage_snapshot(&self) -> Vec<u64> {
+        let mut v = vec![
+            self.passed.get(),
+            self.mirrored.get(),
+            self.to_host.get(),
+            self.acl_default.get(),
+            self.rule_hits_other.get(),
+        ];
+        for list in [
+            &self.stage_frames,
+            &self.stage_bytes,
+            &self.parse_status,
+            &self.rule_hits,
+        ] {
+            v.extend(list.iter().map(Counter::get));
+        }
+        v.extend(self.drops.iter().map(Counter::get));
+        v
+    }
 }
 
 #[cfg(test)]

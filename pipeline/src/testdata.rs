@@ -369,6 +369,41 @@ pub fn multi_proto_frames() -> Vec<Vec<u8>> {
     out
 }
 
+/// A mixed corpus for tests that hold two ways of running stages equal: the multi-protocol
+/// capture's frames, then `imix` generated IMIX frames (seed 0), each with its record or
+/// receive time; every 7th frame (index 3, 10, ...) cut to 20 bytes, a parse error.
+pub fn mixed_frames(imix: u64) -> Vec<(Vec<u8>, u64)> {
+    let mut frames = Vec::new();
+    let mut r = crate::port::pcap::CaptureReader::open(multi_proto_pcap())
+        .unwrap_or_else(|e| panic!("the generated multi-protocol capture: {e}"));
+    while let Some(f) = r.next_frame().unwrap_or_else(|e| panic!("{e}")) {
+        frames.push((f.data.to_vec(), f.timestamp_ns));
+    }
+    let opts = crate::port::gen::GenOptions {
+        count: Some(imix),
+        size: crate::port::gen::FrameSize::Imix,
+        ..Default::default()
+    };
+    let mut gen =
+        crate::port::gen::GenRx::new(&opts, 0).unwrap_or_else(|e| panic!("generator: {e}"));
+    let mut b = crate::burst::Burst::default();
+    loop {
+        let st = crate::port::RxPort::rx_burst(&mut gen, &mut b, 64)
+            .unwrap_or_else(|e| panic!("generator: {e}"));
+        frames.extend(b.frames().map(|(d, f)| (f.to_vec(), d.timestamp_ns)));
+        b.clear();
+        if matches!(st, crate::port::RxStatus::End) {
+            break;
+        }
+    }
+    for (i, (f, _)) in frames.iter_mut().enumerate() {
+        if i % 7 == 3 {
+            f.truncate(20);
+        }
+    }
+    frames
+}
+
 /// Every frame of a capture (pcap or pcapng), in order: what a test reads back from the file a
 /// TX port wrote.
 pub fn capture_frames(path: &Path) -> Result<Vec<Vec<u8>>, crate::port::PortError> {
