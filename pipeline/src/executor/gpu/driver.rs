@@ -8,6 +8,7 @@
 use cudarc::driver::sys;
 use std::ffi::{c_void, CStr};
 use std::ptr;
+use std::sync::Arc;
 
 /// A failed driver call: the call's name and the driver's error name and text.
 #[derive(Debug, thiserror::Error)]
@@ -168,10 +169,47 @@ pub fn probe(index: u32) -> Result<DeviceInfo, Unavailable> {
     }
 }
 
-/// The device's primary context, made current on the threads that use it.
-pub struct Context {
+/// One retain of a device's primary context. The [`Context`] and everything allocated in it
+/// (memory, streams, graphs, events, modules) hold it, so the context outlives what lives in it
+/// whatever order they are dropped in; each of those frees itself with the context current.
+struct Primary {
     dev: sys::CUdevice,
     ctx: sys::CUcontext,
+}
+
+// SAFETY: a retained context handle, usable from any thread (the driver API is thread-safe).
+unsafe impl Send for Primary {}
+// SAFETY: as above.
+unsafe impl Sync for Primary {}
+
+impl Primary {
+    /// Runs `free` with this context current on the calling thread, then gives the thread back
+    /// the context it had (a drop may run on a thread bound to another GPU).
+    fn with_current(&self, free: impl FnOnce()) {
+        // SAFETY: ctx is retained while self lives; push and pop are paired on this thread.
+        unsafe {
+            let pushed = sys::cuCtxPushCurrent_v2(self.ctx) == sys::CUresult::CUDA_SUCCESS;
+            free();
+            if pushed {
+                let mut popped: sys::CUcontext = ptr::null_mut();
+                sys::cuCtxPopCurrent_v2(&mut popped);
+            }
+        }
+    }
+}
+
+impl Drop for Primary {
+    fn drop(&mut self) {
+        // SAFETY: releases the retain taken in Context::new, once: the last holder drops it.
+        unsafe {
+            sys::cuDevicePrimaryCtxRelease_v2(self.dev);
+        }
+    }
+}
+
+/// The device's primary context, made current on the threads that use it.
+pub struct Context {
+    primary: Arc<Primary>,
     pub info: DeviceInfo,
 }
 
@@ -192,28 +230,22 @@ impl Context {
             cu!(cuDevicePrimaryCtxRetain(&mut ctx, dev))?;
             cu!(cuCtxSetCurrent(ctx))?;
         }
-        Ok(Context { dev, ctx, info })
+        Ok(Context {
+            primary: Arc::new(Primary { dev, ctx }),
+            info,
+        })
     }
 
     /// Makes the context current on the calling thread.
     pub fn bind(&self) -> CuResult<()> {
         // SAFETY: ctx is a retained primary context.
-        unsafe { cu!(cuCtxSetCurrent(self.ctx)) }
+        unsafe { cu!(cuCtxSetCurrent(self.primary.ctx)) }
     }
 
     pub fn synchronize(&self) -> CuResult<()> {
         self.bind()?;
         // SAFETY: a context is current.
         unsafe { cu!(cuCtxSynchronize()) }
-    }
-}
-
-impl Drop for Context {
-    fn drop(&mut self) {
-        // SAFETY: releases the retain taken in new(); errors at teardown are ignored.
-        unsafe {
-            sys::cuDevicePrimaryCtxRelease_v2(self.dev);
-        }
     }
 }
 
@@ -237,6 +269,8 @@ pub struct DeviceBuffer {
     /// Stream-ordered allocation: freed with cuMemFreeAsync on this stream, which (unlike
     /// cuMemFree) does not wait for the whole device, i.e. for a running persistent kernel.
     stream: Option<sys::CUstream>,
+    /// Keeps the context alive until the memory is freed.
+    owner: Arc<Primary>,
 }
 
 // SAFETY: a device address; the driver API is thread-safe.
@@ -254,6 +288,7 @@ impl DeviceBuffer {
             ptr: p,
             len,
             stream: None,
+            owner: Arc::clone(&ctx.primary),
         })
     }
 
@@ -296,6 +331,7 @@ impl DeviceBuffer {
             ptr: p,
             len,
             stream: Some(stream.raw),
+            owner: Arc::clone(&ctx.primary),
         })
     }
 
@@ -441,18 +477,20 @@ fn assert_copy_fits(n: usize, cap: usize) {
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
+        let (ptr, stream) = (self.ptr, self.stream);
         // SAFETY: allocated by cuMemAlloc / cuMemAllocAsync; freed once, the async one on its
-        // stream (still alive and no other stream's work using the memory: new_async's contract).
-        unsafe {
-            match self.stream {
+        // stream (still alive and no other stream's work using the memory: new_async's contract),
+        // with its context current and alive (owner).
+        self.owner.with_current(|| unsafe {
+            match stream {
                 Some(s) => {
-                    sys::cuMemFreeAsync(self.ptr, s);
+                    sys::cuMemFreeAsync(ptr, s);
                 }
                 None => {
-                    sys::cuMemFree_v2(self.ptr);
+                    sys::cuMemFree_v2(ptr);
                 }
             }
-        }
+        });
     }
 }
 
@@ -473,6 +511,7 @@ pub struct PinnedBuffer {
     pub(crate) host: *mut u8,
     pub(crate) dev: sys::CUdeviceptr,
     pub(crate) len: usize,
+    owner: Arc<Primary>,
 }
 
 // SAFETY: plain memory; synchronisation is the users' protocol (ring indices).
@@ -500,6 +539,7 @@ impl PinnedBuffer {
             host: p as *mut u8,
             dev: d,
             len,
+            owner: Arc::clone(&ctx.primary),
         })
     }
 
@@ -533,10 +573,11 @@ impl PinnedBuffer {
 
 impl Drop for PinnedBuffer {
     fn drop(&mut self) {
-        // SAFETY: allocated by cuMemHostAlloc; freed once.
-        unsafe {
-            sys::cuMemFreeHost(self.host as *mut c_void);
-        }
+        let host = self.host as *mut c_void;
+        // SAFETY: allocated by cuMemHostAlloc; freed once, its context alive (owner).
+        self.owner.with_current(|| unsafe {
+            sys::cuMemFreeHost(host);
+        });
     }
 }
 
@@ -544,6 +585,7 @@ impl Drop for PinnedBuffer {
 /// kernel on one stream does not stall copies on another).
 pub struct Stream {
     pub(crate) raw: sys::CUstream,
+    owner: Arc<Primary>,
 }
 
 // SAFETY: streams are usable from any thread with the context current.
@@ -562,7 +604,10 @@ impl Stream {
                 sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32
             ))?
         };
-        Ok(Stream { raw: s })
+        Ok(Stream {
+            raw: s,
+            owner: Arc::clone(&ctx.primary),
+        })
     }
 
     pub fn synchronize(&self) -> CuResult<()> {
@@ -696,16 +741,21 @@ impl Stream {
                 return Err(err);
             }
         }
-        Ok(Graph { graph: g, exec: e })
+        Ok(Graph {
+            graph: g,
+            exec: e,
+            owner: Arc::clone(&self.owner),
+        })
     }
 }
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        // SAFETY: created by cuStreamCreate; destroyed once.
-        unsafe {
-            sys::cuStreamDestroy_v2(self.raw);
-        }
+        let raw = self.raw;
+        // SAFETY: created by cuStreamCreate; destroyed once, its context alive (owner).
+        self.owner.with_current(|| unsafe {
+            sys::cuStreamDestroy_v2(raw);
+        });
     }
 }
 
@@ -713,6 +763,7 @@ impl Drop for Stream {
 pub struct Graph {
     graph: sys::CUgraph,
     exec: sys::CUgraphExec,
+    owner: Arc<Primary>,
 }
 
 // SAFETY: graph handles are usable from any thread with the context current.
@@ -729,17 +780,19 @@ impl Graph {
 
 impl Drop for Graph {
     fn drop(&mut self) {
-        // SAFETY: created by end_capture; destroyed once.
-        unsafe {
-            sys::cuGraphExecDestroy(self.exec);
-            sys::cuGraphDestroy(self.graph);
-        }
+        let (exec, graph) = (self.exec, self.graph);
+        // SAFETY: created by end_capture; destroyed once, its context alive (owner).
+        self.owner.with_current(|| unsafe {
+            sys::cuGraphExecDestroy(exec);
+            sys::cuGraphDestroy(graph);
+        });
     }
 }
 
 /// A timing event.
 pub struct Event {
     raw: sys::CUevent,
+    owner: Arc<Primary>,
 }
 
 impl Event {
@@ -748,7 +801,10 @@ impl Event {
         let mut e: sys::CUevent = ptr::null_mut();
         // SAFETY: context current.
         unsafe { cu!(cuEventCreate(&mut e, 0))? };
-        Ok(Event { raw: e })
+        Ok(Event {
+            raw: e,
+            owner: Arc::clone(&ctx.primary),
+        })
     }
 
     pub fn synchronize(&self) -> CuResult<()> {
@@ -767,16 +823,18 @@ impl Event {
 
 impl Drop for Event {
     fn drop(&mut self) {
-        // SAFETY: created by cuEventCreate; destroyed once.
-        unsafe {
-            sys::cuEventDestroy_v2(self.raw);
-        }
+        let raw = self.raw;
+        // SAFETY: created by cuEventCreate; destroyed once, its context alive (owner).
+        self.owner.with_current(|| unsafe {
+            sys::cuEventDestroy_v2(raw);
+        });
     }
 }
 
 /// A loaded module and the functions taken from it.
 pub struct Module {
     raw: sys::CUmodule,
+    owner: Arc<Primary>,
 }
 
 // SAFETY: module handles are usable from any thread with the context current.
@@ -811,7 +869,10 @@ impl Module {
         };
         // SAFETY: data is a complete image that outlives the call.
         unsafe { cu!(cuModuleLoadData(&mut m, data.as_ptr() as *const c_void))? };
-        Ok(Module { raw: m })
+        Ok(Module {
+            raw: m,
+            owner: Arc::clone(&ctx.primary),
+        })
     }
 
     pub fn function(&self, name: &CStr) -> CuResult<Function> {
@@ -844,10 +905,11 @@ impl Module {
 
 impl Drop for Module {
     fn drop(&mut self) {
-        // SAFETY: loaded by cuModuleLoadData; unloaded once.
-        unsafe {
-            sys::cuModuleUnload(self.raw);
-        }
+        let raw = self.raw;
+        // SAFETY: loaded by cuModuleLoadData; unloaded once, its context alive (owner).
+        self.owner.with_current(|| unsafe {
+            sys::cuModuleUnload(raw);
+        });
     }
 }
 
