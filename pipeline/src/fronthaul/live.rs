@@ -461,7 +461,18 @@ impl LiveStages {
         p: &crate::stage::Pipeline,
         gpu: &crate::executor::gpu::multi::MultiGpu,
     ) -> anyhow::Result<()> {
-        self.each(p, gpu, true).map(|_| ())
+        self.each(p, gpu, true)?;
+        for (k, _, j) in &self.stages {
+            if let Some(why) = lost_warning(*k, j.lost) {
+                tracing::warn!(
+                    event = "fronthaul_seq_lost",
+                    position = *k,
+                    lost = j.lost,
+                    "{why}"
+                );
+            }
+        }
+        Ok(())
     }
 
     fn each(
@@ -501,6 +512,18 @@ impl LiveStages {
         }
         Ok(n)
     }
+}
+
+/// What to say when the GPU's sequence log lapped the host's reader: those packets' sequence ids
+/// were never judged, so the gaps / duplicates / out-of-order counts are short by up to that many.
+fn lost_warning(position: usize, lost: u64) -> Option<String> {
+    (lost > 0).then(|| {
+        format!(
+            "fronthaul stage at position {position}: the GPU's sequence log lapped its reader; \
+             {lost} packets' sequence ids were not judged (gaps, duplicates and out-of-order \
+             counts may be low by up to that many)"
+        )
+    })
 }
 
 #[cfg(test)]

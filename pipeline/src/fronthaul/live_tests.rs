@@ -619,3 +619,10 @@ fn gpu_counters_reach_the_summary_and_metrics_while_the_run_goes() {
         assert_eq!(metric("pktwarp_fronthaul_arrivals_total", "early"), round);
     }
 }
+
+#[test]
+fn a_lapped_sequence_log_is_reported_with_its_count() {
+    assert_eq!(super::lost_warning(1, 0), None);
+    let w = super::lost_warning(1, 11).expect("a warning");
+    assert!(w.contains("position 1") && w.contains("11 packets"), "{w}");
+}
