@@ -14,10 +14,14 @@
 #     printed. Then the BFP9 capture with sequence ids dropped, repeated and moved, one queue:
 #     per eAxC gaps / duplicates / out of order equal on CPU, GPU and the rules computed by the
 #     script, each kind non-zero ("sequence ids ...: equal").
-#  3. Decompressed PRB/s, BFP9 and BFP14: a capture of BENCH_SLOTS slots replayed LOOPS times,
-#     sink none, executor gpu and cpu; PRB/s = the summary's fronthaul PRBs / elapsed_s. This is
-#     the whole daemon (pcap replay, ingest, PCIe, kernel), not the decoder alone; also given as
-#     100 MHz 4T4R cells (30.6 M PRB/s each).
+#  3. Decompressed PRB/s, BFP9 and BFP14: a capture of BENCH_SLOTS slots replayed LOOPS times
+#     (default once: a lap replayed again repeats its slots, which the stage refuses as closed,
+#     so only the first lap would decode while every lap counted in the time), unpaced, sink
+#     none, executor gpu and cpu; PRB/s = the summary's fronthaul PRBs / elapsed_s, and the
+#     frames per second of the same capture through parse -> count alone (the transport without
+#     the stage). This is the whole daemon (pcap replay, ingest, PCIe, kernel), not the decoder
+#     alone; also given as 100 MHz 4T4R cells (30.6 M PRB/s each). A run with refused packets
+#     (slot_closed) is reported as not measured.
 #  4. The kernel alone: `pktwarp bench --skip throughput,e2e,l3fwd,latency` (its fronthaul
 #     section): the composed [fronthaul] kernel over device-resident frames (gen O-RAN, 273
 #     PRBs, BFP9 / BFP14, 32 eAxCs x 32 slots), PRB/s against the Rust stage on one thread; fails
@@ -25,15 +29,16 @@
 # Usage (repository root): scripts/gpu-fronthaul-check.sh [BIN_DIR] [OUT]
 #   BIN_DIR  folder with the pktwarp binary (default .carry)
 #   OUT      results folder (default $OUT, else ./gpu-results)
-# Environment: SLOTS (40), CHECK_PPS (336000), BENCH_SLOTS (200), LOOPS (50), QUEUES (2).
+# Environment: SLOTS (40), CHECK_PPS (336000), BENCH_SLOTS (1000), LOOPS (1), QUEUES (2: each
+#   eAxC steered to its own queue by configs/rules/fronthaul-gen.steering.yaml; 1: no steering).
 # Exit status: 0 when every comparison is equal, 1 otherwise.
 set -u
 BIN=${1:-.carry}
 RES=${2:-${OUT:-./gpu-results}}
 SLOTS=${SLOTS:-40}
 CHECK_PPS=${CHECK_PPS:-336000}
-BENCH_SLOTS=${BENCH_SLOTS:-200}
-LOOPS=${LOOPS:-50}
+BENCH_SLOTS=${BENCH_SLOTS:-1000}
+LOOPS=${LOOPS:-1}
 QUEUES=${QUEUES:-2}
 PW=$BIN/pktwarp
 mkdir -p "$RES"
@@ -63,13 +68,31 @@ EOF
   "$PW" run --quiet --json "$tmp/gen.yaml" >"$tmp/gen.json" 2>>"$LOG"
 }
 
-# fh_config WIDTH CAPTURE LOOPS EXECUTOR SINK [RATE]: parse -> fronthaul -> count on the capture.
+# The rule file that puts each eAxC on its own queue (2 queues).
+STEER_RULES=$PWD/configs/rules/fronthaul-gen.steering.yaml
+# fh_config WIDTH CAPTURE LOOPS EXECUTOR SINK [RATE [PIPELINE]]: parse -> fronthaul -> count on
+# the capture (PIPELINE "transport": parse -> count alone).
 fh_config() {
+  local steer=""
+  [ "$QUEUES" = 2 ] && steer="steering: { rules: $STEER_RULES }"
+  if [ "${7:-}" = transport ]; then
+    cat >"$tmp/fh-$4.yaml" <<EOF
+ports:
+  - name: ru
+    pcap: { rx: { path: $2, loops: $3, rate: ${6:-unlimited} } }
+queues: { count: $QUEUES, burst: 32, ring_slots: 4 }
+$steer
+pipeline: [parse, count]
+executor: { kind: $4, gpu: { burst_size: 32 } }
+EOF
+    return
+  fi
   cat >"$tmp/fh-$4.yaml" <<EOF
 ports:
   - name: ru
     pcap: { rx: { path: $2, loops: $3, rate: ${6:-unlimited} } }
 queues: { count: $QUEUES, burst: 32, ring_slots: 4 }
+$steer
 pipeline:
   - parse
   - fronthaul:
@@ -248,21 +271,37 @@ seq_check >>"$MD" || fails=$((fails + 1))
 echo >>"$MD"
 echo "## Decompressed PRB/s ($BENCH_SLOTS slots x $LOOPS loops, $QUEUES queues, whole daemon)" >>"$MD"
 echo >>"$MD"
-echo "| width | executor | PRBs | elapsed s | PRB/s | 100 MHz 4T4R cells |" >>"$MD"
-echo "| --- | --- | --- | --- | --- | --- |" >>"$MD"
+echo "| width | executor | PRBs | elapsed s | PRB/s | 100 MHz 4T4R cells | frames/s | transport alone (parse -> count) frames/s |" >>"$MD"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- |" >>"$MD"
 for w in 9 14; do
   cap=$tmp/bench$w.pcap
   gen_pcap "$w" "$BENCH_SLOTS" "$cap" || { say "BFP$w: bench capture failed"; fails=$((fails + 1)); continue; }
   for ex in gpu cpu; do
+    fh_config "$w" "$cap" "$LOOPS" "$ex" none unlimited transport
+    "$PW" run --quiet --json "$tmp/fh-$ex.yaml" >"$tmp/transport-$w-$ex.json" 2>>"$LOG" ||
+      say "BFP$w: transport run on $ex failed (see $LOG)"
     fh_config "$w" "$cap" "$LOOPS" "$ex" none
     if "$PW" run --quiet --json "$tmp/fh-$ex.yaml" >"$tmp/bench-$w-$ex.json" 2>>"$LOG"; then
-      python3 - "$tmp/bench-$w-$ex.json" "$w" "$ex" <<'PY' | tee -a "$LOG" >>"$MD"
+      python3 - "$tmp/bench-$w-$ex.json" "$w" "$ex" "$tmp/transport-$w-$ex.json" <<'PY' | tee -a "$LOG" >>"$MD"
 import json, sys
-t = open(sys.argv[1]).read()
-s = json.loads(t[t.index('{'):])
-prbs, el = s['fronthaul'][0]['prbs'], s['elapsed_s']
+def load(f):
+    t = open(f).read()
+    return json.loads(t[t.index('{'):])
+s = load(sys.argv[1])
+f = s['fronthaul'][0]
+prbs, el = f['prbs'], s['elapsed_s']
+closed = sum(e.get('slot_closed', 0) for e in f['per_eaxc'])
 rate = prbs / el if el > 0 else 0.0
-print(f'| BFP{sys.argv[2]} | {sys.argv[3]} | {prbs} | {el:.3f} | {rate / 1e6:.1f} M | {rate / 30.6e6:.2f} |')
+fps = s['rx_frames'] / el if el > 0 else 0.0
+try:
+    t = load(sys.argv[4])
+    tfps = f"{t['rx_frames'] / t['elapsed_s'] / 1e6:.3f} M" if t['elapsed_s'] > 0 else '-'
+except (OSError, ValueError, KeyError):
+    tfps = '-'
+if closed:
+    print(f'| BFP{sys.argv[2]} | {sys.argv[3]} | not measured: {closed} packets refused as closed | | | | | |')
+else:
+    print(f'| BFP{sys.argv[2]} | {sys.argv[3]} | {prbs} | {el:.3f} | {rate / 1e6:.1f} M | {rate / 30.6e6:.2f} | {fps / 1e6:.3f} M | {tfps} |')
 PY
       cp "$tmp/bench-$w-$ex.json" "$RES/"
     else

@@ -342,31 +342,133 @@ PW_DEVICE uint32_t pw_fh_slot_number(const pw_fh_stage_params *p, const pw_fh_in
     return ((((uint32_t)info->frame_id * 10u) + info->subframe_id) << mu) + info->slot_id;
 }
 
-/* Writes every PRB of an accepted U-plane frame of grid eAxC `e` into ring entry `ring` with
- * slot tag `tag`; returns the duplicates and adds the saturated samples to *sat. */
-PW_DEVICE_CALL uint32_t pw_fh_write_prbs(const uint8_t *f, const pw_fh_stage_params *p, const pw_fh_info *info,
-                                    uint32_t e, uint64_t ts, uint32_t ring, uint32_t tag, uint32_t *sat) {
+/* The PRBs of an accepted U-plane frame (body [body_start, body_end), its symbol) of grid eAxC
+ * `e` that lane `lane` of `lanes` decodes into ring entry `ring` with slot tag `tag`: PRB k of
+ * each section where k % lanes == lane (lanes 1: every PRB, in order). Adds the duplicates
+ * (a mark that already held the tag) to *dups and the saturated samples to *sat. Each lane's
+ * grid stores are fenced before it returns (the count that pw_fh_frame_done adds must never run
+ * ahead of them). Two sections of one frame that name the same PRB count one duplicate either
+ * way; with lanes > 1 which of the two sample sets stays is not fixed (as for two frames of one
+ * burst, which run at once on the GPU). */
+PW_DEVICE_CALL void pw_fh_write_prbs_part(const uint8_t *f, const pw_fh_stage_params *p, uint32_t body_start,
+                                          uint32_t body_end, uint32_t symbol, uint32_t e, uint32_t ring, uint32_t tag,
+                                          uint32_t lane, uint32_t lanes, uint32_t *dups, uint32_t *sat) {
     const uint64_t prbs = p->decode.carrier_prbs;
     const uint64_t base = ((uint64_t)ring * p->n_eaxcs + e) * PW_FH_SYMBOLS;
     pw_fh_cursor c;
-    c.off = info->body_start;
-    c.end = info->body_end;
-    c.symbol = info->symbol_id;
-    uint32_t dups = 0;
+    c.off = body_start;
+    c.end = body_end;
+    c.symbol = symbol;
     while (c.off < c.end) {
         pw_fh_section s;
         if (pw_fh_next_section(f, &c, &p->decode, &s) != PW_FH_OK) break; /* cannot happen: checked */
-        for (uint32_t k = 0; k < s.num_prb; k++) {
+        for (uint32_t k = lane; k < s.num_prb; k += lanes) {
             int32_t iq[PW_FH_PRB_SAMPLES];
             pw_fh_decompress_prb(f + s.data + k * s.prb_bytes, s.method, s.width, iq);
             const uint64_t cell = (base + s.symbol) * prbs + (s.start_prb + k * s.stride);
             *sat += pw_fh_store(p, cell, iq);
-            if (PW_FH_XCHG32(&((uint32_t *)p->marks)[cell], tag) == tag) dups++;
+            if (PW_FH_XCHG32(&((uint32_t *)p->marks)[cell], tag) == tag) (*dups)++;
         }
     }
-    pw_fh_slot_add(p, ring, tag, info->prbs - dups, ts);
-    return dups;
+    PW_FH_FENCE();
 }
+
+/* What follows an accepted frame's PRBs (all lanes' stores done and fenced): the ring entry's
+ * state adds the `prbs - dups` PRBs that were new, and the counters. */
+PW_DEVICE void pw_fh_frame_done(const pw_fh_stage_params *p, pw_stage_counters *c, uint32_t e, uint32_t ring,
+                                uint32_t tag, uint32_t prbs, uint64_t ts, uint32_t dups, uint32_t sat) {
+    pw_fh_eaxc_counters *ec = (pw_fh_eaxc_counters *)p->eaxc_counters;
+    pw_fh_slot_add(p, ring, tag, prbs - dups, ts);
+    PW_ADD64(&ec[e].prbs, prbs);
+    PW_ADD64(&c->v[PW_FH_CTR_PRBS], prbs);
+    if (dups) {
+        PW_ADD64(&c->v[PW_FH_CTR_DUPLICATE_PRBS], dups);
+        PW_ADD64(&ec[e].duplicate_prbs, dups);
+    }
+    if (sat) PW_ADD64(&((uint64_t *)p->stats)[PW_FH_STAT_SATURATED], sat);
+}
+
+/* PRBs spread over a warp (GPU, composed kernels). One thread per frame decoding its PRBs one
+ * after another held a burst for one frame's whole decode (50 PRBs in series) while the rest of
+ * the CTA idled: the whole daemon fed 0.13 M frames/s a queue where the transport alone moves
+ * 2.6 M (docs/perf-log.md, "Issue 23, 2026-12-04 evening"). So on the GPU the per-frame pass
+ * (pw_stage_fronthaul) checks, judges and refuses as before and queues the frame's PRB work in
+ * shared memory; the transport ends every round of frames with PW_PIPELINE_ROUND_END (whole
+ * block, while the round's frames are still where they ran), where each warp takes queued
+ * frames and its lanes decode their PRBs. A frame that finds the queue full (a pipeline with two
+ * fronthaul stages) decodes in its own thread as before. The host build decodes in the
+ * per-frame pass with the same two functions (lane 0 of 1). */
+#if PW_GPU && PW_PIPELINE_COMPOSED
+#define PW_FH_WARP_DECODE 1
+typedef struct pw_fh_work {
+    const uint8_t *f;
+    const pw_fh_stage_params *p;
+    pw_stage_counters *c;
+    uint64_t ts;
+    uint32_t tag;
+    uint32_t prbs;
+    uint16_t body_start, body_end, e, ring;
+    uint32_t symbol;
+} pw_fh_work;
+/* At most a round's frames: blockDim.x <= 256 in every composed kernel (pw_bulk's bound, and
+ * setup.rs COMPOSED_MAX_THREADS). */
+#define PW_FH_WORK_MAX 256u
+__shared__ pw_fh_work pw_fh_work_list[PW_FH_WORK_MAX];
+__shared__ uint32_t pw_fh_work_n;
+
+/* Queues an accepted frame's PRBs for the round's end; false when it cannot be queued. */
+PW_DEVICE bool pw_fh_defer(const uint8_t *f, const pw_fh_stage_params *p, pw_stage_counters *c,
+                           const pw_fh_info *info, uint32_t e, uint64_t ts, uint32_t ring, uint32_t tag) {
+    if (info->body_end > 0xFFFFu || ring > 0xFFFFu) return false;
+    const uint32_t i = atomicAdd(&pw_fh_work_n, 1u);
+    if (i >= PW_FH_WORK_MAX) return false;
+    pw_fh_work w;
+    w.f = f;
+    w.p = p;
+    w.c = c;
+    w.ts = ts;
+    w.tag = tag;
+    w.prbs = info->prbs;
+    w.body_start = (uint16_t)info->body_start;
+    w.body_end = (uint16_t)info->body_end;
+    w.e = (uint16_t)e;
+    w.ring = (uint16_t)ring;
+    w.symbol = info->symbol_id;
+    pw_fh_work_list[i] = w;
+    return true;
+}
+
+/* Whole block, before a round's frames run. */
+__device__ __forceinline__ void pw_fh_round_begin() {
+    if (threadIdx.x == 0) pw_fh_work_n = 0u;
+    __syncthreads();
+}
+
+/* Whole block (blockDim.x a multiple of 32), after a round's frames ran: every queued frame's
+ * PRBs, a warp a frame, its lanes over the PRBs. */
+__device__ __forceinline__ void pw_fh_round_end() {
+    __syncthreads();
+    const uint32_t n = pw_fh_work_n < PW_FH_WORK_MAX ? pw_fh_work_n : PW_FH_WORK_MAX;
+    const uint32_t lane = threadIdx.x & 31u;
+    for (uint32_t i = threadIdx.x >> 5; i < n; i += blockDim.x >> 5) {
+        const pw_fh_work w = pw_fh_work_list[i];
+        uint32_t dups = 0u, sat = 0u;
+        pw_fh_write_prbs_part(w.f, w.p, w.body_start, w.body_end, w.symbol, w.e, w.ring, w.tag, lane, 32u, &dups,
+                              &sat);
+#pragma unroll
+        for (uint32_t o = 16u; o > 0u; o >>= 1) {
+            dups += __shfl_xor_sync(0xFFFFFFFFu, dups, o);
+            sat += __shfl_xor_sync(0xFFFFFFFFu, sat, o);
+        }
+        if (lane == 0u) pw_fh_frame_done(w.p, w.c, w.e, w.ring, w.tag, w.prbs, w.ts, dups, sat);
+    }
+    __syncthreads();
+}
+#define PW_PIPELINE_ROUND_BEGIN() pw_fh_round_begin()
+#define PW_PIPELINE_ROUND_END() pw_fh_round_end()
+#else
+#define PW_FH_WARP_DECODE 0
+#endif
 
 /* Stage `fronthaul`. */
 PW_DEVICE void pw_stage_fronthaul(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v, const void *params,
@@ -417,15 +519,13 @@ PW_DEVICE void pw_stage_fronthaul(const pw_frame *f, pw_packet_meta *meta, pw_ve
         PW_ADD64(&ec[e].slot_closed_prbs, info.prbs);
         return;
     }
-    PW_ADD64(&ec[e].prbs, info.prbs);
-    uint32_t sat = 0;
-    const uint32_t dups = pw_fh_write_prbs(f->data, p, &info, e, f->timestamp_ns, ring, n + 1u, &sat);
-    PW_ADD64(&c->v[PW_FH_CTR_PRBS], info.prbs);
-    if (dups) {
-        PW_ADD64(&c->v[PW_FH_CTR_DUPLICATE_PRBS], dups);
-        PW_ADD64(&ec[e].duplicate_prbs, dups);
-    }
-    if (sat) PW_ADD64(&stats[PW_FH_STAT_SATURATED], sat);
+#if PW_FH_WARP_DECODE
+    if (pw_fh_defer(f->data, p, c, &info, e, f->timestamp_ns, ring, n + 1u)) return;
+#endif
+    uint32_t dups = 0u, sat = 0u;
+    pw_fh_write_prbs_part(f->data, p, info.body_start, info.body_end, info.symbol_id, e, ring, n + 1u, 0u, 1u, &dups,
+                          &sat);
+    pw_fh_frame_done(p, c, e, ring, n + 1u, info.prbs, f->timestamp_ns, dups, sat);
 }
 
 #endif /* PKTWARP_FRONTHAUL_STAGE_CUH */

@@ -140,6 +140,18 @@ __device__ __forceinline__ void pw_emit_verdict(const pw_queue_desc &q, const pw
         pw_count_frame(cr, (uint64_t *)a.rule_hits, a.n_rules, parse_ok, acl_ran, &v, wire_len);
 }
 
+/* A stage that works on a round of frames together after each thread ran its frame (the
+ * fronthaul stage's PRBs spread over warps, fronthaul_stage.cuh) defines these two: every path
+ * that runs composed frames then runs them in rounds the whole block enters, BEGIN before and
+ * END after each round, while the round's frames are still where they ran. */
+#if defined(PW_PIPELINE_ROUND_BEGIN)
+#define PW_PIPELINE_ROUNDS 1
+#else
+#define PW_PIPELINE_ROUNDS 0
+#define PW_PIPELINE_ROUND_BEGIN() ((void)0)
+#define PW_PIPELINE_ROUND_END() ((void)0)
+#endif
+
 #if PW_PIPELINE_COMPOSED
 #if !defined(PW_PIPELINE_WRITES)
 #define PW_PIPELINE_WRITES 0
@@ -374,14 +386,21 @@ __device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_
         const bool fits = pw_chunk_lo != 0xFFFFFFFFu && hi - lo <= dcap;
         if (fits) pw_stage_copy((uint4 *)sdata, (const uint4 *)(gdata + lo), (hi - lo + 15u) / 16u);
         __syncthreads();
+#if PW_PIPELINE_ROUNDS
+        for (uint32_t r = 0u; r < k; r += blockDim.x) {
+            const uint32_t i = r + threadIdx.x;
+            PW_PIPELINE_ROUND_BEGIN();
+#else
         for (uint32_t i = threadIdx.x; i < k; i += blockDim.x) {
-            pw_desc d = pw_desc_at(sdesc, i, compact);
+#endif
+            pw_desc d = pw_desc_at(sdesc, i < k ? i : 0u, compact);
             const uint8_t *fd = gdata; /* a frame outside data_bytes reads the ring, as unstaged */
             if (fits && d.offset <= db && d.len <= db - d.offset) {
                 d.offset -= lo;
                 fd = sdata;
             }
-            pw_run_frame(q, a, fd, d, vo, c0 + i, mout ? mout + c0 + i : 0, cr, 0u, 1u);
+            if (i < k) pw_run_frame(q, a, fd, d, vo, c0 + i, mout ? mout + c0 + i : 0, cr, 0u, 1u);
+            PW_PIPELINE_ROUND_END();
         }
         __syncthreads();
     }
@@ -632,12 +651,26 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         pw_run_split(q, a, descs, compact, data, gdata, staged, db, lo, hi, vo, mout, cr, gsize);
 #endif
     } else {
+#if PW_PIPELINE_ROUNDS
+        /* Composed: gsize 1, rounds of blockDim frames the whole block enters. */
+        for (uint32_t r = lo; r < hi; r += blockDim.x) {
+            const uint32_t i = r + threadIdx.x;
+            PW_PIPELINE_ROUND_BEGIN();
+            if (i < hi) {
+                pw_desc d = pw_desc_at(descs, i, compact);
+                const uint8_t *fd = (staged && parse && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
+                pw_run_frame(q, a, fd, d, vo, i, mout ? mout + i : 0, cr, gl, gsize);
+            }
+            PW_PIPELINE_ROUND_END();
+        }
+#else
         for (uint32_t i = lo + threadIdx.x / gsize; i < hi; i += blockDim.x / gsize) {
             pw_desc d = pw_desc_at(descs, i, compact);
             /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged. */
             const uint8_t *fd = (staged && parse && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
             pw_run_frame(q, a, fd, d, vo, i, mout ? mout + i : 0, cr, gl, gsize);
         }
+#endif
     }
 }
 
@@ -989,10 +1022,19 @@ extern "C" __global__ void __launch_bounds__(256) pw_bulk(const pw_queue_desc *q
     __syncthreads();
     pw_count_regs cr;
     pw_count_regs_zero(&cr);
+#if PW_PIPELINE_ROUNDS
+    for (uint32_t r = blockIdx.x * blockDim.x; r < n; r += gridDim.x * blockDim.x) {
+        const uint32_t i = r + threadIdx.x;
+        PW_PIPELINE_ROUND_BEGIN();
+        if (i < n) pw_run_frame(q, a, data, descs[i], vo, i, 0, &cr, 0u, 1u);
+        PW_PIPELINE_ROUND_END();
+    }
+#else
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         pw_desc d = descs[i];
         pw_run_frame(q, a, data, d, vo, i, 0, &cr, 0u, 1u);
     }
+#endif
     if (q.pipeline & PW_PIPE_COUNT) pw_count_flush<false>(&acc, &cr);
     __syncthreads();
     if (threadIdx.x == 0 && (q.pipeline & PW_PIPE_COUNT)) pw_count_merge((pw_queue_counters *)q.counters, &acc);

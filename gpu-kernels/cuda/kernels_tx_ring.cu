@@ -61,6 +61,7 @@ __device__ __forceinline__ void pw_run_tx(const pw_queue_desc &q, const pw_acl_s
         pw_verdict v;
         uint32_t len = 0u, off = 0u;
         bool send = false;
+        PW_PIPELINE_ROUND_BEGIN();
         if (i < phi) {
             const pw_desc d = pw_desc_at(descs, i, compact);
             const uint8_t *fd = (data != gdata && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
@@ -68,6 +69,7 @@ __device__ __forceinline__ void pw_run_tx(const pw_queue_desc &q, const pw_acl_s
             off = d.offset;
             send = v.action != (uint8_t)PW_ACTION_DROP;
         }
+        PW_PIPELINE_ROUND_END();
         pw_tx_round(tx, times, plo, send, off, len, i, v);
     }
     if (threadIdx.x == 0) ((volatile uint32_t *)q.tx_counts)[slot * parts + part] = PW_TX_COUNT(plo, pw_tx_base);
@@ -159,6 +161,7 @@ __device__ __forceinline__ void pw_run_tx_chunked(const pw_queue_desc &q, const 
             pw_verdict v;
             uint32_t len = 0u, off = 0u;
             bool send = false;
+            PW_PIPELINE_ROUND_BEGIN();
             if (i < k) {
                 pw_desc d = pw_desc_at(sdesc, i, compact);
                 off = d.offset;
@@ -170,6 +173,7 @@ __device__ __forceinline__ void pw_run_tx_chunked(const pw_queue_desc &q, const 
                 pw_run_composed(q, a, fd, d, vo, c0 + i, mout ? mout + c0 + i : 0, cr, &v, &len);
                 send = v.action != (uint8_t)PW_ACTION_DROP;
             }
+            PW_PIPELINE_ROUND_END();
             pw_tx_round(tx, times, plo, send, off, len, c0 + i, v);
         }
         if (PW_PIPELINE_WRITES && fits) pw_write_span((uint8_t *)gdata + glo, sdata, lo - glo, hi - glo);

@@ -380,6 +380,60 @@ pub struct LiveStages {
     pub handed: std::sync::Arc<HandedLog>,
     /// When the GPU counters were last read into the stages.
     counters_at: Option<Instant>,
+    /// Where the completion poll's time went (logged at the end of the run).
+    pub stats: PollStats,
+}
+
+/// The completion poll's own time, per part of a poll: what bounds how soon after its last
+/// PRB a slot reaches the sink (besides the kernel and the poll interval).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PollStats {
+    pub polls: u64,
+    /// Reading and judging the sequence logs.
+    pub seq: PartTime,
+    /// Reading the slot states and closing slots (read-back included).
+    pub slots: PartTime,
+    /// Reading the GPU counters into the stages.
+    pub counters: PartTime,
+    /// Between the starts of two polls (the poll itself and its sleep).
+    pub gap: PartTime,
+    last_start: Option<Instant>,
+}
+
+/// Total and longest time of one part of the completion poll.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PartTime {
+    pub total: Duration,
+    pub max: Duration,
+}
+
+impl PartTime {
+    fn add(&mut self, d: Duration) {
+        self.total += d;
+        self.max = self.max.max(d);
+    }
+
+    fn describe(&self, polls: u64) -> String {
+        let mean = self.total.as_secs_f64() * 1e6 / polls.max(1) as f64;
+        format!(
+            "mean {mean:.1} us, max {:.1} us",
+            self.max.as_secs_f64() * 1e6
+        )
+    }
+}
+
+impl PollStats {
+    /// One line for the end-of-run log.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} polls; between poll starts {}; sequence log {}; slot states and closing {}; counters {}",
+            self.polls,
+            self.gap.describe(self.polls.saturating_sub(1)),
+            self.seq.describe(self.polls),
+            self.slots.describe(self.polls),
+            self.counters.describe(self.polls),
+        )
+    }
 }
 
 impl LiveStages {
@@ -398,6 +452,7 @@ impl LiveStages {
             stages,
             handed: std::sync::Arc::default(),
             counters_at: None,
+            stats: PollStats::default(),
         })
     }
 
@@ -422,9 +477,16 @@ impl LiveStages {
         p: &crate::stage::Pipeline,
         gpu: &crate::executor::gpu::multi::MultiGpu,
     ) -> anyhow::Result<usize> {
+        let start = Instant::now();
+        if let Some(last) = self.stats.last_start.replace(start) {
+            self.stats.gap.add(start.saturating_duration_since(last));
+        }
+        self.stats.polls += 1;
         let n = self.each(p, gpu, false)?;
-        if self.counters_due(Instant::now()) {
+        let t = Instant::now();
+        if self.counters_due(t) {
             self.absorb_counters(p, &super::gpu::GpuCounters::new(gpu)?)?;
+            self.stats.counters.add(t.elapsed());
         }
         Ok(n)
     }
@@ -462,6 +524,12 @@ impl LiveStages {
         gpu: &crate::executor::gpu::multi::MultiGpu,
     ) -> anyhow::Result<()> {
         self.each(p, gpu, true)?;
+        tracing::info!(
+            event = "fronthaul_completion_poll",
+            polls = self.stats.polls,
+            "fronthaul slot completion poll: {}",
+            self.stats.describe()
+        );
         for (k, _, j) in &self.stages {
             if let Some(why) = lost_warning(*k, j.lost) {
                 tracing::warn!(
@@ -500,7 +568,10 @@ impl LiveStages {
                 .iter()
                 .map(|s| s as &dyn super::seqlog::LogSource)
                 .collect();
+            let t = Instant::now();
             j.poll(&logs, end)?;
+            self.stats.seq.add(t.elapsed());
+            let t = Instant::now();
             let srcs: Vec<&dyn GridSource> = srcs.iter().map(|s| s as &dyn GridSource).collect();
             let handed = &self.handed;
             let mut close = |cl: Closed| f.close_gpu_slot(&cl.grid, handed.handed_at(cl.last_ns));
@@ -509,6 +580,7 @@ impl LiveStages {
             } else {
                 c.poll(&srcs, Instant::now(), &mut close)?
             };
+            self.stats.slots.add(t.elapsed());
         }
         Ok(n)
     }
