@@ -626,3 +626,25 @@ fn a_lapped_sequence_log_is_reported_with_its_count() {
     let w = super::lost_warning(1, 11).expect("a warning");
     assert!(w.contains("position 1") && w.contains("11 packets"), "{w}");
 }
+
+#[test]
+fn a_complete_slot_without_a_sink_closes_without_reading_its_entry_back() {
+    let mut c = Completer::new(&cfg(4, 1_000_000)).unwrap();
+    c.samples = false;
+    let g = FakeGpu::new(c.layout());
+    let t0 = Instant::now();
+    g.fill(3, 0, 1, 10);
+    g.fill(3, 1, 2, 20);
+    let srcs: [&dyn GridSource; 1] = [&g];
+    let mut closed = Vec::new();
+    assert_eq!(c.poll(&srcs, t0, &mut |cl| closed.push(cl)).unwrap(), 1);
+    assert!(closed[0].grid.complete);
+    assert_eq!(closed[0].last_ns, 20);
+    assert_eq!(*g.reads.borrow(), 0, "complete: no read-back");
+    // A partial one (evicted at the end) is still read back for its marks.
+    g.fill(4, 0, 1, 30);
+    assert_eq!(c.poll(&srcs, t0, &mut |cl| closed.push(cl)).unwrap(), 0);
+    assert_eq!(c.finish(&srcs, &mut |cl| closed.push(cl)).unwrap(), 1);
+    assert!(!closed[1].grid.complete);
+    assert_eq!(*g.reads.borrow(), 1, "partial: its marks read back");
+}

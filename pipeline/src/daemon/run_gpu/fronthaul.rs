@@ -12,8 +12,10 @@ use crate::stage::Pipeline;
 
 /// Time between two looks at the slot states: a slot is 0.5 ms at 30 kHz and a ring entry is
 /// reused `2 x max_open_slots` slots later, so a slot closes within a poll or two of its last
-/// PRB, long before its entry is taken again.
-pub(crate) const POLL: Duration = Duration::from_micros(100);
+/// PRB, long before its entry is taken again. A poll itself takes tens of microseconds (its
+/// reads of GPU memory), which a sleep of 100 us doubled: slot completion latency p50 was
+/// ~250 us at radio speed on the H200 (docs/perf-log.md, "Issue 23, 2026-12-04 evening").
+pub(crate) const POLL: Duration = Duration::from_micros(20);
 
 /// Runs `host` (the host side, on `gpu`) with the completion poll beside it when the pipeline
 /// has a fronthaul stage; returns what `host` returned and the poll's state for the end of the
