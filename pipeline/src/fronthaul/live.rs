@@ -16,8 +16,9 @@
 //! the sink is the one that stays in the ring. The one window: a frame that read the closed
 //! word before the host's write landed and stores after the read-back; its PRBs are then in
 //! the ring entry (and its count) but neither delivered nor counted `slot_closed`. The write
-//! is a synchronous copy that lands before the read-back starts, so that frame must have been
-//! running on the GPU across the whole copy (microseconds).
+//! is a memset on the stream the read-back copies on, so it lands before the read-back starts,
+//! and that frame must have been running on the GPU across the write (microseconds). A slot
+//! closed complete with no sink has no read-back: there the write is not waited for at all.
 //!
 //! Where this differs from the CPU's assembler: the timeout runs on the host clock from the
 //! first poll that saw the slot (the CPU's runs on the receive times of its packets).
@@ -344,7 +345,7 @@ impl GridSource for ExecutorSource<'_> {
 
     fn mark_closed(&self, r: usize, tag: u32) -> anyhow::Result<()> {
         self.ex
-            .write_stage_buffer_range(self.k, super::gpu::BUF_CLOSED, r * 4, &tag.to_le_bytes())
+            .set_stage_word(self.k, super::gpu::BUF_CLOSED, r * 4, tag)
     }
 }
 

@@ -416,6 +416,24 @@ impl DeviceBuffer {
         }
     }
 
+    /// Sets the 32-bit word at `offset` (a multiple of 4) to `value` on `stream`, without
+    /// waiting: a later copy on the same stream sees it (no host memory is involved, so nothing
+    /// has to outlive the call).
+    pub fn set_u32_on(&self, stream: &Stream, offset: usize, value: u32) -> CuResult<()> {
+        assert!(offset % 4 == 0, "a 32-bit word at an offset of {offset}");
+        assert_copy_fits(offset.saturating_add(4), self.len);
+        // SAFETY: the word lies inside the allocation (checked above) and is 4-byte aligned
+        // (device allocations are 256-byte aligned, offset checked).
+        unsafe {
+            cu!(cuMemsetD32Async(
+                self.ptr + offset as sys::CUdeviceptr,
+                value,
+                1,
+                stream.raw
+            ))
+        }
+    }
+
     pub fn zero_on(&self, stream: &Stream) -> CuResult<()> {
         // SAFETY: the range is the allocation.
         unsafe {

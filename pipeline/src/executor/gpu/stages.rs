@@ -253,8 +253,8 @@ impl GpuExecutor {
         Ok(out)
     }
 
-    /// Writes `src` into stage `k`'s buffer `i` at `offset` while the kernel runs (the
-    /// fronthaul host side marks a slot closed this way). An error when the range is not
+    /// Writes `src` into stage `k`'s buffer `i` at `offset` while the kernel runs, and waits
+    /// for it (for a host side that changes a stage's state). An error when the range is not
     /// inside the buffer.
     pub fn write_stage_buffer_range(
         &self,
@@ -276,6 +276,32 @@ impl GpuExecutor {
         }
         self.ctx.bind()?;
         b.upload_range_on(&self.aux_stream, offset, src)?;
+        Ok(())
+    }
+
+    /// Sets the 32-bit word at `offset` of stage `k`'s buffer `i` while the kernel runs, without
+    /// waiting for it; the stage-buffer reads after it are ordered behind it (the same stream).
+    /// The fronthaul host side marks a slot closed this way: a synchronous copy per closed slot
+    /// waited behind the ingest's DMA and held the completion poll ~80 us a slot on the H200.
+    pub fn set_stage_word(
+        &self,
+        k: usize,
+        i: usize,
+        offset: usize,
+        value: u32,
+    ) -> anyhow::Result<()> {
+        let b = self
+            .stage_buffers
+            .get(k, i)
+            .ok_or_else(|| anyhow::anyhow!("stage {k} has no buffer {i}"))?;
+        if offset % 4 != 0 || offset.checked_add(4).is_none_or(|end| end > b.len) {
+            anyhow::bail!(
+                "stage {k} buffer {i}: no 32-bit word at {offset} of its {} bytes",
+                b.len
+            );
+        }
+        self.ctx.bind()?;
+        b.set_u32_on(&self.aux_stream, offset, value)?;
         Ok(())
     }
 
