@@ -267,6 +267,19 @@ pub fn slot_of_entry(l: &Layout, tag: u32, grid: &[u8], marks: &[u8]) -> SlotGri
     g
 }
 
+/// The grid of slot `tag` when every cell of it arrived and its samples are not wanted.
+pub fn complete_slot(l: &Layout, tag: u32) -> SlotGrid {
+    let mut g = SlotGrid::all_filled(
+        key_of_tag(tag, l.numerology),
+        l.eaxcs.len(),
+        l.prbs,
+        l.format,
+        l.beta,
+    );
+    g.eaxc_ids = l.eaxcs.clone();
+    g
+}
+
 /// Bytes of one ring entry's grid and of its marks.
 pub fn entry_bytes(l: &Layout) -> (usize, usize) {
     (l.cells() * PRB_SAMPLES * 2, l.cells() * 4)

@@ -139,6 +139,27 @@ impl SlotGrid {
         }
     }
 
+    /// A slot grid whose every cell arrived, its samples not read (zero): a GPU slot that
+    /// closed complete and goes to no sink, counted without reading its ring entry back.
+    pub fn all_filled(
+        key: SlotKey,
+        eaxcs: usize,
+        prbs: usize,
+        format: GridFormat,
+        beta: f32,
+    ) -> Self {
+        let mut g = SlotGrid::new(eaxcs, prbs, format, beta);
+        g.key = key;
+        let cells = eaxcs * SYMBOLS_PER_SLOT as usize * prbs;
+        g.filled.fill(u64::MAX);
+        if let (Some(last), r @ 1..) = (g.filled.last_mut(), cells % 64) {
+            *last = (1u64 << r) - 1;
+        }
+        g.filled_count = cells;
+        g.complete = cells > 0;
+        g
+    }
+
     /// A slot grid from its parts (a GPU grid read back): `words[c * 24 ..]` are cell `c`'s
     /// samples (int16 or FP16 bits, cells in [`Self::shape`] order), `filled(c)` whether cell
     /// `c` arrived; cells that did not are zero, as in a grid filled here. `complete` is set when
@@ -483,6 +504,20 @@ impl Assembler {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn all_filled_is_a_restored_grid_with_every_cell_arrived() {
+        // 2 x 14 x 3 = 84 cells: the last filled word is partial.
+        let key = SlotKey::default();
+        let a = SlotGrid::all_filled(key, 2, 3, GridFormat::Int16, 1.0);
+        let b = SlotGrid::restore(key, 2, 3, GridFormat::Int16, 1.0, &[], &|_| true);
+        assert_eq!(
+            (a.filled.clone(), a.filled_count, a.complete),
+            (b.filled.clone(), b.filled_count, b.complete)
+        );
+        assert!(a.complete);
+        assert_eq!(a.data, b.data);
+    }
     use super::*;
 
     #[test]

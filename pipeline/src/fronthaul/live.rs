@@ -291,8 +291,7 @@ impl Completer {
         // so the marks need no read-back (a poll that reads less keeps up with a faster feed).
         let known = complete && !self.samples && srcs.len() == 1;
         if known {
-            let marks = o.tag.to_le_bytes().repeat(self.l.cells());
-            grid = Some(slot_of_entry(&self.l, o.tag, &[], &marks));
+            grid = Some(super::gpu::complete_slot(&self.l, o.tag));
         }
         // Every GPU whose entry holds a tag: cells still marked with this slot's tag are its,
         // even where the entry has moved on to a later slot.

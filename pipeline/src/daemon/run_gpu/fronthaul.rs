@@ -35,6 +35,7 @@ pub(crate) fn with_live<R>(
     let stop = AtomicBool::new(false);
     let (r, polled) = std::thread::scope(|s| {
         let poller = s.spawn(|| -> anyhow::Result<LiveStages> {
+            crate::threads::tight_timer_slack();
             while !stop.load(Ordering::Acquire) {
                 live.poll(p, gpu)?;
                 std::thread::sleep(POLL);
