@@ -1,5 +1,6 @@
-/* Stage `fronthaul` on the stage ABI (pktwarp_abi.h, section "stage ABI"): one thread per frame,
- * many frames at once, every shared write an atomic.
+/* Stage `fronthaul` on the stage ABI (pktwarp_abi.h, section "stage ABI"): one thread per frame
+ * for the checks and judgements, a warp per frame for its PRBs (pw_fh_round_end, in composed GPU
+ * kernels), many frames at once, every shared write an atomic.
  *
  * Semantics: pipeline::fronthaul::FronthaulStage (process_at for a frame with a receive time,
  * process_untimed for one without), held equal by pipeline/tests/fronthaul_stage_host.rs through
