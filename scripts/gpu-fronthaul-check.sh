@@ -30,7 +30,8 @@
 #   BIN_DIR  folder with the pktwarp binary (default .carry)
 #   OUT      results folder (default $OUT, else ./gpu-results)
 # Environment: SLOTS (40), CHECK_PPS (336000), BENCH_SLOTS (1000), LOOPS (1), QUEUES (2: each
-#   eAxC steered to its own queue by configs/rules/fronthaul-gen.steering.yaml; 1: no steering).
+#   eAxC steered to its own queue by configs/rules/fronthaul-gen.steering.yaml; 1: no steering),
+#   PLACEMENT (device, as configs/fronthaul.yaml; or mapped) of the GPU executor's rings.
 # Exit status: 0 when every comparison is equal, 1 otherwise.
 set -u
 BIN=${1:-.carry}
@@ -40,6 +41,7 @@ CHECK_PPS=${CHECK_PPS:-336000}
 BENCH_SLOTS=${BENCH_SLOTS:-1000}
 LOOPS=${LOOPS:-1}
 QUEUES=${QUEUES:-2}
+PLACEMENT=${PLACEMENT:-device}
 PW=$BIN/pktwarp
 mkdir -p "$RES"
 LOG=$RES/fronthaul-check.log
@@ -83,7 +85,7 @@ ports:
 queues: { count: $QUEUES, burst: 32, ring_slots: 4 }
 $steer
 pipeline: [parse, count]
-executor: { kind: $4, gpu: { burst_size: 32 } }
+executor: { kind: $4, gpu: { burst_size: 32, placement: $PLACEMENT } }
 EOF
     return
   fi
@@ -109,7 +111,7 @@ pipeline:
   - count
 # 32-frame GPU slots, as configs/fronthaul.yaml has: a fronthaul slot of 256 large frames
 # runs one thread a frame in a few chunks, so bigger slots only add completion latency.
-executor: { kind: $4, gpu: { burst_size: 32 } }
+executor: { kind: $4, gpu: { burst_size: 32, placement: $PLACEMENT } }
 EOF
 }
 
