@@ -4,9 +4,16 @@
 # by ring placement (mapped, device, mapped with 8-slot rings), at radio speed (336,000 pps: two
 # eAxCs of a 100 MHz 30 kHz carrier, 6 packets a symbol) and unpaced. Each run prints its summary
 # line and the completion poll's own time (event=fronthaul_completion_poll).
-# Usage (repository root): [SLOTS=1000] scripts/gpu-fronthaul-latency.sh [BIN_DIR] (default .carry)
+# Usage (repository root): [SLOTS=1000] [VARIANTS_ONLY="device mapped"] scripts/gpu-fronthaul-latency.sh [BIN_DIR]
+#   BIN_DIR: folder with the pktwarp binary (default .carry)
 set -u
 PW=${1:-.carry}/pktwarp
+# name|extra executor.gpu keys; VARIANTS="device mapped" picks some by name.
+ALL=("mapped|" "device|, placement: device" "mapped-r8|, ring_slots: 8")
+VARIANTS=()
+for v in "${ALL[@]}"; do
+  if [ -z "${VARIANTS_ONLY:-}" ] || [[ " $VARIANTS_ONLY " == *" ${v%%|*} "* ]]; then VARIANTS+=("$v"); fi
+done
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export PKTWARP_KERNEL_CACHE=$tmp/kc
 for w in 9 14; do
@@ -23,7 +30,7 @@ executor: { kind: cpu }
 output: { port: out }
 E
 "$PW" run --quiet --json "$tmp/gen.yaml" >/dev/null 2>&1
-for v in "mapped|" "device|, placement: device" "mapped-r8|, ring_slots: 8"; do
+for v in "${VARIANTS[@]}"; do
 name=${v%%|*}; extra=${v#*|}
 for rate in "{ pps: 336000 }" unlimited; do
 cat >"$tmp/r.yaml" <<E

@@ -400,6 +400,39 @@ impl DeviceBuffer {
         }
     }
 
+    /// Copies `out.len()` bytes from `offset` out on `stream` through `bounce` (pinned: the
+    /// copy engine writes it directly, where a pageable destination is staged by the driver)
+    /// and waits for it.
+    pub fn download_range_via(
+        &self,
+        stream: &Stream,
+        offset: usize,
+        bounce: &mut PinnedBuffer,
+        out: &mut [u8],
+    ) -> CuResult<()> {
+        assert!(
+            out.len() <= bounce.len,
+            "{} bytes through a {}-byte bounce buffer",
+            out.len(),
+            bounce.len
+        );
+        assert_copy_fits(offset.saturating_add(out.len()), self.len);
+        // SAFETY: the source range lies inside the allocation and the bounce buffer holds
+        // out.len() bytes (checked above); `bounce` is borrowed exclusively, no kernel is given
+        // it, and the synchronize returns before its bytes are read.
+        unsafe {
+            cu!(cuMemcpyDtoHAsync_v2(
+                bounce.host as *mut c_void,
+                self.ptr + offset as sys::CUdeviceptr,
+                out.len(),
+                stream.raw
+            ))?;
+            cu!(cuStreamSynchronize(stream.raw))?;
+            ptr::copy_nonoverlapping(bounce.host, out.as_mut_ptr(), out.len());
+        }
+        Ok(())
+    }
+
     /// Copies `src` in at `offset` on `stream` and waits for it.
     pub fn upload_range_on(&self, stream: &Stream, offset: usize, src: &[u8]) -> CuResult<()> {
         assert_copy_fits(offset.saturating_add(src.len()), self.len);

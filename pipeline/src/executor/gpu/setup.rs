@@ -580,6 +580,7 @@ impl GpuExecutor {
             releases,
             kernel_stream: KernelMem::new(kernel_stream),
             aux_stream: KernelMem::new(Stream::new(&ctx)?),
+            read_bounce: Mutex::new(None),
             f_persistent: k.f_persistent,
             f_burst: k.f_burst,
             f_burst_slot: k.f_burst_slot,

@@ -5,7 +5,7 @@
 use super::abi::{
     QueueCounters, StageCounters, ACL_CTR_DEFAULT, ACL_CTR_MATCHED, MAX_STAGES, PARSE_CTR_ERRORS,
 };
-use super::driver::{Context, DeviceBuffer, Stream};
+use super::driver::{Context, DeviceBuffer, PinnedBuffer, Stream};
 use super::{lock, GpuExecutor, KernelImage, Retired};
 use pktwarp_kernels::{StageKind, StageSpec, Template};
 use std::sync::atomic::Ordering;
@@ -249,6 +249,16 @@ impl GpuExecutor {
         }
         self.ctx.bind()?;
         let mut out = vec![0u8; len];
+        if len <= READ_BOUNCE_BYTES {
+            let mut bounce = self.read_bounce.lock().unwrap_or_else(|p| p.into_inner());
+            if bounce.is_none() {
+                *bounce = Some(PinnedBuffer::new(&self.ctx, READ_BOUNCE_BYTES)?);
+            }
+            if let Some(pb) = bounce.as_mut() {
+                b.download_range_via(&self.aux_stream, offset, pb, &mut out)?;
+                return Ok(out);
+            }
+        }
         b.download_range_on(&self.aux_stream, offset, &mut out)?;
         Ok(out)
     }
@@ -311,6 +321,9 @@ impl GpuExecutor {
         self.stage_buffers.get(k, i).map(|b| (b.ptr, b.len))
     }
 }
+
+/// Reads of stage buffers up to this size go through the executor's pinned bounce buffer.
+const READ_BOUNCE_BYTES: usize = 64 << 10;
 
 /// A queue's `pw_stage_counters[MAX_STAGES]`, zeroed.
 pub(crate) fn new_counters(ctx: &Context) -> anyhow::Result<DeviceBuffer> {
