@@ -31,7 +31,8 @@
 #   OUT      results folder (default $OUT, else ./gpu-results)
 # Environment: SLOTS (40), CHECK_PPS (336000), BENCH_SLOTS (1000), LOOPS (1), QUEUES (2: each
 #   eAxC steered to its own queue by configs/rules/fronthaul-gen.steering.yaml; 1: no steering),
-#   PLACEMENT (device, as configs/fronthaul.yaml; or mapped) of the GPU executor's rings.
+#   PLACEMENT (device, as configs/fronthaul.yaml; or mapped) of the GPU executor's rings, MODE
+#   (persistent; or launch) of its kernels.
 # Exit status: 0 when every comparison is equal, 1 otherwise.
 set -u
 BIN=${1:-.carry}
@@ -42,6 +43,7 @@ BENCH_SLOTS=${BENCH_SLOTS:-1000}
 LOOPS=${LOOPS:-1}
 QUEUES=${QUEUES:-2}
 PLACEMENT=${PLACEMENT:-device}
+MODE=${MODE:-persistent}
 PW=$BIN/pktwarp
 mkdir -p "$RES"
 LOG=$RES/fronthaul-check.log
@@ -85,7 +87,7 @@ ports:
 queues: { count: $QUEUES, burst: 32, ring_slots: 4 }
 $steer
 pipeline: [parse, count]
-executor: { kind: $4, gpu: { burst_size: 32, placement: $PLACEMENT } }
+executor: { kind: $4, gpu: { burst_size: 32, placement: $PLACEMENT, mode: $MODE } }
 EOF
     return
   fi
@@ -111,7 +113,7 @@ pipeline:
   - count
 # 32-frame GPU slots, as configs/fronthaul.yaml has: a fronthaul slot of 256 large frames
 # runs one thread a frame in a few chunks, so bigger slots only add completion latency.
-executor: { kind: $4, gpu: { burst_size: 32, placement: $PLACEMENT } }
+executor: { kind: $4, gpu: { burst_size: 32, placement: $PLACEMENT, mode: $MODE } }
 EOF
 }
 

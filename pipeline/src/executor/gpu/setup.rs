@@ -467,6 +467,18 @@ impl GpuExecutor {
             .map_err(|e| anyhow::anyhow!("executor gpu: no usable GPU: {e}"))?;
         let mut opts = opts;
         let composed = image.template == pktwarp_kernels::Template::Composed;
+        if image.stages.iter().any(|s| s.reads_payload())
+            && (0..n_queues).any(|q| opts.placement_of(q) == Placement::Mapped)
+        {
+            tracing::info!(
+                event = "placement_hint",
+                "a stage of the pipeline ({}) reads whole frames: on mapped rings the kernel \
+                 reads them across PCIe a few frames at a time; executor.gpu.placement: device \
+                 moved about 4x the frames per second for fronthaul on the H200 (BENCHMARKS.md, \
+                 \"Fronthaul\")",
+                image.pipeline
+            );
+        }
         if pktwarp_kernels::codegen::pipeline_sets_send_time(&image.stages) {
             // Send times reach the ports in the TX ring, which a tagged queue does not have.
             if opts.tagged == Some(true) {
