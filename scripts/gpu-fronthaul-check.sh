@@ -77,27 +77,14 @@ STEER_RULES=$PWD/configs/rules/fronthaul-gen.steering.yaml
 # fh_config WIDTH CAPTURE LOOPS EXECUTOR SINK [RATE [PIPELINE]]: parse -> fronthaul -> count on
 # the capture (PIPELINE "transport": parse -> count alone).
 fh_config() {
-  local steer=""
+  local steer="" pipe
   [ "$QUEUES" = 2 ] && steer="steering: { rules: $STEER_RULES }"
   if [ "${7:-}" = transport ]; then
-    cat >"$tmp/fh-$4.yaml" <<EOF
-ports:
-  - name: ru
-    pcap: { rx: { path: $2, loops: $3, rate: ${6:-unlimited} } }
-queues: { count: $QUEUES, burst: 32, ring_slots: 4 }
-$steer
-pipeline: [parse, count]
-executor: { kind: $4, gpu: { burst_size: 32, placement: $PLACEMENT, mode: $MODE } }
-EOF
-    return
-  fi
-  cat >"$tmp/fh-$4.yaml" <<EOF
-ports:
-  - name: ru
-    pcap: { rx: { path: $2, loops: $3, rate: ${6:-unlimited} } }
-queues: { count: $QUEUES, burst: 32, ring_slots: 4 }
-$steer
-pipeline:
+    pipe="pipeline: [parse, count]"
+  else
+    # The capture's timestamps are when the generator's frames were written, not radio time:
+    # no slot may time out on them (the CPU's timeout runs on them, the GPU's on the host clock).
+    pipe="pipeline:
   - parse
   - fronthaul:
       carrier_prbs: 273
@@ -105,14 +92,19 @@ pipeline:
       comp: { method: bfp, iq_width: $1, hdr: static }
       eaxcs: [0, 1]
       max_open_slots: 8
-      # The capture's timestamps are when the generator's frames were written, not radio
-      # time: no slot may time out on them (the CPU's timeout runs on them, the GPU's on the
-      # host clock).
       slot_timeout_us: 10000000
       sink: $5
-  - count
-# 32-frame GPU slots, as configs/fronthaul.yaml has: a fronthaul slot of 256 large frames
-# runs one thread a frame in a few chunks, so bigger slots only add completion latency.
+  - count"
+  fi
+  # 32-frame GPU slots, as configs/fronthaul.yaml has: a fronthaul slot of 256 large frames
+  # only adds completion latency.
+  cat >"$tmp/fh-$4.yaml" <<EOF
+ports:
+  - name: ru
+    pcap: { rx: { path: $2, loops: $3, rate: ${6:-unlimited} } }
+queues: { count: $QUEUES, burst: 32, ring_slots: 4 }
+$steer
+$pipe
 executor: { kind: $4, gpu: { burst_size: 32, placement: $PLACEMENT, mode: $MODE } }
 EOF
 }
