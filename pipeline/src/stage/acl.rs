@@ -183,8 +183,13 @@ impl AclStage {
 
     #[inline]
     pub fn classify(&self, m: &PacketMeta, port: u16) -> AclResult {
-        let key = key_from_meta(m, port);
-        let rule = self.classifier.classify(&key);
+        self.result(self.classifier.classify(&key_from_meta(m, port)))
+    }
+
+    /// The stage's result for the classifier's answer `rule` (a rule index, or `ACL_NO_MATCH`:
+    /// the default action).
+    #[inline]
+    pub fn result(&self, rule: u32) -> AclResult {
         if rule == ACL_NO_MATCH {
             return AclResult {
                 rule,

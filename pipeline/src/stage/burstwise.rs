@@ -1,22 +1,25 @@
 //! The stage list run stage by stage over a burst instead of frame by frame, for lists of
 //! built-in read-only stages (`parse`, `count`, `acl` without rewrite actions): one dispatch per
 //! stage and burst instead of per frame, `parse` walking the burst with the next frames'
-//! first bytes prefetched, `count` adding up lengths, the verdict tally per burst. Results
-//! (metadata, verdicts, counters) are those of the frame-by-frame loop: each frame still meets
-//! the stages in list order, a drop still stops the list for that frame, and no stage of these
-//! kinds reads what another frame's stage wrote.
+//! first bytes prefetched, `acl` classifying the chunk's keys with the classifier's batch walk,
+//! `count` adding up lengths, the verdict tally per burst. Results (metadata, verdicts,
+//! counters) are those of the frame-by-frame loop: each frame still meets the stages in list
+//! order, a drop still stops the list for that frame, and no stage of these kinds reads what
+//! another frame's stage wrote.
 
 use std::sync::Arc;
 
 use crate::counters::{QueueCounters, PARSE_STATUS_SLOTS};
 use crate::meta::PacketMeta;
-use crate::stage::acl::AclStage;
+use flow_rules::abi::{AclKey, ACL_NO_MATCH};
+
+use crate::stage::acl::{key_from_meta, AclStage};
 use crate::stage::parse;
-use crate::stage::run::{Item, Pipeline, Stage, Tally, MAX_STAGES};
+use crate::stage::run::{acl_verdict, Item, Pipeline, Stage, Tally, MAX_STAGES};
 use crate::verdict::{Action, DropReason, Verdict};
 
 /// Frames per pass: the set of frames still in the list is one `u64`.
-const CHUNK: usize = 64;
+pub(super) const CHUNK: usize = 64;
 /// How many frames ahead `parse` prefetches a frame's first bytes: a received frame's data is
 /// typically out of the core's cache (DMA), and the header walk of the frames before it covers
 /// the fetch.
@@ -67,6 +70,59 @@ fn parse_one(
     let s = (meta.status as usize).min(PARSE_STATUS_SLOTS - 1);
     c.parse_status[s].add(1);
     false
+}
+
+/// One `acl` stage over the chunk's frames still in the list (`alive`; the ones it drops are
+/// taken out). Their keys are grouped by family (IPv4, IPv6, then the rest) and each group is
+/// classified with the batch walk ([`flow_rules::acl::AclClassifier::classify_batch`]: eight
+/// keys at a time over the CPU copy of the trees and leaf blocks, the same answers as the
+/// per-frame walk, which it falls back to for the last keys of a group and for non-IP keys);
+/// then each frame's verdict in frame order. `acl` is the tables the burst loaded, so a reload
+/// never splits a burst.
+#[inline(always)]
+fn acl_pass(
+    acl: &AclStage,
+    ch: &Chunk<'_>,
+    metas: &[PacketMeta],
+    verdicts: &mut [Verdict],
+    alive: &mut u64,
+    t: &mut Tally,
+    c: &QueueCounters,
+) {
+    // The group of a frame: key_from_meta keeps versions 4 and 6, anything else is non-IP.
+    let group = |m: &PacketMeta| match m.ip_version {
+        4 => 0usize,
+        6 => 1,
+        _ => 2,
+    };
+    let mut sizes = [0usize; 3];
+    for i in bits(*alive) {
+        sizes[group(&metas[i])] += 1;
+    }
+    let mut next = [0, sizes[0], sizes[0] + sizes[1]];
+    let mut keys = [AclKey::default(); CHUNK];
+    // Frame i's key is keys[slot[i]].
+    let mut slot = [0u8; CHUNK];
+    for i in bits(*alive) {
+        let g = group(&metas[i]);
+        keys[next[g]] = key_from_meta(&metas[i], ch.ports[i]);
+        slot[i] = next[g] as u8;
+        next[g] += 1;
+    }
+    let mut rules = [ACL_NO_MATCH; CHUNK];
+    let mut at = 0;
+    for size in sizes {
+        let cls = &acl.classifier;
+        cls.classify_batch(&keys[at..at + size], &mut rules[at..at + size]);
+        at += size;
+    }
+    for i in bits(*alive) {
+        let r = acl.result(rules[usize::from(slot[i])]);
+        if acl_verdict(r, &mut verdicts[i], t, c) {
+            t.drops[DropReason::AclDrop as usize] += 1;
+            *alive &= !(1u64 << i);
+        }
+    }
 }
 
 /// One chunk's frames as the stages see them.
@@ -213,27 +269,7 @@ impl Pipeline {
                         continue;
                     };
                     acted = true;
-                    for i in bits(alive) {
-                        let v = &mut verdicts[i];
-                        let r = acl.classify(&metas[i], ch.ports[i]);
-                        if r.rule == flow_rules::abi::ACL_NO_MATCH {
-                            t.acl_default += 1;
-                        } else {
-                            match c.rule_hits.get(r.rule as usize) {
-                                Some(h) => h.add(1),
-                                // A reload grew the rule set past the counters' size.
-                                None => c.rule_hits_other.add(1),
-                            }
-                        }
-                        v.rule = r.rule;
-                        v.mark = r.mark;
-                        v.action = r.action;
-                        if r.action == Action::Drop {
-                            v.reason = Some(DropReason::AclDrop);
-                            t.drops[DropReason::AclDrop as usize] += 1;
-                            alive &= !(1u64 << i);
-                        }
-                    }
+                    acl_pass(acl, ch, metas, verdicts, &mut alive, t, c);
                 }
                 // burstwise() admits no other stage.
                 _ => {}

@@ -2,6 +2,8 @@
 pub mod acl;
 mod burstwise;
 #[cfg(test)]
+mod burstwise_acl_tests;
+#[cfg(test)]
 mod config_tests;
 pub mod custom;
 #[cfg(test)]

@@ -11,7 +11,7 @@ use crate::burst::{Burst, FrameDesc};
 use crate::counters::{QueueCounters, PARSE_STATUS_SLOTS};
 use crate::meta::PacketMeta;
 use crate::rewrite::stage::RouteState;
-use crate::stage::acl::AclStage;
+use crate::stage::acl::{AclResult, AclStage};
 use crate::stage::custom::CustomSlot;
 use crate::stage::parse;
 use crate::stage::registry::StageRegistry;
@@ -511,20 +511,8 @@ impl Pipeline {
                         continue;
                     };
                     let r = acl.classify(meta, desc.port);
-                    if r.rule == flow_rules::abi::ACL_NO_MATCH {
-                        t.acl_default += 1;
-                    } else {
-                        match c.rule_hits.get(r.rule as usize) {
-                            Some(h) => h.add(1),
-                            // A reload grew the rule set past the counters' size.
-                            None => c.rule_hits_other.add(1),
-                        }
-                    }
-                    v.rule = r.rule;
-                    v.mark = r.mark;
-                    v.action = r.action;
-                    if r.action == Action::Drop {
-                        v.reason = Some(DropReason::AclDrop);
+                    // The frame's drop is tallied with the others after its stage list.
+                    if acl_verdict(r, v, t, c) {
                         break;
                     }
                     if r.rule != flow_rules::abi::ACL_NO_MATCH && acl.has_rewrites() {
@@ -565,6 +553,31 @@ impl Pipeline {
             }
         }
     }
+}
+
+/// An `acl` stage's result `r` on one frame, as the frame-by-frame and the burst-wise loop
+/// both apply it: the default or rule-hit count, then the verdict's rule, mark and action (a
+/// drop with its reason, `AclDrop`). True when the frame is dropped; the caller tallies the
+/// drop (the frame-by-frame loop counts every reason once the frame's list is done).
+#[inline]
+pub(super) fn acl_verdict(r: AclResult, v: &mut Verdict, t: &mut Tally, c: &QueueCounters) -> bool {
+    if r.rule == flow_rules::abi::ACL_NO_MATCH {
+        t.acl_default += 1;
+    } else {
+        match c.rule_hits.get(r.rule as usize) {
+            Some(h) => h.add(1),
+            // A reload grew the rule set past the counters' size.
+            None => c.rule_hits_other.add(1),
+        }
+    }
+    v.rule = r.rule;
+    v.mark = r.mark;
+    v.action = r.action;
+    if r.action == Action::Drop {
+        v.reason = Some(DropReason::AclDrop);
+        return true;
+    }
+    false
 }
 
 /// One burst's counts, added to the queue's counters once at its end.
