@@ -73,12 +73,13 @@ fn parse_one(
 }
 
 /// One `acl` stage over the chunk's frames still in the list (`alive`; the ones it drops are
-/// taken out). Their keys are grouped by family (IPv4, IPv6, then the rest) and each group is
-/// classified with the batch walk ([`flow_rules::acl::AclClassifier::classify_batch`]: eight
-/// keys at a time over the CPU copy of the trees and leaf blocks, the same answers as the
-/// per-frame walk, which it falls back to for the last keys of a group and for non-IP keys);
-/// then each frame's verdict in frame order. `acl` is the tables the burst loaded, so a reload
-/// never splits a burst.
+/// taken out): their keys classified with the batch walk
+/// ([`flow_rules::acl::AclClassifier::classify_batch`]: eight keys of one family at a time over
+/// the CPU copy of the trees and leaf blocks, the same answers as the per-frame walk, which it
+/// falls back to for a group's last keys and for non-IP keys), then each frame's verdict in
+/// frame order. A chunk of one family goes as it is; a mixed one is grouped by family first
+/// (IPv4, IPv6, the rest), so that mixed traffic still fills batches. `acl` is the tables the
+/// burst loaded, so a reload never splits a burst.
 #[inline(always)]
 fn acl_pass(
     acl: &AclStage,
@@ -89,36 +90,52 @@ fn acl_pass(
     t: &mut Tally,
     c: &QueueCounters,
 ) {
-    // The group of a frame: key_from_meta keeps versions 4 and 6, anything else is non-IP.
-    let group = |m: &PacketMeta| match m.ip_version {
-        4 => 0usize,
-        6 => 1,
-        _ => 2,
-    };
-    let mut sizes = [0usize; 3];
-    for i in bits(*alive) {
-        sizes[group(&metas[i])] += 1;
-    }
-    let mut next = [0, sizes[0], sizes[0] + sizes[1]];
+    // The keys in frame order (the j-th frame still in the list), and their families.
     let mut keys = [AclKey::default(); CHUNK];
-    // Frame i's key is keys[slot[i]].
-    let mut slot = [0u8; CHUNK];
+    let mut fams = [0u8; CHUNK];
+    let mut n = 0usize;
     for i in bits(*alive) {
-        let g = group(&metas[i]);
-        keys[next[g]] = key_from_meta(&metas[i], ch.ports[i]);
-        slot[i] = next[g] as u8;
-        next[g] += 1;
+        keys[n] = key_from_meta(&metas[i], ch.ports[i]);
+        // key_from_meta keeps versions 4 and 6 only (anything else is 0: non-IP).
+        fams[n] = keys[n].ip_version;
+        n += 1;
     }
     let mut rules = [ACL_NO_MATCH; CHUNK];
-    let mut at = 0;
-    for size in sizes {
-        let cls = &acl.classifier;
-        cls.classify_batch(&keys[at..at + size], &mut rules[at..at + size]);
-        at += size;
+    let cls = &acl.classifier;
+    if fams[..n].iter().all(|&f| f == fams[0]) {
+        cls.classify_batch(&keys[..n], &mut rules[..n]);
+    } else {
+        // Grouped: key j goes to place[j].
+        let group = |f: u8| match f {
+            4 => 0usize,
+            6 => 1,
+            _ => 2,
+        };
+        let mut sizes = [0usize; 3];
+        for &f in &fams[..n] {
+            sizes[group(f)] += 1;
+        }
+        let mut next = [0, sizes[0], sizes[0] + sizes[1]];
+        let mut grouped = [AclKey::default(); CHUNK];
+        let mut place = [0u8; CHUNK];
+        for j in 0..n {
+            let g = group(fams[j]);
+            grouped[next[g]] = keys[j];
+            place[j] = next[g] as u8;
+            next[g] += 1;
+        }
+        let mut out = [ACL_NO_MATCH; CHUNK];
+        let mut at = 0;
+        for size in sizes {
+            cls.classify_batch(&grouped[at..at + size], &mut out[at..at + size]);
+            at += size;
+        }
+        for j in 0..n {
+            rules[j] = out[usize::from(place[j])];
+        }
     }
-    for i in bits(*alive) {
-        let r = acl.result(rules[usize::from(slot[i])]);
-        if acl_verdict(r, &mut verdicts[i], t, c) {
+    for (i, &rule) in bits(*alive).zip(&rules[..n]) {
+        if acl_verdict(acl.result(rule), &mut verdicts[i], t, c) {
             t.drops[DropReason::AclDrop as usize] += 1;
             *alive &= !(1u64 << i);
         }

@@ -1,0 +1,101 @@
+//! The CPU executor's stage list without ports or threads: parse -> acl (a ClassBench set) ->
+//! count over the set's header trace as 64 B frames (TCP / UDP / other as the trace says), in
+//! bursts of 64, each burst through `Pipeline::run_burst_mut` as a CPU worker runs it. The
+//! frames stay resident, so the figure is the stages' cost alone (no generator, ring or ingest
+//! thread to share the core with). Prints the median Mpps and ns a frame of ROUNDS passes and
+//! the pass's verdict counts (the same for any build). Under callgrind the measured loop is
+//! `pass` alone: `ROUNDS=1 valgrind --tool=callgrind --toggle-collect='*acl_stage*pass*'
+//! BENCH_BIN`: Ir / (2 x frames) = instructions a frame (the warm-up pass and one round).
+//!
+//! `SET=acl1_10K ROUNDS=9 cargo bench -p pipeline --bench acl_stage` (SET: a ClassBench set in
+//! ../shared/data/classbench with its `_trace`). Results: docs/perf-log.md.
+
+use std::time::Instant;
+
+use pipeline::burst::{Burst, FrameDesc};
+use pipeline::config::{AclStageConfig, DefaultAction, RuleFormat, StageConfig};
+use pipeline::counters::QueueCounters;
+use pipeline::meta::PacketMeta;
+use pipeline::port::gen::{build_frame, read_trace, FrameSpec};
+use pipeline::stage::Pipeline;
+use pipeline::verdict::Verdict;
+
+const BURST: usize = 64;
+
+/// Every burst through the stage list once; frames run.
+#[inline(never)]
+fn pass(
+    p: &Pipeline,
+    bursts: &mut [Burst],
+    metas: &mut Vec<PacketMeta>,
+    verdicts: &mut Vec<Verdict>,
+    c: &QueueCounters,
+) -> usize {
+    let mut n = 0;
+    for b in bursts.iter_mut() {
+        p.run_burst_mut(b, metas, verdicts, c);
+        n += b.len();
+    }
+    n
+}
+
+fn main() {
+    let set = std::env::var("SET").unwrap_or_else(|_| "acl1_10K".into());
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(9)
+        .max(1);
+    let dir = flow_rules::input::require_data("classbench");
+    let stages = [
+        StageConfig::Parse,
+        StageConfig::Acl(AclStageConfig {
+            rules: dir.join(&set),
+            format: Some(RuleFormat::Classbench),
+            default: DefaultAction::Pass,
+        }),
+        StageConfig::Count,
+    ];
+    let p = pipeline::stage::build(&stages, |p| p.to_path_buf()).expect("the rule set loads");
+    let trace = read_trace(dir.join(format!("{set}_trace"))).expect("the trace reads");
+    let mut bursts = Vec::new();
+    for chunk in trace.chunks(BURST) {
+        let mut b = Burst::with_capacity(BURST, BURST * 64);
+        for (i, h) in chunk.iter().enumerate() {
+            let mut s =
+                FrameSpec::tcp(h.src_ip.into(), h.dst_ip.into(), h.src_port, h.dst_port, 64);
+            s.proto = h.proto;
+            let f = build_frame(&s);
+            let d = FrameDesc {
+                len: f.len() as u32,
+                wire_len: f.len() as u32,
+                port: (i % 2) as u16,
+                ..FrameDesc::default()
+            };
+            b.push(&f, d);
+        }
+        bursts.push(b);
+    }
+    let c = QueueCounters::new(p.stages.len(), p.rule_count());
+    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
+    // Warm-up, and the verdict counts of one pass.
+    let frames = pass(&p, &mut bursts, &mut metas, &mut verdicts, &c);
+    let (passed, dflt) = (c.passed.get(), c.acl_default.get());
+    let mut ns = Vec::new();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let n = pass(&p, &mut bursts, &mut metas, &mut verdicts, &c);
+        ns.push(t.elapsed().as_nanos() as f64 / n as f64);
+    }
+    ns.sort_by(f64::total_cmp);
+    let med = ns[ns.len() / 2];
+    println!(
+        "{set}: {frames} frames in bursts of {BURST}, parse -> acl -> count: {:.2} ns a frame \
+         ({:.3} Mpps; min {:.2}, max {:.2} ns; {rounds} passes); one pass: {passed} passed, \
+         {dflt} default",
+        med,
+        1e3 / med,
+        ns[0],
+        ns[ns.len() - 1]
+    );
+}
