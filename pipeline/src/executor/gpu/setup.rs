@@ -432,6 +432,23 @@ fn load_kernels(
     })
 }
 
+/// Logs a hint when a stage reads whole frames from a ring in mapped host memory: the
+/// kernel then reads them across PCIe a few frames at a time.
+fn placement_hint(opts: &GpuOptions, image: &KernelImage, n_queues: usize) {
+    if image.stages.iter().any(|s| s.reads_payload())
+        && (0..n_queues).any(|q| opts.placement_of(q) == Placement::Mapped)
+    {
+        tracing::info!(
+            event = "placement_hint",
+            "a stage of the pipeline ({}) reads whole frames: on mapped rings the kernel \
+             reads them across PCIe a few frames at a time; executor.gpu.placement: device \
+             moved about 4x the frames per second for fronthaul on the H200 (BENCHMARKS.md, \
+             \"Fronthaul\")",
+            image.pipeline
+        );
+    }
+}
+
 impl GpuExecutor {
     /// Sets up `n_queues` rings, loads the kernels and (mode `persistent`) starts one CTA per
     /// queue. Errors (no GPU, no usable kernel image, bad options) say why.
@@ -467,18 +484,7 @@ impl GpuExecutor {
             .map_err(|e| anyhow::anyhow!("executor gpu: no usable GPU: {e}"))?;
         let mut opts = opts;
         let composed = image.template == pktwarp_kernels::Template::Composed;
-        if image.stages.iter().any(|s| s.reads_payload())
-            && (0..n_queues).any(|q| opts.placement_of(q) == Placement::Mapped)
-        {
-            tracing::info!(
-                event = "placement_hint",
-                "a stage of the pipeline ({}) reads whole frames: on mapped rings the kernel \
-                 reads them across PCIe a few frames at a time; executor.gpu.placement: device \
-                 moved about 4x the frames per second for fronthaul on the H200 (BENCHMARKS.md, \
-                 \"Fronthaul\")",
-                image.pipeline
-            );
-        }
+        placement_hint(&opts, image, n_queues);
         if pktwarp_kernels::codegen::pipeline_sets_send_time(&image.stages) {
             // Send times reach the ports in the TX ring, which a tagged queue does not have.
             if opts.tagged == Some(true) {
