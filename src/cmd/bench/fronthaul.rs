@@ -2,8 +2,8 @@
 //! kernel (`pw_bulk`, one thread per frame) over device-resident O-RAN U-plane frames from the
 //! `gen` port's O-RAN mode (273 PRBs, BFP9 and BFP14, `--fh-eaxcs` eAxCs, `--fh-slots` slots,
 //! receive times on every frame so the Ta4 windows are judged), no host in the loop, timed with
-//! CUDA events; against the Rust stage (`FronthaulStage::process_at`) on one CPU thread over the
-//! same frames. Checked in the same run: the stage's PRB counter grew by every PRB of every pass,
+//! CUDA events; against the Rust stage on one CPU thread over the same frames (the median of
+//! `fronthaul_cpu`'s table, measured first in the same run). Checked in the same run: the stage's PRB counter grew by every PRB of every pass,
 //! and every slot grid the GPU holds equals the CPU stage's, sample for sample.
 
 use anyhow::Context as _;
@@ -16,8 +16,8 @@ use pipeline::fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
 use pipeline::port::gen::oran::{build_uplane_frames, OranGenOptions};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
+use super::fronthaul_cpu::CpuRow;
 use super::inputs::median;
 use super::{Args, Json, Table};
 
@@ -26,7 +26,7 @@ const RADIO_EPOCH: u64 = 1_795_961_014_000_000_000 / 2_560_000_000 * 2_560_000_0
 /// 100 MHz at 30 kHz: PRBs of one carrier, and a 4T4R cell's PRBs per second (4 eAxCs x 14
 /// symbols x 273 PRBs x 2000 slots).
 const CARRIER_PRBS: u16 = 273;
-const CELL_PRBS_PER_S: f64 = 4.0 * 14.0 * 273.0 * 2000.0;
+pub(super) const CELL_PRBS_PER_S: f64 = 4.0 * 14.0 * 273.0 * 2000.0;
 
 struct Row {
     width: u8,
@@ -39,8 +39,8 @@ struct Row {
     gpu_ms: Vec<f64>,
 }
 
-/// The table: one row per compression width.
-pub fn section(a: &Args, md: &mut Table, js: &mut Json) -> anyhow::Result<()> {
+/// The table: one row per compression width; `cpu`: the CPU table's rows (the CPU peer).
+pub fn section(a: &Args, cpu: &[CpuRow], md: &mut Table, js: &mut Json) -> anyhow::Result<()> {
     md.line(format!(
         "\n### Fronthaul decompression on device-resident frames: [fronthaul] (composed, one thread per frame), {CARRIER_PRBS} PRBs, {} eAxCs x {} slots, 50 PRBs / 2 sections a packet\n",
         a.fh_eaxcs, a.fh_slots
@@ -49,7 +49,12 @@ pub fn section(a: &Args, md: &mut Table, js: &mut Json) -> anyhow::Result<()> {
     md.line("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |".into());
     let mut rows = Vec::new();
     for width in [9u8, 14] {
-        let r = bench_width(a, width).with_context(|| format!("fronthaul BFP{width}"))?;
+        let cpu_prbs_per_s = cpu
+            .iter()
+            .find(|r| r.width == width)
+            .map_or(f64::NAN, CpuRow::stage_median);
+        let r = bench_width(a, width, cpu_prbs_per_s)
+            .with_context(|| format!("fronthaul BFP{width}"))?;
         md.line(format!(
             "| BFP{} | {} | {} | {:.0} | {:.1} | {:.1}x | {:.0} | {} | {} |",
             r.width,
@@ -77,7 +82,7 @@ pub fn section(a: &Args, md: &mut Table, js: &mut Json) -> anyhow::Result<()> {
 /// The generator's options and the stage's config for one width. The ring holds every slot
 /// (`2 x max_open_slots` = 32 >= `--fh-slots`), so no two slots share grid cells and the grids
 /// can be compared after the passes.
-fn setup(a: &Args, width: u8) -> anyhow::Result<(OranGenOptions, FronthaulConfig)> {
+pub(super) fn setup(a: &Args, width: u8) -> anyhow::Result<(OranGenOptions, FronthaulConfig)> {
     if !(1..=32).contains(&a.fh_slots) {
         anyhow::bail!("--fh-slots: {} is not in 1..=32", a.fh_slots);
     }
@@ -120,10 +125,10 @@ fn setup(a: &Args, width: u8) -> anyhow::Result<(OranGenOptions, FronthaulConfig
     Ok((o, cfg))
 }
 
-fn bench_width(a: &Args, width: u8) -> anyhow::Result<Row> {
-    let (o, cfg) = setup(a, width)?;
+/// The generated frames, each with its receive time (100 us after its symbol starts).
+pub(super) fn frames_of(o: &OranGenOptions) -> Burst {
     let mut frames = Burst::default();
-    for f in build_uplane_frames(&o) {
+    for f in build_uplane_frames(o) {
         let ts = RADIO_EPOCH + f.timestamp_ns + 100_000;
         frames.push(
             &f.data,
@@ -134,6 +139,12 @@ fn bench_width(a: &Args, width: u8) -> anyhow::Result<Row> {
             },
         );
     }
+    frames
+}
+
+fn bench_width(a: &Args, width: u8, cpu_prbs_per_s: f64) -> anyhow::Result<Row> {
+    let (o, cfg) = setup(a, width)?;
+    let frames = frames_of(&o);
     let prbs_per_pass = o.slots * o.eaxcs.len() as u64 * 14 * u64::from(CARRIER_PRBS);
 
     // GPU: the composed [fronthaul] kernel over device-resident frames.
@@ -177,21 +188,13 @@ fn bench_width(a: &Args, width: u8) -> anyhow::Result<Row> {
     drop(dev);
     drop(ex);
 
-    // CPU: the Rust stage on one thread, once keeping every slot (the comparison), then timed.
+    // CPU: the Rust stage on one thread keeping every slot (the comparison).
     let seen: Arc<Mutex<Vec<SlotGrid>>> = Arc::default();
     let keep = seen.clone();
     let sink = FnSink(move |g: &SlotGrid| keep.lock().expect("sink").push(g.clone()));
     let reference = FronthaulStage::with_sink(&cfg, Box::new(sink)).map_err(anyhow::Error::msg)?;
     cpu_pass(&reference, &frames);
     let grids_equal = same_grids(&gpu_slots, &seen.lock().expect("sink"));
-    let mut cpu_s = Vec::new();
-    for _ in 0..3 {
-        let st = FronthaulStage::from_config(&cfg).map_err(anyhow::Error::msg)?;
-        let t = Instant::now();
-        cpu_pass(&st, &frames);
-        cpu_s.push(t.elapsed().as_secs_f64());
-    }
-    let cpu_prbs_per_s = prbs_per_pass as f64 / median(&mut cpu_s);
     Ok(Row {
         width,
         frames: frames.len(),

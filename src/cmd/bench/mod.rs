@@ -1,5 +1,6 @@
 //! `pktwarp bench`: the GPU measurements of issue 4 in one run, one table at the end (and JSON +
-//! markdown under `--out`). Builds nothing; needs a GPU.
+//! markdown under `--out`). Builds nothing; needs a GPU but for the fronthaul CPU table, which
+//! runs without one (the rest is then skipped, exit status 3 when any of it was asked for).
 //!
 //! 1. Stage throughput on device-resident frames (parse + acl + count) per ClassBench set, against
 //!    the CPU executor's pipeline (`pipeline::stage::run::Pipeline::run_burst`) on every core of
@@ -14,7 +15,9 @@
 //!    latency moves by a poll round trip with the host's own time between bursts).
 //! 4. Fronthaul decompression (`fronthaul`, run first): decompressed PRBs per second of the
 //!    composed `[fronthaul]` kernel over device-resident O-RAN frames (BFP9, BFP14), against the
-//!    Rust stage on one thread; the GPU's slot grids checked equal to the CPU's.
+//!    Rust stage on one thread; the GPU's slot grids checked equal to the CPU's. Before it, with
+//!    or without a GPU (`fronthaul_cpu`): the whole Rust stage on one thread against the plain
+//!    scalar decoder over the same PRBs, median of `--fh-rounds` rounds.
 //!
 //! The modules, in that order: `inputs` (rule sets and trace frames), `throughput` (1, and the
 //! multi-GPU scaling of `--devices`), `end_to_end` (2), `latency` (one latency configuration
@@ -22,6 +25,7 @@
 
 mod end_to_end;
 mod fronthaul;
+mod fronthaul_cpu;
 mod inputs;
 mod l3fwd;
 mod latency;
@@ -109,6 +113,9 @@ pub struct Args {
     /// Fronthaul decompression: slots generated (1..=32: the GPU ring holds them all).
     #[arg(long, default_value_t = 32)]
     pub fh_slots: u64,
+    /// Fronthaul on one CPU thread: timed rounds (the table gives their median).
+    #[arg(long, default_value_t = 7)]
+    pub fh_rounds: usize,
 }
 
 /// The markdown table the bench prints as it goes and writes to `bench.md`.
@@ -133,25 +140,21 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             a.latency_gap_us
         );
     }
+    let skip = |p: &str| a.skip.iter().any(|s| s == p);
     let info = match pipeline::executor::gpu::probe(a.device) {
         Ok(i) => i,
         Err(why) => {
             eprintln!("pktwarp bench: no usable GPU: {why}");
-            return Ok(3);
+            if skip("fronthaul") {
+                return Ok(3);
+            }
+            return cpu_only(&a);
         }
     };
     let threads = a
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or_default();
+    let cpu_model = cpu_model();
     println!(
         "bench: {} ({} SMs, driver {}), CPU {} x {threads} threads",
         info.name, info.multiprocessors, info.driver_version, cpu_model
@@ -163,7 +166,6 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         json!({"gpu": info.name, "sms": info.multiprocessors, "driver": info.driver_version,
                "cpu": cpu_model, "cpu_threads": threads}),
     );
-    let skip = |p: &str| a.skip.iter().any(|s| s == p);
 
     // Host->device copy bandwidth first: no persistent kernel may run while its buffers are freed.
     let htod = pipeline::executor::gpu::measure_htod(a.device, 256 << 20, 10)?;
@@ -174,7 +176,8 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     js.insert("htod_bytes_per_s".into(), json!(htod));
 
     if !skip("fronthaul") {
-        fronthaul::section(&a, &mut md, &mut js)?;
+        let cpu = fronthaul_cpu::section(&a, &mut md, &mut js)?;
+        fronthaul::section(&a, &cpu, &mut md, &mut js)?;
     }
     let reads_sets = ["throughput", "e2e", "l3fwd", "latency"]
         .iter()
@@ -199,12 +202,49 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         }
     }
 
+    write_out(&a, &md, &js)?;
+    Ok(0)
+}
+
+/// Without a GPU: the fronthaul CPU table alone; exit status 3 when a GPU part was asked for.
+fn cpu_only(a: &Args) -> anyhow::Result<i32> {
+    let mut md = Table { rows: Vec::new() };
+    let mut js = Json::new();
+    println!(
+        "bench: no GPU: the fronthaul CPU table only, CPU {}",
+        cpu_model()
+    );
+    js.insert("machine".into(), json!({"cpu": cpu_model()}));
+    fronthaul_cpu::section(a, &mut md, &mut js)?;
+    write_out(a, &md, &js)?;
+    let gpu_parts = ["throughput", "e2e", "l3fwd", "latency"];
+    Ok(if gpu_parts.iter().all(|p| a.skip.iter().any(|s| s == p)) {
+        0
+    } else {
+        3
+    })
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+/// bench.json and bench.md under `--out`.
+fn write_out(a: &Args, md: &Table, js: &Json) -> anyhow::Result<()> {
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
-        std::fs::write(dir.join("bench.json"), serde_json::to_vec_pretty(&js)?)
+        std::fs::write(dir.join("bench.json"), serde_json::to_vec_pretty(js)?)
             .with_context(|| format!("{}", dir.display()))?;
         std::fs::write(dir.join("bench.md"), md.rows.join("\n") + "\n")
             .with_context(|| format!("{}", dir.display()))?;
     }
-    Ok(0)
+    Ok(())
 }
