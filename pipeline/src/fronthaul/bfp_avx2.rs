@@ -106,6 +106,43 @@ pub fn unpack_i16(data: &[u8], width: u8, exp: u8, out: &mut [i16; PRB_SAMPLES])
     by_width!(8 9 10 11 12 13 14 15)
 }
 
+/// PRBs of `bytes` (`3 * width` bytes each, after a udCompParam byte when `bfp`) into `out`,
+/// 16 bits straight, in order while a PRB's samples all fit (`width + exponent <= 16`) and its
+/// bytes are there; returns how many were decoded (see `bfp::decompress_run_i16`). Widths
+/// 8..=15 (0 PRBs otherwise).
+#[target_feature(enable = "avx2")]
+pub fn unpack_run_i16(bytes: &[u8], bfp: bool, width: u8, out: &mut [[i16; PRB_SAMPLES]]) -> usize {
+    macro_rules! by_width {
+        ($($w:literal)*) => {
+            match width {
+                $($w => run_w::<$w>(bytes, bfp, out),)*
+                _ => 0,
+            }
+        };
+    }
+    by_width!(8 9 10 11 12 13 14 15)
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn run_w<const W: u32>(bytes: &[u8], bfp: bool, out: &mut [[i16; PRB_SAMPLES]]) -> usize {
+    let pb = 3 * W as usize + usize::from(bfp);
+    for (k, o) in out.iter_mut().enumerate() {
+        super::bfp::prefetch(bytes, k * pb + super::bfp::PREFETCH_BYTES);
+        let Some(prb) = bytes.get(k * pb..(k + 1) * pb) else {
+            return k;
+        };
+        let (exp, data) = match (bfp, prb.split_first()) {
+            (true, Some((p, d))) => (p & 0x0f, d),
+            _ => (0, prb),
+        };
+        if W + u32::from(exp) > 16 || !unpack_w::<W>(data, exp, o) {
+            return k;
+        }
+    }
+    out.len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -261,9 +261,19 @@ impl SlotGrid {
     /// PRBs of eAxC index `e` received.
     pub fn filled_for(&self, e: usize) -> usize {
         let per = SYMBOLS_PER_SLOT as usize * self.prbs;
-        (e * per..(e + 1) * per)
-            .filter(|&c| self.filled[c / 64] >> (c % 64) & 1 != 0)
-            .count()
+        let (mut at, end, mut n) = (e * per, (e + 1) * per, 0);
+        // A word of 64 cells at a time (the stage counts every eAxC of every closed slot).
+        while at < end {
+            let (w, b) = (at / 64, at % 64);
+            let k = (64 - b).min(end - at);
+            let mask = (u64::MAX >> (64 - k)) << b;
+            n += self
+                .filled
+                .get(w)
+                .map_or(0, |x| (x & mask).count_ones() as usize);
+            at += k;
+        }
+        n
     }
 
     /// The 24 int16 samples of a PRB (int16 grids).
@@ -291,6 +301,48 @@ impl SlotGrid {
             }
             GridData::Int16(_) => None,
         }
+    }
+
+    /// The int16 cells of PRBs `first..first + n` of (`eaxc`, `symbol`) (consecutive in the
+    /// grid) and the first one's cell number, to decode a section's PRBs straight into; `None`
+    /// when the grid is not int16 or the run leaves it. Mark what was stored with
+    /// [`Self::mark_run`].
+    #[inline]
+    pub fn run_i16(
+        &mut self,
+        eaxc: usize,
+        symbol: u8,
+        first: u16,
+        n: u16,
+    ) -> Option<(usize, &mut [[i16; PRB_SAMPLES]])> {
+        let c = self.cell(eaxc, symbol, first)?;
+        let last = first.checked_add(n.checked_sub(1)?)?;
+        self.cell(eaxc, symbol, last)?;
+        let GridData::Int16(v) = &mut self.data else {
+            return None;
+        };
+        let cells = v.get_mut(c * PRB_SAMPLES..(c + usize::from(n)) * PRB_SAMPLES)?;
+        Some((c, cells.as_chunks_mut::<PRB_SAMPLES>().0))
+    }
+
+    /// Marks cells `c..c + n` arrived (a run [`Self::run_i16`] gave); returns how many of them
+    /// had already arrived (duplicates). A word of 64 cells at a time.
+    #[inline]
+    pub fn mark_run(&mut self, c: usize, n: usize) -> u32 {
+        let (mut at, end, mut dups) = (c, c + n, 0);
+        while at < end {
+            let (w, b) = (at / 64, at % 64);
+            let k = (64 - b).min(end - at);
+            let mask = (u64::MAX >> (64 - k)) << b;
+            let Some(word) = self.filled.get_mut(w) else {
+                break;
+            };
+            dups += (*word & mask).count_ones();
+            *word |= mask;
+            at += k;
+        }
+        self.filled_count += n - dups as usize;
+        dups
     }
 
     /// Stores a PRB that `decode` writes straight into its int16 cell (returning true). Returns
@@ -579,5 +631,48 @@ mod tests {
             ))
         });
         assert_eq!(got, [(Some(vec![0i16; 24]), Some(5))]);
+    }
+
+    #[test]
+    fn runs_mark_as_cells_do() {
+        // 2 eAxCs x 14 x 100 PRBs: runs crossing 64-cell words, duplicates, the last cell.
+        let mut g = SlotGrid::new(2, 100, GridFormat::Int16, 1.0);
+        let mut h = g.clone();
+        for &(e, sym, first, n) in &[
+            (0usize, 0u8, 0u16, 100u16),
+            (0, 0, 50, 30),
+            (1, 13, 37, 63),
+            (0, 5, 60, 10),
+            (0, 5, 63, 2),
+            (1, 0, 99, 1),
+        ] {
+            let (c, cells) = g.run_i16(e, sym, first, n).unwrap();
+            assert_eq!(cells.len(), usize::from(n));
+            for (k, cell) in cells.iter_mut().enumerate() {
+                *cell = [first as i16 + k as i16; PRB_SAMPLES];
+            }
+            let dups = g.mark_run(c, usize::from(n));
+            let mut want = 0;
+            for k in 0..n {
+                let iq = [i32::from(first + k); PRB_SAMPLES];
+                want += u32::from(h.store(e, sym, first + k, &iq).unwrap().0);
+            }
+            assert_eq!(dups, want, "run {e} {sym} {first} {n}");
+            assert_eq!(g.filled_count(), h.filled_count());
+            assert_eq!(g.data(), h.data());
+            assert_eq!(
+                (g.filled_for(0), g.filled_for(1)),
+                (h.filled_for(0), h.filled_for(1))
+            );
+        }
+        assert_eq!(g.filled, h.filled);
+        assert!(g.run_i16(0, 0, 90, 11).is_none(), "past the carrier");
+        assert!(g.run_i16(2, 0, 0, 1).is_none() && g.run_i16(0, 14, 0, 1).is_none());
+        assert!(g.run_i16(0, 0, 0, 0).is_none());
+        let mut f = SlotGrid::new(1, 4, GridFormat::Fp16, 1.0);
+        assert!(
+            f.run_i16(0, 0, 0, 4).is_none(),
+            "FP16 grids take the saturating store"
+        );
     }
 }

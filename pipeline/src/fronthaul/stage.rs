@@ -5,8 +5,8 @@ use std::sync::Mutex;
 
 use super::bfp::{self, PRB_SAMPLES};
 use super::config::{FronthaulConfig, SinkConfig};
-use super::decode::{self, DecodeParams, Message, Reject, Sections, SYMBOLS_PER_SLOT};
-use super::grid::{Assembler, Closed, SlotKey, SlotRing};
+use super::decode::{self, DecodeParams, Message, Reject, Section, Sections, SYMBOLS_PER_SLOT};
+use super::grid::{Assembler, Closed, SlotGrid, SlotKey, SlotRing};
 use super::sink::{NpySink, SlotSink};
 use super::track::{Arrival, SeqEvent, SeqTracker, Timing};
 use crate::meta::PacketMeta;
@@ -408,25 +408,10 @@ impl FronthaulStage {
             grid.eaxc_ids = ids_by_index(&st.index);
         }
         let (mut dups, mut sat) = (0u64, 0u64);
-        let mut iq = [0i32; PRB_SAMPLES];
         for s in Sections::new(frame, u, &self.params).flatten() {
-            for k in 0..s.num_prb {
-                // Straight into the int16 cell when no sample can saturate (the common case);
-                // else 32-bit samples, saturated by the store.
-                let bytes = s.prb_bytes_of(frame, k);
-                let direct = grid.store_direct(e, s.symbol, s.prb(k), |o| {
-                    bfp::decompress_prb_i16(bytes, s.method, s.width, o).is_some()
-                });
-                if let Some(dup) = direct {
-                    dups += u64::from(dup);
-                    continue;
-                }
-                s.decode(frame, k, &mut iq);
-                if let Some((dup, n)) = grid.store(e, s.symbol, s.prb(k), &iq) {
-                    dups += u64::from(dup);
-                    sat += u64::from(n);
-                }
-            }
+            let (d, n) = store_section(grid, e, &s, frame);
+            dups += d;
+            sat += n;
         }
         st.counters.prbs += u64::from(u.prbs);
         st.counters.duplicate_prbs += dups;
@@ -526,6 +511,47 @@ impl FronthaulStage {
         // packets, so a poisoned lock is taken as it is.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Stores a section's PRBs in eAxC index `e`'s cells; returns (PRBs already there, samples
+/// saturated). PRBs whose samples all fit 16 bits (the common case) are decoded straight into
+/// their int16 cells, a run of consecutive PRBs at a time; the rest as 32-bit samples,
+/// saturated by the store.
+fn store_section(grid: &mut SlotGrid, e: usize, s: &Section, frame: &[u8]) -> (u64, u64) {
+    let (mut dups, mut sat) = (0u64, 0u64);
+    let mut iq = [0i32; PRB_SAMPLES];
+    let mut k = 0;
+    while k < s.num_prb {
+        if s.stride == 1 {
+            if let Some((c, cells)) = grid.run_i16(e, s.symbol, s.prb(k), s.num_prb - k) {
+                let rest = frame
+                    .get(s.data + usize::from(k) * s.prb_bytes..)
+                    .unwrap_or(&[]);
+                let done = bfp::decompress_run_i16(rest, s.method, s.width, cells);
+                dups += u64::from(grid.mark_run(c, done));
+                k += done as u16;
+                if k == s.num_prb {
+                    break;
+                }
+            }
+        }
+        // One PRB the run did not take: a sample may not fit, a stride of 2, an FP16 grid.
+        let bytes = s.prb_bytes_of(frame, k);
+        let direct = grid.store_direct(e, s.symbol, s.prb(k), |o| {
+            bfp::decompress_prb_i16(bytes, s.method, s.width, o).is_some()
+        });
+        if let Some(dup) = direct {
+            dups += u64::from(dup);
+        } else {
+            s.decode(frame, k, &mut iq);
+            if let Some((dup, n)) = grid.store(e, s.symbol, s.prb(k), &iq) {
+                dups += u64::from(dup);
+                sat += u64::from(n);
+            }
+        }
+        k += 1;
+    }
+    (dups, sat)
 }
 
 /// Counts a closed slot (overall and per eAxC), marks it closed in `ring` and hands it to the

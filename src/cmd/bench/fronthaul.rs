@@ -48,7 +48,7 @@ pub fn section(a: &Args, cpu: &[CpuRow], md: &mut Table, js: &mut Json) -> anyho
     md.line("| compression | frames | PRBs a pass | GPU M PRB/s | CPU M PRB/s (1 thread) | GPU / CPU | 100 MHz 4T4R cells | PRBs counted | grids == CPU |".into());
     md.line("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |".into());
     let mut rows = Vec::new();
-    for width in [9u8, 14] {
+    for &width in &a.fh_widths {
         let cpu_prbs_per_s = cpu
             .iter()
             .find(|r| r.width == width)
@@ -83,26 +83,31 @@ pub fn section(a: &Args, cpu: &[CpuRow], md: &mut Table, js: &mut Json) -> anyho
 /// (`2 x max_open_slots` = 32 >= `--fh-slots`), so no two slots share grid cells and the grids
 /// can be compared after the passes.
 pub(super) fn setup(a: &Args, width: u8) -> anyhow::Result<(OranGenOptions, FronthaulConfig)> {
-    if !(1..=32).contains(&a.fh_slots) {
-        anyhow::bail!("--fh-slots: {} is not in 1..=32", a.fh_slots);
+    setup_shape(width, a.fh_eaxcs, a.fh_slots)
+}
+
+/// [`setup`] for `eaxcs` eAxCs x `slots` slots.
+pub(super) fn setup_shape(
+    width: u8,
+    eaxcs: usize,
+    slots: u64,
+) -> anyhow::Result<(OranGenOptions, FronthaulConfig)> {
+    if !(1..=32).contains(&slots) {
+        anyhow::bail!("--fh-slots: {slots} is not in 1..=32");
     }
-    if !(1..=fgpu::MAX_EAXCS).contains(&a.fh_eaxcs) {
-        anyhow::bail!(
-            "--fh-eaxcs: {} is not in 1..={}",
-            a.fh_eaxcs,
-            fgpu::MAX_EAXCS
-        );
+    if !(1..=fgpu::MAX_EAXCS).contains(&eaxcs) {
+        anyhow::bail!("--fh-eaxcs: {eaxcs} is not in 1..={}", fgpu::MAX_EAXCS);
     }
     let o = OranGenOptions {
         numerology: 1,
         carrier_prbs: CARRIER_PRBS,
-        eaxcs: (0..a.fh_eaxcs as u16).collect(),
+        eaxcs: (0..eaxcs as u16).collect(),
         comp_method: CompMethodName::Bfp,
         iq_width: width,
         comp_hdr: CompHdr::Static,
         prbs_per_packet: 50,
         sections_per_packet: 2,
-        slots: a.fh_slots,
+        slots,
         seed: u64::from(width),
         vlan: Some(100),
         ..OranGenOptions::default()

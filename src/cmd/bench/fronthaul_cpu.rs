@@ -29,7 +29,7 @@ use pipeline::port::gen::oran::OranGenOptions;
 use pipeline::verdict::Verdict;
 use serde_json::json;
 
-use super::fronthaul::{frames_of, setup, CELL_PRBS_PER_S};
+use super::fronthaul::{frames_of, setup_shape, CELL_PRBS_PER_S};
 use super::inputs::median;
 use super::{Args, Json, Table};
 
@@ -54,7 +54,14 @@ impl CpuRow {
     }
 }
 
-/// The table: one row per compression width. Returns the rows (the GPU table's CPU peer).
+/// A shape whose frames and grid stay in a core's cache (as the criterion bench's): the same
+/// stage on it tells the memory traffic of the full shape from the work a PRB costs.
+const SMALL: (usize, u64) = (1, 4);
+/// PRBs a timed round decodes at least (a small shape is passed over several times).
+const ROUND_PRBS: u64 = 2 << 20;
+
+/// The table: one row per compression width and shape (`--fh-eaxcs` x `--fh-slots`, then
+/// [`SMALL`]). Returns the full shape's rows (the GPU table's CPU peer).
 pub fn section(a: &Args, md: &mut Table, js: &mut Json) -> anyhow::Result<Vec<CpuRow>> {
     if a.fh_rounds == 0 {
         anyhow::bail!("--fh-rounds: must be at least 1");
@@ -68,42 +75,53 @@ pub fn section(a: &Args, md: &mut Table, js: &mut Json) -> anyhow::Result<Vec<Cp
     #[cfg(not(target_arch = "x86_64"))]
     let (avx2, bmi2) = (false, false);
     md.line(format!(
-        "\n### Fronthaul on one CPU thread: the whole Rust stage vs the plain scalar decoder, 273 PRBs, {} eAxCs x {} slots, 50 PRBs / 2 sections a packet, median of {} rounds (AVX2 {}, BMI2 {})\n",
-        a.fh_eaxcs, a.fh_slots, a.fh_rounds, feature(avx2), feature(bmi2)
+        "\n### Fronthaul on one CPU thread: the whole Rust stage vs the plain scalar decoder, 273 PRBs, 50 PRBs / 2 sections a packet, median of {} rounds (AVX2 {}, BMI2 {})\n",
+        a.fh_rounds, feature(avx2), feature(bmi2)
     ));
-    md.line("| compression | frames | PRBs a pass | the Rust stage, 1 thread: M PRB/s (min-max) | 100 MHz 4T4R cells | pktwarp decoder alone (16-bit) M PRB/s | scalar decoder (bit by bit) M PRB/s | stage / scalar | grids == scalar |".into());
-    md.line("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |".into());
+    md.line("| compression | eAxCs x slots | frames | PRBs a pass | the Rust stage, 1 thread: M PRB/s (min-max) | 100 MHz 4T4R cells | pktwarp decoder alone (16-bit) M PRB/s | scalar decoder (bit by bit) M PRB/s | stage / scalar | grids == scalar |".into());
+    md.line("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |".into());
     let mut rows = Vec::new();
     let mut out = Vec::new();
-    for width in [9u8, 14] {
-        let r = bench_width(a, width).with_context(|| format!("fronthaul CPU BFP{width}"))?;
-        let m = |v: &[f64]| median(&mut v.to_vec());
-        let lo = r.stage.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = r.stage.iter().copied().fold(0.0, f64::max);
-        let (stage, decoder, scalar) = (m(&r.stage), m(&r.decoder), m(&r.scalar));
-        md.line(format!(
-            "| BFP{} | {} | {} | {:.1} ({:.1}-{:.1}) | {:.2} | {:.1} | {:.2} | {:.1}x | {} |",
-            r.width,
-            r.frames,
-            r.prbs_per_pass,
-            stage / 1e6,
-            lo / 1e6,
-            hi / 1e6,
-            stage / CELL_PRBS_PER_S,
-            decoder / 1e6,
-            scalar / 1e6,
-            stage / scalar,
-            r.grids_equal
-        ));
-        rows.push(
-            json!({"comp": format!("bfp{}", r.width), "frames": r.frames,
-            "eaxcs": a.fh_eaxcs, "slots": a.fh_slots, "prbs_per_pass": r.prbs_per_pass,
-            "stage_prbs_per_s": stage, "cells_100mhz_4t4r": stage / CELL_PRBS_PER_S,
-            "decoder_prbs_per_s": decoder, "scalar_prbs_per_s": scalar,
-            "stage_runs": r.stage, "decoder_runs": r.decoder, "scalar_runs": r.scalar,
-            "grids_equal": r.grids_equal, "avx2": avx2, "bmi2": bmi2}),
-        );
-        out.push(r);
+    for &width in &a.fh_widths {
+        for (shape, small) in [((a.fh_eaxcs, a.fh_slots), false), (SMALL, true)] {
+            let r = bench_width(a, width, shape)
+                .with_context(|| format!("fronthaul CPU BFP{width}, {shape:?}"))?;
+            let label = format!(
+                "{} x {}{}",
+                shape.0,
+                shape.1,
+                if small { " (in cache)" } else { "" }
+            );
+            let m = |v: &[f64]| median(&mut v.to_vec());
+            let lo = r.stage.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = r.stage.iter().copied().fold(0.0, f64::max);
+            let (stage, decoder, scalar) = (m(&r.stage), m(&r.decoder), m(&r.scalar));
+            md.line(format!(
+                "| BFP{} | {label} | {} | {} | {:.1} ({:.1}-{:.1}) | {:.2} | {:.1} | {:.2} | {:.1}x | {} |",
+                r.width,
+                r.frames,
+                r.prbs_per_pass,
+                stage / 1e6,
+                lo / 1e6,
+                hi / 1e6,
+                stage / CELL_PRBS_PER_S,
+                decoder / 1e6,
+                scalar / 1e6,
+                stage / scalar,
+                r.grids_equal
+            ));
+            rows.push(
+                json!({"comp": format!("bfp{}", r.width), "frames": r.frames,
+                "eaxcs": shape.0, "slots": shape.1, "prbs_per_pass": r.prbs_per_pass,
+                "stage_prbs_per_s": stage, "cells_100mhz_4t4r": stage / CELL_PRBS_PER_S,
+                "decoder_prbs_per_s": decoder, "scalar_prbs_per_s": scalar,
+                "stage_runs": r.stage, "decoder_runs": r.decoder, "scalar_runs": r.scalar,
+                "grids_equal": r.grids_equal, "avx2": avx2, "bmi2": bmi2}),
+            );
+            if !small {
+                out.push(r);
+            }
+        }
     }
     js.insert("fronthaul_cpu".into(), json!(rows));
     Ok(out)
@@ -244,11 +262,12 @@ fn hash_i16(v: &[i16]) -> u64 {
     h.finish()
 }
 
-fn bench_width(a: &Args, width: u8) -> anyhow::Result<CpuRow> {
-    let (o, cfg) = setup(a, width)?;
+fn bench_width(a: &Args, width: u8, shape: (usize, u64)) -> anyhow::Result<CpuRow> {
+    let (o, cfg) = setup_shape(width, shape.0, shape.1)?;
     let mut r = Rounds::new(&o);
     let (list, slots) = prb_list(&r.frames, &cfg)?;
     let prbs_per_pass = list.len() as u64;
+    let passes = ROUND_PRBS.div_ceil(prbs_per_pass.max(1)).max(1);
     let cells = cfg.eaxcs.len() * SYMBOLS * usize::from(cfg.carrier_prbs);
     let mut grid = vec![0i16; cells * PRB_SAMPLES];
 
@@ -256,22 +275,30 @@ fn bench_width(a: &Args, width: u8) -> anyhow::Result<CpuRow> {
     // A warm-up pass: the stage's grids allocated, the frames and the list paged in.
     r.pass(&st);
     decode_prbs(&r.frames.data, &list, width, &mut grid, Decoder::Pktwarp);
-    let rate = |t: Instant| prbs_per_pass as f64 / t.elapsed().as_secs_f64();
+    let rate = |s: f64| (passes * prbs_per_pass) as f64 / s;
     let (mut stage, mut decoder, mut scalar) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..a.fh_rounds {
-        r.advance();
-        let t = Instant::now();
-        r.pass(&st);
-        stage.push(rate(t));
-        let t = Instant::now();
-        decode_prbs(&r.frames.data, &list, width, &mut grid, Decoder::Pktwarp);
-        decoder.push(rate(t));
-        let t = Instant::now();
-        decode_prbs(&r.frames.data, &list, width, &mut grid, Decoder::Scalar);
-        scalar.push(rate(t));
+        let mut s = 0.0;
+        for _ in 0..passes {
+            r.advance();
+            let t = Instant::now();
+            r.pass(&st);
+            s += t.elapsed().as_secs_f64();
+        }
+        stage.push(rate(s));
+        for (d, v) in [
+            (Decoder::Pktwarp, &mut decoder),
+            (Decoder::Scalar, &mut scalar),
+        ] {
+            let t = Instant::now();
+            for _ in 0..passes {
+                decode_prbs(&r.frames.data, &list, width, &mut grid, d);
+            }
+            v.push(rate(t.elapsed().as_secs_f64()));
+        }
     }
     let c = st.counters();
-    let passes = a.fh_rounds as u64 + 1;
+    let passes = a.fh_rounds as u64 * passes + 1;
     anyhow::ensure!(
         c.errors_total() == 0 && c.slot_closed() == 0,
         "the stage rejected or refused frames: {}",

@@ -113,6 +113,9 @@ pub struct Args {
     /// Fronthaul decompression: slots generated (1..=32: the GPU ring holds them all).
     #[arg(long, default_value_t = 32)]
     pub fh_slots: u64,
+    /// Fronthaul compression widths (BFP), comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "9,14")]
+    pub fh_widths: Vec<u8>,
     /// Fronthaul on one CPU thread: timed rounds (the table gives their median).
     #[arg(long, default_value_t = 7)]
     pub fh_rounds: usize,
