@@ -184,17 +184,13 @@ pub(super) fn prefetch(bytes: &[u8], at: usize) {
 }
 
 /// [`decompress_prb_i16`] over consecutive PRBs: PRB `k` is `bytes[k * prb_bytes ..]`, decoded
-/// into `out[k]`, in order, while each one's samples all fit 16 bits. Returns how many PRBs
-/// were decoded: `out.len()`, or the index of the first PRB that may not fit or is short (its
+/// into cell `k` of `out` (`out[24 k .. 24 k + 24]`; cells end where a whole one no longer
+/// fits), in order, while each one's samples all fit 16 bits. Returns how many PRBs were
+/// decoded: every cell's, or the index of the first PRB that may not fit or is short (its
 /// cell unspecified; the caller decodes it with [`decompress_prb`] and saturates). `bytes` may
 /// run on past the PRBs (the rest of the frame: it is fetched ahead). One width dispatch and
 /// one CPU-feature check a run instead of a PRB.
-pub fn decompress_run_i16(
-    bytes: &[u8],
-    method: Method,
-    width: u8,
-    out: &mut [[i16; PRB_SAMPLES]],
-) -> usize {
+pub fn decompress_run_i16(bytes: &[u8], method: Method, width: u8, out: &mut [i16]) -> usize {
     #[cfg(target_arch = "x86_64")]
     if (8..=15).contains(&width) && std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked just above), the only requirement of a
@@ -204,16 +200,20 @@ pub fn decompress_run_i16(
         };
     }
     let pb = prb_bytes(method, width);
-    for (k, o) in out.iter_mut().enumerate() {
+    let cells = out.len() / PRB_SAMPLES;
+    for (k, o) in out.chunks_exact_mut(PRB_SAMPLES).enumerate() {
         prefetch(bytes, k * pb + PREFETCH_BYTES);
-        let Some(b) = bytes.get(k * pb..(k + 1) * pb) else {
+        let (Some(b), Ok(o)) = (
+            bytes.get(k * pb..(k + 1) * pb),
+            <&mut [i16; PRB_SAMPLES]>::try_from(o),
+        ) else {
             return k;
         };
         if decompress_prb_i16_portable(b, method, width, o).is_none() {
             return k;
         }
     }
-    out.len()
+    cells
 }
 
 /// [`decompress_prb_i16`] without SIMD: what runs on a CPU without AVX2 (public so that tests
@@ -538,17 +538,21 @@ mod tests {
                         b.len()
                     };
                     let b = &b[..cut];
-                    let mut run = vec![[0i16; PRB_SAMPLES]; n];
+                    let mut run = vec![0i16; n * PRB_SAMPLES];
                     let done = decompress_run_i16(b, method, width, &mut run);
                     let mut want = n;
-                    for (k, cell) in run.iter().enumerate() {
+                    for (k, cell) in run.chunks_exact(PRB_SAMPLES).enumerate() {
                         let mut one = [0i16; PRB_SAMPLES];
                         let bytes = b.get(k * pb..(k + 1) * pb).unwrap_or(&[]);
                         if decompress_prb_i16(bytes, method, width, &mut one).is_none() {
                             want = k;
                             break;
                         }
-                        assert_eq!(cell, &one, "{method:?} width {width} round {round} PRB {k}");
+                        assert_eq!(
+                            cell,
+                            &one[..],
+                            "{method:?} width {width} round {round} PRB {k}"
+                        );
                     }
                     assert_eq!(done, want, "{method:?} width {width} round {round}");
                 }

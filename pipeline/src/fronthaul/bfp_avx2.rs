@@ -106,12 +106,13 @@ pub fn unpack_i16(data: &[u8], width: u8, exp: u8, out: &mut [i16; PRB_SAMPLES])
     by_width!(8 9 10 11 12 13 14 15)
 }
 
-/// PRBs of `bytes` (`3 * width` bytes each, after a udCompParam byte when `bfp`) into `out`,
+/// PRBs of `bytes` (`3 * width` bytes each, after a udCompParam byte when `bfp`) into the cells
+/// of `out` (24 samples each),
 /// 16 bits straight, in order while a PRB's samples all fit (`width + exponent <= 16`) and its
 /// bytes are there; returns how many were decoded (see `bfp::decompress_run_i16`). Widths
 /// 8..=15 (0 PRBs otherwise).
 #[target_feature(enable = "avx2")]
-pub fn unpack_run_i16(bytes: &[u8], bfp: bool, width: u8, out: &mut [[i16; PRB_SAMPLES]]) -> usize {
+pub fn unpack_run_i16(bytes: &[u8], bfp: bool, width: u8, out: &mut [i16]) -> usize {
     macro_rules! by_width {
         ($($w:literal)*) => {
             match width {
@@ -125,11 +126,15 @@ pub fn unpack_run_i16(bytes: &[u8], bfp: bool, width: u8, out: &mut [[i16; PRB_S
 
 #[inline]
 #[target_feature(enable = "avx2")]
-fn run_w<const W: u32>(bytes: &[u8], bfp: bool, out: &mut [[i16; PRB_SAMPLES]]) -> usize {
+fn run_w<const W: u32>(bytes: &[u8], bfp: bool, out: &mut [i16]) -> usize {
     let pb = 3 * W as usize + usize::from(bfp);
-    for (k, o) in out.iter_mut().enumerate() {
+    let cells = out.len() / PRB_SAMPLES;
+    for (k, o) in out.chunks_exact_mut(PRB_SAMPLES).enumerate() {
         super::bfp::prefetch(bytes, k * pb + super::bfp::PREFETCH_BYTES);
-        let Some(prb) = bytes.get(k * pb..(k + 1) * pb) else {
+        let (Some(prb), Ok(o)) = (
+            bytes.get(k * pb..(k + 1) * pb),
+            <&mut [i16; PRB_SAMPLES]>::try_from(o),
+        ) else {
             return k;
         };
         let (exp, data) = match (bfp, prb.split_first()) {
@@ -140,7 +145,7 @@ fn run_w<const W: u32>(bytes: &[u8], bfp: bool, out: &mut [[i16; PRB_SAMPLES]]) 
             return k;
         }
     }
-    out.len()
+    cells
 }
 
 #[cfg(test)]

@@ -304,7 +304,7 @@ impl SlotGrid {
     }
 
     /// The int16 cells of PRBs `first..first + n` of (`eaxc`, `symbol`) (consecutive in the
-    /// grid) and the first one's cell number, to decode a section's PRBs straight into; `None`
+    /// grid, 24 samples each) and the first one's cell number, to decode a section's PRBs straight into; `None`
     /// when the grid is not int16 or the run leaves it. Mark what was stored with
     /// [`Self::mark_run`].
     #[inline]
@@ -314,7 +314,7 @@ impl SlotGrid {
         symbol: u8,
         first: u16,
         n: u16,
-    ) -> Option<(usize, &mut [[i16; PRB_SAMPLES]])> {
+    ) -> Option<(usize, &mut [i16])> {
         let c = self.cell(eaxc, symbol, first)?;
         let last = first.checked_add(n.checked_sub(1)?)?;
         self.cell(eaxc, symbol, last)?;
@@ -322,7 +322,7 @@ impl SlotGrid {
             return None;
         };
         let cells = v.get_mut(c * PRB_SAMPLES..(c + usize::from(n)) * PRB_SAMPLES)?;
-        Some((c, cells.as_chunks_mut::<PRB_SAMPLES>().0))
+        Some((c, cells))
     }
 
     /// Marks cells `c..c + n` arrived (a run [`Self::run_i16`] gave); returns how many of them
@@ -647,9 +647,9 @@ mod tests {
             (1, 0, 99, 1),
         ] {
             let (c, cells) = g.run_i16(e, sym, first, n).unwrap();
-            assert_eq!(cells.len(), usize::from(n));
-            for (k, cell) in cells.iter_mut().enumerate() {
-                *cell = [first as i16 + k as i16; PRB_SAMPLES];
+            assert_eq!(cells.len(), usize::from(n) * PRB_SAMPLES);
+            for (k, cell) in cells.chunks_exact_mut(PRB_SAMPLES).enumerate() {
+                cell.fill(first as i16 + k as i16);
             }
             let dups = g.mark_run(c, usize::from(n));
             let mut want = 0;

@@ -178,12 +178,12 @@ impl Rounds {
     }
 }
 
+/// (offset in the burst's data, cell in the slot grid) of every PRB, and each slot's range.
+type PrbList = (Vec<(u32, u32)>, Vec<Range<usize>>);
+
 /// Every PRB of the frames as the decoders take it: (offset in the burst's data, cell in the
 /// slot grid), and each slot's range of that list.
-fn prb_list(
-    frames: &Burst,
-    cfg: &FronthaulConfig,
-) -> anyhow::Result<(Vec<(u32, u32)>, Vec<Range<usize>>)> {
+fn prb_list(frames: &Burst, cfg: &FronthaulConfig) -> anyhow::Result<PrbList> {
     let p = cfg.decode_params();
     let prbs = usize::from(cfg.carrier_prbs);
     let (mut list, mut slots) = (Vec::new(), Vec::new());
