@@ -1,5 +1,5 @@
 //! Decompressed PRBs per second of the GPU fronthaul stage itself: the composed `[fronthaul]`
-//! kernel (`pw_bulk`, one thread per frame) over device-resident O-RAN U-plane frames from the
+//! kernel (`pw_bulk`: a thread checks each frame, a warp decodes the PRBs of a round's frames) over device-resident O-RAN U-plane frames from the
 //! `gen` port's O-RAN mode (273 PRBs, BFP9 and BFP14, `--fh-eaxcs` eAxCs, `--fh-slots` slots,
 //! receive times on every frame so the Ta4 windows are judged), no host in the loop, timed with
 //! CUDA events; against the Rust stage on one CPU thread over the same frames (the median of
@@ -42,7 +42,7 @@ struct Row {
 /// The table: one row per compression width; `cpu`: the CPU table's rows (the CPU peer).
 pub fn section(a: &Args, cpu: &[CpuRow], md: &mut Table, js: &mut Json) -> anyhow::Result<()> {
     md.line(format!(
-        "\n### Fronthaul decompression on device-resident frames: [fronthaul] (composed, one thread per frame), {CARRIER_PRBS} PRBs, {} eAxCs x {} slots, 50 PRBs / 2 sections a packet\n",
+        "\n### Fronthaul decompression on device-resident frames: [fronthaul] (composed: a thread checks a frame, a warp decodes its PRBs), {CARRIER_PRBS} PRBs, {} eAxCs x {} slots, 50 PRBs / 2 sections a packet\n",
         a.fh_eaxcs, a.fh_slots
     ));
     md.line("| compression | frames | PRBs a pass | GPU M PRB/s | CPU M PRB/s (1 thread) | GPU / CPU | 100 MHz 4T4R cells | PRBs counted | grids == CPU |".into());
