@@ -140,3 +140,33 @@ fn options_and_files_are_checked() {
     let (_, lines, _) = pktwarp(&["fronthaul", c, "--eaxc-bits", "2,6,4,4"]);
     assert_eq!(lines[0]["eaxc_parts"], serde_json::json!([0, 0, 0, 0]));
 }
+
+/// `pktwarp bench`'s fronthaul flags are checked before any table runs: a bad one is an error
+/// naming the flag and the range, with nothing measured (stdout empty).
+#[test]
+fn bench_fronthaul_flags_are_checked_first() {
+    for (args, wanted) in [
+        (
+            &["--fh-widths", "17"][..],
+            "--fh-widths: 17 is not a BFP iqWidth (1..=16)",
+        ),
+        (
+            &["--fh-widths", "9,0"][..],
+            "--fh-widths: 0 is not a BFP iqWidth",
+        ),
+        (&["--fh-eaxcs", "0"][..], "--fh-eaxcs: 0 is not in 1..=64"),
+        (&["--fh-eaxcs", "65"][..], "--fh-eaxcs: 65 is not in 1..=64"),
+        (&["--fh-slots", "33"][..], "--fh-slots: 33 is not in 1..=32"),
+        (&["--fh-rounds", "0"][..], "--fh-rounds: must be at least 1"),
+    ] {
+        let mut all = vec!["bench", "--skip", "throughput,e2e,l3fwd,latency"];
+        all.extend_from_slice(args);
+        let (code, lines, err) = pktwarp(&all);
+        assert_ne!(code, 0, "{args:?} accepted: {err}");
+        assert!(err.contains(wanted), "{args:?}: {err}");
+        assert!(lines.is_empty(), "{args:?} measured something: {lines:?}");
+    }
+    let (code, _, err) = pktwarp(&["bench", "--fh-widths", "abc"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--fh-widths"), "{err}");
+}

@@ -79,6 +79,30 @@ pub fn section(a: &Args, cpu: &[CpuRow], md: &mut Table, js: &mut Json) -> anyho
     Ok(())
 }
 
+/// The fronthaul flags checked before any table runs, each error naming its flag.
+pub(super) fn check_args(a: &Args) -> anyhow::Result<()> {
+    if !(1..=fgpu::MAX_EAXCS).contains(&a.fh_eaxcs) {
+        anyhow::bail!(
+            "--fh-eaxcs: {} is not in 1..={}",
+            a.fh_eaxcs,
+            fgpu::MAX_EAXCS
+        );
+    }
+    if !(1..=32).contains(&a.fh_slots) {
+        anyhow::bail!("--fh-slots: {} is not in 1..=32", a.fh_slots);
+    }
+    if a.fh_widths.is_empty() {
+        anyhow::bail!("--fh-widths: give at least one width (1..=16)");
+    }
+    if let Some(w) = a.fh_widths.iter().find(|w| !(1..=16).contains(*w)) {
+        anyhow::bail!("--fh-widths: {w} is not a BFP iqWidth (1..=16)");
+    }
+    if a.fh_rounds == 0 {
+        anyhow::bail!("--fh-rounds: must be at least 1");
+    }
+    Ok(())
+}
+
 /// The generator's options and the stage's config for one width. The ring holds every slot
 /// (`2 x max_open_slots` = 32 >= `--fh-slots`), so no two slots share grid cells and the grids
 /// can be compared after the passes.

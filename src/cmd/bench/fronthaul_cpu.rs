@@ -63,9 +63,6 @@ const ROUND_PRBS: u64 = 2 << 20;
 /// The table: one row per compression width and shape (`--fh-eaxcs` x `--fh-slots`, then
 /// [`SMALL`]). Returns the full shape's rows (the GPU table's CPU peer).
 pub fn section(a: &Args, md: &mut Table, js: &mut Json) -> anyhow::Result<Vec<CpuRow>> {
-    if a.fh_rounds == 0 {
-        anyhow::bail!("--fh-rounds: must be at least 1");
-    }
     let feature = |yes: bool| if yes { "yes" } else { "no" };
     #[cfg(target_arch = "x86_64")]
     let (avx2, bmi2) = (

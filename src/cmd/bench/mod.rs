@@ -143,6 +143,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
             a.latency_gap_us
         );
     }
+    fronthaul::check_args(&a)?;
     let skip = |p: &str| a.skip.iter().any(|s| s == p);
     let info = match pipeline::executor::gpu::probe(a.device) {
         Ok(i) => i,
