@@ -315,3 +315,65 @@ proptest! {
         prop_assert_eq!((ea, a), (eb, b));
     }
 }
+
+/// The file sinks write from their own thread: after `flush` every slot's file is there; a
+/// write that fails (its folder removed under it) is counted in `sink_errors`, every slot still
+/// counted and every frame passed.
+#[test]
+fn file_sink_writes_in_the_background_and_counts_its_errors() {
+    use pipeline::fronthaul::config::SinkConfig;
+    let o = OranGenOptions {
+        slots: 3,
+        ..OranGenOptions::default()
+    };
+    let dir = std::env::temp_dir().join(format!("pw-fh-bgsink-{}", std::process::id()));
+    for broken in [false, true] {
+        let _ = std::fs::remove_dir_all(&dir);
+        let cfg = FronthaulConfig {
+            carrier_prbs: o.carrier_prbs,
+            numerology: o.numerology,
+            comp: CompConfig {
+                method: o.comp_method,
+                iq_width: o.iq_width,
+                hdr: o.comp_hdr,
+            },
+            eaxcs: o.eaxcs.clone(),
+            sink: SinkConfig::Npy {
+                dir: dir.clone(),
+                max_files: None,
+            },
+            ..FronthaulConfig::default()
+        };
+        let stage = FronthaulStage::from_config(&cfg).expect("stage");
+        if broken {
+            std::fs::remove_dir_all(&dir).expect("remove the sink's folder");
+        }
+        let meta = PacketMeta::default();
+        for f in build_uplane_frames(&o) {
+            let mut v = Verdict::PASS;
+            stage.process_at(&f.data, f.timestamp_ns, &meta, &mut v);
+            assert_eq!(v.action, Action::Pass);
+        }
+        stage.flush();
+        let c = stage.counters();
+        assert_eq!(
+            (c.slots_complete, c.slots_partial),
+            (3, 0),
+            "broken {broken}"
+        );
+        if broken {
+            assert_eq!(c.sink_errors, 3);
+        } else {
+            assert_eq!(c.sink_errors, 0);
+            let npys = std::fs::read_dir(&dir)
+                .expect("sink folder")
+                .filter(|e| {
+                    e.as_ref()
+                        .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "npy"))
+                })
+                .count();
+            assert_eq!(npys, 3, "every slot's file is written once flush returns");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

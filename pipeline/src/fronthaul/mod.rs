@@ -15,11 +15,12 @@ pub mod raw;
 pub mod report;
 pub mod seqlog;
 pub mod sink;
+mod sink_writer;
 pub mod stage;
 pub mod track;
 
 pub use config::FronthaulConfig;
 pub use decode::{check, decode_frame, DecodeParams, Message, Reject};
 pub use grid::{SlotGrid, SlotKey};
-pub use sink::{FnSink, NpySink, SlotSink};
+pub use sink::{BackgroundSink, FnSink, NpySink, SlotSink};
 pub use stage::{EaxcCounters, FronthaulCounters, FronthaulStage};

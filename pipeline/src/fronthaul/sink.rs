@@ -6,10 +6,22 @@ use std::path::{Path, PathBuf};
 use super::grid::{GridData, SlotGrid};
 
 /// Receives every closed slot (complete or partial, see [`SlotGrid::complete`]). This is where
-/// a PHY plugs in. Called with the stage's state locked: copy what you keep, return quickly.
+/// a PHY plugs in. Called with the stage's state locked: copy what you keep, return quickly
+/// (or deliver from a thread of your own, as [`BackgroundSink`] does for the file sinks).
 pub trait SlotSink: Send {
     fn slot(&mut self, slot: &SlotGrid) -> Result<(), String>;
+
+    /// Errors of slots delivered after `slot` returned (a sink that writes in the background),
+    /// taken since the last call: how many, and the first one's message.
+    fn late_errors(&mut self) -> (u64, Option<String>) {
+        (0, None)
+    }
+
+    /// Waits until every slot handed over has been delivered (the end of a run).
+    fn finish(&mut self) {}
 }
+
+pub use super::sink_writer::BackgroundSink;
 
 /// A closure as a sink.
 pub struct FnSink<F>(pub F);

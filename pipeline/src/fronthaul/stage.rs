@@ -8,7 +8,7 @@ use super::bfp::{self, PRB_SAMPLES};
 use super::config::{FronthaulConfig, SinkConfig};
 use super::decode::{self, DecodeParams, Message, Reject, Section, Sections, SYMBOLS_PER_SLOT};
 use super::grid::{Assembler, Closed, SlotGrid, SlotKey, SlotRing};
-use super::sink::{NpySink, SlotSink};
+use super::sink::{BackgroundSink, NpySink, SlotSink};
 use super::track::{Arrival, SeqEvent, SeqTracker, Timing};
 use crate::meta::PacketMeta;
 use crate::verdict::{DropReason, Verdict};
@@ -258,13 +258,16 @@ pub struct FronthaulStage {
 impl FronthaulStage {
     /// Builds the stage and the sink its config names.
     pub fn from_config(cfg: &FronthaulConfig) -> Result<Self, String> {
+        // The file sinks write from a thread of their own (sink_writer's text says why).
         let sink: Option<Box<dyn SlotSink>> = match &cfg.sink {
             SinkConfig::None => None,
-            SinkConfig::Npy { dir, max_files } => Some(Box::new(NpySink::create(dir, *max_files)?)),
-            SinkConfig::Raw(r) => Some(Box::new(super::raw::RawSink::create(
-                &r.dir,
-                r.max_files,
-                cfg,
+            SinkConfig::Npy { dir, max_files } => Some(Box::new(BackgroundSink::spawn(
+                "npy",
+                Box::new(NpySink::create(dir, *max_files)?),
+            )?)),
+            SinkConfig::Raw(r) => Some(Box::new(BackgroundSink::spawn(
+                "raw",
+                Box::new(super::raw::RawSink::create(&r.dir, r.max_files, cfg)?),
             )?)),
         };
         Self::build(cfg, sink)
@@ -474,7 +477,8 @@ impl FronthaulStage {
         Some(i)
     }
 
-    /// Closes every open slot (end of input or shutdown), delivering them to the sink.
+    /// Closes every open slot (end of input or shutdown), delivering them to the sink, and
+    /// waits until the sink has delivered every slot (its errors counted).
     pub fn flush(&self) {
         let mut st = self.lock();
         let st = &mut *st;
@@ -482,6 +486,11 @@ impl FronthaulStage {
         st.assembler.flush(expected, &mut |c| {
             on_close(&mut st.counters, &mut st.sink, &mut st.ring, c)
         });
+        if let Some(sink) = st.sink.as_mut() {
+            sink.finish();
+            let (n, first) = sink.late_errors();
+            count_sink_errors(&mut st.counters, n, first);
+        }
     }
 
     pub fn counters(&self) -> FronthaulCounters {
@@ -604,13 +613,22 @@ fn on_close(
         }
     }
     if let Some(sink) = sink.as_mut() {
-        if let Err(err) = sink.slot(c.grid) {
-            if counters.sink_errors == 0 {
-                tracing::warn!("fronthaul sink: {err} (further sink errors only counted)");
-            }
-            counters.sink_errors += 1;
-        }
+        let now = sink.slot(c.grid).err();
+        let (late, first) = sink.late_errors();
+        count_sink_errors(counters, late + u64::from(now.is_some()), first.or(now));
     }
+}
+
+/// Counts `n` sink errors; the first of the run is logged with its message.
+fn count_sink_errors(counters: &mut FronthaulCounters, n: u64, first: Option<String>) {
+    if n == 0 {
+        return;
+    }
+    if counters.sink_errors == 0 {
+        let why = first.as_deref().unwrap_or("(no message)");
+        tracing::warn!("fronthaul sink: {why} (further sink errors only counted)");
+    }
+    counters.sink_errors += n;
 }
 
 /// eAxC ids in grid order.
