@@ -21,8 +21,9 @@ struct Seen {
     f32s: Vec<f32>,
 }
 
-fn run(o: &OranGenOptions, format: GridFormat, beta: f32) -> (Vec<Seen>, FronthaulStage) {
-    let cfg = FronthaulConfig {
+/// The stage's options for the generator's carrier and compression.
+fn stage_config(o: &OranGenOptions, format: GridFormat, beta: f32) -> FronthaulConfig {
+    FronthaulConfig {
         carrier_prbs: o.carrier_prbs,
         numerology: o.numerology,
         comp: CompConfig {
@@ -33,7 +34,11 @@ fn run(o: &OranGenOptions, format: GridFormat, beta: f32) -> (Vec<Seen>, Frontha
         eaxcs: o.eaxcs.clone(),
         grid: GridConfig { format, beta },
         ..FronthaulConfig::default()
-    };
+    }
+}
+
+fn run(o: &OranGenOptions, format: GridFormat, beta: f32) -> (Vec<Seen>, FronthaulStage) {
+    let cfg = stage_config(o, format, beta);
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let s2 = seen.clone();
     let sink = FnSink(move |g: &SlotGrid| {
@@ -330,19 +335,11 @@ fn file_sink_writes_in_the_background_and_counts_its_errors() {
     for broken in [false, true] {
         let _ = std::fs::remove_dir_all(&dir);
         let cfg = FronthaulConfig {
-            carrier_prbs: o.carrier_prbs,
-            numerology: o.numerology,
-            comp: CompConfig {
-                method: o.comp_method,
-                iq_width: o.iq_width,
-                hdr: o.comp_hdr,
-            },
-            eaxcs: o.eaxcs.clone(),
             sink: SinkConfig::Npy {
                 dir: dir.clone(),
                 max_files: None,
             },
-            ..FronthaulConfig::default()
+            ..stage_config(&o, GridFormat::Int16, 1.0)
         };
         let stage = FronthaulStage::from_config(&cfg).expect("stage");
         if broken {
