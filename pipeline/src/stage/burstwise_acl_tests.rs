@@ -7,20 +7,17 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
-use std::sync::Arc;
 
 use flow_rules::abi::{AclKey, ACL_NO_MATCH};
 use flow_rules::acl::gen6::{self, GenSpec, Profile};
 use flow_rules::acl::{classbench, load_rules, AclRuleSet, Masked, RuleFormat, Verdict as Rv};
 
-use super::burstwise::CHUNK;
-use super::run::{Item, Tally, MAX_STAGES};
+use super::burstwise::{run_both, CHUNK};
 use crate::burst::FrameDesc;
-use crate::counters::QueueCounters;
 use crate::port::gen::{build_frame, FrameSpec};
 use crate::stage::acl::{key_from_meta, AclStage};
 use crate::stage::{AclSlot, Pipeline, Stage};
-use crate::verdict::{Action, DropReason, Verdict};
+use crate::verdict::{Action, DropReason};
 
 /// A xorshift generator (fixed, no crate's generator).
 fn rng(seed: u64) -> impl FnMut(u64) -> u64 {
@@ -157,46 +154,6 @@ fn frames(keys: &[AclKey]) -> Vec<(FrameDesc, Vec<u8>)> {
     out
 }
 
-/// Runs `burst` both ways (the stage list's rule counters sized `hits`): the burst-wise loop's
-/// metadata, verdicts and counters after checking them equal to the frame-by-frame loop's.
-fn run_both(
-    p: &Pipeline,
-    burst: &[(FrameDesc, Vec<u8>)],
-    hits: usize,
-) -> (Vec<crate::meta::PacketMeta>, Vec<Verdict>, QueueCounters) {
-    let n = p.stages.len();
-    let (c1, c2) = (QueueCounters::new(n, hits), QueueCounters::new(n, hits));
-    let tables: [Option<Arc<AclStage>>; MAX_STAGES] =
-        std::array::from_fn(|i| match p.stages.get(i) {
-            Some(Stage::Acl(a)) => Some(a.current()),
-            _ => None,
-        });
-    let routes = Default::default();
-    let items = || burst.iter().map(|(d, f)| Item::Ro(*d, f.as_slice()));
-    let (mut m1, mut v1, mut m2, mut v2) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut t = Tally::default();
-    p.run_burstwise(items(), &mut m1, &mut v1, &tables, &mut t, &c1);
-    p.flush_tally(&t, &c1);
-    let mut t = Tally::default();
-    p.run_framewise(
-        items(),
-        &mut m2,
-        &mut v2,
-        (&tables, &routes),
-        false,
-        &mut t,
-        &c2,
-    );
-    p.flush_tally(&t, &c2);
-    assert_eq!(m1, m2);
-    for (i, (a, b)) in v1.iter().zip(&v2).enumerate() {
-        assert_eq!(a, b, "frame {i}");
-    }
-    assert_eq!(v1.len(), v2.len());
-    assert_eq!(c1.stage_snapshot(), c2.stage_snapshot());
-    (m1, v1, c1)
-}
-
 fn acl_stage(shift: usize, default: Action) -> (AclStage, AclRuleSet) {
     let (mut set, _) = rules(shift);
     let classifier = set.compile();
@@ -247,11 +204,11 @@ fn classbench_acl_burstwise_equals_framewise() {
                 &all[..CHUNK + 3],
                 &all[1000..1700],
             ] {
-                run_both(p, burst, hits);
+                run_both(p, burst, hits, Default::default());
             }
         }
     }
-    let (metas, verdicts, c) = run_both(&one, &all, rules_n);
+    let (metas, verdicts, c) = run_both(&one, &all, rules_n, Default::default());
     // Every outcome was compared, and the rules are the linear first match.
     let mut seen = [0usize; 6];
     for (i, ((d, _), (m, v))) in all.iter().zip(metas.iter().zip(&verdicts)).enumerate() {
