@@ -237,16 +237,7 @@ impl GpuExecutor {
         offset: usize,
         len: usize,
     ) -> anyhow::Result<Vec<u8>> {
-        let b = self
-            .stage_buffers
-            .get(k, i)
-            .ok_or_else(|| anyhow::anyhow!("stage {k} has no buffer {i}"))?;
-        if offset.checked_add(len).is_none_or(|end| end > b.len) {
-            anyhow::bail!(
-                "stage {k} buffer {i}: {len} bytes at {offset} past its {} bytes",
-                b.len
-            );
-        }
+        let b = self.stage_range(k, i, offset, len)?;
         self.ctx.bind()?;
         let mut out = vec![0u8; len];
         if len <= READ_BOUNCE_BYTES {
@@ -273,17 +264,7 @@ impl GpuExecutor {
         offset: usize,
         src: &[u8],
     ) -> anyhow::Result<()> {
-        let b = self
-            .stage_buffers
-            .get(k, i)
-            .ok_or_else(|| anyhow::anyhow!("stage {k} has no buffer {i}"))?;
-        if offset.checked_add(src.len()).is_none_or(|end| end > b.len) {
-            anyhow::bail!(
-                "stage {k} buffer {i}: {} bytes at {offset} past its {} bytes",
-                src.len(),
-                b.len
-            );
-        }
+        let b = self.stage_range(k, i, offset, src.len())?;
         self.ctx.bind()?;
         b.upload_range_on(&self.aux_stream, offset, src)?;
         Ok(())
@@ -300,19 +281,34 @@ impl GpuExecutor {
         offset: usize,
         value: u32,
     ) -> anyhow::Result<()> {
+        if offset % 4 != 0 {
+            anyhow::bail!("stage {k} buffer {i}: no 32-bit word at {offset} (not 4-aligned)");
+        }
+        let b = self.stage_range(k, i, offset, 4)?;
+        self.ctx.bind()?;
+        b.set_u32_on(&self.aux_stream, offset, value)?;
+        Ok(())
+    }
+
+    /// Stage `k`'s buffer `i`, checked to hold `len` bytes from `offset`.
+    fn stage_range(
+        &self,
+        k: usize,
+        i: usize,
+        offset: usize,
+        len: usize,
+    ) -> anyhow::Result<&DeviceBuffer> {
         let b = self
             .stage_buffers
             .get(k, i)
             .ok_or_else(|| anyhow::anyhow!("stage {k} has no buffer {i}"))?;
-        if offset % 4 != 0 || offset.checked_add(4).is_none_or(|end| end > b.len) {
+        if offset.checked_add(len).is_none_or(|end| end > b.len) {
             anyhow::bail!(
-                "stage {k} buffer {i}: no 32-bit word at {offset} of its {} bytes",
+                "stage {k} buffer {i}: {len} bytes at {offset} past its {} bytes",
                 b.len
             );
         }
-        self.ctx.bind()?;
-        b.set_u32_on(&self.aux_stream, offset, value)?;
-        Ok(())
+        Ok(b)
     }
 
     /// Stage `k`'s buffer `i`: its device address and size (for a consumer on the GPU, such as
