@@ -118,6 +118,20 @@ pub struct SlotGrid {
     pub complete: bool,
 }
 
+/// Calls `f(word index, mask of those cells in the word)` for cells `at..end` of a `filled`
+/// bit set, a word of 64 cells at a time, until `f` returns false.
+#[inline(always)]
+fn each_word_mask(mut at: usize, end: usize, mut f: impl FnMut(usize, u64) -> bool) {
+    while at < end {
+        let (w, b) = (at / 64, at % 64);
+        let k = (64 - b).min(end - at);
+        if !f(w, (u64::MAX >> (64 - k)) << b) {
+            return;
+        }
+        at += k;
+    }
+}
+
 impl SlotGrid {
     pub fn new(eaxcs: usize, prbs: usize, format: GridFormat, beta: f32) -> Self {
         let cells = eaxcs * SYMBOLS_PER_SLOT as usize * prbs;
@@ -261,18 +275,15 @@ impl SlotGrid {
     /// PRBs of eAxC index `e` received.
     pub fn filled_for(&self, e: usize) -> usize {
         let per = SYMBOLS_PER_SLOT as usize * self.prbs;
-        let (mut at, end, mut n) = (e * per, (e + 1) * per, 0);
         // A word of 64 cells at a time (the stage counts every eAxC of every closed slot).
-        while at < end {
-            let (w, b) = (at / 64, at % 64);
-            let k = (64 - b).min(end - at);
-            let mask = (u64::MAX >> (64 - k)) << b;
+        let mut n = 0;
+        each_word_mask(e * per, (e + 1) * per, |w, mask| {
             n += self
                 .filled
                 .get(w)
                 .map_or(0, |x| (x & mask).count_ones() as usize);
-            at += k;
-        }
+            true
+        });
         n
     }
 
@@ -329,18 +340,16 @@ impl SlotGrid {
     /// had already arrived (duplicates). A word of 64 cells at a time.
     #[inline]
     pub fn mark_run(&mut self, c: usize, n: usize) -> u32 {
-        let (mut at, end, mut dups) = (c, c + n, 0);
-        while at < end {
-            let (w, b) = (at / 64, at % 64);
-            let k = (64 - b).min(end - at);
-            let mask = (u64::MAX >> (64 - k)) << b;
-            let Some(word) = self.filled.get_mut(w) else {
-                break;
+        let mut dups = 0;
+        let filled = &mut self.filled;
+        each_word_mask(c, c + n, |w, mask| {
+            let Some(word) = filled.get_mut(w) else {
+                return false;
             };
             dups += (*word & mask).count_ones();
             *word |= mask;
-            at += k;
-        }
+            true
+        });
         self.filled_count += n - dups as usize;
         dups
     }
@@ -556,6 +565,7 @@ impl Assembler {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn all_filled_is_a_restored_grid_with_every_cell_arrived() {
@@ -570,7 +580,6 @@ mod tests {
         assert!(a.complete);
         assert_eq!(a.data, b.data);
     }
-    use super::*;
 
     #[test]
     fn store_saturates_and_counts_duplicates() {
