@@ -33,7 +33,8 @@
 #   eAxC steered to its own queue by configs/rules/fronthaul-gen.steering.yaml; 1: no steering),
 #   PLACEMENT (device, as configs/fronthaul.yaml; or mapped) of the GPU executor's rings, MODE
 #   (persistent; or launch) of its kernels.
-#   STEPS (check,seq,bench,kernel: which of steps 2 (check, seq), 3 and 4 run).
+#   STEPS (check,seq,bench,kernel: which of steps 2 (check, seq), 3 and 4 run), SINK (raw; or
+#   npy: the file sink step 2 compares).
 # Exit status: 0 when every comparison is equal, 1 otherwise.
 set -u
 BIN=${1:-.carry}
@@ -47,6 +48,11 @@ LOOPS=${LOOPS:-1}
 QUEUES=${QUEUES:-2}
 PLACEMENT=${PLACEMENT:-device}
 MODE=${MODE:-persistent}
+SINK=${SINK:-raw}
+case $SINK in
+  raw | npy) ;;
+  *) echo "gpu-fronthaul-check: SINK must be raw or npy, not '$SINK'" >&2; exit 2 ;;
+esac
 PW=$BIN/pktwarp
 mkdir -p "$RES"
 LOG=$RES/fronthaul-check.log
@@ -157,18 +163,19 @@ for w in 9 14; do
   gen_pcap "$w" "$SLOTS" "$cap" || { say "BFP$w: gen -> pcap failed"; fails=$((fails + 1)); continue; }
   for ex in cpu gpu; do
     mkdir -p "$tmp/raw-$w-$ex"
-    fh_config "$w" "$cap" 1 "$ex" "{ raw: $tmp/raw-$w-$ex }" "{ pps: $CHECK_PPS }"
+    if [ "$SINK" = npy ]; then sink="{ npy: { dir: $tmp/raw-$w-$ex } }"; else sink="{ raw: $tmp/raw-$w-$ex }"; fi
+    fh_config "$w" "$cap" 1 "$ex" "$sink" "{ pps: $CHECK_PPS }"
     "$PW" run --quiet --json "$tmp/fh-$ex.yaml" >"$tmp/sum-$w-$ex.json" 2>>"$LOG" ||
       { say "BFP$w: run on $ex failed (see $LOG)"; fails=$((fails + 1)); }
   done
   n_cpu=$(ls "$tmp/raw-$w-cpu" | wc -l)
   n_gpu=$(ls "$tmp/raw-$w-gpu" | wc -l)
   if [ "$n_cpu" -gt 0 ] && diff -r "$tmp/raw-$w-cpu" "$tmp/raw-$w-gpu" >>"$LOG" 2>&1; then
-    say "BFP$w: slot files equal ($n_cpu files: $SLOTS slots x .iq + .json)"
-    echo "- BFP$w, $SLOTS slots: $n_cpu raw-sink files byte-identical, CPU and GPU" >>"$MD"
+    say "BFP$w: $SINK slot files equal ($n_cpu files for $SLOTS slots)"
+    echo "- BFP$w, $SLOTS slots: $n_cpu $SINK-sink files byte-identical, CPU and GPU" >>"$MD"
   else
-    say "BFP$w: slot files DIFFER (cpu $n_cpu files, gpu $n_gpu files; diff in $LOG)"
-    echo "- BFP$w, $SLOTS slots: raw-sink files DIFFER (cpu $n_cpu, gpu $n_gpu files)" >>"$MD"
+    say "BFP$w: $SINK slot files DIFFER (cpu $n_cpu files, gpu $n_gpu files; diff in $LOG)"
+    echo "- BFP$w, $SLOTS slots: $SINK-sink files DIFFER (cpu $n_cpu, gpu $n_gpu files)" >>"$MD"
     fails=$((fails + 1))
   fi
   compare_summaries "$tmp/sum-$w-cpu.json" "$tmp/sum-$w-gpu.json" >>"$MD" || fails=$((fails + 1))
