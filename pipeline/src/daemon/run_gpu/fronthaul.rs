@@ -34,14 +34,17 @@ pub(crate) fn with_live<R>(
     let gpu = &*gpu;
     let stop = AtomicBool::new(false);
     let (r, polled) = std::thread::scope(|s| {
-        let poller = s.spawn(|| -> anyhow::Result<LiveStages> {
-            crate::threads::tight_timer_slack();
-            while !stop.load(Ordering::Acquire) {
-                live.poll(p, gpu)?;
-                std::thread::sleep(POLL);
-            }
-            Ok(live)
-        });
+        let poller = crate::threads::spawn_named(
+            s,
+            "pw-fh-poll".into(),
+            || -> anyhow::Result<LiveStages> {
+                while !stop.load(Ordering::Acquire) {
+                    live.poll(p, gpu)?;
+                    std::thread::sleep(POLL);
+                }
+                Ok(live)
+            },
+        );
         let r = host(gpu);
         stop.store(true, Ordering::Release);
         (r, poller.join())
