@@ -32,7 +32,7 @@ where
 /// Asks the kernel to wake this thread from its sleeps within a microsecond of the time asked
 /// (Linux timer slack; the default 50 us let a 20 us sleep of the fronthaul completion poll last
 /// ~75 us). For a thread whose short sleeps bound a latency. Best effort: an error is ignored.
-pub(crate) fn tight_timer_slack() {
+fn tight_timer_slack() {
     #[cfg(target_os = "linux")]
     // SAFETY: PR_SET_TIMERSLACK takes a plain integer argument and changes only the calling
     // thread's timer slack; no memory is passed.
@@ -56,11 +56,16 @@ mod tests {
         assert_eq!(name.as_deref(), Some("pw-q7"));
     }
 
+    /// The calling thread's timer slack, in ns.
+    #[cfg(target_os = "linux")]
+    fn slack() -> i32 {
+        // SAFETY: PR_GET_TIMERSLACK takes no argument and reads the calling thread's slack.
+        unsafe { libc::prctl(libc::PR_GET_TIMERSLACK) }
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn a_named_thread_has_the_tight_slack() {
-        // SAFETY: PR_GET_TIMERSLACK takes no argument and reads the calling thread's slack.
-        let slack = || unsafe { libc::prctl(libc::PR_GET_TIMERSLACK) };
         let inside =
             std::thread::scope(|s| super::spawn_named(s, "pw-in0".into(), slack).join().ok());
         assert_eq!(inside, Some(1));
@@ -69,8 +74,6 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn tight_timer_slack_is_this_threads() {
-        // SAFETY: PR_GET_TIMERSLACK takes no argument and reads the calling thread's slack.
-        let slack = || unsafe { libc::prctl(libc::PR_GET_TIMERSLACK) };
         let before = slack();
         let inside = std::thread::scope(|s| {
             s.spawn(|| {

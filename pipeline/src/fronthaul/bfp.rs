@@ -332,6 +332,17 @@ pub fn quantise(samples: &[i16; PRB_SAMPLES], method: Method, width: u8) -> [i32
 mod tests {
     use super::*;
 
+    /// A fixed xorshift64 stream from `seed` (the tests' random bytes and exponents).
+    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+        let mut x = seed;
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     #[test]
     fn bfp9_prb_from_up_bfp9_frame_1() {
         // The first PRB of up_bfp9.pcap (exponent 1); the truth file gives its mantissas.
@@ -427,13 +438,8 @@ mod tests {
         // On this CPU the AVX2 unpacker where it has AVX2 (widths 8..=15), else the portable one;
         // each against the bit-by-bit reference, with bytes after the PRB (as in a frame) and
         // without.
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        };
+        let mut stream = xorshift(0x2545_F491_4F6C_DD1Du64);
+        let mut next = || stream() as u8;
         for width in 1..=16u8 {
             for exp in 0..=(16 - width) {
                 for round in 0..64 {
@@ -463,13 +469,8 @@ mod tests {
     #[test]
     fn the_16_bit_decoder_equals_the_32_bit_one_where_every_sample_fits() {
         // Every width and exponent, both methods, bytes from a fixed xorshift stream.
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        };
+        let mut stream = xorshift(0x9E37_79B9_7F4A_7C15u64);
+        let mut next = || stream() as u8;
         for method in [Method::Bfp, Method::None] {
             for width in 1..=16u8 {
                 for exp in 0..16u8 {
@@ -510,13 +511,7 @@ mod tests {
 
     #[test]
     fn a_run_decodes_as_prb_by_prb_and_stops_where_a_prb_may_not_fit() {
-        let mut x = 0x1234_5678_9ABC_DEF1u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x1234_5678_9ABC_DEF1);
         for method in [Method::Bfp, Method::None] {
             for width in 1..=16u8 {
                 let pb = prb_bytes(method, width);
