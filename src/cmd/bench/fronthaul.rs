@@ -81,16 +81,7 @@ pub fn section(a: &Args, cpu: &[CpuRow], md: &mut Table, js: &mut Json) -> anyho
 
 /// The fronthaul flags checked before any table runs, each error naming its flag.
 pub(super) fn check_args(a: &Args) -> anyhow::Result<()> {
-    if !(1..=fgpu::MAX_EAXCS).contains(&a.fh_eaxcs) {
-        anyhow::bail!(
-            "--fh-eaxcs: {} is not in 1..={}",
-            a.fh_eaxcs,
-            fgpu::MAX_EAXCS
-        );
-    }
-    if !(1..=32).contains(&a.fh_slots) {
-        anyhow::bail!("--fh-slots: {} is not in 1..=32", a.fh_slots);
-    }
+    check_shape(a.fh_eaxcs, a.fh_slots)?;
     if a.fh_widths.is_empty() {
         anyhow::bail!("--fh-widths: give at least one width (1..=16)");
     }
@@ -110,18 +101,24 @@ pub(super) fn setup(a: &Args, width: u8) -> anyhow::Result<(OranGenOptions, Fron
     setup_shape(width, a.fh_eaxcs, a.fh_slots)
 }
 
+/// `--fh-eaxcs` and `--fh-slots` in range: the GPU stage's eAxC limit, and slots its ring holds.
+fn check_shape(eaxcs: usize, slots: u64) -> anyhow::Result<()> {
+    if !(1..=fgpu::MAX_EAXCS).contains(&eaxcs) {
+        anyhow::bail!("--fh-eaxcs: {eaxcs} is not in 1..={}", fgpu::MAX_EAXCS);
+    }
+    if !(1..=32).contains(&slots) {
+        anyhow::bail!("--fh-slots: {slots} is not in 1..=32");
+    }
+    Ok(())
+}
+
 /// [`setup`] for `eaxcs` eAxCs x `slots` slots.
 pub(super) fn setup_shape(
     width: u8,
     eaxcs: usize,
     slots: u64,
 ) -> anyhow::Result<(OranGenOptions, FronthaulConfig)> {
-    if !(1..=32).contains(&slots) {
-        anyhow::bail!("--fh-slots: {slots} is not in 1..=32");
-    }
-    if !(1..=fgpu::MAX_EAXCS).contains(&eaxcs) {
-        anyhow::bail!("--fh-eaxcs: {eaxcs} is not in 1..={}", fgpu::MAX_EAXCS);
-    }
+    check_shape(eaxcs, slots)?;
     let o = OranGenOptions {
         numerology: 1,
         carrier_prbs: CARRIER_PRBS,

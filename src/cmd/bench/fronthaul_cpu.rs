@@ -23,18 +23,17 @@ use pipeline::burst::Burst;
 use pipeline::fronthaul::bfp::{self, Method, PRB_SAMPLES};
 use pipeline::fronthaul::decode::{self, Message, Sections};
 use pipeline::fronthaul::grid::GridData;
+use pipeline::fronthaul::stage::SYMBOLS;
 use pipeline::fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
 use pipeline::meta::PacketMeta;
 use pipeline::port::gen::oran::OranGenOptions;
 use pipeline::verdict::Verdict;
+use pipeline::wire::{ecpri, ethernet};
 use serde_json::json;
 
 use super::fronthaul::{frames_of, setup_shape, CELL_PRBS_PER_S};
 use super::inputs::median;
 use super::{Args, Json, Table};
-
-/// Symbols of a slot.
-const SYMBOLS: usize = 14;
 
 /// One width's figures (PRB/s per round, in round order).
 pub struct CpuRow {
@@ -140,16 +139,21 @@ impl Rounds {
     fn new(o: &OranGenOptions) -> Self {
         let frames = frames_of(o);
         let times = frames.descs.iter().map(|d| d.timestamp_ns).collect();
-        // Ethernet (+ a tag), the eCPRI common header (4), PC_ID (2), then SEQ_ID; the radio
+        // Ethernet (+ a tag), the eCPRI common header, PC_ID (2), then SEQ_ID; the radio
         // header after SEQ_ID (2), frameId its second byte.
-        let l2 = 14 + if o.vlan.is_some() { 4 } else { 0 };
+        let tag = if o.vlan.is_some() {
+            ethernet::VlanTag::LEN
+        } else {
+            0
+        };
+        let ecpri_at = ethernet::HEADER_LEN + tag + ecpri::Header::HEADER_LEN;
         let slots_per_frame = 10u64 << o.numerology;
         let per_eaxc = o.slots * SYMBOLS as u64 * u64::from(o.packets_per_symbol());
         Rounds {
             frames,
             times,
-            frame_id_at: l2 + 4 + 4 + 1,
-            seq_at: l2 + 4 + 2,
+            frame_id_at: ecpri_at + 4 + 1,
+            seq_at: ecpri_at + 2,
             step_frames: o.slots.div_ceil(slots_per_frame).max(1) as u8,
             step_seq: (per_eaxc % 256) as u8,
         }

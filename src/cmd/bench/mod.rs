@@ -183,10 +183,8 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         let cpu = fronthaul_cpu::section(&a, &mut md, &mut js)?;
         fronthaul::section(&a, &cpu, &mut md, &mut js)?;
     }
-    let reads_sets = ["throughput", "e2e", "l3fwd", "latency"]
-        .iter()
-        .any(|p| !skip(p))
-        || (a.devices.len() > 1 && !skip("scaling"));
+    let reads_sets =
+        GPU_PARTS.iter().any(|p| !skip(p)) || (a.devices.len() > 1 && !skip("scaling"));
     if reads_sets {
         let (rules0, trace0) = set_paths(&a.classbench, &a.sets[0])?;
         if !skip("throughput") {
@@ -210,19 +208,19 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// The parts that read the ClassBench sets, each on the GPU.
+const GPU_PARTS: [&str; 4] = ["throughput", "e2e", "l3fwd", "latency"];
+
 /// Without a GPU: the fronthaul CPU table alone; exit status 3 when a GPU part was asked for.
 fn cpu_only(a: &Args) -> anyhow::Result<i32> {
     let mut md = Table { rows: Vec::new() };
     let mut js = Json::new();
-    println!(
-        "bench: no GPU: the fronthaul CPU table only, CPU {}",
-        cpu_model()
-    );
-    js.insert("machine".into(), json!({"cpu": cpu_model()}));
+    let cpu = cpu_model();
+    println!("bench: no GPU: the fronthaul CPU table only, CPU {cpu}");
+    js.insert("machine".into(), json!({ "cpu": cpu }));
     fronthaul_cpu::section(a, &mut md, &mut js)?;
     write_out(a, &md, &js)?;
-    let gpu_parts = ["throughput", "e2e", "l3fwd", "latency"];
-    Ok(if gpu_parts.iter().all(|p| a.skip.iter().any(|s| s == p)) {
+    Ok(if GPU_PARTS.iter().all(|p| a.skip.iter().any(|s| s == p)) {
         0
     } else {
         3
