@@ -1,6 +1,6 @@
 //! The CPU executor's stage list without ports or threads: parse -> acl (a ClassBench set) ->
-//! count over the set's header trace as 64 B frames (TCP / UDP / other as the trace says), in
-//! bursts of 64, each burst through `Pipeline::run_burst_mut` as a CPU worker runs it. The
+//! count over the set's header trace as 64 B frames (TCP / UDP / other as the trace says: the
+//! `gen` port's trace mode, as `gen: {trace: ...}` makes them), in bursts of 64, each burst through `Pipeline::run_burst_mut` as a CPU worker runs it. The
 //! frames stay resident, so the figure is the stages' cost alone (no generator, ring or ingest
 //! thread to share the core with). Prints the median Mpps and ns a frame of ROUNDS passes and
 //! the pass's verdict counts (the same for any build). Under callgrind the measured loop is
@@ -12,11 +12,12 @@
 
 use std::time::Instant;
 
-use pipeline::burst::{Burst, FrameDesc};
+use pipeline::burst::Burst;
 use pipeline::config::{AclStageConfig, DefaultAction, RuleFormat, StageConfig};
 use pipeline::counters::QueueCounters;
 use pipeline::meta::PacketMeta;
-use pipeline::port::gen::{build_frame, read_trace, FrameSpec};
+use pipeline::port::gen::{FrameSize, GenOptions, GenRx};
+use pipeline::port::{RxPort, RxStatus};
 use pipeline::stage::Pipeline;
 use pipeline::verdict::Verdict;
 
@@ -39,6 +40,27 @@ fn pass(
     n
 }
 
+/// The trace's frames in bursts of [`BURST`], on ports 0 and 1 alternately.
+fn trace_bursts(trace: std::path::PathBuf) -> Vec<Burst> {
+    let g = GenOptions {
+        trace: Some(trace),
+        size: FrameSize::Fixed(64),
+        ..GenOptions::default()
+    };
+    let mut rx = GenRx::new(&g, 0).expect("the trace reads");
+    let mut bursts = Vec::new();
+    loop {
+        let mut b = Burst::with_capacity(BURST, BURST * 64);
+        if let RxStatus::End = rx.rx_burst(&mut b, BURST).expect("the generator") {
+            return bursts;
+        }
+        for (i, d) in b.descs.iter_mut().enumerate() {
+            d.port = (i % 2) as u16;
+        }
+        bursts.push(b);
+    }
+}
+
 fn main() {
     let set = std::env::var("SET").unwrap_or_else(|_| "acl1_10K".into());
     let rounds: usize = std::env::var("ROUNDS")
@@ -57,25 +79,7 @@ fn main() {
         StageConfig::Count,
     ];
     let p = pipeline::stage::build(&stages, |p| p.to_path_buf()).expect("the rule set loads");
-    let trace = read_trace(dir.join(format!("{set}_trace"))).expect("the trace reads");
-    let mut bursts = Vec::new();
-    for chunk in trace.chunks(BURST) {
-        let mut b = Burst::with_capacity(BURST, BURST * 64);
-        for (i, h) in chunk.iter().enumerate() {
-            let mut s =
-                FrameSpec::tcp(h.src_ip.into(), h.dst_ip.into(), h.src_port, h.dst_port, 64);
-            s.proto = h.proto;
-            let f = build_frame(&s);
-            let d = FrameDesc {
-                len: f.len() as u32,
-                wire_len: f.len() as u32,
-                port: (i % 2) as u16,
-                ..FrameDesc::default()
-            };
-            b.push(&f, d);
-        }
-        bursts.push(b);
-    }
+    let mut bursts = trace_bursts(dir.join(format!("{set}_trace")));
     let c = QueueCounters::new(p.stages.len(), p.rule_count());
     let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
     // Warm-up, and the verdict counts of one pass.
