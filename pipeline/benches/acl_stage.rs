@@ -1,8 +1,9 @@
 //! The CPU executor's stage list without ports or threads: parse -> acl (a ClassBench set) ->
 //! count over the set's header trace as 64 B frames (TCP / UDP / other as the trace says: the
-//! `gen` port's trace mode, as `gen: {trace: ...}` makes them), in bursts of 64, each burst through `Pipeline::run_burst_mut` as a CPU worker runs it. The
-//! frames stay resident, so the figure is the stages' cost alone (no generator, ring or ingest
-//! thread to share the core with). Prints the median Mpps and ns a frame of ROUNDS passes and
+//! `gen` port's trace mode, as `gen: {trace: ...}` makes them), in bursts of 64, each burst
+//! through `Pipeline::run_burst_mut` as a CPU worker runs it. The frames stay resident, so the
+//! figure is the stages' cost alone (no generator, ring or ingest thread to share the core
+//! with). Prints the median Mpps and ns a frame of ROUNDS passes and
 //! the pass's verdict counts (the same for any build). Under callgrind the measured loop is
 //! `pass` alone: `ROUNDS=1 valgrind --tool=callgrind --toggle-collect='*acl_stage*pass*'
 //! BENCH_BIN`: Ir / (2 x frames) = instructions a frame (the warm-up pass and one round).

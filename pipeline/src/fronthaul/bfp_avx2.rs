@@ -107,10 +107,9 @@ pub fn unpack_i16(data: &[u8], width: u8, exp: u8, out: &mut [i16; PRB_SAMPLES])
 }
 
 /// PRBs of `bytes` (`3 * width` bytes each, after a udCompParam byte when `bfp`) into the cells
-/// of `out` (24 samples each),
-/// 16 bits straight, in order while a PRB's samples all fit (`width + exponent <= 16`) and its
-/// bytes are there; returns how many were decoded (see `bfp::decompress_run_i16`). Widths
-/// 8..=15 (0 PRBs otherwise).
+/// of `out` (24 samples each), 16 bits straight, in order while a PRB's samples all fit
+/// (`width + exponent <= 16`) and its bytes are there; returns how many were decoded (see
+/// `bfp::decompress_run_i16`). Widths 8..=15 (0 PRBs otherwise).
 #[target_feature(enable = "avx2")]
 pub fn unpack_run_i16(bytes: &[u8], bfp: bool, width: u8, out: &mut [i16]) -> usize {
     macro_rules! by_width {

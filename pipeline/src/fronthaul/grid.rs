@@ -315,9 +315,9 @@ impl SlotGrid {
     }
 
     /// The int16 cells of PRBs `first..first + n` of (`eaxc`, `symbol`) (consecutive in the
-    /// grid, 24 samples each) and the first one's cell number, to decode a section's PRBs straight into; `None`
-    /// when the grid is not int16 or the run leaves it. Mark what was stored with
-    /// [`Self::mark_run`].
+    /// grid, 24 samples each) and the first one's cell number, to decode a section's PRBs
+    /// straight into; `None` when the grid is not int16 or the run leaves it. Mark what was
+    /// stored with [`Self::mark_run`].
     #[inline]
     pub fn run_i16(
         &mut self,

@@ -1,10 +1,11 @@
 //! Decompressed PRBs per second of the GPU fronthaul stage itself: the composed `[fronthaul]`
-//! kernel (`pw_bulk`: a thread checks each frame, a warp decodes the PRBs of a round's frames) over device-resident O-RAN U-plane frames from the
-//! `gen` port's O-RAN mode (273 PRBs, BFP9 and BFP14, `--fh-eaxcs` eAxCs, `--fh-slots` slots,
-//! receive times on every frame so the Ta4 windows are judged), no host in the loop, timed with
-//! CUDA events; against the Rust stage on one CPU thread over the same frames (the median of
-//! `fronthaul_cpu`'s table, measured first in the same run). Checked in the same run: the stage's PRB counter grew by every PRB of every pass,
-//! and every slot grid the GPU holds equals the CPU stage's, sample for sample.
+//! kernel (`pw_bulk`: a thread checks each frame, a warp decodes the PRBs of a round's frames)
+//! over device-resident O-RAN U-plane frames from the `gen` port's O-RAN mode (273 PRBs, BFP9
+//! and BFP14, `--fh-eaxcs` eAxCs, `--fh-slots` slots, receive times on every frame so the Ta4
+//! windows are judged), no host in the loop, timed with CUDA events; against the Rust stage on
+//! one CPU thread over the same frames (the median of `fronthaul_cpu`'s table, measured first
+//! in the same run). Checked in the same run: the stage's PRB counter grew by every PRB of
+//! every pass, and every slot grid the GPU holds equals the CPU stage's, sample for sample.
 
 use anyhow::Context as _;
 use pipeline::burst::{Burst, FrameDesc};
