@@ -1,23 +1,23 @@
 //! pktwarp's data path: checked packet views (`wire`), the per-packet metadata record that
 //! crosses to the GPU (`meta`), bursts and queues, ports, stages, executors and the config.
 
-pub mod affinity;
-pub mod burst;
+pub use pktwarp_core::affinity;
+pub use pktwarp_core::burst;
 pub mod config;
 pub mod control;
-pub mod counters;
+pub use pktwarp_core::counters;
 pub mod daemon;
 pub mod executor;
 pub mod fronthaul;
-pub mod meta;
+pub use pktwarp_core::meta;
 pub mod port;
 pub mod rewrite;
-pub mod ring;
-pub mod rss;
+pub use pktwarp_core::ring;
+pub use pktwarp_core::rss;
 pub mod stage;
 pub mod steer;
 pub mod testdata;
-mod threads;
-pub mod verdict;
+pub use pktwarp_core::threads;
+pub use pktwarp_core::verdict;
 pub mod verify;
-pub mod wire;
+pub use pktwarp_wire as wire;

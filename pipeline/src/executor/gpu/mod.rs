@@ -21,7 +21,7 @@
 //! Nothing here panics on a machine without a GPU: [`probe`] and [`GpuExecutor::new`] return the
 //! reason instead.
 
-pub mod abi;
+pub use pktwarp_core::abi;
 pub mod compose;
 pub mod driver;
 pub mod kernels;

@@ -166,8 +166,8 @@ impl QueueCounters {
 
     /// Every counter the stages write, in a fixed order: what tests compare between two ways of
     /// running the same stages.
-    #[cfg(test)]
-    pub(crate) fn stage_snapshot(&self) -> Vec<u64> {
+    #[doc(hidden)]
+    pub fn stage_snapshot(&self) -> Vec<u64> {
         let mut v = vec![
             self.passed.get(),
             self.mirrored.get(),

@@ -10,7 +10,7 @@ use std::thread::{Builder, Scope, ScopedJoinHandle};
 /// 50 us slack each such sleep lasted ~70 us, which held the CPU executor's fronthaul run (two
 /// queues on 4-burst rings, ingest and workers waiting on each other) well below its
 /// one-queue rate.
-pub(crate) fn spawn_named<'scope, 'env, F, T>(
+pub fn spawn_named<'scope, 'env, F, T>(
     scope: &'scope Scope<'scope, 'env>,
     name: String,
     f: F,

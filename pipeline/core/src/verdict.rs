@@ -172,7 +172,7 @@ impl Action {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::executor::gpu::abi;
+    use crate::abi;
 
     #[test]
     fn codes_match_the_gpu_abi() {

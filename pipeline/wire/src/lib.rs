@@ -4,7 +4,7 @@
 //! `new_checked` constructor that validates the lengths (and the version / header-length fields
 //! the length depends on) once, and accessors that cannot panic or read out of bounds afterwards.
 //! The views borrow the frame; nothing is copied. The `parse` stage
-//! ([`crate::stage::parse`]) walks a frame with them.
+//! (`pipeline::stage::parse`) walks a frame with them.
 //!
 //! The views of the headers a rewrite changes (Ethernet, VLAN, IPv4, IPv6, TCP, UDP, ICMP, ARP)
 //! are generic over the buffer, `T: AsRef<[u8]>`, and have setters where the buffer is also
@@ -49,19 +49,19 @@ pub type Result<T> = core::result::Result<T, Error>;
 
 /// Big-endian u16 at `at`; callers have checked `at + 2 <= buf.len()`.
 #[inline(always)]
-pub(crate) fn be16(buf: &[u8], at: usize) -> u16 {
+pub fn be16(buf: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([buf[at], buf[at + 1]])
 }
 
 /// Big-endian u32 at `at`; callers have checked `at + 4 <= buf.len()`.
 #[inline(always)]
-pub(crate) fn be32(buf: &[u8], at: usize) -> u32 {
+pub fn be32(buf: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]])
 }
 
 /// `N` bytes at `at`; callers have checked `at + N <= buf.len()`.
 #[inline(always)]
-pub(crate) fn array<const N: usize>(buf: &[u8], at: usize) -> [u8; N] {
+pub fn array<const N: usize>(buf: &[u8], at: usize) -> [u8; N] {
     let mut out = [0u8; N];
     out.copy_from_slice(&buf[at..at + N]);
     out
@@ -69,18 +69,18 @@ pub(crate) fn array<const N: usize>(buf: &[u8], at: usize) -> [u8; N] {
 
 /// Writes a big-endian u16 at `at`; callers have checked `at + 2 <= buf.len()`.
 #[inline(always)]
-pub(crate) fn put16(buf: &mut [u8], at: usize, v: u16) {
+pub fn put16(buf: &mut [u8], at: usize, v: u16) {
     buf[at..at + 2].copy_from_slice(&v.to_be_bytes());
 }
 
 /// Writes a big-endian u32 at `at`; callers have checked `at + 4 <= buf.len()`.
 #[inline(always)]
-pub(crate) fn put32(buf: &mut [u8], at: usize, v: u32) {
+pub fn put32(buf: &mut [u8], at: usize, v: u32) {
     buf[at..at + 4].copy_from_slice(&v.to_be_bytes());
 }
 
 /// The first `len` bytes of `buf` for an `emit`, or `Truncated` when it is shorter.
 #[inline(always)]
-pub(crate) fn emit_buf(buf: &mut [u8], len: usize) -> Result<&mut [u8]> {
+pub fn emit_buf(buf: &mut [u8], len: usize) -> Result<&mut [u8]> {
     buf.get_mut(..len).ok_or(Error::Truncated)
 }
