@@ -16,6 +16,10 @@ step "sizes: no function over 150 lines, no source file over 1000"
 python3 scripts/check-sizes.py --self-test
 python3 scripts/check-sizes.py
 
+step "layers: each crate and each module of pipeline imports only the layers below it"
+python3 scripts/check-layers.py --self-test
+python3 scripts/check-layers.py
+
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 

@@ -22,6 +22,8 @@
 //! the config file, so a config works from any working directory.
 
 mod locate;
+mod output;
+pub mod settings;
 use locate::{int_range, key_at};
 
 use std::fmt;
@@ -32,58 +34,11 @@ use serde_saphyr::Spanned;
 
 use crate::port::gen::GenOptions;
 use crate::port::pcap::{PcapRxOptions, PcapTxOptions};
-
-/// A bad config: where and what.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub struct ConfigError {
-    pub file: PathBuf,
-    /// 1-based; 0 when unknown.
-    pub line: u32,
-    pub column: u32,
-    /// The key the problem is about (`ports[1].pcap.rx.loops`, `output.port`); empty when none.
-    pub key: String,
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file.display())?;
-        if self.line > 0 {
-            write!(f, ":{}:{}", self.line, self.column)?;
-        }
-        if !self.key.is_empty() {
-            write!(f, ": key `{}`", self.key)?;
-        }
-        write!(f, ": {}", self.message)
-    }
-}
-
-impl ConfigError {
-    fn at<T>(
-        file: &Path,
-        span: &Spanned<T>,
-        key: impl Into<String>,
-        msg: impl Into<String>,
-    ) -> Self {
-        ConfigError {
-            file: file.to_path_buf(),
-            line: span.referenced.line() as u32,
-            column: span.referenced.column() as u32,
-            key: key.into(),
-            message: msg.into(),
-        }
-    }
-
-    fn whole(file: &Path, key: impl Into<String>, msg: impl Into<String>) -> Self {
-        ConfigError {
-            file: file.to_path_buf(),
-            line: 0,
-            column: 0,
-            key: key.into(),
-            message: msg.into(),
-        }
-    }
-}
+pub use crate::stage::config::{
+    AclStageConfig, CustomStageConfig, DefaultAction, RuleFormat, StageConfig,
+};
+pub use pktwarp_core::config_error::ConfigError;
+pub use pktwarp_core::ring::OnFull;
 
 /// The whole config file.
 #[derive(Debug, Deserialize)]
@@ -106,13 +61,13 @@ pub struct Config {
     #[serde(default)]
     pub output: Option<OutputConfig>,
     /// The Prometheus endpoint (`listen`, `enabled`, `rule_series_cap`); see
-    /// [`crate::control::settings`]. Default: served on 127.0.0.1:9108.
+    /// [`settings`]. Default: served on 127.0.0.1:9108.
     #[serde(default)]
-    pub metrics: crate::control::settings::MetricsConfig,
+    pub metrics: settings::MetricsConfig,
     /// Reload, watchdog and shutdown (`watch_rules`, `on_stall`, `drain_timeout_ms`, ...); see
-    /// [`crate::control::settings`].
+    /// [`settings`].
     #[serde(default)]
-    pub control: crate::control::settings::ControlConfig,
+    pub control: settings::ControlConfig,
     /// Where to find this config's relative paths: the config file's folder (set by [`load`]).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -161,17 +116,6 @@ pub struct PcapPortConfig {
     pub rx: Option<PcapRxOptions>,
     #[serde(default)]
     pub tx: Option<PcapTxOptions>,
-}
-
-/// What the ingest does when a queue's ring is full.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum OnFull {
-    /// Wait for room (lossless back-pressure: right for file replay and benchmarks).
-    #[default]
-    Wait,
-    /// Drop the frames and count them as `ring_full` (what a NIC does at line rate).
-    Drop,
 }
 
 /// RX queues and their rings.
@@ -241,130 +185,6 @@ impl<'de> Deserialize<'de> for SteeringOffload {
         }
         d.deserialize_str(Words)
     }
-}
-
-/// One stage of the pipeline: `parse`, `count`, `acl: {...}` or `custom: { name: ..., ... }`.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "lowercase", deny_unknown_fields)]
-pub enum StageConfig {
-    /// Fill the packet metadata; malformed frames are dropped with reason `parse_error`.
-    Parse,
-    /// Count frames and bytes that reach this point.
-    Count,
-    /// Classify against an ACL rule file; the first matching rule's action is the verdict.
-    Acl(AclStageConfig),
-    /// A stage registered by the binary (`pipeline::stage::StageRegistry`) under `name`.
-    Custom(CustomStageConfig),
-    /// Decode O-RAN U-plane (eCPRI) frames into the slot grid; see
-    /// [`crate::fronthaul::FronthaulConfig`] for its keys. Reads the frame bytes only.
-    Fronthaul(crate::fronthaul::FronthaulConfig),
-    /// Rewrite the MACs: `{ mac: swap }` and / or `{ src: MAC, dst: MAC }`
-    /// ([`crate::rewrite::L2fwdConfig`]).
-    L2fwd(crate::rewrite::L2fwdConfig),
-    /// Push, pop or set the outermost VLAN tag ([`crate::rewrite::VlanConfig`]).
-    Vlan(crate::rewrite::VlanConfig),
-    /// `- ttl`: decrement the IPv4 TTL / IPv6 hop limit (checksum updated); 0 or 1 on arrival
-    /// drops the frame (`ttl_expired`). Needs `parse` before it.
-    Ttl,
-    /// `{ set: N }`: write the DSCP, keep ECN ([`crate::rewrite::DscpConfig`]). Needs `parse`.
-    Dscp(crate::rewrite::DscpConfig),
-    /// `{ routes: FILE }`: longest-prefix match on the destination address; the next hop's MAC
-    /// becomes the destination MAC and its port (a port of this config with a transmit side)
-    /// the frame's output port; no route: `no_route` drop. Needs `parse`. Reloaded by SIGHUP.
-    Route(crate::rewrite::RouteConfig),
-    /// `{ mac: MAC, ipv4: [...], ipv6: [...] }`: answer ARP requests and ICMP / ICMPv6 echo
-    /// requests for these addresses; the reply goes out of the ingress port
-    /// ([`crate::rewrite::RespondConfig`]). Needs `parse`.
-    Respond(crate::rewrite::RespondConfig),
-    /// `{ delay_ns: N }`: the frame's send time is its receive time plus N ns (a delay line;
-    /// [`crate::rewrite::TxTimeConfig`]); output ports send it then (pcap: the record time).
-    #[serde(rename = "tx_time")]
-    TxTime(crate::rewrite::TxTimeConfig),
-}
-
-impl StageConfig {
-    /// The stage's name: a built-in's key, or a custom stage's `name`.
-    pub fn name(&self) -> &str {
-        match self {
-            StageConfig::Parse => "parse",
-            StageConfig::Count => "count",
-            StageConfig::Acl(_) => "acl",
-            StageConfig::Custom(c) => &c.name,
-            StageConfig::Fronthaul(_) => "fronthaul",
-            StageConfig::L2fwd(_) => "l2fwd",
-            StageConfig::Vlan(_) => "vlan",
-            StageConfig::Ttl => "ttl",
-            StageConfig::Dscp(_) => "dscp",
-            StageConfig::Route(_) => "route",
-            StageConfig::Respond(_) => "respond",
-            StageConfig::TxTime(_) => "tx_time",
-        }
-    }
-}
-
-/// `custom: { name: syn_guard, min_src_port: 1024 }`: the registered stage `name`, and its
-/// options (every other key, handed to the stage's factory, which checks them).
-#[derive(Clone, Debug, PartialEq)]
-pub struct CustomStageConfig {
-    pub name: String,
-    /// A JSON object of the options (empty when there are none).
-    pub options: serde_json::Value,
-}
-
-impl<'de> Deserialize<'de> for CustomStageConfig {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        let mut map = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
-        let name = match map.remove("name") {
-            Some(serde_json::Value::String(n)) => n,
-            Some(other) => {
-                return Err(D::Error::custom(format!(
-                    "`custom.name` must be a string (a registered stage's name), got {other}"
-                )))
-            }
-            None => {
-                return Err(D::Error::custom(
-                    "a `custom` stage needs `name` (a registered stage's name)",
-                ))
-            }
-        };
-        Ok(CustomStageConfig {
-            name,
-            options: serde_json::Value::Object(map),
-        })
-    }
-}
-
-/// Rule file format for the `acl` stage.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum RuleFormat {
-    /// pktwarp's YAML rule file.
-    Yaml,
-    /// ClassBench / `dpdk-test-acl` rule lines (`@src dst sport dport proto`); `.gz` is read too.
-    Classbench,
-}
-
-/// Verdict for a frame no rule matches.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum DefaultAction {
-    #[default]
-    Pass,
-    Drop,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AclStageConfig {
-    /// Rule file. Relative to the config file.
-    pub rules: PathBuf,
-    /// Rule file format; default from the name: `.yaml`/`.yml` = yaml, else classbench.
-    #[serde(default)]
-    pub format: Option<RuleFormat>,
-    /// Verdict when no rule matches. Default `pass`.
-    #[serde(default)]
-    pub default: DefaultAction,
 }
 
 /// Which executor runs the pipeline.
@@ -473,11 +293,11 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
     validate_ports(&file, cfg)?;
     validate_queues(&file, &cfg.queues)?;
     validate_pipeline(&file, cfg)?;
-    if let Err((key, msg)) = crate::control::settings::validate(&cfg.metrics, &cfg.control) {
+    if let Err((key, msg)) = settings::validate(&cfg.metrics, &cfg.control) {
         return Err(ConfigError::whole(&file, key, msg));
     }
     check_file_roles(cfg)?;
-    crate::port::out::check_output(cfg)?;
+    output::check_output(cfg)?;
     validate_output(&file, cfg)
 }
 
@@ -829,6 +649,38 @@ pub fn check_custom_stages(
 }
 
 impl Config {
+    /// The config's receiving and transmitting port names, which verdicts and frame
+    /// descriptors index.
+    pub fn port_names(&self) -> crate::rewrite::stage::PortNames {
+        let rx = self
+            .ports
+            .iter()
+            .filter(|p| {
+                let v = &p.value;
+                v.gen.is_some() || v.is_dpdk() || v.pcap.as_ref().is_some_and(|pc| pc.rx.is_some())
+            })
+            .map(|p| p.value.name.clone())
+            .collect();
+        crate::rewrite::stage::PortNames {
+            tx: self.tx_port_names(),
+            rx,
+        }
+    }
+
+    /// From the config's `steering:` section and `queues.count`. Shadowed rules are logged.
+    pub fn build_steering(&self) -> anyhow::Result<crate::steer::Steering> {
+        let queues = self.queues.count;
+        let mut s = crate::steer::Steering::rss_only(queues)?;
+        if let Some(path) = self.steering.as_ref().and_then(|st| st.rules.as_ref()) {
+            let set = flow_rules::steering::SteerRuleSet::load(self.resolve(path))?;
+            for w in &set.warnings {
+                tracing::warn!("{w}");
+            }
+            s = crate::steer::Steering::from_rules(&set, queues)?;
+        }
+        Ok(s)
+    }
+
     /// The ports with a transmit side, in config order: a verdict's `out_port` is an index in
     /// this list (a `route` next hop names one of them).
     pub fn tx_port_names(&self) -> Vec<String> {
@@ -849,89 +701,6 @@ impl Config {
             self.base_dir.join(p)
         }
     }
-}
-
-/// The start-up checks that need the file system or the network, for `pktwarp validate` (so
-/// that validate fails where run would): every input is opened and read as run reads it (pcap
-/// RX files, gen traces: size bounds and formats included), every pcap TX path's folder
-/// exists and is writable (nothing is created), a slow-path TAP device can be made or attached
-/// (then let go; it is not brought up), and `metrics.listen` can be bound (then let go).
-/// Errors name the file, the port's line and column, and the key.
-pub fn preflight(cfg: &Config) -> Result<(), ConfigError> {
-    for (i, p) in cfg.ports.iter().enumerate() {
-        let fail = |key: String, msg: String| ConfigError::at(&cfg.path, p, key, msg);
-        if let Some(pc) = &p.value.pcap {
-            if let Some(r) = &pc.rx {
-                let mut o = r.clone();
-                o.path = cfg.resolve(&o.path);
-                crate::port::pcap::PcapRx::open(&o, i as u16)
-                    .map_err(|e| fail(format!("ports[{i}].pcap.rx.path"), e.to_string()))?;
-            }
-            if let Some(t) = &pc.tx {
-                check_output_path(&cfg.resolve(&t.path))
-                    .map_err(|m| fail(format!("ports[{i}].pcap.tx.path"), m))?;
-            }
-        }
-        if let Some(g) = &p.value.gen {
-            let mut o = g.clone();
-            let key = if o.trace.is_some() { "trace" } else { "flows" };
-            if let Some(t) = &mut o.trace {
-                *t = cfg.resolve(t);
-            }
-            crate::port::gen::GenRx::new(&o, i as u16)
-                .map_err(|e| fail(format!("ports[{i}].gen.{key}"), e.to_string()))?;
-        }
-    }
-    if let Some(t) = cfg.output.as_ref().and_then(|o| o.to_host.as_ref()) {
-        if let Some(f) = &t.value.pcap {
-            check_output_path(&cfg.resolve(f))
-                .map_err(|m| ConfigError::at(&cfg.path, t, "output.to_host.pcap", m))?;
-        }
-        if let Some(tap) = &t.value.tap {
-            crate::port::tap::TapTx::probe(&tap.name)
-                .map_err(|m| ConfigError::at(&cfg.path, t, "output.to_host.tap.name", m))?;
-        }
-    }
-    if cfg.metrics.enabled {
-        let addr = cfg
-            .metrics
-            .listen_addr()
-            .map_err(|m| ConfigError::whole(&cfg.path, "metrics.listen", m))?;
-        crate::control::http::bind(addr)
-            .map_err(|e| ConfigError::whole(&cfg.path, "metrics.listen", format!("{e:#}")))?;
-    }
-    Ok(())
-}
-
-/// A capture file can be created at `path`: its folder exists and is writable, and the path
-/// itself is not a folder.
-fn check_output_path(path: &Path) -> Result<(), String> {
-    if path.is_dir() {
-        return Err(format!("{} is a folder, not a file", path.display()));
-    }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if !dir.is_dir() {
-        return Err(format!(
-            "{}: the folder {} does not exist (create it, or write elsewhere)",
-            path.display(),
-            dir.display()
-        ));
-    }
-    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
-        .map_err(|_| format!("{}: the path holds a NUL byte", path.display()))?;
-    // SAFETY: `c` is a NUL-terminated path that outlives the call; access(2) only reads it.
-    let writable = unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0;
-    if !writable {
-        return Err(format!(
-            "{}: the folder {} is not writable",
-            path.display(),
-            dir.display()
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod executor;
 pub mod fronthaul;
 pub use pktwarp_core::meta;
 pub mod port;
+pub mod prepare;
 pub mod rewrite;
 pub use pktwarp_core::ring;
 pub use pktwarp_core::rss;

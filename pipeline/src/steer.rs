@@ -5,7 +5,6 @@
 use flow_rules::steering::{Fate, SteerKey, SteerMatcher, SteerRuleSet};
 
 use crate::burst::FrameDesc;
-use crate::config::Config;
 use crate::meta::{mf as flags, PacketMeta};
 use crate::rss::Rss;
 use crate::stage::parse;
@@ -26,20 +25,6 @@ impl Steering {
             rss: Rss::new(queues).map_err(anyhow::Error::msg)?,
             queues,
         })
-    }
-
-    /// From the config's `steering:` section and `queues.count`. Shadowed rules are logged.
-    pub fn from_config(cfg: &Config) -> anyhow::Result<Self> {
-        let queues = cfg.queues.count;
-        let mut s = Steering::rss_only(queues)?;
-        if let Some(path) = cfg.steering.as_ref().and_then(|st| st.rules.as_ref()) {
-            let set = SteerRuleSet::load(cfg.resolve(path))?;
-            for w in &set.warnings {
-                tracing::warn!("{w}");
-            }
-            s = Steering::from_rules(&set, queues)?;
-        }
-        Ok(s)
     }
 
     /// A rule set over `queues` queues (RSS for the frames no rule decides).

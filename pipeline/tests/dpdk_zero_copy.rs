@@ -145,7 +145,7 @@ fn spec(queues: usize, rules: bool) -> CpuRunSpec {
         )
         .expect("cfg");
         let c = pipeline::config::load(&cfg).expect("config");
-        steering = Steering::from_config(&c).expect("steering rules");
+        steering = c.build_steering().expect("steering rules");
     }
     CpuRunSpec {
         queues,

@@ -233,7 +233,7 @@ fn frames_in_gpu_memory_are_gathered_on_the_gpu_and_count_as_the_cpu_executor() 
                 Box::new(InGpuMemory {
                     inner,
                     pool: Arc::clone(&pool),
-                    steering: Steering::from_config(&p.cfg).expect("steering"),
+                    steering: p.cfg.build_steering().expect("steering"),
                     nq: p.cfg.queues.count as usize,
                     rx: Burst::with_capacity(64, 64 * BUF),
                     ended: false,

@@ -22,7 +22,6 @@ use pipeline::burst::{Burst, FrameDesc};
 use pipeline::counters::QueueCounters;
 use pipeline::executor::gpu::compose::{is_composed, stage_set};
 use pipeline::port::gen::{build_frame, FrameSpec};
-use pipeline::rewrite::stage::PortNames;
 use pipeline::stage::{build_for, Pipeline, Stage, StageRegistry};
 use pipeline::verdict::{Action, DropReason, Verdict};
 use pipeline::wire::{arp, icmp, ipv4};
@@ -135,7 +134,7 @@ impl Harness {
     fn new(label: &str, pipeline_yaml: &str, room: Option<usize>) -> Harness {
         let (cfg, _dir) = config(label, pipeline_yaml);
         let stages: Vec<_> = cfg.pipeline.iter().map(|s| s.value.clone()).collect();
-        let ports = PortNames::of(&cfg);
+        let ports = cfg.port_names();
         assert_eq!(ports.tx, ["wan", "lan", "out"]);
         assert_eq!(ports.ingress_out(), [WAN, LAN, DEFAULT]);
         let cpu = build_for(

@@ -225,7 +225,7 @@ fn slow_tap_child() {
     );
     assert!(e.contains("not a TAP device"), "{e}");
     // `pktwarp validate`'s preflight finds it too.
-    let e = config::preflight(&p.cfg).unwrap_err().to_string();
+    let e = pipeline::daemon::preflight(&p.cfg).unwrap_err().to_string();
     assert!(
         e.contains("output.to_host.tap.name") && e.contains("lo"),
         "{e}"

@@ -182,7 +182,7 @@ fn a_slow_path_file_that_cannot_be_written_is_a_config_error() {
         "{ port: out, to_host: { pcap: no/such/folder/slow.pcap } }",
     );
     let cfg = config::load(&path).unwrap();
-    let e = config::preflight(&cfg).unwrap_err();
+    let e = pipeline::daemon::preflight(&cfg).unwrap_err();
     assert_eq!(e.key, "output.to_host.pcap");
     assert!(
         e.line > 0 && e.to_string().contains("does not exist"),

@@ -18,7 +18,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 /// [`run`] with the `custom:` stages of `registry` usable in the config.
 pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow::Result<i32> {
     let cfg = pipeline::config::load(&args.config)?;
-    pipeline::config::preflight(&cfg)?;
+    pipeline::daemon::preflight(&cfg)?;
     let ports = cfg.ports.len();
     if cfg.executor.kind == pipeline::config::ExecutorKind::Gpu {
         // The pipeline must be one the GPU executor can generate a kernel for (stage order,

@@ -7,6 +7,7 @@
 pub mod abi;
 pub mod affinity;
 pub mod burst;
+pub mod config_error;
 pub mod counters;
 pub mod meta;
 pub mod ring;

@@ -26,6 +26,18 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
+use serde::Deserialize;
+
+/// What the ingest does when a queue's ring is full.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OnFull {
+    /// Wait for room (lossless back-pressure: right for file replay and benchmarks).
+    #[default]
+    Wait,
+    /// Drop the frames and count them as `ring_full` (what a NIC does at line rate).
+    Drop,
+}
 
 struct Shared<T> {
     slots: Box<[UnsafeCell<MaybeUninit<T>>]>,

@@ -347,3 +347,14 @@ impl AsyncWrite for Tracked {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
+impl HttpLimits {
+    /// The limits `metrics:` sets (header size and count are fixed).
+    pub fn of(m: &crate::config::settings::MetricsConfig) -> HttpLimits {
+        HttpLimits {
+            max_connections: m.max_connections,
+            idle_timeout: std::time::Duration::from_millis(m.idle_timeout_ms),
+            header_timeout: std::time::Duration::from_millis(m.header_timeout_ms),
+            ..HttpLimits::default()
+        }
+    }
+}

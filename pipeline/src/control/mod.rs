@@ -10,7 +10,7 @@
 pub mod http;
 pub mod metrics;
 pub mod reload;
-pub mod settings;
+pub use crate::config::settings;
 pub mod watchdog;
 
 use std::net::SocketAddr;
@@ -21,8 +21,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::daemon::Prepared;
 use crate::executor::cpu::CpuShared;
+use crate::prepare::Prepared;
 
 use self::http::MetricsServer;
 use self::metrics::{DaemonCollector, Exposition, StaticInfo};
@@ -231,8 +231,11 @@ impl Control {
                 info,
             )
             .with_port_counters(Arc::clone(&shared.port_counters));
-            let server =
-                MetricsServer::start_with(addr, Exposition::new(collector)?, cfg.metrics.limits())?;
+            let server = MetricsServer::start_with(
+                addr,
+                Exposition::new(collector)?,
+                http::HttpLimits::of(&cfg.metrics),
+            )?;
             tracing::info!(
                 event = "metrics_listen",
                 addr = %server.addr,

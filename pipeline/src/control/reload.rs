@@ -298,7 +298,7 @@ impl Reloader {
             return Ok((None, cfg));
         };
         let file = cfg.resolve(&acl.rules);
-        let tx = crate::rewrite::stage::PortNames::of(&cfg).tx;
+        let tx = cfg.port_names().tx;
         let stage =
             AclStage::from_config(acl, &|p| cfg.resolve(p), Some(&tx)).map_err(|e| match e
                 .downcast_ref::<RuleError>()

@@ -3,21 +3,23 @@
 //! any app built on the library.
 //!
 //! - [`ports`]: opens the config's ports;
-//! - [`prepare`]: builds the pipeline and steering and picks the executor;
+//! - [`crate::prepare`]: builds the pipeline and steering and picks the executor;
+//! - [`preflight`]: the start-up checks `pktwarp validate` runs (inputs opened, sockets bound);
 //! - [`run_cpu`] / [`run_gpu`]: run a prepared config on one executor;
 //! - [`summary`]: the totals a run reports.
 
 mod ports;
-mod prepare;
+mod preflight;
 mod run_cpu;
 mod run_gpu;
 mod summary;
 
-pub use ports::{open_ports, OpenPorts, PortSteering};
-pub use prepare::{
+pub use crate::prepare::{
     build_pipeline, build_pipeline_with, choose_executor, prepare, prepare_with, ExecutorChoice,
     Prepared,
 };
+pub use ports::{open_ports, OpenPorts, PortSteering};
+pub use preflight::preflight;
 pub use run_cpu::run_cpu;
 pub use run_gpu::run_gpu;
 pub use summary::{summarize, CustomStageSummary, GpuIngest, QueueSummary, Summary};

@@ -71,7 +71,7 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
         names: tx_names.clone(),
         mirror: None,
         all_to_default: false,
-        to_host: crate::port::out::open_to_host(cfg)?,
+        to_host: open_to_host(cfg)?,
     };
     // Where a port's transmit side goes: the default output, the mirror, the slow path, or
     // its `out_port` slot (a port is opened once, for one role).
@@ -216,4 +216,34 @@ impl OpenPorts {
         }
         out
     }
+}
+
+/// Opens the slow-path destination of `output.to_host` when it is a pcap file or a TAP device
+/// (a `port:` is opened with the other ports). A TAP that cannot be made is an error naming
+/// the config file, the line and `output.to_host.tap.name`.
+fn open_to_host(
+    cfg: &crate::config::Config,
+) -> anyhow::Result<Option<Box<dyn crate::port::TxPort>>> {
+    use anyhow::Context;
+    let Some(t) = cfg.output.as_ref().and_then(|o| o.to_host.as_ref()) else {
+        return Ok(None);
+    };
+    if let Some(f) = &t.value.pcap {
+        let opts = crate::port::pcap::PcapTxOptions::new(cfg.resolve(f));
+        let tx = crate::port::pcap::PcapTx::create(&opts).context("output.to_host.pcap")?;
+        return Ok(Some(Box::new(tx)));
+    }
+    if let Some(tap) = &t.value.tap {
+        let tx = crate::port::tap::TapTx::open(&tap.name).map_err(|message| {
+            crate::config::ConfigError {
+                file: cfg.path.clone(),
+                line: t.referenced.line() as u32,
+                column: t.referenced.column() as u32,
+                key: "output.to_host.tap.name".into(),
+                message,
+            }
+        })?;
+        return Ok(Some(Box::new(tx)));
+    }
+    Ok(None)
 }

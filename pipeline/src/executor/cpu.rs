@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::Backoff;
 
 use crate::burst::Burst;
-use crate::config::OnFull;
 use crate::counters::QueueCounters;
 use crate::meta::PacketMeta;
 use crate::port::out::{self, Destinations, OutPorts, OutTally};
 use crate::port::{PortError, RxPort, RxStatus, TxPort};
+use crate::ring::OnFull;
 use crate::ring::{self, Consumer, Producer};
 use crate::stage::Pipeline;
 use crate::steer::Steering;
@@ -69,7 +69,7 @@ pub struct CpuShared {
     /// The receiving ports' own counters for the metrics (refreshed by the control thread).
     pub port_counters: Arc<crate::port::PortCounterBoard>,
     /// The watchdog's restart requests to the GPU queue threads (unused by the CPU executor).
-    pub restarts: Arc<crate::control::watchdog::RestartBoard>,
+    pub restarts: Arc<crate::executor::restart_board::RestartBoard>,
 }
 
 impl CpuShared {
@@ -83,7 +83,9 @@ impl CpuShared {
             stop: AtomicBool::new(false),
             rx_total: AtomicU64::new(0),
             port_counters: Arc::default(),
-            restarts: Arc::new(crate::control::watchdog::RestartBoard::new(spec.queues)),
+            restarts: Arc::new(crate::executor::restart_board::RestartBoard::new(
+                spec.queues,
+            )),
         })
     }
 }

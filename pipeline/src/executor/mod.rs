@@ -1,3 +1,4 @@
 //! Executors: `cpu` (a run-to-completion worker per queue) and `gpu` (persistent / launch / graph).
 pub mod cpu;
 pub mod gpu;
+pub mod restart_board;

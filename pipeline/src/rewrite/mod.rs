@@ -141,8 +141,8 @@ impl RewriteOp {
 
 /// The value checks of a rewrite stage's config keys (the ones each op's `new` makes), for
 /// the config loader; other stages: `Ok`.
-pub fn check_stage(s: &crate::config::StageConfig) -> Result<(), ConfigError> {
-    use crate::config::StageConfig;
+pub fn check_stage(s: &crate::stage::config::StageConfig) -> Result<(), ConfigError> {
+    use crate::stage::config::StageConfig;
     match s {
         StageConfig::L2fwd(c) => L2fwd::new(c).map(drop),
         StageConfig::Vlan(c) => Vlan::new(c).map(drop),

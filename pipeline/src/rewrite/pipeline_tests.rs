@@ -5,11 +5,11 @@
 use std::net::IpAddr;
 
 use crate::burst::{Burst, FrameDesc};
-use crate::config::StageConfig;
 use crate::counters::QueueCounters;
 use crate::port::gen::{build_frame, FrameSpec};
 use crate::rewrite::config::{DscpConfig, L2fwdConfig, MacMode, RouteConfig, VlanConfig, VlanPush};
 use crate::rewrite::{Dscp, L2fwd, Outcome, RewriteOp, Route, Ttl, Vlan};
+use crate::stage::config::StageConfig;
 use crate::stage::parse::parse_frame;
 use crate::stage::{build, Pipeline};
 use crate::verdict::{Action, DropReason, Verdict};

@@ -23,22 +23,6 @@ pub struct PortNames {
 }
 
 impl PortNames {
-    pub fn of(cfg: &crate::config::Config) -> Self {
-        let rx = cfg
-            .ports
-            .iter()
-            .filter(|p| {
-                let v = &p.value;
-                v.gen.is_some() || v.is_dpdk() || v.pcap.as_ref().is_some_and(|pc| pc.rx.is_some())
-            })
-            .map(|p| p.value.name.clone())
-            .collect();
-        PortNames {
-            tx: cfg.tx_port_names(),
-            rx,
-        }
-    }
-
     /// Each receiving port's own transmit side (`out_port`), `Verdict::OUT_DEFAULT` where it
     /// has none.
     pub fn ingress_out(&self) -> Vec<u16> {

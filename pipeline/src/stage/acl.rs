@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use flow_rules::abi::{AclKey, ACL_NO_MATCH};
 use flow_rules::acl::{self, AclClassifier, AclRuleSet, RuleFormat, Verdict as RuleVerdict};
 
-use crate::config::{AclStageConfig, DefaultAction, RuleFormat as CfgFormat};
 use crate::meta::PacketMeta;
 use crate::rewrite::{Dscp, L2fwd};
+use crate::stage::config::{AclStageConfig, DefaultAction, RuleFormat as CfgFormat};
 use crate::verdict::{Action, Verdict};
 
 /// The result of classifying one frame.

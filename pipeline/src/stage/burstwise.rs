@@ -357,7 +357,7 @@ pub(super) fn run_both(
 mod tests {
     use super::*;
     use crate::burst::FrameDesc;
-    use crate::config::{AclStageConfig, DefaultAction, StageConfig};
+    use crate::stage::config::{AclStageConfig, DefaultAction, StageConfig};
 
     /// The multi-protocol capture, 400 generated IMIX frames and truncated copies (parse
     /// errors), over three ports, with NIC marks on some.

@@ -3,6 +3,7 @@ pub mod acl;
 mod burstwise;
 #[cfg(test)]
 mod burstwise_acl_tests;
+pub mod config;
 #[cfg(test)]
 mod config_tests;
 pub mod custom;
@@ -25,7 +26,7 @@ pub use run::{build, build_for, build_with, AclSlot, CustomStage, Pipeline, Stag
 /// tests of several modules run.
 #[cfg(test)]
 pub(crate) fn test_inline_filter_pipeline() -> Pipeline {
-    use crate::config::{AclStageConfig, DefaultAction, StageConfig};
+    use crate::stage::config::{AclStageConfig, DefaultAction, StageConfig};
     let rules = std::path::PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../configs/rules/inline-filter.rules.yaml"

@@ -3,7 +3,7 @@
 //! pipeline's stage-parameter generation on; a GPU executor then publishes the stages' new CUDA
 //! parameter blocks by epoch (`GpuExecutor::publish_stage_params`), as it does ACL tables.
 
-use crate::config::StageConfig;
+use crate::stage::config::StageConfig;
 use crate::stage::run::{Pipeline, Stage};
 
 /// What [`Pipeline::reload_stage_options`] did.
@@ -86,8 +86,8 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::CustomStageConfig;
     use crate::meta::PacketMeta;
+    use crate::stage::config::CustomStageConfig;
     use crate::stage::registry::{BuiltStage, GpuStage, StageFactory, StageRegistry};
     use crate::testdata::MaxLen;
     use crate::verdict::{Action, Verdict};

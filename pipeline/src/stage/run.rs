@@ -609,7 +609,7 @@ impl Default for Tally {
 /// Builds the runnable pipeline from the config's stage list (built-in stages only: a
 /// `custom:` stage is an error; see [`build_with`]).
 pub fn build(
-    stages: &[crate::config::StageConfig],
+    stages: &[crate::stage::config::StageConfig],
     resolve: impl Fn(&Path) -> std::path::PathBuf,
 ) -> anyhow::Result<Pipeline> {
     build_with(stages, resolve, &StageRegistry::default())
@@ -618,7 +618,7 @@ pub fn build(
 /// Builds the runnable pipeline from the config's stage list, with `custom:` stages from
 /// `registry`.
 pub fn build_with(
-    stages: &[crate::config::StageConfig],
+    stages: &[crate::stage::config::StageConfig],
     resolve: impl Fn(&Path) -> std::path::PathBuf,
     registry: &StageRegistry,
 ) -> anyhow::Result<Pipeline> {
@@ -630,14 +630,14 @@ pub fn build_with(
 /// (`Verdict::out_port`); a `respond` reply goes to its ingress port's transmit side. `None`:
 /// each route table's own port order, replies to the default output.
 pub fn build_for(
-    stages: &[crate::config::StageConfig],
+    stages: &[crate::stage::config::StageConfig],
     resolve: impl Fn(&Path) -> std::path::PathBuf,
     registry: &StageRegistry,
     ports: Option<&crate::rewrite::stage::PortNames>,
 ) -> anyhow::Result<Pipeline> {
     let tx_ports = ports.map(|p| &p.tx[..]);
-    use crate::config::StageConfig;
     use crate::rewrite as rw;
+    use crate::stage::config::StageConfig;
     if stages.len() > MAX_STAGES {
         anyhow::bail!(
             "a pipeline has at most {MAX_STAGES} stages, this one has {}",

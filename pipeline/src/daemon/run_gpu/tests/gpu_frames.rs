@@ -129,7 +129,7 @@ fn run_in_gpu_memory(p: &Prepared, gpu: u32, dev: &CpuStandIn, record: bool) -> 
         .map(|inner| {
             Box::new(InGpuMemory {
                 inner,
-                steering: Steering::from_config(&p.cfg).expect("steering"),
+                steering: p.cfg.build_steering().expect("steering"),
                 nq: p.cfg.queues.count as usize,
                 gpu,
                 rx: Burst::with_capacity(64, 64 * 2048),

@@ -17,7 +17,7 @@ pub fn build_pipeline(cfg: &Config) -> anyhow::Result<Pipeline> {
 pub fn build_pipeline_with(cfg: &Config, registry: &StageRegistry) -> anyhow::Result<Pipeline> {
     crate::config::check_custom_stages(cfg, registry)?;
     let stages: Vec<_> = cfg.pipeline.iter().map(|s| s.value.clone()).collect();
-    let ports = crate::rewrite::stage::PortNames::of(cfg);
+    let ports = cfg.port_names();
     stage::build_for(&stages, |p| cfg.resolve(p), registry, Some(&ports))
 }
 
@@ -77,7 +77,7 @@ pub fn prepare(cfg: Config) -> anyhow::Result<Prepared> {
 /// [`prepare`] with the `custom:` stages a binary registered.
 pub fn prepare_with(cfg: Config, registry: &StageRegistry) -> anyhow::Result<Prepared> {
     let pipeline = Arc::new(build_pipeline_with(&cfg, registry)?);
-    let steering = Arc::new(Steering::from_config(&cfg)?);
+    let steering = Arc::new(cfg.build_steering()?);
     // A stage without CUDA keeps the pipeline off the GPU: an error for `gpu`, the CPU for
     // `auto` (the reason is the choice's, logged at start).
     let refusal = pipeline.gpu_refusal();

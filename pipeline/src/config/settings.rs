@@ -66,17 +66,6 @@ impl MetricsConfig {
             .parse()
             .map_err(|e| format!("`{}` is not a host:port address: {e}", self.listen))
     }
-
-    /// The HTTP endpoint's limits (header size and count are fixed: see
-    /// [`super::http::HttpLimits`]).
-    pub fn limits(&self) -> super::http::HttpLimits {
-        super::http::HttpLimits {
-            max_connections: self.max_connections,
-            idle_timeout: std::time::Duration::from_millis(self.idle_timeout_ms),
-            header_timeout: std::time::Duration::from_millis(self.header_timeout_ms),
-            ..super::http::HttpLimits::default()
-        }
-    }
 }
 
 /// What the watchdog does with a GPU queue whose kernel stopped advancing its heartbeat while

@@ -1,0 +1,130 @@
+//! The pipeline's stage entries as the config file writes them (`pipeline:` list), and the
+//! options of the built-in stages that have their own keys.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// One stage of the pipeline: `parse`, `count`, `acl: {...}` or `custom: { name: ..., ... }`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+pub enum StageConfig {
+    /// Fill the packet metadata; malformed frames are dropped with reason `parse_error`.
+    Parse,
+    /// Count frames and bytes that reach this point.
+    Count,
+    /// Classify against an ACL rule file; the first matching rule's action is the verdict.
+    Acl(AclStageConfig),
+    /// A stage registered by the binary (`pipeline::stage::StageRegistry`) under `name`.
+    Custom(CustomStageConfig),
+    /// Decode O-RAN U-plane (eCPRI) frames into the slot grid; see
+    /// [`crate::fronthaul::FronthaulConfig`] for its keys. Reads the frame bytes only.
+    Fronthaul(crate::fronthaul::FronthaulConfig),
+    /// Rewrite the MACs: `{ mac: swap }` and / or `{ src: MAC, dst: MAC }`
+    /// ([`crate::rewrite::L2fwdConfig`]).
+    L2fwd(crate::rewrite::L2fwdConfig),
+    /// Push, pop or set the outermost VLAN tag ([`crate::rewrite::VlanConfig`]).
+    Vlan(crate::rewrite::VlanConfig),
+    /// `- ttl`: decrement the IPv4 TTL / IPv6 hop limit (checksum updated); 0 or 1 on arrival
+    /// drops the frame (`ttl_expired`). Needs `parse` before it.
+    Ttl,
+    /// `{ set: N }`: write the DSCP, keep ECN ([`crate::rewrite::DscpConfig`]). Needs `parse`.
+    Dscp(crate::rewrite::DscpConfig),
+    /// `{ routes: FILE }`: longest-prefix match on the destination address; the next hop's MAC
+    /// becomes the destination MAC and its port (a port of this config with a transmit side)
+    /// the frame's output port; no route: `no_route` drop. Needs `parse`. Reloaded by SIGHUP.
+    Route(crate::rewrite::RouteConfig),
+    /// `{ mac: MAC, ipv4: [...], ipv6: [...] }`: answer ARP requests and ICMP / ICMPv6 echo
+    /// requests for these addresses; the reply goes out of the ingress port
+    /// ([`crate::rewrite::RespondConfig`]). Needs `parse`.
+    Respond(crate::rewrite::RespondConfig),
+    /// `{ delay_ns: N }`: the frame's send time is its receive time plus N ns (a delay line;
+    /// [`crate::rewrite::TxTimeConfig`]); output ports send it then (pcap: the record time).
+    #[serde(rename = "tx_time")]
+    TxTime(crate::rewrite::TxTimeConfig),
+}
+
+impl StageConfig {
+    /// The stage's name: a built-in's key, or a custom stage's `name`.
+    pub fn name(&self) -> &str {
+        match self {
+            StageConfig::Parse => "parse",
+            StageConfig::Count => "count",
+            StageConfig::Acl(_) => "acl",
+            StageConfig::Custom(c) => &c.name,
+            StageConfig::Fronthaul(_) => "fronthaul",
+            StageConfig::L2fwd(_) => "l2fwd",
+            StageConfig::Vlan(_) => "vlan",
+            StageConfig::Ttl => "ttl",
+            StageConfig::Dscp(_) => "dscp",
+            StageConfig::Route(_) => "route",
+            StageConfig::Respond(_) => "respond",
+            StageConfig::TxTime(_) => "tx_time",
+        }
+    }
+}
+
+/// `custom: { name: syn_guard, min_src_port: 1024 }`: the registered stage `name`, and its
+/// options (every other key, handed to the stage's factory, which checks them).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CustomStageConfig {
+    pub name: String,
+    /// A JSON object of the options (empty when there are none).
+    pub options: serde_json::Value,
+}
+
+impl<'de> Deserialize<'de> for CustomStageConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut map = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+        let name = match map.remove("name") {
+            Some(serde_json::Value::String(n)) => n,
+            Some(other) => {
+                return Err(D::Error::custom(format!(
+                    "`custom.name` must be a string (a registered stage's name), got {other}"
+                )))
+            }
+            None => {
+                return Err(D::Error::custom(
+                    "a `custom` stage needs `name` (a registered stage's name)",
+                ))
+            }
+        };
+        Ok(CustomStageConfig {
+            name,
+            options: serde_json::Value::Object(map),
+        })
+    }
+}
+
+/// Rule file format for the `acl` stage.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleFormat {
+    /// pktwarp's YAML rule file.
+    Yaml,
+    /// ClassBench / `dpdk-test-acl` rule lines (`@src dst sport dport proto`); `.gz` is read too.
+    Classbench,
+}
+
+/// Verdict for a frame no rule matches.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DefaultAction {
+    #[default]
+    Pass,
+    Drop,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AclStageConfig {
+    /// Rule file. Relative to the config file.
+    pub rules: PathBuf,
+    /// Rule file format; default from the name: `.yaml`/`.yml` = yaml, else classbench.
+    #[serde(default)]
+    pub format: Option<RuleFormat>,
+    /// Verdict when no rule matches. Default `pass`.
+    #[serde(default)]
+    pub default: DefaultAction,
+}

@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Checks the layering of the library: each layer imports only the layers below it.
+
+Two levels:
+- crates: the workspace's path dependencies (`cargo metadata`) must follow CRATE_ORDER (a crate
+  may depend only on crates listed before it); Cargo already refuses a cycle, this also refuses
+  an upward edge such as pktwarp-core depending on pipeline;
+- the modules of the `pipeline` crate: every `crate::MODULE` path in a top-level module's
+  non-test code must name a module of the same or a lower layer of MODULE_LAYERS.
+
+An edge that breaks the order is an error, unless KNOWN_UPWARD lists it with its reason: those
+are the debt still to pay (the fronthaul is welded into the core until it becomes a crate of its
+own). A listed edge that no longer exists is an error too, so the list only shrinks.
+
+Usage (repository root): scripts/check-layers.py [--graph]
+                         scripts/check-layers.py --self-test
+  --graph  print the module graph (edge counts) as well
+Exit status 1 on an upward edge or a stale KNOWN_UPWARD entry, naming the files that import.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+# Bottom to top. A crate may depend only on crates before it.
+CRATE_ORDER = [
+    "dpdk-sys",
+    "pktwarp-kernels",
+    "pktwarp-wire",
+    "flow-rules",
+    "pktwarp-core",
+    "pipeline",
+    "pktwarp",
+    "pktwarp-apps",
+]
+
+# The pipeline crate's top-level modules, bottom to top; modules of one layer may import each
+# other. Every top-level module must be listed.
+MODULE_LAYERS = [
+    # stages: the Rust implementations and their options (rewrite stages are stages too)
+    {"stage", "rewrite"},
+    {"steer"},  # software steering and RSS over queues
+    {"port"},  # pcap, gen, dpdk, tap ports; output destinations
+    {"executor"},  # cpu workers, GPU queues and kernels
+    {"config"},  # the YAML document: parses and checks, opens nothing
+    {"prepare"},  # a config turned into a pipeline, steering and an executor choice
+    {"control"},  # the control thread: metrics, reload, watchdog, signals
+    {"daemon"},  # runs a prepared config end to end
+    {"verify"},  # CPU against GPU executor, frame by frame
+    {"testdata"},  # fixtures for tests and benches
+    {"fronthaul"},  # the 5G front end: an application of the layers below
+]
+
+# (from, to) -> why the upward edge is still there.
+KNOWN_UPWARD = {
+    ("stage", "fronthaul"): "the fronthaul stage is an arm of the Stage enum until stages "
+    "come through one descriptor",
+    ("port", "fronthaul"): "the gen port's O-RAN mode builds U-plane frames with the "
+    "fronthaul crate's encoder",
+    ("executor", "fronthaul"): "the GPU executor keeps the fronthaul stage's handed-slot log",
+    ("control", "fronthaul"): "the control thread registers the fronthaul metric families",
+    ("daemon", "fronthaul"): "the daemon runs the fronthaul completion poll and sinks",
+}
+
+SRC = "pipeline/src"
+
+
+def strip_comments(src):
+    return re.sub(r"//[^\n]*", "", src)
+
+
+def strip_test_items(src):
+    """The source without `#[cfg(test)]` items (a module block or a one-line item)."""
+    out, i = [], 0
+    while True:
+        j = src.find("#[cfg(test)]", i)
+        if j < 0:
+            out.append(src[i:])
+            return "".join(out)
+        out.append(src[i:j])
+        brace, semi = src.find("{", j), src.find(";", j)
+        if semi != -1 and (brace == -1 or semi < brace):
+            i = semi + 1
+            continue
+        depth, p = 0, brace
+        while p < len(src):
+            if src[p] == "{":
+                depth += 1
+            elif src[p] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            p += 1
+        i = p + 1
+
+
+def is_test_file(rel):
+    parts = rel.split("/")
+    name = parts[-1]
+    return name == "tests.rs" or name.endswith("_tests.rs") or "tests" in parts[:-1]
+
+
+def imports(src, modules, own):
+    """The top-level modules `src` names through `crate::`."""
+    found = set()
+    for m in re.finditer(r"crate::(\w+)", src):
+        found.add(m.group(1))
+    for m in re.finditer(r"crate::\{([^}]*)\}", src):
+        found.update(re.findall(r"(?:^|[,\s{])(\w+)", m.group(1)))
+    return {t for t in found if t in modules and t != own}
+
+
+def module_edges(root):
+    """{(from, to): [files]} over the non-test code of `root`'s top-level modules."""
+    modules = {e[:-3] if e.endswith(".rs") else e for e in os.listdir(root) if e != "lib.rs"}
+    edges = {}
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            if not f.endswith(".rs"):
+                continue
+            path = os.path.join(dirpath, f)
+            rel = os.path.relpath(path, root)
+            if rel == "lib.rs" or is_test_file(rel):
+                continue
+            top = rel.split("/")[0]
+            top = top[:-3] if top.endswith(".rs") else top
+            with open(path, encoding="utf-8") as fh:
+                src = strip_test_items(strip_comments(fh.read()))
+            for t in imports(src, modules, top):
+                edges.setdefault((top, t), []).append(os.path.join(root, rel))
+    return modules, edges
+
+
+def check_modules(modules, edges, layers, known):
+    errors = []
+    level = {}
+    for i, layer in enumerate(layers):
+        for m in layer:
+            level[m] = i
+    for m in sorted(modules - set(level)):
+        errors.append(f"{SRC}/{m}: a top-level module that MODULE_LAYERS does not place")
+    upward = set()
+    for (a, b), files in sorted(edges.items()):
+        if a not in level or b not in level or level[b] <= level[a]:
+            continue
+        upward.add((a, b))
+        if (a, b) not in known:
+            errors.append(
+                f"`{a}` imports `{b}`, a layer above it, in: {', '.join(sorted(set(files)))}"
+            )
+    for a, b in sorted(set(known) - upward):
+        errors.append(f"KNOWN_UPWARD lists `{a}` -> `{b}`, which is gone: take it off the list")
+    return errors
+
+
+def check_crates():
+    out = subprocess.run(
+        ["cargo", "metadata", "--format-version", "1", "--no-deps", "--offline"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    meta = json.loads(out)
+    errors = []
+    rank = {n: i for i, n in enumerate(CRATE_ORDER)}
+    for p in meta["packages"]:
+        name = p["name"]
+        if name not in rank:
+            errors.append(f"crate `{name}`: not placed in CRATE_ORDER")
+            continue
+        for d in p["dependencies"]:
+            if d.get("path") is None or d["name"] not in rank:
+                continue
+            if d.get("kind") == "dev":
+                continue
+            if rank[d["name"]] >= rank[name]:
+                errors.append(f"crate `{name}` depends on `{d['name']}`, which is not below it")
+    return errors
+
+
+def self_test():
+    layers = [{"a"}, {"b"}, {"c"}]
+    mods = {"a", "b", "c"}
+    assert check_modules(mods, {("b", "a"): ["x"]}, layers, {}) == []
+    errs = check_modules(mods, {("a", "c"): ["f.rs"]}, layers, {})
+    assert len(errs) == 1 and "`a` imports `c`" in errs[0] and "f.rs" in errs[0], errs
+    assert check_modules(mods, {("a", "c"): ["f"]}, layers, {("a", "c"): "why"}) == []
+    stale = check_modules(mods, {}, layers, {("a", "c"): "why"})
+    assert len(stale) == 1 and "gone" in stale[0], stale
+    unplaced = check_modules(mods | {"d"}, {}, layers, {})
+    assert len(unplaced) == 1 and "does not place" in unplaced[0], unplaced
+    src = "use crate::a::X;\n#[cfg(test)]\nmod tests { use crate::c::Y; }\nfn f() { crate::{b, a}; }"
+    assert imports(strip_test_items(src), mods, "z") == {"a", "b"}
+    assert imports(strip_comments("// crate::c::x\n"), mods, "z") == set()
+    assert is_test_file("daemon/run_gpu/tests/gpu.rs") and is_test_file("stage/x_tests.rs")
+    assert not is_test_file("stage/run.rs")
+    print("check-layers: self-test passed")
+
+
+def main():
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+        return 0
+    modules, edges = module_edges(SRC)
+    if "--graph" in sys.argv[1:]:
+        for (a, b), files in sorted(edges.items()):
+            print(f"{a} -> {b}: {len(files)}")
+    errors = check_crates() + check_modules(modules, edges, MODULE_LAYERS, KNOWN_UPWARD)
+    for e in errors:
+        print(f"check-layers: {e}", file=sys.stderr)
+    if errors:
+        return 1
+    print(
+        f"check-layers: {len(CRATE_ORDER)} crates and {len(modules)} modules of {SRC} in order; "
+        f"{len(KNOWN_UPWARD)} known upward edges (all into `fronthaul`)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
