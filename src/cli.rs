@@ -50,6 +50,8 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Show (and with --emit write) the GPU kernel a config's pipeline runs.
     Kernels(cmd::kernels::Args),
+    /// List the stages this binary knows (built-in and registered), from the stage registry.
+    Stages(cmd::stages::Args),
 }
 
 /// Runs the subcommand named on this process's command line, with `registry`'s stages usable
@@ -90,6 +92,7 @@ pub fn run_with(registry: &StageRegistry, args: impl IntoIterator<Item = OsStrin
         Command::Verify(a) => cmd::verify::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Kernels(a) => cmd::kernels::run_with(a, registry),
+        Command::Stages(a) => cmd::stages::run_with(a, registry),
     };
     match result {
         Ok(code) => code,

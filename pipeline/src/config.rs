@@ -247,6 +247,22 @@ pub struct ToHostConfig {
     pub tap: Option<crate::port::tap::TapOptions>,
 }
 
+/// serde's "unknown variant" of a `pipeline:` entry, said with the stage registry's names.
+fn unknown_stage(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown variant `")?;
+    let (name, tail) = rest.split_once('`')?;
+    // Only the stage enum lists `custom` among its variants.
+    if !tail.contains(crate::stage::descriptor::CUSTOM_KEY) {
+        return None;
+    }
+    let names: Vec<&str> = crate::stage::BUILTINS.iter().map(|d| d.name).collect();
+    Some(format!(
+        "unknown stage `{name}`: the built-in stages are {}; a stage the binary registered is \
+         written `custom: {{ name: NAME, ... }}`",
+        names.join(", ")
+    ))
+}
+
 /// Longest config file read: 16 MiB (a config is a few KiB; rule sets live in their own files).
 pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
@@ -270,6 +286,9 @@ pub fn parse_str(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let mut message = e.without_snippet().to_string().trim().to_string();
         if let Some(r) = int_range(&message) {
             message = format!("{message} (allowed range {r})");
+        }
+        if let Some(m) = unknown_stage(&message) {
+            message = m;
         }
         ConfigError {
             file: path.to_path_buf(),

@@ -8,6 +8,7 @@ pub mod kernels;
 pub mod parse;
 pub mod progress;
 pub mod run;
+pub mod stages;
 pub mod validate;
 pub mod verify;
 

@@ -20,7 +20,6 @@ use flow_rules::error::RuleError;
 
 use crate::config::{self, StageConfig};
 use crate::stage::acl::AclStage;
-use crate::stage::registry::BUILTIN_STAGES;
 use crate::stage::Pipeline;
 
 use super::ControlState;
@@ -274,7 +273,7 @@ impl Reloader {
             // every reload would refuse it: say how to make the config describe it.
             let spliced: Vec<&String> = now
                 .iter()
-                .filter(|n| !new.contains(n) && !BUILTIN_STAGES.contains(&n.as_str()))
+                .filter(|n| !new.contains(n) && !crate::stage::descriptor::is_reserved(n))
                 .collect();
             let hint = if spliced.is_empty() {
                 String::new()

@@ -665,3 +665,22 @@ impl crate::stage::CustomStage for FronthaulStage {
 
 /// Symbols per slot, re-exported for sinks that index the grid.
 pub const SYMBOLS: usize = SYMBOLS_PER_SLOT as usize;
+
+/// The `fronthaul` stage, described ([`crate::stage::descriptor`]).
+pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
+    crate::stage::descriptor::StageDescriptor {
+        name: "fronthaul",
+        usage: "`fronthaul: {...}`",
+        summary: "O-RAN 7.2x U-plane decode (BFP / none, static or dynamic udCompHdr) into the slot grid; malformed frames dropped as `fronthaul_reject`; on the GPU only with `eaxcs` listed: see [5G fronthaul](#5g-fronthaul)",
+        needs: crate::stage::descriptor::StageNeeds {
+        reads_payload: true,
+        reads_time: true,
+        ..crate::stage::descriptor::StageNeeds::NONE
+    },
+        drop_reasons: &[crate::verdict::DropReason::FronthaulReject, crate::verdict::DropReason::StageDrop],
+        counters: &[],
+        gpu: crate::stage::descriptor::GpuImpl::Library {
+        function: "pw_stage_fronthaul",
+    },
+        reloads: false,
+    };

@@ -53,6 +53,25 @@ impl Dscp {
     }
 }
 
+/// The `dscp` stage, described ([`crate::stage::descriptor`]).
+pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
+    crate::stage::descriptor::StageDescriptor {
+        name: "dscp",
+        usage: "`dscp: { set: N }`",
+        summary: "writes the DSCP, keeps ECN (IPv4 checksum updated)",
+        needs: crate::stage::descriptor::StageNeeds {
+            reads_meta: true,
+            writes_frame: true,
+            ..crate::stage::descriptor::StageNeeds::NONE
+        },
+        drop_reasons: &[],
+        counters: &[],
+        gpu: crate::stage::descriptor::GpuImpl::Library {
+            function: "pw_stage_dscp",
+        },
+        reloads: false,
+    };
+
 #[cfg(test)]
 mod tests {
     use super::*;

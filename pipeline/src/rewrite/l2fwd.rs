@@ -63,6 +63,24 @@ impl L2fwd {
     }
 }
 
+/// The `l2fwd` stage, described ([`crate::stage::descriptor`]).
+pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
+    crate::stage::descriptor::StageDescriptor {
+        name: "l2fwd",
+        usage: "`l2fwd: { mac: swap }` / `{ src: MAC, dst: MAC }`",
+        summary: "rewrites the MAC addresses",
+        needs: crate::stage::descriptor::StageNeeds {
+            writes_frame: true,
+            ..crate::stage::descriptor::StageNeeds::NONE
+        },
+        drop_reasons: &[],
+        counters: &[],
+        gpu: crate::stage::descriptor::GpuImpl::Library {
+            function: "pw_stage_l2fwd",
+        },
+        reloads: false,
+    };
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -226,6 +226,25 @@ impl Respond {
     }
 }
 
+/// The `respond` stage, described ([`crate::stage::descriptor`]).
+pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
+    crate::stage::descriptor::StageDescriptor {
+        name: "respond",
+        usage: "`respond: { mac, ipv4: [...], ipv6: [...] }`",
+        summary: "answers ARP requests and ICMP / ICMPv6 echo requests for these addresses in place, out of the ingress port (`arp_replies`, `icmp_echo_replies`, `icmpv6_echo_replies` in the summary)",
+        needs: crate::stage::descriptor::StageNeeds {
+        reads_meta: true,
+        writes_frame: true,
+        ..crate::stage::descriptor::StageNeeds::NONE
+    },
+        drop_reasons: &[],
+        counters: &COUNTER_NAMES,
+        gpu: crate::stage::descriptor::GpuImpl::Library {
+        function: "pw_stage_respond",
+    },
+        reloads: false,
+    };
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -69,6 +69,25 @@ impl Route {
     }
 }
 
+/// The `route` stage, described ([`crate::stage::descriptor`]).
+pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
+    crate::stage::descriptor::StageDescriptor {
+        name: "route",
+        usage: "`route: { routes: FILE }`",
+        summary: "longest-prefix match (IPv4 DIR-24-8, IPv6) of the destination: next hop's MAC as destination, its `port` as the frame's output port; none: `no_route` drop. `kill -HUP`: see below",
+        needs: crate::stage::descriptor::StageNeeds {
+        reads_meta: true,
+        writes_frame: true,
+        ..crate::stage::descriptor::StageNeeds::NONE
+    },
+        drop_reasons: &[crate::verdict::DropReason::NoRoute],
+        counters: &[],
+        gpu: crate::stage::descriptor::GpuImpl::Library {
+        function: "pw_stage_route",
+    },
+        reloads: true,
+    };
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,6 +55,25 @@ impl Ttl {
     }
 }
 
+/// The `ttl` stage, described ([`crate::stage::descriptor`]).
+pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
+    crate::stage::descriptor::StageDescriptor {
+        name: "ttl",
+        usage: "`ttl`",
+        summary: "decrements the IPv4 TTL (checksum updated) / IPv6 hop limit; 0 or 1 on arrival: `ttl_expired` drop",
+        needs: crate::stage::descriptor::StageNeeds {
+        reads_meta: true,
+        writes_frame: true,
+        ..crate::stage::descriptor::StageNeeds::NONE
+    },
+        drop_reasons: &[crate::verdict::DropReason::TtlExpired],
+        counters: &[],
+        gpu: crate::stage::descriptor::GpuImpl::Library {
+        function: "pw_stage_ttl",
+    },
+        reloads: false,
+    };
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -58,6 +58,25 @@ impl TxTime {
     }
 }
 
+/// The `tx_time` stage, described ([`crate::stage::descriptor`]).
+pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
+    crate::stage::descriptor::StageDescriptor {
+        name: "tx_time",
+        usage: "`tx_time: { delay_ns: N }`",
+        summary: "the frame's send time = its receive time + N ns (0 ..= 60 s; a delay line); output ports honour it: pcap writes it as the record time, DPDK sends then (Tx timestamp offload, else paced in software); a frame without a receive time is sent at once",
+        needs: crate::stage::descriptor::StageNeeds {
+        reads_time: true,
+        sets_send_time: true,
+        ..crate::stage::descriptor::StageNeeds::NONE
+    },
+        drop_reasons: &[],
+        counters: &[],
+        gpu: crate::stage::descriptor::GpuImpl::Library {
+        function: "pw_stage_tx_time",
+    },
+        reloads: false,
+    };
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -156,6 +156,24 @@ impl Vlan {
     }
 }
 
+/// The `vlan` stage, described ([`crate::stage::descriptor`]).
+pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
+    crate::stage::descriptor::StageDescriptor {
+        name: "vlan",
+        usage: "`vlan: { push: { vid, pcp, tpid } }` / `{ pop: true }` / `{ set: { vid, pcp } }`",
+        summary: "the outermost VLAN tag (a push grows the frame 4 bytes in its frame room; without the room: `too_long` drop)",
+        needs: crate::stage::descriptor::StageNeeds {
+        writes_frame: true,
+        ..crate::stage::descriptor::StageNeeds::NONE
+    },
+        drop_reasons: &[crate::verdict::DropReason::TooLong],
+        counters: &[],
+        gpu: crate::stage::descriptor::GpuImpl::Library {
+        function: "pw_stage_vlan",
+    },
+        reloads: false,
+    };
+
 #[cfg(test)]
 mod tests {
     use super::*;

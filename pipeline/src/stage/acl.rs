@@ -206,6 +206,19 @@ impl AclStage {
     }
 }
 
+/// The `acl` stage, described ([`crate::stage::descriptor`]).
+pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
+    crate::stage::descriptor::StageDescriptor {
+        name: "acl",
+        usage: "`acl: { rules, default }`",
+        summary: "first matching rule's action: pass, drop, mirror, to-host, mark, and what it rewrites (`set:`, below); `kill -HUP` reloads the rules",
+        needs: crate::stage::descriptor::StageNeeds::META,
+        drop_reasons: &[crate::verdict::DropReason::AclDrop],
+        counters: &[],
+        gpu: crate::stage::descriptor::GpuImpl::Fused,
+        reloads: true,
+    };
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,21 +45,30 @@ pub enum StageConfig {
 }
 
 impl StageConfig {
+    /// The built-in stage's descriptor; `None` for a `custom:` stage.
+    pub fn descriptor(&self) -> Option<&'static crate::stage::StageDescriptor> {
+        use crate::rewrite as rw;
+        Some(match self {
+            StageConfig::Parse => &crate::stage::parse::DESCRIPTOR,
+            StageConfig::Count => &crate::stage::count::DESCRIPTOR,
+            StageConfig::Acl(_) => &crate::stage::acl::DESCRIPTOR,
+            StageConfig::Custom(_) => return None,
+            StageConfig::Fronthaul(_) => &crate::fronthaul::stage::DESCRIPTOR,
+            StageConfig::L2fwd(_) => &rw::l2fwd::DESCRIPTOR,
+            StageConfig::Vlan(_) => &rw::vlan::DESCRIPTOR,
+            StageConfig::Ttl => &rw::ttl::DESCRIPTOR,
+            StageConfig::Dscp(_) => &rw::dscp::DESCRIPTOR,
+            StageConfig::Route(_) => &rw::route::DESCRIPTOR,
+            StageConfig::Respond(_) => &rw::respond::DESCRIPTOR,
+            StageConfig::TxTime(_) => &rw::tx_time::DESCRIPTOR,
+        })
+    }
+
     /// The stage's name: a built-in's key, or a custom stage's `name`.
     pub fn name(&self) -> &str {
         match self {
-            StageConfig::Parse => "parse",
-            StageConfig::Count => "count",
-            StageConfig::Acl(_) => "acl",
             StageConfig::Custom(c) => &c.name,
-            StageConfig::Fronthaul(_) => "fronthaul",
-            StageConfig::L2fwd(_) => "l2fwd",
-            StageConfig::Vlan(_) => "vlan",
-            StageConfig::Ttl => "ttl",
-            StageConfig::Dscp(_) => "dscp",
-            StageConfig::Route(_) => "route",
-            StageConfig::Respond(_) => "respond",
-            StageConfig::TxTime(_) => "tx_time",
+            s => s.descriptor().map_or("", |d| d.name),
         }
     }
 }

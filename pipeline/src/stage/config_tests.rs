@@ -70,6 +70,18 @@ fn custom_stage_yaml_keeps_name_and_options() {
     config::check_custom_stages(&cfg, &registry()).unwrap();
 }
 
+/// An unknown stage key is answered with the registry's names, at its line and column.
+#[test]
+fn an_unknown_stage_names_the_registrys_stages() {
+    let e = parse("  - parse\n  - sample\n  - count").unwrap_err();
+    assert_eq!((e.line, e.column), (6, 5), "{e}");
+    assert!(e.message.starts_with("unknown stage `sample`"), "{e}");
+    for d in crate::stage::BUILTINS {
+        assert!(e.message.contains(d.name), "{} missing: {e}", d.name);
+    }
+    assert!(e.message.contains("custom: { name: NAME"), "{e}");
+}
+
 #[test]
 fn custom_without_a_string_name_is_a_config_error_with_a_line() {
     for (stage, want) in [

@@ -6,7 +6,9 @@ mod burstwise_acl_tests;
 pub mod config;
 #[cfg(test)]
 mod config_tests;
+pub mod count;
 pub mod custom;
+pub mod descriptor;
 #[cfg(test)]
 mod fronthaul_tests;
 pub mod gpu_list;
@@ -18,6 +20,7 @@ mod reload_tests;
 pub mod run;
 
 pub use custom::CustomSlot;
+pub use descriptor::{GpuImpl, StageDescriptor, StageNeeds, BUILTINS};
 pub use gpu_list::{GpuParams, GpuStageKind, GpuStageRef};
 pub use registry::{BuiltStage, GpuStage, StageFactory, StageRegistry};
 pub use run::{build, build_for, build_with, AclSlot, CustomStage, Pipeline, Stage};

@@ -616,6 +616,19 @@ pub mod cuda_host {
     }
 }
 
+/// The `parse` stage, described ([`crate::stage::descriptor`]).
+pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
+    crate::stage::descriptor::StageDescriptor {
+        name: "parse",
+        usage: "`parse`",
+        summary: "fills the packet metadata; malformed frames are dropped as `parse_error`",
+        needs: crate::stage::descriptor::StageNeeds::NONE,
+        drop_reasons: &[crate::verdict::DropReason::ParseError],
+        counters: &[],
+        gpu: crate::stage::descriptor::GpuImpl::Fused,
+        reloads: false,
+    };
+
 #[cfg(test)]
 mod tests {
     use super::*;

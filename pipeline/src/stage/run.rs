@@ -13,6 +13,7 @@ use crate::meta::PacketMeta;
 use crate::rewrite::stage::RouteState;
 use crate::stage::acl::{AclResult, AclStage};
 use crate::stage::custom::CustomSlot;
+use crate::stage::descriptor::StageDescriptor;
 use crate::stage::parse;
 use crate::stage::registry::StageRegistry;
 use crate::verdict::{Action, DropReason, Verdict};
@@ -85,51 +86,59 @@ impl AclSlot {
 }
 
 impl Stage {
+    /// The built-in stage's descriptor; `None` for a registered (`custom:`) stage, whose
+    /// description its factory and built stage give.
+    pub fn descriptor(&self) -> Option<&'static StageDescriptor> {
+        use crate::rewrite as rw;
+        Some(match self {
+            Stage::Parse => &parse::DESCRIPTOR,
+            Stage::Count => &crate::stage::count::DESCRIPTOR,
+            Stage::Acl(_) => &crate::stage::acl::DESCRIPTOR,
+            Stage::Custom(_) => return None,
+            Stage::Fronthaul(_) => &crate::fronthaul::stage::DESCRIPTOR,
+            Stage::L2fwd(_) => &rw::l2fwd::DESCRIPTOR,
+            Stage::Vlan(_) => &rw::vlan::DESCRIPTOR,
+            Stage::Ttl(_) => &rw::ttl::DESCRIPTOR,
+            Stage::Dscp(_) => &rw::dscp::DESCRIPTOR,
+            Stage::Route(_) => &rw::route::DESCRIPTOR,
+            Stage::Respond(_) => &rw::respond::DESCRIPTOR,
+            Stage::TxTime(_) => &rw::tx_time::DESCRIPTOR,
+        })
+    }
+
     /// The stage's name in the config, logs and metrics: a built-in's key, or a custom stage's
     /// registered name.
     pub fn name(&self) -> &str {
         match self {
-            Stage::Parse => "parse",
-            Stage::Count => "count",
-            Stage::Acl(_) => "acl",
             Stage::Custom(c) => c.name(),
-            Stage::Fronthaul(_) => "fronthaul",
-            Stage::L2fwd(_) => "l2fwd",
-            Stage::Vlan(_) => "vlan",
-            Stage::Ttl(_) => "ttl",
-            Stage::Dscp(_) => "dscp",
-            Stage::Route(_) => "route",
-            Stage::Respond(_) => "respond",
-            Stage::TxTime(_) => "tx_time",
+            s => s.descriptor().map_or("", |d| d.name),
         }
     }
 
     /// Whether the stage reads the packet metadata (needs `parse` before it).
     pub fn reads_meta(&self) -> bool {
         match self {
-            Stage::Parse | Stage::Count | Stage::Fronthaul(_) => false,
-            Stage::L2fwd(_) | Stage::Vlan(_) | Stage::TxTime(_) => false,
-            Stage::Acl(_) | Stage::Ttl(_) | Stage::Dscp(_) | Stage::Route(_) => true,
-            Stage::Respond(_) => true,
             Stage::Custom(c) => c.reads_meta(),
+            s => s.descriptor().is_some_and(|d| d.needs.reads_meta),
+        }
+    }
+
+    /// The drop reasons the stage may give.
+    pub fn drop_reasons(&self) -> &'static [DropReason] {
+        match self {
+            Stage::Custom(_) => &[DropReason::StageDrop],
+            s => s.descriptor().map_or(&[], |d| d.drop_reasons),
         }
     }
 
     /// Whether the stage changes frame bytes (a rewrite stage, or an `acl` stage whose rule
     /// set has rewrite actions: a reload never changes that, see [`Pipeline::check_acl_reload`]).
     pub fn rewrites(&self) -> bool {
-        if let Stage::Acl(a) = self {
-            return a.current().has_rewrites();
+        match self {
+            Stage::Acl(a) => a.current().has_rewrites(),
+            Stage::Custom(_) => false,
+            s => s.descriptor().is_some_and(|d| d.needs.writes_frame),
         }
-        matches!(
-            self,
-            Stage::L2fwd(_)
-                | Stage::Vlan(_)
-                | Stage::Ttl(_)
-                | Stage::Dscp(_)
-                | Stage::Route(_)
-                | Stage::Respond(_)
-        )
     }
 }
 

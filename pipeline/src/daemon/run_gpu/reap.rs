@@ -19,22 +19,6 @@ pub(crate) struct Reaper {
     pub after_acl: [bool; DropReason::COUNT],
 }
 
-/// The drop reasons a stage may give.
-fn drop_reasons(s: &Stage) -> &'static [DropReason] {
-    match s {
-        Stage::Parse => &[DropReason::ParseError],
-        Stage::Acl(_) => &[DropReason::AclDrop],
-        Stage::Route(_) => &[DropReason::NoRoute],
-        Stage::Ttl(_) => &[DropReason::TtlExpired],
-        Stage::Vlan(_) => &[DropReason::TooLong],
-        Stage::Fronthaul(_) => &[DropReason::FronthaulReject, DropReason::StageDrop],
-        Stage::Custom(_) => &[DropReason::StageDrop],
-        Stage::Count | Stage::L2fwd(_) | Stage::Dscp(_) | Stage::Respond(_) | Stage::TxTime(_) => {
-            &[]
-        }
-    }
-}
-
 /// [`Reaper::after_acl`] of a pipeline: reasons of the stages after its acl stage that no stage
 /// before it gives.
 fn after_acl(p: &Pipeline) -> [bool; DropReason::COUNT] {
@@ -43,12 +27,12 @@ fn after_acl(p: &Pipeline) -> [bool; DropReason::COUNT] {
         return out;
     };
     for s in &p.stages[a + 1..] {
-        for r in drop_reasons(s) {
+        for r in s.drop_reasons() {
             out[*r as usize] = true;
         }
     }
     for s in &p.stages[..a] {
-        for r in drop_reasons(s) {
+        for r in s.drop_reasons() {
             out[*r as usize] = false;
         }
     }

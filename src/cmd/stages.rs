@@ -1,0 +1,83 @@
+//! `pktwarp stages`: the stages this binary knows, from the stage registry: the built-ins (their
+//! config form, what they need, their drop reasons and counters, whether they run on the GPU)
+//! and the stages the binary registered. `--markdown`: the README's stage table.
+
+use std::io::Write;
+
+use pipeline::stage::{GpuImpl, StageDescriptor, StageRegistry, BUILTINS};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Print the built-ins as the README's markdown table.
+    #[arg(long)]
+    pub markdown: bool,
+}
+
+pub fn run_with(args: Args, registry: &StageRegistry) -> anyhow::Result<i32> {
+    let text = if args.markdown {
+        pipeline::stage::descriptor::markdown_table()
+    } else {
+        listing(registry)
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| anyhow::anyhow!("writing the stage list to stdout failed: {e}"))?;
+    Ok(0)
+}
+
+/// One line per stage: name, GPU implementation, needs, drop reasons, counters.
+fn listing(registry: &StageRegistry) -> String {
+    let mut s = format!(
+        "{:<10} {:<10} {:<36} {:<28} counters\n",
+        "stage", "gpu", "needs", "drops"
+    );
+    for d in BUILTINS {
+        s.push_str(&row(d));
+    }
+    for name in registry.names() {
+        let meta = registry.get(name).is_none_or(|f| f.reads_meta());
+        let needs = if meta { "parse before it" } else { "-" };
+        s.push_str(&format!(
+            "{name:<10} {:<10} {needs:<36} {:<28} (its own; registered by this binary)\n",
+            "its own", "stage_drop"
+        ));
+    }
+    s
+}
+
+fn row(d: &StageDescriptor) -> String {
+    let gpu = match d.gpu {
+        GpuImpl::Fused => "fused",
+        GpuImpl::Library { .. } => "library",
+        GpuImpl::Own => "its own",
+        GpuImpl::CpuOnly => "none",
+    };
+    let n = d.needs;
+    let needs: Vec<&str> = [
+        (n.reads_meta, "parse before it"),
+        (n.writes_frame, "writes frame"),
+        (n.reads_payload, "reads payload"),
+        (n.reads_time, "reads time"),
+        (n.sets_send_time, "sets send time"),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, w)| *w)
+    .collect();
+    let drops: Vec<&str> = d.drop_reasons.iter().map(|r| r.name()).collect();
+    let or_dash = |v: Vec<&str>| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    format!(
+        "{:<10} {gpu:<10} {:<36} {:<28} {}\n",
+        d.name,
+        or_dash(needs),
+        or_dash(drops),
+        or_dash(d.counters.to_vec())
+    )
+}
