@@ -56,7 +56,7 @@ enum Command {
 
 /// Runs the subcommand named on this process's command line, with `registry`'s stages usable
 /// in configs (`- custom: { name: ... }`), and exits with its status: 0 ok, 1 the run reported
-/// errors, 2 it could not run (the error is printed).
+/// errors or writing stdout failed, 2 it could not run (the error is printed).
 pub fn main_with(registry: StageRegistry) -> ! {
     std::process::exit(run_with(&registry, std::env::args_os()))
 }
@@ -68,7 +68,7 @@ pub fn run_with(registry: &StageRegistry, args: impl IntoIterator<Item = OsStrin
     // Before anything else: a SIGHUP while the daemon loads its config and rules (seconds with a
     // large rule set) must not kill it; it is noted and acted on once the control plane runs.
     if let Err(e) = pipeline::control::hold_sighup() {
-        eprintln!("pktwarp: warning: cannot handle SIGHUP: {e}");
+        errln!("pktwarp: warning: cannot handle SIGHUP: {e}");
     }
     // Help and errors name the binary that embeds pktwarp (`syn-guard run`), not `pktwarp`.
     let bin = args
@@ -97,8 +97,12 @@ pub fn run_with(registry: &StageRegistry, args: impl IntoIterator<Item = OsStrin
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("{bin}: error: {e:#}");
-            2
+            errln!("{bin}: error: {e:#}");
+            if e.downcast_ref::<cmd::StdoutFailed>().is_some() {
+                cmd::EXIT_STDOUT
+            } else {
+                2
+            }
         }
     }
 }

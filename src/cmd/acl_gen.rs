@@ -65,12 +65,15 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     let tp = a.out.join(format!("{name}_trace"));
     std::fs::write(&rp, &g.rules).with_context(|| format!("writing {}", rp.display()))?;
     std::fs::write(&tp, &g.trace).with_context(|| format!("writing {}", tp.display()))?;
-    println!(
-        "{}: {} rules; {}: {headers} headers, {} made to match nothing",
-        rp.display(),
-        a.rules,
-        tp.display(),
-        g.misses
-    );
+    super::to_stdout("the result", |w| {
+        writeln!(
+            w,
+            "{}: {} rules; {}: {headers} headers, {} made to match nothing",
+            rp.display(),
+            a.rules,
+            tp.display(),
+            g.misses
+        )
+    })?;
     Ok(0)
 }

@@ -53,10 +53,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     drop(trace_text);
     let cls = set.compile();
     for w in set.warnings.iter().take(args.max_warnings) {
-        eprintln!("{w}");
+        errln!("{w}");
     }
     if set.warnings.len() > args.max_warnings {
-        eprintln!(
+        errln!(
             "{}: {} shadowed rules in all ({} shown)",
             args.rules.display(),
             set.warnings.len(),

@@ -130,7 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             return Err(e).context("writing to stdout");
         }
     }
-    eprintln!("{}: {summary}", args.capture.display());
+    errln!("{}: {summary}", args.capture.display());
     Ok(0)
 }
 

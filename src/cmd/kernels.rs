@@ -19,17 +19,22 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
     let cfg = pipeline::config::load(&args.config)?;
     let p = pipeline::daemon::build_pipeline_with(&cfg, registry)?;
     if let Some(why) = p.gpu_refusal() {
-        println!(
-            "{}: runs on the CPU executor only: {why}",
-            args.config.display()
-        );
+        super::to_stdout("the result", |w| {
+            writeln!(
+                w,
+                "{}: runs on the CPU executor only: {why}",
+                args.config.display()
+            )
+        })?;
         return Ok(3);
     }
     let image = pipeline::executor::gpu::image_for_pipeline(&p)
         .map_err(|e| anyhow::anyhow!("{}: {e:#}", args.config.display()))?;
     let key = pktwarp_kernels::source_key(&image.source, (9, 0));
-    println!(
-        "{}: pipeline {}, {:?} template, prebuilt image: {}, source {} bytes, sm_90 cache key {}",
+    super::to_stdout("the result", |w| {
+        writeln!(
+            w,
+            "{}: pipeline {}, {:?} template, prebuilt image: {}, source {} bytes, sm_90 cache key {}",
         args.config.display(),
         image.pipeline,
         image.template,
@@ -40,7 +45,8 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
         },
         image.source.len(),
         &key[..16]
-    );
+        )
+    })?;
     if let Some(out) = &args.emit {
         std::fs::write(out, image.source.as_bytes())
             .map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;

@@ -12,9 +12,43 @@ pub mod stages;
 pub mod validate;
 pub mod verify;
 
+/// Exit status when writing stdout failed (`> /dev/full`, a closed pipe): the command did its
+/// work (a run's data path included) but its output was lost; the error says why.
+pub const EXIT_STDOUT: i32 = 1;
+
+/// Writing a command's output to stdout failed; `what` names the output (`the summary`).
+#[derive(Debug)]
+pub struct StdoutFailed {
+    pub what: &'static str,
+    pub source: std::io::Error,
+}
+
+impl std::fmt::Display for StdoutFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "writing {} to stdout failed: {}", self.what, self.source)
+    }
+}
+
+// No `source()`: the message already ends with the I/O error, `{:#}` would repeat it.
+impl std::error::Error for StdoutFailed {}
+
+/// Writes `what` to stdout with `write` and flushes it; any error is a [`StdoutFailed`] (never
+/// the panic of `println!`).
+pub fn to_stdout(
+    what: &'static str,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<(), StdoutFailed> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    write(&mut out)
+        .and_then(|()| out.flush())
+        .map_err(|source| StdoutFailed { what, source })
+}
+
 /// Logs go to stderr: human-readable by default, JSON with `--log-json`; level from RUST_LOG
 /// (default `info`). Colours only on a terminal (and not with `NO_COLOR` set): a log file,
-/// journald or a pipe gets plain `key=value` text that grep and log shippers read.
+/// journald or a pipe gets plain `key=value` text that grep and log shippers read. A line stderr
+/// does not take is dropped and counted (`pipeline::control::logs`), never a panic.
 pub fn init_logging(json: bool) {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
@@ -25,7 +59,9 @@ pub fn init_logging(json: bool) {
             std::io::stderr().is_terminal(),
             std::env::var_os("NO_COLOR"),
         ))
-        .with_writer(std::io::stderr);
+        .with_writer(|| pipeline::control::logs::Stderr)
+        // Its report of a failed write is an `eprintln!`, which panics; the writer counts them.
+        .log_internal_errors(false);
     if json {
         builder.json().init();
     } else {

@@ -79,7 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             return Err(e).context("writing to stdout");
         }
     }
-    eprintln!("{summary}");
+    errln!("{summary}");
     Ok(0)
 }
 

@@ -1,11 +1,10 @@
 //! `pktwarp run CONFIG`: the daemon. Runs the config's pipeline until its input ends (or
 //! SIGINT/SIGTERM), then prints the summary.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use pipeline::daemon::{self, Summary};
 use pipeline::executor::cpu::CpuShared;
@@ -98,18 +97,22 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
     if let Some(p) = progress {
         p.finish();
     }
-    if args.json {
-        println!("{}", serde_json::to_string(&summary)?);
+    summary.log_write_errors = pipeline::control::logs::write_errors();
+    let json = if args.json {
+        Some(serde_json::to_string(&summary)?)
     } else {
-        print_summary(&summary);
+        None
+    };
+    let printed = super::to_stdout("the summary", |w| match &json {
+        Some(j) => writeln!(w, "{j}"),
+        None => write_summary(w, &summary),
+    });
+    for e in &summary.errors {
+        tracing::error!("{e}");
     }
-    if !summary.errors.is_empty() {
-        for e in &summary.errors {
-            tracing::error!("{e}");
-        }
-        return Ok(1);
-    }
-    Ok(0)
+    // The run itself is over either way: a stdout that failed is said (exit 1), not a panic.
+    printed?;
+    Ok(if summary.errors.is_empty() { 0 } else { 1 })
 }
 
 /// The exit status of a run that failed: 3 (`control.drain_timeout_ms`, as a SIGTERM whose
@@ -129,8 +132,8 @@ fn drain_failure(e: anyhow::Error) -> anyhow::Result<i32> {
     }
 }
 
-fn print_summary(s: &Summary) {
-    println!("executor   {} ({})", s.executor, s.executor_reason);
+fn write_summary(w: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
+    writeln!(w, "executor   {} ({})", s.executor, s.executor_reason)?;
     for (port, counters) in &s.port_counters {
         // Non-zero counters only: a NIC's xstats run to hundreds of names.
         let nz: Vec<String> = counters
@@ -138,38 +141,40 @@ fn print_summary(s: &Summary) {
             .filter(|(_, v)| *v > 0)
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        println!(
+        writeln!(
+            w,
             "port       {port}: {}",
             if nz.is_empty() {
                 "-".into()
             } else {
                 nz.join(" ")
             }
-        );
+        )?;
     }
     for st in &s.steering {
-        println!("steering   {}: by {} ({})", st.port, st.by, st.reason);
+        writeln!(w, "steering   {}: by {} ({})", st.port, st.by, st.reason)?;
     }
     for g in &s.gpu_ingest {
-        println!("gpu ingest {}: {} ({})", g.port, g.path, g.reason);
+        writeln!(w, "gpu ingest {}: {} ({})", g.port, g.path, g.reason)?;
     }
-    println!(
+    writeln!(
+        w,
         "received   {} frames, {} bytes in {:.3} s: {:.3} Mpps, {:.3} Gbit/s",
         s.rx_frames, s.rx_bytes, s.elapsed_s, s.mpps, s.gbps
-    );
-    println!("sent       {} frames, {} bytes", s.tx_frames, s.tx_bytes);
+    )?;
+    writeln!(w, "sent       {} frames, {} bytes", s.tx_frames, s.tx_bytes)?;
     let drops: Vec<String> = s.drops.iter().map(|(r, n)| format!("{r}={n}")).collect();
-    println!("drops      {}", drops.join(" "));
+    writeln!(w, "drops      {}", drops.join(" "))?;
     if !s.parse_errors.is_empty() {
         let p: Vec<String> = s
             .parse_errors
             .iter()
             .map(|(r, n)| format!("{r}={n}"))
             .collect();
-        println!("parse      {}", p.join(" "));
+        writeln!(w, "parse      {}", p.join(" "))?;
     }
     for (i, f, b) in &s.counted {
-        println!("count      stage {i}: {f} frames, {b} bytes");
+        writeln!(w, "count      stage {i}: {f} frames, {b} bytes")?;
     }
     for cs in &s.custom_stages {
         let c: Vec<String> = cs
@@ -182,11 +187,11 @@ fn print_summary(s: &Summary) {
         } else {
             c.join(" ")
         };
-        println!("{:<10} stage {}: {c}", cs.name, cs.position);
+        writeln!(w, "{:<10} stage {}: {c}", cs.name, cs.position)?;
     }
     for f in &s.fronthaul {
         for line in f.lines() {
-            println!("fronthaul  {line}");
+            writeln!(w, "fronthaul  {line}")?;
         }
     }
     if !s.top_rules.is_empty() || s.acl_default > 0 {
@@ -195,12 +200,16 @@ fn print_summary(s: &Summary) {
             .iter()
             .map(|(r, n)| format!("#{r}={n}"))
             .collect();
-        println!("acl        default={} {}", s.acl_default, r.join(" "));
+        writeln!(w, "acl        default={} {}", s.acl_default, r.join(" "))?;
     }
-    println!("queue   rx_frames    passed  mirrored   to_host tx_frames  drops");
+    writeln!(
+        w,
+        "queue   rx_frames    passed  mirrored   to_host tx_frames  drops"
+    )?;
     for q in &s.queues {
         let d: Vec<String> = q.drops.iter().map(|(r, n)| format!("{r}={n}")).collect();
-        println!(
+        writeln!(
+            w,
             "{:>5} {:>11} {:>9} {:>9} {:>9} {:>9}  {}",
             q.queue,
             q.rx_frames,
@@ -213,9 +222,16 @@ fn print_summary(s: &Summary) {
             } else {
                 d.join(" ")
             }
-        );
+        )?;
     }
-    let _ = Duration::ZERO;
+    if s.log_write_errors > 0 {
+        writeln!(
+            w,
+            "log        {} lines dropped: writing them to stderr failed",
+            s.log_write_errors
+        )?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

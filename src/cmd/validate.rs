@@ -28,27 +28,34 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
         let image = pipeline::executor::gpu::image_for_pipeline(&p)
             .map_err(|e| anyhow::anyhow!("{}: executor gpu: {e:#}", args.config.display()))?;
         if let Err(why) = pipeline::executor::gpu::probe(cfg.executor.gpu.device) {
-            println!(
-                "{}: ok for the gpu executor ({} ports, {} queues, stages: {}, {:?} template),                  but no GPU is usable on this machine: {why}",
-                args.config.display(),
-                ports,
-                cfg.queues.count,
-                image.pipeline,
-                image.template
-            );
+            super::to_stdout("the result", |w| {
+                writeln!(
+                    w,
+                    "{}: ok for the gpu executor ({} ports, {} queues, stages: {}, {:?} \
+                     template), but no GPU is usable on this machine: {why}",
+                    args.config.display(),
+                    ports,
+                    cfg.queues.count,
+                    image.pipeline,
+                    image.template
+                )
+            })?;
             return Ok(0);
         }
     }
     let prepared = pipeline::daemon::prepare_with(cfg, registry)?;
-    println!(
-        "{}: ok ({} ports, {} queues, stages: {}, {} ACL rules, executor would be {}: {})",
-        args.config.display(),
-        ports,
-        prepared.cfg.queues.count,
-        prepared.pipeline.stage_names().join(" -> "),
-        prepared.pipeline.rule_count(),
-        prepared.choice.name,
-        prepared.choice.reason
-    );
+    super::to_stdout("the result", |w| {
+        writeln!(
+            w,
+            "{}: ok ({} ports, {} queues, stages: {}, {} ACL rules, executor would be {}: {})",
+            args.config.display(),
+            ports,
+            prepared.cfg.queues.count,
+            prepared.pipeline.stage_names().join(" -> "),
+            prepared.pipeline.rule_count(),
+            prepared.choice.name,
+            prepared.choice.reason
+        )
+    })?;
     Ok(0)
 }

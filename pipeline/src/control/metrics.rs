@@ -23,6 +23,7 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_build_info", "Build of the running pktwarp (always 1).", MetricType::GAUGE, &["version", "profile"]),
     ("pktwarp_executor_info", "Executor and mode running the pipeline (always 1).", MetricType::GAUGE, &["executor", "mode", "reason"]),
     ("pktwarp_start_time_seconds", "Unix time the daemon started.", MetricType::GAUGE, &[]),
+    ("pktwarp_log_write_errors_total", "Log lines dropped because writing them to stderr failed (a closed log pipe, a full disk).", MetricType::COUNTER, &[]),
     ("pktwarp_rx_frames_total", "Frames received into a queue.", MetricType::COUNTER, &["port", "queue"]),
     ("pktwarp_rx_bytes_total", "Bytes of frames received into a queue.", MetricType::COUNTER, &["port", "queue"]),
     ("pktwarp_tx_frames_total", "Frames transmitted from a queue to the output port.", MetricType::COUNTER, &["port", "queue"]),
@@ -240,7 +241,7 @@ impl Collector for DaemonCollector {
 
 /// The parts of [`DaemonCollector::collect`], in exposition order.
 impl DaemonCollector {
-    /// Build, executor and start time.
+    /// Build, executor, start time, dropped log lines.
     fn collect_info(&self, out: &mut Out) {
         let info = &self.info;
         let st = &self.state;
@@ -270,6 +271,10 @@ impl DaemonCollector {
         out.push(
             "pktwarp_start_time_seconds",
             vec![gauge(&[], st.start_unix_s)],
+        );
+        out.push(
+            "pktwarp_log_write_errors_total",
+            vec![counter(&[], super::logs::write_errors())],
         );
     }
 

@@ -8,6 +8,7 @@
 //! SIGTERM / SIGINT during the drain.
 
 pub mod http;
+pub mod logs;
 pub mod metrics;
 pub mod reload;
 pub use crate::config::settings;
@@ -366,8 +367,12 @@ fn spawn_signals(
                     SIGTERM => "SIGTERM",
                     _ => "SIGINT",
                 };
+                // Logging is guarded: however the log fails, this thread lives on and every
+                // later signal still acts.
                 if sig == SIGHUP {
-                    tracing::info!(event = "signal", signal = name, "reload requested");
+                    logs::guarded(|| {
+                        tracing::info!(event = "signal", signal = name, "reload requested")
+                    });
                     let _ = tx.send(Event::Reload("sighup"));
                     continue;
                 }
@@ -375,12 +380,14 @@ fn spawn_signals(
                 if stops > 1 {
                     // Handled here, not by the control loop, so it works even while that loop
                     // is busy (compiling a large rule set, say).
-                    tracing::error!(
-                        event = "shutdown",
-                        signal = name,
-                        exit_code = EXIT_FORCED,
-                        "second stop signal: exiting without finishing the drain"
-                    );
+                    logs::guarded(|| {
+                        tracing::error!(
+                            event = "shutdown",
+                            signal = name,
+                            exit_code = EXIT_FORCED,
+                            "second stop signal: exiting without finishing the drain"
+                        )
+                    });
                     fatal(&on_fatal, EXIT_FORCED);
                     return;
                 }

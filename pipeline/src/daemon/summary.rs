@@ -79,6 +79,9 @@ pub struct Summary {
     /// What each destination took: output ports (by config name), the mirror port and the
     /// slow path (`to_host`), with the frames they failed to take. CPU executor.
     pub outputs: Vec<crate::port::out::OutTally>,
+    /// Log lines dropped because writing them to stderr failed (`control::logs`; set by the
+    /// caller when the run is over).
+    pub log_write_errors: u64,
 }
 
 pub fn summarize(

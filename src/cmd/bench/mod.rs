@@ -148,7 +148,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     let info = match pipeline::executor::gpu::probe(a.device) {
         Ok(i) => i,
         Err(why) => {
-            eprintln!("pktwarp bench: no usable GPU: {why}");
+            errln!("pktwarp bench: no usable GPU: {why}");
             if skip("fronthaul") {
                 return Ok(3);
             }

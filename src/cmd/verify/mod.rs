@@ -177,7 +177,7 @@ pub fn run(mut a: Args) -> anyhow::Result<i32> {
     }
     if let Err(why) = pipeline::executor::gpu::probe(a.devices.first().copied().unwrap_or(a.device))
     {
-        eprintln!("pktwarp verify: no usable GPU: {why}");
+        errln!("pktwarp verify: no usable GPU: {why}");
         return Ok(3);
     }
     if let Some(swaps) = a.reload_torture {
