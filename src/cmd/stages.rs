@@ -2,8 +2,6 @@
 //! config form, what they need, their drop reasons and counters, whether they run on the GPU)
 //! and the stages the binary registered. `--markdown`: the README's stage table.
 
-use std::io::Write;
-
 use pipeline::stage::{GpuImpl, StageDescriptor, StageRegistry, BUILTINS};
 
 #[derive(clap::Args)]
@@ -19,10 +17,7 @@ pub fn run_with(args: Args, registry: &StageRegistry) -> anyhow::Result<i32> {
     } else {
         listing(registry)
     };
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(|e| anyhow::anyhow!("writing the stage list to stdout failed: {e}"))?;
+    super::to_stdout("the stage list", |out| out.write_all(text.as_bytes()))?;
     Ok(0)
 }
 
