@@ -4,7 +4,10 @@
 use std::io::Write;
 
 use flow_rules::error::RuleError;
-use flow_rules::route::{Prefix, RouteFile, MAX_ROUTE_FILE_BYTES};
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use flow_rules::route::{synth, Prefix, RouteFile, MAX_ROUTES, MAX_ROUTE_FILE_BYTES};
 
 fn parse(text: &str) -> Result<RouteFile, RuleError> {
     RouteFile::parse(text, "t.routes.yaml")
@@ -162,5 +165,90 @@ fn files_missing_huge_or_not_text_are_refused() {
     )
     .unwrap();
     assert_eq!(RouteFile::load(&ok).unwrap().routes.len(), 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `n` routes of a BGP table's shape written to a route file in a fresh folder: (folder, file).
+fn table_file(tag: &str, routes: &[flow_rules::route::Route]) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("pw-route-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("table.routes.yaml");
+    std::fs::write(&path, synth::to_yaml(routes)).unwrap();
+    (dir, path)
+}
+
+/// Loads `n` routes of a BGP table's shape and checks the table against the routes: the count,
+/// where the last route is, and 20,000 lookups against a longest-prefix match by hash set.
+fn load_and_check(tag: &str, n: usize) {
+    let routes = synth::bgp_v4_routes(n, 7);
+    let (dir, path) = table_file(tag, &routes);
+    let t0 = std::time::Instant::now();
+    let f = RouteFile::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let t = f.build().unwrap();
+    eprintln!("{n} routes loaded and built in {:.1?}", t0.elapsed());
+    assert_eq!((t.routes_v4, t.routes_v6, t.ports.len()), (n, 0, 2));
+    assert_eq!(f.location(n - 1).line, n + 1);
+    let net = |r: &flow_rules::route::Route| match r.prefix {
+        Prefix::V4 { addr, len } => (u32::from(addr), len),
+        Prefix::V6 { .. } => unreachable!("IPv4 only"),
+    };
+    let by: HashMap<(u32, u8), u8> = routes.iter().map(|r| (net(r), r.via[5])).collect();
+    let mut s = 99u64;
+    let mut rnd = || {
+        s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (s >> 32) as u32
+    };
+    for i in 0..20_000 {
+        // Half inside a route's network, half anywhere.
+        let a = if i % 2 == 0 {
+            net(&routes[rnd() as usize % n]).0 | (rnd() & 0xF)
+        } else {
+            rnd()
+        };
+        let want = (0..=32u8)
+            .rev()
+            .find_map(|l| by.get(&(a & u32::MAX.checked_shl(32 - u32::from(l)).unwrap_or(0), l)));
+        let got = t.lookup_v4(a).map(|h| h.mac[5]);
+        assert_eq!(got, want.copied(), "{}", std::net::Ipv4Addr::from(a));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The YAML parser's default node budget once refused any route file past 35,713 routes,
+/// blaming the key `port`; 100,000 routes (a debug build's few seconds) load now.
+#[test]
+fn a_table_past_the_parsers_default_budget_loads() {
+    load_and_check("100k", 100_000);
+}
+
+/// A full IPv4 Internet table, 1.2M routes (~80 MB): too slow for a debug test run; run it with
+/// `cargo test --release -p flow-rules --test route_file -- --ignored`.
+#[test]
+#[ignore]
+fn a_full_internet_table_loads() {
+    load_and_check("full", 1_200_000);
+}
+
+/// One route past [`MAX_ROUTES`]: the error names the limit, at the route past it, with the key
+/// `routes` (not the key `port` where the parser's budget ran out). ~150 MB of YAML: run with
+/// `--release -- --ignored`; the limit's logic is tested at a small limit in the library.
+#[test]
+#[ignore]
+fn a_file_over_the_route_limit_names_the_limit() {
+    let routes = synth::bgp_v4_routes(MAX_ROUTES + 1, 3);
+    let (dir, path) = table_file("over", &routes);
+    drop(routes);
+    let e = RouteFile::load(&path).unwrap_err();
+    assert_eq!(
+        (e.loc.line, e.field.as_str()),
+        (MAX_ROUTES + 2, "routes"),
+        "{e}"
+    );
+    assert!(
+        e.message.contains(&format!(
+            "more than {MAX_ROUTES} routes, the most a route file may hold"
+        )),
+        "{e}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -297,3 +297,90 @@ fn invalid_reload_keeps_the_running_rules() {
     assert_eq!(prepared.pipeline.acl().unwrap().generation, 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Routes of the route-reload test: 4 prefixes, both families.
+const ROUTES4: &str = "routes:
+  - { prefix: 10.0.0.0/8, via: '02:00:00:00:00:01', port: out }
+  - { prefix: 10.1.0.0/16, via: '02:00:00:00:00:02', port: out }
+  - { prefix: 192.168.0.0/16, via: '02:00:00:00:00:03', port: out }
+  - { prefix: '2001:db8::/32', via: '02:00:00:00:00:04', port: out }
+";
+
+fn route_config(dir: &Path, control: &str) -> PathBuf {
+    let cfg = dir.join("cfg.yaml");
+    put(
+        &cfg,
+        &format!(
+            "ports:
+  - name: wire
+    gen: {{ count: 1, size: 64 }}
+  - name: out
+    pcap: {{ tx: {{ path: {} }} }}
+queues: {{ count: 1, burst: 32, ring_slots: 64 }}
+pipeline:
+  - parse
+  - route: {{ routes: r.routes.yaml }}
+  - count
+executor: {{ kind: cpu }}
+metrics: {{ enabled: false }}
+{control}",
+            dir.join("out.pcap").display()
+        ),
+    );
+    cfg
+}
+
+/// An emptied or half-written route file would route nothing (every frame `no_route`): the
+/// reload is refused as the ACL's is, naming the file and both counts, the table in force
+/// stays, and the failure is counted; `control.allow_rule_shrink: true` lets it through.
+#[test]
+fn a_reload_to_an_emptied_or_truncated_route_file_is_refused() {
+    let dir = scratch("reload-route-shrink");
+    let routes = dir.join("r.routes.yaml");
+    put(&routes, ROUTES4);
+    let cfg_path = route_config(&dir, "");
+    let cfg = pipeline::config::load(&cfg_path).unwrap();
+    let prepared = daemon::prepare(cfg).unwrap();
+    let state = ControlState::new(None);
+    let reloader = Reloader::new(
+        &cfg_path,
+        Arc::clone(&prepared.pipeline),
+        Arc::clone(&state),
+    );
+    let gen0 = prepared.pipeline.params_generation();
+    let refused = |text: &str, new: usize, failures: u64| {
+        put(&routes, text);
+        let e = reloader.reload("test").unwrap_err();
+        assert_eq!(e.file, routes, "{e}");
+        assert!(
+            e.reason.contains(&format!("{new} routes"))
+                && e.reason.contains("4 are in force")
+                && e.reason.contains("allow_rule_shrink"),
+            "{e}"
+        );
+        assert_eq!(state.reload_failed.load(Ordering::Relaxed), failures);
+        assert_eq!(state.reload_ok.load(Ordering::Relaxed), 0);
+        assert_eq!(prepared.pipeline.params_generation(), gen0, "{e}");
+    };
+    refused("routes: []\n", 0, 1);
+    refused("routes:\n", 0, 2);
+    // Truncated: 1 of the 4 routes left.
+    refused(
+        &ROUTES4[..ROUTES4.find("  - { prefix: 10.1").unwrap()],
+        1,
+        3,
+    );
+    // Half of them is not a likely truncation: published.
+    let half: String = ROUTES4.lines().take(3).map(|l| format!("{l}\n")).collect();
+    put(&routes, &half);
+    let r = reloader.reload("test").unwrap();
+    assert_eq!(r.routes, vec![(2, 0, 1)]);
+    // Allowed by the config: an empty table is published.
+    put(&routes, "routes: []\n");
+    route_config(&dir, "control: { allow_rule_shrink: true }\n");
+    let r = reloader.reload("test").unwrap();
+    assert_eq!(r.routes, vec![(0, 0, 2)]);
+    assert_eq!(state.reload_ok.load(Ordering::Relaxed), 2);
+    assert_eq!(state.reload_failed.load(Ordering::Relaxed), 3);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -15,7 +15,7 @@
 //!   stall_after_ms: 2000     # heartbeat unchanged this long with work queued = stalled
 //!   drain_timeout_ms: 10000  # SIGTERM/SIGINT: longest wait for in-flight bursts, then exit 3
 //!   linger: false            # after the input ends, keep serving /metrics until SIGTERM/SIGINT
-//!   allow_rule_shrink: false # let a reload publish 0 rules, or fewer than half of those in force
+//!   allow_rule_shrink: false # let a reload publish 0 rules / routes, or < half of those in force
 //! ```
 
 use std::net::SocketAddr;
@@ -100,9 +100,11 @@ pub struct ControlConfig {
     /// `/metrics` and handling signals, until SIGTERM / SIGINT; then print the summary. Lets
     /// Prometheus scrape the final totals. Default false (exit when the input ends).
     pub linger: bool,
-    /// Let a reload publish an empty rule set, or one with fewer than half the rules in force
-    /// (a half-written or truncated rule file looks like that). Without it such a reload is
-    /// refused with a warning and the running rules stay. Default false.
+    /// Let a reload publish an empty table, or one with fewer than half the entries in force:
+    /// the ACL rule set, and each `route` stage's routes (a half-written or truncated rule or
+    /// route file looks like that). Without it such a reload is refused with a warning naming
+    /// the file and both counts, counted as a failed reload, and everything in force stays.
+    /// Default false.
     pub allow_rule_shrink: bool,
 }
 

@@ -1,15 +1,17 @@
-//! Hot reload of the ACL rule set and of the stages' options: re-read the config file, rebuild
-//! and validate the `acl` stage's tables and every `custom:` stage whose options changed aside,
-//! and publish them with one epoch swap each ([`Pipeline::reload_acl`],
+//! Hot reload of the ACL rule set, the `route` stages' route tables and the stages' options:
+//! re-read the config file, rebuild and validate the `acl` stage's tables, every `route`
+//! stage's table and every `custom:` stage whose options changed aside, and publish them with
+//! one epoch swap each ([`Pipeline::reload_acl`], [`Pipeline::publish_routes`],
 //! [`Pipeline::reload_stage_options`]). Any failure leaves everything running in force, is
 //! counted, and is logged with file, line and reason.
 //!
-//! Two guards: a reload that would publish no rules, or fewer than half of those in force (what
-//! a half-written or truncated file looks like), is refused with a warning unless the new
-//! config sets `control.allow_rule_shrink: true`; and a config change outside the ACL stage
-//! (ports, queues, steering (its rule file's contents too), executor, metrics, built-in stages'
-//! options, ...) is logged as needing a restart, since only the rule set and user stages'
-//! options swap in place.
+//! Two guards: a reload that would publish a table (the ACL rules, a `route` stage's routes)
+//! with no entries, or fewer than half of those in force (what a half-written or truncated file
+//! looks like), is refused with a warning unless the new config sets
+//! `control.allow_rule_shrink: true` (`check_shrink`, one guard for every table); and a
+//! config change outside the ACL stage (ports, queues, steering (its rule file's contents too),
+//! executor, metrics, built-in stages' options, ...) is logged as needing a restart, since only
+//! the rule set, the route tables and user stages' options swap in place.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -159,7 +161,7 @@ impl Reloader {
                     line = e.line,
                     reason = %e.reason,
                     generation = from,
-                    "reload rejected, the running rule set stays in force"
+                    "reload rejected, the rules, routes and options in force stay"
                 );
                 Err(e)
             }
@@ -178,8 +180,10 @@ impl Reloader {
             Some((stage, file)) => (stage.rule_count(), file.clone()),
             None => (0, PathBuf::new()),
         };
+        let allow_shrink = cfg.control.allow_rule_shrink;
         if acl.is_some() {
-            self.check_shrink(rules, cfg, &file)?;
+            let now = self.pipeline.rule_count();
+            check_shrink(Table::AclRules, &file, rules, now, allow_shrink)?;
         }
         let restart_needed: Vec<&'static str> = if self.baseline.is_empty() {
             Vec::new()
@@ -204,6 +208,9 @@ impl Reloader {
         }
         // The route files named at start, read again and built aside.
         let routes = self.pipeline.prepare_routes().map_err(rule_error)?;
+        for (route_file, now, new) in self.pipeline.route_sizes(&routes) {
+            check_shrink(Table::Routes, &route_file, new, now, allow_shrink)?;
+        }
         let stage_cfgs: Vec<StageConfig> = cfg.pipeline.iter().map(|s| s.value.clone()).collect();
         let options = self
             .pipeline
@@ -311,32 +318,59 @@ impl Reloader {
             })?;
         Ok((Some((stage, file)), cfg))
     }
+}
 
-    /// Refuses a reload that drops to 0 rules or loses more than half of them, unless the new
-    /// config allows it.
-    fn check_shrink(
-        &self,
-        new: usize,
-        cfg: &config::Config,
-        file: &Path,
-    ) -> Result<(), ReloadError> {
-        let now = self.pipeline.rule_count();
-        let shrinks = now > 0 && (new == 0 || new.saturating_mul(2) < now);
-        if !shrinks || cfg.control.allow_rule_shrink {
-            return Ok(());
+/// What a reload swaps in, for the shrink guard's messages.
+#[derive(Clone, Copy, Debug)]
+enum Table {
+    AclRules,
+    Routes,
+}
+
+impl Table {
+    /// The table, and what it counts.
+    fn words(self) -> (&'static str, &'static str) {
+        match self {
+            Table::AclRules => ("ACL rule set", "rules"),
+            Table::Routes => ("route table", "routes"),
         }
-        let reason = format!(
-            "the new rule set has {new} rules where {now} are in force (a loss of more than \
-             half, or all): refused as a likely half-written file; set \
-             `control.allow_rule_shrink: true` in the config to publish it"
-        );
-        tracing::warn!(event = "reload_shrink", file = %file.display(), rules = new, in_force = now, "{reason}");
-        Err(ReloadError {
-            file: file.to_path_buf(),
-            line: 0,
-            reason,
-        })
     }
+}
+
+/// The shrink guard of every table a reload swaps in (the ACL rules, each `route` stage's
+/// routes): refuses a table of `new` entries that has none, or fewer than half of the `now` in
+/// force (what a half-written or truncated file looks like: published, it would drop most
+/// traffic), unless the new config sets `control.allow_rule_shrink`.
+fn check_shrink(
+    table: Table,
+    file: &Path,
+    new: usize,
+    now: usize,
+    allow: bool,
+) -> Result<(), ReloadError> {
+    let shrinks = now > 0 && (new == 0 || new.saturating_mul(2) < now);
+    if !shrinks || allow {
+        return Ok(());
+    }
+    let (what, unit) = table.words();
+    let reason = format!(
+        "the new {what} has {new} {unit} where {now} are in force (a loss of more than half, \
+         or all): refused as a likely half-written file; set `control.allow_rule_shrink: true` \
+         in the config to publish it"
+    );
+    tracing::warn!(
+        event = "reload_shrink",
+        table = unit,
+        file = %file.display(),
+        new,
+        in_force = now,
+        "{reason}"
+    );
+    Err(ReloadError {
+        file: file.to_path_buf(),
+        line: 0,
+        reason,
+    })
 }
 
 /// The config's sections that only a restart applies, each rendered for comparison (spans

@@ -166,6 +166,16 @@ impl crate::stage::Pipeline {
             .map(PreparedRoutes)
     }
 
+    /// Each `route` stage's file, routes in force (both families) and routes in the table
+    /// `next` holds for it: what a reload's shrink guard compares.
+    pub fn route_sizes(&self, next: &PreparedRoutes) -> Vec<(PathBuf, usize, usize)> {
+        let size = |s: &RouteState| s.route.table.routes_v4 + s.route.table.routes_v6;
+        self.route_slots()
+            .zip(&next.0)
+            .map(|(slot, st)| (slot.file.clone(), size(&slot.current()), size(st)))
+            .collect()
+    }
+
     /// Step two: publishes the tables [`Self::prepare_routes`] built, one swap per stage
     /// (workers take them at their next burst). Returns each stage's (IPv4 routes, IPv6
     /// routes, generation).
