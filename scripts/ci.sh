@@ -27,6 +27,9 @@ step "cargo test"
 cargo test --workspace --no-fail-fast 2>&1 | tee /tmp/pktwarp-test.log
 grep -E "^test result:" /tmp/pktwarp-test.log | awk '{p+=$4; f+=$6; i+=$8} END {printf "%d passed, %d failed, %d skipped\n", p, f, i}' > /tmp/pktwarp-test-total.txt
 
+step "route tables at full size (release: minutes in a debug build)"
+cargo test --release -p flow-rules --test route_file -- --ignored
+
 for s in check-kernels test-dpdk test-daemon fuzz-smoke; do
   if [ -f "scripts/$s.sh" ]; then
     step "$s"

@@ -10,17 +10,18 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::Backoff;
 
+use super::tx::TxFate;
 use crate::burst::Burst;
 use crate::counters::QueueCounters;
 use crate::meta::PacketMeta;
-use crate::port::out::{self, Destinations, OutPorts, OutTally};
+use crate::port::out::{OutPorts, OutTally};
 use crate::port::{PortError, RxPort, RxStatus, TxPort};
 use crate::ring::OnFull;
 use crate::ring::{self, Consumer, Producer};
 use crate::stage::Pipeline;
 use crate::steer::Steering;
 use crate::threads::spawn_named;
-use crate::verdict::{DropReason, Verdict};
+use crate::verdict::{Action, DropReason, Verdict};
 
 /// A burst in flight with its per-frame results.
 struct Slot {
@@ -554,8 +555,25 @@ fn worker(
     }
 }
 
-/// The TX thread: each burst's frames to their destinations ([`OutPorts`]), in the order the
-/// queue's worker finished them; returns what each destination took and the ports' errors.
+/// A worker's finished burst, with the receiving port whose ingest owns its slot.
+impl super::tx::TxBurst for (usize, Box<Slot>) {
+    fn entries(&self) -> impl Iterator<Item = (TxFate, u16, crate::port::TimedFrame<'_>)> {
+        let s = &self.1;
+        s.burst.frames().zip(&s.verdicts).map(|((_, f), v)| {
+            let fate = match v.action {
+                Action::Pass => TxFate::Forward,
+                Action::Mirror => TxFate::Mirror,
+                Action::ToHost => TxFate::ToHost,
+                Action::Drop => TxFate::Drop,
+            };
+            (fate, v.out_port, (f, v.send_ns))
+        })
+    }
+}
+
+/// The TX thread (the host runtime's, [`super::tx`]): each burst's frames to their
+/// destinations in the order the queue's worker finished them, then the slot back to its
+/// ingest.
 fn tx_loop(
     shared: &CpuShared,
     out: &mut OutPorts,
@@ -564,70 +582,16 @@ fn tx_loop(
     workers_done: &AtomicU64,
     nq: usize,
 ) -> (Vec<OutTally>, Vec<String>) {
-    let backoff = Backoff::new();
-    let mut dest = Destinations::new(out);
-    let mut settled = Vec::new();
-    loop {
-        let mut got = false;
-        for (q, input) in inputs.iter_mut().enumerate() {
-            while let Some((port_idx, slot)) = input.pop() {
-                got = true;
-                let c = &shared.counters[q];
-                let (b, vs) = (&slot.burst, &slot.verdicts[..]);
-                let d = &mut dest;
-                let route = d.route;
-                for (k, p) in d.ports.iter_mut() {
-                    let k = *k;
-                    let r = p.send(q as u16, b, vs, |v| {
-                        v.action.forwards() && route.target(v.out_port) == Some(k)
-                    });
-                    c.tx_frames.add(r.sent);
-                    c.tx_bytes.add(r.bytes);
-                    c.drops[DropReason::TxError as usize].add(r.failed());
-                    c.drops[DropReason::TxHorizon as usize].add(r.too_far);
-                }
-                // Forwarded to a port that is not open (a route to the mirror or slow-path
-                // port): not sent, counted.
-                let lost = vs
-                    .iter()
-                    .filter(|v| v.action.forwards())
-                    .filter_map(|v| route.target(v.out_port))
-                    .filter(|k| !d.is_open(*k))
-                    .count();
-                c.drops[DropReason::TxError as usize].add(lost as u64);
-                // Copies and the slow path are counted by their destinations (OutTally).
-                if let Some(m) = d.mirror.as_mut() {
-                    m.send(q as u16, b, vs, out::mirrors);
-                }
-                if let Some(sp) = d.slow.as_mut() {
-                    sp.send(q as u16, b, vs, out::to_host);
-                }
-                let mut s = slot;
-                while let Err(back) = returns[q][port_idx].push(s) {
-                    s = back;
-                    wait_on(&backoff);
-                }
-            }
+    let release = |q: usize, (port_idx, slot): (usize, Box<Slot>)| {
+        let backoff = Backoff::new();
+        let mut s = slot;
+        while let Err(back) = returns[q][port_idx].push(s) {
+            s = back;
+            wait_on(&backoff);
         }
-        // Frames a port holds for their send time go out when due, bursts or not; each is
-        // counted for its queue once it went out (or did not).
-        dest.poll(&mut settled);
-        out::count_settled(&shared.counters, &settled);
-        settled.clear();
-        if got {
-            backoff.reset();
-            continue;
-        }
-        if workers_done.load(Ordering::Acquire) as usize == nq
-            && inputs.iter().all(|i| i.is_empty())
-        {
-            break;
-        }
-        wait_on(&backoff);
-    }
-    let r = dest.finish(&mut settled);
-    out::count_settled(&shared.counters, &settled);
-    r
+    };
+    let done = || workers_done.load(Ordering::Acquire) as usize == nq;
+    super::tx::run(&shared.counters, out, &mut inputs, done, release, wait_on)
 }
 
 /// Zero-copy forwarding between DPDK ports, DPDK l2fwd style: one run-to-completion worker per

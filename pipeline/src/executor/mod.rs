@@ -2,3 +2,4 @@
 pub mod cpu;
 pub mod gpu;
 pub mod restart_board;
+pub mod tx;

@@ -4,7 +4,6 @@
 //! slow-path port (a pcap file, a TAP device, a port of the config, or a library callback),
 //! `drop` nowhere. Each destination counts what it took ([`OutTally`]).
 
-use crate::burst::Burst;
 use crate::port::{PortError, Settled, TimedFrame, TxPort, TxSent};
 use crate::verdict::{Action, Verdict};
 
@@ -127,11 +126,12 @@ impl<'a> Dest<'a> {
     }
 
     /// Sends the frames of `burst` (of queue `queue`) that `pick` selects, each at its
-    /// verdict's send time.
+    /// verdict's send time (the TX thread reads bursts through `executor::tx::TxBurst`).
+    #[cfg(test)]
     pub fn send(
         &mut self,
         queue: u16,
-        burst: &Burst,
+        burst: &crate::burst::Burst,
         verdicts: &[Verdict],
         pick: impl Fn(&Verdict) -> bool,
     ) -> Sent {
@@ -383,7 +383,7 @@ impl TxPort for CallbackTx {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::burst::FrameDesc;
+    use crate::burst::{Burst, FrameDesc};
     use crate::verdict::DropReason;
     use std::sync::{Arc, Mutex};
 

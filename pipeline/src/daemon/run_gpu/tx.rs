@@ -8,15 +8,14 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 
-use crossbeam_utils::Backoff;
-
 use super::device::QueueDevice;
 use super::{wait_on, Slot};
 use crate::executor::cpu::CpuShared;
 use crate::executor::gpu::abi::{self, TxDesc};
-use crate::port::out::{count_settled, Destinations, OutPorts, OutTally};
+use crate::executor::tx::{TxBurst, TxFate};
+use crate::port::out::{OutPorts, OutTally};
+use crate::port::TimedFrame;
 use crate::ring::Consumer;
-use crate::verdict::DropReason;
 
 /// The bytes of TX entry `d`: in the GPU slot the burst ran in where it is held with its
 /// frames ([`Slot::ring`]), else in the burst (empty when it lies outside: never sent).
@@ -38,8 +37,23 @@ fn timed<'s>(slot: &'s Slot, i: usize, d: &TxDesc) -> (&'s [u8], u64) {
     )
 }
 
-fn forwards(d: &TxDesc) -> bool {
-    d.action == abi::ACTION_PASS || d.action == abi::ACTION_MIRROR
+/// What the TX ring entry's action does with its frame.
+fn fate(d: &TxDesc) -> TxFate {
+    match d.action {
+        abi::ACTION_PASS => TxFate::Forward,
+        abi::ACTION_MIRROR => TxFate::Mirror,
+        abi::ACTION_TO_HOST => TxFate::ToHost,
+        _ => TxFate::Drop,
+    }
+}
+
+impl TxBurst for Slot {
+    fn entries(&self) -> impl Iterator<Item = (TxFate, u16, TimedFrame<'_>)> {
+        self.tx
+            .iter()
+            .enumerate()
+            .map(move |(i, d)| (fate(d), d.out_port, timed(self, i, d)))
+    }
 }
 
 /// Runs until every queue thread is done (`queues_done` reaches the number of queues) and its
@@ -53,85 +67,17 @@ pub(crate) fn run(
     queues_done: &AtomicUsize,
     dev: &dyn QueueDevice,
 ) -> (Vec<OutTally>, Vec<String>) {
-    let backoff = Backoff::new();
-    let mut dest = Destinations::new(out);
-    let mut settled = Vec::new();
-    let route = dest.route;
-    let target = |d: &TxDesc| route.target(d.out_port);
-    loop {
-        let mut got = false;
-        for (q, input) in inputs.iter_mut().enumerate() {
-            while let Some(slot) = input.pop() {
-                got = true;
-                let c = &shared.counters[q];
-                let s = &slot;
-                for (k, d) in dest.ports.iter_mut() {
-                    let k = *k;
-                    let r = d.send_frames(q as u16, || {
-                        s.tx.iter()
-                            .enumerate()
-                            .filter(move |(_, t)| forwards(t) && target(t) == Some(k))
-                            .map(move |(i, t)| timed(s, i, t))
-                    });
-                    c.tx_frames.add(r.sent);
-                    c.tx_bytes.add(r.bytes);
-                    c.drops[DropReason::TxError as usize].add_shared(r.failed());
-                    c.drops[DropReason::TxHorizon as usize].add_shared(r.too_far);
-                }
-                // Forwarded to a port that is not open (a route to the mirror or slow-path
-                // port): not sent, counted.
-                let lost =
-                    s.tx.iter()
-                        .filter(|t| forwards(t))
-                        .filter_map(target)
-                        .filter(|k| !dest.is_open(*k))
-                        .count();
-                c.drops[DropReason::TxError as usize].add_shared(lost as u64);
-                // Copies and the slow path are counted by their destinations (OutTally).
-                if let Some(d) = dest.mirror.as_mut() {
-                    d.send_frames(q as u16, || {
-                        s.tx.iter()
-                            .enumerate()
-                            .filter(|(_, t)| t.action == abi::ACTION_MIRROR)
-                            .map(move |(i, t)| timed(s, i, t))
-                    });
-                }
-                if let Some(d) = dest.slow.as_mut() {
-                    d.send_frames(q as u16, || {
-                        s.tx.iter()
-                            .enumerate()
-                            .filter(|(_, t)| t.action == abi::ACTION_TO_HOST)
-                            .map(move |(i, t)| timed(s, i, t))
-                    });
-                }
-                // Every destination is done with the frames (ports copy what they keep):
-                // the GPU slot may take the next burst.
-                let mut slot = slot;
-                if let Some(h) = slot.ring.take() {
-                    dev.release(h.q, h.seq);
-                }
-                if let Some(f) = frees.get(slot.port) {
-                    let _ = f.send(slot);
-                }
-            }
+    let nq = inputs.len();
+    // Every destination is done with the frames (ports copy what they keep): the GPU slot may
+    // take the next burst.
+    let release = |_q: usize, mut slot: Slot| {
+        if let Some(h) = slot.ring.take() {
+            dev.release(h.q, h.seq);
         }
-        // Frames a port holds for their send time go out when due, bursts or not; each is
-        // counted for its queue once it went out (or did not).
-        dest.poll(&mut settled);
-        count_settled(&shared.counters, &settled);
-        settled.clear();
-        if got {
-            backoff.reset();
-            continue;
+        if let Some(f) = frees.get(slot.port) {
+            let _ = f.send(slot);
         }
-        if queues_done.load(Ordering::Acquire) == inputs.len()
-            && inputs.iter().all(|i| i.is_empty())
-        {
-            break;
-        }
-        wait_on(&backoff);
-    }
-    let r = dest.finish(&mut settled);
-    count_settled(&shared.counters, &settled);
-    r
+    };
+    let done = || queues_done.load(Ordering::Acquire) == nq;
+    crate::executor::tx::run(&shared.counters, out, &mut inputs, done, release, wait_on)
 }

@@ -1,0 +1,133 @@
+//! The TX thread of the host runtime, written once for both executors: it takes each queue's
+//! finished bursts in the order the queue finished them, sends every frame to where its verdict
+//! sends it ([`OutPorts`]: the output port the frame names, the mirror port, the slow path),
+//! counts what each destination took, lets ports that hold frames for their send time send them
+//! when due, and hands each burst back to its owner ([`TxBurst`] says how an executor's burst
+//! is read; the executor's `release` callback what becomes of it after).
+
+use crossbeam_utils::Backoff;
+
+use crate::counters::QueueCounters;
+use crate::port::out::{count_settled, Destinations, OutPorts, OutTally};
+use crate::port::TimedFrame;
+use crate::ring::Consumer;
+use crate::verdict::DropReason;
+
+/// What a verdict does with a frame, as the TX thread sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxFate {
+    /// To its output port.
+    Forward,
+    /// To its output port, and a copy to the mirror port.
+    Mirror,
+    /// To the slow path.
+    ToHost,
+    /// Nowhere (counted where it was dropped).
+    Drop,
+}
+
+impl TxFate {
+    #[inline]
+    fn forwards(self) -> bool {
+        matches!(self, TxFate::Forward | TxFate::Mirror)
+    }
+}
+
+/// A finished burst as the TX thread reads it: per frame, in order, its fate, its `out_port`
+/// and its bytes with its send time.
+pub trait TxBurst {
+    /// Every frame of the burst that has a TX entry: (fate, out_port, frame and send time).
+    /// Called more than once per burst: it yields the same frames each time.
+    fn entries(&self) -> impl Iterator<Item = (TxFate, u16, TimedFrame<'_>)>;
+}
+
+/// Sends one burst of queue `q` to its destinations and counts it in `c`.
+pub(crate) fn send_burst(
+    dest: &mut Destinations<'_>,
+    q: usize,
+    burst: &impl TxBurst,
+    c: &QueueCounters,
+) {
+    let route = dest.route;
+    let target = |out_port: u16| route.target(out_port);
+    for (k, d) in dest.ports.iter_mut() {
+        let k = *k;
+        let r = d.send_frames(q as u16, || {
+            burst
+                .entries()
+                .filter(move |(fate, port, _)| fate.forwards() && target(*port) == Some(k))
+                .map(|(_, _, f)| f)
+        });
+        c.tx_frames.add(r.sent);
+        c.tx_bytes.add(r.bytes);
+        c.drops[DropReason::TxError as usize].add_shared(r.failed());
+        c.drops[DropReason::TxHorizon as usize].add_shared(r.too_far);
+    }
+    // Forwarded to a port that is not open (a route to the mirror or slow-path port): not sent,
+    // counted.
+    let lost = burst
+        .entries()
+        .filter(|(fate, _, _)| fate.forwards())
+        .filter_map(|(_, port, _)| target(port))
+        .filter(|k| !dest.is_open(*k))
+        .count();
+    c.drops[DropReason::TxError as usize].add_shared(lost as u64);
+    // Copies and the slow path are counted by their destinations (OutTally).
+    for (d, want) in [
+        (dest.mirror.as_mut(), TxFate::Mirror),
+        (dest.slow.as_mut(), TxFate::ToHost),
+    ] {
+        if let Some(d) = d {
+            d.send_frames(q as u16, || {
+                burst
+                    .entries()
+                    .filter(move |(fate, _, _)| *fate == want)
+                    .map(|(_, _, f)| f)
+            });
+        }
+    }
+}
+
+/// Runs the TX thread until `done()` (every producer finished) and every input is empty; then
+/// flushes the ports. `release(q, burst)` takes each burst back once every destination is done
+/// with its frames (ports copy what they keep). Returns what each destination took and the
+/// ports' errors: after a destination's first error its frames count as failed without calling
+/// it again.
+pub(crate) fn run<B: TxBurst>(
+    counters: &[std::sync::Arc<QueueCounters>],
+    out: &mut OutPorts,
+    inputs: &mut [Consumer<B>],
+    done: impl Fn() -> bool,
+    mut release: impl FnMut(usize, B),
+    wait: impl Fn(&Backoff),
+) -> (Vec<OutTally>, Vec<String>) {
+    let backoff = Backoff::new();
+    let mut dest = Destinations::new(out);
+    let mut settled = Vec::new();
+    loop {
+        let mut got = false;
+        for (q, input) in inputs.iter_mut().enumerate() {
+            while let Some(burst) = input.pop() {
+                got = true;
+                send_burst(&mut dest, q, &burst, &counters[q]);
+                release(q, burst);
+            }
+        }
+        // Frames a port holds for their send time go out when due, bursts or not; each is
+        // counted for its queue once it went out (or did not).
+        dest.poll(&mut settled);
+        count_settled(counters, &settled);
+        settled.clear();
+        if got {
+            backoff.reset();
+            continue;
+        }
+        if done() && inputs.iter().all(|i| i.is_empty()) {
+            break;
+        }
+        wait(&backoff);
+    }
+    let r = dest.finish(&mut settled);
+    count_settled(counters, &settled);
+    r
+}
