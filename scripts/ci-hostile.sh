@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# CI steps of issue 25 (hostile input, faults, fleets), after scripts/ci.sh: check-kernels
-# proven to fail on a spill (scripts/test-check-kernels.sh), the host C++ under
-# AddressSanitizer (scripts/ci-asan.sh), the Kubernetes overlays rendered and validated offline
-# and the systemd unit checked (scripts/ci-deploy.sh).
+# CI steps for hostile input, faults and fleets, after scripts/ci.sh: check-kernels proven to fail
+# on a spill (scripts/test-check-kernels.sh), the host C++ under AddressSanitizer
+# (scripts/ci-asan.sh), the Kubernetes overlays rendered and validated offline and the systemd unit
+# checked (scripts/ci-deploy.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n==== %s ====\n' "$*"; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine: composed pipelines (issue 22) against the CPU executor. For each stage list
+# On the GPU machine: composed pipelines against the CPU executor. For each stage list
 # (shipped inline filter, in-order subsets, other orders, the syn-guard user stage), `pktwarp run`
 # (or `syn-guard run`) on the same generated traffic with executor cpu and gpu, output to a
 # pcap: the frames written must be the same multiset (same bytes, same count; with one queue the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# On the GPU machine: the fronthaul stage (issue 23) on the GPU executor against the CPU
-# executor, and its decompressed PRBs per second (issue 27 item 3).
+# On the GPU machine: the fronthaul stage on the GPU executor against the CPU executor, and its
+# decompressed PRBs per second.
 #  1. gen -> pcap: the generator's O-RAN mode (273 PRBs, 2 eAxCs, BFP9 / BFP14, 50 PRBs and 2
 #     sections a packet, VLAN 100) written to a capture by the CPU executor.
 #  2. That capture replayed at radio speed (rate CHECK_PPS: 2 eAxCs x 14 symbols x 6 packets a

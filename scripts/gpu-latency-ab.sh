@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Interleaved latency comparison of pktwarp binaries on the GPU machine (the A/B method of
-# docs/perf-log.md, issue 4): round 1 runs every binary once, round 2 again, ..., so slow drifts of
-# the machine hit every binary alike. Each run is `BIN bench --sets acl1_10K --skip
+# Interleaved latency comparison of pktwarp binaries on the GPU machine (the A/B method of the
+# GPU latency work in docs/perf-log.md): round 1 runs every binary once, round 2 again, ..., so
+# slow drifts of the machine hit every binary alike. Each run is `BIN bench --sets acl1_10K --skip
 # throughput,e2e` (latency table, transport rounds, traced decomposition; every verdict checked
 # against the CPU executor), then one summary table is printed: per run the 16- and 32-frame
 # persistent mapped rows, the launch ratio, the traced 32-frame decomposition and the verdict
@@ -34,7 +34,7 @@ def decomp(md):
     pp = m.group(4).strip() if "of which parse pass" in md else "-"  # older tables lack the column
     return m.group(1).split("/")[0].strip(), m.group(2).strip(), m.group(3).strip(), pp
 def stalls(md):
-    # Binaries before session 11 print neither line.
+    # Binaries older than the stall accounting (2026-11-30) print neither line.
     j = re.search(r"^Host thread off its CPU .*?: ([0-9.]+) times a second", md, re.M)
     m = re.search(r"^32 frames, mapped: stalled bursts persistent (\d+) of \d+ \(([0-9.]+)%\), launch \d+ of \d+ "
                   r"\(([0-9.]+)%\); p99 of the bursts without a stall: persistent ([0-9.NaN]+), launch ([0-9.NaN]+) \(([0-9.NaNinf]+)x\)", md, re.M)

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# On the GPU machine: `on_stall: restart` (issue 25 item 4, issue 27 item 5). The GPU executor's
-# test knob stalls queue 1's persistent kernel on one burst; the watchdog must see its heartbeat
-# stop, restart that queue's kernel alone, and the run must end normally with exactly that
-# burst's frames counted as `kernel_stall` and every other frame counted as the CPU executor
-# counts it (the other queues never paused). Then the same with the stall on a queue whose
-# kernel is given no restart (`on_stall: exit`): the daemon must exit 4.
+# On the GPU machine: `on_stall: restart`. The GPU executor's test knob stalls queue 1's persistent
+# kernel on one burst; the watchdog must see its heartbeat stop, restart that queue's kernel alone,
+# and the run must end normally with exactly that burst's frames counted as `kernel_stall` and every
+# other frame counted as the CPU executor counts it (the other queues never paused). Then the same
+# with the stall on a queue whose kernel is given no restart (`on_stall: exit`): the daemon must
+# exit 4.
 # Usage (repository root): scripts/gpu-restart-check.sh [BIN] [OUT]
 set -u
 BIN=${1:-.carry/pktwarp}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine: the rewrite stages and GPU-initiated TX (issue 24, issue 27 item 4).
+# On the GPU machine: the rewrite stages and GPU-initiated TX.
 #  1. l2fwd and l3fwd (the shipped configs, generator input, one queue and four) on executor cpu
 #     and executor gpu: every output capture's frames identical (one queue: in order; four: as
 #     sets, queues interleave differently in each run); the summaries' counts equal.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The one GPU-machine run of issue 4: verify (CPU reference vs GPU executor, every frame) on the
-# tcpdump corpus, the ClassBench acl1/fw1/ipc1 10K traces with their rule sets and 10 million
+# The one GPU-machine run of the GPU data path: verify (CPU reference vs GPU executor, every frame)
+# on the tcpdump corpus, the ClassBench acl1/fw1/ipc1 10K traces with their rule sets and 10 million
 # generated frames (malformed ones included), then `pktwarp bench` (stage throughput, end to end,
 # latency). Builds nothing: it runs a binary built on the development machine.
 #
@@ -11,10 +11,10 @@
 # Each step has its own time limit so one hang cannot eat the whole run; the log records every
 # command with its exit code, and the bench table is printed last.
 # ONLY=REGEX runs just the steps whose name matches (e.g. ONLY='reload|devices').
-# Issue 6 on the GPU: reload-torture-* swap the ACL table 100 times under traffic and check every
-# verdict against the CPU reference of the generation its burst carried. Issue 7: verify-devices
-# and bench-devices run queues on several GPU executors (`0,0`: two on GPU 0 when only one GPU is
-# there; DEVICES=0,1 on a two-GPU machine).
+# ACL hot swap on the GPU: reload-torture-* swap the ACL table 100 times under traffic and check
+# every verdict against the CPU reference of the generation its burst carried. Several GPUs:
+# verify-devices and bench-devices run queues on several GPU executors (`0,0`: two on GPU 0 when
+# only one GPU is there; DEVICES=0,1 on a two-GPU machine).
 set -u
 BIN=${1:-.carry/pktwarp}
 DATA=${2:-.carry/data}

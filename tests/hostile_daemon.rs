@@ -1,4 +1,4 @@
-//! `pktwarp run` under a hostile or careless operator, one test per finding of issue 25:
+//! `pktwarp run` under a hostile or careless operator, one test per finding of a review of it:
 //! SIGTERM while a metrics client stalls (it finished, never), a second SIGTERM (exit 130), a
 //! SIGHUP during start-up (it killed the daemon, exit 129), a reload to an empty or
 //! half-written rule file (published), TX to `/dev/full` and to a file that stops growing

@@ -1,8 +1,8 @@
-//! validate == run (issue 25): each bad value that `pktwarp run` refuses at start is refused by
-//! `pktwarp validate` too, with the file, the key and the allowed range (today about 25 of them
-//! passed validate and failed run, one aborting the CPU executor); every input file has a size
-//! bound (`/dev/zero` as a config, rule file, trace or capture is an error naming the file, not
-//! an out-of-memory kill); a file that is both read and written is refused.
+//! validate == run: each bad value that `pktwarp run` refuses at start is refused by `pktwarp
+//! validate` too, with the file, the key and the allowed range (about 25 of them once passed
+//! validate and failed run, one aborting the CPU executor); every input file has a size bound
+//! (`/dev/zero` as a config, rule file, trace or capture is an error naming the file, not an
+//! out-of-memory kill); a file that is both read and written is refused.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

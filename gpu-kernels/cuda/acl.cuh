@@ -131,8 +131,8 @@ PW_DEVICE uint32_t pw_acl_tree(const pw_acl_fam_view *v, uint32_t ti, uint32_t *
  * 16-byte aligned) is two 16-byte loads and a branch-free test. With short-circuit tests the
  * compiler issued the second load only after the first had returned and passed the rule-index
  * test, and each key word's shared-memory load only after the test before it (sm_90 SASS); now
- * all of them are in flight at once (stages of a 32-frame burst 2.78 vs 2.91-2.94 us,
- * docs/perf-log.md (issue 4, session 10)). */
+ * all of them are in flight at once (stages of a 32-frame burst 2.78 vs 2.91-2.94 us;
+ * docs/perf-log.md, "a lookup with fewer dependent steps", 2026-11-30). */
 PW_DEVICE uint32_t pw_acl_rec_eval(const pw_acl_fam_view *v, const uint32_t *rec, const uint32_t kw[11],
                                    uint32_t best, uint32_t *idx) {
 #if PW_GPU
@@ -247,8 +247,8 @@ PW_DEVICE uint32_t pw_acl_chunk_decide(uint32_t match, uint32_t end, uint32_t *l
  * that matches loads its rule's action at once, so the load runs beside the group's decision and
  * the rest of the walk instead of after the whole lookup; the decision is one reduction (below);
  * a lane's record pointer steps by a chunk. Against two ballots, a find-first-set and a multiply
- * per chunk: stages of a 32-frame burst 2.56-2.59 vs 2.72-2.75 us (docs/perf-log.md (issue 4,
- * session 10)). */
+ * per chunk: stages of a 32-frame burst 2.56-2.59 vs 2.72-2.75 us (docs/perf-log.md, "a lookup with
+ * fewer dependent steps", 2026-11-30). */
 __device__ __forceinline__ uint32_t pw_acl_group_scan(const pw_acl_fam_view *v, uint32_t first, const uint32_t *kw,
                                                       uint32_t best, uint32_t gl, uint32_t gsize, uint32_t act[2]) {
     const uint32_t gbase = (threadIdx.x & 31u) & ~(gsize - 1u);

@@ -14,8 +14,8 @@
 /* *p += v, `p` in global memory: a reduction the thread does not wait for. atomicAdd through a
  * pointer the compiler cannot place compiles (sm_90 SASS) to a generic ATOM whose address-space
  * predicate the thread waits for, then a shared-memory fallback loop; a frame's rule hit sat on
- * the burst's path that way (stages of a 32-frame burst 2.72 vs 2.78 us, docs/perf-log.md (issue 4,
- * session 10)). */
+ * the burst's path that way (stages of a 32-frame burst 2.72 vs 2.78 us; docs/perf-log.md, "a
+ * lookup with fewer dependent steps", 2026-11-30). */
 __device__ __forceinline__ void pw_red_add_global(void *p, unsigned long long v) {
     asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "l"(v) : "memory");
 }

@@ -392,13 +392,13 @@ PW_DEVICE void pw_fh_frame_done(const pw_fh_stage_params *p, pw_stage_counters *
 /* PRBs spread over a warp (GPU, composed kernels). One thread per frame decoding its PRBs one
  * after another held a burst for one frame's whole decode (50 PRBs in series) while the rest of
  * the CTA idled: the whole daemon fed 0.13 M frames/s a queue where the transport alone moves
- * 2.6 M (docs/perf-log.md, "Issue 23, 2026-12-04 evening"). So on the GPU the per-frame pass
- * (pw_stage_fronthaul) checks, judges and refuses as before and queues the frame's PRB work in
- * shared memory; the transport ends every round of frames with PW_PIPELINE_ROUND_END (whole
- * block, while the round's frames are still where they ran), where each warp takes queued
- * frames and its lanes decode their PRBs. A frame that finds the queue full (a pipeline with two
- * fronthaul stages) decodes in its own thread as before. The host build decodes in the
- * per-frame pass with the same two functions (lane 0 of 1). */
+ * 2.6 M (docs/perf-log.md, "the whole GPU fronthaul daemon, fed", 2026-12-04). So on the GPU the
+ * per-frame pass (pw_stage_fronthaul) checks, judges and refuses each frame and queues its PRB
+ * work in shared memory; the transport ends every round of frames with PW_PIPELINE_ROUND_END (whole
+ * block, while the round's frames are still where they ran), where each warp takes queued frames
+ * and its lanes decode their PRBs. A frame that finds the queue full (a pipeline with two fronthaul
+ * stages) decodes in its own thread. The host build decodes in the per-frame pass with the same two
+ * functions (lane 0 of 1). */
 #if PW_GPU && PW_PIPELINE_COMPOSED
 #define PW_FH_WARP_DECODE 1
 typedef struct pw_fh_work {

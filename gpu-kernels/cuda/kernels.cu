@@ -255,8 +255,8 @@ __device__ __forceinline__ uint32_t pw_group_size(const pw_queue_desc &q, uint32
 #if PW_PIPELINE_FUSED
     /* The g = 2^k (k <= 5) the loop "while (g < 32 && n * g * 2 <= blockDim) g *= 2" ends with,
      * from independent compares: with the division below it was ~0.15 us of every small burst's
-     * latency path, where one warp's dependent instructions take ~5 cycles each (docs/perf-log.md
-     * (issue 4, session 9)). */
+     * latency path, where one warp's dependent instructions take ~5 cycles each (docs/perf-log.md,
+     * "where the parse pass's time goes", 2026-11-30). */
     if (q.pipeline & PW_PIPE_ACL) {
 #pragma unroll
         for (uint32_t k = 1u; k <= 5u; k++)
@@ -362,9 +362,9 @@ __shared__ uint32_t pw_img_gen;
 
 /* Frames [lo, hi) of a burst of n that CTA `part` of its group of `parts` runs: [n * part /
  * parts, n * (part + 1) / parts), split at even frame numbers (a chunk's compact descriptors then
- * start on a 16-byte granule, pw_run_chunked). A shift for groups of 2, 4 or 8: the 64-bit
- * division it was took ~0.2 us of a 32-frame burst's stages with 4 CTAs (docs/perf-log.md (issue 4,
- * session 13)). n <= 65535 and parts <= 8, so n * parts fits 32 bits. */
+ * start on a 16-byte granule, pw_run_chunked). A shift for groups of 2, 4 or 8: the 64-bit division
+ * it was took ~0.2 us of a 32-frame burst's stages with 4 CTAs (docs/perf-log.md, "Kept: ded7616,
+ * `pw_part_range`"). n <= 65535 and parts <= 8, so n * parts fits 32 bits. */
 __device__ __forceinline__ void pw_part_range(uint32_t n, uint32_t part, uint32_t parts, uint32_t *lo, uint32_t *hi) {
     if (parts == 1u) {
         *lo = 0u;
@@ -816,8 +816,9 @@ extern "C" __global__ void __launch_bounds__(PW_PERSISTENT_MAX_THREADS, 1) pw_pe
  * every queue is tagged, the pipeline is parse + acl, bursts have at most PW_SPLIT_MAX frames and
  * the block has at least two threads per frame: only the tagged poll and pw_run_split are
  * compiled in. The general kernel's other paths (untagged polls, staging copies, large-burst
- * paths) sit beside this one in its code, and a burst's path through a kernel measured
- * sensitive to the code around it (instruction cache; docs/perf-log.md (issue 4, session 5)). */
+ * paths) sit beside this one in its code, and a burst's path through a kernel measured sensitive to
+ * the code around it (instruction cache; docs/perf-log.md, "where the small burst's ACL time goes;
+ * L1 carveout", 2026-11-29/30). */
 extern "C" __global__ void __launch_bounds__(512, 1) pw_persistent_small(const pw_queue_desc *queues,
                                                                          uint32_t ctas, uint32_t parts) {
     pw_persistent_body<true>(queues, ctas, parts);

@@ -38,10 +38,10 @@ __device__ __forceinline__ void pw_tag_take(uint32_t i, uint32_t kk, const uint4
  * 32-frame slot (tools/gpu-probes/host_read_rtt.cu), ~1.9 us until the block has checked it, and a burst
  * arrives at any point of a round: one that the host finishes writing just after a round's reads
  * reached host memory waits for the next round. With K rounds spaced a round trip / K apart that
- * wait shrinks K-fold. tools/gpu-probes/ring_lat (32 x 64 B, tagged in and out, docs/perf-log.md (issue
- * 4, session 8)): K = 2 p50 / p99 4.04-4.07 / 4.18-4.29 us against 4.76-4.82 / 4.92-4.98 with one
- * round; K = 3 (14 KB in flight) 3.71-3.78 / 5.28-6.25: past ~10 KB in flight the rounds slow
- * each other. */
+ * wait shrinks K-fold. tools/gpu-probes/ring_lat (32 x 64 B, tagged in and out; docs/perf-log.md,
+ * "two poll rounds in flight", 2026-11-30): K = 2 p50 / p99 4.04-4.07 / 4.18-4.29 us against
+ * 4.76-4.82 / 4.92-4.98 with one round; K = 3 (14 KB in flight) 3.71-3.78 / 5.28-6.25: past ~10 KB
+ * in flight the rounds slow each other. */
 #ifndef PW_POLL_ROUNDS_MAX
 #define PW_POLL_ROUNDS_MAX 2u
 #endif
@@ -75,7 +75,7 @@ __device__ __forceinline__ void pw_cp_async16(void *dst, const void *src) {
 /* Every round this block still has in flight has landed: each thread waits for its own copies,
  * then the barrier for everyone's. Only then may the shared memory under them be reused (a
  * thread past its own wait could otherwise write where another thread's copy is still to land:
- * measured, docs/perf-log.md (issue 4, session 8)). */
+ * measured, docs/perf-log.md, "two poll rounds in flight", 2026-11-30). */
 __device__ __forceinline__ void pw_cp_async_drain() {
     asm volatile("cp.async.wait_all;" ::: "memory");
     __syncthreads();

@@ -4,7 +4,7 @@
 /* A burst's slot staged in shared memory: header, its n descriptors, then its data bytes (16-byte
  * granules). Latency: with a ring in mapped host memory every load of a frame byte is a PCIe round
  * trip, and parse's loads depend on each other (ethertype -> IP header -> L4); one coalesced copy
- * of the slot pays that round trip once. Bursts that do not fit run from the ring as before. */
+ * of the slot pays that round trip once. Bursts that do not fit are read from the ring itself. */
 __shared__ __align__(16) uint8_t pw_stage[PW_STAGE_BYTES];
 __shared__ uint32_t pw_ring_reads; /* a staged burst has a frame past data_bytes (read from the ring) */
 

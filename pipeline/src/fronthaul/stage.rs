@@ -207,7 +207,7 @@ impl Latencies {
 }
 
 /// eAxC id -> grid index, looked up once a packet: hashed by one multiplication (SipHash, the
-/// default, was 120 instructions a packet, 2.5% of the stage's; the ids are at most
+/// default, costs 120 instructions a packet, 2.5% of the stage's; the ids are at most
 /// `max_eaxcs`, so a crafted collision costs little).
 type EaxcIndex = HashMap<u16, usize, BuildHasherDefault<IdHasher>>;
 

@@ -296,8 +296,8 @@ mod tests {
         r.register("drop_byte", factory()).unwrap();
         let e = r.register("drop_byte", factory()).unwrap_err();
         assert!(e.to_string().contains("is registered"), "{e}");
-        // Every built-in the registry lists (dscp, respond and tx_time were once missing from a
-        // hand-kept list, so a user stage could take their metric label), and the `custom` key.
+        // Every built-in the registry lists (a hand-kept list can miss one, and a user stage could
+        // then take its metric label), and the `custom` key.
         let builtins = crate::stage::BUILTINS.iter().map(|d| d.name);
         for b in builtins.chain(["custom"]) {
             let e = r.register(b, factory()).unwrap_err();

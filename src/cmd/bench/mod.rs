@@ -1,6 +1,7 @@
-//! `pktwarp bench`: the GPU measurements of issue 4 in one run, one table at the end (and JSON +
-//! markdown under `--out`). Builds nothing; needs a GPU but for the fronthaul CPU table, which
-//! runs without one (the rest is then skipped, exit status 3 when any of it was asked for).
+//! `pktwarp bench`: the GPU data path's measurements (BENCHMARKS.md, "GPU data path") in one run,
+//! one table at the end (and JSON + markdown under `--out`). Builds nothing; needs a GPU but for
+//! the fronthaul CPU table, which runs without one (the rest is then skipped, exit status 3 when
+//! any of it was asked for).
 //!
 //! 1. Stage throughput on device-resident frames (parse + acl + count) per ClassBench set, against
 //!    the CPU executor's pipeline (`pipeline::stage::run::Pipeline::run_burst`) on every core of

@@ -14,7 +14,8 @@ use crate::stage::Pipeline;
 /// reused `2 x max_open_slots` slots later, so a slot closes within a poll or two of its last
 /// PRB, long before its entry is taken again. A poll itself takes tens of microseconds (its
 /// reads of GPU memory), which a sleep of 100 us doubled: slot completion latency p50 was
-/// ~250 us at radio speed on the H200 (docs/perf-log.md, "Issue 23, 2026-12-04 evening").
+/// ~250 us at radio speed on the H200 (docs/perf-log.md, "the whole GPU fronthaul daemon, fed",
+/// 2026-12-04).
 pub(crate) const POLL: Duration = Duration::from_micros(20);
 
 /// Runs `host` (the host side, on `gpu`) with the completion poll beside it when the pipeline

@@ -28,7 +28,7 @@ pub enum Placement {
     Device,
     /// Pinned host memory the GPU reads directly. The default: for rings the host fills (pcap,
     /// gen, DPDK without GPUDirect) it measured several times the `device` rate end to end and
-    /// lower latency (BENCHMARKS.md, issue 4).
+    /// lower latency (BENCHMARKS.md, "GPU data path").
     #[default]
     Mapped,
 }
@@ -84,21 +84,23 @@ pub struct GpuOptions {
     /// [n * j / k, n * (j + 1) / k) (boundaries rounded down to even frame numbers), so a small
     /// burst's lookups spread over k SMs with a warp per frame (a lookup is a chain of dependent
     /// steps; lookups that share a warp or an SM's schedulers wait for each other). Every CTA of
-    /// the group polls the slot itself and publishes its own done word. Default: with `device` rings, `burst_size / 8` rounded up,
-    /// at most 4 (1 for bursts of 8 frames or fewer, 4 from 25 frames up); 1 for bursts of more
-    /// than 32 frames (the CTAs are better spent on more bursts at once, `ctas_per_queue`) and
-    /// when a queue is `mapped`: there every CTA of the group reads the slot across PCIe, which
-    /// measured slower than one CTA (BENCHMARKS.md, issue 4 session 3).
+    /// the group polls the slot itself and publishes its own done word. Default: with `device`
+    /// rings, `burst_size / 8` rounded up, at most 4 (1 for bursts of 8 frames or fewer, 4 from
+    /// 25 frames up); 1 for bursts of more than 32 frames (the CTAs are better spent on more
+    /// bursts at once, `ctas_per_queue`) and when a queue is `mapped`: there every CTA of the
+    /// group reads the slot across PCIe, which measured slower than one CTA (H200, 32-frame
+    /// bursts: device stages 5.66 -> 3.49 us with a group, mapped slower; docs/perf-log.md,
+    /// "latency work on the 32-frame burst", 2026-11-29).
     pub burst_ctas: Option<u32>,
     /// Copy the frame bytes of bursts whose mean frame is 256 bytes or more into a `mapped`
     /// ring with non-temporal stores (to memory, past this core's caches). Default true: the
     /// kernel reads only the headers of such frames (a chunk of them does not fit shared memory,
     /// so they are parsed in place), and the host's copy, the limit there, goes faster. Small
-    /// frames are read whole, which measured faster from the CPU's cache (BENCHMARKS.md, issue
-    /// 4 session 3: 1518 B end to end +13-35% in five of six paired rounds, -4% in one; 64 B
-    /// -4-5% when every burst took non-temporal stores). `device` rings' pinned staging is
-    /// copied as before. A [tagged](GpuOptions::tagged) slot's granules never take them (their
-    /// 16-byte atomicity is documented for plain aligned stores only).
+    /// frames are read whole, which measured faster from the CPU's cache (H200: 1518 B end to end
+    /// +13-35% in five of six paired rounds, -4% in one; 64 B -4-5% when every burst took
+    /// non-temporal stores; docs/perf-log.md, "latency work on the 32-frame burst", 2026-11-29).
+    /// `device` rings' pinned staging never takes them, nor do a [tagged](GpuOptions::tagged)
+    /// slot's granules (their 16-byte atomicity is documented for plain aligned stores only).
     pub nt_stores: bool,
     /// Tagged words on a `persistent` kernel's `mapped` rings (`PW_PIPE_TAGGED`): the host
     /// writes a burst as 16-byte granules of 12 image bytes and its tag, the whole CTA polls the
@@ -251,9 +253,9 @@ impl GpuOptions {
     /// multiprocessors beside `beside_ctas` persistent CTAs of other executors: 512 in
     /// `persistent` mode with bursts of at most 32 frames when every persistent CTA still has
     /// an SM of its own (a 512-thread CTA fills an SM's registers), else 256. Latency: with 512
-    /// threads 16 or 32 lanes share each frame's ACL lookup instead of 8 or 16, so fewer
-    /// frames' lookups share (and diverge in) a warp (H200, 32-frame mapped bursts:
-    /// BENCHMARKS.md, issue 4 session 6).
+    /// threads 16 or 32 lanes share each frame's ACL lookup instead of 8 or 16, so fewer frames'
+    /// lookups share (and diverge in) a warp (H200, 32-frame mapped bursts: docs/perf-log.md,
+    /// "parse fast path, 512 threads, fewer barriers", 2026-11-30).
     pub fn default_threads(&self, n_queues: usize, beside_ctas: usize, sms: usize) -> u32 {
         let want = self.persistent_ctas(n_queues, beside_ctas);
         if self.mode == Mode::Persistent && self.burst_size <= 32 && want <= sms {

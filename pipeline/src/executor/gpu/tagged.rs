@@ -60,9 +60,9 @@ pub(super) unsafe fn store_tagged(dst: *mut u8, img: &[u8], len: usize, tag: u32
 /// cache (`cldemote`, a hint: a no-op on CPUs without it), after the host wrote them for the GPU.
 /// A persistent kernel polls a tagged slot with rounds that read every line of it across PCIe;
 /// a read of a line this core holds modified must first get it back from the core, while one
-/// in the last-level cache is answered from there. Measured on the H200 machine (BENCHMARKS.md,
-/// issue 4 session 11): 32-frame bursts ~0.2 us sooner at p50, though the submit call takes
-/// ~0.5 us longer.
+/// in the last-level cache is answered from there. Measured on the H200 machine: 32-frame bursts
+/// ~0.2 us sooner at p50, though the submit call takes ~0.5 us longer (docs/perf-log.md, "the
+/// host's side of a small burst (cldemote kept)", 2026-11-30).
 #[cfg(target_arch = "x86_64")]
 pub(super) fn demote_lines(p: *const u8, bytes: usize) {
     let end = p as usize + bytes;
