@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{put, scrape, scratch, sum};
+use common::{put, scrape, scratch, sum, tx_config};
 
 const RULES: &str = "rules:
   - { proto: tcp, dst_port: 1-100, action: drop }
@@ -35,30 +35,6 @@ executor: {{ kind: cpu }}
 metrics: {metrics}
 control: {{ drain_timeout_ms: 3000 }}
 "
-        ),
-    )
-    .unwrap();
-    p
-}
-
-/// A bounded generator into a pcap file: `pktwarp run` on it ends by itself.
-fn tx_config(dir: &Path, out: &Path, count: u64) -> PathBuf {
-    let p = dir.join("tx.yaml");
-    std::fs::write(
-        &p,
-        format!(
-            "ports:
-  - name: wire
-    gen: {{ size: 64, count: {count} }}
-  - name: out
-    pcap: {{ tx: {{ path: '{}' }} }}
-queues: {{ count: 2 }}
-pipeline: [parse, count]
-executor: {{ kind: cpu }}
-output: {{ port: out }}
-metrics: {{ enabled: false }}
-",
-            out.display()
         ),
     )
     .unwrap();

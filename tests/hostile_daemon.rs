@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{put, scrape, scratch, Daemon};
+use common::{put, scrape, scratch, tx_config, Daemon};
 
 const RULES4: &str = "rules:
   - { proto: tcp, dst_port: 1-100, action: drop }
@@ -254,30 +254,6 @@ fn wait_until(f: impl Fn() -> bool) {
         assert!(t.elapsed() < Duration::from_secs(15), "timed out");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// A gen -> pcap TX config writing to `out`.
-fn tx_config(dir: &Path, out: &Path, count: u64) -> PathBuf {
-    let p = dir.join("cfg.yaml");
-    std::fs::write(
-        &p,
-        format!(
-            "ports:
-  - name: wire
-    gen: {{ size: 64, count: {count} }}
-  - name: out
-    pcap: {{ tx: {{ path: '{}' }} }}
-queues: {{ count: 2 }}
-pipeline: [parse, count]
-executor: {{ kind: cpu }}
-output: {{ port: out }}
-metrics: {{ enabled: false }}
-",
-            out.display()
-        ),
-    )
-    .unwrap();
-    p
 }
 
 #[test]

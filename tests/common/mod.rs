@@ -211,3 +211,28 @@ pub fn promtool_check(exposition: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A bounded gen -> pcap TX config writing to `out` (`pktwarp run` on it ends by itself), as
+/// `DIR/cfg.yaml`.
+pub fn tx_config(dir: &Path, out: &Path, count: u64) -> PathBuf {
+    let p = dir.join("cfg.yaml");
+    std::fs::write(
+        &p,
+        format!(
+            "ports:
+  - name: wire
+    gen: {{ size: 64, count: {count} }}
+  - name: out
+    pcap: {{ tx: {{ path: '{}' }} }}
+queues: {{ count: 2 }}
+pipeline: [parse, count]
+executor: {{ kind: cpu }}
+output: {{ port: out }}
+metrics: {{ enabled: false }}
+",
+            out.display()
+        ),
+    )
+    .unwrap();
+    p
+}
