@@ -242,6 +242,13 @@ const BAD_VALUES: &[Case] = &[
         &["ports[1].pcap.tx.path", "folder"],
     ),
     (
+        "tx path empty",
+        "",
+        "path: ''",
+        "",
+        &["ports[1].pcap.tx.path", "empty path"],
+    ),
+    (
         "snaplen 0",
         "",
         "path: out.pcap, snaplen: 0",
@@ -526,4 +533,24 @@ fn shadowed_rule_warnings_are_capped() {
     assert!(lines <= 6, "{lines} shadowed-rule lines: {err}");
     assert!(err.contains("300 shadowed rules in all"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An empty TX path in a config named without a folder (`pktwarp validate cfg.yaml`) resolved
+/// to no file at all: validate passed and run failed. Refused by validate, naming the key.
+#[test]
+fn an_empty_tx_path_is_refused_with_a_relative_config_name() {
+    let dir = scratch("hostile-validate-empty-tx");
+    std::fs::write(dir.join("rules.yaml"), "rules: []\n").unwrap();
+    config(&dir, "", "path: ''", "metrics: { enabled: false }");
+    let v = std::process::Command::new(env!("CARGO_BIN_EXE_pktwarp"))
+        .args(["validate", "cfg.yaml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&v.stderr);
+    assert_eq!(v.status.code(), Some(2), "validate: {err}");
+    assert!(
+        err.contains("ports[1].pcap.tx.path") && err.contains("empty path"),
+        "{err}"
+    );
 }

@@ -38,6 +38,14 @@ pub(super) fn check_output(cfg: &Config) -> Result<(), ConfigError> {
     if let Some(t) = &out.to_host {
         let (l, c) = (t.referenced.line(), t.referenced.column());
         match (&t.value.pcap, &t.value.port, &t.value.tap) {
+            (Some(f), None, None) if f.as_os_str().is_empty() => {
+                return Err(err(
+                    l,
+                    c,
+                    "output.to_host.pcap",
+                    "names no file (an empty path)".into(),
+                ))
+            }
             (Some(_), None, None) => {}
             (None, Some(p), None) => check_port(p, l, c, "output.to_host.port")?,
             (None, None, Some(tap)) => crate::port::tap::check_name(&tap.name)

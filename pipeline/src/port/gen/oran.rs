@@ -39,6 +39,11 @@ fn default_sections() -> u16 {
 fn default_slots() -> u64 {
     1
 }
+
+/// Most slots one generator run makes: 2^40 (2.2 years of radio time at numerology 4), so the
+/// frame count (slots x 14 symbols x at most 64 eAxCs x at most 1024 packets a symbol) cannot
+/// overflow.
+pub const MAX_SLOTS: u64 = 1 << 40;
 fn default_ta4_offset() -> u64 {
     100_000
 }
@@ -81,7 +86,7 @@ pub struct OranGenOptions {
     /// Sections per packet (the packet's PRBs split as evenly as they go), >= 1. Default 1.
     #[serde(default = "default_sections")]
     pub sections_per_packet: u16,
-    /// Slots to generate. Default 1.
+    /// Slots to generate, 1 ..= 2^40 ([`MAX_SLOTS`]). Default 1.
     #[serde(default = "default_slots")]
     pub slots: u64,
     /// `random` (default) or `{tone: {subcarrier, amplitude}}`.
@@ -153,6 +158,9 @@ impl OranGenOptions {
         }
         if self.sections_per_packet == 0 {
             return k("sections_per_packet", "must be >= 1".into());
+        }
+        if !(1..=MAX_SLOTS).contains(&self.slots) {
+            return k("slots", format!("{} is not in 1..={MAX_SLOTS}", self.slots));
         }
         let per_packet = self.packet_prbs();
         if usize::from(self.sections_per_packet) > usize::from(per_packet) {
@@ -231,7 +239,10 @@ impl OranGenOptions {
 
     /// Frames in all: slots x 14 symbols x eAxCs x packets per symbol.
     pub fn frame_count(&self) -> u64 {
-        self.slots * 14 * self.eaxcs.len() as u64 * u64::from(self.packets_per_symbol())
+        // Saturating: options not yet validated may hold any slot count.
+        self.slots
+            .saturating_mul(14 * self.eaxcs.len() as u64)
+            .saturating_mul(u64::from(self.packets_per_symbol()))
     }
 
     /// The samples the generator encodes for (eAxC index, slot number, symbol, PRB).
@@ -603,6 +614,21 @@ mod tests {
                     ..Default::default()
                 },
                 "numerology",
+            ),
+            // Would overflow the frame count (slots x 14 x eAxCs x packets).
+            (
+                OranGenOptions {
+                    slots: u64::MAX,
+                    ..Default::default()
+                },
+                "gen.oran.slots",
+            ),
+            (
+                OranGenOptions {
+                    slots: 0,
+                    ..Default::default()
+                },
+                "gen.oran.slots",
             ),
             (
                 OranGenOptions {

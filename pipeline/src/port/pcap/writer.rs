@@ -48,6 +48,11 @@ impl PcapTxOptions {
     /// The checks [`CaptureWriter::create`] makes before creating the file; the error starts
     /// with the key (`pcap.tx.snaplen: ...`).
     pub fn check(&self) -> Result<(), String> {
+        // An empty path would resolve to the config's folder, or to nothing for a config named
+        // without one: run then fails where validate passed.
+        if self.path.as_os_str().is_empty() {
+            return Err("pcap.tx.path: names no file (an empty path)".into());
+        }
         let max = crate::port::pcap::MAX_RECORD_LEN;
         if self.snaplen == 0 || self.snaplen > max {
             return Err(format!(
