@@ -54,6 +54,16 @@ pub struct Reloaded {
     pub restart_needed: Vec<&'static str>,
 }
 
+impl Reloaded {
+    /// Whether anything was published (ACL rules, route tables, a stage's new options);
+    /// otherwise the reload only found changes that need a restart.
+    pub fn published(&self) -> bool {
+        !self.rule_file.as_os_str().is_empty()
+            || !self.routes.is_empty()
+            || !self.rebuilt.is_empty()
+    }
+}
+
 /// Rebuilds the pipeline's ACL tables from the config file on demand.
 pub struct Reloader {
     config_path: PathBuf,
@@ -117,6 +127,18 @@ impl Reloader {
                 self.state
                     .last_reload_ok_unix_ms
                     .store(now_ms, Ordering::Relaxed);
+                if !r.restart_needed.is_empty() && !r.published() {
+                    tracing::warn!(
+                        event = "reload",
+                        result = "restart_needed",
+                        trigger,
+                        sections = %r.restart_needed.join(","),
+                        "nothing reloadable changed, but the config's {} changed: those \
+                         changes are NOT in force until pktwarp is restarted",
+                        r.restart_needed.join(", ")
+                    );
+                    return Ok(r);
+                }
                 if !r.restart_needed.is_empty() {
                     tracing::warn!(
                         event = "reload",
@@ -220,8 +242,11 @@ impl Reloader {
                 line: 0,
                 reason: format!("{e:#}"),
             })?;
-        // A stage whose options did not change is not rebuilt, so nothing was published.
-        if acl.is_none() && routes.is_empty() && options.rebuilt.is_empty() {
+        // A stage whose options did not change is not rebuilt, so nothing was published. A
+        // change that only a restart applies (a built-in stage's options, say) is not a failed
+        // reload: it is reported as needing a restart, as beside a reloaded rule file.
+        let nothing = acl.is_none() && routes.is_empty() && options.rebuilt.is_empty();
+        if nothing && restart_needed.is_empty() {
             return Err(ReloadError {
                 file: self.config_path.clone(),
                 line: 0,

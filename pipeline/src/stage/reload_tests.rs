@@ -199,6 +199,35 @@ fn a_stage_without_cuda_keeps_the_pipeline_off_the_gpu() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A built-in stage's options changed in a pipeline with nothing reloadable: a restart is
+/// needed, which the reload says; it is not a failed reload (that fires the failure alert).
+#[test]
+fn a_built_in_option_change_without_reloadable_tables_needs_a_restart() {
+    let dir = scratch("reload-builtin-options");
+    let cfg_path = write_config(&dir, "  - parse\n  - dscp: { set: 10 }\n  - count");
+    let baseline = crate::config::load(&cfg_path).unwrap();
+    let prepared = crate::daemon::prepare(crate::config::load(&cfg_path).unwrap()).unwrap();
+    let state = ControlState::new(None);
+    let reloader = Reloader::new(
+        &cfg_path,
+        Arc::clone(&prepared.pipeline),
+        Arc::clone(&state),
+    )
+    .with_baseline(&baseline);
+    // Unchanged: nothing to reload, an error as before.
+    let e = reloader.reload("sighup").unwrap_err();
+    assert!(e.reason.contains("nothing to reload"), "{e}");
+    let text = std::fs::read_to_string(&cfg_path).unwrap();
+    std::fs::write(&cfg_path, text.replace("set: 10", "set: 46")).unwrap();
+    let r = reloader
+        .reload("sighup")
+        .expect("a restart is needed, not a failure");
+    assert_eq!(r.restart_needed, ["pipeline"]);
+    assert!(!r.published(), "{r:?}");
+    assert_eq!((r.generation, r.params_generation), (0, 0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn reload_rebuilds_a_custom_stage_whose_options_changed() {
     for with_acl in [true, false] {
