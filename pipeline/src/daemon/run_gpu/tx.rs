@@ -15,6 +15,7 @@ use super::{wait_on, Slot};
 use crate::executor::cpu::CpuShared;
 use crate::executor::gpu::abi::{self, TxDesc};
 use crate::port::out::{count_settled, Destinations, OutPorts, OutTally};
+use crate::port::WireFrame;
 use crate::ring::Consumer;
 use crate::verdict::DropReason;
 
@@ -30,11 +31,18 @@ fn frame_of<'s>(slot: &'s Slot, d: &TxDesc) -> &'s [u8] {
     data.get(a..a + n).unwrap_or(&[])
 }
 
-/// TX entry `i` of `slot` with its bytes and send time (0: now, or no times in the ring).
-fn timed<'s>(slot: &'s Slot, i: usize, d: &TxDesc) -> (&'s [u8], u64) {
+/// TX entry `i` of `slot` with its bytes, send time (0: now, or no times in the ring) and wire
+/// length: the received frame's, changed by as much as the stages changed its length (as the
+/// CPU executor and `pw_rw_set_len` do: never below the bytes).
+fn timed<'s>(slot: &'s Slot, i: usize, d: &TxDesc) -> WireFrame<'s> {
+    let wire = slot.burst.descs.get(usize::from(d.frame)).map_or(0, |r| {
+        let w = i64::from(r.wire_len) + i64::from(d.len) - i64::from(r.len);
+        w.clamp(i64::from(d.len), i64::from(u32::MAX)) as u32
+    });
     (
         frame_of(slot, d),
         slot.tx_times.get(i).copied().unwrap_or(0),
+        wire,
     )
 }
 
