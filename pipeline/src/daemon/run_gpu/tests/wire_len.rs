@@ -61,9 +61,13 @@ fn snapped_pcap(path: &Path, n: u32) {
 
 /// What the output port got on the GPU host side for `stages` over the snapped capture.
 fn sent(stages: &str) -> Vec<(usize, u32)> {
-    let dir = std::env::temp_dir().join(format!("pktwarp-gpu-wire-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "pktwarp-gpu-wire-{}-{}",
+        std::process::id(),
+        stages.len()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
-    let input = dir.join(format!("in-{}.pcap", stages.len()));
+    let input = dir.join("in.pcap");
     snapped_pcap(&input, 40);
     let yaml = format!(
         "ports:\n  - name: a\n    pcap: {{ rx: {{ path: '{}' }} }}\n\
@@ -84,7 +88,7 @@ fn sent(stages: &str) -> Vec<(usize, u32)> {
     host::run(&dev, &spec, &shared, &mut ports.rx, &mut out)
         .result
         .expect("host run");
-    std::fs::remove_file(&input).ok();
+    std::fs::remove_dir_all(&dir).ok();
     got.lock().map(|mut g| std::mem::take(&mut *g)).unwrap()
 }
 
