@@ -180,7 +180,9 @@ PW_DEVICE void pw_stage_respond(pw_frame *f, pw_packet_meta *meta, pw_verdict *v
                                 pw_stage_counters *c) {
     const pw_respond_stage_params *p = (const pw_respond_stage_params *)params;
     uint32_t ctr = 0u;
-    if (pw_respond(f->data, f->len, meta, &p->addrs, &ctr) != PW_RW_REPLY) return;
+    uint32_t len = f->len;
+    if (pw_respond(f->data, &len, meta, &p->addrs, &ctr) != PW_RW_REPLY) return;
+    pw_rw_set_len(f, len);
     const uint16_t *out = (const uint16_t *)((const uint8_t *)params + PW_RESPOND_INGRESS_AT);
     v->out_port = f->port < p->n_ingress ? out[f->port] : (uint16_t)PW_OUT_DEFAULT;
     if (ctr != 0u && ctr < PW_STAGE_COUNTERS) PW_ADD64(&c->v[ctr], 1);

@@ -13,6 +13,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod respond;
+
 /// The external corpus folder (`$PKTWARP_DATA`, default `shared/data` beside the checkout) and
 /// a corpus input that fails the test naming its path when absent, re-exported for crates that
 /// reach flow-rules only through this one.

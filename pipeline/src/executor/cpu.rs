@@ -557,16 +557,16 @@ fn worker(
 
 /// A worker's finished burst, with the receiving port whose ingest owns its slot.
 impl super::tx::TxBurst for (usize, Box<Slot>) {
-    fn entries(&self) -> impl Iterator<Item = (TxFate, u16, crate::port::TimedFrame<'_>)> {
+    fn entries(&self) -> impl Iterator<Item = (TxFate, u16, crate::port::WireFrame<'_>)> {
         let s = &self.1;
-        s.burst.frames().zip(&s.verdicts).map(|((_, f), v)| {
+        s.burst.frames().zip(&s.verdicts).map(|((d, f), v)| {
             let fate = match v.action {
                 Action::Pass => TxFate::Forward,
                 Action::Mirror => TxFate::Mirror,
                 Action::ToHost => TxFate::ToHost,
                 Action::Drop => TxFate::Drop,
             };
-            (fate, v.out_port, (f, v.send_ns))
+            (fate, v.out_port, (f, v.send_ns, d.wire_len))
         })
     }
 }

@@ -9,7 +9,7 @@ use crossbeam_utils::Backoff;
 
 use crate::counters::QueueCounters;
 use crate::port::out::{count_settled, Destinations, OutPorts, OutTally};
-use crate::port::TimedFrame;
+use crate::port::WireFrame;
 use crate::ring::Consumer;
 use crate::verdict::DropReason;
 
@@ -34,11 +34,12 @@ impl TxFate {
 }
 
 /// A finished burst as the TX thread reads it: per frame, in order, its fate, its `out_port`
-/// and its bytes with its send time.
+/// and its bytes with its send time and its length on the wire.
 pub trait TxBurst {
-    /// Every frame of the burst that has a TX entry: (fate, out_port, frame and send time).
+    /// Every frame of the burst that has a TX entry: (fate, out_port, frame with send time and
+    /// wire length).
     /// Called more than once per burst: it yields the same frames each time.
-    fn entries(&self) -> impl Iterator<Item = (TxFate, u16, TimedFrame<'_>)>;
+    fn entries(&self) -> impl Iterator<Item = (TxFate, u16, WireFrame<'_>)>;
 }
 
 /// Sends one burst of queue `q` to its destinations and counts it in `c`.

@@ -191,6 +191,10 @@ pub struct Settled {
 /// 0 = now; see `crate::verdict::Verdict::send_ns`).
 pub type TimedFrame<'a> = (&'a [u8], u64);
 
+/// A [`TimedFrame`] with its length on the wire (`crate::burst::FrameDesc::wire_len`): more
+/// than its bytes when a capture's snap length cut the frame; below them (0): the bytes' length.
+pub type WireFrame<'a> = (&'a [u8], u64, u32);
+
 /// A transmit side: takes frames, returns how many it accepted.
 pub trait TxPort: Send {
     fn tx_burst(&mut self, frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, PortError>;
@@ -216,6 +220,16 @@ pub trait TxPort: Send {
     ) -> Result<TxSent, PortError> {
         let _ = queue;
         self.tx_burst_timed(frames)
+    }
+    /// As [`TxPort::tx_burst_queued`], with each frame's wire length. A port that records it
+    /// overrides this (pcap: a record's original length, so a cut frame stays marked cut); the
+    /// default drops it, as a device sends the bytes it has.
+    fn tx_burst_wire(
+        &mut self,
+        frames: &mut dyn Iterator<Item = WireFrame<'_>>,
+        queue: u16,
+    ) -> Result<TxSent, PortError> {
+        self.tx_burst_queued(&mut frames.map(|(f, t, _)| (f, t)), queue)
     }
     /// Sends what the port held for later and is now due (software pacing); called by the TX
     /// thread between bursts, so it must not wait. Default: the port holds nothing.

@@ -4,7 +4,7 @@
 //! slow-path port (a pcap file, a TAP device, a port of the config, or a library callback),
 //! `drop` nowhere. Each destination counts what it took ([`OutTally`]).
 
-use crate::port::{PortError, Settled, TimedFrame, TxPort, TxSent};
+use crate::port::{PortError, Settled, TxPort, TxSent, WireFrame};
 use crate::verdict::{Action, Verdict};
 
 /// The destinations of a run.
@@ -126,7 +126,8 @@ impl<'a> Dest<'a> {
     }
 
     /// Sends the frames of `burst` (of queue `queue`) that `pick` selects, each at its
-    /// verdict's send time (the TX thread reads bursts through `executor::tx::TxBurst`).
+    /// verdict's send time, with its wire length (the TX thread reads bursts through
+    /// `executor::tx::TxBurst`).
     #[cfg(test)]
     pub fn send(
         &mut self,
@@ -140,15 +141,15 @@ impl<'a> Dest<'a> {
                 .frames()
                 .zip(verdicts.iter())
                 .filter(|(_, v)| pick(v))
-                .map(|((_, f), v)| (f, v.send_ns))
+                .map(|((d, f), v)| (f, v.send_ns, d.wire_len))
         })
     }
 
-    /// Sends the frames of queue `queue` that `chosen()` yields with their send times (called
-    /// more than once: it must yield the same frames each time).
+    /// Sends the frames of queue `queue` that `chosen()` yields with their send times and wire
+    /// lengths (called more than once: it must yield the same frames each time).
     pub fn send_frames<'f, I>(&mut self, queue: u16, chosen: impl Fn() -> I) -> Sent
     where
-        I: Iterator<Item = TimedFrame<'f>>,
+        I: Iterator<Item = WireFrame<'f>>,
     {
         let wanted = chosen().count() as u64;
         if wanted == 0 {
@@ -162,7 +163,7 @@ impl<'a> Dest<'a> {
             };
         }
         let mut frames = chosen();
-        let got = match self.port.tx_burst_queued(&mut frames, queue) {
+        let got = match self.port.tx_burst_wire(&mut frames, queue) {
             Ok(t) => t,
             Err(e) => {
                 self.error = Some(format!("{}: {e}", self.port.name()));
@@ -176,7 +177,7 @@ impl<'a> Dest<'a> {
         let bytes = got.bytes.unwrap_or_else(|| {
             chosen()
                 .take(sent as usize)
-                .map(|(f, _)| f.len() as u64)
+                .map(|(f, _, _)| f.len() as u64)
                 .sum()
         });
         self.tally.frames += sent;

@@ -13,6 +13,8 @@
 //! `vlan` push / pop change the frame's length by 4 bytes and take `&mut Vec<u8>` (the tag is
 //! inserted or removed after the two MACs with one `copy_within`; a `Vec` with 4 bytes of spare
 //! capacity does not allocate). [`RewriteOp::apply`] takes `&mut Vec<u8>` for all of them.
+//! `respond` may shorten the frame (a reply ends with its packet, padding dropped):
+//! [`Respond::apply_in`] takes the buffer and its length as `vlan` does.
 //!
 //! Drops: a rewrite never sets the verdict itself; it returns [`Outcome::Drop`] with a
 //! [`RewriteDrop`] (`ttl_expired`, `no_route`) that the pipeline maps to a counted drop reason
@@ -34,6 +36,8 @@ pub mod l2fwd;
 #[cfg(test)]
 mod pipeline_tests;
 pub mod respond;
+#[cfg(test)]
+mod respond_tests;
 pub mod route;
 pub mod stage;
 pub mod ttl;

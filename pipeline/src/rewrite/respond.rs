@@ -1,21 +1,43 @@
 //! `respond: { mac: MAC, ipv4: [ADDR, ...], ipv6: [ADDR, ...] }`: answers, in place, the
-//! frames addressed to the configured addresses, as a host's stack would (DOCA's
+//! requests addressed to the configured addresses, as a host's stack would (DOCA's
 //! gpu_packet_processing sample answers ping the same way):
 //!
-//! - an ARP request (Ethernet / IPv4, oper 1) whose target address is ours becomes the reply:
-//!   oper 2, sender = (`mac`, our address), target = the requester; Ethernet destination =
-//!   the requester's source, source = `mac`;
+//! - an ARP request (Ethernet / IPv4, oper 1) whose target address is ours becomes the reply
+//!   (RFC 826): oper 2, sender = (`mac`, our address), target = the requester's sender
+//!   addresses; Ethernet destination = the request's sender hardware address, source = `mac`.
+//!   A request with sender IP 0.0.0.0 is an ARP Probe (RFC 5227 2.1.1) and is answered so (its
+//!   reply's target IP is 0.0.0.0, as Linux sends it): the prober learns the address is taken;
 //! - an ICMPv4 echo request (type 8, not a fragment) to our address becomes the echo reply:
 //!   type 0 (ICMP checksum updated, RFC 1624), addresses swapped, TTL 64 (header checksum
-//!   updated), MACs as for ARP;
+//!   updated), MACs swapped (destination = the request's Ethernet source, source = `mac`);
 //! - an ICMPv6 echo request (type 128, not a fragment) to our address becomes the echo reply:
 //!   type 129 (checksum updated; the pseudo header's sum does not change when the addresses
-//!   swap), addresses swapped, hop limit 64, MACs as for ARP.
+//!   swap), addresses swapped, hop limit 64, MACs as for ICMPv4. Extension headers stay.
 //!
-//! Anything else (including IP under MPLS, and headers cut short) is [`Outcome::Skipped`],
-//! unchanged. A reply is [`Outcome::Reply`]: the pipeline sends it out of the port it came in
-//! on. VLAN tags stay. The meta is updated to what `parse` gives for the reply (addresses,
-//! TTL, ICMP type, ARP oper). `gpu-kernels/cuda/respond.cuh` is the CUDA implementation;
+//! A reply is the request's packet only: the frame ends with the ARP packet (28 bytes) or the IP
+//! packet (IPv4 total length, IPv6 payload length), so Ethernet padding after it is not echoed
+//! (the frame's length changes; the NIC pads a short frame again).
+//!
+//! Not answered, as a host's stack discards them:
+//! - an IPv4 header checksum (RFC 1122 3.2.1.2) or ICMP / ICMPv6 checksum (RFC 792, RFC 4443
+//!   2.3) that does not verify, over exactly the IP payload, never the padding;
+//! - an IP length that is shorter than the headers and the 8-byte echo header, or runs past
+//!   the frame (a capture's snap length, a cut frame);
+//! - a group or unspecified source, which no host sends from and a reply could not go to: an
+//!   Ethernet source or ARP sender hardware address with the group bit (multicast, broadcast;
+//!   IEEE 802.3 3.2.3: a source is an individual address), an IPv4 source 0.0.0.0 or
+//!   255.255.255.255 (RFC 1122 3.2.1.3) or in 224/4 (RFC 1112 4), an IPv6 source :: (RFC 4291
+//!   2.5.2) or in ff00::/8 (RFC 4291 2.7), an ARP sender IP 255.255.255.255 or in 224/4;
+//! - an ARP Announcement (sender IP = target IP, RFC 5227 2.3): it asks nothing;
+//! - an IPv6 packet with a Routing header whose segments left is not 0 (RFC 8200 4.4): it goes
+//!   on to the next address, we are not its final destination.
+//!
+//! Such frames, and anything else (IP under MPLS, headers cut short), are [`Outcome::Skipped`]:
+//! passed on unchanged, as the stage passes every frame that is not a request for us; the
+//! pipeline's other stages (`acl`) decide whether they go on. A reply is [`Outcome::Reply`]:
+//! the pipeline sends it out of the port it came in on. VLAN tags stay. The meta is updated
+//! to what `parse` gives for the reply (addresses, TTL, ICMP type, ARP oper, frame length).
+//! `gpu-kernels/cuda/respond.cuh` is the CUDA implementation;
 //! `pipeline/tests/respond_cuda_host.rs` holds the two equal byte for byte.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -27,7 +49,7 @@ use super::config::{ConfigError, Mac};
 use super::{dropped, Outcome};
 use crate::meta::{mf, PacketMeta};
 use crate::verdict::Verdict;
-use crate::wire::{arp, icmp, ipv4, ipv6};
+use crate::wire::{arp, checksum, ethernet, icmp, ipv4, ipv6};
 
 /// Most addresses of each family (`PW_RESPOND_MAX` in respond.cuh).
 pub const MAX_ADDRS: usize = 8;
@@ -126,12 +148,33 @@ impl Respond {
         [r(0), r(1), r(2)]
     }
 
-    pub fn apply(&self, frame: &mut [u8], meta: &mut PacketMeta, verdict: &Verdict) -> Outcome {
-        if dropped(verdict) || frame.len() < 14 || meta.flags & mf::MPLS != 0 {
+    /// [`Respond::apply_in`] on a whole buffer, cut to the reply's length.
+    pub fn apply(&self, frame: &mut Vec<u8>, meta: &mut PacketMeta, verdict: &Verdict) -> Outcome {
+        let mut len = frame.len();
+        let out = self.apply_in(frame, &mut len, meta, verdict);
+        frame.truncate(len);
+        out
+    }
+
+    /// In place: the frame is `buf[..*len]`; a reply sets `*len` to its length (never more).
+    pub fn apply_in(
+        &self,
+        buf: &mut [u8],
+        len: &mut usize,
+        meta: &mut PacketMeta,
+        verdict: &Verdict,
+    ) -> Outcome {
+        let n = (*len).min(buf.len());
+        let frame = &mut buf[..n];
+        if dropped(verdict)
+            || n < ethernet::HEADER_LEN
+            || meta.flags & mf::MPLS != 0
+            || group_mac(&frame[6..12])
+        {
             return Outcome::Skipped;
         }
         let l3 = usize::from(meta.l3_offset);
-        let kind = if meta.flags & mf::ARP != 0 {
+        let reply = if meta.flags & mf::ARP != 0 {
             self.arp(frame, l3, meta)
         } else if meta.flags & mf::FRAGMENT != 0 {
             None
@@ -142,23 +185,33 @@ impl Respond {
         } else {
             None
         };
-        let Some(k) = kind else {
+        let Some(r) = reply else {
             return Outcome::Skipped;
         };
-        // The requester's source is the reply's destination.
-        let (dst, src) = frame.split_at_mut(6);
-        dst.copy_from_slice(&src[..6]);
-        src[..6].copy_from_slice(&self.mac);
-        self.replies[k].fetch_add(1, Ordering::Relaxed);
+        frame[..6].copy_from_slice(&r.to);
+        frame[6..12].copy_from_slice(&self.mac);
+        *len = r.end;
+        meta.frame_len = r.end as u32;
+        // Nothing follows the packet now.
+        meta.flags &= !mf::PADDED;
+        self.replies[r.counter].fetch_add(1, Ordering::Relaxed);
         Outcome::Reply
     }
 
-    fn arp(&self, frame: &mut [u8], l3: usize, meta: &mut PacketMeta) -> Option<usize> {
+    fn arp(&self, frame: &mut [u8], l3: usize, meta: &mut PacketMeta) -> Option<Made> {
         let buf = frame.get_mut(l3..)?;
         let p = arp::Packet::new_checked(&*buf).ok()?;
         let req = arp::Repr::parse(&p)?;
         let ours = u32::from_be_bytes(req.target_ip);
-        if req.oper != 1 || !self.ipv4.contains(&ours) {
+        let sender = u32::from_be_bytes(req.sender_ip);
+        // Sender 0.0.0.0 (a probe) is answered; sender = target is an announcement.
+        if req.oper != 1
+            || !self.ipv4.contains(&ours)
+            || group_mac(&req.sender_hw)
+            || sender == u32::MAX
+            || multicast4(sender)
+            || sender == ours
+        {
             return None;
         }
         let reply = arp::Repr {
@@ -168,22 +221,38 @@ impl Respond {
             target_hw: req.sender_hw,
             target_ip: req.sender_ip,
         };
-        reply.emit(buf).ok()?;
+        let end = l3 + reply.emit(buf).ok()?;
         meta.arp_oper = 2;
         std::mem::swap(&mut meta.src_ip[0], &mut meta.dst_ip[0]);
-        Some(0)
+        Some(Made {
+            counter: 0,
+            end,
+            to: req.sender_hw,
+        })
     }
 
-    fn echo4(&self, frame: &mut [u8], l3: usize, meta: &mut PacketMeta) -> Option<usize> {
+    fn echo4(&self, frame: &mut [u8], l3: usize, meta: &mut PacketMeta) -> Option<Made> {
         if !self.ipv4.contains(&meta.dst_ip[0]) {
             return None;
         }
         let l4 = usize::from(meta.l4_offset);
-        if l4 < l3 || l4 + 8 > frame.len() {
+        let ip = ipv4::Packet::new_checked(frame.get(l3..)?).ok()?;
+        let (hl, total) = (ip.header_len(), usize::from(ip.total_len()));
+        let end = l3 + total;
+        let src = u32::from_be_bytes(ip.src());
+        if l4 != l3 + hl
+            || total < hl + icmp::HEADER_LEN
+            || end > frame.len()
+            || !ip.verify_checksum()
+            || src == 0
+            || src == u32::MAX
+            || multicast4(src)
+            || !checksum::verify(0, &frame[l4..end])
+        {
             return None;
         }
         let (ip, rest) = frame.split_at_mut(l4);
-        let mut h = ipv4::Packet::new_checked(ip.get_mut(l3..)?).ok()?;
+        let mut h = ipv4::Packet::new_checked(&mut ip[l3..]).ok()?;
         let mut echo = icmp::Header::new_checked(&mut rest[..]).ok()?;
         echo.set_type_update_checksum(0);
         // Swapping the addresses leaves the header's sum as it was.
@@ -194,10 +263,14 @@ impl Respond {
         meta.icmp_type = 0;
         meta.ip_ttl = REPLY_TTL;
         std::mem::swap(&mut meta.src_ip, &mut meta.dst_ip);
-        Some(1)
+        Some(Made {
+            counter: 1,
+            end,
+            to: mac_at(frame, 6),
+        })
     }
 
-    fn echo6(&self, frame: &mut [u8], l3: usize, meta: &mut PacketMeta) -> Option<usize> {
+    fn echo6(&self, frame: &mut [u8], l3: usize, meta: &mut PacketMeta) -> Option<Made> {
         let dst = [
             meta.dst_ip[0],
             meta.dst_ip[1],
@@ -208,11 +281,24 @@ impl Respond {
             return None;
         }
         let l4 = usize::from(meta.l4_offset);
-        if l4 < l3 + 40 || l4 + 8 > frame.len() {
+        let ip = ipv6::Packet::new_checked(frame.get(l3..)?).ok()?;
+        let end = l3 + ipv6::HEADER_LEN + usize::from(ip.payload_len());
+        let src = ip.src();
+        if l4 < l3 + ipv6::HEADER_LEN
+            || l4 + icmp::HEADER_LEN > end
+            || end > frame.len()
+            || src == [0; 16]
+            || src[0] == 0xff
+            || !final_destination(frame, l3, l4)
+        {
+            return None;
+        }
+        let pseudo = checksum::pseudo_v6(src, ip.dst(), 58, (end - l4) as u32);
+        if !checksum::verify(pseudo, &frame[l4..end]) {
             return None;
         }
         let (ip, rest) = frame.split_at_mut(l4);
-        let mut h = ipv6::Packet::new_checked(ip.get_mut(l3..)?).ok()?;
+        let mut h = ipv6::Packet::new_checked(&mut ip[l3..]).ok()?;
         let mut echo = icmp::Header::new_checked(&mut rest[..]).ok()?;
         echo.set_type_update_checksum(129);
         let (s, d) = (h.src(), h.dst());
@@ -222,8 +308,56 @@ impl Respond {
         meta.icmp_type = 129;
         meta.ip_ttl = REPLY_TTL;
         std::mem::swap(&mut meta.src_ip, &mut meta.dst_ip);
-        Some(2)
+        Some(Made {
+            counter: 2,
+            end,
+            to: mac_at(frame, 6),
+        })
     }
+}
+
+/// A reply made in place: its counter ([`COUNTER_NAMES`]), where it ends, and its Ethernet
+/// destination.
+struct Made {
+    counter: usize,
+    end: usize,
+    to: [u8; 6],
+}
+
+fn mac_at(f: &[u8], at: usize) -> [u8; 6] {
+    [f[at], f[at + 1], f[at + 2], f[at + 3], f[at + 4], f[at + 5]]
+}
+
+/// The I/G bit: a multicast or broadcast Ethernet address.
+fn group_mac(a: &[u8]) -> bool {
+    a[0] & 1 != 0
+}
+
+/// 224.0.0.0/4.
+fn multicast4(a: u32) -> bool {
+    a >> 28 == 0xE
+}
+
+/// Whether the IPv6 packet at `l3` ends its journey here: the extension headers before the
+/// ICMPv6 header at `l4` walk exactly to it, and no Routing header among them has segments
+/// left (RFC 8200 4.4: otherwise the packet goes on to the next address).
+fn final_destination(frame: &[u8], l3: usize, l4: usize) -> bool {
+    let mut next = frame[l3 + 6];
+    let mut at = l3 + ipv6::HEADER_LEN;
+    while at < l4 {
+        if !ipv6::ext::is_walked(next) {
+            return false;
+        }
+        let Ok(h) = ipv6::ExtHeader::new_checked(&frame[at..l4], next) else {
+            return false;
+        };
+        if next == ipv6::ext::ROUTING && frame[at + 3] != 0 {
+            return false;
+        }
+        next = h.next_header();
+        at += h.header_len();
+    }
+    at == l4 && next == 58
 }
 
 /// The `respond` stage, described ([`crate::stage::descriptor`]).
@@ -231,19 +365,28 @@ pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
     crate::stage::descriptor::StageDescriptor {
         name: "respond",
         usage: "`respond: { mac, ipv4: [...], ipv6: [...] }`",
-        summary: "answers ARP requests and ICMP / ICMPv6 echo requests for these addresses in place, out of the ingress port (`arp_replies`, `icmp_echo_replies`, `icmpv6_echo_replies` in the summary)",
+        summary: SUMMARY,
         needs: crate::stage::descriptor::StageNeeds {
-        reads_meta: true,
-        writes_frame: true,
-        ..crate::stage::descriptor::StageNeeds::NONE
-    },
+            reads_meta: true,
+            writes_frame: true,
+            ..crate::stage::descriptor::StageNeeds::NONE
+        },
         drop_reasons: &[],
         counters: &COUNTER_NAMES,
         gpu: crate::stage::descriptor::GpuImpl::Library {
-        function: "pw_stage_respond",
-    },
+            function: "pw_stage_respond",
+        },
         reloads: false,
     };
+
+const SUMMARY: &str = "answers ARP requests (ARP probes from 0.0.0.0 too, RFC 5227) and ICMP / \
+    ICMPv6 echo requests for these addresses in place, out of the ingress port (`arp_replies`, \
+    `icmp_echo_replies`, `icmpv6_echo_replies` in the summary); the reply ends with the packet \
+    (Ethernet padding is not echoed). Not answered, passed on unchanged: a bad IPv4 header or \
+    ICMP / ICMPv6 checksum, an IP length past the frame, a multicast / broadcast / unspecified \
+    source (Ethernet, ARP sender, IPv4 0.0.0.0, 255.255.255.255, 224/4, IPv6 ::, ff00::/8), an \
+    ARP announcement, an IPv6 packet with a Routing header whose segments left is not 0 (rules \
+    and RFCs: `pipeline/src/rewrite/respond.rs`)";
 
 #[cfg(test)]
 mod tests {

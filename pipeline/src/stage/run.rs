@@ -547,8 +547,8 @@ impl Pipeline {
                             None => continue,
                         },
                         Stage::Respond(r) => {
-                            if r.op.apply(&mut buf[..n], meta, v) == crate::rewrite::Outcome::Reply
-                            {
+                            // A reply may be shorter than the request (no padding).
+                            if r.op.apply_in(buf, len, meta, v) == crate::rewrite::Outcome::Reply {
                                 v.out_port = r.out_port(desc.port);
                             }
                             continue;

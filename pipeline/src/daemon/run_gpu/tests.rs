@@ -918,6 +918,7 @@ mod gpu_frames;
 mod held;
 mod restart;
 mod rewrite;
+mod wire_len;
 
 #[test]
 fn gpu_slots_gather_small_rx_bursts_and_keep_the_frames_in_flight() {

@@ -14,7 +14,7 @@ use crate::executor::cpu::CpuShared;
 use crate::executor::gpu::abi::{self, TxDesc};
 use crate::executor::tx::{TxBurst, TxFate};
 use crate::port::out::{OutPorts, OutTally};
-use crate::port::TimedFrame;
+use crate::port::WireFrame;
 use crate::ring::Consumer;
 
 /// The bytes of TX entry `d`: in the GPU slot the burst ran in where it is held with its
@@ -29,11 +29,18 @@ fn frame_of<'s>(slot: &'s Slot, d: &TxDesc) -> &'s [u8] {
     data.get(a..a + n).unwrap_or(&[])
 }
 
-/// TX entry `i` of `slot` with its bytes and send time (0: now, or no times in the ring).
-fn timed<'s>(slot: &'s Slot, i: usize, d: &TxDesc) -> (&'s [u8], u64) {
+/// TX entry `i` of `slot` with its bytes, send time (0: now, or no times in the ring) and wire
+/// length: the received frame's, changed by as much as the stages changed its length (as the
+/// CPU executor and `pw_rw_set_len` do: never below the bytes).
+fn timed<'s>(slot: &'s Slot, i: usize, d: &TxDesc) -> WireFrame<'s> {
+    let wire = slot.burst.descs.get(usize::from(d.frame)).map_or(0, |r| {
+        let w = i64::from(r.wire_len) + i64::from(d.len) - i64::from(r.len);
+        w.clamp(i64::from(d.len), i64::from(u32::MAX)) as u32
+    });
     (
         frame_of(slot, d),
         slot.tx_times.get(i).copied().unwrap_or(0),
+        wire,
     )
 }
 
@@ -48,7 +55,7 @@ fn fate(d: &TxDesc) -> TxFate {
 }
 
 impl TxBurst for Slot {
-    fn entries(&self) -> impl Iterator<Item = (TxFate, u16, TimedFrame<'_>)> {
+    fn entries(&self) -> impl Iterator<Item = (TxFate, u16, WireFrame<'_>)> {
         self.tx
             .iter()
             .enumerate()

@@ -1,5 +1,7 @@
 //! Capture-file writer (pcap with nanosecond timestamps, or pcapng) and the `pcap` port's TX
-//! side.
+//! side. A record's captured length is the bytes written (the frame's, cut to the snap length);
+//! its original length is the frame's wire length, never less: a frame read from a capture with
+//! a small snap length is written as cut as it was read, not as a whole frame of its bytes.
 
 use std::fs::File;
 use std::io::Write;
@@ -8,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
 
-use crate::port::{PortError, TimedFrame, TxPort, TxSent};
+use crate::port::{PortError, TimedFrame, TxPort, TxSent, WireFrame};
 
 /// Output container format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -329,11 +331,12 @@ impl PcapTx {
 
 impl PcapTx {
     /// Writes the frames through to the file, each stamped with its send time, or with the
-    /// wall-clock time of the call where that is 0: the count returned is the frames the file
-    /// now holds from this burst, never frames still in a buffer.
+    /// wall-clock time of the call where that is 0, and with its wire length as the record's
+    /// original length (the captured length is the bytes written): the count returned is the
+    /// frames the file now holds from this burst, never frames still in a buffer.
     fn write_burst(
         &mut self,
-        frames: &mut dyn Iterator<Item = TimedFrame<'_>>,
+        frames: &mut dyn Iterator<Item = WireFrame<'_>>,
     ) -> Result<usize, PortError> {
         if let Some(e) = self.failed.take() {
             return Err(e);
@@ -344,9 +347,9 @@ impl PcapTx {
             .unwrap_or(0);
         let before = self.writer.frames();
         let mut result = Ok(());
-        for (f, at) in frames {
+        for (f, at, wire) in frames {
             let ts = if at == 0 { now } else { at };
-            if let Err(e) = self.writer.write_frame(f, 0, ts) {
+            if let Err(e) = self.writer.write_frame(f, wire, ts) {
                 result = Err(e);
                 break;
             }
@@ -373,7 +376,7 @@ impl TxPort for PcapTx {
     /// Writes the burst through to the file (see [`PcapTx::write_burst`]), stamped with the
     /// time of the call.
     fn tx_burst(&mut self, frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, PortError> {
-        self.write_burst(&mut frames.map(|f| (f, 0)))
+        self.write_burst(&mut frames.map(|f| (f, 0, 0)))
     }
 
     /// Each frame's send time is its record's timestamp (the file's resolution is ns: pcap
@@ -382,6 +385,21 @@ impl TxPort for PcapTx {
     fn tx_burst_timed(
         &mut self,
         frames: &mut dyn Iterator<Item = TimedFrame<'_>>,
+    ) -> Result<TxSent, PortError> {
+        let sent = self.write_burst(&mut frames.map(|(f, t)| (f, t, 0)))?;
+        Ok(TxSent {
+            sent,
+            ..TxSent::default()
+        })
+    }
+
+    /// As [`PcapTx::tx_burst_timed`], each record's original length the frame's wire length:
+    /// a frame a capture's snap length cut comes out as cut (captured length = the bytes
+    /// written, original length = the wire length, never less).
+    fn tx_burst_wire(
+        &mut self,
+        frames: &mut dyn Iterator<Item = WireFrame<'_>>,
+        _queue: u16,
     ) -> Result<TxSent, PortError> {
         let sent = self.write_burst(frames)?;
         Ok(TxSent {
