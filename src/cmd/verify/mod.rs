@@ -270,7 +270,10 @@ fn read_inputs(a: &Args) -> anyhow::Result<Inputs> {
                     headers.len() - v6
                 )
             }
-            (source::Source::Pcaps { files, .. }, _) => format!("{} captures", files.len()),
+            (source::Source::Pcaps { files, .. }, _) => {
+                let root = a.input.as_deref().unwrap_or(Path::new(""));
+                format!("input {}: {} captures", root.display(), files.len())
+            }
             (source::Source::Port(_), None) => format!("gen {} frames", a.gen.unwrap_or(0)),
         });
     }
