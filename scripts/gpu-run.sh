@@ -46,6 +46,17 @@ step verify-tcpdump 60 "$BIN" verify --input "$DATA/pcaps" --mode persistent,lau
 step verify-acl1 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --mode persistent,launch,graph --placement device,mapped --json "$RES/verify-acl1.json"
 step verify-fw1 45 "$BIN" verify --trace "$CB/fw1_10K_trace.gz" --rules "$CB/fw1_10K" --mode persistent --placement device,mapped --queues 3 --ctas 2 --json "$RES/verify-fw1.json"
 step verify-ipc1 45 "$BIN" verify --trace "$CB/ipc1_10K_trace.gz" --rules "$CB/ipc1_10K" --mode persistent --placement device,mapped --json "$RES/verify-ipc1.json"
+# IPv6 ClassBench-style sets made here by `pktwarp acl-gen` (seeded; the `dpdk-test-acl --ipv6`
+# formats `classify` reads): the GPU's IPv6 ACL against the CPU reference, whole bursts and
+# small ones (lanes shared), tagged without metadata, and a reload torture between two IPv6 sets.
+A6=${TMPDIR:-/tmp}/pktwarp-acl6
+step acl-gen-acl6 60 "$BIN" acl-gen --profile acl --rules 10000 --seed 1 --out "$A6" --name acl6_10K
+step acl-gen-fw6 60 "$BIN" acl-gen --profile fw --rules 10000 --seed 1 --out "$A6" --name fw6_10K
+step verify-acl6 90 "$BIN" verify --trace "$A6/acl6_10K_trace" --rules "$A6/acl6_10K" --mode persistent,launch,graph --placement device,mapped --json "$RES/verify-acl6.json"
+step verify-fw6 60 "$BIN" verify --trace "$A6/fw6_10K_trace" --rules "$A6/fw6_10K" --mode persistent --placement device,mapped --queues 3 --ctas 2 --default-drop --json "$RES/verify-fw6.json"
+step verify-groups-acl6 60 "$BIN" verify --trace "$A6/acl6_10K_trace" --rules "$A6/acl6_10K" --burst 32 --mode persistent,launch --placement device,mapped --json "$RES/verify-groups-acl6.json"
+step verify-tagged-nometa-fw6 60 "$BIN" verify --trace "$A6/fw6_10K_trace" --rules "$A6/fw6_10K" --burst 16 --slot-data-bytes 2048 --tagged true --mode persistent --placement mapped --no-meta --json "$RES/verify-tagged-nometa-fw6.json"
+step reload-torture-ipv6 90 "$BIN" verify --trace "$A6/acl6_10K_trace" --rules "$A6/acl6_10K" --rules-b "$A6/fw6_10K" --reload-torture 100 --swap-every 4 --mode persistent --placement mapped --queues 2 --json "$RES/torture-ipv6.json"
 step verify-gen10M 120 "$BIN" verify --gen 10000000 --malformed 0.05 --ipv6 0.2 --rules "$CB/acl1_10K" --mode persistent --placement device --queues 2 --ctas 4 --json "$RES/verify-gen.json"
 # Small bursts: spare threads share each frame's ACL lookup (groups of 8, 32, 16 and 4 lanes).
 step verify-groups-acl1 60 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --burst 32 --mode persistent,launch,graph --placement device,mapped --json "$RES/verify-groups-acl1.json"

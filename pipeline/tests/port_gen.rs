@@ -8,7 +8,7 @@ use etherparse::{LinkExtHeader, NetHeaders, PacketHeaders, TransportHeader};
 use pipeline::burst::Burst;
 use pipeline::port::gen::{
     build_frame, read_trace, FlowOptions, FrameSize, FrameSpec, GenOptions, GenRx, Malformation,
-    PortRange, SizeWeight, PROTO_ICMP, PROTO_TCP, PROTO_UDP,
+    PortRange, SizeWeight, TraceHeader, PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP,
 };
 use pipeline::port::pace::Rate;
 use pipeline::port::{RxPort, RxStatus};
@@ -275,30 +275,32 @@ fn imix_shares_and_distributions() {
     assert!((share - 0.25).abs() < 0.03, "{share}");
 }
 
-#[test]
-fn classbench_trace_drives_headers() {
-    // A generated ClassBench-format trace: what matters is that its headers drive the frames.
-    let (path, _) = pipeline::testdata::classbench_trace();
-    let n = pipeline::testdata::TRACE_LINES;
-    let trace = read_trace(&path).unwrap();
-    assert_eq!(trace.len(), n);
-    let opts = GenOptions {
-        trace: Some(path),
-        ..GenOptions::default()
-    };
-    let mut rx = GenRx::new(&opts, 0).unwrap();
-    assert_eq!(rx.expected_frames(), Some(n as u64));
-    let frames = collect(&mut rx, 64);
-    assert_eq!(frames.len(), n);
-    for (i, (f, _)) in frames.iter().enumerate().step_by(7) {
-        let t = trace[i];
+/// Every frame carries its trace line's header: family, addresses, protocol (ICMP becomes
+/// ICMPv6 in an IPv6 frame), and the ports of TCP and UDP.
+fn assert_frames_follow(frames: &[(Vec<u8>, u32)], trace: &[TraceHeader]) {
+    assert_eq!(frames.len(), trace.len());
+    for (i, ((f, _), t)) in frames.iter().zip(trace).enumerate() {
         let h = PacketHeaders::from_ethernet_slice(f).unwrap();
-        let Some(NetHeaders::Ipv4(ip, _)) = h.net else {
-            panic!()
+        let (src, dst, proto) = match h.net {
+            Some(NetHeaders::Ipv4(ip, _)) => (
+                IpAddr::from(ip.source),
+                IpAddr::from(ip.destination),
+                ip.protocol.0,
+            ),
+            Some(NetHeaders::Ipv6(ip, _)) => (
+                IpAddr::from(ip.source),
+                IpAddr::from(ip.destination),
+                ip.next_header.0,
+            ),
+            other => panic!("frame {i}: {other:?}"),
         };
-        assert_eq!(Ipv4Addr::from(ip.source), t.src_ip);
-        assert_eq!(Ipv4Addr::from(ip.destination), t.dst_ip);
-        assert_eq!(ip.protocol.0, t.proto);
+        assert_eq!((src, dst), (t.src_ip, t.dst_ip), "frame {i}");
+        let want = if t.src_ip.is_ipv6() && t.proto == PROTO_ICMP {
+            PROTO_ICMPV6
+        } else {
+            t.proto
+        };
+        assert_eq!(proto, want, "frame {i}");
         match h.transport {
             Some(TransportHeader::Tcp(tcp)) => assert_eq!(
                 (tcp.source_port, tcp.destination_port),
@@ -308,9 +310,94 @@ fn classbench_trace_drives_headers() {
                 (u.source_port, u.destination_port),
                 (t.src_port, t.dst_port)
             ),
-            _ => {}
+            _ => assert!(![PROTO_TCP, PROTO_UDP].contains(&t.proto), "frame {i}"),
         }
     }
+}
+
+#[test]
+fn classbench_trace_drives_headers() {
+    // A generated ClassBench-format trace: what matters is that its headers drive the frames.
+    let (path, _) = pipeline::testdata::classbench_trace();
+    let n = pipeline::testdata::TRACE_LINES;
+    let trace = read_trace(&path).unwrap();
+    assert_eq!(trace.len(), n);
+    assert!(trace.iter().all(|t| t.src_ip.is_ipv4()));
+    let opts = GenOptions {
+        trace: Some(path),
+        ..GenOptions::default()
+    };
+    let mut rx = GenRx::new(&opts, 0).unwrap();
+    assert_eq!(rx.expected_frames(), Some(n as u64));
+    assert_frames_follow(&collect(&mut rx, 64), &trace);
+}
+
+/// The `dpdk-test-acl --ipv6` trace (IPv6 text addresses) as `pktwarp classify` reads it, with
+/// IPv4 lines (decimal and dotted) mixed in: the family is decided per line.
+#[test]
+fn ipv6_trace_drives_headers_line_by_line() {
+    let g = flow_rules::acl::gen6::generate(&flow_rules::acl::gen6::GenSpec {
+        profile: flow_rules::acl::gen6::Profile::Fw,
+        rules: 40,
+        headers: 400,
+        miss_frac: 0.2,
+        seed: 5,
+    });
+    let text = format!(
+        "{}# IPv4 lines in the same file\n3232235777\t167772162\t1024\t80\t6\t0\t0\n\
+         10.0.0.1 10.0.0.2 53 53 17\n2001:db8::1 2001:db8::2 0 0 1 0 7\n",
+        g.trace
+    );
+    let dir = std::env::temp_dir().join(format!("pktwarp-gen6-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ipv6_trace");
+    std::fs::write(&path, &text).unwrap();
+    let trace = read_trace(&path).unwrap();
+    assert_eq!(trace.len(), 403);
+    // Each line as classify reads it: the same keys, one reader.
+    let keys = flow_rules::acl::classbench::parse_trace(&path, &text).unwrap();
+    assert_eq!(trace.len(), keys.len());
+    let v6 = trace.iter().filter(|t| t.src_ip.is_ipv6()).count();
+    assert_eq!(v6, 401);
+    assert_eq!(
+        trace[400].src_ip,
+        IpAddr::from(Ipv4Addr::new(192, 168, 1, 1))
+    );
+    assert_eq!(trace[401].dst_ip, IpAddr::from(Ipv4Addr::new(10, 0, 0, 2)));
+    assert_eq!(trace[402].filter_idx, Some(7));
+    let opts = GenOptions {
+        trace: Some(path),
+        ..GenOptions::default()
+    };
+    let mut rx = GenRx::new(&opts, 0).unwrap();
+    assert_eq!(rx.expected_frames(), Some(403));
+    assert_frames_follow(&collect(&mut rx, 64), &trace);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A line that is neither family (or mixes them) is an error naming the file, line and field.
+#[test]
+fn trace_line_of_no_family_names_file_line_and_field() {
+    let dir = std::env::temp_dir().join(format!("pktwarp-gen6-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad6_trace");
+    let ok = "2001:db8::1\t2001:db8::2\t1\t2\t6\t0\t0\n";
+    for (line, field) in [
+        ("2001:db8::1\t2001:db8::zz\t1\t2\t6\t0\t0", "dst"),
+        ("2001:db8:::1\t2001:db8::2\t1\t2\t6\t0\t0", "src"),
+        ("2001:db8::1\t10.0.0.1\t1\t2\t6\t0\t0", "dst"),
+        ("2001:db8::1\t2001:db8::2\t70000\t2\t6\t0\t0", "src_port"),
+        ("2001:db8::1\t2001:db8::2\t1\t2\tx\t0\t0", "proto"),
+        ("2001:db8::1\t2001:db8::2\t1", "dst_port"),
+    ] {
+        std::fs::write(&bad, format!("{ok}{ok}{line}\n")).unwrap();
+        let e = read_trace(&bad).unwrap_err().to_string();
+        assert!(
+            e.contains("bad6_trace") && e.contains("line 3") && e.contains(&format!("`{field}`")),
+            "{line}: {e}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -329,13 +416,13 @@ fn gz_trace_and_trace_errors() {
     std::fs::write(&bad, "1 2 3 4 6 0 0\n1 2 3 99999 6 0 0\n").unwrap();
     let e = read_trace(&bad).unwrap_err().to_string();
     assert!(
-        e.contains("bad_trace") && e.contains("line 2, column 7") && e.contains("dport"),
+        e.contains("bad_trace") && e.contains("line 2, column 7") && e.contains("`dst_port`"),
         "{e}"
     );
     std::fs::write(&bad, "1 2 3\n").unwrap();
     let e = read_trace(&bad).unwrap_err().to_string();
     assert!(
-        e.contains("line 1") && e.contains("missing field `dport`"),
+        e.contains("line 1") && e.contains("`dst_port`") && e.contains("missing"),
         "{e}"
     );
 }

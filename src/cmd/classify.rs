@@ -23,7 +23,8 @@ pub struct Args {
     /// Rule file format; default: yaml for .yaml/.yml, else classbench.
     #[arg(long, value_enum)]
     format: Option<Format>,
-    /// ClassBench header trace (`.gz` is decompressed).
+    /// Header trace (`.gz` is decompressed): addresses as 32-bit decimals, dotted quads or IPv6
+    /// text, the family per line.
     #[arg(long)]
     trace: PathBuf,
     /// Classify the whole trace N times on one core and print the rate instead of the matches.

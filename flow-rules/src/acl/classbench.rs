@@ -4,7 +4,9 @@
 //! separated; tokens after the protocol are ignored, as `dpdk-test-acl` does. Addresses are IPv4
 //! dotted quads or IPv6 text. As in rte_acl, address bits past the prefix length are ignored.
 //! Trace line: `SRC DST SPORT DPORT PROTO [FLAGS [FILTER]]`, addresses as 32-bit decimals
-//! (or IPv4/IPv6 text).
+//! (ClassBench), dotted quads or IPv6 text (`dpdk-test-acl --ipv6`); the family is decided per
+//! line. This is the one trace reader: `classify`, and the `gen` port that `verify --trace`,
+//! the daemon and the benches replay traces through.
 
 use super::{AclAction, AclRule, Family, Masked, PortRange, Prefix};
 use crate::abi::{AclKey, VLAN_NONE};
@@ -237,10 +239,21 @@ pub fn parse_trace(path: &Path, text: &str) -> Result<Vec<TraceEntry>, RuleError
                 .map(|x| x.1)
                 .ok_or_else(|| err(i, field, "missing field"))
         };
-        let (sv, src) = parse_addr(tok(0, "src")?).ok_or_else(|| err(0, "src", "bad address"))?;
-        let (dv, dst) = parse_addr(tok(1, "dst")?).ok_or_else(|| err(1, "dst", "bad address"))?;
+        let addr = |i: usize, f: &str| -> Result<(u8, [u32; 4]), RuleError> {
+            let s = tok(i, f)?;
+            parse_addr(s).ok_or_else(|| {
+                let why = format!(
+                    "`{s}` is neither an IPv4 address (32-bit decimal or dotted quad) nor an \
+                     IPv6 address"
+                );
+                err(i, f, &why)
+            })
+        };
+        let (sv, src) = addr(0, "src")?;
+        let (dv, dst) = addr(1, "dst")?;
         if sv != dv {
-            return Err(err(1, "dst", "address families differ"));
+            let why = format!("IPv{dv} address after an IPv{sv} `src`: a line is of one family");
+            return Err(err(1, "dst", &why));
         }
         let port = |i: usize, f: &str| -> Result<u16, RuleError> {
             tok(i, f)?

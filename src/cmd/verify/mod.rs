@@ -4,9 +4,11 @@
 //! counters and the per-rule hits. Prints the first mismatches in detail; exit code 1 on any.
 //!
 //! Inputs: `--input PCAP|DIR` (every capture in a folder; non-Ethernet ones are skipped and
-//! listed), `--trace FILE` (ClassBench header trace, frames generated from each line) and
-//! `--gen N` (N generated frames from random flows, `--malformed` of them broken on purpose).
-//! `--rules FILE` adds the `acl` stage (ClassBench or YAML rules).
+//! listed), `--trace FILE` (a header trace as `classify` reads it, IPv4 or IPv6 per line: a
+//! frame generated from each line) and `--gen N` (N generated frames from random flows,
+//! `--malformed` of them broken on purpose). `--rules FILE` adds the `acl` stage (ClassBench or
+//! YAML rules). Inputs and rules are read before the GPU is looked for, so a bad file is an
+//! error on any machine; with no GPU, verify says what it read and exits 3.
 //!
 //! The modules: `source` (where the frames come from), `rules` (the rule sets: the reference
 //! pipeline and the GPU's image of it), `check` (one input through one mode and placement),
@@ -17,6 +19,8 @@ mod check;
 mod rules;
 mod source;
 mod torture;
+#[cfg(test)]
+mod trace_tests;
 
 use anyhow::Context as _;
 use pipeline::executor::gpu::multi::Devices;
@@ -46,7 +50,8 @@ pub struct Args {
     /// A pcap/pcapng file, or a folder: every capture in it (recursively).
     #[arg(long, conflicts_with_all = ["trace", "gen"])]
     pub input: Option<PathBuf>,
-    /// ClassBench header trace (`.gz` accepted): one frame per line.
+    /// Header trace (`.gz` accepted), one frame per line: ClassBench's (addresses as 32-bit
+    /// decimals) or `dpdk-test-acl --ipv6`'s (IPv6 text), the family per line, as `classify`.
     #[arg(long, conflicts_with = "gen")]
     pub trace: Option<PathBuf>,
     /// Generate this many frames from random flows.
@@ -175,25 +180,21 @@ pub fn run(mut a: Args) -> anyhow::Result<i32> {
     if let Some(c) = a.config.clone() {
         apply_config(&mut a, &c)?;
     }
+    // Inputs and rules first: a bad file is an error on any machine, GPU or not.
+    let inputs = read_inputs(&a)?;
     if let Err(why) = pipeline::executor::gpu::probe(a.devices.first().copied().unwrap_or(a.device))
     {
-        errln!("pktwarp verify: no usable GPU: {why}");
+        errln!("pktwarp verify: read {}", inputs.summary.join("; "));
+        errln!("pktwarp verify: no usable GPU: {why}; nothing was compared");
         return Ok(3);
     }
     if let Some(swaps) = a.reload_torture {
-        return torture::reload_torture(&a, swaps);
+        let (Some(ra), Some(rb)) = (inputs.acl, inputs.acl_b) else {
+            anyhow::bail!("--reload-torture needs --rules and --rules-b");
+        };
+        return torture::reload_torture(&a, swaps, [ra, rb]);
     }
-    let acl = match &a.rules {
-        Some(r) => Some(load_acl(
-            r,
-            if a.default_drop {
-                Action::Drop
-            } else {
-                Action::Pass
-            },
-        )?),
-        None => None,
-    };
+    let acl = inputs.acl;
     let mut reports = Vec::new();
     let mut show = a.show;
     let mut all_ok = true;
@@ -238,6 +239,62 @@ pub fn run(mut a: Args) -> anyhow::Result<i32> {
     }
     println!("verify: {}", if all_ok { "PASS" } else { "FAIL" });
     Ok(if all_ok { 0 } else { 1 })
+}
+
+/// What verify reads before it looks for a GPU: the rule sets, and the input checked (a trace
+/// parsed whole, captures listed, generator options checked; a config's ports are opened only
+/// by the run itself).
+struct Inputs {
+    /// `--rules`, and `--rules-b` (of `--reload-torture`).
+    acl: Option<Acl>,
+    acl_b: Option<Acl>,
+    /// What was read, one entry per file or input, for the message when there is no GPU.
+    summary: Vec<String>,
+}
+
+fn read_inputs(a: &Args) -> anyhow::Result<Inputs> {
+    let mut summary = Vec::new();
+    if let Some(c) = &a.config {
+        summary.push(format!("config {}", c.display()));
+    } else {
+        let src = source::Source::from_args(a)?;
+        summary.push(match (&src, &a.trace) {
+            (_, Some(t)) => {
+                // The reader the source itself used: the same families, line by line.
+                let headers = pipeline::port::gen::read_trace(t)?;
+                let v6 = headers.iter().filter(|h| h.src_ip.is_ipv6()).count();
+                format!(
+                    "trace {}: {} headers ({} IPv4, {v6} IPv6)",
+                    t.display(),
+                    headers.len(),
+                    headers.len() - v6
+                )
+            }
+            (source::Source::Pcaps { files, .. }, _) => {
+                let root = a.input.as_deref().unwrap_or(Path::new(""));
+                format!("input {}: {} captures", root.display(), files.len())
+            }
+            (source::Source::Port(_), None) => format!("gen {} frames", a.gen.unwrap_or(0)),
+        });
+    }
+    let default = if a.default_drop {
+        Action::Drop
+    } else {
+        Action::Pass
+    };
+    let mut load = |r: &Option<PathBuf>| -> anyhow::Result<Option<Acl>> {
+        let Some(r) = r else { return Ok(None) };
+        let acl = load_acl(r, default)?;
+        summary.push(format!("rules {}: {} rules", r.display(), acl.n_rules));
+        Ok(Some(acl))
+    };
+    let acl = load(&a.rules)?;
+    let acl_b = load(&a.rules_b)?;
+    Ok(Inputs {
+        acl,
+        acl_b,
+        summary,
+    })
 }
 
 /// Takes the rules, default action, queues, burst and device of a daemon config.

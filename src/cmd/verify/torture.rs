@@ -11,13 +11,12 @@ use pipeline::burst::Burst;
 use pipeline::executor::gpu::abi::Verdict;
 use pipeline::executor::gpu::multi::MultiGpu;
 use pipeline::executor::gpu::{Mode, PipelineDesc, Placement, SubmitError};
-use pipeline::verdict::Action;
 use pipeline::verify::split_bursts;
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::check::{gpu_options, queues_for, CHUNK};
-use super::rules::{load_acl, Acl};
+use super::rules::Acl;
 use super::source::Source;
 use super::{kernel_image, slot_data_bytes, Args, ModeArg, PlacementArg};
 
@@ -51,17 +50,13 @@ struct Torture<'a> {
     t: Totals,
 }
 
-pub fn reload_torture(a: &Args, swaps: u32) -> anyhow::Result<i32> {
+/// The torture over `sets`, the rule sets of --rules and --rules-b (read before the GPU was
+/// looked for).
+pub fn reload_torture(a: &Args, swaps: u32, sets: [Acl; 2]) -> anyhow::Result<i32> {
     let t0 = Instant::now();
-    let default = if a.default_drop {
-        Action::Drop
-    } else {
-        Action::Pass
-    };
     let (Some(ra), Some(rb)) = (&a.rules, &a.rules_b) else {
         anyhow::bail!("--reload-torture needs --rules and --rules-b");
     };
-    let sets = [load_acl(ra, default)?, load_acl(rb, default)?];
     let mode: Mode = a
         .mode
         .first()

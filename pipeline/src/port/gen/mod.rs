@@ -20,7 +20,7 @@ pub use frame::{
     build_frame, frame_len, write_frame, FrameSpec, Malformation, GEN_DST_MAC, GEN_SRC_MAC,
     PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP,
 };
-pub use trace::{parse_line, read_trace, TraceHeader};
+pub use trace::{read_trace, TraceHeader};
 
 use crate::burst::{Burst, FrameDesc};
 use crate::port::pace::{Pacer, Rate};
@@ -250,8 +250,9 @@ fn default_tcp_flags() -> u8 {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GenOptions {
-    /// ClassBench header trace (`src_ip dst_ip sport dport proto flags filter_idx` lines;
-    /// `.gz` accepted). Headers are used in file order, cycling. Exclusive with `flows`.
+    /// ClassBench header trace (`src dst sport dport proto [flags [filter]]` lines, IPv4 or
+    /// IPv6 per line, as `pktwarp classify` reads them; `.gz` accepted). Headers are used in
+    /// file order, cycling. Exclusive with `flows`.
     #[serde(default)]
     pub trace: Option<PathBuf>,
     /// Random headers from distributions; the default when no `trace` is given.
@@ -726,8 +727,8 @@ impl GenRx {
                 let h = headers[*next % headers.len()];
                 *next = (*next + 1) % headers.len();
                 Tuple {
-                    src: IpAddr::V4(h.src_ip),
-                    dst: IpAddr::V4(h.dst_ip),
+                    src: h.src_ip,
+                    dst: h.dst_ip,
                     sport: h.src_port,
                     dport: h.dst_port,
                     proto: h.proto,

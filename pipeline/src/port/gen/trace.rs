@@ -1,113 +1,75 @@
-//! ClassBench header traces: one header per line, `src_ip dst_ip sport dport proto flags
-//! filter_idx` (addresses as 32-bit decimals, whitespace separated). `.gz` files are
-//! decompressed on the fly.
+//! ClassBench header traces, read by the reader `pktwarp classify` uses
+//! (`flow_rules::acl::classbench::parse_trace`), so every command takes the same files: one
+//! header per line, `src dst sport dport proto [flags [filter]]`, whitespace separated; addresses
+//! as 32-bit decimals or dotted quads (ClassBench's traces) or IPv6 text (`dpdk-test-acl
+//! --ipv6`'s), the family decided per line. `.gz` files are decompressed on the fly.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
+
+use flow_rules::acl::classbench::{parse_trace, TraceEntry};
 
 use crate::port::PortError;
 
 /// One trace header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TraceHeader {
-    pub src_ip: Ipv4Addr,
-    pub dst_ip: Ipv4Addr,
+    /// Source and destination, of one family.
+    pub src_ip: IpAddr,
+    pub dst_ip: IpAddr,
     pub src_port: u16,
     pub dst_port: u16,
     pub proto: u8,
-    /// The generator's flags column (not TCP flags).
-    pub flags: u32,
-    /// The rule the header was generated from (not necessarily its first match).
-    pub filter_idx: u32,
+    /// The rule the header was generated from (not necessarily its first match), where the
+    /// line gives one.
+    pub filter_idx: Option<u32>,
 }
 
-/// Reads a whole ClassBench trace. Errors name the file, line and column.
+/// Reads a whole ClassBench trace. Errors name the file, line, column and field.
 pub fn read_trace(path: impl AsRef<Path>) -> Result<Vec<TraceHeader>, PortError> {
     let p = path.as_ref();
     let name = p.display().to_string();
-    let io = |source| PortError::Io {
-        path: name.clone(),
-        source,
-    };
     // Read whole with a size bound: `/dev/zero` or a gzip bomb is an error, not an OOM kill.
     let text =
         flow_rules::input::read_text_bounded(p, flow_rules::input::MAX_TEXT_INPUT_BYTES, "trace")
-            .map_err(io)?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let lineno = i + 1;
-        if line.trim().is_empty() || line.trim_start().starts_with('#') {
-            continue;
-        }
-        out.push(parse_line(line).map_err(|(col, reason)| PortError::Format {
+            .map_err(|source| PortError::Io {
             path: name.clone(),
-            reason: format!("line {lineno}, column {col}: {reason}"),
-        })?);
-    }
-    if out.is_empty() {
+            source,
+        })?;
+    let entries = parse_trace(p, &text).map_err(|e| PortError::Format {
+        path: name.clone(),
+        reason: format!(
+            "line {}, column {}: field `{}`: {}",
+            e.loc.line, e.loc.column, e.field, e.message
+        ),
+    })?;
+    if entries.is_empty() {
         return Err(PortError::Format {
             path: name,
             reason: "trace holds no headers".into(),
         });
     }
-    Ok(out)
+    Ok(entries.iter().map(header).collect())
 }
 
-const FIELDS: [&str; 7] = [
-    "src_ip",
-    "dst_ip",
-    "sport",
-    "dport",
-    "proto",
-    "flags",
-    "filter_idx",
-];
-
-/// Parses one line; the error carries the 1-based column of the bad field.
-pub fn parse_line(line: &str) -> Result<TraceHeader, (usize, String)> {
-    let mut vals = [0u64; 7];
-    let mut n = 0;
-    let mut col = 1;
-    let mut rest = line;
-    while n < 7 {
-        let trimmed = rest.trim_start();
-        col += rest.len() - trimmed.len();
-        if trimmed.is_empty() {
-            return Err((
-                col,
-                format!("missing field `{}` (expected 7 fields)", FIELDS[n]),
-            ));
-        }
-        let end = trimmed.find(char::is_whitespace).unwrap_or(trimmed.len());
-        let tok = &trimmed[..end];
-        let max: u64 = match n {
-            0 | 1 | 5 | 6 => u64::from(u32::MAX),
-            2 | 3 => u64::from(u16::MAX),
-            _ => u64::from(u8::MAX),
-        };
-        vals[n] = match tok.parse::<u64>() {
-            Ok(v) if v <= max => v,
-            _ => {
-                return Err((
-                    col,
-                    format!(
-                        "field `{}`: `{tok}` is not a number in 0..={max}",
-                        FIELDS[n]
-                    ),
-                ))
-            }
-        };
-        col += end;
-        rest = &trimmed[end..];
-        n += 1;
+fn header(e: &TraceEntry) -> TraceHeader {
+    let k = &e.key;
+    TraceHeader {
+        src_ip: addr(k.ip_version, k.src_ip),
+        dst_ip: addr(k.ip_version, k.dst_ip),
+        src_port: k.src_port,
+        dst_port: k.dst_port,
+        proto: k.proto,
+        filter_idx: e.filter,
     }
-    Ok(TraceHeader {
-        src_ip: Ipv4Addr::from(vals[0] as u32),
-        dst_ip: Ipv4Addr::from(vals[1] as u32),
-        src_port: vals[2] as u16,
-        dst_port: vals[3] as u16,
-        proto: vals[4] as u8,
-        flags: vals[5] as u32,
-        filter_idx: vals[6] as u32,
-    })
+}
+
+/// An ACL key's address words (IPv4 in word 0; IPv6 as four big-endian words).
+fn addr(version: u8, w: [u32; 4]) -> IpAddr {
+    if version == 6 {
+        let v = w.iter().fold(0u128, |a, &x| (a << 32) | u128::from(x));
+        IpAddr::V6(Ipv6Addr::from(v))
+    } else {
+        IpAddr::V4(Ipv4Addr::from(w[0]))
+    }
 }
