@@ -108,6 +108,7 @@ impl Prepared {
             pipeline: Arc::clone(&self.pipeline),
             steering: Arc::clone(&self.steering),
             observer: None,
+            verify_sample: crate::config::verify::sample_of(&self.cfg.verify),
         }
     }
 }
