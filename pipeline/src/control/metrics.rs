@@ -43,7 +43,7 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_rule_reload_last_success_timestamp_seconds", "Unix time of the last successful reload (0: none).", MetricType::GAUGE, &[]),
     ("pktwarp_verify_sampled_total", "Frames the sampling verifier (verify.sample) re-ran on the CPU reference and compared with the executor's results.", MetricType::COUNTER, &[]),
     ("pktwarp_verify_mismatch_total", "Sampled frames whose verdict, metadata or rewritten bytes differ from the CPU reference's.", MetricType::COUNTER, &[]),
-    ("pktwarp_verify_counter_mismatch_total", "Sampled bursts whose counters (stage frames and bytes, verdicts, drops, rule hits) differ from the CPU reference's.", MetricType::COUNTER, &[]),
+    ("pktwarp_verify_burst_mismatch_total", "Sampled bursts whose counters (stage frames and bytes, verdicts, drops, rule hits) differ from the CPU reference's.", MetricType::COUNTER, &[]),
     ("pktwarp_verify_skipped_total", "Bursts due for a sample that were not checked: the verifier was still busy with the last one.", MetricType::COUNTER, &[]),
     ("pktwarp_verify_captured_frames_total", "Mismatching frames sent to the slow path (result=captured) or not (result=dropped: its queue full, or no output.to_host).", MetricType::COUNTER, &["result"]),
     ("pktwarp_gpu_kernel_heartbeat", "Last heartbeat word of a queue's persistent kernel.", MetricType::GAUGE, &["queue", "gpu"]),
@@ -449,7 +449,7 @@ impl DaemonCollector {
         one("pktwarp_verify_sampled_total", &v.sampled_frames, out);
         one("pktwarp_verify_mismatch_total", &v.mismatch_frames, out);
         one(
-            "pktwarp_verify_counter_mismatch_total",
+            "pktwarp_verify_burst_mismatch_total",
             &v.counter_mismatches,
             out,
         );
