@@ -619,8 +619,6 @@ fn worker(
     }
 }
 
-/// The TX thread: each burst's frames to their destinations ([`OutPorts`]), in the order the
-/// queue's worker finished them; returns what each destination took and the ports' errors.
 /// When the TX thread may finish: every worker and the verifier done, and the verifier's
 /// captured frames (for the slow path) taken.
 struct TxEnds<'a> {
@@ -630,6 +628,24 @@ struct TxEnds<'a> {
     capture: Option<std::sync::mpsc::Receiver<Burst>>,
 }
 
+/// The frames the verifier found to differ, to the slow path as received (they count in its
+/// tally); whether there were any.
+fn take_captures(ends: &TxEnds<'_>, dest: &mut Destinations<'_>) -> bool {
+    let Some(cap) = &ends.capture else {
+        return false;
+    };
+    let mut any = false;
+    while let Ok(b) = cap.try_recv() {
+        any = true;
+        if let Some(sp) = dest.slow.as_mut() {
+            sp.send_frames(0, || b.frames().map(|(_, f)| (f, 0)));
+        }
+    }
+    any
+}
+
+/// The TX thread: each burst's frames to their destinations ([`OutPorts`]), in the order the
+/// queue's worker finished them; returns what each destination took and the ports' errors.
 fn tx_loop(
     shared: &CpuShared,
     out: &mut OutPorts,
@@ -682,15 +698,7 @@ fn tx_loop(
                 }
             }
         }
-        // Frames the verifier found to differ: to the slow path, as received.
-        if let Some(cap) = &ends.capture {
-            while let Ok(b) = cap.try_recv() {
-                got = true;
-                if let Some(sp) = dest.slow.as_mut() {
-                    sp.send_frames(0, || b.frames().map(|(_, f)| (f, 0)));
-                }
-            }
-        }
+        got |= take_captures(ends, &mut dest);
         // Frames a port holds for their send time go out when due, bursts or not; each is
         // counted for its queue once it went out (or did not).
         dest.poll(&mut settled);
@@ -711,13 +719,7 @@ fn tx_loop(
         wait_on(&backoff);
     }
     // The verifier's last captures (queued before it said it was done).
-    if let Some(cap) = &ends.capture {
-        while let Ok(b) = cap.try_recv() {
-            if let Some(sp) = dest.slow.as_mut() {
-                sp.send_frames(0, || b.frames().map(|(_, f)| (f, 0)));
-            }
-        }
-    }
+    take_captures(ends, &mut dest);
     let r = dest.finish(&mut settled);
     out::count_settled(&shared.counters, &settled);
     r

@@ -23,7 +23,8 @@
 //! what does not fit, or finds no slow path, is counted (`capture_dropped`). Counts:
 //! [`VerifyBoard`], exported as `pktwarp_verify_*` and in the run summary.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::{self, Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
@@ -102,12 +103,12 @@ impl VerifyBoard {
     /// Takes the verifier for one burst: false when it is still on the last one.
     fn try_take(&self) -> bool {
         self.busy
-            .compare_exchange(false, true, std::sync::atomic::Ordering::Acquire, Relaxed)
+            .compare_exchange(false, true, Ordering::Acquire, Relaxed)
             .is_ok()
     }
 
     fn release(&self) {
-        self.busy.store(false, std::sync::atomic::Ordering::Release);
+        self.busy.store(false, Ordering::Release);
     }
 }
 
