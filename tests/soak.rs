@@ -9,6 +9,9 @@
 //!   [`RSS_GROWTH_MIB`] MiB and the thread count by at most [`THREAD_GROWTH`]; a table leaked
 //!   per reload (~1 MiB of compiled rules each, hundreds of reloads) or a thread per scrape
 //!   would break both.
+//!
+//! A second, short run (24 s) does the same with `verify: { sample: 1000 }` and finds no
+//! mismatch.
 
 mod common;
 
@@ -122,7 +125,7 @@ fn summary_accounted(s: &serde_json::Value) -> u64 {
 
 /// The soak's config in `dir`: a bounded generator (`count` frames at 10K/s) with linger: once
 /// the input ends, /metrics serves the final totals, which the summary must then repeat.
-fn soak_config(dir: &Path, count: u64) -> PathBuf {
+fn soak_config(dir: &Path, count: u64, extra: &str) -> PathBuf {
     let cfg = dir.join("cfg.yaml");
     std::fs::write(
         &cfg,
@@ -140,7 +143,7 @@ pipeline: [parse, {{ acl: {{ rules: rules.cb, format: classbench }} }}, count]
 executor: {{ kind: cpu }}
 metrics: {{ listen: '127.0.0.1:0', max_connections: 16 }}
 control: {{ linger: true }}
-",
+{extra}",
             count
         ),
     )
@@ -199,12 +202,27 @@ fn storm_until_linger(
 
 #[test]
 fn soak_reload_storms_and_scrapes_keep_counts_memory_and_threads_flat() {
-    let secs = soak_secs();
+    soak("soak", soak_secs(), "");
+}
+
+/// A short soak with the sampling verifier on (`verify: { sample: 1000 }`): the same checks,
+/// and through the reload storms every sampled burst agrees with its re-run on the tables it
+/// used (the CPU executor checked against itself).
+#[test]
+fn soak_with_verify_sampling() {
+    let m = soak("soak-verify", 24, "verify: { sample: 1000 }\n");
+    assert!(sum(&m, "pktwarp_verify_sampled_total", "") > 0, "{m}");
+    assert_eq!(sum(&m, "pktwarp_verify_mismatch_total", ""), 0, "{m}");
+    assert_eq!(sum(&m, "pktwarp_verify_burst_mismatch_total", ""), 0, "{m}");
+}
+
+/// Runs the soak for `secs` with `extra` config lines; the final /metrics exposition.
+fn soak(name: &str, secs: u64, extra: &str) -> String {
     let pps = 10_000u64;
-    let dir = common::scratch("soak");
+    let dir = common::scratch(name);
     let (rules_a, rules_b) = (rule_set(0), rule_set(3));
     put(&dir.join("rules.cb"), &rules_a);
-    let cfg = soak_config(&dir, pps * secs);
+    let cfg = soak_config(&dir, pps * secs, extra);
     let mut d = Daemon::run(&cfg);
     let addr = d.wait_event("metrics_listen", Duration::from_secs(60))["fields"]["addr"]
         .as_str()
@@ -283,6 +301,7 @@ fn soak_reload_storms_and_scrapes_keep_counts_memory_and_threads_flat() {
 
     check_flat(&samples, ran);
     let _ = std::fs::remove_dir_all(&dir);
+    m
 }
 
 /// Flat memory and threads after the warm-up quarter of a run of `ran`.

@@ -16,6 +16,7 @@
 //!   - count
 //! executor: { kind: auto }
 //! output: { port: out }
+//! verify: { sample: 1000 }   # re-check one burst in 1000 on the CPU reference
 //! ```
 //!
 //! Relative paths inside a config (capture files, rule files) are resolved against the folder of
@@ -24,6 +25,7 @@
 mod locate;
 mod output;
 pub mod settings;
+pub mod verify;
 use locate::{int_range, key_at};
 
 use std::fmt;
@@ -68,6 +70,10 @@ pub struct Config {
     /// [`settings`].
     #[serde(default)]
     pub control: settings::ControlConfig,
+    /// Sampled self-checking against the CPU reference (`sample: N`); see [`verify`].
+    /// Absent: off.
+    #[serde(default)]
+    pub verify: Option<Spanned<verify::VerifyConfig>>,
     /// Where to find this config's relative paths: the config file's folder (set by [`load`]).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -317,6 +323,7 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
     }
     check_file_roles(cfg)?;
     output::check_output(cfg)?;
+    verify::check_verify(cfg)?;
     validate_output(&file, cfg)
 }
 

@@ -89,6 +89,9 @@ pub fn prepare_with(cfg: Config, registry: &StageRegistry) -> anyhow::Result<Pre
         },
         _ => choose_executor(cfg.executor.kind, cfg.executor.gpu.device)?,
     };
+    if choice.name == "gpu" {
+        crate::config::verify::check_executor(&cfg, choice.name)?;
+    }
     Ok(Prepared {
         cfg,
         pipeline,
@@ -108,6 +111,7 @@ impl Prepared {
             pipeline: Arc::clone(&self.pipeline),
             steering: Arc::clone(&self.steering),
             observer: None,
+            verify_sample: crate::config::verify::sample_of(&self.cfg.verify),
         }
     }
 }

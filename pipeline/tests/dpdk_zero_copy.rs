@@ -155,6 +155,7 @@ fn spec(queues: usize, rules: bool) -> CpuRunSpec {
         pipeline: Arc::new(Pipeline::new(vec![Stage::Parse])),
         steering: Arc::new(steering),
         observer: None,
+        verify_sample: 0,
     }
 }
 

@@ -202,6 +202,22 @@ fn write_summary(w: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
             .collect();
         writeln!(w, "acl        default={} {}", s.acl_default, r.join(" "))?;
     }
+    if let Some(v) = &s.verify {
+        writeln!(
+            w,
+            "verify     1 burst in {}: {} frames in {} bursts checked, {} mismatched, \
+             {} bursts with differing counters, {} samples skipped (busy), \
+             {} frames captured, {} not",
+            v.sample,
+            v.sampled_frames,
+            v.sampled_bursts,
+            v.mismatch_frames,
+            v.counter_mismatches,
+            v.skipped_busy,
+            v.captured_frames,
+            v.capture_dropped
+        )?;
+    }
     writeln!(
         w,
         "queue   rx_frames    passed  mirrored   to_host tx_frames  drops"

@@ -41,6 +41,11 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_ruleset_rules", "Rules in the ACL rule set in force.", MetricType::GAUGE, &[]),
     ("pktwarp_rule_reloads_total", "Rule reloads attempted, by result (success, failure).", MetricType::COUNTER, &["result"]),
     ("pktwarp_rule_reload_last_success_timestamp_seconds", "Unix time of the last successful reload (0: none).", MetricType::GAUGE, &[]),
+    ("pktwarp_verify_sampled_total", "Frames the sampling verifier (verify.sample) re-ran on the CPU reference and compared with the executor's results.", MetricType::COUNTER, &[]),
+    ("pktwarp_verify_mismatch_total", "Sampled frames whose verdict, metadata or rewritten bytes differ from the CPU reference's.", MetricType::COUNTER, &[]),
+    ("pktwarp_verify_burst_mismatch_total", "Sampled bursts whose counters (stage frames and bytes, verdicts, drops, rule hits) differ from the CPU reference's.", MetricType::COUNTER, &[]),
+    ("pktwarp_verify_skipped_total", "Bursts due for a sample that were not checked: the verifier was still busy with the last one.", MetricType::COUNTER, &[]),
+    ("pktwarp_verify_captured_frames_total", "Mismatching frames sent to the slow path (result=captured) or not (result=dropped: its queue full, or no output.to_host).", MetricType::COUNTER, &["result"]),
     ("pktwarp_gpu_kernel_heartbeat", "Last heartbeat word of a queue's persistent kernel.", MetricType::GAUGE, &["queue", "gpu"]),
     ("pktwarp_gpu_kernel_stalled", "1 while a queue's kernel heartbeat is stuck with work queued.", MetricType::GAUGE, &["queue", "gpu"]),
     ("pktwarp_gpu_kernel_stalls_total", "Stalls the watchdog detected on a queue.", MetricType::COUNTER, &["queue", "gpu"]),
@@ -115,6 +120,8 @@ pub struct DaemonCollector {
     descs: Vec<Desc>,
     /// The ports' own counters (DPDK ethdev stats, xstats), as last read by the control thread.
     ports: Option<Arc<crate::port::PortCounterBoard>>,
+    /// The sampling verifier's counts (`verify:` on).
+    verify: Option<Arc<crate::verify::sampler::VerifyBoard>>,
 }
 
 impl DaemonCollector {
@@ -143,12 +150,20 @@ impl DaemonCollector {
             info,
             descs,
             ports: None,
+            verify: None,
         }
     }
 
     /// Also exposes the ports' own counters from `board` (the `pktwarp_port_*` families).
     pub fn with_port_counters(mut self, board: Arc<crate::port::PortCounterBoard>) -> Self {
         self.ports = Some(board);
+        self
+    }
+
+    /// Also exposes the sampling verifier's counts (the `pktwarp_verify_*` families) when
+    /// `board` has sampling on.
+    pub fn with_verify(mut self, board: Arc<crate::verify::sampler::VerifyBoard>) -> Self {
+        self.verify = (board.sample.load(Relaxed) > 0).then_some(board);
         self
     }
 }
@@ -233,6 +248,7 @@ impl Collector for DaemonCollector {
         self.collect_info(&mut out);
         self.collect_queues(&mut out);
         self.collect_reloads(&mut out);
+        self.collect_verify(&mut out);
         self.collect_gpus(&mut out);
         self.collect_ports(&mut out);
         out.fams
@@ -421,6 +437,29 @@ impl DaemonCollector {
                 &[],
                 st.last_reload_ok_unix_ms.load(Relaxed) as f64 / 1e3,
             )],
+        );
+    }
+
+    /// The sampling verifier: frames checked and mismatched, skipped samples, captures.
+    fn collect_verify(&self, out: &mut Out) {
+        let Some(v) = &self.verify else { return };
+        let one = |name: &str, c: &std::sync::atomic::AtomicU64, out: &mut Out| {
+            out.push(name, vec![counter(&[], c.load(Relaxed))]);
+        };
+        one("pktwarp_verify_sampled_total", &v.sampled_frames, out);
+        one("pktwarp_verify_mismatch_total", &v.mismatch_frames, out);
+        one(
+            "pktwarp_verify_burst_mismatch_total",
+            &v.counter_mismatches,
+            out,
+        );
+        one("pktwarp_verify_skipped_total", &v.skipped_busy, out);
+        out.push(
+            "pktwarp_verify_captured_frames_total",
+            vec![
+                counter(&[("result", "captured")], v.captured_frames.load(Relaxed)),
+                counter(&[("result", "dropped")], v.capture_dropped.load(Relaxed)),
+            ],
         );
     }
 
@@ -808,5 +847,32 @@ mod tests {
         // Per-GPU families: one queue on each of GPU 0 and 1 (see collector()).
         assert_eq!(value(&text, r#"pktwarp_gpu_queues{gpu="1"}"#), 1.0);
         assert_eq!(value(&text, r#"pktwarp_gpu_rx_frames_total{gpu="0"}"#), 0.0);
+    }
+
+    /// The verifier's families read its board, and appear only with sampling on.
+    #[test]
+    fn verify_families_follow_the_board() {
+        use crate::verify::sampler::VerifyBoard;
+        let (c, _) = collector(3, None);
+        let off = c.with_verify(VerifyBoard::new(0));
+        let text = String::from_utf8(Exposition::new(off).unwrap().render().unwrap()).unwrap();
+        assert!(!text.contains("pktwarp_verify_"), "{text}");
+        let (c, _) = collector(3, None);
+        let board = VerifyBoard::new(1000);
+        board.sampled_frames.fetch_add(64, Relaxed);
+        board.mismatch_frames.fetch_add(2, Relaxed);
+        board.capture_dropped.fetch_add(2, Relaxed);
+        let on = c.with_verify(Arc::clone(&board));
+        let text = String::from_utf8(Exposition::new(on).unwrap().render().unwrap()).unwrap();
+        assert_eq!(value(&text, "pktwarp_verify_sampled_total"), 64.0);
+        assert_eq!(value(&text, "pktwarp_verify_mismatch_total"), 2.0);
+        assert_eq!(value(&text, "pktwarp_verify_skipped_total"), 0.0);
+        assert_eq!(
+            value(
+                &text,
+                r#"pktwarp_verify_captured_frames_total{result="dropped"}"#
+            ),
+            2.0
+        );
     }
 }

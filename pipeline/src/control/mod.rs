@@ -231,7 +231,8 @@ impl Control {
                 Arc::clone(&state),
                 info,
             )
-            .with_port_counters(Arc::clone(&shared.port_counters));
+            .with_port_counters(Arc::clone(&shared.port_counters))
+            .with_verify(Arc::clone(&shared.verify));
             let server = MetricsServer::start_with(
                 addr,
                 Exposition::new(collector)?,

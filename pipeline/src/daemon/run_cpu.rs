@@ -36,6 +36,7 @@ fn summarize_cpu_run(p: &Prepared, shared: &CpuShared, out: cpu::RunOutcome) -> 
     );
     s.port_counters = out.port_counters;
     s.outputs = out.out;
+    s.verify = shared.verify.summary();
     s
 }
 

@@ -79,6 +79,10 @@ pub struct Summary {
     /// What each destination took: output ports (by config name), the mirror port and the
     /// slow path (`to_host`), with the frames they failed to take. CPU executor.
     pub outputs: Vec<crate::port::out::OutTally>,
+    /// What the sampling verifier (`verify: { sample: N }`) checked and found; absent when
+    /// it is off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify: Option<crate::verify::sampler::VerifySummary>,
     /// Log lines dropped because writing them to stderr failed (`control::logs`; set by the
     /// caller when the run is over).
     pub log_write_errors: u64,

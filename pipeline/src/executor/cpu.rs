@@ -14,7 +14,7 @@ use super::tx::TxFate;
 use crate::burst::Burst;
 use crate::counters::QueueCounters;
 use crate::meta::PacketMeta;
-use crate::port::out::{OutPorts, OutTally};
+use crate::port::out::{Destinations, OutPorts, OutTally};
 use crate::port::{PortError, RxPort, RxStatus, TxPort};
 use crate::ring::OnFull;
 use crate::ring::{self, Consumer, Producer};
@@ -22,6 +22,7 @@ use crate::stage::Pipeline;
 use crate::steer::Steering;
 use crate::threads::spawn_named;
 use crate::verdict::{Action, DropReason, Verdict};
+use crate::verify::sampler::{VerifyBoard, VerifyTap, VerifyWiring};
 
 /// A burst in flight with its per-frame results.
 struct Slot {
@@ -58,6 +59,9 @@ pub struct CpuRunSpec {
     pub steering: Arc<Steering>,
     /// Optional per-burst observer (see [`BurstObserver`]).
     pub observer: Option<BurstObserver>,
+    /// `verify.sample`: re-check one burst in this many on the reference (0: off; see
+    /// [`crate::verify::sampler`]).
+    pub verify_sample: u64,
 }
 
 /// Shared state a caller (the daemon's control thread) can watch while the executor runs.
@@ -71,6 +75,8 @@ pub struct CpuShared {
     pub port_counters: Arc<crate::port::PortCounterBoard>,
     /// The watchdog's restart requests to the GPU queue threads (unused by the CPU executor).
     pub restarts: Arc<crate::executor::restart_board::RestartBoard>,
+    /// What the sampling verifier did (`verify:`), for the metrics and the summary.
+    pub verify: Arc<VerifyBoard>,
 }
 
 impl CpuShared {
@@ -87,6 +93,7 @@ impl CpuShared {
             restarts: Arc::new(crate::executor::restart_board::RestartBoard::new(
                 spec.queues,
             )),
+            verify: VerifyBoard::new(spec.verify_sample),
         })
     }
 }
@@ -172,27 +179,20 @@ pub fn run_out(
             free_cons[p].push(fc);
         }
     }
-    // Worker -> TX rings (TX returns the slot to the right ingest through the worker's free ring
-    // pair, so the TX thread gets its own return rings).
-    let mut to_tx = Vec::new();
-    let mut tx_in = Vec::new();
-    let mut tx_ret_prod: Vec<Vec<Producer<Box<Slot>>>> = (0..nq).map(|_| Vec::new()).collect();
-    let mut tx_ret_cons: Vec<Vec<Consumer<Box<Slot>>>> = (0..nports).map(|_| Vec::new()).collect();
     let has_tx = !out.is_empty();
-    if has_tx {
-        for prods in tx_ret_prod.iter_mut() {
-            let (p, c) = ring::ring::<(usize, Box<Slot>)>(spec.ring_slots);
-            to_tx.push(p);
-            tx_in.push(c);
-            for cons in tx_ret_cons.iter_mut() {
-                let (rp, rc) = ring::ring(spec.ring_slots);
-                prods.push(rp);
-                cons.push(rc);
-            }
-        }
-    }
+    let TxRings {
+        to_tx,
+        tx_in,
+        tx_ret_prod,
+        tx_ret_cons,
+    } = TxRings::new(has_tx, nq, nports, spec.ring_slots);
     let ingest_done: Vec<AtomicBool> = (0..nports).map(|_| AtomicBool::new(false)).collect();
     let workers_done = AtomicU64::new(0);
+    // The sampling verifier: one sample in flight at most, mismatching frames to the TX
+    // thread's slow path through a bounded queue.
+    let to_host = out.to_host.is_some();
+    let verify = VerifyWiring::new(spec.verify_sample, &spec.pipeline, &shared.verify, to_host);
+    let verify_done = AtomicBool::new(verify.verifier.is_none());
     let errors = std::sync::Mutex::new(Vec::new());
     let port_counters = std::sync::Mutex::new(Vec::new());
     let tallies = std::sync::Mutex::new(Vec::new());
@@ -242,26 +242,46 @@ pub fn run_out(
             let workers_done = &workers_done;
             let pipeline = Arc::clone(&spec.pipeline);
             let observer = spec.observer.clone();
+            let tap = verify
+                .taps
+                .as_ref()
+                .map(|t| VerifyTap::new(spec.verify_sample, Arc::clone(&shared.verify), t.clone()));
             spawn_named(s, format!("pw-q{q}"), move || {
-                let ctx = WorkerCtx {
+                let mut ctx = WorkerCtx {
                     queue: q,
                     pipeline: &pipeline,
                     counters: &counters,
                     observer,
+                    verify: tap,
                 };
-                worker(&ctx, inputs, frees, out, ingest_done);
+                worker(&mut ctx, inputs, frees, out, ingest_done);
                 workers_done.fetch_add(1, Ordering::Release);
+            });
+        }
+        // The workers hold the only senders: the verifier ends after the last worker.
+        drop(verify.taps);
+        if let Some((v, rx)) = verify.verifier {
+            let done = &verify_done;
+            spawn_named(s, "pw-verify".to_string(), move || {
+                v.run(rx);
+                // Its captures are queued by now: the TX thread may finish once it took them.
+                done.store(true, Ordering::Release);
             });
         }
         // TX thread.
         if has_tx {
             let shared = Arc::clone(shared);
-            let workers_done = &workers_done;
+            let ends = TxEnds {
+                workers_done: &workers_done,
+                nq,
+                verify_done: &verify_done,
+                capture: verify.capture,
+            };
             let errors = &errors;
             let tallies = &tallies;
             let mut out = out;
             spawn_named(s, "pw-tx".to_string(), move || {
-                let (t, e) = tx_loop(&shared, &mut out, tx_in, tx_ret_prod, workers_done, nq);
+                let (t, e) = tx_loop(&shared, &mut out, tx_in, tx_ret_prod, &ends);
                 if let Ok(mut v) = errors.lock() {
                     v.extend(e);
                 }
@@ -278,6 +298,40 @@ pub fn run_out(
         errors: errors.into_inner().unwrap_or_default(),
         port_counters,
         out: tallies.into_inner().unwrap_or_default(),
+    }
+}
+
+/// Worker -> TX rings (TX returns the slot to the right ingest through the worker's free ring
+/// pair, so the TX thread gets its own return rings); all empty without a TX thread.
+struct TxRings {
+    to_tx: Vec<Producer<(usize, Box<Slot>)>>,
+    tx_in: Vec<Consumer<(usize, Box<Slot>)>>,
+    /// Per queue, one per port; per port, one per queue.
+    tx_ret_prod: Vec<Vec<Producer<Box<Slot>>>>,
+    tx_ret_cons: Vec<Vec<Consumer<Box<Slot>>>>,
+}
+
+impl TxRings {
+    fn new(has_tx: bool, nq: usize, nports: usize, slots: usize) -> TxRings {
+        let mut r = TxRings {
+            to_tx: Vec::new(),
+            tx_in: Vec::new(),
+            tx_ret_prod: (0..nq).map(|_| Vec::new()).collect(),
+            tx_ret_cons: (0..nports).map(|_| Vec::new()).collect(),
+        };
+        if has_tx {
+            for prods in r.tx_ret_prod.iter_mut() {
+                let (p, c) = ring::ring::<(usize, Box<Slot>)>(slots);
+                r.to_tx.push(p);
+                r.tx_in.push(c);
+                for cons in r.tx_ret_cons.iter_mut() {
+                    let (rp, rc) = ring::ring(slots);
+                    prods.push(rp);
+                    cons.push(rc);
+                }
+            }
+        }
+        r
     }
 }
 
@@ -492,10 +546,11 @@ struct WorkerCtx<'a> {
     pipeline: &'a Pipeline,
     counters: &'a QueueCounters,
     observer: Option<BurstObserver>,
+    verify: Option<VerifyTap>,
 }
 
 fn worker(
-    ctx: &WorkerCtx<'_>,
+    ctx: &mut WorkerCtx<'_>,
     mut inputs: Vec<Consumer<Box<Slot>>>,
     mut frees: Vec<Producer<Box<Slot>>>,
     out: Option<Producer<(usize, Box<Slot>)>>,
@@ -515,9 +570,19 @@ fn worker(
                     handed,
                 } = &mut *slot;
                 // In place: rewrite stages change the frames the TX thread then sends.
-                let generation = ctx
-                    .pipeline
-                    .run_burst_mut(burst, metas, verdicts, ctx.counters);
+                let (pipeline, c) = (ctx.pipeline, ctx.counters);
+                let sampled = ctx
+                    .verify
+                    .as_mut()
+                    .and_then(|t| t.begin(pipeline, burst, c));
+                let generation = match &sampled {
+                    // A sampled burst runs with the tables the verifier will use.
+                    Some(p) => pipeline.run_burst_mut_with(burst, metas, verdicts, c, p.tables()),
+                    None => pipeline.run_burst_mut(burst, metas, verdicts, c),
+                };
+                if let (Some(p), Some(t)) = (sampled, ctx.verify.as_ref()) {
+                    t.finish(p, ctx.queue, pipeline, burst, metas, verdicts, c);
+                }
                 ctx.counters
                     .burst_latency
                     .observe_ns(handed.elapsed().as_nanos() as u64);
@@ -571,6 +636,31 @@ impl super::tx::TxBurst for (usize, Box<Slot>) {
     }
 }
 
+/// When the TX thread may finish: every worker and the verifier done, and the verifier's
+/// captured frames (for the slow path) taken.
+struct TxEnds<'a> {
+    workers_done: &'a AtomicU64,
+    nq: usize,
+    verify_done: &'a AtomicBool,
+    capture: Option<std::sync::mpsc::Receiver<Burst>>,
+}
+
+/// The frames the verifier found to differ, to the slow path as received (they count in its
+/// tally); whether there were any.
+fn take_captures(ends: &TxEnds<'_>, dest: &mut Destinations<'_>) -> bool {
+    let Some(cap) = &ends.capture else {
+        return false;
+    };
+    let mut any = false;
+    while let Ok(b) = cap.try_recv() {
+        any = true;
+        if let Some(sp) = dest.slow.as_mut() {
+            sp.send_frames(0, || b.frames().map(|(d, f)| (f, 0, d.wire_len)));
+        }
+    }
+    any
+}
+
 /// The TX thread (the host runtime's, [`super::tx`]): each burst's frames to their
 /// destinations in the order the queue's worker finished them, then the slot back to its
 /// ingest.
@@ -579,8 +669,7 @@ fn tx_loop(
     out: &mut OutPorts,
     mut inputs: Vec<Consumer<(usize, Box<Slot>)>>,
     mut returns: Vec<Vec<Producer<Box<Slot>>>>,
-    workers_done: &AtomicU64,
-    nq: usize,
+    ends: &TxEnds<'_>,
 ) -> (Vec<OutTally>, Vec<String>) {
     let release = |q: usize, (port_idx, slot): (usize, Box<Slot>)| {
         let backoff = Backoff::new();
@@ -590,8 +679,22 @@ fn tx_loop(
             wait_on(&backoff);
         }
     };
-    let done = || workers_done.load(Ordering::Acquire) as usize == nq;
-    super::tx::run(&shared.counters, out, &mut inputs, done, release, wait_on)
+    // The verifier's flag after the workers': it finishes after them, and its last captures
+    // are queued before it sets it (taken on the next turn, and once more at the end).
+    let done = || {
+        ends.workers_done.load(Ordering::Acquire) as usize == ends.nq
+            && ends.verify_done.load(Ordering::Acquire)
+    };
+    let captures = |dest: &mut Destinations<'_>| take_captures(ends, dest);
+    super::tx::run(
+        &shared.counters,
+        out,
+        &mut inputs,
+        done,
+        release,
+        captures,
+        wait_on,
+    )
 }
 
 /// Zero-copy forwarding between DPDK ports, DPDK l2fwd style: one run-to-completion worker per
@@ -614,6 +717,9 @@ pub mod zero_copy {
         let nq = spec.queues.max(1);
         if spec.observer.is_some() {
             return Some("a burst observer is attached (it reads copied bursts)".into());
+        }
+        if spec.verify_sample > 0 {
+            return Some("verify.sample is on (the verifier checks copied bursts)".into());
         }
         if spec.pipeline.rewrites() {
             // The mbufs are handed to the stages read-only here (no writable mbuf view yet).

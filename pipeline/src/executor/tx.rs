@@ -91,7 +91,9 @@ pub(crate) fn send_burst(
 
 /// Runs the TX thread until `done()` (every producer finished) and every input is empty; then
 /// flushes the ports. `release(q, burst)` takes each burst back once every destination is done
-/// with its frames (ports copy what they keep). Returns what each destination took and the
+/// with its frames (ports copy what they keep); `side(dest)` runs every turn and once more
+/// before the flush, for frames from elsewhere (the verifier's captures), and says whether it
+/// sent any. Returns what each destination took and the
 /// ports' errors: after a destination's first error its frames count as failed without calling
 /// it again.
 pub(crate) fn run<B: TxBurst>(
@@ -100,6 +102,7 @@ pub(crate) fn run<B: TxBurst>(
     inputs: &mut [Consumer<B>],
     done: impl Fn() -> bool,
     mut release: impl FnMut(usize, B),
+    mut side: impl FnMut(&mut Destinations<'_>) -> bool,
     wait: impl Fn(&Backoff),
 ) -> (Vec<OutTally>, Vec<String>) {
     let backoff = Backoff::new();
@@ -114,6 +117,7 @@ pub(crate) fn run<B: TxBurst>(
                 release(q, burst);
             }
         }
+        got |= side(&mut dest);
         // Frames a port holds for their send time go out when due, bursts or not; each is
         // counted for its queue once it went out (or did not).
         dest.poll(&mut settled);
@@ -128,6 +132,7 @@ pub(crate) fn run<B: TxBurst>(
         }
         wait(&backoff);
     }
+    side(&mut dest);
     let r = dest.finish(&mut settled);
     count_settled(counters, &settled);
     r

@@ -23,7 +23,7 @@ pub use custom::CustomSlot;
 pub use descriptor::{GpuImpl, StageDescriptor, StageNeeds, BUILTINS};
 pub use gpu_list::{GpuParams, GpuStageKind, GpuStageRef};
 pub use registry::{BuiltStage, GpuStage, StageFactory, StageRegistry};
-pub use run::{build, build_for, build_with, AclSlot, CustomStage, Pipeline, Stage};
+pub use run::{build, build_for, build_with, AclSlot, BurstTables, CustomStage, Pipeline, Stage};
 
 /// parse -> acl (the shipped inline-filter rules, default pass) -> count: the pipeline the unit
 /// tests of several modules run.

@@ -171,6 +171,15 @@ pub(super) type StageTables<'a> = (
     &'a [Option<Arc<RouteState>>; MAX_STAGES],
 );
 
+/// The ACL and route tables one burst runs with, by stage index, and the rule-set generation
+/// when they were loaded (an `acl` stage's tables carry their own).
+#[derive(Clone, Default)]
+pub struct BurstTables {
+    generation: u64,
+    acl: [Option<Arc<AclStage>>; MAX_STAGES],
+    routes: [Option<Arc<RouteState>>; MAX_STAGES],
+}
+
 /// The ordered stages every queue runs.
 pub struct Pipeline {
     pub stages: Vec<Stage>,
@@ -326,6 +335,39 @@ impl Pipeline {
         self.run_items(frames.map(|(d, f)| Item::Ro(d, f)), metas, verdicts, c)
     }
 
+    /// The ACL and route tables in force now, one load of each pointer (what a burst is run
+    /// with: [`Pipeline::run_burst_mut_with`]).
+    pub fn load_tables(&self) -> BurstTables {
+        let mut t = BurstTables {
+            generation: self.generation(),
+            acl: Default::default(),
+            routes: Default::default(),
+        };
+        for ((slot, route), s) in t.acl.iter_mut().zip(t.routes.iter_mut()).zip(&self.stages) {
+            match s {
+                Stage::Acl(a) => *slot = Some(a.current()),
+                Stage::Route(r) => *route = Some(r.current()),
+                _ => {}
+            }
+        }
+        t
+    }
+
+    /// [`Pipeline::run_burst_mut`] with tables loaded before ([`Pipeline::load_tables`]): the
+    /// verifier re-runs a sampled burst on the very tables the executor used, whatever reload
+    /// happened in between.
+    pub fn run_burst_mut_with(
+        &self,
+        burst: &mut Burst,
+        metas: &mut Vec<PacketMeta>,
+        verdicts: &mut Vec<Verdict>,
+        c: &QueueCounters,
+        tables: &BurstTables,
+    ) -> u64 {
+        let items = burst.frames_mut().map(|(d, b)| Item::Rw(d, b));
+        self.run_items_with(items, metas, verdicts, c, tables)
+    }
+
     fn run_items<'f>(
         &self,
         frames: impl ExactSizeIterator<Item = Item<'f>>,
@@ -335,16 +377,19 @@ impl Pipeline {
     ) -> u64 {
         // One load of each ACL / route table pointer per burst (no allocation: at most
         // MAX_STAGES).
-        let generation = self.generation();
-        let mut tables: [Option<Arc<AclStage>>; MAX_STAGES] = Default::default();
-        let mut routes: [Option<Arc<RouteState>>; MAX_STAGES] = Default::default();
-        for ((slot, route), s) in tables.iter_mut().zip(routes.iter_mut()).zip(&self.stages) {
-            match s {
-                Stage::Acl(a) => *slot = Some(a.current()),
-                Stage::Route(r) => *route = Some(r.current()),
-                _ => {}
-            }
-        }
+        let tables = self.load_tables();
+        self.run_items_with(frames, metas, verdicts, c, &tables)
+    }
+
+    fn run_items_with<'f>(
+        &self,
+        frames: impl ExactSizeIterator<Item = Item<'f>>,
+        metas: &mut Vec<PacketMeta>,
+        verdicts: &mut Vec<Verdict>,
+        c: &QueueCounters,
+        loaded: &BurstTables,
+    ) -> u64 {
+        let (generation, tables, routes) = (loaded.generation, &loaded.acl, &loaded.routes);
         // The loaded tables decide for the acl stages (a burst is wholly one rule set's).
         let rewrites = self
             .stages
@@ -354,13 +399,13 @@ impl Pipeline {
         let mut t = Tally::default();
         if !rewrites && self.burstwise() {
             // Stage by stage over the burst (see stage::burstwise): same results.
-            self.run_burstwise(frames, metas, verdicts, &tables, &mut t, c);
+            self.run_burstwise(frames, metas, verdicts, tables, &mut t, c);
         } else {
             self.run_framewise(
                 frames,
                 metas,
                 verdicts,
-                (&tables, &routes),
+                (tables, routes),
                 rewrites,
                 &mut t,
                 c,

@@ -10,6 +10,8 @@
 //! which decides how many to print; [`ExpectedCounters`] holds the queue counters and per-rule
 //! hits the GPU's count stage must report for the same frames.
 //!
+//! [`sampler`] runs the same comparison inside the daemon, on one burst in N (`verify:`).
+//!
 //! What drives the GPU (submitting bursts, polling them back, the ACL hot swap) stays with the
 //! caller: it depends on the executor, this module only on the ABI types.
 //!
@@ -18,6 +20,7 @@
 mod bursts;
 mod compare;
 mod reference;
+pub mod sampler;
 
 pub use bursts::split_bursts;
 pub use compare::{compare_chunk, hex, meta_diff, GpuChunk, Mismatch, Tally};

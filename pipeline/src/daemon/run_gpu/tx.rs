@@ -86,5 +86,13 @@ pub(crate) fn run(
         }
     };
     let done = || queues_done.load(Ordering::Acquire) == nq;
-    crate::executor::tx::run(&shared.counters, out, &mut inputs, done, release, wait_on)
+    crate::executor::tx::run(
+        &shared.counters,
+        out,
+        &mut inputs,
+        done,
+        release,
+        |_| false,
+        wait_on,
+    )
 }
