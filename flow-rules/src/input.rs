@@ -116,12 +116,13 @@ fn main_checkout_of(root: &Path) -> Option<PathBuf> {
     common.parent().map(Path::to_path_buf)
 }
 
-/// A corpus input for a test or benchmark: `rel` below [`data_dir`] (`""`: the folder itself).
+/// A corpus input for a benchmark: `rel` below [`data_dir`] (`""`: the folder itself). Tests
+/// use [`require_corpus`], which lets a run without the corpus pass outside CI.
 ///
 /// # Panics
-/// When it does not exist, with the path and how the corpus folder was chosen: the corpus
-/// tests fail, never skip, when it is missing (README, "Test data"). For tests and benchmarks
-/// only; product code reads paths from its config.
+/// When it does not exist, with the path and how the corpus folder was chosen (a benchmark
+/// run on the corpus has nothing to measure without it). For benchmarks only; product code
+/// reads paths from its config.
 pub fn require_data(rel: &str) -> PathBuf {
     let dir = data_dir();
     let p = if rel.is_empty() { dir } else { dir.join(rel) };

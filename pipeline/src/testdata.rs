@@ -9,7 +9,8 @@
 //! port's encoder (`port::gen::oran::build_uplane_frames`).
 //!
 //! The large external corpus (ClassBench sets, tcpdump's and O-RAN captures) is not generated:
-//! tests that need it read [`flow_rules::input::data_dir`].
+//! tests that need it reach it through [`require_corpus`] (required in CI, noted as not run
+//! elsewhere when missing).
 
 use std::path::{Path, PathBuf};
 
