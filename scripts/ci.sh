@@ -4,6 +4,13 @@
 # feature tests on real DPDK virtual devices, and a short fuzz run. Needs no GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Run alone (not from .ci/run, which does the same around this script and the hostile steps):
+# the corpus tests that did not run are named in one line at the end (README "Test data").
+if [ -z "${PKTWARP_NOT_RUN_FILE:-}" ]; then
+  export PKTWARP_NOT_RUN_FILE=${TMPDIR:-/tmp}/pktwarp-not-run.txt
+  rm -f "$PKTWARP_NOT_RUN_FILE"
+  trap 'bash scripts/not-run-summary.sh' EXIT
+fi
 step() { printf '\n==== %s ====\n' "$*"; }
 
 step "dependencies"

@@ -7,8 +7,19 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 data=${PKTWARP_DATA:-$root/../shared/data}
 out=${1:-$root/fuzz/corpus/parse}
 if [ ! -d "$data/pcaps/tcpdump" ]; then
-  echo "fuzz-seed: test data not found at $data (set PKTWARP_DATA)" >&2
-  exit 1
+  # Required in CI; elsewhere the fuzz run starts from an unseeded corpus and the summary of
+  # the test run names this step (README "Test data").
+  case "${CI:-}" in
+    ""|0|false|FALSE|False) ;;
+    *) echo "fuzz-seed: test data not found at $data (set PKTWARP_DATA); CI requires the corpus" >&2
+       exit 1 ;;
+  esac
+  echo "fuzz-seed: not run (no corpus at $data; set PKTWARP_DATA): the parse fuzz run starts unseeded" >&2
+  if [ -n "${PKTWARP_NOT_RUN_FILE:-}" ]; then
+    echo "scripts/fuzz-seed.sh (seeds of the parse fuzz run)" >>"$PKTWARP_NOT_RUN_FILE"
+  fi
+  mkdir -p "$out"
+  exit 0
 fi
 mkdir -p "$out"
 python3 - "$data" "$out" <<'PY'

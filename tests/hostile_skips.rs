@@ -2,7 +2,8 @@
 //! code together: every `#[ignore]` test is listed there with its reason; every entry names a
 //! test function that exists in its file (and, in the hardware table, calls
 //! `pipeline::testdata::skip` for that test); a skip printed by hand (`"skipped: ..."`) sits
-//! next to a check that CI is not set.
+//! next to a check that CI is not set; a test that reads the external corpus goes through
+//! `require_corpus` (required in CI, noted as not run elsewhere), so it needs no entry here.
 
 use std::path::{Path, PathBuf};
 
@@ -124,6 +125,13 @@ fn every_ignored_or_skipping_test_is_listed_with_its_reason() {
         }
         if text.contains("eprintln!(\"skipped") && !text.contains("var_os(\"CI\")") {
             problems.push(format!("{f}: prints a skip without checking CI"));
+        }
+        let is_test = f.contains("/tests/") || f.starts_with("tests/") || f.ends_with("_tests.rs");
+        let reads_corpus = text.contains("data_dir()") || text.contains("require_data(");
+        if is_test && reads_corpus && !text.contains("require_corpus(") {
+            problems.push(format!(
+                "{f}: reads the corpus without require_corpus (it would fail, not note, without it)"
+            ));
         }
     }
     for (table, f, t, reason) in &rows {

@@ -116,12 +116,13 @@ fn main_checkout_of(root: &Path) -> Option<PathBuf> {
     common.parent().map(Path::to_path_buf)
 }
 
-/// A corpus input for a test or benchmark: `rel` below [`data_dir`] (`""`: the folder itself).
+/// A corpus input for a benchmark: `rel` below [`data_dir`] (`""`: the folder itself). Tests
+/// use [`require_corpus`], which lets a run without the corpus pass outside CI.
 ///
 /// # Panics
-/// When it does not exist, with the path and how the corpus folder was chosen: the corpus
-/// tests fail, never skip, when it is missing (README, "Test data"). For tests and benchmarks
-/// only; product code reads paths from its config.
+/// When it does not exist, with the path and how the corpus folder was chosen (a benchmark
+/// run on the corpus has nothing to measure without it). For benchmarks only; product code
+/// reads paths from its config.
 pub fn require_data(rel: &str) -> PathBuf {
     let dir = data_dir();
     let p = if rel.is_empty() { dir } else { dir.join(rel) };
@@ -132,6 +133,105 @@ pub fn require_data(rel: &str) -> PathBuf {
         );
     }
     p
+}
+
+/// True when running in CI: `CI` set to anything but empty, `0` or `false`.
+pub fn in_ci() -> bool {
+    ci_value(std::env::var_os("CI"))
+}
+
+fn ci_value(v: Option<OsString>) -> bool {
+    v.is_some_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
+}
+
+/// A corpus input a test needs: `rel` below [`data_dir`] (`""`: the folder itself).
+///
+/// Present: `Some(path)`. Missing: in CI ([`in_ci`]) the test fails with the path and how the
+/// folder was chosen, since CI must run every corpus test; elsewhere it prints on stderr that
+/// the test did not run and why, appends the test's name to [`not_run_record`] (the test
+/// script prints one summary line from it), and returns None, on which the test returns
+/// (README, "Test data").
+pub fn require_corpus(rel: &str) -> Option<PathBuf> {
+    let dir = data_dir();
+    let p = if rel.is_empty() { dir } else { dir.join(rel) };
+    corpus_input(p, in_ci(), &not_run_record(), &current_test(), &|p| {
+        data_missing(p, std::env::var_os("PKTWARP_DATA"), &data_dir_candidates())
+    })
+}
+
+/// [`require_corpus`] with its surroundings given: CI or not, the record file, the test's name
+/// and the message of a missing path.
+fn corpus_input(
+    p: PathBuf,
+    ci: bool,
+    record: &Path,
+    test: &str,
+    why: &dyn Fn(&Path) -> String,
+) -> Option<PathBuf> {
+    if p.exists() {
+        return Some(p);
+    }
+    let why = why(&p);
+    if ci {
+        panic!("{test}: {why}; CI requires the corpus");
+    }
+    eprintln!("not run (no corpus): {test}: {why}");
+    record_not_run(record, test);
+    None
+}
+
+/// The running test, as `binary::test` (libtest names each test's thread after the test; the
+/// binary's file name, less cargo's hash, says which test target it is).
+fn current_test() -> String {
+    let exe = std::env::current_exe().ok();
+    let bin = exe
+        .as_deref()
+        .and_then(Path::file_stem)
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let bin = match bin.rsplit_once('-') {
+        Some((b, h)) if h.len() == 16 && h.bytes().all(|c| c.is_ascii_hexdigit()) => b.to_string(),
+        _ => bin,
+    };
+    let thread = std::thread::current();
+    format!("{bin}::{}", thread.name().unwrap_or("?"))
+}
+
+/// The file the corpus tests that did not run are listed in, one per line:
+/// `$PKTWARP_NOT_RUN_FILE` when set (scripts/ci.sh sets it), else `tmp/corpus-not-run.txt` in
+/// the cargo target folder the test binary runs from (`target/debug/deps/NAME` ->
+/// `target/tmp/`), else in the system temp folder.
+pub fn not_run_record() -> PathBuf {
+    if let Some(f) = std::env::var_os("PKTWARP_NOT_RUN_FILE").filter(|f| !f.is_empty()) {
+        return PathBuf::from(f);
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    let target = exe
+        .parent()
+        .filter(|d| d.file_name().is_some_and(|n| n == "deps"))
+        .and_then(Path::parent)
+        .and_then(Path::parent);
+    match target {
+        Some(t) => t.join("tmp/corpus-not-run.txt"),
+        None => std::env::temp_dir().join("pktwarp-corpus-not-run.txt"),
+    }
+}
+
+/// Appends `test` as one line (one `write` of an O_APPEND file, so parallel tests do not
+/// interleave). A failure to record only loses the summary line, so it is reported, not fatal.
+fn record_not_run(file: &Path, test: &str) {
+    use std::io::Write;
+    if let Some(d) = file.parent() {
+        let _ = std::fs::create_dir_all(d);
+    }
+    let r = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .and_then(|mut f| f.write_all(format!("{test}\n").as_bytes()));
+    if let Err(e) = r {
+        eprintln!("cannot record {test} in {}: {e}", file.display());
+    }
 }
 
 /// The message of a missing corpus input: the path, the variable and where the default looked.
@@ -269,5 +369,65 @@ mod tests {
         let e = read_text_bounded(&p, 1024, "rule file").unwrap_err();
         assert!(e.to_string().contains("offset 3"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_missing_corpus_fails_in_ci_and_is_recorded_elsewhere() {
+        let d = scratch("corpus");
+        let record = d.join("tmp/not-run.txt");
+        let why = |p: &Path| format!("test data missing: {}", p.display());
+        // Present: the path, whatever CI says, and nothing recorded.
+        let here = corpus_input(d.clone(), true, &record, "bin::a", &why);
+        assert_eq!(here, Some(d.clone()));
+        let gone = d.join("classbench");
+        assert_eq!(
+            corpus_input(gone.clone(), false, &record, "bin::b", &why),
+            None
+        );
+        assert_eq!(
+            corpus_input(gone.clone(), false, &record, "bin::c", &why),
+            None
+        );
+        let text = std::fs::read_to_string(&record).unwrap();
+        assert_eq!(text, "bin::b\nbin::c\n");
+        let e =
+            std::panic::catch_unwind(|| corpus_input(gone.clone(), true, &record, "bin::d", &why))
+                .expect_err("CI requires the corpus");
+        let m = e.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(
+            m.contains("bin::d") && m.contains("classbench") && m.contains("CI requires"),
+            "{m}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&record).unwrap(),
+            text,
+            "CI records nothing"
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn ci_is_set_unless_empty_zero_or_false() {
+        assert!(!ci_value(None));
+        for off in ["", "0", "false", "FALSE"] {
+            assert!(!ci_value(Some(off.into())), "{off}");
+        }
+        for on in ["true", "1", "yes"] {
+            assert!(ci_value(Some(on.into())), "{on}");
+        }
+    }
+
+    #[test]
+    fn the_record_sits_in_the_target_folder_of_the_test_binary() {
+        // This unit test runs from target/debug/deps (or PKTWARP_NOT_RUN_FILE names the file).
+        let r = not_run_record();
+        if std::env::var_os("PKTWARP_NOT_RUN_FILE").is_none() {
+            assert!(r.ends_with("tmp/corpus-not-run.txt"), "{}", r.display());
+        }
+        assert!(
+            current_test().starts_with("flow_rules::"),
+            "{}",
+            current_test()
+        );
     }
 }

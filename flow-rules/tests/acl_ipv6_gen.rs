@@ -1,163 +1,33 @@
 //! Generated IPv6 rule sets (`acl::gen6`, ClassBench-like, seeded) classified exactly as DPDK's
 //! rte_acl classifies them: `dpdk-test-acl --ipv6 --verbose=3` is run on the same files in the
-//! test and every trace line's answer compared with the compiled matcher (key by key and in
-//! batches) and the CUDA matcher compiled for the host; a sample also against the linear
-//! first-match reference, and every header made to match nothing must match nothing.
+//! test (common/dpdk_acl.rs says what is compared).
 //!
 //! Needs `dpdk-test-acl` (Debian `dpdk-dev`, installed by scripts/install-deps.sh); without it
 //! the test fails and says so (`PKTWARP_DPDK_TEST_ACL` names another binary).
 
-use flow_rules::abi::{AclKey, ACL_NO_MATCH};
-use flow_rules::acl::gen6::{generate, GenSpec, Profile};
-use flow_rules::acl::{classbench, cuda_host, AclClassifier, AclRuleSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-struct TempDir(PathBuf);
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::dpdk_acl::{check, Family};
+use flow_rules::acl::gen6::{generate, Profile};
 
-fn temp_dir(tag: &str) -> TempDir {
-    let d = std::env::temp_dir().join(format!("pw-ipv6gen-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    TempDir(d)
-}
-
-static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-
-/// rte_acl's answer for every trace line (`result: N`; 4294967295 = no match), in order.
-fn dpdk_answers(rules: &Path, trace: &Path, nrules: usize, nheaders: usize) -> Vec<u32> {
-    let bin = std::env::var("PKTWARP_DPDK_TEST_ACL").unwrap_or_else(|_| "dpdk-test-acl".into());
-    let out = Command::new(&bin)
-        .args([
-            "--no-huge",
-            "--no-pci",
-            "--no-shconf",
-            "-m",
-            "2048",
-            "-l",
-            "0",
-        ])
-        // One EAL run directory per call: the tests run on parallel threads of one process.
-        .arg(format!(
-            "--file-prefix=pwgen6-{}-{}",
-            std::process::id(),
-            RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ))
-        .arg("--")
-        .arg(format!("--rulesf={}", rules.display()))
-        .arg(format!("--tracef={}", trace.display()))
-        .arg(format!("--rulenum={nrules}"))
-        .arg(format!("--tracenum={nheaders}"))
-        .args(["--iter=1", "--alg=scalar", "--verbose=3", "--ipv6"])
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("cannot run {bin}: {e} (Debian dpdk-dev; scripts/install-deps.sh installs it)")
-        });
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{bin} failed ({}): {}\n{}",
-        out.status,
-        text.lines().rev().take(20).collect::<Vec<_>>().join("\n"),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text.lines()
-        .filter(|l| l.contains("5tuple:"))
-        .map(|l| {
-            let v = l.rsplit_once("result:").expect("result field").1.trim();
-            v.parse::<u32>()
-                .unwrap_or_else(|_| panic!("bad result in `{l}`"))
-        })
-        .collect()
-}
-
-fn check(profile: Profile, nrules: usize, seed: u64) {
-    let headers = 10 * nrules;
-    let g = generate(&GenSpec {
-        profile,
-        rules: nrules,
-        headers,
-        miss_frac: 0.1,
-        seed,
-    });
-    let dir = temp_dir(&format!("{profile:?}{nrules}"));
-    let (rp, tp) = (dir.0.join("rules"), dir.0.join("trace"));
-    std::fs::write(&rp, &g.rules).unwrap();
-    std::fs::write(&tp, &g.trace).unwrap();
-    let set = AclRuleSet {
-        rules: classbench::parse_rules(&rp, &g.rules).unwrap(),
-        warnings: Vec::new(),
-    };
-    let trace = classbench::parse_trace(&tp, &g.trace).unwrap();
-    assert_eq!((set.rules.len(), trace.len()), (nrules, headers));
-    let want = dpdk_answers(&rp, &tp, nrules, headers);
-    assert_eq!(
-        want.len(),
-        headers,
-        "{profile:?} {nrules}: dpdk-test-acl answers"
-    );
-    let cls = AclClassifier::build(&set.rules);
-    let keys: Vec<AclKey> = trace.iter().map(|t| t.key).collect();
-    let mut batch = vec![0u32; keys.len()];
-    cls.classify_batch(&keys, &mut batch);
-    let mut portable = vec![0u32; keys.len()];
-    cls.classify_batch_portable(&keys, &mut portable);
-    let mut misses = 0;
-    for (i, (t, &w)) in trace.iter().zip(&want).enumerate() {
-        let line = i + 1;
-        assert_eq!(cls.classify(&t.key), w, "{profile:?} {nrules}: line {line}");
-        assert_eq!(batch[i], w, "{profile:?} {nrules}: batch, line {line}");
-        assert_eq!(
-            portable[i], w,
-            "{profile:?} {nrules}: portable batch, line {line}"
-        );
-        if i % 5 == 0 {
-            let c = cuda_host::classify(&cls, &t.key);
-            assert_eq!(c, w, "{profile:?} {nrules}: CUDA on host, line {line}");
-        }
-        if i % 53 == 0 {
-            let lin = set
-                .classify_linear(&t.key)
-                .map_or(ACL_NO_MATCH, |x| x as u32);
-            assert_eq!(
-                lin, w,
-                "{profile:?} {nrules}: linear reference, line {line}"
-            );
-        }
-        if t.filter == Some(u32::MAX) {
-            misses += 1;
-            assert_eq!(w, ACL_NO_MATCH, "line {line} was made to match nothing");
-        }
-    }
-    assert_eq!(misses, g.misses);
-    assert!(misses > headers / 20, "{misses} misses of {headers}");
-    let hits = want.iter().filter(|&&w| w != ACL_NO_MATCH).count();
-    assert!(
-        hits > headers / 2,
-        "{hits} of {headers} headers match a rule"
-    );
-}
+const V6: Family = Family { generate, v6: true };
 
 #[test]
 fn ipv6_acl_1k_equals_rte_acl() {
-    check(Profile::Acl, 1000, 1);
+    check(&V6, Profile::Acl, 1000, 1);
 }
 
 #[test]
 fn ipv6_fw_1k_equals_rte_acl() {
-    check(Profile::Fw, 1000, 2);
+    check(&V6, Profile::Fw, 1000, 2);
 }
 
 #[test]
 fn ipv6_acl_10k_equals_rte_acl() {
-    check(Profile::Acl, 10_000, 3);
+    check(&V6, Profile::Acl, 10_000, 3);
 }
 
 #[test]
 fn ipv6_fw_5k_equals_rte_acl() {
-    check(Profile::Fw, 5000, 4);
+    check(&V6, Profile::Fw, 5000, 4);
 }

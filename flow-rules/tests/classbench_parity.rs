@@ -1,12 +1,14 @@
-//! Exact parity with DPDK rte_acl on the ClassBench sets (expected_dpdk_acl/*.match), and the
-//! 100K sets against the linear first-match reference.
+//! Exact parity with DPDK rte_acl on the shared corpus's ClassBench sets
+//! (expected_dpdk_acl/*.match), and the 100K sets against the linear first-match reference.
+//! Needs the external corpus (`flow_rules::input::require_corpus`); the generated counterpart
+//! that needs none is tests/classbench_gen.rs.
 
 use flow_rules::abi::ACL_NO_MATCH;
 use flow_rules::acl::{classbench, cuda_host, load_rules, read_text, AclClassifier, RuleFormat};
 use std::path::PathBuf;
 
-fn data() -> PathBuf {
-    flow_rules::input::require_data("classbench")
+fn data() -> Option<PathBuf> {
+    flow_rules::input::require_corpus("classbench")
 }
 
 fn as_line(m: u32) -> String {
@@ -18,7 +20,7 @@ fn as_line(m: u32) -> String {
 }
 
 fn parity(set: &str) {
-    let d = data();
+    let Some(d) = data() else { return };
     let rules = load_rules(&d.join(set), RuleFormat::ClassBench).unwrap();
     let trace_path = d.join(format!("{set}_trace"));
     let trace = classbench::parse_trace(&trace_path, &read_text(&trace_path).unwrap()).unwrap();
@@ -85,7 +87,7 @@ fn ipc1_10k() {
 /// tests), so by default only a sample of the trace (every 97th line) is checked, in release
 /// builds; scripts/bench-acl.sh runs this with `PW_ACL_100K_STEP=1` (the whole trace).
 fn linear_100k(set: &str) {
-    let d = data();
+    let Some(d) = data() else { return };
     let rules = load_rules(&d.join(format!("{set}.gz")), RuleFormat::ClassBench).unwrap();
     let tp = d.join(format!("{set}_trace.gz"));
     let trace = classbench::parse_trace(&tp, &read_text(&tp).unwrap()).unwrap();

@@ -9,16 +9,18 @@
 //! port's encoder (`port::gen::oran::build_uplane_frames`).
 //!
 //! The large external corpus (ClassBench sets, tcpdump's and O-RAN captures) is not generated:
-//! tests that need it read [`flow_rules::input::data_dir`].
+//! tests that need it reach it through [`require_corpus`] (required in CI, noted as not run
+//! elsewhere when missing).
 
 use std::path::{Path, PathBuf};
 
 pub mod respond;
 
-/// The external corpus folder (`$PKTWARP_DATA`, default `shared/data` beside the checkout) and
-/// a corpus input that fails the test naming its path when absent, re-exported for crates that
+/// The external corpus folder (`$PKTWARP_DATA`, default `shared/data` beside the checkout), a
+/// corpus input that fails naming its path when absent (benchmarks), and one that a test runs
+/// on when present, requires in CI and otherwise notes as not run, re-exported for crates that
 /// reach flow-rules only through this one.
-pub use flow_rules::input::{data_dir, require_data};
+pub use flow_rules::input::{data_dir, require_corpus, require_data};
 
 const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
@@ -734,7 +736,7 @@ pub fn hardware_only_tests() -> Vec<(String, String)> {
 
 /// True when running in CI: `CI` set to anything but empty, `0` or `false`.
 pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
+    flow_rules::input::in_ci()
 }
 
 /// A test that cannot run here calls this (then returns): it says why on stderr, and in CI it

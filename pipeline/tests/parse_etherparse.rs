@@ -234,7 +234,9 @@ proptest! {
 
 #[test]
 fn corpus_agrees_with_etherparse_and_never_panics() {
-    let frames = corpus_frames();
+    let Some(frames) = corpus_frames() else {
+        return;
+    };
     let mut c = Compared::default();
     let mut failures = Vec::new();
     for (name, f) in &frames {

@@ -39,7 +39,9 @@ fn check(name: &str, frame: &[u8]) -> bool {
 
 #[test]
 fn corpus_frames_and_truncations() {
-    let frames = corpus_frames();
+    let Some(frames) = corpus_frames() else {
+        return;
+    };
     let (mut took, mut plain) = (0usize, 0usize);
     for (name, f) in &frames {
         if check(name, f) {

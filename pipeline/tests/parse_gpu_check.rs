@@ -46,6 +46,7 @@ fn write_frames(path: PathBuf, frames: &[Vec<u8>]) {
 #[ignore = "needs PW_GPU_CHECK_DIR; run by tools/gpu-probes/parse-gpu-check.sh"]
 fn write_inputs() {
     let corpus: Vec<Vec<u8>> = parse_common::corpus_frames()
+        .expect("the corpus (PKTWARP_DATA)")
         .into_iter()
         .map(|(_, f)| f)
         .collect();

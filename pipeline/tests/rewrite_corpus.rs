@@ -7,7 +7,7 @@
 //!   incremental update rightly keeps wrong), and every generated frame valid.
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
@@ -20,14 +20,11 @@ use pipeline::rewrite::{
 use pipeline::stage::parse::parse_frame;
 use pipeline::verdict::Verdict;
 
-fn data() -> PathBuf {
-    flow_rules::input::data_dir()
-}
-
 /// Every frame of every Ethernet capture in INDEX.tsv (files the reader refuses part-way keep
-/// the frames read before the error: several are cut on purpose).
-fn corpus() -> Vec<Vec<u8>> {
-    let d = data().join("pcaps");
+/// the frames read before the error: several are cut on purpose); None without the corpus
+/// outside CI (`require_corpus`).
+fn corpus() -> Option<Vec<Vec<u8>>> {
+    let d = flow_rules::input::require_corpus("pcaps")?;
     let index = std::fs::read_to_string(d.join("INDEX.tsv")).expect("pcaps/INDEX.tsv");
     let mut frames = Vec::new();
     for line in index.lines() {
@@ -43,14 +40,15 @@ fn corpus() -> Vec<Vec<u8>> {
         }
     }
     assert!(frames.len() > 5000, "only {} corpus frames", frames.len());
-    frames
+    Some(frames)
 }
 
 #[test]
 fn l2fwd_swap_changes_the_two_macs_and_nothing_else() {
     let op = L2fwd::swap();
     let (mut swapped, mut short) = (0, 0);
-    for orig in corpus() {
+    let Some(corpus) = corpus() else { return };
+    for orig in corpus {
         let mut f = orig.clone();
         let mut m = parse_frame(&f);
         let out = op.apply(&mut f, &mut m, &Verdict::PASS);
@@ -187,7 +185,10 @@ fn tshark_finds_every_checksum_valid_after_rewrites() {
     let dir = std::env::temp_dir().join(format!("pw-rewrite-tshark-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
 
+    // Without the corpus (outside CI) the generated frames alone are checked.
     let corpus = corpus();
+    let have_corpus = corpus.is_some();
+    let corpus = corpus.unwrap_or_default();
     let gen = generated();
     let mut inputs = Vec::new();
     let mut outputs = Vec::new();
@@ -236,10 +237,16 @@ fn tshark_finds_every_checksum_valid_after_rewrites() {
             checked[p] += a[p].iter().filter(|s| **s == 1).count();
         }
     }
-    // Enough real checksums were verified to mean something.
+    // Enough checksums were verified to mean something: the corpus's thousands, or the
+    // generated frames' own (400 IPv4 headers, 200 TCP over IPv6, 200 UDP over IPv4).
+    let least = if have_corpus {
+        [3000, 500, 500]
+    } else {
+        [399, 199, 199]
+    };
     assert!(
-        checked[0] > 3000 && checked[1] > 500 && checked[2] > 500,
-        "{checked:?}"
+        (0..3).all(|p| checked[p] > least[p]),
+        "{checked:?}, wanted more than {least:?}"
     );
     eprintln!(
         "{} frames rewritten ({} generated); good checksums verified after: ip {}, tcp {}, udp {}",

@@ -327,15 +327,16 @@ impl Harness {
 }
 
 /// The corpus frames with descriptors: ports 0..4 in turn (3 is outside the ingress table),
-/// wire lengths 0..2 bytes above the captured length.
-fn corpus() -> Vec<(FrameDesc, Vec<u8>)> {
-    let frames = parse_common::corpus_frames();
+/// wire lengths 0..2 bytes above the captured length; None without the corpus outside CI.
+fn corpus() -> Option<Vec<(FrameDesc, Vec<u8>)>> {
+    let frames = parse_common::corpus_frames()?;
     assert!(frames.len() > 5000, "{} corpus frames", frames.len());
-    frames
+    let frames = frames
         .into_iter()
         .enumerate()
         .map(|(i, (_, f))| (desc(&f, i), f))
-        .collect()
+        .collect();
+    Some(frames)
 }
 
 /// Generated frames with descriptors as [`corpus`]'s: the multi-protocol capture, then 2000
@@ -844,11 +845,11 @@ fn mixed_order_pop_before_parse_dscp_respond() {
     run_named("order");
 }
 
-/// The tcpdump corpus (`$PKTWARP_DATA`, a corpus test: it fails without it) through every stage
-/// list: frames and counters equal.
+/// The tcpdump corpus (`$PKTWARP_DATA`; required in CI, not run without it elsewhere) through
+/// every stage list: frames and counters equal.
 #[test]
 fn every_stage_list_on_the_corpus() {
-    let corpus = corpus();
+    let Some(corpus) = corpus() else { return };
     for c in cases() {
         let mut h = Harness::new(c.label, &c.yaml, c.room);
         if let Err(e) = h.check(&corpus) {

@@ -3,7 +3,6 @@
 //! redirection table.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::PathBuf;
 
 use pipeline::meta::{mf, PacketMeta};
 use pipeline::port::gen::{build_frame, FrameSpec, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
@@ -153,17 +152,15 @@ fn frames_and_metadata_hash_like_the_vectors() {
     assert_eq!(rss.steer_frame(&[0u8; 60]), (0, 0));
 }
 
-fn data_dir() -> PathBuf {
-    flow_rules::input::require_data("")
-}
-
 /// On real captures, hashing the raw frame and hashing its parsed metadata agree wherever
 /// the frame parses cleanly without MPLS or more than two VLAN tags (which the raw walk does
 /// not follow).
 #[test]
 fn frame_hash_agrees_with_meta_hash_on_captures() {
     let t = Toeplitz::default();
-    let dir = data_dir().join("pcaps");
+    let Some(dir) = flow_rules::input::require_corpus("pcaps") else {
+        return;
+    };
     let index = std::fs::read_to_string(dir.join("INDEX.tsv")).unwrap();
     let (mut compared, mut four_tuple) = (0, 0);
     for line in index.lines().filter(|l| l.contains("\tether ")) {

@@ -67,25 +67,25 @@ pub struct Generated {
 }
 
 /// SplitMix64 (Steele, Lea, Flood 2014): small, fast, and fixed for all time.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(super) fn below(&mut self, n: u64) -> u64 {
         // Multiply-shift: unbiased enough for test data and free of division.
         ((u128::from(self.next()) * u128::from(n.max(1))) >> 64) as u64
     }
-    fn unit(&mut self) -> f64 {
+    pub(super) fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
     /// Index into `weights` drawn with probability proportional to each weight.
-    fn pick(&mut self, weights: &[u32]) -> usize {
+    pub(super) fn pick(&mut self, weights: &[u32]) -> usize {
         let total: u64 = weights.iter().map(|&w| u64::from(w)).sum();
         let mut x = self.below(total);
         for (i, &w) in weights.iter().enumerate() {
@@ -178,7 +178,7 @@ fn address(r: &mut Rng, pool: &Pool, weights: &[u32; 5]) -> P6 {
 }
 
 /// Port class: wildcard, 0-1023, 1024-65535, exact, arbitrary range.
-fn ports(r: &mut Rng, weights: &[u32; 5]) -> (u16, u16) {
+pub(super) fn ports(r: &mut Rng, weights: &[u32; 5]) -> (u16, u16) {
     const COMMON: [u16; 12] = [22, 25, 53, 80, 110, 123, 143, 443, 993, 1521, 3306, 8080];
     match r.pick(weights) {
         0 => (0, 65535),
@@ -212,15 +212,15 @@ struct Rule6 {
 /// A profile's weights: address [wildcard, site, subnet, host, short host range] for source
 /// and destination; ports [wildcard, low, high, exact, range] for source and destination;
 /// protocols [tcp, udp, icmpv6, wildcard].
-struct Mix {
-    src: [u32; 5],
-    dst: [u32; 5],
-    sport: [u32; 5],
-    dport: [u32; 5],
-    proto: [u32; 4],
+pub(super) struct Mix {
+    pub(super) src: [u32; 5],
+    pub(super) dst: [u32; 5],
+    pub(super) sport: [u32; 5],
+    pub(super) dport: [u32; 5],
+    pub(super) proto: [u32; 4],
 }
 
-const ACL_MIX: Mix = Mix {
+pub(super) const ACL_MIX: Mix = Mix {
     src: [10, 15, 25, 45, 5],
     dst: [3, 12, 30, 50, 5],
     sport: [85, 2, 8, 5, 0],
@@ -228,7 +228,7 @@ const ACL_MIX: Mix = Mix {
     proto: [60, 25, 5, 10],
 };
 
-const FW_MIX: Mix = Mix {
+pub(super) const FW_MIX: Mix = Mix {
     src: [40, 20, 20, 15, 5],
     dst: [25, 20, 25, 25, 5],
     sport: [60, 5, 15, 10, 10],
@@ -285,7 +285,7 @@ fn addr_text(a: u128) -> String {
     s
 }
 
-fn in_range(r: &mut Rng, (lo, hi): (u16, u16)) -> u16 {
+pub(super) fn in_range(r: &mut Rng, (lo, hi): (u16, u16)) -> u16 {
     lo + r.below(u64::from(hi - lo) + 1) as u16
 }
 

@@ -12,6 +12,7 @@
 pub mod classbench;
 pub mod compile;
 pub mod cuda_host;
+pub mod gen4;
 pub mod gen6;
 pub mod lanes;
 pub mod rewrite;

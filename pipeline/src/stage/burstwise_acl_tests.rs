@@ -1,16 +1,17 @@
 //! The burst-wise `acl` pass (keys grouped by family, the classifier's batch walk) against the
-//! frame-by-frame stage list, on ClassBench rules: acl1_1K's IPv4 rules and generated IPv6 rules
-//! in the same ClassBench shape, with every action, a mark, DSCP / TCP-flag / VLAN /
-//! ingress-port conditions on some rules and one L2-only rule; frames made from both traces,
-//! interleaved in runs of varied length with non-IP and truncated frames. Every metadata record,
-//! verdict and counter must be equal, and each first-stage verdict's rule the linear first match.
+//! frame-by-frame stage list, on ClassBench-like rules generated from a seed (no corpus): 1000
+//! IPv4 rules in acl1's shape (`gen4`) and 400 IPv6 ones (`gen6`), with every action, a mark,
+//! DSCP / TCP-flag / VLAN / ingress-port conditions on some rules and one L2-only rule; frames
+//! made from both traces, interleaved in runs of varied length with non-IP and truncated
+//! frames. Every metadata record, verdict and counter must be equal, and each first-stage
+//! verdict's rule the linear first match.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
 use flow_rules::abi::{AclKey, ACL_NO_MATCH};
 use flow_rules::acl::gen6::{self, GenSpec, Profile};
-use flow_rules::acl::{classbench, load_rules, AclRuleSet, Masked, RuleFormat, Verdict as Rv};
+use flow_rules::acl::{classbench, gen4, AclRuleSet, Masked, Verdict as Rv};
 
 use super::burstwise::{run_both, CHUNK};
 use crate::burst::FrameDesc;
@@ -30,15 +31,23 @@ fn rng(seed: u64) -> impl FnMut(u64) -> u64 {
     }
 }
 
-/// acl1_1K's rules, then 400 generated IPv6 ones, then an L2-only rule (ingress port 1, to-host,
+/// 1000 generated IPv4 rules, then 400 generated IPv6 ones, then an L2-only rule (ingress port 1, to-host,
 /// mark 99). Rule `i`'s action by `(i + shift) % 6`: drop, mirror, to-host, pass with mark
 /// `i`, pass, pass; some rules get an extra condition. Also returns both traces' keys.
 fn rules(shift: usize) -> (AclRuleSet, Vec<AclKey>) {
-    let d = flow_rules::input::require_data("classbench");
-    let mut set = load_rules(&d.join("acl1_1K"), RuleFormat::ClassBench).unwrap();
-    let trace_path = d.join("acl1_1K_trace");
-    let text = flow_rules::acl::read_text(&trace_path).unwrap();
-    let mut keys: Vec<AclKey> = classbench::parse_trace(&trace_path, &text)
+    let g4 = gen4::generate(&GenSpec {
+        profile: Profile::Acl,
+        rules: 1000,
+        headers: 10_000,
+        miss_frac: 0.1,
+        seed: 5,
+    });
+    let p4 = Path::new("gen4");
+    let mut set = AclRuleSet {
+        rules: classbench::parse_rules(p4, &g4.rules).unwrap(),
+        warnings: Vec::new(),
+    };
+    let mut keys: Vec<AclKey> = classbench::parse_trace(p4, &g4.trace)
         .unwrap()
         .into_iter()
         .map(|t| t.key)
