@@ -40,6 +40,9 @@ CRATE_ORDER = [
 MODULE_LAYERS = [
     # stages: the Rust implementations and their options (rewrite stages are stages too)
     {"stage", "rewrite"},
+    # the CPU reference and the frame-by-frame comparison: `pktwarp verify` and the daemon's
+    # sampled self-check (verify: { sample: N }) both run it
+    {"verify"},
     {"steer"},  # software steering and RSS over queues
     {"port"},  # pcap, gen, dpdk, tap ports; output destinations
     {"executor"},  # cpu workers, GPU queues and kernels
@@ -47,7 +50,6 @@ MODULE_LAYERS = [
     {"prepare"},  # a config turned into a pipeline, steering and an executor choice
     {"control"},  # the control thread: metrics, reload, watchdog, signals
     {"daemon"},  # runs a prepared config end to end
-    {"verify"},  # CPU against GPU executor, frame by frame
     {"testdata"},  # fixtures for tests and benches
     {"fronthaul"},  # the 5G front end: an application of the layers below
 ]

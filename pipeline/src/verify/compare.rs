@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::burst::Burst;
-use crate::executor::gpu::abi::Verdict;
+use pktwarp_core::abi::Verdict;
 use crate::meta::PacketMeta;
 
 use super::Expected;

@@ -3,7 +3,7 @@
 //!
 //! One reference: the CPU executor's own pipeline ([`crate::stage::Pipeline::run_frames`]),
 //! built as `parse -> [acl] -> count` by [`Reference`]. Its verdicts are put in the GPU's form
-//! ([`abi::Verdict`](crate::executor::gpu::abi::Verdict): action, drop reason, rule, mark) so
+//! ([`abi::Verdict`](pktwarp_core::abi::Verdict): action, drop reason, rule, mark) so
 //! the two compare field for field, and its metadata is the same 144-byte [`PacketMeta`] the GPU
 //! writes back. [`compare_chunk`] checks one chunk of frames (metadata, verdict, the bulk
 //! kernel's verdict, a verdict that never came back) and hands every mismatch to the caller,

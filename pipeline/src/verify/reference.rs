@@ -6,7 +6,7 @@ use flow_rules::abi::ACL_NO_MATCH;
 
 use crate::burst::{Burst, FrameDesc};
 use crate::counters::QueueCounters as CpuCounters;
-use crate::executor::gpu::abi::{self, QueueCounters, Verdict};
+use pktwarp_core::abi::{self, QueueCounters, Verdict};
 use crate::meta::PacketMeta;
 use crate::stage::acl::AclStage;
 use crate::stage::{AclSlot, Pipeline, Stage};

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use crate::burst::Burst;
 use crate::counters::QueueCounters;
-use crate::executor::gpu::abi;
+use pktwarp_core::abi;
 use crate::meta::PacketMeta;
 use crate::stage::{BurstTables, Pipeline};
 use crate::verdict::{DropReason, Verdict};
