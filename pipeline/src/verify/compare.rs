@@ -3,8 +3,8 @@
 use std::fmt;
 
 use crate::burst::Burst;
-use pktwarp_core::abi::Verdict;
 use crate::meta::PacketMeta;
+use pktwarp_core::abi::Verdict;
 
 use super::Expected;
 

@@ -6,11 +6,11 @@ use flow_rules::abi::ACL_NO_MATCH;
 
 use crate::burst::{Burst, FrameDesc};
 use crate::counters::QueueCounters as CpuCounters;
-use pktwarp_core::abi::{self, QueueCounters, Verdict};
 use crate::meta::PacketMeta;
 use crate::stage::acl::AclStage;
 use crate::stage::{AclSlot, Pipeline, Stage};
 use crate::verdict;
+use pktwarp_core::abi::{self, QueueCounters, Verdict};
 
 /// Frames the reference runs at a time: its scratch metadata stays this small when the caller
 /// keeps none (a chunk of 64K frames would otherwise hold 9 MB of it).

@@ -30,10 +30,10 @@ use std::sync::Arc;
 
 use crate::burst::Burst;
 use crate::counters::QueueCounters;
-use pktwarp_core::abi;
 use crate::meta::PacketMeta;
 use crate::stage::{BurstTables, Pipeline};
 use crate::verdict::{DropReason, Verdict};
+use pktwarp_core::abi;
 
 use super::{compare_chunk, to_abi, Expected, GpuChunk, Tally};
 
