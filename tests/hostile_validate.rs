@@ -554,3 +554,27 @@ fn an_empty_tx_path_is_refused_with_a_relative_config_name() {
         "{err}"
     );
 }
+
+/// An I/O error is named once: the port error carried it both in its message and as its
+/// source, and `{:#}` printed it twice ("dir: Is a directory (os error 21): Is a directory").
+#[test]
+fn an_io_error_is_named_once() {
+    let dir = scratch("hostile-run-io-once");
+    std::fs::write(dir.join("rules.yaml"), "rules: []\n").unwrap();
+    let folder = dir.join("a-folder");
+    std::fs::create_dir_all(&folder).unwrap();
+    let cfg = config(
+        &dir,
+        "",
+        &format!("path: '{}'", folder.display()),
+        "metrics: { enabled: false }",
+    );
+    let r = std::process::Command::new(env!("CARGO_BIN_EXE_pktwarp"))
+        .args(["run", "--quiet"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert_eq!(err.matches("Is a directory").count(), 1, "{err}");
+}

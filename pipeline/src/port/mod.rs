@@ -29,12 +29,10 @@ pub enum RxStatus {
 /// Errors of a port: they name the file and what is wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum PortError {
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    // The I/O error is part of the message, not a `source()`: a chain printed with `{:#}`
+    // would name it twice ("x.pcap: Is a directory: Is a directory").
+    #[error("{path}: {error}")]
+    Io { path: String, error: std::io::Error },
     #[error("{path}: {reason}")]
     Format { path: String, reason: String },
     #[error("{0}")]

@@ -198,7 +198,7 @@ impl TxPort for TapTx {
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EBADFD | libc::ENODEV)) => {
                     return Err(PortError::Io {
                         path: self.label.clone(),
-                        source: e,
+                        error: e,
                     })
                 }
                 Err(_) => break,

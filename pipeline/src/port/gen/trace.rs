@@ -34,7 +34,7 @@ pub fn read_trace(path: impl AsRef<Path>) -> Result<Vec<TraceHeader>, PortError>
         flow_rules::input::read_text_bounded(p, flow_rules::input::MAX_TEXT_INPUT_BYTES, "trace")
             .map_err(|source| PortError::Io {
             path: name.clone(),
-            source,
+            error: source,
         })?;
     let entries = parse_trace(p, &text).map_err(|e| PortError::Format {
         path: name.clone(),

@@ -215,7 +215,7 @@ impl CaptureReader {
         let name = p.display().to_string();
         let file = File::open(p).map_err(|source| PortError::Io {
             path: name.clone(),
-            source,
+            error: source,
         })?;
         Self::from_reader(name, BufReader::with_capacity(1 << 16, file))
     }
@@ -320,7 +320,7 @@ impl CaptureReader {
             .read_to_end(&mut self.buf)
             .map_err(|source| PortError::Io {
                 path: self.path.clone(),
-                source,
+                error: source,
             })?;
         self.pos += got as u64;
         Ok(got)
@@ -411,7 +411,7 @@ impl CaptureReader {
             .read_to_end(&mut self.buf)
             .map_err(|source| PortError::Io {
                 path: self.path.clone(),
-                source,
+                error: source,
             })?;
         self.pos += got as u64;
         Ok(got)

@@ -124,7 +124,7 @@ impl CaptureWriter {
         }
         let file = File::create(path.as_ref()).map_err(|source| PortError::Io {
             path: name.clone(),
-            source,
+            error: source,
         })?;
         let mut w = CaptureWriter {
             path: name,
@@ -171,7 +171,7 @@ impl CaptureWriter {
         // Written at once: a file that cannot take even its header fails here, at start.
         w.out.write_all(&hdr).map_err(|source| PortError::Io {
             path: w.path.clone(),
-            source,
+            error: source,
         })?;
         w.file_len = hdr.len() as u64;
         Ok(w)
@@ -273,7 +273,7 @@ impl CaptureWriter {
                 }
                 Err(PortError::Io {
                     path: self.path.clone(),
-                    source,
+                    error: source,
                 })
             }
         }
