@@ -30,6 +30,8 @@ CRATE_ORDER = [
     "pktwarp-wire",
     "flow-rules",
     "pktwarp-core",
+    "pktwarp-flow",
+    "pktwarp-inspect",
     "pipeline",
     "pktwarp",
     "pktwarp-apps",

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh Debian 12 machine:
 # Debian packages (tshark oracle, DPDK for the dpdk feature and dpdk-test-acl, Prometheus,
-# libclang for bindgen, systemd for scripts/ci-deploy.sh's systemd-analyze) and the pinned
+# libclang for bindgen, systemd for scripts/ci-deploy.sh's systemd-analyze, Hyperscan as the
+# pattern-matching peer and oracle, nfdump's nfcapd as the IPFIX collector) and the pinned
 # CUDA 13.0 compiler parts from PyPI that compile every kernel without a GPU.
 # Idempotent; safe to run again.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need_apt=0
 for p in tshark dpdk-dev libdpdk-dev prometheus libclang-dev pkg-config clang \
-  librte-net-pcap23 librte-net-memif23 librte-net-af-xdp23 librte-net-tap23 iproute2 systemd; do
+  librte-net-pcap23 librte-net-memif23 librte-net-af-xdp23 librte-net-tap23 iproute2 systemd \
+  libhyperscan-dev nfdump; do
   dpkg -s "$p" >/dev/null 2>&1 || need_apt=1
 done
 if [ "$need_apt" = 1 ]; then
@@ -17,7 +19,7 @@ if [ "$need_apt" = 1 ]; then
   apt-get install -y -qq --no-install-recommends tshark dpdk-dev libdpdk-dev prometheus \
     libclang-dev clang pkg-config python3-pip \
     librte-net-pcap23 librte-net-memif23 librte-net-af-xdp23 librte-net-tap23 iproute2 \
-    systemd >/dev/null
+    systemd libhyperscan-dev nfdump >/dev/null
 fi
 # Pinned NVRTC/nvcc 13.0.x: newer ones emit PTX the GPU machine's driver (CUDA 13.0) cannot load.
 PY=${PYTHON:-python3}
