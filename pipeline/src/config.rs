@@ -22,6 +22,7 @@
 //! Relative paths inside a config (capture files, rule files) are resolved against the folder of
 //! the config file, so a config works from any working directory.
 
+mod bounded;
 mod locate;
 mod output;
 pub mod settings;
@@ -129,10 +130,13 @@ pub struct PcapPortConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct QueuesConfig {
     /// Number of RX queues (one CPU worker, or one GPU CTA group, per queue). Default 1.
+    #[serde(deserialize_with = "bounded::whole::<_, u16, 1, 1024>")]
     pub count: u16,
     /// Frames per burst handed from the ingest to a queue. Default 32.
+    #[serde(deserialize_with = "bounded::whole::<_, u16, 1, 4096>")]
     pub burst: u16,
     /// Bursts each queue's ring holds (power of two). Default 256.
+    #[serde(deserialize_with = "bounded::whole::<_, u32, 2, { MAX_RING_SLOTS as u64 }>")]
     pub ring_slots: u32,
     /// Ring-full policy. Default `wait`.
     pub on_full: OnFull,
@@ -290,6 +294,12 @@ pub fn parse_str(text: &str, path: &Path) -> Result<Config, ConfigError> {
             .map(|l| (l.line() as u32, l.column() as u32))
             .unwrap_or((0, 0));
         let mut message = e.without_snippet().to_string().trim().to_string();
+        // The location leads the error already (`file:line:column:`).
+        if let Some(m) = message.strip_suffix(&format!(" at line {line}, column {column}")) {
+            message = m.to_string();
+        } else {
+            message = message.replace(&format!(" at line {line}, column {column} "), " ");
+        }
         if let Some(r) = int_range(&message) {
             message = format!("{message} (allowed range {r})");
         }
@@ -529,7 +539,8 @@ fn check_port_options(file: &Path, i: usize, p: &Spanned<PortConfig>) -> Result<
 }
 
 /// No file is both read and written: a pcap TX path that is also an input (a pcap RX file, a
-/// gen trace, another TX path) would overwrite it when the port opens.
+/// gen trace, the config, an ACL rule or route file, another TX path) would overwrite it when
+/// the port opens.
 fn check_file_roles(cfg: &Config) -> Result<(), ConfigError> {
     let mut inputs: Vec<(String, PathBuf)> = Vec::new();
     let mut outputs: Vec<(String, PathBuf, &Spanned<PortConfig>)> = Vec::new();
@@ -544,6 +555,20 @@ fn check_file_roles(cfg: &Config) -> Result<(), ConfigError> {
         }
         if let Some(t) = p.value.gen.as_ref().and_then(|g| g.trace.as_ref()) {
             inputs.push((format!("ports[{i}].gen.trace"), cfg.resolve(t)));
+        }
+    }
+    // The files a reload reads again (rules, routes) and the config itself are inputs too.
+    inputs.push(("the config file".to_string(), cfg.path.clone()));
+    for (i, s) in cfg.pipeline.iter().enumerate() {
+        match &s.value {
+            StageConfig::Acl(a) => {
+                inputs.push((format!("pipeline[{i}].acl.rules"), cfg.resolve(&a.rules)))
+            }
+            StageConfig::Route(r) => inputs.push((
+                format!("pipeline[{i}].route.routes"),
+                cfg.resolve(&r.routes),
+            )),
+            _ => {}
         }
     }
     let slow = cfg.output.as_ref().and_then(|o| o.to_host.as_ref());
@@ -592,7 +617,7 @@ fn check_file_roles(cfg: &Config) -> Result<(), ConfigError> {
 }
 
 /// Whether two paths name one file: equal as written, or (where they exist) the same file
-/// once links and `..` are resolved.
+/// once symbolic links and `..` are resolved, or two hard links of one file.
 fn same_file(a: &Path, b: &Path) -> bool {
     if a == b {
         return true;
@@ -604,7 +629,13 @@ fn same_file(a: &Path, b: &Path) -> bool {
             Some(std::fs::canonicalize(parent).ok()?.join(p.file_name()?))
         })
     };
-    matches!((canon(a), canon(b)), (Some(x), Some(y)) if x == y)
+    if matches!((canon(a), canon(b)), (Some(x), Some(y)) if x == y) {
+        return true;
+    }
+    // Hard links: two names, one inode.
+    use std::os::unix::fs::MetadataExt;
+    matches!((std::fs::metadata(a), std::fs::metadata(b)),
+        (Ok(x), Ok(y)) if x.dev() == y.dev() && x.ino() == y.ino())
 }
 
 /// Stage order: a stage that reads the packet metadata (`acl`; a custom stage when
