@@ -70,12 +70,15 @@ struct Dir {
     frame_bytes: u64,
 }
 
+/// Protocol and the two endpoints, lower first.
+type ConvKey = (u8, (IpAddr, u16), (IpAddr, u16));
+
 /// The test's own flow aggregation, keyed by the bidirectional 5-tuple; the initiator is the
 /// sender of the conversation's first packet.
 #[derive(Default)]
 struct Aggregator {
     flows: Vec<(FlowRecord, [Dir; 2])>,
-    index: HashMap<(u8, (IpAddr, u16), (IpAddr, u16)), usize>,
+    index: HashMap<ConvKey, usize>,
 }
 
 impl Aggregator {
@@ -376,6 +379,7 @@ fn generated_capture_flows_at_nfcapd_equal_tshark_conversations() {
     generated_capture(&pcap);
     // TCP v4 and v6, UDP v4 and one-way v6.
     assert_eq!(capture_matches_tshark(&pcap, "conv-gen-nf"), 4);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -158,4 +158,5 @@ fn tshark_decodes_the_exported_records_and_headers() {
     for (f, want) in got.iter().zip(&flows) {
         assert_eq!(&decoded(f, want), want, "{f}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -198,3 +198,105 @@ fn a_record_of_mixed_versions_is_consumed_but_not_encoded() {
     assert_eq!((used, m.records, m.bytes.len()), (2, 1, 88));
     assert_eq!(e.sequence(), 1);
 }
+
+/// Decodes the data records of messages this encoder wrote (the field order of its templates),
+/// checking every header and set length on the way.
+fn decode(msgs: &[Vec<u8>], max: usize) -> Vec<FlowRecord> {
+    let mut out = vec![];
+    for m in msgs {
+        assert!(m.len() <= max && m.len() % 4 == 0, "{} bytes", m.len());
+        assert_eq!(usize::from(u16::from_be_bytes([m[2], m[3]])), m.len());
+        assert_eq!(
+            u32::from_be_bytes(m[8..12].try_into().unwrap()) as usize,
+            out.len()
+        );
+        let mut at = HEADER_LEN;
+        while at < m.len() {
+            let id = u16::from_be_bytes([m[at], m[at + 1]]);
+            let len = usize::from(u16::from_be_bytes([m[at + 2], m[at + 3]]));
+            let set = &m[at + 4..at + len];
+            at += len;
+            let (alen, rlen) = match id {
+                FLOW_SET_ID_TEMPLATE => continue,
+                TEMPLATE_ID_V4 => (4, RECORD_LEN_V4),
+                TEMPLATE_ID_V6 => (16, RECORD_LEN_V6),
+                _ => panic!("set id {id}"),
+            };
+            assert!(set.len() % rlen < 4, "padding shorter than 4");
+            for r in set.chunks_exact(rlen) {
+                let ip = |b: &[u8]| -> std::net::IpAddr {
+                    if alen == 4 {
+                        Ipv4Addr::from(<[u8; 4]>::try_from(b).unwrap()).into()
+                    } else {
+                        Ipv6Addr::from(<[u8; 16]>::try_from(b).unwrap()).into()
+                    }
+                };
+                let rest = &r[2 * alen..];
+                let u16_at = |o: usize| u16::from_be_bytes([rest[o], rest[o + 1]]);
+                let u64_at = |o: usize| u64::from_be_bytes(rest[o..o + 8].try_into().unwrap());
+                out.push(FlowRecord {
+                    src: ip(&r[..alen]),
+                    dst: ip(&r[alen..2 * alen]),
+                    src_port: u16_at(0),
+                    dst_port: u16_at(2),
+                    protocol: rest[4],
+                    tcp_flags: u16_at(5) as u8,
+                    octets: u64_at(7),
+                    packets: u64_at(15),
+                    rev_octets: u64_at(23),
+                    rev_packets: u64_at(31),
+                    start_ms: u64_at(39),
+                    end_ms: u64_at(47),
+                    vlan: u16_at(55),
+                    end_reason: match rest[57] {
+                        1 => EndReason::IdleTimeout,
+                        2 => EndReason::ActiveTimeout,
+                        3 => EndReason::EndOfFlow,
+                        4 => EndReason::ForcedEnd,
+                        5 => EndReason::LackOfResources,
+                        x => panic!("end reason {x}"),
+                    },
+                    rev_tcp_flags: 0,
+                });
+            }
+        }
+    }
+    out
+}
+
+proptest::proptest! {
+    /// Any mix of IPv4 and IPv6 records, any message size: every record comes back once, in
+    /// order, with its fields, from messages within the size.
+    #[test]
+    fn any_records_any_size_decode_back(
+        seeds in proptest::collection::vec((proptest::bool::ANY, proptest::num::u64::ANY), 0..120),
+        max in MIN_MESSAGE_LEN..3000usize,
+        templates_first in proptest::bool::ANY,
+    ) {
+        let recs: Vec<FlowRecord> = seeds
+            .iter()
+            .map(|&(six, x)| {
+                let mut r = if six { v6_record() } else { v4_record() };
+                r.src_port = x as u16;
+                r.octets = x;
+                r.rev_packets = x.rotate_left(17);
+                r.vlan = (x >> 20) as u16 & 0xfff;
+                r.tcp_flags = (x >> 40) as u8;
+                r.rev_tcp_flags = 0;
+                r
+            })
+            .collect();
+        let mut e = Encoder::new(9, max);
+        let mut msgs = vec![];
+        let mut rest = &recs[..];
+        let mut templates = templates_first;
+        while !rest.is_empty() || templates {
+            let (m, used) = e.message(rest, 0, templates);
+            proptest::prop_assert!(used > 0 || templates, "a message without templates takes a record");
+            templates = false;
+            msgs.push(m.bytes);
+            rest = &rest[used..];
+        }
+        proptest::prop_assert_eq!(decode(&msgs, max), recs);
+    }
+}

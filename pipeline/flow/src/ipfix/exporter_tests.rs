@@ -176,7 +176,8 @@ fn config_error(f: impl FnOnce(&mut IpfixConfig)) -> String {
 
 #[test]
 fn bad_configuration_values_name_their_key() {
-    let cases: Vec<(Box<dyn FnOnce(&mut IpfixConfig)>, &str)> = vec![
+    type Change = Box<dyn FnOnce(&mut IpfixConfig)>;
+    let cases: Vec<(Change, &str)> = vec![
         (
             Box::new(|c| c.collector = "nohost.invalid:4739".into()),
             "ipfix.collector: \"nohost.invalid:4739\": cannot resolve",

@@ -299,6 +299,7 @@ impl Drop for Nfcapd {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
