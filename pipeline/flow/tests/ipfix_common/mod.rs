@@ -275,8 +275,15 @@ impl Nfcapd {
     /// Stops nfcapd with SIGTERM (it writes out its file) once it has read what was sent, and
     /// returns the flows `nfdump` reads from its folder.
     pub fn stop_and_read(mut self) -> Vec<NfFlow> {
-        // What was sent sits in nfcapd's socket buffer: give it time to read it.
-        std::thread::sleep(Duration::from_millis(1000));
+        // What was sent may still sit in nfcapd's socket buffer: wait until it has read it
+        // all (SIGTERM ends its receive loop), then a moment for the last datagram's records.
+        for _ in 0..200 {
+            if self.rx_queue() == Some(0) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        std::thread::sleep(Duration::from_millis(300));
         run(Command::new("kill").args(["-TERM", &self.child.id().to_string()]));
         let mut waited = 0;
         while self.child.try_wait().unwrap().is_none() {
@@ -290,6 +297,22 @@ impl Nfcapd {
             .arg(&self.dir)
             .args(["-o", "csv"]));
         parse_nfdump_csv(&out)
+    }
+}
+
+impl Nfcapd {
+    /// Bytes waiting in the receive queue of nfcapd's socket (`/proc/net/udp`, Linux).
+    fn rx_queue(&self) -> Option<u64> {
+        let table = std::fs::read_to_string("/proc/net/udp").ok()?;
+        let local = format!("0100007F:{:04X}", self.port);
+        table.lines().skip(1).find_map(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            if t.get(1) != Some(&local.as_str()) {
+                return None;
+            }
+            let (_, rx) = t.get(4)?.split_once(':')?;
+            u64::from_str_radix(rx, 16).ok()
+        })
     }
 }
 
