@@ -221,7 +221,10 @@ fn bad_configuration_values_name_their_key() {
         let e = config_error(f);
         assert!(e.contains(want), "{e:?} lacks {want:?}");
     }
-    // The smallest MTU is accepted; an IPv6 collector needs 20 bytes more.
+    // A host name resolves; the smallest MTU is accepted; an IPv6 collector needs 20 bytes more.
+    let (ex, _) = Exporter::new(&IpfixConfig::new("localhost:4739")).unwrap();
+    assert_eq!(ex.collector().port(), 4739);
+    assert!(ex.collector().ip().is_loopback());
     assert!(Exporter::new(&IpfixConfig {
         mtu: 184,
         ..IpfixConfig::new("127.0.0.1:4739")
