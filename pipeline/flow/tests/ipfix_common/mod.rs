@@ -179,7 +179,14 @@ pub fn have_tool(tool: &str, test: &str) -> bool {
     if let Some(d) = file.parent() {
         let _ = std::fs::create_dir_all(d);
     }
-    let line = format!("ipfix::{test}\n");
+    // `binary::test`, as the corpus tests record themselves (cargo's hash cut off the name).
+    let exe = std::env::current_exe().unwrap_or_default();
+    let stem = exe
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let bin = stem.rsplit_once('-').map_or(stem.as_str(), |(b, _)| b);
+    let line = format!("{bin}::{test}\n");
     let r = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
