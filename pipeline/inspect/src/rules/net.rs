@@ -293,6 +293,9 @@ fn addr_atom(s: &str) -> Result<(u128, u128), String> {
 fn port_atom(s: &str) -> Result<(u16, u16), String> {
     let num = |t: &str| t.trim().parse::<u16>().map_err(|_| format!("bad port '{s}'"));
     let (lo, hi) = match s.split_once(':') {
+        Some((a, b)) if a.trim().is_empty() && b.trim().is_empty() => {
+            return Err(format!("port range '{s}' has no bounds"));
+        }
         Some((a, b)) => (
             if a.trim().is_empty() { 0 } else { num(a)? },
             if b.trim().is_empty() { u16::MAX } else { num(b)? },
@@ -371,7 +374,7 @@ mod tests {
         for bad in ["1.2.3.4/33", "1.2.3", "[1.2.3.4", "$NOPE", "$LOOP", "", "[1.1.1.1,,2.2.2.2]", "!any"] {
             assert!(parse_addrs(bad, &v).is_err(), "{bad}");
         }
-        for bad in ["70000", "90:80", "x", "[80", "!any", "$NOPE"] {
+        for bad in ["70000", "90:80", "x", "[80", "!any", "$NOPE", ":"] {
             assert!(parse_ports(bad, &v).is_err(), "{bad}");
         }
     }
