@@ -55,12 +55,14 @@ pub fn parse(seg: &[u8]) -> HttpParse {
     if let Some(rest) = first.strip_prefix(b"HTTP/") {
         head.is_request = false;
         let mut parts = rest.splitn(3, |&c| c == b' ');
-        let _version = parts.next();
+        parts.next();
         let code = parts.next().unwrap_or_default();
         if code.len() != 3 || !code.iter().all(u8::is_ascii_digit) {
             return HttpParse::NotHttp;
         }
         head.set(Buffer::HttpStatCode, code.to_vec());
+        head.set(Buffer::HttpProtocol, first[..first.len().min(5 + version_len(rest))].to_vec());
+        head.set(Buffer::HttpResponseLine, first.to_vec());
         head.set(Buffer::HttpStatMsg, parts.next().unwrap_or_default().to_vec());
     } else {
         let mut parts = first.split(|&c| c == b' ').filter(|p| !p.is_empty());
@@ -74,6 +76,8 @@ pub fn parse(seg: &[u8]) -> HttpParse {
             return HttpParse::NotHttp;
         }
         head.is_request = true;
+        head.set(Buffer::HttpProtocol, v.to_vec());
+        head.set(Buffer::HttpRequestLine, first.to_vec());
         head.set(Buffer::HttpMethod, m.to_vec());
         head.set(Buffer::HttpRawUri, uri.to_vec());
         head.set(Buffer::HttpUri, normalize_uri(uri));
@@ -111,6 +115,16 @@ pub fn parse(seg: &[u8]) -> HttpParse {
     };
     head.set(Buffer::HttpRawHeader, seg[first_end + 1..head_end].to_vec());
     fill_headers(&mut head, &headers);
+    let mut start = first.to_vec();
+    start.extend_from_slice(b"\r\n");
+    for (n, v) in &headers {
+        start.extend_from_slice(n);
+        start.extend_from_slice(b": ");
+        start.extend_from_slice(v);
+        start.extend_from_slice(b"\r\n");
+    }
+    start.extend_from_slice(b"\r\n");
+    head.set(Buffer::HttpStart, start);
     let body = &seg[head_end..];
     let len = header(&headers, b"content-length")
         .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse::<usize>().ok());
@@ -141,6 +155,33 @@ fn fill_headers(head: &mut HttpHead, headers: &[(Vec<u8>, Vec<u8>)]) {
         hb.extend_from_slice(b"\r\n");
     }
     head.set(Buffer::HttpHeader, hb);
+    let mut names = b"\r\n".to_vec();
+    for (n, _) in headers {
+        names.extend_from_slice(n);
+        names.extend_from_slice(b"\r\n");
+    }
+    names.extend_from_slice(b"\r\n");
+    head.set(Buffer::HttpHeaderNames, names);
+    let mut by_name: Vec<(Buffer, &[u8])> = vec![
+        (Buffer::HttpContentType, b"content-type"),
+        (Buffer::HttpContentLen, b"content-length"),
+    ];
+    if head.is_request {
+        by_name.extend([
+            (Buffer::HttpAccept, &b"accept"[..]),
+            (Buffer::HttpAcceptEnc, b"accept-encoding"),
+            (Buffer::HttpAcceptLang, b"accept-language"),
+            (Buffer::HttpConnection, b"connection"),
+            (Buffer::HttpReferer, b"referer"),
+        ]);
+    } else {
+        by_name.extend([(Buffer::HttpServer, &b"server"[..]), (Buffer::HttpLocation, b"location")]);
+    }
+    for (b, name) in by_name {
+        if let Some(v) = header(headers, name) {
+            head.set(b, v.to_vec());
+        }
+    }
     if let Some(c) = header(headers, cookie) {
         head.set(Buffer::HttpCookie, c.to_vec());
     }
@@ -158,6 +199,11 @@ fn fill_headers(head: &mut HttpHead, headers: &[(Vec<u8>, Vec<u8>)]) {
             head.set(Buffer::HttpHost, host.to_ascii_lowercase());
         }
     }
+}
+
+/// Length of the version after `HTTP/` (up to the first space).
+fn version_len(rest: &[u8]) -> usize {
+    rest.iter().position(|&c| c == b' ').unwrap_or(rest.len())
 }
 
 fn header<'a>(headers: &'a [(Vec<u8>, Vec<u8>)], name: &[u8]) -> Option<&'a [u8]> {
@@ -279,6 +325,36 @@ mod tests {
         assert_eq!(h.buffer(Buffer::HttpHeader), Some(&b"Server: x\r\n"[..]));
         assert_eq!(h.buffer(Buffer::HttpCookie), Some(&b"a"[..]));
         assert_eq!(h.buffer(Buffer::FileData), Some(&b"body"[..]));
+    }
+
+    #[test]
+    fn header_field_buffers() {
+        let h = head(
+            b"GET / HTTP/1.0\r\nAccept: a/b\r\nReferer: r\r\nContent-Type: t\r\nConnection: c\r\n\r\n",
+        );
+        assert_eq!(h.buffer(Buffer::HttpProtocol), Some(&b"HTTP/1.0"[..]));
+        assert_eq!(h.buffer(Buffer::HttpRequestLine), Some(&b"GET / HTTP/1.0"[..]));
+        assert_eq!(h.buffer(Buffer::HttpAccept), Some(&b"a/b"[..]));
+        assert_eq!(h.buffer(Buffer::HttpReferer), Some(&b"r"[..]));
+        assert_eq!(h.buffer(Buffer::HttpContentType), Some(&b"t"[..]));
+        assert_eq!(h.buffer(Buffer::HttpConnection), Some(&b"c"[..]));
+        assert_eq!(h.buffer(Buffer::HttpAcceptLang), None);
+        assert_eq!(
+            h.buffer(Buffer::HttpHeaderNames),
+            Some(&b"\r\nAccept\r\nReferer\r\nContent-Type\r\nConnection\r\n\r\n"[..])
+        );
+        assert!(h.buffer(Buffer::HttpStart).unwrap().starts_with(b"GET / HTTP/1.0\r\nAccept: a/b\r\n"));
+        assert!(h.buffer(Buffer::HttpStart).unwrap().ends_with(b"Connection: c\r\n\r\n"));
+        let r = head(b"HTTP/1.1 302 Found\r\nLocation: /x\r\nServer: s\r\n\r\n");
+        assert_eq!(r.buffer(Buffer::HttpProtocol), Some(&b"HTTP/1.1"[..]));
+        assert_eq!(r.buffer(Buffer::HttpResponseLine), Some(&b"HTTP/1.1 302 Found"[..]));
+        assert_eq!(r.buffer(Buffer::HttpLocation), Some(&b"/x"[..]));
+        assert_eq!(r.buffer(Buffer::HttpServer), Some(&b"s"[..]));
+        for (i, b) in Buffer::ALL.iter().enumerate() {
+            assert_eq!(*b as usize, i);
+            assert_eq!(Buffer::from_code(i as u8), Some(*b));
+        }
+        assert_eq!(Buffer::from_code(BUFFER_COUNT as u8), None);
     }
 
     #[test]

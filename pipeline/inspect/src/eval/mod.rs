@@ -46,19 +46,9 @@ impl Frame<'_> {
         if b == Buffer::Payload as u8 {
             return Some(self.payload);
         }
-        let buf = buffer_from(b)?;
+        let buf = Buffer::from_code(b)?;
         self.http.and_then(|h| h.buffer(buf))
     }
-}
-
-fn buffer_from(b: u8) -> Option<Buffer> {
-    use Buffer::*;
-    [
-        Payload, HttpUri, HttpRawUri, HttpMethod, HttpHeader, HttpRawHeader, HttpUserAgent,
-        HttpHost, HttpRawHost, HttpCookie, HttpClientBody, HttpStatCode, HttpStatMsg, FileData,
-    ]
-    .get(usize::from(b))
-    .copied()
 }
 
 /// Counts of what could not be inspected.

@@ -79,12 +79,46 @@ pub enum Buffer {
     HttpStatMsg = 12,
     /// `file_data`: the HTTP response body.
     FileData = 13,
+    /// `\r\n` + each header name + `\r\n`, then `\r\n`.
+    HttpHeaderNames = 14,
+    /// The start line and the headers (`Name: value\r\n`), then `\r\n`.
+    HttpStart = 15,
+    /// `HTTP/1.1`.
+    HttpProtocol = 16,
+    HttpRequestLine = 17,
+    HttpResponseLine = 18,
+    HttpContentType = 19,
+    HttpContentLen = 20,
+    HttpAccept = 21,
+    HttpAcceptEnc = 22,
+    HttpAcceptLang = 23,
+    HttpConnection = 24,
+    HttpReferer = 25,
+    HttpServer = 26,
+    HttpLocation = 27,
 }
 
 /// Number of [`Buffer`] kinds.
-pub const BUFFER_COUNT: usize = 14;
+pub const BUFFER_COUNT: usize = 28;
 
 impl Buffer {
+    /// Every buffer, in code order (`ALL[b as usize] == b`).
+    pub const ALL: [Buffer; BUFFER_COUNT] = {
+        use Buffer::*;
+        [
+            Payload, HttpUri, HttpRawUri, HttpMethod, HttpHeader, HttpRawHeader, HttpUserAgent,
+            HttpHost, HttpRawHost, HttpCookie, HttpClientBody, HttpStatCode, HttpStatMsg,
+            FileData, HttpHeaderNames, HttpStart, HttpProtocol, HttpRequestLine,
+            HttpResponseLine, HttpContentType, HttpContentLen, HttpAccept, HttpAcceptEnc,
+            HttpAcceptLang, HttpConnection, HttpReferer, HttpServer, HttpLocation,
+        ]
+    };
+
+    /// The buffer of a code, None past the last.
+    pub fn from_code(b: u8) -> Option<Buffer> {
+        Buffer::ALL.get(usize::from(b)).copied()
+    }
+
     /// True for the HTTP buffers (those need an HTTP head in the segment).
     pub fn is_http(self) -> bool {
         self != Buffer::Payload
