@@ -36,7 +36,7 @@ impl HttpHead {
 /// What a segment holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HttpParse {
-    Head(HttpHead),
+    Head(Box<HttpHead>),
     /// It starts like HTTP but the head does not end in this segment.
     Incomplete,
     NotHttp,
@@ -48,7 +48,11 @@ const MAX_METHOD: usize = 32;
 /// Parses the head at the start of `seg`.
 pub fn parse(seg: &[u8]) -> HttpParse {
     let Some(first_end) = find(seg, b"\n") else {
-        return if looks_http(seg) { HttpParse::Incomplete } else { HttpParse::NotHttp };
+        return if looks_http(seg) {
+            HttpParse::Incomplete
+        } else {
+            HttpParse::NotHttp
+        };
     };
     let first = trim_cr(&seg[..first_end]);
     let mut head = HttpHead::default();
@@ -61,16 +65,24 @@ pub fn parse(seg: &[u8]) -> HttpParse {
             return HttpParse::NotHttp;
         }
         head.set(Buffer::HttpStatCode, code.to_vec());
-        head.set(Buffer::HttpProtocol, first[..first.len().min(5 + version_len(rest))].to_vec());
+        head.set(
+            Buffer::HttpProtocol,
+            first[..first.len().min(5 + version_len(rest))].to_vec(),
+        );
         head.set(Buffer::HttpResponseLine, first.to_vec());
-        head.set(Buffer::HttpStatMsg, parts.next().unwrap_or_default().to_vec());
+        head.set(
+            Buffer::HttpStatMsg,
+            parts.next().unwrap_or_default().to_vec(),
+        );
     } else {
         let mut parts = first.split(|&c| c == b' ').filter(|p| !p.is_empty());
         let (Some(m), Some(uri), Some(v)) = (parts.next(), parts.next(), parts.next()) else {
             return HttpParse::NotHttp;
         };
         if m.len() > MAX_METHOD
-            || !m.iter().all(|c| c.is_ascii_uppercase() || *c == b'-' || *c == b'_')
+            || !m
+                .iter()
+                .all(|c| c.is_ascii_uppercase() || *c == b'-' || *c == b'_')
             || !v.starts_with(b"HTTP/")
         {
             return HttpParse::NotHttp;
@@ -103,7 +115,10 @@ pub fn parse(seg: &[u8]) -> HttpParse {
         } else if let Some(c) = line.iter().position(|&c| c == b':') {
             let name = trim(&line[..c]).to_vec();
             let value = trim(&line[c + 1..]).to_vec();
-            match headers.iter_mut().find(|(n, _)| n.eq_ignore_ascii_case(&name)) {
+            match headers
+                .iter_mut()
+                .find(|(n, _)| n.eq_ignore_ascii_case(&name))
+            {
                 Some(h) => {
                     h.1.extend_from_slice(b", ");
                     h.1.extend_from_slice(&value);
@@ -131,19 +146,31 @@ pub fn parse(seg: &[u8]) -> HttpParse {
     let chunked = header(&headers, b"transfer-encoding")
         .is_some_and(|v| v.to_ascii_lowercase().windows(7).any(|w| w == b"chunked"));
     // A request without Content-Length has no body; a response's runs to the close.
-    let len = if head.is_request { len.or(Some(0)) } else { len };
+    let len = if head.is_request {
+        len.or(Some(0))
+    } else {
+        len
+    };
     if !chunked {
         let body = &body[..len.unwrap_or(body.len()).min(body.len())];
         if !body.is_empty() {
-            let b = if head.is_request { Buffer::HttpClientBody } else { Buffer::FileData };
+            let b = if head.is_request {
+                Buffer::HttpClientBody
+            } else {
+                Buffer::FileData
+            };
             head.set(b, body.to_vec());
         }
     }
-    HttpParse::Head(head)
+    HttpParse::Head(Box::new(head))
 }
 
 fn fill_headers(head: &mut HttpHead, headers: &[(Vec<u8>, Vec<u8>)]) {
-    let cookie: &[u8] = if head.is_request { b"cookie" } else { b"set-cookie" };
+    let cookie: &[u8] = if head.is_request {
+        b"cookie"
+    } else {
+        b"set-cookie"
+    };
     let mut hb = Vec::new();
     for (n, v) in headers {
         if n.eq_ignore_ascii_case(cookie) {
@@ -175,7 +202,10 @@ fn fill_headers(head: &mut HttpHead, headers: &[(Vec<u8>, Vec<u8>)]) {
             (Buffer::HttpReferer, b"referer"),
         ]);
     } else {
-        by_name.extend([(Buffer::HttpServer, &b"server"[..]), (Buffer::HttpLocation, b"location")]);
+        by_name.extend([
+            (Buffer::HttpServer, &b"server"[..]),
+            (Buffer::HttpLocation, b"location"),
+        ]);
     }
     for (b, name) in by_name {
         if let Some(v) = header(headers, name) {
@@ -216,7 +246,10 @@ fn header<'a>(headers: &'a [(Vec<u8>, Vec<u8>)], name: &[u8]) -> Option<&'a [u8]
 fn looks_http(seg: &[u8]) -> bool {
     seg.starts_with(b"HTTP/")
         || (seg.len() >= 3
-            && seg.iter().take_while(|&&c| c != b' ').all(u8::is_ascii_uppercase)
+            && seg
+                .iter()
+                .take_while(|&&c| c != b' ')
+                .all(u8::is_ascii_uppercase)
             && seg.contains(&b' '))
 }
 
@@ -229,8 +262,14 @@ fn trim_cr(l: &[u8]) -> &[u8] {
 }
 
 fn trim(l: &[u8]) -> &[u8] {
-    let s = l.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(l.len());
-    let e = l.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(s, |e| e + 1);
+    let s = l
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(l.len());
+    let e = l
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(s, |e| e + 1);
     &l[s..e]
 }
 
@@ -289,7 +328,7 @@ mod tests {
 
     fn head(s: &[u8]) -> HttpHead {
         match parse(s) {
-            HttpParse::Head(h) => h,
+            HttpParse::Head(h) => *h,
             o => panic!("{o:?}"),
         }
     }
@@ -302,15 +341,24 @@ mod tests {
         );
         assert!(h.is_request);
         assert_eq!(h.buffer(Buffer::HttpMethod), Some(&b"POST"[..]));
-        assert_eq!(h.buffer(Buffer::HttpRawUri), Some(&b"/a/./b/../c%41?x=%41"[..]));
+        assert_eq!(
+            h.buffer(Buffer::HttpRawUri),
+            Some(&b"/a/./b/../c%41?x=%41"[..])
+        );
         assert_eq!(h.buffer(Buffer::HttpUri), Some(&b"/a/cA?x=%41"[..]));
         assert_eq!(h.buffer(Buffer::HttpHost), Some(&b"example.com"[..]));
-        assert_eq!(h.buffer(Buffer::HttpRawHost), Some(&b"Example.COM:8080"[..]));
+        assert_eq!(
+            h.buffer(Buffer::HttpRawHost),
+            Some(&b"Example.COM:8080"[..])
+        );
         assert_eq!(h.buffer(Buffer::HttpUserAgent), Some(&b"Foo"[..]));
         assert_eq!(h.buffer(Buffer::HttpCookie), Some(&b"k=v"[..]));
         assert_eq!(
             h.buffer(Buffer::HttpHeader),
-            Some(&b"Host: Example.COM:8080\r\nUser-Agent: Foo\r\nX-A: 1, 2\r\nContent-Length: 3\r\n"[..])
+            Some(
+                &b"Host: Example.COM:8080\r\nUser-Agent: Foo\r\nX-A: 1, 2\r\nContent-Length: 3\r\n"
+                    [..]
+            )
         );
         assert_eq!(h.buffer(Buffer::HttpClientBody), Some(&b"abc"[..]));
         assert_eq!(h.buffer(Buffer::HttpStatCode), None);
@@ -333,7 +381,10 @@ mod tests {
             b"GET / HTTP/1.0\r\nAccept: a/b\r\nReferer: r\r\nContent-Type: t\r\nConnection: c\r\n\r\n",
         );
         assert_eq!(h.buffer(Buffer::HttpProtocol), Some(&b"HTTP/1.0"[..]));
-        assert_eq!(h.buffer(Buffer::HttpRequestLine), Some(&b"GET / HTTP/1.0"[..]));
+        assert_eq!(
+            h.buffer(Buffer::HttpRequestLine),
+            Some(&b"GET / HTTP/1.0"[..])
+        );
         assert_eq!(h.buffer(Buffer::HttpAccept), Some(&b"a/b"[..]));
         assert_eq!(h.buffer(Buffer::HttpReferer), Some(&b"r"[..]));
         assert_eq!(h.buffer(Buffer::HttpContentType), Some(&b"t"[..]));
@@ -343,11 +394,20 @@ mod tests {
             h.buffer(Buffer::HttpHeaderNames),
             Some(&b"\r\nAccept\r\nReferer\r\nContent-Type\r\nConnection\r\n\r\n"[..])
         );
-        assert!(h.buffer(Buffer::HttpStart).unwrap().starts_with(b"GET / HTTP/1.0\r\nAccept: a/b\r\n"));
-        assert!(h.buffer(Buffer::HttpStart).unwrap().ends_with(b"Connection: c\r\n\r\n"));
+        assert!(h
+            .buffer(Buffer::HttpStart)
+            .unwrap()
+            .starts_with(b"GET / HTTP/1.0\r\nAccept: a/b\r\n"));
+        assert!(h
+            .buffer(Buffer::HttpStart)
+            .unwrap()
+            .ends_with(b"Connection: c\r\n\r\n"));
         let r = head(b"HTTP/1.1 302 Found\r\nLocation: /x\r\nServer: s\r\n\r\n");
         assert_eq!(r.buffer(Buffer::HttpProtocol), Some(&b"HTTP/1.1"[..]));
-        assert_eq!(r.buffer(Buffer::HttpResponseLine), Some(&b"HTTP/1.1 302 Found"[..]));
+        assert_eq!(
+            r.buffer(Buffer::HttpResponseLine),
+            Some(&b"HTTP/1.1 302 Found"[..])
+        );
         assert_eq!(r.buffer(Buffer::HttpLocation), Some(&b"/x"[..]));
         assert_eq!(r.buffer(Buffer::HttpServer), Some(&b"s"[..]));
         for (i, b) in Buffer::ALL.iter().enumerate() {
@@ -359,7 +419,10 @@ mod tests {
 
     #[test]
     fn split_head_and_non_http() {
-        assert_eq!(parse(b"GET / HTTP/1.1\r\nHost: a\r\n"), HttpParse::Incomplete);
+        assert_eq!(
+            parse(b"GET / HTTP/1.1\r\nHost: a\r\n"),
+            HttpParse::Incomplete
+        );
         assert_eq!(parse(b"GET /very-long"), HttpParse::Incomplete);
         assert_eq!(parse(b"\x16\x03\x01\x00\x05hello\n"), HttpParse::NotHttp);
         assert_eq!(parse(b"HTTP/1.1 2000 x\r\n\r\n"), HttpParse::NotHttp);

@@ -38,7 +38,14 @@ struct C {
 fn random_content(r: &mut Rng) -> C {
     let len = 1 + r.below(3) as usize;
     let pat: Vec<u8> = (0..len).map(|_| b"abAB"[r.below(4) as usize]).collect();
-    let mut c = C { pat, nocase: r.chance(40), offset: None, depth: None, distance: None, within: None };
+    let mut c = C {
+        pat,
+        nocase: r.chance(40),
+        offset: None,
+        depth: None,
+        distance: None,
+        within: None,
+    };
     match r.below(3) {
         0 => {
             if r.chance(50) {
@@ -72,8 +79,12 @@ fn rule_text(cs: &[C], sid: usize) -> String {
         if c.nocase {
             s.push_str("nocase; ");
         }
-        for (k, v) in [("offset", c.offset.map(|v| v as i64)), ("depth", c.depth.map(|v| v as i64)),
-                       ("distance", c.distance.map(i64::from)), ("within", c.within.map(i64::from))] {
+        for (k, v) in [
+            ("offset", c.offset.map(|v| v as i64)),
+            ("depth", c.depth.map(|v| v as i64)),
+            ("distance", c.distance.map(i64::from)),
+            ("within", c.within.map(i64::from)),
+        ] {
             if let Some(v) = v {
                 write!(s, "{k}:{v}; ").unwrap();
             }
@@ -87,7 +98,10 @@ fn python() -> Option<()> {
     if Command::new("python3").arg("--version").output().is_ok() {
         return Some(());
     }
-    assert!(!flow_rules::input::in_ci(), "python3 is required for the content oracle under CI");
+    assert!(
+        !flow_rules::input::in_ci(),
+        "python3 is required for the content oracle under CI"
+    );
     eprintln!("not run: python3 is missing (content oracle)");
     None
 }
@@ -114,14 +128,23 @@ fn content_chains_agree_with_the_python_re_oracle() {
     let mut prog = Program::new();
     for (i, cs) in rules.iter().enumerate() {
         let text = rule_text(cs, i + 1);
-        let rule = parse_rule(&text, &Variables::default()).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+        let rule =
+            parse_rule(&text, &Variables::default()).unwrap_or_else(|e| panic!("{text}: {e:?}"));
         prog.add(&rule).unwrap();
         input.push_str("RULE\n");
         for c in cs {
             let o = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
-            writeln!(input, "C {} {} {} {} {} {}", hex(&c.pat), u8::from(c.nocase),
-                     o(c.offset.map(i64::from)), o(c.depth.map(i64::from)),
-                     o(c.distance.map(i64::from)), o(c.within.map(i64::from))).unwrap();
+            writeln!(
+                input,
+                "C {} {} {} {} {} {}",
+                hex(&c.pat),
+                u8::from(c.nocase),
+                o(c.offset.map(i64::from)),
+                o(c.depth.map(i64::from)),
+                o(c.distance.map(i64::from)),
+                o(c.within.map(i64::from))
+            )
+            .unwrap();
         }
     }
     for p in &payloads {
@@ -132,8 +155,16 @@ fn content_chains_agree_with_the_python_re_oracle() {
     let cases = dir.join("cases.txt");
     std::fs::write(&cases, &input).unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/content_re.py");
-    let out = Command::new("python3").arg(script).arg(&cases).output().expect("run python3");
-    assert!(out.status.success(), "oracle failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(&cases)
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "oracle failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _ = std::fs::remove_dir_all(&dir);
     let expected = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = expected.lines().collect();
@@ -156,7 +187,8 @@ fn content_chains_agree_with_the_python_re_oracle() {
             let got = eval::rule_matches(&prog, i, &f);
             let want = line.as_bytes()[j] == b'1';
             assert_eq!(
-                got, want,
+                got,
+                want,
                 "rule {} on payload {:?}: evaluator {got}, oracle {want}",
                 rule_text(&rules[i], i + 1),
                 String::from_utf8_lossy(p)
@@ -166,6 +198,9 @@ fn content_chains_agree_with_the_python_re_oracle() {
         }
     }
     // The sample must exercise both outcomes in earnest.
-    assert!(matched > checked / 10 && matched < checked * 9 / 10, "{matched} of {checked}");
+    assert!(
+        matched > checked / 10 && matched < checked * 9 / 10,
+        "{matched} of {checked}"
+    );
     println!("{checked} rule/payload pairs agree ({matched} matches)");
 }

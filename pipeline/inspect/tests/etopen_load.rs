@@ -16,11 +16,20 @@ fn etopen_2019_loads_or_skips_every_rule() {
     assert_eq!(rep.per_file.len(), 35);
     assert_eq!(rep.total(), 10_350);
     for s in &rep.skipped {
-        assert!(!s.reason.is_empty(), "{}:{} skipped without a reason", s.file, s.line);
+        assert!(
+            !s.reason.is_empty(),
+            "{}:{} skipped without a reason",
+            s.file,
+            s.line
+        );
         assert!(s.error.is_some() || !s.blockers.is_empty());
     }
     // 3,673 lines of the corpus have pcre (README); each of those rules is skipped for it.
-    let pcre = rep.skipped.iter().filter(|s| s.blockers.contains(&Blocker::Pcre)).count();
+    let pcre = rep
+        .skipped
+        .iter()
+        .filter(|s| s.blockers.contains(&Blocker::Pcre))
+        .count();
     assert!(pcre >= 3600, "{pcre} rules skipped for pcre");
     // The coverage today (update when support grows): loaded, and loadable with the flow
     // table, with pcre, with both.
@@ -30,7 +39,8 @@ fn etopen_2019_loads_or_skips_every_rule() {
     assert_eq!(rep.need_only_pcre_and_flow_table(), 9234);
     let mut p = Program::new();
     for l in &rep.loaded {
-        p.add(&l.rule).unwrap_or_else(|e| panic!("{}:{}: {e}", l.file, l.line));
+        p.add(&l.rule)
+            .unwrap_or_else(|e| panic!("{}:{}: {e}", l.file, l.line));
     }
     // Every loaded rule evaluates (no panic) on an HTTP request and on binary data.
     let req = b"GET /index.php?id=1 HTTP/1.1\r\nHost: a.example\r\nUser-Agent: x\r\n\r\n";
@@ -74,7 +84,10 @@ fn etopen_2019_malformed_rules_are_named() {
         ]
     );
     // Strict mode stops at the first of them, naming it.
-    let strict = LoadOptions { strict: true, ..LoadOptions::default() };
+    let strict = LoadOptions {
+        strict: true,
+        ..LoadOptions::default()
+    };
     let e = load_dir(&dir, &strict).unwrap_err();
     assert_eq!(e.to_string(), errors[0]);
 }

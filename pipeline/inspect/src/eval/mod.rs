@@ -64,7 +64,7 @@ pub fn http_of(ip_proto: u8, payload: &[u8], c: &mut Counters) -> Option<HttpHea
         return None;
     }
     match http::parse(payload) {
-        HttpParse::Head(h) => Some(h),
+        HttpParse::Head(h) => Some(*h),
         HttpParse::Incomplete => {
             c.http_split += 1;
             None
@@ -75,7 +75,9 @@ pub fn http_of(ip_proto: u8, payload: &[u8], c: &mut Counters) -> Option<HttpHea
 
 /// Indices of the rules of `p` that match `f`, in rule order.
 pub fn matching(p: &Program, f: &Frame) -> Vec<usize> {
-    (0..p.rules.len()).filter(|&i| rule_matches(p, i, f)).collect()
+    (0..p.rules.len())
+        .filter(|&i| rule_matches(p, i, f))
+        .collect()
 }
 
 /// Whether rule `i` of `p` matches `f`.
@@ -94,7 +96,9 @@ fn in_addrs(p: &Program, span: [u32; 2], a: IpAddr) -> bool {
 
 fn in_ports(p: &Program, span: [u32; 2], port: u16) -> bool {
     let (s, n) = (span[0] as usize, span[1] as usize);
-    p.ports[s..s + n].iter().any(|&(lo, hi)| lo <= port && port <= hi)
+    p.ports[s..s + n]
+        .iter()
+        .any(|&(lo, hi)| lo <= port && port <= hi)
 }
 
 fn header_matches(p: &Program, r: &RuleHead, f: &Frame) -> bool {
@@ -118,13 +122,12 @@ fn frame_tests(r: &RuleHead, f: &Frame) -> bool {
     if r.dsize.mode != 0 && !r.dsize.test(f.payload.len() as u32) {
         return false;
     }
-    if r.itype.mode != 0 || r.icode.mode != 0 {
-        if f.ip_proto != PROTO_ICMP
+    if (r.itype.mode != 0 || r.icode.mode != 0)
+        && (f.ip_proto != PROTO_ICMP
             || !r.itype.test(u32::from(f.icmp_type))
-            || !r.icode.test(u32::from(f.icmp_code))
-        {
-            return false;
-        }
+            || !r.icode.test(u32::from(f.icmp_code)))
+    {
+        return false;
     }
     if r.has_flags != 0 {
         if f.ip_proto != PROTO_TCP {
@@ -166,16 +169,32 @@ fn payload_matches(p: &Program, r: &RuleHead, f: &Frame) -> bool {
 /// The search window of a content op: `[start, end)` in the buffer, or None when empty.
 fn window(op: &Op, cursor: i64, len: i64) -> (i64, i64) {
     if op.flags & (F_DISTANCE | F_WITHIN) != 0 {
-        let dist = if op.flags & F_DISTANCE != 0 { i64::from(op.a) } else { 0 };
-        let start = if dist < 0 && -dist > cursor { 0 } else { cursor + dist };
+        let dist = if op.flags & F_DISTANCE != 0 {
+            i64::from(op.a)
+        } else {
+            0
+        };
+        let start = if dist < 0 && -dist > cursor {
+            0
+        } else {
+            cursor + dist
+        };
         let mut end = len;
         if op.flags & F_WITHIN != 0 {
             end = end.min(cursor + dist + i64::from(op.b));
         }
         (start, end)
     } else {
-        let start = if op.flags & F_OFFSET != 0 { i64::from(op.a) } else { 0 };
-        let end = if op.flags & F_DEPTH != 0 { i64::from(op.b).min(len) } else { len };
+        let start = if op.flags & F_OFFSET != 0 {
+            i64::from(op.a)
+        } else {
+            0
+        };
+        let end = if op.flags & F_DEPTH != 0 {
+            i64::from(op.b).min(len)
+        } else {
+            len
+        };
         (start, end)
     }
 }
@@ -263,7 +282,11 @@ fn group_matches(ops: &[Op], patterns: &[u8], buf: &[u8]) -> bool {
             }
             OP_ISDATAAT => {
                 let n = i64::from(op.a);
-                let has = if op.flags & F_RELATIVE != 0 { cursor + n <= len } else { n < len };
+                let has = if op.flags & F_RELATIVE != 0 {
+                    cursor + n <= len
+                } else {
+                    n < len
+                };
                 has != (op.flags & F_NEGATED != 0)
             }
             OP_BYTE_TEST => byte_test(op, buf, cursor),
@@ -309,7 +332,11 @@ fn extract(op: &Op, buf: &[u8], pos: i64) -> Option<(u64, i64)> {
     } else {
         let mut v = 0u64;
         for k in 0..bytes.len() {
-            let b = if op.flags & F_LITTLE != 0 { bytes[bytes.len() - 1 - k] } else { bytes[k] };
+            let b = if op.flags & F_LITTLE != 0 {
+                bytes[bytes.len() - 1 - k]
+            } else {
+                bytes[k]
+            };
             v = (v << 8) | u64::from(b);
         }
         (v, n)
@@ -359,7 +386,11 @@ fn c_strtoull(s: &[u8], base: u32) -> Option<(u64, i64)> {
 }
 
 fn byte_test(op: &Op, buf: &[u8], cursor: i64) -> bool {
-    let base = if op.flags & F_RELATIVE != 0 { cursor } else { 0 };
+    let base = if op.flags & F_RELATIVE != 0 {
+        cursor
+    } else {
+        0
+    };
     let Some((v, _)) = extract(op, buf, base + i64::from(op.a)) else {
         return false;
     };
@@ -379,7 +410,11 @@ fn byte_test(op: &Op, buf: &[u8], cursor: i64) -> bool {
 
 /// The cursor after a byte_jump, None when it lands outside the buffer.
 fn byte_jump(op: &Op, buf: &[u8], cursor: i64) -> Option<i64> {
-    let base = if op.flags & F_RELATIVE != 0 { cursor } else { 0 };
+    let base = if op.flags & F_RELATIVE != 0 {
+        cursor
+    } else {
+        0
+    };
     let pos = base + i64::from(op.a);
     let (v, used) = extract(op, buf, pos)?;
     let mut v = i128::from(v) * i128::from(op.value);

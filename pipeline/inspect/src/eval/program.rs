@@ -200,14 +200,17 @@ impl Program {
 }
 
 /// A rule's ops grouped by buffer, with their patterns (nocase patterns lower-cased).
-fn compile_ops(rule: &Rule) -> Result<Vec<(Op, Option<Vec<u8>>)>, String> {
+/// An op and its pattern bytes (contents only).
+type OpAndPattern = (Op, Option<Vec<u8>>);
+
+fn compile_ops(rule: &Rule) -> Result<Vec<OpAndPattern>, String> {
     let mut order: Vec<usize> = (0..rule.detect.len()).collect();
     // Stable: rule order within each buffer.
     order.sort_by_key(|&i| rule.detect[i].0);
     if order.len() > MAX_OPS {
         return Err(format!("more than {MAX_OPS} payload keywords"));
     }
-    let mut out: Vec<(Op, Option<Vec<u8>>)> = Vec::with_capacity(order.len());
+    let mut out: Vec<OpAndPattern> = Vec::with_capacity(order.len());
     for &i in &order {
         let (buf, d) = &rule.detect[i];
         let (mut op, pat) = compile_one(*buf, d)?;
@@ -229,7 +232,7 @@ fn compile_ops(rule: &Rule) -> Result<Vec<(Op, Option<Vec<u8>>)>, String> {
     Ok(out)
 }
 
-fn compile_one(buf: Buffer, d: &Detect) -> Result<(Op, Option<Vec<u8>>), String> {
+fn compile_one(buf: Buffer, d: &Detect) -> Result<OpAndPattern, String> {
     let mut op = Op::default();
     let rel = |r: bool| if r { F_RELATIVE } else { 0 };
     match d {
@@ -260,7 +263,11 @@ fn compile_one(buf: Buffer, d: &Detect) -> Result<(Op, Option<Vec<u8>>), String>
             op.value = u64::from(j.multiplier);
             op.flags = rel(j.relative)
                 | if j.align { F_ALIGN } else { 0 }
-                | if j.from_beginning { F_FROM_BEGINNING } else { 0 };
+                | if j.from_beginning {
+                    F_FROM_BEGINNING
+                } else {
+                    0
+                };
             num_format(&mut op, j.format, j.bitmask);
         }
         Detect::UriLen(r) => {
@@ -290,7 +297,7 @@ fn num_format(op: &mut Op, f: NumFormat, mask: Option<u64>) {
     }
 }
 
-fn compile_content(c: &Content) -> (Op, Option<Vec<u8>>) {
+fn compile_content(c: &Content) -> OpAndPattern {
     let mut op = Op {
         kind: OP_CONTENT,
         ..Op::default()

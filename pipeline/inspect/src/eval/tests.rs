@@ -48,23 +48,53 @@ fn depth_and_offset_count_from_the_buffer_start() {
 
 #[test]
 fn distance_and_within_are_relative_to_the_previous_match_end() {
-    assert!(m(r#"content:"one"; content:"two"; distance:1;"#, b"one two"));
-    assert!(!m(r#"content:"one"; content:"two"; distance:1;"#, b"onetwo"));
+    assert!(m(
+        r#"content:"one"; content:"two"; distance:1;"#,
+        b"one two"
+    ));
+    assert!(!m(
+        r#"content:"one"; content:"two"; distance:1;"#,
+        b"onetwo"
+    ));
     assert!(m(r#"content:"one"; content:"two"; distance:0;"#, b"onetwo"));
     // distance:0 does not look before the previous match.
-    assert!(!m(r#"content:"one"; content:"two"; distance:0;"#, b"two one"));
+    assert!(!m(
+        r#"content:"one"; content:"two"; distance:0;"#,
+        b"two one"
+    ));
     assert!(m(r#"content:"one"; content:"two"; within:5;"#, b"one two"));
-    assert!(!m(r#"content:"one"; content:"two"; within:5;"#, b"one   two"));
+    assert!(!m(
+        r#"content:"one"; content:"two"; within:5;"#,
+        b"one   two"
+    ));
     // within bounds the window: [3+2, 3+2+4).
-    assert!(m(r#"content:"one"; content:"two"; distance:2; within:4;"#, b"one  twoX"));
-    assert!(m(r#"content:"one"; content:"two"; distance:2; within:4;"#, b"one   two"));
-    assert!(!m(r#"content:"one"; content:"two"; distance:2; within:4;"#, b"one    two"));
+    assert!(m(
+        r#"content:"one"; content:"two"; distance:2; within:4;"#,
+        b"one  twoX"
+    ));
+    assert!(m(
+        r#"content:"one"; content:"two"; distance:2; within:4;"#,
+        b"one   two"
+    ));
+    assert!(!m(
+        r#"content:"one"; content:"two"; distance:2; within:4;"#,
+        b"one    two"
+    ));
     // A negative distance looks back, clamped at the buffer start.
-    assert!(m(r#"content:"b"; content:"a"; distance:-2; within:2;"#, b"ab"));
+    assert!(m(
+        r#"content:"b"; content:"a"; distance:-2; within:2;"#,
+        b"ab"
+    ));
     // The within end counts from cursor + distance even where the start was clamped:
     // [0, 2-5+4) = [0, 1) cannot hold "ab".
-    assert!(!m(r#"content:"b"; content:"ab"; distance:-5; within:4;"#, b"ab"));
-    assert!(m(r#"content:"b"; content:"ab"; distance:-5; within:5;"#, b"ab"));
+    assert!(!m(
+        r#"content:"b"; content:"ab"; distance:-5; within:4;"#,
+        b"ab"
+    ));
+    assert!(m(
+        r#"content:"b"; content:"ab"; distance:-5; within:5;"#,
+        b"ab"
+    ));
     // Without a previous content, relative means from the buffer's start.
     assert!(m(r#"content:"xy"; distance:1;"#, b"axy"));
     assert!(!m(r#"content:"xy"; distance:1;"#, b"xy"));
@@ -89,7 +119,8 @@ fn relative_chains_retry_earlier_matches() {
     // The first "a" is not followed by "b"; the second is.
     assert!(m(r#"content:"a"; content:"b"; within:1;"#, b"a..ab"));
     // Three levels: the first "x" leads to a "y" with no "z"; the second "x" works.
-    let opts = r#"content:"x"; content:"y"; distance:0; within:2; content:"z"; distance:0; within:1;"#;
+    let opts =
+        r#"content:"x"; content:"y"; distance:0; within:2; content:"z"; distance:0; within:1;"#;
     assert!(m(opts, b"x.y...xyz"));
     assert!(!m(opts, b"x.y...xy.z"));
     // A relative negation retries the content before it too.
@@ -136,7 +167,7 @@ fn byte_test() {
     assert!(m("byte_test:2,<=,0x0102,1;", &d));
     assert!(m("byte_test:1,&,2,2;", &d));
     assert!(m("byte_test:1,!&,1,2;", &d));
-    assert!(m("byte_test:1,^,3,3;", &d) == false);
+    assert!(!m("byte_test:1,^,3,3;", &d));
     assert!(m("byte_test:1,!=,3,2;", &d));
     // Out of the buffer: no match, negated or not.
     assert!(!m("byte_test:2,=,0,3;", &d));
@@ -196,14 +227,22 @@ fn frame_keywords() {
 fn header_addresses_ports_direction() {
     let f = tcp(b"x", None);
     let hit = |rule: &str| rule_matches(&prog(rule), 0, &f);
-    assert!(hit("alert tcp $HOME_NET any -> $EXTERNAL_NET $HTTP_PORTS (sid:1;)"));
-    assert!(!hit("alert tcp $EXTERNAL_NET any -> $HOME_NET any (sid:1;)"));
-    assert!(hit("alert tcp $EXTERNAL_NET any <> $HOME_NET 40000 (sid:1;)"));
+    assert!(hit(
+        "alert tcp $HOME_NET any -> $EXTERNAL_NET $HTTP_PORTS (sid:1;)"
+    ));
+    assert!(!hit(
+        "alert tcp $EXTERNAL_NET any -> $HOME_NET any (sid:1;)"
+    ));
+    assert!(hit(
+        "alert tcp $EXTERNAL_NET any <> $HOME_NET 40000 (sid:1;)"
+    ));
     assert!(!hit("alert tcp any any -> any !80 (sid:1;)"));
     assert!(hit("alert tcp any 1024: -> 8.8.8.0/24 [443,80] (sid:1;)"));
     assert!(!hit("alert udp any any -> any any (sid:1;)"));
     assert!(hit("alert ip any any -> any any (sid:1;)"));
-    assert!(!hit("alert tcp any any -> any any (content:\"x\"; dsize:>1; sid:1;)"));
+    assert!(!hit(
+        "alert tcp any any -> any any (content:\"x\"; dsize:>1; sid:1;)"
+    ));
 }
 
 #[test]
@@ -212,15 +251,31 @@ fn http_buffers() {
     let mut c = Counters::default();
     let head = http_of(6, req, &mut c).unwrap();
     let hit = |rule: &str| rule_matches(&prog(rule), 0, &tcp(req, Some(&head)));
-    assert!(hit(r#"alert http any any -> any any (content:"GET"; http_method; content:"/admin.php"; http_uri; sid:1;)"#));
-    assert!(!hit(r#"alert http any any -> any any (content:"POST"; http_method; sid:1;)"#));
-    assert!(hit(r#"alert tcp any any -> any any (http.uri.raw; content:"%2E"; sid:1;)"#));
-    assert!(hit(r#"alert tcp any any -> any any (uricontent:"x=1"; urilen:>5; sid:1;)"#));
-    assert!(!hit(r#"alert tcp any any -> any any (content:"s=1"; http_header; sid:1;)"#));
-    assert!(hit(r#"alert tcp any any -> any any (content:"s=1"; http_cookie; sid:1;)"#));
-    assert!(hit(r#"alert tcp any any -> any any (content:"ex.com"; http_host; sid:1;)"#));
+    assert!(hit(
+        r#"alert http any any -> any any (content:"GET"; http_method; content:"/admin.php"; http_uri; sid:1;)"#
+    ));
+    assert!(!hit(
+        r#"alert http any any -> any any (content:"POST"; http_method; sid:1;)"#
+    ));
+    assert!(hit(
+        r#"alert tcp any any -> any any (http.uri.raw; content:"%2E"; sid:1;)"#
+    ));
+    assert!(hit(
+        r#"alert tcp any any -> any any (uricontent:"x=1"; urilen:>5; sid:1;)"#
+    ));
+    assert!(!hit(
+        r#"alert tcp any any -> any any (content:"s=1"; http_header; sid:1;)"#
+    ));
+    assert!(hit(
+        r#"alert tcp any any -> any any (content:"s=1"; http_cookie; sid:1;)"#
+    ));
+    assert!(hit(
+        r#"alert tcp any any -> any any (content:"ex.com"; http_host; sid:1;)"#
+    ));
     // Relative matches do not cross buffers: "/admin" is searched in the uri alone.
-    assert!(hit(r#"alert tcp any any -> any any (content:"GET"; http_method; content:"/admin"; http_uri; depth:6; sid:1;)"#));
+    assert!(hit(
+        r#"alert tcp any any -> any any (content:"GET"; http_method; content:"/admin"; http_uri; depth:6; sid:1;)"#
+    ));
     // An HTTP rule without a head (a split head) does not match; the split is counted.
     let part = b"GET / HTTP/1.1\r\nHost: a";
     assert!(http_of(6, part, &mut c).is_none());
@@ -233,7 +288,10 @@ fn http_buffers() {
 #[test]
 fn matching_lists_rules_in_order() {
     let mut p = Program::new();
-    for (i, o) in [r#"content:"a";"#, r#"content:"z";"#, r#"content:"b";"#].iter().enumerate() {
+    for (i, o) in [r#"content:"a";"#, r#"content:"z";"#, r#"content:"b";"#]
+        .iter()
+        .enumerate()
+    {
         let r = parse_rule(
             &format!("alert tcp any any -> any any ({o} sid:{};)", i + 1),
             &Variables::default(),

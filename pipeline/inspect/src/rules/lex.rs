@@ -91,7 +91,10 @@ fn split_options(body: &str) -> Result<Vec<(&str, Option<&str>)>, LexError> {
         }
         let key = body[ks..i].trim();
         if key.is_empty() {
-            return Err(err("options", format!("empty keyword at byte {ks} of the options")));
+            return Err(err(
+                "options",
+                format!("empty keyword at byte {ks} of the options"),
+            ));
         }
         if i >= b.len() {
             return Err(err(key, "option not terminated by ';'"));
@@ -216,10 +219,28 @@ mod tests {
 
     #[test]
     fn split_errors_name_the_part() {
-        assert_eq!(split_rule("alert tcp any any -> any any").unwrap_err().0, "options");
-        assert_eq!(split_rule("alert tcp any any -> any (sid:1;)").unwrap_err().0, "header");
-        assert_eq!(split_rule("alert tcp any any -> any any (sid:1)").unwrap_err().0, "sid");
-        assert_eq!(split_rule("alert tcp [any any -> any any (sid:1;)").unwrap_err().0, "header");
+        assert_eq!(
+            split_rule("alert tcp any any -> any any").unwrap_err().0,
+            "options"
+        );
+        assert_eq!(
+            split_rule("alert tcp any any -> any (sid:1;)")
+                .unwrap_err()
+                .0,
+            "header"
+        );
+        assert_eq!(
+            split_rule("alert tcp any any -> any any (sid:1)")
+                .unwrap_err()
+                .0,
+            "sid"
+        );
+        assert_eq!(
+            split_rule("alert tcp [any any -> any any (sid:1;)")
+                .unwrap_err()
+                .0,
+            "header"
+        );
     }
 
     #[test]

@@ -140,7 +140,9 @@ impl fmt::Display for LoadReport {
 fn sid_of(text: &str) -> Option<u32> {
     let i = text.find("sid:")?;
     let rest = text[i + 4..].trim_start();
-    let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    let end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
     rest[..end].parse().ok()
 }
 

@@ -106,11 +106,34 @@ impl Buffer {
     pub const ALL: [Buffer; BUFFER_COUNT] = {
         use Buffer::*;
         [
-            Payload, HttpUri, HttpRawUri, HttpMethod, HttpHeader, HttpRawHeader, HttpUserAgent,
-            HttpHost, HttpRawHost, HttpCookie, HttpClientBody, HttpStatCode, HttpStatMsg,
-            FileData, HttpHeaderNames, HttpStart, HttpProtocol, HttpRequestLine,
-            HttpResponseLine, HttpContentType, HttpContentLen, HttpAccept, HttpAcceptEnc,
-            HttpAcceptLang, HttpConnection, HttpReferer, HttpServer, HttpLocation,
+            Payload,
+            HttpUri,
+            HttpRawUri,
+            HttpMethod,
+            HttpHeader,
+            HttpRawHeader,
+            HttpUserAgent,
+            HttpHost,
+            HttpRawHost,
+            HttpCookie,
+            HttpClientBody,
+            HttpStatCode,
+            HttpStatMsg,
+            FileData,
+            HttpHeaderNames,
+            HttpStart,
+            HttpProtocol,
+            HttpRequestLine,
+            HttpResponseLine,
+            HttpContentType,
+            HttpContentLen,
+            HttpAccept,
+            HttpAcceptEnc,
+            HttpAcceptLang,
+            HttpConnection,
+            HttpReferer,
+            HttpServer,
+            HttpLocation,
         ]
     };
 
@@ -154,7 +177,10 @@ pub enum FastPattern {
     Yes,
     Only,
     /// `fast_pattern:offset,length`: only those bytes of the pattern go to the prefilter.
-    Part { offset: u16, len: u16 },
+    Part {
+        offset: u16,
+        len: u16,
+    },
 }
 
 /// A range test on a number (`dsize`, `urilen`, `itype`, `icode`); `Between` is exclusive
@@ -230,12 +256,19 @@ pub struct ByteJump {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Detect {
     Content(Content),
-    IsDataAt { n: u32, negated: bool, relative: bool },
+    IsDataAt {
+        n: u32,
+        negated: bool,
+        relative: bool,
+    },
     ByteTest(ByteTest),
     ByteJump(ByteJump),
     UriLen(Range),
     /// Kept for when pcre is supported; a rule with one is skipped.
-    Pcre { pattern: String, relative: bool },
+    Pcre {
+        pattern: String,
+        relative: bool,
+    },
 }
 
 impl Detect {
@@ -360,7 +393,11 @@ impl Rule {
         if let Some((k, _)) = self.unknown.first() {
             out.push(Blocker::Keyword(k.clone()));
         }
-        if self.detect.iter().any(|(_, d)| matches!(d, Detect::Pcre { .. })) {
+        if self
+            .detect
+            .iter()
+            .any(|(_, d)| matches!(d, Detect::Pcre { .. }))
+        {
             out.push(Blocker::Pcre);
         }
         if let Some(f) = &self.flow {

@@ -6,7 +6,7 @@
 //! negated ones), as Suricata defines it.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 
 /// A set of IP addresses as sorted, disjoint, inclusive intervals of IPv6 (IPv4 mapped).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,17 +183,22 @@ impl Step for u16 {
     }
 }
 
+/// Parses one address (CIDR) or port (range) into an interval.
+type Atom<T> = dyn Fn(&str) -> Result<(T, T), String>;
+
 /// One parsed header field: a grammar shared by addresses and ports, with `atom` parsing
 /// a single address (CIDR) or port (range).
 fn parse_set<T: Ord + Copy + Step>(
     s: &str,
     vars: &Variables,
     depth: usize,
-    atom: &dyn Fn(&str) -> Result<(T, T), String>,
+    atom: &Atom<T>,
 ) -> Result<Vec<(T, T)>, String> {
     let s = s.trim();
     if depth > MAX_VAR_DEPTH {
-        return Err(format!("variables nest deeper than {MAX_VAR_DEPTH} (a cycle?)"));
+        return Err(format!(
+            "variables nest deeper than {MAX_VAR_DEPTH} (a cycle?)"
+        ));
     }
     if s.is_empty() {
         return Err("empty".into());
@@ -272,7 +277,7 @@ fn addr_atom(s: &str) -> Result<(u128, u128), String> {
     let ip: IpAddr = ip.parse().map_err(|_| format!("bad address '{s}'"))?;
     let (key, max_bits, base_bits) = match ip {
         IpAddr::V4(_) => (addr_key(ip), 32u32, 96u32),
-        IpAddr::V6(v6) => (u128::from(Ipv6Addr::from(v6)), 128, 0),
+        IpAddr::V6(v6) => (u128::from(v6), 128, 0),
     };
     let bits = match bits {
         None => max_bits,
@@ -284,21 +289,33 @@ fn addr_atom(s: &str) -> Result<(u128, u128), String> {
     };
     let host_bits = max_bits - bits;
     let total = base_bits + bits;
-    let mask: u128 = if total == 0 { 0 } else { u128::MAX << (128 - total) };
+    let mask: u128 = if total == 0 {
+        0
+    } else {
+        u128::MAX << (128 - total)
+    };
     let lo = key & mask;
     let hi = if host_bits == 0 { lo } else { lo | !mask };
     Ok((lo, hi))
 }
 
 fn port_atom(s: &str) -> Result<(u16, u16), String> {
-    let num = |t: &str| t.trim().parse::<u16>().map_err(|_| format!("bad port '{s}'"));
+    let num = |t: &str| {
+        t.trim()
+            .parse::<u16>()
+            .map_err(|_| format!("bad port '{s}'"))
+    };
     let (lo, hi) = match s.split_once(':') {
         Some((a, b)) if a.trim().is_empty() && b.trim().is_empty() => {
             return Err(format!("port range '{s}' has no bounds"));
         }
         Some((a, b)) => (
             if a.trim().is_empty() { 0 } else { num(a)? },
-            if b.trim().is_empty() { u16::MAX } else { num(b)? },
+            if b.trim().is_empty() {
+                u16::MAX
+            } else {
+                num(b)?
+            },
         ),
         None => (num(s)?, num(s)?),
     };
@@ -353,7 +370,9 @@ mod tests {
         let v6 = parse_addrs("2001:db8::/32", &v).unwrap();
         assert!(v6.contains(ip("2001:db8:ffff::1")) && !v6.contains(ip("2001:db9::1")));
         assert!(!v6.contains(ip("32.1.13.184")));
-        assert!(parse_addrs("0.0.0.0/0", &v).unwrap().contains(ip("255.1.1.1")));
+        assert!(parse_addrs("0.0.0.0/0", &v)
+            .unwrap()
+            .contains(ip("255.1.1.1")));
     }
 
     #[test]
@@ -371,7 +390,16 @@ mod tests {
     fn bad_fields_are_errors() {
         let mut v = Variables::default();
         v.0.insert("LOOP".into(), "[$LOOP]".into());
-        for bad in ["1.2.3.4/33", "1.2.3", "[1.2.3.4", "$NOPE", "$LOOP", "", "[1.1.1.1,,2.2.2.2]", "!any"] {
+        for bad in [
+            "1.2.3.4/33",
+            "1.2.3",
+            "[1.2.3.4",
+            "$NOPE",
+            "$LOOP",
+            "",
+            "[1.1.1.1,,2.2.2.2]",
+            "!any",
+        ] {
             assert!(parse_addrs(bad, &v).is_err(), "{bad}");
         }
         for bad in ["70000", "90:80", "x", "[80", "!any", "$NOPE", ":"] {

@@ -3,8 +3,8 @@
 use super::lex::{content_bytes, split_rule, LexError};
 use super::net::{parse_addrs, parse_ports, Variables};
 use super::{
-    Action, Buffer, ByteJump, ByteOp, ByteTest, Content, Detect, Direction, FastPattern,
-    FlagMode, Flow, NumFormat, Proto, Range, Rule, TcpFlags,
+    Action, Buffer, ByteJump, ByteOp, ByteTest, Content, Detect, Direction, FastPattern, FlagMode,
+    Flow, NumFormat, Proto, Range, Rule, TcpFlags,
 };
 
 type Res<T> = Result<T, LexError>;
@@ -85,7 +85,10 @@ pub fn parse_rule(text: &str, vars: &Variables) -> Result<Rule, (String, String)
             if rule.unknown.is_empty() {
                 return Err(e);
             }
-            rule.unknown.push((format!("{k} (after an unknown keyword)"), v.map(str::to_string)));
+            rule.unknown.push((
+                format!("{k} (after an unknown keyword)"),
+                v.map(str::to_string),
+            ));
             return Ok(rule);
         }
     }
@@ -228,7 +231,8 @@ fn option(rule: &mut Rule, st: &mut State, k: &str, v: Option<&str>) -> Res<()> 
             let d = match d? {
                 Some(d) => d,
                 None => {
-                    rule.unknown.push((format!("{k} with a variable"), v.map(str::to_string)));
+                    rule.unknown
+                        .push((format!("{k} with a variable"), v.map(str::to_string)));
                     return Ok(());
                 }
             };
@@ -243,7 +247,11 @@ fn option(rule: &mut Rule, st: &mut State, k: &str, v: Option<&str>) -> Res<()> 
                 Some((_, m)) => return err(k, format!("unknown urilen mode '{m}'")),
                 None => (s, false),
             };
-            let buf = if raw { Buffer::HttpRawUri } else { Buffer::HttpUri };
+            let buf = if raw {
+                Buffer::HttpRawUri
+            } else {
+                Buffer::HttpUri
+            };
             rule.detect.push((buf, Detect::UriLen(range(k, r)?)));
         }
         "dsize" => rule.dsize = Some(range(k, need(k, v)?)?),
@@ -260,7 +268,10 @@ fn option(rule: &mut Rule, st: &mut State, k: &str, v: Option<&str>) -> Res<()> 
                     .last_content
                     .ok_or_else(|| (k.to_string(), "no content before it".to_string()))?;
                 if rule.detect[i].0 != Buffer::Payload {
-                    return err(k, "the content already has a buffer (a second modifier or a sticky buffer)");
+                    return err(
+                        k,
+                        "the content already has a buffer (a second modifier or a sticky buffer)",
+                    );
                 }
                 rule.detect[i].0 = b;
             } else if let Some(b) = sticky_buffer(k) {
@@ -308,7 +319,10 @@ fn content_modifier(rule: &mut Rule, st: &mut State, k: &str, v: Option<&str>) -
         return err(k, "no content before it");
     };
     let twice = || (k.to_string(), "given twice for one content".to_string());
-    let var = |v: &str| !v.trim().starts_with(|c: char| c == '-' || c.is_ascii_digit());
+    let var = |v: &str| {
+        !v.trim()
+            .starts_with(|c: char| c == '-' || c.is_ascii_digit())
+    };
     match k {
         "nocase" => {
             if c.nocase {
@@ -320,7 +334,8 @@ fn content_modifier(rule: &mut Rule, st: &mut State, k: &str, v: Option<&str>) -
         "offset" | "depth" | "distance" | "within" => {
             let s = need(k, v)?;
             if var(s) {
-                rule.unknown.push((format!("{k} with a variable"), Some(s.to_string())));
+                rule.unknown
+                    .push((format!("{k} with a variable"), Some(s.to_string())));
                 return Ok(());
             }
             let n: i32 = num(k, s)?;
@@ -383,16 +398,26 @@ fn finish(rule: &mut Rule) -> Res<()> {
             return err("within", "within is less than the content's length");
         }
         match c.fast_pattern {
-            FastPattern::Only if c.is_relative() || c.negated || c.offset.is_some() || c.depth.is_some() => {
-                return err("fast_pattern", "fast_pattern:only on a relative, negated or offset/depth content");
+            FastPattern::Only
+                if c.is_relative() || c.negated || c.offset.is_some() || c.depth.is_some() =>
+            {
+                return err(
+                    "fast_pattern",
+                    "fast_pattern:only on a relative, negated or offset/depth content",
+                );
             }
-            FastPattern::Part { offset, len: l } if usize::from(offset) + usize::from(l) > c.pattern.len() => {
+            FastPattern::Part { offset, len: l }
+                if usize::from(offset) + usize::from(l) > c.pattern.len() =>
+            {
                 return err("fast_pattern", "offset,length go past the content");
             }
             _ => {}
         }
         if *buf == Buffer::HttpHost && !c.nocase && c.pattern.iter().any(u8::is_ascii_uppercase) {
-            return err("http_host", "uppercase in a pattern for the (lowercased) host buffer");
+            return err(
+                "http_host",
+                "uppercase in a pattern for the (lowercased) host buffer",
+            );
         }
     }
     if !matches!(rule.proto, Proto::Tcp | Proto::Http | Proto::AppLayer(_)) {

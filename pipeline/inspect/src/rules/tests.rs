@@ -12,8 +12,11 @@ fn parse_with(head: &str, opts: &str) -> Rule {
 }
 
 fn parse_err(opts: &str) -> (String, String) {
-    parse_rule(&format!("alert tcp any any -> any any ({opts} sid:1;)"), &Variables::default())
-        .expect_err(opts)
+    parse_rule(
+        &format!("alert tcp any any -> any any ({opts} sid:1;)"),
+        &Variables::default(),
+    )
+    .expect_err(opts)
 }
 
 fn content(r: &Rule, i: usize) -> (&Buffer, &Content) {
@@ -25,7 +28,10 @@ fn content(r: &Rule, i: usize) -> (&Buffer, &Content) {
 
 #[test]
 fn header_fields() {
-    let r = parse_with("reject http $HOME_NET any <> [1.2.3.4,!1.2.3.5] !$HTTP_PORTS", "");
+    let r = parse_with(
+        "reject http $HOME_NET any <> [1.2.3.4,!1.2.3.5] !$HTTP_PORTS",
+        "",
+    );
     assert_eq!(r.action, Action::Reject);
     assert_eq!(r.proto, Proto::Http);
     assert_eq!(r.direction, Direction::Both);
@@ -60,7 +66,10 @@ fn meta_options() {
     assert_eq!(r.metadata, vec!["a b, c d"]);
     assert_eq!(r.references, vec!["url,x.org"]);
     assert!(r.blockers().is_empty());
-    let e = parse_rule("alert tcp any any -> any any (msg:\"x\";)", &Variables::default());
+    let e = parse_rule(
+        "alert tcp any any -> any any (msg:\"x\";)",
+        &Variables::default(),
+    );
     assert_eq!(e.unwrap_err().0, "sid");
     assert_eq!(parse_err("rev:x;").0, "rev");
 }
@@ -78,9 +87,14 @@ fn content_modifiers() {
     let (_, b) = content(&r, 1);
     assert!(b.negated && b.rawbytes);
     assert_eq!((b.distance, b.within), (Some(-2), Some(4)));
-    assert_eq!(content(&r, 2).1.fast_pattern, FastPattern::Part { offset: 0, len: 1 });
     assert_eq!(
-        content(&parse(r#"content:"abc"; fast_pattern:only;"#), 0).1.fast_pattern,
+        content(&r, 2).1.fast_pattern,
+        FastPattern::Part { offset: 0, len: 1 }
+    );
+    assert_eq!(
+        content(&parse(r#"content:"abc"; fast_pattern:only;"#), 0)
+            .1
+            .fast_pattern,
         FastPattern::Only
     );
 }
@@ -97,7 +111,10 @@ fn content_modifier_errors() {
         (r#"content:"a"; depth:0;"#, "depth"),
         (r#"content:"a"; offset:-1;"#, "offset"),
         (r#"content:"a"; offset:1; offset:2;"#, "offset"),
-        (r#"content:"a"; distance:0; fast_pattern:only;"#, "fast_pattern"),
+        (
+            r#"content:"a"; distance:0; fast_pattern:only;"#,
+            "fast_pattern",
+        ),
         (r#"content:"ab"; fast_pattern:1,5;"#, "fast_pattern"),
         (r#"content:"|4"#, "content"),
         ("content:;", "content"),
@@ -120,7 +137,11 @@ fn buffers_legacy_and_sticky() {
         bufs,
         vec![HttpMethod, HttpUri, HttpUri, HttpUri, HttpHeader, HttpHeader, Payload, FileData]
     );
-    assert!(parse_with("alert udp any any -> any any", r#"content:"a";"#).blockers().is_empty());
+    assert!(
+        parse_with("alert udp any any -> any any", r#"content:"a";"#)
+            .blockers()
+            .is_empty()
+    );
     let e = parse_rule(
         r#"alert udp any any -> any any (content:"a"; http_uri; sid:1;)"#,
         &Variables::default(),
@@ -136,18 +157,38 @@ fn numeric_keywords() {
     assert_eq!(r.dsize, Some(Range::Between(10, 20)));
     assert_eq!(r.itype, Some(Range::Gt(3)));
     assert_eq!(r.icode, Some(Range::Lt(2)));
-    assert_eq!(r.detect[0], (Buffer::HttpRawUri, Detect::UriLen(Range::Eq(5))));
+    assert_eq!(
+        r.detect[0],
+        (Buffer::HttpRawUri, Detect::UriLen(Range::Eq(5)))
+    );
     assert_eq!(
         r.detect[1].1,
-        Detect::IsDataAt { n: 10, negated: true, relative: true }
+        Detect::IsDataAt {
+            n: 10,
+            negated: true,
+            relative: true
+        }
     );
     assert_eq!(
         r.flags,
-        Some(TcpFlags { flags: 0x02, mode: FlagMode::All, ignore: 0xc0 })
+        Some(TcpFlags {
+            flags: 0x02,
+            mode: FlagMode::All,
+            ignore: 0xc0
+        })
     );
-    assert_eq!(parse("flags:!FA;").flags.map(|f| (f.flags, f.mode)), Some((0x11, FlagMode::Not)));
-    assert_eq!(parse("flags:*SR;").flags.map(|f| f.mode), Some(FlagMode::Any));
-    assert_eq!(parse("flags:0;").flags.map(|f| (f.flags, f.mode)), Some((0, FlagMode::Exact)));
+    assert_eq!(
+        parse("flags:!FA;").flags.map(|f| (f.flags, f.mode)),
+        Some((0x11, FlagMode::Not))
+    );
+    assert_eq!(
+        parse("flags:*SR;").flags.map(|f| f.mode),
+        Some(FlagMode::Any)
+    );
+    assert_eq!(
+        parse("flags:0;").flags.map(|f| (f.flags, f.mode)),
+        Some((0, FlagMode::Exact))
+    );
     for (opts, kw) in [
         ("dsize:20<>10;", "dsize"),
         ("dsize:x;", "dsize"),
@@ -165,14 +206,29 @@ fn byte_keywords() {
         "byte_test:2,!&,0x0F,-3,relative,little,bitmask 0xF0; byte_test:4,>=,010,0,string,hex; \
          byte_jump:4,12,relative,align,multiplier 2,post_offset -4,from_beginning,big;",
     );
-    let Detect::ByteTest(t) = &r.detect[0].1 else { panic!() };
-    assert_eq!((t.nbytes, t.negated, t.op, t.value, t.offset), (2, true, ByteOp::And, 15, -3));
+    let Detect::ByteTest(t) = &r.detect[0].1 else {
+        panic!()
+    };
+    assert_eq!(
+        (t.nbytes, t.negated, t.op, t.value, t.offset),
+        (2, true, ByteOp::And, 15, -3)
+    );
     assert!(t.relative);
     assert_eq!((t.format, t.bitmask), (NumFormat::LittleEndian, Some(0xF0)));
-    let Detect::ByteTest(t) = &r.detect[1].1 else { panic!() };
-    assert_eq!((t.op, t.value, t.format), (ByteOp::Ge, 8, NumFormat::String(16)));
-    let Detect::ByteJump(j) = &r.detect[2].1 else { panic!() };
-    assert_eq!((j.nbytes, j.offset, j.multiplier, j.post_offset), (4, 12, 2, -4));
+    let Detect::ByteTest(t) = &r.detect[1].1 else {
+        panic!()
+    };
+    assert_eq!(
+        (t.op, t.value, t.format),
+        (ByteOp::Ge, 8, NumFormat::String(16))
+    );
+    let Detect::ByteJump(j) = &r.detect[2].1 else {
+        panic!()
+    };
+    assert_eq!(
+        (j.nbytes, j.offset, j.multiplier, j.post_offset),
+        (4, 12, 2, -4)
+    );
     assert!(j.relative && j.align && j.from_beginning);
     for (opts, kw) in [
         ("byte_test:9,=,1,0;", "byte_test"),
@@ -188,7 +244,10 @@ fn byte_keywords() {
     }
     // byte_extract variables are not supported: the rule is skipped for them, not malformed.
     let r = parse(r#"byte_test:2,=,myvar,0;"#);
-    assert_eq!(r.blockers(), vec![Blocker::Keyword("byte_test with a variable".into())]);
+    assert_eq!(
+        r.blockers(),
+        vec![Blocker::Keyword("byte_test with a variable".into())]
+    );
 }
 
 #[test]
@@ -209,11 +268,19 @@ fn flow_and_state_keywords_block_with_their_reason() {
     assert!(parse("flow:stateless;").blockers().is_empty());
     assert!(parse("flow:no_stream;").blockers().is_empty());
     assert_eq!(parse("flow:only_stream;").blockers(), vec![Blocker::Stream]);
-    assert_eq!(parse("flow:from_server;").flow.map(|f| f.to_client), Some(true));
+    assert_eq!(
+        parse("flow:from_server;").flow.map(|f| f.to_client),
+        Some(true)
+    );
     assert_eq!(parse_err("flow:sideways;").0, "flow");
     assert_eq!(parse_err("flow:to_server,to_client;").0, "flow");
-    let r = parse(r#"content:"a"; pcre:"/a\d\;?/Ri"; detection_filter:track by_src, count 5, seconds 1;"#);
-    assert_eq!(r.blockers(), vec![Blocker::Pcre, Blocker::FlowTable("detection_filter".into())]);
+    let r = parse(
+        r#"content:"a"; pcre:"/a\d\;?/Ri"; detection_filter:track by_src, count 5, seconds 1;"#,
+    );
+    assert_eq!(
+        r.blockers(),
+        vec![Blocker::Pcre, Blocker::FlowTable("detection_filter".into())]
+    );
     let r = parse(r#"pcre:"/x/U"; dns_query; content:"a"; ssl_state:client_hello;"#);
     assert_eq!(r.blockers()[0], Blocker::Keyword("dns_query".into()));
     assert_eq!(r.detect[0].0, Buffer::HttpUri);
@@ -229,8 +296,11 @@ fn loader_reports_and_strict_errors() {
     let rep = load_str(text, "t.rules", &LoadOptions::default()).unwrap();
     assert_eq!(rep.loaded.len(), 1);
     assert_eq!(rep.loaded[0].line, 3);
-    let reasons: Vec<(usize, Option<u32>, &str)> =
-        rep.skipped.iter().map(|s| (s.line, s.sid, s.reason.as_str())).collect();
+    let reasons: Vec<(usize, Option<u32>, &str)> = rep
+        .skipped
+        .iter()
+        .map(|s| (s.line, s.sid, s.reason.as_str()))
+        .collect();
     assert_eq!(
         reasons,
         vec![
@@ -242,11 +312,26 @@ fn loader_reports_and_strict_errors() {
     );
     assert_eq!(rep.need_only_pcre(), 1);
     assert_eq!(rep.need_only_flow_table(), 1);
-    assert_eq!(rep.per_file["t.rules"], load::FileCounts { loaded: 1, skipped: 4 });
-    let strict = LoadOptions { strict: true, ..LoadOptions::default() };
+    assert_eq!(
+        rep.per_file["t.rules"],
+        load::FileCounts {
+            loaded: 1,
+            skipped: 4
+        }
+    );
+    let strict = LoadOptions {
+        strict: true,
+        ..LoadOptions::default()
+    };
     let e = load_str(text, "t.rules", &strict).unwrap_err();
-    assert_eq!((e.file.as_str(), e.line, e.sid, e.keyword.as_str()), ("t.rules", 4, Some(2), "depth"));
-    assert!(e.to_string().starts_with("t.rules:4: sid 2: depth: "), "{e}");
+    assert_eq!(
+        (e.file.as_str(), e.line, e.sid, e.keyword.as_str()),
+        ("t.rules", 4, Some(2), "depth")
+    );
+    assert!(
+        e.to_string().starts_with("t.rules:4: sid 2: depth: "),
+        "{e}"
+    );
     let e = load_file(std::path::Path::new("/nonexistent/x.rules"), &strict).unwrap_err();
     assert_eq!(e.keyword, "file");
     assert!(load_dir(std::path::Path::new("/nonexistent"), &strict).is_err());
@@ -265,7 +350,11 @@ fn variables_given_at_load() {
     )
     .unwrap();
     let r = &rep.loaded[0].rule;
-    assert!(r.dst.contains("1.1.1.9".parse().unwrap()) && !r.dst.contains("10.0.0.1".parse().unwrap()));
-    assert!(r.src.contains("10.0.0.1".parse().unwrap()) && !r.src.contains("1.1.1.9".parse().unwrap()));
+    assert!(
+        r.dst.contains("1.1.1.9".parse().unwrap()) && !r.dst.contains("10.0.0.1".parse().unwrap())
+    );
+    assert!(
+        r.src.contains("10.0.0.1".parse().unwrap()) && !r.src.contains("1.1.1.9".parse().unwrap())
+    );
     assert!(r.dst_ports.contains(8080));
 }
