@@ -354,6 +354,8 @@ pub struct Rule {
     pub detection_filter: Option<String>,
     /// Keywords the parser knows nothing about, in rule order, with their values.
     pub unknown: Vec<(String, Option<String>)>,
+    /// Every option keyword of the rule, in rule order, as written (what a loaded rule uses).
+    pub keywords: Vec<String>,
 }
 
 /// Why a parsed rule cannot be evaluated yet.

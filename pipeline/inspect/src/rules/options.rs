@@ -72,6 +72,7 @@ pub fn parse_rule(text: &str, vars: &Variables) -> Result<Rule, (String, String)
         threshold: None,
         detection_filter: None,
         unknown: Vec::new(),
+        keywords: Vec::new(),
     };
     let mut st = State::default();
     let mut have_sid = false;
@@ -79,6 +80,7 @@ pub fn parse_rule(text: &str, vars: &Variables) -> Result<Rule, (String, String)
         if k == "sid" {
             have_sid = true;
         }
+        rule.keywords.push(k.to_string());
         if let Err(e) = option(&mut rule, &mut st, k, v) {
             // After a keyword pktwarp does not know (a sticky buffer, say), what follows
             // may be valid for it: the rule is skipped for that keyword, not malformed.
@@ -382,6 +384,24 @@ fn content_modifier(rule: &mut Rule, st: &mut State, k: &str, v: Option<&str>) -
 
 /// Checks Suricata makes once the whole rule is read.
 fn finish(rule: &mut Rule) -> Res<()> {
+    // Nothing may be relative to a fast_pattern:only content (it is not inspected, so
+    // there is no match position).
+    for (i, (buf, d)) in rule.detect.iter().enumerate() {
+        if !d.is_relative() {
+            continue;
+        }
+        let anchor = rule.detect[..i]
+            .iter()
+            .rev()
+            .filter(|(b, _)| b == buf)
+            .find_map(|(_, d)| match d {
+                Detect::Content(c) => Some(c),
+                _ => None,
+            });
+        if anchor.is_some_and(|c| c.fast_pattern == FastPattern::Only) {
+            return err("fast_pattern", "a relative keyword after a fast_pattern:only content");
+        }
+    }
     for (buf, d) in &rule.detect {
         let Detect::Content(c) = d else { continue };
         let len = c.pattern.len() as i64;
