@@ -12,6 +12,7 @@
 //! change that. The number of content searches per buffer is bounded ([`SEARCH_LIMIT`],
 //! Suricata's default inspection recursion limit); past it the buffer does not match.
 
+pub mod decode;
 pub mod program;
 
 use crate::http::{self, HttpHead, HttpParse};

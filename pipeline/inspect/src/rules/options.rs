@@ -399,7 +399,10 @@ fn finish(rule: &mut Rule) -> Res<()> {
                 _ => None,
             });
         if anchor.is_some_and(|c| c.fast_pattern == FastPattern::Only) {
-            return err("fast_pattern", "a relative keyword after a fast_pattern:only content");
+            return err(
+                "fast_pattern",
+                "a relative keyword after a fast_pattern:only content",
+            );
         }
     }
     for (buf, d) in &rule.detect {

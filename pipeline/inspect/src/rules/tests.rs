@@ -65,7 +65,16 @@ fn meta_options() {
     assert_eq!(r.classtype.as_deref(), Some("trojan-activity"));
     assert_eq!(r.metadata, vec!["a b, c d"]);
     assert_eq!(r.references, vec!["url,x.org"]);
-    let kw = ["msg", "rev", "gid", "classtype", "priority", "metadata", "reference", "sid"];
+    let kw = [
+        "msg",
+        "rev",
+        "gid",
+        "classtype",
+        "priority",
+        "metadata",
+        "reference",
+        "sid",
+    ];
     assert_eq!(r.keywords, kw);
     assert!(r.blockers().is_empty());
     let e = parse_rule(
@@ -118,8 +127,14 @@ fn content_modifier_errors() {
             "fast_pattern",
         ),
         (r#"content:"ab"; fast_pattern:1,5;"#, "fast_pattern"),
-        (r#"content:"ab"; fast_pattern:only; content:"c"; distance:0;"#, "fast_pattern"),
-        (r#"content:"ab"; fast_pattern:only; isdataat:1,relative;"#, "fast_pattern"),
+        (
+            r#"content:"ab"; fast_pattern:only; content:"c"; distance:0;"#,
+            "fast_pattern",
+        ),
+        (
+            r#"content:"ab"; fast_pattern:only; isdataat:1,relative;"#,
+            "fast_pattern",
+        ),
         (r#"content:"|4"#, "content"),
         ("content:;", "content"),
         (r#"content:"a"; http_uri; http_header;"#, "http_header"),
