@@ -13,6 +13,7 @@
 //! `http_host` is the Host value lower-cased without its port.
 
 use crate::rules::{Buffer, BUFFER_COUNT};
+use std::collections::HashMap;
 
 /// The buffers of one HTTP head (and the body bytes after it in the segment).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -97,6 +98,8 @@ pub fn parse(seg: &[u8]) -> HttpParse {
     // Headers: lines up to the first empty one.
     let mut pos = first_end + 1;
     let mut headers: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    // Lower-cased name -> index in `headers`, so merging repeats stays linear.
+    let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
     let head_end = loop {
         let Some(e) = find(&seg[pos..], b"\n") else {
             return HttpParse::Incomplete;

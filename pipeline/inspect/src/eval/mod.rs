@@ -418,21 +418,24 @@ fn byte_jump(op: &Op, buf: &[u8], cursor: i64) -> Option<i64> {
     };
     let pos = base + i64::from(op.a);
     let (v, used) = extract(op, buf, pos)?;
-    let mut v = i128::from(v) * i128::from(op.value);
+    // Saturating 64-bit arithmetic: any value that would overflow lands past the buffer
+    // end either way, so the result is the exact one without 128-bit numbers.
+    let mut v = i64::try_from(v).unwrap_or(i64::MAX);
+    v = v.saturating_mul(op.value.min(i64::MAX as u64) as i64);
     if op.flags & F_ALIGN != 0 && v % 4 != 0 {
-        v += 4 - v % 4;
+        v = v.saturating_add(4 - v % 4);
     }
-    v += i128::from(op.b);
+    v = v.saturating_add(i64::from(op.b));
     let target = if op.flags & F_FROM_BEGINNING != 0 {
         v
     } else {
-        i128::from(pos) + i128::from(used) + v
+        v.saturating_add(pos + used)
     };
     // Landing on the end of the buffer is outside it, as in Suricata.
-    if target < 0 || target >= buf.len() as i128 {
+    if target < 0 || target >= buf.len() as i64 {
         return None;
     }
-    Some(target as i64)
+    Some(target)
 }
 
 #[cfg(test)]

@@ -200,6 +200,12 @@ fn byte_jump() {
     let r = r#"byte_jump:1,0,from_beginning; content:"Q"; within:1;"#;
     assert!(m(r, b"\x04...Q"));
     assert!(!m(r, b"\x04..Q."));
+    // A value that overflows 64 bits lands past the end (no wrap-around).
+    assert!(!m("byte_jump:8,0,multiplier 1000;", &[0xff; 12]));
+    assert!(!m(
+        "byte_jump:8,0,from_beginning,post_offset -100;",
+        &[0x7f; 12]
+    ));
     // String numbers: the jump starts after the digits read.
     let r = r#"byte_jump:3,0,string,dec; content:"Q"; within:1;"#;
     assert!(m(r, b"2 xQ"));
@@ -300,5 +306,10 @@ fn matching_lists_rules_in_order() {
         p.add(&r).unwrap();
     }
     assert_eq!(matching(&p, &tcp(b"ab", None)), vec![0, 2]);
+    // reject is compiled as drop; pass and alert keep their codes.
+    for (action, code) in [("alert", 0), ("drop", 1), ("reject", 1), ("pass", 2)] {
+        let p = prog(&format!("{action} tcp any any -> any any (sid:9;)"));
+        assert_eq!(p.rules[0].action, code, "{action}");
+    }
     assert!(!rule_matches(&p, 7, &tcp(b"ab", None)));
 }
