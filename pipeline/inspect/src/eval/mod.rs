@@ -134,13 +134,19 @@ fn frame_tests(r: &RuleHead, f: &Frame) -> bool {
         if f.ip_proto != PROTO_TCP {
             return false;
         }
-        let got = f.tcp_flags & !r.flag_ignore;
         let want = r.tcp_flags;
-        let ok = match flag_mode(r.flag_mode) {
+        let mode = flag_mode(r.flag_mode);
+        // `flags:0` asks for no flag at all (before the ignore mask); `!0` for any.
+        if want == 0 && f.tcp_flags != 0 {
+            return mode == FlagMode::Not;
+        }
+        let got = f.tcp_flags & !r.flag_ignore;
+        let ok = match mode {
             FlagMode::Exact => got == want,
             FlagMode::All => got & want == want,
             FlagMode::Any => got & want != 0,
-            FlagMode::Not => got & want == 0,
+            // Suricata's `!`: not all of these are set.
+            FlagMode::Not => got & want != want,
         };
         if !ok {
             return false;

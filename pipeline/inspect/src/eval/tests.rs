@@ -219,6 +219,14 @@ fn frame_keywords() {
     assert!(m("flags:A+;", b"x") && m("flags:*SA;", b"x") && !m("flags:!A;", b"x"));
     // Ignoring PSH through the mask makes the exact test see only ACK.
     assert!(m("flags:A,P;", b"x"));
+    // `!` is "not all of these" in Suricata: ACK is set but SYN is not.
+    assert!(m("flags:!SA;", b"x") && !m("flags:!AP;", b"x"));
+    // `0`: no flag set; `!0`: some flag set.
+    assert!(!m("flags:0;", b"x") && m("flags:!0;", b"x"));
+    let p = prog("alert tcp any any -> any any (flags:0; sid:1;)");
+    let mut none = tcp(b"x", None);
+    none.tcp_flags = 0;
+    assert!(rule_matches(&p, 0, &none));
     let p = prog("alert icmp any any -> any any (itype:8; icode:0; sid:1;)");
     let mut f = tcp(b"", None);
     f.ip_proto = 1;

@@ -289,7 +289,8 @@ impl Detect {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpFlags {
     pub flags: u8,
-    /// `+` all of these (others may be set), `*` any of these, `!` none of these, or exactly.
+    /// `+` all of these (others may be set), `*` any of these, `!` not all of these (as
+    /// Suricata tests it), or exactly these.
     pub mode: FlagMode,
     /// Bits ignored in the packet before the test.
     pub ignore: u8,
