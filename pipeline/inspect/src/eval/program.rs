@@ -33,7 +33,7 @@ pub const F_FROM_BEGINNING: u16 = 1 << 11;
 pub const F_BITMASK: u16 = 1 << 12;
 
 /// Most payload ops in one rule (the evaluator's per-rule state is this size).
-pub const MAX_OPS: usize = 64;
+pub const MAX_OPS: usize = crate::rules::MAX_DETECT;
 
 /// One payload keyword, fixed size.
 ///

@@ -359,6 +359,9 @@ pub struct Rule {
     pub keywords: Vec<String>,
 }
 
+/// Most payload keywords a rule may have (the evaluator's per-rule state has this size).
+pub const MAX_DETECT: usize = 64;
+
 /// Why a parsed rule cannot be evaluated yet.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Blocker {
@@ -371,6 +374,8 @@ pub enum Blocker {
     FlowTable(String),
     /// `flow:only_stream`: needs reassembled streams.
     Stream,
+    /// More than [`MAX_DETECT`] payload keywords.
+    TooManyKeywords(usize),
 }
 
 impl fmt::Display for Blocker {
@@ -381,13 +386,17 @@ impl fmt::Display for Blocker {
             Blocker::Pcre => write!(f, "pcre"),
             Blocker::FlowTable(k) => write!(f, "needs the flow table ({k})"),
             Blocker::Stream => write!(f, "needs stream reassembly (flow:only_stream)"),
+            Blocker::TooManyKeywords(n) => {
+                write!(f, "{n} payload keywords (at most {MAX_DETECT})")
+            }
         }
     }
 }
 
 impl Rule {
     /// Everything that keeps this rule from being evaluated, hardest first: protocol, the
-    /// first unknown keyword, pcre, then the flow-table keywords. Empty: it can be loaded.
+    /// first unknown keyword, too many payload keywords, pcre, then stream and flow-table
+    /// keywords. Empty: it can be loaded.
     pub fn blockers(&self) -> Vec<Blocker> {
         let mut out = Vec::new();
         if let Proto::AppLayer(p) = &self.proto {
@@ -395,6 +404,9 @@ impl Rule {
         }
         if let Some((k, _)) = self.unknown.first() {
             out.push(Blocker::Keyword(k.clone()));
+        }
+        if self.detect.len() > MAX_DETECT {
+            out.push(Blocker::TooManyKeywords(self.detect.len()));
         }
         if self
             .detect

@@ -306,6 +306,16 @@ fn flow_and_state_keywords_block_with_their_reason() {
 }
 
 #[test]
+fn too_many_payload_keywords_block() {
+    let opts = r#"content:"a"; "#.repeat(MAX_DETECT + 1);
+    let r = parse(&opts);
+    assert_eq!(r.blockers(), vec![Blocker::TooManyKeywords(MAX_DETECT + 1)]);
+    assert!(parse(&r#"content:"a"; "#.repeat(MAX_DETECT))
+        .blockers()
+        .is_empty());
+}
+
+#[test]
 fn loader_reports_and_strict_errors() {
     let text = "# a comment\n\nalert tcp any any -> any any (content:\"a\"; sid:1;)\n\
                 alert tcp any any -> any any (content:\"a\"; depth:0; sid:2;)\n\
