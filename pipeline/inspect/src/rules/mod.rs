@@ -393,7 +393,50 @@ impl fmt::Display for Blocker {
     }
 }
 
+/// A pattern a rule cannot match without: one of its positive contents, in its buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prefilter {
+    pub buffer: Buffer,
+    pub pattern: Vec<u8>,
+    pub nocase: bool,
+}
+
 impl Rule {
+    /// The pattern a multi-pattern prefilter can require for this rule: the content marked
+    /// `fast_pattern` (its `offset,length` part if given), else the longest positive content
+    /// (the first of equals). None when the rule has no positive content (it must be checked
+    /// on every frame). Any positive content must occur for the rule to match, so the choice
+    /// changes speed, never the result.
+    pub fn prefilter(&self) -> Option<Prefilter> {
+        let positive = self.detect.iter().filter_map(|(b, d)| match d {
+            Detect::Content(c) if !c.negated => Some((*b, c)),
+            _ => None,
+        });
+        let mut best: Option<(Buffer, &Content)> = None;
+        for (b, c) in positive {
+            if c.fast_pattern != FastPattern::No {
+                best = Some((b, c));
+                break;
+            }
+            if best.is_none_or(|(_, x)| c.pattern.len() > x.pattern.len()) {
+                best = Some((b, c));
+            }
+        }
+        let (buffer, c) = best?;
+        let pattern = match c.fast_pattern {
+            FastPattern::Part { offset, len } => {
+                let (o, l) = (usize::from(offset), usize::from(len));
+                c.pattern.get(o..o + l).unwrap_or(&c.pattern).to_vec()
+            }
+            _ => c.pattern.clone(),
+        };
+        Some(Prefilter {
+            buffer,
+            pattern,
+            nocase: c.nocase,
+        })
+    }
+
     /// Everything that keeps this rule from being evaluated, hardest first: protocol, the
     /// first unknown keyword, too many payload keywords, pcre, then stream and flow-table
     /// keywords. Empty: it can be loaded.

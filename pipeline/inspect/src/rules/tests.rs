@@ -387,3 +387,18 @@ fn variables_given_at_load() {
     );
     assert!(r.dst_ports.contains(8080));
 }
+
+#[test]
+fn prefilter_pattern_choice() {
+    let r = parse(r#"content:"ab"; content:!"longest"; content:"abc"; nocase; content:"xyz";"#);
+    let p = r.prefilter().unwrap();
+    assert_eq!(
+        (p.buffer, p.pattern.as_slice(), p.nocase),
+        (Buffer::Payload, &b"abc"[..], true)
+    );
+    let r = parse(r#"content:"abcdef"; content:"GET"; http_method; fast_pattern;"#);
+    assert_eq!(r.prefilter().unwrap().buffer, Buffer::HttpMethod);
+    let r = parse(r#"content:"abcdef"; fast_pattern:2,3;"#);
+    assert_eq!(r.prefilter().unwrap().pattern, b"cde");
+    assert_eq!(parse(r#"content:!"x"; dsize:3;"#).prefilter(), None);
+}
