@@ -118,15 +118,16 @@ pub fn parse(seg: &[u8]) -> HttpParse {
         } else if let Some(c) = line.iter().position(|&c| c == b':') {
             let name = trim(&line[..c]).to_vec();
             let value = trim(&line[c + 1..]).to_vec();
-            match headers
-                .iter_mut()
-                .find(|(n, _)| n.eq_ignore_ascii_case(&name))
-            {
-                Some(h) => {
-                    h.1.extend_from_slice(b", ");
-                    h.1.extend_from_slice(&value);
+            let key = name.to_ascii_lowercase();
+            match index.get(&key) {
+                Some(&i) => {
+                    headers[i].1.extend_from_slice(b", ");
+                    headers[i].1.extend_from_slice(&value);
                 }
-                None => headers.push((name, value)),
+                None => {
+                    index.insert(key, headers.len());
+                    headers.push((name, value));
+                }
             }
         }
         pos = next;
