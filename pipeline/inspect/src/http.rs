@@ -434,6 +434,24 @@ mod tests {
     }
 
     #[test]
+    fn many_headers_parse_in_linear_time() {
+        let mut seg = b"GET / HTTP/1.1\r\n".to_vec();
+        for i in 0..20_000 {
+            seg.extend_from_slice(format!("h{i}: v\r\nRepeat: x\r\n").as_bytes());
+        }
+        seg.extend_from_slice(b"\r\n");
+        let t = std::time::Instant::now();
+        let h = head(&seg);
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            t.elapsed()
+        );
+        let names = h.buffer(Buffer::HttpHeaderNames).unwrap();
+        assert_eq!(names.split(|&c| c == b'\n').count(), 20_001 + 3);
+    }
+
+    #[test]
     fn uri_normalization_edges() {
         assert_eq!(normalize_uri(b"/%"), b"/%");
         assert_eq!(normalize_uri(b"/%4"), b"/%4");

@@ -98,8 +98,9 @@ impl Variables {
     }
 }
 
-/// Variables may refer to variables; this bounds the chain (and catches cycles).
-const MAX_VAR_DEPTH: usize = 16;
+/// Bounds the nesting of lists, negations and variables (variables may refer to variables:
+/// this also catches cycles), so hostile input cannot exhaust the stack.
+const MAX_NEST: usize = 32;
 
 /// Sorted, merged union of inclusive intervals.
 fn normalize<T: Ord + Copy + Step>(mut v: Vec<(T, T)>) -> Vec<(T, T)> {
@@ -195,16 +196,16 @@ fn parse_set<T: Ord + Copy + Step>(
     atom: &Atom<T>,
 ) -> Result<Vec<(T, T)>, String> {
     let s = s.trim();
-    if depth > MAX_VAR_DEPTH {
+    if depth > MAX_NEST {
         return Err(format!(
-            "variables nest deeper than {MAX_VAR_DEPTH} (a cycle?)"
+            "lists, negations and variables nest deeper than {MAX_NEST} (a variable cycle?)"
         ));
     }
     if s.is_empty() {
         return Err("empty".into());
     }
     if let Some(rest) = s.strip_prefix('!') {
-        return Ok(complement(&parse_set(rest, vars, depth, atom)?));
+        return Ok(complement(&parse_set(rest, vars, depth + 1, atom)?));
     }
     if let Some(name) = s.strip_prefix('$') {
         let v = vars
@@ -225,10 +226,10 @@ fn parse_set<T: Ord + Copy + Step>(
         for item in split_list(inner)? {
             let item = item.trim();
             if let Some(n) = item.strip_prefix('!') {
-                neg.extend(parse_set(n, vars, depth, atom)?);
+                neg.extend(parse_set(n, vars, depth + 1, atom)?);
             } else {
                 any_pos = true;
-                pos.extend(parse_set(item, vars, depth, atom)?);
+                pos.extend(parse_set(item, vars, depth + 1, atom)?);
             }
         }
         let base = if any_pos {
@@ -405,5 +406,10 @@ mod tests {
         for bad in ["70000", "90:80", "x", "[80", "!any", "$NOPE", ":"] {
             assert!(parse_ports(bad, &v).is_err(), "{bad}");
         }
+        // Deep nesting is an error, not a stack overflow.
+        let deep = format!("{}1.1.1.1{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse_addrs(&deep, &v).unwrap_err().contains("nest deeper"));
+        assert!(parse_ports(&format!("{}80", "!".repeat(100_000)), &v).is_err());
+        assert!(parse_addrs(&format!("{}1.1.1.1{}", "[".repeat(20), "]".repeat(20)), &v).is_ok());
     }
 }
