@@ -173,7 +173,7 @@ fn sticky_buffer(k: &str) -> Option<Buffer> {
         "http.host" => Buffer::HttpHost,
         "http.host.raw" => Buffer::HttpRawHost,
         "http.cookie" => Buffer::HttpCookie,
-        "http.request_body" | "http_client_body_sticky" => Buffer::HttpClientBody,
+        "http.request_body" => Buffer::HttpClientBody,
         "http.stat_code" => Buffer::HttpStatCode,
         "http.stat_msg" => Buffer::HttpStatMsg,
         "file_data" | "file.data" | "http.response_body" => Buffer::FileData,
