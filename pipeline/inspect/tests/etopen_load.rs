@@ -91,3 +91,56 @@ fn etopen_2019_malformed_rules_are_named() {
     let e = load_dir(&dir, &strict).unwrap_err();
     assert_eq!(e.to_string(), errors[0]);
 }
+
+#[test]
+fn etopen_2019_loaded_rules_use_only_evaluated_keywords() {
+    let Some(dir) = flow_rules::input::require_corpus("ids/etopen-2019") else {
+        return;
+    };
+    let rep = load_dir(&dir, &LoadOptions::default()).expect("lenient load");
+    let mut seen = std::collections::BTreeSet::new();
+    for l in &rep.loaded {
+        seen.extend(l.rule.keywords.iter().cloned());
+    }
+    // Exactly what the evaluator implements, plus metadata and the prefilter hint.
+    let expected = [
+        "byte_jump",
+        "byte_test",
+        "classtype",
+        "content",
+        "depth",
+        "distance",
+        "dsize",
+        "fast_pattern",
+        "flags",
+        "flow",
+        "http_user_agent",
+        "icode",
+        "isdataat",
+        "itype",
+        "metadata",
+        "msg",
+        "nocase",
+        "offset",
+        "reference",
+        "rev",
+        "sid",
+        "within",
+    ];
+    assert_eq!(
+        seen.iter().map(String::as_str).collect::<Vec<_>>(),
+        expected
+    );
+    // `flow` in a loaded rule says only what is true of every packet.
+    for l in &rep.loaded {
+        if let Some(f) = l.rule.flow {
+            assert!(
+                !f.needs_flow_table() && !f.only_stream,
+                "{}:{}",
+                l.file,
+                l.line
+            );
+            assert!(f.stateless || f.no_stream);
+        }
+    }
+}
