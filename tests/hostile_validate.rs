@@ -426,11 +426,9 @@ fn pcap_inputs_are_checked_by_validate() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn one_file_read_and_written_is_refused() {
-    let dir = scratch("hostile-same-file");
+/// An empty rule file `rules.yaml` and a one-frame capture `in.pcap` in `dir`.
+fn rules_and_capture(dir: &Path) {
     std::fs::write(dir.join("rules.yaml"), "rules: []\n").unwrap();
-    // A small valid capture to replay.
     let mut w = pipeline::port::pcap::CaptureWriter::create(
         dir.join("in.pcap"),
         pipeline::port::pcap::WriteFormat::Pcap,
@@ -438,7 +436,12 @@ fn one_file_read_and_written_is_refused() {
     )
     .unwrap();
     w.write_frame(&[0u8; 60], 60, 0).unwrap();
-    drop(w);
+}
+
+#[test]
+fn one_file_read_and_written_is_refused() {
+    let dir = scratch("hostile-same-file");
+    rules_and_capture(&dir);
     let before = std::fs::read(dir.join("in.pcap")).unwrap();
     std::fs::create_dir_all(dir.join("sub")).unwrap();
     for tx in ["in.pcap", "./sub/../in.pcap"] {
@@ -479,15 +482,7 @@ metrics: {{ enabled: false }}
 #[test]
 fn a_tx_path_hard_linked_to_an_input_is_refused() {
     let dir = scratch("hostile-hard-link");
-    std::fs::write(dir.join("rules.yaml"), "rules: []\n").unwrap();
-    let mut w = pipeline::port::pcap::CaptureWriter::create(
-        dir.join("in.pcap"),
-        pipeline::port::pcap::WriteFormat::Pcap,
-        65535,
-    )
-    .unwrap();
-    w.write_frame(&[0u8; 60], 60, 0).unwrap();
-    drop(w);
+    rules_and_capture(&dir);
     let cfg = dir.join("cfg.yaml");
     for (target, other_key) in [
         ("in.pcap", "ports[0].pcap.rx.path"),
