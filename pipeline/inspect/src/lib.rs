@@ -5,3 +5,4 @@
 pub mod eval;
 pub mod http;
 pub mod rules;
+pub mod alert;
