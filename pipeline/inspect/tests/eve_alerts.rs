@@ -74,6 +74,19 @@ fn alert(i: u32, rules: u32) -> Alert {
     }
 }
 
+/// Runs `f` on a thread and fails the test if it has not returned within 10 s (a send that
+/// blocked would otherwise hang the test).
+fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(v) => v,
+        Err(_) => panic!("{what} did not return within 10 s: the data path blocked"),
+    }
+}
+
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let t = Instant::now();
     while !done() {
@@ -224,7 +237,9 @@ fn a_writer_that_cannot_write_never_blocks_the_data_path() {
     let tx = log.sender();
     // Nobody opened the FIFO for reading: the writer waits in open() and takes nothing.
     let t = Instant::now();
-    let accepted = (0..10_000).filter(|&i| tx.send(alert(i, 3))).count();
+    let accepted = bounded("10,000 sends", move || {
+        (0..10_000).filter(|&i| tx.send(alert(i, 3))).count()
+    });
     let took = t.elapsed();
     assert!(took < Duration::from_secs(2), "sends took {took:?}");
     assert_eq!(accepted, 8);
@@ -251,14 +266,18 @@ fn a_reader_that_stops_reading_fills_the_queue_not_the_data_path() {
     let tx = log.sender();
     // Open for reading and do not read: the pipe (64 KiB) fills, the writer blocks in write.
     let f = std::fs::File::open(&fifo).unwrap();
-    let t = Instant::now();
-    let mut sent = 0u64;
-    while log.counters().dropped < 1000 {
-        assert!(t.elapsed() < Duration::from_secs(20), "no drops: {:?}", log.counters());
-        tx.send(alert(sent as u32 * 2, 3));
-        sent += 1;
-    }
+    let sent = bounded("sends until 1000 drops", move || {
+        let (mut sent, mut dropped) = (0u64, 0u64);
+        while dropped < 1000 {
+            if !tx.send(alert(sent as u32 * 2, 3)) {
+                dropped += 1;
+            }
+            sent += 1;
+        }
+        sent
+    });
     let c = log.counters();
+    assert!(c.dropped >= 1000, "{c:?}");
     assert!(c.written < sent, "{c:?}");
     // Read now: everything that was queued gets out.
     let reader = std::thread::spawn(move || std::io::read_to_string(f).unwrap());
