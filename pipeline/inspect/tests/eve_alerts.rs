@@ -46,7 +46,13 @@ fn alert(i: u32, rules: u32) -> Alert {
         )
     };
     let (proto, l4) = match i % 4 {
-        0 => (6, L4::Ports { src: 40000, dst: 80 }),
+        0 => (
+            6,
+            L4::Ports {
+                src: 40000,
+                dst: 80,
+            },
+        ),
         1 => (17, L4::Ports { src: 5353, dst: 53 }),
         2 => (if v6 { 58 } else { 1 }, L4::Icmp { kind: 8, code: 0 }),
         _ => (47, L4::None),
@@ -171,7 +177,10 @@ fn every_line_is_eve_json_checked_by_python() {
         assert!(tx.send(alert(i, n_rules)), "queue of 4096 took alert {i}");
     }
     let c = log.shutdown();
-    assert_eq!((c.written, c.dropped, c.write_errors, c.lost), (1000, 0, 0, 0));
+    assert_eq!(
+        (c.written, c.dropped, c.write_errors, c.lost),
+        (1000, 0, 0, 0)
+    );
     assert_eq!(python_check(&path), 1000);
     // payload_max cut every payload to 64 bytes (base64 of 64 bytes: 88 characters).
     let text = std::fs::read_to_string(&path).unwrap();
@@ -200,7 +209,10 @@ fn etopen_messages_encode_as_valid_eve() {
     // standard table: their lines have no category).
     let unknown: Vec<u32> = cat.unknown_classtypes.iter().map(|u| u.0).collect();
     assert_eq!(unknown, [2017960, 2018014, 2019825, 2022886]);
-    assert!(cat.unknown_classtypes.iter().all(|u| u.1 == "Bitcoin-event"));
+    assert!(cat
+        .unknown_classtypes
+        .iter()
+        .all(|u| u.1 == "Bitcoin-event"));
     let n_rules = cat.len() as u32;
     assert!(n_rules > 10_000);
     let scratch = scratch("etopen");
@@ -229,7 +241,10 @@ fn etopen_messages_encode_as_valid_eve() {
 fn a_writer_that_cannot_write_never_blocks_the_data_path() {
     let dir = scratch("fifo");
     let fifo = dir.join("eve.fifo");
-    let st = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+    let st = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
     assert!(st.success());
     let mut cfg = EveConfig::new(&fifo);
     cfg.queue = 8;
@@ -258,7 +273,11 @@ fn a_writer_that_cannot_write_never_blocks_the_data_path() {
 fn a_reader_that_stops_reading_fills_the_queue_not_the_data_path() {
     let dir = scratch("fifo-stalled");
     let fifo = dir.join("eve.fifo");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
     let mut cfg = EveConfig::new(&fifo);
     cfg.queue = 64;
     cfg.payload = true;

@@ -35,11 +35,8 @@ pub struct ClassError {
 impl Classifications {
     /// The shipped table.
     pub fn standard() -> Self {
-        match Self::parse("classification.config (built in)", DEFAULT_CLASSIFICATION) {
-            Ok(c) => c,
-            // The shipped file is checked by a test; an empty table only loses categories.
-            Err(_) => Self::default(),
-        }
+        // The shipped file is checked by a test; an empty table would only lose categories.
+        Self::parse("classification.config (built in)", DEFAULT_CLASSIFICATION).unwrap_or_default()
     }
 
     /// Reads a table from a file.
@@ -73,11 +70,15 @@ impl Classifications {
                 .and_then(|r| r.strip_prefix("classification"))
                 .map(str::trim_start)
                 .and_then(|r| r.strip_prefix(':'))
-                .ok_or_else(|| err("expected `config classification: name,description,priority`".into()))?;
+                .ok_or_else(|| {
+                    err("expected `config classification: name,description,priority`".into())
+                })?;
             let mut parts = rest.splitn(3, ',').map(str::trim);
             let (Some(name), Some(desc), Some(prio)) = (parts.next(), parts.next(), parts.next())
             else {
-                return Err(err("expected three comma-separated fields: name,description,priority".into()));
+                return Err(err(
+                    "expected three comma-separated fields: name,description,priority".into(),
+                ));
             };
             if name.is_empty() || name.contains(char::is_whitespace) {
                 return Err(err(format!("classtype name {name:?}: must be one word")));
@@ -89,7 +90,11 @@ impl Classifications {
                 .parse::<u32>()
                 .ok()
                 .filter(|p| *p >= 1)
-                .ok_or_else(|| err(format!("classtype {name}: priority {prio:?}: must be an integer >= 1")))?;
+                .ok_or_else(|| {
+                    err(format!(
+                        "classtype {name}: priority {prio:?}: must be an integer >= 1"
+                    ))
+                })?;
             by_name.insert(
                 name.to_string(),
                 Class {

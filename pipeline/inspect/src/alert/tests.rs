@@ -22,10 +22,7 @@ fn tcp_alert() -> Alert {
             src: IpAddr::V4(Ipv4Addr::new(192, 168, 2, 7)),
             dst: IpAddr::V4(Ipv4Addr::new(10, 0, 250, 50)),
             proto: 6,
-            l4: L4::Ports {
-                src: 1041,
-                dst: 80,
-            },
+            l4: L4::Ports { src: 1041, dst: 80 },
             vlan: [None, None],
         },
         rule: 0,
@@ -95,11 +92,20 @@ fn eve_line_vlan_icmpv6_blocked_payload() {
 
 #[test]
 fn action_names() {
-    assert_eq!(AlertAction::of_rule(Action::Alert, true).as_str(), "allowed");
+    assert_eq!(
+        AlertAction::of_rule(Action::Alert, true).as_str(),
+        "allowed"
+    );
     assert_eq!(AlertAction::of_rule(Action::Drop, true).as_str(), "blocked");
-    assert_eq!(AlertAction::of_rule(Action::Reject, true).as_str(), "blocked");
+    assert_eq!(
+        AlertAction::of_rule(Action::Reject, true).as_str(),
+        "blocked"
+    );
     // IDS mode: a drop rule only alerts.
-    assert_eq!(AlertAction::of_rule(Action::Drop, false).as_str(), "allowed");
+    assert_eq!(
+        AlertAction::of_rule(Action::Drop, false).as_str(),
+        "allowed"
+    );
 }
 
 #[test]
@@ -118,7 +124,20 @@ fn timestamps_match_a_day_by_day_calendar() {
         let want = format!("{y:04}-{m:02}-{d:02}T00:00:00.000000+0000");
         assert_eq!(timestamp(day * 86_400 * 1_000_000_000), want, "day {day}");
         let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-        let len = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+        let len = [
+            31,
+            if leap { 29 } else { 28 },
+            31,
+            30,
+            31,
+            30,
+            31,
+            31,
+            30,
+            31,
+            30,
+            31,
+        ];
         d += 1;
         if d > len[m as usize - 1] {
             d = 1;
@@ -164,18 +183,12 @@ fn flow_id_is_one_per_flow() {
     let mut back = a;
     back.src = a.dst;
     back.dst = a.src;
-    back.l4 = L4::Ports {
-        src: 80,
-        dst: 1041,
-    };
+    back.l4 = L4::Ports { src: 80, dst: 1041 };
     assert_eq!(flow_id(&a), flow_id(&back));
     // Pinned: the id must not change between builds (logs are correlated across restarts).
     assert_eq!(flow_id(&a), 450_518_771_082_847);
     let mut other = a;
-    other.l4 = L4::Ports {
-        src: 1042,
-        dst: 80,
-    };
+    other.l4 = L4::Ports { src: 1042, dst: 80 };
     assert_ne!(flow_id(&a), flow_id(&other));
     let mut tagged = a;
     tagged.vlan = [Some(5), None];
@@ -240,7 +253,10 @@ fn standard_classification_table() {
 fn bad_classification_lines_name_file_and_line() {
     let cases = [
         ("config classification: a,b\n", "three comma-separated"),
-        ("\n# c\nclassification: a,b,1\n", "expected `config classification"),
+        (
+            "\n# c\nclassification: a,b,1\n",
+            "expected `config classification",
+        ),
         ("config classification: a,b,0\n", "priority \"0\""),
         ("config classification: a,b,x\n", "priority \"x\""),
         ("config classification: a b,c,1\n", "one word"),
@@ -302,10 +318,7 @@ fn rule_hits_top_and_bounded_series() {
         .iter()
         .map(|(l, v)| (l[0].1.clone(), *v))
         .collect();
-    assert_eq!(
-        flat,
-        [("10".into(), 7), ("20".into(), 7), ("30".into(), 1)]
-    );
+    assert_eq!(flat, [("10".into(), 7), ("20".into(), 7), ("30".into(), 1)]);
     assert!(hits.series(0).len() == 1);
 }
 
@@ -329,13 +342,25 @@ fn config_defaults_and_bad_values_name_the_key() {
             .to_string()
     };
     let cases = [
-        (r#"{"path":"/tmp/e","queue":0}"#, "eve.queue: 0: must be 1 to"),
-        (r#"{"path":"/tmp/e","queue":99999999}"#, "eve.queue: 99999999"),
+        (
+            r#"{"path":"/tmp/e","queue":0}"#,
+            "eve.queue: 0: must be 1 to",
+        ),
+        (
+            r#"{"path":"/tmp/e","queue":99999999}"#,
+            "eve.queue: 99999999",
+        ),
         (r#"{"path":"/tmp/e","payload_max":0}"#, "eve.payload_max: 0"),
-        (r#"{"path":"/tmp/e","payload_max":70000}"#, "eve.payload_max: 70000"),
+        (
+            r#"{"path":"/tmp/e","payload_max":70000}"#,
+            "eve.payload_max: 70000",
+        ),
         (r#"{"path":""}"#, "eve.path: empty"),
         (r#"{"path":"/tmp"}"#, "eve.path: /tmp: is a folder"),
-        (r#"{"path":"/nonexistent-dir/e.json"}"#, "folder /nonexistent-dir does not exist"),
+        (
+            r#"{"path":"/nonexistent-dir/e.json"}"#,
+            "folder /nonexistent-dir does not exist",
+        ),
         (
             r#"{"path":"/tmp/e","classification":"/nonexistent.config"}"#,
             "eve.classification: /nonexistent.config",
