@@ -380,3 +380,30 @@ fn without_payload_config_no_payload_is_kept() {
     assert!(!text.contains("payload"), "{text}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_log_that_cannot_be_opened_counts_and_recovers() {
+    let dir = scratch("reopen-fail");
+    let logs = dir.join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let path = logs.join("eve.json");
+    let log = AlertLog::start(&EveConfig::new(&path), small_catalog()).unwrap();
+    let handle = log.handle();
+    let tx = log.sender();
+    assert!(tx.send(alert(0, 3)));
+    wait_for("1 line written", || handle.counters().written == 1);
+    // The folder goes away and a reopen is asked for: the open fails, lines are lost.
+    std::fs::rename(&logs, dir.join("logs.old")).unwrap();
+    handle.reopen();
+    assert!(tx.send(alert(1, 3)));
+    wait_for("1 line lost", || handle.counters().lost == 1);
+    assert!(handle.counters().write_errors >= 1);
+    // The folder is back: the writer opens the file again by itself (at most 1 s later).
+    std::fs::create_dir(&logs).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    assert!(tx.send(alert(2, 3)));
+    let c = log.shutdown();
+    assert_eq!((c.written, c.lost, c.reopens), (2, 1, 1), "{c:?}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -14,7 +14,7 @@ mod tests;
 pub use classify::{ClassError, Classifications};
 pub use config::{EveConfig, EveConfigError};
 pub use counters::{RuleHit, RuleHits};
-pub use writer::{AlertLog, AlertLogCounters, AlertSender};
+pub use writer::{AlertLog, AlertLogCounters, AlertLogHandle, AlertSender};
 
 use crate::eval::Frame;
 use crate::rules::{Action, Rule};
@@ -108,6 +108,30 @@ pub struct Alert {
     pub payload: Option<Vec<u8>>,
 }
 
+impl Alert {
+    /// The alert for rule `rule` matching the evaluated frame `f`, received at `ts_ns`, with
+    /// its VLAN ids. The payload is copied only when `payload_max` is Some (what
+    /// [`AlertSender::wants_payload`] says), and at most that many bytes.
+    pub fn of_frame(
+        ts_ns: u64,
+        f: &Frame,
+        vlan: [Option<u16>; 2],
+        rule: u32,
+        action: AlertAction,
+        payload_max: Option<usize>,
+    ) -> Alert {
+        let mut tuple = Tuple::of_frame(f);
+        tuple.vlan = vlan;
+        Alert {
+            ts_ns,
+            tuple,
+            rule,
+            action,
+            payload: payload_max.map(|m| f.payload[..f.payload.len().min(m)].to_vec()),
+        }
+    }
+}
+
 /// What an alert line says of its rule, looked up by rule index.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleInfo {
@@ -159,6 +183,23 @@ impl RuleCatalog {
 
     pub fn get(&self, index: u32) -> Option<&RuleInfo> {
         self.rules.get(index as usize)
+    }
+
+    /// The summary's line of top rules: `sid 2001999 "msg": 12, sid 7 "msg": 3` (`none`
+    /// without hits).
+    pub fn top_text(&self, hits: &RuleHits, n: usize) -> String {
+        let top = hits.top(n);
+        if top.is_empty() {
+            return "none".into();
+        }
+        let parts: Vec<String> = top
+            .iter()
+            .map(|h| {
+                let msg = self.get(h.index).map_or("", |r| r.signature.as_str());
+                format!("sid {} {msg:?}: {}", h.sid, h.hits)
+            })
+            .collect();
+        parts.join(", ")
     }
 
     pub fn len(&self) -> usize {

@@ -1,6 +1,7 @@
 use super::classify::{Classifications, DEFAULT_CLASSIFICATION};
 use super::eve::{base64, encode, flow_id, printable, proto_name, timestamp};
 use super::*;
+use crate::eval::Frame;
 use crate::rules::{parse_rule, Variables};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -370,4 +371,59 @@ fn config_defaults_and_bad_values_name_the_key() {
         let s = check(json);
         assert!(s.contains(want), "{json}: {s}");
     }
+}
+
+#[test]
+fn alert_of_an_evaluated_frame() {
+    let payload = b"GET /index.html HTTP/1.1\r\n";
+    let f = Frame {
+        ip_proto: 6,
+        src: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        dst: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+        src_port: 50000,
+        dst_port: 80,
+        tcp_flags: 0x18,
+        icmp_type: 0,
+        icmp_code: 0,
+        payload,
+        http: None,
+    };
+    let a = Alert::of_frame(5, &f, [Some(9), None], 2, AlertAction::Allowed, Some(3));
+    assert_eq!(
+        a.tuple.l4,
+        L4::Ports {
+            src: 50000,
+            dst: 80
+        }
+    );
+    assert_eq!((a.tuple.vlan, a.rule, a.ts_ns), ([Some(9), None], 2, 5));
+    assert_eq!(a.payload.as_deref(), Some(&b"GET"[..]));
+    let a = Alert::of_frame(5, &f, [None, None], 2, AlertAction::Allowed, None);
+    assert_eq!(a.payload, None);
+    let icmp = Frame {
+        ip_proto: 1,
+        icmp_type: 8,
+        icmp_code: 1,
+        ..f
+    };
+    assert_eq!(Tuple::of_frame(&icmp).l4, L4::Icmp { kind: 8, code: 1 });
+    let gre = Frame { ip_proto: 47, ..f };
+    assert_eq!(Tuple::of_frame(&gre).l4, L4::None);
+}
+
+#[test]
+fn summary_line_of_top_rules() {
+    let cat = catalog(&[
+        RULE,
+        r#"alert tcp any any -> any any (msg:"second"; sid:5; rev:1;)"#,
+    ]);
+    let hits = RuleHits::new(&cat);
+    assert_eq!(cat.top_text(&hits, 5), "none");
+    hits.add(1, 4);
+    hits.add(0, 2);
+    assert_eq!(
+        cat.top_text(&hits, 5),
+        r#"sid 5 "second": 4, sid 2001999 "ET MALWARE BTGrab.com Spyware Downloading Ads": 2"#
+    );
+    assert_eq!(cat.top_text(&hits, 1), r#"sid 5 "second": 4"#);
 }

@@ -84,6 +84,28 @@ impl AlertSender {
     }
 }
 
+/// Reopen requests and counters of a running log, from any thread.
+#[derive(Debug, Clone)]
+pub struct AlertLogHandle(Arc<Shared>);
+
+impl AlertLogHandle {
+    /// See [`AlertLog::reopen`].
+    pub fn reopen(&self) {
+        self.0.reopen.store(true, Ordering::SeqCst);
+    }
+
+    pub fn counters(&self) -> AlertLogCounters {
+        let s = &self.0;
+        AlertLogCounters {
+            written: s.written.load(Ordering::Relaxed),
+            dropped: s.dropped.load(Ordering::Relaxed),
+            write_errors: s.write_errors.load(Ordering::Relaxed),
+            lost: s.lost.load(Ordering::Relaxed),
+            reopens: s.reopens.load(Ordering::Relaxed),
+        }
+    }
+}
+
 /// The running alert log.
 #[derive(Debug)]
 pub struct AlertLog {
@@ -132,21 +154,20 @@ impl AlertLog {
         self.sender.clone()
     }
 
+    /// A handle for the threads that ask for reopens (a signal handler) or read counters
+    /// (metrics).
+    pub fn handle(&self) -> AlertLogHandle {
+        AlertLogHandle(self.sender.shared.clone())
+    }
+
     /// Asks the writer to close and reopen the file (after log rotation renamed it; what
     /// SIGHUP asks for). Alerts queued after this call go to the new file.
     pub fn reopen(&self) {
-        self.sender.shared.reopen.store(true, Ordering::SeqCst);
+        self.handle().reopen();
     }
 
     pub fn counters(&self) -> AlertLogCounters {
-        let s = &self.sender.shared;
-        AlertLogCounters {
-            written: s.written.load(Ordering::Relaxed),
-            dropped: s.dropped.load(Ordering::Relaxed),
-            write_errors: s.write_errors.load(Ordering::Relaxed),
-            lost: s.lost.load(Ordering::Relaxed),
-            reopens: s.reopens.load(Ordering::Relaxed),
-        }
+        self.handle().counters()
     }
 
     /// Writes what is queued, closes the file and ends the thread; the final counters. Waits
