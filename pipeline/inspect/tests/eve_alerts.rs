@@ -107,7 +107,8 @@ const CHECK_PY: &str = r#"
 import json, re, sys, base64
 TS = re.compile(r'^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}[+-]\d{4}$')
 TOP = {"timestamp","flow_id","event_type","vlan","src_ip","src_port","dest_ip","dest_port",
-       "proto","icmp_type","icmp_code","alert","payload","payload_printable"}
+       "proto","ip_v","icmp_type","icmp_code","pkt_src","alert","payload","payload_printable"}
+import ipaddress
 ALERT = {"action","gid","signature_id","rev","signature","category","severity","metadata"}
 n = 0
 for raw in open(sys.argv[1], encoding="utf-8"):
@@ -118,13 +119,15 @@ for raw in open(sys.argv[1], encoding="utf-8"):
     assert e["event_type"] == "alert"
     assert isinstance(e["flow_id"], int) and 0 <= e["flow_id"] < 2**53
     for k in ("src_ip", "dest_ip"):
-        assert isinstance(e[k], str) and e[k]
+        assert ipaddress.ip_address(e[k]).version == e["ip_v"], (k, e[k], e["ip_v"])
+    assert e["pkt_src"] == "wire/pcap"
     assert e["proto"] in ("TCP", "UDP", "ICMP", "IPv6-ICMP", "GRE", "SCTP") or e["proto"].isdigit(), e["proto"]
     if e["proto"] in ("TCP", "UDP"):
         assert all(isinstance(e[k], int) and 0 <= e[k] < 65536 for k in ("src_port", "dest_port"))
     else:
         assert "src_port" not in e and "dest_port" not in e
     if e["proto"] in ("ICMP", "IPv6-ICMP"):
+        assert e["ip_v"] == (6 if e["proto"] == "IPv6-ICMP" else 4)
         assert isinstance(e["icmp_type"], int) and isinstance(e["icmp_code"], int)
     if "vlan" in e:
         assert 1 <= len(e["vlan"]) <= 2 and all(0 <= v < 4096 for v in e["vlan"])

@@ -24,10 +24,12 @@ struct Line<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     dest_port: Option<u16>,
     proto: String,
+    ip_v: u8,
     #[serde(skip_serializing_if = "Option::is_none")]
     icmp_type: Option<u8>,
     #[serde(skip_serializing_if = "Option::is_none")]
     icmp_code: Option<u8>,
+    pkt_src: &'static str,
     alert: AlertObj<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     payload: Option<String>,
@@ -86,9 +88,12 @@ pub fn encode(a: &Alert, rule: &RuleInfo, payload: bool, out: &mut Vec<u8>) {
         src_port,
         dest_ip: a.tuple.dst.to_string(),
         dest_port,
-        proto: proto_name(a.tuple.proto, a.tuple.src.is_ipv6()),
+        proto: proto_name(a.tuple.proto),
+        ip_v: if a.tuple.src.is_ipv6() { 6 } else { 4 },
         icmp_type,
         icmp_code,
+        // Every alerted frame was received from a port (Suricata's name for such packets).
+        pkt_src: "wire/pcap",
         alert: AlertObj {
             action: a.action.as_str(),
             gid: rule.gid,
@@ -138,8 +143,9 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
-/// EVE's `proto`: the protocol's name, or its number for one without a name here.
-pub fn proto_name(proto: u8, ipv6: bool) -> String {
+/// EVE's `proto`: the protocol's name (as `/etc/protocols` spells it, by number only), or its
+/// number for one without a name here.
+pub fn proto_name(proto: u8) -> String {
     match proto {
         1 => "ICMP",
         2 => "IGMP",
@@ -148,7 +154,7 @@ pub fn proto_name(proto: u8, ipv6: bool) -> String {
         47 => "GRE",
         50 => "ESP",
         51 => "AH",
-        58 if ipv6 => "IPv6-ICMP",
+        58 => "IPv6-ICMP",
         132 => "SCTP",
         _ => return proto.to_string(),
     }

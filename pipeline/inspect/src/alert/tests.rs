@@ -43,7 +43,7 @@ fn eve_line_of_a_handcrafted_alert_is_exact() {
         concat!(
             r#"{{"timestamp":"2009-11-24T21:27:09.534255+0000","flow_id":{},"event_type":"alert","#,
             r#""src_ip":"192.168.2.7","src_port":1041,"dest_ip":"10.0.250.50","dest_port":80,"proto":"TCP","#,
-            r#""alert":{{"action":"allowed","gid":1,"signature_id":2001999,"rev":9,"#,
+            r#""ip_v":4,"pkt_src":"wire/pcap","alert":{{"action":"allowed","gid":1,"signature_id":2001999,"rev":9,"#,
             r#""signature":"ET MALWARE BTGrab.com Spyware Downloading Ads","#,
             r#""category":"A Network Trojan was detected","severity":1,"#,
             r#""metadata":{{"created_at":["2010_07_30"],"updated_at":["2019_07_26"]}}}}}}"#,
@@ -77,7 +77,8 @@ fn eve_line_vlan_icmpv6_blocked_payload() {
     let want = format!(
         concat!(
             r#"{{"timestamp":"2019-01-01T12:00:00.123456+0000","flow_id":{},"event_type":"alert","vlan":[100,7],"#,
-            r#""src_ip":"2001:db8::1","dest_ip":"2001:db8::2","proto":"IPv6-ICMP","icmp_type":128,"icmp_code":0,"#,
+            r#""src_ip":"2001:db8::1","dest_ip":"2001:db8::2","proto":"IPv6-ICMP","ip_v":6,"#,
+            r#""icmp_type":128,"icmp_code":0,"pkt_src":"wire/pcap","#,
             r#""alert":{{"action":"blocked","gid":3,"signature_id":7,"rev":2,"signature":"ping \"quoted\"","severity":4}},"#,
             r#""payload":"YWIADQr/eg==","payload_printable":"ab.\r\n.z"}}"#,
             "\n"
@@ -171,11 +172,12 @@ fn base64_rfc4648_vectors() {
 
 #[test]
 fn proto_names() {
-    assert_eq!(proto_name(6, false), "TCP");
-    assert_eq!(proto_name(17, true), "UDP");
-    assert_eq!(proto_name(1, false), "ICMP");
-    assert_eq!(proto_name(58, true), "IPv6-ICMP");
-    assert_eq!(proto_name(253, false), "253");
+    assert_eq!(proto_name(6), "TCP");
+    assert_eq!(proto_name(17), "UDP");
+    assert_eq!(proto_name(1), "ICMP");
+    assert_eq!(proto_name(58), "IPv6-ICMP");
+    assert_eq!(proto_name(132), "SCTP");
+    assert_eq!(proto_name(253), "253");
 }
 
 #[test]
