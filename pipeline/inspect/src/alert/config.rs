@@ -1,5 +1,6 @@
 //! The alert log's configuration (`eve:`) and its checks: every error names its key.
 
+use super::classify::{ClassError, Classifications};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -7,6 +8,8 @@ use std::path::{Path, PathBuf};
 pub const MAX_QUEUE: usize = 1 << 20;
 /// Most payload bytes an alert line may carry.
 pub const MAX_PAYLOAD: usize = 65_535;
+/// Most payload bytes the queue may hold (`queue` x `payload_max` with `payload` on).
+pub const MAX_QUEUED_PAYLOAD: usize = 256 << 20;
 
 /// `eve:` in the pipeline configuration (docs/inspect-alerts.md).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -74,6 +77,19 @@ impl EveConfig {
                 format!("{}: must be 1 to {MAX_PAYLOAD} bytes", self.payload_max),
             ));
         }
+        if self.payload && self.queue.saturating_mul(self.payload_max) > MAX_QUEUED_PAYLOAD {
+            return Err(bad(
+                "queue",
+                format!(
+                    "{} alerts of up to {} payload bytes (eve.payload_max) may hold {} MiB: \
+                     at most {} MiB; lower eve.queue or eve.payload_max",
+                    self.queue,
+                    self.payload_max,
+                    self.queue.saturating_mul(self.payload_max) >> 20,
+                    MAX_QUEUED_PAYLOAD >> 20
+                ),
+            ));
+        }
         check_path(&self.path)?;
         if let Some(c) = &self.classification {
             if !c.is_file() {
@@ -84,6 +100,16 @@ impl EveConfig {
             }
         }
         Ok(())
+    }
+}
+
+impl EveConfig {
+    /// The classification table: `eve.classification` when set, else the built-in one.
+    pub fn classifications(&self) -> Result<Classifications, ClassError> {
+        match &self.classification {
+            Some(p) => Classifications::load(p),
+            None => Ok(Classifications::standard()),
+        }
     }
 }
 

@@ -359,6 +359,10 @@ fn config_defaults_and_bad_values_name_the_key() {
             "eve.payload_max: 70000",
         ),
         (r#"{"path":""}"#, "eve.path: empty"),
+        (
+            r#"{"path":"/tmp/e","payload":true,"queue":1048576}"#,
+            "eve.queue: 1048576 alerts of up to 4096 payload bytes (eve.payload_max) may hold 4096 MiB",
+        ),
         (r#"{"path":"/tmp"}"#, "eve.path: /tmp: is a folder"),
         (
             r#"{"path":"/nonexistent-dir/e.json"}"#,
@@ -373,6 +377,16 @@ fn config_defaults_and_bad_values_name_the_key() {
         let s = check(json);
         assert!(s.contains(want), "{json}: {s}");
     }
+    // Without payload the same queue is fine; the default queue with payload is too.
+    let c: EveConfig = serde_json::from_str(r#"{"path":"/tmp/e","queue":1048576}"#).unwrap();
+    c.check().unwrap();
+    let c: EveConfig = serde_json::from_str(r#"{"path":"/tmp/e","payload":true}"#).unwrap();
+    c.check().unwrap();
+    assert_eq!(c.classifications().unwrap().len(), 43);
+    let mut c = c;
+    c.classification = Some("/nonexistent.config".into());
+    let e = c.classifications().unwrap_err().to_string();
+    assert!(e.starts_with("/nonexistent.config:0: cannot read"), "{e}");
 }
 
 #[test]

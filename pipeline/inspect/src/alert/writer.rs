@@ -125,6 +125,7 @@ impl AlertLog {
             payload: cfg.payload,
             rules,
             rx,
+            queue: cfg.queue,
             shared: shared.clone(),
             file: None,
             last_open: None,
@@ -195,6 +196,7 @@ struct Writer {
     payload: bool,
     rules: Arc<RuleCatalog>,
     rx: Receiver<Alert>,
+    queue: usize,
     shared: Arc<Shared>,
     file: Option<File>,
     last_open: Option<Instant>,
@@ -242,7 +244,9 @@ impl Writer {
                 }
             }
             if self.shared.stop.load(Ordering::SeqCst) {
-                while let Ok(a) = self.rx.try_recv() {
+                // What was queued when stop was asked, not what senders keep adding after.
+                for _ in 0..self.queue {
+                    let Ok(a) = self.rx.try_recv() else { break };
                     self.take(a);
                     if self.buf.len() >= FLUSH_BYTES {
                         self.flush();
