@@ -72,7 +72,8 @@ impl Serialize for Metadata<'_> {
 
 /// Appends the EVE line of `a` (its rule described by `rule`) and a `\n` to `out`. `payload`
 /// adds `payload` (base64) and `payload_printable` when the alert carries payload bytes.
-pub fn encode(a: &Alert, rule: &RuleInfo, payload: bool, out: &mut Vec<u8>) {
+/// False (nothing appended) if serializing failed.
+pub fn encode(a: &Alert, rule: &RuleInfo, payload: bool, out: &mut Vec<u8>) -> bool {
     let (src_port, dest_port, icmp_type, icmp_code) = match a.tuple.l4 {
         L4::Ports { src, dst } => (Some(src), Some(dst), None, None),
         L4::Icmp { kind, code } => (None, None, Some(kind), Some(code)),
@@ -107,10 +108,13 @@ pub fn encode(a: &Alert, rule: &RuleInfo, payload: bool, out: &mut Vec<u8>) {
         payload: bytes.map(base64),
         payload_printable: bytes.map(printable),
     };
-    // Serializing plain structs of strings and integers into a Vec cannot fail.
-    if serde_json::to_writer(&mut *out, &line).is_ok() {
-        out.push(b'\n');
+    let start = out.len();
+    if serde_json::to_writer(&mut *out, &line).is_err() {
+        out.truncate(start);
+        return false;
     }
+    out.push(b'\n');
+    true
 }
 
 /// Suricata's timestamp: `YYYY-MM-DDTHH:MM:SS.uuuuuu+0000` (microseconds, UTC offset).

@@ -37,7 +37,7 @@ fn eve_line_of_a_handcrafted_alert_is_exact() {
     let cat = catalog(&[RULE]);
     let a = tcp_alert();
     let mut out = Vec::new();
-    encode(&a, &cat.rules[0], false, &mut out);
+    assert!(encode(&a, &cat.rules[0], false, &mut out));
     let fid = flow_id(&a.tuple);
     let want = format!(
         concat!(
@@ -73,7 +73,7 @@ fn eve_line_vlan_icmpv6_blocked_payload() {
         payload: Some(b"ab\x00\r\n\xffz".to_vec()),
     };
     let mut out = Vec::new();
-    encode(&a, &cat.rules[0], true, &mut out);
+    assert!(encode(&a, &cat.rules[0], true, &mut out));
     let want = format!(
         concat!(
             r#"{{"timestamp":"2019-01-01T12:00:00.123456+0000","flow_id":{},"event_type":"alert","vlan":[100,7],"#,
@@ -88,7 +88,7 @@ fn eve_line_vlan_icmpv6_blocked_payload() {
     assert_eq!(String::from_utf8(out).unwrap(), want);
     // The same alert without payload output: no payload fields.
     let mut out = Vec::new();
-    encode(&a, &cat.rules[0], false, &mut out);
+    assert!(encode(&a, &cat.rules[0], false, &mut out));
     assert!(!String::from_utf8(out).unwrap().contains("payload"));
 }
 

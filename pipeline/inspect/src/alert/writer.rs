@@ -270,8 +270,11 @@ impl Writer {
             self.shared.lost.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        eve::encode(&a, rule, self.payload, &mut self.buf);
-        self.pending += 1;
+        if eve::encode(&a, rule, self.payload, &mut self.buf) {
+            self.pending += 1;
+        } else {
+            self.shared.lost.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     fn open_due(&self) -> bool {
