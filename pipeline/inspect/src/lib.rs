@@ -2,6 +2,7 @@
 //! skipped with a reason, matched by a multi-pattern prefilter and each candidate rule's full
 //! check, with one semantics in Rust (here) and CUDA (`gpu-kernels/cuda/inspect*.cuh`).
 
+pub mod alert;
 pub mod eval;
 pub mod http;
 pub mod rules;
