@@ -446,8 +446,8 @@ impl FlowTable {
                 out: out.len(),
             });
         }
-        for i in 0..n {
-            out[i] = self.apply(&metas[i], frames[i], now_ns[i]);
+        for (((m, f), &t), r) in metas.iter().zip(frames).zip(now_ns).zip(out.iter_mut()) {
+            *r = self.apply(m, f, t);
         }
         Ok(())
     }
