@@ -84,20 +84,22 @@ typedef struct pw_flow_window {
 } pw_flow_window;
 PW_STATIC_ASSERT(sizeof(pw_flow_window) == 16, "pw_flow_window size");
 
-/* table::FlowEntry */
+/* table::FlowEntry: what a bucket visit reads (key, state, flags, last seen) is in the first 64
+ * bytes, one cache line. */
 typedef struct pw_flow_entry {
     pw_flow_key key;           /*   0 */
-    uint64_t first_seen_ns;    /*  40 */
+    uint8_t state;             /*  40 TCP state */
+    uint8_t flags;             /*  41 PW_FLOW_EF_* */
+    uint16_t reserved;         /*  42 */
+    uint16_t tcp_flags[2];     /*  44 OR of the flags seen */
     uint64_t last_seen_ns;     /*  48 */
-    uint64_t packets[2];       /*  56 [original, reply] */
-    uint64_t bytes[2];         /*  72 IP bytes */
-    uint16_t tcp_flags[2];     /*  88 OR of the flags seen */
-    uint8_t state;             /*  92 TCP state */
-    uint8_t flags;             /*  93 PW_FLOW_EF_* */
-    uint16_t reserved;         /*  94 */
+    uint64_t first_seen_ns;    /*  56 */
+    uint64_t packets[2];       /*  64 [original, reply] */
+    uint64_t bytes[2];         /*  80 IP bytes */
     pw_flow_window window[2];  /*  96 strict */
 } pw_flow_entry;
 PW_STATIC_ASSERT(sizeof(pw_flow_entry) == PW_FLOW_ENTRY_SIZE, "pw_flow_entry size");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_flow_entry, last_seen_ns) == 48, "pw_flow_entry.last_seen_ns");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_flow_entry, window) == 96, "pw_flow_entry.window");
 
 /* table::FlowTableAbi */

@@ -36,23 +36,24 @@ pub struct TcpWindow {
 }
 
 /// One flow (`pw_flow_entry`, 128 bytes). Index 0 of the per-direction arrays is the original
-/// direction (the one of the frame that created the flow), 1 the reply.
+/// direction (the one of the frame that created the flow), 1 the reply. What a bucket visit reads
+/// of every entry (key, state, flags, last seen) is in its first 64 bytes: one cache line.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FlowEntry {
     pub key: FlowKey,
-    pub first_seen_ns: u64,
-    pub last_seen_ns: u64,
-    pub packets: [u64; 2],
-    /// IP bytes (IPv4 total length, IPv6 40 + payload length).
-    pub bytes: [u64; 2],
-    /// OR of the TCP flags seen.
-    pub tcp_flags: [u16; 2],
     /// TCP: a [`tcp::st`] state; 0 for other protocols.
     pub state: u8,
     /// [`ef`] bits.
     pub flags: u8,
     pub reserved: u16,
+    /// OR of the TCP flags seen.
+    pub tcp_flags: [u16; 2],
+    pub last_seen_ns: u64,
+    pub first_seen_ns: u64,
+    pub packets: [u64; 2],
+    /// IP bytes (IPv4 total length, IPv6 40 + payload length).
+    pub bytes: [u64; 2],
     pub window: [TcpWindow; 2],
 }
 
@@ -463,11 +464,11 @@ impl FlowTable {
         let base = self.bucket_of(&p.key) as usize * BUCKET_ENTRIES;
         let mut found = None;
         for i in base..base + BUCKET_ENTRIES {
-            let e = self.entries[i];
+            let e = &self.entries[i];
             if e.flags & ef::OCCUPIED == 0 {
                 continue;
             }
-            if self.expired(&e, now_ns) {
+            if self.expired(e, now_ns) {
                 self.entries[i] = FlowEntry::default();
                 self.counters.expired += 1;
             } else if e.key == p.key {
