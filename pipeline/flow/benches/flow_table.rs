@@ -18,20 +18,35 @@ fn parse(frame: &[u8]) -> PacketMeta {
     let mut m = PacketMeta::default();
     // SAFETY: the frame pointer and length describe a live slice; `m` is the 144-byte
     // pw_packet_meta pw_host_parse writes.
-    unsafe { ffi::pw_host_parse(frame.as_ptr(), frame.len() as u32, &mut m as *mut _ as *mut u8) };
+    unsafe {
+        ffi::pw_host_parse(
+            frame.as_ptr(),
+            frame.len() as u32,
+            &mut m as *mut _ as *mut u8,
+        )
+    };
     m
 }
 
 /// Flow i's frame (client i -> a server).
 fn frame(i: u32) -> Vec<u8> {
     let c: IpAddr = (0x0a00_0000 | (i >> 8)).to_be_bytes().into();
-    udp_frame(None, (c, 1024 + (i & 0xff) as u16), ("192.0.2.1".parse().unwrap(), 53), 18)
+    udp_frame(
+        None,
+        (c, 1024 + (i & 0xff) as u16),
+        ("192.0.2.1".parse().unwrap(), 53),
+        18,
+    )
 }
 
 fn lookups(c: &mut Criterion) {
     let mut g = c.benchmark_group("flow_table");
     g.throughput(Throughput::Elements(BATCH as u64));
-    for (name, entries, load_pct) in [("1M", 1u64 << 20, 50u64), ("1M", 1 << 20, 90), ("4K", 4096, 50)] {
+    for (name, entries, load_pct) in [
+        ("1M", 1u64 << 20, 50u64),
+        ("1M", 1 << 20, 90),
+        ("4K", 4096, 50),
+    ] {
         let mut t = FlowTable::new(entries, Timeouts::default()).unwrap();
         let flows = (entries * load_pct / 100) as u32;
         for i in 0..flows {

@@ -49,8 +49,14 @@ impl FlowKey {
 pub fn hash(key: &FlowKey, seed: u32) -> u32 {
     let mut h = seed;
     for w in key.words() {
-        let k = w.wrapping_mul(0xcc9e_2d51).rotate_left(15).wrapping_mul(0x1b87_3593);
-        h = (h ^ k).rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
+        let k = w
+            .wrapping_mul(0xcc9e_2d51)
+            .rotate_left(15)
+            .wrapping_mul(0x1b87_3593);
+        h = (h ^ k)
+            .rotate_left(13)
+            .wrapping_mul(5)
+            .wrapping_add(0xe654_6b64);
     }
     h ^= 40;
     h ^= h >> 16;
@@ -66,7 +72,9 @@ pub enum Kind {
     Tcp,
     Udp,
     /// ICMP / ICMPv6 echo; `request` is true for a request.
-    Echo { request: bool },
+    Echo {
+        request: bool,
+    },
     /// Any other IP protocol (SCTP with its ports, the rest with port 0).
     Other,
 }
@@ -179,10 +187,8 @@ pub fn classify(meta: &PacketMeta, frame: &[u8]) -> Result<Packet, NoFlow> {
     let (mut sport, mut dport) = (0u16, 0u16);
     let echo = (proto == PROTO_ICMP && meta.ip_version == 4)
         || (proto == PROTO_ICMPV6 && meta.ip_version == 6);
-    if proto == PROTO_TCP || proto == PROTO_UDP || proto == PROTO_SCTP || echo {
-        if !has_l4 {
-            return Err(NoFlow::Invalid);
-        }
+    if (proto == PROTO_TCP || proto == PROTO_UDP || proto == PROTO_SCTP || echo) && !has_l4 {
+        return Err(NoFlow::Invalid);
     }
     if proto == PROTO_TCP {
         p.kind = Kind::Tcp;
@@ -193,7 +199,9 @@ pub fn classify(meta: &PacketMeta, frame: &[u8]) -> Result<Packet, NoFlow> {
         p.win = rd16(frame, l4 + 14).ok_or(NoFlow::Invalid)? as u16;
         p.seg_len = ip_len.saturating_sub((l4 - l3.min(l4)) as u32 + doff);
         if p.tcp_flags & 0x02 != 0 && doff > 20 {
-            let opts = frame.get(l4 + 20..l4 + doff as usize).ok_or(NoFlow::Invalid)?;
+            let opts = frame
+                .get(l4 + 20..l4 + doff as usize)
+                .ok_or(NoFlow::Invalid)?;
             p.wscale = tcp_wscale(opts);
         }
         (sport, dport) = (meta.src_port, meta.dst_port);

@@ -41,7 +41,14 @@ fn eth(vlan: Option<u16>, v6: bool) -> Vec<u8> {
 
 /// An IP packet of protocol `proto` around `l4`; `frag` = (offset in 8-byte units, more
 /// fragments) for IPv4.
-fn ip(vlan: Option<u16>, src: IpAddr, dst: IpAddr, proto: u8, l4: &[u8], frag: (u16, bool)) -> Vec<u8> {
+fn ip(
+    vlan: Option<u16>,
+    src: IpAddr,
+    dst: IpAddr,
+    proto: u8,
+    l4: &[u8],
+    frag: (u16, bool),
+) -> Vec<u8> {
     let mut f;
     match (src, dst) {
         (IpAddr::V6(s), IpAddr::V6(d)) => {
@@ -105,7 +112,14 @@ pub fn udp_frame(vlan: Option<u16>, src: Ep, dst: Ep, len: u16) -> Vec<u8> {
 }
 
 /// An ICMP (IPv4) or ICMPv6 (IPv6) echo request or reply.
-pub fn echo_frame(vlan: Option<u16>, src: IpAddr, dst: IpAddr, request: bool, id: u16, seq: u16) -> Vec<u8> {
+pub fn echo_frame(
+    vlan: Option<u16>,
+    src: IpAddr,
+    dst: IpAddr,
+    request: bool,
+    id: u16,
+    seq: u16,
+) -> Vec<u8> {
     let v6 = src.is_ipv6();
     let ty = match (v6, request) {
         (false, true) => 8,
@@ -123,7 +137,14 @@ pub fn echo_frame(vlan: Option<u16>, src: IpAddr, dst: IpAddr, request: bool, id
 /// An IPv4 UDP fragment: the first (with the UDP header) or a later one.
 pub fn fragment_frame(src: Ep, dst: Ep, first: bool) -> Vec<u8> {
     let l4 = udp_frame(None, src, dst, 32)[34..].to_vec();
-    ip(None, src.0, dst.0, 17, &l4, if first { (0, true) } else { (64, false) })
+    ip(
+        None,
+        src.0,
+        dst.0,
+        17,
+        &l4,
+        if first { (0, true) } else { (64, false) },
+    )
 }
 
 /// An ARP request (not IP: untracked).
@@ -208,9 +229,19 @@ fn addr(v6: bool, host: u32, server: bool) -> IpAddr {
 /// One conversation's frames, in order.
 fn conversation(rng: &mut Rng, c: &GenConfig) -> Vec<Vec<u8>> {
     let v6 = rng.chance(c.ipv6_pct);
-    let vlan = if rng.chance(c.vlan_pct) { Some(1 + rng.below(4) as u16) } else { None };
-    let cl: Ep = (addr(v6, rng.below(c.clients as u64) as u32 + 1, false), 1024 + rng.below(60000) as u16);
-    let sv: Ep = (addr(v6, rng.below(16) as u32 + 1, true), [80, 443, 53, 22][rng.below(4) as usize]);
+    let vlan = if rng.chance(c.vlan_pct) {
+        Some(1 + rng.below(4) as u16)
+    } else {
+        None
+    };
+    let cl: Ep = (
+        addr(v6, rng.below(c.clients as u64) as u32 + 1, false),
+        1024 + rng.below(60000) as u16,
+    );
+    let sv: Ep = (
+        addr(v6, rng.below(16) as u32 + 1, true),
+        [80, 443, 53, 22][rng.below(4) as usize],
+    );
     match rng.below(10) {
         0..=5 => tcp_conversation(rng, vlan, cl, sv),
         6..=7 => {
@@ -224,14 +255,31 @@ fn conversation(rng: &mut Rng, c: &GenConfig) -> Vec<Vec<u8>> {
         8 => {
             let id = rng.below(65536) as u16;
             (0..1 + rng.below(4) as u16)
-                .flat_map(|s| [echo_frame(vlan, cl.0, sv.0, true, id, s), echo_frame(vlan, sv.0, cl.0, false, id, s)])
+                .flat_map(|s| {
+                    [
+                        echo_frame(vlan, cl.0, sv.0, true, id, s),
+                        echo_frame(vlan, sv.0, cl.0, false, id, s),
+                    ]
+                })
                 .collect()
         }
         _ => match rng.below(3) {
             0 => vec![arp_frame()],
             1 if !v6 => vec![fragment_frame(cl, sv, true), fragment_frame(cl, sv, false)],
             // Data on a connection whose handshake was not seen (picked up mid-stream).
-            _ => vec![tcp_frame(vlan, cl, sv, Tcp { flags: 0x18, seq: 5000, ack: 9000, win: 1000, len: 100, wscale: None })],
+            _ => vec![tcp_frame(
+                vlan,
+                cl,
+                sv,
+                Tcp {
+                    flags: 0x18,
+                    seq: 5000,
+                    ack: 9000,
+                    win: 1000,
+                    len: 100,
+                    wscale: None,
+                },
+            )],
         },
     }
 }
@@ -243,14 +291,50 @@ fn tcp_conversation(rng: &mut Rng, vlan: Option<u16>, cl: Ep, sv: Ep) -> Vec<Vec
     let (mut cs, mut ss) = (rng.next_u64() as u32, rng.next_u64() as u32);
     let ws = if rng.chance(50) { Some(7) } else { None };
     let f = |src: Ep, dst: Ep, flags: u16, seq: u32, ack: u32, len: u16| {
-        tcp_frame(vlan, src, dst, Tcp { flags, seq, ack, win: 8192, len, wscale: None })
+        tcp_frame(
+            vlan,
+            src,
+            dst,
+            Tcp {
+                flags,
+                seq,
+                ack,
+                win: 8192,
+                len,
+                wscale: None,
+            },
+        )
     };
-    v.push(tcp_frame(vlan, cl, sv, Tcp { flags: 0x02, seq: cs, ack: 0, win: 64240, len: 0, wscale: ws }));
+    v.push(tcp_frame(
+        vlan,
+        cl,
+        sv,
+        Tcp {
+            flags: 0x02,
+            seq: cs,
+            ack: 0,
+            win: 64240,
+            len: 0,
+            wscale: ws,
+        },
+    ));
     if rng.chance(10) {
         return v; // a SYN with no answer
     }
     cs = cs.wrapping_add(1);
-    v.push(tcp_frame(vlan, sv, cl, Tcp { flags: 0x12, seq: ss, ack: cs, win: 65160, len: 0, wscale: ws }));
+    v.push(tcp_frame(
+        vlan,
+        sv,
+        cl,
+        Tcp {
+            flags: 0x12,
+            seq: ss,
+            ack: cs,
+            win: 65160,
+            len: 0,
+            wscale: ws,
+        },
+    ));
     ss = ss.wrapping_add(1);
     v.push(f(cl, sv, 0x10, cs, ss, 0));
     for _ in 0..rng.below(6) {
@@ -293,7 +377,11 @@ pub fn generate(c: &GenConfig) -> Vec<GenFrame> {
         }
         let i = rng.below(open.len() as u64) as usize;
         if let Some(bytes) = open[i].pop_front() {
-            t += if rng.chance(c.idle_pct) { c.idle_ns } else { rng.below(2 * c.gap_ns.max(1)) };
+            t += if rng.chance(c.idle_pct) {
+                c.idle_ns
+            } else {
+                rng.below(2 * c.gap_ns.max(1))
+            };
             out.push(GenFrame { bytes, time_ns: t });
         }
         if open[i].is_empty() {

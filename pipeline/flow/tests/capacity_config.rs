@@ -5,7 +5,9 @@ mod common;
 
 use common::*;
 use pktwarp_flow::testgen::{self, Rng};
-use pktwarp_flow::{bytes_needed, outcome, FlowConfig, FlowError, FlowTable, Timeouts, MAX_ENTRIES};
+use pktwarp_flow::{
+    bytes_needed, outcome, FlowConfig, FlowError, FlowTable, Timeouts, MAX_ENTRIES,
+};
 
 #[test]
 fn a_table_never_holds_more_than_its_capacity_and_its_memory_is_the_computed_size() {
@@ -18,9 +20,16 @@ fn a_table_never_holds_more_than_its_capacity_and_its_memory_is_the_computed_siz
         let s = ep(S, 53);
         let mut full = 0;
         for i in 0..(4 * n) {
-            let c = (std::net::IpAddr::from((rng.next_u64() as u32).to_be_bytes()), 1 + i as u16);
+            let c = (
+                std::net::IpAddr::from((rng.next_u64() as u32).to_be_bytes()),
+                1 + i as u16,
+            );
             // Request, reply, request: assured, so nothing can be evicted.
-            for f in [testgen::udp_frame(None, c, s, 1), testgen::udp_frame(None, s, c, 1), testgen::udp_frame(None, c, s, 1)] {
+            for f in [
+                testgen::udp_frame(None, c, s, 1),
+                testgen::udp_frame(None, s, c, 1),
+                testgen::udp_frame(None, c, s, 1),
+            ] {
                 let r = t.apply(&parse(&f), &f, 1000 + i);
                 full += (r.outcome == outcome::TABLE_FULL) as u64;
             }
@@ -46,13 +55,31 @@ fn config_err(yaml: &str) -> String {
 #[test]
 fn bad_config_values_are_clear_errors() {
     for (yaml, want) in [
-        ("entries: 0", "key `entries`: a flow table needs at least one bucket (8 entries), got 0"),
+        (
+            "entries: 0",
+            "key `entries`: a flow table needs at least one bucket (8 entries), got 0",
+        ),
         ("entries: 12", "key `entries`: 12 is not a multiple of 8"),
-        ("entries: 4294967296", "is more than the limit of 2147483648"),
-        ("entries: 64\ntimeouts: { tcp_established: 0 }", "key `timeouts.tcp_established`: a timeout must be at least 1 second"),
-        ("entries: 64\ntimeouts: { udp_unreplied: 0 }", "key `timeouts.udp_unreplied`"),
-        ("entries: 64\ntimeouts: { icmp: 99999999999 }", "key `timeouts.icmp`: 99999999999 s is more than the limit"),
-        ("entries: 64\ntimeouts: { tcp_establish: 10 }", "unknown field `tcp_establish`"),
+        (
+            "entries: 4294967296",
+            "is more than the limit of 2147483648",
+        ),
+        (
+            "entries: 64\ntimeouts: { tcp_established: 0 }",
+            "key `timeouts.tcp_established`: a timeout must be at least 1 second",
+        ),
+        (
+            "entries: 64\ntimeouts: { udp_unreplied: 0 }",
+            "key `timeouts.udp_unreplied`",
+        ),
+        (
+            "entries: 64\ntimeouts: { icmp: 99999999999 }",
+            "key `timeouts.icmp`: 99999999999 s is more than the limit",
+        ),
+        (
+            "entries: 64\ntimeouts: { tcp_establish: 10 }",
+            "unknown field `tcp_establish`",
+        ),
         ("entries: 64\nstrict: yes\nsize: 1", "unknown field `size`"),
         ("strict: true", "missing field `entries`"),
         ("entries: -8", "entries"),
@@ -64,7 +91,10 @@ fn bad_config_values_are_clear_errors() {
 
 #[test]
 fn a_good_config_reads_with_defaults() {
-    let c: FlowConfig = serde_saphyr::from_str("entries: 1048576\nstrict: true\ntimeouts: { tcp_established: 7200 }").unwrap();
+    let c: FlowConfig = serde_saphyr::from_str(
+        "entries: 1048576\nstrict: true\ntimeouts: { tcp_established: 7200 }",
+    )
+    .unwrap();
     assert_eq!(c.timeouts.tcp_established, 7200);
     assert_eq!(c.timeouts.udp_unreplied, Timeouts::default().udp_unreplied);
     let t = FlowTable::from_config(&c).unwrap();
@@ -86,6 +116,12 @@ fn burst_slices_of_different_lengths_are_an_error() {
     let f = testgen::arp_frame();
     let m = parse(&f);
     let mut out = [Default::default(); 1];
-    let e = t.apply_burst(&[m, m], &[&f, &f], &[1, 2], &mut out).unwrap_err();
-    assert!(e.to_string().contains("2 metas, 2 frames, 2 times, 1 results"), "{e}");
+    let e = t
+        .apply_burst(&[m, m], &[&f, &f], &[1, 2], &mut out)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("2 metas, 2 frames, 2 times, 1 results"),
+        "{e}"
+    );
 }

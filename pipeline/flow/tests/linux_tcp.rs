@@ -34,7 +34,11 @@ fn run(name: &str, steps: &[Step], expect_ct: Option<&[u8]>) -> Vec<FlowResult> 
     let mut results = Vec::new();
     let mut last_state = 0u8;
     for (i, &(who, flags, want)) in steps.iter().enumerate() {
-        let f = if who == 'c' { seg(c, s, flags, 1, 1, 0) } else { seg(s, c, flags, 1, 1, 0) };
+        let f = if who == 'c' {
+            seg(c, s, flags, 1, 1, 0)
+        } else {
+            seg(s, c, flags, 1, 1, 0)
+        };
         let m = parse(&f);
         let now = 1_000_000_000 + i as u64;
         let r = t.apply(&m, &f, now);
@@ -42,15 +46,28 @@ fn run(name: &str, steps: &[Step], expect_ct: Option<&[u8]>) -> Vec<FlowResult> 
         assert_eq!(r, rc, "{name} step {i}: Rust vs CUDA");
         let state = t.records().next().map(|r| r.tcp_state).unwrap_or(0);
         if want == IV {
-            assert_eq!(r.outcome, outcome::INVALID, "{name} step {i} ({who} {flags}): want invalid, got {r:?}");
-            assert_eq!(r.ct_state, ct::INVALID);
-            assert_eq!(state, last_state, "{name} step {i}: an invalid frame changed the state");
-        } else {
-            assert_eq!(r.outcome, outcome::TRACKED, "{name} step {i} ({who} {flags}): {r:?}");
             assert_eq!(
-                state, want,
+                r.outcome,
+                outcome::INVALID,
+                "{name} step {i} ({who} {flags}): want invalid, got {r:?}"
+            );
+            assert_eq!(r.ct_state, ct::INVALID);
+            assert_eq!(
+                state, last_state,
+                "{name} step {i}: an invalid frame changed the state"
+            );
+        } else {
+            assert_eq!(
+                r.outcome,
+                outcome::TRACKED,
+                "{name} step {i} ({who} {flags}): {r:?}"
+            );
+            assert_eq!(
+                state,
+                want,
                 "{name} step {i} ({who} {flags}): state {} want {}",
-                st::NAMES[state as usize], st::NAMES[want as usize]
+                st::NAMES[state as usize],
+                st::NAMES[want as usize]
             );
         }
         last_state = state;
@@ -71,16 +88,16 @@ fn three_way_handshake_data_and_fin_both_ways() {
     let r = run(
         "handshake+fin",
         &[
-            ('c', "S", SS),   // orig syn: sNO -> sSS
-            ('s', "SA", SR),  // reply synack: sSS -> sSR
-            ('c', "A", ES),   // orig ack: sSR -> sES
-            ('c', "PA", ES),  // orig ack: sES -> sES
-            ('s', "A", ES),   // reply ack: sES -> sES
-            ('c', "FA", FW),  // orig fin: sES -> sFW
-            ('s', "A", CW),   // reply ack: sFW -> sCW
-            ('s', "FA", LA),  // reply fin: sCW -> sLA
-            ('c', "A", TW),   // orig ack: sLA -> sTW
-            ('c', "A", TW),   // orig ack: sTW -> sTW (retransmitted last ACK)
+            ('c', "S", SS),  // orig syn: sNO -> sSS
+            ('s', "SA", SR), // reply synack: sSS -> sSR
+            ('c', "A", ES),  // orig ack: sSR -> sES
+            ('c', "PA", ES), // orig ack: sES -> sES
+            ('s', "A", ES),  // reply ack: sES -> sES
+            ('c', "FA", FW), // orig fin: sES -> sFW
+            ('s', "A", CW),  // reply ack: sFW -> sCW
+            ('s', "FA", LA), // reply fin: sCW -> sLA
+            ('c', "A", TW),  // orig ack: sLA -> sTW
+            ('c', "A", TW),  // orig ack: sTW -> sTW (retransmitted last ACK)
         ],
         Some(&[N, E, E, E, E, G, G, G, D, D]),
     );

@@ -38,7 +38,13 @@ fn a_record_counts_each_direction_from_the_original_sender() {
 
 #[test]
 fn flows_expire_at_last_seen_plus_their_timeout_and_sweep_reports_them() {
-    let to = Timeouts { udp_unreplied: 30, udp_replied: 120, icmp: 30, tcp_syn_sent: 120, ..Timeouts::default() };
+    let to = Timeouts {
+        udp_unreplied: 30,
+        udp_replied: 120,
+        icmp: 30,
+        tcp_syn_sent: 120,
+        ..Timeouts::default()
+    };
     let mut t = FlowTable::new(1024, to).unwrap();
     let (c, s) = (ep(C, 1000), ep(S, 53));
     let udp1 = testgen::udp_frame(None, c, s, 10);
@@ -51,7 +57,17 @@ fn flows_expire_at_last_seen_plus_their_timeout_and_sweep_reports_them() {
     for f in [&udp1, &rep, &udp2, &syn, &ping, &pong] {
         cts.push(t.apply(&parse(f), f, 10 * SEC).ct_state);
     }
-    assert_eq!(cts, [ct::NEW, ct::ESTABLISHED, ct::NEW, ct::NEW, ct::NEW, ct::ESTABLISHED]);
+    assert_eq!(
+        cts,
+        [
+            ct::NEW,
+            ct::ESTABLISHED,
+            ct::NEW,
+            ct::NEW,
+            ct::NEW,
+            ct::ESTABLISHED
+        ]
+    );
     assert_eq!(t.len(), 4);
     let mut out = Vec::new();
     // One ns before 30 s of idleness: nothing; at 30 s the unreplied UDP and the ICMP flows.
@@ -98,10 +114,16 @@ fn an_expired_flow_is_reclaimed_when_its_bucket_is_visited_and_starts_anew() {
     let req = testgen::udp_frame(None, c, s, 10);
     let rep = testgen::udp_frame(None, s, c, 10);
     assert_eq!(t.apply(&parse(&req), &req, SEC).ct_state, ct::NEW);
-    assert_eq!(t.apply(&parse(&rep), &rep, 2 * SEC).ct_state, ct::ESTABLISHED);
+    assert_eq!(
+        t.apply(&parse(&rep), &rep, 2 * SEC).ct_state,
+        ct::ESTABLISHED
+    );
     // 120 s after the reply (replied timeout): the reply now opens a new flow, as original.
     let r = t.apply(&parse(&rep), &rep, 122 * SEC);
-    assert_eq!((r.ct_state, r.dir, r.outcome), (ct::NEW, 0, outcome::TRACKED));
+    assert_eq!(
+        (r.ct_state, r.dir, r.outcome),
+        (ct::NEW, 0, outcome::TRACKED)
+    );
     assert_eq!(t.counters().expired, 1);
     assert_eq!(t.counters().created, 2);
     assert_eq!(t.records().next().unwrap().packets, [1, 0]);
@@ -117,7 +139,10 @@ fn untracked_and_invalid_frames_are_counted_and_make_no_flow() {
         (testgen::arp_frame(), outcome::UNTRACKED),
         (testgen::fragment_frame(c, s, true), outcome::UNTRACKED),
         (testgen::fragment_frame(c, s, false), outcome::UNTRACKED),
-        (testgen::echo_frame(None, v4(S), v4(C), false, 1, 1), outcome::INVALID),
+        (
+            testgen::echo_frame(None, v4(S), v4(C), false, 1, 1),
+            outcome::INVALID,
+        ),
         (truncated, outcome::INVALID),
     ];
     for (f, want) in &frames {

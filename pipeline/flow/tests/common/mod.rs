@@ -16,7 +16,13 @@ pub fn parse(frame: &[u8]) -> PacketMeta {
     assert_eq!(std::mem::size_of::<PacketMeta>(), META_SIZE);
     // SAFETY: the frame pointer and length describe a live slice; `m` is a PacketMeta of
     // META_SIZE bytes, the size pw_host_parse writes (pw_packet_meta, pinned by core's tests).
-    unsafe { ffi::pw_host_parse(frame.as_ptr(), frame.len() as u32, &mut m as *mut _ as *mut u8) };
+    unsafe {
+        ffi::pw_host_parse(
+            frame.as_ptr(),
+            frame.len() as u32,
+            &mut m as *mut _ as *mut u8,
+        )
+    };
     m
 }
 
@@ -38,7 +44,13 @@ impl CudaTable {
     }
 
     /// One burst through pw_flow_burst_* with `nthreads` emulated threads.
-    pub fn burst(&mut self, metas: &[PacketMeta], frames: &[&[u8]], now: &[u64], nthreads: u32) -> Vec<FlowResult> {
+    pub fn burst(
+        &mut self,
+        metas: &[PacketMeta],
+        frames: &[&[u8]],
+        now: &[u64],
+        nthreads: u32,
+    ) -> Vec<FlowResult> {
         let n = metas.len();
         assert!(frames.len() == n && now.len() == n);
         let abi = self.abi_of.abi(self.entries.as_mut_ptr() as u64);
@@ -92,5 +104,17 @@ pub fn seg(src: Ep, dst: Ep, flags: &str, seq: u32, ack: u32, len: u16) -> Vec<u
         "none" => 0,
         other => panic!("flags {other}"),
     };
-    testgen::tcp_frame(None, src, dst, Tcp { flags: f, seq, ack, win: 1000, len, wscale: None })
+    testgen::tcp_frame(
+        None,
+        src,
+        dst,
+        Tcp {
+            flags: f,
+            seq,
+            ack,
+            win: 1000,
+            len,
+            wscale: None,
+        },
+    )
 }
