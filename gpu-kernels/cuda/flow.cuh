@@ -65,6 +65,7 @@
 #define PW_FLOW_K_ECHO_REQ 2u
 #define PW_FLOW_K_ECHO_REP 3u
 #define PW_FLOW_K_OTHER 4u
+#define PW_FLOW_K_RELATED 5u
 
 /* key::FlowKey: endpoint a = the smaller (address, port). */
 typedef struct pw_flow_key {
@@ -225,6 +226,54 @@ PW_DEVICE bool pw_flow_ep_le(const uint32_t *a, uint16_t ap, const uint32_t *b, 
     return ap <= bp;
 }
 
+/* key::is_icmp_error */
+PW_DEVICE bool pw_flow_icmp_error(uint32_t v, uint32_t ty) {
+    if (v == 4u) return ty == 3u || ty == 4u || ty == 5u || ty == 11u || ty == 12u;
+    return ty >= 1u && ty <= 4u;
+}
+
+/* key::quoted: the packet an ICMP error quotes (IP header at `off`); returns 0, or
+ * PW_FLOW_INVALID / PW_FLOW_UNTRACKED. */
+PW_DEVICE uint8_t pw_flow_quoted(const uint8_t *f, uint32_t len, uint32_t off, uint32_t v, uint32_t *src,
+                                 uint32_t *dst, uint16_t *sp, uint16_t *dp, uint32_t *proto) {
+    if (off >= len) return PW_FLOW_INVALID;
+    uint32_t b0 = f[off], l4 = 0, x = 0;
+    if ((b0 >> 4) != v) return PW_FLOW_INVALID;
+    for (uint32_t i = 0; i < 4u; i++) src[i] = dst[i] = 0;
+    if (v == 4u) {
+        uint32_t ihl = (b0 & 0xfu) * 4u;
+        if (ihl < 20u) return PW_FLOW_INVALID;
+        if (!pw_flow_rd16(f, len, off + 6u, &x)) return PW_FLOW_INVALID;
+        if (x & 0x1fffu) return PW_FLOW_UNTRACKED;
+        if (!pw_flow_rd32(f, len, off + 12u, &src[0]) || !pw_flow_rd32(f, len, off + 16u, &dst[0]))
+            return PW_FLOW_INVALID;
+        if (off + 9u >= len) return PW_FLOW_INVALID;
+        *proto = f[off + 9u];
+        l4 = off + ihl;
+    } else {
+        for (uint32_t i = 0; i < 4u; i++)
+            if (!pw_flow_rd32(f, len, off + 8u + 4u * i, &src[i]) || !pw_flow_rd32(f, len, off + 24u + 4u * i, &dst[i]))
+                return PW_FLOW_INVALID;
+        if (off + 6u >= len) return PW_FLOW_INVALID;
+        *proto = f[off + 6u];
+        l4 = off + 40u;
+    }
+    uint32_t echo_proto = v == 4u ? 1u : 58u, a = 0, b = 0;
+    if (*proto == 6u || *proto == 17u || *proto == 132u) {
+        if (!pw_flow_rd16(f, len, l4, &a) || !pw_flow_rd16(f, len, l4 + 2u, &b)) return PW_FLOW_INVALID;
+    } else if (*proto == echo_proto) {
+        if (l4 >= len) return PW_FLOW_INVALID;
+        uint32_t ty = f[l4];
+        bool echo = v == 4u ? (ty == 8u || ty == 0u) : (ty == 128u || ty == 129u);
+        if (!echo) return PW_FLOW_UNTRACKED;
+        if (!pw_flow_rd16(f, len, l4 + 4u, &a)) return PW_FLOW_INVALID;
+        b = a;
+    }
+    *sp = (uint16_t)a;
+    *dp = (uint16_t)b;
+    return 0;
+}
+
 /* key::classify, plus the bucket. */
 PW_DEVICE void pw_flow_classify(const pw_flow_table *t, const pw_packet_meta *m, const uint8_t *f, uint32_t len,
                                 pw_flow_pkt *p) {
@@ -250,6 +299,11 @@ PW_DEVICE void pw_flow_classify(const pw_flow_table *t, const pw_packet_meta *m,
     bool has_l4 = (m->flags & PW_MF_L4) != 0u;
     if ((proto == 6u || proto == 17u || proto == 132u || echo) && !has_l4) { p->none = PW_FLOW_INVALID; return; }
     uint16_t sport = 0, dport = 0;
+    uint32_t src[4], dst[4];
+    for (uint32_t i = 0; i < 4u; i++) {
+        src[i] = m->src_ip[i];
+        dst[i] = m->dst_ip[i];
+    }
     if (proto == 6u) {
         uint32_t w = 0;
         p->kind = PW_FLOW_K_TCP;
@@ -278,16 +332,24 @@ PW_DEVICE void pw_flow_classify(const pw_flow_table *t, const pw_packet_meta *m,
         dport = m->dst_port;
     } else if (echo) {
         uint32_t req = m->ip_version == 4u ? 8u : 128u, rep = m->ip_version == 4u ? 0u : 129u, id = 0;
-        if (m->icmp_type != req && m->icmp_type != rep) { p->none = PW_FLOW_UNTRACKED; return; }
-        p->kind = m->icmp_type == req ? PW_FLOW_K_ECHO_REQ : PW_FLOW_K_ECHO_REP;
-        if (!pw_flow_rd16(f, len, l4 + 4u, &id)) { p->none = PW_FLOW_INVALID; return; }
-        sport = dport = (uint16_t)id;
+        if (pw_flow_icmp_error(m->ip_version, m->icmp_type)) {
+            p->kind = PW_FLOW_K_RELATED;
+            p->none = pw_flow_quoted(f, len, l4 + 8u, m->ip_version, src, dst, &sport, &dport, &proto);
+            if (p->none) return;
+        } else if (m->icmp_type != req && m->icmp_type != rep) {
+            p->none = PW_FLOW_UNTRACKED;
+            return;
+        } else {
+            p->kind = m->icmp_type == req ? PW_FLOW_K_ECHO_REQ : PW_FLOW_K_ECHO_REP;
+            if (!pw_flow_rd16(f, len, l4 + 4u, &id)) { p->none = PW_FLOW_INVALID; return; }
+            sport = dport = (uint16_t)id;
+        }
     }
-    bool from_a = pw_flow_ep_le(m->src_ip, sport, m->dst_ip, dport);
+    bool from_a = pw_flow_ep_le(src, sport, dst, dport);
     p->from_a = from_a ? 1u : 0u;
     for (uint32_t i = 0; i < 4u; i++) {
-        p->key.addr[0][i] = from_a ? m->src_ip[i] : m->dst_ip[i];
-        p->key.addr[1][i] = from_a ? m->dst_ip[i] : m->src_ip[i];
+        p->key.addr[0][i] = from_a ? src[i] : dst[i];
+        p->key.addr[1][i] = from_a ? dst[i] : src[i];
     }
     p->key.port[0] = from_a ? sport : dport;
     p->key.port[1] = from_a ? dport : sport;
@@ -512,6 +574,12 @@ PW_DEVICE pw_flow_result pw_flow_apply_pkt(const pw_flow_table *t, pw_flow_count
         } else if (pw_flow_key_eq(&b[i].key, &p->key)) {
             found = (int32_t)i;
         }
+    }
+    if (p->kind == PW_FLOW_K_RELATED) {
+        /* An ICMP error about a flow: related, the other way than the quoted packet; no change. */
+        if (found < 0) return pw_flow_invalid(c);
+        uint32_t orig_from_a = (b[found].flags & PW_FLOW_EF_ORIG_FROM_A) ? 1u : 0u;
+        return pw_flow_res(PW_CT_RELATED, (uint32_t)p->from_a == orig_from_a ? 1u : 0u, PW_FLOW_TRACKED);
     }
     if (found >= 0) return pw_flow_update(t, c, &b[found], p, now);
     uint32_t state = 0;

@@ -75,6 +75,9 @@ pub enum Kind {
     Echo {
         request: bool,
     },
+    /// An ICMP / ICMPv6 error about the flow of the packet it quotes (the key and direction are
+    /// the quoted packet's).
+    Related,
     /// Any other IP protocol (SCTP with its ports, the rest with port 0).
     Other,
 }
@@ -145,6 +148,67 @@ fn rd32(f: &[u8], off: usize) -> Option<u32> {
     Some(rd16(f, off)? << 16 | rd16(f, off + 2)?)
 }
 
+/// ICMP destination unreachable, source quench, redirect, time exceeded, parameter problem;
+/// ICMPv6 destination unreachable, packet too big, time exceeded, parameter problem.
+fn is_icmp_error(ip_version: u8, icmp_type: u8) -> bool {
+    if ip_version == 4 {
+        matches!(icmp_type, 3 | 4 | 5 | 11 | 12)
+    } else {
+        matches!(icmp_type, 1..=4)
+    }
+}
+
+/// The quoted packet of an ICMP error (its IP header at `off`): source, destination, ports (the
+/// echo id for an echo) and protocol. Not an IP header of the outer version, or cut before its
+/// ports: invalid; a quoted later fragment (no ports) or ICMP message other than echo:
+/// untracked. IPv6 extension headers are not walked (the next header is the protocol).
+#[allow(clippy::type_complexity)]
+fn quoted(f: &[u8], off: usize, v: u8) -> Result<([u32; 4], [u32; 4], u16, u16, u8), NoFlow> {
+    let b0 = *f.get(off).ok_or(NoFlow::Invalid)?;
+    if b0 >> 4 != v {
+        return Err(NoFlow::Invalid);
+    }
+    let (mut src, mut dst) = ([0u32; 4], [0u32; 4]);
+    let (proto, l4) = if v == 4 {
+        let ihl = (b0 as usize & 0xf) * 4;
+        if ihl < 20 {
+            return Err(NoFlow::Invalid);
+        }
+        if rd16(f, off + 6).ok_or(NoFlow::Invalid)? & 0x1fff != 0 {
+            return Err(NoFlow::Untracked);
+        }
+        src[0] = rd32(f, off + 12).ok_or(NoFlow::Invalid)?;
+        dst[0] = rd32(f, off + 16).ok_or(NoFlow::Invalid)?;
+        (*f.get(off + 9).ok_or(NoFlow::Invalid)?, off + ihl)
+    } else {
+        for i in 0..4 {
+            src[i] = rd32(f, off + 8 + 4 * i).ok_or(NoFlow::Invalid)?;
+            dst[i] = rd32(f, off + 24 + 4 * i).ok_or(NoFlow::Invalid)?;
+        }
+        (*f.get(off + 6).ok_or(NoFlow::Invalid)?, off + 40)
+    };
+    let echo_proto = if v == 4 { PROTO_ICMP } else { PROTO_ICMPV6 };
+    let (sp, dp) = if proto == PROTO_TCP || proto == PROTO_UDP || proto == PROTO_SCTP {
+        let sp = rd16(f, l4).ok_or(NoFlow::Invalid)? as u16;
+        (sp, rd16(f, l4 + 2).ok_or(NoFlow::Invalid)? as u16)
+    } else if proto == echo_proto {
+        let ty = *f.get(l4).ok_or(NoFlow::Invalid)?;
+        let echo = if v == 4 {
+            ty == 8 || ty == 0
+        } else {
+            ty == 128 || ty == 129
+        };
+        if !echo {
+            return Err(NoFlow::Untracked);
+        }
+        let id = rd16(f, l4 + 4).ok_or(NoFlow::Invalid)? as u16;
+        (id, id)
+    } else {
+        (0, 0)
+    };
+    Ok((src, dst, sp, dp, proto))
+}
+
 /// The frame's flow facts, from the parse metadata and the frame (docs/flow-table.md, "Flow
 /// key"): non-IP frames and IP fragments are untracked; an outer IP or L4 parse error is
 /// invalid.
@@ -185,6 +249,7 @@ pub fn classify(meta: &PacketMeta, frame: &[u8]) -> Result<Packet, NoFlow> {
         wscale: NO_WSCALE,
     };
     let (mut sport, mut dport) = (0u16, 0u16);
+    let (mut src_ip, mut dst_ip, mut kproto) = (meta.src_ip, meta.dst_ip, proto);
     let echo = (proto == PROTO_ICMP && meta.ip_version == 4)
         || (proto == PROTO_ICMPV6 && meta.ip_version == 6);
     if (proto == PROTO_TCP || proto == PROTO_UDP || proto == PROTO_SCTP || echo) && !has_l4 {
@@ -216,17 +281,22 @@ pub fn classify(meta: &PacketMeta, frame: &[u8]) -> Result<Packet, NoFlow> {
         } else {
             (128, 129)
         };
-        if meta.icmp_type != req && meta.icmp_type != rep {
+        if is_icmp_error(meta.ip_version, meta.icmp_type) {
+            p.kind = Kind::Related;
+            let q = quoted(frame, l4 + 8, meta.ip_version)?;
+            (src_ip, dst_ip, sport, dport, kproto) = q;
+        } else if meta.icmp_type != req && meta.icmp_type != rep {
             return Err(NoFlow::Untracked);
+        } else {
+            p.kind = Kind::Echo {
+                request: meta.icmp_type == req,
+            };
+            let id = rd16(frame, l4 + 4).ok_or(NoFlow::Invalid)? as u16;
+            (sport, dport) = (id, id);
         }
-        p.kind = Kind::Echo {
-            request: meta.icmp_type == req,
-        };
-        let id = rd16(frame, l4 + 4).ok_or(NoFlow::Invalid)? as u16;
-        (sport, dport) = (id, id);
     }
-    let src = (meta.src_ip, sport);
-    let dst = (meta.dst_ip, dport);
+    let src = (src_ip, sport);
+    let dst = (dst_ip, dport);
     p.from_a = src <= dst;
     let (a, b) = if p.from_a { (src, dst) } else { (dst, src) };
     p.key = FlowKey {
@@ -237,7 +307,7 @@ pub fn classify(meta: &PacketMeta, frame: &[u8]) -> Result<Packet, NoFlow> {
         } else {
             0
         },
-        proto,
+        proto: kproto,
         ip_version: meta.ip_version,
     };
     Ok(p)

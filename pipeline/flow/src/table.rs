@@ -95,7 +95,7 @@ pub mod ct {
     pub const NEW: u8 = 1;
     /// A reply was seen (this frame may be it).
     pub const ESTABLISHED: u8 = 2;
-    /// Reserved for ICMP errors about a tracked flow (not produced yet).
+    /// An ICMP / ICMPv6 error about a tracked flow.
     pub const RELATED: u8 = 3;
     pub const INVALID: u8 = 4;
     /// TCP FIN_WAIT, CLOSE_WAIT, LAST_ACK.
@@ -475,6 +475,16 @@ impl FlowTable {
                 found = Some(i);
             }
         }
+        if p.kind == Kind::Related {
+            // An ICMP error about a flow: `related`, going the other way than the packet it
+            // quotes; the flow is not changed. About no flow: invalid (as Linux).
+            let Some(i) = found else {
+                return self.invalid();
+            };
+            let orig_from_a = self.entries[i].flags & ef::ORIG_FROM_A != 0;
+            let dir = (p.from_a == orig_from_a) as u8;
+            return FlowResult::of(ct::RELATED, dir, outcome::TRACKED);
+        }
         if let Some(i) = found {
             return self.update(i, p, now_ns);
         }
@@ -578,7 +588,7 @@ impl FlowTable {
                     e.flags |= ef::SEEN_REPLY;
                 }
             }
-            Kind::Echo { .. } | Kind::Other => {
+            Kind::Echo { .. } | Kind::Other | Kind::Related => {
                 if dir == 1 {
                     e.flags |= ef::SEEN_REPLY;
                 }

@@ -134,6 +134,31 @@ pub fn echo_frame(
     ip(vlan, src, dst, if v6 { 58 } else { 1 }, &l4, (0, false))
 }
 
+/// An ICMP destination unreachable (IPv4, type 3 code 3) or ICMPv6 one (type 1 code 4) from
+/// `from` to `to`, quoting the IP packet of the Ethernet frame `about` (IP header and the first
+/// 8 bytes after it, or all of it).
+pub fn icmp_error_frame(from: IpAddr, to: IpAddr, about: &[u8]) -> Vec<u8> {
+    let v6 = from.is_ipv6();
+    let ip_start = if about.get(12..14) == Some(&[0x81, 0x00]) {
+        18
+    } else {
+        14
+    };
+    let hl = if v6 {
+        40
+    } else {
+        (about.get(ip_start).map_or(5, |b| b & 0xf) as usize) * 4
+    };
+    let end = (ip_start + hl + 8).min(about.len());
+    let mut l4 = if v6 {
+        vec![1, 4, 0, 0, 0, 0, 0, 0]
+    } else {
+        vec![3, 3, 0, 0, 0, 0, 0, 0]
+    };
+    l4.extend_from_slice(about.get(ip_start..end).unwrap_or(&[]));
+    ip(None, from, to, if v6 { 58 } else { 1 }, &l4, (0, false))
+}
+
 /// An IPv4 UDP fragment: the first (with the UDP header) or a later one.
 pub fn fragment_frame(src: Ep, dst: Ep, first: bool) -> Vec<u8> {
     let l4 = udp_frame(None, src, dst, 32)[34..].to_vec();
@@ -244,6 +269,12 @@ fn conversation(rng: &mut Rng, c: &GenConfig) -> Vec<Vec<u8>> {
     );
     match rng.below(10) {
         0..=5 => tcp_conversation(rng, vlan, cl, sv),
+        6..=7 if vlan.is_none() && rng.chance(20) => {
+            // The server's port is closed: an ICMP error about the request (related).
+            let req = udp_frame(None, cl, sv, 40);
+            let err = icmp_error_frame(sv.0, cl.0, &req);
+            vec![req, err]
+        }
         6..=7 => {
             let mut v = vec![udp_frame(vlan, cl, sv, 40)];
             for _ in 0..rng.below(4) {

@@ -105,6 +105,8 @@ fn generated_traffic_with_churn_and_aging() {
             est > 1000 && closed > 50,
             "established {est}, closed {closed}"
         );
+        let related = res.iter().filter(|r| r.ct_state == ct::RELATED).count();
+        assert!(related > 5, "related {related}");
         if entries == 64 {
             assert!(c.early_evicted > 0, "{c:?}");
         }
@@ -312,7 +314,7 @@ fn a_thread_count_of_zero_is_refused_by_the_host_build() {
 /// One frame of the property test: a small space of endpoints so that frames meet flows.
 fn frame_strategy() -> impl Strategy<Value = (Vec<u8>, u64)> {
     (
-        0u8..6,
+        0u8..8,
         0u8..4,
         0u8..4,
         any::<u16>(),
@@ -353,7 +355,24 @@ fn frame_strategy() -> impl Strategy<Value = (Vec<u8>, u64)> {
                 ),
                 3 => testgen::udp_frame(if noise & 2 == 0 { None } else { Some(7) }, ea, eb, 10),
                 4 => testgen::echo_frame(None, ea.0, eb.0, noise & 4 == 0, noise >> 12, 1),
-                _ => testgen::fragment_frame(ea, eb, noise & 8 == 0),
+                5 => testgen::fragment_frame(ea, eb, noise & 8 == 0),
+                // An ICMP error about a UDP datagram or a TCP segment between the two.
+                _ => {
+                    let about = if noise & 16 == 0 {
+                        testgen::udp_frame(None, eb, ea, 10)
+                    } else {
+                        testgen::tcp_frame(
+                            None,
+                            eb,
+                            ea,
+                            Tcp {
+                                flags: 0x10,
+                                ..Tcp::default()
+                            },
+                        )
+                    };
+                    testgen::icmp_error_frame(ea.0, eb.0, &about)
+                }
             };
             // Sometimes a damaged frame: cut short or a byte changed.
             if cut < 16 {

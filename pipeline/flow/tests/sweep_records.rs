@@ -165,3 +165,62 @@ fn the_same_five_tuple_in_two_vlans_is_two_flows() {
     zones.sort();
     assert_eq!(zones, [0, 10, 20]);
 }
+
+#[test]
+fn icmp_errors_about_a_flow_are_related_and_change_nothing() {
+    for (c_ip, s_ip) in [("10.0.0.1", "10.0.0.2"), ("2001:db8::1", "2001:db8::2")] {
+        let mut t = FlowTable::new(64, Timeouts::default()).unwrap();
+        let (c, s) = (ep(c_ip, 1000), ep(s_ip, 53));
+        let req = testgen::udp_frame(None, c, s, 10);
+        t.apply(&parse(&req), &req, SEC);
+        let before: Vec<_> = t.records().collect();
+        // From the server (or a router on the way) back to the client: the reply direction.
+        let err = testgen::icmp_error_frame(s.0, c.0, &req);
+        let r = t.apply(&parse(&err), &err, 2 * SEC);
+        assert_eq!(
+            (r.ct_state, r.dir, r.outcome),
+            (ct::RELATED, 1, outcome::TRACKED),
+            "{c_ip}"
+        );
+        assert_eq!(t.records().collect::<Vec<_>>(), before, "the flow changed");
+        // Quoting a packet of the reply direction: related, original direction.
+        let rep = testgen::udp_frame(None, s, c, 10);
+        let err = testgen::icmp_error_frame(c.0, s.0, &rep);
+        let r = t.apply(&parse(&err), &err, 2 * SEC);
+        assert_eq!((r.ct_state, r.dir), (ct::RELATED, 0));
+        // About no flow: invalid; quoting an ICMP error: untracked; cut quote: invalid.
+        let other = testgen::udp_frame(None, c, ep(s_ip, 54), 10);
+        let err = testgen::icmp_error_frame(s.0, c.0, &other);
+        assert_eq!(
+            t.apply(&parse(&err), &err, 2 * SEC).outcome,
+            outcome::INVALID
+        );
+        let nested = testgen::icmp_error_frame(c.0, s.0, &err);
+        assert_eq!(
+            t.apply(&parse(&nested), &nested, 2 * SEC).outcome,
+            outcome::UNTRACKED
+        );
+        let mut cut = testgen::icmp_error_frame(s.0, c.0, &req);
+        let ip_end = if c_ip.contains(':') {
+            14 + 40 + 8 + 40 + 2
+        } else {
+            14 + 20 + 8 + 20 + 2
+        };
+        cut.truncate(ip_end);
+        if !c_ip.contains(':') {
+            // Keep the outer IPv4 length consistent with the cut frame (else parse rejects it).
+            let tl = (cut.len() - 14) as u16;
+            cut[16..18].copy_from_slice(&tl.to_be_bytes());
+        } else {
+            let pl = (cut.len() - 54) as u16;
+            cut[18..20].copy_from_slice(&pl.to_be_bytes());
+        }
+        let m = parse(&cut);
+        assert_eq!(
+            t.apply(&m, &cut, 2 * SEC).outcome,
+            outcome::INVALID,
+            "{c_ip} cut: {m:?}"
+        );
+        assert_eq!(t.counters().invalid, 2);
+    }
+}
