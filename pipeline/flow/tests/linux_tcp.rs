@@ -221,8 +221,8 @@ fn time_wait_reopen_from_the_reply_side_swaps_the_roles() {
         ],
         None,
     );
-    // The reopening SYN is the new flow's original direction: the server's SYN-ACK answer...
+    // The server's reopening SYN is the new flow's original direction...
     assert_eq!(r[6].dir, 0);
-    // ...and the client's SYN-ACK is its reply.
+    // ...and the client's SYN-ACK answering it is the reply.
     assert_eq!(r[7].dir, 1);
 }
