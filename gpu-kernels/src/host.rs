@@ -22,6 +22,23 @@ pub mod ffi {
         pub fn pw_host_acl_classify(image: *const u32, key: *const u8) -> u32;
         pub fn pw_host_acl_classify_lanes(image: *const u32, key: *const u8, gsize: u32) -> u32;
         pub fn pw_host_acl_key_from_meta(meta: *const u8, port_id: u16, key: *mut u8);
+        /// host/flow_host.cpp: a burst through the flow table (pktwarp_flow::FlowTableAbi,
+        /// FlowCounters, PacketMeta, FlowResult) with `nthreads` GPU threads emulated.
+        pub fn pw_host_flow_burst(
+            table: *const u8,
+            counters: *mut u64,
+            n: u32,
+            metas: *const u8,
+            frames: *const *const u8,
+            lens: *const u32,
+            now_ns: *const u64,
+            out: *mut u8,
+            nthreads: u32,
+        ) -> u32;
+        pub fn pw_host_flow_hash(key: *const u8, seed: u32) -> u32;
+        pub fn pw_host_flow_tcp_table(out120: *mut u8) -> u32;
+        /// sizeof pw_flow_entry, pw_flow_table, pw_flow_counters, pw_flow_result.
+        pub fn pw_host_flow_sizes(out4: *mut u32) -> u32;
     }
 }
 

@@ -268,6 +268,7 @@ mod tests {
             "acl.cuh",
             "count.cuh",
             "stages.cuh",
+            "flow.cuh",
             "kernels.cu",
         ] {
             assert!(library_file(f).is_some(), "{f}");

@@ -1,0 +1,635 @@
+//! The flow table: fixed capacity, one flat array of [`FlowEntry`] in buckets of
+//! [`BUCKET_ENTRIES`], aged on the frames' receive times, with Linux-style early drop when a
+//! bucket is full. The semantics are docs/flow-table.md's; `gpu-kernels/cuda/flow.cuh` implements
+//! the same on the same bytes (`pw_flow_entry`, `pw_flow_table`, `pw_flow_counters`), and the
+//! differential tests hold the two equal.
+
+use pktwarp_core::meta::PacketMeta;
+
+use crate::config::{tclass, FlowConfig, FlowError, Timeouts};
+use crate::key::{self, classify, FlowKey, Kind, NoFlow, Packet};
+use crate::tcp::{self, st};
+use crate::window;
+
+/// Entries per bucket: a bucket is one 1 KiB run of the array.
+pub const BUCKET_ENTRIES: usize = 8;
+/// The largest table (entries): bucket indices stay in a u32 and the table under 256 GiB.
+pub const MAX_ENTRIES: u64 = 1 << 31;
+/// Size of [`FlowEntry`] in bytes (`PW_FLOW_ENTRY_SIZE`).
+pub const ENTRY_SIZE: usize = 128;
+
+/// One direction's TCP sequence-window state (`strict`), Linux's `ip_ct_tcp_state` reduced.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpWindow {
+    /// Highest sequence number + length sent.
+    pub end: u32,
+    /// Highest acknowledgement + window the other side advertised.
+    pub maxend: u32,
+    /// Largest window sent (scaled), at least 1 once the direction was seen.
+    pub maxwin: u32,
+    /// Window scale from the SYN's option (0..=14).
+    pub scale: u8,
+    /// `window::WF_*`.
+    pub flags: u8,
+    pub reserved: u16,
+}
+
+/// One flow (`pw_flow_entry`, 128 bytes). Index 0 of the per-direction arrays is the original
+/// direction (the one of the frame that created the flow), 1 the reply. What a bucket visit reads
+/// of every entry (key, state, flags, last seen) is in its first 64 bytes: one cache line.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowEntry {
+    pub key: FlowKey,
+    /// TCP: a [`tcp::st`] state; 0 for other protocols.
+    pub state: u8,
+    /// [`ef`] bits.
+    pub flags: u8,
+    pub reserved: u16,
+    /// OR of the TCP flags seen.
+    pub tcp_flags: [u16; 2],
+    pub last_seen_ns: u64,
+    pub first_seen_ns: u64,
+    pub packets: [u64; 2],
+    /// IP bytes (IPv4 total length, IPv6 40 + payload length).
+    pub bytes: [u64; 2],
+    pub window: [TcpWindow; 2],
+}
+
+/// [`FlowEntry::flags`] bits (`PW_FLOW_EF_*`).
+pub mod ef {
+    /// The slot holds a flow.
+    pub const OCCUPIED: u8 = 0x01;
+    /// The original direction goes from key endpoint a to b.
+    pub const ORIG_FROM_A: u8 = 0x02;
+    /// A frame in the reply direction was seen.
+    pub const SEEN_REPLY: u8 = 0x04;
+    /// Never evicted early (TCP: established after a reply; UDP: traffic after a reply).
+    pub const ASSURED: u8 = 0x08;
+}
+
+/// Table counters (`pw_flow_counters`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowCounters {
+    /// Flows created (a TCP connection reopened in TIME_WAIT / CLOSE counts again).
+    pub created: u64,
+    /// Entries reclaimed because they aged out (visited buckets and sweeps).
+    pub expired: u64,
+    /// Unassured entries evicted to make room for a new flow.
+    pub early_evicted: u64,
+    /// New flows refused: the bucket was full of assured flows.
+    pub table_full: u64,
+    /// Frames with no flow (non-IP, fragments, ICMP other than echo).
+    pub untracked: u64,
+    /// Invalid frames (malformed, or refused by the state machine or the window check).
+    pub invalid: u64,
+}
+
+/// The user-facing connection state of a frame (`PW_CT_*`), what an ACL `ct:` match tests.
+pub mod ct {
+    /// No flow: untracked frame or table full.
+    pub const UNTRACKED: u8 = 0;
+    /// No reply seen yet.
+    pub const NEW: u8 = 1;
+    /// A reply was seen (this frame may be it).
+    pub const ESTABLISHED: u8 = 2;
+    /// An ICMP / ICMPv6 error about a tracked flow.
+    pub const RELATED: u8 = 3;
+    pub const INVALID: u8 = 4;
+    /// TCP FIN_WAIT, CLOSE_WAIT, LAST_ACK.
+    pub const CLOSING: u8 = 5;
+    /// TCP TIME_WAIT, CLOSE.
+    pub const CLOSED: u8 = 6;
+
+    pub const NAMES: [&str; 7] = [
+        "untracked",
+        "new",
+        "established",
+        "related",
+        "invalid",
+        "closing",
+        "closed",
+    ];
+}
+
+/// What the table did with a frame (`PW_FLOW_*`).
+pub mod outcome {
+    pub const TRACKED: u8 = 0;
+    pub const UNTRACKED: u8 = 1;
+    pub const TABLE_FULL: u8 = 2;
+    pub const INVALID: u8 = 3;
+}
+
+/// A frame's result (`pw_flow_result`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowResult {
+    /// [`ct`] state.
+    pub ct_state: u8,
+    /// 0 original, 1 reply (0 without a flow).
+    pub dir: u8,
+    /// [`outcome`].
+    pub outcome: u8,
+    pub reserved: u8,
+}
+
+impl FlowResult {
+    const fn of(ct_state: u8, dir: u8, outcome: u8) -> Self {
+        FlowResult {
+            ct_state,
+            dir,
+            outcome,
+            reserved: 0,
+        }
+    }
+}
+
+/// The table's parameters as flow.cuh reads them (`pw_flow_table`, 152 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowTableAbi {
+    /// Address of the first entry (host or device memory).
+    pub entries: u64,
+    pub nbuckets: u32,
+    pub seed: u32,
+    /// 1: TCP sequence-window checking.
+    pub strict: u32,
+    pub reserved: u32,
+    /// Timeouts by class ([`Timeouts::to_ns_array`]).
+    pub timeout_ns: [u64; tclass::COUNT],
+}
+
+/// A flow as flow export reports it: the original direction's endpoints first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowRecord {
+    pub key: FlowKey,
+    /// Source address and port of the original direction (port: the echo id for ICMP).
+    pub src: ([u32; 4], u16),
+    pub dst: ([u32; 4], u16),
+    pub first_seen_ns: u64,
+    pub last_seen_ns: u64,
+    /// [original, reply].
+    pub packets: [u64; 2],
+    pub bytes: [u64; 2],
+    pub tcp_flags: [u16; 2],
+    /// TCP state ([`tcp::st`]); 0 for other protocols.
+    pub tcp_state: u8,
+    /// A reply was seen.
+    pub replied: bool,
+    pub assured: bool,
+}
+
+impl FlowRecord {
+    pub fn of(e: &FlowEntry) -> Self {
+        let a = (e.key.addr[0], e.key.port[0]);
+        let b = (e.key.addr[1], e.key.port[1]);
+        let (src, dst) = if e.flags & ef::ORIG_FROM_A != 0 {
+            (a, b)
+        } else {
+            (b, a)
+        };
+        FlowRecord {
+            key: e.key,
+            src,
+            dst,
+            first_seen_ns: e.first_seen_ns,
+            last_seen_ns: e.last_seen_ns,
+            packets: e.packets,
+            bytes: e.bytes,
+            tcp_flags: e.tcp_flags,
+            tcp_state: e.state,
+            replied: e.flags & ef::SEEN_REPLY != 0,
+            assured: e.flags & ef::ASSURED != 0,
+        }
+    }
+}
+
+/// Checks a table size: a positive multiple of [`BUCKET_ENTRIES`], at most [`MAX_ENTRIES`].
+pub fn check_capacity(entries: u64) -> Result<(), FlowError> {
+    let bad = |message: String| {
+        Err(FlowError::Config {
+            key: "entries".into(),
+            message,
+        })
+    };
+    if entries == 0 {
+        return bad("a flow table needs at least one bucket (8 entries), got 0".into());
+    }
+    if entries % BUCKET_ENTRIES as u64 != 0 {
+        return bad(format!(
+            "{entries} is not a multiple of {BUCKET_ENTRIES} (entries per bucket)"
+        ));
+    }
+    if entries > MAX_ENTRIES {
+        return bad(format!(
+            "{entries} entries ({} bytes) is more than the limit of {MAX_ENTRIES}",
+            bytes_needed(entries)
+        ));
+    }
+    Ok(())
+}
+
+/// Bytes of the entry array of a table of `entries` (what the GPU executor allocates too).
+pub fn bytes_needed(entries: u64) -> u64 {
+    entries.saturating_mul(ENTRY_SIZE as u64)
+}
+
+/// The timeout class of an entry (`pw_flow_tclass`).
+pub fn timeout_class(e: &FlowEntry) -> usize {
+    match entry_kind(&e.key) {
+        EntryKind::Tcp => e.state as usize,
+        EntryKind::Udp if e.flags & ef::SEEN_REPLY != 0 => tclass::UDP_REPLIED,
+        EntryKind::Udp => tclass::UDP_UNREPLIED,
+        EntryKind::Echo => tclass::ICMP,
+        EntryKind::Other => tclass::OTHER,
+    }
+}
+
+enum EntryKind {
+    Tcp,
+    Udp,
+    Echo,
+    Other,
+}
+
+fn entry_kind(k: &FlowKey) -> EntryKind {
+    match (k.proto, k.ip_version) {
+        (key::PROTO_TCP, _) => EntryKind::Tcp,
+        (key::PROTO_UDP, _) => EntryKind::Udp,
+        (key::PROTO_ICMP, 4) | (key::PROTO_ICMPV6, 6) => EntryKind::Echo,
+        _ => EntryKind::Other,
+    }
+}
+
+/// The ct state a frame sees after it was applied to its entry.
+fn ct_state_of(e: &FlowEntry) -> u8 {
+    if e.key.proto == key::PROTO_TCP {
+        match e.state {
+            st::FIN_WAIT | st::CLOSE_WAIT | st::LAST_ACK => return ct::CLOSING,
+            st::TIME_WAIT | st::CLOSE => return ct::CLOSED,
+            _ => {}
+        }
+    }
+    if e.flags & ef::SEEN_REPLY != 0 {
+        ct::ESTABLISHED
+    } else {
+        ct::NEW
+    }
+}
+
+/// A per-queue flow table (see the module doc).
+#[derive(Clone)]
+pub struct FlowTable {
+    entries: Vec<FlowEntry>,
+    nbuckets: u32,
+    seed: u32,
+    strict: bool,
+    timeout_ns: [u64; tclass::COUNT],
+    counters: FlowCounters,
+    /// Where the next [`FlowTable::sweep`] starts (bucket).
+    sweep_cursor: u32,
+}
+
+impl std::fmt::Debug for FlowTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowTable")
+            .field("capacity", &self.entries.len())
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FlowTable {
+    /// An empty table of `capacity` entries (a positive multiple of [`BUCKET_ENTRIES`]), strict
+    /// off, hash seed 0. Errors name the bad value, or the bytes the table needs when they
+    /// cannot be allocated.
+    pub fn new(capacity: u64, timeouts: Timeouts) -> Result<FlowTable, FlowError> {
+        FlowTable::from_config(&FlowConfig {
+            entries: capacity,
+            strict: false,
+            hash_seed: 0,
+            timeouts,
+        })
+    }
+
+    /// An empty table as the config says.
+    pub fn from_config(c: &FlowConfig) -> Result<FlowTable, FlowError> {
+        c.validate()?;
+        let n = c.entries as usize;
+        let mut entries = Vec::new();
+        entries
+            .try_reserve_exact(n)
+            .map_err(|e| FlowError::Memory {
+                entries: c.entries,
+                bytes: bytes_needed(c.entries),
+                reason: e.to_string(),
+            })?;
+        entries.resize(n, FlowEntry::default());
+        Ok(FlowTable {
+            entries,
+            nbuckets: (n / BUCKET_ENTRIES) as u32,
+            seed: c.hash_seed,
+            strict: c.strict,
+            timeout_ns: c.timeouts.to_ns_array(),
+            counters: FlowCounters::default(),
+            sweep_cursor: 0,
+        })
+    }
+
+    /// Entries the table holds at most.
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Bytes of the entry array (= [`bytes_needed`] of the capacity).
+    pub fn memory_bytes(&self) -> u64 {
+        (self.entries.len() * std::mem::size_of::<FlowEntry>()) as u64
+    }
+
+    /// Occupied entries (a full scan).
+    pub fn len(&self) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| e.flags & ef::OCCUPIED != 0)
+            .count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn counters(&self) -> FlowCounters {
+        self.counters
+    }
+
+    pub fn strict(&self) -> bool {
+        self.strict
+    }
+
+    /// The entry array, bucket after bucket (what the GPU copy holds byte for byte).
+    pub fn entries(&self) -> &[FlowEntry] {
+        &self.entries
+    }
+
+    /// The entry array as bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: FlowEntry is repr(C), ENTRY_SIZE bytes of integers with no padding (the layout
+        // test pins every field's offset contiguous), so every byte is initialised; the slice
+        // covers exactly the entries' memory and borrows self.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.entries.as_ptr() as *const u8,
+                self.entries.len() * ENTRY_SIZE,
+            )
+        }
+    }
+
+    /// The parameter block flow.cuh reads, with `entries` the address of a copy of
+    /// [`FlowTable::entries`] (device memory on the GPU).
+    pub fn abi(&self, entries: u64) -> FlowTableAbi {
+        FlowTableAbi {
+            entries,
+            nbuckets: self.nbuckets,
+            seed: self.seed,
+            strict: self.strict as u32,
+            reserved: 0,
+            timeout_ns: self.timeout_ns,
+        }
+    }
+
+    /// Live flows (occupied entries, expired or not), in table order.
+    pub fn records(&self) -> impl Iterator<Item = FlowRecord> + '_ {
+        self.entries
+            .iter()
+            .filter(|e| e.flags & ef::OCCUPIED != 0)
+            .map(FlowRecord::of)
+    }
+
+    /// The bucket of a key.
+    pub fn bucket_of(&self, key: &FlowKey) -> u32 {
+        key::hash(key, self.seed) % self.nbuckets
+    }
+
+    fn expired(&self, e: &FlowEntry, now_ns: u64) -> bool {
+        e.last_seen_ns
+            .saturating_add(self.timeout_ns[timeout_class(e)])
+            <= now_ns
+    }
+
+    /// Applies one frame (parse metadata, its bytes, its receive time in ns).
+    pub fn apply(&mut self, meta: &PacketMeta, frame: &[u8], now_ns: u64) -> FlowResult {
+        match classify(meta, frame) {
+            Ok(p) => self.apply_packet(&p, now_ns),
+            Err(NoFlow::Untracked) => {
+                self.counters.untracked += 1;
+                FlowResult::of(ct::UNTRACKED, 0, outcome::UNTRACKED)
+            }
+            Err(NoFlow::Invalid) => self.invalid(),
+        }
+    }
+
+    /// Applies a burst in order; `out[i]` is frame i's result. The slices must be of one length.
+    pub fn apply_burst(
+        &mut self,
+        metas: &[PacketMeta],
+        frames: &[&[u8]],
+        now_ns: &[u64],
+        out: &mut [FlowResult],
+    ) -> Result<(), FlowError> {
+        let n = metas.len();
+        if frames.len() != n || now_ns.len() != n || out.len() != n {
+            return Err(FlowError::BurstLengths {
+                metas: n,
+                frames: frames.len(),
+                times: now_ns.len(),
+                out: out.len(),
+            });
+        }
+        for (((m, f), &t), r) in metas.iter().zip(frames).zip(now_ns).zip(out.iter_mut()) {
+            *r = self.apply(m, f, t);
+        }
+        Ok(())
+    }
+
+    fn invalid(&mut self) -> FlowResult {
+        self.counters.invalid += 1;
+        FlowResult::of(ct::INVALID, 0, outcome::INVALID)
+    }
+
+    /// Visits the packet's bucket: reclaims its expired entries, then finds the flow or makes
+    /// room for it (docs/flow-table.md, "Table" and "Full table").
+    pub fn apply_packet(&mut self, p: &Packet, now_ns: u64) -> FlowResult {
+        let base = self.bucket_of(&p.key) as usize * BUCKET_ENTRIES;
+        let mut found = None;
+        for i in base..base + BUCKET_ENTRIES {
+            let e = &self.entries[i];
+            if e.flags & ef::OCCUPIED == 0 {
+                continue;
+            }
+            if self.expired(e, now_ns) {
+                self.entries[i] = FlowEntry::default();
+                self.counters.expired += 1;
+            } else if e.key == p.key {
+                found = Some(i);
+            }
+        }
+        if p.kind == Kind::Related {
+            // An ICMP error about a flow: `related`, going the other way than the packet it
+            // quotes; the flow is not changed. About no flow: invalid (as Linux).
+            let Some(i) = found else {
+                return self.invalid();
+            };
+            let orig_from_a = self.entries[i].flags & ef::ORIG_FROM_A != 0;
+            let dir = (p.from_a == orig_from_a) as u8;
+            return FlowResult::of(ct::RELATED, dir, outcome::TRACKED);
+        }
+        if let Some(i) = found {
+            return self.update(i, p, now_ns);
+        }
+        // A new flow: only a frame that may open one.
+        let state = match p.kind {
+            Kind::Tcp => {
+                let s = tcp::next_state(false, p.tcp_flags, st::NONE);
+                if s >= st::INVALID {
+                    return self.invalid();
+                }
+                s
+            }
+            Kind::Echo { request: false } => return self.invalid(),
+            _ => 0,
+        };
+        let Some(i) = self.free_slot(base) else {
+            self.counters.table_full += 1;
+            return FlowResult::of(ct::UNTRACKED, 0, outcome::TABLE_FULL);
+        };
+        self.create(i, p, state, now_ns)
+    }
+
+    /// A free slot of the bucket, else the unassured entry to evict (unreplied before replied,
+    /// then least recently seen, then lowest slot), else none.
+    fn free_slot(&mut self, base: usize) -> Option<usize> {
+        let mut victim: Option<(usize, (u8, u64))> = None;
+        for i in base..base + BUCKET_ENTRIES {
+            let e = &self.entries[i];
+            if e.flags & ef::OCCUPIED == 0 {
+                return Some(i);
+            }
+            if e.flags & ef::ASSURED != 0 {
+                continue;
+            }
+            let rank = (e.flags & ef::SEEN_REPLY, e.last_seen_ns);
+            if victim.is_none_or(|(_, r)| rank < r) {
+                victim = Some((i, rank));
+            }
+        }
+        let (i, _) = victim?;
+        self.counters.early_evicted += 1;
+        Some(i)
+    }
+
+    fn create(&mut self, i: usize, p: &Packet, state: u8, now_ns: u64) -> FlowResult {
+        let mut e = FlowEntry {
+            key: p.key,
+            first_seen_ns: now_ns,
+            last_seen_ns: now_ns,
+            state,
+            flags: ef::OCCUPIED | if p.from_a { ef::ORIG_FROM_A } else { 0 },
+            ..FlowEntry::default()
+        };
+        if self.strict && p.kind == Kind::Tcp {
+            window::init(&mut e, p);
+        }
+        account(&mut e, 0, p, now_ns);
+        self.entries[i] = e;
+        self.counters.created += 1;
+        FlowResult::of(ct_state_of(&e), 0, outcome::TRACKED)
+    }
+
+    fn update(&mut self, i: usize, p: &Packet, now_ns: u64) -> FlowResult {
+        let mut e = self.entries[i];
+        let orig_from_a = e.flags & ef::ORIG_FROM_A != 0;
+        let dir = (p.from_a != orig_from_a) as usize;
+        let replied_before = e.flags & ef::SEEN_REPLY != 0;
+        match p.kind {
+            Kind::Tcp => {
+                let old = e.state;
+                let mut new = tcp::next_state(dir == 1, p.tcp_flags, old);
+                if new == st::INVALID {
+                    return self.invalid();
+                }
+                if new == st::IGNORE {
+                    new = old;
+                }
+                if new == st::SYN_SENT && (old == st::TIME_WAIT || old == st::CLOSE) {
+                    // A SYN reopens a closed connection: a new flow in the SYN's direction.
+                    return self.create(i, p, st::SYN_SENT, now_ns);
+                }
+                if self.strict && !window::check(&mut e, dir, p, old) {
+                    return self.invalid();
+                }
+                e.state = new;
+                if dir == 1 {
+                    e.flags |= ef::SEEN_REPLY;
+                }
+                if new == st::ESTABLISHED
+                    && (old == st::SYN_RECV || old == st::ESTABLISHED)
+                    && e.flags & ef::SEEN_REPLY != 0
+                {
+                    e.flags |= ef::ASSURED;
+                }
+            }
+            Kind::Udp => {
+                if replied_before {
+                    e.flags |= ef::ASSURED;
+                }
+                if dir == 1 {
+                    e.flags |= ef::SEEN_REPLY;
+                }
+            }
+            Kind::Echo { .. } | Kind::Other | Kind::Related => {
+                if dir == 1 {
+                    e.flags |= ef::SEEN_REPLY;
+                }
+            }
+        }
+        account(&mut e, dir, p, now_ns);
+        self.entries[i] = e;
+        FlowResult::of(ct_state_of(&e), dir as u8, outcome::TRACKED)
+    }
+
+    /// Removes up to `max` expired entries, scanning at most the whole table once from where
+    /// the last sweep stopped, and appends their records to `out` (for flow export). Returns how
+    /// many it removed.
+    pub fn sweep(&mut self, now_ns: u64, max: usize, out: &mut Vec<FlowRecord>) -> usize {
+        let mut removed = 0;
+        for _ in 0..self.nbuckets {
+            if removed >= max {
+                break;
+            }
+            let base = self.sweep_cursor as usize * BUCKET_ENTRIES;
+            for i in base..base + BUCKET_ENTRIES {
+                let e = self.entries[i];
+                if removed < max && e.flags & ef::OCCUPIED != 0 && self.expired(&e, now_ns) {
+                    out.push(FlowRecord::of(&e));
+                    self.entries[i] = FlowEntry::default();
+                    self.counters.expired += 1;
+                    removed += 1;
+                }
+            }
+            if removed < max {
+                self.sweep_cursor = (self.sweep_cursor + 1) % self.nbuckets;
+            }
+        }
+        removed
+    }
+}
+
+/// Counts a frame on its entry.
+fn account(e: &mut FlowEntry, dir: usize, p: &Packet, now_ns: u64) {
+    e.packets[dir] += 1;
+    e.bytes[dir] += p.ip_len as u64;
+    e.tcp_flags[dir] |= p.tcp_flags;
+    e.last_seen_ns = e.last_seen_ns.max(now_ns);
+}
