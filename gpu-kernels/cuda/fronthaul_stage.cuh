@@ -33,7 +33,8 @@
  * (pipeline::fronthaul::seqlog; DESIGN.md, "Fronthaul", 2026-12-04).
  * A packet whose slot the host has closed (or whose ring entry holds a later slot) is refused as
  * in the Rust stage (pw_fh_slot_refused): counted per eAxC (slot_closed, with its PRBs), nothing
- * of it stored; it still counts as a packet, for its sequence id and its Ta4 window. */
+ * of it stored, dropped (PW_DROP_FRONTHAUL); it still counts as a packet, for its sequence id and
+ * its Ta4 window. */
 #ifndef PKTWARP_FRONTHAUL_STAGE_CUH
 #define PKTWARP_FRONTHAUL_STAGE_CUH
 
@@ -518,6 +519,9 @@ PW_DEVICE void pw_stage_fronthaul(const pw_frame *f, pw_packet_meta *meta, pw_ve
     if (pw_fh_slot_refused(p, ring, n + 1u)) {
         PW_ADD64(&ec[e].slot_closed, 1);
         PW_ADD64(&ec[e].slot_closed_prbs, info.prbs);
+        /* Dropped, so the queue's totals say where its PRBs went. */
+        v->action = (uint8_t)PW_ACTION_DROP;
+        v->drop_reason = (uint8_t)PW_DROP_FRONTHAUL;
         return;
     }
 #if PW_FH_WARP_DECODE

@@ -79,6 +79,7 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_fronthaul_dropped_packets_total", "U-plane packets accepted but not stored, per eAxC, by reason (slot_closed: their slot had been handed to the sink, or its ring entry held a later slot).", MetricType::COUNTER, &["position", "eaxc", "reason"]),
     ("pktwarp_fronthaul_slot_latency_seconds", "Completion latency of the fronthaul stage's complete slots: from the burst holding a slot's last packet (CPU executor: its worker starting that packet; GPU executor: the host handing that burst to the GPU) to the slot handed to the sink.", MetricType::HISTOGRAM, &["position"]),
     ("pktwarp_fronthaul_dropped_prbs_total", "PRBs of the packets in pktwarp_fronthaul_dropped_packets_total, per eAxC, by reason.", MetricType::COUNTER, &["position", "eaxc", "reason"]),
+    ("pktwarp_fronthaul_sink_errors_total", "Slots the stage's sink failed to deliver (a write that failed, a writer that hung past its wait), per stage.", MetricType::COUNTER, &["position"]),
 ];
 
 /// The port families fed by a port's `ethdev_<field>` counters: (family, field).

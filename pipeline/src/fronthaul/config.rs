@@ -337,6 +337,16 @@ impl FronthaulConfig {
                 format!("{} is not in 1..=16", self.max_open_slots),
             );
         }
+        // An empty folder would resolve to the config's own folder: say so instead.
+        match &self.sink {
+            SinkConfig::Npy { dir, .. } if dir.as_os_str().is_empty() => {
+                return k("sink.npy.dir", "is empty (name a folder for the files)".into());
+            }
+            SinkConfig::Raw(r) if r.dir.as_os_str().is_empty() => {
+                return k("sink.raw.dir", "is empty (name a folder for the files)".into());
+            }
+            _ => {}
+        }
         Ok(())
     }
 
@@ -440,6 +450,9 @@ mod tests {
             ("max_open_slots: 0", "max_open_slots"),
             ("slot_timeout_us: 0", "slot_timeout_us"),
             ("max_eaxcs: 65", "max_eaxcs"),
+            ("sink: {npy: {dir: \"\"}}", "sink.npy.dir"),
+            ("sink: {raw: \"\"}", "sink.raw.dir"),
+            ("sink: {raw: {dir: \"\"}}", "sink.raw.dir"),
         ] {
             let e = load(y).unwrap_err();
             assert!(e.contains(key), "{y}: {e}");

@@ -253,6 +253,26 @@ impl SlotGrid {
         &self.data
     }
 
+    /// The eAxC rows in use: one per id of `eaxc_ids` (a learnt grid has room for
+    /// `max_eaxcs` and takes them in order of arrival), or every row when no ids are set.
+    pub fn rows(&self) -> usize {
+        if self.eaxc_ids.is_empty() {
+            self.eaxcs
+        } else {
+            self.eaxc_ids.len().min(self.eaxcs)
+        }
+    }
+
+    /// The samples of the rows in use ([`Self::rows`]), as little-endian bytes: what the file
+    /// sinks write, shape (rows, 14, PRBs, 12, 2).
+    pub fn rows_bytes(&self) -> Vec<u8> {
+        let n = self.rows() * SYMBOLS_PER_SLOT as usize * self.prbs * PRB_SAMPLES;
+        match &self.data {
+            GridData::Int16(v) => v[..n].iter().flat_map(|x| x.to_le_bytes()).collect(),
+            GridData::Fp16(v) => v[..n].iter().flat_map(|x| x.to_le_bytes()).collect(),
+        }
+    }
+
     fn cell(&self, eaxc: usize, symbol: u8, prb: u16) -> Option<usize> {
         (eaxc < self.eaxcs && symbol < SYMBOLS_PER_SLOT && usize::from(prb) < self.prbs).then(
             || {
@@ -488,6 +508,14 @@ impl Assembler {
 
     pub fn open_slots(&self) -> usize {
         self.open.len()
+    }
+
+    /// The grid's eAxC ids changed (one was learnt): every open slot takes them.
+    pub fn set_eaxc_ids(&mut self, ids: &[u16]) {
+        for g in &mut self.open {
+            g.eaxc_ids.clear();
+            g.eaxc_ids.extend_from_slice(ids);
+        }
     }
 
     /// Closes the open slots that timed out at `now_ns` (with `expected_eaxcs` eAxCs in use).

@@ -497,14 +497,14 @@ fn the_cpu_stage_refuses_the_packets_of_a_closed_slot() {
     let sink = FnSink(move |g: &SlotGrid| s2.lock().unwrap().push(g.clone()));
     let stage = FronthaulStage::with_sink(&c0, Box::new(sink)).unwrap();
     let frames: Vec<_> = build_uplane_frames(&o).collect();
-    let run = |fs: &[crate::port::gen::oran::OranFrame]| {
+    let run = |fs: &[crate::port::gen::oran::OranFrame], want: crate::verdict::Verdict| {
         for f in fs {
             let mut v = crate::verdict::Verdict::PASS;
             stage.process_untimed(&f.data, &crate::meta::PacketMeta::default(), &mut v);
-            assert_eq!(v, crate::verdict::Verdict::PASS, "refused, not dropped");
+            assert_eq!(v, want);
         }
     };
-    run(&frames);
+    run(&frames, crate::verdict::Verdict::PASS);
     let before = stage.counters();
     assert_eq!(before.slots_complete, 3);
     // The first slot again (56 packets: 14 symbols x 2 eAxCs x 2), its bytes changed so a
@@ -519,7 +519,9 @@ fn the_cpu_stage_refuses_the_packets_of_a_closed_slot() {
             f
         })
         .collect();
-    run(&late);
+    // Refused frames are dropped, so the queue's totals account for them.
+    let refused = crate::verdict::Verdict::drop(crate::verdict::DropReason::FronthaulReject);
+    run(&late, refused);
     stage.flush();
     let got = stage.counters();
     assert_eq!((got.slots_complete, got.slots_partial), (3, 0));

@@ -112,7 +112,7 @@ impl FronthaulSummary {
             String::new()
         };
         let mut out = vec![format!(
-            "stage {}: {} frames ({} U-plane, {} C-plane, {} not eCPRI, {} rejected), {} PRBs, slots {} complete / {} partial{latency}, {} duplicate PRBs, {} saturated samples, {} unexpected eAxC, {}",
+            "stage {}: {} frames ({} U-plane, {} C-plane, {} not eCPRI, {} rejected), {} PRBs, slots {} complete / {} partial{latency}, {} duplicate PRBs, {} saturated samples, {} unexpected eAxC, {} sink errors, {}",
             self.position,
             self.frames,
             self.uplane,
@@ -125,6 +125,7 @@ impl FronthaulSummary {
             self.duplicate_prbs,
             self.saturated_samples,
             self.eaxc_unexpected,
+            self.sink_errors,
             errs(&self.errors)
         )];
         for e in &self.per_eaxc {
@@ -195,7 +196,7 @@ pub type Labels = Vec<(&'static str, String)>;
 
 /// The metric families the fronthaul stages export, in exposition order (help, type and label
 /// names are in `control::metrics::FAMILIES`; every one is a counter).
-pub const FAMILIES: [&str; 14] = [
+pub const FAMILIES: [&str; 15] = [
     "pktwarp_fronthaul_frames_total",
     "pktwarp_fronthaul_errors_total",
     "pktwarp_fronthaul_cell_slots_total",
@@ -210,6 +211,7 @@ pub const FAMILIES: [&str; 14] = [
     "pktwarp_fronthaul_eaxc_errors_total",
     "pktwarp_fronthaul_dropped_packets_total",
     "pktwarp_fronthaul_dropped_prbs_total",
+    "pktwarp_fronthaul_sink_errors_total",
 ];
 
 /// The samples of every fronthaul stage, grouped by family in [`FAMILIES`] order (a family
@@ -283,6 +285,7 @@ fn stage_samples(
     add(2, vec![("result", "partial".into())], c.slots_partial);
     add(3, vec![], c.eaxc_unexpected);
     add(4, vec![], c.saturated_samples);
+    add(14, vec![], c.sink_errors);
     for e in &c.per_eaxc {
         let id = || ("eaxc", e.eaxc.to_string());
         add(5, vec![id()], e.packets);

@@ -32,9 +32,10 @@ pub struct EaxcCounters {
     pub seq_out_of_order: u64,
     pub duplicate_prbs: u64,
     /// Packets (and their PRBs) not stored because their slot had already closed, or their
-    /// ring entry held a later slot (see [`super::grid::SlotRing`]): dropped, reason
-    /// `slot_closed`. Counted in `packets` and judged for sequence and Ta4 as any packet;
-    /// their PRBs are not in `prbs`.
+    /// ring entry held a later slot (see [`super::grid::SlotRing`]): the frame is dropped
+    /// (queue drop reason `fronthaul_reject`; here and in the metrics reason `slot_closed`).
+    /// Counted in `packets` and judged for sequence and Ta4 as any packet; their PRBs are not
+    /// in `prbs`.
     pub slot_closed: u64,
     pub slot_closed_prbs: u64,
     /// Rejected frames whose eAxC id could be read, by [`Reject::index`].
@@ -378,10 +379,15 @@ impl FronthaulStage {
                 *v = Verdict::drop(DropReason::FronthaulReject);
             }
             Ok(Message::Cplane(_)) => st.counters.cplane += 1,
-            Ok(Message::Uplane(u)) => self.uplane(st, frame, &u, arrival_ns, started),
+            Ok(Message::Uplane(u)) => {
+                if self.uplane(st, frame, &u, arrival_ns, started) == Taken::Refused {
+                    *v = Verdict::drop(DropReason::FronthaulReject);
+                }
+            }
         }
     }
 
+    /// A U-plane packet into the grid; whether it was taken or refused (its slot closed).
     fn uplane(
         &self,
         st: &mut State,
@@ -389,7 +395,7 @@ impl FronthaulStage {
         u: &decode::Uplane,
         arrival: Option<u64>,
         started: std::time::Instant,
-    ) {
+    ) -> Taken {
         st.counters.uplane += 1;
         let expected = st.index.len();
         if let Some(t) = arrival {
@@ -400,7 +406,7 @@ impl FronthaulStage {
         let arrival_ns = arrival.unwrap_or(0);
         let Some(e) = self.eaxc_index(st, u.eaxc) else {
             st.counters.eaxc_unexpected += 1;
-            return;
+            return Taken::Passed;
         };
         let expected = st.index.len();
         let c = &mut st.counters.per_eaxc[e];
@@ -427,7 +433,7 @@ impl FronthaulStage {
             // change, and a new partial slot of the same radio time would be a second copy.
             c.slot_closed += 1;
             c.slot_closed_prbs += u64::from(u.prbs);
-            return;
+            return Taken::Refused;
         }
         c.prbs += u64::from(u.prbs);
         st.ring.stored(key);
@@ -453,10 +459,16 @@ impl FronthaulStage {
             &mut st.latencies,
             &mut st.ring,
         );
-        st.assembler.close_if_complete(key, expected, &mut |c| {
-            lat.observe(started.elapsed().as_nanos() as u64);
-            on_close(counters, sink, ring, c)
-        });
+        // A learnt grid does not know its eAxCs yet: a slot that looks complete may still get
+        // an eAxC that has not sent yet, so it closes by eviction, timeout or the end of input
+        // (docs/fronthaul.md, "When a slot closes").
+        if self.fixed_eaxcs {
+            st.assembler.close_if_complete(key, expected, &mut |c| {
+                lat.observe(started.elapsed().as_nanos() as u64);
+                on_close(counters, sink, ring, c)
+            });
+        }
+        Taken::Stored
     }
 
     /// The grid index of an eAxC, learning it when the grid is not fixed and has room.
@@ -474,6 +486,7 @@ impl FronthaulStage {
             eaxc: id,
             ..Default::default()
         });
+        st.assembler.set_eaxc_ids(&ids_by_index(&st.index));
         Some(i)
     }
 
@@ -547,6 +560,17 @@ impl FronthaulStage {
         // packets, so a poisoned lock is taken as it is.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// What became of a U-plane packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Taken {
+    /// Its PRBs went into the grid.
+    Stored,
+    /// Refused, its slot closed: dropped (`fronthaul_reject`), counted `slot_closed`.
+    Refused,
+    /// Not the grid's (an eAxC outside it): passed on untouched.
+    Passed,
 }
 
 /// Stores a section's PRBs in eAxC index `e`'s cells; returns (PRBs already there, samples
@@ -684,3 +708,7 @@ pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
     },
         reloads: false,
     };
+
+#[cfg(test)]
+#[path = "rule_tests.rs"]
+mod rule_tests;
