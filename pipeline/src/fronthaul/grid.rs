@@ -112,6 +112,8 @@ pub struct SlotGrid {
     filled_count: usize,
     /// Arrival (ns) of the slot's first packet.
     pub first_ns: u64,
+    /// The latest arrival (ns) of a packet stored in it.
+    pub last_ns: u64,
     /// eAxC ids by grid index, at close.
     pub eaxc_ids: Vec<u16>,
     /// Whether every expected PRB arrived (set at close).
@@ -148,6 +150,7 @@ impl SlotGrid {
             filled: vec![0; cells.div_ceil(64)],
             filled_count: 0,
             first_ns: 0,
+            last_ns: 0,
             eaxc_ids: Vec::new(),
             complete: false,
         }
@@ -218,6 +221,7 @@ impl SlotGrid {
     fn reset(&mut self, key: SlotKey, first_ns: u64) {
         self.key = key;
         self.first_ns = first_ns;
+        self.last_ns = first_ns;
         self.filled.fill(0);
         self.filled_count = 0;
         self.complete = false;
@@ -518,6 +522,13 @@ impl Assembler {
         }
     }
 
+    /// The slot timeout's clock: the latest arrival of a packet stored in an open slot (0:
+    /// none). A slot that closed no longer counts, so one far-off timestamp closes its own
+    /// slot and not every slot after it.
+    pub fn latest_ns(&self) -> u64 {
+        self.open.iter().map(|g| g.last_ns).max().unwrap_or(0)
+    }
+
     /// Closes the open slots that timed out at `now_ns` (with `expected_eaxcs` eAxCs in use).
     pub fn expire(&mut self, now_ns: u64, expected_eaxcs: usize, on_close: &mut dyn FnMut(Closed)) {
         while let Some(i) = self
@@ -538,7 +549,11 @@ impl Assembler {
         on_close: &mut dyn FnMut(Closed),
     ) -> &mut SlotGrid {
         let i = match self.open.iter().position(|g| g.key == key) {
-            Some(i) => i,
+            Some(i) => {
+                let g = &mut self.open[i];
+                g.last_ns = g.last_ns.max(now_ns);
+                i
+            }
             None => {
                 if self.open.len() >= self.max_open {
                     self.close(0, expected_eaxcs, on_close);

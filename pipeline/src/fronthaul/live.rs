@@ -4,8 +4,9 @@
 //! with it (`pw_fh_slot_state`). The host looks at those words every poll ([`Completer::poll`]):
 //! a tag it has not seen opens a slot; a slot whose count reached every expected PRB (every
 //! PRB of every eAxC of the grid, summed over the GPUs) closes complete; while more than
-//! `max_open_slots` are open the oldest closes (partial); a slot open longer than
-//! `slot_timeout_us` (host clock, from when the host first saw it) closes partial. A closed slot
+//! `max_open_slots` are open the oldest closes (partial); a slot whose first frame was received
+//! more than `slot_timeout_us` before the latest frame stored in an open slot (receive times,
+//! the frames' `timestamp_ns`, as on the CPU) closes partial. A closed slot
 //! is read back (that ring entry's cells and marks, merged over the GPUs) and handed on, in
 //! closing order, each once. A ring entry is taken by a later slot only `2 x max_open_slots`
 //! slots on, so a slot closes long before its entry is reused when the poll keeps up.
@@ -20,8 +21,11 @@
 //! and that frame must have been running on the GPU across the write (microseconds). A slot
 //! closed complete with no sink has no read-back: there the write is not waited for at all.
 //!
-//! Where this differs from the CPU's assembler: the timeout runs on the host clock from the
-//! first poll that saw the slot (the CPU's runs on the receive times of its packets).
+//! The rule is the CPU assembler's (docs/fronthaul.md, "When a slot opens and closes"), taken
+//! at each poll rather than at each packet: polled after every frame it decides as the CPU
+//! does (pipeline/tests/fronthaul_stage_host.rs holds the two equal); a poll that lags sees
+//! several frames at once, and the frames of a slot the kernel stored before the host's closed
+//! word landed are delivered with it rather than refused.
 //!
 //! Completion latency: from when the host handed the GPU the burst holding the slot's last
 //! packet (the [`HandedLog`] entry whose receive times hold the entry's latest receive time)
@@ -108,7 +112,9 @@ pub struct Closed {
 #[derive(Clone, Copy, Debug)]
 struct Open {
     tag: u32,
-    first_seen: Instant,
+    /// The slot's first receive time: its entry's latest receive time when the poll first saw
+    /// it (the kernel restarts that word when a slot takes the entry), 0 when untimed.
+    first_ns: u64,
 }
 
 /// The completion state of one fronthaul stage (all its GPUs).
@@ -117,7 +123,7 @@ pub struct Completer {
     l: Layout,
     expected: u64,
     max_open: usize,
-    timeout: Duration,
+    timeout_ns: u64,
     /// Slots in the order they opened.
     open: VecDeque<Open>,
     /// Per ring entry: the tag of the last slot closed from it (0: none).
@@ -135,7 +141,7 @@ impl Completer {
         Ok(Completer {
             expected: (l.eaxcs.len() * SYMBOLS_PER_SLOT as usize * l.prbs) as u64,
             max_open: usize::from(cfg.max_open_slots).max(1),
-            timeout: Duration::from_micros(cfg.slot_timeout_us),
+            timeout_ns: cfg.slot_timeout_us.saturating_mul(1000),
             open: VecDeque::new(),
             closed: vec![0; l.ring],
             last: 0,
@@ -174,21 +180,21 @@ impl Completer {
         })
     }
 
-    /// One look at the GPUs' rings (`srcs`, one per GPU) at `now`: new slots opened, complete
-    /// ones closed, the oldest closed while more than `max_open_slots` are open, the timed out
-    /// ones closed; each closed slot is read back and handed to `close`, in closing order.
+    /// One look at the GPUs' rings (`srcs`, one per GPU): new slots opened, complete ones
+    /// closed, the oldest closed while more than `max_open_slots` are open, the timed out ones
+    /// closed (on the frames' receive times: docs/fronthaul.md, "When a slot opens and
+    /// closes"); each closed slot is read back and handed to `close`, in closing order.
     /// Returns how many closed.
     pub fn poll(
         &mut self,
         srcs: &[&dyn GridSource],
-        now: Instant,
         close: &mut dyn FnMut(Closed),
     ) -> anyhow::Result<usize> {
         let states = srcs
             .iter()
             .map(|s| s.slot_states())
             .collect::<anyhow::Result<Vec<_>>>()?;
-        self.open_new(&states, now);
+        self.open_new(&states);
         let mut n = 0;
         let mut i = 0;
         while i < self.open.len() {
@@ -205,10 +211,16 @@ impl Completer {
             self.close(srcs, &states, o, false, close)?;
             n += 1;
         }
+        // The clock: the latest receive time stored in an open slot (as the CPU's assembler).
+        let now = (self.open.iter())
+            .map(|o| self.count(&states, o.tag).1)
+            .max()
+            .unwrap_or(0);
+        let timeout = self.timeout_ns;
         while let Some(i) = self
             .open
             .iter()
-            .position(|o| now.saturating_duration_since(o.first_seen) > self.timeout)
+            .position(|o| now > 0 && now.saturating_sub(o.first_ns) > timeout)
         {
             let o = self.open.remove(i).expect("index in range");
             self.close(srcs, &states, o, false, close)?;
@@ -224,8 +236,7 @@ impl Completer {
         srcs: &[&dyn GridSource],
         close: &mut dyn FnMut(Closed),
     ) -> anyhow::Result<usize> {
-        let now = Instant::now();
-        let mut n = self.poll(srcs, now, close)?;
+        let mut n = self.poll(srcs, close)?;
         let states = srcs
             .iter()
             .map(|s| s.slot_states())
@@ -239,7 +250,7 @@ impl Completer {
 
     /// Opens the tags of the states that are neither open nor closed, in frame-cycle order
     /// after the newest open one.
-    fn open_new(&mut self, states: &[Vec<u8>], now: Instant) {
+    fn open_new(&mut self, states: &[Vec<u8>]) {
         let mut fresh: Vec<u32> = Vec::new();
         for r in 0..self.l.ring {
             for st in states {
@@ -256,10 +267,8 @@ impl Completer {
         let (cycle, last) = (self.cycle(), self.last);
         fresh.sort_by_key(|&t| (t % cycle + cycle - last % cycle) % cycle);
         for tag in fresh {
-            self.open.push_back(Open {
-                tag,
-                first_seen: now,
-            });
+            let first_ns = self.count(states, tag).1;
+            self.open.push_back(Open { tag, first_ns });
             self.last = tag;
         }
     }
@@ -586,7 +595,7 @@ impl LiveStages {
             n += if end {
                 c.finish(&srcs, &mut close)?
             } else {
-                c.poll(&srcs, Instant::now(), &mut close)?
+                c.poll(&srcs, &mut close)?
             };
             self.stats.slots.add(t.elapsed());
         }

@@ -397,12 +397,6 @@ impl FronthaulStage {
         started: std::time::Instant,
     ) -> Taken {
         st.counters.uplane += 1;
-        let expected = st.index.len();
-        if let Some(t) = arrival {
-            st.assembler.expire(t, expected, &mut |c| {
-                on_close(&mut st.counters, &mut st.sink, &mut st.ring, c)
-            });
-        }
         let arrival_ns = arrival.unwrap_or(0);
         let Some(e) = self.eaxc_index(st, u.eaxc) else {
             st.counters.eaxc_unexpected += 1;
@@ -467,6 +461,14 @@ impl FronthaulStage {
                 lat.observe(started.elapsed().as_nanos() as u64);
                 on_close(counters, sink, ring, c)
             });
+        }
+        // The timeout's clock is the latest receive time stored in an open slot, judged after
+        // the packet is stored: what the GPU executor's completion poll sees in the slot
+        // states (docs/fronthaul.md, "When a slot opens and closes").
+        let now = st.assembler.latest_ns();
+        if now > 0 {
+            st.assembler
+                .expire(now, expected, &mut |c| on_close(counters, sink, ring, c));
         }
         Taken::Stored
     }
