@@ -28,7 +28,8 @@ pub struct FronthaulConfig {
     #[serde(default)]
     pub comp: CompConfig,
     /// The eAxC ids of the slot grid, in grid order. Empty (default): eAxCs get grid indices
-    /// in order of arrival, up to `max_eaxcs`; later ones are counted `eaxc_overflow`.
+    /// in order of arrival, up to `max_eaxcs`; later ones are counted `eaxc_overflow`; a slot
+    /// then closes only by eviction, timeout or the end (docs/fronthaul.md).
     #[serde(default)]
     pub eaxcs: Vec<u16>,
     /// Most eAxCs of a learnt grid (1 ..= 64). Default 16.
@@ -47,7 +48,8 @@ pub struct FronthaulConfig {
     /// timestamps on pcap replay and the host clock live.
     #[serde(default)]
     pub time_offset_ns: u64,
-    /// A slot still missing PRBs this long after its first packet is closed as partial.
+    /// A slot still missing PRBs this long after its first packet is closed as partial
+    /// (receive times, on both executors: docs/fronthaul.md).
     /// Default 2000 us (a 0.5 ms slot plus the largest Ta4 with margin).
     #[serde(default = "default_slot_timeout_us")]
     pub slot_timeout_us: u64,
