@@ -48,6 +48,7 @@
 /* Words of the stats buffer: [code] frames rejected by reject code (1..22), and: */
 #define PW_FH_STATS 32u
 #define PW_FH_STAT_SATURATED 0u /* samples that did not fit 16 bits */
+#define PW_FH_STAT_TAKEN 31u    /* slots that took a ring entry (the host's poll sees each, or counts it lost) */
 
 /* The stage's counters (pw_stage_counters.v[k], per queue). */
 #define PW_FH_CTR_UPLANE 1u
@@ -277,6 +278,7 @@ PW_DEVICE void pw_fh_slot_add(const pw_fh_stage_params *p, uint32_t ring, uint32
      * the slot, as the slot's first receive time (its timeout's start). */
     if (took) {
         PW_FH_XCHG64(&st->last_ns, ts);
+        PW_ADD64(&((uint64_t *)p->stats)[PW_FH_STAT_TAKEN], 1);
     } else if (ts) {
         PW_FH_MAX64(&st->last_ns, ts);
     }

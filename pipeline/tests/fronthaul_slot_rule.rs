@@ -64,6 +64,22 @@ struct Outcome {
     verdicts: Vec<(u8, u8)>,
     slots: Vec<Slot>,
     refused: Vec<(u64, u64)>,
+    /// Slots stored and never delivered (the GPU's poll fell a ring behind; 0 on the CPU).
+    lost: u64,
+}
+
+/// The stats buffer of the host-compiled stage, as the GPUs' counters give it.
+struct HostStats(Vec<u8>);
+
+impl gpu::CounterSource for HostStats {
+    fn stage_block(&self, _k: usize) -> [u64; 8] {
+        [0; 8]
+    }
+
+    fn stage_buffers(&self, _k: usize, i: usize) -> anyhow::Result<Vec<Vec<u8>>> {
+        assert_eq!(i, gpu::BUF_STATS);
+        Ok(vec![self.0.clone()])
+    }
 }
 
 /// A delivered slot: its number, complete, filled PRBs per eAxC, and its samples.
@@ -104,10 +120,18 @@ fn on_cpu(cfg: &FronthaulConfig, frames: &[(Vec<u8>, u64)]) -> Outcome {
         verdicts,
         slots,
         refused: c.per_eaxc.iter().map(|e| (e.slot_closed, e.slot_closed_prbs)).collect(),
+        lost: c.slots_lost,
     }
 }
 
-fn on_gpu(pipe: &HostPipeline, cfg: &FronthaulConfig, frames: &[(Vec<u8>, u64)]) -> Outcome {
+/// The GPU executor's halves on `frames`, the completion poll looking after every
+/// `poll_every` frames (1: a poll that keeps up).
+fn on_gpu(
+    pipe: &HostPipeline,
+    cfg: &FronthaulConfig,
+    frames: &[(Vec<u8>, u64)],
+    poll_every: usize,
+) -> Outcome {
     let l = Layout::new(cfg).expect("GPU layout");
     // u64 words: every buffer 8-byte aligned, as device allocations are.
     let mut bufs: Vec<Vec<u64>> = l.buffers().iter().map(|(_, n)| vec![0u64; n.div_ceil(8)]).collect();
@@ -146,6 +170,9 @@ fn on_gpu(pipe: &HostPipeline, cfg: &FronthaulConfig, frames: &[(Vec<u8>, u64)])
         };
         pipe.run_frame_mut(&mut buf, &mut hf, &[view], None, &mut meta, &mut v, &mut counters);
         verdicts.push((v[0], v[1]));
+        if (i + 1) % poll_every != 0 {
+            continue;
+        }
         completer
             .poll(&[&src], &mut |c: Closed| slots.push(slot_of(&c.grid, cfg.numerology)))
             .unwrap();
@@ -161,10 +188,12 @@ fn on_gpu(pipe: &HostPipeline, cfg: &FronthaulConfig, frames: &[(Vec<u8>, u64)])
         &bytes(&b[gpu::BUF_STATS]),
         &vec![[0; 3]; l.eaxcs.len()],
     );
+    let taken = gpu::taken_slots(&HostStats(bytes(&b[gpu::BUF_STATS])), 0).unwrap();
     Outcome {
         verdicts,
         slots,
         refused: c.per_eaxc.iter().map(|e| (e.slot_closed, e.slot_closed_prbs)).collect(),
+        lost: taken - completer.observed(),
     }
 }
 
@@ -257,7 +286,8 @@ fn both_executors_open_close_evict_and_time_out_slots_alike() {
     for (name, cfg, pkts, gap) in cases {
         let fs = frames(&pkts, gap);
         let cpu = on_cpu(&cfg, &fs);
-        let gpu = on_gpu(&pipe, &cfg, &fs);
+        let gpu = on_gpu(&pipe, &cfg, &fs, 1);
+        assert_eq!((cpu.lost, gpu.lost), (0, 0), "{name}: nothing lost");
         assert_eq!(cpu.verdicts, gpu.verdicts, "{name}: verdicts");
         assert_eq!(cpu.refused, gpu.refused, "{name}: refused per eAxC");
         let numbers = |o: &Outcome| o.slots.iter().map(|s| (s.number, s.complete)).collect::<Vec<_>>();
@@ -275,4 +305,23 @@ fn both_executors_open_close_evict_and_time_out_slots_alike() {
             _ => {}
         }
     }
+}
+
+/// A completion poll that falls more than a ring (`2 x max_open_slots` slots) behind the kernel
+/// never sees the slots in between: they cannot reach the sink, and the run counts them.
+#[test]
+fn slots_a_lagging_poll_never_saw_are_counted_lost() {
+    let pipe = {
+        let specs: Vec<StageSpec> = StageSpec::builtin("fronthaul").into_iter().collect();
+        HostPipeline::compile(&specs).expect("host pipeline")
+    };
+    let cfg = config(2, 2000);
+    let fs = frames(&(0..12).flat_map(whole).collect::<Vec<_>>(), 9_000);
+    let all_at_once = on_gpu(&pipe, &cfg, &fs, fs.len());
+    // The ring holds the last 4 slots when the poll first looks.
+    let numbers: Vec<u32> = all_at_once.slots.iter().map(|s| s.number).collect();
+    assert_eq!(numbers, [8, 9, 10, 11]);
+    assert_eq!(all_at_once.lost, 8);
+    let kept_up = on_gpu(&pipe, &cfg, &fs, 1);
+    assert_eq!((kept_up.slots.len(), kept_up.lost), (12, 0));
 }

@@ -130,6 +130,10 @@ pub struct Completer {
     closed: Vec<u32>,
     /// The tag that opened last (new tags are taken in frame-cycle order after it).
     last: u32,
+    /// Per GPU and ring entry, the tag the poll last saw there, and how many tags it has seen
+    /// take an entry (the kernel counts those it stored: the difference were never seen).
+    seen: Vec<Vec<u32>>,
+    observed: u64,
     /// Whether a closed slot's samples are read back (a stage without a sink needs only its
     /// marks, for the complete / partial counts per eAxC).
     pub samples: bool,
@@ -145,6 +149,8 @@ impl Completer {
             open: VecDeque::new(),
             closed: vec![0; l.ring],
             last: 0,
+            seen: Vec::new(),
+            observed: 0,
             samples: true,
             l,
         })
@@ -194,6 +200,7 @@ impl Completer {
             .iter()
             .map(|s| s.slot_states())
             .collect::<anyhow::Result<Vec<_>>>()?;
+        self.observe(&states);
         self.open_new(&states);
         let mut n = 0;
         let mut i = 0;
@@ -246,6 +253,24 @@ impl Completer {
             n += 1;
         }
         Ok(n)
+    }
+
+    /// Slots the poll has seen take a ring entry, over every GPU.
+    pub fn observed(&self) -> u64 {
+        self.observed
+    }
+
+    fn observe(&mut self, states: &[Vec<u8>]) {
+        self.seen.resize(states.len(), vec![0; self.l.ring]);
+        for (seen, st) in self.seen.iter_mut().zip(states) {
+            for (r, s) in seen.iter_mut().enumerate() {
+                let tag = entry_state(st, r).0;
+                if tag != 0 && tag != *s {
+                    *s = tag;
+                    self.observed += 1;
+                }
+            }
+        }
     }
 
     /// Opens the tags of the states that are neither open nor closed, in frame-cycle order
@@ -529,6 +554,22 @@ impl LiveStages {
         for (k, _, j) in &self.stages {
             if let Some(crate::stage::Stage::Fronthaul(f)) = p.stages.get(*k) {
                 super::gpu::absorb_stage(f, *k, src, j.counts())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The end of a run, after [`Self::finish`]: each stage's slots the kernel stored that
+    /// the poll never saw (it fell a whole ring behind) counted lost.
+    pub fn report_lost(
+        &self,
+        p: &crate::stage::Pipeline,
+        src: &dyn super::gpu::CounterSource,
+    ) -> anyhow::Result<()> {
+        for (k, c, _) in &self.stages {
+            if let Some(crate::stage::Stage::Fronthaul(f)) = p.stages.get(*k) {
+                let taken = super::gpu::taken_slots(src, *k)?;
+                f.set_slots_lost(taken.saturating_sub(c.observed()));
             }
         }
         Ok(())

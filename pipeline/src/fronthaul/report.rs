@@ -45,6 +45,9 @@ pub struct FronthaulSummary {
     pub prbs: u64,
     pub slots_complete: u64,
     pub slots_partial: u64,
+    /// GPU executor: slots stored on the GPU that never reached the sink (see
+    /// `FronthaulCounters::slots_lost`).
+    pub slots_lost: u64,
     pub duplicate_prbs: u64,
     pub saturated_samples: u64,
     pub eaxc_unexpected: u64,
@@ -79,6 +82,7 @@ impl FronthaulSummary {
             prbs: c.prbs,
             slots_complete: c.slots_complete,
             slots_partial: c.slots_partial,
+            slots_lost: c.slots_lost,
             duplicate_prbs: c.duplicate_prbs,
             saturated_samples: c.saturated_samples,
             eaxc_unexpected: c.eaxc_unexpected,
@@ -112,7 +116,7 @@ impl FronthaulSummary {
             String::new()
         };
         let mut out = vec![format!(
-            "stage {}: {} frames ({} U-plane, {} C-plane, {} not eCPRI, {} rejected), {} PRBs, slots {} complete / {} partial{latency}, {} duplicate PRBs, {} saturated samples, {} unexpected eAxC, {} sink errors, {}",
+            "stage {}: {} frames ({} U-plane, {} C-plane, {} not eCPRI, {} rejected), {} PRBs, slots {} complete / {} partial / {} lost{latency}, {} duplicate PRBs, {} saturated samples, {} unexpected eAxC, {} sink errors, {}",
             self.position,
             self.frames,
             self.uplane,
@@ -122,6 +126,7 @@ impl FronthaulSummary {
             self.prbs,
             self.slots_complete,
             self.slots_partial,
+            self.slots_lost,
             self.duplicate_prbs,
             self.saturated_samples,
             self.eaxc_unexpected,
@@ -283,6 +288,7 @@ fn stage_samples(
     }
     add(2, vec![("result", "complete".into())], c.slots_complete);
     add(2, vec![("result", "partial".into())], c.slots_partial);
+    add(2, vec![("result", "lost".into())], c.slots_lost);
     add(3, vec![], c.eaxc_unexpected);
     add(4, vec![], c.saturated_samples);
     add(14, vec![], c.sink_errors);

@@ -64,6 +64,9 @@ pub struct FronthaulCounters {
     pub eaxc_unexpected: u64,
     pub slots_complete: u64,
     pub slots_partial: u64,
+    /// GPU executor: slots the kernel stored that the completion poll never saw (it fell a
+    /// whole ring behind): never handed to the sink. Set at the end of a run.
+    pub slots_lost: u64,
     pub sink_errors: u64,
     /// Completion latency of the complete slots (the last [`LATENCY_KEEP`] measured): from
     /// the burst holding the slot's last packet (CPU executor: when its worker started that
@@ -549,12 +552,28 @@ impl FronthaulStage {
         let old = &st.counters;
         counters.slots_complete = old.slots_complete;
         counters.slots_partial = old.slots_partial;
+        counters.slots_lost = old.slots_lost;
         counters.sink_errors = old.sink_errors;
         for (n, o) in counters.per_eaxc.iter_mut().zip(&old.per_eaxc) {
             n.slots_complete = o.slots_complete;
             n.slots_partial = o.slots_partial;
         }
         st.counters = counters;
+    }
+
+    /// GPU executor, end of a run: `n` slots the completion poll never saw (see
+    /// [`FronthaulCounters::slots_lost`]).
+    pub fn set_slots_lost(&self, n: u64) {
+        if n > 0 {
+            tracing::warn!(
+                event = "fronthaul_slots_lost",
+                lost = n,
+                "fronthaul: {n} slots the GPU stored were never seen by the completion poll \
+                 (it fell a whole ring of 2 x max_open_slots slots behind) and never reached \
+                 the sink"
+            );
+        }
+        self.lock().counters.slots_lost = n;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
