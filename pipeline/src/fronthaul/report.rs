@@ -356,6 +356,8 @@ mod tests {
             not_ecpri: 1,
             prbs: 28,
             slots_complete: 1,
+            slots_lost: 4,
+            sink_errors: 5,
             ..Default::default()
         };
         c.errors[Reject::PrbOutOfCarrier.index()] = 2;
@@ -408,6 +410,11 @@ mod tests {
         assert_eq!(find("pktwarp_fronthaul_dropped_prbs_total", &closed), 8);
         let r = [("eaxc", "513"), ("reason", "prb_out_of_carrier")];
         assert_eq!(find("pktwarp_fronthaul_eaxc_errors_total", &r), 1);
+        assert_eq!(find("pktwarp_fronthaul_sink_errors_total", &[]), 5);
+        assert_eq!(
+            find("pktwarp_fronthaul_cell_slots_total", &[("result", "lost")]),
+            4
+        );
         // Every family is declared as a counter with these label names.
         for (fam, samples) in &fams {
             let (_, _, ty, labels) = crate::control::metrics::FAMILIES
@@ -432,6 +439,7 @@ mod tests {
         assert!(lines[1].starts_with("eAxC 513: 7 packets, 28 PRBs, early 0 / on time 6 / late 1"));
         assert_eq!(s.errors, vec![("prb_out_of_carrier".to_string(), 2)]);
         assert!(!lines[0].contains("latency"), "none measured: {}", lines[0]);
+        (c.slots_lost, c.sink_errors) = (0, 0);
         c.slot_latency_count = 3;
         c.slot_latency_p50_ns = 12_500;
         c.slot_latency_p99_ns = 40_000;
@@ -446,13 +454,16 @@ mod tests {
         );
         let l = &s.lines()[0];
         assert!(
-            l.contains("slots 1 complete / 0 partial (completion latency p50 12.5 us / p99 40.0 us over 3)"),
+            l.contains("slots 1 complete / 0 partial / 0 lost (completion latency p50 12.5 us / p99 40.0 us over 3)"),
             "{l}"
         );
         // Every sequence kind has its sample, out of order included (both executors judge it).
         c.per_eaxc[0].seq_out_of_order = 2;
         let l = &FronthaulSummary::new(1, &c).lines()[1];
         assert!(l.contains("out of order 2, slots"), "{l}");
+        c.sink_errors = 5;
+        let l = &FronthaulSummary::new(1, &c).lines()[0];
+        assert!(l.contains(", 5 sink errors,"), "{l}");
         let mut fams: Vec<(&'static str, Vec<(Labels, u64)>)> =
             FAMILIES.iter().map(|f| (*f, Vec::new())).collect();
         stage_samples(1, &c, &mut fams);
