@@ -716,7 +716,7 @@ pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
     crate::stage::descriptor::StageDescriptor {
         name: "fronthaul",
         usage: "`fronthaul: {...}`",
-        summary: "O-RAN 7.2x U-plane decode (BFP / none, static or dynamic udCompHdr) into the slot grid; malformed frames dropped as `fronthaul_reject`; on the GPU only with `eaxcs` listed: see [5G fronthaul](#5g-fronthaul)",
+        summary: "O-RAN 7.2x U-plane decode (BFP / none, static or dynamic udCompHdr) into the slot grid; malformed frames and packets of a closed slot dropped as `fronthaul_reject`; on the GPU only with `eaxcs` listed: see [5G fronthaul](#5g-fronthaul)",
         needs: crate::stage::descriptor::StageNeeds {
         reads_payload: true,
         reads_time: true,
