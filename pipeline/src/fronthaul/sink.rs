@@ -158,6 +158,41 @@ mod tests {
         assert_eq!(&b[10 + hl + 48..10 + hl + 50], &(-2i16).to_le_bytes());
     }
 
+    /// A write cut short (a full disk; here the file size limit of `ulimit -f`, in a child
+    /// process of this test, which SIGXFSZ may end mid-write) never leaves a file under its
+    /// final name: only the `.partial` one, or nothing.
+    #[cfg(unix)]
+    #[test]
+    fn a_write_cut_short_leaves_no_file_under_its_name() {
+        const CHILD: &str = "PW_FH_WRITE_WHOLE_CHILD";
+        if let Some(dir) = std::env::var_os(CHILD) {
+            let big = vec![7u8; 1 << 20];
+            let r = write_whole(&Path::new(&dir).join("slot_complete.npy"), &big);
+            assert!(r.is_err(), "a 1 MiB write under a 1 KiB limit succeeded");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("pw-npy-cut-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let out = std::process::Command::new("sh")
+            .args(["-c", "ulimit -f 2 && exec \"$0\" \"$@\""])
+            .arg(&exe)
+            .args(["--exact", "fronthaul::sink::tests::a_write_cut_short_leaves_no_file_under_its_name"])
+            .env(CHILD, &dir)
+            .output()
+            .expect("sh");
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !names.iter().any(|n| n == "slot_complete.npy"),
+            "{names:?} {out:?}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
     #[test]
     fn files_in_a_folder_and_a_bad_folder() {
         let dir = std::env::temp_dir().join(format!("pw-npy-{}", std::process::id()));
