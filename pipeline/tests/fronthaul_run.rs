@@ -227,3 +227,27 @@ fn bad_oran_generator_options_are_refused_by_key() {
         assert!(e.contains(key), "{key}: {e}");
     }
 }
+
+/// Slots the sink fails to write (its folder removed under the run) fail the run: counted in
+/// the stage's summary line and `sink_errors`, and an error of the run's summary (exit 1).
+#[test]
+fn sink_write_failures_fail_the_run() {
+    let dir = tmpdir("sinkfail");
+    let slots_dir = dir.join("slots");
+    let path = shipped_config(&dir, 3, &format!("{{ raw: {} }}", slots_dir.display()));
+    let cfg = config::load(&path).unwrap();
+    let p = daemon::prepare(cfg).unwrap();
+    std::fs::remove_dir_all(&slots_dir).expect("the sink made its folder");
+    let ports = daemon::open_ports(&p.cfg).unwrap();
+    let shared = CpuShared::new(&p.cpu_spec());
+    let s = daemon::run_cpu(&p, &shared, ports);
+    let f = &s.fronthaul[0];
+    assert_eq!((f.slots_complete, f.sink_errors), (3, 3), "{f:?}");
+    assert!(f.lines()[0].contains(", 3 sink errors,"), "{:?}", f.lines());
+    assert!(
+        s.errors.iter().any(|e| e.contains("sink failed to deliver 3 slots")),
+        "{:?}",
+        s.errors
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
