@@ -245,7 +245,9 @@ fn sink_write_failures_fail_the_run() {
     assert_eq!((f.slots_complete, f.sink_errors), (3, 3), "{f:?}");
     assert!(f.lines()[0].contains(", 3 sink errors,"), "{:?}", f.lines());
     assert!(
-        s.errors.iter().any(|e| e.contains("sink failed to deliver 3 slots")),
+        s.errors
+            .iter()
+            .any(|e| e.contains("sink failed to deliver 3 slots")),
         "{:?}",
         s.errors
     );

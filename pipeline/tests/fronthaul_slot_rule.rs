@@ -114,12 +114,21 @@ fn on_cpu(cfg: &FronthaulConfig, frames: &[(Vec<u8>, u64)]) -> Outcome {
         })
         .collect();
     stage.flush();
-    let slots = seen.lock().unwrap().iter().map(|g| slot_of(g, cfg.numerology)).collect();
+    let slots = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|g| slot_of(g, cfg.numerology))
+        .collect();
     let c = stage.counters();
     Outcome {
         verdicts,
         slots,
-        refused: c.per_eaxc.iter().map(|e| (e.slot_closed, e.slot_closed_prbs)).collect(),
+        refused: c
+            .per_eaxc
+            .iter()
+            .map(|e| (e.slot_closed, e.slot_closed_prbs))
+            .collect(),
         lost: c.slots_lost,
     }
 }
@@ -134,7 +143,11 @@ fn on_gpu(
 ) -> Outcome {
     let l = Layout::new(cfg).expect("GPU layout");
     // u64 words: every buffer 8-byte aligned, as device allocations are.
-    let mut bufs: Vec<Vec<u64>> = l.buffers().iter().map(|(_, n)| vec![0u64; n.div_ceil(8)]).collect();
+    let mut bufs: Vec<Vec<u64>> = l
+        .buffers()
+        .iter()
+        .map(|(_, n)| vec![0u64; n.div_ceil(8)])
+        .collect();
     let addrs: [u64; 7] = std::array::from_fn(|i| bufs[i].as_mut_ptr() as u64);
     let block: Vec<u8> = gpu::param_block(cfg, &l, addrs);
     // The block as 8-byte aligned words, as a device block is.
@@ -157,7 +170,8 @@ fn on_gpu(
     for (i, (f, ts)) in frames.iter().enumerate() {
         // SAFETY: a view of the block's u64 words as the bytes the C stage reads (FFI
         // boundary: the host pipeline takes byte blocks); the words outlive the call.
-        let view = unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), words.len() * 8) };
+        let view =
+            unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), words.len() * 8) };
         let mut meta = [0u8; META_BYTES];
         let mut v = [0u8; VERDICT_BYTES];
         let mut buf = f.clone();
@@ -168,17 +182,29 @@ fn on_gpu(
             burst_index: i as u32,
             ..HostFrame::default()
         };
-        pipe.run_frame_mut(&mut buf, &mut hf, &[view], None, &mut meta, &mut v, &mut counters);
+        pipe.run_frame_mut(
+            &mut buf,
+            &mut hf,
+            &[view],
+            None,
+            &mut meta,
+            &mut v,
+            &mut counters,
+        );
         verdicts.push((v[0], v[1]));
         if (i + 1) % poll_every != 0 {
             continue;
         }
         completer
-            .poll(&[&src], &mut |c: Closed| slots.push(slot_of(&c.grid, cfg.numerology)))
+            .poll(&[&src], &mut |c: Closed| {
+                slots.push(slot_of(&c.grid, cfg.numerology))
+            })
             .unwrap();
     }
     completer
-        .finish(&[&src], &mut |c: Closed| slots.push(slot_of(&c.grid, cfg.numerology)))
+        .finish(&[&src], &mut |c: Closed| {
+            slots.push(slot_of(&c.grid, cfg.numerology))
+        })
         .unwrap();
     let b = src.bufs.borrow();
     let (c, _) = gpu::read_counters(
@@ -192,7 +218,11 @@ fn on_gpu(
     Outcome {
         verdicts,
         slots,
-        refused: c.per_eaxc.iter().map(|e| (e.slot_closed, e.slot_closed_prbs)).collect(),
+        refused: c
+            .per_eaxc
+            .iter()
+            .map(|e| (e.slot_closed, e.slot_closed_prbs))
+            .collect(),
         lost: taken - completer.observed(),
     }
 }
@@ -226,7 +256,9 @@ fn whole(slot: u64) -> Vec<Pkt> {
 /// Packets of several slots taken in turn.
 fn interleave(slots: &[u64]) -> Vec<Pkt> {
     let each: Vec<Vec<Pkt>> = slots.iter().map(|&s| whole(s)).collect();
-    (0..each[0].len()).flat_map(|i| each.iter().map(move |w| w[i])).collect()
+    (0..each[0].len())
+        .flat_map(|i| each.iter().map(move |w| w[i]))
+        .collect()
 }
 
 /// The frames of `pkts`, received `gap_ns` apart from 1 s on (radio time; the host clock
@@ -235,7 +267,12 @@ fn frames(pkts: &[Pkt], gap_ns: u64) -> Vec<(Vec<u8>, u64)> {
     let o = gen();
     pkts.iter()
         .enumerate()
-        .map(|(i, &(e, slot, sym, p))| (frame(&o, e, slot, sym, p, i as u8), 1_000_000_000 + i as u64 * gap_ns))
+        .map(|(i, &(e, slot, sym, p))| {
+            (
+                frame(&o, e, slot, sym, p, i as u8),
+                1_000_000_000 + i as u64 * gap_ns,
+            )
+        })
         .collect()
 }
 
@@ -260,13 +297,27 @@ fn both_executors_open_close_evict_and_time_out_slots_alike() {
     let half = |slot: u64, first: bool| -> Vec<Pkt> {
         let w = whole(slot);
         let n = w.len() / 2;
-        if first { w[..n].to_vec() } else { w[n..].to_vec() }
+        if first {
+            w[..n].to_vec()
+        } else {
+            w[n..].to_vec()
+        }
     };
     let mut missing = whole(0);
     missing.remove(7);
     let cases: Vec<(&str, FronthaulConfig, Vec<Pkt>, u64)> = vec![
-        ("in order", config(4, 2000), (0..6).flat_map(whole).collect(), 9_000),
-        ("interleaved", config(4, 2000), interleave(&[0, 1, 2]), 9_000),
+        (
+            "in order",
+            config(4, 2000),
+            (0..6).flat_map(whole).collect(),
+            9_000,
+        ),
+        (
+            "interleaved",
+            config(4, 2000),
+            interleave(&[0, 1, 2]),
+            9_000,
+        ),
         ("evicted", config(2, 2000), interleave(&[0, 1, 2, 3]), 9_000),
         (
             "revisited",
@@ -281,7 +332,12 @@ fn both_executors_open_close_evict_and_time_out_slots_alike() {
             interleave(&[4, 5]),
             40_000,
         ),
-        ("a PRB missing", config(2, 2000), [missing, whole(1), whole(2)].concat(), 9_000),
+        (
+            "a PRB missing",
+            config(2, 2000),
+            [missing, whole(1), whole(2)].concat(),
+            9_000,
+        ),
     ];
     for (name, cfg, pkts, gap) in cases {
         let fs = frames(&pkts, gap);
@@ -290,7 +346,12 @@ fn both_executors_open_close_evict_and_time_out_slots_alike() {
         assert_eq!((cpu.lost, gpu.lost), (0, 0), "{name}: nothing lost");
         assert_eq!(cpu.verdicts, gpu.verdicts, "{name}: verdicts");
         assert_eq!(cpu.refused, gpu.refused, "{name}: refused per eAxC");
-        let numbers = |o: &Outcome| o.slots.iter().map(|s| (s.number, s.complete)).collect::<Vec<_>>();
+        let numbers = |o: &Outcome| {
+            o.slots
+                .iter()
+                .map(|s| (s.number, s.complete))
+                .collect::<Vec<_>>()
+        };
         assert_eq!(numbers(&cpu), numbers(&gpu), "{name}: slots delivered");
         assert_eq!(cpu.slots, gpu.slots, "{name}: slot contents");
         let mut seen: Vec<u32> = pkts.iter().map(|p| p.1 as u32).collect();

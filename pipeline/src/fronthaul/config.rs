@@ -342,10 +342,16 @@ impl FronthaulConfig {
         // An empty folder would resolve to the config's own folder: say so instead.
         match &self.sink {
             SinkConfig::Npy { dir, .. } if dir.as_os_str().is_empty() => {
-                return k("sink.npy.dir", "is empty (name a folder for the files)".into());
+                return k(
+                    "sink.npy.dir",
+                    "is empty (name a folder for the files)".into(),
+                );
             }
             SinkConfig::Raw(r) if r.dir.as_os_str().is_empty() => {
-                return k("sink.raw.dir", "is empty (name a folder for the files)".into());
+                return k(
+                    "sink.raw.dir",
+                    "is empty (name a folder for the files)".into(),
+                );
             }
             _ => {}
         }

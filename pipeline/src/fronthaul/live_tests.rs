@@ -140,11 +140,7 @@ fn a_slot_closes_complete_once_with_its_samples() {
     let g = FakeGpu::new(c.layout());
     let mut seen = Seen::new();
     g.fill(5, 0, -3, 100);
-    assert_eq!(
-        poll(&mut c, &[&g], &mut seen),
-        0,
-        "half the eAxCs: open"
-    );
+    assert_eq!(poll(&mut c, &[&g], &mut seen), 0, "half the eAxCs: open");
     assert_eq!(c.open_slots(), 1);
     g.fill(5, 1, 4, 250);
     g.store(5, 1, 0, 0, 4, 120); // a duplicate PRB: not counted twice

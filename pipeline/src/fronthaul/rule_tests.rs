@@ -42,7 +42,10 @@ fn late_second_eaxc(o: &OranGenOptions) -> Vec<(Vec<u8>, u64)> {
     let mut v = slot_frames(o, 0, 0);
     v.extend(slot_frames(o, 1, 0));
     for slot in 1..3 {
-        for (a, b) in slot_frames(o, 0, slot).into_iter().zip(slot_frames(o, 1, slot)) {
+        for (a, b) in slot_frames(o, 0, slot)
+            .into_iter()
+            .zip(slot_frames(o, 1, slot))
+        {
             v.push(a);
             v.push(b);
         }
@@ -56,7 +59,10 @@ fn stage_with_sink(cfg: &FronthaulConfig) -> (FronthaulStage, Seen) {
     let seen: Seen = Arc::default();
     let s2 = seen.clone();
     let sink = FnSink(move |g: &SlotGrid| s2.lock().unwrap().push(g.clone()));
-    (FronthaulStage::with_sink(cfg, Box::new(sink)).unwrap(), seen)
+    (
+        FronthaulStage::with_sink(cfg, Box::new(sink)).unwrap(),
+        seen,
+    )
 }
 
 fn feed(stage: &FronthaulStage, frames: &[(Vec<u8>, u64)]) -> Vec<Verdict> {
@@ -76,18 +82,24 @@ fn a_learnt_grid_closes_no_slot_before_its_eaxcs_are_known() {
     for listed in [false, true] {
         let (stage, seen) = stage_with_sink(&config(&o, listed));
         let verdicts = feed(&stage, &late_second_eaxc(&o));
-        assert!(verdicts.iter().all(|v| *v == Verdict::PASS), "listed {listed}");
+        assert!(
+            verdicts.iter().all(|v| *v == Verdict::PASS),
+            "listed {listed}"
+        );
         stage.flush();
         let c = stage.counters();
         assert_eq!(c.slot_closed(), 0, "listed {listed}: no packet refused");
-        assert_eq!((c.slots_complete, c.slots_partial), (3, 0), "listed {listed}");
+        assert_eq!(
+            (c.slots_complete, c.slots_partial),
+            (3, 0),
+            "listed {listed}"
+        );
         let seen = seen.lock().unwrap();
         let got: Vec<(u32, bool, Vec<u16>)> = seen
             .iter()
             .map(|g| (g.key.number(1), g.complete, g.eaxc_ids.clone()))
             .collect();
-        let want: Vec<(u32, bool, Vec<u16>)> =
-            (0..3).map(|s| (s, true, vec![1, 2])).collect();
+        let want: Vec<(u32, bool, Vec<u16>)> = (0..3).map(|s| (s, true, vec![1, 2])).collect();
         assert_eq!(got, want, "listed {listed}");
     }
 }
@@ -131,7 +143,10 @@ fn a_learnt_grids_raw_files_read_back_with_the_learnt_eaxcs() {
         for p in &files {
             if ext == "json" {
                 let (m, data) = read_slot(p).unwrap_or_else(|e| panic!("{e}"));
-                assert_eq!((m.eaxcs.clone(), m.shape[0], m.complete), (vec![1, 2], 2, true));
+                assert_eq!(
+                    (m.eaxcs.clone(), m.shape[0], m.complete),
+                    (vec![1, 2], 2, true)
+                );
                 let crate::fronthaul::grid::GridData::Int16(v) = data else {
                     panic!("int16")
                 };
@@ -143,7 +158,9 @@ fn a_learnt_grids_raw_files_read_back_with_the_learnt_eaxcs() {
             }
         }
         assert_eq!(
-            std::fs::read_to_string(dir.join("eaxcs.json")).ok().filter(|_| ext == "npy"),
+            std::fs::read_to_string(dir.join("eaxcs.json"))
+                .ok()
+                .filter(|_| ext == "npy"),
             (ext == "npy").then(|| "[1,2]".to_string())
         );
         std::fs::remove_dir_all(&dir).unwrap();
@@ -181,6 +198,9 @@ fn a_sink_folder_that_takes_no_file_is_a_config_error() {
             ..FronthaulConfig::default()
         };
         let e = FronthaulStage::from_config(&cfg).err().expect("refused");
-        assert!(e.contains("sink.") && e.contains("cannot write a file there"), "{e}");
+        assert!(
+            e.contains("sink.") && e.contains("cannot write a file there"),
+            "{e}"
+        );
     }
 }

@@ -178,7 +178,10 @@ mod tests {
         let out = std::process::Command::new("sh")
             .args(["-c", "ulimit -f 2 && exec \"$0\" \"$@\""])
             .arg(&exe)
-            .args(["--exact", "fronthaul::sink::tests::a_write_cut_short_leaves_no_file_under_its_name"])
+            .args([
+                "--exact",
+                "fronthaul::sink::tests::a_write_cut_short_leaves_no_file_under_its_name",
+            ])
             .env(CHILD, &dir)
             .output()
             .expect("sh");

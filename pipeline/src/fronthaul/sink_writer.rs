@@ -198,9 +198,8 @@ impl SlotSink for BackgroundSink {
             // What the writer still holds is lost: counted, and never waited for again.
             let lost = std::mem::take(&mut p.pending);
             p.errors += lost;
-            p.first.get_or_insert_with(|| {
-                format!("{lost} slots not written: {}", hung(self.stall))
-            });
+            p.first
+                .get_or_insert_with(|| format!("{lost} slots not written: {}", hung(self.stall)));
         }
         drop(p);
         self.abandoned |= !ok;

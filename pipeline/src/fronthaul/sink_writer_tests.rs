@@ -119,12 +119,20 @@ fn a_hung_writer_costs_one_wait_and_its_slots_are_counted() {
     let t = Instant::now();
     let offered = QUEUE_SLOTS as u8 + 6;
     let refused = (0..offered).filter(|&f| s.slot(&grid(f)).is_err()).count();
-    assert_eq!(refused, usize::from(offered) - 1 - QUEUE_SLOTS, "one held, the queue full");
+    assert_eq!(
+        refused,
+        usize::from(offered) - 1 - QUEUE_SLOTS,
+        "one held, the queue full"
+    );
     let waited = t.elapsed();
     assert!(waited >= stall && waited < 4 * stall, "{waited:?}");
     s.finish();
     let (n, first) = s.late_errors();
-    assert_eq!(n, 1 + QUEUE_SLOTS as u64, "the held and queued slots are lost");
+    assert_eq!(
+        n,
+        1 + QUEUE_SLOTS as u64,
+        "the held and queued slots are lost"
+    );
     assert!(first.unwrap_or_default().contains("delivered nothing"));
     assert!(t.elapsed() < 6 * stall, "{:?}", t.elapsed());
     drop(s);
