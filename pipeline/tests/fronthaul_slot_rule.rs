@@ -3,9 +3,10 @@
 //! host (`pw_stage_fronthaul`, its buffers host memory) and the host's completion poll
 //! (`fronthaul::live::Completer`, polled after every frame, as a poll that keeps up does), on
 //! generated captures whose slots arrive in order, interleaved, evicted, revisited, timed out
-//! on their receive times (with a host clock far slower than radio time), and with PRBs
-//! missing. Every slot reaches the sink on both, in the same order, with the same cells; every
-//! frame gets the same verdict; the refused packets are the same, per eAxC.
+//! on their receive times (the test runs in far less host time than the radio time its
+//! frames span), and with PRBs missing. Every slot reaches the sink on both, in the same order,
+//! with the same cells; every frame gets the same verdict; the refused packets are the same,
+//! per eAxC.
 
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
@@ -261,8 +262,7 @@ fn interleave(slots: &[u64]) -> Vec<Pkt> {
         .collect()
 }
 
-/// The frames of `pkts`, received `gap_ns` apart from 1 s on (radio time; the host clock
-/// takes longer, see the test).
+/// The frames of `pkts`, received `gap_ns` apart from 1 s on.
 fn frames(pkts: &[Pkt], gap_ns: u64) -> Vec<(Vec<u8>, u64)> {
     let o = gen();
     pkts.iter()

@@ -21,7 +21,7 @@ pub trait SlotSink: Send {
     fn finish(&mut self) {}
 }
 
-pub use super::sink_writer::BackgroundSink;
+pub use super::sink_writer::{BackgroundSink, STALL};
 
 /// A closure as a sink.
 pub struct FnSink<F>(pub F);
