@@ -228,6 +228,29 @@ fn on_gpu(
     }
 }
 
+/// HostPipeline builds in a folder named by the process and the source and removes it when
+/// dropped: two tests compiling the same stage list at once would share (and remove) it.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn compile() -> HostPipeline {
+    let specs: Vec<StageSpec> = StageSpec::builtin("fronthaul").into_iter().collect();
+    HostPipeline::compile(&specs).expect("host pipeline")
+}
+
+/// The stage compiled, with the lock that keeps other compiles out meanwhile.
+fn compiled() -> (std::sync::MutexGuard<'static, ()>, HostPipeline) {
+    let one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    (one, compile())
+}
+
+thread_local! {
+    /// The property test's cases share one compile.
+    static PIPE: HostPipeline = {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+        compile()
+    };
+}
+
 fn gen() -> OranGenOptions {
     OranGenOptions {
         carrier_prbs: 4,
@@ -290,10 +313,7 @@ fn config(max_open: u16, timeout_us: u64) -> FronthaulConfig {
 
 #[test]
 fn both_executors_open_close_evict_and_time_out_slots_alike() {
-    let pipe = {
-        let specs: Vec<StageSpec> = StageSpec::builtin("fronthaul").into_iter().collect();
-        HostPipeline::compile(&specs).expect("host pipeline")
-    };
+    let (_one, pipe) = compiled();
     let half = |slot: u64, first: bool| -> Vec<Pkt> {
         let w = whole(slot);
         let n = w.len() / 2;
@@ -372,10 +392,7 @@ fn both_executors_open_close_evict_and_time_out_slots_alike() {
 /// never sees the slots in between: they cannot reach the sink, and the run counts them.
 #[test]
 fn slots_a_lagging_poll_never_saw_are_counted_lost() {
-    let pipe = {
-        let specs: Vec<StageSpec> = StageSpec::builtin("fronthaul").into_iter().collect();
-        HostPipeline::compile(&specs).expect("host pipeline")
-    };
+    let (_one, pipe) = compiled();
     let cfg = config(2, 2000);
     let fs = frames(&(0..12).flat_map(whole).collect::<Vec<_>>(), 9_000);
     let all_at_once = on_gpu(&pipe, &cfg, &fs, fs.len());
@@ -385,4 +402,53 @@ fn slots_a_lagging_poll_never_saw_are_counted_lost() {
     assert_eq!(all_at_once.lost, 8);
     let kept_up = on_gpu(&pipe, &cfg, &fs, 1);
     assert_eq!((kept_up.slots.len(), kept_up.lost), (12, 0));
+}
+
+use proptest::prelude::*;
+
+/// Packets drawn from a window of slots that moves on (so slots open, interleave, complete,
+/// get evicted, come back late and time out), some dropped or sent twice, their receive times
+/// jittered (not always increasing) and sometimes missing.
+fn packets() -> impl Strategy<Value = (Vec<(Pkt, u64)>, u16, u64)> {
+    let pkt = (0u64..3, 0usize..56, 0u64..100_000, 0u8..20);
+    (
+        proptest::collection::vec(pkt, 1..400),
+        1u16..5,
+        200u64..3000,
+    )
+        .prop_map(|(picks, max_open, timeout_us)| {
+            let mut v = Vec::new();
+            for (i, (ahead, k, jitter, untimed)) in picks.into_iter().enumerate() {
+                let slot = i as u64 / 40 + ahead;
+                let p = whole(slot)[k];
+                let ts = if untimed == 0 {
+                    0
+                } else {
+                    1_000_000_000 + i as u64 * 9_000 + jitter
+                };
+                v.push((p, ts));
+            }
+            (v, max_open, timeout_us)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn property_both_executors_decide_every_slot_alike((pkts, max_open, timeout_us) in packets()) {
+        let o = gen();
+        let fs: Vec<(Vec<u8>, u64)> = pkts
+            .iter()
+            .enumerate()
+            .map(|(i, &((e, slot, sym, p), ts))| (frame(&o, e, slot, sym, p, i as u8), ts))
+            .collect();
+        let cfg = config(max_open, timeout_us);
+        let cpu = on_cpu(&cfg, &fs);
+        let gpu = PIPE.with(|pipe| on_gpu(pipe, &cfg, &fs, 1));
+        prop_assert_eq!(&cpu.verdicts, &gpu.verdicts);
+        prop_assert_eq!(&cpu.refused, &gpu.refused);
+        prop_assert_eq!(&cpu.slots, &gpu.slots);
+        prop_assert_eq!((cpu.lost, gpu.lost), (0, 0));
+    }
 }

@@ -286,6 +286,22 @@ impl SlotGrid {
         )
     }
 
+    /// Takes cell (eaxc, symbol, prb) from this slot: a later slot of its ring entry stored
+    /// there (on the GPU that cell's mark now holds the later slot's tag, so this slot's copy
+    /// reads it as missing). Returns whether it was filled.
+    pub fn unfill(&mut self, eaxc: usize, symbol: u8, prb: u16) -> bool {
+        let Some(c) = self.cell(eaxc, symbol, prb) else {
+            return false;
+        };
+        let bit = 1u64 << (c % 64);
+        let was = self.filled[c / 64] & bit != 0;
+        if was {
+            self.filled[c / 64] &= !bit;
+            self.filled_count -= 1;
+        }
+        was
+    }
+
     pub fn is_filled(&self, eaxc: usize, symbol: u8, prb: u16) -> bool {
         self.cell(eaxc, symbol, prb)
             .is_some_and(|c| self.filled[c / 64] >> (c % 64) & 1 != 0)
@@ -514,6 +530,17 @@ impl Assembler {
         self.open.len()
     }
 
+    /// The open slots other than `key` that `pick` selects.
+    pub fn others_mut(
+        &mut self,
+        key: SlotKey,
+        pick: impl Fn(SlotKey) -> bool,
+    ) -> impl Iterator<Item = &mut SlotGrid> {
+        self.open
+            .iter_mut()
+            .filter(move |g| g.key != key && pick(g.key))
+    }
+
     /// The grid's eAxC ids changed (one was learnt): every open slot takes them.
     pub fn set_eaxc_ids(&mut self, ids: &[u16]) {
         for g in &mut self.open {
@@ -540,14 +567,10 @@ impl Assembler {
         }
     }
 
-    /// The grid of `key`, opened (closing the oldest if all are in use) when new.
-    pub fn slot(
-        &mut self,
-        key: SlotKey,
-        now_ns: u64,
-        expected_eaxcs: usize,
-        on_close: &mut dyn FnMut(Closed),
-    ) -> &mut SlotGrid {
+    /// The grid of `key`, opened when new (then more than `max_open` may be open until
+    /// [`Self::evict`]: the packet that opens a slot is stored before the oldest closes, as
+    /// the GPU's kernel stores it before the host's poll sees the new slot).
+    pub fn slot(&mut self, key: SlotKey, now_ns: u64) -> &mut SlotGrid {
         let i = match self.open.iter().position(|g| g.key == key) {
             Some(i) => {
                 let g = &mut self.open[i];
@@ -555,9 +578,6 @@ impl Assembler {
                 i
             }
             None => {
-                if self.open.len() >= self.max_open {
-                    self.close(0, expected_eaxcs, on_close);
-                }
                 let mut g = self.spare.pop().unwrap_or_else(|| {
                     SlotGrid::new(self.eaxcs, self.prbs, self.format, self.beta)
                 });
@@ -583,6 +603,13 @@ impl Assembler {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Closes the oldest open slots while more than `max_open` are open (eviction).
+    pub fn evict(&mut self, expected_eaxcs: usize, on_close: &mut dyn FnMut(Closed)) {
+        while self.open.len() > self.max_open {
+            self.close(0, expected_eaxcs, on_close);
         }
     }
 
@@ -659,20 +686,23 @@ mod tests {
         };
         for sym in 0..14 {
             for prb in 0..2 {
-                a.slot(k(0), 0, 1, &mut rec).store(0, sym, prb, &[1; 24]);
+                a.slot(k(0), 0).store(0, sym, prb, &[1; 24]);
             }
         }
         assert!(a.close_if_complete(k(0), 1, &mut rec));
-        a.slot(k(1), 10, 1, &mut rec).store(0, 0, 0, &[1; 24]);
-        a.slot(k(2), 20, 1, &mut rec);
-        a.slot(k(3), 30, 1, &mut rec); // evicts slot 1 (two open at most)
+        a.slot(k(1), 10).store(0, 0, 0, &[1; 24]);
+        a.evict(1, &mut rec);
+        a.slot(k(2), 20);
+        a.evict(1, &mut rec);
+        a.slot(k(3), 30);
+        a.evict(1, &mut rec); // evicts slot 1 (two open at most)
         a.expire(1025, 1, &mut rec); // slot 2 timed out; slot 3 not yet
         assert_eq!(a.open_slots(), 1);
         a.flush(1, &mut rec);
         assert_eq!(closed, [(0, true), (1, false), (2, false), (3, false)]);
         // A reused grid starts empty, and what did not arrive is zero when it is handed on
         // (its cells held slot 3's, then slot 0's samples).
-        let g = a.slot(k(4), 40, 1, &mut |_| {});
+        let g = a.slot(k(4), 40);
         assert_eq!(g.filled_count(), 0);
         g.store(0, 13, 1, &[5; 24]);
         let mut got = vec![];

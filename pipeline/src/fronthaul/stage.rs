@@ -434,9 +434,7 @@ impl FronthaulStage {
         }
         c.prbs += u64::from(u.prbs);
         st.ring.stored(key);
-        let grid = st.assembler.slot(key, arrival_ns, expected, &mut |c| {
-            on_close(&mut st.counters, &mut st.sink, &mut st.ring, c)
-        });
+        let grid = st.assembler.slot(key, arrival_ns);
         if grid.eaxc_ids.len() != st.index.len() {
             grid.eaxc_ids = ids_by_index(&st.index);
         }
@@ -446,6 +444,7 @@ impl FronthaulStage {
             dups += d;
             sat += n;
         }
+        self.take_from_earlier(st, key, e, frame, u);
         st.counters.prbs += u64::from(u.prbs);
         st.counters.duplicate_prbs += dups;
         st.counters.saturated_samples += sat;
@@ -465,6 +464,9 @@ impl FronthaulStage {
                 on_close(counters, sink, ring, c)
             });
         }
+        // Then the oldest past `max_open_slots`, then the timed out: the GPU's poll's order.
+        st.assembler
+            .evict(expected, &mut |c| on_close(counters, sink, ring, c));
         // The timeout's clock is the latest receive time stored in an open slot, judged after
         // the packet is stored: what the GPU executor's completion poll sees in the slot
         // states (docs/fronthaul.md, "When a slot opens and closes").
@@ -474,6 +476,33 @@ impl FronthaulStage {
                 .expire(now, expected, &mut |c| on_close(counters, sink, ring, c));
         }
         Taken::Stored
+    }
+
+    /// A packet of slot `key` stored its cells: an earlier slot still open in the same ring
+    /// entry (slots `2 x max_open_slots` apart) loses those cells and its receive time, as
+    /// on the GPU, where the later slot took the entry (docs/fronthaul.md).
+    fn take_from_earlier(
+        &self,
+        st: &mut State,
+        key: SlotKey,
+        e: usize,
+        frame: &[u8],
+        u: &decode::Uplane,
+    ) {
+        let (mu, ring) = (
+            self.cfg.numerology,
+            2 * usize::from(self.cfg.max_open_slots),
+        );
+        let entry = |k: SlotKey| (k.number(mu) as usize) % ring.max(1);
+        let mine = entry(key);
+        for g in st.assembler.others_mut(key, |k| entry(k) == mine) {
+            g.last_ns = 0;
+            for s in Sections::new(frame, u, &self.params).flatten() {
+                for k in 0..s.num_prb {
+                    g.unfill(e, s.symbol, s.prb(k));
+                }
+            }
+        }
     }
 
     /// The grid index of an eAxC, learning it when the grid is not fixed and has room.
