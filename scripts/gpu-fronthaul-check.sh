@@ -133,7 +133,7 @@ except (OSError, ValueError) as e:
 fa, fb = a['fronthaul'][0], b['fronthaul'][0]
 bad = []
 for k in ['frames', 'uplane', 'cplane', 'not_ecpri', 'rejected', 'prbs', 'slots_complete',
-          'slots_partial', 'duplicate_prbs', 'saturated_samples', 'eaxc_unexpected', 'errors']:
+          'slots_partial', 'slots_lost', 'sink_errors', 'duplicate_prbs', 'saturated_samples', 'eaxc_unexpected', 'errors']:
     if fa[k] != fb[k]:
         bad.append(f'{k}: cpu {fa[k]} gpu {fb[k]}')
 for ea, eb in zip(fa['per_eaxc'], fb['per_eaxc']):

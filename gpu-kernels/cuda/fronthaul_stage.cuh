@@ -23,7 +23,7 @@
  * Each entry's pw_fh_slot_state holds its tag, the PRBs stored with it and the latest receive
  * time: the host's completion poll (pipeline::fronthaul::live) reads those words alone, closes a
  * slot complete when every expected PRB is there (or partial: evicted past max_open_slots, timed
- * out on the host clock, end of run) and reads that entry back (gpu.rs `slot_of_entry`: the PRBs
+ * out on the frames' receive times, end of run) and reads that entry back (gpu.rs `slot_of_entry`: the PRBs
  * whose mark is the slot's tag, the others zero, as a Rust slot grid starts).
  * Sequence ids (pw_fh_seq): frames of one eAxC run on many threads at once, in no order, and
  * SeqTracker's judgement of a frame depends on every frame before it in arrival order. So the
@@ -33,7 +33,8 @@
  * (pipeline::fronthaul::seqlog; DESIGN.md, "Fronthaul", 2026-12-04).
  * A packet whose slot the host has closed (or whose ring entry holds a later slot) is refused as
  * in the Rust stage (pw_fh_slot_refused): counted per eAxC (slot_closed, with its PRBs), nothing
- * of it stored; it still counts as a packet, for its sequence id and its Ta4 window. */
+ * of it stored, dropped (PW_DROP_FRONTHAUL); it still counts as a packet, for its sequence id and
+ * its Ta4 window. */
 #ifndef PKTWARP_FRONTHAUL_STAGE_CUH
 #define PKTWARP_FRONTHAUL_STAGE_CUH
 
@@ -47,6 +48,7 @@
 /* Words of the stats buffer: [code] frames rejected by reject code (1..22), and: */
 #define PW_FH_STATS 32u
 #define PW_FH_STAT_SATURATED 0u /* samples that did not fit 16 bits */
+#define PW_FH_STAT_TAKEN 31u    /* slots that took a ring entry (the host's poll sees each, or counts it lost) */
 
 /* The stage's counters (pw_stage_counters.v[k], per queue). */
 #define PW_FH_CTR_UPLANE 1u
@@ -116,7 +118,7 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_fh_stage_params, ta4_min_ns) == 192, "pw_fh_stag
 /* One ring entry's arrival state (the host's completion poll reads these alone). */
 typedef struct pw_fh_slot_state {
     uint64_t tag_prbs; /* 0 tag << 32 | PRBs stored with that tag (duplicates not counted) */
-    uint64_t last_ns;  /* 8 latest receive time of a frame that stored PRBs there (max; 0: none) */
+    uint64_t last_ns;  /* 8 latest receive time of a frame of this tag that stored PRBs there (max; 0: none) */
 } pw_fh_slot_state;
 PW_STATIC_ASSERT(sizeof(pw_fh_slot_state) == 16, "pw_fh_slot_state size");
 
@@ -132,6 +134,7 @@ PW_STATIC_ASSERT(sizeof(pw_fh_slot_state) == 16, "pw_fh_slot_state size");
 #define PW_FH_CAS64(p, e, v) \
     ((uint64_t)atomicCAS((unsigned long long *)(p), (unsigned long long)(e), (unsigned long long)(v)))
 #define PW_FH_MAX64(p, v) atomicMax((unsigned long long *)(p), (unsigned long long)(v))
+#define PW_FH_XCHG64(p, v) atomicExch((unsigned long long *)(p), (unsigned long long)(v))
 #define PW_FH_FENCE() __threadfence()
 #else
 PW_DEVICE uint32_t pw_fh_xchg32_host(uint32_t *p, uint32_t v) {
@@ -150,6 +153,7 @@ PW_DEVICE void pw_fh_max64_host(uint64_t *p, uint64_t v) {
 #define PW_FH_XCHG32(p, v) pw_fh_xchg32_host((p), (v))
 #define PW_FH_CAS64(p, e, v) pw_fh_cas64_host((p), (e), (v))
 #define PW_FH_MAX64(p, v) pw_fh_max64_host((p), (v))
+#define PW_FH_XCHG64(p, v) (*(p) = (v))
 #define PW_FH_FENCE() ((void)0)
 #endif
 
@@ -251,6 +255,7 @@ PW_DEVICE void pw_fh_slot_add(const pw_fh_stage_params *p, uint32_t ring, uint32
     const uint32_t cycle = 2560u << mu; /* slots in the frame cycle; tags are 1..cycle */
     PW_FH_FENCE();
     uint64_t old = *(volatile uint64_t *)&st->tag_prbs;
+    bool took = false;
     for (;;) {
         const uint32_t t = (uint32_t)(old >> 32);
         uint64_t next;
@@ -263,10 +268,20 @@ PW_DEVICE void pw_fh_slot_add(const pw_fh_stage_params *p, uint32_t ring, uint32
             return;
         }
         const uint64_t seen = PW_FH_CAS64(&st->tag_prbs, old, next);
-        if (seen == old) break;
+        if (seen == old) {
+            took = t != tag;
+            break;
+        }
         old = seen;
     }
-    if (ts) PW_FH_MAX64(&st->last_ns, ts);
+    /* A slot taking the entry restarts its receive time: the host reads it, when it first sees
+     * the slot, as the slot's first receive time (its timeout's start). */
+    if (took) {
+        PW_FH_XCHG64(&st->last_ns, ts);
+        PW_ADD64(&((uint64_t *)p->stats)[PW_FH_STAT_TAKEN], 1);
+    } else if (ts) {
+        PW_FH_MAX64(&st->last_ns, ts);
+    }
 }
 
 /* Sequence id `id` of a frame `f` of eAxC index `e`, logged with the frame's arrival position
@@ -518,6 +533,9 @@ PW_DEVICE void pw_stage_fronthaul(const pw_frame *f, pw_packet_meta *meta, pw_ve
     if (pw_fh_slot_refused(p, ring, n + 1u)) {
         PW_ADD64(&ec[e].slot_closed, 1);
         PW_ADD64(&ec[e].slot_closed_prbs, info.prbs);
+        /* Dropped, so the queue's totals say where its PRBs went. */
+        v->action = (uint8_t)PW_ACTION_DROP;
+        v->drop_reason = (uint8_t)PW_DROP_FRONTHAUL;
         return;
     }
 #if PW_FH_WARP_DECODE

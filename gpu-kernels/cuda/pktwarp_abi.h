@@ -471,7 +471,7 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, data_bytes) == 4, "pw_slot_hdr.data_by
 #define PW_DROP_TTL_EXPIRED 7u /* ttl: IPv4 TTL / IPv6 hop limit 0 or 1 on arrival */
 #define PW_DROP_NO_ROUTE 8u    /* route: no covering prefix (and no default route), or no IP destination */
 #define PW_DROP_KERNEL_STALL 9u /* the burst a stalled queue kernel held when it was restarted (host side) */
-#define PW_DROP_FRONTHAUL 10u  /* fronthaul: a malformed eCPRI / O-RAN frame, rejected whole */
+#define PW_DROP_FRONTHAUL 10u  /* fronthaul: a malformed eCPRI / O-RAN frame, rejected whole, or one whose slot closed */
 #define PW_DROP_NONE 0xFFu     /* pw_verdict.drop_reason when the action is not drop */
 #define PW_DROP_REASONS 11u    /* counter slots: codes 0..10 (append-only numbering); code 11, tx_horizon
                                 * (a send time beyond what the output port holds), is counted by the

@@ -227,3 +227,55 @@ fn bad_oran_generator_options_are_refused_by_key() {
         assert!(e.contains(key), "{key}: {e}");
     }
 }
+
+/// Slots the sink fails to write (its folder removed under the run) fail the run: counted in
+/// the stage's summary line and `sink_errors`, and an error of the run's summary (exit 1).
+#[test]
+fn sink_write_failures_fail_the_run() {
+    let dir = tmpdir("sinkfail");
+    let slots_dir = dir.join("slots");
+    let path = shipped_config(&dir, 3, &format!("{{ raw: {} }}", slots_dir.display()));
+    let cfg = config::load(&path).unwrap();
+    let p = daemon::prepare(cfg).unwrap();
+    std::fs::remove_dir_all(&slots_dir).expect("the sink made its folder");
+    let ports = daemon::open_ports(&p.cfg).unwrap();
+    let shared = CpuShared::new(&p.cpu_spec());
+    let s = daemon::run_cpu(&p, &shared, ports);
+    let f = &s.fronthaul[0];
+    assert_eq!((f.slots_complete, f.sink_errors), (3, 3), "{f:?}");
+    assert!(f.lines()[0].contains(", 3 sink errors,"), "{:?}", f.lines());
+    assert!(
+        s.errors
+            .iter()
+            .any(|e| e.contains("sink failed to deliver 3 slots")),
+        "{:?}",
+        s.errors
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A sink whose first file is a FIFO nobody reads (a writer that hangs): the run still ends,
+/// after the sink writer's stall limit, with its summary and the slots counted as sink errors.
+#[cfg(unix)]
+#[test]
+fn a_sink_that_blocks_does_not_hang_the_end_of_the_run() {
+    let dir = tmpdir("sinkfifo");
+    let slots_dir = dir.join("slots");
+    std::fs::create_dir_all(&slots_dir).unwrap();
+    let fifo = slots_dir.join("slot_000000_f0_sf0_s0_complete.iq.partial");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    let path = shipped_config(&dir, 3, &format!("{{ raw: {} }}", slots_dir.display()));
+    let t = std::time::Instant::now();
+    let (s, c) = run(&path);
+    let took = t.elapsed();
+    assert!(
+        took < pipeline::fronthaul::sink::STALL * 3,
+        "the end of the run waited {took:?}"
+    );
+    assert_eq!((c.slots_complete, c.sink_errors), (3, 3), "{c:?}");
+    assert!(!s.errors.is_empty());
+    // Let the writer (blocked opening the FIFO) go, then clean up.
+    let _ = std::fs::File::open(&fifo);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -59,7 +59,8 @@ pub enum DropReason {
     /// (`on_stall: restart`): its frames never got verdicts.
     KernelStall = 9,
     /// `fronthaul`: a malformed or non-conformant eCPRI / O-RAN frame, rejected whole (the
-    /// stage counts it by decode reason: `pktwarp_fronthaul_errors_total{reason}`).
+    /// stage counts it by decode reason: `pktwarp_fronthaul_errors_total{reason}`), or a
+    /// U-plane frame refused because its slot had closed (counted `slot_closed` per eAxC).
     FronthaulReject = 10,
     /// The frame's send time (`Verdict::send_ns`) lay further ahead than its output port holds
     /// frames for (a DPDK port's `tx_max_hold_ms`). Counted by the host only: the GPU ABI's

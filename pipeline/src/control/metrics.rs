@@ -66,7 +66,7 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_port_xstat", "The device's extended statistics (DPDK xstats), by their DPDK name; read every second by the control thread.", MetricType::GAUGE, &["port", "name"]),
     ("pktwarp_fronthaul_frames_total", "Frames the fronthaul stage saw, by kind (uplane, cplane, not_ecpri, rejected).", MetricType::COUNTER, &["position", "kind"]),
     ("pktwarp_fronthaul_errors_total", "Frames the fronthaul stage rejected whole, by decode reason (all eAxCs).", MetricType::COUNTER, &["position", "reason"]),
-    ("pktwarp_fronthaul_cell_slots_total", "Slots closed by the fronthaul stage (all eAxCs), by result (complete, partial).", MetricType::COUNTER, &["position", "result"]),
+    ("pktwarp_fronthaul_cell_slots_total", "Slots closed by the fronthaul stage (all eAxCs), by result (complete, partial; lost: stored on the GPU, never seen by the completion poll).", MetricType::COUNTER, &["position", "result"]),
     ("pktwarp_fronthaul_eaxc_unexpected_total", "U-plane packets of an eAxC outside the slot grid.", MetricType::COUNTER, &["position"]),
     ("pktwarp_fronthaul_saturated_samples_total", "Decompressed samples that did not fit 16 bits in the grid.", MetricType::COUNTER, &["position"]),
     ("pktwarp_fronthaul_packets_total", "U-plane packets accepted, per eAxC.", MetricType::COUNTER, &["position", "eaxc"]),
@@ -79,6 +79,7 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_fronthaul_dropped_packets_total", "U-plane packets accepted but not stored, per eAxC, by reason (slot_closed: their slot had been handed to the sink, or its ring entry held a later slot).", MetricType::COUNTER, &["position", "eaxc", "reason"]),
     ("pktwarp_fronthaul_slot_latency_seconds", "Completion latency of the fronthaul stage's complete slots: from the burst holding a slot's last packet (CPU executor: its worker starting that packet; GPU executor: the host handing that burst to the GPU) to the slot handed to the sink.", MetricType::HISTOGRAM, &["position"]),
     ("pktwarp_fronthaul_dropped_prbs_total", "PRBs of the packets in pktwarp_fronthaul_dropped_packets_total, per eAxC, by reason.", MetricType::COUNTER, &["position", "eaxc", "reason"]),
+    ("pktwarp_fronthaul_sink_errors_total", "Slots the stage's sink failed to deliver (a write that failed, a writer that hung past its wait), per stage.", MetricType::COUNTER, &["position"]),
 ];
 
 /// The port families fed by a port's `ethdev_<field>` counters: (family, field).

@@ -201,6 +201,21 @@ pub fn summarize(
         .collect();
     // Closes the slots still open at the end of the input (counted partial, sent to the sink).
     s.fronthaul = crate::fronthaul::report::summaries(pipeline);
+    // Slots the run decoded and lost on the way to the disk fail the run (exit status 1).
+    for f in s.fronthaul.iter().filter(|f| f.slots_lost > 0) {
+        s.errors.push(format!(
+            "fronthaul stage {}: {} slots stored on the GPU never reached the sink (the \
+             completion poll fell a whole ring behind)",
+            f.position, f.slots_lost
+        ));
+    }
+    for f in s.fronthaul.iter().filter(|f| f.sink_errors > 0) {
+        s.errors.push(format!(
+            "fronthaul stage {}: its sink failed to deliver {} slots (the first error is logged \
+             above; pktwarp_fronthaul_sink_errors_total)",
+            f.position, f.sink_errors
+        ));
+    }
     if s.elapsed_s > 0.0 {
         s.mpps = s.rx_frames as f64 / s.elapsed_s / 1e6;
         s.gbps = s.rx_bytes as f64 * 8.0 / s.elapsed_s / 1e9;

@@ -28,7 +28,8 @@ pub struct FronthaulConfig {
     #[serde(default)]
     pub comp: CompConfig,
     /// The eAxC ids of the slot grid, in grid order. Empty (default): eAxCs get grid indices
-    /// in order of arrival, up to `max_eaxcs`; later ones are counted `eaxc_overflow`.
+    /// in order of arrival, up to `max_eaxcs`; later ones are counted `eaxc_overflow`; a slot
+    /// then closes only by eviction, timeout or the end (docs/fronthaul.md).
     #[serde(default)]
     pub eaxcs: Vec<u16>,
     /// Most eAxCs of a learnt grid (1 ..= 64). Default 16.
@@ -47,7 +48,8 @@ pub struct FronthaulConfig {
     /// timestamps on pcap replay and the host clock live.
     #[serde(default)]
     pub time_offset_ns: u64,
-    /// A slot still missing PRBs this long after its first packet is closed as partial.
+    /// A slot still missing PRBs this long after its first packet is closed as partial
+    /// (receive times, on both executors: docs/fronthaul.md).
     /// Default 2000 us (a 0.5 ms slot plus the largest Ta4 with margin).
     #[serde(default = "default_slot_timeout_us")]
     pub slot_timeout_us: u64,
@@ -337,6 +339,22 @@ impl FronthaulConfig {
                 format!("{} is not in 1..=16", self.max_open_slots),
             );
         }
+        // An empty folder would resolve to the config's own folder: say so instead.
+        match &self.sink {
+            SinkConfig::Npy { dir, .. } if dir.as_os_str().is_empty() => {
+                return k(
+                    "sink.npy.dir",
+                    "is empty (name a folder for the files)".into(),
+                );
+            }
+            SinkConfig::Raw(r) if r.dir.as_os_str().is_empty() => {
+                return k(
+                    "sink.raw.dir",
+                    "is empty (name a folder for the files)".into(),
+                );
+            }
+            _ => {}
+        }
         Ok(())
     }
 
@@ -440,6 +458,9 @@ mod tests {
             ("max_open_slots: 0", "max_open_slots"),
             ("slot_timeout_us: 0", "slot_timeout_us"),
             ("max_eaxcs: 65", "max_eaxcs"),
+            ("sink: {npy: {dir: \"\"}}", "sink.npy.dir"),
+            ("sink: {raw: \"\"}", "sink.raw.dir"),
+            ("sink: {raw: {dir: \"\"}}", "sink.raw.dir"),
         ] {
             let e = load(y).unwrap_err();
             assert!(e.contains(key), "{y}: {e}");

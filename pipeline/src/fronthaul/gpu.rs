@@ -17,6 +17,8 @@ use crate::fronthaul::bfp::PRB_SAMPLES;
 pub const MAX_EAXCS: usize = 64;
 /// Words of the stats buffer (`PW_FH_STATS`): `[code]` rejects by code, `[0]` saturated samples.
 pub const STATS: usize = 32;
+/// Word of the stats buffer counting the slots that took a ring entry (`PW_FH_STAT_TAKEN`).
+pub const STAT_TAKEN: usize = 31;
 /// Stage counter words (`pw_stage_counters.v[k]`, `PW_FH_CTR_*`).
 pub const CTR_UPLANE: usize = 1;
 pub const CTR_CPLANE: usize = 2;
@@ -363,7 +365,18 @@ pub fn absorb_from_gpu(
     mut live: super::live::LiveStages,
 ) -> anyhow::Result<()> {
     live.finish(p, gpu)?;
-    live.absorb_counters(p, &GpuCounters::new(gpu)?)
+    let src = GpuCounters::new(gpu)?;
+    live.absorb_counters(p, &src)?;
+    live.report_lost(p, &src)
+}
+
+/// Slots that took a ring entry of the stage at position `k`, summed over the GPUs.
+pub fn taken_slots(src: &dyn CounterSource, k: usize) -> anyhow::Result<u64> {
+    Ok(src
+        .stage_buffers(k, BUF_STATS)?
+        .iter()
+        .map(|b| u64_at(b, STAT_TAKEN))
+        .sum())
 }
 
 /// Where a fronthaul stage's GPU counters are read from.
@@ -548,6 +561,7 @@ mod tests {
         assert!(h.contains("sizeof(pw_fh_eaxc_counters) == 80"));
         assert_eq!(define("PW_FH_MAX_EAXCS") as usize, MAX_EAXCS);
         assert_eq!(define("PW_FH_STATS") as usize, STATS);
+        assert_eq!(define("PW_FH_STAT_TAKEN") as usize, STAT_TAKEN);
         for (name, v) in [
             ("PW_FH_CTR_UPLANE", CTR_UPLANE),
             ("PW_FH_CTR_CPLANE", CTR_CPLANE),

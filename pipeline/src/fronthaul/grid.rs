@@ -112,6 +112,8 @@ pub struct SlotGrid {
     filled_count: usize,
     /// Arrival (ns) of the slot's first packet.
     pub first_ns: u64,
+    /// The latest arrival (ns) of a packet stored in it.
+    pub last_ns: u64,
     /// eAxC ids by grid index, at close.
     pub eaxc_ids: Vec<u16>,
     /// Whether every expected PRB arrived (set at close).
@@ -148,6 +150,7 @@ impl SlotGrid {
             filled: vec![0; cells.div_ceil(64)],
             filled_count: 0,
             first_ns: 0,
+            last_ns: 0,
             eaxc_ids: Vec::new(),
             complete: false,
         }
@@ -218,6 +221,7 @@ impl SlotGrid {
     fn reset(&mut self, key: SlotKey, first_ns: u64) {
         self.key = key;
         self.first_ns = first_ns;
+        self.last_ns = first_ns;
         self.filled.fill(0);
         self.filled_count = 0;
         self.complete = false;
@@ -253,6 +257,26 @@ impl SlotGrid {
         &self.data
     }
 
+    /// The eAxC rows in use: one per id of `eaxc_ids` (a learnt grid has room for
+    /// `max_eaxcs` and takes them in order of arrival), or every row when no ids are set.
+    pub fn rows(&self) -> usize {
+        if self.eaxc_ids.is_empty() {
+            self.eaxcs
+        } else {
+            self.eaxc_ids.len().min(self.eaxcs)
+        }
+    }
+
+    /// The samples of the rows in use ([`Self::rows`]), as little-endian bytes: what the file
+    /// sinks write, shape (rows, 14, PRBs, 12, 2).
+    pub fn rows_bytes(&self) -> Vec<u8> {
+        let n = self.rows() * SYMBOLS_PER_SLOT as usize * self.prbs * PRB_SAMPLES;
+        match &self.data {
+            GridData::Int16(v) => v[..n].iter().flat_map(|x| x.to_le_bytes()).collect(),
+            GridData::Fp16(v) => v[..n].iter().flat_map(|x| x.to_le_bytes()).collect(),
+        }
+    }
+
     fn cell(&self, eaxc: usize, symbol: u8, prb: u16) -> Option<usize> {
         (eaxc < self.eaxcs && symbol < SYMBOLS_PER_SLOT && usize::from(prb) < self.prbs).then(
             || {
@@ -260,6 +284,22 @@ impl SlotGrid {
                     + usize::from(prb)
             },
         )
+    }
+
+    /// Takes cell (eaxc, symbol, prb) from this slot: a later slot of its ring entry stored
+    /// there (on the GPU that cell's mark now holds the later slot's tag, so this slot's copy
+    /// reads it as missing). Returns whether it was filled.
+    pub fn unfill(&mut self, eaxc: usize, symbol: u8, prb: u16) -> bool {
+        let Some(c) = self.cell(eaxc, symbol, prb) else {
+            return false;
+        };
+        let bit = 1u64 << (c % 64);
+        let was = self.filled[c / 64] & bit != 0;
+        if was {
+            self.filled[c / 64] &= !bit;
+            self.filled_count -= 1;
+        }
+        was
     }
 
     pub fn is_filled(&self, eaxc: usize, symbol: u8, prb: u16) -> bool {
@@ -490,6 +530,32 @@ impl Assembler {
         self.open.len()
     }
 
+    /// The open slots other than `key` that `pick` selects.
+    pub fn others_mut(
+        &mut self,
+        key: SlotKey,
+        pick: impl Fn(SlotKey) -> bool,
+    ) -> impl Iterator<Item = &mut SlotGrid> {
+        self.open
+            .iter_mut()
+            .filter(move |g| g.key != key && pick(g.key))
+    }
+
+    /// The grid's eAxC ids changed (one was learnt): every open slot takes them.
+    pub fn set_eaxc_ids(&mut self, ids: &[u16]) {
+        for g in &mut self.open {
+            g.eaxc_ids.clear();
+            g.eaxc_ids.extend_from_slice(ids);
+        }
+    }
+
+    /// The slot timeout's clock: the latest arrival of a packet stored in an open slot (0:
+    /// none). A slot that closed no longer counts, so one far-off timestamp closes its own
+    /// slot and not every slot after it.
+    pub fn latest_ns(&self) -> u64 {
+        self.open.iter().map(|g| g.last_ns).max().unwrap_or(0)
+    }
+
     /// Closes the open slots that timed out at `now_ns` (with `expected_eaxcs` eAxCs in use).
     pub fn expire(&mut self, now_ns: u64, expected_eaxcs: usize, on_close: &mut dyn FnMut(Closed)) {
         while let Some(i) = self
@@ -501,20 +567,17 @@ impl Assembler {
         }
     }
 
-    /// The grid of `key`, opened (closing the oldest if all are in use) when new.
-    pub fn slot(
-        &mut self,
-        key: SlotKey,
-        now_ns: u64,
-        expected_eaxcs: usize,
-        on_close: &mut dyn FnMut(Closed),
-    ) -> &mut SlotGrid {
+    /// The grid of `key`, opened when new (then more than `max_open` may be open until
+    /// [`Self::evict`]: the packet that opens a slot is stored before the oldest closes, as
+    /// the GPU's kernel stores it before the host's poll sees the new slot).
+    pub fn slot(&mut self, key: SlotKey, now_ns: u64) -> &mut SlotGrid {
         let i = match self.open.iter().position(|g| g.key == key) {
-            Some(i) => i,
+            Some(i) => {
+                let g = &mut self.open[i];
+                g.last_ns = g.last_ns.max(now_ns);
+                i
+            }
             None => {
-                if self.open.len() >= self.max_open {
-                    self.close(0, expected_eaxcs, on_close);
-                }
                 let mut g = self.spare.pop().unwrap_or_else(|| {
                     SlotGrid::new(self.eaxcs, self.prbs, self.format, self.beta)
                 });
@@ -540,6 +603,13 @@ impl Assembler {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Closes the oldest open slots while more than `max_open` are open (eviction).
+    pub fn evict(&mut self, expected_eaxcs: usize, on_close: &mut dyn FnMut(Closed)) {
+        while self.open.len() > self.max_open {
+            self.close(0, expected_eaxcs, on_close);
         }
     }
 
@@ -616,20 +686,23 @@ mod tests {
         };
         for sym in 0..14 {
             for prb in 0..2 {
-                a.slot(k(0), 0, 1, &mut rec).store(0, sym, prb, &[1; 24]);
+                a.slot(k(0), 0).store(0, sym, prb, &[1; 24]);
             }
         }
         assert!(a.close_if_complete(k(0), 1, &mut rec));
-        a.slot(k(1), 10, 1, &mut rec).store(0, 0, 0, &[1; 24]);
-        a.slot(k(2), 20, 1, &mut rec);
-        a.slot(k(3), 30, 1, &mut rec); // evicts slot 1 (two open at most)
+        a.slot(k(1), 10).store(0, 0, 0, &[1; 24]);
+        a.evict(1, &mut rec);
+        a.slot(k(2), 20);
+        a.evict(1, &mut rec);
+        a.slot(k(3), 30);
+        a.evict(1, &mut rec); // evicts slot 1 (two open at most)
         a.expire(1025, 1, &mut rec); // slot 2 timed out; slot 3 not yet
         assert_eq!(a.open_slots(), 1);
         a.flush(1, &mut rec);
         assert_eq!(closed, [(0, true), (1, false), (2, false), (3, false)]);
         // A reused grid starts empty, and what did not arrive is zero when it is handed on
         // (its cells held slot 3's, then slot 0's samples).
-        let g = a.slot(k(4), 40, 1, &mut |_| {});
+        let g = a.slot(k(4), 40);
         assert_eq!(g.filled_count(), 0);
         g.store(0, 13, 1, &[5; 24]);
         let mut got = vec![];

@@ -4,8 +4,9 @@
 //! with it (`pw_fh_slot_state`). The host looks at those words every poll ([`Completer::poll`]):
 //! a tag it has not seen opens a slot; a slot whose count reached every expected PRB (every
 //! PRB of every eAxC of the grid, summed over the GPUs) closes complete; while more than
-//! `max_open_slots` are open the oldest closes (partial); a slot open longer than
-//! `slot_timeout_us` (host clock, from when the host first saw it) closes partial. A closed slot
+//! `max_open_slots` are open the oldest closes (partial); a slot whose first frame was received
+//! more than `slot_timeout_us` before the latest frame stored in an open slot (receive times,
+//! the frames' `timestamp_ns`, as on the CPU) closes partial. A closed slot
 //! is read back (that ring entry's cells and marks, merged over the GPUs) and handed on, in
 //! closing order, each once. A ring entry is taken by a later slot only `2 x max_open_slots`
 //! slots on, so a slot closes long before its entry is reused when the poll keeps up.
@@ -20,8 +21,11 @@
 //! and that frame must have been running on the GPU across the write (microseconds). A slot
 //! closed complete with no sink has no read-back: there the write is not waited for at all.
 //!
-//! Where this differs from the CPU's assembler: the timeout runs on the host clock from the
-//! first poll that saw the slot (the CPU's runs on the receive times of its packets).
+//! The rule is the CPU assembler's (docs/fronthaul.md, "When a slot opens and closes"), taken
+//! at each poll rather than at each packet: polled after every frame it decides as the CPU
+//! does (pipeline/tests/fronthaul_stage_host.rs holds the two equal); a poll that lags sees
+//! several frames at once, and the frames of a slot the kernel stored before the host's closed
+//! word landed are delivered with it rather than refused.
 //!
 //! Completion latency: from when the host handed the GPU the burst holding the slot's last
 //! packet (the [`HandedLog`] entry whose receive times hold the entry's latest receive time)
@@ -108,7 +112,9 @@ pub struct Closed {
 #[derive(Clone, Copy, Debug)]
 struct Open {
     tag: u32,
-    first_seen: Instant,
+    /// The slot's first receive time: its entry's latest receive time when the poll first saw
+    /// it (the kernel restarts that word when a slot takes the entry), 0 when untimed.
+    first_ns: u64,
 }
 
 /// The completion state of one fronthaul stage (all its GPUs).
@@ -117,13 +123,17 @@ pub struct Completer {
     l: Layout,
     expected: u64,
     max_open: usize,
-    timeout: Duration,
+    timeout_ns: u64,
     /// Slots in the order they opened.
     open: VecDeque<Open>,
     /// Per ring entry: the tag of the last slot closed from it (0: none).
     closed: Vec<u32>,
     /// The tag that opened last (new tags are taken in frame-cycle order after it).
     last: u32,
+    /// Per GPU and ring entry, the tag the poll last saw there, and how many tags it has seen
+    /// take an entry (the kernel counts those it stored: the difference were never seen).
+    seen: Vec<Vec<u32>>,
+    observed: u64,
     /// Whether a closed slot's samples are read back (a stage without a sink needs only its
     /// marks, for the complete / partial counts per eAxC).
     pub samples: bool,
@@ -135,10 +145,12 @@ impl Completer {
         Ok(Completer {
             expected: (l.eaxcs.len() * SYMBOLS_PER_SLOT as usize * l.prbs) as u64,
             max_open: usize::from(cfg.max_open_slots).max(1),
-            timeout: Duration::from_micros(cfg.slot_timeout_us),
+            timeout_ns: cfg.slot_timeout_us.saturating_mul(1000),
             open: VecDeque::new(),
             closed: vec![0; l.ring],
             last: 0,
+            seen: Vec::new(),
+            observed: 0,
             samples: true,
             l,
         })
@@ -174,21 +186,22 @@ impl Completer {
         })
     }
 
-    /// One look at the GPUs' rings (`srcs`, one per GPU) at `now`: new slots opened, complete
-    /// ones closed, the oldest closed while more than `max_open_slots` are open, the timed out
-    /// ones closed; each closed slot is read back and handed to `close`, in closing order.
+    /// One look at the GPUs' rings (`srcs`, one per GPU): new slots opened, complete ones
+    /// closed, the oldest closed while more than `max_open_slots` are open, the timed out ones
+    /// closed (on the frames' receive times: docs/fronthaul.md, "When a slot opens and
+    /// closes"); each closed slot is read back and handed to `close`, in closing order.
     /// Returns how many closed.
     pub fn poll(
         &mut self,
         srcs: &[&dyn GridSource],
-        now: Instant,
         close: &mut dyn FnMut(Closed),
     ) -> anyhow::Result<usize> {
         let states = srcs
             .iter()
             .map(|s| s.slot_states())
             .collect::<anyhow::Result<Vec<_>>>()?;
-        self.open_new(&states, now);
+        self.observe(&states);
+        self.open_new(&states);
         let mut n = 0;
         let mut i = 0;
         while i < self.open.len() {
@@ -205,10 +218,16 @@ impl Completer {
             self.close(srcs, &states, o, false, close)?;
             n += 1;
         }
+        // The clock: the latest receive time stored in an open slot (as the CPU's assembler).
+        let now = (self.open.iter())
+            .map(|o| self.count(&states, o.tag).1)
+            .max()
+            .unwrap_or(0);
+        let timeout = self.timeout_ns;
         while let Some(i) = self
             .open
             .iter()
-            .position(|o| now.saturating_duration_since(o.first_seen) > self.timeout)
+            .position(|o| now > 0 && now.saturating_sub(o.first_ns) > timeout)
         {
             let o = self.open.remove(i).expect("index in range");
             self.close(srcs, &states, o, false, close)?;
@@ -224,8 +243,7 @@ impl Completer {
         srcs: &[&dyn GridSource],
         close: &mut dyn FnMut(Closed),
     ) -> anyhow::Result<usize> {
-        let now = Instant::now();
-        let mut n = self.poll(srcs, now, close)?;
+        let mut n = self.poll(srcs, close)?;
         let states = srcs
             .iter()
             .map(|s| s.slot_states())
@@ -237,9 +255,27 @@ impl Completer {
         Ok(n)
     }
 
+    /// Slots the poll has seen take a ring entry, over every GPU.
+    pub fn observed(&self) -> u64 {
+        self.observed
+    }
+
+    fn observe(&mut self, states: &[Vec<u8>]) {
+        self.seen.resize(states.len(), vec![0; self.l.ring]);
+        for (seen, st) in self.seen.iter_mut().zip(states) {
+            for (r, s) in seen.iter_mut().enumerate() {
+                let tag = entry_state(st, r).0;
+                if tag != 0 && tag != *s {
+                    *s = tag;
+                    self.observed += 1;
+                }
+            }
+        }
+    }
+
     /// Opens the tags of the states that are neither open nor closed, in frame-cycle order
     /// after the newest open one.
-    fn open_new(&mut self, states: &[Vec<u8>], now: Instant) {
+    fn open_new(&mut self, states: &[Vec<u8>]) {
         let mut fresh: Vec<u32> = Vec::new();
         for r in 0..self.l.ring {
             for st in states {
@@ -256,10 +292,8 @@ impl Completer {
         let (cycle, last) = (self.cycle(), self.last);
         fresh.sort_by_key(|&t| (t % cycle + cycle - last % cycle) % cycle);
         for tag in fresh {
-            self.open.push_back(Open {
-                tag,
-                first_seen: now,
-            });
+            let first_ns = self.count(states, tag).1;
+            self.open.push_back(Open { tag, first_ns });
             self.last = tag;
         }
     }
@@ -525,6 +559,22 @@ impl LiveStages {
         Ok(())
     }
 
+    /// The end of a run, after [`Self::finish`]: each stage's slots the kernel stored that
+    /// the poll never saw (it fell a whole ring behind) counted lost.
+    pub fn report_lost(
+        &self,
+        p: &crate::stage::Pipeline,
+        src: &dyn super::gpu::CounterSource,
+    ) -> anyhow::Result<()> {
+        for (k, c, _) in &self.stages {
+            if let Some(crate::stage::Stage::Fronthaul(f)) = p.stages.get(*k) {
+                let taken = super::gpu::taken_slots(src, *k)?;
+                f.set_slots_lost(taken.saturating_sub(c.observed()));
+            }
+        }
+        Ok(())
+    }
+
     /// The end of a run: every slot still open closed (see [`Completer::finish`]).
     pub fn finish(
         &mut self,
@@ -586,7 +636,7 @@ impl LiveStages {
             n += if end {
                 c.finish(&srcs, &mut close)?
             } else {
-                c.poll(&srcs, Instant::now(), &mut close)?
+                c.poll(&srcs, &mut close)?
             };
             self.stats.slots.add(t.elapsed());
         }

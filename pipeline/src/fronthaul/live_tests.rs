@@ -51,14 +51,17 @@ impl FakeGpu {
         let mut s = self.states.borrow_mut();
         let w = u64::from_le_bytes(s[r * 16..r * 16 + 8].try_into().unwrap());
         let add = u64::from(!dup);
-        let w = if (w >> 32) as u32 == tag {
-            w + add
-        } else {
+        let took = (w >> 32) as u32 != tag;
+        let w = if took {
             (u64::from(tag) << 32) | add
+        } else {
+            w + add
         };
         s[r * 16..r * 16 + 8].copy_from_slice(&w.to_le_bytes());
+        // A slot taking the entry restarts its receive time.
         let last = u64::from_le_bytes(s[r * 16 + 8..r * 16 + 16].try_into().unwrap());
-        s[r * 16 + 8..r * 16 + 16].copy_from_slice(&last.max(ts).to_le_bytes());
+        let last = if took { ts } else { last.max(ts) };
+        s[r * 16 + 8..r * 16 + 16].copy_from_slice(&last.to_le_bytes());
         true
     }
 
@@ -117,9 +120,9 @@ fn tag_of(g: &SlotGrid) -> u32 {
         + 1
 }
 
-fn poll(c: &mut Completer, gpus: &[&FakeGpu], now: Instant, seen: &mut Seen) -> usize {
+fn poll(c: &mut Completer, gpus: &[&FakeGpu], seen: &mut Seen) -> usize {
     let srcs: Vec<&dyn GridSource> = gpus.iter().map(|g| *g as &dyn GridSource).collect();
-    c.poll(&srcs, now, &mut |cl: Closed| {
+    c.poll(&srcs, &mut |cl: Closed| {
         seen.push((
             tag_of(&cl.grid),
             cl.grid.complete,
@@ -135,20 +138,15 @@ fn a_slot_closes_complete_once_with_its_samples() {
     let c0 = cfg(2, 1_000_000);
     let mut c = Completer::new(&c0).unwrap();
     let g = FakeGpu::new(c.layout());
-    let t0 = Instant::now();
     let mut seen = Seen::new();
     g.fill(5, 0, -3, 100);
-    assert_eq!(
-        poll(&mut c, &[&g], t0, &mut seen),
-        0,
-        "half the eAxCs: open"
-    );
+    assert_eq!(poll(&mut c, &[&g], &mut seen), 0, "half the eAxCs: open");
     assert_eq!(c.open_slots(), 1);
     g.fill(5, 1, 4, 250);
     g.store(5, 1, 0, 0, 4, 120); // a duplicate PRB: not counted twice
     let srcs: [&dyn GridSource; 1] = [&g];
     let mut grids = Vec::new();
-    c.poll(&srcs, t0, &mut |cl| grids.push(cl)).unwrap();
+    c.poll(&srcs, &mut |cl| grids.push(cl)).unwrap();
     assert_eq!(grids.len(), 1);
     let got = &grids[0];
     assert!(got.grid.complete);
@@ -157,7 +155,7 @@ fn a_slot_closes_complete_once_with_its_samples() {
     assert_eq!(got.grid.prb_i16(0, 13, 2), Some(&[-3i16; 24][..]));
     assert_eq!(got.grid.prb_i16(1, 0, 0), Some(&[4i16; 24][..]));
     // Seen again on later polls, never closed again; finish has nothing left.
-    assert_eq!(poll(&mut c, &[&g], t0, &mut seen), 0);
+    assert_eq!(poll(&mut c, &[&g], &mut seen), 0);
     assert_eq!(c.finish(&srcs, &mut |_| panic!("closed twice")).unwrap(), 0);
     assert_eq!(*g.reads.borrow(), 1, "the entry read once");
 }
@@ -167,14 +165,13 @@ fn a_closed_slot_refuses_later_packets_and_what_was_delivered_stays() {
     let c0 = cfg(2, 1_000_000);
     let mut c = Completer::new(&c0).unwrap();
     let g = FakeGpu::new(c.layout());
-    let t0 = Instant::now();
     let mut seen = Seen::new();
     // Slot 5 partial: the eviction by slots 6 and 7 closes it (two open at most).
     g.store(5, 0, 0, 0, 1, 10);
-    poll(&mut c, &[&g], t0, &mut seen);
+    poll(&mut c, &[&g], &mut seen);
     g.store(6, 0, 0, 0, 1, 20);
     g.store(7, 0, 0, 0, 1, 30);
-    poll(&mut c, &[&g], t0, &mut seen);
+    poll(&mut c, &[&g], &mut seen);
     assert_eq!(seen, [(5, false, 1, 10)]);
     // Slot 5's ring entry: (5 - 1) % 4.
     assert_eq!(
@@ -188,7 +185,7 @@ fn a_closed_slot_refuses_later_packets_and_what_was_delivered_stays() {
     let st = g.slot_states().unwrap();
     assert_eq!(super::super::gpu::entry_state(&st, 0), (5, 1, 10));
     // Never opened or delivered again, also at the end.
-    poll(&mut c, &[&g], t0, &mut seen);
+    poll(&mut c, &[&g], &mut seen);
     let srcs: [&dyn GridSource; 1] = [&g];
     c.finish(&srcs, &mut |cl| {
         seen.push((
@@ -209,23 +206,22 @@ fn a_closed_slot_refuses_later_packets_and_what_was_delivered_stays() {
 fn the_oldest_closes_partial_past_max_open_and_complete_ones_first() {
     let mut c = Completer::new(&cfg(2, 1_000_000)).unwrap();
     let g = FakeGpu::new(c.layout());
-    let t0 = Instant::now();
     let mut seen = Seen::new();
     g.store(1, 0, 0, 0, 1, 10);
     g.store(2, 0, 0, 0, 1, 20);
-    poll(&mut c, &[&g], t0, &mut seen);
+    poll(&mut c, &[&g], &mut seen);
     // Slot 3 opens (three open: slot 1 closes partial) and slot 2 completes in the same poll.
     g.store(3, 0, 0, 0, 1, 30);
     g.fill(2, 0, 1, 40);
     g.fill(2, 1, 1, 41);
-    poll(&mut c, &[&g], t0, &mut seen);
+    poll(&mut c, &[&g], &mut seen);
     assert_eq!(
         seen,
         [(2, true, 84, 41)],
         "two open after 2 completed: none evicted"
     );
     g.store(4, 0, 0, 0, 1, 50);
-    poll(&mut c, &[&g], t0, &mut seen);
+    poll(&mut c, &[&g], &mut seen);
     assert_eq!(
         seen[1],
         (1, false, 1, 10),
@@ -270,20 +266,26 @@ fn without_samples_a_slot_still_counts_per_eaxc() {
 }
 
 #[test]
-fn a_slot_times_out_on_the_host_clock() {
+fn a_slot_times_out_on_the_frames_receive_times_not_the_host_clock() {
     let mut c = Completer::new(&cfg(8, 500)).unwrap();
     let g = FakeGpu::new(c.layout());
-    let t0 = Instant::now();
     let mut seen = Seen::new();
-    g.store(9, 1, 3, 2, 1, 0);
-    poll(&mut c, &[&g], t0, &mut seen);
-    poll(&mut c, &[&g], t0 + Duration::from_micros(400), &mut seen);
-    assert!(seen.is_empty());
-    poll(&mut c, &[&g], t0 + Duration::from_micros(501), &mut seen);
-    assert_eq!(seen, [(9, false, 1, 0)]);
+    let t0 = 1_000_000_000;
+    g.store(9, 1, 3, 2, 1, t0);
+    poll(&mut c, &[&g], &mut seen);
+    // The host's clock moves on (a generator slower than radio time): nothing times out.
+    std::thread::sleep(Duration::from_millis(2));
+    poll(&mut c, &[&g], &mut seen);
+    g.store(11, 0, 0, 0, 1, t0 + 400_000);
+    poll(&mut c, &[&g], &mut seen);
+    assert!(seen.is_empty(), "{seen:?}");
+    // A frame received 501 us after the slot's first one: the slot times out.
+    g.store(11, 0, 0, 1, 1, t0 + 501_000);
+    poll(&mut c, &[&g], &mut seen);
+    assert_eq!(seen, [(9, false, 1, t0)]);
     // Later packets of a closed slot are not delivered again.
-    g.store(9, 1, 3, 1, 1, 0);
-    poll(&mut c, &[&g], t0 + Duration::from_millis(5), &mut seen);
+    g.store(9, 1, 3, 1, 1, t0 + 502_000);
+    poll(&mut c, &[&g], &mut seen);
     assert_eq!(seen.len(), 1);
 }
 
@@ -291,15 +293,14 @@ fn a_slot_times_out_on_the_host_clock() {
 fn two_gpus_complete_a_slot_together_and_merge_their_cells() {
     let mut c = Completer::new(&cfg(4, 1_000_000)).unwrap();
     let (a, b) = (FakeGpu::new(c.layout()), FakeGpu::new(c.layout()));
-    let t0 = Instant::now();
     let mut seen = Seen::new();
     a.fill(12, 0, 5, 70);
-    poll(&mut c, &[&a, &b], t0, &mut seen);
+    poll(&mut c, &[&a, &b], &mut seen);
     assert!(seen.is_empty(), "eAxC 9 not there yet");
     b.fill(12, 1, 6, 60);
     let srcs: [&dyn GridSource; 2] = [&a, &b];
     let mut got = Vec::new();
-    c.poll(&srcs, t0, &mut |cl| got.push(cl)).unwrap();
+    c.poll(&srcs, &mut |cl| got.push(cl)).unwrap();
     assert_eq!(got.len(), 1);
     assert!(got[0].grid.complete);
     assert_eq!(got[0].last_ns, 70);
@@ -313,13 +314,12 @@ fn an_entry_taken_by_a_later_slot_closes_the_earlier_with_what_is_left() {
     let mut c = Completer::new(&cfg(1, 1_000_000)).unwrap();
     assert_eq!(c.layout().ring, 2);
     let g = FakeGpu::new(c.layout());
-    let t0 = Instant::now();
     let mut seen = Seen::new();
     g.store(1, 0, 0, 0, 1, 0);
     g.store(1, 0, 0, 1, 1, 0);
-    poll(&mut c, &[&g], t0, &mut seen);
+    poll(&mut c, &[&g], &mut seen);
     g.store(3, 0, 0, 0, 2, 0); // entry 0 now slot 3's; PRB 1 still slot 1's
-    poll(&mut c, &[&g], t0, &mut seen);
+    poll(&mut c, &[&g], &mut seen);
     assert_eq!(seen, [(1, false, 1, 0)]);
 }
 
@@ -329,13 +329,12 @@ fn new_tags_open_in_frame_cycle_order_across_the_wrap() {
     // appear in one poll: 5120 is the older.
     let mut c = Completer::new(&cfg(8, 1_000_000)).unwrap();
     let g = FakeGpu::new(c.layout());
-    let t0 = Instant::now();
     let mut seen = Seen::new();
     g.store(5119, 0, 0, 0, 1, 0);
-    poll(&mut c, &[&g], t0, &mut seen);
+    poll(&mut c, &[&g], &mut seen);
     g.store(1, 0, 0, 0, 1, 0);
     g.store(5120, 0, 0, 0, 1, 0);
-    poll(&mut c, &[&g], t0, &mut seen);
+    poll(&mut c, &[&g], &mut seen);
     let srcs: [&dyn GridSource; 1] = [&g];
     c.finish(&srcs, &mut |cl| seen.push((tag_of(&cl.grid), false, 0, 0)))
         .unwrap();
@@ -497,14 +496,14 @@ fn the_cpu_stage_refuses_the_packets_of_a_closed_slot() {
     let sink = FnSink(move |g: &SlotGrid| s2.lock().unwrap().push(g.clone()));
     let stage = FronthaulStage::with_sink(&c0, Box::new(sink)).unwrap();
     let frames: Vec<_> = build_uplane_frames(&o).collect();
-    let run = |fs: &[crate::port::gen::oran::OranFrame]| {
+    let run = |fs: &[crate::port::gen::oran::OranFrame], want: crate::verdict::Verdict| {
         for f in fs {
             let mut v = crate::verdict::Verdict::PASS;
             stage.process_untimed(&f.data, &crate::meta::PacketMeta::default(), &mut v);
-            assert_eq!(v, crate::verdict::Verdict::PASS, "refused, not dropped");
+            assert_eq!(v, want);
         }
     };
-    run(&frames);
+    run(&frames, crate::verdict::Verdict::PASS);
     let before = stage.counters();
     assert_eq!(before.slots_complete, 3);
     // The first slot again (56 packets: 14 symbols x 2 eAxCs x 2), its bytes changed so a
@@ -519,7 +518,9 @@ fn the_cpu_stage_refuses_the_packets_of_a_closed_slot() {
             f
         })
         .collect();
-    run(&late);
+    // Refused frames are dropped, so the queue's totals account for them.
+    let refused = crate::verdict::Verdict::drop(crate::verdict::DropReason::FronthaulReject);
+    run(&late, refused);
     stage.flush();
     let got = stage.counters();
     assert_eq!((got.slots_complete, got.slots_partial), (3, 0));
@@ -632,18 +633,17 @@ fn a_complete_slot_without_a_sink_closes_without_reading_its_entry_back() {
     let mut c = Completer::new(&cfg(4, 1_000_000)).unwrap();
     c.samples = false;
     let g = FakeGpu::new(c.layout());
-    let t0 = Instant::now();
     g.fill(3, 0, 1, 10);
     g.fill(3, 1, 2, 20);
     let srcs: [&dyn GridSource; 1] = [&g];
     let mut closed = Vec::new();
-    assert_eq!(c.poll(&srcs, t0, &mut |cl| closed.push(cl)).unwrap(), 1);
+    assert_eq!(c.poll(&srcs, &mut |cl| closed.push(cl)).unwrap(), 1);
     assert!(closed[0].grid.complete);
     assert_eq!(closed[0].last_ns, 20);
     assert_eq!(*g.reads.borrow(), 0, "complete: no read-back");
     // A partial one (evicted at the end) is still read back for its marks.
     g.fill(4, 0, 1, 30);
-    assert_eq!(c.poll(&srcs, t0, &mut |cl| closed.push(cl)).unwrap(), 0);
+    assert_eq!(c.poll(&srcs, &mut |cl| closed.push(cl)).unwrap(), 0);
     assert_eq!(c.finish(&srcs, &mut |cl| closed.push(cl)).unwrap(), 1);
     assert!(!closed[1].grid.complete);
     assert_eq!(*g.reads.borrow(), 1, "partial: its marks read back");

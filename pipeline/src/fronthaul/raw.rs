@@ -63,8 +63,7 @@ impl RawSink {
         max_files: Option<u64>,
         cfg: &FronthaulConfig,
     ) -> Result<Self, String> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("fronthaul.sink.raw.dir: {}: {e}", dir.display()))?;
+        super::sink::prepare_dir(dir, "fronthaul.sink.raw.dir")?;
         Ok(RawSink {
             dir: dir.to_path_buf(),
             written: 0,
@@ -81,12 +80,9 @@ impl RawSink {
     }
 }
 
-/// The grid's samples as little-endian bytes.
+/// The samples of the grid's rows in use ([`SlotGrid::rows`]) as little-endian bytes.
 pub fn raw_bytes(g: &SlotGrid) -> Vec<u8> {
-    match g.data() {
-        GridData::Int16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        GridData::Fp16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-    }
+    g.rows_bytes()
 }
 
 impl SlotSink for RawSink {
@@ -103,7 +99,10 @@ impl SlotSink for RawSink {
             k.slot_id,
             if g.complete { "complete" } else { "partial" }
         );
-        let [e, s, p] = g.shape();
+        // A learnt grid writes the eAxCs it has learnt, not its empty rows: the shape and the
+        // ids agree, as the reader checks.
+        let [_, s, p] = g.shape();
+        let e = g.rows();
         let data = raw_bytes(g);
         let meta = RawSlotMeta {
             format: match self.format {
@@ -129,11 +128,10 @@ impl SlotSink for RawSink {
             data_file: format!("{stem}.iq"),
             bytes: data.len(),
         };
-        let path = self.dir.join(&meta.data_file);
-        std::fs::write(&path, &data).map_err(|e| format!("{}: {e}", path.display()))?;
+        // The data first, the sidecar last: a sidecar names only a data file written whole.
+        super::sink::write_whole(&self.dir.join(&meta.data_file), &data)?;
         let json = serde_json::to_vec_pretty(&meta).map_err(|e| e.to_string())?;
-        let path = self.dir.join(format!("{stem}.json"));
-        std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+        super::sink::write_whole(&self.dir.join(format!("{stem}.json")), &json)?;
         self.written += 1;
         Ok(())
     }

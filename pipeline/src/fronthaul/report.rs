@@ -45,6 +45,9 @@ pub struct FronthaulSummary {
     pub prbs: u64,
     pub slots_complete: u64,
     pub slots_partial: u64,
+    /// GPU executor: slots stored on the GPU that never reached the sink (see
+    /// `FronthaulCounters::slots_lost`).
+    pub slots_lost: u64,
     pub duplicate_prbs: u64,
     pub saturated_samples: u64,
     pub eaxc_unexpected: u64,
@@ -79,6 +82,7 @@ impl FronthaulSummary {
             prbs: c.prbs,
             slots_complete: c.slots_complete,
             slots_partial: c.slots_partial,
+            slots_lost: c.slots_lost,
             duplicate_prbs: c.duplicate_prbs,
             saturated_samples: c.saturated_samples,
             eaxc_unexpected: c.eaxc_unexpected,
@@ -112,7 +116,7 @@ impl FronthaulSummary {
             String::new()
         };
         let mut out = vec![format!(
-            "stage {}: {} frames ({} U-plane, {} C-plane, {} not eCPRI, {} rejected), {} PRBs, slots {} complete / {} partial{latency}, {} duplicate PRBs, {} saturated samples, {} unexpected eAxC, {}",
+            "stage {}: {} frames ({} U-plane, {} C-plane, {} not eCPRI, {} rejected), {} PRBs, slots {} complete / {} partial / {} lost{latency}, {} duplicate PRBs, {} saturated samples, {} unexpected eAxC, {} sink errors, {}",
             self.position,
             self.frames,
             self.uplane,
@@ -122,9 +126,11 @@ impl FronthaulSummary {
             self.prbs,
             self.slots_complete,
             self.slots_partial,
+            self.slots_lost,
             self.duplicate_prbs,
             self.saturated_samples,
             self.eaxc_unexpected,
+            self.sink_errors,
             errs(&self.errors)
         )];
         for e in &self.per_eaxc {
@@ -195,7 +201,7 @@ pub type Labels = Vec<(&'static str, String)>;
 
 /// The metric families the fronthaul stages export, in exposition order (help, type and label
 /// names are in `control::metrics::FAMILIES`; every one is a counter).
-pub const FAMILIES: [&str; 14] = [
+pub const FAMILIES: [&str; 15] = [
     "pktwarp_fronthaul_frames_total",
     "pktwarp_fronthaul_errors_total",
     "pktwarp_fronthaul_cell_slots_total",
@@ -210,6 +216,7 @@ pub const FAMILIES: [&str; 14] = [
     "pktwarp_fronthaul_eaxc_errors_total",
     "pktwarp_fronthaul_dropped_packets_total",
     "pktwarp_fronthaul_dropped_prbs_total",
+    "pktwarp_fronthaul_sink_errors_total",
 ];
 
 /// The samples of every fronthaul stage, grouped by family in [`FAMILIES`] order (a family
@@ -281,8 +288,10 @@ fn stage_samples(
     }
     add(2, vec![("result", "complete".into())], c.slots_complete);
     add(2, vec![("result", "partial".into())], c.slots_partial);
+    add(2, vec![("result", "lost".into())], c.slots_lost);
     add(3, vec![], c.eaxc_unexpected);
     add(4, vec![], c.saturated_samples);
+    add(14, vec![], c.sink_errors);
     for e in &c.per_eaxc {
         let id = || ("eaxc", e.eaxc.to_string());
         add(5, vec![id()], e.packets);
@@ -347,6 +356,8 @@ mod tests {
             not_ecpri: 1,
             prbs: 28,
             slots_complete: 1,
+            slots_lost: 4,
+            sink_errors: 5,
             ..Default::default()
         };
         c.errors[Reject::PrbOutOfCarrier.index()] = 2;
@@ -399,6 +410,11 @@ mod tests {
         assert_eq!(find("pktwarp_fronthaul_dropped_prbs_total", &closed), 8);
         let r = [("eaxc", "513"), ("reason", "prb_out_of_carrier")];
         assert_eq!(find("pktwarp_fronthaul_eaxc_errors_total", &r), 1);
+        assert_eq!(find("pktwarp_fronthaul_sink_errors_total", &[]), 5);
+        assert_eq!(
+            find("pktwarp_fronthaul_cell_slots_total", &[("result", "lost")]),
+            4
+        );
         // Every family is declared as a counter with these label names.
         for (fam, samples) in &fams {
             let (_, _, ty, labels) = crate::control::metrics::FAMILIES
@@ -423,6 +439,7 @@ mod tests {
         assert!(lines[1].starts_with("eAxC 513: 7 packets, 28 PRBs, early 0 / on time 6 / late 1"));
         assert_eq!(s.errors, vec![("prb_out_of_carrier".to_string(), 2)]);
         assert!(!lines[0].contains("latency"), "none measured: {}", lines[0]);
+        (c.slots_lost, c.sink_errors) = (0, 0);
         c.slot_latency_count = 3;
         c.slot_latency_p50_ns = 12_500;
         c.slot_latency_p99_ns = 40_000;
@@ -437,13 +454,16 @@ mod tests {
         );
         let l = &s.lines()[0];
         assert!(
-            l.contains("slots 1 complete / 0 partial (completion latency p50 12.5 us / p99 40.0 us over 3)"),
+            l.contains("slots 1 complete / 0 partial / 0 lost (completion latency p50 12.5 us / p99 40.0 us over 3)"),
             "{l}"
         );
         // Every sequence kind has its sample, out of order included (both executors judge it).
         c.per_eaxc[0].seq_out_of_order = 2;
         let l = &FronthaulSummary::new(1, &c).lines()[1];
         assert!(l.contains("out of order 2, slots"), "{l}");
+        c.sink_errors = 5;
+        let l = &FronthaulSummary::new(1, &c).lines()[0];
+        assert!(l.contains(", 5 sink errors,"), "{l}");
         let mut fams: Vec<(&'static str, Vec<(Labels, u64)>)> =
             FAMILIES.iter().map(|f| (*f, Vec::new())).collect();
         stage_samples(1, &c, &mut fams);

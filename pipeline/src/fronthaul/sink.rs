@@ -21,7 +21,7 @@ pub trait SlotSink: Send {
     fn finish(&mut self) {}
 }
 
-pub use super::sink_writer::BackgroundSink;
+pub use super::sink_writer::{BackgroundSink, STALL};
 
 /// A closure as a sink.
 pub struct FnSink<F>(pub F);
@@ -39,16 +39,45 @@ impl<F: FnMut(&SlotGrid) + Send> SlotSink for FnSink<F> {
 pub struct NpySink {
     dir: PathBuf,
     written: u64,
+    /// The eAxC ids `eaxcs.json` holds (a learnt grid's grow).
+    ids: Vec<u16>,
     max_files: Option<u64>,
+}
+
+/// Creates the sink folder `dir` (config key `key`) and proves it takes files: a folder that
+/// exists but refuses writes (read-only, a mount that went away) is a config error at start,
+/// not a run that loses every slot.
+pub fn prepare_dir(dir: &Path, key: &str) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{key}: {}: {e}", dir.display()))?;
+    let probe = dir.join(format!(".pktwarp-probe-{}", std::process::id()));
+    let written = std::fs::write(&probe, b"probe");
+    let _ = std::fs::remove_file(&probe);
+    written.map_err(|e| format!("{key}: {}: cannot write a file there: {e}", dir.display()))
+}
+
+/// Writes `bytes` to `path` whole or not at all: into `PATH.partial`, renamed to `path` once
+/// every byte is written (a full disk leaves no truncated file under the final name; the
+/// partial one is removed).
+pub fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".partial");
+    let tmp = PathBuf::from(tmp);
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.flush()))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("{}: {e}", path.display())
+    })
 }
 
 impl NpySink {
     pub fn create(dir: &Path, max_files: Option<u64>) -> Result<Self, String> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("fronthaul.sink.npy.dir: {}: {e}", dir.display()))?;
+        prepare_dir(dir, "fronthaul.sink.npy.dir")?;
         Ok(NpySink {
             dir: dir.to_path_buf(),
             written: 0,
+            ids: Vec::new(),
             max_files,
         })
     }
@@ -60,7 +89,8 @@ impl NpySink {
 
 /// The bytes of an `.npy` (format 1.0) file of the grid.
 pub fn npy_bytes(g: &SlotGrid) -> Vec<u8> {
-    let [e, s, p] = g.shape();
+    let [_, s, p] = g.shape();
+    let e = g.rows();
     let descr = match g.data() {
         GridData::Int16(_) => "<i2",
         GridData::Fp16(_) => "<f2",
@@ -77,14 +107,7 @@ pub fn npy_bytes(g: &SlotGrid) -> Vec<u8> {
     out.extend_from_slice(b"\x93NUMPY\x01\x00");
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    match g.data() {
-        GridData::Int16(v) => v
-            .iter()
-            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        GridData::Fp16(v) => v
-            .iter()
-            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-    }
+    out.extend_from_slice(&g.rows_bytes());
     out
 }
 
@@ -93,10 +116,10 @@ impl SlotSink for NpySink {
         if self.max_files.is_some_and(|m| self.written >= m) {
             return Ok(());
         }
-        if self.written == 0 {
+        if self.written == 0 || self.ids != g.eaxc_ids {
+            self.ids.clone_from(&g.eaxc_ids);
             let ids = serde_json::to_string(&g.eaxc_ids).map_err(|e| e.to_string())?;
-            let p = self.dir.join("eaxcs.json");
-            std::fs::write(&p, ids).map_err(|e| format!("{}: {e}", p.display()))?;
+            write_whole(&self.dir.join("eaxcs.json"), ids.as_bytes())?;
         }
         let k = g.key;
         let name = format!(
@@ -107,10 +130,7 @@ impl SlotSink for NpySink {
             k.slot_id,
             if g.complete { "complete" } else { "partial" }
         );
-        let path = self.dir.join(name);
-        let mut f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        f.write_all(&npy_bytes(g))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        write_whole(&self.dir.join(name), &npy_bytes(g))?;
         self.written += 1;
         Ok(())
     }
@@ -136,6 +156,44 @@ mod tests {
         assert_eq!(b.len(), 10 + hl + 14 * 2 * 48);
         // PRB 1 of symbol 0 starts at sample 24.
         assert_eq!(&b[10 + hl + 48..10 + hl + 50], &(-2i16).to_le_bytes());
+    }
+
+    /// A write cut short (a full disk; here the file size limit of `ulimit -f`, in a child
+    /// process of this test, which SIGXFSZ may end mid-write) never leaves a file under its
+    /// final name: only the `.partial` one, or nothing.
+    #[cfg(unix)]
+    #[test]
+    fn a_write_cut_short_leaves_no_file_under_its_name() {
+        const CHILD: &str = "PW_FH_WRITE_WHOLE_CHILD";
+        if let Some(dir) = std::env::var_os(CHILD) {
+            let big = vec![7u8; 1 << 20];
+            let r = write_whole(&Path::new(&dir).join("slot_complete.npy"), &big);
+            assert!(r.is_err(), "a 1 MiB write under a 1 KiB limit succeeded");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("pw-npy-cut-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let out = std::process::Command::new("sh")
+            .args(["-c", "ulimit -f 2 && exec \"$0\" \"$@\""])
+            .arg(&exe)
+            .args([
+                "--exact",
+                "fronthaul::sink::tests::a_write_cut_short_leaves_no_file_under_its_name",
+            ])
+            .env(CHILD, &dir)
+            .output()
+            .expect("sh");
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !names.iter().any(|n| n == "slot_complete.npy"),
+            "{names:?} {out:?}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

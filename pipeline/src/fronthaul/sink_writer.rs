@@ -2,12 +2,15 @@
 //! up to megabytes per slot, and done inline that write held the data path (the CPU executor's
 //! worker, the GPU executor's completion poll) for the write's time, so the slots that closed
 //! behind it were handed over late. Here the data path only copies the slot into a bounded
-//! queue; a full queue makes it wait (the disk sets the pace, nothing is dropped).
+//! queue; a full queue makes it wait (the disk sets the pace). A writer that delivers nothing
+//! for [`STALL`] is taken as hung: what it holds and what it is offered then are counted as
+//! sink errors rather than waited for.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use super::grid::SlotGrid;
 use super::sink::SlotSink;
@@ -16,13 +19,23 @@ use super::sink::SlotSink;
 /// is absorbed, while the memory held stays a few slots.
 pub const QUEUE_SLOTS: usize = 4;
 
+/// How long the data path waits for room in the queue, and the end of a run for the queue to
+/// drain, while the writer delivers nothing: past it the writer is taken as hung (a FIFO nobody
+/// reads, a hung mount) and the slots it holds or is offered are counted as sink errors, so
+/// the run ends and prints its summary instead of hanging.
+pub const STALL: Duration = Duration::from_secs(5);
+
 /// Wraps a sink so that its `slot` runs on a writer thread (see the module's text). Its errors
 /// come back through [`SlotSink::late_errors`]; [`SlotSink::finish`] waits for the queue to
-/// drain; dropping it delivers what is queued, then stops the thread.
+/// drain (at most [`STALL`] without progress); dropping it delivers what is queued, then
+/// stops the thread (a hung writer is left behind, not waited for).
 pub struct BackgroundSink {
     tx: Option<SyncSender<SlotGrid>>,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    stall: Duration,
+    /// The writer was given up on while it held slots: it is not joined.
+    abandoned: bool,
 }
 
 #[derive(Default)]
@@ -33,8 +46,12 @@ struct Shared {
 
 #[derive(Default)]
 struct Progress {
-    /// Slots handed over and not yet delivered.
+    /// Slots handed over and not yet delivered (nor given up on).
     pending: u64,
+    /// Slots the writer has finished with (written or failed): its progress.
+    delivered: u64,
+    /// `delivered` when the writer was found hung; cleared once it moves again.
+    hung_at: Option<u64>,
     /// Errors since the last `late_errors`, and the first one's message.
     errors: u64,
     first: Option<String>,
@@ -50,6 +67,15 @@ impl Shared {
 impl BackgroundSink {
     /// Starts the writer thread (`pw-sink-NAME`) over `inner`.
     pub fn spawn(name: &str, inner: Box<dyn SlotSink>) -> Result<BackgroundSink, String> {
+        Self::with_stall(name, inner, STALL)
+    }
+
+    /// [`Self::spawn`] with a wait other than [`STALL`] for a writer that delivers nothing.
+    pub fn with_stall(
+        name: &str,
+        inner: Box<dyn SlotSink>,
+        stall: Duration,
+    ) -> Result<BackgroundSink, String> {
         let (tx, rx) = sync_channel::<SlotGrid>(QUEUE_SLOTS);
         let shared = Arc::new(Shared::default());
         let theirs = Arc::clone(&shared);
@@ -61,7 +87,35 @@ impl BackgroundSink {
             tx: Some(tx),
             shared,
             thread: Some(thread),
+            stall,
+            abandoned: false,
         })
+    }
+
+    /// Waits on the writer's progress until `done` holds or the writer delivered nothing for
+    /// `self.stall`; returns the lock and whether `done` holds.
+    fn wait_for<'a>(
+        &'a self,
+        mut p: MutexGuard<'a, Progress>,
+        done: impl Fn(&Progress) -> bool,
+    ) -> (MutexGuard<'a, Progress>, bool) {
+        let (mut seen, mut since) = (p.delivered, Instant::now());
+        while !done(&p) {
+            if p.delivered != seen {
+                (seen, since) = (p.delivered, Instant::now());
+            }
+            let Some(left) = self.stall.checked_sub(since.elapsed()) else {
+                p.hung_at = Some(p.delivered);
+                return (p, false);
+            };
+            p = self
+                .shared
+                .drained
+                .wait_timeout(p, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        (p, true)
     }
 }
 
@@ -72,7 +126,9 @@ fn write_all(mut inner: Box<dyn SlotSink>, rx: Receiver<SlotGrid>, shared: &Shar
         let r = catch_unwind(AssertUnwindSafe(|| inner.slot(&g)))
             .unwrap_or_else(|_| Err("the sink panicked writing a slot".to_string()));
         let mut p = shared.lock();
-        p.pending -= 1;
+        // Slots given up on (a hung writer at the end of a run) are no longer pending.
+        p.pending = p.pending.saturating_sub(1);
+        p.delivered += 1;
         if let Err(e) = r {
             p.errors += 1;
             p.first.get_or_insert(e);
@@ -81,17 +137,49 @@ fn write_all(mut inner: Box<dyn SlotSink>, rx: Receiver<SlotGrid>, shared: &Shar
     }
 }
 
+const STOPPED: &str = "the sink's writer thread has stopped";
+
 impl SlotSink for BackgroundSink {
     fn slot(&mut self, slot: &SlotGrid) -> Result<(), String> {
         let Some(tx) = self.tx.as_ref() else {
-            return Err("the sink's writer thread has stopped".to_string());
+            return Err(STOPPED.to_string());
         };
-        self.shared.lock().pending += 1;
-        if tx.send(slot.clone()).is_err() {
-            self.shared.lock().pending -= 1;
-            return Err("the sink's writer thread has stopped".to_string());
+        let mut g = slot.clone();
+        let mut p = self.shared.lock();
+        let (mut seen, mut since) = (p.delivered, Instant::now());
+        loop {
+            // Counted before it is queued: the writer may deliver it before try_send returns.
+            p.pending += 1;
+            match tx.try_send(g) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    p.pending -= 1;
+                    let TrySendError::Full(back) = e else {
+                        return Err(STOPPED.to_string());
+                    };
+                    g = back;
+                }
+            }
+            // Full. A writer already found hung that has not moved since: no wait per slot.
+            if p.hung_at == Some(p.delivered) {
+                return Err(hung(self.stall));
+            }
+            if p.delivered != seen {
+                (seen, since) = (p.delivered, Instant::now());
+            }
+            let Some(left) = self.stall.checked_sub(since.elapsed()) else {
+                p.hung_at = Some(p.delivered);
+                return Err(hung(self.stall));
+            };
+            // Room comes when the writer takes the next slot, which it does not announce:
+            // look again within a millisecond.
+            p = self
+                .shared
+                .drained
+                .wait_timeout(p, left.min(Duration::from_millis(1)))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
-        Ok(())
     }
 
     fn late_errors(&mut self) -> (u64, Option<String>) {
@@ -100,23 +188,44 @@ impl SlotSink for BackgroundSink {
     }
 
     fn finish(&mut self) {
-        let mut p = self.shared.lock();
-        while p.pending > 0 {
-            p = self
-                .shared
-                .drained
-                .wait(p)
-                .unwrap_or_else(|e| e.into_inner());
+        let p = self.shared.lock();
+        let (mut p, ok) = if p.pending > 0 && p.hung_at == Some(p.delivered) {
+            (p, false)
+        } else {
+            self.wait_for(p, |p| p.pending == 0)
+        };
+        if !ok {
+            // What the writer still holds is lost: counted, and never waited for again.
+            let lost = std::mem::take(&mut p.pending);
+            p.errors += lost;
+            p.first
+                .get_or_insert_with(|| format!("{lost} slots not written: {}", hung(self.stall)));
         }
+        drop(p);
+        self.abandoned |= !ok;
     }
+}
+
+/// The error of a slot offered to (or held by) a writer that delivered nothing for `stall`.
+fn hung(stall: Duration) -> String {
+    format!(
+        "the sink's writer delivered nothing for {:.1} s (a FIFO nobody reads, a hung mount?); \
+         slot not written",
+        stall.as_secs_f64()
+    )
 }
 
 impl Drop for BackgroundSink {
     fn drop(&mut self) {
+        if !self.abandoned {
+            self.finish();
+        }
         // Closing the queue ends the writer's loop once it has delivered what is queued.
         self.tx = None;
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            if !self.abandoned {
+                let _ = t.join();
+            }
         }
     }
 }

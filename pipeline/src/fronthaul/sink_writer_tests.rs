@@ -3,6 +3,7 @@ use crate::fronthaul::config::GridFormat;
 use crate::fronthaul::grid::SlotKey;
 use crate::fronthaul::FnSink;
 use std::sync::mpsc::channel;
+use std::time::{Duration, Instant};
 
 fn grid(frame: u8) -> SlotGrid {
     let mut g = SlotGrid::new(1, 2, GridFormat::Int16, 1.0);
@@ -100,4 +101,68 @@ fn dropping_it_delivers_what_is_queued() {
     }
     drop(s);
     assert_eq!(*got.lock().unwrap(), vec![0, 1, 2]);
+}
+
+/// A writer that never finishes its first slot (a FIFO nobody reads, a hung mount): the data
+/// path waits `stall` once, then every slot offered is an error at once; `finish` returns
+/// after `stall`, counting what the writer held; dropping the sink does not wait for it.
+#[test]
+fn a_hung_writer_costs_one_wait_and_its_slots_are_counted() {
+    let (open, gate) = channel();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let inner = Gated {
+        gate,
+        got: Arc::clone(&got),
+    };
+    let stall = Duration::from_millis(300);
+    let mut s = BackgroundSink::with_stall("test", Box::new(inner), stall).unwrap();
+    let t = Instant::now();
+    let offered = QUEUE_SLOTS as u8 + 6;
+    let refused = (0..offered).filter(|&f| s.slot(&grid(f)).is_err()).count();
+    assert_eq!(
+        refused,
+        usize::from(offered) - 1 - QUEUE_SLOTS,
+        "one held, the queue full"
+    );
+    let waited = t.elapsed();
+    assert!(waited >= stall && waited < 4 * stall, "{waited:?}");
+    s.finish();
+    let (n, first) = s.late_errors();
+    assert_eq!(
+        n,
+        1 + QUEUE_SLOTS as u64,
+        "the held and queued slots are lost"
+    );
+    assert!(first.unwrap_or_default().contains("delivered nothing"));
+    assert!(t.elapsed() < 6 * stall, "{:?}", t.elapsed());
+    drop(s);
+    assert!(got.lock().unwrap().is_empty());
+    drop(open);
+}
+
+/// A raw sink whose file is a FIFO nobody reads: the background writer hangs in `open`, and
+/// the stage's `flush` (the end of a run) still returns, with the slots counted as errors.
+#[cfg(unix)]
+#[test]
+fn a_fifo_nobody_reads_does_not_hang_the_end_of_a_run() {
+    let dir = std::env::temp_dir().join(format!("pw-sink-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("slot_000000_f0_sf0_s0_partial.iq.partial");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", fifo.display());
+    let cfg = crate::fronthaul::FronthaulConfig::default();
+    let raw = crate::fronthaul::raw::RawSink::create(&dir, None, &cfg).unwrap();
+    let stall = Duration::from_millis(300);
+    let mut s = BackgroundSink::with_stall("raw", Box::new(raw), stall).unwrap();
+    let t = Instant::now();
+    s.slot(&grid(0)).unwrap();
+    s.finish();
+    let (n, _) = s.late_errors();
+    assert_eq!(n, 1);
+    assert!(t.elapsed() < 4 * stall, "{:?}", t.elapsed());
+    drop(s);
+    // Unblock the writer (it opened the FIFO for writing) so its thread can end.
+    let _ = std::fs::File::open(&fifo);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -32,9 +32,10 @@ pub struct EaxcCounters {
     pub seq_out_of_order: u64,
     pub duplicate_prbs: u64,
     /// Packets (and their PRBs) not stored because their slot had already closed, or their
-    /// ring entry held a later slot (see [`super::grid::SlotRing`]): dropped, reason
-    /// `slot_closed`. Counted in `packets` and judged for sequence and Ta4 as any packet;
-    /// their PRBs are not in `prbs`.
+    /// ring entry held a later slot (see [`super::grid::SlotRing`]): the frame is dropped
+    /// (queue drop reason `fronthaul_reject`; here and in the metrics reason `slot_closed`).
+    /// Counted in `packets` and judged for sequence and Ta4 as any packet; their PRBs are not
+    /// in `prbs`.
     pub slot_closed: u64,
     pub slot_closed_prbs: u64,
     /// Rejected frames whose eAxC id could be read, by [`Reject::index`].
@@ -63,6 +64,9 @@ pub struct FronthaulCounters {
     pub eaxc_unexpected: u64,
     pub slots_complete: u64,
     pub slots_partial: u64,
+    /// GPU executor: slots the kernel stored that the completion poll never saw (it fell a
+    /// whole ring behind): never handed to the sink. Set at the end of a run.
+    pub slots_lost: u64,
     pub sink_errors: u64,
     /// Completion latency of the complete slots (the last [`LATENCY_KEEP`] measured): from
     /// the burst holding the slot's last packet (CPU executor: when its worker started that
@@ -378,10 +382,15 @@ impl FronthaulStage {
                 *v = Verdict::drop(DropReason::FronthaulReject);
             }
             Ok(Message::Cplane(_)) => st.counters.cplane += 1,
-            Ok(Message::Uplane(u)) => self.uplane(st, frame, &u, arrival_ns, started),
+            Ok(Message::Uplane(u)) => {
+                if self.uplane(st, frame, &u, arrival_ns, started) == Taken::Refused {
+                    *v = Verdict::drop(DropReason::FronthaulReject);
+                }
+            }
         }
     }
 
+    /// A U-plane packet into the grid; whether it was taken or refused (its slot closed).
     fn uplane(
         &self,
         st: &mut State,
@@ -389,18 +398,12 @@ impl FronthaulStage {
         u: &decode::Uplane,
         arrival: Option<u64>,
         started: std::time::Instant,
-    ) {
+    ) -> Taken {
         st.counters.uplane += 1;
-        let expected = st.index.len();
-        if let Some(t) = arrival {
-            st.assembler.expire(t, expected, &mut |c| {
-                on_close(&mut st.counters, &mut st.sink, &mut st.ring, c)
-            });
-        }
         let arrival_ns = arrival.unwrap_or(0);
         let Some(e) = self.eaxc_index(st, u.eaxc) else {
             st.counters.eaxc_unexpected += 1;
-            return;
+            return Taken::Passed;
         };
         let expected = st.index.len();
         let c = &mut st.counters.per_eaxc[e];
@@ -427,13 +430,11 @@ impl FronthaulStage {
             // change, and a new partial slot of the same radio time would be a second copy.
             c.slot_closed += 1;
             c.slot_closed_prbs += u64::from(u.prbs);
-            return;
+            return Taken::Refused;
         }
         c.prbs += u64::from(u.prbs);
         st.ring.stored(key);
-        let grid = st.assembler.slot(key, arrival_ns, expected, &mut |c| {
-            on_close(&mut st.counters, &mut st.sink, &mut st.ring, c)
-        });
+        let grid = st.assembler.slot(key, arrival_ns);
         if grid.eaxc_ids.len() != st.index.len() {
             grid.eaxc_ids = ids_by_index(&st.index);
         }
@@ -443,6 +444,7 @@ impl FronthaulStage {
             dups += d;
             sat += n;
         }
+        self.take_from_earlier(st, key, e, frame, u);
         st.counters.prbs += u64::from(u.prbs);
         st.counters.duplicate_prbs += dups;
         st.counters.saturated_samples += sat;
@@ -453,10 +455,54 @@ impl FronthaulStage {
             &mut st.latencies,
             &mut st.ring,
         );
-        st.assembler.close_if_complete(key, expected, &mut |c| {
-            lat.observe(started.elapsed().as_nanos() as u64);
-            on_close(counters, sink, ring, c)
-        });
+        // A learnt grid does not know its eAxCs yet: a slot that looks complete may still get
+        // an eAxC that has not sent yet, so it closes by eviction, timeout or the end of input
+        // (docs/fronthaul.md, "When a slot closes").
+        if self.fixed_eaxcs {
+            st.assembler.close_if_complete(key, expected, &mut |c| {
+                lat.observe(started.elapsed().as_nanos() as u64);
+                on_close(counters, sink, ring, c)
+            });
+        }
+        // Then the oldest past `max_open_slots`, then the timed out: the GPU's poll's order.
+        st.assembler
+            .evict(expected, &mut |c| on_close(counters, sink, ring, c));
+        // The timeout's clock is the latest receive time stored in an open slot, judged after
+        // the packet is stored: what the GPU executor's completion poll sees in the slot
+        // states (docs/fronthaul.md, "When a slot opens and closes").
+        let now = st.assembler.latest_ns();
+        if now > 0 {
+            st.assembler
+                .expire(now, expected, &mut |c| on_close(counters, sink, ring, c));
+        }
+        Taken::Stored
+    }
+
+    /// A packet of slot `key` stored its cells: an earlier slot still open in the same ring
+    /// entry (slots `2 x max_open_slots` apart) loses those cells and its receive time, as
+    /// on the GPU, where the later slot took the entry (docs/fronthaul.md).
+    fn take_from_earlier(
+        &self,
+        st: &mut State,
+        key: SlotKey,
+        e: usize,
+        frame: &[u8],
+        u: &decode::Uplane,
+    ) {
+        let (mu, ring) = (
+            self.cfg.numerology,
+            2 * usize::from(self.cfg.max_open_slots),
+        );
+        let entry = |k: SlotKey| (k.number(mu) as usize) % ring.max(1);
+        let mine = entry(key);
+        for g in st.assembler.others_mut(key, |k| entry(k) == mine) {
+            g.last_ns = 0;
+            for s in Sections::new(frame, u, &self.params).flatten() {
+                for k in 0..s.num_prb {
+                    g.unfill(e, s.symbol, s.prb(k));
+                }
+            }
+        }
     }
 
     /// The grid index of an eAxC, learning it when the grid is not fixed and has room.
@@ -474,6 +520,7 @@ impl FronthaulStage {
             eaxc: id,
             ..Default::default()
         });
+        st.assembler.set_eaxc_ids(&ids_by_index(&st.index));
         Some(i)
     }
 
@@ -534,6 +581,7 @@ impl FronthaulStage {
         let old = &st.counters;
         counters.slots_complete = old.slots_complete;
         counters.slots_partial = old.slots_partial;
+        counters.slots_lost = old.slots_lost;
         counters.sink_errors = old.sink_errors;
         for (n, o) in counters.per_eaxc.iter_mut().zip(&old.per_eaxc) {
             n.slots_complete = o.slots_complete;
@@ -542,11 +590,37 @@ impl FronthaulStage {
         st.counters = counters;
     }
 
+    /// GPU executor, end of a run: `n` slots the completion poll never saw (see
+    /// [`FronthaulCounters::slots_lost`]).
+    pub fn set_slots_lost(&self, n: u64) {
+        if n > 0 {
+            tracing::warn!(
+                event = "fronthaul_slots_lost",
+                lost = n,
+                "fronthaul: {n} slots the GPU stored were never seen by the completion poll \
+                 (it fell a whole ring of 2 x max_open_slots slots behind) and never reached \
+                 the sink"
+            );
+        }
+        self.lock().counters.slots_lost = n;
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic in a sink must not stop the data path: the state stays consistent between
         // packets, so a poisoned lock is taken as it is.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// What became of a U-plane packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Taken {
+    /// Its PRBs went into the grid.
+    Stored,
+    /// Refused, its slot closed: dropped (`fronthaul_reject`), counted `slot_closed`.
+    Refused,
+    /// Not the grid's (an eAxC outside it): passed on untouched.
+    Passed,
 }
 
 /// Stores a section's PRBs in eAxC index `e`'s cells; returns (PRBs already there, samples
@@ -671,7 +745,7 @@ pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
     crate::stage::descriptor::StageDescriptor {
         name: "fronthaul",
         usage: "`fronthaul: {...}`",
-        summary: "O-RAN 7.2x U-plane decode (BFP / none, static or dynamic udCompHdr) into the slot grid; malformed frames dropped as `fronthaul_reject`; on the GPU only with `eaxcs` listed: see [5G fronthaul](#5g-fronthaul)",
+        summary: "O-RAN 7.2x U-plane decode (BFP / none, static or dynamic udCompHdr) into the slot grid; malformed frames and packets of a closed slot dropped as `fronthaul_reject`; on the GPU only with `eaxcs` listed: see [5G fronthaul](#5g-fronthaul)",
         needs: crate::stage::descriptor::StageNeeds {
         reads_payload: true,
         reads_time: true,
@@ -684,3 +758,7 @@ pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
     },
         reloads: false,
     };
+
+#[cfg(test)]
+#[path = "rule_tests.rs"]
+mod rule_tests;

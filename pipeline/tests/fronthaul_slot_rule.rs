@@ -1,0 +1,454 @@
+//! The slot rule of docs/fronthaul.md ("When a slot opens and closes") decided alike by the
+//! CPU executor's stage and by the GPU executor's two halves: the CUDA stage compiled for the
+//! host (`pw_stage_fronthaul`, its buffers host memory) and the host's completion poll
+//! (`fronthaul::live::Completer`, polled after every frame, as a poll that keeps up does), on
+//! generated captures whose slots arrive in order, interleaved, evicted, revisited, timed out
+//! on their receive times (the test runs in far less host time than the radio time its
+//! frames span), and with PRBs missing. Every slot reaches the sink on both, in the same order,
+//! with the same cells; every frame gets the same verdict; the refused packets are the same,
+//! per eAxC.
+
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex};
+
+use pipeline::fronthaul::gpu::{self, Layout};
+use pipeline::fronthaul::live::{Closed, Completer, GridSource};
+use pipeline::fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
+use pipeline::meta::PacketMeta;
+use pipeline::port::gen::oran::{frame, OranGenOptions};
+use pipeline::verdict::Verdict;
+use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
+use pktwarp_kernels::StageSpec;
+
+fn bytes(w: &[u64]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// The CUDA stage's buffers in host memory, read and written as the completion poll reads
+/// and writes a GPU's.
+struct HostBufs {
+    l: Layout,
+    bufs: RefCell<Vec<Vec<u64>>>,
+}
+
+impl GridSource for HostBufs {
+    fn slot_states(&self) -> anyhow::Result<Vec<u8>> {
+        Ok(bytes(&self.bufs.borrow()[gpu::BUF_SLOT_STATE]))
+    }
+
+    fn entry(&self, r: usize, samples: bool) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
+        let (gb, mb) = gpu::entry_bytes(&self.l);
+        let b = self.bufs.borrow();
+        let grid = bytes(&b[gpu::BUF_GRID]);
+        let marks = bytes(&b[gpu::BUF_MARKS]);
+        let g = if samples {
+            grid[r * gb..(r + 1) * gb].to_vec()
+        } else {
+            Vec::new()
+        };
+        Ok((g, marks[r * mb..(r + 1) * mb].to_vec()))
+    }
+
+    fn mark_closed(&self, r: usize, tag: u32) -> anyhow::Result<()> {
+        let mut b = self.bufs.borrow_mut();
+        let w = &mut b[gpu::BUF_CLOSED][r / 2];
+        let shift = 32 * (r % 2);
+        *w = (*w & !(0xFFFF_FFFFu64 << shift)) | (u64::from(tag) << shift);
+        Ok(())
+    }
+}
+
+/// What one executor did with a capture: each frame's (action, drop reason code), the slots
+/// its sink got, in order, and per eAxC (packets refused, their PRBs).
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    verdicts: Vec<(u8, u8)>,
+    slots: Vec<Slot>,
+    refused: Vec<(u64, u64)>,
+    /// Slots stored and never delivered (the GPU's poll fell a ring behind; 0 on the CPU).
+    lost: u64,
+}
+
+/// The stats buffer of the host-compiled stage, as the GPUs' counters give it.
+struct HostStats(Vec<u8>);
+
+impl gpu::CounterSource for HostStats {
+    fn stage_block(&self, _k: usize) -> [u64; 8] {
+        [0; 8]
+    }
+
+    fn stage_buffers(&self, _k: usize, i: usize) -> anyhow::Result<Vec<Vec<u8>>> {
+        assert_eq!(i, gpu::BUF_STATS);
+        Ok(vec![self.0.clone()])
+    }
+}
+
+/// A delivered slot: its number, complete, filled PRBs per eAxC, and its samples.
+#[derive(Debug, PartialEq)]
+struct Slot {
+    number: u32,
+    complete: bool,
+    filled: Vec<usize>,
+    data: Vec<u8>,
+}
+
+fn slot_of(g: &SlotGrid, numerology: u8) -> Slot {
+    Slot {
+        number: g.key.number(numerology),
+        complete: g.complete,
+        filled: (0..g.rows()).map(|e| g.filled_for(e)).collect(),
+        data: g.rows_bytes(),
+    }
+}
+
+fn on_cpu(cfg: &FronthaulConfig, frames: &[(Vec<u8>, u64)]) -> Outcome {
+    let seen: Arc<Mutex<Vec<SlotGrid>>> = Arc::default();
+    let s2 = seen.clone();
+    let sink = FnSink(move |g: &SlotGrid| s2.lock().unwrap().push(g.clone()));
+    let stage = FronthaulStage::with_sink(cfg, Box::new(sink)).unwrap();
+    let verdicts = frames
+        .iter()
+        .map(|(f, ts)| {
+            let mut v = Verdict::PASS;
+            stage.process_at(f, *ts, &PacketMeta::default(), &mut v);
+            (v.action as u8, v.reason.map_or(0xFF, |r| r as u8))
+        })
+        .collect();
+    stage.flush();
+    let slots = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|g| slot_of(g, cfg.numerology))
+        .collect();
+    let c = stage.counters();
+    Outcome {
+        verdicts,
+        slots,
+        refused: c
+            .per_eaxc
+            .iter()
+            .map(|e| (e.slot_closed, e.slot_closed_prbs))
+            .collect(),
+        lost: c.slots_lost,
+    }
+}
+
+/// The GPU executor's halves on `frames`, the completion poll looking after every
+/// `poll_every` frames (1: a poll that keeps up).
+fn on_gpu(
+    pipe: &HostPipeline,
+    cfg: &FronthaulConfig,
+    frames: &[(Vec<u8>, u64)],
+    poll_every: usize,
+) -> Outcome {
+    let l = Layout::new(cfg).expect("GPU layout");
+    // u64 words: every buffer 8-byte aligned, as device allocations are.
+    let mut bufs: Vec<Vec<u64>> = l
+        .buffers()
+        .iter()
+        .map(|(_, n)| vec![0u64; n.div_ceil(8)])
+        .collect();
+    let addrs: [u64; 7] = std::array::from_fn(|i| bufs[i].as_mut_ptr() as u64);
+    let block: Vec<u8> = gpu::param_block(cfg, &l, addrs);
+    // The block as 8-byte aligned words, as a device block is.
+    let words: Vec<u64> = block
+        .chunks(8)
+        .map(|c| {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(w)
+        })
+        .collect();
+    let src = HostBufs {
+        l: l.clone(),
+        bufs: RefCell::new(bufs),
+    };
+    let mut completer = Completer::new(cfg).unwrap();
+    let mut slots = Vec::new();
+    let mut counters = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
+    let mut verdicts = Vec::new();
+    for (i, (f, ts)) in frames.iter().enumerate() {
+        // SAFETY: a view of the block's u64 words as the bytes the C stage reads (FFI
+        // boundary: the host pipeline takes byte blocks); the words outlive the call.
+        let view =
+            unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), words.len() * 8) };
+        let mut meta = [0u8; META_BYTES];
+        let mut v = [0u8; VERDICT_BYTES];
+        let mut buf = f.clone();
+        let mut hf = HostFrame {
+            len: f.len(),
+            wire_len: f.len() as u32,
+            timestamp_ns: *ts,
+            burst_index: i as u32,
+            ..HostFrame::default()
+        };
+        pipe.run_frame_mut(
+            &mut buf,
+            &mut hf,
+            &[view],
+            None,
+            &mut meta,
+            &mut v,
+            &mut counters,
+        );
+        verdicts.push((v[0], v[1]));
+        if (i + 1) % poll_every != 0 {
+            continue;
+        }
+        completer
+            .poll(&[&src], &mut |c: Closed| {
+                slots.push(slot_of(&c.grid, cfg.numerology))
+            })
+            .unwrap();
+    }
+    completer
+        .finish(&[&src], &mut |c: Closed| {
+            slots.push(slot_of(&c.grid, cfg.numerology))
+        })
+        .unwrap();
+    let b = src.bufs.borrow();
+    let (c, _) = gpu::read_counters(
+        &l,
+        &counters[0],
+        &bytes(&b[gpu::BUF_EAXC_COUNTERS]),
+        &bytes(&b[gpu::BUF_STATS]),
+        &vec![[0; 3]; l.eaxcs.len()],
+    );
+    let taken = gpu::taken_slots(&HostStats(bytes(&b[gpu::BUF_STATS])), 0).unwrap();
+    Outcome {
+        verdicts,
+        slots,
+        refused: c
+            .per_eaxc
+            .iter()
+            .map(|e| (e.slot_closed, e.slot_closed_prbs))
+            .collect(),
+        lost: taken - completer.observed(),
+    }
+}
+
+/// HostPipeline builds in a folder named by the process and the source and removes it when
+/// dropped: two tests compiling the same stage list at once would share (and remove) it.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn compile() -> HostPipeline {
+    let specs: Vec<StageSpec> = StageSpec::builtin("fronthaul").into_iter().collect();
+    HostPipeline::compile(&specs).expect("host pipeline")
+}
+
+/// The stage compiled, with the lock that keeps other compiles out meanwhile.
+fn compiled() -> (std::sync::MutexGuard<'static, ()>, HostPipeline) {
+    let one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    (one, compile())
+}
+
+thread_local! {
+    /// The property test's cases share one compile.
+    static PIPE: HostPipeline = {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+        compile()
+    };
+}
+
+fn gen() -> OranGenOptions {
+    OranGenOptions {
+        carrier_prbs: 4,
+        prbs_per_packet: 2,
+        eaxcs: vec![1, 2],
+        slots: 16,
+        ..OranGenOptions::default()
+    }
+}
+
+/// A packet: (eAxC index, slot, symbol, packet of the symbol).
+type Pkt = (usize, u64, u8, u16);
+
+/// Every packet of `slot`, symbol by symbol, eAxCs and packets within.
+fn whole(slot: u64) -> Vec<Pkt> {
+    let mut v = Vec::new();
+    for sym in 0..14 {
+        for e in 0..2 {
+            for p in 0..2 {
+                v.push((e, slot, sym, p));
+            }
+        }
+    }
+    v
+}
+
+/// Packets of several slots taken in turn.
+fn interleave(slots: &[u64]) -> Vec<Pkt> {
+    let each: Vec<Vec<Pkt>> = slots.iter().map(|&s| whole(s)).collect();
+    (0..each[0].len())
+        .flat_map(|i| each.iter().map(move |w| w[i]))
+        .collect()
+}
+
+/// The frames of `pkts`, received `gap_ns` apart from 1 s on.
+fn frames(pkts: &[Pkt], gap_ns: u64) -> Vec<(Vec<u8>, u64)> {
+    let o = gen();
+    pkts.iter()
+        .enumerate()
+        .map(|(i, &(e, slot, sym, p))| {
+            (
+                frame(&o, e, slot, sym, p, i as u8),
+                1_000_000_000 + i as u64 * gap_ns,
+            )
+        })
+        .collect()
+}
+
+fn config(max_open: u16, timeout_us: u64) -> FronthaulConfig {
+    let o = gen();
+    FronthaulConfig {
+        carrier_prbs: o.carrier_prbs,
+        numerology: o.numerology,
+        eaxcs: o.eaxcs.clone(),
+        max_open_slots: max_open,
+        slot_timeout_us: timeout_us,
+        ..FronthaulConfig::default()
+    }
+}
+
+#[test]
+fn both_executors_open_close_evict_and_time_out_slots_alike() {
+    let (_one, pipe) = compiled();
+    let half = |slot: u64, first: bool| -> Vec<Pkt> {
+        let w = whole(slot);
+        let n = w.len() / 2;
+        if first {
+            w[..n].to_vec()
+        } else {
+            w[n..].to_vec()
+        }
+    };
+    let mut missing = whole(0);
+    missing.remove(7);
+    let cases: Vec<(&str, FronthaulConfig, Vec<Pkt>, u64)> = vec![
+        (
+            "in order",
+            config(4, 2000),
+            (0..6).flat_map(whole).collect(),
+            9_000,
+        ),
+        (
+            "interleaved",
+            config(4, 2000),
+            interleave(&[0, 1, 2]),
+            9_000,
+        ),
+        ("evicted", config(2, 2000), interleave(&[0, 1, 2, 3]), 9_000),
+        (
+            "revisited",
+            config(1, 2000),
+            [half(0, true), whole(1), half(0, false), whole(0), whole(2)].concat(),
+            9_000,
+        ),
+        (
+            // 56 packets 40 us apart: a slot's packets span 2.2 ms, past its 1 ms timeout.
+            "timed out",
+            config(4, 1000),
+            interleave(&[4, 5]),
+            40_000,
+        ),
+        (
+            "a PRB missing",
+            config(2, 2000),
+            [missing, whole(1), whole(2)].concat(),
+            9_000,
+        ),
+    ];
+    for (name, cfg, pkts, gap) in cases {
+        let fs = frames(&pkts, gap);
+        let cpu = on_cpu(&cfg, &fs);
+        let gpu = on_gpu(&pipe, &cfg, &fs, 1);
+        assert_eq!((cpu.lost, gpu.lost), (0, 0), "{name}: nothing lost");
+        assert_eq!(cpu.verdicts, gpu.verdicts, "{name}: verdicts");
+        assert_eq!(cpu.refused, gpu.refused, "{name}: refused per eAxC");
+        let numbers = |o: &Outcome| {
+            o.slots
+                .iter()
+                .map(|s| (s.number, s.complete))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(numbers(&cpu), numbers(&gpu), "{name}: slots delivered");
+        assert_eq!(cpu.slots, gpu.slots, "{name}: slot contents");
+        let mut seen: Vec<u32> = pkts.iter().map(|p| p.1 as u32).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        let mut got: Vec<u32> = cpu.slots.iter().map(|s| s.number).collect();
+        got.sort_unstable();
+        assert_eq!(got, seen, "{name}: every slot reaches the sink once");
+        match name {
+            "revisited" => assert!(cpu.refused.iter().any(|r| r.0 > 0), "{name}"),
+            "timed out" | "evicted" => assert!(cpu.slots.iter().any(|s| !s.complete), "{name}"),
+            _ => {}
+        }
+    }
+}
+
+/// A completion poll that falls more than a ring (`2 x max_open_slots` slots) behind the kernel
+/// never sees the slots in between: they cannot reach the sink, and the run counts them.
+#[test]
+fn slots_a_lagging_poll_never_saw_are_counted_lost() {
+    let (_one, pipe) = compiled();
+    let cfg = config(2, 2000);
+    let fs = frames(&(0..12).flat_map(whole).collect::<Vec<_>>(), 9_000);
+    let all_at_once = on_gpu(&pipe, &cfg, &fs, fs.len());
+    // The ring holds the last 4 slots when the poll first looks.
+    let numbers: Vec<u32> = all_at_once.slots.iter().map(|s| s.number).collect();
+    assert_eq!(numbers, [8, 9, 10, 11]);
+    assert_eq!(all_at_once.lost, 8);
+    let kept_up = on_gpu(&pipe, &cfg, &fs, 1);
+    assert_eq!((kept_up.slots.len(), kept_up.lost), (12, 0));
+}
+
+use proptest::prelude::*;
+
+/// Packets drawn from a window of slots that moves on (so slots open, interleave, complete,
+/// get evicted, come back late and time out), some dropped or sent twice, their receive times
+/// jittered (not always increasing) and sometimes missing.
+fn packets() -> impl Strategy<Value = (Vec<(Pkt, u64)>, u16, u64)> {
+    let pkt = (0u64..3, 0usize..56, 0u64..100_000, 0u8..20);
+    (
+        proptest::collection::vec(pkt, 1..400),
+        1u16..5,
+        200u64..3000,
+    )
+        .prop_map(|(picks, max_open, timeout_us)| {
+            let mut v = Vec::new();
+            for (i, (ahead, k, jitter, untimed)) in picks.into_iter().enumerate() {
+                let slot = i as u64 / 40 + ahead;
+                let p = whole(slot)[k];
+                let ts = if untimed == 0 {
+                    0
+                } else {
+                    1_000_000_000 + i as u64 * 9_000 + jitter
+                };
+                v.push((p, ts));
+            }
+            (v, max_open, timeout_us)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn property_both_executors_decide_every_slot_alike((pkts, max_open, timeout_us) in packets()) {
+        let o = gen();
+        let fs: Vec<(Vec<u8>, u64)> = pkts
+            .iter()
+            .enumerate()
+            .map(|(i, &((e, slot, sym, p), ts))| (frame(&o, e, slot, sym, p, i as u8), ts))
+            .collect();
+        let cfg = config(max_open, timeout_us);
+        let cpu = on_cpu(&cfg, &fs);
+        let gpu = PIPE.with(|pipe| on_gpu(pipe, &cfg, &fs, 1));
+        prop_assert_eq!(&cpu.verdicts, &gpu.verdicts);
+        prop_assert_eq!(&cpu.refused, &gpu.refused);
+        prop_assert_eq!(&cpu.slots, &gpu.slots);
+        prop_assert_eq!((cpu.lost, gpu.lost), (0, 0));
+    }
+}
