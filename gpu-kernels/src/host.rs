@@ -22,6 +22,32 @@ pub mod ffi {
         pub fn pw_host_acl_classify(image: *const u32, key: *const u8) -> u32;
         pub fn pw_host_acl_classify_lanes(image: *const u32, key: *const u8, gsize: u32) -> u32;
         pub fn pw_host_acl_key_from_meta(meta: *const u8, port_id: u16, key: *mut u8);
+        // The inspect prefilter (cuda/inspect_match.cuh): `img` is a validated
+        // pktwarp_inspect::matcher::Image, bitmaps are (n_patterns + 31) / 32 words a buffer.
+        pub fn pw_host_inspect_match_set(img: *const u32, buf: *const u8, len: u32, bitmap: *mut u32);
+        pub fn pw_host_inspect_find_all(
+            img: *const u32,
+            buf: *const u8,
+            len: u32,
+            ids: *mut u32,
+            ends: *mut u32,
+            cap: u32,
+        ) -> u32;
+        pub fn pw_host_inspect_match_set_lanes(
+            img: *const u32,
+            buf: *const u8,
+            len: u32,
+            lanes: u32,
+            bitmap: *mut u32,
+        );
+        pub fn pw_host_inspect_match_batch(
+            img: *const u32,
+            data: *const u8,
+            offsets: *const u32,
+            lengths: *const u32,
+            n: u32,
+            bitmaps: *mut u32,
+        );
     }
 }
 
