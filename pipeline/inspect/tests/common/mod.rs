@@ -2,6 +2,8 @@
 //! pattern sets and payloads.
 #![allow(dead_code)]
 
+pub mod corpus;
+
 use pktwarp_inspect::matcher::{Match, PatternSet};
 use proptest::prelude::*;
 
