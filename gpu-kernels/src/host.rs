@@ -24,7 +24,12 @@ pub mod ffi {
         pub fn pw_host_acl_key_from_meta(meta: *const u8, port_id: u16, key: *mut u8);
         // The inspect prefilter (cuda/inspect_match.cuh): `img` is a validated
         // pktwarp_inspect::matcher::Image, bitmaps are (n_patterns + 31) / 32 words a buffer.
-        pub fn pw_host_inspect_match_set(img: *const u32, buf: *const u8, len: u32, bitmap: *mut u32);
+        pub fn pw_host_inspect_match_set(
+            img: *const u32,
+            buf: *const u8,
+            len: u32,
+            bitmap: *mut u32,
+        );
         pub fn pw_host_inspect_find_all(
             img: *const u32,
             buf: *const u8,

@@ -22,13 +22,21 @@ fn all_agree(set: &PatternSet, buf: &[u8]) {
         let mut got = Vec::new();
         img.find_all(buf, &mut got);
         assert_eq!(sorted(got), want, "image walker, {opts:?}");
-        assert_eq!(img.match_set(buf), set_of(&want, set.len()), "image set, {opts:?}");
+        assert_eq!(
+            img.match_set(buf),
+            set_of(&want, set.len()),
+            "image set, {opts:?}"
+        );
     }
     let ac = AcMatcher::new(set).expect("aho-corasick");
     let mut got = Vec::new();
     ac.find_all(buf, &mut got);
     assert_eq!(sorted(got), want, "aho-corasick");
-    assert_eq!(ac.match_set(buf), set_of(&want, set.len()), "aho-corasick set");
+    assert_eq!(
+        ac.match_set(buf),
+        set_of(&want, set.len()),
+        "aho-corasick set"
+    );
 }
 
 proptest! {
@@ -71,18 +79,33 @@ fn overlapping_duplicate_and_case_variants_all_reported() {
     // "abab" ends at 5 and 7, "bab" at 5 and 7, "b" at 3, 5, 7; ABAB never (case-sensitive);
     // the nocase copy and the duplicate both report.
     let want = vec![
-        m(0, 5), m(0, 7), m(1, 5), m(1, 7), m(2, 3), m(2, 5), m(2, 7), m(4, 5), m(4, 7), m(5, 5),
+        m(0, 5),
+        m(0, 7),
+        m(1, 5),
+        m(1, 7),
+        m(2, 3),
+        m(2, 5),
+        m(2, 7),
+        m(4, 5),
+        m(4, 7),
+        m(5, 5),
         m(5, 7),
     ];
     assert_eq!(sorted(got), want);
-    assert_eq!(img.match_set(b"xABAB").iter().collect::<Vec<_>>(), vec![3, 4]);
+    assert_eq!(
+        img.match_set(b"xABAB").iter().collect::<Vec<_>>(),
+        vec![3, 4]
+    );
 }
 
 #[test]
 fn patterns_at_both_edges_and_whole_buffer() {
     let s = set(&[(b"GET ", false), (b"\r\n\r\n", false), (b"host", true)]);
     let img = Image::compile(&s).unwrap();
-    assert_eq!(img.match_set(b"GET / HTTP/1.1\r\nHOST: a\r\n\r\n").count(), 3);
+    assert_eq!(
+        img.match_set(b"GET / HTTP/1.1\r\nHOST: a\r\n\r\n").count(),
+        3
+    );
     assert_eq!(img.match_set(b"GET ").iter().collect::<Vec<_>>(), vec![0]);
     assert_eq!(img.match_set(b"GET").count(), 0);
     assert_eq!(img.match_set(b"").count(), 0);
@@ -119,7 +142,10 @@ fn empty_set_matches_nothing() {
 fn bad_patterns_are_refused_with_their_index() {
     let mut s = PatternSet::new();
     s.add(b"ok", false).unwrap();
-    assert_eq!(s.add(b"", false), Err(MatcherError::EmptyPattern { index: 1 }));
+    assert_eq!(
+        s.add(b"", false),
+        Err(MatcherError::EmptyPattern { index: 1 })
+    );
     let e = s.add(&[b'x'; 256], true).unwrap_err();
     assert_eq!(e, MatcherError::PatternTooLong { index: 1, len: 256 });
     assert!(e.to_string().contains("pattern 1: 256 bytes"), "{e}");
@@ -135,7 +161,12 @@ fn bitmap_of_wrong_size_or_stray_bit_is_refused() {
 }
 
 fn sample_image() -> Image {
-    let s = set(&[(b"abc", false), (b"bcd", true), (b"cde", false), (b"x", false)]);
+    let s = set(&[
+        (b"abc", false),
+        (b"bcd", true),
+        (b"cde", false),
+        (b"x", false),
+    ]);
     Image::compile_with(&s, &SPARSE).unwrap()
 }
 
@@ -144,7 +175,10 @@ fn truncated_or_corrupt_images_are_refused_naming_the_field() {
     let w = sample_image().into_words();
     assert!(Image::from_words(w.clone()).is_ok());
     for n in 0..w.len() {
-        assert!(Image::from_words(w[..n].to_vec()).is_err(), "truncated to {n}");
+        assert!(
+            Image::from_words(w[..n].to_vec()).is_err(),
+            "truncated to {n}"
+        );
     }
     let mut bad = w.clone();
     bad[0] ^= 1;
@@ -182,7 +216,12 @@ proptest! {
 
 #[test]
 fn sparse_and_dense_layouts_are_the_same_automaton() {
-    let s = set(&[(b"he", false), (b"she", true), (b"his", false), (b"hers", false)]);
+    let s = set(&[
+        (b"he", false),
+        (b"she", true),
+        (b"his", false),
+        (b"hers", false),
+    ]);
     let dense = Image::compile(&s).unwrap();
     let sparse = Image::compile_with(&s, &SPARSE).unwrap();
     assert_eq!(dense.n_dense(), dense.n_states());
@@ -198,5 +237,8 @@ fn sparse_and_dense_layouts_are_the_same_automaton() {
 fn rule_contents_decode_hex_escapes_and_nocase() {
     let line = br#"alert http any any -> any any (msg:"x"; content:"GET|20|/a\"b"; nocase; content:!"|0d 0A|x"; sid:1;)"#;
     let got = common::corpus::contents(line);
-    assert_eq!(got, vec![(b"GET /a\"b".to_vec(), true), (b"\r\nx".to_vec(), false)]);
+    assert_eq!(
+        got,
+        vec![(b"GET /a\"b".to_vec(), true), (b"\r\nx".to_vec(), false)]
+    );
 }

@@ -15,7 +15,12 @@ fn cuda_match_set(img: &Image, buf: &[u8]) -> MatchSet {
     // SAFETY: the image passed Image::from_words (the walker's bounds), buf is len bytes and the
     // bitmap has a word for every pattern.
     unsafe {
-        ffi::pw_host_inspect_match_set(img.words().as_ptr(), buf.as_ptr(), buf.len() as u32, words.as_mut_ptr())
+        ffi::pw_host_inspect_match_set(
+            img.words().as_ptr(),
+            buf.as_ptr(),
+            buf.len() as u32,
+            words.as_mut_ptr(),
+        )
     };
     MatchSet::from_words(words, img.n_patterns()).expect("bitmap of the CUDA walker")
 }
@@ -85,8 +90,11 @@ fn cuda_batch(img: &Image, bufs: &[Vec<u8>]) -> Vec<MatchSet> {
     };
     (0..bufs.len())
         .map(|i| {
-            MatchSet::from_words(bitmaps[i * words..(i + 1) * words].to_vec(), img.n_patterns())
-                .expect("row of the batch")
+            MatchSet::from_words(
+                bitmaps[i * words..(i + 1) * words].to_vec(),
+                img.n_patterns(),
+            )
+            .expect("row of the batch")
         })
         .collect()
 }
@@ -97,14 +105,36 @@ fn all_agree(set: &PatternSet, buf: &[u8], lanes: u32) {
     let ac = AcMatcher::new(set).expect("aho-corasick");
     let want = ac.match_set(buf);
     for budget in [8usize << 20, 0] {
-        let img = Image::compile_with(set, &CompileOptions { dense_budget_bytes: budget }).expect("compile");
+        let img = Image::compile_with(
+            set,
+            &CompileOptions {
+                dense_budget_bytes: budget,
+            },
+        )
+        .expect("compile");
         assert_eq!(img.match_set(buf), want, "Rust walker, budget {budget}");
-        assert_eq!(cuda_match_set(&img, buf), want, "CUDA walker, budget {budget}");
-        assert_eq!(cuda_lanes(&img, buf, 32), want, "CUDA 32 lanes, budget {budget}");
-        assert_eq!(cuda_lanes(&img, buf, lanes), want, "CUDA {lanes} lanes, budget {budget}");
+        assert_eq!(
+            cuda_match_set(&img, buf),
+            want,
+            "CUDA walker, budget {budget}"
+        );
+        assert_eq!(
+            cuda_lanes(&img, buf, 32),
+            want,
+            "CUDA 32 lanes, budget {budget}"
+        );
+        assert_eq!(
+            cuda_lanes(&img, buf, lanes),
+            want,
+            "CUDA {lanes} lanes, budget {budget}"
+        );
         let mut rust = Vec::new();
         img.find_all(buf, &mut rust);
-        assert_eq!(cuda_find_all(&img, buf), rust, "CUDA find_all, budget {budget}");
+        assert_eq!(
+            cuda_find_all(&img, buf),
+            rust,
+            "CUDA find_all, budget {budget}"
+        );
     }
 }
 
@@ -157,7 +187,10 @@ fn chunk_edges_64k_buffer_and_long_patterns() {
     let img = Image::compile(&set).unwrap();
     let got = cuda_lanes(&img, &buf, 32);
     assert!(got.contains(300));
-    assert!((0..31).all(|k| got.contains(k)), "straddling patterns found");
+    assert!(
+        (0..31).all(|k| got.contains(k)),
+        "straddling patterns found"
+    );
     // Short buffers: lanes with an empty chunk set nothing.
     for n in 0..40 {
         all_agree(&set, &buf[..n], 32);

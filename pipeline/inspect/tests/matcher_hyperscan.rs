@@ -34,7 +34,8 @@ proptest! {
 
 #[test]
 fn etopen_fast_patterns_over_real_and_generated_payloads() {
-    let (Some(rules), Some(pcaps)) = (require_corpus("ids/etopen-2019"), require_corpus("pcaps")) else {
+    let (Some(rules), Some(pcaps)) = (require_corpus("ids/etopen-2019"), require_corpus("pcaps"))
+    else {
         return;
     };
     let pats = etopen_fast_patterns(&rules);
@@ -56,7 +57,12 @@ fn etopen_fast_patterns_over_real_and_generated_payloads() {
             differ.push(i);
         }
     }
-    assert!(differ.is_empty(), "{} payloads differ, first {:?}", differ.len(), &differ[..differ.len().min(10)]);
+    assert!(
+        differ.is_empty(),
+        "{} payloads differ, first {:?}",
+        differ.len(),
+        &differ[..differ.len().min(10)]
+    );
     // The set is realistic only if real traffic hits it.
     assert!(hits > 1000, "{hits} pattern hits");
 }

@@ -24,7 +24,8 @@ struct HsCompileError {
     expression: c_int,
 }
 
-type MatchHandler = unsafe extern "C" fn(c_uint, c_ulonglong, c_ulonglong, c_uint, *mut c_void) -> c_int;
+type MatchHandler =
+    unsafe extern "C" fn(c_uint, c_ulonglong, c_ulonglong, c_uint, *mut c_void) -> c_int;
 
 const HS_SUCCESS: c_int = 0;
 const HS_FLAG_CASELESS: c_uint = 1;
@@ -64,7 +65,13 @@ enum Sink<'a> {
     All(&'a mut Vec<Match>),
 }
 
-unsafe extern "C" fn on_match(id: c_uint, _from: c_ulonglong, to: c_ulonglong, _flags: c_uint, ctx: *mut c_void) -> c_int {
+unsafe extern "C" fn on_match(
+    id: c_uint,
+    _from: c_ulonglong,
+    to: c_ulonglong,
+    _flags: c_uint,
+    ctx: *mut c_void,
+) -> c_int {
     // SAFETY: ctx is the `&mut Sink` that `scan` passed to hs_scan, alive for the whole scan.
     let sink = unsafe { &mut *(ctx as *mut Sink) };
     match sink {
@@ -100,7 +107,10 @@ impl Hyperscan {
             return Ok(hs);
         }
         let pats = set.patterns();
-        let exprs: Vec<*const c_char> = pats.iter().map(|p| p.bytes.as_ptr() as *const c_char).collect();
+        let exprs: Vec<*const c_char> = pats
+            .iter()
+            .map(|p| p.bytes.as_ptr() as *const c_char)
+            .collect();
         let lens: Vec<usize> = pats.iter().map(|p| p.bytes.len()).collect();
         let ids: Vec<c_uint> = (0..pats.len() as c_uint).collect();
         let single = if set_only { HS_FLAG_SINGLEMATCH } else { 0 };
@@ -144,7 +154,9 @@ impl Hyperscan {
         // SAFETY: db is the database just compiled; scratch an out-pointer.
         let rc = unsafe { hs_alloc_scratch(hs.db, &mut hs.scratch) };
         if rc != HS_SUCCESS {
-            return Err(MatcherError::Hyperscan(format!("hs_alloc_scratch: error {rc}")));
+            return Err(MatcherError::Hyperscan(format!(
+                "hs_alloc_scratch: error {rc}"
+            )));
         }
         Ok(hs)
     }
@@ -153,8 +165,9 @@ impl Hyperscan {
         if self.db.is_null() {
             return Ok(());
         }
-        let len = c_uint::try_from(buf.len())
-            .map_err(|_| MatcherError::Hyperscan(format!("buffer of {} bytes: over 4 GiB", buf.len())))?;
+        let len = c_uint::try_from(buf.len()).map_err(|_| {
+            MatcherError::Hyperscan(format!("buffer of {} bytes: over 4 GiB", buf.len()))
+        })?;
         // SAFETY: db and scratch are this object's (scratch used by one scan at a time: &mut
         // self); buf is len bytes; the context is `sink`, alive until hs_scan returns.
         let rc = unsafe {

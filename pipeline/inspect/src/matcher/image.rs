@@ -54,6 +54,8 @@ pub struct Image {
     n_patterns: usize,
     max_len: usize,
     off: [usize; 9],
+    /// The class map as bytes (classes < 256), so a walk starts without copying it.
+    class: [u8; 256],
 }
 
 // Indices into `Image::off`: the sections in their order, then the end.
@@ -87,7 +89,13 @@ fn bad(word: usize, field: &'static str, why: impl Into<String>) -> MatcherError
 }
 
 /// `v` as a count in `lo..=hi`, else an error naming the header field.
-fn field(w: &[u32], at: usize, name: &'static str, lo: usize, hi: usize) -> Result<usize, MatcherError> {
+fn field(
+    w: &[u32],
+    at: usize,
+    name: &'static str,
+    lo: usize,
+    hi: usize,
+) -> Result<usize, MatcherError> {
     let v = w[at] as usize;
     if v < lo || v > hi {
         return Err(bad(at, name, format!("{v}, not in {lo}..={hi}")));
@@ -100,13 +108,25 @@ impl Image {
     /// of bounds or loop) and wraps it.
     pub fn from_words(words: Vec<u32>) -> Result<Image, MatcherError> {
         if words.len() < HDR_WORDS {
-            return Err(bad(words.len(), "header", format!("{} words, need {HDR_WORDS}", words.len())));
+            return Err(bad(
+                words.len(),
+                "header",
+                format!("{} words, need {HDR_WORDS}", words.len()),
+            ));
         }
         if words[H_MAGIC] != MAGIC {
-            return Err(bad(H_MAGIC, "magic", format!("{:#010x}, not {MAGIC:#010x}", words[H_MAGIC])));
+            return Err(bad(
+                H_MAGIC,
+                "magic",
+                format!("{:#010x}, not {MAGIC:#010x}", words[H_MAGIC]),
+            ));
         }
         if words[H_VERSION] != VERSION {
-            return Err(bad(H_VERSION, "version", format!("{}, not {VERSION}", words[H_VERSION])));
+            return Err(bad(
+                H_VERSION,
+                "version",
+                format!("{}, not {VERSION}", words[H_VERSION]),
+            ));
         }
         let n_states = field(&words, H_N_STATES, "n_states", 1, MAX_STATES)?;
         let n_classes = field(&words, H_N_CLASSES, "n_classes", 1, 256)?;
@@ -118,12 +138,16 @@ impl Image {
         for (i, &(at, name)) in OFF_FIELDS.iter().enumerate() {
             let v = words[at] as usize;
             if v < prev || v > words.len() {
-                return Err(bad(at, name, format!("{v}, not in {prev}..={}", words.len())));
+                return Err(bad(
+                    at,
+                    name,
+                    format!("{v}, not in {prev}..={}", words.len()),
+                ));
             }
             off[i] = v;
             prev = v;
         }
-        let img = Image {
+        let mut img = Image {
             words,
             n_states,
             n_classes,
@@ -131,10 +155,14 @@ impl Image {
             n_patterns,
             max_len,
             off,
+            class: [0; 256],
         };
         img.check_sizes()?;
         img.check_transitions()?;
         img.check_outputs()?;
+        for b in 0..256 {
+            img.class[b] = img.words[img.off[S_CLASS] + b] as u8;
+        }
         Ok(img)
     }
 
@@ -143,18 +171,38 @@ impl Image {
         let n_sparse = self.n_states - self.n_dense;
         let want = [
             (S_CLASS, 256, H_OFF_DENSE, "off_dense"),
-            (S_DENSE, self.n_dense * self.n_classes, H_OFF_SPARSE_HDR, "off_sparse_hdr"),
+            (
+                S_DENSE,
+                self.n_dense * self.n_classes,
+                H_OFF_SPARSE_HDR,
+                "off_sparse_hdr",
+            ),
             (S_SHDR, 3 * n_sparse, H_OFF_SPARSE, "off_sparse"),
             (S_OIDX, self.n_states + 1, H_OFF_OUT, "off_out"),
             (S_PAT, 2 * self.n_patterns, H_OFF_BYTES, "off_bytes"),
         ];
         for (s, len, at, name) in want {
             if self.off[s + 1] - self.off[s] != len {
-                return Err(bad(at, name, format!("section of {} words, expected {len}", self.off[s + 1] - self.off[s])));
+                return Err(bad(
+                    at,
+                    name,
+                    format!(
+                        "section of {} words, expected {len}",
+                        self.off[s + 1] - self.off[s]
+                    ),
+                ));
             }
         }
         if self.off[S_END] != self.words.len() {
-            return Err(bad(H_TOTAL, "total", format!("{}, the image has {} words", self.off[S_END], self.words.len())));
+            return Err(bad(
+                H_TOTAL,
+                "total",
+                format!(
+                    "{}, the image has {} words",
+                    self.off[S_END],
+                    self.words.len()
+                ),
+            ));
         }
         Ok(())
     }
@@ -163,23 +211,39 @@ impl Image {
         let w = &self.words;
         for i in self.off[S_CLASS]..self.off[S_DENSE] {
             if w[i] as usize >= self.n_classes {
-                return Err(bad(i, "class map", format!("class {} of {}", w[i], self.n_classes)));
+                return Err(bad(
+                    i,
+                    "class map",
+                    format!("class {} of {}", w[i], self.n_classes),
+                ));
             }
         }
         for i in self.off[S_DENSE]..self.off[S_SHDR] {
             if (w[i] & !FLAG) as usize >= self.n_states {
-                return Err(bad(i, "dense row", format!("state {} of {}", w[i] & !FLAG, self.n_states)));
+                return Err(bad(
+                    i,
+                    "dense row",
+                    format!("state {} of {}", w[i] & !FLAG, self.n_states),
+                ));
             }
         }
         let n_entries = self.off[S_OIDX] - self.off[S_SPARSE];
         for s in self.n_dense..self.n_states {
             let h = self.off[S_SHDR] + 3 * (s - self.n_dense);
             if w[h] as usize >= s {
-                return Err(bad(h, "sparse failure", format!("state {s} fails to {}, not a lower state", w[h])));
+                return Err(bad(
+                    h,
+                    "sparse failure",
+                    format!("state {s} fails to {}, not a lower state", w[h]),
+                ));
             }
             let (start, count) = (w[h + 1] as usize, w[h + 2] as usize);
             if start + count > n_entries {
-                return Err(bad(h + 1, "sparse entries", format!("{start}+{count} past {n_entries} entries")));
+                return Err(bad(
+                    h + 1,
+                    "sparse entries",
+                    format!("{start}+{count} past {n_entries} entries"),
+                ));
             }
         }
         for i in self.off[S_SPARSE]..self.off[S_OIDX] {
@@ -197,13 +261,21 @@ impl Image {
         let mut prev = 0;
         for i in self.off[S_OIDX]..self.off[S_OUT] {
             if (w[i] as usize) < prev || w[i] as usize > n_out {
-                return Err(bad(i, "output index", format!("{}, not in {prev}..={n_out}", w[i])));
+                return Err(bad(
+                    i,
+                    "output index",
+                    format!("{}, not in {prev}..={n_out}", w[i]),
+                ));
             }
             prev = w[i] as usize;
         }
         for i in self.off[S_OUT]..self.off[S_PAT] {
             if (w[i] & !FLAG) as usize >= self.n_patterns {
-                return Err(bad(i, "output", format!("pattern {} of {}", w[i] & !FLAG, self.n_patterns)));
+                return Err(bad(
+                    i,
+                    "output",
+                    format!("pattern {} of {}", w[i] & !FLAG, self.n_patterns),
+                ));
             }
         }
         let n_bytes = 4 * (self.off[S_END] - self.off[S_BYTES]);
@@ -211,7 +283,14 @@ impl Image {
             let i = self.off[S_PAT] + 2 * p;
             let (start, len) = (w[i] as usize, (w[i + 1] & 0xffff) as usize);
             if len == 0 || len > self.max_len || start + len > n_bytes || w[i + 1] >> 17 != 0 {
-                return Err(bad(i, "pattern", format!("bytes {start}+{len} (max_len {}, {n_bytes} bytes)", self.max_len)));
+                return Err(bad(
+                    i,
+                    "pattern",
+                    format!(
+                        "bytes {start}+{len} (max_len {}, {n_bytes} bytes)",
+                        self.max_len
+                    ),
+                ));
             }
         }
         Ok(())
@@ -256,7 +335,7 @@ impl Image {
         let w = Walker::new(self);
         let mut s = 0u32;
         for (i, &b) in buf.iter().enumerate() {
-            let t = w.step(s, w.class[b as usize]);
+            let t = w.step(s, w.class[b as usize] as u32);
             s = t & !FLAG;
             if t & FLAG != 0 {
                 for &e in w.outputs(s) {
@@ -281,7 +360,7 @@ impl Image {
         let w = Walker::new(self);
         let mut s = 0u32;
         for (i, &b) in buf.iter().enumerate() {
-            let t = w.step(s, w.class[b as usize]);
+            let t = w.step(s, w.class[b as usize] as u32);
             s = t & !FLAG;
             if t & FLAG != 0 {
                 for &e in w.outputs(s) {
@@ -300,7 +379,7 @@ impl Image {
 
 /// The sections of a validated image as slices (bounds checked once, here).
 struct Walker<'a> {
-    class: [u32; 256],
+    class: &'a [u8; 256],
     dense: &'a [u32],
     shdr: &'a [u32],
     sparse: &'a [u32],
@@ -315,10 +394,8 @@ struct Walker<'a> {
 impl<'a> Walker<'a> {
     fn new(img: &'a Image) -> Walker<'a> {
         let sec = |s: usize| &img.words[img.off[s]..img.off[s + 1]];
-        let mut class = [0u32; 256];
-        class.copy_from_slice(sec(S_CLASS));
         Walker {
-            class,
+            class: &img.class,
             dense: sec(S_DENSE),
             shdr: sec(S_SHDR),
             sparse: sec(S_SPARSE),
@@ -351,7 +428,10 @@ impl<'a> Walker<'a> {
     }
 
     fn outputs(&self, s: u32) -> &'a [u32] {
-        let (a, b) = (self.oidx[s as usize] as usize, self.oidx[s as usize + 1] as usize);
+        let (a, b) = (
+            self.oidx[s as usize] as usize,
+            self.oidx[s as usize + 1] as usize,
+        );
         &self.out[a..b]
     }
 

@@ -183,8 +183,19 @@ fn l4_payload(f: &[u8]) -> Option<&[u8]> {
 
 /// HTTP-like requests and responses (headers, a little body), `n` of them, deterministic.
 pub fn http_like(n: usize, seed: u64) -> Vec<Vec<u8>> {
-    let paths = ["/index.html", "/wp-login.php", "/api/v1/items?id=42", "/cgi-bin/test.cgi", "/images/logo.png"];
-    let agents = ["Mozilla/5.0 (Windows NT 10.0; Win64; x64)", "curl/7.68.0", "Wget/1.20.3", "python-requests/2.22"];
+    let paths = [
+        "/index.html",
+        "/wp-login.php",
+        "/api/v1/items?id=42",
+        "/cgi-bin/test.cgi",
+        "/images/logo.png",
+    ];
+    let agents = [
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64)",
+        "curl/7.68.0",
+        "Wget/1.20.3",
+        "python-requests/2.22",
+    ];
     let mut s = seed | 1;
     let mut next = move || {
         s ^= s << 13;
