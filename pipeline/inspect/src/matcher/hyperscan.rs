@@ -138,7 +138,8 @@ impl Hyperscan {
             let msg = if err.is_null() {
                 format!("hs_compile_lit_multi: error {rc}")
             } else {
-                // SAFETY: err is Hyperscan's error, message a NUL-terminated string it owns; freed once here.
+                // SAFETY: err is Hyperscan's error, message a NUL-terminated string it
+                // owns; freed once here.
                 unsafe {
                     let m = format!(
                         "pattern {}: {}",

@@ -209,21 +209,21 @@ impl Image {
 
     fn check_transitions(&self) -> Result<(), MatcherError> {
         let w = &self.words;
-        for i in self.off[S_CLASS]..self.off[S_DENSE] {
-            if w[i] as usize >= self.n_classes {
+        for (i, v) in self.entries(S_CLASS) {
+            if v as usize >= self.n_classes {
                 return Err(bad(
                     i,
                     "class map",
-                    format!("class {} of {}", w[i], self.n_classes),
+                    format!("class {} of {}", v, self.n_classes),
                 ));
             }
         }
-        for i in self.off[S_DENSE]..self.off[S_SHDR] {
-            if (w[i] & !FLAG) as usize >= self.n_states {
+        for (i, v) in self.entries(S_DENSE) {
+            if (v & !FLAG) as usize >= self.n_states {
                 return Err(bad(
                     i,
                     "dense row",
-                    format!("state {} of {}", w[i] & !FLAG, self.n_states),
+                    format!("state {} of {}", v & !FLAG, self.n_states),
                 ));
             }
         }
@@ -246,8 +246,8 @@ impl Image {
                 ));
             }
         }
-        for i in self.off[S_SPARSE]..self.off[S_OIDX] {
-            let (c, t) = ((w[i] & 0xff) as usize, ((w[i] >> 8) & 0x7f_ffff) as usize);
+        for (i, v) in self.entries(S_SPARSE) {
+            let (c, t) = ((v & 0xff) as usize, ((v >> 8) & 0x7f_ffff) as usize);
             if c >= self.n_classes || t >= self.n_states {
                 return Err(bad(i, "sparse entry", format!("class {c} / state {t}")));
             }
@@ -259,22 +259,22 @@ impl Image {
         let w = &self.words;
         let n_out = self.off[S_PAT] - self.off[S_OUT];
         let mut prev = 0;
-        for i in self.off[S_OIDX]..self.off[S_OUT] {
-            if (w[i] as usize) < prev || w[i] as usize > n_out {
+        for (i, v) in self.entries(S_OIDX) {
+            if (v as usize) < prev || v as usize > n_out {
                 return Err(bad(
                     i,
                     "output index",
-                    format!("{}, not in {prev}..={n_out}", w[i]),
+                    format!("{}, not in {prev}..={n_out}", v),
                 ));
             }
-            prev = w[i] as usize;
+            prev = v as usize;
         }
-        for i in self.off[S_OUT]..self.off[S_PAT] {
-            if (w[i] & !FLAG) as usize >= self.n_patterns {
+        for (i, v) in self.entries(S_OUT) {
+            if (v & !FLAG) as usize >= self.n_patterns {
                 return Err(bad(
                     i,
                     "output",
-                    format!("pattern {} of {}", w[i] & !FLAG, self.n_patterns),
+                    format!("pattern {} of {}", v & !FLAG, self.n_patterns),
                 ));
             }
         }
@@ -294,6 +294,12 @@ impl Image {
             }
         }
         Ok(())
+    }
+
+    /// Section `s`'s words with their indices in the image.
+    fn entries(&self, s: usize) -> impl Iterator<Item = (usize, u32)> + '_ {
+        let r = self.off[s]..self.off[s + 1];
+        r.clone().zip(self.words[r].iter().copied())
     }
 
     /// The image's words (what the CUDA walker reads).

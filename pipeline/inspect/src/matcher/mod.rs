@@ -1,7 +1,8 @@
 //! The multi-pattern prefilter: which of a set of byte-string patterns (the rules' fast
 //! patterns) occur in a payload.
 //!
-//! Semantics (one, shared by every implementation here and by `gpu-kernels/cuda/inspect_match.cuh`):
+//! Semantics (one, shared by every implementation here and by
+//! `gpu-kernels/cuda/inspect_match.cuh`):
 //! every occurrence of every pattern is reported as (pattern id, end offset), overlapping ones
 //! included, compared case-sensitively unless the pattern is `nocase` (ASCII case folding).
 //! [`MatchSet`] is the prefilter's answer: one bit per pattern that occurs at least once.

@@ -68,7 +68,7 @@ pub fn contents(line: &[u8]) -> Vec<(Vec<u8>, bool)> {
     out
 }
 
-/// Decodes a content string from `i` to its closing quote; returns the bytes and the offset past it.
+/// Decodes a content string from `i` to its closing quote: the bytes and the offset past it.
 fn decode(line: &[u8], mut i: usize) -> (Vec<u8>, usize) {
     let mut bytes = Vec::new();
     let mut hex = false;
@@ -205,13 +205,27 @@ pub fn http_like(n: usize, seed: u64) -> Vec<Vec<u8>> {
     };
     (0..n)
         .map(|i| {
-            let (p, a) = (paths[next() as usize % paths.len()], agents[next() as usize % agents.len()]);
-            let body: String = (0..next() % 600).map(|k| (b'a' + ((k as u64 + next()) % 26) as u8) as char).collect();
-            if i % 2 == 0 {
-                format!("GET {p} HTTP/1.1\r\nHost: www.example{}.com\r\nUser-Agent: {a}\r\nAccept: */*\r\nCookie: session={}\r\n\r\n{body}", next() % 100, next()).into_bytes()
+            let p = paths[next() as usize % paths.len()];
+            let a = agents[next() as usize % agents.len()];
+            let n_body = next() % 600;
+            let body: String = (0..n_body)
+                .map(|k| (b'a' + ((k + next()) % 26) as u8) as char)
+                .collect();
+            let head = if i % 2 == 0 {
+                format!(
+                    "GET {p} HTTP/1.1\r\nHost: www.example{}.com\r\nUser-Agent: {a}\r\n\
+                     Accept: */*\r\nCookie: session={}\r\n\r\n",
+                    next() % 100,
+                    next()
+                )
             } else {
-                format!("HTTP/1.1 200 OK\r\nServer: Apache/2.4.29 (Ubuntu)\r\nContent-Type: text/html; charset=UTF-8\r\nContent-Length: {}\r\n\r\n<html><body>{body}</body></html>", body.len() + 26).into_bytes()
-            }
+                format!(
+                    "HTTP/1.1 200 OK\r\nServer: Apache/2.4.29 (Ubuntu)\r\n\
+                     Content-Type: text/html; charset=UTF-8\r\nContent-Length: {}\r\n\r\n",
+                    body.len()
+                )
+            };
+            format!("{head}{body}").into_bytes()
         })
         .collect()
 }
