@@ -1,6 +1,6 @@
-//! The prefilter's match sets on one core: the aho-corasick crate, the image walker (the CUDA
-//! walker's reference) and, with feature `hyperscan`, Hyperscan block mode (set-only database),
-//! over the same patterns (ET Open fast patterns, one per active rule) and the same payloads
+//! The prefilter's match sets on one core: the aho-corasick crate (its own choice of automaton,
+//! and its DFA), the image walker (the CUDA walker's reference) and, with feature `hyperscan`,
+//! Hyperscan block mode (set-only database), over the same patterns (ET Open fast patterns, one per active rule) and the same payloads
 //! (tcpdump's L4 payloads and HTTP-like text, cut into 1460-byte and 64-byte payloads).
 //!
 //! `cargo bench -p pktwarp-inspect --features hyperscan --bench matcher` (docs/inspect.md).
@@ -74,6 +74,7 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
     let (set, stream) = inputs();
     let img = Image::compile(&set).expect("compile");
     let ac = AcMatcher::new(&set).expect("aho-corasick");
+    let ac_dfa = AcMatcher::build(&set, true).expect("aho-corasick DFA");
     eprintln!(
         "matcher: {} patterns, {} states ({} dense), {} classes, image {:.1} MiB, stream {} bytes",
         set.len(),
@@ -99,6 +100,17 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
                 for p in &payloads {
                     ms.clear();
                     ac.match_set_into(p, &mut ms);
+                    n += ms.count();
+                }
+                n
+            })
+        });
+        g.bench_function("aho-corasick-dfa", |b| {
+            b.iter(|| {
+                let mut n = 0;
+                for p in &payloads {
+                    ms.clear();
+                    ac_dfa.match_set_into(p, &mut ms);
                     n += ms.count();
                 }
                 n

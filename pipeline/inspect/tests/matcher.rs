@@ -28,15 +28,17 @@ fn all_agree(set: &PatternSet, buf: &[u8]) {
             "image set, {opts:?}"
         );
     }
-    let ac = AcMatcher::new(set).expect("aho-corasick");
-    let mut got = Vec::new();
-    ac.find_all(buf, &mut got);
-    assert_eq!(sorted(got), want, "aho-corasick");
-    assert_eq!(
-        ac.match_set(buf),
-        set_of(&want, set.len()),
-        "aho-corasick set"
-    );
+    for dfa in [false, true] {
+        let ac = AcMatcher::build(set, dfa).expect("aho-corasick");
+        let mut got = Vec::new();
+        ac.find_all(buf, &mut got);
+        assert_eq!(sorted(got), want, "aho-corasick, dfa {dfa}");
+        assert_eq!(
+            ac.match_set(buf),
+            set_of(&want, set.len()),
+            "aho-corasick set, dfa {dfa}"
+        );
+    }
 }
 
 proptest! {

@@ -2,7 +2,7 @@
 //! (case-sensitive patterns, `nocase` patterns with ASCII case folding), standard match kind,
 //! overlapping search, so every occurrence of every pattern is seen.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
 use super::{Match, MatchSet, MatcherError, PatternId, PatternSet};
 
@@ -19,7 +19,13 @@ pub struct AcMatcher {
 }
 
 impl AcMatcher {
+    /// The crate's choice of automaton (for thousands of patterns a contiguous NFA: compact).
     pub fn new(set: &PatternSet) -> Result<AcMatcher, MatcherError> {
+        AcMatcher::build(set, false)
+    }
+
+    /// `dfa`: the crate's full DFA (faster; for the ET Open fast patterns, tens of MiB).
+    pub fn build(set: &PatternSet, dfa: bool) -> Result<AcMatcher, MatcherError> {
         let mut halves = Vec::new();
         for nocase in [false, true] {
             let (ids, pats): (Vec<PatternId>, Vec<&[u8]>) = set
@@ -35,6 +41,7 @@ impl AcMatcher {
             let ac = AhoCorasickBuilder::new()
                 .match_kind(MatchKind::Standard)
                 .ascii_case_insensitive(nocase)
+                .kind(dfa.then_some(AhoCorasickKind::DFA))
                 .build(pats)
                 .map_err(|e| MatcherError::AhoCorasick(e.to_string()))?;
             halves.push(Half { ac, ids });
