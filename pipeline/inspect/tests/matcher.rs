@@ -244,3 +244,20 @@ fn rule_contents_decode_hex_escapes_and_nocase() {
         vec![(b"GET /a\"b".to_vec(), true), (b"\r\nx".to_vec(), false)]
     );
 }
+
+#[test]
+fn an_image_over_the_size_limit_is_refused_before_it_is_built() {
+    // Every state of the 255-byte chain lists every duplicate of "a": 255 x 300,000 outputs.
+    let mut s = PatternSet::new();
+    s.add(&[b'a'; 255], false).unwrap();
+    for _ in 0..300_000 {
+        s.add(b"a", false).unwrap();
+    }
+    match Image::compile(&s) {
+        Err(MatcherError::ImageTooLarge { words }) => assert!(words > 255 * 300_000, "{words}"),
+        other => panic!(
+            "expected ImageTooLarge, got {:?}",
+            other.map(|i| i.n_states())
+        ),
+    }
+}

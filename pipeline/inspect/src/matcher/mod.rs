@@ -28,8 +28,9 @@ pub const MAX_PATTERN_LEN: usize = 255;
 pub const MAX_PATTERNS: usize = 1 << 20;
 /// The most automaton states of one image (sparse transitions keep a state index in 23 bits).
 pub const MAX_STATES: usize = 1 << 23;
-/// The largest image, in 32-bit words (1 GiB).
-pub const MAX_IMAGE_WORDS: usize = 1 << 28;
+/// The largest image, in 32-bit words (256 MiB): output lists grow as patterns that end in
+/// other patterns do (duplicates above all), and the image goes to GPU memory whole.
+pub const MAX_IMAGE_WORDS: usize = 1 << 26;
 
 /// A pattern's id: its position in its [`PatternSet`].
 pub type PatternId = u32;
