@@ -1,7 +1,7 @@
 //! Hyperscan as the oracle (feature `hyperscan`; CI runs `cargo test -p pktwarp-inspect
 //! --features hyperscan`): its occurrences and match sets equal the image walker's and the
 //! aho-corasick matcher's on generated sets and payloads, and on the ET Open fast patterns over
-//! tcpdump's payloads, HTTP-like text and random bytes.
+//! tcpdump's payloads, HTTP-like text and random bytes (sets, and every occurrence).
 #![cfg(feature = "hyperscan")]
 
 mod common;
@@ -49,11 +49,15 @@ fn etopen_fast_patterns_over_real_and_generated_payloads() {
     payloads.extend(http_like(2000, 7));
     let mut rng = Rng(99);
     payloads.extend((0..200).map(|i| rng.bytes(1 + i * 7, &(0..=255).collect::<Vec<u8>>())));
+    let mut hs_all = Hyperscan::new(&set, false).expect("hyperscan, every match");
     let (mut hits, mut differ) = (0, Vec::new());
     for (i, p) in payloads.iter().enumerate() {
         let want = hs.match_set(p).expect("scan");
         hits += want.count();
-        if img.match_set(p) != want || ac.match_set(p) != want {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        hs_all.find_all(p, &mut a).expect("scan");
+        img.find_all(p, &mut b);
+        if img.match_set(p) != want || ac.match_set(p) != want || sorted(a) != sorted(b) {
             differ.push(i);
         }
     }
