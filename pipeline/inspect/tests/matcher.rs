@@ -237,11 +237,15 @@ fn sparse_and_dense_layouts_are_the_same_automaton() {
 
 #[test]
 fn rule_contents_decode_hex_escapes_and_nocase() {
-    let line = br#"alert http any any -> any any (msg:"x"; content:"GET|20|/a\"b"; nocase; content:!"|0d 0A|x"; sid:1;)"#;
+    let line = br#"alert http any any -> any any (msg:"x"; content:"GET|20|/a\"b"; nocase; content:!"|0d 0A|x"; content:"|ff|"; nocase; sid:1;)"#;
     let got = common::corpus::contents(line);
     assert_eq!(
         got,
-        vec![(b"GET /a\"b".to_vec(), true), (b"\r\nx".to_vec(), false)]
+        vec![
+            (b"GET /a\"b".to_vec(), true),
+            (Vec::new(), false),
+            (vec![0xff], true)
+        ]
     );
 }
 

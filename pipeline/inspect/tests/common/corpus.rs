@@ -38,7 +38,7 @@ pub fn etopen_fast_patterns(dir: &Path) -> Vec<(Vec<u8>, bool)> {
 }
 
 /// The `content` strings of one rule line, decoded (`|41 42|` hex, `\"` `\;` `\\`), each with
-/// whether a `nocase` comes before the next `content`.
+/// whether a `nocase` comes before the next `content`; a negated one (`content:!"..."`) as empty.
 pub fn contents(line: &[u8]) -> Vec<(Vec<u8>, bool)> {
     const KEY: &[u8] = b"content:";
     let mut out: Vec<(Vec<u8>, bool)> = Vec::new();
@@ -54,7 +54,9 @@ pub fn contents(line: &[u8]) -> Vec<(Vec<u8>, bool)> {
             continue;
         }
         i += KEY.len();
+        let mut negated = false;
         while i < line.len() && (line[i] == b' ' || line[i] == b'!') {
+            negated |= line[i] == b'!';
             i += 1;
         }
         if i >= line.len() || line[i] != b'"' {
@@ -62,7 +64,9 @@ pub fn contents(line: &[u8]) -> Vec<(Vec<u8>, bool)> {
         }
         i += 1;
         let (bytes, end) = decode(line, i);
-        out.push((bytes, false));
+        // A negated content cannot be a fast pattern (its absence is what matches); an empty
+        // one stands in so its `nocase` is not taken for the content before it.
+        out.push((if negated { Vec::new() } else { bytes }, false));
         i = end;
     }
     out
