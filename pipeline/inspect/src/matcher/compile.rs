@@ -17,8 +17,9 @@ pub struct CompileOptions {
 impl Default for CompileOptions {
     fn default() -> Self {
         // The shallow states, where a walk spends most of its bytes, get full rows: 8 MiB is
-        // ~9.5k of the ET Open fast-pattern set's 83k states at 220 classes. The benchmark's
-        // dense-budget group measures other budgets (docs/inspect.md).
+        // ~9.5k of the ET Open fast-pattern set's 83k states at 220 classes, and keeps that
+        // image within a GPU's L2. More is faster on the CPU (docs/inspect.md, the benchmark's
+        // dense-budget group).
         CompileOptions {
             dense_budget_bytes: 8 << 20,
         }
