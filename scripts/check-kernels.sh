@@ -113,6 +113,15 @@ for cfg in apps/syn-guard/*.yaml; do
     config_kernel "$SYN_GUARD" "$cfg" "$tmp/syn-guard-$(basename "$cfg" .yaml).cu"
   fi
 done
+# Stage headers that define kernels of their own (inspect_match.cuh: pw_inspect_match_kernel),
+# each compiled alone as its own module: no config's pipeline kernel includes them yet.
+for h in "$KDIR"/*.cuh; do
+  if grep -q '__global__' "$h"; then
+    b=$(basename "$h" .cuh)
+    printf '#include "%s"\n' "$(basename "$h")" > "$tmp/header-$b.cu"
+    compile_report "$(basename "$h") (kernels of the header)" "$tmp/header-$b.cu"
+  fi
+done
 # The GPU probes (tools/gpu-probes: microbenchmarks and checks run by hand on the GPU machine)
 # compile too, so they do not rot while the kernels change under them.
 for t in tools/gpu-probes/*.cu; do

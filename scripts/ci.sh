@@ -34,6 +34,10 @@ step "cargo test"
 cargo test --workspace --no-fail-fast 2>&1 | tee /tmp/pktwarp-test.log
 grep -E "^test result:" /tmp/pktwarp-test.log | awk '{p+=$4; f+=$6; i+=$8} END {printf "%d passed, %d failed, %d skipped\n", p, f, i}' > /tmp/pktwarp-test-total.txt
 
+step "inspect matcher against Hyperscan (feature hyperscan: libhs from install-deps)"
+cargo clippy -p pktwarp-inspect --all-targets --features hyperscan -- -D warnings
+cargo test -p pktwarp-inspect --features hyperscan --test matcher_hyperscan
+
 step "route tables at full size (release: minutes in a debug build)"
 cargo test --release -p flow-rules --test route_file -- --ignored
 

@@ -39,6 +39,37 @@ pub mod ffi {
         pub fn pw_host_flow_tcp_table(out120: *mut u8) -> u32;
         /// sizeof pw_flow_entry, pw_flow_table, pw_flow_counters, pw_flow_result.
         pub fn pw_host_flow_sizes(out4: *mut u32) -> u32;
+        // The inspect prefilter (cuda/inspect_match.cuh): `img` is a validated
+        // pktwarp_inspect::matcher::Image, bitmaps are (n_patterns + 31) / 32 words a buffer.
+        pub fn pw_host_inspect_match_set(
+            img: *const u32,
+            buf: *const u8,
+            len: u32,
+            bitmap: *mut u32,
+        );
+        pub fn pw_host_inspect_find_all(
+            img: *const u32,
+            buf: *const u8,
+            len: u32,
+            ids: *mut u32,
+            ends: *mut u32,
+            cap: u32,
+        ) -> u32;
+        pub fn pw_host_inspect_match_set_lanes(
+            img: *const u32,
+            buf: *const u8,
+            len: u32,
+            lanes: u32,
+            bitmap: *mut u32,
+        );
+        pub fn pw_host_inspect_match_batch(
+            img: *const u32,
+            data: *const u8,
+            offsets: *const u32,
+            lengths: *const u32,
+            n: u32,
+            bitmaps: *mut u32,
+        );
     }
 }
 

@@ -152,6 +152,19 @@ extern \"C\" __global__ void pw_parse_check(const uint8_t *d, const uint32_t *o,
     nvrtc_compile("parse.cuh", src, &["pktwarp_abi.h", "parse.cuh"], &[]);
 }
 
+/// The inspect prefilter's kernels (one thread and one warp per payload) as the run time would
+/// compile them.
+#[test]
+fn inspect_match_cuh_compiles_with_nvrtc_for_sm_90() {
+    let src = c"#include \"inspect_match.cuh\"\n";
+    nvrtc_compile(
+        "inspect_match.cuh",
+        src,
+        &["pktwarp_abi.h", "inspect_match.cuh"],
+        &[],
+    );
+}
+
 /// The built-in pipeline's module as a binary built without nvcc compiles it at start (the
 /// embedded, self-contained source).
 #[test]

@@ -5,4 +5,5 @@
 pub mod alert;
 pub mod eval;
 pub mod http;
+pub mod matcher;
 pub mod rules;

@@ -1,0 +1,99 @@
+//! Shared by the matcher tests: a brute-force reference of the semantics and the generators of
+//! pattern sets and payloads.
+#![allow(dead_code)]
+
+pub mod corpus;
+
+use pktwarp_inspect::matcher::{Match, PatternSet};
+use proptest::prelude::*;
+
+/// Every (pattern, end) by comparing every pattern at every end offset: the semantics, written
+/// out without an automaton.
+pub fn brute_force(set: &PatternSet, buf: &[u8]) -> Vec<Match> {
+    let mut out = Vec::new();
+    for end in 1..=buf.len() {
+        for (id, p) in set.patterns().iter().enumerate() {
+            let Some(start) = end.checked_sub(p.bytes.len()) else {
+                continue;
+            };
+            let hay = &buf[start..end];
+            let eq = if p.nocase {
+                hay.eq_ignore_ascii_case(&p.bytes)
+            } else {
+                hay == p.bytes.as_slice()
+            };
+            if eq {
+                out.push(Match {
+                    pattern: id as u32,
+                    end,
+                });
+            }
+        }
+    }
+    out
+}
+
+pub fn sorted(mut v: Vec<Match>) -> Vec<Match> {
+    v.sort();
+    v
+}
+
+/// A small alphabet (letters in both cases, a digit, 0x00, 0xff, a non-ASCII letter-like byte)
+/// so patterns overlap, repeat and differ only in case.
+pub const ALPHABET: &[u8] = b"aAbBz0\x00\xff\xc1";
+
+pub fn byte() -> impl Strategy<Value = u8> {
+    prop::sample::select(ALPHABET)
+}
+
+/// (bytes, nocase) pairs: 1..=8 bytes, some of them duplicated by chance.
+pub fn patterns(max: usize) -> impl Strategy<Value = Vec<(Vec<u8>, bool)>> {
+    prop::collection::vec(
+        (prop::collection::vec(byte(), 1..=8), any::<bool>()),
+        0..=max,
+    )
+}
+
+pub fn payload(max: usize) -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(byte(), 0..=max)
+}
+
+pub fn set_of_pairs(pats: &[(Vec<u8>, bool)]) -> PatternSet {
+    let mut set = PatternSet::new();
+    for (b, nc) in pats {
+        set.add(b, *nc).expect("generated patterns are 1..=8 bytes");
+    }
+    set
+}
+
+/// Payload with copies of some patterns planted (in a random case), at the start and the end.
+pub fn planted(pats: &[(Vec<u8>, bool)], filler: &[u8], flips: u64) -> Vec<u8> {
+    let mut buf = Vec::new();
+    for (i, (p, _)) in pats.iter().enumerate() {
+        let mut p = p.clone();
+        if flips >> (i % 64) & 1 == 1 {
+            p.iter_mut().for_each(|b| *b = b.to_ascii_uppercase());
+        }
+        buf.extend_from_slice(&p);
+        buf.extend_from_slice(&filler[..filler.len().min(i % 5)]);
+    }
+    buf
+}
+
+/// A deterministic pseudo-random generator (xorshift) for large inputs.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub fn bytes(&mut self, n: usize, alphabet: &[u8]) -> Vec<u8> {
+        (0..n)
+            .map(|_| alphabet[(self.next() % alphabet.len() as u64) as usize])
+            .collect()
+    }
+}
