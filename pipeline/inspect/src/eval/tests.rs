@@ -314,8 +314,8 @@ fn matching_lists_rules_in_order() {
         p.add(&r).unwrap();
     }
     assert_eq!(matching(&p, &tcp(b"ab", None)), vec![0, 2]);
-    // reject is compiled as drop; pass and alert keep their codes.
-    for (action, code) in [("alert", 0), ("drop", 1), ("reject", 1), ("pass", 2)] {
+    // Each action keeps its own code (the verdict ranks drop above reject).
+    for (action, code) in [("alert", 0), ("drop", 1), ("reject", 3), ("pass", 2)] {
         let p = prog(&format!("{action} tcp any any -> any any (sid:9;)"));
         assert_eq!(p.rules[0].action, code, "{action}");
     }
