@@ -113,6 +113,11 @@ for cfg in apps/syn-guard/*.yaml; do
     config_kernel "$SYN_GUARD" "$cfg" "$tmp/syn-guard-$(basename "$cfg" .yaml).cu"
   fi
 done
+# Stand-alone stage modules: kernels launched on their own rather than fused into a config's
+# pipeline (cuda/kernels_inspect*.cu: the inspect stage's full check).
+for k in "$KDIR"/kernels_inspect*.cu; do
+  if [ -f "$k" ]; then compile_report "$(basename "$k")" "$k"; fi
+done
 # The GPU probes (tools/gpu-probes: microbenchmarks and checks run by hand on the GPU machine)
 # compile too, so they do not rot while the kernels change under them.
 for t in tools/gpu-probes/*.cu; do
