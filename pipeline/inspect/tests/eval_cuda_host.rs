@@ -10,7 +10,7 @@ mod common;
 
 use pktwarp_inspect::eval::decode::decode;
 use pktwarp_inspect::eval::image::{frame_record, verdict, FrameRec, Verdict, NO_RULE};
-use pktwarp_inspect::eval::program::{Program, RuleHead};
+use pktwarp_inspect::eval::program::{AddrRange, PortRange, Program, RuleHead};
 use pktwarp_inspect::eval::{self, Counters, Frame};
 use pktwarp_inspect::http::{self, HttpHead, HttpParse};
 use pktwarp_inspect::rules::{load_dir, parse_rule, LoadOptions, Variables};
@@ -144,7 +144,7 @@ fn record_layout_equals_the_c_one() {
     // SAFETY: the callee writes at most `cap` (32) words into `v`.
     let n = unsafe { ffi::pw_host_insp_layout(v.as_mut_ptr(), 32) } as usize;
     use pktwarp_inspect::eval::image::ImageHeader;
-    use pktwarp_inspect::eval::program::{AddrRange, Op, PortRange};
+    use pktwarp_inspect::eval::program::Op;
     let want = [
         size_of::<ImageHeader>(),
         size_of::<Op>(),
@@ -489,6 +489,18 @@ fn etopen_rules_over_the_tcpdump_payloads_agree() {
     let all: Vec<u32> = (0..p.rules.len() as u32).collect();
     let label = |c: u32| format!("sid {}", p.rules[c as usize].sid);
     let both = imaged(&p);
+    // The same rules with every header test opened (any protocol, address and port), so the
+    // payload keywords of every rule run on every payload.
+    let mut open = p.clone();
+    open.addrs.push(AddrRange::new(0, u128::MAX));
+    open.ports.push(PortRange { lo: 0, hi: u16::MAX });
+    let (a, pt) = (open.addrs.len() as u32 - 1, open.ports.len() as u32 - 1);
+    for r in &mut open.rules {
+        (r.src, r.dst, r.sport, r.dport) = ([a, 1], [a, 1], [pt, 1], [pt, 1]);
+        r.proto = 0;
+    }
+    let opened = imaged(&open);
+    let mut open_hits = 0;
     let (mut frames_seen, mut hits) = (0usize, 0usize);
     let mut counters = Counters::default();
     for f in &files {
@@ -509,8 +521,13 @@ fn etopen_rules_over_the_tcpdump_payloads_agree() {
             let cands = vec![all.clone(); frames.len()];
             frames_seen += frames.len();
             hits += same(&both, &frames, &cands, &label);
+            open_hits += same(&opened, &frames, &cands, &label);
         }
     }
-    println!("{} rules x {frames_seen} frames: {hits} matches", p.rules.len());
+    println!(
+        "{} rules x {frames_seen} frames: {hits} matches, {open_hits} with the headers opened",
+        p.rules.len()
+    );
     assert!(frames_seen > 3000 && hits > 0, "{frames_seen} frames, {hits} hits");
+    assert!(open_hits > hits * 5, "{open_hits} with the headers opened");
 }
