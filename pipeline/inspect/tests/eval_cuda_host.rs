@@ -238,7 +238,13 @@ fn keyword(r: &mut Rng, o: &mut String) {
         6 => {
             let op = r.pick(&["<", ">", "=", "<=", ">=", "&", "^", "!=", "!<"]);
             let n = 1 + r.below(4);
-            let v = r.below(0x3100);
+            // Values the payloads hold often (alphabet bytes, the numbers written in them), so
+            // equality and the bounds of each comparison are hit.
+            let v = match r.below(3) {
+                0 => u64::from(*r.pick(ALPHA)),
+                1 => *r.pick(&[0u64, 1, 7, 0x1f, 123, 0x6162, 0x4142]),
+                _ => r.below(0x3100),
+            };
             o.push_str(&format!("byte_test:{n},{op},{v},{}{}; ", r.int(-2, 6), numeric(r)));
         }
         7 => {
@@ -432,6 +438,10 @@ fn hostile_payloads_hit_the_search_limit_the_same_and_fast() {
         format!(r#"alert tcp any any -> any any (content:"a"; nocase; content:"{}B"; nocase; distance:0; sid:2;)"#, "A".repeat(300)),
         r#"alert tcp any any -> any any (content:"a"; content:"a"; distance:0; content:"a"; distance:0; content:"b"; distance:0; within:1; sid:3;)"#.to_string(),
         r#"alert tcp any any -> any any (content:"a"; content:"aaaa"; distance:0; sid:4;)"#.to_string(),
+        // Exactly at the limit: "b" found by the 3000th search (payload a{1500}b) ...
+        r#"alert tcp any any -> any any (content:"a"; content:"b"; distance:0; within:1; sid:5;)"#.to_string(),
+        // ... and one past it (payload c a{1500} b: the 3001st), or one before (c a{1499} b).
+        r#"alert tcp any any -> any any (content:"c"; content:"a"; distance:0; content:"b"; distance:0; within:1; sid:6;)"#.to_string(),
     ];
     let mut p = Program::new();
     for t in &rules {
@@ -439,7 +449,11 @@ fn hostile_payloads_hit_the_search_limit_the_same_and_fast() {
     }
     let long = vec![b'a'; 16_000];
     let short = b"aaaaaaaab".to_vec();
+    let run = |pre: &[u8], n: usize| [pre, &vec![b'a'; n], b"b"].concat();
+    let edges = [run(b"", 1500), run(b"c", 1500), run(b"c", 1499)];
     let owned: Vec<Owned> = [long, short]
+        .into_iter()
+        .chain(edges)
         .into_iter()
         .map(|payload| Owned {
             payload,
@@ -452,7 +466,7 @@ fn hostile_payloads_hit_the_search_limit_the_same_and_fast() {
         })
         .collect();
     let frames: Vec<Frame> = owned.iter().map(frame).collect();
-    let cands = vec![vec![0, 1, 2, 3]; 2];
+    let cands = vec![vec![0, 1, 2, 3, 4, 5]; 5];
     let t = std::time::Instant::now();
     let img = p.image().unwrap();
     let (cm, _) = cuda(&img, &frames, &cands);
@@ -460,7 +474,8 @@ fn hostile_payloads_hit_the_search_limit_the_same_and_fast() {
     assert_eq!(cm, rm);
     // The long payload exhausts the limit for rules 1-3 (3000 searches over up to 16,000
     // bytes each); rule 4 matches at once. The short one is too short for rules 1 and 2.
-    assert_eq!(rm, vec![vec![0, 0, 0, 1], vec![0, 0, 1, 1]]);
+    assert_eq!(rm[..2], [vec![0, 0, 0, 1, 0, 0], vec![0, 0, 1, 1, 1, 0]]);
+    assert_eq!((rm[2][4], rm[3][5], rm[4][5]), (1, 0, 1), "the limit's edge");
     assert!(t.elapsed() < std::time::Duration::from_secs(20), "{:?}", t.elapsed());
 }
 

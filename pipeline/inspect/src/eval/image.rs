@@ -273,6 +273,9 @@ impl Program {
             if !within([o.pat_off, o.pat_len], self.patterns.len()) {
                 return err(format!("op {i}: its pattern is out of the pattern bytes"));
             }
+            if o.flags & F_STRING != 0 && !matches!(o.base, 8 | 10 | 16) {
+                return err(format!("op {i}: number base {} (8, 10 or 16)", o.base));
+            }
             let (s, n) = (o.pat_off as usize, o.pat_len as usize);
             if o.kind == OP_CONTENT && self.fail[s..s + n].iter().enumerate().any(|(k, &f)| f as usize > k) {
                 return err(format!("op {i}: a failure value passes its position"));

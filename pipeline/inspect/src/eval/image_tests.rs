@@ -127,6 +127,9 @@ fn bad_images_are_refused_with_a_reason() {
     let mut p = program(RULES);
     p.ops[0].pat_len = 10_000;
     assert!(msg(&p.image().unwrap()).contains("op 0"));
+    let mut p = program(&[r#"alert tcp any any -> any any (byte_test:2,=,1,0,string,dec; sid:1;)"#]);
+    p.ops[0].base = 40;
+    assert!(msg(&p.image().unwrap()).contains("op 0: number base 40"));
     let mut p = program(RULES);
     p.fail[1] = 5;
     assert!(msg(&p.image().unwrap()).contains("failure value"));

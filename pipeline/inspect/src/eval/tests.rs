@@ -148,6 +148,29 @@ fn search_limit_bounds_pathological_chains() {
 }
 
 #[test]
+fn hostile_payloads_search_in_linear_time() {
+    // Every retry of the first content searches the rest of the payload for a long pattern
+    // that is almost there at every position: a byte loop would take 1500 x 20,000 x 1,000
+    // steps per rule; a linear search 1500 x 20,000.
+    let payload = vec![b'a'; 20_000];
+    let long = "a".repeat(999);
+    let t = std::time::Instant::now();
+    assert!(!m(
+        &format!(r#"content:"a"; content:"{long}b"; distance:0;"#),
+        &payload
+    ));
+    assert!(!m(
+        &format!(r#"content:"A"; nocase; content:"{}B"; nocase; distance:0;"#, long.to_uppercase()),
+        &payload
+    ));
+    assert!(t.elapsed() < std::time::Duration::from_secs(5), "{:?}", t.elapsed());
+    // The same chain matches where the pattern is.
+    let mut hit = payload.clone();
+    hit.push(b'b');
+    assert!(m(&format!(r#"content:"a"; content:"{long}b"; distance:0;"#), &hit));
+}
+
+#[test]
 fn isdataat() {
     assert!(m(r#"content:"a"; isdataat:2,relative;"#, b"abc"));
     assert!(!m(r#"content:"a"; isdataat:2,relative;"#, b"ab"));
