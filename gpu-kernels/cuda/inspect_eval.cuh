@@ -29,6 +29,10 @@
 #define PW_INSP_ABSENT 0xffffffffu  /* a buffer the frame does not have */
 #define PW_INSP_NO_RULE 0xffffffffu /* verdict of a frame no candidate matched */
 #define PW_INSP_NO_ACTION 0xffu
+/* NVRTC has no <stdint.h> limits. */
+#define PW_INSP_I64_MAX ((int64_t)0x7fffffffffffffffLL)
+#define PW_INSP_I64_MIN (-PW_INSP_I64_MAX - 1)
+#define PW_INSP_U64_MAX 0xffffffffffffffffULL
 
 #define PW_INSP_OP_CONTENT 1u
 #define PW_INSP_OP_ISDATAAT 2u
@@ -288,9 +292,9 @@ PW_DEVICE int pw_insp_strtoull(const uint8_t *s, int64_t n, uint32_t base, uint6
         else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') d = (uint32_t)((c | 0x20) - 'a') + 10;
         else break;
         if (d >= base) break;
-        if (x > UINT64_MAX / base) return 0;
+        if (x > PW_INSP_U64_MAX / base) return 0;
         x *= base;
-        if (x > UINT64_MAX - d) return 0;
+        if (x > PW_INSP_U64_MAX - d) return 0;
         x += d;
         i++;
     }
@@ -347,8 +351,8 @@ PW_DEVICE int pw_insp_byte_test(const pw_insp_op *op, const uint8_t *buf, int64_
 }
 
 PW_DEVICE int64_t pw_insp_sat_add(int64_t a, int64_t b) {
-    if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
-    if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
+    if (b > 0 && a > PW_INSP_I64_MAX - b) return PW_INSP_I64_MAX;
+    if (b < 0 && a < PW_INSP_I64_MIN - b) return PW_INSP_I64_MIN;
     return a + b;
 }
 
@@ -359,9 +363,9 @@ PW_DEVICE int64_t pw_insp_byte_jump(const pw_insp_op *op, const uint8_t *buf, in
     int64_t pos = base + op->a;
     uint64_t raw;
     if (!pw_insp_extract(op, buf, blen, pos, &raw, &used)) return -1;
-    int64_t v = raw > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)raw;
-    int64_t mul = op->value > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)op->value;
-    v = (v != 0 && mul > INT64_MAX / v) ? INT64_MAX : v * mul;
+    int64_t v = raw > (uint64_t)PW_INSP_I64_MAX ? PW_INSP_I64_MAX : (int64_t)raw;
+    int64_t mul = op->value > (uint64_t)PW_INSP_I64_MAX ? PW_INSP_I64_MAX : (int64_t)op->value;
+    v = (v != 0 && mul > PW_INSP_I64_MAX / v) ? PW_INSP_I64_MAX : v * mul;
     if ((op->flags & PW_INSP_F_ALIGN) && v % 4 != 0) v = pw_insp_sat_add(v, 4 - v % 4);
     v = pw_insp_sat_add(v, op->b);
     int64_t target = (op->flags & PW_INSP_F_FROM_BEGINNING) ? v : pw_insp_sat_add(v, pos + used);
