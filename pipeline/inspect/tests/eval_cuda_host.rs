@@ -588,6 +588,13 @@ fn keyword_edges_agree() {
             }
         }
     }
+    // Self-overlapping patterns: a search that restarts from scratch after a partial match
+    // (instead of the failure function) misses them.
+    for pat in ["aab", "abab", "aabaaab", "AAB", "abaa"] {
+        add(format!(r#"content:"{pat}"; nocase;"#));
+        add(format!(r#"content:"{pat}"; depth:9;"#));
+        add(format!(r#"content:"b"; content:"{pat}"; distance:-4;"#));
+    }
     for k in 0..8 {
         for f in ["", "!"] {
             add(format!("isdataat:{f}{k};"));
@@ -607,7 +614,10 @@ fn keyword_edges_agree() {
     let tried = texts.len();
     texts.retain(|t| parse_rule(t, &Variables::default()).is_ok_and(|r| p.add(&r).is_ok()));
     assert!(texts.len() * 10 > tried * 9, "{} of {tried}", texts.len());
-    let payloads: [&[u8]; 8] = [
+    let payloads: [&[u8]; 11] = [
+        b"aaab",
+        b"abaababaa",
+        b"aabaabaaab",
         b"ab123 ",
         b"ba",
         b"0x1fz",
