@@ -5,9 +5,9 @@
 
 mod common;
 
+use common::ethernet_frames;
 use pktwarp_inspect::eval::{self, decode::decode, program::Program, Counters};
 use pktwarp_inspect::rules::{load_dir, LoadOptions, Variables};
-use common::ethernet_frames;
 use std::collections::BTreeMap;
 
 #[test]

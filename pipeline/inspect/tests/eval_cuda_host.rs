@@ -218,7 +218,10 @@ fn numeric(r: &mut Rng) -> String {
     }
     match r.below(4) {
         0 => s.push_str(",little"),
-        1 => s.push_str(*r.pick(&[",string,dec", ",string,hex", ",string,oct"])),
+        1 => {
+            let f: &&str = r.pick(&[",string,dec", ",string,hex", ",string,oct"]);
+            s.push_str(f);
+        }
         _ => {}
     }
     if r.chance(15) {
@@ -245,7 +248,11 @@ fn keyword(r: &mut Rng, o: &mut String) {
                 1 => *r.pick(&[0u64, 1, 7, 0x1f, 123, 0x6162, 0x4142]),
                 _ => r.below(0x3100),
             };
-            o.push_str(&format!("byte_test:{n},{op},{v},{}{}; ", r.int(-2, 6), numeric(r)));
+            o.push_str(&format!(
+                "byte_test:{n},{op},{v},{}{}; ",
+                r.int(-2, 6),
+                numeric(r)
+            ));
         }
         7 => {
             let mut opts = numeric(r);
@@ -259,13 +266,25 @@ fn keyword(r: &mut Rng, o: &mut String) {
                     opts.push_str(&s);
                 }
             }
-            o.push_str(&format!("byte_jump:{},{}{opts}; ", 1 + r.below(3), r.below(5)));
+            o.push_str(&format!(
+                "byte_jump:{},{}{opts}; ",
+                1 + r.below(3),
+                r.below(5)
+            ));
         }
         8 => {
             let b = r.pick(&[
-                "http.uri", "http.method", "http.header", "http.host", "http.user_agent",
-                "http.start", "http.request_line", "http.protocol", "http.uri.raw",
-                "http.header_names", "pkt_data",
+                "http.uri",
+                "http.method",
+                "http.header",
+                "http.host",
+                "http.user_agent",
+                "http.start",
+                "http.request_line",
+                "http.protocol",
+                "http.uri.raw",
+                "http.header_names",
+                "pkt_data",
             ]);
             o.push_str(&format!("{b}; "));
         }
@@ -286,7 +305,15 @@ fn range(r: &mut Rng) -> String {
 fn gen_rule(r: &mut Rng, sid: u32) -> String {
     let action = r.pick(&["alert", "drop", "pass", "reject"]);
     let proto = r.pick(&["tcp", "tcp", "tcp", "udp", "ip", "icmp", "http"]);
-    let addr = |r: &mut Rng| *r.pick(&["any", "any", "10.0.0.0/8", "!10.0.0.1", "[10.0.0.1,2001:db8::/32]"]);
+    let addr = |r: &mut Rng| {
+        *r.pick(&[
+            "any",
+            "any",
+            "10.0.0.0/8",
+            "!10.0.0.1",
+            "[10.0.0.1,2001:db8::/32]",
+        ])
+    };
     let port = |r: &mut Rng| *r.pick(&["any", "any", "80", "[1:1024]", "!80"]);
     let dir = if r.chance(20) { "<>" } else { "->" };
     let mut o = String::new();
@@ -351,7 +378,8 @@ fn gen_frame(r: &mut Rng) -> Owned {
         _ => None,
     };
     let port = |r: &mut Rng| *r.pick(&[80u16, 80, 443, 1000, 5000]);
-    let addr = |r: &mut Rng| *r.pick(&["10.0.0.1", "10.9.9.9", "192.168.1.1", "2001:db8::5", "::1"]);
+    let addr =
+        |r: &mut Rng| *r.pick(&["10.0.0.1", "10.9.9.9", "192.168.1.1", "2001:db8::5", "::1"]);
     Owned {
         payload,
         http,
@@ -445,7 +473,8 @@ fn hostile_payloads_hit_the_search_limit_the_same_and_fast() {
     ];
     let mut p = Program::new();
     for t in &rules {
-        p.add(&parse_rule(t, &Variables::default()).unwrap()).unwrap();
+        p.add(&parse_rule(t, &Variables::default()).unwrap())
+            .unwrap();
     }
     let long = vec![b'a'; 16_000];
     let short = b"aaaaaaaab".to_vec();
@@ -454,7 +483,6 @@ fn hostile_payloads_hit_the_search_limit_the_same_and_fast() {
     let owned: Vec<Owned> = [long, short]
         .into_iter()
         .chain(edges)
-        .into_iter()
         .map(|payload| Owned {
             payload,
             http: None,
@@ -475,8 +503,16 @@ fn hostile_payloads_hit_the_search_limit_the_same_and_fast() {
     // The long payload exhausts the limit for rules 1-3 (3000 searches over up to 16,000
     // bytes each); rule 4 matches at once. The short one is too short for rules 1 and 2.
     assert_eq!(rm[..2], [vec![0, 0, 0, 1, 0, 0], vec![0, 0, 1, 1, 1, 0]]);
-    assert_eq!((rm[2][4], rm[3][5], rm[4][5]), (1, 0, 1), "the limit's edge");
-    assert!(t.elapsed() < std::time::Duration::from_secs(20), "{:?}", t.elapsed());
+    assert_eq!(
+        (rm[2][4], rm[3][5], rm[4][5]),
+        (1, 0, 1),
+        "the limit's edge"
+    );
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(20),
+        "{:?}",
+        t.elapsed()
+    );
 }
 
 #[test]
@@ -508,7 +544,10 @@ fn etopen_rules_over_the_tcpdump_payloads_agree() {
     // payload keywords of every rule run on every payload.
     let mut open = p.clone();
     open.addrs.push(AddrRange::new(0, u128::MAX));
-    open.ports.push(PortRange { lo: 0, hi: u16::MAX });
+    open.ports.push(PortRange {
+        lo: 0,
+        hi: u16::MAX,
+    });
     let (a, pt) = (open.addrs.len() as u32 - 1, open.ports.len() as u32 - 1);
     for r in &mut open.rules {
         (r.src, r.dst, r.sport, r.dport) = ([a, 1], [a, 1], [pt, 1], [pt, 1]);
@@ -531,7 +570,10 @@ fn etopen_rules_over_the_tcpdump_payloads_agree() {
                 .collect();
             let frames: Vec<Frame> = decoded
                 .iter()
-                .map(|(fr, h)| Frame { http: h.as_ref(), ..*fr })
+                .map(|(fr, h)| Frame {
+                    http: h.as_ref(),
+                    ..*fr
+                })
                 .collect();
             let cands = vec![all.clone(); frames.len()];
             frames_seen += frames.len();
@@ -543,7 +585,10 @@ fn etopen_rules_over_the_tcpdump_payloads_agree() {
         "{} rules x {frames_seen} frames: {hits} matches, {open_hits} with the headers opened",
         p.rules.len()
     );
-    assert!(frames_seen > 3000 && hits > 0, "{frames_seen} frames, {hits} hits");
+    assert!(
+        frames_seen > 3000 && hits > 0,
+        "{frames_seen} frames, {hits} hits"
+    );
     assert!(open_hits > hits * 5, "{open_hits} with the headers opened");
 }
 
@@ -553,8 +598,12 @@ fn etopen_rules_over_the_tcpdump_payloads_agree() {
 #[test]
 fn keyword_edges_agree() {
     let mut texts: Vec<String> = Vec::new();
-    let mut add =
-        |o: String| texts.push(format!("alert ip any any -> any any ({o} sid:{};)", texts.len() + 1));
+    let mut add = |o: String| {
+        texts.push(format!(
+            "alert ip any any -> any any ({o} sid:{};)",
+            texts.len() + 1
+        ))
+    };
     let formats = [
         (1, ""),
         (2, ""),
@@ -564,7 +613,9 @@ fn keyword_edges_agree() {
         (3, ",string,oct"),
         (2, ",bitmask 0x0ff0"),
     ];
-    let values = [0u64, 1, 7, 0x1f, 0x20, 0x60, 0x61, 0x62, 0x616, 0x6162, 0x6261, 122, 123, 124, 511, 0x30];
+    let values = [
+        0u64, 1, 7, 0x1f, 0x20, 0x60, 0x61, 0x62, 0x616, 0x6162, 0x6261, 122, 123, 124, 511, 0x30,
+    ];
     for (n, fmt) in formats {
         for op in ["<", ">", "=", "<=", ">=", "&", "^", "!="] {
             for v in values {
@@ -577,14 +628,20 @@ fn keyword_edges_agree() {
     for pat in ["ab", "AB", "b"] {
         for o in 0..4 {
             for d in 1..6 {
-                add(format!(r#"content:"{pat}"; nocase; offset:{o}; depth:{d};"#));
+                add(format!(
+                    r#"content:"{pat}"; nocase; offset:{o}; depth:{d};"#
+                ));
                 add(format!(r#"content:!"{pat}"; offset:{o}; depth:{d};"#));
             }
         }
         for dist in -3..4 {
             for w in 1..5 {
-                add(format!(r#"content:"a"; content:"{pat}"; distance:{dist}; within:{w};"#));
-                add(format!(r#"content:"a"; content:!"{pat}"; distance:{dist}; within:{w};"#));
+                add(format!(
+                    r#"content:"a"; content:"{pat}"; distance:{dist}; within:{w};"#
+                ));
+                add(format!(
+                    r#"content:"a"; content:!"{pat}"; distance:{dist}; within:{w};"#
+                ));
             }
         }
     }
@@ -603,9 +660,19 @@ fn keyword_edges_agree() {
     }
     for off in 0..3 {
         for post in -2..3 {
-            for extra in ["", ",align", ",from_beginning", ",multiplier 2", ",relative"] {
-                add(format!("byte_jump:1,{off},post_offset {post}{extra}; isdataat:0,relative;"));
-                add(format!(r#"byte_jump:1,{off},post_offset {post}{extra}; content:"b"; within:2;"#));
+            for extra in [
+                "",
+                ",align",
+                ",from_beginning",
+                ",multiplier 2",
+                ",relative",
+            ] {
+                add(format!(
+                    "byte_jump:1,{off},post_offset {post}{extra}; isdataat:0,relative;"
+                ));
+                add(format!(
+                    r#"byte_jump:1,{off},post_offset {post}{extra}; content:"b"; within:2;"#
+                ));
             }
         }
     }
@@ -644,6 +711,13 @@ fn keyword_edges_agree() {
     let cands = vec![all; frames.len()];
     let hits = same(&imaged(&p), &frames, &cands, &|c| texts[c as usize].clone());
     let evals = p.rules.len() * frames.len();
-    println!("{} edge rules x {} payloads: {hits} matches", p.rules.len(), frames.len());
-    assert!(hits > evals / 5 && hits < evals * 4 / 5, "{hits} of {evals}");
+    println!(
+        "{} edge rules x {} payloads: {hits} matches",
+        p.rules.len(),
+        frames.len()
+    );
+    assert!(
+        hits > evals / 5 && hits < evals * 4 / 5,
+        "{hits} of {evals}"
+    );
 }

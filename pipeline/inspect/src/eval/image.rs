@@ -203,7 +203,10 @@ impl Program {
             return err("bad magic (not an inspect image)");
         }
         if w(1)? != IMAGE_VERSION {
-            return err(format!("version {} (this reader knows {IMAGE_VERSION})", w(1)?));
+            return err(format!(
+                "version {} (this reader knows {IMAGE_VERSION})",
+                w(1)?
+            ));
         }
         if w(14)? as usize > b.len() {
             return err(format!("total {} bytes, {} given", w(14)?, b.len()));
@@ -257,7 +260,11 @@ impl Program {
 
     /// Every span of the program lies in its section (what the evaluators index).
     fn check(&self) -> Result<(), ImageError> {
-        let within = |s: [u32; 2], len: usize| (s[0] as usize).checked_add(s[1] as usize).is_some_and(|e| e <= len);
+        let within = |s: [u32; 2], len: usize| {
+            (s[0] as usize)
+                .checked_add(s[1] as usize)
+                .is_some_and(|e| e <= len)
+        };
         for (i, r) in self.rules.iter().enumerate() {
             let ok = within(r.src, self.addrs.len())
                 && within(r.dst, self.addrs.len())
@@ -266,7 +273,10 @@ impl Program {
                 && within(r.ops, self.ops.len())
                 && r.ops[1] as usize <= MAX_OPS;
             if !ok {
-                return err(format!("rule {i} (sid {}): a span is out of its section", r.sid));
+                return err(format!(
+                    "rule {i} (sid {}): a span is out of its section",
+                    r.sid
+                ));
             }
         }
         for (i, o) in self.ops.iter().enumerate() {
@@ -277,7 +287,12 @@ impl Program {
                 return err(format!("op {i}: number base {} (8, 10 or 16)", o.base));
             }
             let (s, n) = (o.pat_off as usize, o.pat_len as usize);
-            if o.kind == OP_CONTENT && self.fail[s..s + n].iter().enumerate().any(|(k, &f)| f as usize > k) {
+            if o.kind == OP_CONTENT
+                && self.fail[s..s + n]
+                    .iter()
+                    .enumerate()
+                    .any(|(k, &f)| f as usize > k)
+            {
                 return err(format!("op {i}: a failure value passes its position"));
             }
         }

@@ -127,7 +127,8 @@ fn bad_images_are_refused_with_a_reason() {
     let mut p = program(RULES);
     p.ops[0].pat_len = 10_000;
     assert!(msg(&p.image().unwrap()).contains("op 0"));
-    let mut p = program(&[r#"alert tcp any any -> any any (byte_test:2,=,1,0,string,dec; sid:1;)"#]);
+    let mut p =
+        program(&[r#"alert tcp any any -> any any (byte_test:2,=,1,0,string,dec; sid:1;)"#]);
     p.ops[0].base = 40;
     assert!(msg(&p.image().unwrap()).contains("op 0: number base 40"));
     let mut p = program(RULES);
@@ -199,7 +200,11 @@ fn verdict_follows_the_action_order() {
     let v = verdict(&p, &f(b"p"), &[0, 1, 2, 3, 4, 5], &mut m);
     assert_eq!((v.rule, v.action, m), (3, ACT_PASS, [1, 1, 1, 1, 1, 0]));
     let v = verdict(&p, &f(b"x"), &[0, 1, 4, 2, 3], &mut m);
-    assert_eq!((v.rule, v.action), (4, ACT_DROP), "first drop in candidate order");
+    assert_eq!(
+        (v.rule, v.action),
+        (4, ACT_DROP),
+        "first drop in candidate order"
+    );
     assert_eq!(m[..5], [1, 1, 1, 1, 0]);
     let v = verdict(&p, &f(b"x"), &[0, 1], &mut m);
     assert_eq!((v.rule, v.action), (1, ACT_REJECT));

@@ -160,14 +160,24 @@ fn hostile_payloads_search_in_linear_time() {
         &payload
     ));
     assert!(!m(
-        &format!(r#"content:"A"; nocase; content:"{}B"; nocase; distance:0;"#, long.to_uppercase()),
+        &format!(
+            r#"content:"A"; nocase; content:"{}B"; nocase; distance:0;"#,
+            long.to_uppercase()
+        ),
         &payload
     ));
-    assert!(t.elapsed() < std::time::Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t.elapsed()
+    );
     // The same chain matches where the pattern is.
     let mut hit = payload.clone();
     hit.push(b'b');
-    assert!(m(&format!(r#"content:"a"; content:"{long}b"; distance:0;"#), &hit));
+    assert!(m(
+        &format!(r#"content:"a"; content:"{long}b"; distance:0;"#),
+        &hit
+    ));
 }
 
 #[test]
