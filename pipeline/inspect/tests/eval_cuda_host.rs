@@ -515,14 +515,11 @@ fn hostile_payloads_hit_the_search_limit_the_same_and_fast() {
     );
 }
 
-#[test]
-fn etopen_rules_over_the_tcpdump_payloads_agree() {
-    let Some(rules) = flow_rules::input::require_corpus("ids/etopen-2019") else {
-        return;
-    };
-    let Some(pcaps) = flow_rules::input::require_corpus("pcaps/tcpdump") else {
-        return;
-    };
+/// The loaded ET Open rules and the raw frames of the tcpdump captures; None (recorded as not
+/// run, a failure under CI) without the corpus.
+fn et_corpus() -> Option<(Program, Vec<Vec<u8>>)> {
+    let rules = flow_rules::input::require_corpus("ids/etopen-2019")?;
+    let pcaps = flow_rules::input::require_corpus("pcaps/tcpdump")?;
     let opts = LoadOptions {
         vars: Variables::with(&[("HOME_NET", "any"), ("EXTERNAL_NET", "any")]),
         strict: false,
@@ -537,11 +534,17 @@ fn etopen_rules_over_the_tcpdump_payloads_agree() {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     files.sort();
-    let all: Vec<u32> = (0..p.rules.len() as u32).collect();
-    let label = |c: u32| format!("sid {}", p.rules[c as usize].sid);
-    let both = imaged(&p);
-    // The same rules with every header test opened (any protocol, address and port), so the
-    // payload keywords of every rule run on every payload.
+    let frames = files
+        .iter()
+        .filter_map(|f| common::ethernet_frames(f))
+        .flatten()
+        .collect();
+    Some((p, frames))
+}
+
+/// The same rules with every header test opened (any protocol, address and port), so the
+/// payload keywords of every rule run on every payload.
+fn opened(p: &Program) -> Program {
     let mut open = p.clone();
     open.addrs.push(AddrRange::new(0, u128::MAX));
     open.ports.push(PortRange {
@@ -553,33 +556,44 @@ fn etopen_rules_over_the_tcpdump_payloads_agree() {
         (r.src, r.dst, r.sport, r.dport) = ([a, 1], [a, 1], [pt, 1], [pt, 1]);
         r.proto = 0;
     }
-    let opened = imaged(&open);
-    let mut open_hits = 0;
-    let (mut frames_seen, mut hits) = (0usize, 0usize);
+    open
+}
+
+/// The decoded frames of `raw` with their HTTP heads.
+fn decoded(raw: &[Vec<u8>]) -> Vec<(Frame<'_>, Option<HttpHead>)> {
     let mut counters = Counters::default();
-    for f in &files {
-        let Some(list) = common::ethernet_frames(f) else {
-            continue;
-        };
-        // Batches of one file's frames, every loaded rule a candidate of every frame.
-        for chunk in list.chunks(64) {
-            let decoded: Vec<(Frame, Option<HttpHead>)> = chunk
-                .iter()
-                .filter_map(|b| decode(b))
-                .map(|fr| (fr, eval::http_of(fr.ip_proto, fr.payload, &mut counters)))
-                .collect();
-            let frames: Vec<Frame> = decoded
-                .iter()
-                .map(|(fr, h)| Frame {
-                    http: h.as_ref(),
-                    ..*fr
-                })
-                .collect();
-            let cands = vec![all.clone(); frames.len()];
-            frames_seen += frames.len();
-            hits += same(&both, &frames, &cands, &label);
-            open_hits += same(&opened, &frames, &cands, &label);
-        }
+    raw.iter()
+        .filter_map(|b| decode(b))
+        .map(|fr| (fr, eval::http_of(fr.ip_proto, fr.payload, &mut counters)))
+        .collect()
+}
+
+fn with_http<'a>(d: &'a [(Frame<'a>, Option<HttpHead>)]) -> Vec<Frame<'a>> {
+    d.iter()
+        .map(|(fr, h)| Frame {
+            http: h.as_ref(),
+            ..*fr
+        })
+        .collect()
+}
+
+#[test]
+fn etopen_rules_over_the_tcpdump_payloads_agree() {
+    let Some((p, raw)) = et_corpus() else {
+        return;
+    };
+    let all: Vec<u32> = (0..p.rules.len() as u32).collect();
+    let label = |c: u32| format!("sid {}", p.rules[c as usize].sid);
+    let (both, open) = (imaged(&p), imaged(&opened(&p)));
+    let (mut frames_seen, mut hits, mut open_hits) = (0usize, 0usize, 0usize);
+    // Batches of 64 frames, every loaded rule a candidate of every frame.
+    for chunk in raw.chunks(64) {
+        let d = decoded(chunk);
+        let frames = with_http(&d);
+        let cands = vec![all.clone(); frames.len()];
+        frames_seen += frames.len();
+        hits += same(&both, &frames, &cands, &label);
+        open_hits += same(&open, &frames, &cands, &label);
     }
     println!(
         "{} rules x {frames_seen} frames: {hits} matches, {open_hits} with the headers opened",
@@ -590,6 +604,71 @@ fn etopen_rules_over_the_tcpdump_payloads_agree() {
         "{frames_seen} frames, {hits} hits"
     );
     assert!(open_hits > hits * 5, "{open_hits} with the headers opened");
+}
+
+/// The inputs of tools/gpu-probes/inspect_gpu_check.cu (`inspect-gpu-check.sh inputs DIR`):
+/// the opened ET Open rules over every tcpdump frame, every rule a candidate of every frame,
+/// and the Rust outputs the GPU must reproduce. Files are little-endian arrays: image.bin
+/// (the image), frames.bin (`FrameRec`s), arena.bin, cand_off.bin / cand_rules.bin (u32),
+/// expect_matched.bin (u8 per candidate), expect_verdicts.bin (`Verdict`s).
+#[test]
+#[ignore = "writes the GPU check's inputs: tools/gpu-probes/inspect-gpu-check.sh inputs DIR"]
+fn write_gpu_inputs() {
+    let dir = std::path::PathBuf::from(
+        std::env::var_os("PW_INSP_GPU_DIR").expect("PW_INSP_GPU_DIR: the output folder"),
+    );
+    let Some((p, raw)) = et_corpus() else {
+        return;
+    };
+    let p = opened(&p);
+    let img = p.image().expect("image");
+    let d = decoded(&raw);
+    let frames = with_http(&d);
+    let all: Vec<u32> = (0..p.rules.len() as u32).collect();
+    let cands = vec![all; frames.len()];
+    let mut arena = Vec::new();
+    let mut frame_bytes = Vec::new();
+    for f in &frames {
+        let r = frame_record(f, &mut arena).expect("arena");
+        // SAFETY: FrameRec is #[repr(C)], plain integers without padding holes (272 bytes,
+        // pinned by the layout tests); viewing one as bytes reads initialized memory only.
+        let b = unsafe {
+            std::slice::from_raw_parts((&r as *const FrameRec).cast::<u8>(), size_of::<FrameRec>())
+        };
+        frame_bytes.extend_from_slice(b);
+    }
+    let (matched, verdicts) = rust(&p, &frames, &cands);
+    let u32s = |v: &[u32]| -> Vec<u8> { v.iter().flat_map(|w| w.to_le_bytes()).collect() };
+    let mut off = vec![0u32];
+    for c in &cands {
+        off.push(off[off.len() - 1] + c.len() as u32);
+    }
+    let verdict_bytes: Vec<u8> = verdicts
+        .iter()
+        .flat_map(|v| [&v.rule.to_le_bytes()[..], &[v.action, 0, 0, 0]].concat())
+        .collect();
+    std::fs::create_dir_all(&dir).expect("create the output folder");
+    let files: [(&str, Vec<u8>); 7] = [
+        (
+            "image.bin",
+            img.iter().flat_map(|w| w.to_le_bytes()).collect(),
+        ),
+        ("frames.bin", frame_bytes),
+        ("arena.bin", arena),
+        ("cand_off.bin", u32s(&off)),
+        ("cand_rules.bin", u32s(&cands.concat())),
+        ("expect_matched.bin", matched.concat()),
+        ("expect_verdicts.bin", verdict_bytes),
+    ];
+    for (name, bytes) in files {
+        std::fs::write(dir.join(name), bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    println!(
+        "{} rules x {} frames written to {}",
+        p.rules.len(),
+        frames.len(),
+        dir.display()
+    );
 }
 
 /// Every keyword at its edges, enumerated: each comparison of byte_test at, below and above
