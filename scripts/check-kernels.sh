@@ -122,6 +122,11 @@ for h in "$KDIR"/*.cuh; do
     compile_report "$(basename "$h") (kernels of the header)" "$tmp/header-$b.cu"
   fi
 done
+# Stand-alone stage modules: kernels launched on their own rather than fused into a config's
+# pipeline (cuda/kernels_inspect*.cu: the inspect stage's full check).
+for k in "$KDIR"/kernels_inspect*.cu; do
+  if [ -f "$k" ]; then compile_report "$(basename "$k")" "$k"; fi
+done
 # The GPU probes (tools/gpu-probes: microbenchmarks and checks run by hand on the GPU machine)
 # compile too, so they do not rot while the kernels change under them.
 for t in tools/gpu-probes/*.cu; do

@@ -70,6 +70,21 @@ pub mod ffi {
             n: u32,
             bitmaps: *mut u32,
         );
+        /// cuda/inspect_eval.cuh over a batch (host/inspect_eval_host.cpp): `frames` are
+        /// `n_frames` `pw_insp_frame`s, `cand_off` has `n_frames + 1` words, `matched` one byte
+        /// per candidate, `verdicts` one 8-byte `pw_insp_verdict` per frame.
+        pub fn pw_host_insp_batch(
+            img: *const u64,
+            frames: *const u8,
+            n_frames: u32,
+            arena: *const u8,
+            cand_off: *const u32,
+            cand_rules: *const u32,
+            matched: *mut u8,
+            verdicts: *mut u8,
+        );
+        /// Sizes and field offsets of the inspect records, `cap` words at most; returns the count.
+        pub fn pw_host_insp_layout(out: *mut u32, cap: u32) -> u32;
     }
 }
 

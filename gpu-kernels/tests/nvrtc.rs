@@ -165,6 +165,18 @@ fn inspect_match_cuh_compiles_with_nvrtc_for_sm_90() {
     );
 }
 
+/// The inspect stage's full check and its batch kernels (cuda/inspect_eval.cuh).
+#[test]
+fn inspect_eval_compiles_with_nvrtc_for_sm_90() {
+    let src = c"#include \"inspect_eval.cuh\"\n";
+    nvrtc_compile(
+        "inspect_eval.cuh",
+        src,
+        &["pktwarp_abi.h", "inspect_eval.cuh"],
+        &[],
+    );
+}
+
 /// The built-in pipeline's module as a binary built without nvcc compiles it at start (the
 /// embedded, self-contained source).
 #[test]

@@ -10,9 +10,12 @@
 //! Suricata's content inspection does; it stops at once when a content that is not relative
 //! is absent, or a negated one that nothing is relative to is present, since no retry can
 //! change that. The number of content searches per buffer is bounded ([`SEARCH_LIMIT`],
-//! Suricata's default inspection recursion limit); past it the buffer does not match.
+//! Suricata's default inspection recursion limit); past it the buffer does not match. Each
+//! search takes time linear in its window (memmem here, KMP on the GPU), so one rule costs at
+//! most `SEARCH_LIMIT` times its buffers' lengths, whatever the payload.
 
 pub mod decode;
+pub mod image;
 pub mod program;
 
 use crate::http::{self, HttpHead, HttpParse};
@@ -90,16 +93,16 @@ pub fn rule_matches(p: &Program, i: usize, f: &Frame) -> bool {
 }
 
 fn in_addrs(p: &Program, span: [u32; 2], a: IpAddr) -> bool {
-    let k = crate::rules::net_key(a);
+    let k = key_words(crate::rules::net_key(a));
     let (s, n) = (span[0] as usize, span[1] as usize);
-    p.addrs[s..s + n].iter().any(|&(lo, hi)| lo <= k && k <= hi)
+    p.addrs[s..s + n].iter().any(|r| r.contains(k))
 }
 
 fn in_ports(p: &Program, span: [u32; 2], port: u16) -> bool {
     let (s, n) = (span[0] as usize, span[1] as usize);
     p.ports[s..s + n]
         .iter()
-        .any(|&(lo, hi)| lo <= port && port <= hi)
+        .any(|r| r.lo <= port && port <= r.hi)
 }
 
 fn header_matches(p: &Program, r: &RuleHead, f: &Frame) -> bool {
@@ -206,23 +209,29 @@ fn window(op: &Op, cursor: i64, len: i64) -> (i64, i64) {
     }
 }
 
-/// First occurrence of `pat` within `buf[start..end)`; `nocase`: `pat` is lower case.
-fn search(buf: &[u8], start: i64, end: i64, pat: &[u8], nocase: bool) -> Option<usize> {
+/// First occurrence of `pat` within `buf[start..end)`, in time linear in the window (memchr's
+/// memmem). A nocase `pat` is lower case and is searched in `lower`, the buffer lower-cased
+/// once per buffer on first use.
+fn search(
+    buf: &[u8],
+    lower: &mut Option<Vec<u8>>,
+    (start, end): (i64, i64),
+    pat: &[u8],
+    nocase: bool,
+) -> Option<usize> {
     let end = end.min(buf.len() as i64);
     let start = start.max(0);
     let n = pat.len() as i64;
     if n == 0 || end - start < n {
         return None;
     }
-    let (start, last) = (start as usize, (end - n) as usize);
-    (start..=last).find(|&i| {
-        let w = &buf[i..i + pat.len()];
-        if nocase {
-            w.iter().zip(pat).all(|(a, b)| a.to_ascii_lowercase() == *b)
-        } else {
-            w == pat
-        }
-    })
+    let hay: &[u8] = if nocase {
+        lower.get_or_insert_with(|| buf.to_ascii_lowercase())
+    } else {
+        buf
+    };
+    let (start, end) = (start as usize, end as usize);
+    memchr::memmem::find(&hay[start..end], pat).map(|i| i + start)
 }
 
 /// One buffer's ops, with retries of earlier contents (see the module docs).
@@ -240,6 +249,7 @@ fn group_matches(ops: &[Op], patterns: &[u8], buf: &[u8]) -> bool {
     let mut resume: Option<i64> = None;
     let mut cursor = 0i64;
     let mut searches = 0u32;
+    let mut lower: Option<Vec<u8>> = None;
     let mut i = 0usize;
     while i < ops.len() {
         let op = &ops[i];
@@ -260,7 +270,8 @@ fn group_matches(ops: &[Op], patterns: &[u8], buf: &[u8]) -> bool {
                 }
                 let (po, pl) = (op.pat_off as usize, op.pat_len as usize);
                 let pat = &patterns[po..po + pl];
-                let hit = search(buf, start, end, pat, op.flags & F_NOCASE != 0);
+                let nocase = op.flags & F_NOCASE != 0;
+                let hit = search(buf, &mut lower, (start, end), pat, nocase);
                 let relative = op.flags & (F_DISTANCE | F_WITHIN) != 0;
                 match (hit, op.flags & F_NEGATED != 0) {
                     (None, true) => true,

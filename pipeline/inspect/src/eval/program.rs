@@ -94,6 +94,60 @@ impl RangeCode {
     }
 }
 
+/// Action codes of [`RuleHead::action`] (reject is kept apart from drop: Suricata's action
+/// order ranks them `pass, drop, reject, alert`).
+pub const ACT_ALERT: u8 = 0;
+pub const ACT_DROP: u8 = 1;
+pub const ACT_PASS: u8 = 2;
+pub const ACT_REJECT: u8 = 3;
+
+/// The rank of an action code in Suricata's default action order (`pass, drop, reject,
+/// alert`): higher decides.
+pub fn action_rank(code: u8) -> u8 {
+    match code {
+        ACT_PASS => 4,
+        ACT_DROP => 3,
+        ACT_REJECT => 2,
+        ACT_ALERT => 1,
+        _ => 0,
+    }
+}
+
+/// An address interval `[lo, hi]` of 128-bit keys ([`crate::rules::net_key`]), each key as two
+/// 64-bit words, most significant first (the GPU has no 128-bit integers).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AddrRange {
+    pub lo: [u64; 2],
+    pub hi: [u64; 2],
+}
+
+/// A key as two words, most significant first.
+pub fn key_words(k: u128) -> [u64; 2] {
+    [(k >> 64) as u64, k as u64]
+}
+
+impl AddrRange {
+    pub fn new(lo: u128, hi: u128) -> Self {
+        Self {
+            lo: key_words(lo),
+            hi: key_words(hi),
+        }
+    }
+    /// Whether `k` (as [`key_words`]) is in the interval; arrays compare word by word.
+    pub fn contains(&self, k: [u64; 2]) -> bool {
+        self.lo <= k && k <= self.hi
+    }
+}
+
+/// A port interval `[lo, hi]`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortRange {
+    pub lo: u16,
+    pub hi: u16,
+}
+
 pub const PROTO_IP: u8 = 0;
 pub const PROTO_ICMP: u8 = 1;
 pub const PROTO_TCP: u8 = 6;
@@ -106,7 +160,7 @@ pub const PROTO_UDP: u8 = 17;
 pub struct RuleHead {
     pub sid: u32,
     pub gid: u32,
-    /// 0 alert, 1 drop (and reject), 2 pass.
+    /// [`ACT_ALERT`], [`ACT_DROP`], [`ACT_PASS`] or [`ACT_REJECT`].
     pub action: u8,
     /// IP protocol number; 0 = any IP.
     pub proto: u8,
@@ -129,14 +183,18 @@ pub struct RuleHead {
     pub flag_ignore: u8,
 }
 
-/// A compiled rule set.
-#[derive(Debug, Clone, Default)]
+/// A compiled rule set. Every section is an array of `#[repr(C)]` records without pointers:
+/// [`Program::image`] lays them out one after the other for the GPU, as they are.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Program {
     pub rules: Vec<RuleHead>,
     pub ops: Vec<Op>,
     pub patterns: Vec<u8>,
-    pub addrs: Vec<(u128, u128)>,
-    pub ports: Vec<(u16, u16)>,
+    /// Per pattern byte, its KMP failure value within its pattern (the longest proper prefix
+    /// of `pattern[..=k]` that is also its suffix): the GPU's linear-time search.
+    pub fail: Vec<u32>,
+    pub addrs: Vec<AddrRange>,
+    pub ports: Vec<PortRange>,
 }
 
 impl Program {
@@ -152,9 +210,10 @@ impl Program {
             sid: rule.sid,
             gid: rule.gid,
             action: match rule.action {
-                Action::Alert => 0,
-                Action::Drop | Action::Reject => 1,
-                Action::Pass => 2,
+                Action::Alert => ACT_ALERT,
+                Action::Drop => ACT_DROP,
+                Action::Reject => ACT_REJECT,
+                Action::Pass => ACT_PASS,
             },
             proto: match &rule.proto {
                 Proto::Tcp | Proto::Http => PROTO_TCP,
@@ -177,20 +236,23 @@ impl Program {
             head.flag_ignore = f.ignore;
         }
         let span = |start: usize, len: usize| [start as u32, len as u32];
+        let addr = |&(lo, hi): &(u128, u128)| AddrRange::new(lo, hi);
+        let port = |&(lo, hi): &(u16, u16)| PortRange { lo, hi };
         head.src = span(self.addrs.len(), rule.src.0.len());
-        self.addrs.extend_from_slice(&rule.src.0);
+        self.addrs.extend(rule.src.0.iter().map(addr));
         head.dst = span(self.addrs.len(), rule.dst.0.len());
-        self.addrs.extend_from_slice(&rule.dst.0);
+        self.addrs.extend(rule.dst.0.iter().map(addr));
         head.sport = span(self.ports.len(), rule.src_ports.0.len());
-        self.ports.extend_from_slice(&rule.src_ports.0);
+        self.ports.extend(rule.src_ports.0.iter().map(port));
         head.dport = span(self.ports.len(), rule.dst_ports.0.len());
-        self.ports.extend_from_slice(&rule.dst_ports.0);
+        self.ports.extend(rule.dst_ports.0.iter().map(port));
         head.ops = span(self.ops.len(), ops.len());
         for (mut op, pat) in ops {
             if let Some(p) = pat {
                 op.pat_off = self.patterns.len() as u32;
                 op.pat_len = p.len() as u32;
                 self.patterns.extend_from_slice(&p);
+                self.fail.extend(kmp_failure(&p));
             }
             self.ops.push(op);
         }
@@ -333,6 +395,23 @@ fn compile_content(c: &Content) -> OpAndPattern {
         c.pattern.clone()
     };
     (op, Some(pat))
+}
+
+/// The KMP failure function of `pat`: `f[k]` is the length of the longest proper prefix of
+/// `pat[..=k]` that is also its suffix.
+pub fn kmp_failure(pat: &[u8]) -> Vec<u32> {
+    let mut f = vec![0u32; pat.len()];
+    let mut q = 0usize;
+    for k in 1..pat.len() {
+        while q > 0 && pat[q] != pat[k] {
+            q = f[q - 1] as usize;
+        }
+        if pat[q] == pat[k] {
+            q += 1;
+        }
+        f[k] = q as u32;
+    }
+    f
 }
 
 /// The [`FlagMode`] of a compiled flag test.

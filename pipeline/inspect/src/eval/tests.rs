@@ -148,6 +148,39 @@ fn search_limit_bounds_pathological_chains() {
 }
 
 #[test]
+fn hostile_payloads_search_in_linear_time() {
+    // Every retry of the first content searches the rest of the payload for a long pattern
+    // that is almost there at every position: a byte loop would take 1500 x 20,000 x 1,000
+    // steps per rule; a linear search 1500 x 20,000.
+    let payload = vec![b'a'; 20_000];
+    let long = "a".repeat(999);
+    let t = std::time::Instant::now();
+    assert!(!m(
+        &format!(r#"content:"a"; content:"{long}b"; distance:0;"#),
+        &payload
+    ));
+    assert!(!m(
+        &format!(
+            r#"content:"A"; nocase; content:"{}B"; nocase; distance:0;"#,
+            long.to_uppercase()
+        ),
+        &payload
+    ));
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t.elapsed()
+    );
+    // The same chain matches where the pattern is.
+    let mut hit = payload.clone();
+    hit.push(b'b');
+    assert!(m(
+        &format!(r#"content:"a"; content:"{long}b"; distance:0;"#),
+        &hit
+    ));
+}
+
+#[test]
 fn isdataat() {
     assert!(m(r#"content:"a"; isdataat:2,relative;"#, b"abc"));
     assert!(!m(r#"content:"a"; isdataat:2,relative;"#, b"ab"));
@@ -314,8 +347,8 @@ fn matching_lists_rules_in_order() {
         p.add(&r).unwrap();
     }
     assert_eq!(matching(&p, &tcp(b"ab", None)), vec![0, 2]);
-    // reject is compiled as drop; pass and alert keep their codes.
-    for (action, code) in [("alert", 0), ("drop", 1), ("reject", 1), ("pass", 2)] {
+    // Each action keeps its own code (the verdict ranks drop above reject).
+    for (action, code) in [("alert", 0), ("drop", 1), ("reject", 3), ("pass", 2)] {
         let p = prog(&format!("{action} tcp any any -> any any (sid:9;)"));
         assert_eq!(p.rules[0].action, code, "{action}");
     }
