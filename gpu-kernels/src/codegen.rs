@@ -46,7 +46,13 @@ pub enum StageKind {
         header: &'static str,
     },
     /// A stage with its own CUDA source defining `function` with the stage ABI signature.
-    Custom { function: String, source: String },
+    /// `writes_frame`: it takes `pw_frame *` and may change the frame's bytes and length (within
+    /// `cap`), as the rewrite stages do: the list then defines `PW_PIPELINE_WRITES`.
+    Custom {
+        function: String,
+        source: String,
+        writes_frame: bool,
+    },
 }
 
 /// A built-in GPU stage of the library (besides parse, acl and count, which the fused template
@@ -181,6 +187,7 @@ impl StageSpec {
     pub fn writes_frame(&self) -> bool {
         match &self.kind {
             StageKind::AclRewrite => true,
+            StageKind::Custom { writes_frame, .. } => *writes_frame,
             StageKind::Library { function, .. } => LIBRARY_STAGES
                 .iter()
                 .any(|l| l.function == *function && l.writes_frame),
@@ -355,7 +362,10 @@ pub fn generate(stages: &[StageSpec], target: Target) -> Result<String, CodegenE
         }
     }
     for s in stages {
-        if let StageKind::Custom { function, source } = &s.kind {
+        if let StageKind::Custom {
+            function, source, ..
+        } = &s.kind
+        {
             if seen.contains(&function.as_str()) {
                 continue;
             }
@@ -519,6 +529,7 @@ mod tests {
                     kind: StageKind::Custom {
                         function: format!("my_{n}"),
                         source: format!("PW_DEVICE void my_{n}(const pw_frame *f, pw_packet_meta *m, pw_verdict *v, const void *p, pw_stage_counters *c) {{}}"),
+                        writes_frame: false,
                     },
                 })
             })
@@ -710,6 +721,23 @@ mod tests {
         assert!(template_of(&list(&["vlan", "parse"])).is_ok());
         let ro = generate(&list(&["parse", "fronthaul"]), Target::Host).unwrap();
         assert!(!ro.contains("PW_PIPELINE_WRITES"));
+    }
+
+    /// A user stage that writes the frame makes the list write, as a rewrite stage does; one
+    /// that does not leaves it read-only.
+    #[test]
+    fn a_writing_user_stage_makes_the_pipeline_write() {
+        let mut l = list(&["parse", "stamp"]);
+        assert!(!pipeline_writes(&l));
+        let ro = generate(&l, Target::Host).unwrap();
+        assert!(!ro.contains("PW_PIPELINE_WRITES"), "{ro}");
+        if let StageKind::Custom { writes_frame, .. } = &mut l[1].kind {
+            *writes_frame = true;
+        }
+        assert!(l[1].writes_frame() && pipeline_writes(&l));
+        assert_eq!(template_of(&l), Ok(Template::Composed));
+        let rw = generate(&l, Target::Gpu).unwrap();
+        assert!(rw.contains("#define PW_PIPELINE_WRITES 1"), "{rw}");
     }
 
     #[test]

@@ -180,6 +180,7 @@ fn composed_pipelines_and_a_user_stage_compile_with_nvrtc_for_sm_90() {
                  }\n\
              }\n"
                 .into(),
+            writes_frame: false,
         },
     };
     let b = |n: &str| StageSpec::builtin(n).expect("built-in");

@@ -667,10 +667,21 @@ pub fn check_custom_stages(
                     ),
                 ));
             }
+            if let Some(Err(e)) = registry
+                .get(&c.name)
+                .map(|f| crate::stage::registry::check_needs(&f.needs()))
+            {
+                return Err(ConfigError::at(
+                    &cfg.path,
+                    s,
+                    format!("pipeline[{i}].custom.name"),
+                    format!("custom stage `{}`: {e:#}", c.name),
+                ));
+            }
         }
     }
     check_order(&cfg.path, &cfg.pipeline, |name| {
-        registry.get(name).is_none_or(|f| f.reads_meta())
+        registry.get(name).is_none_or(|f| f.needs().reads_meta)
     })
 }
 

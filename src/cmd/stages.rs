@@ -31,8 +31,9 @@ fn listing(registry: &StageRegistry) -> String {
         s.push_str(&row(d));
     }
     for name in registry.names() {
-        let meta = registry.get(name).is_none_or(|f| f.reads_meta());
-        let needs = if meta { "parse before it" } else { "-" };
+        let needs = registry
+            .get(name)
+            .map_or_else(|| "-".to_string(), |f| or_dash(needs_words(&f.needs())));
         s.push_str(&format!(
             "{name:<10} {:<10} {needs:<36} {:<28} (its own; registered by this binary)\n",
             "its own", "stage_drop"
@@ -48,8 +49,19 @@ fn row(d: &StageDescriptor) -> String {
         GpuImpl::Own => "its own",
         GpuImpl::CpuOnly => "none",
     };
-    let n = d.needs;
-    let needs: Vec<&str> = [
+    let drops: Vec<&str> = d.drop_reasons.iter().map(|r| r.name()).collect();
+    format!(
+        "{:<10} {gpu:<10} {:<36} {:<28} {}\n",
+        d.name,
+        or_dash(needs_words(&d.needs)),
+        or_dash(drops),
+        or_dash(d.counters.to_vec())
+    )
+}
+
+/// A stage's needs in words, built-in or registered alike.
+fn needs_words(n: &pipeline::stage::StageNeeds) -> Vec<&'static str> {
+    [
         (n.reads_meta, "parse before it"),
         (n.writes_frame, "writes frame"),
         (n.reads_payload, "reads payload"),
@@ -59,20 +71,13 @@ fn row(d: &StageDescriptor) -> String {
     .iter()
     .filter(|(on, _)| *on)
     .map(|(_, w)| *w)
-    .collect();
-    let drops: Vec<&str> = d.drop_reasons.iter().map(|r| r.name()).collect();
-    let or_dash = |v: Vec<&str>| {
-        if v.is_empty() {
-            "-".to_string()
-        } else {
-            v.join(", ")
-        }
-    };
-    format!(
-        "{:<10} {gpu:<10} {:<36} {:<28} {}\n",
-        d.name,
-        or_dash(needs),
-        or_dash(drops),
-        or_dash(d.counters.to_vec())
-    )
+    .collect()
+}
+
+fn or_dash(v: Vec<&str>) -> String {
+    if v.is_empty() {
+        "-".to_string()
+    } else {
+        v.join(", ")
+    }
 }

@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use crate::stage::registry::{check_built, BuiltStage, GpuStage, StageFactory, StageRegistry};
+use crate::stage::descriptor::StageNeeds;
+use crate::stage::registry::{
+    check_built, check_needs, BuiltStage, GpuStage, StageFactory, StageRegistry,
+};
 use crate::stage::run::CustomStage;
 
 /// A `custom:` stage, ready to run. A reload with other options rebuilds it aside (by the
@@ -19,7 +22,8 @@ pub struct CustomSlot {
     built: ArcSwap<Built>,
     /// The factory that built it (`None` for a stage made outside a registry: not reloadable).
     factory: Option<Arc<dyn StageFactory>>,
-    reads_meta: bool,
+    /// What it needs of the data path (its factory's `needs`).
+    needs: StageNeeds,
     counter_names: Vec<String>,
     /// The stage's counters as a GPU executor last read them from the device (summed over its
     /// queues), same order as `counter_names`: the CPU implementation never ran there, so
@@ -56,10 +60,11 @@ impl CustomSlot {
         options: &serde_json::Value,
         registry: &StageRegistry,
     ) -> anyhow::Result<CustomSlot> {
-        let built = registry.build(name, options)?;
         let factory = registry.get(name);
-        let reads_meta = factory.as_ref().is_none_or(|f| f.reads_meta());
-        let mut slot = Self::with_parts(name, options.clone(), built, reads_meta);
+        let needs = factory.as_ref().map_or(StageNeeds::META, |f| f.needs());
+        check_needs(&needs).map_err(|e| anyhow::anyhow!("custom stage `{name}`: {e:#}"))?;
+        let built = registry.build(name, options)?;
+        let mut slot = Self::with_parts(name, options.clone(), built, needs);
         slot.factory = factory;
         Ok(slot)
     }
@@ -67,12 +72,27 @@ impl CustomSlot {
     /// A stage made by the application itself, outside any registry and config (checked as the
     /// registry checks a factory's output). `reads_meta`: whether it needs `parse` before it.
     pub fn new(name: &str, built: BuiltStage, reads_meta: bool) -> anyhow::Result<CustomSlot> {
-        check_built(&built).map_err(|e| anyhow::anyhow!("custom stage `{name}`: {e:#}"))?;
+        let needs = StageNeeds {
+            reads_meta,
+            ..StageNeeds::NONE
+        };
+        Self::with_needs(name, built, needs)
+    }
+
+    /// [`CustomSlot::new`] with the stage's whole needs (a stage that writes the frame, ...).
+    pub fn with_needs(
+        name: &str,
+        built: BuiltStage,
+        needs: StageNeeds,
+    ) -> anyhow::Result<CustomSlot> {
+        let named = |e: anyhow::Error| anyhow::anyhow!("custom stage `{name}`: {e:#}");
+        check_needs(&needs).map_err(named)?;
+        check_built(&built).map_err(named)?;
         Ok(Self::with_parts(
             name,
             serde_json::Value::Null,
             built,
-            reads_meta,
+            needs,
         ))
     }
 
@@ -80,7 +100,7 @@ impl CustomSlot {
         name: &str,
         options: serde_json::Value,
         built: BuiltStage,
-        reads_meta: bool,
+        needs: StageNeeds,
     ) -> CustomSlot {
         let counter_names = built.cpu.counter_names();
         CustomSlot {
@@ -93,7 +113,7 @@ impl CustomSlot {
                 stage: built,
             }),
             factory: None,
-            reads_meta,
+            needs,
             rebuilds: AtomicU64::new(0),
         }
     }
@@ -108,7 +128,12 @@ impl CustomSlot {
     }
 
     pub fn reads_meta(&self) -> bool {
-        self.reads_meta
+        self.needs.reads_meta
+    }
+
+    /// What the stage needs of the data path.
+    pub fn needs(&self) -> StageNeeds {
+        self.needs
     }
 
     /// The Rust implementation in force (CPU executor, and the reference).
@@ -154,6 +179,13 @@ impl CustomSlot {
             anyhow::bail!(
                 "custom stage `{}`: the new options change the stage's counters; restart to \
                  apply them",
+                self.name
+            );
+        }
+        if new.cpu.metric_families() != cur.stage.cpu.metric_families() {
+            anyhow::bail!(
+                "custom stage `{}`: the new options change the stage's metric families; restart \
+                 to apply them",
                 self.name
             );
         }

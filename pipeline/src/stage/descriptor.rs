@@ -30,6 +30,9 @@ pub struct StageNeeds {
     pub reads_time: bool,
     /// Sets the frame's send time (`Verdict::send_ns`).
     pub sets_send_time: bool,
+    /// With `writes_frame`: the most bytes the stage grows a frame by, which the executors
+    /// leave after every frame (the frame room; `vlan`'s push takes 4).
+    pub frame_room: u16,
 }
 
 impl StageNeeds {
@@ -40,6 +43,7 @@ impl StageNeeds {
         reads_payload: false,
         reads_time: false,
         sets_send_time: false,
+        frame_room: 0,
     };
     /// Reads the metadata only.
     pub const META: StageNeeds = StageNeeds {

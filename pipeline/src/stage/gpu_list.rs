@@ -43,6 +43,8 @@ pub struct GpuStageRef<'a> {
     /// An `acl` stage whose rule set has rewrite actions (`set:`): on the GPU it is
     /// `pw_stage_acl_rw`, which writes the frame ([`GpuStageRef::builtin_spec`]).
     pub acl_rewrites: bool,
+    /// A user stage whose needs say `writes_frame`: its CUDA function takes `pw_frame *`.
+    pub custom_writes: bool,
 }
 
 impl GpuStageRef<'_> {
@@ -132,6 +134,7 @@ impl Pipeline {
                     custom,
                     library,
                     acl_rewrites: matches!(s, Stage::Acl(a) if a.current().has_rewrites()),
+                    custom_writes: matches!(s, Stage::Custom(c) if c.needs().writes_frame),
                 }
             })
             .collect()

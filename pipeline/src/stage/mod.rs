@@ -1,5 +1,6 @@
 //! Stages: one step of per-packet work, each with a Rust (reference, CPU) and a CUDA implementation.
 pub mod acl;
+pub mod api;
 mod burstwise;
 #[cfg(test)]
 mod burstwise_acl_tests;
@@ -19,6 +20,7 @@ pub mod registry;
 mod reload_tests;
 pub mod run;
 
+pub use api::{FrameMut, HookCtx, MetricKind, StageHooks, StageMetricFamily};
 pub use custom::CustomSlot;
 pub use descriptor::{GpuImpl, StageDescriptor, StageNeeds, BUILTINS};
 pub use gpu_list::{GpuParams, GpuStageKind, GpuStageRef};

@@ -18,25 +18,7 @@ use crate::stage::parse;
 use crate::stage::registry::StageRegistry;
 use crate::verdict::{Action, DropReason, Verdict};
 
-/// A stage written on the library (CPU executor): runs on every frame that reaches it, after the
-/// stages before it, and may change the frame's verdict (a drop stops the pipeline for that
-/// frame). Shared by every worker, so per-frame state must be atomic or per-thread.
-pub trait CustomStage: Send + Sync {
-    /// Called once per frame. `meta` is filled when a `parse` stage ran before this one.
-    fn process(&self, frame: &[u8], meta: &PacketMeta, verdict: &mut Verdict);
-
-    /// Names of the stage's counters (at most 7; the same as its CUDA implementation's
-    /// `GpuStage::counter_names`). Default: none.
-    fn counter_names(&self) -> Vec<String> {
-        Vec::new()
-    }
-
-    /// The values of the named counters, same order as [`CustomStage::counter_names`], so the
-    /// CPU and GPU executors report the same counters. Default: none.
-    fn counters(&self) -> Vec<u64> {
-        Vec::new()
-    }
-}
+pub use crate::stage::api::CustomStage;
 
 /// Most stages one pipeline may have.
 pub const MAX_STAGES: usize = 16;
@@ -136,7 +118,7 @@ impl Stage {
     pub fn rewrites(&self) -> bool {
         match self {
             Stage::Acl(a) => a.current().has_rewrites(),
-            Stage::Custom(_) => false,
+            Stage::Custom(c) => c.needs().writes_frame,
             s => s.descriptor().is_some_and(|d| d.needs.writes_frame),
         }
     }
@@ -266,13 +248,17 @@ impl Pipeline {
     }
 
     /// Bytes of room each frame needs after it for the stage list to grow it in place: 4 per
-    /// `vlan` push. The CPU executor's ingest reserves it ([`Burst::push_with_room`]).
+    /// `vlan` push, and each writing registered stage's `frame_room`. The CPU executor's ingest
+    /// reserves it ([`Burst::push_with_room`]), the GPU executor's ring slots too.
     pub fn frame_room(&self) -> usize {
         self.stages
             .iter()
-            .filter(|s| matches!(s, Stage::Vlan(crate::rewrite::Vlan::Push { .. })))
-            .count()
-            * 4
+            .map(|s| match s {
+                Stage::Vlan(crate::rewrite::Vlan::Push { .. }) => 4,
+                Stage::Custom(c) if c.needs().writes_frame => usize::from(c.needs().frame_room),
+                _ => 0,
+            })
+            .sum()
     }
 
     /// Whether any stage rewrites frames (then [`Pipeline::run_burst_mut`] keeps the result).
@@ -540,7 +526,15 @@ impl Pipeline {
                     }
                 }
                 Stage::Custom(c) => {
-                    c.cpu().process(cur.bytes(), meta, v);
+                    match cur {
+                        // A stage that writes the frame gets it writable (`run_items` made
+                        // every frame so: the list rewrites).
+                        Cur::Rw { buf, len } if c.needs().writes_frame => {
+                            let mut f = crate::stage::api::FrameMut::new(buf, len);
+                            c.cpu().process_mut(&mut f, meta, v);
+                        }
+                        _ => c.cpu().process(cur.bytes(), meta, v),
+                    }
                     if v.action == Action::Drop {
                         v.reason.get_or_insert(DropReason::StageDrop);
                         break;
