@@ -18,6 +18,7 @@ use crate::port::out::{Destinations, OutPorts, OutTally};
 use crate::port::{PortError, RxPort, RxStatus, TxPort};
 use crate::ring::OnFull;
 use crate::ring::{self, Consumer, Producer};
+use crate::stage::hooks::HookDriver;
 use crate::stage::Pipeline;
 use crate::steer::Steering;
 use crate::threads::spawn_named;
@@ -140,6 +141,9 @@ fn wait_on(backoff: &Backoff) {
     }
 }
 
+/// How often the hook thread looks for a newly published stage-parameter generation.
+const HOOK_POLL: Duration = Duration::from_millis(2);
+
 /// Runs the pipeline until every receiving port is exhausted (or `shared.stop` is set), then
 /// drains the queues and flushes the output.
 pub fn run(
@@ -196,6 +200,8 @@ pub fn run_out(
     let errors = std::sync::Mutex::new(Vec::new());
     let port_counters = std::sync::Mutex::new(Vec::new());
     let tallies = std::sync::Mutex::new(Vec::new());
+    let pipeline = &spec.pipeline;
+    let mut hooks = HookDriver::start(pipeline, "cpu", pipeline.params_generation());
 
     std::thread::scope(|s| {
         // Ingest threads.
@@ -258,6 +264,17 @@ pub fn run_out(
                 workers_done.fetch_add(1, Ordering::Release);
             });
         }
+        // The registered stages' host hooks, beside the workers until the last one ends.
+        if !hooks.is_empty() {
+            let (hooks, workers_done) = (&mut hooks, &workers_done);
+            spawn_named(s, "pw-hooks".to_string(), move || {
+                while workers_done.load(Ordering::Acquire) < nq as u64 {
+                    hooks.epoch(pipeline, pipeline.params_generation());
+                    hooks.tick(pipeline);
+                    std::thread::sleep(hooks.sleep_for(HOOK_POLL));
+                }
+            });
+        }
         // The workers hold the only senders: the verifier ends after the last worker.
         drop(verify.taps);
         if let Some((v, rx)) = verify.verifier {
@@ -291,6 +308,7 @@ pub fn run_out(
             });
         }
     });
+    hooks.end(pipeline);
     let mut port_counters = port_counters.into_inner().unwrap_or_default();
     port_counters.sort();
     RunOutcome {

@@ -1,6 +1,8 @@
 //! Stages: one step of per-packet work, each with a Rust (reference, CPU) and a CUDA implementation.
 pub mod acl;
 pub mod api;
+#[cfg(test)]
+mod api_tests;
 mod burstwise;
 #[cfg(test)]
 mod burstwise_acl_tests;
@@ -13,6 +15,7 @@ pub mod descriptor;
 #[cfg(test)]
 mod fronthaul_tests;
 pub mod gpu_list;
+pub mod hooks;
 pub mod params;
 pub mod parse;
 pub mod registry;
