@@ -34,6 +34,7 @@ fn listing(registry: &StageRegistry) -> String {
         let needs = registry
             .get(name)
             .map_or_else(|| "-".to_string(), |f| or_dash(needs_words(&f.needs())));
+        let needs = needs.replace("flow state", &flow_state(registry, name));
         s.push_str(&format!(
             "{name:<10} {:<10} {needs:<36} {:<28} (its own; registered by this binary)\n",
             "its own", "stage_drop"
@@ -67,11 +68,20 @@ fn needs_words(n: &pipeline::stage::StageNeeds) -> Vec<&'static str> {
         (n.reads_payload, "reads payload"),
         (n.reads_time, "reads time"),
         (n.sets_send_time, "sets send time"),
+        (n.keeps_flow_state.is_some(), "flow state"),
     ]
     .iter()
     .filter(|(on, _)| *on)
     .map(|(_, w)| *w)
     .collect()
+}
+
+/// `flow state (N B)` for a registered stage that keeps per-flow state.
+fn flow_state(registry: &StageRegistry, name: &str) -> String {
+    match registry.get(name).and_then(|f| f.needs().keeps_flow_state) {
+        Some(b) => format!("flow state ({b} B)"),
+        None => "flow state".into(),
+    }
 }
 
 fn or_dash(v: Vec<&str>) -> String {

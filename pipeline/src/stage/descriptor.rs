@@ -33,6 +33,10 @@ pub struct StageNeeds {
     /// With `writes_frame`: the most bytes the stage grows a frame by, which the executors
     /// leave after every frame (the frame room; `vlan`'s push takes 4).
     pub frame_room: u16,
+    /// Keeps state per flow: the bytes of one flow's state. The executors will give such a
+    /// stage its flow's state beside each frame; until the flow table is there, they refuse it
+    /// (a config error naming the stage).
+    pub keeps_flow_state: Option<u32>,
 }
 
 impl StageNeeds {
@@ -44,6 +48,7 @@ impl StageNeeds {
         reads_time: false,
         sets_send_time: false,
         frame_room: 0,
+        keeps_flow_state: None,
     };
     /// Reads the metadata only.
     pub const META: StageNeeds = StageNeeds {

@@ -42,6 +42,9 @@ pub const MAX_NAME_LEN: usize = 64;
 /// Most frame room one stage may ask for (bytes after every frame, in every ring slot).
 pub const MAX_FRAME_ROOM: u16 = 256;
 
+/// Most per-flow state one stage may ask for (bytes a flow, in every flow table entry).
+pub const MAX_FLOW_STATE: u32 = 1024;
+
 /// Builds a user stage from its YAML options.
 pub trait StageFactory: Send + Sync {
     /// Builds the stage from its YAML options (everything under `custom:` except `name`).
@@ -189,7 +192,16 @@ pub(crate) fn check_needs(n: &StageNeeds) -> anyhow::Result<()> {
             n.frame_room
         );
     }
-    Ok(())
+    match n.keeps_flow_state {
+        None => Ok(()),
+        Some(b) if b == 0 || b > MAX_FLOW_STATE => anyhow::bail!(
+            "keeps_flow_state of {b} bytes a flow: 1 to {MAX_FLOW_STATE} (no state: None)"
+        ),
+        Some(b) => anyhow::bail!(
+            "keeps {b} bytes of state per flow (needs keeps_flow_state), which neither executor \
+             runs yet: the flow table that holds the state is not there"
+        ),
+    }
 }
 
 /// The factory's output is the application's code, not trusted input to the data path: a bad
@@ -454,6 +466,10 @@ mod tests {
         .contains("at most"));
         assert!(n(&|x| x.reads_time = true).contains("receive or send time"));
         assert!(n(&|x| x.sets_send_time = true).contains("receive or send time"));
+        // Per-flow state has its place in the needs; the executors refuse it for now.
+        assert!(n(&|x| x.keeps_flow_state = Some(16)).contains("neither executor runs yet"));
+        assert!(n(&|x| x.keeps_flow_state = Some(0)).contains("1 to 1024"));
+        assert!(n(&|x| x.keeps_flow_state = Some(MAX_FLOW_STATE + 1)).contains("1 to 1024"));
     }
 
     #[test]
