@@ -668,8 +668,8 @@ pub fn check_custom_stages(
                 ));
             }
             if let Some(Err(e)) = registry
-                .get(&c.name)
-                .map(|f| crate::stage::registry::check_needs(&f.needs()))
+                .needs(&c.name)
+                .map(|n| crate::stage::registry::check_needs(&n))
             {
                 return Err(ConfigError::at(
                     &cfg.path,
@@ -681,7 +681,7 @@ pub fn check_custom_stages(
         }
     }
     check_order(&cfg.path, &cfg.pipeline, |name| {
-        registry.get(name).is_none_or(|f| f.needs().reads_meta)
+        registry.needs(name).is_none_or(|n| n.reads_meta)
     })
 }
 

@@ -264,17 +264,7 @@ pub fn run_out(
                 workers_done.fetch_add(1, Ordering::Release);
             });
         }
-        // The registered stages' host hooks, beside the workers until the last one ends.
-        if !hooks.is_empty() {
-            let (hooks, workers_done) = (&mut hooks, &workers_done);
-            spawn_named(s, "pw-hooks".to_string(), move || {
-                while workers_done.load(Ordering::Acquire) < nq as u64 {
-                    hooks.epoch(pipeline, pipeline.params_generation());
-                    hooks.tick(pipeline);
-                    std::thread::sleep(hooks.sleep_for(HOOK_POLL));
-                }
-            });
-        }
+        spawn_hooks(s, &mut hooks, pipeline, &workers_done, nq);
         // The workers hold the only senders: the verifier ends after the last worker.
         drop(verify.taps);
         if let Some((v, rx)) = verify.verifier {
@@ -317,6 +307,26 @@ pub fn run_out(
         port_counters,
         out: tallies.into_inner().unwrap_or_default(),
     }
+}
+
+/// The registered stages' host hooks on a thread of their own, beside the workers until the
+/// last one ends (none when no stage has hooks).
+fn spawn_hooks<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    hooks: &'s mut HookDriver,
+    pipeline: &'s Pipeline,
+    workers_done: &'s AtomicU64,
+    nq: usize,
+) {
+    if hooks.is_empty() {
+        return;
+    }
+    spawn_named(s, "pw-hooks".to_string(), move || {
+        while workers_done.load(Ordering::Acquire) < nq as u64 {
+            hooks.poll(pipeline, pipeline.params_generation());
+            std::thread::sleep(hooks.sleep_for(HOOK_POLL));
+        }
+    });
 }
 
 /// Worker -> TX rings (TX returns the slot to the right ingest through the worker's free ring

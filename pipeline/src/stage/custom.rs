@@ -22,8 +22,10 @@ pub struct CustomSlot {
     built: ArcSwap<Built>,
     /// The factory that built it (`None` for a stage made outside a registry: not reloadable).
     factory: Option<Arc<dyn StageFactory>>,
-    /// What it needs of the data path (its factory's `needs`).
+    /// What it needs of the data path (its descriptor's or its factory's `needs`).
     needs: StageNeeds,
+    /// Its descriptor, when it was registered with one.
+    descriptor: Option<&'static crate::stage::descriptor::StageDescriptor>,
     counter_names: Vec<String>,
     /// The stage's counters as a GPU executor last read them from the device (summed over its
     /// queues), same order as `counter_names`: the CPU implementation never ran there, so
@@ -61,11 +63,12 @@ impl CustomSlot {
         registry: &StageRegistry,
     ) -> anyhow::Result<CustomSlot> {
         let factory = registry.get(name);
-        let needs = factory.as_ref().map_or(StageNeeds::META, |f| f.needs());
+        let needs = registry.needs(name).unwrap_or(StageNeeds::META);
         check_needs(&needs).map_err(|e| anyhow::anyhow!("custom stage `{name}`: {e:#}"))?;
         let built = registry.build(name, options)?;
         let mut slot = Self::with_parts(name, options.clone(), built, needs);
         slot.factory = factory;
+        slot.descriptor = registry.descriptor(name);
         Ok(slot)
     }
 
@@ -114,6 +117,7 @@ impl CustomSlot {
             }),
             factory: None,
             needs,
+            descriptor: None,
             rebuilds: AtomicU64::new(0),
         }
     }
@@ -134,6 +138,12 @@ impl CustomSlot {
     /// What the stage needs of the data path.
     pub fn needs(&self) -> StageNeeds {
         self.needs
+    }
+
+    /// Its descriptor, when it was registered with one
+    /// ([`crate::stage::StageRegistry::register_stage`]).
+    pub fn descriptor(&self) -> Option<&'static crate::stage::descriptor::StageDescriptor> {
+        self.descriptor
     }
 
     /// The Rust implementation in force (CPU executor, and the reference).

@@ -80,6 +80,12 @@ impl HookDriver {
         }
     }
 
+    /// [`HookDriver::epoch`] then [`HookDriver::tick`]: the host side's one call per round.
+    pub fn poll(&mut self, p: &Pipeline, generation: u64) {
+        self.epoch(p, generation);
+        self.tick(p);
+    }
+
     /// How long the host side may sleep before the next `periodic` is due (at most `max`).
     pub fn sleep_for(&self, max: Duration) -> Duration {
         let now = Instant::now();

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::stage::descriptor::StageNeeds;
+use crate::stage::descriptor::{GpuImpl, StageDescriptor, StageNeeds};
 use crate::stage::run::CustomStage;
 
 /// Most named counters one stage may have: a stage's GPU counter block holds 8 words and word 0
@@ -96,6 +96,8 @@ pub struct GpuStage {
 #[derive(Clone, Default)]
 pub struct StageRegistry {
     custom: BTreeMap<String, Arc<dyn StageFactory>>,
+    /// The descriptors of the stages registered with one ([`StageRegistry::register_stage`]).
+    described: BTreeMap<String, &'static StageDescriptor>,
 }
 
 impl std::fmt::Debug for StageRegistry {
@@ -119,6 +121,49 @@ impl StageRegistry {
         }
         self.custom.insert(name.to_string(), factory);
         Ok(())
+    }
+
+    /// Registers a stage described as a built-in is: its [`StageDescriptor`] (name, usage,
+    /// summary, needs, drop reasons, counters, `GpuImpl::Own` or `CpuOnly`) and the factory that
+    /// builds it. Its needs are the descriptor's (the factory's `needs` is not asked), and a
+    /// build whose counters differ from the descriptor's is refused. `pktwarp stages` lists it
+    /// as it lists the built-ins.
+    pub fn register_stage(
+        &mut self,
+        d: &'static StageDescriptor,
+        factory: Arc<dyn StageFactory>,
+    ) -> anyhow::Result<()> {
+        let named = |e: anyhow::Error| anyhow::anyhow!("cannot register stage `{}`: {e:#}", d.name);
+        if !matches!(d.gpu, GpuImpl::Own | GpuImpl::CpuOnly) {
+            return Err(named(anyhow::anyhow!(
+                "its GPU implementation is {:?}: a registered stage brings its own CUDA (Own) or \
+                 none (CpuOnly)",
+                d.gpu
+            )));
+        }
+        check_needs(&d.needs).map_err(named)?;
+        if d.counters.len() > MAX_STAGE_COUNTERS {
+            return Err(named(anyhow::anyhow!(
+                "{} counters, at most {MAX_STAGE_COUNTERS}",
+                d.counters.len()
+            )));
+        }
+        self.register(d.name, factory)?;
+        self.described.insert(d.name.to_string(), d);
+        Ok(())
+    }
+
+    /// The descriptor of a stage registered with one.
+    pub fn descriptor(&self, name: &str) -> Option<&'static StageDescriptor> {
+        self.described.get(name).copied()
+    }
+
+    /// What the stage registered under `name` needs: its descriptor's, else its factory's.
+    pub fn needs(&self, name: &str) -> Option<StageNeeds> {
+        match self.descriptor(name) {
+            Some(d) => Some(d.needs),
+            None => self.get(name).map(|f| f.needs()),
+        }
     }
 
     /// The factory registered under `name`.
@@ -150,6 +195,15 @@ impl StageRegistry {
             .build(options)
             .with_context(|| format!("custom stage `{name}`"))?;
         check_built(&built).with_context(|| format!("custom stage `{name}`"))?;
+        if let Some(d) = self.descriptor(name) {
+            let names = built.cpu.counter_names();
+            if names.iter().map(String::as_str).ne(d.counters.iter().copied()) {
+                anyhow::bail!(
+                    "custom stage `{name}`: its counters {names:?} differ from its descriptor's {:?}",
+                    d.counters
+                );
+            }
+        }
         Ok(built)
     }
 }
@@ -470,6 +524,36 @@ mod tests {
         assert!(n(&|x| x.keeps_flow_state = Some(16)).contains("neither executor runs yet"));
         assert!(n(&|x| x.keeps_flow_state = Some(0)).contains("1 to 1024"));
         assert!(n(&|x| x.keeps_flow_state = Some(MAX_FLOW_STATE + 1)).contains("1 to 1024"));
+    }
+
+    #[test]
+    fn a_described_stage_builds_only_with_its_descriptors_counters() {
+        static D: StageDescriptor = StageDescriptor {
+            name: "drop_byte",
+            usage: "`custom: { name: drop_byte, byte }`",
+            summary: "drops frames starting with a byte",
+            needs: StageNeeds::NONE,
+            drop_reasons: &[crate::verdict::DropReason::StageDrop],
+            counters: &["other"],
+            gpu: GpuImpl::Own,
+            reloads: false,
+        };
+        let mut r = StageRegistry::default();
+        r.register_stage(&D, factory()).unwrap();
+        assert_eq!(r.needs("drop_byte"), Some(StageNeeds::NONE));
+        let e = r.build("drop_byte", &serde_json::json!({"byte": 1})).err().unwrap();
+        assert!(e.to_string().contains("differ from its descriptor's"), "{e}");
+        static FLOWS: StageDescriptor = StageDescriptor {
+            name: "flows",
+            needs: StageNeeds {
+                keeps_flow_state: Some(8),
+                ..StageNeeds::NONE
+            },
+            ..D
+        };
+        let e = r.register_stage(&FLOWS, factory()).unwrap_err();
+        assert!(format!("{e:#}").contains("neither executor runs yet"), "{e:#}");
+        assert!(r.get("flows").is_none());
     }
 
     #[test]

@@ -68,15 +68,16 @@ impl AclSlot {
 }
 
 impl Stage {
-    /// The built-in stage's descriptor; `None` for a registered (`custom:`) stage, whose
-    /// description its factory and built stage give.
+    /// The stage's descriptor: a built-in's, or a registered stage's when it was registered
+    /// with one (`StageRegistry::register_stage`); `None` for a stage registered by factory
+    /// alone, whose description its factory and built stage give.
     pub fn descriptor(&self) -> Option<&'static StageDescriptor> {
         use crate::rewrite as rw;
         Some(match self {
             Stage::Parse => &parse::DESCRIPTOR,
             Stage::Count => &crate::stage::count::DESCRIPTOR,
             Stage::Acl(_) => &crate::stage::acl::DESCRIPTOR,
-            Stage::Custom(_) => return None,
+            Stage::Custom(c) => return c.descriptor(),
             Stage::Fronthaul(_) => &crate::fronthaul::stage::DESCRIPTOR,
             Stage::L2fwd(_) => &rw::l2fwd::DESCRIPTOR,
             Stage::Vlan(_) => &rw::vlan::DESCRIPTOR,

@@ -257,8 +257,7 @@ pub(crate) fn run(
                     fail(e);
                 }
                 // After the publish: a stage hears of a generation once the GPU has it.
-                hooks.epoch(spec.pipeline, params.generation());
-                hooks.tick(spec.pipeline);
+                hooks.poll(spec.pipeline, params.generation());
             }
             std::thread::sleep(RELOAD_CHECK);
         }
