@@ -38,19 +38,31 @@ fn the_registry_names_and_describes_the_stage() {
     // file, line and key.
     let cfg = config("  - parse\n  - custom: { name: swap_mac }");
     let e = pipeline::config::check_custom_stages(&cfg, &r).unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (6, "pipeline[1].custom.name"), "{e}");
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (6, "pipeline[1].custom.name"),
+        "{e}"
+    );
     assert!(e.message.contains("registered: swap_macs"), "{e}");
     // Its needs are its descriptor's: it reads the metadata, so `parse` comes first.
     let cfg = config("  - custom: { name: swap_macs }\n  - parse");
     let e = pipeline::config::check_custom_stages(&cfg, &r).unwrap_err();
     assert!(e.message.contains("the `swap_macs` stage"), "{e}");
     // A bad option is the stage's own error, naming the stage and the key.
-    let e = r.build("swap_macs", &serde_json::json!({ "proto": 300 })).err().unwrap();
-    assert!(format!("{e:#}").contains("custom stage `swap_macs`: option `proto`"), "{e:#}");
+    let e = r
+        .build("swap_macs", &serde_json::json!({ "proto": 300 }))
+        .err()
+        .unwrap();
+    assert!(
+        format!("{e:#}").contains("custom stage `swap_macs`: option `proto`"),
+        "{e:#}"
+    );
     // A second registration of the name, or a descriptor claiming a kernel-library stage, is
     // refused.
     let mut r2 = registry();
-    assert!(r2.register_stage(&door_stage::DESCRIPTOR, door_stage::factory()).is_err());
+    assert!(r2
+        .register_stage(&door_stage::DESCRIPTOR, door_stage::factory())
+        .is_err());
     static LIB: pipeline::stage::StageDescriptor = pipeline::stage::StageDescriptor {
         name: "lib_claim",
         gpu: pipeline::stage::GpuImpl::Library { function: "pw_x" },
@@ -87,27 +99,43 @@ fn the_folder_stage_runs_equal_on_the_cpu_and_the_host_compiled_cuda() {
     let c = QueueCounters::new(3, 0);
     let mut gc = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
     let mut frames = pipeline::testdata::multi_proto_frames();
-    frames.extend(pipeline::testdata::mixed_frames(600).into_iter().map(|(f, _)| f));
+    frames.extend(
+        pipeline::testdata::mixed_frames(600)
+            .into_iter()
+            .map(|(f, _)| f),
+    );
     // Broadcast UDP (DHCP-like) frames: dropped on both sides.
-    let bcast: Vec<Vec<u8>> = frames.iter().take(40).map(|f| {
-        let mut f = f.clone();
-        let n = f.len().min(6);
-        f[..n].fill(0xFF);
-        f
-    }).collect();
+    let bcast: Vec<Vec<u8>> = frames
+        .iter()
+        .take(40)
+        .map(|f| {
+            let mut f = f.clone();
+            let n = f.len().min(6);
+            f[..n].fill(0xFF);
+            f
+        })
+        .collect();
     frames.extend(bcast);
     let (mut swapped, mut dropped) = (0, 0);
     for chunk in frames.chunks(32) {
         let mut burst = Burst::default();
         for f in chunk {
-            let d = FrameDesc { len: f.len() as u32, wire_len: f.len() as u32, ..FrameDesc::default() };
+            let d = FrameDesc {
+                len: f.len() as u32,
+                wire_len: f.len() as u32,
+                ..FrameDesc::default()
+            };
             burst.push(f, d);
         }
         let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
         cpu.run_burst_mut(&mut burst, &mut metas, &mut verdicts, &c);
         for (i, f) in chunk.iter().enumerate() {
             let mut buf = f.clone();
-            let mut hf = HostFrame { len: f.len(), wire_len: f.len() as u32, ..HostFrame::default() };
+            let mut hf = HostFrame {
+                len: f.len(),
+                wire_len: f.len() as u32,
+                ..HostFrame::default()
+            };
             let (mut gm, mut gv) = ([0u8; META_BYTES], [0u8; VERDICT_BYTES]);
             host.run_frame_mut(&mut buf, &mut hf, &params, None, &mut gm, &mut gv, &mut gc);
             assert_eq!(&buf[..hf.len], burst.frame(i), "frame {i}: bytes");
@@ -117,8 +145,13 @@ fn the_folder_stage_runs_equal_on_the_cpu_and_the_host_compiled_cuda() {
             dropped += usize::from(verdicts[i].action == Action::Drop && metas[i].status == 0);
         }
     }
-    let Stage::Custom(slot) = &cpu.stages[1] else { panic!("stage 1 is swap_macs") };
+    let Stage::Custom(slot) = &cpu.stages[1] else {
+        panic!("stage 1 is swap_macs")
+    };
     let counts: Vec<u64> = slot.counters().iter().map(|(_, v)| *v).collect();
     assert_eq!(gc[1][1..3], counts[..], "the stage's counters");
-    assert!(swapped > 50 && dropped > 0, "{swapped} swapped, {dropped} dropped");
+    assert!(
+        swapped > 50 && dropped > 0,
+        "{swapped} swapped, {dropped} dropped"
+    );
 }

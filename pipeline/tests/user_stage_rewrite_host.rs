@@ -125,7 +125,11 @@ fn verdict_bytes(v: &Verdict) -> [u8; VERDICT_BYTES] {
 
 fn frames() -> Vec<(FrameDesc, Vec<u8>)> {
     let mut frames = pipeline::testdata::multi_proto_frames();
-    frames.extend(pipeline::testdata::mixed_frames(400).into_iter().map(|(f, _)| f));
+    frames.extend(
+        pipeline::testdata::mixed_frames(400)
+            .into_iter()
+            .map(|(f, _)| f),
+    );
     frames
         .into_iter()
         .enumerate()
@@ -152,7 +156,10 @@ fn differential(room: Option<usize>) -> (usize, usize, u64) {
     });
     let stages = [StageConfig::Parse, custom, StageConfig::Count];
     let cpu = build_with(&stages, |p| p.to_path_buf(), &reg).expect("builds");
-    assert!(cpu.rewrites(), "a writing user stage makes the list rewrite");
+    assert!(
+        cpu.rewrites(),
+        "a writing user stage makes the list rewrite"
+    );
     assert_eq!(cpu.frame_room(), 4);
     let room = room.unwrap_or(cpu.frame_room());
     let set = stage_set(&cpu).expect("specs");
@@ -184,7 +191,10 @@ fn differential(room: Option<usize>) -> (usize, usize, u64) {
             buf.truncate(hf.len);
             let cv = verdict_bytes(&verdicts[i]);
             assert_eq!(buf, burst.frame(i), "frame {i}: bytes");
-            assert_eq!(hf.wire_len, burst.descs[i].wire_len, "frame {i}: wire length");
+            assert_eq!(
+                hf.wire_len, burst.descs[i].wire_len,
+                "frame {i}: wire length"
+            );
             assert_eq!(&gm, metas[i].as_bytes(), "frame {i}: metadata");
             assert_eq!((&gv[..4], &gv[4..12]), (&cv[..4], &cv[4..12]), "frame {i}");
             stamped += usize::from(buf.len() == f.len() + 4 && buf[..6] != f[..6]);
@@ -197,7 +207,11 @@ fn differential(room: Option<usize>) -> (usize, usize, u64) {
     let cpu_counts: Vec<u64> = slot.counters().iter().map(|(_, v)| *v).collect();
     assert_eq!(&gc[1][1..3], &cpu_counts[..], "the stage's own counters");
     assert_eq!(gc[1][0], c.stage_frames[1].get());
-    assert_eq!(gc[2][1], c.stage_bytes[2].get(), "count bytes after the rewrite");
+    assert_eq!(
+        gc[2][1],
+        c.stage_bytes[2].get(),
+        "count bytes after the rewrite"
+    );
     (stamped, to_one, cpu_counts[1])
 }
 

@@ -136,7 +136,10 @@ mod tests {
         let text = listing(&r);
         let line = |n: &str| text.lines().find(|l| l.starts_with(n)).unwrap_or_default();
         let d = line("described ");
-        assert!(d.contains("its own") && d.contains("parse before it"), "{text}");
+        assert!(
+            d.contains("its own") && d.contains("parse before it"),
+            "{text}"
+        );
         assert!(d.contains("stage_drop") && d.ends_with("hits"), "{text}");
         let p = line("plain ");
         assert!(p.contains("parse before it, writes frame"), "{text}");

@@ -202,7 +202,12 @@ impl DaemonCollector {
                     continue;
                 }
                 let mut l = vec![("stage", c.name()), ("position", pos.as_str())];
-                l.extend(f.labels.iter().map(String::as_str).zip(labels.iter().map(String::as_str)));
+                l.extend(
+                    f.labels
+                        .iter()
+                        .map(String::as_str)
+                        .zip(labels.iter().map(String::as_str)),
+                );
                 let m = match f.kind {
                     MetricKind::Counter => counter(&l, v.max(0.0) as u64),
                     MetricKind::Gauge => gauge(&l, v),

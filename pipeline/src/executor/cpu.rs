@@ -822,10 +822,13 @@ pub mod zero_copy {
                 ..RunOutcome::default()
             };
         }
+        let pipeline: &Pipeline = &spec.pipeline;
+        let mut hooks = HookDriver::start(pipeline, "cpu", pipeline.params_generation());
+        let (workers, done) = (handles.len(), AtomicU64::new(0));
         std::thread::scope(|s| {
             for (q, r, t) in handles {
                 let shared = Arc::clone(shared);
-                let errors = &errors;
+                let (errors, done) = (&errors, &done);
                 spawn_named(s, format!("pw-q{q}"), move || {
                     let label = format!("dpdk:{}", r.port().setup().name);
                     if let Err(e) = worker(spec, &shared, q, r, t) {
@@ -833,9 +836,12 @@ pub mod zero_copy {
                             v.push(format!("{label}: {e}"));
                         }
                     }
+                    done.fetch_add(1, Ordering::Release);
                 });
             }
+            super::spawn_hooks(s, &mut hooks, pipeline, &done, workers);
         });
+        hooks.end(pipeline);
         RunOutcome {
             elapsed: start.elapsed(),
             errors: errors.into_inner().unwrap_or_default(),

@@ -52,7 +52,9 @@ fn flows(name: &str, open: f64) -> Stage {
         cpu: Arc::new(Flows(open)),
         gpu: None,
     };
-    Stage::Custom(Box::new(CustomSlot::new(name, built, false).expect("valid")))
+    Stage::Custom(Box::new(
+        CustomSlot::new(name, built, false).expect("valid"),
+    ))
 }
 
 #[test]
@@ -73,17 +75,38 @@ fn a_stages_families_and_summary_section_are_exposed() {
         rule_series_cap: 4,
         queue_gpu: Vec::new(),
     };
-    let c = DaemonCollector::new(vec![Arc::clone(&q)], Arc::clone(&p), ControlState::new(None), info);
+    let c = DaemonCollector::new(
+        vec![Arc::clone(&q)],
+        Arc::clone(&p),
+        ControlState::new(None),
+        info,
+    );
     let text = String::from_utf8(Exposition::new(c).unwrap().render().unwrap()).unwrap();
     let has = |series: &str| text.lines().any(|l| l == series);
-    assert!(has(r#"pktwarp_flows_open{stage="flows",position="1",dir="in"} 3"#), "{text}");
-    assert!(has(r#"pktwarp_flows_open{stage="flows_b",position="2",dir="in"} 4.5"#), "{text}");
-    assert!(has(r#"pktwarp_flows_evicted_total{stage="flows",position="1"} 7"#), "{text}");
+    assert!(
+        has(r#"pktwarp_flows_open{stage="flows",position="1",dir="in"} 3"#),
+        "{text}"
+    );
+    assert!(
+        has(r#"pktwarp_flows_open{stage="flows_b",position="2",dir="in"} 4.5"#),
+        "{text}"
+    );
+    assert!(
+        has(r#"pktwarp_flows_evicted_total{stage="flows",position="1"} 7"#),
+        "{text}"
+    );
     assert!(has("# TYPE pktwarp_flows_open gauge"), "{text}");
-    assert!(has("# HELP pktwarp_flows_evicted_total Flows evicted."), "{text}");
+    assert!(
+        has("# HELP pktwarp_flows_evicted_total Flows evicted."),
+        "{text}"
+    );
     // One family for both stages, and the samples that fit no declaration are left out.
     assert_eq!(text.matches("# TYPE pktwarp_flows_open ").count(), 1);
-    assert_eq!(text.matches("pktwarp_flows_evicted_total{").count(), 2, "{text}");
+    assert_eq!(
+        text.matches("pktwarp_flows_evicted_total{").count(),
+        2,
+        "{text}"
+    );
     let choice = crate::prepare::ExecutorChoice {
         name: "cpu",
         reason: "test".into(),

@@ -292,11 +292,18 @@ fn a_stage_keeping_flow_state_is_refused_with_its_line_until_the_flow_table() {
     r.register("stateful", Arc::new(Stateful)).unwrap();
     let cfg = parse("  - parse\n  - custom: { name: stateful, max_len: 9 }").unwrap();
     let e = config::check_custom_stages(&cfg, &r).unwrap_err();
-    assert_eq!((e.line, e.key.as_str()), (6, "pipeline[1].custom.name"), "{e}");
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (6, "pipeline[1].custom.name"),
+        "{e}"
+    );
     assert!(e.message.contains("custom stage `stateful`"), "{e}");
     assert!(e.message.contains("32 bytes of state per flow"), "{e}");
     // Built outside the config check, the pipeline is refused the same way.
     let stages: Vec<StageConfig> = cfg.pipeline.iter().map(|s| s.value.clone()).collect();
     let e = build_with(&stages, |p| p.to_path_buf(), &r).err().unwrap();
-    assert!(format!("{e:#}").contains("neither executor runs yet"), "{e:#}");
+    assert!(
+        format!("{e:#}").contains("neither executor runs yet"),
+        "{e:#}"
+    );
 }

@@ -197,7 +197,11 @@ impl StageRegistry {
         check_built(&built).with_context(|| format!("custom stage `{name}`"))?;
         if let Some(d) = self.descriptor(name) {
             let names = built.cpu.counter_names();
-            if names.iter().map(String::as_str).ne(d.counters.iter().copied()) {
+            if names
+                .iter()
+                .map(String::as_str)
+                .ne(d.counters.iter().copied())
+            {
                 anyhow::bail!(
                     "custom stage `{name}`: its counters {names:?} differ from its descriptor's {:?}",
                     d.counters
@@ -306,13 +310,19 @@ pub const MAX_STAGE_FAMILIES: usize = 16;
 fn check_families(fams: &[crate::stage::api::StageMetricFamily]) -> anyhow::Result<()> {
     use crate::stage::api::MetricKind;
     if fams.len() > MAX_STAGE_FAMILIES {
-        anyhow::bail!("{} metric families, at most {MAX_STAGE_FAMILIES}", fams.len());
+        anyhow::bail!(
+            "{} metric families, at most {MAX_STAGE_FAMILIES}",
+            fams.len()
+        );
     }
     for (i, f) in fams.iter().enumerate() {
         let full = format!("pktwarp_{}", f.name);
         let ctx = || format!("metric family `{full}`");
         check_name(&f.name).with_context(ctx)?;
-        if crate::control::metrics::FAMILIES.iter().any(|d| d.0 == full) {
+        if crate::control::metrics::FAMILIES
+            .iter()
+            .any(|d| d.0 == full)
+        {
             anyhow::bail!("{}: the daemon has a family of that name", ctx());
         }
         if fams[..i].iter().any(|g| g.name == f.name) {
@@ -505,13 +515,19 @@ mod tests {
         let n = |f: &dyn Fn(&mut StageNeeds)| {
             let mut n = StageNeeds::META;
             f(&mut n);
-            check_needs(&n).err().map(|e| e.to_string()).unwrap_or_default()
+            check_needs(&n)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
         };
         assert_eq!(n(&|_| {}), "");
-        assert_eq!(n(&|x| {
-            x.writes_frame = true;
-            x.frame_room = MAX_FRAME_ROOM;
-        }), "");
+        assert_eq!(
+            n(&|x| {
+                x.writes_frame = true;
+                x.frame_room = MAX_FRAME_ROOM;
+            }),
+            ""
+        );
         assert!(n(&|x| x.frame_room = 4).contains("without `writes_frame`"));
         assert!(n(&|x| {
             x.writes_frame = true;
@@ -541,8 +557,14 @@ mod tests {
         let mut r = StageRegistry::default();
         r.register_stage(&D, factory()).unwrap();
         assert_eq!(r.needs("drop_byte"), Some(StageNeeds::NONE));
-        let e = r.build("drop_byte", &serde_json::json!({"byte": 1})).err().unwrap();
-        assert!(e.to_string().contains("differ from its descriptor's"), "{e}");
+        let e = r
+            .build("drop_byte", &serde_json::json!({"byte": 1}))
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string().contains("differ from its descriptor's"),
+            "{e}"
+        );
         static FLOWS: StageDescriptor = StageDescriptor {
             name: "flows",
             needs: StageNeeds {
@@ -552,7 +574,10 @@ mod tests {
             ..D
         };
         let e = r.register_stage(&FLOWS, factory()).unwrap_err();
-        assert!(format!("{e:#}").contains("neither executor runs yet"), "{e:#}");
+        assert!(
+            format!("{e:#}").contains("neither executor runs yet"),
+            "{e:#}"
+        );
         assert!(r.get("flows").is_none());
     }
 

@@ -11,8 +11,7 @@ use std::sync::Arc;
 
 use pipeline::meta::PacketMeta;
 use pipeline::stage::{
-    BuiltStage, CustomStage, FrameMut, GpuImpl, GpuStage, StageDescriptor, StageFactory,
-    StageNeeds,
+    BuiltStage, CustomStage, FrameMut, GpuImpl, GpuStage, StageDescriptor, StageFactory, StageNeeds,
 };
 use pipeline::verdict::{DropReason, Verdict};
 

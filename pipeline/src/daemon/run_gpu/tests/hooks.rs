@@ -53,7 +53,12 @@ struct SrcByte {
 
 impl CustomStage for SrcByte {
     fn process(&self, _: &[u8], _: &PacketMeta, _: &mut crate::verdict::Verdict) {}
-    fn process_mut(&self, f: &mut FrameMut<'_>, _: &mut PacketMeta, _: &mut crate::verdict::Verdict) {
+    fn process_mut(
+        &self,
+        f: &mut FrameMut<'_>,
+        _: &mut PacketMeta,
+        _: &mut crate::verdict::Verdict,
+    ) {
         if let Some(b) = f.bytes_mut().get_mut(11) {
             *b = self.byte;
         }
@@ -103,7 +108,10 @@ fn prepared_hooked(frames: u64) -> (Prepared, Arc<Calls>) {
     let mut r = StageRegistry::default();
     r.register("src_byte", Arc::new(Factory(Arc::clone(&calls))))
         .unwrap();
-    (crate::daemon::prepare_with(cfg, &r).expect("prepare"), calls)
+    (
+        crate::daemon::prepare_with(cfg, &r).expect("prepare"),
+        calls,
+    )
 }
 
 /// While the run goes: once a `periodic` was called, reloads the stage's options, waits for
@@ -128,11 +136,17 @@ fn reload_then_stop(p: &Prepared, shared: &cpu::CpuShared, calls: &Calls) {
 }
 
 fn assert_order(calls: &[String], executor: &str) {
-    assert_eq!(calls.first().map(String::as_str), Some(&*format!("start@1 {executor}")));
+    assert_eq!(
+        calls.first().map(String::as_str),
+        Some(&*format!("start@1 {executor}"))
+    );
     assert_eq!(calls.last().map(String::as_str), Some("end"), "{calls:?}");
     let epoch = calls.iter().position(|c| c == "epoch 1");
     let periodic = calls.iter().position(|c| c == "periodic");
-    assert!(periodic.is_some() && periodic < epoch, "{executor}: {calls:?}");
+    assert!(
+        periodic.is_some() && periodic < epoch,
+        "{executor}: {calls:?}"
+    );
     let middle = &calls[1..calls.len() - 1];
     assert!(
         middle.iter().all(|c| c == "periodic" || c == "epoch 1"),
@@ -181,5 +195,8 @@ fn a_writing_user_stage_transmits_what_it_wrote_on_both_executors() {
     c.sort();
     assert_same_frames(&g, &c, "writing user stage");
     assert!(c.len() > 1000, "{} frames sent", c.len());
-    assert!(c.iter().all(|f| f.len() < 12 || f[11] == 0x77), "the stage's byte went out");
+    assert!(
+        c.iter().all(|f| f.len() < 12 || f[11] == 0x77),
+        "the stage's byte went out"
+    );
 }
