@@ -92,6 +92,10 @@ fn the_folder_stage_runs_equal_on_the_cpu_and_the_host_compiled_cuda() {
     // The metrics' `stage` labels and the descriptor come from the registry.
     assert_eq!(cpu.stage_names(), ["parse", "swap_macs", "count"]);
     assert_eq!(cpu.stages[1].descriptor(), Some(&door_stage::DESCRIPTOR));
+    assert_eq!(
+        cpu.stages[1].drop_reasons(),
+        door_stage::DESCRIPTOR.drop_reasons
+    );
     assert!(cpu.rewrites());
     let set = stage_set(&cpu).expect("specs");
     let host = HostPipeline::compile(&set.specs).unwrap_or_else(|e| panic!("{e}"));

@@ -121,3 +121,75 @@ fn a_stages_families_and_summary_section_are_exposed() {
         ]
     );
 }
+
+/// Records the lengths it saw; `writes` says which entry point it expects (the other panics).
+struct Seen {
+    writes: bool,
+    lens: std::sync::Mutex<Vec<usize>>,
+}
+impl CustomStage for Seen {
+    fn process(&self, f: &[u8], _: &PacketMeta, _: &mut Verdict) {
+        assert!(!self.writes, "a writing stage was called read-only");
+        self.lens.lock().unwrap().push(f.len());
+    }
+    fn process_mut(&self, f: &mut crate::stage::FrameMut<'_>, _: &mut PacketMeta, _: &mut Verdict) {
+        assert!(
+            self.writes,
+            "a read-only stage was handed the frame writable"
+        );
+        self.lens.lock().unwrap().push(f.len());
+        f.bytes_mut()[0] ^= 0xFF;
+    }
+}
+
+/// In a list that rewrites (a `vlan` push), only the stage whose needs say `writes_frame` gets
+/// the frame writable; the other reads it, as rewritten so far. Both with the burst writable
+/// (`run_burst_mut`) and read-only (`run_burst`, rewrites on a copy).
+#[test]
+fn only_a_stage_that_says_it_writes_gets_the_frame_writable() {
+    use crate::burst::{Burst, FrameDesc};
+    let ro = Arc::new(Seen {
+        writes: false,
+        lens: Default::default(),
+    });
+    let rw = Arc::new(Seen {
+        writes: true,
+        lens: Default::default(),
+    });
+    let slot = |name: &str, s: &Arc<Seen>, writes| {
+        let needs = crate::stage::StageNeeds {
+            writes_frame: writes,
+            ..crate::stage::StageNeeds::NONE
+        };
+        let cpu: Arc<dyn CustomStage> = s.clone();
+        let built = BuiltStage { cpu, gpu: None };
+        Stage::Custom(Box::new(
+            CustomSlot::with_needs(name, built, needs).unwrap(),
+        ))
+    };
+    let push = crate::rewrite::Vlan::Push {
+        tpid: 0x8100,
+        tci: 7,
+    };
+    let p = Pipeline::new(vec![
+        Stage::Vlan(push),
+        slot("ro", &ro, false),
+        slot("rw", &rw, true),
+    ]);
+    assert!(p.rewrites() && p.frame_room() == 4);
+    let f = vec![0x11u8; 60];
+    let d = FrameDesc {
+        len: 60,
+        wire_len: 60,
+        ..FrameDesc::default()
+    };
+    let mut b = Burst::default();
+    b.push_with_room(&f, d, p.frame_room());
+    let q = QueueCounters::new(3, 0);
+    p.run_burst_mut(&mut b, &mut Vec::new(), &mut Vec::new(), &q);
+    assert_eq!(b.frame(0).len(), 64);
+    assert_eq!(b.frame(0)[0], 0xEE, "the writing stage's change is kept");
+    p.run_burst(&b, &mut Vec::new(), &mut Vec::new(), &q);
+    assert_eq!(*ro.lens.lock().unwrap(), [64, 68]);
+    assert_eq!(*rw.lens.lock().unwrap(), [64, 68]);
+}

@@ -109,7 +109,11 @@ impl Stage {
     /// The drop reasons the stage may give.
     pub fn drop_reasons(&self) -> &'static [DropReason] {
         match self {
-            Stage::Custom(_) => &[DropReason::StageDrop],
+            // A registered stage's descriptor says its reasons; without one it may give
+            // `stage_drop` (what a drop that names no reason becomes).
+            Stage::Custom(c) => c
+                .descriptor()
+                .map_or(&[DropReason::StageDrop], |d| d.drop_reasons),
             s => s.descriptor().map_or(&[], |d| d.drop_reasons),
         }
     }

@@ -3,8 +3,8 @@
 //! binary is one line: `registry.register_stage(&door_stage::DESCRIPTOR, door_stage::factory())`.
 //!
 //! Frames of IP protocol `proto` (default 17, UDP) get their source and destination MACs
-//! swapped; such a frame sent to the broadcast MAC is dropped instead. Counters: `swapped`,
-//! `broadcast`.
+//! swapped; such a frame sent to the broadcast MAC is dropped instead (`no_route`: its reason,
+//! named in its descriptor). Counters: `swapped`, `broadcast`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -24,7 +24,7 @@ pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
         writes_frame: true,
         ..StageNeeds::NONE
     },
-    drop_reasons: &[DropReason::StageDrop],
+    drop_reasons: &[DropReason::NoRoute],
     counters: &["swapped", "broadcast"],
     gpu: GpuImpl::Own,
     reloads: false,
@@ -49,7 +49,7 @@ impl CustomStage for SwapMacs {
         let b = f.bytes_mut();
         if b[..6] == [0xFF; 6] {
             self.broadcast.fetch_add(1, Ordering::Relaxed);
-            *v = Verdict::drop(DropReason::StageDrop);
+            *v = Verdict::drop(DropReason::NoRoute);
             return;
         }
         let (dst, src) = b[..12].split_at_mut(6);

@@ -8,6 +8,7 @@ PW_DEVICE void pw_test_swap_macs(pw_frame *f, pw_packet_meta *m, pw_verdict *v,
         f->data[3] == 0xFFu && f->data[4] == 0xFFu && f->data[5] == 0xFFu) {
         PW_ADD64(&c->v[2], 1);
         v->action = (uint8_t)PW_ACTION_DROP;
+        v->drop_reason = (uint8_t)PW_DROP_NO_ROUTE;
         return;
     }
     for (int i = 0; i < 6; i++) {
