@@ -95,7 +95,6 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
     // The rewrite stages (cuda/rewrite_stages.cuh; parameter blocks: pipeline::rewrite::gpu).
     rewrite("l2fwd", "pw_stage_l2fwd", false),
     rewrite("vlan", "pw_stage_vlan", false),
-    rewrite("ttl", "pw_stage_ttl", true),
     rewrite("dscp", "pw_stage_dscp", true),
     rewrite("route", "pw_stage_route", true),
     rewrite("respond", "pw_stage_respond", true),
@@ -568,7 +567,7 @@ mod tests {
         assert!(has(&["parse", "fronthaul", "count"]));
         assert!(has(&["fronthaul"]));
         assert!(!has(&["parse", "acl", "count"]));
-        assert!(!has(&["parse", "ttl", "route", "count"]));
+        assert!(!has(&["parse", "dscp", "route", "count"]));
     }
 
     #[test]
@@ -675,7 +674,7 @@ mod tests {
         assert!(fh[1].reads_payload() && !fh[0].reads_payload());
         let src = generate(&fh, Target::Gpu).unwrap();
         assert!(src.contains("#define PW_PIPELINE_READS_PAYLOAD 1"), "{src}");
-        let l3 = names(&["parse", "route", "ttl", "l2fwd", "count"]);
+        let l3 = names(&["parse", "route", "dscp", "l2fwd", "count"]);
         let src = generate(&l3, Target::Gpu).unwrap();
         assert!(!src.contains("#define PW_PIPELINE_READS_PAYLOAD"), "{src}");
         for f in READS_PAYLOAD {
@@ -707,7 +706,7 @@ mod tests {
 
     #[test]
     fn a_rewrite_stage_makes_the_pipeline_write() {
-        let l3fwd = list(&["parse", "route", "ttl", "l2fwd", "count"]);
+        let l3fwd = list(&["parse", "route", "dscp", "l2fwd", "count"]);
         assert!(l3fwd[1..4].iter().all(StageSpec::writes_frame));
         assert!(l3fwd[1].reads_meta() && !l3fwd[3].reads_meta());
         let src = generate(&l3fwd, Target::Host).unwrap();
@@ -717,7 +716,7 @@ mod tests {
             src.contains("pw_stage_route(f, m, v, pw_stage_params(ctx, 1u), &ctx->counters[1]);")
         );
         // A stage that reads the metadata still needs parse before it.
-        assert!(template_of(&list(&["ttl", "parse"])).is_err());
+        assert!(template_of(&list(&["dscp", "parse"])).is_err());
         assert!(template_of(&list(&["vlan", "parse"])).is_ok());
         let ro = generate(&list(&["parse", "fronthaul"]), Target::Host).unwrap();
         assert!(!ro.contains("PW_PIPELINE_WRITES"));

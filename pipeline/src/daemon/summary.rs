@@ -180,6 +180,13 @@ pub fn summarize(
         .iter()
         .enumerate()
         .filter_map(|(i, st)| match st {
+            // A built-in through the registry door without counters (`ttl`) has no section.
+            stage::Stage::Custom(c)
+                if stage::descriptor::builtin(c.name()).is_some()
+                    && c.counter_names().is_empty() =>
+            {
+                None
+            }
             stage::Stage::Custom(c) => {
                 let counters = c.counters().into_iter();
                 let counters = counters.map(|(n, v)| (n.to_string(), v)).collect();

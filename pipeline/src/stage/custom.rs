@@ -72,6 +72,23 @@ impl CustomSlot {
         Ok(slot)
     }
 
+    /// A built-in that comes through the registry door: built by its factory from its options,
+    /// described by its descriptor (its name is reserved, so it is in no registry).
+    pub(crate) fn builtin(
+        d: &'static crate::stage::descriptor::StageDescriptor,
+        factory: Arc<dyn StageFactory>,
+        options: &serde_json::Value,
+    ) -> anyhow::Result<CustomSlot> {
+        let built = factory
+            .build(options)
+            .and_then(|b| check_built(&b).map(|()| b))
+            .map_err(|e| anyhow::anyhow!("stage `{}`: {e:#}", d.name))?;
+        let mut slot = Self::with_parts(d.name, options.clone(), built, d.needs);
+        slot.factory = Some(factory);
+        slot.descriptor = Some(d);
+        Ok(slot)
+    }
+
     /// A stage made by the application itself, outside any registry and config (checked as the
     /// registry checks a factory's output). `reads_meta`: whether it needs `parse` before it.
     pub fn new(name: &str, built: BuiltStage, reads_meta: bool) -> anyhow::Result<CustomSlot> {

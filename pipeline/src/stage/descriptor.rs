@@ -66,7 +66,8 @@ pub enum GpuImpl {
     /// gpu-kernels/cuda, listed in `pktwarp_kernels::codegen::LIBRARY_STAGES` with the same
     /// needs (a test holds the two equal; the kernel crate sits below this one).
     Library { function: &'static str },
-    /// The stage's own CUDA source, given when it is built (a registered stage).
+    /// The stage's own CUDA source, given when it is built (a registered stage, or a built-in
+    /// through the registry door, `ttl`, whose source names its library header).
     Own,
     /// No GPU implementation: the GPU executor refuses a pipeline with it.
     CpuOnly,

@@ -37,7 +37,6 @@ pub enum Stage {
     /// Rewrite stages (`crate::rewrite`): they change the frame in place.
     L2fwd(crate::rewrite::L2fwd),
     Vlan(crate::rewrite::Vlan),
-    Ttl(crate::rewrite::Ttl),
     Dscp(crate::rewrite::Dscp),
     Route(Box<crate::rewrite::stage::RouteSlot>),
     /// ARP / ICMP echo responder (`respond:`): answers in place, out of the ingress port.
@@ -81,7 +80,6 @@ impl Stage {
             Stage::Fronthaul(_) => &crate::fronthaul::stage::DESCRIPTOR,
             Stage::L2fwd(_) => &rw::l2fwd::DESCRIPTOR,
             Stage::Vlan(_) => &rw::vlan::DESCRIPTOR,
-            Stage::Ttl(_) => &rw::ttl::DESCRIPTOR,
             Stage::Dscp(_) => &rw::dscp::DESCRIPTOR,
             Stage::Route(_) => &rw::route::DESCRIPTOR,
             Stage::Respond(_) => &rw::respond::DESCRIPTOR,
@@ -583,7 +581,6 @@ impl Pipeline {
                     let n = (*len).min(buf.len());
                     let (out, ports) = match stage {
                         Stage::L2fwd(op) => (op.apply(&mut buf[..n], meta, v), &[][..]),
-                        Stage::Ttl(op) => (op.apply(&mut buf[..n], meta, v), &[][..]),
                         Stage::Dscp(op) => (op.apply(&mut buf[..n], meta, v), &[][..]),
                         Stage::Vlan(op) => (op.apply_in(buf, len, meta, v), &[][..]),
                         Stage::Route(_) => match routes.get(si).and_then(Option::as_ref) {
@@ -711,7 +708,11 @@ pub fn build_for(
             )?)),
             StageConfig::L2fwd(c) => Stage::L2fwd(rw::L2fwd::new(c)?),
             StageConfig::Vlan(c) => Stage::Vlan(rw::Vlan::new(c)?),
-            StageConfig::Ttl => Stage::Ttl(rw::Ttl),
+            StageConfig::Ttl => Stage::Custom(Box::new(CustomSlot::builtin(
+                &rw::ttl::DESCRIPTOR,
+                rw::ttl::factory(),
+                &serde_json::Value::Null,
+            )?)),
             StageConfig::Dscp(c) => Stage::Dscp(rw::Dscp::new(c)?),
             StageConfig::TxTime(c) => Stage::TxTime(rw::TxTime::new(c)?),
             StageConfig::Respond(c) => Stage::Respond(Box::new(rw::stage::RespondSlot {
