@@ -1,6 +1,5 @@
-//! pktwarp in a binary of your own: one stage of yours, every pktwarp subcommand.
-//! `cargo run -p pktwarp-apps --example embed -- run my.yaml`, with in my.yaml's pipeline
-//! `- parse` then `- custom: { name: ttl_floor, min_ttl: 2 }`.
+//! pktwarp in a binary of your own: one stage of yours, every pktwarp subcommand. `cargo run -p
+//! pktwarp-apps --example embed -- run my.yaml`, with `- custom: { name: ttl_floor }` after parse.
 use pipeline::meta::PacketMeta;
 use pipeline::stage::{BuiltStage, CustomStage, StageFactory, StageRegistry};
 use pipeline::verdict::{Action, Verdict};
@@ -15,7 +14,6 @@ impl CustomStage for TtlFloor {
         }
     }
 }
-
 struct TtlFloorFactory;
 impl StageFactory for TtlFloorFactory {
     fn build(&self, options: &serde_json::Value) -> anyhow::Result<BuiltStage> {
@@ -24,7 +22,6 @@ impl StageFactory for TtlFloorFactory {
         Ok(BuiltStage { cpu, gpu: None }) // no CUDA part: `executor: auto` runs the CPU
     }
 }
-
 fn main() -> anyhow::Result<()> {
     let mut stages = StageRegistry::default();
     stages.register("ttl_floor", Arc::new(TtlFloorFactory))?;

@@ -46,7 +46,13 @@ pub enum StageKind {
         header: &'static str,
     },
     /// A stage with its own CUDA source defining `function` with the stage ABI signature.
-    Custom { function: String, source: String },
+    /// `writes_frame`: it takes `pw_frame *` and may change the frame's bytes and length (within
+    /// `cap`), as the rewrite stages do: the list then defines `PW_PIPELINE_WRITES`.
+    Custom {
+        function: String,
+        source: String,
+        writes_frame: bool,
+    },
 }
 
 /// A built-in GPU stage of the library (besides parse, acl and count, which the fused template
@@ -89,7 +95,6 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
     // The rewrite stages (cuda/rewrite_stages.cuh; parameter blocks: pipeline::rewrite::gpu).
     rewrite("l2fwd", "pw_stage_l2fwd", false),
     rewrite("vlan", "pw_stage_vlan", false),
-    rewrite("ttl", "pw_stage_ttl", true),
     rewrite("dscp", "pw_stage_dscp", true),
     rewrite("route", "pw_stage_route", true),
     rewrite("respond", "pw_stage_respond", true),
@@ -181,6 +186,7 @@ impl StageSpec {
     pub fn writes_frame(&self) -> bool {
         match &self.kind {
             StageKind::AclRewrite => true,
+            StageKind::Custom { writes_frame, .. } => *writes_frame,
             StageKind::Library { function, .. } => LIBRARY_STAGES
                 .iter()
                 .any(|l| l.function == *function && l.writes_frame),
@@ -355,7 +361,10 @@ pub fn generate(stages: &[StageSpec], target: Target) -> Result<String, CodegenE
         }
     }
     for s in stages {
-        if let StageKind::Custom { function, source } = &s.kind {
+        if let StageKind::Custom {
+            function, source, ..
+        } = &s.kind
+        {
             if seen.contains(&function.as_str()) {
                 continue;
             }
@@ -519,6 +528,7 @@ mod tests {
                     kind: StageKind::Custom {
                         function: format!("my_{n}"),
                         source: format!("PW_DEVICE void my_{n}(const pw_frame *f, pw_packet_meta *m, pw_verdict *v, const void *p, pw_stage_counters *c) {{}}"),
+                        writes_frame: false,
                     },
                 })
             })
@@ -557,7 +567,7 @@ mod tests {
         assert!(has(&["parse", "fronthaul", "count"]));
         assert!(has(&["fronthaul"]));
         assert!(!has(&["parse", "acl", "count"]));
-        assert!(!has(&["parse", "ttl", "route", "count"]));
+        assert!(!has(&["parse", "dscp", "route", "count"]));
     }
 
     #[test]
@@ -664,7 +674,7 @@ mod tests {
         assert!(fh[1].reads_payload() && !fh[0].reads_payload());
         let src = generate(&fh, Target::Gpu).unwrap();
         assert!(src.contains("#define PW_PIPELINE_READS_PAYLOAD 1"), "{src}");
-        let l3 = names(&["parse", "route", "ttl", "l2fwd", "count"]);
+        let l3 = names(&["parse", "route", "dscp", "l2fwd", "count"]);
         let src = generate(&l3, Target::Gpu).unwrap();
         assert!(!src.contains("#define PW_PIPELINE_READS_PAYLOAD"), "{src}");
         for f in READS_PAYLOAD {
@@ -696,7 +706,7 @@ mod tests {
 
     #[test]
     fn a_rewrite_stage_makes_the_pipeline_write() {
-        let l3fwd = list(&["parse", "route", "ttl", "l2fwd", "count"]);
+        let l3fwd = list(&["parse", "route", "dscp", "l2fwd", "count"]);
         assert!(l3fwd[1..4].iter().all(StageSpec::writes_frame));
         assert!(l3fwd[1].reads_meta() && !l3fwd[3].reads_meta());
         let src = generate(&l3fwd, Target::Host).unwrap();
@@ -706,10 +716,27 @@ mod tests {
             src.contains("pw_stage_route(f, m, v, pw_stage_params(ctx, 1u), &ctx->counters[1]);")
         );
         // A stage that reads the metadata still needs parse before it.
-        assert!(template_of(&list(&["ttl", "parse"])).is_err());
+        assert!(template_of(&list(&["dscp", "parse"])).is_err());
         assert!(template_of(&list(&["vlan", "parse"])).is_ok());
         let ro = generate(&list(&["parse", "fronthaul"]), Target::Host).unwrap();
         assert!(!ro.contains("PW_PIPELINE_WRITES"));
+    }
+
+    /// A user stage that writes the frame makes the list write, as a rewrite stage does; one
+    /// that does not leaves it read-only.
+    #[test]
+    fn a_writing_user_stage_makes_the_pipeline_write() {
+        let mut l = list(&["parse", "stamp"]);
+        assert!(!pipeline_writes(&l));
+        let ro = generate(&l, Target::Host).unwrap();
+        assert!(!ro.contains("PW_PIPELINE_WRITES"), "{ro}");
+        if let StageKind::Custom { writes_frame, .. } = &mut l[1].kind {
+            *writes_frame = true;
+        }
+        assert!(l[1].writes_frame() && pipeline_writes(&l));
+        assert_eq!(template_of(&l), Ok(Template::Composed));
+        let rw = generate(&l, Target::Gpu).unwrap();
+        assert!(rw.contains("#define PW_PIPELINE_WRITES 1"), "{rw}");
     }
 
     #[test]

@@ -698,10 +698,21 @@ pub fn check_custom_stages(
                     ),
                 ));
             }
+            if let Some(Err(e)) = registry
+                .needs(&c.name)
+                .map(|n| crate::stage::registry::check_needs(&n))
+            {
+                return Err(ConfigError::at(
+                    &cfg.path,
+                    s,
+                    format!("pipeline[{i}].custom.name"),
+                    format!("custom stage `{}`: {e:#}", c.name),
+                ));
+            }
         }
     }
     check_order(&cfg.path, &cfg.pipeline, |name| {
-        registry.get(name).is_none_or(|f| f.reads_meta())
+        registry.needs(name).is_none_or(|n| n.reads_meta)
     })
 }
 

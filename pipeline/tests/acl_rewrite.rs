@@ -604,6 +604,7 @@ fn specs_of(p: &Pipeline) -> (Vec<StageSpec>, Vec<Vec<u8>>) {
                     kind: StageKind::Custom {
                         function: g.function,
                         source: g.source,
+                        writes_frame: s.custom_writes,
                     },
                 });
                 params.push(g.params);

@@ -306,6 +306,7 @@ fn a_user_stage_that_does_not_compile_is_a_clear_error() {
             kind: StageKind::Custom {
                 function: "broken".into(),
                 source: "PW_DEVICE void broken(int x) { return x; }".into(),
+                writes_frame: false,
             },
         },
     ];

@@ -188,6 +188,9 @@ fn write_summary(w: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
             c.join(" ")
         };
         writeln!(w, "{:<10} stage {}: {c}", cs.name, cs.position)?;
+        if let Some(section) = &cs.section {
+            writeln!(w, "{:<10} stage {}: {section}", cs.name, cs.position)?;
+        }
     }
     for f in &s.fronthaul {
         for line in f.lines() {

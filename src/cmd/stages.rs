@@ -31,8 +31,15 @@ fn listing(registry: &StageRegistry) -> String {
         s.push_str(&row(d));
     }
     for name in registry.names() {
-        let meta = registry.get(name).is_none_or(|f| f.reads_meta());
-        let needs = if meta { "parse before it" } else { "-" };
+        // Described as a built-in is: listed as one.
+        if let Some(d) = registry.descriptor(name) {
+            s.push_str(&row(d).replace("flow state", &flow_state(registry, name)));
+            continue;
+        }
+        let needs = registry
+            .needs(name)
+            .map_or_else(|| "-".to_string(), |n| or_dash(needs_words(&n)));
+        let needs = needs.replace("flow state", &flow_state(registry, name));
         s.push_str(&format!(
             "{name:<10} {:<10} {needs:<36} {:<28} (its own; registered by this binary)\n",
             "its own", "stage_drop"
@@ -48,31 +55,94 @@ fn row(d: &StageDescriptor) -> String {
         GpuImpl::Own => "its own",
         GpuImpl::CpuOnly => "none",
     };
-    let n = d.needs;
-    let needs: Vec<&str> = [
+    let drops: Vec<&str> = d.drop_reasons.iter().map(|r| r.name()).collect();
+    format!(
+        "{:<10} {gpu:<10} {:<36} {:<28} {}\n",
+        d.name,
+        or_dash(needs_words(&d.needs)),
+        or_dash(drops),
+        or_dash(d.counters.to_vec())
+    )
+}
+
+/// A stage's needs in words, built-in or registered alike.
+fn needs_words(n: &pipeline::stage::StageNeeds) -> Vec<&'static str> {
+    [
         (n.reads_meta, "parse before it"),
         (n.writes_frame, "writes frame"),
         (n.reads_payload, "reads payload"),
         (n.reads_time, "reads time"),
         (n.sets_send_time, "sets send time"),
+        (n.keeps_flow_state.is_some(), "flow state"),
     ]
     .iter()
     .filter(|(on, _)| *on)
     .map(|(_, w)| *w)
-    .collect();
-    let drops: Vec<&str> = d.drop_reasons.iter().map(|r| r.name()).collect();
-    let or_dash = |v: Vec<&str>| {
-        if v.is_empty() {
-            "-".to_string()
-        } else {
-            v.join(", ")
+    .collect()
+}
+
+/// `flow state (N B)` for a registered stage that keeps per-flow state.
+fn flow_state(registry: &StageRegistry, name: &str) -> String {
+    match registry.needs(name).and_then(|n| n.keeps_flow_state) {
+        Some(b) => format!("flow state ({b} B)"),
+        None => "flow state".into(),
+    }
+}
+
+fn or_dash(v: Vec<&str>) -> String {
+    if v.is_empty() {
+        "-".to_string()
+    } else {
+        v.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pipeline::stage::{BuiltStage, StageFactory, StageNeeds};
+    use std::sync::Arc;
+
+    struct Never;
+    impl StageFactory for Never {
+        fn build(&self, _: &serde_json::Value) -> anyhow::Result<BuiltStage> {
+            anyhow::bail!("not built in this test")
         }
-    };
-    format!(
-        "{:<10} {gpu:<10} {:<36} {:<28} {}\n",
-        d.name,
-        or_dash(needs),
-        or_dash(drops),
-        or_dash(d.counters.to_vec())
-    )
+        fn needs(&self) -> StageNeeds {
+            StageNeeds {
+                writes_frame: true,
+                ..StageNeeds::META
+            }
+        }
+    }
+
+    /// A stage registered with a descriptor is listed as a built-in is (its GPU side, needs,
+    /// drops and counters); one registered by factory alone with its factory's needs.
+    #[test]
+    fn registered_stages_are_listed_from_the_registry() {
+        static D: StageDescriptor = StageDescriptor {
+            name: "described",
+            usage: "`custom: { name: described }`",
+            summary: "a test stage",
+            needs: StageNeeds::META,
+            drop_reasons: &[pipeline::verdict::DropReason::StageDrop],
+            counters: &["hits"],
+            gpu: GpuImpl::Own,
+            reloads: false,
+        };
+        let mut r = StageRegistry::default();
+        r.register_stage(&D, Arc::new(Never)).unwrap();
+        r.register("plain", Arc::new(Never)).unwrap();
+        let text = listing(&r);
+        let line = |n: &str| text.lines().find(|l| l.starts_with(n)).unwrap_or_default();
+        let d = line("described ");
+        assert!(
+            d.contains("its own") && d.contains("parse before it"),
+            "{text}"
+        );
+        assert!(d.contains("stage_drop") && d.ends_with("hits"), "{text}");
+        let p = line("plain ");
+        assert!(p.contains("parse before it, writes frame"), "{text}");
+        assert!(p.contains("registered by this binary"), "{text}");
+    }
 }

@@ -184,6 +184,49 @@ impl DaemonCollector {
         }
         out
     }
+
+    /// The families registered stages declare (`CustomStage::metric_families`), each sample
+    /// labelled with its stage and position first; two stages of one kind share a family.
+    fn stage_families(&self, out: &mut Out) {
+        use crate::stage::api::MetricKind;
+        let mut fams: std::collections::BTreeMap<String, (String, MetricKind, Vec<proto::Metric>)> =
+            Default::default();
+        for (i, s) in self.pipeline.stages.iter().enumerate() {
+            let crate::stage::Stage::Custom(c) = s else {
+                continue;
+            };
+            let (pos, cpu) = (i.to_string(), c.cpu());
+            let declared = cpu.metric_families();
+            for (k, labels, v) in cpu.metric_samples() {
+                let Some(f) = declared.get(k) else { continue };
+                if labels.len() != f.labels.len() {
+                    continue;
+                }
+                let mut l = vec![("stage", c.name()), ("position", pos.as_str())];
+                l.extend(
+                    f.labels
+                        .iter()
+                        .map(String::as_str)
+                        .zip(labels.iter().map(String::as_str)),
+                );
+                let m = match f.kind {
+                    MetricKind::Counter => counter(&l, v.max(0.0) as u64),
+                    MetricKind::Gauge => gauge(&l, v),
+                };
+                let e = fams
+                    .entry(format!("pktwarp_{}", f.name))
+                    .or_insert_with(|| (f.help.clone(), f.kind, Vec::new()));
+                e.2.push(m);
+            }
+        }
+        for (name, (help, kind, metrics)) in fams {
+            let ty = match kind {
+                MetricKind::Counter => MetricType::COUNTER,
+                MetricKind::Gauge => MetricType::GAUGE,
+            };
+            out.push_family(&name, &help, ty, metrics);
+        }
+    }
 }
 
 fn lp(pairs: &[(&str, &str)]) -> Vec<LabelPair> {
@@ -230,10 +273,19 @@ impl Out {
         let Some((_, help, ty, _)) = FAMILIES.iter().find(|f| f.0 == name) else {
             return;
         };
+        self.push_family(name, help, *ty, metrics);
+    }
+
+    /// A family of a stage's own (checked when the stage was built: its name is not one of
+    /// [`FAMILIES`]).
+    fn push_family(&mut self, name: &str, help: &str, ty: MetricType, metrics: Vec<proto::Metric>) {
+        if metrics.is_empty() {
+            return;
+        }
         let mut f = MetricFamily::default();
         f.set_name(name.to_string());
         f.set_help(help.to_string());
-        f.set_field_type(*ty);
+        f.set_field_type(ty);
         f.set_metric(metrics);
         self.fams.push(f);
     }
@@ -377,6 +429,7 @@ impl DaemonCollector {
         out.push("pktwarp_ring_occupancy_bursts", occupancy);
         out.push("pktwarp_stage_frames_total", stages);
         out.push("pktwarp_stage_counter_total", self.custom_counters());
+        self.stage_families(out);
         for (fam, samples) in crate::fronthaul::report::metric_families(&self.pipeline) {
             let ms = samples.iter().map(|(l, v)| {
                 let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();

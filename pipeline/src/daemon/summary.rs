@@ -30,6 +30,9 @@ pub struct CustomStageSummary {
     pub name: String,
     /// (counter, value), in the stage's order.
     pub counters: Vec<(String, u64)>,
+    /// The stage's own summary section (`CustomStage::summary_section`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub section: Option<serde_json::Value>,
 }
 
 /// How the GPU executor receives one port whose frames are in GPU memory: `in_place` (gathered
@@ -177,6 +180,13 @@ pub fn summarize(
         .iter()
         .enumerate()
         .filter_map(|(i, st)| match st {
+            // A built-in through the registry door without counters (`ttl`) has no section.
+            stage::Stage::Custom(c)
+                if stage::descriptor::builtin(c.name()).is_some()
+                    && c.counter_names().is_empty() =>
+            {
+                None
+            }
             stage::Stage::Custom(c) => {
                 let counters = c.counters().into_iter();
                 let counters = counters.map(|(n, v)| (n.to_string(), v)).collect();
@@ -184,6 +194,7 @@ pub fn summarize(
                     position: i,
                     name: c.name().to_string(),
                     counters,
+                    section: c.cpu().summary_section(),
                 })
             }
             // The built-in responder's replies, labelled as a stage's own counters are.
@@ -195,6 +206,7 @@ pub fn summarize(
                     .zip(r.op.counters())
                     .map(|(n, v)| (n.to_string(), v))
                     .collect(),
+                section: None,
             }),
             _ => None,
         })

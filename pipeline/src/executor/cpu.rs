@@ -18,6 +18,7 @@ use crate::port::out::{Destinations, OutPorts, OutTally};
 use crate::port::{PortError, RxPort, RxStatus, TxPort};
 use crate::ring::OnFull;
 use crate::ring::{self, Consumer, Producer};
+use crate::stage::hooks::HookDriver;
 use crate::stage::Pipeline;
 use crate::steer::Steering;
 use crate::threads::spawn_named;
@@ -140,6 +141,9 @@ fn wait_on(backoff: &Backoff) {
     }
 }
 
+/// How often the hook thread looks for a newly published stage-parameter generation.
+const HOOK_POLL: Duration = Duration::from_millis(2);
+
 /// Runs the pipeline until every receiving port is exhausted (or `shared.stop` is set), then
 /// drains the queues and flushes the output.
 pub fn run(
@@ -196,6 +200,8 @@ pub fn run_out(
     let errors = std::sync::Mutex::new(Vec::new());
     let port_counters = std::sync::Mutex::new(Vec::new());
     let tallies = std::sync::Mutex::new(Vec::new());
+    let pipeline = &spec.pipeline;
+    let mut hooks = HookDriver::start(pipeline, "cpu", pipeline.params_generation());
 
     std::thread::scope(|s| {
         // Ingest threads.
@@ -258,6 +264,7 @@ pub fn run_out(
                 workers_done.fetch_add(1, Ordering::Release);
             });
         }
+        spawn_hooks(s, &mut hooks, pipeline, &workers_done, nq);
         // The workers hold the only senders: the verifier ends after the last worker.
         drop(verify.taps);
         if let Some((v, rx)) = verify.verifier {
@@ -291,6 +298,7 @@ pub fn run_out(
             });
         }
     });
+    hooks.end(pipeline);
     let mut port_counters = port_counters.into_inner().unwrap_or_default();
     port_counters.sort();
     RunOutcome {
@@ -299,6 +307,26 @@ pub fn run_out(
         port_counters,
         out: tallies.into_inner().unwrap_or_default(),
     }
+}
+
+/// The registered stages' host hooks on a thread of their own, beside the workers until the
+/// last one ends (none when no stage has hooks).
+fn spawn_hooks<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    hooks: &'s mut HookDriver,
+    pipeline: &'s Pipeline,
+    workers_done: &'s AtomicU64,
+    nq: usize,
+) {
+    if hooks.is_empty() {
+        return;
+    }
+    spawn_named(s, "pw-hooks".to_string(), move || {
+        while workers_done.load(Ordering::Acquire) < nq as u64 {
+            hooks.poll(pipeline, pipeline.params_generation());
+            std::thread::sleep(hooks.sleep_for(HOOK_POLL));
+        }
+    });
 }
 
 /// Worker -> TX rings (TX returns the slot to the right ingest through the worker's free ring
@@ -794,10 +822,13 @@ pub mod zero_copy {
                 ..RunOutcome::default()
             };
         }
+        let pipeline: &Pipeline = &spec.pipeline;
+        let mut hooks = HookDriver::start(pipeline, "cpu", pipeline.params_generation());
+        let (workers, done) = (handles.len(), AtomicU64::new(0));
         std::thread::scope(|s| {
             for (q, r, t) in handles {
                 let shared = Arc::clone(shared);
-                let errors = &errors;
+                let (errors, done) = (&errors, &done);
                 spawn_named(s, format!("pw-q{q}"), move || {
                     let label = format!("dpdk:{}", r.port().setup().name);
                     if let Err(e) = worker(spec, &shared, q, r, t) {
@@ -805,9 +836,12 @@ pub mod zero_copy {
                             v.push(format!("{label}: {e}"));
                         }
                     }
+                    done.fetch_add(1, Ordering::Release);
                 });
             }
+            super::spawn_hooks(s, &mut hooks, pipeline, &done, workers);
         });
+        hooks.end(pipeline);
         RunOutcome {
             elapsed: start.elapsed(),
             errors: errors.into_inner().unwrap_or_default(),

@@ -68,11 +68,55 @@ pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
     },
         drop_reasons: &[crate::verdict::DropReason::TtlExpired],
         counters: &[],
-        gpu: crate::stage::descriptor::GpuImpl::Library {
-        function: "pw_stage_ttl",
-    },
+        gpu: crate::stage::descriptor::GpuImpl::Own,
         reloads: false,
     };
+
+/// `ttl` comes through the registry door, as a registered stage does: this factory builds it
+/// (no options), its Rust side is [`Ttl`] as a `CustomStage` that writes the frame, and its CUDA
+/// side is `pw_stage_ttl` of the kernel library's rewrite header.
+pub fn factory() -> std::sync::Arc<dyn crate::stage::StageFactory> {
+    std::sync::Arc::new(TtlFactory)
+}
+
+/// The CUDA side: the library's device function, by its header (inlined once however many
+/// stages include it).
+const GPU_SOURCE: &str = "/* `ttl`: pw_stage_ttl */\n#include \"rewrite_stages.cuh\"\n";
+
+struct TtlFactory;
+
+impl crate::stage::StageFactory for TtlFactory {
+    fn build(&self, options: &serde_json::Value) -> anyhow::Result<crate::stage::BuiltStage> {
+        if !(options.is_null() || options.as_object().is_some_and(|m| m.is_empty())) {
+            anyhow::bail!("`ttl` takes no options, got {options}");
+        }
+        Ok(crate::stage::BuiltStage {
+            cpu: std::sync::Arc::new(Ttl),
+            gpu: Some(crate::stage::GpuStage {
+                source: GPU_SOURCE.into(),
+                function: "pw_stage_ttl".into(),
+                params: Vec::new(),
+                counter_names: Vec::new(),
+                buffers: Vec::new(),
+            }),
+        })
+    }
+}
+
+impl crate::stage::CustomStage for Ttl {
+    /// Never called: the stage writes the frame, so the executors call `process_mut`.
+    fn process(&self, _: &[u8], _: &PacketMeta, _: &mut Verdict) {}
+
+    fn process_mut(
+        &self,
+        frame: &mut crate::stage::FrameMut<'_>,
+        meta: &mut PacketMeta,
+        verdict: &mut Verdict,
+    ) {
+        let out = self.apply(frame.bytes_mut(), meta, verdict);
+        crate::rewrite::stage::apply_outcome(out, verdict, &[]);
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -144,5 +188,48 @@ mod tests {
         assert_eq!(Ttl.apply(&mut f, &mut m, &Verdict::PASS), Outcome::Skipped);
         m.l3_offset = 60000;
         assert_eq!(Ttl.apply(&mut f, &mut m, &Verdict::PASS), Outcome::Skipped);
+    }
+
+    /// `- ttl` comes through the registry door: a registered-style stage with its descriptor,
+    /// writing the frame, dropping `ttl_expired`, kept by a reload, refusing options.
+    #[test]
+    fn the_config_key_builds_the_stage_through_the_registry_door() {
+        use crate::burst::{Burst, FrameDesc};
+        use crate::stage::config::StageConfig;
+        use crate::stage::Stage;
+        let cfgs = [StageConfig::Parse, StageConfig::Ttl];
+        let p = crate::stage::build(&cfgs, |p| p.to_path_buf()).unwrap();
+        let Stage::Custom(slot) = &p.stages[1] else {
+            panic!("ttl is built by its factory")
+        };
+        assert_eq!(slot.descriptor(), Some(&DESCRIPTOR));
+        assert_eq!(
+            p.stages[1].drop_reasons(),
+            [crate::verdict::DropReason::TtlExpired]
+        );
+        assert_eq!(p.stage_names(), ["parse", "ttl"]);
+        assert!(p.rewrites() && p.gpu_refusal().is_none());
+        let mut b = Burst::default();
+        for (ttl, f) in [(9u8, frame(false, 9)), (1, frame(true, 1))] {
+            let d = FrameDesc {
+                len: f.len() as u32,
+                wire_len: f.len() as u32,
+                ..FrameDesc::default()
+            };
+            b.push(&f, d);
+            assert_eq!(f[14 + if ttl == 9 { 8 } else { 7 }], ttl);
+        }
+        let c = crate::counters::QueueCounters::new(2, 0);
+        let (mut m, mut v) = (Vec::new(), Vec::new());
+        p.run_burst_mut(&mut b, &mut m, &mut v, &c);
+        assert_eq!(b.frame(0)[14 + 8], 8, "decremented in place");
+        assert_eq!(v[1].reason, Some(crate::verdict::DropReason::TtlExpired));
+        let r = p.reload_stage_options(&cfgs).unwrap();
+        assert!(r.rebuilt.is_empty());
+        let e = factory()
+            .build(&serde_json::json!({ "by": 2 }))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("takes no options"), "{e}");
     }
 }

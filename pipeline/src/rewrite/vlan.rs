@@ -164,6 +164,7 @@ pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
         summary: "the outermost VLAN tag (a push grows the frame 4 bytes in its frame room; without the room: `too_long` drop)",
         needs: crate::stage::descriptor::StageNeeds {
         writes_frame: true,
+        frame_room: 4,
         ..crate::stage::descriptor::StageNeeds::NONE
     },
         drop_reasons: &[crate::verdict::DropReason::TooLong],

@@ -271,3 +271,39 @@ fn steering_offload_bad_values_name_file_line_and_key() {
     let e = steering_cfg("  offlaod: off").expect_err("misspelt key");
     assert!(e.to_string().contains("offlaod"), "{e}");
 }
+
+/// A stage that keeps per-flow state: its needs say so, and until the flow table is there the
+/// config check refuses it, naming the stage, its line and key (before either executor runs).
+#[test]
+fn a_stage_keeping_flow_state_is_refused_with_its_line_until_the_flow_table() {
+    struct Stateful;
+    impl StageFactory for Stateful {
+        fn build(&self, o: &serde_json::Value) -> anyhow::Result<BuiltStage> {
+            MaxLenFactory { reads_meta: false }.build(o)
+        }
+        fn needs(&self) -> crate::stage::StageNeeds {
+            crate::stage::StageNeeds {
+                keeps_flow_state: Some(32),
+                ..crate::stage::StageNeeds::META
+            }
+        }
+    }
+    let mut r = registry();
+    r.register("stateful", Arc::new(Stateful)).unwrap();
+    let cfg = parse("  - parse\n  - custom: { name: stateful, max_len: 9 }").unwrap();
+    let e = config::check_custom_stages(&cfg, &r).unwrap_err();
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (6, "pipeline[1].custom.name"),
+        "{e}"
+    );
+    assert!(e.message.contains("custom stage `stateful`"), "{e}");
+    assert!(e.message.contains("32 bytes of state per flow"), "{e}");
+    // Built outside the config check, the pipeline is refused the same way.
+    let stages: Vec<StageConfig> = cfg.pipeline.iter().map(|s| s.value.clone()).collect();
+    let e = build_with(&stages, |p| p.to_path_buf(), &r).err().unwrap();
+    assert!(
+        format!("{e:#}").contains("neither executor runs yet"),
+        "{e:#}"
+    );
+}

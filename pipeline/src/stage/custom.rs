@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use crate::stage::registry::{check_built, BuiltStage, GpuStage, StageFactory, StageRegistry};
+use crate::stage::descriptor::StageNeeds;
+use crate::stage::registry::{
+    check_built, check_needs, BuiltStage, GpuStage, StageFactory, StageRegistry,
+};
 use crate::stage::run::CustomStage;
 
 /// A `custom:` stage, ready to run. A reload with other options rebuilds it aside (by the
@@ -19,7 +22,10 @@ pub struct CustomSlot {
     built: ArcSwap<Built>,
     /// The factory that built it (`None` for a stage made outside a registry: not reloadable).
     factory: Option<Arc<dyn StageFactory>>,
-    reads_meta: bool,
+    /// What it needs of the data path (its descriptor's or its factory's `needs`).
+    needs: StageNeeds,
+    /// Its descriptor, when it was registered with one.
+    descriptor: Option<&'static crate::stage::descriptor::StageDescriptor>,
     counter_names: Vec<String>,
     /// The stage's counters as a GPU executor last read them from the device (summed over its
     /// queues), same order as `counter_names`: the CPU implementation never ran there, so
@@ -56,23 +62,57 @@ impl CustomSlot {
         options: &serde_json::Value,
         registry: &StageRegistry,
     ) -> anyhow::Result<CustomSlot> {
-        let built = registry.build(name, options)?;
         let factory = registry.get(name);
-        let reads_meta = factory.as_ref().is_none_or(|f| f.reads_meta());
-        let mut slot = Self::with_parts(name, options.clone(), built, reads_meta);
+        let needs = registry.needs(name).unwrap_or(StageNeeds::META);
+        check_needs(&needs).map_err(|e| anyhow::anyhow!("custom stage `{name}`: {e:#}"))?;
+        let built = registry.build(name, options)?;
+        let mut slot = Self::with_parts(name, options.clone(), built, needs);
         slot.factory = factory;
+        slot.descriptor = registry.descriptor(name);
+        Ok(slot)
+    }
+
+    /// A built-in that comes through the registry door: built by its factory from its options,
+    /// described by its descriptor (its name is reserved, so it is in no registry).
+    pub(crate) fn builtin(
+        d: &'static crate::stage::descriptor::StageDescriptor,
+        factory: Arc<dyn StageFactory>,
+        options: &serde_json::Value,
+    ) -> anyhow::Result<CustomSlot> {
+        let built = factory
+            .build(options)
+            .and_then(|b| check_built(&b).map(|()| b))
+            .map_err(|e| anyhow::anyhow!("stage `{}`: {e:#}", d.name))?;
+        let mut slot = Self::with_parts(d.name, options.clone(), built, d.needs);
+        slot.factory = Some(factory);
+        slot.descriptor = Some(d);
         Ok(slot)
     }
 
     /// A stage made by the application itself, outside any registry and config (checked as the
     /// registry checks a factory's output). `reads_meta`: whether it needs `parse` before it.
     pub fn new(name: &str, built: BuiltStage, reads_meta: bool) -> anyhow::Result<CustomSlot> {
-        check_built(&built).map_err(|e| anyhow::anyhow!("custom stage `{name}`: {e:#}"))?;
+        let needs = StageNeeds {
+            reads_meta,
+            ..StageNeeds::NONE
+        };
+        Self::with_needs(name, built, needs)
+    }
+
+    /// [`CustomSlot::new`] with the stage's whole needs (a stage that writes the frame, ...).
+    pub fn with_needs(
+        name: &str,
+        built: BuiltStage,
+        needs: StageNeeds,
+    ) -> anyhow::Result<CustomSlot> {
+        let named = |e: anyhow::Error| anyhow::anyhow!("custom stage `{name}`: {e:#}");
+        check_needs(&needs).map_err(named)?;
+        check_built(&built).map_err(named)?;
         Ok(Self::with_parts(
             name,
             serde_json::Value::Null,
             built,
-            reads_meta,
+            needs,
         ))
     }
 
@@ -80,7 +120,7 @@ impl CustomSlot {
         name: &str,
         options: serde_json::Value,
         built: BuiltStage,
-        reads_meta: bool,
+        needs: StageNeeds,
     ) -> CustomSlot {
         let counter_names = built.cpu.counter_names();
         CustomSlot {
@@ -93,7 +133,8 @@ impl CustomSlot {
                 stage: built,
             }),
             factory: None,
-            reads_meta,
+            needs,
+            descriptor: None,
             rebuilds: AtomicU64::new(0),
         }
     }
@@ -108,7 +149,18 @@ impl CustomSlot {
     }
 
     pub fn reads_meta(&self) -> bool {
-        self.reads_meta
+        self.needs.reads_meta
+    }
+
+    /// What the stage needs of the data path.
+    pub fn needs(&self) -> StageNeeds {
+        self.needs
+    }
+
+    /// Its descriptor, when it was registered with one
+    /// ([`crate::stage::StageRegistry::register_stage`]).
+    pub fn descriptor(&self) -> Option<&'static crate::stage::descriptor::StageDescriptor> {
+        self.descriptor
     }
 
     /// The Rust implementation in force (CPU executor, and the reference).
@@ -154,6 +206,13 @@ impl CustomSlot {
             anyhow::bail!(
                 "custom stage `{}`: the new options change the stage's counters; restart to \
                  apply them",
+                self.name
+            );
+        }
+        if new.cpu.metric_families() != cur.stage.cpu.metric_families() {
+            anyhow::bail!(
+                "custom stage `{}`: the new options change the stage's metric families; restart \
+                 to apply them",
                 self.name
             );
         }

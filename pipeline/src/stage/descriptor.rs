@@ -30,6 +30,13 @@ pub struct StageNeeds {
     pub reads_time: bool,
     /// Sets the frame's send time (`Verdict::send_ns`).
     pub sets_send_time: bool,
+    /// With `writes_frame`: the most bytes the stage grows a frame by, which the executors
+    /// leave after every frame (the frame room; `vlan`'s push takes 4).
+    pub frame_room: u16,
+    /// Keeps state per flow: the bytes of one flow's state. The executors will give such a
+    /// stage its flow's state beside each frame; until the flow table is there, they refuse it
+    /// (a config error naming the stage).
+    pub keeps_flow_state: Option<u32>,
 }
 
 impl StageNeeds {
@@ -40,6 +47,8 @@ impl StageNeeds {
         reads_payload: false,
         reads_time: false,
         sets_send_time: false,
+        frame_room: 0,
+        keeps_flow_state: None,
     };
     /// Reads the metadata only.
     pub const META: StageNeeds = StageNeeds {
@@ -57,7 +66,8 @@ pub enum GpuImpl {
     /// gpu-kernels/cuda, listed in `pktwarp_kernels::codegen::LIBRARY_STAGES` with the same
     /// needs (a test holds the two equal; the kernel crate sits below this one).
     Library { function: &'static str },
-    /// The stage's own CUDA source, given when it is built (a registered stage).
+    /// The stage's own CUDA source, given when it is built (a registered stage, or a built-in
+    /// through the registry door, `ttl`, whose source names its library header).
     Own,
     /// No GPU implementation: the GPU executor refuses a pipeline with it.
     CpuOnly,

@@ -43,6 +43,8 @@ pub struct GpuStageRef<'a> {
     /// An `acl` stage whose rule set has rewrite actions (`set:`): on the GPU it is
     /// `pw_stage_acl_rw`, which writes the frame ([`GpuStageRef::builtin_spec`]).
     pub acl_rewrites: bool,
+    /// A user stage whose needs say `writes_frame`: its CUDA function takes `pw_frame *`.
+    pub custom_writes: bool,
 }
 
 impl GpuStageRef<'_> {
@@ -70,7 +72,6 @@ impl Stage {
             // The rewrite stages (gpu-kernels/cuda/rewrite_stages.cuh; blocks: rewrite::gpu).
             Stage::L2fwd(op) => Some(block(rw::l2fwd_block(op))),
             Stage::Vlan(op) => Some(block(rw::vlan_block(op))),
-            Stage::Ttl(_) => Some(GpuParams::default()),
             Stage::Dscp(op) => Some(block(rw::dscp_block(op))),
             // The table in force: a reload's new table moves `Pipeline::params_generation` on,
             // and the GPU host side then publishes the block built here.
@@ -94,7 +95,6 @@ impl Stage {
             },
             Stage::L2fwd(_)
             | Stage::Vlan(_)
-            | Stage::Ttl(_)
             | Stage::Dscp(_)
             | Stage::Route(_)
             | Stage::Respond(_)
@@ -132,6 +132,7 @@ impl Pipeline {
                     custom,
                     library,
                     acl_rewrites: matches!(s, Stage::Acl(a) if a.current().has_rewrites()),
+                    custom_writes: matches!(s, Stage::Custom(c) if c.needs().writes_frame),
                 }
             })
             .collect()
@@ -232,7 +233,6 @@ mod tests {
             Stage::Parse,
             Stage::L2fwd(rw::L2fwd::swap()),
             Stage::Vlan(rw::Vlan::Pop),
-            Stage::Ttl(rw::Ttl),
             Stage::Dscp(rw::Dscp { dscp: 1 }),
             Stage::Respond(Box::new(crate::rewrite::stage::RespondSlot {
                 op: respond,
@@ -255,7 +255,6 @@ mod tests {
             [
                 gpu::L2FWD_BLOCK,
                 gpu::VLAN_BLOCK,
-                0,
                 gpu::DSCP_BLOCK,
                 gpu::RESPOND_INGRESS_AT + 6
             ]

@@ -1,5 +1,8 @@
 //! Stages: one step of per-packet work, each with a Rust (reference, CPU) and a CUDA implementation.
 pub mod acl;
+pub mod api;
+#[cfg(test)]
+mod api_tests;
 mod burstwise;
 #[cfg(test)]
 mod burstwise_acl_tests;
@@ -12,6 +15,7 @@ pub mod descriptor;
 #[cfg(test)]
 mod fronthaul_tests;
 pub mod gpu_list;
+pub mod hooks;
 pub mod params;
 pub mod parse;
 pub mod registry;
@@ -19,6 +23,7 @@ pub mod registry;
 mod reload_tests;
 pub mod run;
 
+pub use api::{FrameMut, HookCtx, MetricKind, StageHooks, StageMetricFamily};
 pub use custom::CustomSlot;
 pub use descriptor::{GpuImpl, StageDescriptor, StageNeeds, BUILTINS};
 pub use gpu_list::{GpuParams, GpuStageKind, GpuStageRef};

@@ -56,6 +56,9 @@ impl Pipeline {
                         built.push((slot, b));
                     }
                 }
+                // A built-in through the registry door (`ttl`): its options are not reloaded.
+                (Stage::Custom(slot), cfg)
+                    if !matches!(cfg, StageConfig::Custom(_)) && cfg.name() == slot.name() => {}
                 (Stage::Custom(slot), _) => anyhow::bail!(
                     "pipeline[{i}]: the running stage `{}` is not in the new config",
                     slot.name()

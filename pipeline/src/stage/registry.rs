@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
+use crate::stage::descriptor::{GpuImpl, StageDescriptor, StageNeeds};
 use crate::stage::run::CustomStage;
 
 /// Most named counters one stage may have: a stage's GPU counter block holds 8 words and word 0
@@ -38,6 +39,12 @@ pub const MAX_GPU_PARAMS: usize = 64 * 1024;
 /// Longest stage or counter name: names are metrics label values and log fields.
 pub const MAX_NAME_LEN: usize = 64;
 
+/// Most frame room one stage may ask for (bytes after every frame, in every ring slot).
+pub const MAX_FRAME_ROOM: u16 = 256;
+
+/// Most per-flow state one stage may ask for (bytes a flow, in every flow table entry).
+pub const MAX_FLOW_STATE: u32 = 1024;
+
 /// Builds a user stage from its YAML options.
 pub trait StageFactory: Send + Sync {
     /// Builds the stage from its YAML options (everything under `custom:` except `name`).
@@ -47,6 +54,17 @@ pub trait StageFactory: Send + Sync {
     /// config error otherwise). Default: it does.
     fn reads_meta(&self) -> bool {
         true
+    }
+
+    /// What the stage needs of the data path, as a built-in's descriptor says it: the
+    /// executors plan from it (`writes_frame`: the stage gets the frame writable, through
+    /// [`CustomStage::process_mut`] and `pw_frame *` on the GPU, with `frame_room` bytes after
+    /// it). Default: the metadata as [`StageFactory::reads_meta`] says, nothing else.
+    fn needs(&self) -> StageNeeds {
+        StageNeeds {
+            reads_meta: self.reads_meta(),
+            ..StageNeeds::NONE
+        }
     }
 }
 
@@ -78,6 +96,8 @@ pub struct GpuStage {
 #[derive(Clone, Default)]
 pub struct StageRegistry {
     custom: BTreeMap<String, Arc<dyn StageFactory>>,
+    /// The descriptors of the stages registered with one ([`StageRegistry::register_stage`]).
+    described: BTreeMap<String, &'static StageDescriptor>,
 }
 
 impl std::fmt::Debug for StageRegistry {
@@ -101,6 +121,49 @@ impl StageRegistry {
         }
         self.custom.insert(name.to_string(), factory);
         Ok(())
+    }
+
+    /// Registers a stage described as a built-in is: its [`StageDescriptor`] (name, usage,
+    /// summary, needs, drop reasons, counters, `GpuImpl::Own` or `CpuOnly`) and the factory that
+    /// builds it. Its needs are the descriptor's (the factory's `needs` is not asked), and a
+    /// build whose counters differ from the descriptor's is refused. `pktwarp stages` lists it
+    /// as it lists the built-ins.
+    pub fn register_stage(
+        &mut self,
+        d: &'static StageDescriptor,
+        factory: Arc<dyn StageFactory>,
+    ) -> anyhow::Result<()> {
+        let named = |e: anyhow::Error| anyhow::anyhow!("cannot register stage `{}`: {e:#}", d.name);
+        if !matches!(d.gpu, GpuImpl::Own | GpuImpl::CpuOnly) {
+            return Err(named(anyhow::anyhow!(
+                "its GPU implementation is {:?}: a registered stage brings its own CUDA (Own) or \
+                 none (CpuOnly)",
+                d.gpu
+            )));
+        }
+        check_needs(&d.needs).map_err(named)?;
+        if d.counters.len() > MAX_STAGE_COUNTERS {
+            return Err(named(anyhow::anyhow!(
+                "{} counters, at most {MAX_STAGE_COUNTERS}",
+                d.counters.len()
+            )));
+        }
+        self.register(d.name, factory)?;
+        self.described.insert(d.name.to_string(), d);
+        Ok(())
+    }
+
+    /// The descriptor of a stage registered with one.
+    pub fn descriptor(&self, name: &str) -> Option<&'static StageDescriptor> {
+        self.described.get(name).copied()
+    }
+
+    /// What the stage registered under `name` needs: its descriptor's, else its factory's.
+    pub fn needs(&self, name: &str) -> Option<StageNeeds> {
+        match self.descriptor(name) {
+            Some(d) => Some(d.needs),
+            None => self.get(name).map(|f| f.needs()),
+        }
     }
 
     /// The factory registered under `name`.
@@ -132,6 +195,19 @@ impl StageRegistry {
             .build(options)
             .with_context(|| format!("custom stage `{name}`"))?;
         check_built(&built).with_context(|| format!("custom stage `{name}`"))?;
+        if let Some(d) = self.descriptor(name) {
+            let names = built.cpu.counter_names();
+            if names
+                .iter()
+                .map(String::as_str)
+                .ne(d.counters.iter().copied())
+            {
+                anyhow::bail!(
+                    "custom stage `{name}`: its counters {names:?} differ from its descriptor's {:?}",
+                    d.counters
+                );
+            }
+        }
         Ok(built)
     }
 }
@@ -153,6 +229,39 @@ pub(crate) fn check_name(name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What a registered stage may need today: the executors give a registered stage the
+/// metadata, a writable frame with room, and the whole frame; not yet the receive or send time.
+pub(crate) fn check_needs(n: &StageNeeds) -> anyhow::Result<()> {
+    if n.reads_time || n.sets_send_time {
+        anyhow::bail!(
+            "needs the frame's receive or send time, which the executors give built-in stages \
+             only for now"
+        );
+    }
+    if n.frame_room > 0 && !n.writes_frame {
+        anyhow::bail!(
+            "asks for {} bytes of frame room without `writes_frame`",
+            n.frame_room
+        );
+    }
+    if n.frame_room > MAX_FRAME_ROOM {
+        anyhow::bail!(
+            "asks for {} bytes of frame room, at most {MAX_FRAME_ROOM}",
+            n.frame_room
+        );
+    }
+    match n.keeps_flow_state {
+        None => Ok(()),
+        Some(b) if b == 0 || b > MAX_FLOW_STATE => anyhow::bail!(
+            "keeps_flow_state of {b} bytes a flow: 1 to {MAX_FLOW_STATE} (no state: None)"
+        ),
+        Some(b) => anyhow::bail!(
+            "keeps {b} bytes of state per flow (needs keeps_flow_state), which neither executor \
+             runs yet: the flow table that holds the state is not there"
+        ),
+    }
+}
+
 /// The factory's output is the application's code, not trusted input to the data path: a bad
 /// stage is refused at start, with what is wrong.
 pub(crate) fn check_built(b: &BuiltStage) -> anyhow::Result<()> {
@@ -166,6 +275,7 @@ pub(crate) fn check_built(b: &BuiltStage) -> anyhow::Result<()> {
             anyhow::bail!("counter `{n}` named twice");
         }
     }
+    check_families(&b.cpu.metric_families())?;
     if let Some(g) = &b.gpu {
         if g.counter_names != names {
             anyhow::bail!(
@@ -186,6 +296,49 @@ pub(crate) fn check_built(b: &BuiltStage) -> anyhow::Result<()> {
                 "CUDA parameter block of {} bytes, at most {MAX_GPU_PARAMS}",
                 g.params.len()
             );
+        }
+    }
+    Ok(())
+}
+
+/// Most metric families one stage may declare.
+pub const MAX_STAGE_FAMILIES: usize = 16;
+
+/// A stage's own metric families: plain names (`pktwarp_` + the name), not one of the
+/// daemon's, a counter's ending in `_total`; plain label names, not `stage` or `position` (the
+/// collector adds those), none twice.
+fn check_families(fams: &[crate::stage::api::StageMetricFamily]) -> anyhow::Result<()> {
+    use crate::stage::api::MetricKind;
+    if fams.len() > MAX_STAGE_FAMILIES {
+        anyhow::bail!(
+            "{} metric families, at most {MAX_STAGE_FAMILIES}",
+            fams.len()
+        );
+    }
+    for (i, f) in fams.iter().enumerate() {
+        let full = format!("pktwarp_{}", f.name);
+        let ctx = || format!("metric family `{full}`");
+        check_name(&f.name).with_context(ctx)?;
+        if crate::control::metrics::FAMILIES
+            .iter()
+            .any(|d| d.0 == full)
+        {
+            anyhow::bail!("{}: the daemon has a family of that name", ctx());
+        }
+        if fams[..i].iter().any(|g| g.name == f.name) {
+            anyhow::bail!("{}: declared twice", ctx());
+        }
+        if f.kind == MetricKind::Counter && !f.name.ends_with("_total") {
+            anyhow::bail!("{}: a counter's name ends in `_total`", ctx());
+        }
+        for (k, l) in f.labels.iter().enumerate() {
+            check_name(l).with_context(|| format!("{}: label {k}", ctx()))?;
+            if l == "stage" || l == "position" || f.labels[..k].contains(l) {
+                anyhow::bail!(
+                    "{}: label `{l}` is the collector's own (`stage`, `position`) or given twice",
+                    ctx()
+                );
+            }
         }
     }
     Ok(())
@@ -334,6 +487,98 @@ mod tests {
             .err()
             .unwrap();
         assert!(format!("{e:#}").contains("differ"), "{e:#}");
+    }
+
+    #[test]
+    fn bad_metric_families_are_refused_naming_them() {
+        use crate::stage::api::{MetricKind, StageMetricFamily};
+        let fam = |name: &str, kind, labels: &[&str]| StageMetricFamily {
+            name: name.into(),
+            help: "h".into(),
+            kind,
+            labels: labels.iter().map(|l| l.to_string()).collect(),
+        };
+        let ok = fam("guard_flows_total", MetricKind::Counter, &["dir"]);
+        assert!(check_families(std::slice::from_ref(&ok)).is_ok());
+        let err = |f: Vec<StageMetricFamily>| format!("{:#}", check_families(&f).unwrap_err());
+        assert!(err(vec![fam("guard_flows", MetricKind::Counter, &[])]).contains("_total"));
+        assert!(err(vec![fam("drops_total", MetricKind::Counter, &[])]).contains("daemon"));
+        assert!(err(vec![ok.clone(), ok.clone()]).contains("twice"));
+        assert!(err(vec![fam("g", MetricKind::Gauge, &["stage"])]).contains("`stage`"));
+        assert!(err(vec![fam("g", MetricKind::Gauge, &["a", "a"])]).contains("twice"));
+        assert!(err(vec![fam("G-x", MetricKind::Gauge, &[])]).contains("pktwarp_G-x"));
+        assert!(err(vec![fam("g", MetricKind::Gauge, &["Bad"])]).contains("label 0"));
+    }
+
+    #[test]
+    fn needs_a_registered_stage_cannot_have_are_refused() {
+        let n = |f: &dyn Fn(&mut StageNeeds)| {
+            let mut n = StageNeeds::META;
+            f(&mut n);
+            check_needs(&n)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert_eq!(n(&|_| {}), "");
+        assert_eq!(
+            n(&|x| {
+                x.writes_frame = true;
+                x.frame_room = MAX_FRAME_ROOM;
+            }),
+            ""
+        );
+        assert!(n(&|x| x.frame_room = 4).contains("without `writes_frame`"));
+        assert!(n(&|x| {
+            x.writes_frame = true;
+            x.frame_room = MAX_FRAME_ROOM + 1;
+        })
+        .contains("at most"));
+        assert!(n(&|x| x.reads_time = true).contains("receive or send time"));
+        assert!(n(&|x| x.sets_send_time = true).contains("receive or send time"));
+        // Per-flow state has its place in the needs; the executors refuse it for now.
+        assert!(n(&|x| x.keeps_flow_state = Some(16)).contains("neither executor runs yet"));
+        assert!(n(&|x| x.keeps_flow_state = Some(0)).contains("1 to 1024"));
+        assert!(n(&|x| x.keeps_flow_state = Some(MAX_FLOW_STATE + 1)).contains("1 to 1024"));
+    }
+
+    #[test]
+    fn a_described_stage_builds_only_with_its_descriptors_counters() {
+        static D: StageDescriptor = StageDescriptor {
+            name: "drop_byte",
+            usage: "`custom: { name: drop_byte, byte }`",
+            summary: "drops frames starting with a byte",
+            needs: StageNeeds::NONE,
+            drop_reasons: &[crate::verdict::DropReason::StageDrop],
+            counters: &["other"],
+            gpu: GpuImpl::Own,
+            reloads: false,
+        };
+        let mut r = StageRegistry::default();
+        r.register_stage(&D, factory()).unwrap();
+        assert_eq!(r.needs("drop_byte"), Some(StageNeeds::NONE));
+        let e = r
+            .build("drop_byte", &serde_json::json!({"byte": 1}))
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string().contains("differ from its descriptor's"),
+            "{e}"
+        );
+        static FLOWS: StageDescriptor = StageDescriptor {
+            name: "flows",
+            needs: StageNeeds {
+                keeps_flow_state: Some(8),
+                ..StageNeeds::NONE
+            },
+            ..D
+        };
+        let e = r.register_stage(&FLOWS, factory()).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("neither executor runs yet"),
+            "{e:#}"
+        );
+        assert!(r.get("flows").is_none());
     }
 
     #[test]

@@ -18,25 +18,7 @@ use crate::stage::parse;
 use crate::stage::registry::StageRegistry;
 use crate::verdict::{Action, DropReason, Verdict};
 
-/// A stage written on the library (CPU executor): runs on every frame that reaches it, after the
-/// stages before it, and may change the frame's verdict (a drop stops the pipeline for that
-/// frame). Shared by every worker, so per-frame state must be atomic or per-thread.
-pub trait CustomStage: Send + Sync {
-    /// Called once per frame. `meta` is filled when a `parse` stage ran before this one.
-    fn process(&self, frame: &[u8], meta: &PacketMeta, verdict: &mut Verdict);
-
-    /// Names of the stage's counters (at most 7; the same as its CUDA implementation's
-    /// `GpuStage::counter_names`). Default: none.
-    fn counter_names(&self) -> Vec<String> {
-        Vec::new()
-    }
-
-    /// The values of the named counters, same order as [`CustomStage::counter_names`], so the
-    /// CPU and GPU executors report the same counters. Default: none.
-    fn counters(&self) -> Vec<u64> {
-        Vec::new()
-    }
-}
+pub use crate::stage::api::CustomStage;
 
 /// Most stages one pipeline may have.
 pub const MAX_STAGES: usize = 16;
@@ -55,7 +37,6 @@ pub enum Stage {
     /// Rewrite stages (`crate::rewrite`): they change the frame in place.
     L2fwd(crate::rewrite::L2fwd),
     Vlan(crate::rewrite::Vlan),
-    Ttl(crate::rewrite::Ttl),
     Dscp(crate::rewrite::Dscp),
     Route(Box<crate::rewrite::stage::RouteSlot>),
     /// ARP / ICMP echo responder (`respond:`): answers in place, out of the ingress port.
@@ -86,19 +67,19 @@ impl AclSlot {
 }
 
 impl Stage {
-    /// The built-in stage's descriptor; `None` for a registered (`custom:`) stage, whose
-    /// description its factory and built stage give.
+    /// The stage's descriptor: a built-in's, or a registered stage's when it was registered
+    /// with one (`StageRegistry::register_stage`); `None` for a stage registered by factory
+    /// alone, whose description its factory and built stage give.
     pub fn descriptor(&self) -> Option<&'static StageDescriptor> {
         use crate::rewrite as rw;
         Some(match self {
             Stage::Parse => &parse::DESCRIPTOR,
             Stage::Count => &crate::stage::count::DESCRIPTOR,
             Stage::Acl(_) => &crate::stage::acl::DESCRIPTOR,
-            Stage::Custom(_) => return None,
+            Stage::Custom(c) => return c.descriptor(),
             Stage::Fronthaul(_) => &crate::fronthaul::stage::DESCRIPTOR,
             Stage::L2fwd(_) => &rw::l2fwd::DESCRIPTOR,
             Stage::Vlan(_) => &rw::vlan::DESCRIPTOR,
-            Stage::Ttl(_) => &rw::ttl::DESCRIPTOR,
             Stage::Dscp(_) => &rw::dscp::DESCRIPTOR,
             Stage::Route(_) => &rw::route::DESCRIPTOR,
             Stage::Respond(_) => &rw::respond::DESCRIPTOR,
@@ -126,7 +107,11 @@ impl Stage {
     /// The drop reasons the stage may give.
     pub fn drop_reasons(&self) -> &'static [DropReason] {
         match self {
-            Stage::Custom(_) => &[DropReason::StageDrop],
+            // A registered stage's descriptor says its reasons; without one it may give
+            // `stage_drop` (what a drop that names no reason becomes).
+            Stage::Custom(c) => c
+                .descriptor()
+                .map_or(&[DropReason::StageDrop], |d| d.drop_reasons),
             s => s.descriptor().map_or(&[], |d| d.drop_reasons),
         }
     }
@@ -136,7 +121,7 @@ impl Stage {
     pub fn rewrites(&self) -> bool {
         match self {
             Stage::Acl(a) => a.current().has_rewrites(),
-            Stage::Custom(_) => false,
+            Stage::Custom(c) => c.needs().writes_frame,
             s => s.descriptor().is_some_and(|d| d.needs.writes_frame),
         }
     }
@@ -266,13 +251,17 @@ impl Pipeline {
     }
 
     /// Bytes of room each frame needs after it for the stage list to grow it in place: 4 per
-    /// `vlan` push. The CPU executor's ingest reserves it ([`Burst::push_with_room`]).
+    /// `vlan` push, and each writing registered stage's `frame_room`. The CPU executor's ingest
+    /// reserves it ([`Burst::push_with_room`]), the GPU executor's ring slots too.
     pub fn frame_room(&self) -> usize {
         self.stages
             .iter()
-            .filter(|s| matches!(s, Stage::Vlan(crate::rewrite::Vlan::Push { .. })))
-            .count()
-            * 4
+            .map(|s| match s {
+                Stage::Vlan(crate::rewrite::Vlan::Push { .. }) => 4,
+                Stage::Custom(c) if c.needs().writes_frame => usize::from(c.needs().frame_room),
+                _ => 0,
+            })
+            .sum()
     }
 
     /// Whether any stage rewrites frames (then [`Pipeline::run_burst_mut`] keeps the result).
@@ -540,7 +529,15 @@ impl Pipeline {
                     }
                 }
                 Stage::Custom(c) => {
-                    c.cpu().process(cur.bytes(), meta, v);
+                    match cur {
+                        // A stage that writes the frame gets it writable (`run_items` made
+                        // every frame so: the list rewrites).
+                        Cur::Rw { buf, len } if c.needs().writes_frame => {
+                            let mut f = crate::stage::api::FrameMut::new(buf, len);
+                            c.cpu().process_mut(&mut f, meta, v);
+                        }
+                        _ => c.cpu().process(cur.bytes(), meta, v),
+                    }
                     if v.action == Action::Drop {
                         v.reason.get_or_insert(DropReason::StageDrop);
                         break;
@@ -584,7 +581,6 @@ impl Pipeline {
                     let n = (*len).min(buf.len());
                     let (out, ports) = match stage {
                         Stage::L2fwd(op) => (op.apply(&mut buf[..n], meta, v), &[][..]),
-                        Stage::Ttl(op) => (op.apply(&mut buf[..n], meta, v), &[][..]),
                         Stage::Dscp(op) => (op.apply(&mut buf[..n], meta, v), &[][..]),
                         Stage::Vlan(op) => (op.apply_in(buf, len, meta, v), &[][..]),
                         Stage::Route(_) => match routes.get(si).and_then(Option::as_ref) {
@@ -712,7 +708,11 @@ pub fn build_for(
             )?)),
             StageConfig::L2fwd(c) => Stage::L2fwd(rw::L2fwd::new(c)?),
             StageConfig::Vlan(c) => Stage::Vlan(rw::Vlan::new(c)?),
-            StageConfig::Ttl => Stage::Ttl(rw::Ttl),
+            StageConfig::Ttl => Stage::Custom(Box::new(CustomSlot::builtin(
+                &rw::ttl::DESCRIPTOR,
+                rw::ttl::factory(),
+                &serde_json::Value::Null,
+            )?)),
             StageConfig::Dscp(c) => Stage::Dscp(rw::Dscp::new(c)?),
             StageConfig::TxTime(c) => Stage::TxTime(rw::TxTime::new(c)?),
             StageConfig::Respond(c) => Stage::Respond(Box::new(rw::stage::RespondSlot {

@@ -20,6 +20,7 @@ use crate::executor::cpu::CpuShared;
 use crate::port::out::{OutPorts, OutTally};
 use crate::port::{PortError, RxPort};
 use crate::ring::{self, Consumer, Producer};
+use crate::stage::hooks::HookDriver;
 use crate::stage::Pipeline;
 use crate::steer::Steering;
 use crate::threads::spawn_named;
@@ -172,6 +173,7 @@ pub(crate) fn run(
     let mut publisher = AclPublisher::new(spec.acl_on, spec.acl_generation);
     let mut params = ParamsPublisher::new(spec.composed, spec.params_generation);
     let mut live = LiveStageCounters::new(spec.composed);
+    let mut hooks = HookDriver::start(spec.pipeline, "gpu", params.generation());
     let Rings {
         to_queue,
         queue_in,
@@ -254,6 +256,8 @@ pub(crate) fn run(
                 if let Err(e) = r {
                     fail(e);
                 }
+                // After the publish: a stage hears of a generation once the GPU has it.
+                hooks.poll(spec.pipeline, params.generation());
             }
             std::thread::sleep(RELOAD_CHECK);
         }
@@ -268,6 +272,7 @@ pub(crate) fn run(
             fail(e);
         }
     });
+    hooks.end(spec.pipeline);
     let result = match fatal.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some(e) => Err(e),
         None => Ok(()),

@@ -84,6 +84,11 @@ impl ParamsPublisher {
         }
     }
 
+    /// The stage-parameter generation the GPU has.
+    pub fn generation(&self) -> u64 {
+        self.have
+    }
+
     /// Publishes the stages' parameter blocks when a reload rebuilt a stage since the last
     /// publish. The generation is read before the blocks, so a reload racing this check is
     /// published by the next one.

@@ -43,6 +43,7 @@ pub fn stage_set(p: &Pipeline) -> anyhow::Result<StageSet> {
                     kind: StageKind::Custom {
                         function: g.function,
                         source: g.source,
+                        writes_frame: s.custom_writes,
                     },
                 },
                 g.params,

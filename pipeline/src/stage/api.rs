@@ -1,0 +1,194 @@
+//! The stage API: what a stage implements in Rust ([`CustomStage`]) and what the executors hand
+//! it. A registered stage gets what the built-in stages get: the frame writable with room after
+//! it ([`FrameMut`], when its needs say `writes_frame`), host hooks called by either executor's
+//! host side ([`StageHooks`]), and metric families and a summary section of its own
+//! ([`StageMetricFamily`], [`CustomStage::summary_section`]).
+
+use std::time::Duration;
+
+use crate::meta::PacketMeta;
+use crate::verdict::Verdict;
+
+/// A stage written on the library (CPU executor): runs on every frame that reaches it, after the
+/// stages before it, and may change the frame's verdict (a drop stops the pipeline for that
+/// frame). Shared by every worker, so per-frame state must be atomic or per-thread.
+pub trait CustomStage: Send + Sync {
+    /// Called once per frame. `meta` is filled when a `parse` stage ran before this one.
+    fn process(&self, frame: &[u8], meta: &PacketMeta, verdict: &mut Verdict);
+
+    /// Called instead of [`CustomStage::process`] for a stage whose needs say `writes_frame`
+    /// (`StageFactory::needs`): the frame is writable and may grow into the room after it
+    /// (`StageNeeds::frame_room`), and what the stage leaves is what is transmitted. `meta` is
+    /// writable too (a stage that moves headers re-parses, as `vlan` does). The verdict's
+    /// `out_port` picks the output port. Default: the read-only `process`.
+    fn process_mut(&self, frame: &mut FrameMut<'_>, meta: &mut PacketMeta, verdict: &mut Verdict) {
+        self.process(frame.bytes(), meta, verdict);
+    }
+
+    /// Names of the stage's counters (at most 7; the same as its CUDA implementation's
+    /// `GpuStage::counter_names`). Default: none.
+    fn counter_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The values of the named counters, same order as [`CustomStage::counter_names`], so the
+    /// CPU and GPU executors report the same counters. Default: none.
+    fn counters(&self) -> Vec<u64> {
+        Vec::new()
+    }
+
+    /// The stage's host hooks, called by the executor's host side (not per frame). Default:
+    /// none.
+    fn hooks(&self) -> Option<&dyn StageHooks> {
+        None
+    }
+
+    /// Metric families of the stage's own, beside its named counters
+    /// (`pktwarp_stage_counter_total`): declared once per build, sampled at every scrape by
+    /// [`CustomStage::metric_samples`]. Default: none.
+    fn metric_families(&self) -> Vec<StageMetricFamily> {
+        Vec::new()
+    }
+
+    /// The samples of the stage's families now: (family index in
+    /// [`CustomStage::metric_families`], label values in the family's label order, value).
+    /// Samples naming no declared family, or with another number of label values, are left out.
+    fn metric_samples(&self) -> Vec<(usize, Vec<String>, f64)> {
+        Vec::new()
+    }
+
+    /// The stage's own section of the run summary (`custom_stages[].section`): any JSON value.
+    /// Default: none.
+    fn summary_section(&self) -> Option<serde_json::Value> {
+        None
+    }
+}
+
+/// A writable frame: its bytes, and the room after them it may grow into.
+pub struct FrameMut<'a> {
+    buf: &'a mut [u8],
+    len: &'a mut usize,
+}
+
+impl<'a> FrameMut<'a> {
+    /// The frame is `buf[..*len]`; the rest of `buf` is its room.
+    pub fn new(buf: &'a mut [u8], len: &'a mut usize) -> FrameMut<'a> {
+        *len = (*len).min(buf.len());
+        FrameMut { buf, len }
+    }
+
+    /// The frame's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[..*self.len]
+    }
+
+    /// The frame's bytes, writable.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[..*self.len]
+    }
+
+    /// The frame's length.
+    pub fn len(&self) -> usize {
+        *self.len
+    }
+
+    /// Whether the frame has no bytes.
+    pub fn is_empty(&self) -> bool {
+        *self.len == 0
+    }
+
+    /// The frame and its room: the bytes it may grow into follow [`FrameMut::len`].
+    pub fn buffer_mut(&mut self) -> &mut [u8] {
+        self.buf
+    }
+
+    /// Bytes the frame may grow by.
+    pub fn room(&self) -> usize {
+        self.buf.len() - *self.len
+    }
+
+    /// Sets the frame's length (shrinking it, or growing it into its room: the bytes grown
+    /// into are whatever the room held). False, and no change, past the room.
+    pub fn set_len(&mut self, len: usize) -> bool {
+        if len > self.buf.len() {
+            return false;
+        }
+        *self.len = len;
+        true
+    }
+}
+
+/// What the host side tells a stage about the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HookCtx {
+    /// `cpu` or `gpu`.
+    pub executor: &'static str,
+    /// The stage's position in the pipeline.
+    pub position: usize,
+}
+
+/// A stage's host hooks: called on the executor's host side (never on the data path), one call
+/// at a time per stage, in this order: `start` once before the first frame; `epoch_published`
+/// each time a new stage-parameter generation is in force (the CPU executor: when a reload
+/// publishes one; the GPU executor: once the GPU has the new parameter blocks); `periodic`
+/// every `periodic_interval`; `end` once after the last frame. A hook must return quickly: the
+/// host thread that calls it also publishes reloads.
+pub trait StageHooks: Send + Sync {
+    fn start(&self, _ctx: &HookCtx) {}
+    fn epoch_published(&self, _ctx: &HookCtx, _generation: u64) {}
+    /// How often `periodic` runs (`None`: never). At least [`MIN_PERIODIC`] apart.
+    fn periodic_interval(&self) -> Option<Duration> {
+        None
+    }
+    fn periodic(&self, _ctx: &HookCtx) {}
+    fn end(&self, _ctx: &HookCtx) {}
+}
+
+/// Shortest interval between two `periodic` calls (a shorter one asked for is raised to it).
+pub const MIN_PERIODIC: Duration = Duration::from_millis(10);
+
+/// The kind of a stage's metric family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricKind {
+    Counter,
+    Gauge,
+}
+
+/// A metric family a stage exposes: `pktwarp_<name>` with the stage's `stage` and `position`
+/// labels, then `labels`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StageMetricFamily {
+    /// The family's name after `pktwarp_` (a counter's ends in `_total`).
+    pub name: String,
+    pub help: String,
+    pub kind: MetricKind,
+    /// Label names of the family's own.
+    pub labels: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_grows_within_its_room_only() {
+        let mut buf = [1u8, 2, 3, 0, 0];
+        let mut len = 3;
+        let mut f = FrameMut::new(&mut buf, &mut len);
+        assert_eq!(f.bytes(), [1, 2, 3]);
+        assert_eq!(f.room(), 2);
+        assert!(!f.set_len(6));
+        assert_eq!(f.len(), 3);
+        assert!(f.set_len(5));
+        f.bytes_mut()[4] = 9;
+        assert_eq!(f.room(), 0);
+        assert!(f.set_len(1));
+        assert_eq!(f.bytes(), [1]);
+        assert_eq!(len, 1);
+        assert_eq!(buf[4], 9);
+        // A length past the buffer is clamped, never read past.
+        let mut short = [0u8; 2];
+        let mut l = 7;
+        assert_eq!(FrameMut::new(&mut short, &mut l).len(), 2);
+    }
+}
