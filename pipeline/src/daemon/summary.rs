@@ -196,6 +196,16 @@ pub fn summarize(
                     .map(|(n, v)| (n.to_string(), v))
                     .collect(),
             }),
+            // The conntrack tables' counters, over every queue.
+            stage::Stage::Conntrack(ct) => Some(CustomStageSummary {
+                position: i,
+                name: "conntrack".into(),
+                counters: ct
+                    .counters()
+                    .into_iter()
+                    .map(|(n, v)| (n.to_string(), v))
+                    .collect(),
+            }),
             _ => None,
         })
         .collect();

@@ -4,6 +4,7 @@ mod burstwise;
 #[cfg(test)]
 mod burstwise_acl_tests;
 pub mod config;
+pub mod conntrack;
 #[cfg(test)]
 mod config_tests;
 pub mod count;
