@@ -418,3 +418,52 @@ fn ct_rules_need_conntrack_and_the_gpu_refuses_it() {
         "{why}"
     );
 }
+
+/// Bad `conntrack` keys are config errors naming the key and the line; unknown keys too.
+#[test]
+fn bad_conntrack_keys_are_errors_naming_key_and_line() {
+    let cfg_path = shipped_copy("badkeys");
+    let text = std::fs::read_to_string(&cfg_path).unwrap();
+    for (from, to, want) in [
+        ("entries: 65536 ", "entries: 12 ", "pipeline[1].conntrack.entries"),
+        (
+            "udp_unreplied: 30",
+            "udp_unreplied: 0",
+            "pipeline[1].conntrack.timeouts.udp_unreplied",
+        ),
+        ("strict: false ", "stric: false ", "stric"),
+    ] {
+        assert!(text.contains(from), "the shipped config has `{from}`");
+        std::fs::write(&cfg_path, text.replace(from, to)).unwrap();
+        let e = match config::load(&cfg_path) {
+            Ok(_) => panic!("`{to}` must be refused"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains(want), "{e}");
+        assert!(e.contains("c.yaml:"), "the error names the file and line: {e}");
+    }
+}
+
+/// A `kill -HUP` reload may not bring `ct:` rules into a pipeline without `conntrack`.
+#[test]
+fn a_reload_with_ct_rules_needs_conntrack() {
+    use pipeline::stage::acl::AclStage;
+    use pipeline::stage::config::{AclStageConfig, DefaultAction, StageConfig};
+    let d = tmpdir("reload");
+    let plain = d.join("plain.yaml");
+    std::fs::write(&plain, "rules:\n  - dst_port: 23\n    action: drop\n").unwrap();
+    let stages = [
+        StageConfig::Parse,
+        StageConfig::Acl(AclStageConfig {
+            rules: plain,
+            format: None,
+            default: DefaultAction::Pass,
+        }),
+    ];
+    let p = pipeline::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline");
+    let ct = root().join("configs/rules/stateful-firewall.rules.yaml");
+    let new = AclStage::load(&ct, flow_rules::acl::RuleFormat::Yaml, Action::Drop).unwrap();
+    let e = p.reload_acl(new).expect_err("no conntrack stage").to_string();
+    assert!(e.contains("stateful-firewall.rules.yaml:7"), "{e}");
+    assert_eq!(p.generation(), 0, "nothing was published");
+}
