@@ -213,6 +213,54 @@ mod tests {
         assert_eq!(c[5], ("invalid", 1));
     }
 
+    /// The stage's counters are exposed as `pktwarp_stage_counter_total{stage="conntrack"}`.
+    #[test]
+    fn counters_reach_the_metrics() {
+        use crate::control::metrics::{DaemonCollector, Exposition, StaticInfo};
+        use crate::control::ControlState;
+        use crate::stage::config::StageConfig;
+        use std::sync::Arc;
+        let c: FlowConfig = serde_saphyr::from_str("entries: 64\n").expect("config");
+        let stages = [StageConfig::Parse, StageConfig::Conntrack(c), StageConfig::Count];
+        let p = Arc::new(crate::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline"));
+        let q = Arc::new(crate::counters::QueueCounters::new(p.stages.len(), 0));
+        let (c, srv) = (([10, 0, 0, 1], 40000), ([192, 0, 2, 1], 80));
+        let mut b = crate::burst::Burst::default();
+        for f in [tcp(c, srv, 0x02), tcp(srv, c, 0x12), tcp(c, srv, 0x10)] {
+            let d = FrameDesc {
+                len: f.0.len() as u32,
+                wire_len: f.0.len() as u32,
+                ..FrameDesc::default()
+            };
+            b.push(&f.0, d);
+        }
+        let mut metas = Vec::new();
+        p.run_burst(&b, &mut metas, &mut Vec::new(), &q);
+        let states: Vec<u8> = metas.iter().map(|m| m.ct_state).collect();
+        assert_eq!(states, [ct::NEW, ct::ESTABLISHED, ct::ESTABLISHED]);
+        let info = StaticInfo {
+            executor: "cpu".into(),
+            mode: "run_to_completion".into(),
+            reason: "test".into(),
+            rx_port: "g".into(),
+            tx_port: "none".into(),
+            stage_names: p.stage_names(),
+            rule_series_cap: 4,
+            queue_gpu: Vec::new(),
+        };
+        let col = DaemonCollector::new(vec![q], Arc::clone(&p), ControlState::new(None), info);
+        let text = String::from_utf8(Exposition::new(col).unwrap().render().unwrap()).unwrap();
+        let has = |series: &str| text.lines().any(|l| l == series);
+        assert!(
+            has(r#"pktwarp_stage_counter_total{stage="conntrack",position="1",counter="created"} 1"#),
+            "{text}"
+        );
+        assert!(
+            has(r#"pktwarp_stage_counter_total{stage="conntrack",position="1",counter="invalid"} 0"#),
+            "{text}"
+        );
+    }
+
     #[test]
     fn bad_configs_are_errors_naming_the_key() {
         let e = ConntrackStage::new(&FlowConfig {
