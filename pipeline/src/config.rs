@@ -452,7 +452,12 @@ fn validate_pipeline(file: &Path, cfg: &Config) -> Result<(), ConfigError> {
                 pktwarp_flow::FlowError::Config { key, message } => {
                     ConfigError::at(file, s, format!("pipeline[{i}].conntrack.{key}"), message)
                 }
-                other => ConfigError::at(file, s, format!("pipeline[{i}].conntrack"), other.to_string()),
+                other => ConfigError::at(
+                    file,
+                    s,
+                    format!("pipeline[{i}].conntrack"),
+                    other.to_string(),
+                ),
             })?;
         }
         if let StageConfig::Fronthaul(f) = &s.value {

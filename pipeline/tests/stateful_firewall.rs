@@ -73,7 +73,12 @@ fn conversations() -> Vec<Vec<F>> {
         let s = (v4(198, 51, 100, 1 + i), 443);
         let (a, b) = (1000u32, 5000u32);
         out.push(vec![
-            f(tcp_frame(None, c, s, seg(SYN, a, 0, 0)), true, ct::NEW, conv),
+            f(
+                tcp_frame(None, c, s, seg(SYN, a, 0, 0)),
+                true,
+                ct::NEW,
+                conv,
+            ),
             f(
                 tcp_frame(None, s, c, seg(SYN | ACK, b, a + 1, 0)),
                 true,
@@ -232,11 +237,7 @@ fn shipped_copy(name: &str) -> PathBuf {
         std::fs::copy(c.join(p), d.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
     }
     let text = std::fs::read_to_string(c.join("stateful-firewall.yaml")).unwrap();
-    std::fs::write(
-        d.join("c.yaml"),
-        text + "metrics: { enabled: false }\n",
-    )
-    .unwrap();
+    std::fs::write(d.join("c.yaml"), text + "metrics: { enabled: false }\n").unwrap();
     d.join("c.yaml")
 }
 
@@ -298,7 +299,11 @@ fn outbound_conversations_pass_both_ways_and_inbound_new_is_dropped() {
             assert_eq!(verdicts[0].reason, Some(DropReason::AclDrop), "frame {i}");
         }
     }
-    assert_eq!(queues_used, [true, true], "the flows spread over both queues");
+    assert_eq!(
+        queues_used,
+        [true, true],
+        "the flows spread over both queues"
+    );
 }
 
 /// The steering a conntrack config gets keeps a flow's two directions and the ICMP errors about
@@ -340,7 +345,10 @@ fn conntrack_steering_keeps_both_directions_on_one_queue() {
     }
     assert!(split_by_standard > 0);
     let h6 = pipeline::rss::Toeplitz::new(&pipeline::rss::RSS_KEY_SYMMETRIC);
-    let (x, y) = ("2001:db8::1".parse().unwrap(), "2001:db8:9::42".parse().unwrap());
+    let (x, y) = (
+        "2001:db8::1".parse().unwrap(),
+        "2001:db8:9::42".parse().unwrap(),
+    );
     assert_eq!(
         h6.hash_ipv6(x, y, Some((5, 9))),
         h6.hash_ipv6(y, x, Some((9, 5)))
@@ -400,9 +408,10 @@ fn ct_rules_need_conntrack_and_the_gpu_refuses_it() {
     let end = text.find("  - acl:").unwrap();
     let without = format!("{}{}", &text[..start], &text[end..]);
     std::fs::write(&cfg_path, without).unwrap();
-    let e = match config::load(&cfg_path).map_err(|e| e.to_string()).and_then(|c| {
-        daemon::prepare(c).map(drop).map_err(|e| format!("{e:#}"))
-    }) {
+    let e = match config::load(&cfg_path)
+        .map_err(|e| e.to_string())
+        .and_then(|c| daemon::prepare(c).map(drop).map_err(|e| format!("{e:#}")))
+    {
         Ok(()) => panic!("ct: rules without conntrack must be refused"),
         Err(e) => e,
     };
@@ -412,7 +421,10 @@ fn ct_rules_need_conntrack_and_the_gpu_refuses_it() {
     );
     let cfg = config::load(&shipped_copy("gpu")).unwrap_or_else(|e| panic!("{e}"));
     let p = daemon::prepare(cfg).unwrap_or_else(|e| panic!("{e}"));
-    let why = p.pipeline.gpu_refusal().expect("the GPU executor refuses conntrack");
+    let why = p
+        .pipeline
+        .gpu_refusal()
+        .expect("the GPU executor refuses conntrack");
     assert!(
         why.contains("conntrack runs on the CPU executor until the GPU flow table placement lands"),
         "{why}"
@@ -425,7 +437,11 @@ fn bad_conntrack_keys_are_errors_naming_key_and_line() {
     let cfg_path = shipped_copy("badkeys");
     let text = std::fs::read_to_string(&cfg_path).unwrap();
     for (from, to, want) in [
-        ("entries: 65536 ", "entries: 12 ", "pipeline[1].conntrack.entries"),
+        (
+            "entries: 65536 ",
+            "entries: 12 ",
+            "pipeline[1].conntrack.entries",
+        ),
         (
             "udp_unreplied: 30",
             "udp_unreplied: 0",
@@ -440,7 +456,10 @@ fn bad_conntrack_keys_are_errors_naming_key_and_line() {
             Err(e) => e.to_string(),
         };
         assert!(e.contains(want), "{e}");
-        assert!(e.contains("c.yaml:"), "the error names the file and line: {e}");
+        assert!(
+            e.contains("c.yaml:"),
+            "the error names the file and line: {e}"
+        );
     }
 }
 
@@ -463,7 +482,10 @@ fn a_reload_with_ct_rules_needs_conntrack() {
     let p = pipeline::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline");
     let ct = root().join("configs/rules/stateful-firewall.rules.yaml");
     let new = AclStage::load(&ct, flow_rules::acl::RuleFormat::Yaml, Action::Drop).unwrap();
-    let e = p.reload_acl(new).expect_err("no conntrack stage").to_string();
+    let e = p
+        .reload_acl(new)
+        .expect_err("no conntrack stage")
+        .to_string();
     assert!(e.contains("stateful-firewall.rules.yaml:7"), "{e}");
     assert_eq!(p.generation(), 0, "nothing was published");
 }

@@ -277,8 +277,8 @@ fn convert(path: &Path, sr: &Spanned<YRule>) -> Result<AclRule, RuleError> {
             YCt::One(n) => vec![n.as_str()],
             YCt::Many(v) => v.iter().map(String::as_str).collect(),
         };
-        r.ct = super::ct::parse_states(names)
-            .map_err(|m| RuleError::new(loc_of(path, c), "ct", m))?;
+        r.ct =
+            super::ct::parse_states(names).map_err(|m| RuleError::new(loc_of(path, c), "ct", m))?;
     }
     r.action = parse_action(&y.action.value)
         .map_err(|m| RuleError::new(loc_of(path, &y.action), "action", m))?;
@@ -608,8 +608,8 @@ mod tests {
 
     #[test]
     fn bad_ct_names_file_line_and_key() {
-        let e = p("rules:\n  - action: pass\n  - ct: [new, estab]\n    action: pass\n")
-            .unwrap_err();
+        let e =
+            p("rules:\n  - action: pass\n  - ct: [new, estab]\n    action: pass\n").unwrap_err();
         let m = e.to_string();
         assert!(m.contains("r.yaml:3"), "{m}");
         assert!(m.contains("ct") && m.contains("`estab`"), "{m}");

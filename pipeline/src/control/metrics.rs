@@ -183,7 +183,11 @@ impl DaemonCollector {
                 }
                 crate::stage::Stage::Conntrack(ct) => {
                     for (name, v) in ct.counters() {
-                        let labels = [("stage", "conntrack"), ("position", &pos), ("counter", name)];
+                        let labels = [
+                            ("stage", "conntrack"),
+                            ("position", &pos),
+                            ("counter", name),
+                        ];
                         out.push(counter(&labels, v));
                     }
                 }

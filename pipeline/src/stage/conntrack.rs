@@ -65,8 +65,8 @@ impl ConntrackStage {
         config
             .validate()
             .map_err(|e| anyhow::anyhow!("stage `conntrack`: {e}"))?;
-        let first =
-            FlowTable::from_config(config).map_err(|e| anyhow::anyhow!("stage `conntrack`: {e}"))?;
+        let first = FlowTable::from_config(config)
+            .map_err(|e| anyhow::anyhow!("stage `conntrack`: {e}"))?;
         let tables: Vec<OnceLock<Option<Mutex<FlowTable>>>> =
             (0..MAX_QUEUES).map(|_| OnceLock::new()).collect();
         let _ = tables[0].set(Some(Mutex::new(first)));
@@ -221,7 +221,11 @@ mod tests {
         use crate::stage::config::StageConfig;
         use std::sync::Arc;
         let c: FlowConfig = serde_saphyr::from_str("entries: 64\n").expect("config");
-        let stages = [StageConfig::Parse, StageConfig::Conntrack(c), StageConfig::Count];
+        let stages = [
+            StageConfig::Parse,
+            StageConfig::Conntrack(c),
+            StageConfig::Count,
+        ];
         let p = Arc::new(crate::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline"));
         let q = Arc::new(crate::counters::QueueCounters::new(p.stages.len(), 0));
         let (c, srv) = (([10, 0, 0, 1], 40000), ([192, 0, 2, 1], 80));
@@ -252,11 +256,15 @@ mod tests {
         let text = String::from_utf8(Exposition::new(col).unwrap().render().unwrap()).unwrap();
         let has = |series: &str| text.lines().any(|l| l == series);
         assert!(
-            has(r#"pktwarp_stage_counter_total{stage="conntrack",position="1",counter="created"} 1"#),
+            has(
+                r#"pktwarp_stage_counter_total{stage="conntrack",position="1",counter="created"} 1"#
+            ),
             "{text}"
         );
         assert!(
-            has(r#"pktwarp_stage_counter_total{stage="conntrack",position="1",counter="invalid"} 0"#),
+            has(
+                r#"pktwarp_stage_counter_total{stage="conntrack",position="1",counter="invalid"} 0"#
+            ),
             "{text}"
         );
     }
@@ -273,8 +281,7 @@ mod tests {
         .expect("12 is not a multiple of 8");
         assert!(e.to_string().contains("entries"), "{e}");
         let e = serde_saphyr::from_str::<FlowConfig>("entries: 64\ncapacity: 8\n")
-            .err()
-            .expect("unknown key");
+            .expect_err("unknown key");
         assert!(e.to_string().contains("capacity"), "{e}");
     }
 }

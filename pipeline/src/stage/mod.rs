@@ -4,9 +4,9 @@ mod burstwise;
 #[cfg(test)]
 mod burstwise_acl_tests;
 pub mod config;
-pub mod conntrack;
 #[cfg(test)]
 mod config_tests;
+pub mod conntrack;
 pub mod count;
 pub mod custom;
 pub mod descriptor;

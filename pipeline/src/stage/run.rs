@@ -730,9 +730,9 @@ pub fn build_for(
             StageConfig::Ttl => Stage::Ttl(rw::Ttl),
             StageConfig::Dscp(c) => Stage::Dscp(rw::Dscp::new(c)?),
             StageConfig::TxTime(c) => Stage::TxTime(rw::TxTime::new(c)?),
-            StageConfig::Conntrack(c) => Stage::Conntrack(Box::new(
-                crate::stage::conntrack::ConntrackStage::new(c)?,
-            )),
+            StageConfig::Conntrack(c) => {
+                Stage::Conntrack(Box::new(crate::stage::conntrack::ConntrackStage::new(c)?))
+            }
             StageConfig::Respond(c) => Stage::Respond(Box::new(rw::stage::RespondSlot {
                 op: rw::Respond::new(c)?,
                 ingress_out: ports.map(|p| p.ingress_out()).unwrap_or_default(),
