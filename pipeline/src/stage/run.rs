@@ -411,7 +411,10 @@ impl Pipeline {
             .any(|s| !matches!(s, Stage::Acl(_)) && s.rewrites())
             || tables.iter().flatten().any(|t| t.has_rewrites());
         let mut t = Tally::default();
-        if !rewrites && self.burstwise() {
+        // The burst-wise ACL pass walks the one classifier: a rule set with `ct:` rules (its
+        // per-state classifiers) runs frame by frame.
+        let ct_rules = tables.iter().flatten().any(|t| t.ct.is_some());
+        if !rewrites && !ct_rules && self.burstwise() {
             // Stage by stage over the burst (see stage::burstwise): same results.
             self.run_burstwise(frames, metas, verdicts, tables, &mut t, c);
         } else {
