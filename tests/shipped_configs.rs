@@ -100,3 +100,29 @@ fn delay_line_sends_everything_it_parses() {
     assert_eq!(s["tx_frames"].as_u64().unwrap() + total_drops(&s), 5000);
     assert!(s["tx_frames"].as_u64().unwrap() > 0);
 }
+
+/// `classify` has no connection state: the stateful firewall's `ct:` rules are refused by file
+/// and line, not matched as if every frame were untracked (`verify --trace` has the same
+/// check).
+#[test]
+fn trace_commands_refuse_ct_rules() {
+    let dir = std::env::temp_dir().join(format!("pktwarp-shipped-ct-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("t.trace");
+    std::fs::write(&trace, "10.1.0.1 198.51.100.1 40000 443 6\n").unwrap();
+    let rules = root().join("configs/rules/stateful-firewall.rules.yaml");
+    let out = pktwarp()
+        .arg("classify")
+        .arg("--rules")
+        .arg(&rules)
+        .arg("--trace")
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("stateful-firewall.rules.yaml:7") && err.contains("ct"),
+        "{err}"
+    );
+}

@@ -169,7 +169,7 @@ typedef struct pw_packet_meta {
     uint16_t ecpri_seq_id;    /* 132 */
     uint16_t inner_tcp_flags; /* 134 */
     uint8_t ecpri_revision;   /* 136 */
-    uint8_t reserved0;        /* 137 */
+    uint8_t ct_state;         /* 137 conntrack state (0 untracked / none, 1 new, 2 established, 3 related, 4 invalid, 5 closing, 6 closed); parse leaves 0 */
     uint16_t reserved1;       /* 138 */
     uint32_t steer_mark;      /* 140 the steering rule's mark (pw_frame.mark; 0 = none), set by `parse` */
 } pw_packet_meta;
@@ -179,6 +179,7 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, src_ip) == 32, "pw_packet_meta.src_
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, tunnel_type) == 80, "pw_packet_meta.tunnel_type");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, inner_dst_ip) == 112, "pw_packet_meta.inner_dst_ip");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, ecpri_revision) == 136, "pw_packet_meta.ecpri_revision");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, ct_state) == 137, "pw_packet_meta.ct_state");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, steer_mark) == 140, "pw_packet_meta.steer_mark");
 
 /* PW_MF_* flags and enum pw_parse_status / pw_tunnel_type values: defined by the parse owner below. */

@@ -447,6 +447,19 @@ fn validate_pipeline(file: &Path, cfg: &Config) -> Result<(), ConfigError> {
     }
     check_order(file, &cfg.pipeline, |_| false)?;
     for (i, s) in cfg.pipeline.iter().enumerate() {
+        if let StageConfig::Conntrack(c) = &s.value {
+            c.validate().map_err(|e| match e {
+                pktwarp_flow::FlowError::Config { key, message } => {
+                    ConfigError::at(file, s, format!("pipeline[{i}].conntrack.{key}"), message)
+                }
+                other => ConfigError::at(
+                    file,
+                    s,
+                    format!("pipeline[{i}].conntrack"),
+                    other.to_string(),
+                ),
+            })?;
+        }
         if let StageConfig::Fronthaul(f) = &s.value {
             // The stage's checks start their message with its key: `fronthaul.numerology: ...`.
             f.validate().map_err(|e| {
@@ -658,6 +671,7 @@ fn check_order(
             | StageConfig::Vlan(_)
             | StageConfig::TxTime(_) => false,
             StageConfig::Acl(_) | StageConfig::Ttl | StageConfig::Dscp(_) => true,
+            StageConfig::Conntrack(_) => true,
             StageConfig::Route(_) | StageConfig::Respond(_) => true,
             StageConfig::Custom(c) => custom_reads_meta(&c.name),
         };
@@ -746,7 +760,18 @@ impl Config {
             }
             s = crate::steer::Steering::from_rules(&set, queues)?;
         }
+        // A queue's conntrack table must see both directions of its flows.
+        if self.has_conntrack() {
+            s = s.with_flow_steering();
+        }
         Ok(s)
+    }
+
+    /// Whether the pipeline has a `conntrack` stage (then software steering spreads frames by their flow key).
+    pub fn has_conntrack(&self) -> bool {
+        self.pipeline
+            .iter()
+            .any(|s| matches!(s.value, StageConfig::Conntrack(_)))
     }
 
     /// The ports with a transmit side, in config order: a verdict's `out_port` is an index in

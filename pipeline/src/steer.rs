@@ -15,6 +15,8 @@ pub struct Steering {
     rules: Option<SteerMatcher>,
     rss: Rss,
     queues: u16,
+    /// Spread by the flow key (`conntrack`): see [`Steering::with_flow_steering`].
+    flow_hash: bool,
 }
 
 impl Steering {
@@ -24,6 +26,7 @@ impl Steering {
             rules: None,
             rss: Rss::new(queues).map_err(anyhow::Error::msg)?,
             queues,
+            flow_hash: false,
         })
     }
 
@@ -33,6 +36,30 @@ impl Steering {
         let mut s = Steering::rss_only(queues)?;
         s.rules = Some(set.compile());
         Ok(s)
+    }
+
+    /// The same steering for connection tracking: a flow's two directions, and the ICMP errors
+    /// about it, reach one queue (whose `conntrack` table holds the flow). The frames no rule
+    /// decides are spread by the hash of their flow key (`pktwarp_flow::key`: both directions
+    /// alike, an ICMP error by the packet it quotes); frames without a flow, and a rule's `rss:`
+    /// fate, by Toeplitz with the symmetric key ([`crate::rss::RSS_KEY_SYMMETRIC`]).
+    pub fn with_flow_steering(mut self) -> Self {
+        self.rss.toeplitz = crate::rss::Toeplitz::new(&crate::rss::RSS_KEY_SYMMETRIC);
+        self.flow_hash = true;
+        self
+    }
+
+    /// The queue of a frame by its flow key ([`Steering::with_flow_steering`]); `meta` is
+    /// filled by `parse` here. Frames without a flow: symmetric Toeplitz.
+    #[inline]
+    fn flow_queue(&self, frame: &[u8], meta: &mut PacketMeta, parsed: bool) -> u16 {
+        if !parsed {
+            parse::parse(frame, meta);
+        }
+        match pktwarp_flow::key::classify(meta, frame) {
+            Ok(p) => self.rss.reta.queue(pktwarp_flow::key::hash(&p.key, 0)),
+            Err(_) => self.rss.steer_meta(meta).1,
+        }
     }
 
     pub fn queues(&self) -> u16 {
@@ -71,6 +98,10 @@ impl Steering {
             if nq <= 1 {
                 return (0, None, 0);
             }
+            if self.flow_hash {
+                let q = self.flow_queue(frame, meta, false);
+                return ((q as usize).min(nq - 1), None, 0);
+            }
             // RSS alone: hash the headers in place (what a NIC does), no full parse.
             let (_, q) = self.rss.steer_frame(frame);
             return ((q as usize).min(nq - 1), None, 0);
@@ -90,7 +121,11 @@ impl Steering {
             }
             Fate::Default => {}
         }
-        let (_, q) = self.rss.steer_meta(meta);
+        let q = if self.flow_hash {
+            self.flow_queue(frame, meta, true)
+        } else {
+            self.rss.steer_meta(meta).1
+        };
         ((q as usize).min(nq.saturating_sub(1)), None, mark)
     }
 }

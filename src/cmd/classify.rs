@@ -49,6 +49,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
     };
     let mut set = load_rules(&args.rules, format)?;
+    if let Some(r) = set.first_ct_rule() {
+        anyhow::bail!(
+            "{}: key `ct`: trace headers have no connection state, so `classify` cannot match \
+             this rule set; `ct:` rules run in a pipeline with a `conntrack` stage",
+            r.loc
+        );
+    }
     let trace_text = read_text(&args.trace)?;
     let trace = classbench::parse_trace(&args.trace, &trace_text)?;
     drop(trace_text);

@@ -11,6 +11,7 @@
 
 pub mod classbench;
 pub mod compile;
+pub mod ct;
 pub mod cuda_host;
 pub mod gen4;
 pub mod gen6;
@@ -192,6 +193,10 @@ pub struct AclRule {
     pub vlan: Masked<u16>,
     /// Ingress port; mask 0 = any.
     pub port_id: Masked<u16>,
+    /// Connection states the rule matches (YAML `ct:`), bit `1 << state` per [`ct::NAMES`]
+    /// state; 0 = any. Not part of [`AclKey`]: the state picks one of [`ct::CtClassifiers`]'
+    /// tables, so the key and the compiled image stay as they are.
+    pub ct: u8,
     pub action: AclAction,
     /// What the rule rewrites when it matches and its verdict is not drop (YAML `set:`).
     pub set: Option<AclRewrite>,
@@ -215,6 +220,7 @@ impl AclRule {
             tcp_flags: Masked::<u8>::ANY,
             vlan: Masked::<u16>::ANY,
             port_id: Masked::<u16>::ANY,
+            ct: 0,
             action: AclAction::default(),
             set: None,
             name: None,
@@ -240,7 +246,13 @@ impl AclRule {
             && self.port_id.is_any())
     }
 
-    /// The reference semantics: does this rule match `key`?
+    /// Whether the rule matches a frame in connection state `state` (`ct::NAMES` index).
+    pub fn matches_ct(&self, state: u8) -> bool {
+        self.ct == 0 || (state < 8 && self.ct & (1 << state) != 0)
+    }
+
+    /// The reference semantics: does this rule match `key`? (The `ct:` condition is not a key
+    /// field: see [`AclRule::matches_ct`].)
     pub fn matches(&self, key: &AclKey) -> bool {
         let family_ok = match (self.family, key.ip_version) {
             (Family::V4, 4) | (Family::V6, 6) => true,
@@ -279,6 +291,7 @@ impl AclRule {
             && self.tcp_flags.covers(&other.tcp_flags)
             && self.vlan.covers(&other.vlan)
             && self.port_id.covers(&other.port_id)
+            && (self.ct == 0 || (other.ct != 0 && other.ct & !self.ct == 0))
     }
 }
 
@@ -329,6 +342,18 @@ impl AclRuleSet {
     /// The linear first-match reference: index of the first matching rule.
     pub fn classify_linear(&self, key: &AclKey) -> Option<usize> {
         self.rules.iter().position(|r| r.matches(key))
+    }
+
+    /// [`AclRuleSet::classify_linear`] for a frame in connection state `state`.
+    pub fn classify_linear_ct(&self, key: &AclKey, state: u8) -> Option<usize> {
+        self.rules
+            .iter()
+            .position(|r| r.matches_ct(state) && r.matches(key))
+    }
+
+    /// The first rule with a `ct:` condition, if any.
+    pub fn first_ct_rule(&self) -> Option<&AclRule> {
+        self.rules.iter().find(|r| r.ct != 0)
     }
 
     /// Whether a rule rewrites (`set:`): the `acl` stage then writes frames.

@@ -13,6 +13,7 @@
 //!     dscp: 46                 # 0..63
 //!     vlan: 100                # 0..4095, or `untagged`
 //!     port: 0                  # ingress port
+//!     ct: [established, related]  # connection state(s) from the `conntrack` stage
 //!     action: [mirror, {mark: 7}]
 //!   - dst_port: 5060
 //!     action: pass
@@ -22,6 +23,8 @@
 //! an error): `dscp` 0..=63 (ECN kept, IPv4 checksum updated), `dst_mac` the destination MAC,
 //! `port` the output port by name, one of the config's ports with a transmit side (checked when
 //! the `acl` stage is built: [`super::rewrite::resolve_ports`]). See [`super::rewrite`].
+//! `ct:` is one connection state or a list (`untracked new established related invalid closing
+//! closed`, [`super::ct`]); the pipeline must run a `conntrack` stage before the `acl` stage.
 //! Fields left out are wildcards. Unknown keys, bad values, inverted ranges, prefixes with host
 //! bits set, mixed address families and conflicting verdicts are errors naming the file, line,
 //! column and key.
@@ -91,8 +94,17 @@ struct YRule {
     tcp_flags: Option<Spanned<Scalar>>,
     vlan: Option<Spanned<Scalar>>,
     port: Option<Spanned<Scalar>>,
+    ct: Option<Spanned<YCt>>,
     action: Spanned<YAction>,
     set: Option<Spanned<YSet>>,
+}
+
+/// A rule's `ct:`: one state (or `a,b`) or a list of them.
+#[derive(Deserialize, Clone)]
+#[serde(untagged)]
+enum YCt {
+    One(String),
+    Many(Vec<String>),
 }
 
 /// A rule's `set:` (rewrite actions).
@@ -259,6 +271,14 @@ fn convert(path: &Path, sr: &Spanned<YRule>) -> Result<AclRule, RuleError> {
             .filter(|&d| d < 0xFFFF)
             .ok_or_else(|| err(v, "port", format!("bad ingress port `{t}`")))?;
         r.port_id = Masked::<u16>::exact(p as u16);
+    }
+    if let Some(c) = &y.ct {
+        let names: Vec<&str> = match &c.value {
+            YCt::One(n) => vec![n.as_str()],
+            YCt::Many(v) => v.iter().map(String::as_str).collect(),
+        };
+        r.ct =
+            super::ct::parse_states(names).map_err(|m| RuleError::new(loc_of(path, c), "ct", m))?;
     }
     r.action = parse_action(&y.action.value)
         .map_err(|m| RuleError::new(loc_of(path, &y.action), "action", m))?;
@@ -575,6 +595,28 @@ mod tests {
         let e = p("rules:\n  - vlan: 5000\n    action: drop\n").unwrap_err();
         assert_eq!(e.field, "vlan", "{e}");
         assert!(e.to_string().starts_with("r.yaml:2:"), "{e}");
+    }
+
+    #[test]
+    fn ct_parses_one_state_or_a_list() {
+        let r = p("rules:\n  - ct: new\n    action: pass\n  - ct: [established, related]\n    action: pass\n  - ct: invalid,closed\n    action: drop\n  - action: drop\n").unwrap();
+        assert_eq!(r[0].ct, 1 << 1);
+        assert_eq!(r[1].ct, (1 << 2) | (1 << 3));
+        assert_eq!(r[2].ct, (1 << 4) | (1 << 6));
+        assert_eq!(r[3].ct, 0, "no `ct:`: any state");
+    }
+
+    #[test]
+    fn bad_ct_names_file_line_and_key() {
+        let e =
+            p("rules:\n  - action: pass\n  - ct: [new, estab]\n    action: pass\n").unwrap_err();
+        let m = e.to_string();
+        assert!(m.contains("r.yaml:3"), "{m}");
+        assert!(m.contains("ct") && m.contains("`estab`"), "{m}");
+        let e = p("rules:\n  - ct: []\n    action: pass\n").unwrap_err();
+        assert!(e.to_string().contains("names no state"), "{e}");
+        let e = p("rules:\n  - ct: {a: 1}\n    action: pass\n").unwrap_err();
+        assert!(e.to_string().contains(":2"), "{e}");
     }
 
     #[test]

@@ -50,7 +50,11 @@ pub struct PacketMeta {
     pub ecpri_seq_id: u16,
     pub inner_tcp_flags: u16,
     pub ecpri_revision: u8,
-    pub reserved0: u8,
+    /// The connection state the `conntrack` stage gave the frame (`pktwarp_flow::ct`: 0 =
+    /// untracked or no `conntrack` stage, 1 new, 2 established, 3 related, 4 invalid, 5
+    /// closing, 6 closed), for the ACL's `ct:` match (`pw_packet_meta.ct_state`). `parse`
+    /// leaves it 0.
+    pub ct_state: u8,
     pub reserved1: u16,
     /// The steering rule's mark ([`crate::burst::FrameDesc::mark`], 0 = none), set by `parse`
     /// for the stages after it (`pw_packet_meta.steer_mark`).
@@ -399,6 +403,7 @@ mod tests {
         assert_eq!(offset_of!(PacketMeta, ecpri_payload_size), 128);
         assert_eq!(offset_of!(PacketMeta, inner_tcp_flags), 134);
         assert_eq!(offset_of!(PacketMeta, ecpri_revision), 136);
+        assert_eq!(offset_of!(PacketMeta, ct_state), 137);
         assert_eq!(offset_of!(PacketMeta, steer_mark), 140);
     }
 }

@@ -19,6 +19,16 @@ pub const RSS_KEY_MS: [u8; 40] = [
     0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
 ];
 
+/// A key whose 16-bit pattern repeats (`6d 5a`): every 32-bit window at bit `p` depends on
+/// `p % 16` only, and source and destination (address, port) sit 16·k bits apart, so the hash
+/// of a flow's two directions is the same: a symmetric RSS, which connection tracking needs
+/// (both directions of a flow on one queue, whose table holds it).
+pub const RSS_KEY_SYMMETRIC: [u8; 40] = [
+    0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a,
+    0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a,
+    0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a, 0x6d, 0x5a,
+];
+
 /// Longest input a 40-byte key can hash: each input bit consumes one key bit and the hash
 /// window is 32 bits wide, so 40 - 4 bytes (the IPv6 4-tuple).
 pub const MAX_INPUT: usize = 36;
@@ -317,6 +327,14 @@ impl Rss {
     pub fn new(queues: u16) -> Result<Self, String> {
         Ok(Rss {
             toeplitz: Toeplitz::default(),
+            reta: Reta::new(queues)?,
+        })
+    }
+
+    /// [`Rss::new`] with [`RSS_KEY_SYMMETRIC`]: both directions of a flow hash alike.
+    pub fn symmetric(queues: u16) -> Result<Self, String> {
+        Ok(Rss {
+            toeplitz: Toeplitz::new(&RSS_KEY_SYMMETRIC),
             reta: Reta::new(queues)?,
         })
     }

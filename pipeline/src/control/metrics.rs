@@ -174,12 +174,25 @@ impl DaemonCollector {
     fn custom_counters(&self) -> Vec<proto::Metric> {
         let mut out = Vec::new();
         for (i, s) in self.pipeline.stages.iter().enumerate() {
-            if let crate::stage::Stage::Custom(c) = s {
-                let pos = i.to_string();
-                for (name, v) in c.counters() {
-                    let labels = [("stage", c.name()), ("position", &pos), ("counter", name)];
-                    out.push(counter(&labels, v));
+            let pos = i.to_string();
+            match s {
+                crate::stage::Stage::Custom(c) => {
+                    for (name, v) in c.counters() {
+                        let labels = [("stage", c.name()), ("position", &pos), ("counter", name)];
+                        out.push(counter(&labels, v));
+                    }
                 }
+                crate::stage::Stage::Conntrack(ct) => {
+                    for (name, v) in ct.counters() {
+                        let labels = [
+                            ("stage", "conntrack"),
+                            ("position", &pos),
+                            ("counter", name),
+                        ];
+                        out.push(counter(&labels, v));
+                    }
+                }
+                _ => {}
             }
         }
         out

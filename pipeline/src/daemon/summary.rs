@@ -208,6 +208,16 @@ pub fn summarize(
                     .collect(),
                 section: None,
             }),
+            // The conntrack tables' counters, over every queue.
+            stage::Stage::Conntrack(ct) => Some(CustomStageSummary {
+                position: i,
+                name: "conntrack".into(),
+                counters: ct
+                    .counters()
+                    .into_iter()
+                    .map(|(n, v)| (n.to_string(), v))
+                    .collect(),
+            }),
             _ => None,
         })
         .collect();

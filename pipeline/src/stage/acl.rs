@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use flow_rules::abi::{AclKey, ACL_NO_MATCH};
+use flow_rules::acl::ct::CtClassifiers;
 use flow_rules::acl::{self, AclClassifier, AclRuleSet, RuleFormat, Verdict as RuleVerdict};
 
 use crate::meta::PacketMeta;
@@ -31,6 +32,9 @@ pub struct AclResult {
 pub struct AclStage {
     pub rules: AclRuleSet,
     pub classifier: AclClassifier,
+    /// A classifier per connection state when a rule has `ct:` (the state in the metadata,
+    /// from the `conntrack` stage, picks one); `None`: `classifier` serves every frame.
+    pub ct: Option<CtClassifiers>,
     pub default: Action,
     pub path: PathBuf,
     /// Rule-set generation these tables were published as (0 at start; set by
@@ -113,6 +117,7 @@ impl AclStage {
         let mut rules = acl::load_rules(path, format)?;
         rules.resolve_ports(tx_ports)?;
         let classifier = rules.compile();
+        let ct = CtClassifiers::build(&rules);
         // Capped as `pktwarp classify` caps them: a large generated rule set can shadow tens
         // of thousands of rules, and one log line each drowns the log.
         for w in rules.warnings.iter().take(MAX_SHADOW_WARNINGS) {
@@ -133,6 +138,7 @@ impl AclStage {
         Ok(AclStage {
             rules,
             classifier,
+            ct,
             default,
             path: path.to_path_buf(),
             generation: 0,
@@ -181,9 +187,20 @@ impl AclStage {
         }
     }
 
+    /// The first rule with a `ct:` condition: such a rule set needs a `conntrack` stage
+    /// before its `acl` stage.
+    pub fn first_ct_rule(&self) -> Option<&acl::AclRule> {
+        self.rules.first_ct_rule()
+    }
+
     #[inline]
     pub fn classify(&self, m: &PacketMeta, port: u16) -> AclResult {
-        self.result(self.classifier.classify(&key_from_meta(m, port)))
+        let key = key_from_meta(m, port);
+        let rule = match &self.ct {
+            Some(c) => c.classify(&key, m.ct_state),
+            None => self.classifier.classify(&key),
+        };
+        self.result(rule)
     }
 
     /// The stage's result for the classifier's answer `rule` (a rule index, or `ACL_NO_MATCH`:

@@ -169,6 +169,7 @@ fn acl_stage(shift: usize, default: Action) -> (AclStage, AclRuleSet) {
     let st = AclStage {
         rules: set.clone(),
         classifier,
+        ct: None,
         default,
         path: "classbench-test".into(),
         generation: 0,

@@ -42,6 +42,10 @@ pub enum StageConfig {
     /// [`crate::rewrite::TxTimeConfig`]); output ports send it then (pcap: the record time).
     #[serde(rename = "tx_time")]
     TxTime(crate::rewrite::TxTimeConfig),
+    /// `{ entries: N, strict, hash_seed, timeouts: {...} }`: connection tracking, a flow table
+    /// of `entries` per queue (`pktwarp_flow::FlowConfig`, docs/flow-table.md); the frame's
+    /// state goes into the metadata for the ACL's `ct:` match. Needs `parse`. CPU executor.
+    Conntrack(pktwarp_flow::FlowConfig),
 }
 
 impl StageConfig {
@@ -61,6 +65,7 @@ impl StageConfig {
             StageConfig::Route(_) => &rw::route::DESCRIPTOR,
             StageConfig::Respond(_) => &rw::respond::DESCRIPTOR,
             StageConfig::TxTime(_) => &rw::tx_time::DESCRIPTOR,
+            StageConfig::Conntrack(_) => &crate::stage::conntrack::DESCRIPTOR,
         })
     }
 

@@ -101,6 +101,7 @@ pub const BUILTINS: &[&StageDescriptor] = &[
     &super::parse::DESCRIPTOR,
     &super::acl::DESCRIPTOR,
     &super::count::DESCRIPTOR,
+    &super::conntrack::DESCRIPTOR,
     &crate::fronthaul::stage::DESCRIPTOR,
     &crate::rewrite::l2fwd::DESCRIPTOR,
     &crate::rewrite::vlan::DESCRIPTOR,

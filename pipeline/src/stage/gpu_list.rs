@@ -67,6 +67,8 @@ impl Stage {
     pub fn gpu_params(&self) -> Option<GpuParams> {
         match self {
             Stage::Parse | Stage::Acl(_) | Stage::Count | Stage::Custom(_) => None,
+            // The flow table is not placed in GPU memory yet.
+            Stage::Conntrack(_) => None,
             // The GPU grid's eAxCs are fixed: a config without `fronthaul.eaxcs` is CPU only.
             Stage::Fronthaul(f) => crate::fronthaul::gpu::gpu_params(f.config()).ok(),
             // The rewrite stages (gpu-kernels/cuda/rewrite_stages.cuh; blocks: rewrite::gpu).
@@ -89,6 +91,7 @@ impl Stage {
             Stage::Acl(_) => GpuStageKind::Acl,
             Stage::Count => GpuStageKind::Count,
             Stage::Custom(_) => GpuStageKind::Custom,
+            Stage::Conntrack(_) => GpuStageKind::CpuOnly,
             Stage::Fronthaul(_) => match self.gpu_params() {
                 Some(_) => GpuStageKind::Library,
                 None => GpuStageKind::CpuOnly,
@@ -154,6 +157,12 @@ impl Pipeline {
                 _ => false,
             })
             .map(|(i, s)| {
+                if matches!(s, Stage::Conntrack(_)) {
+                    return format!(
+                        "stage `conntrack` (pipeline[{i}]): {}",
+                        crate::stage::conntrack::GPU_REFUSAL
+                    );
+                }
                 format!(
                     "stage `{}` (pipeline[{i}]) has no CUDA implementation, so the GPU executor \
                      cannot run this pipeline",

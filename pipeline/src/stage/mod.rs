@@ -9,6 +9,7 @@ mod burstwise_acl_tests;
 pub mod config;
 #[cfg(test)]
 mod config_tests;
+pub mod conntrack;
 pub mod count;
 pub mod custom;
 pub mod descriptor;

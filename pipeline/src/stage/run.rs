@@ -43,6 +43,8 @@ pub enum Stage {
     Respond(Box<crate::rewrite::stage::RespondSlot>),
     /// Send time = receive time + delay (`tx_time:`), into `Verdict::send_ns`.
     TxTime(crate::rewrite::TxTime),
+    /// Connection tracking (`conntrack:`): a flow table per queue, the state into the metadata.
+    Conntrack(Box<crate::stage::conntrack::ConntrackStage>),
 }
 
 /// The published ACL tables of an `acl` stage. Immutable once published: a reload builds the new
@@ -84,6 +86,7 @@ impl Stage {
             Stage::Route(_) => &rw::route::DESCRIPTOR,
             Stage::Respond(_) => &rw::respond::DESCRIPTOR,
             Stage::TxTime(_) => &rw::tx_time::DESCRIPTOR,
+            Stage::Conntrack(_) => &crate::stage::conntrack::DESCRIPTOR,
         })
     }
 
@@ -230,6 +233,17 @@ impl Pipeline {
         let Some(now) = self.acl() else {
             anyhow::bail!("the pipeline has no acl stage to reload");
         };
+        // The reloaded stage is the first `acl`: its `ct:` rules need a `conntrack` before it.
+        for (i, s) in self.stages.iter().enumerate() {
+            match s {
+                Stage::Conntrack(_) => break,
+                Stage::Acl(_) => {
+                    check_ct_rule_set(new, i)?;
+                    break;
+                }
+                _ => {}
+            }
+        }
         if now.has_rewrites() != new.has_rewrites() {
             let (a, b) = if new.has_rewrites() {
                 ("has rewrite actions (`set:`)", "has none")
@@ -386,7 +400,10 @@ impl Pipeline {
             .any(|s| !matches!(s, Stage::Acl(_)) && s.rewrites())
             || tables.iter().flatten().any(|t| t.has_rewrites());
         let mut t = Tally::default();
-        if !rewrites && self.burstwise() {
+        // The burst-wise ACL pass walks the one classifier: a rule set with `ct:` rules (its
+        // per-state classifiers) runs frame by frame.
+        let ct_rules = tables.iter().flatten().any(|t| t.ct.is_some());
+        if !rewrites && !ct_rules && self.burstwise() {
             // Stage by stage over the burst (see stage::burstwise): same results.
             self.run_burstwise(frames, metas, verdicts, tables, &mut t, c);
         } else {
@@ -557,6 +574,7 @@ impl Pipeline {
                     }
                 }
                 Stage::TxTime(op) => op.apply(desc.timestamp_ns, v),
+                Stage::Conntrack(ct) => ct.apply(desc, cur.bytes(), meta),
                 Stage::Acl(_) => {
                     let Some(acl) = tables.get(si).and_then(Option::as_ref) else {
                         continue;
@@ -715,6 +733,9 @@ pub fn build_for(
             )?)),
             StageConfig::Dscp(c) => Stage::Dscp(rw::Dscp::new(c)?),
             StageConfig::TxTime(c) => Stage::TxTime(rw::TxTime::new(c)?),
+            StageConfig::Conntrack(c) => {
+                Stage::Conntrack(Box::new(crate::stage::conntrack::ConntrackStage::new(c)?))
+            }
             StageConfig::Respond(c) => Stage::Respond(Box::new(rw::stage::RespondSlot {
                 op: rw::Respond::new(c)?,
                 ingress_out: ports.map(|p| p.ingress_out()).unwrap_or_default(),
@@ -736,7 +757,33 @@ pub fn build_for(
         }
         parsed |= matches!(s, Stage::Parse);
     }
+    check_ct_rules(&out)?;
     Ok(Pipeline::new(out))
+}
+
+/// An `acl` stage whose rules match on `ct:` needs a `conntrack` stage before it (else every
+/// frame is `untracked`): the error names the rule's file and line.
+fn check_ct_rules(stages: &[Stage]) -> anyhow::Result<()> {
+    let mut tracked = false;
+    for (i, s) in stages.iter().enumerate() {
+        match s {
+            Stage::Conntrack(_) => tracked = true,
+            Stage::Acl(a) if !tracked => check_ct_rule_set(&a.current(), i)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The error for a rule set with `ct:` rules at `pipeline[i]` with no `conntrack` before it.
+pub(crate) fn check_ct_rule_set(a: &AclStage, i: usize) -> anyhow::Result<()> {
+    if let Some(r) = a.first_ct_rule() {
+        anyhow::bail!(
+            "{}: key `ct`: the rule matches on the connection state, but pipeline[{i}] (`acl`)              has no `conntrack` stage before it: add `- conntrack: {{ entries: N }}` after              `parse`",
+            r.loc
+        );
+    }
+    Ok(())
 }
 
 /// The `fronthaul` stage of a config, its sink folder resolved against the config's.

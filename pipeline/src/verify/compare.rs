@@ -52,7 +52,7 @@ const META_FIELDS: &[(usize, &str)] = &[
     (132, "ecpri_seq_id"),
     (134, "inner_tcp_flags"),
     (136, "ecpri_revision"),
-    (137, "reserved0"),
+    (137, "ct_state"),
     (138, "reserved1"),
     (140, "steer_mark"),
 ];

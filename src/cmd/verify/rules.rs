@@ -27,6 +27,14 @@ pub fn load_acl(path: &Path, default: Action) -> anyhow::Result<Acl> {
         RuleFormat::ClassBench
     };
     let stage = AclStage::load(path, format, default)?;
+    if let Some(r) = stage.first_ct_rule() {
+        // The GPU executor runs no `conntrack` (and its classifier has no `ct:`).
+        anyhow::bail!(
+            "{}: key `ct`: rule sets with `ct:` rules run on the CPU executor only (they need \
+             a `conntrack` stage), so there is no GPU run to verify them against",
+            r.loc
+        );
+    }
     let bytes = stage.classifier.image_bytes();
     let n_rules = stage.classifier.header().num_rules;
     let default_action = stage.default as u8;
