@@ -1,5 +1,6 @@
-//! The CPU executor, DPDK lcore style: an ingest thread per receiving port spreads frames over the
-//! RX queues (software steering: RSS on the 5-tuple, as a NIC would), one run-to-completion worker
+//! The CPU executor, DPDK lcore style: receive threads (one per (port, queue) where the port
+//! splits its frames by queue, see [`queue_rx`]; else one per port that spreads frames over the
+//! RX queues by software steering: RSS on the 5-tuple, as a NIC would), one run-to-completion worker
 //! thread per queue runs the pipeline over whole bursts, and one TX thread writes passed frames to
 //! the output port. Bursts move between threads through lock-free SPSC rings and are recycled, so
 //! the steady state allocates nothing. No frame is lost without a counted reason.
@@ -23,6 +24,9 @@ use crate::steer::Steering;
 use crate::threads::spawn_named;
 use crate::verdict::{Action, DropReason, Verdict};
 use crate::verify::sampler::{VerifyBoard, VerifyTap, VerifyWiring};
+
+mod queue_rx;
+pub use queue_rx::RxThreads;
 
 /// A burst in flight with its per-frame results.
 struct Slot {
@@ -62,6 +66,9 @@ pub struct CpuRunSpec {
     /// `verify.sample`: re-check one burst in this many on the reference (0: off; see
     /// [`crate::verify::sampler`]).
     pub verify_sample: u64,
+    /// Receive threads: per queue or per port, and their cores (`queues.rx_threads`,
+    /// `queues.cores`).
+    pub rx_threads: RxThreads,
 }
 
 /// Shared state a caller (the daemon's control thread) can watch while the executor runs.
@@ -161,7 +168,6 @@ pub fn run_out(
     rx: Vec<Box<dyn RxPort>>,
     out: OutPorts,
 ) -> RunOutcome {
-    let start = Instant::now();
     let nq = spec.queues;
     let nports = rx.len();
     // Per (port, queue): ingest -> worker ring, and a return ring for empty slots.
@@ -186,7 +192,11 @@ pub fn run_out(
         tx_ret_prod,
         tx_ret_cons,
     } = TxRings::new(has_tx, nq, nports, spec.ring_slots);
-    let ingest_done: Vec<AtomicBool> = (0..nports).map(|_| AtomicBool::new(false)).collect();
+    // The split steers a capture once, as its loading parsed it once: not the run's time.
+    let feeds = queue_rx::plan(spec, rx);
+    let start = Instant::now();
+    let receivers: usize = feeds.iter().map(queue_rx::Feed::threads).sum();
+    let ingest_done: Vec<AtomicBool> = (0..receivers).map(|_| AtomicBool::new(false)).collect();
     let workers_done = AtomicU64::new(0);
     // The sampling verifier: one sample in flight at most, mismatching frames to the TX
     // thread's slow path through a bounded queue.
@@ -196,43 +206,23 @@ pub fn run_out(
     let errors = std::sync::Mutex::new(Vec::new());
     let port_counters = std::sync::Mutex::new(Vec::new());
     let tallies = std::sync::Mutex::new(Vec::new());
+    let sinks = queue_rx::IngestSinks {
+        spec,
+        shared,
+        done: &ingest_done,
+        errors: &errors,
+        port_counters: &port_counters,
+    };
 
     std::thread::scope(|s| {
-        // Ingest threads.
-        for (pi, ((mut port, producers), (frees, tx_frees))) in rx
+        // Receive threads.
+        let rings: Vec<queue_rx::PortRings> = to_worker
             .into_iter()
-            .zip(to_worker)
-            .zip(free_cons.into_iter().zip(tx_ret_cons))
-            .enumerate()
-        {
-            let shared = Arc::clone(shared);
-            let done = &ingest_done[pi];
-            let errors = &errors;
-            let port_counters = &port_counters;
-            spawn_named(s, format!("pw-in{pi}"), move || {
-                let r = ingest(
-                    spec,
-                    &shared,
-                    pi as u16,
-                    port.as_mut(),
-                    producers,
-                    frees,
-                    tx_frees,
-                );
-                if let Err(e) = r {
-                    if let Ok(mut v) = errors.lock() {
-                        v.push(format!("{}: {e}", port.name()));
-                    }
-                }
-                let pc = port.port_counters();
-                if !pc.is_empty() {
-                    if let Ok(mut v) = port_counters.lock() {
-                        v.push((port.name().to_string(), pc));
-                    }
-                }
-                done.store(true, Ordering::Release);
-            });
-        }
+            .zip(free_cons)
+            .zip(tx_ret_cons)
+            .map(|((p, f), t)| (p, f, t))
+            .collect();
+        queue_rx::spawn_ingest(s, &sinks, feeds, rings);
         // Workers.
         let mut to_tx_iter = to_tx.into_iter();
         for (q, (inputs, frees)) in worker_in.into_iter().zip(free_prod).enumerate() {
