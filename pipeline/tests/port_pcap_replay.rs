@@ -73,7 +73,11 @@ fn bad_max_bytes_is_named() {
     let dir = tmp("cfg");
     std::fs::create_dir_all(&dir).unwrap();
     let input = pipeline::testdata::multi_proto_pcap();
-    for (v, want) in [("0", "must be > 0"), ("lots", "max_bytes"), ("-5", "max_bytes")] {
+    for (v, want) in [
+        ("0", "must be > 0"),
+        ("lots", "max_bytes"),
+        ("-5", "max_bytes"),
+    ] {
         let path = dir.join("c.yaml");
         std::fs::write(
             &path,
@@ -122,7 +126,10 @@ fn split_queues_replay_what_one_steering_thread_gives_them() {
     let nq = 4;
     let st = Steering::rss_only(nq as u16).unwrap();
     let (want, _) = steered(&mut PcapRx::open(&o, 2).unwrap(), &st, nq);
-    assert!(want.iter().filter(|q| !q.is_empty()).count() > 1, "RSS spreads");
+    assert!(
+        want.iter().filter(|q| !q.is_empty()).count() > 1,
+        "RSS spreads"
+    );
     for room in [0usize, 4] {
         let mut rx = PcapRx::open(&o, 2).unwrap();
         let queues = rx.split_by_queue(&st, nq).unwrap();
@@ -141,8 +148,15 @@ fn split_queues_replay_what_one_steering_thread_gives_them() {
                 }
                 for (i, (d, f)) in b.frames().enumerate() {
                     assert_eq!(d.port, 2);
-                    let end = b.descs.get(i + 1).map_or(b.data.len(), |n| n.offset as usize);
-                    assert_eq!(end - d.offset as usize, f.len() + room, "room after each frame");
+                    let end = b
+                        .descs
+                        .get(i + 1)
+                        .map_or(b.data.len(), |n| n.offset as usize);
+                    assert_eq!(
+                        end - d.offset as usize,
+                        f.len() + room,
+                        "room after each frame"
+                    );
                     got.push((f.to_vec(), d.timestamp_ns, d.queue, d.mark));
                 }
             }
@@ -156,6 +170,10 @@ fn split_queues_replay_what_one_steering_thread_gives_them() {
     }
     // A paced (pps) port is replayed by one thread: the pace is the port's.
     o.rate = pipeline::port::pace::Rate::Pps(1000.0);
-    let e = PcapRx::open(&o, 0).unwrap().split_by_queue(&st, nq).err().unwrap();
+    let e = PcapRx::open(&o, 0)
+        .unwrap()
+        .split_by_queue(&st, nq)
+        .err()
+        .unwrap();
     assert!(e.contains("rate"), "{e}");
 }

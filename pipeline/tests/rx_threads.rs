@@ -22,6 +22,7 @@ type Seen = Vec<Vec<(Vec<u8>, u32, u64, String)>>;
 
 struct Outcome {
     summary: daemon::Summary,
+    receive_threads: usize,
     seen: Seen,
     out: Vec<Vec<u8>>,
 }
@@ -77,7 +78,13 @@ fn run(dir: &Path, input: &Path, rx_threads: &str, queues: u16, room: bool) -> O
     let mut ports = daemon::open_ports(&p.cfg).unwrap();
     let dests = ports.take_out();
     let o = cpu::run_out(&spec, &shared, ports.rx, dests);
-    let summary = daemon::summarize(&shared.counters, &p.pipeline, o.elapsed, &p.choice, o.errors);
+    let summary = daemon::summarize(
+        &shared.counters,
+        &p.pipeline,
+        o.elapsed,
+        &p.choice,
+        o.errors.clone(),
+    );
     assert!(summary.errors.is_empty(), "{:?}", summary.errors);
     let mut r = CaptureReader::open(&out).unwrap();
     let mut frames = Vec::new();
@@ -87,6 +94,7 @@ fn run(dir: &Path, input: &Path, rx_threads: &str, queues: u16, room: bool) -> O
     let seen = std::mem::take(&mut *seen.lock().unwrap());
     Outcome {
         summary,
+        receive_threads: o.receive_threads,
         seen,
         out: frames,
     }
@@ -96,7 +104,15 @@ fn counts(s: &daemon::Summary) -> String {
     let q: Vec<_> = s
         .queues
         .iter()
-        .map(|q| (q.rx_frames, q.rx_bytes, q.passed, q.tx_frames, q.drops.clone()))
+        .map(|q| {
+            (
+                q.rx_frames,
+                q.rx_bytes,
+                q.passed,
+                q.tx_frames,
+                q.drops.clone(),
+            )
+        })
         .collect();
     format!(
         "{} {} {} {:?} {:?} {:?}",
@@ -112,12 +128,20 @@ fn one_receive_thread_per_queue_matches_one_per_port() {
         let a = run(&dir, &input, "per_port", queues, room);
         let b = run(&dir, &input, "per_queue", queues, room);
         let what = format!("queues={queues} room={room}");
+        assert_eq!(
+            (a.receive_threads, b.receive_threads),
+            (1, queues as usize),
+            "{what}"
+        );
         assert!(a.summary.rx_frames > 0, "{what}");
         assert_eq!(counts(&a.summary), counts(&b.summary), "{what}");
         // Each queue's worker saw the same frames, marks, times and verdicts in the same order.
         assert_eq!(a.seen, b.seen, "{what}");
         if queues == 2 {
-            assert!(a.seen.iter().all(|q| !q.is_empty()), "{what}: both queues used");
+            assert!(
+                a.seen.iter().all(|q| !q.is_empty()),
+                "{what}: both queues used"
+            );
             let drops = &a.summary.queues[0].drops;
             assert!(
                 drops.iter().any(|(r, n)| r == "steering_drop" && *n > 0),

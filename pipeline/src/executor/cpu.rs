@@ -116,6 +116,9 @@ pub struct RunOutcome {
     pub port_counters: Vec<(String, Vec<(String, u64)>)>,
     /// What each destination took (output ports, mirror, slow path), see [`OutPorts`].
     pub out: Vec<OutTally>,
+    /// Receive threads the run had (one per port, or one per (port, queue) for a port split by
+    /// queue).
+    pub receive_threads: usize,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -288,6 +291,7 @@ pub fn run_out(
         errors: errors.into_inner().unwrap_or_default(),
         port_counters,
         out: tallies.into_inner().unwrap_or_default(),
+        receive_threads: receivers,
     }
 }
 
@@ -804,6 +808,8 @@ pub mod zero_copy {
             // Read once every worker is done, as the copying path reads it at its ingest's end.
             port_counters: vec![(format!("dpdk:{}", rx.setup().name), rx.counters())],
             out: Vec::new(),
+            // The workers receive: one per queue.
+            receive_threads: nq,
         }
     }
 

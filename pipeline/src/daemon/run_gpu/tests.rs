@@ -695,7 +695,11 @@ fn per_queue_receive_threads_count_and_send_as_one_per_port() {
     let gpu = run_fake(&p, 2, 1, true);
     let c = by_queue(&p, &runs[0].1.tx);
     assert!(c.iter().all(|q| !q.is_empty()), "every queue transmits");
-    for (mode, r) in runs.iter().skip(1).chain([(String::from("gpu"), gpu)].iter()) {
+    for (mode, r) in runs
+        .iter()
+        .skip(1)
+        .chain([(String::from("gpu"), gpu)].iter())
+    {
         assert_same_counts(&r.s, &runs[0].1.s, mode);
         let g = by_queue(&p, &r.tx);
         for q in 0..3 {

@@ -172,7 +172,8 @@ pub(super) fn spawn_ingest<'scope, 'env>(
                     let q = src.queue() as usize;
                     spawn_named(s, format!("pw-in{pi}q{q}"), move || {
                         pin(&sinks.spec.rx_threads.cores, q, "pw-in");
-                        let r = ingest_queue(sinks.spec, sinks.shared, src.as_mut(), prod, free, txf);
+                        let r =
+                            ingest_queue(sinks.spec, sinks.shared, src.as_mut(), prod, free, txf);
                         if let Err(e) = r {
                             if let Ok(mut v) = sinks.errors.lock() {
                                 v.push(format!("{}: {e}", src.name()));

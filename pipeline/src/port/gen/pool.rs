@@ -47,7 +47,13 @@ impl FramePool {
 
     /// Appends the frame `spec` (whose key is `key`) to `burst` from the pool, building it on
     /// first use; false when the pool cannot hold it (the caller builds it).
-    pub(super) fn push(&mut self, key: usize, spec: &FrameSpec, burst: &mut Burst, desc: FrameDesc) -> bool {
+    pub(super) fn push(
+        &mut self,
+        key: usize,
+        spec: &FrameSpec,
+        burst: &mut Burst,
+        desc: FrameDesc,
+    ) -> bool {
         let Some(&slot) = self.index.get(key) else {
             return false;
         };

@@ -47,9 +47,9 @@ pub struct PcapQueueRx {
 /// Why `rx` cannot be split by queue (`None`: it can).
 pub(super) fn refusal(rx: &PcapRx) -> Option<String> {
     match rx.pacer.rate() {
-        Rate::Pps(_) | Rate::Bps(_) => Some(
-            "its rate (pps/bps) paces the port as a whole, so one thread replays it".into(),
-        ),
+        Rate::Pps(_) | Rate::Bps(_) => {
+            Some("its rate (pps/bps) paces the port as a whole, so one thread replays it".into())
+        }
         _ => None,
     }
 }
