@@ -105,8 +105,11 @@ pub(super) struct IngestSinks<'a> {
     /// One flag per receive thread, set when it ends.
     pub done: &'a [AtomicBool],
     pub errors: &'a Mutex<Vec<String>>,
-    pub port_counters: &'a Mutex<Vec<(String, Vec<(String, u64)>)>>,
+    pub port_counters: &'a Mutex<PortCounters>,
 }
+
+/// Each receiving port's own counters at its end: (port name, (counter, value)).
+pub(super) type PortCounters = Vec<(String, Vec<(String, u64)>)>;
 
 /// Each port's rings: to each queue's worker, and the slots back from the workers and the TX
 /// thread (per port, one per queue; the TX list is empty without a TX thread).
