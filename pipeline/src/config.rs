@@ -140,6 +140,20 @@ pub struct QueuesConfig {
     pub ring_slots: u32,
     /// Ring-full policy. Default `wait`.
     pub on_full: OnFull,
+    /// Receive threads of the CPU executor: `per_queue` (default: one per (port, queue) where
+    /// the port splits by queue) or `per_port` (docs/ports.md).
+    pub rx_threads: RxThreadsMode,
+    /// CPUs the receive threads are pinned to: queue q's on `cores[q % len]`. Unset: not pinned.
+    pub cores: Option<Vec<usize>>,
+}
+
+/// `queues.rx_threads`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RxThreadsMode {
+    #[default]
+    PerQueue,
+    PerPort,
 }
 
 impl Default for QueuesConfig {
@@ -149,6 +163,8 @@ impl Default for QueuesConfig {
             burst: 32,
             ring_slots: 256,
             on_full: OnFull::Wait,
+            rx_threads: RxThreadsMode::PerQueue,
+            cores: None,
         }
     }
 }
@@ -421,6 +437,39 @@ fn validate_queues(file: &Path, q: &QueuesConfig) -> Result<(), ConfigError> {
                 q.ring_slots
             ),
         ));
+    }
+    if let Some(cores) = &q.cores {
+        validate_cores(file, cores)?;
+    }
+    Ok(())
+}
+
+/// `queues.cores`: not empty, each CPU in range and listed once (whether the process may run
+/// on it is `pktwarp validate`'s check).
+fn validate_cores(file: &Path, cores: &[usize]) -> Result<(), ConfigError> {
+    if cores.is_empty() {
+        return Err(ConfigError::whole(
+            file,
+            "queues.cores",
+            "empty: list the CPUs to pin the receive threads to, or leave it out",
+        ));
+    }
+    let max = libc::CPU_SETSIZE as usize;
+    for (i, &c) in cores.iter().enumerate() {
+        if c >= max {
+            return Err(ConfigError::whole(
+                file,
+                format!("queues.cores[{i}]"),
+                format!("CPU {c} is out of range (0 ..= {})", max - 1),
+            ));
+        }
+        if cores[..i].contains(&c) {
+            return Err(ConfigError::whole(
+                file,
+                format!("queues.cores[{i}]"),
+                format!("CPU {c} is listed twice"),
+            ));
+        }
     }
     Ok(())
 }

@@ -112,6 +112,10 @@ impl Prepared {
             steering: Arc::clone(&self.steering),
             observer: None,
             verify_sample: crate::config::verify::sample_of(&self.cfg.verify),
+            rx_threads: crate::executor::cpu::RxThreads {
+                per_queue: q.rx_threads == crate::config::RxThreadsMode::PerQueue,
+                cores: q.cores.clone().unwrap_or_default(),
+            },
         }
     }
 }

@@ -156,6 +156,7 @@ fn spec(queues: usize, rules: bool) -> CpuRunSpec {
         steering: Arc::new(steering),
         observer: None,
         verify_sample: 0,
+        rx_threads: Default::default(),
     }
 }
 

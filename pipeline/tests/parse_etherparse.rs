@@ -201,6 +201,9 @@ proptest! {
         l4 in l4_strategy(),
         payload in prop::collection::vec(any::<u8>(), 0..64),
     ) {
+        // UDP to the VXLAN or GTP-U port is a tunnel to `parse`, and random payload bytes are
+        // no valid tunnel header (the tunnel tests build those).
+        prop_assume!(!matches!(l4, L4::Udp { sp, dp } if [sp, dp].iter().any(|p| [4789, 2152].contains(p))));
         let f = build(&vlans, &l3, &l4, &payload);
         let m = parse_frame(&f);
         // Valid frames must parse completely on both sides, and agree.

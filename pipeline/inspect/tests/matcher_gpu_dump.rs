@@ -11,7 +11,7 @@ use std::path::Path;
 
 use common::corpus::{etopen_fast_patterns, http_like, tcpdump_payloads};
 use common::{set_of_pairs, Rng};
-use flow_rules::input::require_data;
+use flow_rules::input::require_corpus;
 use pktwarp_inspect::matcher::Image;
 
 fn write_words(p: &Path, w: &[u32]) {
@@ -43,9 +43,13 @@ fn dump_gpu_check_inputs() {
     let out =
         std::env::var_os("PKTWARP_MATCH_DUMP").expect("PKTWARP_MATCH_DUMP=DIR: where to write");
     let out = Path::new(&out);
-    let set = set_of_pairs(&etopen_fast_patterns(&require_data("ids/etopen-2019")));
+    let (Some(rules), Some(pcaps)) = (require_corpus("ids/etopen-2019"), require_corpus("pcaps"))
+    else {
+        return;
+    };
+    let set = set_of_pairs(&etopen_fast_patterns(&rules));
     let img = Image::compile(&set).expect("compile");
-    let real = tcpdump_payloads(&require_data("pcaps"), 1 << 20);
+    let real = tcpdump_payloads(&pcaps, 1 << 20);
     let mut stream = real.concat();
     stream.extend(http_like(2000, 7).concat());
     for size in [1460usize, 64] {

@@ -7,8 +7,9 @@ use std::path::Path;
 use crate::config::{Config, ConfigError};
 
 /// The start-up checks that need the file system or the network, for `pktwarp validate` (so
-/// that validate fails where run would): every input is opened and read as run reads it (pcap
-/// RX files, gen traces: size bounds and formats included), every pcap TX path's folder
+/// that validate fails where run would): every input is opened (a pcap RX file: its size
+/// against `max_bytes`, its header and first record; a gen trace: read as run reads it), the
+/// receive threads' `queues.cores` are CPUs the process may run on, every pcap TX path's folder
 /// exists and is writable (nothing is created), a slow-path TAP device can be made or attached
 /// (then let go; it is not brought up), and `metrics.listen` can be bound (then let go).
 /// Errors name the file, the port's line and column, and the key.
@@ -19,7 +20,8 @@ pub fn preflight(cfg: &Config) -> Result<(), ConfigError> {
             if let Some(r) = &pc.rx {
                 let mut o = r.clone();
                 o.path = cfg.resolve(&o.path);
-                crate::port::pcap::PcapRx::open(&o, i as u16)
+                // The header and first record only: loading a large capture is run's work.
+                crate::port::pcap::PcapRx::probe(&o)
                     .map_err(|e| fail(format!("ports[{i}].pcap.rx.path"), e.to_string()))?;
             }
             if let Some(t) = &pc.tx {
@@ -37,6 +39,7 @@ pub fn preflight(cfg: &Config) -> Result<(), ConfigError> {
                 .map_err(|e| fail(format!("ports[{i}].gen.{key}"), e.to_string()))?;
         }
     }
+    check_cores(cfg)?;
     if let Some(t) = cfg.output.as_ref().and_then(|o| o.to_host.as_ref()) {
         if let Some(f) = &t.value.pcap {
             check_output_path(&cfg.resolve(f))
@@ -54,6 +57,29 @@ pub fn preflight(cfg: &Config) -> Result<(), ConfigError> {
             .map_err(|m| ConfigError::whole(&cfg.path, "metrics.listen", m))?;
         crate::control::http::bind(addr)
             .map_err(|e| ConfigError::whole(&cfg.path, "metrics.listen", format!("{e:#}")))?;
+    }
+    Ok(())
+}
+
+/// Every `queues.cores` entry is a CPU this process may run on.
+fn check_cores(cfg: &Config) -> Result<(), ConfigError> {
+    let Some(cores) = &cfg.queues.cores else {
+        return Ok(());
+    };
+    let allowed = crate::affinity::allowed_cpus()
+        .map_err(|e| ConfigError::whole(&cfg.path, "queues.cores", e.to_string()))?;
+    for (i, c) in cores.iter().enumerate() {
+        if !allowed.contains(c) {
+            let list: Vec<String> = allowed.iter().map(usize::to_string).collect();
+            return Err(ConfigError::whole(
+                &cfg.path,
+                format!("queues.cores[{i}]"),
+                format!(
+                    "CPU {c}: this process may not run on it (allowed: {})",
+                    list.join(", ")
+                ),
+            ));
+        }
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
-//! The CPU executor, DPDK lcore style: an ingest thread per receiving port spreads frames over the
-//! RX queues (software steering: RSS on the 5-tuple, as a NIC would), one run-to-completion worker
+//! The CPU executor, DPDK lcore style: receive threads (one per (port, queue) where the port
+//! splits its frames by queue, see [`queue_rx`]; else one per port that spreads frames over the
+//! RX queues by software steering: RSS on the 5-tuple, as a NIC would), one run-to-completion worker
 //! thread per queue runs the pipeline over whole bursts, and one TX thread writes passed frames to
 //! the output port. Bursts move between threads through lock-free SPSC rings and are recycled, so
 //! the steady state allocates nothing. No frame is lost without a counted reason.
@@ -24,6 +25,9 @@ use crate::steer::Steering;
 use crate::threads::spawn_named;
 use crate::verdict::{Action, DropReason, Verdict};
 use crate::verify::sampler::{VerifyBoard, VerifyTap, VerifyWiring};
+
+mod queue_rx;
+pub use queue_rx::RxThreads;
 
 /// A burst in flight with its per-frame results.
 struct Slot {
@@ -63,6 +67,9 @@ pub struct CpuRunSpec {
     /// `verify.sample`: re-check one burst in this many on the reference (0: off; see
     /// [`crate::verify::sampler`]).
     pub verify_sample: u64,
+    /// Receive threads: per queue or per port, and their cores (`queues.rx_threads`,
+    /// `queues.cores`).
+    pub rx_threads: RxThreads,
 }
 
 /// Shared state a caller (the daemon's control thread) can watch while the executor runs.
@@ -110,6 +117,9 @@ pub struct RunOutcome {
     pub port_counters: Vec<(String, Vec<(String, u64)>)>,
     /// What each destination took (output ports, mirror, slow path), see [`OutPorts`].
     pub out: Vec<OutTally>,
+    /// Receive threads the run had (one per port, or one per (port, queue) for a port split by
+    /// queue).
+    pub receive_threads: usize,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -165,7 +175,6 @@ pub fn run_out(
     rx: Vec<Box<dyn RxPort>>,
     out: OutPorts,
 ) -> RunOutcome {
-    let start = Instant::now();
     let nq = spec.queues;
     let nports = rx.len();
     // Per (port, queue): ingest -> worker ring, and a return ring for empty slots.
@@ -190,7 +199,11 @@ pub fn run_out(
         tx_ret_prod,
         tx_ret_cons,
     } = TxRings::new(has_tx, nq, nports, spec.ring_slots);
-    let ingest_done: Vec<AtomicBool> = (0..nports).map(|_| AtomicBool::new(false)).collect();
+    // The split steers a capture once, as its loading parsed it once: not the run's time.
+    let feeds = queue_rx::plan(spec, rx);
+    let start = Instant::now();
+    let receivers: usize = feeds.iter().map(queue_rx::Feed::threads).sum();
+    let ingest_done: Vec<AtomicBool> = (0..receivers).map(|_| AtomicBool::new(false)).collect();
     let workers_done = AtomicU64::new(0);
     // The sampling verifier: one sample in flight at most, mismatching frames to the TX
     // thread's slow path through a bounded queue.
@@ -202,43 +215,23 @@ pub fn run_out(
     let tallies = std::sync::Mutex::new(Vec::new());
     let pipeline = &spec.pipeline;
     let mut hooks = HookDriver::start(pipeline, "cpu", pipeline.params_generation());
+    let sinks = queue_rx::IngestSinks {
+        spec,
+        shared,
+        done: &ingest_done,
+        errors: &errors,
+        port_counters: &port_counters,
+    };
 
     std::thread::scope(|s| {
-        // Ingest threads.
-        for (pi, ((mut port, producers), (frees, tx_frees))) in rx
+        // Receive threads.
+        let rings: Vec<queue_rx::PortRings> = to_worker
             .into_iter()
-            .zip(to_worker)
-            .zip(free_cons.into_iter().zip(tx_ret_cons))
-            .enumerate()
-        {
-            let shared = Arc::clone(shared);
-            let done = &ingest_done[pi];
-            let errors = &errors;
-            let port_counters = &port_counters;
-            spawn_named(s, format!("pw-in{pi}"), move || {
-                let r = ingest(
-                    spec,
-                    &shared,
-                    pi as u16,
-                    port.as_mut(),
-                    producers,
-                    frees,
-                    tx_frees,
-                );
-                if let Err(e) = r {
-                    if let Ok(mut v) = errors.lock() {
-                        v.push(format!("{}: {e}", port.name()));
-                    }
-                }
-                let pc = port.port_counters();
-                if !pc.is_empty() {
-                    if let Ok(mut v) = port_counters.lock() {
-                        v.push((port.name().to_string(), pc));
-                    }
-                }
-                done.store(true, Ordering::Release);
-            });
-        }
+            .zip(free_cons)
+            .zip(tx_ret_cons)
+            .map(|((p, f), t)| (p, f, t))
+            .collect();
+        queue_rx::spawn_ingest(s, &sinks, feeds, rings);
         // Workers.
         let mut to_tx_iter = to_tx.into_iter();
         for (q, (inputs, frees)) in worker_in.into_iter().zip(free_prod).enumerate() {
@@ -306,6 +299,7 @@ pub fn run_out(
         errors: errors.into_inner().unwrap_or_default(),
         port_counters,
         out: tallies.into_inner().unwrap_or_default(),
+        receive_threads: receivers,
     }
 }
 
@@ -848,6 +842,8 @@ pub mod zero_copy {
             // Read once every worker is done, as the copying path reads it at its ingest's end.
             port_counters: vec![(format!("dpdk:{}", rx.setup().name), rx.counters())],
             out: Vec::new(),
+            // The workers receive: one per queue.
+            receive_threads: nq,
         }
     }
 

@@ -69,6 +69,46 @@ pub trait RxPort: Send {
     fn gpu_rx(&mut self) -> Option<&mut dyn gpu_rx::GpuRx> {
         None
     }
+    /// Splits the port's frames by queue under `steering` over `queues` queues, for one receive
+    /// thread per queue (docs/ports.md): each [`QueueRx`] gives its queue's frames, in the
+    /// order and with the queue, mark and drops the steering gives them. `Err(why)` when the
+    /// port is received by one thread (the default).
+    fn split_by_queue(
+        &mut self,
+        steering: &crate::steer::Steering,
+        queues: usize,
+    ) -> Result<Vec<Box<dyn QueueRx>>, String> {
+        let _ = (steering, queues);
+        Err("the backend is received by one thread".into())
+    }
+}
+
+/// What one queue's receive call took in: every frame the steering gave the queue, those it
+/// dropped included (counted on the queue, as the one-thread ingest counts them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueTally {
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    pub steering_drops: u64,
+}
+
+/// One queue's share of a port split by queue ([`RxPort::split_by_queue`]): its frames are
+/// already steered (queue and mark set), so its thread hands them to the queue's worker as
+/// they come.
+pub trait QueueRx: Send {
+    /// Appends up to `max` frames of the queue to `burst`, each followed by `room` spare
+    /// bytes (see [`Burst::push_with_room`]), and counts what it took in into `tally`.
+    /// `Frames(0)`: only steering drops this time.
+    fn rx_queue(
+        &mut self,
+        burst: &mut Burst,
+        max: usize,
+        room: usize,
+        tally: &mut QueueTally,
+    ) -> Result<RxStatus, PortError>;
+    fn name(&self) -> &str;
+    /// The queue whose frames it gives.
+    fn queue(&self) -> u16;
 }
 
 /// Reads a port's own counters from any thread; `None` once the port is closed.

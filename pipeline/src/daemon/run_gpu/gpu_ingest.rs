@@ -78,6 +78,23 @@ pub(crate) fn log(g: &GpuIngest) {
     );
 }
 
+/// Logs how a port whose frames are in host memory (pcap, gen, a DPDK port in host memory)
+/// reaches the GPU: copied, and why.
+pub(crate) fn log_host_port(port: &str) {
+    tracing::info!(
+        event = "gpu_ingest",
+        port = %port,
+        path = STAGED,
+        reason = HOST_PORT_COPIES,
+        "port {port} received by the GPU executor {STAGED}: {HOST_PORT_COPIES}"
+    );
+}
+
+/// Why a port with frames in host memory is copied on its way to the GPU.
+pub(crate) const HOST_PORT_COPIES: &str =
+    "its frames are in host memory: the port's ingest thread steers each frame and copies it \
+     into its queue's slot burst, which the queue's thread submits to the GPU";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -339,6 +339,7 @@ fn ingest_paths(
             let name = port.name().to_string();
             let nic = port.steered_in_nic();
             let Some(g) = port.gpu_rx() else {
+                gpu_ingest::log_host_port(&name);
                 return false;
             };
             let facts = gpu_ingest::Facts {

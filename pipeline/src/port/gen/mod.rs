@@ -6,6 +6,7 @@
 
 mod frame;
 pub mod oran;
+mod pool;
 mod trace;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -547,11 +548,13 @@ impl FlowGen {
         }
     }
 
-    fn next(&self, rng: &mut StdRng) -> Tuple {
+    /// The next header and, from a fixed flow set, its index (the pool's key).
+    fn next(&self, rng: &mut StdRng) -> (Tuple, Option<usize>) {
         if self.fixed.is_empty() {
-            self.draw(rng)
+            (self.draw(rng), None)
         } else {
-            self.fixed[rng.random_range(0..self.fixed.len())]
+            let i = rng.random_range(0..self.fixed.len());
+            (self.fixed[i], Some(i))
         }
     }
 }
@@ -606,14 +609,15 @@ impl Sizes {
         })
     }
 
-    fn pick(&self, rng: &mut StdRng) -> u16 {
+    /// The index of the next size.
+    fn pick(&self, rng: &mut StdRng) -> usize {
         if self.sizes.len() == 1 {
-            return self.sizes[0];
+            return 0;
         }
         let total = self.cdf[self.cdf.len() - 1];
         let x = rng.random_range(0..total);
         let i = self.cdf.partition_point(|&c| c <= x);
-        self.sizes[i.min(self.sizes.len() - 1)]
+        i.min(self.sizes.len() - 1)
     }
 }
 
@@ -632,9 +636,11 @@ pub struct GenRx {
     duration_ns: Option<u64>,
     pacer: Pacer,
     produced: u64,
-    /// A frame drawn but refused by the pacer; it goes first next time, so the sequence does
-    /// not depend on timing.
-    pending: Option<FrameSpec>,
+    /// A frame drawn but refused by the pacer (with its pool key); it goes first next time,
+    /// so the sequence does not depend on timing.
+    pending: Option<(FrameSpec, Option<usize>)>,
+    /// The distinct frames built once (a fixed flow set or a trace; see [`pool`]).
+    pool: Option<pool::FramePool>,
     wall_start_ns: u64,
     /// O-RAN mode (`gen: {oran: ...}`): the U-plane frames of N slots, then the end.
     oran: Option<Box<oran::OranRx>>,
@@ -666,6 +672,7 @@ impl GenRx {
                 pacer: Pacer::new(Rate::Unlimited),
                 produced: 0,
                 pending: None,
+                pool: None,
                 wall_start_ns: 0,
                 oran: Some(Box::new(rx)),
             });
@@ -698,7 +705,14 @@ impl GenRx {
                 )
             }
         };
+        // A fixed set of headers: each (header, size) frame is built once.
+        let headers_n = match &headers {
+            Headers::Trace { headers, .. } => headers.len(),
+            Headers::Flows(g) => g.fixed.len(),
+        };
+        let pool = pool::FramePool::new(headers_n.saturating_mul(sizes.sizes.len()));
         Ok(GenRx {
+            pool,
             name,
             port,
             rng,
@@ -722,21 +736,30 @@ impl GenRx {
 
     /// Draws the next frame's description (advances the RNG and the trace position).
     pub fn next_spec(&mut self) -> FrameSpec {
-        let t = match &mut self.headers {
+        self.next_keyed().0
+    }
+
+    /// [`GenRx::next_spec`] and the frame's pool key (`header * sizes + size`) when it is one
+    /// of a fixed set of distinct frames (not a fresh random header, not malformed).
+    fn next_keyed(&mut self) -> (FrameSpec, Option<usize>) {
+        let (t, header) = match &mut self.headers {
             Headers::Trace { headers, next } => {
-                let h = headers[*next % headers.len()];
+                let i = *next % headers.len();
+                let h = headers[i];
                 *next = (*next + 1) % headers.len();
-                Tuple {
+                let t = Tuple {
                     src: h.src_ip,
                     dst: h.dst_ip,
                     sport: h.src_port,
                     dport: h.dst_port,
                     proto: h.proto,
-                }
+                };
+                (t, Some(i))
             }
             Headers::Flows(g) => g.next(&mut self.rng),
         };
-        let size = self.sizes.pick(&mut self.rng);
+        let size_idx = self.sizes.pick(&mut self.rng);
+        let size = self.sizes.sizes[size_idx];
         let malformed =
             if self.malformed_ratio > 0.0 && self.rng.random::<f64>() < self.malformed_ratio {
                 Some(match self.rng.random_range(0..3u8) {
@@ -747,7 +770,11 @@ impl GenRx {
             } else {
                 None
             };
-        FrameSpec {
+        let key = match (header, malformed) {
+            (Some(h), None) => Some(h * self.sizes.sizes.len() + size_idx),
+            _ => None,
+        };
+        let spec = FrameSpec {
             src_ip: t.src,
             dst_ip: t.dst,
             src_port: t.sport,
@@ -758,7 +785,8 @@ impl GenRx {
             size,
             ip_id: self.produced as u16,
             malformed,
-        }
+        };
+        (spec, key)
     }
 
     /// Frames produced so far.
@@ -783,25 +811,34 @@ impl RxPort for GenRx {
             if self.count.is_some_and(|c| self.produced >= c) {
                 break;
             }
-            let spec = match self.pending.take() {
+            let (spec, key) = match self.pending.take() {
                 Some(s) => s,
-                None => self.next_spec(),
+                None => self.next_keyed(),
             };
             let wire = frame_len(&spec) as u32;
             if !self.pacer.admit(now, wire, 0) {
-                self.pending = Some(spec);
+                self.pending = Some((spec, key));
                 break;
             }
-            let offset = burst.data.len();
-            let (cap, wire) = write_frame(&mut burst.data, &spec);
-            burst.descs.push(FrameDesc {
-                offset: offset as u32,
-                len: cap as u32,
-                wire_len: wire as u32,
+            let desc = FrameDesc {
                 port: self.port,
                 timestamp_ns: self.wall_start_ns.saturating_add(now),
                 ..FrameDesc::default()
-            });
+            };
+            let pooled = match (key, self.pool.as_mut()) {
+                (Some(k), Some(p)) => p.push(k, &spec, burst, desc),
+                _ => false,
+            };
+            if !pooled {
+                let offset = burst.data.len();
+                let (cap, wire) = write_frame(&mut burst.data, &spec);
+                burst.descs.push(FrameDesc {
+                    offset: offset as u32,
+                    len: cap as u32,
+                    wire_len: wire as u32,
+                    ..desc
+                });
+            }
             self.produced += 1;
             n += 1;
         }
@@ -820,5 +857,13 @@ impl RxPort for GenRx {
 
     fn expected_frames(&self) -> Option<u64> {
         self.count
+    }
+
+    fn split_by_queue(
+        &mut self,
+        _steering: &crate::steer::Steering,
+        _queues: usize,
+    ) -> Result<Vec<Box<dyn crate::port::QueueRx>>, String> {
+        Err("its seeded frame sequence is drawn on one thread".into())
     }
 }

@@ -2,6 +2,7 @@
 //! side to a capture file ([`PcapTx`]).
 
 mod reader;
+mod split;
 mod writer;
 
 use std::path::PathBuf;
@@ -12,11 +13,12 @@ pub use reader::{
     describe_link_type, link_type_name, CaptureFormat, CaptureReader, Frame, LINKTYPE_ETHERNET,
     MAX_RECORD_LEN,
 };
+pub use split::PcapQueueRx;
 pub use writer::{CaptureWriter, PcapTx, PcapTxOptions, WriteFormat};
 
 use crate::burst::{Burst, FrameDesc};
 use crate::port::pace::{Pacer, Rate};
-use crate::port::{PortError, RxPort, RxStatus};
+use crate::port::{PortError, QueueRx, RxPort, RxStatus};
 
 /// How many times a file is replayed: a count (>= 1) or `forever`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +72,10 @@ pub struct PcapRxOptions {
     /// interface must have the Ethernet link type. The whole file is loaded into memory once;
     /// loops replay from memory.
     pub path: PathBuf,
+    /// Largest capture file (bytes) the port loads; a larger one is refused before it is read.
+    /// Default [`MAX_REPLAY_BYTES`] (4 GiB). See docs/ports.md.
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
     /// How many times to replay the file: a count >= 1, or `forever`. Default 1.
     #[serde(default)]
     pub loops: Loops,
@@ -79,14 +85,23 @@ pub struct PcapRxOptions {
     pub rate: Rate,
 }
 
-/// Most bytes of frames a `pcap` RX side loads into memory (it replays from memory): 4 GiB.
-pub const MAX_REPLAY_BYTES: usize = 4 << 30;
+/// Default of `pcap.rx.max_bytes`: the largest capture a `pcap` RX side loads into memory
+/// (it replays from memory): 4 GiB.
+pub const MAX_REPLAY_BYTES: u64 = 4 << 30;
 
 impl PcapRxOptions {
     /// The checks [`PcapRx::open`] makes before reading the file; the error starts with the
     /// key (`pcap.rx.rate: ...`).
     pub fn check(&self) -> Result<(), String> {
+        if self.max_bytes == Some(0) {
+            return Err("pcap.rx.max_bytes: must be > 0 (bytes of capture file to load)".into());
+        }
         self.rate.validate("pcap.rx.rate")
+    }
+
+    /// `max_bytes` or its default.
+    pub fn limit(&self) -> u64 {
+        self.max_bytes.unwrap_or(MAX_REPLAY_BYTES)
     }
 
     pub fn new(path: impl Into<PathBuf>) -> Self {
@@ -94,6 +109,7 @@ impl PcapRxOptions {
             path: path.into(),
             loops: Loops::default(),
             rate: Rate::default(),
+            max_bytes: None,
         }
     }
 }
@@ -138,11 +154,11 @@ impl PcapRx {
     /// type). `port` is the ingress port index written into every [`FrameDesc`].
     pub fn open(opts: &PcapRxOptions, port: u16) -> Result<Self, PortError> {
         let path = opts.path.display().to_string();
-        opts.rate
-            .validate(&format!("{path}: rate"))
-            .map_err(PortError::Config)?;
+        let size = check_size(opts)?;
+        let limit = opts.limit();
         let mut reader = CaptureReader::open_ethernet(&opts.path)?;
-        let mut data = Vec::new();
+        // The frames are at most the file: one allocation, no doubling past the bound.
+        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
         let mut frames = Vec::new();
         let mut base_ns = None;
         let mut last_rel = 0u64;
@@ -166,19 +182,21 @@ impl PcapRx {
                 orig_len: f.orig_len.max(f.data.len() as u32),
                 rel_ns,
             });
-            if data.len() + f.data.len() > MAX_REPLAY_BYTES {
+            // The file grew since its size was checked.
+            if (data.len() + f.data.len()) as u64 > limit {
                 return Err(PortError::Format {
                     path,
                     reason: format!(
-                        "at byte offset {}: more than {} GiB of frames; the pcap port replays \
-                         from memory and loads at most that much",
-                        f.offset,
-                        MAX_REPLAY_BYTES >> 30
+                        "at byte offset {}: more than {limit} bytes of frames, over the replay \
+                         limit `pcap.rx.max_bytes` = {limit} (the pcap port loads the capture \
+                         into memory)",
+                        f.offset
                     ),
                 });
             }
             data.extend_from_slice(f.data);
         }
+        frames.shrink_to_fit();
         let gap = match frames.len() {
             0 | 1 => 0,
             n => last_rel / (n as u64 - 1),
@@ -201,6 +219,52 @@ impl PcapRx {
     pub fn frames_per_loop(&self) -> usize {
         self.frames.len()
     }
+
+    /// What `pktwarp validate` checks without loading the capture: the options, the file's
+    /// size against `max_bytes`, its header and its first record (format and link type).
+    pub fn probe(opts: &PcapRxOptions) -> Result<(), PortError> {
+        check_size(opts)?;
+        let mut reader = CaptureReader::open_ethernet(&opts.path)?;
+        if let Some(f) = reader.next_frame()? {
+            if f.link_type != LINKTYPE_ETHERNET {
+                return Err(PortError::Format {
+                    path: opts.path.display().to_string(),
+                    reason: format!(
+                        "at byte offset {}: link type {} is not Ethernet",
+                        f.offset,
+                        describe_link_type(f.link_type)
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The options' checks and the capture file's size (returned) against `max_bytes`, before
+/// anything is read.
+fn check_size(opts: &PcapRxOptions) -> Result<u64, PortError> {
+    let path = opts.path.display().to_string();
+    opts.check()
+        .map_err(|e| PortError::Config(format!("{path}: {e}")))?;
+    let size = std::fs::metadata(&opts.path)
+        .map_err(|error| PortError::Io {
+            path: path.clone(),
+            error,
+        })?
+        .len();
+    let limit = opts.limit();
+    if size > limit {
+        return Err(PortError::Format {
+            path,
+            reason: format!(
+                "the capture is {size} bytes, over the replay limit `pcap.rx.max_bytes` = \
+                 {limit} bytes (the pcap port loads the whole capture into memory); raise \
+                 pcap.rx.max_bytes or replay a smaller capture"
+            ),
+        });
+    }
+    Ok(size)
 }
 
 impl RxPort for PcapRx {
@@ -251,6 +315,20 @@ impl RxPort for PcapRx {
 
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn split_by_queue(
+        &mut self,
+        steering: &crate::steer::Steering,
+        queues: usize,
+    ) -> Result<Vec<Box<dyn QueueRx>>, String> {
+        if let Some(why) = split::refusal(self) {
+            return Err(why);
+        }
+        Ok(split::split(self, steering, queues)
+            .into_iter()
+            .map(|q| Box::new(q) as Box<dyn QueueRx>)
+            .collect())
     }
 
     fn expected_frames(&self) -> Option<u64> {

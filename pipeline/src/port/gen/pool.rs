@@ -1,0 +1,122 @@
+//! The generator's frame pool: each distinct frame (one header of a fixed flow set or trace,
+//! times one frame size) is built once, on first use, and every later frame of that kind is
+//! one copy from the pool with the per-frame field written in place (the IPv4 identification
+//! and header checksum, or the IPv6 flow label). Random headers drawn afresh per frame and
+//! malformed frames are built per frame instead.
+
+use super::frame::{write_frame, FrameSpec};
+use crate::burst::{Burst, FrameDesc};
+use crate::wire::checksum;
+
+/// Most frame bytes the pool holds; frames past it are built per frame.
+pub const POOL_MAX_BYTES: usize = 256 << 20;
+/// Most distinct frames the pool indexes (headers x sizes); a larger set is built per frame.
+pub const POOL_MAX_ENTRIES: usize = 1 << 20;
+
+const UNBUILT: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    offset: usize,
+    len: u32,
+    /// Offset of the IP header in the frame.
+    l3: u16,
+    v6: bool,
+}
+
+/// Built frames by key (`header index * sizes + size index`).
+#[derive(Debug)]
+pub(super) struct FramePool {
+    index: Vec<u32>,
+    entries: Vec<Entry>,
+    data: Vec<u8>,
+}
+
+impl FramePool {
+    /// A pool for `keys` distinct frames, or `None` when there are too many to index.
+    pub(super) fn new(keys: usize) -> Option<FramePool> {
+        if keys == 0 || keys > POOL_MAX_ENTRIES {
+            return None;
+        }
+        Some(FramePool {
+            index: vec![UNBUILT; keys],
+            entries: Vec::new(),
+            data: Vec::new(),
+        })
+    }
+
+    /// Appends the frame `spec` (whose key is `key`) to `burst` from the pool, building it on
+    /// first use; false when the pool cannot hold it (the caller builds it).
+    pub(super) fn push(
+        &mut self,
+        key: usize,
+        spec: &FrameSpec,
+        burst: &mut Burst,
+        desc: FrameDesc,
+    ) -> bool {
+        let Some(&slot) = self.index.get(key) else {
+            return false;
+        };
+        let e = if slot == UNBUILT {
+            match self.build(key, spec) {
+                Some(e) => e,
+                None => return false,
+            }
+        } else {
+            self.entries[slot as usize]
+        };
+        let at = burst.data.len();
+        burst
+            .data
+            .extend_from_slice(&self.data[e.offset..e.offset + e.len as usize]);
+        stamp(&mut burst.data[at..], e, spec.ip_id);
+        burst.descs.push(FrameDesc {
+            offset: at as u32,
+            len: e.len,
+            wire_len: e.len,
+            ..desc
+        });
+        true
+    }
+
+    fn build(&mut self, key: usize, spec: &FrameSpec) -> Option<Entry> {
+        let offset = self.data.len();
+        let base = FrameSpec { ip_id: 0, ..*spec };
+        let (cap, _) = write_frame(&mut self.data, &base);
+        if self.data.len() > POOL_MAX_BYTES || self.entries.len() >= UNBUILT as usize {
+            self.data.truncate(offset);
+            return None;
+        }
+        let v6 = spec.src_ip.is_ipv6() || spec.dst_ip.is_ipv6();
+        let e = Entry {
+            offset,
+            len: cap as u32,
+            l3: if spec.vlan.is_some() { 18 } else { 14 },
+            v6,
+        };
+        self.index[key] = self.entries.len() as u32;
+        self.entries.push(e);
+        Some(e)
+    }
+}
+
+/// Writes the per-frame identification into a copy of a pooled frame built with 0.
+fn stamp(f: &mut [u8], e: Entry, ip_id: u16) {
+    let l3 = usize::from(e.l3);
+    let id = ip_id.to_be_bytes();
+    if e.v6 {
+        // The flow label's low 16 bits; no IPv6 header checksum, and the L4 checksums do not
+        // cover it.
+        if let Some(b) = f.get_mut(l3 + 2..l3 + 4) {
+            b.copy_from_slice(&id);
+        }
+        return;
+    }
+    let Some(h) = f.get_mut(l3..l3 + 20) else {
+        return;
+    };
+    h[4..6].copy_from_slice(&id);
+    h[10..12].copy_from_slice(&[0, 0]);
+    let c = checksum::finish(checksum::sum(0, h));
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+}
