@@ -217,6 +217,7 @@ pub fn summarize(
                     .into_iter()
                     .map(|(n, v)| (n.to_string(), v))
                     .collect(),
+                section: None,
             }),
             _ => None,
         })
