@@ -175,7 +175,35 @@ pub fn summarize(
     top.truncate(20);
     s.top_rules = top;
     s.counted = counted;
-    s.custom_stages = pipeline
+    s.custom_stages = stage_sections(pipeline);
+    // Closes the slots still open at the end of the input (counted partial, sent to the sink).
+    s.fronthaul = crate::fronthaul::report::summaries(pipeline);
+    // Slots the run decoded and lost on the way to the disk fail the run (exit status 1).
+    for f in s.fronthaul.iter().filter(|f| f.slots_lost > 0) {
+        s.errors.push(format!(
+            "fronthaul stage {}: {} slots stored on the GPU never reached the sink (the \
+             completion poll fell a whole ring behind)",
+            f.position, f.slots_lost
+        ));
+    }
+    for f in s.fronthaul.iter().filter(|f| f.sink_errors > 0) {
+        s.errors.push(format!(
+            "fronthaul stage {}: its sink failed to deliver {} slots (the first error is logged \
+             above; pktwarp_fronthaul_sink_errors_total)",
+            f.position, f.sink_errors
+        ));
+    }
+    if s.elapsed_s > 0.0 {
+        s.mpps = s.rx_frames as f64 / s.elapsed_s / 1e6;
+        s.gbps = s.rx_bytes as f64 * 8.0 / s.elapsed_s / 1e9;
+    }
+    s
+}
+
+/// The summary entries of the stages with counters of their own: registered stages, the
+/// responder and the conntrack tables.
+fn stage_sections(pipeline: &stage::Pipeline) -> Vec<CustomStageSummary> {
+    pipeline
         .stages
         .iter()
         .enumerate()
@@ -221,27 +249,5 @@ pub fn summarize(
             }),
             _ => None,
         })
-        .collect();
-    // Closes the slots still open at the end of the input (counted partial, sent to the sink).
-    s.fronthaul = crate::fronthaul::report::summaries(pipeline);
-    // Slots the run decoded and lost on the way to the disk fail the run (exit status 1).
-    for f in s.fronthaul.iter().filter(|f| f.slots_lost > 0) {
-        s.errors.push(format!(
-            "fronthaul stage {}: {} slots stored on the GPU never reached the sink (the \
-             completion poll fell a whole ring behind)",
-            f.position, f.slots_lost
-        ));
-    }
-    for f in s.fronthaul.iter().filter(|f| f.sink_errors > 0) {
-        s.errors.push(format!(
-            "fronthaul stage {}: its sink failed to deliver {} slots (the first error is logged \
-             above; pktwarp_fronthaul_sink_errors_total)",
-            f.position, f.sink_errors
-        ));
-    }
-    if s.elapsed_s > 0.0 {
-        s.mpps = s.rx_frames as f64 / s.elapsed_s / 1e6;
-        s.gbps = s.rx_bytes as f64 * 8.0 / s.elapsed_s / 1e9;
-    }
-    s
+        .collect()
 }
