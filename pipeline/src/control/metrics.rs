@@ -125,6 +125,28 @@ pub struct DaemonCollector {
     verify: Option<Arc<crate::verify::sampler::VerifyBoard>>,
 }
 
+/// A registered stage's metric family may not take the name of one of the daemon's
+/// ([`FAMILIES`]): the exposition would hold the name twice. Checked when the metrics endpoint
+/// starts; the error names the stage and the family.
+pub fn check_stage_families(pipeline: &Pipeline) -> anyhow::Result<()> {
+    for (i, s) in pipeline.stages.iter().enumerate() {
+        let crate::stage::Stage::Custom(c) = s else {
+            continue;
+        };
+        for f in c.cpu().metric_families() {
+            let full = format!("pktwarp_{}", f.name);
+            if FAMILIES.iter().any(|d| d.0 == full) {
+                anyhow::bail!(
+                    "stage `{}` (pipeline[{i}]): metric family `{full}`: the daemon has a family \
+                     of that name",
+                    c.name()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 impl DaemonCollector {
     pub fn new(
         counters: Vec<Arc<QueueCounters>>,

@@ -225,6 +225,7 @@ impl Control {
                     Vec::new()
                 },
             };
+            metrics::check_stage_families(&p.pipeline)?;
             let collector = DaemonCollector::new(
                 shared.counters.clone(),
                 Arc::clone(&p.pipeline),

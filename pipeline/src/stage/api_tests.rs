@@ -193,3 +193,41 @@ fn only_a_stage_that_says_it_writes_gets_the_frame_writable() {
     assert_eq!(*ro.lens.lock().unwrap(), [64, 68]);
     assert_eq!(*rw.lens.lock().unwrap(), [64, 68]);
 }
+
+/// A family named as one of the daemon's is refused when the metrics endpoint starts, naming
+/// the stage and the family.
+#[test]
+fn a_family_named_as_the_daemons_is_refused() {
+    struct Clash;
+    impl CustomStage for Clash {
+        fn process(&self, _: &[u8], _: &PacketMeta, _: &mut Verdict) {}
+        fn metric_families(&self) -> Vec<StageMetricFamily> {
+            vec![StageMetricFamily {
+                name: "drops_total".into(),
+                help: "h".into(),
+                kind: MetricKind::Counter,
+                labels: Vec::new(),
+            }]
+        }
+    }
+    let clash = BuiltStage {
+        cpu: Arc::new(Clash),
+        gpu: None,
+    };
+    let p = Pipeline::new(vec![
+        flows("flows", 1.0),
+        Stage::Custom(Box::new(
+            CustomSlot::new("clash", clash, false).expect("valid"),
+        )),
+    ]);
+    let e = crate::control::metrics::check_stage_families(&p).unwrap_err();
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("`clash`") && e.contains("pktwarp_drops_total"),
+        "{e}"
+    );
+    assert!(
+        crate::control::metrics::check_stage_families(&Pipeline::new(vec![flows("flows", 1.0)]))
+            .is_ok()
+    );
+}

@@ -304,8 +304,9 @@ pub(crate) fn check_built(b: &BuiltStage) -> anyhow::Result<()> {
 /// Most metric families one stage may declare.
 pub const MAX_STAGE_FAMILIES: usize = 16;
 
-/// A stage's own metric families: plain names (`pktwarp_` + the name), not one of the
-/// daemon's, a counter's ending in `_total`; plain label names, not `stage` or `position` (the
+/// A stage's own metric families: plain names (`pktwarp_` + the name), a counter's ending in
+/// `_total` (that a name is not one of the daemon's is control's check,
+/// `control::metrics::check_stage_families`, the layer that owns those names); plain label names, not `stage` or `position` (the
 /// collector adds those), none twice.
 fn check_families(fams: &[crate::stage::api::StageMetricFamily]) -> anyhow::Result<()> {
     use crate::stage::api::MetricKind;
@@ -319,12 +320,6 @@ fn check_families(fams: &[crate::stage::api::StageMetricFamily]) -> anyhow::Resu
         let full = format!("pktwarp_{}", f.name);
         let ctx = || format!("metric family `{full}`");
         check_name(&f.name).with_context(ctx)?;
-        if crate::control::metrics::FAMILIES
-            .iter()
-            .any(|d| d.0 == full)
-        {
-            anyhow::bail!("{}: the daemon has a family of that name", ctx());
-        }
         if fams[..i].iter().any(|g| g.name == f.name) {
             anyhow::bail!("{}: declared twice", ctx());
         }
@@ -502,7 +497,6 @@ mod tests {
         assert!(check_families(std::slice::from_ref(&ok)).is_ok());
         let err = |f: Vec<StageMetricFamily>| format!("{:#}", check_families(&f).unwrap_err());
         assert!(err(vec![fam("guard_flows", MetricKind::Counter, &[])]).contains("_total"));
-        assert!(err(vec![fam("drops_total", MetricKind::Counter, &[])]).contains("daemon"));
         assert!(err(vec![ok.clone(), ok.clone()]).contains("twice"));
         assert!(err(vec![fam("g", MetricKind::Gauge, &["stage"])]).contains("`stage`"));
         assert!(err(vec![fam("g", MetricKind::Gauge, &["a", "a"])]).contains("twice"));
