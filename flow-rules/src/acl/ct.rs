@@ -12,7 +12,8 @@
 use super::{AclClassifier, AclRule, AclRuleSet};
 use crate::abi::{AclKey, ACL_NO_MATCH};
 
-/// The connection states, by number (`pktwarp_flow::ct::NAMES`, in the same order).
+/// The connection states, by number (the `ct_state` values of `pktwarp_flow::ct`, which names
+/// them with this list).
 pub const NAMES: [&str; 7] = [
     "untracked",
     "new",

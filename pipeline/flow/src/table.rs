@@ -103,15 +103,8 @@ pub mod ct {
     /// TCP TIME_WAIT, CLOSE.
     pub const CLOSED: u8 = 6;
 
-    pub const NAMES: [&str; 7] = [
-        "untracked",
-        "new",
-        "established",
-        "related",
-        "invalid",
-        "closing",
-        "closed",
-    ];
+    /// The names, by number: the ACL's `ct:` match reads the same list.
+    pub const NAMES: [&str; 7] = flow_rules::acl::ct::NAMES;
 }
 
 /// What the table did with a frame (`PW_FLOW_*`).

@@ -13,7 +13,7 @@ use pktwarp_inspect::eval::image::{frame_record, verdict, FrameRec, Verdict, NO_
 use pktwarp_inspect::eval::program::{AddrRange, PortRange, Program, RuleHead};
 use pktwarp_inspect::eval::{self, Counters, Frame};
 use pktwarp_inspect::http::{self, HttpHead, HttpParse};
-use pktwarp_inspect::rules::{load_dir, parse_rule, LoadOptions, Variables};
+use pktwarp_inspect::rules::{parse_rule, Variables};
 use pktwarp_kernels::host::ffi;
 use std::mem::{offset_of, size_of};
 
@@ -518,22 +518,7 @@ fn hostile_payloads_hit_the_search_limit_the_same_and_fast() {
 /// The loaded ET Open rules and the raw frames of the tcpdump captures; None (recorded as not
 /// run, a failure under CI) without the corpus.
 fn et_corpus() -> Option<(Program, Vec<Vec<u8>>)> {
-    let rules = flow_rules::input::require_corpus("ids/etopen-2019")?;
-    let pcaps = flow_rules::input::require_corpus("pcaps/tcpdump")?;
-    let opts = LoadOptions {
-        vars: Variables::with(&[("HOME_NET", "any"), ("EXTERNAL_NET", "any")]),
-        strict: false,
-    };
-    let rep = load_dir(&rules, &opts).expect("load");
-    let mut p = Program::new();
-    for l in &rep.loaded {
-        p.add(&l.rule).expect("compile");
-    }
-    let mut files: Vec<_> = std::fs::read_dir(&pcaps)
-        .expect("read pcaps")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    files.sort();
+    let (p, files) = common::etopen_program_and_captures()?;
     let frames = files
         .iter()
         .filter_map(|f| common::ethernet_frames(f))

@@ -133,3 +133,30 @@ pub fn ethernet_frames(path: &Path) -> Option<Vec<Vec<u8>>> {
     }
     Some(out)
 }
+
+/// The ET Open 2019 rules loaded (every address both home and external, so the payload keywords
+/// decide) and compiled, and the tcpdump captures in name order; None (recorded as not run, a
+/// failure under CI) without the corpus.
+pub fn etopen_program_and_captures() -> Option<(
+    pktwarp_inspect::eval::program::Program,
+    Vec<std::path::PathBuf>,
+)> {
+    use pktwarp_inspect::rules::{load_dir, LoadOptions, Variables};
+    let rules = flow_rules::input::require_corpus("ids/etopen-2019")?;
+    let pcaps = flow_rules::input::require_corpus("pcaps/tcpdump")?;
+    let opts = LoadOptions {
+        vars: Variables::with(&[("HOME_NET", "any"), ("EXTERNAL_NET", "any")]),
+        strict: false,
+    };
+    let rep = load_dir(&rules, &opts).expect("load");
+    let mut p = pktwarp_inspect::eval::program::Program::new();
+    for l in &rep.loaded {
+        p.add(&l.rule).expect("compile");
+    }
+    let mut files: Vec<_> = std::fs::read_dir(&pcaps)
+        .expect("read pcaps")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    files.sort();
+    Some((p, files))
+}
