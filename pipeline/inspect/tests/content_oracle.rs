@@ -5,25 +5,12 @@
 
 use pktwarp_inspect::eval::{self, program::Program, Frame};
 use pktwarp_inspect::rules::{parse_rule, Variables};
+mod common;
+
 use std::fmt::Write as _;
 use std::process::Command;
 
-/// xorshift64*: a fixed sequence, so a failure reproduces.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, pct: u64) -> bool {
-        self.below(100) < pct
-    }
-}
+use common::Rng64 as Rng;
 
 #[derive(Debug)]
 struct C {

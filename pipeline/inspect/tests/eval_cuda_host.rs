@@ -17,28 +17,7 @@ use pktwarp_inspect::rules::{parse_rule, Variables};
 use pktwarp_kernels::host::ffi;
 use std::mem::{offset_of, size_of};
 
-/// xorshift64*: a fixed sequence, so a failure reproduces.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn int(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + self.below((hi - lo + 1) as u64) as i64
-    }
-    fn chance(&mut self, pct: u64) -> bool {
-        self.below(100) < pct
-    }
-    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
-        &v[self.below(v.len() as u64) as usize]
-    }
-}
+use common::Rng64 as Rng;
 
 /// Per frame, the candidates' match flags; per frame, the verdict.
 type Outputs = (Vec<Vec<u8>>, Vec<Verdict>);

@@ -125,6 +125,24 @@ pub struct DaemonCollector {
     verify: Option<Arc<crate::verify::sampler::VerifyBoard>>,
 }
 
+/// The exposition text of one CPU-executor queue's counters and a pipeline, as a scrape gives
+/// it (tests of the stages whose counters reach the metrics).
+#[cfg(test)]
+pub(crate) fn render_for_test(q: Arc<QueueCounters>, pipeline: Arc<Pipeline>) -> String {
+    let info = StaticInfo {
+        executor: "cpu".into(),
+        mode: "run_to_completion".into(),
+        reason: "test".into(),
+        rx_port: "g".into(),
+        tx_port: "none".into(),
+        stage_names: pipeline.stage_names(),
+        rule_series_cap: 4,
+        queue_gpu: Vec::new(),
+    };
+    let c = DaemonCollector::new(vec![q], pipeline, ControlState::new(None), info);
+    String::from_utf8(Exposition::new(c).unwrap().render().unwrap()).unwrap()
+}
+
 /// A registered stage's metric family may not take the name of one of the daemon's
 /// ([`FAMILIES`]): the exposition would hold the name twice. Checked when the metrics endpoint
 /// starts; the error names the stage and the family.

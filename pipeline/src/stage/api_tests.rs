@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use crate::control::metrics::{DaemonCollector, Exposition, StaticInfo};
-use crate::control::ControlState;
 use crate::counters::QueueCounters;
 use crate::meta::PacketMeta;
 use crate::stage::api::{CustomStage, MetricKind, StageMetricFamily};
@@ -65,23 +63,7 @@ fn a_stages_families_and_summary_section_are_exposed() {
         flows("flows_b", 4.5),
     ]));
     let q = Arc::new(QueueCounters::new(p.stages.len(), 0));
-    let info = StaticInfo {
-        executor: "cpu".into(),
-        mode: "run_to_completion".into(),
-        reason: "test".into(),
-        rx_port: "g".into(),
-        tx_port: "none".into(),
-        stage_names: p.stage_names(),
-        rule_series_cap: 4,
-        queue_gpu: Vec::new(),
-    };
-    let c = DaemonCollector::new(
-        vec![Arc::clone(&q)],
-        Arc::clone(&p),
-        ControlState::new(None),
-        info,
-    );
-    let text = String::from_utf8(Exposition::new(c).unwrap().render().unwrap()).unwrap();
+    let text = crate::control::metrics::render_for_test(Arc::clone(&q), Arc::clone(&p));
     let has = |series: &str| text.lines().any(|l| l == series);
     assert!(
         has(r#"pktwarp_flows_open{stage="flows",position="1",dir="in"} 3"#),

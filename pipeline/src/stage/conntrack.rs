@@ -216,8 +216,6 @@ mod tests {
     /// The stage's counters are exposed as `pktwarp_stage_counter_total{stage="conntrack"}`.
     #[test]
     fn counters_reach_the_metrics() {
-        use crate::control::metrics::{DaemonCollector, Exposition, StaticInfo};
-        use crate::control::ControlState;
         use crate::stage::config::StageConfig;
         use std::sync::Arc;
         let c: FlowConfig = serde_saphyr::from_str("entries: 64\n").expect("config");
@@ -242,18 +240,7 @@ mod tests {
         p.run_burst(&b, &mut metas, &mut Vec::new(), &q);
         let states: Vec<u8> = metas.iter().map(|m| m.ct_state).collect();
         assert_eq!(states, [ct::NEW, ct::ESTABLISHED, ct::ESTABLISHED]);
-        let info = StaticInfo {
-            executor: "cpu".into(),
-            mode: "run_to_completion".into(),
-            reason: "test".into(),
-            rx_port: "g".into(),
-            tx_port: "none".into(),
-            stage_names: p.stage_names(),
-            rule_series_cap: 4,
-            queue_gpu: Vec::new(),
-        };
-        let col = DaemonCollector::new(vec![q], Arc::clone(&p), ControlState::new(None), info);
-        let text = String::from_utf8(Exposition::new(col).unwrap().render().unwrap()).unwrap();
+        let text = crate::control::metrics::render_for_test(q, Arc::clone(&p));
         let has = |series: &str| text.lines().any(|l| l == series);
         assert!(
             has(

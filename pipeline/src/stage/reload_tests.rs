@@ -125,7 +125,6 @@ fn a_stage_spliced_outside_the_config_is_refused_with_how_to_fix_it() {
 
 #[test]
 fn metrics_label_a_custom_stage_by_its_name_with_its_counters() {
-    use crate::control::metrics::{DaemonCollector, Exposition, StaticInfo};
     let dir = scratch("metrics-custom");
     let cfg_path = write_config(
         &dir,
@@ -144,18 +143,7 @@ fn metrics_label_a_custom_stage_by_its_name_with_its_counters() {
         b.push(&f, d);
     }
     p.run_burst(&b, &mut Vec::new(), &mut Vec::new(), &q);
-    let info = StaticInfo {
-        executor: "cpu".into(),
-        mode: "run_to_completion".into(),
-        reason: "test".into(),
-        rx_port: "g".into(),
-        tx_port: "none".into(),
-        stage_names: p.stage_names(),
-        rule_series_cap: 4,
-        queue_gpu: Vec::new(),
-    };
-    let c = DaemonCollector::new(vec![q], Arc::clone(&p), ControlState::new(None), info);
-    let text = String::from_utf8(Exposition::new(c).unwrap().render().unwrap()).unwrap();
+    let text = crate::control::metrics::render_for_test(q, Arc::clone(&p));
     let has = |series: &str| text.lines().any(|l| l == series);
     assert!(
         has(r#"pktwarp_stage_frames_total{queue="0",stage="max_len",position="1"} 3"#),

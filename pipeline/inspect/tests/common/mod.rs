@@ -160,3 +160,28 @@ pub fn etopen_program_and_captures() -> Option<(
     files.sort();
     Some((p, files))
 }
+
+/// xorshift64*: a fixed sequence, so a failure reproduces (the rule and payload generators of
+/// the evaluator tests).
+pub struct Rng64(pub u64);
+
+impl Rng64 {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    pub fn int(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + self.below((hi - lo + 1) as u64) as i64
+    }
+    pub fn chance(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
+    pub fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
+        &v[self.below(v.len() as u64) as usize]
+    }
+}
