@@ -1,7 +1,7 @@
 //! The shipped configs work on a fresh clone: each one validates, and the two main ones run to
 //! the end of their generated input with every frame accounted for.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 fn root() -> PathBuf {
@@ -33,25 +33,20 @@ fn every_shipped_config_validates() {
     assert!(n >= 2, "configs/ has the shipped configs");
 }
 
-/// Runs a shipped config from a copy beside its rule files, with the metrics endpoint off (tests
-/// run in parallel) and a smaller frame count.
-fn run_shipped(name: &str, count_from: &str, count_to: &str) -> serde_json::Value {
+/// Runs a shipped config as shipped, changed only by `--set` (a smaller frame count, the metrics
+/// endpoint off as tests run in parallel, and outputs in a folder of the test's own).
+fn run_shipped(name: &str, set: &[&str]) -> serde_json::Value {
     let dir = std::env::temp_dir().join(format!("pktwarp-shipped-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("rules")).unwrap();
-    for e in std::fs::read_dir(root().join("configs/rules")).unwrap() {
-        let p = e.unwrap().path();
-        std::fs::copy(&p, dir.join("rules").join(p.file_name().unwrap())).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cmd = pktwarp();
+    cmd.args(["run", "--quiet", "--json"])
+        .arg(root().join("configs").join(name))
+        .args(["--set", "metrics.enabled=false"]);
+    for s in set {
+        cmd.arg("--set")
+            .arg(s.replace("{dir}", &dir.display().to_string()));
     }
-    let text = std::fs::read_to_string(root().join("configs").join(name)).unwrap();
-    assert!(text.contains(count_from), "{name} still has `{count_from}`");
-    let text = text.replace(count_from, count_to) + "metrics: { enabled: false }\n";
-    let cfg: &Path = &dir.join(name);
-    std::fs::write(cfg, text).unwrap();
-    let out = pktwarp()
-        .args(["run", "--quiet", "--json"])
-        .arg(cfg)
-        .output()
-        .unwrap();
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -71,7 +66,7 @@ fn total_drops(s: &serde_json::Value) -> u64 {
 
 #[test]
 fn inline_filter_runs_and_accounts_for_every_frame() {
-    let s = run_shipped("inline-filter.yaml", "count: 2000000", "count: 50000");
+    let s = run_shipped("inline-filter.yaml", &["ports.0.gen.count=50000"]);
     assert_eq!(s["rx_frames"], 50000);
     let counted = s["counted"][0][1].as_u64().unwrap();
     assert!(
@@ -87,7 +82,13 @@ fn inline_filter_runs_and_accounts_for_every_frame() {
 
 #[test]
 fn l2fwd_forwards_everything() {
-    let s = run_shipped("l2fwd.yaml", "count: 200000", "count: 20000");
+    let s = run_shipped(
+        "l2fwd.yaml",
+        &[
+            "ports.0.gen.count=20000",
+            "ports.1.pcap.tx.path={dir}/out.pcap",
+        ],
+    );
     assert_eq!(s["rx_frames"], 20000);
     assert_eq!(s["tx_frames"], 20000);
     assert_eq!(total_drops(&s), 0);
@@ -95,7 +96,13 @@ fn l2fwd_forwards_everything() {
 
 #[test]
 fn delay_line_sends_everything_it_parses() {
-    let s = run_shipped("delay-line.yaml", "count: 100000", "count: 5000");
+    let s = run_shipped(
+        "delay-line.yaml",
+        &[
+            "ports.0.gen.count=5000",
+            "ports.1.pcap.tx.path={dir}/out.pcap",
+        ],
+    );
     assert_eq!(s["rx_frames"], 5000);
     assert_eq!(s["tx_frames"].as_u64().unwrap() + total_drops(&s), 5000);
     assert!(s["tx_frames"].as_u64().unwrap() > 0);
@@ -125,4 +132,36 @@ fn trace_commands_refuse_ct_rules() {
         err.contains("stateful-firewall.rules.yaml:7") && err.contains("ct"),
         "{err}"
     );
+}
+
+/// `--set` changes a shipped config for one run; a wrong change is refused naming it, and a
+/// change the config's checks refuse says it came from `--set`.
+#[test]
+fn set_changes_a_run_and_bad_changes_are_named() {
+    let s = run_shipped(
+        "inline-filter.yaml",
+        &["ports.0.gen.count=3000", "queues.count=1"],
+    );
+    assert_eq!(s["rx_frames"], 3000);
+    assert_eq!(s["queues"].as_array().map(Vec::len), Some(1), "{s}");
+    let cfg = root().join("configs/inline-filter.yaml");
+    for (set, want) in [
+        ("queues.count=0", "as changed by --set queues.count=0"),
+        (
+            "ports.3.gen.count=1",
+            "`ports` has 1 entries: index 3 is past its end",
+        ),
+        ("executor=[1", "the value is not YAML"),
+        ("nokey", "expected KEY=VALUE"),
+    ] {
+        let out = pktwarp()
+            .arg("validate")
+            .arg(&cfg)
+            .args(["--set", set])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{set}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{set}: {err}");
+    }
 }

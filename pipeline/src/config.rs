@@ -25,6 +25,7 @@
 mod bounded;
 mod locate;
 mod output;
+mod overrides;
 pub mod settings;
 pub mod verify;
 use locate::{int_range, key_at};
@@ -40,6 +41,7 @@ use crate::port::pcap::{PcapRxOptions, PcapTxOptions};
 pub use crate::stage::config::{
     AclStageConfig, CustomStageConfig, DefaultAction, RuleFormat, StageConfig,
 };
+pub use overrides::Override;
 pub use pktwarp_core::config_error::ConfigError;
 pub use pktwarp_core::ring::OnFull;
 
@@ -81,6 +83,10 @@ pub struct Config {
     /// The config file (set by [`load`]).
     #[serde(skip)]
     pub path: PathBuf,
+    /// The command line's `--set` changes it was read with ([`load_with`]); a reload reads the
+    /// file with them again.
+    #[serde(skip)]
+    pub overrides: Vec<Override>,
 }
 
 /// One port: a name and exactly one backend section.
@@ -300,6 +306,42 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let text = flow_rules::input::read_text_bounded(path, MAX_CONFIG_BYTES, "config")
         .map_err(|e| ConfigError::whole(path, "", format!("cannot read: {e}")))?;
     parse_str(&text, path)
+}
+
+/// Loads a config file with command-line changes (`--set KEY=VALUE`, [`Override`]) applied.
+/// Errors the file has by itself keep their line; those only the changed document has carry no
+/// line and name the changes.
+pub fn load_with(path: &Path, overrides: &[Override]) -> Result<Config, ConfigError> {
+    if overrides.is_empty() {
+        return load(path);
+    }
+    let text = flow_rules::input::read_text_bounded(path, MAX_CONFIG_BYTES, "config")
+        .map_err(|e| ConfigError::whole(path, "", format!("cannot read: {e}")))?;
+    let changed = overrides::apply(&text, overrides).map_err(|e| {
+        // A file that is not YAML: its own error, with its line.
+        match parse_str(&text, path) {
+            Err(own) => own,
+            Ok(_) => ConfigError::whole(path, "", e),
+        }
+    })?;
+    let mut cfg = parse_str(&changed, path).map_err(|mut e| {
+        // Where the file is wrong by itself, that error (it has the file's line); else the
+        // changed document's, which has no line of the file.
+        if let Err(own) = parse_str(&text, path) {
+            return own;
+        }
+        let list: Vec<&str> = overrides.iter().map(Override::as_str).collect();
+        e.line = 0;
+        e.column = 0;
+        e.message = format!(
+            "{} (in the config as changed by --set {})",
+            e.message,
+            list.join(", --set ")
+        );
+        e
+    })?;
+    cfg.overrides = overrides.to_vec();
+    Ok(cfg)
 }
 
 /// Parses and validates config text; `path` names it in errors and anchors relative paths.

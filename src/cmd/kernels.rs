@@ -10,13 +10,15 @@ use std::path::PathBuf;
 pub struct Args {
     /// YAML config whose pipeline to generate.
     pub config: PathBuf,
+    #[command(flatten)]
+    pub set: super::ConfigSet,
     /// Write the kernel module's CUDA source (includes inlined) to this file.
     #[arg(long)]
     pub emit: Option<PathBuf>,
 }
 
 pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow::Result<i32> {
-    let cfg = pipeline::config::load(&args.config)?;
+    let cfg = args.set.load(&args.config)?;
     let p = pipeline::daemon::build_pipeline_with(&cfg, registry)?;
     if let Some(why) = p.gpu_refusal() {
         super::to_stdout("the result", |w| {

@@ -12,6 +12,31 @@ pub mod stages;
 pub mod validate;
 pub mod verify;
 
+/// `--set KEY=VALUE` (repeatable): changes to the config file for this run, applied before it is
+/// read (`pipeline::config::Override`).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ConfigSet {
+    /// Change one config value for this run: a dotted key path and a YAML value, e.g.
+    /// `--set executor.kind=gpu --set ports.0.gen.count=1000000` (repeatable; a reload applies
+    /// it again).
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_override)]
+    pub set: Vec<pipeline::config::Override>,
+}
+
+fn parse_override(s: &str) -> Result<pipeline::config::Override, String> {
+    pipeline::config::Override::parse(s)
+}
+
+impl ConfigSet {
+    /// Loads `path` with these changes.
+    pub fn load(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<pipeline::config::Config, pipeline::config::ConfigError> {
+        pipeline::config::load_with(path, &self.set)
+    }
+}
+
 /// Exit status when writing stdout failed (`> /dev/full`, a closed pipe): the command did its
 /// work (a run's data path included) but its output was lost; the error says why.
 pub const EXIT_STDOUT: i32 = 1;

@@ -13,6 +13,8 @@ use pipeline::executor::cpu::CpuShared;
 pub struct Args {
     /// YAML config (see configs/ and README).
     pub config: PathBuf,
+    #[command(flatten)]
+    pub set: super::ConfigSet,
     /// Print the final summary as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -27,7 +29,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 
 /// [`run`] with the `custom:` stages of `registry` usable in the config.
 pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow::Result<i32> {
-    let cfg = pipeline::config::load(&args.config)?;
+    let cfg = args.set.load(&args.config)?;
     let prepared = daemon::prepare_with(cfg, registry)?;
     tracing::info!(
         executor = prepared.choice.name,

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 pub struct Args {
     /// YAML config to check.
     pub config: PathBuf,
+    #[command(flatten)]
+    pub set: super::ConfigSet,
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -17,7 +19,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 
 /// [`run`] with the `custom:` stages of `registry` usable in the config.
 pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow::Result<i32> {
-    let cfg = pipeline::config::load(&args.config)?;
+    let cfg = args.set.load(&args.config)?;
     pipeline::daemon::preflight(&cfg)?;
     let ports = cfg.ports.len();
     if cfg.executor.kind == pipeline::config::ExecutorKind::Gpu {

@@ -67,6 +67,8 @@ impl Reloaded {
 /// Rebuilds the pipeline's ACL tables from the config file on demand.
 pub struct Reloader {
     config_path: PathBuf,
+    /// The command line's `--set` changes, applied again at every reload.
+    overrides: Vec<config::Override>,
     pipeline: Arc<Pipeline>,
     state: Arc<ControlState>,
     /// Why in-place reload cannot work with the running executor (for an executor without a
@@ -82,6 +84,7 @@ impl Reloader {
     pub fn new(config_path: &Path, pipeline: Arc<Pipeline>, state: Arc<ControlState>) -> Self {
         Reloader {
             config_path: config_path.to_path_buf(),
+            overrides: Vec::new(),
             pipeline,
             state,
             refuse: None,
@@ -90,9 +93,10 @@ impl Reloader {
     }
 
     /// Remembers the config the process runs with, so a reload can say which changes need a
-    /// restart.
+    /// restart, and the command line's changes to it, which every reload applies again.
     pub fn with_baseline(mut self, cfg: &config::Config) -> Self {
         self.baseline = sections(cfg);
+        self.overrides = cfg.overrides.clone();
         self
     }
 
@@ -105,7 +109,7 @@ impl Reloader {
 
     /// The rule file the current config names (for watching), if the config still loads.
     pub fn rule_file(&self) -> Option<PathBuf> {
-        let cfg = config::load(&self.config_path).ok()?;
+        let cfg = config::load_with(&self.config_path, &self.overrides).ok()?;
         acl_config(&cfg).map(|a| cfg.resolve(&a.rules))
     }
 
@@ -285,15 +289,16 @@ impl Reloader {
                 reason: why.clone(),
             });
         }
-        let cfg = config::load(&self.config_path).map_err(|e| ReloadError {
-            file: e.file.clone(),
-            line: e.line,
-            reason: if e.key.is_empty() {
-                e.message.clone()
-            } else {
-                format!("key `{}`: {}", e.key, e.message)
-            },
-        })?;
+        let cfg =
+            config::load_with(&self.config_path, &self.overrides).map_err(|e| ReloadError {
+                file: e.file.clone(),
+                line: e.line,
+                reason: if e.key.is_empty() {
+                    e.message.clone()
+                } else {
+                    format!("key `{}`: {}", e.key, e.message)
+                },
+            })?;
         let now: Vec<String> = self.pipeline.stage_names();
         let new: Vec<String> = cfg
             .pipeline

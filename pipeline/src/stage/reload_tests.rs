@@ -363,3 +363,33 @@ fn an_edited_steering_rule_file_needs_a_restart() {
     assert_eq!(r.restart_needed, ["steering"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A reload reads the config with the command line's `--set` changes again: the rule file the
+/// change names stays in force, not the file's own.
+#[test]
+fn reload_applies_the_command_lines_changes_again() {
+    let dir = scratch("reload-set");
+    let cfg_path = write_config(&dir, "  - parse\n  - acl: { rules: rules.yaml }\n  - count");
+    std::fs::write(
+        dir.join("other.yaml"),
+        "rules:\n  - { name: tcp, proto: tcp, action: drop }\n",
+    )
+    .unwrap();
+    let set = [crate::config::Override::parse("pipeline.1.acl.rules=other.yaml").unwrap()];
+    let cfg = crate::config::load_with(&cfg_path, &set).unwrap();
+    let prepared =
+        crate::daemon::prepare(crate::config::load_with(&cfg_path, &set).unwrap()).unwrap();
+    let p = Arc::clone(&prepared.pipeline);
+    let reloader =
+        Reloader::new(&cfg_path, Arc::clone(&p), ControlState::new(None)).with_baseline(&cfg);
+    let r = reloader.reload("sighup").unwrap();
+    assert_eq!(r.rule_file, dir.join("other.yaml"), "{r:?}");
+    // Without the change, the file's own rules.
+    let plain = Reloader::new(&cfg_path, p, ControlState::new(None))
+        .with_baseline(&crate::config::load(&cfg_path).unwrap());
+    assert_eq!(
+        plain.reload("sighup").unwrap().rule_file,
+        dir.join("rules.yaml")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -44,6 +44,8 @@ pub struct Args {
     /// options then do not apply.
     #[arg(conflicts_with_all = ["input", "trace", "gen", "rules"])]
     pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub set: crate::cmd::ConfigSet,
     /// Stop after this many frames (needed for a config whose input never ends).
     #[arg(long)]
     pub limit: Option<u64>,
@@ -300,7 +302,7 @@ fn read_inputs(a: &Args) -> anyhow::Result<Inputs> {
 /// Takes the rules, default action, queues, burst and device of a daemon config.
 fn apply_config(a: &mut Args, path: &Path) -> anyhow::Result<()> {
     use pipeline::config::{DefaultAction, StageConfig};
-    let cfg = pipeline::config::load(path)?;
+    let cfg = a.set.load(path)?;
     for s in &cfg.pipeline {
         if let StageConfig::Acl(acl) = &s.value {
             a.rules = Some(cfg.resolve(&acl.rules));
@@ -337,6 +339,7 @@ mod tests {
         }
         let a = Args {
             config: None,
+            set: Default::default(),
             limit: None,
             input: None,
             trace: None,

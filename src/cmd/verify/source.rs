@@ -23,7 +23,7 @@ pub enum Source {
 impl Source {
     pub fn from_args(a: &Args) -> anyhow::Result<Source> {
         if let Some(c) = &a.config {
-            let cfg = pipeline::config::load(c)?;
+            let cfg = a.set.load(c)?;
             let mut ports = pipeline::daemon::open_ports(&cfg)?;
             if ports.rx.len() > 1 {
                 tracing::warn!(
