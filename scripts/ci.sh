@@ -27,6 +27,12 @@ step "layers: each crate and each module of pipeline imports only the layers bel
 python3 scripts/check-layers.py --self-test
 python3 scripts/check-layers.py
 
+step "GPU suite manifest: well formed, every script it runs exists"
+LIST=1 scripts/gpu-suite.sh >/dev/null
+grep -v '^#' scripts/gpu-suite.manifest | grep -o 'scripts/[a-z0-9-]*\.sh' | sort -u | while read -r s; do
+  [ -x "$s" ] || { echo "gpu-suite.manifest runs $s, which is not an executable script"; exit 1; }
+done
+
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 

@@ -15,9 +15,6 @@ RES=${2:-${OUT:-./gpu-results}}
 REPS=${REPS:-3}
 FRAMES=${FRAMES:-4000000}
 mkdir -p "$RES"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cp -r configs/rules "$tmp/rules"
 fails=0
 {
   echo "date: $(date -u +%FT%TZ)"
@@ -25,23 +22,18 @@ fails=0
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) x $(nproc)"
   echo "binary: $(sha256sum "$BIN" | cut -c1-16)"
 } | tee "$RES/daemon-bench.txt"
-# config NAME QUEUES: the shipped inline filter with FRAMES frames and QUEUES queues.
-config() {
-  sed -e "s/count: 2000000/count: $FRAMES/" -e "/^queues:/,/^[a-z]/ s/^  count: 2$/  count: $2/" \
-    configs/inline-filter.yaml > "$tmp/$1.yaml"
-  grep -q "^  count: $2$" "$tmp/$1.yaml" || { echo "config $1: queue count not set"; exit 2; }
-}
+# The shipped inline filter, changed by --set only: FRAMES frames and a queue count per config.
+declare -A QUEUES=([inline]=2 [gen64-8q]=8)
 # run CONFIG EXECUTOR TAG REP [GPU-OPTIONS]: results in bench-CONFIG-TAG-REP.{json,log}
 run() {
   local name=$1-$3-$4
-  sed -e "s/^  kind: auto$/  kind: $2/" "$tmp/$1.yaml" > "$tmp/$name.yaml"
-  [ -n "${5:-}" ] && printf '  gpu: %s\n' "$5" >> "$tmp/$name.yaml"
-  timeout 300 "$BIN" run --quiet --json "$tmp/$name.yaml" > "$RES/bench-$name.json" 2> "$RES/bench-$name.log"
+  local set=(--set "ports.0.gen.count=$FRAMES" --set "queues.count=${QUEUES[$1]}"
+    --set "executor.kind=$2" --set metrics.enabled=false)
+  [ -n "${5:-}" ] && set+=(--set "executor.gpu=$5")
+  timeout 300 "$BIN" run --quiet --json configs/inline-filter.yaml "${set[@]}" > "$RES/bench-$name.json" 2> "$RES/bench-$name.log"
   local rc=$?
   [ "$rc" = 0 ] || { fails=$((fails + 1)); echo "run $name: exit $rc"; tail -5 "$RES/bench-$name.log"; }
 }
-config inline 2
-config gen64-8q 8
 for c in inline gen64-8q; do
   for r in $(seq 1 "$REPS"); do
     run $c cpu cpu $r
