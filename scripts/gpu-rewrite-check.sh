@@ -57,19 +57,22 @@ sys.exit(0 if (len(fa) == len(fb) and diff is None and len(fa) > 0) else 1)
 PY
 }
 
-# run_cfg SRC NAME KIND QUEUES SIDE [GPU-OPTIONS]: SRC with its outputs under $tmp/NAME-SIDE
-# (ref: the CPU executor's run, dut: the one compared with it), executor KIND; with
-# GPU-OPTIONS, `executor.gpu` set to them and a ring of 2 slots.
+# run_cfg SRC NAME KIND QUEUES SIDE [GPU-OPTIONS]: the shipped config SRC changed by --set only:
+# its outputs under $tmp/NAME-SIDE (ref: the CPU executor's run, dut: the one compared with it),
+# 40000 frames, QUEUES queues, executor KIND; with GPU-OPTIONS, `executor.gpu` set to them and a
+# ring of 2 slots.
+declare -A OUTPUTS=( # each config's pcap outputs: port index and file name
+  [configs/l2fwd.yaml]="1:l2fwd.pcap"
+  [configs/l3fwd.yaml]="1:l3fwd-port0.pcap 2:l3fwd-port1.pcap"
+)
 run_cfg() {
   local src=$1 name=$2 kind=$3 nq=$4 d=$tmp/$2-$5 gpu=${6:-}
   mkdir -p "$d"
-  sed -e "s|/tmp/pktwarp-|$d/|g" -e "s|kind: auto|kind: $kind|" -e "s|count: 200000|count: 40000|" \
-    -e "s|^  count: [0-9]*|  count: $nq|" -e "s|rules/|$(pwd)/configs/rules/|" "$src" >"$d/c.yaml"
-  if [ -n "$gpu" ]; then
-    sed -i -e "s|^\(  kind: $kind\).*\$|\1\n  gpu: $gpu|" -e "s|^\(  burst: [0-9]*\)\$|\1\n  ring_slots: 2|" "$d/c.yaml"
-    grep -q '^  ring_slots: 2' "$d/c.yaml" && grep -q '^  gpu: ' "$d/c.yaml" || { say "$name: config not adapted"; fails=$((fails + 1)); }
-  fi
-  timeout 300 "$PW" run --json "$d/c.yaml" >"$d/summary.json" 2>"$d/run.log"
+  local set=(--set ports.0.gen.count=40000 --set "queues.count=$nq" --set "executor.kind=$kind"
+    --set metrics.enabled=false)
+  for o in ${OUTPUTS[$src]}; do set+=(--set "ports.${o%%:*}.pcap.tx.path=$d/${o#*:}"); done
+  [ -n "$gpu" ] && set+=(--set "executor.gpu=$gpu" --set queues.ring_slots=2)
+  timeout 300 "$PW" run --json "$src" "${set[@]}" >"$d/summary.json" 2>"$d/run.log"
   local rc=$?
   say "$name $kind ($nq queues): exit $rc, executor $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("executor"))' "$d/summary.json" 2>/dev/null)"
   [ $rc = 0 ] || { tail -5 "$d/run.log" | tee -a "$LOG"; fails=$((fails + 1)); }
