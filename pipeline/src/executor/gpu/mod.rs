@@ -73,6 +73,7 @@ mod options;
 mod reap;
 mod restart;
 mod setup;
+mod stage_memory;
 mod submit;
 mod tagged;
 mod teardown;
