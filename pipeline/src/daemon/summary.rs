@@ -78,8 +78,7 @@ pub struct Summary {
     /// `in_place` or `staged`, and why. Empty for other ports and the CPU executor.
     pub gpu_ingest: Vec<GpuIngest>,
     /// The stages' own parts under keys of their own ([`stage::report::StageReport`]), each a
-    /// list in pipeline order: a fronthaul stage's frames, PRBs, slots, errors by reason and
-    /// per eAxC under `fronthaul`.
+    /// list in pipeline order (the O-RAN stage's frames, PRBs, slots and errors per eAxC).
     #[serde(flatten)]
     pub stage_reports: std::collections::BTreeMap<String, Vec<serde_json::Value>>,
     /// Their text summary lines: (key, line), in pipeline order.
@@ -182,8 +181,8 @@ pub fn summarize(
     s.top_rules = top;
     s.counted = counted;
     s.custom_stages = stage_sections(pipeline);
-    // A stage may close what is still open first (the fronthaul stage's slots still waiting
-    // for PRBs, counted partial and sent to the sink); what it reports failed fails the run.
+    // A stage may close what is still open first (slots still waiting for data, counted
+    // partial and sent on); what it reports failed fails the run.
     for r in pipeline.stage_reports() {
         let entries = s.stage_reports.entry(r.key.to_string()).or_default();
         entries.push(r.json);

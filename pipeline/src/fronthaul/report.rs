@@ -697,4 +697,63 @@ mod tests {
         assert_eq!((buckets[10], buckets[11], buckets[15]), (1, 2, 2));
         assert!(sum >= 203_000_000, "{sum}");
     }
+
+    /// A registered stage beside a fronthaul stage that declares one of its families.
+    struct Clash;
+    impl crate::stage::CustomStage for Clash {
+        fn process(&self, _: &[u8], _: &crate::meta::PacketMeta, _: &mut crate::verdict::Verdict) {}
+        fn metric_families(&self) -> Vec<crate::stage::StageMetricFamily> {
+            vec![crate::stage::StageMetricFamily {
+                name: "fronthaul_frames_total".into(),
+                help: "taken".into(),
+                kind: crate::stage::MetricKind::Counter,
+                labels: Vec::new(),
+            }]
+        }
+    }
+
+    #[test]
+    fn the_exported_families_are_declared_once_and_refused_to_a_registered_stage() {
+        let cfg = crate::fronthaul::FronthaulConfig {
+            eaxcs: vec![1],
+            carrier_prbs: 1,
+            ..Default::default()
+        };
+        let fh = || {
+            Stage::Fronthaul(Box::new(
+                crate::fronthaul::FronthaulStage::from_config(&cfg).unwrap(),
+            ))
+        };
+        let p = Pipeline::new(vec![fh()]);
+        assert_eq!(p.exported_families(), &EXPORTED[..]);
+        assert!(Pipeline::new(vec![Stage::Count])
+            .exported_families()
+            .is_empty());
+        // Every counter family of FAMILIES is declared, the histogram too.
+        for f in FAMILIES.iter().chain([&LATENCY_FAMILY]) {
+            assert_eq!(EXPORTED.iter().filter(|e| e.name == *f).count(), 1, "{f}");
+        }
+        let fams = p.exported_samples();
+        let last = fams
+            .last()
+            .expect("the latency histogram, even with nothing measured");
+        assert_eq!(last.family.name, LATENCY_FAMILY);
+        assert!(matches!(
+            last.samples[0].1,
+            ExportedValue::Histogram { count: 0, .. }
+        ));
+        let built = crate::stage::BuiltStage {
+            cpu: std::sync::Arc::new(Clash),
+            gpu: None,
+        };
+        let clash = Stage::Custom(Box::new(
+            crate::stage::CustomSlot::new("clash", built, false).unwrap(),
+        ));
+        let e = crate::control::metrics::check_stage_families(&Pipeline::new(vec![fh(), clash]))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("pktwarp_fronthaul_frames_total"),
+            "{e}"
+        );
+    }
 }
