@@ -49,13 +49,14 @@ pub trait StageGpuMemory: Sync {
 }
 
 /// A stage's work on the host beside the GPU kernel. `poll` runs on one thread for the whole
-/// run, every [`GpuHostSide::poll_interval`], with the other stages' host sides; `finish` once,
+/// run, [`GpuHostSide::poll_interval`] after its last poll ended, with the other stages' host
+/// sides; `finish` once,
 /// after the last burst was reaped and before the GPUs shut down. An error ends the polling
 /// and fails the run once the host side is done.
 pub trait GpuHostSide: Send {
     /// What the logs call it (its stage's name).
     fn name(&self) -> &str;
-    /// Time between two polls.
+    /// Time from the end of one poll to the next.
     fn poll_interval(&self) -> Duration;
     fn poll(&mut self, p: &Pipeline, mem: &dyn StageGpuMemory) -> anyhow::Result<()>;
     fn finish(self: Box<Self>, p: &Pipeline, mem: &dyn StageGpuMemory) -> anyhow::Result<()>;

@@ -29,7 +29,8 @@ pub(crate) fn with_stage_hosts<R>(
     polled(p, &*gpu, sides, host)
 }
 
-/// `host(mem)` with `sides` polled on a thread beside it, each every its `poll_interval`.
+/// `host(mem)` with `sides` polled on a thread beside it, each `poll_interval` after its last
+/// poll ended.
 fn polled<M: StageGpuMemory, R>(
     p: &Pipeline,
     mem: &M,
@@ -51,7 +52,10 @@ fn polled<M: StageGpuMemory, R>(
                     for (side, at) in sides.iter_mut().zip(due.iter_mut()) {
                         if now >= *at {
                             side.poll(p, mem)?;
-                            *at = now + side.poll_interval().max(MIN_POLL);
+                            // The interval is the pause after a poll, not its period: a poll
+                            // that takes longer than it still leaves the GPU's memory alone
+                            // for that long.
+                            *at = Instant::now() + side.poll_interval().max(MIN_POLL);
                         }
                     }
                     let next = due.iter().min().copied().unwrap_or(now);
