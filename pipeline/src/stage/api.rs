@@ -59,7 +59,9 @@ pub trait CustomStage: Send + Sync {
 
     /// The stage's host side on the GPU executor, for the stage at pipeline `position`
     /// ([`crate::stage::gpu_host::GpuHostSide`]: work on its device buffers while the run
-    /// goes, and at its end); `handed` says when bursts went to the GPU. Default: none.
+    /// goes, and at its end); `handed` says when bursts went to the GPU. Asked once, of the
+    /// build in force when the run starts (a reload's new build does not replace it). Default:
+    /// none.
     fn gpu_host_side(
         &self,
         _position: usize,
