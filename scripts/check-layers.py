@@ -12,6 +12,12 @@ An edge that breaks the order is an error, unless KNOWN_UPWARD lists it with its
 are the debt still to pay (the fronthaul is welded into the core until it becomes a crate of its
 own). A listed edge that no longer exists is an error too, so the list only shrinks.
 
+A third check keeps the application out of the engine: the executors, the daemon and the control
+thread (STAGE_BLIND) know no stage that an application brings: the word `fronthaul` (any case,
+comments included) appears in none of their files. They reach a stage through the stage API
+(host sides, reports, exported families); `pktwarp-fronthaul`, when it is its own crate, sits
+above `pipeline` in CRATE_ORDER, so `pipeline` may never depend on it.
+
 Usage (repository root): scripts/check-layers.py [--graph]
                          scripts/check-layers.py --self-test
   --graph  print the module graph (edge counts) as well
@@ -33,6 +39,7 @@ CRATE_ORDER = [
     "pktwarp-flow",
     "pktwarp-inspect",
     "pipeline",
+    "pktwarp-fronthaul",
     "pktwarp",
     "pktwarp-apps",
 ]
@@ -62,10 +69,12 @@ KNOWN_UPWARD = {
     "come through one descriptor",
     ("port", "fronthaul"): "the gen port's O-RAN mode builds U-plane frames with the "
     "fronthaul crate's encoder",
-    ("executor", "fronthaul"): "the GPU executor keeps the fronthaul stage's handed-slot log",
-    ("control", "fronthaul"): "the control thread registers the fronthaul metric families",
-    ("daemon", "fronthaul"): "the daemon runs the fronthaul completion poll and sinks",
 }
+
+# The top-level modules of `pipeline` that must not name an application's stage, and the words
+# they may not hold (case-insensitive, whole or as a prefix: `FronthaulStage` is caught too).
+STAGE_BLIND = ["executor", "daemon", "control"]
+APPLICATION_WORDS = ["fronthaul"]
 
 SRC = "pipeline/src"
 
@@ -158,6 +167,29 @@ def check_modules(modules, edges, layers, known):
     return errors
 
 
+def check_stage_blind(root, modules, words):
+    """`file:line: word` for each line of `modules` (folders or files under `root`) naming a word."""
+    pat = re.compile("|".join(re.escape(w) for w in words), re.IGNORECASE)
+    errors = []
+    paths = []
+    for m in modules:
+        top = os.path.join(root, m)
+        if os.path.isfile(top + ".rs"):
+            paths.append(top + ".rs")
+        for dirpath, _, files in os.walk(top):
+            paths += [os.path.join(dirpath, f) for f in files if f.endswith(".rs")]
+    for path in sorted(paths):
+        with open(path, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                m = pat.search(line)
+                if m:
+                    errors.append(
+                        f"{path}:{n}: names `{m.group(0)}`, an application's stage: the "
+                        f"executors, daemon and control reach stages through the stage API only"
+                    )
+    return errors
+
+
 def check_crates():
     out = subprocess.run(
         ["cargo", "metadata", "--format-version", "1", "--no-deps", "--offline"],
@@ -199,6 +231,16 @@ def self_test():
     assert imports(strip_comments("// crate::c::x\n"), mods, "z") == set()
     assert is_test_file("daemon/run_gpu/tests/gpu.rs") and is_test_file("stage/x_tests.rs")
     assert not is_test_file("stage/run.rs")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        os.makedirs(os.path.join(d, "daemon", "run"))
+        with open(os.path.join(d, "daemon", "run", "x.rs"), "w") as fh:
+            fh.write("use a;\n// the Fronthaul poll\n")
+        with open(os.path.join(d, "control.rs"), "w") as fh:
+            fh.write("fn f() {}\n")
+        errs = check_stage_blind(d, ["daemon", "control", "executor"], ["fronthaul"])
+        assert len(errs) == 1 and "x.rs:2" in errs[0] and "Fronthaul" in errs[0], errs
     print("check-layers: self-test passed")
 
 
@@ -211,13 +253,15 @@ def main():
         for (a, b), files in sorted(edges.items()):
             print(f"{a} -> {b}: {len(files)}")
     errors = check_crates() + check_modules(modules, edges, MODULE_LAYERS, KNOWN_UPWARD)
+    errors += check_stage_blind(SRC, STAGE_BLIND, APPLICATION_WORDS)
     for e in errors:
         print(f"check-layers: {e}", file=sys.stderr)
     if errors:
         return 1
     print(
         f"check-layers: {len(CRATE_ORDER)} crates and {len(modules)} modules of {SRC} in order; "
-        f"{len(KNOWN_UPWARD)} known upward edges (all into `fronthaul`)"
+        f"{len(KNOWN_UPWARD)} known upward edges (all into `fronthaul`); "
+        f"{', '.join(STAGE_BLIND)} name no application stage"
     )
     return 0
 

@@ -107,7 +107,7 @@ fn the_shipped_config_runs_to_the_end_with_every_slot_complete() {
     assert_eq!(c.duplicate_prbs, 0);
     assert_eq!(c.per_eaxc.len(), 2);
     // The run summary's fronthaul block says the same.
-    let f = &s.fronthaul[0];
+    let f = &pipeline::fronthaul::report::from_summary(&s.stage_reports).unwrap()[0];
     assert_eq!((f.position, f.prbs, f.rejected), (1, prbs, 0));
     assert_eq!((f.slots_complete, f.slots_partial), (6, 0));
     assert_eq!(f.per_eaxc.len(), 2);
@@ -241,7 +241,7 @@ fn sink_write_failures_fail_the_run() {
     let ports = daemon::open_ports(&p.cfg).unwrap();
     let shared = CpuShared::new(&p.cpu_spec());
     let s = daemon::run_cpu(&p, &shared, ports);
-    let f = &s.fronthaul[0];
+    let f = &pipeline::fronthaul::report::from_summary(&s.stage_reports).unwrap()[0];
     assert_eq!((f.slots_complete, f.sink_errors), (3, 3), "{f:?}");
     assert!(f.lines()[0].contains(", 3 sink errors,"), "{:?}", f.lines());
     assert!(

@@ -194,10 +194,8 @@ fn write_summary(w: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
             writeln!(w, "{:<10} stage {}: {section}", cs.name, cs.position)?;
         }
     }
-    for f in &s.fronthaul {
-        for line in f.lines() {
-            writeln!(w, "fronthaul  {line}")?;
-        }
+    for (key, line) in &s.stage_lines {
+        writeln!(w, "{key:<10} {line}")?;
     }
     if !s.top_rules.is_empty() || s.acl_default > 0 {
         let r: Vec<String> = s

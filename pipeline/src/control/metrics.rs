@@ -64,22 +64,6 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_port_rx_nombuf_total", "RX buffer allocation failures of the device (DPDK ethdev rx_nombuf).", MetricType::COUNTER, &["port"]),
     ("pktwarp_port_steering_in_nic", "1 when the port's NIC steers the config's whole steering rule set (rte_flow), 0 when the ingest steers in software.", MetricType::GAUGE, &["port"]),
     ("pktwarp_port_xstat", "The device's extended statistics (DPDK xstats), by their DPDK name; read every second by the control thread.", MetricType::GAUGE, &["port", "name"]),
-    ("pktwarp_fronthaul_frames_total", "Frames the fronthaul stage saw, by kind (uplane, cplane, not_ecpri, rejected).", MetricType::COUNTER, &["position", "kind"]),
-    ("pktwarp_fronthaul_errors_total", "Frames the fronthaul stage rejected whole, by decode reason (all eAxCs).", MetricType::COUNTER, &["position", "reason"]),
-    ("pktwarp_fronthaul_cell_slots_total", "Slots closed by the fronthaul stage (all eAxCs), by result (complete, partial; lost: stored on the GPU, never seen by the completion poll).", MetricType::COUNTER, &["position", "result"]),
-    ("pktwarp_fronthaul_eaxc_unexpected_total", "U-plane packets of an eAxC outside the slot grid.", MetricType::COUNTER, &["position"]),
-    ("pktwarp_fronthaul_saturated_samples_total", "Decompressed samples that did not fit 16 bits in the grid.", MetricType::COUNTER, &["position"]),
-    ("pktwarp_fronthaul_packets_total", "U-plane packets accepted, per eAxC.", MetricType::COUNTER, &["position", "eaxc"]),
-    ("pktwarp_fronthaul_prbs_total", "PRBs decoded into the slot grid, per eAxC.", MetricType::COUNTER, &["position", "eaxc"]),
-    ("pktwarp_fronthaul_arrivals_total", "U-plane packets per eAxC by arrival against the Ta4 window (early, on_time, late, untimed).", MetricType::COUNTER, &["position", "eaxc", "window"]),
-    ("pktwarp_fronthaul_seq_errors_total", "Sequence id errors per eAxC, by kind (gap: packets missing, duplicate, out_of_order; out_of_order is absent on the GPU executor, whose per-frame stage has no arrival order to judge it by).", MetricType::COUNTER, &["position", "eaxc", "kind"]),
-    ("pktwarp_fronthaul_duplicate_prbs_total", "PRBs that arrived twice for one slot, per eAxC.", MetricType::COUNTER, &["position", "eaxc"]),
-    ("pktwarp_fronthaul_slots_total", "Slots closed per eAxC, by result (complete: every PRB of the eAxC arrived, partial).", MetricType::COUNTER, &["position", "eaxc", "result"]),
-    ("pktwarp_fronthaul_eaxc_errors_total", "Rejected frames whose eAxC is in the grid, per eAxC and decode reason.", MetricType::COUNTER, &["position", "eaxc", "reason"]),
-    ("pktwarp_fronthaul_dropped_packets_total", "U-plane packets accepted but not stored, per eAxC, by reason (slot_closed: their slot had been handed to the sink, or its ring entry held a later slot).", MetricType::COUNTER, &["position", "eaxc", "reason"]),
-    ("pktwarp_fronthaul_slot_latency_seconds", "Completion latency of the fronthaul stage's complete slots: from the burst holding a slot's last packet (CPU executor: its worker starting that packet; GPU executor: the host handing that burst to the GPU) to the slot handed to the sink.", MetricType::HISTOGRAM, &["position"]),
-    ("pktwarp_fronthaul_dropped_prbs_total", "PRBs of the packets in pktwarp_fronthaul_dropped_packets_total, per eAxC, by reason.", MetricType::COUNTER, &["position", "eaxc", "reason"]),
-    ("pktwarp_fronthaul_sink_errors_total", "Slots the stage's sink failed to deliver (a write that failed, a writer that hung past its wait), per stage.", MetricType::COUNTER, &["position"]),
 ];
 
 /// The port families fed by a port's `ethdev_<field>` counters: (family, field).
@@ -153,7 +137,13 @@ pub fn check_stage_families(pipeline: &Pipeline) -> anyhow::Result<()> {
         };
         for f in c.cpu().metric_families() {
             let full = format!("pktwarp_{}", f.name);
-            if FAMILIES.iter().any(|d| d.0 == full) {
+            let exported = pipeline.exported_families().iter().map(|e| e.name);
+            if FAMILIES
+                .iter()
+                .map(|d| d.0)
+                .chain(exported)
+                .any(|d| d == full)
+            {
                 anyhow::bail!(
                     "stage `{}` (pipeline[{i}]): metric family `{full}`: the daemon has a family \
                      of that name",
@@ -172,9 +162,12 @@ impl DaemonCollector {
         state: Arc<ControlState>,
         info: StaticInfo,
     ) -> Self {
+        let exported = pipeline.exported_families().iter();
         let descs = FAMILIES
             .iter()
-            .filter_map(|(name, help, _, labels)| {
+            .map(|&(name, help, _, labels)| (name, help, labels))
+            .chain(exported.map(|e| (e.name, e.help, e.labels)))
+            .filter_map(|(name, help, labels)| {
                 Desc::new(
                     name.to_string(),
                     help.to_string(),
@@ -240,6 +233,31 @@ impl DaemonCollector {
 
     /// The families registered stages declare (`CustomStage::metric_families`), each sample
     /// labelled with its stage and position first; two stages of one kind share a family.
+    /// The families the stages of the pipeline export under names of their own
+    /// ([`crate::stage::report::ExportedFamily`]).
+    fn exported_families(&self, out: &mut Out) {
+        use crate::stage::report::{ExportedKind, ExportedValue};
+        for fam in self.pipeline.exported_samples() {
+            let ms = fam.samples.iter().map(|(l, v)| {
+                let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                match v {
+                    ExportedValue::Counter(n) => counter(&l, *n),
+                    ExportedValue::Histogram {
+                        bounds_ns,
+                        cumulative,
+                        count,
+                        sum_ns,
+                    } => seconds_histogram(&l, bounds_ns, cumulative, *count, *sum_ns),
+                }
+            });
+            let ty = match fam.family.kind {
+                ExportedKind::Counter => MetricType::COUNTER,
+                ExportedKind::Histogram => MetricType::HISTOGRAM,
+            };
+            out.push_family(fam.family.name, fam.family.help, ty, ms.collect());
+        }
+    }
+
     fn stage_families(&self, out: &mut Out) {
         use crate::stage::api::MetricKind;
         let mut fams: std::collections::BTreeMap<String, (String, MetricKind, Vec<proto::Metric>)> =
@@ -401,7 +419,7 @@ impl DaemonCollector {
     }
 
     /// Per queue: traffic, drops, verdicts, ring occupancy, stage frames and counters, the
-    /// fronthaul families, parse errors, ACL hits, burst latency.
+    /// stages' exported families, parse errors, ACL hits, burst latency.
     fn collect_queues(&self, out: &mut Out) {
         let info = &self.info;
         let qnames: Vec<String> = (0..self.counters.len()).map(|q| q.to_string()).collect();
@@ -483,22 +501,7 @@ impl DaemonCollector {
         out.push("pktwarp_stage_frames_total", stages);
         out.push("pktwarp_stage_counter_total", self.custom_counters());
         self.stage_families(out);
-        for (fam, samples) in crate::fronthaul::report::metric_families(&self.pipeline) {
-            let ms = samples.iter().map(|(l, v)| {
-                let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                counter(&l, *v)
-            });
-            out.push(fam, ms.collect());
-        }
-        let lat: Vec<proto::Metric> = crate::fronthaul::report::latency_histograms(&self.pipeline)
-            .into_iter()
-            .map(|(l, buckets, count, sum_ns)| {
-                let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                let bounds = crate::fronthaul::stage::SLOT_LATENCY_BUCKETS_NS;
-                seconds_histogram(&l, &bounds, &buckets, count, sum_ns)
-            })
-            .collect();
-        out.push("pktwarp_fronthaul_slot_latency_seconds", lat);
+        self.exported_families(out);
         out.push("pktwarp_parse_errors_total", parse);
         let has_acl = self.pipeline.acl().is_some();
         if has_acl {

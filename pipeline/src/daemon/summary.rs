@@ -77,8 +77,13 @@ pub struct Summary {
     /// How the GPU executor receives each port whose frames are in GPU memory (GPUDirect):
     /// `in_place` or `staged`, and why. Empty for other ports and the CPU executor.
     pub gpu_ingest: Vec<GpuIngest>,
-    /// Each fronthaul stage: frames, PRBs, slots, errors by reason, and per eAxC.
-    pub fronthaul: Vec<crate::fronthaul::report::FronthaulSummary>,
+    /// The stages' own parts under keys of their own ([`stage::report::StageReport`]), each a
+    /// list in pipeline order (the O-RAN stage's frames, PRBs, slots and errors per eAxC).
+    #[serde(flatten)]
+    pub stage_reports: std::collections::BTreeMap<String, Vec<serde_json::Value>>,
+    /// Their text summary lines: (key, line), in pipeline order.
+    #[serde(skip)]
+    pub stage_lines: Vec<(String, String)>,
     /// What each destination took: output ports (by config name), the mirror port and the
     /// slow path (`to_host`), with the frames they failed to take. CPU executor.
     pub outputs: Vec<crate::port::out::OutTally>,
@@ -176,22 +181,14 @@ pub fn summarize(
     s.top_rules = top;
     s.counted = counted;
     s.custom_stages = stage_sections(pipeline);
-    // Closes the slots still open at the end of the input (counted partial, sent to the sink).
-    s.fronthaul = crate::fronthaul::report::summaries(pipeline);
-    // Slots the run decoded and lost on the way to the disk fail the run (exit status 1).
-    for f in s.fronthaul.iter().filter(|f| f.slots_lost > 0) {
-        s.errors.push(format!(
-            "fronthaul stage {}: {} slots stored on the GPU never reached the sink (the \
-             completion poll fell a whole ring behind)",
-            f.position, f.slots_lost
-        ));
-    }
-    for f in s.fronthaul.iter().filter(|f| f.sink_errors > 0) {
-        s.errors.push(format!(
-            "fronthaul stage {}: its sink failed to deliver {} slots (the first error is logged \
-             above; pktwarp_fronthaul_sink_errors_total)",
-            f.position, f.sink_errors
-        ));
+    // A stage may close what is still open first (slots still waiting for data, counted
+    // partial and sent on); what it reports failed fails the run.
+    for r in pipeline.stage_reports() {
+        let entries = s.stage_reports.entry(r.key.to_string()).or_default();
+        entries.push(r.json);
+        s.stage_lines
+            .extend(r.lines.into_iter().map(|l| (r.key.to_string(), l)));
+        s.errors.extend(r.errors);
     }
     if s.elapsed_s > 0.0 {
         s.mpps = s.rx_frames as f64 / s.elapsed_s / 1e6;

@@ -361,11 +361,11 @@ pub fn read_counters(
 /// ([`absorb_stage`]), so the summary and /metrics see them.
 pub fn absorb_from_gpu(
     p: &crate::stage::Pipeline,
-    gpu: &crate::executor::gpu::multi::MultiGpu,
+    mem: &dyn crate::stage::gpu_host::StageGpuMemory,
     mut live: super::live::LiveStages,
 ) -> anyhow::Result<()> {
-    live.finish(p, gpu)?;
-    let src = GpuCounters::new(gpu)?;
+    live.finish(p, mem)?;
+    let src = GpuCounters::new(mem)?;
     live.absorb_counters(p, &src)?;
     live.report_lost(p, &src)
 }
@@ -390,37 +390,29 @@ pub trait CounterSource {
 
 /// The GPUs' counters: one snapshot of every queue's counter blocks, buffers read on demand.
 pub struct GpuCounters<'a> {
-    gpu: &'a crate::executor::gpu::multi::MultiGpu,
-    snaps: Vec<crate::executor::gpu::CountersSnapshot>,
+    mem: &'a dyn crate::stage::gpu_host::StageGpuMemory,
+    blocks: Vec<[u64; 8]>,
 }
 
 impl<'a> GpuCounters<'a> {
-    pub fn new(gpu: &'a crate::executor::gpu::multi::MultiGpu) -> anyhow::Result<GpuCounters<'a>> {
+    pub fn new(
+        mem: &'a dyn crate::stage::gpu_host::StageGpuMemory,
+    ) -> anyhow::Result<GpuCounters<'a>> {
         Ok(GpuCounters {
-            snaps: gpu.counters_per_executor()?,
-            gpu,
+            blocks: mem.counter_blocks()?,
+            mem,
         })
     }
 }
 
 impl CounterSource for GpuCounters<'_> {
     fn stage_block(&self, k: usize) -> [u64; 8] {
-        let mut stage = [0u64; 8];
-        for q in self.snaps.iter().flat_map(|s| &s.stages) {
-            if let Some(b) = q.get(k) {
-                for (s, v) in stage.iter_mut().zip(b.v) {
-                    *s += v;
-                }
-            }
-        }
-        stage
+        self.blocks.get(k).copied().unwrap_or_default()
     }
 
     fn stage_buffers(&self, k: usize, i: usize) -> anyhow::Result<Vec<Vec<u8>>> {
-        self.gpu
-            .executors()
-            .iter()
-            .map(|ex| ex.read_stage_buffer(k, i))
+        (0..self.mem.gpus())
+            .map(|gpu| self.mem.read_buffer(gpu, k, i))
             .collect()
     }
 }

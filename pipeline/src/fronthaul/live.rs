@@ -32,14 +32,14 @@
 //! to when the host handed the slot to the sink.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::config::FronthaulConfig;
 use super::decode::SYMBOLS_PER_SLOT;
 use super::gpu::{entry_bytes, entry_state, merge, slot_of_entry, Layout};
 use super::grid::SlotGrid;
-use crate::burst::Burst;
+pub use crate::stage::gpu_host::HandedLog;
+use crate::stage::gpu_host::{GpuHostSide, StageGpuMemory};
 
 /// One GPU's copy of a fronthaul stage's ring.
 pub trait GridSource {
@@ -50,56 +50,6 @@ pub trait GridSource {
     /// Tells the kernel that slot `tag` of ring entry `r` closed (`fronthaul.closed[r]`): its
     /// later packets are refused.
     fn mark_closed(&self, r: usize, tag: u32) -> anyhow::Result<()>;
-}
-
-/// Bursts the [`HandedLog`] remembers (the newest).
-const HANDED_KEEP: usize = 1 << 14;
-
-/// When the host handed bursts to the GPU, by the receive times of their frames: (earliest,
-/// latest receive time, when), in handing order. Bursts without receive times are not kept.
-#[derive(Debug, Default)]
-pub struct HandedLog {
-    bursts: Mutex<VecDeque<(u64, u64, Instant)>>,
-}
-
-impl HandedLog {
-    /// Records `burst`, handed to the GPU at `at`.
-    pub fn record(&self, burst: &Burst, at: Instant) {
-        self.record_descs(&burst.descs, at);
-    }
-
-    /// [`HandedLog::record`] of a burst known by its descriptors (frames in GPU memory).
-    pub fn record_descs(&self, descs: &[crate::burst::FrameDesc], at: Instant) {
-        let ts = descs.iter().map(|d| d.timestamp_ns).filter(|&t| t != 0);
-        let (lo, hi) = ts.fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
-        if hi == 0 {
-            return;
-        }
-        let mut b = self.bursts.lock().unwrap_or_else(|p| p.into_inner());
-        if b.len() >= HANDED_KEEP {
-            b.pop_front();
-        }
-        b.push_back((lo, hi, at));
-    }
-
-    /// When the burst holding a frame received at `ts` was handed over: the earliest of the
-    /// newest run of bursts whose receive times hold `ts` (a capture replayed in a loop holds
-    /// a time again a lap later; the newest lap is the one a slot completing now is from).
-    pub fn handed_at(&self, ts: u64) -> Option<Instant> {
-        if ts == 0 {
-            return None;
-        }
-        let b = self.bursts.lock().unwrap_or_else(|p| p.into_inner());
-        let mut found = None;
-        for &(lo, hi, at) in b.iter().rev() {
-            if (lo..=hi).contains(&ts) {
-                found = Some(at);
-            } else if found.is_some() {
-                break;
-            }
-        }
-        found
-    }
 }
 
 /// A slot closed by the completion poll.
@@ -349,8 +299,10 @@ impl Completer {
 }
 
 /// A [`GridSource`] over one GPU executor's buffers of the stage at pipeline position `k`.
+/// One GPU's copy of a fronthaul stage's buffers, through the executor's stage memory.
 pub struct ExecutorSource<'a> {
-    pub ex: &'a crate::executor::gpu::GpuExecutor,
+    pub mem: &'a dyn StageGpuMemory,
+    pub gpu: usize,
     pub k: usize,
     pub layout: &'a Layout,
 }
@@ -358,35 +310,35 @@ pub struct ExecutorSource<'a> {
 impl GridSource for ExecutorSource<'_> {
     fn slot_states(&self) -> anyhow::Result<Vec<u8>> {
         let n = self.layout.buffers()[super::gpu::BUF_SLOT_STATE].1;
-        self.ex
-            .read_stage_buffer_range(self.k, super::gpu::BUF_SLOT_STATE, 0, n)
+        self.mem
+            .read_buffer_range(self.gpu, self.k, super::gpu::BUF_SLOT_STATE, 0, n)
     }
 
     fn entry(&self, r: usize, samples: bool) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
         let (gb, mb) = entry_bytes(self.layout);
         let g = if samples {
-            self.ex
-                .read_stage_buffer_range(self.k, super::gpu::BUF_GRID, r * gb, gb)?
+            self.mem
+                .read_buffer_range(self.gpu, self.k, super::gpu::BUF_GRID, r * gb, gb)?
         } else {
             Vec::new()
         };
         let m = self
-            .ex
-            .read_stage_buffer_range(self.k, super::gpu::BUF_MARKS, r * mb, mb)?;
+            .mem
+            .read_buffer_range(self.gpu, self.k, super::gpu::BUF_MARKS, r * mb, mb)?;
         Ok((g, m))
     }
 
     fn mark_closed(&self, r: usize, tag: u32) -> anyhow::Result<()> {
-        self.ex
-            .set_stage_word(self.k, super::gpu::BUF_CLOSED, r * 4, tag)
+        self.mem
+            .set_buffer_word(self.gpu, self.k, super::gpu::BUF_CLOSED, r * 4, tag)
     }
 }
 
 impl super::seqlog::LogSource for ExecutorSource<'_> {
     fn seq_head(&self) -> anyhow::Result<u64> {
         let b = self
-            .ex
-            .read_stage_buffer_range(self.k, super::gpu::BUF_SEQ, 0, 8)?;
+            .mem
+            .read_buffer_range(self.gpu, self.k, super::gpu::BUF_SEQ, 0, 8)?;
         let w: [u8; 8] = b
             .get(..8)
             .and_then(|w| w.try_into().ok())
@@ -396,7 +348,8 @@ impl super::seqlog::LogSource for ExecutorSource<'_> {
 
     fn seq_entries(&self, at: usize, n: usize) -> anyhow::Result<Vec<u8>> {
         use super::seqlog::{ENTRY_BYTES, HEAD_BYTES};
-        self.ex.read_stage_buffer_range(
+        self.mem.read_buffer_range(
+            self.gpu,
             self.k,
             super::gpu::BUF_SEQ,
             HEAD_BYTES + at * ENTRY_BYTES,
@@ -405,13 +358,10 @@ impl super::seqlog::LogSource for ExecutorSource<'_> {
     }
 
     fn ring_slots(&self) -> u32 {
-        self.ex.options().ring_slots
+        self.mem.ring_slots()
     }
 }
 
-/// How often the completion poll reads the stages' GPU counters into the Rust stages, so the
-/// summary and /metrics show them during a run (a counter snapshot and two small buffer reads
-/// per GPU each time).
 pub const COUNTERS_EVERY: Duration = Duration::from_millis(100);
 
 /// The completion poll of every fronthaul stage of a pipeline on the GPU executor, with the
@@ -481,6 +431,15 @@ impl PollStats {
 impl LiveStages {
     /// One completion state per fronthaul stage of `p` (none: nothing to poll).
     pub fn new(p: &crate::stage::Pipeline) -> anyhow::Result<LiveStages> {
+        Self::with_handed(p, std::sync::Arc::default())
+    }
+
+    /// The pipeline's fronthaul stages, learning when bursts went to the GPU from `handed`
+    /// (the log the GPU executor records into).
+    pub fn with_handed(
+        p: &crate::stage::Pipeline,
+        handed: std::sync::Arc<HandedLog>,
+    ) -> anyhow::Result<LiveStages> {
         let mut stages = Vec::new();
         for (k, st) in p.stages.iter().enumerate() {
             if let crate::stage::Stage::Fronthaul(f) = st {
@@ -492,7 +451,7 @@ impl LiveStages {
         }
         Ok(LiveStages {
             stages,
-            handed: std::sync::Arc::default(),
+            handed,
             counters_at: None,
             stats: PollStats::default(),
         })
@@ -517,17 +476,17 @@ impl LiveStages {
     pub fn poll(
         &mut self,
         p: &crate::stage::Pipeline,
-        gpu: &crate::executor::gpu::multi::MultiGpu,
+        mem: &dyn StageGpuMemory,
     ) -> anyhow::Result<usize> {
         let start = Instant::now();
         if let Some(last) = self.stats.last_start.replace(start) {
             self.stats.gap.add(start.saturating_duration_since(last));
         }
         self.stats.polls += 1;
-        let n = self.each(p, gpu, false)?;
+        let n = self.each(p, mem, false)?;
         let t = Instant::now();
         if self.counters_due(t) {
-            self.absorb_counters(p, &super::gpu::GpuCounters::new(gpu)?)?;
+            self.absorb_counters(p, &super::gpu::GpuCounters::new(mem)?)?;
             self.stats.counters.add(t.elapsed());
         }
         Ok(n)
@@ -579,9 +538,9 @@ impl LiveStages {
     pub fn finish(
         &mut self,
         p: &crate::stage::Pipeline,
-        gpu: &crate::executor::gpu::multi::MultiGpu,
+        mem: &dyn StageGpuMemory,
     ) -> anyhow::Result<()> {
-        self.each(p, gpu, true)?;
+        self.each(p, mem, true)?;
         tracing::info!(
             event = "fronthaul_completion_poll",
             polls = self.stats.polls,
@@ -604,7 +563,7 @@ impl LiveStages {
     fn each(
         &mut self,
         p: &crate::stage::Pipeline,
-        gpu: &crate::executor::gpu::multi::MultiGpu,
+        mem: &dyn StageGpuMemory,
         end: bool,
     ) -> anyhow::Result<usize> {
         let mut n = 0;
@@ -613,11 +572,10 @@ impl LiveStages {
                 continue;
             };
             let layout = c.layout().clone();
-            let srcs: Vec<ExecutorSource<'_>> = gpu
-                .executors()
-                .iter()
-                .map(|ex| ExecutorSource {
-                    ex,
+            let srcs: Vec<ExecutorSource<'_>> = (0..mem.gpus())
+                .map(|gpu| ExecutorSource {
+                    mem,
+                    gpu,
                     k: *k,
                     layout: &layout,
                 })
@@ -646,6 +604,41 @@ impl LiveStages {
 
 /// What to say when the GPU's sequence log lapped the host's reader: those packets' sequence ids
 /// were never judged, so the gaps / duplicates / out-of-order counts are short by up to that many.
+/// Time between two looks at the slot states: a slot is 0.5 ms at 30 kHz and a ring entry is
+/// reused `2 x max_open_slots` slots later, so a slot closes within a poll or two of its last
+/// PRB, long before its entry is taken again. A poll itself takes tens of microseconds (its
+/// reads of GPU memory), which a sleep of 100 us doubled: slot completion latency p50 was
+/// ~250 us at radio speed on the H200 (docs/perf-log.md, "the whole GPU fronthaul daemon, fed",
+/// 2026-12-04).
+pub const POLL: Duration = Duration::from_micros(20);
+
+/// The fronthaul stages' slot completion on the GPU executor: slots that closed are handed to
+/// their sinks while the run goes; what is still open at the end closes in
+/// [`super::gpu::absorb_from_gpu`].
+impl GpuHostSide for LiveStages {
+    fn name(&self) -> &str {
+        "fronthaul"
+    }
+
+    fn poll_interval(&self) -> Duration {
+        POLL
+    }
+
+    fn poll(&mut self, p: &crate::stage::Pipeline, mem: &dyn StageGpuMemory) -> anyhow::Result<()> {
+        LiveStages::poll(self, p, mem)
+            .map(|_| ())
+            .map_err(|e| e.context("fronthaul slot completion"))
+    }
+
+    fn finish(
+        self: Box<Self>,
+        p: &crate::stage::Pipeline,
+        mem: &dyn StageGpuMemory,
+    ) -> anyhow::Result<()> {
+        super::gpu::absorb_from_gpu(p, mem, *self)
+    }
+}
+
 fn lost_warning(position: usize, lost: u64) -> Option<String> {
     (lost > 0).then(|| {
         format!(

@@ -1,7 +1,6 @@
 //! The completion poll over fake GPU rings (the buffers as the kernel leaves them).
 
 use super::*;
-use crate::burst::FrameDesc;
 use crate::fronthaul::bfp::PRB_SAMPLES;
 use crate::fronthaul::config::SinkConfig;
 use std::cell::RefCell;
@@ -340,46 +339,6 @@ fn new_tags_open_in_frame_cycle_order_across_the_wrap() {
         .unwrap();
     let tags: Vec<u32> = seen.iter().map(|s| s.0).collect();
     assert_eq!(tags, [5119, 5120, 1]);
-}
-
-#[test]
-fn the_handed_log_finds_the_burst_of_a_receive_time() {
-    let log = HandedLog::default();
-    let burst = |ts: &[u64]| {
-        let mut b = Burst::default();
-        for &t in ts {
-            b.push(
-                &[0u8; 60],
-                FrameDesc {
-                    timestamp_ns: t,
-                    ..FrameDesc::default()
-                },
-            );
-        }
-        b
-    };
-    let t0 = Instant::now();
-    let at = |ms: u64| t0 + Duration::from_millis(ms);
-    log.record(&burst(&[0, 0]), at(0)); // no receive times: not kept
-    log.record(&burst(&[100, 200]), at(1));
-    log.record(&burst(&[200, 300]), at(2));
-    log.record(&burst(&[400]), at(3));
-    assert_eq!(log.handed_at(150), Some(at(1)));
-    assert_eq!(
-        log.handed_at(200),
-        Some(at(1)),
-        "the earliest burst holding it"
-    );
-    assert_eq!(log.handed_at(400), Some(at(3)));
-    assert_eq!(log.handed_at(350), None);
-    assert_eq!(log.handed_at(0), None);
-    // A replay's next lap holds the times again: the newest lap.
-    log.record(&burst(&[100, 200]), at(9));
-    assert_eq!(log.handed_at(150), Some(at(9)));
-    for i in 0..HANDED_KEEP as u64 + 5 {
-        log.record(&burst(&[1000 + i]), at(10));
-    }
-    assert_eq!(log.bursts.lock().unwrap().len(), HANDED_KEEP, "bounded");
 }
 
 #[test]

@@ -2,14 +2,15 @@
 //! (`pktwarp_fronthaul_*`, per eAxC with an `eaxc` label). One place turns the counters into
 //! names, so the summary, the JSON summary and /metrics agree.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::decode::Reject;
 use super::stage::{EaxcCounters, FronthaulCounters};
+use crate::stage::report::{ExportedFamily, ExportedKind, ExportedSamples, ExportedValue};
 use crate::stage::{Pipeline, Stage};
 
 /// One eAxC of a fronthaul stage in the summary.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EaxcSummary {
     pub eaxc: u16,
     pub packets: u64,
@@ -33,7 +34,7 @@ pub struct EaxcSummary {
 }
 
 /// One fronthaul stage in the run summary.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FronthaulSummary {
     /// The stage's index in the pipeline.
     pub position: usize,
@@ -196,11 +197,200 @@ pub fn summaries(pipeline: &Pipeline) -> Vec<FronthaulSummary> {
         .collect()
 }
 
-/// Labels of one sample: (name, value).
-pub type Labels = Vec<(&'static str, String)>;
+/// The summary key the fronthaul stages report under.
+pub const SUMMARY_KEY: &str = "fronthaul";
 
-/// The metric families the fronthaul stages export, in exposition order (help, type and label
-/// names are in `control::metrics::FAMILIES`; every one is a counter).
+/// The fronthaul stage `f` at `position` in the run summary, its open slots closed first (call
+/// at the end of a run): its entry, its text lines, and the slots it decoded and lost on the way
+/// to the disk, which fail the run.
+pub fn stage_report(
+    position: usize,
+    f: &super::FronthaulStage,
+) -> crate::stage::report::StageReport {
+    f.flush();
+    let s = FronthaulSummary::new(position, &f.counters());
+    let mut errors = Vec::new();
+    if s.slots_lost > 0 {
+        errors.push(format!(
+            "fronthaul stage {}: {} slots stored on the GPU never reached the sink (the \
+             completion poll fell a whole ring behind)",
+            s.position, s.slots_lost
+        ));
+    }
+    if s.sink_errors > 0 {
+        errors.push(format!(
+            "fronthaul stage {}: its sink failed to deliver {} slots (the first error is logged \
+             above; pktwarp_fronthaul_sink_errors_total)",
+            s.position, s.sink_errors
+        ));
+    }
+    crate::stage::report::StageReport {
+        key: SUMMARY_KEY,
+        position,
+        json: serde_json::to_value(&s).unwrap_or(serde_json::Value::Null),
+        lines: s.lines(),
+        errors,
+    }
+}
+
+/// The fronthaul stages of a run summary's JSON (`fronthaul: [...]`), as they were reported.
+pub fn from_summary(
+    reports: &std::collections::BTreeMap<String, Vec<serde_json::Value>>,
+) -> anyhow::Result<Vec<FronthaulSummary>> {
+    reports
+        .get(SUMMARY_KEY)
+        .map_or(&[][..], Vec::as_slice)
+        .iter()
+        .map(|v| {
+            serde_json::from_value(v.clone())
+                .map_err(|e| anyhow::anyhow!("summary `{SUMMARY_KEY}` entry: {e}"))
+        })
+        .collect()
+}
+
+/// The families the fronthaul stages export (`Pipeline::exported_families`): the counters of
+/// [`FAMILIES`], then the completion latency histogram, with their help and label names.
+pub const EXPORTED: [ExportedFamily; 16] = [
+    ExportedFamily {
+        name: "pktwarp_fronthaul_frames_total",
+        help: "Frames the fronthaul stage saw, by kind (uplane, cplane, not_ecpri, rejected).",
+        kind: ExportedKind::Counter,
+        labels: &["position", "kind"],
+    },
+    ExportedFamily {
+        name: "pktwarp_fronthaul_errors_total",
+        help: "Frames the fronthaul stage rejected whole, by decode reason (all eAxCs).",
+        kind: ExportedKind::Counter,
+        labels: &["position", "reason"],
+    },
+    ExportedFamily {
+        name: "pktwarp_fronthaul_cell_slots_total",
+        help: "Slots closed by the fronthaul stage (all eAxCs), by result (complete, partial; lost: stored on the GPU, never seen by the completion poll).",
+        kind: ExportedKind::Counter,
+        labels: &["position", "result"],
+    },
+    ExportedFamily {
+        name: "pktwarp_fronthaul_eaxc_unexpected_total",
+        help: "U-plane packets of an eAxC outside the slot grid.",
+        kind: ExportedKind::Counter,
+        labels: &["position"],
+    },
+    ExportedFamily {
+        name: "pktwarp_fronthaul_saturated_samples_total",
+        help: "Decompressed samples that did not fit 16 bits in the grid.",
+        kind: ExportedKind::Counter,
+        labels: &["position"],
+    },
+    ExportedFamily {
+        name: "pktwarp_fronthaul_packets_total",
+        help: "U-plane packets accepted, per eAxC.",
+        kind: ExportedKind::Counter,
+        labels: &["position", "eaxc"],
+    },
+    ExportedFamily {
+        name: "pktwarp_fronthaul_prbs_total",
+        help: "PRBs decoded into the slot grid, per eAxC.",
+        kind: ExportedKind::Counter,
+        labels: &["position", "eaxc"],
+    },
+    ExportedFamily {
+        name: "pktwarp_fronthaul_arrivals_total",
+        help: "U-plane packets per eAxC by arrival against the Ta4 window (early, on_time, late, untimed).",
+        kind: ExportedKind::Counter,
+        labels: &["position", "eaxc", "window"],
+    },
+    ExportedFamily {
+        name: "pktwarp_fronthaul_seq_errors_total",
+        help: "Sequence id errors per eAxC, by kind (gap: packets missing, duplicate, out_of_order; out_of_order is absent on the GPU executor, whose per-frame stage has no arrival order to judge it by).",
+        kind: ExportedKind::Counter,
+        labels: &["position", "eaxc", "kind"],
+    },
+    ExportedFamily {
+        name: "pktwarp_fronthaul_duplicate_prbs_total",
+        help: "PRBs that arrived twice for one slot, per eAxC.",
+        kind: ExportedKind::Counter,
+        labels: &["position", "eaxc"],
+    },
+    ExportedFamily {
+        name: "pktwarp_fronthaul_slots_total",
+        help: "Slots closed per eAxC, by result (complete: every PRB of the eAxC arrived, partial).",
+        kind: ExportedKind::Counter,
+        labels: &["position", "eaxc", "result"],
+    },
+    ExportedFamily {
+        name: "pktwarp_fronthaul_eaxc_errors_total",
+        help: "Rejected frames whose eAxC is in the grid, per eAxC and decode reason.",
+        kind: ExportedKind::Counter,
+        labels: &["position", "eaxc", "reason"],
+    },
+    ExportedFamily {
+        name: "pktwarp_fronthaul_dropped_packets_total",
+        help: "U-plane packets accepted but not stored, per eAxC, by reason (slot_closed: their slot had been handed to the sink, or its ring entry held a later slot).",
+        kind: ExportedKind::Counter,
+        labels: &["position", "eaxc", "reason"],
+    },
+    ExportedFamily {
+        name: "pktwarp_fronthaul_dropped_prbs_total",
+        help: "PRBs of the packets in pktwarp_fronthaul_dropped_packets_total, per eAxC, by reason.",
+        kind: ExportedKind::Counter,
+        labels: &["position", "eaxc", "reason"],
+    },
+    ExportedFamily {
+        name: "pktwarp_fronthaul_sink_errors_total",
+        help: "Slots the stage's sink failed to deliver (a write that failed, a writer that hung past its wait), per stage.",
+        kind: ExportedKind::Counter,
+        labels: &["position"],
+    },
+    ExportedFamily {
+        name: "pktwarp_fronthaul_slot_latency_seconds",
+        help: "Completion latency of the fronthaul stage's complete slots: from the burst holding a slot's last packet (CPU executor: its worker starting that packet; GPU executor: the host handing that burst to the GPU) to the slot handed to the sink.",
+        kind: ExportedKind::Histogram,
+        labels: &["position"],
+    },
+];
+
+/// The samples of every fronthaul stage of `pipeline`, family by family in [`EXPORTED`] order:
+/// the counters (a family without samples left out), then each stage's latency histogram.
+pub fn exported_samples(pipeline: &Pipeline) -> Vec<ExportedSamples> {
+    let family = |name: &str| EXPORTED.iter().find(|e| e.name == name);
+    let mut out: Vec<ExportedSamples> = metric_families(pipeline)
+        .into_iter()
+        .filter_map(|(name, samples)| {
+            Some(ExportedSamples {
+                family: family(name)?,
+                samples: samples
+                    .into_iter()
+                    .map(|(l, v)| (l, ExportedValue::Counter(v)))
+                    .collect(),
+            })
+        })
+        .collect();
+    let latency = latency_histograms(pipeline);
+    if let (Some(f), false) = (family(LATENCY_FAMILY), latency.is_empty()) {
+        let samples = latency.into_iter().map(|(l, cumulative, count, sum_ns)| {
+            let v = ExportedValue::Histogram {
+                bounds_ns: &super::stage::SLOT_LATENCY_BUCKETS_NS,
+                cumulative,
+                count,
+                sum_ns,
+            };
+            (l, v)
+        });
+        out.push(ExportedSamples {
+            family: f,
+            samples: samples.collect(),
+        });
+    }
+    out
+}
+
+/// The completion latency histogram's family.
+pub const LATENCY_FAMILY: &str = "pktwarp_fronthaul_slot_latency_seconds";
+
+pub use crate::stage::report::Labels;
+
+/// The counter families the fronthaul stages export, in exposition order (help, type and label
+/// names are in [`EXPORTED`]).
 pub const FAMILIES: [&str; 15] = [
     "pktwarp_fronthaul_frames_total",
     "pktwarp_fronthaul_errors_total",
@@ -417,15 +607,16 @@ mod tests {
         );
         // Every family is declared as a counter with these label names.
         for (fam, samples) in &fams {
-            let (_, _, ty, labels) = crate::control::metrics::FAMILIES
+            let e = EXPORTED
                 .iter()
-                .find(|f| f.0 == *fam)
-                .unwrap_or_else(|| panic!("{fam} not in control::metrics::FAMILIES"));
-            assert_eq!(*ty, prometheus::proto::MetricType::COUNTER, "{fam}");
+                .find(|f| f.name == *fam)
+                .unwrap_or_else(|| panic!("{fam} not in EXPORTED"));
+            let (ty, labels) = (e.kind, e.labels);
+            assert_eq!(ty, ExportedKind::Counter, "{fam}");
             let name = fam;
             for (l, _) in samples {
                 let names: Vec<&str> = l.iter().map(|(k, _)| *k).collect();
-                assert_eq!(&names[..], *labels, "{name}");
+                assert_eq!(&names[..], labels, "{name}");
             }
         }
         let s = FronthaulSummary::new(1, &c);
@@ -505,5 +696,64 @@ mod tests {
         // <= 2 ms: the first; <= 5 ms: two; <= 100 ms: still two (the third is above).
         assert_eq!((buckets[10], buckets[11], buckets[15]), (1, 2, 2));
         assert!(sum >= 203_000_000, "{sum}");
+    }
+
+    /// A registered stage beside a fronthaul stage that declares one of its families.
+    struct Clash;
+    impl crate::stage::CustomStage for Clash {
+        fn process(&self, _: &[u8], _: &crate::meta::PacketMeta, _: &mut crate::verdict::Verdict) {}
+        fn metric_families(&self) -> Vec<crate::stage::StageMetricFamily> {
+            vec![crate::stage::StageMetricFamily {
+                name: "fronthaul_frames_total".into(),
+                help: "taken".into(),
+                kind: crate::stage::MetricKind::Counter,
+                labels: Vec::new(),
+            }]
+        }
+    }
+
+    #[test]
+    fn the_exported_families_are_declared_once_and_refused_to_a_registered_stage() {
+        let cfg = crate::fronthaul::FronthaulConfig {
+            eaxcs: vec![1],
+            carrier_prbs: 1,
+            ..Default::default()
+        };
+        let fh = || {
+            Stage::Fronthaul(Box::new(
+                crate::fronthaul::FronthaulStage::from_config(&cfg).unwrap(),
+            ))
+        };
+        let p = Pipeline::new(vec![fh()]);
+        assert_eq!(p.exported_families(), &EXPORTED[..]);
+        assert!(Pipeline::new(vec![Stage::Count])
+            .exported_families()
+            .is_empty());
+        // Every counter family of FAMILIES is declared, the histogram too.
+        for f in FAMILIES.iter().chain([&LATENCY_FAMILY]) {
+            assert_eq!(EXPORTED.iter().filter(|e| e.name == *f).count(), 1, "{f}");
+        }
+        let fams = p.exported_samples();
+        let last = fams
+            .last()
+            .expect("the latency histogram, even with nothing measured");
+        assert_eq!(last.family.name, LATENCY_FAMILY);
+        assert!(matches!(
+            last.samples[0].1,
+            ExportedValue::Histogram { count: 0, .. }
+        ));
+        let built = crate::stage::BuiltStage {
+            cpu: std::sync::Arc::new(Clash),
+            gpu: None,
+        };
+        let clash = Stage::Custom(Box::new(
+            crate::stage::CustomSlot::new("clash", built, false).unwrap(),
+        ));
+        let e = crate::control::metrics::check_stage_families(&Pipeline::new(vec![fh(), clash]))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("pktwarp_fronthaul_frames_total"),
+            "{e}"
+        );
     }
 }

@@ -57,6 +57,26 @@ pub trait CustomStage: Send + Sync {
         Vec::new()
     }
 
+    /// The stage's host side on the GPU executor, for the stage at pipeline `position`
+    /// ([`crate::stage::gpu_host::GpuHostSide`]: work on its device buffers while the run
+    /// goes, and at its end); `handed` says when bursts went to the GPU. Asked once, of the
+    /// build in force when the run starts (a reload's new build does not replace it). Default:
+    /// none.
+    fn gpu_host_side(
+        &self,
+        _position: usize,
+        _handed: &std::sync::Arc<crate::stage::gpu_host::HandedLog>,
+    ) -> Option<Box<dyn crate::stage::gpu_host::GpuHostSide>> {
+        None
+    }
+
+    /// The stage's part of the run summary under a key of its own, for the stage at pipeline
+    /// `position` ([`crate::stage::report::StageReport`]: a JSON entry, text lines, errors that
+    /// fail the run); called once at the end of the run. Default: none.
+    fn summary_report(&self, _position: usize) -> Option<crate::stage::report::StageReport> {
+        None
+    }
+
     /// The stage's own section of the run summary (`custom_stages[].section`): any JSON value.
     /// Default: none.
     fn summary_section(&self) -> Option<serde_json::Value> {

@@ -43,6 +43,19 @@ impl CustomStage for Flows {
     fn summary_section(&self) -> Option<serde_json::Value> {
         Some(serde_json::json!({ "open": self.0 }))
     }
+    /// Under a key of its own; more than 4 flows open fails the run.
+    fn summary_report(&self, position: usize) -> Option<crate::stage::report::StageReport> {
+        Some(crate::stage::report::StageReport {
+            key: "flow_report",
+            position,
+            json: serde_json::json!({ "position": position, "open": self.0 }),
+            lines: vec![format!("stage {position}: {} open", self.0)],
+            errors: (self.0 > 4.0)
+                .then(|| format!("stage {position}: too many flows open"))
+                .into_iter()
+                .collect(),
+        })
+    }
 }
 
 fn flows(name: &str, open: f64) -> Stage {
@@ -102,6 +115,49 @@ fn a_stages_families_and_summary_section_are_exposed() {
             Some(serde_json::json!({ "open": 4.5 }))
         ]
     );
+}
+
+#[test]
+fn a_stages_report_reaches_the_summary_under_its_own_key() {
+    let p = Arc::new(Pipeline::new(vec![
+        Stage::Count,
+        flows("flows", 3.0),
+        flows("flows_b", 4.5),
+    ]));
+    let q = Arc::new(QueueCounters::new(p.stages.len(), 0));
+    let choice = crate::prepare::ExecutorChoice {
+        name: "cpu",
+        reason: "test".into(),
+    };
+    let s = crate::daemon::summarize(&[q], &p, std::time::Duration::ZERO, &choice, Vec::new());
+    let json = serde_json::to_value(&s).unwrap();
+    assert_eq!(
+        json["flow_report"],
+        serde_json::json!([{ "position": 1, "open": 3.0 }, { "position": 2, "open": 4.5 }]),
+        "one entry per stage, in pipeline order, at the summary's top level"
+    );
+    let lines: Vec<_> = s
+        .stage_lines
+        .iter()
+        .map(|(k, l)| format!("{k} {l}"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "flow_report stage 1: 3 open",
+            "flow_report stage 2: 4.5 open"
+        ]
+    );
+    assert_eq!(
+        s.errors,
+        ["stage 2: too many flows open"],
+        "its errors fail the run"
+    );
+    // No stage reports: no key.
+    let plain = Pipeline::new(vec![Stage::Count]);
+    let q = Arc::new(QueueCounters::new(1, 0));
+    let s = crate::daemon::summarize(&[q], &plain, std::time::Duration::ZERO, &choice, Vec::new());
+    assert!(s.stage_reports.is_empty() && s.stage_lines.is_empty());
 }
 
 /// Records the lengths it saw; `writes` says which entry point it expects (the other panics).

@@ -114,6 +114,27 @@ fn block(block: Vec<u8>) -> GpuParams {
 }
 
 impl Pipeline {
+    /// The stages' host sides on the GPU executor, which polls them beside its host side and
+    /// finishes them at the end of the run; `handed`: the log of when bursts went to the GPU
+    /// (the executor records into it while any host side is there).
+    pub fn gpu_host_sides(
+        &self,
+        handed: &std::sync::Arc<crate::stage::gpu_host::HandedLog>,
+    ) -> anyhow::Result<Vec<Box<dyn crate::stage::gpu_host::GpuHostSide>>> {
+        let mut out: Vec<Box<dyn crate::stage::gpu_host::GpuHostSide>> = Vec::new();
+        for (k, s) in self.stages.iter().enumerate() {
+            if let Stage::Custom(c) = s {
+                out.extend(c.cpu().gpu_host_side(k, handed));
+            }
+        }
+        // The fronthaul stages share one host side (one poll over all of them).
+        let live = crate::fronthaul::live::LiveStages::with_handed(self, handed.clone())?;
+        if !live.is_empty() {
+            out.push(Box::new(live));
+        }
+        Ok(out)
+    }
+
     /// The stages in order, for generating the GPU pipeline kernel.
     pub fn gpu_stage_list(&self) -> Vec<GpuStageRef<'_>> {
         self.stages

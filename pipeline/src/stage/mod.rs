@@ -15,6 +15,7 @@ pub mod custom;
 pub mod descriptor;
 #[cfg(test)]
 mod fronthaul_tests;
+pub mod gpu_host;
 pub mod gpu_list;
 pub mod hooks;
 pub mod params;
@@ -22,6 +23,7 @@ pub mod parse;
 pub mod registry;
 #[cfg(test)]
 mod reload_tests;
+pub mod report;
 pub mod run;
 
 pub use api::{FrameMut, HookCtx, MetricKind, StageHooks, StageMetricFamily};

@@ -5,13 +5,13 @@
 //! counters as the CPU executor's, so the summary and the metrics read the same for both.
 
 mod device;
-mod fronthaul;
 mod gpu_ingest;
 mod host;
 mod ingest;
 mod queue;
 mod reap;
 mod reload;
+mod stage_host;
 mod tx;
 
 #[cfg(test)]
@@ -269,14 +269,14 @@ pub fn run_gpu(
     );
     let spec = host_spec(p, shape, acl_on, acl.as_ref().map_or(0, |a| a.generation));
     let mut dests = ports.take_out();
-    // Fronthaul slots complete during the run (a poll beside the host side).
-    let (out, live) = fronthaul::with_live(&p.pipeline, &mut gpu, |gpu| {
+    // The stages' host sides work beside the host side (a poll thread).
+    let (out, sides) = stage_host::with_stage_hosts(&p.pipeline, &mut gpu, |gpu| {
         host::run(gpu, &spec, shared, &mut ports.rx, &mut dests)
     })?;
     out.result?;
-    // The fronthaul stages' counters live on the GPU: read back (drained, before shutdown) for
-    // the summary and /metrics; the slots still open close to their sinks.
-    crate::fronthaul::gpu::absorb_from_gpu(&p.pipeline, &gpu, live)?;
+    // Drained, before shutdown: what the stages keep on the GPU is read back for the summary
+    // and /metrics.
+    stage_host::finish(&p.pipeline, &gpu, sides)?;
     gpu.shutdown()?;
     let mut s = summarize(
         &shared.counters,

@@ -73,6 +73,7 @@ mod options;
 mod reap;
 mod restart;
 mod setup;
+mod stage_memory;
 mod submit;
 mod tagged;
 mod teardown;
@@ -265,8 +266,8 @@ pub struct GpuExecutor {
     kernel_stream: KernelMem<Stream>,
     /// Side copies (counter reads) that must not wait for the persistent kernel.
     aux_stream: KernelMem<Stream>,
-    /// Pinned memory the host side's small reads of stage buffers go through (the fronthaul
-    /// completion poll's several reads a poll), made on first use. No kernel is given it.
+    /// Pinned memory the host side's small reads of stage buffers go through (a stage's
+    /// host side's several reads a poll), made on first use. No kernel is given it.
     read_bounce: Mutex<Option<driver::PinnedBuffer>>,
     f_persistent: Function,
     f_burst: Function,

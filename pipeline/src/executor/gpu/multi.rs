@@ -128,8 +128,8 @@ pub struct MultiGpu {
     execs: Vec<GpuExecutor>,
     devices: Vec<u32>,
     map: Vec<(usize, usize)>,
-    /// Where a fronthaul stage's completion poll learns when bursts were handed over.
-    handed: Option<Arc<crate::fronthaul::live::HandedLog>>,
+    /// Where the stages' host sides learn when bursts were handed over.
+    handed: Option<Arc<crate::stage::gpu_host::HandedLog>>,
 }
 
 impl MultiGpu {
@@ -181,7 +181,7 @@ impl MultiGpu {
     }
 
     /// Records every burst handed over from now on in `log` (by its frames' receive times).
-    pub fn set_handed_log(&mut self, log: Arc<crate::fronthaul::live::HandedLog>) {
+    pub fn set_handed_log(&mut self, log: Arc<crate::stage::gpu_host::HandedLog>) {
         self.handed = Some(log);
     }
 

@@ -442,8 +442,8 @@ fn placement_hint(opts: &GpuOptions, image: &KernelImage, n_queues: usize) {
             event = "placement_hint",
             "a stage of the pipeline ({}) reads whole frames: on mapped rings the kernel \
              reads them across PCIe a few frames at a time; executor.gpu.placement: device \
-             moved about 4x the frames per second for fronthaul on the H200 (BENCHMARKS.md, \
-             \"Fronthaul\")",
+             moved about 4x the frames per second for a stage reading whole frames on the \
+             H200 (BENCHMARKS.md)",
             image.pipeline
         );
     }

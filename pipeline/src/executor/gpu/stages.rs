@@ -219,16 +219,16 @@ impl GpuExecutor {
             .stage_buffers
             .get(k, i)
             .ok_or_else(|| anyhow::anyhow!("stage {k} has no buffer {i}"))?;
-        // The calling thread may have another GPU's context current (the fronthaul completion
-        // poll reads every GPU's buffers in turn).
+        // The calling thread may have another GPU's context current (a stage's host side reads
+        // every GPU's buffers in turn).
         self.ctx.bind()?;
         let mut out = vec![0u8; b.len];
         b.download_on(&self.aux_stream, &mut out)?;
         Ok(out)
     }
 
-    /// `len` bytes of stage `k`'s buffer `i` from `offset` (the fronthaul host side reads one
-    /// ring entry of its slot grid this way while the kernel runs). An error when the range is
+    /// `len` bytes of stage `k`'s buffer `i` from `offset` (a stage's host side reads part of
+    /// a buffer this way while the kernel runs). An error when the range is
     /// not inside the buffer.
     pub fn read_stage_buffer_range(
         &self,
@@ -272,8 +272,8 @@ impl GpuExecutor {
 
     /// Sets the 32-bit word at `offset` of stage `k`'s buffer `i` while the kernel runs, without
     /// waiting for it; the stage-buffer reads after it are ordered behind it (the same stream).
-    /// The fronthaul host side marks a slot closed this way: a synchronous copy per closed slot
-    /// waited behind the ingest's DMA and held the completion poll ~80 us a slot on the H200.
+    /// A stage's host side marks a slot closed this way: a synchronous copy per closed slot
+    /// waited behind the ingest's DMA and held a completion poll ~80 us a slot on the H200.
     pub fn set_stage_word(
         &self,
         k: usize,
@@ -312,7 +312,7 @@ impl GpuExecutor {
     }
 
     /// Stage `k`'s buffer `i`: its device address and size (for a consumer on the GPU, such as
-    /// a PHY reading the fronthaul slot grid in place).
+    /// a PHY reading a slot grid in place).
     pub fn stage_buffer(&self, k: usize, i: usize) -> Option<(u64, usize)> {
         self.stage_buffers.get(k, i).map(|b| (b.ptr, b.len))
     }
