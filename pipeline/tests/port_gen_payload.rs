@@ -8,8 +8,8 @@ use std::path::Path;
 use etherparse::{NetHeaders, PacketHeaders, TransportHeader};
 use pipeline::burst::Burst;
 use pipeline::port::gen::{
-    FlowOptions, GenOptions, GenRx, HttpRequestOptions, PayloadOptions, PlantOffset,
-    PlantOptions, ProtocolMix, PROTO_TCP,
+    FlowOptions, GenOptions, GenRx, HttpRequestOptions, PayloadOptions, PlantOffset, PlantOptions,
+    ProtocolMix, PROTO_TCP,
 };
 use pipeline::port::{RxPort, RxStatus};
 use pktwarp_inspect::http::{self, HttpParse};
@@ -79,11 +79,17 @@ fn checked_payload(f: &[u8]) -> (Vec<u8>, u8, u16) {
     let (proto, ok, dport) = match (h.net.expect("IP"), h.transport.expect("L4")) {
         (NetHeaders::Ipv4(ip, _), TransportHeader::Tcp(t)) => {
             assert_eq!(ip.header_checksum, ip.calc_header_checksum());
-            (6, t.checksum == t.calc_checksum_ipv4(&ip, p).unwrap(), t.destination_port)
+            (
+                6,
+                t.checksum == t.calc_checksum_ipv4(&ip, p).unwrap(),
+                t.destination_port,
+            )
         }
-        (NetHeaders::Ipv6(ip, _), TransportHeader::Tcp(t)) => {
-            (6, t.checksum == t.calc_checksum_ipv6(&ip, p).unwrap(), t.destination_port)
-        }
+        (NetHeaders::Ipv6(ip, _), TransportHeader::Tcp(t)) => (
+            6,
+            t.checksum == t.calc_checksum_ipv6(&ip, p).unwrap(),
+            t.destination_port,
+        ),
         (NetHeaders::Ipv4(ip, _), TransportHeader::Udp(u)) => {
             (17, u.checksum == u.calc_checksum_ipv4(&ip, p).unwrap(), 0)
         }
@@ -166,7 +172,11 @@ fn random_offsets_place_the_plant_inside_the_frame_and_grow_small_frames() {
             assert!(pl.len() >= long.len());
         }
         if size == 1518 {
-            assert!(offsets.len() > 100, "offsets barely vary: {}", offsets.len());
+            assert!(
+                offsets.len() > 100,
+                "offsets barely vary: {}",
+                offsets.len()
+            );
         }
     }
 }
@@ -220,7 +230,10 @@ fn the_same_seed_gives_the_same_frames_and_another_seed_other_ones() {
     };
     let o = opts(p, 600, 400);
     assert_eq!(frames(&o), frames(&o));
-    let other = GenOptions { seed: 12, ..o.clone() };
+    let other = GenOptions {
+        seed: 12,
+        ..o.clone()
+    };
     assert_ne!(frames(&o), frames(&other));
 }
 
@@ -257,10 +270,22 @@ fn config_error(payload_yaml: &str) -> String {
 #[test]
 fn bad_payload_options_name_the_file_line_and_key() {
     let cases: &[(&str, &str)] = &[
-        ("        ratio: 1.5\n        plant: [{text: a}]\n", "gen.payload.ratio"),
-        ("        plant: [{hex: \"41 4\"}]\n", "gen.payload.plant[0].hex"),
-        ("        plant: [{hex: \"zz\"}]\n", "gen.payload.plant[0].hex"),
-        ("        plant: [{text: a, hex: \"41\"}]\n", "gen.payload.plant[0]"),
+        (
+            "        ratio: 1.5\n        plant: [{text: a}]\n",
+            "gen.payload.ratio",
+        ),
+        (
+            "        plant: [{hex: \"41 4\"}]\n",
+            "gen.payload.plant[0].hex",
+        ),
+        (
+            "        plant: [{hex: \"zz\"}]\n",
+            "gen.payload.plant[0].hex",
+        ),
+        (
+            "        plant: [{text: a, hex: \"41\"}]\n",
+            "gen.payload.plant[0]",
+        ),
         ("        plant: [{text: \"\"}]\n", "gen.payload.plant[0]"),
         ("        plant: [{text: a, weight: 0}]\n", "gen.payload"),
         ("        ratio: 0.5\n", "gen.payload"),
@@ -268,7 +293,10 @@ fn bad_payload_options_name_the_file_line_and_key() {
             "        plant: [{text: ab, offset: 9134}]\n",
             "gen.payload.plant[0]",
         ),
-        ("        http: [{uri: \"/a b\"}]\n", "gen.payload.http[0].uri"),
+        (
+            "        http: [{uri: \"/a b\"}]\n",
+            "gen.payload.http[0].uri",
+        ),
         (
             "        http: [{uri: /, method: \"GE T\"}]\n",
             "gen.payload.http[0].method",

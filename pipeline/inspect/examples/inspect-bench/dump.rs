@@ -29,7 +29,13 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
 pub fn dump(dir: &Path, r: &Rules, frames: &[Owned]) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let img = r.program.image().map_err(|e| e.to_string())?;
-    write(dir, "program.bin", &img.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>())?;
+    write(
+        dir,
+        "program.bin",
+        &img.iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    )?;
     let mut arena = Vec::new();
     let mut recs = Vec::with_capacity(frames.len() * size_of::<FrameRec>());
     let mut ncands = Vec::with_capacity(frames.len());
@@ -42,7 +48,10 @@ pub fn dump(dir: &Path, r: &Rules, frames: &[Owned]) -> Result<(), String> {
         // SAFETY: FrameRec is #[repr(C)] plain integers without padding holes (pinned by the
         // layout tests of eval::image); viewing one as bytes reads initialized memory only.
         let b = unsafe {
-            std::slice::from_raw_parts((&rec as *const FrameRec).cast::<u8>(), size_of::<FrameRec>())
+            std::slice::from_raw_parts(
+                (&rec as *const FrameRec).cast::<u8>(),
+                size_of::<FrameRec>(),
+            )
         };
         recs.extend_from_slice(b);
         let v = engine::inspect(r, &mut walker, &f, &mut s);

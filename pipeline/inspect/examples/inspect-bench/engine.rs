@@ -21,6 +21,14 @@ pub struct BufSet {
     pub image: Image,
 }
 
+/// A buffer set being built: its patterns, their rules, the id of each (bytes, nocase).
+type Building = (
+    Buffer,
+    PatternSet,
+    Vec<Vec<u32>>,
+    HashMap<(Vec<u8>, bool), u32>,
+);
+
 /// The loaded rules compiled, with their prefilters by buffer.
 pub struct Rules {
     pub program: Program,
@@ -34,8 +42,7 @@ impl Rules {
     pub fn new(loaded: &[LoadedRule]) -> Result<(Rules, usize), String> {
         let mut program = Program::new();
         let mut always = Vec::new();
-        let mut by_buf: Vec<(Buffer, PatternSet, Vec<Vec<u32>>, HashMap<(Vec<u8>, bool), u32>)> =
-            Vec::new();
+        let mut by_buf: Vec<Building> = Vec::new();
         let mut refused = 0;
         for l in loaded {
             let Ok(idx) = program.add(&l.rule) else {

@@ -85,7 +85,12 @@ fn parse_args() -> Result<Args, String> {
             "--size" | "--sizes" => {
                 a.sizes = v
                     .split(',')
-                    .map(|s| s.trim().parse::<usize>().ok().filter(|n| (1..=65535).contains(n)))
+                    .map(|s| {
+                        s.trim()
+                            .parse::<usize>()
+                            .ok()
+                            .filter(|n| (1..=65535).contains(n))
+                    })
                     .collect::<Option<Vec<_>>>()
                     .ok_or_else(|| format!("{k}: `{v}`: sizes 1 ..= 65535, comma separated"))?
             }
@@ -129,7 +134,10 @@ fn timed(
             .into_iter()
             .enumerate()
             .map(|(t, mut pf)| {
-                let (start, part) = (&start, &frames[t * frames.len() / n..(t + 1) * frames.len() / n]);
+                let (start, part) = (
+                    &start,
+                    &frames[t * frames.len() / n..(t + 1) * frames.len() / n],
+                );
                 sc.spawn(move || {
                     let mut s = Scratch::new(r);
                     let (mut done, mut bytes, mut sink) = (0u64, 0u64, 0u64);
@@ -144,7 +152,9 @@ fn timed(
                                         sink += s.cands.len() as u64;
                                     }
                                     Scope::Whole => {
-                                        sink += u64::from(engine::inspect(r, pf.as_mut(), f, &mut s).rule);
+                                        sink += u64::from(
+                                            engine::inspect(r, pf.as_mut(), f, &mut s).rule,
+                                        );
                                     }
                                 }
                                 bytes += f.payload.len() as u64;
@@ -182,11 +192,17 @@ fn check_candidates(r: &Rules, frames: &[Frame]) -> Result<(u64, u64, u64), Stri
     for (i, f) in frames.iter().enumerate() {
         let v = engine::inspect(r, &mut walker, f, &mut a);
         cands += a.cands.len() as u64;
-        hits += a.cands.iter().filter(|&&c| pktwarp_inspect::eval::rule_matches(&r.program, c as usize, f)).count() as u64;
+        hits += a
+            .cands
+            .iter()
+            .filter(|&&c| pktwarp_inspect::eval::rule_matches(&r.program, c as usize, f))
+            .count() as u64;
         alerted += u64::from(v.rule != pktwarp_inspect::eval::image::NO_RULE);
-        let mut others: Vec<(&str, &mut dyn Prefilter)> = vec![("aho-corasick", &mut ac)];
-        #[cfg(feature = "hyperscan")]
-        others.push(("hyperscan", &mut hs));
+        let others: Vec<(&str, &mut dyn Prefilter)> = vec![
+            ("aho-corasick", &mut ac),
+            #[cfg(feature = "hyperscan")]
+            ("hyperscan", &mut hs),
+        ];
         for (name, pf) in others {
             engine::candidates(r, pf, f, &mut b);
             if a.cands != b.cands {
@@ -234,7 +250,10 @@ fn run() -> Result<(), String> {
     let a = parse_args()?;
     for (what, p) in [("--rules", &a.rules), ("--pcaps", &a.pcaps)] {
         if !p.is_dir() {
-            return Err(format!("{what} {}: not a folder (set PKTWARP_DATA or pass {what})", p.display()));
+            return Err(format!(
+                "{what} {}: not a folder (set PKTWARP_DATA or pass {what})",
+                p.display()
+            ));
         }
     }
     let opts = LoadOptions {
@@ -248,7 +267,9 @@ fn run() -> Result<(), String> {
         let only_flow = |s: &Skipped| {
             s.error.is_none()
                 && !s.blockers.is_empty()
-                && s.blockers.iter().all(|b| matches!(b, Blocker::FlowTable(_)))
+                && s.blockers
+                    .iter()
+                    .all(|b| matches!(b, Blocker::FlowTable(_)))
         };
         set.extend(rep.skipped.iter().filter(|s| only_flow(s)).filter_map(|s| {
             Some(LoadedRule {
@@ -278,7 +299,10 @@ fn run() -> Result<(), String> {
     let mut rows = Vec::new();
     for &size in &a.sizes {
         if stream.len() <= size {
-            return Err(format!("--pcaps {}: too little payload for {size}-byte frames", a.pcaps.display()));
+            return Err(format!(
+                "--pcaps {}: too little payload for {size}-byte frames",
+                a.pcaps.display()
+            ));
         }
         let mix = traffic::Mix {
             size,
@@ -317,7 +341,13 @@ fn run() -> Result<(), String> {
         for scope in [Scope::Prefilter, Scope::Whole] {
             for &t in &counts {
                 for &name in &names {
-                    let (done, bytes, secs) = timed(&rules, &frames, engines_for(&rules, name, t)?, scope, a.secs);
+                    let (done, bytes, secs) = timed(
+                        &rules,
+                        &frames,
+                        engines_for(&rules, name, t)?,
+                        scope,
+                        a.secs,
+                    );
                     rows.push(Row {
                         size,
                         scope,
@@ -342,7 +372,10 @@ fn print_table(rows: &[Row]) {
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     for r in rows {
         let peer = rows.iter().find(|p| {
-            p.engine == "hyperscan" && p.size == r.size && p.scope == r.scope && p.threads == r.threads
+            p.engine == "hyperscan"
+                && p.size == r.size
+                && p.scope == r.scope
+                && p.threads == r.threads
         });
         let ratio = match peer {
             Some(p) if r.engine != "hyperscan" && p.gbit > 0.0 => format!("{:.2}", r.gbit / p.gbit),
@@ -362,6 +395,10 @@ fn print_table(rows: &[Row]) {
 fn main() {
     if let Err(e) = run() {
         eprintln!("inspect-bench: {e}");
-        std::process::exit(if e.starts_with("candidate lists differ") { 1 } else { 2 });
+        std::process::exit(if e.starts_with("candidate lists differ") {
+            1
+        } else {
+            2
+        });
     }
 }

@@ -19,8 +19,8 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Deserializer};
 
 pub use frame::{
-    build_frame, frame_len, write_frame, write_frame_with, FrameSpec, Malformation, GEN_DST_MAC, GEN_SRC_MAC,
-    PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP,
+    build_frame, frame_len, write_frame, write_frame_with, FrameSpec, Malformation, GEN_DST_MAC,
+    GEN_SRC_MAC, PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP,
 };
 pub use payload::{
     Fill, HttpRequestOptions, PayloadOptions, PayloadSel, Payloads, PlantOffset, PlantOptions,
@@ -859,7 +859,8 @@ impl RxPort for GenRx {
             };
             if !pooled {
                 let offset = burst.data.len();
-                let (cap, wire) = write_frame_with(&mut burst.data, &spec, self.payloads.as_deref());
+                let (cap, wire) =
+                    write_frame_with(&mut burst.data, &spec, self.payloads.as_deref());
                 burst.descs.push(FrameDesc {
                     offset: offset as u32,
                     len: cap as u32,

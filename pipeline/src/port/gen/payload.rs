@@ -193,7 +193,8 @@ fn hex_bytes(s: &str) -> Result<Vec<u8>, String> {
         .chunks(2)
         .map(|p| {
             let t = std::str::from_utf8(p).unwrap_or("");
-            u8::from_str_radix(t, 16).map_err(|_| format!("`{}` is not a hex byte", t.escape_debug()))
+            u8::from_str_radix(t, 16)
+                .map_err(|_| format!("`{}` is not a hex byte", t.escape_debug()))
         })
         .collect()
 }
@@ -307,7 +308,11 @@ impl Payloads {
         let mut cdf = Vec::new();
         let mut acc = 0u64;
         for (i, p) in o.plant.iter().enumerate() {
-            items.push(plant_bytes(p, &format!("gen.payload.plant[{i}]"), o.offset)?);
+            items.push(plant_bytes(
+                p,
+                &format!("gen.payload.plant[{i}]"),
+                o.offset,
+            )?);
             acc += u64::from(p.weight);
             cdf.push(acc);
         }
@@ -327,7 +332,14 @@ impl Payloads {
                 "gen.payload: the weights of `plant` and `http` sum to 0".into()
             });
         }
-        let mut block = vec![0u8; if o.fill == Fill::Random { FILL_BLOCK } else { 0 }];
+        let mut block = vec![
+            0u8;
+            if o.fill == Fill::Random {
+                FILL_BLOCK
+            } else {
+                0
+            }
+        ];
         // Its own stream: the fill does not shift the header and size draws.
         StdRng::seed_from_u64(seed ^ 0x5eed_f111).fill(&mut block[..]);
         Ok(Payloads {
@@ -368,7 +380,10 @@ impl Payloads {
         }
         let total = self.cdf[self.cdf.len() - 1];
         let x = rng.random_range(0..total);
-        let i = self.cdf.partition_point(|&c| c <= x).min(self.items.len() - 1);
+        let i = self
+            .cdf
+            .partition_point(|&c| c <= x)
+            .min(self.items.len() - 1);
         let item = &self.items[i];
         let len = item.bytes.len();
         let offset = match item.offset {
@@ -393,7 +408,8 @@ impl Payloads {
                 at
             }
         };
-        let room = super::frame::frame_len(spec) - super::frame::frame_len(&FrameSpec { size: 0, ..*spec });
+        let room = super::frame::frame_len(spec)
+            - super::frame::frame_len(&FrameSpec { size: 0, ..*spec });
         spec.malformed = None;
         spec.payload = PayloadSel::Item {
             item: i as u32,
