@@ -58,12 +58,12 @@ for set in loaded flow; do
   flag=()
   [ "$set" = flow ] && flag=(--flow-rules)
   rm -rf "$dump"
-  echo "## CPU, rule set: $set" | tee -a "$table" "$log"
+  printf '\n## CPU, rule set: %s\n\n' "$set" | tee -a "$table" "$log"
   # The CPU rows (1 and $threads threads, pktwarp and Hyperscan) and the frames for the GPU.
   "$bin/inspect-bench" --rules "$bin/data/ids/etopen-2019" --pcaps "$bin/data/pcaps" \
     --threads "$threads" --secs "$secs" --dump "$dump" "${flag[@]}" 2>&1 | tee -a "$log" |
-    grep -E '^(\||rules|[0-9]+ B:)' | tee -a "$table" || status=1
-  echo "## GPU, rule set: $set" | tee -a "$table" "$log"
+    grep -E '^(\||rules|[0-9]+ B:)' | awk '/^\| payload/ { print "" } { print }' | tee -a "$table" || status=1
+  printf '\n## GPU, rule set: %s\n\n' "$set" | tee -a "$table" "$log"
   echo "| walker | scope | ms a batch | Gbit/s | Mpps |" >>"$table"
   echo "| --- | --- | --- | --- | --- |" >>"$table"
   for size in 64 512 1460; do

@@ -164,6 +164,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     b.k_n = sets[0];
+    if (sets.size() != 1 + (size_t)b.k_n) {
+        fprintf(stderr, "%s: bufsets.bin lists %zu sets, says %u\n", d.c_str(), sets.size() - 1, b.k_n);
+        return 2;
+    }
     b.n_always = (uint32_t)always.size();
     const pw_insp_frame *hf = (const pw_insp_frame *)frames.data();
     uint64_t payload_bytes = 0, m_expect = 0;
