@@ -283,6 +283,10 @@ fn bad_payload_options_name_the_file_line_and_key() {
             "gen.payload.plant[0].hex",
         ),
         (
+            "        plant: [{hex: \"+f\"}]\n",
+            "gen.payload.plant[0].hex",
+        ),
+        (
             "        plant: [{text: a, hex: \"41\"}]\n",
             "gen.payload.plant[0]",
         ),

@@ -192,9 +192,14 @@ fn hex_bytes(s: &str) -> Result<Vec<u8>, String> {
     digits
         .chunks(2)
         .map(|p| {
-            let t = std::str::from_utf8(p).unwrap_or("");
-            u8::from_str_radix(t, 16)
-                .map_err(|_| format!("`{}` is not a hex byte", t.escape_debug()))
+            let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+            match (digit(p[0]), digit(p[1])) {
+                (Some(h), Some(l)) => Ok(h << 4 | l),
+                _ => Err(format!(
+                    "`{}` is not a hex byte",
+                    String::from_utf8_lossy(p).escape_debug()
+                )),
+            }
         })
         .collect()
 }
