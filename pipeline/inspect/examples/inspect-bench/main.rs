@@ -291,6 +291,12 @@ fn run() -> Result<(), String> {
             ));
         }
     }
+    if !a.pcaps.join("INDEX.tsv").is_file() {
+        return Err(format!(
+            "--pcaps {}: no INDEX.tsv (the shared corpus's pcaps folder)",
+            a.pcaps.display()
+        ));
+    }
     let opts = LoadOptions {
         vars: Variables::with(&[("HOME_NET", "any"), ("EXTERNAL_NET", "any")]),
         strict: false,
