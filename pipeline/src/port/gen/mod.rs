@@ -6,6 +6,7 @@
 
 mod frame;
 pub mod oran;
+pub mod payload;
 mod pool;
 mod trace;
 
@@ -18,8 +19,11 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Deserializer};
 
 pub use frame::{
-    build_frame, frame_len, write_frame, FrameSpec, Malformation, GEN_DST_MAC, GEN_SRC_MAC,
-    PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP,
+    build_frame, frame_len, write_frame, write_frame_with, FrameSpec, Malformation, GEN_DST_MAC,
+    GEN_SRC_MAC, PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP,
+};
+pub use payload::{
+    Fill, HttpRequestOptions, PayloadOptions, PayloadSel, Payloads, PlantOffset, PlantOptions,
 };
 pub use trace::{read_trace, TraceHeader};
 
@@ -288,6 +292,9 @@ pub struct GenOptions {
     /// O-RAN U-plane traffic (eCPRI, known IQ) instead of IP frames; see [`oran`].
     #[serde(default)]
     pub oran: Option<oran::OranGenOptions>,
+    /// Planted payloads and HTTP requests in a share of the frames; see [`payload`].
+    #[serde(default)]
+    pub payload: Option<PayloadOptions>,
 }
 
 impl Default for GenOptions {
@@ -304,6 +311,7 @@ impl Default for GenOptions {
             vlan: None,
             tcp_flags: default_tcp_flags(),
             oran: None,
+            payload: None,
         }
     }
 }
@@ -349,6 +357,9 @@ impl GenOptions {
         if let Some(f) = &self.flows {
             check_flows(f)?;
         }
+        if let Some(p) = &self.payload {
+            Payloads::new(p, self.seed)?;
+        }
         Ok(())
     }
 
@@ -364,6 +375,7 @@ impl GenOptions {
             ("malformed_ratio", self.malformed_ratio != 0.0),
             ("vlan", self.vlan.is_some()),
             ("size", self.size != FrameSize::default()),
+            ("payload", self.payload.is_some()),
         ];
         if let Some((key, _)) = ip_only.iter().find(|(_, set)| *set) {
             return Err(format!(
@@ -644,6 +656,8 @@ pub struct GenRx {
     wall_start_ns: u64,
     /// O-RAN mode (`gen: {oran: ...}`): the U-plane frames of N slots, then the end.
     oran: Option<Box<oran::OranRx>>,
+    /// Planted payloads (`gen.payload`).
+    payloads: Option<Box<Payloads>>,
 }
 
 impl GenRx {
@@ -675,6 +689,7 @@ impl GenRx {
                 pool: None,
                 wall_start_ns: 0,
                 oran: Some(Box::new(rx)),
+                payloads: None,
             });
         }
         let duration_ns = opts.duration_s.map(|d| (d * 1e9) as u64);
@@ -711,7 +726,12 @@ impl GenRx {
             Headers::Flows(g) => g.fixed.len(),
         };
         let pool = pool::FramePool::new(headers_n.saturating_mul(sizes.sizes.len()));
+        let payloads = match &opts.payload {
+            Some(p) => Some(Box::new(Payloads::new(p, opts.seed).map_err(cfg)?)),
+            None => None,
+        };
         Ok(GenRx {
+            payloads,
             pool,
             name,
             port,
@@ -770,11 +790,11 @@ impl GenRx {
             } else {
                 None
             };
-        let key = match (header, malformed) {
+        let mut key = match (header, malformed) {
             (Some(h), None) => Some(h * self.sizes.sizes.len() + size_idx),
             _ => None,
         };
-        let spec = FrameSpec {
+        let mut spec = FrameSpec {
             src_ip: t.src,
             dst_ip: t.dst,
             src_port: t.sport,
@@ -785,7 +805,15 @@ impl GenRx {
             size,
             ip_id: self.produced as u16,
             malformed,
+            payload: PayloadSel::Zeros,
         };
+        if let Some(p) = &self.payloads {
+            p.choose(&mut spec, &mut self.rng);
+            // The pool holds zero-payload frames only.
+            if spec.payload != PayloadSel::Zeros {
+                key = None;
+            }
+        }
         (spec, key)
     }
 
@@ -831,7 +859,8 @@ impl RxPort for GenRx {
             };
             if !pooled {
                 let offset = burst.data.len();
-                let (cap, wire) = write_frame(&mut burst.data, &spec);
+                let (cap, wire) =
+                    write_frame_with(&mut burst.data, &spec, self.payloads.as_deref());
                 burst.descs.push(FrameDesc {
                     offset: offset as u32,
                     len: cap as u32,
