@@ -12,7 +12,10 @@ use pktwarp_flow::{Ended, FlowTable, Timeouts, ENDED_CAP};
 const SEC: u64 = 1_000_000_000;
 
 fn udp(i: u32) -> Vec<u8> {
-    let src = (std::net::IpAddr::from([10, 0, (i >> 8) as u8, i as u8]), 5000);
+    let src = (
+        std::net::IpAddr::from([10, 0, (i >> 8) as u8, i as u8]),
+        5000,
+    );
     testgen::udp_frame(None, src, ep("192.0.2.1", 53), 10)
 }
 

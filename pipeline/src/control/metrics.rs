@@ -367,7 +367,11 @@ impl Collector for DaemonCollector {
         self.collect_queues(&mut out);
         self.collect_reloads(&mut out);
         self.collect_verify(&mut out);
-        for (name, v) in self.ipfix.iter().flat_map(|c| super::flow_export::metric_values(c)) {
+        for (name, v) in self
+            .ipfix
+            .iter()
+            .flat_map(|c| super::flow_export::metric_values(c))
+        {
             out.push(name, vec![counter(&[], v)]);
         }
         self.collect_gpus(&mut out);

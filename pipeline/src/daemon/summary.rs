@@ -237,12 +237,14 @@ fn stage_sections(pipeline: &stage::Pipeline) -> Vec<CustomStageSummary> {
                 section: None,
             }),
             // The flow tables' counters (conntrack, flow_stats), over every queue.
-            st => st.flow_table_counters().map(|(name, c)| CustomStageSummary {
-                position: i,
-                name: name.into(),
-                counters: c.into_iter().map(|(n, v)| (n.to_string(), v)).collect(),
-                section: None,
-            }),
+            st => st
+                .flow_table_counters()
+                .map(|(name, c)| CustomStageSummary {
+                    position: i,
+                    name: name.into(),
+                    counters: c.into_iter().map(|(n, v)| (n.to_string(), v)).collect(),
+                    section: None,
+                }),
         })
         .collect()
 }

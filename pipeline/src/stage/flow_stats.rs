@@ -264,7 +264,9 @@ impl FlowStatsStage {
                 (s.seen_rx_ns, s.seen_at) = (rx, Some(now));
             }
             let ran = s.seen_at.map_or(0, |at| now.duration_since(at).as_nanos());
-            let now_ns = s.seen_rx_ns.saturating_add(ran.min(u64::MAX as u128) as u64);
+            let now_ns = s
+                .seen_rx_ns
+                .saturating_add(ran.min(u64::MAX as u128) as u64);
             let nbuckets = lock(t).nbuckets();
             let mut left = buckets.min(nbuckets);
             while left > 0 {
@@ -456,7 +458,3 @@ pub fn ipfix_record(r: &FlowRecord, end_reason: EndReason) -> IpfixRecord {
         end_reason,
     }
 }
-
-#[cfg(test)]
-#[path = "flow_stats_tests.rs"]
-mod tests;
