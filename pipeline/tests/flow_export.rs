@@ -14,7 +14,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ipfix_common::{have_tool, read_pcap, run, temp_dir, write_pcap, NfFlow, Nfcapd, Sink};
+use ipfix_common::{have_tool, run, temp_dir, write_pcap, NfFlow, Nfcapd, Sink};
 use pipeline::burst::FrameDesc;
 use pipeline::control::{Control, ControlSetup};
 use pipeline::daemon;
@@ -42,7 +42,13 @@ fn run_daemon(dir: &Path, pcap: &Path, pipeline: &str, port: u16) -> (daemon::Su
         ),
     )
     .unwrap();
-    let cfg = pipeline::config::load(&cfg_path).unwrap_or_else(|e| panic!("{e}"));
+    run_config(&cfg_path)
+}
+
+/// Runs a config with the control plane on (it runs the exporter): the summary, and the
+/// metrics text scraped after the last frame, before the forced end.
+fn run_config(cfg_path: &Path) -> (daemon::Summary, String) {
+    let cfg = pipeline::config::load(cfg_path).unwrap_or_else(|e| panic!("{e}"));
     let p = daemon::prepare(cfg).unwrap_or_else(|e| panic!("{e}"));
     let ports = daemon::open_ports(&p.cfg).unwrap_or_else(|e| panic!("{e}"));
     let shared = CpuShared::new(&p.cpu_spec());
@@ -153,7 +159,9 @@ fn tshark_convs(pcap: &Path, link: &Conv) -> Conv {
 /// Link-layer bytes (frame length less IP length) per TCP / UDP conversation and direction.
 fn link_bytes(pcap: &Path) -> Conv {
     let mut m = Conv::new();
-    for (_, f) in read_pcap(pcap) {
+    let mut r = pipeline::port::pcap::CaptureReader::open(pcap).unwrap();
+    while let Some(frame) = r.next_frame().unwrap() {
+        let f = frame.data.to_vec();
         let Ok(p) = etherparse::SlicedPacket::from_ethernet(&f) else {
             continue;
         };
@@ -643,5 +651,64 @@ fn the_gpu_executor_refuses_flow_stats() {
     let cfg = pipeline::config::load(&p).unwrap_or_else(|e| panic!("{e}"));
     let e = daemon::prepare(cfg).err().expect("refused");
     assert!(format!("{e:#}").contains("flow_stats"), "{e:#}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The shipped configs/flow-export.yaml (the stateful firewall with flow_stats on conntrack's
+/// table), to nfcapd: every flow conntrack made is at nfdump, and every conversation equals
+/// tshark's but those of frames conntrack found invalid, which make no flow (one out-of-state
+/// frame each from outside).
+#[test]
+fn the_shipped_flow_export_config_reaches_nfdump_as_tshark_counts() {
+    let test = "the_shipped_flow_export_config_reaches_nfdump_as_tshark_counts";
+    if !tools(test) {
+        return;
+    }
+    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs"));
+    let pcap = root.join("stateful-firewall.pcap");
+    let dir = temp_dir("fs-shipped");
+    let nf = Nfcapd::start("fs-shipped-nf");
+    let text = std::fs::read_to_string(root.join("flow-export.yaml")).unwrap();
+    let mut edited = text.clone();
+    for (from, to) in [
+        ("\"127.0.0.1:4739\"", format!("\"127.0.0.1:{}\"", nf.port)),
+        (
+            "path: stateful-firewall.pcap",
+            format!("path: {}", pcap.display()),
+        ),
+        ("rules: rules/", format!("rules: {}/rules/", root.display())),
+    ] {
+        assert!(edited.contains(from), "flow-export.yaml still has {from}");
+        edited = edited.replace(from, &to);
+    }
+    let cfg = dir.join("flow-export.yaml");
+    std::fs::write(&cfg, edited + "metrics: { listen: '127.0.0.1:0' }\n").unwrap();
+    let (s, _) = run_config(&cfg);
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+    let ct = |name: &str| {
+        let c = s
+            .custom_stages
+            .iter()
+            .find(|c| c.name == "conntrack")
+            .unwrap();
+        c.counters.iter().find(|x| x.0 == name).unwrap().1
+    };
+    let flows = nf.stop_and_read();
+    assert_eq!(flows.len() as u64, ct("created"), "a record per flow");
+    let got = nfdump_convs(&flows);
+    let want = tshark_convs(&pcap, &link_bytes(&pcap));
+    let mut missing = 0;
+    for (k, w) in &want {
+        match got.get(k) {
+            Some(g) => assert_eq!(g, w, "conversation {k:?}: nfdump vs tshark"),
+            None => {
+                assert_eq!(w[0].0 + w[1].0, 1, "{k:?}: a conversation without a flow");
+                missing += 1;
+            }
+        }
+    }
+    assert_eq!(missing, 10, "the out-of-state frames from outside");
+    assert!(missing <= ct("invalid"));
+    assert_eq!(want.len(), 60);
     let _ = std::fs::remove_dir_all(&dir);
 }
