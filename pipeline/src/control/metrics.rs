@@ -229,22 +229,17 @@ impl DaemonCollector {
         let mut out = Vec::new();
         for (i, s) in self.pipeline.stages.iter().enumerate() {
             let pos = i.to_string();
-            match s {
-                crate::stage::Stage::Custom(c) => {
-                    for (name, v) in c.counters() {
-                        let labels = [("stage", c.name()), ("position", &pos), ("counter", name)];
-                        out.push(counter(&labels, v));
-                    }
-                }
-                s => {
-                    let Some((stage, counters)) = s.flow_table_counters() else {
-                        continue;
-                    };
-                    for (name, v) in counters {
-                        let labels = [("stage", stage), ("position", &pos), ("counter", name)];
-                        out.push(counter(&labels, v));
-                    }
-                }
+            // A registered stage's, or a flow-table stage's (conntrack, flow_stats).
+            let (stage, counters) = match s {
+                crate::stage::Stage::Custom(c) => (c.name(), c.counters()),
+                s => match s.flow_table_counters() {
+                    Some((name, c)) => (name, c),
+                    None => continue,
+                },
+            };
+            for (name, v) in counters {
+                let labels = [("stage", stage), ("position", &pos), ("counter", name)];
+                out.push(counter(&labels, v));
             }
         }
         out
@@ -367,11 +362,8 @@ impl Collector for DaemonCollector {
         self.collect_queues(&mut out);
         self.collect_reloads(&mut out);
         self.collect_verify(&mut out);
-        for (name, v) in self
-            .ipfix
-            .iter()
-            .flat_map(|c| super::flow_export::metric_values(c))
-        {
+        let ipfix = self.ipfix.as_deref().map(super::flow_export::metric_values);
+        for (name, v) in ipfix.into_iter().flatten() {
             out.push(name, vec![counter(&[], v)]);
         }
         self.collect_gpus(&mut out);
