@@ -90,13 +90,10 @@ fn scrape(addr: std::net::SocketAddr) -> String {
 
 /// Per conversation (protocol, endpoints in order) and direction (from the lower endpoint
 /// first): packets and bytes.
-type Conv = HashMap<(String, (IpAddr, u16), (IpAddr, u16)), [(u64, u64); 2]>;
+type ConvKey = (String, (IpAddr, u16), (IpAddr, u16));
+type Conv = HashMap<ConvKey, [(u64, u64); 2]>;
 
-fn key(
-    pr: &str,
-    a: (IpAddr, u16),
-    b: (IpAddr, u16),
-) -> ((String, (IpAddr, u16), (IpAddr, u16)), usize) {
+fn key(pr: &str, a: (IpAddr, u16), b: (IpAddr, u16)) -> (ConvKey, usize) {
     if a <= b {
         ((pr.to_string(), a, b), 0)
     } else {
