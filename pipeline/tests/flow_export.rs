@@ -709,3 +709,28 @@ fn the_shipped_flow_export_config_reaches_nfdump_as_tshark_counts() {
     assert_eq!(want.len(), 60);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The exporter is set up once: a reload that changes the `ipfix:` section says it needs a
+/// restart.
+#[test]
+fn a_changed_ipfix_section_needs_a_restart() {
+    let dir = temp_dir("fs-reload");
+    let path = dir.join("r.yaml");
+    let text = |domain: u32| {
+        format!(
+            "ports:\n  - name: g\n    gen: {{ count: 10 }}\n\
+             pipeline: [parse, {{ flow_stats: {{ entries: 64 }} }}]\nexecutor: {{ kind: cpu }}\n\
+             ipfix: {{ collector: '127.0.0.1:4739', observation_domain: {domain} }}\n"
+        )
+    };
+    std::fs::write(&path, text(1)).unwrap();
+    let cfg = pipeline::config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let p = daemon::prepare(cfg).unwrap_or_else(|e| panic!("{e}"));
+    let state = pipeline::control::ControlState::new(None);
+    let r = pipeline::control::reload::Reloader::new(&path, p.pipeline.clone(), state)
+        .with_baseline(&p.cfg);
+    std::fs::write(&path, text(2)).unwrap();
+    let got = r.reload("test").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(got.restart_needed, ["ipfix"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -451,7 +451,9 @@ pub fn ipfix_record(r: &FlowRecord, end_reason: EndReason) -> IpfixRecord {
         octets: r.bytes[0],
         rev_packets: r.packets[1],
         rev_octets: r.bytes[1],
-        start_ms: r.first_seen_ns / 1_000_000,
+        // An active-timeout continuation starts at that export (the sweep's clock), which a
+        // slower receive clock may put after its packets: never later than its last one.
+        start_ms: r.first_seen_ns.min(r.last_seen_ns) / 1_000_000,
         end_ms: r.last_seen_ns / 1_000_000,
         tcp_flags: r.tcp_flags[0] as u8,
         rev_tcp_flags: r.tcp_flags[1] as u8,
