@@ -29,7 +29,13 @@ const SEC: u64 = 1_000_000_000;
 /// Runs `pipeline` over `pcap` with an `ipfix:` section exporting to 127.0.0.1:`port`, the
 /// control plane on (it runs the exporter); returns the run's summary and the metrics text
 /// scraped after the last frame, before the forced end.
-fn run_daemon(dir: &Path, pcap: &Path, pipeline: &str, port: u16) -> (daemon::Summary, String) {
+fn run_daemon(
+    dir: &Path,
+    pcap: &Path,
+    pipeline: &str,
+    port: u16,
+    ready: &dyn Fn(&str) -> bool,
+) -> (daemon::Summary, String) {
     let cfg_path = dir.join("flow-export.yaml");
     std::fs::write(
         &cfg_path,
@@ -42,12 +48,13 @@ fn run_daemon(dir: &Path, pcap: &Path, pipeline: &str, port: u16) -> (daemon::Su
         ),
     )
     .unwrap();
-    run_config(&cfg_path)
+    run_config(&cfg_path, ready)
 }
 
 /// Runs a config with the control plane on (it runs the exporter): the summary, and the
-/// metrics text scraped after the last frame, before the forced end.
-fn run_config(cfg_path: &Path) -> (daemon::Summary, String) {
+/// metrics text scraped after the last frame once `ready` says so (at most 5 s), before the
+/// forced end.
+fn run_config(cfg_path: &Path, ready: &dyn Fn(&str) -> bool) -> (daemon::Summary, String) {
     let cfg = pipeline::config::load(cfg_path).unwrap_or_else(|e| panic!("{e}"));
     let p = daemon::prepare(cfg).unwrap_or_else(|e| panic!("{e}"));
     let ports = daemon::open_ports(&p.cfg).unwrap_or_else(|e| panic!("{e}"));
@@ -64,12 +71,10 @@ fn run_config(cfg_path: &Path) -> (daemon::Summary, String) {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let s = daemon::run_cpu(&p, &shared, ports);
-    // The control thread's first export round (templates, alone while no record waits) comes
-    // within its loop's first ticks; the run may have been shorter.
     let addr = control.metrics_addr().expect("metrics on");
     let mut metrics = scrape(addr);
-    for _ in 0..100 {
-        if !metrics.contains("pktwarp_ipfix_templates_sent_total 0") {
+    for _ in 0..250 {
+        if ready(&metrics) {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -77,6 +82,26 @@ fn run_config(cfg_path: &Path) -> (daemon::Summary, String) {
     }
     control.finish();
     (s, metrics)
+}
+
+/// The control thread's first export round (templates, alone while no record waits) comes
+/// within its loop's first ticks; the run may have been shorter.
+fn templates_sent(metrics: &str) -> bool {
+    metric(metrics, "pktwarp_ipfix_templates_sent_total") >= 1.0
+}
+
+/// A sample's value in the exposition text (0 when absent).
+fn metric(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0.0)
 }
 
 fn scrape(addr: std::net::SocketAddr) -> String {
@@ -189,10 +214,15 @@ fn link_bytes(pcap: &Path) -> Conv {
 
 /// The daemon's export of `pcap`, at nfcapd, per conversation equals tshark's statistics;
 /// returns the conversations compared and the metrics text.
-fn daemon_export_matches_tshark(pcap: &Path, name: &str, pipeline: &str) -> (usize, String) {
+fn daemon_export_matches_tshark(
+    pcap: &Path,
+    name: &str,
+    pipeline: &str,
+    ready: &dyn Fn(&str) -> bool,
+) -> (usize, String) {
     let dir = temp_dir(&format!("{name}-run"));
     let nf = Nfcapd::start(&format!("{name}-nf"));
-    let (s, metrics) = run_daemon(&dir, pcap, pipeline, nf.port);
+    let (s, metrics) = run_daemon(&dir, pcap, pipeline, nf.port, ready);
     assert!(s.errors.is_empty(), "{:?}", s.errors);
     let flows = nf.stop_and_read();
     let got = nfdump_convs(&flows);
@@ -312,6 +342,7 @@ fn generated_capture_exported_by_the_daemon_equals_tshark_at_nfdump() {
         &pcap,
         "fs-gen",
         "[parse, { flow_stats: { entries: 1024 } }]",
+        &templates_sent,
     );
     // 6 TCP, 2 UDP.
     assert_eq!(n, 8);
@@ -345,6 +376,7 @@ fn with_conntrack_flow_stats_exports_its_table_and_equals_tshark() {
         &pcap,
         "fs-ct",
         "[parse, { conntrack: { entries: 1024 } }, { flow_stats: { active_timeout_s: 60 } }]",
+        &templates_sent,
     );
     assert_eq!(n, 8);
     let _ = std::fs::remove_dir_all(&dir);
@@ -368,6 +400,7 @@ fn corpus_captures_exported_by_the_daemon_equal_tshark_at_nfdump() {
             &pcap,
             "fs-corpus",
             "[parse, { flow_stats: { entries: 4096 } }]",
+            &templates_sent,
         );
         assert_eq!(got, n, "{rel}");
     }
@@ -680,7 +713,7 @@ fn the_shipped_flow_export_config_reaches_nfdump_as_tshark_counts() {
     }
     let cfg = dir.join("flow-export.yaml");
     std::fs::write(&cfg, edited + "metrics: { listen: '127.0.0.1:0' }\n").unwrap();
-    let (s, _) = run_config(&cfg);
+    let (s, _) = run_config(&cfg, &templates_sent);
     assert!(s.errors.is_empty(), "{:?}", s.errors);
     let ct = |name: &str| {
         let c = s
@@ -732,5 +765,61 @@ fn a_changed_ipfix_section_needs_a_restart() {
     std::fs::write(&path, text(2)).unwrap();
     let got = r.reload("test").unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(got.restart_needed, ["ipfix"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Idle flows leave during the run: with every timeout at 1 s, the control thread's sweep (the
+/// queue's receive clock moved on at wall-clock speed after the capture's last frame) exports
+/// each flow as idle (UDP, ICMP) or ended (TCP with FIN or RST) before shutdown, none as forced;
+/// nfdump still equals tshark.
+#[test]
+fn idle_flows_are_exported_by_the_control_threads_sweep_before_shutdown() {
+    let test = "idle_flows_are_exported_by_the_control_threads_sweep_before_shutdown";
+    if !tools(test) {
+        return;
+    }
+    let dir = temp_dir("fs-idle");
+    let pcap = dir.join("gen.pcap");
+    generated_capture(&pcap);
+    let keys = [
+        "tcp_syn_sent",
+        "tcp_syn_recv",
+        "tcp_established",
+        "tcp_fin_wait",
+        "tcp_close_wait",
+        "tcp_last_ack",
+        "tcp_time_wait",
+        "tcp_close",
+        "tcp_syn_sent2",
+        "udp_unreplied",
+        "udp_replied",
+        "icmp",
+        "other",
+    ];
+    let timeouts: Vec<String> = keys.iter().map(|k| format!("{k}: 1")).collect();
+    let pipeline = format!(
+        "[parse, {{ flow_stats: {{ entries: 1024, timeouts: {{ {} }} }} }}]",
+        timeouts.join(", ")
+    );
+    let c = |m: &str, name: &str| {
+        metric(
+            m,
+            &format!(
+                r#"pktwarp_stage_counter_total{{stage="flow_stats",position="1",counter="{name}"}}"#
+            ),
+        )
+    };
+    // 6 TCP flows (5 closed with FIN, 1 with RST), 2 UDP, 1 ICMP echo.
+    // (The sweep makes the records, the exporter's poll after it in the same round sends them.)
+    let all_out = |m: &str| metric(m, "pktwarp_ipfix_records_exported_total") >= 9.0;
+    let (n, metrics) = daemon_export_matches_tshark(&pcap, "fs-idle", &pipeline, &all_out);
+    assert_eq!(n, 8);
+    assert_eq!(c(&metrics, "end_of_flow"), 6.0, "{metrics}");
+    assert_eq!(c(&metrics, "idle_timeout"), 3.0, "{metrics}");
+    assert_eq!(c(&metrics, "forced_end"), 0.0, "{metrics}");
+    assert_eq!(
+        metric(&metrics, "pktwarp_ipfix_records_exported_total"),
+        9.0
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
