@@ -233,18 +233,15 @@ fn stage_sections(pipeline: &stage::Pipeline) -> Vec<CustomStageSummary> {
                     .collect(),
                 section: None,
             }),
-            // The conntrack tables' counters, over every queue.
-            stage::Stage::Conntrack(ct) => Some(CustomStageSummary {
-                position: i,
-                name: "conntrack".into(),
-                counters: ct
-                    .counters()
-                    .into_iter()
-                    .map(|(n, v)| (n.to_string(), v))
-                    .collect(),
-                section: None,
-            }),
-            _ => None,
+            // The flow tables' counters (conntrack, flow_stats), over every queue.
+            st => st
+                .flow_table_counters()
+                .map(|(name, c)| CustomStageSummary {
+                    position: i,
+                    name: name.into(),
+                    counters: c.into_iter().map(|(n, v)| (n.to_string(), v)).collect(),
+                    section: None,
+                }),
         })
         .collect()
 }
