@@ -75,7 +75,7 @@ pub trait RxPort: Send {
     /// port is received by one thread (the default).
     fn split_by_queue(
         &mut self,
-        steering: &crate::steer::Steering,
+        steering: &Arc<crate::steer::Steering>,
         queues: usize,
     ) -> Result<Vec<Box<dyn QueueRx>>, String> {
         let _ = (steering, queues);
