@@ -77,6 +77,9 @@ pub struct Summary {
     /// How the GPU executor receives each port whose frames are in GPU memory (GPUDirect):
     /// `in_place` or `staged`, and why. Empty for other ports and the CPU executor.
     pub gpu_ingest: Vec<GpuIngest>,
+    /// Receive threads the run started: one per (port, queue) for a port split by queue,
+    /// one per port otherwise (`queues.rx_threads`; both executors).
+    pub receive_threads: usize,
     /// Each fronthaul stage: frames, PRBs, slots, errors by reason, and per eAxC.
     pub fronthaul: Vec<crate::fronthaul::report::FronthaulSummary>,
     /// What each destination took: output ports (by config name), the mirror port and the

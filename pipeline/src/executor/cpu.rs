@@ -27,6 +27,7 @@ use crate::verdict::{Action, DropReason, Verdict};
 use crate::verify::sampler::{VerifyBoard, VerifyTap, VerifyWiring};
 
 mod queue_rx;
+pub(crate) use queue_rx::{pin, split_port};
 pub use queue_rx::RxThreads;
 
 /// A burst in flight with its per-frame results.

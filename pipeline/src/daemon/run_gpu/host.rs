@@ -1,7 +1,8 @@
-//! The arrangement of the GPU host side, the CPU executor's own: one ingest thread per
-//! receiving port, one thread per queue (submit, poll, count), one TX thread, joined by bounded
-//! SPSC rings (ingest -> queue per port and queue, queue -> TX per queue) and a channel per
-//! ingest thread for empty slots. This thread publishes reloaded ACL tables meanwhile.
+//! The arrangement of the GPU host side, the CPU executor's own: receive threads (one per
+//! (port, queue) where the port splits by queue, else one per port; `queues.rx_threads`), one
+//! thread per queue (submit, poll, count), one TX thread, joined by bounded SPSC rings
+//! (receive thread -> each queue it feeds, queue -> TX per queue) and a channel per receive
+//! thread for empty slots. This thread publishes reloaded ACL tables meanwhile.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -18,7 +19,8 @@ use crate::config::OnFull;
 use crate::daemon::summary::GpuIngest;
 use crate::executor::cpu::CpuShared;
 use crate::port::out::{OutPorts, OutTally};
-use crate::port::{PortError, RxPort};
+use crate::executor::cpu::RxThreads;
+use crate::port::{PortError, QueueRx, RxPort};
 use crate::ring::{self, Consumer, Producer};
 use crate::stage::hooks::HookDriver;
 use crate::stage::Pipeline;
@@ -46,7 +48,9 @@ pub(crate) struct HostSpec<'a> {
     pub ring_slots: usize,
     pub on_full: OnFull,
     pub pipeline: &'a Pipeline,
-    pub steering: &'a Steering,
+    pub steering: &'a std::sync::Arc<Steering>,
+    /// Receive threads per queue or per port, and their cores.
+    pub rx_threads: RxThreads,
     /// The device runs an acl stage, with the tables of this generation at start.
     pub acl_on: bool,
     pub acl_generation: u64,
@@ -64,6 +68,8 @@ pub(crate) struct HostOutcome {
     pub outputs: Vec<OutTally>,
     /// How each port whose frames are in GPU memory was received.
     pub gpu_ingest: Vec<GpuIngest>,
+    /// Receive threads started (one per port, or one per queue of a port split by queue).
+    pub receive_threads: usize,
 }
 
 /// Sets a flag (or counts) when its thread ends, by return or by panic, so no other thread
@@ -90,31 +96,34 @@ impl Drop for OnExit<'_> {
 
 /// The rings between the threads, before they are handed out.
 struct Rings {
-    /// [port][queue]
+    /// [feeder][i]: to each queue the receive thread feeds (every queue, in order, for a
+    /// port's thread; its one queue for a queue's).
     to_queue: Vec<Vec<Producer<Slot>>>,
-    /// [queue][port]
+    /// [queue][j]: from each receive thread that feeds it.
     queue_in: Vec<Vec<Consumer<Slot>>>,
     /// [queue], empty without an output port.
     to_tx: Vec<Producer<Slot>>,
     tx_in: Vec<Consumer<Slot>>,
+    /// [feeder]: empty slots back to their receive thread.
     free_tx: Vec<mpsc::Sender<Slot>>,
     free_rx: Vec<mpsc::Receiver<Slot>>,
 }
 
 impl Rings {
-    fn new(ports: usize, queues: usize, slots: usize, with_tx: bool) -> Rings {
+    /// `feeds[f]`: the queues receive thread `f` feeds.
+    fn new(feeds: &[Vec<usize>], queues: usize, slots: usize, with_tx: bool) -> Rings {
         let mut r = Rings {
-            to_queue: (0..ports).map(|_| Vec::new()).collect(),
+            to_queue: feeds.iter().map(|_| Vec::new()).collect(),
             queue_in: (0..queues).map(|_| Vec::new()).collect(),
             to_tx: Vec::new(),
             tx_in: Vec::new(),
             free_tx: Vec::new(),
             free_rx: Vec::new(),
         };
-        for p in 0..ports {
-            for q in 0..queues {
+        for (f, qs) in feeds.iter().enumerate() {
+            for &q in qs {
                 let (tp, tc) = ring::ring(slots);
-                r.to_queue[p].push(tp);
+                r.to_queue[f].push(tp);
                 r.queue_in[q].push(tc);
             }
             let (ft, fr) = mpsc::channel();
@@ -132,6 +141,51 @@ impl Rings {
     }
 }
 
+/// One receive thread's source: a whole port (it steers), or one queue of a port split by
+/// queue.
+enum Source<'p> {
+    Port(&'p mut dyn RxPort, bool),
+    Queue(Box<dyn QueueRx>),
+}
+
+/// A receive thread: its port, its source, the queues it feeds.
+struct Feed<'p> {
+    port: usize,
+    src: Source<'p>,
+    queues: Vec<usize>,
+}
+
+/// The receive threads of `rx`: one per queue of each port that splits by queue (not one
+/// received in place), else one per port.
+fn feeds<'p>(
+    spec: &HostSpec<'_>,
+    rx: &'p mut [Box<dyn RxPort>],
+    in_place: &[bool],
+) -> Vec<Feed<'p>> {
+    let nq = spec.queues;
+    let mut out = Vec::new();
+    for (pi, port) in rx.iter_mut().enumerate() {
+        let split = if in_place[pi] {
+            None
+        } else {
+            crate::executor::cpu::split_port(&spec.rx_threads, spec.steering, nq, port.as_mut())
+        };
+        match split {
+            Some(qs) => out.extend(qs.into_iter().map(|q| Feed {
+                port: pi,
+                queues: vec![usize::from(q.queue()).min(nq - 1)],
+                src: Source::Queue(q),
+            })),
+            None => out.push(Feed {
+                port: pi,
+                src: Source::Port(port.as_mut(), in_place[pi]),
+                queues: (0..nq).collect(),
+            }),
+        }
+    }
+    out
+}
+
 /// Runs the host side over `dev` until every port is exhausted (or `shared.stop`), then
 /// drains the queues; the counters land in `shared`, as the CPU executor's do.
 pub(crate) fn run(
@@ -145,10 +199,14 @@ pub(crate) fn run(
     let handoff = spec.ring_slots.clamp(2, HANDOFF_MAX);
     let with_tx = !out.is_empty();
     let holds = tx_from_slot(dev, with_tx);
-    let rings = Rings::new(rx.len(), nq, handoff, with_tx);
+    let (in_place, gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
+    let feeds = feeds(spec, rx, &in_place);
+    let receive_threads = feeds.len();
+    let queue_sets: Vec<Vec<usize>> = feeds.iter().map(|f| f.queues.clone()).collect();
+    let rings = Rings::new(&queue_sets, nq, handoff, with_tx);
     let outputs = Mutex::new(Vec::<OutTally>::new());
     let failed = AtomicBool::new(false);
-    let ingest_done: Vec<AtomicBool> = rx.iter().map(|_| AtomicBool::new(false)).collect();
+    let ingest_done: Vec<AtomicBool> = feeds.iter().map(|_| AtomicBool::new(false)).collect();
     let queues_done = AtomicUsize::new(0);
     let errors = Mutex::new(Vec::<String>::new());
     let fatal = Mutex::new(None::<anyhow::Error>);
@@ -168,7 +226,6 @@ pub(crate) fn run(
         on_full: spec.on_full,
         failed: &failed,
     };
-    let (in_place, gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
     let reaper = Reaper::new(spec.pipeline, spec.acl_on);
     let mut publisher = AclPublisher::new(spec.acl_on, spec.acl_generation);
     let mut params = ParamsPublisher::new(spec.composed, spec.params_generation);
@@ -184,18 +241,37 @@ pub(crate) fn run(
     } = rings;
     std::thread::scope(|s| {
         let mut threads = Vec::new();
-        for (pi, ((port, out), free)) in rx.iter_mut().zip(to_queue).zip(free_rx).enumerate() {
-            let (ictx, errors, done, failed) = (&ictx, &errors, &ingest_done[pi], &failed);
-            let in_place = in_place[pi];
-            threads.push(spawn_named(s, format!("pw-in{pi}"), move || {
+        for (fi, ((feed, out), free)) in feeds.into_iter().zip(to_queue).zip(free_rx).enumerate() {
+            let (ictx, errors, done, failed) = (&ictx, &errors, &ingest_done[fi], &failed);
+            let cores = &spec.rx_threads.cores;
+            let (pi, ids) = (feed.port, ingest::Feeder { port: feed.port, feeder: fi });
+            let (name, pin_at) = match &feed.src {
+                Source::Port(..) => (format!("pw-in{pi}"), pi),
+                Source::Queue(q) => (format!("pw-in{pi}q{}", q.queue()), feed.queues[0]),
+            };
+            threads.push(spawn_named(s, name, move || {
                 let _exit = OnExit {
                     done: Some(done),
                     count: None,
                     failed,
                 };
-                if let Err(e) = ingest_port(ictx, pi, port.as_mut(), in_place, out, free) {
+                crate::executor::cpu::pin(cores, pin_at, "pw-in");
+                let (who, r) = match feed.src {
+                    Source::Port(port, in_place) => (
+                        port.name().to_string(),
+                        ingest_port(ictx, ids, port, in_place, out, free),
+                    ),
+                    Source::Queue(mut q) => {
+                        let r = match out.into_iter().next() {
+                            Some(o) => ingest::run_queue(ictx, ids, q.as_mut(), o, free),
+                            None => Ok(()),
+                        };
+                        (q.name().to_string(), r)
+                    }
+                };
+                if let Err(e) = r {
                     let mut v = errors.lock().unwrap_or_else(|p| p.into_inner());
-                    v.push(format!("{}: {e}", port.name()));
+                    v.push(format!("{who}: {e}"));
                 }
             }));
         }
@@ -282,6 +358,7 @@ pub(crate) fn run(
         errors: errors.into_inner().unwrap_or_else(|p| p.into_inner()),
         outputs: outputs.into_inner().unwrap_or_else(|p| p.into_inner()),
         gpu_ingest,
+        receive_threads,
     }
 }
 
@@ -307,17 +384,17 @@ fn tx_from_slot(dev: &dyn QueueDevice, with_tx: bool) -> bool {
 /// Runs port `pi`'s ingest thread: frames in GPU memory received in place, or the usual way.
 fn ingest_port(
     ictx: &IngestCtx<'_>,
-    pi: usize,
+    ids: ingest::Feeder,
     port: &mut dyn RxPort,
     in_place: bool,
     out: Vec<Producer<Slot>>,
     free: mpsc::Receiver<Slot>,
 ) -> Result<(), PortError> {
     if !in_place {
-        return ingest::run(ictx, pi, port, out, free);
+        return ingest::run(ictx, ids, port, out, free);
     }
     match port.gpu_rx() {
-        Some(g) => ingest::run_gpu_frames(ictx, pi, g, out, free),
+        Some(g) => ingest::run_gpu_frames(ictx, ids, g, out, free),
         None => Err(PortError::Config(
             "the port no longer hands over frames in GPU memory".into(),
         )),
