@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::device::QueueDevice;
@@ -14,7 +14,7 @@ use super::ingest::{self, IngestCtx};
 use super::queue::{self, QueueCtx, QueueIo};
 use super::reap::Reaper;
 use super::reload::{AclPublisher, LiveStageCounters, ParamsPublisher};
-use super::{gpu_ingest, tx, Slot};
+use super::{gpu_ingest, tx, GpuHold, Slot};
 use crate::config::OnFull;
 use crate::daemon::summary::GpuIngest;
 use crate::executor::cpu::CpuShared;
@@ -141,11 +141,13 @@ impl Rings {
     }
 }
 
-/// One receive thread's source: a whole port (it steers), or one queue of a port split by
-/// queue.
+/// One receive thread's source: a whole port (it steers; received in place or not), one
+/// queue of a port split by queue, or such a queue whose frames go by reference into host
+/// memory the GPU reads (its address and the hold on it).
 enum Source<'p> {
     Port(&'p mut dyn RxPort, bool),
     Queue(Box<dyn QueueRx>),
+    Refs(Box<dyn QueueRx>, u64, GpuHold),
 }
 
 /// A receive thread: its port, its source, the queues it feeds.
@@ -156,34 +158,79 @@ struct Feed<'p> {
 }
 
 /// The receive threads of `rx`: one per queue of each port that splits by queue (not one
-/// received in place), else one per port.
+/// received in place), else one per port. A split port whose frames can go by reference is
+/// copied once into host memory the GPU reads; each host-memory port's path is decided
+/// (logged, `event=gpu_ingest`) into `decided`.
 fn feeds<'p>(
+    dev: &dyn QueueDevice,
     spec: &HostSpec<'_>,
     rx: &'p mut [Box<dyn RxPort>],
     in_place: &[bool],
+    transmits: bool,
+    decided: &mut Vec<GpuIngest>,
 ) -> Vec<Feed<'p>> {
     let nq = spec.queues;
     let mut out = Vec::new();
     for (pi, port) in rx.iter_mut().enumerate() {
-        let split = if in_place[pi] {
-            None
-        } else {
-            crate::executor::cpu::split_port(&spec.rx_threads, spec.steering, nq, port.as_mut())
-        };
-        match split {
-            Some(qs) => out.extend(qs.into_iter().map(|q| Feed {
+        if in_place[pi] {
+            out.push(Feed {
                 port: pi,
-                queues: vec![usize::from(q.queue()).min(nq - 1)],
-                src: Source::Queue(q),
-            })),
-            None => out.push(Feed {
-                port: pi,
-                src: Source::Port(port.as_mut(), in_place[pi]),
+                src: Source::Port(port.as_mut(), true),
                 queues: (0..nq).collect(),
-            }),
+            });
+            continue;
         }
+        let gpu_port = port.gpu_rx().is_some();
+        let name = port.name().to_string();
+        let split =
+            crate::executor::cpu::split_port(&spec.rx_threads, spec.steering, nq, port.as_mut());
+        let qs = match split {
+            Ok(qs) => qs,
+            Err(why) => {
+                if !gpu_port {
+                    decided.push(gpu_ingest::host_port(&name, false, Some(&why)));
+                }
+                out.push(Feed {
+                    port: pi,
+                    src: Source::Port(port.as_mut(), false),
+                    queues: (0..nq).collect(),
+                });
+                continue;
+            }
+        };
+        let refs = by_reference(dev, &qs, transmits);
+        if !gpu_port {
+            decided.push(gpu_ingest::host_port(&name, true, refs.as_ref().err().map(String::as_str)));
+        }
+        out.extend(qs.into_iter().map(|q| Feed {
+            port: pi,
+            queues: vec![usize::from(q.queue()).min(nq - 1)],
+            src: match &refs {
+                Ok((base, hold)) => Source::Refs(q, *base, Arc::clone(hold)),
+                Err(_) => Source::Queue(q),
+            },
+        }));
     }
     out
+}
+
+/// The address of a split port's loaded frames in host memory the GPU reads (copied there
+/// once), and the hold on that memory; `Err(why)` when its queues copy their frames.
+fn by_reference(
+    dev: &dyn QueueDevice,
+    qs: &[Box<dyn QueueRx>],
+    transmits: bool,
+) -> Result<(u64, GpuHold), String> {
+    if transmits {
+        return Err("the config transmits frames: output ports send from host memory bursts".into());
+    }
+    let store = qs
+        .first()
+        .and_then(|q| q.frame_store())
+        .ok_or("the port keeps no loaded frames to refer to (its frames are built per burst)")?;
+    let h = dev.host_frames(&store)?;
+    let hold: GpuHold = Arc::new(Mutex::new(h.keep));
+    Ok((h.base, hold))
 }
 
 /// Runs the host side over `dev` until every port is exhausted (or `shared.stop`), then
@@ -199,8 +246,8 @@ pub(crate) fn run(
     let handoff = spec.ring_slots.clamp(2, HANDOFF_MAX);
     let with_tx = !out.is_empty();
     let holds = tx_from_slot(dev, with_tx);
-    let (in_place, gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
-    let feeds = feeds(spec, rx, &in_place);
+    let (in_place, mut gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
+    let feeds = feeds(dev, spec, rx, &in_place, with_tx, &mut gpu_ingest);
     let receive_threads = feeds.len();
     let queue_sets: Vec<Vec<usize>> = feeds.iter().map(|f| f.queues.clone()).collect();
     let rings = Rings::new(&queue_sets, nq, handoff, with_tx);
@@ -247,7 +294,9 @@ pub(crate) fn run(
             let (pi, ids) = (feed.port, ingest::Feeder { port: feed.port, feeder: fi });
             let (name, pin_at) = match &feed.src {
                 Source::Port(..) => (format!("pw-in{pi}"), pi),
-                Source::Queue(q) => (format!("pw-in{pi}q{}", q.queue()), feed.queues[0]),
+                Source::Queue(q) | Source::Refs(q, ..) => {
+                    (format!("pw-in{pi}q{}", q.queue()), feed.queues[0])
+                }
             };
             threads.push(spawn_named(s, name, move || {
                 let _exit = OnExit {
@@ -264,6 +313,16 @@ pub(crate) fn run(
                     Source::Queue(mut q) => {
                         let r = match out.into_iter().next() {
                             Some(o) => ingest::run_queue(ictx, ids, q.as_mut(), o, free),
+                            None => Ok(()),
+                        };
+                        (q.name().to_string(), r)
+                    }
+                    Source::Refs(mut q, base, hold) => {
+                        let r = match out.into_iter().next() {
+                            Some(o) => {
+                                let src = ingest::Refs { base, hold };
+                                ingest::run_queue_refs(ictx, ids, q.as_mut(), src, o, free)
+                            }
                             None => Ok(()),
                         };
                         (q.name().to_string(), r)
@@ -416,7 +475,7 @@ fn ingest_paths(
             let name = port.name().to_string();
             let nic = port.steered_in_nic();
             let Some(g) = port.gpu_rx() else {
-                gpu_ingest::log_host_port(&name);
+                // Decided with its receive threads (`feeds`).
                 return false;
             };
             let facts = gpu_ingest::Facts {

@@ -99,6 +99,30 @@ pub(crate) fn run(
     run_with(ctx, ids, None, out, free, |ing| ing.receive(port))
 }
 
+/// Where a queue's frames handed over by reference are: the address (for the device) of
+/// the first byte of the port's loaded frames, and the hold on that memory.
+pub(crate) struct Refs {
+    pub base: u64,
+    pub hold: GpuHold,
+}
+
+/// Runs one queue's receive thread of a split port whose frames go by reference: the slot
+/// bursts carry descriptors and each frame's address in host memory the GPU reads, and the
+/// GPU gathers the frames into the ring slot (no frame byte copied here).
+pub(crate) fn run_queue_refs(
+    ctx: &IngestCtx<'_>,
+    ids: Feeder,
+    src: &mut dyn QueueRx,
+    refs: Refs,
+    out: Producer<Slot>,
+    free: Receiver<Slot>,
+) -> Result<(), PortError> {
+    let q = usize::from(src.queue());
+    run_with(ctx, ids, Some(q), vec![out], free, |ing| {
+        ing.receive_refs(src, &refs)
+    })
+}
+
 /// Which receive thread: its port (in config order) and its index among the receive threads.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Feeder {
@@ -391,6 +415,72 @@ impl Ingest<'_, '_> {
                 too_long,
             }
             .publish(c);
+            let quiet = match status {
+                Err(e) => return Err(e),
+                Ok(RxStatus::End) => return Ok(()),
+                Ok(RxStatus::Idle) => true,
+                Ok(RxStatus::Frames(_)) => false,
+            };
+            if !self.drain(quiet) {
+                return Ok(());
+            }
+            if quiet {
+                wait_on(&backoff);
+            } else {
+                backoff.reset();
+            }
+        }
+    }
+
+    /// [`Ingest::receive_queue`] by reference: each frame's descriptor and address go into
+    /// the slot (as [`Ingest::place_gpu`] places frames in GPU memory), with the hold on the
+    /// memory they are in.
+    fn receive_refs(&mut self, src: &mut dyn QueueRx, refs: &Refs) -> Result<(), PortError> {
+        let ctx = self.ctx;
+        let c = &ctx.shared.counters[self.qmap[0]];
+        let mut got_refs: Vec<FrameDesc> = Vec::with_capacity(ctx.burst);
+        let backoff = Backoff::new();
+        loop {
+            if ctx.shared.stop.load(Ordering::Relaxed) || ctx.failed.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            got_refs.clear();
+            let mut got = QueueTally::default();
+            let status = src.rx_refs(&mut got_refs, ctx.burst, &mut got);
+            ctx.shared
+                .rx_total
+                .fetch_add(got.rx_frames, Ordering::Relaxed);
+            let mut tally = Tally {
+                rx_frames: got.rx_frames,
+                rx_bytes: got.rx_bytes,
+                steering_drops: got.steering_drops,
+                too_long: 0,
+            };
+            for d in &got_refs {
+                let need = d.len as usize + ctx.room;
+                if need > ctx.slot_cap {
+                    tally.too_long += 1;
+                    continue;
+                }
+                let s = &self.building[0];
+                if (s.burst.len() >= ctx.slot_frames || s.gpu_bytes + need > ctx.slot_cap)
+                    && !self.hand(0)
+                {
+                    return Ok(());
+                }
+                let s = &mut self.building[0];
+                if s.holds.is_empty() {
+                    s.holds.push(Arc::clone(&refs.hold));
+                }
+                s.gpu_srcs.push(refs.base + u64::from(d.offset));
+                s.burst.descs.push(FrameDesc {
+                    offset: s.gpu_bytes as u32,
+                    ..*d
+                });
+                s.gpu_bytes += need;
+                self.first_at[0].get_or_insert_with(Instant::now);
+            }
+            tally.publish(c);
             let quiet = match status {
                 Err(e) => return Err(e),
                 Ok(RxStatus::End) => return Ok(()),

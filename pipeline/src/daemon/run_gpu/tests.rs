@@ -77,6 +77,9 @@ struct CpuStandIn {
     /// back by their port, by address; and how many were copied.
     gathered: Arc<Mutex<std::collections::HashSet<u64>>>,
     gathered_frames: std::sync::atomic::AtomicU64,
+    /// Reads frames from host memory (`host_frames`), and the bytes copied there so far.
+    reads_host: bool,
+    host_copied: std::sync::atomic::AtomicU64,
 }
 
 impl CpuStandIn {
@@ -120,6 +123,8 @@ impl CpuStandIn {
             holding: std::sync::atomic::AtomicBool::new(false),
             gathered: Arc::default(),
             gathered_frames: Default::default(),
+            reads_host: true,
+            host_copied: Default::default(),
         }
     }
 
@@ -251,6 +256,20 @@ unsafe impl QueueDevice for CpuStandIn {
 
     fn gpu_frames_refusal(&self, gpu: u32) -> Option<String> {
         (gpu != 0).then(|| format!("the stand-in is GPU 0, the frames are in GPU {gpu}'s memory"))
+    }
+
+    /// "Pinned" memory: a copy in host memory, its host address the "device address".
+    fn host_frames(&self, bytes: &[u8]) -> Result<super::device::HostFrames, String> {
+        if !self.reads_host {
+            return Err("the stand-in was told not to read host memory".into());
+        }
+        let copy: Box<[u8]> = bytes.into();
+        self.host_copied
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        Ok(super::device::HostFrames {
+            base: copy.as_ptr() as u64,
+            keep: Box::new(copy),
+        })
     }
 
     /// Plays the gather: the "device addresses" are host addresses of the port's buffers.

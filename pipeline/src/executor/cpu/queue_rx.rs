@@ -61,22 +61,22 @@ pub(super) fn plan(spec: &CpuRunSpec, rx: Vec<Box<dyn RxPort>>) -> Vec<Feed> {
     rx.into_iter()
         .map(
             |mut p| match split_port(&spec.rx_threads, &spec.steering, spec.queues, p.as_mut()) {
-                Some(qs) => Feed::Queues(p, qs),
-                None => Feed::Port(p),
+                Ok(qs) => Feed::Queues(p, qs),
+                Err(_) => Feed::Port(p),
             },
         )
         .collect()
 }
 
 /// Splits `p` by queue for one receive thread per queue when `threads` asks for it and the
-/// port can; logs the port's layout and why (`event=rx_threads`, both executors). `None`: one
-/// thread receives the port.
+/// port can; logs the port's layout and why (`event=rx_threads`, both executors). `Err(why)`:
+/// one thread receives the port.
 pub(crate) fn split_port(
     threads: &RxThreads,
     steering: &Arc<crate::steer::Steering>,
     queues: usize,
     p: &mut dyn RxPort,
-) -> Option<Vec<Box<dyn QueueRx>>> {
+) -> Result<Vec<Box<dyn QueueRx>>, String> {
     let t = std::time::Instant::now();
     let split = if threads.per_queue {
         p.split_by_queue(steering, queues.max(1))
@@ -97,7 +97,7 @@ pub(crate) fn split_port(
                 "port {name}: one receive thread per queue ({}), frames steered once at start ({split_ms} ms) and copied once into their queue's burst (a burst owns its bytes: the stages rewrite them in place)",
                 qs.len()
             );
-            Some(qs)
+            Ok(qs)
         }
         Err(why) => {
             tracing::info!(
@@ -108,7 +108,7 @@ pub(crate) fn split_port(
                 reason = %why,
                 "port {name}: one receive thread steers every frame: {why}"
             );
-            None
+            Err(why)
         }
     }
 }

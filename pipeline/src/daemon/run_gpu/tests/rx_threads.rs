@@ -87,3 +87,92 @@ fn a_queue_thread_moves_what_overflows_a_slot_to_the_next_and_drops_what_never_f
     let dropped: u64 = each.drops.iter().map(|(_, n)| n).sum();
     assert_eq!(handled + dropped, 5000);
 }
+
+/// A capture replayed 4 times over 3 queues, with an output port or not.
+fn pcap_yaml(mode: &str, output: bool) -> String {
+    let input = crate::testdata::multi_proto_pcap();
+    let out = if output {
+        "  - name: out\n    pcap: { tx: { path: /dev/null } }\noutput: { port: out }\n"
+    } else {
+        ""
+    };
+    format!(
+        "ports:\n  - name: in\n    pcap: {{ rx: {{ path: {}, loops: 4 }} }}\n{out}\
+         queues: {{ count: 3, burst: 8, ring_slots: 4, rx_threads: {mode} }}\n{INLINE}",
+        input.display()
+    )
+}
+
+/// The GPU host side on `yaml` over a stand-in that reads host memory (`reads_host`): its
+/// summary, the frames it gathered by address and the bytes it was given to hold.
+fn host_run(yaml: &str, reads_host: bool) -> (Summary, u64, u64) {
+    let p = prepared(yaml);
+    let mut dev = CpuStandIn::new(&p, 4, 1);
+    dev.reads_host = reads_host;
+    let shared = cpu::CpuShared::new(&p.cpu_spec());
+    // The config's output port, played by a recorder.
+    let rec = p.cfg.output.is_some().then(|| Recorder {
+        frames: Arc::default(),
+        times: Arc::default(),
+        fail: false,
+    });
+    let (r, s) = run_host(&p, &dev, &shared, rec);
+    r.expect("host run");
+    (
+        s,
+        dev.gathered_frames.load(Ordering::Relaxed),
+        dev.host_copied.load(Ordering::Relaxed),
+    )
+}
+
+fn path_of(s: &Summary) -> (String, String) {
+    assert_eq!(s.gpu_ingest.len(), 1, "{:?}", s.gpu_ingest);
+    let g = &s.gpu_ingest[0];
+    (g.path.clone(), g.reason.clone())
+}
+
+#[test]
+fn a_split_capture_goes_by_reference_and_counts_as_the_copying_path() {
+    let yaml = pcap_yaml("per_queue", false);
+    let reference = run_cpu_ref(&prepared(&yaml), false);
+    let (s, gathered, held) = host_run(&yaml, true);
+    assert_eq!(path_of(&s).0, gpu_ingest::BY_REFERENCE, "{:?}", s.gpu_ingest);
+    assert_same_counts(&s, &reference.s, "by reference");
+    assert_eq!(s.receive_threads, 3);
+    // Every frame reached its slot by address, none through a host copy; the capture was
+    // copied into "pinned" memory once (not once a lap).
+    assert_eq!(gathered, s.rx_frames);
+    let capture = std::fs::metadata(crate::testdata::multi_proto_pcap()).unwrap().len();
+    assert!(held > 0 && held < capture, "{held} of a {capture}-byte file");
+    // The same run copying (the device reads no host memory): the same counts, nothing
+    // gathered, and the reason named.
+    let (c, gathered, _) = host_run(&yaml, false);
+    let (path, why) = path_of(&c);
+    assert_eq!(path, gpu_ingest::STAGED);
+    assert!(why.contains("told not to read host memory"), "{why}");
+    assert!(why.contains("each queue's receive thread copies"), "{why}");
+    assert_eq!(gathered, 0);
+    assert_same_counts(&c, &s, "copying");
+}
+
+#[test]
+fn each_copying_port_names_why() {
+    // An output port: the TX thread sends from the slot bursts' host bytes.
+    let (s, gathered, _) = host_run(&pcap_yaml("per_queue", true), true);
+    let (path, why) = path_of(&s);
+    assert_eq!(path, gpu_ingest::STAGED);
+    assert!(why.contains("transmits"), "{why}");
+    assert_eq!(gathered, 0);
+    // One receive thread for the port.
+    let (s, _, _) = host_run(&pcap_yaml("per_port", false), true);
+    let why = path_of(&s).1;
+    assert!(why.contains("one receive thread steers") && why.contains("per_port"), "{why}");
+    // A generator builds its frames per burst: nothing loaded to refer to.
+    let yaml = format!(
+        "ports:\n{GEN_POOLED}queues: {{ count: 2, burst: 16, rx_threads: per_queue }}\n{INLINE}"
+    );
+    let (s, gathered, _) = host_run(&yaml, true);
+    let why = path_of(&s).1;
+    assert!(why.contains("no loaded frames"), "{why}");
+    assert_eq!((s.rx_frames, gathered), (5000, 0));
+}
