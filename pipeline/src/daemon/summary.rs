@@ -74,8 +74,9 @@ pub struct Summary {
     /// Who steers each receiving DPDK port (`nic` or `software`) and why (set by the caller
     /// from [`super::OpenPorts::steering`]).
     pub steering: Vec<super::PortSteering>,
-    /// How the GPU executor receives each port whose frames are in GPU memory (GPUDirect):
-    /// `in_place` or `staged`, and why. Empty for other ports and the CPU executor.
+    /// How the GPU executor receives each port: frames in GPU memory (GPUDirect) `in_place`
+    /// or `staged`; frames in host memory `by_reference` (pinned, gathered on the GPU) or
+    /// `staged` (copied by the receive threads); and why. Empty for the CPU executor.
     pub gpu_ingest: Vec<GpuIngest>,
     /// Receive threads the run started: one per (port, queue) for a port split by queue,
     /// one per port otherwise (`queues.rx_threads`; both executors).

@@ -27,8 +27,8 @@ use crate::verdict::{Action, DropReason, Verdict};
 use crate::verify::sampler::{VerifyBoard, VerifyTap, VerifyWiring};
 
 mod queue_rx;
-pub(crate) use queue_rx::{pin, split_port};
 pub use queue_rx::RxThreads;
+pub(crate) use queue_rx::{pin, split_port};
 
 /// A burst in flight with its per-frame results.
 struct Slot {

@@ -18,8 +18,8 @@ use super::{gpu_ingest, tx, GpuHold, Slot};
 use crate::config::OnFull;
 use crate::daemon::summary::GpuIngest;
 use crate::executor::cpu::CpuShared;
-use crate::port::out::{OutPorts, OutTally};
 use crate::executor::cpu::RxThreads;
+use crate::port::out::{OutPorts, OutTally};
 use crate::port::{PortError, QueueRx, RxPort};
 use crate::ring::{self, Consumer, Producer};
 use crate::stage::hooks::HookDriver;
@@ -110,8 +110,8 @@ struct Rings {
 }
 
 impl Rings {
-    /// `feeds[f]`: the queues receive thread `f` feeds.
-    fn new(feeds: &[Vec<usize>], queues: usize, slots: usize, with_tx: bool) -> Rings {
+    /// One ring from each receive thread to each queue it feeds.
+    fn new(feeds: &[Feed<'_>], queues: usize, slots: usize, with_tx: bool) -> Rings {
         let mut r = Rings {
             to_queue: feeds.iter().map(|_| Vec::new()).collect(),
             queue_in: (0..queues).map(|_| Vec::new()).collect(),
@@ -120,8 +120,8 @@ impl Rings {
             free_tx: Vec::new(),
             free_rx: Vec::new(),
         };
-        for (f, qs) in feeds.iter().enumerate() {
-            for &q in qs {
+        for (f, feed) in feeds.iter().enumerate() {
+            for &q in &feed.queues {
                 let (tp, tc) = ring::ring(slots);
                 r.to_queue[f].push(tp);
                 r.queue_in[q].push(tc);
@@ -155,6 +155,19 @@ struct Feed<'p> {
     port: usize,
     src: Source<'p>,
     queues: Vec<usize>,
+}
+
+impl Feed<'_> {
+    /// The thread's name (`pw-in<port>`, `pw-in<port>q<queue>`) and its index into
+    /// `queues.cores` (the port's, or the queue's).
+    fn thread_name(&self) -> (String, usize) {
+        match &self.src {
+            Source::Port(..) => (format!("pw-in{}", self.port), self.port),
+            Source::Queue(q) | Source::Refs(q, ..) => {
+                (format!("pw-in{}q{}", self.port, q.queue()), self.queues[0])
+            }
+        }
+    }
 }
 
 /// The receive threads of `rx`: one per queue of each port that splits by queue (not one
@@ -200,7 +213,11 @@ fn feeds<'p>(
         };
         let refs = by_reference(dev, &qs, transmits);
         if !gpu_port {
-            decided.push(gpu_ingest::host_port(&name, true, refs.as_ref().err().map(String::as_str)));
+            decided.push(gpu_ingest::host_port(
+                &name,
+                true,
+                refs.as_ref().err().map(String::as_str),
+            ));
         }
         out.extend(qs.into_iter().map(|q| Feed {
             port: pi,
@@ -222,7 +239,9 @@ fn by_reference(
     transmits: bool,
 ) -> Result<(u64, GpuHold), String> {
     if transmits {
-        return Err("the config transmits frames: output ports send from host memory bursts".into());
+        return Err(
+            "the config transmits frames: output ports send from host memory bursts".into(),
+        );
     }
     let store = qs
         .first()
@@ -249,8 +268,7 @@ pub(crate) fn run(
     let (in_place, mut gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
     let feeds = feeds(dev, spec, rx, &in_place, with_tx, &mut gpu_ingest);
     let receive_threads = feeds.len();
-    let queue_sets: Vec<Vec<usize>> = feeds.iter().map(|f| f.queues.clone()).collect();
-    let rings = Rings::new(&queue_sets, nq, handoff, with_tx);
+    let rings = Rings::new(&feeds, nq, handoff, with_tx);
     let outputs = Mutex::new(Vec::<OutTally>::new());
     let failed = AtomicBool::new(false);
     let ingest_done: Vec<AtomicBool> = feeds.iter().map(|_| AtomicBool::new(false)).collect();
@@ -262,17 +280,7 @@ pub(crate) fn run(
         let mut f = fatal.lock().unwrap_or_else(|p| p.into_inner());
         f.get_or_insert(e);
     };
-    let ictx = IngestCtx {
-        shared,
-        steering: spec.steering,
-        queues: nq,
-        burst: spec.burst.max(1),
-        slot_frames: spec.slot_frames.max(spec.burst).max(1),
-        slot_cap: dev.slot_data_capacity(),
-        room: spec.pipeline.frame_room(),
-        on_full: spec.on_full,
-        failed: &failed,
-    };
+    let ictx = ingest_ctx(dev, spec, shared, &failed);
     let reaper = Reaper::new(spec.pipeline, spec.acl_on);
     let mut publisher = AclPublisher::new(spec.acl_on, spec.acl_generation);
     let mut params = ParamsPublisher::new(spec.composed, spec.params_generation);
@@ -291,13 +299,7 @@ pub(crate) fn run(
         for (fi, ((feed, out), free)) in feeds.into_iter().zip(to_queue).zip(free_rx).enumerate() {
             let (ictx, errors, done, failed) = (&ictx, &errors, &ingest_done[fi], &failed);
             let cores = &spec.rx_threads.cores;
-            let (pi, ids) = (feed.port, ingest::Feeder { port: feed.port, feeder: fi });
-            let (name, pin_at) = match &feed.src {
-                Source::Port(..) => (format!("pw-in{pi}"), pi),
-                Source::Queue(q) | Source::Refs(q, ..) => {
-                    (format!("pw-in{pi}q{}", q.queue()), feed.queues[0])
-                }
-            };
+            let (name, pin_at) = feed.thread_name();
             threads.push(spawn_named(s, name, move || {
                 let _exit = OnExit {
                     done: Some(done),
@@ -305,32 +307,9 @@ pub(crate) fn run(
                     failed,
                 };
                 crate::executor::cpu::pin(cores, pin_at, "pw-in");
-                let (who, r) = match feed.src {
-                    Source::Port(port, in_place) => (
-                        port.name().to_string(),
-                        ingest_port(ictx, ids, port, in_place, out, free),
-                    ),
-                    Source::Queue(mut q) => {
-                        let r = match out.into_iter().next() {
-                            Some(o) => ingest::run_queue(ictx, ids, q.as_mut(), o, free),
-                            None => Ok(()),
-                        };
-                        (q.name().to_string(), r)
-                    }
-                    Source::Refs(mut q, base, hold) => {
-                        let r = match out.into_iter().next() {
-                            Some(o) => {
-                                let src = ingest::Refs { base, hold };
-                                ingest::run_queue_refs(ictx, ids, q.as_mut(), src, o, free)
-                            }
-                            None => Ok(()),
-                        };
-                        (q.name().to_string(), r)
-                    }
-                };
-                if let Err(e) = r {
+                if let Err(e) = receive(ictx, fi, feed, out, free) {
                     let mut v = errors.lock().unwrap_or_else(|p| p.into_inner());
-                    v.push(format!("{who}: {e}"));
+                    v.push(e);
                 }
             }));
         }
@@ -419,6 +398,64 @@ pub(crate) fn run(
         gpu_ingest,
         receive_threads,
     }
+}
+
+/// What every receive thread shares.
+fn ingest_ctx<'a>(
+    dev: &dyn QueueDevice,
+    spec: &HostSpec<'a>,
+    shared: &'a CpuShared,
+    failed: &'a AtomicBool,
+) -> IngestCtx<'a> {
+    IngestCtx {
+        shared,
+        steering: spec.steering,
+        queues: spec.queues,
+        burst: spec.burst.max(1),
+        slot_frames: spec.slot_frames.max(spec.burst).max(1),
+        slot_cap: dev.slot_data_capacity(),
+        room: spec.pipeline.frame_room(),
+        on_full: spec.on_full,
+        failed,
+    }
+}
+
+/// Receive thread `fi`'s work: its source until it ends; an error names the source.
+fn receive(
+    ictx: &IngestCtx<'_>,
+    fi: usize,
+    feed: Feed<'_>,
+    out: Vec<Producer<Slot>>,
+    free: mpsc::Receiver<Slot>,
+) -> Result<(), String> {
+    let ids = ingest::Feeder {
+        port: feed.port,
+        feeder: fi,
+    };
+    let (who, r) = match feed.src {
+        Source::Port(port, in_place) => (
+            port.name().to_string(),
+            ingest_port(ictx, ids, port, in_place, out, free),
+        ),
+        Source::Queue(mut q) => {
+            let r = match out.into_iter().next() {
+                Some(o) => ingest::run_queue(ictx, ids, q.as_mut(), o, free),
+                None => Ok(()),
+            };
+            (q.name().to_string(), r)
+        }
+        Source::Refs(mut q, base, hold) => {
+            let r = match out.into_iter().next() {
+                Some(o) => {
+                    let src = ingest::Refs { base, hold };
+                    ingest::run_queue_refs(ictx, ids, q.as_mut(), src, o, free)
+                }
+                None => Ok(()),
+            };
+            (q.name().to_string(), r)
+        }
+    };
+    r.map_err(|e| format!("{who}: {e}"))
 }
 
 /// Whether frames are sent from the GPU slot they ran in: where the device can hold it for the

@@ -47,7 +47,8 @@ fn pcap_per_queue_threads_count_and_send_as_one_per_port() {
 
 /// A generator whose distinct frames are pooled (a fixed flow set), with malformed frames
 /// (built per frame) among them.
-const GEN_POOLED: &str = "  - name: g\n    gen: { count: 5000, seed: 5, size: imix, malformed_ratio: 0.03, \
+const GEN_POOLED: &str =
+    "  - name: g\n    gen: { count: 5000, seed: 5, size: imix, malformed_ratio: 0.03, \
     flows: { flow_count: 300, ipv6_share: 0.2 } }\n";
 
 #[test]
@@ -76,7 +77,12 @@ fn a_queue_thread_moves_what_overflows_a_slot_to_the_next_and_drops_what_never_f
     };
     let (one, each) = (run("per_port"), run("per_queue"));
     assert_eq!((one.receive_threads, each.receive_threads), (1, 2));
-    let too_long = |s: &Summary| s.drops.iter().find(|(n, _)| n == "too_long").map_or(0, |d| d.1);
+    let too_long = |s: &Summary| {
+        s.drops
+            .iter()
+            .find(|(n, _)| n == "too_long")
+            .map_or(0, |d| d.1)
+    };
     assert!(too_long(&each) > 0, "{:?}", each.drops);
     assert_same_counts(&each, &one, "slot overflow");
     let handled: u64 = each
@@ -136,14 +142,24 @@ fn a_split_capture_goes_by_reference_and_counts_as_the_copying_path() {
     let yaml = pcap_yaml("per_queue", false);
     let reference = run_cpu_ref(&prepared(&yaml), false);
     let (s, gathered, held) = host_run(&yaml, true);
-    assert_eq!(path_of(&s).0, gpu_ingest::BY_REFERENCE, "{:?}", s.gpu_ingest);
+    assert_eq!(
+        path_of(&s).0,
+        gpu_ingest::BY_REFERENCE,
+        "{:?}",
+        s.gpu_ingest
+    );
     assert_same_counts(&s, &reference.s, "by reference");
     assert_eq!(s.receive_threads, 3);
     // Every frame reached its slot by address, none through a host copy; the capture was
     // copied into "pinned" memory once (not once a lap).
     assert_eq!(gathered, s.rx_frames);
-    let capture = std::fs::metadata(crate::testdata::multi_proto_pcap()).unwrap().len();
-    assert!(held > 0 && held < capture, "{held} of a {capture}-byte file");
+    let capture = std::fs::metadata(crate::testdata::multi_proto_pcap())
+        .unwrap()
+        .len();
+    assert!(
+        held > 0 && held < capture,
+        "{held} of a {capture}-byte file"
+    );
     // The same run copying (the device reads no host memory): the same counts, nothing
     // gathered, and the reason named.
     let (c, gathered, _) = host_run(&yaml, false);
@@ -166,7 +182,10 @@ fn each_copying_port_names_why() {
     // One receive thread for the port.
     let (s, _, _) = host_run(&pcap_yaml("per_port", false), true);
     let why = path_of(&s).1;
-    assert!(why.contains("one receive thread steers") && why.contains("per_port"), "{why}");
+    assert!(
+        why.contains("one receive thread steers") && why.contains("per_port"),
+        "{why}"
+    );
     // A generator builds its frames per burst: nothing loaded to refer to.
     let yaml = format!(
         "ports:\n{GEN_POOLED}queues: {{ count: 2, burst: 16, rx_threads: per_queue }}\n{INLINE}"
