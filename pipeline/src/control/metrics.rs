@@ -33,6 +33,7 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_ring_occupancy_bursts", "Bursts waiting in a queue's ring (last seen by the ingest).", MetricType::GAUGE, &["port", "queue"]),
     ("pktwarp_stage_frames_total", "Frames each pipeline stage processed.", MetricType::COUNTER, &["queue", "stage", "position"]),
     ("pktwarp_stage_counter_total", "A custom stage's own counters, by name (all queues; the same names on the CPU and GPU executors).", MetricType::COUNTER, &["stage", "position", "counter"]),
+    ("pktwarp_rate_limit_frames_total", "Frames a rate_limit stage's rule took (result=matched), dropped over its rate (limited) and found no bucket for (table_full), by rule name (all queues).", MetricType::COUNTER, &["position", "rule", "result"]),
     ("pktwarp_parse_errors_total", "Frames the parse stage rejected, by parse status.", MetricType::COUNTER, &["queue", "status"]),
     ("pktwarp_acl_rule_hits_total", "Frames matched per ACL rule (rule index in the file; indexes at or past metrics.rule_series_cap are summed under rule=\"other\").", MetricType::COUNTER, &["rule"]),
     ("pktwarp_acl_no_match_total", "Frames no ACL rule matched (the stage default applied).", MetricType::COUNTER, &["queue"]),
@@ -222,6 +223,16 @@ impl DaemonCollector {
                         out.push(counter(&labels, v));
                     }
                 }
+                crate::stage::Stage::RateLimit(rl) => {
+                    for (name, v) in rl.counters() {
+                        let labels = [
+                            ("stage", "rate_limit"),
+                            ("position", &pos),
+                            ("counter", name),
+                        ];
+                        out.push(counter(&labels, v));
+                    }
+                }
                 crate::stage::Stage::Conntrack(ct) => {
                     for (name, v) in ct.counters() {
                         let labels = [
@@ -233,6 +244,24 @@ impl DaemonCollector {
                     }
                 }
                 _ => {}
+            }
+        }
+        out
+    }
+
+    /// Every `rate_limit` stage's per-rule counters.
+    fn rate_limit_rules(&self) -> Vec<proto::Metric> {
+        let mut out = Vec::new();
+        for (i, s) in self.pipeline.stages.iter().enumerate() {
+            let crate::stage::Stage::RateLimit(rl) = s else {
+                continue;
+            };
+            let pos = i.to_string();
+            for (rule, v) in rl.rule_counters() {
+                for (res, n) in crate::stage::rate_limit::RULE_RESULTS.iter().zip(v) {
+                    let labels = [("position", pos.as_str()), ("rule", &rule), ("result", res)];
+                    out.push(counter(&labels, n));
+                }
             }
         }
         out
@@ -482,6 +511,7 @@ impl DaemonCollector {
         out.push("pktwarp_ring_occupancy_bursts", occupancy);
         out.push("pktwarp_stage_frames_total", stages);
         out.push("pktwarp_stage_counter_total", self.custom_counters());
+        out.push("pktwarp_rate_limit_frames_total", self.rate_limit_rules());
         self.stage_families(out);
         for (fam, samples) in crate::fronthaul::report::metric_families(&self.pipeline) {
             let ms = samples.iter().map(|(l, v)| {

@@ -46,6 +46,11 @@ pub enum StageConfig {
     /// of `entries` per queue (`pktwarp_flow::FlowConfig`, docs/flow-table.md); the frame's
     /// state goes into the metadata for the ACL's `ct:` match. Needs `parse`. CPU executor.
     Conntrack(pktwarp_flow::FlowConfig),
+    /// `{ entries: N, rules: [...], on_full, hash_seed }`: per-key token buckets, a table of
+    /// `entries` per queue (`pktwarp_flow::rate::RateConfig`, docs/rate-limit.md); over the
+    /// rate: `rate_limited` drop. Needs `parse`. CPU executor. SIGHUP reloads the rules.
+    #[serde(rename = "rate_limit")]
+    RateLimit(pktwarp_flow::rate::RateConfig),
 }
 
 impl StageConfig {
@@ -66,6 +71,7 @@ impl StageConfig {
             StageConfig::Respond(_) => &rw::respond::DESCRIPTOR,
             StageConfig::TxTime(_) => &rw::tx_time::DESCRIPTOR,
             StageConfig::Conntrack(_) => &crate::stage::conntrack::DESCRIPTOR,
+            StageConfig::RateLimit(_) => &crate::stage::rate_limit::DESCRIPTOR,
         })
     }
 

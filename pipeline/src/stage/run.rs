@@ -45,6 +45,8 @@ pub enum Stage {
     TxTime(crate::rewrite::TxTime),
     /// Connection tracking (`conntrack:`): a flow table per queue, the state into the metadata.
     Conntrack(Box<crate::stage::conntrack::ConntrackStage>),
+    /// Per-key token buckets (`rate_limit:`): a table per queue, over the rate dropped.
+    RateLimit(Box<crate::stage::rate_limit::RateLimitStage>),
 }
 
 /// The published ACL tables of an `acl` stage. Immutable once published: a reload builds the new
@@ -87,6 +89,7 @@ impl Stage {
             Stage::Respond(_) => &rw::respond::DESCRIPTOR,
             Stage::TxTime(_) => &rw::tx_time::DESCRIPTOR,
             Stage::Conntrack(_) => &crate::stage::conntrack::DESCRIPTOR,
+            Stage::RateLimit(_) => &crate::stage::rate_limit::DESCRIPTOR,
         })
     }
 
@@ -575,6 +578,12 @@ impl Pipeline {
                 }
                 Stage::TxTime(op) => op.apply(desc.timestamp_ns, v),
                 Stage::Conntrack(ct) => ct.apply(desc, cur.bytes(), meta),
+                Stage::RateLimit(rl) => {
+                    rl.apply(desc, meta, v);
+                    if v.action == Action::Drop {
+                        break;
+                    }
+                }
                 Stage::Acl(_) => {
                     let Some(acl) = tables.get(si).and_then(Option::as_ref) else {
                         continue;
@@ -736,6 +745,9 @@ pub fn build_for(
             StageConfig::Conntrack(c) => {
                 Stage::Conntrack(Box::new(crate::stage::conntrack::ConntrackStage::new(c)?))
             }
+            StageConfig::RateLimit(c) => Stage::RateLimit(Box::new(
+                crate::stage::rate_limit::RateLimitStage::new(c)?,
+            )),
             StageConfig::Respond(c) => Stage::Respond(Box::new(rw::stage::RespondSlot {
                 op: rw::Respond::new(c)?,
                 ingress_out: ports.map(|p| p.ingress_out()).unwrap_or_default(),

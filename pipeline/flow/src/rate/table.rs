@@ -403,6 +403,12 @@ impl RateTable {
         Ok(())
     }
 
+    /// The per-rule counters, zeroed here (a reload that renames the rules moves them to the
+    /// old names).
+    pub fn take_rule_counters(&mut self) -> [RuleCounters; MAX_RULES] {
+        std::mem::replace(&mut self.counters.rules, [RuleCounters::default(); MAX_RULES])
+    }
+
     pub fn capacity(&self) -> usize {
         self.entries.len()
     }
