@@ -279,3 +279,65 @@ proptest! {
         agree(&cfg, &p, &r, &[1, 3, 32]);
     }
 }
+
+/// `syn-guard run` on the budget config: the generator's eight sources run over their budgets,
+/// the SYNs over it are `rate_limited` drops, every frame is sent or dropped, and the summary
+/// has the budget rule's counts.
+#[test]
+fn syn_guard_runs_the_budget_config() {
+    let dir = std::env::temp_dir().join(format!("syn-guard-budget-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/syn-guard/syn-guard-budget.yaml"
+    ));
+    let text = std::fs::read_to_string(path)
+        .unwrap()
+        .replace(
+            "/tmp/syn-guard-budget-clean.pcap",
+            &dir.join("clean.pcap").to_string_lossy(),
+        )
+        .replace("count: 100000", "count: 20000");
+    let cfg = dir.join("cfg.yaml");
+    std::fs::write(&cfg, text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_syn-guard"))
+        .args(["run", "--json", "--quiet"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["rx_frames"], 20000, "{s}");
+    let drop = |reason: &str| {
+        s["drops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d[0] == reason)
+            .and_then(|d| d[1].as_u64())
+            .unwrap_or(0)
+    };
+    let limited = drop("rate_limited");
+    assert!(limited > 1000, "{s}");
+    let all: u64 = s["drops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d[1].as_u64())
+        .sum();
+    assert_eq!(s["tx_frames"].as_u64().unwrap() + all, 20000, "{s}");
+    let rl = s["custom_stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "rate_limit")
+        .unwrap_or_else(|| panic!("no rate_limit section: {s}"));
+    let counters: Vec<(String, u64)> = serde_json::from_value(rl["counters"].clone()).unwrap();
+    assert!(
+        counters.contains(&("syn_budget.limited".to_string(), limited)),
+        "{counters:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
