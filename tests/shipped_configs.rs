@@ -161,5 +161,10 @@ fn ddos_scrubber_limits_the_floods_and_accounts_for_every_frame() {
         .map(|(_, v)| v)
         .sum();
     assert_eq!(limited, drop("rate_limited"), "{counters:?}");
-    assert!(counters.iter().any(|(n, v)| n == "syn_flood.limited" && *v > 0), "{counters:?}");
+    assert!(
+        counters
+            .iter()
+            .any(|(n, v)| n == "syn_flood.limited" && *v > 0),
+        "{counters:?}"
+    );
 }

@@ -119,7 +119,10 @@ fn run(p: &Pipeline, frames: &[(Vec<u8>, u64)], burst: usize) -> Run {
         p.run_frames(descs, &mut metas, &mut verdicts, &c);
         let mut reached = (Vec::new(), Vec::new(), Vec::new());
         for (i, v) in verdicts.iter().enumerate() {
-            if !matches!(v.reason, Some(DropReason::ParseError | DropReason::StageDrop)) {
+            if !matches!(
+                v.reason,
+                Some(DropReason::ParseError | DropReason::StageDrop)
+            ) {
                 reached.0.push(k * burst + i);
                 reached.1.push(metas[i]);
                 reached.2.push(chunk[i].1);
@@ -167,13 +170,21 @@ fn agree(cfg: &Config, p: &Pipeline, r: &Run, threads: &[u32]) -> RateTable {
         }
         for (&i, w) in idx.iter().zip(&want) {
             let limited = r.verdicts[i].reason == Some(DropReason::RateLimited);
-            assert_eq!(limited, w.drop == 1, "frame {i}: {:?} vs {w:?}", r.verdicts[i]);
+            assert_eq!(
+                limited,
+                w.drop == 1,
+                "frame {i}: {:?} vs {w:?}",
+                r.verdicts[i]
+            );
         }
     }
     let k = rust.counters().rules[0];
     assert_eq!(
         stage_rules(p),
-        [("syn_budget".to_string(), [k.matched, k.limited, k.table_full])]
+        [(
+            "syn_budget".to_string(),
+            [k.matched, k.limited, k.table_full]
+        )]
     );
     rust
 }
@@ -182,7 +193,10 @@ fn agree(cfg: &Config, p: &Pipeline, r: &Run, threads: &[u32]) -> RateTable {
 fn the_budget_config_runs_syn_guard_then_the_budget_on_the_cpu() {
     let cfg = budget_config(|t| t);
     let p = pipeline::daemon::build_pipeline_with(&cfg, &syn_guard::registry()).unwrap();
-    assert_eq!(p.stage_names(), ["parse", "syn_guard", "rate_limit", "count"]);
+    assert_eq!(
+        p.stage_names(),
+        ["parse", "syn_guard", "rate_limit", "count"]
+    );
     let why = p.gpu_refusal().expect("the GPU executor refuses it");
     assert!(why.contains("rate_limit"), "{why}");
     let rc = rate_config(&cfg);
@@ -231,10 +245,21 @@ fn a_flooding_source_is_cut_to_its_budget() {
 /// One generated frame: a SYN (or another flag mix) from one of a few sources, IPv4 or IPv6,
 /// from a low or an ephemeral port, to a blocked or an open port; a gap after the frame before.
 fn frame_strategy() -> impl Strategy<Value = (Vec<u8>, u64)> {
-    (0usize..6, 0usize..8, any::<bool>(), 0usize..3, 0u64..40_000_000).prop_map(
-        |(src, flags, low, dport, gap)| {
+    (
+        0usize..6,
+        0usize..8,
+        any::<bool>(),
+        0usize..3,
+        0u64..40_000_000,
+    )
+        .prop_map(|(src, flags, low, dport, gap)| {
             let src: IpAddr = [
-                "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "2001:db8::1", "2001:db8::2",
+                "10.0.0.1",
+                "10.0.0.2",
+                "10.0.0.3",
+                "10.0.0.4",
+                "2001:db8::1",
+                "2001:db8::2",
             ][src]
                 .parse()
                 .unwrap();
@@ -244,9 +269,11 @@ fn frame_strategy() -> impl Strategy<Value = (Vec<u8>, u64)> {
             let sport = if low { 80 } else { 40000 };
             let dport = [23, 80, 443][dport];
             // Half the frames arrive at the same time as the one before.
-            (syn(src, sport, dport, flags), if gap < 20_000_000 { 0 } else { gap })
-        },
-    )
+            (
+                syn(src, sport, dport, flags),
+                if gap < 20_000_000 { 0 } else { gap },
+            )
+        })
 }
 
 proptest! {

@@ -85,8 +85,17 @@ fn differential(
         for (c, &nt) in cudas.iter_mut().zip(threads) {
             let got = c.burst(&metas, &now, nt);
             assert_eq!(got, out, "burst at frame {i} ({nt} threads): CUDA vs Rust");
-            assert_eq!(c.counters, t.counters(), "counters after frame {} ({nt} threads)", i + n);
-            assert!(c.entries == t.entries(), "table bytes after frame {} ({nt} threads)", i + n);
+            assert_eq!(
+                c.counters,
+                t.counters(),
+                "counters after frame {} ({nt} threads)",
+                i + n
+            );
+            assert!(
+                c.entries == t.entries(),
+                "table bytes after frame {} ({nt} threads)",
+                i + n
+            );
         }
         all.extend(out);
         i += n;
@@ -105,17 +114,33 @@ rules:
 /// One frame: one of a few endpoints (IPv4 and IPv6) so that keys meet; a TCP segment (SYN,
 /// SYN+ACK, ACK, ...), a UDP datagram (to 53 or not), an echo, a fragment or ARP.
 fn frame_strategy() -> impl Strategy<Value = (Vec<u8>, u64)> {
-    (0u8..6, 0u8..6, 0u8..6, 0u8..8, any::<bool>(), 0u64..200_000_000)
+    (
+        0u8..6,
+        0u8..6,
+        0u8..6,
+        0u8..8,
+        any::<bool>(),
+        0u64..200_000_000,
+    )
         .prop_map(|(kind, a, b, flags, port53, gap)| {
             let addr = |i: u8| -> IpAddr {
                 [
-                    "10.0.0.1", "10.0.0.2", "10.0.1.9", "192.0.2.7", "2001:db8::1", "2001:db8:0:1::5",
+                    "10.0.0.1",
+                    "10.0.0.2",
+                    "10.0.1.9",
+                    "192.0.2.7",
+                    "2001:db8::1",
+                    "2001:db8:0:1::5",
                 ][i as usize]
                     .parse()
                     .unwrap()
             };
             // Both endpoints of one family.
-            let (ia, ib) = if (a >= 4) == (b >= 4) { (a, b) } else { (a, (a + 1) % 6) };
+            let (ia, ib) = if (a >= 4) == (b >= 4) {
+                (a, b)
+            } else {
+                (a, (a + 1) % 6)
+            };
             let ea = (addr(ia), 1000 + u16::from(a));
             let eb = (addr(ib), if port53 { 53 } else { 2000 + u16::from(b) });
             let f = match kind {
@@ -193,7 +218,10 @@ fn a_syn_flood_is_limited_at_the_right_frame() {
     // 100 SYNs from the flooder 1 ms apart (rate 50/s: a token per 20 ms), one from each of 20
     // clients in between.
     for i in 0..100u64 {
-        frames.push((syn("198.51.100.66", 1000 + i as u16), 1_000_000_000 + i * 1_000_000));
+        frames.push((
+            syn("198.51.100.66", 1000 + i as u16),
+            1_000_000_000 + i * 1_000_000,
+        ));
         if i % 5 == 0 {
             let client = format!("10.1.0.{}", i / 5 + 1);
             frames.push((syn(&client, 40000), 1_000_000_000 + i * 1_000_000));
@@ -246,8 +274,10 @@ fn a_full_table_is_counted_and_on_full_decides() {
             frames.push((parse(&f), 5));
         }
         let res = differential(&mut t, &frames, &[1, 3], &mut Rng(1));
-        let full: Vec<&RateResult> =
-            res.iter().filter(|r| r.outcome == outcome::TABLE_FULL).collect();
+        let full: Vec<&RateResult> = res
+            .iter()
+            .filter(|r| r.outcome == outcome::TABLE_FULL)
+            .collect();
         assert_eq!(full.len(), 32, "{on_full}");
         assert!(full.iter().all(|r| r.drop == u8::from(on_full == "drop")));
         assert_eq!(t.counters().rules[0].table_full, 32);
@@ -259,12 +289,24 @@ fn a_full_table_is_counted_and_on_full_decides() {
 fn frames_without_a_rule_are_untouched() {
     let c = config("entries: 8\nrules:\n  - { name: dns, match: { proto: udp, dst_port: 53 }, key: src, rate_pps: 1 }\n");
     let mut t = RateTable::from_config(&c).unwrap();
-    let frames: Vec<(PacketMeta, u64)> = [testgen::arp_frame(), testgen::echo_frame(None, "10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap(), true, 1, 1)]
-        .iter()
-        .map(|f| (parse(f), 1))
-        .collect();
+    let frames: Vec<(PacketMeta, u64)> = [
+        testgen::arp_frame(),
+        testgen::echo_frame(
+            None,
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.2".parse().unwrap(),
+            true,
+            1,
+            1,
+        ),
+    ]
+    .iter()
+    .map(|f| (parse(f), 1))
+    .collect();
     let res = differential(&mut t, &frames, &[1, 2], &mut Rng(2));
-    assert!(res.iter().all(|r| r.rule == NO_RULE && r.outcome == outcome::UNMATCHED && r.drop == 0));
+    assert!(res
+        .iter()
+        .all(|r| r.rule == NO_RULE && r.outcome == outcome::UNMATCHED && r.drop == 0));
     assert!(t.is_empty());
 }
 

@@ -225,12 +225,12 @@ impl DaemonCollector {
                 }
                 crate::stage::Stage::RateLimit(rl) => {
                     for (name, v) in rl.counters() {
-                        let labels = [
+                        let l = [
                             ("stage", "rate_limit"),
                             ("position", &pos),
                             ("counter", name),
                         ];
-                        out.push(counter(&labels, v));
+                        out.push(counter(&l, v));
                     }
                 }
                 crate::stage::Stage::Conntrack(ct) => {
@@ -244,24 +244,6 @@ impl DaemonCollector {
                     }
                 }
                 _ => {}
-            }
-        }
-        out
-    }
-
-    /// Every `rate_limit` stage's per-rule counters.
-    fn rate_limit_rules(&self) -> Vec<proto::Metric> {
-        let mut out = Vec::new();
-        for (i, s) in self.pipeline.stages.iter().enumerate() {
-            let crate::stage::Stage::RateLimit(rl) = s else {
-                continue;
-            };
-            let pos = i.to_string();
-            for (rule, v) in rl.rule_counters() {
-                for (res, n) in crate::stage::rate_limit::RULE_RESULTS.iter().zip(v) {
-                    let labels = [("position", pos.as_str()), ("rule", &rule), ("result", res)];
-                    out.push(counter(&labels, n));
-                }
             }
         }
         out
@@ -511,9 +493,10 @@ impl DaemonCollector {
         out.push("pktwarp_ring_occupancy_bursts", occupancy);
         out.push("pktwarp_stage_frames_total", stages);
         out.push("pktwarp_stage_counter_total", self.custom_counters());
-        out.push("pktwarp_rate_limit_frames_total", self.rate_limit_rules());
         self.stage_families(out);
-        for (fam, samples) in crate::fronthaul::report::metric_families(&self.pipeline) {
+        let fronthaul = crate::fronthaul::report::metric_families(&self.pipeline);
+        let limits = crate::stage::rate_limit::metric_families(&self.pipeline);
+        for (fam, samples) in fronthaul.into_iter().chain(limits) {
             let ms = samples.iter().map(|(l, v)| {
                 let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
                 counter(&l, *v)

@@ -249,8 +249,11 @@ fn stage_sections(pipeline: &stage::Pipeline) -> Vec<CustomStageSummary> {
             }),
             // The rate-limit tables' counters, over every queue, and each rule's.
             stage::Stage::RateLimit(rl) => {
-                let mut counters: Vec<(String, u64)> =
-                    rl.counters().into_iter().map(|(n, v)| (n.to_string(), v)).collect();
+                let mut counters: Vec<(String, u64)> = rl
+                    .counters()
+                    .into_iter()
+                    .map(|(n, v)| (n.to_string(), v))
+                    .collect();
                 for (rule, v) in rl.rule_counters() {
                     for (res, n) in crate::stage::rate_limit::RULE_RESULTS.iter().zip(v) {
                         counters.push((format!("{rule}.{res}"), n));

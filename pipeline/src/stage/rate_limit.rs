@@ -205,7 +205,11 @@ impl RateLimitStage {
             created += c.created;
             reused += c.reused;
         }
-        COUNTER_NAMES.iter().copied().zip([created, reused]).collect()
+        COUNTER_NAMES
+            .iter()
+            .copied()
+            .zip([created, reused])
+            .collect()
     }
 
     /// Each rule's counters by name ([`RULE_RESULTS`] order), over every queue: the rules in
@@ -220,7 +224,11 @@ impl RateLimitStage {
             .flatten()
             .map(|t| t.lock().unwrap_or_else(|p| p.into_inner()))
             .collect();
-        let mut by_name = self.retired.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut by_name = self
+            .retired
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         for q in &guards {
             let c = q.table.counters();
             for (rule, r) in q.rules.config.rule_values().zip(c.rules) {
@@ -250,6 +258,32 @@ impl RateLimitStage {
             .map(|t| t.lock().unwrap_or_else(|p| p.into_inner()).table.len())
             .sum()
     }
+}
+
+/// The per-rule counters of every `rate_limit` stage of `p` as the control thread's metrics
+/// take them: `pktwarp_rate_limit_frames_total` samples labelled `position`, `rule`, `result`.
+#[allow(clippy::type_complexity)]
+pub fn metric_families(
+    p: &crate::stage::Pipeline,
+) -> Vec<(&'static str, Vec<(Vec<(&'static str, String)>, u64)>)> {
+    let mut samples = Vec::new();
+    for (i, s) in p.stages.iter().enumerate() {
+        let Some(rl) = s.rate_limit() else { continue };
+        for (rule, v) in rl.rule_counters() {
+            for (res, n) in RULE_RESULTS.iter().zip(v) {
+                let labels = vec![
+                    ("position", i.to_string()),
+                    ("rule", rule.clone()),
+                    ("result", res.to_string()),
+                ];
+                samples.push((labels, n));
+            }
+        }
+    }
+    if samples.is_empty() {
+        return Vec::new();
+    }
+    vec![("pktwarp_rate_limit_frames_total", samples)]
 }
 
 #[cfg(test)]

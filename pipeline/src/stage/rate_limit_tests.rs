@@ -171,7 +171,9 @@ fn each_queue_has_its_own_buckets() {
 fn counters_reach_the_metrics() {
     let p = Arc::new(pipeline(SYN_RULE));
     let q = Arc::new(QueueCounters::new(p.stages.len(), 0));
-    let frames: Vec<_> = (0..8u64).map(|i| (tcp(FLOODER, 1000, 0x02), i, 0)).collect();
+    let frames: Vec<_> = (0..8u64)
+        .map(|i| (tcp(FLOODER, 1000, 0x02), i, 0))
+        .collect();
     run(&p, &frames, &q);
     let text = crate::control::metrics::render_for_test(q, Arc::clone(&p));
     let has = |series: &str| text.lines().any(|l| l == series);
@@ -183,8 +185,9 @@ fn counters_reach_the_metrics() {
         assert!(has(series), "{series} not in\n{text}");
     }
     assert!(
-        text.lines()
-            .any(|l| l.starts_with("pktwarp_drops_total") && l.contains(r#"reason="rate_limited""#) && l.ends_with(" 3")),
+        text.lines().any(|l| l.starts_with("pktwarp_drops_total")
+            && l.contains(r#"reason="rate_limited""#)
+            && l.ends_with(" 3")),
         "{text}"
     );
 }
@@ -193,7 +196,10 @@ fn counters_reach_the_metrics() {
 fn the_gpu_executor_refuses_it_with_the_reason() {
     let p = pipeline(SYN_RULE);
     let why = p.gpu_refusal().expect("refused");
-    assert!(why.contains("rate_limit") && why.contains("CPU executor"), "{why}");
+    assert!(
+        why.contains("rate_limit") && why.contains("CPU executor"),
+        "{why}"
+    );
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -238,7 +244,13 @@ fn sighup_reload_changes_the_rate_and_a_bad_config_keeps_the_rules() {
             .map(|i| (tcp(FLOODER, 1000, 0x02), from + i * 1_000_000, 0))
             .collect()
     };
-    assert_eq!(run(&p, &syns(1_000_000_000), &c).iter().filter(|x| **x).count(), 1);
+    assert_eq!(
+        run(&p, &syns(1_000_000_000), &c)
+            .iter()
+            .filter(|x| **x)
+            .count(),
+        1
+    );
     let reloader =
         Reloader::new(&cfg_path, Arc::clone(&p), ControlState::new(None)).with_baseline(&baseline);
 
@@ -265,7 +277,9 @@ fn sighup_reload_changes_the_rate_and_a_bad_config_keeps_the_rules() {
 
     // The table's size changes only with a restart.
     write_config(&cfg_path, &rule("1000"));
-    let text = std::fs::read_to_string(&cfg_path).unwrap().replace("entries: 64", "entries: 128");
+    let text = std::fs::read_to_string(&cfg_path)
+        .unwrap()
+        .replace("entries: 64", "entries: 128");
     std::fs::write(&cfg_path, text).unwrap();
     let e = reload_err(&reloader);
     assert!(e.reason.contains("restart"), "{e}");
@@ -277,7 +291,9 @@ fn sighup_reload_changes_the_rate_and_a_bad_config_keeps_the_rules() {
 fn renamed_rules_start_afresh_and_keep_their_counts() {
     let p = pipeline(SYN_RULE);
     let c = QueueCounters::new(p.stages.len(), 0);
-    let frames: Vec<_> = (0..8u64).map(|i| (tcp(FLOODER, 1000, 0x02), i, 0)).collect();
+    let frames: Vec<_> = (0..8u64)
+        .map(|i| (tcp(FLOODER, 1000, 0x02), i, 0))
+        .collect();
     run(&p, &frames, &c);
     let renamed: StageConfig = serde_saphyr::from_str(&format!(
         "rate_limit: {}",
@@ -285,7 +301,10 @@ fn renamed_rules_start_afresh_and_keep_their_counts() {
     ))
     .unwrap();
     let configs = [StageConfig::Parse, renamed, StageConfig::Count];
-    assert_eq!(p.reload_stage_options(&configs).unwrap().rebuilt, ["rate_limit"]);
+    assert_eq!(
+        p.reload_stage_options(&configs).unwrap().rebuilt,
+        ["rate_limit"]
+    );
     // The bucket is new (full): 5 pass again at the same time.
     let passed = run(&p, &frames, &c);
     assert_eq!(passed.iter().filter(|x| **x).count(), 5);
@@ -322,6 +341,8 @@ fn bad_configs_are_errors_naming_file_line_and_key() {
     }
     // A stage that reads the metadata: parse before it.
     let text = "ports:\n  - name: g\n    gen: { count: 10 }\npipeline:\n  - rate_limit: { entries: 64, rules: [ { name: a, key: src, rate_pps: 1 } ] }\n";
-    let e = crate::config::parse_str(text, Path::new("cfg.yaml")).expect_err("no parse").to_string();
+    let e = crate::config::parse_str(text, Path::new("cfg.yaml"))
+        .expect_err("no parse")
+        .to_string();
     assert!(e.contains("parse"), "{e}");
 }

@@ -102,6 +102,14 @@ impl Stage {
         }
     }
 
+    /// The `rate_limit` stage, if this is one.
+    pub fn rate_limit(&self) -> Option<&crate::stage::rate_limit::RateLimitStage> {
+        match self {
+            Stage::RateLimit(r) => Some(r),
+            _ => None,
+        }
+    }
+
     /// Whether the stage reads the packet metadata (needs `parse` before it).
     pub fn reads_meta(&self) -> bool {
         match self {
@@ -745,9 +753,9 @@ pub fn build_for(
             StageConfig::Conntrack(c) => {
                 Stage::Conntrack(Box::new(crate::stage::conntrack::ConntrackStage::new(c)?))
             }
-            StageConfig::RateLimit(c) => Stage::RateLimit(Box::new(
-                crate::stage::rate_limit::RateLimitStage::new(c)?,
-            )),
+            StageConfig::RateLimit(c) => {
+                Stage::RateLimit(Box::new(crate::stage::rate_limit::RateLimitStage::new(c)?))
+            }
             StageConfig::Respond(c) => Stage::Respond(Box::new(rw::stage::RespondSlot {
                 op: rw::Respond::new(c)?,
                 ingress_out: ports.map(|p| p.ingress_out()).unwrap_or_default(),

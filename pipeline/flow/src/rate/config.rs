@@ -54,7 +54,10 @@ impl RateConfig {
         for (i, r) in self.rules.iter().enumerate() {
             let r = &r.value;
             if let Err((key, message)) = r.check() {
-                return bad(format!("rules[{i}].{key}"), format!("rule `{}`: {message}", r.name));
+                return bad(
+                    format!("rules[{i}].{key}"),
+                    format!("rule `{}`: {message}", r.name),
+                );
             }
             if let Some(j) = self.rules[..i].iter().position(|o| o.value.name == r.name) {
                 return bad(
@@ -124,15 +127,24 @@ impl RateRule {
         }
         let burst = self.burst();
         if burst == 0 || burst > MAX_BURST {
-            return Err(("burst", format!("{burst} is out of range 1 ..= {MAX_BURST}")));
+            return Err((
+                "burst",
+                format!("{burst} is out of range 1 ..= {MAX_BURST}"),
+            ));
         }
         let m = &self.matches;
         let l4 = matches!(m.proto, Some(Proto(6 | 17 | 132)));
         if m.src_port.is_some() && !l4 {
-            return Err(("match.src_port", "needs `proto: tcp`, `udp` or `sctp`".into()));
+            return Err((
+                "match.src_port",
+                "needs `proto: tcp`, `udp` or `sctp`".into(),
+            ));
         }
         if m.dst_port.is_some() && !l4 {
-            return Err(("match.dst_port", "needs `proto: tcp`, `udp` or `sctp`".into()));
+            return Err((
+                "match.dst_port",
+                "needs `proto: tcp`, `udp` or `sctp`".into(),
+            ));
         }
         if m.tcp_flags.is_some() && m.proto != Some(Proto(6)) {
             return Err(("match.tcp_flags", "needs `proto: tcp`".into()));
@@ -343,7 +355,9 @@ impl TryFrom<String> for KeySpec {
         }
         let len = |t: &str, max: u8| match t.parse::<u8>() {
             Ok(n) if n <= max => Ok(n),
-            _ => Err(format!("`{s}`: prefix length `{t}` is not 0 ..= {max}; {usage}")),
+            _ => Err(format!(
+                "`{s}`: prefix length `{t}` is not 0 ..= {max}; {usage}"
+            )),
         };
         let v4 = len(lens[0], 32)?;
         let v6 = match lens.get(1) {
@@ -365,7 +379,8 @@ mod tests {
     fn rule(yaml: &str) -> Result<RateRule, String> {
         let c = format!("entries: 8\nrules:\n  - {yaml}\n");
         let c = serde_saphyr::from_str::<RateConfig>(&c).map_err(|e| e.to_string())?;
-        c.validate().map_err(|e| format!("{e} at {:?}", c.rule_location(0)))?;
+        c.validate()
+            .map_err(|e| format!("{e} at {:?}", c.rule_location(0)))?;
         Ok(c.rules[0].value.clone())
     }
 
@@ -376,7 +391,16 @@ mod tests {
         assert_eq!(k("src_prefix/24"), Ok(KeySpec::Src { v4: 24, v6: 64 }));
         assert_eq!(k("dst_prefix/16/48"), Ok(KeySpec::Dst { v4: 16, v6: 48 }));
         assert_eq!(k("flow"), Ok(KeySpec::Flow));
-        for bad in ["", "src/24", "src_prefix", "src_prefix/33", "src_prefix/24/129", "src_prefix/a", "src_prefix/1/2/3", "flows"] {
+        for bad in [
+            "",
+            "src/24",
+            "src_prefix",
+            "src_prefix/33",
+            "src_prefix/24/129",
+            "src_prefix/a",
+            "src_prefix/1/2/3",
+            "flows",
+        ] {
             assert!(k(bad).is_err(), "{bad}");
         }
     }
@@ -398,7 +422,10 @@ mod tests {
 
     #[test]
     fn a_rule_reads_and_defaults_its_burst() {
-        let r = rule("{ name: syn, match: { proto: tcp, tcp_flags: \"syn !ack\" }, key: src, rate_pps: 10 }").unwrap();
+        let r = rule(
+            "{ name: syn, match: { proto: tcp, tcp_flags: \"syn !ack\" }, key: src, rate_pps: 10 }",
+        )
+        .unwrap();
         assert_eq!(r.burst(), 10);
         assert_eq!(r.matches.proto, Some(Proto(6)));
     }
@@ -410,9 +437,18 @@ mod tests {
             ("{ name: a, key: src, rate_pps: 5, burst: 0 }", "burst"),
             ("{ name: a, key: src, rate_pps: 2000000000 }", "rate_pps"),
             ("{ name: 1a, key: src, rate_pps: 5 }", "name"),
-            ("{ name: a, key: src, rate_pps: 5, match: { dst_port: 80 } }", "dst_port"),
-            ("{ name: a, key: src, rate_pps: 5, match: { proto: udp, tcp_flags: syn } }", "tcp_flags"),
-            ("{ name: a, key: src, rate_pps: 5, match: { proto: tcpp } }", "proto"),
+            (
+                "{ name: a, key: src, rate_pps: 5, match: { dst_port: 80 } }",
+                "dst_port",
+            ),
+            (
+                "{ name: a, key: src, rate_pps: 5, match: { proto: udp, tcp_flags: syn } }",
+                "tcp_flags",
+            ),
+            (
+                "{ name: a, key: src, rate_pps: 5, match: { proto: tcpp } }",
+                "proto",
+            ),
             ("{ name: a, key: src, rate_pps: 5, match: { ip: 5 } }", "ip"),
             ("{ name: a, key: src, rate_pps: 5, colour: red }", "colour"),
             ("{ name: a, key: nowhere, rate_pps: 5 }", "key"),
@@ -421,7 +457,10 @@ mod tests {
             let e = rule(yaml).expect_err(yaml);
             assert!(e.contains(want), "{yaml}: {e}");
             // At the rule's line (3) or the value's own.
-            assert!(e.contains("(3, 5)") || e.contains("line 3"), "{yaml}: no location in {e}");
+            assert!(
+                e.contains("(3, 5)") || e.contains("line 3"),
+                "{yaml}: no location in {e}"
+            );
         }
     }
 
@@ -431,13 +470,22 @@ mod tests {
         let two = "entries: 64\nrules:\n  - { name: a, key: src, rate_pps: 5 }\n  - { name: a, key: flow, rate_pps: 5 }\n";
         let e = c(two).unwrap_err().to_string();
         assert!(e.contains("rules[1].name"), "{e}");
-        let e = c("entries: 12\nrules:\n  - { name: a, key: src, rate_pps: 5 }\n").unwrap_err().to_string();
+        let e = c("entries: 12\nrules:\n  - { name: a, key: src, rate_pps: 5 }\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("entries"), "{e}");
         let e = c("entries: 64\nrules: []\n").unwrap_err().to_string();
         assert!(e.contains("rules"), "{e}");
-        let many: String = (0..=MAX_RULES).map(|i| format!("  - {{ name: r{i}, key: src, rate_pps: 5 }}\n")).collect();
-        let e = c(&format!("entries: 64\nrules:\n{many}")).unwrap_err().to_string();
+        let many: String = (0..=MAX_RULES)
+            .map(|i| format!("  - {{ name: r{i}, key: src, rate_pps: 5 }}\n"))
+            .collect();
+        let e = c(&format!("entries: 64\nrules:\n{many}"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("at most"), "{e}");
-        assert!(c("entries: 64\non_full: drop\nrules:\n  - { name: a, key: src, rate_pps: 5 }\n").is_ok());
+        assert!(
+            c("entries: 64\non_full: drop\nrules:\n  - { name: a, key: src, rate_pps: 5 }\n")
+                .is_ok()
+        );
     }
 }

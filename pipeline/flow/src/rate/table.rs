@@ -295,17 +295,29 @@ pub fn classify(p: &RateTableAbi, m: &PacketMeta) -> Option<RateKey> {
         ip_version: m.ip_version,
         ..RateKey::default()
     };
-    let prefix = if m.ip_version == 4 { r.prefix_v4 } else { r.prefix_v6 };
+    let prefix = if m.ip_version == 4 {
+        r.prefix_v4
+    } else {
+        r.prefix_v6
+    };
     match r.key_kind {
         kind::SRC | kind::DST => {
-            let a = if r.key_kind == kind::SRC { &m.src_ip } else { &m.dst_ip };
+            let a = if r.key_kind == kind::SRC {
+                &m.src_ip
+            } else {
+                &m.dst_ip
+            };
             for (w, (o, x)) in k.addr[0].iter_mut().zip(a).enumerate() {
                 *o = x & mask_word(prefix, w);
             }
         }
         _ => {
             let ports = m.flags & mf::L4 != 0 && matches!(m.ip_proto, 6 | 17 | 132);
-            let (sp, dp) = if ports { (m.src_port, m.dst_port) } else { (0, 0) };
+            let (sp, dp) = if ports {
+                (m.src_port, m.dst_port)
+            } else {
+                (0, 0)
+            };
             let a_first = (m.src_ip, sp) <= (m.dst_ip, dp);
             let (a, b) = if a_first {
                 ((m.src_ip, sp), (m.dst_ip, dp))
@@ -324,10 +336,8 @@ pub fn classify(p: &RateTableAbi, m: &PacketMeta) -> Option<RateKey> {
 /// the flow table hashes.
 pub fn hash(k: &RateKey, seed: u32) -> u32 {
     let mut words = [0u32; 10];
-    for i in 0..4 {
-        words[i] = k.addr[0][i];
-        words[4 + i] = k.addr[1][i];
-    }
+    words[..4].copy_from_slice(&k.addr[0]);
+    words[4..8].copy_from_slice(&k.addr[1]);
     words[8] = u32::from(k.port[0]) | u32::from(k.port[1]) << 16;
     words[9] = u32::from(k.rule) | u32::from(k.proto) << 8 | u32::from(k.ip_version) << 16;
     let mut h = seed;
@@ -336,7 +346,10 @@ pub fn hash(k: &RateKey, seed: u32) -> u32 {
             .wrapping_mul(0xcc9e_2d51)
             .rotate_left(15)
             .wrapping_mul(0x1b87_3593);
-        h = (h ^ x).rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
+        h = (h ^ x)
+            .rotate_left(13)
+            .wrapping_mul(5)
+            .wrapping_add(0xe654_6b64);
     }
     h ^= 40;
     h ^= h >> 16;
@@ -406,7 +419,10 @@ impl RateTable {
     /// The per-rule counters, zeroed here (a reload that renames the rules moves them to the
     /// old names).
     pub fn take_rule_counters(&mut self) -> [RuleCounters; MAX_RULES] {
-        std::mem::replace(&mut self.counters.rules, [RuleCounters::default(); MAX_RULES])
+        std::mem::replace(
+            &mut self.counters.rules,
+            [RuleCounters::default(); MAX_RULES],
+        )
     }
 
     pub fn capacity(&self) -> usize {
@@ -604,7 +620,10 @@ mod tests {
         assert_eq!(t.apply(&m, 1000 + 499_999_999).outcome, outcome::LIMITED);
         assert_eq!(t.apply(&m, 1000 + 500_000_000).outcome, outcome::PASSED);
         let c = t.counters();
-        assert_eq!((c.created, c.rules[0].matched, c.rules[0].limited), (1, 7, 3));
+        assert_eq!(
+            (c.created, c.rules[0].matched, c.rules[0].limited),
+            (1, 7, 3)
+        );
         assert_eq!(t.entries().iter().map(|e| e.drops).sum::<u32>(), 3);
         // A time before the last one refills nothing and moves nothing back.
         assert_eq!(t.apply(&m, 5).outcome, outcome::LIMITED);
@@ -634,7 +653,15 @@ mod tests {
         let mut r = f;
         std::mem::swap(&mut r.src_ip, &mut r.dst_ip);
         std::mem::swap(&mut r.src_port, &mut r.dst_port);
-        assert_eq!(t.apply(&f, 1), RateResult { rule: 1, outcome: 1, drop: 0, reserved: 0 });
+        assert_eq!(
+            t.apply(&f, 1),
+            RateResult {
+                rule: 1,
+                outcome: 1,
+                drop: 0,
+                reserved: 0
+            }
+        );
         assert_eq!(t.apply(&r, 1).outcome, outcome::LIMITED);
         // Not IP: no rule.
         assert_eq!(t.apply(&PacketMeta::default(), 1).rule, NO_RULE);
@@ -674,7 +701,11 @@ mod tests {
         .unwrap();
         t.set_rules(&faster, true).unwrap();
         assert_eq!(t.len(), 1);
-        assert_eq!(t.apply(&m, 1_000_000).outcome, outcome::PASSED, "1 ms at 1000/s");
+        assert_eq!(
+            t.apply(&m, 1_000_000).outcome,
+            outcome::PASSED,
+            "1 ms at 1000/s"
+        );
         t.set_rules(&faster, false).unwrap();
         assert!(t.is_empty());
         let bigger: RateConfig = serde_saphyr::from_str(
