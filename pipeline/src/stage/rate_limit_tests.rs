@@ -339,6 +339,15 @@ fn bad_configs_are_errors_naming_file_line_and_key() {
         assert!(e.starts_with(&format!("cfg.yaml:{line}:")), "{stage}: {e}");
         assert!(e.contains(want), "{stage}: {e}");
     }
+    // The sampling verifier would take each sampled frame's token twice.
+    let text = format!("{base}  - rate_limit: {SYN_RULE}\nverify: {{ sample: 10 }}\n");
+    let e = crate::config::parse_str(&text, Path::new("cfg.yaml"))
+        .expect_err("verify")
+        .to_string();
+    assert!(
+        e.contains("verify.sample") && e.contains("rate_limit"),
+        "{e}"
+    );
     // A stage that reads the metadata: parse before it.
     let text = "ports:\n  - name: g\n    gen: { count: 10 }\npipeline:\n  - rate_limit: { entries: 64, rules: [ { name: a, key: src, rate_pps: 1 } ] }\n";
     let e = crate::config::parse_str(text, Path::new("cfg.yaml"))
