@@ -3,7 +3,8 @@
 //! each frame's rule, outcome and drop, the counters, and the table's bytes after every burst,
 //! for any emulated GPU thread count (the bucket-owner order equals the sequential order), on
 //! property-generated traffic: a few sources and flows (IPv4 and IPv6), several rules, bursts
-//! whose frames share a receive time, gaps that refill buckets, tables small enough to fill.
+//! whose frames share a receive time, gaps that refill buckets, tables small enough to fill;
+//! and on arbitrary metadata (any IP version, protocol, flags; times that go backwards).
 //! The structs' layouts are pinned here too.
 
 mod common;
@@ -192,6 +193,48 @@ proptest! {
         ));
         let mut t = RateTable::from_config(&c).unwrap();
         differential(&mut t, &frames, &[1, 2, 3, 32], &mut Rng(u64::from(seed)));
+    }
+}
+
+/// Metadata no parser made: any IP version byte, protocol, flags, ports and a few addresses, and
+/// times that go backwards. The two implementations agree and neither fails.
+fn meta_strategy() -> impl Strategy<Value = (PacketMeta, u64)> {
+    (
+        prop_oneof![Just(4u8), Just(6u8), any::<u8>()],
+        prop_oneof![Just(6u8), Just(17u8), any::<u8>()],
+        any::<u16>(),
+        any::<u16>(),
+        prop_oneof![Just(53u16), any::<u16>()],
+        (0u32..4, 0u32..4, any::<u32>()),
+        any::<u64>(),
+    )
+        .prop_map(|(v, proto, flags, tcp_flags, dport, (s, d, w3), t)| {
+            let m = PacketMeta {
+                ip_version: v,
+                ip_proto: proto,
+                flags,
+                tcp_flags,
+                src_port: 1000,
+                dst_port: dport,
+                src_ip: [0x0a00_0000 | s, 0, 0, w3 & 3],
+                dst_ip: [0x0a00_0000 | d, 1, 0, 0],
+                ..PacketMeta::default()
+            };
+            (m, t % 4_000_000_000)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn property_arbitrary_metadata_rust_equals_cuda(
+        frames in proptest::collection::vec(meta_strategy(), 1..200),
+        small in any::<bool>(),
+    ) {
+        let c = config(&format!("entries: {}\n{RULES}", if small { 8 } else { 64 }));
+        let mut t = RateTable::from_config(&c).unwrap();
+        differential(&mut t, &frames, &[1, 5], &mut Rng(frames.len() as u64));
     }
 }
 
