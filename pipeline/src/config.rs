@@ -556,6 +556,9 @@ fn validate_pipeline(file: &Path, cfg: &Config) -> Result<(), ConfigError> {
                 ),
             })?;
         }
+        if let StageConfig::RateLimit(r) = &s.value {
+            check_rate_limit(file, i, s, r)?;
+        }
         if let StageConfig::Fronthaul(f) = &s.value {
             // The stage's checks start their message with its key: `fronthaul.numerology: ...`.
             f.validate().map_err(|e| {
@@ -587,6 +590,31 @@ fn validate_pipeline(file: &Path, cfg: &Config) -> Result<(), ConfigError> {
         }
     }
     Ok(())
+}
+
+/// A `rate_limit` stage's checks: an error about a rule is at that rule's line.
+fn check_rate_limit(
+    file: &Path,
+    i: usize,
+    s: &Spanned<StageConfig>,
+    r: &pktwarp_flow::rate::RateConfig,
+) -> Result<(), ConfigError> {
+    r.validate().map_err(|e| {
+        let (key, message) = match e {
+            pktwarp_flow::FlowError::Config { key, message } => (key, message),
+            other => (String::new(), other.to_string()),
+        };
+        let mut err = ConfigError::at(file, s, format!("pipeline[{i}].rate_limit.{key}"), message);
+        // `rules[N]...`: at rule N.
+        let rule = key
+            .strip_prefix("rules[")
+            .and_then(|k| k.split(']').next())
+            .and_then(|n| n.parse::<usize>().ok());
+        if let Some((line, column)) = rule.map(|n| r.rule_location(n)).filter(|l| l.0 > 0) {
+            (err.line, err.column) = (line, column);
+        }
+        err
+    })
 }
 
 /// `output.port` names a port with a transmit side.
@@ -767,7 +795,9 @@ fn check_order(
             | StageConfig::Vlan(_)
             | StageConfig::TxTime(_) => false,
             StageConfig::Acl(_) | StageConfig::Ttl | StageConfig::Dscp(_) => true,
-            StageConfig::Conntrack(_) | StageConfig::FlowStats(_) => true,
+            StageConfig::Conntrack(_) | StageConfig::FlowStats(_) | StageConfig::RateLimit(_) => {
+                true
+            }
             StageConfig::Route(_) | StageConfig::Respond(_) => true,
             StageConfig::Custom(c) => custom_reads_meta(&c.name),
         };

@@ -416,6 +416,8 @@ fn sections(cfg: &config::Config) -> Vec<(&'static str, String)> {
         .filter(|s| !matches!(s.value, StageConfig::Acl(_)))
         .map(|s| match &s.value {
             StageConfig::Custom(c) => format!("custom {}", c.name),
+            // Its rules reload in place; its table's size and seed only with a restart.
+            StageConfig::RateLimit(r) => format!("rate_limit {} {}", r.entries, r.hash_seed),
             other => format!("{other:?}"),
         })
         .collect();

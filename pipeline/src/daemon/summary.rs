@@ -237,6 +237,25 @@ fn stage_sections(pipeline: &stage::Pipeline) -> Vec<CustomStageSummary> {
                     .collect(),
                 section: None,
             }),
+            // The rate-limit tables' counters, over every queue, and each rule's.
+            stage::Stage::RateLimit(rl) => {
+                let mut counters: Vec<(String, u64)> = rl
+                    .counters()
+                    .into_iter()
+                    .map(|(n, v)| (n.to_string(), v))
+                    .collect();
+                for (rule, v) in rl.rule_counters() {
+                    for (res, n) in crate::stage::rate_limit::RULE_RESULTS.iter().zip(v) {
+                        counters.push((format!("{rule}.{res}"), n));
+                    }
+                }
+                Some(CustomStageSummary {
+                    position: i,
+                    name: "rate_limit".into(),
+                    counters,
+                    section: None,
+                })
+            }
             // The flow tables' counters (conntrack, flow_stats), over every queue.
             st => st
                 .flow_table_counters()

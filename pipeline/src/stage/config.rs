@@ -51,6 +51,11 @@ pub enum StageConfig {
     /// pipeline has one. Needs `parse`. CPU executor.
     #[serde(rename = "flow_stats")]
     FlowStats(crate::stage::flow_stats::FlowStatsConfig),
+    /// `{ entries: N, rules: [...], on_full, hash_seed }`: per-key token buckets, a table of
+    /// `entries` per queue (`pktwarp_flow::rate::RateConfig`, docs/rate-limit.md); over the
+    /// rate: `rate_limited` drop. Needs `parse`. CPU executor. SIGHUP reloads the rules.
+    #[serde(rename = "rate_limit")]
+    RateLimit(pktwarp_flow::rate::RateConfig),
 }
 
 impl StageConfig {
@@ -72,6 +77,7 @@ impl StageConfig {
             StageConfig::TxTime(_) => &rw::tx_time::DESCRIPTOR,
             StageConfig::Conntrack(_) => &crate::stage::conntrack::DESCRIPTOR,
             StageConfig::FlowStats(_) => &crate::stage::flow_stats::DESCRIPTOR,
+            StageConfig::RateLimit(_) => &crate::stage::rate_limit::DESCRIPTOR,
         })
     }
 

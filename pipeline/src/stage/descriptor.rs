@@ -103,6 +103,7 @@ pub const BUILTINS: &[&StageDescriptor] = &[
     &super::count::DESCRIPTOR,
     &super::conntrack::DESCRIPTOR,
     &super::flow_stats::DESCRIPTOR,
+    &super::rate_limit::DESCRIPTOR,
     &crate::fronthaul::stage::DESCRIPTOR,
     &crate::rewrite::l2fwd::DESCRIPTOR,
     &crate::rewrite::vlan::DESCRIPTOR,

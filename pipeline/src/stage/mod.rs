@@ -22,6 +22,7 @@ pub mod gpu_list;
 pub mod hooks;
 pub mod params;
 pub mod parse;
+pub mod rate_limit;
 pub mod registry;
 #[cfg(test)]
 mod reload_tests;

@@ -27,6 +27,7 @@ impl Pipeline {
             .map(|s| match s {
                 Stage::Custom(c) => c.rebuilds(),
                 Stage::Route(r) => r.generation(),
+                Stage::RateLimit(rl) => rl.generation(),
                 _ => 0,
             })
             .sum()
@@ -46,8 +47,17 @@ impl Pipeline {
             );
         }
         let mut built = Vec::new();
+        let mut limits = Vec::new();
         for (i, (stage, cfg)) in self.stages.iter().zip(configs).enumerate() {
             match (stage, cfg) {
+                (Stage::RateLimit(rl), StageConfig::RateLimit(c)) => {
+                    let new = rl
+                        .prepare_reload(c)
+                        .map_err(|e| anyhow::anyhow!("pipeline[{i}]: {e:#}"))?;
+                    if let Some(new) = new {
+                        limits.push((rl, new));
+                    }
+                }
                 (Stage::Custom(slot), StageConfig::Custom(c)) if c.name == slot.name() => {
                     let b = slot
                         .rebuild(&c.options)
@@ -75,11 +85,16 @@ impl Pipeline {
             rebuilt: built.iter().map(|(s, _)| s.name().to_string()).collect(),
             generation: self.params_generation(),
         };
-        if built.is_empty() {
+        out.rebuilt
+            .extend(limits.iter().map(|_| "rate_limit".to_string()));
+        if out.rebuilt.is_empty() {
             return Ok(out);
         }
         for (slot, b) in built {
             slot.publish(b);
+        }
+        for (rl, new) in limits {
+            rl.publish(new);
         }
         out.generation = self.params_generation();
         Ok(out)

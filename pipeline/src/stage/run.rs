@@ -47,6 +47,8 @@ pub enum Stage {
     Conntrack(Box<crate::stage::conntrack::ConntrackStage>),
     /// Per-flow statistics for IPFIX export (`flow_stats:`), over conntrack's tables or its own.
     FlowStats(Box<crate::stage::flow_stats::FlowStatsStage>),
+    /// Per-key token buckets (`rate_limit:`): a table per queue, over the rate dropped.
+    RateLimit(Box<crate::stage::rate_limit::RateLimitStage>),
 }
 
 /// The published ACL tables of an `acl` stage. Immutable once published: a reload builds the new
@@ -90,6 +92,7 @@ impl Stage {
             Stage::TxTime(_) => &rw::tx_time::DESCRIPTOR,
             Stage::Conntrack(_) => &crate::stage::conntrack::DESCRIPTOR,
             Stage::FlowStats(_) => &crate::stage::flow_stats::DESCRIPTOR,
+            Stage::RateLimit(_) => &crate::stage::rate_limit::DESCRIPTOR,
         })
     }
 
@@ -99,6 +102,14 @@ impl Stage {
         match self {
             Stage::Custom(c) => c.name(),
             s => s.descriptor().map_or("", |d| d.name),
+        }
+    }
+
+    /// The `rate_limit` stage, if this is one.
+    pub fn rate_limit(&self) -> Option<&crate::stage::rate_limit::RateLimitStage> {
+        match self {
+            Stage::RateLimit(r) => Some(r),
+            _ => None,
         }
     }
 
@@ -579,6 +590,12 @@ impl Pipeline {
                 Stage::TxTime(op) => op.apply(desc.timestamp_ns, v),
                 Stage::Conntrack(ct) => ct.apply(desc, cur.bytes(), meta),
                 Stage::FlowStats(fs) => fs.apply(desc, cur.bytes(), meta),
+                Stage::RateLimit(rl) => {
+                    rl.apply(desc, meta, v);
+                    if v.action == Action::Drop {
+                        break;
+                    }
+                }
                 Stage::Acl(_) => {
                     let Some(acl) = tables.get(si).and_then(Option::as_ref) else {
                         continue;
@@ -748,6 +765,9 @@ pub fn build_for(
                     anyhow::bail!("pipeline[{i}]: a pipeline has at most one `flow_stats` stage");
                 }
                 Stage::Count // replaced below
+            }
+            StageConfig::RateLimit(c) => {
+                Stage::RateLimit(Box::new(crate::stage::rate_limit::RateLimitStage::new(c)?))
             }
             StageConfig::Respond(c) => Stage::Respond(Box::new(rw::stage::RespondSlot {
                 op: rw::Respond::new(c)?,

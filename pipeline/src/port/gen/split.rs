@@ -53,8 +53,7 @@ fn refusal(rx: &GenRx) -> Option<String> {
     }
     if rx.payloads.is_some() {
         return Some(
-            "its planted payloads (gen.payload) are drawn per frame, outside the frame pool"
-                .into(),
+            "its planted payloads (gen.payload) are drawn per frame, outside the frame pool".into(),
         );
     }
     if !matches!(rx.pacer.rate(), Rate::Unlimited) {
