@@ -509,6 +509,11 @@ fn validate_pipeline(file: &Path, cfg: &Config) -> Result<(), ConfigError> {
                 ),
             })?;
         }
+        if let StageConfig::Inspect(c) = &s.value {
+            c.check().map_err(|(key, message)| {
+                ConfigError::at(file, s, format!("pipeline[{i}].inspect.{key}"), message)
+            })?;
+        }
         if let StageConfig::Fronthaul(f) = &s.value {
             // The stage's checks start their message with its key: `fronthaul.numerology: ...`.
             f.validate().map_err(|e| {
@@ -720,7 +725,7 @@ fn check_order(
             | StageConfig::Vlan(_)
             | StageConfig::TxTime(_) => false,
             StageConfig::Acl(_) | StageConfig::Ttl | StageConfig::Dscp(_) => true,
-            StageConfig::Conntrack(_) => true,
+            StageConfig::Conntrack(_) | StageConfig::Inspect(_) => true,
             StageConfig::Route(_) | StageConfig::Respond(_) => true,
             StageConfig::Custom(c) => custom_reads_meta(&c.name),
         };

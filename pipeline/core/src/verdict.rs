@@ -66,12 +66,15 @@ pub enum DropReason {
     /// frames for (a DPDK port's `tx_max_hold_ms`). Counted by the host only: the GPU ABI's
     /// counter slots stop at `PW_DROP_REASONS` (no stage gives it).
     TxHorizon = 11,
+    /// `inspect`: a `drop` (or `reject`) IDS rule matched. Counted by the host only: the
+    /// stage runs on the CPU executor, so the GPU ABI has no slot for it.
+    InspectDrop = 12,
 }
 
 impl DropReason {
     /// Every reason, in code order. Append-only: a code never changes meaning (the GPU ABI's
     /// `PW_DROP_*` are the same numbers).
-    pub const ALL: [DropReason; 12] = [
+    pub const ALL: [DropReason; 13] = [
         DropReason::RingFull,
         DropReason::ParseError,
         DropReason::AclDrop,
@@ -84,6 +87,7 @@ impl DropReason {
         DropReason::KernelStall,
         DropReason::FronthaulReject,
         DropReason::TxHorizon,
+        DropReason::InspectDrop,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -101,6 +105,7 @@ impl DropReason {
             DropReason::KernelStall => "kernel_stall",
             DropReason::FronthaulReject => "fronthaul_reject",
             DropReason::TxHorizon => "tx_horizon",
+            DropReason::InspectDrop => "inspect_drop",
         }
     }
 }
@@ -193,7 +198,7 @@ mod tests {
         assert_eq!(DropReason::FronthaulReject as u8, abi::DROP_FRONTHAUL);
         assert_eq!(Verdict::OUT_DEFAULT, abi::OUT_DEFAULT);
         // Reasons past the GPU's counter slots are the host's own (TX side).
-        const { assert!(DropReason::COUNT == abi::DROP_REASONS + 1) };
+        const { assert!(DropReason::COUNT == abi::DROP_REASONS + 2) };
         assert_eq!(DropReason::TxHorizon as usize, abi::DROP_REASONS);
         for r in DropReason::ALL {
             assert_eq!(DropReason::from_code(r as u8), Some(r));

@@ -233,7 +233,15 @@ impl Reloader {
         for (route_file, now, new) in self.pipeline.route_sizes(&routes) {
             check_shrink(Table::Routes, &route_file, new, now, allow_shrink)?;
         }
-        let stage_cfgs: Vec<StageConfig> = cfg.pipeline.iter().map(|s| s.value.clone()).collect();
+        // An `inspect` stage's paths as it was built with them (resolved against the config).
+        let stage_cfgs: Vec<StageConfig> = cfg
+            .pipeline
+            .iter()
+            .map(|s| match &s.value {
+                StageConfig::Inspect(c) => StageConfig::Inspect(c.resolved(&|p| cfg.resolve(p))),
+                other => other.clone(),
+            })
+            .collect();
         let options = self
             .pipeline
             .reload_stage_options(&stage_cfgs)
@@ -411,6 +419,7 @@ fn sections(cfg: &config::Config) -> Vec<(&'static str, String)> {
         .filter(|s| !matches!(s.value, StageConfig::Acl(_)))
         .map(|s| match &s.value {
             StageConfig::Custom(c) => format!("custom {}", c.name),
+            StageConfig::Inspect(_) => "inspect".into(),
             other => format!("{other:?}"),
         })
         .collect();

@@ -46,6 +46,10 @@ pub enum StageConfig {
     /// of `entries` per queue (`pktwarp_flow::FlowConfig`, docs/flow-table.md); the frame's
     /// state goes into the metadata for the ACL's `ct:` match. Needs `parse`. CPU executor.
     Conntrack(pktwarp_flow::FlowConfig),
+    /// `{ rules: [...], vars, strict, eve: {...}, alert_to }`: IDS rules over the payload
+    /// ([`crate::stage::inspect::InspectStageConfig`], docs/inspect.md). Needs `parse`. CPU
+    /// executor. Reloaded by SIGHUP.
+    Inspect(crate::stage::inspect::InspectStageConfig),
 }
 
 impl StageConfig {
@@ -66,6 +70,7 @@ impl StageConfig {
             StageConfig::Respond(_) => &rw::respond::DESCRIPTOR,
             StageConfig::TxTime(_) => &rw::tx_time::DESCRIPTOR,
             StageConfig::Conntrack(_) => &crate::stage::conntrack::DESCRIPTOR,
+            StageConfig::Inspect(_) => &crate::stage::inspect::DESCRIPTOR,
         })
     }
 

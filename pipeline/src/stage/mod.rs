@@ -17,6 +17,7 @@ pub mod descriptor;
 mod fronthaul_tests;
 pub mod gpu_list;
 pub mod hooks;
+pub mod inspect;
 pub mod params;
 pub mod parse;
 pub mod registry;
@@ -24,7 +25,7 @@ pub mod registry;
 mod reload_tests;
 pub mod run;
 
-pub use api::{FrameMut, HookCtx, MetricKind, StageHooks, StageMetricFamily};
+pub use api::{FilesReload, FrameMut, HookCtx, MetricKind, StageHooks, StageMetricFamily};
 pub use custom::CustomSlot;
 pub use descriptor::{GpuImpl, StageDescriptor, StageNeeds, BUILTINS};
 pub use gpu_list::{GpuParams, GpuStageKind, GpuStageRef};

@@ -713,7 +713,7 @@ pub fn build_for(
         );
     }
     let mut out = Vec::with_capacity(stages.len());
-    for s in stages {
+    for (i, s) in stages.iter().enumerate() {
         out.push(match s {
             StageConfig::Parse => Stage::Parse,
             StageConfig::Count => Stage::Count,
@@ -736,6 +736,14 @@ pub fn build_for(
             StageConfig::Conntrack(c) => {
                 Stage::Conntrack(Box::new(crate::stage::conntrack::ConntrackStage::new(c)?))
             }
+            StageConfig::Inspect(c) => Stage::Custom(Box::new(
+                CustomSlot::builtin(
+                    &crate::stage::inspect::DESCRIPTOR,
+                    crate::stage::inspect::factory(),
+                    &c.resolved(&resolve).options(),
+                )
+                .map_err(|e| anyhow::anyhow!("pipeline[{i}]: {e:#}"))?,
+            )),
             StageConfig::Respond(c) => Stage::Respond(Box::new(rw::stage::RespondSlot {
                 op: rw::Respond::new(c)?,
                 ingress_out: ports.map(|p| p.ingress_out()).unwrap_or_default(),

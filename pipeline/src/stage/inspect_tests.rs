@@ -1,0 +1,278 @@
+use super::*;
+use crate::burst::{Burst, FrameDesc};
+use crate::counters::QueueCounters;
+use crate::stage::config::StageConfig;
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pw-inspect-stage-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch folder");
+    d
+}
+
+/// Ethernet / IPv4 / TCP 10.0.0.1:40000 -> 192.0.2.1:80 with `payload`.
+pub(crate) fn tcp_frame(payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    let total = (40 + payload.len()) as u16;
+    f.extend_from_slice(&[0x45, 0]);
+    f.extend_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 192, 0, 2, 1]);
+    f.extend_from_slice(&40000u16.to_be_bytes());
+    f.extend_from_slice(&80u16.to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x18, 0xfa, 0, 0, 0, 0, 0]);
+    f.extend_from_slice(payload);
+    f
+}
+
+/// The same TCP packet inside VXLAN (outer UDP 4789).
+fn vxlan_frame(payload: &[u8]) -> Vec<u8> {
+    let inner = tcp_frame(payload);
+    let mut udp = Vec::new();
+    udp.extend_from_slice(&5555u16.to_be_bytes());
+    udp.extend_from_slice(&4789u16.to_be_bytes());
+    udp.extend_from_slice(&((8 + 8 + inner.len()) as u16).to_be_bytes());
+    udp.extend_from_slice(&[0, 0]);
+    udp.extend_from_slice(&[0x08, 0, 0, 0, 0, 0, 1, 0]);
+    udp.extend_from_slice(&inner);
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00];
+    f.extend_from_slice(&[0x45, 0]);
+    f.extend_from_slice(&((20 + udp.len()) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0, 172, 16, 0, 1, 172, 16, 0, 2]);
+    f.extend_from_slice(&udp);
+    f
+}
+
+const RULES: &str = "\
+alert tcp any any -> any 80 (msg:\"probe\"; content:\"probe-me\"; sid:9000001; rev:1;)
+drop tcp any any -> any any (msg:\"kill\"; content:\"kill-me\"; nocase; sid:9000002; rev:1;)
+pass tcp any any -> any any (msg:\"trusted\"; content:\"trusted-peer\"; sid:9000003; rev:1;)
+alert http any any -> any any (msg:\"ua\"; content:\"EvilAgent\"; http_user_agent; sid:9000004; rev:1;)
+alert tcp any any -> any any (msg:\"flow\"; flow:established,to_server; content:\"x\"; sid:9000005; rev:1;)
+";
+
+fn stage_cfg(dir: &Path, extra: &str) -> StageConfig {
+    let yaml = format!(
+        "- inspect:\n    rules: [\"{}\"]\n    eve: {{ path: \"{}\" }}\n{extra}",
+        dir.join("*.rules").display(),
+        dir.join("eve.json").display()
+    );
+    serde_saphyr::from_str::<Vec<StageConfig>>(&yaml)
+        .expect("config")
+        .remove(0)
+}
+
+fn pipeline(dir: &Path, extra: &str) -> Arc<crate::stage::Pipeline> {
+    let stages = [StageConfig::Parse, stage_cfg(dir, extra), StageConfig::Count];
+    Arc::new(crate::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline"))
+}
+
+fn inspect_of(p: &crate::stage::Pipeline) -> &crate::stage::CustomSlot {
+    match &p.stages[1] {
+        crate::stage::Stage::Custom(c) => c,
+        _ => panic!("stage 1 is inspect"),
+    }
+}
+
+fn run(p: &crate::stage::Pipeline, q: &QueueCounters, frames: &[Vec<u8>]) -> Vec<Verdict> {
+    let mut b = Burst::default();
+    for f in frames {
+        let d = FrameDesc {
+            len: f.len() as u32,
+            wire_len: f.len() as u32,
+            ..FrameDesc::default()
+        };
+        b.push(f, d);
+    }
+    let (mut m, mut v) = (Vec::new(), Vec::new());
+    p.run_burst(&b, &mut m, &mut v, q);
+    v
+}
+
+/// The EVE lines' sids, parsed with serde_json.
+fn eve_sids(dir: &Path) -> Vec<u64> {
+    let text = std::fs::read_to_string(dir.join("eve.json")).unwrap_or_default();
+    text.lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("an EVE line is JSON");
+            assert_eq!(v["event_type"], "alert");
+            v["alert"]["signature_id"].as_u64().expect("sid")
+        })
+        .collect()
+}
+
+fn close(p: &crate::stage::Pipeline) {
+    let c = inspect_of(p);
+    let hooks = c.cpu_arc();
+    hooks.hooks().expect("hooks").end(&HookCtx {
+        executor: "cpu",
+        position: 1,
+    });
+}
+
+#[test]
+fn alerts_drops_passes_and_counters() {
+    let dir = scratch("verdicts");
+    std::fs::write(dir.join("local.rules"), RULES).expect("rules");
+    let p = pipeline(&dir, "    alert_to: host\n");
+    let q = QueueCounters::new(p.stages.len(), 0);
+    let http = b"GET / HTTP/1.1\r\nHost: a\r\nUser-Agent: EvilAgent/1\r\n\r\n";
+    let frames = vec![
+        tcp_frame(b"nothing to see"),
+        tcp_frame(b"please probe-me now"),
+        tcp_frame(b"KILL-ME"),
+        tcp_frame(b"probe-me kill-me trusted-peer"),
+        tcp_frame(http),
+        vxlan_frame(b"tunnelled probe-me"),
+        // Not IP: not inspected.
+        vec![0xff; 60],
+    ];
+    let v = run(&p, &q, &frames);
+    let actions: Vec<Action> = v.iter().map(|v| v.action).collect();
+    assert_eq!(
+        actions,
+        [
+            Action::Pass,
+            Action::ToHost,
+            Action::Drop,
+            Action::Pass,
+            Action::ToHost,
+            Action::ToHost,
+            Action::Pass,
+        ]
+    );
+    assert_eq!(v[2].reason, Some(DropReason::InspectDrop));
+    let c = inspect_of(&p).counters();
+    let get = |n: &str| c.iter().find(|x| x.0 == n).map(|x| x.1);
+    assert_eq!(get("inspected"), Some(6));
+    assert_eq!(get("alerts"), Some(4));
+    assert_eq!(get("drops"), Some(1));
+    assert_eq!(get("passes"), Some(1));
+    // received = counted + drops.
+    let counted = q.stage_frames[2].get();
+    let drops: u64 = DropReason::ALL.iter().map(|r| q.drop_count(*r)).sum();
+    assert_eq!(counted + drops, frames.len() as u64);
+    assert_eq!(q.drop_count(DropReason::InspectDrop), 1);
+    close(&p);
+    let mut sids = eve_sids(&dir);
+    sids.sort_unstable();
+    assert_eq!(sids, [9000001, 9000001, 9000002, 9000004]);
+    // The flow rule is skipped (no flow table in the rule language yet), by its reason.
+    let sec = inspect_of(&p).cpu().summary_section().expect("section");
+    assert_eq!(sec["rules"]["loaded"], 4);
+    assert_eq!(sec["rules"]["skipped_by_reason"]["needs the flow table (flow)"], 1);
+    assert_eq!(sec["top_rules"][0]["sid"], 9000001);
+    assert_eq!(sec["top_rules"][0]["hits"], 2);
+    let lines = validate_lines(&p);
+    assert_eq!(
+        lines,
+        ["pipeline[1] inspect: 4 rules loaded, 1 skipped; 1 needs the flow table (flow)"]
+    );
+}
+
+/// Per-sid hits and the stage's counters reach the metrics.
+#[test]
+fn rule_hits_reach_the_metrics() {
+    let dir = scratch("metrics");
+    std::fs::write(dir.join("local.rules"), RULES).expect("rules");
+    let p = pipeline(&dir, "");
+    let q = Arc::new(QueueCounters::new(p.stages.len(), 0));
+    run(&p, &q, &[tcp_frame(b"probe-me"), tcp_frame(b"probe-me")]);
+    let text = crate::control::metrics::render_for_test(q, Arc::clone(&p));
+    let has = |s: &str| text.lines().any(|l| l == s);
+    assert!(
+        has(r#"pktwarp_inspect_rule_hits_total{stage="inspect",position="1",sid="9000001"} 2"#),
+        "{text}"
+    );
+    assert!(
+        has(r#"pktwarp_stage_counter_total{stage="inspect",position="1",counter="alerts"} 2"#),
+        "{text}"
+    );
+    close(&p);
+}
+
+#[test]
+fn bad_inputs_are_errors_naming_file_line_or_key() {
+    let dir = scratch("bad");
+    // No rule file.
+    let stages = [StageConfig::Parse, stage_cfg(&dir, ""), StageConfig::Count];
+    let e = crate::stage::build(&stages, |x| x.to_path_buf())
+        .err()
+        .expect("no rule file");
+    let t = format!("{e:#}");
+    assert!(t.contains("pipeline[1]") && t.contains("rules[0]"), "{t}");
+    assert!(t.contains("matches no rule file"), "{t}");
+    // A malformed rule: its file and line.
+    std::fs::write(
+        dir.join("bad.rules"),
+        "# comment\nalert tcp any any -> any any (msg:\"a\"; content:\"a\"; sid:1;)\nalert tcp any any -> any any (msg:\"b\"; sid:x;)\n",
+    )
+    .expect("rules");
+    let e = crate::stage::build(&stages, |x| x.to_path_buf())
+        .err()
+        .expect("malformed");
+    let t = format!("{e:#}");
+    assert!(t.contains("bad.rules:3:"), "{t}");
+    // Bad vars: refused when the config is read, by key.
+    let s = stage_cfg(&dir, "    vars: { HOME_NET: \"[10.0.0.0/99]\" }\n");
+    let StageConfig::Inspect(c) = &s else {
+        panic!("inspect")
+    };
+    let (k, _) = c.check().expect_err("bad var");
+    assert_eq!(k, "vars.HOME_NET");
+    // Unknown keys and alert_to values.
+    let e = serde_saphyr::from_str::<Vec<StageConfig>>("- inspect: { rules: [a], colour: red }\n")
+        .expect_err("unknown key");
+    assert!(e.to_string().contains("colour"), "{e}");
+    let e = serde_saphyr::from_str::<Vec<StageConfig>>("- inspect: { rules: [a], alert_to: tap }\n")
+        .expect_err("bad alert_to");
+    assert!(e.to_string().contains("tap"), "{e}");
+}
+
+/// SIGHUP's path: the same options re-read the rule files; a good file switches the set (a
+/// sid alerts, another no longer does), a bad one keeps the set in force and names its line.
+#[test]
+fn reload_switches_sets_and_a_bad_file_keeps_the_old_one() {
+    let dir = scratch("reload");
+    let file = dir.join("local.rules");
+    std::fs::write(&file, RULES).expect("rules");
+    let p = pipeline(&dir, "");
+    let cfgs = [StageConfig::Parse, stage_cfg(&dir, ""), StageConfig::Count];
+    let q = QueueCounters::new(p.stages.len(), 0);
+    let frames = [tcp_frame(b"probe-me"), tcp_frame(b"newsig-here")];
+    run(&p, &q, &frames);
+    std::fs::write(
+        &file,
+        "alert tcp any any -> any any (msg:\"new\"; content:\"newsig\"; sid:9100001; rev:1;)\n",
+    )
+    .expect("rules");
+    let r = p.reload_stage_options(&cfgs).expect("good reload");
+    assert_eq!(r.rebuilt, ["inspect"]);
+    let stage = inspect_of(&p);
+    run(&p, &q, &frames);
+    // A bad file: refused, naming the line; the set in force stays.
+    std::fs::write(
+        &file,
+        "alert tcp any any -> any any (msg:\"ok\"; content:\"q\"; sid:1;)\n\nalert tcp any any -> any any (msg:\"bad\"; content:\"q\"; sid:;)\n",
+    )
+    .expect("rules");
+    let e = p.reload_stage_options(&cfgs).expect_err("bad reload");
+    assert!(format!("{e:#}").contains("local.rules:3:"), "{e:#}");
+    run(&p, &q, &frames);
+    let c = stage.counters();
+    assert_eq!(c.iter().find(|x| x.0 == "alerts").map(|x| x.1), Some(3));
+    close(&p);
+    assert_eq!(eve_sids(&dir), [9000001, 9100001, 9100001]);
+    let sec = stage.cpu().summary_section().expect("section");
+    assert_eq!(sec["generation"], 1);
+    assert_eq!(sec["rules"]["loaded"], 1);
+}
+
+#[test]
+fn the_gpu_executor_refuses_it() {
+    let dir = scratch("gpu");
+    std::fs::write(dir.join("local.rules"), RULES).expect("rules");
+    let p = pipeline(&dir, "");
+    let why = p.gpu_refusal().expect("refused");
+    assert!(why.contains("inspect"), "{why}");
+    close(&p);
+}
