@@ -337,7 +337,11 @@ pub fn variables(over: &BTreeMap<String, String>) -> Result<Variables, SetError>
         }
         v.0.insert(name.to_string(), val.clone());
     }
-    for k in over.keys() {
+    // A variable that names others is checked after them, so a bad value is blamed on the
+    // variable that has it.
+    let mut keys: Vec<&String> = over.keys().collect();
+    keys.sort_by_key(|k| over[*k].contains('$'));
+    for k in keys {
         let name = k.trim_start_matches('$');
         let val = &v.0[name];
         let r = if name.ends_with("PORTS") {

@@ -22,7 +22,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use arc_swap::ArcSwap;
 use pktwarp_inspect::alert::{
@@ -222,8 +222,9 @@ impl Shared {
 /// The stage: the rule set in force, the alert log, the counters.
 pub struct InspectStage {
     shared: Arc<Shared>,
-    sender: Option<AlertSender>,
-    log_handle: Option<AlertLogHandle>,
+    /// The alert log's sender and handle once it runs: it starts with the run (the `start`
+    /// hook), so building the stage (`pktwarp validate`) writes nothing.
+    log_ends: OnceLock<(AlertSender, AlertLogHandle)>,
     log: Mutex<Option<AlertLog>>,
 }
 
@@ -246,13 +247,9 @@ impl InspectStage {
         };
         let set = RuleSet::load(&cfg.set_config(), &classes)?;
         tracing::info!("inspect: {}", set.report());
-        let log = match &cfg.eve {
-            Some(e) => Some(
-                AlertLog::start(e, Arc::clone(set.catalog()))
-                    .map_err(|e| anyhow::anyhow!("{e}"))?,
-            ),
-            None => None,
-        };
+        if let Some(e) = &cfg.eve {
+            e.check().map_err(|e| anyhow::anyhow!("key `{}`: {}", e.key, e.msg))?;
+        }
         Ok(InspectStage {
             shared: Arc::new(Shared {
                 cfg: cfg.clone(),
@@ -260,10 +257,29 @@ impl InspectStage {
                 carried: Mutex::new(BTreeMap::new()),
                 counters: Default::default(),
             }),
-            sender: log.as_ref().map(AlertLog::sender),
-            log_handle: log.as_ref().map(AlertLog::handle),
-            log: Mutex::new(log),
+            log_ends: OnceLock::new(),
+            log: Mutex::new(None),
         })
+    }
+
+    /// Starts the alert log (once; without `eve`, nothing).
+    pub fn open_log(&self) {
+        let Some(e) = &self.shared.cfg.eve else {
+            return;
+        };
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        if self.log_ends.get().is_some() {
+            return;
+        }
+        let cat = Arc::clone(self.shared.current.load().set.catalog());
+        match AlertLog::start(e, cat) {
+            Ok(l) => {
+                let _ = self.log_ends.set((l.sender(), l.handle()));
+                *log = Some(l);
+            }
+            // Checked when built: only a thread that cannot be started fails here.
+            Err(err) => tracing::error!("inspect: the alert log does not run: {err}"),
+        }
     }
 
     /// The rule set's load report now in force.
@@ -294,7 +310,9 @@ impl InspectStage {
         for &r in matched {
             p.hits.hit(r);
         }
-        let Some(tx) = &self.sender else { return };
+        let Some((tx, _)) = self.log_ends.get() else {
+            return;
+        };
         let ts_ns = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
@@ -378,7 +396,7 @@ impl CustomStage for InspectStage {
             .iter()
             .map(|c| c.load(Ordering::Relaxed))
             .collect();
-        if let Some(h) = &self.log_handle {
+        if let Some((_, h)) = self.log_ends.get() {
             let c = h.counters();
             v[5] = c.dropped;
             v[6] = c.lost;
@@ -429,7 +447,7 @@ impl CustomStage for InspectStage {
                 serde_json::json!({ "sid": h.sid, "msg": msg, "hits": h.hits })
             })
             .collect();
-        let eve = self.log_handle.as_ref().map(|h| {
+        let eve = self.log_ends.get().map(|(_, h)| {
             let c = h.counters();
             serde_json::json!({
                 "written": c.written, "dropped": c.dropped, "lost": c.lost,
@@ -461,7 +479,7 @@ impl CustomStage for InspectStage {
         let what = format!("inspect: {}", set.report());
         let shared = Arc::clone(&self.shared);
         // Log rotation: a SIGHUP also reopens the alert log.
-        let handle = self.log_handle.clone();
+        let handle = self.log_ends.get().map(|(_, h)| h.clone());
         Ok(Some(FilesReload {
             what,
             publish: Box::new(move || {
@@ -475,6 +493,15 @@ impl CustomStage for InspectStage {
 }
 
 impl StageHooks for InspectStage {
+    fn start(&self, _: &HookCtx) {
+        self.open_log();
+    }
+
+    /// A build published by a reload (new options) gets its calls from here on.
+    fn epoch_published(&self, _: &HookCtx, _: u64) {
+        self.open_log();
+    }
+
     fn end(&self, _: &HookCtx) {
         self.close_log();
     }

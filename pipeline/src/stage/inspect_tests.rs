@@ -100,6 +100,15 @@ fn eve_sids(dir: &Path) -> Vec<u64> {
         .collect()
 }
 
+/// The executors' `start` hook: the alert log starts with the run.
+fn open(p: &crate::stage::Pipeline) {
+    let hooks = inspect_of(p).cpu_arc();
+    hooks.hooks().expect("hooks").start(&HookCtx {
+        executor: "cpu",
+        position: 1,
+    });
+}
+
 fn close(p: &crate::stage::Pipeline) {
     let c = inspect_of(p);
     let hooks = c.cpu_arc();
@@ -114,6 +123,8 @@ fn alerts_drops_passes_and_counters() {
     let dir = scratch("verdicts");
     std::fs::write(dir.join("local.rules"), RULES).expect("rules");
     let p = pipeline(&dir, "    alert_to: host\n");
+    assert!(!dir.join("eve.json").exists(), "building writes nothing");
+    open(&p);
     let q = QueueCounters::new(p.stages.len(), 0);
     let http = b"GET / HTTP/1.1\r\nHost: a\r\nUser-Agent: EvilAgent/1\r\n\r\n";
     let frames = vec![
@@ -236,6 +247,7 @@ fn reload_switches_sets_and_a_bad_file_keeps_the_old_one() {
     let file = dir.join("local.rules");
     std::fs::write(&file, RULES).expect("rules");
     let p = pipeline(&dir, "");
+    open(&p);
     let cfgs = [StageConfig::Parse, stage_cfg(&dir, ""), StageConfig::Count];
     let q = QueueCounters::new(p.stages.len(), 0);
     let frames = [tcp_frame(b"probe-me"), tcp_frame(b"newsig-here")];
