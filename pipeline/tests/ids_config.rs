@@ -101,23 +101,47 @@ fn traffic() -> Vec<F> {
     }
     for i in 0..4u16 {
         let p = http_get("/cgi-bin/view?f=../../../../etc/passwd", "curl/8.0", "");
-        out.push(f(tcp((outside, 42000 + i), ([10, 0, 0, 80], 80), &p), 9900002, false));
+        out.push(f(
+            tcp((outside, 42000 + i), ([10, 0, 0, 80], 80), &p),
+            9900002,
+            false,
+        ));
     }
     for i in 0..3u16 {
         let mut p = vec![0x90u8; 64];
         p.extend_from_slice(&[0x31, 0xc0, 0x50, 0x68]);
-        out.push(f(tcp((outside, 43000 + i), ([10, 0, 0, 9], 445), &p), 9900003, true));
+        out.push(f(
+            tcp((outside, 43000 + i), ([10, 0, 0, 9], 445), &p),
+            9900003,
+            true,
+        ));
     }
     for i in 0..10u16 {
         let q = dns_query(i, &["www", "example", "com"]);
-        out.push(f(udp((inside, 50000 + i), ([8, 8, 8, 8], 53), &q), 0, false));
+        out.push(f(
+            udp((inside, 50000 + i), ([8, 8, 8, 8], 53), &q),
+            0,
+            false,
+        ));
     }
     for i in 0..6u16 {
         let q = dns_query(100 + i, &["c2-test", "example"]);
-        out.push(f(udp((inside, 51000 + i), ([8, 8, 8, 8], 53), &q), 9900004, false));
+        out.push(f(
+            udp((inside, 51000 + i), ([8, 8, 8, 8], 53), &q),
+            9900004,
+            false,
+        ));
     }
-    out.push(f(echo(outside, inside, b"pktwarp-marker 0001"), 9900005, false));
-    out.push(f(echo(outside, inside, b"pktwarp-marker 0002"), 9900005, false));
+    out.push(f(
+        echo(outside, inside, b"pktwarp-marker 0001"),
+        9900005,
+        false,
+    ));
+    out.push(f(
+        echo(outside, inside, b"pktwarp-marker 0002"),
+        9900005,
+        false,
+    ));
     out.push(f(echo(outside, inside, b"abcdefghijklmnop"), 0, false));
     // The sanctioned scanner: sqlmap, but with its token: the pass rule wins.
     for i in 0..2u16 {
@@ -132,7 +156,11 @@ fn traffic() -> Vec<F> {
     );
     let mut vx = vec![0x08, 0, 0, 0, 0, 0, 42, 0];
     vx.extend_from_slice(&inner);
-    out.push(f(udp(([172, 31, 0, 1], 5000), ([172, 31, 0, 2], 4789), &vx), 9900001, false));
+    out.push(f(
+        udp(([172, 31, 0, 1], 5000), ([172, 31, 0, 2], 4789), &vx),
+        9900001,
+        false,
+    ));
     // ARP: not IP, not inspected.
     let mut arp = vec![0xff; 6];
     arp.extend_from_slice(&MAC[6..]);
@@ -238,7 +266,11 @@ fn the_shipped_config_alerts_drops_and_accounts_for_every_frame() {
     assert_eq!(counted + dropped, s.rx_frames, "received = counted + drops");
     let want_drops = frames.iter().filter(|x| x.drop).count() as u64;
     for (reason, n) in &s.drops {
-        let want = if reason == "inspect_drop" { want_drops } else { 0 };
+        let want = if reason == "inspect_drop" {
+            want_drops
+        } else {
+            0
+        };
         assert_eq!(*n, want, "drops `{reason}`");
     }
     let mut want: BTreeMap<u64, u64> = BTreeMap::new();
@@ -285,11 +317,19 @@ fn the_config_runs_the_et_open_set() {
     let counted: u64 = s.counted.iter().map(|c| c.1).sum();
     let dropped: u64 = s.drops.iter().map(|d| d.1).sum();
     assert_eq!(counted + dropped, s.rx_frames);
-    let st = s.custom_stages.iter().find(|c| c.name == "inspect").unwrap();
+    let st = s
+        .custom_stages
+        .iter()
+        .find(|c| c.name == "inspect")
+        .unwrap();
     let sec = st.section.as_ref().unwrap();
     let loaded = sec["rules"]["loaded"].as_u64().unwrap();
     let skipped = sec["rules"]["skipped"].as_u64().unwrap();
-    assert_eq!(loaded + skipped, 10_350, "every rule of the set loaded or skipped");
+    assert_eq!(
+        loaded + skipped,
+        10_350,
+        "every rule of the set loaded or skipped"
+    );
     assert!(loaded >= 400, "{sec}");
     assert!(sec["rules"]["skipped_by_reason"]["pcre"].as_u64().unwrap() > 0);
     let _ = eve_sids(&dir.join("eve.json"));
@@ -308,12 +348,8 @@ fn bad_rule_paths_and_vars_are_clear_errors() {
         e.contains("pipeline[1]") && e.contains("rules[0]") && e.contains("missing.rules"),
         "{e}"
     );
-    std::fs::write(
-        &cfg,
-        text.replace("[10.0.0.0/8,", "[10.0.0.0/40,"),
-    )
-    .unwrap();
-    let e = config::load(&cfg).err().expect("bad vars").to_string();
+    std::fs::write(&cfg, text.replace("[10.0.0.0/8,", "[10.0.0.0/40,")).unwrap();
+    let e = config::load(&cfg).expect_err("bad vars").to_string();
     assert!(e.contains("pipeline[1].inspect.vars.HOME_NET"), "{e}");
     assert!(e.contains("c.yaml:"), "{e}");
 }

@@ -83,6 +83,9 @@ impl std::fmt::Display for SetReport {
     }
 }
 
+/// One buffer's patterns while a set compiles, and each pattern's id by (bytes, nocase).
+type BufferPatterns = (PatternSet, HashMap<(Vec<u8>, bool), usize>);
+
 /// One buffer's prefilter: its image, and the rules each pattern stands for.
 #[derive(Debug)]
 struct BufferMatcher {
@@ -199,8 +202,7 @@ impl RuleSet {
             }
         }
         report.loaded = kept.len();
-        let mut by_buffer: BTreeMap<Buffer, (PatternSet, HashMap<(Vec<u8>, bool), usize>)> =
-            BTreeMap::new();
+        let mut by_buffer: BTreeMap<Buffer, BufferPatterns> = BTreeMap::new();
         let mut rules_of: BTreeMap<Buffer, Vec<Vec<u32>>> = BTreeMap::new();
         let mut always = Vec::new();
         for (i, r) in kept.iter().enumerate() {

@@ -91,7 +91,10 @@ fn a_malformed_rule_names_its_file_and_line_when_strict() {
     // Lenient: skipped with its reason.
     let set = load(bad, &[], false).expect("lenient");
     assert_eq!(set.report().loaded, 1);
-    assert_eq!(set.report().skipped_by_reason.get("malformed sid"), Some(&1));
+    assert_eq!(
+        set.report().skipped_by_reason.get("malformed sid"),
+        Some(&1)
+    );
 }
 
 #[test]

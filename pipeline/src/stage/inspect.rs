@@ -159,8 +159,8 @@ struct InspectFactory;
 
 impl crate::stage::StageFactory for InspectFactory {
     fn build(&self, options: &serde_json::Value) -> anyhow::Result<crate::stage::BuiltStage> {
-        let cfg: InspectStageConfig = serde_json::from_value(options.clone())
-            .map_err(|e| anyhow::anyhow!("options: {e}"))?;
+        let cfg: InspectStageConfig =
+            serde_json::from_value(options.clone()).map_err(|e| anyhow::anyhow!("options: {e}"))?;
         Ok(crate::stage::BuiltStage {
             cpu: Arc::new(InspectStage::new(&cfg)?),
             gpu: None,
@@ -209,7 +209,11 @@ impl Shared {
 
     /// Hits by sid over every set published.
     fn hits_by_sid(&self) -> BTreeMap<u32, u64> {
-        let mut m = self.carried.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut m = self
+            .carried
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         for (labels, n) in self.current.load().hits.series(usize::MAX) {
             if let Ok(sid) = labels[0].1.parse::<u32>() {
                 *m.entry(sid).or_insert(0) += n;
@@ -248,7 +252,8 @@ impl InspectStage {
         let set = RuleSet::load(&cfg.set_config(), &classes)?;
         tracing::info!("inspect: {}", set.report());
         if let Some(e) = &cfg.eve {
-            e.check().map_err(|e| anyhow::anyhow!("key `{}`: {}", e.key, e.msg))?;
+            e.check()
+                .map_err(|e| anyhow::anyhow!("key `{}`: {}", e.key, e.msg))?;
         }
         Ok(InspectStage {
             shared: Arc::new(Shared {
@@ -317,7 +322,11 @@ impl InspectStage {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         let mut vlan = [None, None];
-        for (i, v) in vlan.iter_mut().enumerate().take(usize::from(meta.vlan_count)) {
+        for (i, v) in vlan
+            .iter_mut()
+            .enumerate()
+            .take(usize::from(meta.vlan_count))
+        {
             *v = Some(meta.vlan_tci[i] & 0x0fff);
         }
         for &r in matched {

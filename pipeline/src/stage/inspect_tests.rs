@@ -62,7 +62,11 @@ fn stage_cfg(dir: &Path, extra: &str) -> StageConfig {
 }
 
 fn pipeline(dir: &Path, extra: &str) -> Arc<crate::stage::Pipeline> {
-    let stages = [StageConfig::Parse, stage_cfg(dir, extra), StageConfig::Count];
+    let stages = [
+        StageConfig::Parse,
+        stage_cfg(dir, extra),
+        StageConfig::Count,
+    ];
     Arc::new(crate::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline"))
 }
 
@@ -170,7 +174,10 @@ fn alerts_drops_passes_and_counters() {
     // The flow rule is skipped (no flow table in the rule language yet), by its reason.
     let sec = inspect_of(&p).cpu().summary_section().expect("section");
     assert_eq!(sec["rules"]["loaded"], 4);
-    assert_eq!(sec["rules"]["skipped_by_reason"]["needs the flow table (flow)"], 1);
+    assert_eq!(
+        sec["rules"]["skipped_by_reason"]["needs the flow table (flow)"],
+        1
+    );
     assert_eq!(sec["top_rules"][0]["sid"], 9000001);
     assert_eq!(sec["top_rules"][0]["hits"], 2);
     let lines = validate_lines(&p);
@@ -234,8 +241,9 @@ fn bad_inputs_are_errors_naming_file_line_or_key() {
     let e = serde_saphyr::from_str::<Vec<StageConfig>>("- inspect: { rules: [a], colour: red }\n")
         .expect_err("unknown key");
     assert!(e.to_string().contains("colour"), "{e}");
-    let e = serde_saphyr::from_str::<Vec<StageConfig>>("- inspect: { rules: [a], alert_to: tap }\n")
-        .expect_err("bad alert_to");
+    let e =
+        serde_saphyr::from_str::<Vec<StageConfig>>("- inspect: { rules: [a], alert_to: tap }\n")
+            .expect_err("bad alert_to");
     assert!(e.to_string().contains("tap"), "{e}");
 }
 
@@ -318,8 +326,11 @@ fn sighup_reload_through_the_config() {
     assert!(r.published(), "{r:?}");
     assert_eq!(r.rebuilt, ["inspect"]);
     run(&p, &q, &frames);
-    std::fs::write(&rules, "alert tcp any any -> any any (msg:\"bad\"; sid:1; content:\"q\";\n")
-        .expect("rules");
+    std::fs::write(
+        &rules,
+        "alert tcp any any -> any any (msg:\"bad\"; sid:1; content:\"q\";\n",
+    )
+    .expect("rules");
     let e = reloader.reload("sighup").expect_err("bad rule file");
     assert!(e.reason.contains("local.rules:1:"), "{e}");
     run(&p, &q, &frames);
@@ -331,12 +342,18 @@ fn sighup_reload_through_the_config() {
         "alert tcp any any -> any any (msg:\"new\"; content:\"newsig\"; sid:9100001; rev:1;)\n",
     )
     .expect("rules");
-    std::fs::write(&cfg_path, yaml.replace("  - count", "      alert_to: host\n  - count"))
-        .expect("config");
+    std::fs::write(
+        &cfg_path,
+        yaml.replace("  - count", "      alert_to: host\n  - count"),
+    )
+    .expect("config");
     let r = reloader.reload("sighup").expect("new options");
     assert_eq!(r.rebuilt, ["inspect"]);
     let v = run(&p, &q, &frames);
     assert_eq!((v[0].action, v[1].action), (Action::Pass, Action::ToHost));
-    let alerts = inspect_of(&p).counters().into_iter().find(|x| x.0 == "alerts");
+    let alerts = inspect_of(&p)
+        .counters()
+        .into_iter()
+        .find(|x| x.0 == "alerts");
     assert_eq!(alerts, Some(("alerts", 4)));
 }
