@@ -353,3 +353,27 @@ fn bad_rule_paths_and_vars_are_clear_errors() {
     assert!(e.contains("pipeline[1].inspect.vars.HOME_NET"), "{e}");
     assert!(e.contains("c.yaml:"), "{e}");
 }
+
+/// `executor: auto` runs the IDS on the CPU and says why; `gpu` is refused, naming the stage.
+#[test]
+fn auto_picks_the_cpu_and_gpu_is_refused() {
+    let cfg = shipped_copy("auto");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, text.replace("kind: cpu", "kind: auto")).unwrap();
+    let p = daemon::prepare(config::load(&cfg).unwrap_or_else(|e| panic!("{e}")))
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(p.choice.name, "cpu");
+    assert!(
+        p.choice.reason.contains("stage `inspect`"),
+        "{}",
+        p.choice.reason
+    );
+    std::fs::write(&cfg, text.replace("kind: cpu", "kind: gpu")).unwrap();
+    let e = daemon::prepare(config::load(&cfg).unwrap_or_else(|e| panic!("{e}")))
+        .err()
+        .expect("gpu refused");
+    assert!(
+        format!("{e:#}").contains("inspect runs on the CPU executor"),
+        "{e:#}"
+    );
+}

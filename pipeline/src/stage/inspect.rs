@@ -64,6 +64,10 @@ pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     reloads: true,
 };
 
+/// Why the GPU executor refuses a pipeline with `inspect`.
+pub const GPU_REFUSAL: &str = "inspect runs on the CPU executor until its CUDA prefilter and \
+     rule check are composed into the pipeline kernel";
+
 /// Rule-hit series a scrape shows at most (the rest summed under `sid="other"`).
 pub const MAX_SID_SERIES: usize = 500;
 /// Rules the summary lists by hits.

@@ -126,6 +126,14 @@ fn close(p: &crate::stage::Pipeline) {
 fn alerts_drops_passes_and_counters() {
     let dir = scratch("verdicts");
     std::fs::write(dir.join("local.rules"), RULES).expect("rules");
+    let mirror = pipeline(&dir, "    alert_to: mirror\n");
+    let q = QueueCounters::new(mirror.stages.len(), 0);
+    let v = run(
+        &mirror,
+        &q,
+        &[tcp_frame(b"probe-me"), tcp_frame(b"kill-me")],
+    );
+    assert_eq!((v[0].action, v[1].action), (Action::Mirror, Action::Drop));
     let p = pipeline(&dir, "    alert_to: host\n");
     assert!(!dir.join("eve.json").exists(), "building writes nothing");
     open(&p);
@@ -293,7 +301,7 @@ fn the_gpu_executor_refuses_it() {
     std::fs::write(dir.join("local.rules"), RULES).expect("rules");
     let p = pipeline(&dir, "");
     let why = p.gpu_refusal().expect("refused");
-    assert!(why.contains("inspect"), "{why}");
+    assert_eq!(why, format!("stage `inspect` (pipeline[1]): {GPU_REFUSAL}"));
     close(&p);
 }
 
