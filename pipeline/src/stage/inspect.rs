@@ -21,7 +21,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use arc_swap::ArcSwap;
@@ -196,8 +196,18 @@ struct Shared {
     current: ArcSwap<Published>,
     /// Hits of the sets replaced by reloads, by sid.
     carried: Mutex<BTreeMap<u32, u64>>,
-    counters: [AtomicU64; 7],
+    /// The counters, one shard per worker thread (modulo [`SHARDS`]), so queues on other
+    /// cores do not bounce one cache line per frame; read as their sum.
+    counters: Box<[Shard]>,
 }
+
+/// Counter shards: worker threads beyond this share them (correct, a little contended).
+const SHARDS: usize = 64;
+
+/// One thread's counters, alone on its cache line.
+#[derive(Default)]
+#[repr(align(128))]
+struct Shard([AtomicU64; 7]);
 
 impl Shared {
     fn publish(&self, set: RuleSet) {
@@ -236,9 +246,14 @@ pub struct InspectStage {
     log: Mutex<Option<AlertLog>>,
 }
 
+/// The next thread's counter shard.
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
 thread_local! {
     /// Each worker's prefilter scratch (reused frame to frame, whatever set is in force).
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+    /// This thread's counter shard.
+    static SHARD: usize = NEXT_SHARD.fetch_add(1, Ordering::Relaxed);
 }
 
 impl InspectStage {
@@ -264,7 +279,7 @@ impl InspectStage {
                 cfg: cfg.clone(),
                 current: ArcSwap::from_pointee(Published::new(set, 0)),
                 carried: Mutex::new(BTreeMap::new()),
-                counters: Default::default(),
+                counters: (0..SHARDS).map(|_| Shard::default()).collect(),
             }),
             log_ends: OnceLock::new(),
             log: Mutex::new(None),
@@ -310,7 +325,8 @@ impl InspectStage {
     }
 
     fn count(&self, i: usize, n: u64) {
-        self.shared.counters[i].fetch_add(n, Ordering::Relaxed);
+        let shard = SHARD.with(|s| *s) % SHARDS;
+        self.shared.counters[shard].0[i].fetch_add(n, Ordering::Relaxed);
     }
 
     /// Sends the alerts of `matched` (rule indices of `p`) for the frame.
@@ -403,12 +419,12 @@ impl CustomStage for InspectStage {
     }
 
     fn counters(&self) -> Vec<u64> {
-        let mut v: Vec<u64> = self
-            .shared
-            .counters
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .collect();
+        let mut v = vec![0u64; COUNTER_NAMES.len()];
+        for s in self.shared.counters.iter() {
+            for (x, c) in v.iter_mut().zip(&s.0) {
+                *x += c.load(Ordering::Relaxed);
+            }
+        }
         if let Some((_, h)) = self.log_ends.get() {
             let c = h.counters();
             v[5] = c.dropped;

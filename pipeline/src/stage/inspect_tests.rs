@@ -365,3 +365,25 @@ fn sighup_reload_through_the_config() {
         .find(|x| x.0 == "alerts");
     assert_eq!(alerts, Some(("alerts", 4)));
 }
+
+/// Workers on several threads (one counter shard each): the counters are their sum.
+#[test]
+fn counters_sum_over_worker_threads() {
+    let dir = scratch("threads");
+    std::fs::write(dir.join("local.rules"), RULES).expect("rules");
+    let p = pipeline(&dir, "");
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                let q = QueueCounters::new(p.stages.len(), 0);
+                for _ in 0..25 {
+                    run(&p, &q, &[tcp_frame(b"probe-me"), tcp_frame(b"clean")]);
+                }
+            });
+        }
+    });
+    let c = inspect_of(&p).counters();
+    assert_eq!(c[0], ("inspected", 200));
+    assert_eq!(c[1], ("alerts", 100));
+    close(&p);
+}
