@@ -496,6 +496,10 @@ impl CustomStage for InspectStage {
     }
 
     fn reload_files(&self) -> anyhow::Result<Option<FilesReload>> {
+        // Log rotation: a SIGHUP reopens the alert log, whatever becomes of the rule files.
+        if let Some((_, h)) = self.log_ends.get() {
+            h.reopen();
+        }
         let cfg = &self.shared.cfg;
         let classes = match &cfg.eve {
             Some(e) => e
@@ -507,16 +511,9 @@ impl CustomStage for InspectStage {
             .map_err(|e| anyhow::anyhow!("stage `inspect`: {e}"))?;
         let what = format!("inspect: {}", set.report());
         let shared = Arc::clone(&self.shared);
-        // Log rotation: a SIGHUP also reopens the alert log.
-        let handle = self.log_ends.get().map(|(_, h)| h.clone());
         Ok(Some(FilesReload {
             what,
-            publish: Box::new(move || {
-                shared.publish(set);
-                if let Some(h) = handle {
-                    h.reopen();
-                }
-            }),
+            publish: Box::new(move || shared.publish(set)),
         }))
     }
 }
