@@ -387,3 +387,36 @@ fn counters_sum_over_worker_threads() {
     assert_eq!(c[1], ("alerts", 100));
     close(&p);
 }
+
+/// GTP-U carries IP without Ethernet: the inner packet (its addresses, ports and payload) is
+/// what the rules see; the outer UDP payload is not inspected as such.
+#[test]
+fn the_inner_packet_of_gtpu_is_inspected() {
+    let dir = scratch("gtpu");
+    std::fs::write(
+        dir.join("local.rules"),
+        "alert tcp 10.0.0.1 any -> 192.0.2.1 80 (msg:\"inner\"; content:\"probe-me\"; sid:1;)\n\
+         alert udp any any -> any 2152 (msg:\"outer\"; content:\"probe-me\"; sid:2;)\n",
+    )
+    .expect("rules");
+    let p = pipeline(&dir, "");
+    open(&p);
+    let inner = tcp_frame(b"probe-me")[14..].to_vec();
+    let mut gtp = vec![0x30, 0xff];
+    gtp.extend_from_slice(&(inner.len() as u16).to_be_bytes());
+    gtp.extend_from_slice(&[0, 0, 0, 7]);
+    gtp.extend_from_slice(&inner);
+    let mut udp = 2152u16.to_be_bytes().to_vec();
+    udp.extend_from_slice(&2152u16.to_be_bytes());
+    udp.extend_from_slice(&((8 + gtp.len()) as u16).to_be_bytes());
+    udp.extend_from_slice(&[0, 0]);
+    udp.extend_from_slice(&gtp);
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00, 0x45, 0];
+    f.extend_from_slice(&((20 + udp.len()) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0, 172, 16, 0, 1, 172, 16, 0, 2]);
+    f.extend_from_slice(&udp);
+    let q = QueueCounters::new(p.stages.len(), 0);
+    run(&p, &q, &[f]);
+    close(&p);
+    assert_eq!(eve_sids(&dir), [1]);
+}
