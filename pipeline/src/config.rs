@@ -559,6 +559,11 @@ fn validate_pipeline(file: &Path, cfg: &Config) -> Result<(), ConfigError> {
         if let StageConfig::RateLimit(r) = &s.value {
             check_rate_limit(file, i, s, r)?;
         }
+        if let StageConfig::Inspect(c) = &s.value {
+            c.check().map_err(|(key, message)| {
+                ConfigError::at(file, s, format!("pipeline[{i}].inspect.{key}"), message)
+            })?;
+        }
         if let StageConfig::Fronthaul(f) = &s.value {
             // The stage's checks start their message with its key: `fronthaul.numerology: ...`.
             f.validate().map_err(|e| {
@@ -795,9 +800,10 @@ fn check_order(
             | StageConfig::Vlan(_)
             | StageConfig::TxTime(_) => false,
             StageConfig::Acl(_) | StageConfig::Ttl | StageConfig::Dscp(_) => true,
-            StageConfig::Conntrack(_) | StageConfig::FlowStats(_) | StageConfig::RateLimit(_) => {
-                true
-            }
+            StageConfig::Conntrack(_)
+            | StageConfig::FlowStats(_)
+            | StageConfig::RateLimit(_)
+            | StageConfig::Inspect(_) => true,
             StageConfig::Route(_) | StageConfig::Respond(_) => true,
             StageConfig::Custom(c) => custom_reads_meta(&c.name),
         };

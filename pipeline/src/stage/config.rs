@@ -56,6 +56,10 @@ pub enum StageConfig {
     /// rate: `rate_limited` drop. Needs `parse`. CPU executor. SIGHUP reloads the rules.
     #[serde(rename = "rate_limit")]
     RateLimit(pktwarp_flow::rate::RateConfig),
+    /// `{ rules: [...], vars, strict, eve: {...}, alert_to }`: IDS rules over the payload
+    /// ([`crate::stage::inspect::InspectStageConfig`], docs/inspect.md). Needs `parse`. CPU
+    /// executor. Reloaded by SIGHUP.
+    Inspect(crate::stage::inspect::InspectStageConfig),
 }
 
 impl StageConfig {
@@ -78,6 +82,7 @@ impl StageConfig {
             StageConfig::Conntrack(_) => &crate::stage::conntrack::DESCRIPTOR,
             StageConfig::FlowStats(_) => &crate::stage::flow_stats::DESCRIPTOR,
             StageConfig::RateLimit(_) => &crate::stage::rate_limit::DESCRIPTOR,
+            StageConfig::Inspect(_) => &crate::stage::inspect::DESCRIPTOR,
         })
     }
 

@@ -104,6 +104,7 @@ pub const BUILTINS: &[&StageDescriptor] = &[
     &super::conntrack::DESCRIPTOR,
     &super::flow_stats::DESCRIPTOR,
     &super::rate_limit::DESCRIPTOR,
+    &super::inspect::DESCRIPTOR,
     &crate::fronthaul::stage::DESCRIPTOR,
     &crate::rewrite::l2fwd::DESCRIPTOR,
     &crate::rewrite::vlan::DESCRIPTOR,

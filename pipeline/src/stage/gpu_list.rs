@@ -180,6 +180,12 @@ impl Pipeline {
                 _ => false,
             })
             .map(|(i, s)| {
+                if s.name() == crate::stage::inspect::DESCRIPTOR.name {
+                    return format!(
+                        "stage `inspect` (pipeline[{i}]): {}",
+                        crate::stage::inspect::GPU_REFUSAL
+                    );
+                }
                 if matches!(s, Stage::Conntrack(_)) {
                     return format!(
                         "stage `conntrack` (pipeline[{i}]): {}",

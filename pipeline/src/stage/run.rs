@@ -769,6 +769,14 @@ pub fn build_for(
             StageConfig::RateLimit(c) => {
                 Stage::RateLimit(Box::new(crate::stage::rate_limit::RateLimitStage::new(c)?))
             }
+            StageConfig::Inspect(c) => Stage::Custom(Box::new(
+                CustomSlot::builtin(
+                    &crate::stage::inspect::DESCRIPTOR,
+                    crate::stage::inspect::factory(),
+                    &c.resolved(&resolve).options(),
+                )
+                .map_err(|e| anyhow::anyhow!("pipeline[{i}]: {e:#}"))?,
+            )),
             StageConfig::Respond(c) => Stage::Respond(Box::new(rw::stage::RespondSlot {
                 op: rw::Respond::new(c)?,
                 ingress_out: ports.map(|p| p.ingress_out()).unwrap_or_default(),
