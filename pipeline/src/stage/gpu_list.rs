@@ -45,6 +45,9 @@ pub struct GpuStageRef<'a> {
     pub acl_rewrites: bool,
     /// A user stage whose needs say `writes_frame`: its CUDA function takes `pw_frame *`.
     pub custom_writes: bool,
+    /// The stage's per-queue state (`pktwarp_kernels::KernelImage::queue_state`): `bytes` a
+    /// queue, the base address and queue count written at `addr_at` of its block.
+    pub queue_state: Vec<pktwarp_kernels::StageBuffer>,
 }
 
 impl GpuStageRef<'_> {
@@ -67,8 +70,8 @@ impl Stage {
     pub fn gpu_params(&self) -> Option<GpuParams> {
         match self {
             Stage::Parse | Stage::Acl(_) | Stage::Count | Stage::Custom(_) => None,
-            // The flow table is not placed in GPU memory yet.
-            Stage::Conntrack(_) => None,
+            // The tables are its per-queue state (Stage::gpu_queue_state).
+            Stage::Conntrack(c) => Some(block(crate::stage::conntrack::gpu_block(c.config()))),
             // The GPU grid's eAxCs are fixed: a config without `fronthaul.eaxcs` is CPU only.
             Stage::Fronthaul(f) => crate::fronthaul::gpu::gpu_params(f.config()).ok(),
             // The rewrite stages (gpu-kernels/cuda/rewrite_stages.cuh; blocks: rewrite::gpu).
@@ -91,7 +94,7 @@ impl Stage {
             Stage::Acl(_) => GpuStageKind::Acl,
             Stage::Count => GpuStageKind::Count,
             Stage::Custom(_) => GpuStageKind::Custom,
-            Stage::Conntrack(_) => GpuStageKind::CpuOnly,
+            Stage::Conntrack(_) => GpuStageKind::Library,
             Stage::Fronthaul(_) => match self.gpu_params() {
                 Some(_) => GpuStageKind::Library,
                 None => GpuStageKind::CpuOnly,
@@ -102,6 +105,24 @@ impl Stage {
             | Stage::Route(_)
             | Stage::Respond(_)
             | Stage::TxTime(_) => GpuStageKind::Library,
+        }
+    }
+}
+
+impl Stage {
+    /// The stage's state per queue on the GPU: one device buffer of `bytes` for every queue of
+    /// the executor, zeroed at start (conntrack: the queue's flow table). The executor writes
+    /// the base address (u64) at `addr_at` of the stage's block and the queue count (u32) at
+    /// `addr_at + 8`.
+    pub fn gpu_queue_state(&self) -> Vec<pktwarp_kernels::StageBuffer> {
+        match self {
+            Stage::Conntrack(c) => vec![pktwarp_kernels::StageBuffer {
+                name: "flow table".into(),
+                bytes: usize::try_from(crate::stage::conntrack::queue_state_bytes(c.config()))
+                    .unwrap_or(usize::MAX),
+                addr_at: crate::stage::conntrack::GPU_STATE_AT,
+            }],
+            _ => Vec::new(),
         }
     }
 }
@@ -136,6 +157,7 @@ impl Pipeline {
                     library,
                     acl_rewrites: matches!(s, Stage::Acl(a) if a.current().has_rewrites()),
                     custom_writes: matches!(s, Stage::Custom(c) if c.needs().writes_frame),
+                    queue_state: s.gpu_queue_state(),
                 }
             })
             .collect()
@@ -157,12 +179,6 @@ impl Pipeline {
                 _ => false,
             })
             .map(|(i, s)| {
-                if matches!(s, Stage::Conntrack(_)) {
-                    return format!(
-                        "stage `conntrack` (pipeline[{i}]): {}",
-                        crate::stage::conntrack::GPU_REFUSAL
-                    );
-                }
                 format!(
                     "stage `{}` (pipeline[{i}]) has no CUDA implementation, so the GPU executor \
                      cannot run this pipeline",

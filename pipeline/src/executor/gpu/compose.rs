@@ -12,6 +12,8 @@ pub struct StageSet {
     pub specs: Vec<StageSpec>,
     pub params: Vec<Vec<u8>>,
     pub buffers: Vec<Vec<StageBuffer>>,
+    /// Each stage's per-queue state (`KernelImage::queue_state`).
+    pub queue_state: Vec<Vec<StageBuffer>>,
 }
 
 /// The stage list of `p` for the kernel generator, with each stage's parameter block and
@@ -24,6 +26,7 @@ pub fn stage_set(p: &Pipeline) -> anyhow::Result<StageSet> {
         specs: Vec::new(),
         params: Vec::new(),
         buffers: Vec::new(),
+        queue_state: Vec::new(),
     };
     for (i, s) in p.gpu_stage_list().into_iter().enumerate() {
         let no_cuda = || {
@@ -33,6 +36,7 @@ pub fn stage_set(p: &Pipeline) -> anyhow::Result<StageSet> {
             )
         };
         let builtin = s.builtin_spec();
+        let queue_state = s.queue_state.clone();
         let (spec, params, buffers) = match (s.kind, s.custom, s.library) {
             (GpuStageKind::Parse | GpuStageKind::Acl | GpuStageKind::Count, _, _) => {
                 (builtin.ok_or_else(no_cuda)?, Vec::new(), Vec::new())
@@ -68,9 +72,23 @@ pub fn stage_set(p: &Pipeline) -> anyhow::Result<StageSet> {
                 );
             }
         }
+        // The per-queue state's base address (8 bytes) and queue count (4) go into the block.
+        for b in &queue_state {
+            if b.addr_at.checked_add(12).is_none_or(|e| e > params.len()) {
+                anyhow::bail!(
+                    "pipeline[{i}]: stage `{}`: per-queue state `{}` has its address at byte {} \
+                     of a {}-byte parameter block (12 bytes needed there)",
+                    s.name,
+                    b.name,
+                    b.addr_at,
+                    params.len()
+                );
+            }
+        }
         set.specs.push(spec);
         set.params.push(params);
         set.buffers.push(buffers);
+        set.queue_state.push(queue_state);
     }
     Ok(set)
 }
@@ -87,6 +105,7 @@ pub fn image_for_pipeline(p: &Pipeline) -> anyhow::Result<KernelImage> {
     let mut img =
         pktwarp_kernels::image_for(&set.specs, set.params).map_err(|e| anyhow::anyhow!("{e}"))?;
     img.buffers = set.buffers;
+    img.queue_state = set.queue_state;
     img.frame_room = u32::try_from(p.frame_room())
         .map_err(|_| anyhow::anyhow!("the stages' frame room does not fit 32 bits"))?;
     Ok(img)
@@ -140,6 +159,12 @@ impl StageCounterFold {
                         for (sum, v) in custom_sums[k].iter_mut().zip(block.v) {
                             *sum += v;
                         }
+                    }
+                    // The flow table's counters are v[1..=6] (conntrack_stage.cuh), in the
+                    // order of the CPU stage's COUNTER_NAMES.
+                    Stage::Conntrack(ct) => {
+                        let grown: Vec<u64> = (1..=6).map(d).collect();
+                        ct.add_gpu_counters(&grown);
                     }
                     // The responder counts its replies in v[1..=3] (rewrite_stages.cuh), as
                     // the CPU stage counts them into the same atomics.
