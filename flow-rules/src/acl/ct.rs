@@ -103,6 +103,37 @@ impl CtClassifiers {
     }
 }
 
+/// Magic of the per-state image ([`CtClassifiers::gpu_image`], `PW_ACL_CT_MAGIC`, "PWCT").
+pub const CT_IMAGE_MAGIC: u32 = 0x5443_5750;
+/// Words of the per-state image's header (`pw_acl_ct_image`).
+pub const CT_IMAGE_HEADER_WORDS: usize = 32;
+
+impl CtClassifiers {
+    /// The GPU image of the per-state classifiers (`pw_acl_ct_image` of cuda/pktwarp_abi.h): a
+    /// header (magic, version, the file's rule count, total words, then per state the word
+    /// offset of its classifier's image and of its index map), each state's image (as
+    /// [`AclClassifier::image`], 16-byte aligned), and each state's map from its rule indices
+    /// to file indices. The acl stage on the GPU picks the frame's state's image, as
+    /// [`CtClassifiers::classify`] does.
+    pub fn gpu_image(&self, file_rules: usize) -> Vec<u32> {
+        let mut img = vec![0u32; CT_IMAGE_HEADER_WORDS];
+        img[0] = CT_IMAGE_MAGIC;
+        img[1] = crate::abi::ACL_VERSION;
+        img[2] = file_rules as u32;
+        for (s, (cls, index)) in self.by_state.iter().enumerate() {
+            while img.len() % 4 != 0 {
+                img.push(0);
+            }
+            img[4 + s] = img.len() as u32;
+            img.extend_from_slice(cls.image());
+            img[4 + STATES + s] = img.len() as u32;
+            img.extend_from_slice(index);
+        }
+        img[3] = img.len() as u32;
+        img
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -127,6 +127,18 @@ impl Stage {
     }
 }
 
+/// An acl stage whose rule set has `ct:` rules and rewrites: the GPU's rewriting acl stage
+/// (`pw_stage_acl_rw`) reads rewrites from one classifier image, not the per-state ones.
+fn acl_ct_with_rewrites(s: &Stage) -> bool {
+    match s {
+        Stage::Acl(a) => {
+            let a = a.current();
+            a.first_ct_rule().is_some() && a.has_rewrites()
+        }
+        _ => false,
+    }
+}
+
 fn block(block: Vec<u8>) -> GpuParams {
     GpuParams {
         block,
@@ -176,9 +188,17 @@ impl Pipeline {
                     _ => false,
                 },
                 GpuStageKind::Library => pktwarp_kernels::StageSpec::builtin(s.name()).is_none(),
+                GpuStageKind::Acl => acl_ct_with_rewrites(s),
                 _ => false,
             })
             .map(|(i, s)| {
+                if acl_ct_with_rewrites(s) {
+                    return format!(
+                        "stage `acl` (pipeline[{i}]): a rule set with both `ct:` rules and \
+                         rewrite actions (`set:`) has no CUDA implementation, so the GPU \
+                         executor cannot run this pipeline"
+                    );
+                }
                 format!(
                     "stage `{}` (pipeline[{i}]) has no CUDA implementation, so the GPU executor \
                      cannot run this pipeline",
