@@ -107,6 +107,10 @@ TESTS=${TESTS:-$(dirname "$BIN")/tests}
 # cuMemAlloc buffers) gathered into device ring slots, persistent and launch: counts equal to
 # the CPU executor's, every buffer given back (pipeline/tests/gpu_direct_ingest.rs).
 [ -x "$TESTS/gpu_direct_ingest" ] && step gpu-direct-ingest 180 env CI=true "$TESTS/gpu_direct_ingest" --nocapture
+# conntrack on the GPU: the stateful firewall frame by frame (ct_state, action, rule) and its
+# counters equal to the CPU executor's, bursts of 32 and 256, every mode and placement
+# (pipeline/tests/gpu_conntrack.rs); the daemon-level check is scripts/gpu-conntrack-check.sh.
+[ -x "$TESTS/gpu_conntrack" ] && step conntrack 300 env CI=true "$TESTS/gpu_conntrack" --nocapture
 step restart 300 scripts/gpu-restart-check.sh "$BIN" "$RES"
 step bench 220 "$BIN" bench --classbench "$CB" --out "$RES"
 step reload-torture-persistent 90 "$BIN" verify --trace "$CB/acl1_10K_trace.gz" --rules "$CB/acl1_10K" --rules-b "$CB/fw1_10K" --reload-torture 100 --swap-every 4 --mode persistent --placement device --queues 2 --ctas 2 --json "$RES/torture-persistent.json"

@@ -12,57 +12,14 @@
 //! frames per flow (cuda/flow_order.cuh) is held to the same result on the GPU machine
 //! (scripts/gpu-conntrack-check.sh, the hardware-only test in pipeline/tests/gpu_conntrack.rs).
 
-use std::path::{Path, PathBuf};
+mod conntrack_common;
 
+use conntrack_common::{firewall, traffic};
 use pipeline::burst::FrameDesc;
-use pipeline::config;
 use pipeline::counters::QueueCounters;
-use pipeline::daemon;
 use pipeline::stage::{Pipeline, Stage};
 use pipeline::verdict::Verdict;
-use pktwarp_flow::testgen::{generate, GenConfig};
 use pktwarp_kernels::host::{AclSel, HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The shipped stateful firewall with `entries` per queue, its inside network the generator's
-/// clients (10.0.0.0/16), prepared as the daemon prepares it.
-fn firewall(entries: u64, name: &str) -> std::sync::Arc<Pipeline> {
-    let d = std::env::temp_dir().join(format!("pktwarp-ct-host-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(d.join("rules")).unwrap();
-    let c = root().join("configs");
-    std::fs::copy(c.join("stateful-firewall.pcap"), d.join("stateful-firewall.pcap")).unwrap();
-    let rules = std::fs::read_to_string(c.join("rules/stateful-firewall.rules.yaml")).unwrap();
-    assert!(rules.contains("10.1.0.0/16"));
-    std::fs::write(
-        d.join("rules/stateful-firewall.rules.yaml"),
-        rules.replace("10.1.0.0/16", "10.0.0.0/16"),
-    )
-    .unwrap();
-    let text = std::fs::read_to_string(c.join("stateful-firewall.yaml")).unwrap();
-    assert!(text.contains("entries: 65536"));
-    let text = text.replace("entries: 65536", &format!("entries: {entries}"));
-    std::fs::write(d.join("c.yaml"), text + "metrics: { enabled: false }\n").unwrap();
-    let cfg = config::load(&d.join("c.yaml")).unwrap_or_else(|e| panic!("{e}"));
-    let p = daemon::prepare(cfg).unwrap_or_else(|e| panic!("{e:#}")).pipeline;
-    assert_eq!(p.gpu_refusal(), None, "the GPU executor runs the stateful firewall");
-    p
-}
-
-/// Receive queue of a frame: the XOR of its IP addresses' bytes (the same both ways, as the
-/// flow-key steering of a config with `conntrack` keeps a flow on one queue), modulo 2.
-fn queue_of(f: &[u8]) -> u16 {
-    let off = if f.len() > 14 && f[12..14] == [0x81, 0x00] { 4 } else { 0 };
-    let et = f.get(12 + off..14 + off).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
-    let addrs = match et {
-        0x0800 => f.get(26 + off..34 + off),
-        0x86dd => f.get(22 + off..54 + off),
-        _ => None,
-    };
-    addrs.map_or(0, |a| a.iter().fold(0u8, |x, b| x ^ b) as u16 & 1)
-}
 
 fn cpu_verdict_bytes(v: &Verdict) -> [u8; VERDICT_BYTES] {
     let mut b = [0u8; VERDICT_BYTES];
@@ -167,29 +124,6 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Vec<(&
         assert!(states[s] > 0, "no frame in state {s}: {states:?}");
     }
     cpu
-}
-
-fn traffic(seed: u64, frames: usize) -> Vec<(FrameDesc, Vec<u8>)> {
-    let g = GenConfig {
-        seed,
-        frames,
-        concurrent: 48,
-        idle_pct: 2,
-        ..GenConfig::default()
-    };
-    generate(&g)
-        .into_iter()
-        .map(|f| {
-            let d = FrameDesc {
-                queue: queue_of(&f.bytes),
-                len: f.bytes.len() as u32,
-                wire_len: f.bytes.len() as u32,
-                timestamp_ns: f.time_ns,
-                ..FrameDesc::default()
-            };
-            (d, f.bytes)
-        })
-        .collect()
 }
 
 #[test]
