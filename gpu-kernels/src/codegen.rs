@@ -827,7 +827,12 @@ mod tests {
         // parse and guard may drop before conntrack: both skip; acl's drop returns plainly.
         assert_eq!(body[..ct].matches("pw_order_skip();").count(), 2, "{body}");
         assert_eq!(body[ct..].matches("pw_order_skip();").count(), 0, "{body}");
-        assert_eq!(body[ct..].matches("if (v->action == PW_ACTION_DROP) return;").count(), 2);
+        assert_eq!(
+            body[ct..]
+                .matches("if (v->action == PW_ACTION_DROP) return;")
+                .count(),
+            2
+        );
         let plain = generate(&list(&["parse", "guard", "acl"]), Target::Gpu).unwrap();
         assert!(!plain.contains("PW_PIPELINE_ORDERED") && !plain.contains("pw_order_skip"));
         let e = template_of(&list(&["parse", "conntrack", "conntrack"])).unwrap_err();
@@ -860,14 +865,5 @@ mod tests {
         );
         assert_eq!(s.matches("B\n").count(), 1);
         assert!(s.contains("#include \"c.h\""));
-    }
-}
-#[cfg(test)]
-mod tmp_emit {
-    #[test]
-    fn tmp_emit() {
-        let l: Vec<_> = ["parse", "conntrack", "acl", "count"].iter().map(|n| super::StageSpec::builtin(n).unwrap()).collect();
-        let src = crate::pipeline_source(&l, super::Target::Gpu).unwrap();
-        std::fs::write("/tmp/gpuct-emit.cu", src).unwrap();
     }
 }

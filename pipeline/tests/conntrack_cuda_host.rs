@@ -54,7 +54,11 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Vec<(&
         .chunks_exact(4)
         .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
         .collect();
-    assert_eq!(words[0], flow_rules::acl::ct::CT_IMAGE_MAGIC, "a per-state image");
+    assert_eq!(
+        words[0],
+        flow_rules::acl::ct::CT_IMAGE_MAGIC,
+        "a per-state image"
+    );
     let mut hits = vec![0u64; n_rules];
     let sel = AclSel {
         tables: words.as_ptr() as u64,
@@ -88,7 +92,15 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Vec<(&
             };
             let mut gm = [0xAAu8; META_BYTES];
             let mut gv = [0x55u8; VERDICT_BYTES];
-            host.run_frame_mut(&mut buf, &mut hf, &blocks, Some(&sel), &mut gm, &mut gv, &mut gc);
+            host.run_frame_mut(
+                &mut buf,
+                &mut hf,
+                &blocks,
+                Some(&sel),
+                &mut gm,
+                &mut gv,
+                &mut gc,
+            );
             let cv = cpu_verdict_bytes(&verdicts[i]);
             assert!(
                 &gm == metas[i].as_bytes() && gv[..2] == cv[..2] && gv[4..12] == cv[4..12],

@@ -44,7 +44,9 @@ fn check(mode: Mode, placement: Placement, burst: usize) {
     let cpu_counters: Vec<u64> = ct.counters().iter().map(|c| c.1).collect();
 
     let image = image_for_pipeline(&p).expect("image");
-    assert!(pktwarp_kernels::codegen::pipeline_orders_flows(&image.stages));
+    assert!(pktwarp_kernels::codegen::pipeline_orders_flows(
+        &image.stages
+    ));
     let acl = p.acl().expect("acl");
     let bytes = acl.gpu_image_bytes();
     let pd = PipelineDesc {

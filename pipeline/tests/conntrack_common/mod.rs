@@ -26,7 +26,11 @@ pub fn firewall(entries: u64, name: &str) -> Arc<Pipeline> {
     let d = std::env::temp_dir().join(format!("pktwarp-ct-host-{}-{name}", std::process::id()));
     std::fs::create_dir_all(d.join("rules")).unwrap();
     let c = root().join("configs");
-    std::fs::copy(c.join("stateful-firewall.pcap"), d.join("stateful-firewall.pcap")).unwrap();
+    std::fs::copy(
+        c.join("stateful-firewall.pcap"),
+        d.join("stateful-firewall.pcap"),
+    )
+    .unwrap();
     let rules = std::fs::read_to_string(c.join("rules/stateful-firewall.rules.yaml")).unwrap();
     assert!(rules.contains("10.1.0.0/16"));
     std::fs::write(
@@ -39,16 +43,28 @@ pub fn firewall(entries: u64, name: &str) -> Arc<Pipeline> {
     let text = text.replace("entries: 65536", &format!("entries: {entries}"));
     std::fs::write(d.join("c.yaml"), text + "metrics: { enabled: false }\n").unwrap();
     let cfg = config::load(&d.join("c.yaml")).unwrap_or_else(|e| panic!("{e}"));
-    let p = daemon::prepare(cfg).unwrap_or_else(|e| panic!("{e:#}")).pipeline;
-    assert_eq!(p.gpu_refusal(), None, "the GPU executor runs the stateful firewall");
+    let p = daemon::prepare(cfg)
+        .unwrap_or_else(|e| panic!("{e:#}"))
+        .pipeline;
+    assert_eq!(
+        p.gpu_refusal(),
+        None,
+        "the GPU executor runs the stateful firewall"
+    );
     p
 }
 
 /// Receive queue of a frame: the XOR of its IP addresses' bytes (the same both ways, as the
 /// flow-key steering of a config with `conntrack` keeps a flow on one queue), modulo 2.
 pub fn queue_of(f: &[u8]) -> u16 {
-    let off = if f.len() > 14 && f[12..14] == [0x81, 0x00] { 4 } else { 0 };
-    let et = f.get(12 + off..14 + off).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+    let off = if f.len() > 14 && f[12..14] == [0x81, 0x00] {
+        4
+    } else {
+        0
+    };
+    let et = f
+        .get(12 + off..14 + off)
+        .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
     let addrs = match et {
         0x0800 => f.get(26 + off..34 + off),
         0x86dd => f.get(22 + off..54 + off),
@@ -79,4 +95,3 @@ pub fn traffic(seed: u64, frames: usize) -> Vec<(FrameDesc, Vec<u8>)> {
         })
         .collect()
 }
-

@@ -820,10 +820,7 @@ impl Drop for GpuExecutor {
 /// queue: the bursts of a queue one after another, each burst's frames on one block, where
 /// cuda/flow_order.cuh orders them per flow. More CTAs per queue (`ctas_per_queue`, several
 /// bursts at once) or per burst (`burst_ctas`) would apply frames of one flow out of order.
-fn one_cta_for_ordered_state(
-    opts: &mut GpuOptions,
-    image: &KernelImage,
-) -> anyhow::Result<()> {
+fn one_cta_for_ordered_state(opts: &mut GpuOptions, image: &KernelImage) -> anyhow::Result<()> {
     let Some(s) = image.stages.iter().find(|s| s.orders_flows()) else {
         return Ok(());
     };
