@@ -150,6 +150,40 @@ mod tests {
         r
     }
 
+    /// The GPU image: the header names each state's classifier image (16-byte aligned, as
+    /// the state's own image) and its index map (the state's rules' file indices).
+    #[test]
+    fn the_gpu_image_holds_each_states_classifier_and_map() {
+        let set = AclRuleSet {
+            rules: vec![
+                rule(1 << 4, 80, Verdict::Drop),
+                rule(0b1100, 80, Verdict::Pass),
+                rule(0, 443, Verdict::Pass),
+            ],
+            ..AclRuleSet::default()
+        };
+        let c = CtClassifiers::build(&set).expect("ct rules");
+        let img = c.gpu_image(3);
+        assert_eq!(img[0], CT_IMAGE_MAGIC);
+        assert_eq!(img[2], 3);
+        assert_eq!(img[3] as usize, img.len());
+        for (s, (cls, index)) in c.by_state.iter().enumerate() {
+            let at = img[4 + s] as usize;
+            assert_eq!(at % 4, 0, "state {s}: aligned");
+            assert_eq!(&img[at..at + cls.image().len()], cls.image());
+            let m = img[4 + STATES + s] as usize;
+            assert_eq!(&img[m..m + index.len()], index.as_slice());
+        }
+        // invalid (4): rules 0 and 2; established (2): rules 1 and 2; new (1): rule 2.
+        let map = |s: usize| {
+            let m = img[4 + STATES + s] as usize;
+            img[m..m + c.by_state[s].1.len()].to_vec()
+        };
+        assert_eq!(map(4), [0, 2]);
+        assert_eq!(map(2), [1, 2]);
+        assert_eq!(map(1), [2]);
+    }
+
     #[test]
     fn states_parse_from_names_and_lists() {
         assert_eq!(parse_states(["new"]), Ok(1 << 1));
