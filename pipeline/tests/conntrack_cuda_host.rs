@@ -124,8 +124,8 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Vec<(&
         gpu,
         "conntrack counters {cpu:?}"
     );
-    for k in 0..4 {
-        assert_eq!(gc[k][0], c.stage_frames[k].get(), "frames at stage {k}");
+    for (k, g) in gc.iter().enumerate().take(4) {
+        assert_eq!(g[0], c.stage_frames[k].get(), "frames at stage {k}");
     }
     assert_eq!(gc[2][2], c.acl_default.get(), "acl defaults");
     let cpu_hits: Vec<u64> = c.rule_hits.iter().map(|h| h.get()).collect();

@@ -482,10 +482,9 @@ impl GpuExecutor {
         }
         let ctx = Context::new(opts.device)
             .map_err(|e| anyhow::anyhow!("executor gpu: no usable GPU: {e}"))?;
-        let mut opts = opts;
+        let mut opts = one_cta_for_ordered_state(opts, image)?;
         let composed = image.template == pktwarp_kernels::Template::Composed;
         placement_hint(&opts, image, n_queues);
-        one_cta_for_ordered_state(&mut opts, image)?;
         if pktwarp_kernels::codegen::pipeline_sets_send_time(&image.stages) {
             // Send times reach the ports in the TX ring, which a tagged queue does not have.
             if opts.tagged == Some(true) {
@@ -820,9 +819,12 @@ impl Drop for GpuExecutor {
 /// queue: the bursts of a queue one after another, each burst's frames on one block, where
 /// cuda/flow_order.cuh orders them per flow. More CTAs per queue (`ctas_per_queue`, several
 /// bursts at once) or per burst (`burst_ctas`) would apply frames of one flow out of order.
-fn one_cta_for_ordered_state(opts: &mut GpuOptions, image: &KernelImage) -> anyhow::Result<()> {
+fn one_cta_for_ordered_state(
+    mut opts: GpuOptions,
+    image: &KernelImage,
+) -> anyhow::Result<GpuOptions> {
     let Some(s) = image.stages.iter().find(|s| s.orders_flows()) else {
-        return Ok(());
+        return Ok(opts);
     };
     if opts.ctas_per_queue != 1 {
         anyhow::bail!(
@@ -840,5 +842,5 @@ fn one_cta_for_ordered_state(opts: &mut GpuOptions, image: &KernelImage) -> anyh
         ),
         _ => opts.burst_ctas = Some(1),
     }
-    Ok(())
+    Ok(opts)
 }
