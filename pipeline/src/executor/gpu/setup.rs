@@ -819,7 +819,7 @@ impl Drop for GpuExecutor {
 /// queue: the bursts of a queue one after another, each burst's frames on one block, where
 /// cuda/flow_order.cuh orders them per flow. More CTAs per queue (`ctas_per_queue`, several
 /// bursts at once) or per burst (`burst_ctas`) would apply frames of one flow out of order.
-fn one_cta_for_ordered_state(
+pub(super) fn one_cta_for_ordered_state(
     mut opts: GpuOptions,
     image: &KernelImage,
 ) -> anyhow::Result<GpuOptions> {
