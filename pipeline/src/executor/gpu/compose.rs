@@ -200,6 +200,42 @@ mod tests {
         c
     }
 
+    /// The GPU tables' counters (v[1..=6] of conntrack's block, per queue) are added to the
+    /// stage's as they grow, in COUNTER_NAMES order.
+    #[test]
+    fn the_flow_tables_counters_are_folded_into_conntracks() {
+        let cfg: pktwarp_flow::FlowConfig = serde_saphyr::from_str("entries: 64\n").unwrap();
+        let ct = crate::stage::conntrack::ConntrackStage::new(&cfg).unwrap();
+        let p = Pipeline::new(vec![Stage::Parse, Stage::Conntrack(Box::new(ct))]);
+        let q = vec![
+            Arc::new(QueueCounters::new(2, 0)),
+            Arc::new(QueueCounters::new(2, 0)),
+        ];
+        let mut b0 = block(5, 0);
+        b0.v[1..7].copy_from_slice(&[1, 2, 3, 4, 5, 6]);
+        let mut b1 = block(5, 0);
+        b1.v[1..7].copy_from_slice(&[10, 0, 0, 0, 0, 1]);
+        let mut fold = StageCounterFold::default();
+        fold.fold(&p, &[vec![block(5, 0), b0], vec![block(5, 0), b1]], &q);
+        b0.v[1] = 4; // queue 0 created 3 more
+        fold.fold(&p, &[vec![block(5, 0), b0], vec![block(5, 0), b1]], &q);
+        let Stage::Conntrack(ct) = &p.stages[1] else {
+            unreachable!()
+        };
+        let got: Vec<(&str, u64)> = ct.counters();
+        assert_eq!(
+            got,
+            [
+                ("created", 14),
+                ("expired", 2),
+                ("early_evicted", 3),
+                ("table_full", 4),
+                ("untracked", 5),
+                ("invalid", 7)
+            ]
+        );
+    }
+
     #[test]
     fn the_responders_replies_are_folded_into_its_counters() {
         let cfg: crate::rewrite::RespondConfig = serde_json::from_value(
