@@ -42,6 +42,8 @@ PW_DEVICE void pw_order_wait(uint32_t key) {
     for (uint32_t t = 0u; t < threadIdx.x; t++) {
         while (pw_order_state[t] == 0u) {
         }
+        /* Its key (written before its state, behind the publisher's fence) after its state. */
+        __threadfence_block();
         if (key != PW_ORDER_NONE && pw_order_key[t] == key) {
             while (pw_order_state[t] != 2u) {
             }
