@@ -138,20 +138,17 @@ for t in tools/gpu-probes/*.cu; do
     echo "check-kernels: $t compiles"
   fi
 done
-# The flow table (cuda/flow.cuh) is in no pipeline yet: its two burst phases in a kernel of their
-# own, so the header keeps compiling for the GPU (and without spills) until a stage uses it.
-cat >"$tmp/flow.cu" <<'EOF'
-#include "flow.cuh"
-extern "C" __global__ void pw_flow_burst_check(const pw_flow_table *t, pw_flow_counters *c, uint32_t n,
-                                               const pw_packet_meta *metas, const uint8_t *const *frames,
-                                               const uint32_t *lens, const uint64_t *now, pw_flow_pkt *pk,
-                                               pw_flow_result *out) {
-    pw_flow_burst_classify(t, n, metas, frames, lens, pk, threadIdx.x, blockDim.x);
-    __syncthreads();
-    pw_flow_burst_apply(t, c, n, pk, now, out, threadIdx.x, blockDim.x);
-}
-EOF
-compile_report "flow table (cuda/flow.cuh)" "$tmp/flow.cu"
+# The flow table (cuda/flow.cuh) and the per-flow ordering (cuda/flow_order.cuh) run in the
+# conntrack stage of the stateful firewall's composed kernel (configs/stateful-firewall.yaml,
+# compiled above): that config must have given a kernel, not "a CPU-only stage".
+sfw_compiled=0
+for v in "${compiled[@]}"; do
+  case "$v" in "configs/stateful-firewall.yaml ("*) sfw_compiled=1 ;; esac
+done
+if [ -f configs/stateful-firewall.yaml ] && [ "$sfw_compiled" != 1 ]; then
+  echo "check-kernels: FAILED: configs/stateful-firewall.yaml (conntrack) gave no GPU kernel to compile" >&2
+  fail=1
+fi
 # The rate-limit table (cuda/rate_limit.cuh) likewise: the GPU executor has no per-queue device
 # state for it yet (the `rate_limit` stage runs on the CPU executor).
 cat >"$tmp/rate_limit.cu" <<'EOF'

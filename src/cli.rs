@@ -44,6 +44,8 @@ enum Command {
     Classify(cmd::classify::Args),
     /// Write a seeded ClassBench-like IPv6 rule set and trace (dpdk-test-acl --ipv6 format).
     AclGen(cmd::acl_gen::Args),
+    /// Write a pcap of seeded connection traffic with churn (for the conntrack stage).
+    FlowGen(cmd::flow_gen::Args),
     /// Run the CPU and GPU executors on the same input and compare every packet.
     Verify(cmd::verify::Args),
     /// GPU benchmarks: stage throughput, end to end, latency.
@@ -89,6 +91,7 @@ pub fn run_with(registry: &StageRegistry, args: impl IntoIterator<Item = OsStrin
         Command::Fronthaul(a) => cmd::fronthaul::run(a),
         Command::Classify(a) => cmd::classify::run(a),
         Command::AclGen(a) => cmd::acl_gen::run(a),
+        Command::FlowGen(a) => cmd::flow_gen::run(a),
         Command::Verify(a) => cmd::verify::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Kernels(a) => cmd::kernels::run_with(a, registry),

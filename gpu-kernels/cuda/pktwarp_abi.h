@@ -366,6 +366,23 @@ typedef struct pw_acl_tables {
     pw_acl_family fam[3]; /* 32 */
 } pw_acl_tables;
 
+/* A rule set with `ct:` rules: one classifier per connection state (flow_rules::acl::ct,
+ * CtClassifiers::gpu_image), picked by pw_packet_meta.ct_state (a state past the last one is
+ * `invalid`, 4). The composed acl stage reads it (cuda/stages.cuh); its rule numbers are the
+ * file's, through each state's index map. */
+#define PW_ACL_CT_MAGIC 0x54435750u /* "PWCT" */
+#define PW_ACL_CT_STATES 7u
+typedef struct pw_acl_ct_image {
+    uint32_t magic;                       /*  0 PW_ACL_CT_MAGIC */
+    uint32_t version;                     /*  4 PW_ACL_VERSION */
+    uint32_t num_rules;                   /*  8 the file's */
+    uint32_t total_words;                 /* 12 */
+    uint32_t image_off[PW_ACL_CT_STATES]; /* 16 word offset of each state's pw_acl_tables image */
+    uint32_t map_off[PW_ACL_CT_STATES];   /* 44 word offset of each state's rule -> file rule map */
+    uint32_t reserved[14];                /* 72 */
+} pw_acl_ct_image;
+
+PW_STATIC_ASSERT(sizeof(pw_acl_ct_image) == 128, "pw_acl_ct_image size");
 PW_STATIC_ASSERT(sizeof(pw_acl_family) == 32, "pw_acl_family size");
 PW_STATIC_ASSERT(sizeof(pw_acl_tables) == 128, "pw_acl_tables size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_acl_tables, actions_off) == 20, "pw_acl_tables.actions_off");

@@ -70,19 +70,39 @@ PW_DEVICE void pw_stage_parse(const pw_frame *f, pw_packet_meta *meta, pw_verdic
     }
 }
 
+/* The first rule matching the key (the file's rule number), its action word and mark in *w /
+ * *mk (unset on PW_ACL_NO_MATCH). A rule set with `ct:` rules (PW_ACL_CT_MAGIC) is classified by
+ * the frame's connection state's classifier, its answer mapped to the file's rule, as
+ * flow_rules::acl::ct::CtClassifiers::classify does. */
+PW_DEVICE uint32_t pw_acl_lookup(const pw_acl_tables *t, const pw_packet_meta *meta, const pw_acl_key *k,
+                                 uint32_t *w, uint32_t *mk) {
+    if (!t) return PW_ACL_NO_MATCH;
+    if (t->magic == PW_ACL_CT_MAGIC) {
+        const uint32_t *img = (const uint32_t *)t;
+        const pw_acl_ct_image *ct = (const pw_acl_ct_image *)t;
+        const uint32_t s = meta->ct_state < PW_ACL_CT_STATES ? meta->ct_state : 4u;
+        const pw_acl_tables *ts = (const pw_acl_tables *)(img + ct->image_off[s]);
+        const uint32_t r = pw_acl_classify(ts, k);
+        if (r == PW_ACL_NO_MATCH) return r;
+        *w = pw_acl_action(ts, r, mk);
+        return img[ct->map_off[s] + r];
+    }
+    const uint32_t r = pw_acl_classify(t, k);
+    if (r != PW_ACL_NO_MATCH) *w = pw_acl_action(t, r, mk);
+    return r;
+}
+
 /* The acl stage's lookup and verdict (rule, mark, action, counters); returns the rule. */
 PW_DEVICE uint32_t pw_acl_stage_verdict(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v,
                                         const void *params, pw_stage_counters *c) {
     const pw_acl_sel *a = (const pw_acl_sel *)params;
     pw_acl_key k;
     pw_acl_key_from_meta(meta, f->port, &k);
-    const pw_acl_tables *t = (const pw_acl_tables *)a->tables;
-    const uint32_t rule = t ? pw_acl_classify(t, &k) : PW_ACL_NO_MATCH;
+    uint32_t w = 0u, mk = 0u;
+    const uint32_t rule = pw_acl_lookup((const pw_acl_tables *)a->tables, meta, &k, &w, &mk);
     uint8_t action = a->default_action;
     uint32_t mark = 0u;
     if (rule != PW_ACL_NO_MATCH) {
-        uint32_t mk = 0u;
-        const uint32_t w = pw_acl_action(t, rule, &mk);
         const uint32_t code = w & 0xFFu;
         action = (uint8_t)(code < PW_ACTIONS ? code : PW_ACTION_PASS); /* flow_rules Verdict::from_code */
         mark = ((w >> 8) & 1u) ? mk : 0u;

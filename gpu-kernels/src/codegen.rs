@@ -99,6 +99,17 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
     rewrite("route", "pw_stage_route", true),
     rewrite("respond", "pw_stage_respond", true),
     // Sets the send time from the receive time (pw_verdict.send_ns); the frame is not written.
+    // Connection tracking: a flow table per queue in the executor's per-queue stage state,
+    // frames of one flow in arrival order (ORDERED).
+    LibraryStage {
+        name: "conntrack",
+        function: "pw_stage_conntrack",
+        header: "conntrack_stage.cuh",
+        reads_meta: true,
+        writes_frame: false,
+        reads_time: true,
+        sets_send_time: false,
+    },
     LibraryStage {
         name: "tx_time",
         function: "pw_stage_tx_time",
@@ -118,6 +129,14 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
 /// whole large frames would move more bytes than their header reads. A list beside
 /// [`LIBRARY_STAGES`] rather than a field of it, so entries added elsewhere need no change.
 pub const READS_PAYLOAD: &[&str] = &["pw_stage_fronthaul"];
+
+/// Library stages that keep state per queue which frames of one flow must change in arrival
+/// order (conntrack's flow table): the generated source defines `PW_PIPELINE_ORDERED`, whose
+/// round hooks (cuda/flow_order.cuh) take a round's frames in order per flow, and a frame that a
+/// stage before the ordered one drops is marked skipped (`pw_order_skip`). The executor runs such
+/// a pipeline with one CTA per queue (bursts of a queue in order). One ordered stage per
+/// pipeline, and not beside a stage with round hooks of its own (fronthaul).
+pub const ORDERED: &[&str] = &["pw_stage_conntrack"];
 
 /// A rewrite stage of `cuda/rewrite_stages.cuh`: it writes the frame.
 const fn rewrite(name: &'static str, function: &'static str, reads_meta: bool) -> LibraryStage {
@@ -209,6 +228,11 @@ impl StageSpec {
         matches!(&self.kind, StageKind::Library { function, .. } if READS_PAYLOAD.contains(function))
     }
 
+    /// Whether the stage keeps per-queue state in flow order (see [`ORDERED`]).
+    pub fn orders_flows(&self) -> bool {
+        matches!(&self.kind, StageKind::Library { function, .. } if ORDERED.contains(function))
+    }
+
     /// Whether the stage reads the frame's receive time (see [`LibraryStage::reads_time`]).
     pub fn reads_time(&self) -> bool {
         match &self.kind {
@@ -292,6 +316,7 @@ pub fn template_of(stages: &[StageSpec]) -> Result<Template, CodegenError> {
         }
         parsed |= s.kind == StageKind::Parse;
     }
+    check_ordered(stages)?;
     let order = [StageKind::Parse, StageKind::Acl, StageKind::Count];
     let mut next = 0;
     for s in stages {
@@ -301,6 +326,42 @@ pub fn template_of(stages: &[StageSpec]) -> Result<Template, CodegenError> {
         }
     }
     Ok(Template::Fused)
+}
+
+/// An [`ORDERED`] stage takes the round hooks: one per pipeline, and none beside a stage with
+/// round hooks of its own (fronthaul decodes PRBs in them).
+fn check_ordered(stages: &[StageSpec]) -> Result<(), CodegenError> {
+    let mut ordered = stages.iter().enumerate().filter(|(_, s)| s.orders_flows());
+    let Some((first, f)) = ordered.next() else {
+        return Ok(());
+    };
+    if let Some((i, s)) = ordered.next() {
+        return Err(CodegenError {
+            stage: i,
+            message: format!(
+                "stage `{}`: a GPU pipeline has at most one stage that keeps per-queue flow \
+                 state (`{}` is pipeline[{first}])",
+                s.name, f.name
+            ),
+        });
+    }
+    if let Some((i, s)) = stages.iter().enumerate().find(|(_, s)| s.reads_payload()) {
+        return Err(CodegenError {
+            stage: i,
+            message: format!(
+                "stage `{}` and stage `{}` (pipeline[{first}]) cannot share a GPU pipeline \
+                 (both work on whole rounds of frames); run it on the CPU executor",
+                s.name, f.name
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Whether a stage of the list keeps per-queue state in flow order ([`ORDERED`]): the executor
+/// then runs one CTA per queue.
+pub fn pipeline_orders_flows(stages: &[StageSpec]) -> bool {
+    stages.iter().any(StageSpec::orders_flows)
 }
 
 /// Whether `s` can name a C function (a user stage's CUDA entry point).
@@ -348,6 +409,9 @@ pub fn generate(stages: &[StageSpec], target: Target) -> Result<String, CodegenE
     }
     if stages.iter().any(StageSpec::reads_payload) {
         let _ = writeln!(out, "#define PW_PIPELINE_READS_PAYLOAD 1");
+    }
+    if pipeline_orders_flows(stages) {
+        let _ = writeln!(out, "#define PW_PIPELINE_ORDERED 1");
     }
     out.push_str("#include \"stages.cuh\"\n");
     let mut seen: Vec<&str> = Vec::new();
@@ -408,6 +472,9 @@ fn frame_function(stages: &[StageSpec]) -> String {
          PW_DEVICE void pw_pipeline_frame(pw_frame *f, pw_packet_meta *m, pw_verdict *v,\n\
          \x20                                 const pw_pipeline_ctx *ctx) {\n",
     );
+    // Frames dropped before the ordered stage never reach it: marked skipped so the later
+    // frames of their round do not wait for them (cuda/flow_order.cuh).
+    let ordered_at = stages.iter().position(StageSpec::orders_flows);
     for (k, s) in stages.iter().enumerate() {
         let _ = writeln!(f, "    /* {k}: {} */", s.name);
         let _ = writeln!(f, "    PW_ADD64(&ctx->counters[{k}].v[0], 1);");
@@ -426,7 +493,9 @@ fn frame_function(stages: &[StageSpec]) -> String {
                  v->drop_reason = (uint8_t)PW_DROP_STAGE;\n",
             );
         }
-        if k + 1 < stages.len() {
+        if ordered_at.is_some_and(|o| k < o) {
+            f.push_str("    if (v->action == PW_ACTION_DROP) {\n        pw_order_skip();\n        return;\n    }\n");
+        } else if k + 1 < stages.len() {
             f.push_str("    if (v->action == PW_ACTION_DROP) return;\n");
         }
     }
@@ -737,6 +806,44 @@ mod tests {
         assert_eq!(template_of(&l), Ok(Template::Composed));
         let rw = generate(&l, Target::Gpu).unwrap();
         assert!(rw.contains("#define PW_PIPELINE_WRITES 1"), "{rw}");
+    }
+
+    /// conntrack keeps per-queue state in flow order: the list defines PW_PIPELINE_ORDERED,
+    /// frames dropped before it are marked skipped (the later frames of their round would wait
+    /// for them), drops after it return plainly; a second ordered stage, or one beside
+    /// fronthaul's round hooks, is refused naming the stage.
+    #[test]
+    fn an_ordered_stage_marks_the_frames_dropped_before_it() {
+        let l = list(&["parse", "guard", "conntrack", "acl", "count"]);
+        assert!(l[2].orders_flows() && !l[3].orders_flows());
+        assert!(l[2].reads_meta() && l[2].reads_time() && !l[2].writes_frame());
+        assert_eq!(template_of(&l), Ok(Template::Composed));
+        assert!(pipeline_orders_flows(&l) && pipeline_reads_time(&l));
+        let src = generate(&l, Target::Gpu).unwrap();
+        assert!(src.contains("#define PW_PIPELINE_ORDERED 1"), "{src}");
+        assert!(src.contains("#include \"conntrack_stage.cuh\""), "{src}");
+        let body = &src[src.find("void pw_pipeline_frame(").unwrap()..];
+        let ct = body.find("pw_stage_conntrack(").unwrap();
+        // parse and guard may drop before conntrack: both skip; acl's drop returns plainly.
+        assert_eq!(body[..ct].matches("pw_order_skip();").count(), 2, "{body}");
+        assert_eq!(body[ct..].matches("pw_order_skip();").count(), 0, "{body}");
+        assert_eq!(
+            body[ct..]
+                .matches("if (v->action == PW_ACTION_DROP) return;")
+                .count(),
+            2
+        );
+        let plain = generate(&list(&["parse", "guard", "acl"]), Target::Gpu).unwrap();
+        assert!(!plain.contains("PW_PIPELINE_ORDERED") && !plain.contains("pw_order_skip"));
+        let e = template_of(&list(&["parse", "conntrack", "conntrack"])).unwrap_err();
+        assert_eq!(e.stage, 2);
+        assert!(e.message.contains("at most one"), "{e}");
+        let e = template_of(&list(&["parse", "conntrack", "fronthaul"])).unwrap_err();
+        assert_eq!(e.stage, 2);
+        assert!(e.message.contains("`fronthaul`"), "{e}");
+        for f in ORDERED {
+            assert!(LIBRARY_STAGES.iter().any(|l| l.function == *f), "{f}");
+        }
     }
 
     #[test]

@@ -39,6 +39,14 @@ pub struct KernelImage {
     /// Each stage's device buffers (`buffers[k]`, empty or absent: none): allocated zeroed by
     /// the executor, their addresses written into the stage's parameter block.
     pub buffers: Vec<Vec<StageBuffer>>,
+    /// Each stage's per-queue state (`queue_state[k]`, empty or absent: none): for every buffer
+    /// the executor allocates `bytes` per queue of its own, contiguous (queue q's at the base
+    /// address + q * `bytes`, q being `pw_frame.queue`), zeroed at start and freed at the end,
+    /// and writes the base address into the stage's parameter block at `addr_at`. The stage's
+    /// code finds its queue's part from `pw_frame.queue` and the size it put in its block. A
+    /// stage that changes it in frame order is one of `codegen::ORDERED` (conntrack's flow
+    /// table; docs/stages.md, "Per-queue stage state").
+    pub queue_state: Vec<Vec<StageBuffer>>,
     /// Bytes a rewriting stage may grow a frame by (`vlan` pushes): the host leaves that much
     /// room after every frame of a slot (`pw_queue_desc.frame_room`).
     pub frame_room: u32,
@@ -73,6 +81,7 @@ pub fn builtin_image() -> KernelImage {
             .collect(),
         params: Vec::new(),
         buffers: Vec::new(),
+        queue_state: Vec::new(),
         frame_room: 0,
     }
 }
@@ -132,6 +141,7 @@ pub fn image_for(stages: &[StageSpec], params: Vec<Vec<u8>>) -> Result<KernelIma
             stages: stages.to_vec(),
             params,
             buffers: Vec::new(),
+            queue_state: Vec::new(),
             frame_room: 0,
         }),
     }

@@ -399,9 +399,10 @@ fn the_shipped_config_runs_and_accounts_for_every_frame() {
 }
 
 /// A rule set matching on `ct:` without a `conntrack` stage before its `acl` is a config
-/// error naming the rule file and line; the GPU executor refuses `conntrack`.
+/// error naming the rule file and line; the GPU executor takes the stateful firewall (its
+/// kernel orders frames per flow and reads the per-state classifiers).
 #[test]
-fn ct_rules_need_conntrack_and_the_gpu_refuses_it() {
+fn ct_rules_need_conntrack_and_the_gpu_runs_both() {
     let cfg_path = shipped_copy("noct");
     let text = std::fs::read_to_string(&cfg_path).unwrap();
     let start = text.find("  - conntrack:").unwrap();
@@ -421,14 +422,14 @@ fn ct_rules_need_conntrack_and_the_gpu_refuses_it() {
     );
     let cfg = config::load(&shipped_copy("gpu")).unwrap_or_else(|e| panic!("{e}"));
     let p = daemon::prepare(cfg).unwrap_or_else(|e| panic!("{e}"));
-    let why = p
-        .pipeline
-        .gpu_refusal()
-        .expect("the GPU executor refuses conntrack");
-    assert!(
-        why.contains("conntrack runs on the CPU executor until the GPU flow table placement lands"),
-        "{why}"
-    );
+    assert_eq!(p.pipeline.gpu_refusal(), None);
+    let image = pipeline::executor::gpu::image_for_pipeline(&p.pipeline).expect("a GPU kernel");
+    assert!(pktwarp_kernels::codegen::pipeline_orders_flows(
+        &image.stages
+    ));
+    // The flow table of each queue: 65536 entries of 128 bytes.
+    assert_eq!(image.queue_state[1].len(), 1);
+    assert_eq!(image.queue_state[1][0].bytes, 65536 * 128);
 }
 
 /// Bad `conntrack` keys are config errors naming the key and the line; unknown keys too.

@@ -3,6 +3,7 @@
 pub mod acl_gen;
 pub mod bench;
 pub mod classify;
+pub mod flow_gen;
 pub mod fronthaul;
 pub mod kernels;
 pub mod parse;

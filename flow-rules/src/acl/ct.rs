@@ -103,6 +103,37 @@ impl CtClassifiers {
     }
 }
 
+/// Magic of the per-state image ([`CtClassifiers::gpu_image`], `PW_ACL_CT_MAGIC`, "PWCT").
+pub const CT_IMAGE_MAGIC: u32 = 0x5443_5750;
+/// Words of the per-state image's header (`pw_acl_ct_image`).
+pub const CT_IMAGE_HEADER_WORDS: usize = 32;
+
+impl CtClassifiers {
+    /// The GPU image of the per-state classifiers (`pw_acl_ct_image` of cuda/pktwarp_abi.h): a
+    /// header (magic, version, the file's rule count, total words, then per state the word
+    /// offset of its classifier's image and of its index map), each state's image (as
+    /// [`AclClassifier::image`], 16-byte aligned), and each state's map from its rule indices
+    /// to file indices. The acl stage on the GPU picks the frame's state's image, as
+    /// [`CtClassifiers::classify`] does.
+    pub fn gpu_image(&self, file_rules: usize) -> Vec<u32> {
+        let mut img = vec![0u32; CT_IMAGE_HEADER_WORDS];
+        img[0] = CT_IMAGE_MAGIC;
+        img[1] = crate::abi::ACL_VERSION;
+        img[2] = file_rules as u32;
+        for (s, (cls, index)) in self.by_state.iter().enumerate() {
+            while img.len() % 4 != 0 {
+                img.push(0);
+            }
+            img[4 + s] = img.len() as u32;
+            img.extend_from_slice(cls.image());
+            img[4 + STATES + s] = img.len() as u32;
+            img.extend_from_slice(index);
+        }
+        img[3] = img.len() as u32;
+        img
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +148,40 @@ mod tests {
             mark: None,
         };
         r
+    }
+
+    /// The GPU image: the header names each state's classifier image (16-byte aligned, as
+    /// the state's own image) and its index map (the state's rules' file indices).
+    #[test]
+    fn the_gpu_image_holds_each_states_classifier_and_map() {
+        let set = AclRuleSet {
+            rules: vec![
+                rule(1 << 4, 80, Verdict::Drop),
+                rule(0b1100, 80, Verdict::Pass),
+                rule(0, 443, Verdict::Pass),
+            ],
+            ..AclRuleSet::default()
+        };
+        let c = CtClassifiers::build(&set).expect("ct rules");
+        let img = c.gpu_image(3);
+        assert_eq!(img[0], CT_IMAGE_MAGIC);
+        assert_eq!(img[2], 3);
+        assert_eq!(img[3] as usize, img.len());
+        for (s, (cls, index)) in c.by_state.iter().enumerate() {
+            let at = img[4 + s] as usize;
+            assert_eq!(at % 4, 0, "state {s}: aligned");
+            assert_eq!(&img[at..at + cls.image().len()], cls.image());
+            let m = img[4 + STATES + s] as usize;
+            assert_eq!(&img[m..m + index.len()], index.as_slice());
+        }
+        // invalid (4): rules 0 and 2; established (2): rules 1 and 2; new (1): rule 2.
+        let map = |s: usize| {
+            let m = img[4 + STATES + s] as usize;
+            img[m..m + c.by_state[s].1.len()].to_vec()
+        };
+        assert_eq!(map(4), [0, 2]);
+        assert_eq!(map(2), [1, 2]);
+        assert_eq!(map(1), [2]);
     }
 
     #[test]

@@ -187,6 +187,20 @@ impl AclStage {
         }
     }
 
+    /// The image the GPU classifies with (little-endian words): the classifier's, or, for a
+    /// rule set with `ct:` rules, the per-state classifiers' (`CtClassifiers::gpu_image`,
+    /// which the composed acl stage picks from by the frame's `ct_state`).
+    pub fn gpu_image_bytes(&self) -> Vec<u8> {
+        match &self.ct {
+            Some(c) => c
+                .gpu_image(self.rules.rules.len())
+                .iter()
+                .flat_map(|w| w.to_le_bytes())
+                .collect(),
+            None => self.classifier.image_bytes(),
+        }
+    }
+
     /// The first rule with a `ct:` condition: such a rule set needs a `conntrack` stage
     /// before its `acl` stage.
     pub fn first_ct_rule(&self) -> Option<&acl::AclRule> {

@@ -303,7 +303,7 @@ fn a_stage_keeping_flow_state_is_refused_with_its_line_until_the_flow_table() {
     let stages: Vec<StageConfig> = cfg.pipeline.iter().map(|s| s.value.clone()).collect();
     let e = build_with(&stages, |p| p.to_path_buf(), &r).err().unwrap();
     assert!(
-        format!("{e:#}").contains("neither executor runs yet"),
+        format!("{e:#}").contains("a registered stage cannot have yet"),
         "{e:#}"
     );
 }

@@ -1,13 +1,20 @@
-//! `conntrack`: connection tracking on the CPU executor. Each queue owns a flow table
-//! (`pktwarp_flow::FlowTable`, docs/flow-table.md); every frame reaching the stage is applied to
-//! its queue's table and gets its connection state in the metadata (`PacketMeta::ct_state`),
-//! which the ACL's `ct:` match reads. The stage drops nothing: the ACL decides.
+//! `conntrack`: connection tracking. Each queue owns a flow table (`pktwarp_flow::FlowTable`,
+//! docs/flow-table.md); every frame reaching the stage is applied to its queue's table and gets
+//! its connection state in the metadata (`PacketMeta::ct_state`), which the ACL's `ct:` match
+//! reads. The stage drops nothing: the ACL decides.
+//!
+//! On the CPU executor the tables are host memory, made per queue on first use. On the GPU
+//! executor they are the stage's per-queue state in device memory ([`gpu_block`],
+//! gpu-kernels/cuda/conntrack_stage.cuh): frames of one flow applied in arrival order within a
+//! burst, flows in parallel, so both executors give every frame the same state; the device
+//! counters are folded into [`ConntrackStage::counters`] ([`ConntrackStage::add_gpu_counters`]).
 //!
 //! A frame that would open a flow in a bucket full of assured flows (`table_full`) goes on
 //! untracked (`ct_state` 0), counted. Both directions of a flow must reach one queue: a config
 //! with a `conntrack` stage steers in software by the flow key
 //! ([`crate::steer::Steering::with_flow_steering`]).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use pktwarp_flow::{FlowConfig, FlowCounters};
@@ -35,25 +42,63 @@ pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     needs: StageNeeds {
         reads_meta: true,
         reads_time: true,
+        keeps_flow_state: Some(pktwarp_flow::ENTRY_SIZE as u32),
         ..StageNeeds::NONE
     },
     drop_reasons: &[],
     counters: &COUNTER_NAMES,
-    gpu: GpuImpl::CpuOnly,
+    gpu: GpuImpl::Library {
+        function: "pw_stage_conntrack",
+    },
     reloads: false,
 };
 
 /// Queues with a table of their own (see [`FlowTables`]).
 pub use crate::stage::flow_tables::MAX_QUEUES;
 
-/// Why the GPU executor refuses a pipeline with `conntrack`.
-pub const GPU_REFUSAL: &str =
-    "conntrack runs on the CPU executor until the GPU flow table placement lands";
+/// Bytes of the GPU parameter block (`pw_ct_params` of conntrack_stage.cuh).
+pub const GPU_BLOCK: usize = 176;
+/// Where the executor writes the per-queue state's base address (u64) and queue count (u32 at
+/// +8) in the block (`pktwarp_kernels::KernelImage::queue_state`).
+pub const GPU_STATE_AT: usize = 0;
+
+/// The GPU parameter block of `config` (`pw_ct_params`): the state's base and queue count
+/// (written by the executor), one queue's table bytes, and the table's parameters
+/// (`pw_flow_table`, its entry address left 0: the kernel computes its queue's).
+pub fn gpu_block(config: &FlowConfig) -> Vec<u8> {
+    let mut b = vec![0u8; GPU_BLOCK];
+    b[16..24].copy_from_slice(&queue_state_bytes(config).to_le_bytes());
+    let abi = pktwarp_flow::FlowTableAbi {
+        entries: 0,
+        nbuckets: (config.entries / pktwarp_flow::BUCKET_ENTRIES as u64) as u32,
+        seed: config.hash_seed,
+        strict: config.strict as u32,
+        reserved: 0,
+        timeout_ns: config.timeouts.to_ns_array(),
+    };
+    b[24..32].copy_from_slice(&abi.entries.to_le_bytes());
+    b[32..36].copy_from_slice(&abi.nbuckets.to_le_bytes());
+    b[36..40].copy_from_slice(&abi.seed.to_le_bytes());
+    b[40..44].copy_from_slice(&abi.strict.to_le_bytes());
+    b[44..48].copy_from_slice(&abi.reserved.to_le_bytes());
+    for (i, t) in abi.timeout_ns.iter().enumerate() {
+        b[48 + 8 * i..56 + 8 * i].copy_from_slice(&t.to_le_bytes());
+    }
+    b
+}
+
+/// Bytes of one queue's table on the GPU: its entries (128 bytes each).
+pub fn queue_state_bytes(config: &FlowConfig) -> u64 {
+    pktwarp_flow::bytes_needed(config.entries)
+}
 
 /// The stage: its config and one table per queue ([`FlowTables`], which a `flow_stats` stage of
 /// the same pipeline shares).
 pub struct ConntrackStage {
     tables: Arc<FlowTables>,
+    /// The GPU executor's tables' counters (device, folded in as they grow), in
+    /// [`COUNTER_NAMES`] order.
+    gpu: [AtomicU64; 6],
 }
 
 impl ConntrackStage {
@@ -62,6 +107,7 @@ impl ConntrackStage {
     pub fn new(config: &FlowConfig) -> anyhow::Result<ConntrackStage> {
         Ok(ConntrackStage {
             tables: Arc::new(FlowTables::new(config, "conntrack")?),
+            gpu: Default::default(),
         })
     }
 
@@ -84,9 +130,25 @@ impl ConntrackStage {
         meta.ct_state = lock(t).apply(meta, frame, desc.timestamp_ns).ct_state;
     }
 
-    /// The counters over every queue's table.
+    /// Adds growth of the GPU tables' counters (in [`COUNTER_NAMES`] order).
+    pub fn add_gpu_counters(&self, grown: &[u64]) {
+        for (c, g) in self.gpu.iter().zip(grown) {
+            c.fetch_add(*g, Ordering::Relaxed);
+        }
+    }
+
+    /// The counters over every queue's table (the GPU executor's too).
     pub fn flow_counters(&self) -> FlowCounters {
-        self.tables.counters()
+        let g = |i: usize| self.gpu[i].load(Ordering::Relaxed);
+        let c = self.tables.counters();
+        FlowCounters {
+            created: c.created + g(0),
+            expired: c.expired + g(1),
+            early_evicted: c.early_evicted + g(2),
+            table_full: c.table_full + g(3),
+            untracked: c.untracked + g(4),
+            invalid: c.invalid + g(5),
+        }
     }
 
     /// [`COUNTER_NAMES`] and their values.

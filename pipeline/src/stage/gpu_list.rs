@@ -45,6 +45,9 @@ pub struct GpuStageRef<'a> {
     pub acl_rewrites: bool,
     /// A user stage whose needs say `writes_frame`: its CUDA function takes `pw_frame *`.
     pub custom_writes: bool,
+    /// The stage's per-queue state (`pktwarp_kernels::KernelImage::queue_state`): `bytes` a
+    /// queue, the base address and queue count written at `addr_at` of its block.
+    pub queue_state: Vec<pktwarp_kernels::StageBuffer>,
 }
 
 impl GpuStageRef<'_> {
@@ -67,8 +70,9 @@ impl Stage {
     pub fn gpu_params(&self) -> Option<GpuParams> {
         match self {
             Stage::Parse | Stage::Acl(_) | Stage::Count | Stage::Custom(_) => None,
-            // The flow table is not placed in GPU memory yet.
-            Stage::Conntrack(_) | Stage::FlowStats(_) | Stage::RateLimit(_) => None,
+            // The tables are its per-queue state (Stage::gpu_queue_state).
+            Stage::Conntrack(c) => Some(block(crate::stage::conntrack::gpu_block(c.config()))),
+            Stage::FlowStats(_) | Stage::RateLimit(_) => None,
             // The GPU grid's eAxCs are fixed: a config without `fronthaul.eaxcs` is CPU only.
             Stage::Fronthaul(f) => crate::fronthaul::gpu::gpu_params(f.config()).ok(),
             // The rewrite stages (gpu-kernels/cuda/rewrite_stages.cuh; blocks: rewrite::gpu).
@@ -91,9 +95,8 @@ impl Stage {
             Stage::Acl(_) => GpuStageKind::Acl,
             Stage::Count => GpuStageKind::Count,
             Stage::Custom(_) => GpuStageKind::Custom,
-            Stage::Conntrack(_) | Stage::FlowStats(_) | Stage::RateLimit(_) => {
-                GpuStageKind::CpuOnly
-            }
+            Stage::Conntrack(_) => GpuStageKind::Library,
+            Stage::FlowStats(_) | Stage::RateLimit(_) => GpuStageKind::CpuOnly,
             Stage::Fronthaul(_) => match self.gpu_params() {
                 Some(_) => GpuStageKind::Library,
                 None => GpuStageKind::CpuOnly,
@@ -105,6 +108,36 @@ impl Stage {
             | Stage::Respond(_)
             | Stage::TxTime(_) => GpuStageKind::Library,
         }
+    }
+}
+
+impl Stage {
+    /// The stage's state per queue on the GPU: one device buffer of `bytes` for every queue of
+    /// the executor, zeroed at start (conntrack: the queue's flow table). The executor writes
+    /// the base address (u64) at `addr_at` of the stage's block and the queue count (u32) at
+    /// `addr_at + 8`.
+    pub fn gpu_queue_state(&self) -> Vec<pktwarp_kernels::StageBuffer> {
+        match self {
+            Stage::Conntrack(c) => vec![pktwarp_kernels::StageBuffer {
+                name: "flow table".into(),
+                bytes: usize::try_from(crate::stage::conntrack::queue_state_bytes(c.config()))
+                    .unwrap_or(usize::MAX),
+                addr_at: crate::stage::conntrack::GPU_STATE_AT,
+            }],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// An acl stage whose rule set has `ct:` rules and rewrites: the GPU's rewriting acl stage
+/// (`pw_stage_acl_rw`) reads rewrites from one classifier image, not the per-state ones.
+fn acl_ct_with_rewrites(s: &Stage) -> bool {
+    match s {
+        Stage::Acl(a) => {
+            let a = a.current();
+            a.first_ct_rule().is_some() && a.has_rewrites()
+        }
+        _ => false,
     }
 }
 
@@ -159,6 +192,7 @@ impl Pipeline {
                     library,
                     acl_rewrites: matches!(s, Stage::Acl(a) if a.current().has_rewrites()),
                     custom_writes: matches!(s, Stage::Custom(c) if c.needs().writes_frame),
+                    queue_state: s.gpu_queue_state(),
                 }
             })
             .collect()
@@ -177,6 +211,7 @@ impl Pipeline {
                     _ => false,
                 },
                 GpuStageKind::Library => pktwarp_kernels::StageSpec::builtin(s.name()).is_none(),
+                GpuStageKind::Acl => acl_ct_with_rewrites(s),
                 _ => false,
             })
             .map(|(i, s)| {
@@ -186,10 +221,11 @@ impl Pipeline {
                         crate::stage::inspect::GPU_REFUSAL
                     );
                 }
-                if matches!(s, Stage::Conntrack(_)) {
+                if acl_ct_with_rewrites(s) {
                     return format!(
-                        "stage `conntrack` (pipeline[{i}]): {}",
-                        crate::stage::conntrack::GPU_REFUSAL
+                        "stage `acl` (pipeline[{i}]): a rule set with both `ct:` rules and \
+                         rewrite actions (`set:`) has no CUDA implementation, so the GPU \
+                         executor cannot run this pipeline"
                     );
                 }
                 if matches!(s, Stage::FlowStats(_)) {

@@ -256,8 +256,8 @@ pub(crate) fn check_needs(n: &StageNeeds) -> anyhow::Result<()> {
             "keeps_flow_state of {b} bytes a flow: 1 to {MAX_FLOW_STATE} (no state: None)"
         ),
         Some(b) => anyhow::bail!(
-            "keeps {b} bytes of state per flow (needs keeps_flow_state), which neither executor \
-             runs yet: the flow table that holds the state is not there"
+            "keeps {b} bytes of state per flow (needs keeps_flow_state), which a registered \
+             stage cannot have yet: only built-in stages get per-queue state (docs/stages.md)"
         ),
     }
 }
@@ -531,7 +531,9 @@ mod tests {
         assert!(n(&|x| x.reads_time = true).contains("receive or send time"));
         assert!(n(&|x| x.sets_send_time = true).contains("receive or send time"));
         // Per-flow state has its place in the needs; the executors refuse it for now.
-        assert!(n(&|x| x.keeps_flow_state = Some(16)).contains("neither executor runs yet"));
+        assert!(
+            n(&|x| x.keeps_flow_state = Some(16)).contains("a registered stage cannot have yet")
+        );
         assert!(n(&|x| x.keeps_flow_state = Some(0)).contains("1 to 1024"));
         assert!(n(&|x| x.keeps_flow_state = Some(MAX_FLOW_STATE + 1)).contains("1 to 1024"));
     }
@@ -569,7 +571,7 @@ mod tests {
         };
         let e = r.register_stage(&FLOWS, factory()).unwrap_err();
         assert!(
-            format!("{e:#}").contains("neither executor runs yet"),
+            format!("{e:#}").contains("a registered stage cannot have yet"),
             "{e:#}"
         );
         assert!(r.get("flows").is_none());

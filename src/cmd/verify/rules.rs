@@ -28,10 +28,11 @@ pub fn load_acl(path: &Path, default: Action) -> anyhow::Result<Acl> {
     };
     let stage = AclStage::load(path, format, default)?;
     if let Some(r) = stage.first_ct_rule() {
-        // The GPU executor runs no `conntrack` (and its classifier has no `ct:`).
+        // verify runs parse and acl alone: without `conntrack` every frame is untracked.
         anyhow::bail!(
-            "{}: key `ct`: rule sets with `ct:` rules run on the CPU executor only (they need \
-             a `conntrack` stage), so there is no GPU run to verify them against",
+            "{}: key `ct`: rule sets with `ct:` rules need a `conntrack` stage, which verify \
+             does not run (scripts/gpu-conntrack-check.sh compares the stateful firewall on \
+             both executors)",
             r.loc
         );
     }

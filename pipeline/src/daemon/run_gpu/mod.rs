@@ -244,7 +244,7 @@ pub fn run_gpu(
     opts.burst_size = shape.frames as u32;
     opts.ring_slots = shape.ring_slots as u32;
     let acl = p.pipeline.acl();
-    let acl_bytes = acl.as_ref().map(|a| a.classifier.image_bytes());
+    let acl_bytes = acl.as_ref().map(|a| a.gpu_image_bytes());
     let desc = gpu_pipeline_desc(&p.pipeline, acl.as_deref(), acl_bytes.as_deref())?;
     let acl_on = desc.acl.is_some();
     let mut gpu = MultiGpu::new(opts, desc, p.cfg.queues.count as usize, image)?;

@@ -48,7 +48,7 @@ impl AclPublisher {
         if a.generation == self.have {
             return Ok(());
         }
-        let bytes = a.classifier.image_bytes();
+        let bytes = a.gpu_image_bytes();
         dev.publish_acl(
             &AclTablesRef {
                 bytes: &bytes,

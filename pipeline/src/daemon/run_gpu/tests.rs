@@ -936,6 +936,7 @@ fn the_gpu_pipeline_desc_names_the_stages_and_the_acl_tables() {
 }
 
 mod composed;
+mod conntrack;
 mod gpu_frames;
 mod held;
 mod hooks;

@@ -88,7 +88,13 @@ impl GpuExecutor {
         self.ctx.bind()?;
         let threads = 256u32;
         let per_sm = self.f_bulk.occupancy(threads)?.max(1);
-        let grid = (per_sm * self.ctx.info.multiprocessors).min(f.n.div_ceil(threads).max(1));
+        // Per-queue state changed in flow order (conntrack) takes one block: several would
+        // apply frames of one flow at once.
+        let grid = if pktwarp_kernels::codegen::pipeline_orders_flows(&self.stage_specs) {
+            1
+        } else {
+            (per_sm * self.ctx.info.multiprocessors).min(f.n.div_ceil(threads).max(1))
+        };
         let mut out = Vec::with_capacity(reps);
         let (e0, e1) = (Event::new(&self.ctx)?, Event::new(&self.ctx)?);
         for _ in 0..reps {

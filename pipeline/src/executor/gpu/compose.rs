@@ -12,6 +12,8 @@ pub struct StageSet {
     pub specs: Vec<StageSpec>,
     pub params: Vec<Vec<u8>>,
     pub buffers: Vec<Vec<StageBuffer>>,
+    /// Each stage's per-queue state (`KernelImage::queue_state`).
+    pub queue_state: Vec<Vec<StageBuffer>>,
 }
 
 /// The stage list of `p` for the kernel generator, with each stage's parameter block and
@@ -24,6 +26,7 @@ pub fn stage_set(p: &Pipeline) -> anyhow::Result<StageSet> {
         specs: Vec::new(),
         params: Vec::new(),
         buffers: Vec::new(),
+        queue_state: Vec::new(),
     };
     for (i, s) in p.gpu_stage_list().into_iter().enumerate() {
         let no_cuda = || {
@@ -33,6 +36,7 @@ pub fn stage_set(p: &Pipeline) -> anyhow::Result<StageSet> {
             )
         };
         let builtin = s.builtin_spec();
+        let queue_state = s.queue_state.clone();
         let (spec, params, buffers) = match (s.kind, s.custom, s.library) {
             (GpuStageKind::Parse | GpuStageKind::Acl | GpuStageKind::Count, _, _) => {
                 (builtin.ok_or_else(no_cuda)?, Vec::new(), Vec::new())
@@ -68,9 +72,23 @@ pub fn stage_set(p: &Pipeline) -> anyhow::Result<StageSet> {
                 );
             }
         }
+        // The per-queue state's base address (8 bytes) and queue count (4) go into the block.
+        for b in &queue_state {
+            if b.addr_at.checked_add(12).is_none_or(|e| e > params.len()) {
+                anyhow::bail!(
+                    "pipeline[{i}]: stage `{}`: per-queue state `{}` has its address at byte {} \
+                     of a {}-byte parameter block (12 bytes needed there)",
+                    s.name,
+                    b.name,
+                    b.addr_at,
+                    params.len()
+                );
+            }
+        }
         set.specs.push(spec);
         set.params.push(params);
         set.buffers.push(buffers);
+        set.queue_state.push(queue_state);
     }
     Ok(set)
 }
@@ -87,6 +105,7 @@ pub fn image_for_pipeline(p: &Pipeline) -> anyhow::Result<KernelImage> {
     let mut img =
         pktwarp_kernels::image_for(&set.specs, set.params).map_err(|e| anyhow::anyhow!("{e}"))?;
     img.buffers = set.buffers;
+    img.queue_state = set.queue_state;
     img.frame_room = u32::try_from(p.frame_room())
         .map_err(|_| anyhow::anyhow!("the stages' frame room does not fit 32 bits"))?;
     Ok(img)
@@ -141,6 +160,12 @@ impl StageCounterFold {
                             *sum += v;
                         }
                     }
+                    // The flow table's counters are v[1..=6] (conntrack_stage.cuh), in the
+                    // order of the CPU stage's COUNTER_NAMES.
+                    Stage::Conntrack(ct) => {
+                        let grown: Vec<u64> = (1..=6).map(d).collect();
+                        ct.add_gpu_counters(&grown);
+                    }
                     // The responder counts its replies in v[1..=3] (rewrite_stages.cuh), as
                     // the CPU stage counts them into the same atomics.
                     Stage::Respond(r) => {
@@ -173,6 +198,42 @@ mod tests {
         c.v[0] = frames;
         c.v[super::super::abi::COUNT_CTR_BYTES] = bytes;
         c
+    }
+
+    /// The GPU tables' counters (v[1..=6] of conntrack's block, per queue) are added to the
+    /// stage's as they grow, in COUNTER_NAMES order.
+    #[test]
+    fn the_flow_tables_counters_are_folded_into_conntracks() {
+        let cfg: pktwarp_flow::FlowConfig = serde_saphyr::from_str("entries: 64\n").unwrap();
+        let ct = crate::stage::conntrack::ConntrackStage::new(&cfg).unwrap();
+        let p = Pipeline::new(vec![Stage::Parse, Stage::Conntrack(Box::new(ct))]);
+        let q = vec![
+            Arc::new(QueueCounters::new(2, 0)),
+            Arc::new(QueueCounters::new(2, 0)),
+        ];
+        let mut b0 = block(5, 0);
+        b0.v[1..7].copy_from_slice(&[1, 2, 3, 4, 5, 6]);
+        let mut b1 = block(5, 0);
+        b1.v[1..7].copy_from_slice(&[10, 0, 0, 0, 0, 1]);
+        let mut fold = StageCounterFold::default();
+        fold.fold(&p, &[vec![block(5, 0), b0], vec![block(5, 0), b1]], &q);
+        b0.v[1] = 4; // queue 0 created 3 more
+        fold.fold(&p, &[vec![block(5, 0), b0], vec![block(5, 0), b1]], &q);
+        let Stage::Conntrack(ct) = &p.stages[1] else {
+            unreachable!()
+        };
+        let got: Vec<(&str, u64)> = ct.counters();
+        assert_eq!(
+            got,
+            [
+                ("created", 14),
+                ("expired", 2),
+                ("early_evicted", 3),
+                ("table_full", 4),
+                ("untracked", 5),
+                ("invalid", 7)
+            ]
+        );
     }
 
     #[test]

@@ -482,7 +482,7 @@ impl GpuExecutor {
         }
         let ctx = Context::new(opts.device)
             .map_err(|e| anyhow::anyhow!("executor gpu: no usable GPU: {e}"))?;
-        let mut opts = opts;
+        let mut opts = one_cta_for_ordered_state(opts, image)?;
         let composed = image.template == pktwarp_kernels::Template::Composed;
         placement_hint(&opts, image, n_queues);
         if pktwarp_kernels::codegen::pipeline_sets_send_time(&image.stages) {
@@ -544,7 +544,7 @@ impl GpuExecutor {
         if composed {
             flags |= abi::PIPE_COUNT;
         }
-        let stage_buffers = stages::StageBuffers::allocate(&ctx, image)?;
+        let stage_buffers = stages::StageBuffers::allocate(&ctx, image, n_queues)?;
         let stage_params = stages::StageParams::initial(&ctx, image, &stage_buffers)?.map(Arc::new);
 
         let setup = QueueSetup {
@@ -813,4 +813,34 @@ impl Drop for GpuExecutor {
             self.ctx.free();
         }
     }
+}
+
+/// A pipeline with a stage that keeps per-queue state in flow order (conntrack) runs one CTA per
+/// queue: the bursts of a queue one after another, each burst's frames on one block, where
+/// cuda/flow_order.cuh orders them per flow. More CTAs per queue (`ctas_per_queue`, several
+/// bursts at once) or per burst (`burst_ctas`) would apply frames of one flow out of order.
+pub(super) fn one_cta_for_ordered_state(
+    mut opts: GpuOptions,
+    image: &KernelImage,
+) -> anyhow::Result<GpuOptions> {
+    let Some(s) = image.stages.iter().find(|s| s.orders_flows()) else {
+        return Ok(opts);
+    };
+    if opts.ctas_per_queue != 1 {
+        anyhow::bail!(
+            "executor.gpu.ctas_per_queue: {}, but stage `{}` keeps per-queue state that frames \
+             of one flow change in arrival order: it runs with ctas_per_queue: 1",
+            opts.ctas_per_queue,
+            s.name
+        );
+    }
+    match opts.burst_ctas {
+        Some(k) if k > 1 => anyhow::bail!(
+            "executor.gpu.burst_ctas: {k}, but stage `{}` keeps per-queue state that frames of \
+             one flow change in arrival order: it runs with burst_ctas: 1",
+            s.name
+        ),
+        _ => opts.burst_ctas = Some(1),
+    }
+    Ok(opts)
 }

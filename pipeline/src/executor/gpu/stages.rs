@@ -18,12 +18,22 @@ use std::sync::Arc;
 pub(crate) struct StageBuffers {
     /// Per stage, its buffers in the order of `KernelImage::buffers[k]`.
     per_stage: Vec<Vec<(pktwarp_kernels::StageBuffer, DeviceBuffer)>>,
+    /// Per stage, its per-queue state (`KernelImage::queue_state[k]`): one buffer of `bytes`
+    /// times the executor's queues, queue q's part at `bytes * q`.
+    per_queue: Vec<Vec<(pktwarp_kernels::StageBuffer, DeviceBuffer)>>,
+    /// Queues the per-queue state covers (written beside its address into the block).
+    queues: u32,
 }
 
 impl StageBuffers {
-    /// Allocates (zeroed) every buffer of `image` (composed template; none for the fused one).
-    /// Called before any kernel runs, so the plain allocation does not wait for one.
-    pub(crate) fn allocate(ctx: &Context, image: &KernelImage) -> anyhow::Result<StageBuffers> {
+    /// Allocates (zeroed) every buffer of `image` (composed template; none for the fused one),
+    /// and its per-queue state for `n_queues` queues. Called before any kernel runs, so the
+    /// plain allocation does not wait for one.
+    pub(crate) fn allocate(
+        ctx: &Context,
+        image: &KernelImage,
+        n_queues: usize,
+    ) -> anyhow::Result<StageBuffers> {
         let mut per_stage = Vec::new();
         for (k, list) in image.buffers.iter().enumerate() {
             let mut bufs = Vec::new();
@@ -39,7 +49,41 @@ impl StageBuffers {
             }
             per_stage.push(bufs);
         }
-        Ok(StageBuffers { per_stage })
+        let queues = u32::try_from(n_queues)
+            .map_err(|_| anyhow::anyhow!("{n_queues} queues do not fit 32 bits"))?;
+        let mut per_queue = Vec::new();
+        for (k, list) in image.queue_state.iter().enumerate() {
+            let mut bufs = Vec::new();
+            for b in list {
+                let total = queue_state_bytes(b, n_queues).map_err(|e| {
+                    anyhow::anyhow!("pipeline[{k}] (`{}`): {e}", stage_name(image, k))
+                })?;
+                let d = DeviceBuffer::new(ctx, total).map_err(|e| {
+                    anyhow::anyhow!(
+                        "pipeline[{k}] (`{}`): per-queue state `{}` ({n_queues} queues x {} \
+                         bytes = {total} bytes of GPU memory): {e}",
+                        stage_name(image, k),
+                        b.name,
+                        b.bytes
+                    )
+                })?;
+                d.zero()?;
+                tracing::info!(
+                    stage = stage_name(image, k),
+                    state = %b.name,
+                    queues = n_queues,
+                    bytes_per_queue = b.bytes,
+                    "per-queue stage state: {total} bytes of GPU memory"
+                );
+                bufs.push((b.clone(), d));
+            }
+            per_queue.push(bufs);
+        }
+        Ok(StageBuffers {
+            per_stage,
+            per_queue,
+            queues,
+        })
     }
 
     /// Stage `k`'s buffer `i`: its device address and size.
@@ -67,8 +111,49 @@ impl StageBuffers {
                 block[spec.addr_at..end].copy_from_slice(&d.ptr.to_le_bytes());
             }
         }
+        for (k, list) in self.per_queue.iter().enumerate() {
+            for (spec, d) in list {
+                let block = params.get_mut(k).ok_or_else(|| {
+                    anyhow::anyhow!("stage {k} has per-queue state but no parameter block")
+                })?;
+                let Some(end) = spec.addr_at.checked_add(12).filter(|&e| e <= block.len()) else {
+                    anyhow::bail!(
+                        "stage {k}: per-queue state `{}` has its address at byte {} of a \
+                         {}-byte parameter block",
+                        spec.name,
+                        spec.addr_at,
+                        block.len()
+                    );
+                };
+                let at = spec.addr_at;
+                block[at..at + 8].copy_from_slice(&d.ptr.to_le_bytes());
+                block[at + 8..end].copy_from_slice(&self.queues.to_le_bytes());
+            }
+        }
         Ok(())
     }
+}
+
+/// Bytes of a per-queue state buffer for `n_queues` queues: a size of 0 or one that overflows
+/// is an error naming the buffer.
+pub(crate) fn queue_state_bytes(
+    b: &pktwarp_kernels::StageBuffer,
+    n_queues: usize,
+) -> anyhow::Result<usize> {
+    if b.bytes == 0 {
+        anyhow::bail!("per-queue state `{}` has size 0", b.name);
+    }
+    b.bytes.checked_mul(n_queues).ok_or_else(|| {
+        anyhow::anyhow!(
+            "per-queue state `{}`: {n_queues} queues x {} bytes overflows",
+            b.name,
+            b.bytes
+        )
+    })
+}
+
+fn stage_name(image: &KernelImage, k: usize) -> &str {
+    image.stages.get(k).map_or("?", |s| s.name.as_str())
 }
 
 /// The parameter blocks of one published set (epoch): every burst names one set in its slot

@@ -214,3 +214,50 @@ fn no_gpu_is_a_clean_error() {
         .unwrap_or_default();
     assert!(err.contains("no usable GPU"), "{err}");
 }
+
+/// A pipeline whose stage keeps per-queue state in flow order (conntrack) runs one CTA per
+/// queue: more CTAs per queue or per burst are errors naming the key; the default group size
+/// becomes 1; a pipeline without such a stage keeps its options.
+#[test]
+fn per_queue_ordered_state_takes_one_cta_per_queue() {
+    use pktwarp_kernels::StageSpec;
+    let stages: Vec<StageSpec> = ["parse", "conntrack", "acl", "count"]
+        .iter()
+        .filter_map(|n| StageSpec::builtin(n))
+        .collect();
+    let image = pktwarp_kernels::image_for(&stages, vec![Vec::new(); 4]).expect("image");
+    let opts = |ctas: u32, burst_ctas: Option<u32>| GpuOptions {
+        ctas_per_queue: ctas,
+        burst_ctas,
+        burst_size: 16,
+        placement: Placement::Device,
+        ..GpuOptions::default()
+    };
+    let e = setup::one_cta_for_ordered_state(opts(2, None), &image).unwrap_err();
+    assert!(e.to_string().contains("ctas_per_queue: 2") && e.to_string().contains("`conntrack`"));
+    let e = setup::one_cta_for_ordered_state(opts(1, Some(4)), &image).unwrap_err();
+    assert!(e.to_string().contains("burst_ctas: 4"), "{e}");
+    // Device rings and 16-frame bursts default to a group of 2 CTAs a burst: made 1.
+    assert_eq!(opts(1, None).parts(), 2);
+    let o = setup::one_cta_for_ordered_state(opts(1, None), &image).expect("options");
+    assert_eq!(o.parts(), 1);
+    let plain = pktwarp_kernels::builtin_image();
+    let o = setup::one_cta_for_ordered_state(opts(2, Some(4)), &plain).expect("options");
+    assert_eq!((o.ctas_per_queue, o.burst_ctas), (2, Some(4)));
+}
+
+/// The per-queue state's size: bytes times queues; 0 bytes or an overflow is an error naming
+/// the buffer.
+#[test]
+fn per_queue_state_sizes_are_checked() {
+    let b = |bytes: usize| pktwarp_kernels::StageBuffer {
+        name: "flow table".into(),
+        bytes,
+        addr_at: 0,
+    };
+    assert_eq!(stages::queue_state_bytes(&b(8 << 20), 4).unwrap(), 32 << 20);
+    let e = stages::queue_state_bytes(&b(0), 4).unwrap_err();
+    assert!(e.to_string().contains("`flow table` has size 0"), "{e}");
+    let e = stages::queue_state_bytes(&b(usize::MAX / 2), 3).unwrap_err();
+    assert!(e.to_string().contains("overflows"), "{e}");
+}

@@ -1,0 +1,62 @@
+/* Stage `conntrack` on the GPU: the flow table of cuda/flow.cuh (the Rust crate pktwarp-flow's
+ * twin), one table per queue in device memory (the executor's per-queue stage state: queue q's
+ * entries at table.entries + q * queue_bytes, zeroed at start), each frame applied in arrival
+ * order per flow (flow_order.cuh) and its connection state written into the metadata
+ * (pw_packet_meta.ct_state) for the acl stage's `ct:` rules. Drops nothing. Its counters are the
+ * table's (pw_flow_counters) in the stage's counter block, v[1..6]: created, expired,
+ * early_evicted, table_full, untracked, invalid (pipeline::stage::conntrack::COUNTER_NAMES). */
+#ifndef PKTWARP_CONNTRACK_STAGE_CUH
+#define PKTWARP_CONNTRACK_STAGE_CUH
+
+#include "pktwarp_abi.h"
+#include "flow.cuh"
+#include "flow_order.cuh"
+
+/* The parameter block (pipeline::stage::conntrack::gpu_block). */
+typedef struct pw_ct_params {
+    uint64_t state;       /*   0: queue 0's table (the per-queue state, written by the executor) */
+    uint32_t queues;      /*   8: queues with a table (written by the executor) */
+    uint32_t reserved;    /*  12 */
+    uint64_t queue_bytes; /*  16: bytes of one queue's table (entries * 128) */
+    pw_flow_table table;  /*  24: the table's parameters; its entry address is the queue's */
+} pw_ct_params;
+PW_STATIC_ASSERT(sizeof(pw_ct_params) == 176, "pw_ct_params size");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_ct_params, table) == 24, "pw_ct_params.table");
+PW_STATIC_ASSERT(sizeof(pw_flow_counters) == 48, "pw_flow_counters size");
+
+/* One frame through its queue's table, in flow order; returns its connection state. Called,
+ * not inlined (PW_DEVICE_CALL): the flow table's code inlined into the persistent kernel pushed it
+ * past 255 registers (spills). */
+PW_DEVICE_CALL uint8_t pw_ct_frame(const pw_ct_params *p, const pw_frame *f, const pw_packet_meta *meta,
+                                   pw_flow_counters *fc) {
+    pw_flow_pkt pk;
+    pw_flow_table t;
+    const bool have = p != 0 && p->state != 0ull && f->queue < p->queues;
+    if (have) {
+        t = p->table;
+        t.entries = (pw_flow_entry *)(p->state + (uint64_t)f->queue * p->queue_bytes);
+        pw_flow_classify(&t, meta, f->data, f->len, &pk);
+    }
+    const uint32_t key = have && !pk.none ? pk.bucket : PW_ORDER_NONE;
+    pw_order_publish(key);
+    pw_order_wait(key);
+    uint8_t ct = (uint8_t)PW_CT_UNTRACKED;
+    if (have) {
+        ct = pw_flow_apply_pkt(&t, fc, &pk, f->timestamp_ns).ct_state;
+    } else {
+        /* No table for this queue (the executor sizes it for every queue: not reached). */
+        PW_FLOW_ADD(&fc->untracked, 1u);
+    }
+    pw_order_done();
+    return ct;
+}
+
+/* Stage `conntrack`. */
+PW_DEVICE void pw_stage_conntrack(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v, const void *params,
+                                  pw_stage_counters *c) {
+    (void)v;
+    /* The table's counters are the stage's v[1..6], in pw_flow_counters' order. */
+    meta->ct_state = pw_ct_frame((const pw_ct_params *)params, f, meta, (pw_flow_counters *)&c->v[1]);
+}
+
+#endif /* PKTWARP_CONNTRACK_STAGE_CUH */

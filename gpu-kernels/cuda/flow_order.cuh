@@ -1,0 +1,85 @@
+/* Arrival order per flow for a stage that keeps per-queue state (conntrack; docs/stages.md,
+ * "Per-queue stage state"), in the composed kernel, where a block runs a round of frames at once,
+ * a thread per frame (frame r + threadIdx.x of the round starting at r).
+ *
+ * The stage names each frame's order key (a flow-table bucket: frames of one flow share it, and
+ * frames with different keys touch disjoint state) with pw_order_publish, waits with pw_order_wait
+ * until every earlier frame of the round has published and every earlier frame with the same key
+ * is done, applies the frame, then says pw_order_done. A frame that a stage before drops never
+ * reaches the ordered stage: the generated pw_pipeline_frame says pw_order_skip for it. Rounds are
+ * taken in order by the whole block (PW_PIPELINE_ROUND_BEGIN / _END below, both block barriers),
+ * so the result equals applying the frames one after another in arrival order, as the CPU
+ * executor does; frames of different flows run in parallel. The waits point to lower thread
+ * indices only (no cycle), and independent thread scheduling (sm_70 on) lets a lane wait for
+ * another lane of its warp.
+ *
+ * The executor runs such a pipeline with one CTA per queue (ctas_per_queue 1, burst_ctas 1), so
+ * bursts of a queue are taken in order too. The host build (one frame at a time, in order) needs
+ * none of it: there the functions are empty. */
+#ifndef PKTWARP_FLOW_ORDER_CUH
+#define PKTWARP_FLOW_ORDER_CUH
+
+#include "pktwarp_abi.h"
+
+/* A frame without a key (no flow: nothing of the state is touched except counters). */
+#define PW_ORDER_NONE 0xFFFFFFFFu
+
+#if PW_GPU && PW_PIPELINE_COMPOSED
+/* Frames of a round: blockDim.x <= 256 in every composed kernel (pw_bulk's bound, and setup.rs
+ * COMPOSED_MAX_THREADS). */
+#define PW_ORDER_MAX 256u
+/* Per thread of the round: its frame's key, and 0 (not there yet), 1 (keyed), 2 (done). */
+__shared__ volatile uint32_t pw_order_key[PW_ORDER_MAX];
+__shared__ volatile uint32_t pw_order_state[PW_ORDER_MAX];
+
+PW_DEVICE void pw_order_publish(uint32_t key) {
+    pw_order_key[threadIdx.x] = key;
+    __threadfence_block();
+    pw_order_state[threadIdx.x] = 1u;
+}
+
+PW_DEVICE void pw_order_wait(uint32_t key) {
+    for (uint32_t t = 0u; t < threadIdx.x; t++) {
+        while (pw_order_state[t] == 0u) {
+        }
+        /* Its key (written before its state, behind the publisher's fence) after its state. */
+        __threadfence_block();
+        if (key != PW_ORDER_NONE && pw_order_key[t] == key) {
+            while (pw_order_state[t] != 2u) {
+            }
+        }
+    }
+    /* The earlier frames' state writes (global memory, this SM) before this frame's reads. */
+    __threadfence_block();
+}
+
+PW_DEVICE void pw_order_done(void) {
+    __threadfence_block();
+    pw_order_state[threadIdx.x] = 2u;
+}
+
+PW_DEVICE void pw_order_skip(void) {
+    pw_order_key[threadIdx.x] = PW_ORDER_NONE;
+    __threadfence_block();
+    pw_order_state[threadIdx.x] = 2u;
+}
+
+/* Whole block, before a round's frames run: every thread's slot cleared, seen by all. */
+__device__ __forceinline__ void pw_order_round_begin() {
+    pw_order_state[threadIdx.x] = 0u;
+    __syncthreads();
+}
+
+#if defined(PW_PIPELINE_ORDERED) && !defined(PW_PIPELINE_ROUND_BEGIN)
+#define PW_PIPELINE_ROUND_BEGIN() pw_order_round_begin()
+/* No thread clears its slot for the next round while a later frame may still wait on it. */
+#define PW_PIPELINE_ROUND_END() __syncthreads()
+#endif
+#else
+PW_DEVICE void pw_order_publish(uint32_t key) { (void)key; }
+PW_DEVICE void pw_order_wait(uint32_t key) { (void)key; }
+PW_DEVICE void pw_order_done(void) {}
+PW_DEVICE void pw_order_skip(void) {}
+#endif
+
+#endif /* PKTWARP_FLOW_ORDER_CUH */

@@ -1,0 +1,158 @@
+//! The stateful firewall's GPU pipeline compiled for the host equals the CPU executor frame by
+//! frame: `parse -> conntrack -> acl -> count` as the GPU executor generates it (the conntrack
+//! stage of cuda/conntrack_stage.cuh over flow.cuh, its tables in the per-queue state block the
+//! executor lays out, the acl stage picking the frame's connection state's classifier for the
+//! `ct:` rules) against `Pipeline::run_frames`: the metadata (ct_state included), the verdict
+//! (action, reason, rule, mark) and every counter (the six conntrack counters, ACL matches and
+//! defaults, rule hits, frames per stage), on generated connection traffic with churn (flows that
+//! age out, abandoned ones) over two queues, with a table large enough and one so small that
+//! flows are evicted and refused.
+//!
+//! The host build runs frames one at a time in arrival order; the GPU's ordering of a round's
+//! frames per flow (cuda/flow_order.cuh) is held to the same result on the GPU machine
+//! (scripts/gpu-conntrack-check.sh, the hardware-only test in pipeline/tests/gpu_conntrack.rs).
+
+mod conntrack_common;
+
+use conntrack_common::{firewall, traffic};
+use pipeline::burst::FrameDesc;
+use pipeline::counters::QueueCounters;
+use pipeline::stage::{Pipeline, Stage};
+use pipeline::verdict::Verdict;
+use pktwarp_kernels::host::{AclSel, HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
+
+fn cpu_verdict_bytes(v: &Verdict) -> [u8; VERDICT_BYTES] {
+    let mut b = [0u8; VERDICT_BYTES];
+    b[0] = v.action as u8;
+    b[1] = v.reason.map_or(0xFF, |r| r as u8);
+    b[4..8].copy_from_slice(&v.rule.to_le_bytes());
+    b[8..12].copy_from_slice(&v.mark.to_le_bytes());
+    b
+}
+
+/// Runs `frames` through both and compares; returns the conntrack counters.
+fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Vec<(&'static str, u64)> {
+    let (specs, params) = pipeline::executor::gpu::compose::stage_specs(p).expect("specs");
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["parse", "conntrack", "acl", "count"]);
+    assert!(pktwarp_kernels::codegen::pipeline_orders_flows(&specs));
+    let host = HostPipeline::compile(&specs).unwrap_or_else(|e| panic!("{e}"));
+    // The per-queue state as the executor lays it out: one buffer, queue q's table at
+    // q * bytes, its address and the queue count written into the block.
+    let state = p.stages[1].gpu_queue_state();
+    assert_eq!(state.len(), 1);
+    let per_queue = state[0].bytes;
+    let mut tables = vec![0u64; per_queue * queues / 8];
+    let mut ct_block = params[1].clone();
+    let at = state[0].addr_at;
+    ct_block[at..at + 8].copy_from_slice(&(tables.as_mut_ptr() as u64).to_le_bytes());
+    ct_block[at + 8..at + 12].copy_from_slice(&(queues as u32).to_le_bytes());
+    let acl = p.acl().expect("an acl stage");
+    let n_rules = acl.rule_count();
+    let image = acl.gpu_image_bytes();
+    let words: Vec<u32> = image
+        .chunks_exact(4)
+        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    assert_eq!(
+        words[0],
+        flow_rules::acl::ct::CT_IMAGE_MAGIC,
+        "a per-state image"
+    );
+    let mut hits = vec![0u64; n_rules];
+    let sel = AclSel {
+        tables: words.as_ptr() as u64,
+        rule_hits: hits.as_mut_ptr() as u64,
+        n_rules: n_rules as u32,
+        default_action: acl.default as u8,
+        stage_params: 0,
+    };
+    let blocks: Vec<&[u8]> = vec![&[], &ct_block, &[], &[]];
+    let c = QueueCounters::new(4, n_rules);
+    let mut gc = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
+    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
+    let mut states = [0u64; 7];
+    for (n, chunk) in frames.chunks(32).enumerate() {
+        p.run_frames(
+            chunk.iter().map(|(d, f)| (*d, f.as_slice())),
+            &mut metas,
+            &mut verdicts,
+            &c,
+        );
+        for (i, (d, f)) in chunk.iter().enumerate() {
+            let mut buf = f.clone();
+            let mut hf = HostFrame {
+                len: f.len(),
+                wire_len: d.wire_len,
+                port: d.port,
+                timestamp_ns: d.timestamp_ns,
+                queue: d.queue,
+                burst_seq: n as u32,
+                burst_index: i as u32,
+            };
+            let mut gm = [0xAAu8; META_BYTES];
+            let mut gv = [0x55u8; VERDICT_BYTES];
+            host.run_frame_mut(
+                &mut buf,
+                &mut hf,
+                &blocks,
+                Some(&sel),
+                &mut gm,
+                &mut gv,
+                &mut gc,
+            );
+            let cv = cpu_verdict_bytes(&verdicts[i]);
+            assert!(
+                &gm == metas[i].as_bytes() && gv[..2] == cv[..2] && gv[4..12] == cv[4..12],
+                "frame {} (queue {}): cpu ct_state {} verdict {:?}; gpu ct_state {} verdict {gv:?}",
+                n * 32 + i,
+                d.queue,
+                metas[i].ct_state,
+                verdicts[i],
+                gm[137]
+            );
+            states[(metas[i].ct_state as usize).min(6)] += 1;
+        }
+    }
+    let Stage::Conntrack(ct) = &p.stages[1] else {
+        panic!("pipeline[1] is conntrack")
+    };
+    let cpu = ct.counters();
+    let gpu: Vec<u64> = gc[1][1..7].to_vec();
+    assert_eq!(
+        cpu.iter().map(|c| c.1).collect::<Vec<_>>(),
+        gpu,
+        "conntrack counters {cpu:?}"
+    );
+    for (k, g) in gc.iter().enumerate().take(4) {
+        assert_eq!(g[0], c.stage_frames[k].get(), "frames at stage {k}");
+    }
+    assert_eq!(gc[2][2], c.acl_default.get(), "acl defaults");
+    let cpu_hits: Vec<u64> = c.rule_hits.iter().map(|h| h.get()).collect();
+    assert_eq!(hits, cpu_hits, "rule hits");
+    assert_eq!(gc[2][1], hits.iter().sum::<u64>(), "acl matches");
+    // The traffic reaches every state the firewall's rules name but closed, both ways.
+    for s in [0, 1, 2, 3, 4, 5] {
+        assert!(states[s] > 0, "no frame in state {s}: {states:?}");
+    }
+    cpu
+}
+
+#[test]
+fn the_stateful_firewall_on_the_host_built_gpu_pipeline_equals_the_cpu() {
+    let frames = traffic(7, 6000);
+    assert!(frames.iter().any(|f| f.0.queue == 1) && frames.iter().any(|f| f.0.queue == 0));
+    let c = check(&firewall(65536, "big"), &frames, 2);
+    let get = |n: &str| c.iter().find(|x| x.0 == n).map_or(0, |x| x.1);
+    assert!(get("created") > 100 && get("expired") > 0, "{c:?}");
+    assert_eq!(get("table_full") + get("early_evicted"), 0, "{c:?}");
+}
+
+/// Two buckets a queue: flows are evicted early and refused when a bucket is all assured.
+#[test]
+fn a_full_table_evicts_and_refuses_alike() {
+    let frames = traffic(11, 4000);
+    let c = check(&firewall(16, "small"), &frames, 2);
+    let get = |n: &str| c.iter().find(|x| x.0 == n).map_or(0, |x| x.1);
+    assert!(get("early_evicted") > 0 && get("table_full") > 0, "{c:?}");
+}
