@@ -152,6 +152,9 @@ pub struct Sample {
     pub metas: Option<Vec<PacketMeta>>,
     /// The frames as the executor left them, when the pipeline rewrites.
     pub output: Option<Burst>,
+    /// Which frames of `output` the executor sent (the GPU's TX ring names them; a dropped
+    /// frame's bytes are not compared); `None`: every frame is compared.
+    pub output_sent: Option<Vec<bool>>,
     /// The counters the burst moved, and the queue's number of rule-hit counters.
     pub counts: Option<(BurstCounts, usize)>,
 }
@@ -188,6 +191,27 @@ impl VerifyTap {
         }
     }
 
+    /// Counts one burst: true when it is due (the 1st, then one in `period`) and the verifier
+    /// was free, and is now taken for it (handed a sample, or [`VerifyTap::defer`]red).
+    pub fn due(&mut self) -> bool {
+        self.seen += 1;
+        if (self.seen - 1) % self.period != 0 {
+            return false;
+        }
+        if !self.board.try_take() {
+            self.board.skipped_busy.fetch_add(1, Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// The burst [`VerifyTap::due`] took cannot be sampled (the executor's tables are being
+    /// swapped): frees the verifier and makes the next burst due instead.
+    pub fn defer(&mut self) {
+        self.seen -= 1;
+        self.board.release();
+    }
+
     /// Called before the pipeline runs on `burst`: when this burst is due (the 1st, then one
     /// in `period`) and the verifier is free, copies it and loads the tables it must run with.
     pub fn begin(
@@ -196,12 +220,7 @@ impl VerifyTap {
         burst: &Burst,
         c: &QueueCounters,
     ) -> Option<Pending> {
-        self.seen += 1;
-        if (self.seen - 1) % self.period != 0 {
-            return None;
-        }
-        if !self.board.try_take() {
-            self.board.skipped_busy.fetch_add(1, Relaxed);
+        if !self.due() {
             return None;
         }
         Some(Pending {
@@ -232,8 +251,14 @@ impl VerifyTap {
             verdicts: verdicts.iter().map(to_abi).collect(),
             metas: Some(metas.to_vec()),
             output: pipeline.rewrites().then(|| burst.clone()),
+            output_sent: None,
             counts: Some((counts, c.rule_hits.len())),
         };
+        self.hand_over(s);
+    }
+
+    /// Hands a sample of the burst [`VerifyTap::due`] took to the verifier (never waiting).
+    pub fn hand_over(&self, s: Sample) {
         match self.tx.try_send(s) {
             Ok(()) => {}
             // The verifier has gone (it never refuses while taken): the sample is lost.
@@ -283,6 +308,22 @@ impl VerifyWiring {
             capture: slow.then_some(cap_rx),
         }
     }
+}
+
+/// The frames the verifier found to differ, to the slow path as received (they count in its
+/// tally); whether there were any. Called by the TX thread of either executor.
+pub(crate) fn send_captures(
+    cap: &Receiver<Burst>,
+    dest: &mut crate::port::out::Destinations<'_>,
+) -> bool {
+    let mut any = false;
+    while let Ok(b) = cap.try_recv() {
+        any = true;
+        if let Some(sp) = dest.slow.as_mut() {
+            sp.send_frames(0, || b.frames().map(|(d, f)| (f, 0, d.wire_len)));
+        }
+    }
+    any
 }
 
 /// The `pw-verify` thread's side.
@@ -356,7 +397,12 @@ impl Verifier {
             self.log(s.queue, &m.to_string());
         });
         if let Some(out) = &s.output {
-            for (i, b) in bad.iter_mut().enumerate() {
+            let sent = |i: usize| {
+                s.output_sent
+                    .as_ref()
+                    .is_none_or(|m| m.get(i).copied().unwrap_or(false))
+            };
+            for (i, b) in bad.iter_mut().enumerate().filter(|(i, _)| sent(*i)) {
                 let (x, y) = (out.frame(i), reference.frame(i));
                 if x != y {
                     *b = true;

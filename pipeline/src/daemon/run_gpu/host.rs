@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::device::QueueDevice;
@@ -13,6 +13,7 @@ use super::ingest::{self, IngestCtx};
 use super::queue::{self, QueueCtx, QueueIo};
 use super::reap::Reaper;
 use super::reload::{AclPublisher, LiveStageCounters, ParamsPublisher};
+use super::verify::{GpuTap, PublishedTables};
 use super::{gpu_ingest, tx, Slot};
 use crate::config::OnFull;
 use crate::daemon::summary::GpuIngest;
@@ -24,6 +25,7 @@ use crate::stage::hooks::HookDriver;
 use crate::stage::Pipeline;
 use crate::steer::Steering;
 use crate::threads::spawn_named;
+use crate::verify::sampler::{VerifyTap, VerifyWiring};
 
 /// How often this thread looks for a reload while the queues run.
 const RELOAD_CHECK: Duration = Duration::from_micros(500);
@@ -54,6 +56,8 @@ pub(crate) struct HostSpec<'a> {
     /// with the stage parameters of this generation at start.
     pub composed: bool,
     pub params_generation: u64,
+    /// `verify.sample` (0: off) and the pipeline its verifier re-runs bursts on.
+    pub verify: (u64, std::sync::Arc<Pipeline>),
 }
 
 /// What the host side did: a failure that stopped the run, the ports' errors and what each
@@ -170,8 +174,17 @@ pub(crate) fn run(
     };
     let (in_place, gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
     let reaper = Reaper::new(spec.pipeline, spec.acl_on);
-    let mut publisher = AclPublisher::new(spec.acl_on, spec.acl_generation);
-    let mut params = ParamsPublisher::new(spec.composed, spec.params_generation);
+    let (period, vp) = &spec.verify;
+    let verify = VerifyWiring::new(*period, vp, &shared.verify, out.to_host.is_some());
+    let verify_done = AtomicBool::new(verify.verifier.is_none());
+    let record = verify
+        .taps
+        .as_ref()
+        .map(|_| PublishedTables::new(spec.acl_generation, spec.params_generation));
+    let mut publisher =
+        AclPublisher::new(spec.acl_on, spec.acl_generation).recording(record.clone());
+    let mut params =
+        ParamsPublisher::new(spec.composed, spec.params_generation).recording(record.clone());
     let mut live = LiveStageCounters::new(spec.composed);
     let mut hooks = HookDriver::start(spec.pipeline, "gpu", params.generation());
     let Rings {
@@ -205,6 +218,11 @@ pub(crate) fn run(
                 inputs,
                 to_tx: to_tx.next(),
                 frees: free_tx.clone(),
+                verify: verify.taps.as_ref().zip(record.as_ref()).map(|(t, r)| {
+                    let tap = VerifyTap::new(*period, Arc::clone(&shared.verify), t.clone());
+                    let (acl, composed) = (spec.acl_on, spec.composed);
+                    GpuTap::new(tap, Arc::clone(vp), q, Arc::clone(r), acl, composed)
+                }),
             };
             let qctx = QueueCtx {
                 q,
@@ -230,7 +248,18 @@ pub(crate) fn run(
                 }
             }));
         }
+        // The queue threads hold the only senders: the verifier ends after the last of them.
+        drop(verify.taps);
+        if let Some((v, vrx)) = verify.verifier {
+            let done = &verify_done;
+            spawn_named(s, "pw-verify".to_string(), move || {
+                v.run(vrx);
+                // Its captures are queued by now: the TX thread may finish once it took them.
+                done.store(true, Ordering::Release);
+            });
+        }
         if with_tx {
+            let captures = (verify.capture, &verify_done);
             let (frees, queues_done, errors, failed, outputs) =
                 (free_tx.clone(), &queues_done, &errors, &failed, &outputs);
             threads.push(spawn_named(s, "pw-tx".to_string(), move || {
@@ -239,7 +268,7 @@ pub(crate) fn run(
                     count: None,
                     failed,
                 };
-                let (t, e) = tx::run(shared, out, tx_in, frees, queues_done, dev);
+                let (t, e) = tx::run(shared, out, tx_in, frees, (queues_done, captures), dev);
                 errors.lock().unwrap_or_else(|p| p.into_inner()).extend(e);
                 *outputs.lock().unwrap_or_else(|p| p.into_inner()) = t;
             }));

@@ -52,6 +52,16 @@ struct FakeQueue {
     marks: Vec<Option<u32>>,
 }
 
+/// A wrong result the stand-in returns for frame 0 of every burst (what sampled verification
+/// must catch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Corrupt {
+    /// Its action flipped (pass and drop).
+    Verdict,
+    /// A byte of its rewritten frame flipped in the slot's data area.
+    Bytes,
+}
+
 /// A GPU stand-in: the CPU pipeline at submit, a ring of `slots` bursts per queue, verdicts
 /// after `lag` polls, and optionally a kernel that stops at burst `fail_at` of queue 0.
 struct CpuStandIn {
@@ -77,6 +87,7 @@ struct CpuStandIn {
     /// back by their port, by address; and how many were copied.
     gathered: Arc<Mutex<std::collections::HashSet<u64>>>,
     gathered_frames: std::sync::atomic::AtomicU64,
+    corrupt: Option<Corrupt>,
 }
 
 impl CpuStandIn {
@@ -120,6 +131,7 @@ impl CpuStandIn {
             holding: std::sync::atomic::AtomicBool::new(false),
             gathered: Arc::default(),
             gathered_frames: Default::default(),
+            corrupt: None,
         }
     }
 
@@ -195,7 +207,7 @@ unsafe impl QueueDevice for CpuStandIn {
             let mut b = burst.clone();
             self.pipeline
                 .run_burst_mut(&mut b, metas, verdicts, counters);
-            let descs = b
+            let descs: Vec<TxDesc> = b
                 .descs
                 .iter()
                 .zip(verdicts.iter())
@@ -223,12 +235,15 @@ unsafe impl QueueDevice for CpuStandIn {
             // The slot's data area takes the frames as the stages left them.
             let len = b.data.len().min(ring[slot].len());
             ring[slot][..len].copy_from_slice(&b.data[..len]);
+            if let (Some(Corrupt::Bytes), Some(d)) = (self.corrupt, descs.first()) {
+                ring[slot][d.offset as usize + 20] ^= 0xFF;
+            }
             Some((descs, len, times))
         } else {
             self.pipeline.run_burst(burst, metas, verdicts, counters);
             None
         };
-        let v = verdicts
+        let mut v: Vec<Verdict> = verdicts
             .iter()
             .map(|v| Verdict {
                 action: v.action as u8,
@@ -238,6 +253,15 @@ unsafe impl QueueDevice for CpuStandIn {
                 mark: v.mark,
             })
             .collect();
+        if let (Some(Corrupt::Verdict), Some(x)) = (self.corrupt, v.first_mut()) {
+            use crate::executor::gpu::abi;
+            let drop = abi::ACTION_DROP;
+            x.action = if x.action == drop {
+                abi::ACTION_PASS
+            } else {
+                drop
+            };
+        }
         let seq = fq.next_seq;
         fq.next_seq += 1;
         fq.on_gpu.push_back(OnGpu {
@@ -959,6 +983,7 @@ mod held;
 mod hooks;
 mod restart;
 mod rewrite;
+mod sampled;
 mod wire_len;
 
 #[test]
