@@ -671,7 +671,7 @@ struct TxEnds<'a> {
 fn take_captures(ends: &TxEnds<'_>, dest: &mut Destinations<'_>) -> bool {
     ends.capture
         .as_ref()
-        .is_some_and(|cap| crate::verify::sampler::send_captures(cap, dest))
+        .is_some_and(|cap| crate::executor::tx::send_captures(cap, dest))
 }
 
 /// The TX thread (the host runtime's, [`super::tx`]): each burst's frames to their

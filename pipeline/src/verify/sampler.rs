@@ -310,22 +310,6 @@ impl VerifyWiring {
     }
 }
 
-/// The frames the verifier found to differ, to the slow path as received (they count in its
-/// tally); whether there were any. Called by the TX thread of either executor.
-pub(crate) fn send_captures(
-    cap: &Receiver<Burst>,
-    dest: &mut crate::port::out::Destinations<'_>,
-) -> bool {
-    let mut any = false;
-    while let Ok(b) = cap.try_recv() {
-        any = true;
-        if let Some(sp) = dest.slow.as_mut() {
-            sp.send_frames(0, || b.frames().map(|(d, f)| (f, 0, d.wire_len)));
-        }
-    }
-    any
-}
-
 /// The `pw-verify` thread's side.
 pub struct Verifier {
     pipeline: Arc<Pipeline>,

@@ -5,15 +5,15 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use super::device::QueueDevice;
 use super::ingest::{self, IngestCtx};
 use super::queue::{self, QueueCtx, QueueIo};
 use super::reap::Reaper;
-use super::reload::{AclPublisher, LiveStageCounters, ParamsPublisher};
-use super::verify::{GpuTap, PublishedTables};
+use super::reload::LiveStageCounters;
+use super::verify::HostVerify;
 use super::{gpu_ingest, tx, Slot};
 use crate::config::OnFull;
 use crate::daemon::summary::GpuIngest;
@@ -25,7 +25,6 @@ use crate::stage::hooks::HookDriver;
 use crate::stage::Pipeline;
 use crate::steer::Steering;
 use crate::threads::spawn_named;
-use crate::verify::sampler::{VerifyTap, VerifyWiring};
 
 /// How often this thread looks for a reload while the queues run.
 const RELOAD_CHECK: Duration = Duration::from_micros(500);
@@ -174,17 +173,8 @@ pub(crate) fn run(
     };
     let (in_place, gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
     let reaper = Reaper::new(spec.pipeline, spec.acl_on);
-    let (period, vp) = &spec.verify;
-    let verify = VerifyWiring::new(*period, vp, &shared.verify, out.to_host.is_some());
-    let verify_done = AtomicBool::new(verify.verifier.is_none());
-    let record = verify
-        .taps
-        .as_ref()
-        .map(|_| PublishedTables::new(spec.acl_generation, spec.params_generation));
-    let mut publisher =
-        AclPublisher::new(spec.acl_on, spec.acl_generation).recording(record.clone());
-    let mut params =
-        ParamsPublisher::new(spec.composed, spec.params_generation).recording(record.clone());
+    let mut verify = HostVerify::new(spec, &shared.verify, out.to_host.is_some());
+    let (mut publisher, mut params) = verify.publishers(spec);
     let mut live = LiveStageCounters::new(spec.composed);
     let mut hooks = HookDriver::start(spec.pipeline, "gpu", params.generation());
     let Rings {
@@ -218,11 +208,7 @@ pub(crate) fn run(
                 inputs,
                 to_tx: to_tx.next(),
                 frees: free_tx.clone(),
-                verify: verify.taps.as_ref().zip(record.as_ref()).map(|(t, r)| {
-                    let tap = VerifyTap::new(*period, Arc::clone(&shared.verify), t.clone());
-                    let (acl, composed) = (spec.acl_on, spec.composed);
-                    GpuTap::new(tap, Arc::clone(vp), q, Arc::clone(r), acl, composed)
-                }),
+                verify: verify.tap(q),
             };
             let qctx = QueueCtx {
                 q,
@@ -248,18 +234,8 @@ pub(crate) fn run(
                 }
             }));
         }
-        // The queue threads hold the only senders: the verifier ends after the last of them.
-        drop(verify.taps);
-        if let Some((v, vrx)) = verify.verifier {
-            let done = &verify_done;
-            spawn_named(s, "pw-verify".to_string(), move || {
-                v.run(vrx);
-                // Its captures are queued by now: the TX thread may finish once it took them.
-                done.store(true, Ordering::Release);
-            });
-        }
+        let captures = verify.start(s);
         if with_tx {
-            let captures = (verify.capture, &verify_done);
             let (frees, queues_done, errors, failed, outputs) =
                 (free_tx.clone(), &queues_done, &errors, &failed, &outputs);
             threads.push(spawn_named(s, "pw-tx".to_string(), move || {
@@ -302,16 +278,18 @@ pub(crate) fn run(
         }
     });
     hooks.end(spec.pipeline);
-    let result = match fatal.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        Some(e) => Err(e),
-        None => Ok(()),
-    };
     HostOutcome {
-        result,
+        result: first_error(fatal),
         errors: errors.into_inner().unwrap_or_else(|p| p.into_inner()),
         outputs: outputs.into_inner().unwrap_or_else(|p| p.into_inner()),
         gpu_ingest,
     }
+}
+
+/// The error that stopped the run, if one did.
+fn first_error(fatal: Mutex<Option<anyhow::Error>>) -> anyhow::Result<()> {
+    let e = fatal.into_inner().unwrap_or_else(|p| p.into_inner());
+    e.map_or(Ok(()), Err)
 }
 
 /// Whether frames are sent from the GPU slot they ran in: where the device can hold it for the

@@ -52,16 +52,6 @@ struct FakeQueue {
     marks: Vec<Option<u32>>,
 }
 
-/// A wrong result the stand-in returns for frame 0 of every burst (what sampled verification
-/// must catch).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Corrupt {
-    /// Its action flipped (pass and drop).
-    Verdict,
-    /// A byte of its rewritten frame flipped in the slot's data area.
-    Bytes,
-}
-
 /// A GPU stand-in: the CPU pipeline at submit, a ring of `slots` bursts per queue, verdicts
 /// after `lag` polls, and optionally a kernel that stops at burst `fail_at` of queue 0.
 struct CpuStandIn {
@@ -87,7 +77,7 @@ struct CpuStandIn {
     /// back by their port, by address; and how many were copied.
     gathered: Arc<Mutex<std::collections::HashSet<u64>>>,
     gathered_frames: std::sync::atomic::AtomicU64,
-    corrupt: Option<Corrupt>,
+    corrupt: Option<sampled::Corrupt>,
 }
 
 impl CpuStandIn {
@@ -235,9 +225,7 @@ unsafe impl QueueDevice for CpuStandIn {
             // The slot's data area takes the frames as the stages left them.
             let len = b.data.len().min(ring[slot].len());
             ring[slot][..len].copy_from_slice(&b.data[..len]);
-            if let (Some(Corrupt::Bytes), Some(d)) = (self.corrupt, descs.first()) {
-                ring[slot][d.offset as usize + 20] ^= 0xFF;
-            }
+            sampled::corrupt_bytes(self.corrupt, &mut ring[slot], &descs);
             Some((descs, len, times))
         } else {
             self.pipeline.run_burst(burst, metas, verdicts, counters);
@@ -253,15 +241,7 @@ unsafe impl QueueDevice for CpuStandIn {
                 mark: v.mark,
             })
             .collect();
-        if let (Some(Corrupt::Verdict), Some(x)) = (self.corrupt, v.first_mut()) {
-            use crate::executor::gpu::abi;
-            let drop = abi::ACTION_DROP;
-            x.action = if x.action == drop {
-                abi::ACTION_PASS
-            } else {
-                drop
-            };
-        }
+        sampled::corrupt_verdict(self.corrupt, &mut v);
         let seq = fq.next_seq;
         fq.next_seq += 1;
         fq.on_gpu.push_back(OnGpu {

@@ -98,7 +98,7 @@ pub(crate) fn run(
     let captures = |dest: &mut crate::port::out::Destinations<'_>| {
         captured
             .as_ref()
-            .is_some_and(|c| crate::verify::sampler::send_captures(c, dest))
+            .is_some_and(|c| crate::executor::tx::send_captures(c, dest))
     };
     crate::executor::tx::run(
         &shared.counters,

@@ -17,15 +17,85 @@
 //! whose frames were received into GPU memory (GPUDirect ports) have no host copy and are not
 //! sampled.
 
-use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::Ordering::{Release, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 use super::device::TxView;
+use super::host::HostSpec;
+use super::reload::{AclPublisher, ParamsPublisher};
+use super::tx::Captures;
 use crate::burst::Burst;
 use crate::executor::gpu::abi::Verdict;
 use crate::stage::{BurstTables, Pipeline};
-use crate::verify::sampler::{Sample, VerifyTap};
+use crate::threads::spawn_named;
+use crate::verify::sampler::{Sample, VerifyBoard, VerifyTap, VerifyWiring};
+
+/// The verifier's parts for one run of the host side; idle with sampling off.
+pub(crate) struct HostVerify {
+    wiring: VerifyWiring,
+    record: Option<Arc<PublishedTables>>,
+    period: u64,
+    pipeline: Arc<Pipeline>,
+    board: Arc<VerifyBoard>,
+    acl_on: bool,
+    composed: bool,
+    /// Set once the verifier checked its last sample (at once with sampling off).
+    done: AtomicBool,
+}
+
+impl HostVerify {
+    /// `slow`: the run has a slow path for the mismatching frames.
+    pub fn new(spec: &HostSpec<'_>, board: &Arc<VerifyBoard>, slow: bool) -> HostVerify {
+        let (period, pipeline) = (spec.verify.0, Arc::clone(&spec.verify.1));
+        let wiring = VerifyWiring::new(period, &pipeline, board, slow);
+        let on = wiring.taps.is_some();
+        HostVerify {
+            record: on.then(|| PublishedTables::new(spec.acl_generation, spec.params_generation)),
+            done: AtomicBool::new(!on),
+            wiring,
+            period,
+            pipeline,
+            board: Arc::clone(board),
+            acl_on: spec.acl_on,
+            composed: spec.composed,
+        }
+    }
+
+    /// The publishers of reloaded tables, which tell the taps what the GPU has.
+    pub fn publishers(&self, spec: &HostSpec<'_>) -> (AclPublisher, ParamsPublisher) {
+        (
+            AclPublisher::new(spec.acl_on, spec.acl_generation).recording(self.record.clone()),
+            ParamsPublisher::new(spec.composed, spec.params_generation)
+                .recording(self.record.clone()),
+        )
+    }
+
+    /// Queue `q`'s tap, with sampling on.
+    pub fn tap(&self, q: usize) -> Option<GpuTap> {
+        let (tx, record) = (self.wiring.taps.as_ref()?, self.record.as_ref()?);
+        let tap = VerifyTap::new(self.period, Arc::clone(&self.board), tx.clone());
+        let p = Arc::clone(&self.pipeline);
+        let r = Arc::clone(record);
+        Some(GpuTap::new(tap, p, q, r, self.acl_on, self.composed))
+    }
+
+    /// After the taps are handed out: starts `pw-verify` (it ends after the last queue thread,
+    /// which hold the only senders left). What the TX thread takes: the captures, the flag.
+    pub fn start<'s>(&'s mut self, s: &'s std::thread::Scope<'s, '_>) -> Captures<'s> {
+        let HostVerify { wiring, done, .. } = self;
+        let done: &'s AtomicBool = done;
+        wiring.taps = None;
+        if let Some((v, rx)) = wiring.verifier.take() {
+            spawn_named(s, "pw-verify".to_string(), move || {
+                v.run(rx);
+                // Its captures are queued by now: the TX thread may finish once it took them.
+                done.store(true, Release);
+            });
+        }
+        (wiring.capture.take(), done)
+    }
+}
 
 /// Which tables the GPU has, as the publishers left word.
 #[derive(Debug, Default)]

@@ -7,6 +7,33 @@ use super::*;
 use crate::testdata::capture_frames;
 use crate::verify::sampler::VerifySummary;
 
+/// A wrong result the stand-in returns for its first frame of every burst (what sampled
+/// verification must catch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Corrupt {
+    /// Frame 0's action flipped (pass and drop).
+    Verdict,
+    /// A byte of the first frame its TX ring names flipped in the slot's data area.
+    Bytes,
+}
+
+pub(super) fn corrupt_verdict(c: Option<Corrupt>, v: &mut [Verdict]) {
+    use crate::executor::gpu::abi::{ACTION_DROP, ACTION_PASS};
+    if let (Some(Corrupt::Verdict), Some(x)) = (c, v.first_mut()) {
+        x.action = if x.action == ACTION_DROP {
+            ACTION_PASS
+        } else {
+            ACTION_DROP
+        };
+    }
+}
+
+pub(super) fn corrupt_bytes(c: Option<Corrupt>, slot: &mut [u8], descs: &[TxDesc]) {
+    if let (Some(Corrupt::Bytes), Some(d)) = (c, descs.first()) {
+        slot[d.offset as usize + 20] ^= 0xFF;
+    }
+}
+
 fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pktwarp-gpu-vs-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
