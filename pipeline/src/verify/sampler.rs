@@ -11,6 +11,10 @@
 //! against the same counters of a scratch run of the reference. A custom stage's own counters
 //! (global to all queues) are not compared.
 //!
+//! On the GPU executor the tap is `daemon::run_gpu::verify`: it copies the burst as submitted
+//! and hands over the ring's verdicts and the TX ring's frames (no metadata, no counters: see
+//! there).
+//!
 //! State: the reference runs the burst with the very ACL and route tables the executor used
 //! ([`BurstTables`], loaded once for the burst before it ran), so a reload between the burst and
 //! its check is no mismatch. A custom stage is re-run on the same instance (a stage whose
