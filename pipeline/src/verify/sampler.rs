@@ -216,6 +216,12 @@ impl VerifyTap {
         self.board.release();
     }
 
+    /// The burst last counted by [`VerifyTap::due`] (and not taken) was not run after all: it
+    /// comes again (a full GPU ring under `on_full: wait`) and counts once.
+    pub fn uncount(&mut self) {
+        self.seen = self.seen.saturating_sub(1);
+    }
+
     /// Called before the pipeline runs on `burst`: when this burst is due (the 1st, then one
     /// in `period`) and the verifier is free, copies it and loads the tables it must run with.
     pub fn begin(

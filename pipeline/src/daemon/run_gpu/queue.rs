@@ -268,16 +268,10 @@ impl Worker<'_, '_> {
                 break;
             };
             let submitted = if slot.gpu_srcs.is_empty() {
-                let taken = self
-                    .io
-                    .verify
-                    .as_mut()
-                    .and_then(|t| t.before_submit(&slot.burst));
-                let r = dev.submit(q, &slot.burst);
-                if let (Some(t), Some(k)) = (self.io.verify.as_mut(), taken) {
-                    t.after_submit(k, r.as_ref().ok().copied());
+                match self.io.verify.as_mut() {
+                    Some(t) => t.submit(&slot.burst, |b| dev.submit(q, b)),
+                    None => dev.submit(q, &slot.burst),
                 }
-                r
             } else {
                 // SAFETY: the addresses are of frames the ingest received in GPU memory of the
                 // GPU `gpu_ingest` checked; the slot holds their buffers (`holds`) until it is

@@ -182,9 +182,25 @@ impl GpuTap {
         }
     }
 
+    /// Submits `burst` (frames in host memory) with `submit`, copying it first when it is due.
+    pub fn submit<E>(
+        &mut self,
+        burst: &Burst,
+        submit: impl FnOnce(&Burst) -> Result<u32, E>,
+    ) -> Result<u32, E> {
+        let taken = self.before_submit(burst);
+        let r = submit(burst);
+        match (taken, r.as_ref().ok().copied()) {
+            (Some(t), seq) => self.after_submit(t, seq),
+            (None, None) => self.tap.uncount(),
+            (None, Some(_)) => {}
+        }
+        r
+    }
+
     /// Before `burst` (frames in host memory) is submitted: a copy of it when it is due, the
     /// verifier free and the GPU's tables known.
-    pub fn before_submit(&mut self, burst: &Burst) -> Option<Taken> {
+    fn before_submit(&mut self, burst: &Burst) -> Option<Taken> {
         let pipeline = &*self.pipeline;
         if !self.tap.due() {
             return None;
@@ -209,7 +225,7 @@ impl GpuTap {
     }
 
     /// After the submit: `Some(seq)`, the GPU took it as burst `seq`; `None`, it did not.
-    pub fn after_submit(&mut self, t: Taken, seq: Option<u32>) {
+    fn after_submit(&mut self, t: Taken, seq: Option<u32>) {
         match seq {
             // No publish overlapped the submit: the burst runs with the tables taken.
             Some(s) if self.record.read().is_some_and(|(r, _, _)| r == t.seq) => {
@@ -337,6 +353,35 @@ mod tests {
         assert_eq!((s.input.len(), s.verdicts.len()), (4, 4));
         assert!(s.metas.is_none() && s.counts.is_none() && s.output.is_none());
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A burst the GPU ring refused (retried under `on_full: wait`) counts once: sampling stays
+    /// one burst in N however often a full ring sends one back.
+    #[test]
+    fn a_refused_submit_counts_once() {
+        let p = Arc::new(crate::stage::test_inline_filter_pipeline());
+        let board = VerifyBoard::new(2);
+        let (tx, _rx) = std::sync::mpsc::sync_channel(1);
+        let tap = VerifyTap::new(2, Arc::clone(&board), tx);
+        let mut g = GpuTap::new(tap, p, 0, PublishedTables::new(0, 0), true, false);
+        let b = burst();
+        assert_eq!(g.submit(&b, |_| Ok::<u32, ()>(0)), Ok(0));
+        assert!(g.on_gpu.is_some(), "the 1st burst is sampled");
+        for _ in 0..5 {
+            assert_eq!(g.submit(&b, |_| Err(())), Err(()));
+        }
+        assert_eq!(g.submit(&b, |_| Ok::<u32, ()>(1)), Ok(1));
+        assert_eq!(
+            board.skipped_busy.load(Relaxed),
+            0,
+            "the 2nd burst is not due"
+        );
+        assert_eq!(g.submit(&b, |_| Ok::<u32, ()>(2)), Ok(2));
+        assert_eq!(
+            board.skipped_busy.load(Relaxed),
+            1,
+            "the 3rd is, the verifier busy"
+        );
     }
 
     /// The rewritten frames are read from where the TX ring names them; frames it does not
