@@ -23,6 +23,7 @@
 //! the config file, so a config works from any working directory.
 
 mod bounded;
+mod flow_export;
 mod locate;
 mod output;
 mod overrides;
@@ -77,6 +78,9 @@ pub struct Config {
     /// Absent: off.
     #[serde(default)]
     pub verify: Option<Spanned<verify::VerifyConfig>>,
+    /// IPFIX flow export of a `flow_stats` stage's records (`collector`, ...; docs/ipfix.md).
+    #[serde(default)]
+    pub ipfix: Option<Spanned<pktwarp_flow::ipfix::IpfixConfig>>,
     /// Where to find this config's relative paths: the config file's folder (set by [`load`]).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -386,6 +390,7 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
     validate_ports(&file, cfg)?;
     validate_queues(&file, &cfg.queues)?;
     validate_pipeline(&file, cfg)?;
+    flow_export::check_flow_export(&file, cfg)?;
     if let Err((key, msg)) = settings::validate(&cfg.metrics, &cfg.control) {
         return Err(ConfigError::whole(&file, key, msg));
     }
@@ -762,7 +767,7 @@ fn check_order(
             | StageConfig::Vlan(_)
             | StageConfig::TxTime(_) => false,
             StageConfig::Acl(_) | StageConfig::Ttl | StageConfig::Dscp(_) => true,
-            StageConfig::Conntrack(_) => true,
+            StageConfig::Conntrack(_) | StageConfig::FlowStats(_) => true,
             StageConfig::Route(_) | StageConfig::Respond(_) => true,
             StageConfig::Custom(c) => custom_reads_meta(&c.name),
         };
@@ -851,18 +856,22 @@ impl Config {
             }
             s = crate::steer::Steering::from_rules(&set, queues)?;
         }
-        // A queue's conntrack table must see both directions of its flows.
+        // A queue's flow table (conntrack, flow_stats) must see both directions of its flows.
         if self.has_conntrack() {
             s = s.with_flow_steering();
         }
         Ok(s)
     }
 
-    /// Whether the pipeline has a `conntrack` stage (then software steering spreads frames by their flow key).
+    /// Whether the pipeline has a flow table (a `conntrack` or `flow_stats` stage): then
+    /// software steering spreads frames by their flow key.
     pub fn has_conntrack(&self) -> bool {
-        self.pipeline
-            .iter()
-            .any(|s| matches!(s.value, StageConfig::Conntrack(_)))
+        self.pipeline.iter().any(|s| {
+            matches!(
+                s.value,
+                StageConfig::Conntrack(_) | StageConfig::FlowStats(_)
+            )
+        })
     }
 
     /// The ports with a transmit side, in config order: a verdict's `out_port` is an index in

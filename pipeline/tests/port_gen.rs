@@ -120,6 +120,7 @@ fn any_spec() -> impl Strategy<Value = FrameSpec> {
                 size,
                 ip_id: id,
                 malformed: None,
+                payload: Default::default(),
             }
         })
 }

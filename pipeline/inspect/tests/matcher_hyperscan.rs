@@ -81,3 +81,36 @@ fn empty_set_and_set_only_find_all_refused() {
     let e = hs.find_all(b"a", &mut Vec::new()).unwrap_err();
     assert!(e.to_string().contains("set-only"), "{e}");
 }
+
+/// Clones share the database but not the scratch: scanning from several threads at once
+/// gives every thread the sets the image walker gives, and a clone outlives the original.
+#[test]
+fn clones_scan_on_their_own_threads_and_outlive_the_original() {
+    let mut set = PatternSet::new();
+    for p in [&b"abc"[..], b"bcd", b"zz", b"\x00\xff"] {
+        set.add(p, p == b"zz").expect("pattern");
+    }
+    let img = Image::compile(&set).expect("image");
+    let original = Hyperscan::new(&set, true).expect("hyperscan");
+    let clones: Vec<Hyperscan> = (0..4)
+        .map(|_| original.try_clone().expect("clone"))
+        .collect();
+    drop(original);
+    let mut rng = Rng(7);
+    let bufs: Vec<Vec<u8>> = (0..400)
+        .map(|i| rng.bytes(i % 64, b"abcdzZ\x00\xff"))
+        .collect();
+    std::thread::scope(|s| {
+        for mut hs in clones {
+            let (bufs, img) = (&bufs, &img);
+            s.spawn(move || {
+                for b in bufs {
+                    assert_eq!(hs.match_set(b).expect("scan"), img.match_set(b), "{b:?}");
+                }
+            });
+        }
+    });
+    let empty = Hyperscan::new(&PatternSet::new(), true).expect("empty");
+    let mut c = empty.try_clone().expect("clone of an empty set");
+    assert_eq!(c.match_set(b"abc").expect("scan").count(), 0);
+}

@@ -46,6 +46,11 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_verify_burst_mismatch_total", "Sampled bursts whose counters (stage frames and bytes, verdicts, drops, rule hits) differ from the CPU reference's.", MetricType::COUNTER, &[]),
     ("pktwarp_verify_skipped_total", "Bursts due for a sample that were not checked: the verifier was still busy with the last one.", MetricType::COUNTER, &[]),
     ("pktwarp_verify_captured_frames_total", "Mismatching frames sent to the slow path (result=captured) or not (result=dropped: its queue full, or no output.to_host).", MetricType::COUNTER, &["result"]),
+    ("pktwarp_ipfix_records_exported_total", "Flow records in IPFIX messages the socket to the collector accepted.", MetricType::COUNTER, &[]),
+    ("pktwarp_ipfix_messages_sent_total", "IPFIX messages the socket to the collector accepted.", MetricType::COUNTER, &[]),
+    ("pktwarp_ipfix_templates_sent_total", "IPFIX template sets sent (at start, every template_refresh_s or template_refresh_messages, after a send error).", MetricType::COUNTER, &[]),
+    ("pktwarp_ipfix_send_errors_total", "IPFIX messages the socket refused (collector unreachable, buffer full): their records are lost.", MetricType::COUNTER, &[]),
+    ("pktwarp_ipfix_records_dropped_total", "Flow records not queued for export: the exporter's queue (ipfix.queue) was full.", MetricType::COUNTER, &[]),
     ("pktwarp_gpu_kernel_heartbeat", "Last heartbeat word of a queue's persistent kernel.", MetricType::GAUGE, &["queue", "gpu"]),
     ("pktwarp_gpu_kernel_stalled", "1 while a queue's kernel heartbeat is stuck with work queued.", MetricType::GAUGE, &["queue", "gpu"]),
     ("pktwarp_gpu_kernel_stalls_total", "Stalls the watchdog detected on a queue.", MetricType::COUNTER, &["queue", "gpu"]),
@@ -107,6 +112,8 @@ pub struct DaemonCollector {
     ports: Option<Arc<crate::port::PortCounterBoard>>,
     /// The sampling verifier's counts (`verify:` on).
     verify: Option<Arc<crate::verify::sampler::VerifyBoard>>,
+    /// The IPFIX exporter's counters (`ipfix:` on).
+    ipfix: Option<Arc<pktwarp_flow::ipfix::IpfixCounters>>,
 }
 
 /// The exposition text of one CPU-executor queue's counters and a pipeline, as a scrape gives
@@ -185,6 +192,7 @@ impl DaemonCollector {
             descs,
             ports: None,
             verify: None,
+            ipfix: None,
         }
     }
 
@@ -200,6 +208,12 @@ impl DaemonCollector {
         self.verify = (board.sample.load(Relaxed) > 0).then_some(board);
         self
     }
+
+    /// Also exposes flow export's counters (the `pktwarp_ipfix_*` families).
+    pub fn with_ipfix(mut self, c: Option<Arc<pktwarp_flow::ipfix::IpfixCounters>>) -> Self {
+        self.ipfix = c;
+        self
+    }
 }
 
 impl DaemonCollector {
@@ -208,24 +222,17 @@ impl DaemonCollector {
         let mut out = Vec::new();
         for (i, s) in self.pipeline.stages.iter().enumerate() {
             let pos = i.to_string();
-            match s {
-                crate::stage::Stage::Custom(c) => {
-                    for (name, v) in c.counters() {
-                        let labels = [("stage", c.name()), ("position", &pos), ("counter", name)];
-                        out.push(counter(&labels, v));
-                    }
-                }
-                crate::stage::Stage::Conntrack(ct) => {
-                    for (name, v) in ct.counters() {
-                        let labels = [
-                            ("stage", "conntrack"),
-                            ("position", &pos),
-                            ("counter", name),
-                        ];
-                        out.push(counter(&labels, v));
-                    }
-                }
-                _ => {}
+            // A registered stage's, or a flow-table stage's (conntrack, flow_stats).
+            let (stage, counters) = match s {
+                crate::stage::Stage::Custom(c) => (c.name(), c.counters()),
+                s => match s.flow_table_counters() {
+                    Some((name, c)) => (name, c),
+                    None => continue,
+                },
+            };
+            for (name, v) in counters {
+                let labels = [("stage", stage), ("position", &pos), ("counter", name)];
+                out.push(counter(&labels, v));
             }
         }
         out
@@ -373,6 +380,10 @@ impl Collector for DaemonCollector {
         self.collect_queues(&mut out);
         self.collect_reloads(&mut out);
         self.collect_verify(&mut out);
+        let ipfix = self.ipfix.as_deref().map(super::flow_export::metric_values);
+        for (name, v) in ipfix.into_iter().flatten() {
+            out.push(name, vec![counter(&[], v)]);
+        }
         self.collect_gpus(&mut out);
         self.collect_ports(&mut out);
         out.fams

@@ -433,6 +433,10 @@ fn sections(cfg: &config::Config) -> Vec<(&'static str, String)> {
         ),
         ("metrics", format!("{:?}", cfg.metrics)),
         ("control", format!("{control:?}")),
+        (
+            "ipfix",
+            format!("{:?}", cfg.ipfix.as_ref().map(|s| &s.value)),
+        ),
     ]
 }
 

@@ -46,6 +46,11 @@ pub enum StageConfig {
     /// of `entries` per queue (`pktwarp_flow::FlowConfig`, docs/flow-table.md); the frame's
     /// state goes into the metadata for the ACL's `ct:` match. Needs `parse`. CPU executor.
     Conntrack(pktwarp_flow::FlowConfig),
+    /// `{ active_timeout_s, entries, ... }`: per-flow statistics exported as IPFIX to the
+    /// config's `ipfix:` collector (docs/ipfix.md); the flow table is conntrack's when the
+    /// pipeline has one. Needs `parse`. CPU executor.
+    #[serde(rename = "flow_stats")]
+    FlowStats(crate::stage::flow_stats::FlowStatsConfig),
 }
 
 impl StageConfig {
@@ -66,6 +71,7 @@ impl StageConfig {
             StageConfig::Respond(_) => &rw::respond::DESCRIPTOR,
             StageConfig::TxTime(_) => &rw::tx_time::DESCRIPTOR,
             StageConfig::Conntrack(_) => &crate::stage::conntrack::DESCRIPTOR,
+            StageConfig::FlowStats(_) => &crate::stage::flow_stats::DESCRIPTOR,
         })
     }
 

@@ -102,6 +102,7 @@ pub const BUILTINS: &[&StageDescriptor] = &[
     &super::acl::DESCRIPTOR,
     &super::count::DESCRIPTOR,
     &super::conntrack::DESCRIPTOR,
+    &super::flow_stats::DESCRIPTOR,
     &crate::fronthaul::stage::DESCRIPTOR,
     &crate::rewrite::l2fwd::DESCRIPTOR,
     &crate::rewrite::vlan::DESCRIPTOR,

@@ -68,7 +68,7 @@ impl Stage {
         match self {
             Stage::Parse | Stage::Acl(_) | Stage::Count | Stage::Custom(_) => None,
             // The flow table is not placed in GPU memory yet.
-            Stage::Conntrack(_) => None,
+            Stage::Conntrack(_) | Stage::FlowStats(_) => None,
             // The GPU grid's eAxCs are fixed: a config without `fronthaul.eaxcs` is CPU only.
             Stage::Fronthaul(f) => crate::fronthaul::gpu::gpu_params(f.config()).ok(),
             // The rewrite stages (gpu-kernels/cuda/rewrite_stages.cuh; blocks: rewrite::gpu).
@@ -91,7 +91,7 @@ impl Stage {
             Stage::Acl(_) => GpuStageKind::Acl,
             Stage::Count => GpuStageKind::Count,
             Stage::Custom(_) => GpuStageKind::Custom,
-            Stage::Conntrack(_) => GpuStageKind::CpuOnly,
+            Stage::Conntrack(_) | Stage::FlowStats(_) => GpuStageKind::CpuOnly,
             Stage::Fronthaul(_) => match self.gpu_params() {
                 Some(_) => GpuStageKind::Library,
                 None => GpuStageKind::CpuOnly,
@@ -182,6 +182,12 @@ impl Pipeline {
                     return format!(
                         "stage `conntrack` (pipeline[{i}]): {}",
                         crate::stage::conntrack::GPU_REFUSAL
+                    );
+                }
+                if matches!(s, Stage::FlowStats(_)) {
+                    return format!(
+                        "stage `flow_stats` (pipeline[{i}]): {}",
+                        crate::stage::flow_stats::GPU_REFUSAL
                     );
                 }
                 format!(

@@ -13,6 +13,8 @@ pub mod conntrack;
 pub mod count;
 pub mod custom;
 pub mod descriptor;
+pub mod flow_stats;
+pub mod flow_tables;
 #[cfg(test)]
 mod fronthaul_tests;
 pub mod gpu_host;

@@ -45,6 +45,8 @@ pub enum Stage {
     TxTime(crate::rewrite::TxTime),
     /// Connection tracking (`conntrack:`): a flow table per queue, the state into the metadata.
     Conntrack(Box<crate::stage::conntrack::ConntrackStage>),
+    /// Per-flow statistics for IPFIX export (`flow_stats:`), over conntrack's tables or its own.
+    FlowStats(Box<crate::stage::flow_stats::FlowStatsStage>),
 }
 
 /// The published ACL tables of an `acl` stage. Immutable once published: a reload builds the new
@@ -87,6 +89,7 @@ impl Stage {
             Stage::Respond(_) => &rw::respond::DESCRIPTOR,
             Stage::TxTime(_) => &rw::tx_time::DESCRIPTOR,
             Stage::Conntrack(_) => &crate::stage::conntrack::DESCRIPTOR,
+            Stage::FlowStats(_) => &crate::stage::flow_stats::DESCRIPTOR,
         })
     }
 
@@ -583,6 +586,7 @@ impl Pipeline {
                 }
                 Stage::TxTime(op) => op.apply(desc.timestamp_ns, v),
                 Stage::Conntrack(ct) => ct.apply(desc, cur.bytes(), meta),
+                Stage::FlowStats(fs) => fs.apply(desc, cur.bytes(), meta),
                 Stage::Acl(_) => {
                     let Some(acl) = tables.get(si).and_then(Option::as_ref) else {
                         continue;
@@ -721,7 +725,10 @@ pub fn build_for(
         );
     }
     let mut out = Vec::with_capacity(stages.len());
-    for s in stages {
+    // `flow_stats` is built after the loop: it shares a `conntrack` stage's tables wherever
+    // that stands in the list.
+    let mut flow_stats = None;
+    for (i, s) in stages.iter().enumerate() {
         out.push(match s {
             StageConfig::Parse => Stage::Parse,
             StageConfig::Count => Stage::Count,
@@ -744,6 +751,12 @@ pub fn build_for(
             StageConfig::Conntrack(c) => {
                 Stage::Conntrack(Box::new(crate::stage::conntrack::ConntrackStage::new(c)?))
             }
+            StageConfig::FlowStats(c) => {
+                if flow_stats.replace((i, c)).is_some() {
+                    anyhow::bail!("pipeline[{i}]: a pipeline has at most one `flow_stats` stage");
+                }
+                Stage::Count // replaced below
+            }
             StageConfig::Respond(c) => Stage::Respond(Box::new(rw::stage::RespondSlot {
                 op: rw::Respond::new(c)?,
                 ingress_out: ports.map(|p| p.ingress_out()).unwrap_or_default(),
@@ -753,6 +766,14 @@ pub fn build_for(
                     .map_err(|e| anyhow::anyhow!("stage `route`: {e}"))?,
             )),
         });
+    }
+    if let Some((i, c)) = flow_stats {
+        let tables = out.iter().find_map(|s| match s {
+            Stage::Conntrack(ct) => Some(Arc::clone(ct.tables())),
+            _ => None,
+        });
+        let fs = crate::stage::flow_stats::FlowStatsStage::new(c, tables)?;
+        out[i] = Stage::FlowStats(Box::new(fs));
     }
     let mut parsed = false;
     for (i, s) in out.iter().enumerate() {

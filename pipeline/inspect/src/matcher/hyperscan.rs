@@ -5,6 +5,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
 use std::ptr;
+use std::sync::Arc;
 
 use super::{Match, MatchSet, MatcherError, PatternSet};
 
@@ -46,6 +47,7 @@ extern "C" {
     ) -> c_int;
     fn hs_free_compile_error(error: *mut HsCompileError) -> c_int;
     fn hs_alloc_scratch(db: *const HsDatabase, scratch: *mut *mut HsScratch) -> c_int;
+    fn hs_clone_scratch(src: *const HsScratch, dest: *mut *mut HsScratch) -> c_int;
     fn hs_scan(
         db: *const HsDatabase,
         data: *const c_char,
@@ -84,20 +86,43 @@ unsafe extern "C" fn on_match(
     0
 }
 
-/// A compiled Hyperscan database with its scratch.
+/// A compiled database (null for an empty set), freed when the last scanner drops it.
+struct Db(*mut HsDatabase);
+
+// SAFETY: a compiled database is immutable; Hyperscan scans one from many threads at once,
+// each with its own scratch (Hyperscan's developer reference, "Scratch Space").
+unsafe impl Send for Db {}
+// SAFETY: as for Send: nothing writes the database after compilation.
+unsafe impl Sync for Db {}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: the database this object compiled, freed once here.
+            unsafe { hs_free_database(self.0) };
+        }
+    }
+}
+
+/// A compiled Hyperscan database with its scratch. [`Hyperscan::try_clone`] gives another
+/// scanner of the same database with its own scratch (one per thread).
 pub struct Hyperscan {
-    db: *mut HsDatabase,
+    db: Arc<Db>,
     scratch: *mut HsScratch,
     n_patterns: usize,
     single: bool,
 }
+
+// SAFETY: the scratch belongs to this object alone and is used by one scan at a time
+// (`&mut self`); the database is shared read-only (`Db`).
+unsafe impl Send for Hyperscan {}
 
 impl Hyperscan {
     /// `set_only`: each pattern reported at most once a scan (`HS_FLAG_SINGLEMATCH`), the mode
     /// for [`Hyperscan::match_set_into`]; otherwise every occurrence ([`Hyperscan::find_all`]).
     pub fn new(set: &PatternSet, set_only: bool) -> Result<Hyperscan, MatcherError> {
         let mut hs = Hyperscan {
-            db: ptr::null_mut(),
+            db: Arc::new(Db(ptr::null_mut())),
             scratch: ptr::null_mut(),
             n_patterns: set.len(),
             single: set_only,
@@ -106,6 +131,7 @@ impl Hyperscan {
             // Hyperscan refuses an empty database; an empty set matches nothing.
             return Ok(hs);
         }
+        let mut db: *mut HsDatabase = ptr::null_mut();
         let pats = set.patterns();
         let exprs: Vec<*const c_char> = pats
             .iter()
@@ -130,7 +156,7 @@ impl Hyperscan {
                 pats.len() as c_uint,
                 HS_MODE_BLOCK,
                 ptr::null(),
-                &mut hs.db,
+                &mut db,
                 &mut err,
             )
         };
@@ -152,8 +178,9 @@ impl Hyperscan {
             };
             return Err(MatcherError::Hyperscan(msg));
         }
+        hs.db = Arc::new(Db(db));
         // SAFETY: db is the database just compiled; scratch an out-pointer.
-        let rc = unsafe { hs_alloc_scratch(hs.db, &mut hs.scratch) };
+        let rc = unsafe { hs_alloc_scratch(db, &mut hs.scratch) };
         if rc != HS_SUCCESS {
             return Err(MatcherError::Hyperscan(format!(
                 "hs_alloc_scratch: error {rc}"
@@ -162,8 +189,29 @@ impl Hyperscan {
         Ok(hs)
     }
 
+    /// Another scanner of the same database with a scratch of its own, for another thread.
+    pub fn try_clone(&self) -> Result<Hyperscan, MatcherError> {
+        let mut h = Hyperscan {
+            db: Arc::clone(&self.db),
+            scratch: ptr::null_mut(),
+            n_patterns: self.n_patterns,
+            single: self.single,
+        };
+        if !self.scratch.is_null() {
+            // SAFETY: self.scratch is this object's allocated scratch, not in use (&self, and
+            // scans take &mut self); dest is an out-pointer.
+            let rc = unsafe { hs_clone_scratch(self.scratch, &mut h.scratch) };
+            if rc != HS_SUCCESS {
+                return Err(MatcherError::Hyperscan(format!(
+                    "hs_clone_scratch: error {rc}"
+                )));
+            }
+        }
+        Ok(h)
+    }
+
     fn scan(&mut self, buf: &[u8], mut sink: Sink) -> Result<(), MatcherError> {
-        if self.db.is_null() {
+        if self.db.0.is_null() {
             return Ok(());
         }
         let len = c_uint::try_from(buf.len()).map_err(|_| {
@@ -173,7 +221,7 @@ impl Hyperscan {
         // self); buf is len bytes; the context is `sink`, alive until hs_scan returns.
         let rc = unsafe {
             hs_scan(
-                self.db,
+                self.db.0,
                 buf.as_ptr() as *const c_char,
                 len,
                 0,
@@ -212,14 +260,9 @@ impl Hyperscan {
 
 impl Drop for Hyperscan {
     fn drop(&mut self) {
-        // SAFETY: each pointer is null or this object's own allocation, freed once here.
-        unsafe {
-            if !self.scratch.is_null() {
-                hs_free_scratch(self.scratch);
-            }
-            if !self.db.is_null() {
-                hs_free_database(self.db);
-            }
+        if !self.scratch.is_null() {
+            // SAFETY: this object's own scratch, freed once here (the database is `Db`'s).
+            unsafe { hs_free_scratch(self.scratch) };
         }
     }
 }

@@ -14,8 +14,8 @@
 //! Not compared on the GPU: the metadata (the rings return none) and the burst's counters
 //! (the host side counts them from the very verdicts compared; a composed pipeline's stage
 //! counters are summed on the device for all bursts, with no per-burst delta to read). Bursts
-//! whose frames were received into GPU memory (GPUDirect ports) have no host copy and are not
-//! sampled.
+//! whose frames the GPU reads where they lie (received into GPU memory, or a capture by
+//! reference) have no copy in the burst and are not sampled.
 
 use std::sync::atomic::Ordering::{Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};

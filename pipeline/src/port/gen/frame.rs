@@ -5,6 +5,7 @@
 
 use std::net::IpAddr;
 
+use super::payload::{PayloadSel, Payloads};
 use crate::wire::ethernet::{self, ether_type as et};
 use crate::wire::{checksum, icmp, ipv4, ipv6, tcp, udp};
 
@@ -54,6 +55,8 @@ pub struct FrameSpec {
     /// IPv4 identification / IPv6 flow label (low 16 bits).
     pub ip_id: u16,
     pub malformed: Option<Malformation>,
+    /// What the L4 payload holds (`gen.payload`); zeros by default.
+    pub payload: PayloadSel,
 }
 
 impl FrameSpec {
@@ -70,6 +73,7 @@ impl FrameSpec {
             size,
             ip_id: 0,
             malformed: None,
+            payload: PayloadSel::Zeros,
         }
     }
 }
@@ -104,9 +108,20 @@ fn v6_octets(a: IpAddr) -> [u8; 16] {
 /// Appends the frame described by `spec` to `out` and returns `(captured_len, wire_len)`:
 /// the bytes appended and the frame's length on the wire (they differ only for
 /// [`Malformation::Truncated`]). Reuses `out`'s capacity: no allocation once it is large
-/// enough. The headers are written with the wire `Repr::emit`s; the payload is zeros, so the L4
-/// checksums are summed over the L4 header alone.
+/// enough. The headers are written with the wire `Repr::emit`s; the payload is zeros (whatever
+/// `spec.payload` says: [`write_frame_with`] writes it), so the L4 checksums are summed over
+/// the L4 header alone.
 pub fn write_frame(out: &mut Vec<u8>, spec: &FrameSpec) -> (usize, usize) {
+    write_frame_with(out, spec, None)
+}
+
+/// [`write_frame`] with the L4 payload `spec.payload` selects from `payloads` (zeros without
+/// them), the L4 checksum summed over the payload too.
+pub fn write_frame_with(
+    out: &mut Vec<u8>,
+    spec: &FrameSpec,
+    payloads: Option<&Payloads>,
+) -> (usize, usize) {
     let len = frame_len(spec);
     let start = out.len();
     out.resize(start + len, 0);
@@ -129,7 +144,13 @@ pub fn write_frame(out: &mut Vec<u8>, spec: &FrameSpec) -> (usize, usize) {
     let l4 = l3 + ip_hlen;
     let l4_len = len - l4; // L4 header + payload
     let pseudo = write_ip(f, spec, v6, proto, l3, l4_len);
-    write_l4(f, spec, proto, l4, l4_len, pseudo);
+    // Zeros add nothing to a checksum: only a written payload is summed.
+    let mut summed = l4_header_len(proto);
+    if let (Some(p), false) = (payloads, spec.payload == PayloadSel::Zeros) {
+        p.write(spec.payload, &mut f[l4 + summed..]);
+        summed = l4_len;
+    }
+    write_l4(f, spec, proto, l4, (l4_len, summed), pseudo);
     match malform(f, spec.malformed, v6, proto, l3, len) {
         Some(cut) => {
             out.truncate(start + cut);
@@ -199,10 +220,19 @@ fn write_ip(f: &mut [u8], spec: &FrameSpec, v6: bool, proto: u8, l3: usize, l4_l
     }
 }
 
-/// The TCP, UDP or ICMP header at `l4` with its checksum (the payload is zeros).
-fn write_l4(f: &mut [u8], spec: &FrameSpec, proto: u8, l4: usize, l4_len: usize, pseudo: u64) {
-    let l4_csum =
-        |f: &[u8], base: u64, hl: usize| checksum::finish(checksum::sum(base, &f[l4..l4 + hl]));
+/// The TCP, UDP or ICMP header at `l4` with its checksum over the first `summed` bytes of
+/// the L4 header and payload (the rest are zeros).
+fn write_l4(
+    f: &mut [u8],
+    spec: &FrameSpec,
+    proto: u8,
+    l4: usize,
+    (l4_len, summed): (usize, usize),
+    pseudo: u64,
+) {
+    let l4_csum = |f: &[u8], base: u64, hl: usize| {
+        checksum::finish(checksum::sum(base, &f[l4..l4 + hl.max(summed)]))
+    };
     match proto {
         PROTO_TCP => {
             let r = tcp::Repr {
@@ -499,7 +529,7 @@ mod tests {
         ) {
             let spec = FrameSpec {
                 src_ip: ip(sv6, s), dst_ip: ip(dv6, d), src_port, dst_port, proto, tcp_flags,
-                vlan, size, ip_id, malformed,
+                vlan, size, ip_id, malformed, payload: PayloadSel::Zeros,
             };
             let (mut a, mut b) = (vec![7u8; 3], vec![7u8; 3]);
             let ra = write_frame(&mut a, &spec);

@@ -6,11 +6,14 @@
 
 mod frame;
 pub mod oran;
+pub mod payload;
 mod pool;
+mod split;
 mod trace;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rand::rngs::StdRng;
@@ -18,8 +21,11 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Deserializer};
 
 pub use frame::{
-    build_frame, frame_len, write_frame, FrameSpec, Malformation, GEN_DST_MAC, GEN_SRC_MAC,
-    PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP,
+    build_frame, frame_len, write_frame, write_frame_with, FrameSpec, Malformation, GEN_DST_MAC,
+    GEN_SRC_MAC, PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP,
+};
+pub use payload::{
+    Fill, HttpRequestOptions, PayloadOptions, PayloadSel, Payloads, PlantOffset, PlantOptions,
 };
 pub use trace::{read_trace, TraceHeader};
 
@@ -288,6 +294,9 @@ pub struct GenOptions {
     /// O-RAN U-plane traffic (eCPRI, known IQ) instead of IP frames; see [`oran`].
     #[serde(default)]
     pub oran: Option<oran::OranGenOptions>,
+    /// Planted payloads and HTTP requests in a share of the frames; see [`payload`].
+    #[serde(default)]
+    pub payload: Option<PayloadOptions>,
 }
 
 impl Default for GenOptions {
@@ -304,6 +313,7 @@ impl Default for GenOptions {
             vlan: None,
             tcp_flags: default_tcp_flags(),
             oran: None,
+            payload: None,
         }
     }
 }
@@ -349,6 +359,9 @@ impl GenOptions {
         if let Some(f) = &self.flows {
             check_flows(f)?;
         }
+        if let Some(p) = &self.payload {
+            Payloads::new(p, self.seed)?;
+        }
         Ok(())
     }
 
@@ -364,6 +377,7 @@ impl GenOptions {
             ("malformed_ratio", self.malformed_ratio != 0.0),
             ("vlan", self.vlan.is_some()),
             ("size", self.size != FrameSize::default()),
+            ("payload", self.payload.is_some()),
         ];
         if let Some((key, _)) = ip_only.iter().find(|(_, set)| *set) {
             return Err(format!(
@@ -470,7 +484,7 @@ struct Tuple {
     proto: u8,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct FlowGen {
     src: AddrRange,
     dst: AddrRange,
@@ -481,7 +495,8 @@ struct FlowGen {
     /// Cumulative protocol weights: tcp, tcp+udp, total.
     proto_cdf: [f64; 3],
     ipv6_share: f64,
-    fixed: Vec<Tuple>,
+    /// Shared by the queues of a port split by queue.
+    fixed: Arc<Vec<Tuple>>,
 }
 
 impl FlowGen {
@@ -513,13 +528,13 @@ impl FlowGen {
             dports: o.dst_ports,
             proto_cdf: [p.tcp, p.tcp + p.udp, total],
             ipv6_share: o.ipv6_share,
-            fixed: Vec::new(),
+            fixed: Arc::new(Vec::new()),
         };
         if let Some(n) = o.flow_count {
             if n == 0 {
                 return Err("gen.flows.flow_count: must be >= 1".into());
             }
-            g.fixed = (0..n).map(|_| g.draw(rng)).collect();
+            g.fixed = Arc::new((0..n).map(|_| g.draw(rng)).collect());
         }
         Ok(g)
     }
@@ -559,17 +574,17 @@ impl FlowGen {
     }
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 enum Headers {
     Trace {
-        headers: Vec<TraceHeader>,
+        headers: Arc<Vec<TraceHeader>>,
         next: usize,
     },
     Flows(Box<FlowGen>),
 }
 
 /// Weighted frame sizes, sampled by cumulative weight.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Sizes {
     sizes: Vec<u16>,
     cdf: Vec<u64>,
@@ -644,6 +659,8 @@ pub struct GenRx {
     wall_start_ns: u64,
     /// O-RAN mode (`gen: {oran: ...}`): the U-plane frames of N slots, then the end.
     oran: Option<Box<oran::OranRx>>,
+    /// Planted payloads (`gen.payload`).
+    payloads: Option<Box<Payloads>>,
 }
 
 impl GenRx {
@@ -660,7 +677,7 @@ impl GenRx {
                 port,
                 rng: StdRng::seed_from_u64(opts.seed),
                 headers: Headers::Trace {
-                    headers: Vec::new(),
+                    headers: Arc::new(Vec::new()),
                     next: 0,
                 },
                 sizes: Sizes::new(&opts.size).map_err(cfg)?,
@@ -675,6 +692,7 @@ impl GenRx {
                 pool: None,
                 wall_start_ns: 0,
                 oran: Some(Box::new(rx)),
+                payloads: None,
             });
         }
         let duration_ns = opts.duration_s.map(|d| (d * 1e9) as u64);
@@ -693,7 +711,10 @@ impl GenRx {
                     count = Some(headers.len() as u64);
                 }
                 (
-                    Headers::Trace { headers, next: 0 },
+                    Headers::Trace {
+                        headers: Arc::new(headers),
+                        next: 0,
+                    },
                     format!("gen:{}", path.display()),
                 )
             }
@@ -711,7 +732,12 @@ impl GenRx {
             Headers::Flows(g) => g.fixed.len(),
         };
         let pool = pool::FramePool::new(headers_n.saturating_mul(sizes.sizes.len()));
+        let payloads = match &opts.payload {
+            Some(p) => Some(Box::new(Payloads::new(p, opts.seed).map_err(cfg)?)),
+            None => None,
+        };
         Ok(GenRx {
+            payloads,
             pool,
             name,
             port,
@@ -770,11 +796,11 @@ impl GenRx {
             } else {
                 None
             };
-        let key = match (header, malformed) {
+        let mut key = match (header, malformed) {
             (Some(h), None) => Some(h * self.sizes.sizes.len() + size_idx),
             _ => None,
         };
-        let spec = FrameSpec {
+        let mut spec = FrameSpec {
             src_ip: t.src,
             dst_ip: t.dst,
             src_port: t.sport,
@@ -785,8 +811,47 @@ impl GenRx {
             size,
             ip_id: self.produced as u16,
             malformed,
+            payload: PayloadSel::Zeros,
         };
+        if let Some(p) = &self.payloads {
+            p.choose(&mut spec, &mut self.rng);
+            // The pool holds zero-payload frames only.
+            if spec.payload != PayloadSel::Zeros {
+                key = None;
+            }
+        }
         (spec, key)
+    }
+
+    /// The frame of pool key (`header`, `size_idx`) with identification 0, as
+    /// [`GenRx::next_keyed`] draws it; `None` when `header` is no header of the set.
+    fn spec_of_key(&self, header: usize, size_idx: usize) -> Option<FrameSpec> {
+        let t = match &self.headers {
+            Headers::Trace { headers, .. } => {
+                let h = headers.get(header)?;
+                Tuple {
+                    src: h.src_ip,
+                    dst: h.dst_ip,
+                    sport: h.src_port,
+                    dport: h.dst_port,
+                    proto: h.proto,
+                }
+            }
+            Headers::Flows(g) => *g.fixed.get(header)?,
+        };
+        Some(FrameSpec {
+            src_ip: t.src,
+            dst_ip: t.dst,
+            src_port: t.sport,
+            dst_port: t.dport,
+            proto: t.proto,
+            tcp_flags: self.tcp_flags,
+            vlan: self.vlan,
+            size: *self.sizes.sizes.get(size_idx)?,
+            ip_id: 0,
+            malformed: None,
+            payload: PayloadSel::Zeros,
+        })
     }
 
     /// Frames produced so far.
@@ -831,7 +896,8 @@ impl RxPort for GenRx {
             };
             if !pooled {
                 let offset = burst.data.len();
-                let (cap, wire) = write_frame(&mut burst.data, &spec);
+                let (cap, wire) =
+                    write_frame_with(&mut burst.data, &spec, self.payloads.as_deref());
                 burst.descs.push(FrameDesc {
                     offset: offset as u32,
                     len: cap as u32,
@@ -861,9 +927,12 @@ impl RxPort for GenRx {
 
     fn split_by_queue(
         &mut self,
-        _steering: &crate::steer::Steering,
-        _queues: usize,
+        steering: &Arc<crate::steer::Steering>,
+        queues: usize,
     ) -> Result<Vec<Box<dyn crate::port::QueueRx>>, String> {
-        Err("its seeded frame sequence is drawn on one thread".into())
+        Ok(split::split(self, steering, queues)?
+            .into_iter()
+            .map(|q| Box::new(q) as Box<dyn crate::port::QueueRx>)
+            .collect())
     }
 }
