@@ -88,12 +88,23 @@ impl HostVerify {
         wiring.taps = None;
         if let Some((v, rx)) = wiring.verifier.take() {
             spawn_named(s, "pw-verify".to_string(), move || {
+                // Set on return, or on a panic of the reference, so the TX thread never waits
+                // for a verifier that is gone.
+                let _done = SetOnDrop(done);
+                // Its captures are queued by the time it returns: the TX thread takes them.
                 v.run(rx);
-                // Its captures are queued by now: the TX thread may finish once it took them.
-                done.store(true, Release);
             });
         }
         (wiring.capture.take(), done)
+    }
+}
+
+/// Sets its flag when dropped.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Release);
     }
 }
 
