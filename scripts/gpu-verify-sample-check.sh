@@ -9,6 +9,8 @@ BIN=${1:-.carry/pktwarp}
 RES=${2:-${OUT:-./gpu-results}}
 FRAMES=${FRAMES:-2000000}
 RUNS=${RUNS:-3}
+# The executor under check (`cpu` only to try this script where there is no GPU).
+KIND=${KIND:-gpu}
 mkdir -p "$RES"
 LOG=$RES/verify-sample-check.log
 tmp=$(mktemp -d)
@@ -19,7 +21,7 @@ fails=0
 
 # run NAME SAMPLE: the JSON summary in $tmp/NAME.json, the log in $tmp/NAME.log
 run() {
-  timeout 300 "$BIN" run --json "$CFG" --set executor.kind=gpu --set "verify.sample=$2" \
+  timeout 300 "$BIN" run --json "$CFG" --set "executor.kind=$KIND" --set "verify.sample=$2" \
     --set "ports.0.gen.count=$FRAMES" --set metrics.enabled=false \
     >"$tmp/$1.json" 2>"$tmp/$1.log"
   local rc=$?
@@ -38,9 +40,9 @@ run() {
     run "off$i" 0
     run "on$i" 1000
   done
-  python3 - "$tmp" "$RUNS" <<'PY' || fails=$((fails + 1))
+  python3 - "$tmp" "$RUNS" "$KIND" <<'PY' || fails=$((fails + 1))
 import json, sys
-tmp, runs = sys.argv[1], int(sys.argv[2])
+tmp, runs, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 def load(name):
     try:
         t = open(f"{tmp}/{name}.json").read()
@@ -55,7 +57,7 @@ def check(c, what):
     ok &= bool(c)
 s = load("check")
 v = (s or {}).get("verify") or {}
-check(s is not None and s.get("executor") == "gpu", f"ran on the GPU executor: {s and s.get('executor')}")
+check(s is not None and s.get("executor") == kind, f"ran on the {kind} executor: {s and s.get('executor')}")
 check(v.get("sample") == 100, f"verify section present, sample {v.get('sample')}")
 check(v.get("sampled_frames", 0) > 0, f"sampled {v.get('sampled_frames', 0)} frames in {v.get('sampled_bursts', 0)} bursts (skipped busy {v.get('skipped_busy', 0)})")
 check(v.get("mismatch_frames", -1) == 0, f"mismatching frames: {v.get('mismatch_frames')}")
@@ -81,7 +83,7 @@ else:
 sys.exit(0 if ok else 1)
 PY
   if [ "$fails" = 0 ]; then
-    echo "verify-sample: sampled on the GPU, 0 mismatches, sample 1000 within 10% of off"
+    echo "verify-sample: sampled on the $KIND executor, 0 mismatches, sample 1000 within 10% of off"
   else
     echo "verify-sample: FAIL ($fails)"
   fi
