@@ -89,9 +89,6 @@ pub fn prepare_with(cfg: Config, registry: &StageRegistry) -> anyhow::Result<Pre
         },
         _ => choose_executor(cfg.executor.kind, cfg.executor.gpu.device)?,
     };
-    if choice.name == "gpu" {
-        crate::config::verify::check_executor(&cfg, choice.name)?;
-    }
     Ok(Prepared {
         cfg,
         pipeline,

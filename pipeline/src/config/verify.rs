@@ -72,25 +72,6 @@ pub(super) fn check_verify(cfg: &Config) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The sampling verifier is wired into the CPU executor only: with `verify.sample` on, the GPU
-/// executor is refused (rather than run unchecked while the config says it is checked).
-pub fn check_executor(cfg: &Config, executor: &str) -> Result<(), ConfigError> {
-    match &cfg.verify {
-        Some(v) if v.value.sample > 0 && executor != "cpu" => Err(ConfigError {
-            file: cfg.path.clone(),
-            line: v.referenced.line() as u32,
-            column: v.referenced.column() as u32,
-            key: "verify.sample".into(),
-            message: format!(
-                "the {executor} executor was chosen, and the sampling verifier runs beside the \
-                 CPU executor only: set `executor.kind: cpu`, or remove `verify:` (or \
-                 `sample: 0`) and check the GPU offline with `pktwarp verify CONFIG`"
-            ),
-        }),
-        _ => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -147,20 +128,5 @@ mod tests {
         };
         assert_eq!((e.key.as_str(), e.line), ("verify.sample", 6), "{e}");
         assert!(e.message.contains("fronthaul"), "{e}");
-    }
-
-    /// The GPU executor is refused with sampling on (it has no verifier), the CPU one taken.
-    #[test]
-    fn sampling_refuses_the_gpu_executor() {
-        let cfg = crate::config::parse_str(
-            &format!("{BASE}verify: {{ sample: 3 }}\n"),
-            Path::new("v.yaml"),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let e = super::check_executor(&cfg, "gpu").expect_err("gpu refused");
-        assert_eq!((e.key.as_str(), e.line), ("verify.sample", 7), "{e}");
-        assert!(super::check_executor(&cfg, "cpu").is_ok());
-        let off = crate::config::parse_str(BASE, Path::new("v.yaml")).unwrap();
-        assert!(super::check_executor(&off, "gpu").is_ok());
     }
 }

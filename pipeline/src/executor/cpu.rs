@@ -668,20 +668,11 @@ struct TxEnds<'a> {
     capture: Option<std::sync::mpsc::Receiver<Burst>>,
 }
 
-/// The frames the verifier found to differ, to the slow path as received (they count in its
-/// tally); whether there were any.
+/// The verifier's captured frames to the slow path; whether there were any.
 fn take_captures(ends: &TxEnds<'_>, dest: &mut Destinations<'_>) -> bool {
-    let Some(cap) = &ends.capture else {
-        return false;
-    };
-    let mut any = false;
-    while let Ok(b) = cap.try_recv() {
-        any = true;
-        if let Some(sp) = dest.slow.as_mut() {
-            sp.send_frames(0, || b.frames().map(|(d, f)| (f, 0, d.wire_len)));
-        }
-    }
-    any
+    ends.capture
+        .as_ref()
+        .is_some_and(|cap| crate::executor::tx::send_captures(cap, dest))
 }
 
 /// The TX thread (the host runtime's, [`super::tx`]): each burst's frames to their

@@ -89,6 +89,23 @@ pub(crate) fn send_burst(
     }
 }
 
+/// The frames the verifier found to differ, to the slow path as received (they count in its
+/// tally); whether there were any. Called by the TX thread of either
+/// executor (`verify: { sample: N }`).
+pub(crate) fn send_captures(
+    cap: &std::sync::mpsc::Receiver<crate::burst::Burst>,
+    dest: &mut Destinations<'_>,
+) -> bool {
+    let mut any = false;
+    while let Ok(b) = cap.try_recv() {
+        any = true;
+        if let Some(sp) = dest.slow.as_mut() {
+            sp.send_frames(0, || b.frames().map(|(d, f)| (f, 0, d.wire_len)));
+        }
+    }
+    any
+}
+
 /// Runs the TX thread until `done()` (every producer finished) and every input is empty; then
 /// flushes the ports. `release(q, burst)` takes each burst back once every destination is done
 /// with its frames (ports copy what they keep); `side(dest)` runs every turn and once more

@@ -182,6 +182,14 @@ pub struct BurstTables {
     routes: [Option<Arc<RouteState>>; MAX_STAGES],
 }
 
+impl BurstTables {
+    /// The generation of the first `acl` stage's tables (the ones a GPU classifies with);
+    /// `None` without one.
+    pub fn acl_generation(&self) -> Option<u64> {
+        self.acl.iter().flatten().next().map(|a| a.generation)
+    }
+}
+
 /// The ordered stages every queue runs.
 pub struct Pipeline {
     pub stages: Vec<Stage>,

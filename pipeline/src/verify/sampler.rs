@@ -11,6 +11,10 @@
 //! against the same counters of a scratch run of the reference. A custom stage's own counters
 //! (global to all queues) are not compared.
 //!
+//! On the GPU executor the tap is `daemon::run_gpu::verify`: it copies the burst as submitted
+//! and hands over the ring's verdicts and the TX ring's frames (no metadata, no counters: see
+//! there).
+//!
 //! State: the reference runs the burst with the very ACL and route tables the executor used
 //! ([`BurstTables`], loaded once for the burst before it ran), so a reload between the burst and
 //! its check is no mismatch. A custom stage is re-run on the same instance (a stage whose
@@ -152,6 +156,9 @@ pub struct Sample {
     pub metas: Option<Vec<PacketMeta>>,
     /// The frames as the executor left them, when the pipeline rewrites.
     pub output: Option<Burst>,
+    /// Which frames of `output` the executor sent (the GPU's TX ring names them; a dropped
+    /// frame's bytes are not compared); `None`: every frame is compared.
+    pub output_sent: Option<Vec<bool>>,
     /// The counters the burst moved, and the queue's number of rule-hit counters.
     pub counts: Option<(BurstCounts, usize)>,
 }
@@ -188,6 +195,33 @@ impl VerifyTap {
         }
     }
 
+    /// Counts one burst: true when it is due (the 1st, then one in `period`) and the verifier
+    /// was free, and is now taken for it (handed a sample, or [`VerifyTap::defer`]red).
+    pub fn due(&mut self) -> bool {
+        self.seen += 1;
+        if (self.seen - 1) % self.period != 0 {
+            return false;
+        }
+        if !self.board.try_take() {
+            self.board.skipped_busy.fetch_add(1, Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// The burst [`VerifyTap::due`] took cannot be sampled (the executor's tables are being
+    /// swapped): frees the verifier and makes the next burst due instead.
+    pub fn defer(&mut self) {
+        self.seen -= 1;
+        self.board.release();
+    }
+
+    /// The burst last counted by [`VerifyTap::due`] (and not taken) was not run after all: it
+    /// comes again (a full GPU ring under `on_full: wait`) and counts once.
+    pub fn uncount(&mut self) {
+        self.seen = self.seen.saturating_sub(1);
+    }
+
     /// Called before the pipeline runs on `burst`: when this burst is due (the 1st, then one
     /// in `period`) and the verifier is free, copies it and loads the tables it must run with.
     pub fn begin(
@@ -196,12 +230,7 @@ impl VerifyTap {
         burst: &Burst,
         c: &QueueCounters,
     ) -> Option<Pending> {
-        self.seen += 1;
-        if (self.seen - 1) % self.period != 0 {
-            return None;
-        }
-        if !self.board.try_take() {
-            self.board.skipped_busy.fetch_add(1, Relaxed);
+        if !self.due() {
             return None;
         }
         Some(Pending {
@@ -232,8 +261,14 @@ impl VerifyTap {
             verdicts: verdicts.iter().map(to_abi).collect(),
             metas: Some(metas.to_vec()),
             output: pipeline.rewrites().then(|| burst.clone()),
+            output_sent: None,
             counts: Some((counts, c.rule_hits.len())),
         };
+        self.hand_over(s);
+    }
+
+    /// Hands a sample of the burst [`VerifyTap::due`] took to the verifier (never waiting).
+    pub fn hand_over(&self, s: Sample) {
         match self.tx.try_send(s) {
             Ok(()) => {}
             // The verifier has gone (it never refuses while taken): the sample is lost.
@@ -356,7 +391,12 @@ impl Verifier {
             self.log(s.queue, &m.to_string());
         });
         if let Some(out) = &s.output {
-            for (i, b) in bad.iter_mut().enumerate() {
+            let sent = |i: usize| {
+                s.output_sent
+                    .as_ref()
+                    .is_none_or(|m| m.get(i).copied().unwrap_or(false))
+            };
+            for (i, b) in bad.iter_mut().enumerate().filter(|(i, _)| sent(*i)) {
                 let (x, y) = (out.frame(i), reference.frame(i));
                 if x != y {
                     *b = true;

@@ -13,7 +13,8 @@ use super::device::QueueDevice;
 use super::ingest::{self, IngestCtx};
 use super::queue::{self, QueueCtx, QueueIo};
 use super::reap::Reaper;
-use super::reload::{AclPublisher, LiveStageCounters, ParamsPublisher};
+use super::reload::LiveStageCounters;
+use super::verify::HostVerify;
 use super::{gpu_ingest, tx, GpuHold, Slot};
 use crate::config::OnFull;
 use crate::daemon::summary::GpuIngest;
@@ -58,6 +59,8 @@ pub(crate) struct HostSpec<'a> {
     /// with the stage parameters of this generation at start.
     pub composed: bool,
     pub params_generation: u64,
+    /// `verify.sample` (0: off) and the pipeline its verifier re-runs bursts on.
+    pub verify: (u64, std::sync::Arc<Pipeline>),
 }
 
 /// What the host side did: a failure that stopped the run, the ports' errors and what each
@@ -282,8 +285,8 @@ pub(crate) fn run(
     };
     let ictx = ingest_ctx(dev, spec, shared, &failed);
     let reaper = Reaper::new(spec.pipeline, spec.acl_on);
-    let mut publisher = AclPublisher::new(spec.acl_on, spec.acl_generation);
-    let mut params = ParamsPublisher::new(spec.composed, spec.params_generation);
+    let mut verify = HostVerify::new(spec, &shared.verify, out.to_host.is_some());
+    let (mut publisher, mut params) = verify.publishers(spec);
     let mut live = LiveStageCounters::new(spec.composed);
     let mut hooks = HookDriver::start(spec.pipeline, "gpu", params.generation());
     let Rings {
@@ -319,6 +322,7 @@ pub(crate) fn run(
                 inputs,
                 to_tx: to_tx.next(),
                 frees: free_tx.clone(),
+                verify: verify.tap(q),
             };
             let qctx = QueueCtx {
                 q,
@@ -344,6 +348,7 @@ pub(crate) fn run(
                 }
             }));
         }
+        let captures = verify.start(s);
         if with_tx {
             let (frees, queues_done, errors, failed, outputs) =
                 (free_tx.clone(), &queues_done, &errors, &failed, &outputs);
@@ -353,7 +358,7 @@ pub(crate) fn run(
                     count: None,
                     failed,
                 };
-                let (t, e) = tx::run(shared, out, tx_in, frees, queues_done, dev);
+                let (t, e) = tx::run(shared, out, tx_in, frees, (queues_done, captures), dev);
                 errors.lock().unwrap_or_else(|p| p.into_inner()).extend(e);
                 *outputs.lock().unwrap_or_else(|p| p.into_inner()) = t;
             }));
@@ -387,17 +392,19 @@ pub(crate) fn run(
         }
     });
     hooks.end(spec.pipeline);
-    let result = match fatal.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        Some(e) => Err(e),
-        None => Ok(()),
-    };
     HostOutcome {
-        result,
+        result: first_error(fatal),
         errors: errors.into_inner().unwrap_or_else(|p| p.into_inner()),
         outputs: outputs.into_inner().unwrap_or_else(|p| p.into_inner()),
         gpu_ingest,
         receive_threads,
     }
+}
+
+/// The error that stopped the run, if one did.
+fn first_error(fatal: Mutex<Option<anyhow::Error>>) -> anyhow::Result<()> {
+    let e = fatal.into_inner().unwrap_or_else(|p| p.into_inner());
+    e.map_or(Ok(()), Err)
 }
 
 /// What every receive thread shares.

@@ -13,6 +13,7 @@ mod reap;
 mod reload;
 mod stage_host;
 mod tx;
+mod verify;
 
 #[cfg(test)]
 mod tests;
@@ -226,6 +227,10 @@ fn host_spec(
         acl_generation,
         composed: crate::executor::gpu::compose::is_composed(&p.pipeline),
         params_generation: p.pipeline.params_generation(),
+        verify: (
+            crate::config::verify::sample_of(&p.cfg.verify),
+            Arc::clone(&p.pipeline),
+        ),
     }
 }
 
@@ -295,6 +300,7 @@ pub fn run_gpu(
         .collect();
     s.outputs = out.outputs;
     s.gpu_ingest = out.gpu_ingest;
+    s.verify = shared.verify.summary();
     s.receive_threads = out.receive_threads;
     Ok(s)
 }

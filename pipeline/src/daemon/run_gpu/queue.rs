@@ -53,6 +53,8 @@ pub(crate) struct QueueIo {
     pub inputs: Vec<Consumer<Slot>>,
     pub to_tx: Option<Producer<Slot>>,
     pub frees: Vec<Sender<Slot>>,
+    /// The sampling verifier's tap (`verify.sample` on).
+    pub verify: Option<super::verify::GpuTap>,
 }
 
 struct Worker<'c, 'a> {
@@ -172,6 +174,7 @@ impl Worker<'_, '_> {
         let c = ctx.counters;
         let has_tx = self.io.to_tx.is_some();
         let (pending, reaped, frees) = (&mut self.pending, &mut self.reaped, &self.io.frees);
+        let verify = &mut self.io.verify;
         let mut out_of_order = None;
         let (rewrites, holds, q) = (ctx.rewrites, ctx.holds, ctx.q);
         let n = ctx.dev.poll(ctx.q, &mut |seq, v, tx| {
@@ -183,6 +186,9 @@ impl Worker<'_, '_> {
                 }
             };
             ctx.reaper.count(c, &slot.burst, v);
+            if let Some(t) = verify.as_mut() {
+                t.reaped(seq, v, tx.as_ref(), rewrites);
+            }
             // The GPU is done with the burst, and so with its frames' buffers in GPU memory.
             slot.release();
             c.burst_latency
@@ -262,7 +268,10 @@ impl Worker<'_, '_> {
                 break;
             };
             let submitted = if slot.gpu_srcs.is_empty() {
-                dev.submit(q, &slot.burst)
+                match self.io.verify.as_mut() {
+                    Some(t) => t.submit(&slot.burst, |b| dev.submit(q, b)),
+                    None => dev.submit(q, &slot.burst),
+                }
             } else {
                 // SAFETY: the addresses are of frames the ingest received in GPU memory of the
                 // GPU `gpu_ingest` checked; the slot holds their buffers (`holds`) until it is

@@ -5,9 +5,11 @@
 //! header. [`LiveStageCounters`] brings a composed pipeline's stage counters to the metrics
 //! while the run goes.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::device::QueueDevice;
+use super::verify::PublishedTables;
 use crate::counters::QueueCounters;
 use crate::executor::gpu::compose::{stage_set, StageCounterFold};
 use crate::executor::gpu::AclTablesRef;
@@ -17,6 +19,8 @@ use crate::stage::Pipeline;
 pub(crate) struct AclPublisher {
     acl_on: bool,
     have: u64,
+    /// Where the sampling verifier learns which tables the GPU has (sampling on).
+    record: Option<Arc<PublishedTables>>,
 }
 
 impl AclPublisher {
@@ -26,7 +30,13 @@ impl AclPublisher {
         AclPublisher {
             acl_on,
             have: start,
+            record: None,
         }
+    }
+
+    /// Marks each publish in `record` (begun before it, ended with its generation after).
+    pub fn recording(self, record: Option<Arc<PublishedTables>>) -> AclPublisher {
+        AclPublisher { record, ..self }
     }
 
     /// The generation the GPU has.
@@ -49,6 +59,9 @@ impl AclPublisher {
             return Ok(());
         }
         let bytes = a.gpu_image_bytes();
+        if let Some(r) = &self.record {
+            r.begin();
+        }
         dev.publish_acl(
             &AclTablesRef {
                 bytes: &bytes,
@@ -57,6 +70,9 @@ impl AclPublisher {
             a.generation,
             a.default as u8,
         )?;
+        if let Some(r) = &self.record {
+            r.end_acl(a.generation);
+        }
         tracing::info!(
             event = "gpu_acl_swap",
             generation = a.generation,
@@ -74,6 +90,7 @@ impl AclPublisher {
 pub(crate) struct ParamsPublisher {
     composed: bool,
     have: u64,
+    record: Option<Arc<PublishedTables>>,
 }
 
 impl ParamsPublisher {
@@ -81,7 +98,13 @@ impl ParamsPublisher {
         ParamsPublisher {
             composed,
             have: start,
+            record: None,
         }
+    }
+
+    /// Marks each publish in `record` (see [`AclPublisher::recording`]).
+    pub fn recording(self, record: Option<Arc<PublishedTables>>) -> ParamsPublisher {
+        ParamsPublisher { record, ..self }
     }
 
     /// The stage-parameter generation the GPU has.
@@ -98,7 +121,13 @@ impl ParamsPublisher {
             return Ok(());
         }
         let set = stage_set(pipeline)?;
+        if let Some(r) = &self.record {
+            r.begin();
+        }
         dev.publish_stage_params(&set.params, g)?;
+        if let Some(r) = &self.record {
+            r.end_params(g);
+        }
         tracing::info!(
             event = "gpu_params_swap",
             generation = g,

@@ -77,6 +77,7 @@ struct CpuStandIn {
     /// back by their port, by address; and how many were copied.
     gathered: Arc<Mutex<std::collections::HashSet<u64>>>,
     gathered_frames: std::sync::atomic::AtomicU64,
+    corrupt: Option<sampled::Corrupt>,
     /// Reads frames from host memory (`host_frames`), and the bytes copied there so far.
     reads_host: bool,
     host_copied: std::sync::atomic::AtomicU64,
@@ -123,6 +124,7 @@ impl CpuStandIn {
             holding: std::sync::atomic::AtomicBool::new(false),
             gathered: Arc::default(),
             gathered_frames: Default::default(),
+            corrupt: None,
             reads_host: true,
             host_copied: Default::default(),
         }
@@ -200,7 +202,7 @@ unsafe impl QueueDevice for CpuStandIn {
             let mut b = burst.clone();
             self.pipeline
                 .run_burst_mut(&mut b, metas, verdicts, counters);
-            let descs = b
+            let descs: Vec<TxDesc> = b
                 .descs
                 .iter()
                 .zip(verdicts.iter())
@@ -228,12 +230,13 @@ unsafe impl QueueDevice for CpuStandIn {
             // The slot's data area takes the frames as the stages left them.
             let len = b.data.len().min(ring[slot].len());
             ring[slot][..len].copy_from_slice(&b.data[..len]);
+            sampled::corrupt_bytes(self.corrupt, &mut ring[slot], &descs);
             Some((descs, len, times))
         } else {
             self.pipeline.run_burst(burst, metas, verdicts, counters);
             None
         };
-        let v = verdicts
+        let mut v: Vec<Verdict> = verdicts
             .iter()
             .map(|v| Verdict {
                 action: v.action as u8,
@@ -243,6 +246,7 @@ unsafe impl QueueDevice for CpuStandIn {
                 mark: v.mark,
             })
             .collect();
+        sampled::corrupt_verdict(self.corrupt, &mut v);
         let seq = fq.next_seq;
         fq.next_seq += 1;
         fq.on_gpu.push_back(OnGpu {
@@ -943,6 +947,7 @@ mod hooks;
 mod restart;
 mod rewrite;
 mod rx_threads;
+mod sampled;
 mod wire_len;
 
 #[test]

@@ -63,15 +63,22 @@ impl TxBurst for Slot {
     }
 }
 
-/// Runs until every queue thread is done (`queues_done` reaches the number of queues) and its
-/// ring is empty; flushes the ports. Returns what each destination took and the ports' errors:
+/// The frames the sampling verifier found to differ (for the slow path), and its done flag.
+pub(crate) type Captures<'a> = (
+    Option<std::sync::mpsc::Receiver<crate::burst::Burst>>,
+    &'a std::sync::atomic::AtomicBool,
+);
+
+/// Runs until every queue thread and the verifier are done (`queues_done` reaches the number
+/// of queues, and the verifier's flag is set) and the rings are empty; flushes the ports.
+/// The verifier's captures go to the slow path meanwhile. Returns what each destination took and the ports' errors:
 /// after a destination's first error its frames count as failed without calling it again.
 pub(crate) fn run(
     shared: &CpuShared,
     out: &mut OutPorts,
     mut inputs: Vec<Consumer<Slot>>,
     frees: Vec<Sender<Slot>>,
-    queues_done: &AtomicUsize,
+    (queues_done, (captured, verify_done)): (&AtomicUsize, Captures<'_>),
     dev: &dyn QueueDevice,
 ) -> (Vec<OutTally>, Vec<String>) {
     let nq = inputs.len();
@@ -85,14 +92,21 @@ pub(crate) fn run(
             let _ = f.send(slot);
         }
     };
-    let done = || queues_done.load(Ordering::Acquire) == nq;
+    // The verifier's flag after the queues': it finishes after them, and its last captures are
+    // queued before it sets it (taken on the next turn, and once more at the end).
+    let done = || queues_done.load(Ordering::Acquire) == nq && verify_done.load(Ordering::Acquire);
+    let captures = |dest: &mut crate::port::out::Destinations<'_>| {
+        captured
+            .as_ref()
+            .is_some_and(|c| crate::executor::tx::send_captures(c, dest))
+    };
     crate::executor::tx::run(
         &shared.counters,
         out,
         &mut inputs,
         done,
         release,
-        |_| false,
+        captures,
         wait_on,
     )
 }
