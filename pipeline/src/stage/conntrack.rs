@@ -102,12 +102,13 @@ impl ConntrackStage {
     pub fn apply(&self, desc: &FrameDesc, frame: &[u8], meta: &mut PacketMeta) {
         let Some(t) = self.table(desc.queue) else {
             meta.ct_state = pktwarp_flow::ct::UNTRACKED;
+            meta.ct_dir = 0;
             return;
         };
         // A worker that panicked while holding the lock left the table as it was between two
         // frames (apply has no partial state worth refusing).
         let mut t = t.lock().unwrap_or_else(|p| p.into_inner());
-        meta.ct_state = t.apply(meta, frame, desc.timestamp_ns).ct_state;
+        t.apply(meta, frame, desc.timestamp_ns).store(meta);
     }
 
     /// The counters over every queue's table.
@@ -184,6 +185,10 @@ mod tests {
     }
 
     fn run(s: &ConntrackStage, queue: u16, f: &(Vec<u8>, PacketMeta)) -> u8 {
+        run_meta(s, queue, f).ct_state
+    }
+
+    fn run_meta(s: &ConntrackStage, queue: u16, f: &(Vec<u8>, PacketMeta)) -> PacketMeta {
         let d = FrameDesc {
             queue,
             len: f.0.len() as u32,
@@ -192,7 +197,7 @@ mod tests {
         };
         let mut m = f.1;
         s.apply(&d, &f.0, &mut m);
-        m.ct_state
+        m
     }
 
     #[test]
@@ -208,9 +213,13 @@ mod tests {
         assert_eq!(run(&s, 1, &synack), ct::INVALID);
         assert_eq!(run(&s, 0, &finack), ct::CLOSING);
         assert_eq!(s.flows(), 1);
+        // The direction: 1 from the SYN's side (the originator), 2 the reply, 0 untracked.
+        let dirs = [&syn, &synack, &syn].map(|f| run_meta(&s, 0, f).ct_dir);
+        assert_eq!(dirs, [1, 2, 1]);
+        assert_eq!(run_meta(&s, 1, &synack).ct_dir, 0);
         let c = s.counters();
         assert_eq!(c[0], ("created", 1));
-        assert_eq!(c[5], ("invalid", 1));
+        assert_eq!(c[5], ("invalid", 2));
     }
 
     /// The stage's counters are exposed as `pktwarp_stage_counter_total{stage="conntrack"}`.
