@@ -213,13 +213,22 @@ mod tests {
         assert_eq!(run(&s, 1, &synack), ct::INVALID);
         assert_eq!(run(&s, 0, &finack), ct::CLOSING);
         assert_eq!(s.flows(), 1);
-        // The direction: 1 from the SYN's side (the originator), 2 the reply, 0 untracked.
-        let dirs = [&syn, &synack, &syn].map(|f| run_meta(&s, 0, f).ct_dir);
-        assert_eq!(dirs, [1, 2, 1]);
-        assert_eq!(run_meta(&s, 1, &synack).ct_dir, 0);
         let c = s.counters();
         assert_eq!(c[0], ("created", 1));
-        assert_eq!(c[5], ("invalid", 2));
+        assert_eq!(c[5], ("invalid", 1));
+    }
+
+    #[test]
+    fn direction_goes_into_the_metadata() {
+        let s = stage(64);
+        let (c, srv) = (([10, 0, 0, 1], 40000), ([192, 0, 2, 1], 80));
+        let (syn, synack, ack) = (tcp(c, srv, 0x02), tcp(srv, c, 0x12), tcp(c, srv, 0x10));
+        // 1 from the SYN's side (the originator), 2 the reply; 0 when not tracked (queue 1
+        // has no flow for a SYN+ACK).
+        let dirs = [&syn, &synack, &ack].map(|f| run_meta(&s, 0, f).ct_dir);
+        assert_eq!(dirs, [1, 2, 1]);
+        let m = run_meta(&s, 1, &synack);
+        assert_eq!((m.ct_state, m.ct_dir), (ct::INVALID, 0));
     }
 
     /// The stage's counters are exposed as `pktwarp_stage_counter_total{stage="conntrack"}`.
