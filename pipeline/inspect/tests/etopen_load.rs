@@ -56,6 +56,8 @@ fn etopen_2019_loads_or_skips_every_rule() {
             tcp_flags: 0x18,
             icmp_type: 0,
             icmp_code: 0,
+            ct_state: 0,
+            ct_dir: 0,
             payload,
             http: head.as_ref().filter(|_| payload.len() == req.len()),
         };

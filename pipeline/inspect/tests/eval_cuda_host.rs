@@ -380,6 +380,8 @@ fn frame(o: &Owned) -> Frame<'_> {
         tcp_flags: o.flags,
         icmp_type: o.icmp.0,
         icmp_code: o.icmp.1,
+        ct_state: 0,
+        ct_dir: 0,
         payload: &o.payload,
         http: o.http.as_ref(),
     }

@@ -300,6 +300,7 @@ fn run() -> Result<(), String> {
     let opts = LoadOptions {
         vars: Variables::with(&[("HOME_NET", "any"), ("EXTERNAL_NET", "any")]),
         strict: false,
+        flow_table: false,
     };
     let rep = load_dir(&a.rules, &opts).map_err(|e| e.to_string())?;
     let mut set = rep.loaded.clone();

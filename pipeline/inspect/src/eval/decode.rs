@@ -70,6 +70,8 @@ pub fn decode(bytes: &[u8]) -> Option<Frame<'_>> {
         tcp_flags: 0,
         icmp_type: 0,
         icmp_code: 0,
+        ct_state: 0,
+        ct_dir: 0,
         payload: &[],
         http: None,
     };
