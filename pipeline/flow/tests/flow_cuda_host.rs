@@ -70,7 +70,12 @@ fn differential(
         for k in 0..n {
             let mut m = metas[i + k];
             out[k].store(&mut m);
-            assert_eq!(cuda_metas[k], m, "frame {}: metadata after the store", i + k);
+            assert_eq!(
+                cuda_metas[k],
+                m,
+                "frame {}: metadata after the store",
+                i + k
+            );
             let want_dir = if out[k].outcome == outcome::TRACKED {
                 1 + out[k].dir
             } else {

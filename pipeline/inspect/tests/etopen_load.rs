@@ -169,7 +169,9 @@ fn etopen_2019_with_the_flow_table() {
     for s in &rep.skipped {
         assert!(!s.reason.is_empty(), "{}:{}", s.file, s.line);
         assert!(
-            !s.blockers.iter().any(|b| matches!(b, Blocker::FlowTable(_))),
+            !s.blockers
+                .iter()
+                .any(|b| matches!(b, Blocker::FlowTable(_))),
             "{}:{}: {:?}",
             s.file,
             s.line,
@@ -179,7 +181,10 @@ fn etopen_2019_with_the_flow_table() {
     let reasons = rep.by_reason();
     println!("{reasons:#?}");
     assert_eq!(reasons.get("pcre"), Some(&5521));
-    assert_eq!(reasons.get("needs stream reassembly (flow:only_stream)"), Some(&2));
+    assert_eq!(
+        reasons.get("needs stream reassembly (flow:only_stream)"),
+        Some(&2)
+    );
     let rules: Vec<_> = rep.loaded.iter().map(|l| &l.rule).collect();
     let stateful = rules.iter().filter(|r| r.needs_cpu_state()).count();
     let with_flow = rules

@@ -843,7 +843,11 @@ fn flow_keyword_agrees_on_every_state() {
             .filter(|f| eval::rule_matches(&p, i, f))
             .count();
         let always = t.contains("stateless");
-        assert!(n > 0 && (always || n < frames.len()), "{t}: {n} of {}", frames.len());
+        assert!(
+            n > 0 && (always || n < frames.len()),
+            "{t}: {n} of {}",
+            frames.len()
+        );
     }
     assert!(hits > 0);
 }

@@ -107,7 +107,12 @@ impl Stateful {
                 (true, true) => 1,
                 _ => 2,
             };
-            st.filters = r.detection_filter.iter().chain(&r.threshold).copied().collect();
+            st.filters = r
+                .detection_filter
+                .iter()
+                .chain(&r.threshold)
+                .copied()
+                .collect();
             out.push(st);
         }
         Stateful {
@@ -226,7 +231,11 @@ impl Stateful {
             Track::ByBoth => (Some(f.src), Some(f.dst)),
         };
         // A rule with both a detection_filter and a threshold keeps two counters.
-        let key = (i * 2 + usize::from(t.kind != ThresholdKind::Detection), a, b);
+        let key = (
+            i * 2 + usize::from(t.kind != ThresholdKind::Detection),
+            a,
+            b,
+        );
         let window = u64::from(t.seconds) * 1_000_000_000;
         if let Some(e) = self.trackers.get_mut(&key) {
             if now_ns.saturating_sub(e.start_ns) <= window {

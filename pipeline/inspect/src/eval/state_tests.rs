@@ -29,7 +29,14 @@ fn rules(opts: &[&str]) -> (Program, Stateful) {
     (p, Stateful::new(&refs, StateConfig::default()))
 }
 
-fn frame<'a>(src: &str, sport: u16, dst: &str, dport: u16, dir: u8, payload: &'a [u8]) -> Frame<'a> {
+fn frame<'a>(
+    src: &str,
+    sport: u16,
+    dst: &str,
+    dport: u16,
+    dir: u8,
+    payload: &'a [u8],
+) -> Frame<'a> {
     Frame {
         ip_proto: 6,
         src: src.parse().unwrap(),
@@ -83,7 +90,10 @@ fn set_then_isset_across_directions_and_noalert() {
 #[test]
 fn a_setter_runs_before_a_reader_in_the_same_frame() {
     // The reader comes first in the file; Suricata orders setters before readers.
-    let (p, mut s) = rules(&[r#"content:"A"; flowbits:isset,x;"#, r#"content:"A"; flowbits:set,x;"#]);
+    let (p, mut s) = rules(&[
+        r#"content:"A"; flowbits:isset,x;"#,
+        r#"content:"A"; flowbits:set,x;"#,
+    ]);
     assert_eq!(fire(&p, &mut s, &req(b"A"), 0), [1, 2]);
 }
 
@@ -135,11 +145,21 @@ fn the_flow_table_is_bounded_and_counts_what_does_not_fit() {
     };
     let mut s = Stateful::new(&[&parsed], cfg);
     for port in 1..=3 {
-        fire(&p, &mut s, &frame("10.0.0.1", port, "10.0.0.2", 80, 1, b""), 0);
+        fire(
+            &p,
+            &mut s,
+            &frame("10.0.0.1", port, "10.0.0.2", 80, 1, b""),
+            0,
+        );
     }
     assert_eq!((s.flows(), s.counters().flows_full), (2, 1));
     // After the idle time, old flows make room.
-    fire(&p, &mut s, &frame("10.0.0.1", 9, "10.0.0.2", 80, 1, b""), 20);
+    fire(
+        &p,
+        &mut s,
+        &frame("10.0.0.1", 9, "10.0.0.2", 80, 1, b""),
+        20,
+    );
     assert_eq!((s.flows(), s.counters().flows_full), (1, 1));
 }
 
@@ -158,17 +178,26 @@ fn threshold_types() {
     let t: Vec<u64> = (0..8).collect();
     // limit: the first `count` matches of each window.
     assert_eq!(
-        alerts("threshold:type limit, track by_src, count 2, seconds 60;", &t),
+        alerts(
+            "threshold:type limit, track by_src, count 2, seconds 60;",
+            &t
+        ),
         [0, 1]
     );
     // threshold: every count-th match in the window.
     assert_eq!(
-        alerts("threshold:type threshold, track by_src, count 3, seconds 60;", &t),
+        alerts(
+            "threshold:type threshold, track by_src, count 3, seconds 60;",
+            &t
+        ),
         [2, 5]
     );
     // both: once per window, at the count-th match.
     assert_eq!(
-        alerts("threshold: type both, track by_dst, count 3, seconds 60;", &t),
+        alerts(
+            "threshold: type both, track by_dst, count 3, seconds 60;",
+            &t
+        ),
         [2]
     );
     // detection_filter: every match after the first count in the window.
@@ -179,7 +208,10 @@ fn threshold_types() {
     // A new window starts when the old one has passed: limit 1 per 3 s.
     let ts = [0, 1, 3, 4, 5, 9];
     assert_eq!(
-        alerts("threshold:type limit, track by_src, count 1, seconds 3;", &ts),
+        alerts(
+            "threshold:type limit, track by_src, count 1, seconds 3;",
+            &ts
+        ),
         [0, 4, 9]
     );
 }
@@ -213,7 +245,10 @@ fn tracker_table_is_bounded() {
     let mut s = Stateful::new(&[&parsed], cfg);
     for i in 1..=3 {
         let src = format!("10.0.0.{i}");
-        assert_eq!(fire(&p, &mut s, &frame(&src, 1, "10.0.0.9", 2, 1, b""), 0), [1]);
+        assert_eq!(
+            fire(&p, &mut s, &frame(&src, 1, "10.0.0.9", 2, 1, b""), 0),
+            [1]
+        );
     }
     assert_eq!(s.counters().trackers_full, 1);
 }

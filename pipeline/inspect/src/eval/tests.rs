@@ -389,8 +389,14 @@ fn flow_direction_and_state() {
         ("from_server", [false, false, false, true, true, true]),
         ("established", [false, false, true, true, true, false]),
         ("not_established", [true, true, false, false, false, true]),
-        ("established,to_server", [false, false, true, false, false, false]),
-        ("to_client,not_established", [false, false, false, false, false, true]),
+        (
+            "established,to_server",
+            [false, false, true, false, false, false],
+        ),
+        (
+            "to_client,not_established",
+            [false, false, false, false, false, true],
+        ),
     ];
     let frames = [(0, 0), (1, 1), (2, 1), (2, 2), (5, 2), (1, 2)];
     for (opts, want) in cases {

@@ -447,16 +447,52 @@ fn malformed_flow_flowbits_threshold_name_the_keyword() {
         ("flowbits:set,a|b;", "flowbits", "only with isset"),
         ("flowbits:noalert,a;", "flowbits", "takes no name"),
         ("flowbits:isset,a|;", "flowbits", "bad flowbit name"),
-        ("threshold:type limit, track by_src, count 1;", "threshold", "no 'seconds'"),
-        ("threshold:type sometimes, track by_src, count 1, seconds 1;", "threshold", "unknown type"),
-        ("threshold:type limit, track by_flow, count 1, seconds 1;", "threshold", "unsupported track"),
-        ("threshold:type limit, track by_src, count x, seconds 1;", "threshold", "not a valid number"),
-        ("threshold:type limit, type both, track by_src, count 1, seconds 1;", "threshold", "given twice"),
-        ("threshold:type limit, track by_src, count 0, seconds 1;", "threshold", "count 0"),
+        (
+            "threshold:type limit, track by_src, count 1;",
+            "threshold",
+            "no 'seconds'",
+        ),
+        (
+            "threshold:type sometimes, track by_src, count 1, seconds 1;",
+            "threshold",
+            "unknown type",
+        ),
+        (
+            "threshold:type limit, track by_flow, count 1, seconds 1;",
+            "threshold",
+            "unsupported track",
+        ),
+        (
+            "threshold:type limit, track by_src, count x, seconds 1;",
+            "threshold",
+            "not a valid number",
+        ),
+        (
+            "threshold:type limit, type both, track by_src, count 1, seconds 1;",
+            "threshold",
+            "given twice",
+        ),
+        (
+            "threshold:type limit, track by_src, count 0, seconds 1;",
+            "threshold",
+            "count 0",
+        ),
         ("threshold:limit;", "threshold", "not 'name value'"),
-        ("detection_filter:type limit, track by_src, count 1, seconds 1;", "detection_filter", "unknown option"),
-        ("detection_filter:track by_src, count 1;", "detection_filter", "no 'seconds'"),
-        ("detection_filter:track by_src, count 1, seconds 0;", "detection_filter", "seconds 0"),
+        (
+            "detection_filter:type limit, track by_src, count 1, seconds 1;",
+            "detection_filter",
+            "unknown option",
+        ),
+        (
+            "detection_filter:track by_src, count 1;",
+            "detection_filter",
+            "no 'seconds'",
+        ),
+        (
+            "detection_filter:track by_src, count 1, seconds 0;",
+            "detection_filter",
+            "seconds 0",
+        ),
         ("flow:to_server,sideways;", "flow", "unknown flow option"),
     ] {
         let (k, msg) = parse_err(opts);
@@ -473,7 +509,10 @@ fn malformed_flow_flowbits_threshold_name_the_keyword() {
     let e = load_str(text, "t.rules", &strict).unwrap_err();
     assert_eq!((e.file.as_str(), e.line, e.sid), ("t.rules", 3, Some(77)));
     assert_eq!(e.keyword, "threshold");
-    assert!(e.to_string().starts_with("t.rules:3: sid 77: threshold: "), "{e}");
+    assert!(
+        e.to_string().starts_with("t.rules:3: sid 77: threshold: "),
+        "{e}"
+    );
 }
 
 #[test]
@@ -492,5 +531,8 @@ fn flow_table_option_loads_flow_rules() {
     let rep = load_str(text, "f.rules", &on).unwrap();
     let sids: Vec<u32> = rep.loaded.iter().map(|l| l.rule.sid).collect();
     assert_eq!(sids, [1, 2]);
-    assert_eq!(rep.skipped[0].reason, "needs stream reassembly (flow:only_stream)");
+    assert_eq!(
+        rep.skipped[0].reason,
+        "needs stream reassembly (flow:only_stream)"
+    );
 }
