@@ -253,12 +253,12 @@ impl Stateful {
                     ThresholdKind::Detection => e.count > t.count,
                 };
             }
+            // The window has passed: this match opens a new one.
             *e = Tracker {
                 start_ns: now_ns,
                 count: 1,
             };
-            return matches!(t.kind, ThresholdKind::Limit)
-                || (t.kind == ThresholdKind::Detection && t.count == 0);
+            return first_fires(t);
         }
         if self.trackers.len() >= self.cfg.max_trackers {
             self.trackers
@@ -275,11 +275,16 @@ impl Stateful {
         } else {
             self.counters.trackers_full += 1;
         }
-        match t.kind {
-            ThresholdKind::Limit => true,
-            ThresholdKind::Threshold | ThresholdKind::Both => t.count == 1,
-            ThresholdKind::Detection => t.count == 0,
-        }
+        first_fires(t)
+    }
+}
+
+/// Whether the first match of a window fires.
+fn first_fires(t: &Threshold) -> bool {
+    match t.kind {
+        ThresholdKind::Limit => true,
+        ThresholdKind::Threshold | ThresholdKind::Both => t.count == 1,
+        ThresholdKind::Detection => t.count == 0,
     }
 }
 
