@@ -207,17 +207,26 @@ fn threshold_types() {
     );
     // count 1: every match, in every window.
     assert_eq!(
-        alerts("threshold:type threshold, track by_src, count 1, seconds 2;", &[0, 1, 5, 6]),
+        alerts(
+            "threshold:type threshold, track by_src, count 1, seconds 2;",
+            &[0, 1, 5, 6]
+        ),
         [0, 1, 5, 6]
     );
     // both, count 2, 2 s windows: the second match of each window.
     assert_eq!(
-        alerts("threshold:type both, track by_src, count 2, seconds 2;", &[0, 1, 2, 3, 4, 5]),
+        alerts(
+            "threshold:type both, track by_src, count 2, seconds 2;",
+            &[0, 1, 2, 3, 4, 5]
+        ),
         [1, 4]
     );
     // detection_filter count 1, 2 s windows: from the second match of each window.
     assert_eq!(
-        alerts("detection_filter:track by_src, count 1, seconds 2;", &[0, 1, 2, 3, 4]),
+        alerts(
+            "detection_filter:track by_src, count 1, seconds 2;",
+            &[0, 1, 2, 3, 4]
+        ),
         [1, 2, 4]
     );
     // A new window starts when the old one has passed: limit 1 per 3 s.
