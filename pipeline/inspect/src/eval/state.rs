@@ -64,6 +64,8 @@ type TrackKey = (usize, Option<IpAddr>, Option<IpAddr>);
 #[derive(Debug, Clone, Copy)]
 struct Tracker {
     start_ns: u64,
+    /// The rule's window (its entries expire on their own window, whatever rule sweeps).
+    window_ns: u64,
     count: u32,
 }
 
@@ -76,6 +78,20 @@ pub struct Stateful {
     flows: HashMap<FlowKey, (u64, Vec<u64>)>,
     trackers: HashMap<TrackKey, Tracker>,
     counters: StateCounters,
+    /// When each full table was last swept (receive time): at most one sweep a second, so a
+    /// full table of live entries costs each new one a lookup, not a scan.
+    swept_ns: [Option<u64>; 2],
+}
+
+/// Sweeps of a full table are this far apart at least (receive time).
+const SWEEP_GAP_NS: u64 = 1_000_000_000;
+
+fn may_sweep(last: &mut Option<u64>, now_ns: u64) -> bool {
+    if last.is_some_and(|l| now_ns.saturating_sub(l) < SWEEP_GAP_NS) {
+        return false;
+    }
+    *last = Some(now_ns);
+    true
 }
 
 impl Stateful {
@@ -122,6 +138,7 @@ impl Stateful {
             flows: HashMap::new(),
             trackers: HashMap::new(),
             counters: StateCounters::default(),
+            swept_ns: [None; 2],
         }
     }
 
@@ -210,8 +227,10 @@ impl Stateful {
     fn entry(&mut self, key: FlowKey, now_ns: u64) -> Option<&mut Vec<u64>> {
         if !self.flows.contains_key(&key) && self.flows.len() >= self.cfg.max_flows {
             let idle = self.cfg.flow_idle_ns;
-            self.flows
-                .retain(|_, (seen, _)| now_ns.saturating_sub(*seen) <= idle);
+            if may_sweep(&mut self.swept_ns[0], now_ns) {
+                self.flows
+                    .retain(|_, (seen, _)| now_ns.saturating_sub(*seen) <= idle);
+            }
             if self.flows.len() >= self.cfg.max_flows {
                 return None;
             }
@@ -256,19 +275,22 @@ impl Stateful {
             // The window has passed: this match opens a new one.
             *e = Tracker {
                 start_ns: now_ns,
+                window_ns: window,
                 count: 1,
             };
             return first_fires(t);
         }
-        if self.trackers.len() >= self.cfg.max_trackers {
+        if self.trackers.len() >= self.cfg.max_trackers && may_sweep(&mut self.swept_ns[1], now_ns)
+        {
             self.trackers
-                .retain(|_, e| now_ns.saturating_sub(e.start_ns) <= window);
+                .retain(|_, e| now_ns.saturating_sub(e.start_ns) <= e.window_ns);
         }
         if self.trackers.len() < self.cfg.max_trackers {
             self.trackers.insert(
                 key,
                 Tracker {
                     start_ns: now_ns,
+                    window_ns: window,
                     count: 1,
                 },
             );

@@ -278,6 +278,40 @@ fn tracker_table_is_bounded() {
 }
 
 #[test]
+fn a_sweep_keeps_counters_inside_their_own_window() {
+    // Rule 1 counts over 100 s, rule 2 over 1 s; a table of 2 counters.
+    let parsed: Vec<Rule> = [
+        "content:\"A\"; threshold:type limit, track by_src, count 1, seconds 100;",
+        "content:\"B\"; threshold:type limit, track by_src, count 1, seconds 1;",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, o)| {
+        let t = format!("alert tcp any any -> any any ({o} sid:{};)", i + 1);
+        parse_rule(&t, &Variables::default()).unwrap()
+    })
+    .collect();
+    let mut p = Program::new();
+    parsed.iter().for_each(|r| {
+        p.add(r).unwrap();
+    });
+    let cfg = StateConfig {
+        max_trackers: 2,
+        ..StateConfig::default()
+    };
+    let mut s = Stateful::new(&parsed.iter().collect::<Vec<_>>(), cfg);
+    let ab = frame("10.0.0.1", 1, "10.0.0.9", 2, 1, b"AB");
+    let a = frame("10.0.0.1", 1, "10.0.0.9", 2, 1, b"A");
+    let b = frame("10.0.0.3", 1, "10.0.0.9", 2, 1, b"B");
+    assert_eq!(fire(&p, &mut s, &ab, 0), [1, 2]);
+    // At 10 s the table is full; b's rule-2 counter sweeps it: rule 2's counter for a (1 s)
+    // has expired and goes, rule 1's (100 s) stays, so a may not fire rule 1 again at 11 s.
+    assert_eq!(fire(&p, &mut s, &b, 10), [2]);
+    assert_eq!(s.counters().trackers_full, 0);
+    assert_eq!(fire(&p, &mut s, &a, 11), Vec::<u32>::new());
+}
+
+#[test]
 fn the_gpu_image_refuses_stateful_rules() {
     let (p, _) = rules(&["flowbits:set,a;"]);
     let e = p.image().unwrap_err().to_string();
