@@ -152,5 +152,18 @@ extern "C" __global__ void pw_flow_burst_check(const pw_flow_table *t, pw_flow_c
 }
 EOF
 compile_report "flow table (cuda/flow.cuh)" "$tmp/flow.cu"
+# The rate-limit table (cuda/rate_limit.cuh) likewise: the GPU executor has no per-queue device
+# state for it yet (the `rate_limit` stage runs on the CPU executor).
+cat >"$tmp/rate_limit.cu" <<'EOF'
+#include "rate_limit.cuh"
+extern "C" __global__ void pw_rl_burst_check(const pw_rl_table *t, pw_rl_counters *c, uint32_t n,
+                                             const pw_packet_meta *metas, const uint64_t *now, pw_rl_pkt *pk,
+                                             pw_rl_result *out) {
+    pw_rl_burst_classify(t, n, metas, pk, threadIdx.x, blockDim.x);
+    __syncthreads();
+    pw_rl_burst_apply(t, c, n, pk, now, out, threadIdx.x, blockDim.x);
+}
+EOF
+compile_report "rate-limit table (cuda/rate_limit.cuh)" "$tmp/rate_limit.cu"
 if [ "$missing" = 1 ]; then echo "check-kernels: stage headers missing (see above)" >&2; fail=1; fi
 exit $fail

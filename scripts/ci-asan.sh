@@ -27,11 +27,12 @@ echo "ci-asan: canary reported: $(grep -m1 'AddressSanitizer' "$log")"
 
 # The host differential tests: parse (Rust == C++ on the generated capture, property frames,
 # mutations), the fast key, the composed pipelines (HostPipeline .so under ASan too), the ACL
-# matcher (flow-rules' properties and generated IPv6 sets), the flow table (pktwarp-flow), the inspect evaluator.
+# matcher (flow-rules' properties and generated IPv6 sets), the flow table and the rate-limit
+# table (pktwarp-flow), the inspect evaluator.
 echo "ci-asan: host differential tests under ASan"
 cargo test -p pipeline --test parse_cuda_host --test parse_fast_key --test pipeline_cuda_host --test parse_multi_proto
 cargo test -p flow-rules --test acl_props --test acl_ipv6_gen
-cargo test -p pktwarp-flow --test flow_cuda_host --test linux_tcp --test layout
+cargo test -p pktwarp-flow --test flow_cuda_host --test linux_tcp --test layout --test rate_cuda_host
 # The inspect stage's full check (generated rules, keyword edges, hostile payloads, ET Open).
 cargo test -p pktwarp-inspect --test eval_cuda_host
 echo "ci-asan: no AddressSanitizer report"

@@ -165,3 +165,45 @@ fn set_changes_a_run_and_bad_changes_are_named() {
         assert!(err.contains(want), "{set}: {err}");
     }
 }
+
+#[test]
+fn ddos_scrubber_limits_the_floods_and_accounts_for_every_frame() {
+    let s = run_shipped("ddos-scrubber.yaml", &["ports.0.gen.count=100000"]);
+    assert_eq!(s["rx_frames"], 100000);
+    let drop = |reason: &str| {
+        s["drops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d[0] == reason)
+            .map_or(0, |d| d[1].as_u64().unwrap())
+    };
+    // Sixteen sources, 60000 SYNs: over their budgets (100/s and 200 each) unless the run took
+    // half a minute.
+    assert!(drop("rate_limited") > 10_000, "{s}");
+    let q = &s["queues"][0];
+    let forwarded: u64 = ["passed", "mirrored", "to_host"]
+        .iter()
+        .map(|k| q[*k].as_u64().unwrap())
+        .sum();
+    assert_eq!(forwarded + total_drops(&s), 100000, "{s}");
+    let rl = s["custom_stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "rate_limit")
+        .unwrap_or_else(|| panic!("no rate_limit section: {s}"));
+    let counters: Vec<(String, u64)> = serde_json::from_value(rl["counters"].clone()).unwrap();
+    let limited: u64 = counters
+        .iter()
+        .filter(|(n, _)| n.ends_with(".limited"))
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(limited, drop("rate_limited"), "{counters:?}");
+    assert!(
+        counters
+            .iter()
+            .any(|(n, v)| n == "syn_flood.limited" && *v > 0),
+        "{counters:?}"
+    );
+}

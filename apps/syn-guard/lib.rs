@@ -6,6 +6,9 @@
 //! syn-guard run apps/syn-guard/syn-guard.yaml
 //! syn-guard validate apps/syn-guard/syn-guard.yaml
 //! ```
+//!
+//! With a per-source SYN budget (the built-in `rate_limit` stage after `syn_guard`):
+//! `syn-guard run apps/syn-guard/syn-guard-budget.yaml`.
 
 pub mod stage;
 

@@ -10,9 +10,11 @@
 //!    (`blocked_dst_port`);
 //! 3. everything else passes untouched. Drops have reason `stage_drop`.
 //!
-//! A per-source SYN budget (the earlier version of this example) needs a table of counters
-//! every frame writes; the stage ABI gives a stage a read-only parameter block, so the stage is
-//! stateless to keep one semantics on the CPU and the GPU.
+//! The stage is stateless (the stage ABI gives a stage a read-only parameter block). The
+//! per-source SYN budget, which needs a table every frame writes, is the built-in `rate_limit`
+//! stage after this one (apps/syn-guard/syn-guard-budget.yaml: SYNs without ACK, one token
+//! bucket per source; docs/rate-limit.md), whose table has its CUDA twin
+//! (gpu-kernels/cuda/rate_limit.cuh), held equal by apps/tests/syn_guard_budget.rs.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

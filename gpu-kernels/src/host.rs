@@ -41,6 +41,21 @@ pub mod ffi {
         pub fn pw_host_flow_tcp_table(out120: *mut u8) -> u32;
         /// sizeof pw_flow_entry, pw_flow_table, pw_flow_counters, pw_flow_result.
         pub fn pw_host_flow_sizes(out4: *mut u32) -> u32;
+        /// host/rate_limit_host.cpp: a burst through the rate-limit table
+        /// (pktwarp_flow::rate::RateTableAbi, RateCounters, PacketMeta, RateResult) with
+        /// `nthreads` GPU threads emulated.
+        pub fn pw_host_rl_burst(
+            table: *const u8,
+            counters: *mut u64,
+            n: u32,
+            metas: *const u8,
+            now_ns: *const u64,
+            out: *mut u8,
+            nthreads: u32,
+        ) -> u32;
+        pub fn pw_host_rl_hash(key: *const u8, seed: u32) -> u32;
+        /// sizeof pw_rl_entry, pw_rl_table, pw_rl_counters, pw_rl_result, pw_rl_rule.
+        pub fn pw_host_rl_sizes(out5: *mut u32) -> u32;
         // The inspect prefilter (cuda/inspect_match.cuh): `img` is a validated
         // pktwarp_inspect::matcher::Image, bitmaps are (n_patterns + 31) / 32 words a buffer.
         pub fn pw_host_inspect_match_set(

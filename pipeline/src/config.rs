@@ -23,6 +23,7 @@
 //! the config file, so a config works from any working directory.
 
 mod bounded;
+mod flow_export;
 mod locate;
 mod output;
 mod overrides;
@@ -77,6 +78,9 @@ pub struct Config {
     /// Absent: off.
     #[serde(default)]
     pub verify: Option<Spanned<verify::VerifyConfig>>,
+    /// IPFIX flow export of a `flow_stats` stage's records (`collector`, ...; docs/ipfix.md).
+    #[serde(default)]
+    pub ipfix: Option<Spanned<pktwarp_flow::ipfix::IpfixConfig>>,
     /// Where to find this config's relative paths: the config file's folder (set by [`load`]).
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -386,6 +390,7 @@ fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
     validate_ports(&file, cfg)?;
     validate_queues(&file, &cfg.queues)?;
     validate_pipeline(&file, cfg)?;
+    flow_export::check_flow_export(&file, cfg)?;
     if let Err((key, msg)) = settings::validate(&cfg.metrics, &cfg.control) {
         return Err(ConfigError::whole(&file, key, msg));
     }
@@ -551,6 +556,14 @@ fn validate_pipeline(file: &Path, cfg: &Config) -> Result<(), ConfigError> {
                 ),
             })?;
         }
+        if let StageConfig::RateLimit(r) = &s.value {
+            check_rate_limit(file, i, s, r)?;
+        }
+        if let StageConfig::Inspect(c) = &s.value {
+            c.check().map_err(|(key, message)| {
+                ConfigError::at(file, s, format!("pipeline[{i}].inspect.{key}"), message)
+            })?;
+        }
         if let StageConfig::Fronthaul(f) = &s.value {
             // The stage's checks start their message with its key: `fronthaul.numerology: ...`.
             f.validate().map_err(|e| {
@@ -582,6 +595,31 @@ fn validate_pipeline(file: &Path, cfg: &Config) -> Result<(), ConfigError> {
         }
     }
     Ok(())
+}
+
+/// A `rate_limit` stage's checks: an error about a rule is at that rule's line.
+fn check_rate_limit(
+    file: &Path,
+    i: usize,
+    s: &Spanned<StageConfig>,
+    r: &pktwarp_flow::rate::RateConfig,
+) -> Result<(), ConfigError> {
+    r.validate().map_err(|e| {
+        let (key, message) = match e {
+            pktwarp_flow::FlowError::Config { key, message } => (key, message),
+            other => (String::new(), other.to_string()),
+        };
+        let mut err = ConfigError::at(file, s, format!("pipeline[{i}].rate_limit.{key}"), message);
+        // `rules[N]...`: at rule N.
+        let rule = key
+            .strip_prefix("rules[")
+            .and_then(|k| k.split(']').next())
+            .and_then(|n| n.parse::<usize>().ok());
+        if let Some((line, column)) = rule.map(|n| r.rule_location(n)).filter(|l| l.0 > 0) {
+            (err.line, err.column) = (line, column);
+        }
+        err
+    })
 }
 
 /// `output.port` names a port with a transmit side.
@@ -762,7 +800,10 @@ fn check_order(
             | StageConfig::Vlan(_)
             | StageConfig::TxTime(_) => false,
             StageConfig::Acl(_) | StageConfig::Ttl | StageConfig::Dscp(_) => true,
-            StageConfig::Conntrack(_) => true,
+            StageConfig::Conntrack(_)
+            | StageConfig::FlowStats(_)
+            | StageConfig::RateLimit(_)
+            | StageConfig::Inspect(_) => true,
             StageConfig::Route(_) | StageConfig::Respond(_) => true,
             StageConfig::Custom(c) => custom_reads_meta(&c.name),
         };
@@ -851,18 +892,22 @@ impl Config {
             }
             s = crate::steer::Steering::from_rules(&set, queues)?;
         }
-        // A queue's conntrack table must see both directions of its flows.
+        // A queue's flow table (conntrack, flow_stats) must see both directions of its flows.
         if self.has_conntrack() {
             s = s.with_flow_steering();
         }
         Ok(s)
     }
 
-    /// Whether the pipeline has a `conntrack` stage (then software steering spreads frames by their flow key).
+    /// Whether the pipeline has a flow table (a `conntrack` or `flow_stats` stage): then
+    /// software steering spreads frames by their flow key.
     pub fn has_conntrack(&self) -> bool {
-        self.pipeline
-            .iter()
-            .any(|s| matches!(s.value, StageConfig::Conntrack(_)))
+        self.pipeline.iter().any(|s| {
+            matches!(
+                s.value,
+                StageConfig::Conntrack(_) | StageConfig::FlowStats(_)
+            )
+        })
     }
 
     /// The ports with a transmit side, in config order: a verdict's `out_port` is an index in

@@ -112,10 +112,16 @@ impl Prepared {
             steering: Arc::clone(&self.steering),
             observer: None,
             verify_sample: crate::config::verify::sample_of(&self.cfg.verify),
-            rx_threads: crate::executor::cpu::RxThreads {
-                per_queue: q.rx_threads == crate::config::RxThreadsMode::PerQueue,
-                cores: q.cores.clone().unwrap_or_default(),
-            },
+            rx_threads: self.rx_threads(),
+        }
+    }
+
+    /// The receive threads' layout (`queues.rx_threads`, `queues.cores`), both executors.
+    pub fn rx_threads(&self) -> crate::executor::cpu::RxThreads {
+        let q = &self.cfg.queues;
+        crate::executor::cpu::RxThreads {
+            per_queue: q.rx_threads == crate::config::RxThreadsMode::PerQueue,
+            cores: q.cores.clone().unwrap_or_default(),
         }
     }
 }

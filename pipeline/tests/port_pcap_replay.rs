@@ -124,7 +124,7 @@ fn split_queues_replay_what_one_steering_thread_gives_them() {
     let mut o = PcapRxOptions::new(pipeline::testdata::multi_proto_pcap());
     o.loops = Loops::Count(3);
     let nq = 4;
-    let st = Steering::rss_only(nq as u16).unwrap();
+    let st = std::sync::Arc::new(Steering::rss_only(nq as u16).unwrap());
     let (want, _) = steered(&mut PcapRx::open(&o, 2).unwrap(), &st, nq);
     assert!(
         want.iter().filter(|q| !q.is_empty()).count() > 1,

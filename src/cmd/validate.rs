@@ -57,7 +57,11 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
             prepared.pipeline.rule_count(),
             prepared.choice.name,
             prepared.choice.reason
-        )
+        )?;
+        for line in pipeline::stage::inspect::validate_lines(&prepared.pipeline) {
+            writeln!(w, "{line}")?;
+        }
+        Ok(())
     })?;
     Ok(0)
 }

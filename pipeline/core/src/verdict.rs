@@ -66,12 +66,19 @@ pub enum DropReason {
     /// frames for (a DPDK port's `tx_max_hold_ms`). Counted by the host only: the GPU ABI's
     /// counter slots stop at `PW_DROP_REASONS` (no stage gives it).
     TxHorizon = 11,
+    /// `rate_limit`: the frame's token bucket was empty (or, with `on_full: drop`, no bucket
+    /// could be had). The stage runs on the CPU executor only for now, so the GPU ABI's counter
+    /// slots do not reach this code either.
+    RateLimited = 12,
+    /// `inspect`: a `drop` (or `reject`) IDS rule matched. Counted by the host only: the
+    /// stage runs on the CPU executor, so the GPU ABI has no slot for it.
+    InspectDrop = 13,
 }
 
 impl DropReason {
     /// Every reason, in code order. Append-only: a code never changes meaning (the GPU ABI's
     /// `PW_DROP_*` are the same numbers).
-    pub const ALL: [DropReason; 12] = [
+    pub const ALL: [DropReason; 14] = [
         DropReason::RingFull,
         DropReason::ParseError,
         DropReason::AclDrop,
@@ -84,6 +91,8 @@ impl DropReason {
         DropReason::KernelStall,
         DropReason::FronthaulReject,
         DropReason::TxHorizon,
+        DropReason::RateLimited,
+        DropReason::InspectDrop,
     ];
     pub const COUNT: usize = Self::ALL.len();
 
@@ -101,6 +110,8 @@ impl DropReason {
             DropReason::KernelStall => "kernel_stall",
             DropReason::FronthaulReject => "fronthaul_reject",
             DropReason::TxHorizon => "tx_horizon",
+            DropReason::RateLimited => "rate_limited",
+            DropReason::InspectDrop => "inspect_drop",
         }
     }
 }
@@ -192,9 +203,12 @@ mod tests {
         assert_eq!(DropReason::NoRoute as u8, abi::DROP_NO_ROUTE);
         assert_eq!(DropReason::FronthaulReject as u8, abi::DROP_FRONTHAUL);
         assert_eq!(Verdict::OUT_DEFAULT, abi::OUT_DEFAULT);
-        // Reasons past the GPU's counter slots are the host's own (TX side).
-        const { assert!(DropReason::COUNT == abi::DROP_REASONS + 1) };
+        // Reasons past the GPU's counter slots are the host's own (TX side, and the CPU-only
+        // `rate_limit` and `inspect` stages).
+        const { assert!(DropReason::COUNT == abi::DROP_REASONS + 3) };
         assert_eq!(DropReason::TxHorizon as usize, abi::DROP_REASONS);
+        assert_eq!(DropReason::RateLimited as usize, abi::DROP_REASONS + 1);
+        assert_eq!(DropReason::InspectDrop as usize, abi::DROP_REASONS + 2);
         for r in DropReason::ALL {
             assert_eq!(DropReason::from_code(r as u8), Some(r));
             if (r as usize) < abi::DROP_REASONS {

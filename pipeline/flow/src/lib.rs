@@ -10,11 +10,14 @@
 //!   transition table as data; [`window`]: `strict` sequence-window checking.
 //! - [`FlowConfig`] / [`Timeouts`]: config keys; [`testgen`]: connection traffic for tests and
 //!   benches.
+//! - [`rate`]: rate limits, per-key token buckets in a table of their own (the `rate_limit`
+//!   stage; docs/rate-limit.md).
 //! - [`ipfix`]: flow export to an IPFIX collector (RFC 7011), run by the control thread.
 
 pub mod config;
 pub mod ipfix;
 pub mod key;
+pub mod rate;
 pub mod table;
 pub mod tcp;
 pub mod testgen;
@@ -23,6 +26,6 @@ pub mod window;
 pub use config::{FlowConfig, FlowError, Timeouts};
 pub use key::FlowKey;
 pub use table::{
-    bytes_needed, ct, ef, outcome, FlowCounters, FlowEntry, FlowRecord, FlowResult, FlowTable,
-    FlowTableAbi, TcpWindow, BUCKET_ENTRIES, ENTRY_SIZE, MAX_ENTRIES,
+    bytes_needed, ct, ef, outcome, Ended, FlowCounters, FlowEntry, FlowRecord, FlowResult,
+    FlowTable, FlowTableAbi, TcpWindow, BUCKET_ENTRIES, ENDED_CAP, ENTRY_SIZE, MAX_ENTRIES,
 };

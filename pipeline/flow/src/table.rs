@@ -300,7 +300,27 @@ pub struct FlowTable {
     counters: FlowCounters,
     /// Where the next [`FlowTable::sweep`] starts (bucket).
     sweep_cursor: u32,
+    /// Flows that ended inside [`FlowTable::apply`] (reclaimed on a bucket visit, evicted,
+    /// reopened), kept for flow export while reporting is on ([`FlowTable::report_ended`]).
+    ended: Option<Vec<(FlowRecord, Ended)>>,
+    /// Ended flows not kept: the list held [`ENDED_CAP`] already.
+    ended_lost: u64,
 }
+
+/// Why a flow left the table inside [`FlowTable::apply`] (flow export's end reasons).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Aged out, reclaimed when a frame visited its bucket.
+    Expired,
+    /// Evicted early to make room for a new flow.
+    Evicted,
+    /// A SYN reopened the closed TCP connection: the old flow ended.
+    Reopened,
+}
+
+/// The most ended flows [`FlowTable::take_ended`] waits to be called for; more are counted
+/// ([`FlowTable::ended_lost`]), never kept (bounded memory when nobody takes them).
+pub const ENDED_CAP: usize = 16384;
 
 impl std::fmt::Debug for FlowTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -345,6 +365,8 @@ impl FlowTable {
             timeout_ns: c.timeouts.to_ns_array(),
             counters: FlowCounters::default(),
             sweep_cursor: 0,
+            ended: None,
+            ended_lost: 0,
         })
     }
 
@@ -479,6 +501,7 @@ impl FlowTable {
                 continue;
             }
             if self.expired(e, now_ns) {
+                self.note_ended(i, Ended::Expired);
                 self.entries[i] = FlowEntry::default();
                 self.counters.expired += 1;
             } else if e.key == p.key {
@@ -535,6 +558,7 @@ impl FlowTable {
             }
         }
         let (i, _) = victim?;
+        self.note_ended(i, Ended::Evicted);
         self.counters.early_evicted += 1;
         Some(i)
     }
@@ -574,6 +598,7 @@ impl FlowTable {
                 }
                 if new == st::SYN_SENT && (old == st::TIME_WAIT || old == st::CLOSE) {
                     // A SYN reopens a closed connection: a new flow in the SYN's direction.
+                    self.note_ended(i, Ended::Reopened);
                     return self.create(i, p, st::SYN_SENT, now_ns);
                 }
                 if self.strict && !window::check(&mut e, dir, p, old) {
@@ -633,6 +658,74 @@ impl FlowTable {
             }
         }
         removed
+    }
+}
+
+impl FlowTable {
+    /// Keeps the flows that end inside [`FlowTable::apply`] for [`FlowTable::take_ended`]
+    /// (on), or not (off, the default: nothing is kept).
+    pub fn report_ended(&mut self, on: bool) {
+        self.ended = on.then(|| self.ended.take().unwrap_or_default());
+    }
+
+    /// Moves the ended flows kept so far into `out`.
+    pub fn take_ended(&mut self, out: &mut Vec<(FlowRecord, Ended)>) {
+        if let Some(v) = &mut self.ended {
+            out.append(v);
+        }
+    }
+
+    /// Ended flows not kept because [`ENDED_CAP`] were waiting.
+    pub fn ended_lost(&self) -> u64 {
+        self.ended_lost
+    }
+
+    fn note_ended(&mut self, i: usize, why: Ended) {
+        if let Some(v) = &mut self.ended {
+            if v.len() < ENDED_CAP {
+                v.push((FlowRecord::of(&self.entries[i]), why));
+            } else {
+                self.ended_lost += 1;
+            }
+        }
+    }
+
+    /// Buckets in the table.
+    pub fn nbuckets(&self) -> u32 {
+        self.nbuckets
+    }
+
+    /// Visits `count` buckets from bucket `first` (wrapping; at most the whole table): removes
+    /// their expired entries (counted `expired`) and appends their records to `out`, and calls
+    /// `live` on every other occupied entry (flow export's active timeout). Returns the bucket
+    /// after the last one visited, for the next call.
+    pub fn sweep_buckets(
+        &mut self,
+        first: u32,
+        count: u32,
+        now_ns: u64,
+        mut live: impl FnMut(&mut FlowEntry),
+        out: &mut Vec<FlowRecord>,
+    ) -> u32 {
+        let mut b = first % self.nbuckets;
+        for _ in 0..count.min(self.nbuckets) {
+            let base = b as usize * BUCKET_ENTRIES;
+            for i in base..base + BUCKET_ENTRIES {
+                let e = self.entries[i];
+                if e.flags & ef::OCCUPIED == 0 {
+                    continue;
+                }
+                if self.expired(&e, now_ns) {
+                    out.push(FlowRecord::of(&e));
+                    self.entries[i] = FlowEntry::default();
+                    self.counters.expired += 1;
+                } else {
+                    live(&mut self.entries[i]);
+                }
+            }
+            b = (b + 1) % self.nbuckets;
+        }
+        b
     }
 }
 

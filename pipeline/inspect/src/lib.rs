@@ -3,6 +3,7 @@
 //! check, with one semantics in Rust (here) and CUDA (`gpu-kernels/cuda/inspect*.cuh`).
 
 pub mod alert;
+pub mod engine;
 pub mod eval;
 pub mod http;
 pub mod matcher;

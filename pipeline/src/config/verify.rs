@@ -28,8 +28,8 @@ pub fn sample_of(v: &Option<Spanned<VerifyConfig>>) -> u64 {
 }
 
 /// `verify.sample` is on only for pipelines the reference can re-run: a `fronthaul` stage keeps
-/// every frame it decodes (its slot grid and sequence tracking), so a second run would record
-/// the sampled frames twice.
+/// every frame it decodes (its slot grid and sequence tracking), and a `rate_limit` stage takes
+/// a token per frame, so a second run would record the sampled frames twice.
 pub(super) fn check_verify(cfg: &Config) -> Result<(), ConfigError> {
     let Some(v) = &cfg.verify else { return Ok(()) };
     if v.value.sample == 0 {
@@ -49,6 +49,23 @@ pub(super) fn check_verify(cfg: &Config) -> Result<(), ConfigError> {
                 "cannot re-run pipeline[{i}] (fronthaul): it keeps state from every frame \
                  (slot grid, sequence ids), which a second run would record twice; remove \
                  `verify:` or set `sample: 0`"
+            ),
+        });
+    }
+    if let Some(i) = cfg
+        .pipeline
+        .iter()
+        .position(|s| matches!(s.value, StageConfig::RateLimit(_)))
+    {
+        return Err(ConfigError {
+            file: cfg.path.clone(),
+            line: v.referenced.line() as u32,
+            column: v.referenced.column() as u32,
+            key: "verify.sample".into(),
+            message: format!(
+                "cannot re-run pipeline[{i}] (rate_limit): every frame takes a token from its \
+                 bucket, which a second run would take twice; remove `verify:` or set \
+                 `sample: 0`"
             ),
         });
     }

@@ -33,6 +33,7 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_ring_occupancy_bursts", "Bursts waiting in a queue's ring (last seen by the ingest).", MetricType::GAUGE, &["port", "queue"]),
     ("pktwarp_stage_frames_total", "Frames each pipeline stage processed.", MetricType::COUNTER, &["queue", "stage", "position"]),
     ("pktwarp_stage_counter_total", "A custom stage's own counters, by name (all queues; the same names on the CPU and GPU executors).", MetricType::COUNTER, &["stage", "position", "counter"]),
+    ("pktwarp_rate_limit_frames_total", "Frames a rate_limit stage's rule took (result=matched), dropped over its rate (limited) and found no bucket for (table_full), by rule name (all queues).", MetricType::COUNTER, &["position", "rule", "result"]),
     ("pktwarp_parse_errors_total", "Frames the parse stage rejected, by parse status.", MetricType::COUNTER, &["queue", "status"]),
     ("pktwarp_acl_rule_hits_total", "Frames matched per ACL rule (rule index in the file; indexes at or past metrics.rule_series_cap are summed under rule=\"other\").", MetricType::COUNTER, &["rule"]),
     ("pktwarp_acl_no_match_total", "Frames no ACL rule matched (the stage default applied).", MetricType::COUNTER, &["queue"]),
@@ -46,6 +47,11 @@ pub const FAMILIES: &[(&str, &str, MetricType, &[&str])] = &[
     ("pktwarp_verify_burst_mismatch_total", "Sampled bursts whose counters (stage frames and bytes, verdicts, drops, rule hits) differ from the CPU reference's.", MetricType::COUNTER, &[]),
     ("pktwarp_verify_skipped_total", "Bursts due for a sample that were not checked: the verifier was still busy with the last one.", MetricType::COUNTER, &[]),
     ("pktwarp_verify_captured_frames_total", "Mismatching frames sent to the slow path (result=captured) or not (result=dropped: its queue full, or no output.to_host).", MetricType::COUNTER, &["result"]),
+    ("pktwarp_ipfix_records_exported_total", "Flow records in IPFIX messages the socket to the collector accepted.", MetricType::COUNTER, &[]),
+    ("pktwarp_ipfix_messages_sent_total", "IPFIX messages the socket to the collector accepted.", MetricType::COUNTER, &[]),
+    ("pktwarp_ipfix_templates_sent_total", "IPFIX template sets sent (at start, every template_refresh_s or template_refresh_messages, after a send error).", MetricType::COUNTER, &[]),
+    ("pktwarp_ipfix_send_errors_total", "IPFIX messages the socket refused (collector unreachable, buffer full): their records are lost.", MetricType::COUNTER, &[]),
+    ("pktwarp_ipfix_records_dropped_total", "Flow records not queued for export: the exporter's queue (ipfix.queue) was full.", MetricType::COUNTER, &[]),
     ("pktwarp_gpu_kernel_heartbeat", "Last heartbeat word of a queue's persistent kernel.", MetricType::GAUGE, &["queue", "gpu"]),
     ("pktwarp_gpu_kernel_stalled", "1 while a queue's kernel heartbeat is stuck with work queued.", MetricType::GAUGE, &["queue", "gpu"]),
     ("pktwarp_gpu_kernel_stalls_total", "Stalls the watchdog detected on a queue.", MetricType::COUNTER, &["queue", "gpu"]),
@@ -107,6 +113,8 @@ pub struct DaemonCollector {
     ports: Option<Arc<crate::port::PortCounterBoard>>,
     /// The sampling verifier's counts (`verify:` on).
     verify: Option<Arc<crate::verify::sampler::VerifyBoard>>,
+    /// The IPFIX exporter's counters (`ipfix:` on).
+    ipfix: Option<Arc<pktwarp_flow::ipfix::IpfixCounters>>,
 }
 
 /// The exposition text of one CPU-executor queue's counters and a pipeline, as a scrape gives
@@ -185,6 +193,7 @@ impl DaemonCollector {
             descs,
             ports: None,
             verify: None,
+            ipfix: None,
         }
     }
 
@@ -200,6 +209,12 @@ impl DaemonCollector {
         self.verify = (board.sample.load(Relaxed) > 0).then_some(board);
         self
     }
+
+    /// Also exposes flow export's counters (the `pktwarp_ipfix_*` families).
+    pub fn with_ipfix(mut self, c: Option<Arc<pktwarp_flow::ipfix::IpfixCounters>>) -> Self {
+        self.ipfix = c;
+        self
+    }
 }
 
 impl DaemonCollector {
@@ -208,24 +223,19 @@ impl DaemonCollector {
         let mut out = Vec::new();
         for (i, s) in self.pipeline.stages.iter().enumerate() {
             let pos = i.to_string();
-            match s {
-                crate::stage::Stage::Custom(c) => {
-                    for (name, v) in c.counters() {
-                        let labels = [("stage", c.name()), ("position", &pos), ("counter", name)];
-                        out.push(counter(&labels, v));
-                    }
-                }
-                crate::stage::Stage::Conntrack(ct) => {
-                    for (name, v) in ct.counters() {
-                        let labels = [
-                            ("stage", "conntrack"),
-                            ("position", &pos),
-                            ("counter", name),
-                        ];
-                        out.push(counter(&labels, v));
-                    }
-                }
-                _ => {}
+            // A registered stage's, a rate limit's, or a flow-table stage's (conntrack,
+            // flow_stats).
+            let (stage, counters) = match s {
+                crate::stage::Stage::Custom(c) => (c.name(), c.counters()),
+                crate::stage::Stage::RateLimit(rl) => ("rate_limit", rl.counters()),
+                s => match s.flow_table_counters() {
+                    Some((name, c)) => (name, c),
+                    None => continue,
+                },
+            };
+            for (name, v) in counters {
+                let labels = [("stage", stage), ("position", &pos), ("counter", name)];
+                out.push(counter(&labels, v));
             }
         }
         out
@@ -373,6 +383,10 @@ impl Collector for DaemonCollector {
         self.collect_queues(&mut out);
         self.collect_reloads(&mut out);
         self.collect_verify(&mut out);
+        let ipfix = self.ipfix.as_deref().map(super::flow_export::metric_values);
+        for (name, v) in ipfix.into_iter().flatten() {
+            out.push(name, vec![counter(&[], v)]);
+        }
         self.collect_gpus(&mut out);
         self.collect_ports(&mut out);
         out.fams
@@ -502,6 +516,13 @@ impl DaemonCollector {
         out.push("pktwarp_stage_counter_total", self.custom_counters());
         self.stage_families(out);
         self.exported_families(out);
+        for (fam, samples) in crate::stage::rate_limit::metric_families(&self.pipeline) {
+            let ms = samples.iter().map(|(l, v)| {
+                let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                counter(&l, *v)
+            });
+            out.push(fam, ms.collect());
+        }
         out.push("pktwarp_parse_errors_total", parse);
         let has_acl = self.pipeline.acl().is_some();
         if has_acl {
@@ -759,230 +780,5 @@ impl Exposition {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn collector(cap: usize, watched: Option<usize>) -> (DaemonCollector, Vec<Arc<QueueCounters>>) {
-        let pipeline = Arc::new(crate::stage::test_inline_filter_pipeline());
-        let n_rules = pipeline.rule_count();
-        assert!(n_rules > cap);
-        let counters: Vec<_> = (0..2)
-            .map(|_| Arc::new(QueueCounters::new(3, n_rules)))
-            .collect();
-        let info = StaticInfo {
-            executor: "cpu".into(),
-            mode: "run_to_completion".into(),
-            reason: "test".into(),
-            rx_port: "wire".into(),
-            tx_port: "none".into(),
-            stage_names: pipeline.stage_names(),
-            rule_series_cap: cap,
-            queue_gpu: if watched.is_some() {
-                vec!["0".into(), "1".into()]
-            } else {
-                Vec::new()
-            },
-        };
-        let c = DaemonCollector::new(counters.clone(), pipeline, ControlState::new(watched), info);
-        (c, counters)
-    }
-
-    fn value(text: &str, series: &str) -> f64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-            .unwrap_or_else(|| panic!("no series {series} in\n{text}"))
-    }
-
-    #[test]
-    fn exposition_reads_live_counters_with_capped_rule_series() {
-        let (c, counters) = collector(3, None);
-        counters[0].rx_frames.add(10);
-        counters[1].rx_frames.add(5);
-        counters[1].drops[DropReason::AclDrop as usize].add(2);
-        // Rules 0..2 own series; 3 and up, and hits past the table, sum under "other".
-        counters[0].rule_hits[1].add(4);
-        counters[1].rule_hits[1].add(1);
-        counters[0].rule_hits[3].add(7);
-        counters[1].rule_hits[5].add(2);
-        counters[1].rule_hits_other.add(1);
-        counters[0].burst_latency.observe_ns(1500);
-        counters[0].burst_latency.observe_ns(3_000_000);
-        let text = String::from_utf8(Exposition::new(c).unwrap().render().unwrap()).unwrap();
-        assert_eq!(
-            value(&text, r#"pktwarp_rx_frames_total{port="wire",queue="0"}"#),
-            10.0
-        );
-        assert_eq!(
-            value(&text, r#"pktwarp_rx_frames_total{port="wire",queue="1"}"#),
-            5.0
-        );
-        assert_eq!(
-            value(
-                &text,
-                r#"pktwarp_drops_total{port="wire",queue="1",reason="acl_drop"}"#
-            ),
-            2.0
-        );
-        assert_eq!(
-            value(&text, r#"pktwarp_acl_rule_hits_total{rule="1"}"#),
-            5.0
-        );
-        assert_eq!(
-            value(&text, r#"pktwarp_acl_rule_hits_total{rule="other"}"#),
-            10.0
-        );
-        assert!(!text.contains(r#"rule="3""#));
-        // Histogram: cumulative buckets in seconds, count = observations.
-        assert_eq!(
-            value(
-                &text,
-                r#"pktwarp_burst_latency_seconds_bucket{queue="0",le="0.000002"}"#
-            ),
-            1.0
-        );
-        assert_eq!(
-            value(
-                &text,
-                r#"pktwarp_burst_latency_seconds_bucket{queue="0",le="+Inf"}"#
-            ),
-            2.0
-        );
-        assert_eq!(
-            value(&text, r#"pktwarp_burst_latency_seconds_count{queue="0"}"#),
-            2.0
-        );
-        // Conventions: every counter family ends in _total; no GPU families without a watchdog.
-        for l in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
-            let (name, ty) = l.split_once(' ').unwrap();
-            assert!(name.starts_with("pktwarp_"), "{name}");
-            assert_eq!(ty == "counter", name.ends_with("_total"), "{name} {ty}");
-        }
-        assert!(!text.contains("pktwarp_gpu_kernel"));
-    }
-
-    /// A port that keeps counters of its own, as a DPDK port does.
-    struct CountingPort(Arc<std::sync::Mutex<Vec<(String, u64)>>>);
-
-    impl crate::port::RxPort for CountingPort {
-        fn rx_burst(
-            &mut self,
-            _: &mut crate::burst::Burst,
-            _: usize,
-        ) -> Result<crate::port::RxStatus, crate::port::PortError> {
-            Ok(crate::port::RxStatus::End)
-        }
-        fn name(&self) -> &str {
-            "dpdk:net_test0"
-        }
-        fn counter_source(&self) -> Option<crate::port::CounterSource> {
-            let c = Arc::clone(&self.0);
-            Some(Arc::new(move || c.lock().ok().map(|v| v.clone())))
-        }
-    }
-
-    #[test]
-    fn port_counters_come_from_the_board() {
-        let (c, _) = collector(3, None);
-        let values = Arc::new(std::sync::Mutex::new(vec![
-            ("ethdev_ipackets".to_string(), 7u64),
-            ("ethdev_obytes".to_string(), 900),
-            ("xstat_rx_good_packets".to_string(), 7),
-            ("pktwarp_tx_full".to_string(), 1),
-        ]));
-        let board = Arc::new(crate::port::PortCounterBoard::default());
-        let ports: Vec<Box<dyn crate::port::RxPort>> =
-            vec![Box::new(CountingPort(Arc::clone(&values)))];
-        board.watch(&ports, &["wire".to_string()]);
-        let exp = Exposition::new(c.with_port_counters(Arc::clone(&board))).unwrap();
-        let text = String::from_utf8(exp.render().unwrap()).unwrap();
-        // Nothing read yet: no port samples.
-        assert!(!text.contains("pktwarp_port_rx_frames_total{"), "{text}");
-        board.refresh();
-        let text = String::from_utf8(exp.render().unwrap()).unwrap();
-        assert_eq!(
-            value(&text, r#"pktwarp_port_rx_frames_total{port="wire"}"#),
-            7.0
-        );
-        assert_eq!(
-            value(&text, r#"pktwarp_port_tx_bytes_total{port="wire"}"#),
-            900.0
-        );
-        assert_eq!(
-            value(
-                &text,
-                r#"pktwarp_port_xstat{port="wire",name="rx_good_packets"}"#
-            ),
-            7.0
-        );
-        // A later value shows only after the next refresh; a published final value wins.
-        values.lock().unwrap()[0].1 = 9;
-        let text = String::from_utf8(exp.render().unwrap()).unwrap();
-        assert_eq!(
-            value(&text, r#"pktwarp_port_rx_frames_total{port="wire"}"#),
-            7.0
-        );
-        board.publish(&[(
-            "dpdk:net_test0".to_string(),
-            vec![("ethdev_ipackets".to_string(), 11)],
-        )]);
-        let text = String::from_utf8(exp.render().unwrap()).unwrap();
-        assert_eq!(
-            value(&text, r#"pktwarp_port_rx_frames_total{port="wire"}"#),
-            11.0
-        );
-        for l in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
-            let (name, ty) = l.split_once(' ').unwrap();
-            assert_eq!(ty == "counter", name.ends_with("_total"), "{name} {ty}");
-        }
-    }
-
-    #[test]
-    fn watchdog_families_appear_with_a_watchdog() {
-        let (c, _) = collector(3, Some(2));
-        c.state.watchdog.as_ref().unwrap()[1]
-            .restarts
-            .fetch_add(2, std::sync::atomic::Ordering::Relaxed);
-        let text = String::from_utf8(Exposition::new(c).unwrap().render().unwrap()).unwrap();
-        assert_eq!(
-            value(
-                &text,
-                r#"pktwarp_gpu_kernel_restarts_total{queue="1",gpu="1"}"#
-            ),
-            2.0
-        );
-        assert_eq!(
-            value(&text, r#"pktwarp_gpu_kernel_stalled{queue="0",gpu="0"}"#),
-            0.0
-        );
-        // Per-GPU families: one queue on each of GPU 0 and 1 (see collector()).
-        assert_eq!(value(&text, r#"pktwarp_gpu_queues{gpu="1"}"#), 1.0);
-        assert_eq!(value(&text, r#"pktwarp_gpu_rx_frames_total{gpu="0"}"#), 0.0);
-    }
-
-    /// The verifier's families read its board, and appear only with sampling on.
-    #[test]
-    fn verify_families_follow_the_board() {
-        use crate::verify::sampler::VerifyBoard;
-        let (c, _) = collector(3, None);
-        let off = c.with_verify(VerifyBoard::new(0));
-        let text = String::from_utf8(Exposition::new(off).unwrap().render().unwrap()).unwrap();
-        assert!(!text.contains("pktwarp_verify_"), "{text}");
-        let (c, _) = collector(3, None);
-        let board = VerifyBoard::new(1000);
-        board.sampled_frames.fetch_add(64, Relaxed);
-        board.mismatch_frames.fetch_add(2, Relaxed);
-        board.capture_dropped.fetch_add(2, Relaxed);
-        let on = c.with_verify(Arc::clone(&board));
-        let text = String::from_utf8(Exposition::new(on).unwrap().render().unwrap()).unwrap();
-        assert_eq!(value(&text, "pktwarp_verify_sampled_total"), 64.0);
-        assert_eq!(value(&text, "pktwarp_verify_mismatch_total"), 2.0);
-        assert_eq!(value(&text, "pktwarp_verify_skipped_total"), 0.0);
-        assert_eq!(
-            value(
-                &text,
-                r#"pktwarp_verify_captured_frames_total{result="dropped"}"#
-            ),
-            2.0
-        );
-    }
-}
+#[path = "metrics_tests.rs"]
+mod tests;

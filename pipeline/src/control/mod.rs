@@ -7,6 +7,7 @@
 //! 4 = a stalled queue with `on_stall: exit` (or a restart that failed), 130 = a second
 //! SIGTERM / SIGINT during the drain.
 
+pub mod flow_export;
 pub mod http;
 pub mod logs;
 pub mod metrics;
@@ -191,6 +192,9 @@ impl Control {
         }
         let watched = setup.probe.as_ref().map(|pr| pr.queues());
         let state = ControlState::new(watched);
+        let ipfix = cfg.ipfix.as_ref().map(|s| &s.value);
+        let flow_export = flow_export::FlowExport::start(ipfix, &p.pipeline)?;
+        let ipfix_counters = flow_export.as_ref().map(|f| f.counters());
         let metrics = if cfg.metrics.enabled {
             let addr = cfg
                 .metrics
@@ -233,7 +237,8 @@ impl Control {
                 info,
             )
             .with_port_counters(Arc::clone(&shared.port_counters))
-            .with_verify(Arc::clone(&shared.verify));
+            .with_verify(Arc::clone(&shared.verify))
+            .with_ipfix(ipfix_counters);
             let server = MetricsServer::start_with(
                 addr,
                 Exposition::new(collector)?,
@@ -274,6 +279,7 @@ impl Control {
             watch_interval: Duration::from_millis(cfg.control.watch_interval_ms),
             drain_timeout: Duration::from_millis(cfg.control.drain_timeout_ms),
             on_fatal: setup.on_fatal.clone(),
+            flow_export,
             watchdog: setup.probe.map(|probe| {
                 (
                     probe,
@@ -404,6 +410,8 @@ struct LoopParams {
     watch_interval: Duration,
     drain_timeout: Duration,
     on_fatal: Option<FatalHook>,
+    /// IPFIX flow export (`ipfix:` with a `flow_stats` stage).
+    flow_export: Option<flow_export::FlowExport>,
     watchdog: Option<(Box<dyn QueueProbe + Send>, Watchdog)>,
 }
 
@@ -453,7 +461,13 @@ fn control_loop(
                     );
                 }
             }
-            Ok(Event::Finish) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Ok(Event::Finish) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                // The run is over: the flows still alive are exported (forced end).
+                if let Some(f) = lp.flow_export.take() {
+                    f.finish();
+                }
+                break;
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
         let now = Instant::now();
@@ -466,6 +480,9 @@ fn control_loop(
             );
             fatal(&lp.on_fatal, EXIT_DRAIN_TIMEOUT);
             return;
+        }
+        if let Some(f) = lp.flow_export.as_mut() {
+            f.tick(now);
         }
         if now >= next_port_counters {
             next_port_counters = now + PORT_COUNTERS_PERIOD;

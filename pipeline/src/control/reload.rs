@@ -237,7 +237,15 @@ impl Reloader {
         for (route_file, now, new) in self.pipeline.route_sizes(&routes) {
             check_shrink(Table::Routes, &route_file, new, now, allow_shrink)?;
         }
-        let stage_cfgs: Vec<StageConfig> = cfg.pipeline.iter().map(|s| s.value.clone()).collect();
+        // An `inspect` stage's paths as it was built with them (resolved against the config).
+        let stage_cfgs: Vec<StageConfig> = cfg
+            .pipeline
+            .iter()
+            .map(|s| match &s.value {
+                StageConfig::Inspect(c) => StageConfig::Inspect(c.resolved(&|p| cfg.resolve(p))),
+                other => other.clone(),
+            })
+            .collect();
         let options = self
             .pipeline
             .reload_stage_options(&stage_cfgs)
@@ -416,6 +424,9 @@ fn sections(cfg: &config::Config) -> Vec<(&'static str, String)> {
         .filter(|s| !matches!(s.value, StageConfig::Acl(_)))
         .map(|s| match &s.value {
             StageConfig::Custom(c) => format!("custom {}", c.name),
+            // Its rules reload in place; its table's size and seed only with a restart.
+            StageConfig::RateLimit(r) => format!("rate_limit {} {}", r.entries, r.hash_seed),
+            StageConfig::Inspect(_) => "inspect".into(),
             other => format!("{other:?}"),
         })
         .collect();
@@ -433,6 +444,10 @@ fn sections(cfg: &config::Config) -> Vec<(&'static str, String)> {
         ),
         ("metrics", format!("{:?}", cfg.metrics)),
         ("control", format!("{control:?}")),
+        (
+            "ipfix",
+            format!("{:?}", cfg.ipfix.as_ref().map(|s| &s.value)),
+        ),
     ]
 }
 

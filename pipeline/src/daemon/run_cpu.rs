@@ -35,6 +35,7 @@ fn summarize_cpu_run(p: &Prepared, shared: &CpuShared, out: cpu::RunOutcome) -> 
         out.errors,
     );
     s.port_counters = out.port_counters;
+    s.receive_threads = out.receive_threads;
     s.outputs = out.out;
     s.verify = shared.verify.summary();
     s

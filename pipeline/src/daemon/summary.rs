@@ -74,8 +74,9 @@ pub struct Summary {
     /// Who steers each receiving DPDK port (`nic` or `software`) and why (set by the caller
     /// from [`super::OpenPorts::steering`]).
     pub steering: Vec<super::PortSteering>,
-    /// How the GPU executor receives each port whose frames are in GPU memory (GPUDirect):
-    /// `in_place` or `staged`, and why. Empty for other ports and the CPU executor.
+    /// How the GPU executor receives each port: frames in GPU memory (GPUDirect) `in_place`
+    /// or `staged`; frames in host memory `by_reference` (pinned, gathered on the GPU) or
+    /// `staged` (copied by the receive threads); and why. Empty for the CPU executor.
     pub gpu_ingest: Vec<GpuIngest>,
     /// The stages' own parts under keys of their own ([`stage::report::StageReport`]), each a
     /// list in pipeline order (the O-RAN stage's frames, PRBs, slots and errors per eAxC).
@@ -84,6 +85,9 @@ pub struct Summary {
     /// Their text summary lines: (key, line), in pipeline order.
     #[serde(skip)]
     pub stage_lines: Vec<(String, String)>,
+    /// Receive threads the run started: one per (port, queue) for a port split by queue,
+    /// one per port otherwise (`queues.rx_threads`; both executors).
+    pub receive_threads: usize,
     /// What each destination took: output ports (by config name), the mirror port and the
     /// slow path (`to_host`), with the frames they failed to take. CPU executor.
     pub outputs: Vec<crate::port::out::OutTally>,
@@ -233,18 +237,34 @@ fn stage_sections(pipeline: &stage::Pipeline) -> Vec<CustomStageSummary> {
                     .collect(),
                 section: None,
             }),
-            // The conntrack tables' counters, over every queue.
-            stage::Stage::Conntrack(ct) => Some(CustomStageSummary {
-                position: i,
-                name: "conntrack".into(),
-                counters: ct
+            // The rate-limit tables' counters, over every queue, and each rule's.
+            stage::Stage::RateLimit(rl) => {
+                let mut counters: Vec<(String, u64)> = rl
                     .counters()
                     .into_iter()
                     .map(|(n, v)| (n.to_string(), v))
-                    .collect(),
-                section: None,
-            }),
-            _ => None,
+                    .collect();
+                for (rule, v) in rl.rule_counters() {
+                    for (res, n) in crate::stage::rate_limit::RULE_RESULTS.iter().zip(v) {
+                        counters.push((format!("{rule}.{res}"), n));
+                    }
+                }
+                Some(CustomStageSummary {
+                    position: i,
+                    name: "rate_limit".into(),
+                    counters,
+                    section: None,
+                })
+            }
+            // The flow tables' counters (conntrack, flow_stats), over every queue.
+            st => st
+                .flow_table_counters()
+                .map(|(name, c)| CustomStageSummary {
+                    position: i,
+                    name: name.into(),
+                    counters: c.into_iter().map(|(n, v)| (n.to_string(), v)).collect(),
+                    section: None,
+                }),
         })
         .collect()
 }

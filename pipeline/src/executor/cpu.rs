@@ -28,6 +28,7 @@ use crate::verify::sampler::{VerifyBoard, VerifyTap, VerifyWiring};
 
 mod queue_rx;
 pub use queue_rx::RxThreads;
+pub(crate) use queue_rx::{pin, split_port};
 
 /// A burst in flight with its per-frame results.
 struct Slot {

@@ -75,7 +75,7 @@ pub trait RxPort: Send {
     /// port is received by one thread (the default).
     fn split_by_queue(
         &mut self,
-        steering: &crate::steer::Steering,
+        steering: &Arc<crate::steer::Steering>,
         queues: usize,
     ) -> Result<Vec<Box<dyn QueueRx>>, String> {
         let _ = (steering, queues);
@@ -109,6 +109,26 @@ pub trait QueueRx: Send {
     fn name(&self) -> &str;
     /// The queue whose frames it gives.
     fn queue(&self) -> u16;
+    /// The loaded frames the queue replays, shared by the queues of its port, when it can
+    /// hand them over by reference ([`QueueRx::rx_refs`]): a receiver that copies them once
+    /// into memory the GPU reads then takes descriptors only. `None` (the default): copies.
+    fn frame_store(&self) -> Option<Arc<Vec<u8>>> {
+        None
+    }
+    /// As [`QueueRx::rx_queue`], but appends each frame's descriptor with `offset` into
+    /// [`QueueRx::frame_store`] instead of its bytes (the caller lays the frames out).
+    fn rx_refs(
+        &mut self,
+        refs: &mut Vec<crate::burst::FrameDesc>,
+        max: usize,
+        tally: &mut QueueTally,
+    ) -> Result<RxStatus, PortError> {
+        let _ = (refs, max, tally);
+        Err(PortError::Config(format!(
+            "{}: frames are not handed over by reference",
+            self.name()
+        )))
+    }
 }
 
 /// Reads a port's own counters from any thread; `None` once the port is closed.

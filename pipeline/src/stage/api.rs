@@ -82,6 +82,22 @@ pub trait CustomStage: Send + Sync {
     fn summary_section(&self) -> Option<serde_json::Value> {
         None
     }
+
+    /// For a reload that leaves the stage's options as they are: re-reads the stage's own
+    /// files (a rule set) and builds them aside. `Ok(Some(r))`: `r.publish` puts them in
+    /// force (called only once every other part of the reload was built); `Ok(None)`: the
+    /// stage has no files; an error leaves the stage as it is. Default: `Ok(None)`.
+    fn reload_files(&self) -> anyhow::Result<Option<FilesReload>> {
+        Ok(None)
+    }
+}
+
+/// A stage's files, built aside by [`CustomStage::reload_files`], ready to publish.
+pub struct FilesReload {
+    /// What was read, for the reload's log line (`12 rules from local.rules`).
+    pub what: String,
+    /// Puts the new files in force (one swap).
+    pub publish: Box<dyn FnOnce() + Send>,
 }
 
 /// A writable frame: its bytes, and the room after them it may grow into.

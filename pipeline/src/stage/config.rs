@@ -46,6 +46,20 @@ pub enum StageConfig {
     /// of `entries` per queue (`pktwarp_flow::FlowConfig`, docs/flow-table.md); the frame's
     /// state goes into the metadata for the ACL's `ct:` match. Needs `parse`. CPU executor.
     Conntrack(pktwarp_flow::FlowConfig),
+    /// `{ active_timeout_s, entries, ... }`: per-flow statistics exported as IPFIX to the
+    /// config's `ipfix:` collector (docs/ipfix.md); the flow table is conntrack's when the
+    /// pipeline has one. Needs `parse`. CPU executor.
+    #[serde(rename = "flow_stats")]
+    FlowStats(crate::stage::flow_stats::FlowStatsConfig),
+    /// `{ entries: N, rules: [...], on_full, hash_seed }`: per-key token buckets, a table of
+    /// `entries` per queue (`pktwarp_flow::rate::RateConfig`, docs/rate-limit.md); over the
+    /// rate: `rate_limited` drop. Needs `parse`. CPU executor. SIGHUP reloads the rules.
+    #[serde(rename = "rate_limit")]
+    RateLimit(pktwarp_flow::rate::RateConfig),
+    /// `{ rules: [...], vars, strict, eve: {...}, alert_to }`: IDS rules over the payload
+    /// ([`crate::stage::inspect::InspectStageConfig`], docs/inspect.md). Needs `parse`. CPU
+    /// executor. Reloaded by SIGHUP.
+    Inspect(crate::stage::inspect::InspectStageConfig),
 }
 
 impl StageConfig {
@@ -66,6 +80,9 @@ impl StageConfig {
             StageConfig::Respond(_) => &rw::respond::DESCRIPTOR,
             StageConfig::TxTime(_) => &rw::tx_time::DESCRIPTOR,
             StageConfig::Conntrack(_) => &crate::stage::conntrack::DESCRIPTOR,
+            StageConfig::FlowStats(_) => &crate::stage::flow_stats::DESCRIPTOR,
+            StageConfig::RateLimit(_) => &crate::stage::rate_limit::DESCRIPTOR,
+            StageConfig::Inspect(_) => &crate::stage::inspect::DESCRIPTOR,
         })
     }
 

@@ -8,13 +8,14 @@
 //! with a `conntrack` stage steers in software by the flow key
 //! ([`crate::steer::Steering::with_flow_steering`]).
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::Arc;
 
-use pktwarp_flow::{FlowConfig, FlowCounters, FlowTable};
+use pktwarp_flow::{FlowConfig, FlowCounters};
 
 use crate::burst::FrameDesc;
 use crate::meta::PacketMeta;
 use crate::stage::descriptor::{GpuImpl, StageDescriptor, StageNeeds};
+use crate::stage::flow_tables::{lock, FlowTables};
 
 /// The stage's counters, summed over its queues' tables.
 pub const COUNTER_NAMES: [&str; 6] = [
@@ -42,88 +43,51 @@ pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     reloads: false,
 };
 
-/// Queues with a table of their own; a queue number past them shares the table of its number
-/// modulo this (correct, behind the lock, but contended).
-pub const MAX_QUEUES: usize = 256;
+/// Queues with a table of their own (see [`FlowTables`]).
+pub use crate::stage::flow_tables::MAX_QUEUES;
 
 /// Why the GPU executor refuses a pipeline with `conntrack`.
 pub const GPU_REFUSAL: &str =
     "conntrack runs on the CPU executor until the GPU flow table placement lands";
 
-/// The stage: its config and one table per queue, made when the queue's first frame comes (a
-/// queue that gets no traffic takes no memory). Each queue has one worker, so a table's lock is
-/// not contended.
+/// The stage: its config and one table per queue ([`FlowTables`], which a `flow_stats` stage of
+/// the same pipeline shares).
 pub struct ConntrackStage {
-    config: FlowConfig,
-    tables: Vec<OnceLock<Option<Mutex<FlowTable>>>>,
+    tables: Arc<FlowTables>,
 }
 
 impl ConntrackStage {
     /// Checks the config and makes queue 0's table (so a table that cannot be had is an error
     /// at start, not in the data path).
     pub fn new(config: &FlowConfig) -> anyhow::Result<ConntrackStage> {
-        config
-            .validate()
-            .map_err(|e| anyhow::anyhow!("stage `conntrack`: {e}"))?;
-        let first = FlowTable::from_config(config)
-            .map_err(|e| anyhow::anyhow!("stage `conntrack`: {e}"))?;
-        let tables: Vec<OnceLock<Option<Mutex<FlowTable>>>> =
-            (0..MAX_QUEUES).map(|_| OnceLock::new()).collect();
-        let _ = tables[0].set(Some(Mutex::new(first)));
         Ok(ConntrackStage {
-            config: *config,
-            tables,
+            tables: Arc::new(FlowTables::new(config, "conntrack")?),
         })
     }
 
     pub fn config(&self) -> &FlowConfig {
-        &self.config
+        self.tables.config()
     }
 
-    fn table(&self, queue: u16) -> Option<&Mutex<FlowTable>> {
-        self.tables[queue as usize % MAX_QUEUES]
-            .get_or_init(|| match FlowTable::from_config(&self.config) {
-                Ok(t) => Some(Mutex::new(t)),
-                Err(e) => {
-                    // The config was checked at start: only memory can fail here.
-                    tracing::error!(
-                        queue,
-                        "conntrack: queue {queue}'s flow table cannot be made ({e}): its \
-                         frames go untracked"
-                    );
-                    None
-                }
-            })
-            .as_ref()
+    /// The tables, for a `flow_stats` stage that exports their flows.
+    pub fn tables(&self) -> &Arc<FlowTables> {
+        &self.tables
     }
 
     /// Applies one frame to its queue's table and writes its state into `meta`.
     #[inline]
     pub fn apply(&self, desc: &FrameDesc, frame: &[u8], meta: &mut PacketMeta) {
-        let Some(t) = self.table(desc.queue) else {
+        let Some(t) = self.tables.table(desc.queue) else {
             meta.ct_state = pktwarp_flow::ct::UNTRACKED;
             meta.ct_dir = 0;
             return;
         };
-        // A worker that panicked while holding the lock left the table as it was between two
-        // frames (apply has no partial state worth refusing).
-        let mut t = t.lock().unwrap_or_else(|p| p.into_inner());
-        t.apply(meta, frame, desc.timestamp_ns).store(meta);
+        lock(t).apply(meta, frame, desc.timestamp_ns).store(meta);
     }
 
     /// The counters over every queue's table.
     pub fn flow_counters(&self) -> FlowCounters {
-        let mut sum = FlowCounters::default();
-        for t in self.tables.iter().filter_map(|t| t.get()).flatten() {
-            let c = t.lock().unwrap_or_else(|p| p.into_inner()).counters();
-            sum.created += c.created;
-            sum.expired += c.expired;
-            sum.early_evicted += c.early_evicted;
-            sum.table_full += c.table_full;
-            sum.untracked += c.untracked;
-            sum.invalid += c.invalid;
-        }
-        sum
+        self.tables.counters()
     }
 
     /// [`COUNTER_NAMES`] and their values.
@@ -142,12 +106,7 @@ impl ConntrackStage {
 
     /// Flows held now, over every queue.
     pub fn flows(&self) -> usize {
-        self.tables
-            .iter()
-            .filter_map(|t| t.get())
-            .flatten()
-            .map(|t| t.lock().unwrap_or_else(|p| p.into_inner()).len())
-            .sum()
+        self.tables.flows()
     }
 }
 

@@ -68,7 +68,7 @@ impl Stage {
         match self {
             Stage::Parse | Stage::Acl(_) | Stage::Count | Stage::Custom(_) => None,
             // The flow table is not placed in GPU memory yet.
-            Stage::Conntrack(_) => None,
+            Stage::Conntrack(_) | Stage::FlowStats(_) | Stage::RateLimit(_) => None,
             // The GPU grid's eAxCs are fixed: a config without `fronthaul.eaxcs` is CPU only.
             Stage::Fronthaul(f) => crate::fronthaul::gpu::gpu_params(f.config()).ok(),
             // The rewrite stages (gpu-kernels/cuda/rewrite_stages.cuh; blocks: rewrite::gpu).
@@ -91,7 +91,9 @@ impl Stage {
             Stage::Acl(_) => GpuStageKind::Acl,
             Stage::Count => GpuStageKind::Count,
             Stage::Custom(_) => GpuStageKind::Custom,
-            Stage::Conntrack(_) => GpuStageKind::CpuOnly,
+            Stage::Conntrack(_) | Stage::FlowStats(_) | Stage::RateLimit(_) => {
+                GpuStageKind::CpuOnly
+            }
             Stage::Fronthaul(_) => match self.gpu_params() {
                 Some(_) => GpuStageKind::Library,
                 None => GpuStageKind::CpuOnly,
@@ -178,10 +180,28 @@ impl Pipeline {
                 _ => false,
             })
             .map(|(i, s)| {
+                if s.name() == crate::stage::inspect::DESCRIPTOR.name {
+                    return format!(
+                        "stage `inspect` (pipeline[{i}]): {}",
+                        crate::stage::inspect::GPU_REFUSAL
+                    );
+                }
                 if matches!(s, Stage::Conntrack(_)) {
                     return format!(
                         "stage `conntrack` (pipeline[{i}]): {}",
                         crate::stage::conntrack::GPU_REFUSAL
+                    );
+                }
+                if matches!(s, Stage::FlowStats(_)) {
+                    return format!(
+                        "stage `flow_stats` (pipeline[{i}]): {}",
+                        crate::stage::flow_stats::GPU_REFUSAL
+                    );
+                }
+                if matches!(s, Stage::RateLimit(_)) {
+                    return format!(
+                        "stage `rate_limit` (pipeline[{i}]): {}",
+                        crate::stage::rate_limit::GPU_REFUSAL
                     );
                 }
                 format!(

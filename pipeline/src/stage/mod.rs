@@ -13,20 +13,24 @@ pub mod conntrack;
 pub mod count;
 pub mod custom;
 pub mod descriptor;
+pub mod flow_stats;
+pub mod flow_tables;
 #[cfg(test)]
 mod fronthaul_tests;
 pub mod gpu_host;
 pub mod gpu_list;
 pub mod hooks;
+pub mod inspect;
 pub mod params;
 pub mod parse;
+pub mod rate_limit;
 pub mod registry;
 #[cfg(test)]
 mod reload_tests;
 pub mod report;
 pub mod run;
 
-pub use api::{FrameMut, HookCtx, MetricKind, StageHooks, StageMetricFamily};
+pub use api::{FilesReload, FrameMut, HookCtx, MetricKind, StageHooks, StageMetricFamily};
 pub use custom::CustomSlot;
 pub use descriptor::{GpuImpl, StageDescriptor, StageNeeds, BUILTINS};
 pub use gpu_list::{GpuParams, GpuStageKind, GpuStageRef};

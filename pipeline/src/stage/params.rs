@@ -27,6 +27,7 @@ impl Pipeline {
             .map(|s| match s {
                 Stage::Custom(c) => c.rebuilds(),
                 Stage::Route(r) => r.generation(),
+                Stage::RateLimit(rl) => rl.generation(),
                 _ => 0,
             })
             .sum()
@@ -46,14 +47,42 @@ impl Pipeline {
             );
         }
         let mut built = Vec::new();
+        let mut limits = Vec::new();
+        let mut files = Vec::new();
         for (i, (stage, cfg)) in self.stages.iter().zip(configs).enumerate() {
             match (stage, cfg) {
+                (Stage::RateLimit(rl), StageConfig::RateLimit(c)) => {
+                    let new = rl
+                        .prepare_reload(c)
+                        .map_err(|e| anyhow::anyhow!("pipeline[{i}]: {e:#}"))?;
+                    if let Some(new) = new {
+                        limits.push((rl, new));
+                    }
+                }
                 (Stage::Custom(slot), StageConfig::Custom(c)) if c.name == slot.name() => {
                     let b = slot
                         .rebuild(&c.options)
                         .map_err(|e| anyhow::anyhow!("pipeline[{i}]: {e:#}"))?;
                     if let Some(b) = b {
                         built.push((slot, b));
+                    }
+                }
+                // `inspect`: new options rebuild it; the same options re-read its rule files.
+                (Stage::Custom(slot), StageConfig::Inspect(c)) if slot.name() == cfg.name() => {
+                    let b = slot
+                        .rebuild(&c.options())
+                        .map_err(|e| anyhow::anyhow!("pipeline[{i}]: {e:#}"))?;
+                    match b {
+                        Some(b) => built.push((slot, b)),
+                        None => {
+                            if let Some(r) = slot
+                                .cpu()
+                                .reload_files()
+                                .map_err(|e| anyhow::anyhow!("pipeline[{i}]: {e:#}"))?
+                            {
+                                files.push((slot.name().to_string(), r));
+                            }
+                        }
                     }
                 }
                 // A built-in through the registry door (`ttl`): its options are not reloaded.
@@ -75,11 +104,23 @@ impl Pipeline {
             rebuilt: built.iter().map(|(s, _)| s.name().to_string()).collect(),
             generation: self.params_generation(),
         };
-        if built.is_empty() {
+        out.rebuilt
+            .extend(limits.iter().map(|_| "rate_limit".to_string()));
+        // Stages whose files were re-read: published with the rebuilt ones, after every build
+        // succeeded.
+        for (name, r) in files {
+            tracing::info!("reload: {}", r.what);
+            (r.publish)();
+            out.rebuilt.push(name);
+        }
+        if built.is_empty() && limits.is_empty() {
             return Ok(out);
         }
         for (slot, b) in built {
             slot.publish(b);
+        }
+        for (rl, new) in limits {
+            rl.publish(new);
         }
         out.generation = self.params_generation();
         Ok(out)

@@ -45,6 +45,10 @@ pub enum Stage {
     TxTime(crate::rewrite::TxTime),
     /// Connection tracking (`conntrack:`): a flow table per queue, the state into the metadata.
     Conntrack(Box<crate::stage::conntrack::ConntrackStage>),
+    /// Per-flow statistics for IPFIX export (`flow_stats:`), over conntrack's tables or its own.
+    FlowStats(Box<crate::stage::flow_stats::FlowStatsStage>),
+    /// Per-key token buckets (`rate_limit:`): a table per queue, over the rate dropped.
+    RateLimit(Box<crate::stage::rate_limit::RateLimitStage>),
 }
 
 /// The published ACL tables of an `acl` stage. Immutable once published: a reload builds the new
@@ -87,6 +91,8 @@ impl Stage {
             Stage::Respond(_) => &rw::respond::DESCRIPTOR,
             Stage::TxTime(_) => &rw::tx_time::DESCRIPTOR,
             Stage::Conntrack(_) => &crate::stage::conntrack::DESCRIPTOR,
+            Stage::FlowStats(_) => &crate::stage::flow_stats::DESCRIPTOR,
+            Stage::RateLimit(_) => &crate::stage::rate_limit::DESCRIPTOR,
         })
     }
 
@@ -96,6 +102,14 @@ impl Stage {
         match self {
             Stage::Custom(c) => c.name(),
             s => s.descriptor().map_or("", |d| d.name),
+        }
+    }
+
+    /// The `rate_limit` stage, if this is one.
+    pub fn rate_limit(&self) -> Option<&crate::stage::rate_limit::RateLimitStage> {
+        match self {
+            Stage::RateLimit(r) => Some(r),
+            _ => None,
         }
     }
 
@@ -575,6 +589,13 @@ impl Pipeline {
                 }
                 Stage::TxTime(op) => op.apply(desc.timestamp_ns, v),
                 Stage::Conntrack(ct) => ct.apply(desc, cur.bytes(), meta),
+                Stage::FlowStats(fs) => fs.apply(desc, cur.bytes(), meta),
+                Stage::RateLimit(rl) => {
+                    rl.apply(desc, meta, v);
+                    if v.action == Action::Drop {
+                        break;
+                    }
+                }
                 Stage::Acl(_) => {
                     let Some(acl) = tables.get(si).and_then(Option::as_ref) else {
                         continue;
@@ -713,7 +734,10 @@ pub fn build_for(
         );
     }
     let mut out = Vec::with_capacity(stages.len());
-    for s in stages {
+    // `flow_stats` is built after the loop: it shares a `conntrack` stage's tables wherever
+    // that stands in the list.
+    let mut flow_stats = None;
+    for (i, s) in stages.iter().enumerate() {
         out.push(match s {
             StageConfig::Parse => Stage::Parse,
             StageConfig::Count => Stage::Count,
@@ -736,6 +760,23 @@ pub fn build_for(
             StageConfig::Conntrack(c) => {
                 Stage::Conntrack(Box::new(crate::stage::conntrack::ConntrackStage::new(c)?))
             }
+            StageConfig::FlowStats(c) => {
+                if flow_stats.replace((i, c)).is_some() {
+                    anyhow::bail!("pipeline[{i}]: a pipeline has at most one `flow_stats` stage");
+                }
+                Stage::Count // replaced below
+            }
+            StageConfig::RateLimit(c) => {
+                Stage::RateLimit(Box::new(crate::stage::rate_limit::RateLimitStage::new(c)?))
+            }
+            StageConfig::Inspect(c) => Stage::Custom(Box::new(
+                CustomSlot::builtin(
+                    &crate::stage::inspect::DESCRIPTOR,
+                    crate::stage::inspect::factory(),
+                    &c.resolved(&resolve).options(),
+                )
+                .map_err(|e| anyhow::anyhow!("pipeline[{i}]: {e:#}"))?,
+            )),
             StageConfig::Respond(c) => Stage::Respond(Box::new(rw::stage::RespondSlot {
                 op: rw::Respond::new(c)?,
                 ingress_out: ports.map(|p| p.ingress_out()).unwrap_or_default(),
@@ -745,6 +786,14 @@ pub fn build_for(
                     .map_err(|e| anyhow::anyhow!("stage `route`: {e}"))?,
             )),
         });
+    }
+    if let Some((i, c)) = flow_stats {
+        let tables = out.iter().find_map(|s| match s {
+            Stage::Conntrack(ct) => Some(Arc::clone(ct.tables())),
+            _ => None,
+        });
+        let fs = crate::stage::flow_stats::FlowStatsStage::new(c, tables)?;
+        out[i] = Stage::FlowStats(Box::new(fs));
     }
     let mut parsed = false;
     for (i, s) in out.iter().enumerate() {

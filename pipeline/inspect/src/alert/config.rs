@@ -1,7 +1,7 @@
 //! The alert log's configuration (`eve:`) and its checks: every error names its key.
 
 use super::classify::{ClassError, Classifications};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Most alerts the queue may hold.
@@ -12,7 +12,7 @@ pub const MAX_PAYLOAD: usize = 65_535;
 pub const MAX_QUEUED_PAYLOAD: usize = 256 << 20;
 
 /// `eve:` in the pipeline configuration (docs/inspect-alerts.md).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct EveConfig {
     /// The log file, appended to (created with mode 0640 when absent).

@@ -23,6 +23,9 @@ const BATCH: usize = 256;
 /// Least time between attempts to open a log that failed to open.
 const REOPEN_RETRY: Duration = Duration::from_secs(1);
 
+/// An alert in the queue, with the catalog its rule index is in (None: the log's own).
+type Queued = (Alert, Option<Arc<RuleCatalog>>);
+
 /// The log's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AlertLogCounters {
@@ -52,7 +55,7 @@ struct Shared {
 /// The data path's handle: [`AlertSender::send`] never blocks.
 #[derive(Debug, Clone)]
 pub struct AlertSender {
-    tx: SyncSender<Alert>,
+    tx: SyncSender<Queued>,
     shared: Arc<Shared>,
     payload_max: Option<usize>,
 }
@@ -60,7 +63,17 @@ pub struct AlertSender {
 impl AlertSender {
     /// Queues `a` for the log; false (and counted as dropped) when the queue is full. Its
     /// payload is cut to `eve.payload_max`, or removed when `eve.payload` is off.
-    pub fn send(&self, mut a: Alert) -> bool {
+    pub fn send(&self, a: Alert) -> bool {
+        self.queue(a, None)
+    }
+
+    /// [`AlertSender::send`] for an alert whose rule index is in `rules` rather than the
+    /// catalog the log started with (a rule set published by a reload since).
+    pub fn send_for(&self, a: Alert, rules: &Arc<RuleCatalog>) -> bool {
+        self.queue(a, Some(Arc::clone(rules)))
+    }
+
+    fn queue(&self, mut a: Alert, rules: Option<Arc<RuleCatalog>>) -> bool {
         match self.payload_max {
             None => a.payload = None,
             Some(max) => {
@@ -69,7 +82,7 @@ impl AlertSender {
                 }
             }
         }
-        match self.tx.try_send(a) {
+        match self.tx.try_send((a, rules)) {
             Ok(()) => true,
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 self.shared.dropped.fetch_add(1, Ordering::Relaxed);
@@ -195,7 +208,7 @@ struct Writer {
     path: PathBuf,
     payload: bool,
     rules: Arc<RuleCatalog>,
-    rx: Receiver<Alert>,
+    rx: Receiver<Queued>,
     queue: usize,
     shared: Arc<Shared>,
     file: Option<File>,
@@ -260,12 +273,13 @@ impl Writer {
     }
 
     /// Encodes one alert into the buffer; a reopen asked for before it was queued comes first.
-    fn take(&mut self, a: Alert) {
+    fn take(&mut self, (a, rules): Queued) {
         if self.shared.reopen.swap(false, Ordering::SeqCst) {
             self.flush();
             self.reopen();
         }
-        let Some(rule) = self.rules.get(a.rule) else {
+        let rules = rules.unwrap_or_else(|| Arc::clone(&self.rules));
+        let Some(rule) = rules.get(a.rule) else {
             // An index the catalog does not know: a caller's bug; the line is lost, counted.
             self.shared.lost.fetch_add(1, Ordering::Relaxed);
             return;

@@ -25,6 +25,20 @@ pub fn decode(bytes: &[u8]) -> Option<Frame<'_>> {
         et = tag.ether_type();
         rest = rest.get(4..)?;
     }
+    from_ip(et, rest)
+}
+
+/// The fields of an IP packet that starts at `bytes[0]` (no link layer: what a GTP-U tunnel
+/// carries, or the inner packet of VXLAN at its inner L3 offset), by its version nibble.
+pub fn decode_ip(bytes: &[u8]) -> Option<Frame<'_>> {
+    match bytes.first()? >> 4 {
+        4 => from_ip(ethernet::ether_type::IPV4, bytes),
+        6 => from_ip(ethernet::ether_type::IPV6, bytes),
+        _ => None,
+    }
+}
+
+fn from_ip(et: u16, rest: &[u8]) -> Option<Frame<'_>> {
     let (src, dst, proto, l4, first) = match et {
         ethernet::ether_type::IPV4 => {
             let p = ipv4::Packet::new_checked(rest).ok()?;

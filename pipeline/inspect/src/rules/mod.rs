@@ -12,7 +12,7 @@ mod net;
 mod options;
 
 pub use load::{load_dir, load_file, load_str, LoadOptions, LoadReport, LoadedRule, Skipped};
-pub use net::{addr_key as net_key, AddrSet, PortSet, Variables};
+pub use net::{addr_key as net_key, parse_addrs, parse_ports, AddrSet, PortSet, Variables};
 pub use options::parse_rule;
 
 use std::fmt;

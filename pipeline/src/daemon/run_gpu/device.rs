@@ -19,6 +19,14 @@ pub(crate) struct TxView<'a> {
 /// What [`QueueDevice::poll`] calls for each finished burst.
 pub(crate) type PollFn<'a> = dyn FnMut(u32, &[Verdict], Option<TxView<'_>>) + 'a;
 
+/// Frames copied into host memory a device reads ([`QueueDevice::host_frames`]).
+pub(crate) struct HostFrames {
+    /// The device address of the first byte.
+    pub base: u64,
+    /// Keeps the memory allocated (dropped once no burst names it).
+    pub keep: Box<dyn Send>,
+}
+
 /// A set of GPU queues. Every call names its queue and takes `&self`: each queue's thread
 /// submits to and polls its own queue while the others do the same, and one thread publishes
 /// ACL tables to all of them.
@@ -55,6 +63,13 @@ pub(crate) unsafe trait QueueDevice: Sync {
         Err(SubmitError::Gpu(format!(
             "queue {q}: this device takes no frames in GPU memory"
         )))
+    }
+    /// `bytes` (a capture's frames) copied once into host memory the device reads (pinned,
+    /// mapped), so bursts can name its frames by address ([`QueueDevice::submit_gpu_frames`]):
+    /// the address of its first byte and what keeps it allocated. `Err(why)` where it cannot.
+    fn host_frames(&self, bytes: &[u8]) -> Result<HostFrames, String> {
+        let _ = bytes;
+        Err("this device reads no frames from host memory".into())
     }
     /// Starts what `submit` only staged (graph mode); a no-op elsewhere.
     fn flush(&self, q: usize) -> anyhow::Result<()>;
@@ -128,6 +143,14 @@ unsafe impl QueueDevice for MultiGpu {
     ) -> Result<u32, SubmitError> {
         // SAFETY: the caller's promise.
         unsafe { MultiGpu::submit_gpu_frames(self, q, descs, srcs, bytes) }
+    }
+
+    fn host_frames(&self, bytes: &[u8]) -> Result<HostFrames, String> {
+        let (base, buf) = MultiGpu::host_frames(self, bytes)?;
+        Ok(HostFrames {
+            base,
+            keep: Box::new(buf),
+        })
     }
 
     fn flush(&self, q: usize) -> anyhow::Result<()> {

@@ -78,22 +78,38 @@ pub(crate) fn log(g: &GpuIngest) {
     );
 }
 
-/// Logs how a port whose frames are in host memory (pcap, gen, a DPDK port in host memory)
-/// reaches the GPU: copied, and why.
-pub(crate) fn log_host_port(port: &str) {
-    tracing::info!(
-        event = "gpu_ingest",
-        port = %port,
-        path = STAGED,
-        reason = HOST_PORT_COPIES,
-        "port {port} received by the GPU executor {STAGED}: {HOST_PORT_COPIES}"
-    );
-}
+/// A port whose frames are in host memory (pcap, gen, a DPDK port in host memory), handed
+/// over by reference: its loaded frames copied once into pinned memory the GPU reads.
+pub(crate) const BY_REFERENCE: &str = "by_reference";
 
-/// Why a port with frames in host memory is copied on its way to the GPU.
-pub(crate) const HOST_PORT_COPIES: &str =
-    "its frames are in host memory: the port's ingest thread steers each frame and copies it \
-     into its queue's slot burst, which the queue's thread submits to the GPU";
+/// How a port whose frames are in host memory reaches the GPU: by reference (`why` is
+/// `None`) or copied by its receive threads, and why (logged, and in the summary).
+pub(crate) fn host_port(port: &str, per_queue: bool, why: Option<&str>) -> GpuIngest {
+    let (path, reason) = match why {
+        None => (
+            BY_REFERENCE,
+            "its loaded frames were copied once into pinned host memory the GPU reads: each              queue's receive thread hands descriptors and the GPU gathers the frames into the              ring slots (no per-frame copy on the host)"
+                .to_string(),
+        ),
+        Some(why) if per_queue => (
+            STAGED,
+            format!(
+                "each queue's receive thread copies the queue's frames into its slot burst: {why}"
+            ),
+        ),
+        Some(why) => (
+            STAGED,
+            format!("one receive thread steers each frame and copies it into its queue's slot burst: {why}"),
+        ),
+    };
+    let g = GpuIngest {
+        port: port.to_string(),
+        path: path.to_string(),
+        reason,
+    };
+    log(&g);
+    g
+}
 
 #[cfg(test)]
 mod tests {

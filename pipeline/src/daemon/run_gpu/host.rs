@@ -1,11 +1,12 @@
-//! The arrangement of the GPU host side, the CPU executor's own: one ingest thread per
-//! receiving port, one thread per queue (submit, poll, count), one TX thread, joined by bounded
-//! SPSC rings (ingest -> queue per port and queue, queue -> TX per queue) and a channel per
-//! ingest thread for empty slots. This thread publishes reloaded ACL tables meanwhile.
+//! The arrangement of the GPU host side, the CPU executor's own: receive threads (one per
+//! (port, queue) where the port splits by queue, else one per port; `queues.rx_threads`), one
+//! thread per queue (submit, poll, count), one TX thread, joined by bounded SPSC rings
+//! (receive thread -> each queue it feeds, queue -> TX per queue) and a channel per receive
+//! thread for empty slots. This thread publishes reloaded ACL tables meanwhile.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::device::QueueDevice;
@@ -13,12 +14,13 @@ use super::ingest::{self, IngestCtx};
 use super::queue::{self, QueueCtx, QueueIo};
 use super::reap::Reaper;
 use super::reload::{AclPublisher, LiveStageCounters, ParamsPublisher};
-use super::{gpu_ingest, tx, Slot};
+use super::{gpu_ingest, tx, GpuHold, Slot};
 use crate::config::OnFull;
 use crate::daemon::summary::GpuIngest;
 use crate::executor::cpu::CpuShared;
+use crate::executor::cpu::RxThreads;
 use crate::port::out::{OutPorts, OutTally};
-use crate::port::{PortError, RxPort};
+use crate::port::{PortError, QueueRx, RxPort};
 use crate::ring::{self, Consumer, Producer};
 use crate::stage::hooks::HookDriver;
 use crate::stage::Pipeline;
@@ -46,7 +48,9 @@ pub(crate) struct HostSpec<'a> {
     pub ring_slots: usize,
     pub on_full: OnFull,
     pub pipeline: &'a Pipeline,
-    pub steering: &'a Steering,
+    pub steering: &'a std::sync::Arc<Steering>,
+    /// Receive threads per queue or per port, and their cores.
+    pub rx_threads: RxThreads,
     /// The device runs an acl stage, with the tables of this generation at start.
     pub acl_on: bool,
     pub acl_generation: u64,
@@ -64,6 +68,8 @@ pub(crate) struct HostOutcome {
     pub outputs: Vec<OutTally>,
     /// How each port whose frames are in GPU memory was received.
     pub gpu_ingest: Vec<GpuIngest>,
+    /// Receive threads started (one per port, or one per queue of a port split by queue).
+    pub receive_threads: usize,
 }
 
 /// Sets a flag (or counts) when its thread ends, by return or by panic, so no other thread
@@ -90,31 +96,34 @@ impl Drop for OnExit<'_> {
 
 /// The rings between the threads, before they are handed out.
 struct Rings {
-    /// [port][queue]
+    /// [feeder][i]: to each queue the receive thread feeds (every queue, in order, for a
+    /// port's thread; its one queue for a queue's).
     to_queue: Vec<Vec<Producer<Slot>>>,
-    /// [queue][port]
+    /// [queue][j]: from each receive thread that feeds it.
     queue_in: Vec<Vec<Consumer<Slot>>>,
     /// [queue], empty without an output port.
     to_tx: Vec<Producer<Slot>>,
     tx_in: Vec<Consumer<Slot>>,
+    /// [feeder]: empty slots back to their receive thread.
     free_tx: Vec<mpsc::Sender<Slot>>,
     free_rx: Vec<mpsc::Receiver<Slot>>,
 }
 
 impl Rings {
-    fn new(ports: usize, queues: usize, slots: usize, with_tx: bool) -> Rings {
+    /// One ring from each receive thread to each queue it feeds.
+    fn new(feeds: &[Feed<'_>], queues: usize, slots: usize, with_tx: bool) -> Rings {
         let mut r = Rings {
-            to_queue: (0..ports).map(|_| Vec::new()).collect(),
+            to_queue: feeds.iter().map(|_| Vec::new()).collect(),
             queue_in: (0..queues).map(|_| Vec::new()).collect(),
             to_tx: Vec::new(),
             tx_in: Vec::new(),
             free_tx: Vec::new(),
             free_rx: Vec::new(),
         };
-        for p in 0..ports {
-            for q in 0..queues {
+        for (f, feed) in feeds.iter().enumerate() {
+            for &q in &feed.queues {
                 let (tp, tc) = ring::ring(slots);
-                r.to_queue[p].push(tp);
+                r.to_queue[f].push(tp);
                 r.queue_in[q].push(tc);
             }
             let (ft, fr) = mpsc::channel();
@@ -132,6 +141,117 @@ impl Rings {
     }
 }
 
+/// One receive thread's source: a whole port (it steers; received in place or not), one
+/// queue of a port split by queue, or such a queue whose frames go by reference into host
+/// memory the GPU reads (its address and the hold on it).
+enum Source<'p> {
+    Port(&'p mut dyn RxPort, bool),
+    Queue(Box<dyn QueueRx>),
+    Refs(Box<dyn QueueRx>, u64, GpuHold),
+}
+
+/// A receive thread: its port, its source, the queues it feeds.
+struct Feed<'p> {
+    port: usize,
+    src: Source<'p>,
+    queues: Vec<usize>,
+}
+
+impl Feed<'_> {
+    /// The thread's name (`pw-in<port>`, `pw-in<port>q<queue>`) and its index into
+    /// `queues.cores` (the port's, or the queue's).
+    fn thread_name(&self) -> (String, usize) {
+        match &self.src {
+            Source::Port(..) => (format!("pw-in{}", self.port), self.port),
+            Source::Queue(q) | Source::Refs(q, ..) => {
+                (format!("pw-in{}q{}", self.port, q.queue()), self.queues[0])
+            }
+        }
+    }
+}
+
+/// The receive threads of `rx`: one per queue of each port that splits by queue (not one
+/// received in place), else one per port. A split port whose frames can go by reference is
+/// copied once into host memory the GPU reads; each host-memory port's path is decided
+/// (logged, `event=gpu_ingest`) into `decided`.
+fn feeds<'p>(
+    dev: &dyn QueueDevice,
+    spec: &HostSpec<'_>,
+    rx: &'p mut [Box<dyn RxPort>],
+    in_place: &[bool],
+    transmits: bool,
+    decided: &mut Vec<GpuIngest>,
+) -> Vec<Feed<'p>> {
+    let nq = spec.queues;
+    let mut out = Vec::new();
+    for (pi, port) in rx.iter_mut().enumerate() {
+        if in_place[pi] {
+            out.push(Feed {
+                port: pi,
+                src: Source::Port(port.as_mut(), true),
+                queues: (0..nq).collect(),
+            });
+            continue;
+        }
+        let gpu_port = port.gpu_rx().is_some();
+        let name = port.name().to_string();
+        let split =
+            crate::executor::cpu::split_port(&spec.rx_threads, spec.steering, nq, port.as_mut());
+        let qs = match split {
+            Ok(qs) => qs,
+            Err(why) => {
+                if !gpu_port {
+                    decided.push(gpu_ingest::host_port(&name, false, Some(&why)));
+                }
+                out.push(Feed {
+                    port: pi,
+                    src: Source::Port(port.as_mut(), false),
+                    queues: (0..nq).collect(),
+                });
+                continue;
+            }
+        };
+        let refs = by_reference(dev, &qs, transmits);
+        if !gpu_port {
+            decided.push(gpu_ingest::host_port(
+                &name,
+                true,
+                refs.as_ref().err().map(String::as_str),
+            ));
+        }
+        out.extend(qs.into_iter().map(|q| Feed {
+            port: pi,
+            queues: vec![usize::from(q.queue()).min(nq - 1)],
+            src: match &refs {
+                Ok((base, hold)) => Source::Refs(q, *base, Arc::clone(hold)),
+                Err(_) => Source::Queue(q),
+            },
+        }));
+    }
+    out
+}
+
+/// The address of a split port's loaded frames in host memory the GPU reads (copied there
+/// once), and the hold on that memory; `Err(why)` when its queues copy their frames.
+fn by_reference(
+    dev: &dyn QueueDevice,
+    qs: &[Box<dyn QueueRx>],
+    transmits: bool,
+) -> Result<(u64, GpuHold), String> {
+    if transmits {
+        return Err(
+            "the config transmits frames: output ports send from host memory bursts".into(),
+        );
+    }
+    let store = qs
+        .first()
+        .and_then(|q| q.frame_store())
+        .ok_or("the port has no loaded frames to refer to (its frames are built per burst, or its capture passes 4 GiB)")?;
+    let h = dev.host_frames(&store)?;
+    let hold: GpuHold = Arc::new(Mutex::new(h.keep));
+    Ok((h.base, hold))
+}
+
 /// Runs the host side over `dev` until every port is exhausted (or `shared.stop`), then
 /// drains the queues; the counters land in `shared`, as the CPU executor's do.
 pub(crate) fn run(
@@ -145,10 +265,13 @@ pub(crate) fn run(
     let handoff = spec.ring_slots.clamp(2, HANDOFF_MAX);
     let with_tx = !out.is_empty();
     let holds = tx_from_slot(dev, with_tx);
-    let rings = Rings::new(rx.len(), nq, handoff, with_tx);
+    let (in_place, mut gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
+    let feeds = feeds(dev, spec, rx, &in_place, with_tx, &mut gpu_ingest);
+    let receive_threads = feeds.len();
+    let rings = Rings::new(&feeds, nq, handoff, with_tx);
     let outputs = Mutex::new(Vec::<OutTally>::new());
     let failed = AtomicBool::new(false);
-    let ingest_done: Vec<AtomicBool> = rx.iter().map(|_| AtomicBool::new(false)).collect();
+    let ingest_done: Vec<AtomicBool> = feeds.iter().map(|_| AtomicBool::new(false)).collect();
     let queues_done = AtomicUsize::new(0);
     let errors = Mutex::new(Vec::<String>::new());
     let fatal = Mutex::new(None::<anyhow::Error>);
@@ -157,18 +280,7 @@ pub(crate) fn run(
         let mut f = fatal.lock().unwrap_or_else(|p| p.into_inner());
         f.get_or_insert(e);
     };
-    let ictx = IngestCtx {
-        shared,
-        steering: spec.steering,
-        queues: nq,
-        burst: spec.burst.max(1),
-        slot_frames: spec.slot_frames.max(spec.burst).max(1),
-        slot_cap: dev.slot_data_capacity(),
-        room: spec.pipeline.frame_room(),
-        on_full: spec.on_full,
-        failed: &failed,
-    };
-    let (in_place, gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
+    let ictx = ingest_ctx(dev, spec, shared, &failed);
     let reaper = Reaper::new(spec.pipeline, spec.acl_on);
     let mut publisher = AclPublisher::new(spec.acl_on, spec.acl_generation);
     let mut params = ParamsPublisher::new(spec.composed, spec.params_generation);
@@ -184,18 +296,20 @@ pub(crate) fn run(
     } = rings;
     std::thread::scope(|s| {
         let mut threads = Vec::new();
-        for (pi, ((port, out), free)) in rx.iter_mut().zip(to_queue).zip(free_rx).enumerate() {
-            let (ictx, errors, done, failed) = (&ictx, &errors, &ingest_done[pi], &failed);
-            let in_place = in_place[pi];
-            threads.push(spawn_named(s, format!("pw-in{pi}"), move || {
+        for (fi, ((feed, out), free)) in feeds.into_iter().zip(to_queue).zip(free_rx).enumerate() {
+            let (ictx, errors, done, failed) = (&ictx, &errors, &ingest_done[fi], &failed);
+            let cores = &spec.rx_threads.cores;
+            let (name, pin_at) = feed.thread_name();
+            threads.push(spawn_named(s, name, move || {
                 let _exit = OnExit {
                     done: Some(done),
                     count: None,
                     failed,
                 };
-                if let Err(e) = ingest_port(ictx, pi, port.as_mut(), in_place, out, free) {
+                crate::executor::cpu::pin(cores, pin_at, "pw-in");
+                if let Err(e) = receive(ictx, fi, feed, out, free) {
                     let mut v = errors.lock().unwrap_or_else(|p| p.into_inner());
-                    v.push(format!("{}: {e}", port.name()));
+                    v.push(e);
                 }
             }));
         }
@@ -282,7 +396,66 @@ pub(crate) fn run(
         errors: errors.into_inner().unwrap_or_else(|p| p.into_inner()),
         outputs: outputs.into_inner().unwrap_or_else(|p| p.into_inner()),
         gpu_ingest,
+        receive_threads,
     }
+}
+
+/// What every receive thread shares.
+fn ingest_ctx<'a>(
+    dev: &dyn QueueDevice,
+    spec: &HostSpec<'a>,
+    shared: &'a CpuShared,
+    failed: &'a AtomicBool,
+) -> IngestCtx<'a> {
+    IngestCtx {
+        shared,
+        steering: spec.steering,
+        queues: spec.queues,
+        burst: spec.burst.max(1),
+        slot_frames: spec.slot_frames.max(spec.burst).max(1),
+        slot_cap: dev.slot_data_capacity(),
+        room: spec.pipeline.frame_room(),
+        on_full: spec.on_full,
+        failed,
+    }
+}
+
+/// Receive thread `fi`'s work: its source until it ends; an error names the source.
+fn receive(
+    ictx: &IngestCtx<'_>,
+    fi: usize,
+    feed: Feed<'_>,
+    out: Vec<Producer<Slot>>,
+    free: mpsc::Receiver<Slot>,
+) -> Result<(), String> {
+    let ids = ingest::Feeder {
+        port: feed.port,
+        feeder: fi,
+    };
+    let (who, r) = match feed.src {
+        Source::Port(port, in_place) => (
+            port.name().to_string(),
+            ingest_port(ictx, ids, port, in_place, out, free),
+        ),
+        Source::Queue(mut q) => {
+            let r = match out.into_iter().next() {
+                Some(o) => ingest::run_queue(ictx, ids, q.as_mut(), o, free),
+                None => Ok(()),
+            };
+            (q.name().to_string(), r)
+        }
+        Source::Refs(mut q, base, hold) => {
+            let r = match out.into_iter().next() {
+                Some(o) => {
+                    let src = ingest::Refs { base, hold };
+                    ingest::run_queue_refs(ictx, ids, q.as_mut(), src, o, free)
+                }
+                None => Ok(()),
+            };
+            (q.name().to_string(), r)
+        }
+    };
+    r.map_err(|e| format!("{who}: {e}"))
 }
 
 /// Whether frames are sent from the GPU slot they ran in: where the device can hold it for the
@@ -307,17 +480,17 @@ fn tx_from_slot(dev: &dyn QueueDevice, with_tx: bool) -> bool {
 /// Runs port `pi`'s ingest thread: frames in GPU memory received in place, or the usual way.
 fn ingest_port(
     ictx: &IngestCtx<'_>,
-    pi: usize,
+    ids: ingest::Feeder,
     port: &mut dyn RxPort,
     in_place: bool,
     out: Vec<Producer<Slot>>,
     free: mpsc::Receiver<Slot>,
 ) -> Result<(), PortError> {
     if !in_place {
-        return ingest::run(ictx, pi, port, out, free);
+        return ingest::run(ictx, ids, port, out, free);
     }
     match port.gpu_rx() {
-        Some(g) => ingest::run_gpu_frames(ictx, pi, g, out, free),
+        Some(g) => ingest::run_gpu_frames(ictx, ids, g, out, free),
         None => Err(PortError::Config(
             "the port no longer hands over frames in GPU memory".into(),
         )),
@@ -339,7 +512,7 @@ fn ingest_paths(
             let name = port.name().to_string();
             let nic = port.steered_in_nic();
             let Some(g) = port.gpu_rx() else {
-                gpu_ingest::log_host_port(&name);
+                // Decided with its receive threads (`feeds`).
                 return false;
             };
             let facts = gpu_ingest::Facts {

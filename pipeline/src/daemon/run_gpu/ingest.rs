@@ -1,8 +1,10 @@
-//! One ingest thread per receiving port, as in the CPU executor: it receives bursts, steers
-//! each frame to its queue (software steering, as a NIC would), packs each queue's frames into
-//! a burst the size of a GPU slot, and hands full bursts to that queue's thread. A partial
-//! burst leaves after [`DRAIN`] or as soon as its port goes quiet, so a slow input still sees
-//! its frames classified while a fast one sends full bursts.
+//! The receive threads, as in the CPU executor: one per (port, queue) for a port split by
+//! queue ([`crate::port::RxPort::split_by_queue`]: its frames come already steered, written
+//! straight into the queue's slot burst), else one per port that steers each frame to its
+//! queue (software steering, as a NIC would). Either packs a queue's frames into a burst the
+//! size of a GPU slot and hands full bursts to that queue's thread. A partial burst leaves
+//! after [`DRAIN`] or as soon as its source goes quiet, so a slow input still sees its frames
+//! classified while a fast one sends full bursts.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
@@ -18,7 +20,7 @@ use crate::counters::QueueCounters;
 use crate::executor::cpu::CpuShared;
 use crate::meta::PacketMeta;
 use crate::port::gpu_rx::{GpuRx, GpuRxBurst, GpuRxStatus};
-use crate::port::{PortError, RxPort, RxStatus};
+use crate::port::{PortError, QueueRx, QueueTally, RxPort, RxStatus};
 use crate::ring::Producer;
 use crate::steer::Steering;
 use crate::verdict::DropReason;
@@ -69,6 +71,11 @@ impl Tally {
 struct Ingest<'c, 'a> {
     ctx: &'c IngestCtx<'a>,
     port_id: usize,
+    /// This thread's index among the receive threads (its slots' `owner`).
+    feeder: usize,
+    /// The queue of each of `out`, `building` and `first_at` (every queue for a port's
+    /// thread, in order; the one queue of a queue's thread).
+    qmap: Vec<usize>,
     /// To each queue's thread.
     out: Vec<Producer<Slot>>,
     /// Slots back from the queue threads and the TX thread.
@@ -84,12 +91,58 @@ struct Ingest<'c, 'a> {
 /// thread failed; the partial bursts are handed over at the end (a stop drains them).
 pub(crate) fn run(
     ctx: &IngestCtx<'_>,
-    port_id: usize,
+    ids: Feeder,
     port: &mut dyn RxPort,
     out: Vec<Producer<Slot>>,
     free: Receiver<Slot>,
 ) -> Result<(), PortError> {
-    run_with(ctx, port_id, out, free, |ing| ing.receive(port))
+    run_with(ctx, ids, None, out, free, |ing| ing.receive(port))
+}
+
+/// Where a queue's frames handed over by reference are: the address (for the device) of
+/// the first byte of the port's loaded frames, and the hold on that memory.
+pub(crate) struct Refs {
+    pub base: u64,
+    pub hold: GpuHold,
+}
+
+/// Runs one queue's receive thread of a split port whose frames go by reference: the slot
+/// bursts carry descriptors and each frame's address in host memory the GPU reads, and the
+/// GPU gathers the frames into the ring slot (no frame byte copied here).
+pub(crate) fn run_queue_refs(
+    ctx: &IngestCtx<'_>,
+    ids: Feeder,
+    src: &mut dyn QueueRx,
+    refs: Refs,
+    out: Producer<Slot>,
+    free: Receiver<Slot>,
+) -> Result<(), PortError> {
+    let q = usize::from(src.queue());
+    run_with(ctx, ids, Some(q), vec![out], free, |ing| {
+        ing.receive_refs(src, &refs)
+    })
+}
+
+/// Which receive thread: its port (in config order) and its index among the receive threads.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Feeder {
+    pub port: usize,
+    pub feeder: usize,
+}
+
+/// Runs one queue's receive thread of a port split by queue (`src`'s frames are steered, its
+/// queue's only) until the source ends, `shared.stop`, or another thread failed.
+pub(crate) fn run_queue(
+    ctx: &IngestCtx<'_>,
+    ids: Feeder,
+    src: &mut dyn QueueRx,
+    out: Producer<Slot>,
+    free: Receiver<Slot>,
+) -> Result<(), PortError> {
+    let q = usize::from(src.queue());
+    run_with(ctx, ids, Some(q), vec![out], free, |ing| {
+        ing.receive_queue(src)
+    })
 }
 
 /// [`run`] for a port whose frames are in GPU memory, received in place (see `gpu_ingest`):
@@ -98,36 +151,45 @@ pub(crate) fn run(
 /// them into the ring slot.
 pub(crate) fn run_gpu_frames(
     ctx: &IngestCtx<'_>,
-    port_id: usize,
+    ids: Feeder,
     port: &mut dyn GpuRx,
     out: Vec<Producer<Slot>>,
     free: Receiver<Slot>,
 ) -> Result<(), PortError> {
-    run_with(ctx, port_id, out, free, |ing| ing.receive_gpu(port))
+    run_with(ctx, ids, None, out, free, |ing| ing.receive_gpu(port))
 }
 
+/// Runs `receive` over an ingest of every queue (`queue`: `None`) or of one.
 fn run_with(
     ctx: &IngestCtx<'_>,
-    port_id: usize,
+    ids: Feeder,
+    queue: Option<usize>,
     out: Vec<Producer<Slot>>,
     free: Receiver<Slot>,
     receive: impl FnOnce(&mut Ingest<'_, '_>) -> Result<(), PortError>,
 ) -> Result<(), PortError> {
+    let qmap: Vec<usize> = match queue {
+        Some(q) => vec![q],
+        None => (0..ctx.queues).collect(),
+    };
+    let n = qmap.len();
     let mut ing = Ingest {
         ctx,
-        port_id,
+        port_id: ids.port,
+        feeder: ids.feeder,
+        qmap,
         out,
         free,
         spare: Vec::new(),
-        building: Vec::with_capacity(ctx.queues),
-        first_at: vec![None; ctx.queues],
+        building: Vec::with_capacity(n),
+        first_at: vec![None; n],
     };
-    for _ in 0..ctx.queues {
+    for _ in 0..n {
         let s = ing.fresh();
         ing.building.push(s);
     }
     let r = receive(&mut ing);
-    for q in 0..ctx.queues {
+    for q in 0..n {
         if !ing.hand(q) {
             break;
         }
@@ -213,7 +275,7 @@ impl Ingest<'_, '_> {
     /// when the port is `quiet`. False when another thread failed meanwhile.
     fn drain(&mut self, quiet: bool) -> bool {
         let ctx = self.ctx;
-        for q in 0..ctx.queues {
+        for q in 0..self.building.len() {
             let n = self.building[q].burst.len();
             let stale = self.first_at[q].is_some_and(|t| t.elapsed() >= DRAIN);
             if n > 0 && (n >= ctx.slot_frames || quiet || stale) && !self.hand(q) {
@@ -309,12 +371,139 @@ impl Ingest<'_, '_> {
         true
     }
 
+    /// [`Ingest::receive`] for one queue of a port split by queue: the source writes its
+    /// frames (steered already) straight into the queue's slot burst. A call that takes the
+    /// burst past the slot's data area moves its last frames to the next slot.
+    fn receive_queue(&mut self, src: &mut dyn QueueRx) -> Result<(), PortError> {
+        let ctx = self.ctx;
+        let c = &ctx.shared.counters[self.qmap[0]];
+        let mut carry = Burst::default();
+        let backoff = Backoff::new();
+        loop {
+            if ctx.shared.stop.load(Ordering::Relaxed) || ctx.failed.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let b = &mut self.building[0].burst;
+            let before = b.len();
+            let want = ctx.burst.min(ctx.slot_frames.saturating_sub(before)).max(1);
+            let mut got = QueueTally::default();
+            let status = src.rx_queue(b, want, ctx.room, &mut got);
+            let added = b.len() > before;
+            if added {
+                self.first_at[0].get_or_insert_with(Instant::now);
+            }
+            // Past the slot's data area: full slots leave, the rest goes on in the next one.
+            let (mut too_long, mut from) = (0, before);
+            while self.building[0].burst.data.len() > ctx.slot_cap {
+                too_long += spill(&mut self.building[0].burst, from, ctx.slot_cap, &mut carry);
+                if !self.hand(0) {
+                    return Ok(());
+                }
+                std::mem::swap(&mut self.building[0].burst, &mut carry);
+                if !self.building[0].burst.is_empty() {
+                    self.first_at[0] = Some(Instant::now());
+                }
+                from = 0;
+            }
+            ctx.shared
+                .rx_total
+                .fetch_add(got.rx_frames, Ordering::Relaxed);
+            Tally {
+                rx_frames: got.rx_frames,
+                rx_bytes: got.rx_bytes,
+                steering_drops: got.steering_drops,
+                too_long,
+            }
+            .publish(c);
+            let quiet = match status {
+                Err(e) => return Err(e),
+                Ok(RxStatus::End) => return Ok(()),
+                Ok(RxStatus::Idle) => true,
+                Ok(RxStatus::Frames(_)) => false,
+            };
+            if !self.drain(quiet) {
+                return Ok(());
+            }
+            if quiet {
+                wait_on(&backoff);
+            } else {
+                backoff.reset();
+            }
+        }
+    }
+
+    /// [`Ingest::receive_queue`] by reference: each frame's descriptor and address go into
+    /// the slot (as [`Ingest::place_gpu`] places frames in GPU memory), with the hold on the
+    /// memory they are in.
+    fn receive_refs(&mut self, src: &mut dyn QueueRx, refs: &Refs) -> Result<(), PortError> {
+        let ctx = self.ctx;
+        let c = &ctx.shared.counters[self.qmap[0]];
+        let mut got_refs: Vec<FrameDesc> = Vec::with_capacity(ctx.burst);
+        let backoff = Backoff::new();
+        loop {
+            if ctx.shared.stop.load(Ordering::Relaxed) || ctx.failed.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            got_refs.clear();
+            let mut got = QueueTally::default();
+            let status = src.rx_refs(&mut got_refs, ctx.burst, &mut got);
+            ctx.shared
+                .rx_total
+                .fetch_add(got.rx_frames, Ordering::Relaxed);
+            let mut tally = Tally {
+                rx_frames: got.rx_frames,
+                rx_bytes: got.rx_bytes,
+                steering_drops: got.steering_drops,
+                too_long: 0,
+            };
+            for d in &got_refs {
+                let need = d.len as usize + ctx.room;
+                if need > ctx.slot_cap {
+                    tally.too_long += 1;
+                    continue;
+                }
+                let s = &self.building[0];
+                if (s.burst.len() >= ctx.slot_frames || s.gpu_bytes + need > ctx.slot_cap)
+                    && !self.hand(0)
+                {
+                    return Ok(());
+                }
+                let s = &mut self.building[0];
+                if s.holds.is_empty() {
+                    s.holds.push(Arc::clone(&refs.hold));
+                }
+                s.gpu_srcs.push(refs.base + u64::from(d.offset));
+                s.burst.descs.push(FrameDesc {
+                    offset: s.gpu_bytes as u32,
+                    ..*d
+                });
+                s.gpu_bytes += need;
+                self.first_at[0].get_or_insert_with(Instant::now);
+            }
+            tally.publish(c);
+            let quiet = match status {
+                Err(e) => return Err(e),
+                Ok(RxStatus::End) => return Ok(()),
+                Ok(RxStatus::Idle) => true,
+                Ok(RxStatus::Frames(_)) => false,
+            };
+            if !self.drain(quiet) {
+                return Ok(());
+            }
+            if quiet {
+                wait_on(&backoff);
+            } else {
+                backoff.reset();
+            }
+        }
+    }
+
     /// An empty slot: one kept here, one back from the other threads, or a new one (the slots
     /// alive are bounded by the rings and the GPU queues they wait in).
     fn fresh(&mut self) -> Slot {
         let mut s = match self.spare.pop().or_else(|| self.free.try_recv().ok()) {
             Some(s) => s,
-            None => Slot::new(self.port_id, self.ctx.slot_frames),
+            None => Slot::new(self.feeder, self.ctx.slot_frames),
         };
         s.reset();
         s
@@ -328,7 +517,7 @@ impl Ingest<'_, '_> {
             return true;
         }
         let ctx = self.ctx;
-        let c = &ctx.shared.counters[q];
+        let c = &ctx.shared.counters[self.qmap[q]];
         let fresh = self.fresh();
         let mut slot = std::mem::replace(&mut self.building[q], fresh);
         self.first_at[q] = None;
@@ -356,4 +545,32 @@ impl Ingest<'_, '_> {
         c.ring_occupancy.set(self.out[q].len() as u64);
         true
     }
+}
+
+/// Moves the frames of `b` from index `from` on that end past `cap` bytes of data into `carry`
+/// (empty), for the next slot; a frame that alone takes more than `cap` is dropped. Returns
+/// the frames dropped (`too_long`). Each frame keeps the room after it.
+fn spill(b: &mut Burst, from: usize, cap: usize, carry: &mut Burst) -> u64 {
+    let end = |b: &Burst, i: usize| -> usize {
+        b.descs
+            .get(i + 1)
+            .map_or(b.data.len(), |d| d.offset as usize)
+    };
+    let Some(cut) = (from..b.len()).find(|&i| end(b, i) > cap) else {
+        return 0;
+    };
+    let mut too_long = 0;
+    for i in cut..b.len() {
+        let d = b.descs[i];
+        let span = end(b, i) - d.offset as usize;
+        if span > cap {
+            too_long += 1;
+            continue;
+        }
+        let room = span - d.len as usize;
+        carry.push_with_room(b.frame(i), d, room);
+    }
+    b.data.truncate(b.descs[cut].offset as usize);
+    b.descs.truncate(cut);
+    too_long
 }

@@ -47,8 +47,9 @@ pub(crate) struct Slot {
     /// The GPU slot it ran in, held for the TX thread until its frames are sent (a device
     /// that holds reaped slots, with an output port); None once released.
     pub ring: Option<RingHold>,
-    /// The receiving port (in config order) whose ingest thread owns it.
-    pub port: usize,
+    /// The receive thread that owns it (a port's, or one queue's of a port split by queue;
+    /// see `host`): the index of the channel it goes back on.
+    pub owner: usize,
     /// When the ingest handed it to its queue (burst latency: verdicts read - this).
     pub handed: Instant,
     /// Frames in GPU memory (a GPUDirect port received in place): each descriptor's device
@@ -65,14 +66,14 @@ pub(crate) struct Slot {
 pub(crate) type GpuHold = Arc<std::sync::Mutex<Box<dyn Send>>>;
 
 impl Slot {
-    fn new(port: usize, burst: usize) -> Slot {
+    fn new(owner: usize, burst: usize) -> Slot {
         Slot {
             burst: Burst::with_capacity(burst, burst * 2048),
             verdicts: Vec::with_capacity(burst),
             tx: Vec::with_capacity(burst),
             tx_times: Vec::new(),
             ring: None,
-            port,
+            owner,
             handed: Instant::now(),
             gpu_srcs: Vec::new(),
             gpu_bytes: 0,
@@ -220,6 +221,7 @@ fn host_spec(
         on_full: q.on_full,
         pipeline: &p.pipeline,
         steering: &p.steering,
+        rx_threads: p.rx_threads(),
         acl_on,
         acl_generation,
         composed: crate::executor::gpu::compose::is_composed(&p.pipeline),
@@ -293,5 +295,6 @@ pub fn run_gpu(
         .collect();
     s.outputs = out.outputs;
     s.gpu_ingest = out.gpu_ingest;
+    s.receive_threads = out.receive_threads;
     Ok(s)
 }

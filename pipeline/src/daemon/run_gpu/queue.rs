@@ -199,7 +199,7 @@ impl Worker<'_, '_> {
                 reaped.push(slot);
             } else {
                 // No output port: passed frames are counted, and the slot goes back.
-                let _ = frees[slot.port].send(slot);
+                let _ = frees[slot.owner].send(slot);
             }
         })?;
         if let Some((seq, want)) = out_of_order {
@@ -247,8 +247,8 @@ impl Worker<'_, '_> {
 
     fn free(&self, mut slot: Slot) {
         slot.reset();
-        let port = slot.port;
-        let _ = self.io.frees[port].send(slot);
+        let owner = slot.owner;
+        let _ = self.io.frees[owner].send(slot);
     }
 
     /// Submits waiting bursts to the GPU queue (at most [`FEED_MAX`]); how many it took or

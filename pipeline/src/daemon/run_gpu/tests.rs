@@ -77,6 +77,9 @@ struct CpuStandIn {
     /// back by their port, by address; and how many were copied.
     gathered: Arc<Mutex<std::collections::HashSet<u64>>>,
     gathered_frames: std::sync::atomic::AtomicU64,
+    /// Reads frames from host memory (`host_frames`), and the bytes copied there so far.
+    reads_host: bool,
+    host_copied: std::sync::atomic::AtomicU64,
 }
 
 impl CpuStandIn {
@@ -120,6 +123,8 @@ impl CpuStandIn {
             holding: std::sync::atomic::AtomicBool::new(false),
             gathered: Arc::default(),
             gathered_frames: Default::default(),
+            reads_host: true,
+            host_copied: Default::default(),
         }
     }
 
@@ -251,6 +256,20 @@ unsafe impl QueueDevice for CpuStandIn {
 
     fn gpu_frames_refusal(&self, gpu: u32) -> Option<String> {
         (gpu != 0).then(|| format!("the stand-in is GPU 0, the frames are in GPU {gpu}'s memory"))
+    }
+
+    /// "Pinned" memory: a copy in host memory, its host address the "device address".
+    fn host_frames(&self, bytes: &[u8]) -> Result<super::device::HostFrames, String> {
+        if !self.reads_host {
+            return Err("the stand-in was told not to read host memory".into());
+        }
+        let copy: Box<[u8]> = bytes.into();
+        self.host_copied
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        Ok(super::device::HostFrames {
+            base: copy.as_ptr() as u64,
+            keep: Box::new(copy),
+        })
     }
 
     /// Plays the gather: the "device addresses" are host addresses of the port's buffers.
@@ -497,13 +516,14 @@ fn run_cpu_ref(p: &Prepared, record: bool) -> Run {
         }) as Box<dyn TxPort>
     });
     let out = cpu::run(&spec, &shared, ports.rx, tx);
-    let s = summarize(
+    let mut s = summarize(
         &shared.counters,
         &p.pipeline,
         out.elapsed,
         &p.choice,
         out.errors,
     );
+    s.receive_threads = out.receive_threads;
     let tx = std::mem::take(&mut *frames.lock().unwrap());
     let times = std::mem::take(&mut *times.lock().unwrap());
     Run { s, tx, times }
@@ -523,13 +543,15 @@ fn run_host(
         crate::port::out::OutPorts::single(tx.map(|t| Box::new(t) as Box<dyn TxPort>));
     let t = Instant::now();
     let out = host::run(dev, &spec, shared, &mut ports.rx, &mut out_ports);
-    let s = summarize(
+    let mut s = summarize(
         &shared.counters,
         &p.pipeline,
         t.elapsed(),
         &p.choice,
         out.errors,
     );
+    s.receive_threads = out.receive_threads;
+    s.gpu_ingest = out.gpu_ingest;
     (out.result, s)
 }
 
@@ -666,46 +688,6 @@ fn send_times_reach_the_port_through_the_tx_ring() {
     g.sort();
     c.sort();
     assert_same_frames(&g, &c, "frames with their send times");
-}
-
-#[test]
-fn per_queue_receive_threads_count_and_send_as_one_per_port() {
-    // A pcap port split by queue on the CPU executor (one receive thread per queue), one
-    // thread per port, and the GPU host side (one ingest thread per port): the same counts
-    // and, per queue, the same TX order.
-    let input = crate::testdata::multi_proto_pcap();
-    let runs: Vec<(String, Run)> = ["per_queue", "per_port"]
-        .iter()
-        .map(|mode| {
-            let yaml = format!(
-                "ports:\n  - name: in\n    pcap: {{ rx: {{ path: {}, loops: 4 }} }}\n\
-                 queues: {{ count: 3, burst: 8, ring_slots: 4, rx_threads: {mode} }}\n{INLINE}",
-                input.display()
-            );
-            let p = prepared(&yaml);
-            (mode.to_string(), run_cpu_ref(&p, true))
-        })
-        .collect();
-    let yaml = format!(
-        "ports:\n  - name: in\n    pcap: {{ rx: {{ path: {}, loops: 4 }} }}\n\
-         queues: {{ count: 3, burst: 8, ring_slots: 4 }}\n{INLINE}",
-        input.display()
-    );
-    let p = prepared(&yaml);
-    let gpu = run_fake(&p, 2, 1, true);
-    let c = by_queue(&p, &runs[0].1.tx);
-    assert!(c.iter().all(|q| !q.is_empty()), "every queue transmits");
-    for (mode, r) in runs
-        .iter()
-        .skip(1)
-        .chain([(String::from("gpu"), gpu)].iter())
-    {
-        assert_same_counts(&r.s, &runs[0].1.s, mode);
-        let g = by_queue(&p, &r.tx);
-        for q in 0..3 {
-            assert_same_frames(&g[q], &c[q], &format!("{mode}: queue {q} TX order"));
-        }
-    }
 }
 
 #[test]
@@ -959,6 +941,7 @@ mod held;
 mod hooks;
 mod restart;
 mod rewrite;
+mod rx_threads;
 mod wire_len;
 
 #[test]

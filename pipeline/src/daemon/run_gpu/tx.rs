@@ -81,7 +81,7 @@ pub(crate) fn run(
         if let Some(h) = slot.ring.take() {
             dev.release(h.q, h.seq);
         }
-        if let Some(f) = frees.get(slot.port) {
+        if let Some(f) = frees.get(slot.owner) {
             let _ = f.send(slot);
         }
     };

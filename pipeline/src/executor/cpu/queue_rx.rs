@@ -59,43 +59,58 @@ impl Feed {
 /// each port's layout and why (`event=rx_threads`).
 pub(super) fn plan(spec: &CpuRunSpec, rx: Vec<Box<dyn RxPort>>) -> Vec<Feed> {
     rx.into_iter()
-        .map(|mut p| {
-            let t = std::time::Instant::now();
-            let split = if spec.rx_threads.per_queue {
-                p.split_by_queue(&spec.steering, spec.queues.max(1))
-            } else {
-                Err("queues.rx_threads is `per_port`".to_string())
-            };
-            let split_ms = t.elapsed().as_millis() as u64;
-            let name = p.name().to_string();
-            match split {
-                Ok(qs) => {
-                    tracing::info!(
-                        event = "rx_threads",
-                        port = %name,
-                        threads = "per_queue",
-                        count = qs.len(),
-                        split_ms,
-                        copies = "once per frame (loaded frames -> the queue's burst)",
-                        "port {name}: one receive thread per queue ({}), frames steered once at start ({split_ms} ms) and copied once into their queue's burst (a burst owns its bytes: the stages rewrite them in place)",
-                        qs.len()
-                    );
-                    Feed::Queues(p, qs)
-                }
-                Err(why) => {
-                    tracing::info!(
-                        event = "rx_threads",
-                        port = %name,
-                        threads = "per_port",
-                        copies = "twice per frame (port -> receive burst -> queue burst)",
-                        reason = %why,
-                        "port {name}: one receive thread steers every frame: {why}"
-                    );
-                    Feed::Port(p)
-                }
-            }
-        })
+        .map(
+            |mut p| match split_port(&spec.rx_threads, &spec.steering, spec.queues, p.as_mut()) {
+                Ok(qs) => Feed::Queues(p, qs),
+                Err(_) => Feed::Port(p),
+            },
+        )
         .collect()
+}
+
+/// Splits `p` by queue for one receive thread per queue when `threads` asks for it and the
+/// port can; logs the port's layout and why (`event=rx_threads`, both executors). `Err(why)`:
+/// one thread receives the port.
+pub(crate) fn split_port(
+    threads: &RxThreads,
+    steering: &Arc<crate::steer::Steering>,
+    queues: usize,
+    p: &mut dyn RxPort,
+) -> Result<Vec<Box<dyn QueueRx>>, String> {
+    let t = std::time::Instant::now();
+    let split = if threads.per_queue {
+        p.split_by_queue(steering, queues.max(1))
+    } else {
+        Err("queues.rx_threads is `per_port`".to_string())
+    };
+    let split_ms = t.elapsed().as_millis() as u64;
+    let name = p.name().to_string();
+    match split {
+        Ok(qs) => {
+            tracing::info!(
+                event = "rx_threads",
+                port = %name,
+                threads = "per_queue",
+                count = qs.len(),
+                split_ms,
+                copies = "once per frame (loaded frames -> the queue's burst)",
+                "port {name}: one receive thread per queue ({}), frames steered once at start ({split_ms} ms) and copied once into their queue's burst (a burst owns its bytes: the stages rewrite them in place)",
+                qs.len()
+            );
+            Ok(qs)
+        }
+        Err(why) => {
+            tracing::info!(
+                event = "rx_threads",
+                port = %name,
+                threads = "per_port",
+                copies = "twice per frame (port -> receive burst -> queue burst)",
+                reason = %why,
+                "port {name}: one receive thread steers every frame: {why}"
+            );
+            Err(why)
+        }
+    }
 }
 
 /// Where a receive thread reports.
@@ -121,7 +136,7 @@ pub(super) type PortRings = (
 
 /// Pins the calling receive thread to `cores[k % len]` (no-op without cores); a failure is
 /// logged (`pktwarp validate` checks the cores beforehand).
-fn pin(cores: &[usize], k: usize, thread: &str) {
+pub(crate) fn pin(cores: &[usize], k: usize, thread: &str) {
     if cores.is_empty() {
         return;
     }

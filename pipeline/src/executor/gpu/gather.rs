@@ -141,6 +141,17 @@ pub(crate) unsafe fn copy(
 }
 
 impl super::GpuExecutor {
+    /// `bytes` copied once into pinned host memory mapped into this executor's context (a
+    /// capture replayed by reference: its frames are then gathered into the slots like frames
+    /// in GPU memory, read by the GPU over PCIe, with no per-frame copy on the host).
+    pub fn pinned_copy(&self, bytes: &[u8]) -> Result<super::driver::PinnedBuffer, String> {
+        let b = super::driver::PinnedBuffer::new(&self.ctx, bytes.len())
+            .map_err(|e| format!("pinned host memory of {} bytes: {e}", bytes.len()))?;
+        // SAFETY: just allocated with at least `bytes.len()` bytes; no kernel knows it yet.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), b.host_ptr(), bytes.len()) };
+        Ok(b)
+    }
+
     /// Why queue `queue` cannot take bursts whose frames are in GPU memory
     /// ([`super::GpuExecutor::submit_gpu_frames`]); `None` when it can.
     pub fn gpu_frames_refusal(&self, queue: usize) -> Option<String> {

@@ -258,6 +258,19 @@ impl MultiGpu {
         None
     }
 
+    /// `bytes` copied once into pinned host memory mapped for the queues' GPU, for frames
+    /// handed over by reference (see [`GpuExecutor::pinned_copy`]): the device address of its
+    /// first byte and the buffer. Refused where some queue cannot take frames by address
+    /// ([`MultiGpu::gpu_frames_refusal`]: one GPU for every queue, device rings).
+    pub fn host_frames(&self, bytes: &[u8]) -> Result<(u64, super::driver::PinnedBuffer), String> {
+        let gpu = *self.devices.first().ok_or("no GPU")?;
+        if let Some(why) = self.gpu_frames_refusal(gpu) {
+            return Err(why);
+        }
+        let b = self.execs[0].pinned_copy(bytes)?;
+        Ok((b.dev_ptr(), b))
+    }
+
     /// [`GpuExecutor::submit_gpu_frames`] on queue `q`'s executor.
     ///
     /// # Safety

@@ -8,10 +8,12 @@ mod frame;
 pub mod oran;
 pub mod payload;
 mod pool;
+mod split;
 mod trace;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rand::rngs::StdRng;
@@ -482,7 +484,7 @@ struct Tuple {
     proto: u8,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct FlowGen {
     src: AddrRange,
     dst: AddrRange,
@@ -493,7 +495,8 @@ struct FlowGen {
     /// Cumulative protocol weights: tcp, tcp+udp, total.
     proto_cdf: [f64; 3],
     ipv6_share: f64,
-    fixed: Vec<Tuple>,
+    /// Shared by the queues of a port split by queue.
+    fixed: Arc<Vec<Tuple>>,
 }
 
 impl FlowGen {
@@ -525,13 +528,13 @@ impl FlowGen {
             dports: o.dst_ports,
             proto_cdf: [p.tcp, p.tcp + p.udp, total],
             ipv6_share: o.ipv6_share,
-            fixed: Vec::new(),
+            fixed: Arc::new(Vec::new()),
         };
         if let Some(n) = o.flow_count {
             if n == 0 {
                 return Err("gen.flows.flow_count: must be >= 1".into());
             }
-            g.fixed = (0..n).map(|_| g.draw(rng)).collect();
+            g.fixed = Arc::new((0..n).map(|_| g.draw(rng)).collect());
         }
         Ok(g)
     }
@@ -571,17 +574,17 @@ impl FlowGen {
     }
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 enum Headers {
     Trace {
-        headers: Vec<TraceHeader>,
+        headers: Arc<Vec<TraceHeader>>,
         next: usize,
     },
     Flows(Box<FlowGen>),
 }
 
 /// Weighted frame sizes, sampled by cumulative weight.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Sizes {
     sizes: Vec<u16>,
     cdf: Vec<u64>,
@@ -674,7 +677,7 @@ impl GenRx {
                 port,
                 rng: StdRng::seed_from_u64(opts.seed),
                 headers: Headers::Trace {
-                    headers: Vec::new(),
+                    headers: Arc::new(Vec::new()),
                     next: 0,
                 },
                 sizes: Sizes::new(&opts.size).map_err(cfg)?,
@@ -708,7 +711,10 @@ impl GenRx {
                     count = Some(headers.len() as u64);
                 }
                 (
-                    Headers::Trace { headers, next: 0 },
+                    Headers::Trace {
+                        headers: Arc::new(headers),
+                        next: 0,
+                    },
                     format!("gen:{}", path.display()),
                 )
             }
@@ -817,6 +823,37 @@ impl GenRx {
         (spec, key)
     }
 
+    /// The frame of pool key (`header`, `size_idx`) with identification 0, as
+    /// [`GenRx::next_keyed`] draws it; `None` when `header` is no header of the set.
+    fn spec_of_key(&self, header: usize, size_idx: usize) -> Option<FrameSpec> {
+        let t = match &self.headers {
+            Headers::Trace { headers, .. } => {
+                let h = headers.get(header)?;
+                Tuple {
+                    src: h.src_ip,
+                    dst: h.dst_ip,
+                    sport: h.src_port,
+                    dport: h.dst_port,
+                    proto: h.proto,
+                }
+            }
+            Headers::Flows(g) => *g.fixed.get(header)?,
+        };
+        Some(FrameSpec {
+            src_ip: t.src,
+            dst_ip: t.dst,
+            src_port: t.sport,
+            dst_port: t.dport,
+            proto: t.proto,
+            tcp_flags: self.tcp_flags,
+            vlan: self.vlan,
+            size: *self.sizes.sizes.get(size_idx)?,
+            ip_id: 0,
+            malformed: None,
+            payload: PayloadSel::Zeros,
+        })
+    }
+
     /// Frames produced so far.
     pub fn produced(&self) -> u64 {
         self.produced
@@ -890,9 +927,12 @@ impl RxPort for GenRx {
 
     fn split_by_queue(
         &mut self,
-        _steering: &crate::steer::Steering,
-        _queues: usize,
+        steering: &Arc<crate::steer::Steering>,
+        queues: usize,
     ) -> Result<Vec<Box<dyn crate::port::QueueRx>>, String> {
-        Err("its seeded frame sequence is drawn on one thread".into())
+        Ok(split::split(self, steering, queues)?
+            .into_iter()
+            .map(|q| Box::new(q) as Box<dyn crate::port::QueueRx>)
+            .collect())
     }
 }

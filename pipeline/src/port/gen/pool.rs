@@ -16,9 +16,9 @@ pub const POOL_MAX_ENTRIES: usize = 1 << 20;
 const UNBUILT: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
-struct Entry {
+pub(super) struct Entry {
     offset: usize,
-    len: u32,
+    pub(super) len: u32,
     /// Offset of the IP header in the frame.
     l3: u16,
     v6: bool,
@@ -54,29 +54,57 @@ impl FramePool {
         burst: &mut Burst,
         desc: FrameDesc,
     ) -> bool {
-        let Some(&slot) = self.index.get(key) else {
-            return false;
-        };
-        let e = if slot == UNBUILT {
-            match self.build(key, spec) {
-                Some(e) => e,
-                None => return false,
+        match self.entry(key, spec) {
+            Some(e) => {
+                self.push_entry(e, spec.ip_id, burst, desc, 0);
+                true
             }
+            None => false,
+        }
+    }
+
+    /// The frame of `key` (built from `spec` on first use); `None` when the pool cannot hold
+    /// it.
+    pub(super) fn entry(&mut self, key: usize, spec: &FrameSpec) -> Option<Entry> {
+        let &slot = self.index.get(key)?;
+        if slot == UNBUILT {
+            self.build(key, spec)
         } else {
-            self.entries[slot as usize]
-        };
+            Some(self.entries[slot as usize])
+        }
+    }
+
+    /// The bytes of a built frame (identification 0).
+    pub(super) fn bytes(&self, e: Entry) -> &[u8] {
+        &self.data[e.offset..e.offset + e.len as usize]
+    }
+
+    /// Keys the pool indexes.
+    pub(super) fn keys(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Appends a copy of the built frame `e` with identification `ip_id` to `burst`, `room`
+    /// spare bytes after it.
+    pub(super) fn push_entry(
+        &self,
+        e: Entry,
+        ip_id: u16,
+        burst: &mut Burst,
+        desc: FrameDesc,
+        room: usize,
+    ) {
         let at = burst.data.len();
-        burst
-            .data
-            .extend_from_slice(&self.data[e.offset..e.offset + e.len as usize]);
-        stamp(&mut burst.data[at..], e, spec.ip_id);
-        burst.descs.push(FrameDesc {
-            offset: at as u32,
-            len: e.len,
-            wire_len: e.len,
-            ..desc
-        });
-        true
+        burst.push_with_room(
+            self.bytes(e),
+            FrameDesc {
+                len: e.len,
+                wire_len: e.len,
+                ..desc
+            },
+            room,
+        );
+        stamp(&mut burst.data[at..at + e.len as usize], e, ip_id);
     }
 
     fn build(&mut self, key: usize, spec: &FrameSpec) -> Option<Entry> {

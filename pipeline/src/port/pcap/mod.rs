@@ -319,7 +319,7 @@ impl RxPort for PcapRx {
 
     fn split_by_queue(
         &mut self,
-        steering: &crate::steer::Steering,
+        steering: &std::sync::Arc<crate::steer::Steering>,
         queues: usize,
     ) -> Result<Vec<Box<dyn QueueRx>>, String> {
         if let Some(why) = split::refusal(self) {

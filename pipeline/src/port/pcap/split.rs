@@ -131,6 +131,68 @@ impl Run {
     }
 }
 
+/// What [`PcapQueueRx::step`] found.
+enum Step {
+    /// The next frame of the queue, due at this time (ns after the first frame).
+    Frame(Share, u64),
+    /// A frame the steering drops (counted).
+    Dropped,
+    /// Nothing more now: the end, or the pace holds the next frame.
+    Stop,
+}
+
+impl PcapQueueRx {
+    /// Takes the next frame of the queue if it is due at `now`, counting it into `tally`.
+    fn step(&mut self, now: u64, tally: &mut QueueTally) -> Step {
+        if self.next == self.frames.len() {
+            self.loop_idx += 1;
+            self.next = 0;
+        }
+        if self.done() {
+            return Step::Stop;
+        }
+        let s = self.frames[self.next];
+        let due = self
+            .loop_idx
+            .saturating_mul(self.loop_ns)
+            .saturating_add(s.rel_ns);
+        if !self.pacer.admit(now, s.orig_len, due) {
+            return Step::Stop;
+        }
+        self.next += 1;
+        tally.rx_frames += 1;
+        tally.rx_bytes += u64::from(s.len);
+        if s.dropped {
+            tally.steering_drops += 1;
+            return Step::Dropped;
+        }
+        Step::Frame(s, due)
+    }
+
+    fn desc(&self, s: &Share, due: u64) -> FrameDesc {
+        FrameDesc {
+            len: s.len,
+            wire_len: s.orig_len.max(s.len),
+            port: self.port,
+            queue: self.queue,
+            mark: s.mark,
+            timestamp_ns: self.base_ns.saturating_add(due),
+            ..FrameDesc::default()
+        }
+    }
+
+    /// What a call that pushed `pushed` frames and took `seen` in returns.
+    fn status(&self, pushed: usize, seen: usize) -> RxStatus {
+        if pushed > 0 || seen > 0 {
+            RxStatus::Frames(pushed)
+        } else if self.done() {
+            RxStatus::End
+        } else {
+            RxStatus::Idle
+        }
+    }
+}
+
 impl QueueRx for PcapQueueRx {
     fn rx_queue(
         &mut self,
@@ -147,39 +209,16 @@ impl QueueRx for PcapQueueRx {
         let mut run = Run { start: 0, len: 0 };
         // `seen` bounds the call too: a share of steering drops only must not spin here.
         while pushed < max && seen < max.max(1) * 4 {
-            if self.next == self.frames.len() {
-                self.loop_idx += 1;
-                self.next = 0;
-                run.flush(&self.data, burst);
-            }
-            if self.done() {
-                break;
-            }
-            let s = self.frames[self.next];
-            let due = self
-                .loop_idx
-                .saturating_mul(self.loop_ns)
-                .saturating_add(s.rel_ns);
-            if !self.pacer.admit(now, s.orig_len, due) {
-                break;
-            }
-            self.next += 1;
-            seen += 1;
-            tally.rx_frames += 1;
-            tally.rx_bytes += u64::from(s.len);
-            if s.dropped {
-                tally.steering_drops += 1;
-                continue;
-            }
-            let desc = FrameDesc {
-                len: s.len,
-                wire_len: s.orig_len.max(s.len),
-                port: self.port,
-                queue: self.queue,
-                mark: s.mark,
-                timestamp_ns: self.base_ns.saturating_add(due),
-                ..FrameDesc::default()
+            let (s, due) = match self.step(now, tally) {
+                Step::Stop => break,
+                Step::Dropped => {
+                    seen += 1;
+                    continue;
+                }
+                Step::Frame(s, due) => (s, due),
             };
+            seen += 1;
+            let desc = self.desc(&s, due);
             let bytes = &self.data[s.offset..s.offset + s.len as usize];
             if room > 0 {
                 burst.push_with_room(bytes, desc, room);
@@ -200,14 +239,7 @@ impl QueueRx for PcapQueueRx {
             pushed += 1;
         }
         run.flush(&self.data, burst);
-        if pushed > 0 || seen > 0 {
-            return Ok(RxStatus::Frames(pushed));
-        }
-        Ok(if self.done() {
-            RxStatus::End
-        } else {
-            RxStatus::Idle
-        })
+        Ok(self.status(pushed, seen))
     }
 
     fn name(&self) -> &str {
@@ -216,5 +248,38 @@ impl QueueRx for PcapQueueRx {
 
     fn queue(&self) -> u16 {
         self.queue
+    }
+
+    fn frame_store(&self) -> Option<Arc<Vec<u8>>> {
+        // Offsets past 4 GiB do not fit a descriptor's offset.
+        (self.data.len() <= u32::MAX as usize).then(|| Arc::clone(&self.data))
+    }
+
+    fn rx_refs(
+        &mut self,
+        refs: &mut Vec<FrameDesc>,
+        max: usize,
+        tally: &mut QueueTally,
+    ) -> Result<RxStatus, PortError> {
+        if self.frames.is_empty() || self.done() {
+            return Ok(RxStatus::End);
+        }
+        let now = self.pacer.now_ns();
+        let (mut pushed, mut seen) = (0usize, 0usize);
+        while pushed < max && seen < max.max(1) * 4 {
+            match self.step(now, tally) {
+                Step::Stop => break,
+                Step::Dropped => {}
+                Step::Frame(s, due) => {
+                    refs.push(FrameDesc {
+                        offset: s.offset as u32,
+                        ..self.desc(&s, due)
+                    });
+                    pushed += 1;
+                }
+            }
+            seen += 1;
+        }
+        Ok(self.status(pushed, seen))
     }
 }

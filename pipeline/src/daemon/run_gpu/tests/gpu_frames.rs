@@ -250,7 +250,7 @@ fn frames_in_gpu_memory_the_host_must_read_are_staged_and_still_counted() {
 }
 
 #[test]
-fn ports_in_host_memory_are_not_decided() {
+fn ports_in_host_memory_are_decided_as_host_ports() {
     let yaml = format!(
         "ports:\n{}queues: {{ count: 2, burst: 32, ring_slots: 4 }}\n{INLINE}",
         gen_port("a", 500, 24, "100")
@@ -261,7 +261,9 @@ fn ports_in_host_memory_are_not_decided() {
     let (r, s) = run_host(&p, &dev, &shared, None);
     r.expect("host run");
     assert_eq!(s.rx_frames, 500);
-    assert!(s.gpu_ingest.is_empty());
+    // Copied by its receive thread (no in-place decision for frames in host memory).
+    let paths: Vec<&str> = s.gpu_ingest.iter().map(|g| g.path.as_str()).collect();
+    assert_eq!(paths, [super::gpu_ingest::STAGED]);
     assert_eq!(dev.gathered_frames.load(Ordering::Relaxed), 0);
 }
 

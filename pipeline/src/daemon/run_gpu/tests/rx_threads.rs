@@ -1,0 +1,197 @@
+//! Receive threads on the GPU host side: a port split by queue (`pcap`, `gen` with a fixed set
+//! of distinct frames) is received by one thread per queue, which gives each queue the
+//! frames, counts and TX order that one thread steering the whole port gives it, on either
+//! executor.
+
+use super::*;
+
+fn with_threads(yaml: &str, mode: &str) -> String {
+    yaml.replace("rx_threads: MODE", &format!("rx_threads: {mode}"))
+}
+
+/// Runs `yaml` (its queues' `rx_threads: MODE`) per port and per queue on the CPU executor and
+/// on the GPU host side: the same counts and, per queue, the same TX order everywhere; the
+/// receive threads are one per port or one per queue.
+fn same_everywhere(yaml: &str, queues: usize) {
+    let pp = prepared(&with_threads(yaml, "per_port"));
+    let pq = prepared(&with_threads(yaml, "per_queue"));
+    let reference = run_cpu_ref(&pp, true);
+    assert_eq!(reference.s.receive_threads, 1);
+    let want = by_queue(&pp, &reference.tx);
+    assert!(want.iter().all(|q| !q.is_empty()), "every queue transmits");
+    let runs = [
+        ("cpu per_queue", run_cpu_ref(&pq, true), queues),
+        ("gpu per_port", run_fake(&pp, 2, 1, true), 1),
+        ("gpu per_queue", run_fake(&pq, 2, 1, true), queues),
+    ];
+    for (what, r, threads) in &runs {
+        assert_eq!(r.s.receive_threads, *threads, "{what}: receive threads");
+        assert_same_counts(&r.s, &reference.s, what);
+        let got = by_queue(&pp, &r.tx);
+        for q in 0..queues {
+            assert_same_frames(&got[q], &want[q], &format!("{what}: queue {q} TX order"));
+        }
+    }
+}
+
+#[test]
+fn pcap_per_queue_threads_count_and_send_as_one_per_port() {
+    let input = crate::testdata::multi_proto_pcap();
+    let yaml = format!(
+        "ports:\n  - name: in\n    pcap: {{ rx: {{ path: {}, loops: 4 }} }}\n\
+         queues: {{ count: 3, burst: 8, ring_slots: 4, rx_threads: MODE }}\n{INLINE}",
+        input.display()
+    );
+    same_everywhere(&yaml, 3);
+}
+
+/// A generator whose distinct frames are pooled (a fixed flow set), with malformed frames
+/// (built per frame) among them.
+const GEN_POOLED: &str =
+    "  - name: g\n    gen: { count: 5000, seed: 5, size: imix, malformed_ratio: 0.03, \
+    flows: { flow_count: 300, ipv6_share: 0.2 } }\n";
+
+#[test]
+fn gen_per_queue_threads_count_and_send_as_one_per_port() {
+    let yaml = format!(
+        "ports:\n{GEN_POOLED}queues: {{ count: 3, burst: 16, ring_slots: 4, rx_threads: MODE }}\n{INLINE}"
+    );
+    same_everywhere(&yaml, 3);
+}
+
+#[test]
+fn a_queue_thread_moves_what_overflows_a_slot_to_the_next_and_drops_what_never_fits() {
+    let yaml = format!(
+        "ports:\n{GEN_POOLED}queues: {{ count: 2, burst: 16, rx_threads: MODE }}\n{INLINE}"
+    );
+    let run = |mode: &str| {
+        let p = prepared(&with_threads(&yaml, mode));
+        let mut dev = CpuStandIn::new(&p, 8, 0);
+        // A few small frames a slot: a receive call overflows it often; 576 and 1514 B
+        // frames never fit.
+        dev.slot_cap = 700;
+        let shared = cpu::CpuShared::new(&p.cpu_spec());
+        let (r, s) = run_host(&p, &dev, &shared, None);
+        r.expect("host run");
+        s
+    };
+    let (one, each) = (run("per_port"), run("per_queue"));
+    assert_eq!((one.receive_threads, each.receive_threads), (1, 2));
+    let too_long = |s: &Summary| {
+        s.drops
+            .iter()
+            .find(|(n, _)| n == "too_long")
+            .map_or(0, |d| d.1)
+    };
+    assert!(too_long(&each) > 0, "{:?}", each.drops);
+    assert_same_counts(&each, &one, "slot overflow");
+    let handled: u64 = each
+        .queues
+        .iter()
+        .map(|q| q.passed + q.mirrored + q.to_host)
+        .sum();
+    let dropped: u64 = each.drops.iter().map(|(_, n)| n).sum();
+    assert_eq!(handled + dropped, 5000);
+}
+
+/// A capture replayed 4 times over 3 queues, with an output port or not.
+fn pcap_yaml(mode: &str, output: bool) -> String {
+    let input = crate::testdata::multi_proto_pcap();
+    let out = if output {
+        "  - name: out\n    pcap: { tx: { path: /dev/null } }\noutput: { port: out }\n"
+    } else {
+        ""
+    };
+    format!(
+        "ports:\n  - name: in\n    pcap: {{ rx: {{ path: {}, loops: 4 }} }}\n{out}\
+         queues: {{ count: 3, burst: 8, ring_slots: 4, rx_threads: {mode} }}\n{INLINE}",
+        input.display()
+    )
+}
+
+/// The GPU host side on `yaml` over a stand-in that reads host memory (`reads_host`): its
+/// summary, the frames it gathered by address and the bytes it was given to hold.
+fn host_run(yaml: &str, reads_host: bool) -> (Summary, u64, u64) {
+    let p = prepared(yaml);
+    let mut dev = CpuStandIn::new(&p, 4, 1);
+    dev.reads_host = reads_host;
+    let shared = cpu::CpuShared::new(&p.cpu_spec());
+    // The config's output port, played by a recorder.
+    let rec = p.cfg.output.is_some().then(|| Recorder {
+        frames: Arc::default(),
+        times: Arc::default(),
+        fail: false,
+    });
+    let (r, s) = run_host(&p, &dev, &shared, rec);
+    r.expect("host run");
+    (
+        s,
+        dev.gathered_frames.load(Ordering::Relaxed),
+        dev.host_copied.load(Ordering::Relaxed),
+    )
+}
+
+fn path_of(s: &Summary) -> (String, String) {
+    assert_eq!(s.gpu_ingest.len(), 1, "{:?}", s.gpu_ingest);
+    let g = &s.gpu_ingest[0];
+    (g.path.clone(), g.reason.clone())
+}
+
+#[test]
+fn a_split_capture_goes_by_reference_and_counts_as_the_copying_path() {
+    let yaml = pcap_yaml("per_queue", false);
+    let reference = run_cpu_ref(&prepared(&yaml), false);
+    let (s, gathered, held) = host_run(&yaml, true);
+    assert_eq!(
+        path_of(&s).0,
+        gpu_ingest::BY_REFERENCE,
+        "{:?}",
+        s.gpu_ingest
+    );
+    assert_same_counts(&s, &reference.s, "by reference");
+    assert_eq!(s.receive_threads, 3);
+    // Every frame reached its slot by address, none through a host copy; the capture was
+    // copied into "pinned" memory once (not once a lap).
+    assert_eq!(gathered, s.rx_frames);
+    let capture = std::fs::metadata(crate::testdata::multi_proto_pcap())
+        .unwrap()
+        .len();
+    assert!(
+        held > 0 && held < capture,
+        "{held} of a {capture}-byte file"
+    );
+    // The same run copying (the device reads no host memory): the same counts, nothing
+    // gathered, and the reason named.
+    let (c, gathered, _) = host_run(&yaml, false);
+    let (path, why) = path_of(&c);
+    assert_eq!(path, gpu_ingest::STAGED);
+    assert!(why.contains("told not to read host memory"), "{why}");
+    assert!(why.contains("each queue's receive thread copies"), "{why}");
+    assert_eq!(gathered, 0);
+    assert_same_counts(&c, &s, "copying");
+}
+
+#[test]
+fn each_copying_port_names_why() {
+    // An output port: the TX thread sends from the slot bursts' host bytes.
+    let (s, gathered, _) = host_run(&pcap_yaml("per_queue", true), true);
+    let (path, why) = path_of(&s);
+    assert_eq!(path, gpu_ingest::STAGED);
+    assert!(why.contains("transmits"), "{why}");
+    assert_eq!(gathered, 0);
+    // One receive thread for the port.
+    let (s, _, _) = host_run(&pcap_yaml("per_port", false), true);
+    let why = path_of(&s).1;
+    assert!(
+        why.contains("one receive thread steers") && why.contains("per_port"),
+        "{why}"
+    );
+    // A generator builds its frames per burst: nothing loaded to refer to.
+    let yaml = format!(
+        "ports:\n{GEN_POOLED}queues: {{ count: 2, burst: 16, rx_threads: per_queue }}\n{INLINE}"
+    );
+    let (s, gathered, _) = host_run(&yaml, true);
+    let why = path_of(&s).1;
+    assert!(why.contains("no loaded frames"), "{why}");
+    assert_eq!((s.rx_frames, gathered), (5000, 0));
+}
