@@ -24,11 +24,11 @@ PW_STATIC_ASSERT(sizeof(pw_ct_params) == 176, "pw_ct_params size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_ct_params, table) == 24, "pw_ct_params.table");
 PW_STATIC_ASSERT(sizeof(pw_flow_counters) == 48, "pw_flow_counters size");
 
-/* One frame through its queue's table, in flow order; returns its connection state. Called,
- * not inlined (PW_DEVICE_CALL): the flow table's code inlined into the persistent kernel pushed it
- * past 255 registers (spills). */
-PW_DEVICE_CALL uint8_t pw_ct_frame(const pw_ct_params *p, const pw_frame *f, const pw_packet_meta *meta,
-                                   pw_flow_counters *fc) {
+/* One frame through its queue's table, in flow order; stores its connection state and direction
+ * in `meta`. Called, not inlined (PW_DEVICE_CALL): the flow table's code inlined into the
+ * persistent kernel pushed it past 255 registers (spills). */
+PW_DEVICE_CALL void pw_ct_frame(const pw_ct_params *p, const pw_frame *f, pw_packet_meta *meta,
+                                pw_flow_counters *fc) {
     pw_flow_pkt pk;
     pw_flow_table t;
     const bool have = p != 0 && p->state != 0ull && f->queue < p->queues;
@@ -40,15 +40,15 @@ PW_DEVICE_CALL uint8_t pw_ct_frame(const pw_ct_params *p, const pw_frame *f, con
     const uint32_t key = have && !pk.none ? pk.bucket : PW_ORDER_NONE;
     pw_order_publish(key);
     pw_order_wait(key);
-    uint8_t ct = (uint8_t)PW_CT_UNTRACKED;
     if (have) {
-        ct = pw_flow_apply_pkt(&t, fc, &pk, f->timestamp_ns).ct_state;
+        pw_flow_meta_store(meta, pw_flow_apply_pkt(&t, fc, &pk, f->timestamp_ns));
     } else {
         /* No table for this queue (the executor sizes it for every queue: not reached). */
+        meta->ct_state = (uint8_t)PW_CT_UNTRACKED;
+        meta->ct_dir = 0;
         PW_FLOW_ADD(&fc->untracked, 1u);
     }
     pw_order_done();
-    return ct;
 }
 
 /* Stage `conntrack`. */
@@ -56,7 +56,7 @@ PW_DEVICE void pw_stage_conntrack(const pw_frame *f, pw_packet_meta *meta, pw_ve
                                   pw_stage_counters *c) {
     (void)v;
     /* The table's counters are the stage's v[1..6], in pw_flow_counters' order. */
-    meta->ct_state = pw_ct_frame((const pw_ct_params *)params, f, meta, (pw_flow_counters *)&c->v[1]);
+    pw_ct_frame((const pw_ct_params *)params, f, meta, (pw_flow_counters *)&c->v[1]);
 }
 
 #endif /* PKTWARP_CONNTRACK_STAGE_CUH */

@@ -632,4 +632,11 @@ PW_DEVICE void pw_flow_burst_apply(const pw_flow_table *t, pw_flow_counters *c, 
     }
 }
 
+/* table::FlowResult::store: the result's bytes in the frame's metadata; ct_dir 1 from the
+ * flow's originator, 2 reply, 0 when the frame was not tracked. */
+PW_DEVICE void pw_flow_meta_store(pw_packet_meta *m, pw_flow_result r) {
+    m->ct_state = r.ct_state;
+    m->ct_dir = r.outcome == PW_FLOW_TRACKED ? (uint8_t)(r.dir + 1u) : (uint8_t)0u;
+}
+
 #endif /* PKTWARP_FLOW_CUH */

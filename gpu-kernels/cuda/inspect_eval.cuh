@@ -22,7 +22,7 @@
 #include "pktwarp_abi.h"
 
 #define PW_INSP_MAGIC 0x45495750u /* "PWIE" little-endian */
-#define PW_INSP_VERSION 1u
+#define PW_INSP_VERSION 2u
 #define PW_INSP_BUFFERS 28u         /* rules::BUFFER_COUNT; buffer 0 is the L4 payload */
 #define PW_INSP_MAX_OPS 64u         /* eval::program::MAX_OPS */
 #define PW_INSP_SEARCH_LIMIT 3000u  /* eval::SEARCH_LIMIT */
@@ -59,6 +59,14 @@
 #define PW_INSP_ACT_PASS 2u
 #define PW_INSP_ACT_REJECT 3u
 
+/* eval::program::FL_* (pw_insp_rule.flow) and the ct states the flow test reads */
+#define PW_INSP_FL_TO_SERVER 1u
+#define PW_INSP_FL_TO_CLIENT 2u
+#define PW_INSP_FL_ESTABLISHED 4u
+#define PW_INSP_FL_NOT_ESTABLISHED 8u
+#define PW_INSP_CT_ESTABLISHED 2u
+#define PW_INSP_CT_CLOSING 5u
+
 #define PW_INSP_PROTO_IP 0u
 #define PW_INSP_PROTO_ICMP 1u
 #define PW_INSP_PROTO_TCP 6u
@@ -88,8 +96,10 @@ typedef struct pw_insp_rule {
     uint32_t src[2], dst[2], sport[2], dport[2], ops[2];
     pw_insp_range dsize, itype, icode;
     uint8_t has_flags, tcp_flags, flag_mode, flag_ignore;
+    uint8_t flow, state, pad[2]; /* flow: PW_INSP_FL_* bits; state: never set in an image */
 } pw_insp_rule;
-PW_STATIC_ASSERT(sizeof(pw_insp_rule) == 92, "pw_insp_rule size");
+PW_STATIC_ASSERT(sizeof(pw_insp_rule) == 96, "pw_insp_rule size");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_insp_rule, flow) == 92, "pw_insp_rule.flow");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_insp_rule, ops) == 44, "pw_insp_rule.ops");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_insp_rule, has_flags) == 88, "pw_insp_rule.has_flags");
 
@@ -116,7 +126,7 @@ typedef struct pw_insp_frame {
     uint32_t data_off;
     uint16_t src_port, dst_port;
     uint8_t ip_proto, tcp_flags, icmp_type, icmp_code;
-    uint8_t has_http, pad[3];
+    uint8_t has_http, ct_state, ct_dir, pad; /* ct_*: pw_packet_meta's, 0 without conntrack */
     uint32_t buf_off[PW_INSP_BUFFERS];
     uint32_t buf_len[PW_INSP_BUFFERS];
 } pw_insp_frame;
@@ -210,8 +220,19 @@ PW_DEVICE int pw_insp_header_matches(const pw_insp_prog *p, const pw_insp_rule *
            (r->both_ways && pw_insp_one_way(p, r, has_ports, f->dst, f->dst_port, f->src, f->src_port));
 }
 
-/* dsize, itype / icode, flags (eval::frame_tests). */
+/* eval::program::flow_ok: every flow option given holds; ct_dir 0 untracked, 1 originator, 2 reply;
+ * established = both sides seen (ct established or closing). */
+PW_DEVICE int pw_insp_flow_ok(uint32_t flow, uint32_t ct_state, uint32_t ct_dir) {
+    if ((flow & PW_INSP_FL_TO_SERVER) && ct_dir != 1u) return 0;
+    if ((flow & PW_INSP_FL_TO_CLIENT) && ct_dir != 2u) return 0;
+    int est = ct_dir != 0u && (ct_state == PW_INSP_CT_ESTABLISHED || ct_state == PW_INSP_CT_CLOSING);
+    if ((flow & PW_INSP_FL_ESTABLISHED) && !est) return 0;
+    return !((flow & PW_INSP_FL_NOT_ESTABLISHED) && est);
+}
+
+/* flow, dsize, itype / icode, flags (eval::frame_tests). */
 PW_DEVICE int pw_insp_frame_tests(const pw_insp_rule *r, const pw_insp_frame *f) {
+    if (r->flow && !pw_insp_flow_ok(r->flow, f->ct_state, f->ct_dir)) return 0;
     uint32_t plen = f->buf_len[0] == PW_INSP_ABSENT ? 0 : f->buf_len[0];
     if (r->dsize.mode && !pw_insp_range_test(r->dsize.mode, r->dsize.a, r->dsize.b, plen)) return 0;
     if ((r->itype.mode || r->icode.mode) &&

@@ -170,7 +170,8 @@ typedef struct pw_packet_meta {
     uint16_t inner_tcp_flags; /* 134 */
     uint8_t ecpri_revision;   /* 136 */
     uint8_t ct_state;         /* 137 conntrack state (0 untracked / none, 1 new, 2 established, 3 related, 4 invalid, 5 closing, 6 closed); parse leaves 0 */
-    uint16_t reserved1;       /* 138 */
+    uint8_t ct_dir;           /* 138 the frame's direction (0 untracked / none, 1 from the flow's originator, 2 reply); set by conntrack with ct_state */
+    uint8_t reserved1;        /* 139 */
     uint32_t steer_mark;      /* 140 the steering rule's mark (pw_frame.mark; 0 = none), set by `parse` */
 } pw_packet_meta;
 
@@ -180,6 +181,7 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, tunnel_type) == 80, "pw_packet_meta
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, inner_dst_ip) == 112, "pw_packet_meta.inner_dst_ip");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, ecpri_revision) == 136, "pw_packet_meta.ecpri_revision");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, ct_state) == 137, "pw_packet_meta.ct_state");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, ct_dir) == 138, "pw_packet_meta.ct_dir");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_packet_meta, steer_mark) == 140, "pw_packet_meta.steer_mark");
 
 /* PW_MF_* flags and enum pw_parse_status / pw_tunnel_type values: defined by the parse owner below. */

@@ -19,6 +19,12 @@ extern "C" uint32_t pw_host_flow_burst(const pw_flow_table *t, pw_flow_counters 
     return 0;
 }
 
+// pw_flow_meta_store on n results into n metadata records.
+extern "C" uint32_t pw_host_flow_meta_store(const pw_flow_result *r, uint32_t n, pw_packet_meta *metas) {
+    for (uint32_t i = 0; i < n; i++) pw_flow_meta_store(&metas[i], r[i]);
+    return n;
+}
+
 extern "C" uint32_t pw_host_flow_hash(const pw_flow_key *k, uint32_t seed) { return pw_flow_hash(k, seed); }
 
 extern "C" uint32_t pw_host_flow_tcp_table(uint8_t *out120) {

@@ -35,6 +35,8 @@ pub mod ffi {
             out: *mut u8,
             nthreads: u32,
         ) -> u32;
+        /// pw_flow_meta_store on `n` pw_flow_result records into `n` PacketMeta records.
+        pub fn pw_host_flow_meta_store(results: *const u8, n: u32, metas: *mut u8) -> u32;
         pub fn pw_host_flow_hash(key: *const u8, seed: u32) -> u32;
         pub fn pw_host_flow_tcp_table(out120: *mut u8) -> u32;
         /// sizeof pw_flow_entry, pw_flow_table, pw_flow_counters, pw_flow_result.

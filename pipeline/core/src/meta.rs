@@ -55,7 +55,12 @@ pub struct PacketMeta {
     /// closing, 6 closed), for the ACL's `ct:` match (`pw_packet_meta.ct_state`). `parse`
     /// leaves it 0.
     pub ct_state: u8,
-    pub reserved1: u16,
+    /// The frame's direction in its connection, set by the `conntrack` stage with `ct_state`
+    /// (`pw_packet_meta.ct_dir`): 0 untracked (or no `conntrack` stage), 1 from the flow's
+    /// originator (the side whose frame created the entry: Suricata's `to_server` for TCP), 2
+    /// from the other side (a reply). `parse` leaves it 0.
+    pub ct_dir: u8,
+    pub reserved1: u8,
     /// The steering rule's mark ([`crate::burst::FrameDesc::mark`], 0 = none), set by `parse`
     /// for the stages after it (`pw_packet_meta.steer_mark`).
     pub steer_mark: u32,
@@ -404,6 +409,8 @@ mod tests {
         assert_eq!(offset_of!(PacketMeta, inner_tcp_flags), 134);
         assert_eq!(offset_of!(PacketMeta, ecpri_revision), 136);
         assert_eq!(offset_of!(PacketMeta, ct_state), 137);
+        assert_eq!(offset_of!(PacketMeta, ct_dir), 138);
+        assert_eq!(offset_of!(PacketMeta, reserved1), 139);
         assert_eq!(offset_of!(PacketMeta, steer_mark), 140);
     }
 }

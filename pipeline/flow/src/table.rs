@@ -129,6 +129,23 @@ pub struct FlowResult {
 }
 
 impl FlowResult {
+    /// The frame's direction as the metadata carries it (`PacketMeta::ct_dir`): 1 from the
+    /// flow's originator, 2 from the other side, 0 when the table did not track the frame.
+    pub const fn ct_dir(&self) -> u8 {
+        if self.outcome == outcome::TRACKED {
+            self.dir + 1
+        } else {
+            0
+        }
+    }
+
+    /// Writes the result into the frame's metadata (`ct_state`, `ct_dir`), as flow.cuh's
+    /// `pw_flow_meta_store` does.
+    pub fn store(&self, m: &mut PacketMeta) {
+        m.ct_state = self.ct_state;
+        m.ct_dir = self.ct_dir();
+    }
+
     const fn of(ct_state: u8, dir: u8, outcome: u8) -> Self {
         FlowResult {
             ct_state,

@@ -65,6 +65,24 @@ fn differential(
                 i + n
             );
         }
+        // The metadata bytes the conntrack stage writes: ct_state and ct_dir, Rust == CUDA.
+        let cuda_metas = cuda_meta_store(&out, &metas[i..i + n]);
+        for k in 0..n {
+            let mut m = metas[i + k];
+            out[k].store(&mut m);
+            assert_eq!(
+                cuda_metas[k],
+                m,
+                "frame {}: metadata after the store",
+                i + k
+            );
+            let want_dir = if out[k].outcome == outcome::TRACKED {
+                1 + out[k].dir
+            } else {
+                0
+            };
+            assert_eq!(m.ct_dir, want_dir, "frame {}: ct_dir", i + k);
+        }
         all.extend(out);
         i += n;
     }

@@ -133,6 +133,8 @@ impl RuleSet {
         let opts = LoadOptions {
             vars: variables(&cfg.vars)?,
             strict: cfg.strict,
+            // The stage does not yet say whether a conntrack stage runs before it.
+            flow_table: false,
         };
         if cfg.rules.is_empty() {
             return Err(SetError::config(

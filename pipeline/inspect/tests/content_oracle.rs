@@ -168,6 +168,8 @@ fn content_chains_agree_with_the_python_re_oracle() {
                 tcp_flags: 0,
                 icmp_type: 0,
                 icmp_code: 0,
+                ct_state: 0,
+                ct_dir: 0,
                 payload: p,
                 http: None,
             };

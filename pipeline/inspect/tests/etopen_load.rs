@@ -56,6 +56,8 @@ fn etopen_2019_loads_or_skips_every_rule() {
             tcp_flags: 0x18,
             icmp_type: 0,
             icmp_code: 0,
+            ct_state: 0,
+            ct_dir: 0,
             payload,
             http: head.as_ref().filter(|_| payload.len() == req.len()),
         };
@@ -143,4 +145,91 @@ fn etopen_2019_loaded_rules_use_only_evaluated_keywords() {
             assert!(f.stateless || f.no_stream);
         }
     }
+}
+
+/// With a flow table (a pipeline with `conntrack`), the flow keywords load: at least 40% of
+/// the set, every skip with its reason, and every loaded rule compiles; the stateful ones go
+/// to the CPU state, the rest make a GPU image.
+#[test]
+fn etopen_2019_with_the_flow_table() {
+    let Some(dir) = flow_rules::input::require_corpus("ids/etopen-2019") else {
+        return;
+    };
+    let opts = LoadOptions {
+        flow_table: true,
+        ..LoadOptions::default()
+    };
+    let rep = load_dir(&dir, &opts).expect("lenient load");
+    println!("{rep}");
+    assert_eq!(rep.total(), 10_350);
+    // 441 without the flow table + the 3,715 that needed only it.
+    assert_eq!(rep.loaded.len(), 4156);
+    assert!(rep.coverage_percent() >= 40.0, "{}", rep.coverage_percent());
+    assert_eq!(rep.need_only_flow_table(), 0);
+    for s in &rep.skipped {
+        assert!(!s.reason.is_empty(), "{}:{}", s.file, s.line);
+        assert!(
+            !s.blockers
+                .iter()
+                .any(|b| matches!(b, Blocker::FlowTable(_))),
+            "{}:{}: {:?}",
+            s.file,
+            s.line,
+            s.blockers
+        );
+    }
+    let reasons = rep.by_reason();
+    println!("{reasons:#?}");
+    assert_eq!(reasons.get("pcre"), Some(&5521));
+    assert_eq!(
+        reasons.get("needs stream reassembly (flow:only_stream)"),
+        Some(&2)
+    );
+    let rules: Vec<_> = rep.loaded.iter().map(|l| &l.rule).collect();
+    let stateful = rules.iter().filter(|r| r.needs_cpu_state()).count();
+    let with_flow = rules
+        .iter()
+        .filter(|r| r.flow.is_some_and(|f| f.needs_flow_table()))
+        .count();
+    println!("{stateful} loaded rules keep CPU state, {with_flow} test flow direction / state");
+    assert_eq!((stateful, with_flow), (744, 3629));
+    let mut cpu = Program::new();
+    let mut gpu = Program::new();
+    for r in &rules {
+        cpu.add(r).expect("compiles");
+        if !r.needs_cpu_state() {
+            gpu.add(r).expect("compiles");
+        }
+    }
+    assert!(gpu.image().is_ok());
+    let mut state = pktwarp_inspect::eval::state::Stateful::new(
+        &rules,
+        pktwarp_inspect::eval::state::StateConfig::default(),
+    );
+    // Every loaded rule evaluates, with its state, on an HTTP request of an established flow
+    // in both directions (no panic; the state grows only for rules that set flowbits).
+    let req = b"GET /index.php?id=1 HTTP/1.1\r\nHost: a.example\r\nUser-Agent: x\r\n\r\n";
+    let mut c = Counters::default();
+    let head = eval::http_of(6, req, &mut c);
+    let mut fired = 0;
+    for (t, dir) in [(1u64, 1u8), (2, 2), (3, 1)] {
+        let f = Frame {
+            ip_proto: 6,
+            src: "10.0.0.1".parse().unwrap(),
+            dst: "8.8.8.8".parse().unwrap(),
+            src_port: 40000,
+            dst_port: 80,
+            tcp_flags: 0x18,
+            icmp_type: 0,
+            icmp_code: 0,
+            ct_state: 2,
+            ct_dir: dir,
+            payload: req,
+            http: head.as_ref(),
+        };
+        let m = eval::matching(&cpu, &f);
+        fired += state.apply(&f, t * 1_000_000_000, &m).len();
+    }
+    assert!(fired > 0);
+    assert!(state.flows() <= 1);
 }

@@ -137,12 +137,15 @@ fn record_layout_equals_the_c_one() {
         offset_of!(RuleHead, ops),
         offset_of!(RuleHead, dsize),
         offset_of!(RuleHead, has_flags),
+        offset_of!(RuleHead, flow),
         size_of::<AddrRange>(),
         size_of::<PortRange>(),
         size_of::<FrameRec>(),
         offset_of!(FrameRec, data_off),
         offset_of!(FrameRec, ip_proto),
         offset_of!(FrameRec, has_http),
+        offset_of!(FrameRec, ct_state),
+        offset_of!(FrameRec, ct_dir),
         offset_of!(FrameRec, buf_off),
         offset_of!(FrameRec, buf_len),
         size_of::<Verdict>(),
@@ -281,6 +284,35 @@ fn range(r: &mut Rng) -> String {
     }
 }
 
+/// `flow:` options as rules write them.
+const FLOWS: &[&str] = &[
+    "to_server",
+    "to_client",
+    "from_client",
+    "from_server",
+    "established",
+    "not_established",
+    "established,to_server",
+    "to_client,established",
+    "not_established,to_server",
+    "stateless",
+    "no_stream,to_client",
+];
+
+/// (ct_state, ct_dir) as the conntrack stage writes them: untracked, new and established from
+/// the originator, established / closing / new / related / closed replies, invalid.
+const CTS: &[(u8, u8)] = &[
+    (0, 0),
+    (1, 1),
+    (2, 1),
+    (2, 2),
+    (5, 2),
+    (1, 2),
+    (3, 1),
+    (6, 2),
+    (4, 0),
+];
+
 fn gen_rule(r: &mut Rng, sid: u32) -> String {
     let action = r.pick(&["alert", "drop", "pass", "reject"]);
     let proto = r.pick(&["tcp", "tcp", "tcp", "udp", "ip", "icmp", "http"]);
@@ -309,6 +341,9 @@ fn gen_rule(r: &mut Rng, sid: u32) -> String {
     }
     if r.chance(5) {
         o.push_str(&format!("itype:{}; ", range(r)));
+    }
+    if r.chance(10) {
+        o.push_str(&format!("flow:{}; ", r.pick(FLOWS)));
     }
     let (sa, sp, da, dp) = (addr(r), port(r), addr(r), port(r));
     format!("{action} {proto} {sa} {sp} {dir} {da} {dp} ({o}sid:{sid};)")
@@ -347,6 +382,7 @@ struct Owned {
     flags: u8,
     addrs: (&'static str, &'static str),
     icmp: (u8, u8),
+    ct: (u8, u8),
 }
 
 fn gen_frame(r: &mut Rng) -> Owned {
@@ -367,6 +403,7 @@ fn gen_frame(r: &mut Rng) -> Owned {
         flags: *r.pick(&[0x02u8, 0x12, 0x18, 0x10, 0, 0xc2]),
         addrs: (addr(r), addr(r)),
         icmp: (r.below(10) as u8, r.below(2) as u8),
+        ct: *r.pick(CTS),
     }
 }
 
@@ -380,6 +417,8 @@ fn frame(o: &Owned) -> Frame<'_> {
         tcp_flags: o.flags,
         icmp_type: o.icmp.0,
         icmp_code: o.icmp.1,
+        ct_state: o.ct.0,
+        ct_dir: o.ct.1,
         payload: &o.payload,
         http: o.http.as_ref(),
     }
@@ -399,7 +438,7 @@ fn generated_rules_and_frames_agree() {
             let Ok(rule) = parse_rule(&t, &Variables::default()) else {
                 continue;
             };
-            if rule.blockers().is_empty() && p.add(&rule).is_ok() {
+            if rule.blockers_with(true).is_empty() && p.add(&rule).is_ok() {
                 texts.push(t);
             }
         }
@@ -470,6 +509,7 @@ fn hostile_payloads_hit_the_search_limit_the_same_and_fast() {
             flags: 0x18,
             addrs: ("10.0.0.1", "10.0.0.2"),
             icmp: (0, 0),
+            ct: (0, 0),
         })
         .collect();
     let frames: Vec<Frame> = owned.iter().map(frame).collect();
@@ -747,6 +787,7 @@ fn keyword_edges_agree() {
             flags: 0,
             addrs: ("10.0.0.1", "10.0.0.2"),
             icmp: (0, 0),
+            ct: (0, 0),
         })
         .collect();
     let frames: Vec<Frame> = owned.iter().map(frame).collect();
@@ -763,4 +804,50 @@ fn keyword_edges_agree() {
         hits > evals / 5 && hits < evals * 4 / 5,
         "{hits} of {evals}"
     );
+}
+
+/// Every `flow:` option set on every connection state and direction: Rust == CUDA, and each
+/// option both matches and fails somewhere.
+#[test]
+fn flow_keyword_agrees_on_every_state() {
+    let mut p = Program::new();
+    let mut texts = Vec::new();
+    for (i, f) in FLOWS.iter().enumerate() {
+        let t = format!("alert tcp any any -> any any (flow:{f}; sid:{};)", i + 1);
+        let rule = parse_rule(&t, &Variables::default()).unwrap();
+        assert!(rule.blockers_with(true).is_empty(), "{t}");
+        p.add(&rule).unwrap();
+        texts.push(t);
+    }
+    let owned: Vec<Owned> = CTS
+        .iter()
+        .map(|&ct| Owned {
+            payload: b"x".to_vec(),
+            http: None,
+            proto: 6,
+            ports: (40000, 80),
+            flags: 0x18,
+            addrs: ("10.0.0.1", "10.0.0.2"),
+            icmp: (0, 0),
+            ct,
+        })
+        .collect();
+    let frames: Vec<Frame> = owned.iter().map(frame).collect();
+    let all: Vec<u32> = (0..p.rules.len() as u32).collect();
+    let cands = vec![all; frames.len()];
+    let label = |c: u32| texts.get(c as usize).cloned().unwrap_or_default();
+    let hits = same(&imaged(&p), &frames, &cands, &label);
+    for (i, t) in texts.iter().enumerate() {
+        let n = frames
+            .iter()
+            .filter(|f| eval::rule_matches(&p, i, f))
+            .count();
+        let always = t.contains("stateless");
+        assert!(
+            n > 0 && (always || n < frames.len()),
+            "{t}: {n} of {}",
+            frames.len()
+        );
+    }
+    assert!(hits > 0);
 }

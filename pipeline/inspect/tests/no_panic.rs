@@ -55,6 +55,8 @@ fn frame<'a>(payload: &'a [u8], head: Option<&'a http::HttpHead>) -> Frame<'a> {
         tcp_flags: 0x02,
         icmp_type: 0,
         icmp_code: 0,
+        ct_state: 0,
+        ct_dir: 0,
         payload,
         http: head,
     }

@@ -125,9 +125,10 @@ impl ConntrackStage {
     pub fn apply(&self, desc: &FrameDesc, frame: &[u8], meta: &mut PacketMeta) {
         let Some(t) = self.tables.table(desc.queue) else {
             meta.ct_state = pktwarp_flow::ct::UNTRACKED;
+            meta.ct_dir = 0;
             return;
         };
-        meta.ct_state = lock(t).apply(meta, frame, desc.timestamp_ns).ct_state;
+        lock(t).apply(meta, frame, desc.timestamp_ns).store(meta);
     }
 
     /// Adds growth of the GPU tables' counters (in [`COUNTER_NAMES`] order).
@@ -205,6 +206,10 @@ mod tests {
     }
 
     fn run(s: &ConntrackStage, queue: u16, f: &(Vec<u8>, PacketMeta)) -> u8 {
+        run_meta(s, queue, f).ct_state
+    }
+
+    fn run_meta(s: &ConntrackStage, queue: u16, f: &(Vec<u8>, PacketMeta)) -> PacketMeta {
         let d = FrameDesc {
             queue,
             len: f.0.len() as u32,
@@ -213,7 +218,7 @@ mod tests {
         };
         let mut m = f.1;
         s.apply(&d, &f.0, &mut m);
-        m.ct_state
+        m
     }
 
     #[test]
@@ -232,6 +237,19 @@ mod tests {
         let c = s.counters();
         assert_eq!(c[0], ("created", 1));
         assert_eq!(c[5], ("invalid", 1));
+    }
+
+    #[test]
+    fn direction_goes_into_the_metadata() {
+        let s = stage(64);
+        let (c, srv) = (([10, 0, 0, 1], 40000), ([192, 0, 2, 1], 80));
+        let (syn, synack, ack) = (tcp(c, srv, 0x02), tcp(srv, c, 0x12), tcp(c, srv, 0x10));
+        // 1 from the SYN's side (the originator), 2 the reply; 0 when not tracked (queue 1
+        // has no flow for a SYN+ACK).
+        let dirs = [&syn, &synack, &ack].map(|f| run_meta(&s, 0, f).ct_dir);
+        assert_eq!(dirs, [1, 2, 1]);
+        let m = run_meta(&s, 1, &synack);
+        assert_eq!((m.ct_state, m.ct_dir), (ct::INVALID, 0));
     }
 
     /// The stage's counters are exposed as `pktwarp_stage_counter_total{stage="conntrack"}`.

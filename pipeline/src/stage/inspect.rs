@@ -371,7 +371,11 @@ pub fn inspected_packet<'a>(frame: &'a [u8], meta: &PacketMeta) -> Option<eval::
     } else {
         return None;
     };
-    decode::decode_ip(frame.get(usize::from(l3)..)?)
+    let mut f = decode::decode_ip(frame.get(usize::from(l3)..)?)?;
+    // What `flow:` tests: the conntrack stage's state and direction (0 without one).
+    f.ct_state = meta.ct_state;
+    f.ct_dir = meta.ct_dir;
+    Some(f)
 }
 
 impl CustomStage for InspectStage {

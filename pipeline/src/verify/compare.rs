@@ -53,7 +53,8 @@ const META_FIELDS: &[(usize, &str)] = &[
     (134, "inner_tcp_flags"),
     (136, "ecpri_revision"),
     (137, "ct_state"),
-    (138, "reserved1"),
+    (138, "ct_dir"),
+    (139, "reserved1"),
     (140, "steer_mark"),
 ];
 

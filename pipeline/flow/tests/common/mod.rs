@@ -33,6 +33,23 @@ pub struct CudaTable {
     abi_of: FlowTable,
 }
 
+/// The metadata CUDA writes for `results` (pw_flow_meta_store) over copies of `metas`.
+pub fn cuda_meta_store(results: &[FlowResult], metas: &[PacketMeta]) -> Vec<PacketMeta> {
+    assert_eq!(results.len(), metas.len());
+    let mut out = metas.to_vec();
+    // SAFETY: both arrays have results.len() records of the layouts flow.cuh declares
+    // (pw_flow_result, pw_packet_meta; pinned by the layout tests), alive for the call.
+    let n = unsafe {
+        ffi::pw_host_flow_meta_store(
+            results.as_ptr() as *const u8,
+            results.len() as u32,
+            out.as_mut_ptr() as *mut u8,
+        )
+    };
+    assert_eq!(n as usize, results.len());
+    out
+}
+
 impl CudaTable {
     /// A CUDA copy of `t` (its entries, counters and parameters as they are now).
     pub fn of(t: &FlowTable) -> Self {

@@ -34,6 +34,8 @@ impl Owned {
             tcp_flags: 0x18,
             icmp_type: 0,
             icmp_code: 0,
+            ct_state: 0,
+            ct_dir: 0,
             payload: &self.payload,
             http: self.head.as_ref(),
         }

@@ -401,6 +401,8 @@ fn alert_of_an_evaluated_frame() {
         tcp_flags: 0x18,
         icmp_type: 0,
         icmp_code: 0,
+        ct_state: 0,
+        ct_dir: 0,
         payload,
         http: None,
     };
@@ -420,6 +422,8 @@ fn alert_of_an_evaluated_frame() {
         ip_proto: 1,
         icmp_type: 8,
         icmp_code: 1,
+        ct_state: 0,
+        ct_dir: 0,
         ..f
     };
     assert_eq!(Tuple::of_frame(&icmp).l4, L4::Icmp { kind: 8, code: 1 });

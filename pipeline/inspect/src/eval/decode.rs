@@ -84,6 +84,8 @@ fn from_ip(et: u16, rest: &[u8]) -> Option<Frame<'_>> {
         tcp_flags: 0,
         icmp_type: 0,
         icmp_code: 0,
+        ct_state: 0,
+        ct_dir: 0,
         payload: &[],
         http: None,
     };

@@ -16,7 +16,7 @@ use std::mem::{offset_of, size_of};
 
 /// `PWIE` little-endian.
 pub const IMAGE_MAGIC: u32 = u32::from_le_bytes(*b"PWIE");
-pub const IMAGE_VERSION: u32 = 1;
+pub const IMAGE_VERSION: u32 = 2;
 /// A buffer the frame does not have ([`FrameRec::buf_len`]).
 pub const ABSENT: u32 = u32::MAX;
 /// [`Verdict::rule`] when no candidate matched.
@@ -114,6 +114,7 @@ fn put_rule(out: &mut Vec<u8>, h: &RuleHead) {
         offset_of!(RuleHead, has_flags),
         &[h.has_flags, h.tcp_flags, h.flag_mode, h.flag_ignore],
     );
+    r.put(offset_of!(RuleHead, flow), &[h.flow, h.state, 0, 0]);
 }
 
 fn put_addr(out: &mut Vec<u8>, a: &AddrRange) {
@@ -134,7 +135,16 @@ fn align8(v: &mut Vec<u8>) -> u32 {
 impl Program {
     /// The GPU image of the program (see the module docs), as 64-bit words so that it is
     /// 8-byte aligned. Errors when it would pass 4 GiB (offsets are 32-bit).
+    /// A rule with CPU state ([`RuleHead::state`]: flowbits, threshold, detection_filter) is
+    /// refused: the GPU keeps no per-flow or per-address state.
     pub fn image(&self) -> Result<Vec<u64>, ImageError> {
+        if let Some(r) = self.rules.iter().find(|r| r.state != 0) {
+            return err(format!(
+                "sid {}: flowbits / threshold / detection_filter keep state on the CPU (the GPU \
+                 image has no rule with them)",
+                r.sid
+            ));
+        }
         let mut b = vec![0u8; size_of::<ImageHeader>()];
         let mut h = ImageHeader {
             magic: IMAGE_MAGIC,
@@ -352,6 +362,7 @@ impl Reader<'_> {
     fn rule(&self, at: usize) -> Result<RuleHead, ImageError> {
         let a: [u8; 4] = self.bytes(at + offset_of!(RuleHead, action), "rules")?;
         let g: [u8; 4] = self.bytes(at + offset_of!(RuleHead, has_flags), "rules")?;
+        let fl: [u8; 4] = self.bytes(at + offset_of!(RuleHead, flow), "rules")?;
         let f = |o: usize| at + o;
         Ok(RuleHead {
             sid: self.u32(at, "rules")?,
@@ -372,6 +383,9 @@ impl Reader<'_> {
             tcp_flags: g[1],
             flag_mode: g[2],
             flag_ignore: g[3],
+            flow: fl[0],
+            state: fl[1],
+            _pad: [fl[2], fl[3]],
         })
     }
 }
@@ -395,7 +409,10 @@ pub struct FrameRec {
     pub icmp_type: u8,
     pub icmp_code: u8,
     pub has_http: u8,
-    pub _pad: [u8; 3],
+    /// [`Frame::ct_state`], [`Frame::ct_dir`].
+    pub ct_state: u8,
+    pub ct_dir: u8,
+    pub _pad: u8,
     pub buf_off: [u32; BUFFER_COUNT],
     pub buf_len: [u32; BUFFER_COUNT],
 }
@@ -416,7 +433,9 @@ pub fn frame_record(f: &Frame, arena: &mut Vec<u8>) -> Result<FrameRec, ImageErr
         icmp_type: f.icmp_type,
         icmp_code: f.icmp_code,
         has_http: u8::from(f.http.is_some()),
-        _pad: [0; 3],
+        ct_state: f.ct_state,
+        ct_dir: f.ct_dir,
+        _pad: 0,
         buf_off: [0; BUFFER_COUNT],
         buf_len: [ABSENT; BUFFER_COUNT],
     };

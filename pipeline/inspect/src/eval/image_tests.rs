@@ -38,7 +38,7 @@ fn record_layout_is_pinned() {
         ],
         [2, 4, 8, 12, 16, 20, 24, 32]
     );
-    assert_eq!(size_of::<RuleHead>(), 92);
+    assert_eq!(size_of::<RuleHead>(), 96);
     assert_eq!(
         [
             offset_of!(RuleHead, action),
@@ -50,9 +50,10 @@ fn record_layout_is_pinned() {
             offset_of!(RuleHead, dsize),
             offset_of!(RuleHead, itype),
             offset_of!(RuleHead, icode),
-            offset_of!(RuleHead, has_flags)
+            offset_of!(RuleHead, has_flags),
+            offset_of!(RuleHead, flow)
         ],
-        [8, 12, 20, 28, 36, 44, 52, 64, 76, 88]
+        [8, 12, 20, 28, 36, 44, 52, 64, 76, 88, 92]
     );
     assert_eq!(size_of::<AddrRange>(), 32);
     assert_eq!(size_of::<PortRange>(), 4);
@@ -157,6 +158,8 @@ fn frame_record_places_every_buffer_in_the_arena() {
         tcp_flags: 0x18,
         icmp_type: 0,
         icmp_code: 0,
+        ct_state: 0,
+        ct_dir: 0,
         payload: seg,
         http: Some(&h),
     };
@@ -193,6 +196,8 @@ fn verdict_follows_the_action_order() {
         tcp_flags: 0,
         icmp_type: 0,
         icmp_code: 0,
+        ct_state: 0,
+        ct_dir: 0,
         payload,
         http: None,
     };

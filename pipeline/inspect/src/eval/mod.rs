@@ -17,6 +17,7 @@
 pub mod decode;
 pub mod image;
 pub mod program;
+pub mod state;
 
 use crate::http::{self, HttpHead, HttpParse};
 use crate::rules::{Buffer, FlagMode};
@@ -40,6 +41,10 @@ pub struct Frame<'a> {
     pub tcp_flags: u8,
     pub icmp_type: u8,
     pub icmp_code: u8,
+    /// The connection state and direction the `conntrack` stage wrote (`PacketMeta::ct_state`,
+    /// `ct_dir`; 0 and 0 without one): what `flow:` tests.
+    pub ct_state: u8,
+    pub ct_dir: u8,
     pub payload: &'a [u8],
     /// The HTTP head this TCP segment carries, if any ([`http::parse`]).
     pub http: Option<&'a HttpHead>,
@@ -123,6 +128,9 @@ fn header_matches(p: &Program, r: &RuleHead, f: &Frame) -> bool {
 }
 
 fn frame_tests(r: &RuleHead, f: &Frame) -> bool {
+    if r.flow != 0 && !flow_ok(r.flow, f.ct_state, f.ct_dir) {
+        return false;
+    }
     if r.dsize.mode != 0 && !r.dsize.test(f.payload.len() as u32) {
         return false;
     }

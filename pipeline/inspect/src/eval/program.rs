@@ -181,6 +181,42 @@ pub struct RuleHead {
     pub tcp_flags: u8,
     pub flag_mode: u8,
     pub flag_ignore: u8,
+    /// `flow` test: [`FL_TO_SERVER`], [`FL_TO_CLIENT`], [`FL_ESTABLISHED`],
+    /// [`FL_NOT_ESTABLISHED`] bits (0: none).
+    pub flow: u8,
+    /// 1: the rule has flowbits / threshold / detection_filter, kept by the CPU
+    /// ([`super::state`]); the GPU image refuses it.
+    pub state: u8,
+    pub _pad: [u8; 2],
+}
+
+/// [`RuleHead::flow`] bits.
+pub const FL_TO_SERVER: u8 = 1;
+pub const FL_TO_CLIENT: u8 = 2;
+pub const FL_ESTABLISHED: u8 = 4;
+pub const FL_NOT_ESTABLISHED: u8 = 8;
+
+/// The `ct_state` values the flow test reads (`pktwarp_flow::ct`).
+pub const CT_ESTABLISHED: u8 = 2;
+pub const CT_CLOSING: u8 = 5;
+
+/// Whether a frame with connection state `ct_state` and direction `ct_dir` (the metadata's
+/// bytes: 0 untracked, 1 from the originator, 2 reply) passes the `flow` bits, as Suricata's
+/// flow keyword: every option given must hold. Without a tracked flow, neither direction
+/// holds, `established` does not and `not_established` does. Established is the
+/// connection's state after both sides were seen (`ct` established or closing).
+pub fn flow_ok(flow: u8, ct_state: u8, ct_dir: u8) -> bool {
+    if flow & FL_TO_SERVER != 0 && ct_dir != 1 {
+        return false;
+    }
+    if flow & FL_TO_CLIENT != 0 && ct_dir != 2 {
+        return false;
+    }
+    let est = ct_dir != 0 && (ct_state == CT_ESTABLISHED || ct_state == CT_CLOSING);
+    if flow & FL_ESTABLISHED != 0 && !est {
+        return false;
+    }
+    !(flow & FL_NOT_ESTABLISHED != 0 && est)
 }
 
 /// A compiled rule set. Every section is an array of `#[repr(C)]` records without pointers:
@@ -229,6 +265,17 @@ impl Program {
             icode: range_code(rule.icode),
             ..RuleHead::default()
         };
+        if let Some(f) = rule.flow {
+            if f.only_stream {
+                return Err("flow:only_stream needs stream reassembly".into());
+            }
+            let bit = |on: bool, b: u8| if on { b } else { 0 };
+            head.flow = bit(f.to_server, FL_TO_SERVER)
+                | bit(f.to_client, FL_TO_CLIENT)
+                | bit(f.established, FL_ESTABLISHED)
+                | bit(f.not_established, FL_NOT_ESTABLISHED);
+        }
+        head.state = u8::from(rule.needs_cpu_state());
         if let Some(f) = rule.flags {
             head.has_flags = 1;
             head.tcp_flags = f.flags;

@@ -23,6 +23,8 @@ fn tcp<'a>(payload: &'a [u8], http: Option<&'a HttpHead>) -> Frame<'a> {
         tcp_flags: 0x18,
         icmp_type: 0,
         icmp_code: 0,
+        ct_state: 0,
+        ct_dir: 0,
         payload,
         http,
     }
@@ -353,4 +355,63 @@ fn matching_lists_rules_in_order() {
         assert_eq!(p.rules[0].action, code, "{action}");
     }
     assert!(!rule_matches(&p, 7, &tcp(b"ab", None)));
+}
+
+/// `flow:` on the metadata's connection state and direction (docs.suricata.io, "Flow
+/// Keywords": to_server / from_client is the direction from the side that opened the
+/// connection; established needs the connection established; not_established the opposite;
+/// without a flow, no direction holds). ct states: 1 new, 2 established, 5 closing.
+#[test]
+fn flow_direction_and_state() {
+    let rule = |f: &str| {
+        let r = parse_rule(
+            &format!("alert tcp any any -> any any (flow:{f}; sid:1;)"),
+            &Variables::default(),
+        )
+        .unwrap();
+        assert!(r.blockers_with(true).is_empty());
+        let mut p = Program::new();
+        p.add(&r).unwrap();
+        p
+    };
+    let on = |p: &Program, ct_state: u8, ct_dir: u8| {
+        let mut f = tcp(b"x", None);
+        f.ct_state = ct_state;
+        f.ct_dir = ct_dir;
+        rule_matches(p, 0, &f)
+    };
+    // (options, [untracked, new from the originator, established originator,
+    //  established reply, closing reply, new reply])
+    let cases: [(&str, [bool; 6]); 8] = [
+        ("to_server", [false, true, true, false, false, false]),
+        ("from_client", [false, true, true, false, false, false]),
+        ("to_client", [false, false, false, true, true, true]),
+        ("from_server", [false, false, false, true, true, true]),
+        ("established", [false, false, true, true, true, false]),
+        ("not_established", [true, true, false, false, false, true]),
+        (
+            "established,to_server",
+            [false, false, true, false, false, false],
+        ),
+        (
+            "to_client,not_established",
+            [false, false, false, false, false, true],
+        ),
+    ];
+    let frames = [(0, 0), (1, 1), (2, 1), (2, 2), (5, 2), (1, 2)];
+    for (opts, want) in cases {
+        let p = rule(opts);
+        let got = frames.map(|(s, d)| on(&p, s, d));
+        assert_eq!(got, want, "flow:{opts}");
+    }
+    // stateless and no_stream test nothing on packets.
+    assert!(on(&rule("stateless"), 0, 0));
+    assert!(on(&rule("no_stream,established"), 2, 2));
+    // only_stream is refused by the compiler too, not just the loader.
+    let r = parse_rule(
+        "alert tcp any any -> any any (flow:only_stream; sid:1;)",
+        &Variables::default(),
+    )
+    .unwrap();
+    assert!(Program::new().add(&r).is_err());
 }

@@ -12,6 +12,10 @@ pub struct LoadOptions {
     pub vars: Variables,
     /// A malformed rule is an error (true) or a skip with its reason (false).
     pub strict: bool,
+    /// The rules run in a pipeline with connection tracking (a `conntrack` stage before
+    /// inspection): rules with `flow` direction / state, `flowbits`, `threshold` and
+    /// `detection_filter` load. Without it they are skipped ("needs the flow table").
+    pub flow_table: bool,
 }
 
 /// A rule that can be evaluated.
@@ -188,7 +192,7 @@ fn one_rule(
 ) -> Result<(), RuleError> {
     match parse_rule(text, &opts.vars) {
         Ok(rule) => {
-            let blockers = rule.blockers();
+            let blockers = rule.blockers_with(opts.flow_table);
             if blockers.is_empty() {
                 counts.loaded += 1;
                 rep.loaded.push(LoadedRule {

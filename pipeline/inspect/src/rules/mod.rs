@@ -324,6 +324,60 @@ impl Flow {
     }
 }
 
+/// A `flowbits` command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FlowbitCmd {
+    Set,
+    Unset,
+    Toggle,
+    IsSet,
+    IsNotSet,
+    /// The rule alerts never (it only sets state for other rules).
+    NoAlert,
+}
+
+/// One `flowbits` keyword: its command and names. More than one name is an OR-group
+/// (`isset,a|b`: any is set; `isnotset,a|b`: any is not set), which Suricata allows for
+/// isset and isnotset only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flowbit {
+    pub cmd: FlowbitCmd,
+    pub names: Vec<String>,
+}
+
+/// `threshold` types (`detection_filter` is [`ThresholdKind::Detection`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ThresholdKind {
+    /// At most `count` alerts per `seconds` window.
+    Limit,
+    /// An alert on every `count`-th match within a window.
+    Threshold,
+    /// One alert per window, on the `count`-th match.
+    Both,
+    /// `detection_filter`: an alert on every match after the first `count` in a window.
+    Detection,
+}
+
+/// What a threshold counts by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Track {
+    BySrc,
+    ByDst,
+    /// One counter for the rule.
+    ByRule,
+    /// One counter per (source, destination) pair.
+    ByBoth,
+}
+
+/// A `threshold` or `detection_filter`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Threshold {
+    pub kind: ThresholdKind,
+    pub track: Track,
+    pub count: u32,
+    pub seconds: u32,
+}
+
 /// A parsed rule. Every keyword is kept, supported or not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
@@ -349,10 +403,10 @@ pub struct Rule {
     pub itype: Option<Range>,
     pub icode: Option<Range>,
     pub flow: Option<Flow>,
-    /// `flowbits` options, as written (`set,name`, `isset,name`, `noalert`, ...).
-    pub flowbits: Vec<String>,
-    pub threshold: Option<String>,
-    pub detection_filter: Option<String>,
+    /// `flowbits` keywords in rule order.
+    pub flowbits: Vec<Flowbit>,
+    pub threshold: Option<Threshold>,
+    pub detection_filter: Option<Threshold>,
     /// Keywords the parser knows nothing about, in rule order, with their values.
     pub unknown: Vec<(String, Option<String>)>,
     /// Every option keyword of the rule, in rule order, as written (what a loaded rule uses).
@@ -370,7 +424,8 @@ pub enum Blocker {
     /// A keyword pktwarp does not implement (the first one).
     Keyword(String),
     Pcre,
-    /// `flow` (direction, established), `flowbits`, `threshold`, `detection_filter`.
+    /// `flow` (direction, established), `flowbits`, `threshold`, `detection_filter`: loaded
+    /// only for a pipeline with connection tracking ([`LoadOptions::flow_table`]).
     FlowTable(String),
     /// `flow:only_stream`: needs reassembled streams.
     Stream,
@@ -437,10 +492,16 @@ impl Rule {
         })
     }
 
-    /// Everything that keeps this rule from being evaluated, hardest first: protocol, the
-    /// first unknown keyword, too many payload keywords, pcre, then stream and flow-table
-    /// keywords. Empty: it can be loaded.
+    /// Everything that keeps this rule from being evaluated without a flow table, hardest
+    /// first: protocol, the first unknown keyword, too many payload keywords, pcre, then
+    /// stream and flow-table keywords. Empty: it can be loaded.
     pub fn blockers(&self) -> Vec<Blocker> {
+        self.blockers_with(false)
+    }
+
+    /// [`Rule::blockers`] for a pipeline that has (`flow_table`) or lacks connection
+    /// tracking: with it, the flow keywords block nothing.
+    pub fn blockers_with(&self, flow_table: bool) -> Vec<Blocker> {
         let mut out = Vec::new();
         if let Proto::AppLayer(p) = &self.proto {
             out.push(Blocker::Protocol(p.clone()));
@@ -462,9 +523,12 @@ impl Rule {
             if f.only_stream {
                 out.push(Blocker::Stream);
             }
-            if f.needs_flow_table() {
+            if f.needs_flow_table() && !flow_table {
                 out.push(Blocker::FlowTable("flow".into()));
             }
+        }
+        if flow_table {
+            return out;
         }
         if !self.flowbits.is_empty() {
             out.push(Blocker::FlowTable("flowbits".into()));
@@ -476,6 +540,12 @@ impl Rule {
             out.push(Blocker::FlowTable("detection_filter".into()));
         }
         out
+    }
+
+    /// The rule keeps state on the CPU (flowbits, threshold, detection_filter): the GPU image
+    /// refuses it.
+    pub fn needs_cpu_state(&self) -> bool {
+        !self.flowbits.is_empty() || self.threshold.is_some() || self.detection_filter.is_some()
     }
 }
 

@@ -4,7 +4,8 @@ use super::lex::{content_bytes, split_rule, LexError};
 use super::net::{parse_addrs, parse_ports, Variables};
 use super::{
     Action, Buffer, ByteJump, ByteOp, ByteTest, Content, Detect, Direction, FastPattern, FlagMode,
-    Flow, NumFormat, Proto, Range, Rule, TcpFlags,
+    Flow, Flowbit, FlowbitCmd, NumFormat, Proto, Range, Rule, TcpFlags, Threshold, ThresholdKind,
+    Track,
 };
 
 type Res<T> = Result<T, LexError>;
@@ -261,9 +262,19 @@ fn option(rule: &mut Rule, st: &mut State, k: &str, v: Option<&str>) -> Res<()> 
         "icode" => rule.icode = Some(range(k, need(k, v)?)?),
         "flags" => rule.flags = Some(tcp_flags(k, need(k, v)?)?),
         "flow" => rule.flow = Some(flow(k, need(k, v)?)?),
-        "flowbits" => rule.flowbits.push(need(k, v)?.to_string()),
-        "threshold" => rule.threshold = Some(need(k, v)?.to_string()),
-        "detection_filter" => rule.detection_filter = Some(need(k, v)?.to_string()),
+        "flowbits" => rule.flowbits.push(flowbit(k, need(k, v)?)?),
+        "threshold" | "detection_filter" => {
+            let t = threshold(k, need(k, v)?)?;
+            let slot = if k == "threshold" {
+                &mut rule.threshold
+            } else {
+                &mut rule.detection_filter
+            };
+            if slot.is_some() {
+                return err(k, "given twice");
+            }
+            *slot = Some(t);
+        }
         _ => {
             if let Some(b) = legacy_buffer(k) {
                 let i = st
@@ -745,4 +756,104 @@ fn flow(k: &str, s: &str) -> Res<Flow> {
         return err(k, "both to_server and to_client");
     }
     Ok(f)
+}
+
+/// `flowbits:cmd[,name[|name...]]` (Suricata's flowbits keyword).
+fn flowbit(k: &str, s: &str) -> Res<Flowbit> {
+    let (cmd, names) = match s.split_once(',') {
+        Some((c, n)) => (c.trim(), Some(n.trim())),
+        None => (s.trim(), None),
+    };
+    let cmd = match cmd {
+        "set" => FlowbitCmd::Set,
+        "unset" => FlowbitCmd::Unset,
+        "toggle" => FlowbitCmd::Toggle,
+        "isset" => FlowbitCmd::IsSet,
+        "isnotset" => FlowbitCmd::IsNotSet,
+        "noalert" => FlowbitCmd::NoAlert,
+        c => return err(k, format!("unknown flowbits command '{c}'")),
+    };
+    let names: Vec<String> = match (cmd, names) {
+        (FlowbitCmd::NoAlert, None) => Vec::new(),
+        (FlowbitCmd::NoAlert, Some(_)) => return err(k, "noalert takes no name"),
+        (_, None) => return err(k, "needs a name after the command"),
+        (_, Some(n)) => n.split('|').map(|x| x.trim().to_string()).collect(),
+    };
+    if let Some(bad) = names
+        .iter()
+        .find(|n| n.is_empty() || n.contains(|c: char| c.is_whitespace() || c == ','))
+    {
+        return err(k, format!("bad flowbit name '{bad}'"));
+    }
+    if names.len() > 1 && !matches!(cmd, FlowbitCmd::IsSet | FlowbitCmd::IsNotSet) {
+        return err(k, "'|' (an OR of names) only with isset and isnotset");
+    }
+    Ok(Flowbit { cmd, names })
+}
+
+/// `threshold: type T, track B, count N, seconds S` and `detection_filter: track B, count
+/// N, seconds S`, in any order, each once.
+fn threshold(k: &str, s: &str) -> Res<Threshold> {
+    let (mut kind, mut track, mut count, mut seconds) = (None, None, None, None);
+    if k == "detection_filter" {
+        kind = Some(ThresholdKind::Detection);
+    }
+    for part in s.split(',').map(str::trim) {
+        let (name, val) = part
+            .split_once(char::is_whitespace)
+            .map(|(a, b)| (a, b.trim()))
+            .ok_or_else(|| (k.to_string(), format!("'{part}' is not 'name value'")))?;
+        let twice = || (k.to_string(), format!("'{name}' given twice"));
+        match name {
+            "type" if k == "threshold" => {
+                if kind.is_some() {
+                    return Err(twice());
+                }
+                kind = Some(match val {
+                    "limit" => ThresholdKind::Limit,
+                    "threshold" => ThresholdKind::Threshold,
+                    "both" => ThresholdKind::Both,
+                    _ => return err(k, format!("unknown type '{val}'")),
+                });
+            }
+            "track" => {
+                if track.is_some() {
+                    return Err(twice());
+                }
+                track = Some(match val {
+                    "by_src" => Track::BySrc,
+                    "by_dst" => Track::ByDst,
+                    "by_rule" => Track::ByRule,
+                    "by_both" => Track::ByBoth,
+                    _ => return err(k, format!("unsupported track '{val}'")),
+                });
+            }
+            "count" | "seconds" => {
+                let slot = if name == "count" {
+                    &mut count
+                } else {
+                    &mut seconds
+                };
+                if slot.is_some() {
+                    return Err(twice());
+                }
+                *slot = Some(num::<u32>(k, val)?);
+            }
+            _ => return err(k, format!("unknown option '{name}'")),
+        }
+    }
+    let missing = |what: &str| (k.to_string(), format!("no '{what}'"));
+    let t = Threshold {
+        kind: kind.ok_or_else(|| missing("type"))?,
+        track: track.ok_or_else(|| missing("track"))?,
+        count: count.ok_or_else(|| missing("count"))?,
+        seconds: seconds.ok_or_else(|| missing("seconds"))?,
+    };
+    if t.count == 0 && t.kind != ThresholdKind::Detection {
+        return err(k, "count 0");
+    }
+    if t.seconds == 0 {
+        return err(k, "seconds 0");
+    }
+    Ok(t)
 }

@@ -274,8 +274,34 @@ fn flow_and_state_keywords_block_with_their_reason() {
     let r = parse("flow:established,to_server; flowbits:set,x; flowbits:noalert; threshold:type limit, track by_src, count 1, seconds 60;");
     let f = r.flow.unwrap();
     assert!(f.established && f.to_server && !f.to_client);
-    assert_eq!(r.flowbits, vec!["set,x", "noalert"]);
-    assert!(r.threshold.is_some());
+    assert_eq!(
+        r.flowbits,
+        vec![
+            Flowbit {
+                cmd: FlowbitCmd::Set,
+                names: vec!["x".into()]
+            },
+            Flowbit {
+                cmd: FlowbitCmd::NoAlert,
+                names: vec![]
+            }
+        ]
+    );
+    assert_eq!(
+        r.threshold,
+        Some(Threshold {
+            kind: ThresholdKind::Limit,
+            track: Track::BySrc,
+            count: 1,
+            seconds: 60
+        })
+    );
+    // With a flow table they load; only_stream still needs reassembly.
+    assert!(r.blockers_with(true).is_empty());
+    assert_eq!(
+        parse("flow:only_stream,to_server;").blockers_with(true),
+        vec![Blocker::Stream]
+    );
     assert_eq!(
         r.blockers(),
         vec![
@@ -371,6 +397,7 @@ fn variables_given_at_load() {
     let opts = LoadOptions {
         vars: Variables::with(&[("HOME_NET", "[1.1.1.0/24]"), ("$HTTP_PORTS", "[80,8080]")]),
         strict: true,
+        flow_table: false,
     };
     let rep = load_str(
         "alert tcp $EXTERNAL_NET any -> $HOME_NET $HTTP_PORTS (sid:1;)",
@@ -401,4 +428,111 @@ fn prefilter_pattern_choice() {
     let r = parse(r#"content:"abcdef"; fast_pattern:2,3;"#);
     assert_eq!(r.prefilter().unwrap().pattern, b"cde");
     assert_eq!(parse(r#"content:!"x"; dsize:3;"#).prefilter(), None);
+}
+
+#[test]
+fn flowbits_parse_with_or_groups() {
+    let r = parse("flowbits:isset,a|b; flowbits:isnotset, c ;");
+    assert_eq!(r.flowbits[0].names, vec!["a", "b"]);
+    assert_eq!(r.flowbits[0].cmd, FlowbitCmd::IsSet);
+    assert_eq!(r.flowbits[1].names, vec!["c"]);
+    assert_eq!(r.flowbits[1].cmd, FlowbitCmd::IsNotSet);
+}
+
+#[test]
+fn malformed_flow_flowbits_threshold_name_the_keyword() {
+    for (opts, kw, why) in [
+        ("flowbits:sett,a;", "flowbits", "unknown flowbits command"),
+        ("flowbits:set;", "flowbits", "needs a name"),
+        ("flowbits:set,a|b;", "flowbits", "only with isset"),
+        ("flowbits:noalert,a;", "flowbits", "takes no name"),
+        ("flowbits:isset,a|;", "flowbits", "bad flowbit name"),
+        (
+            "threshold:type limit, track by_src, count 1;",
+            "threshold",
+            "no 'seconds'",
+        ),
+        (
+            "threshold:type sometimes, track by_src, count 1, seconds 1;",
+            "threshold",
+            "unknown type",
+        ),
+        (
+            "threshold:type limit, track by_flow, count 1, seconds 1;",
+            "threshold",
+            "unsupported track",
+        ),
+        (
+            "threshold:type limit, track by_src, count x, seconds 1;",
+            "threshold",
+            "not a valid number",
+        ),
+        (
+            "threshold:type limit, type both, track by_src, count 1, seconds 1;",
+            "threshold",
+            "given twice",
+        ),
+        (
+            "threshold:type limit, track by_src, count 0, seconds 1;",
+            "threshold",
+            "count 0",
+        ),
+        ("threshold:limit;", "threshold", "not 'name value'"),
+        (
+            "detection_filter:type limit, track by_src, count 1, seconds 1;",
+            "detection_filter",
+            "unknown option",
+        ),
+        (
+            "detection_filter:track by_src, count 1;",
+            "detection_filter",
+            "no 'seconds'",
+        ),
+        (
+            "detection_filter:track by_src, count 1, seconds 0;",
+            "detection_filter",
+            "seconds 0",
+        ),
+        ("flow:to_server,sideways;", "flow", "unknown flow option"),
+    ] {
+        let (k, msg) = parse_err(opts);
+        assert_eq!(k, kw, "{opts}");
+        assert!(msg.contains(why), "{opts}: {msg}");
+    }
+    // Through the loader, in strict mode: file, line, sid and keyword.
+    let text = "\n\nalert tcp any any -> any any (msg:\"x\"; threshold:type limit; sid:77;)\n";
+    let strict = LoadOptions {
+        strict: true,
+        flow_table: true,
+        ..LoadOptions::default()
+    };
+    let e = load_str(text, "t.rules", &strict).unwrap_err();
+    assert_eq!((e.file.as_str(), e.line, e.sid), ("t.rules", 3, Some(77)));
+    assert_eq!(e.keyword, "threshold");
+    assert!(
+        e.to_string().starts_with("t.rules:3: sid 77: threshold: "),
+        "{e}"
+    );
+}
+
+#[test]
+fn flow_table_option_loads_flow_rules() {
+    let text = "alert tcp any any -> any any (msg:\"a\"; flow:established,to_server; content:\"x\"; sid:1;)\n\
+                alert tcp any any -> any any (msg:\"b\"; flowbits:set,x; flowbits:noalert; sid:2;)\n\
+                alert tcp any any -> any any (msg:\"c\"; flow:only_stream; sid:3;)\n";
+    let off = load_str(text, "f.rules", &LoadOptions::default()).unwrap();
+    assert_eq!(off.loaded.len(), 0);
+    assert_eq!(off.skipped[0].reason, "needs the flow table (flow)");
+    assert_eq!(off.skipped[1].reason, "needs the flow table (flowbits)");
+    let on = LoadOptions {
+        flow_table: true,
+        ..LoadOptions::default()
+    };
+    let rep = load_str(text, "f.rules", &on).unwrap();
+    let sids: Vec<u32> = rep.loaded.iter().map(|l| l.rule.sid).collect();
+    assert_eq!(sids, [1, 2]);
+    assert_eq!(
+        rep.skipped[0].reason,
+        "needs stream reassembly (flow:only_stream)"
+    );
 }

@@ -147,6 +147,7 @@ pub fn etopen_program_and_captures() -> Option<(
     let opts = LoadOptions {
         vars: Variables::with(&[("HOME_NET", "any"), ("EXTERNAL_NET", "any")]),
         strict: false,
+        flow_table: false,
     };
     let rep = load_dir(&rules, &opts).expect("load");
     let mut p = pktwarp_inspect::eval::program::Program::new();
