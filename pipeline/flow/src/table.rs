@@ -405,6 +405,14 @@ impl FlowTable {
         key::hash(key, self.seed) % self.nbuckets
     }
 
+    /// The live flow of a key at `now_ns` (an expired entry is absent), the table unchanged.
+    pub fn lookup(&self, key: &FlowKey, now_ns: u64) -> Option<&FlowEntry> {
+        let base = self.bucket_of(key) as usize * BUCKET_ENTRIES;
+        self.entries[base..base + BUCKET_ENTRIES].iter().find(|e| {
+            e.flags & ef::OCCUPIED != 0 && e.key == *key && !self.expired(e, now_ns)
+        })
+    }
+
     fn expired(&self, e: &FlowEntry, now_ns: u64) -> bool {
         e.last_seen_ns
             .saturating_add(self.timeout_ns[timeout_class(e)])
@@ -442,6 +450,28 @@ impl FlowTable {
         }
         for (((m, f), &t), r) in metas.iter().zip(frames).zip(now_ns).zip(out.iter_mut()) {
             *r = self.apply(m, f, t);
+        }
+        Ok(())
+    }
+
+    /// Applies packets (keys in hand) in order at one receive time; `out[i]` is packet i's
+    /// result. The slices must be of one length.
+    pub fn apply_packets(
+        &mut self,
+        packets: &[Packet],
+        now_ns: u64,
+        out: &mut [FlowResult],
+    ) -> Result<(), FlowError> {
+        if out.len() != packets.len() {
+            return Err(FlowError::BurstLengths {
+                metas: packets.len(),
+                frames: packets.len(),
+                times: packets.len(),
+                out: out.len(),
+            });
+        }
+        for (p, r) in packets.iter().zip(out.iter_mut()) {
+            *r = self.apply_packet(p, now_ns);
         }
         Ok(())
     }
