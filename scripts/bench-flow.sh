@@ -39,7 +39,7 @@ DPDK_TEST=hash_perf_autotest stdbuf -oL -eL dpdk-test --no-huge --no-pci -m 1024
   --file-prefix=pwflow$$ --log-level=lib.eal:debug >"$out/dpdk.log" 2>&1 &
 dpid=$!
 waited=0
-until grep -q "PRIMARY OR SECONDARY" "$out/dpdk.log"; do
+until grep -qs "PRIMARY OR SECONDARY" "$out/dpdk.log"; do
   if ! kill -0 "$dpid" 2>/dev/null; then
     grep -q "PRIMARY OR SECONDARY\|Test OK" "$out/dpdk.log" && break
     echo "dpdk-test ended early; tail of its log:" >&2; tail -5 "$out/dpdk.log" >&2; exit 1
