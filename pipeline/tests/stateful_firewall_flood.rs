@@ -73,8 +73,18 @@ fn write_flood(path: &Path, syns: usize) -> u64 {
     for c in 0..CONNS {
         let (cs, ss) = seqs[c as usize];
         put(&tcp_frame(None, client(c), server(c), seg(SYN, cs, 0, 0)));
-        put(&tcp_frame(None, server(c), client(c), seg(SYN | ACK, ss, cs + 1, 0)));
-        put(&tcp_frame(None, client(c), server(c), seg(ACK, cs + 1, ss + 1, 0)));
+        put(&tcp_frame(
+            None,
+            server(c),
+            client(c),
+            seg(SYN | ACK, ss, cs + 1, 0),
+        ));
+        put(&tcp_frame(
+            None,
+            client(c),
+            server(c),
+            seg(ACK, cs + 1, ss + 1, 0),
+        ));
         seqs[c as usize] = (cs + 1, ss + 1);
         established += 3;
     }
@@ -82,8 +92,16 @@ fn write_flood(path: &Path, syns: usize) -> u64 {
     let inside_server = (v4(0x0a01_ff01), 80);
     for i in 0..syns {
         // A random outside source (100.64.0.0/10) and port: a new flow each.
-        let src = (v4(0x6440_0000 | rng.below(1 << 22) as u32), 1024 + rng.below(64000) as u16);
-        put(&tcp_frame(None, src, inside_server, seg(SYN, rng.next_u64() as u32, 0, 0)));
+        let src = (
+            v4(0x6440_0000 | rng.below(1 << 22) as u32),
+            1024 + rng.below(64000) as u16,
+        );
+        put(&tcp_frame(
+            None,
+            src,
+            inside_server,
+            seg(SYN, rng.next_u64() as u32, 0, 0),
+        ));
         if (i + 1) % ROUND == 0 {
             let up = (i / ROUND) % 2 == 0;
             for c in 0..CONNS {
@@ -208,7 +226,11 @@ fn flood(name: &str, syns: usize, entries: u64) {
     // 24 MiB over the first 40% of the 1M run, the same with MALLOC_ARENA_MAX=1); the end, its
     // threads' teardown. Compared: the highest RSS in 40-50% of the run and the median of
     // its last 10% of samples.
-    assert!(rss.len() >= 20, "too few RSS samples ({}) in {ran:?}", rss.len());
+    assert!(
+        rss.len() >= 20,
+        "too few RSS samples ({}) in {ran:?}",
+        rss.len()
+    );
     let n = rss.len();
     let base = *rss[4 * n / 10..n / 2].iter().max().unwrap();
     let mut tail = rss[n - n / 10..].to_vec();

@@ -131,7 +131,11 @@ fn round(adds: &[Packet], hits: &[Packet], misses: &[Packet]) -> [(&'static str,
             }
         }
     });
-    assert_eq!(t.counters().created as usize, adds.len(), "updates create nothing");
+    assert_eq!(
+        t.counters().created as usize,
+        adds.len(),
+        "updates create nothing"
+    );
     [
         ("add", add),
         ("lookup_hit", lookup_hit),

@@ -368,12 +368,11 @@ impl FlowTable {
         entries.resize(n, FlowEntry::default());
         let nb = n / BUCKET_ENTRIES;
         let mut tags = Vec::new();
-        tags.try_reserve_exact(nb)
-            .map_err(|e| FlowError::Memory {
-                entries: c.entries,
-                bytes: bytes_needed(c.entries) + (nb * std::mem::size_of::<BucketTag>()) as u64,
-                reason: e.to_string(),
-            })?;
+        tags.try_reserve_exact(nb).map_err(|e| FlowError::Memory {
+            entries: c.entries,
+            bytes: bytes_needed(c.entries) + (nb * std::mem::size_of::<BucketTag>()) as u64,
+            reason: e.to_string(),
+        })?;
         tags.resize(nb, BucketTag::default());
         Ok(FlowTable {
             entries,

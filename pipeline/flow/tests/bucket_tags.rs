@@ -109,5 +109,7 @@ fn apply_packets_equals_apply_packet_one_at_a_time() {
     assert!(c.expired > 100 && c.early_evicted > 100, "{c:?}");
     assert_eq!(c, burst.counters());
     let mut out = [FlowResult::default(); 2];
-    assert!(burst.apply_packets(&[udp(1, 1, false)], now, &mut out).is_err());
+    assert!(burst
+        .apply_packets(&[udp(1, 1, false)], now, &mut out)
+        .is_err());
 }

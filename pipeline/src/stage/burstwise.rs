@@ -160,15 +160,12 @@ impl Pipeline {
     /// `parse`, `count` and `acl` stages, every one counted (at most [`MAX_STAGES`]).
     pub(super) fn burstwise(&self) -> bool {
         self.stages.len() <= MAX_STAGES
-            && self
-                .stages
-                .iter()
-                .all(|s| {
-                    matches!(
-                        s,
-                        Stage::Parse | Stage::Count | Stage::Acl(_) | Stage::Conntrack(_)
-                    )
-                })
+            && self.stages.iter().all(|s| {
+                matches!(
+                    s,
+                    Stage::Parse | Stage::Count | Stage::Acl(_) | Stage::Conntrack(_)
+                )
+            })
     }
 
     /// Runs the list over `frames` in chunks of [`CHUNK`], stage by stage.
@@ -494,7 +491,11 @@ mod tests {
         .enumerate()
         .map(|(i, g)| {
             // Every 37th frame cut inside its IP header: parse drops it.
-            let b = if i % 37 == 5 { g.bytes[..20].to_vec() } else { g.bytes };
+            let b = if i % 37 == 5 {
+                g.bytes[..20].to_vec()
+            } else {
+                g.bytes
+            };
             let d = FrameDesc {
                 len: b.len() as u32,
                 wire_len: b.len() as u32,
@@ -504,8 +505,7 @@ mod tests {
             (d, b)
         })
         .collect();
-        let ct: pktwarp_flow::FlowConfig =
-            serde_saphyr::from_str("entries: 64\n").expect("config");
+        let ct: pktwarp_flow::FlowConfig = serde_saphyr::from_str("entries: 64\n").expect("config");
         let stages = [
             StageConfig::Parse,
             StageConfig::Conntrack(ct),
@@ -525,7 +525,15 @@ mod tests {
             p1.run_burstwise(items(), &mut m1, &mut v1, &tables, &mut t, &c1);
             p1.flush_tally(&t, &c1);
             let mut t = Tally::default();
-            p2.run_framewise(items(), &mut m2, &mut v2, (&tables, &routes), false, &mut t, &c2);
+            p2.run_framewise(
+                items(),
+                &mut m2,
+                &mut v2,
+                (&tables, &routes),
+                false,
+                &mut t,
+                &c2,
+            );
             p2.flush_tally(&t, &c2);
             assert_eq!(m1, m2);
             assert_eq!(v1, v2);
@@ -540,9 +548,15 @@ mod tests {
         };
         let (k1, k2) = (counters(&p1), counters(&p2));
         assert_eq!(k1, k2);
-        assert!(k1.expired > 0 && k1.early_evicted > 0 && k1.created > 100, "{k1:?}");
+        assert!(
+            k1.expired > 0 && k1.early_evicted > 0 && k1.created > 100,
+            "{k1:?}"
+        );
         assert!(c1.drop_count(DropReason::ParseError) > 0);
         // New, established and closing frames all met the comparison.
-        assert!(states[1] > 0 && states[2] > 0 && states[5] > 0, "{states:?}");
+        assert!(
+            states[1] > 0 && states[2] > 0 && states[5] > 0,
+            "{states:?}"
+        );
     }
 }

@@ -129,7 +129,11 @@ impl ConntrackStage {
             .min(64);
         let all = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
         let one_queue = queues[..n].iter().all(|&q| q == queues[0]);
-        let table = if n > 0 && one_queue { self.table(queues[0]) } else { None };
+        let table = if n > 0 && one_queue {
+            self.table(queues[0])
+        } else {
+            None
+        };
         let Some(t) = table else {
             // Several queues, or the queue has no table: one frame at a time.
             for i in (0..n).filter(|&i| alive >> i & 1 != 0) {
@@ -148,7 +152,9 @@ impl ConntrackStage {
             let out = &mut out[..n];
             // Lengths are equal by construction: an error is impossible, and would leave
             // every frame untracked.
-            if t.apply_burst(&metas[..n], &frames[..n], &times[..n], out).is_err() {
+            if t.apply_burst(&metas[..n], &frames[..n], &times[..n], out)
+                .is_err()
+            {
                 out.fill(pktwarp_flow::FlowResult::default());
             }
             for (m, r) in metas[..n].iter_mut().zip(out.iter()) {
