@@ -36,7 +36,7 @@ echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet || echo '+dirty');
 
 echo "== DPDK hash_perf_autotest (first section)" >&2
 DPDK_TEST=hash_perf_autotest stdbuf -oL -eL dpdk-test --no-huge --no-pci -m 1024 -l "$CPU" \
-  --file-prefix=pwflow$$ --log-level=lib.eal:debug >"$out/dpdk.log" 2>&1 &
+  --no-shconf --file-prefix=pwflow$$ --log-level=lib.eal:debug >"$out/dpdk.log" 2>&1 &
 dpid=$!
 waited=0
 until grep -qs "PRIMARY OR SECONDARY" "$out/dpdk.log"; do
