@@ -28,12 +28,14 @@ const BURST: usize = 32;
 /// A UDP packet of flow `i` (client 10.x.y.z:port -> 192.0.2.1:53), or of a flow of another
 /// server when `miss` (never added).
 fn packet(i: u32, miss: bool) -> Packet {
-    let mut key = FlowKey::default();
-    key.addr[0][0] = 0x0a00_0000 | (i >> 8);
-    key.addr[1][0] = if miss { 0xc000_0202 } else { 0xc000_0201 };
-    key.port = [1024 + (i & 0xff) as u16, 53];
-    key.proto = 17;
-    key.ip_version = 4;
+    let server = if miss { 0xc000_0202 } else { 0xc000_0201 };
+    let key = FlowKey {
+        addr: [[0x0a00_0000 | (i >> 8), 0, 0, 0], [server, 0, 0, 0]],
+        port: [1024 + (i & 0xff) as u16, 53],
+        proto: 17,
+        ip_version: 4,
+        ..FlowKey::default()
+    };
     Packet {
         key,
         from_a: true,

@@ -11,11 +11,13 @@ const SEC: u64 = 1_000_000_000;
 
 /// A UDP packet between client `c` (port 1000 + c) and server `s`; `reply` from the server.
 fn udp(c: u32, s: u32, reply: bool) -> Packet {
-    let mut key = FlowKey::default();
-    key.addr = [[0x0a00_0000 | c, 0, 0, 0], [0xc000_0200 | s, 0, 0, 0]];
-    key.port = [1000 + (c & 0x3fff) as u16, 53];
-    key.proto = 17;
-    key.ip_version = 4;
+    let key = FlowKey {
+        addr: [[0x0a00_0000 | c, 0, 0, 0], [0xc000_0200 | s, 0, 0, 0]],
+        port: [1000 + (c & 0x3fff) as u16, 53],
+        proto: 17,
+        ip_version: 4,
+        ..FlowKey::default()
+    };
     Packet {
         key,
         from_a: !reply,
