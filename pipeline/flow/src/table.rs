@@ -289,10 +289,56 @@ fn ct_state_of(e: &FlowEntry) -> u8 {
     }
 }
 
+/// What a bucket visit reads first, one per bucket, beside the entry array (CPU only: the
+/// entries' bytes, which the GPU copy shares, are unchanged). With it a visit touches one
+/// 32-byte tag and the entry it finds instead of the first cache line of all eight entries.
+#[repr(C, align(32))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct BucketTag {
+    /// Per slot: 0 when the slot is free, else the key's [`sig_of`] (a slot whose signature
+    /// differs cannot hold the key).
+    sig: [u16; BUCKET_ENTRIES],
+    /// No occupied entry of the bucket expires before this time (ns): a lower bound, kept on
+    /// every write, exact after a reclaiming scan. A visit before it has nothing to reclaim.
+    min_deadline: u64,
+}
+
+impl Default for BucketTag {
+    fn default() -> Self {
+        BucketTag {
+            sig: [0; BUCKET_ENTRIES],
+            min_deadline: u64::MAX,
+        }
+    }
+}
+
+/// The slot signature of a key hash: its upper 16 bits (the bucket is `hash % nbuckets`, so
+/// mostly the low bits), never 0.
+fn sig_of(hash: u32) -> u16 {
+    ((hash >> 16) as u16).max(1)
+}
+
+/// Packets [`FlowTable::apply_packets`] hashes and prefetches ahead of applying them.
+const AHEAD: usize = 16;
+
+/// A hint to start fetching the cache line at `p`.
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint: it reads nothing and does not fault on any address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p.cast::<i8>(), core::arch::x86_64::_MM_HINT_T0)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// A per-queue flow table (see the module doc).
 #[derive(Clone)]
 pub struct FlowTable {
     entries: Vec<FlowEntry>,
+    /// One per bucket ([`BucketTag`]).
+    tags: Vec<BucketTag>,
     nbuckets: u32,
     seed: u32,
     strict: bool,
@@ -357,8 +403,17 @@ impl FlowTable {
                 reason: e.to_string(),
             })?;
         entries.resize(n, FlowEntry::default());
+        let nb = n / BUCKET_ENTRIES;
+        let mut tags = Vec::new();
+        tags.try_reserve_exact(nb).map_err(|e| FlowError::Memory {
+            entries: c.entries,
+            bytes: bytes_needed(c.entries) + (nb * std::mem::size_of::<BucketTag>()) as u64,
+            reason: e.to_string(),
+        })?;
+        tags.resize(nb, BucketTag::default());
         Ok(FlowTable {
             entries,
+            tags,
             nbuckets: (n / BUCKET_ENTRIES) as u32,
             seed: c.hash_seed,
             strict: c.strict,
@@ -444,10 +499,73 @@ impl FlowTable {
         key::hash(key, self.seed) % self.nbuckets
     }
 
-    fn expired(&self, e: &FlowEntry, now_ns: u64) -> bool {
+    /// The live flow of a key at `now_ns` (an expired entry is absent), the table unchanged.
+    pub fn lookup(&self, key: &FlowKey, now_ns: u64) -> Option<&FlowEntry> {
+        let h = key::hash(key, self.seed);
+        let b = (h % self.nbuckets) as usize;
+        let i = self.find(b, sig_of(h), key)?;
+        let e = &self.entries[i];
+        (!self.expired(e, now_ns)).then_some(e)
+    }
+
+    /// The slot of bucket `b` holding `key` (expired or not).
+    #[inline]
+    fn find(&self, b: usize, sig: u16, key: &FlowKey) -> Option<usize> {
+        let tag = &self.tags[b];
+        let base = b * BUCKET_ENTRIES;
+        (0..BUCKET_ENTRIES)
+            .find(|&s| tag.sig[s] == sig && self.entries[base + s].key == *key)
+            .map(|s| base + s)
+    }
+
+    fn deadline(&self, e: &FlowEntry) -> u64 {
         e.last_seen_ns
             .saturating_add(self.timeout_ns[timeout_class(e)])
-            <= now_ns
+    }
+
+    fn expired(&self, e: &FlowEntry, now_ns: u64) -> bool {
+        self.deadline(e) <= now_ns
+    }
+
+    /// Writes entry `i` and keeps its bucket's tag: the signature (0 for a freed slot) and the
+    /// deadline bound.
+    fn store(&mut self, i: usize, e: FlowEntry, sig: u16) {
+        let b = i / BUCKET_ENTRIES;
+        if e.flags & ef::OCCUPIED != 0 {
+            let d = self.deadline(&e);
+            let t = &mut self.tags[b];
+            t.sig[i % BUCKET_ENTRIES] = sig;
+            t.min_deadline = t.min_deadline.min(d);
+        } else {
+            self.tags[b].sig[i % BUCKET_ENTRIES] = 0;
+        }
+        self.entries[i] = e;
+    }
+
+    /// Reclaims the expired entries of bucket `b` (each counted) and makes its deadline bound
+    /// exact. Skipped when the bound says none can have expired.
+    #[inline]
+    fn reclaim(&mut self, b: usize, now_ns: u64) {
+        if now_ns < self.tags[b].min_deadline {
+            return;
+        }
+        let base = b * BUCKET_ENTRIES;
+        let mut min = u64::MAX;
+        for i in base..base + BUCKET_ENTRIES {
+            let e = &self.entries[i];
+            if e.flags & ef::OCCUPIED == 0 {
+                continue;
+            }
+            let d = self.deadline(e);
+            if d <= now_ns {
+                self.note_ended(i, Ended::Expired);
+                self.store(i, FlowEntry::default(), 0);
+                self.counters.expired += 1;
+            } else {
+                min = min.min(d);
+            }
+        }
+        self.tags[b].min_deadline = min;
     }
 
     /// Applies one frame (parse metadata, its bytes, its receive time in ns).
@@ -479,10 +597,89 @@ impl FlowTable {
                 out: out.len(),
             });
         }
-        for (((m, f), &t), r) in metas.iter().zip(frames).zip(now_ns).zip(out.iter_mut()) {
-            *r = self.apply(m, f, t);
+        let mut ahead = [None::<(Packet, u32)>; AHEAD];
+        for (k, res) in out.chunks_mut(AHEAD).enumerate() {
+            let at = k * AHEAD;
+            // As apply_packets: classify and hash the chunk, load the tags, then apply in order.
+            for (j, slot) in ahead.iter_mut().enumerate().take(res.len()) {
+                *slot = None;
+                match classify(&metas[at + j], frames[at + j]) {
+                    Ok(p) => {
+                        let h = key::hash(&p.key, self.seed);
+                        self.prefetch_tag(h);
+                        *slot = Some((p, h));
+                    }
+                    Err(NoFlow::Untracked) | Err(NoFlow::Invalid) => {}
+                }
+            }
+            for (_, h) in ahead[..res.len()].iter().flatten() {
+                self.prefetch_entry(*h);
+            }
+            for (j, r) in res.iter_mut().enumerate() {
+                *r = match &ahead[j] {
+                    Some((p, h)) => self.apply_hashed(p, *h, now_ns[at + j]),
+                    None => self.apply(&metas[at + j], frames[at + j], now_ns[at + j]),
+                };
+            }
         }
         Ok(())
+    }
+
+    /// Applies packets (keys in hand) in order at one receive time; `out[i]` is packet i's
+    /// result. The slices must be of one length.
+    pub fn apply_packets(
+        &mut self,
+        packets: &[Packet],
+        now_ns: u64,
+        out: &mut [FlowResult],
+    ) -> Result<(), FlowError> {
+        if out.len() != packets.len() {
+            return Err(FlowError::BurstLengths {
+                metas: packets.len(),
+                frames: packets.len(),
+                times: packets.len(),
+                out: out.len(),
+            });
+        }
+        let mut hashes = [0u32; AHEAD];
+        for (chunk, res) in packets.chunks(AHEAD).zip(out.chunks_mut(AHEAD)) {
+            // Hash the chunk and load each bucket's tag first, so that their cache misses
+            // overlap; then apply in order (an earlier packet may change a later one's bucket:
+            // the apply reads the table afresh).
+            for (p, h) in chunk.iter().zip(hashes.iter_mut()) {
+                *h = key::hash(&p.key, self.seed);
+                self.prefetch_tag(*h);
+            }
+            for &h in &hashes[..chunk.len()] {
+                self.prefetch_entry(h);
+            }
+            for ((p, &h), r) in chunk.iter().zip(&hashes).zip(res.iter_mut()) {
+                *r = self.apply_hashed(p, h, now_ns);
+            }
+        }
+        Ok(())
+    }
+
+    fn prefetch_tag(&self, h: u32) {
+        prefetch((&self.tags[(h % self.nbuckets) as usize] as *const BucketTag).cast());
+    }
+
+    /// Prefetches both cache lines of the entry a key of hash `h` will likely use: the slot
+    /// whose signature matches, else the first free one (reads the tag: prefetch it first).
+    fn prefetch_entry(&self, h: u32) {
+        let b = (h % self.nbuckets) as usize;
+        let sig = sig_of(h);
+        let tag = &self.tags[b];
+        let s = tag
+            .sig
+            .iter()
+            .position(|&g| g == sig)
+            .or_else(|| tag.sig.iter().position(|&g| g == 0));
+        if let Some(s) = s {
+            let e = (&self.entries[b * BUCKET_ENTRIES + s] as *const FlowEntry).cast::<u8>();
+            prefetch(e);
+            prefetch(e.wrapping_add(64));
+        }
     }
 
     fn invalid(&mut self) -> FlowResult {
@@ -493,21 +690,15 @@ impl FlowTable {
     /// Visits the packet's bucket: reclaims its expired entries, then finds the flow or makes
     /// room for it (docs/flow-table.md, "Table" and "Full table").
     pub fn apply_packet(&mut self, p: &Packet, now_ns: u64) -> FlowResult {
-        let base = self.bucket_of(&p.key) as usize * BUCKET_ENTRIES;
-        let mut found = None;
-        for i in base..base + BUCKET_ENTRIES {
-            let e = &self.entries[i];
-            if e.flags & ef::OCCUPIED == 0 {
-                continue;
-            }
-            if self.expired(e, now_ns) {
-                self.note_ended(i, Ended::Expired);
-                self.entries[i] = FlowEntry::default();
-                self.counters.expired += 1;
-            } else if e.key == p.key {
-                found = Some(i);
-            }
-        }
+        self.apply_hashed(p, key::hash(&p.key, self.seed), now_ns)
+    }
+
+    /// [`FlowTable::apply_packet`] with the key's hash in hand.
+    fn apply_hashed(&mut self, p: &Packet, h: u32, now_ns: u64) -> FlowResult {
+        let b = (h % self.nbuckets) as usize;
+        let sig = sig_of(h);
+        self.reclaim(b, now_ns);
+        let found = self.find(b, sig, &p.key);
         if p.kind == Kind::Related {
             // An ICMP error about a flow: `related`, going the other way than the packet it
             // quotes; the flow is not changed. About no flow: invalid (as Linux).
@@ -519,7 +710,7 @@ impl FlowTable {
             return FlowResult::of(ct::RELATED, dir, outcome::TRACKED);
         }
         if let Some(i) = found {
-            return self.update(i, p, now_ns);
+            return self.update(i, p, sig, now_ns);
         }
         // A new flow: only a frame that may open one.
         let state = match p.kind {
@@ -533,22 +724,23 @@ impl FlowTable {
             Kind::Echo { request: false } => return self.invalid(),
             _ => 0,
         };
-        let Some(i) = self.free_slot(base) else {
+        let Some(i) = self.free_slot(b) else {
             self.counters.table_full += 1;
             return FlowResult::of(ct::UNTRACKED, 0, outcome::TABLE_FULL);
         };
-        self.create(i, p, state, now_ns)
+        self.create(i, p, sig, state, now_ns)
     }
 
     /// A free slot of the bucket, else the unassured entry to evict (unreplied before replied,
     /// then least recently seen, then lowest slot), else none.
-    fn free_slot(&mut self, base: usize) -> Option<usize> {
+    fn free_slot(&mut self, b: usize) -> Option<usize> {
+        let base = b * BUCKET_ENTRIES;
+        if let Some(s) = self.tags[b].sig.iter().position(|&g| g == 0) {
+            return Some(base + s);
+        }
         let mut victim: Option<(usize, (u8, u64))> = None;
         for i in base..base + BUCKET_ENTRIES {
             let e = &self.entries[i];
-            if e.flags & ef::OCCUPIED == 0 {
-                return Some(i);
-            }
             if e.flags & ef::ASSURED != 0 {
                 continue;
             }
@@ -563,7 +755,7 @@ impl FlowTable {
         Some(i)
     }
 
-    fn create(&mut self, i: usize, p: &Packet, state: u8, now_ns: u64) -> FlowResult {
+    fn create(&mut self, i: usize, p: &Packet, sig: u16, state: u8, now_ns: u64) -> FlowResult {
         let mut e = FlowEntry {
             key: p.key,
             first_seen_ns: now_ns,
@@ -576,12 +768,12 @@ impl FlowTable {
             window::init(&mut e, p);
         }
         account(&mut e, 0, p, now_ns);
-        self.entries[i] = e;
+        self.store(i, e, sig);
         self.counters.created += 1;
         FlowResult::of(ct_state_of(&e), 0, outcome::TRACKED)
     }
 
-    fn update(&mut self, i: usize, p: &Packet, now_ns: u64) -> FlowResult {
+    fn update(&mut self, i: usize, p: &Packet, sig: u16, now_ns: u64) -> FlowResult {
         let mut e = self.entries[i];
         let orig_from_a = e.flags & ef::ORIG_FROM_A != 0;
         let dir = (p.from_a != orig_from_a) as usize;
@@ -599,7 +791,7 @@ impl FlowTable {
                 if new == st::SYN_SENT && (old == st::TIME_WAIT || old == st::CLOSE) {
                     // A SYN reopens a closed connection: a new flow in the SYN's direction.
                     self.note_ended(i, Ended::Reopened);
-                    return self.create(i, p, st::SYN_SENT, now_ns);
+                    return self.create(i, p, sig, st::SYN_SENT, now_ns);
                 }
                 if self.strict && !window::check(&mut e, dir, p, old) {
                     return self.invalid();
@@ -630,7 +822,7 @@ impl FlowTable {
             }
         }
         account(&mut e, dir, p, now_ns);
-        self.entries[i] = e;
+        self.store(i, e, sig);
         FlowResult::of(ct_state_of(&e), dir as u8, outcome::TRACKED)
     }
 
@@ -648,7 +840,7 @@ impl FlowTable {
                 let e = self.entries[i];
                 if removed < max && e.flags & ef::OCCUPIED != 0 && self.expired(&e, now_ns) {
                     out.push(FlowRecord::of(&e));
-                    self.entries[i] = FlowEntry::default();
+                    self.store(i, FlowEntry::default(), 0);
                     self.counters.expired += 1;
                     removed += 1;
                 }
@@ -717,7 +909,7 @@ impl FlowTable {
                 }
                 if self.expired(&e, now_ns) {
                     out.push(FlowRecord::of(&e));
-                    self.entries[i] = FlowEntry::default();
+                    self.store(i, FlowEntry::default(), 0);
                     self.counters.expired += 1;
                 } else {
                     live(&mut self.entries[i]);

@@ -1,11 +1,14 @@
 //! The stage list run stage by stage over a burst instead of frame by frame, for lists of
-//! built-in read-only stages (`parse`, `count`, `acl` without rewrite actions): one dispatch per
+//! built-in read-only stages (`parse`, `count`, `conntrack`, `acl` without rewrite actions and
+//! without `ct:` rules): one dispatch per
 //! stage and burst instead of per frame, `parse` walking the burst with the next frames'
 //! first bytes prefetched, `acl` classifying the chunk's keys with the classifier's batch walk,
-//! `count` adding up lengths, the verdict tally per burst. Results (metadata, verdicts,
+//! `count` adding up lengths, `conntrack` taking its queue's table once for the chunk and
+//! applying the frames in order, the verdict tally per burst. Results (metadata, verdicts,
 //! counters) are those of the frame-by-frame loop: each frame still meets the stages in list
 //! order, a drop still stops the list for that frame, and no stage of these kinds reads what
-//! another frame's stage wrote.
+//! another frame's stage wrote (conntrack's frames meet the table in frame order, as they would
+//! one at a time).
 
 use std::sync::Arc;
 
@@ -147,6 +150,8 @@ struct Chunk<'f> {
     bytes: [&'f [u8]; CHUNK],
     marks: [u32; CHUNK],
     ports: [u16; CHUNK],
+    queues: [u16; CHUNK],
+    times: [u64; CHUNK],
     len: usize,
 }
 
@@ -155,10 +160,12 @@ impl Pipeline {
     /// `parse`, `count` and `acl` stages, every one counted (at most [`MAX_STAGES`]).
     pub(super) fn burstwise(&self) -> bool {
         self.stages.len() <= MAX_STAGES
-            && self
-                .stages
-                .iter()
-                .all(|s| matches!(s, Stage::Parse | Stage::Count | Stage::Acl(_)))
+            && self.stages.iter().all(|s| {
+                matches!(
+                    s,
+                    Stage::Parse | Stage::Count | Stage::Acl(_) | Stage::Conntrack(_)
+                )
+            })
     }
 
     /// Runs the list over `frames` in chunks of [`CHUNK`], stage by stage.
@@ -186,6 +193,8 @@ impl Pipeline {
             bytes: [&[]; CHUNK],
             marks: [0; CHUNK],
             ports: [0; CHUNK],
+            queues: [0; CHUNK],
+            times: [0; CHUNK],
             len: 0,
         };
         let mut base = 0usize;
@@ -205,6 +214,8 @@ impl Pipeline {
                 chunk.bytes[k] = f;
                 chunk.marks[k] = d.mark;
                 chunk.ports[k] = d.port;
+                chunk.queues[k] = d.queue;
+                chunk.times[k] = d.timestamp_ns;
                 k += 1;
             }
             if k == 0 {
@@ -280,6 +291,15 @@ impl Pipeline {
                         bits(alive).map(|i| ch.bytes[i].len()).sum()
                     };
                     t.stage_bytes[si] += bytes as u64;
+                }
+                Stage::Conntrack(ct) => {
+                    ct.apply_chunk(
+                        &ch.queues[..k],
+                        &ch.bytes[..k],
+                        &ch.times[..k],
+                        &mut metas[..k],
+                        alive,
+                    );
                 }
                 Stage::Acl(_) => {
                     let Some(acl) = tables.get(si).and_then(Option::as_ref) else {
@@ -455,5 +475,88 @@ mod tests {
             }
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// conntrack burst-wise (its table taken once a chunk) gives each frame the state and
+    /// verdict it gets frame by frame, and leaves the same counters, on connection traffic
+    /// with aging and evictions (a 64-entry table), some frames dropped by parse before it.
+    #[test]
+    fn conntrack_burstwise_equals_framewise() {
+        use pktwarp_flow::testgen::{generate, GenConfig};
+        let frames: Vec<(FrameDesc, Vec<u8>)> = generate(&GenConfig {
+            frames: 3000,
+            ..GenConfig::default()
+        })
+        .into_iter()
+        .enumerate()
+        .map(|(i, g)| {
+            // Every 37th frame cut inside its IP header: parse drops it.
+            let b = if i % 37 == 5 {
+                g.bytes[..20].to_vec()
+            } else {
+                g.bytes
+            };
+            let d = FrameDesc {
+                len: b.len() as u32,
+                wire_len: b.len() as u32,
+                timestamp_ns: g.time_ns,
+                ..FrameDesc::default()
+            };
+            (d, b)
+        })
+        .collect();
+        let ct: pktwarp_flow::FlowConfig = serde_saphyr::from_str("entries: 64\n").expect("config");
+        let stages = [
+            StageConfig::Parse,
+            StageConfig::Conntrack(ct),
+            StageConfig::Count,
+        ];
+        let p1 = crate::stage::build(&stages, |p| p.to_path_buf()).unwrap();
+        let p2 = crate::stage::build(&stages, |p| p.to_path_buf()).unwrap();
+        assert!(p1.burstwise());
+        let (c1, c2) = (QueueCounters::new(3, 0), QueueCounters::new(3, 0));
+        let tables: [Option<Arc<AclStage>>; MAX_STAGES] = Default::default();
+        let routes = Default::default();
+        let (mut m1, mut v1, mut m2, mut v2) = (vec![], vec![], vec![], vec![]);
+        let mut states = [0u64; 8];
+        for burst in frames.chunks(100) {
+            let items = || burst.iter().map(|(d, f)| Item::Ro(*d, f.as_slice()));
+            let mut t = Tally::default();
+            p1.run_burstwise(items(), &mut m1, &mut v1, &tables, &mut t, &c1);
+            p1.flush_tally(&t, &c1);
+            let mut t = Tally::default();
+            p2.run_framewise(
+                items(),
+                &mut m2,
+                &mut v2,
+                (&tables, &routes),
+                false,
+                &mut t,
+                &c2,
+            );
+            p2.flush_tally(&t, &c2);
+            assert_eq!(m1, m2);
+            assert_eq!(v1, v2);
+            for m in &m1 {
+                states[m.ct_state as usize & 7] += 1;
+            }
+        }
+        assert_eq!(c1.stage_snapshot(), c2.stage_snapshot());
+        let counters = |p: &Pipeline| match &p.stages[1] {
+            Stage::Conntrack(c) => c.flow_counters(),
+            _ => unreachable!("stage 1 is conntrack"),
+        };
+        let (k1, k2) = (counters(&p1), counters(&p2));
+        assert_eq!(k1, k2);
+        assert!(
+            k1.expired > 0 && k1.early_evicted > 0 && k1.created > 100,
+            "{k1:?}"
+        );
+        assert!(c1.drop_count(DropReason::ParseError) > 0);
+        // New, established and closing frames all met the comparison.
+        assert!(
+            states[1] > 0 && states[2] > 0 && states[5] > 0,
+            "{states:?}"
+        );
     }
 }

@@ -131,6 +131,64 @@ impl ConntrackStage {
         lock(t).apply(meta, frame, desc.timestamp_ns).store(meta);
     }
 
+    /// [`ConntrackStage::apply`] on the frames of a burst chunk whose bit is set in `alive`
+    /// (frame i: `queues[i]`, `frames[i]`, `times[i]`, `metas[i]`), in order, taking the
+    /// queue's table once when they are all of one queue (a burst is).
+    pub fn apply_chunk(
+        &self,
+        queues: &[u16],
+        frames: &[&[u8]],
+        times: &[u64],
+        metas: &mut [PacketMeta],
+        alive: u64,
+    ) {
+        let n = metas
+            .len()
+            .min(frames.len())
+            .min(times.len())
+            .min(queues.len())
+            .min(64);
+        let all = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let one_queue = queues[..n].iter().all(|&q| q == queues[0]);
+        let table = if n > 0 && one_queue {
+            self.tables.table(queues[0])
+        } else {
+            None
+        };
+        let Some(t) = table else {
+            // Several queues, or the queue has no table: one frame at a time.
+            for i in (0..n).filter(|&i| alive >> i & 1 != 0) {
+                let d = FrameDesc {
+                    queue: queues[i],
+                    timestamp_ns: times[i],
+                    ..FrameDesc::default()
+                };
+                self.apply(&d, frames[i], &mut metas[i]);
+            }
+            return;
+        };
+        let mut t = lock(t);
+        if alive & all == all {
+            let mut out = [pktwarp_flow::FlowResult::default(); 64];
+            let out = &mut out[..n];
+            // Lengths are equal by construction: an error is impossible, and would leave
+            // every frame untracked.
+            if t.apply_burst(&metas[..n], &frames[..n], &times[..n], out)
+                .is_err()
+            {
+                out.fill(pktwarp_flow::FlowResult::default());
+            }
+            for (m, r) in metas[..n].iter_mut().zip(out.iter()) {
+                r.store(m);
+            }
+        } else {
+            for i in (0..n).filter(|&i| alive >> i & 1 != 0) {
+                let r = t.apply(&metas[i], frames[i], times[i]);
+                r.store(&mut metas[i]);
+            }
+        }
+    }
+
     /// Adds growth of the GPU tables' counters (in [`COUNTER_NAMES`] order).
     pub fn add_gpu_counters(&self, grown: &[u64]) {
         for (c, g) in self.gpu.iter().zip(grown) {
