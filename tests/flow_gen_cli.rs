@@ -1,20 +1,9 @@
 //! `pktwarp flow-gen`: writes a capture of connection traffic that replays (same seed, same
 //! file), and refuses bad arguments with an error naming the option.
 
+mod common;
+use common::pktwarp_out as pktwarp;
 use std::path::PathBuf;
-use std::process::Command;
-
-fn pktwarp(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pktwarp"))
-        .args(args)
-        .output()
-        .expect("run pktwarp");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn temp(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pw-flowgen-{tag}-{}", std::process::id()));

@@ -3,20 +3,9 @@
 //! looked for, so a bad line is reported (file, line, field) on any machine, and a good IPv6
 //! trace is either compared on the GPU or reported read, with a clear word that there is no GPU.
 
+mod common;
+use common::pktwarp_out as pktwarp;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn pktwarp(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pktwarp"))
-        .args(args)
-        .output()
-        .expect("run pktwarp");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// A fresh folder with an IPv6 rule set `s` and its trace `s_trace` from `pktwarp acl-gen`.
 fn generated(tag: &str) -> PathBuf {

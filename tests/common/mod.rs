@@ -30,6 +30,19 @@ pub fn pktwarp(args: &[&str], cfg: &Path) -> Output {
         .expect("spawn pktwarp")
 }
 
+/// `pktwarp ARGS`, run to its end: exit code (-1 when killed), stdout, stderr.
+pub fn pktwarp_out(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_pktwarp"))
+        .args(args)
+        .output()
+        .expect("run pktwarp");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Atomic replace, so a reload never reads a half-written file.
 pub fn put(path: &Path, text: &str) {
     let tmp = path.with_extension("tmp");
