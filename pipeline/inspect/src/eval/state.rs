@@ -146,6 +146,14 @@ impl Stateful {
         self.counters
     }
 
+    /// Whether rule `i` has anything [`Stateful::apply`] decides: flowbits, `noalert`, a
+    /// threshold or a detection_filter (a rule without fires whenever it matches).
+    pub fn has_state(&self, i: usize) -> bool {
+        self.rules
+            .get(i)
+            .is_some_and(|r| !r.bits.is_empty() || r.noalert || !r.filters.is_empty())
+    }
+
     /// Flows holding bits now.
     pub fn flows(&self) -> usize {
         self.flows.len()
