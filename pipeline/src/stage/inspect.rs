@@ -725,3 +725,7 @@ pub fn validate_lines(p: &crate::stage::Pipeline) -> Vec<String> {
 #[cfg(test)]
 #[path = "inspect_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "inspect_flow_tests.rs"]
+mod flow_tests;
