@@ -240,20 +240,28 @@ impl Published {
         }
     }
 
-    /// Of `matched` (rule indices, ascending), those that fire after flowbits and thresholds
-    /// on queue `queue`'s state at receive time `now_ns`.
-    fn fire(&self, queue: u16, now_ns: u64, f: &eval::Frame, matched: &[u32]) -> Vec<u32> {
+    /// Of `matched` (rule indices, ascending), those that alert and those whose action
+    /// applies, after flowbits and thresholds on queue `queue`'s state at receive time
+    /// `now_ns`.
+    fn fire(
+        &self,
+        queue: u16,
+        now_ns: u64,
+        f: &eval::Frame,
+        matched: &[u32],
+    ) -> (Vec<u32>, Vec<u32>) {
         if !matched.iter().any(|&r| self.set.is_stateful(r)) {
-            return matched.to_vec();
+            return (matched.to_vec(), matched.to_vec());
         }
         let st = self.states[usize::from(queue) % STATE_QUEUES]
             .get_or_init(|| Mutex::new(self.set.new_state()));
         let idx: Vec<usize> = matched.iter().map(|&r| r as usize).collect();
-        let mut st = st.lock().unwrap_or_else(|p| p.into_inner());
-        st.apply(f, now_ns, &idx)
-            .into_iter()
-            .map(|r| r as u32)
-            .collect()
+        let a = st
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .apply_actions(f, now_ns, &idx);
+        let back = |v: Vec<usize>| v.into_iter().map(|r| r as u32).collect();
+        (back(a.fired), back(a.acted))
     }
 
     /// The state counters over every queue.
@@ -515,12 +523,13 @@ impl CustomStage for InspectStage {
                         0 => host_now_ns(),
                         t => t,
                     };
-                    let fired = p.fire(rx.queue, now_ns, &f, &s.matched);
-                    if fired.is_empty() {
-                        return;
+                    let (fired, acted) = p.fire(rx.queue, now_ns, &f, &s.matched);
+                    if !fired.is_empty() {
+                        self.alert(&p, now_ns, &f, meta, &fired);
                     }
-                    self.alert(&p, now_ns, &f, meta, &fired);
-                    let drop = fired.iter().any(|&r| {
+                    // A `drop` rule drops where its action applies, alerting or not
+                    // (`noalert`, a `limit` past its count).
+                    let drop = acted.iter().any(|&r| {
                         matches!(
                             p.set.action(r),
                             Some(pktwarp_inspect::rules::Action::Drop)
@@ -531,7 +540,7 @@ impl CustomStage for InspectStage {
                         self.count(2, 1);
                         v.action = Action::Drop;
                         v.reason = Some(DropReason::InspectDrop);
-                    } else {
+                    } else if !fired.is_empty() {
                         match self.shared.cfg.alert_to {
                             AlertTo::None => {}
                             AlertTo::Host => v.action = Action::ToHost,

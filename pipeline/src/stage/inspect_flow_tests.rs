@@ -23,10 +23,14 @@ const T0_S: u64 = 1_700_000_000;
 type Ep = (IpAddr, u16);
 
 fn scratch(name: &str) -> PathBuf {
+    scratch_with(name, RULES)
+}
+
+fn scratch_with(name: &str, rules: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pw-inspect-flow-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("scratch folder");
-    std::fs::write(d.join("flow.rules"), RULES).expect("rules");
+    std::fs::write(d.join("flow.rules"), rules).expect("rules");
     d
 }
 
@@ -117,9 +121,11 @@ fn connection(
     out
 }
 
-/// Runs `frames` (receive time in s after [`T0_S`], bytes) one burst each, in order.
-fn run(p: &crate::stage::Pipeline, frames: &[(u64, Vec<u8>)]) {
+/// Runs `frames` (receive time in s after [`T0_S`], bytes) one burst each, in order; their
+/// verdicts' actions.
+fn run(p: &crate::stage::Pipeline, frames: &[(u64, Vec<u8>)]) -> Vec<Action> {
     let q = QueueCounters::new(p.stages.len(), 0);
+    let mut out = Vec::new();
     for (t, f) in frames {
         let mut b = Burst::default();
         let d = FrameDesc {
@@ -131,7 +137,9 @@ fn run(p: &crate::stage::Pipeline, frames: &[(u64, Vec<u8>)]) {
         b.push(f, d);
         let (mut m, mut v) = (Vec::new(), Vec::new());
         p.run_burst(&b, &mut m, &mut v, &q);
+        out.push(v[0].action);
     }
+    out
 }
 
 /// The EVE lines' (sid, timestamp).
@@ -272,4 +280,37 @@ fn the_flow_table_is_not_a_config_key() {
     o["conntrack_before"] = serde_json::json!("yes");
     let e = InspectStageConfig::from_options(&o).expect_err("not a bool");
     assert!(e.to_string().contains("conntrack_before"), "{e}");
+}
+
+#[test]
+fn a_limited_drop_rule_drops_every_match_and_alerts_once() {
+    let dir = scratch_with(
+        "drop",
+        "drop tcp any any -> any any (msg:\"drop limited\"; flow:established,to_server; \
+         content:\"LIMIT\"; threshold:type limit, track by_src, count 1, seconds 60; sid:5;)\n",
+    );
+    let p = build(&[
+        StageConfig::Parse,
+        conntrack_cfg(),
+        inspect_cfg(&dir),
+        StageConfig::Count,
+    ]);
+    let c = inspect_at(&p, 2).cpu_arc();
+    c.hooks().expect("hooks").start(&hook_ctx(2));
+    let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+    let frames = connection(
+        (ip("10.0.0.1"), 40000),
+        (ip("192.0.2.1"), 80),
+        &[(true, b"LIMIT 1"), (true, b"LIMIT 2"), (false, b"LIMIT 3")],
+        &mut (1..),
+    );
+    let actions = run(&p, &frames);
+    c.hooks().expect("hooks").end(&hook_ctx(2));
+    // Suricata: a `limit` threshold applies a drop rule's action to every match, alerting
+    // on the first `count` only; the server's LIMIT is not to_server.
+    let (pass, drop) = (Action::Pass, Action::Drop);
+    assert_eq!(actions, [pass, pass, pass, drop, drop, pass]);
+    assert_eq!(eve(&dir).iter().map(|x| x.0).collect::<Vec<_>>(), [5]);
+    assert_eq!(c.counters()[2], 2, "drops");
+    assert_eq!(c.counters()[1], 1, "alerts");
 }
