@@ -1,5 +1,5 @@
-//! The shipped IDS (configs/ids.yaml: parse -> inspect -> count) on the CPU executor. Its
-//! input capture is made here (HTTP requests clean and not, a NOP sled, DNS queries, ICMP
+//! The shipped IDS (configs/ids.yaml: parse -> conntrack -> inspect -> count) on the CPU
+//! executor. Its input capture is made here (HTTP requests clean and not, a NOP sled, DNS queries, ICMP
 //! echoes, a request inside VXLAN, ARP) and the shipped capture must be these bytes
 //! (`PKTWARP_REGENERATE=1 cargo test -p pipeline --test ids_config the_shipped_capture`
 //! rewrites it). Checks: each rule alerts on exactly its frames (EVE lines read with

@@ -304,6 +304,18 @@ impl RuleSet {
     /// Prefilter, then each candidate's full check; the matching rules are left in
     /// `s.matched`.
     pub fn inspect(&self, f: &Frame, s: &mut Scratch) -> Decision {
+        self.inspect_gated(f, s, |_| true)
+    }
+
+    /// [`RuleSet::inspect`], where a matching `pass` rule ends inspection only when
+    /// `pass_holds` says so (its flowbits and threshold, [`Stateful`]); otherwise it is
+    /// passed over as if it had not matched.
+    pub fn inspect_gated(
+        &self,
+        f: &Frame,
+        s: &mut Scratch,
+        mut pass_holds: impl FnMut(u32) -> bool,
+    ) -> Decision {
         s.cands.clear();
         s.matched.clear();
         if s.sets.len() < self.matchers.len() {
@@ -335,6 +347,9 @@ impl RuleSet {
             }
             match self.actions[c as usize] {
                 Action::Pass => {
+                    if !pass_holds(c) {
+                        continue;
+                    }
                     s.matched.clear();
                     return Decision::Pass(c);
                 }

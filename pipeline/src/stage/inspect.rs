@@ -513,16 +513,18 @@ impl CustomStage for InspectStage {
         }
         f.http = head.as_ref();
         let p = self.shared.current.load();
+        let now_ns = match rx.timestamp_ns {
+            0 => host_now_ns(),
+            t => t,
+        };
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
-            match p.set.inspect(&f, &mut s) {
+            // A `pass` rule's flowbits and threshold decide whether it passes the frame.
+            let pass_holds = |r: u32| !p.fire(rx.queue, now_ns, &f, &[r]).1.is_empty();
+            match p.set.inspect_gated(&f, &mut s, pass_holds) {
                 Decision::Clean => {}
                 Decision::Pass(_) => self.count(3, 1),
                 Decision::Alert { .. } => {
-                    let now_ns = match rx.timestamp_ns {
-                        0 => host_now_ns(),
-                        t => t,
-                    };
                     let (fired, acted) = p.fire(rx.queue, now_ns, &f, &s.matched);
                     if !fired.is_empty() {
                         self.alert(&p, now_ns, &f, meta, &fired);

@@ -314,3 +314,48 @@ fn a_limited_drop_rule_drops_every_match_and_alerts_once() {
     assert_eq!(c.counters()[2], 2, "drops");
     assert_eq!(c.counters()[1], 1, "alerts");
 }
+
+#[test]
+fn a_pass_rule_passes_only_where_its_flowbits_hold() {
+    let dir = scratch_with(
+        "pass",
+        "alert tcp any any -> any any (msg:\"request\"; flow:established,to_server; \
+         content:\"GET /secret\"; flowbits:set,asked; flowbits:noalert; sid:2;)\n\
+         pass tcp any any -> any any (msg:\"asked for\"; flow:established,to_client; \
+         content:\"secret-data\"; flowbits:isset,asked; sid:6;)\n\
+         alert tcp any any -> any any (msg:\"leak\"; content:\"secret-data\"; sid:7;)\n",
+    );
+    let p = build(&[
+        StageConfig::Parse,
+        conntrack_cfg(),
+        inspect_cfg(&dir),
+        StageConfig::Count,
+    ]);
+    let c = inspect_at(&p, 2).cpu_arc();
+    c.hooks().expect("hooks").start(&hook_ctx(2));
+    let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+    let srv = (ip("192.0.2.1"), 80);
+    let mut at = 1..;
+    // The first flow leaks before its request (sid 7), then answers a request (pass).
+    let mut frames = connection(
+        (ip("10.0.0.1"), 40000),
+        srv,
+        &[
+            (false, b"secret-data"),
+            (true, b"GET /secret"),
+            (false, b"secret-data"),
+        ],
+        &mut at,
+    );
+    // Another flow never asked: sid 7.
+    frames.extend(connection(
+        (ip("10.0.0.2"), 40001),
+        srv,
+        &[(false, b"secret-data")],
+        &mut at,
+    ));
+    run(&p, &frames);
+    c.hooks().expect("hooks").end(&hook_ctx(2));
+    assert_eq!(eve(&dir).iter().map(|x| x.0).collect::<Vec<_>>(), [7, 7]);
+    assert_eq!(c.counters()[3], 1, "passes");
+}
