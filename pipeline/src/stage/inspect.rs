@@ -34,9 +34,7 @@ use pktwarp_inspect::eval::{self, decode};
 use serde::{Deserialize, Serialize};
 
 use crate::meta::{mf, PacketMeta};
-use crate::stage::api::{
-    CustomStage, FilesReload, HookCtx, RxInfo, StageHooks, StageMetricFamily,
-};
+use crate::stage::api::{CustomStage, FilesReload, HookCtx, RxInfo, StageHooks, StageMetricFamily};
 use crate::stage::descriptor::{GpuImpl, StageDescriptor, StageNeeds};
 use crate::verdict::{Action, DropReason, Verdict};
 
@@ -268,7 +266,10 @@ impl Published {
     fn state_counters(&self) -> StateCounters {
         let mut c = StateCounters::default();
         for s in self.states.iter().filter_map(OnceLock::get) {
-            add_state(&mut c, &s.lock().unwrap_or_else(|p| p.into_inner()).counters());
+            add_state(
+                &mut c,
+                &s.lock().unwrap_or_else(|p| p.into_inner()).counters(),
+            );
         }
         c
     }
@@ -306,10 +307,7 @@ impl Shared {
         let g = self.current.load().generation + 1;
         let old = self.current.swap(Arc::new(Published::new(set, g)));
         add_state(
-            &mut self
-                .carried_state
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
+            &mut self.carried_state.lock().unwrap_or_else(|p| p.into_inner()),
             &old.state_counters(),
         );
         let mut c = self.carried.lock().unwrap_or_else(|p| p.into_inner());
@@ -582,24 +580,26 @@ impl CustomStage for InspectStage {
     }
 
     fn metric_families(&self) -> Vec<StageMetricFamily> {
-        vec![StageMetricFamily {
-            name: "inspect_rule_hits_total".into(),
-            help: "Frames each IDS rule matched and alerted on, by sid (the rules with most \
+        vec![
+            StageMetricFamily {
+                name: "inspect_rule_hits_total".into(),
+                help: "Frames each IDS rule matched and alerted on, by sid (the rules with most \
                    hits; the rest under sid=\"other\")"
-                .into(),
-            kind: crate::stage::MetricKind::Counter,
-            labels: vec!["sid".into()],
-        },
-        StageMetricFamily {
-            name: "inspect_state_total".into(),
-            help: "Flowbits / threshold state events: `flows_full` (a flow found no room for \
+                    .into(),
+                kind: crate::stage::MetricKind::Counter,
+                labels: vec!["sid".into()],
+            },
+            StageMetricFamily {
+                name: "inspect_state_total".into(),
+                help: "Flowbits / threshold state events: `flows_full` (a flow found no room for \
                    its bits), `trackers_full` (a threshold counter found no room), \
                    `suppressed` (matches a threshold, detection_filter or noalert kept from \
                    alerting)"
-                .into(),
-            kind: crate::stage::MetricKind::Counter,
-            labels: vec!["event".into()],
-        }]
+                    .into(),
+                kind: crate::stage::MetricKind::Counter,
+                labels: vec!["event".into()],
+            },
+        ]
     }
 
     fn metric_samples(&self) -> Vec<(usize, Vec<String>, f64)> {

@@ -232,7 +232,10 @@ fn flow_flowbits_and_threshold_run_after_conntrack() {
             .find(|s| s.0 == 0 && s.1[0] == sid)
             .map_or(0.0, |s| s.2)
     };
-    assert_eq!((hits("1"), hits("2"), hits("3"), hits("4")), (2.0, 0.0, 1.0, 3.0));
+    assert_eq!(
+        (hits("1"), hits("2"), hits("3"), hits("4")),
+        (2.0, 0.0, 1.0, 3.0)
+    );
 }
 
 #[test]
@@ -249,7 +252,9 @@ fn without_conntrack_before_it_the_flow_rules_are_skipped() {
         let lines = validate_lines(p);
         assert_eq!(lines.len(), 1);
         assert!(
-            lines[0].starts_with("pipeline[1] inspect: 0 rules loaded, 4 skipped; 4 needs the flow table"),
+            lines[0].starts_with(
+                "pipeline[1] inspect: 0 rules loaded, 4 skipped; 4 needs the flow table"
+            ),
             "{lines:?}"
         );
         let c = inspect_at(p, 1).cpu_arc();
