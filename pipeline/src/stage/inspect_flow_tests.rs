@@ -80,8 +80,8 @@ fn seg(src: Ep, dst: Ep, flags: u16, seq: u32, ack: u32, payload: &[u8]) -> Vec<
         wscale: None,
     };
     let mut f = tcp_frame(None, src, dst, t);
-    let at = f.len() - payload.len();
-    f[at..].copy_from_slice(payload);
+    // Ethernet, IPv4 and TCP headers without options; a short frame is padded after.
+    f[54..54 + payload.len()].copy_from_slice(payload);
     f
 }
 
@@ -124,6 +124,11 @@ fn connection(
 /// Runs `frames` (receive time in s after [`T0_S`], bytes) one burst each, in order; their
 /// verdicts' actions.
 fn run(p: &crate::stage::Pipeline, frames: &[(u64, Vec<u8>)]) -> Vec<Action> {
+    run_on(p, 0, frames)
+}
+
+/// [`run`] on RX queue `queue`.
+fn run_on(p: &crate::stage::Pipeline, queue: u16, frames: &[(u64, Vec<u8>)]) -> Vec<Action> {
     let q = QueueCounters::new(p.stages.len(), 0);
     let mut out = Vec::new();
     for (t, f) in frames {
@@ -132,6 +137,7 @@ fn run(p: &crate::stage::Pipeline, frames: &[(u64, Vec<u8>)]) -> Vec<Action> {
             len: f.len() as u32,
             wire_len: f.len() as u32,
             timestamp_ns: (T0_S + t) * 1_000_000_000,
+            queue,
             ..FrameDesc::default()
         };
         b.push(f, d);
@@ -363,4 +369,30 @@ fn a_pass_rule_passes_only_where_its_flowbits_hold() {
     c.hooks().expect("hooks").end(&hook_ctx(2));
     assert_eq!(eve(&dir).iter().map(|x| x.0).collect::<Vec<_>>(), [7, 7]);
     assert_eq!(c.counters()[3], 1, "passes");
+}
+
+#[test]
+fn thresholds_count_per_queue() {
+    let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+    let srv = (ip("192.0.2.1"), 80);
+    // Two connections of one source, each sending a LIMIT (sid 4: limit 1 per 60 s by_src).
+    let mut at = 1..;
+    let one = connection((ip("10.0.0.1"), 40000), srv, &[(true, b"LIMIT")], &mut at);
+    let two = connection((ip("10.0.0.1"), 40001), srv, &[(true, b"LIMIT")], &mut at);
+    for (queues, want) in [([0u16, 0], vec![4]), ([0, 1], vec![4, 4])] {
+        let dir = scratch(&format!("queues-{}", queues[1]));
+        let p = build(&[
+            StageConfig::Parse,
+            conntrack_cfg(),
+            inspect_cfg(&dir),
+            StageConfig::Count,
+        ]);
+        let c = inspect_at(&p, 2).cpu_arc();
+        c.hooks().expect("hooks").start(&hook_ctx(2));
+        run_on(&p, queues[0], &one);
+        run_on(&p, queues[1], &two);
+        c.hooks().expect("hooks").end(&hook_ctx(2));
+        let sids: Vec<u64> = eve(&dir).iter().map(|x| x.0).collect();
+        assert_eq!(sids, want, "queues {queues:?}");
+    }
 }
