@@ -1,5 +1,5 @@
-//! The shipped IDS (configs/ids.yaml: parse -> inspect -> count) on the CPU executor. Its
-//! input capture is made here (HTTP requests clean and not, a NOP sled, DNS queries, ICMP
+//! The shipped IDS (configs/ids.yaml: parse -> conntrack -> inspect -> count) on the CPU
+//! executor. Its input capture is made here (HTTP requests clean and not, a NOP sled, DNS queries, ICMP
 //! echoes, a request inside VXLAN, ARP) and the shipped capture must be these bytes
 //! (`PKTWARP_REGENERATE=1 cargo test -p pipeline --test ids_config the_shipped_capture`
 //! rewrites it). Checks: each rule alerts on exactly its frames (EVE lines read with
@@ -293,6 +293,7 @@ fn the_shipped_config_alerts_drops_and_accounts_for_every_frame() {
     assert_eq!(get("eve_dropped"), Some(0));
     let sec = st.section.as_ref().expect("its section");
     assert_eq!(sec["rules"]["loaded"], 6);
+    assert_eq!(sec["flow_table"], true);
     assert_eq!(sec["rules"]["skipped"], 0);
     assert_eq!(sec["top_rules"][0]["sid"], 9900001);
     assert_eq!(sec["top_rules"][0]["hits"], 6);
@@ -330,7 +331,9 @@ fn the_config_runs_the_et_open_set() {
         10_350,
         "every rule of the set loaded or skipped"
     );
-    assert!(loaded >= 400, "{sec}");
+    // With `conntrack` before `inspect` the flow keywords load (docs/inspect.md).
+    assert_eq!(sec["flow_table"], true);
+    assert_eq!(loaded, 4_156, "{sec}");
     assert!(sec["rules"]["skipped_by_reason"]["pcre"].as_u64().unwrap() > 0);
     let _ = eve_sids(&dir.join("eve.json"));
 }
@@ -345,12 +348,12 @@ fn bad_rule_paths_and_vars_are_clear_errors() {
     let c = config::load(&cfg).unwrap_or_else(|e| panic!("{e}"));
     let e = format!("{:#}", daemon::prepare(c).err().expect("missing rules"));
     assert!(
-        e.contains("pipeline[1]") && e.contains("rules[0]") && e.contains("missing.rules"),
+        e.contains("pipeline[2]") && e.contains("rules[0]") && e.contains("missing.rules"),
         "{e}"
     );
     std::fs::write(&cfg, text.replace("[10.0.0.0/8,", "[10.0.0.0/40,")).unwrap();
     let e = config::load(&cfg).expect_err("bad vars").to_string();
-    assert!(e.contains("pipeline[1].inspect.vars.HOME_NET"), "{e}");
+    assert!(e.contains("pipeline[2].inspect.vars.HOME_NET"), "{e}");
     assert!(e.contains("c.yaml:"), "{e}");
 }
 

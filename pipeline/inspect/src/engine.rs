@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::alert::{Classifications, RuleCatalog};
+use crate::eval::state::{StateConfig, Stateful};
 use crate::eval::{self, program::Program, Frame};
 use crate::matcher::{Image, MatchSet, PatternSet};
 use crate::rules::{self, Action, Buffer, LoadOptions, LoadReport, RuleError, Variables};
@@ -28,6 +29,10 @@ pub struct SetConfig {
     pub vars: BTreeMap<String, String>,
     /// A malformed rule refuses the whole set (true) or is skipped with its reason (false).
     pub strict: bool,
+    /// A `conntrack` stage runs before inspection: rules with `flow:` direction or state,
+    /// `flowbits`, `threshold` and `detection_filter` load ([`LoadOptions::flow_table`]);
+    /// otherwise they are skipped ("needs the flow table").
+    pub flow_table: bool,
 }
 
 /// Why a rule set was not built: a rule file's line, or a config key (`rules[1]`,
@@ -104,6 +109,10 @@ pub struct RuleSet {
     always: Vec<u32>,
     catalog: Arc<RuleCatalog>,
     report: SetReport,
+    /// The flowbits / threshold state of the set, empty: each user clones its own.
+    state: Stateful,
+    /// Whether a rule has flowbits, `noalert`, a threshold or a detection_filter.
+    stateful: Vec<bool>,
 }
 
 /// Per-thread scratch for [`RuleSet::inspect`] (reused frame to frame; any set may use it).
@@ -133,8 +142,7 @@ impl RuleSet {
         let opts = LoadOptions {
             vars: variables(&cfg.vars)?,
             strict: cfg.strict,
-            // The stage does not yet say whether a conntrack stage runs before it.
-            flow_table: false,
+            flow_table: cfg.flow_table,
         };
         if cfg.rules.is_empty() {
             return Err(SetError::config(
@@ -244,7 +252,11 @@ impl RuleSet {
             });
         }
         report.unfiltered = always.len();
+        let state = Stateful::new(&kept, StateConfig::default());
+        let stateful = (0..kept.len()).map(|i| state.has_state(i)).collect();
         Ok(RuleSet {
+            state,
+            stateful,
             actions: kept.iter().map(|r| r.action).collect(),
             catalog: Arc::new(RuleCatalog::new(kept.iter().copied(), classes)),
             program,
@@ -272,6 +284,18 @@ impl RuleSet {
         self.actions.is_empty()
     }
 
+    /// Fresh flowbits / threshold state for this set (empty tables), for
+    /// [`Stateful::apply`] on the rules [`RuleSet::inspect`] matched.
+    pub fn new_state(&self) -> Stateful {
+        self.state.clone()
+    }
+
+    /// Whether rule `i` needs [`Stateful::apply`] before it fires (flowbits, `noalert`,
+    /// `threshold`, `detection_filter`); false for a set loaded without the flow table.
+    pub fn is_stateful(&self, i: u32) -> bool {
+        self.stateful.get(i as usize).copied().unwrap_or(false)
+    }
+
     /// The action of rule `i`.
     pub fn action(&self, i: u32) -> Option<Action> {
         self.actions.get(i as usize).copied()
@@ -280,6 +304,18 @@ impl RuleSet {
     /// Prefilter, then each candidate's full check; the matching rules are left in
     /// `s.matched`.
     pub fn inspect(&self, f: &Frame, s: &mut Scratch) -> Decision {
+        self.inspect_gated(f, s, |_| true)
+    }
+
+    /// [`RuleSet::inspect`], where a matching `pass` rule ends inspection only when
+    /// `pass_holds` says so (its flowbits and threshold, [`Stateful`]); otherwise it is
+    /// passed over as if it had not matched.
+    pub fn inspect_gated(
+        &self,
+        f: &Frame,
+        s: &mut Scratch,
+        mut pass_holds: impl FnMut(u32) -> bool,
+    ) -> Decision {
         s.cands.clear();
         s.matched.clear();
         if s.sets.len() < self.matchers.len() {
@@ -311,6 +347,9 @@ impl RuleSet {
             }
             match self.actions[c as usize] {
                 Action::Pass => {
+                    if !pass_holds(c) {
+                        continue;
+                    }
                     s.matched.clear();
                     return Decision::Pass(c);
                 }

@@ -41,6 +41,7 @@ fn load(rules: &str, vars: &[(&str, &str)], strict: bool) -> Result<RuleSet, Set
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
         strict,
+        flow_table: false,
     };
     RuleSet::load(&cfg, &Classifications::standard())
 }

@@ -9,12 +9,29 @@ use std::time::Duration;
 use crate::meta::PacketMeta;
 use crate::verdict::Verdict;
 
+/// Where and when a frame came in ([`CustomStage::process_rx`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RxInfo {
+    /// The RX queue (its worker runs the frame; both directions of a flow share one).
+    pub queue: u16,
+    /// The receive time (ns since the Unix epoch): the capture's or generator's timestamp, 0
+    /// when the port gives none.
+    pub timestamp_ns: u64,
+}
+
 /// A stage written on the library (CPU executor): runs on every frame that reaches it, after the
 /// stages before it, and may change the frame's verdict (a drop stops the pipeline for that
 /// frame). Shared by every worker, so per-frame state must be atomic or per-thread.
 pub trait CustomStage: Send + Sync {
     /// Called once per frame. `meta` is filled when a `parse` stage ran before this one.
     fn process(&self, frame: &[u8], meta: &PacketMeta, verdict: &mut Verdict);
+
+    /// [`CustomStage::process`] with where and when the frame came in (the CPU executor calls
+    /// this one for a stage that does not write the frame). Default: `process`.
+    fn process_rx(&self, frame: &[u8], rx: RxInfo, meta: &PacketMeta, verdict: &mut Verdict) {
+        let _ = rx;
+        self.process(frame, meta, verdict);
+    }
 
     /// Called instead of [`CustomStage::process`] for a stage whose needs say `writes_frame`
     /// (`StageFactory::needs`): the frame is writable and may grow into the room after it

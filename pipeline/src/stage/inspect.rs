@@ -29,11 +29,12 @@ use pktwarp_inspect::alert::{
     Alert, AlertAction, AlertLog, AlertLogHandle, AlertSender, EveConfig, RuleHits,
 };
 use pktwarp_inspect::engine::{Decision, RuleSet, Scratch, SetConfig};
+use pktwarp_inspect::eval::state::{StateCounters, Stateful};
 use pktwarp_inspect::eval::{self, decode};
 use serde::{Deserialize, Serialize};
 
 use crate::meta::{mf, PacketMeta};
-use crate::stage::api::{CustomStage, FilesReload, HookCtx, StageHooks, StageMetricFamily};
+use crate::stage::api::{CustomStage, FilesReload, HookCtx, RxInfo, StageHooks, StageMetricFamily};
 use crate::stage::descriptor::{GpuImpl, StageDescriptor, StageNeeds};
 use crate::verdict::{Action, DropReason, Verdict};
 
@@ -105,6 +106,22 @@ pub struct InspectStageConfig {
     pub eve: Option<EveConfig>,
     #[serde(default)]
     pub alert_to: AlertTo,
+    /// A `conntrack` stage runs before this one ([`conntrack_before`]): set by the pipeline
+    /// build, not a config key.
+    #[serde(skip)]
+    pub flow_table: bool,
+}
+
+/// The options key that carries [`InspectStageConfig::flow_table`] to the factory.
+const FLOW_TABLE_OPTION: &str = "conntrack_before";
+
+/// Whether a `conntrack` stage stands before `stages[i]`: then the connection state and
+/// direction are in the frame's metadata and `inspect` loads the flow keywords.
+pub fn conntrack_before(stages: &[crate::stage::config::StageConfig], i: usize) -> bool {
+    stages
+        .iter()
+        .take(i)
+        .any(|s| matches!(s, crate::stage::config::StageConfig::Conntrack(_)))
 }
 
 fn yes() -> bool {
@@ -123,9 +140,32 @@ impl InspectStageConfig {
         c
     }
 
-    /// The options the factory builds from.
+    /// The config with [`InspectStageConfig::flow_table`] set.
+    pub fn with_flow_table(mut self, flow_table: bool) -> InspectStageConfig {
+        self.flow_table = flow_table;
+        self
+    }
+
+    /// The options the factory builds from (the config and whether conntrack runs before).
     pub fn options(&self) -> serde_json::Value {
-        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+        let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        if let Some(o) = v.as_object_mut() {
+            o.insert(FLOW_TABLE_OPTION.into(), self.flow_table.into());
+        }
+        v
+    }
+
+    /// The config of factory `options` ([`InspectStageConfig::options`]).
+    pub fn from_options(options: &serde_json::Value) -> anyhow::Result<InspectStageConfig> {
+        let mut o = options.clone();
+        let flow_table = match o.as_object_mut().and_then(|m| m.remove(FLOW_TABLE_OPTION)) {
+            None => false,
+            Some(serde_json::Value::Bool(b)) => b,
+            Some(other) => anyhow::bail!("options: `{FLOW_TABLE_OPTION}`: {other} is not a bool"),
+        };
+        let cfg: InspectStageConfig =
+            serde_json::from_value(o).map_err(|e| anyhow::anyhow!("options: {e}"))?;
+        Ok(cfg.with_flow_table(flow_table))
     }
 
     /// Checks made when the config is loaded (no file is read): the rule list and the
@@ -149,6 +189,7 @@ impl InspectStageConfig {
             rules: self.rules.clone(),
             vars: self.vars.clone(),
             strict: self.strict,
+            flow_table: self.flow_table,
         }
     }
 }
@@ -163,8 +204,7 @@ struct InspectFactory;
 
 impl crate::stage::StageFactory for InspectFactory {
     fn build(&self, options: &serde_json::Value) -> anyhow::Result<crate::stage::BuiltStage> {
-        let cfg: InspectStageConfig =
-            serde_json::from_value(options.clone()).map_err(|e| anyhow::anyhow!("options: {e}"))?;
+        let cfg = InspectStageConfig::from_options(options)?;
         Ok(crate::stage::BuiltStage {
             cpu: Arc::new(InspectStage::new(&cfg)?),
             gpu: None,
@@ -172,11 +212,19 @@ impl crate::stage::StageFactory for InspectFactory {
     }
 }
 
-/// A published rule set and its hit counters (by its rule indices).
+/// Queues with flowbits / threshold state of their own; a queue number past them shares the
+/// state of its number modulo this (correct, behind its lock, but contended).
+const STATE_QUEUES: usize = crate::stage::flow_tables::MAX_QUEUES;
+
+/// A published rule set, its hit counters (by its rule indices) and its flowbits / threshold
+/// state, one per queue: a queue's worker is its only user (both directions of a flow reach
+/// one queue, as `conntrack` requires), so the lock is uncontended but for the control
+/// thread's counter reads. A reload starts with empty state (rule indices change).
 struct Published {
     set: RuleSet,
     hits: RuleHits,
     generation: u64,
+    states: Box<[OnceLock<Mutex<Stateful>>]>,
 }
 
 impl Published {
@@ -186,8 +234,51 @@ impl Published {
             set,
             hits,
             generation,
+            states: (0..STATE_QUEUES).map(|_| OnceLock::new()).collect(),
         }
     }
+
+    /// Of `matched` (rule indices, ascending), those that alert and those whose action
+    /// applies, after flowbits and thresholds on queue `queue`'s state at receive time
+    /// `now_ns`.
+    fn fire(
+        &self,
+        queue: u16,
+        now_ns: u64,
+        f: &eval::Frame,
+        matched: &[u32],
+    ) -> (Vec<u32>, Vec<u32>) {
+        if !matched.iter().any(|&r| self.set.is_stateful(r)) {
+            return (matched.to_vec(), matched.to_vec());
+        }
+        let st = self.states[usize::from(queue) % STATE_QUEUES]
+            .get_or_init(|| Mutex::new(self.set.new_state()));
+        let idx: Vec<usize> = matched.iter().map(|&r| r as usize).collect();
+        let a = st
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .apply_actions(f, now_ns, &idx);
+        let back = |v: Vec<usize>| v.into_iter().map(|r| r as u32).collect();
+        (back(a.fired), back(a.acted))
+    }
+
+    /// The state counters over every queue.
+    fn state_counters(&self) -> StateCounters {
+        let mut c = StateCounters::default();
+        for s in self.states.iter().filter_map(OnceLock::get) {
+            add_state(
+                &mut c,
+                &s.lock().unwrap_or_else(|p| p.into_inner()).counters(),
+            );
+        }
+        c
+    }
+}
+
+fn add_state(into: &mut StateCounters, c: &StateCounters) {
+    into.flows_full += c.flows_full;
+    into.trackers_full += c.trackers_full;
+    into.suppressed += c.suppressed;
 }
 
 /// What the stage and its published reloads share.
@@ -196,6 +287,8 @@ struct Shared {
     current: ArcSwap<Published>,
     /// Hits of the sets replaced by reloads, by sid.
     carried: Mutex<BTreeMap<u32, u64>>,
+    /// State counters of the sets replaced by reloads.
+    carried_state: Mutex<StateCounters>,
     /// The counters, one shard per worker thread (modulo [`SHARDS`]), so queues on other
     /// cores do not bounce one cache line per frame; read as their sum.
     counters: Box<[Shard]>,
@@ -213,12 +306,23 @@ impl Shared {
     fn publish(&self, set: RuleSet) {
         let g = self.current.load().generation + 1;
         let old = self.current.swap(Arc::new(Published::new(set, g)));
+        add_state(
+            &mut self.carried_state.lock().unwrap_or_else(|p| p.into_inner()),
+            &old.state_counters(),
+        );
         let mut c = self.carried.lock().unwrap_or_else(|p| p.into_inner());
         for (labels, n) in old.hits.series(usize::MAX) {
             if let Ok(sid) = labels[0].1.parse::<u32>() {
                 *c.entry(sid).or_insert(0) += n;
             }
         }
+    }
+
+    /// The flowbits / threshold counters over every set published.
+    fn state_counters(&self) -> StateCounters {
+        let mut c = *self.carried_state.lock().unwrap_or_else(|p| p.into_inner());
+        add_state(&mut c, &self.current.load().state_counters());
+        c
     }
 
     /// Hits by sid over every set published.
@@ -279,6 +383,7 @@ impl InspectStage {
                 cfg: cfg.clone(),
                 current: ArcSwap::from_pointee(Published::new(set, 0)),
                 carried: Mutex::new(BTreeMap::new()),
+                carried_state: Mutex::new(StateCounters::default()),
                 counters: (0..SHARDS).map(|_| Shard::default()).collect(),
             }),
             log_ends: OnceLock::new(),
@@ -330,7 +435,14 @@ impl InspectStage {
     }
 
     /// Sends the alerts of `matched` (rule indices of `p`) for the frame.
-    fn alert(&self, p: &Published, f: &eval::Frame, meta: &PacketMeta, matched: &[u32]) {
+    fn alert(
+        &self,
+        p: &Published,
+        ts_ns: u64,
+        f: &eval::Frame,
+        meta: &PacketMeta,
+        matched: &[u32],
+    ) {
         self.count(1, matched.len() as u64);
         for &r in matched {
             p.hits.hit(r);
@@ -338,9 +450,6 @@ impl InspectStage {
         let Some((tx, _)) = self.log_ends.get() else {
             return;
         };
-        let ts_ns = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
         let mut vlan = [None, None];
         for (i, v) in vlan
             .iter_mut()
@@ -378,8 +487,19 @@ pub fn inspected_packet<'a>(frame: &'a [u8], meta: &PacketMeta) -> Option<eval::
     Some(f)
 }
 
+/// The host clock (ns since the Unix epoch): the receive time of a frame whose port gives none.
+fn host_now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
 impl CustomStage for InspectStage {
     fn process(&self, frame: &[u8], meta: &PacketMeta, v: &mut Verdict) {
+        self.process_rx(frame, RxInfo::default(), meta, v);
+    }
+
+    fn process_rx(&self, frame: &[u8], rx: RxInfo, meta: &PacketMeta, v: &mut Verdict) {
         let Some(mut f) = inspected_packet(frame, meta) else {
             return;
         };
@@ -391,18 +511,36 @@ impl CustomStage for InspectStage {
         }
         f.http = head.as_ref();
         let p = self.shared.current.load();
+        let now_ns = match rx.timestamp_ns {
+            0 => host_now_ns(),
+            t => t,
+        };
         SCRATCH.with(|s| {
             let mut s = s.borrow_mut();
-            match p.set.inspect(&f, &mut s) {
+            // A `pass` rule's flowbits and threshold decide whether it passes the frame.
+            let pass_holds = |r: u32| !p.fire(rx.queue, now_ns, &f, &[r]).1.is_empty();
+            match p.set.inspect_gated(&f, &mut s, pass_holds) {
                 Decision::Clean => {}
                 Decision::Pass(_) => self.count(3, 1),
-                Decision::Alert { drop } => {
-                    self.alert(&p, &f, meta, &s.matched);
+                Decision::Alert { .. } => {
+                    let (fired, acted) = p.fire(rx.queue, now_ns, &f, &s.matched);
+                    if !fired.is_empty() {
+                        self.alert(&p, now_ns, &f, meta, &fired);
+                    }
+                    // A `drop` rule drops where its action applies, alerting or not
+                    // (`noalert`, a `limit` past its count).
+                    let drop = acted.iter().any(|&r| {
+                        matches!(
+                            p.set.action(r),
+                            Some(pktwarp_inspect::rules::Action::Drop)
+                                | Some(pktwarp_inspect::rules::Action::Reject)
+                        )
+                    });
                     if drop {
                         self.count(2, 1);
                         v.action = Action::Drop;
                         v.reason = Some(DropReason::InspectDrop);
-                    } else {
+                    } else if !fired.is_empty() {
                         match self.shared.cfg.alert_to {
                             AlertTo::None => {}
                             AlertTo::Host => v.action = Action::ToHost,
@@ -442,14 +580,26 @@ impl CustomStage for InspectStage {
     }
 
     fn metric_families(&self) -> Vec<StageMetricFamily> {
-        vec![StageMetricFamily {
-            name: "inspect_rule_hits_total".into(),
-            help: "Frames each IDS rule matched and alerted on, by sid (the rules with most \
+        vec![
+            StageMetricFamily {
+                name: "inspect_rule_hits_total".into(),
+                help: "Frames each IDS rule matched and alerted on, by sid (the rules with most \
                    hits; the rest under sid=\"other\")"
-                .into(),
-            kind: crate::stage::MetricKind::Counter,
-            labels: vec!["sid".into()],
-        }]
+                    .into(),
+                kind: crate::stage::MetricKind::Counter,
+                labels: vec!["sid".into()],
+            },
+            StageMetricFamily {
+                name: "inspect_state_total".into(),
+                help: "Flowbits / threshold state events: `flows_full` (a flow found no room for \
+                   its bits), `trackers_full` (a threshold counter found no room), \
+                   `suppressed` (matches a threshold, detection_filter or noalert kept from \
+                   alerting)"
+                    .into(),
+                kind: crate::stage::MetricKind::Counter,
+                labels: vec!["event".into()],
+            },
+        ]
     }
 
     fn metric_samples(&self) -> Vec<(usize, Vec<String>, f64)> {
@@ -463,6 +613,10 @@ impl CustomStage for InspectStage {
             .collect();
         if other > 0 {
             out.push((0, vec!["other".into()], other as f64));
+        }
+        let c = self.shared.state_counters();
+        for (k, n) in state_fields(&c) {
+            out.push((1, vec![k.into()], n as f64));
         }
         out
     }
@@ -494,6 +648,10 @@ impl CustomStage for InspectStage {
                 "skipped_by_reason": r.skipped_by_reason, "patterns": r.patterns,
                 "without_prefilter": r.unfiltered,
             },
+            "flow_table": self.shared.cfg.flow_table,
+            "state": state_fields(&self.shared.state_counters())
+                .into_iter()
+                .collect::<BTreeMap<_, _>>(),
             "top_rules": top,
             "eve": eve,
         }))
@@ -537,6 +695,15 @@ impl StageHooks for InspectStage {
     }
 }
 
+/// The state counters by name (metric label, summary key).
+fn state_fields(c: &StateCounters) -> [(&'static str, u64); 3] {
+    [
+        ("flows_full", c.flows_full),
+        ("trackers_full", c.trackers_full),
+        ("suppressed", c.suppressed),
+    ]
+}
+
 /// The lines `pktwarp validate` prints for the pipeline's `inspect` stages: loaded and skipped
 /// rules by reason.
 pub fn validate_lines(p: &crate::stage::Pipeline) -> Vec<String> {
@@ -569,3 +736,7 @@ pub fn validate_lines(p: &crate::stage::Pipeline) -> Vec<String> {
 #[cfg(test)]
 #[path = "inspect_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "inspect_flow_tests.rs"]
+mod flow_tests;

@@ -30,7 +30,7 @@ mod reload_tests;
 pub mod report;
 pub mod run;
 
-pub use api::{FilesReload, FrameMut, HookCtx, MetricKind, StageHooks, StageMetricFamily};
+pub use api::{FilesReload, FrameMut, HookCtx, MetricKind, RxInfo, StageHooks, StageMetricFamily};
 pub use custom::CustomSlot;
 pub use descriptor::{GpuImpl, StageDescriptor, StageNeeds, BUILTINS};
 pub use gpu_list::{GpuParams, GpuStageKind, GpuStageRef};

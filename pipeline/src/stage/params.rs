@@ -70,7 +70,13 @@ impl Pipeline {
                 // `inspect`: new options rebuild it; the same options re-read its rule files.
                 (Stage::Custom(slot), StageConfig::Inspect(c)) if slot.name() == cfg.name() => {
                     let b = slot
-                        .rebuild(&c.options())
+                        .rebuild(
+                            &c.clone()
+                                .with_flow_table(crate::stage::inspect::conntrack_before(
+                                    configs, i,
+                                ))
+                                .options(),
+                        )
                         .map_err(|e| anyhow::anyhow!("pipeline[{i}]: {e:#}"))?;
                     match b {
                         Some(b) => built.push((slot, b)),

@@ -575,7 +575,13 @@ impl Pipeline {
                             let mut f = crate::stage::api::FrameMut::new(buf, len);
                             c.cpu().process_mut(&mut f, meta, v);
                         }
-                        _ => c.cpu().process(cur.bytes(), meta, v),
+                        _ => {
+                            let rx = crate::stage::api::RxInfo {
+                                queue: desc.queue,
+                                timestamp_ns: desc.timestamp_ns,
+                            };
+                            c.cpu().process_rx(cur.bytes(), rx, meta, v)
+                        }
                     }
                     if v.action == Action::Drop {
                         v.reason.get_or_insert(DropReason::StageDrop);
@@ -781,7 +787,9 @@ pub fn build_for(
                 CustomSlot::builtin(
                     &crate::stage::inspect::DESCRIPTOR,
                     crate::stage::inspect::factory(),
-                    &c.resolved(&resolve).options(),
+                    &c.resolved(&resolve)
+                        .with_flow_table(crate::stage::inspect::conntrack_before(stages, i))
+                        .options(),
                 )
                 .map_err(|e| anyhow::anyhow!("pipeline[{i}]: {e:#}"))?,
             )),

@@ -69,6 +69,15 @@ struct Tracker {
     count: u32,
 }
 
+/// What [`Stateful::apply_actions`] decided for a frame's matches (rule indices, ascending).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// The rules that alert.
+    pub fired: Vec<usize>,
+    /// The rules whose action applies (a superset of `fired`).
+    pub acted: Vec<usize>,
+}
+
 /// The state of one rule set.
 #[derive(Debug, Clone)]
 pub struct Stateful {
@@ -146,6 +155,14 @@ impl Stateful {
         self.counters
     }
 
+    /// Whether rule `i` has anything [`Stateful::apply`] decides: flowbits, `noalert`, a
+    /// threshold or a detection_filter (a rule without fires whenever it matches).
+    pub fn has_state(&self, i: usize) -> bool {
+        self.rules
+            .get(i)
+            .is_some_and(|r| !r.bits.is_empty() || r.noalert || !r.filters.is_empty())
+    }
+
     /// Flows holding bits now.
     pub fn flows(&self) -> usize {
         self.flows.len()
@@ -154,6 +171,14 @@ impl Stateful {
     /// Of `matched` (the rule indices the stateless evaluator matched on `f`, ascending), the
     /// ones that fire, ascending; `now_ns` is the frame's receive time.
     pub fn apply(&mut self, f: &Frame, now_ns: u64, matched: &[usize]) -> Vec<usize> {
+        self.apply_actions(f, now_ns, matched).fired
+    }
+
+    /// [`Stateful::apply`], with the rules whose action (`drop`, `reject`) applies to the
+    /// frame too. Suricata applies a rule's action where it alerts, and also: under `noalert`;
+    /// on every match of a `limit` threshold's window; on every match of a `both` window from
+    /// its count on (docs.suricata.io, "Thresholding Keywords").
+    pub fn apply_actions(&mut self, f: &Frame, now_ns: u64, matched: &[usize]) -> Applied {
         let mut order: Vec<usize> = matched
             .iter()
             .copied()
@@ -161,14 +186,19 @@ impl Stateful {
             .collect();
         order.sort_by_key(|&i| self.rules[i].class);
         let key = flow_key(f);
-        let mut fired = Vec::new();
+        let (mut fired, mut acted) = (Vec::new(), Vec::new());
         for i in order {
             if !self.rules[i].bits.is_empty() && !self.flowbits(i, f, key, now_ns) {
                 continue;
             }
-            let mut fire = !self.rules[i].noalert;
+            let (mut fire, mut act) = (!self.rules[i].noalert, true);
             for t in self.rules[i].filters.clone() {
-                fire &= self.threshold(i, &t, f, now_ns);
+                let (fi, ac) = self.threshold(i, &t, f, now_ns);
+                fire &= fi;
+                act &= ac;
+            }
+            if act {
+                acted.push(i);
             }
             if fire {
                 fired.push(i);
@@ -177,7 +207,8 @@ impl Stateful {
             }
         }
         fired.sort_unstable();
-        fired
+        acted.sort_unstable();
+        Applied { fired, acted }
     }
 
     /// Rule `i`'s flowbits on the frame's flow: false when a read fails (nothing written).
@@ -241,8 +272,9 @@ impl Stateful {
         Some(&mut e.1)
     }
 
-    /// Suricata's threshold handling for one match: whether it may fire.
-    fn threshold(&mut self, i: usize, t: &Threshold, f: &Frame, now_ns: u64) -> bool {
+    /// Suricata's threshold handling for one match: whether it may fire, and whether the
+    /// rule's action applies.
+    fn threshold(&mut self, i: usize, t: &Threshold, f: &Frame, now_ns: u64) -> (bool, bool) {
         let (a, b) = match t.track {
             Track::BySrc => (Some(f.src), None),
             Track::ByDst => (Some(f.dst), None),
@@ -260,16 +292,16 @@ impl Stateful {
             if now_ns.saturating_sub(e.start_ns) <= window {
                 e.count = e.count.saturating_add(1);
                 return match t.kind {
-                    ThresholdKind::Limit => e.count <= t.count,
+                    ThresholdKind::Limit => (e.count <= t.count, true),
                     ThresholdKind::Threshold => {
                         let hit = e.count >= t.count;
                         if hit {
                             e.count = 0;
                         }
-                        hit
+                        (hit, hit)
                     }
-                    ThresholdKind::Both => e.count == t.count,
-                    ThresholdKind::Detection => e.count > t.count,
+                    ThresholdKind::Both => (e.count == t.count, e.count >= t.count),
+                    ThresholdKind::Detection => (e.count > t.count, e.count > t.count),
                 };
             }
             // The window has passed: this match opens a new one.
@@ -278,7 +310,8 @@ impl Stateful {
                 window_ns: window,
                 count: 1,
             };
-            return first_fires(t);
+            let fire = first_fires(t);
+            return (fire, fire || t.kind == ThresholdKind::Limit);
         }
         if self.trackers.len() >= self.cfg.max_trackers && may_sweep(&mut self.swept_ns[1], now_ns)
         {
@@ -297,7 +330,8 @@ impl Stateful {
         } else {
             self.counters.trackers_full += 1;
         }
-        first_fires(t)
+        let fire = first_fires(t);
+        (fire, fire || t.kind == ThresholdKind::Limit)
     }
 }
 

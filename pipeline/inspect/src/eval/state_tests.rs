@@ -319,3 +319,42 @@ fn the_gpu_image_refuses_stateful_rules() {
     let (p, _) = rules(&["flow:established,to_server;"]);
     assert!(p.image().is_ok());
 }
+
+#[test]
+fn actions_apply_where_suricata_applies_them() {
+    // Per match, in one window: (fired, acted) for each option set (docs.suricata.io,
+    // "Thresholding Keywords": limit and both apply the action past the alert; threshold and
+    // detection_filter only where they alert; noalert suppresses the alert only).
+    let cases: [(&str, [(bool, bool); 4]); 5] = [
+        (
+            "threshold:type limit, track by_src, count 1, seconds 60;",
+            [(true, true), (false, true), (false, true), (false, true)],
+        ),
+        (
+            "threshold:type both, track by_src, count 2, seconds 60;",
+            [(false, false), (true, true), (false, true), (false, true)],
+        ),
+        (
+            "threshold:type threshold, track by_src, count 2, seconds 60;",
+            [(false, false), (true, true), (false, false), (true, true)],
+        ),
+        (
+            "detection_filter:track by_src, count 2, seconds 60;",
+            [(false, false), (false, false), (true, true), (true, true)],
+        ),
+        (
+            "flowbits:noalert;",
+            [(false, true), (false, true), (false, true), (false, true)],
+        ),
+    ];
+    for (opts, want) in cases {
+        let (_, mut s) = rules(&[opts]);
+        let got: Vec<(bool, bool)> = (0..4u64)
+            .map(|k| {
+                let a = s.apply_actions(&req(b"x"), (k + 1) * SEC, &[0]);
+                (a.fired == [0], a.acted == [0])
+            })
+            .collect();
+        assert_eq!(got, want, "{opts}");
+    }
+}
