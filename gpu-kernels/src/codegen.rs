@@ -110,6 +110,17 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
         reads_time: true,
         sets_send_time: false,
     },
+    // Rate limits: a token-bucket table per queue in the per-queue stage state, frames of one
+    // bucket in arrival order (ORDERED).
+    LibraryStage {
+        name: "rate_limit",
+        function: "pw_stage_rate_limit",
+        header: "rate_limit_stage.cuh",
+        reads_meta: true,
+        writes_frame: false,
+        reads_time: true,
+        sets_send_time: false,
+    },
     LibraryStage {
         name: "tx_time",
         function: "pw_stage_tx_time",
@@ -131,12 +142,12 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
 pub const READS_PAYLOAD: &[&str] = &["pw_stage_fronthaul"];
 
 /// Library stages that keep state per queue which frames of one flow must change in arrival
-/// order (conntrack's flow table): the generated source defines `PW_PIPELINE_ORDERED`, whose
+/// order (conntrack's flow table, rate_limit's token buckets): the generated source defines `PW_PIPELINE_ORDERED`, whose
 /// round hooks (cuda/flow_order.cuh) take a round's frames in order per flow, and a frame that a
 /// stage before the ordered one drops is marked skipped (`pw_order_skip`). The executor runs such
 /// a pipeline with one CTA per queue (bursts of a queue in order). One ordered stage per
 /// pipeline, and not beside a stage with round hooks of its own (fronthaul).
-pub const ORDERED: &[&str] = &["pw_stage_conntrack"];
+pub const ORDERED: &[&str] = &["pw_stage_conntrack", "pw_stage_rate_limit"];
 
 /// A rewrite stage of `cuda/rewrite_stages.cuh`: it writes the frame.
 const fn rewrite(name: &'static str, function: &'static str, reads_meta: bool) -> LibraryStage {

@@ -51,6 +51,40 @@ pub const GPU_REFUSAL: &str = "rate_limit runs on the CPU executor until the GPU
 /// modulo this (correct, behind the lock, but contended).
 pub const MAX_QUEUES: usize = 256;
 
+/// Bytes of the GPU parameter block (`pw_rl_params` of rate_limit_stage.cuh): the state's base,
+/// queue count and one queue's bytes, then the table's parameters (`pw_rl_table`).
+pub const GPU_BLOCK: usize = 24 + pktwarp_flow::rate::TABLE_ABI_BYTES;
+/// Where the executor writes the per-queue state's base address (u64) and queue count (u32 at
+/// +8) in the block (`pktwarp_kernels::KernelImage::queue_state`).
+pub const GPU_STATE_AT: usize = 0;
+
+/// Bytes of one queue's state on the GPU: its entries (64 bytes each), then its counters
+/// (`pw_rl_counters`, [`pktwarp_flow::rate::COUNTERS_BYTES`]).
+pub fn queue_state_bytes(config: &RateConfig) -> u64 {
+    config
+        .entries
+        .saturating_mul(pktwarp_flow::rate::ENTRY_SIZE as u64)
+        .saturating_add(pktwarp_flow::rate::COUNTERS_BYTES as u64)
+}
+
+/// Where a queue's counters start in its state ([`queue_state_bytes`]).
+pub fn queue_counters_at(config: &RateConfig) -> u64 {
+    config
+        .entries
+        .saturating_mul(pktwarp_flow::rate::ENTRY_SIZE as u64)
+}
+
+/// The GPU parameter block of `config` (`pw_rl_params`): the state's base and queue count left 0
+/// (the executor writes them), one queue's bytes, and the rules (`pw_rl_table`, its entry
+/// address left 0: the kernel computes its queue's). `None` for a config that fails its checks.
+pub fn gpu_block(config: &RateConfig) -> Option<Vec<u8>> {
+    let abi = pktwarp_flow::rate::params_of(config).ok()?;
+    let mut b = vec![0u8; 24];
+    b[16..24].copy_from_slice(&queue_state_bytes(config).to_le_bytes());
+    b.extend_from_slice(&abi.to_bytes());
+    Some(b)
+}
+
 /// The rules in force, with the generation a reload stamps on them.
 struct RuleSet {
     config: RateConfig,
@@ -72,6 +106,8 @@ pub struct RateLimitStage {
     /// by rule name, so every rule's series only grows.
     retired: Mutex<BTreeMap<String, [u64; 3]>>,
     generation: AtomicU64,
+    /// The GPU executor's tables' counters (device, folded in as they grow): created, reused.
+    gpu: [AtomicU64; 2],
 }
 
 fn err(e: pktwarp_flow::FlowError) -> anyhow::Error {
@@ -97,6 +133,7 @@ impl RateLimitStage {
             tables,
             retired: Mutex::new(BTreeMap::new()),
             generation: AtomicU64::new(0),
+            gpu: Default::default(),
         })
     }
 
@@ -197,9 +234,31 @@ impl RateLimitStage {
         q.rules = now;
     }
 
+    /// Adds growth of the GPU tables' counters (summed over queues): the table-wide ones, and
+    /// each rule's under the name of the rule of that index in force now (the GPU applies the
+    /// rules of the block published last).
+    pub fn add_gpu_counters(&self, grown: &pktwarp_flow::rate::RateCounters) {
+        self.gpu[0].fetch_add(grown.created, Ordering::Relaxed);
+        self.gpu[1].fetch_add(grown.reused, Ordering::Relaxed);
+        let rules = self.rules.load();
+        let mut r = self.retired.lock().unwrap_or_else(|p| p.into_inner());
+        for (rule, c) in rules.config.rule_values().zip(grown.rules) {
+            if c == pktwarp_flow::rate::RuleCounters::default() {
+                continue;
+            }
+            let slot = r.entry(rule.name.clone()).or_default();
+            slot[0] += c.matched;
+            slot[1] += c.limited;
+            slot[2] += c.table_full;
+        }
+    }
+
     /// [`COUNTER_NAMES`] and their values, over every queue.
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
-        let (mut created, mut reused) = (0, 0);
+        let (mut created, mut reused) = (
+            self.gpu[0].load(Ordering::Relaxed),
+            self.gpu[1].load(Ordering::Relaxed),
+        );
         for t in self.tables.iter().filter_map(|t| t.get()).flatten() {
             let c = t.lock().unwrap_or_else(|p| p.into_inner()).table.counters();
             created += c.created;

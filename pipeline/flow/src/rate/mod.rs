@@ -13,5 +13,5 @@ pub use config::{KeySpec, OnFull, PortRange, Proto, RateConfig, RateRule, RuleMa
 pub use table::{
     classify, hash, kind, mflag, outcome, params_of, RateCounters, RateEntry, RateKey, RateResult,
     RateTable, RateTableAbi, RuleAbi, RuleCounters, BUCKET_ENTRIES, ENTRY_OCCUPIED, ENTRY_SIZE,
-    MAX_BURST, MAX_ENTRIES, MAX_RATE_PPS, MAX_RULES, NO_RULE, UNIT,
+    MAX_BURST, MAX_ENTRIES, MAX_RATE_PPS, MAX_RULES, NO_RULE, UNIT, COUNTERS_BYTES, TABLE_ABI_BYTES,
 };
