@@ -228,14 +228,16 @@ PW_DEVICE pw_rl_result pw_rl_res(uint32_t rule, uint32_t outcome, uint32_t drop)
     return r;
 }
 
-/* table::RateTable::apply_key: find the key's bucket (or make one in a free or idle slot),
- * refill it to `now`, take a token. */
-PW_DEVICE pw_rl_result pw_rl_apply_pkt(const pw_rl_table *t, pw_rl_counters *c, const pw_rl_pkt *p, uint64_t now) {
+/* table::RateTable::apply_key over the entries at `entries` (t->entries unread: the GPU stage's
+ * table per queue shares one parameter block, which is not copied): find the key's bucket (or
+ * make one in a free or idle slot), refill it to `now`, take a token. */
+PW_DEVICE pw_rl_result pw_rl_apply_at(const pw_rl_table *t, pw_rl_entry *entries, pw_rl_counters *c,
+                                      const pw_rl_pkt *p, uint64_t now) {
     if (p->key.rule == PW_RL_NO_RULE) return pw_rl_res(PW_RL_NO_RULE, PW_RL_UNMATCHED, 0u);
     uint32_t ri = p->key.rule;
     const pw_rl_rule *r = &t->rules[ri];
     PW_RL_ADD(&c->rules[ri].matched, 1u);
-    pw_rl_entry *b = t->entries + (uint64_t)p->bucket * PW_RL_BUCKET;
+    pw_rl_entry *b = entries + (uint64_t)p->bucket * PW_RL_BUCKET;
     int32_t found = -1, fre = -1, idle = -1;
     for (uint32_t i = 0; i < PW_RL_BUCKET; i++) {
         if (!(b[i].flags & PW_RL_OCCUPIED)) {
@@ -280,6 +282,11 @@ PW_DEVICE pw_rl_result pw_rl_apply_pkt(const pw_rl_table *t, pw_rl_counters *c, 
     if (e->drops != 0xffffffffu) e->drops++;
     PW_RL_ADD(&c->rules[ri].limited, 1u);
     return pw_rl_res(ri, PW_RL_LIMITED, 1u);
+}
+
+/* table::RateTable::apply_key on the table's own entries. */
+PW_DEVICE pw_rl_result pw_rl_apply_pkt(const pw_rl_table *t, pw_rl_counters *c, const pw_rl_pkt *p, uint64_t now) {
+    return pw_rl_apply_at(t, t->entries, c, p, now);
 }
 
 /* Phase 1 of a burst: frame i's rule, key and bucket into pk[i], for i = tid, tid + nthreads, ... */

@@ -45,11 +45,10 @@ PW_DEVICE_CALL void pw_rl_frame(const pw_rl_params *p, const pw_frame *f, const 
     pw_order_publish(key);
     pw_order_wait(key);
     if (key != PW_ORDER_NONE) {
-        pw_rl_table t = p->table;
-        const uint64_t entries = (uint64_t)t.nbuckets * PW_RL_BUCKET * PW_RL_ENTRY_SIZE;
-        t.entries = (pw_rl_entry *)base;
+        /* The rules read in place: a copy of the table (1560 bytes) would go to local memory. */
+        const uint64_t entries = (uint64_t)p->table.nbuckets * PW_RL_BUCKET * PW_RL_ENTRY_SIZE;
         pw_rl_counters *c = (pw_rl_counters *)(base + entries);
-        pw_rl_result r = pw_rl_apply_pkt(&t, c, &pk, f->timestamp_ns);
+        pw_rl_result r = pw_rl_apply_at(&p->table, (pw_rl_entry *)base, c, &pk, f->timestamp_ns);
         if (r.drop) {
             v->action = (uint8_t)PW_ACTION_DROP;
             v->drop_reason = (uint8_t)PW_DROP_RATE_LIMITED;
