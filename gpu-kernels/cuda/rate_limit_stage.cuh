@@ -5,7 +5,8 @@
  * bucket (flow_order.cuh), as the CPU executor applies them one after another. A frame that
  * finds its bucket empty (or, with `on_full: drop`, finds no bucket) is dropped with reason
  * PW_DROP_RATE_LIMITED. The rules are the parameter block's (pipeline::stage::rate_limit::
- * gpu_block); the per-rule counters live beside each queue's table, where the host reads them
+ * gpu_block; a reload publishes a new one, and one that changed the keys a new keys_epoch, which
+ * makes every bucket of the old keys a free slot); the per-rule counters live beside each queue's table, where the host reads them
  * (pipeline::stage::rate_limit::RateLimitStage::add_gpu_counters). */
 #ifndef PKTWARP_RATE_LIMIT_STAGE_CUH
 #define PKTWARP_RATE_LIMIT_STAGE_CUH
@@ -22,7 +23,7 @@
 typedef struct pw_rl_params {
     uint64_t state;       /*  0: queue 0's table (the per-queue state, written by the executor) */
     uint32_t queues;      /*  8: queues with a table (written by the executor) */
-    uint32_t reserved;    /* 12 */
+    uint32_t keys_epoch;  /* 12: reloads that changed the rules' keys (pw_rl_apply_at's epoch) */
     uint64_t queue_bytes; /* 16: bytes of one queue's state: entries * 64, then pw_rl_counters */
     pw_rl_table table;    /* 24: the rules; its entry address is the queue's */
 } pw_rl_params;
@@ -48,7 +49,8 @@ PW_DEVICE_CALL void pw_rl_frame(const pw_rl_params *p, const pw_frame *f, const 
         /* The rules read in place: a copy of the table (1560 bytes) would go to local memory. */
         const uint64_t entries = (uint64_t)p->table.nbuckets * PW_RL_BUCKET * PW_RL_ENTRY_SIZE;
         pw_rl_counters *c = (pw_rl_counters *)(base + entries);
-        pw_rl_result r = pw_rl_apply_at(&p->table, (pw_rl_entry *)base, c, &pk, f->timestamp_ns);
+        pw_rl_result r = pw_rl_apply_at(&p->table, (pw_rl_entry *)base, c, &pk, f->timestamp_ns,
+                                         p->keys_epoch);
         if (r.drop) {
             v->action = (uint8_t)PW_ACTION_DROP;
             v->drop_reason = (uint8_t)PW_DROP_RATE_LIMITED;

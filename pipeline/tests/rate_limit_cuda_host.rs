@@ -105,8 +105,28 @@ struct Seen {
     limited: u64,
 }
 
-/// Runs `frames` through both and compares frame by frame, then the counters.
+/// The stage's GPU parameter block in force, its state's address and queue count written in as
+/// the executor writes them.
+fn gpu_block(p: &Pipeline, state: &mut [u64], queues: usize) -> Vec<u8> {
+    let mut block = p.stages[1].gpu_params().expect("a GPU block").block;
+    let at = p.stages[1].gpu_queue_state()[0].addr_at;
+    block[at..at + 8].copy_from_slice(&(state.as_mut_ptr() as u64).to_le_bytes());
+    block[at + 8..at + 12].copy_from_slice(&(queues as u32).to_le_bytes());
+    block
+}
+
+/// Runs `frames` through both and compares frame by frame, then the counters. `reload`: before
+/// burst N, new rules published on the CPU (SIGHUP's path) and the GPU block rebuilt.
 fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Seen {
+    check_reloading(p, frames, queues, None)
+}
+
+fn check_reloading(
+    p: &Pipeline,
+    frames: &[(FrameDesc, Vec<u8>)],
+    queues: usize,
+    reload: Option<(usize, RateConfig)>,
+) -> Seen {
     // The GPU executor still refuses rate_limit (the count stage has no `rate_limited` slot:
     // docs/rate-limit.md), so the stage list is taken as the generator would take it.
     assert!(p.gpu_refusal().is_some_and(|r| r.contains("rate_limit")));
@@ -133,17 +153,20 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Seen {
     let per_queue = state[0].bytes;
     assert_eq!(per_queue % 8, 0);
     let mut tables = vec![0u64; per_queue * queues / 8];
-    let mut block = params[1].clone();
-    let at = state[0].addr_at;
-    block[at..at + 8].copy_from_slice(&(tables.as_mut_ptr() as u64).to_le_bytes());
-    block[at + 8..at + 12].copy_from_slice(&(queues as u32).to_le_bytes());
-    let blocks: Vec<&[u8]> = vec![&[], &block, &[]];
+    let mut block = gpu_block(p, &mut tables, queues);
+    assert!(block[12..] == params[1][12..], "the generator's block, addresses apart");
     let c = QueueCounters::new(3, 0);
     let mut gc = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
     let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
     let mut flood_passed = [0u64; 16];
     let mut limited = 0u64;
     for (n, chunk) in frames.chunks(32).enumerate() {
+        if let Some((_, new)) = reload.as_ref().filter(|r| r.0 == n) {
+            let new = rl.prepare_reload(new).expect("good rules").expect("a change");
+            rl.publish(new);
+            block = gpu_block(p, &mut tables, queues);
+        }
+        let blocks: Vec<&[u8]> = vec![&[], &block, &[]];
         p.run_frames(
             chunk.iter().map(|(d, f)| (*d, f.as_slice())),
             &mut metas,
@@ -199,11 +222,14 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Seen {
             s.table_full += r.table_full;
         }
     }
-    // Folded into a fresh stage of the same rules, they read as the CPU stage's.
+    // Folded into a fresh stage of the same rules, they read as the CPU stage's (a reload
+    // that renamed rules moved the CPU's counts so far to the old names: table-wide only).
     let folded = RateLimitStage::new(&rl.config()).expect("stage");
     folded.add_gpu_counters(&sum);
     assert_eq!(folded.counters(), rl.counters(), "table counters");
-    assert_eq!(folded.rule_counters(), rl.rule_counters(), "rule counters");
+    if reload.is_none() {
+        assert_eq!(folded.rule_counters(), rl.rule_counters(), "rule counters");
+    }
     Seen {
         counters: rl.counters(),
         rules: rl.rule_counters(),
@@ -238,4 +264,33 @@ fn a_full_table_refuses_alike() {
     let s = check(&scrubber(8), &frames, 2);
     let full: u64 = s.rules.iter().map(|r| r.1[2]).sum();
     assert!(full > 0, "{:?}", s.rules);
+}
+
+/// SIGHUP on both: new rates keep the buckets (same names and keys); new keys start every
+/// bucket afresh (on the GPU by the block's key epoch, its old buckets free slots), frame for
+/// frame as the CPU's tables.
+#[test]
+fn reloads_keep_or_restart_the_buckets_alike() {
+    let frames = with_flood(5, 3000, 6000);
+    let same_keys = {
+        let mut c = rules(4096);
+        c.rules[0].value.burst = Some(50);
+        c.rules[0].value.rate_pps = 1000;
+        c
+    };
+    let new_keys = {
+        let mut c = rules(4096);
+        c.rules[0].value.key = c.rules[2].value.key.clone();
+        c
+    };
+    for (what, new) in [("same keys", same_keys), ("new keys", new_keys)] {
+        let p = scrubber(4096);
+        let s = check_reloading(&p, &frames, 2, Some((frames.len() / 64, new)));
+        let Stage::RateLimit(rl) = &p.stages[1] else {
+            panic!("rate_limit")
+        };
+        let (_, epoch) = rl.gpu_rules();
+        assert_eq!(epoch, u32::from(what == "new keys"), "{what}");
+        assert!(s.limited > 0, "{what}: {:?}", s.rules);
+    }
 }

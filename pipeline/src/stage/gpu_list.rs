@@ -75,7 +75,10 @@ impl Stage {
             Stage::FlowStats(_) => None,
             // The rules in force (a reload moves `Pipeline::params_generation` on); the tables
             // are its per-queue state. The GPU executor still refuses it (gpu_kind).
-            Stage::RateLimit(r) => crate::stage::rate_limit::gpu_block(&r.config()).map(block),
+            Stage::RateLimit(r) => {
+                let (rules, epoch) = r.gpu_rules();
+                crate::stage::rate_limit::gpu_block(&rules, epoch).map(block)
+            }
             // The GPU grid's eAxCs are fixed: a config without `fronthaul.eaxcs` is CPU only.
             Stage::Fronthaul(f) => crate::fronthaul::gpu::gpu_params(f.config()).ok(),
             // The rewrite stages (gpu-kernels/cuda/rewrite_stages.cuh; blocks: rewrite::gpu).

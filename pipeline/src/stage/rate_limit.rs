@@ -75,11 +75,13 @@ pub fn queue_counters_at(config: &RateConfig) -> u64 {
 }
 
 /// The GPU parameter block of `config` (`pw_rl_params`): the state's base and queue count left 0
-/// (the executor writes them), one queue's bytes, and the rules (`pw_rl_table`, its entry
+/// (the executor writes them), the key epoch ([`RateLimitStage::gpu_rules`]), one queue's
+/// bytes, and the rules (`pw_rl_table`, its entry
 /// address left 0: the kernel computes its queue's). `None` for a config that fails its checks.
-pub fn gpu_block(config: &RateConfig) -> Option<Vec<u8>> {
+pub fn gpu_block(config: &RateConfig, keys_epoch: u32) -> Option<Vec<u8>> {
     let abi = pktwarp_flow::rate::params_of(config).ok()?;
     let mut b = vec![0u8; 24];
+    b[12..16].copy_from_slice(&keys_epoch.to_le_bytes());
     b[16..24].copy_from_slice(&queue_state_bytes(config).to_le_bytes());
     b.extend_from_slice(&abi.to_bytes());
     Some(b)
@@ -89,6 +91,9 @@ pub fn gpu_block(config: &RateConfig) -> Option<Vec<u8>> {
 struct RuleSet {
     config: RateConfig,
     generation: u64,
+    /// Reloads so far that changed the rules' keys: the GPU stage's buckets of another epoch
+    /// are free slots (the CPU tables start afresh in `take_rules`).
+    keys_epoch: u32,
 }
 
 /// One queue's table and the rules it applies.
@@ -120,6 +125,7 @@ impl RateLimitStage {
         let rules = Arc::new(RuleSet {
             config: config.clone(),
             generation: 0,
+            keys_epoch: 0,
         });
         let first = RateTable::from_config(config).map_err(err)?;
         let tables: Vec<OnceLock<Option<Mutex<QueueTable>>>> =
@@ -140,6 +146,12 @@ impl RateLimitStage {
     /// The config in force.
     pub fn config(&self) -> RateConfig {
         self.rules.load().config.clone()
+    }
+
+    /// The rules in force and their key epoch, for the GPU parameter block ([`gpu_block`]).
+    pub fn gpu_rules(&self) -> (RateConfig, u32) {
+        let r = self.rules.load();
+        (r.config.clone(), r.keys_epoch)
     }
 
     /// Reloads published so far.
@@ -169,9 +181,17 @@ impl RateLimitStage {
     /// them at its next frame.
     pub fn publish(&self, new: RateConfig) {
         let g = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        let old = self.rules.load();
+        let keys_epoch = if old.config.same_keys(&new) {
+            old.keys_epoch
+        } else {
+            // 24 bits in the GPU buckets' flags: wraps after 16M key changes.
+            old.keys_epoch.wrapping_add(1) & 0x00ff_ffff
+        };
         self.rules.store(Arc::new(RuleSet {
             config: new,
             generation: g,
+            keys_epoch,
         }));
     }
 
