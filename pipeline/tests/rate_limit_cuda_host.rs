@@ -154,7 +154,10 @@ fn check_reloading(
     assert_eq!(per_queue % 8, 0);
     let mut tables = vec![0u64; per_queue * queues / 8];
     let mut block = gpu_block(p, &mut tables, queues);
-    assert!(block[12..] == params[1][12..], "the generator's block, addresses apart");
+    assert!(
+        block[12..] == params[1][12..],
+        "the generator's block, addresses apart"
+    );
     let c = QueueCounters::new(3, 0);
     let mut gc = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
     let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
@@ -162,7 +165,10 @@ fn check_reloading(
     let mut limited = 0u64;
     for (n, chunk) in frames.chunks(32).enumerate() {
         if let Some((_, new)) = reload.as_ref().filter(|r| r.0 == n) {
-            let new = rl.prepare_reload(new).expect("good rules").expect("a change");
+            let new = rl
+                .prepare_reload(new)
+                .expect("good rules")
+                .expect("a change");
             rl.publish(new);
             block = gpu_block(p, &mut tables, queues);
         }
@@ -251,9 +257,18 @@ fn the_ddos_scrubber_on_the_host_built_gpu_pipeline_equals_the_cpu() {
     // The SYN-flood budget: 8000 SYNs over 80 ms, 500 a source: each passes its burst (200)
     // and what 100 a second refill in 80 ms (8), never more.
     for (i, n) in s.flood_passed.iter().enumerate() {
-        assert!((200..=209).contains(n), "source {i} passed {n}: {:?}", s.flood_passed);
+        assert!(
+            (200..=209).contains(n),
+            "source {i} passed {n}: {:?}",
+            s.flood_passed
+        );
     }
-    let created = s.counters.iter().find(|c| c.0 == "created").expect("created").1;
+    let created = s
+        .counters
+        .iter()
+        .find(|c| c.0 == "created")
+        .expect("created")
+        .1;
     assert!(created >= 16, "{:?}", s.counters);
 }
 
@@ -280,7 +295,7 @@ fn reloads_keep_or_restart_the_buckets_alike() {
     };
     let new_keys = {
         let mut c = rules(4096);
-        c.rules[0].value.key = c.rules[2].value.key.clone();
+        c.rules[0].value.key = c.rules[2].value.key;
         c
     };
     for (what, new) in [("same keys", same_keys), ("new keys", new_keys)] {

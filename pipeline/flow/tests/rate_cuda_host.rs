@@ -428,7 +428,10 @@ fn the_table_block_and_counters_round_trip_as_bytes() {
     };
     assert_eq!(abi.to_bytes(), raw);
     assert_eq!(raw.len(), pktwarp_flow::rate::TABLE_ABI_BYTES);
-    assert!(abi.nrules > 1 && abi.rules[1].cap != 0, "the rules are in the block");
+    assert!(
+        abi.nrules > 1 && abi.rules[1].cap != 0,
+        "the rules are in the block"
+    );
     let mut counters = RateCounters {
         created: 7,
         reused: 3,

@@ -3,6 +3,12 @@
 //! meets, its key (source or destination address or prefix, or flow) picks its bucket, and a
 //! frame that finds its bucket empty is dropped `rate_limited`, counted per rule.
 //!
+//! The GPU side (not yet run by the GPU executor: [`GPU_REFUSAL`]) is the library stage
+//! `pw_stage_rate_limit` (gpu-kernels/cuda/rate_limit_stage.cuh) over the executor's per-queue
+//! stage state ([`queue_state_bytes`]: each queue's entries, then its counters), frames of one
+//! bucket in arrival order, the rules in [`gpu_block`]; pipeline/tests/rate_limit_cuda_host.rs
+//! holds it equal to this stage frame by frame.
+//!
 //! SIGHUP reloads the rules (rates, bursts, matches, `on_full`): published by one pointer swap,
 //! each queue's table takes them at its next frame. Buckets are kept when the rules key them as
 //! before (same names and keys in order), otherwise they start afresh (full). `entries` and
@@ -43,9 +49,9 @@ pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
 };
 
 /// Why the GPU executor refuses a pipeline with `rate_limit`.
-pub const GPU_REFUSAL: &str = "rate_limit runs on the CPU executor until the GPU executor keeps \
-                               per-queue stage state in device memory (cuda/rate_limit.cuh is \
-                               ready)";
+pub const GPU_REFUSAL: &str = "rate_limit runs on the CPU executor until the GPU executor reads \
+                               its per-rule counters back from the device (the CUDA stage, \
+                               cuda/rate_limit_stage.cuh, is ready)";
 
 /// Queues with a table of their own; a queue number past them shares the table of its number
 /// modulo this (correct, behind the lock, but contended).
@@ -108,7 +114,8 @@ pub struct RateLimitStage {
     rules: ArcSwap<RuleSet>,
     tables: Vec<OnceLock<Option<Mutex<QueueTable>>>>,
     /// Per-rule counts of tables whose rules were replaced by a reload that changed the keys,
-    /// by rule name, so every rule's series only grows.
+    /// and the GPU tables' counts ([`RateLimitStage::add_gpu_counters`]), by rule name, so
+    /// every rule's series only grows.
     retired: Mutex<BTreeMap<String, [u64; 3]>>,
     generation: AtomicU64,
     /// The GPU executor's tables' counters (device, folded in as they grow): created, reused.
