@@ -857,6 +857,24 @@ mod tests {
         }
     }
 
+    /// rate_limit orders frames by token bucket as conntrack by flow: an ordered stage that may
+    /// drop (its drop returns plainly after it), never beside conntrack in one pipeline.
+    #[test]
+    fn rate_limit_is_an_ordered_stage() {
+        let l = list(&["parse", "rate_limit", "count"]);
+        assert!(l[1].orders_flows() && l[1].reads_meta() && l[1].reads_time());
+        assert_eq!(template_of(&l), Ok(Template::Composed));
+        let src = generate(&l, Target::Gpu).unwrap();
+        assert!(src.contains("#define PW_PIPELINE_ORDERED 1"), "{src}");
+        assert!(src.contains("#include \"rate_limit_stage.cuh\""), "{src}");
+        let body = &src[src.find("void pw_pipeline_frame(").unwrap()..];
+        let rl = body.find("pw_stage_rate_limit(").unwrap();
+        assert_eq!(body[..rl].matches("pw_order_skip();").count(), 1, "{body}");
+        let e = template_of(&list(&["parse", "conntrack", "rate_limit"])).unwrap_err();
+        assert_eq!(e.stage, 2);
+        assert!(e.message.contains("at most one"), "{e}");
+    }
+
     #[test]
     fn includes_are_inlined_once() {
         let lookup = |n: &str| match n {
