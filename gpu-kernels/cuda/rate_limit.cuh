@@ -53,7 +53,7 @@ typedef struct pw_rl_entry {
     pw_rl_key key;    /*  0 */
     uint64_t tokens;  /* 40 units, PW_RL_UNIT per frame */
     uint64_t last_ns; /* 48 */
-    uint32_t flags;   /* 56 PW_RL_OCCUPIED */
+    uint32_t flags;   /* 56 PW_RL_OCCUPIED; the GPU stage's key epoch above it (pw_rl_apply_at) */
     uint32_t drops;   /* 60 saturating */
 } pw_rl_entry;
 PW_STATIC_ASSERT(sizeof(pw_rl_entry) == PW_RL_ENTRY_SIZE, "pw_rl_entry size");
@@ -228,17 +228,27 @@ PW_DEVICE pw_rl_result pw_rl_res(uint32_t rule, uint32_t outcome, uint32_t drop)
     return r;
 }
 
-/* table::RateTable::apply_key: find the key's bucket (or make one in a free or idle slot),
- * refill it to `now`, take a token. */
-PW_DEVICE pw_rl_result pw_rl_apply_pkt(const pw_rl_table *t, pw_rl_counters *c, const pw_rl_pkt *p, uint64_t now) {
+/* Whether slot `e` holds a bucket of key epoch `epoch` (see pw_rl_apply_at). */
+PW_DEVICE bool pw_rl_live(const pw_rl_entry *e, uint32_t epoch) {
+    return (e->flags & PW_RL_OCCUPIED) != 0u && (e->flags >> 8) == (epoch & 0xffffffu);
+}
+
+/* table::RateTable::apply_key over the entries at `entries` (t->entries unread: the GPU stage's
+ * table per queue shares one parameter block, which is not copied): find the key's bucket (or
+ * make one in a free or idle slot), refill it to `now`, take a token. `epoch` (low 24 bits): the
+ * rules' key generation, kept in each bucket's flags above PW_RL_OCCUPIED; a bucket of another
+ * epoch is a free slot (a reload that changed the keys starts every bucket afresh, as the Rust
+ * table's set_rules clears it). The Rust table is epoch 0 (flags == PW_RL_OCCUPIED). */
+PW_DEVICE pw_rl_result pw_rl_apply_at(const pw_rl_table *t, pw_rl_entry *entries, pw_rl_counters *c,
+                                      const pw_rl_pkt *p, uint64_t now, uint32_t epoch) {
     if (p->key.rule == PW_RL_NO_RULE) return pw_rl_res(PW_RL_NO_RULE, PW_RL_UNMATCHED, 0u);
     uint32_t ri = p->key.rule;
     const pw_rl_rule *r = &t->rules[ri];
     PW_RL_ADD(&c->rules[ri].matched, 1u);
-    pw_rl_entry *b = t->entries + (uint64_t)p->bucket * PW_RL_BUCKET;
+    pw_rl_entry *b = entries + (uint64_t)p->bucket * PW_RL_BUCKET;
     int32_t found = -1, fre = -1, idle = -1;
     for (uint32_t i = 0; i < PW_RL_BUCKET; i++) {
-        if (!(b[i].flags & PW_RL_OCCUPIED)) {
+        if (!pw_rl_live(&b[i], epoch)) {
             if (fre < 0) fre = (int32_t)i;
         } else if (pw_rl_key_eq(&b[i].key, &p->key)) {
             found = (int32_t)i;
@@ -270,7 +280,7 @@ PW_DEVICE pw_rl_result pw_rl_apply_pkt(const pw_rl_table *t, pw_rl_counters *c, 
         e->key = p->key;
         e->tokens = r->cap;
         e->last_ns = now;
-        e->flags = PW_RL_OCCUPIED;
+        e->flags = PW_RL_OCCUPIED | ((epoch & 0xffffffu) << 8);
         e->drops = 0u;
     }
     if (e->tokens >= PW_RL_UNIT) {
@@ -280,6 +290,11 @@ PW_DEVICE pw_rl_result pw_rl_apply_pkt(const pw_rl_table *t, pw_rl_counters *c, 
     if (e->drops != 0xffffffffu) e->drops++;
     PW_RL_ADD(&c->rules[ri].limited, 1u);
     return pw_rl_res(ri, PW_RL_LIMITED, 1u);
+}
+
+/* table::RateTable::apply_key on the table's own entries. */
+PW_DEVICE pw_rl_result pw_rl_apply_pkt(const pw_rl_table *t, pw_rl_counters *c, const pw_rl_pkt *p, uint64_t now) {
+    return pw_rl_apply_at(t, t->entries, c, p, now, 0u);
 }
 
 /* Phase 1 of a burst: frame i's rule, key and bucket into pk[i], for i = tid, tid + nthreads, ... */

@@ -110,6 +110,17 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
         reads_time: true,
         sets_send_time: false,
     },
+    // Rate limits: a token-bucket table per queue in the per-queue stage state, frames of one
+    // bucket in arrival order (ORDERED).
+    LibraryStage {
+        name: "rate_limit",
+        function: "pw_stage_rate_limit",
+        header: "rate_limit_stage.cuh",
+        reads_meta: true,
+        writes_frame: false,
+        reads_time: true,
+        sets_send_time: false,
+    },
     LibraryStage {
         name: "tx_time",
         function: "pw_stage_tx_time",
@@ -131,12 +142,12 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
 pub const READS_PAYLOAD: &[&str] = &["pw_stage_fronthaul"];
 
 /// Library stages that keep state per queue which frames of one flow must change in arrival
-/// order (conntrack's flow table): the generated source defines `PW_PIPELINE_ORDERED`, whose
+/// order (conntrack's flow table, rate_limit's token buckets): the generated source defines `PW_PIPELINE_ORDERED`, whose
 /// round hooks (cuda/flow_order.cuh) take a round's frames in order per flow, and a frame that a
 /// stage before the ordered one drops is marked skipped (`pw_order_skip`). The executor runs such
 /// a pipeline with one CTA per queue (bursts of a queue in order). One ordered stage per
 /// pipeline, and not beside a stage with round hooks of its own (fronthaul).
-pub const ORDERED: &[&str] = &["pw_stage_conntrack"];
+pub const ORDERED: &[&str] = &["pw_stage_conntrack", "pw_stage_rate_limit"];
 
 /// A rewrite stage of `cuda/rewrite_stages.cuh`: it writes the frame.
 const fn rewrite(name: &'static str, function: &'static str, reads_meta: bool) -> LibraryStage {
@@ -844,6 +855,24 @@ mod tests {
         for f in ORDERED {
             assert!(LIBRARY_STAGES.iter().any(|l| l.function == *f), "{f}");
         }
+    }
+
+    /// rate_limit orders frames by token bucket as conntrack by flow: an ordered stage that may
+    /// drop (its drop returns plainly after it), never beside conntrack in one pipeline.
+    #[test]
+    fn rate_limit_is_an_ordered_stage() {
+        let l = list(&["parse", "rate_limit", "count"]);
+        assert!(l[1].orders_flows() && l[1].reads_meta() && l[1].reads_time());
+        assert_eq!(template_of(&l), Ok(Template::Composed));
+        let src = generate(&l, Target::Gpu).unwrap();
+        assert!(src.contains("#define PW_PIPELINE_ORDERED 1"), "{src}");
+        assert!(src.contains("#include \"rate_limit_stage.cuh\""), "{src}");
+        let body = &src[src.find("void pw_pipeline_frame(").unwrap()..];
+        let rl = body.find("pw_stage_rate_limit(").unwrap();
+        assert_eq!(body[..rl].matches("pw_order_skip();").count(), 1, "{body}");
+        let e = template_of(&list(&["parse", "conntrack", "rate_limit"])).unwrap_err();
+        assert_eq!(e.stage, 2);
+        assert!(e.message.contains("at most one"), "{e}");
     }
 
     #[test]

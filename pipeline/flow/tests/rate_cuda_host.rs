@@ -412,3 +412,41 @@ fn a_thread_count_of_zero_is_refused_by_the_host_build() {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cuda.burst(&[], &[], 0)));
     assert!(r.is_err(), "nthreads 0 must not run");
 }
+
+/// The GPU stage's parameter block embeds the table block as `RateTableAbi::to_bytes` writes it:
+/// the same bytes as the struct the host build reads; the device counters read back with
+/// `RateCounters::from_bytes` are the struct's fields, and a slice of another length is refused.
+#[test]
+fn the_table_block_and_counters_round_trip_as_bytes() {
+    let c = config(&format!("entries: 64\n{RULES}"));
+    let t = RateTable::from_config(&c).unwrap();
+    let abi = t.abi(0x1234_5678_9abc);
+    // SAFETY: RateTableAbi is repr(C) integers without padding (its size is the sum of its
+    // fields', pinned in layouts_are_pinned_and_the_host_build_agrees); the slice borrows it.
+    let raw = unsafe {
+        std::slice::from_raw_parts(&abi as *const _ as *const u8, size_of::<RateTableAbi>())
+    };
+    assert_eq!(abi.to_bytes(), raw);
+    assert_eq!(raw.len(), pktwarp_flow::rate::TABLE_ABI_BYTES);
+    assert!(
+        abi.nrules > 1 && abi.rules[1].cap != 0,
+        "the rules are in the block"
+    );
+    let mut counters = RateCounters {
+        created: 7,
+        reused: 3,
+        ..RateCounters::default()
+    };
+    counters.rules[1].limited = 11;
+    counters.rules[MAX_RULES - 1].table_full = 5;
+    // SAFETY: as above, RateCounters is repr(C) u64s.
+    let raw = unsafe {
+        std::slice::from_raw_parts(
+            &counters as *const _ as *const u8,
+            size_of::<RateCounters>(),
+        )
+    };
+    assert_eq!(RateCounters::from_bytes(raw), Some(counters));
+    assert_eq!(RateCounters::from_bytes(&raw[1..]), None);
+    assert_eq!(RateCounters::from_bytes(&[]), None);
+}

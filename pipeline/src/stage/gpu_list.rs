@@ -72,7 +72,13 @@ impl Stage {
             Stage::Parse | Stage::Acl(_) | Stage::Count | Stage::Custom(_) => None,
             // The tables are its per-queue state (Stage::gpu_queue_state).
             Stage::Conntrack(c) => Some(block(crate::stage::conntrack::gpu_block(c.config()))),
-            Stage::FlowStats(_) | Stage::RateLimit(_) => None,
+            Stage::FlowStats(_) => None,
+            // The rules in force (a reload moves `Pipeline::params_generation` on); the tables
+            // are its per-queue state. The GPU executor still refuses it (gpu_kind).
+            Stage::RateLimit(r) => {
+                let (rules, epoch) = r.gpu_rules();
+                crate::stage::rate_limit::gpu_block(&rules, epoch).map(block)
+            }
             // The GPU grid's eAxCs are fixed: a config without `fronthaul.eaxcs` is CPU only.
             Stage::Fronthaul(f) => crate::fronthaul::gpu::gpu_params(f.config()).ok(),
             // The rewrite stages (gpu-kernels/cuda/rewrite_stages.cuh; blocks: rewrite::gpu).
@@ -123,6 +129,12 @@ impl Stage {
                 bytes: usize::try_from(crate::stage::conntrack::queue_state_bytes(c.config()))
                     .unwrap_or(usize::MAX),
                 addr_at: crate::stage::conntrack::GPU_STATE_AT,
+            }],
+            Stage::RateLimit(r) => vec![pktwarp_kernels::StageBuffer {
+                name: "rate-limit table".into(),
+                bytes: usize::try_from(crate::stage::rate_limit::queue_state_bytes(&r.config()))
+                    .unwrap_or(usize::MAX),
+                addr_at: crate::stage::rate_limit::GPU_STATE_AT,
             }],
             _ => Vec::new(),
         }

@@ -3,6 +3,12 @@
 //! meets, its key (source or destination address or prefix, or flow) picks its bucket, and a
 //! frame that finds its bucket empty is dropped `rate_limited`, counted per rule.
 //!
+//! The GPU side (not yet run by the GPU executor: [`GPU_REFUSAL`]) is the library stage
+//! `pw_stage_rate_limit` (gpu-kernels/cuda/rate_limit_stage.cuh) over the executor's per-queue
+//! stage state ([`queue_state_bytes`]: each queue's entries, then its counters), frames of one
+//! bucket in arrival order, the rules in [`gpu_block`]; pipeline/tests/rate_limit_cuda_host.rs
+//! holds it equal to this stage frame by frame.
+//!
 //! SIGHUP reloads the rules (rates, bursts, matches, `on_full`): published by one pointer swap,
 //! each queue's table takes them at its next frame. Buckets are kept when the rules key them as
 //! before (same names and keys in order), otherwise they start afresh (full). `entries` and
@@ -43,18 +49,57 @@ pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
 };
 
 /// Why the GPU executor refuses a pipeline with `rate_limit`.
-pub const GPU_REFUSAL: &str = "rate_limit runs on the CPU executor until the GPU executor keeps \
-                               per-queue stage state in device memory (cuda/rate_limit.cuh is \
-                               ready)";
+pub const GPU_REFUSAL: &str = "rate_limit runs on the CPU executor until the GPU executor reads \
+                               its per-rule counters back from the device (the CUDA stage, \
+                               cuda/rate_limit_stage.cuh, is ready)";
 
 /// Queues with a table of their own; a queue number past them shares the table of its number
 /// modulo this (correct, behind the lock, but contended).
 pub const MAX_QUEUES: usize = 256;
 
+/// Bytes of the GPU parameter block (`pw_rl_params` of rate_limit_stage.cuh): the state's base,
+/// queue count and one queue's bytes, then the table's parameters (`pw_rl_table`).
+pub const GPU_BLOCK: usize = 24 + pktwarp_flow::rate::TABLE_ABI_BYTES;
+/// Where the executor writes the per-queue state's base address (u64) and queue count (u32 at
+/// +8) in the block (`pktwarp_kernels::KernelImage::queue_state`).
+pub const GPU_STATE_AT: usize = 0;
+
+/// Bytes of one queue's state on the GPU: its entries (64 bytes each), then its counters
+/// (`pw_rl_counters`, [`pktwarp_flow::rate::COUNTERS_BYTES`]).
+pub fn queue_state_bytes(config: &RateConfig) -> u64 {
+    config
+        .entries
+        .saturating_mul(pktwarp_flow::rate::ENTRY_SIZE as u64)
+        .saturating_add(pktwarp_flow::rate::COUNTERS_BYTES as u64)
+}
+
+/// Where a queue's counters start in its state ([`queue_state_bytes`]).
+pub fn queue_counters_at(config: &RateConfig) -> u64 {
+    config
+        .entries
+        .saturating_mul(pktwarp_flow::rate::ENTRY_SIZE as u64)
+}
+
+/// The GPU parameter block of `config` (`pw_rl_params`): the state's base and queue count left 0
+/// (the executor writes them), the key epoch ([`RateLimitStage::gpu_rules`]), one queue's
+/// bytes, and the rules (`pw_rl_table`, its entry
+/// address left 0: the kernel computes its queue's). `None` for a config that fails its checks.
+pub fn gpu_block(config: &RateConfig, keys_epoch: u32) -> Option<Vec<u8>> {
+    let abi = pktwarp_flow::rate::params_of(config).ok()?;
+    let mut b = vec![0u8; 24];
+    b[12..16].copy_from_slice(&keys_epoch.to_le_bytes());
+    b[16..24].copy_from_slice(&queue_state_bytes(config).to_le_bytes());
+    b.extend_from_slice(&abi.to_bytes());
+    Some(b)
+}
+
 /// The rules in force, with the generation a reload stamps on them.
 struct RuleSet {
     config: RateConfig,
     generation: u64,
+    /// Reloads so far that changed the rules' keys: the GPU stage's buckets of another epoch
+    /// are free slots (the CPU tables start afresh in `take_rules`).
+    keys_epoch: u32,
 }
 
 /// One queue's table and the rules it applies.
@@ -69,9 +114,12 @@ pub struct RateLimitStage {
     rules: ArcSwap<RuleSet>,
     tables: Vec<OnceLock<Option<Mutex<QueueTable>>>>,
     /// Per-rule counts of tables whose rules were replaced by a reload that changed the keys,
-    /// by rule name, so every rule's series only grows.
+    /// and the GPU tables' counts ([`RateLimitStage::add_gpu_counters`]), by rule name, so
+    /// every rule's series only grows.
     retired: Mutex<BTreeMap<String, [u64; 3]>>,
     generation: AtomicU64,
+    /// The GPU executor's tables' counters (device, folded in as they grow): created, reused.
+    gpu: [AtomicU64; 2],
 }
 
 fn err(e: pktwarp_flow::FlowError) -> anyhow::Error {
@@ -84,6 +132,7 @@ impl RateLimitStage {
         let rules = Arc::new(RuleSet {
             config: config.clone(),
             generation: 0,
+            keys_epoch: 0,
         });
         let first = RateTable::from_config(config).map_err(err)?;
         let tables: Vec<OnceLock<Option<Mutex<QueueTable>>>> =
@@ -97,12 +146,19 @@ impl RateLimitStage {
             tables,
             retired: Mutex::new(BTreeMap::new()),
             generation: AtomicU64::new(0),
+            gpu: Default::default(),
         })
     }
 
     /// The config in force.
     pub fn config(&self) -> RateConfig {
         self.rules.load().config.clone()
+    }
+
+    /// The rules in force and their key epoch, for the GPU parameter block ([`gpu_block`]).
+    pub fn gpu_rules(&self) -> (RateConfig, u32) {
+        let r = self.rules.load();
+        (r.config.clone(), r.keys_epoch)
     }
 
     /// Reloads published so far.
@@ -132,9 +188,17 @@ impl RateLimitStage {
     /// them at its next frame.
     pub fn publish(&self, new: RateConfig) {
         let g = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        let old = self.rules.load();
+        let keys_epoch = if old.config.same_keys(&new) {
+            old.keys_epoch
+        } else {
+            // 24 bits in the GPU buckets' flags: wraps after 16M key changes.
+            old.keys_epoch.wrapping_add(1) & 0x00ff_ffff
+        };
         self.rules.store(Arc::new(RuleSet {
             config: new,
             generation: g,
+            keys_epoch,
         }));
     }
 
@@ -197,9 +261,31 @@ impl RateLimitStage {
         q.rules = now;
     }
 
+    /// Adds growth of the GPU tables' counters (summed over queues): the table-wide ones, and
+    /// each rule's under the name of the rule of that index in force now (the GPU applies the
+    /// rules of the block published last).
+    pub fn add_gpu_counters(&self, grown: &pktwarp_flow::rate::RateCounters) {
+        self.gpu[0].fetch_add(grown.created, Ordering::Relaxed);
+        self.gpu[1].fetch_add(grown.reused, Ordering::Relaxed);
+        let rules = self.rules.load();
+        let mut r = self.retired.lock().unwrap_or_else(|p| p.into_inner());
+        for (rule, c) in rules.config.rule_values().zip(grown.rules) {
+            if c == pktwarp_flow::rate::RuleCounters::default() {
+                continue;
+            }
+            let slot = r.entry(rule.name.clone()).or_default();
+            slot[0] += c.matched;
+            slot[1] += c.limited;
+            slot[2] += c.table_full;
+        }
+    }
+
     /// [`COUNTER_NAMES`] and their values, over every queue.
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
-        let (mut created, mut reused) = (0, 0);
+        let (mut created, mut reused) = (
+            self.gpu[0].load(Ordering::Relaxed),
+            self.gpu[1].load(Ordering::Relaxed),
+        );
         for t in self.tables.iter().filter_map(|t| t.get()).flatten() {
             let c = t.lock().unwrap_or_else(|p| p.into_inner()).table.counters();
             created += c.created;

@@ -12,6 +12,6 @@ pub mod table;
 pub use config::{KeySpec, OnFull, PortRange, Proto, RateConfig, RateRule, RuleMatch, TcpFlags};
 pub use table::{
     classify, hash, kind, mflag, outcome, params_of, RateCounters, RateEntry, RateKey, RateResult,
-    RateTable, RateTableAbi, RuleAbi, RuleCounters, BUCKET_ENTRIES, ENTRY_OCCUPIED, ENTRY_SIZE,
-    MAX_BURST, MAX_ENTRIES, MAX_RATE_PPS, MAX_RULES, NO_RULE, UNIT,
+    RateTable, RateTableAbi, RuleAbi, RuleCounters, BUCKET_ENTRIES, COUNTERS_BYTES, ENTRY_OCCUPIED,
+    ENTRY_SIZE, MAX_BURST, MAX_ENTRIES, MAX_RATE_PPS, MAX_RULES, NO_RULE, TABLE_ABI_BYTES, UNIT,
 };

@@ -129,6 +129,77 @@ pub struct RateTableAbi {
     pub rules: [RuleAbi; MAX_RULES],
 }
 
+/// Bytes of [`RateTableAbi`] (`pw_rl_table`).
+pub const TABLE_ABI_BYTES: usize = 24 + 48 * MAX_RULES;
+/// Bytes of [`RateCounters`] (`pw_rl_counters`).
+pub const COUNTERS_BYTES: usize = 16 + 24 * MAX_RULES;
+
+impl RateTableAbi {
+    /// The block as the CUDA side reads it (`pw_rl_table`, little-endian), without unsafe
+    /// casts: the GPU stage's parameter block embeds it.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(TABLE_ABI_BYTES);
+        b.extend_from_slice(&self.entries.to_le_bytes());
+        for w in [self.nbuckets, self.seed, self.nrules, self.on_full_drop] {
+            b.extend_from_slice(&w.to_le_bytes());
+        }
+        for r in &self.rules {
+            for w in [r.rate_pps, r.cap, r.full_ns] {
+                b.extend_from_slice(&w.to_le_bytes());
+            }
+            for h in [
+                r.src_lo,
+                r.src_hi,
+                r.dst_lo,
+                r.dst_hi,
+                r.flags_mask,
+                r.flags_value,
+            ] {
+                b.extend_from_slice(&h.to_le_bytes());
+            }
+            b.extend_from_slice(&[
+                r.match_flags,
+                r.proto,
+                r.ip_version,
+                r.key_kind,
+                r.prefix_v4,
+                r.prefix_v6,
+            ]);
+            b.extend_from_slice(&r.reserved);
+        }
+        debug_assert_eq!(b.len(), TABLE_ABI_BYTES);
+        b
+    }
+}
+
+impl RateCounters {
+    /// Counters as the CUDA side writes them (`pw_rl_counters`, little-endian u64s); `None`
+    /// when `b` is not [`COUNTERS_BYTES`] long.
+    pub fn from_bytes(b: &[u8]) -> Option<RateCounters> {
+        if b.len() != COUNTERS_BYTES {
+            return None;
+        }
+        let w = |i: usize| {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(&b[8 * i..8 * i + 8]);
+            u64::from_le_bytes(x)
+        };
+        let mut c = RateCounters {
+            created: w(0),
+            reused: w(1),
+            ..RateCounters::default()
+        };
+        for (i, r) in c.rules.iter_mut().enumerate() {
+            *r = RuleCounters {
+                matched: w(2 + 3 * i),
+                limited: w(3 + 3 * i),
+                table_full: w(4 + 3 * i),
+            };
+        }
+        Some(c)
+    }
+}
+
 /// Per-rule counters (`pw_rl_rule_counters`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
