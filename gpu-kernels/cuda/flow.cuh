@@ -14,6 +14,7 @@
 #define PKTWARP_FLOW_CUH
 
 #include "pktwarp_abi.h"
+#include "murmur3.cuh"
 
 #define PW_FLOW_BUCKET 8u         /* entries per bucket (pktwarp_flow::BUCKET_ENTRIES) */
 #define PW_FLOW_ENTRY_SIZE 128u   /* sizeof(pw_flow_entry) (pktwarp_flow::ENTRY_SIZE) */
@@ -162,8 +163,6 @@ static const uint8_t pw_flow_tcp_table[120] = {
 #define PW_FLOW_ADD(p, v) (*(p) += (v))
 #endif
 
-PW_DEVICE uint32_t pw_flow_rotl(uint32_t x, uint32_t r) { return (x << r) | (x >> (32u - r)); }
-
 /* key::hash: MurmurHash3 x86_32 over the key's ten words. */
 PW_DEVICE uint32_t pw_flow_hash(const pw_flow_key *k, uint32_t seed) {
     uint32_t w[10];
@@ -173,18 +172,7 @@ PW_DEVICE uint32_t pw_flow_hash(const pw_flow_key *k, uint32_t seed) {
     }
     w[8] = (uint32_t)k->port[0] | ((uint32_t)k->port[1] << 16);
     w[9] = (uint32_t)k->zone | ((uint32_t)k->proto << 16) | ((uint32_t)k->ip_version << 24);
-    uint32_t h = seed;
-    for (uint32_t i = 0; i < 10u; i++) {
-        uint32_t x = w[i] * 0xcc9e2d51u;
-        x = pw_flow_rotl(x, 15) * 0x1b873593u;
-        h = pw_flow_rotl(h ^ x, 13) * 5u + 0xe6546b64u;
-    }
-    h ^= 40u;
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    h *= 0xc2b2ae35u;
-    return h ^ (h >> 16);
+    return pw_murmur3_words(w, seed);
 }
 
 PW_DEVICE bool pw_flow_rd16(const uint8_t *f, uint32_t len, uint32_t off, uint32_t *v) {

@@ -14,6 +14,7 @@
 #define PKTWARP_RATE_LIMIT_CUH
 
 #include "pktwarp_abi.h"
+#include "murmur3.cuh"
 
 #define PW_RL_BUCKET 8u         /* entries per bucket (rate::BUCKET_ENTRIES) */
 #define PW_RL_ENTRY_SIZE 64u    /* sizeof(pw_rl_entry) (rate::ENTRY_SIZE) */
@@ -112,8 +113,6 @@ typedef struct pw_rl_pkt {
 #define PW_RL_ADD(p, v) (*(p) += (v))
 #endif
 
-PW_DEVICE uint32_t pw_rl_rotl(uint32_t x, uint32_t r) { return (x << r) | (x >> (32u - r)); }
-
 /* rate::hash: MurmurHash3 x86_32 over the key's ten words. */
 PW_DEVICE uint32_t pw_rl_hash(const pw_rl_key *k, uint32_t seed) {
     uint32_t w[10];
@@ -123,18 +122,7 @@ PW_DEVICE uint32_t pw_rl_hash(const pw_rl_key *k, uint32_t seed) {
     }
     w[8] = (uint32_t)k->port[0] | ((uint32_t)k->port[1] << 16);
     w[9] = (uint32_t)k->rule | ((uint32_t)k->proto << 8) | ((uint32_t)k->ip_version << 16);
-    uint32_t h = seed;
-    for (uint32_t i = 0; i < 10u; i++) {
-        uint32_t x = w[i] * 0xcc9e2d51u;
-        x = pw_rl_rotl(x, 15) * 0x1b873593u;
-        h = pw_rl_rotl(h ^ x, 13) * 5u + 0xe6546b64u;
-    }
-    h ^= 40u;
-    h ^= h >> 16;
-    h *= 0x85ebca6bu;
-    h ^= h >> 13;
-    h *= 0xc2b2ae35u;
-    return h ^ (h >> 16);
+    return pw_murmur3_words(w, seed);
 }
 
 /* table::mask_word: the top bits of address word i a prefix keeps. */

@@ -43,12 +43,18 @@ impl FlowKey {
     }
 }
 
-/// 32-bit hash of a key: MurmurHash3's x86_32 block mix and finaliser over [`FlowKey::words`],
-/// seeded (a per-table seed keeps an attacker from aiming many flows at one bucket). The bucket
-/// is `hash % nbuckets`.
+/// 32-bit hash of a key: [`murmur3_words`] over [`FlowKey::words`], seeded (a per-table seed
+/// keeps an attacker from aiming many flows at one bucket). The bucket is `hash % nbuckets`.
 pub fn hash(key: &FlowKey, seed: u32) -> u32 {
+    murmur3_words(&key.words(), seed)
+}
+
+/// MurmurHash3 x86_32 of ten 32-bit words (its block mix and finaliser, length 40 bytes): the
+/// hash of the flow table's and the rate-limit table's keys (`pw_murmur3_words` in
+/// gpu-kernels/cuda/murmur3.cuh is its CUDA twin).
+pub fn murmur3_words(words: &[u32; 10], seed: u32) -> u32 {
     let mut h = seed;
-    for w in key.words() {
+    for w in words {
         let k = w
             .wrapping_mul(0xcc9e_2d51)
             .rotate_left(15)

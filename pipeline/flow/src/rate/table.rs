@@ -403,31 +403,15 @@ pub fn classify(p: &RateTableAbi, m: &PacketMeta) -> Option<RateKey> {
     Some(k)
 }
 
-/// MurmurHash3 x86_32 over the key's ten words (addresses, ports, rule | proto | version), as
-/// the flow table hashes.
+/// The key's hash: [`crate::key::murmur3_words`] over its ten words (addresses, ports,
+/// rule | proto | version), as the flow table hashes its keys.
 pub fn hash(k: &RateKey, seed: u32) -> u32 {
     let mut words = [0u32; 10];
     words[..4].copy_from_slice(&k.addr[0]);
     words[4..8].copy_from_slice(&k.addr[1]);
     words[8] = u32::from(k.port[0]) | u32::from(k.port[1]) << 16;
     words[9] = u32::from(k.rule) | u32::from(k.proto) << 8 | u32::from(k.ip_version) << 16;
-    let mut h = seed;
-    for w in words {
-        let x = w
-            .wrapping_mul(0xcc9e_2d51)
-            .rotate_left(15)
-            .wrapping_mul(0x1b87_3593);
-        h = (h ^ x)
-            .rotate_left(13)
-            .wrapping_mul(5)
-            .wrapping_add(0xe654_6b64);
-    }
-    h ^= 40;
-    h ^= h >> 16;
-    h = h.wrapping_mul(0x85eb_ca6b);
-    h ^= h >> 13;
-    h = h.wrapping_mul(0xc2b2_ae35);
-    h ^ (h >> 16)
+    crate::key::murmur3_words(&words, seed)
 }
 
 /// A per-queue token-bucket table (see the module doc).
