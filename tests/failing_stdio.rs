@@ -271,7 +271,7 @@ fn run_with_a_failing_stdout_says_so_and_keeps_its_output_file_whole() {
 }
 
 #[test]
-fn validate_kernels_and_acl_gen_with_a_failing_stdout_exit_1_not_101() {
+fn validate_kernels_acl_gen_and_bench_with_a_failing_stdout_exit_1_not_101() {
     let dir = scratch("stdio-cmds");
     let cfg = tx_config(&dir, &dir.join("out.pcap"), 10);
     let cfg = cfg.to_str().unwrap();
@@ -292,5 +292,17 @@ fn validate_kernels_and_acl_gen_with_a_failing_stdout_exit_1_not_101() {
         assert_eq!(ok.status.code(), Some(0), "{}: {ok:?}", args[0]);
     }
     assert!(Path::new(gen_out).join("ipv6_acl_20_trace").is_file());
+    // `bench` writes its first line (the machine) before any measurement: a failing stdout
+    // ends it there, on a machine with or without a GPU.
+    let bench_out = dir.join("bench");
+    let bench = ["bench", "--out", bench_out.to_str().unwrap()];
+    for (stdout, why) in [(dev_full(), FULL), (closed_pipe(), EPIPE)] {
+        let out = with_stdout(&bench, stdout);
+        assert_stdout_error("bench", &out, why);
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("the bench table"),
+            "{out:?}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

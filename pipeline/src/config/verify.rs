@@ -27,49 +27,53 @@ pub fn sample_of(v: &Option<Spanned<VerifyConfig>>) -> u64 {
     v.as_ref().map_or(0, |v| v.value.sample)
 }
 
-/// `verify.sample` is on only for pipelines the reference can re-run: a `fronthaul` stage keeps
-/// every frame it decodes (its slot grid and sequence tracking), and a `rate_limit` stage takes
-/// a token per frame, so a second run would record the sampled frames twice.
+/// `verify.sample` is on only for pipelines the reference can re-run: a stage that keeps state
+/// from every frame would record the sampled frames twice (the reason per stage below).
 pub(super) fn check_verify(cfg: &Config) -> Result<(), ConfigError> {
     let Some(v) = &cfg.verify else { return Ok(()) };
     if v.value.sample == 0 {
         return Ok(());
     }
-    if let Some(i) = cfg
+    let stateful = cfg
         .pipeline
         .iter()
-        .position(|s| matches!(s.value, StageConfig::Fronthaul(_)))
-    {
+        .enumerate()
+        .find_map(|(i, s)| rerun_refusal(&s.value).map(|why| (i, s.value.name(), why)));
+    if let Some((i, name, why)) = stateful {
         return Err(ConfigError {
             file: cfg.path.clone(),
             line: v.referenced.line() as u32,
             column: v.referenced.column() as u32,
             key: "verify.sample".into(),
             message: format!(
-                "cannot re-run pipeline[{i}] (fronthaul): it keeps state from every frame \
-                 (slot grid, sequence ids), which a second run would record twice; remove \
-                 `verify:` or set `sample: 0`"
-            ),
-        });
-    }
-    if let Some(i) = cfg
-        .pipeline
-        .iter()
-        .position(|s| matches!(s.value, StageConfig::RateLimit(_)))
-    {
-        return Err(ConfigError {
-            file: cfg.path.clone(),
-            line: v.referenced.line() as u32,
-            column: v.referenced.column() as u32,
-            key: "verify.sample".into(),
-            message: format!(
-                "cannot re-run pipeline[{i}] (rate_limit): every frame takes a token from its \
-                 bucket, which a second run would take twice; remove `verify:` or set \
-                 `sample: 0`"
+                "cannot re-run pipeline[{i}] ({name}): {why}; remove `verify:` or set `sample: 0`"
             ),
         });
     }
     Ok(())
+}
+
+/// Why a second run of a sampled burst through `stage` would change what it keeps (`None`: it
+/// keeps nothing per frame).
+fn rerun_refusal(stage: &StageConfig) -> Option<&'static str> {
+    Some(match stage {
+        StageConfig::Fronthaul(_) => {
+            "it keeps state from every frame (slot grid, sequence ids), which a second run \
+             would record twice"
+        }
+        StageConfig::RateLimit(_) => {
+            "every frame takes a token from its bucket, which a second run would take twice"
+        }
+        StageConfig::Conntrack(_) | StageConfig::FlowStats(_) => {
+            "every frame moves its flow's state, times and counters in the flow table, which a \
+             second run would move twice"
+        }
+        StageConfig::Inspect(_) => {
+            "its alerts go to the EVE log and its flowbits and thresholds move with every frame, \
+             which a second run would write twice"
+        }
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -128,5 +132,39 @@ mod tests {
         };
         assert_eq!((e.key.as_str(), e.line), ("verify.sample", 6), "{e}");
         assert!(e.message.contains("fronthaul"), "{e}");
+    }
+
+    /// The flow-table stages and `inspect` keep state per frame: a re-run would move it twice.
+    #[test]
+    fn refused_with_stages_that_keep_state_per_frame() {
+        let ipfix = "ipfix: { collector: '127.0.0.1:4739' }\n";
+        for (stage, extra, want) in [
+            (
+                "conntrack: { entries: 1024 }",
+                "",
+                "pipeline[1] (conntrack): every frame moves its flow's state",
+            ),
+            (
+                "flow_stats: { entries: 1024 }",
+                ipfix,
+                "pipeline[1] (flow_stats): every frame moves",
+            ),
+        ] {
+            let text = format!(
+                "ports:\n  - name: wire\n    gen: {{ count: 10 }}\npipeline:\n  - parse\n  \
+                 - {stage}\nverify: {{ sample: 5 }}\n{extra}"
+            );
+            let e = match crate::config::parse_str(&text, Path::new("v.yaml")) {
+                Ok(_) => panic!("verify accepted with `{stage}`"),
+                Err(e) => e,
+            };
+            assert_eq!((e.key.as_str(), e.line), ("verify.sample", 7), "{e}");
+            assert!(e.message.contains(want), "{e}");
+        }
+        let c: crate::stage::inspect::InspectStageConfig =
+            serde_saphyr::from_str("rules: [a.rules]").unwrap();
+        let inspect = crate::config::StageConfig::Inspect(c);
+        assert!(super::rerun_refusal(&inspect).is_some_and(|w| w.contains("EVE log")));
+        assert!(super::rerun_refusal(&crate::config::StageConfig::Parse).is_none());
     }
 }

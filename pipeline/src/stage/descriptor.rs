@@ -180,7 +180,19 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(library.len(), LIBRARY_STAGES.len());
+        // `rate_limit`'s CUDA stage is in the catalog (the host-compiled pipeline test runs it)
+        // while the executor refuses it: its descriptor says CPU-only until the per-rule
+        // counters read back from the device.
+        let pending = ["rate_limit"];
+        for name in pending {
+            let d = BUILTINS.iter().find(|d| d.name == name).unwrap();
+            assert!(
+                matches!(d.gpu, GpuImpl::CpuOnly),
+                "{name} runs on the GPU now"
+            );
+            assert!(LIBRARY_STAGES.iter().any(|l| l.name == name), "{name}");
+        }
+        assert_eq!(library.len(), LIBRARY_STAGES.len() - pending.len());
         for (d, function) in library {
             let l = LIBRARY_STAGES
                 .iter()

@@ -129,7 +129,7 @@ struct Table {
 
 impl Table {
     fn line(&mut self, s: String) {
-        println!("{s}");
+        outln_or_drop!("the bench table"; "{s}");
         self.rows.push(s);
     }
 }
@@ -160,7 +160,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let cpu_model = cpu_model();
-    println!(
+    outln!("the bench table";
         "bench: {} ({} SMs, driver {}), CPU {} x {threads} threads",
         info.name, info.multiprocessors, info.driver_version, cpu_model
     );
@@ -174,7 +174,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
 
     // Host->device copy bandwidth first: no persistent kernel may run while its buffers are freed.
     let htod = pipeline::executor::gpu::measure_htod(a.device, 256 << 20, 10)?;
-    println!(
+    outln!("the bench table";
         "host->device copy from pinned memory: {:.1} GB/s",
         htod / 1e9
     );
@@ -217,7 +217,7 @@ fn cpu_only(a: &Args) -> anyhow::Result<i32> {
     let mut md = Table { rows: Vec::new() };
     let mut js = Json::new();
     let cpu = cpu_model();
-    println!("bench: no GPU: the fronthaul CPU table only, CPU {cpu}");
+    outln!("the bench table"; "bench: no GPU: the fronthaul CPU table only, CPU {cpu}");
     js.insert("machine".into(), json!({ "cpu": cpu }));
     fronthaul_cpu::section(a, &mut md, &mut js)?;
     write_out(a, &md, &js)?;

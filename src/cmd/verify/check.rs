@@ -145,7 +145,7 @@ pub fn verify_one(
         compare_chunk(&chunk, frame_base, &want, &gpu, &mut tally, |m| {
             if *show > 0 {
                 *show -= 1;
-                println!("{m}");
+                outln_or_drop!("the verify report"; "{m}");
             }
         });
         report.frames += n as u64;

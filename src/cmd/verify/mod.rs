@@ -203,7 +203,7 @@ pub fn run(mut a: Args) -> anyhow::Result<i32> {
     for &m in &a.mode {
         for &p in &a.placement {
             let r = verify_one(&a, acl.as_ref(), m.into(), p.into(), &mut show)?;
-            println!(
+            outln!("the verify report";
                 "verify {} [{} / {} / GPUs {:?}]: {} frames, {} bursts, {} parse errors, {} ACL matches: \
                  {}, verdict mismatches {}, bulk mismatches {}, counters {} ({:.1} s, kernels: {})",
                 r.input,
@@ -222,7 +222,7 @@ pub fn run(mut a: Args) -> anyhow::Result<i32> {
                 r.kernel
             );
             if !r.skipped_inputs.is_empty() {
-                println!(
+                outln!("the verify report";
                     "  {} captures skipped (not Ethernet or unreadable), e.g. {}",
                     r.skipped_inputs.len(),
                     r.skipped_inputs[0]
@@ -239,7 +239,7 @@ pub fn run(mut a: Args) -> anyhow::Result<i32> {
         )
         .with_context(|| format!("{}", j.display()))?;
     }
-    println!("verify: {}", if all_ok { "PASS" } else { "FAIL" });
+    outln!("the verify report"; "verify: {}", if all_ok { "PASS" } else { "FAIL" });
     Ok(if all_ok { 0 } else { 1 })
 }
 

@@ -220,7 +220,7 @@ impl Torture<'_> {
                 self.t.mismatches += 1;
                 if self.show > 0 {
                     self.show -= 1;
-                    println!(
+                    outln_or_drop!("the verify report";
                         "  frame {i} of a chunk, generation {g}: verdict {v:?}, CPU reference of {} says {want:?}",
                         if g % 2 == 0 { "--rules" } else { "--rules-b" },
                     );
@@ -249,7 +249,7 @@ impl Torture<'_> {
         let lost = t.frames_in as i64 - t.verdicts_out as i64 - t.host_drops as i64;
         let problems = self.problems(gpu_packets, lost, retired_left);
         let ok = problems.is_empty();
-        println!(
+        outln!("the verify report";
             "reload-torture [{desc} / GPUs {:?}, {nq} queues]: {} swaps ({} generations seen) between {} and {}, \
              {} frames in {} passes ({} where the two rule sets differ), verdicts {}, counted drops {}, lost {lost}, \
              mismatches {}, ring-full retries {ring_full_frames} frames, most tables awaiting release {}, left unreleased {retired_left} ({:.1} s): {}",
@@ -283,7 +283,7 @@ impl Torture<'_> {
             std::fs::write(j, serde_json::to_vec_pretty(&v)?)
                 .with_context(|| format!("{}", j.display()))?;
         }
-        println!("verify: {}", if ok { "PASS" } else { "FAIL" });
+        outln!("the verify report"; "verify: {}", if ok { "PASS" } else { "FAIL" });
         Ok(if ok { 0 } else { 1 })
     }
 
