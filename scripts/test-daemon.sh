@@ -83,9 +83,11 @@ promtool check rules deploy/prometheus/alerts.yml >/dev/null || fail "promtool c
 (cd deploy/prometheus && promtool test rules alerts_test.yml >/dev/null) || fail "promtool test rules"
 (cd deploy/prometheus && promtool check config prometheus.yml >/dev/null) || fail "promtool check config (deploy)"
 python3 - <<'EOF' || fail "deploy/ files refer to metrics pktwarp does not export, or are malformed"
-import json, re, sys
-src = open("pipeline/src/control/metrics.rs").read()
-known = set(re.findall(r'\("(pktwarp_[a-z0-9_]+)",', src))
+import json, pathlib, re, sys
+# The families are declared where their owners live (control's table, the stages' own
+# exported families, the IPFIX exporter): every pktwarp_* string literal of the library.
+src = "".join(p.read_text() for p in pathlib.Path("pipeline/src").rglob("*.rs"))
+known = set(re.findall(r'"(pktwarp_[a-z0-9_]+)"', src))
 json.load(open("deploy/grafana/pktwarp-dashboard.json"))
 bad = []
 for f in ["deploy/grafana/pktwarp-dashboard.json", "deploy/prometheus/alerts.yml", "deploy/README.md"]:
