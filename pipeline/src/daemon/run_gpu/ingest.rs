@@ -57,6 +57,19 @@ struct Tally {
 }
 
 impl Tally {
+    /// A per-queue receive call's counts (`got`), its frames added to the run's total.
+    fn received(ctx: &IngestCtx<'_>, got: &QueueTally) -> Tally {
+        ctx.shared
+            .rx_total
+            .fetch_add(got.rx_frames, Ordering::Relaxed);
+        Tally {
+            rx_frames: got.rx_frames,
+            rx_bytes: got.rx_bytes,
+            steering_drops: got.steering_drops,
+            too_long: 0,
+        }
+    }
+
     fn publish(&mut self, c: &QueueCounters) {
         if self.rx_frames > 0 {
             c.rx_frames.add_shared(self.rx_frames);
@@ -260,15 +273,24 @@ impl Ingest<'_, '_> {
                 Ok(_) => {}
             }
             let quiet = rx.is_empty();
-            if !self.drain(quiet) {
+            if !self.pace(quiet, &backoff) {
                 return Ok(());
             }
-            if quiet {
-                wait_on(&backoff);
-            } else {
-                backoff.reset();
-            }
         }
+    }
+
+    /// After a receive call: [`Ingest::drain`], then wait a little when the port was `quiet`
+    /// (backing off), or go on at once. False when another thread failed meanwhile.
+    fn pace(&mut self, quiet: bool, backoff: &Backoff) -> bool {
+        if !self.drain(quiet) {
+            return false;
+        }
+        if quiet {
+            wait_on(backoff);
+        } else {
+            backoff.reset();
+        }
+        true
     }
 
     /// Hands over each queue's burst that is full, or waited long enough, or every partial one
@@ -316,13 +338,8 @@ impl Ingest<'_, '_> {
             if end {
                 return Ok(());
             }
-            if !self.drain(quiet) {
+            if !self.pace(quiet, &backoff) {
                 return Ok(());
-            }
-            if quiet {
-                wait_on(&backoff);
-            } else {
-                backoff.reset();
             }
         }
     }
@@ -405,14 +422,9 @@ impl Ingest<'_, '_> {
                 }
                 from = 0;
             }
-            ctx.shared
-                .rx_total
-                .fetch_add(got.rx_frames, Ordering::Relaxed);
             Tally {
-                rx_frames: got.rx_frames,
-                rx_bytes: got.rx_bytes,
-                steering_drops: got.steering_drops,
                 too_long,
+                ..Tally::received(ctx, &got)
             }
             .publish(c);
             let quiet = match status {
@@ -421,13 +433,8 @@ impl Ingest<'_, '_> {
                 Ok(RxStatus::Idle) => true,
                 Ok(RxStatus::Frames(_)) => false,
             };
-            if !self.drain(quiet) {
+            if !self.pace(quiet, &backoff) {
                 return Ok(());
-            }
-            if quiet {
-                wait_on(&backoff);
-            } else {
-                backoff.reset();
             }
         }
     }
@@ -447,15 +454,7 @@ impl Ingest<'_, '_> {
             got_refs.clear();
             let mut got = QueueTally::default();
             let status = src.rx_refs(&mut got_refs, ctx.burst, &mut got);
-            ctx.shared
-                .rx_total
-                .fetch_add(got.rx_frames, Ordering::Relaxed);
-            let mut tally = Tally {
-                rx_frames: got.rx_frames,
-                rx_bytes: got.rx_bytes,
-                steering_drops: got.steering_drops,
-                too_long: 0,
-            };
+            let mut tally = Tally::received(ctx, &got);
             for d in &got_refs {
                 let need = d.len as usize + ctx.room;
                 if need > ctx.slot_cap {
@@ -487,13 +486,8 @@ impl Ingest<'_, '_> {
                 Ok(RxStatus::Idle) => true,
                 Ok(RxStatus::Frames(_)) => false,
             };
-            if !self.drain(quiet) {
+            if !self.pace(quiet, &backoff) {
                 return Ok(());
-            }
-            if quiet {
-                wait_on(&backoff);
-            } else {
-                backoff.reset();
             }
         }
     }
