@@ -35,6 +35,29 @@ pub struct TcpWindow {
     pub reserved: u16,
 }
 
+/// An entry type whose bytes a CUDA copy of its table holds as they are.
+///
+/// # Safety
+/// The type is `repr(C)` and made of integers with no padding (its layout test pins every
+/// field's offset contiguous), so every byte of it is initialised.
+pub(crate) unsafe trait PlainEntry: Sized {}
+
+// SAFETY: FlowEntry is repr(C), ENTRY_SIZE bytes of integers with no padding (pinned by
+// tests/layout.rs).
+unsafe impl PlainEntry for FlowEntry {}
+
+/// A table's entry array as bytes.
+pub(crate) fn entry_bytes<T: PlainEntry>(entries: &[T]) -> &[u8] {
+    // SAFETY: PlainEntry types have no padding, so every byte is initialised; the slice covers
+    // exactly the entries' memory (size_of_val) and borrows them.
+    unsafe {
+        std::slice::from_raw_parts(
+            entries.as_ptr() as *const u8,
+            std::mem::size_of_val(entries),
+        )
+    }
+}
+
 /// One flow (`pw_flow_entry`, 128 bytes). Index 0 of the per-direction arrays is the original
 /// direction (the one of the frame that created the flow), 1 the reply. What a bucket visit reads
 /// of every entry (key, state, flags, last seen) is in its first 64 bytes: one cache line.
@@ -462,15 +485,7 @@ impl FlowTable {
 
     /// The entry array as bytes.
     pub fn as_bytes(&self) -> &[u8] {
-        // SAFETY: FlowEntry is repr(C), ENTRY_SIZE bytes of integers with no padding (the layout
-        // test pins every field's offset contiguous), so every byte is initialised; the slice
-        // covers exactly the entries' memory and borrows self.
-        unsafe {
-            std::slice::from_raw_parts(
-                self.entries.as_ptr() as *const u8,
-                self.entries.len() * ENTRY_SIZE,
-            )
-        }
+        entry_bytes(&self.entries)
     }
 
     /// The parameter block flow.cuh reads, with `entries` the address of a copy of

@@ -70,6 +70,10 @@ pub struct RateKey {
     pub reserved: u8,
 }
 
+// SAFETY: RateEntry is repr(C), ENTRY_SIZE bytes of integers with no padding (pinned by its
+// layout test).
+unsafe impl crate::table::PlainEntry for RateEntry {}
+
 /// One bucket (`pw_rl_entry`, 64 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -506,15 +510,7 @@ impl RateTable {
 
     /// The entry array as bytes (what the CUDA copy holds byte for byte).
     pub fn as_bytes(&self) -> &[u8] {
-        // SAFETY: RateEntry is repr(C), ENTRY_SIZE bytes of integers with no padding (the layout
-        // test pins every field's offset contiguous), so every byte is initialised; the slice
-        // covers exactly the entries' memory and borrows self.
-        unsafe {
-            std::slice::from_raw_parts(
-                self.entries.as_ptr() as *const u8,
-                self.entries.len() * ENTRY_SIZE,
-            )
-        }
+        crate::table::entry_bytes(&self.entries)
     }
 
     /// The parameter block rate_limit.cuh reads, with `entries` the address of a copy of
