@@ -14,6 +14,7 @@
 #     count against parse -> acl -> count (the same rules without `ct:`), the daemon end to end
 #     on the replayed capture (Mpps from its summary), 1 and 4 queues.
 # Usage (repository root): scripts/gpu-conntrack-check.sh [BIN_DIR] [DATA] [OUT]
+#   env: STEPS (check,throughput: which of 1 and 2 run), FRAMES, LOOPS, SECOND.
 #   BIN_DIR folder with pktwarp (default .carry); DATA unused (kept for the common signature);
 #   OUT results folder (default ./gpu-results).
 # Exit status: 0 when every comparison is equal and the throughput runs ran, 1 otherwise.
@@ -25,6 +26,8 @@ PW=$BIN/pktwarp
 # without a GPU: both sides then run the CPU executor).
 SECOND=${SECOND:-gpu}
 FRAMES=${FRAMES:-200000}
+STEPS=${STEPS:-check,throughput}
+want() { case ",$STEPS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 mkdir -p "$RES"
 LOG=$RES/conntrack-check.log
 tmp=$(mktemp -d)
@@ -115,7 +118,7 @@ print(json.dumps({k: s.get(k) for k in keys}, sort_keys=True))' "$1"
 }
 
 # 1. Frame by frame and counts.
-for nq in 1 4; do
+want check && for nq in 1 4; do
   mode=$([ $nq = 1 ] && echo order || echo set)
   for entries in 1048576 256; do
     for opts in "persistent mapped" "persistent device" "launch device"; do
@@ -141,7 +144,7 @@ done
 
 # 2. Throughput: with and without conntrack, same capture (replayed LOOPS times), same call.
 LOOPS=${LOOPS:-20}
-for nq in 1 4; do
+want throughput && for nq in 1 4; do
   line="throughput ($nq queues, $FRAMES x $LOOPS frames, $SECOND executor):"
   for which in conntrack plain; do
     d=$tmp/tp-$which-$nq

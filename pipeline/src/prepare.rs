@@ -119,6 +119,12 @@ impl Prepared {
         crate::executor::cpu::RxThreads {
             per_queue: q.rx_threads == crate::config::RxThreadsMode::PerQueue,
             cores: q.cores.clone().unwrap_or_default(),
+            one_per_port: self.pipeline.orders_across_queues().map(|name| {
+                format!(
+                    "stage `{name}` keeps one state for every queue, so the port feeds the \
+                     queues in its own order"
+                )
+            }),
         }
     }
 }

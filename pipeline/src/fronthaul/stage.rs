@@ -749,6 +749,7 @@ pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
         needs: crate::stage::descriptor::StageNeeds {
         reads_payload: true,
         reads_time: true,
+        orders_across_queues: true,
         ..crate::stage::descriptor::StageNeeds::NONE
     },
         drop_reasons: &[crate::verdict::DropReason::FronthaulReject, crate::verdict::DropReason::StageDrop],

@@ -37,6 +37,11 @@ pub struct StageNeeds {
     /// stage its flow's state beside each frame; until the flow table is there, they refuse it
     /// (a config error naming the stage).
     pub keeps_flow_state: Option<u32>,
+    /// Keeps one state that frames of every queue update (a slot grid whose eAxCs are steered
+    /// to different queues): its verdicts depend on the order of frames across queues, so each
+    /// port keeps one receive thread that feeds the queues in the port's order. Receive threads
+    /// per queue would let a queue run ahead of another on a replay faster than real time.
+    pub orders_across_queues: bool,
 }
 
 impl StageNeeds {
@@ -49,6 +54,7 @@ impl StageNeeds {
         sets_send_time: false,
         frame_room: 0,
         keeps_flow_state: None,
+        orders_across_queues: false,
     };
     /// Reads the metadata only.
     pub const META: StageNeeds = StageNeeds {
@@ -139,6 +145,21 @@ pub fn markdown_table() -> String {
         out.push_str(&format!("| {}{star} | {}{gpu} |\n", d.usage, d.summary));
     }
     out
+}
+
+impl crate::stage::run::Pipeline {
+    /// The first stage whose state spans queues ([`StageNeeds::orders_across_queues`]): with
+    /// it, every port keeps one receive thread.
+    pub fn orders_across_queues(&self) -> Option<&str> {
+        self.stages.iter().find_map(|s| {
+            let needs = match (s.descriptor(), s) {
+                (Some(d), _) => d.needs,
+                (None, crate::stage::run::Stage::Custom(c)) => c.needs(),
+                (None, _) => return None,
+            };
+            needs.orders_across_queues.then(|| s.name())
+        })
+    }
 }
 
 #[cfg(test)]
@@ -289,3 +310,4 @@ mod tests {
         assert!(t.contains("| `count` | "));
     }
 }
+

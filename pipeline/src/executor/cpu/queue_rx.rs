@@ -27,6 +27,9 @@ pub struct RxThreads {
     /// Cores the receive threads are pinned to: queue q's thread on `cores[q % len]` (a
     /// per-port thread: port p's on `cores[p % len]`). Empty: not pinned.
     pub cores: Vec<usize>,
+    /// Why every port keeps one receive thread although `per_queue` asks for one per queue (a
+    /// stage that orders frames across queues); `None`: ports split where they can.
+    pub one_per_port: Option<String>,
 }
 
 impl Default for RxThreads {
@@ -34,6 +37,7 @@ impl Default for RxThreads {
         RxThreads {
             per_queue: true,
             cores: Vec::new(),
+            one_per_port: None,
         }
     }
 }
@@ -78,7 +82,9 @@ pub(crate) fn split_port(
     p: &mut dyn RxPort,
 ) -> Result<Vec<Box<dyn QueueRx>>, String> {
     let t = std::time::Instant::now();
-    let split = if threads.per_queue {
+    let split = if let Some(why) = &threads.one_per_port {
+        Err(why.clone())
+    } else if threads.per_queue {
         p.split_by_queue(steering, queues.max(1))
     } else {
         Err("queues.rx_threads is `per_port`".to_string())
