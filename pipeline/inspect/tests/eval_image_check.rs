@@ -184,7 +184,9 @@ fn an_image_of_the_previous_layout_is_refused() {
     );
     let why = c_check(&old).unwrap_err();
     assert!(
-        why.contains(&format!("version 1, this code reads version {IMAGE_VERSION}")),
+        why.contains(&format!(
+            "version 1, this code reads version {IMAGE_VERSION}"
+        )),
         "{why}"
     );
     assert!(rust_check(&old).is_err());
@@ -227,7 +229,7 @@ fn the_c_check_refuses_what_from_image_refuses() {
         (h(offset_of!(ImageHeader, ops_off)), p.ops.len() * 40),
         (h(offset_of!(ImageHeader, fail_off)), p.fail.len() * 4),
     ];
-    let mut r = Rng(0x5eed_1e55_0f_1a6e);
+    let mut r = Rng(0x5eed_1e55_0f1a_6e77);
     let (mut refused, mut accepted) = (0, 0);
     for round in 0..6000 {
         let mut m = b.clone();
