@@ -540,4 +540,106 @@ extern "C" __global__ void pw_insp_verdict_kernel(const uint8_t *img, uint32_t n
 }
 #endif
 
+#if !defined(__CUDACC_RTC__)
+/* Host side, before an image is uploaded: the kernels trust it (see the top), so an image of
+ * another layout (an older or newer writer than this header: a version skew) reads spans from
+ * the wrong bytes and walks out of the image. Whether the len bytes at img are an image this
+ * header reads: magic, version, every section inside `total` at an aligned offset, every rule's
+ * spans in their sections and at most PW_INSP_MAX_OPS ops, every op's pattern in the pattern
+ * bytes, its number base, its failure words (the checks of eval::image::Program::from_image).
+ * 1 if so; else 0 and the first problem in why (cap bytes). img needs no alignment. */
+#include <stdio.h>
+#include <string.h>
+
+static inline int pw_insp_image_check(const uint8_t *img, uint64_t len, char *why, size_t cap) {
+    pw_insp_header h;
+    if (len < sizeof h) {
+        snprintf(why, cap, "%llu bytes, shorter than the %u-byte header", (unsigned long long)len,
+                 (unsigned)sizeof h);
+        return 0;
+    }
+    memcpy(&h, img, sizeof h);
+    if (h.magic != PW_INSP_MAGIC) {
+        snprintf(why, cap, "bad magic 0x%08x (not an inspect image)", h.magic);
+        return 0;
+    }
+    if (h.version != PW_INSP_VERSION) {
+        snprintf(why, cap,
+                 "image version %u, this code reads version %u (the image's writer and "
+                 "inspect_eval.cuh are of different commits)",
+                 h.version, PW_INSP_VERSION);
+        return 0;
+    }
+    if (h.total > len) {
+        snprintf(why, cap, "header total %u bytes, %llu given", h.total, (unsigned long long)len);
+        return 0;
+    }
+    const struct {
+        const char *name;
+        uint32_t off, n, size, align;
+    } sec[6] = {{"rules", h.rules_off, h.n_rules, (uint32_t)sizeof(pw_insp_rule), 4},
+                {"ops", h.ops_off, h.n_ops, (uint32_t)sizeof(pw_insp_op), 8},
+                {"addrs", h.addrs_off, h.n_addrs, (uint32_t)sizeof(pw_insp_addr), 8},
+                {"ports", h.ports_off, h.n_ports, (uint32_t)sizeof(pw_insp_port), 2},
+                {"patterns", h.patterns_off, h.n_patterns, 1, 1},
+                {"fail", h.fail_off, h.n_patterns, 4, 4}};
+    for (int s = 0; s < 6; s++) {
+        if (sec[s].off % sec[s].align != 0 ||
+            (uint64_t)sec[s].off + (uint64_t)sec[s].n * sec[s].size > h.total) {
+            snprintf(why, cap, "section %s (%u records of %u bytes at %u) is out of the %u-byte image",
+                     sec[s].name, sec[s].n, sec[s].size, sec[s].off, h.total);
+            return 0;
+        }
+    }
+    for (uint32_t i = 0; i < h.n_rules; i++) {
+        pw_insp_rule r;
+        memcpy(&r, img + h.rules_off + (uint64_t)i * sizeof r, sizeof r);
+        const struct {
+            const char *name;
+            const uint32_t *span;
+            uint32_t n;
+        } sp[5] = {{"src", r.src, h.n_addrs},
+                   {"dst", r.dst, h.n_addrs},
+                   {"sport", r.sport, h.n_ports},
+                   {"dport", r.dport, h.n_ports},
+                   {"ops", r.ops, h.n_ops}};
+        for (int k = 0; k < 5; k++) {
+            if ((uint64_t)sp[k].span[0] + sp[k].span[1] > sp[k].n) {
+                snprintf(why, cap, "rule %u (sid %u): %s span [%u, +%u) is out of its %u records", i,
+                         r.sid, sp[k].name, sp[k].span[0], sp[k].span[1], sp[k].n);
+                return 0;
+            }
+        }
+        if (r.ops[1] > PW_INSP_MAX_OPS) {
+            snprintf(why, cap, "rule %u (sid %u): %u ops (at most %u)", i, r.sid, r.ops[1],
+                     PW_INSP_MAX_OPS);
+            return 0;
+        }
+    }
+    for (uint32_t i = 0; i < h.n_ops; i++) {
+        pw_insp_op o;
+        memcpy(&o, img + h.ops_off + (uint64_t)i * sizeof o, sizeof o);
+        if ((uint64_t)o.pat_off + o.pat_len > h.n_patterns) {
+            snprintf(why, cap, "op %u: its pattern [%u, +%u) is out of the %u pattern bytes", i,
+                     o.pat_off, o.pat_len, h.n_patterns);
+            return 0;
+        }
+        if ((o.flags & PW_INSP_F_STRING) && o.base != 8 && o.base != 10 && o.base != 16) {
+            snprintf(why, cap, "op %u: number base %u (8, 10 or 16)", i, o.base);
+            return 0;
+        }
+        for (uint32_t k = 0; o.kind == PW_INSP_OP_CONTENT && k < o.pat_len; k++) {
+            uint32_t f;
+            memcpy(&f, img + h.fail_off + 4 * ((uint64_t)o.pat_off + k), 4);
+            if (f > k) {
+                snprintf(why, cap, "op %u: failure word %u of its pattern is %u (past its position)",
+                         i, k, f);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+#endif
+
 #endif

@@ -14,6 +14,11 @@ extern "C" void pw_host_insp_batch(const uint8_t *img, const pw_insp_frame *fram
         verdicts[i] = pw_insp_verdict_of(img, cand_off, cand_rules, matched, i);
 }
 
+// The image check the GPU probes run before an upload (pw_insp_image_check).
+extern "C" int pw_host_insp_image_check(const uint8_t *img, uint64_t len, char *why, uint64_t cap) {
+    return pw_insp_image_check(img, len, why, (size_t)cap);
+}
+
 // Sizes and field offsets of the records, for the Rust layout test: writes up to cap words,
 // returns how many there are.
 extern "C" uint32_t pw_host_insp_layout(uint32_t *out, uint32_t cap) {

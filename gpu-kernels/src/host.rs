@@ -102,6 +102,10 @@ pub mod ffi {
         );
         /// Sizes and field offsets of the inspect records, `cap` words at most; returns the count.
         pub fn pw_host_insp_layout(out: *mut u32, cap: u32) -> u32;
+        /// `pw_insp_image_check` (cuda/inspect_eval.cuh) on the `len` bytes at `img`: 1 when
+        /// the kernels can read it, else 0 with the problem, NUL-terminated, in `why` (`cap`
+        /// bytes).
+        pub fn pw_host_insp_image_check(img: *const u8, len: u64, why: *mut u8, cap: u64) -> i32;
     }
 }
 

@@ -157,9 +157,18 @@ int main(int argc, char **argv) {
     auto img = slurp(d + "/program.bin"), frames = slurp(d + "/frames.bin"), arena = slurp(d + "/arena.bin"),
          ev = slurp(d + "/expect_verdicts.bin");
     auto always = words(d + "/always.bin"), sets = words(d + "/bufsets.bin"), en = words(d + "/expect_ncands.bin");
+    // The kernels trust their inputs: a dump of another layout (an inspect-bench binary of
+    // another commit than these headers) would read out of bounds, so it is refused here.
+    char why[256];
+    if (!pw_insp_image_check((const uint8_t *)img.data(), img.size(), why, sizeof why)) {
+        fprintf(stderr, "%s/program.bin: %s; rebuild inspect-bench at this commit\n", d.c_str(), why);
+        return 2;
+    }
+    const uint32_t n_rules = ((const pw_insp_header *)img.data())->n_rules;
     batch b;
     b.n = (uint32_t)(frames.size() / sizeof(pw_insp_frame));
-    if (sets.empty() || en.size() != b.n || ev.size() != 8 * (size_t)b.n || b.n == 0 || b.n > 1024u * 1024u) {
+    if (sets.empty() || frames.size() % sizeof(pw_insp_frame) != 0 || en.size() != b.n ||
+        ev.size() != 8 * (size_t)b.n || b.n == 0 || b.n > 1024u * 1024u) {
         fprintf(stderr, "%s: inputs disagree in size (or over 1M frames)\n", d.c_str());
         return 2;
     }
@@ -170,6 +179,22 @@ int main(int argc, char **argv) {
     }
     b.n_always = (uint32_t)always.size();
     const pw_insp_frame *hf = (const pw_insp_frame *)frames.data();
+    for (uint32_t i = 0; i < b.n; i++)
+        for (uint32_t k = 0; k < PW_INSP_BUFFERS; k++)
+            if (hf[i].buf_len[k] != PW_INSP_ABSENT &&
+                (uint64_t)hf[i].data_off + hf[i].buf_off[k] + hf[i].buf_len[k] > arena.size()) {
+                fprintf(stderr, "%s: frame %u: buffer %u is out of arena.bin\n", d.c_str(), i, k);
+                return 2;
+            }
+    auto rules_ok = [&](const std::vector<uint32_t> &v, const char *what) {
+        for (uint32_t r : v)
+            if (r >= n_rules) {
+                fprintf(stderr, "%s/%s: rule %u, the image has %u\n", d.c_str(), what, r, n_rules);
+                return false;
+            }
+        return true;
+    };
+    if (!rules_ok(always, "always.bin")) return 2;
     uint64_t payload_bytes = 0, m_expect = 0;
     for (uint32_t i = 0; i < b.n; i++) payload_bytes += hf[i].buf_len[0], m_expect += en[i];
     b.arena = upload<uint8_t>(arena.data(), arena.size());
@@ -179,10 +204,16 @@ int main(int argc, char **argv) {
         auto roff = words(d + "/rules_off_" + std::to_string(k) + ".bin");
         auto rules = words(d + "/rules_" + std::to_string(k) + ".bin");
         if (mimg.size() < 16 || mimg[0] != PW_IM_MAGIC || code >= PW_INSP_BUFFERS ||
-            roff.size() != (size_t)mimg[PW_IM_N_PATTERNS] + 1) {
+            roff.size() != (size_t)mimg[PW_IM_N_PATTERNS] + 1 || roff[0] != 0 || roff.back() != rules.size()) {
             fprintf(stderr, "%s: buffer set %u is not a matcher dump\n", d.c_str(), k);
             return 2;
         }
+        for (size_t q = 1; q < roff.size(); q++)
+            if (roff[q] < roff[q - 1]) {
+                fprintf(stderr, "%s: rules_off_%u.bin is not ascending\n", d.c_str(), k);
+                return 2;
+            }
+        if (!rules_ok(rules, ("rules_" + std::to_string(k) + ".bin").c_str())) return 2;
         std::vector<uint32_t> off(b.n), len(b.n);
         for (uint32_t i = 0; i < b.n; i++) {
             bool has = hf[i].buf_len[code] != PW_INSP_ABSENT;

@@ -21,10 +21,17 @@ int main(int argc, char **argv) {
          arena = slurp(dir + "/arena.bin"), off = slurp(dir + "/cand_off.bin"),
          rules = slurp(dir + "/cand_rules.bin"), em = slurp(dir + "/expect_matched.bin"),
          ev = slurp(dir + "/expect_verdicts.bin");
+    // The kernels trust the image: one of another layout (written by another commit than these
+    // headers) would read out of bounds, so it is refused here.
+    char why[256];
+    if (!pw_insp_image_check((const uint8_t *)img.data(), img.size(), why, sizeof why)) {
+        fprintf(stderr, "%s/image.bin: %s; write the inputs again at this commit\n", dir.c_str(), why);
+        return 2;
+    }
     const uint32_t n = (uint32_t)(frames.size() / sizeof(pw_insp_frame));
     const uint32_t *h_off = (const uint32_t *)off.data();
-    if (off.size() != 4 * (size_t)(n + 1) || em.size() != h_off[n] || rules.size() != 4 * (size_t)h_off[n] ||
-        ev.size() != sizeof(pw_insp_verdict) * n) {
+    if (frames.size() % sizeof(pw_insp_frame) != 0 || off.size() != 4 * (size_t)(n + 1) ||
+        em.size() != h_off[n] || rules.size() != 4 * (size_t)h_off[n] || ev.size() != sizeof(pw_insp_verdict) * n) {
         fprintf(stderr, "inputs disagree in size (%u frames)\n", n);
         return 2;
     }
