@@ -15,7 +15,8 @@
 #   env: QUEUES (default "1 2 4 8"; an N above the CPU count is skipped and said so),
 #        EXECUTORS (default "cpu gpu"; gpu only where nvidia-smi sees a GPU, else said so),
 #        SECS (default 6), REPS (default 1; medians), PIPELINE (default "[count]"),
-#        BURST (queues.burst, default 32, testpmd's --burst too),
+#        BURST (queues.burst, default 32, testpmd's --burst too), RX_THREADS (queues.rx_threads,
+#        default per_queue; per_port: one receive thread for the port, for comparison),
 #        PKTWARP_BIN (a `--features dpdk` pktwarp; default: cargo build --release),
 #        TESTPMD (default dpdk-testpmd), FIRST_CPU (the first core; default 1 where N < CPUs).
 #   On the GPU machine (no DPDK installed): BUNDLE=a scripts/cpu-peer-bundle.sh folder built
@@ -30,6 +31,7 @@ SECS=${SECS:-6}
 REPS=${REPS:-1}
 PIPELINE=${PIPELINE:-"[count]"}
 BURST=${BURST:-32}
+RX_THREADS=${RX_THREADS:-per_queue}
 NCPU=$(nproc)
 EAL_D=()
 if [ -n "${BUNDLE:-}" ]; then
@@ -104,6 +106,7 @@ ports:
 queues:
   count: $n
   burst: $BURST
+  rx_threads: $RX_THREADS
   cores: [$list]
 pipeline: $PIPELINE
 executor:
@@ -121,9 +124,10 @@ EOF
   kill -KILL "$pid" 2>/dev/null
   wait "$pid"
   local rc=$?
-  python3 - "$R/$name.json" "$n" "$rc" "$ex" <<'PY'
+  python3 - "$R/$name.json" "$n" "$rc" "$ex" "$RX_THREADS" <<'PY'
 import json, sys
 path, n, rc, ex = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+threads = n if sys.argv[5] == "per_queue" else 1
 try:
     s = json.loads([l for l in open(path) if l.lstrip().startswith("{")][-1])
 except (OSError, IndexError, ValueError):
@@ -133,7 +137,7 @@ counted = sum(c[1] for c in s.get("counted", []))
 why = []
 if rc != 0: why.append(f"exit {rc}")
 if s.get("executor") != ex: why.append(f"executor {s.get('executor')}")
-if s.get("receive_threads") != n: why.append(f"{s.get('receive_threads')} receive threads")
+if s.get("receive_threads") != threads: why.append(f"{s.get('receive_threads')} receive threads")
 if any(q.get("rx_frames", 0) == 0 for q in s.get("queues", [])): why.append("a queue received nothing")
 if s.get("rx_frames", 0) == 0 or counted + drops != s["rx_frames"]: why.append("rx != counted + drops")
 print(f"{s.get('mpps', 0):.3f}" if not why else "0 " + ",".join(why))
@@ -146,7 +150,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(
   echo "date: $(date -u +%FT%TZ)"
   echo "machine: $(lscpu | sed -n 's/^Model name:\s*//p' | head -1), $NCPU CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
-  echo "pktwarp: $PKTWARP_BIN ($(sha256sum "$PKTWARP_BIN" | cut -c1-16)); pipeline $PIPELINE; burst $BURST; $SECS s a run, $REPS rep(s)"
+  echo "pktwarp: $PKTWARP_BIN ($(sha256sum "$PKTWARP_BIN" | cut -c1-16)); pipeline $PIPELINE; burst $BURST; rx_threads $RX_THREADS; $SECS s a run, $REPS rep(s)"
 } | tee "$R/summary.txt"
 fails=0
 declare -A M
@@ -175,18 +179,32 @@ for n in $QUEUES; do
   done
   echo "$line" | tee -a "$R/summary.txt"
 done
-echo "--- per N: Mpps, per-core ratio to testpmd io (same N and cores), scaling vs 1 queue (Mpps(N) / (N x Mpps(1)))" | tee -a "$R/summary.txt"
-for n in $QUEUES; do
-  [ -n "${M[testpmd,$n]:-}" ] || continue
-  line=$(printf 'N=%-2s testpmd %7s' "$n" "${M[testpmd,$n]}")
-  for who in testpmd $EXECUTORS; do
-    m=${M[$who,$n]}; one=${M[$who,1]:-}
-    ratio=$(python3 -c "print(f'{$m / ${M[testpmd,$n]}:.2f}' if ${M[testpmd,$n]} else '-')")
-    scale=$(python3 -c "print(f'{$m / ($n * $one):.2f}' if '$one' and float('$one' or 0) else '-')")
-    [ "$who" = testpmd ] && line="$line scaling $scale" && continue
-    line="$line | $(printf '%s %7s Mpps, %s of testpmd, scaling %s' "$who" "$m" "$ratio" "$scale")"
-  done
-  echo "$line" | tee -a "$R/summary.txt"
-done
-echo "=== dpdk queue scaling: $fails run(s) not clean" | tee -a "$R/summary.txt"
+for k in "${!M[@]}"; do echo "$k ${M[$k]}"; done > "$tmp/medians"
+python3 - "$tmp/medians" "$EXECUTORS" "$fails" <<'PY' | tee -a "$R/summary.txt"
+import sys
+m = {}
+for line in open(sys.argv[1]):
+    k, v = line.split()
+    who, n = k.split(",")
+    m[(who, int(n))] = float(v)
+execs, fails = sys.argv[2].split(), int(sys.argv[3])
+ns = sorted({n for (_, n) in m})
+print("--- Mpps; per core against testpmd io (same N, same cores); scaling: Mpps(N) / (N x Mpps(1))")
+print(f"{'N':>2} {'testpmd':>8} {'scale':>5}" + "".join(f" | {e:>4} {'Mpps':>8} {'/tpmd':>5} {'scale':>5}" for e in execs))
+last = []
+for n in ns:
+    def scale(who):
+        one = m.get((who, 1))
+        return f"{m[(who, n)] / (n * one):.2f}" if one else "-"
+    t = m.get(("testpmd", n), 0)
+    row = f"{n:>2} {t:8.3f} {scale('testpmd'):>5}"
+    last = []
+    for e in execs:
+        v = m.get((e, n), 0)
+        ratio = f"{v / t:.2f}" if t else "-"
+        row += f" | {e:>4} {v:8.3f} {ratio:>5} {scale(e):>5}"
+        last.append(f"{e} {v:.2f} Mpps ({ratio} of testpmd, scaling {scale(e)})")
+    print(row)
+print(f"=== dpdk queue scaling, N={ns[-1] if ns else '-'}: " + "; ".join(last) + f"; {fails} run(s) not clean")
+PY
 exit $((fails > 0))
