@@ -5,7 +5,8 @@
 //! per port does, would put the one flow on one queue), every frame is accounted for
 //! (received = counted + drops), and the receive threads are one per queue, named
 //! `pw-in<port>q<queue>`. Refusals (queue counts that differ, software steering rules) keep one
-//! thread per port and say why; asking a vdev for more queues than it has names the key.
+//! thread per port and say why; asking a vdev for more queues than it has names the key. The same
+//! split on memif between two processes: each of the client's TX queues reaches its own queue.
 
 #![cfg(feature = "dpdk")]
 
@@ -185,4 +186,80 @@ fn more_queues_than_the_vdev_has_is_an_error_naming_the_key() {
     let e = e.to_string();
     assert!(e.contains("dpdk.rx_queues is 64"), "{e}");
     assert!(e.contains("at most"), "{e}");
+}
+
+const MEMIF_CHILD_ENV: &str = "PKTWARP_MEMIF_QUEUES_SOCKET";
+
+/// The memif client, run only as the second process: sends [`primed`] frames of one flow on
+/// each of its 2 TX queues (client TX queue q reaches the server's RX queue q), then stays
+/// connected while the server reads them.
+#[test]
+#[ignore = "run by memif_rx_queues_between_two_processes as the second process"]
+fn memif_queues_child() {
+    let Ok(socket) = std::env::var(MEMIF_CHILD_ENV) else {
+        return;
+    };
+    let mut o = dpdk_common::vdev(&format!("net_memif0,role=client,id=9,socket={socket}"));
+    o.rx_queues = 2;
+    o.tx_queues = 2;
+    let port = DpdkPort::open(&o, 0).expect("memif client");
+    assert!(port.wait_link_up(Duration::from_secs(10)), "client link up");
+    for q in 0..2u16 {
+        let frames: Vec<Vec<u8>> = (0..primed(q as usize) as u32)
+            .map(|i| dpdk_common::frame(17, [10, 9, 0, 1], [10, 9, 0, 2], 7, 8, 90, i))
+            .collect();
+        let mut tx = port.tx(q).expect("tx");
+        let mut off = 0;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while off < frames.len() && std::time::Instant::now() < deadline {
+            off += tx
+                .tx_burst(&mut frames[off..].iter().take(32).map(|f| f.as_slice()))
+                .expect("tx");
+        }
+        assert_eq!(off, frames.len(), "queue {q}: every frame sent");
+    }
+    std::thread::sleep(Duration::from_secs(3));
+}
+
+#[test]
+fn memif_rx_queues_between_two_processes() {
+    let dir = dpdk_common::scratch("memif-queues");
+    let socket = dir.join("memif.sock");
+    let mut o = dpdk_common::vdev(&format!(
+        "net_memif1,role=server,id=9,socket={}",
+        socket.display()
+    ));
+    o.rx_queues = 2;
+    o.tx_queues = 2;
+    o.idle_end_ms = Some(1000);
+    let port = DpdkPort::open(&o, 0).expect("memif server");
+    let exe = std::env::current_exe().expect("test binary path");
+    let child = std::process::Command::new(exe)
+        .args(["--exact", "memif_queues_child", "--ignored", "--nocapture"])
+        .env(MEMIF_CHILD_ENV, &socket)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the memif client process");
+    assert!(
+        port.wait_link_up(Duration::from_secs(10)),
+        "memif peer connected"
+    );
+    let r = run(&port, &spec(2, true));
+    let out = child.wait_with_output().expect("client process");
+    assert!(
+        out.status.success(),
+        "client failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        r.per_queue_rx,
+        vec![primed(0), primed(1)],
+        "per-queue counts"
+    );
+    assert_eq!(r.receive_threads, 2);
+    let names: BTreeSet<String> = (0..2).map(|q| format!("pw-in0q{q}")).collect();
+    assert_eq!(r.names, names);
+    let _ = std::fs::remove_dir_all(dir);
 }
