@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # DPDK RX queue scaling: `pktwarp run` on a net_null port (an endless source of 64 B frames)
-# with N RX queues, N pipeline queues and N cores (one receive thread per RX queue, pinned by
-# queues.cores; the whole process kept on those N cores with taskset), for N in QUEUES, on each
-# executor in EXECUTORS; and `dpdk-testpmd --forward-mode=io` on the same vdev with N RX/TX
-# queues and N forwarding lcores on the same N cores (its main lcore shares the first), in the
-# same run. Each pktwarp run is stopped by SIGTERM after SECS seconds; its Mpps is the
+# with N RX queues, N pipeline queues and N receive cores (one receive thread per RX queue,
+# pinned by queues.cores; the process's other threads kept off those cores with taskset where
+# the machine has others; CONFINE=1 keeps the whole process on the N cores instead), for N in
+# QUEUES, on each executor in EXECUTORS; and `dpdk-testpmd --forward-mode=io` on the same vdev
+# with N RX/TX queues and N forwarding lcores on the same N cores (its main lcore shares the
+# first), in the same run. Each pktwarp run is stopped by SIGTERM after SECS seconds; its Mpps is the
 # summary's (frames received / run time), and the run must be clean: exit 0, N receive threads,
 # every queue receiving (per_queue), received = counted + drops. testpmd's Mpps is the median of its
 # per-second Rx-pps reports after the first two.
@@ -18,7 +19,8 @@
 #        BURST (queues.burst, default 32, testpmd's --burst too), RX_THREADS (queues.rx_threads,
 #        default per_queue; per_port: one receive thread for the port, for comparison),
 #        PKTWARP_BIN (a `--features dpdk` pktwarp; default: cargo build --release),
-#        TESTPMD (default dpdk-testpmd), FIRST_CPU (the first core; default 1 where N < CPUs).
+#        TESTPMD (default dpdk-testpmd), FIRST_CPU (the first core; default 1 where N < CPUs),
+#        CONFINE (1: the whole pktwarp process on the N cores, as testpmd; default 0).
 #   On the GPU machine (no DPDK installed): BUNDLE=a scripts/cpu-peer-bundle.sh folder built
 #   with PKTWARP_DPDK_BIN (it carries bin/pktwarp, bin/dpdk-testpmd, the DPDK .so files in lib/
 #   and the net_null PMD in pmds/; env.sh sets LD_LIBRARY_PATH and PW_DPDK_PMDS, passed to
@@ -113,7 +115,15 @@ executor:
   kind: $ex
 metrics: { enabled: false }
 EOF
-  taskset -c "$list" "$PKTWARP_BIN" run --quiet --json "$tmp/$name.yaml" >"$R/$name.json" 2>"$R/$name.log" &
+  local where=()
+  if [ "${CONFINE:-0}" = 1 ]; then
+    where=(taskset -c "$list")
+  else
+    local others
+    others=$(seq 0 $((NCPU - 1)) | grep -vxF -f <(tr , '\n' <<<"$list") | paste -sd,)
+    [ -n "$others" ] && where=(taskset -c "$others")
+  fi
+  "${where[@]}" "$PKTWARP_BIN" run --quiet --json "$tmp/$name.yaml" >"$R/$name.json" 2>"$R/$name.log" &
   local pid=$!
   sleep 2
   python3 scripts/thread-cpu.py "$pid" $((SECS > 4 ? SECS - 3 : 1)) >"$R/$name.threads" 2>&1
@@ -152,7 +162,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(
   echo "date: $(date -u +%FT%TZ)"
   echo "machine: $(lscpu | sed -n 's/^Model name:\s*//p' | head -1), $NCPU CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
-  echo "pktwarp: $PKTWARP_BIN ($(sha256sum "$PKTWARP_BIN" | cut -c1-16)); pipeline $PIPELINE; burst $BURST; rx_threads $RX_THREADS; $SECS s a run, $REPS rep(s)"
+  echo "pktwarp: $PKTWARP_BIN ($(sha256sum "$PKTWARP_BIN" | cut -c1-16)); pipeline $PIPELINE; burst $BURST; rx_threads $RX_THREADS; confine ${CONFINE:-0}; $SECS s a run, $REPS rep(s)"
 } | tee "$R/summary.txt"
 fails=0
 declare -A M
