@@ -71,5 +71,8 @@ fn dpdk_rx_queues_each_feed_their_own_gpu_queue() {
         for q in &s.queues {
             assert!(q.rx_frames > 0, "{nq} queues: queue {} receives", q.queue);
         }
+        // Received per burst into host memory: staged, and the summary says why.
+        let gi = s.gpu_ingest.first().expect("the port's GPU ingest path");
+        assert!(gi.reason.contains("received or built per burst"), "{gi:?}");
     }
 }
