@@ -66,6 +66,12 @@ impl Steering {
         self.queues
     }
 
+    /// Whether frames are spread by their flow key ([`Steering::with_flow_steering`]) rather
+    /// than by Toeplitz RSS as a NIC spreads them.
+    pub fn by_flow(&self) -> bool {
+        self.flow_hash
+    }
+
     /// Whether a `steering:` rule file is in force (else steering is RSS alone).
     pub fn has_rules(&self) -> bool {
         self.rules.is_some()

@@ -816,6 +816,8 @@ pub mod zero_copy {
                 let shared = Arc::clone(shared);
                 let (errors, done) = (&errors, &done);
                 spawn_named(s, format!("pw-q{q}"), move || {
+                    // Each worker receives its own RX queue(s): pinned as receive threads are.
+                    pin(&spec.rx_threads.cores, q, "pw-q");
                     let label = format!("dpdk:{}", r.port().setup().name);
                     if let Err(e) = worker(spec, &shared, q, r, t) {
                         if let Ok(mut v) = errors.lock() {

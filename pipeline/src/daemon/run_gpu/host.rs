@@ -249,7 +249,7 @@ fn by_reference(
     let store = qs
         .first()
         .and_then(|q| q.frame_store())
-        .ok_or("the port has no loaded frames to refer to (its frames are built per burst, or its capture passes 4 GiB)")?;
+        .ok_or("the port has no loaded frames to refer to (its frames are received or built per burst, or its capture passes 4 GiB)")?;
     let h = dev.host_frames(&store)?;
     let hold: GpuHold = Arc::new(Mutex::new(h.keep));
     Ok((h.base, hold))

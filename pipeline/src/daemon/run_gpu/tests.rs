@@ -941,6 +941,8 @@ fn the_gpu_pipeline_desc_names_the_stages_and_the_acl_tables() {
 
 mod composed;
 mod conntrack;
+#[cfg(feature = "dpdk")]
+mod dpdk_queues;
 mod gpu_frames;
 mod held;
 mod hooks;

@@ -1,6 +1,6 @@
 //! The CPU executor's receive threads: one per (port, queue) where the port can split its
 //! frames by queue ([`RxPort::split_by_queue`]: a `pcap` port steers its capture once, at
-//! load), else one per port that steers every frame (the NIC-style software steering of the
+//! load; a DPDK port polls each RX queue on its own thread), else one per port that steers every frame (the NIC-style software steering of the
 //! parent module). A per-queue thread writes its frames straight into its queue's burst (one
 //! copy from the loaded capture; a burst owns its bytes because the stages rewrite them in
 //! place) and steers nothing: no thread serves every queue of a port on the data path.
@@ -99,8 +99,8 @@ pub(crate) fn split_port(
                 threads = "per_queue",
                 count = qs.len(),
                 split_ms,
-                copies = "once per frame (loaded frames -> the queue's burst)",
-                "port {name}: one receive thread per queue ({}), frames steered once at start ({split_ms} ms) and copied once into their queue's burst (a burst owns its bytes: the stages rewrite them in place)",
+                copies = "once per frame (port -> the queue's burst)",
+                "port {name}: one receive thread per queue ({}), split in {split_ms} ms (a loaded capture or frame pool steered once; a DPDK port by its RX queues); each frame copied once into its queue's burst (a burst owns its bytes: the stages rewrite them in place)",
                 qs.len()
             );
             Ok(qs)

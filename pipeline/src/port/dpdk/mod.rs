@@ -10,6 +10,7 @@
 //! - [`options`]: the `dpdk:` config block; [`eal`]: EAL set-up and the control-path lock;
 //!   [`open`]: opening a port (device, offloads, RSS, pools, queues, start);
 //! - [`rx`] / [`tx`]: the copying RX and TX handles; [`mbuf`]: zero-copy forwarding;
+//!   [`split`]: one receive thread per RX queue;
 //! - [`flow`]: steering rules (rte_flow, software fallback); [`gpu`]: GPUDirect RX buffers;
 //! - here: what a port and its handles share, and the port's counters.
 
@@ -20,6 +21,7 @@ pub mod mbuf;
 pub mod open;
 pub mod options;
 pub mod rx;
+pub mod split;
 pub mod timed;
 pub mod tx;
 
@@ -39,6 +41,7 @@ pub use mbuf::{MbufBurst, MbufTx};
 pub use open::{PortSetup, STANDARD_RSS_KEY};
 pub use options::DpdkPortOptions;
 pub use rx::{DpdkRx, GpuFrame, GpuFrames};
+pub use split::DpdkQueueRx;
 pub use tx::DpdkTx;
 
 use rx::now_ns;
@@ -98,12 +101,15 @@ impl Drop for PortPools {
     }
 }
 
-/// One handle's counts on the zero-copy path: single writer (the handle's thread), so an add
-/// is a plain load + store, not a locked instruction per burst; [`DpdkPort::counters`] sums
-/// every handle's into the port's `pktwarp_*` counters.
+/// One handle's counts (zero-copy frames, copied frames and bytes received): single writer
+/// (the handle's thread), so an add is a plain load + store, not a locked instruction per
+/// burst; [`DpdkPort::counters`] sums every handle's into the port's `pktwarp_*` counters.
+/// Cache-line aligned: the per-queue receive threads of one port each write their own.
 #[derive(Debug, Default)]
+#[repr(align(64))]
 pub(crate) struct HandleCounters {
     pub(crate) rx_frames: crate::counters::Counter,
+    pub(crate) rx_bytes: crate::counters::Counter,
     pub(crate) tx_frames: crate::counters::Counter,
 }
 
@@ -335,16 +341,17 @@ impl DpdkPort {
         );
         let c = &self.inner.counters;
         // Zero-copy handles count frames only (see port::dpdk::mbuf).
-        let (mut zrx, mut ztx) = (0u64, 0u64);
+        let (mut zrx, mut zrxb, mut ztx) = (0u64, 0u64, 0u64);
         if let Ok(v) = self.inner.handle_counters.lock() {
             for h in v.iter() {
                 zrx += h.rx_frames.get();
+                zrxb += h.rx_bytes.get();
                 ztx += h.tx_frames.get();
             }
         }
         for (k, v) in [
             ("rx_frames", c.rx_frames.load(Ordering::Relaxed) + zrx),
-            ("rx_bytes", c.rx_bytes.load(Ordering::Relaxed)),
+            ("rx_bytes", c.rx_bytes.load(Ordering::Relaxed) + zrxb),
             ("tx_frames", c.tx_frames.load(Ordering::Relaxed) + ztx),
             ("tx_bytes", c.tx_bytes.load(Ordering::Relaxed)),
         ] {

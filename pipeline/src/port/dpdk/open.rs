@@ -97,11 +97,15 @@ impl DpdkPort {
         let info = device_info(port_id)?;
         let name = port_name(port_id);
         let driver = cstr_field(info.driver_name);
-        if opts.rx_queues > info.max_rx_queues || opts.tx_queues > info.max_tx_queues {
-            return Err(config_err(format!(
-                "port {name} ({driver}) has at most {} RX and {} TX queues; asked for {} and {}",
-                info.max_rx_queues, info.max_tx_queues, opts.rx_queues, opts.tx_queues
-            )));
+        for (key, asked, most, what) in [
+            ("rx_queues", opts.rx_queues, info.max_rx_queues, "RX"),
+            ("tx_queues", opts.tx_queues, info.max_tx_queues, "TX"),
+        ] {
+            if asked > most {
+                return Err(config_err(format!(
+                    "dpdk.{key} is {asked}, but port {name} ({driver}) has at most {most} {what} queues"
+                )));
+            }
         }
         let mut setup = PortSetup {
             port_id,

@@ -44,8 +44,16 @@ impl DpdkRx {
         &self.port
     }
 
-    /// Polls the next queue (round robin) once; appends its frames to `burst`.
-    fn poll_queue(&mut self, q: u16, burst: &mut Burst, max: usize) -> usize {
+    /// Polls RX queue `q` once; appends its frames to `burst`, each followed by `room` spare
+    /// bytes (see [`Burst::push_with_room`]). Returns the frames the device gave (those the
+    /// port's software steering dropped included).
+    pub(super) fn poll_queue(
+        &mut self,
+        q: u16,
+        burst: &mut Burst,
+        max: usize,
+        room: usize,
+    ) -> usize {
         let want = max.min(self.burst);
         let inner = &self.port.inner;
         // SAFETY: started port, valid queue, mbufs has room for `want` <= MAX_BURST pointers.
@@ -140,14 +148,16 @@ impl DpdkRx {
                 mark,
                 timestamp_ns: ts,
             });
+            if room > 0 {
+                burst.data.resize(burst.data.len() + room, 0);
+            }
         }
         // SAFETY: the n mbufs are ours (returned by rx_burst) and no longer referenced.
         unsafe { sys::pw_rx_free_bulk(inner.rx_pool, self.mbufs.as_mut_ptr(), n as u32) };
-        inner
-            .counters
-            .rx_frames
-            .fetch_add(n as u64, Ordering::Relaxed);
-        inner.counters.rx_bytes.fetch_add(bytes, Ordering::Relaxed);
+        // This handle's own counters (summed by DpdkPort::counters): the receive threads of
+        // one port share no counter cache line.
+        self.hc.rx_frames.add(n as u64);
+        self.hc.rx_bytes.add(bytes);
         n
     }
 }
@@ -264,6 +274,18 @@ impl GpuRx for DpdkRx {
     }
 }
 
+impl DpdkRx {
+    /// Nothing received: `End` once `idle_end_ms` passed since the last frame, else `Idle`.
+    pub(super) fn idle_status(&self) -> RxStatus {
+        match self.idle_end {
+            Some(d) if now_ns().saturating_sub(self.last_frame_ns) >= d.as_nanos() as u64 => {
+                RxStatus::End
+            }
+            _ => RxStatus::Idle,
+        }
+    }
+}
+
 impl RxPort for DpdkRx {
     fn rx_burst(&mut self, burst: &mut Burst, max: usize) -> Result<RxStatus, PortError> {
         eal::register_thread();
@@ -275,17 +297,12 @@ impl RxPort for DpdkRx {
         for _ in 0..nq {
             let q = self.queues[self.next];
             self.next = (self.next + 1) % nq;
-            let n = self.poll_queue(q, burst, max);
+            let n = self.poll_queue(q, burst, max, 0);
             if n > 0 {
                 return Ok(RxStatus::Frames(n));
             }
         }
-        match self.idle_end {
-            Some(d) if now_ns().saturating_sub(self.last_frame_ns) >= d.as_nanos() as u64 => {
-                Ok(RxStatus::End)
-            }
-            _ => Ok(RxStatus::Idle),
-        }
+        Ok(self.idle_status())
     }
 
     fn name(&self) -> &str {
@@ -298,6 +315,18 @@ impl RxPort for DpdkRx {
 
     fn steered_in_nic(&self) -> bool {
         self.port.steered_in_nic()
+    }
+
+    fn split_by_queue(
+        &mut self,
+        steering: &Arc<crate::steer::Steering>,
+        queues: usize,
+    ) -> Result<Vec<Box<dyn crate::port::QueueRx>>, String> {
+        Ok(self
+            .split(steering, queues)?
+            .into_iter()
+            .map(|q| Box::new(q) as Box<dyn crate::port::QueueRx>)
+            .collect())
     }
 
     fn gpu_rx(&mut self) -> Option<&mut dyn GpuRx> {
