@@ -231,7 +231,7 @@ fn check_reloading(
     // Folded into a fresh stage of the same rules, they read as the CPU stage's (a reload
     // that renamed rules moved the CPU's counts so far to the old names: table-wide only).
     let folded = RateLimitStage::new(&rl.config()).expect("stage");
-    folded.add_gpu_counters(&sum);
+    folded.add_gpu_counters(&rl.rule_names(), &sum);
     assert_eq!(folded.counters(), rl.counters(), "table counters");
     if reload.is_none() {
         assert_eq!(folded.rule_counters(), rl.rule_counters(), "rule counters");

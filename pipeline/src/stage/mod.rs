@@ -24,6 +24,7 @@ pub mod inspect;
 pub mod params;
 pub mod parse;
 pub mod rate_limit;
+pub mod rate_limit_gpu;
 pub mod registry;
 #[cfg(test)]
 mod reload_tests;
