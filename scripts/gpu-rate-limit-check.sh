@@ -24,6 +24,8 @@ RES=${3:-${OUT:-./gpu-results}}
 PW=$BIN/pktwarp
 SECOND=${SECOND:-gpu}
 FRAMES=${FRAMES:-400000}
+# The reload run replays the capture this many times (long enough to be running at the SIGHUP).
+RELOAD_LOOPS=${RELOAD_LOOPS:-400}
 mkdir -p "$RES"
 LOG=$RES/rate-limit-check.log
 tmp=$(mktemp -d)
@@ -146,7 +148,7 @@ write_rules() { # NAME RATE: the scrubber written from this template, its SYN ru
   cat >"$d/c.yaml" <<EOF
 ports:
   - name: wire
-    pcap: { rx: { path: $tmp/scrub.pcap, loops: 40 } }
+    pcap: { rx: { path: $tmp/scrub.pcap, loops: $RELOAD_LOOPS } }
 queues: { count: 1, burst: 64 }
 pipeline:
   - parse

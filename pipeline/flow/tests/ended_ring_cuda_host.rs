@@ -131,11 +131,17 @@ fn the_ring_holds_the_flows_the_rust_table_reports_ended() {
                 want.sort_by_key(key);
                 got.sort_by_key(key);
             }
-            assert_eq!(got, want, "{nt} threads: ended flows of the burst at frame {i}");
+            assert_eq!(
+                got, want,
+                "{nt} threads: ended flows of the burst at frame {i}"
+            );
             for (_, why) in &want {
                 seen[*why as usize] += 1;
             }
-            assert!(cuda.table.entries == t.entries(), "{nt} threads: table bytes");
+            assert!(
+                cuda.table.entries == t.entries(),
+                "{nt} threads: table bytes"
+            );
             i += n;
         }
         // Every cause happened.
@@ -160,7 +166,12 @@ fn a_full_ring_keeps_what_fits_and_counts_the_rest() {
     t.apply_burst(&metas, &fr, &now, &mut out).unwrap();
     for (k, chunk) in metas.chunks(256).enumerate() {
         let at = k * 256;
-        cuda.burst(chunk, &fr[at..at + chunk.len()], &now[at..at + chunk.len()], 1);
+        cuda.burst(
+            chunk,
+            &fr[at..at + chunk.len()],
+            &now[at..at + chunk.len()],
+            1,
+        );
     }
     let mut want = Vec::new();
     t.take_ended(&mut want);

@@ -54,8 +54,8 @@ pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
 };
 
 /// Why the GPU executor refuses a pipeline with `flow_stats`.
-pub const GPU_REFUSAL: &str =
-    "flow_stats runs on the CPU executor until the GPU flow table placement lands";
+pub const GPU_REFUSAL: &str = "flow_stats runs on the CPU executor until the GPU executor drains \
+     the ended-flow rings and sweeps the device tables (docs/flow-export-gpu.md)";
 
 /// Buckets a sweep visits per lock hold: a worker waits for the table at most that long
 /// (256 KiB of entries).
