@@ -71,7 +71,7 @@ impl Stage {
         match self {
             Stage::Parse | Stage::Acl(_) | Stage::Count | Stage::Custom(_) => None,
             // The tables are its per-queue state (Stage::gpu_queue_state).
-            Stage::Conntrack(c) => Some(block(crate::stage::conntrack::gpu_block(c.config()))),
+            Stage::Conntrack(c) => Some(block(c.gpu_block())),
             Stage::FlowStats(_) => None,
             // The rules in force (a reload moves `Pipeline::params_generation` on); the tables
             // and their counters are its per-queue state.
@@ -126,8 +126,7 @@ impl Stage {
         match self {
             Stage::Conntrack(c) => vec![pktwarp_kernels::StageBuffer {
                 name: "flow table".into(),
-                bytes: usize::try_from(crate::stage::conntrack::queue_state_bytes(c.config()))
-                    .unwrap_or(usize::MAX),
+                bytes: usize::try_from(c.queue_state_bytes()).unwrap_or(usize::MAX),
                 addr_at: crate::stage::conntrack::GPU_STATE_AT,
             }],
             Stage::RateLimit(r) => vec![pktwarp_kernels::StageBuffer {
