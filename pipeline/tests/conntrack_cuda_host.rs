@@ -17,6 +17,8 @@ mod conntrack_common;
 use conntrack_common::{firewall, traffic};
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
+use pipeline::stage::flow_stats::FlowStatsStage;
+use pipeline::stage::flow_stats_gpu::GpuFlowDrain;
 use pipeline::stage::{Pipeline, Stage};
 use pipeline::verdict::Verdict;
 use pktwarp_kernels::host::{AclSel, HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
@@ -153,6 +155,7 @@ fn compare_rings(
 ) {
     let table_bytes = pktwarp_flow::bytes_needed(ct.config().entries) as usize;
     let mut causes = [0usize; 3];
+    let mut cpu_ended = Vec::new();
     for (q, t) in ct.tables().made() {
         assert!(q < queues);
         let at = q * per_queue + table_bytes;
@@ -165,11 +168,49 @@ fn compare_rings(
         for (_, why) in &want {
             causes[*why as usize] += 1;
         }
+        cpu_ended.extend(want);
     }
     assert!(
         causes[0] > 0 && causes[1] > 0,
         "expired, evicted: {causes:?}"
     );
+    // The records as flow export emits them: drained from the rings by the GPU host side's
+    // drain (GpuFlowDrain), against the CPU tables' ended flows, through the same emission.
+    let fs_cfg: pipeline::stage::flow_stats::FlowStatsConfig =
+        serde_saphyr::from_str("{}").expect("config");
+    let gpu = FlowStatsStage::new(&fs_cfg, Some(ct.tables().clone())).expect("stage");
+    let mut image = bytes.to_vec();
+    let mut drain = GpuFlowDrain::default();
+    let snapshot = image.clone();
+    let taken = drain
+        .drain(
+            ct,
+            &gpu,
+            queues,
+            &mut |q, off, len| Ok(snapshot[q * per_queue + off..][..len].to_vec()),
+            &mut |q, off, b| {
+                image[q * per_queue + off..][..b.len()].copy_from_slice(b);
+                Ok(())
+            },
+        )
+        .expect("drain");
+    assert_eq!(taken, causes.iter().sum::<usize>());
+    let cpu = FlowStatsStage::new(&fs_cfg, Some(ct.tables().clone())).expect("stage");
+    for (r, why) in &cpu_ended {
+        cpu.emit_ended(r, *why);
+    }
+    assert_eq!(gpu.counters(), cpu.counters(), "records by end reason");
+    // The tails were written back: a second drain takes nothing.
+    let again = drain
+        .drain(
+            ct,
+            &gpu,
+            queues,
+            &mut |q, off, len| Ok(image[q * per_queue + off..][..len].to_vec()),
+            &mut |_, _, _| Ok(()),
+        )
+        .expect("drain");
+    assert_eq!(again, 0);
 }
 
 #[test]

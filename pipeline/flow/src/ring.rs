@@ -80,6 +80,17 @@ pub fn decode(rec: &[u8]) -> Option<(FlowRecord, Ended)> {
     Some((FlowRecord::of(&e), why))
 }
 
+/// A record's bytes as the device writes them: the entry, its `reserved` the cause.
+pub fn encode(e: &FlowEntry, why: Ended) -> Vec<u8> {
+    let mut e = *e;
+    e.reserved = match why {
+        Ended::Expired => 1,
+        Ended::Evicted => 2,
+        Ended::Reopened => 3,
+    };
+    crate::table::entry_bytes(std::slice::from_ref(&e)).to_vec()
+}
+
 /// Takes the written records of a whole ring image from its tail on, in sequence order, up to
 /// the first slot not yet stamped, and moves the image's tail past them (what the host writes
 /// back to the device). A record that does not decode ends the drain with an error naming its

@@ -339,6 +339,17 @@ impl FlowStatsStage {
         }
     }
 
+    /// A flow that ended inside a frame's table visit, read from a GPU queue's ended-flow ring
+    /// (`stage::flow_stats_gpu`): exported as the CPU table's ended flows are.
+    pub fn emit_ended(&self, r: &FlowRecord, why: Ended) {
+        self.emit(r, ended_reason(r, why), &mut || {});
+    }
+
+    /// Records lost before they reached the stage (a GPU ring that was full).
+    pub fn add_dropped(&self, n: u64) {
+        self.counters[5].fetch_add(n, Relaxed);
+    }
+
     /// One record to the exporter's queue (records without packets, left by an active-timeout
     /// export, are not sent).
     fn emit(&self, r: &FlowRecord, reason: EndReason, drain: &mut dyn FnMut()) {

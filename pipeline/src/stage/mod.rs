@@ -14,6 +14,7 @@ pub mod count;
 pub mod custom;
 pub mod descriptor;
 pub mod flow_stats;
+pub mod flow_stats_gpu;
 pub mod flow_tables;
 #[cfg(test)]
 mod fronthaul_tests;
