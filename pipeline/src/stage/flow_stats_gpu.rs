@@ -136,9 +136,9 @@ mod tests {
         s
     }
 
-    fn run(ct: &ConntrackStage, fs: &FlowStatsStage, dev: &mut Vec<u8>) -> anyhow::Result<usize> {
+    fn run(ct: &ConntrackStage, fs: &FlowStatsStage, dev: &mut [u8]) -> anyhow::Result<usize> {
         let mut drain = GpuFlowDrain::default();
-        let snapshot = dev.clone();
+        let snapshot = dev.to_vec();
         let mut writes = Vec::new();
         let n = drain.drain(
             ct,
