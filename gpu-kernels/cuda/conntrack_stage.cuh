@@ -2,7 +2,9 @@
  * twin), one table per queue in device memory (the executor's per-queue stage state: queue q's
  * entries at table.entries + q * queue_bytes, zeroed at start), each frame applied in arrival
  * order per flow (flow_order.cuh) and its connection state written into the metadata
- * (pw_packet_meta.ct_state) for the acl stage's `ct:` rules. Drops nothing. Its counters are the
+ * (pw_packet_meta.ct_state) for the acl stage's `ct:` rules; with flow export on (ring_cap),
+ * the flows that end go into the queue's ended-flow ring (flow.cuh pw_flow_ring). Drops
+ * nothing. Its counters are the
  * table's (pw_flow_counters) in the stage's counter block, v[1..6]: created, expired,
  * early_evicted, table_full, untracked, invalid (pipeline::stage::conntrack::COUNTER_NAMES). */
 #ifndef PKTWARP_CONNTRACK_STAGE_CUH
@@ -16,8 +18,8 @@
 typedef struct pw_ct_params {
     uint64_t state;       /*   0: queue 0's table (the per-queue state, written by the executor) */
     uint32_t queues;      /*   8: queues with a table (written by the executor) */
-    uint32_t reserved;    /*  12 */
-    uint64_t queue_bytes; /*  16: bytes of one queue's table (entries * 128) */
+    uint32_t ring_cap;    /*  12: slots of the ended-flow ring after each queue's table (0: none) */
+    uint64_t queue_bytes; /*  16: bytes of one queue's state (entries * 128, then the ring) */
     pw_flow_table table;  /*  24: the table's parameters; its entry address is the queue's */
 } pw_ct_params;
 PW_STATIC_ASSERT(sizeof(pw_ct_params) == 176, "pw_ct_params size");
@@ -41,7 +43,14 @@ PW_DEVICE_CALL void pw_ct_frame(const pw_ct_params *p, const pw_frame *f, pw_pac
     pw_order_publish(key);
     pw_order_wait(key);
     if (have) {
-        pw_flow_meta_store(meta, pw_flow_apply_pkt(&t, fc, &pk, f->timestamp_ns));
+        /* Flow export (a flow_stats stage): the flows that end go to the queue's ring, after its
+         * table; the zeroed state has no cap yet, every writer stores the same one. */
+        pw_flow_ring *ring = 0;
+        if (p->ring_cap != 0u) {
+            ring = (pw_flow_ring *)((uint8_t *)t.entries + (uint64_t)t.nbuckets * PW_FLOW_BUCKET * PW_FLOW_ENTRY_SIZE);
+            if (ring->cap != p->ring_cap) ring->cap = p->ring_cap;
+        }
+        pw_flow_meta_store(meta, pw_flow_apply_pkt_ring(&t, fc, &pk, f->timestamp_ns, ring));
     } else {
         /* No table for this queue (the executor sizes it for every queue: not reached). */
         meta->ct_state = (uint8_t)PW_CT_UNTRACKED;

@@ -135,6 +135,26 @@ typedef struct pw_flow_pkt {
     uint8_t from_a, kind, wscale, none;
 } pw_flow_pkt;
 
+/* Flows that ended inside a frame's apply (aged out in its bucket, evicted, reopened by a SYN),
+ * for flow export (docs/flow-export-gpu.md; pktwarp_flow::ring is the host's reader): a ring
+ * per queue that the host drains. The header (64 bytes), then `cap` stamps (slot i's holds its
+ * record's sequence number + 1 once the record is written), then `cap` records: the entry as it
+ * was, its `reserved` the cause (PW_FLOW_END_*). A record that finds the ring full (head - tail
+ * == cap) is counted in `lost`, not written. */
+typedef struct pw_flow_ring {
+    uint64_t head;     /*  0: records reserved so far (the next one's sequence number) */
+    uint64_t tail;     /*  8: records the host has taken (written by the host) */
+    uint64_t lost;     /* 16: records not kept */
+    uint32_t cap;      /* 24: slots; 0: no ring */
+    uint32_t reserved; /* 28 */
+    uint64_t pad[4];   /* 32 */
+} pw_flow_ring;
+PW_STATIC_ASSERT(sizeof(pw_flow_ring) == 64, "pw_flow_ring size");
+
+#define PW_FLOW_END_EXPIRED 1u
+#define PW_FLOW_END_EVICTED 2u
+#define PW_FLOW_END_REOPENED 3u
+
 /* tcp::TRANSITIONS flattened: [(dir * 6 + class) * 10 + state]. */
 #if PW_GPU
 __device__ __constant__ const uint8_t pw_flow_tcp_table[120] = {
@@ -499,6 +519,43 @@ PW_DEVICE pw_flow_result pw_flow_invalid(pw_flow_counters *c) {
     return pw_flow_res(PW_CT_INVALID, 0u, PW_FLOW_INVALID);
 }
 
+/* table::FlowTable::note_ended: entry `e` leaves the table for `cause`; into the ring, if any. */
+PW_DEVICE void pw_flow_note_ended(pw_flow_ring *r, const pw_flow_entry *e, uint32_t cause) {
+    if (r == 0 || r->cap == 0u) return;
+    uint64_t *stamps = (uint64_t *)(r + 1);
+    pw_flow_entry *recs = (pw_flow_entry *)(stamps + r->cap);
+    uint64_t seq;
+#if PW_GPU
+    /* Threads of a round end flows of different buckets at once: a slot each, in CAS order. */
+    for (;;) {
+        seq = *(volatile uint64_t *)&r->head;
+        if (seq - *(volatile uint64_t *)&r->tail >= (uint64_t)r->cap) {
+            atomicAdd((unsigned long long *)&r->lost, 1ull);
+            return;
+        }
+        if (atomicCAS((unsigned long long *)&r->head, (unsigned long long)seq, (unsigned long long)(seq + 1u)) == seq)
+            break;
+    }
+#else
+    seq = r->head;
+    if (seq - r->tail >= (uint64_t)r->cap) {
+        r->lost++;
+        return;
+    }
+    r->head = seq + 1u;
+#endif
+    pw_flow_entry rec = *e;
+    rec.reserved = (uint16_t)cause;
+    recs[seq % r->cap] = rec;
+#if PW_GPU
+    /* The record before its stamp, for a host that reads the ring while the kernel runs. */
+    __threadfence_system();
+    *(volatile uint64_t *)&stamps[seq % r->cap] = seq + 1u;
+#else
+    stamps[seq % r->cap] = seq + 1u;
+#endif
+}
+
 /* table::FlowTable::create */
 PW_DEVICE pw_flow_result pw_flow_create(const pw_flow_table *t, pw_flow_counters *c, pw_flow_entry *e,
                                         const pw_flow_pkt *p, uint32_t state, uint64_t now) {
@@ -515,7 +572,7 @@ PW_DEVICE pw_flow_result pw_flow_create(const pw_flow_table *t, pw_flow_counters
 
 /* table::FlowTable::update */
 PW_DEVICE pw_flow_result pw_flow_update(const pw_flow_table *t, pw_flow_counters *c, pw_flow_entry *slot,
-                                        const pw_flow_pkt *p, uint64_t now) {
+                                        const pw_flow_pkt *p, uint64_t now, pw_flow_ring *ring) {
     pw_flow_entry e = *slot;
     uint32_t orig_from_a = (e.flags & PW_FLOW_EF_ORIG_FROM_A) ? 1u : 0u;
     uint32_t dir = (uint32_t)p->from_a != orig_from_a ? 1u : 0u;
@@ -524,8 +581,10 @@ PW_DEVICE pw_flow_result pw_flow_update(const pw_flow_table *t, pw_flow_counters
         uint32_t old = e.state, nw = pw_flow_tcp_next(dir, p->tcp_flags, old);
         if (nw == PW_TCP_IV) return pw_flow_invalid(c);
         if (nw == PW_TCP_IG) nw = old;
-        if (nw == PW_TCP_SYN_SENT && (old == PW_TCP_TIME_WAIT || old == PW_TCP_CLOSE))
+        if (nw == PW_TCP_SYN_SENT && (old == PW_TCP_TIME_WAIT || old == PW_TCP_CLOSE)) {
+            pw_flow_note_ended(ring, slot, PW_FLOW_END_REOPENED);
             return pw_flow_create(t, c, slot, p, PW_TCP_SYN_SENT, now);
+        }
         if (t->strict && !pw_flow_window_check(&e, dir, p, old)) return pw_flow_invalid(c);
         e.state = (uint8_t)nw;
         if (dir == 1u) e.flags |= PW_FLOW_EF_SEEN_REPLY;
@@ -544,9 +603,9 @@ PW_DEVICE pw_flow_result pw_flow_update(const pw_flow_table *t, pw_flow_counters
 }
 
 /* table::FlowTable::apply_packet: visit the bucket (reclaim expired entries), find the flow or
- * make room for it. */
-PW_DEVICE pw_flow_result pw_flow_apply_pkt(const pw_flow_table *t, pw_flow_counters *c, const pw_flow_pkt *p,
-                                           uint64_t now) {
+ * make room for it; the flows that end meanwhile go to `ring` (0: none). */
+PW_DEVICE pw_flow_result pw_flow_apply_pkt_ring(const pw_flow_table *t, pw_flow_counters *c, const pw_flow_pkt *p,
+                                                uint64_t now, pw_flow_ring *ring) {
     if (p->none == PW_FLOW_UNTRACKED) {
         PW_FLOW_ADD(&c->untracked, 1u);
         return pw_flow_res(PW_CT_UNTRACKED, 0u, PW_FLOW_UNTRACKED);
@@ -557,6 +616,7 @@ PW_DEVICE pw_flow_result pw_flow_apply_pkt(const pw_flow_table *t, pw_flow_count
     for (uint32_t i = 0; i < PW_FLOW_BUCKET; i++) {
         if (!(b[i].flags & PW_FLOW_EF_OCCUPIED)) continue;
         if (pw_flow_expired(t, &b[i], now)) {
+            pw_flow_note_ended(ring, &b[i], PW_FLOW_END_EXPIRED);
             pw_flow_entry_zero(&b[i]);
             PW_FLOW_ADD(&c->expired, 1u);
         } else if (pw_flow_key_eq(&b[i].key, &p->key)) {
@@ -569,7 +629,7 @@ PW_DEVICE pw_flow_result pw_flow_apply_pkt(const pw_flow_table *t, pw_flow_count
         uint32_t orig_from_a = (b[found].flags & PW_FLOW_EF_ORIG_FROM_A) ? 1u : 0u;
         return pw_flow_res(PW_CT_RELATED, (uint32_t)p->from_a == orig_from_a ? 1u : 0u, PW_FLOW_TRACKED);
     }
-    if (found >= 0) return pw_flow_update(t, c, &b[found], p, now);
+    if (found >= 0) return pw_flow_update(t, c, &b[found], p, now, ring);
     uint32_t state = 0;
     if (p->kind == PW_FLOW_K_TCP) {
         state = pw_flow_tcp_next(0u, p->tcp_flags, PW_TCP_NONE);
@@ -599,8 +659,15 @@ PW_DEVICE pw_flow_result pw_flow_apply_pkt(const pw_flow_table *t, pw_flow_count
         }
         PW_FLOW_ADD(&c->early_evicted, 1u);
         slot = victim;
+        pw_flow_note_ended(ring, &b[slot], PW_FLOW_END_EVICTED);
     }
     return pw_flow_create(t, c, &b[slot], p, state, now);
+}
+
+/* pw_flow_apply_pkt_ring without a ring (conntrack without flow export). */
+PW_DEVICE pw_flow_result pw_flow_apply_pkt(const pw_flow_table *t, pw_flow_counters *c, const pw_flow_pkt *p,
+                                           uint64_t now) {
+    return pw_flow_apply_pkt_ring(t, c, p, now, 0);
 }
 
 /* Phase 1 of a burst: frame i's key and bucket into pk[i], for i = tid, tid + nthreads, ... */
@@ -612,12 +679,18 @@ PW_DEVICE void pw_flow_burst_classify(const pw_flow_table *t, uint32_t n, const 
 
 /* Phase 2 (after every thread's phase 1): thread tid applies, in burst order, the frames whose
  * bucket % nthreads == tid (frames without a flow: index % nthreads == tid). */
-PW_DEVICE void pw_flow_burst_apply(const pw_flow_table *t, pw_flow_counters *c, uint32_t n, const pw_flow_pkt *pk,
-                                   const uint64_t *now, pw_flow_result *out, uint32_t tid, uint32_t nthreads) {
+PW_DEVICE void pw_flow_burst_apply_ring(const pw_flow_table *t, pw_flow_counters *c, uint32_t n,
+                                        const pw_flow_pkt *pk, const uint64_t *now, pw_flow_result *out,
+                                        uint32_t tid, uint32_t nthreads, pw_flow_ring *ring) {
     for (uint32_t i = 0; i < n; i++) {
         uint32_t owner = pk[i].none ? i % nthreads : pk[i].bucket % nthreads;
-        if (owner == tid) out[i] = pw_flow_apply_pkt(t, c, &pk[i], now[i]);
+        if (owner == tid) out[i] = pw_flow_apply_pkt_ring(t, c, &pk[i], now[i], ring);
     }
+}
+
+PW_DEVICE void pw_flow_burst_apply(const pw_flow_table *t, pw_flow_counters *c, uint32_t n, const pw_flow_pkt *pk,
+                                   const uint64_t *now, pw_flow_result *out, uint32_t tid, uint32_t nthreads) {
+    pw_flow_burst_apply_ring(t, c, n, pk, now, out, tid, nthreads, 0);
 }
 
 /* table::FlowResult::store: the result's bytes in the frame's metadata; ct_dir 1 from the

@@ -19,6 +19,21 @@ extern "C" uint32_t pw_host_flow_burst(const pw_flow_table *t, pw_flow_counters 
     return 0;
 }
 
+// pw_host_flow_burst with the flows that end written into `ring` (pw_flow_ring, its stamps
+// and records after it).
+extern "C" uint32_t pw_host_flow_burst_ring(const pw_flow_table *t, pw_flow_counters *c, uint32_t n,
+                                            const pw_packet_meta *metas, const uint8_t *const *frames,
+                                            const uint32_t *lens, const uint64_t *now, pw_flow_result *out,
+                                            uint32_t nthreads, pw_flow_ring *ring) {
+    if (nthreads == 0) return 1;
+    std::vector<pw_flow_pkt> pk(n);
+    for (uint32_t tid = 0; tid < nthreads; tid++)
+        pw_flow_burst_classify(t, n, metas, frames, lens, pk.data(), tid, nthreads);
+    for (uint32_t tid = 0; tid < nthreads; tid++)
+        pw_flow_burst_apply_ring(t, c, n, pk.data(), now, out, tid, nthreads, ring);
+    return 0;
+}
+
 // pw_flow_meta_store on n results into n metadata records.
 extern "C" uint32_t pw_host_flow_meta_store(const pw_flow_result *r, uint32_t n, pw_packet_meta *metas) {
     for (uint32_t i = 0; i < n; i++) pw_flow_meta_store(&metas[i], r[i]);

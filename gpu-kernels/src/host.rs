@@ -35,6 +35,20 @@ pub mod ffi {
             out: *mut u8,
             nthreads: u32,
         ) -> u32;
+        /// As `pw_host_flow_burst`, the flows that end written into `ring` (a `pw_flow_ring`
+        /// header, then its stamps and records: pktwarp_flow::ring).
+        pub fn pw_host_flow_burst_ring(
+            table: *const u8,
+            counters: *mut u64,
+            n: u32,
+            metas: *const u8,
+            frames: *const *const u8,
+            lens: *const u32,
+            now_ns: *const u64,
+            out: *mut u8,
+            nthreads: u32,
+            ring: *mut u8,
+        ) -> u32;
         /// pw_flow_meta_store on `n` pw_flow_result records into `n` PacketMeta records.
         pub fn pw_host_flow_meta_store(results: *const u8, n: u32, metas: *mut u8) -> u32;
         pub fn pw_host_flow_hash(key: *const u8, seed: u32) -> u32;

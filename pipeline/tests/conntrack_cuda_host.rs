@@ -17,6 +17,8 @@ mod conntrack_common;
 use conntrack_common::{firewall, traffic};
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
+use pipeline::stage::flow_stats::FlowStatsStage;
+use pipeline::stage::flow_stats_gpu::GpuFlowDrain;
 use pipeline::stage::{Pipeline, Stage};
 use pipeline::verdict::Verdict;
 use pktwarp_kernels::host::{AclSel, HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
@@ -117,6 +119,10 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Vec<(&
     let Stage::Conntrack(ct) = &p.stages[1] else {
         panic!("pipeline[1] is conntrack")
     };
+    if ct.gpu_ring_cap() != 0 {
+        let bytes: Vec<u8> = tables.iter().flat_map(|w| w.to_le_bytes()).collect();
+        compare_rings(ct, &bytes, per_queue, queues);
+    }
     let cpu = ct.counters();
     let gpu: Vec<u64> = gc[1][1..7].to_vec();
     assert_eq!(
@@ -136,6 +142,88 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Vec<(&
         assert!(states[s] > 0, "no frame in state {s}: {states:?}");
     }
     cpu
+}
+
+/// With flow export on (a flow_stats stage turns the tables' reporting on), each queue's
+/// ended-flow ring after its table holds what the CPU table reports ended, in the same order
+/// (the host build applies frames one at a time); every cause occurs.
+fn compare_rings(
+    ct: &pipeline::stage::conntrack::ConntrackStage,
+    bytes: &[u8],
+    per_queue: usize,
+    queues: usize,
+) {
+    let table_bytes = pktwarp_flow::bytes_needed(ct.config().entries) as usize;
+    let mut causes = [0usize; 3];
+    let mut cpu_ended = Vec::new();
+    for (q, t) in ct.tables().made() {
+        assert!(q < queues);
+        let at = q * per_queue + table_bytes;
+        let mut image = bytes[at..(q + 1) * per_queue].to_vec();
+        let mut got = Vec::new();
+        pktwarp_flow::ring::drain(&mut image, &mut got).expect("drain");
+        let mut want = Vec::new();
+        t.lock().unwrap().take_ended(&mut want);
+        assert_eq!(got, want, "queue {q}: ended flows, ring vs CPU table");
+        for (_, why) in &want {
+            causes[*why as usize] += 1;
+        }
+        cpu_ended.extend(want);
+    }
+    assert!(
+        causes[0] > 0 && causes[1] > 0,
+        "expired, evicted: {causes:?}"
+    );
+    // The records as flow export emits them: drained from the rings by the GPU host side's
+    // drain (GpuFlowDrain), against the CPU tables' ended flows, through the same emission.
+    let fs_cfg: pipeline::stage::flow_stats::FlowStatsConfig =
+        serde_saphyr::from_str("{}").expect("config");
+    let gpu = FlowStatsStage::new(&fs_cfg, Some(ct.tables().clone())).expect("stage");
+    let mut image = bytes.to_vec();
+    let mut drain = GpuFlowDrain::default();
+    let snapshot = image.clone();
+    let taken = drain
+        .drain(
+            ct,
+            &gpu,
+            queues,
+            &mut |q, off, len| Ok(snapshot[q * per_queue + off..][..len].to_vec()),
+            &mut |q, off, b| {
+                image[q * per_queue + off..][..b.len()].copy_from_slice(b);
+                Ok(())
+            },
+        )
+        .expect("drain");
+    assert_eq!(taken, causes.iter().sum::<usize>());
+    let cpu = FlowStatsStage::new(&fs_cfg, Some(ct.tables().clone())).expect("stage");
+    for (r, why) in &cpu_ended {
+        cpu.emit_ended(r, *why);
+    }
+    assert_eq!(gpu.counters(), cpu.counters(), "records by end reason");
+    // The tails were written back: a second drain takes nothing.
+    let again = drain
+        .drain(
+            ct,
+            &gpu,
+            queues,
+            &mut |q, off, len| Ok(image[q * per_queue + off..][..len].to_vec()),
+            &mut |_, _, _| Ok(()),
+        )
+        .expect("drain");
+    assert_eq!(again, 0);
+}
+
+#[test]
+fn flows_that_end_reach_the_ring_as_the_cpu_table_reports_them() {
+    let frames = traffic(11, 4000);
+    let p = firewall(16, "ring");
+    let Stage::Conntrack(ct) = &p.stages[1] else {
+        panic!("pipeline[1] is conntrack")
+    };
+    assert_eq!(ct.gpu_ring_cap(), 0, "no flow export, no ring");
+    ct.tables().report_ended();
+    assert_eq!(ct.gpu_ring_cap(), pktwarp_flow::ENDED_CAP as u32);
+    check(&p, &frames, 2);
 }
 
 #[test]

@@ -13,79 +13,16 @@
 
 #[allow(dead_code)]
 mod conntrack_common;
+mod rate_limit_common;
 
-use conntrack_common::traffic;
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
-use pipeline::stage::config::StageConfig;
 use pipeline::stage::rate_limit::{queue_counters_at, RateLimitStage};
 use pipeline::stage::{Pipeline, Stage};
 use pipeline::verdict::{Action, DropReason, Verdict};
 use pktwarp_flow::rate::{RateConfig, RateCounters, COUNTERS_BYTES};
 use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
-
-/// The scrubber's rules (configs/ddos-scrubber.yaml) with `entries` buckets a queue.
-fn rules(entries: u64) -> RateConfig {
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/ddos-scrubber.yaml"),
-    )
-    .expect("the scrubber's config");
-    let start = text.find("  - rate_limit:\n").expect("a rate_limit stage") + 16;
-    let end = text[start..].find("  - count").expect("count after it") + start;
-    let body: String = text[start..end]
-        .lines()
-        .map(|l| l.get(6..).unwrap_or("").to_string() + "\n")
-        .collect();
-    let body = body.replace("entries: 65536", &format!("entries: {entries}"));
-    serde_saphyr::from_str(&body).unwrap_or_else(|e| panic!("{e}\n{body}"))
-}
-
-fn scrubber(entries: u64) -> Pipeline {
-    let stages = [
-        StageConfig::Parse,
-        StageConfig::RateLimit(rules(entries)),
-        StageConfig::Count,
-    ];
-    pipeline::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline")
-}
-
-/// A TCP SYN from `src` (port `sport`) to 192.0.2.1:80.
-fn syn(src: [u8; 4], sport: u16) -> Vec<u8> {
-    let mut f = vec![0u8; 54];
-    f[12] = 0x08;
-    f[14] = 0x45;
-    f[16..18].copy_from_slice(&40u16.to_be_bytes());
-    f[22] = 64;
-    f[23] = 6;
-    f[26..30].copy_from_slice(&src);
-    f[30..34].copy_from_slice(&[192, 0, 2, 1]);
-    f[34..36].copy_from_slice(&sport.to_be_bytes());
-    f[36..38].copy_from_slice(&80u16.to_be_bytes());
-    f[46] = 0x50;
-    f[47] = 0x02;
-    f
-}
-
-/// Connection traffic with a SYN flood woven in: sixteen sources, one SYN every 10 us in turn
-/// (6250 a second each against the rule's 100 and burst 200), on queue 0.
-fn with_flood(seed: u64, frames: usize, flood: usize) -> Vec<(FrameDesc, Vec<u8>)> {
-    let mut out = traffic(seed, frames);
-    let t0 = out.first().map_or(0, |f| f.0.timestamp_ns);
-    for i in 0..flood {
-        let f = syn([203, 0, 113, 1 + (i % 16) as u8], 1024 + (i % 60000) as u16);
-        let d = FrameDesc {
-            queue: 0,
-            len: f.len() as u32,
-            wire_len: f.len() as u32,
-            timestamp_ns: t0 + 10_000 * i as u64,
-            ..FrameDesc::default()
-        };
-        out.push((d, f));
-    }
-    // Arrival order is time order (stable: equal times keep the generator's order).
-    out.sort_by_key(|f| f.0.timestamp_ns);
-    out
-}
+use rate_limit_common::{rules, scrubber, with_flood};
 
 fn cpu_verdict_bytes(v: &Verdict) -> [u8; VERDICT_BYTES] {
     let mut b = [0u8; VERDICT_BYTES];
@@ -127,9 +64,8 @@ fn check_reloading(
     queues: usize,
     reload: Option<(usize, RateConfig)>,
 ) -> Seen {
-    // The GPU executor still refuses rate_limit (the count stage has no `rate_limited` slot:
-    // docs/rate-limit.md), so the stage list is taken as the generator would take it.
-    assert!(p.gpu_refusal().is_some_and(|r| r.contains("rate_limit")));
+    // The GPU executor takes it; the stage list is the one its generator takes.
+    assert_eq!(p.gpu_refusal(), None);
     let list = p.gpu_stage_list();
     let specs: Vec<_> = list
         .iter()
@@ -231,7 +167,7 @@ fn check_reloading(
     // Folded into a fresh stage of the same rules, they read as the CPU stage's (a reload
     // that renamed rules moved the CPU's counts so far to the old names: table-wide only).
     let folded = RateLimitStage::new(&rl.config()).expect("stage");
-    folded.add_gpu_counters(&sum);
+    folded.add_gpu_counters(&rl.rule_names(), &sum);
     assert_eq!(folded.counters(), rl.counters(), "table counters");
     if reload.is_none() {
         assert_eq!(folded.rule_counters(), rl.rule_counters(), "rule counters");

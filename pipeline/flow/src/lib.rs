@@ -18,6 +18,7 @@ pub mod config;
 pub mod ipfix;
 pub mod key;
 pub mod rate;
+pub mod ring;
 pub mod table;
 pub mod tcp;
 pub mod testgen;

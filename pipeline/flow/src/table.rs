@@ -58,6 +58,18 @@ pub(crate) fn entry_bytes<T: PlainEntry>(entries: &[T]) -> &[u8] {
     }
 }
 
+/// A table's entry array as bytes to write (a CUDA copy's bytes read back).
+pub(crate) fn entry_bytes_mut<T: PlainEntry>(entries: &mut [T]) -> &mut [u8] {
+    // SAFETY: PlainEntry types are integers with no padding, so every byte pattern is a valid
+    // value; the slice covers exactly the entries' memory and borrows them exclusively.
+    unsafe {
+        std::slice::from_raw_parts_mut(
+            entries.as_mut_ptr() as *mut u8,
+            std::mem::size_of_val(entries),
+        )
+    }
+}
+
 /// One flow (`pw_flow_entry`, 128 bytes). Index 0 of the per-direction arrays is the original
 /// direction (the one of the frame that created the flow), 1 the reply. What a bucket visit reads
 /// of every entry (key, state, flags, last seen) is in its first 64 bytes: one cache line.

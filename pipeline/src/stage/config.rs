@@ -53,7 +53,7 @@ pub enum StageConfig {
     FlowStats(crate::stage::flow_stats::FlowStatsConfig),
     /// `{ entries: N, rules: [...], on_full, hash_seed }`: per-key token buckets, a table of
     /// `entries` per queue (`pktwarp_flow::rate::RateConfig`, docs/rate-limit.md); over the
-    /// rate: `rate_limited` drop. Needs `parse`. CPU executor. SIGHUP reloads the rules.
+    /// rate: `rate_limited` drop. Needs `parse`. Both executors. SIGHUP reloads the rules.
     #[serde(rename = "rate_limit")]
     RateLimit(pktwarp_flow::rate::RateConfig),
     /// `{ rules: [...], vars, strict, eve: {...}, alert_to }`: IDS rules over the payload

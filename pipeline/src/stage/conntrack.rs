@@ -65,9 +65,12 @@ pub const GPU_STATE_AT: usize = 0;
 /// The GPU parameter block of `config` (`pw_ct_params`): the state's base and queue count
 /// (written by the executor), one queue's table bytes, and the table's parameters
 /// (`pw_flow_table`, its entry address left 0: the kernel computes its queue's).
-pub fn gpu_block(config: &FlowConfig) -> Vec<u8> {
+/// `ring_cap`: slots of the ended-flow ring after each queue's table (0: none; see
+/// [`ConntrackStage::gpu_ring_cap`]), at byte 12.
+pub fn gpu_block(config: &FlowConfig, ring_cap: u32) -> Vec<u8> {
     let mut b = vec![0u8; GPU_BLOCK];
-    b[16..24].copy_from_slice(&queue_state_bytes(config).to_le_bytes());
+    b[12..16].copy_from_slice(&ring_cap.to_le_bytes());
+    b[16..24].copy_from_slice(&queue_state_bytes(config, ring_cap).to_le_bytes());
     let abi = pktwarp_flow::FlowTableAbi {
         entries: 0,
         nbuckets: (config.entries / pktwarp_flow::BUCKET_ENTRIES as u64) as u32,
@@ -87,9 +90,15 @@ pub fn gpu_block(config: &FlowConfig) -> Vec<u8> {
     b
 }
 
-/// Bytes of one queue's table on the GPU: its entries (128 bytes each).
-pub fn queue_state_bytes(config: &FlowConfig) -> u64 {
-    pktwarp_flow::bytes_needed(config.entries)
+/// Bytes of one queue's state on the GPU: its table's entries (128 bytes each), then its
+/// ended-flow ring when it has one (`ring_cap` slots: `pktwarp_flow::ring`).
+pub fn queue_state_bytes(config: &FlowConfig, ring_cap: u32) -> u64 {
+    let ring = if ring_cap == 0 {
+        0
+    } else {
+        pktwarp_flow::ring::ring_bytes(ring_cap) as u64
+    };
+    pktwarp_flow::bytes_needed(config.entries).saturating_add(ring)
 }
 
 /// The stage: its config and one table per queue ([`FlowTables`], which a `flow_stats` stage of
@@ -116,6 +125,26 @@ impl ConntrackStage {
     }
 
     /// The tables, for a `flow_stats` stage that exports their flows.
+    /// Slots of each queue's ended-flow ring on the GPU: a `flow_stats` stage exports this
+    /// table's flows (it turned the tables' reporting on), else 0 (no ring).
+    pub fn gpu_ring_cap(&self) -> u32 {
+        if self.tables.reports_ended() {
+            pktwarp_flow::ENDED_CAP as u32
+        } else {
+            0
+        }
+    }
+
+    /// The GPU parameter block ([`gpu_block`]) of this stage.
+    pub fn gpu_block(&self) -> Vec<u8> {
+        gpu_block(self.config(), self.gpu_ring_cap())
+    }
+
+    /// Bytes of one queue's GPU state ([`queue_state_bytes`]) of this stage.
+    pub fn queue_state_bytes(&self) -> u64 {
+        queue_state_bytes(self.config(), self.gpu_ring_cap())
+    }
+
     pub fn tables(&self) -> &Arc<FlowTables> {
         &self.tables
     }

@@ -54,8 +54,8 @@ pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
 };
 
 /// Why the GPU executor refuses a pipeline with `flow_stats`.
-pub const GPU_REFUSAL: &str =
-    "flow_stats runs on the CPU executor until the GPU flow table placement lands";
+pub const GPU_REFUSAL: &str = "flow_stats runs on the CPU executor until the GPU executor drains \
+     the ended-flow rings and sweeps the device tables (docs/flow-export-gpu.md)";
 
 /// Buckets a sweep visits per lock hold: a worker waits for the table at most that long
 /// (256 KiB of entries).
@@ -337,6 +337,17 @@ impl FlowStatsStage {
                 self.emit(&r, reason, drain);
             }
         }
+    }
+
+    /// A flow that ended inside a frame's table visit, read from a GPU queue's ended-flow ring
+    /// (`stage::flow_stats_gpu`): exported as the CPU table's ended flows are.
+    pub fn emit_ended(&self, r: &FlowRecord, why: Ended) {
+        self.emit(r, ended_reason(r, why), &mut || {});
+    }
+
+    /// Records lost before they reached the stage (a GPU ring that was full).
+    pub fn add_dropped(&self, n: u64) {
+        self.counters[5].fetch_add(n, Relaxed);
     }
 
     /// One record to the exporter's queue (records without packets, left by an active-timeout

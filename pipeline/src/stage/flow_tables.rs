@@ -87,6 +87,11 @@ impl FlowTables {
     }
 
     /// The counters over every table.
+    /// Whether the tables keep the flows that end for flow export ([`FlowTables::report_ended`]).
+    pub fn reports_ended(&self) -> bool {
+        self.report_ended.load(Ordering::Acquire)
+    }
+
     pub fn counters(&self) -> FlowCounters {
         let mut sum = FlowCounters::default();
         for (_, t) in self.made() {

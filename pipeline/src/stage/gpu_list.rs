@@ -71,10 +71,10 @@ impl Stage {
         match self {
             Stage::Parse | Stage::Acl(_) | Stage::Count | Stage::Custom(_) => None,
             // The tables are its per-queue state (Stage::gpu_queue_state).
-            Stage::Conntrack(c) => Some(block(crate::stage::conntrack::gpu_block(c.config()))),
+            Stage::Conntrack(c) => Some(block(c.gpu_block())),
             Stage::FlowStats(_) => None,
             // The rules in force (a reload moves `Pipeline::params_generation` on); the tables
-            // are its per-queue state. The GPU executor still refuses it (gpu_kind).
+            // and their counters are its per-queue state.
             Stage::RateLimit(r) => {
                 let (rules, epoch) = r.gpu_rules();
                 crate::stage::rate_limit::gpu_block(&rules, epoch).map(block)
@@ -101,8 +101,8 @@ impl Stage {
             Stage::Acl(_) => GpuStageKind::Acl,
             Stage::Count => GpuStageKind::Count,
             Stage::Custom(_) => GpuStageKind::Custom,
-            Stage::Conntrack(_) => GpuStageKind::Library,
-            Stage::FlowStats(_) | Stage::RateLimit(_) => GpuStageKind::CpuOnly,
+            Stage::Conntrack(_) | Stage::RateLimit(_) => GpuStageKind::Library,
+            Stage::FlowStats(_) => GpuStageKind::CpuOnly,
             Stage::Fronthaul(_) => match self.gpu_params() {
                 Some(_) => GpuStageKind::Library,
                 None => GpuStageKind::CpuOnly,
@@ -126,8 +126,7 @@ impl Stage {
         match self {
             Stage::Conntrack(c) => vec![pktwarp_kernels::StageBuffer {
                 name: "flow table".into(),
-                bytes: usize::try_from(crate::stage::conntrack::queue_state_bytes(c.config()))
-                    .unwrap_or(usize::MAX),
+                bytes: usize::try_from(c.queue_state_bytes()).unwrap_or(usize::MAX),
                 addr_at: crate::stage::conntrack::GPU_STATE_AT,
             }],
             Stage::RateLimit(r) => vec![pktwarp_kernels::StageBuffer {
@@ -244,12 +243,6 @@ impl Pipeline {
                     return format!(
                         "stage `flow_stats` (pipeline[{i}]): {}",
                         crate::stage::flow_stats::GPU_REFUSAL
-                    );
-                }
-                if matches!(s, Stage::RateLimit(_)) {
-                    return format!(
-                        "stage `rate_limit` (pipeline[{i}]): {}",
-                        crate::stage::rate_limit::GPU_REFUSAL
                     );
                 }
                 format!(

@@ -14,6 +14,7 @@ pub mod count;
 pub mod custom;
 pub mod descriptor;
 pub mod flow_stats;
+pub mod flow_stats_gpu;
 pub mod flow_tables;
 #[cfg(test)]
 mod fronthaul_tests;
@@ -24,6 +25,7 @@ pub mod inspect;
 pub mod params;
 pub mod parse;
 pub mod rate_limit;
+pub mod rate_limit_gpu;
 pub mod registry;
 #[cfg(test)]
 mod reload_tests;

@@ -3,11 +3,13 @@
 //! meets, its key (source or destination address or prefix, or flow) picks its bucket, and a
 //! frame that finds its bucket empty is dropped `rate_limited`, counted per rule.
 //!
-//! The GPU side (not yet run by the GPU executor: [`GPU_REFUSAL`]) is the library stage
-//! `pw_stage_rate_limit` (gpu-kernels/cuda/rate_limit_stage.cuh) over the executor's per-queue
-//! stage state ([`queue_state_bytes`]: each queue's entries, then its counters), frames of one
-//! bucket in arrival order, the rules in [`gpu_block`]; pipeline/tests/rate_limit_cuda_host.rs
-//! holds it equal to this stage frame by frame.
+//! The GPU side is the library stage `pw_stage_rate_limit` (gpu-kernels/cuda/
+//! rate_limit_stage.cuh) over the executor's per-queue stage state ([`queue_state_bytes`]: each
+//! queue's entries, then its counters), frames of one bucket in arrival order, the rules in
+//! [`gpu_block`]; pipeline/tests/rate_limit_cuda_host.rs holds it equal to this stage frame by
+//! frame. The GPU daemon reads each queue's counters back and folds their growth into this
+//! stage ([`crate::stage::rate_limit_gpu::GpuRateFold`]), so the metrics and the summary count
+//! the GPU's frames.
 //!
 //! SIGHUP reloads the rules (rates, bursts, matches, `on_full`): published by one pointer swap,
 //! each queue's table takes them at its next frame. Buckets are kept when the rules key them as
@@ -44,14 +46,11 @@ pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     },
     drop_reasons: &[DropReason::RateLimited],
     counters: &COUNTER_NAMES,
-    gpu: GpuImpl::CpuOnly,
+    gpu: GpuImpl::Library {
+        function: "pw_stage_rate_limit",
+    },
     reloads: true,
 };
-
-/// Why the GPU executor refuses a pipeline with `rate_limit`.
-pub const GPU_REFUSAL: &str = "rate_limit runs on the CPU executor until the GPU executor reads \
-                               its per-rule counters back from the device (the CUDA stage, \
-                               cuda/rate_limit_stage.cuh, is ready)";
 
 /// Queues with a table of their own; a queue number past them shares the table of its number
 /// modulo this (correct, behind the lock, but contended).
@@ -262,22 +261,45 @@ impl RateLimitStage {
     }
 
     /// Adds growth of the GPU tables' counters (summed over queues): the table-wide ones, and
-    /// each rule's under the name of the rule of that index in force now (the GPU applies the
-    /// rules of the block published last).
-    pub fn add_gpu_counters(&self, grown: &pktwarp_flow::rate::RateCounters) {
+    /// each rule's under `names[i]` for rule index i: the names of the rules the GPU applied,
+    /// those of the parameter block published last ([`crate::stage::rate_limit_gpu`]), which
+    /// a reload makes differ from the rules in force here until the GPU has the new block.
+    pub fn add_gpu_counters(&self, names: &[String], grown: &pktwarp_flow::rate::RateCounters) {
         self.gpu[0].fetch_add(grown.created, Ordering::Relaxed);
         self.gpu[1].fetch_add(grown.reused, Ordering::Relaxed);
-        let rules = self.rules.load();
         let mut r = self.retired.lock().unwrap_or_else(|p| p.into_inner());
-        for (rule, c) in rules.config.rule_values().zip(grown.rules) {
+        for (name, c) in names.iter().zip(grown.rules) {
             if c == pktwarp_flow::rate::RuleCounters::default() {
                 continue;
             }
-            let slot = r.entry(rule.name.clone()).or_default();
+            let slot = r.entry(name.clone()).or_default();
             slot[0] += c.matched;
             slot[1] += c.limited;
             slot[2] += c.table_full;
         }
+    }
+
+    /// The names of the rules in force, in order (a rule's index in the GPU's counters).
+    pub fn rule_names(&self) -> Vec<String> {
+        self.rules
+            .load()
+            .config
+            .rule_values()
+            .map(|r| r.name.clone())
+            .collect()
+    }
+
+    /// Takes queue `queue`'s table counters out of the table (zeroed there): the tests' GPU
+    /// stand-in runs this stage and moves its counts to its "device" this way, so that they
+    /// reach the stage only through the GPU fold, as a GPU's do.
+    #[cfg(test)]
+    pub(crate) fn take_queue_counters(&self, queue: u16) -> pktwarp_flow::rate::RateCounters {
+        self.table(queue).map_or_else(Default::default, |t| {
+            t.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .table
+                .take_counters()
+        })
     }
 
     /// [`COUNTER_NAMES`] and their values, over every queue.

@@ -193,13 +193,17 @@ fn counters_reach_the_metrics() {
 }
 
 #[test]
-fn the_gpu_executor_refuses_it_with_the_reason() {
+fn the_gpu_executor_takes_it_with_its_rules_and_tables() {
     let p = pipeline(SYN_RULE);
-    let why = p.gpu_refusal().expect("refused");
-    assert!(
-        why.contains("rate_limit") && why.contains("CPU executor"),
-        "{why}"
-    );
+    assert_eq!(p.gpu_refusal(), None);
+    let l = p.gpu_stage_list();
+    let rl = l.iter().find(|s| s.name == "rate_limit").expect("listed");
+    assert_eq!(rl.kind, crate::stage::GpuStageKind::Library);
+    let (rules, epoch) = stage(&p).gpu_rules();
+    let block = gpu_block(&rules, epoch).expect("block");
+    assert_eq!(rl.library.as_ref().map(|g| &g.block), Some(&block));
+    assert_eq!(rl.queue_state.len(), 1);
+    assert_eq!(rl.queue_state[0].bytes as u64, queue_state_bytes(&rules));
 }
 
 fn scratch(name: &str) -> PathBuf {

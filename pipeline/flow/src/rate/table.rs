@@ -202,6 +202,38 @@ impl RateCounters {
         }
         Some(c)
     }
+
+    /// The counters as the CUDA side lays them out (`pw_rl_counters`): the inverse of
+    /// [`RateCounters::from_bytes`].
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(COUNTERS_BYTES);
+        b.extend_from_slice(&self.created.to_le_bytes());
+        b.extend_from_slice(&self.reused.to_le_bytes());
+        for r in &self.rules {
+            for w in [r.matched, r.limited, r.table_full] {
+                b.extend_from_slice(&w.to_le_bytes());
+            }
+        }
+        b
+    }
+
+    /// What grew from `old` to `self`, field by field (a field that went down adds nothing:
+    /// counters only grow).
+    pub fn growth_since(&self, old: &RateCounters) -> RateCounters {
+        let mut g = RateCounters {
+            created: self.created.saturating_sub(old.created),
+            reused: self.reused.saturating_sub(old.reused),
+            ..RateCounters::default()
+        };
+        for ((g, n), o) in g.rules.iter_mut().zip(&self.rules).zip(&old.rules) {
+            *g = RuleCounters {
+                matched: n.matched.saturating_sub(o.matched),
+                limited: n.limited.saturating_sub(o.limited),
+                table_full: n.table_full.saturating_sub(o.table_full),
+            };
+        }
+        g
+    }
 }
 
 /// Per-rule counters (`pw_rl_rule_counters`).
@@ -484,6 +516,12 @@ impl RateTable {
         )
     }
 
+    /// Every counter, zeroed here (a test's stand-in for the GPU moves them to the device's
+    /// side this way).
+    pub fn take_counters(&mut self) -> RateCounters {
+        std::mem::take(&mut self.counters)
+    }
+
     pub fn capacity(&self) -> usize {
         self.entries.len()
     }
@@ -764,5 +802,29 @@ mod tests {
         )
         .unwrap();
         assert!(t.set_rules(&bigger, true).is_err());
+    }
+
+    /// The bytes the host reads from the device decode to the counters written, and the growth
+    /// between two reads is per field, never negative.
+    #[test]
+    fn counters_round_trip_their_bytes_and_grow_per_field() {
+        let mut c = RateCounters {
+            created: 5,
+            reused: 1,
+            ..RateCounters::default()
+        };
+        c.rules[0].matched = 9;
+        c.rules[31].table_full = 4;
+        let b = c.to_bytes();
+        assert_eq!(b.len(), COUNTERS_BYTES);
+        assert_eq!(RateCounters::from_bytes(&b), Some(c));
+        assert_eq!(&b[16 + 24 * 31 + 16..], &4u64.to_le_bytes());
+        let mut later = c;
+        later.created = 7;
+        later.rules[0].matched = 10;
+        later.reused = 0; // a restarted device's counter: adds nothing
+        let g = later.growth_since(&c);
+        assert_eq!((g.created, g.reused, g.rules[0].matched), (2, 0, 1));
+        assert_eq!(g.rules[31], RuleCounters::default());
     }
 }

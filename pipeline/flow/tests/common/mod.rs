@@ -60,6 +60,11 @@ impl CudaTable {
         }
     }
 
+    /// The table's parameter block with `entries` the address of this copy's entries.
+    pub fn abi_of_entries(&mut self) -> pktwarp_flow::table::FlowTableAbi {
+        self.abi_of.abi(self.entries.as_mut_ptr() as u64)
+    }
+
     /// One burst through pw_flow_burst_* with `nthreads` emulated threads.
     pub fn burst(
         &mut self,

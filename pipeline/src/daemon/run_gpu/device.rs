@@ -106,6 +106,19 @@ pub(crate) unsafe trait QueueDevice: Sync {
     fn stage_counters(&self) -> anyhow::Result<Vec<Vec<StageCounters>>> {
         Ok(Vec::new())
     }
+    /// `len` bytes at `offset` of queue `q`'s part of stage `k`'s per-queue state `i` (see
+    /// `GpuExecutor::read_queue_state`): a table's counters, read while the run goes.
+    fn read_queue_state(
+        &self,
+        k: usize,
+        i: usize,
+        q: usize,
+        offset: usize,
+        len: usize,
+    ) -> anyhow::Result<Vec<u8>> {
+        let _ = (i, offset, len);
+        anyhow::bail!("queue {q}: this device keeps no per-queue state of stage {k}")
+    }
     /// Stops queue `q`'s kernel (see `GpuExecutor::stop_queue`); polls then reap what it
     /// finished.
     fn stop_queue(&self, q: usize) -> anyhow::Result<()> {
@@ -199,6 +212,17 @@ unsafe impl QueueDevice for MultiGpu {
 
     fn stage_counters(&self) -> anyhow::Result<Vec<Vec<StageCounters>>> {
         Ok(self.counters()?.stages)
+    }
+
+    fn read_queue_state(
+        &self,
+        k: usize,
+        i: usize,
+        q: usize,
+        offset: usize,
+        len: usize,
+    ) -> anyhow::Result<Vec<u8>> {
+        MultiGpu::read_queue_state(self, k, i, q, offset, len)
     }
 
     fn stop_queue(&self, q: usize) -> anyhow::Result<()> {

@@ -287,7 +287,7 @@ pub(crate) fn run(
     let reaper = Reaper::new(spec.pipeline, spec.acl_on);
     let mut verify = HostVerify::new(spec, &shared.verify, out.to_host.is_some());
     let (mut publisher, mut params) = verify.publishers(spec);
-    let mut live = LiveStageCounters::new(spec.composed);
+    let mut live = LiveStageCounters::new(spec.composed, spec.pipeline);
     let mut hooks = HookDriver::start(spec.pipeline, "gpu", params.generation());
     let Rings {
         to_queue,
@@ -370,7 +370,9 @@ pub(crate) fn run(
             if !failed.load(Ordering::Relaxed) {
                 let r = publisher
                     .check(spec.pipeline, dev)
-                    .and_then(|()| params.check(spec.pipeline, dev))
+                    .and_then(|()| {
+                        live.publish_params(&mut params, spec.pipeline, dev, &shared.counters)
+                    })
                     .and_then(|()| live.check(spec.pipeline, dev, &shared.counters, false));
                 if let Err(e) = r {
                     fail(e);

@@ -13,6 +13,7 @@ use super::verify::PublishedTables;
 use crate::counters::QueueCounters;
 use crate::executor::gpu::compose::{stage_set, StageCounterFold};
 use crate::executor::gpu::AclTablesRef;
+use crate::stage::rate_limit_gpu::GpuRateFold;
 use crate::stage::Pipeline;
 
 /// The generation of the ACL tables the GPU classifies with.
@@ -142,20 +143,45 @@ impl ParamsPublisher {
 const LIVE_EVERY: Duration = Duration::from_millis(250);
 
 /// A composed pipeline's per-stage counters, read from the GPU every [`LIVE_EVERY`] while the
-/// run goes and once at its end, and folded into the queue counters the metrics read.
+/// run goes and once at its end, and folded into the queue counters the metrics read; with
+/// them the `rate_limit` stages' table counters, from each queue's per-queue state.
 pub(crate) struct LiveStageCounters {
     composed: bool,
     fold: StageCounterFold,
+    rate: GpuRateFold,
     last: Option<Instant>,
 }
 
 impl LiveStageCounters {
-    pub fn new(composed: bool) -> LiveStageCounters {
+    /// `pipeline`: its rules in force are those the GPU starts with.
+    pub fn new(composed: bool, pipeline: &Pipeline) -> LiveStageCounters {
         LiveStageCounters {
             composed,
             fold: StageCounterFold::default(),
+            rate: GpuRateFold::new(pipeline),
             last: None,
         }
+    }
+
+    /// [`ParamsPublisher::check`], the `rate_limit` counters folded just before a publish
+    /// (under the names of the rules the GPU applied until then) and their names taken from
+    /// the rules published after it.
+    pub fn publish_params(
+        &mut self,
+        params: &mut ParamsPublisher,
+        pipeline: &Pipeline,
+        dev: &dyn QueueDevice,
+        counters: &[std::sync::Arc<QueueCounters>],
+    ) -> anyhow::Result<()> {
+        let due = self.composed && pipeline.params_generation() != params.generation();
+        if due && !self.rate.is_empty() {
+            self.check(pipeline, dev, counters, true)?;
+        }
+        params.check(pipeline, dev)?;
+        if due {
+            self.rate.published(pipeline);
+        }
+        Ok(())
     }
 
     /// Folds what grew since the last read, when [`LIVE_EVERY`] has passed (or `now` is set).
@@ -175,6 +201,12 @@ impl LiveStageCounters {
         self.last = Some(Instant::now());
         let stages = dev.stage_counters()?;
         self.fold.fold(pipeline, &stages, counters);
+        if !self.rate.is_empty() {
+            self.rate
+                .fold(pipeline, counters.len(), &mut |k, q, off, len| {
+                    dev.read_queue_state(k, 0, q, off, len)
+                })?;
+        }
         Ok(())
     }
 }

@@ -81,6 +81,8 @@ struct CpuStandIn {
     /// Reads frames from host memory (`host_frames`), and the bytes copied there so far.
     reads_host: bool,
     host_copied: std::sync::atomic::AtomicU64,
+    /// The `rate_limit` tables' counters "on the device", by (stage, queue).
+    rate_state: rate_limit::DeviceCounters,
 }
 
 impl CpuStandIn {
@@ -127,6 +129,7 @@ impl CpuStandIn {
             corrupt: None,
             reads_host: true,
             host_copied: Default::default(),
+            rate_state: Default::default(),
         }
     }
 
@@ -236,6 +239,7 @@ unsafe impl QueueDevice for CpuStandIn {
             self.pipeline.run_burst(burst, metas, verdicts, counters);
             None
         };
+        rate_limit::to_device(&self.pipeline, q, &self.rate_state);
         let mut v: Vec<Verdict> = verdicts
             .iter()
             .map(|v| Verdict {
@@ -364,6 +368,17 @@ unsafe impl QueueDevice for CpuStandIn {
             fq.polls = fq.polls.saturating_sub(1);
         }
         Some(fq.polls)
+    }
+
+    fn read_queue_state(
+        &self,
+        k: usize,
+        i: usize,
+        q: usize,
+        at: usize,
+        len: usize,
+    ) -> anyhow::Result<Vec<u8>> {
+        rate_limit::read(&self.pipeline, &self.rate_state, (k, i, q), at, len)
     }
 
     fn stop_queue(&self, q: usize) -> anyhow::Result<()> {
@@ -946,6 +961,7 @@ mod dpdk_queues;
 mod gpu_frames;
 mod held;
 mod hooks;
+mod rate_limit;
 mod restart;
 mod rewrite;
 mod rx_threads;

@@ -388,6 +388,19 @@ impl MultiGpu {
         ex.relaunch_queue(l)
     }
 
+    /// [`GpuExecutor::read_queue_state`] of queue `q` (on its GPU, as its local queue).
+    pub fn read_queue_state(
+        &self,
+        k: usize,
+        i: usize,
+        q: usize,
+        offset: usize,
+        len: usize,
+    ) -> anyhow::Result<Vec<u8>> {
+        let (ex, l) = self.at(q)?;
+        ex.read_queue_state(k, i, l, offset, len)
+    }
+
     /// Replaced ACL tables not yet freed, over every GPU.
     pub fn retired_tables(&self) -> usize {
         self.execs.iter().map(GpuExecutor::retired_tables).sum()

@@ -91,6 +91,11 @@ impl StageBuffers {
         self.per_stage.get(k)?.get(i).map(|(_, d)| d)
     }
 
+    /// Stage `k`'s per-queue state `i`: the buffer of every queue, and one queue's bytes.
+    pub(crate) fn queue_state(&self, k: usize, i: usize) -> Option<(&DeviceBuffer, usize)> {
+        self.per_queue.get(k)?.get(i).map(|(b, d)| (d, b.bytes))
+    }
+
     /// Writes each buffer's device address into its stage's parameter block.
     fn patch(&self, params: &mut [Vec<u8>]) -> anyhow::Result<()> {
         for (k, list) in self.per_stage.iter().enumerate() {
@@ -323,6 +328,43 @@ impl GpuExecutor {
         len: usize,
     ) -> anyhow::Result<Vec<u8>> {
         let b = self.stage_range(k, i, offset, len)?;
+        self.read_range(b, offset, len)
+    }
+
+    /// `len` bytes at `offset` of local queue `queue`'s part of stage `k`'s per-queue state
+    /// `i` (a table's counters, read while the kernel runs: counters the kernel adds to
+    /// atomically read as some value they held). An error when the range is not inside that
+    /// queue's part.
+    pub fn read_queue_state(
+        &self,
+        k: usize,
+        i: usize,
+        queue: usize,
+        offset: usize,
+        len: usize,
+    ) -> anyhow::Result<Vec<u8>> {
+        let (b, per_queue) = self
+            .stage_buffers
+            .queue_state(k, i)
+            .ok_or_else(|| anyhow::anyhow!("stage {k} has no per-queue state {i}"))?;
+        let start = per_queue
+            .checked_mul(queue)
+            .and_then(|base| base.checked_add(offset))
+            .filter(|_| offset.checked_add(len).is_some_and(|end| end <= per_queue))
+            .filter(|s| s.checked_add(len).is_some_and(|end| end <= b.len))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "stage {k} per-queue state {i}: {len} bytes at {offset} of queue {queue} \
+                     past its {per_queue} bytes a queue ({} in all)",
+                    b.len
+                )
+            })?;
+        self.read_range(b, start, len)
+    }
+
+    /// `len` bytes of `b` from `offset` (checked by the caller), through the pinned bounce
+    /// buffer when they fit it.
+    fn read_range(&self, b: &DeviceBuffer, offset: usize, len: usize) -> anyhow::Result<Vec<u8>> {
         self.ctx.bind()?;
         let mut out = vec![0u8; len];
         if len <= READ_BOUNCE_BYTES {

@@ -1,0 +1,210 @@
+//! On a GPU: the DDoS scrubber's rate limits (`parse -> rate_limit -> count`, the rules of
+//! configs/ddos-scrubber.yaml) on the GPU executor equal the CPU executor frame by frame (action
+//! and drop reason), and the per-rule and table counters the GPU daemon reads back from each
+//! queue's state and folds into the stage (`stage::rate_limit_gpu::GpuRateFold`, over
+//! `GpuExecutor::read_queue_state`) equal the CPU stage's: connection traffic over two queues
+//! with a SYN flood from sixteen sources, bursts of 32 and 256, persistent and launch, mapped and
+//! device rings; then a reload (rules re-rated, or renamed so the buckets start afresh) published
+//! as a new parameter block between two halves of the traffic. Needs a CUDA GPU (listed in
+//! docs/hardware-only-tests.md); the GPU suite runs it (step `rate-limit`), and
+//! scripts/gpu-rate-limit-check.sh compares the whole daemon.
+
+#[allow(dead_code)]
+mod conntrack_common;
+#[allow(dead_code)]
+mod rate_limit_common;
+
+use pipeline::burst::{Burst, FrameDesc};
+use pipeline::counters::QueueCounters;
+use pipeline::executor::gpu::{
+    image_for_pipeline, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement,
+};
+use pipeline::stage::config::StageConfig;
+use pipeline::stage::rate_limit_gpu::GpuRateFold;
+use pipeline::stage::Pipeline;
+use pipeline::verdict::Action;
+use rate_limit_common::{rules_edited, scrubber, with_flood};
+
+const QUEUES: usize = 2;
+
+/// Each frame's (action, drop reason code; 0xFF none).
+type Outcome = (u8, u8);
+
+/// The CPU executor's outcomes of `frames` (bursts of `burst` in arrival order).
+fn cpu_run(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], burst: usize) -> Vec<Outcome> {
+    let c = QueueCounters::new(p.stages.len(), 0);
+    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
+    let mut out = Vec::with_capacity(frames.len());
+    for chunk in frames.chunks(burst) {
+        p.run_frames(
+            chunk.iter().map(|(d, f)| (*d, f.as_slice())),
+            &mut metas,
+            &mut verdicts,
+            &c,
+        );
+        out.extend(
+            verdicts
+                .iter()
+                .map(|v| (v.action as u8, v.reason.map_or(0xFF, |r| r as u8))),
+        );
+    }
+    out
+}
+
+/// Runs `frames` on the executor, each queue's in arrival order; their outcomes.
+fn gpu_run(
+    ex: &GpuExecutor,
+    frames: &[(FrameDesc, Vec<u8>)],
+    burst: usize,
+    what: &str,
+) -> Vec<Outcome> {
+    let mut got: Vec<Option<Outcome>> = vec![None; frames.len()];
+    for q in 0..QUEUES {
+        let idx: Vec<usize> = (0..frames.len())
+            .filter(|&i| frames[i].0.queue as usize == q)
+            .collect();
+        let bursts: Vec<&[usize]> = idx.chunks(burst).collect();
+        let (mut done, mut next) = (0usize, 0usize);
+        let mut seqs = std::collections::HashMap::new();
+        let t = std::time::Instant::now();
+        while done < bursts.len() {
+            while next < bursts.len() && next - done < 6 {
+                let mut b = Burst::default();
+                for &i in bursts[next] {
+                    b.push(&frames[i].1, frames[i].0);
+                }
+                seqs.insert(ex.submit(q, &b).expect("submit"), next);
+                next += 1;
+            }
+            ex.poll(q, |seq, v, _| {
+                let n = seqs[&seq];
+                for (k, &i) in bursts[n].iter().enumerate() {
+                    got[i] = Some((v[k].action, v[k].drop_reason));
+                }
+                done += 1;
+            })
+            .expect("poll");
+            assert!(t.elapsed().as_secs() < 60, "{what}: bursts never finished");
+        }
+    }
+    got.into_iter()
+        .enumerate()
+        .map(|(i, g)| g.unwrap_or_else(|| panic!("{what}: frame {i} never came back")))
+        .collect()
+}
+
+/// Compares frame by frame; the frames limited.
+fn compare(
+    want: &[Outcome],
+    got: &[Outcome],
+    frames: &[(FrameDesc, Vec<u8>)],
+    what: &str,
+) -> usize {
+    for (i, (w, g)) in want.iter().zip(got).enumerate() {
+        assert_eq!(
+            w, g,
+            "{what}: frame {i} (queue {}): (action, reason) cpu vs gpu",
+            frames[i].0.queue
+        );
+    }
+    want.iter().filter(|o| o.0 == Action::Drop as u8).count()
+}
+
+/// The scrubber's rules re-rated (syn_flood 100 -> 150 a second), and renamed when `rename`.
+fn reloaded(rename: bool) -> Vec<StageConfig> {
+    let r = rules_edited(65536, &|t| {
+        let t = t.replace("rate_pps: 100\n", "rate_pps: 150\n");
+        if rename {
+            t.replace("name: syn_flood", "name: syn_budget")
+        } else {
+            t
+        }
+    });
+    vec![
+        StageConfig::Parse,
+        StageConfig::RateLimit(r),
+        StageConfig::Count,
+    ]
+}
+
+fn check(mode: Mode, placement: Placement, burst: usize, rename: bool) {
+    let what = format!("{mode:?} / {placement:?} / bursts of {burst} / rename {rename}");
+    let (cpu, gpu) = (scrubber(65536), scrubber(65536));
+    let frames = with_flood(7, 4000, 8000);
+    let half = frames.len() / 2;
+    let image = image_for_pipeline(&gpu).expect("image");
+    assert!(pktwarp_kernels::codegen::pipeline_orders_flows(
+        &image.stages
+    ));
+    let pd = PipelineDesc {
+        parse: true,
+        acl: None,
+        count: true,
+        default_action: Action::Pass as u8,
+    };
+    let opts = GpuOptions {
+        mode,
+        placement,
+        burst_size: burst as u32,
+        ring_slots: 8,
+        tagged: Some(false),
+        ..GpuOptions::default()
+    };
+    let mut ex = GpuExecutor::new(opts, pd, QUEUES, &image).expect("executor");
+    ex.start().expect("start");
+    let mut fold = GpuRateFold::new(&gpu);
+    let mut read =
+        |k: usize, q: usize, off: usize, len: usize| ex.read_queue_state(k, 0, q, off, len);
+    // The first half, then the reload on both (the GPU's as the daemon publishes it: fold,
+    // publish the new block, take the new names), then the second half.
+    let want = cpu_run(&cpu, &frames[..half], burst);
+    let got = gpu_run(&ex, &frames[..half], burst, &what);
+    let mut limited = compare(&want, &got, &frames[..half], &what);
+    fold.fold(&gpu, QUEUES, &mut read).expect("fold");
+    for p in [&cpu, &gpu] {
+        p.reload_stage_options(&reloaded(rename)).expect("reload");
+    }
+    let params: Vec<Vec<u8>> = gpu
+        .gpu_stage_list()
+        .iter()
+        .map(|s| s.library.as_ref().map_or(Vec::new(), |l| l.block.clone()))
+        .collect();
+    ex.publish_stage_params(&params, gpu.params_generation())
+        .expect("publish");
+    fold.published(&gpu);
+    let want = cpu_run(&cpu, &frames[half..], burst);
+    let got = gpu_run(&ex, &frames[half..], burst, &what);
+    limited += compare(&want, &got, &frames[half..], &what);
+    assert!(limited > 100, "{what}: only {limited} frames limited");
+    fold.fold(&gpu, QUEUES, &mut read).expect("fold");
+    let (c, g) = (cpu.stages[1].rate_limit(), gpu.stages[1].rate_limit());
+    let (c, g) = (c.expect("rate_limit"), g.expect("rate_limit"));
+    assert_eq!(g.counters(), c.counters(), "{what}: table counters");
+    assert_eq!(
+        g.rule_counters(),
+        c.rule_counters(),
+        "{what}: rule counters"
+    );
+    let names: Vec<String> = c.rule_counters().into_iter().map(|r| r.0).collect();
+    assert_eq!(names.len(), if rename { 5 } else { 4 }, "{what}: {names:?}");
+    ex.shutdown().expect("shutdown");
+}
+
+#[test]
+fn rate_limit_on_the_gpu_equals_the_cpu_frame_by_frame() {
+    if let Err(e) = pipeline::executor::gpu::probe(0) {
+        pipeline::testdata::skip(
+            file!(),
+            "rate_limit_on_the_gpu_equals_the_cpu_frame_by_frame",
+            &format!("no usable GPU: {e}"),
+        );
+        return;
+    }
+    for burst in [32, 256] {
+        for mode in [Mode::Persistent, Mode::Launch] {
+            for placement in [Placement::Mapped, Placement::Device] {
+                check(mode, placement, burst, placement == Placement::Device);
+            }
+        }
+    }
+}
