@@ -739,6 +739,9 @@ impl Stream {
         let mut attr: sys::CUmemcpyAttributes = unsafe { std::mem::zeroed() };
         // The sources are read in stream order (after the work queued before the batch).
         attr.srcAccessOrder = sys::CUmemcpySrcAccessOrder::CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+        // Copy engines, not SMs: persistent kernels hold SMs and wait for this copy's burst, so
+        // a copy that needs an SM could wait behind them for good.
+        attr.flags = sys::CUmemcpyFlags::CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE as u32;
         let mut idx: usize = 0;
         cu!(cuMemcpyBatchAsync_v2(
             dsts.as_mut_ptr(),
