@@ -204,7 +204,7 @@ fn feeds<'p>(
             Ok(qs) => qs,
             Err(why) => {
                 if !gpu_port {
-                    decided.push(gpu_ingest::host_port(&name, false, Some(&why)));
+                    decided.push(gpu_ingest::host_port(&name, false, Some(&why), None));
                 }
                 out.push(Feed {
                     port: pi,
@@ -214,13 +214,11 @@ fn feeds<'p>(
                 continue;
             }
         };
-        let refs = by_reference(dev, &qs, transmits);
+        let refs = by_reference(dev, spec, &qs, transmits);
         if !gpu_port {
-            decided.push(gpu_ingest::host_port(
-                &name,
-                true,
-                refs.as_ref().err().map(String::as_str),
-            ));
+            let note = qs.first().and_then(|q| q.store_note());
+            let why = refs.as_ref().err().map(String::as_str);
+            decided.push(gpu_ingest::host_port(&name, true, why, note));
         }
         out.extend(qs.into_iter().map(|q| Feed {
             port: pi,
@@ -238,6 +236,7 @@ fn feeds<'p>(
 /// once), and the hold on that memory; `Err(why)` when its queues copy their frames.
 fn by_reference(
     dev: &dyn QueueDevice,
+    spec: &HostSpec<'_>,
     qs: &[Box<dyn QueueRx>],
     transmits: bool,
 ) -> Result<(u64, GpuHold), String> {
@@ -246,10 +245,10 @@ fn by_reference(
             "the config transmits frames: output ports send from host memory bursts".into(),
         );
     }
-    let store = qs
-        .first()
-        .and_then(|q| q.frame_store())
-        .ok_or("the port has no loaded frames to refer to (its frames are built per burst, or its capture passes 4 GiB)")?;
+    if spec.verify.0 > 0 {
+        return Err("verify.sample re-runs sampled bursts on the CPU from their host bytes".into());
+    }
+    let store = qs.first().ok_or("the port has no queue")?.frame_store()?;
     let h = dev.host_frames(&store)?;
     let hold: GpuHold = Arc::new(Mutex::new(h.keep));
     Ok((h.base, hold))

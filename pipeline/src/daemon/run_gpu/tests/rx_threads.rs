@@ -186,12 +186,72 @@ fn each_copying_port_names_why() {
         why.contains("one receive thread steers") && why.contains("per_port"),
         "{why}"
     );
-    // A generator builds its frames per burst: nothing loaded to refer to.
+    // Sampled verification re-runs bursts from their host bytes.
+    let yaml = pcap_yaml("per_queue", false).replace(
+        "executor: { kind: cpu }",
+        "executor: { kind: cpu }\nverify: { sample: 4 }",
+    );
+    let (s, gathered, _) = host_run(&yaml, true);
+    let (path, why) = path_of(&s);
+    assert_eq!(path, gpu_ingest::STAGED);
+    assert!(why.contains("verify.sample"), "{why}");
+    assert_eq!(gathered, 0);
+    // A generator with malformed frames builds those per frame, outside its pool.
     let yaml = format!(
         "ports:\n{GEN_POOLED}queues: {{ count: 2, burst: 16, rx_threads: per_queue }}\n{INLINE}"
     );
     let (s, gathered, _) = host_run(&yaml, true);
     let why = path_of(&s).1;
-    assert!(why.contains("no loaded frames"), "{why}");
+    assert!(why.contains("malformed"), "{why}");
     assert_eq!((s.rx_frames, gathered), (5000, 0));
+    // A generator drawing fresh headers per frame is received by one thread.
+    let yaml = format!(
+        "ports:\n  - name: g\n    gen: {{ count: 500, seed: 5 }}\n\
+         queues: {{ count: 2, burst: 16, rx_threads: per_queue }}\n{INLINE}"
+    );
+    let (s, gathered, _) = host_run(&yaml, true);
+    let (path, why) = path_of(&s);
+    assert_eq!(path, gpu_ingest::STAGED);
+    assert!(why.contains("drawn afresh per frame"), "{why}");
+    assert_eq!((s.rx_frames, gathered), (500, 0));
+}
+
+/// A generator whose every frame is a pool frame (a fixed flow set, IPv4 and IPv6, IMIX).
+const GEN_CLEAN: &str = "  - name: g\n    gen: { count: 6000, seed: 9, size: imix, \
+    flows: { flow_count: 200, ipv6_share: 0.3 } }\n";
+
+#[test]
+fn a_pooled_generator_goes_by_reference_and_counts_as_the_copying_path() {
+    let yaml = format!(
+        "ports:\n{GEN_CLEAN}queues: {{ count: 3, burst: 16, ring_slots: 4, rx_threads: per_queue }}\n{INLINE}"
+    );
+    let reference = run_cpu_ref(&prepared(&yaml), false);
+    let (s, gathered, held) = host_run(&yaml, true);
+    let (path, why) = path_of(&s);
+    assert_eq!(path, gpu_ingest::BY_REFERENCE, "{why}");
+    assert!(why.contains("identification"), "{why}");
+    assert_same_counts(&s, &reference.s, "gen by reference");
+    assert_eq!(s.rx_frames, 6000);
+    assert_eq!(s.receive_threads, 3);
+    // Every frame the steering kept went by address; the pool (at most 200 flows x 3 IMIX
+    // sizes) was copied once, far less than the frames generated.
+    let dropped: u64 = s
+        .drops
+        .iter()
+        .filter(|(n, _)| n == "steering_drop")
+        .map(|d| d.1)
+        .sum();
+    assert_eq!(gathered, s.rx_frames - dropped);
+    let generated: u64 = s.queues.iter().map(|q| q.rx_bytes).sum();
+    assert!(
+        held > 0 && held * 5 < generated,
+        "{held} held of {generated}"
+    );
+    // Copying: the same counts, bytes included.
+    let (c, gathered, _) = host_run(&yaml, false);
+    assert_eq!(path_of(&c).0, gpu_ingest::STAGED);
+    assert_eq!(gathered, 0);
+    assert_same_counts(&c, &s, "gen copying");
+    let bytes = |s: &Summary| -> Vec<u64> { s.queues.iter().map(|q| q.rx_bytes).collect() };
+    assert_eq!(bytes(&c), bytes(&s));
 }
