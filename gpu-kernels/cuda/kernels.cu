@@ -455,10 +455,14 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         __syncthreads();
     }
     const pw_acl_sel a = pw_acl_of_slot(q, hdr);
+    /* A burst by reference (PW_SLOT_REFS; never SMALL, which serves tagged queues only): every
+     * frame is read where the data area's address says, in memory that does not change, so no
+     * frame is staged from the slot and none needs the acquire below. */
+    const bool refs = !SMALL && parse && (hdr->flags & PW_SLOT_REFS) != 0u;
     if (staged) {
         descs = pw_stage + sizeof(pw_slot_hdr);
         data = pw_stage + head;
-        if (parse && !SMALL) { /* SMALL: pw_run_split's parse pass acquires for such a frame */
+        if (parse && !SMALL && !refs) { /* SMALL: pw_run_split's parse pass acquires for such a frame */
             for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
                 const pw_desc d = pw_desc_at(descs, i, compact);
                 if (!(d.offset <= db && d.len <= db - d.offset)) pw_ring_reads = 1u;
@@ -471,6 +475,19 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
          * (the persistent poll does not acquire; they may hold the slot's previous lap). */
         if (threadIdx.x == 0) (void)pw_load_acquire((const volatile uint32_t *)base);
         __syncthreads();
+    }
+    /* Frames not staged are read from here: the ring's data area, or by reference the loaded
+     * frames (their address staged with the descriptors, else one strong load of it). */
+    const uint8_t *fbase = gdata;
+    if (refs) {
+        uint64_t at;
+        if (staged) {
+            at = *(const uint64_t *)data;
+        } else {
+            const uint4 v = pw_ld_slot16(gdata);
+            at = (uint64_t)v.x | ((uint64_t)v.y << 32);
+        }
+        fbase = (const uint8_t *)at;
     }
     if (q.trace && threadIdx.x == 0) {
         ts[1] = pw_globaltimer();
@@ -506,11 +523,11 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         return;
     }
 #endif
-    if (!staged && parse && gsize == 1u && dbr <= room) {
+    if (!staged && parse && !refs && gsize == 1u && dbr <= room) {
         pw_run_chunked(q, a, base, lo, hi, db, compact, vo, mout, cr);
 #if PW_PIPELINE_FUSED
     } else if (gsize > 1u && hi - lo <= PW_SPLIT_MAX) {
-        pw_run_split(q, a, descs, compact, data, gdata, staged, db, lo, hi, vo, mout, cr, gsize);
+        pw_run_split(q, a, descs, compact, data, fbase, staged && !refs, db, lo, hi, vo, mout, cr, gsize);
 #endif
     } else {
         /* Rounds of blockDim / gsize frames the whole block enters (composed: gsize 1 and the
@@ -521,7 +538,8 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
             if (i < hi) {
                 pw_desc d = pw_desc_at(descs, i, compact);
                 /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged. */
-                const uint8_t *fd = (staged && parse && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
+                const uint8_t *fd =
+                    (staged && parse && !refs && d.offset <= db && d.len <= db - d.offset) ? data : fbase;
                 pw_run_frame(q, a, fd, d, vo, i, mout ? mout + i : 0, cr, gl, gsize);
             }
             PW_PIPELINE_ROUND_END();

@@ -81,6 +81,11 @@ struct CpuStandIn {
     /// Reads frames from host memory (`host_frames`), and the bytes copied there so far.
     reads_host: bool,
     host_copied: std::sync::atomic::AtomicU64,
+    /// Plays mapped rings: a by-reference burst travels as the executor encodes it for one
+    /// (`gather::by_reference`: a base address, each descriptor's offset from it) and its
+    /// frames are read through that, as the kernel reads them (`PW_SLOT_REFS`), not gathered.
+    mapped_refs: bool,
+    read_in_place: std::sync::atomic::AtomicU64,
 }
 
 impl CpuStandIn {
@@ -127,6 +132,8 @@ impl CpuStandIn {
             corrupt: None,
             reads_host: true,
             host_copied: Default::default(),
+            mapped_refs: false,
+            read_in_place: Default::default(),
         }
     }
 
@@ -270,9 +277,15 @@ unsafe impl QueueDevice for CpuStandIn {
         let copy: Box<[u8]> = bytes.into();
         self.host_copied
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        let read = if self.mapped_refs {
+            crate::executor::gpu::multi::HostFramesRead::InPlace
+        } else {
+            crate::executor::gpu::multi::HostFramesRead::Gathered
+        };
         Ok(super::device::HostFrames {
             base: copy.as_ptr() as u64,
             keep: Box::new(copy),
+            read: read.describe(),
         })
     }
 
@@ -289,6 +302,24 @@ unsafe impl QueueDevice for CpuStandIn {
         let mut b = Burst::with_capacity(descs.len(), bytes);
         b.data.resize(bytes, 0);
         b.descs.extend_from_slice(descs);
+        if self.mapped_refs {
+            // What a mapped ring's slot carries: the base and offsets from it; the "kernel"
+            // reads each frame at base + offset.
+            let mut refs = Vec::new();
+            let base = crate::executor::gpu::gather::by_reference(descs, srcs, &mut refs)
+                .map_err(SubmitError::Gpu)?;
+            for (d, r) in descs.iter().zip(&refs) {
+                let at = (base + u64::from(r.offset)) as *const u8;
+                // SAFETY: base + offset is srcs[i] (by_reference's contract), which the caller
+                // vouches for: the port's loaded frames, alive until reaped.
+                let f = unsafe { std::slice::from_raw_parts(at, r.len as usize) };
+                b.data[d.offset as usize..][..f.len()].copy_from_slice(f);
+            }
+            let seq = self.submit(q, &b)?;
+            self.read_in_place
+                .fetch_add(descs.len() as u64, Ordering::Relaxed);
+            return Ok(seq);
+        }
         for (d, &src) in descs.iter().zip(srcs) {
             // SAFETY: the caller's promise: src..+len is the port's buffer, alive until reaped.
             let f = unsafe { std::slice::from_raw_parts(src as *const u8, d.len as usize) };

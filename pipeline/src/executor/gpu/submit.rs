@@ -127,8 +127,11 @@ impl GpuExecutor {
     /// receive buffers): frame `i` is `descs[i].len` bytes at device address `srcs[i]`, copied
     /// device to device to `descs[i].offset` of the slot's data area (`bytes` long) before the
     /// kernel sees the burst (see [`super::gather`]). Refused (an error, nothing sent) on a
-    /// queue whose ring is not in device memory, a tagged queue, in `graph` mode, or when a
-    /// frame lies outside `bytes` or the slot.
+    /// tagged queue, a device ring in `graph` mode, or when a frame lies outside `bytes` or
+    /// the slot. On a mapped ring the burst goes by reference instead (frames loaded in pinned
+    /// host memory, [`GpuExecutor::pinned_copy`]): the slot carries the descriptors and the
+    /// lowest address, and the kernel reads each frame where it is (`PW_SLOT_REFS`); refused
+    /// where [`super::gather::host_refusal`] says.
     ///
     /// # Safety
     /// Every `srcs[i]..srcs[i] + descs[i].len` is device memory of this executor's GPU (its
@@ -153,8 +156,28 @@ impl GpuExecutor {
         let qm = self.queues.get(queue).ok_or(SubmitError::NoQueue(queue))?;
         let mut q = lock(qm);
         let n = descs.len();
+        // A mapped ring takes frames by address as a by-reference burst: its kernel reads
+        // each frame where it is (PW_SLOT_REFS), from the base address in the data area.
+        let mut refs = Vec::new();
+        let mut refs_base = None;
+        if let (Frames::Device { srcs, .. }, Placement::Mapped) = (frames, q.placement) {
+            let why =
+                super::gather::host_refusal(q.placement, q.tagged, self.opts.mode, q.tx.is_some());
+            if let Some(why) = why {
+                return Err(SubmitError::Gpu(format!("queue {queue}: {why}")));
+            }
+            let base = super::gather::by_reference(descs, srcs, &mut refs)
+                .map_err(|e| SubmitError::Gpu(format!("queue {queue}: {e}")))?;
+            refs_base = Some(base);
+        }
+        let descs = if refs_base.is_some() {
+            &refs[..]
+        } else {
+            descs
+        };
         let bytes = match frames {
             Frames::Host(data) => data.len(),
+            Frames::Device { .. } if refs_base.is_some() => super::gather::REFS_DATA,
             Frames::Device { srcs, bytes } => {
                 if let Some(why) = super::gather::refusal(q.placement, q.tagged, self.opts.mode) {
                     return Err(SubmitError::Gpu(format!("queue {queue}: {why}")));
@@ -205,6 +228,11 @@ impl GpuExecutor {
             let hdr = SlotHdr {
                 n_frames: n as u16,
                 desc_format: dfmt,
+                flags: if refs_base.is_some() {
+                    abi::SLOT_REFS
+                } else {
+                    0
+                },
                 data_bytes: bytes as u32,
                 seq,
                 generation: t.map_or(0, |t| t.generation as u32),
@@ -252,7 +280,13 @@ impl GpuExecutor {
                         std::arch::x86_64::_mm_sfence();
                     }
                     Frames::Host(src) => ptr::copy_nonoverlapping(src.as_ptr(), data, bytes),
-                    Frames::Device { .. } => {}
+                    Frames::Device { .. } => {
+                        if let Some(at) = refs_base {
+                            let mut g = [0u8; super::gather::REFS_DATA];
+                            g[..8].copy_from_slice(&at.to_le_bytes());
+                            ptr::copy_nonoverlapping(g.as_ptr(), data, g.len());
+                        }
+                    }
                 }
                 fence(Ordering::Release);
                 let mut g0 = [0u8; 16];
@@ -267,9 +301,12 @@ impl GpuExecutor {
         q.host.submitted_bursts += 1;
         q.host.submitted_frames += n as u64;
         let gather = match frames {
-            Frames::Host(_) => None,
-            Frames::Device { srcs, .. } => Some((descs, srcs)),
+            Frames::Device { srcs, .. } if refs_base.is_none() => Some((descs, srcs)),
+            _ => None,
         };
+        if refs_base.is_some() {
+            q.host.read_in_place_frames += n as u64;
+        }
         self.publish(
             queue,
             &mut q,

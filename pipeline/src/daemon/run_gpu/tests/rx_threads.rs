@@ -112,9 +112,17 @@ fn pcap_yaml(mode: &str, output: bool) -> String {
 /// The GPU host side on `yaml` over a stand-in that reads host memory (`reads_host`): its
 /// summary, the frames it gathered by address and the bytes it was given to hold.
 fn host_run(yaml: &str, reads_host: bool) -> (Summary, u64, u64) {
+    let (s, gathered, held, _) = host_run_on(yaml, reads_host, false);
+    (s, gathered, held)
+}
+
+/// [`host_run`], the stand-in playing mapped rings (`mapped`): also the frames it read in
+/// place through by-reference descriptors.
+fn host_run_on(yaml: &str, reads_host: bool, mapped: bool) -> (Summary, u64, u64, u64) {
     let p = prepared(yaml);
     let mut dev = CpuStandIn::new(&p, 4, 1);
     dev.reads_host = reads_host;
+    dev.mapped_refs = mapped;
     let shared = cpu::CpuShared::new(&p.cpu_spec());
     // The config's output port, played by a recorder.
     let rec = p.cfg.output.is_some().then(|| Recorder {
@@ -128,6 +136,7 @@ fn host_run(yaml: &str, reads_host: bool) -> (Summary, u64, u64) {
         s,
         dev.gathered_frames.load(Ordering::Relaxed),
         dev.host_copied.load(Ordering::Relaxed),
+        dev.read_in_place.load(Ordering::Relaxed),
     )
 }
 
@@ -186,6 +195,15 @@ fn each_copying_port_names_why() {
         why.contains("one receive thread steers") && why.contains("per_port"),
         "{why}"
     );
+    // The knob that keeps the copying path for comparison.
+    let yaml = pcap_yaml("per_queue", false).replace(
+        "executor: { kind: cpu }",
+        "executor: { kind: cpu, gpu: { by_reference: false } }",
+    );
+    let (s, gathered, _) = host_run(&yaml, true);
+    let why = path_of(&s).1;
+    assert!(why.contains("by_reference is false"), "{why}");
+    assert_eq!(gathered, 0);
     // Sampled verification re-runs bursts from their host bytes.
     let yaml = pcap_yaml("per_queue", false).replace(
         "executor: { kind: cpu }",
@@ -254,4 +272,35 @@ fn a_pooled_generator_goes_by_reference_and_counts_as_the_copying_path() {
     assert_same_counts(&c, &s, "gen copying");
     let bytes = |s: &Summary| -> Vec<u64> { s.queues.iter().map(|q| q.rx_bytes).collect() };
     assert_eq!(bytes(&c), bytes(&s));
+}
+
+#[test]
+fn mapped_rings_read_frames_by_reference_in_place_and_count_as_copying() {
+    // A capture and a pooled generator, each split over 3 queues.
+    let gen = format!(
+        "ports:\n{GEN_CLEAN}queues: {{ count: 3, burst: 16, ring_slots: 4, rx_threads: per_queue }}\n{INLINE}"
+    );
+    for yaml in [pcap_yaml("per_queue", false), gen] {
+        let reference = run_cpu_ref(&prepared(&yaml), false);
+        let (s, gathered, held, in_place) = host_run_on(&yaml, true, true);
+        let (path, why) = path_of(&s);
+        assert_eq!(path, gpu_ingest::BY_REFERENCE, "{why}");
+        assert!(why.contains("reads the frames where they are"), "{why}");
+        assert_same_counts(&s, &reference.s, "mapped by reference");
+        // Every frame read through its descriptor, none gathered into a slot.
+        assert_eq!(gathered, 0);
+        assert!(in_place > 0 && held > 0);
+        let dropped: u64 = s
+            .drops
+            .iter()
+            .filter(|(n, _)| n == "steering_drop")
+            .map(|d| d.1)
+            .sum();
+        assert_eq!(in_place, s.rx_frames - dropped);
+        // The copying mode stays the fallback: the same counts.
+        let (c, _, _, in_place) = host_run_on(&yaml, false, true);
+        assert_eq!(path_of(&c).0, gpu_ingest::STAGED);
+        assert_eq!(in_place, 0);
+        assert_same_counts(&c, &s, "mapped copying");
+    }
 }
