@@ -502,6 +502,12 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     /* This block's share of the frames (the burst's CTA group: part `part` of `parts`). */
     uint32_t lo, hi;
     pw_part_range(n, part, parts, &lo, &hi);
+    /* Where staged frames are read: the slot's data staged, or a by-reference burst's frames
+     * gathered into pw_stage (pw_stage_refs; `rs`), else read where they are (fbase). */
+    const uint8_t *sd = data;
+    uint32_t sdb = db;
+    bool rs = false;
+    if (refs && staged) rs = pw_stage_refs(descs, compact, head, fbase, lo, hi, &sd, &sdb);
     const uint32_t gsize = pw_group_size(q, hi - lo);
     const uint32_t gl = threadIdx.x & (gsize - 1u);
 #if PW_PIPELINE_FUSED
@@ -527,7 +533,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         pw_run_chunked(q, a, base, lo, hi, db, compact, vo, mout, cr);
 #if PW_PIPELINE_FUSED
     } else if (gsize > 1u && hi - lo <= PW_SPLIT_MAX) {
-        pw_run_split(q, a, descs, compact, data, fbase, staged && !refs, db, lo, hi, vo, mout, cr, gsize);
+        pw_run_split(q, a, descs, compact, sd, fbase, staged && (!refs || rs), sdb, lo, hi, vo, mout, cr, gsize);
 #endif
     } else {
         /* Rounds of blockDim / gsize frames the whole block enters (composed: gsize 1 and the
@@ -539,7 +545,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
                 pw_desc d = pw_desc_at(descs, i, compact);
                 /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged. */
                 const uint8_t *fd =
-                    (staged && parse && !refs && d.offset <= db && d.len <= db - d.offset) ? data : fbase;
+                    (staged && parse && (!refs || rs) && d.offset <= sdb && d.len <= sdb - d.offset) ? sd : fbase;
                 pw_run_frame(q, a, fd, d, vo, i, mout ? mout + i : 0, cr, gl, gsize);
             }
             PW_PIPELINE_ROUND_END();

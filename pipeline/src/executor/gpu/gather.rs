@@ -54,8 +54,9 @@ pub(crate) fn host_refusal(
 pub(crate) const REFS_DATA: usize = 16;
 
 /// A by-reference burst for a mapped ring: the base address its frames are read from (the
-/// lowest of `srcs`) and, in `out`, `descs` with each offset from that base. Every frame must
-/// end within 4 GiB of the base (a descriptor's offset is 32 bits).
+/// lowest of `srcs`, rounded down to 16 bytes: the kernel stages each frame's 16-byte granules
+/// from there, `pw_stage_refs`) and, in `out`, `descs` with each offset from that base. Every
+/// frame must end within 4 GiB of the base (a descriptor's offset is 32 bits).
 pub(crate) fn by_reference(
     descs: &[FrameDesc],
     srcs: &[u64],
@@ -68,10 +69,10 @@ pub(crate) fn by_reference(
             descs.len()
         ));
     }
-    let base = srcs.iter().copied().min().unwrap_or(0);
-    if base == 0 && !srcs.is_empty() {
+    if srcs.contains(&0) {
         return Err("a frame has no address (0)".into());
     }
+    let base = srcs.iter().copied().min().unwrap_or(0) & !15;
     out.clear();
     for (i, (d, &src)) in descs.iter().zip(srcs).enumerate() {
         let off = src - base;
@@ -213,7 +214,8 @@ impl super::GpuExecutor {
     /// capture replayed by reference: its frames are then gathered into the slots like frames
     /// in GPU memory, read by the GPU over PCIe, with no per-frame copy on the host).
     pub fn pinned_copy(&self, bytes: &[u8]) -> Result<super::driver::PinnedBuffer, String> {
-        let b = super::driver::PinnedBuffer::new(&self.ctx, bytes.len())
+        // A granule past the end: the kernel reads a referenced frame's whole 16-byte granules.
+        let b = super::driver::PinnedBuffer::new(&self.ctx, bytes.len() + 16)
             .map_err(|e| format!("pinned host memory of {} bytes: {e}", bytes.len()))?;
         // SAFETY: just allocated with at least `bytes.len()` bytes; no kernel knows it yet.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), b.host_ptr(), bytes.len()) };
@@ -281,6 +283,11 @@ mod tests {
         assert_eq!(base, 0x1000);
         let offs: Vec<(u32, u32)> = out.iter().map(|d| (d.offset, d.len)).collect();
         assert_eq!(offs, [(0x4000, 64), (0, 60), (0x40, 0)]);
+        // The base is 16-byte aligned; each frame keeps its place in its granule.
+        let base = by_reference(&d, &[0x5003, 0x100b, 0x1047], &mut out).unwrap();
+        assert_eq!(base, 0x1000);
+        let offs: Vec<u32> = out.iter().map(|d| d.offset).collect();
+        assert_eq!(offs, [0x4003, 0xb, 0x47]);
         let far = 0x1000 + u64::from(u32::MAX);
         let e = by_reference(&d, &[0x1000, far, 0x1040], &mut out).unwrap_err();
         assert!(e.contains("frame 1 (60 bytes"), "{e}");
