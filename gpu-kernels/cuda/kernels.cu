@@ -391,7 +391,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     const pw_slot_hdr *hdr = (const pw_slot_hdr *)pw_stage;
     uint32_t n = hdr->n_frames;
     if (n > q.burst_max) n = 0; /* the host never publishes this; pw_persistent flags it */
-    const uint32_t db = hdr->data_bytes;
+    uint32_t db = hdr->data_bytes;
     /* Whether frame bytes are staged (else only descriptors): any composed stage may read them,
      * but a rewriting one runs on the ring itself (what it leaves there is what is sent). */
 #if PW_PIPELINE_COMPOSED
@@ -424,8 +424,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         const uint4 *sb = (const uint4 *)gdata;
         uint4 *dd = (uint4 *)pw_stage + hs;
         if (threadIdx.x == 0) pw_ring_reads = 0u;
-        /* One pass over both sources (not two copies): every load of the slot is in flight at
-         * once, one round trip. */
+        /* One pass over both sources (not two copies): every load in flight at once, one round trip. */
         pw_load_granules(total, [&](uint32_t i) { return i < nh + nd ? sh + i : sb + (i - nh - nd); },
                          [&](uint32_t i, uint32_t, const uint4 &v) { dd[i] = v; });
         __syncthreads();
@@ -455,10 +454,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         __syncthreads();
     }
     const pw_acl_sel a = pw_acl_of_slot(q, hdr);
-    /* A burst by reference (PW_SLOT_REFS; never SMALL, which serves tagged queues only): every
-     * frame is read where the data area's address says, in memory that does not change, so no
-     * frame is staged from the slot and none needs the acquire below. */
-    const bool refs = !SMALL && parse && (hdr->flags & PW_SLOT_REFS) != 0u;
+    const bool refs = !SMALL && parse && (hdr->flags & PW_SLOT_REFS) != 0u; /* by reference: no frame in the slot */
     if (staged) {
         descs = pw_stage + sizeof(pw_slot_hdr);
         data = pw_stage + head;
@@ -470,24 +466,12 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
             __syncthreads();
         }
     }
+    if (refs) pw_refs_frames(staged, descs, compact, head, 0u, n, &gdata, &data, &db); /* where they are, staged */
     if (!SMALL && (!staged || pw_ring_reads || (PW_PIPELINE_COMPOSED && !parse))) {
         /* Something is read from the ring itself with plain loads: drop the SM's L1 lines
          * (the persistent poll does not acquire; they may hold the slot's previous lap). */
         if (threadIdx.x == 0) (void)pw_load_acquire((const volatile uint32_t *)base);
         __syncthreads();
-    }
-    /* Frames not staged are read from here: the ring's data area, or by reference the loaded
-     * frames (their address staged with the descriptors, else one strong load of it). */
-    const uint8_t *fbase = gdata;
-    if (refs) {
-        uint64_t at;
-        if (staged) {
-            at = *(const uint64_t *)data;
-        } else {
-            const uint4 v = pw_ld_slot16(gdata);
-            at = (uint64_t)v.x | ((uint64_t)v.y << 32);
-        }
-        fbase = (const uint8_t *)at;
     }
     if (q.trace && threadIdx.x == 0) {
         ts[1] = pw_globaltimer();
@@ -502,12 +486,6 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     /* This block's share of the frames (the burst's CTA group: part `part` of `parts`). */
     uint32_t lo, hi;
     pw_part_range(n, part, parts, &lo, &hi);
-    /* Where staged frames are read: the slot's data staged, or a by-reference burst's frames
-     * gathered into pw_stage (pw_stage_refs; `rs`), else read where they are (fbase). */
-    const uint8_t *sd = data;
-    uint32_t sdb = db;
-    bool rs = false;
-    if (refs && staged) rs = pw_stage_refs(descs, compact, head, fbase, lo, hi, &sd, &sdb);
     const uint32_t gsize = pw_group_size(q, hi - lo);
     const uint32_t gl = threadIdx.x & (gsize - 1u);
 #if PW_PIPELINE_FUSED
@@ -533,7 +511,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         pw_run_chunked(q, a, base, lo, hi, db, compact, vo, mout, cr);
 #if PW_PIPELINE_FUSED
     } else if (gsize > 1u && hi - lo <= PW_SPLIT_MAX) {
-        pw_run_split(q, a, descs, compact, sd, fbase, staged && (!refs || rs), sdb, lo, hi, vo, mout, cr, gsize);
+        pw_run_split(q, a, descs, compact, data, gdata, staged, db, lo, hi, vo, mout, cr, gsize);
 #endif
     } else {
         /* Rounds of blockDim / gsize frames the whole block enters (composed: gsize 1 and the
@@ -544,8 +522,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
             if (i < hi) {
                 pw_desc d = pw_desc_at(descs, i, compact);
                 /* A frame reaching past data_bytes reads the ring itself, exactly as unstaged. */
-                const uint8_t *fd =
-                    (staged && parse && (!refs || rs) && d.offset <= sdb && d.len <= sdb - d.offset) ? sd : fbase;
+                const uint8_t *fd = (staged && parse && d.offset <= db && d.len <= db - d.offset) ? data : gdata;
                 pw_run_frame(q, a, fd, d, vo, i, mout ? mout + i : 0, cr, gl, gsize);
             }
             PW_PIPELINE_ROUND_END();

@@ -144,14 +144,13 @@ __device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_
  * `span` granules a frame (the widest frame's 16-byte granules; every frame's start keeps its
  * place in its granule), and their descriptors' offsets rewritten to where they are now, so the
  * block's frames cost one round trip of coalesced 16-byte loads (PW_STAGE_UNROLL in flight per
- * thread) instead of a few dependent small reads across PCIe each. True, with `*sd` / `*sdb` the
- * staged frames and their bytes, when they fit; false (nothing changed): read them in place.
+ * thread) instead of a few dependent small reads across PCIe each. Returns the bytes staged
+ * (from pw_stage + head + 16), or 0 when they do not fit (nothing changed: read them in place).
  * Whole block; every thread gets the same answer. A granule past a frame's end is never read
  * (the frame's last one is read again instead), so no load leaves the frames' memory (the host
  * pads it to a whole granule: GpuExecutor::pinned_copy). */
-__device__ __forceinline__ bool pw_stage_refs(const uint8_t *descs, bool compact, uint32_t head,
-                                              const uint8_t *fbase, uint32_t lo, uint32_t hi,
-                                              const uint8_t **sd, uint32_t *sdb) {
+__device__ __forceinline__ uint32_t pw_stage_refs(const uint8_t *descs, bool compact, uint32_t head,
+                                                  const uint8_t *fbase, uint32_t lo, uint32_t hi) {
     if (threadIdx.x == 0) pw_chunk_hi = 1u;
     __syncthreads();
     for (uint32_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
@@ -162,7 +161,7 @@ __device__ __forceinline__ bool pw_stage_refs(const uint8_t *descs, bool compact
     const uint32_t span = pw_chunk_hi;
     uint8_t *sdata = pw_stage + head + 16u; /* the staged base address granule ends there */
     const uint32_t room = head + 16u <= PW_STAGE_BYTES ? (PW_STAGE_BYTES - head - 16u) / 16u : 0u;
-    if ((uint64_t)(hi - lo) * span > room) return false;
+    if ((uint64_t)(hi - lo) * span > room) return 0u;
     pw_load_granules(
         (hi - lo) * span,
         [&](uint32_t k) {
@@ -180,7 +179,27 @@ __device__ __forceinline__ bool pw_stage_refs(const uint8_t *descs, bool compact
         *o = (i - lo) * span * 16u + (*o & 15u);
     }
     __syncthreads();
-    *sd = sdata;
-    *sdb = (hi - lo) * span * 16u;
-    return true;
+    return (hi - lo) * span * 16u;
+}
+
+/* A by-reference burst's frames (PW_SLOT_REFS): `*gdata` (the slot's data area) becomes their
+ * base address, staged with the descriptors (`staged`: it follows them in pw_stage) or read from
+ * there; then, staged, the block's frames are gathered into pw_stage (pw_stage_refs): `*data`
+ * and `*db` say where and how many bytes, as for a staged slot. Otherwise `*db` is 0, so every
+ * frame is read where it is. The memory they are in never changes while a burst names it, so
+ * reading it needs no acquire. Whole block. */
+__device__ __forceinline__ void pw_refs_frames(bool staged, const uint8_t *descs, bool compact, uint32_t head,
+                                               uint32_t lo, uint32_t hi, const uint8_t **gdata,
+                                               const uint8_t **data, uint32_t *db) {
+    uint64_t at;
+    if (staged) {
+        at = *(const uint64_t *)(pw_stage + head);
+    } else {
+        const uint4 v = pw_ld_slot16(*gdata);
+        at = (uint64_t)v.x | ((uint64_t)v.y << 32);
+    }
+    *gdata = (const uint8_t *)at;
+    const uint32_t n = staged ? pw_stage_refs(descs, compact, head, *gdata, lo, hi) : 0u;
+    *data = pw_stage + head + 16u;
+    *db = n;
 }

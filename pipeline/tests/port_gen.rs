@@ -659,13 +659,17 @@ fn pooled_frames_by_reference_are_the_copied_frames_less_their_number() {
             // Same bytes but the per-frame number: the IPv4 identification and header
             // checksum (bytes 18..20, 24..26), or the IPv6 flow label's low 16 bits (16..18).
             let v6 = cf[12..14] == [0x86, 0xdd];
-            let number: &[std::ops::Range<usize>] = if v6 { &[16..18] } else { &[18..20, 24..26] };
+            let number: &[(usize, usize)] = if v6 {
+                &[(16, 18)]
+            } else {
+                &[(18, 20), (24, 26)]
+            };
             let mut c = cf.clone();
             let mut r = rf.clone();
-            for span in number {
-                numbered += usize::from(c[span.clone()] != r[span.clone()]);
-                c[span.clone()].fill(0);
-                r[span.clone()].fill(0);
+            for &(a, b) in number {
+                numbered += usize::from(c[a..b] != r[a..b]);
+                c[a..b].fill(0);
+                r[a..b].fill(0);
             }
             assert_eq!(c, r);
             assert!(rf[if v6 { 16..18 } else { 18..20 }].iter().all(|&b| b == 0));

@@ -277,11 +277,8 @@ unsafe impl QueueDevice for CpuStandIn {
         let copy: Box<[u8]> = bytes.into();
         self.host_copied
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        let read = if self.mapped_refs {
-            crate::executor::gpu::multi::HostFramesRead::InPlace
-        } else {
-            crate::executor::gpu::multi::HostFramesRead::Gathered
-        };
+        use crate::executor::gpu::multi::HostFramesRead as Read;
+        let read = [Read::Gathered, Read::InPlace][usize::from(self.mapped_refs)];
         Ok(super::device::HostFrames {
             base: copy.as_ptr() as u64,
             keep: Box::new(copy),
@@ -303,18 +300,8 @@ unsafe impl QueueDevice for CpuStandIn {
         b.data.resize(bytes, 0);
         b.descs.extend_from_slice(descs);
         if self.mapped_refs {
-            // What a mapped ring's slot carries: the base and offsets from it; the "kernel"
-            // reads each frame at base + offset.
-            let mut refs = Vec::new();
-            let base = crate::executor::gpu::gather::by_reference(descs, srcs, &mut refs)
-                .map_err(SubmitError::Gpu)?;
-            for (d, r) in descs.iter().zip(&refs) {
-                let at = (base + u64::from(r.offset)) as *const u8;
-                // SAFETY: base + offset is srcs[i] (by_reference's contract), which the caller
-                // vouches for: the port's loaded frames, alive until reaped.
-                let f = unsafe { std::slice::from_raw_parts(at, r.len as usize) };
-                b.data[d.offset as usize..][..f.len()].copy_from_slice(f);
-            }
+            // SAFETY: the caller's promise, as below.
+            unsafe { rx_threads::read_by_reference(descs, srcs, &mut b)? };
             let seq = self.submit(q, &b)?;
             self.read_in_place
                 .fetch_add(descs.len() as u64, Ordering::Relaxed);

@@ -94,6 +94,29 @@ fn a_queue_thread_moves_what_overflows_a_slot_to_the_next_and_drops_what_never_f
     assert_eq!(handled + dropped, 5000);
 }
 
+/// What the stand-in playing a mapped ring does with a by-reference burst: the executor's
+/// encoding (`gather::by_reference`: a base address, each descriptor's offset from it), then
+/// each frame read at base + offset into `b` (laid out as `descs` say), as the kernel reads it.
+///
+/// # Safety
+/// Every `srcs[i]..+descs[i].len` is readable host memory.
+pub(super) unsafe fn read_by_reference(
+    descs: &[crate::burst::FrameDesc],
+    srcs: &[u64],
+    b: &mut Burst,
+) -> Result<(), SubmitError> {
+    let mut refs = Vec::new();
+    let base = crate::executor::gpu::gather::by_reference(descs, srcs, &mut refs)
+        .map_err(SubmitError::Gpu)?;
+    for (d, r) in descs.iter().zip(&refs) {
+        let at = (base + u64::from(r.offset)) as *const u8;
+        // SAFETY: base + offset is srcs[i] (by_reference's contract), readable (the caller).
+        let f = unsafe { std::slice::from_raw_parts(at, r.len as usize) };
+        b.data[d.offset as usize..][..f.len()].copy_from_slice(f);
+    }
+    Ok(())
+}
+
 /// A capture replayed 4 times over 3 queues, with an output port or not.
 fn pcap_yaml(mode: &str, output: bool) -> String {
     let input = crate::testdata::multi_proto_pcap();
