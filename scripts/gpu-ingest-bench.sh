@@ -11,6 +11,8 @@
 #   placement: mapped (by reference: the kernel reads each frame where it is) or device (by
 #              reference: the GPU gathers the frames into the device ring slots)
 #   queues:    QUEUES (default 1 4 8 12)
+# The daemon's GPU side is shaped as the bench's (slots of GPU_BURST frames, CTAS persistent CTAs
+# per queue), so the ratio is the ingest's cost alone.
 # Prints one table: each run's Mpps and its ratio to the bench's end-to-end figure of the same
 # placement and queue count, then the best by-reference pcap run against the best bench figure
 # per queue count. Checks that every run counted every frame alike (rx frames, drops, counted,
@@ -22,6 +24,8 @@
 #   DATA=DIR folder with classbench/ (default .carry/data)    LOOPS=N laps of the capture (default 60)
 #   QUEUES="1 4 8 12"   REPS=N daemon runs per cell (default 1)   BUDGET=S (default 470)
 #   SOURCES="pcap gen"  INGESTS="copy ref"  PLACEMENTS="mapped device"  E2E_SECONDS=S (default 1.5)
+#   GPU_BURST=N frames a GPU slot (default 1024, the bench's 64 B burst)   CTAS=N per queue (default
+#   16, the bench's)   RING=N queues.ring_slots in RX bursts of 256 (default 256: 64 slots a queue)
 set -u
 start=$(date +%s)
 BIN=${1:-.carry}/pktwarp
@@ -35,6 +39,9 @@ SOURCES=${SOURCES:-"pcap gen"}
 INGESTS=${INGESTS:-"copy ref"}
 PLACEMENTS=${PLACEMENTS:-"mapped device"}
 E2E_SECONDS=${E2E_SECONDS:-1.5}
+GPU_BURST=${GPU_BURST:-1024}
+CTAS=${CTAS:-16}
+RING=${RING:-256}
 CB=$DATA/classbench
 mkdir -p "$RES"
 tmp=$(mktemp -d)
@@ -99,9 +106,12 @@ for q in $QUEUES; do
 ports:
   - name: in
     $port
-queues: { count: $q, burst: 256, ring_slots: 64, rx_threads: per_queue, cores: [$cores] }
+queues: { count: $q, burst: 256, ring_slots: $RING, rx_threads: per_queue, cores: [$cores] }
 pipeline: [parse, { acl: { rules: $rules, format: classbench } }, count]
-executor: { kind: gpu, gpu: { placement: $pl, by_reference: $byref } }
+executor:
+  kind: gpu
+  gpu: { placement: $pl, by_reference: $byref, burst_size: $GPU_BURST, ctas_per_queue: $CTAS,
+         slot_data_bytes: $((GPU_BURST * 128)) }
 metrics: { enabled: false }
 YAML
         for r in $(seq 1 "$REPS"); do
