@@ -11,8 +11,9 @@
 #   placement: mapped (by reference: the kernel reads each frame where it is) or device (by
 #              reference: the GPU gathers the frames into the device ring slots)
 #   queues:    QUEUES (default 1 4 8 12)
-# The daemon's GPU side is shaped as the bench's (slots of GPU_BURST frames, CTAS persistent CTAs
-# per queue), so the ratio is the ingest's cost alone.
+# The daemon's GPU side: slots of GPU_BURST frames (256: a mapped ring's kernel gathers a
+# by-reference slot of 256 64 B frames into shared memory whole; 1024, the bench's burst, would be
+# read in place), CTAS persistent CTAs per queue (the bench's 16).
 # Prints one table: each run's Mpps and its ratio to the bench's end-to-end figure of the same
 # placement and queue count, then the best by-reference pcap run against the best bench figure
 # per queue count. Checks that every run counted every frame alike (rx frames, drops, counted,
@@ -24,8 +25,8 @@
 #   DATA=DIR folder with classbench/ (default .carry/data)    LOOPS=N laps of the capture (default 60)
 #   QUEUES="1 4 8 12"   REPS=N daemon runs per cell (default 1)   BUDGET=S (default 470)
 #   SOURCES="pcap gen"  INGESTS="copy ref"  PLACEMENTS="mapped device"  E2E_SECONDS=S (default 1.5)
-#   GPU_BURST=N frames a GPU slot (default 1024, the bench's 64 B burst)   CTAS=N per queue (default
-#   16, the bench's)   RING=N queues.ring_slots in RX bursts of 256 (default 256: 64 slots a queue)
+#   GPU_BURST=N frames a GPU slot (default 256)   CTAS=N per queue (default 16, the bench's)
+#   RING=N queues.ring_slots in RX bursts of 256 (default 64: 64 slots of 256 frames a queue)
 set -u
 start=$(date +%s)
 BIN=${1:-.carry}/pktwarp
@@ -39,9 +40,9 @@ SOURCES=${SOURCES:-"pcap gen"}
 INGESTS=${INGESTS:-"copy ref"}
 PLACEMENTS=${PLACEMENTS:-"mapped device"}
 E2E_SECONDS=${E2E_SECONDS:-1.5}
-GPU_BURST=${GPU_BURST:-1024}
+GPU_BURST=${GPU_BURST:-256}
 CTAS=${CTAS:-16}
-RING=${RING:-256}
+RING=${RING:-64}
 CB=$DATA/classbench
 mkdir -p "$RES"
 tmp=$(mktemp -d)

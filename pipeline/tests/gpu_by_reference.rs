@@ -1,12 +1,12 @@
 //! On a GPU: loaded frames handed to the GPU executor by reference (docs/gpu-ingest.md), a
 //! `pcap` port's capture and a pooled `gen` port's frame pool copied once into pinned host
 //! memory, descriptors per frame: `device` rings gather the frames into their slots, `mapped`
-//! rings' kernels stage them from where they are (`PW_SLOT_REFS`, `pw_stage_refs`; IMIX
-//! bursts too large for the staging area are read in place). Every run's counts must equal the
-//! CPU executor's on the same config, with the path asked for (`by_reference`, or `staged`
-//! with `executor.gpu.by_reference: false`). Needs a CUDA GPU (listed in
-//! docs/hardware-only-tests.md); the GPU machine runs it (scripts/gpu-carry.sh carries it,
-//! `scripts/gpu-suite.manifest` step `gpu-by-reference`).
+//! rings' kernels gather them from where they are into shared memory (`PW_SLOT_REFS`,
+//! `pw_stage_refs`; bursts too wide for the staging area are read in place). Every run's
+//! counts must equal the CPU executor's on the same config, with the path asked for
+//! (`by_reference`, or `staged` with `executor.gpu.by_reference: false`). Needs a CUDA GPU
+//! (listed in docs/hardware-only-tests.md); the GPU machine runs it (scripts/gpu-carry.sh
+//! carries it, `scripts/gpu-suite.manifest` step `gpu-by-reference`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -15,7 +15,9 @@ use pipeline::daemon::{open_ports, prepare, run_cpu, run_gpu};
 use pipeline::executor::cpu::CpuShared;
 use pipeline::testdata::assert_same_counts;
 
-/// A capture replayed 6 times, and a pooled generator of IMIX frames (IPv4 and IPv6).
+/// A capture replayed 6 times, a pooled generator of IMIX frames (IPv4 and IPv6: mapped rings
+/// read most bursts in place, too wide to gather) and one of 64 B frames (gathered whole into
+/// shared memory, 256-frame slots).
 fn sources() -> Vec<(&'static str, String)> {
     let cap = pipeline::testdata::multi_proto_pcap();
     vec![
@@ -27,6 +29,12 @@ fn sources() -> Vec<(&'static str, String)> {
             "gen",
             "gen: { count: 60000, seed: 12, size: imix, flows: { src: 10.0.0.0/8, \
              dst: 192.168.0.0/16, dst_ports: 1-1023, ipv6_share: 0.2, flow_count: 500 } }"
+                .to_string(),
+        ),
+        (
+            "gen64",
+            "gen: { count: 80000, seed: 14, size: 64, flows: { src: 10.0.0.0/8, \
+             dst: 192.168.0.0/16, dst_ports: 1-1023, ipv6_share: 0.1, flow_count: 700 } }"
                 .to_string(),
         ),
     ]
