@@ -391,7 +391,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     const pw_slot_hdr *hdr = (const pw_slot_hdr *)pw_stage;
     uint32_t n = hdr->n_frames;
     if (n > q.burst_max) n = 0; /* the host never publishes this; pw_persistent flags it */
-    const uint32_t db = hdr->data_bytes;
+    uint32_t db = hdr->data_bytes;
     /* Whether frame bytes are staged (else only descriptors): any composed stage may read them,
      * but a rewriting one runs on the ring itself (what it leaves there is what is sent). */
 #if PW_PIPELINE_COMPOSED
@@ -424,8 +424,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         const uint4 *sb = (const uint4 *)gdata;
         uint4 *dd = (uint4 *)pw_stage + hs;
         if (threadIdx.x == 0) pw_ring_reads = 0u;
-        /* One pass over both sources (not two copies): every load of the slot is in flight at
-         * once, one round trip. */
+        /* One pass over both sources (not two copies): every load in flight at once, one round trip. */
         pw_load_granules(total, [&](uint32_t i) { return i < nh + nd ? sh + i : sb + (i - nh - nd); },
                          [&](uint32_t i, uint32_t, const uint4 &v) { dd[i] = v; });
         __syncthreads();
@@ -455,10 +454,11 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         __syncthreads();
     }
     const pw_acl_sel a = pw_acl_of_slot(q, hdr);
+    const bool refs = !SMALL && parse && (hdr->flags & PW_SLOT_REFS) != 0u; /* by reference: no frame in the slot */
     if (staged) {
         descs = pw_stage + sizeof(pw_slot_hdr);
         data = pw_stage + head;
-        if (parse && !SMALL) { /* SMALL: pw_run_split's parse pass acquires for such a frame */
+        if (parse && !SMALL && !refs) { /* SMALL: pw_run_split's parse pass acquires for such a frame */
             for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
                 const pw_desc d = pw_desc_at(descs, i, compact);
                 if (!(d.offset <= db && d.len <= db - d.offset)) pw_ring_reads = 1u;
@@ -466,6 +466,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
             __syncthreads();
         }
     }
+    if (refs) pw_refs_frames(staged, descs, compact, head, 0u, n, &gdata, &data, &db); /* where they are, staged */
     if (!SMALL && (!staged || pw_ring_reads || (PW_PIPELINE_COMPOSED && !parse))) {
         /* Something is read from the ring itself with plain loads: drop the SM's L1 lines
          * (the persistent poll does not acquire; they may hold the slot's previous lap). */
@@ -506,7 +507,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         return;
     }
 #endif
-    if (!staged && parse && gsize == 1u && dbr <= room) {
+    if (!staged && parse && !refs && gsize == 1u && dbr <= room) {
         pw_run_chunked(q, a, base, lo, hi, db, compact, vo, mout, cr);
 #if PW_PIPELINE_FUSED
     } else if (gsize > 1u && hi - lo <= PW_SPLIT_MAX) {

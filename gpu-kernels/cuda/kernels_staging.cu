@@ -137,3 +137,69 @@ __device__ __forceinline__ void pw_run_chunked(const pw_queue_desc &q, const pw_
         __syncthreads();
     }
 }
+
+/* A by-reference burst (PW_SLOT_REFS) whose descriptors are staged at `descs` (in pw_stage, the
+ * header `head` bytes, then the 16-byte granule with the frames' base address): frames [lo, hi),
+ * which lie at fbase + offset (pinned host memory), copied into pw_stage after that granule,
+ * `span` granules a frame (the widest frame's 16-byte granules; every frame's start keeps its
+ * place in its granule), and their descriptors' offsets rewritten to where they are now, so the
+ * block's frames cost one round trip of coalesced 16-byte loads (PW_STAGE_UNROLL in flight per
+ * thread) instead of a few dependent small reads across PCIe each. Returns the bytes staged
+ * (from pw_stage + head + 16), or 0 when they do not fit (nothing changed: read them in place).
+ * Whole block; every thread gets the same answer. A granule past a frame's end is never read
+ * (the frame's last one is read again instead), so no load leaves the frames' memory (the host
+ * pads it to a whole granule: GpuExecutor::pinned_copy). */
+__device__ __forceinline__ uint32_t pw_stage_refs(const uint8_t *descs, bool compact, uint32_t head,
+                                                  const uint8_t *fbase, uint32_t lo, uint32_t hi) {
+    if (threadIdx.x == 0) pw_chunk_hi = 1u;
+    __syncthreads();
+    for (uint32_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        const pw_desc d = pw_desc_at(descs, i, compact);
+        atomicMax(&pw_chunk_hi, ((d.offset & 15u) + d.len + 15u) >> 4);
+    }
+    __syncthreads();
+    const uint32_t span = pw_chunk_hi;
+    uint8_t *sdata = pw_stage + head + 16u; /* the staged base address granule ends there */
+    const uint32_t room = head + 16u <= PW_STAGE_BYTES ? (PW_STAGE_BYTES - head - 16u) / 16u : 0u;
+    if ((uint64_t)(hi - lo) * span > room) return 0u;
+    pw_load_granules(
+        (hi - lo) * span,
+        [&](uint32_t k) {
+            const uint32_t f = k / span, j = k - f * span;
+            const pw_desc d = pw_desc_at(descs, lo + f, compact);
+            const uint32_t g = ((d.offset & 15u) + d.len + 15u) >> 4;
+            return (const uint4 *)(fbase + (d.offset & ~15u)) + (j < g ? j : (g > 0u ? g - 1u : 0u));
+        },
+        [&](uint32_t k, uint32_t, const uint4 &v) { ((uint4 *)sdata)[k] = v; });
+    __syncthreads();
+    const uint32_t dsz = compact ? (uint32_t)sizeof(pw_desc8) : (uint32_t)sizeof(pw_desc);
+    for (uint32_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        /* The offset is the first word of both descriptor formats. */
+        uint32_t *o = (uint32_t *)(pw_stage + (descs - pw_stage) + (uint64_t)i * dsz);
+        *o = (i - lo) * span * 16u + (*o & 15u);
+    }
+    __syncthreads();
+    return (hi - lo) * span * 16u;
+}
+
+/* A by-reference burst's frames (PW_SLOT_REFS): `*gdata` (the slot's data area) becomes their
+ * base address, staged with the descriptors (`staged`: it follows them in pw_stage) or read from
+ * there; then, staged, the block's frames are gathered into pw_stage (pw_stage_refs): `*data`
+ * and `*db` say where and how many bytes, as for a staged slot. Otherwise `*db` is 0, so every
+ * frame is read where it is. The memory they are in never changes while a burst names it, so
+ * reading it needs no acquire. Whole block. */
+__device__ __forceinline__ void pw_refs_frames(bool staged, const uint8_t *descs, bool compact, uint32_t head,
+                                               uint32_t lo, uint32_t hi, const uint8_t **gdata,
+                                               const uint8_t **data, uint32_t *db) {
+    uint64_t at;
+    if (staged) {
+        at = *(const uint64_t *)(pw_stage + head);
+    } else {
+        const uint4 v = pw_ld_slot16(*gdata);
+        at = (uint64_t)v.x | ((uint64_t)v.y << 32);
+    }
+    *gdata = (const uint8_t *)at;
+    const uint32_t n = staged ? pw_stage_refs(descs, compact, head, *gdata, lo, hi) : 0u;
+    *data = pw_stage + head + 16u;
+    *db = n;
+}

@@ -454,7 +454,7 @@ typedef struct pw_slot_hdr {
     uint16_t n_frames;      /*  0 */
     uint8_t desc_format;    /*  2 PW_DESC_FULL or PW_DESC_COMPACT (in the first 16 bytes: a
                              *    mapped ring's poller knows the burst's size from them) */
-    uint8_t reserved0;      /*  3 */
+    uint8_t flags;          /*  3 PW_SLOT_* */
     uint32_t data_bytes;    /*  4 */
     uint32_t seq;           /*  8 burst sequence number (its producer index before publish) */
     uint32_t generation;    /* 12 rule-set generation of acl_tables (low 32 bits) */
@@ -472,6 +472,13 @@ PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, acl_tables) == 16, "pw_slot_hdr.acl_ta
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, default_action) == 36, "pw_slot_hdr.default_action");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, desc_format) == 2, "pw_slot_hdr.desc_format");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, data_bytes) == 4, "pw_slot_hdr.data_bytes");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_slot_hdr, flags) == 3, "pw_slot_hdr.flags");
+/* pw_slot_hdr.flags: the burst's frames are not in the slot (a `mapped` ring only; untagged, no
+ * TX ring, no stage that rewrites): its data area holds one uint64_t, the device address of
+ * frames loaded once into pinned host memory the GPU reads (a capture, a generator's frame pool),
+ * and each descriptor's offset is from that address. The stages read each frame there, in place
+ * (the memory never changes while a burst names it). */
+#define PW_SLOT_REFS 1u
 
 /* Verdict actions and drop reasons (pw_verdict.action / .drop_reason, counter indices). */
 #define PW_ACTION_PASS 0u

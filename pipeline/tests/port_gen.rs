@@ -579,3 +579,115 @@ fn options_from_yaml() {
     assert!(serde_saphyr::from_str::<GenOptions>("sizes: 128\n").is_err());
     assert!(serde_saphyr::from_str::<GenOptions>("flows: {srcs: 1.2.3.4}\n").is_err());
 }
+
+/// Each queue's frames of a pooled generator split by queue: by copy (`rx_queue`) and by
+/// reference (`rx_refs`, read from the frame store): (descriptor, frame bytes) per frame.
+fn split_frames(
+    opts: &GenOptions,
+    by_ref: bool,
+) -> Vec<Vec<(pipeline::burst::FrameDesc, Vec<u8>)>> {
+    use pipeline::port::QueueTally;
+    let nq = 3;
+    let st = std::sync::Arc::new(pipeline::steer::Steering::rss_only(nq as u16).unwrap());
+    let mut rx = GenRx::new(opts, 1).unwrap();
+    let mut out = Vec::new();
+    for mut q in rx.split_by_queue(&st, nq).unwrap() {
+        let mut frames = Vec::new();
+        let mut tally = QueueTally::default();
+        let store = q
+            .frame_store()
+            .expect("a pooled generator has a frame store");
+        loop {
+            let (status, got) = if by_ref {
+                let mut refs = Vec::new();
+                let s = q.rx_refs(&mut refs, 16, &mut tally).unwrap();
+                let got: Vec<_> = refs
+                    .iter()
+                    .map(|d| {
+                        let f = store[d.offset as usize..][..d.len as usize].to_vec();
+                        (pipeline::burst::FrameDesc { offset: 0, ..*d }, f)
+                    })
+                    .collect();
+                (s, got)
+            } else {
+                let mut b = Burst::default();
+                let s = q.rx_queue(&mut b, 16, 0, &mut tally).unwrap();
+                let got: Vec<_> = b
+                    .frames()
+                    .map(|(d, f)| (pipeline::burst::FrameDesc { offset: 0, ..*d }, f.to_vec()))
+                    .collect();
+                (s, got)
+            };
+            frames.extend(got);
+            if status == RxStatus::End {
+                break;
+            }
+        }
+        assert_eq!(
+            tally.rx_frames,
+            frames.len() as u64,
+            "no steering drops here"
+        );
+        out.push(frames);
+    }
+    out
+}
+
+#[test]
+fn pooled_frames_by_reference_are_the_copied_frames_less_their_number() {
+    let opts = GenOptions {
+        count: Some(3000),
+        size: FrameSize::Imix,
+        flows: Some(FlowOptions {
+            ipv6_share: 0.3,
+            flow_count: Some(50),
+            ..FlowOptions::default()
+        }),
+        seed: 4,
+        ..GenOptions::default()
+    };
+    let (copied, by_ref) = (split_frames(&opts, false), split_frames(&opts, true));
+    assert_eq!(copied.iter().map(Vec::len).sum::<usize>(), 3000);
+    let mut numbered = 0;
+    for (cq, rq) in copied.iter().zip(&by_ref) {
+        assert_eq!(cq.len(), rq.len());
+        for ((cd, cf), (rd, rf)) in cq.iter().zip(rq) {
+            // Same descriptor (length, queue, mark, port; the times are the pacer's).
+            let strip =
+                |d: &pipeline::burst::FrameDesc| (d.len, d.wire_len, d.port, d.queue, d.mark);
+            assert_eq!(strip(cd), strip(rd));
+            // Same bytes but the per-frame number: the IPv4 identification and header
+            // checksum (bytes 18..20, 24..26), or the IPv6 flow label's low 16 bits (16..18).
+            let v6 = cf[12..14] == [0x86, 0xdd];
+            let number: &[(usize, usize)] = if v6 {
+                &[(16, 18)]
+            } else {
+                &[(18, 20), (24, 26)]
+            };
+            let mut c = cf.clone();
+            let mut r = rf.clone();
+            for &(a, b) in number {
+                numbered += usize::from(c[a..b] != r[a..b]);
+                c[a..b].fill(0);
+                r[a..b].fill(0);
+            }
+            assert_eq!(c, r);
+            assert!(rf[if v6 { 16..18 } else { 18..20 }].iter().all(|&b| b == 0));
+        }
+    }
+    // The copies carry their number (not all 0: the test sees the field).
+    assert!(numbered > 2000, "{numbered}");
+    // Malformed frames are built per frame: no frame store.
+    let mut rx = GenRx::new(
+        &GenOptions {
+            malformed_ratio: 0.1,
+            ..opts
+        },
+        1,
+    )
+    .unwrap();
+    let st = std::sync::Arc::new(pipeline::steer::Steering::rss_only(2).unwrap());
+    let qs = rx.split_by_queue(&st, 2).unwrap();
+    let e = qs[0].frame_store().unwrap_err();
+    assert!(e.contains("malformed_ratio"), "{e}");
+}

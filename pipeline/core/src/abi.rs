@@ -102,6 +102,9 @@ pub struct Desc8 {
 pub const DESC_FULL: u8 = 0;
 /// `PW_DESC_COMPACT`: the slot's descriptors are `Desc8`.
 pub const DESC_COMPACT: u8 = 1;
+/// `PW_SLOT_REFS` (`SlotHdr::flags`): the burst's frames are where its data area's one `u64`
+/// says (loaded frames in pinned host memory), each descriptor's offset from there.
+pub const SLOT_REFS: u8 = 1;
 
 impl Desc8 {
     /// Can `d` travel as a compact descriptor without losing what the GPU stages read?
@@ -166,7 +169,8 @@ pub struct SlotHdr {
     pub n_frames: u16,
     /// `DESC_FULL` (`Desc`) or `DESC_COMPACT` (`Desc8`).
     pub desc_format: u8,
-    pub reserved0: u8,
+    /// `SLOT_REFS` or 0.
+    pub flags: u8,
     pub data_bytes: u32,
     pub seq: u32,
     /// Rule-set generation of `acl_tables` (low 32 bits).
@@ -452,6 +456,7 @@ mod tests {
         assert_eq!(offset_of!(SlotHdr, seq), 8);
         assert_eq!(offset_of!(SlotHdr, desc_format), 2);
         assert_eq!(offset_of!(SlotHdr, data_bytes), 4);
+        assert_eq!(offset_of!(SlotHdr, flags), 3);
         assert_eq!(size_of::<Desc8>(), 8);
         assert_eq!(offset_of!(Desc8, len), 4);
         assert_eq!(offset_of!(Desc8, port), 6);
@@ -570,6 +575,8 @@ mod tests {
         )));
         assert_eq!(val("PW_DESC_FULL"), DESC_FULL as u64);
         assert_eq!(val("PW_DESC_COMPACT"), DESC_COMPACT as u64);
+        assert_eq!(val("PW_SLOT_REFS"), SLOT_REFS as u64);
+        assert!(h.contains("PW_OFFSETOF(pw_slot_hdr, flags) == 3"));
     }
 
     #[test]

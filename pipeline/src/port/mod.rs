@@ -111,8 +111,13 @@ pub trait QueueRx: Send {
     fn queue(&self) -> u16;
     /// The loaded frames the queue replays, shared by the queues of its port, when it can
     /// hand them over by reference ([`QueueRx::rx_refs`]): a receiver that copies them once
-    /// into memory the GPU reads then takes descriptors only. `None` (the default): copies.
-    fn frame_store(&self) -> Option<Arc<Vec<u8>>> {
+    /// into memory the GPU reads then takes descriptors only. `Err(why)` (the default: frames
+    /// received per burst): its frames are copied.
+    fn frame_store(&self) -> Result<Arc<Vec<u8>>, String> {
+        Err("its frames are received burst by burst: nothing loaded to refer to".into())
+    }
+    /// What differs by reference from the frames copied, if anything (logged with the path).
+    fn store_note(&self) -> Option<&'static str> {
         None
     }
     /// As [`QueueRx::rx_queue`], but appends each frame's descriptor with `offset` into

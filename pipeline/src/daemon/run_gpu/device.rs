@@ -25,6 +25,8 @@ pub(crate) struct HostFrames {
     pub base: u64,
     /// Keeps the memory allocated (dropped once no burst names it).
     pub keep: Box<dyn Send>,
+    /// How the GPU gets the frames (for the `gpu_ingest` reason).
+    pub read: &'static str,
 }
 
 /// A set of GPU queues. Every call names its queue and takes `&self`: each queue's thread
@@ -65,7 +67,8 @@ pub(crate) unsafe trait QueueDevice: Sync {
         )))
     }
     /// `bytes` (a capture's frames) copied once into host memory the device reads (pinned,
-    /// mapped), so bursts can name its frames by address ([`QueueDevice::submit_gpu_frames`]):
+    /// mapped), so bursts can name its frames by address ([`QueueDevice::submit_gpu_frames`]:
+    /// a device ring gathers them into its slot, a mapped ring's kernel reads them in place):
     /// the address of its first byte and what keeps it allocated. `Err(why)` where it cannot.
     fn host_frames(&self, bytes: &[u8]) -> Result<HostFrames, String> {
         let _ = bytes;
@@ -159,10 +162,11 @@ unsafe impl QueueDevice for MultiGpu {
     }
 
     fn host_frames(&self, bytes: &[u8]) -> Result<HostFrames, String> {
-        let (base, buf) = MultiGpu::host_frames(self, bytes)?;
+        let (base, buf, read) = MultiGpu::host_frames(self, bytes)?;
         Ok(HostFrames {
             base,
             keep: Box::new(buf),
+            read: read.describe(),
         })
     }
 

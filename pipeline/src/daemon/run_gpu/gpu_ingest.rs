@@ -79,25 +79,39 @@ pub(crate) fn log(g: &GpuIngest) {
 }
 
 /// A port whose frames are in host memory (pcap, gen, a DPDK port in host memory), handed
-/// over by reference: its loaded frames copied once into pinned memory the GPU reads.
+/// over by reference: its loaded frames (a capture, a generator's frame pool) copied once into
+/// pinned memory the GPU reads.
 pub(crate) const BY_REFERENCE: &str = "by_reference";
 
-/// How a port whose frames are in host memory reaches the GPU: by reference (`why` is
-/// `None`) or copied by its receive threads, and why (logged, and in the summary).
-pub(crate) fn host_port(port: &str, per_queue: bool, why: Option<&str>) -> GpuIngest {
-    let (path, reason) = match why {
-        None => (
-            BY_REFERENCE,
-            "its loaded frames were copied once into pinned host memory the GPU reads: each              queue's receive thread hands descriptors and the GPU gathers the frames into the              ring slots (no per-frame copy on the host)"
-                .to_string(),
-        ),
-        Some(why) if per_queue => (
+/// How a port whose frames are in host memory reaches the GPU: by reference (`how` is
+/// `Ok(how the GPU gets them)`; `note`: what differs from the frames copied) or copied by its
+/// receive threads, and why (`Err(why)`; logged, and in the summary).
+pub(crate) fn host_port(
+    port: &str,
+    per_queue: bool,
+    how: Result<&str, &str>,
+    note: Option<&str>,
+) -> GpuIngest {
+    let (path, reason) = match how {
+        Ok(read) => {
+            let mut r = format!(
+                "its loaded frames were copied once into pinned host memory the GPU reads: each \
+                 queue's receive thread hands descriptors and {read} (no per-frame copy on the \
+                 host)"
+            );
+            if let Some(n) = note {
+                r.push_str("; ");
+                r.push_str(n);
+            }
+            (BY_REFERENCE, r)
+        }
+        Err(why) if per_queue => (
             STAGED,
             format!(
                 "each queue's receive thread copies the queue's frames into its slot burst: {why}"
             ),
         ),
-        Some(why) => (
+        Err(why) => (
             STAGED,
             format!("one receive thread steers each frame and copies it into its queue's slot burst: {why}"),
         ),

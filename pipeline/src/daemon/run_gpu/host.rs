@@ -61,6 +61,8 @@ pub(crate) struct HostSpec<'a> {
     pub params_generation: u64,
     /// `verify.sample` (0: off) and the pipeline its verifier re-runs bursts on.
     pub verify: (u64, std::sync::Arc<Pipeline>),
+    /// `executor.gpu.by_reference`: loaded frames may go by reference.
+    pub by_reference: bool,
 }
 
 /// What the host side did: a failure that stopped the run, the ports' errors and what each
@@ -204,7 +206,7 @@ fn feeds<'p>(
             Ok(qs) => qs,
             Err(why) => {
                 if !gpu_port {
-                    decided.push(gpu_ingest::host_port(&name, false, Some(&why)));
+                    decided.push(gpu_ingest::host_port(&name, false, Err(&why), None));
                 }
                 out.push(Feed {
                     port: pi,
@@ -214,19 +216,20 @@ fn feeds<'p>(
                 continue;
             }
         };
-        let refs = by_reference(dev, &qs, transmits);
+        let refs = by_reference(dev, spec, &qs, transmits);
         if !gpu_port {
-            decided.push(gpu_ingest::host_port(
-                &name,
-                true,
-                refs.as_ref().err().map(String::as_str),
-            ));
+            let note = qs.first().and_then(|q| q.store_note());
+            let how = match &refs {
+                Ok((_, _, read)) => Ok(*read),
+                Err(why) => Err(why.as_str()),
+            };
+            decided.push(gpu_ingest::host_port(&name, true, how, note));
         }
         out.extend(qs.into_iter().map(|q| Feed {
             port: pi,
             queues: vec![usize::from(q.queue()).min(nq - 1)],
             src: match &refs {
-                Ok((base, hold)) => Source::Refs(q, *base, Arc::clone(hold)),
+                Ok((base, hold, _)) => Source::Refs(q, *base, Arc::clone(hold)),
                 Err(_) => Source::Queue(q),
             },
         }));
@@ -235,24 +238,29 @@ fn feeds<'p>(
 }
 
 /// The address of a split port's loaded frames in host memory the GPU reads (copied there
-/// once), and the hold on that memory; `Err(why)` when its queues copy their frames.
+/// once), the hold on that memory and how the GPU gets them; `Err(why)` when its queues copy
+/// their frames.
 fn by_reference(
     dev: &dyn QueueDevice,
+    spec: &HostSpec<'_>,
     qs: &[Box<dyn QueueRx>],
     transmits: bool,
-) -> Result<(u64, GpuHold), String> {
+) -> Result<(u64, GpuHold, &'static str), String> {
     if transmits {
         return Err(
             "the config transmits frames: output ports send from host memory bursts".into(),
         );
     }
-    let store = qs
-        .first()
-        .and_then(|q| q.frame_store())
-        .ok_or("the port has no loaded frames to refer to (its frames are received or built per burst, or its capture passes 4 GiB)")?;
+    if !spec.by_reference {
+        return Err("executor.gpu.by_reference is false".into());
+    }
+    if spec.verify.0 > 0 {
+        return Err("verify.sample re-runs sampled bursts on the CPU from their host bytes".into());
+    }
+    let store = qs.first().ok_or("the port has no queue")?.frame_store()?;
     let h = dev.host_frames(&store)?;
     let hold: GpuHold = Arc::new(Mutex::new(h.keep));
-    Ok((h.base, hold))
+    Ok((h.base, hold, h.read))
 }
 
 /// Runs the host side over `dev` until every port is exhausted (or `shared.stop`), then

@@ -231,6 +231,7 @@ fn host_spec(
             crate::config::verify::sample_of(&p.cfg.verify),
             Arc::clone(&p.pipeline),
         ),
+        by_reference: p.cfg.executor.gpu.by_reference,
     }
 }
 

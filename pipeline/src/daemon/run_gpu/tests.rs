@@ -83,6 +83,11 @@ struct CpuStandIn {
     host_copied: std::sync::atomic::AtomicU64,
     /// The `rate_limit` tables' counters "on the device", by (stage, queue).
     rate_state: rate_limit::DeviceCounters,
+    /// Plays mapped rings: a by-reference burst travels as the executor encodes it for one
+    /// (`gather::by_reference`: a base address, each descriptor's offset from it) and its
+    /// frames are read through that, as the kernel reads them (`PW_SLOT_REFS`), not gathered.
+    mapped_refs: bool,
+    read_in_place: std::sync::atomic::AtomicU64,
 }
 
 impl CpuStandIn {
@@ -130,6 +135,8 @@ impl CpuStandIn {
             reads_host: true,
             host_copied: Default::default(),
             rate_state: Default::default(),
+            mapped_refs: false,
+            read_in_place: Default::default(),
         }
     }
 
@@ -274,9 +281,12 @@ unsafe impl QueueDevice for CpuStandIn {
         let copy: Box<[u8]> = bytes.into();
         self.host_copied
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        use crate::executor::gpu::multi::HostFramesRead as Read;
+        let read = [Read::Gathered, Read::InPlace][usize::from(self.mapped_refs)];
         Ok(super::device::HostFrames {
             base: copy.as_ptr() as u64,
             keep: Box::new(copy),
+            read: read.describe(),
         })
     }
 
@@ -293,6 +303,14 @@ unsafe impl QueueDevice for CpuStandIn {
         let mut b = Burst::with_capacity(descs.len(), bytes);
         b.data.resize(bytes, 0);
         b.descs.extend_from_slice(descs);
+        if self.mapped_refs {
+            // SAFETY: the caller's promise, as below.
+            unsafe { rx_threads::read_by_reference(descs, srcs, &mut b)? };
+            let seq = self.submit(q, &b)?;
+            self.read_in_place
+                .fetch_add(descs.len() as u64, Ordering::Relaxed);
+            return Ok(seq);
+        }
         for (d, &src) in descs.iter().zip(srcs) {
             // SAFETY: the caller's promise: src..+len is the port's buffer, alive until reaped.
             let f = unsafe { std::slice::from_raw_parts(src as *const u8, d.len as usize) };

@@ -25,6 +25,75 @@ pub(crate) fn refusal(placement: Placement, tagged: bool, mode: Mode) -> Option<
     }
 }
 
+/// Why a queue cannot take bursts whose frames were loaded once into pinned host memory
+/// (by reference): a device ring gathers them into its slot as it gathers frames in GPU memory
+/// ([`refusal`]); a mapped ring's kernel reads each where it is, through its descriptor
+/// (`PW_SLOT_REFS`), unless the queue is tagged (its slot is one tagged image) or has a TX
+/// ring (a composed pipeline sends from the slot's data area, where its stages may rewrite).
+pub(crate) fn host_refusal(
+    placement: Placement,
+    tagged: bool,
+    mode: Mode,
+    tx_ring: bool,
+) -> Option<&'static str> {
+    match placement {
+        Placement::Device => refusal(placement, tagged, mode),
+        Placement::Mapped if tagged => {
+            Some("frames by reference cannot go into a tagged queue (executor.gpu.tagged)")
+        }
+        Placement::Mapped if tx_ring => Some(
+            "a composed pipeline's TX ring sends from the slot's data area, so a mapped ring \
+             takes the frames' bytes",
+        ),
+        Placement::Mapped => None,
+    }
+}
+
+/// Bytes of a by-reference burst's data area in a mapped ring: the frames' base address
+/// (`u64`), padded to a 16-byte granule.
+pub(crate) const REFS_DATA: usize = 16;
+
+/// A by-reference burst for a mapped ring: the base address its frames are read from (the
+/// lowest of `srcs`, rounded down to 16 bytes: the kernel stages each frame's 16-byte granules
+/// from there, `pw_stage_refs`) and, in `out`, `descs` with each offset from that base. Every
+/// frame must end within 4 GiB of the base (a descriptor's offset is 32 bits).
+pub(crate) fn by_reference(
+    descs: &[FrameDesc],
+    srcs: &[u64],
+    out: &mut Vec<FrameDesc>,
+) -> Result<u64, String> {
+    if srcs.len() != descs.len() {
+        return Err(format!(
+            "{} frame addresses for {} descriptors",
+            srcs.len(),
+            descs.len()
+        ));
+    }
+    if srcs.contains(&0) {
+        return Err("a frame has no address (0)".into());
+    }
+    let base = srcs.iter().copied().min().unwrap_or(0) & !15;
+    out.clear();
+    for (i, (d, &src)) in descs.iter().zip(srcs).enumerate() {
+        let off = src - base;
+        let fits = off
+            .checked_add(u64::from(d.len))
+            .is_some_and(|end| end <= u64::from(u32::MAX));
+        if !fits {
+            return Err(format!(
+                "frame {i} ({} bytes at {src:#x}) lies past 4 GiB from the burst's first frame \
+                 ({base:#x})",
+                d.len
+            ));
+        }
+        out.push(FrameDesc {
+            offset: off as u32,
+            ..*d
+        });
+    }
+    Ok(base)
+}
+
 /// Checks a burst of frames in GPU memory against its slot: one source address per
 /// descriptor, every frame inside the burst's `bytes`, which fit the slot's data area
 /// (`cap`). Checked in every build: the copies write where the descriptors say.
@@ -145,11 +214,26 @@ impl super::GpuExecutor {
     /// capture replayed by reference: its frames are then gathered into the slots like frames
     /// in GPU memory, read by the GPU over PCIe, with no per-frame copy on the host).
     pub fn pinned_copy(&self, bytes: &[u8]) -> Result<super::driver::PinnedBuffer, String> {
-        let b = super::driver::PinnedBuffer::new(&self.ctx, bytes.len())
+        // A granule past the end: the kernel reads a referenced frame's whole 16-byte granules.
+        let b = super::driver::PinnedBuffer::new(&self.ctx, bytes.len() + 16)
             .map_err(|e| format!("pinned host memory of {} bytes: {e}", bytes.len()))?;
         // SAFETY: just allocated with at least `bytes.len()` bytes; no kernel knows it yet.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), b.host_ptr(), bytes.len()) };
         Ok(b)
+    }
+
+    /// Why queue `queue` cannot take bursts whose frames are loaded in pinned host memory
+    /// ([`host_refusal`]); `None` when it can, and then whether its kernel reads them in
+    /// place (a mapped ring) rather than a gather copying them into its slots.
+    pub fn host_frames_refusal(&self, queue: usize) -> Result<bool, String> {
+        let Some(qm) = self.queues.get(queue) else {
+            return Err(format!("no queue {queue}"));
+        };
+        let q = super::lock(qm);
+        match host_refusal(q.placement, q.tagged, self.opts.mode, q.tx.is_some()) {
+            Some(why) => Err(why.to_string()),
+            None => Ok(q.placement == Placement::Mapped),
+        }
     }
 
     /// Why queue `queue` cannot take bursts whose frames are in GPU memory
@@ -189,6 +273,41 @@ mod tests {
         assert!(e.contains("frame 1 has no valid device address"), "{e}");
         let e = check(&d, &[u64::MAX - 10, 0x2000], 188, 4096).unwrap_err();
         assert!(e.contains("frame 0 has no valid device address"), "{e}");
+    }
+
+    #[test]
+    fn by_reference_offsets_are_from_the_lowest_address() {
+        let d = [desc(0, 64), desc(64, 60), desc(124, 0)];
+        let mut out = Vec::new();
+        let base = by_reference(&d, &[0x5000, 0x1000, 0x1040], &mut out).unwrap();
+        assert_eq!(base, 0x1000);
+        let offs: Vec<(u32, u32)> = out.iter().map(|d| (d.offset, d.len)).collect();
+        assert_eq!(offs, [(0x4000, 64), (0, 60), (0x40, 0)]);
+        // The base is 16-byte aligned; each frame keeps its place in its granule.
+        let base = by_reference(&d, &[0x5003, 0x100b, 0x1047], &mut out).unwrap();
+        assert_eq!(base, 0x1000);
+        let offs: Vec<u32> = out.iter().map(|d| d.offset).collect();
+        assert_eq!(offs, [0x4003, 0xb, 0x47]);
+        let far = 0x1000 + u64::from(u32::MAX);
+        let e = by_reference(&d, &[0x1000, far, 0x1040], &mut out).unwrap_err();
+        assert!(e.contains("frame 1 (60 bytes"), "{e}");
+        let e = by_reference(&d, &[0x1000, 0, 0x1040], &mut out).unwrap_err();
+        assert!(e.contains("no address"), "{e}");
+        let e = by_reference(&d, &[0x1000], &mut out).unwrap_err();
+        assert!(e.contains("1 frame addresses for 3"), "{e}");
+    }
+
+    #[test]
+    fn mapped_rings_read_loaded_frames_in_place_unless_tagged_or_sending_from_the_slot() {
+        assert!(host_refusal(Placement::Mapped, false, Mode::Persistent, false).is_none());
+        assert!(host_refusal(Placement::Mapped, false, Mode::Graph, false).is_none());
+        let e = host_refusal(Placement::Mapped, true, Mode::Persistent, false).unwrap();
+        assert!(e.contains("tagged"), "{e}");
+        let e = host_refusal(Placement::Mapped, false, Mode::Persistent, true).unwrap();
+        assert!(e.contains("TX ring"), "{e}");
+        // Device rings gather, as frames in GPU memory.
+        assert!(host_refusal(Placement::Device, false, Mode::Launch, true).is_none());
+        assert!(host_refusal(Placement::Device, false, Mode::Graph, false).is_some());
     }
 
     #[test]

@@ -149,6 +149,9 @@ pub struct HostCounters {
     pub too_large_frames: u64,
     /// Frames copied device to device from GPU memory into a slot (`submit_gpu_frames`).
     pub gathered_frames: u64,
+    /// Frames a mapped ring's kernel read where they were, by reference (`submit_gpu_frames`
+    /// on a mapped ring).
+    pub read_in_place_frames: u64,
 }
 
 /// A snapshot of every queue's counters.

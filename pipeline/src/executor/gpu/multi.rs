@@ -123,6 +123,34 @@ pub fn queue_gpu_labels(opts: &GpuOptions, n_queues: usize) -> Vec<String> {
     }
 }
 
+/// How the queues take frames handed over by reference ([`MultiGpu::host_frames`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostFramesRead {
+    /// Device rings: gathered into the ring slots (the copy engine reads them over PCIe).
+    Gathered,
+    /// Mapped rings: each kernel reads its frames where they are, through the descriptors.
+    InPlace,
+    /// Some queues of each.
+    Both,
+}
+
+impl HostFramesRead {
+    /// How the GPU gets the frames, for the `gpu_ingest` reason.
+    pub fn describe(self) -> &'static str {
+        match self {
+            HostFramesRead::Gathered => "the GPU gathers the frames into the device ring slots",
+            HostFramesRead::InPlace => {
+                "each queue's kernel reads the frames where they are, through the descriptors \
+                 (mapped rings: no frame byte in the ring)"
+            }
+            HostFramesRead::Both => {
+                "device rings gather the frames into their slots, mapped rings' kernels read \
+                 them where they are"
+            }
+        }
+    }
+}
+
 /// Several GPU executors behind global queue numbers.
 pub struct MultiGpu {
     execs: Vec<GpuExecutor>,
@@ -260,15 +288,35 @@ impl MultiGpu {
 
     /// `bytes` copied once into pinned host memory mapped for the queues' GPU, for frames
     /// handed over by reference (see [`GpuExecutor::pinned_copy`]): the device address of its
-    /// first byte and the buffer. Refused where some queue cannot take frames by address
-    /// ([`MultiGpu::gpu_frames_refusal`]: one GPU for every queue, device rings).
-    pub fn host_frames(&self, bytes: &[u8]) -> Result<(u64, super::driver::PinnedBuffer), String> {
+    /// first byte, the buffer, and how the queues take the frames (`HostFramesRead`). Refused
+    /// where some queue runs on another GPU than the first, or cannot take frames by address
+    /// ([`GpuExecutor::host_frames_refusal`]).
+    pub fn host_frames(
+        &self,
+        bytes: &[u8],
+    ) -> Result<(u64, super::driver::PinnedBuffer, HostFramesRead), String> {
         let gpu = *self.devices.first().ok_or("no GPU")?;
-        if let Some(why) = self.gpu_frames_refusal(gpu) {
-            return Err(why);
+        let (mut mapped, mut device) = (0, 0);
+        for (q, &(e, l)) in self.map.iter().enumerate() {
+            let on = self.devices[e];
+            if on != gpu {
+                return Err(format!(
+                    "queue {q} runs on GPU {on} and the frames would be pinned for GPU {gpu}"
+                ));
+            }
+            match self.execs[e].host_frames_refusal(l) {
+                Ok(true) => mapped += 1,
+                Ok(false) => device += 1,
+                Err(why) => return Err(format!("queue {q}: {why}")),
+            }
         }
         let b = self.execs[0].pinned_copy(bytes)?;
-        Ok((b.dev_ptr(), b))
+        let read = match (mapped, device) {
+            (_, 0) => HostFramesRead::InPlace,
+            (0, _) => HostFramesRead::Gathered,
+            _ => HostFramesRead::Both,
+        };
+        Ok((b.dev_ptr(), b, read))
     }
 
     /// [`GpuExecutor::submit_gpu_frames`] on queue `q`'s executor.

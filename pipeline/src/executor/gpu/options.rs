@@ -112,6 +112,12 @@ pub struct GpuOptions {
     /// wherever it applies; `false`: off; `true`: on, and an error where a mapped queue cannot
     /// have it.
     pub tagged: Option<bool>,
+    /// The daemon hands a `pcap` port's capture or a pooled `gen` port's frames (split by
+    /// queue) to the GPU by reference where the queues can take them: copied once into pinned
+    /// host memory, descriptors per frame, a `device` ring gathering the frames into its slots,
+    /// a `mapped` ring's kernel reading them where they are (docs/gpu-ingest.md). Default true;
+    /// `false`: the receive threads copy every frame into the slot bursts (for comparison).
+    pub by_reference: bool,
     /// Test only: the persistent kernel of queue `queue` takes burst `burst` (0-based, in that
     /// queue's order) and never finishes it, beating no more, until the host stops it: the
     /// stall the watchdog's `on_stall: restart` must recover from. Unset in production.
@@ -146,6 +152,7 @@ impl Default for GpuOptions {
             burst_ctas: None,
             nt_stores: true,
             tagged: None,
+            by_reference: true,
             test_stall: None,
         }
     }

@@ -107,6 +107,19 @@ unsafe fn write_descs(dst: *mut u8, descs: &[crate::burst::FrameDesc], dfmt: u8)
     }
 }
 
+/// A by-reference burst's data area (`at`: its frames' base address; nothing for another).
+///
+/// # Safety
+/// `data` is valid for [`super::gather::REFS_DATA`] bytes of writes.
+unsafe fn write_refs_base(data: *mut u8, at: Option<u64>) {
+    if let Some(at) = at {
+        let mut g = [0u8; super::gather::REFS_DATA];
+        g[..8].copy_from_slice(&at.to_le_bytes());
+        // SAFETY: the caller's promise.
+        unsafe { ptr::copy_nonoverlapping(g.as_ptr(), data, g.len()) };
+    }
+}
+
 /// Where a burst's frame bytes are.
 #[derive(Clone, Copy)]
 enum Frames<'a> {
@@ -127,8 +140,11 @@ impl GpuExecutor {
     /// receive buffers): frame `i` is `descs[i].len` bytes at device address `srcs[i]`, copied
     /// device to device to `descs[i].offset` of the slot's data area (`bytes` long) before the
     /// kernel sees the burst (see [`super::gather`]). Refused (an error, nothing sent) on a
-    /// queue whose ring is not in device memory, a tagged queue, in `graph` mode, or when a
-    /// frame lies outside `bytes` or the slot.
+    /// tagged queue, a device ring in `graph` mode, or when a frame lies outside `bytes` or
+    /// the slot. On a mapped ring the burst goes by reference instead (frames loaded in pinned
+    /// host memory, [`GpuExecutor::pinned_copy`]): the slot carries the descriptors and the
+    /// lowest address, and the kernel reads each frame where it is (`PW_SLOT_REFS`); refused
+    /// where [`super::gather::host_refusal`] says.
     ///
     /// # Safety
     /// Every `srcs[i]..srcs[i] + descs[i].len` is device memory of this executor's GPU (its
@@ -153,8 +169,12 @@ impl GpuExecutor {
         let qm = self.queues.get(queue).ok_or(SubmitError::NoQueue(queue))?;
         let mut q = lock(qm);
         let n = descs.len();
+        let mut refs = Vec::new();
+        let refs_base = self.refs_burst(queue, &q, descs, frames, &mut refs)?;
+        let descs = refs_base.map_or(descs, |_| refs.as_slice());
         let bytes = match frames {
             Frames::Host(data) => data.len(),
+            Frames::Device { .. } if refs_base.is_some() => super::gather::REFS_DATA,
             Frames::Device { srcs, bytes } => {
                 if let Some(why) = super::gather::refusal(q.placement, q.tagged, self.opts.mode) {
                     return Err(SubmitError::Gpu(format!("queue {queue}: {why}")));
@@ -205,6 +225,11 @@ impl GpuExecutor {
             let hdr = SlotHdr {
                 n_frames: n as u16,
                 desc_format: dfmt,
+                flags: if refs_base.is_some() {
+                    abi::SLOT_REFS
+                } else {
+                    0
+                },
                 data_bytes: bytes as u32,
                 seq,
                 generation: t.map_or(0, |t| t.generation as u32),
@@ -252,7 +277,7 @@ impl GpuExecutor {
                         std::arch::x86_64::_mm_sfence();
                     }
                     Frames::Host(src) => ptr::copy_nonoverlapping(src.as_ptr(), data, bytes),
-                    Frames::Device { .. } => {}
+                    Frames::Device { .. } => write_refs_base(data, refs_base),
                 }
                 fence(Ordering::Release);
                 let mut g0 = [0u8; 16];
@@ -267,9 +292,10 @@ impl GpuExecutor {
         q.host.submitted_bursts += 1;
         q.host.submitted_frames += n as u64;
         let gather = match frames {
-            Frames::Host(_) => None,
-            Frames::Device { srcs, .. } => Some((descs, srcs)),
+            Frames::Device { srcs, .. } if refs_base.is_none() => Some((descs, srcs)),
+            _ => None,
         };
+        q.host.read_in_place_frames += if refs_base.is_some() { n as u64 } else { 0 };
         self.publish(
             queue,
             &mut q,
@@ -281,6 +307,29 @@ impl GpuExecutor {
         )
         .map_err(gpu_err)?;
         Ok(seq)
+    }
+
+    /// A mapped ring takes frames by address as a by-reference burst: its kernel reads each
+    /// frame where it is (`PW_SLOT_REFS`), from the base address in the slot's data area. The
+    /// base, with `out` the descriptors' offsets from it; `None` for every other burst.
+    fn refs_burst(
+        &self,
+        queue: usize,
+        q: &Queue,
+        descs: &[crate::burst::FrameDesc],
+        frames: Frames<'_>,
+        out: &mut Vec<crate::burst::FrameDesc>,
+    ) -> Result<Option<u64>, SubmitError> {
+        let (Frames::Device { srcs, .. }, Placement::Mapped) = (frames, q.placement) else {
+            return Ok(None);
+        };
+        let tx = q.tx.is_some();
+        if let Some(why) = super::gather::host_refusal(q.placement, q.tagged, self.opts.mode, tx) {
+            return Err(SubmitError::Gpu(format!("queue {queue}: {why}")));
+        }
+        super::gather::by_reference(descs, srcs, out)
+            .map(Some)
+            .map_err(|e| SubmitError::Gpu(format!("queue {queue}: {e}")))
     }
 
     /// `gather`: the burst's frames are in GPU memory (descriptors and addresses, checked by

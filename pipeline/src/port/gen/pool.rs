@@ -2,7 +2,11 @@
 //! times one frame size) is built once, on first use, and every later frame of that kind is
 //! one copy from the pool with the per-frame field written in place (the IPv4 identification
 //! and header checksum, or the IPv6 flow label). Random headers drawn afresh per frame and
-//! malformed frames are built per frame instead.
+//! malformed frames are built per frame instead. A port split by queue hands the pool over
+//! whole ([`FramePool::store`]) so a receiver that copies it once into memory the GPU reads
+//! then takes descriptors into it (by reference: every frame as built, identification 0).
+
+use std::sync::Arc;
 
 use super::frame::{write_frame, FrameSpec};
 use crate::burst::{Burst, FrameDesc};
@@ -17,7 +21,7 @@ const UNBUILT: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Entry {
-    offset: usize,
+    pub(super) offset: usize,
     pub(super) len: u32,
     /// Offset of the IP header in the frame.
     l3: u16,
@@ -29,7 +33,9 @@ pub(super) struct Entry {
 pub(super) struct FramePool {
     index: Vec<u32>,
     entries: Vec<Entry>,
-    data: Vec<u8>,
+    /// Shared once the pool is complete ([`FramePool::store`]); written only while it is
+    /// this pool's alone.
+    data: Arc<Vec<u8>>,
 }
 
 impl FramePool {
@@ -41,7 +47,7 @@ impl FramePool {
         Some(FramePool {
             index: vec![UNBUILT; keys],
             entries: Vec::new(),
-            data: Vec::new(),
+            data: Arc::default(),
         })
     }
 
@@ -79,6 +85,11 @@ impl FramePool {
         &self.data[e.offset..e.offset + e.len as usize]
     }
 
+    /// The built frames, each at its entry's `offset` with identification 0, shared.
+    pub(super) fn store(&self) -> Arc<Vec<u8>> {
+        Arc::clone(&self.data)
+    }
+
     /// Keys the pool indexes.
     pub(super) fn keys(&self) -> usize {
         self.index.len()
@@ -108,11 +119,13 @@ impl FramePool {
     }
 
     fn build(&mut self, key: usize, spec: &FrameSpec) -> Option<Entry> {
-        let offset = self.data.len();
+        // A copy only if the store was handed out (it never is before the pool is complete).
+        let data = Arc::make_mut(&mut self.data);
+        let offset = data.len();
         let base = FrameSpec { ip_id: 0, ..*spec };
-        let (cap, _) = write_frame(&mut self.data, &base);
-        if self.data.len() > POOL_MAX_BYTES || self.entries.len() >= UNBUILT as usize {
-            self.data.truncate(offset);
+        let (cap, _) = write_frame(data, &base);
+        if data.len() > POOL_MAX_BYTES || self.entries.len() >= UNBUILT as usize {
+            data.truncate(offset);
             return None;
         }
         let v6 = spec.src_ip.is_ipv6() || spec.dst_ip.is_ipv6();

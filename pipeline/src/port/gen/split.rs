@@ -5,6 +5,14 @@
 //! pool the queues share; a queue copies only its own frames out of it (with their
 //! identification stamped). Malformed frames (`malformed_ratio`) are built and steered per
 //! frame by every queue: they are no pool frame.
+//!
+//! By reference ([`QueueRx::rx_refs`]): the pool, complete after the split, is the frame store
+//! a receiver copies once into memory the GPU reads, and each frame is its pool entry's
+//! descriptor. The one field the copying path writes per frame, the IPv4 identification (with
+//! the header checksum) or the low 16 bits of the IPv6 flow label, then stays as the pool built
+//! it, 0: no stage's verdict reads it (`parse` puts the identification in `frag_id`), every
+//! generated IPv4 frame is unfragmented, and a constant flow label per flow is what RFC 6437
+//! asks of a source. A port with malformed frames (built per frame) copies.
 
 use std::sync::Arc;
 
@@ -172,6 +180,51 @@ impl GenQueueRx {
     }
 }
 
+/// What [`GenQueueRx::draw`] found: a pooled frame of this queue (its entry), one the steering
+/// dropped or another queue's (skipped), or a frame built per frame (its spec; by copy only).
+enum Drawn {
+    Pooled(Entry, Steered),
+    Skipped,
+    Built(super::FrameSpec),
+}
+
+impl GenQueueRx {
+    /// Draws the port's next frame; a frame of this queue is counted into `tally`.
+    fn draw(&mut self, tally: &mut QueueTally) -> (Drawn, u16) {
+        let (spec, key) = self.gen.next_keyed();
+        self.gen.produced += 1;
+        match key.and_then(|k| self.shared.steered.get(k).copied().flatten()) {
+            Some((e, st)) if st.queue == self.queue => {
+                tally.rx_frames += 1;
+                tally.rx_bytes += u64::from(e.len);
+                if st.dropped {
+                    tally.steering_drops += 1;
+                    return (Drawn::Skipped, spec.ip_id);
+                }
+                (Drawn::Pooled(e, st), spec.ip_id)
+            }
+            Some(_) => (Drawn::Skipped, spec.ip_id),
+            None => (Drawn::Built(spec), spec.ip_id),
+        }
+    }
+
+    /// Whether the sequence is over at pacer time `now` (ns).
+    fn over(&self, now: u64) -> bool {
+        self.gen.duration_ns.is_some_and(|d| now >= d)
+            || self.gen.count.is_some_and(|c| self.gen.produced >= c)
+    }
+
+    fn desc(&self, mark: u32, now: u64) -> FrameDesc {
+        FrameDesc {
+            port: self.gen.port,
+            queue: self.queue,
+            mark,
+            timestamp_ns: self.gen.wall_start_ns.saturating_add(now),
+            ..FrameDesc::default()
+        }
+    }
+}
+
 impl QueueRx for GenQueueRx {
     fn rx_queue(
         &mut self,
@@ -181,60 +234,98 @@ impl QueueRx for GenQueueRx {
         tally: &mut QueueTally,
     ) -> Result<RxStatus, PortError> {
         let now = self.gen.pacer.now_ns();
-        let timed_out = self.gen.duration_ns.is_some_and(|d| now >= d);
-        let exhausted = |g: &GenRx| g.count.is_some_and(|c| g.produced >= c);
-        if timed_out || exhausted(&self.gen) {
+        if self.over(now) {
             return Ok(RxStatus::End);
         }
         let (mut pushed, mut seen) = (0usize, 0usize);
         // `seen` bounds the call: the frames of the other queues are drawn and skipped here.
         let bound = max.max(1).saturating_mul(self.nq).saturating_mul(4);
-        while pushed < max && seen < bound && !exhausted(&self.gen) {
-            let (spec, key) = self.gen.next_keyed();
-            self.gen.produced += 1;
+        while pushed < max && seen < bound && !self.over(now) {
             seen += 1;
-            let pooled = key.and_then(|k| self.shared.steered.get(k).copied().flatten());
-            let (st, wire) = match pooled {
-                Some((e, st)) => (st, e.len),
-                None => self.steer_built(&spec),
-            };
-            if st.queue != self.queue {
-                continue;
-            }
-            let desc = FrameDesc {
-                port: self.gen.port,
-                queue: self.queue,
-                mark: st.mark,
-                timestamp_ns: self.gen.wall_start_ns.saturating_add(now),
-                ..FrameDesc::default()
-            };
-            let len = match pooled {
-                Some((e, _)) => e.len,
-                None => self.scratch.len() as u32,
-            };
-            tally.rx_frames += 1;
-            tally.rx_bytes += u64::from(len);
-            if st.dropped {
-                tally.steering_drops += 1;
-                continue;
-            }
-            match pooled {
-                Some((e, _)) => self
-                    .shared
-                    .pool
-                    .push_entry(e, spec.ip_id, burst, desc, room),
-                None => {
-                    burst.push_with_room(
-                        &self.scratch,
-                        FrameDesc {
-                            wire_len: wire,
-                            ..desc
-                        },
-                        room,
-                    );
+            match self.draw(tally) {
+                (Drawn::Skipped, _) => {}
+                (Drawn::Pooled(e, st), ip_id) => {
+                    let desc = self.desc(st.mark, now);
+                    self.shared.pool.push_entry(e, ip_id, burst, desc, room);
+                    pushed += 1;
+                }
+                (Drawn::Built(spec), _) => {
+                    let (st, wire) = self.steer_built(&spec);
+                    if st.queue != self.queue {
+                        continue;
+                    }
+                    tally.rx_frames += 1;
+                    tally.rx_bytes += self.scratch.len() as u64;
+                    if st.dropped {
+                        tally.steering_drops += 1;
+                        continue;
+                    }
+                    let desc = FrameDesc {
+                        wire_len: wire,
+                        ..self.desc(st.mark, now)
+                    };
+                    burst.push_with_room(&self.scratch, desc, room);
+                    pushed += 1;
                 }
             }
-            pushed += 1;
+        }
+        Ok(if pushed > 0 || seen > 0 {
+            RxStatus::Frames(pushed)
+        } else {
+            RxStatus::End
+        })
+    }
+
+    fn frame_store(&self) -> Result<Arc<Vec<u8>>, String> {
+        if self.gen.malformed_ratio > 0.0 {
+            return Err(
+                "its malformed frames (gen.malformed_ratio) are built per frame, outside the \
+                 frame pool"
+                    .into(),
+            );
+        }
+        Ok(self.shared.pool.store())
+    }
+
+    fn store_note(&self) -> Option<&'static str> {
+        Some(
+            "a generator's frames keep their pool copy's IPv4 identification / IPv6 flow label \
+             (0; copied, each frame gets its number there)",
+        )
+    }
+
+    fn rx_refs(
+        &mut self,
+        refs: &mut Vec<FrameDesc>,
+        max: usize,
+        tally: &mut QueueTally,
+    ) -> Result<RxStatus, PortError> {
+        let now = self.gen.pacer.now_ns();
+        if self.over(now) {
+            return Ok(RxStatus::End);
+        }
+        let (mut pushed, mut seen) = (0usize, 0usize);
+        let bound = max.max(1).saturating_mul(self.nq).saturating_mul(4);
+        while pushed < max && seen < bound && !self.over(now) {
+            seen += 1;
+            match self.draw(tally) {
+                (Drawn::Skipped, _) => {}
+                (Drawn::Pooled(e, st), _) => {
+                    refs.push(FrameDesc {
+                        offset: e.offset as u32,
+                        len: e.len,
+                        wire_len: e.len,
+                        ..self.desc(st.mark, now)
+                    });
+                    pushed += 1;
+                }
+                (Drawn::Built(_), _) => {
+                    return Err(PortError::Config(format!(
+                        "{}: a frame outside the frame pool cannot go by reference",
+                        self.name
+                    )))
+                }
+            }
         }
         Ok(if pushed > 0 || seen > 0 {
             RxStatus::Frames(pushed)

@@ -250,9 +250,16 @@ impl QueueRx for PcapQueueRx {
         self.queue
     }
 
-    fn frame_store(&self) -> Option<Arc<Vec<u8>>> {
+    fn frame_store(&self) -> Result<Arc<Vec<u8>>, String> {
         // Offsets past 4 GiB do not fit a descriptor's offset.
-        (self.data.len() <= u32::MAX as usize).then(|| Arc::clone(&self.data))
+        if self.data.len() > u32::MAX as usize {
+            return Err(format!(
+                "its capture's frames take {} bytes, past what a descriptor's 32-bit offset \
+                 reaches",
+                self.data.len()
+            ));
+        }
+        Ok(Arc::clone(&self.data))
     }
 
     fn rx_refs(

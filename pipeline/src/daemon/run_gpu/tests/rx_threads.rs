@@ -94,6 +94,29 @@ fn a_queue_thread_moves_what_overflows_a_slot_to_the_next_and_drops_what_never_f
     assert_eq!(handled + dropped, 5000);
 }
 
+/// What the stand-in playing a mapped ring does with a by-reference burst: the executor's
+/// encoding (`gather::by_reference`: a base address, each descriptor's offset from it), then
+/// each frame read at base + offset into `b` (laid out as `descs` say), as the kernel reads it.
+///
+/// # Safety
+/// Every `srcs[i]..+descs[i].len` is readable host memory.
+pub(super) unsafe fn read_by_reference(
+    descs: &[crate::burst::FrameDesc],
+    srcs: &[u64],
+    b: &mut Burst,
+) -> Result<(), SubmitError> {
+    let mut refs = Vec::new();
+    let base = crate::executor::gpu::gather::by_reference(descs, srcs, &mut refs)
+        .map_err(SubmitError::Gpu)?;
+    for (d, r) in descs.iter().zip(&refs) {
+        let at = (base + u64::from(r.offset)) as *const u8;
+        // SAFETY: base + offset is srcs[i] (by_reference's contract), readable (the caller).
+        let f = unsafe { std::slice::from_raw_parts(at, r.len as usize) };
+        b.data[d.offset as usize..][..f.len()].copy_from_slice(f);
+    }
+    Ok(())
+}
+
 /// A capture replayed 4 times over 3 queues, with an output port or not.
 fn pcap_yaml(mode: &str, output: bool) -> String {
     let input = crate::testdata::multi_proto_pcap();
@@ -112,9 +135,17 @@ fn pcap_yaml(mode: &str, output: bool) -> String {
 /// The GPU host side on `yaml` over a stand-in that reads host memory (`reads_host`): its
 /// summary, the frames it gathered by address and the bytes it was given to hold.
 fn host_run(yaml: &str, reads_host: bool) -> (Summary, u64, u64) {
+    let (s, gathered, held, _) = host_run_on(yaml, reads_host, false);
+    (s, gathered, held)
+}
+
+/// [`host_run`], the stand-in playing mapped rings (`mapped`): also the frames it read in
+/// place through by-reference descriptors.
+fn host_run_on(yaml: &str, reads_host: bool, mapped: bool) -> (Summary, u64, u64, u64) {
     let p = prepared(yaml);
     let mut dev = CpuStandIn::new(&p, 4, 1);
     dev.reads_host = reads_host;
+    dev.mapped_refs = mapped;
     let shared = cpu::CpuShared::new(&p.cpu_spec());
     // The config's output port, played by a recorder.
     let rec = p.cfg.output.is_some().then(|| Recorder {
@@ -128,6 +159,7 @@ fn host_run(yaml: &str, reads_host: bool) -> (Summary, u64, u64) {
         s,
         dev.gathered_frames.load(Ordering::Relaxed),
         dev.host_copied.load(Ordering::Relaxed),
+        dev.read_in_place.load(Ordering::Relaxed),
     )
 }
 
@@ -186,12 +218,112 @@ fn each_copying_port_names_why() {
         why.contains("one receive thread steers") && why.contains("per_port"),
         "{why}"
     );
-    // A generator builds its frames per burst: nothing loaded to refer to.
+    // The knob that keeps the copying path for comparison.
+    let yaml = pcap_yaml("per_queue", false).replace(
+        "executor: { kind: cpu }",
+        "executor: { kind: cpu, gpu: { by_reference: false } }",
+    );
+    let (s, gathered, _) = host_run(&yaml, true);
+    let why = path_of(&s).1;
+    assert!(why.contains("by_reference is false"), "{why}");
+    assert_eq!(gathered, 0);
+    // Sampled verification re-runs bursts from their host bytes.
+    let yaml = pcap_yaml("per_queue", false).replace(
+        "executor: { kind: cpu }",
+        "executor: { kind: cpu }\nverify: { sample: 4 }",
+    );
+    let (s, gathered, _) = host_run(&yaml, true);
+    let (path, why) = path_of(&s);
+    assert_eq!(path, gpu_ingest::STAGED);
+    assert!(why.contains("verify.sample"), "{why}");
+    assert_eq!(gathered, 0);
+    // A generator with malformed frames builds those per frame, outside its pool.
     let yaml = format!(
         "ports:\n{GEN_POOLED}queues: {{ count: 2, burst: 16, rx_threads: per_queue }}\n{INLINE}"
     );
     let (s, gathered, _) = host_run(&yaml, true);
     let why = path_of(&s).1;
-    assert!(why.contains("no loaded frames"), "{why}");
+    assert!(why.contains("malformed"), "{why}");
     assert_eq!((s.rx_frames, gathered), (5000, 0));
+    // A generator drawing fresh headers per frame is received by one thread.
+    let yaml = format!(
+        "ports:\n  - name: g\n    gen: {{ count: 500, seed: 5 }}\n\
+         queues: {{ count: 2, burst: 16, rx_threads: per_queue }}\n{INLINE}"
+    );
+    let (s, gathered, _) = host_run(&yaml, true);
+    let (path, why) = path_of(&s);
+    assert_eq!(path, gpu_ingest::STAGED);
+    assert!(why.contains("drawn afresh per frame"), "{why}");
+    assert_eq!((s.rx_frames, gathered), (500, 0));
+}
+
+/// A generator whose every frame is a pool frame (a fixed flow set, IPv4 and IPv6, IMIX).
+const GEN_CLEAN: &str = "  - name: g\n    gen: { count: 6000, seed: 9, size: imix, \
+    flows: { flow_count: 200, ipv6_share: 0.3 } }\n";
+
+#[test]
+fn a_pooled_generator_goes_by_reference_and_counts_as_the_copying_path() {
+    let yaml = format!(
+        "ports:\n{GEN_CLEAN}queues: {{ count: 3, burst: 16, ring_slots: 4, rx_threads: per_queue }}\n{INLINE}"
+    );
+    let reference = run_cpu_ref(&prepared(&yaml), false);
+    let (s, gathered, held) = host_run(&yaml, true);
+    let (path, why) = path_of(&s);
+    assert_eq!(path, gpu_ingest::BY_REFERENCE, "{why}");
+    assert!(why.contains("identification"), "{why}");
+    assert_same_counts(&s, &reference.s, "gen by reference");
+    assert_eq!(s.rx_frames, 6000);
+    assert_eq!(s.receive_threads, 3);
+    // Every frame the steering kept went by address; the pool (at most 200 flows x 3 IMIX
+    // sizes) was copied once, far less than the frames generated.
+    let dropped: u64 = s
+        .drops
+        .iter()
+        .filter(|(n, _)| n == "steering_drop")
+        .map(|d| d.1)
+        .sum();
+    assert_eq!(gathered, s.rx_frames - dropped);
+    let generated: u64 = s.queues.iter().map(|q| q.rx_bytes).sum();
+    assert!(
+        held > 0 && held * 5 < generated,
+        "{held} held of {generated}"
+    );
+    // Copying: the same counts, bytes included.
+    let (c, gathered, _) = host_run(&yaml, false);
+    assert_eq!(path_of(&c).0, gpu_ingest::STAGED);
+    assert_eq!(gathered, 0);
+    assert_same_counts(&c, &s, "gen copying");
+    let bytes = |s: &Summary| -> Vec<u64> { s.queues.iter().map(|q| q.rx_bytes).collect() };
+    assert_eq!(bytes(&c), bytes(&s));
+}
+
+#[test]
+fn mapped_rings_read_frames_by_reference_in_place_and_count_as_copying() {
+    // A capture and a pooled generator, each split over 3 queues.
+    let gen = format!(
+        "ports:\n{GEN_CLEAN}queues: {{ count: 3, burst: 16, ring_slots: 4, rx_threads: per_queue }}\n{INLINE}"
+    );
+    for yaml in [pcap_yaml("per_queue", false), gen] {
+        let reference = run_cpu_ref(&prepared(&yaml), false);
+        let (s, gathered, held, in_place) = host_run_on(&yaml, true, true);
+        let (path, why) = path_of(&s);
+        assert_eq!(path, gpu_ingest::BY_REFERENCE, "{why}");
+        assert!(why.contains("reads the frames where they are"), "{why}");
+        assert_same_counts(&s, &reference.s, "mapped by reference");
+        // Every frame read through its descriptor, none gathered into a slot.
+        assert_eq!(gathered, 0);
+        assert!(in_place > 0 && held > 0);
+        let dropped: u64 = s
+            .drops
+            .iter()
+            .filter(|(n, _)| n == "steering_drop")
+            .map(|d| d.1)
+            .sum();
+        assert_eq!(in_place, s.rx_frames - dropped);
+        // The copying mode stays the fallback: the same counts.
+        let (c, _, _, in_place) = host_run_on(&yaml, false, true);
+        assert_eq!(path_of(&c).0, gpu_ingest::STAGED);
+        assert_eq!(in_place, 0);
+        assert_same_counts(&c, &s, "mapped copying");
+    }
 }
