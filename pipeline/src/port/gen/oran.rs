@@ -206,7 +206,8 @@ impl OranGenOptions {
             if p == 0 {
                 return k("iq_slots", "must be >= 1".into());
             }
-            let bytes = (p.min(self.slots) as u128)
+            let pooled = p.min(self.slots);
+            let bytes = u128::from(pooled)
                 * (14 * self.eaxcs.len() as u128)
                 * u128::from(self.packets_per_symbol())
                 * self.max_frame_len() as u128;
@@ -214,7 +215,7 @@ impl OranGenOptions {
                 return k(
                     "iq_slots",
                     format!(
-                        "the frames of {p} slots take {} MiB, more than {} MiB",
+                        "the frames of {pooled} slots take {} MiB, more than {} MiB",
                         bytes >> 20,
                         MAX_POOL_BYTES >> 20
                     ),
