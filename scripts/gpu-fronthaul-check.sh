@@ -22,6 +22,10 @@
 #     the stage). This is the whole daemon (pcap replay, ingest, PCIe, kernel), not the decoder
 #     alone; also given as 100 MHz 4T4R cells (30.6 M PRB/s each). A run with refused packets
 #     (slot_closed) is reported as not measured.
+#  5. (STEPS shipped) configs/fronthaul.yaml as shipped (its generator, 2000 slots = 1 s of radio
+#     time, npy sink) with executor cpu and gpu: every PRB decoded (2000 x 14 x 2 x 273), every
+#     slot complete, slot files byte-identical, and the GPU run within 1.0 s of wall time per
+#     second of radio time (the summary's elapsed_s).
 #  4. The kernel alone: `pktwarp bench --skip throughput,e2e,l3fwd,latency` (its fronthaul
 #     section): the composed [fronthaul] kernel over device-resident frames (gen O-RAN, 273
 #     PRBs, BFP9 / BFP14, 32 eAxCs x 32 slots), PRB/s against the Rust stage on one thread; fails
@@ -33,14 +37,14 @@
 #   eAxC steered to its own queue by configs/rules/fronthaul-gen.steering.yaml; 1: no steering),
 #   PLACEMENT (device, as configs/fronthaul.yaml; or mapped) of the GPU executor's rings, MODE
 #   (persistent; or launch) of its kernels.
-#   STEPS (check,seq,bench,kernel: which of steps 2 (check, seq), 3 and 4 run), SINK (raw; or
+#   STEPS (shipped,check,seq,bench,kernel: which of steps 5, 2 (check, seq), 3 and 4 run), SINK (raw; or
 #   npy: the file sink step 2 compares).
 # Exit status: 0 when every comparison is equal, 1 otherwise.
 set -u
 BIN=${1:-.carry}
 RES=${2:-${OUT:-./gpu-results}}
 SLOTS=${SLOTS:-40}
-STEPS=${STEPS:-check,seq,bench,kernel}
+STEPS=${STEPS:-shipped,check,seq,bench,kernel}
 want() { [[ ",$STEPS," == *",$1,"* ]]; }
 CHECK_PPS=${CHECK_PPS:-336000}
 BENCH_SLOTS=${BENCH_SLOTS:-1000}
@@ -92,7 +96,7 @@ fh_config() {
     pipe="pipeline: [parse, count]"
   else
     # The capture's timestamps are when the generator's frames were written, not radio time:
-    # no slot may time out on them (the CPU's timeout runs on them, the GPU's on the host clock).
+    # no slot may time out on them (both executors' timeouts run on the receive times).
     pipe="pipeline:
   - parse
   - fronthaul:
@@ -157,6 +161,45 @@ PY
 
 echo "# fronthaul: GPU executor against CPU executor ($(date -u +%FT%TZ))" >"$MD"
 echo >>"$MD"
+
+# shipped_check: configs/fronthaul.yaml itself (its generator) on both executors.
+shipped_check() {
+  local ex
+  for ex in cpu gpu; do
+    mkdir -p "$tmp/shipped-$ex"
+    sed -e "s|rules/fronthaul-gen.steering.yaml|$STEER_RULES|" \
+      -e "s|sink: none |sink: { npy: { dir: $tmp/shipped-$ex } } |" \
+      -e "s|^  kind: cpu|  kind: $ex|" configs/fronthaul.yaml >"$tmp/shipped-$ex.yaml"
+    "$PW" run --quiet --json "$tmp/shipped-$ex.yaml" >"$tmp/sum-shipped-$ex.json" 2>>"$LOG" ||
+      { say "shipped config: run on $ex failed (see $LOG)"; return 1; }
+  done
+  cp "$tmp/sum-shipped-cpu.json" "$tmp/sum-shipped-gpu.json" "$RES/" 2>/dev/null
+  local same=DIFFER
+  diff -r "$tmp/shipped-cpu" "$tmp/shipped-gpu" >>"$LOG" 2>&1 && same=equal
+  python3 - "$tmp/sum-shipped-cpu.json" "$tmp/sum-shipped-gpu.json" "$same" <<'PY' 2>&1 | tee -a "$LOG"
+import json, sys
+def load(f):
+    t = open(f).read()
+    return json.loads(t[t.index('{'):])
+want_prbs, slots, radio_s = 2000 * 14 * 2 * 273, 2000, 1.0
+ok = sys.argv[3] == 'equal'
+line = [f'npy slot files {sys.argv[3]}']
+for name, f in (('cpu', sys.argv[1]), ('gpu', sys.argv[2])):
+    s = load(f)
+    fh = s['fronthaul'][0]
+    el = s['elapsed_s']
+    good = fh['prbs'] == want_prbs and (fh['slots_complete'], fh['slots_partial']) == (slots, 0)
+    if name == 'gpu':
+        good = good and el <= radio_s
+    ok = ok and good
+    line.append(f'{name}: {fh["prbs"]} of {want_prbs} PRBs, {fh["slots_complete"]} of {slots} slots '
+                f'complete, {el:.3f} s wall for {radio_s} s radio')
+print('shipped config: ' + '; '.join(line) + (': PASS' if ok else ': FAIL'))
+sys.exit(0 if ok else 1)
+PY
+  return "${PIPESTATUS[0]}"
+}
+if want shipped; then shipped_check >>"$MD" || fails=$((fails + 1)); fi
 for w in 9 14; do
   want check || break
   cap=$tmp/bfp$w.pcap

@@ -213,6 +213,8 @@ fn bad_oran_generator_options_are_refused_by_key() {
             "gen.trace",
         ),
         ("slots: 2 ", "slotz: 2 ", "slotz"),
+        ("iq_slots: 20\n", "iq_slots: 0\n", "gen.oran.iq_slots"),
+        ("iq_slots: 20\n", "iq_slots: -3\n", "iq_slots"),
     ] {
         assert!(good.contains(from), "{from:?}");
         let path = dir.join("bad.yaml");
@@ -278,4 +280,56 @@ fn a_sink_that_blocks_does_not_hang_the_end_of_the_run() {
     // Let the writer (blocked opening the FIFO) go, then clean up.
     let _ = std::fs::File::open(&fifo);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The shipped generator's pool (`iq_slots: 20`, one radio frame) past its end: slot 20 + n
+/// carries slot n's samples under its own radio time (file name, frame and subframe ids), every
+/// slot still complete and equal to what the generator says it encoded, sequence ids unbroken
+/// across the pool's wrap.
+#[test]
+fn the_shipped_generator_repeats_one_radio_frame_of_iq_under_new_radio_times() {
+    let dir = tmpdir("pool");
+    let slots_dir = dir.join("slots");
+    let path = shipped_config(
+        &dir,
+        23,
+        &format!("{{ npy: {{ dir: {} }} }}", slots_dir.display()),
+    );
+    let o = gen_options(&path);
+    assert_eq!(o.iq_slots, Some(20), "the shipped config's pool");
+    let (s, c) = run(&path);
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+    assert_eq!(
+        (c.slots_complete, c.slots_partial),
+        (23, 0),
+        "{}",
+        c.summary()
+    );
+    for e in &c.per_eaxc {
+        let seq = (e.seq_gaps, e.seq_duplicates, e.seq_out_of_order);
+        assert_eq!(seq, (0, 0, 0), "eAxC {}", e.eaxc);
+        assert_eq!((e.early, e.on_time, e.late), (0, 23 * 14 * 6, 0));
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&slots_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "npy"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 23);
+    for n in 20..23 {
+        let r = o.radio(n as u64, 0);
+        let name = files[n].file_name().unwrap().to_string_lossy().into_owned();
+        let want = format!(
+            "_f{}_sf{}_s{}_complete.npy",
+            r.frame_id, r.subframe_id, r.slot_id
+        );
+        assert!(name.ends_with(&want), "{name} vs {want}");
+        assert_eq!(npy_i16(&files[n]), npy_i16(&files[n - 20]), "slot {n}");
+        assert_ne!(npy_i16(&files[n]), npy_i16(&files[n - 19]), "slot {n}");
+        let e1 = o.expected(1, n as u64, 13, 272);
+        let cell = &npy_i16(&files[n])[((14 + 13) * 273 + 272) * 24..][..24];
+        let got: Vec<i32> = cell.iter().map(|&x| i32::from(x)).collect();
+        assert_eq!(got, e1, "slot {n}, eAxC 1, symbol 13, PRB 272");
+    }
 }

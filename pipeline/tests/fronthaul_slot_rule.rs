@@ -10,12 +10,18 @@
 
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use pipeline::burst::{Burst, FrameDesc};
+use pipeline::counters::QueueCounters;
+use pipeline::fronthaul::config::SinkConfig;
 use pipeline::fronthaul::gpu::{self, Layout};
-use pipeline::fronthaul::live::{Closed, Completer, GridSource};
+use pipeline::fronthaul::live::{Closed, Completer, GridSource, LiveStages};
 use pipeline::fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
 use pipeline::meta::PacketMeta;
 use pipeline::port::gen::oran::{frame, OranGenOptions};
+use pipeline::stage::gpu_host::{GpuHostSide, StageGpuMemory};
+use pipeline::stage::{Pipeline, Stage};
 use pipeline::verdict::Verdict;
 use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
 use pktwarp_kernels::StageSpec;
@@ -451,4 +457,310 @@ proptest! {
         prop_assert_eq!(&cpu.slots, &gpu.slots);
         prop_assert_eq!((cpu.lost, gpu.lost), (0, 0));
     }
+}
+
+/// The CUDA stage's buffers (host memory) as the GPU executor's stage memory, for the whole
+/// GPU host side of the stage (`LiveStages`: the completion poll, the sequence log, the
+/// counters, the sink) as the daemon polls it: one GPU, the fronthaul stage at position 0.
+struct HostMem {
+    sizes: Vec<usize>,
+    bufs: Mutex<Vec<Vec<u64>>>,
+    counters: Mutex<[[u64; 8]; pktwarp_kernels::MAX_STAGES]>,
+}
+
+impl HostMem {
+    fn buffer(&self, k: usize, i: usize) -> anyhow::Result<Vec<u8>> {
+        anyhow::ensure!(k == 0, "stage {k}: the fronthaul stage is at position 0");
+        let b = self.bufs.lock().unwrap();
+        let w = b.get(i).ok_or_else(|| anyhow::anyhow!("no buffer {i}"))?;
+        let mut v = bytes(w);
+        v.truncate(self.sizes[i]);
+        Ok(v)
+    }
+}
+
+impl StageGpuMemory for HostMem {
+    fn gpus(&self) -> usize {
+        1
+    }
+
+    fn read_buffer(&self, _gpu: usize, k: usize, i: usize) -> anyhow::Result<Vec<u8>> {
+        self.buffer(k, i)
+    }
+
+    fn read_buffer_range(
+        &self,
+        _gpu: usize,
+        k: usize,
+        i: usize,
+        offset: usize,
+        len: usize,
+    ) -> anyhow::Result<Vec<u8>> {
+        anyhow::ensure!(k == 0, "stage {k}: the fronthaul stage is at position 0");
+        let n = self.sizes.get(i).copied().unwrap_or(0);
+        anyhow::ensure!(offset + len <= n, "buffer {i}: {offset}+{len} past {n}");
+        // The range alone (the sequence log is 1 MiB, read every poll).
+        let b = self.bufs.lock().unwrap();
+        Ok((offset..offset + len)
+            .map(|j| b[i][j / 8].to_le_bytes()[j % 8])
+            .collect())
+    }
+
+    fn set_buffer_word(
+        &self,
+        _gpu: usize,
+        k: usize,
+        i: usize,
+        offset: usize,
+        value: u32,
+    ) -> anyhow::Result<()> {
+        anyhow::ensure!(k == 0 && offset % 4 == 0 && offset + 4 <= self.sizes[i]);
+        let mut b = self.bufs.lock().unwrap();
+        let w = &mut b[i][offset / 8];
+        let shift = 32 * (offset % 8 / 4);
+        *w = (*w & !(0xFFFF_FFFFu64 << shift)) | (u64::from(value) << shift);
+        Ok(())
+    }
+
+    fn counter_blocks(&self) -> anyhow::Result<Vec<[u64; 8]>> {
+        Ok(vec![self.counters.lock().unwrap()[0]])
+    }
+
+    fn ring_slots(&self) -> u32 {
+        1
+    }
+}
+
+/// What a whole executor left: each frame's verdict, the slot files (name, bytes) its npy sink
+/// wrote, and the stage's counters (completion latency, host-clock measured, left out).
+#[derive(Debug, PartialEq)]
+struct Written {
+    verdicts: Vec<(u8, u8)>,
+    files: Vec<(String, Vec<u8>)>,
+    counters: pipeline::fronthaul::FronthaulCounters,
+}
+
+fn written(dir: &std::path::Path, stage: &FronthaulStage, verdicts: Vec<(u8, u8)>) -> Written {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect();
+    files.sort();
+    let mut counters = stage.counters();
+    counters.slot_latency_count = 0;
+    counters.slot_latency_p50_ns = 0;
+    counters.slot_latency_p99_ns = 0;
+    counters.slot_latency_buckets.clear();
+    counters.slot_latency_sum_ns = 0;
+    Written {
+        verdicts,
+        files,
+        counters,
+    }
+}
+
+/// The frames, with the host time to wait before each (the delivery: the radio time of the
+/// frames is their receive time, the wait is how slowly they come).
+type Delivery = [((Vec<u8>, u64), Duration)];
+
+/// The CPU executor's pipeline `[fronthaul]` on `frames`, one burst a frame.
+fn cpu_executor(cfg: &FronthaulConfig, frames: &Delivery) -> Written {
+    let stage = FronthaulStage::from_config(cfg).unwrap();
+    let p = Pipeline::new(vec![Stage::Fronthaul(Box::new(stage))]);
+    let c = QueueCounters::new(1, 0);
+    let mut verdicts = Vec::new();
+    for ((f, ts), wait) in frames {
+        std::thread::sleep(*wait);
+        let mut b = Burst::default();
+        b.push(
+            f,
+            FrameDesc {
+                len: f.len() as u32,
+                wire_len: f.len() as u32,
+                timestamp_ns: *ts,
+                ..FrameDesc::default()
+            },
+        );
+        let (mut m, mut v) = (Vec::new(), Vec::new());
+        p.run_burst(&b, &mut m, &mut v, &c);
+        verdicts.push((v[0].action as u8, v[0].reason.map_or(0xFF, |r| r as u8)));
+    }
+    let Stage::Fronthaul(f) = &p.stages[0] else {
+        unreachable!()
+    };
+    f.flush();
+    written(sink_dir(cfg), f, verdicts)
+}
+
+fn sink_dir(cfg: &FronthaulConfig) -> &std::path::Path {
+    match &cfg.sink {
+        SinkConfig::Npy { dir, .. } => dir,
+        _ => panic!("an npy sink"),
+    }
+}
+
+/// The GPU executor's halves on `frames`: the CUDA stage compiled for the host, and the stage's
+/// GPU host side (`LiveStages`) polled, as the daemon's poll thread does, every 50 us of the
+/// waits and after every frame, then finished as at the end of a run.
+fn gpu_executor(pipe: &HostPipeline, cfg: &FronthaulConfig, frames: &Delivery) -> Written {
+    let l = Layout::new(cfg).expect("GPU layout");
+    let sizes: Vec<usize> = l.buffers().iter().map(|(_, n)| *n).collect();
+    let mut bufs: Vec<Vec<u64>> = sizes.iter().map(|n| vec![0u64; n.div_ceil(8)]).collect();
+    let addrs: [u64; 7] = std::array::from_fn(|i| bufs[i].as_mut_ptr() as u64);
+    let words: Vec<u64> = gpu::param_block(cfg, &l, addrs)
+        .chunks(8)
+        .map(|c| {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(w)
+        })
+        .collect();
+    let mem = HostMem {
+        sizes,
+        bufs: Mutex::new(bufs),
+        counters: Mutex::new([[0u64; 8]; pktwarp_kernels::MAX_STAGES]),
+    };
+    let p = Pipeline::new(vec![Stage::Fronthaul(Box::new(
+        FronthaulStage::from_config(cfg).unwrap(),
+    ))]);
+    let mut live = LiveStages::new(&p).unwrap();
+    let mut verdicts = Vec::new();
+    for (i, ((f, ts), wait)) in frames.iter().enumerate() {
+        let until = Instant::now() + *wait;
+        while Instant::now() < until {
+            live.poll(&p, &mem).unwrap();
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        // SAFETY: a view of the block's u64 words as the bytes the C stage reads (FFI
+        // boundary: the host pipeline takes byte blocks); the words outlive the call.
+        let view =
+            unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), words.len() * 8) };
+        let (mut meta, mut v) = ([0u8; META_BYTES], [0u8; VERDICT_BYTES]);
+        let mut buf = f.clone();
+        let mut hf = HostFrame {
+            len: f.len(),
+            wire_len: f.len() as u32,
+            timestamp_ns: *ts,
+            burst_index: i as u32,
+            ..HostFrame::default()
+        };
+        {
+            // The stage writes its buffers (through the block's addresses) and its counters:
+            // the host side reads neither meanwhile.
+            let _bufs = mem.bufs.lock().unwrap();
+            let mut counters = mem.counters.lock().unwrap();
+            pipe.run_frame_mut(
+                &mut buf,
+                &mut hf,
+                &[view],
+                None,
+                &mut meta,
+                &mut v,
+                &mut counters,
+            );
+        }
+        verdicts.push((v[0], v[1]));
+        live.poll(&p, &mem).unwrap();
+    }
+    GpuHostSide::finish(Box::new(live), &p, &mem).unwrap();
+    let Stage::Fronthaul(f) = &p.stages[0] else {
+        unreachable!()
+    };
+    f.flush();
+    written(sink_dir(cfg), f, verdicts)
+}
+
+/// A capture delivered far slower than its radio time (a generator that gives 1 s of radio time
+/// in 16 s): both executors judge the slot timeout on the frames' receive times, so they close
+/// the same slots, complete, partial and refused alike, and write the same slot files, byte for
+/// byte. A slot timed out on the host's clock would close partial here (its 56 packets take
+/// 17 ms to come, its timeout is 2 ms).
+#[test]
+fn slow_delivery_closes_the_same_slots_and_writes_the_same_files_on_both_executors() {
+    let (_one, pipe) = compiled();
+    let half = |slot: u64, first: bool| -> Vec<Pkt> {
+        let w = whole(slot);
+        let n = w.len() / 2;
+        (if first { &w[..n] } else { &w[n..] }).to_vec()
+    };
+    let mut missing = whole(9);
+    missing.remove(11);
+    let pkts: Vec<Pkt> = [
+        whole(0),
+        whole(1),
+        // Three slots at once: the oldest evicted past max_open_slots (2), its later packets
+        // refused.
+        interleave(&[2, 3, 4]),
+        // Slot 5 evicted by slot 7, then revisited: its second half refused.
+        half(5, true),
+        half(6, true),
+        half(7, true),
+        half(5, false),
+        half(6, false),
+        half(7, false),
+        whole(8),
+        // Slot 9 misses a PRB and times out (on the receive times) during slot 13.
+        missing,
+        whole(10),
+        whole(11),
+        whole(12),
+        whole(13),
+    ]
+    .concat();
+    // Radio time: a packet every 9 us (a slot's 56 packets in 0.5 ms). Host time: 2.5 ms every
+    // 8 packets, 35 x the radio time.
+    let delivery: Vec<((Vec<u8>, u64), Duration)> = frames(&pkts, 9_000)
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let wait = if i % 8 == 7 { 2_500 } else { 0 };
+            (f, Duration::from_micros(wait))
+        })
+        .collect();
+    let root = std::env::temp_dir().join(format!("pw-fh-slow-{}", std::process::id()));
+    let cfg_for = |name: &str| FronthaulConfig {
+        sink: SinkConfig::Npy {
+            dir: root.join(name),
+            max_files: None,
+        },
+        ..config(2, 2000)
+    };
+    let t0 = Instant::now();
+    let cpu = cpu_executor(&cfg_for("cpu"), &delivery);
+    let wall = t0.elapsed();
+    let gpu = gpu_executor(&pipe, &cfg_for("gpu"), &delivery);
+    std::fs::remove_dir_all(&root).ok();
+    let radio = Duration::from_nanos(9_000 * pkts.len() as u64);
+    assert!(
+        wall > 10 * radio,
+        "delivered in {wall:?}, radio time {radio:?}"
+    );
+    assert_eq!(cpu.verdicts, gpu.verdicts, "verdicts");
+    let names = |w: &Written| w.files.iter().map(|f| f.0.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&cpu), names(&gpu), "slot files");
+    assert_eq!(cpu.files, gpu.files, "slot file bytes");
+    assert_eq!(cpu.counters, gpu.counters, "counters");
+    // What the capture holds: every slot once; slots 2 and 5 refused after they closed; the
+    // evicted (2, 5) and the timed out (9) partial, the rest complete.
+    let c = &cpu.counters;
+    let slots = names(&cpu)
+        .iter()
+        .filter(|n| n.starts_with("slot_"))
+        .count();
+    assert_eq!(slots, 14, "{:?}", names(&cpu));
+    assert_eq!(
+        (c.slots_complete, c.slots_partial),
+        (11, 3),
+        "{}",
+        c.summary()
+    );
+    assert!(
+        c.per_eaxc.iter().all(|e| e.slot_closed > 0),
+        "{}",
+        c.summary()
+    );
 }

@@ -299,14 +299,18 @@ pub fn compress_prb(samples: &[i16; PRB_SAMPLES], method: Method, width: u8, out
         }
         Method::None => (0, &mut out[..]),
     };
-    let mut bit = 0usize;
+    // Mantissas MSB first, back to back: each goes into a bit accumulator, whole bytes leave it
+    // (24 samples of `width` bits are 3 x `width` whole bytes). A bit at a time was 87% of the
+    // O-RAN generator's time.
+    let mask = (1u32 << width) - 1;
+    let (mut acc, mut bits, mut at) = (0u64, 0u32, 0usize);
     for &s in samples {
-        let m = (i32::from(s) >> exp) as u32 & ((1u32 << width) - 1);
-        for i in (0..width).rev() {
-            if m >> i & 1 != 0 {
-                data[bit / 8] |= 0x80 >> (bit % 8);
-            }
-            bit += 1;
+        acc = (acc << width) | u64::from((i32::from(s) >> exp) as u32 & mask);
+        bits += u32::from(width);
+        while bits >= 8 {
+            bits -= 8;
+            data[at] = (acc >> bits) as u8;
+            at += 1;
         }
     }
     exp
@@ -331,6 +335,54 @@ pub fn quantise(samples: &[i16; PRB_SAMPLES], method: Method, width: u8) -> [i32
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`compress_prb`] a bit at a time, as the O-RAN bit order reads (the reference).
+    fn compress_bitwise(samples: &[i16; PRB_SAMPLES], method: Method, width: u8) -> Vec<u8> {
+        let mut out = vec![0u8; prb_bytes(method, width)];
+        let (exp, data) = match method {
+            Method::Bfp => {
+                let e = bfp_exponent(samples, width);
+                out[0] = e;
+                (e, &mut out[1..])
+            }
+            Method::None => (0, &mut out[..]),
+        };
+        let mut bit = 0usize;
+        for &s in samples {
+            let m = (i32::from(s) >> exp) as u32 & ((1u32 << width) - 1);
+            for i in (0..width).rev() {
+                if m >> i & 1 != 0 {
+                    data[bit / 8] |= 0x80 >> (bit % 8);
+                }
+                bit += 1;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn compression_equals_the_bitwise_packing_for_every_width() {
+        let mut r = xorshift(0x5eed);
+        for width in 1..=16u8 {
+            for method in [Method::Bfp, Method::None] {
+                for round in 0..200 {
+                    let shift = (r() % 16) as u32;
+                    let mut s = [0i16; PRB_SAMPLES];
+                    for v in s.iter_mut() {
+                        *v = ((r() >> 32) as i16) >> shift;
+                        if round % 7 == 0 {
+                            *v = [i16::MIN, i16::MAX, -1, 0][(r() % 4) as usize];
+                        }
+                    }
+                    let want = compress_bitwise(&s, method, width);
+                    // Stale bytes in the buffer must not show.
+                    let mut got = vec![0xA5u8; want.len() + 3];
+                    compress_prb(&s, method, width, &mut got);
+                    assert_eq!(&got[..want.len()], &want[..], "{method:?} width {width}");
+                }
+            }
+        }
+    }
 
     /// A fixed xorshift64 stream from `seed` (the tests' random bytes and exponents).
     fn xorshift(seed: u64) -> impl FnMut() -> u64 {

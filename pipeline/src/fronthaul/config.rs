@@ -44,8 +44,9 @@ pub struct FronthaulConfig {
     #[serde(default)]
     pub ta4: Ta4Window,
     /// Where frame 0 of the 256-frame (2.56 s) cycle starts, in ns since the Unix epoch modulo
-    /// the cycle: 0 (default) for GPS/PTP-aligned radio time. Arrival times are capture
-    /// timestamps on pcap replay and the host clock live.
+    /// the cycle: 0 (default) for GPS/PTP-aligned radio time. Arrival times are the frames'
+    /// receive times: capture timestamps on pcap replay, the port's receive time live (a frame
+    /// without one is untimed).
     #[serde(default)]
     pub time_offset_ns: u64,
     /// A slot still missing PRBs this long after its first packet is closed as partial

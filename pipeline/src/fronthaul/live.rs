@@ -23,9 +23,10 @@
 //!
 //! The rule is the CPU assembler's (docs/fronthaul.md, "When a slot opens and closes"), taken
 //! at each poll rather than at each packet: polled after every frame it decides as the CPU
-//! does (pipeline/tests/fronthaul_stage_host.rs holds the two equal); a poll that lags sees
-//! several frames at once, and the frames of a slot the kernel stored before the host's closed
-//! word landed are delivered with it rather than refused.
+//! does (pipeline/tests/fronthaul_slot_rule.rs holds the two equal, with frames delivered far
+//! slower than their radio time too: host time decides only how often the poll looks); a poll
+//! that lags sees several frames at once, and the frames of a slot the kernel stored before the
+//! host's closed word landed are delivered with it rather than refused.
 //!
 //! Completion latency: from when the host handed the GPU the burst holding the slot's last
 //! packet (the [`HandedLog`] entry whose receive times hold the entry's latest receive time)

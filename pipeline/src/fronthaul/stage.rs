@@ -343,14 +343,6 @@ impl FronthaulStage {
         &self.cfg
     }
 
-    /// The stage on a frame, arrival time from the host clock (live traffic).
-    pub fn process(&self, frame: &[u8], meta: &PacketMeta, v: &mut Verdict) {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        self.process_at(frame, now, meta, v);
-    }
-
     /// The stage on a frame that arrived at `arrival_ns` (capture timestamp on replay).
     /// Non-eCPRI frames pass untouched; rejected frames are dropped (`fronthaul_reject`) and
     /// counted by reason; U-plane PRBs go into the slot grid.
@@ -731,9 +723,25 @@ fn peek_eaxc(frame: &[u8]) -> Option<u16> {
     })?
 }
 
+/// Through the stage API the receive time is the frame's (`RxInfo`); without one the frame is
+/// untimed, as on the GPU: the host's clock never times a slot out.
 impl crate::stage::CustomStage for FronthaulStage {
     fn process(&self, frame: &[u8], meta: &PacketMeta, verdict: &mut Verdict) {
-        FronthaulStage::process(self, frame, meta, verdict);
+        self.process_untimed(frame, meta, verdict);
+    }
+
+    fn process_rx(
+        &self,
+        frame: &[u8],
+        rx: crate::stage::RxInfo,
+        meta: &PacketMeta,
+        verdict: &mut Verdict,
+    ) {
+        if rx.timestamp_ns != 0 {
+            self.process_at(frame, rx.timestamp_ns, meta, verdict);
+        } else {
+            self.process_untimed(frame, meta, verdict);
+        }
     }
 }
 

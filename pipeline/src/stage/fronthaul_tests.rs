@@ -163,3 +163,47 @@ fn the_cpu_executor_decodes_conformant_frames_and_drops_the_rest() {
     assert_eq!(c.drop_count(DropReason::StageDrop), 0);
     assert!(f.counters().errors_total() >= dropped as u64);
 }
+
+/// A frame without a receive time (timestamp 0: a port that gives none) is untimed on the CPU
+/// executor as on the GPU: no Ta4 window, and no slot times out on it, however slowly the
+/// frames come. Judged on the host's clock, this slot would time out half way (its frames take
+/// over 3 ms to come, its timeout is 0.5 ms) and its second half be refused.
+#[test]
+fn untimed_frames_time_no_slot_out_on_the_host_clock() {
+    let fh = FH.replace(
+        "carrier_prbs: 273,",
+        "carrier_prbs: 273, eaxcs: [0], slot_timeout_us: 500,",
+    );
+    let p = crate::daemon::build_pipeline(&parse(&fh).unwrap()).unwrap();
+    let frames = conformant_frames();
+    let c = QueueCounters::new(p.stages.len(), 0);
+    for (i, f) in frames.iter().enumerate() {
+        if i % 14 == 13 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let mut b = Burst::default();
+        let d = FrameDesc {
+            len: f.len() as u32,
+            wire_len: f.len() as u32,
+            timestamp_ns: 0,
+            ..FrameDesc::default()
+        };
+        b.push(f, d);
+        let (mut m, mut v) = (Vec::new(), Vec::new());
+        p.run_burst(&b, &mut m, &mut v, &c);
+        assert_eq!(v[0].action, Action::Pass, "frame {i}");
+    }
+    let Stage::Fronthaul(f) = &p.stages[1] else {
+        panic!("stage 1 is fronthaul");
+    };
+    let n = f.counters();
+    assert_eq!(
+        (n.slots_complete, n.slots_partial),
+        (1, 0),
+        "{}",
+        n.summary()
+    );
+    let e = &n.per_eaxc[0];
+    assert_eq!((e.untimed, e.early + e.on_time + e.late), (42, 0));
+    assert_eq!(e.slot_closed, 0);
+}

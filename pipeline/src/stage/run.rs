@@ -589,12 +589,14 @@ impl Pipeline {
                     }
                 }
                 Stage::Fronthaul(f) => {
-                    // Ta4 windows are judged on the frame's receive time: the capture's or
-                    // generator's timestamp, the host clock when the port gives none.
+                    // Ta4 windows and slot timeouts are judged on the frame's receive time
+                    // (the capture's, the generator's radio time, the port's), never on the
+                    // host's clock: a frame without one (0) is untimed, as on the GPU, so both
+                    // executors close the same slots however fast the frames come.
                     if desc.timestamp_ns != 0 {
                         f.process_at(cur.bytes(), desc.timestamp_ns, meta, v);
                     } else {
-                        f.process(cur.bytes(), meta, v);
+                        f.process_untimed(cur.bytes(), meta, v);
                     }
                     if v.action == Action::Drop {
                         v.reason.get_or_insert(DropReason::StageDrop);

@@ -4,6 +4,7 @@
 
 use serde::Deserialize;
 
+use crate::burst::FrameDesc;
 use crate::fronthaul::bfp::{self, Method, PRB_SAMPLES};
 use crate::fronthaul::config::{CompHdr, CompMethodName};
 use crate::wire::ecpri::{self, SeqId};
@@ -39,6 +40,9 @@ fn default_sections() -> u16 {
 fn default_slots() -> u64 {
     1
 }
+
+/// Most bytes the frames of the `iq_slots` distinct slots may take (the generator keeps them).
+pub const MAX_POOL_BYTES: usize = 256 << 20;
 
 /// Most slots one generator run makes: 2^40 (2.2 years of radio time at numerology 4), so the
 /// frame count (slots x 14 symbols x at most 64 eAxCs x at most 1024 packets a symbol) cannot
@@ -95,6 +99,12 @@ pub struct OranGenOptions {
     /// Seed of the random IQ. Default 1.
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// Slots of distinct IQ: slot n carries the samples of slot n mod this, so the frames of
+    /// these slots are built once and every frame after is a copy with its sequence id and
+    /// radio time (frame / subframe / slot ids) written in (radio rate on one core, where
+    /// encoding every slot afresh is not). Default: none, every slot its own samples.
+    #[serde(default)]
+    pub iq_slots: Option<u64>,
     /// Timestamp of a packet: its symbol's start plus this (ns; inside the default Ta4
     /// window). Default 100000.
     #[serde(default = "default_ta4_offset")]
@@ -128,6 +138,7 @@ impl Default for OranGenOptions {
             slots: default_slots(),
             iq: default_iq(),
             seed: default_seed(),
+            iq_slots: None,
             ta4_offset_ns: default_ta4_offset(),
             vlan: None,
         }
@@ -191,6 +202,26 @@ impl OranGenOptions {
                 );
             }
         }
+        if let Some(p) = self.iq_slots {
+            if p == 0 {
+                return k("iq_slots", "must be >= 1".into());
+            }
+            let pooled = p.min(self.slots);
+            let bytes = u128::from(pooled)
+                * (14 * self.eaxcs.len() as u128)
+                * u128::from(self.packets_per_symbol())
+                * self.max_frame_len() as u128;
+            if bytes > MAX_POOL_BYTES as u128 {
+                return k(
+                    "iq_slots",
+                    format!(
+                        "the frames of {pooled} slots take {} MiB, more than {} MiB",
+                        bytes >> 20,
+                        MAX_POOL_BYTES >> 20
+                    ),
+                );
+            }
+        }
         let len = self.max_frame_len();
         if len > crate::port::gen::MAX_FRAME_SIZE as usize {
             return k(
@@ -245,8 +276,17 @@ impl OranGenOptions {
             .saturating_mul(u64::from(self.packets_per_symbol()))
     }
 
+    /// The slot whose samples slot `n` carries (`iq_slots`).
+    pub fn iq_slot(&self, n: u64) -> u64 {
+        match self.iq_slots {
+            Some(p) if p > 0 => n % p,
+            _ => n,
+        }
+    }
+
     /// The samples the generator encodes for (eAxC index, slot number, symbol, PRB).
     pub fn samples(&self, eaxc: usize, slot: u64, symbol: u8, prb: u16) -> [i16; PRB_SAMPLES] {
+        let slot = self.iq_slot(slot);
         let mut s = [0i16; PRB_SAMPLES];
         match self.iq {
             IqSource::Random => {
@@ -326,14 +366,147 @@ pub struct UplaneFrames {
     o: OranGenOptions,
     i: u64,
     seq: Vec<u8>,
+    /// With `iq_slots`: the distinct frames, built once.
+    pool: Option<FramePool>,
 }
 
 /// Frames of the configured carrier (validate the options first; an invalid set yields none).
 pub fn build_uplane_frames(o: &OranGenOptions) -> UplaneFrames {
+    let valid = o.validate().is_ok();
     UplaneFrames {
         o: o.clone(),
-        i: if o.validate().is_ok() { 0 } else { u64::MAX },
+        i: if valid { 0 } else { u64::MAX },
         seq: vec![0; o.eaxcs.len()],
+        pool: if valid { FramePool::build(o) } else { None },
+    }
+}
+
+/// Where a generated frame is: eAxC index, slot, symbol, packet of the symbol.
+#[derive(Clone, Copy, Debug)]
+struct Place {
+    e: usize,
+    slot: u64,
+    sym: u8,
+    pkt: u16,
+}
+
+/// The frames of the `iq_slots` distinct slots (or of every slot, when fewer), each built once
+/// by [`frame`] in generation order, back to back. Frame i of a run is pool frame i mod the
+/// pool's frames, with its sequence id and radio header (the fields a later slot changes)
+/// written in place.
+#[derive(Debug)]
+struct FramePool {
+    data: Vec<u8>,
+    /// Each frame's start in `data`, and the end of the last.
+    starts: Vec<usize>,
+    /// Offsets in a frame of the sequence id's first byte and of the radio header.
+    seq_at: usize,
+    radio_at: usize,
+}
+
+impl FramePool {
+    /// The pool of valid options `o` with `iq_slots` (`None` without).
+    fn build(o: &OranGenOptions) -> Option<FramePool> {
+        let p = o.iq_slots?.min(o.slots);
+        let per_slot = 14 * o.eaxcs.len() as u64 * u64::from(o.packets_per_symbol());
+        let n = (p * per_slot) as usize;
+        let mut data = Vec::with_capacity(n * o.max_frame_len());
+        let mut starts = Vec::with_capacity(n + 1);
+        for i in 0..n as u64 {
+            let at = place(o, i);
+            starts.push(data.len());
+            data.extend_from_slice(&frame(o, at.e, at.slot, at.sym, at.pkt, 0));
+        }
+        starts.push(data.len());
+        // Ethernet, the VLAN tag, the EtherType, the eCPRI common header, PC_ID: then the
+        // sequence id (seqId, then the E bit and subsequence id) and the radio header.
+        let ecpri_at = 14 + if o.vlan.is_some() { 4 } else { 0 };
+        Some(FramePool {
+            data,
+            starts,
+            seq_at: ecpri_at + 6,
+            radio_at: ecpri_at + 8,
+        })
+    }
+
+    /// The pool frame of run frame `i`.
+    fn frame(&self, i: u64) -> &[u8] {
+        let k = (i % (self.starts.len() as u64 - 1)) as usize;
+        &self.data[self.starts[k]..self.starts[k + 1]]
+    }
+
+    /// Writes the fields of frame `at` with sequence id `seq` into its copy `f`.
+    fn stamp(&self, o: &OranGenOptions, f: &mut [u8], at: Place, seq: u8) {
+        f[self.seq_at] = seq;
+        f[self.radio_at..self.radio_at + 4].copy_from_slice(&o.radio(at.slot, at.sym).emit());
+    }
+}
+
+/// Where frame `i` of the run is (slot, symbol, eAxC, packet order).
+fn place(o: &OranGenOptions, i: u64) -> Place {
+    let pps = u64::from(o.packets_per_symbol());
+    let ne = o.eaxcs.len() as u64;
+    Place {
+        pkt: (i % pps) as u16,
+        e: ((i / pps) % ne) as usize,
+        sym: ((i / pps / ne) % 14) as u8,
+        slot: i / pps / ne / 14,
+    }
+}
+
+impl UplaneFrames {
+    /// Receive time of a frame of `slot`, symbol `sym`.
+    fn timestamp(&self, slot: u64, sym: u8) -> u64 {
+        let slot_ns = 1_000_000u64 >> self.o.numerology;
+        slot * slot_ns + u64::from(sym) * slot_ns / 14 + self.o.ta4_offset_ns
+    }
+
+    /// The next frame's place and sequence id; moves on.
+    fn advance(&mut self) -> Option<(Place, u8)> {
+        if self.i >= self.o.frame_count() {
+            return None;
+        }
+        let at = place(&self.o, self.i);
+        self.i += 1;
+        let seq = self.seq[at.e];
+        self.seq[at.e] = seq.wrapping_add(1);
+        Some((at, seq))
+    }
+
+    /// With a pool: the next frame's (length, receive time), nothing built.
+    fn peek_pooled(&self) -> Option<(usize, u64)> {
+        let pool = self.pool.as_ref()?;
+        if self.i >= self.o.frame_count() {
+            return None;
+        }
+        let at = place(&self.o, self.i);
+        Some((pool.frame(self.i).len(), self.timestamp(at.slot, at.sym)))
+    }
+
+    /// With a pool: the next frame copied into `burst` and its fields written there, its
+    /// descriptor `desc` with its length and receive time. False at the end (or without one).
+    fn push_pooled(&mut self, burst: &mut crate::burst::Burst, desc: FrameDesc) -> bool {
+        let i = self.i;
+        let Some((at, seq)) = self.advance() else {
+            return false;
+        };
+        let ts = self.timestamp(at.slot, at.sym);
+        let Some(pool) = &self.pool else {
+            return false;
+        };
+        let f = pool.frame(i);
+        let start = burst.data.len();
+        burst.push(
+            f,
+            FrameDesc {
+                len: f.len() as u32,
+                wire_len: f.len() as u32,
+                timestamp_ns: ts,
+                ..desc
+            },
+        );
+        pool.stamp(&self.o, &mut burst.data[start..], at, seq);
+        true
     }
 }
 
@@ -341,25 +514,19 @@ impl Iterator for UplaneFrames {
     type Item = OranFrame;
 
     fn next(&mut self) -> Option<OranFrame> {
-        if self.i >= self.o.frame_count() {
-            return None;
-        }
-        let pps = u64::from(self.o.packets_per_symbol());
-        let ne = self.o.eaxcs.len() as u64;
         let i = self.i;
-        self.i += 1;
-        let pkt = (i % pps) as u16;
-        let e = ((i / pps) % ne) as usize;
-        let sym = ((i / pps / ne) % 14) as u8;
-        let slot = i / pps / ne / 14;
-        let seq = self.seq[e];
-        self.seq[e] = seq.wrapping_add(1);
-        let data = frame(&self.o, e, slot, sym, pkt, seq);
-        let slot_ns = 1_000_000u64 >> self.o.numerology;
-        let ts = slot * slot_ns + u64::from(sym) * slot_ns / 14 + self.o.ta4_offset_ns;
+        let (at, seq) = self.advance()?;
+        let data = match &self.pool {
+            Some(pool) => {
+                let mut f = pool.frame(i).to_vec();
+                pool.stamp(&self.o, &mut f, at, seq);
+                f
+            }
+            None => frame(&self.o, at.e, at.slot, at.sym, at.pkt, seq),
+        };
         Some(OranFrame {
             data,
-            timestamp_ns: ts,
+            timestamp_ns: self.timestamp(at.slot, at.sym),
         })
     }
 }
@@ -481,6 +648,29 @@ impl crate::port::RxPort for OranRx {
     ) -> Result<crate::port::RxStatus, crate::port::PortError> {
         let now = self.pacer.now_ns();
         let mut n = 0;
+        if self.frames.pool.is_some() {
+            while n < max {
+                let Some((len, ts)) = self.frames.peek_pooled() else {
+                    break;
+                };
+                if !self.pacer.admit(now, len as u32, ts) {
+                    break;
+                }
+                let desc = FrameDesc {
+                    port: self.port,
+                    ..FrameDesc::default()
+                };
+                self.frames.push_pooled(burst, desc);
+                n += 1;
+            }
+            return Ok(if n > 0 {
+                crate::port::RxStatus::Frames(n)
+            } else if self.frames.peek_pooled().is_none() {
+                crate::port::RxStatus::End
+            } else {
+                crate::port::RxStatus::Idle
+            });
+        }
         while n < max {
             let Some(f) = self.pending.take().or_else(|| self.frames.next()) else {
                 break;
@@ -491,12 +681,12 @@ impl crate::port::RxPort for OranRx {
             }
             burst.push(
                 &f.data,
-                crate::burst::FrameDesc {
+                FrameDesc {
                     len: f.data.len() as u32,
                     wire_len: f.data.len() as u32,
                     port: self.port,
                     timestamp_ns: f.timestamp_ns,
-                    ..crate::burst::FrameDesc::default()
+                    ..FrameDesc::default()
                 },
             );
             n += 1;
@@ -582,6 +772,156 @@ mod tests {
             ..OranGenOptions::default()
         };
         assert!(OranRx::new(&bad, crate::port::pace::Rate::Unlimited, 0).is_err());
+    }
+
+    /// Every frame of `o` through the port (bursts of 7), with its receive time.
+    fn through_port(o: &OranGenOptions) -> Vec<(Vec<u8>, u64)> {
+        use crate::port::{RxPort, RxStatus};
+        let mut rx = OranRx::new(o, crate::port::pace::Rate::Unlimited, 0).unwrap();
+        let mut b = crate::burst::Burst::default();
+        while rx.rx_burst(&mut b, 7).unwrap() != RxStatus::End {}
+        b.frames()
+            .map(|(d, f)| (f.to_vec(), d.timestamp_ns))
+            .collect()
+    }
+
+    /// Each frame built on its own by [`frame`] (sequence ids per eAxC from 0), in the
+    /// generator's order, with its receive time.
+    fn one_by_one(o: &OranGenOptions) -> Vec<(Vec<u8>, u64)> {
+        let mut seq = vec![0u8; o.eaxcs.len()];
+        (0..o.frame_count())
+            .map(|i| {
+                let at = place(o, i);
+                let s = seq[at.e];
+                seq[at.e] = s.wrapping_add(1);
+                let slot_ns = 1_000_000u64 >> o.numerology;
+                let ts = at.slot * slot_ns + u64::from(at.sym) * slot_ns / 14 + o.ta4_offset_ns;
+                (frame(o, at.e, at.slot, at.sym, at.pkt, s), ts)
+            })
+            .collect()
+    }
+
+    fn fnv(frames: &[(Vec<u8>, u64)]) -> u64 {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for (f, ts) in frames {
+            for b in f.iter().chain(&ts.to_le_bytes()) {
+                h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+            }
+        }
+        h
+    }
+
+    #[test]
+    fn pooled_frames_are_the_frames_built_one_by_one() {
+        let shapes = [
+            OranGenOptions {
+                carrier_prbs: 30,
+                eaxcs: vec![0, 1],
+                prbs_per_packet: 12,
+                sections_per_packet: 2,
+                vlan: Some(100),
+                slots: 45,
+                ..OranGenOptions::default()
+            },
+            OranGenOptions {
+                carrier_prbs: 20,
+                eaxcs: vec![3, 7, 9],
+                comp_hdr: CompHdr::Dynamic,
+                iq_width: 14,
+                numerology: 0,
+                slots: 300,
+                iq: IqSource::Tone {
+                    subcarrier: 3,
+                    amplitude: 9000.0,
+                },
+                seed: 5,
+                ..OranGenOptions::default()
+            },
+        ];
+        for base in shapes {
+            let today = through_port(&base);
+            assert_eq!(today, one_by_one(&base), "no pool: each frame built");
+            assert_eq!(
+                build_uplane_frames(&base)
+                    .map(|f| (f.data, f.timestamp_ns))
+                    .collect::<Vec<_>>(),
+                today
+            );
+            // A pool as long as the run: the generator's frames byte for byte.
+            let whole = OranGenOptions {
+                iq_slots: Some(base.slots),
+                ..base.clone()
+            };
+            assert_eq!(through_port(&whole), today, "pool of every slot");
+            // A pool shorter than the run (frameId wraps at 256 frames = 5120 slots at mu 1,
+            // 2560 at mu 0; sequence ids wrap at 256): slot n carries slot n mod 7's samples,
+            // the rest of the frame its own.
+            let short = OranGenOptions {
+                iq_slots: Some(7),
+                ..base.clone()
+            };
+            let pooled = through_port(&short);
+            assert_eq!(pooled, one_by_one(&short), "pool of 7 slots");
+            assert_eq!(
+                build_uplane_frames(&short)
+                    .map(|f| (f.data, f.timestamp_ns))
+                    .collect::<Vec<_>>(),
+                pooled
+            );
+            assert_ne!(pooled, today);
+            assert_eq!(short.samples(0, 9, 1, 2), base.samples(0, 2, 1, 2));
+        }
+    }
+
+    /// The generator's frames for a seed are pinned: a change to what it sends for the same
+    /// options shows here.
+    #[test]
+    fn the_frames_of_a_seed_do_not_change() {
+        let o = OranGenOptions {
+            carrier_prbs: 40,
+            eaxcs: vec![0, 1],
+            prbs_per_packet: 16,
+            sections_per_packet: 2,
+            vlan: Some(100),
+            slots: 6,
+            seed: 11,
+            ..OranGenOptions::default()
+        };
+        let frames = through_port(&o);
+        assert_eq!(frames.len(), 6 * 14 * 2 * 3);
+        assert_eq!(fnv(&frames), PINNED, "{:#x}", fnv(&frames));
+    }
+
+    const PINNED: u64 = 0xa795_8d37_dc36_e97f;
+
+    #[test]
+    fn a_pool_too_large_or_empty_is_refused_by_its_key() {
+        let big = OranGenOptions {
+            slots: 4000,
+            iq_slots: Some(4000),
+            eaxcs: (0..16).collect(),
+            ..OranGenOptions::default()
+        };
+        let e = big.validate().unwrap_err();
+        assert!(
+            e.starts_with("gen.oran.iq_slots:") && e.contains("MiB"),
+            "{e}"
+        );
+        assert!(OranRx::new(&big, crate::port::pace::Rate::Unlimited, 0).is_err());
+        assert_eq!(build_uplane_frames(&big).count(), 0);
+        let zero = OranGenOptions {
+            iq_slots: Some(0),
+            ..OranGenOptions::default()
+        };
+        assert!(zero.validate().unwrap_err().contains("gen.oran.iq_slots"));
+        // Fewer slots than the pool's: the pool holds the run's slots only.
+        let short = OranGenOptions {
+            slots: 2,
+            iq_slots: Some(1 << 30),
+            ..OranGenOptions::default()
+        };
+        short.validate().unwrap();
+        assert_eq!(build_uplane_frames(&short).count(), 2 * 14);
     }
 
     #[test]
