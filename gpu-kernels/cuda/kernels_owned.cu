@@ -18,8 +18,9 @@
  * burst's whole ownership at once: the executor keeps such bursts to one round (burst_size <=
  * block threads); a larger burst here (never published) runs round after round without TX. */
 #if PW_PIPELINE_COMPOSED && defined(PW_PIPELINE_ORDER_KEY)
-/* The stages' counters of the key pass (never read: the owner counts the frame in its run). */
-__shared__ pw_stage_counters pw_key_scratch[PW_PIPELINE_N_STAGES];
+/* The stages' counters of the key pass (never read: the owner counts the frame in its run). In
+ * global memory: PW_ADD64 is a global-memory reduction (count.cuh). */
+__device__ pw_stage_counters pw_key_scratch[PW_PIPELINE_N_STAGES];
 /* The round's owned frames, in arrival order, and per warp how many it owns / lower parts own. */
 __shared__ uint16_t pw_owned[PW_ORDER_MAX];
 __shared__ uint32_t pw_owned_warp[32];

@@ -149,9 +149,8 @@ pub const READS_PAYLOAD: &[&str] = &["pw_stage_fronthaul"];
 /// pipeline, and not beside a stage with round hooks of its own (fronthaul).
 pub const ORDERED: &[&str] = &["pw_stage_conntrack", "pw_stage_rate_limit"];
 
-/// Per [`ORDERED`] stage, the function that names a frame's order key without touching the
-/// stage's state: with it the executor may run the pipeline with several CTAs per burst, each
-/// applying the frames of its part of the keys (the owned layout, cuda/kernels_owned.cu).
+/// Per [`ORDERED`] stage, its function naming a frame's order key without touching its state:
+/// the owned layout's key pass (cuda/kernels_owned.cu: several CTAs a burst, each its keys).
 pub const ORDER_KEYS: &[(&str, &str)] = &[
     ("pw_stage_conntrack", "pw_conntrack_order_key"),
     ("pw_stage_rate_limit", "pw_rate_limit_order_key"),
@@ -395,7 +394,10 @@ pub fn pipeline_order_key(stages: &[StageSpec]) -> Option<&'static str> {
     let StageKind::Library { function, .. } = &stages[at].kind else {
         return None;
     };
-    ORDER_KEYS.iter().find(|(f, _)| f == function).map(|(_, k)| *k)
+    ORDER_KEYS
+        .iter()
+        .find(|(f, _)| f == function)
+        .map(|(_, k)| *k)
 }
 
 /// `pw_pipeline_order_key`: the stages before the ordered one (their counters in the caller's
@@ -951,33 +953,6 @@ mod tests {
         let e = template_of(&list(&["parse", "conntrack", "rate_limit"])).unwrap_err();
         assert_eq!(e.stage, 2);
         assert!(e.message.contains("at most one"), "{e}");
-    }
-
-    /// The owned layout's key pass: generated where parse alone precedes the ordered stage and
-    /// no stage writes frames; it runs parse, returns PW_ORDER_NONE for a frame it drops, then
-    /// the ordered stage's key function with that stage's parameter block.
-    #[test]
-    fn the_order_key_pass_is_generated_where_parse_alone_precedes() {
-        let l = list(&["parse", "conntrack", "acl", "count"]);
-        assert_eq!(pipeline_order_key(&l), Some("pw_conntrack_order_key"));
-        let src = generate(&l, Target::Gpu).unwrap();
-        assert!(src.contains("#define PW_PIPELINE_ORDER_KEY 1"), "{src}");
-        let body = &src[src.find("uint32_t pw_pipeline_order_key(").unwrap()..];
-        let body = &body[..body.find("\n}").unwrap()];
-        assert!(body.contains("pw_stage_parse(f, m, v, pw_stage_params(ctx, 0u), &ctx->counters[0]);"));
-        assert!(body.contains("if (v->action == PW_ACTION_DROP) return PW_ORDER_NONE;"));
-        assert!(body.contains("return pw_conntrack_order_key(f, m, pw_stage_params(ctx, 1u));"));
-        assert!(!body.contains("pw_stage_acl") && !body.contains("PW_ADD64"), "{body}");
-        let rl = list(&["parse", "rate_limit", "count"]);
-        assert_eq!(pipeline_order_key(&rl), Some("pw_rate_limit_order_key"));
-        for names in [&["parse", "acl", "conntrack"][..], &["parse", "guard", "conntrack"], &["parse", "acl"]] {
-            let l = list(names);
-            assert_eq!(pipeline_order_key(&l), None, "{names:?}");
-            assert!(!generate(&l, Target::Gpu).unwrap().contains("PW_PIPELINE_ORDER_KEY"));
-        }
-        for (f, _) in ORDER_KEYS {
-            assert!(ORDERED.contains(f), "{f}");
-        }
     }
 
     #[test]

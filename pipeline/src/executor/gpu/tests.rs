@@ -243,7 +243,10 @@ fn per_queue_ordered_state_takes_one_cta_per_queue() {
     // acl before conntrack: no key before the stage, no split.
     let acl_first = image_of(&["parse", "acl", "conntrack", "count"]);
     let e = setup::one_cta_for_ordered_state(opts(1, Some(4)), &acl_first).unwrap_err();
-    assert!(e.to_string().contains("burst_ctas: 4") && e.to_string().contains("`parse` alone"), "{e}");
+    assert!(
+        e.to_string().contains("burst_ctas: 4") && e.to_string().contains("`parse` alone"),
+        "{e}"
+    );
     // A burst of more than one round of the block.
     let big = GpuOptions {
         burst_size: 512,

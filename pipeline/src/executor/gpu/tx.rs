@@ -195,12 +195,18 @@ impl GpuExecutor {
 fn merge_by_frame(out: &mut Vec<TxDesc>, times: &mut Vec<u64>) -> anyhow::Result<()> {
     let mut order: Vec<usize> = (0..out.len()).collect();
     order.sort_unstable_by_key(|&i| out[i].frame);
-    if let Some(w) = order.windows(2).find(|w| out[w[0]].frame == out[w[1]].frame) {
+    if let Some(w) = order
+        .windows(2)
+        .find(|w| out[w[0]].frame == out[w[1]].frame)
+    {
         anyhow::bail!("TX ring: frame {} sent by two burst parts", out[w[0]].frame);
     }
     let descs: Vec<TxDesc> = order.iter().map(|&i| out[i]).collect();
     if !times.is_empty() {
-        let t: Vec<u64> = order.iter().map(|&i| times.get(i).copied().unwrap_or(0)).collect();
+        let t: Vec<u64> = order
+            .iter()
+            .map(|&i| times.get(i).copied().unwrap_or(0))
+            .collect();
         *times = t;
     }
     *out = descs;
@@ -226,7 +232,10 @@ mod tests {
         let mut out = vec![d(0), d(3), d(4), d(1), d(2), d(5)];
         let mut times = vec![10, 13, 14, 11, 12, 15];
         merge_by_frame(&mut out, &mut times).unwrap();
-        assert_eq!(out.iter().map(|x| x.frame).collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5]);
+        assert_eq!(
+            out.iter().map(|x| x.frame).collect::<Vec<_>>(),
+            [0, 1, 2, 3, 4, 5]
+        );
         assert_eq!(out[1].offset, 64);
         assert_eq!(times, [10, 11, 12, 13, 14, 15]);
         let mut out = vec![d(0), d(2), d(2)];
