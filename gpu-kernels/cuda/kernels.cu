@@ -483,13 +483,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     vo.base = vo.tag ? (void *)((pw_verdict_tagged *)q.verdicts + (uint64_t)slot * q.burst_max)
                      : (void *)((pw_verdict_out *)q.verdicts + (uint64_t)slot * q.burst_max);
     pw_packet_meta *mout = (q.pipeline & PW_PIPE_META_OUT) ? (pw_packet_meta *)q.metas + (uint64_t)slot * q.burst_max : 0;
-#if PW_PIPELINE_COMPOSED && defined(PW_PIPELINE_ORDER_KEY)
-    /* An ordered stage's frames split by key, not by index (kernels_owned.cu). */
-    if (parts > 1u) {
-        pw_run_owned(q, a, descs, compact, data, gdata, staged && parse, db, n, vo, mout, cr, slot, part, parts);
-        return;
-    }
-#endif
+    PW_RUN_OWNED(parts, q, a, descs, compact, data, gdata, staged && parse, db, n, vo, mout, cr, slot, part, parts);
     /* This block's share of the frames (the burst's CTA group: part `part` of `parts`). */
     uint32_t lo, hi;
     pw_part_range(n, part, parts, &lo, &hi);

@@ -109,4 +109,10 @@ __device__ __forceinline__ void pw_run_owned(const pw_queue_desc &q, const pw_ac
     if (q.tx != 0ull && threadIdx.x == 0)
         ((volatile uint32_t *)q.tx_counts)[slot * parts + part] = tx_on ? PW_TX_COUNT(plo, pw_tx_base) : PW_TX_COUNT(0u, 0u);
 }
+/* pw_run_slot's dispatch: with several CTAs a burst (`parts`), the frames split by key, not by
+ * index; the arguments are pw_run_owned's. */
+#define PW_RUN_OWNED(parts, ...) \
+    if ((parts) > 1u) return pw_run_owned(__VA_ARGS__)
+#else
+#define PW_RUN_OWNED(parts, ...) ((void)(parts))
 #endif
