@@ -9,12 +9,16 @@
 #     drops by reason, counted, the ACL's rule hits and defaults, the conntrack counters
 #     created / expired / early_evicted / table_full / untracked / invalid) and the passed
 #     frames' capture (output port) identical byte for byte (one queue: in order; four: as
-#     sets). Modes persistent and launch, rings mapped and device.
+#     sets). Modes persistent and launch, rings mapped and device; persistent also with four
+#     CTAs a burst (burst_ctas 4: the owned layout, each CTA its part of the table's buckets).
 #  2. Throughput, both pipelines in the same call on the same GPU: parse -> conntrack -> acl ->
 #     count against parse -> acl -> count (the same rules without `ct:`), the daemon end to end
-#     on the replayed capture (Mpps from its summary), 1 and 4 queues.
+#     on the replayed capture (Mpps from its summary), 1 and 4 queues. Conntrack runs with each
+#     executor.gpu option set of CT_OPTS (`;`-separated, empty: the defaults), the plain
+#     pipeline with the defaults and with device rings; each conntrack line prints its ratio to
+#     the plain run of the same ring placement.
 # Usage (repository root): scripts/gpu-conntrack-check.sh [BIN_DIR] [DATA] [OUT]
-#   env: STEPS (check,throughput: which of 1 and 2 run), FRAMES, LOOPS, SECOND.
+#   env: STEPS (check,throughput: which of 1 and 2 run), FRAMES, LOOPS, SECOND, CT_OPTS.
 #   BIN_DIR folder with pktwarp (default .carry); DATA unused (kept for the common signature);
 #   OUT results folder (default ./gpu-results).
 # Exit status: 0 when every comparison is equal and the throughput runs ran, 1 otherwise.
@@ -121,11 +125,12 @@ print(json.dumps({k: s.get(k) for k in keys}, sort_keys=True))' "$1"
 want check && for nq in 1 4; do
   mode=$([ $nq = 1 ] && echo order || echo set)
   for entries in 1048576 256; do
-    for opts in "persistent mapped" "persistent device" "launch device"; do
+    for opts in "persistent mapped 1" "persistent device 1" "launch device 1" \
+      "persistent mapped 4" "persistent device 4"; do
       set -- $opts
-      name="sfw-q$nq-e$entries-$1-$2"
+      name="sfw-q$nq-e$entries-$1-$2-x$3"
       make_cfg "$tmp/$name-ref" cpu $nq $entries
-      make_cfg "$tmp/$name-dut" "$SECOND" $nq $entries "{ mode: $1, placement: $2 }"
+      make_cfg "$tmp/$name-dut" "$SECOND" $nq $entries "{ mode: $1, placement: $2, burst_ctas: $3 }"
       run_dir "$tmp/$name-ref" "$name cpu"
       run_dir "$tmp/$name-dut" "$name $SECOND"
       r=$(frames_equal $mode "$tmp/$name-ref/out.pcap" "$tmp/$name-dut/out.pcap")
@@ -144,16 +149,32 @@ done
 
 # 2. Throughput: with and without conntrack, same capture (replayed LOOPS times), same call.
 LOOPS=${LOOPS:-20}
+CT_OPTS=${CT_OPTS-";{ burst_ctas: 4 };{ burst_ctas: 8 };{ placement: device };{ placement: device, burst_ctas: 4 };{ placement: device, burst_ctas: 8 }"}
+# tp_run DIR NAME GPU-OPTIONS PLAIN: one throughput run; its Mpps in TP ("?" when it failed).
+tp_run() {
+  make_cfg "$1" "$SECOND" $nq 1048576 "$3" "$4" "$LOOPS"
+  run_dir "$1" "$2"
+  TP=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["mpps"], 3))' "$1/summary.json" 2>/dev/null || echo "?")
+}
+ratio() { python3 -c 'import sys; a, b = sys.argv[1:3]; print(f"{float(a) / float(b):.2f}" if a != "?" and b not in ("?", "0", "0.0") else "?")' "$1" "$2"; }
 want throughput && for nq in 1 4; do
-  line="throughput ($nq queues, $FRAMES x $LOOPS frames, $SECOND executor):"
-  for which in conntrack plain; do
-    d=$tmp/tp-$which-$nq
-    make_cfg "$d" "$SECOND" $nq 1048576 "" "$([ $which = plain ] && echo plain)" "$LOOPS"
-    run_dir "$d" "tp-$which-$nq"
-    mpps=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["mpps"], 3))' "$d/summary.json" 2>/dev/null || echo "?")
-    line="$line $which $mpps Mpps"
+  say "throughput ($nq queues, $FRAMES x $LOOPS frames, $SECOND executor):"
+  tp_run "$tmp/tp-plain-$nq-mapped" "tp-plain-$nq" "" plain
+  plain_m=$TP
+  tp_run "$tmp/tp-plain-$nq-device" "tp-plain-$nq-device" "{ placement: device }" plain
+  plain_d=$TP
+  say "  plain (defaults): $plain_m Mpps; plain { placement: device }: $plain_d Mpps"
+  k=0
+  IFS=';' read -r -a ct_sets <<<"$CT_OPTS"
+  [ -z "$CT_OPTS" ] && ct_sets=("")
+  for o in "${ct_sets[@]}"; do
+    k=$((k + 1))
+    tp_run "$tmp/tp-ct-$nq-$k" "tp-conntrack-$nq-$k" "$o" ""
+    m=$TP
+    base=$plain_m
+    case "$o" in *device*) base=$plain_d ;; esac
+    say "  conntrack ${o:-(defaults)}: $m Mpps, ratio conntrack/plain $(ratio "$m" "$base")"
   done
-  say "$line"
 done
 say "conntrack check: $fails failure(s)"
 [ $fails = 0 ]

@@ -60,6 +60,16 @@ PW_DEVICE_CALL void pw_ct_frame(const pw_ct_params *p, const pw_frame *f, pw_pac
     pw_order_done();
 }
 
+/* The frame's order key, as pw_ct_frame names it (its flow's bucket, or PW_ORDER_NONE): the
+ * owned layout's CTAs split a burst's frames by it (flow_order.cuh). Reads nothing of the table. */
+PW_DEVICE uint32_t pw_conntrack_order_key(const pw_frame *f, const pw_packet_meta *meta, const void *params) {
+    const pw_ct_params *p = (const pw_ct_params *)params;
+    if (p == 0 || p->state == 0ull || f->queue >= p->queues) return PW_ORDER_NONE;
+    pw_flow_pkt pk;
+    pw_flow_classify(&p->table, meta, f->data, f->len, &pk);
+    return pk.none ? PW_ORDER_NONE : pk.bucket;
+}
+
 /* Stage `conntrack`. */
 PW_DEVICE void pw_stage_conntrack(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v, const void *params,
                                   pw_stage_counters *c) {

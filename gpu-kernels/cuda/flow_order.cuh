@@ -1,21 +1,35 @@
-/* Arrival order per flow for a stage that keeps per-queue state (conntrack; docs/stages.md,
- * "Per-queue stage state"), in the composed kernel, where a block runs a round of frames at once,
- * a thread per frame (frame r + threadIdx.x of the round starting at r).
+/* Arrival order per flow for a stage that keeps per-queue state (conntrack, rate_limit;
+ * docs/stages.md, "Per-queue stage state"), in the composed kernel, where a block runs a round of
+ * frames at once, a thread per frame (the round's frames in arrival order by thread index).
  *
- * The stage names each frame's order key (a flow-table bucket: frames of one flow share it, and
- * frames with different keys touch disjoint state) with pw_order_publish, waits with pw_order_wait
- * until every earlier frame of the round has published and every earlier frame with the same key
- * is done, applies the frame, then says pw_order_done. A frame that a stage before drops never
+ * The stage names each frame's order key (a table bucket: frames of one flow share it, and
+ * frames with different keys touch disjoint state) with pw_order_publish, waits with
+ * pw_order_wait for its predecessor (the nearest earlier frame of the round with the same key) to
+ * be done, applies the frame, then says pw_order_done. A frame that a stage before drops never
  * reaches the ordered stage: the generated pw_pipeline_frame says pw_order_skip for it. Rounds are
  * taken in order by the whole block (PW_PIPELINE_ROUND_BEGIN / _END below, both block barriers),
  * so the result equals applying the frames one after another in arrival order, as the CPU
- * executor does; frames of different flows run in parallel. The waits point to lower thread
- * indices only (no cycle), and independent thread scheduling (sm_70 on) lets a lane wait for
- * another lane of its warp.
+ * executor does; frames of different flows run in parallel.
  *
- * The executor runs such a pipeline with one CTA per queue (ctas_per_queue 1, burst_ctas 1), so
- * bursts of a queue are taken in order too. The host build (one frame at a time, in order) needs
- * none of it: there the functions are empty. */
+ * The wait walks back from the frame's own index: each earlier slot is first waited for until
+ * published (its key written before its state, behind the publisher's fence), and the first one
+ * with the same key is the predecessor; its being done implies every earlier frame of the key is
+ * done (it waited for its own predecessor before applying), so the walk stops there. A frame
+ * without a key (PW_ORDER_NONE: no flow; it changes only counters, with atomics) waits for no one.
+ * Deadlock freedom: a frame waits only for lower thread indices of its own block (no cycle), each
+ * of which publishes before it waits (publish needs nothing of anyone), and independent thread
+ * scheduling (sm_70 on) lets a lane wait for another lane of its warp. Memory: the waiting and the
+ * waited-for frames run on one SM, so __threadfence_block orders the predecessor's table writes
+ * (global memory) before the waiter's reads.
+ *
+ * Bursts of a queue are taken in order by the CTA that applies them. With one CTA per burst
+ * (burst_ctas 1) that CTA applies every frame. With several (burst_ctas k, the owned layout of
+ * kernels_owned.cu) every CTA of the group computes every frame's key (pw_pipeline_order_key)
+ * and runs only the frames whose key % k is its part number (keyless frames: index % k): a key is
+ * always applied by the same CTA, so the table's buckets are partitioned between the group's
+ * CTAs, no two SMs touch one bucket, and no CTA ever waits for another. The table's shared parts
+ * are counters, changed with atomics. The host build (one frame at a time, in order) needs none
+ * of it: there the functions are empty. */
 #ifndef PKTWARP_FLOW_ORDER_CUH
 #define PKTWARP_FLOW_ORDER_CUH
 
@@ -39,14 +53,16 @@ PW_DEVICE void pw_order_publish(uint32_t key) {
 }
 
 PW_DEVICE void pw_order_wait(uint32_t key) {
-    for (uint32_t t = 0u; t < threadIdx.x; t++) {
+    if (key == PW_ORDER_NONE) return;
+    for (uint32_t t = threadIdx.x; t-- > 0u;) {
         while (pw_order_state[t] == 0u) {
         }
         /* Its key (written before its state, behind the publisher's fence) after its state. */
         __threadfence_block();
-        if (key != PW_ORDER_NONE && pw_order_key[t] == key) {
+        if (pw_order_key[t] == key) {
             while (pw_order_state[t] != 2u) {
             }
+            break;
         }
     }
     /* The earlier frames' state writes (global memory, this SM) before this frame's reads. */

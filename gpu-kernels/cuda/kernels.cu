@@ -377,6 +377,7 @@ __device__ __forceinline__ void pw_part_range(uint32_t n, uint32_t part, uint32_
     *hi = part + 1u == parts ? n : (pow2 ? (n * (part + 1u)) >> sh : n * (part + 1u) / parts) & ~1u;
 }
 #include "kernels_tx_ring.cu"
+#include "kernels_owned.cu"
 
 template <bool SMALL = false>
 __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, uint32_t slot, pw_count_regs *cr,
@@ -483,6 +484,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     vo.base = vo.tag ? (void *)((pw_verdict_tagged *)q.verdicts + (uint64_t)slot * q.burst_max)
                      : (void *)((pw_verdict_out *)q.verdicts + (uint64_t)slot * q.burst_max);
     pw_packet_meta *mout = (q.pipeline & PW_PIPE_META_OUT) ? (pw_packet_meta *)q.metas + (uint64_t)slot * q.burst_max : 0;
+    PW_RUN_OWNED(parts, q, a, descs, compact, data, gdata, staged && parse, db, n, vo, mout, cr, slot, part, parts);
     /* This block's share of the frames (the burst's CTA group: part `part` of `parts`). */
     uint32_t lo, hi;
     pw_part_range(n, part, parts, &lo, &hi);

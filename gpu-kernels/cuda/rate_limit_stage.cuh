@@ -59,6 +59,16 @@ PW_DEVICE_CALL void pw_rl_frame(const pw_rl_params *p, const pw_frame *f, const 
     pw_order_done();
 }
 
+/* The frame's order key, as pw_rl_frame names it (its bucket, or PW_ORDER_NONE): the owned
+ * layout's CTAs split a burst's frames by it (flow_order.cuh). Reads nothing of the table. */
+PW_DEVICE uint32_t pw_rate_limit_order_key(const pw_frame *f, const pw_packet_meta *meta, const void *params) {
+    const pw_rl_params *p = (const pw_rl_params *)params;
+    if (p == 0 || p->state == 0ull || f->queue >= p->queues || p->table.nbuckets == 0u) return PW_ORDER_NONE;
+    pw_rl_pkt pk;
+    pw_rl_classify(&p->table, meta, &pk);
+    return pk.key.rule != PW_RL_NO_RULE ? pk.bucket : PW_ORDER_NONE;
+}
+
 /* Stage `rate_limit`. */
 PW_DEVICE void pw_stage_rate_limit(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v, const void *params,
                                    pw_stage_counters *c) {

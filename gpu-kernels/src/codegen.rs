@@ -149,6 +149,13 @@ pub const READS_PAYLOAD: &[&str] = &["pw_stage_fronthaul"];
 /// pipeline, and not beside a stage with round hooks of its own (fronthaul).
 pub const ORDERED: &[&str] = &["pw_stage_conntrack", "pw_stage_rate_limit"];
 
+/// Per [`ORDERED`] stage, its function naming a frame's order key without touching its state:
+/// the owned layout's key pass (cuda/kernels_owned.cu: several CTAs a burst, each its keys).
+pub const ORDER_KEYS: &[(&str, &str)] = &[
+    ("pw_stage_conntrack", "pw_conntrack_order_key"),
+    ("pw_stage_rate_limit", "pw_rate_limit_order_key"),
+];
+
 /// A rewrite stage of `cuda/rewrite_stages.cuh`: it writes the frame.
 const fn rewrite(name: &'static str, function: &'static str, reads_meta: bool) -> LibraryStage {
     LibraryStage {
@@ -375,6 +382,48 @@ pub fn pipeline_orders_flows(stages: &[StageSpec]) -> bool {
     stages.iter().any(StageSpec::orders_flows)
 }
 
+/// The ordered stage's key function when the pipeline can take the owned layout: the stages
+/// before the ordered one are `parse` alone (its only effects are the frame's metadata, verdict
+/// and counters, which the key pass keeps to itself) and no stage writes frames (a CTA would
+/// otherwise read a frame another CTA of its group rewrites).
+pub fn pipeline_order_key(stages: &[StageSpec]) -> Option<&'static str> {
+    let at = stages.iter().position(StageSpec::orders_flows)?;
+    if pipeline_writes(stages) || !stages[..at].iter().all(|s| s.kind == StageKind::Parse) {
+        return None;
+    }
+    let StageKind::Library { function, .. } = &stages[at].kind else {
+        return None;
+    };
+    ORDER_KEYS
+        .iter()
+        .find(|(f, _)| f == function)
+        .map(|(_, k)| *k)
+}
+
+/// `pw_pipeline_order_key`: the stages before the ordered one (their counters in the caller's
+/// scratch blocks), then the ordered stage's key; PW_ORDER_NONE for a frame they drop.
+fn order_key_function(stages: &[StageSpec], key: &str) -> String {
+    let mut f = String::from(
+        "#define PW_PIPELINE_ORDER_KEY 1\n\
+         /* A frame's order key for the owned layout (kernels_owned.cu). */\n\
+         PW_DEVICE uint32_t pw_pipeline_order_key(pw_frame *f, pw_packet_meta *m, pw_verdict *v,\n\
+         \x20                                        const pw_pipeline_ctx *ctx) {\n",
+    );
+    for (k, s) in stages.iter().enumerate() {
+        if s.orders_flows() {
+            let _ = writeln!(f, "    return {key}(f, m, pw_stage_params(ctx, {k}u));\n}}");
+            break;
+        }
+        let _ = writeln!(
+            f,
+            "    {}(f, m, v, pw_stage_params(ctx, {k}u), &ctx->counters[{k}]);",
+            s.function()
+        );
+        f.push_str("    if (v->action == PW_ACTION_DROP) return PW_ORDER_NONE;\n");
+    }
+    f
+}
+
 /// Whether `s` can name a C function (a user stage's CUDA entry point).
 pub fn is_c_identifier(s: &str) -> bool {
     let mut c = s.chars();
@@ -450,6 +499,9 @@ pub fn generate(stages: &[StageSpec], target: Target) -> Result<String, CodegenE
         }
     }
     out.push_str(&frame_function(stages));
+    if let Some(key) = pipeline_order_key(stages) {
+        out.push_str(&order_key_function(stages, key));
+    }
     match target {
         Target::Gpu => out.push_str("#include \"kernels.cu\"\n"),
         Target::Host => out.push_str(HOST_ENTRY),
@@ -550,6 +602,34 @@ extern "C" void pw_host_pipeline_frame(uint8_t *data, uint32_t *len, uint32_t ca
     *wire_len = f.wire_len;
 }
 extern "C" uint32_t pw_host_pipeline_abi(void) { return PW_STAGE_ABI_VERSION; }
+#ifdef PW_PIPELINE_ORDER_KEY
+/* The owned layout's key of a frame (pw_pipeline_order_key), its stages' counters into
+ * `counters` (the GPU's key pass counts into scratch blocks it never reads). */
+extern "C" uint32_t pw_host_pipeline_order_key(const uint8_t *data, uint32_t len, uint16_t port,
+                                               uint64_t timestamp_ns, uint16_t queue,
+                                               const void *const *params, pw_stage_counters *counters) {
+    pw_frame f;
+    f.data = (uint8_t *)data;
+    f.len = len;
+    f.wire_len = len;
+    f.cap = len;
+    f.port = port;
+    f.queue = queue;
+    f.timestamp_ns = timestamp_ns;
+    f.mark = 0;
+    f.burst_seq = 0;
+    f.burst_index = 0;
+    pw_pipeline_ctx ctx;
+    ctx.params = (const uint64_t *)params;
+    ctx.acl = 0;
+    ctx.counters = counters;
+    pw_packet_meta m;
+    pw_verdict v;
+    pw_verdict_pass(&v);
+    pw_meta_zero(&m);
+    return pw_pipeline_order_key(&f, &m, &v, &ctx);
+}
+#endif
 "#;
 
 /// Inlines `#include "x"` lines (each file once, recursively) with `lookup(name)`'s text, so a

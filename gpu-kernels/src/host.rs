@@ -141,6 +141,16 @@ type FrameFn = unsafe extern "C" fn(
     counters: *mut u64,
 );
 type AbiFn = unsafe extern "C" fn() -> u32;
+/// `pw_host_pipeline_order_key` of a host build whose list takes the owned layout.
+type OrderKeyFn = unsafe extern "C" fn(
+    data: *const u8,
+    len: u32,
+    port: u16,
+    timestamp_ns: u64,
+    queue: u16,
+    params: *const *const c_void,
+    counters: *mut u64,
+) -> u32;
 
 /// The acl stage's parameter block (`pw_acl_sel` of cuda/stages.cuh), host addresses.
 #[repr(C)]
@@ -157,6 +167,7 @@ pub struct AclSel {
 pub struct HostPipeline {
     handle: *mut c_void,
     frame: FrameFn,
+    order_key: Option<OrderKeyFn>,
     n_stages: usize,
     acl_stage: Option<usize>,
     dir: PathBuf,
@@ -198,6 +209,12 @@ impl HostPipeline {
                 sym::<AbiFn>(handle, "pw_host_pipeline_abi")?,
             )
         };
+        let order_key = match crate::codegen::pipeline_order_key(stages) {
+            // SAFETY: generated with exactly this C signature (HOST_ENTRY) where the list has
+            // an order key; the handle stays open while `self` lives.
+            Some(_) => Some(unsafe { sym::<OrderKeyFn>(handle, "pw_host_pipeline_order_key")? }),
+            None => None,
+        };
         // SAFETY: a C function without arguments that returns a constant.
         let v = unsafe { abi() };
         if v != STAGE_ABI_VERSION {
@@ -208,6 +225,7 @@ impl HostPipeline {
         Ok(HostPipeline {
             handle,
             frame,
+            order_key,
             n_stages: stages.len(),
             acl_stage: stages.iter().position(crate::codegen::StageSpec::is_acl),
             dir,
@@ -310,6 +328,44 @@ impl HostPipeline {
         }
         f.len = (len as usize).min(buf.len());
         f.wire_len = wire_len;
+    }
+}
+
+impl HostPipeline {
+    /// The owned layout's order key of a frame (`pw_pipeline_order_key`: the stages before the
+    /// ordered one, then its key; `u32::MAX` for none), or None where the list has no key
+    /// function (codegen::pipeline_order_key). `params` and `counters` as in
+    /// [`HostPipeline::run_frame`].
+    pub fn order_key(
+        &self,
+        frame: &[u8],
+        f: &HostFrame,
+        params: &[&[u8]],
+        counters: &mut [[u64; STAGE_COUNTER_WORDS]; crate::MAX_STAGES],
+    ) -> Option<u32> {
+        let key = self.order_key?;
+        let mut ptrs: [*const c_void; crate::MAX_STAGES] = [std::ptr::null(); crate::MAX_STAGES];
+        for (k, p) in params.iter().enumerate().take(self.n_stages) {
+            if !p.is_empty() {
+                ptrs[k] = p.as_ptr().cast();
+            }
+        }
+        let len = u32::try_from(frame.len()).unwrap_or(u32::MAX);
+        // SAFETY: `frame` is readable for `len` bytes and the key pass does not write it (the
+        // list has no writing stage: codegen::pipeline_order_key); counters are MAX_STAGES
+        // blocks of the ABI size; every non-null params pointer is a block of the caller's,
+        // alive for the call.
+        Some(unsafe {
+            key(
+                frame.as_ptr(),
+                len,
+                f.port,
+                f.timestamp_ns,
+                f.queue,
+                ptrs.as_ptr(),
+                counters.as_mut_ptr().cast(),
+            )
+        })
     }
 }
 

@@ -247,3 +247,20 @@ fn a_pipeline_of_every_rewrite_stage_compiles_with_nvrtc_for_sm_90() {
     let src = CString::new(src).expect("source without NUL");
     nvrtc_compile(&names.join(" -> "), &src, &[], &[]);
 }
+
+/// The stateful firewall's module (an ordered stage with its key pass: the owned layout of
+/// cuda/kernels_owned.cu compiled in), as the executor compiles it at start.
+#[test]
+fn the_stateful_firewall_with_its_key_pass_compiles_with_nvrtc_for_sm_90() {
+    use pktwarp_kernels::StageSpec;
+    let names = ["parse", "conntrack", "acl", "count"];
+    let stages: Vec<StageSpec> = names
+        .iter()
+        .map(|n| StageSpec::builtin(n).expect("a library stage"))
+        .collect();
+    let src =
+        pktwarp_kernels::pipeline_source(&stages, pktwarp_kernels::Target::Gpu).expect("generate");
+    assert!(src.contains("#define PW_PIPELINE_ORDER_KEY 1") && src.contains("pw_run_owned("));
+    let src = CString::new(src).expect("source without NUL");
+    nvrtc_compile(&names.join(" -> "), &src, &[], &[]);
+}

@@ -74,6 +74,7 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Vec<(&
     let mut gc = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
     let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
     let mut states = [0u64; 7];
+    let mut keyed = 0usize;
     for (n, chunk) in frames.chunks(32).enumerate() {
         p.run_frames(
             chunk.iter().map(|(d, f)| (*d, f.as_slice())),
@@ -114,8 +115,14 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Vec<(&
                 gm[137]
             );
             states[(metas[i].ct_state as usize).min(6)] += 1;
+            keyed += order_key_is_the_bucket(&host, &blocks, &ct_block, d, f, &metas[i]) as usize;
         }
     }
+    assert!(
+        keyed > frames.len() / 2,
+        "{keyed} of {} frames keyed",
+        frames.len()
+    );
     let Stage::Conntrack(ct) = &p.stages[1] else {
         panic!("pipeline[1] is conntrack")
     };
@@ -224,6 +231,41 @@ fn flows_that_end_reach_the_ring_as_the_cpu_table_reports_them() {
     ct.tables().report_ended();
     assert_eq!(ct.gpu_ring_cap(), pktwarp_flow::ENDED_CAP as u32);
     check(&p, &frames, 2);
+}
+
+/// The owned layout's key of a frame (the GPU's key pass, host-built) is the bucket the CPU's
+/// flow table applies it in (`hash(key, seed) % nbuckets`), none where the frame has no flow:
+/// so frames of one bucket go to one CTA, whatever the CTAs' count. Returns whether it had one.
+fn order_key_is_the_bucket(
+    host: &HostPipeline,
+    blocks: &[&[u8]],
+    ct_block: &[u8],
+    d: &FrameDesc,
+    f: &[u8],
+    meta: &pipeline::meta::PacketMeta,
+) -> bool {
+    let hf = HostFrame {
+        len: f.len(),
+        wire_len: d.wire_len,
+        port: d.port,
+        timestamp_ns: d.timestamp_ns,
+        queue: d.queue,
+        ..HostFrame::default()
+    };
+    // The key pass counts into scratch blocks (the GPU never reads them).
+    let mut scratch = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
+    let key = host
+        .order_key(f, &hf, blocks, &mut scratch)
+        .expect("a list with a key pass");
+    // The table block at 24 in the conntrack block: nbuckets at +8, seed at +12.
+    let word = |at: usize| u32::from_le_bytes(ct_block[at..at + 4].try_into().unwrap());
+    let (nbuckets, seed) = (word(32), word(36));
+    let want = match pktwarp_flow::key::classify(meta, f) {
+        Ok(pk) => pktwarp_flow::key::hash(&pk.key, seed) % nbuckets,
+        Err(_) => u32::MAX,
+    };
+    assert_eq!(key, want, "frame of queue {} ({} bytes)", d.queue, f.len());
+    key != u32::MAX
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! kernel writes back), action and rule, and the conntrack counters, over two queues of
 //! generated connection traffic with churn, bursts of 32 and of 256 frames (a round of a
 //! block's threads: the kernel orders frames of one flow within it, cuda/flow_order.cuh), in
-//! every mode and ring placement. Needs a CUDA GPU (listed in docs/hardware-only-tests.md);
+//! every mode and ring placement, and with four CTAs a burst in persistent mode (the owned
+//! layout, cuda/kernels_owned.cu: each CTA applies its part of the table's buckets). Needs a CUDA GPU (listed in docs/hardware-only-tests.md);
 //! `scripts/gpu-run.sh` runs it on the GPU machine (step `conntrack`), and
 //! scripts/gpu-conntrack-check.sh compares the whole daemon.
 
@@ -19,8 +20,8 @@ use pipeline::stage::Stage;
 
 const QUEUES: usize = 2;
 
-fn check(mode: Mode, placement: Placement, burst: usize) {
-    let what = format!("{mode:?} / {placement:?} / bursts of {burst}");
+fn check(mode: Mode, placement: Placement, burst: usize, burst_ctas: u32) {
+    let what = format!("{mode:?} / {placement:?} / bursts of {burst} / burst_ctas {burst_ctas}");
     let p = firewall(1024, "gpu");
     let frames = traffic(5, 20_000);
     // The CPU executor's answer, frame by frame (in arrival order: one table per queue).
@@ -65,9 +66,18 @@ fn check(mode: Mode, placement: Placement, burst: usize) {
         ring_slots: 8,
         emit_meta: true,
         tagged: Some(false),
+        burst_ctas: Some(burst_ctas),
         ..GpuOptions::default()
     };
     let mut ex = GpuExecutor::new(opts, pd, QUEUES, &image).expect("executor");
+    assert_eq!(
+        ex.options().parts(),
+        if mode == Mode::Persistent {
+            burst_ctas
+        } else {
+            1
+        }
+    );
     ex.start().expect("start");
     // Each queue's frames in arrival order, as bursts; their indices into `frames`.
     let mut got: Vec<Option<(u8, u8, u32)>> = vec![None; frames.len()];
@@ -132,8 +142,11 @@ fn conntrack_on_the_gpu_equals_the_cpu_frame_by_frame() {
     for burst in [32, 256] {
         for mode in [Mode::Persistent, Mode::Launch] {
             for placement in [Placement::Mapped, Placement::Device] {
-                check(mode, placement, burst);
+                check(mode, placement, burst, 1);
             }
+        }
+        for placement in [Placement::Mapped, Placement::Device] {
+            check(Mode::Persistent, placement, burst, 4);
         }
     }
 }

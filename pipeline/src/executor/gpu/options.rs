@@ -90,7 +90,9 @@ pub struct GpuOptions {
     /// bursts at once, `ctas_per_queue`) and when a queue is `mapped`: there every CTA of the
     /// group reads the slot across PCIe, which measured slower than one CTA (H200, 32-frame
     /// bursts: device stages 5.66 -> 3.49 us with a group, mapped slower; docs/perf-log.md,
-    /// "latency work on the 32-frame burst", 2026-11-29).
+    /// "latency work on the 32-frame burst", 2026-11-29). A pipeline with an ordered stage
+    /// (conntrack, rate_limit) defaults to 1; k > 1 there splits the frames by the stage's key,
+    /// not by index (the owned layout: docs/stages.md, "Per-queue stage state").
     pub burst_ctas: Option<u32>,
     /// Copy the frame bytes of bursts whose mean frame is 256 bytes or more into a `mapped`
     /// ring with non-temporal stores (to memory, past this core's caches). Default true: the

@@ -815,10 +815,14 @@ impl Drop for GpuExecutor {
     }
 }
 
-/// A pipeline with a stage that keeps per-queue state in flow order (conntrack) runs one CTA per
-/// queue: the bursts of a queue one after another, each burst's frames on one block, where
-/// cuda/flow_order.cuh orders them per flow. More CTAs per queue (`ctas_per_queue`, several
-/// bursts at once) or per burst (`burst_ctas`) would apply frames of one flow out of order.
+/// A pipeline with a stage that keeps per-queue state in flow order (conntrack, rate_limit) runs
+/// one CTA group per queue (`ctas_per_queue: 1`): the bursts of a queue one after another. By
+/// default one CTA a burst, where cuda/flow_order.cuh orders a round's frames per flow. Several
+/// CTAs a burst (`burst_ctas: k`, persistent mode) take the owned layout
+/// (cuda/kernels_owned.cu): each CTA applies the frames of its part of the table's buckets, so
+/// they need a list whose key the kernel can name before the stage (codegen::pipeline_order_key)
+/// and bursts of one round (burst_size <= the block's threads). More CTAs per queue (several
+/// bursts at once), or a split by frame index, would apply frames of one flow out of order.
 pub(super) fn one_cta_for_ordered_state(
     mut opts: GpuOptions,
     image: &KernelImage,
@@ -829,18 +833,35 @@ pub(super) fn one_cta_for_ordered_state(
     if opts.ctas_per_queue != 1 {
         anyhow::bail!(
             "executor.gpu.ctas_per_queue: {}, but stage `{}` keeps per-queue state that frames \
-             of one flow change in arrival order: it runs with ctas_per_queue: 1",
+             of one flow change in arrival order: it runs with ctas_per_queue: 1 (several CTAs \
+             a burst, burst_ctas, split its state instead)",
             opts.ctas_per_queue,
             s.name
         );
     }
     match opts.burst_ctas {
-        Some(k) if k > 1 => anyhow::bail!(
-            "executor.gpu.burst_ctas: {k}, but stage `{}` keeps per-queue state that frames of \
-             one flow change in arrival order: it runs with burst_ctas: 1",
-            s.name
-        ),
-        _ => opts.burst_ctas = Some(1),
+        Some(k) if k > 1 && opts.mode == Mode::Persistent => {
+            if pktwarp_kernels::codegen::pipeline_order_key(&image.stages).is_none() {
+                anyhow::bail!(
+                    "executor.gpu.burst_ctas: {k}, but stage `{}` keeps per-queue state that \
+                     frames of one flow change in arrival order, and only a pipeline whose \
+                     stages before it are `parse` alone (none rewriting frames) can split it \
+                     between CTAs: use burst_ctas: 1",
+                    s.name
+                );
+            }
+            let threads = opts.block_threads.unwrap_or(COMPOSED_MAX_THREADS);
+            if opts.burst_size > threads {
+                anyhow::bail!(
+                    "executor.gpu.burst_ctas: {k} with stage `{}` needs bursts of at most one \
+                     round of the block ({threads} threads), but burst_size is {}",
+                    s.name,
+                    opts.burst_size
+                );
+            }
+        }
+        Some(_) => {}
+        None => opts.burst_ctas = Some(1),
     }
     Ok(opts)
 }

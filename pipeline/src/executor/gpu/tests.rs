@@ -215,17 +215,19 @@ fn no_gpu_is_a_clean_error() {
     assert!(err.contains("no usable GPU"), "{err}");
 }
 
-/// A pipeline whose stage keeps per-queue state in flow order (conntrack) runs one CTA per
-/// queue: more CTAs per queue or per burst are errors naming the key; the default group size
-/// becomes 1; a pipeline without such a stage keeps its options.
+/// A pipeline whose stage keeps per-queue state in flow order (conntrack) runs one CTA group per
+/// queue: more CTAs per queue are an error naming the key; several CTAs a burst take the owned
+/// layout where the list has an order key and bursts fit one round, else an error naming why;
+/// the default group size becomes 1; a pipeline without such a stage keeps its options.
 #[test]
 fn per_queue_ordered_state_takes_one_cta_per_queue() {
     use pktwarp_kernels::StageSpec;
-    let stages: Vec<StageSpec> = ["parse", "conntrack", "acl", "count"]
-        .iter()
-        .filter_map(|n| StageSpec::builtin(n))
-        .collect();
-    let image = pktwarp_kernels::image_for(&stages, vec![Vec::new(); 4]).expect("image");
+    let image_of = |names: &[&str]| {
+        let stages: Vec<StageSpec> = names.iter().filter_map(|n| StageSpec::builtin(n)).collect();
+        assert_eq!(stages.len(), names.len());
+        pktwarp_kernels::image_for(&stages, vec![Vec::new(); names.len()]).expect("image")
+    };
+    let image = image_of(&["parse", "conntrack", "acl", "count"]);
     let opts = |ctas: u32, burst_ctas: Option<u32>| GpuOptions {
         ctas_per_queue: ctas,
         burst_ctas,
@@ -235,8 +237,23 @@ fn per_queue_ordered_state_takes_one_cta_per_queue() {
     };
     let e = setup::one_cta_for_ordered_state(opts(2, None), &image).unwrap_err();
     assert!(e.to_string().contains("ctas_per_queue: 2") && e.to_string().contains("`conntrack`"));
-    let e = setup::one_cta_for_ordered_state(opts(1, Some(4)), &image).unwrap_err();
-    assert!(e.to_string().contains("burst_ctas: 4"), "{e}");
+    // The owned layout: four CTAs a burst, each its part of the buckets.
+    let o = setup::one_cta_for_ordered_state(opts(1, Some(4)), &image).expect("owned layout");
+    assert_eq!(o.parts(), 4);
+    // acl before conntrack: no key before the stage, no split.
+    let acl_first = image_of(&["parse", "acl", "conntrack", "count"]);
+    let e = setup::one_cta_for_ordered_state(opts(1, Some(4)), &acl_first).unwrap_err();
+    assert!(
+        e.to_string().contains("burst_ctas: 4") && e.to_string().contains("`parse` alone"),
+        "{e}"
+    );
+    // A burst of more than one round of the block.
+    let big = GpuOptions {
+        burst_size: 512,
+        ..opts(1, Some(2))
+    };
+    let e = setup::one_cta_for_ordered_state(big, &image).unwrap_err();
+    assert!(e.to_string().contains("burst_size is 512"), "{e}");
     // Device rings and 16-frame bursts default to a group of 2 CTAs a burst: made 1.
     assert_eq!(opts(1, None).parts(), 2);
     let o = setup::one_cta_for_ordered_state(opts(1, None), &image).expect("options");

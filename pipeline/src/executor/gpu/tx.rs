@@ -150,6 +150,11 @@ impl GpuExecutor {
                 end = end.max(e);
             }
         }
+        // The owned layout (cuda/kernels_owned.cu) splits a burst's frames by flow, not by
+        // index: each part's list is in arrival order, but the parts' lists interleave.
+        if parts > 1 && out.windows(2).any(|w| w[0].frame >= w[1].frame) {
+            merge_by_frame(out, times)?;
+        }
         let end = end.min(cap);
         let off = slot * self.slot_bytes as usize + self.data_offset as usize;
         let host = match (
@@ -182,5 +187,59 @@ impl GpuExecutor {
         };
         // SAFETY: off + end lies inside the ring (or staging) buffer: end <= data_cap.
         Ok(Some((unsafe { host.add(off) } as *const u8, end)))
+    }
+}
+
+/// The parts' descriptors (and their send times, where the ring has them) in frame order; a
+/// frame named twice is an error (each part writes only the frames it owns).
+fn merge_by_frame(out: &mut Vec<TxDesc>, times: &mut Vec<u64>) -> anyhow::Result<()> {
+    let mut order: Vec<usize> = (0..out.len()).collect();
+    order.sort_unstable_by_key(|&i| out[i].frame);
+    if let Some(w) = order
+        .windows(2)
+        .find(|w| out[w[0]].frame == out[w[1]].frame)
+    {
+        anyhow::bail!("TX ring: frame {} sent by two burst parts", out[w[0]].frame);
+    }
+    let descs: Vec<TxDesc> = order.iter().map(|&i| out[i]).collect();
+    if !times.is_empty() {
+        let t: Vec<u64> = order
+            .iter()
+            .map(|&i| times.get(i).copied().unwrap_or(0))
+            .collect();
+        *times = t;
+    }
+    *out = descs;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(frame: u16) -> TxDesc {
+        TxDesc {
+            frame,
+            offset: u32::from(frame) * 64,
+            ..TxDesc::default()
+        }
+    }
+
+    /// Two parts' lists, each in arrival order, come back in frame order with their send
+    /// times; a frame in both is an error.
+    #[test]
+    fn owned_parts_merge_in_frame_order() {
+        let mut out = vec![d(0), d(3), d(4), d(1), d(2), d(5)];
+        let mut times = vec![10, 13, 14, 11, 12, 15];
+        merge_by_frame(&mut out, &mut times).unwrap();
+        assert_eq!(
+            out.iter().map(|x| x.frame).collect::<Vec<_>>(),
+            [0, 1, 2, 3, 4, 5]
+        );
+        assert_eq!(out[1].offset, 64);
+        assert_eq!(times, [10, 11, 12, 13, 14, 15]);
+        let mut out = vec![d(0), d(2), d(2)];
+        let e = merge_by_frame(&mut out, &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("frame 2"), "{e}");
     }
 }
