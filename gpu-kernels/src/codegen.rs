@@ -121,6 +121,17 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
         reads_time: true,
         sets_send_time: false,
     },
+    // IDS rules over the payload (pktwarp-inspect): the rule set in its parameter block, hit
+    // counters in a buffer; the receive time for its alerts.
+    LibraryStage {
+        name: "inspect",
+        function: "pw_stage_inspect",
+        header: "inspect_stage.cuh",
+        reads_meta: true,
+        writes_frame: false,
+        reads_time: true,
+        sets_send_time: false,
+    },
     LibraryStage {
         name: "tx_time",
         function: "pw_stage_tx_time",
@@ -139,7 +150,7 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
 /// whose stages read headers only keep running in place when the chunk is too large: copying
 /// whole large frames would move more bytes than their header reads. A list beside
 /// [`LIBRARY_STAGES`] rather than a field of it, so entries added elsewhere need no change.
-pub const READS_PAYLOAD: &[&str] = &["pw_stage_fronthaul"];
+pub const READS_PAYLOAD: &[&str] = &["pw_stage_fronthaul", "pw_stage_inspect"];
 
 /// Library stages that keep state per queue which frames of one flow must change in arrival
 /// order (conntrack's flow table, rate_limit's token buckets): the generated source defines `PW_PIPELINE_ORDERED`, whose

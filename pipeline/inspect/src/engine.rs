@@ -113,6 +113,8 @@ pub struct RuleSet {
     state: Stateful,
     /// Whether a rule has flowbits, `noalert`, a threshold or a detection_filter.
     stateful: Vec<bool>,
+    /// Each rule's file and line, by rule index.
+    origins: Vec<(String, usize)>,
 }
 
 /// Per-thread scratch for [`RuleSet::inspect`] (reused frame to frame; any set may use it).
@@ -190,9 +192,13 @@ impl RuleSet {
         };
         let mut program = Program::new();
         let mut kept = Vec::new();
+        let mut origins = Vec::new();
         for l in &rep.loaded {
             match program.add(&l.rule) {
-                Ok(_) => kept.push(&l.rule),
+                Ok(_) => {
+                    kept.push(&l.rule);
+                    origins.push((l.file.clone(), l.line));
+                }
                 Err(msg) if strict => {
                     return Err(SetError::Rule(RuleError {
                         file: l.file.clone(),
@@ -257,6 +263,7 @@ impl RuleSet {
         Ok(RuleSet {
             state,
             stateful,
+            origins,
             actions: kept.iter().map(|r| r.action).collect(),
             catalog: Arc::new(RuleCatalog::new(kept.iter().copied(), classes)),
             program,
@@ -264,6 +271,29 @@ impl RuleSet {
             always,
             report,
         })
+    }
+
+    /// The file and line rule `i` was loaded from.
+    pub fn origin(&self, i: u32) -> Option<(&str, usize)> {
+        self.origins.get(i as usize).map(|(f, l)| (f.as_str(), *l))
+    }
+
+    /// The compiled rules (the evaluator's program).
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// Rules without a prefilter pattern (checked on every frame), in rule order.
+    pub fn unfiltered(&self) -> &[u32] {
+        &self.always
+    }
+
+    /// Each prefilter: its buffer, its image and, by pattern id, the rules the pattern stands
+    /// for.
+    pub fn prefilters(&self) -> impl Iterator<Item = (Buffer, &Image, &[Vec<u32>])> + '_ {
+        self.matchers
+            .iter()
+            .map(|m| (m.buffer, &m.image, m.rules_of.as_slice()))
     }
 
     pub fn report(&self) -> &SetReport {

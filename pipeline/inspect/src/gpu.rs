@@ -1,0 +1,177 @@
+//! The rule set as the GPU's `inspect` stage reads it (gpu-kernels/cuda/inspect_stage.cuh): one
+//! parameter block holding the evaluator's image ([`crate::eval::program::Program::image`]),
+//! the payload's prefilter image ([`crate::matcher::Image`]), each pattern's rules and the
+//! rules without a pattern; the hit counters live in a device buffer whose address the
+//! executor writes at [`HITS_AT`].
+//!
+//! What the GPU stage runs: rules of the L4 payload. A rule set with a rule that reads an HTTP
+//! buffer (the head is parsed on the CPU only) or keeps state (flowbits, `noalert`, threshold,
+//! detection_filter) is refused, naming the first such rule's sid, file and line, as is a set
+//! of more than [`MAX_RULES`] rules (the stage's per-frame candidate bitmap).
+
+use crate::engine::RuleSet;
+use crate::rules::Buffer;
+
+/// Most rules the GPU stage takes (`PW_INSP_GPU_MAX_RULES`).
+pub const MAX_RULES: usize = 16384;
+/// Where the hit counters' device address goes in the block (`pw_insp_params.hits`).
+pub const HITS_AT: usize = 0;
+/// Bytes of the block's header (`pw_insp_params`).
+pub const HEADER_BYTES: usize = 48;
+
+/// Where an alerted frame that is not dropped goes (`pw_insp_params.alert_to`).
+pub const ALERT_NONE: u32 = 0;
+pub const ALERT_HOST: u32 = 1;
+pub const ALERT_MIRROR: u32 = 2;
+
+/// Why the GPU stage cannot run a rule set: the first rule it cannot take, or the set's size.
+pub fn refusal(set: &RuleSet) -> Option<String> {
+    if set.len() > MAX_RULES {
+        return Some(format!(
+            "{} rules loaded; the GPU stage takes at most {MAX_RULES}",
+            set.len()
+        ));
+    }
+    let p = set.program();
+    for i in 0..set.len() as u32 {
+        let why = if set.is_stateful(i) {
+            "keeps state on the CPU (flowbits, noalert, threshold or detection_filter)"
+        } else {
+            let r = &p.rules[i as usize];
+            let (start, n) = (r.ops[0] as usize, r.ops[1] as usize);
+            let http = r.http != 0
+                || p.ops
+                    .get(start..start + n)
+                    .is_none_or(|ops| ops.iter().any(|o| o.buffer != Buffer::Payload as u8));
+            if !http {
+                continue;
+            }
+            "reads an HTTP buffer (the HTTP head is parsed on the CPU only)"
+        };
+        let sid = p.rules[i as usize].sid;
+        let (file, line) = set.origin(i).unwrap_or(("?", 0));
+        return Some(format!("rule sid {sid} ({file}:{line}) {why}"));
+    }
+    None
+}
+
+/// The stage's parameter block for `set` (its hit-counter address left 0), or why the GPU
+/// cannot run it ([`refusal`]).
+pub fn block(set: &RuleSet, alert_to: u32) -> Result<Vec<u8>, String> {
+    if let Some(why) = refusal(set) {
+        return Err(why);
+    }
+    let prog: Vec<u8> = set
+        .program()
+        .image()
+        .map_err(|e| e.0)?
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+    let mut b = vec![0u8; HEADER_BYTES];
+    let prog_off = append(&mut b, &prog);
+    let (mut image_off, mut rules_of_off) = (0, 0);
+    if let Some((_, image, rules_of)) = set.prefilters().find(|m| m.0 == Buffer::Payload) {
+        let words: Vec<u8> = image.words().iter().flat_map(|w| w.to_le_bytes()).collect();
+        image_off = append(&mut b, &words);
+        // The starts of each pattern's rule list, then the lists.
+        let mut starts = Vec::with_capacity(rules_of.len() + 1);
+        let mut rules = Vec::new();
+        for r in rules_of {
+            starts.push(rules.len() as u32);
+            rules.extend_from_slice(r);
+        }
+        starts.push(rules.len() as u32);
+        let bytes: Vec<u8> = starts
+            .iter()
+            .chain(&rules)
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        rules_of_off = append(&mut b, &bytes);
+    }
+    let always: Vec<u8> = set
+        .unfiltered()
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+    let always_off = append(&mut b, &always);
+    let u32_of = |n: usize| u32::try_from(n).map_err(|_| "the GPU rule block passes 4 GiB");
+    let head: [u32; 7] = [
+        u32_of(set.len())?,
+        alert_to,
+        u32_of(prog_off)?,
+        u32_of(image_off)?,
+        u32_of(rules_of_off)?,
+        u32_of(always_off)?,
+        u32_of(set.unfiltered().len())?,
+    ];
+    for (k, w) in head.iter().enumerate() {
+        b[8 + 4 * k..12 + 4 * k].copy_from_slice(&w.to_le_bytes());
+    }
+    u32_of(b.len())?;
+    Ok(b)
+}
+
+/// Appends `bytes` at the next 8-byte boundary; returns where.
+fn append(b: &mut Vec<u8>, bytes: &[u8]) -> usize {
+    while b.len() % 8 != 0 {
+        b.push(0);
+    }
+    let at = b.len();
+    b.extend_from_slice(bytes);
+    at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alert::Classifications;
+    use crate::rules::{load_str, LoadOptions};
+
+    fn set(text: &str, flow_table: bool) -> RuleSet {
+        let opts = LoadOptions {
+            strict: true,
+            flow_table,
+            ..LoadOptions::default()
+        };
+        let rep = load_str(text, "t.rules", &opts).unwrap();
+        RuleSet::compile(rep, true, &Classifications::standard()).unwrap()
+    }
+
+    #[test]
+    fn payload_rules_make_a_block_with_their_sections() {
+        let s = set(
+            "alert tcp any any -> any any (msg:\"a\"; content:\"abc\"; sid:1;)\n\
+             drop udp any any -> any 53 (msg:\"b\"; dsize:>10; sid:2;)\n",
+            false,
+        );
+        let b = block(&s, ALERT_HOST).unwrap();
+        let w = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        assert_eq!((w(8), w(12)), (2, ALERT_HOST));
+        let (prog, image, rules_of, always) = (w(16), w(20), w(24), w(28));
+        assert!(prog as usize >= HEADER_BYTES && prog % 8 == 0);
+        assert_eq!(w(prog as usize), 0x4549_5750, "the eval image's magic");
+        assert_eq!(w(image as usize), 0x4D49_5750, "the prefilter image's magic");
+        // One pattern: its list [0, 1) holds rule 0; rule 1 has no pattern.
+        let r = rules_of as usize;
+        assert_eq!((w(r), w(r + 4), w(r + 8)), (0, 1, 0));
+        assert_eq!((w(32), w(always as usize)), (1, 1));
+    }
+
+    #[test]
+    fn http_and_state_rules_are_refused_by_sid_and_line() {
+        let s = set(
+            "alert tcp any any -> any any (msg:\"a\"; content:\"abc\"; sid:1;)\n\
+             alert http any any -> any any (msg:\"b\"; content:\"x\"; http_uri; sid:7;)\n",
+            false,
+        );
+        let why = block(&s, ALERT_NONE).unwrap_err();
+        assert!(why.contains("sid 7 (t.rules:2)") && why.contains("HTTP"), "{why}");
+        let s = set(
+            "alert tcp any any -> any any (msg:\"a\"; content:\"abc\"; flowbits:set,x; sid:3;)\n",
+            true,
+        );
+        let why = refusal(&s).unwrap();
+        assert!(why.contains("sid 3 (t.rules:1)") && why.contains("state"), "{why}");
+    }
+}
