@@ -16,7 +16,9 @@
 //! It comes through the registry door (as `ttl` does): a factory builds it from its options
 //! (a JSON object of [`InspectStageConfig`], paths resolved), so its counters, metric family
 //! (`pktwarp_inspect_rule_hits_total{sid}`), summary section and hooks are a registered
-//! stage's. No CUDA implementation: the GPU executor refuses it and `auto` picks the CPU.
+//! stage's. On the GPU executor it is the library stage `pw_stage_inspect` (inspect_gpu.rs)
+//! for rule sets of the payload without state; the GPU refuses any other, naming why, and
+//! `auto` picks the CPU.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -57,17 +59,16 @@ pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     needs: StageNeeds {
         reads_meta: true,
         reads_payload: true,
+        reads_time: true,
         ..StageNeeds::NONE
     },
     drop_reasons: &[DropReason::InspectDrop],
     counters: &COUNTER_NAMES,
-    gpu: GpuImpl::CpuOnly,
+    gpu: GpuImpl::Library {
+        function: "pw_stage_inspect",
+    },
     reloads: true,
 };
-
-/// Why the GPU executor refuses a pipeline with `inspect`.
-pub const GPU_REFUSAL: &str = "inspect runs on the CPU executor until its CUDA prefilter and \
-     rule check are composed into the pipeline kernel";
 
 /// Rule-hit series a scrape shows at most (the rest summed under `sid="other"`).
 pub const MAX_SID_SERIES: usize = 500;
@@ -220,9 +221,9 @@ const STATE_QUEUES: usize = crate::stage::flow_tables::MAX_QUEUES;
 /// state, one per queue: a queue's worker is its only user (both directions of a flow reach
 /// one queue, as `conntrack` requires), so the lock is uncontended but for the control
 /// thread's counter reads. A reload starts with empty state (rule indices change).
-struct Published {
-    set: RuleSet,
-    hits: RuleHits,
+pub(crate) struct Published {
+    pub(crate) set: RuleSet,
+    pub(crate) hits: RuleHits,
     generation: u64,
     states: Box<[OnceLock<Mutex<Stateful>>]>,
 }
@@ -282,9 +283,11 @@ fn add_state(into: &mut StateCounters, c: &StateCounters) {
 }
 
 /// What the stage and its published reloads share.
-struct Shared {
-    cfg: InspectStageConfig,
-    current: ArcSwap<Published>,
+pub(crate) struct Shared {
+    pub(crate) cfg: InspectStageConfig,
+    pub(crate) current: ArcSwap<Published>,
+    /// A GPU run holds the rule set it started with (a reload is refused).
+    pub(crate) on_gpu: std::sync::atomic::AtomicBool,
     /// Hits of the sets replaced by reloads, by sid.
     carried: Mutex<BTreeMap<u32, u64>>,
     /// State counters of the sets replaced by reloads.
@@ -343,7 +346,7 @@ impl Shared {
 
 /// The stage: the rule set in force, the alert log, the counters.
 pub struct InspectStage {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     /// The alert log's sender and handle once it runs: it starts with the run (the `start`
     /// hook), so building the stage (`pktwarp validate`) writes nothing.
     log_ends: OnceLock<(AlertSender, AlertLogHandle)>,
@@ -382,6 +385,7 @@ impl InspectStage {
             shared: Arc::new(Shared {
                 cfg: cfg.clone(),
                 current: ArcSwap::from_pointee(Published::new(set, 0)),
+                on_gpu: std::sync::atomic::AtomicBool::new(false),
                 carried: Mutex::new(BTreeMap::new()),
                 carried_state: Mutex::new(StateCounters::default()),
                 counters: (0..SHARDS).map(|_| Shard::default()).collect(),
@@ -657,10 +661,28 @@ impl CustomStage for InspectStage {
         }))
     }
 
+    fn gpu_library(&self) -> Option<Result<crate::stage::GpuParams, String>> {
+        Some(self.gpu_params())
+    }
+
+    fn gpu_host_side(
+        &self,
+        position: usize,
+        _: &Arc<crate::stage::gpu_host::HandedLog>,
+    ) -> Option<Box<dyn crate::stage::gpu_host::GpuHostSide>> {
+        Some(self.gpu_side(position))
+    }
+
     fn reload_files(&self) -> anyhow::Result<Option<FilesReload>> {
         // Log rotation: a SIGHUP reopens the alert log, whatever becomes of the rule files.
         if let Some((_, h)) = self.log_ends.get() {
             h.reopen();
+        }
+        if self.shared.on_gpu.load(Ordering::Relaxed) {
+            anyhow::bail!(
+                "stage `inspect`: the GPU executor runs the rule set it started with; restart \
+                 to apply new rule files"
+            );
         }
         let cfg = &self.shared.cfg;
         let classes = match &cfg.eve {

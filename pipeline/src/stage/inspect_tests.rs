@@ -301,7 +301,13 @@ fn the_gpu_executor_refuses_it() {
     std::fs::write(dir.join("local.rules"), RULES).expect("rules");
     let p = pipeline(&dir, "");
     let why = p.gpu_refusal().expect("refused");
-    assert_eq!(why, format!("stage `inspect` (pipeline[1]): {GPU_REFUSAL}"));
+    assert_eq!(
+        why,
+        format!(
+            "stage `inspect` (pipeline[1]): {}",
+            crate::stage::inspect_gpu::EVE_REFUSAL
+        )
+    );
     close(&p);
 }
 
