@@ -32,27 +32,27 @@ pub fn refusal(set: &RuleSet) -> Option<String> {
             set.len()
         ));
     }
-    let p = set.program();
-    for i in 0..set.len() as u32 {
-        let why = if set.is_stateful(i) {
-            "keeps state on the CPU (flowbits, noalert, threshold or detection_filter)"
-        } else {
-            let r = &p.rules[i as usize];
-            let (start, n) = (r.ops[0] as usize, r.ops[1] as usize);
-            let http = r.http != 0
-                || p.ops
-                    .get(start..start + n)
-                    .is_none_or(|ops| ops.iter().any(|o| o.buffer != Buffer::Payload as u8));
-            if !http {
-                continue;
-            }
-            "reads an HTTP buffer (the HTTP head is parsed on the CPU only)"
-        };
-        let sid = p.rules[i as usize].sid;
+    (0..set.len() as u32).find_map(|i| {
+        let why = rule_refusal(set, i)?;
+        let sid = set.program().rules[i as usize].sid;
         let (file, line) = set.origin(i).unwrap_or(("?", 0));
-        return Some(format!("rule sid {sid} ({file}:{line}) {why}"));
+        Some(format!("rule sid {sid} ({file}:{line}) {why}"))
+    })
+}
+
+/// Why the GPU stage cannot take rule `i` of `set`; `None` when it can.
+pub fn rule_refusal(set: &RuleSet, i: u32) -> Option<&'static str> {
+    if set.is_stateful(i) {
+        return Some("keeps state on the CPU (flowbits, noalert, threshold or detection_filter)");
     }
-    None
+    let p = set.program();
+    let r = p.rules.get(i as usize)?;
+    let (start, n) = (r.ops[0] as usize, r.ops[1] as usize);
+    let http = r.http != 0
+        || p.ops
+            .get(start..start + n)
+            .is_none_or(|ops| ops.iter().any(|o| o.buffer != Buffer::Payload as u8));
+    http.then_some("reads an HTTP buffer (the HTTP head is parsed on the CPU only)")
 }
 
 /// The stage's parameter block for `set` (its hit-counter address left 0), or why the GPU
