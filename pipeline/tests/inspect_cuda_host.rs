@@ -97,7 +97,7 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Seen {
                 "frame {}: cpu verdict {:?}; gpu verdict {gv:?}; frame {:02x?}",
                 n * 32 + i,
                 verdicts[i],
-                f
+                &f[..f.len().min(96)]
             );
             let v = &verdicts[i];
             seen.drops += usize::from(v.reason == Some(DropReason::InspectDrop));
@@ -248,6 +248,12 @@ fn the_tcpdump_corpus_with_et_open_equals_the_cpu() {
         assert!(kept > 200, "{kept} ET Open rules the GPU takes");
         let p = pipeline(&rules, conntrack, "none");
         let s = check(&p, &frames, 2);
+        eprintln!(
+            "conntrack {conntrack}: {kept} ET Open rules, {} frames: {:?}, {} sids hit",
+            frames.len(),
+            s.counters,
+            s.hits.len()
+        );
         assert!(get(&s, "inspected") > 3000, "{s:?}");
         assert!(get(&s, "alerts") > 0, "ET Open alerts on nothing: {s:?}");
     }
