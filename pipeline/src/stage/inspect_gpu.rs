@@ -29,9 +29,6 @@ const POLL: Duration = Duration::from_millis(250);
 impl InspectStage {
     /// The GPU side ([`crate::stage::CustomStage::gpu_library`]).
     pub(crate) fn gpu_params(&self) -> Result<GpuParams, String> {
-        if self.shared.cfg.eve.is_some() {
-            return Err(EVE_REFUSAL.into());
-        }
         let p = self.shared.current.load();
         let alert_to = match self.shared.cfg.alert_to {
             AlertTo::None => pktwarp_inspect::gpu::ALERT_NONE,
@@ -39,6 +36,9 @@ impl InspectStage {
             AlertTo::Mirror => pktwarp_inspect::gpu::ALERT_MIRROR,
         };
         let block = pktwarp_inspect::gpu::block(&p.set, alert_to)?;
+        if self.shared.cfg.eve.is_some() {
+            return Err(EVE_REFUSAL.into());
+        }
         Ok(GpuParams {
             block,
             buffers: vec![pktwarp_kernels::StageBuffer {

@@ -300,6 +300,19 @@ fn the_gpu_executor_refuses_it() {
     let dir = scratch("gpu");
     std::fs::write(dir.join("local.rules"), RULES).expect("rules");
     let p = pipeline(&dir, "");
+    // The first rule the GPU cannot take, by sid, file and line (an HTTP buffer).
+    let why = p.gpu_refusal().expect("refused");
+    assert!(
+        why.starts_with("stage `inspect` (pipeline[1]): rule sid 9000004 (")
+            && why.contains("local.rules:4)")
+            && why.contains("HTTP"),
+        "{why}"
+    );
+    close(&p);
+    // Without it, the EVE log is what keeps the stage on the CPU.
+    let payload: String = RULES.lines().filter(|l| !l.contains("http")).map(|l| format!("{l}\n")).collect();
+    std::fs::write(dir.join("local.rules"), payload).expect("rules");
+    let p = pipeline(&dir, "");
     let why = p.gpu_refusal().expect("refused");
     assert_eq!(
         why,

@@ -944,6 +944,7 @@ mod conntrack;
 mod gpu_frames;
 mod held;
 mod hooks;
+mod inspect;
 mod restart;
 mod rewrite;
 mod rx_threads;

@@ -1,0 +1,82 @@
+//! The IDS pipeline (parse -> conntrack -> inspect -> count) on the GPU host side: generated
+//! traffic with planted payloads, bursts to the device and back, the stage's counters and its
+//! summary section (hits by sid) as the CPU executor's. The stand-in runs the CPU pipeline at
+//! submit, so this holds the host side, not the kernel (that is
+//! pipeline/tests/inspect_cuda_host.rs, and on the GPU machine gpu_inspect.rs).
+
+use super::*;
+
+/// The shipped IDS example's payload rules (configs/rules/ids.rules without its HTTP ones),
+/// on a generator planting their patterns, `queues` queues, alerts to `alert_to`.
+fn ids(dir: &Path, queues: u32, alert_to: &str) -> Prepared {
+    let text = std::fs::read_to_string(configs_dir().join("rules/ids.rules")).expect("rules");
+    let payload: String = text
+        .lines()
+        .filter(|l| !l.contains(" http "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(dir.join("ids.rules"), payload).expect("rules copy");
+    let yaml = format!(
+        "ports:\n  - name: wire\n    gen:\n      count: 6000\n      seed: 5\n      size: imix\n      \
+         flows: {{ src: 10.0.0.0/8, dst: 192.168.0.0/16, dst_ports: 1-1023 }}\n      \
+         payload:\n        ratio: 0.5\n        fill: random\n        plant:\n          \
+         - {{ hex: \"90 90 90 90 90 90 90 90 90 90 90 90 90 90 90 90\" }}\n          \
+         - {{ text: pktwarp-marker }}\n          - {{ text: c2-test }}\n\
+         queues: {{ count: {queues}, burst: 32, ring_slots: 8 }}\npipeline:\n  - parse\n  \
+         - conntrack: {{ entries: 4096 }}\n  - inspect:\n      rules: [{}]\n      vars: {{ HOME_NET: \
+         \"[10.0.0.0/8,192.168.0.0/16]\", EXTERNAL_NET: any }}\n      alert_to: {alert_to}\n  \
+         - count\nexecutor: {{ kind: cpu }}\n",
+        dir.join("ids.rules").display()
+    );
+    let cfg = config::parse_str(&yaml, &dir.join("c.yaml")).expect("config");
+    prepare(cfg).expect("prepare")
+}
+
+fn inspect_section(s: &Summary) -> (serde_json::Value, serde_json::Value) {
+    let v = serde_json::to_value(s).expect("summary");
+    let st = v["custom_stages"]
+        .as_array()
+        .and_then(|a| a.iter().find(|x| x["name"] == "inspect"))
+        .cloned()
+        .expect("an inspect section");
+    (st["counters"].clone(), st["section"]["top_rules"].clone())
+}
+
+#[test]
+fn the_ids_pipeline_counts_and_sends_as_the_cpu_executor() {
+    let dir = std::env::temp_dir().join(format!("pw-standin-insp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (queues, alert_to) in [(1, "none"), (3, "mirror")] {
+        let cpu = run_cpu_ref(&ids(&dir, queues, alert_to), true);
+        let p = ids(&dir, queues, alert_to);
+        assert_eq!(p.pipeline.gpu_refusal(), None);
+        let gpu = run_fake(&p, 4, 1, true);
+        let what = format!("{queues} queues, alert_to {alert_to}");
+        assert_same_counts(&gpu.s, &cpu.s, &what);
+        let (gc, gt) = inspect_section(&gpu.s);
+        let (cc, ct) = inspect_section(&cpu.s);
+        assert_eq!((&gc, &gt), (&cc, &ct), "{what}");
+        let alerts = cc[1][1].as_u64().unwrap_or(0);
+        assert!(alerts > 100, "{what}: {cc}");
+        assert!(ct.as_array().is_some_and(|a| a.len() >= 2), "{what}: {ct}");
+        let (mut g, mut c) = (gpu.tx.clone(), cpu.tx.clone());
+        if queues > 1 {
+            g.sort();
+            c.sort();
+        }
+        assert_same_frames(&g, &c, &what);
+    }
+}
+
+/// The shipped configs/ids.yaml (HTTP rules, an EVE log) stays on the CPU: the GPU executor
+/// refuses it naming the first rule it cannot take (`auto` then picks the CPU).
+#[test]
+fn the_shipped_ids_config_is_refused_by_sid_and_line() {
+    let cfg = config::load(&configs_dir().join("ids.yaml")).expect("ids.yaml");
+    let p = prepare(cfg).expect("prepare");
+    let why = p.pipeline.gpu_refusal().expect("refused");
+    assert!(
+        why.contains("rule sid 9900001 (") && why.contains("ids.rules:6)"),
+        "{why}"
+    );
+}
