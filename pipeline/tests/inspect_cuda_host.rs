@@ -160,6 +160,7 @@ fn rule_sids(p: &Pipeline, k: usize) -> Vec<u32> {
             vars: cfg.vars.clone(),
             strict: cfg.strict,
             flow_table: cfg.flow_table,
+            gpu_rules_only: cfg.gpu_rules_only,
         },
         &pktwarp_inspect::alert::Classifications::standard(),
     )

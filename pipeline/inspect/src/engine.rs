@@ -33,6 +33,10 @@ pub struct SetConfig {
     /// `flowbits`, `threshold` and `detection_filter` load ([`LoadOptions::flow_table`]);
     /// otherwise they are skipped ("needs the flow table").
     pub flow_table: bool,
+    /// Load only the rules the GPU stage runs too ([`crate::gpu::rule_refusal`]: payload rules
+    /// without state), so the set is the same on both executors; the others are skipped,
+    /// counted by the reason `runs on the CPU only (...)`.
+    pub gpu_rules_only: bool,
 }
 
 /// Why a rule set was not built: a rule file's line, or a config key (`rules[1]`,
@@ -173,9 +177,46 @@ impl RuleSet {
             rep.loaded.extend(one.loaded);
             rep.skipped.extend(one.skipped);
         }
+        if cfg.gpu_rules_only {
+            rep = Self::gpu_rules_of(rep, cfg.strict, classes)?;
+        }
         let mut set = Self::compile(rep, cfg.strict, classes)?;
         set.report.files = files.iter().map(|f| f.display().to_string()).collect();
         Ok(set)
+    }
+
+    /// `rep` with the rules the GPU stage cannot take moved to its skipped ones, each with its
+    /// reason.
+    fn gpu_rules_of(
+        mut rep: LoadReport,
+        strict: bool,
+        classes: &Classifications,
+    ) -> Result<LoadReport, SetError> {
+        let all = Self::compile(rep.clone(), strict, classes)?;
+        let cpu_only: HashMap<(String, usize), &'static str> = (0..all.len() as u32)
+            .filter_map(|i| {
+                let why = crate::gpu::rule_refusal(&all, i)?;
+                let (f, l) = all.origin(i)?;
+                Some(((f.to_string(), l), why))
+            })
+            .collect();
+        let (keep, moved): (Vec<_>, Vec<_>) = std::mem::take(&mut rep.loaded)
+            .into_iter()
+            .partition(|l| !cpu_only.contains_key(&(l.file.clone(), l.line)));
+        rep.loaded = keep;
+        for l in moved {
+            let why = cpu_only[&(l.file.clone(), l.line)];
+            rep.skipped.push(rules::Skipped {
+                file: l.file,
+                line: l.line,
+                sid: Some(l.rule.sid),
+                reason: format!("runs on the CPU only ({why})"),
+                blockers: Vec::new(),
+                error: None,
+                rule: Some(l.rule),
+            });
+        }
+        Ok(rep)
     }
 
     /// Compiles the loaded rules of `rep` (a rule the evaluator cannot take is an error when

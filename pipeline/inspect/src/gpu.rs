@@ -36,14 +36,17 @@ pub fn refusal(set: &RuleSet) -> Option<String> {
         let why = rule_refusal(set, i)?;
         let sid = set.program().rules[i as usize].sid;
         let (file, line) = set.origin(i).unwrap_or(("?", 0));
-        Some(format!("rule sid {sid} ({file}:{line}) {why}"))
+        Some(format!(
+            "rule sid {sid} ({file}:{line}): {why} (`gpu_rules_only: true` skips such rules \
+             on both executors)"
+        ))
     })
 }
 
 /// Why the GPU stage cannot take rule `i` of `set`; `None` when it can.
 pub fn rule_refusal(set: &RuleSet, i: u32) -> Option<&'static str> {
     if set.is_stateful(i) {
-        return Some("keeps state on the CPU (flowbits, noalert, threshold or detection_filter)");
+        return Some("flowbits, noalert, threshold or detection_filter keep state on the CPU");
     }
     let p = set.program();
     let r = p.rules.get(i as usize)?;
@@ -52,7 +55,7 @@ pub fn rule_refusal(set: &RuleSet, i: u32) -> Option<&'static str> {
         || p.ops
             .get(start..start + n)
             .is_none_or(|ops| ops.iter().any(|o| o.buffer != Buffer::Payload as u8));
-    http.then_some("reads an HTTP buffer (the HTTP head is parsed on the CPU only)")
+    http.then_some("an HTTP buffer: the HTTP head is parsed on the CPU only")
 }
 
 /// The stage's parameter block for `set` (its hit-counter address left 0), or why the GPU
@@ -166,12 +169,12 @@ mod tests {
             false,
         );
         let why = block(&s, ALERT_NONE).unwrap_err();
-        assert!(why.contains("sid 7 (t.rules:2)") && why.contains("HTTP"), "{why}");
+        assert!(why.contains("sid 7 (t.rules:2): an HTTP buffer"), "{why}");
         let s = set(
             "alert tcp any any -> any any (msg:\"a\"; content:\"abc\"; flowbits:set,x; sid:3;)\n",
             true,
         );
         let why = refusal(&s).unwrap();
-        assert!(why.contains("sid 3 (t.rules:1)") && why.contains("state"), "{why}");
+        assert!(why.contains("sid 3 (t.rules:1): flowbits"), "{why}");
     }
 }

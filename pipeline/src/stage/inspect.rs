@@ -54,8 +54,8 @@ pub const COUNTER_NAMES: [&str; 7] = [
 /// The `inspect` stage, described ([`crate::stage::descriptor`]).
 pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     name: "inspect",
-    usage: "`inspect: { rules: [FILE, DIR or GLOB], vars, strict, eve: {...}, alert_to }`",
-    summary: "IDS rules in Suricata syntax (docs/inspect.md): a multi-pattern prefilter over the L4 payload (inside VXLAN / GTP-U too) and the HTTP buffers, then each candidate rule's full check; `drop` rules drop (`inspect_drop`), alerts are counted per rule and written as EVE JSON; reloaded by SIGHUP",
+    usage: "`inspect: { rules: [FILE, DIR or GLOB], vars, strict, eve: {...}, alert_to, gpu_rules_only }`",
+    summary: "IDS rules in Suricata syntax (docs/inspect.md): a multi-pattern prefilter over the L4 payload (inside VXLAN / GTP-U too) and the HTTP buffers, then each candidate rule's full check; `drop` rules drop (`inspect_drop`), alerts are counted per rule and written as EVE JSON; reloaded by SIGHUP. On the GPU: payload rules without flowbits / threshold (HTTP rules and the EVE log keep it on the CPU; `gpu_rules_only` skips the rest)",
     needs: StageNeeds {
         reads_meta: true,
         reads_payload: true,
@@ -107,6 +107,11 @@ pub struct InspectStageConfig {
     pub eve: Option<EveConfig>,
     #[serde(default)]
     pub alert_to: AlertTo,
+    /// Load only the rules the GPU stage runs too (payload rules without flowbits /
+    /// threshold / detection_filter / noalert), on either executor, so a set runs the same on
+    /// both; the others are skipped, counted by reason.
+    #[serde(default)]
+    pub gpu_rules_only: bool,
     /// A `conntrack` stage runs before this one ([`conntrack_before`]): set by the pipeline
     /// build, not a config key.
     #[serde(skip)]
@@ -191,6 +196,7 @@ impl InspectStageConfig {
             vars: self.vars.clone(),
             strict: self.strict,
             flow_table: self.flow_table,
+            gpu_rules_only: self.gpu_rules_only,
         }
     }
 }

@@ -439,3 +439,31 @@ fn the_inner_packet_of_gtpu_is_inspected() {
     close(&p);
     assert_eq!(eve_sids(&dir), [1]);
 }
+
+/// `gpu_rules_only: true` (no EVE log): the rules the GPU cannot take are skipped by reason on
+/// the CPU too, and the GPU executor takes the pipeline.
+#[test]
+fn gpu_rules_only_makes_a_set_both_executors_run() {
+    let dir = scratch("gpu-only");
+    std::fs::write(dir.join("local.rules"), RULES).expect("rules");
+    let yaml = format!(
+        "- inspect:\n    rules: [\"{}\"]\n    gpu_rules_only: true\n",
+        dir.join("local.rules").display()
+    );
+    let cfg = serde_saphyr::from_str::<Vec<StageConfig>>(&yaml)
+        .expect("config")
+        .remove(0);
+    let stages = [StageConfig::Parse, cfg, StageConfig::Count];
+    let p = crate::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline");
+    assert_eq!(p.gpu_refusal(), None);
+    let sec = inspect_of(&p).cpu().summary_section().expect("section");
+    assert_eq!(sec["rules"]["loaded"], 3, "{sec}");
+    let by = &sec["rules"]["skipped_by_reason"];
+    assert!(
+        by.as_object()
+            .is_some_and(|m| m.keys().any(|k| k.starts_with("runs on the CPU only (an HTTP"))),
+        "{by}"
+    );
+    let (specs, _) = crate::executor::gpu::compose::stage_specs(&p).expect("specs");
+    assert_eq!(specs[1].function(), "pw_stage_inspect");
+}

@@ -373,6 +373,7 @@ pub fn etopen_gpu_subset(dir: &Path, flow_table: bool) -> Option<(PathBuf, usize
         vars: Default::default(),
         strict: false,
         flow_table,
+        gpu_rules_only: false,
     };
     let set = RuleSet::load(&cfg, &pktwarp_inspect::alert::Classifications::standard())
         .unwrap_or_else(|e| panic!("{e}"));
