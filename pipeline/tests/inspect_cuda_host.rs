@@ -13,7 +13,9 @@ mod inspect_common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use inspect_common::{etopen_gpu_subset, fixed_rules, pipeline, random_rules, scratch, traffic};
+use inspect_common::{
+    etopen_gpu_subset, fixed_rules, pipeline, random_rules, rule_sids, scratch, sid_hits, traffic,
+};
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
 use pipeline::stage::{Pipeline, Stage};
@@ -135,37 +137,6 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Seen {
     seen.hits = cpu_hits;
     drop(tables);
     seen
-}
-
-/// The CPU stage's hits by sid (its `pktwarp_inspect_rule_hits_total` samples).
-fn sid_hits(slot: &pipeline::stage::CustomSlot) -> BTreeMap<u32, u64> {
-    slot.cpu()
-        .metric_samples()
-        .into_iter()
-        .filter(|s| s.0 == 0)
-        .map(|(_, l, v)| (l[0].parse().expect("a sid"), v as u64))
-        .collect()
-}
-
-/// The sid of each rule index of the stage's set (the order the GPU's hit buffer has).
-fn rule_sids(p: &Pipeline, k: usize) -> Vec<u32> {
-    let Stage::Custom(slot) = &p.stages[k] else {
-        unreachable!()
-    };
-    let opts = slot.options();
-    let cfg = pipeline::stage::inspect::InspectStageConfig::from_options(&opts).expect("options");
-    let set = pktwarp_inspect::engine::RuleSet::load(
-        &pktwarp_inspect::engine::SetConfig {
-            rules: cfg.rules.clone(),
-            vars: cfg.vars.clone(),
-            strict: cfg.strict,
-            flow_table: cfg.flow_table,
-            gpu_rules_only: cfg.gpu_rules_only,
-        },
-        &pktwarp_inspect::alert::Classifications::standard(),
-    )
-    .expect("rules");
-    set.catalog().rules.iter().map(|r| r.sid).collect()
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {

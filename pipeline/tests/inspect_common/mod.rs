@@ -3,12 +3,13 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use pipeline::burst::FrameDesc;
 use pipeline::stage::config::StageConfig;
-use pipeline::stage::Pipeline;
+use pipeline::stage::{Pipeline, Stage};
 
 /// A small xorshift generator: the same frames and rules for a seed, no dependency.
 pub struct Rng(u64);
@@ -429,3 +430,35 @@ pub fn corpus_frames() -> Option<Vec<(FrameDesc, Vec<u8>)>> {
     }
     Some(frames)
 }
+
+/// The CPU stage's hits by sid (its `pktwarp_inspect_rule_hits_total` samples).
+pub fn sid_hits(slot: &pipeline::stage::CustomSlot) -> BTreeMap<u32, u64> {
+    slot.cpu()
+        .metric_samples()
+        .into_iter()
+        .filter(|s| s.0 == 0)
+        .map(|(_, l, v)| (l[0].parse().expect("a sid"), v as u64))
+        .collect()
+}
+
+/// The sid of each rule index of the stage's set (the order the GPU's hit buffer has).
+pub fn rule_sids(p: &Pipeline, k: usize) -> Vec<u32> {
+    let Stage::Custom(slot) = &p.stages[k] else {
+        unreachable!()
+    };
+    let opts = slot.options();
+    let cfg = pipeline::stage::inspect::InspectStageConfig::from_options(&opts).expect("options");
+    let set = pktwarp_inspect::engine::RuleSet::load(
+        &pktwarp_inspect::engine::SetConfig {
+            rules: cfg.rules.clone(),
+            vars: cfg.vars.clone(),
+            strict: cfg.strict,
+            flow_table: cfg.flow_table,
+            gpu_rules_only: cfg.gpu_rules_only,
+        },
+        &pktwarp_inspect::alert::Classifications::standard(),
+    )
+    .expect("rules");
+    set.catalog().rules.iter().map(|r| r.sid).collect()
+}
+
