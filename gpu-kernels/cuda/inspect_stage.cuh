@@ -45,9 +45,59 @@ typedef struct pw_insp_params {
     uint32_t rules_of_off;/* 24: u32 [n_patterns + 1] starts, then the rule indices */
     uint32_t always_off;  /* 28: u32 rule indices of the rules without a pattern */
     uint32_t n_always;    /* 32 */
-    uint32_t reserved[3]; /* 36 */
+    uint32_t alert_cap;   /* 36: entries of the alert ring, a power of two; 0: no ring */
+    uint64_t alerts;      /* 40: the alert ring (a stage buffer: the executor writes it) */
 } pw_insp_params;
 PW_STATIC_ASSERT(sizeof(pw_insp_params) == 48, "pw_insp_params size");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_insp_params, alerts) == 40, "pw_insp_params.alerts");
+
+/* One alert for the host's EVE log (pktwarp_inspect::gpu::AlertRec): the ring is a 64-byte
+ * header (u64: entries taken) then alert_cap entries; entry i of the log sits at i % alert_cap
+ * and carries tag = i + 1, stored after the rest (a fence between), so the host tells a written
+ * entry from an older lap's or one being written. */
+typedef struct pw_insp_alert {
+    uint64_t tag;
+    uint64_t ts;              /*  8: receive time (pw_frame.timestamp_ns) */
+    uint64_t src[2], dst[2];  /* 16: address keys */
+    uint32_t rule;            /* 48: rule index */
+    uint16_t src_port, dst_port;
+    uint8_t ip_proto, icmp_type, icmp_code, v6; /* 56 */
+    uint16_t vlan[2];         /* 60: VLAN id + 1 of the outer, inner tag; 0 none */
+} pw_insp_alert;
+PW_STATIC_ASSERT(sizeof(pw_insp_alert) == 64, "pw_insp_alert size");
+
+/* Logs rule `rule`'s alert on the frame into the ring. */
+PW_DEVICE void pw_insp_log(const pw_insp_params *p, const pw_frame *f, const pw_packet_meta *meta,
+                           const pw_insp_frame *fr, uint32_t rule, uint32_t v6) {
+    if (p->alerts == 0ull || p->alert_cap == 0u) return;
+    uint8_t *ring = (uint8_t *)p->alerts;
+#if PW_GPU
+    uint64_t i = atomicAdd((unsigned long long *)ring, 1ull);
+#else
+    uint64_t i = (*(uint64_t *)ring)++;
+#endif
+    pw_insp_alert *e = (pw_insp_alert *)(ring + 64u + (i & (uint64_t)(p->alert_cap - 1u)) * 64u);
+    e->ts = f->timestamp_ns;
+    e->src[0] = fr->src[0];
+    e->src[1] = fr->src[1];
+    e->dst[0] = fr->dst[0];
+    e->dst[1] = fr->dst[1];
+    e->rule = rule;
+    e->src_port = fr->src_port;
+    e->dst_port = fr->dst_port;
+    e->ip_proto = fr->ip_proto;
+    e->icmp_type = fr->icmp_type;
+    e->icmp_code = fr->icmp_code;
+    e->v6 = (uint8_t)v6;
+    for (uint32_t k = 0; k < 2u; k++)
+        e->vlan[k] = k < meta->vlan_count ? (uint16_t)((meta->vlan_tci[k] & 0x0fffu) + 1u) : (uint16_t)0u;
+#if PW_GPU
+    __threadfence_system();
+    *(volatile uint64_t *)&e->tag = i + 1ull;
+#else
+    e->tag = i + 1u;
+#endif
+}
 
 PW_DEVICE uint16_t pw_insp_be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
 PW_DEVICE uint32_t pw_insp_be32(const uint8_t *p) {
@@ -281,9 +331,13 @@ PW_DEVICE_CALL void pw_insp_frame_run(const uint8_t *blk, const pw_frame *f, con
     if (n_matched == 0u) return;
     PW_ADD64(&c->v[2], n_matched);
     uint64_t *hits = (uint64_t *)p->hits;
-    if (hits != 0)
-        for (uint32_t w = 0; w < words; w++)
-            for (uint32_t bits = cand[w]; bits; bits &= bits - 1u) PW_INSP_HIT(&hits[w * 32u + PW_INSP_CTZ(bits)]);
+    uint32_t v6 = (f->data[l3] >> 4) == 6u;
+    for (uint32_t w = 0; w < words; w++)
+        for (uint32_t bits = cand[w]; bits; bits &= bits - 1u) {
+            uint32_t r = w * 32u + PW_INSP_CTZ(bits);
+            if (hits != 0) PW_INSP_HIT(&hits[r]);
+            pw_insp_log(p, f, meta, &fr, r, v6);
+        }
     if (drop) {
         PW_ADD64(&c->v[3], 1u);
         v->action = (uint8_t)PW_ACTION_DROP;

@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use inspect_common::{
-    etopen_gpu_subset, fixed_rules, pipeline, random_rules, rule_sids, scratch, sid_hits, traffic,
+    etopen_gpu_subset, fixed_rules, pipeline, pipeline_eve, random_rules, rule_set, rule_sids,
+    scratch, sid_hits, traffic,
 };
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
@@ -39,6 +40,51 @@ struct Seen {
     drops: usize,
     to_host: usize,
     mirrored: usize,
+    /// The EVE lines the GPU's alert ring gives (the host side's decoding), when there is one.
+    eve: Option<Vec<String>>,
+}
+
+/// The EVE lines of the alerts in `ring` (as the stage's host side reads them), sorted.
+fn ring_lines(p: &Pipeline, k: usize, ring: &[u64]) -> Vec<String> {
+    use pktwarp_inspect::gpu;
+    let bytes: Vec<u8> = ring.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let head = ring[0];
+    let cap = (bytes.len() - gpu::RING_HEADER) / gpu::ALERT_BYTES;
+    assert!(head as usize <= cap, "the test's ring went a lap: {head}");
+    let set = rule_set(p, k);
+    let mut out = Vec::new();
+    for i in 0..head {
+        let at = gpu::RING_HEADER + i as usize * gpu::ALERT_BYTES;
+        let a = gpu::alert_of(&set, &bytes[at..], i, 0).expect("a written entry");
+        let rule = &set.catalog().rules[a.rule as usize];
+        assert!(pktwarp_inspect::alert::eve::encode(&a, rule, false, &mut out));
+    }
+    let mut lines: Vec<String> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// The CPU stage's EVE log, sorted (after its `end` hook closed it).
+fn cpu_lines(p: &Pipeline, k: usize, path: &Path) -> Vec<String> {
+    let Stage::Custom(slot) = &p.stages[k] else {
+        unreachable!()
+    };
+    let ctx = pipeline::stage::HookCtx {
+        executor: "cpu",
+        position: k,
+    };
+    slot.cpu_arc().hooks().expect("hooks").end(&ctx);
+    let mut lines: Vec<String> = std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
 }
 
 /// Runs `frames` through the CPU pipeline and its host-built GPU pipeline and compares.
@@ -58,6 +104,13 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Seen {
     let mut hits = vec![0u64; n_rules];
     let at = lib.buffers[0].addr_at;
     params[k][at..at + 8].copy_from_slice(&(hits.as_mut_ptr() as u64).to_le_bytes());
+    // The alert ring, when the stage has an EVE log (u64 words: 8-aligned as on the device).
+    let mut ring: Vec<u64> = Vec::new();
+    if let Some(b) = lib.buffers.get(1) {
+        ring = vec![0u64; b.bytes / 8];
+        let at = b.addr_at;
+        params[k][at..at + 8].copy_from_slice(&(ring.as_mut_ptr() as u64).to_le_bytes());
+    }
     // conntrack's tables: the per-queue state as the executor lays it out.
     let mut tables: Vec<u64> = Vec::new();
     if let Some(ct) = specs.iter().position(|s| s.name == "conntrack") {
@@ -136,6 +189,9 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Seen {
     seen.counters = cpu;
     seen.hits = cpu_hits;
     drop(tables);
+    if !ring.is_empty() {
+        seen.eve = Some(ring_lines(p, k, &ring));
+    }
     seen
 }
 
@@ -161,6 +217,44 @@ fn the_fixed_rules_on_generated_traffic_equal_the_cpu() {
         assert!(get(&s, n) > 0, "no {n}: {s:?}");
     }
     assert!(s.drops > 0 && s.hits.len() >= 10, "{s:?}");
+}
+
+/// The EVE lines: the alert ring the GPU stage writes, read as its host side reads it, gives
+/// the CPU stage's lines (same fields, receive-time timestamps), with and without conntrack.
+#[test]
+fn the_alert_ring_gives_the_cpus_eve_lines() {
+    for conntrack in [false, true] {
+        let d = scratch(&format!("eve-{conntrack}"));
+        let rules = write(&d, "fixed.rules", &fixed_rules(conntrack));
+        let eve = d.join("eve.json");
+        let p = pipeline_eve(&rules, conntrack, "none", Some(&eve));
+        let k = if conntrack { 2 } else { 1 };
+        let Stage::Custom(slot) = &p.stages[k] else {
+            panic!("inspect")
+        };
+        let ctx = pipeline::stage::HookCtx {
+            executor: "cpu",
+            position: k,
+        };
+        slot.cpu_arc().hooks().expect("hooks").start(&ctx);
+        let frames = traffic(9, 3000);
+        let s = check(&p, &frames, 2);
+        let gpu = s.eve.clone().expect("a ring");
+        let cpu = cpu_lines(&p, k, &eve);
+        assert!(cpu.len() as u64 == get(&s, "alerts") && cpu.len() > 100, "{}", cpu.len());
+        assert!(cpu.iter().any(|l| l.contains("\"vlan\":[5]")), "a VLAN-tagged alert");
+        assert!(cpu.iter().any(|l| l.contains("\"ip_v\":6")), "an IPv6 alert");
+        assert!(cpu.iter().any(|l| l.contains("\"blocked\"")), "a blocked alert");
+        let first = gpu.iter().zip(&cpu).position(|(g, c)| g != c);
+        assert!(
+            gpu.len() == cpu.len() && first.is_none(),
+            "{} vs {} lines; first difference: gpu {:?} cpu {:?}",
+            gpu.len(),
+            cpu.len(),
+            first.map(|i| &gpu[i]),
+            first.map(|i| &cpu[i])
+        );
+    }
 }
 
 #[test]

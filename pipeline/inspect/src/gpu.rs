@@ -9,7 +9,11 @@
 //! detection_filter) is refused, naming the first such rule's sid, file and line, as is a set
 //! of more than [`MAX_RULES`] rules (the stage's per-frame candidate bitmap).
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::alert::{Alert, AlertAction};
 use crate::engine::RuleSet;
+use crate::eval::Frame;
 use crate::rules::Buffer;
 
 /// Most rules the GPU stage takes (`PW_INSP_GPU_MAX_RULES`).
@@ -18,6 +22,16 @@ pub const MAX_RULES: usize = 16384;
 pub const HITS_AT: usize = 0;
 /// Bytes of the block's header (`pw_insp_params`).
 pub const HEADER_BYTES: usize = 48;
+/// Where the alert ring's entry count (a power of two) and device address go in the block
+/// (`pw_insp_params.alert_cap`, `.alerts`).
+pub const ALERT_CAP_AT: usize = 36;
+pub const ALERTS_AT: usize = 40;
+/// The alert ring: a header (the u64 count of entries taken), then the entries
+/// (`pw_insp_alert`), entry `i` of the log at `i % cap`.
+pub const RING_HEADER: usize = 64;
+pub const ALERT_BYTES: usize = 64;
+/// Entries of the ring the executor gives the stage when it has an alert log.
+pub const ALERT_RING: usize = 1 << 16;
 
 /// Where an alerted frame that is not dropped goes (`pw_insp_params.alert_to`).
 pub const ALERT_NONE: u32 = 0;
@@ -58,9 +72,13 @@ pub fn rule_refusal(set: &RuleSet, i: u32) -> Option<&'static str> {
     http.then_some("an HTTP buffer: the HTTP head is parsed on the CPU only")
 }
 
-/// The stage's parameter block for `set` (its hit-counter address left 0), or why the GPU
-/// cannot run it ([`refusal`]).
-pub fn block(set: &RuleSet, alert_to: u32) -> Result<Vec<u8>, String> {
+/// The stage's parameter block for `set` (the hit counters' and alert ring's addresses left 0;
+/// `alert_cap`: the ring's entries, a power of two, or 0 for none), or why the GPU cannot run
+/// it ([`refusal`]).
+pub fn block(set: &RuleSet, alert_to: u32, alert_cap: u32) -> Result<Vec<u8>, String> {
+    if alert_cap != 0 && !alert_cap.is_power_of_two() {
+        return Err(format!("an alert ring of {alert_cap} entries (a power of two)"));
+    }
     if let Some(why) = refusal(set) {
         return Err(why);
     }
@@ -99,7 +117,7 @@ pub fn block(set: &RuleSet, alert_to: u32) -> Result<Vec<u8>, String> {
         .collect();
     let always_off = append(&mut b, &always);
     let u32_of = |n: usize| u32::try_from(n).map_err(|_| "the GPU rule block passes 4 GiB");
-    let head: [u32; 7] = [
+    let head: [u32; 8] = [
         u32_of(set.len())?,
         alert_to,
         u32_of(prog_off)?,
@@ -107,12 +125,63 @@ pub fn block(set: &RuleSet, alert_to: u32) -> Result<Vec<u8>, String> {
         u32_of(rules_of_off)?,
         u32_of(always_off)?,
         u32_of(set.unfiltered().len())?,
+        alert_cap,
     ];
     for (k, w) in head.iter().enumerate() {
         b[8 + 4 * k..12 + 4 * k].copy_from_slice(&w.to_le_bytes());
     }
     u32_of(b.len())?;
     Ok(b)
+}
+
+/// The ring's bytes for `cap` entries.
+pub fn ring_bytes(cap: usize) -> usize {
+    RING_HEADER + cap * ALERT_BYTES
+}
+
+/// The alert of entry `entry` (its [`ALERT_BYTES`]) read as log index `index`: `None` when it
+/// does not hold that index yet (being written, or an older lap's). The receive time 0 (a
+/// port without times) is `now_ns`, as the CPU stage takes the host clock then.
+pub fn alert_of(set: &RuleSet, entry: &[u8], index: u64, now_ns: u64) -> Option<Alert> {
+    let e = entry.get(..ALERT_BYTES)?;
+    let u64_at = |o: usize| u64::from_le_bytes(e[o..o + 8].try_into().unwrap_or_default());
+    let u16_at = |o: usize| u16::from_le_bytes([e[o], e[o + 1]]);
+    if u64_at(0) != index.wrapping_add(1) {
+        return None;
+    }
+    let v6 = e[59] != 0;
+    let addr = |o: usize| -> IpAddr {
+        let k = (u128::from(u64_at(o)) << 64) | u128::from(u64_at(o + 8));
+        if v6 {
+            IpAddr::V6(Ipv6Addr::from(k))
+        } else {
+            IpAddr::V4(Ipv4Addr::from(k as u32))
+        }
+    };
+    let rule = u32::from_le_bytes(e[48..52].try_into().unwrap_or_default());
+    let f = Frame {
+        ip_proto: e[56],
+        src: addr(16),
+        dst: addr(32),
+        src_port: u16_at(52),
+        dst_port: u16_at(54),
+        tcp_flags: 0,
+        icmp_type: e[57],
+        icmp_code: e[58],
+        ct_state: 0,
+        ct_dir: 0,
+        payload: &[],
+        http: None,
+    };
+    let vlan = [60, 62].map(|o| u16_at(o).checked_sub(1));
+    let action = set
+        .action(rule)
+        .map_or(AlertAction::Allowed, |a| AlertAction::of_rule(a, true));
+    let ts = match u64_at(8) {
+        0 => now_ns,
+        t => t,
+    };
+    Some(Alert::of_frame(ts, &f, vlan, rule, action, None))
 }
 
 /// Appends `bytes` at the next 8-byte boundary; returns where.
@@ -148,7 +217,7 @@ mod tests {
              drop udp any any -> any 53 (msg:\"b\"; dsize:>10; sid:2;)\n",
             false,
         );
-        let b = block(&s, ALERT_HOST).unwrap();
+        let b = block(&s, ALERT_HOST, 8).unwrap();
         let w = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
         assert_eq!((w(8), w(12)), (2, ALERT_HOST));
         let (prog, image, rules_of, always) = (w(16), w(20), w(24), w(28));
@@ -158,7 +227,8 @@ mod tests {
         // One pattern: its list [0, 1) holds rule 0; rule 1 has no pattern.
         let r = rules_of as usize;
         assert_eq!((w(r), w(r + 4), w(r + 8)), (0, 1, 0));
-        assert_eq!((w(32), w(always as usize)), (1, 1));
+        assert_eq!((w(32), w(always as usize), w(36)), (1, 1, 8));
+        assert!(block(&s, ALERT_HOST, 6).is_err(), "a ring of 6");
     }
 
     #[test]
@@ -168,7 +238,7 @@ mod tests {
              alert http any any -> any any (msg:\"b\"; content:\"x\"; http_uri; sid:7;)\n",
             false,
         );
-        let why = block(&s, ALERT_NONE).unwrap_err();
+        let why = block(&s, ALERT_NONE, 0).unwrap_err();
         assert!(why.contains("sid 7 (t.rules:2): an HTTP buffer"), "{why}");
         let s = set(
             "alert tcp any any -> any any (msg:\"a\"; content:\"abc\"; flowbits:set,x; sid:3;)\n",

@@ -294,6 +294,11 @@ pub(crate) struct Shared {
     pub(crate) current: ArcSwap<Published>,
     /// A GPU run holds the rule set it started with (a reload is refused).
     pub(crate) on_gpu: std::sync::atomic::AtomicBool,
+    /// Alerts a GPU's ring overwrote before the host read them.
+    pub(crate) gpu_lost: AtomicU64,
+    /// The alert log's sender and handle once it runs: it starts with the run (the `start`
+    /// hook), so building the stage (`pktwarp validate`) writes nothing.
+    log_ends: OnceLock<(AlertSender, AlertLogHandle)>,
     /// Hits of the sets replaced by reloads, by sid.
     carried: Mutex<BTreeMap<u32, u64>>,
     /// State counters of the sets replaced by reloads.
@@ -334,6 +339,11 @@ impl Shared {
         c
     }
 
+    /// The alert log's sender, once the log runs.
+    pub(crate) fn sender(&self) -> Option<AlertSender> {
+        self.log_ends.get().map(|(s, _)| s.clone())
+    }
+
     /// Hits by sid over every set published.
     fn hits_by_sid(&self) -> BTreeMap<u32, u64> {
         let mut m = self
@@ -353,9 +363,6 @@ impl Shared {
 /// The stage: the rule set in force, the alert log, the counters.
 pub struct InspectStage {
     pub(crate) shared: Arc<Shared>,
-    /// The alert log's sender and handle once it runs: it starts with the run (the `start`
-    /// hook), so building the stage (`pktwarp validate`) writes nothing.
-    log_ends: OnceLock<(AlertSender, AlertLogHandle)>,
     log: Mutex<Option<AlertLog>>,
 }
 
@@ -392,11 +399,12 @@ impl InspectStage {
                 cfg: cfg.clone(),
                 current: ArcSwap::from_pointee(Published::new(set, 0)),
                 on_gpu: std::sync::atomic::AtomicBool::new(false),
+                gpu_lost: AtomicU64::new(0),
+                log_ends: OnceLock::new(),
                 carried: Mutex::new(BTreeMap::new()),
                 carried_state: Mutex::new(StateCounters::default()),
                 counters: (0..SHARDS).map(|_| Shard::default()).collect(),
             }),
-            log_ends: OnceLock::new(),
             log: Mutex::new(None),
         })
     }
@@ -407,13 +415,13 @@ impl InspectStage {
             return;
         };
         let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
-        if self.log_ends.get().is_some() {
+        if self.shared.log_ends.get().is_some() {
             return;
         }
         let cat = Arc::clone(self.shared.current.load().set.catalog());
         match AlertLog::start(e, cat) {
             Ok(l) => {
-                let _ = self.log_ends.set((l.sender(), l.handle()));
+                let _ = self.shared.log_ends.set((l.sender(), l.handle()));
                 *log = Some(l);
             }
             // Checked when built: only a thread that cannot be started fails here.
@@ -457,7 +465,7 @@ impl InspectStage {
         for &r in matched {
             p.hits.hit(r);
         }
-        let Some((tx, _)) = self.log_ends.get() else {
+        let Some((tx, _)) = self.shared.log_ends.get() else {
             return;
         };
         let mut vlan = [None, None];
@@ -498,7 +506,7 @@ pub fn inspected_packet<'a>(frame: &'a [u8], meta: &PacketMeta) -> Option<eval::
 }
 
 /// The host clock (ns since the Unix epoch): the receive time of a frame whose port gives none.
-fn host_now_ns() -> u64 {
+pub(crate) fn host_now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -577,10 +585,10 @@ impl CustomStage for InspectStage {
                 *x += c.load(Ordering::Relaxed);
             }
         }
-        if let Some((_, h)) = self.log_ends.get() {
+        if let Some((_, h)) = self.shared.log_ends.get() {
             let c = h.counters();
             v[5] = c.dropped;
-            v[6] = c.lost;
+            v[6] = c.lost + self.shared.gpu_lost.load(Ordering::Relaxed);
         }
         v
     }
@@ -644,7 +652,7 @@ impl CustomStage for InspectStage {
                 serde_json::json!({ "sid": h.sid, "msg": msg, "hits": h.hits })
             })
             .collect();
-        let eve = self.log_ends.get().map(|(_, h)| {
+        let eve = self.shared.log_ends.get().map(|(_, h)| {
             let c = h.counters();
             serde_json::json!({
                 "written": c.written, "dropped": c.dropped, "lost": c.lost,
@@ -681,7 +689,7 @@ impl CustomStage for InspectStage {
 
     fn reload_files(&self) -> anyhow::Result<Option<FilesReload>> {
         // Log rotation: a SIGHUP reopens the alert log, whatever becomes of the rule files.
-        if let Some((_, h)) = self.log_ends.get() {
+        if let Some((_, h)) = self.shared.log_ends.get() {
             h.reopen();
         }
         if self.shared.on_gpu.load(Ordering::Relaxed) {

@@ -342,13 +342,26 @@ pub fn traffic(seed: u64, n: usize) -> Vec<(FrameDesc, Vec<u8>)> {
 /// `parse [-> conntrack] -> inspect -> count` over the rule file `rules`, alerts to
 /// `alert_to`.
 pub fn pipeline(rules: &Path, conntrack: bool, alert_to: &str) -> Arc<Pipeline> {
+    pipeline_eve(rules, conntrack, alert_to, None)
+}
+
+/// [`pipeline`] with an EVE log at `eve`.
+pub fn pipeline_eve(
+    rules: &Path,
+    conntrack: bool,
+    alert_to: &str,
+    eve: Option<&Path>,
+) -> Arc<Pipeline> {
+    let eve = eve.map_or(String::new(), |e| {
+        format!("    eve: {{ path: \"{}\" }}\n", e.display())
+    });
     let ct = if conntrack {
         "- conntrack: { entries: 4096 }\n"
     } else {
         ""
     };
     let yaml = format!(
-        "- parse\n{ct}- inspect:\n    rules: [\"{}\"]\n    strict: false\n    vars: {{ HOME_NET: \"[10.0.0.0/8,192.168.0.0/16]\", EXTERNAL_NET: \"!$HOME_NET\" }}\n    alert_to: {alert_to}\n- count\n",
+        "- parse\n{ct}- inspect:\n    rules: [\"{}\"]\n    strict: false\n    vars: {{ HOME_NET: \"[10.0.0.0/8,192.168.0.0/16]\", EXTERNAL_NET: \"!$HOME_NET\" }}\n    alert_to: {alert_to}\n{eve}- count\n",
         rules.display()
     );
     let stages: Vec<StageConfig> = serde_saphyr::from_str(&yaml).unwrap_or_else(|e| panic!("{e}"));
@@ -443,12 +456,17 @@ pub fn sid_hits(slot: &pipeline::stage::CustomSlot) -> BTreeMap<u32, u64> {
 
 /// The sid of each rule index of the stage's set (the order the GPU's hit buffer has).
 pub fn rule_sids(p: &Pipeline, k: usize) -> Vec<u32> {
+    rule_set(p, k).catalog().rules.iter().map(|r| r.sid).collect()
+}
+
+/// The stage's rule set, loaded again from its options (the same rule indices).
+pub fn rule_set(p: &Pipeline, k: usize) -> pktwarp_inspect::engine::RuleSet {
     let Stage::Custom(slot) = &p.stages[k] else {
         unreachable!()
     };
     let opts = slot.options();
     let cfg = pipeline::stage::inspect::InspectStageConfig::from_options(&opts).expect("options");
-    let set = pktwarp_inspect::engine::RuleSet::load(
+    pktwarp_inspect::engine::RuleSet::load(
         &pktwarp_inspect::engine::SetConfig {
             rules: cfg.rules.clone(),
             vars: cfg.vars.clone(),
@@ -458,7 +476,6 @@ pub fn rule_sids(p: &Pipeline, k: usize) -> Vec<u32> {
         },
         &pktwarp_inspect::alert::Classifications::standard(),
     )
-    .expect("rules");
-    set.catalog().rules.iter().map(|r| r.sid).collect()
+    .expect("rules")
 }
 

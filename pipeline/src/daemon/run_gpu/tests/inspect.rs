@@ -1,14 +1,15 @@
 //! The IDS pipeline (parse -> conntrack -> inspect -> count) on the GPU host side: generated
 //! traffic with planted payloads, bursts to the device and back, the stage's counters and its
 //! summary section (hits by sid) as the CPU executor's. The stand-in runs the CPU pipeline at
-//! submit, so this holds the host side, not the kernel (that is
+//! submit (the CPU stage then writes the EVE lines itself), so this holds the host side, not
+//! the kernel or its alert ring (that is
 //! pipeline/tests/inspect_cuda_host.rs, and on the GPU machine gpu_inspect.rs).
 
 use super::*;
 
 /// The shipped IDS example's payload rules (configs/rules/ids.rules without its HTTP ones),
 /// on a generator planting their patterns, `queues` queues, alerts to `alert_to`.
-fn ids(dir: &Path, queues: u32, alert_to: &str) -> Prepared {
+fn ids(dir: &Path, queues: u32, alert_to: &str, eve: &Path) -> Prepared {
     let text = std::fs::read_to_string(configs_dir().join("rules/ids.rules")).expect("rules");
     let payload: String = text
         .lines()
@@ -24,9 +25,10 @@ fn ids(dir: &Path, queues: u32, alert_to: &str) -> Prepared {
          - {{ text: pktwarp-marker }}\n          - {{ text: c2-test }}\n\
          queues: {{ count: {queues}, burst: 32, ring_slots: 8 }}\npipeline:\n  - parse\n  \
          - conntrack: {{ entries: 4096 }}\n  - inspect:\n      rules: [{}]\n      vars: {{ HOME_NET: \
-         \"[10.0.0.0/8,192.168.0.0/16]\", EXTERNAL_NET: any }}\n      alert_to: {alert_to}\n  \
-         - count\nexecutor: {{ kind: cpu }}\n",
-        dir.join("ids.rules").display()
+         \"[10.0.0.0/8,192.168.0.0/16]\", EXTERNAL_NET: any }}\n      alert_to: {alert_to}\n      \
+         eve: {{ path: {} }}\n  - count\nexecutor: {{ kind: cpu }}\n",
+        dir.join("ids.rules").display(),
+        eve.display()
     );
     let cfg = config::parse_str(&yaml, &dir.join("c.yaml")).expect("config");
     prepare(cfg).expect("prepare")
@@ -47,8 +49,13 @@ fn the_ids_pipeline_counts_and_sends_as_the_cpu_executor() {
     let dir = std::env::temp_dir().join(format!("pw-standin-insp-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (queues, alert_to) in [(1, "none"), (3, "mirror")] {
-        let cpu = run_cpu_ref(&ids(&dir, queues, alert_to), true);
-        let p = ids(&dir, queues, alert_to);
+        let (ce, ge) = (
+            dir.join(format!("cpu-eve-{queues}.json")),
+            dir.join(format!("gpu-eve-{queues}.json")),
+        );
+        let _ = (std::fs::remove_file(&ce), std::fs::remove_file(&ge));
+        let cpu = run_cpu_ref(&ids(&dir, queues, alert_to, &ce), true);
+        let p = ids(&dir, queues, alert_to, &ge);
         assert_eq!(p.pipeline.gpu_refusal(), None);
         let gpu = run_fake(&p, 4, 1, true);
         let what = format!("{queues} queues, alert_to {alert_to}");
@@ -65,6 +72,26 @@ fn the_ids_pipeline_counts_and_sends_as_the_cpu_executor() {
             c.sort();
         }
         assert_same_frames(&g, &c, &what);
+        // The EVE lines, as sets (queues interleave), without their timestamps: the
+        // generator stamps frames with the host clock of each run.
+        let lines = |p: &Path| {
+            let mut v: Vec<String> = std::fs::read_to_string(p)
+                .unwrap_or_default()
+                .lines()
+                .map(|l| l.split_once(",\"flow_id\"").map_or(l, |x| x.1).to_string())
+                .collect();
+            v.sort();
+            v
+        };
+        let (gl, cl) = (lines(&ge), lines(&ce));
+        assert_eq!(cl.len() as u64, alerts, "{what}: a line per alert");
+        let first = gl.iter().zip(&cl).position(|(g, c)| g != c);
+        assert!(
+            gl.len() == cl.len() && first.is_none(),
+            "{what}: EVE lines differ: {:?} vs {:?}",
+            first.map(|i| &gl[i]),
+            first.map(|i| &cl[i])
+        );
     }
 }
 
