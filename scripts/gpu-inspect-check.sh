@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # On the GPU machine: the `inspect` stage on the GPU executor against the CPU executor.
 #  1. The IDS pipeline of configs/ids.yaml (parse -> conntrack -> inspect -> count, alerts to the
-#     host) with `gpu_rules_only: true` and no EVE log (both keep the stage on the CPU
+#     host and an EVE log) with `gpu_rules_only: true` (its HTTP rules keep the stage on the CPU
 #     otherwise), on executor cpu and executor gpu, 1 queue and 4: the shipped rules on the
 #     shipped capture (configs/ids.pcap), and the shared ET Open rules on it and on the largest
 #     Ethernet captures of the tcpdump corpus. The summaries equal (frames, drops by reason,
-#     counted, the inspect stage's counters and top rules, conntrack's), and the passed frames
-#     and the frames sent to the host identical (1 queue: in order; 4: as sets).
+#     counted, the inspect stage's counters and top rules, conntrack's), the passed frames
+#     and the frames sent to the host identical (1 queue: in order; 4: as sets), and the EVE
+#     lines equal as sets (the GPU's come through its alert ring, in ring order).
 #  2. Throughput: 1518-byte generated frames (5% with planted ET Open contents) through
 #     parse -> inspect -> count with ET Open (gpu_rules_only) on the GPU executor, end to end
 #     (Gbit/s and Mpps from the summary), against parse -> count on the GPU and the same
@@ -96,7 +97,8 @@ else:
     pcap:
       tx: {{ path: {d}/out.pcap }}
 """
-    stages = "  - parse\n  - conntrack: { entries: 65536 }\n" + insp + "      alert_to: host\n  - count\n"
+    stages = ("  - parse\n  - conntrack: { entries: 65536 }\n" + insp + "      alert_to: host\n"
+              + f"      eve: {{ path: {d}/eve.json, queue: 1048576 }}\n  - count\n")
     out = f"output:\n  port: out\n  to_host:\n    pcap: {d}/host.pcap\n"
 open(f"{d}/c.yaml", "w").write(f"""ports:
 {port}queues:
@@ -152,6 +154,12 @@ compare() {
       say "  $name $f frames: $r $([ $rc = 0 ] && echo EQUAL || echo DIFFERS)"
       [ $rc = 0 ] || fails=$((fails + 1))
     done
+    if cmp -s <(sort "$tmp/$name-ref/eve.json" 2>/dev/null) <(sort "$tmp/$name-dut/eve.json" 2>/dev/null); then
+      say "  $name EVE lines: equal ($(wc -l <"$tmp/$name-ref/eve.json" 2>/dev/null || echo 0) lines, as sets)"
+    else
+      say "  $name EVE lines DIFFER: $(wc -l <"$tmp/$name-ref/eve.json") vs $(wc -l <"$tmp/$name-dut/eve.json")"
+      fails=$((fails + 1))
+    fi
     a=$(counts "$tmp/$name-ref/summary.json"); b=$(counts "$tmp/$name-dut/summary.json")
     if [ "$a" = "$b" ]; then
       say "  $name counts: equal ($(alerts "$tmp/$name-ref/summary.json") alerts)"

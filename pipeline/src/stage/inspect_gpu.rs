@@ -5,10 +5,13 @@
 //! (`pktwarp_inspect_rule_hits_total`, the summary's top rules), as the CPU stage counts them.
 //! The stage's own counters come back through its counter block like any stage's.
 //!
+//! Alerts come back through a device ring (`pw_insp_alert` entries, tagged with their log
+//! index) that the host side reads in log order into the EVE log, as the CPU stage's alerts.
+//!
 //! What stays on the CPU executor (the GPU refuses the pipeline, saying why, and `auto` picks
-//! the CPU): a rule reading an HTTP buffer or keeping state (named by sid, file and line), an
-//! EVE log (each alert's fields would have to come back with the frame), and a rule reload
-//! while a GPU run goes (the kernel keeps the set it started with: restart).
+//! the CPU): a rule reading an HTTP buffer or keeping state (named by sid, file and line), EVE
+//! lines with the payload, and a rule reload while a GPU run goes (the kernel keeps the set it
+//! started with: restart).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
