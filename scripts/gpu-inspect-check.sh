@@ -173,7 +173,33 @@ compare() {
 compare shipped "$ROOT/configs/rules/ids.rules" "$ROOT/configs/ids.pcap"
 compare etopen-ids "$ET/*.rules" "$ROOT/configs/ids.pcap"
 if [ -f "$DATA/pcaps/INDEX.tsv" ]; then
-  # The largest Ethernet captures of the corpus.
+  # Every Ethernet capture of the corpus (classic pcap) as one capture, record times made
+  # increasing; and the largest of them alone.
+  python3 - "$DATA/pcaps" "$tmp/corpus.pcap" <<'PY'
+import os, struct, sys
+d, out = sys.argv[1:3]
+recs = []
+for line in open(os.path.join(d, "INDEX.tsv")):
+    c = line.rstrip("\n").split("\t")
+    if len(c) < 3 or not c[2].startswith("ether "): continue
+    try: b = open(os.path.join(d, c[0]), "rb").read()
+    except OSError: continue
+    if len(b) < 24 or b[:4] not in (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d"): continue
+    e = "<" if b[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    if struct.unpack(e + "I", b[20:24])[0] & 0xffff != 1: continue
+    i = 24
+    while i + 16 <= len(b):
+        incl = struct.unpack(e + "I", b[i + 8:i + 12])[0]
+        if incl > 262144 or i + 16 + incl > len(b): break
+        recs.append(b[i + 16:i + 16 + incl]); i += 16 + incl
+with open(out, "wb") as f:
+    f.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 262144, 1))
+    for k, r in enumerate(recs):
+        f.write(struct.pack("<IIII", 1700000000 + k // 1000000, k % 1000000, len(r), len(r)) + r)
+print(f"{len(recs)} frames")
+PY
+  say "corpus capture: $(python3 -c 'import os,sys; print(os.path.getsize(sys.argv[1]))' "$tmp/corpus.pcap") bytes"
+  compare etopen-corpus "$ET/*.rules" "$tmp/corpus.pcap"
   caps=$(awk -F'\t' '$3 ~ /^ether / {print $1}' "$DATA/pcaps/INDEX.tsv" | while read -r f; do
     [ -f "$DATA/pcaps/$f" ] && echo "$(stat -c %s "$DATA/pcaps/$f") $f"; done | sort -rn | head -"$CAPTURES" | cut -d' ' -f2)
   for f in $caps; do
@@ -192,7 +218,14 @@ for which in "inspect $SECOND" "plain $SECOND" "inspect cpu"; do
   mkdir -p "$d"
   make_cfg "$d" "$2" 4 "$ET/*.rules" - "$1"
   run_dir "$d" "tp $1 $2"
-  r=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(f"{s[\"gbps\"]:.2f} Gbit/s {s[\"mpps\"]:.3f} Mpps")' "$d/summary.json" 2>/dev/null || echo "?")
+  r=$(python3 - "$d/summary.json" <<'PY' 2>/dev/null || echo "?"
+import json, sys
+s = json.load(open(sys.argv[1]))
+c = [x for x in s.get("custom_stages", []) if x.get("name") == "inspect"]
+a = dict(c[0]["counters"]).get("alerts") if c else "-"
+print(f"{s['gbps']:.2f} Gbit/s {s['mpps']:.3f} Mpps ({a} alerts)")
+PY
+)
   line="$line $1/$2 $r;"
 done
 say "$line"
