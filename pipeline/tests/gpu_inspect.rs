@@ -22,7 +22,11 @@ const QUEUES: usize = 2;
 fn check(p: &Pipeline, what: &str, mode: Mode, placement: Placement, burst: usize) {
     let what = format!("{what}: {mode:?} / {placement:?} / bursts of {burst}");
     let frames = traffic(7, 20_000);
-    let k = p.stages.iter().position(|s| s.name() == "inspect").expect("inspect");
+    let k = p
+        .stages
+        .iter()
+        .position(|s| s.name() == "inspect")
+        .expect("inspect");
     // The CPU executor's answer, frame by frame (one queue's frames in arrival order).
     let c = QueueCounters::new(p.stages.len(), 0);
     let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
@@ -94,7 +98,11 @@ fn check(p: &Pipeline, what: &str, mode: Mode, placement: Placement, burst: usiz
     // `want` is in chunk order over all frames; the CPU ran them in arrival order, as each
     // queue's bursts run on the GPU (the stage keeps no state across frames but conntrack's).
     for (i, (w, g)) in want.iter().zip(&got).enumerate() {
-        assert_eq!(Some(*w), *g, "{what}: frame {i}: (action, reason) cpu vs gpu");
+        assert_eq!(
+            Some(*w),
+            *g,
+            "{what}: frame {i}: (action, reason) cpu vs gpu"
+        );
     }
     let snap = ex.counters().expect("counters");
     let mut gpu_counters = vec![0u64; 5];
@@ -113,7 +121,11 @@ fn check(p: &Pipeline, what: &str, mode: Mode, placement: Placement, burst: usiz
         }
     }
     assert_eq!(gpu_hits, cpu_hits, "{what}: rule hits by sid");
-    assert_eq!(gpu_hits.values().sum::<u64>(), gpu_counters[1], "{what}: hits sum to alerts");
+    assert_eq!(
+        gpu_hits.values().sum::<u64>(),
+        gpu_counters[1],
+        "{what}: hits sum to alerts"
+    );
     ex.shutdown().expect("shutdown");
 }
 
@@ -137,9 +149,27 @@ fn inspect_on_the_gpu_equals_the_cpu_frame_by_frame() {
             for placement in [Placement::Mapped, Placement::Device] {
                 // A fresh pipeline each time: the CPU's counters and conntrack's tables are
                 // the run's.
-                check(&pipeline(&fixed, false, "host"), "fixed", mode, placement, burst);
-                check(&pipeline(&fixed, true, "none"), "fixed + conntrack", mode, placement, burst);
-                check(&pipeline(&random, true, "mirror"), "random", mode, placement, burst);
+                check(
+                    &pipeline(&fixed, false, "host"),
+                    "fixed",
+                    mode,
+                    placement,
+                    burst,
+                );
+                check(
+                    &pipeline(&fixed, true, "none"),
+                    "fixed + conntrack",
+                    mode,
+                    placement,
+                    burst,
+                );
+                check(
+                    &pipeline(&random, true, "mirror"),
+                    "random",
+                    mode,
+                    placement,
+                    burst,
+                );
             }
         }
     }

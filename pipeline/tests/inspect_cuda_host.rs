@@ -57,7 +57,9 @@ fn ring_lines(p: &Pipeline, k: usize, ring: &[u64]) -> Vec<String> {
         let at = gpu::RING_HEADER + i as usize * gpu::ALERT_BYTES;
         let a = gpu::alert_of(&set, &bytes[at..], i, 0).expect("a written entry");
         let rule = &set.catalog().rules[a.rule as usize];
-        assert!(pktwarp_inspect::alert::eve::encode(&a, rule, false, &mut out));
+        assert!(pktwarp_inspect::alert::eve::encode(
+            &a, rule, false, &mut out
+        ));
     }
     let mut lines: Vec<String> = String::from_utf8(out)
         .unwrap()
@@ -99,7 +101,11 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Seen {
     let Stage::Custom(slot) = &p.stages[k] else {
         panic!("pipeline[{k}] is inspect")
     };
-    let lib = slot.cpu().gpu_library().expect("a library stage").expect("GPU-able");
+    let lib = slot
+        .cpu()
+        .gpu_library()
+        .expect("a library stage")
+        .expect("GPU-able");
     let n_rules = lib.buffers[0].bytes / 8;
     let mut hits = vec![0u64; n_rules];
     let at = lib.buffers[0].addr_at;
@@ -172,7 +178,12 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Seen {
     let names = ["inspected", "alerts", "drops", "passes", "heads_split"];
     for (j, name) in names.iter().enumerate() {
         assert_eq!(cpu[j].0, *name);
-        assert_eq!(gc[k][j + 1], cpu[j].1, "counter {name}: cpu {cpu:?} gpu {:?}", gc[k]);
+        assert_eq!(
+            gc[k][j + 1],
+            cpu[j].1,
+            "counter {name}: cpu {cpu:?} gpu {:?}",
+            gc[k]
+        );
     }
     // Every rule's hits, by sid: the CPU's series against the device buffer.
     let sec = slot.cpu().summary_section().expect("section");
@@ -184,8 +195,16 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Seen {
             *gpu_hits.entry(sids[r]).or_insert(0) += h;
         }
     }
-    assert_eq!(gpu_hits, cpu_hits, "hits by sid (summary {})", sec["top_rules"]);
-    assert_eq!(gpu_hits.values().sum::<u64>(), gc[k][2], "hits sum to alerts");
+    assert_eq!(
+        gpu_hits, cpu_hits,
+        "hits by sid (summary {})",
+        sec["top_rules"]
+    );
+    assert_eq!(
+        gpu_hits.values().sum::<u64>(),
+        gc[k][2],
+        "hits sum to alerts"
+    );
     seen.counters = cpu;
     seen.hits = cpu_hits;
     drop(tables);
@@ -241,10 +260,23 @@ fn the_alert_ring_gives_the_cpus_eve_lines() {
         let s = check(&p, &frames, 2);
         let gpu = s.eve.clone().expect("a ring");
         let cpu = cpu_lines(&p, k, &eve);
-        assert!(cpu.len() as u64 == get(&s, "alerts") && cpu.len() > 100, "{}", cpu.len());
-        assert!(cpu.iter().any(|l| l.contains("\"vlan\":[5]")), "a VLAN-tagged alert");
-        assert!(cpu.iter().any(|l| l.contains("\"ip_v\":6")), "an IPv6 alert");
-        assert!(cpu.iter().any(|l| l.contains("\"blocked\"")), "a blocked alert");
+        assert!(
+            cpu.len() as u64 == get(&s, "alerts") && cpu.len() > 100,
+            "{}",
+            cpu.len()
+        );
+        assert!(
+            cpu.iter().any(|l| l.contains("\"vlan\":[5]")),
+            "a VLAN-tagged alert"
+        );
+        assert!(
+            cpu.iter().any(|l| l.contains("\"ip_v\":6")),
+            "an IPv6 alert"
+        );
+        assert!(
+            cpu.iter().any(|l| l.contains("\"blocked\"")),
+            "a blocked alert"
+        );
         let first = gpu.iter().zip(&cpu).position(|(g, c)| g != c);
         assert!(
             gpu.len() == cpu.len() && first.is_none(),

@@ -163,5 +163,10 @@ fn gpu_rules_only_skips_http_and_state_rules_by_reason() {
     let r = gpu.report();
     assert_eq!(r.skipped, 2);
     let reasons: Vec<&String> = r.skipped_by_reason.keys().collect();
-    assert!(reasons.iter().all(|k| k.starts_with("runs on the CPU only (")), "{reasons:?}");
+    assert!(
+        reasons
+            .iter()
+            .all(|k| k.starts_with("runs on the CPU only (")),
+        "{reasons:?}"
+    );
 }

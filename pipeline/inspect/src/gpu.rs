@@ -77,7 +77,9 @@ pub fn rule_refusal(set: &RuleSet, i: u32) -> Option<&'static str> {
 /// it ([`refusal`]).
 pub fn block(set: &RuleSet, alert_to: u32, alert_cap: u32) -> Result<Vec<u8>, String> {
     if alert_cap != 0 && !alert_cap.is_power_of_two() {
-        return Err(format!("an alert ring of {alert_cap} entries (a power of two)"));
+        return Err(format!(
+            "an alert ring of {alert_cap} entries (a power of two)"
+        ));
     }
     if let Some(why) = refusal(set) {
         return Err(why);
@@ -223,7 +225,11 @@ mod tests {
         let (prog, image, rules_of, always) = (w(16), w(20), w(24), w(28));
         assert!(prog as usize >= HEADER_BYTES && prog % 8 == 0);
         assert_eq!(w(prog as usize), 0x4549_5750, "the eval image's magic");
-        assert_eq!(w(image as usize), 0x4D49_5750, "the prefilter image's magic");
+        assert_eq!(
+            w(image as usize),
+            0x4D49_5750,
+            "the prefilter image's magic"
+        );
         // One pattern: its list [0, 1) holds rule 0; rule 1 has no pattern.
         let r = rules_of as usize;
         assert_eq!((w(r), w(r + 4), w(r + 8)), (0, 1, 0));

@@ -120,7 +120,9 @@ impl GpuReader {
         if self.sender.is_none() {
             self.sender = self.stage.sender();
         }
-        let Some(tx) = &self.sender else { return Ok(()) };
+        let Some(tx) = &self.sender else {
+            return Ok(());
+        };
         let p = self.stage.current.load();
         self.next.resize(mem.gpus(), 0);
         let now = crate::stage::inspect::host_now_ns();

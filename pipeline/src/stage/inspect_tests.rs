@@ -457,8 +457,9 @@ fn gpu_rules_only_makes_a_set_both_executors_run() {
     assert_eq!(sec["rules"]["loaded"], 3, "{sec}");
     let by = &sec["rules"]["skipped_by_reason"];
     assert!(
-        by.as_object()
-            .is_some_and(|m| m.keys().any(|k| k.starts_with("runs on the CPU only (an HTTP"))),
+        by.as_object().is_some_and(|m| m
+            .keys()
+            .any(|k| k.starts_with("runs on the CPU only (an HTTP"))),
         "{by}"
     );
     let (specs, _) = crate::executor::gpu::compose::stage_specs(&p).expect("specs");

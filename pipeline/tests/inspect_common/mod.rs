@@ -365,7 +365,9 @@ pub fn pipeline_eve(
         rules.display()
     );
     let stages: Vec<StageConfig> = serde_saphyr::from_str(&yaml).unwrap_or_else(|e| panic!("{e}"));
-    Arc::new(pipeline::stage::build(&stages, |x| x.to_path_buf()).unwrap_or_else(|e| panic!("{e:#}")))
+    Arc::new(
+        pipeline::stage::build(&stages, |x| x.to_path_buf()).unwrap_or_else(|e| panic!("{e:#}")),
+    )
 }
 
 /// A scratch folder of the test's own.
@@ -456,7 +458,12 @@ pub fn sid_hits(slot: &pipeline::stage::CustomSlot) -> BTreeMap<u32, u64> {
 
 /// The sid of each rule index of the stage's set (the order the GPU's hit buffer has).
 pub fn rule_sids(p: &Pipeline, k: usize) -> Vec<u32> {
-    rule_set(p, k).catalog().rules.iter().map(|r| r.sid).collect()
+    rule_set(p, k)
+        .catalog()
+        .rules
+        .iter()
+        .map(|r| r.sid)
+        .collect()
 }
 
 /// The stage's rule set, loaded again from its options (the same rule indices).
@@ -478,4 +485,3 @@ pub fn rule_set(p: &Pipeline, k: usize) -> pktwarp_inspect::engine::RuleSet {
     )
     .expect("rules")
 }
-
