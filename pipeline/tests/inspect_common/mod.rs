@@ -176,7 +176,8 @@ fn payload(g: &mut Rng) -> Vec<u8> {
         for _ in 0..g.below(40) {
             p.push(g.next() as u8);
         }
-        let mut b = pattern_bytes(*g.pick(PATTERNS));
+        let pat: &str = g.pick::<&str>(PATTERNS);
+        let mut b = pattern_bytes(pat);
         if g.chance(30) {
             b.iter_mut().for_each(|c| *c = c.to_ascii_lowercase());
         }
@@ -235,7 +236,7 @@ fn l4(g: &mut Rng, proto: u8, sport: u16, dport: u16, pay: &[u8]) -> Vec<u8> {
             v.extend_from_slice(&dport.to_be_bytes());
             v.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0]);
             let opts = if g.chance(20) { 12 } else { 0 };
-            v.push(((20 + opts) / 4 << 4) as u8);
+            v.push((((20 + opts) / 4) << 4) as u8);
             v.push(*g.pick(&[0x18, 0x10, 0x02, 0x12, 0x03, 0x11, 0x00]));
             v.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 0]);
             v.extend(std::iter::repeat_n(1u8, opts));
