@@ -465,3 +465,23 @@ fn gpu_rules_only_makes_a_set_both_executors_run() {
     let (specs, _) = crate::executor::gpu::compose::stage_specs(&p).expect("specs");
     assert_eq!(specs[1].function(), "pw_stage_inspect");
 }
+
+/// Once a GPU run holds the stage (its host side was asked for), a rule reload is refused
+/// with a clear message: the kernel runs the set it started with.
+#[test]
+fn a_rule_reload_during_a_gpu_run_is_refused() {
+    let dir = scratch("gpu-reload");
+    std::fs::write(dir.join("local.rules"), RULES).expect("rules");
+    let p = pipeline(&dir, "");
+    let cfgs = [StageConfig::Parse, stage_cfg(&dir, ""), StageConfig::Count];
+    let handed = Arc::new(crate::stage::gpu_host::HandedLog::default());
+    assert!(p.reload_stage_options(&cfgs).is_ok(), "before a GPU run");
+    let side = inspect_of(&p).cpu().gpu_host_side(1, &handed);
+    assert!(side.is_some(), "a host side on the GPU");
+    let e = p.reload_stage_options(&cfgs).expect_err("refused");
+    assert!(
+        format!("{e:#}").contains("the GPU executor runs the rule set it started with"),
+        "{e:#}"
+    );
+    close(&p);
+}
