@@ -165,11 +165,29 @@ fn eth(et: u16, vlan: Option<u16>) -> Vec<u8> {
 
 fn payload(g: &mut Rng) -> Vec<u8> {
     let mut p = Vec::new();
-    match g.below(6) {
-        0 => p.extend_from_slice(b"GET /a HTTP/1.1\r\nHost: x\r\n"),
-        1 => p.extend_from_slice(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"),
-        2 => p.extend_from_slice(b"HTTP/1.1 200 OK\r\n"),
-        _ => {}
+    // HTTP starts, whole heads and split ones, and near misses (what `heads_split` counts).
+    const HEADS: &[&[u8]] = &[
+        b"GET /a HTTP/1.1\r\nHost: x\r\n",
+        b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n",
+        b"HTTP/1.1 200 OK\r\nServer: y\n\n",
+        b"HTTP/1.0 20x OK\r\n",
+        b"HTTP/1.1",
+        b"HTTP/",
+        b"GET",
+        b"GET ",
+        b"get / HTTP/1.1\r\n",
+        b"  GET   /x   HTTP/1.0  \r\nA: b\r\n",
+        b"M-SEARCH * HTTP/1.1\r\n\r\n",
+        b"GET / FTP/1.1\r\n",
+        b"GET /\r\n",
+        b"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA / HTTP/1.1\r\n",
+        b"POST /p HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
+        b"\r\n",
+        b" x",
+    ];
+    if g.chance(40) {
+        p.extend_from_slice(HEADS[g.below(HEADS.len() as u64) as usize]);
     }
     let n = g.below(4) as usize;
     for _ in 0..n {
