@@ -47,8 +47,11 @@ typedef struct pw_insp_params {
     uint32_t n_always;    /* 32 */
     uint32_t alert_cap;   /* 36: entries of the alert ring, a power of two; 0: no ring */
     uint64_t alerts;      /* 40: the alert ring (a stage buffer: the executor writes it) */
+    uint32_t bank;        /* 48: the hit counters' bank (the rule set's generation & 1): a reload's
+                           * set counts apart from the bursts of the set before it still running */
+    uint32_t reserved;    /* 52 */
 } pw_insp_params;
-PW_STATIC_ASSERT(sizeof(pw_insp_params) == 48, "pw_insp_params size");
+PW_STATIC_ASSERT(sizeof(pw_insp_params) == 56, "pw_insp_params size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_insp_params, alerts) == 40, "pw_insp_params.alerts");
 
 /* One alert for the host's EVE log (pktwarp_inspect::gpu::AlertRec): the ring is a 64-byte
@@ -61,7 +64,7 @@ typedef struct pw_insp_alert {
     uint64_t src[2], dst[2];  /* 16: address keys */
     uint32_t rule;            /* 48: rule index */
     uint16_t src_port, dst_port;
-    uint8_t ip_proto, icmp_type, icmp_code, v6; /* 56 */
+    uint8_t ip_proto, icmp_type, icmp_code, v6; /* 56; v6: bit 0 IPv6, bit 1 the hit bank */
     uint16_t vlan[2];         /* 60: VLAN id + 1 of the outer, inner tag; 0 none */
 } pw_insp_alert;
 PW_STATIC_ASSERT(sizeof(pw_insp_alert) == 64, "pw_insp_alert size");
@@ -88,7 +91,7 @@ PW_DEVICE void pw_insp_log(const pw_insp_params *p, const pw_frame *f, const pw_
     e->ip_proto = fr->ip_proto;
     e->icmp_type = fr->icmp_type;
     e->icmp_code = fr->icmp_code;
-    e->v6 = (uint8_t)v6;
+    e->v6 = (uint8_t)(v6 | ((p->bank & 1u) << 1));
     for (uint32_t k = 0; k < 2u; k++)
         e->vlan[k] = k < meta->vlan_count ? (uint16_t)((meta->vlan_tci[k] & 0x0fffu) + 1u) : (uint16_t)0u;
 #if PW_GPU
@@ -330,7 +333,7 @@ PW_DEVICE_CALL void pw_insp_frame_run(const uint8_t *blk, const pw_frame *f, con
     }
     if (n_matched == 0u) return;
     PW_ADD64(&c->v[2], n_matched);
-    uint64_t *hits = (uint64_t *)p->hits;
+    uint64_t *hits = p->hits ? (uint64_t *)p->hits + (uint64_t)(p->bank & 1u) * PW_INSP_GPU_MAX_RULES : 0;
     uint32_t v6 = (f->data[l3] >> 4) == 6u;
     for (uint32_t w = 0; w < words; w++)
         for (uint32_t bits = cand[w]; bits; bits &= bits - 1u) {

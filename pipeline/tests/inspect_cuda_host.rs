@@ -375,3 +375,128 @@ fn the_shipped_ids_rules_without_http_equal_the_cpu() {
     let s = check(&pipeline(&rules, true, "host"), &frames, 2);
     assert!(get(&s, "alerts") > 0, "{s:?}");
 }
+
+/// A SIGHUP rule reload midway: the CPU stage publishes the new set, the GPU side gets the new
+/// block (its hits in the other bank, its alerts tagged with it), and frame by frame, hits by
+/// sid over both sets, and the EVE lines still equal the CPU's.
+#[test]
+fn a_rule_reload_midway_equals_the_cpu() {
+    use pktwarp_inspect::gpu;
+    let d = scratch("reload");
+    let rules = write(&d, "r.rules", &fixed_rules(false));
+    let eve = d.join("eve.json");
+    let p = pipeline_eve(&rules, false, "none", Some(&eve));
+    let k = 1;
+    let Stage::Custom(slot) = &p.stages[k] else {
+        panic!("inspect")
+    };
+    let ctx = pipeline::stage::HookCtx {
+        executor: "cpu",
+        position: k,
+    };
+    slot.cpu_arc().hooks().expect("hooks").start(&ctx);
+    let (specs, mut params) = pipeline::executor::gpu::compose::stage_specs(&p).expect("specs");
+    let host = HostPipeline::compile(&specs).unwrap_or_else(|e| panic!("{e}"));
+    let mut hits = vec![0u64; gpu::HIT_BYTES / 8];
+    let mut ring = vec![0u64; gpu::ring_bytes(gpu::ALERT_RING) / 8];
+    let patch = |block: &mut Vec<u8>, hits: &mut Vec<u64>, ring: &mut Vec<u64>| {
+        block[gpu::HITS_AT..gpu::HITS_AT + 8]
+            .copy_from_slice(&(hits.as_mut_ptr() as u64).to_le_bytes());
+        block[gpu::ALERTS_AT..gpu::ALERTS_AT + 8]
+            .copy_from_slice(&(ring.as_mut_ptr() as u64).to_le_bytes());
+    };
+    patch(&mut params[k], &mut hits, &mut ring);
+    let sets = [rule_set(&p, k), {
+        std::fs::write(d.join("b.rules"), random_rules(5, 80, false)).unwrap();
+        let cfg = pktwarp_inspect::engine::SetConfig {
+            rules: vec![d.join("b.rules")],
+            strict: false,
+            vars: [
+                ("HOME_NET".into(), "[10.0.0.0/8,192.168.0.0/16]".into()),
+                ("EXTERNAL_NET".into(), "!$HOME_NET".into()),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        pktwarp_inspect::engine::RuleSet::load(&cfg, &Default::default()).expect("set b")
+    }];
+    let frames = traffic(21, 4000);
+    let c = QueueCounters::new(specs.len(), 0);
+    let mut gc = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
+    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
+    for (n, chunk) in frames.chunks(32).enumerate() {
+        if n == 60 {
+            // The reload: set b's rules in the watched file, published by SIGHUP's path.
+            std::fs::copy(d.join("b.rules"), &rules).unwrap();
+            let r = slot.cpu().reload_files().expect("reload").expect("files");
+            (r.publish)();
+            params[k] = slot.cpu().gpu_library().expect("lib").expect("GPU").block;
+            patch(&mut params[k], &mut hits, &mut ring);
+            assert_eq!(u32::from_le_bytes(params[k][48..52].try_into().unwrap()), 1);
+        }
+        let blocks: Vec<&[u8]> = params.iter().map(|b| b.as_slice()).collect();
+        p.run_frames(
+            chunk.iter().map(|(d, f)| (*d, f.as_slice())),
+            &mut metas,
+            &mut verdicts,
+            &c,
+        );
+        for (i, (d, f)) in chunk.iter().enumerate() {
+            let mut buf = f.clone();
+            let mut hf = HostFrame {
+                len: f.len(),
+                wire_len: d.wire_len,
+                port: d.port,
+                timestamp_ns: d.timestamp_ns,
+                queue: d.queue,
+                burst_seq: n as u32,
+                burst_index: i as u32,
+            };
+            let mut gm = [0xAAu8; META_BYTES];
+            let mut gv = [0x55u8; VERDICT_BYTES];
+            host.run_frame_mut(&mut buf, &mut hf, &blocks, None, &mut gm, &mut gv, &mut gc);
+            let cv = cpu_verdict_bytes(&verdicts[i]);
+            assert!(
+                gv[..2] == cv[..2],
+                "frame {}: {:?} vs {gv:?}",
+                n * 32 + i,
+                verdicts[i]
+            );
+        }
+    }
+    // Hits by sid over both sets: bank b counted for set b.
+    let mut gpu_hits = BTreeMap::new();
+    for (b, set) in sets.iter().enumerate() {
+        for (r, info) in set.catalog().rules.iter().enumerate() {
+            let h = hits[b * gpu::MAX_RULES + r];
+            if h > 0 {
+                *gpu_hits.entry(info.sid).or_insert(0u64) += h;
+            }
+        }
+    }
+    assert!(gpu_hits.keys().any(|s| *s >= 2000) && gpu_hits.keys().any(|s| *s < 2000));
+    assert_eq!(gpu_hits, sid_hits(slot), "hits by sid over both sets");
+    // The EVE lines, each alert named from its bank's set.
+    let bytes: Vec<u8> = ring.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let mut out = Vec::new();
+    for i in 0..ring[0] {
+        let e = &bytes[gpu::RING_HEADER + i as usize * gpu::ALERT_BYTES..];
+        let set = &sets[gpu::alert_bank(e)];
+        let a = gpu::alert_of(set, e, i, 0).expect("written");
+        let rule = &set.catalog().rules[a.rule as usize];
+        assert!(pktwarp_inspect::alert::eve::encode(
+            &a, rule, false, &mut out
+        ));
+    }
+    let mut gpu_lines: Vec<String> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    gpu_lines.sort();
+    assert_eq!(
+        gpu_lines,
+        cpu_lines(&p, k, &eve),
+        "EVE lines across the reload"
+    );
+}

@@ -2,7 +2,8 @@
 //! parameter block holding the evaluator's image ([`crate::eval::program::Program::image`]),
 //! the payload's prefilter image ([`crate::matcher::Image`]), each pattern's rules and the
 //! rules without a pattern; the hit counters live in a device buffer whose address the
-//! executor writes at [`HITS_AT`].
+//! executor writes at [`HITS_AT`] (two banks, the block's `bank` picking one: see
+//! [`HIT_BYTES`]), and the alert ring's at [`ALERTS_AT`].
 //!
 //! What the GPU stage runs: rules of the L4 payload. A rule set with a rule that reads an HTTP
 //! buffer (the head is parsed on the CPU only) or keeps state (flowbits, `noalert`, threshold,
@@ -21,7 +22,12 @@ pub const MAX_RULES: usize = 16384;
 /// Where the hit counters' device address goes in the block (`pw_insp_params.hits`).
 pub const HITS_AT: usize = 0;
 /// Bytes of the block's header (`pw_insp_params`).
-pub const HEADER_BYTES: usize = 48;
+pub const HEADER_BYTES: usize = 56;
+/// The hit counters: two banks of [`MAX_RULES`] u64, the block's `bank` (at [`BANK_AT`]) saying
+/// which one its rule set counts in, so a reload's set and the bursts of the set before it
+/// still running count apart.
+pub const HIT_BYTES: usize = 2 * MAX_RULES * 8;
+pub const BANK_AT: usize = 48;
 /// Where the alert ring's entry count (a power of two) and device address go in the block
 /// (`pw_insp_params.alert_cap`, `.alerts`).
 pub const ALERT_CAP_AT: usize = 36;
@@ -75,7 +81,7 @@ pub fn rule_refusal(set: &RuleSet, i: u32) -> Option<&'static str> {
 /// The stage's parameter block for `set` (the hit counters' and alert ring's addresses left 0;
 /// `alert_cap`: the ring's entries, a power of two, or 0 for none), or why the GPU cannot run
 /// it ([`refusal`]).
-pub fn block(set: &RuleSet, alert_to: u32, alert_cap: u32) -> Result<Vec<u8>, String> {
+pub fn block(set: &RuleSet, alert_to: u32, alert_cap: u32, bank: u32) -> Result<Vec<u8>, String> {
     if alert_cap != 0 && !alert_cap.is_power_of_two() {
         return Err(format!(
             "an alert ring of {alert_cap} entries (a power of two)"
@@ -132,6 +138,7 @@ pub fn block(set: &RuleSet, alert_to: u32, alert_cap: u32) -> Result<Vec<u8>, St
     for (k, w) in head.iter().enumerate() {
         b[8 + 4 * k..12 + 4 * k].copy_from_slice(&w.to_le_bytes());
     }
+    b[BANK_AT..BANK_AT + 4].copy_from_slice(&(bank & 1).to_le_bytes());
     u32_of(b.len())?;
     Ok(b)
 }
@@ -151,7 +158,7 @@ pub fn alert_of(set: &RuleSet, entry: &[u8], index: u64, now_ns: u64) -> Option<
     if u64_at(0) != index.wrapping_add(1) {
         return None;
     }
-    let v6 = e[59] != 0;
+    let v6 = e[59] & 1 != 0;
     let addr = |o: usize| -> IpAddr {
         let k = (u128::from(u64_at(o)) << 64) | u128::from(u64_at(o + 8));
         if v6 {
@@ -184,6 +191,11 @@ pub fn alert_of(set: &RuleSet, entry: &[u8], index: u64, now_ns: u64) -> Option<
         t => t,
     };
     Some(Alert::of_frame(ts, &f, vlan, rule, action, None))
+}
+
+/// The hit bank of a ring entry: which rule set (by generation parity) its rule index is of.
+pub fn alert_bank(entry: &[u8]) -> usize {
+    entry.get(59).map_or(0, |b| usize::from((b >> 1) & 1))
 }
 
 /// Appends `bytes` at the next 8-byte boundary; returns where.
@@ -219,7 +231,7 @@ mod tests {
              drop udp any any -> any 53 (msg:\"b\"; dsize:>10; sid:2;)\n",
             false,
         );
-        let b = block(&s, ALERT_HOST, 8).unwrap();
+        let b = block(&s, ALERT_HOST, 8, 1).unwrap();
         let w = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
         assert_eq!((w(8), w(12)), (2, ALERT_HOST));
         let (prog, image, rules_of, always) = (w(16), w(20), w(24), w(28));
@@ -233,8 +245,8 @@ mod tests {
         // One pattern: its list [0, 1) holds rule 0; rule 1 has no pattern.
         let r = rules_of as usize;
         assert_eq!((w(r), w(r + 4), w(r + 8)), (0, 1, 0));
-        assert_eq!((w(32), w(always as usize), w(36)), (1, 1, 8));
-        assert!(block(&s, ALERT_HOST, 6).is_err(), "a ring of 6");
+        assert_eq!((w(32), w(always as usize), w(36), w(48)), (1, 1, 8, 1));
+        assert!(block(&s, ALERT_HOST, 6, 0).is_err(), "a ring of 6");
     }
 
     #[test]
@@ -244,7 +256,7 @@ mod tests {
              alert http any any -> any any (msg:\"b\"; content:\"x\"; http_uri; sid:7;)\n",
             false,
         );
-        let why = block(&s, ALERT_NONE, 0).unwrap_err();
+        let why = block(&s, ALERT_NONE, 0, 0).unwrap_err();
         assert!(why.contains("sid 7 (t.rules:2): an HTTP buffer"), "{why}");
         let s = set(
             "alert tcp any any -> any any (msg:\"a\"; content:\"abc\"; flowbits:set,x; sid:3;)\n",

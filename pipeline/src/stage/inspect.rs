@@ -230,7 +230,7 @@ const STATE_QUEUES: usize = crate::stage::flow_tables::MAX_QUEUES;
 pub(crate) struct Published {
     pub(crate) set: RuleSet,
     pub(crate) hits: RuleHits,
-    generation: u64,
+    pub(crate) generation: u64,
     states: Box<[OnceLock<Mutex<Stateful>>]>,
 }
 
@@ -292,8 +292,6 @@ fn add_state(into: &mut StateCounters, c: &StateCounters) {
 pub(crate) struct Shared {
     pub(crate) cfg: InspectStageConfig,
     pub(crate) current: ArcSwap<Published>,
-    /// A GPU run holds the rule set it started with (a reload is refused).
-    pub(crate) on_gpu: std::sync::atomic::AtomicBool,
     /// Alerts a GPU's ring overwrote before the host read them.
     pub(crate) gpu_lost: AtomicU64,
     /// The alert log's sender and handle once it runs: it starts with the run (the `start`
@@ -337,6 +335,16 @@ impl Shared {
         let mut c = *self.carried_state.lock().unwrap_or_else(|p| p.into_inner());
         add_state(&mut c, &self.current.load().state_counters());
         c
+    }
+
+    /// Adds `n` hits of rule `sid` of a set no longer in force (a GPU's late counts).
+    pub(crate) fn carry_hits(&self, sid: u32, n: u64) {
+        *self
+            .carried
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(sid)
+            .or_insert(0) += n;
     }
 
     /// The alert log's sender, once the log runs.
@@ -398,7 +406,6 @@ impl InspectStage {
             shared: Arc::new(Shared {
                 cfg: cfg.clone(),
                 current: ArcSwap::from_pointee(Published::new(set, 0)),
-                on_gpu: std::sync::atomic::AtomicBool::new(false),
                 gpu_lost: AtomicU64::new(0),
                 log_ends: OnceLock::new(),
                 carried: Mutex::new(BTreeMap::new()),
@@ -679,6 +686,11 @@ impl CustomStage for InspectStage {
         Some(self.gpu_params())
     }
 
+    /// The rule sets published by file reloads (the GPU block's rule set moves with them).
+    fn params_generation(&self) -> u64 {
+        self.generation()
+    }
+
     fn gpu_host_side(
         &self,
         position: usize,
@@ -692,12 +704,7 @@ impl CustomStage for InspectStage {
         if let Some((_, h)) = self.shared.log_ends.get() {
             h.reopen();
         }
-        if self.shared.on_gpu.load(Ordering::Relaxed) {
-            anyhow::bail!(
-                "stage `inspect`: the GPU executor runs the rule set it started with; restart \
-                 to apply new rule files"
-            );
-        }
+
         let cfg = &self.shared.cfg;
         let classes = match &cfg.eve {
             Some(e) => e

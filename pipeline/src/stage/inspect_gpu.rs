@@ -8,17 +8,21 @@
 //! Alerts come back through a device ring (`pw_insp_alert` entries, tagged with their log
 //! index) that the host side reads in log order into the EVE log, as the CPU stage's alerts.
 //!
+//! A SIGHUP that re-reads the rule files publishes the new set by epoch as the route and ACL
+//! tables are: its generation moves `Pipeline::params_generation` on and the GPU host side
+//! uploads the new block; its hits count in the other of two banks, so bursts of the set before
+//! it still running count for that one.
+//!
 //! What stays on the CPU executor (the GPU refuses the pipeline, saying why, and `auto` picks
-//! the CPU): a rule reading an HTTP buffer or keeping state (named by sid, file and line), EVE
-//! lines with the payload, and a rule reload while a GPU run goes (the kernel keeps the set it
-//! started with: restart).
+//! the CPU): a rule reading an HTTP buffer or keeping state (named by sid, file and line), and
+//! EVE lines with the payload.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::stage::gpu_host::{GpuHostSide, StageGpuMemory};
-use crate::stage::inspect::{AlertTo, InspectStage};
+use crate::stage::inspect::{AlertTo, InspectStage, Published, Shared};
 use crate::stage::run::Pipeline;
 use crate::stage::GpuParams;
 use pktwarp_inspect::alert::AlertSender;
@@ -43,13 +47,15 @@ impl InspectStage {
         };
         let eve = self.shared.cfg.eve.as_ref();
         let cap = if eve.is_some() { gpu::ALERT_RING } else { 0 };
-        let block = gpu::block(&p.set, alert_to, cap as u32)?;
+        let bank = (p.generation & 1) as u32;
+        let block = gpu::block(&p.set, alert_to, cap as u32, bank)?;
         if eve.is_some_and(|e| e.payload) {
             return Err(EVE_PAYLOAD_REFUSAL.into());
         }
+        // Fixed sizes: a reload's block keeps the buffers the kernel has.
         let mut buffers = vec![pktwarp_kernels::StageBuffer {
             name: "rule hits".into(),
-            bytes: p.set.len().max(1) * 8,
+            bytes: gpu::HIT_BYTES,
             addr_at: gpu::HITS_AT,
         }];
         if cap > 0 {
@@ -63,30 +69,38 @@ impl InspectStage {
     }
 
     /// The host side that reads the hit counters and the alert ring of the stage at
-    /// `position`; from now on a rule reload is refused (the kernel runs the set it started
-    /// with).
+    /// `position`.
     pub(crate) fn gpu_side(&self, position: usize) -> Box<dyn GpuHostSide> {
-        self.shared.on_gpu.store(true, Ordering::Relaxed);
         let ring = self.shared.cfg.eve.is_some().then_some(gpu::ALERT_RING);
+        let cur = self.shared.current.load_full();
+        let mut sets: [Option<Arc<Published>>; 2] = [None, None];
+        let b = (cur.generation & 1) as usize;
+        sets[b] = Some(cur);
         Box::new(GpuReader {
             stage: Arc::clone(&self.shared),
             sender: self.shared.sender(),
             position,
-            seen: Vec::new(),
+            sets,
+            seen: [vec![0; gpu::MAX_RULES], vec![0; gpu::MAX_RULES]],
             ring,
             next: Vec::new(),
         })
     }
 }
 
-/// Reads the device hit counters (summed over the GPUs) into the rule set's, and the alert
-/// rings into the EVE log.
+/// Reads the device hit counters (summed over the GPUs) into the rule sets', and the alert
+/// rings into the EVE log. Bank `b` counts for the set of generation parity `b`: a reload's
+/// set takes the bank of the set two generations before it, whose counts were all read while
+/// the set between them was in force.
 struct GpuReader {
-    stage: Arc<crate::stage::inspect::Shared>,
+    stage: Arc<Shared>,
     /// The alert log's sender, once the log runs (the `start` hook opens it).
     sender: Option<AlertSender>,
     position: usize,
-    seen: Vec<u64>,
+    /// The set each bank counts for.
+    sets: [Option<Arc<Published>>; 2],
+    /// Each bank's counts as last read (summed over GPUs).
+    seen: [Vec<u64>; 2],
     /// The ring's entries, when the stage has one.
     ring: Option<usize>,
     /// Per GPU, the next log index to read.
@@ -94,20 +108,45 @@ struct GpuReader {
 }
 
 impl GpuReader {
-    fn read_hits(&mut self, mem: &dyn StageGpuMemory) -> anyhow::Result<()> {
-        let p = self.stage.current.load();
-        let mut sum = vec![0u64; p.set.len()];
-        for g in 0..mem.gpus() {
-            let b = mem.read_buffer(g, self.position, 0)?;
-            for (s, w) in sum.iter_mut().zip(b.chunks_exact(8)) {
-                *s += u64::from_le_bytes(w.try_into().unwrap_or_default());
-            }
+    /// Takes the set in force into its bank (a reload published since the last read).
+    fn follow(&mut self) {
+        let cur = self.stage.current.load_full();
+        let b = (cur.generation & 1) as usize;
+        if self.sets[b]
+            .as_ref()
+            .is_none_or(|s| s.generation != cur.generation)
+        {
+            self.sets[b] = Some(cur);
         }
-        self.seen.resize(sum.len(), 0);
-        for (r, (now, old)) in sum.iter().zip(self.seen.iter_mut()).enumerate() {
-            if *now > *old {
-                p.hits.add(r as u32, *now - *old);
+    }
+
+    fn read_hits(&mut self, mem: &dyn StageGpuMemory) -> anyhow::Result<()> {
+        let cur = self.stage.current.load().generation;
+        for b in 0..2 {
+            let Some(set) = self.sets[b].clone() else {
+                continue;
+            };
+            let n = set.set.len();
+            let mut sum = vec![0u64; n];
+            for g in 0..mem.gpus() {
+                let bytes =
+                    mem.read_buffer_range(g, self.position, 0, b * gpu::MAX_RULES * 8, n * 8)?;
+                for (s, w) in sum.iter_mut().zip(bytes.chunks_exact(8)) {
+                    *s += u64::from_le_bytes(w.try_into().unwrap_or_default());
+                }
+            }
+            for (r, (now, old)) in sum.iter().zip(self.seen[b].iter_mut()).enumerate() {
+                if *now <= *old {
+                    continue;
+                }
+                let d = *now - *old;
                 *old = *now;
+                if set.generation == cur {
+                    set.hits.add(r as u32, d);
+                } else if let Some(info) = set.set.catalog().rules.get(r) {
+                    // A set replaced by a reload: its late counts go where its hits went.
+                    self.stage.carry_hits(info.sid, d);
+                }
             }
         }
         Ok(())
@@ -120,10 +159,9 @@ impl GpuReader {
         if self.sender.is_none() {
             self.sender = self.stage.sender();
         }
-        let Some(tx) = &self.sender else {
+        let Some(tx) = self.sender.clone() else {
             return Ok(());
         };
-        let p = self.stage.current.load();
         self.next.resize(mem.gpus(), 0);
         let now = crate::stage::inspect::host_now_ns();
         for g in 0..mem.gpus() {
@@ -139,15 +177,13 @@ impl GpuReader {
                 // The entries up to the ring's end, at most.
                 let slot = (next % cap as u64) as usize;
                 let n = ((head - next) as usize).min(cap - slot);
-                let bytes = mem.read_buffer_range(
-                    g,
-                    self.position,
-                    1,
-                    gpu::RING_HEADER + slot * gpu::ALERT_BYTES,
-                    n * gpu::ALERT_BYTES,
-                )?;
+                let at = gpu::RING_HEADER + slot * gpu::ALERT_BYTES;
+                let bytes = mem.read_buffer_range(g, self.position, 1, at, n * gpu::ALERT_BYTES)?;
                 let mut read = 0;
                 for e in bytes.chunks_exact(gpu::ALERT_BYTES) {
+                    let Some(p) = self.sets[gpu::alert_bank(e)].as_ref() else {
+                        break;
+                    };
                     let Some(a) = gpu::alert_of(&p.set, e, next + read as u64, now) else {
                         break;
                     };
@@ -175,11 +211,13 @@ impl GpuHostSide for GpuReader {
     }
 
     fn poll(&mut self, _: &Pipeline, mem: &dyn StageGpuMemory) -> anyhow::Result<()> {
+        self.follow();
         self.read_alerts(mem)?;
         self.read_hits(mem)
     }
 
     fn finish(mut self: Box<Self>, _: &Pipeline, mem: &dyn StageGpuMemory) -> anyhow::Result<()> {
+        self.follow();
         self.read_alerts(mem)?;
         self.read_hits(mem)
     }
