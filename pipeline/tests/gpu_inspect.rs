@@ -174,3 +174,125 @@ fn inspect_on_the_gpu_equals_the_cpu_frame_by_frame() {
         }
     }
 }
+
+/// A rule reload on a running GPU executor: the new set's block published by epoch
+/// (`publish_stage_params`); bursts submitted before it run set a, those after it set b, each
+/// frame's (action, reason) as the CPU stage's under that set, and set b's hits in bank 1.
+fn check_reload(mode: Mode, placement: Placement) {
+    use pktwarp_inspect::gpu;
+    let what = format!("reload: {mode:?} / {placement:?}");
+    let d = scratch(&format!("gpu-reload-{mode:?}-{placement:?}"));
+    let rules = d.join("r.rules");
+    std::fs::write(&rules, fixed_rules(false)).unwrap();
+    let p = pipeline(&rules, false, "host");
+    let frames = traffic(11, 8000);
+    // The CPU's answer for every frame under each set (the stage keeps no state here).
+    let answers = |p: &Pipeline| -> Vec<(u8, u8)> {
+        let c = QueueCounters::new(p.stages.len(), 0);
+        let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
+        let mut out = Vec::new();
+        for chunk in frames.chunks(32) {
+            p.run_frames(
+                chunk.iter().map(|(d, f)| (*d, f.as_slice())),
+                &mut metas,
+                &mut verdicts,
+                &c,
+            );
+            out.extend(
+                verdicts
+                    .iter()
+                    .map(|v| (v.action as u8, v.reason.map_or(0xFF, |r| r as u8))),
+            );
+        }
+        out
+    };
+    let want_a = answers(&p);
+    let image = image_for_pipeline(&p).expect("image");
+    let pd = PipelineDesc {
+        parse: true,
+        acl: None,
+        count: true,
+        default_action: 0,
+    };
+    let opts = GpuOptions {
+        mode,
+        placement,
+        burst_size: 32,
+        ring_slots: 8,
+        tagged: Some(false),
+        ..GpuOptions::default()
+    };
+    let mut ex = GpuExecutor::new(opts, pd, 1, &image).expect("executor");
+    ex.start().expect("start");
+    let bursts: Vec<Vec<usize>> = (0..frames.len())
+        .collect::<Vec<_>>()
+        .chunks(32)
+        .map(|c| c.to_vec())
+        .collect();
+    let half = bursts.len() / 2;
+    let mut got: Vec<Option<(u8, u8)>> = vec![None; frames.len()];
+    let (mut done, mut next) = (0usize, 0usize);
+    let mut want_b = Vec::new();
+    let t = std::time::Instant::now();
+    while done < bursts.len() {
+        while next < bursts.len() && next - done < 6 {
+            if next == half {
+                std::fs::write(&rules, random_rules(9, 80, false)).unwrap();
+                let Stage::Custom(slot) = &p.stages[1] else {
+                    panic!("inspect")
+                };
+                let r = slot.cpu().reload_files().expect("reload").expect("files");
+                (r.publish)();
+                want_b = answers(&p);
+                let (_, params) = pipeline::executor::gpu::compose::stage_specs(&p).expect("specs");
+                ex.publish_stage_params(&params, p.params_generation())
+                    .expect("publish");
+            }
+            let mut b = Burst::default();
+            for &i in &bursts[next] {
+                let (d, f) = &frames[i];
+                b.push(f, *d);
+            }
+            ex.submit(0, &b).expect("submit");
+            next += 1;
+        }
+        ex.poll(0, |seq, v, _| {
+            for (j, &i) in bursts[seq as usize].iter().enumerate() {
+                got[i] = Some((v[j].action, v[j].drop_reason));
+            }
+            done += 1;
+        })
+        .expect("poll");
+        assert!(t.elapsed().as_secs() < 60, "{what}: bursts never finished");
+    }
+    for (n, b) in bursts.iter().enumerate() {
+        let want = if n < half { &want_a } else { &want_b };
+        for &i in b {
+            assert_eq!(got[i], Some(want[i]), "{what}: frame {i} (burst {n})");
+        }
+    }
+    let hits = ex.read_stage_buffer(1, 0).expect("hit buffer");
+    let bank1: u64 = hits[gpu::MAX_RULES * 8..]
+        .chunks_exact(8)
+        .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
+        .sum();
+    assert!(bank1 > 0, "{what}: set b counted in bank 1");
+    ex.shutdown().expect("shutdown");
+}
+
+#[test]
+fn a_rule_reload_on_the_gpu_publishes_the_new_set_by_epoch() {
+    if let Err(e) = pipeline::executor::gpu::probe(0) {
+        pipeline::testdata::skip(
+            file!(),
+            "a_rule_reload_on_the_gpu_publishes_the_new_set_by_epoch",
+            &format!("no usable GPU: {e}"),
+        );
+        return;
+    }
+    for mode in [Mode::Persistent, Mode::Launch] {
+        for placement in [Placement::Mapped, Placement::Device] {
+            check_reload(mode, placement);
+        }
+    }
+}
