@@ -8,7 +8,8 @@
 #     counted, the inspect stage's counters and top rules, conntrack's), the passed frames
 #     and the frames sent to the host identical (1 queue: in order; 4: as sets), and the EVE
 #     lines equal as sets (the GPU's come through its alert ring, in ring order).
-#  2. Throughput: 1518-byte generated frames (5% with planted ET Open contents) through
+#  2. Throughput: 1518-byte generated frames (5% with planted contents two ET Open rules alert
+#     on: sids 2100498, 2001597) through
 #     parse -> inspect -> count with ET Open (gpu_rules_only) on the GPU executor, end to end
 #     (Gbit/s and Mpps from the summary), against parse -> count on the GPU and the same
 #     inspect pipeline on the CPU executor, same call, 4 queues.
@@ -85,7 +86,7 @@ if tp:
       payload:
         ratio: 0.05
         fill: random
-        plant: [{{ text: "/bin/sh" }}, {{ text: "cmd.exe" }}, {{ hex: "90 90 90 90 90 90 90 90" }}]
+        plant: [{{ text: "uid=0(root)" }}, {{ hex: "55 4b 30 30 37 36 30 53 37 47 31 30" }}, {{ text: "cmd.exe" }}]
 """
     stages = "  - parse\n" + (insp if tp == "inspect" else "") + "  - count\n"
     out = ""
