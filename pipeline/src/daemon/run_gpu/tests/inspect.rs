@@ -107,3 +107,36 @@ fn the_shipped_ids_config_is_refused_by_sid_and_line() {
         "{why}"
     );
 }
+
+/// A SIGHUP that re-reads the rule files (options unchanged) is published to the device as a
+/// new parameter set: the new set's block, counting in the other hit bank.
+#[test]
+fn a_rule_file_reload_is_published_as_a_new_parameter_set() {
+    let dir = std::env::temp_dir().join(format!("pw-standin-insp-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = ids(&dir, 1, "none", &dir.join("eve.json"));
+    let dev = CpuStandIn::new(&p, 4, 0);
+    let mut publisher = super::reload::ParamsPublisher::new(true, 0);
+    publisher.check(&p.pipeline, &dev).unwrap();
+    assert!(
+        dev.params_published.lock().unwrap().is_empty(),
+        "nothing new"
+    );
+    std::fs::write(
+        dir.join("ids.rules"),
+        "alert udp any any -> any any (msg:\"one\"; content:\"x\"; sid:1;)\n",
+    )
+    .unwrap();
+    let cfgs: Vec<config::StageConfig> = p.cfg.pipeline.iter().map(|s| s.value.clone()).collect();
+    p.pipeline.reload_stage_options(&cfgs).expect("reload");
+    publisher.check(&p.pipeline, &dev).unwrap();
+    publisher.check(&p.pipeline, &dev).unwrap();
+    let published = dev.params_published.lock().unwrap().clone();
+    assert_eq!(published.len(), 1, "published once");
+    let (g, blocks) = &published[0];
+    assert_eq!(*g, 1);
+    let b = &blocks[2];
+    let word = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    assert_eq!(word(8), 1, "the new set's one rule");
+    assert_eq!(word(pktwarp_inspect::gpu::BANK_AT), 1, "the other hit bank");
+}
