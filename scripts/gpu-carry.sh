@@ -21,7 +21,7 @@ trap 'git -C "$ROOT" worktree remove --force "$WT" 2>/dev/null || true' EXIT
 cd "$WT"
 cargo build --release -p pktwarp -p pktwarp-apps --bins
 # name<TAB>path of each carried GPU test binary.
-tests=$(cargo test --no-run -p pipeline --test gpu_stage_params --test gpu_held_slots --test gpu_teardown --test gpu_direct_ingest --test gpu_by_reference --test gpu_conntrack --test gpu_rate_limit --message-format=json 2>/dev/null |
+tests=$(cargo test --no-run -p pipeline --test gpu_stage_params --test gpu_held_slots --test gpu_teardown --test gpu_direct_ingest --test gpu_by_reference --test gpu_conntrack --test gpu_rate_limit --test gpu_inspect --message-format=json 2>/dev/null |
   python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
@@ -48,6 +48,10 @@ if [ ! -d "$ROOT/.carry/data/classbench" ]; then
       gzip -c "$DATA/classbench/${s}_10K_trace" >"$ROOT/.carry/data/classbench/${s}_10K_trace.gz"
     fi
   done
+fi
+# The ET Open rules for scripts/gpu-inspect-check.sh.
+if [ ! -d "$ROOT/.carry/data/ids" ] && [ -d "$DATA/ids" ]; then
+  cp -r "$DATA/ids" "$ROOT/.carry/data/"
 fi
 du -sh "$ROOT/.carry"/* | sed "s|$ROOT/||"
 echo "carry built from $rev"

@@ -519,7 +519,7 @@ PW_DEVICE pw_insp_verdict pw_insp_verdict_of(const uint8_t *img, const uint32_t 
     return v;
 }
 
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#if (defined(__CUDACC__) || defined(__CUDACC_RTC__)) && !defined(PW_INSPECT_NO_KERNELS)
 /* One thread per candidate entry: matched[j] = whether cand_rules[j] matches its frame. */
 extern "C" __global__ void pw_insp_eval_kernel(const uint8_t *img, const pw_insp_frame *frames,
                                                uint32_t n_frames, const uint8_t *arena,

@@ -121,6 +121,17 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
         reads_time: true,
         sets_send_time: false,
     },
+    // IDS rules over the payload (pktwarp-inspect): the rule set in its parameter block, hit
+    // counters in a buffer; the receive time for its alerts.
+    LibraryStage {
+        name: "inspect",
+        function: "pw_stage_inspect",
+        header: "inspect_stage.cuh",
+        reads_meta: true,
+        writes_frame: false,
+        reads_time: true,
+        sets_send_time: false,
+    },
     LibraryStage {
         name: "tx_time",
         function: "pw_stage_tx_time",
@@ -139,7 +150,7 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
 /// whose stages read headers only keep running in place when the chunk is too large: copying
 /// whole large frames would move more bytes than their header reads. A list beside
 /// [`LIBRARY_STAGES`] rather than a field of it, so entries added elsewhere need no change.
-pub const READS_PAYLOAD: &[&str] = &["pw_stage_fronthaul"];
+pub const READS_PAYLOAD: &[&str] = &["pw_stage_fronthaul", "pw_stage_inspect"];
 
 /// Library stages that keep state per queue which frames of one flow must change in arrival
 /// order (conntrack's flow table, rate_limit's token buckets): the generated source defines `PW_PIPELINE_ORDERED`, whose
@@ -363,7 +374,10 @@ fn check_ordered(stages: &[StageSpec]) -> Result<(), CodegenError> {
             ),
         });
     }
-    if let Some((i, s)) = stages.iter().enumerate().find(|(_, s)| s.reads_payload()) {
+    // Fronthaul defines the round hooks itself; inspect reads whole frames (READS_PAYLOAD)
+    // but has no hooks, and the chunked rounds it takes run in order.
+    let own_hooks = |s: &StageSpec| s.function() == "pw_stage_fronthaul";
+    if let Some((i, s)) = stages.iter().enumerate().find(|(_, s)| own_hooks(s)) {
         return Err(CodegenError {
             stage: i,
             message: format!(
@@ -932,6 +946,10 @@ mod tests {
         let e = template_of(&list(&["parse", "conntrack", "fronthaul"])).unwrap_err();
         assert_eq!(e.stage, 2);
         assert!(e.message.contains("`fronthaul`"), "{e}");
+        // inspect reads whole frames but has no round hooks: it may follow conntrack.
+        let l = list(&["parse", "conntrack", "inspect", "count"]);
+        assert_eq!(template_of(&l), Ok(Template::Composed));
+        assert!(l[2].reads_payload() && !l[2].orders_flows() && l[2].reads_time());
         for f in ORDERED {
             assert!(LIBRARY_STAGES.iter().any(|l| l.function == *f), "{f}");
         }

@@ -264,3 +264,22 @@ fn the_stateful_firewall_with_its_key_pass_compiles_with_nvrtc_for_sm_90() {
     let src = CString::new(src).expect("source without NUL");
     nvrtc_compile(&names.join(" -> "), &src, &[], &[]);
 }
+
+/// The inspect stage (cuda/inspect_stage.cuh over inspect_match.cuh and inspect_eval.cuh) after
+/// conntrack, an ordered stage, with the payload staging it asks for (READS_PAYLOAD), as the
+/// executor compiles an IDS pipeline at start.
+#[test]
+fn an_ids_pipeline_compiles_with_nvrtc_for_sm_90() {
+    use pktwarp_kernels::StageSpec;
+    let names = ["parse", "conntrack", "inspect", "count"];
+    let stages: Vec<StageSpec> = names
+        .iter()
+        .map(|n| StageSpec::builtin(n).expect("a built-in"))
+        .collect();
+    let src =
+        pktwarp_kernels::pipeline_source(&stages, pktwarp_kernels::Target::Gpu).expect("generate");
+    assert!(src.contains("#define PW_PIPELINE_READS_PAYLOAD 1"));
+    assert!(src.contains("#define PW_PIPELINE_ORDERED 1"));
+    let src = CString::new(src).expect("source without NUL");
+    nvrtc_compile(&names.join(" -> "), &src, &[], &[]);
+}

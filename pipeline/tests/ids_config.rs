@@ -357,7 +357,8 @@ fn bad_rule_paths_and_vars_are_clear_errors() {
     assert!(e.contains("c.yaml:"), "{e}");
 }
 
-/// `executor: auto` runs the IDS on the CPU and says why; `gpu` is refused, naming the stage.
+/// `executor: auto` runs the IDS on the CPU and says why; `gpu` is refused, naming the stage and
+/// the first rule the GPU stage cannot take.
 #[test]
 fn auto_picks_the_cpu_and_gpu_is_refused() {
     let cfg = shipped_copy("auto");
@@ -375,8 +376,9 @@ fn auto_picks_the_cpu_and_gpu_is_refused() {
     let e = daemon::prepare(config::load(&cfg).unwrap_or_else(|e| panic!("{e}")))
         .err()
         .expect("gpu refused");
+    // The first rule the GPU stage cannot take: the bundled HTTP user-agent rule.
     assert!(
-        format!("{e:#}").contains("inspect runs on the CPU executor"),
+        format!("{e:#}").contains("rule sid 9900001 (") && format!("{e:#}").contains("HTTP"),
         "{e:#}"
     );
 }

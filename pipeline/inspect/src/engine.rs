@@ -33,6 +33,10 @@ pub struct SetConfig {
     /// `flowbits`, `threshold` and `detection_filter` load ([`LoadOptions::flow_table`]);
     /// otherwise they are skipped ("needs the flow table").
     pub flow_table: bool,
+    /// Load only the rules the GPU stage runs too ([`crate::gpu::rule_refusal`]: payload rules
+    /// without state), so the set is the same on both executors; the others are skipped,
+    /// counted by the reason `runs on the CPU only (...)`.
+    pub gpu_rules_only: bool,
 }
 
 /// Why a rule set was not built: a rule file's line, or a config key (`rules[1]`,
@@ -113,6 +117,8 @@ pub struct RuleSet {
     state: Stateful,
     /// Whether a rule has flowbits, `noalert`, a threshold or a detection_filter.
     stateful: Vec<bool>,
+    /// Each rule's file and line, by rule index.
+    origins: Vec<(String, usize)>,
 }
 
 /// Per-thread scratch for [`RuleSet::inspect`] (reused frame to frame; any set may use it).
@@ -171,9 +177,46 @@ impl RuleSet {
             rep.loaded.extend(one.loaded);
             rep.skipped.extend(one.skipped);
         }
+        if cfg.gpu_rules_only {
+            rep = Self::gpu_rules_of(rep, cfg.strict, classes)?;
+        }
         let mut set = Self::compile(rep, cfg.strict, classes)?;
         set.report.files = files.iter().map(|f| f.display().to_string()).collect();
         Ok(set)
+    }
+
+    /// `rep` with the rules the GPU stage cannot take moved to its skipped ones, each with its
+    /// reason.
+    fn gpu_rules_of(
+        mut rep: LoadReport,
+        strict: bool,
+        classes: &Classifications,
+    ) -> Result<LoadReport, SetError> {
+        let all = Self::compile(rep.clone(), strict, classes)?;
+        let cpu_only: HashMap<(String, usize), &'static str> = (0..all.len() as u32)
+            .filter_map(|i| {
+                let why = crate::gpu::rule_refusal(&all, i)?;
+                let (f, l) = all.origin(i)?;
+                Some(((f.to_string(), l), why))
+            })
+            .collect();
+        let (keep, moved): (Vec<_>, Vec<_>) = std::mem::take(&mut rep.loaded)
+            .into_iter()
+            .partition(|l| !cpu_only.contains_key(&(l.file.clone(), l.line)));
+        rep.loaded = keep;
+        for l in moved {
+            let why = cpu_only[&(l.file.clone(), l.line)];
+            rep.skipped.push(rules::Skipped {
+                file: l.file,
+                line: l.line,
+                sid: Some(l.rule.sid),
+                reason: format!("runs on the CPU only ({why})"),
+                blockers: Vec::new(),
+                error: None,
+                rule: Some(l.rule),
+            });
+        }
+        Ok(rep)
     }
 
     /// Compiles the loaded rules of `rep` (a rule the evaluator cannot take is an error when
@@ -190,9 +233,13 @@ impl RuleSet {
         };
         let mut program = Program::new();
         let mut kept = Vec::new();
+        let mut origins = Vec::new();
         for l in &rep.loaded {
             match program.add(&l.rule) {
-                Ok(_) => kept.push(&l.rule),
+                Ok(_) => {
+                    kept.push(&l.rule);
+                    origins.push((l.file.clone(), l.line));
+                }
                 Err(msg) if strict => {
                     return Err(SetError::Rule(RuleError {
                         file: l.file.clone(),
@@ -257,6 +304,7 @@ impl RuleSet {
         Ok(RuleSet {
             state,
             stateful,
+            origins,
             actions: kept.iter().map(|r| r.action).collect(),
             catalog: Arc::new(RuleCatalog::new(kept.iter().copied(), classes)),
             program,
@@ -264,6 +312,29 @@ impl RuleSet {
             always,
             report,
         })
+    }
+
+    /// The file and line rule `i` was loaded from.
+    pub fn origin(&self, i: u32) -> Option<(&str, usize)> {
+        self.origins.get(i as usize).map(|(f, l)| (f.as_str(), *l))
+    }
+
+    /// The compiled rules (the evaluator's program).
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// Rules without a prefilter pattern (checked on every frame), in rule order.
+    pub fn unfiltered(&self) -> &[u32] {
+        &self.always
+    }
+
+    /// Each prefilter: its buffer, its image and, by pattern id, the rules the pattern stands
+    /// for.
+    pub fn prefilters(&self) -> impl Iterator<Item = (Buffer, &Image, &[Vec<u32>])> + '_ {
+        self.matchers
+            .iter()
+            .map(|m| (m.buffer, &m.image, m.rules_of.as_slice()))
     }
 
     pub fn report(&self) -> &SetReport {

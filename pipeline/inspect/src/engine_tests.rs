@@ -42,6 +42,7 @@ fn load(rules: &str, vars: &[(&str, &str)], strict: bool) -> Result<RuleSet, Set
             .collect(),
         strict,
         flow_table: false,
+        gpu_rules_only: false,
     };
     RuleSet::load(&cfg, &Classifications::standard())
 }
@@ -131,4 +132,41 @@ fn globs_match_whole_names() {
     assert!(glob_match(b"emerging-?os.rules", b"emerging-dos.rules"));
     assert!(glob_match(b"a*b*c", b"axxbyyc"));
     assert!(!glob_match(b"a*b*c", b"axxbyy"));
+}
+
+/// `gpu_rules_only` keeps the rules the GPU stage runs and skips the others by reason.
+#[test]
+fn gpu_rules_only_skips_http_and_state_rules_by_reason() {
+    let d = std::env::temp_dir().join(format!("pw-engine-gpu-only-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(
+        d.join("a.rules"),
+        "alert tcp any any -> any any (msg:\"p\"; content:\"abc\"; sid:1;)\n\
+         alert http any any -> any any (msg:\"h\"; content:\"x\"; http_uri; sid:2;)\n\
+         alert tcp any any -> any any (msg:\"s\"; content:\"q\"; flowbits:set,b; sid:3;)\n",
+    )
+    .unwrap();
+    let cfg = |only| SetConfig {
+        rules: vec![d.join("a.rules")],
+        strict: true,
+        flow_table: true,
+        gpu_rules_only: only,
+        ..SetConfig::default()
+    };
+    let all = RuleSet::load(&cfg(false), &Classifications::standard()).unwrap();
+    assert_eq!(all.len(), 3);
+    assert!(crate::gpu::refusal(&all).is_some());
+    let gpu = RuleSet::load(&cfg(true), &Classifications::standard()).unwrap();
+    assert_eq!(gpu.len(), 1);
+    assert_eq!(gpu.catalog().rules[0].sid, 1);
+    assert_eq!(crate::gpu::refusal(&gpu), None);
+    let r = gpu.report();
+    assert_eq!(r.skipped, 2);
+    let reasons: Vec<&String> = r.skipped_by_reason.keys().collect();
+    assert!(
+        reasons
+            .iter()
+            .all(|k| k.starts_with("runs on the CPU only (")),
+        "{reasons:?}"
+    );
 }

@@ -5,6 +5,7 @@
 pub mod alert;
 pub mod engine;
 pub mod eval;
+pub mod gpu;
 pub mod http;
 pub mod matcher;
 pub mod rules;

@@ -87,6 +87,21 @@ pub trait CustomStage: Send + Sync {
         None
     }
 
+    /// A built-in stage of the kernel library that comes through the registry door
+    /// (`inspect`): its GPU parameter block and buffers now, or why the GPU executor cannot run
+    /// it (the error names what, by file and line). Default: `None`, not such a stage (its
+    /// CUDA, if any, is [`crate::stage::BuiltStage::gpu`]).
+    fn gpu_library(&self) -> Option<Result<crate::stage::GpuParams, String>> {
+        None
+    }
+
+    /// For such a stage: the generation of what [`CustomStage::gpu_library`] gives, moved on by
+    /// a reload of its files, so the GPU host side publishes the new block by epoch
+    /// ([`crate::stage::Pipeline::params_generation`]). Default: 0.
+    fn params_generation(&self) -> u64 {
+        0
+    }
+
     /// The stage's part of the run summary under a key of its own, for the stage at pipeline
     /// `position` ([`crate::stage::report::StageReport`]: a JSON entry, text lines, errors that
     /// fail the run); called once at the end of the run. Default: none.

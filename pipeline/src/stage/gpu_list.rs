@@ -100,7 +100,11 @@ impl Stage {
             Stage::Parse => GpuStageKind::Parse,
             Stage::Acl(_) => GpuStageKind::Acl,
             Stage::Count => GpuStageKind::Count,
-            Stage::Custom(_) => GpuStageKind::Custom,
+            Stage::Custom(c) => match c.cpu().gpu_library() {
+                Some(Ok(_)) => GpuStageKind::Library,
+                Some(Err(_)) => GpuStageKind::CpuOnly,
+                None => GpuStageKind::Custom,
+            },
             Stage::Conntrack(_) | Stage::RateLimit(_) => GpuStageKind::Library,
             Stage::FlowStats(_) => GpuStageKind::CpuOnly,
             Stage::Fronthaul(_) => match self.gpu_params() {
@@ -190,7 +194,11 @@ impl Pipeline {
                     Stage::Parse => (GpuStageKind::Parse, None, None),
                     Stage::Acl(_) => (GpuStageKind::Acl, None, None),
                     Stage::Count => (GpuStageKind::Count, None, None),
-                    Stage::Custom(c) => (GpuStageKind::Custom, c.gpu(), None),
+                    Stage::Custom(c) => match c.cpu().gpu_library() {
+                        Some(Ok(p)) => (GpuStageKind::Library, None, Some(p)),
+                        Some(Err(_)) => (GpuStageKind::CpuOnly, None, None),
+                        None => (GpuStageKind::Custom, c.gpu(), None),
+                    },
                     other => match other.gpu_params() {
                         Some(p) => (GpuStageKind::Library, None, Some(p)),
                         None => (GpuStageKind::CpuOnly, None, None),
@@ -226,11 +234,11 @@ impl Pipeline {
                 _ => false,
             })
             .map(|(i, s)| {
-                if s.name() == crate::stage::inspect::DESCRIPTOR.name {
-                    return format!(
-                        "stage `inspect` (pipeline[{i}]): {}",
-                        crate::stage::inspect::GPU_REFUSAL
-                    );
+                // A library stage through the registry door (inspect) says why itself.
+                if let Stage::Custom(c) = s {
+                    if let Some(Err(why)) = c.cpu().gpu_library() {
+                        return format!("stage `{}` (pipeline[{i}]): {why}", s.name());
+                    }
                 }
                 if acl_ct_with_rewrites(s) {
                     return format!(

@@ -16,7 +16,9 @@
 //! It comes through the registry door (as `ttl` does): a factory builds it from its options
 //! (a JSON object of [`InspectStageConfig`], paths resolved), so its counters, metric family
 //! (`pktwarp_inspect_rule_hits_total{sid}`), summary section and hooks are a registered
-//! stage's. No CUDA implementation: the GPU executor refuses it and `auto` picks the CPU.
+//! stage's. On the GPU executor it is the library stage `pw_stage_inspect` (inspect_gpu.rs)
+//! for rule sets of the payload without state; the GPU refuses any other, naming why, and
+//! `auto` picks the CPU.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -52,22 +54,21 @@ pub const COUNTER_NAMES: [&str; 7] = [
 /// The `inspect` stage, described ([`crate::stage::descriptor`]).
 pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     name: "inspect",
-    usage: "`inspect: { rules: [FILE, DIR or GLOB], vars, strict, eve: {...}, alert_to }`",
-    summary: "IDS rules in Suricata syntax (docs/inspect.md): a multi-pattern prefilter over the L4 payload (inside VXLAN / GTP-U too) and the HTTP buffers, then each candidate rule's full check; `drop` rules drop (`inspect_drop`), alerts are counted per rule and written as EVE JSON; reloaded by SIGHUP",
+    usage: "`inspect: { rules: [FILE, DIR or GLOB], vars, strict, eve: {...}, alert_to, gpu_rules_only }`",
+    summary: "IDS rules in Suricata syntax (docs/inspect.md): a multi-pattern prefilter over the L4 payload (inside VXLAN / GTP-U too) and the HTTP buffers, then each candidate rule's full check; `drop` rules drop (`inspect_drop`), alerts are counted per rule and written as EVE JSON; reloaded by SIGHUP. On the GPU: payload rules without flowbits / threshold (HTTP rules and EVE payloads keep it on the CPU; `gpu_rules_only` skips such rules)",
     needs: StageNeeds {
         reads_meta: true,
         reads_payload: true,
+        reads_time: true,
         ..StageNeeds::NONE
     },
     drop_reasons: &[DropReason::InspectDrop],
     counters: &COUNTER_NAMES,
-    gpu: GpuImpl::CpuOnly,
+    gpu: GpuImpl::Library {
+        function: "pw_stage_inspect",
+    },
     reloads: true,
 };
-
-/// Why the GPU executor refuses a pipeline with `inspect`.
-pub const GPU_REFUSAL: &str = "inspect runs on the CPU executor until its CUDA prefilter and \
-     rule check are composed into the pipeline kernel";
 
 /// Rule-hit series a scrape shows at most (the rest summed under `sid="other"`).
 pub const MAX_SID_SERIES: usize = 500;
@@ -106,6 +107,11 @@ pub struct InspectStageConfig {
     pub eve: Option<EveConfig>,
     #[serde(default)]
     pub alert_to: AlertTo,
+    /// Load only the rules the GPU stage runs too (payload rules without flowbits /
+    /// threshold / detection_filter / noalert), on either executor, so a set runs the same on
+    /// both; the others are skipped, counted by reason.
+    #[serde(default)]
+    pub gpu_rules_only: bool,
     /// A `conntrack` stage runs before this one ([`conntrack_before`]): set by the pipeline
     /// build, not a config key.
     #[serde(skip)]
@@ -190,6 +196,7 @@ impl InspectStageConfig {
             vars: self.vars.clone(),
             strict: self.strict,
             flow_table: self.flow_table,
+            gpu_rules_only: self.gpu_rules_only,
         }
     }
 }
@@ -220,10 +227,10 @@ const STATE_QUEUES: usize = crate::stage::flow_tables::MAX_QUEUES;
 /// state, one per queue: a queue's worker is its only user (both directions of a flow reach
 /// one queue, as `conntrack` requires), so the lock is uncontended but for the control
 /// thread's counter reads. A reload starts with empty state (rule indices change).
-struct Published {
-    set: RuleSet,
-    hits: RuleHits,
-    generation: u64,
+pub(crate) struct Published {
+    pub(crate) set: RuleSet,
+    pub(crate) hits: RuleHits,
+    pub(crate) generation: u64,
     states: Box<[OnceLock<Mutex<Stateful>>]>,
 }
 
@@ -282,9 +289,14 @@ fn add_state(into: &mut StateCounters, c: &StateCounters) {
 }
 
 /// What the stage and its published reloads share.
-struct Shared {
-    cfg: InspectStageConfig,
-    current: ArcSwap<Published>,
+pub(crate) struct Shared {
+    pub(crate) cfg: InspectStageConfig,
+    pub(crate) current: ArcSwap<Published>,
+    /// Alerts a GPU's ring overwrote before the host read them.
+    pub(crate) gpu_lost: AtomicU64,
+    /// The alert log's sender and handle once it runs: it starts with the run (the `start`
+    /// hook), so building the stage (`pktwarp validate`) writes nothing.
+    log_ends: OnceLock<(AlertSender, AlertLogHandle)>,
     /// Hits of the sets replaced by reloads, by sid.
     carried: Mutex<BTreeMap<u32, u64>>,
     /// State counters of the sets replaced by reloads.
@@ -325,6 +337,21 @@ impl Shared {
         c
     }
 
+    /// Adds `n` hits of rule `sid` of a set no longer in force (a GPU's late counts).
+    pub(crate) fn carry_hits(&self, sid: u32, n: u64) {
+        *self
+            .carried
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(sid)
+            .or_insert(0) += n;
+    }
+
+    /// The alert log's sender, once the log runs.
+    pub(crate) fn sender(&self) -> Option<AlertSender> {
+        self.log_ends.get().map(|(s, _)| s.clone())
+    }
+
     /// Hits by sid over every set published.
     fn hits_by_sid(&self) -> BTreeMap<u32, u64> {
         let mut m = self
@@ -343,10 +370,7 @@ impl Shared {
 
 /// The stage: the rule set in force, the alert log, the counters.
 pub struct InspectStage {
-    shared: Arc<Shared>,
-    /// The alert log's sender and handle once it runs: it starts with the run (the `start`
-    /// hook), so building the stage (`pktwarp validate`) writes nothing.
-    log_ends: OnceLock<(AlertSender, AlertLogHandle)>,
+    pub(crate) shared: Arc<Shared>,
     log: Mutex<Option<AlertLog>>,
 }
 
@@ -382,11 +406,12 @@ impl InspectStage {
             shared: Arc::new(Shared {
                 cfg: cfg.clone(),
                 current: ArcSwap::from_pointee(Published::new(set, 0)),
+                gpu_lost: AtomicU64::new(0),
+                log_ends: OnceLock::new(),
                 carried: Mutex::new(BTreeMap::new()),
                 carried_state: Mutex::new(StateCounters::default()),
                 counters: (0..SHARDS).map(|_| Shard::default()).collect(),
             }),
-            log_ends: OnceLock::new(),
             log: Mutex::new(None),
         })
     }
@@ -397,13 +422,13 @@ impl InspectStage {
             return;
         };
         let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
-        if self.log_ends.get().is_some() {
+        if self.shared.log_ends.get().is_some() {
             return;
         }
         let cat = Arc::clone(self.shared.current.load().set.catalog());
         match AlertLog::start(e, cat) {
             Ok(l) => {
-                let _ = self.log_ends.set((l.sender(), l.handle()));
+                let _ = self.shared.log_ends.set((l.sender(), l.handle()));
                 *log = Some(l);
             }
             // Checked when built: only a thread that cannot be started fails here.
@@ -447,7 +472,7 @@ impl InspectStage {
         for &r in matched {
             p.hits.hit(r);
         }
-        let Some((tx, _)) = self.log_ends.get() else {
+        let Some((tx, _)) = self.shared.log_ends.get() else {
             return;
         };
         let mut vlan = [None, None];
@@ -488,7 +513,7 @@ pub fn inspected_packet<'a>(frame: &'a [u8], meta: &PacketMeta) -> Option<eval::
 }
 
 /// The host clock (ns since the Unix epoch): the receive time of a frame whose port gives none.
-fn host_now_ns() -> u64 {
+pub(crate) fn host_now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -567,10 +592,10 @@ impl CustomStage for InspectStage {
                 *x += c.load(Ordering::Relaxed);
             }
         }
-        if let Some((_, h)) = self.log_ends.get() {
+        if let Some((_, h)) = self.shared.log_ends.get() {
             let c = h.counters();
             v[5] = c.dropped;
-            v[6] = c.lost;
+            v[6] = c.lost + self.shared.gpu_lost.load(Ordering::Relaxed);
         }
         v
     }
@@ -634,7 +659,7 @@ impl CustomStage for InspectStage {
                 serde_json::json!({ "sid": h.sid, "msg": msg, "hits": h.hits })
             })
             .collect();
-        let eve = self.log_ends.get().map(|(_, h)| {
+        let eve = self.shared.log_ends.get().map(|(_, h)| {
             let c = h.counters();
             serde_json::json!({
                 "written": c.written, "dropped": c.dropped, "lost": c.lost,
@@ -657,11 +682,29 @@ impl CustomStage for InspectStage {
         }))
     }
 
+    fn gpu_library(&self) -> Option<Result<crate::stage::GpuParams, String>> {
+        Some(self.gpu_params())
+    }
+
+    /// The rule sets published by file reloads (the GPU block's rule set moves with them).
+    fn params_generation(&self) -> u64 {
+        self.generation()
+    }
+
+    fn gpu_host_side(
+        &self,
+        position: usize,
+        _: &Arc<crate::stage::gpu_host::HandedLog>,
+    ) -> Option<Box<dyn crate::stage::gpu_host::GpuHostSide>> {
+        Some(self.gpu_side(position))
+    }
+
     fn reload_files(&self) -> anyhow::Result<Option<FilesReload>> {
         // Log rotation: a SIGHUP reopens the alert log, whatever becomes of the rule files.
-        if let Some((_, h)) = self.log_ends.get() {
+        if let Some((_, h)) = self.shared.log_ends.get() {
             h.reopen();
         }
+
         let cfg = &self.shared.cfg;
         let classes = match &cfg.eve {
             Some(e) => e

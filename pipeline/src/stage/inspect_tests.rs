@@ -300,8 +300,24 @@ fn the_gpu_executor_refuses_it() {
     let dir = scratch("gpu");
     std::fs::write(dir.join("local.rules"), RULES).expect("rules");
     let p = pipeline(&dir, "");
+    // The first rule the GPU cannot take, by sid, file and line (an HTTP buffer).
     let why = p.gpu_refusal().expect("refused");
-    assert_eq!(why, format!("stage `inspect` (pipeline[1]): {GPU_REFUSAL}"));
+    assert!(
+        why.starts_with("stage `inspect` (pipeline[1]): rule sid 9000004 (")
+            && why.contains("local.rules:4)")
+            && why.contains("HTTP"),
+        "{why}"
+    );
+    close(&p);
+    // Without it the GPU takes the stage, EVE log and all (its alert ring).
+    let payload: String = RULES
+        .lines()
+        .filter(|l| !l.contains("http"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(dir.join("local.rules"), payload).expect("rules");
+    let p = pipeline(&dir, "");
+    assert_eq!(p.gpu_refusal(), None);
     close(&p);
 }
 
@@ -419,4 +435,61 @@ fn the_inner_packet_of_gtpu_is_inspected() {
     run(&p, &q, &[f]);
     close(&p);
     assert_eq!(eve_sids(&dir), [1]);
+}
+
+/// `gpu_rules_only: true` (no EVE log): the rules the GPU cannot take are skipped by reason on
+/// the CPU too, and the GPU executor takes the pipeline.
+#[test]
+fn gpu_rules_only_makes_a_set_both_executors_run() {
+    let dir = scratch("gpu-only");
+    std::fs::write(dir.join("local.rules"), RULES).expect("rules");
+    let yaml = format!(
+        "- inspect:\n    rules: [\"{}\"]\n    gpu_rules_only: true\n",
+        dir.join("local.rules").display()
+    );
+    let cfg = serde_saphyr::from_str::<Vec<StageConfig>>(&yaml)
+        .expect("config")
+        .remove(0);
+    let stages = [StageConfig::Parse, cfg, StageConfig::Count];
+    let p = crate::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline");
+    assert_eq!(p.gpu_refusal(), None);
+    let sec = inspect_of(&p).cpu().summary_section().expect("section");
+    assert_eq!(sec["rules"]["loaded"], 3, "{sec}");
+    let by = &sec["rules"]["skipped_by_reason"];
+    assert!(
+        by.as_object().is_some_and(|m| m
+            .keys()
+            .any(|k| k.starts_with("runs on the CPU only (an HTTP"))),
+        "{by}"
+    );
+    let (specs, _) = crate::executor::gpu::compose::stage_specs(&p).expect("specs");
+    assert_eq!(specs[1].function(), "pw_stage_inspect");
+}
+
+/// A rule reload moves the pipeline's stage-parameter generation on (the GPU host side then
+/// publishes the new block) and the block's hit bank flips with the set's generation.
+#[test]
+fn a_rule_reload_moves_the_gpu_parameters_on() {
+    let dir = scratch("gpu-reload");
+    let payload: String = RULES
+        .lines()
+        .filter(|l| !l.contains("http"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(dir.join("local.rules"), &payload).expect("rules");
+    let p = pipeline(&dir, "");
+    let bank = |p: &crate::stage::Pipeline| {
+        let b = inspect_of(p)
+            .cpu()
+            .gpu_library()
+            .expect("library")
+            .expect("GPU");
+        let at = pktwarp_inspect::gpu::BANK_AT;
+        u32::from_le_bytes(b.block[at..at + 4].try_into().unwrap())
+    };
+    assert_eq!((p.params_generation(), bank(&p)), (0, 0));
+    let cfgs = [StageConfig::Parse, stage_cfg(&dir, ""), StageConfig::Count];
+    p.reload_stage_options(&cfgs).expect("reload");
+    assert_eq!((p.params_generation(), bank(&p)), (1, 1));
+    close(&p);
 }

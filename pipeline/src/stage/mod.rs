@@ -22,6 +22,7 @@ pub mod gpu_host;
 pub mod gpu_list;
 pub mod hooks;
 pub mod inspect;
+mod inspect_gpu;
 pub mod params;
 pub mod parse;
 pub mod rate_limit;

@@ -25,7 +25,7 @@ impl Pipeline {
         self.stages
             .iter()
             .map(|s| match s {
-                Stage::Custom(c) => c.rebuilds(),
+                Stage::Custom(c) => c.rebuilds() + c.cpu().params_generation(),
                 Stage::Route(r) => r.generation(),
                 Stage::RateLimit(rl) => rl.generation(),
                 _ => 0,

@@ -980,6 +980,7 @@ mod gpu_frames;
 mod held;
 mod hooks;
 mod rate_limit;
+mod inspect;
 mod restart;
 mod rewrite;
 mod rx_threads;

@@ -1,0 +1,268 @@
+//! The rule set as the GPU's `inspect` stage reads it (gpu-kernels/cuda/inspect_stage.cuh): one
+//! parameter block holding the evaluator's image ([`crate::eval::program::Program::image`]),
+//! the payload's prefilter image ([`crate::matcher::Image`]), each pattern's rules and the
+//! rules without a pattern; the hit counters live in a device buffer whose address the
+//! executor writes at [`HITS_AT`] (two banks, the block's `bank` picking one: see
+//! [`HIT_BYTES`]), and the alert ring's at [`ALERTS_AT`].
+//!
+//! What the GPU stage runs: rules of the L4 payload. A rule set with a rule that reads an HTTP
+//! buffer (the head is parsed on the CPU only) or keeps state (flowbits, `noalert`, threshold,
+//! detection_filter) is refused, naming the first such rule's sid, file and line, as is a set
+//! of more than [`MAX_RULES`] rules (the stage's per-frame candidate bitmap).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::alert::{Alert, AlertAction};
+use crate::engine::RuleSet;
+use crate::eval::Frame;
+use crate::rules::Buffer;
+
+/// Most rules the GPU stage takes (`PW_INSP_GPU_MAX_RULES`).
+pub const MAX_RULES: usize = 16384;
+/// Where the hit counters' device address goes in the block (`pw_insp_params.hits`).
+pub const HITS_AT: usize = 0;
+/// Bytes of the block's header (`pw_insp_params`).
+pub const HEADER_BYTES: usize = 56;
+/// The hit counters: two banks of [`MAX_RULES`] u64, the block's `bank` (at [`BANK_AT`]) saying
+/// which one its rule set counts in, so a reload's set and the bursts of the set before it
+/// still running count apart.
+pub const HIT_BYTES: usize = 2 * MAX_RULES * 8;
+pub const BANK_AT: usize = 48;
+/// Where the alert ring's entry count (a power of two) and device address go in the block
+/// (`pw_insp_params.alert_cap`, `.alerts`).
+pub const ALERT_CAP_AT: usize = 36;
+pub const ALERTS_AT: usize = 40;
+/// The alert ring: a header (the u64 count of entries taken), then the entries
+/// (`pw_insp_alert`), entry `i` of the log at `i % cap`.
+pub const RING_HEADER: usize = 64;
+pub const ALERT_BYTES: usize = 64;
+/// Entries of the ring the executor gives the stage when it has an alert log.
+pub const ALERT_RING: usize = 1 << 16;
+
+/// Where an alerted frame that is not dropped goes (`pw_insp_params.alert_to`).
+pub const ALERT_NONE: u32 = 0;
+pub const ALERT_HOST: u32 = 1;
+pub const ALERT_MIRROR: u32 = 2;
+
+/// Why the GPU stage cannot run a rule set: the first rule it cannot take, or the set's size.
+pub fn refusal(set: &RuleSet) -> Option<String> {
+    if set.len() > MAX_RULES {
+        return Some(format!(
+            "{} rules loaded; the GPU stage takes at most {MAX_RULES}",
+            set.len()
+        ));
+    }
+    (0..set.len() as u32).find_map(|i| {
+        let why = rule_refusal(set, i)?;
+        let sid = set.program().rules[i as usize].sid;
+        let (file, line) = set.origin(i).unwrap_or(("?", 0));
+        Some(format!(
+            "rule sid {sid} ({file}:{line}): {why} (`gpu_rules_only: true` skips such rules \
+             on both executors)"
+        ))
+    })
+}
+
+/// Why the GPU stage cannot take rule `i` of `set`; `None` when it can.
+pub fn rule_refusal(set: &RuleSet, i: u32) -> Option<&'static str> {
+    if set.is_stateful(i) {
+        return Some("flowbits, noalert, threshold or detection_filter keep state on the CPU");
+    }
+    let p = set.program();
+    let r = p.rules.get(i as usize)?;
+    let (start, n) = (r.ops[0] as usize, r.ops[1] as usize);
+    let http = r.http != 0
+        || p.ops
+            .get(start..start + n)
+            .is_none_or(|ops| ops.iter().any(|o| o.buffer != Buffer::Payload as u8));
+    http.then_some("an HTTP buffer: the HTTP head is parsed on the CPU only")
+}
+
+/// The stage's parameter block for `set` (the hit counters' and alert ring's addresses left 0;
+/// `alert_cap`: the ring's entries, a power of two, or 0 for none), or why the GPU cannot run
+/// it ([`refusal`]).
+pub fn block(set: &RuleSet, alert_to: u32, alert_cap: u32, bank: u32) -> Result<Vec<u8>, String> {
+    if alert_cap != 0 && !alert_cap.is_power_of_two() {
+        return Err(format!(
+            "an alert ring of {alert_cap} entries (a power of two)"
+        ));
+    }
+    if let Some(why) = refusal(set) {
+        return Err(why);
+    }
+    let prog: Vec<u8> = set
+        .program()
+        .image()
+        .map_err(|e| e.0)?
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+    let mut b = vec![0u8; HEADER_BYTES];
+    let prog_off = append(&mut b, &prog);
+    let (mut image_off, mut rules_of_off) = (0, 0);
+    if let Some((_, image, rules_of)) = set.prefilters().find(|m| m.0 == Buffer::Payload) {
+        let words: Vec<u8> = image.words().iter().flat_map(|w| w.to_le_bytes()).collect();
+        image_off = append(&mut b, &words);
+        // The starts of each pattern's rule list, then the lists.
+        let mut starts = Vec::with_capacity(rules_of.len() + 1);
+        let mut rules = Vec::new();
+        for r in rules_of {
+            starts.push(rules.len() as u32);
+            rules.extend_from_slice(r);
+        }
+        starts.push(rules.len() as u32);
+        let bytes: Vec<u8> = starts
+            .iter()
+            .chain(&rules)
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        rules_of_off = append(&mut b, &bytes);
+    }
+    let always: Vec<u8> = set
+        .unfiltered()
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+    let always_off = append(&mut b, &always);
+    let u32_of = |n: usize| u32::try_from(n).map_err(|_| "the GPU rule block passes 4 GiB");
+    let head: [u32; 8] = [
+        u32_of(set.len())?,
+        alert_to,
+        u32_of(prog_off)?,
+        u32_of(image_off)?,
+        u32_of(rules_of_off)?,
+        u32_of(always_off)?,
+        u32_of(set.unfiltered().len())?,
+        alert_cap,
+    ];
+    for (k, w) in head.iter().enumerate() {
+        b[8 + 4 * k..12 + 4 * k].copy_from_slice(&w.to_le_bytes());
+    }
+    b[BANK_AT..BANK_AT + 4].copy_from_slice(&(bank & 1).to_le_bytes());
+    u32_of(b.len())?;
+    Ok(b)
+}
+
+/// The ring's bytes for `cap` entries.
+pub fn ring_bytes(cap: usize) -> usize {
+    RING_HEADER + cap * ALERT_BYTES
+}
+
+/// The alert of entry `entry` (its [`ALERT_BYTES`]) read as log index `index`: `None` when it
+/// does not hold that index yet (being written, or an older lap's). The receive time 0 (a
+/// port without times) is `now_ns`, as the CPU stage takes the host clock then.
+pub fn alert_of(set: &RuleSet, entry: &[u8], index: u64, now_ns: u64) -> Option<Alert> {
+    let e = entry.get(..ALERT_BYTES)?;
+    let u64_at = |o: usize| u64::from_le_bytes(e[o..o + 8].try_into().unwrap_or_default());
+    let u16_at = |o: usize| u16::from_le_bytes([e[o], e[o + 1]]);
+    if u64_at(0) != index.wrapping_add(1) {
+        return None;
+    }
+    let v6 = e[59] & 1 != 0;
+    let addr = |o: usize| -> IpAddr {
+        let k = (u128::from(u64_at(o)) << 64) | u128::from(u64_at(o + 8));
+        if v6 {
+            IpAddr::V6(Ipv6Addr::from(k))
+        } else {
+            IpAddr::V4(Ipv4Addr::from(k as u32))
+        }
+    };
+    let rule = u32::from_le_bytes(e[48..52].try_into().unwrap_or_default());
+    let f = Frame {
+        ip_proto: e[56],
+        src: addr(16),
+        dst: addr(32),
+        src_port: u16_at(52),
+        dst_port: u16_at(54),
+        tcp_flags: 0,
+        icmp_type: e[57],
+        icmp_code: e[58],
+        ct_state: 0,
+        ct_dir: 0,
+        payload: &[],
+        http: None,
+    };
+    let vlan = [60, 62].map(|o| u16_at(o).checked_sub(1));
+    let action = set
+        .action(rule)
+        .map_or(AlertAction::Allowed, |a| AlertAction::of_rule(a, true));
+    let ts = match u64_at(8) {
+        0 => now_ns,
+        t => t,
+    };
+    Some(Alert::of_frame(ts, &f, vlan, rule, action, None))
+}
+
+/// The hit bank of a ring entry: which rule set (by generation parity) its rule index is of.
+pub fn alert_bank(entry: &[u8]) -> usize {
+    entry.get(59).map_or(0, |b| usize::from((b >> 1) & 1))
+}
+
+/// Appends `bytes` at the next 8-byte boundary; returns where.
+fn append(b: &mut Vec<u8>, bytes: &[u8]) -> usize {
+    while b.len() % 8 != 0 {
+        b.push(0);
+    }
+    let at = b.len();
+    b.extend_from_slice(bytes);
+    at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alert::Classifications;
+    use crate::rules::{load_str, LoadOptions};
+
+    fn set(text: &str, flow_table: bool) -> RuleSet {
+        let opts = LoadOptions {
+            strict: true,
+            flow_table,
+            ..LoadOptions::default()
+        };
+        let rep = load_str(text, "t.rules", &opts).unwrap();
+        RuleSet::compile(rep, true, &Classifications::standard()).unwrap()
+    }
+
+    #[test]
+    fn payload_rules_make_a_block_with_their_sections() {
+        let s = set(
+            "alert tcp any any -> any any (msg:\"a\"; content:\"abc\"; sid:1;)\n\
+             drop udp any any -> any 53 (msg:\"b\"; dsize:>10; sid:2;)\n",
+            false,
+        );
+        let b = block(&s, ALERT_HOST, 8, 1).unwrap();
+        let w = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        assert_eq!((w(8), w(12)), (2, ALERT_HOST));
+        let (prog, image, rules_of, always) = (w(16), w(20), w(24), w(28));
+        assert!(prog as usize >= HEADER_BYTES && prog % 8 == 0);
+        assert_eq!(w(prog as usize), 0x4549_5750, "the eval image's magic");
+        assert_eq!(
+            w(image as usize),
+            0x4D49_5750,
+            "the prefilter image's magic"
+        );
+        // One pattern: its list [0, 1) holds rule 0; rule 1 has no pattern.
+        let r = rules_of as usize;
+        assert_eq!((w(r), w(r + 4), w(r + 8)), (0, 1, 0));
+        assert_eq!((w(32), w(always as usize), w(36), w(48)), (1, 1, 8, 1));
+        assert!(block(&s, ALERT_HOST, 6, 0).is_err(), "a ring of 6");
+    }
+
+    #[test]
+    fn http_and_state_rules_are_refused_by_sid_and_line() {
+        let s = set(
+            "alert tcp any any -> any any (msg:\"a\"; content:\"abc\"; sid:1;)\n\
+             alert http any any -> any any (msg:\"b\"; content:\"x\"; http_uri; sid:7;)\n",
+            false,
+        );
+        let why = block(&s, ALERT_NONE, 0, 0).unwrap_err();
+        assert!(why.contains("sid 7 (t.rules:2): an HTTP buffer"), "{why}");
+        let s = set(
+            "alert tcp any any -> any any (msg:\"a\"; content:\"abc\"; flowbits:set,x; sid:3;)\n",
+            true,
+        );
+        let why = refusal(&s).unwrap();
+        assert!(why.contains("sid 3 (t.rules:1): flowbits"), "{why}");
+    }
+}

@@ -1,0 +1,502 @@
+//! The `inspect` stage's GPU pipeline compiled for the host equals the CPU executor frame by
+//! frame: `parse -> inspect -> count` and `parse -> conntrack -> inspect -> count` as the GPU
+//! executor generates them (cuda/inspect_stage.cuh with the rule set's parameter block, its
+//! hit counters in a buffer) against `Pipeline::run_frames`: the metadata, the verdict (action,
+//! reason `inspect_drop`, rule, mark), the stage's counters (inspected, alerts, drops, passes,
+//! heads_split), frames per stage and every rule's hits by sid. On generated traffic with
+//! planted payloads (VLAN, IPv6 with extension headers, VXLAN, GTP-U, fragments, cut frames)
+//! with a fixed rule set and property-generated ones, on the tcpdump corpus with the shared ET
+//! Open rules the GPU takes, and with `alert_to: host` and `mirror`.
+
+mod inspect_common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use inspect_common::{
+    etopen_gpu_subset, fixed_rules, pipeline, pipeline_eve, random_rules, rule_set, rule_sids,
+    scratch, sid_hits, traffic,
+};
+use pipeline::burst::FrameDesc;
+use pipeline::counters::QueueCounters;
+use pipeline::stage::{Pipeline, Stage};
+use pipeline::verdict::{DropReason, Verdict};
+use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
+
+fn cpu_verdict_bytes(v: &Verdict) -> [u8; VERDICT_BYTES] {
+    let mut b = [0u8; VERDICT_BYTES];
+    b[0] = v.action as u8;
+    b[1] = v.reason.map_or(0xFF, |r| r as u8);
+    b[4..8].copy_from_slice(&v.rule.to_le_bytes());
+    b[8..12].copy_from_slice(&v.mark.to_le_bytes());
+    b
+}
+
+/// What a run saw, for the callers' own checks.
+#[derive(Debug, Default)]
+struct Seen {
+    counters: Vec<(String, u64)>,
+    hits: BTreeMap<u32, u64>,
+    drops: usize,
+    to_host: usize,
+    mirrored: usize,
+    /// The EVE lines the GPU's alert ring gives (the host side's decoding), when there is one.
+    eve: Option<Vec<String>>,
+}
+
+/// The EVE lines of the alerts in `ring` (as the stage's host side reads them), sorted.
+fn ring_lines(p: &Pipeline, k: usize, ring: &[u64]) -> Vec<String> {
+    use pktwarp_inspect::gpu;
+    let bytes: Vec<u8> = ring.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let head = ring[0];
+    let cap = (bytes.len() - gpu::RING_HEADER) / gpu::ALERT_BYTES;
+    assert!(head as usize <= cap, "the test's ring went a lap: {head}");
+    let set = rule_set(p, k);
+    let mut out = Vec::new();
+    for i in 0..head {
+        let at = gpu::RING_HEADER + i as usize * gpu::ALERT_BYTES;
+        let a = gpu::alert_of(&set, &bytes[at..], i, 0).expect("a written entry");
+        let rule = &set.catalog().rules[a.rule as usize];
+        assert!(pktwarp_inspect::alert::eve::encode(
+            &a, rule, false, &mut out
+        ));
+    }
+    let mut lines: Vec<String> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// The CPU stage's EVE log, sorted (after its `end` hook closed it).
+fn cpu_lines(p: &Pipeline, k: usize, path: &Path) -> Vec<String> {
+    let Stage::Custom(slot) = &p.stages[k] else {
+        unreachable!()
+    };
+    let ctx = pipeline::stage::HookCtx {
+        executor: "cpu",
+        position: k,
+    };
+    slot.cpu_arc().hooks().expect("hooks").end(&ctx);
+    let mut lines: Vec<String> = std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// Runs `frames` through the CPU pipeline and its host-built GPU pipeline and compares.
+fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Seen {
+    let (specs, mut params) = pipeline::executor::gpu::compose::stage_specs(p).expect("specs");
+    let k = specs
+        .iter()
+        .position(|s| s.name == "inspect")
+        .expect("an inspect stage");
+    assert_eq!(specs[k].function(), "pw_stage_inspect");
+    let host = HostPipeline::compile(&specs).unwrap_or_else(|e| panic!("{e}"));
+    let Stage::Custom(slot) = &p.stages[k] else {
+        panic!("pipeline[{k}] is inspect")
+    };
+    let lib = slot
+        .cpu()
+        .gpu_library()
+        .expect("a library stage")
+        .expect("GPU-able");
+    let n_rules = lib.buffers[0].bytes / 8;
+    let mut hits = vec![0u64; n_rules];
+    let at = lib.buffers[0].addr_at;
+    params[k][at..at + 8].copy_from_slice(&(hits.as_mut_ptr() as u64).to_le_bytes());
+    // The alert ring, when the stage has an EVE log (u64 words: 8-aligned as on the device).
+    let mut ring: Vec<u64> = Vec::new();
+    if let Some(b) = lib.buffers.get(1) {
+        ring = vec![0u64; b.bytes / 8];
+        let at = b.addr_at;
+        params[k][at..at + 8].copy_from_slice(&(ring.as_mut_ptr() as u64).to_le_bytes());
+    }
+    // conntrack's tables: the per-queue state as the executor lays it out.
+    let mut tables: Vec<u64> = Vec::new();
+    if let Some(ct) = specs.iter().position(|s| s.name == "conntrack") {
+        let st = p.stages[ct].gpu_queue_state();
+        tables = vec![0u64; st[0].bytes * queues / 8];
+        let a = st[0].addr_at;
+        params[ct][a..a + 8].copy_from_slice(&(tables.as_mut_ptr() as u64).to_le_bytes());
+        params[ct][a + 8..a + 12].copy_from_slice(&(queues as u32).to_le_bytes());
+    }
+    let blocks: Vec<&[u8]> = params.iter().map(|b| b.as_slice()).collect();
+    let c = QueueCounters::new(specs.len(), 0);
+    let mut gc = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
+    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
+    let mut seen = Seen::default();
+    for (n, chunk) in frames.chunks(32).enumerate() {
+        p.run_frames(
+            chunk.iter().map(|(d, f)| (*d, f.as_slice())),
+            &mut metas,
+            &mut verdicts,
+            &c,
+        );
+        for (i, (d, f)) in chunk.iter().enumerate() {
+            let mut buf = f.clone();
+            let mut hf = HostFrame {
+                len: f.len(),
+                wire_len: d.wire_len,
+                port: d.port,
+                timestamp_ns: d.timestamp_ns,
+                queue: d.queue,
+                burst_seq: n as u32,
+                burst_index: i as u32,
+            };
+            let mut gm = [0xAAu8; META_BYTES];
+            let mut gv = [0x55u8; VERDICT_BYTES];
+            host.run_frame_mut(&mut buf, &mut hf, &blocks, None, &mut gm, &mut gv, &mut gc);
+            let cv = cpu_verdict_bytes(&verdicts[i]);
+            assert!(
+                gm == *metas[i].as_bytes() && gv[..2] == cv[..2] && gv[4..12] == cv[4..12],
+                "frame {}: cpu verdict {:?}; gpu verdict {gv:?}; frame {:02x?}",
+                n * 32 + i,
+                verdicts[i],
+                &f[..f.len().min(96)]
+            );
+            let v = &verdicts[i];
+            seen.drops += usize::from(v.reason == Some(DropReason::InspectDrop));
+            seen.to_host += usize::from(v.action == pipeline::verdict::Action::ToHost);
+            seen.mirrored += usize::from(v.action == pipeline::verdict::Action::Mirror);
+        }
+    }
+    for (s, g) in gc.iter().enumerate().take(specs.len()) {
+        assert_eq!(g[0], c.stage_frames[s].get(), "frames at stage {s}");
+    }
+    // The stage's counters: the GPU's v[1..5] against the CPU stage's first five.
+    let cpu: Vec<(String, u64)> = slot
+        .counters()
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .collect();
+    let names = ["inspected", "alerts", "drops", "passes", "heads_split"];
+    for (j, name) in names.iter().enumerate() {
+        assert_eq!(cpu[j].0, *name);
+        assert_eq!(
+            gc[k][j + 1],
+            cpu[j].1,
+            "counter {name}: cpu {cpu:?} gpu {:?}",
+            gc[k]
+        );
+    }
+    // Every rule's hits, by sid: the CPU's series against the device buffer.
+    let sec = slot.cpu().summary_section().expect("section");
+    let cpu_hits = sid_hits(slot);
+    let sids = rule_sids(p, k);
+    let mut gpu_hits = BTreeMap::new();
+    for (r, &h) in hits.iter().enumerate() {
+        if h > 0 {
+            *gpu_hits.entry(sids[r]).or_insert(0) += h;
+        }
+    }
+    assert_eq!(
+        gpu_hits, cpu_hits,
+        "hits by sid (summary {})",
+        sec["top_rules"]
+    );
+    assert_eq!(
+        gpu_hits.values().sum::<u64>(),
+        gc[k][2],
+        "hits sum to alerts"
+    );
+    seen.counters = cpu;
+    seen.hits = cpu_hits;
+    drop(tables);
+    if !ring.is_empty() {
+        seen.eve = Some(ring_lines(p, k, &ring));
+    }
+    seen
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn get(s: &Seen, name: &str) -> u64 {
+    s.counters.iter().find(|x| x.0 == name).map_or(0, |x| x.1)
+}
+
+#[test]
+fn the_fixed_rules_on_generated_traffic_equal_the_cpu() {
+    let d = scratch("fixed");
+    let rules = write(&d, "fixed.rules", &fixed_rules(false));
+    let frames = traffic(1, 6000);
+    let s = check(&pipeline(&rules, false, "none"), &frames, 2);
+    // The traffic reaches every kind of outcome.
+    assert!(get(&s, "inspected") > 4000, "{s:?}");
+    for n in ["alerts", "drops", "passes", "heads_split"] {
+        assert!(get(&s, n) > 0, "no {n}: {s:?}");
+    }
+    assert!(s.drops > 0 && s.hits.len() >= 10, "{s:?}");
+}
+
+/// The EVE lines: the alert ring the GPU stage writes, read as its host side reads it, gives
+/// the CPU stage's lines (same fields, receive-time timestamps), with and without conntrack.
+#[test]
+fn the_alert_ring_gives_the_cpus_eve_lines() {
+    for conntrack in [false, true] {
+        let d = scratch(&format!("eve-{conntrack}"));
+        let rules = write(&d, "fixed.rules", &fixed_rules(conntrack));
+        let eve = d.join("eve.json");
+        let p = pipeline_eve(&rules, conntrack, "none", Some(&eve));
+        let k = if conntrack { 2 } else { 1 };
+        let Stage::Custom(slot) = &p.stages[k] else {
+            panic!("inspect")
+        };
+        let ctx = pipeline::stage::HookCtx {
+            executor: "cpu",
+            position: k,
+        };
+        slot.cpu_arc().hooks().expect("hooks").start(&ctx);
+        let frames = traffic(9, 3000);
+        let s = check(&p, &frames, 2);
+        let gpu = s.eve.clone().expect("a ring");
+        let cpu = cpu_lines(&p, k, &eve);
+        assert!(
+            cpu.len() as u64 == get(&s, "alerts") && cpu.len() > 100,
+            "{}",
+            cpu.len()
+        );
+        assert!(
+            cpu.iter().any(|l| l.contains("\"vlan\":[5]")),
+            "a VLAN-tagged alert"
+        );
+        assert!(
+            cpu.iter().any(|l| l.contains("\"ip_v\":6")),
+            "an IPv6 alert"
+        );
+        assert!(
+            cpu.iter().any(|l| l.contains("\"blocked\"")),
+            "a blocked alert"
+        );
+        let first = gpu.iter().zip(&cpu).position(|(g, c)| g != c);
+        assert!(
+            gpu.len() == cpu.len() && first.is_none(),
+            "{} vs {} lines; first difference: gpu {:?} cpu {:?}",
+            gpu.len(),
+            cpu.len(),
+            first.map(|i| &gpu[i]),
+            first.map(|i| &cpu[i])
+        );
+    }
+}
+
+#[test]
+fn alerts_go_to_the_host_or_the_mirror_alike() {
+    let d = scratch("alert-to");
+    let rules = write(&d, "fixed.rules", &fixed_rules(false));
+    let frames = traffic(2, 2000);
+    let s = check(&pipeline(&rules, false, "host"), &frames, 2);
+    assert!(s.to_host > 0, "{s:?}");
+    let s = check(&pipeline(&rules, false, "mirror"), &frames, 2);
+    assert!(s.mirrored > 0, "{s:?}");
+}
+
+#[test]
+fn after_conntrack_the_flow_rules_equal_the_cpu() {
+    let d = scratch("flow");
+    let rules = write(&d, "flow.rules", &fixed_rules(true));
+    // Few hosts and ports: frames of one connection both ways, so flows establish.
+    let frames = traffic(3, 6000);
+    let p = pipeline(&rules, true, "none");
+    let s = check(&p, &frames, 2);
+    let flow_hits: u64 = [1101, 1102, 1103]
+        .iter()
+        .filter_map(|sid| s.hits.get(sid))
+        .sum();
+    assert!(flow_hits > 0, "no flow rule hit: {s:?}");
+}
+
+/// Property-generated rule sets (random headers and options over the patterns the traffic
+/// plants), each on its own traffic, with and without conntrack.
+#[test]
+fn generated_rule_sets_equal_the_cpu() {
+    let d = scratch("random");
+    let mut alerts = 0;
+    for seed in 0..12u64 {
+        let flow = seed % 3 == 0;
+        let rules = write(&d, &format!("r{seed}.rules"), &random_rules(seed, 60, flow));
+        let frames = traffic(100 + seed, 1500);
+        let s = check(&pipeline(&rules, flow, "none"), &frames, 2);
+        alerts += get(&s, "alerts");
+    }
+    assert!(alerts > 1000, "{alerts} alerts over the generated sets");
+}
+
+/// The tcpdump corpus through ET Open's rules that the GPU stage takes (payload rules without
+/// state): without conntrack (the rules that load without the flow table), then with it.
+#[test]
+fn the_tcpdump_corpus_with_et_open_equals_the_cpu() {
+    let Some(frames) = inspect_common::corpus_frames() else {
+        return;
+    };
+    for conntrack in [false, true] {
+        let d = scratch(&format!("etopen-{conntrack}"));
+        let Some((rules, kept)) = etopen_gpu_subset(&d, conntrack) else {
+            return;
+        };
+        assert!(kept > 200, "{kept} ET Open rules the GPU takes");
+        let p = pipeline(&rules, conntrack, "none");
+        let s = check(&p, &frames, 2);
+        eprintln!(
+            "conntrack {conntrack}: {kept} ET Open rules, {} frames: {:?}, {} sids hit",
+            frames.len(),
+            s.counters,
+            s.hits.len()
+        );
+        assert!(get(&s, "inspected") > 3000, "{s:?}");
+        assert!(get(&s, "alerts") > 0, "ET Open alerts on nothing: {s:?}");
+    }
+}
+
+/// configs/rules/ids.rules (the shipped example's) without its HTTP rules, which the GPU does
+/// not take, on traffic with their patterns planted.
+#[test]
+fn the_shipped_ids_rules_without_http_equal_the_cpu() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/rules/ids.rules");
+    let text = std::fs::read_to_string(root).expect("configs/rules/ids.rules");
+    let payload: String = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.contains(" http ") && !l.trim().is_empty())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(payload.lines().count() >= 3, "{payload}");
+    let d = scratch("ids");
+    let rules = write(&d, "ids.rules", &payload);
+    let frames = traffic(4, 3000);
+    let s = check(&pipeline(&rules, true, "host"), &frames, 2);
+    assert!(get(&s, "alerts") > 0, "{s:?}");
+}
+
+/// A SIGHUP rule reload midway: the CPU stage publishes the new set, the GPU side gets the new
+/// block (its hits in the other bank, its alerts tagged with it), and frame by frame, hits by
+/// sid over both sets, and the EVE lines still equal the CPU's.
+#[test]
+fn a_rule_reload_midway_equals_the_cpu() {
+    use pktwarp_inspect::gpu;
+    let d = scratch("reload");
+    let rules = write(&d, "r.rules", &fixed_rules(false));
+    let eve = d.join("eve.json");
+    let p = pipeline_eve(&rules, false, "none", Some(&eve));
+    let k = 1;
+    let Stage::Custom(slot) = &p.stages[k] else {
+        panic!("inspect")
+    };
+    let ctx = pipeline::stage::HookCtx {
+        executor: "cpu",
+        position: k,
+    };
+    slot.cpu_arc().hooks().expect("hooks").start(&ctx);
+    let (specs, mut params) = pipeline::executor::gpu::compose::stage_specs(&p).expect("specs");
+    let host = HostPipeline::compile(&specs).unwrap_or_else(|e| panic!("{e}"));
+    let mut hits = vec![0u64; gpu::HIT_BYTES / 8];
+    let mut ring = vec![0u64; gpu::ring_bytes(gpu::ALERT_RING) / 8];
+    let patch = |block: &mut Vec<u8>, hits: &mut Vec<u64>, ring: &mut Vec<u64>| {
+        block[gpu::HITS_AT..gpu::HITS_AT + 8]
+            .copy_from_slice(&(hits.as_mut_ptr() as u64).to_le_bytes());
+        block[gpu::ALERTS_AT..gpu::ALERTS_AT + 8]
+            .copy_from_slice(&(ring.as_mut_ptr() as u64).to_le_bytes());
+    };
+    patch(&mut params[k], &mut hits, &mut ring);
+    let sets = [rule_set(&p, k), {
+        std::fs::write(d.join("b.rules"), random_rules(5, 80, false)).unwrap();
+        let cfg = pktwarp_inspect::engine::SetConfig {
+            rules: vec![d.join("b.rules")],
+            strict: false,
+            vars: [
+                ("HOME_NET".into(), "[10.0.0.0/8,192.168.0.0/16]".into()),
+                ("EXTERNAL_NET".into(), "!$HOME_NET".into()),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        pktwarp_inspect::engine::RuleSet::load(&cfg, &Default::default()).expect("set b")
+    }];
+    let frames = traffic(21, 4000);
+    let c = QueueCounters::new(specs.len(), 0);
+    let mut gc = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
+    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
+    for (n, chunk) in frames.chunks(32).enumerate() {
+        if n == 60 {
+            // The reload: set b's rules in the watched file, published by SIGHUP's path.
+            std::fs::copy(d.join("b.rules"), &rules).unwrap();
+            let r = slot.cpu().reload_files().expect("reload").expect("files");
+            (r.publish)();
+            params[k] = slot.cpu().gpu_library().expect("lib").expect("GPU").block;
+            patch(&mut params[k], &mut hits, &mut ring);
+            assert_eq!(u32::from_le_bytes(params[k][48..52].try_into().unwrap()), 1);
+        }
+        let blocks: Vec<&[u8]> = params.iter().map(|b| b.as_slice()).collect();
+        p.run_frames(
+            chunk.iter().map(|(d, f)| (*d, f.as_slice())),
+            &mut metas,
+            &mut verdicts,
+            &c,
+        );
+        for (i, (d, f)) in chunk.iter().enumerate() {
+            let mut buf = f.clone();
+            let mut hf = HostFrame {
+                len: f.len(),
+                wire_len: d.wire_len,
+                port: d.port,
+                timestamp_ns: d.timestamp_ns,
+                queue: d.queue,
+                burst_seq: n as u32,
+                burst_index: i as u32,
+            };
+            let mut gm = [0xAAu8; META_BYTES];
+            let mut gv = [0x55u8; VERDICT_BYTES];
+            host.run_frame_mut(&mut buf, &mut hf, &blocks, None, &mut gm, &mut gv, &mut gc);
+            let cv = cpu_verdict_bytes(&verdicts[i]);
+            assert!(
+                gv[..2] == cv[..2],
+                "frame {}: {:?} vs {gv:?}",
+                n * 32 + i,
+                verdicts[i]
+            );
+        }
+    }
+    // Hits by sid over both sets: bank b counted for set b.
+    let mut gpu_hits = BTreeMap::new();
+    for (b, set) in sets.iter().enumerate() {
+        for (r, info) in set.catalog().rules.iter().enumerate() {
+            let h = hits[b * gpu::MAX_RULES + r];
+            if h > 0 {
+                *gpu_hits.entry(info.sid).or_insert(0u64) += h;
+            }
+        }
+    }
+    assert!(gpu_hits.keys().any(|s| *s >= 2000) && gpu_hits.keys().any(|s| *s < 2000));
+    assert_eq!(gpu_hits, sid_hits(slot), "hits by sid over both sets");
+    // The EVE lines, each alert named from its bank's set.
+    let bytes: Vec<u8> = ring.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let mut out = Vec::new();
+    for i in 0..ring[0] {
+        let e = &bytes[gpu::RING_HEADER + i as usize * gpu::ALERT_BYTES..];
+        let set = &sets[gpu::alert_bank(e)];
+        let a = gpu::alert_of(set, e, i, 0).expect("written");
+        let rule = &set.catalog().rules[a.rule as usize];
+        assert!(pktwarp_inspect::alert::eve::encode(
+            &a, rule, false, &mut out
+        ));
+    }
+    let mut gpu_lines: Vec<String> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    gpu_lines.sort();
+    assert_eq!(
+        gpu_lines,
+        cpu_lines(&p, k, &eve),
+        "EVE lines across the reload"
+    );
+}
