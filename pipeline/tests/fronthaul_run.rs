@@ -12,7 +12,7 @@ use pipeline::fronthaul::grid::GridData;
 use pipeline::fronthaul::raw::read_slot;
 use pipeline::fronthaul::FronthaulCounters;
 use pipeline::port::gen::oran::OranGenOptions;
-use pipeline::stage::Stage;
+use pipeline::fronthaul::FronthaulStage;
 
 fn configs() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs"))
@@ -27,6 +27,8 @@ fn tmpdir(name: &str) -> PathBuf {
 
 /// The shipped config with `slots` slots and `sink` as the stage's sink, written into `dir`.
 pub fn shipped_config(dir: &Path, slots: u64, sink: &str) -> PathBuf {
+    // The binary registers the stage's config key; a test does so itself.
+    pipeline::fronthaul::register();
     let text = std::fs::read_to_string(configs().join("fronthaul.yaml")).unwrap();
     let rules = configs().join("rules/fronthaul-gen.steering.yaml");
     let text = text
@@ -58,7 +60,7 @@ fn run(path: &Path) -> (daemon::Summary, FronthaulCounters) {
     let ports = daemon::open_ports(&p.cfg).unwrap();
     let shared = CpuShared::new(&p.cpu_spec());
     let s = daemon::run_cpu(&p, &shared, ports);
-    let Some(Stage::Fronthaul(f)) = p.pipeline.stages.get(1) else {
+    let Some(f) = p.pipeline.stages.get(1).and_then(FronthaulStage::of) else {
         panic!("stage 1 is fronthaul");
     };
     (s, f.counters())

@@ -57,10 +57,7 @@ pub(super) fn check_verify(cfg: &Config) -> Result<(), ConfigError> {
 /// keeps nothing per frame).
 fn rerun_refusal(stage: &StageConfig) -> Option<&'static str> {
     Some(match stage {
-        StageConfig::Fronthaul(_) => {
-            "it keeps state from every frame (slot grid, sequence ids), which a second run \
-             would record twice"
-        }
+        StageConfig::Keyed(k) => return k.stage.rerun_refusal(),
         StageConfig::RateLimit(_) => {
             "every frame takes a token from its bucket, which a second run would take twice"
         }
@@ -113,6 +110,7 @@ mod tests {
 
     #[test]
     fn off_on_and_refused_with_fronthaul() {
+        crate::fronthaul::register();
         let ok = |v: &str| {
             crate::config::parse_str(&format!("{BASE}{v}"), Path::new("v.yaml"))
                 .unwrap_or_else(|e| panic!("{e}"))

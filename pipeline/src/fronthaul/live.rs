@@ -442,7 +442,7 @@ impl LiveStages {
     ) -> anyhow::Result<LiveStages> {
         let mut stages = Vec::new();
         for (k, st) in p.stages.iter().enumerate() {
-            if let crate::stage::Stage::Fronthaul(f) = st {
+            if let Some(f) = super::FronthaulStage::of(st) {
                 let mut c = Completer::new(f.config()).map_err(|e| anyhow::anyhow!(e))?;
                 c.samples = f.has_sink();
                 let j = super::seqlog::SeqJudge::new(c.layout().eaxcs.len());
@@ -451,6 +451,24 @@ impl LiveStages {
         }
         Ok(LiveStages {
             stages,
+            handed,
+            counters_at: None,
+            stats: PollStats::default(),
+        })
+    }
+
+    /// The completion poll of the one fronthaul stage `f` at pipeline position `k` (its host
+    /// side on the GPU executor).
+    pub fn of_stage(
+        k: usize,
+        f: &super::FronthaulStage,
+        handed: std::sync::Arc<HandedLog>,
+    ) -> anyhow::Result<LiveStages> {
+        let mut c = Completer::new(f.config()).map_err(|e| anyhow::anyhow!(e))?;
+        c.samples = f.has_sink();
+        let j = super::seqlog::SeqJudge::new(c.layout().eaxcs.len());
+        Ok(LiveStages {
+            stages: vec![(k, c, j)],
             handed,
             counters_at: None,
             stats: PollStats::default(),
@@ -511,8 +529,8 @@ impl LiveStages {
         src: &dyn super::gpu::CounterSource,
     ) -> anyhow::Result<()> {
         for (k, _, j) in &self.stages {
-            if let Some(crate::stage::Stage::Fronthaul(f)) = p.stages.get(*k) {
-                super::gpu::absorb_stage(f, *k, src, j.counts())?;
+            if let Some(f) = p.stages.get(*k).and_then(super::FronthaulStage::of) {
+                super::gpu::absorb_stage(&f, *k, src, j.counts())?;
             }
         }
         Ok(())
@@ -526,7 +544,7 @@ impl LiveStages {
         src: &dyn super::gpu::CounterSource,
     ) -> anyhow::Result<()> {
         for (k, c, _) in &self.stages {
-            if let Some(crate::stage::Stage::Fronthaul(f)) = p.stages.get(*k) {
+            if let Some(f) = p.stages.get(*k).and_then(super::FronthaulStage::of) {
                 let taken = super::gpu::taken_slots(src, *k)?;
                 f.set_slots_lost(taken.saturating_sub(c.observed()));
             }
@@ -568,7 +586,7 @@ impl LiveStages {
     ) -> anyhow::Result<usize> {
         let mut n = 0;
         for (k, c, j) in &mut self.stages {
-            let Some(crate::stage::Stage::Fronthaul(f)) = p.stages.get(*k) else {
+            let Some(f) = p.stages.get(*k).and_then(super::FronthaulStage::of) else {
                 continue;
             };
             let layout = c.layout().clone();

@@ -528,7 +528,7 @@ fn gpu_counters_reach_the_summary_and_metrics_while_the_run_goes() {
     let c0 = cfg(2, 1_000_000);
     let p = crate::stage::Pipeline::new(vec![
         Stage::Parse,
-        Stage::Fronthaul(Box::new(FronthaulStage::from_config(&c0).unwrap())),
+        FronthaulStage::from_config(&c0).unwrap().into_stage(),
         Stage::Count,
     ]);
     let mut live = LiveStages::new(&p).unwrap();
@@ -561,9 +561,7 @@ fn gpu_counters_reach_the_summary_and_metrics_while_the_run_goes() {
         src.block.borrow_mut()[CTR_PRBS] = 12 * packets;
         *src.eaxc.borrow_mut() = vec![per_gpu(packets, round), per_gpu(packets, 0)];
         live.absorb_counters(&p, &src).unwrap();
-        let Stage::Fronthaul(f) = &p.stages[1] else {
-            unreachable!()
-        };
+        let f = FronthaulStage::of(&p.stages[1]).unwrap();
         let c = f.counters();
         assert_eq!(
             (c.uplane, c.prbs),

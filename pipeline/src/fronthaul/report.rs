@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::decode::Reject;
 use super::stage::{EaxcCounters, FronthaulCounters};
 use crate::stage::report::{ExportedFamily, ExportedKind, ExportedSamples, ExportedValue};
-use crate::stage::{Pipeline, Stage};
+use crate::stage::Pipeline;
 
 /// One eAxC of a fronthaul stage in the summary.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,12 +187,10 @@ pub fn summaries(pipeline: &Pipeline) -> Vec<FronthaulSummary> {
         .stages
         .iter()
         .enumerate()
-        .filter_map(|(i, st)| match st {
-            Stage::Fronthaul(f) => {
-                f.flush();
-                Some(FronthaulSummary::new(i, &f.counters()))
-            }
-            _ => None,
+        .filter_map(|(i, st)| {
+            let f = super::FronthaulStage::of(st)?;
+            f.flush();
+            Some(FronthaulSummary::new(i, &f.counters()))
         })
         .collect()
 }
@@ -250,7 +248,7 @@ pub fn from_summary(
 
 /// The families the fronthaul stages export (`Pipeline::exported_families`): the counters of
 /// [`FAMILIES`], then the completion latency histogram, with their help and label names.
-pub const EXPORTED: [ExportedFamily; 16] = [
+pub static EXPORTED: [ExportedFamily; 16] = [
     ExportedFamily {
         name: "pktwarp_fronthaul_frames_total",
         help: "Frames the fronthaul stage saw, by kind (uplane, cplane, not_ecpri, rejected).",
@@ -415,7 +413,7 @@ pub fn metric_families(pipeline: &Pipeline) -> Vec<(&'static str, Vec<(Labels, u
     let mut fams: Vec<(&'static str, Vec<(Labels, u64)>)> =
         FAMILIES.iter().map(|f| (*f, Vec::new())).collect();
     for (i, st) in pipeline.stages.iter().enumerate() {
-        if let Stage::Fronthaul(f) = st {
+        if let Some(f) = super::FronthaulStage::of(st) {
             stage_samples(i, &f.counters(), &mut fams);
         }
     }
@@ -429,7 +427,7 @@ pub fn metric_families(pipeline: &Pipeline) -> Vec<(&'static str, Vec<(Labels, u
 pub fn latency_histograms(pipeline: &Pipeline) -> Vec<(Labels, Vec<u64>, u64, u64)> {
     let mut out = Vec::new();
     for (i, st) in pipeline.stages.iter().enumerate() {
-        if let Stage::Fronthaul(f) = st {
+        if let Some(f) = super::FronthaulStage::of(st) {
             out.push(latency_histogram(i, &f.counters()));
         }
     }
@@ -720,13 +718,13 @@ mod tests {
             ..Default::default()
         };
         let fh = || {
-            Stage::Fronthaul(Box::new(
-                crate::fronthaul::FronthaulStage::from_config(&cfg).unwrap(),
-            ))
+            crate::fronthaul::FronthaulStage::from_config(&cfg)
+                .unwrap()
+                .into_stage()
         };
         let p = Pipeline::new(vec![fh()]);
-        assert_eq!(p.exported_families(), &EXPORTED[..]);
-        assert!(Pipeline::new(vec![Stage::Count])
+        assert_eq!(p.exported_families(), EXPORTED.iter().collect::<Vec<_>>());
+        assert!(Pipeline::new(vec![crate::stage::Stage::Count])
             .exported_families()
             .is_empty());
         // Every counter family of FAMILIES is declared, the histogram too.
@@ -746,7 +744,7 @@ mod tests {
             cpu: std::sync::Arc::new(Clash),
             gpu: None,
         };
-        let clash = Stage::Custom(Box::new(
+        let clash = crate::stage::Stage::Custom(Box::new(
             crate::stage::CustomSlot::new("clash", built, false).unwrap(),
         ));
         let e = crate::control::metrics::check_stage_families(&Pipeline::new(vec![fh(), clash]))

@@ -731,9 +731,74 @@ fn peek_eaxc(frame: &[u8]) -> Option<u16> {
     })?
 }
 
+impl FronthaulStage {
+    /// The stage in a pipeline's stage list (a stage of the stage API, as a registered one).
+    pub fn into_stage(self) -> crate::stage::Stage {
+        let built = crate::stage::BuiltStage {
+            cpu: std::sync::Arc::new(self),
+            gpu: None,
+        };
+        match crate::stage::CustomSlot::with_descriptor(&DESCRIPTOR, built) {
+            Ok(slot) => crate::stage::Stage::Custom(Box::new(slot)),
+            // A stage without counters or CUDA source: nothing to refuse.
+            Err(e) => unreachable!("the fronthaul stage's build is checked: {e:#}"),
+        }
+    }
+
+    /// The fronthaul stage `s` is, if it is one.
+    pub fn of(s: &crate::stage::Stage) -> Option<std::sync::Arc<FronthaulStage>> {
+        s.custom_as::<FronthaulStage>()
+    }
+}
+
 impl crate::stage::CustomStage for FronthaulStage {
     fn process(&self, frame: &[u8], meta: &PacketMeta, verdict: &mut Verdict) {
         FronthaulStage::process(self, frame, meta, verdict);
+    }
+
+    /// Ta4 windows are judged on the frame's receive time: the capture's or generator's
+    /// timestamp, the host clock when the port gives none.
+    fn process_rx(
+        &self,
+        frame: &[u8],
+        rx: crate::stage::api::RxInfo,
+        meta: &PacketMeta,
+        verdict: &mut Verdict,
+    ) {
+        if rx.timestamp_ns != 0 {
+            self.process_at(frame, rx.timestamp_ns, meta, verdict);
+        } else {
+            FronthaulStage::process(self, frame, meta, verdict);
+        }
+    }
+
+    /// The GPU grid's eAxCs are fixed: a config without `fronthaul.eaxcs` is CPU only.
+    fn library_gpu_params(&self) -> Option<crate::stage::GpuParams> {
+        super::gpu::gpu_params(self.config()).ok()
+    }
+
+    fn exported_families(&self) -> &'static [crate::stage::report::ExportedFamily] {
+        &super::report::EXPORTED
+    }
+
+    fn exported_samples(
+        &self,
+        pipeline: &crate::stage::Pipeline,
+    ) -> Vec<crate::stage::report::ExportedSamples> {
+        super::report::exported_samples(pipeline)
+    }
+
+    fn gpu_host_side(
+        &self,
+        position: usize,
+        handed: &std::sync::Arc<crate::stage::gpu_host::HandedLog>,
+    ) -> anyhow::Result<Option<Box<dyn crate::stage::gpu_host::GpuHostSide>>> {
+        let live = super::live::LiveStages::of_stage(position, self, handed.clone())?;
+        Ok(Some(Box::new(live)))
+    }
+
+    fn summary_report(&self, position: usize) -> Option<crate::stage::report::StageReport> {
+        Some(super::report::stage_report(position, self))
     }
 }
 

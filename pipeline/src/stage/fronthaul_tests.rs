@@ -9,10 +9,11 @@ use crate::burst::{Burst, FrameDesc};
 use crate::config::{self, StageConfig};
 use crate::counters::QueueCounters;
 use crate::port::gen::oran::{build_uplane_frames, OranGenOptions};
-use crate::stage::{Pipeline, Stage};
+use crate::stage::Pipeline;
 use crate::verdict::{Action, DropReason};
 
 fn parse(stages: &str) -> Result<config::Config, config::ConfigError> {
+    crate::fronthaul::register();
     let text = format!(
         "ports:\n  - name: g\n    gen: {{ count: 10 }}\npipeline:\n{stages}\nexecutor: {{ kind: cpu }}\n"
     );
@@ -24,7 +25,7 @@ const FH: &str = "  - parse\n  - fronthaul: { carrier_prbs: 273, comp: { method:
 #[test]
 fn the_fronthaul_key_builds_the_stage() {
     let cfg = parse(FH).unwrap();
-    assert!(matches!(cfg.pipeline[1].value, StageConfig::Fronthaul(_)));
+    assert!(matches!(&cfg.pipeline[1].value, StageConfig::Keyed(k) if k.options.is_some()));
     assert_eq!(cfg.pipeline[1].value.name(), "fronthaul");
     let p = crate::daemon::build_pipeline(&cfg).unwrap();
     assert_eq!(p.stage_names(), ["parse", "fronthaul", "count"]);
@@ -136,7 +137,7 @@ fn the_cpu_executor_decodes_conformant_frames_and_drops_the_rest() {
         good.len() as u64,
         "all reach count"
     );
-    let Stage::Fronthaul(f) = &p.stages[1] else {
+    let Some(f) = crate::fronthaul::FronthaulStage::of(&p.stages[1]) else {
         panic!("stage 1 is fronthaul");
     };
     let n = f.counters();
@@ -152,7 +153,7 @@ fn the_cpu_executor_decodes_conformant_frames_and_drops_the_rest() {
     // frames are the fronthaul stage's to refuse.
     let cfg = parse(&FH.replace("  - parse\n", "")).unwrap();
     let p = crate::daemon::build_pipeline(&cfg).unwrap();
-    let Stage::Fronthaul(f) = &p.stages[0] else {
+    let Some(f) = crate::fronthaul::FronthaulStage::of(&p.stages[0]) else {
         panic!("stage 0 is fronthaul");
     };
     let bad = malformed_frames();

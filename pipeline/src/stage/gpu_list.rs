@@ -69,7 +69,9 @@ impl Stage {
     /// Rust stage and config key, and one `LIBRARY_STAGES` entry.
     pub fn gpu_params(&self) -> Option<GpuParams> {
         match self {
-            Stage::Parse | Stage::Acl(_) | Stage::Count | Stage::Custom(_) => None,
+            Stage::Parse | Stage::Acl(_) | Stage::Count => None,
+            // A registered stage of the kernel library.
+            Stage::Custom(c) => c.cpu().library_gpu_params(),
             // The tables are its per-queue state (Stage::gpu_queue_state).
             Stage::Conntrack(c) => Some(block(crate::stage::conntrack::gpu_block(c.config()))),
             Stage::FlowStats(_) => None,
@@ -79,8 +81,6 @@ impl Stage {
                 let (rules, epoch) = r.gpu_rules();
                 crate::stage::rate_limit::gpu_block(&rules, epoch).map(block)
             }
-            // The GPU grid's eAxCs are fixed: a config without `fronthaul.eaxcs` is CPU only.
-            Stage::Fronthaul(f) => crate::fronthaul::gpu::gpu_params(f.config()).ok(),
             // The rewrite stages (gpu-kernels/cuda/rewrite_stages.cuh; blocks: rewrite::gpu).
             Stage::L2fwd(op) => Some(block(rw::l2fwd_block(op))),
             Stage::Vlan(op) => Some(block(rw::vlan_block(op))),
@@ -100,13 +100,15 @@ impl Stage {
             Stage::Parse => GpuStageKind::Parse,
             Stage::Acl(_) => GpuStageKind::Acl,
             Stage::Count => GpuStageKind::Count,
-            Stage::Custom(_) => GpuStageKind::Custom,
+            Stage::Custom(c) => match c.descriptor().map(|d| d.gpu) {
+                Some(crate::stage::GpuImpl::Library { .. }) => match self.gpu_params() {
+                    Some(_) => GpuStageKind::Library,
+                    None => GpuStageKind::CpuOnly,
+                },
+                _ => GpuStageKind::Custom,
+            },
             Stage::Conntrack(_) => GpuStageKind::Library,
             Stage::FlowStats(_) | Stage::RateLimit(_) => GpuStageKind::CpuOnly,
-            Stage::Fronthaul(_) => match self.gpu_params() {
-                Some(_) => GpuStageKind::Library,
-                None => GpuStageKind::CpuOnly,
-            },
             Stage::L2fwd(_)
             | Stage::Vlan(_)
             | Stage::Dscp(_)
@@ -171,13 +173,12 @@ impl Pipeline {
         let mut out: Vec<Box<dyn crate::stage::gpu_host::GpuHostSide>> = Vec::new();
         for (k, s) in self.stages.iter().enumerate() {
             if let Stage::Custom(c) = s {
-                out.extend(c.cpu().gpu_host_side(k, handed));
+                let side = c
+                    .cpu()
+                    .gpu_host_side(k, handed)
+                    .map_err(|e| anyhow::anyhow!("stage `{}` (pipeline[{k}]): {e:#}", c.name()))?;
+                out.extend(side);
             }
-        }
-        // The fronthaul stages share one host side (one poll over all of them).
-        let live = crate::fronthaul::live::LiveStages::with_handed(self, handed.clone())?;
-        if !live.is_empty() {
-            out.push(Box::new(live));
         }
         Ok(out)
     }
@@ -191,7 +192,9 @@ impl Pipeline {
                     Stage::Parse => (GpuStageKind::Parse, None, None),
                     Stage::Acl(_) => (GpuStageKind::Acl, None, None),
                     Stage::Count => (GpuStageKind::Count, None, None),
-                    Stage::Custom(c) => (GpuStageKind::Custom, c.gpu(), None),
+                    Stage::Custom(c) if s.gpu_kind() == GpuStageKind::Custom => {
+                        (GpuStageKind::Custom, c.gpu(), None)
+                    }
                     other => match other.gpu_params() {
                         Some(p) => (GpuStageKind::Library, None, Some(p)),
                         None => (GpuStageKind::CpuOnly, None, None),

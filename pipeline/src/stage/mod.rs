@@ -21,6 +21,7 @@ pub mod gpu_host;
 pub mod gpu_list;
 pub mod hooks;
 pub mod inspect;
+pub mod keyed;
 pub mod params;
 pub mod parse;
 pub mod rate_limit;
