@@ -69,7 +69,7 @@ pub fn run_with(registry: &StageRegistry, args: impl IntoIterator<Item = OsStrin
     let args: Vec<OsString> = args.into_iter().collect();
     // The stages of the applications pktwarp ships, under config keys of their own: before any
     // config is read.
-    pipeline::fronthaul::register();
+    pktwarp_fronthaul::register();
     // Before anything else: a SIGHUP while the daemon loads its config and rules (seconds with a
     // large rule set) must not kill it; it is noted and acted on once the control plane runs.
     if let Err(e) = pipeline::control::hold_sighup() {

@@ -124,7 +124,7 @@ mod tests {
     /// under config keys of their own (`pktwarp stages --markdown` prints it).
     #[test]
     fn the_readme_table_is_the_binarys() {
-        pipeline::fronthaul::register();
+        pktwarp_fronthaul::register();
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
         let readme = std::fs::read_to_string(path).expect("README.md");
         let begin = "<!-- stage table: pktwarp stages --markdown -->\n";
@@ -144,7 +144,7 @@ mod tests {
     /// binary registers under a key of its own, and agrees with its descriptor.
     #[test]
     fn every_library_stage_is_described() {
-        pipeline::fronthaul::register();
+        pktwarp_fronthaul::register();
         let keyed = pipeline::stage::keyed::all();
         let described: Vec<&StageDescriptor> = BUILTINS
             .iter()

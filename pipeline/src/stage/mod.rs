@@ -15,13 +15,13 @@ pub mod custom;
 pub mod descriptor;
 pub mod flow_stats;
 pub mod flow_tables;
-#[cfg(test)]
-mod fronthaul_tests;
 pub mod gpu_host;
 pub mod gpu_list;
 pub mod hooks;
 pub mod inspect;
 pub mod keyed;
+#[cfg(test)]
+mod keyed_tests;
 pub mod params;
 pub mod parse;
 pub mod rate_limit;

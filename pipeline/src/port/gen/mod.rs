@@ -6,7 +6,6 @@
 
 mod frame;
 pub mod mode;
-pub mod oran;
 pub mod payload;
 mod pool;
 mod split;

@@ -1,14 +1,14 @@
 //! The `gen` port's O-RAN mode (`gen: { oran: {...} }`): U-plane frames of known IQ
-//! ([`crate::port::gen::oran`]), a generator mode ([`crate::port::gen::mode`]) registered with
+//! ([`crate::oran_gen`]), a generator mode ([`pipeline::port::gen::mode`]) registered with
 //! the stage ([`super::register`]).
 
 use std::any::Any;
 use std::sync::Arc;
 
-use crate::port::gen::mode::{GenMode, GenModeConfig, GenSource};
-use crate::port::gen::oran::{OranGenOptions, OranRx};
-use crate::port::pace::Rate;
-use crate::port::PortError;
+use pipeline::port::gen::mode::{GenMode, GenModeConfig, GenSource};
+use crate::oran_gen::{OranGenOptions, OranRx};
+use pipeline::port::pace::Rate;
+use pipeline::port::PortError;
 
 /// The `oran` key of the `gen:` section.
 pub struct Oran;

@@ -11,11 +11,11 @@
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
-use pipeline::fronthaul::gpu::{self, Layout};
-use pipeline::fronthaul::live::{Closed, Completer, GridSource};
-use pipeline::fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
+use pktwarp_fronthaul::gpu::{self, Layout};
+use pktwarp_fronthaul::live::{Closed, Completer, GridSource};
+use pktwarp_fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
 use pipeline::meta::PacketMeta;
-use pipeline::port::gen::oran::{frame, OranGenOptions};
+use pktwarp_fronthaul::oran_gen::{frame, OranGenOptions};
 use pipeline::verdict::Verdict;
 use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
 use pktwarp_kernels::StageSpec;

@@ -1,5 +1,5 @@
 //! The fronthaul stage on the stage API: its config key `fronthaul:` (a keyed stage,
-//! [`crate::stage::keyed`]), registered by the binary that runs it ([`register`]).
+//! [`pipeline::stage::keyed`]), registered by the binary that runs it ([`register`]).
 
 use std::any::Any;
 use std::path::{Path, PathBuf};
@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use pktwarp_core::config_error::ConfigError;
 
-use crate::stage::keyed::{KeyedOptions, KeyedStage};
-use crate::stage::registry::BuiltStage;
+use pipeline::stage::keyed::{KeyedOptions, KeyedStage};
+use pipeline::stage::registry::BuiltStage;
 
 use super::{FronthaulConfig, FronthaulStage};
 
@@ -20,16 +20,16 @@ pub struct Key;
 pub fn register() {
     static KEY: Key = Key;
     // Plain names no built-in stage or `gen` key takes: registering cannot fail.
-    if let Err(e) = crate::stage::keyed::register(&KEY) {
+    if let Err(e) = pipeline::stage::keyed::register(&KEY) {
         unreachable!("the fronthaul stage key: {e:#}");
     }
-    if let Err(e) = crate::port::gen::mode::register(&super::gen_mode::MODE) {
+    if let Err(e) = pipeline::port::gen::mode::register(&super::gen_mode::MODE) {
         unreachable!("the gen port's oran mode: {e:#}");
     }
 }
 
 impl KeyedStage for Key {
-    fn descriptor(&self) -> &'static crate::stage::StageDescriptor {
+    fn descriptor(&self) -> &'static pipeline::stage::StageDescriptor {
         &super::stage::DESCRIPTOR
     }
 

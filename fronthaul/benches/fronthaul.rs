@@ -15,11 +15,11 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use pipeline::fronthaul::bfp::{self, Method, PRB_SAMPLES};
-use pipeline::fronthaul::config::{CompConfig, CompHdr, CompMethodName};
-use pipeline::fronthaul::{FronthaulConfig, FronthaulStage};
+use pktwarp_fronthaul::bfp::{self, Method, PRB_SAMPLES};
+use pktwarp_fronthaul::config::{CompConfig, CompHdr, CompMethodName};
+use pktwarp_fronthaul::{FronthaulConfig, FronthaulStage};
 use pipeline::meta::PacketMeta;
-use pipeline::port::gen::oran::{build_uplane_frames, OranGenOptions};
+use pktwarp_fronthaul::oran_gen::{build_uplane_frames, OranGenOptions};
 use pipeline::verdict::Verdict;
 
 const PRBS: usize = 273 * 14;

@@ -38,8 +38,8 @@ use super::config::FronthaulConfig;
 use super::decode::SYMBOLS_PER_SLOT;
 use super::gpu::{entry_bytes, entry_state, merge, slot_of_entry, Layout};
 use super::grid::SlotGrid;
-pub use crate::stage::gpu_host::HandedLog;
-use crate::stage::gpu_host::{GpuHostSide, StageGpuMemory};
+pub use pipeline::stage::gpu_host::HandedLog;
+use pipeline::stage::gpu_host::{GpuHostSide, StageGpuMemory};
 
 /// One GPU's copy of a fronthaul stage's ring.
 pub trait GridSource {
@@ -231,7 +231,7 @@ impl Completer {
             for st in states {
                 let (tag, _, _) = entry_state(st, r);
                 if tag != 0
-                    && !crate::fronthaul::grid::at_or_after(self.closed[r], tag, self.cycle())
+                    && !crate::grid::at_or_after(self.closed[r], tag, self.cycle())
                     && !fresh.contains(&tag)
                     && !self.open.iter().any(|o| o.tag == tag)
                 {
@@ -259,7 +259,7 @@ impl Completer {
         let r = self.entry_of(o.tag);
         let cycle = self.cycle();
         let newest = if self.closed[r] == 0
-            || crate::fronthaul::grid::at_or_after(o.tag, self.closed[r], cycle)
+            || crate::grid::at_or_after(o.tag, self.closed[r], cycle)
         {
             o.tag
         } else {
@@ -430,14 +430,14 @@ impl PollStats {
 
 impl LiveStages {
     /// One completion state per fronthaul stage of `p` (none: nothing to poll).
-    pub fn new(p: &crate::stage::Pipeline) -> anyhow::Result<LiveStages> {
+    pub fn new(p: &pipeline::stage::Pipeline) -> anyhow::Result<LiveStages> {
         Self::with_handed(p, std::sync::Arc::default())
     }
 
     /// The pipeline's fronthaul stages, learning when bursts went to the GPU from `handed`
     /// (the log the GPU executor records into).
     pub fn with_handed(
-        p: &crate::stage::Pipeline,
+        p: &pipeline::stage::Pipeline,
         handed: std::sync::Arc<HandedLog>,
     ) -> anyhow::Result<LiveStages> {
         let mut stages = Vec::new();
@@ -493,7 +493,7 @@ impl LiveStages {
     /// [`COUNTERS_EVERY`] the GPU counters go into the stages. Returns how many slots closed.
     pub fn poll(
         &mut self,
-        p: &crate::stage::Pipeline,
+        p: &pipeline::stage::Pipeline,
         mem: &dyn StageGpuMemory,
     ) -> anyhow::Result<usize> {
         let start = Instant::now();
@@ -525,7 +525,7 @@ impl LiveStages {
     /// Every stage's GPU counters (and its sequence counts so far) into the Rust stage.
     pub fn absorb_counters(
         &self,
-        p: &crate::stage::Pipeline,
+        p: &pipeline::stage::Pipeline,
         src: &dyn super::gpu::CounterSource,
     ) -> anyhow::Result<()> {
         for (k, _, j) in &self.stages {
@@ -540,7 +540,7 @@ impl LiveStages {
     /// the poll never saw (it fell a whole ring behind) counted lost.
     pub fn report_lost(
         &self,
-        p: &crate::stage::Pipeline,
+        p: &pipeline::stage::Pipeline,
         src: &dyn super::gpu::CounterSource,
     ) -> anyhow::Result<()> {
         for (k, c, _) in &self.stages {
@@ -555,7 +555,7 @@ impl LiveStages {
     /// The end of a run: every slot still open closed (see [`Completer::finish`]).
     pub fn finish(
         &mut self,
-        p: &crate::stage::Pipeline,
+        p: &pipeline::stage::Pipeline,
         mem: &dyn StageGpuMemory,
     ) -> anyhow::Result<()> {
         self.each(p, mem, true)?;
@@ -580,7 +580,7 @@ impl LiveStages {
 
     fn each(
         &mut self,
-        p: &crate::stage::Pipeline,
+        p: &pipeline::stage::Pipeline,
         mem: &dyn StageGpuMemory,
         end: bool,
     ) -> anyhow::Result<usize> {
@@ -642,7 +642,7 @@ impl GpuHostSide for LiveStages {
         POLL
     }
 
-    fn poll(&mut self, p: &crate::stage::Pipeline, mem: &dyn StageGpuMemory) -> anyhow::Result<()> {
+    fn poll(&mut self, p: &pipeline::stage::Pipeline, mem: &dyn StageGpuMemory) -> anyhow::Result<()> {
         LiveStages::poll(self, p, mem)
             .map(|_| ())
             .map_err(|e| e.context("fronthaul slot completion"))
@@ -650,7 +650,7 @@ impl GpuHostSide for LiveStages {
 
     fn finish(
         self: Box<Self>,
-        p: &crate::stage::Pipeline,
+        p: &pipeline::stage::Pipeline,
         mem: &dyn StageGpuMemory,
     ) -> anyhow::Result<()> {
         super::gpu::absorb_from_gpu(p, mem, *self)

@@ -5,9 +5,9 @@
 
 use std::process::Command;
 
-use pipeline::fronthaul::bfp::Method;
-use pipeline::fronthaul::decode::{decode_frame, Compression, DecodeParams};
-use pipeline::port::gen::oran::{build_uplane_frames, OranGenOptions};
+use pktwarp_fronthaul::bfp::Method;
+use pktwarp_fronthaul::decode::{decode_frame, Compression, DecodeParams};
+use pktwarp_fronthaul::oran_gen::{build_uplane_frames, OranGenOptions};
 use pipeline::port::pcap::{CaptureWriter, WriteFormat};
 
 /// (exponent, 24 raw samples as tshark shows them) of every PRB, per frame in order.
