@@ -23,7 +23,7 @@
 //!
 //! The rule is the CPU assembler's (docs/fronthaul.md, "When a slot opens and closes"), taken
 //! at each poll rather than at each packet: polled after every frame it decides as the CPU
-//! does (pipeline/tests/fronthaul_stage_host.rs holds the two equal); a poll that lags sees
+//! does (fronthaul/tests/fronthaul_stage_host.rs holds the two equal); a poll that lags sees
 //! several frames at once, and the frames of a slot the kernel stored before the host's closed
 //! word landed are delivered with it rather than refused.
 //!

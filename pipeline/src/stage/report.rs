@@ -25,7 +25,7 @@ pub struct StageReport {
 
 impl Pipeline {
     /// Every stage's report, in pipeline order. Called once at the end of a run: a stage may
-    /// close what is still open first (the fronthaul stage's open slots, counted partial).
+    /// close what is still open first (a stage that assembles frames into larger units closes those still open).
     pub fn stage_reports(&self) -> Vec<StageReport> {
         let mut out = Vec::new();
         for (k, s) in self.stages.iter().enumerate() {
