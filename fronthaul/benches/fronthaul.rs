@@ -15,12 +15,12 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use pipeline::meta::PacketMeta;
+use pipeline::verdict::Verdict;
 use pktwarp_fronthaul::bfp::{self, Method, PRB_SAMPLES};
 use pktwarp_fronthaul::config::{CompConfig, CompHdr, CompMethodName};
-use pktwarp_fronthaul::{FronthaulConfig, FronthaulStage};
-use pipeline::meta::PacketMeta;
 use pktwarp_fronthaul::oran_gen::{build_uplane_frames, OranGenOptions};
-use pipeline::verdict::Verdict;
+use pktwarp_fronthaul::{FronthaulConfig, FronthaulStage};
 
 const PRBS: usize = 273 * 14;
 

@@ -5,8 +5,8 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use pipeline::port::gen::mode::{GenMode, GenModeConfig, GenSource};
 use crate::oran_gen::{OranGenOptions, OranRx};
+use pipeline::port::gen::mode::{GenMode, GenModeConfig, GenSource};
 use pipeline::port::pace::Rate;
 use pipeline::port::PortError;
 

@@ -38,6 +38,6 @@ mod pipeline_tests;
 pub use config::FronthaulConfig;
 pub use decode::{check, decode_frame, DecodeParams, Message, Reject};
 pub use grid::{SlotGrid, SlotKey};
-pub use sink::{BackgroundSink, FnSink, NpySink, SlotSink};
 pub use register::register;
+pub use sink::{BackgroundSink, FnSink, NpySink, SlotSink};
 pub use stage::{EaxcCounters, FronthaulCounters, FronthaulStage};

@@ -258,13 +258,12 @@ impl Completer {
     ) -> anyhow::Result<()> {
         let r = self.entry_of(o.tag);
         let cycle = self.cycle();
-        let newest = if self.closed[r] == 0
-            || crate::grid::at_or_after(o.tag, self.closed[r], cycle)
-        {
-            o.tag
-        } else {
-            self.closed[r]
-        };
+        let newest =
+            if self.closed[r] == 0 || crate::grid::at_or_after(o.tag, self.closed[r], cycle) {
+                o.tag
+            } else {
+                self.closed[r]
+            };
         // Before the read-back: a packet the kernel takes after this is refused, so what is
         // read is what stays.
         for s in srcs {
@@ -642,7 +641,11 @@ impl GpuHostSide for LiveStages {
         POLL
     }
 
-    fn poll(&mut self, p: &pipeline::stage::Pipeline, mem: &dyn StageGpuMemory) -> anyhow::Result<()> {
+    fn poll(
+        &mut self,
+        p: &pipeline::stage::Pipeline,
+        mem: &dyn StageGpuMemory,
+    ) -> anyhow::Result<()> {
         LiveStages::poll(self, p, mem)
             .map(|_| ())
             .map_err(|e| e.context("fronthaul slot completion"))

@@ -397,8 +397,8 @@ fn the_stage_counts_gpu_slots_and_their_latency_and_keeps_them_over_the_counters
 
 #[test]
 fn the_cpu_stage_measures_each_complete_slot() {
-    use crate::FronthaulStage;
     use crate::oran_gen::{build_uplane_frames, OranGenOptions};
+    use crate::FronthaulStage;
     let o = OranGenOptions {
         carrier_prbs: 12,
         eaxcs: vec![1, 2],
@@ -434,8 +434,8 @@ fn the_cpu_stage_measures_each_complete_slot() {
 
 #[test]
 fn the_cpu_stage_refuses_the_packets_of_a_closed_slot() {
-    use crate::{FnSink, FronthaulStage};
     use crate::oran_gen::{build_uplane_frames, OranGenOptions};
+    use crate::{FnSink, FronthaulStage};
     use std::sync::{Arc, Mutex as StdMutex};
     let o = OranGenOptions {
         carrier_prbs: 12,

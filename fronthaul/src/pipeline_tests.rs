@@ -5,10 +5,10 @@
 
 use std::path::Path;
 
+use crate::oran_gen::{build_uplane_frames, OranGenOptions};
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::config::{self, StageConfig};
 use pipeline::counters::QueueCounters;
-use crate::oran_gen::{build_uplane_frames, OranGenOptions};
 use pipeline::stage::Pipeline;
 use pipeline::verdict::{Action, DropReason};
 

@@ -699,7 +699,13 @@ mod tests {
     /// A registered stage beside a fronthaul stage that declares one of its families.
     struct Clash;
     impl pipeline::stage::CustomStage for Clash {
-        fn process(&self, _: &[u8], _: &pipeline::meta::PacketMeta, _: &mut pipeline::verdict::Verdict) {}
+        fn process(
+            &self,
+            _: &[u8],
+            _: &pipeline::meta::PacketMeta,
+            _: &mut pipeline::verdict::Verdict,
+        ) {
+        }
         fn metric_families(&self) -> Vec<pipeline::stage::StageMetricFamily> {
             vec![pipeline::stage::StageMetricFamily {
                 name: "fronthaul_frames_total".into(),

@@ -2,10 +2,10 @@
 //! learnt eAxCs, refused packets as drops, and the file sinks of a learnt grid.
 
 use super::*;
+use crate::oran_gen::{frame, OranGenOptions};
 use crate::raw::read_slot;
 use crate::{FnSink, SlotGrid};
 use pipeline::meta::PacketMeta;
-use crate::oran_gen::{frame, OranGenOptions};
 use std::sync::{Arc, Mutex as StdMutex};
 
 fn gen() -> OranGenOptions {

@@ -4,13 +4,13 @@
 
 use std::sync::{Arc, Mutex};
 
+use pipeline::meta::PacketMeta;
+use pipeline::verdict::{Action, Verdict};
 use pktwarp_fronthaul::bfp::{self, Method};
 use pktwarp_fronthaul::config::{CompConfig, CompHdr, CompMethodName, GridConfig, GridFormat};
 use pktwarp_fronthaul::decode::{check, decode_frame, Compression, DecodeParams};
-use pktwarp_fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
-use pipeline::meta::PacketMeta;
 use pktwarp_fronthaul::oran_gen::{build_uplane_frames, IqSource, OranGenOptions};
-use pipeline::verdict::{Action, Verdict};
+use pktwarp_fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
 use proptest::prelude::*;
 
 /// What a sink saw of one slot: key, complete, and every PRB's samples (int16 or f32).

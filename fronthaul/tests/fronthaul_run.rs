@@ -9,9 +9,9 @@ use pipeline::config;
 use pipeline::daemon;
 use pipeline::executor::cpu::CpuShared;
 use pktwarp_fronthaul::grid::GridData;
+use pktwarp_fronthaul::oran_gen::OranGenOptions;
 use pktwarp_fronthaul::raw::read_slot;
 use pktwarp_fronthaul::FronthaulCounters;
-use pktwarp_fronthaul::oran_gen::OranGenOptions;
 use pktwarp_fronthaul::FronthaulStage;
 
 fn configs() -> PathBuf {

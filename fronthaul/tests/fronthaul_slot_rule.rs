@@ -11,12 +11,12 @@
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
+use pipeline::meta::PacketMeta;
+use pipeline::verdict::Verdict;
 use pktwarp_fronthaul::gpu::{self, Layout};
 use pktwarp_fronthaul::live::{Closed, Completer, GridSource};
-use pktwarp_fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
-use pipeline::meta::PacketMeta;
 use pktwarp_fronthaul::oran_gen::{frame, OranGenOptions};
-use pipeline::verdict::Verdict;
+use pktwarp_fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
 use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
 use pktwarp_kernels::StageSpec;
 

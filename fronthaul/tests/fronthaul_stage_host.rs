@@ -14,17 +14,17 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use pipeline::meta::PacketMeta;
+use pipeline::port::pcap::CaptureReader;
+use pipeline::verdict::{Action, Verdict};
 use pktwarp_fronthaul::config::{
     CompConfig, CompHdr, CompMethodName, GridConfig, GridFormat, SinkConfig,
 };
 use pktwarp_fronthaul::decode::{check, Message};
 use pktwarp_fronthaul::gpu::{self, Layout};
+use pktwarp_fronthaul::oran_gen::{build_uplane_frames, OranGenOptions};
 use pktwarp_fronthaul::seqlog::{self, LogSource, SeqJudge};
 use pktwarp_fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
-use pipeline::meta::PacketMeta;
-use pktwarp_fronthaul::oran_gen::{build_uplane_frames, OranGenOptions};
-use pipeline::port::pcap::CaptureReader;
-use pipeline::verdict::{Action, Verdict};
 use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
 use pktwarp_kernels::StageSpec;
 use proptest::prelude::*;

@@ -4,13 +4,13 @@
 
 use std::path::PathBuf;
 
+use pipeline::meta::PacketMeta;
+use pipeline::port::pcap::CaptureReader;
+use pipeline::verdict::{Action, Verdict};
 use pktwarp_fronthaul::bfp::Method;
 use pktwarp_fronthaul::config::{CompConfig, CompHdr, CompMethodName};
 use pktwarp_fronthaul::decode::{decode_frame, Compression, DecodeParams, Message, Reject};
 use pktwarp_fronthaul::{FnSink, FronthaulConfig, FronthaulStage};
-use pipeline::meta::PacketMeta;
-use pipeline::port::pcap::CaptureReader;
-use pipeline::verdict::{Action, Verdict};
 
 /// The shared O-RAN vectors' folder; None (the test does not run) without the corpus outside
 /// CI (`require_corpus`).

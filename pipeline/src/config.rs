@@ -358,8 +358,7 @@ pub fn load_with(path: &Path, overrides: &[Override]) -> Result<Config, ConfigEr
 
 /// Parses and validates config text; `path` names it in errors and anchors relative paths.
 pub fn parse_str(text: &str, path: &Path) -> Result<Config, ConfigError> {
-    let mut cfg: Config =
-        serde_saphyr::from_str(text).map_err(|e| yaml_error(e, text, path))?;
+    let mut cfg: Config = serde_saphyr::from_str(text).map_err(|e| yaml_error(e, text, path))?;
     cfg.path = path.to_path_buf();
     cfg.base_dir = path
         .parent()

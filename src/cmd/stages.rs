@@ -128,7 +128,10 @@ mod tests {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
         let readme = std::fs::read_to_string(path).expect("README.md");
         let begin = "<!-- stage table: pktwarp stages --markdown -->\n";
-        let start = readme.find(begin).expect("the README marks its stage table") + begin.len();
+        let start = readme
+            .find(begin)
+            .expect("the README marks its stage table")
+            + begin.len();
         let end = readme[start..]
             .find("<!-- end of stage table -->")
             .expect("the README marks the end of its stage table");

@@ -158,7 +158,8 @@ impl<'de, T: DeserializeOwned> de::Visitor<'de> for DocVisitor<T> {
         let mut out = None;
         while let Some(k) = map.next_key::<String>()? {
             if k == "pipeline" {
-                out = map.next_value_seed(ListSeed::<T>(self.0, self.1, std::marker::PhantomData))?;
+                out =
+                    map.next_value_seed(ListSeed::<T>(self.0, self.1, std::marker::PhantomData))?;
             } else {
                 map.next_value::<de::IgnoredAny>()?;
             }
@@ -255,7 +256,9 @@ struct EntryVisitor;
 impl<'de> de::Visitor<'de> for EntryVisitor {
     type Value = Entry;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a stage: its key, with its options where it has some (`- parse`, `- acl: {...}`)")
+        f.write_str(
+            "a stage: its key, with its options where it has some (`- parse`, `- acl: {...}`)",
+        )
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Entry, E> {
         if let Some(stage) = get(v) {
@@ -270,7 +273,9 @@ impl<'de> de::Visitor<'de> for EntryVisitor {
     }
     fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Entry, A::Error> {
         let Some(key) = map.next_key::<String>()? else {
-            return Err(de::Error::custom("a stage entry names its stage: `- KEY: {...}`"));
+            return Err(de::Error::custom(
+                "a stage entry names its stage: `- KEY: {...}`",
+            ));
         };
         let entry = match get(&key) {
             Some(stage) => {
@@ -280,10 +285,7 @@ impl<'de> de::Visitor<'de> for EntryVisitor {
                     options: None,
                 })
             }
-            None => crate::stage::config::StageConfig::deserialize(EnumDe {
-                key,
-                map: &mut map,
-            })?,
+            None => crate::stage::config::StageConfig::deserialize(EnumDe { key, map: &mut map })?,
         };
         if let Some(other) = map.next_key::<String>()? {
             return Err(de::Error::custom(format!(

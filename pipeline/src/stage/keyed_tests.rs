@@ -109,7 +109,11 @@ struct RampRx {
 }
 
 impl RxPort for RampRx {
-    fn rx_burst(&mut self, burst: &mut crate::burst::Burst, max: usize) -> Result<RxStatus, PortError> {
+    fn rx_burst(
+        &mut self,
+        burst: &mut crate::burst::Burst,
+        max: usize,
+    ) -> Result<RxStatus, PortError> {
         let mut n = 0;
         while n < max && self.left > 0 {
             let mut f = vec![0u8; 60];
@@ -125,7 +129,11 @@ impl RxPort for RampRx {
             self.left -= 1;
             n += 1;
         }
-        Ok(if n > 0 { RxStatus::Frames(n) } else { RxStatus::End })
+        Ok(if n > 0 {
+            RxStatus::Frames(n)
+        } else {
+            RxStatus::End
+        })
     }
     fn name(&self) -> &str {
         "gen:ramp"
@@ -186,7 +194,9 @@ fn a_keyed_stage_is_read_checked_and_built_from_its_key() {
     assert_eq!(cfg.pipeline[1].value.name(), "mark_all");
     let p = crate::daemon::build_pipeline(&cfg).unwrap();
     assert_eq!(p.stage_names(), ["parse", "mark_all", "count"]);
-    let s = p.stages[1].custom_as::<MarkAll>().expect("the stage, as its own type");
+    let s = p.stages[1]
+        .custom_as::<MarkAll>()
+        .expect("the stage, as its own type");
     assert_eq!(s.log.as_deref(), Some(Path::new("/cfg/x.log")), "resolved");
     let mut v = Verdict::PASS;
     p.stages[1]
@@ -195,7 +205,10 @@ fn a_keyed_stage_is_read_checked_and_built_from_its_key() {
         .process(&[0; 60], &PacketMeta::default(), &mut v);
     assert_eq!((v.mark, s.frames.load(Ordering::Relaxed)), (7, 1));
     // No CUDA: the GPU executor refuses it by name.
-    assert!(p.gpu_refusal().unwrap().contains("`mark_all` (pipeline[1])"));
+    assert!(p
+        .gpu_refusal()
+        .unwrap()
+        .contains("`mark_all` (pipeline[1])"));
 }
 
 #[test]
@@ -204,11 +217,19 @@ fn a_keyed_stages_errors_name_file_line_and_key() {
         "{PORTS}pipeline:\n  - parse\n  - mark_all:\n      mark: 7\n      lgo: x\n"
     ))
     .unwrap_err();
-    assert_eq!((e.line, e.file.as_path()), (8, Path::new("/cfg/k.yaml")), "{e}");
+    assert_eq!(
+        (e.line, e.file.as_path()),
+        (8, Path::new("/cfg/k.yaml")),
+        "{e}"
+    );
     assert!(e.message.contains("lgo"), "{e}");
     assert!(e.key.contains("lgo"), "{e}");
     let e = parse(&format!("{PORTS}pipeline:\n  - mark_all: {{ mark: 0 }}\n")).unwrap_err();
-    assert_eq!((e.key.as_str(), e.line), ("pipeline[0].mark_all.mark", 5), "{e}");
+    assert_eq!(
+        (e.key.as_str(), e.line),
+        ("pipeline[0].mark_all.mark", 5),
+        "{e}"
+    );
     let e = parse(&format!("{PORTS}pipeline:\n  - mark_all\n")).unwrap_err();
     assert!(e.message.contains("takes options"), "{e}");
     let e = parse(&format!(
@@ -218,7 +239,10 @@ fn a_keyed_stages_errors_name_file_line_and_key() {
     assert!(e.message.contains("one key"), "{e}");
     // An unknown stage names the keyed ones with the built-ins.
     let e = parse(&format!("{PORTS}pipeline:\n  - mark_al: {{}}\n")).unwrap_err();
-    assert!(e.message.contains("mark_all") && e.message.contains("acl"), "{e}");
+    assert!(
+        e.message.contains("mark_all") && e.message.contains("acl"),
+        "{e}"
+    );
     assert_eq!(e.line, 5, "{e}");
     // The built-ins are read as before: an error inside one keeps its line.
     let e = parse(&format!(
@@ -261,20 +285,27 @@ fn a_key_is_registered_once_and_never_a_builtins() {
     static PARSE: Parse = Parse;
     assert!(crate::stage::keyed::register(&PARSE).is_err());
     static OTHER: Key = Key;
-    assert!(crate::stage::keyed::register(&OTHER).is_err(), "a second stage under the key");
+    assert!(
+        crate::stage::keyed::register(&OTHER).is_err(),
+        "a second stage under the key"
+    );
     assert!(crate::stage::descriptor::is_reserved("mark_all"));
     assert!(crate::port::gen::mode::register(&RAMP).is_ok());
 }
 
 #[test]
 fn a_gen_mode_makes_the_ports_frames() {
-    let cfg = parse("ports:\n  - name: g\n    gen: { ramp: { frames: 3 } }\npipeline:\n  - count\n")
-        .unwrap();
+    let cfg =
+        parse("ports:\n  - name: g\n    gen: { ramp: { frames: 3 } }\npipeline:\n  - count\n")
+            .unwrap();
     let g = cfg.ports[0].value.gen.as_ref().unwrap();
     assert_eq!(g.mode.as_ref().map(|m| m.mode.key()), Some("ramp"));
     let mut rx = crate::port::gen::GenRx::new(g, 0).unwrap();
     let mut b = crate::burst::Burst::default();
-    assert!(matches!(rx.rx_burst(&mut b, 8).unwrap(), RxStatus::Frames(3)));
+    assert!(matches!(
+        rx.rx_burst(&mut b, 8).unwrap(),
+        RxStatus::Frames(3)
+    ));
     assert_eq!(b.frames().map(|(_, f)| f[0]).collect::<Vec<_>>(), [0, 1, 2]);
     assert!(matches!(rx.rx_burst(&mut b, 8).unwrap(), RxStatus::End));
 }
@@ -282,15 +313,27 @@ fn a_gen_mode_makes_the_ports_frames() {
 #[test]
 fn a_gen_modes_errors_name_their_key() {
     let at = |gen: &str| {
-        parse(&format!("ports:\n  - name: g\n    gen: {gen}\npipeline:\n  - count\n"))
-            .unwrap_err()
+        parse(&format!(
+            "ports:\n  - name: g\n    gen: {gen}\npipeline:\n  - count\n"
+        ))
+        .unwrap_err()
     };
     let e = at("{ ramp: { frames: 0 } }");
-    assert_eq!((e.key.as_str(), e.line), ("ports[0].gen.ramp.frames", 2), "{e}");
+    assert_eq!(
+        (e.key.as_str(), e.line),
+        ("ports[0].gen.ramp.frames", 2),
+        "{e}"
+    );
     let e = at("{ ramp: { framez: 1 } }");
-    assert!(e.message.contains("gen.ramp") && e.message.contains("framez"), "{e}");
+    assert!(
+        e.message.contains("gen.ramp") && e.message.contains("framez"),
+        "{e}"
+    );
     let e = at("{ count: 5, ramp: { frames: 1 } }");
-    assert!(e.key.ends_with("gen.count") && e.message.contains("ramp"), "{e}");
+    assert!(
+        e.key.ends_with("gen.count") && e.message.contains("ramp"),
+        "{e}"
+    );
     let e = at("{ rampp: { frames: 1 } }");
     assert!(e.message.contains("rampp"), "{e}");
 }

@@ -13,8 +13,8 @@ use pipeline::executor::gpu::abi::Desc;
 use pipeline::executor::gpu::{GpuExecutor, GpuOptions, Mode, PipelineDesc};
 use pktwarp_fronthaul::config::{CompConfig, CompHdr, CompMethodName, SinkConfig};
 use pktwarp_fronthaul::gpu as fgpu;
-use pktwarp_fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
 use pktwarp_fronthaul::oran_gen::{build_uplane_frames, OranGenOptions};
+use pktwarp_fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 

@@ -110,7 +110,9 @@ impl PartialEq for GenModeConfig {
 
 /// Deserializes a port's `gen:` section: a registered mode's key is taken out and parsed by its
 /// mode; every other key is the section's own, read as it always was.
-pub fn gen_section<'de, D: de::Deserializer<'de>>(d: D) -> Result<Option<super::GenOptions>, D::Error> {
+pub fn gen_section<'de, D: de::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<super::GenOptions>, D::Error> {
     Option::<Section>::deserialize(d).map(|s| s.map(|s| s.0))
 }
 
@@ -131,12 +133,11 @@ impl<'de> de::Visitor<'de> for SectionVisitor {
     }
     fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Section, A::Error> {
         let mut modes = Vec::new();
-        let mut opts = super::GenOptions::deserialize(de::value::MapAccessDeserializer::new(
-            WithoutModes {
+        let mut opts =
+            super::GenOptions::deserialize(de::value::MapAccessDeserializer::new(WithoutModes {
                 inner: map,
                 modes: &mut modes,
-            },
-        ))?;
+            }))?;
         if modes.len() > 1 {
             return Err(de::Error::custom(format!(
                 "gen: one mode at most, got `{}` and `{}`",
