@@ -236,7 +236,7 @@ mod tests {
             assert!(LIBRARY_STAGES.iter().any(|l| l.name == name), "{name}");
         }
         assert!(library.len() + pending.len() <= LIBRARY_STAGES.len());
-        assert!(library.len() >= 8, "{}", library.len());
+        assert!(library.len() >= 7, "{}", library.len());
         for d in library {
             check_library_descriptor(d).unwrap();
         }
