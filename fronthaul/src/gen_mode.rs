@@ -16,14 +16,6 @@ pub struct Oran;
 /// The mode, registered.
 pub static MODE: Oran = Oran;
 
-/// `gen: { oran: o }` as a port's generator options' mode.
-pub fn mode(o: OranGenOptions) -> GenModeConfig {
-    GenModeConfig {
-        mode: &MODE,
-        options: Arc::new(o),
-    }
-}
-
 /// The O-RAN options of a `gen` port's mode, if it is this one.
 pub fn options(m: Option<&GenModeConfig>) -> Option<&OranGenOptions> {
     m.and_then(GenModeConfig::options_as::<OranGenOptions>)

@@ -74,11 +74,13 @@ pub fn all() -> Vec<&'static dyn KeyedStage> {
     KEYED.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
-/// A keyed stage's entry of the config's stage list: its key, and once the config was checked
+/// A keyed stage's entry of the config's stage list: its key, its options as written (what a
+/// reload compares: a change needs a restart), and once the config was checked
 /// (`config::parse_str`), its options as its [`KeyedStage::check`] returned them.
 #[derive(Clone)]
 pub struct KeyedStageConfig {
     pub stage: &'static dyn KeyedStage,
+    pub written: serde_json::Value,
     pub options: Option<Arc<dyn Any + Send + Sync>>,
 }
 
@@ -92,6 +94,7 @@ impl fmt::Debug for KeyedStageConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedStageConfig")
             .field("key", &self.name())
+            .field("options", &self.written)
             .field("checked", &self.options.is_some())
             .finish()
     }
@@ -279,9 +282,10 @@ impl<'de> de::Visitor<'de> for EntryVisitor {
         };
         let entry = match get(&key) {
             Some(stage) => {
-                map.next_value::<de::IgnoredAny>()?;
+                let written = map.next_value::<serde_json::Value>()?;
                 crate::stage::config::StageConfig::Keyed(KeyedStageConfig {
                     stage,
+                    written,
                     options: None,
                 })
             }

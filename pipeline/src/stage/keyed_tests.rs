@@ -337,3 +337,24 @@ fn a_gen_modes_errors_name_their_key() {
     let e = at("{ rampp: { frames: 1 } }");
     assert!(e.message.contains("rampp"), "{e}");
 }
+
+/// A reload compares the config's sections as their Debug text: a keyed stage's or a gen mode's
+/// changed options show there (a change that needs a restart is reported so).
+#[test]
+fn changed_keyed_options_show_in_the_configs_text() {
+    let cfg = |mark: u32, frames: u32| {
+        parse(&format!(
+            "ports:\n  - name: g\n    gen: {{ ramp: {{ frames: {frames} }} }}\npipeline:\n  - \
+             mark_all: {{ mark: {mark} }}\n"
+        ))
+        .unwrap()
+    };
+    let (a, b, c) = (cfg(7, 3), cfg(8, 3), cfg(7, 4));
+    let stage = |c: &crate::config::Config| format!("{:?}", c.pipeline[0].value);
+    let port = |c: &crate::config::Config| format!("{:?}", c.ports[0].value);
+    assert_eq!(stage(&a), stage(&cfg(7, 3)));
+    assert_ne!(stage(&a), stage(&b));
+    assert_eq!(port(&a), port(&b));
+    assert_ne!(port(&a), port(&c));
+    assert_ne!(a.ports[0].value.gen, c.ports[0].value.gen);
+}

@@ -82,10 +82,11 @@ const OWN_KEYS: &[&str] = &[
     "payload",
 ];
 
-/// A `gen` port's mode and its parsed options.
+/// A `gen` port's mode, its options as written (what a reload compares) and as parsed.
 #[derive(Clone)]
 pub struct GenModeConfig {
     pub mode: &'static dyn GenMode,
+    pub written: serde_json::Value,
     pub options: Arc<dyn Any + Send + Sync>,
 }
 
@@ -98,13 +99,13 @@ impl GenModeConfig {
 
 impl fmt::Debug for GenModeConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "GenModeConfig({})", self.mode.key())
+        write!(f, "GenModeConfig({}: {})", self.mode.key(), self.written)
     }
 }
 
 impl PartialEq for GenModeConfig {
     fn eq(&self, other: &Self) -> bool {
-        self.mode.key() == other.mode.key() && Arc::ptr_eq(&self.options, &other.options)
+        self.mode.key() == other.mode.key() && self.written == other.written
     }
 }
 
@@ -147,9 +148,13 @@ impl<'de> de::Visitor<'de> for SectionVisitor {
         }
         if let Some((mode, value)) = modes.pop() {
             let options = mode
-                .parse(value)
+                .parse(value.clone())
                 .map_err(|e| de::Error::custom(format!("gen.{}: {e}", mode.key())))?;
-            opts.mode = Some(GenModeConfig { mode, options });
+            opts.mode = Some(GenModeConfig {
+                mode,
+                written: value,
+                options,
+            });
         }
         Ok(Section(opts))
     }
