@@ -6,7 +6,8 @@ use std::any::Any;
 use std::sync::Arc;
 
 use crate::oran_gen::{OranGenOptions, OranRx};
-use pipeline::port::gen::mode::{GenMode, GenModeConfig, GenSource};
+use pipeline::config::ConfigError;
+use pipeline::port::gen::mode::{GenMode, GenModeConfig, GenSource, ModeOptions};
 use pipeline::port::pace::Rate;
 use pipeline::port::PortError;
 
@@ -32,8 +33,8 @@ impl GenMode for Oran {
         "oran"
     }
 
-    fn parse(&self, options: serde_json::Value) -> Result<Arc<dyn Any + Send + Sync>, String> {
-        let o: OranGenOptions = serde_json::from_value(options).map_err(|e| e.to_string())?;
+    fn parse(&self, at: &ModeOptions<'_>) -> Result<Arc<dyn Any + Send + Sync>, ConfigError> {
+        let o: OranGenOptions = at.parse()?;
         Ok(Arc::new(o))
     }
 

@@ -365,6 +365,7 @@ pub fn parse_str(text: &str, path: &Path) -> Result<Config, ConfigError> {
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
     check_keyed(&mut cfg, text)?;
+    check_gen_modes(&mut cfg, text)?;
     validate(&mut cfg)?;
     Ok(cfg)
 }
@@ -421,6 +422,33 @@ fn check_keyed(cfg: &mut Config, text: &str) -> Result<(), ConfigError> {
             e
         })?;
         k.options = Some(options);
+    }
+    Ok(())
+}
+
+/// The `gen` ports' modes' options (`crate::port::gen::mode`), each parsed by its mode from the
+/// config `text`.
+fn check_gen_modes(cfg: &mut Config, text: &str) -> Result<(), ConfigError> {
+    let path = cfg.path.clone();
+    let yaml_error = |e| yaml_error(e, text, &path);
+    for (port, p) in cfg.ports.iter_mut().enumerate() {
+        let Some(m) = p.value.gen.as_mut().and_then(|g| g.mode.as_mut()) else {
+            continue;
+        };
+        let at = crate::port::gen::mode::ModeOptions {
+            text,
+            port,
+            key: m.mode.key(),
+            yaml_error: &yaml_error,
+        };
+        let options = m.mode.parse(&at).map_err(|mut e| {
+            e.file.clone_from(&path);
+            if e.line == 0 {
+                (e.line, e.column) = (p.referenced.line() as u32, p.referenced.column() as u32);
+            }
+            e
+        })?;
+        m.options = Some(options);
     }
     Ok(())
 }

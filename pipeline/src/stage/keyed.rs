@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use pktwarp_core::config_error::ConfigError;
-use serde::de::{self, DeserializeOwned, IntoDeserializer};
+use serde::de::{self, DeserializeOwned, DeserializeSeed, IntoDeserializer};
 
 use crate::stage::descriptor::StageDescriptor;
 use crate::stage::registry::BuiltStage;
@@ -114,83 +114,125 @@ impl KeyedOptions<'_> {
     /// The options of `pipeline[index].KEY` as `T`, parsed from the config text: an unknown
     /// key or a bad value is an error at its own line and column.
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T, ConfigError> {
-        AT.with(|a| *a.borrow_mut() = Some((self.index, self.key)));
-        let doc = serde_saphyr::from_str::<Doc<T>>(self.text);
-        AT.with(|a| *a.borrow_mut() = None);
-        match doc {
-            Ok(Doc(Some(v))) => Ok(v),
-            Ok(Doc(None)) => Err(ConfigError {
-                file: PathBuf::new(),
-                line: 0,
-                column: 0,
-                key: format!("pipeline[{}].{}", self.index, self.key),
-                message: "not found in the config text".into(),
-            }),
-            Err(e) => Err((self.yaml_error)(e)),
-        }
+        let path = [
+            Seg::Key("pipeline".into()),
+            Seg::Index(self.index),
+            Seg::Key(self.key.into()),
+        ];
+        parse_at(self.text, &path, self.yaml_error)
     }
 }
 
-thread_local! {
-    /// The entry [`KeyedOptions::parse`] looks for: (index in `pipeline:`, key).
-    static AT: std::cell::RefCell<Option<(usize, &'static str)>> =
-        const { std::cell::RefCell::new(None) };
+/// One step of a path into the config document: a map's key or a list's index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seg {
+    Key(String),
+    Index(usize),
 }
 
-/// The config document, of which only `pipeline[index].KEY` is read (as `T`).
+/// The node at `path` of the YAML `text` as `T`, with serde-saphyr's located errors (mapped by
+/// `yaml_error`); an error when the path is not in the text.
+pub fn parse_at<T: DeserializeOwned>(
+    text: &str,
+    path: &[Seg],
+    yaml_error: &dyn Fn(serde_saphyr::Error) -> ConfigError,
+) -> Result<T, ConfigError> {
+    AT.with(|a| *a.borrow_mut() = path.to_vec());
+    let doc = serde_saphyr::from_str::<Doc<T>>(text);
+    AT.with(|a| a.borrow_mut().clear());
+    match doc {
+        Ok(Doc(Some(v))) => Ok(v),
+        Ok(Doc(None)) => Err(ConfigError {
+            file: PathBuf::new(),
+            line: 0,
+            column: 0,
+            key: path_key(path),
+            message: "not found in the config text".into(),
+        }),
+        Err(e) => Err(yaml_error(e)),
+    }
+}
+
+/// `pipeline[1].fronthaul`: the key of a path as config errors write it.
+fn path_key(path: &[Seg]) -> String {
+    let mut out = String::new();
+    for s in path {
+        match s {
+            Seg::Key(k) if out.is_empty() => out.push_str(k),
+            Seg::Key(k) => {
+                out.push('.');
+                out.push_str(k);
+            }
+            Seg::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+thread_local! {
+    /// The path [`parse_at`] reads (serde's entry point takes a type, not a seed).
+    static AT: std::cell::RefCell<Vec<Seg>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The config document, of which only the node at [`AT`]'s path is read (as `T`).
 struct Doc<T>(Option<T>);
 
 impl<'de, T: DeserializeOwned> de::Deserialize<'de> for Doc<T> {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let Some((index, key)) = AT.with(|a| *a.borrow()) else {
-            return Err(de::Error::custom("no stage entry to read"));
-        };
-        d.deserialize_map(DocVisitor::<T>(index, key, std::marker::PhantomData))
+        let path = AT.with(|a| a.borrow().clone());
+        if path.is_empty() {
+            return Err(de::Error::custom("no node to read"));
+        }
+        PathSeed::<T>(&path, std::marker::PhantomData)
+            .deserialize(d)
             .map(Doc)
     }
 }
 
-struct DocVisitor<T>(usize, &'static str, std::marker::PhantomData<T>);
+/// The node at the path under the node deserialized, as `T` (`None`: not there).
+struct PathSeed<'p, T>(&'p [Seg], std::marker::PhantomData<T>);
 
-impl<'de, T: DeserializeOwned> de::Visitor<'de> for DocVisitor<T> {
+impl<'de, T: DeserializeOwned> de::DeserializeSeed<'de> for PathSeed<'_, T> {
+    type Value = Option<T>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<T>, D::Error> {
+        match self.0.first() {
+            None => T::deserialize(d).map(Some),
+            Some(Seg::Key(_)) => d.deserialize_map(self),
+            Some(Seg::Index(_)) => d.deserialize_seq(self),
+        }
+    }
+}
+
+impl<'de, T: DeserializeOwned> de::Visitor<'de> for PathSeed<'_, T> {
     type Value = Option<T>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the config document")
+        write!(f, "`{}`", path_key(self.0))
     }
     fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Option<T>, A::Error> {
+        let Some(Seg::Key(want)) = self.0.first() else {
+            return Err(de::Error::custom("a map where the path has an index"));
+        };
         let mut out = None;
         while let Some(k) = map.next_key::<String>()? {
-            if k == "pipeline" {
-                out =
-                    map.next_value_seed(ListSeed::<T>(self.0, self.1, std::marker::PhantomData))?;
+            if k == *want && out.is_none() {
+                out = map.next_value_seed(PathSeed::<T>(&self.0[1..], std::marker::PhantomData))?;
             } else {
                 map.next_value::<de::IgnoredAny>()?;
             }
         }
         Ok(out)
     }
-}
-
-struct ListSeed<T>(usize, &'static str, std::marker::PhantomData<T>);
-
-impl<'de, T: DeserializeOwned> de::DeserializeSeed<'de> for ListSeed<T> {
-    type Value = Option<T>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<T>, D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de, T: DeserializeOwned> de::Visitor<'de> for ListSeed<T> {
-    type Value = Option<T>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the stage list")
-    }
     fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Option<T>, A::Error> {
+        let Some(Seg::Index(want)) = self.0.first() else {
+            return Err(de::Error::custom("a list where the path has a key"));
+        };
         let mut out = None;
         let mut i = 0;
         loop {
-            if i == self.0 {
-                match seq.next_element_seed(EntrySeed::<T>(self.1, std::marker::PhantomData))? {
+            if i == *want {
+                match seq
+                    .next_element_seed(PathSeed::<T>(&self.0[1..], std::marker::PhantomData))?
+                {
                     Some(v) => out = v,
                     None => break,
                 }
@@ -198,33 +240,6 @@ impl<'de, T: DeserializeOwned> de::Visitor<'de> for ListSeed<T> {
                 break;
             }
             i += 1;
-        }
-        Ok(out)
-    }
-}
-
-struct EntrySeed<T>(&'static str, std::marker::PhantomData<T>);
-
-impl<'de, T: DeserializeOwned> de::DeserializeSeed<'de> for EntrySeed<T> {
-    type Value = Option<T>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<T>, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de, T: DeserializeOwned> de::Visitor<'de> for EntrySeed<T> {
-    type Value = Option<T>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "`{}: {{...}}`", self.0)
-    }
-    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Option<T>, A::Error> {
-        let mut out = None;
-        while let Some(k) = map.next_key::<String>()? {
-            if k == self.0 {
-                out = Some(map.next_value::<T>()?);
-            } else {
-                map.next_value::<de::IgnoredAny>()?;
-            }
         }
         Ok(out)
     }

@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use crate::config::{parse_str, ConfigError, StageConfig};
 use crate::meta::PacketMeta;
-use crate::port::gen::mode::{GenMode, GenSource};
+use crate::port::gen::mode::{GenMode, GenSource, ModeOptions};
 use crate::port::pace::Rate;
 use crate::port::{PortError, RxPort, RxStatus};
 use crate::stage::descriptor::{GpuImpl, StageDescriptor, StageNeeds};
@@ -144,8 +144,8 @@ impl GenMode for Ramp {
     fn key(&self) -> &'static str {
         "ramp"
     }
-    fn parse(&self, options: serde_json::Value) -> Result<Arc<dyn Any + Send + Sync>, String> {
-        let o: RampOptions = serde_json::from_value(options).map_err(|e| e.to_string())?;
+    fn parse(&self, at: &ModeOptions<'_>) -> Result<Arc<dyn Any + Send + Sync>, ConfigError> {
+        let o: RampOptions = at.parse()?;
         Ok(Arc::new(o))
     }
     fn check(&self, options: &(dyn Any + Send + Sync)) -> Result<(), String> {
@@ -324,9 +324,14 @@ fn a_gen_modes_errors_name_their_key() {
         ("ports[0].gen.ramp.frames", 2),
         "{e}"
     );
-    let e = at("{ ramp: { framez: 1 } }");
+    // An unknown key of the mode's: at its own line, named.
+    let e = parse(
+        "ports:\n  - name: g\n    gen:\n      ramp:\n        framez: 1\npipeline:\n  - count\n",
+    )
+    .unwrap_err();
+    assert_eq!(e.line, 5, "{e}");
     assert!(
-        e.message.contains("gen.ramp") && e.message.contains("framez"),
+        e.message.contains("framez") && e.key.contains("framez"),
         "{e}"
     );
     let e = at("{ count: 5, ramp: { frames: 1 } }");

@@ -389,7 +389,7 @@ impl GenOptions {
         if self.rate != Rate::Capture {
             self.rate.validate("gen.rate")?;
         }
-        m.mode.check(m.options.as_ref())
+        m.mode.check(m.parsed()?)
     }
 }
 
@@ -673,7 +673,7 @@ impl GenRx {
         // One set of checks for run and validate.
         opts.check().map_err(cfg)?;
         if let Some(m) = &opts.mode {
-            let rx = m.mode.open(m.options.as_ref(), opts.rate, port)?;
+            let rx = m.mode.open(m.parsed().map_err(cfg)?, opts.rate, port)?;
             return Ok(GenRx {
                 name: rx.name().to_string(),
                 port,

@@ -14,6 +14,8 @@ use std::sync::{Arc, RwLock};
 use serde::de::{self, IntoDeserializer};
 use serde::Deserialize;
 
+use pktwarp_core::config_error::ConfigError;
+
 use crate::port::pace::Rate;
 use crate::port::{PortError, RxPort};
 
@@ -21,9 +23,9 @@ use crate::port::{PortError, RxPort};
 pub trait GenMode: Send + Sync {
     /// Its key in the `gen:` section (a plain name that is no key of the section's own).
     fn key(&self) -> &'static str;
-    /// Parses its options (the YAML under its key, as JSON); an unknown key or a bad value is
-    /// an error naming it.
-    fn parse(&self, options: serde_json::Value) -> Result<Arc<dyn Any + Send + Sync>, String>;
+    /// Parses its options where the config writes them ([`ModeOptions::parse`] gives located
+    /// errors: an unknown key or a bad value at its own line, column and key).
+    fn parse(&self, at: &ModeOptions<'_>) -> Result<Arc<dyn Any + Send + Sync>, ConfigError>;
     /// Checks the parsed options as config loading and `pktwarp validate` do, without opening
     /// anything: the error starts with its key (`gen.KEY.field: ...`).
     fn check(&self, options: &(dyn Any + Send + Sync)) -> Result<(), String>;
@@ -82,18 +84,52 @@ const OWN_KEYS: &[&str] = &[
     "payload",
 ];
 
-/// A `gen` port's mode, its options as written (what a reload compares) and as parsed.
+/// A `gen` port's mode, its options as written (what a reload compares) and, once the config
+/// was checked (`config::parse_str`), as its [`GenMode::parse`] returned them.
 #[derive(Clone)]
 pub struct GenModeConfig {
     pub mode: &'static dyn GenMode,
     pub written: serde_json::Value,
-    pub options: Arc<dyn Any + Send + Sync>,
+    pub options: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl GenModeConfig {
     /// Its options as the mode's own type `T`.
     pub fn options_as<T: Any>(&self) -> Option<&T> {
-        self.options.downcast_ref::<T>()
+        self.options.as_deref()?.downcast_ref::<T>()
+    }
+
+    /// The parsed options; an error naming the mode when the config was not checked.
+    pub fn parsed(&self) -> Result<&(dyn Any + Send + Sync), String> {
+        self.options.as_deref().ok_or_else(|| {
+            format!(
+                "gen.{}: its options were not read from a config (`config::parse_str`)",
+                self.mode.key()
+            )
+        })
+    }
+}
+
+/// Where a mode's options are: the config text, the port's index in `ports:`, and how the
+/// config reports a YAML error.
+pub struct ModeOptions<'a> {
+    pub text: &'a str,
+    pub port: usize,
+    pub key: &'static str,
+    pub yaml_error: &'a dyn Fn(serde_saphyr::Error) -> ConfigError,
+}
+
+impl ModeOptions<'_> {
+    /// The options of `ports[port].gen.KEY` as `T`, parsed from the config text.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, ConfigError> {
+        use crate::stage::keyed::Seg;
+        let path = [
+            Seg::Key("ports".into()),
+            Seg::Index(self.port),
+            Seg::Key("gen".into()),
+            Seg::Key(self.key.into()),
+        ];
+        crate::stage::keyed::parse_at(self.text, &path, self.yaml_error)
     }
 }
 
@@ -146,14 +182,13 @@ impl<'de> de::Visitor<'de> for SectionVisitor {
                 modes[1].0.key()
             )));
         }
-        if let Some((mode, value)) = modes.pop() {
-            let options = mode
-                .parse(value.clone())
-                .map_err(|e| de::Error::custom(format!("gen.{}: {e}", mode.key())))?;
+        if let Some((mode, written)) = modes.pop() {
+            // Parsed from the config text once it is read (`config::parse_str`), so that its
+            // errors have their own lines.
             opts.mode = Some(GenModeConfig {
                 mode,
-                written: value,
-                options,
+                written,
+                options: None,
             });
         }
         Ok(Section(opts))
