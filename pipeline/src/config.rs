@@ -24,6 +24,7 @@
 
 mod bounded;
 mod flow_export;
+mod keyed;
 mod locate;
 mod output;
 mod overrides;
@@ -364,15 +365,15 @@ pub fn parse_str(text: &str, path: &Path) -> Result<Config, ConfigError> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
-    check_keyed(&mut cfg, text)?;
-    check_gen_modes(&mut cfg, text)?;
+    keyed::check_keyed(&mut cfg, text)?;
+    keyed::check_gen_modes(&mut cfg, text)?;
     validate(&mut cfg)?;
     Ok(cfg)
 }
 
 /// The error of a YAML error `e` of the config `text` at `path`: its file, line, column and
 /// key, the allowed range of a number out of range, the stages where a key is no stage.
-fn yaml_error(e: serde_saphyr::Error, text: &str, path: &Path) -> ConfigError {
+pub(crate) fn yaml_error(e: serde_saphyr::Error, text: &str, path: &Path) -> ConfigError {
     let (line, column) = e
         .location()
         .map(|l| (l.line() as u32, l.column() as u32))
@@ -397,60 +398,6 @@ fn yaml_error(e: serde_saphyr::Error, text: &str, path: &Path) -> ConfigError {
         key: key_at(text, line, column),
         message,
     }
-}
-
-/// The keyed stages' options (`crate::stage::keyed`), each parsed and checked by its stage from
-/// the config `text`; the result goes into the stage's entry.
-fn check_keyed(cfg: &mut Config, text: &str) -> Result<(), ConfigError> {
-    let path = cfg.path.clone();
-    let yaml_error = |e| yaml_error(e, text, &path);
-    for (index, s) in cfg.pipeline.iter_mut().enumerate() {
-        let StageConfig::Keyed(k) = &mut s.value else {
-            continue;
-        };
-        let at = crate::stage::keyed::KeyedOptions {
-            text,
-            index,
-            key: k.name(),
-            yaml_error: &yaml_error,
-        };
-        let options = k.stage.check(&at).map_err(|mut e| {
-            e.file.clone_from(&path);
-            if e.line == 0 {
-                (e.line, e.column) = (s.referenced.line() as u32, s.referenced.column() as u32);
-            }
-            e
-        })?;
-        k.options = Some(options);
-    }
-    Ok(())
-}
-
-/// The `gen` ports' modes' options (`crate::port::gen::mode`), each parsed by its mode from the
-/// config `text`.
-fn check_gen_modes(cfg: &mut Config, text: &str) -> Result<(), ConfigError> {
-    let path = cfg.path.clone();
-    let yaml_error = |e| yaml_error(e, text, &path);
-    for (port, p) in cfg.ports.iter_mut().enumerate() {
-        let Some(m) = p.value.gen.as_mut().and_then(|g| g.mode.as_mut()) else {
-            continue;
-        };
-        let at = crate::port::gen::mode::ModeOptions {
-            text,
-            port,
-            key: m.mode.key(),
-            yaml_error: &yaml_error,
-        };
-        let options = m.mode.parse(&at).map_err(|mut e| {
-            e.file.clone_from(&path);
-            if e.line == 0 {
-                (e.line, e.column) = (p.referenced.line() as u32, p.referenced.column() as u32);
-            }
-            e
-        })?;
-        m.options = Some(options);
-    }
-    Ok(())
 }
 
 fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
