@@ -4,19 +4,22 @@
 Two levels:
 - crates: the workspace's path dependencies (`cargo metadata`) must follow CRATE_ORDER (a crate
   may depend only on crates listed before it); Cargo already refuses a cycle, this also refuses
-  an upward edge such as pktwarp-core depending on pipeline;
+  an upward edge such as pktwarp-core depending on pipeline; an application crate
+  (APPLICATION_CRATES: pktwarp-fronthaul) is a dependency of no crate below it, not even a
+  dev-dependency (the library's tests do not reach it either);
 - the modules of the `pipeline` crate: every `crate::MODULE` path in a top-level module's
   non-test code must name a module of the same or a lower layer of MODULE_LAYERS.
 
 An edge that breaks the order is an error, unless KNOWN_UPWARD lists it with its reason: those
-are the debt still to pay (the fronthaul is welded into the core until it becomes a crate of its
-own). A listed edge that no longer exists is an error too, so the list only shrinks.
+are the debt still to pay (none now: the fronthaul, the last application welded into the
+library, is the crate pktwarp-fronthaul on the stage API). A listed edge that no longer exists is
+an error too, so the list only shrinks.
 
 A third check keeps the application out of the engine: the executors, the daemon and the control
 thread (STAGE_BLIND) know no stage that an application brings: the word `fronthaul` (any case,
 comments included) appears in none of their files. They reach a stage through the stage API
-(host sides, reports, exported families); `pktwarp-fronthaul`, when it is its own crate, sits
-above `pipeline` in CRATE_ORDER, so `pipeline` may never depend on it.
+(host sides, reports, exported families); `pktwarp-fronthaul` sits above `pipeline` in
+CRATE_ORDER, so `pipeline` may never depend on it.
 
 Usage (repository root): scripts/check-layers.py [--graph]
                          scripts/check-layers.py --self-test
@@ -60,16 +63,13 @@ MODULE_LAYERS = [
     {"control"},  # the control thread: metrics, reload, watchdog, signals
     {"daemon"},  # runs a prepared config end to end
     {"testdata"},  # fixtures for tests and benches
-    {"fronthaul"},  # the 5G front end: an application of the layers below
 ]
 
 # (from, to) -> why the upward edge is still there.
-KNOWN_UPWARD = {
-    ("stage", "fronthaul"): "the fronthaul stage is an arm of the Stage enum until stages "
-    "come through one descriptor",
-    ("port", "fronthaul"): "the gen port's O-RAN mode builds U-plane frames with the "
-    "fronthaul crate's encoder",
-}
+KNOWN_UPWARD = {}
+
+# Applications on the library: no crate below one depends on it, dev-dependencies included.
+APPLICATION_CRATES = ["pktwarp-fronthaul"]
 
 # The top-level modules of `pipeline` that must not name an application's stage, and the words
 # they may not hold (case-insensitive, whole or as a prefix: `FronthaulStage` is caught too).
@@ -198,9 +198,16 @@ def check_crates():
         text=True,
     ).stdout
     meta = json.loads(out)
+    names = {p["name"] for p in meta["packages"]}
+    errors = [f"crate `{a}` is not in the workspace" for a in APPLICATION_CRATES if a not in names]
+    return errors + crate_errors(meta["packages"], CRATE_ORDER, APPLICATION_CRATES)
+
+
+def crate_errors(packages, order, applications):
+    """The upward path dependencies of `packages` (cargo metadata's) against `order`."""
     errors = []
-    rank = {n: i for i, n in enumerate(CRATE_ORDER)}
-    for p in meta["packages"]:
+    rank = {n: i for i, n in enumerate(order)}
+    for p in packages:
         name = p["name"]
         if name not in rank:
             errors.append(f"crate `{name}`: not placed in CRATE_ORDER")
@@ -208,10 +215,15 @@ def check_crates():
         for d in p["dependencies"]:
             if d.get("path") is None or d["name"] not in rank:
                 continue
-            if d.get("kind") == "dev":
+            if rank[d["name"]] < rank[name]:
                 continue
-            if rank[d["name"]] >= rank[name]:
+            if d.get("kind") != "dev":
                 errors.append(f"crate `{name}` depends on `{d['name']}`, which is not below it")
+            elif d["name"] in applications:
+                errors.append(
+                    f"crate `{name}` dev-depends on the application `{d['name']}` above it: "
+                    f"its tests belong in that crate"
+                )
     return errors
 
 
@@ -226,6 +238,21 @@ def self_test():
     assert len(stale) == 1 and "gone" in stale[0], stale
     unplaced = check_modules(mods | {"d"}, {}, layers, {})
     assert len(unplaced) == 1 and "does not place" in unplaced[0], unplaced
+    dep = lambda n, kind=None: {"name": n, "path": "/x", "kind": kind}
+    pkgs = [
+        {"name": "lib", "dependencies": [dep("core")]},
+        {"name": "core", "dependencies": [dep("tool", "dev")]},
+        {"name": "app", "dependencies": [dep("lib")]},
+        {"name": "tool", "dependencies": [dep("lib")]},
+    ]
+    order, apps = ["core", "lib", "app", "tool"], ["app"]
+    assert crate_errors(pkgs, order, apps) == [], crate_errors(pkgs, order, apps)
+    pkgs[0]["dependencies"].append(dep("app"))
+    errs = crate_errors(pkgs, order, apps)
+    assert len(errs) == 1 and "`lib` depends on `app`" in errs[0], errs
+    pkgs[0]["dependencies"][-1]["kind"] = "dev"
+    errs = crate_errors(pkgs, order, apps)
+    assert len(errs) == 1 and "dev-depends on the application `app`" in errs[0], errs
     src = "use crate::a::X;\n#[cfg(test)]\nmod tests { use crate::c::Y; }\nfn f() { crate::{b, a}; }"
     assert imports(strip_test_items(src), mods, "z") == {"a", "b"}
     assert imports(strip_comments("// crate::c::x\n"), mods, "z") == set()
@@ -260,7 +287,8 @@ def main():
         return 1
     print(
         f"check-layers: {len(CRATE_ORDER)} crates and {len(modules)} modules of {SRC} in order; "
-        f"{len(KNOWN_UPWARD)} known upward edges (all into `fronthaul`); "
+        f"{len(KNOWN_UPWARD) or 'no'} known upward edges; "
+        f"{', '.join(APPLICATION_CRATES)} above the library; "
         f"{', '.join(STAGE_BLIND)} name no application stage"
     )
     return 0

@@ -67,6 +67,9 @@ pub fn main_with(registry: StageRegistry) -> ! {
 /// exit status instead of exiting. Help and usage errors exit here, as clap does.
 pub fn run_with(registry: &StageRegistry, args: impl IntoIterator<Item = OsString>) -> i32 {
     let args: Vec<OsString> = args.into_iter().collect();
+    // The stages of the applications pktwarp ships, under config keys of their own: before any
+    // config is read.
+    pktwarp_fronthaul::register();
     // Before anything else: a SIGHUP while the daemon loads its config and rules (seconds with a
     // large rule set) must not kill it; it is noted and acted on once the control plane runs.
     if let Err(e) = pipeline::control::hold_sighup() {

@@ -125,7 +125,7 @@ fn malformed_captures_give_error_lines() {
 #[test]
 fn options_and_files_are_checked() {
     // A generated capture: the options' checks need no real vector.
-    let cap = pipeline::testdata::fronthaul_pcap();
+    let cap = pktwarp_fronthaul::testdata::fronthaul_pcap();
     let c = cap.to_str().unwrap();
     for (args, needle) in [
         (vec!["fronthaul", c, "--iq-width", "0"], "--iq-width"),

@@ -9,6 +9,8 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    // The config keys the pktwarp binary registers (`fronthaul:`, the gen port's `oran:`).
+    pktwarp_fronthaul::register();
     let path = std::path::Path::new("/nonexistent/fuzz.yaml");
     if let Err(e) = pipeline::config::parse_str(text, path) {
         // The error renders (Display walks every field) and names the file.

@@ -8,10 +8,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pipeline::fronthaul::bfp::Method;
-use pipeline::fronthaul::config::{CompConfig, CompHdr, CompMethodName};
-use pipeline::fronthaul::decode::{decode_frame, Compression, DecodeParams, Message, Reject};
-use pipeline::fronthaul::{FronthaulConfig, FronthaulStage};
+use pktwarp_fronthaul::bfp::Method;
+use pktwarp_fronthaul::config::{CompConfig, CompHdr, CompMethodName};
+use pktwarp_fronthaul::decode::{decode_frame, Compression, DecodeParams, Message, Reject};
+use pktwarp_fronthaul::{FronthaulConfig, FronthaulStage};
 use pipeline::meta::PacketMeta;
 use pipeline::verdict::{Action, Verdict};
 
@@ -152,7 +152,7 @@ fuzz_target!(|data: &[u8]| {
         MAX_PRBS
     ];
     // SAFETY: `frame` is valid for its length, `out` for MAX_PRBS PRBs; the structs are the
-    // #[repr(C)] mirrors of fronthaul.cuh's (pinned by pipeline/tests/fronthaul_cuda_host.rs).
+    // #[repr(C)] mirrors of fronthaul.cuh's (pinned by fronthaul/tests/fronthaul_cuda_host.rs).
     let code = unsafe {
         pw_host_fh_decode(
             frame.as_ptr(),

@@ -1,13 +1,13 @@
 /* Stage `fronthaul` in CUDA C: O-RAN 7.2x U-plane decode (eCPRI over Ethernet).
  *
  * The same checks, in the same order, with the same reject codes, as the Rust reference
- * pipeline/src/fronthaul/decode.rs (read its documentation for the rules) and the same PRB
- * decompression as pipeline/src/fronthaul/bfp.rs: BFP (udCompMeth 1) and none (udCompMeth 0)
+ * fronthaul/src/decode.rs (read its documentation for the rules) and the same PRB
+ * decompression as fronthaul/src/bfp.rs: BFP (udCompMeth 1) and none (udCompMeth 0)
  * for widths 1..16, static compression from the parameters or dynamic from each section's
  * udCompHdr (udIqWidth 0 = 16), numPrbu 0 = the whole carrier, startPrbu + numPrbu against the
  * carrier and the PRB bytes against the eCPRI payload size. The whole frame is checked before
  * any PRB is written: a bad section rejects the frame, never a partial decode.
- * Any change here must be made there too; pipeline/tests/fronthaul_cuda_host.rs holds the two
+ * Any change here must be made there too; fronthaul/tests/fronthaul_cuda_host.rs holds the two
  * equal on property-generated packets, malformed ones included.
  *
  * Every read is preceded by a length check against `len` (or the eCPRI payload's end, which is
@@ -18,7 +18,7 @@
 
 #include "pktwarp_abi.h"
 
-/* Reject codes: pipeline::fronthaul::decode::Reject (same numbers, 0 = accepted). */
+/* Reject codes: pktwarp_fronthaul::decode::Reject (same numbers, 0 = accepted). */
 #define PW_FH_OK 0u
 #define PW_FH_ETH_TRUNCATED 1u
 #define PW_FH_VLAN_TRUNCATED 2u
@@ -49,7 +49,7 @@
 #define PW_FH_MAX_VLAN 2u
 #define PW_FH_PRB_SAMPLES 24u
 
-/* Decoder parameters (pipeline::fronthaul::decode::DecodeParams). */
+/* Decoder parameters (pktwarp_fronthaul::decode::DecodeParams). */
 typedef struct pw_fh_params {
     uint16_t carrier_prbs;
     uint8_t numerology;
@@ -59,7 +59,7 @@ typedef struct pw_fh_params {
     uint8_t reserved[2];
 } pw_fh_params;
 
-/* What the checks found (pipeline::fronthaul::decode::{Uplane, Cplane}). */
+/* What the checks found (pktwarp_fronthaul::decode::{Uplane, Cplane}). */
 typedef struct pw_fh_info {
     uint16_t eaxc;
     uint16_t seq_raw;  /* the 16 ecpriSeqid bits */

@@ -2,8 +2,8 @@
  * for the checks and judgements, a warp per frame for its PRBs (pw_fh_round_end, in composed GPU
  * kernels), many frames at once, every shared write an atomic.
  *
- * Semantics: pipeline::fronthaul::FronthaulStage (process_at for a frame with a receive time,
- * process_untimed for one without), held equal by pipeline/tests/fronthaul_stage_host.rs through
+ * Semantics: pktwarp_fronthaul::FronthaulStage (process_at for a frame with a receive time,
+ * process_untimed for one without), held equal by fronthaul/tests/fronthaul_stage_host.rs through
  * the generated host pipeline:
  *   - the whole frame is checked by fronthaul.cuh's pw_fh_check (decode.rs `check`); a rejected
  *     frame is dropped (PW_DROP_FRONTHAUL), counted by reject code, and per eAxC when its PC_ID
@@ -21,7 +21,7 @@
  * frame cycle, (frameId * 10 + subframeId) * 2^mu + slotId, modulo the ring; its tag is that
  * number + 1, so marks left by an earlier occupant of a ring entry never read as this slot's.
  * Each entry's pw_fh_slot_state holds its tag, the PRBs stored with it and the latest receive
- * time: the host's completion poll (pipeline::fronthaul::live) reads those words alone, closes a
+ * time: the host's completion poll (pktwarp_fronthaul::live) reads those words alone, closes a
  * slot complete when every expected PRB is there (or partial: evicted past max_open_slots, timed
  * out on the frames' receive times, end of run) and reads that entry back (gpu.rs `slot_of_entry`: the PRBs
  * whose mark is the slot's tag, the others zero, as a Rust slot grid starts).
@@ -30,7 +30,7 @@
  * GPU judges nothing: each accepted U-plane packet of a grid eAxC appends (its arrival position:
  * pw_frame.queue, burst_seq, burst_index; its eAxC index; its 8-bit id) to the sequence log, a
  * ring the host's completion poll reads and judges in arrival order with the same SeqTracker
- * (pipeline::fronthaul::seqlog; DESIGN.md, "Fronthaul", 2026-12-04).
+ * (pktwarp_fronthaul::seqlog; DESIGN.md, "Fronthaul", 2026-12-04).
  * A packet whose slot the host has closed (or whose ring entry holds a later slot) is refused as
  * in the Rust stage (pw_fh_slot_refused): counted per eAxC (slot_closed, with its PRBs), nothing
  * of it stored, dropped (PW_DROP_FRONTHAUL); it still counts as a packet, for its sequence id and
@@ -88,7 +88,7 @@ typedef struct pw_fh_seq_entry {
 PW_STATIC_ASSERT(sizeof(pw_fh_seq_entry) == 16, "pw_fh_seq_entry size");
 #define PW_FH_SEQ_HEAD_BYTES 16u
 
-/* The stage's parameter block (pipeline::fronthaul::gpu::StageParams), built by Rust from the
+/* The stage's parameter block (pktwarp_fronthaul::gpu::StageParams), built by Rust from the
  * FronthaulConfig; the five addresses are the stage's device buffers (patched in by the
  * executor; host addresses in the host build). */
 typedef struct pw_fh_stage_params {
@@ -285,7 +285,7 @@ PW_DEVICE void pw_fh_slot_add(const pw_fh_stage_params *p, uint32_t ring, uint32
 }
 
 /* Sequence id `id` of a frame `f` of eAxC index `e`, logged with the frame's arrival position
- * for the host to judge in arrival order (pipeline::fronthaul::seqlog). */
+ * for the host to judge in arrival order (pktwarp_fronthaul::seqlog). */
 PW_DEVICE void pw_fh_seq(const pw_fh_stage_params *p, const pw_frame *f, uint32_t e, uint32_t id) {
     if (!p->seq) return;
     uint64_t *head = (uint64_t *)p->seq;
@@ -310,7 +310,7 @@ PW_DEVICE void pw_fh_seq(const pw_fh_stage_params *p, const pw_frame *f, uint32_
 #endif
 }
 
-/* The Ta4 window of a packet received at `t_ns` (pipeline::fronthaul::track::Timing::classify):
+/* The Ta4 window of a packet received at `t_ns` (pktwarp_fronthaul::track::Timing::classify):
  * arrival minus the start of its symbol's occurrence nearest to the arrival in the 2.56 s
  * frame cycle (symbols of equal length), against [ta4_min_ns, ta4_max_ns]. */
 PW_DEVICE_CALL uint32_t pw_fh_classify(const pw_fh_stage_params *p, const pw_fh_info *info, uint64_t t_ns) {

@@ -1,5 +1,5 @@
 // Host build of gpu-kernels/cuda/fronthaul.cuh (PW_DEVICE = static inline here), so
-// pipeline/tests/fronthaul_cuda_host.rs holds it equal to the Rust decoder without a GPU.
+// fronthaul/tests/fronthaul_cuda_host.rs holds it equal to the Rust decoder without a GPU.
 #include "fronthaul.cuh"
 
 extern "C" uint32_t pw_host_fh_decode(const uint8_t *frame, uint32_t len, const pw_fh_params *p, pw_fh_info *info,

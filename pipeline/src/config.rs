@@ -24,6 +24,7 @@
 
 mod bounded;
 mod flow_export;
+mod keyed;
 mod locate;
 mod output;
 mod overrides;
@@ -58,7 +59,9 @@ pub struct Config {
     /// Software steering over the queues (RSS on the 5-tuple when absent).
     #[serde(default)]
     pub steering: Option<SteeringConfig>,
-    /// The ordered stages every queue runs.
+    /// The ordered stages every queue runs (a keyed stage's entry is read as its crate
+    /// registered it: `crate::stage::keyed`).
+    #[serde(deserialize_with = "crate::stage::keyed::stage_list")]
     pub pipeline: Vec<Spanned<StageConfig>>,
     /// Which executor runs the pipeline.
     #[serde(default)]
@@ -102,8 +105,9 @@ pub struct PortConfig {
     /// File replay (`rx`) and record (`tx`): pcap and pcapng.
     #[serde(default)]
     pub pcap: Option<PcapPortConfig>,
-    /// The built-in traffic generator (receive side only).
-    #[serde(default)]
+    /// The built-in traffic generator (receive side only), with the modes registered
+    /// (`crate::port::gen::mode`).
+    #[serde(default, deserialize_with = "crate::port::gen::mode::gen_section")]
     pub gen: Option<GenOptions>,
     /// Any DPDK poll-mode driver, receive and transmit (cargo feature `dpdk`; docs/dpdk.md).
     #[cfg(feature = "dpdk")]
@@ -291,7 +295,12 @@ fn unknown_stage(message: &str) -> Option<String> {
     if !tail.contains(crate::stage::descriptor::CUSTOM_KEY) {
         return None;
     }
-    let names: Vec<&str> = crate::stage::BUILTINS.iter().map(|d| d.name).collect();
+    let keyed = crate::stage::keyed::all();
+    let names: Vec<&str> = crate::stage::BUILTINS
+        .iter()
+        .map(|d| d.name)
+        .chain(keyed.iter().map(|k| k.descriptor().name))
+        .collect();
     Some(format!(
         "unknown stage `{name}`: the built-in stages are {}; a stage the binary registered is \
          written `custom: {{ name: NAME, ... }}`",
@@ -350,39 +359,45 @@ pub fn load_with(path: &Path, overrides: &[Override]) -> Result<Config, ConfigEr
 
 /// Parses and validates config text; `path` names it in errors and anchors relative paths.
 pub fn parse_str(text: &str, path: &Path) -> Result<Config, ConfigError> {
-    let mut cfg: Config = serde_saphyr::from_str(text).map_err(|e| {
-        let (line, column) = e
-            .location()
-            .map(|l| (l.line() as u32, l.column() as u32))
-            .unwrap_or((0, 0));
-        let mut message = e.without_snippet().to_string().trim().to_string();
-        // The location leads the error already (`file:line:column:`).
-        if let Some(m) = message.strip_suffix(&format!(" at line {line}, column {column}")) {
-            message = m.to_string();
-        } else {
-            message = message.replace(&format!(" at line {line}, column {column} "), " ");
-        }
-        if let Some(r) = int_range(&message) {
-            message = format!("{message} (allowed range {r})");
-        }
-        if let Some(m) = unknown_stage(&message) {
-            message = m;
-        }
-        ConfigError {
-            file: path.to_path_buf(),
-            line,
-            column,
-            key: key_at(text, line, column),
-            message,
-        }
-    })?;
+    let mut cfg: Config = serde_saphyr::from_str(text).map_err(|e| yaml_error(e, text, path))?;
     cfg.path = path.to_path_buf();
     cfg.base_dir = path
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
+    keyed::check_keyed(&mut cfg, text)?;
+    keyed::check_gen_modes(&mut cfg, text)?;
     validate(&mut cfg)?;
     Ok(cfg)
+}
+
+/// The error of a YAML error `e` of the config `text` at `path`: its file, line, column and
+/// key, the allowed range of a number out of range, the stages where a key is no stage.
+pub(crate) fn yaml_error(e: serde_saphyr::Error, text: &str, path: &Path) -> ConfigError {
+    let (line, column) = e
+        .location()
+        .map(|l| (l.line() as u32, l.column() as u32))
+        .unwrap_or((0, 0));
+    let mut message = e.without_snippet().to_string().trim().to_string();
+    // The location leads the error already (`file:line:column:`).
+    if let Some(m) = message.strip_suffix(&format!(" at line {line}, column {column}")) {
+        message = m.to_string();
+    } else {
+        message = message.replace(&format!(" at line {line}, column {column} "), " ");
+    }
+    if let Some(r) = int_range(&message) {
+        message = format!("{message} (allowed range {r})");
+    }
+    if let Some(m) = unknown_stage(&message) {
+        message = m;
+    }
+    ConfigError {
+        file: path.to_path_buf(),
+        line,
+        column,
+        key: key_at(text, line, column),
+        message,
+    }
 }
 
 fn validate(cfg: &mut Config) -> Result<(), ConfigError> {
@@ -562,13 +577,6 @@ fn validate_pipeline(file: &Path, cfg: &Config) -> Result<(), ConfigError> {
         if let StageConfig::Inspect(c) = &s.value {
             c.check().map_err(|(key, message)| {
                 ConfigError::at(file, s, format!("pipeline[{i}].inspect.{key}"), message)
-            })?;
-        }
-        if let StageConfig::Fronthaul(f) = &s.value {
-            // The stage's checks start their message with its key: `fronthaul.numerology: ...`.
-            f.validate().map_err(|e| {
-                let (sub, why) = e.split_once(": ").unwrap_or(("fronthaul", e.as_str()));
-                ConfigError::at(file, s, format!("pipeline[{i}].{sub}"), why)
             })?;
         }
         if matches!(s.value, StageConfig::TxTime(_))
@@ -794,8 +802,8 @@ fn check_order(
                 parsed = true;
                 false
             }
+            StageConfig::Keyed(k) => k.stage.descriptor().needs.reads_meta,
             StageConfig::Count
-            | StageConfig::Fronthaul(_)
             | StageConfig::L2fwd(_)
             | StageConfig::Vlan(_)
             | StageConfig::TxTime(_) => false,

@@ -8,7 +8,6 @@ pub mod control;
 pub use pktwarp_core::counters;
 pub mod daemon;
 pub mod executor;
-pub mod fronthaul;
 pub use pktwarp_core::meta;
 pub mod port;
 pub mod prepare;

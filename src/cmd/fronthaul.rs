@@ -6,10 +6,10 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use pipeline::fronthaul::bfp::Method;
-use pipeline::fronthaul::decode::{decode_frame, Compression, DecodeParams, Message};
 use pipeline::port::pcap::CaptureReader;
 use pipeline::wire::oran::{EaxcBits, DIR_UPLINK};
+use pktwarp_fronthaul::bfp::Method;
+use pktwarp_fronthaul::decode::{decode_frame, Compression, DecodeParams, Message};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum CompMethodArg {
@@ -216,7 +216,7 @@ mod tests {
 
     #[test]
     fn bad_options_are_clear_errors() {
-        let mut a = args(pipeline::testdata::fronthaul_pcap(), 17);
+        let mut a = args(pktwarp_fronthaul::testdata::fronthaul_pcap(), 17);
         assert!(run_to(&a, &mut Vec::new())
             .unwrap_err()
             .to_string()
@@ -250,7 +250,11 @@ mod tests {
         let mut out = Vec::new();
         // A generated capture: 8 frames of one 4-PRB section (the real vectors' samples are
         // checked against their truth files in tests/fronthaul_cli.rs).
-        let s = run_to(&args(pipeline::testdata::fronthaul_pcap(), 9), &mut out).unwrap();
+        let s = run_to(
+            &args(pktwarp_fronthaul::testdata::fronthaul_pcap(), 9),
+            &mut out,
+        )
+        .unwrap();
         assert_eq!((s.frames, s.uplane, s.prbs), (8, 8, 32));
         let text = String::from_utf8(out).unwrap();
         let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();

@@ -30,6 +30,10 @@ fn listing(registry: &StageRegistry) -> String {
     for d in BUILTINS {
         s.push_str(&row(d));
     }
+    // The stages under config keys of their own (the applications this binary ships).
+    for k in pipeline::stage::keyed::all() {
+        s.push_str(&row(k.descriptor()));
+    }
     for name in registry.names() {
         // Described as a built-in is: listed as one.
         if let Some(d) = registry.descriptor(name) {
@@ -112,6 +116,51 @@ mod tests {
             StageNeeds {
                 writes_frame: true,
                 ..StageNeeds::META
+            }
+        }
+    }
+
+    /// The README's stage table is this binary's: the built-ins, then the stages it registers
+    /// under config keys of their own (`pktwarp stages --markdown` prints it).
+    #[test]
+    fn the_readme_table_is_the_binarys() {
+        pktwarp_fronthaul::register();
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+        let readme = std::fs::read_to_string(path).expect("README.md");
+        let begin = "<!-- stage table: pktwarp stages --markdown -->\n";
+        let start = readme
+            .find(begin)
+            .expect("the README marks its stage table")
+            + begin.len();
+        let end = readme[start..]
+            .find("<!-- end of stage table -->")
+            .expect("the README marks the end of its stage table");
+        assert_eq!(
+            &readme[start..start + end],
+            pipeline::stage::descriptor::markdown_table(),
+            "README.md's stage table differs: paste `pktwarp stages --markdown`"
+        );
+        assert!(listing(&StageRegistry::default()).contains("\nfronthaul "));
+    }
+
+    /// Every stage of the kernel crate's catalog is described by a built-in or by a stage this
+    /// binary registers under a key of its own, and agrees with its descriptor.
+    #[test]
+    fn every_library_stage_is_described() {
+        pktwarp_fronthaul::register();
+        let keyed = pipeline::stage::keyed::all();
+        let described: Vec<&StageDescriptor> = BUILTINS
+            .iter()
+            .copied()
+            .chain(keyed.iter().map(|k| k.descriptor()))
+            .collect();
+        for l in pktwarp_kernels::codegen::LIBRARY_STAGES {
+            let d = described
+                .iter()
+                .find(|d| d.name == l.name)
+                .unwrap_or_else(|| panic!("{}: in LIBRARY_STAGES, described by no stage", l.name));
+            if d.gpu != GpuImpl::CpuOnly {
+                pipeline::stage::descriptor::check_library_descriptor(d).unwrap();
             }
         }
     }

@@ -57,10 +57,7 @@ pub(super) fn check_verify(cfg: &Config) -> Result<(), ConfigError> {
 /// keeps nothing per frame).
 fn rerun_refusal(stage: &StageConfig) -> Option<&'static str> {
     Some(match stage {
-        StageConfig::Fronthaul(_) => {
-            "it keeps state from every frame (slot grid, sequence ids), which a second run \
-             would record twice"
-        }
+        StageConfig::Keyed(k) => return k.stage.rerun_refusal(),
         StageConfig::RateLimit(_) => {
             "every frame takes a token from its bucket, which a second run would take twice"
         }
@@ -111,8 +108,10 @@ mod tests {
         assert_eq!(err("verify:\n  sample: -1\n").line, 8);
     }
 
+    /// A keyed stage that keeps state is refused as these are
+    /// (`stage::keyed_tests::verify_refuses_a_keyed_stage_that_keeps_state`).
     #[test]
-    fn off_on_and_refused_with_fronthaul() {
+    fn off_and_on() {
         let ok = |v: &str| {
             crate::config::parse_str(&format!("{BASE}{v}"), Path::new("v.yaml"))
                 .unwrap_or_else(|e| panic!("{e}"))
@@ -124,14 +123,6 @@ mod tests {
             super::sample_of(&ok("verify: { sample: 1000 }\n").verify),
             1000
         );
-        let text = "ports:\n  - name: wire\n    gen: { count: 10 }\npipeline:\n  - fronthaul: {}\n\
-                    verify: { sample: 5 }\n";
-        let e = match crate::config::parse_str(text, Path::new("v.yaml")) {
-            Ok(_) => panic!("verify accepted with a fronthaul stage"),
-            Err(e) => e,
-        };
-        assert_eq!((e.key.as_str(), e.line), ("verify.sample", 6), "{e}");
-        assert!(e.message.contains("fronthaul"), "{e}");
     }
 
     /// The flow-table stages and `inspect` keep state per frame: a re-run would move it twice.

@@ -145,11 +145,11 @@ pub fn check_stage_families(pipeline: &Pipeline) -> anyhow::Result<()> {
         };
         for f in c.cpu().metric_families() {
             let full = format!("pktwarp_{}", f.name);
-            let exported = pipeline.exported_families().iter().map(|e| e.name);
+            let exported = pipeline.exported_families();
             if FAMILIES
                 .iter()
                 .map(|d| d.0)
-                .chain(exported)
+                .chain(exported.iter().map(|e| e.name))
                 .any(|d| d == full)
             {
                 anyhow::bail!(
@@ -170,7 +170,7 @@ impl DaemonCollector {
         state: Arc<ControlState>,
         info: StaticInfo,
     ) -> Self {
-        let exported = pipeline.exported_families().iter();
+        let exported = pipeline.exported_families().into_iter();
         let descs = FAMILIES
             .iter()
             .map(|&(name, help, _, labels)| (name, help, labels))

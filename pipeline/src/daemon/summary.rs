@@ -209,10 +209,10 @@ fn stage_sections(pipeline: &stage::Pipeline) -> Vec<CustomStageSummary> {
         .iter()
         .enumerate()
         .filter_map(|(i, st)| match st {
-            // A built-in through the registry door without counters (`ttl`) has no section.
+            // A built-in through the registry door without counters (`ttl`), or a stage under a
+            // config key of its own without counters, has no section.
             stage::Stage::Custom(c)
-                if stage::descriptor::builtin(c.name()).is_some()
-                    && c.counter_names().is_empty() =>
+                if stage::descriptor::is_reserved(c.name()) && c.counter_names().is_empty() =>
             {
                 None
             }

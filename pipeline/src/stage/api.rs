@@ -19,10 +19,22 @@ pub struct RxInfo {
     pub timestamp_ns: u64,
 }
 
+/// A stage as the `Any` it is, so that the crate that made it finds its own type again in a
+/// running pipeline ([`crate::stage::Stage::custom_as`]): every `'static` stage has it.
+pub trait AsAnyArc {
+    fn as_any_arc(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn std::any::Any + Send + Sync>;
+}
+
+impl<T: std::any::Any + Send + Sync> AsAnyArc for T {
+    fn as_any_arc(self: std::sync::Arc<Self>) -> std::sync::Arc<dyn std::any::Any + Send + Sync> {
+        self
+    }
+}
+
 /// A stage written on the library (CPU executor): runs on every frame that reaches it, after the
 /// stages before it, and may change the frame's verdict (a drop stops the pipeline for that
 /// frame). Shared by every worker, so per-frame state must be atomic or per-thread.
-pub trait CustomStage: Send + Sync {
+pub trait CustomStage: Send + Sync + AsAnyArc {
     /// Called once per frame. `meta` is filled when a `parse` stage ran before this one.
     fn process(&self, frame: &[u8], meta: &PacketMeta, verdict: &mut Verdict);
 
@@ -77,20 +89,22 @@ pub trait CustomStage: Send + Sync {
     /// The stage's host side on the GPU executor, for the stage at pipeline `position`
     /// ([`crate::stage::gpu_host::GpuHostSide`]: work on its device buffers while the run
     /// goes, and at its end); `handed` says when bursts went to the GPU. Asked once, of the
-    /// build in force when the run starts (a reload's new build does not replace it). Default:
-    /// none.
+    /// build in force when the run starts (a reload's new build does not replace it); an error
+    /// fails the run's start. Default: none.
     fn gpu_host_side(
         &self,
         _position: usize,
         _handed: &std::sync::Arc<crate::stage::gpu_host::HandedLog>,
-    ) -> Option<Box<dyn crate::stage::gpu_host::GpuHostSide>> {
-        None
+    ) -> anyhow::Result<Option<Box<dyn crate::stage::gpu_host::GpuHostSide>>> {
+        Ok(None)
     }
 
-    /// A built-in stage of the kernel library that comes through the registry door
-    /// (`inspect`): its GPU parameter block and buffers now, or why the GPU executor cannot run
-    /// it (the error names what, by file and line). Default: `None`, not such a stage (its
-    /// CUDA, if any, is [`crate::stage::BuiltStage::gpu`]).
+    /// A stage of the kernel library (`pktwarp_kernels::codegen::LIBRARY_STAGES`, under the
+    /// stage's name) that comes through the registry door (`inspect`, `fronthaul`): its GPU
+    /// parameter block and buffers now, as its CUDA function reads them, or why the GPU
+    /// executor cannot run it with these options (the error names what, by file and line).
+    /// Default: `None`, not such a stage (its CUDA, if any, is
+    /// [`crate::stage::BuiltStage::gpu`]).
     fn gpu_library(&self) -> Option<Result<crate::stage::GpuParams, String>> {
         None
     }
@@ -100,6 +114,22 @@ pub trait CustomStage: Send + Sync {
     /// ([`crate::stage::Pipeline::params_generation`]). Default: 0.
     fn params_generation(&self) -> u64 {
         0
+    }
+
+    /// Metric families this kind of stage exports under full names of its own, with labels of
+    /// its choosing ([`crate::stage::report::ExportedFamily`]), declared once per kind: the
+    /// pipeline exposes those of the first stage of each kind. Default: none.
+    fn exported_families(&self) -> &'static [crate::stage::report::ExportedFamily] {
+        &[]
+    }
+
+    /// The samples of [`CustomStage::exported_families`] now, over every stage of this kind in
+    /// `pipeline` (asked of the first one only). Default: none.
+    fn exported_samples(
+        &self,
+        _pipeline: &crate::stage::Pipeline,
+    ) -> Vec<crate::stage::report::ExportedSamples> {
+        Vec::new()
     }
 
     /// The stage's part of the run summary under a key of its own, for the stage at pipeline

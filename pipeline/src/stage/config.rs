@@ -17,9 +17,6 @@ pub enum StageConfig {
     Acl(AclStageConfig),
     /// A stage registered by the binary (`pipeline::stage::StageRegistry`) under `name`.
     Custom(CustomStageConfig),
-    /// Decode O-RAN U-plane (eCPRI) frames into the slot grid; see
-    /// [`crate::fronthaul::FronthaulConfig`] for its keys. Reads the frame bytes only.
-    Fronthaul(crate::fronthaul::FronthaulConfig),
     /// Rewrite the MACs: `{ mac: swap }` and / or `{ src: MAC, dst: MAC }`
     /// ([`crate::rewrite::L2fwdConfig`]).
     L2fwd(crate::rewrite::L2fwdConfig),
@@ -60,10 +57,14 @@ pub enum StageConfig {
     /// ([`crate::stage::inspect::InspectStageConfig`], docs/inspect.md). Needs `parse`. CPU
     /// executor. Reloaded by SIGHUP.
     Inspect(crate::stage::inspect::InspectStageConfig),
+    /// A stage under a config key of its own that a crate above the library registered
+    /// ([`crate::stage::keyed`]); the config's stage list reads it (`config::Config::pipeline`).
+    #[serde(skip)]
+    Keyed(crate::stage::keyed::KeyedStageConfig),
 }
 
 impl StageConfig {
-    /// The built-in stage's descriptor; `None` for a `custom:` stage.
+    /// The stage's descriptor (a built-in's or a keyed stage's); `None` for a `custom:` stage.
     pub fn descriptor(&self) -> Option<&'static crate::stage::StageDescriptor> {
         use crate::rewrite as rw;
         Some(match self {
@@ -71,7 +72,7 @@ impl StageConfig {
             StageConfig::Count => &crate::stage::count::DESCRIPTOR,
             StageConfig::Acl(_) => &crate::stage::acl::DESCRIPTOR,
             StageConfig::Custom(_) => return None,
-            StageConfig::Fronthaul(_) => &crate::fronthaul::stage::DESCRIPTOR,
+            StageConfig::Keyed(k) => k.stage.descriptor(),
             StageConfig::L2fwd(_) => &rw::l2fwd::DESCRIPTOR,
             StageConfig::Vlan(_) => &rw::vlan::DESCRIPTOR,
             StageConfig::Ttl => &rw::ttl::DESCRIPTOR,

@@ -89,6 +89,18 @@ impl CustomSlot {
         Ok(slot)
     }
 
+    /// A stage built outside a factory, as its descriptor describes it (its needs, reasons and
+    /// GPU side). Not rebuilt by a reload: such a stage's options need a restart.
+    pub fn with_descriptor(
+        d: &'static crate::stage::descriptor::StageDescriptor,
+        built: BuiltStage,
+    ) -> anyhow::Result<CustomSlot> {
+        check_built(&built).map_err(|e| anyhow::anyhow!("stage `{}`: {e:#}", d.name))?;
+        let mut slot = Self::with_parts(d.name, serde_json::Value::Null, built, d.needs);
+        slot.descriptor = Some(d);
+        Ok(slot)
+    }
+
     /// A stage made by the application itself, outside any registry and config (checked as the
     /// registry checks a factory's output). `reads_meta`: whether it needs `parse` before it.
     pub fn new(name: &str, built: BuiltStage, reads_meta: bool) -> anyhow::Result<CustomSlot> {

@@ -69,7 +69,9 @@ impl Stage {
     /// Rust stage and config key, and one `LIBRARY_STAGES` entry.
     pub fn gpu_params(&self) -> Option<GpuParams> {
         match self {
-            Stage::Parse | Stage::Acl(_) | Stage::Count | Stage::Custom(_) => None,
+            Stage::Parse | Stage::Acl(_) | Stage::Count => None,
+            // A registered stage of the kernel library.
+            Stage::Custom(c) => c.cpu().gpu_library().and_then(Result::ok),
             // The tables are its per-queue state (Stage::gpu_queue_state).
             Stage::Conntrack(c) => Some(block(c.gpu_block())),
             Stage::FlowStats(_) => None,
@@ -79,8 +81,6 @@ impl Stage {
                 let (rules, epoch) = r.gpu_rules();
                 crate::stage::rate_limit::gpu_block(&rules, epoch).map(block)
             }
-            // The GPU grid's eAxCs are fixed: a config without `fronthaul.eaxcs` is CPU only.
-            Stage::Fronthaul(f) => crate::fronthaul::gpu::gpu_params(f.config()).ok(),
             // The rewrite stages (gpu-kernels/cuda/rewrite_stages.cuh; blocks: rewrite::gpu).
             Stage::L2fwd(op) => Some(block(rw::l2fwd_block(op))),
             Stage::Vlan(op) => Some(block(rw::vlan_block(op))),
@@ -107,10 +107,6 @@ impl Stage {
             },
             Stage::Conntrack(_) | Stage::RateLimit(_) => GpuStageKind::Library,
             Stage::FlowStats(_) => GpuStageKind::CpuOnly,
-            Stage::Fronthaul(_) => match self.gpu_params() {
-                Some(_) => GpuStageKind::Library,
-                None => GpuStageKind::CpuOnly,
-            },
             Stage::L2fwd(_)
             | Stage::Vlan(_)
             | Stage::Dscp(_)
@@ -174,13 +170,12 @@ impl Pipeline {
         let mut out: Vec<Box<dyn crate::stage::gpu_host::GpuHostSide>> = Vec::new();
         for (k, s) in self.stages.iter().enumerate() {
             if let Stage::Custom(c) = s {
-                out.extend(c.cpu().gpu_host_side(k, handed));
+                let side = c
+                    .cpu()
+                    .gpu_host_side(k, handed)
+                    .map_err(|e| anyhow::anyhow!("stage `{}` (pipeline[{k}]): {e:#}", c.name()))?;
+                out.extend(side);
             }
-        }
-        // The fronthaul stages share one host side (one poll over all of them).
-        let live = crate::fronthaul::live::LiveStages::with_handed(self, handed.clone())?;
-        if !live.is_empty() {
-            out.push(Box::new(live));
         }
         Ok(out)
     }

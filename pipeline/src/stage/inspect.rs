@@ -695,8 +695,8 @@ impl CustomStage for InspectStage {
         &self,
         position: usize,
         _: &Arc<crate::stage::gpu_host::HandedLog>,
-    ) -> Option<Box<dyn crate::stage::gpu_host::GpuHostSide>> {
-        Some(self.gpu_side(position))
+    ) -> anyhow::Result<Option<Box<dyn crate::stage::gpu_host::GpuHostSide>>> {
+        Ok(Some(self.gpu_side(position)))
     }
 
     fn reload_files(&self) -> anyhow::Result<Option<FilesReload>> {

@@ -16,13 +16,14 @@ pub mod descriptor;
 pub mod flow_stats;
 pub mod flow_stats_gpu;
 pub mod flow_tables;
-#[cfg(test)]
-mod fronthaul_tests;
 pub mod gpu_host;
 pub mod gpu_list;
 pub mod hooks;
 pub mod inspect;
 mod inspect_gpu;
+pub mod keyed;
+#[cfg(test)]
+mod keyed_tests;
 pub mod params;
 pub mod parse;
 pub mod rate_limit;

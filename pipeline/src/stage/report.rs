@@ -3,7 +3,9 @@
 //! fail the run. The daemon gathers them from the pipeline ([`Pipeline::stage_reports`])
 //! without knowing the stages.
 
-use crate::stage::run::{Pipeline, Stage};
+use std::sync::Arc;
+
+use crate::stage::run::{CustomStage, Pipeline, Stage};
 
 /// One stage's part of the run summary.
 #[derive(Clone, Debug, PartialEq)]
@@ -23,22 +25,20 @@ pub struct StageReport {
 
 impl Pipeline {
     /// Every stage's report, in pipeline order. Called once at the end of a run: a stage may
-    /// close what is still open first (the fronthaul stage's open slots, counted partial).
+    /// close what is still open first (a stage that assembles frames into larger units closes those still open).
     pub fn stage_reports(&self) -> Vec<StageReport> {
         let mut out = Vec::new();
         for (k, s) in self.stages.iter().enumerate() {
-            match s {
-                Stage::Custom(c) => out.extend(c.cpu().summary_report(k)),
-                Stage::Fronthaul(f) => out.push(crate::fronthaul::report::stage_report(k, f)),
-                _ => {}
+            if let Stage::Custom(c) = s {
+                out.extend(c.cpu().summary_report(k));
             }
         }
         out
     }
 }
 
-/// A metric family a kind of stage exports under a full name of its own (the fronthaul stage's
-/// `pktwarp_fronthaul_*`), with labels of its choosing, beside the daemon's families. The
+/// A metric family a kind of stage exports under a full name of its own (`pktwarp_KIND_*`,
+/// [`crate::stage::CustomStage::exported_families`]), with labels of its choosing, beside the daemon's families. The
 /// daemon exposes the families of the stages in its pipeline without knowing them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExportedFamily {
@@ -80,21 +80,35 @@ pub struct ExportedSamples {
 }
 
 impl Pipeline {
-    /// The exported families of the kinds of stages in the pipeline (declared once per kind).
-    pub fn exported_families(&self) -> &'static [ExportedFamily] {
-        if self.stages.iter().any(|s| matches!(s, Stage::Fronthaul(_))) {
-            &crate::fronthaul::report::EXPORTED
-        } else {
-            &[]
+    /// The first stage of each kind that exports families, with its families (a kind's
+    /// families are one `'static` list, declared once however many stages of it run).
+    fn exporting_kinds(&self) -> Vec<(Arc<dyn CustomStage>, &'static [ExportedFamily])> {
+        let mut out: Vec<(Arc<dyn CustomStage>, &'static [ExportedFamily])> = Vec::new();
+        for s in &self.stages {
+            let Stage::Custom(c) = s else { continue };
+            let cpu = c.cpu_arc();
+            let fams = cpu.exported_families();
+            if !fams.is_empty() && !out.iter().any(|(_, f)| f[0].name == fams[0].name) {
+                out.push((cpu, fams));
+            }
         }
+        out
+    }
+
+    /// The exported families of the kinds of stages in the pipeline (declared once per kind).
+    pub fn exported_families(&self) -> Vec<&'static ExportedFamily> {
+        self.exporting_kinds()
+            .into_iter()
+            .flat_map(|(_, f)| f.iter())
+            .collect()
     }
 
     /// The samples of every exported family, in exposition order; a family without samples is
     /// left out. Reads counters only (called at every scrape).
     pub fn exported_samples(&self) -> Vec<ExportedSamples> {
-        if self.exported_families().is_empty() {
-            return Vec::new();
-        }
-        crate::fronthaul::report::exported_samples(self)
+        self.exporting_kinds()
+            .into_iter()
+            .flat_map(|(s, _)| s.exported_samples(self))
+            .collect()
     }
 }

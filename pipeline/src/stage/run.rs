@@ -31,9 +31,6 @@ pub enum Stage {
     /// A stage of the application's own (`custom:` in the config), labelled by its own name in
     /// stage lists, metrics and the summary.
     Custom(Box<CustomSlot>),
-    /// O-RAN U-plane decode into the slot grid (`fronthaul:`); on the GPU too when its eAxCs are
-    /// listed (`pipeline::fronthaul::gpu`).
-    Fronthaul(Box<crate::fronthaul::FronthaulStage>),
     /// Rewrite stages (`crate::rewrite`): they change the frame in place.
     L2fwd(crate::rewrite::L2fwd),
     Vlan(crate::rewrite::Vlan),
@@ -83,7 +80,6 @@ impl Stage {
             Stage::Count => &crate::stage::count::DESCRIPTOR,
             Stage::Acl(_) => &crate::stage::acl::DESCRIPTOR,
             Stage::Custom(c) => return c.descriptor(),
-            Stage::Fronthaul(_) => &crate::fronthaul::stage::DESCRIPTOR,
             Stage::L2fwd(_) => &rw::l2fwd::DESCRIPTOR,
             Stage::Vlan(_) => &rw::vlan::DESCRIPTOR,
             Stage::Dscp(_) => &rw::dscp::DESCRIPTOR,
@@ -102,6 +98,16 @@ impl Stage {
         match self {
             Stage::Custom(c) => c.name(),
             s => s.descriptor().map_or("", |d| d.name),
+        }
+    }
+
+    /// The registered stage's Rust implementation as its own type `T`, if this is one of type
+    /// `T` (the crate that made it finds it so in a running pipeline: its host side, its
+    /// reports).
+    pub fn custom_as<T: std::any::Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        match self {
+            Stage::Custom(c) => c.cpu_arc().as_any_arc().downcast::<T>().ok(),
+            _ => None,
         }
     }
 
@@ -588,21 +594,6 @@ impl Pipeline {
                         break;
                     }
                 }
-                Stage::Fronthaul(f) => {
-                    // Ta4 windows and slot timeouts are judged on the frame's receive time
-                    // (the capture's, the generator's radio time, the port's), never on the
-                    // host's clock: a frame without one (0) is untimed, as on the GPU, so both
-                    // executors close the same slots however fast the frames come.
-                    if desc.timestamp_ns != 0 {
-                        f.process_at(cur.bytes(), desc.timestamp_ns, meta, v);
-                    } else {
-                        f.process_untimed(cur.bytes(), meta, v);
-                    }
-                    if v.action == Action::Drop {
-                        v.reason.get_or_insert(DropReason::StageDrop);
-                        break;
-                    }
-                }
                 Stage::TxTime(op) => op.apply(desc.timestamp_ns, v),
                 Stage::Conntrack(ct) => ct.apply(desc, cur.bytes(), meta),
                 Stage::FlowStats(fs) => fs.apply(desc, cur.bytes(), meta),
@@ -760,7 +751,7 @@ pub fn build_for(
             StageConfig::Acl(a) => {
                 Stage::Acl(AclSlot::new(AclStage::from_config(a, &resolve, tx_ports)?))
             }
-            StageConfig::Fronthaul(f) => Stage::Fronthaul(Box::new(fronthaul_stage(f, &resolve)?)),
+            StageConfig::Keyed(k) => Stage::Custom(Box::new(keyed_stage(k, &resolve)?)),
             StageConfig::Custom(c) => Stage::Custom(Box::new(CustomSlot::from_registry(
                 &c.name, &c.options, registry,
             )?)),
@@ -853,17 +844,24 @@ pub(crate) fn check_ct_rule_set(a: &AclStage, i: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The `fronthaul` stage of a config, its sink folder resolved against the config's.
-fn fronthaul_stage(
-    f: &crate::fronthaul::FronthaulConfig,
+/// A keyed stage of a config (`crate::stage::keyed`), built from its checked options.
+fn keyed_stage(
+    k: &crate::stage::keyed::KeyedStageConfig,
     resolve: &impl Fn(&Path) -> std::path::PathBuf,
-) -> anyhow::Result<crate::fronthaul::FronthaulStage> {
-    let mut f = f.clone();
-    if let Some(dir) = f.sink.dir_mut() {
-        *dir = resolve(dir);
-    }
-    crate::fronthaul::FronthaulStage::from_config(&f)
-        .map_err(|e| anyhow::anyhow!("stage `fronthaul`: {e}"))
+) -> anyhow::Result<CustomSlot> {
+    let d = k.stage.descriptor();
+    let Some(options) = &k.options else {
+        anyhow::bail!(
+            "stage `{}`: its options were not checked (the config was not read by \
+             `config::parse_str`)",
+            d.name
+        );
+    };
+    let built = k
+        .stage
+        .build(options.as_ref(), resolve)
+        .map_err(|e| anyhow::anyhow!("stage `{}`: {e:#}", d.name))?;
+    CustomSlot::with_descriptor(d, built)
 }
 
 #[cfg(test)]

@@ -18,8 +18,9 @@
 //! State: the reference runs the burst with the very ACL and route tables the executor used
 //! ([`BurstTables`], loaded once for the burst before it ran), so a reload between the burst and
 //! its check is no mismatch. A custom stage is re-run on the same instance (a stage whose
-//! verdict depends on what it saw before is what this catches); a `fronthaul` stage keeps every
-//! frame it decodes, so `verify` is refused with one (config check).
+//! verdict depends on what it saw before is what this catches); a stage that keeps every frame
+//! (its `rerun_refusal`, a keyed stage's, or the flow-table stages) refuses `verify` (config
+//! check).
 //!
 //! The data path never waits: the verifier takes one burst at a time; a burst due for a sample
 //! while it is busy is skipped and counted (`skipped_busy`). The frames of a burst found to

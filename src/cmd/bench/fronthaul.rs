@@ -11,10 +11,10 @@ use anyhow::Context as _;
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::executor::gpu::abi::Desc;
 use pipeline::executor::gpu::{GpuExecutor, GpuOptions, Mode, PipelineDesc};
-use pipeline::fronthaul::config::{CompConfig, CompHdr, CompMethodName, SinkConfig};
-use pipeline::fronthaul::gpu as fgpu;
-use pipeline::fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
-use pipeline::port::gen::oran::{build_uplane_frames, OranGenOptions};
+use pktwarp_fronthaul::config::{CompConfig, CompHdr, CompMethodName, SinkConfig};
+use pktwarp_fronthaul::gpu as fgpu;
+use pktwarp_fronthaul::oran_gen::{build_uplane_frames, OranGenOptions};
+use pktwarp_fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 
@@ -312,7 +312,7 @@ mod tests {
         // One sample changed: different.
         let l = fgpu::Layout::new(&cfg).unwrap();
         let words: Vec<u16> = match a[0].data() {
-            pipeline::fronthaul::grid::GridData::Int16(v) => {
+            pktwarp_fronthaul::grid::GridData::Int16(v) => {
                 v.iter().map(|&x| x as u16 ^ 1).collect()
             }
             _ => unreachable!("int16 grid"),

@@ -20,15 +20,15 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use pipeline::burst::Burst;
-use pipeline::fronthaul::bfp::{self, Method, PRB_SAMPLES};
-use pipeline::fronthaul::decode::{self, Message, Sections};
-use pipeline::fronthaul::grid::GridData;
-use pipeline::fronthaul::stage::SYMBOLS;
-use pipeline::fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
 use pipeline::meta::PacketMeta;
-use pipeline::port::gen::oran::OranGenOptions;
 use pipeline::verdict::Verdict;
 use pipeline::wire::{ecpri, ethernet};
+use pktwarp_fronthaul::bfp::{self, Method, PRB_SAMPLES};
+use pktwarp_fronthaul::decode::{self, Message, Sections};
+use pktwarp_fronthaul::grid::GridData;
+use pktwarp_fronthaul::oran_gen::OranGenOptions;
+use pktwarp_fronthaul::stage::SYMBOLS;
+use pktwarp_fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
 use serde_json::json;
 
 use super::fronthaul::{frames_of, setup_shape, CELL_PRBS_PER_S};

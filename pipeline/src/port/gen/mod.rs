@@ -5,7 +5,7 @@
 //! the same frames, whatever the rate or burst sizes.
 
 mod frame;
-pub mod oran;
+pub mod mode;
 pub mod payload;
 mod pool;
 mod split;
@@ -291,9 +291,10 @@ pub struct GenOptions {
     /// TCP flags byte of TCP frames. Default 0x10 (ACK).
     #[serde(default = "default_tcp_flags")]
     pub tcp_flags: u8,
-    /// O-RAN U-plane traffic (eCPRI, known IQ) instead of IP frames; see [`oran`].
-    #[serde(default)]
-    pub oran: Option<oran::OranGenOptions>,
+    /// A registered generator mode's frames instead of IP frames (`gen: { KEY: {...} }`; see
+    /// [`mode`]): read from its key by [`mode::gen_section`].
+    #[serde(skip)]
+    pub mode: Option<mode::GenModeConfig>,
     /// Planted payloads and HTTP requests in a share of the frames; see [`payload`].
     #[serde(default)]
     pub payload: Option<PayloadOptions>,
@@ -312,7 +313,7 @@ impl Default for GenOptions {
             malformed_ratio: 0.0,
             vlan: None,
             tcp_flags: default_tcp_flags(),
-            oran: None,
+            mode: None,
             payload: None,
         }
     }
@@ -326,8 +327,8 @@ impl GenOptions {
     /// and config loading: the error starts with the key (`gen.rate: ...`) and gives the
     /// allowed range.
     pub fn check(&self) -> Result<(), String> {
-        if let Some(o) = &self.oran {
-            return self.check_oran(o);
+        if let Some(m) = &self.mode {
+            return self.check_mode(m);
         }
         if self.rate == Rate::Capture {
             return Err(
@@ -365,10 +366,10 @@ impl GenOptions {
         Ok(())
     }
 
-    /// O-RAN mode: the frames, their number and their VLAN are the `oran` options'; the IP
-    /// frame keys would be silently ignored, so they are refused. `rate: capture` plays the
-    /// frames at their radio-time timestamps.
-    fn check_oran(&self, o: &oran::OranGenOptions) -> Result<(), String> {
+    /// A mode's frames, their number and their VLAN are the mode's; the IP frame keys would be
+    /// silently ignored, so they are refused. `rate: capture` plays the frames at their own
+    /// timestamps.
+    fn check_mode(&self, m: &mode::GenModeConfig) -> Result<(), String> {
         let ip_only = [
             ("trace", self.trace.is_some()),
             ("flows", self.flows.is_some()),
@@ -381,13 +382,14 @@ impl GenOptions {
         ];
         if let Some((key, _)) = ip_only.iter().find(|(_, set)| *set) {
             return Err(format!(
-                "gen.{key}: not used with `oran` (its frames come from gen.oran: slots, eaxcs, vlan, ...)"
+                "gen.{key}: not used with `{mode}` (its frames come from gen.{mode})",
+                mode = m.mode.key()
             ));
         }
         if self.rate != Rate::Capture {
             self.rate.validate("gen.rate")?;
         }
-        o.validate()
+        m.mode.check(m.parsed()?)
     }
 }
 
@@ -657,8 +659,8 @@ pub struct GenRx {
     /// The distinct frames built once (a fixed flow set or a trace; see [`pool`]).
     pool: Option<pool::FramePool>,
     wall_start_ns: u64,
-    /// O-RAN mode (`gen: {oran: ...}`): the U-plane frames of N slots, then the end.
-    oran: Option<Box<oran::OranRx>>,
+    /// A generator mode's frames (`gen: { KEY: ... }`, [`mode`]), then the end.
+    source: Option<Box<dyn mode::GenSource>>,
     /// Planted payloads (`gen.payload`).
     payloads: Option<Box<Payloads>>,
 }
@@ -670,8 +672,8 @@ impl GenRx {
         let cfg = PortError::Config;
         // One set of checks for run and validate.
         opts.check().map_err(cfg)?;
-        if let Some(o) = &opts.oran {
-            let rx = oran::OranRx::new(o, opts.rate, port)?;
+        if let Some(m) = &opts.mode {
+            let rx = m.mode.open(m.parsed().map_err(cfg)?, opts.rate, port)?;
             return Ok(GenRx {
                 name: rx.name().to_string(),
                 port,
@@ -691,7 +693,7 @@ impl GenRx {
                 pending: None,
                 pool: None,
                 wall_start_ns: 0,
-                oran: Some(Box::new(rx)),
+                source: Some(rx),
                 payloads: None,
             });
         }
@@ -756,7 +758,7 @@ impl GenRx {
                 .duration_since(UNIX_EPOCH)
                 .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
                 .unwrap_or(0),
-            oran: None,
+            source: None,
         })
     }
 
@@ -862,7 +864,7 @@ impl GenRx {
 
 impl RxPort for GenRx {
     fn rx_burst(&mut self, burst: &mut Burst, max: usize) -> Result<RxStatus, PortError> {
-        if let Some(o) = &mut self.oran {
+        if let Some(o) = &mut self.source {
             let r = o.rx_burst(burst, max)?;
             if let RxStatus::Frames(n) = r {
                 self.produced += n as u64;

@@ -195,7 +195,7 @@ pub fn read_slot(sidecar: &Path) -> Result<(RawSlotMeta, GridData), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fronthaul::config::GridConfig;
+    use crate::config::GridConfig;
 
     fn dir(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("pw-raw-{name}-{}", std::process::id()));

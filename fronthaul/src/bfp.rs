@@ -19,16 +19,16 @@ pub enum Method {
 impl Method {
     pub fn from_ud_comp_meth(m: u8) -> Option<Method> {
         match m {
-            crate::wire::oran::comp_meth::NONE => Some(Method::None),
-            crate::wire::oran::comp_meth::BFP => Some(Method::Bfp),
+            pipeline::wire::oran::comp_meth::NONE => Some(Method::None),
+            pipeline::wire::oran::comp_meth::BFP => Some(Method::Bfp),
             _ => None,
         }
     }
 
     pub fn ud_comp_meth(self) -> u8 {
         match self {
-            Method::None => crate::wire::oran::comp_meth::NONE,
-            Method::Bfp => crate::wire::oran::comp_meth::BFP,
+            Method::None => pipeline::wire::oran::comp_meth::NONE,
+            Method::Bfp => pipeline::wire::oran::comp_meth::BFP,
         }
     }
 

@@ -1,8 +1,8 @@
 //! The completion poll over fake GPU rings (the buffers as the kernel leaves them).
 
 use super::*;
-use crate::fronthaul::bfp::PRB_SAMPLES;
-use crate::fronthaul::config::SinkConfig;
+use crate::bfp::PRB_SAMPLES;
+use crate::config::SinkConfig;
 use std::cell::RefCell;
 
 /// One GPU's buffers of the stage, written as `pw_stage_fronthaul` writes them.
@@ -34,8 +34,8 @@ impl FakeGpu {
     /// it stored.
     fn store(&self, tag: u32, e: usize, sym: usize, prb: usize, v: i16, ts: u64) -> bool {
         let r = (tag as usize - 1) % self.l.ring;
-        let cycle = crate::fronthaul::grid::cycle_slots(self.l.numerology);
-        if crate::fronthaul::grid::at_or_after(self.closed.borrow()[r], tag, cycle) {
+        let cycle = crate::grid::cycle_slots(self.l.numerology);
+        if crate::grid::at_or_after(self.closed.borrow()[r], tag, cycle) {
             return false;
         }
         let cell = r * self.l.cells() + (e * 14 + sym) * self.l.prbs + prb;
@@ -349,7 +349,7 @@ fn a_config_without_eaxcs_has_no_completer() {
 
 #[test]
 fn the_stage_counts_gpu_slots_and_their_latency_and_keeps_them_over_the_counters() {
-    use crate::fronthaul::FronthaulStage;
+    use crate::FronthaulStage;
     let c0 = cfg(2, 1_000_000);
     let stage = FronthaulStage::from_config(&c0).unwrap();
     let mut c = Completer::new(&c0).unwrap();
@@ -374,14 +374,14 @@ fn the_stage_counts_gpu_slots_and_their_latency_and_keeps_them_over_the_counters
     assert_eq!(got.per_eaxc[0].slots_complete, 1);
     assert_eq!(got.per_eaxc[1].slots_partial, 1);
     // The GPU's counters at the end replace the stage's, but for the slot counts.
-    let mut gc = crate::fronthaul::FronthaulCounters {
+    let mut gc = crate::FronthaulCounters {
         prbs: 99,
         ..Default::default()
     };
     gc.per_eaxc = got
         .per_eaxc
         .iter()
-        .map(|e| crate::fronthaul::EaxcCounters {
+        .map(|e| crate::EaxcCounters {
             eaxc: e.eaxc,
             packets: 5,
             ..Default::default()
@@ -397,8 +397,8 @@ fn the_stage_counts_gpu_slots_and_their_latency_and_keeps_them_over_the_counters
 
 #[test]
 fn the_cpu_stage_measures_each_complete_slot() {
-    use crate::fronthaul::FronthaulStage;
-    use crate::port::gen::oran::{build_uplane_frames, OranGenOptions};
+    use crate::oran_gen::{build_uplane_frames, OranGenOptions};
+    use crate::FronthaulStage;
     let o = OranGenOptions {
         carrier_prbs: 12,
         eaxcs: vec![1, 2],
@@ -410,7 +410,7 @@ fn the_cpu_stage_measures_each_complete_slot() {
         carrier_prbs: o.carrier_prbs,
         numerology: o.numerology,
         eaxcs: o.eaxcs.clone(),
-        comp: crate::fronthaul::config::CompConfig {
+        comp: crate::config::CompConfig {
             method: o.comp_method,
             iq_width: o.iq_width,
             hdr: o.comp_hdr,
@@ -422,8 +422,8 @@ fn the_cpu_stage_measures_each_complete_slot() {
     let frames: Vec<_> = build_uplane_frames(&o).collect();
     // The last packet of the last slot withheld: two slots complete, one stays partial.
     for f in &frames[..frames.len() - 1] {
-        let mut v = crate::verdict::Verdict::PASS;
-        stage.process_untimed(&f.data, &crate::meta::PacketMeta::default(), &mut v);
+        let mut v = pipeline::verdict::Verdict::PASS;
+        stage.process_untimed(&f.data, &pipeline::meta::PacketMeta::default(), &mut v);
     }
     stage.flush();
     let got = stage.counters();
@@ -434,8 +434,8 @@ fn the_cpu_stage_measures_each_complete_slot() {
 
 #[test]
 fn the_cpu_stage_refuses_the_packets_of_a_closed_slot() {
-    use crate::fronthaul::{FnSink, FronthaulStage};
-    use crate::port::gen::oran::{build_uplane_frames, OranGenOptions};
+    use crate::oran_gen::{build_uplane_frames, OranGenOptions};
+    use crate::{FnSink, FronthaulStage};
     use std::sync::{Arc, Mutex as StdMutex};
     let o = OranGenOptions {
         carrier_prbs: 12,
@@ -455,14 +455,14 @@ fn the_cpu_stage_refuses_the_packets_of_a_closed_slot() {
     let sink = FnSink(move |g: &SlotGrid| s2.lock().unwrap().push(g.clone()));
     let stage = FronthaulStage::with_sink(&c0, Box::new(sink)).unwrap();
     let frames: Vec<_> = build_uplane_frames(&o).collect();
-    let run = |fs: &[crate::port::gen::oran::OranFrame], want: crate::verdict::Verdict| {
+    let run = |fs: &[crate::oran_gen::OranFrame], want: pipeline::verdict::Verdict| {
         for f in fs {
-            let mut v = crate::verdict::Verdict::PASS;
-            stage.process_untimed(&f.data, &crate::meta::PacketMeta::default(), &mut v);
+            let mut v = pipeline::verdict::Verdict::PASS;
+            stage.process_untimed(&f.data, &pipeline::meta::PacketMeta::default(), &mut v);
             assert_eq!(v, want);
         }
     };
-    run(&frames, crate::verdict::Verdict::PASS);
+    run(&frames, pipeline::verdict::Verdict::PASS);
     let before = stage.counters();
     assert_eq!(before.slots_complete, 3);
     // The first slot again (56 packets: 14 symbols x 2 eAxCs x 2), its bytes changed so a
@@ -478,7 +478,7 @@ fn the_cpu_stage_refuses_the_packets_of_a_closed_slot() {
         })
         .collect();
     // Refused frames are dropped, so the queue's totals account for them.
-    let refused = crate::verdict::Verdict::drop(crate::verdict::DropReason::FronthaulReject);
+    let refused = pipeline::verdict::Verdict::drop(pipeline::verdict::DropReason::FronthaulReject);
     run(&late, refused);
     stage.flush();
     let got = stage.counters();
@@ -504,14 +504,14 @@ struct FakeCounters {
     eaxc: RefCell<Vec<Vec<u8>>>,
 }
 
-impl crate::fronthaul::gpu::CounterSource for FakeCounters {
+impl crate::gpu::CounterSource for FakeCounters {
     fn stage_block(&self, k: usize) -> [u64; 8] {
         assert_eq!(k, 1, "the fronthaul stage's position");
         *self.block.borrow()
     }
 
     fn stage_buffers(&self, _k: usize, i: usize) -> anyhow::Result<Vec<Vec<u8>>> {
-        use crate::fronthaul::gpu::{BUF_EAXC_COUNTERS, BUF_STATS, STATS};
+        use crate::gpu::{BUF_EAXC_COUNTERS, BUF_STATS, STATS};
         match i {
             BUF_EAXC_COUNTERS => Ok(self.eaxc.borrow().clone()),
             BUF_STATS => Ok(vec![vec![0; STATS * 8]]),
@@ -522,13 +522,13 @@ impl crate::fronthaul::gpu::CounterSource for FakeCounters {
 
 #[test]
 fn gpu_counters_reach_the_summary_and_metrics_while_the_run_goes() {
-    use crate::fronthaul::gpu::{CTR_PRBS, CTR_UPLANE, EAXC_COUNTER_BYTES};
-    use crate::fronthaul::FronthaulStage;
-    use crate::stage::Stage;
+    use crate::gpu::{CTR_PRBS, CTR_UPLANE, EAXC_COUNTER_BYTES};
+    use crate::FronthaulStage;
+    use pipeline::stage::Stage;
     let c0 = cfg(2, 1_000_000);
-    let p = crate::stage::Pipeline::new(vec![
+    let p = pipeline::stage::Pipeline::new(vec![
         Stage::Parse,
-        Stage::Fronthaul(Box::new(FronthaulStage::from_config(&c0).unwrap())),
+        FronthaulStage::from_config(&c0).unwrap().into_stage(),
         Stage::Count,
     ]);
     let mut live = LiveStages::new(&p).unwrap();
@@ -545,7 +545,7 @@ fn gpu_counters_reach_the_summary_and_metrics_while_the_run_goes() {
         b
     };
     let metric = |fam: &str, want: &str| -> u64 {
-        crate::fronthaul::report::metric_families(&p)
+        crate::report::metric_families(&p)
             .into_iter()
             .find(|f| f.0 == fam)
             .map_or(0, |f| {
@@ -561,9 +561,7 @@ fn gpu_counters_reach_the_summary_and_metrics_while_the_run_goes() {
         src.block.borrow_mut()[CTR_PRBS] = 12 * packets;
         *src.eaxc.borrow_mut() = vec![per_gpu(packets, round), per_gpu(packets, 0)];
         live.absorb_counters(&p, &src).unwrap();
-        let Stage::Fronthaul(f) = &p.stages[1] else {
-            unreachable!()
-        };
+        let f = FronthaulStage::of(&p.stages[1]).unwrap();
         let c = f.counters();
         assert_eq!(
             (c.uplane, c.prbs),
@@ -572,7 +570,7 @@ fn gpu_counters_reach_the_summary_and_metrics_while_the_run_goes() {
         );
         assert_eq!(c.per_eaxc[1].packets, 2 * packets, "summed over the GPUs");
         assert_eq!(c.per_eaxc[1].early, round);
-        let lines = crate::fronthaul::report::summaries(&p)[0].lines();
+        let lines = crate::report::summaries(&p)[0].lines();
         let want = format!("eAxC 9: {} packets", 2 * packets);
         assert!(lines.iter().any(|l| l.starts_with(&want)), "{lines:?}");
         assert_eq!(metric("pktwarp_fronthaul_packets_total", ""), 2 * packets);

@@ -14,17 +14,17 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use pipeline::fronthaul::config::{
-    CompConfig, CompHdr, CompMethodName, GridConfig, GridFormat, SinkConfig,
-};
-use pipeline::fronthaul::decode::{check, Message};
-use pipeline::fronthaul::gpu::{self, Layout};
-use pipeline::fronthaul::seqlog::{self, LogSource, SeqJudge};
-use pipeline::fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
 use pipeline::meta::PacketMeta;
-use pipeline::port::gen::oran::{build_uplane_frames, OranGenOptions};
 use pipeline::port::pcap::CaptureReader;
 use pipeline::verdict::{Action, Verdict};
+use pktwarp_fronthaul::config::{
+    CompConfig, CompHdr, CompMethodName, GridConfig, GridFormat, SinkConfig,
+};
+use pktwarp_fronthaul::decode::{check, Message};
+use pktwarp_fronthaul::gpu::{self, Layout};
+use pktwarp_fronthaul::oran_gen::{build_uplane_frames, OranGenOptions};
+use pktwarp_fronthaul::seqlog::{self, LogSource, SeqJudge};
+use pktwarp_fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
 use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
 use pktwarp_kernels::StageSpec;
 use proptest::prelude::*;
@@ -200,16 +200,16 @@ impl<'a> HostStage<'a> {
         )
     }
 
-    /// What the host's completion poll does when it closes a slot (pipeline::fronthaul::live):
+    /// What the host's completion poll does when it closes a slot (pktwarp_fronthaul::live):
     /// the newest closed tag of its ring entry into `fronthaul.closed`, for the kernel.
     fn mark_closed(&mut self, g: &SlotGrid) {
         let tag = g.key.tag(self.layout.numerology);
-        let cycle = pipeline::fronthaul::grid::cycle_slots(self.layout.numerology);
+        let cycle = pktwarp_fronthaul::grid::cycle_slots(self.layout.numerology);
         let r = (tag as usize - 1) % self.layout.ring;
         let w = &mut self.bufs[gpu::BUF_CLOSED][r / 2];
         let shift = 32 * (r % 2);
         let old = (*w >> shift) as u32;
-        if old == 0 || pipeline::fronthaul::grid::at_or_after(tag, old, cycle) {
+        if old == 0 || pktwarp_fronthaul::grid::at_or_after(tag, old, cycle) {
             *w = (*w & !(0xFFFF_FFFFu64 << shift)) | (u64::from(tag) << shift);
         }
     }
@@ -248,13 +248,13 @@ fn compare(
 
 /// Runs (frame, receive time) pairs through both and compares everything; returns the GPU
 /// slots and the (equal) counters. Slots never time out (`slot_timeout_us` at its largest): the GPU ring has no
-/// timeout, the host's completion poll has (pipeline::fronthaul::live).
+/// timeout, the host's completion poll has (pktwarp_fronthaul::live).
 fn compare_timed(
     pipes: &Pipes,
     cfg: &FronthaulConfig,
     frames: &[(Vec<u8>, u64)],
     with_parse: bool,
-) -> (Vec<SlotGrid>, pipeline::fronthaul::FronthaulCounters) {
+) -> (Vec<SlotGrid>, pktwarp_fronthaul::FronthaulCounters) {
     let cfg = &FronthaulConfig {
         slot_timeout_us: u64::MAX / 1000,
         ..cfg.clone()
@@ -346,8 +346,8 @@ fn run_frames_both(
 /// The stage's counters, total and per eAxC, equal between the GPU's (`gc`, with `rejected`
 /// per eAxC) and Rust's (`rc`).
 fn assert_counters_equal(
-    gc: &pipeline::fronthaul::FronthaulCounters,
-    rc: &pipeline::fronthaul::FronthaulCounters,
+    gc: &pktwarp_fronthaul::FronthaulCounters,
+    rc: &pktwarp_fronthaul::FronthaulCounters,
     rejected: &[u64],
 ) {
     assert_eq!(

@@ -23,7 +23,7 @@
 //!
 //! The rule is the CPU assembler's (docs/fronthaul.md, "When a slot opens and closes"), taken
 //! at each poll rather than at each packet: polled after every frame it decides as the CPU
-//! does (pipeline/tests/fronthaul_slot_rule.rs holds the two equal, with frames delivered far
+//! does (fronthaul/tests/fronthaul_slot_rule.rs holds the two equal, with frames delivered far
 //! slower than their radio time too: host time decides only how often the poll looks); a poll
 //! that lags sees several frames at once, and the frames of a slot the kernel stored before the
 //! host's closed word landed are delivered with it rather than refused.
@@ -39,8 +39,8 @@ use super::config::FronthaulConfig;
 use super::decode::SYMBOLS_PER_SLOT;
 use super::gpu::{entry_bytes, entry_state, merge, slot_of_entry, Layout};
 use super::grid::SlotGrid;
-pub use crate::stage::gpu_host::HandedLog;
-use crate::stage::gpu_host::{GpuHostSide, StageGpuMemory};
+pub use pipeline::stage::gpu_host::HandedLog;
+use pipeline::stage::gpu_host::{GpuHostSide, StageGpuMemory};
 
 /// One GPU's copy of a fronthaul stage's ring.
 pub trait GridSource {
@@ -232,7 +232,7 @@ impl Completer {
             for st in states {
                 let (tag, _, _) = entry_state(st, r);
                 if tag != 0
-                    && !crate::fronthaul::grid::at_or_after(self.closed[r], tag, self.cycle())
+                    && !crate::grid::at_or_after(self.closed[r], tag, self.cycle())
                     && !fresh.contains(&tag)
                     && !self.open.iter().any(|o| o.tag == tag)
                 {
@@ -259,13 +259,12 @@ impl Completer {
     ) -> anyhow::Result<()> {
         let r = self.entry_of(o.tag);
         let cycle = self.cycle();
-        let newest = if self.closed[r] == 0
-            || crate::fronthaul::grid::at_or_after(o.tag, self.closed[r], cycle)
-        {
-            o.tag
-        } else {
-            self.closed[r]
-        };
+        let newest =
+            if self.closed[r] == 0 || crate::grid::at_or_after(o.tag, self.closed[r], cycle) {
+                o.tag
+            } else {
+                self.closed[r]
+            };
         // Before the read-back: a packet the kernel takes after this is refused, so what is
         // read is what stays.
         for s in srcs {
@@ -431,19 +430,19 @@ impl PollStats {
 
 impl LiveStages {
     /// One completion state per fronthaul stage of `p` (none: nothing to poll).
-    pub fn new(p: &crate::stage::Pipeline) -> anyhow::Result<LiveStages> {
+    pub fn new(p: &pipeline::stage::Pipeline) -> anyhow::Result<LiveStages> {
         Self::with_handed(p, std::sync::Arc::default())
     }
 
     /// The pipeline's fronthaul stages, learning when bursts went to the GPU from `handed`
     /// (the log the GPU executor records into).
     pub fn with_handed(
-        p: &crate::stage::Pipeline,
+        p: &pipeline::stage::Pipeline,
         handed: std::sync::Arc<HandedLog>,
     ) -> anyhow::Result<LiveStages> {
         let mut stages = Vec::new();
         for (k, st) in p.stages.iter().enumerate() {
-            if let crate::stage::Stage::Fronthaul(f) = st {
+            if let Some(f) = super::FronthaulStage::of(st) {
                 let mut c = Completer::new(f.config()).map_err(|e| anyhow::anyhow!(e))?;
                 c.samples = f.has_sink();
                 let j = super::seqlog::SeqJudge::new(c.layout().eaxcs.len());
@@ -452,6 +451,24 @@ impl LiveStages {
         }
         Ok(LiveStages {
             stages,
+            handed,
+            counters_at: None,
+            stats: PollStats::default(),
+        })
+    }
+
+    /// The completion poll of the one fronthaul stage `f` at pipeline position `k` (its host
+    /// side on the GPU executor).
+    pub fn of_stage(
+        k: usize,
+        f: &super::FronthaulStage,
+        handed: std::sync::Arc<HandedLog>,
+    ) -> anyhow::Result<LiveStages> {
+        let mut c = Completer::new(f.config()).map_err(|e| anyhow::anyhow!(e))?;
+        c.samples = f.has_sink();
+        let j = super::seqlog::SeqJudge::new(c.layout().eaxcs.len());
+        Ok(LiveStages {
+            stages: vec![(k, c, j)],
             handed,
             counters_at: None,
             stats: PollStats::default(),
@@ -476,7 +493,7 @@ impl LiveStages {
     /// [`COUNTERS_EVERY`] the GPU counters go into the stages. Returns how many slots closed.
     pub fn poll(
         &mut self,
-        p: &crate::stage::Pipeline,
+        p: &pipeline::stage::Pipeline,
         mem: &dyn StageGpuMemory,
     ) -> anyhow::Result<usize> {
         let start = Instant::now();
@@ -508,12 +525,12 @@ impl LiveStages {
     /// Every stage's GPU counters (and its sequence counts so far) into the Rust stage.
     pub fn absorb_counters(
         &self,
-        p: &crate::stage::Pipeline,
+        p: &pipeline::stage::Pipeline,
         src: &dyn super::gpu::CounterSource,
     ) -> anyhow::Result<()> {
         for (k, _, j) in &self.stages {
-            if let Some(crate::stage::Stage::Fronthaul(f)) = p.stages.get(*k) {
-                super::gpu::absorb_stage(f, *k, src, j.counts())?;
+            if let Some(f) = p.stages.get(*k).and_then(super::FronthaulStage::of) {
+                super::gpu::absorb_stage(&f, *k, src, j.counts())?;
             }
         }
         Ok(())
@@ -523,11 +540,11 @@ impl LiveStages {
     /// the poll never saw (it fell a whole ring behind) counted lost.
     pub fn report_lost(
         &self,
-        p: &crate::stage::Pipeline,
+        p: &pipeline::stage::Pipeline,
         src: &dyn super::gpu::CounterSource,
     ) -> anyhow::Result<()> {
         for (k, c, _) in &self.stages {
-            if let Some(crate::stage::Stage::Fronthaul(f)) = p.stages.get(*k) {
+            if let Some(f) = p.stages.get(*k).and_then(super::FronthaulStage::of) {
                 let taken = super::gpu::taken_slots(src, *k)?;
                 f.set_slots_lost(taken.saturating_sub(c.observed()));
             }
@@ -538,7 +555,7 @@ impl LiveStages {
     /// The end of a run: every slot still open closed (see [`Completer::finish`]).
     pub fn finish(
         &mut self,
-        p: &crate::stage::Pipeline,
+        p: &pipeline::stage::Pipeline,
         mem: &dyn StageGpuMemory,
     ) -> anyhow::Result<()> {
         self.each(p, mem, true)?;
@@ -563,13 +580,13 @@ impl LiveStages {
 
     fn each(
         &mut self,
-        p: &crate::stage::Pipeline,
+        p: &pipeline::stage::Pipeline,
         mem: &dyn StageGpuMemory,
         end: bool,
     ) -> anyhow::Result<usize> {
         let mut n = 0;
         for (k, c, j) in &mut self.stages {
-            let Some(crate::stage::Stage::Fronthaul(f)) = p.stages.get(*k) else {
+            let Some(f) = p.stages.get(*k).and_then(super::FronthaulStage::of) else {
                 continue;
             };
             let layout = c.layout().clone();
@@ -625,7 +642,11 @@ impl GpuHostSide for LiveStages {
         POLL
     }
 
-    fn poll(&mut self, p: &crate::stage::Pipeline, mem: &dyn StageGpuMemory) -> anyhow::Result<()> {
+    fn poll(
+        &mut self,
+        p: &pipeline::stage::Pipeline,
+        mem: &dyn StageGpuMemory,
+    ) -> anyhow::Result<()> {
         LiveStages::poll(self, p, mem)
             .map(|_| ())
             .map_err(|e| e.context("fronthaul slot completion"))
@@ -633,7 +654,7 @@ impl GpuHostSide for LiveStages {
 
     fn finish(
         self: Box<Self>,
-        p: &crate::stage::Pipeline,
+        p: &pipeline::stage::Pipeline,
         mem: &dyn StageGpuMemory,
     ) -> anyhow::Result<()> {
         super::gpu::absorb_from_gpu(p, mem, *self)

@@ -10,8 +10,8 @@ use super::decode::{self, DecodeParams, Message, Reject, Section, Sections, SYMB
 use super::grid::{Assembler, Closed, SlotGrid, SlotKey, SlotRing};
 use super::sink::{BackgroundSink, NpySink, SlotSink};
 use super::track::{Arrival, SeqEvent, SeqTracker, Timing};
-use crate::meta::PacketMeta;
-use crate::verdict::{DropReason, Verdict};
+use pipeline::meta::PacketMeta;
+use pipeline::verdict::{DropReason, Verdict};
 
 /// Counters of one eAxC (the `eaxc` label of the metrics).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -709,13 +709,13 @@ fn peek_eaxc(frame: &[u8]) -> Option<u16> {
     let mut off = 12;
     let mut ty = u16::from_be_bytes([*frame.get(off)?, *frame.get(off + 1)?]);
     let mut tags = 0;
-    while crate::wire::ethernet::ether_type::is_vlan(ty) && tags < decode::MAX_VLAN {
+    while pipeline::wire::ethernet::ether_type::is_vlan(ty) && tags < decode::MAX_VLAN {
         off += 4;
         ty = u16::from_be_bytes([*frame.get(off)?, *frame.get(off + 1)?]);
         tags += 1;
     }
     let mt = *frame.get(off + 3)?;
-    (ty == crate::wire::ethernet::ether_type::ECPRI && (mt == 0 || mt == 2)).then(|| {
+    (ty == pipeline::wire::ethernet::ether_type::ECPRI && (mt == 0 || mt == 2)).then(|| {
         Some(u16::from_be_bytes([
             *frame.get(off + 6)?,
             *frame.get(off + 7)?,
@@ -723,9 +723,29 @@ fn peek_eaxc(frame: &[u8]) -> Option<u16> {
     })?
 }
 
+impl FronthaulStage {
+    /// The stage in a pipeline's stage list (a stage of the stage API, as a registered one).
+    pub fn into_stage(self) -> pipeline::stage::Stage {
+        let built = pipeline::stage::BuiltStage {
+            cpu: std::sync::Arc::new(self),
+            gpu: None,
+        };
+        match pipeline::stage::CustomSlot::with_descriptor(&DESCRIPTOR, built) {
+            Ok(slot) => pipeline::stage::Stage::Custom(Box::new(slot)),
+            // A stage without counters or CUDA source: nothing to refuse.
+            Err(e) => unreachable!("the fronthaul stage's build is checked: {e:#}"),
+        }
+    }
+
+    /// The fronthaul stage `s` is, if it is one.
+    pub fn of(s: &pipeline::stage::Stage) -> Option<std::sync::Arc<FronthaulStage>> {
+        s.custom_as::<FronthaulStage>()
+    }
+}
+
 /// Through the stage API the receive time is the frame's (`RxInfo`); without one the frame is
 /// untimed, as on the GPU: the host's clock never times a slot out.
-impl crate::stage::CustomStage for FronthaulStage {
+impl pipeline::stage::CustomStage for FronthaulStage {
     fn process(&self, frame: &[u8], meta: &PacketMeta, verdict: &mut Verdict) {
         self.process_untimed(frame, meta, verdict);
     }
@@ -733,7 +753,7 @@ impl crate::stage::CustomStage for FronthaulStage {
     fn process_rx(
         &self,
         frame: &[u8],
-        rx: crate::stage::RxInfo,
+        rx: pipeline::stage::api::RxInfo,
         meta: &PacketMeta,
         verdict: &mut Verdict,
     ) {
@@ -743,26 +763,55 @@ impl crate::stage::CustomStage for FronthaulStage {
             self.process_untimed(frame, meta, verdict);
         }
     }
+
+    /// The GPU grid's eAxCs are fixed: a config without `fronthaul.eaxcs` is CPU only.
+    fn gpu_library(&self) -> Option<Result<pipeline::stage::GpuParams, String>> {
+        Some(super::gpu::gpu_params(self.config()))
+    }
+
+    fn exported_families(&self) -> &'static [pipeline::stage::report::ExportedFamily] {
+        &super::report::EXPORTED
+    }
+
+    fn exported_samples(
+        &self,
+        pipeline: &pipeline::stage::Pipeline,
+    ) -> Vec<pipeline::stage::report::ExportedSamples> {
+        super::report::exported_samples(pipeline)
+    }
+
+    fn gpu_host_side(
+        &self,
+        position: usize,
+        handed: &std::sync::Arc<pipeline::stage::gpu_host::HandedLog>,
+    ) -> anyhow::Result<Option<Box<dyn pipeline::stage::gpu_host::GpuHostSide>>> {
+        let live = super::live::LiveStages::of_stage(position, self, handed.clone())?;
+        Ok(Some(Box::new(live)))
+    }
+
+    fn summary_report(&self, position: usize) -> Option<pipeline::stage::report::StageReport> {
+        Some(super::report::stage_report(position, self))
+    }
 }
 
 /// Symbols per slot, re-exported for sinks that index the grid.
 pub const SYMBOLS: usize = SYMBOLS_PER_SLOT as usize;
 
-/// The `fronthaul` stage, described ([`crate::stage::descriptor`]).
-pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
-    crate::stage::descriptor::StageDescriptor {
+/// The `fronthaul` stage, described ([`pipeline::stage::descriptor`]).
+pub const DESCRIPTOR: pipeline::stage::descriptor::StageDescriptor =
+    pipeline::stage::descriptor::StageDescriptor {
         name: "fronthaul",
         usage: "`fronthaul: {...}`",
         summary: "O-RAN 7.2x U-plane decode (BFP / none, static or dynamic udCompHdr) into the slot grid; malformed frames and packets of a closed slot dropped as `fronthaul_reject`; on the GPU only with `eaxcs` listed: see [5G fronthaul](#5g-fronthaul)",
-        needs: crate::stage::descriptor::StageNeeds {
+        needs: pipeline::stage::descriptor::StageNeeds {
         reads_payload: true,
         reads_time: true,
         orders_across_queues: true,
-        ..crate::stage::descriptor::StageNeeds::NONE
+        ..pipeline::stage::descriptor::StageNeeds::NONE
     },
-        drop_reasons: &[crate::verdict::DropReason::FronthaulReject, crate::verdict::DropReason::StageDrop],
+        drop_reasons: &[pipeline::verdict::DropReason::FronthaulReject, pipeline::verdict::DropReason::StageDrop],
         counters: &[],
-        gpu: crate::stage::descriptor::GpuImpl::Library {
+        gpu: pipeline::stage::descriptor::GpuImpl::Library {
         function: "pw_stage_fronthaul",
     },
         reloads: false,

@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use super::bfp::Method;
 use super::decode::{Compression, DecodeParams};
-use crate::wire::oran::EaxcBits;
+use pipeline::wire::oran::EaxcBits;
 
 /// Options of the `fronthaul` stage. Every key is optional; the defaults describe a 100 MHz
 /// carrier at 30 kHz subcarrier spacing with BFP9 static compression, as NVIDIA Aerial ships.
@@ -438,7 +438,7 @@ mod tests {
         let c: FronthaulConfig = serde_json::from_value(stage.clone()).unwrap();
         c.validate().unwrap();
         assert_eq!(c.eaxcs, [0, 1]);
-        let g: crate::port::gen::oran::OranGenOptions =
+        let g: crate::oran_gen::OranGenOptions =
             serde_json::from_value(v["ports"][0]["gen"]["oran"].clone()).unwrap();
         g.validate().unwrap();
         assert_eq!((g.carrier_prbs, g.iq_width, g.vlan), (273, 9, Some(100)));

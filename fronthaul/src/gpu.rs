@@ -11,7 +11,7 @@ use super::config::{CompHdr, CompMethodName, FronthaulConfig, GridFormat};
 use super::decode::{Reject, SYMBOLS_PER_SLOT};
 use super::grid::{SlotGrid, SlotKey};
 use super::stage::{EaxcCounters, FronthaulCounters};
-use crate::fronthaul::bfp::PRB_SAMPLES;
+use crate::bfp::PRB_SAMPLES;
 
 /// Most eAxCs of a GPU grid (`PW_FH_MAX_EAXCS`).
 pub const MAX_EAXCS: usize = 64;
@@ -188,7 +188,7 @@ pub fn param_block(cfg: &FronthaulConfig, l: &Layout, addrs: [u64; 7]) -> Vec<u8
 }
 
 /// The stage's GPU side for the executor: its block (addresses zero) and its buffers.
-pub fn gpu_params(cfg: &FronthaulConfig) -> Result<crate::stage::GpuParams, String> {
+pub fn gpu_params(cfg: &FronthaulConfig) -> Result<pipeline::stage::GpuParams, String> {
     let l = Layout::new(cfg)?;
     let buffers = l
         .buffers()
@@ -200,7 +200,7 @@ pub fn gpu_params(cfg: &FronthaulConfig) -> Result<crate::stage::GpuParams, Stri
             addr_at,
         })
         .collect();
-    Ok(crate::stage::GpuParams {
+    Ok(pipeline::stage::GpuParams {
         block: param_block(cfg, &l, [0; 7]),
         buffers,
     })
@@ -360,8 +360,8 @@ pub fn read_counters(
 /// judged to its end; then each fronthaul stage's GPU counters read back into the Rust stage
 /// ([`absorb_stage`]), so the summary and /metrics see them.
 pub fn absorb_from_gpu(
-    p: &crate::stage::Pipeline,
-    mem: &dyn crate::stage::gpu_host::StageGpuMemory,
+    p: &pipeline::stage::Pipeline,
+    mem: &dyn pipeline::stage::gpu_host::StageGpuMemory,
     mut live: super::live::LiveStages,
 ) -> anyhow::Result<()> {
     live.finish(p, mem)?;
@@ -390,13 +390,13 @@ pub trait CounterSource {
 
 /// The GPUs' counters: one snapshot of every queue's counter blocks, buffers read on demand.
 pub struct GpuCounters<'a> {
-    mem: &'a dyn crate::stage::gpu_host::StageGpuMemory,
+    mem: &'a dyn pipeline::stage::gpu_host::StageGpuMemory,
     blocks: Vec<[u64; 8]>,
 }
 
 impl<'a> GpuCounters<'a> {
     pub fn new(
-        mem: &'a dyn crate::stage::gpu_host::StageGpuMemory,
+        mem: &'a dyn pipeline::stage::gpu_host::StageGpuMemory,
     ) -> anyhow::Result<GpuCounters<'a>> {
         Ok(GpuCounters {
             blocks: mem.counter_blocks()?,
@@ -482,7 +482,7 @@ mod tests {
     use std::mem::size_of;
 
     fn header() -> &'static str {
-        include_str!("../../../gpu-kernels/cuda/fronthaul_stage.cuh")
+        include_str!("../../gpu-kernels/cuda/fronthaul_stage.cuh")
     }
 
     fn define(name: &str) -> u64 {
@@ -573,7 +573,7 @@ mod tests {
             carrier_prbs: 106,
             numerology: 0,
             eaxcs: vec![3, 0x1234],
-            ta4: crate::fronthaul::config::Ta4Window {
+            ta4: crate::config::Ta4Window {
                 min_ns: -7,
                 max_ns: 300_000,
             },

@@ -2,10 +2,10 @@
 //! learnt eAxCs, refused packets as drops, and the file sinks of a learnt grid.
 
 use super::*;
-use crate::fronthaul::raw::read_slot;
-use crate::fronthaul::{FnSink, SlotGrid};
-use crate::meta::PacketMeta;
-use crate::port::gen::oran::{frame, OranGenOptions};
+use crate::oran_gen::{frame, OranGenOptions};
+use crate::raw::read_slot;
+use crate::{FnSink, SlotGrid};
+use pipeline::meta::PacketMeta;
 use std::sync::{Arc, Mutex as StdMutex};
 
 fn gen() -> OranGenOptions {
@@ -111,7 +111,7 @@ fn a_learnt_grids_raw_files_read_back_with_the_learnt_eaxcs() {
     let _ = std::fs::remove_dir_all(&dir);
     for (sink, ext) in [
         (
-            SinkConfig::Raw(crate::fronthaul::config::RawSinkConfig {
+            SinkConfig::Raw(crate::config::RawSinkConfig {
                 dir: dir.clone(),
                 max_files: None,
             }),
@@ -147,7 +147,7 @@ fn a_learnt_grids_raw_files_read_back_with_the_learnt_eaxcs() {
                     (m.eaxcs.clone(), m.shape[0], m.complete),
                     (vec![1, 2], 2, true)
                 );
-                let crate::fronthaul::grid::GridData::Int16(v) = data else {
+                let crate::grid::GridData::Int16(v) = data else {
                     panic!("int16")
                 };
                 assert_eq!(v.len(), 2 * 14 * 4 * 24);
@@ -188,7 +188,7 @@ fn a_sink_folder_that_takes_no_file_is_a_config_error() {
             dir: "/proc/self".into(),
             max_files: None,
         },
-        SinkConfig::Raw(crate::fronthaul::config::RawSinkConfig {
+        SinkConfig::Raw(crate::config::RawSinkConfig {
             dir: "/proc/self".into(),
             max_files: None,
         }),

@@ -4,13 +4,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use pipeline::fronthaul::bfp::{self, Method};
-use pipeline::fronthaul::config::{CompConfig, CompHdr, CompMethodName, GridConfig, GridFormat};
-use pipeline::fronthaul::decode::{check, decode_frame, Compression, DecodeParams};
-use pipeline::fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
 use pipeline::meta::PacketMeta;
-use pipeline::port::gen::oran::{build_uplane_frames, IqSource, OranGenOptions};
 use pipeline::verdict::{Action, Verdict};
+use pktwarp_fronthaul::bfp::{self, Method};
+use pktwarp_fronthaul::config::{CompConfig, CompHdr, CompMethodName, GridConfig, GridFormat};
+use pktwarp_fronthaul::decode::{check, decode_frame, Compression, DecodeParams};
+use pktwarp_fronthaul::oran_gen::{build_uplane_frames, IqSource, OranGenOptions};
+use pktwarp_fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
 use proptest::prelude::*;
 
 /// What a sink saw of one slot: key, complete, and every PRB's samples (int16 or f32).
@@ -301,7 +301,7 @@ proptest! {
                     prbs += 1;
                 });
                 match r {
-                    Ok(pipeline::fronthaul::Message::Uplane(u)) => prop_assert_eq!(u.prbs, prbs),
+                    Ok(pktwarp_fronthaul::Message::Uplane(u)) => prop_assert_eq!(u.prbs, prbs),
                     Ok(_) => {}
                     Err(_) => prop_assert_eq!(prbs, 0),
                 }
@@ -328,7 +328,7 @@ proptest! {
 /// counted and every frame passed.
 #[test]
 fn file_sink_writes_in_the_background_and_counts_its_errors() {
-    use pipeline::fronthaul::config::SinkConfig;
+    use pktwarp_fronthaul::config::SinkConfig;
     let o = OranGenOptions {
         slots: 3,
         ..OranGenOptions::default()

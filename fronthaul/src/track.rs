@@ -2,7 +2,7 @@
 
 use super::config::Ta4Window;
 use super::decode::SYMBOLS_PER_SLOT;
-use crate::wire::oran::RadioRepr;
+use pipeline::wire::oran::RadioRepr;
 
 /// What one packet's 8-bit sequence id says about the stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

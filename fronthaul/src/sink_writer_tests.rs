@@ -1,7 +1,7 @@
 use super::*;
-use crate::fronthaul::config::GridFormat;
-use crate::fronthaul::grid::SlotKey;
-use crate::fronthaul::FnSink;
+use crate::config::GridFormat;
+use crate::grid::SlotKey;
+use crate::FnSink;
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
@@ -151,8 +151,8 @@ fn a_fifo_nobody_reads_does_not_hang_the_end_of_a_run() {
     let fifo = dir.join("slot_000000_f0_sf0_s0_partial.iq.partial");
     let made = std::process::Command::new("mkfifo").arg(&fifo).status();
     assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", fifo.display());
-    let cfg = crate::fronthaul::FronthaulConfig::default();
-    let raw = crate::fronthaul::raw::RawSink::create(&dir, None, &cfg).unwrap();
+    let cfg = crate::FronthaulConfig::default();
+    let raw = crate::raw::RawSink::create(&dir, None, &cfg).unwrap();
     let stall = Duration::from_millis(300);
     let mut s = BackgroundSink::with_stall("raw", Box::new(raw), stall).unwrap();
     let t = Instant::now();

@@ -4,13 +4,13 @@
 
 use std::path::PathBuf;
 
-use pipeline::fronthaul::bfp::Method;
-use pipeline::fronthaul::config::{CompConfig, CompHdr, CompMethodName};
-use pipeline::fronthaul::decode::{decode_frame, Compression, DecodeParams, Message, Reject};
-use pipeline::fronthaul::{FnSink, FronthaulConfig, FronthaulStage};
 use pipeline::meta::PacketMeta;
 use pipeline::port::pcap::CaptureReader;
 use pipeline::verdict::{Action, Verdict};
+use pktwarp_fronthaul::bfp::Method;
+use pktwarp_fronthaul::config::{CompConfig, CompHdr, CompMethodName};
+use pktwarp_fronthaul::decode::{decode_frame, Compression, DecodeParams, Message, Reject};
+use pktwarp_fronthaul::{FnSink, FronthaulConfig, FronthaulStage};
 
 /// The shared O-RAN vectors' folder; None (the test does not run) without the corpus outside
 /// CI (`require_corpus`).
@@ -172,7 +172,7 @@ fn the_stage_counts_and_fills_the_grid() {
     type Seen = Vec<(bool, usize, Option<Vec<i16>>)>;
     let seen: Arc<Mutex<Seen>> = Arc::default();
     let s2 = seen.clone();
-    let sink = FnSink(move |g: &pipeline::fronthaul::SlotGrid| {
+    let sink = FnSink(move |g: &pktwarp_fronthaul::SlotGrid| {
         let first = g.prb_i16(0, 0, 0).map(|p| p.to_vec());
         s2.lock()
             .unwrap()

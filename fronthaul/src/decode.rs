@@ -4,9 +4,9 @@
 //! `gpu-kernels/cuda/fronthaul.cuh` implements the same checks in the same order.
 
 use super::bfp::{self, Method, PRB_SAMPLES};
-use crate::wire::ecpri::{self, SeqId};
-use crate::wire::ethernet::ether_type;
-use crate::wire::oran::{self, RadioRepr, UdCompHdr, UplaneSection};
+use pipeline::wire::ecpri::{self, SeqId};
+use pipeline::wire::ethernet::ether_type;
+use pipeline::wire::oran::{self, RadioRepr, UdCompHdr, UplaneSection};
 
 /// Symbols per slot (normal cyclic prefix).
 pub const SYMBOLS_PER_SLOT: u8 = 14;

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use pipeline::config;
 use pipeline::daemon;
 use pipeline::executor::cpu::CpuShared;
-use pipeline::fronthaul::grid::GridData;
-use pipeline::fronthaul::raw::read_slot;
-use pipeline::fronthaul::FronthaulCounters;
-use pipeline::port::gen::oran::OranGenOptions;
-use pipeline::stage::Stage;
+use pktwarp_fronthaul::grid::GridData;
+use pktwarp_fronthaul::oran_gen::OranGenOptions;
+use pktwarp_fronthaul::raw::read_slot;
+use pktwarp_fronthaul::FronthaulCounters;
+use pktwarp_fronthaul::FronthaulStage;
 
 fn configs() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs"))
@@ -27,6 +27,8 @@ fn tmpdir(name: &str) -> PathBuf {
 
 /// The shipped config with `slots` slots and `sink` as the stage's sink, written into `dir`.
 pub fn shipped_config(dir: &Path, slots: u64, sink: &str) -> PathBuf {
+    // The binary registers the stage's config key; a test does so itself.
+    pktwarp_fronthaul::register();
     let text = std::fs::read_to_string(configs().join("fronthaul.yaml")).unwrap();
     let rules = configs().join("rules/fronthaul-gen.steering.yaml");
     let text = text
@@ -58,7 +60,7 @@ fn run(path: &Path) -> (daemon::Summary, FronthaulCounters) {
     let ports = daemon::open_ports(&p.cfg).unwrap();
     let shared = CpuShared::new(&p.cpu_spec());
     let s = daemon::run_cpu(&p, &shared, ports);
-    let Some(Stage::Fronthaul(f)) = p.pipeline.stages.get(1) else {
+    let Some(f) = p.pipeline.stages.get(1).and_then(FronthaulStage::of) else {
         panic!("stage 1 is fronthaul");
     };
     (s, f.counters())
@@ -107,7 +109,7 @@ fn the_shipped_config_runs_to_the_end_with_every_slot_complete() {
     assert_eq!(c.duplicate_prbs, 0);
     assert_eq!(c.per_eaxc.len(), 2);
     // The run summary's fronthaul block says the same.
-    let f = &pipeline::fronthaul::report::from_summary(&s.stage_reports).unwrap()[0];
+    let f = &pktwarp_fronthaul::report::from_summary(&s.stage_reports).unwrap()[0];
     assert_eq!((f.position, f.prbs, f.rejected), (1, prbs, 0));
     assert_eq!((f.slots_complete, f.slots_partial), (6, 0));
     assert_eq!(f.per_eaxc.len(), 2);
@@ -243,7 +245,7 @@ fn sink_write_failures_fail_the_run() {
     let ports = daemon::open_ports(&p.cfg).unwrap();
     let shared = CpuShared::new(&p.cpu_spec());
     let s = daemon::run_cpu(&p, &shared, ports);
-    let f = &pipeline::fronthaul::report::from_summary(&s.stage_reports).unwrap()[0];
+    let f = &pktwarp_fronthaul::report::from_summary(&s.stage_reports).unwrap()[0];
     assert_eq!((f.slots_complete, f.sink_errors), (3, 3), "{f:?}");
     assert!(f.lines()[0].contains(", 3 sink errors,"), "{:?}", f.lines());
     assert!(
@@ -272,7 +274,7 @@ fn a_sink_that_blocks_does_not_hang_the_end_of_the_run() {
     let (s, c) = run(&path);
     let took = t.elapsed();
     assert!(
-        took < pipeline::fronthaul::sink::STALL * 3,
+        took < pktwarp_fronthaul::sink::STALL * 3,
         "the end of the run waited {took:?}"
     );
     assert_eq!((c.slots_complete, c.sink_errors), (3, 3), "{c:?}");

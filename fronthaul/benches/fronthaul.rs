@@ -15,12 +15,12 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use pipeline::fronthaul::bfp::{self, Method, PRB_SAMPLES};
-use pipeline::fronthaul::config::{CompConfig, CompHdr, CompMethodName};
-use pipeline::fronthaul::{FronthaulConfig, FronthaulStage};
 use pipeline::meta::PacketMeta;
-use pipeline::port::gen::oran::{build_uplane_frames, OranGenOptions};
 use pipeline::verdict::Verdict;
+use pktwarp_fronthaul::bfp::{self, Method, PRB_SAMPLES};
+use pktwarp_fronthaul::config::{CompConfig, CompHdr, CompMethodName};
+use pktwarp_fronthaul::oran_gen::{build_uplane_frames, OranGenOptions};
+use pktwarp_fronthaul::{FronthaulConfig, FronthaulStage};
 
 const PRBS: usize = 273 * 14;
 
@@ -179,8 +179,8 @@ fn stage(c: &mut Criterion) {
 /// 336,000 frames/s.
 fn oran_gen(c: &mut Criterion) {
     use pipeline::burst::Burst;
-    use pipeline::port::gen::oran::OranRx;
     use pipeline::port::RxPort;
+    use pktwarp_fronthaul::oran_gen::OranRx;
     let mut g = c.benchmark_group("oran_gen");
     g.throughput(Throughput::Elements(32));
     for iq_slots in [None, Some(20)] {

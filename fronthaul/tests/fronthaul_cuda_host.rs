@@ -4,10 +4,10 @@
 //! random C-plane messages and random bytes after an eCPRI header. Every reject code, every
 //! header field and every PRB must match.
 
-use pipeline::fronthaul::bfp::{self, Method};
-use pipeline::fronthaul::config::{CompHdr, CompMethodName};
-use pipeline::fronthaul::decode::{decode_frame, Compression, DecodeParams, Message};
-use pipeline::port::gen::oran::{build_uplane_frames, OranGenOptions};
+use pktwarp_fronthaul::bfp::{self, Method};
+use pktwarp_fronthaul::config::{CompHdr, CompMethodName};
+use pktwarp_fronthaul::decode::{decode_frame, Compression, DecodeParams, Message};
+use pktwarp_fronthaul::oran_gen::{build_uplane_frames, OranGenOptions};
 use proptest::prelude::*;
 
 /// `pw_fh_params`.

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::decode::Reject;
 use super::stage::{EaxcCounters, FronthaulCounters};
-use crate::stage::report::{ExportedFamily, ExportedKind, ExportedSamples, ExportedValue};
-use crate::stage::{Pipeline, Stage};
+use pipeline::stage::report::{ExportedFamily, ExportedKind, ExportedSamples, ExportedValue};
+use pipeline::stage::Pipeline;
 
 /// One eAxC of a fronthaul stage in the summary.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,12 +187,10 @@ pub fn summaries(pipeline: &Pipeline) -> Vec<FronthaulSummary> {
         .stages
         .iter()
         .enumerate()
-        .filter_map(|(i, st)| match st {
-            Stage::Fronthaul(f) => {
-                f.flush();
-                Some(FronthaulSummary::new(i, &f.counters()))
-            }
-            _ => None,
+        .filter_map(|(i, st)| {
+            let f = super::FronthaulStage::of(st)?;
+            f.flush();
+            Some(FronthaulSummary::new(i, &f.counters()))
         })
         .collect()
 }
@@ -206,7 +204,7 @@ pub const SUMMARY_KEY: &str = "fronthaul";
 pub fn stage_report(
     position: usize,
     f: &super::FronthaulStage,
-) -> crate::stage::report::StageReport {
+) -> pipeline::stage::report::StageReport {
     f.flush();
     let s = FronthaulSummary::new(position, &f.counters());
     let mut errors = Vec::new();
@@ -224,7 +222,7 @@ pub fn stage_report(
             s.position, s.sink_errors
         ));
     }
-    crate::stage::report::StageReport {
+    pipeline::stage::report::StageReport {
         key: SUMMARY_KEY,
         position,
         json: serde_json::to_value(&s).unwrap_or(serde_json::Value::Null),
@@ -250,7 +248,7 @@ pub fn from_summary(
 
 /// The families the fronthaul stages export (`Pipeline::exported_families`): the counters of
 /// [`FAMILIES`], then the completion latency histogram, with their help and label names.
-pub const EXPORTED: [ExportedFamily; 16] = [
+pub static EXPORTED: [ExportedFamily; 16] = [
     ExportedFamily {
         name: "pktwarp_fronthaul_frames_total",
         help: "Frames the fronthaul stage saw, by kind (uplane, cplane, not_ecpri, rejected).",
@@ -387,7 +385,7 @@ pub fn exported_samples(pipeline: &Pipeline) -> Vec<ExportedSamples> {
 /// The completion latency histogram's family.
 pub const LATENCY_FAMILY: &str = "pktwarp_fronthaul_slot_latency_seconds";
 
-pub use crate::stage::report::Labels;
+pub use pipeline::stage::report::Labels;
 
 /// The counter families the fronthaul stages export, in exposition order (help, type and label
 /// names are in [`EXPORTED`]).
@@ -415,7 +413,7 @@ pub fn metric_families(pipeline: &Pipeline) -> Vec<(&'static str, Vec<(Labels, u
     let mut fams: Vec<(&'static str, Vec<(Labels, u64)>)> =
         FAMILIES.iter().map(|f| (*f, Vec::new())).collect();
     for (i, st) in pipeline.stages.iter().enumerate() {
-        if let Stage::Fronthaul(f) = st {
+        if let Some(f) = super::FronthaulStage::of(st) {
             stage_samples(i, &f.counters(), &mut fams);
         }
     }
@@ -429,7 +427,7 @@ pub fn metric_families(pipeline: &Pipeline) -> Vec<(&'static str, Vec<(Labels, u
 pub fn latency_histograms(pipeline: &Pipeline) -> Vec<(Labels, Vec<u64>, u64, u64)> {
     let mut out = Vec::new();
     for (i, st) in pipeline.stages.iter().enumerate() {
-        if let Stage::Fronthaul(f) = st {
+        if let Some(f) = super::FronthaulStage::of(st) {
             out.push(latency_histogram(i, &f.counters()));
         }
     }
@@ -670,15 +668,15 @@ mod tests {
 
     #[test]
     fn the_latency_histogram_is_cumulative_in_its_bounds() {
-        let cfg = crate::fronthaul::FronthaulConfig {
+        let cfg = crate::FronthaulConfig {
             eaxcs: vec![1],
             carrier_prbs: 1,
             ..Default::default()
         };
-        let stage = crate::fronthaul::FronthaulStage::from_config(&cfg).unwrap();
+        let stage = crate::FronthaulStage::from_config(&cfg).unwrap();
         // Three GPU slots closed complete, handed over 0 us, ~3 ms and ~200 ms ago.
-        let l = crate::fronthaul::gpu::Layout::new(&cfg).unwrap();
-        let mut g = crate::fronthaul::gpu::slot_of_entry(&l, 1, &[], &[]);
+        let l = crate::gpu::Layout::new(&cfg).unwrap();
+        let mut g = crate::gpu::slot_of_entry(&l, 1, &[], &[]);
         g.complete = true;
         let now = std::time::Instant::now();
         for ago_us in [0u64, 3_000, 200_000] {
@@ -700,13 +698,19 @@ mod tests {
 
     /// A registered stage beside a fronthaul stage that declares one of its families.
     struct Clash;
-    impl crate::stage::CustomStage for Clash {
-        fn process(&self, _: &[u8], _: &crate::meta::PacketMeta, _: &mut crate::verdict::Verdict) {}
-        fn metric_families(&self) -> Vec<crate::stage::StageMetricFamily> {
-            vec![crate::stage::StageMetricFamily {
+    impl pipeline::stage::CustomStage for Clash {
+        fn process(
+            &self,
+            _: &[u8],
+            _: &pipeline::meta::PacketMeta,
+            _: &mut pipeline::verdict::Verdict,
+        ) {
+        }
+        fn metric_families(&self) -> Vec<pipeline::stage::StageMetricFamily> {
+            vec![pipeline::stage::StageMetricFamily {
                 name: "fronthaul_frames_total".into(),
                 help: "taken".into(),
-                kind: crate::stage::MetricKind::Counter,
+                kind: pipeline::stage::MetricKind::Counter,
                 labels: Vec::new(),
             }]
         }
@@ -714,19 +718,19 @@ mod tests {
 
     #[test]
     fn the_exported_families_are_declared_once_and_refused_to_a_registered_stage() {
-        let cfg = crate::fronthaul::FronthaulConfig {
+        let cfg = crate::FronthaulConfig {
             eaxcs: vec![1],
             carrier_prbs: 1,
             ..Default::default()
         };
         let fh = || {
-            Stage::Fronthaul(Box::new(
-                crate::fronthaul::FronthaulStage::from_config(&cfg).unwrap(),
-            ))
+            crate::FronthaulStage::from_config(&cfg)
+                .unwrap()
+                .into_stage()
         };
         let p = Pipeline::new(vec![fh()]);
-        assert_eq!(p.exported_families(), &EXPORTED[..]);
-        assert!(Pipeline::new(vec![Stage::Count])
+        assert_eq!(p.exported_families(), EXPORTED.iter().collect::<Vec<_>>());
+        assert!(Pipeline::new(vec![pipeline::stage::Stage::Count])
             .exported_families()
             .is_empty());
         // Every counter family of FAMILIES is declared, the histogram too.
@@ -742,14 +746,14 @@ mod tests {
             last.samples[0].1,
             ExportedValue::Histogram { count: 0, .. }
         ));
-        let built = crate::stage::BuiltStage {
+        let built = pipeline::stage::BuiltStage {
             cpu: std::sync::Arc::new(Clash),
             gpu: None,
         };
-        let clash = Stage::Custom(Box::new(
-            crate::stage::CustomSlot::new("clash", built, false).unwrap(),
+        let clash = pipeline::stage::Stage::Custom(Box::new(
+            pipeline::stage::CustomSlot::new("clash", built, false).unwrap(),
         ));
-        let e = crate::control::metrics::check_stage_families(&Pipeline::new(vec![fh(), clash]))
+        let e = pipeline::control::metrics::check_stage_families(&Pipeline::new(vec![fh(), clash]))
             .unwrap_err();
         assert!(
             e.to_string().contains("pktwarp_fronthaul_frames_total"),

@@ -5,14 +5,15 @@
 
 use std::path::Path;
 
-use crate::burst::{Burst, FrameDesc};
-use crate::config::{self, StageConfig};
-use crate::counters::QueueCounters;
-use crate::port::gen::oran::{build_uplane_frames, OranGenOptions};
-use crate::stage::{Pipeline, Stage};
-use crate::verdict::{Action, DropReason};
+use crate::oran_gen::{build_uplane_frames, OranGenOptions};
+use pipeline::burst::{Burst, FrameDesc};
+use pipeline::config::{self, StageConfig};
+use pipeline::counters::QueueCounters;
+use pipeline::stage::Pipeline;
+use pipeline::verdict::{Action, DropReason};
 
 fn parse(stages: &str) -> Result<config::Config, config::ConfigError> {
+    crate::register();
     let text = format!(
         "ports:\n  - name: g\n    gen: {{ count: 10 }}\npipeline:\n{stages}\nexecutor: {{ kind: cpu }}\n"
     );
@@ -24,9 +25,9 @@ const FH: &str = "  - parse\n  - fronthaul: { carrier_prbs: 273, comp: { method:
 #[test]
 fn the_fronthaul_key_builds_the_stage() {
     let cfg = parse(FH).unwrap();
-    assert!(matches!(cfg.pipeline[1].value, StageConfig::Fronthaul(_)));
+    assert!(matches!(&cfg.pipeline[1].value, StageConfig::Keyed(k) if k.options.is_some()));
     assert_eq!(cfg.pipeline[1].value.name(), "fronthaul");
-    let p = crate::daemon::build_pipeline(&cfg).unwrap();
+    let p = pipeline::daemon::build_pipeline(&cfg).unwrap();
     assert_eq!(p.stage_names(), ["parse", "fronthaul", "count"]);
     // Without `eaxcs` (a grid learnt in arrival order) it has no GPU layout: the GPU executor
     // refuses it by name.
@@ -38,9 +39,9 @@ fn the_fronthaul_key_builds_the_stage() {
 fn with_its_eaxcs_listed_the_stage_runs_on_the_gpu_with_its_buffers() {
     let cfg =
         parse(&FH.replace("carrier_prbs: 273,", "carrier_prbs: 273, eaxcs: [0, 1],")).unwrap();
-    let p = crate::daemon::build_pipeline(&cfg).unwrap();
+    let p = pipeline::daemon::build_pipeline(&cfg).unwrap();
     assert_eq!(p.gpu_refusal(), None);
-    let set = crate::executor::gpu::compose::stage_set(&p).unwrap();
+    let set = pipeline::executor::gpu::compose::stage_set(&p).unwrap();
     let names: Vec<&str> = set.specs.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["parse", "fronthaul", "count"]);
     assert_eq!(set.params[1].len(), 232, "pw_fh_stage_params");
@@ -62,7 +63,7 @@ fn with_its_eaxcs_listed_the_stage_runs_on_the_gpu_with_its_buffers() {
     );
     // 8 ring slots x 2 eAxCs x 14 symbols x 273 PRBs x 24 int16 samples.
     assert_eq!(set.buffers[1][0].bytes, 8 * 2 * 14 * 273 * 48);
-    let img = crate::executor::gpu::image_for_pipeline(&p).unwrap();
+    let img = pipeline::executor::gpu::image_for_pipeline(&p).unwrap();
     assert!(img.source.contains("pw_stage_fronthaul("));
 }
 
@@ -126,7 +127,7 @@ fn run(p: &Pipeline, frames: &[Vec<u8>]) -> (Vec<Action>, QueueCounters) {
 
 #[test]
 fn the_cpu_executor_decodes_conformant_frames_and_drops_the_rest() {
-    let p = crate::daemon::build_pipeline(&parse(FH).unwrap()).unwrap();
+    let p = pipeline::daemon::build_pipeline(&parse(FH).unwrap()).unwrap();
     let good = conformant_frames();
     assert_eq!(good.len(), 14 * 3);
     let (actions, c) = run(&p, &good);
@@ -136,7 +137,7 @@ fn the_cpu_executor_decodes_conformant_frames_and_drops_the_rest() {
         good.len() as u64,
         "all reach count"
     );
-    let Stage::Fronthaul(f) = &p.stages[1] else {
+    let Some(f) = crate::FronthaulStage::of(&p.stages[1]) else {
         panic!("stage 1 is fronthaul");
     };
     let n = f.counters();
@@ -151,8 +152,8 @@ fn the_cpu_executor_decodes_conformant_frames_and_drops_the_rest() {
     // Without `parse` before it (the stage reads the frame bytes only), the malformed captures'
     // frames are the fronthaul stage's to refuse.
     let cfg = parse(&FH.replace("  - parse\n", "")).unwrap();
-    let p = crate::daemon::build_pipeline(&cfg).unwrap();
-    let Stage::Fronthaul(f) = &p.stages[0] else {
+    let p = pipeline::daemon::build_pipeline(&cfg).unwrap();
+    let Some(f) = crate::FronthaulStage::of(&p.stages[0]) else {
         panic!("stage 0 is fronthaul");
     };
     let bad = malformed_frames();
@@ -174,7 +175,7 @@ fn untimed_frames_time_no_slot_out_on_the_host_clock() {
         "carrier_prbs: 273,",
         "carrier_prbs: 273, eaxcs: [0], slot_timeout_us: 500,",
     );
-    let p = crate::daemon::build_pipeline(&parse(&fh).unwrap()).unwrap();
+    let p = pipeline::daemon::build_pipeline(&parse(&fh).unwrap()).unwrap();
     let frames = conformant_frames();
     let c = QueueCounters::new(p.stages.len(), 0);
     for (i, f) in frames.iter().enumerate() {
@@ -193,9 +194,7 @@ fn untimed_frames_time_no_slot_out_on_the_host_clock() {
         p.run_burst(&b, &mut m, &mut v, &c);
         assert_eq!(v[0].action, Action::Pass, "frame {i}");
     }
-    let Stage::Fronthaul(f) = &p.stages[1] else {
-        panic!("stage 1 is fronthaul");
-    };
+    let f = crate::FronthaulStage::of(&p.stages[1]).expect("stage 1 is fronthaul");
     let n = f.counters();
     assert_eq!(
         (n.slots_complete, n.slots_partial),
@@ -206,4 +205,20 @@ fn untimed_frames_time_no_slot_out_on_the_host_clock() {
     let e = &n.per_eaxc[0];
     assert_eq!((e.untimed, e.early + e.on_time + e.late), (42, 0));
     assert_eq!(e.slot_closed, 0);
+}
+
+/// The stage keeps state from every frame: the sampled self-check, which re-runs bursts, is
+/// refused with it.
+#[test]
+fn verify_is_refused_with_a_fronthaul_stage() {
+    crate::register();
+    let text = "ports:\n  - name: wire\n    gen: { count: 10 }\npipeline:\n  - fronthaul: {}\n\
+                verify: { sample: 5 }\n";
+    let e = match config::parse_str(text, Path::new("v.yaml")) {
+        Ok(_) => panic!("verify accepted with a fronthaul stage"),
+        Err(e) => e,
+    };
+    assert_eq!((e.key.as_str(), e.line), ("verify.sample", 6), "{e}");
+    assert!(e.message.contains("fronthaul"), "{e}");
+    assert!(e.message.contains("slot grid"), "{e}");
 }

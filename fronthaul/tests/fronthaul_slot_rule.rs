@@ -14,15 +14,16 @@ use std::time::{Duration, Instant};
 
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::counters::QueueCounters;
-use pipeline::fronthaul::config::SinkConfig;
-use pipeline::fronthaul::gpu::{self, Layout};
-use pipeline::fronthaul::live::{Closed, Completer, GridSource, LiveStages};
-use pipeline::fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
 use pipeline::meta::PacketMeta;
-use pipeline::port::gen::oran::{frame, OranGenOptions};
 use pipeline::stage::gpu_host::{GpuHostSide, StageGpuMemory};
-use pipeline::stage::{Pipeline, Stage};
+use pipeline::stage::Pipeline;
 use pipeline::verdict::Verdict;
+use pktwarp_fronthaul::config::SinkConfig;
+use pktwarp_fronthaul::gpu::{self, Layout};
+use pktwarp_fronthaul::live::LiveStages;
+use pktwarp_fronthaul::live::{Closed, Completer, GridSource};
+use pktwarp_fronthaul::oran_gen::{frame, OranGenOptions};
+use pktwarp_fronthaul::{FnSink, FronthaulConfig, FronthaulStage, SlotGrid};
 use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
 use pktwarp_kernels::StageSpec;
 
@@ -537,7 +538,7 @@ impl StageGpuMemory for HostMem {
 struct Written {
     verdicts: Vec<(u8, u8)>,
     files: Vec<(String, Vec<u8>)>,
-    counters: pipeline::fronthaul::FronthaulCounters,
+    counters: pktwarp_fronthaul::FronthaulCounters,
 }
 
 fn written(dir: &std::path::Path, stage: &FronthaulStage, verdicts: Vec<(u8, u8)>) -> Written {
@@ -570,7 +571,7 @@ type Delivery = [((Vec<u8>, u64), Duration)];
 /// The CPU executor's pipeline `[fronthaul]` on `frames`, one burst a frame.
 fn cpu_executor(cfg: &FronthaulConfig, frames: &Delivery) -> Written {
     let stage = FronthaulStage::from_config(cfg).unwrap();
-    let p = Pipeline::new(vec![Stage::Fronthaul(Box::new(stage))]);
+    let p = Pipeline::new(vec![stage.into_stage()]);
     let c = QueueCounters::new(1, 0);
     let mut verdicts = Vec::new();
     for ((f, ts), wait) in frames {
@@ -589,11 +590,9 @@ fn cpu_executor(cfg: &FronthaulConfig, frames: &Delivery) -> Written {
         p.run_burst(&b, &mut m, &mut v, &c);
         verdicts.push((v[0].action as u8, v[0].reason.map_or(0xFF, |r| r as u8)));
     }
-    let Stage::Fronthaul(f) = &p.stages[0] else {
-        unreachable!()
-    };
+    let f = FronthaulStage::of(&p.stages[0]).expect("stage 0 is fronthaul");
     f.flush();
-    written(sink_dir(cfg), f, verdicts)
+    written(sink_dir(cfg), &f, verdicts)
 }
 
 fn sink_dir(cfg: &FronthaulConfig) -> &std::path::Path {
@@ -624,9 +623,7 @@ fn gpu_executor(pipe: &HostPipeline, cfg: &FronthaulConfig, frames: &Delivery) -
         bufs: Mutex::new(bufs),
         counters: Mutex::new([[0u64; 8]; pktwarp_kernels::MAX_STAGES]),
     };
-    let p = Pipeline::new(vec![Stage::Fronthaul(Box::new(
-        FronthaulStage::from_config(cfg).unwrap(),
-    ))]);
+    let p = Pipeline::new(vec![FronthaulStage::from_config(cfg).unwrap().into_stage()]);
     let mut live = LiveStages::new(&p).unwrap();
     let mut verdicts = Vec::new();
     for (i, ((f, ts), wait)) in frames.iter().enumerate() {
@@ -667,11 +664,9 @@ fn gpu_executor(pipe: &HostPipeline, cfg: &FronthaulConfig, frames: &Delivery) -
         live.poll(&p, &mem).unwrap();
     }
     GpuHostSide::finish(Box::new(live), &p, &mem).unwrap();
-    let Stage::Fronthaul(f) = &p.stages[0] else {
-        unreachable!()
-    };
+    let f = FronthaulStage::of(&p.stages[0]).expect("stage 0 is fronthaul");
     f.flush();
-    written(sink_dir(cfg), f, verdicts)
+    written(sink_dir(cfg), &f, verdicts)
 }
 
 /// A capture delivered far slower than its radio time (a generator that gives 1 s of radio time

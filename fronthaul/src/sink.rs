@@ -139,7 +139,7 @@ impl SlotSink for NpySink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fronthaul::config::GridFormat;
+    use crate::config::GridFormat;
 
     #[test]
     fn npy_header_and_data() {

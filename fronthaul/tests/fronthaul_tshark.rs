@@ -5,10 +5,10 @@
 
 use std::process::Command;
 
-use pipeline::fronthaul::bfp::Method;
-use pipeline::fronthaul::decode::{decode_frame, Compression, DecodeParams};
-use pipeline::port::gen::oran::{build_uplane_frames, OranGenOptions};
 use pipeline::port::pcap::{CaptureWriter, WriteFormat};
+use pktwarp_fronthaul::bfp::Method;
+use pktwarp_fronthaul::decode::{decode_frame, Compression, DecodeParams};
+use pktwarp_fronthaul::oran_gen::{build_uplane_frames, OranGenOptions};
 
 /// (exponent, 24 raw samples as tshark shows them) of every PRB, per frame in order.
 type Prbs = Vec<Vec<(i64, Vec<i64>)>>;

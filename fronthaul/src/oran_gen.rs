@@ -4,12 +4,12 @@
 
 use serde::Deserialize;
 
-use crate::burst::FrameDesc;
-use crate::fronthaul::bfp::{self, Method, PRB_SAMPLES};
-use crate::fronthaul::config::{CompHdr, CompMethodName};
-use crate::wire::ecpri::{self, SeqId};
-use crate::wire::ethernet::ether_type;
-use crate::wire::oran::{RadioRepr, UdCompHdr, UplaneSectionRepr};
+use crate::bfp::{self, Method, PRB_SAMPLES};
+use crate::config::{CompHdr, CompMethodName};
+use pipeline::burst::FrameDesc;
+use pipeline::wire::ecpri::{self, SeqId};
+use pipeline::wire::ethernet::ether_type;
+use pipeline::wire::oran::{RadioRepr, UdCompHdr, UplaneSectionRepr};
 
 /// The IQ the generator encodes.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
@@ -223,12 +223,12 @@ impl OranGenOptions {
             }
         }
         let len = self.max_frame_len();
-        if len > crate::port::gen::MAX_FRAME_SIZE as usize {
+        if len > pipeline::port::gen::MAX_FRAME_SIZE as usize {
             return k(
                 "prbs_per_packet",
                 format!(
                     "frames of {len} bytes exceed {} (send fewer PRBs a packet)",
-                    crate::port::gen::MAX_FRAME_SIZE
+                    pipeline::port::gen::MAX_FRAME_SIZE
                 ),
             );
         }
@@ -485,7 +485,7 @@ impl UplaneFrames {
 
     /// With a pool: the next frame copied into `burst` and its fields written there, its
     /// descriptor `desc` with its length and receive time. False at the end (or without one).
-    fn push_pooled(&mut self, burst: &mut crate::burst::Burst, desc: FrameDesc) -> bool {
+    fn push_pooled(&mut self, burst: &mut pipeline::burst::Burst, desc: FrameDesc) -> bool {
         let i = self.i;
         let Some((at, seq)) = self.advance() else {
             return false;
@@ -537,8 +537,8 @@ pub fn frame(o: &OranGenOptions, e: usize, slot: u64, sym: u8, pkt: u16, seq: u8
     let first = pkt * per;
     let count = per.min(o.carrier_prbs - first);
     let mut f = Vec::with_capacity(o.max_frame_len());
-    f.extend_from_slice(&super::GEN_DST_MAC);
-    f.extend_from_slice(&super::GEN_SRC_MAC);
+    f.extend_from_slice(&pipeline::port::gen::GEN_DST_MAC);
+    f.extend_from_slice(&pipeline::port::gen::GEN_SRC_MAC);
     if let Some(v) = o.vlan {
         f.extend_from_slice(&ether_type::VLAN.to_be_bytes());
         f.extend_from_slice(&v.to_be_bytes());
@@ -607,7 +607,7 @@ pub fn frame(o: &OranGenOptions, e: usize, slot: u64, sym: u8, pkt: u16, seq: u8
 pub struct OranRx {
     frames: UplaneFrames,
     pending: Option<OranFrame>,
-    pacer: crate::port::pace::Pacer,
+    pacer: pipeline::port::pace::Pacer,
     port: u16,
     name: String,
     total: u64,
@@ -616,16 +616,16 @@ pub struct OranRx {
 impl OranRx {
     pub fn new(
         o: &OranGenOptions,
-        rate: crate::port::pace::Rate,
+        rate: pipeline::port::pace::Rate,
         port: u16,
-    ) -> Result<Self, crate::port::PortError> {
-        o.validate().map_err(crate::port::PortError::Config)?;
+    ) -> Result<Self, pipeline::port::PortError> {
+        o.validate().map_err(pipeline::port::PortError::Config)?;
         rate.validate("gen.rate")
-            .map_err(crate::port::PortError::Config)?;
+            .map_err(pipeline::port::PortError::Config)?;
         Ok(OranRx {
             frames: build_uplane_frames(o),
             pending: None,
-            pacer: crate::port::pace::Pacer::new(rate),
+            pacer: pipeline::port::pace::Pacer::new(rate),
             port,
             name: format!(
                 "gen:oran({} PRBs, {} eAxCs, {} {}, {} slots)",
@@ -640,12 +640,12 @@ impl OranRx {
     }
 }
 
-impl crate::port::RxPort for OranRx {
+impl pipeline::port::RxPort for OranRx {
     fn rx_burst(
         &mut self,
-        burst: &mut crate::burst::Burst,
+        burst: &mut pipeline::burst::Burst,
         max: usize,
-    ) -> Result<crate::port::RxStatus, crate::port::PortError> {
+    ) -> Result<pipeline::port::RxStatus, pipeline::port::PortError> {
         let now = self.pacer.now_ns();
         let mut n = 0;
         if self.frames.pool.is_some() {
@@ -664,11 +664,11 @@ impl crate::port::RxPort for OranRx {
                 n += 1;
             }
             return Ok(if n > 0 {
-                crate::port::RxStatus::Frames(n)
+                pipeline::port::RxStatus::Frames(n)
             } else if self.frames.peek_pooled().is_none() {
-                crate::port::RxStatus::End
+                pipeline::port::RxStatus::End
             } else {
-                crate::port::RxStatus::Idle
+                pipeline::port::RxStatus::Idle
             });
         }
         while n < max {
@@ -681,22 +681,22 @@ impl crate::port::RxPort for OranRx {
             }
             burst.push(
                 &f.data,
-                FrameDesc {
+                pipeline::burst::FrameDesc {
                     len: f.data.len() as u32,
                     wire_len: f.data.len() as u32,
                     port: self.port,
                     timestamp_ns: f.timestamp_ns,
-                    ..FrameDesc::default()
+                    ..pipeline::burst::FrameDesc::default()
                 },
             );
             n += 1;
         }
         Ok(if n > 0 {
-            crate::port::RxStatus::Frames(n)
+            pipeline::port::RxStatus::Frames(n)
         } else if self.pending.is_none() {
-            crate::port::RxStatus::End
+            pipeline::port::RxStatus::End
         } else {
-            crate::port::RxStatus::Idle
+            pipeline::port::RxStatus::Idle
         })
     }
 
@@ -712,7 +712,7 @@ impl crate::port::RxPort for OranRx {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fronthaul::decode::{decode_frame, Compression, DecodeParams};
+    use crate::decode::{decode_frame, Compression, DecodeParams};
 
     #[test]
     fn frames_decode_to_the_quantised_samples() {
@@ -750,16 +750,16 @@ mod tests {
 
     #[test]
     fn rx_port_delivers_every_frame_with_its_timestamp() {
-        use crate::port::{RxPort, RxStatus};
+        use pipeline::port::{RxPort, RxStatus};
         let o = OranGenOptions {
             carrier_prbs: 10,
             slots: 2,
             ..OranGenOptions::default()
         };
         let want: Vec<OranFrame> = build_uplane_frames(&o).collect();
-        let mut rx = OranRx::new(&o, crate::port::pace::Rate::Unlimited, 3).unwrap();
+        let mut rx = OranRx::new(&o, pipeline::port::pace::Rate::Unlimited, 3).unwrap();
         assert_eq!(rx.expected_frames(), Some(28));
-        let mut b = crate::burst::Burst::default();
+        let mut b = pipeline::burst::Burst::default();
         while rx.rx_burst(&mut b, 5).unwrap() != RxStatus::End {}
         assert_eq!(b.len(), want.len());
         for (i, w) in want.iter().enumerate() {
@@ -771,14 +771,14 @@ mod tests {
             iq_width: 0,
             ..OranGenOptions::default()
         };
-        assert!(OranRx::new(&bad, crate::port::pace::Rate::Unlimited, 0).is_err());
+        assert!(OranRx::new(&bad, pipeline::port::pace::Rate::Unlimited, 0).is_err());
     }
 
     /// Every frame of `o` through the port (bursts of 7), with its receive time.
     fn through_port(o: &OranGenOptions) -> Vec<(Vec<u8>, u64)> {
-        use crate::port::{RxPort, RxStatus};
-        let mut rx = OranRx::new(o, crate::port::pace::Rate::Unlimited, 0).unwrap();
-        let mut b = crate::burst::Burst::default();
+        use pipeline::port::{RxPort, RxStatus};
+        let mut rx = OranRx::new(o, pipeline::port::pace::Rate::Unlimited, 0).unwrap();
+        let mut b = pipeline::burst::Burst::default();
         while rx.rx_burst(&mut b, 7).unwrap() != RxStatus::End {}
         b.frames()
             .map(|(d, f)| (f.to_vec(), d.timestamp_ns))
@@ -907,7 +907,7 @@ mod tests {
             e.starts_with("gen.oran.iq_slots:") && e.contains("MiB"),
             "{e}"
         );
-        assert!(OranRx::new(&big, crate::port::pace::Rate::Unlimited, 0).is_err());
+        assert!(OranRx::new(&big, pipeline::port::pace::Rate::Unlimited, 0).is_err());
         assert_eq!(build_uplane_frames(&big).count(), 0);
         let zero = OranGenOptions {
             iq_slots: Some(0),
