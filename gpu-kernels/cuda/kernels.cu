@@ -406,10 +406,9 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
     const uint32_t head = (uint32_t)sizeof(pw_slot_hdr) + nd16 * 16u;
     const uint32_t room = q.slot_bytes > q.data_offset ? q.slot_bytes - q.data_offset : 0u;
     const uint32_t dbr = db <= room ? ((db + 15u) & ~15u) : 0xFFFFFFFFu;
-    /* Without parse no stage reads frame bytes: only the descriptors are staged. */
     const bool all_staged = SMALL || hdr_granules == PW_STAGED_ALL; /* checked to fit by pw_poll_tagged */
-    const bool staged = all_staged || (head <= PW_STAGE_BYTES &&
-                                       (!parse || (dbr <= room && dbr <= PW_STAGE_BYTES - head)));
+    /* Without parse no stage reads frame bytes: only the descriptors are staged. */
+    const bool staged = all_staged || (head <= PW_STAGE_BYTES && (!parse || (dbr <= room && dbr <= PW_STAGE_BYTES - head)));
     const uint8_t *descs = base + sizeof(pw_slot_hdr);
     const uint8_t *gdata = base + q.data_offset;
     const uint8_t *data = gdata;
