@@ -71,11 +71,11 @@ fn configs_dir() -> std::path::PathBuf {
 #[test]
 fn loaded_frames_by_reference_count_as_the_cpu_executor_on_mapped_and_device_rings() {
     let cases = [
-        ("placement: mapped", "by_reference"),
-        ("placement: mapped, mode: launch", "by_reference"),
-        ("placement: device", "by_reference"),
-        ("placement: mapped, by_reference: false", "staged"),
-        ("placement: device, by_reference: false", "staged"),
+        ("placement: mapped, by_reference: true", "by_reference"),
+        ("placement: mapped, mode: launch, by_reference: true", "by_reference"),
+        ("placement: device, by_reference: true", "by_reference"),
+        ("placement: mapped", "staged"),
+        ("placement: device", "staged"),
     ];
     // The configs are parsed everywhere (`prepare` of a GPU config needs the GPU).
     for (_, port) in sources() {

@@ -117,8 +117,10 @@ pub struct GpuOptions {
     /// The daemon hands a `pcap` port's capture or a pooled `gen` port's frames (split by
     /// queue) to the GPU by reference where the queues can take them: copied once into pinned
     /// host memory, descriptors per frame, a `device` ring gathering the frames into its slots,
-    /// a `mapped` ring's kernel reading them where they are (docs/gpu-ingest.md). Default true;
-    /// `false`: the receive threads copy every frame into the slot bursts (for comparison).
+    /// a `mapped` ring's kernel reading them where they are (docs/gpu-ingest.md). Default
+    /// false, the receive threads copying every frame into the slot bursts: on the H100 a
+    /// running persistent kernel did not take by-reference bursts (they ran only at stop), so
+    /// `true` is for launch mode and for the GPU checks until that is found.
     pub by_reference: bool,
     /// Test only: the persistent kernel of queue `queue` takes burst `burst` (0-based, in that
     /// queue's order) and never finishes it, beating no more, until the host stops it: the
@@ -154,7 +156,7 @@ impl Default for GpuOptions {
             burst_ctas: None,
             nt_stores: true,
             tagged: None,
-            by_reference: true,
+            by_reference: false,
             test_stall: None,
         }
     }

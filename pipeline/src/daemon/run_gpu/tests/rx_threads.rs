@@ -134,15 +134,40 @@ fn pcap_yaml(mode: &str, output: bool) -> String {
 
 /// The GPU host side on `yaml` over a stand-in that reads host memory (`reads_host`): its
 /// summary, the frames it gathered by address and the bytes it was given to hold.
+fn ask_by_reference(yaml: &str) -> String {
+    if yaml.contains("by_reference") {
+        return yaml.to_string();
+    }
+    yaml.replace(
+        "executor: { kind: cpu }",
+        "executor: { kind: cpu, gpu: { by_reference: true } }",
+    )
+}
+
+/// By default a split capture is copied, saying how to ask for by reference.
+#[test]
+fn by_reference_is_off_by_default() {
+    let yaml = pcap_yaml("per_queue", false).replace(
+        "executor: { kind: cpu }",
+        "executor: { kind: cpu, gpu: { tagged: false } }",
+    );
+    let (s, gathered, _) = host_run(&yaml, true);
+    let (path, why) = path_of(&s);
+    assert_eq!(path, gpu_ingest::STAGED);
+    assert!(why.contains("by_reference is false"), "{why}");
+    assert_eq!(gathered, 0);
+}
+
 fn host_run(yaml: &str, reads_host: bool) -> (Summary, u64, u64) {
     let (s, gathered, held, _) = host_run_on(yaml, reads_host, false);
     (s, gathered, held)
 }
 
 /// [`host_run`], the stand-in playing mapped rings (`mapped`): also the frames it read in
-/// place through by-reference descriptors.
+/// place through by-reference descriptors. By reference is asked for
+/// (`executor.gpu.by_reference: true`, off by default) unless `yaml` says otherwise.
 fn host_run_on(yaml: &str, reads_host: bool, mapped: bool) -> (Summary, u64, u64, u64) {
-    let p = prepared(yaml);
+    let p = prepared(&ask_by_reference(yaml));
     let mut dev = CpuStandIn::new(&p, 4, 1);
     dev.reads_host = reads_host;
     dev.mapped_refs = mapped;
