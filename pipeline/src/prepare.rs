@@ -81,6 +81,10 @@ pub fn prepare_with(cfg: Config, registry: &StageRegistry) -> anyhow::Result<Pre
     // A stage without CUDA keeps the pipeline off the GPU: an error for `gpu`, the CPU for
     // `auto` (the reason is the choice's, logged at start).
     let refusal = pipeline.gpu_refusal();
+    let refusal = match cfg.executor.kind {
+        ExecutorKind::Auto => refusal.or_else(|| pipeline.gpu_caution()),
+        _ => refusal,
+    };
     let choice = match (cfg.executor.kind, refusal) {
         (ExecutorKind::Gpu, Some(why)) => anyhow::bail!("executor.kind is gpu but {why}"),
         (ExecutorKind::Auto, Some(why)) => ExecutorChoice {

@@ -72,7 +72,10 @@ fn configs_dir() -> std::path::PathBuf {
 fn loaded_frames_by_reference_count_as_the_cpu_executor_on_mapped_and_device_rings() {
     let cases = [
         ("placement: mapped, by_reference: true", "by_reference"),
-        ("placement: mapped, mode: launch, by_reference: true", "by_reference"),
+        (
+            "placement: mapped, mode: launch, by_reference: true",
+            "by_reference",
+        ),
         ("placement: device, by_reference: true", "by_reference"),
         ("placement: mapped", "staged"),
         ("placement: device", "staged"),

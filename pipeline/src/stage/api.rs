@@ -109,6 +109,13 @@ pub trait CustomStage: Send + Sync + AsAnyArc {
         None
     }
 
+    /// Why `executor.kind: auto` keeps a pipeline with this stage on the CPU although the
+    /// stage runs on the GPU (its GPU implementation is not yet shown equal on a GPU);
+    /// `executor.kind: gpu` still runs it there. Default: none.
+    fn gpu_caution(&self) -> Option<&'static str> {
+        None
+    }
+
     /// For such a stage: the generation of what [`CustomStage::gpu_library`] gives, moved on by
     /// a reload of its files, so the GPU host side publishes the new block by epoch
     /// ([`crate::stage::Pipeline::params_generation`]). Default: 0.

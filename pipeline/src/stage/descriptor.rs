@@ -174,6 +174,20 @@ impl crate::stage::run::Pipeline {
     }
 }
 
+impl crate::stage::run::Pipeline {
+    /// The first stage's [`crate::stage::CustomStage::gpu_caution`]: why `auto` runs this
+    /// pipeline on the CPU although it could run on the GPU.
+    pub fn gpu_caution(&self) -> Option<String> {
+        self.stages.iter().enumerate().find_map(|(i, s)| match s {
+            crate::stage::run::Stage::Custom(c) => c
+                .cpu()
+                .gpu_caution()
+                .map(|why| format!("stage `{}` (pipeline[{i}]): {why}", s.name())),
+            _ => None,
+        })
+    }
+}
+
 /// Whether the descriptor `d` of a library stage (`GpuImpl::Library`) agrees with the kernel
 /// crate's catalog (`pktwarp_kernels::codegen::LIBRARY_STAGES`, which sits below this crate):
 /// listed under its name, with its device function and its needs.

@@ -88,6 +88,12 @@ pub enum AlertTo {
     Mirror,
 }
 
+/// Why `auto` keeps inspection on the CPU: on the H100 (2026-12-07) the GPU stage passed a
+/// frame the CPU sent to the host, and a rule reload on a running persistent kernel never
+/// finished (docs/inspect.md, "Executors").
+pub const GPU_CAUTION: &str = "the inspect stage's GPU implementation is not yet equal to the \
+     CPU's on a GPU (docs/inspect.md, \"Executors\"); executor.kind: gpu runs it there";
+
 /// `inspect:` in the pipeline.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -684,6 +690,10 @@ impl CustomStage for InspectStage {
 
     fn gpu_library(&self) -> Option<Result<crate::stage::GpuParams, String>> {
         Some(self.gpu_params())
+    }
+
+    fn gpu_caution(&self) -> Option<&'static str> {
+        Some(GPU_CAUTION)
     }
 
     /// The rule sets published by file reloads (the GPU block's rule set moves with them).

@@ -493,3 +493,31 @@ fn a_rule_reload_moves_the_gpu_parameters_on() {
     assert_eq!((p.params_generation(), bank(&p)), (1, 1));
     close(&p);
 }
+
+/// `auto` keeps an inspecting pipeline on the CPU (its GPU stage is not yet shown equal on a
+/// GPU), saying why; without the inspect stage the same config is free to take the GPU.
+#[test]
+fn auto_keeps_inspection_on_the_cpu_and_says_why() {
+    let dir = scratch("auto");
+    std::fs::write(dir.join("local.rules"), RULES).expect("rules");
+    let cfg_path = dir.join("c.yaml");
+    let with = "ports:\n  - name: g\n    gen: { count: 10 }\npipeline:\n  - parse\n  - inspect:\n      rules: [local.rules]\n      gpu_rules_only: true\n  - count\nexecutor: { kind: auto }\nmetrics: { enabled: false }\n";
+    std::fs::write(&cfg_path, with).expect("config");
+    let cfg = crate::config::load(&cfg_path).expect("config loads");
+    let p = crate::prepare::prepare(cfg).expect("prepared");
+    assert_eq!(p.choice.name, "cpu");
+    assert!(
+        p.choice.reason.contains("stage `inspect` (pipeline[1])")
+            && p.choice.reason.contains("not yet equal"),
+        "{}",
+        p.choice.reason
+    );
+    let without = with.replace(
+        "  - inspect:\n      rules: [local.rules]\n      gpu_rules_only: true\n",
+        "",
+    );
+    std::fs::write(&cfg_path, without).expect("config");
+    let cfg = crate::config::load(&cfg_path).expect("config loads");
+    let p = crate::prepare::prepare(cfg).expect("prepared");
+    assert!(!p.choice.reason.contains("inspect"), "{}", p.choice.reason);
+}
