@@ -190,15 +190,15 @@ fn agree(cfg: &Config, p: &Pipeline, r: &Run, threads: &[u32]) -> RateTable {
 }
 
 #[test]
-fn the_budget_config_runs_syn_guard_then_the_budget_on_the_cpu() {
+fn the_budget_config_runs_syn_guard_then_the_budget_on_either_executor() {
     let cfg = budget_config(|t| t);
     let p = pipeline::daemon::build_pipeline_with(&cfg, &syn_guard::registry()).unwrap();
     assert_eq!(
         p.stage_names(),
         ["parse", "syn_guard", "rate_limit", "count"]
     );
-    let why = p.gpu_refusal().expect("the GPU executor refuses it");
-    assert!(why.contains("rate_limit"), "{why}");
+    // rate_limit runs on the GPU executor too (its counters read back from the device).
+    assert_eq!(p.gpu_refusal(), None);
     let rc = rate_config(&cfg);
     let rule = &rc.rules[0].value;
     assert_eq!((rule.rate_pps, rule.burst()), (100, 200));
