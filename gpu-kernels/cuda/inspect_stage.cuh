@@ -20,6 +20,7 @@
 #define PW_INSPECT_NO_KERNELS 1
 #include "inspect_match.cuh"
 #include "inspect_eval.cuh"
+#include "count.cuh"
 
 #define PW_DROP_INSPECT 13u
 #define PW_INSP_GPU_MAX_RULES 16384u

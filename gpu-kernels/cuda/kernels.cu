@@ -870,7 +870,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) pw_burst_slot(const pw_queu
 /* Stage throughput: thread per frame over `n` device-resident frames (descriptor offsets relative
  * to `data`), verdicts to device memory, counters aggregated per block. `q` supplies the pipeline,
  * tables and counters (ring fields unused). */
-extern "C" __global__ void __launch_bounds__(256) pw_bulk(const pw_queue_desc *qd, const uint8_t *data, const pw_desc *descs,
+#if defined(PW_PIPELINE_ORDERED) && PW_PIPELINE_ORDERED
+/* A stage with per-queue state (rate_limit's buckets) made ptxas spill at its default register
+ * budget: one block a multiprocessor is the floor it may plan for, as for pw_burst. */
+#define PW_BULK_BOUNDS __launch_bounds__(256, 1)
+#else
+#define PW_BULK_BOUNDS __launch_bounds__(256)
+#endif
+extern "C" __global__ void PW_BULK_BOUNDS pw_bulk(const pw_queue_desc *qd, const uint8_t *data, const pw_desc *descs,
                                                          uint32_t n, pw_verdict_out *verdicts) {
     const pw_queue_desc q = *qd;
     const pw_acl_sel a = pw_acl_of_queue(q);
