@@ -85,8 +85,10 @@ promtool check rules deploy/prometheus/alerts.yml >/dev/null || fail "promtool c
 python3 - <<'EOF' || fail "deploy/ files refer to metrics pktwarp does not export, or are malformed"
 import json, pathlib, re, sys
 # The families are declared where their owners live (control's table, the stages' own
-# exported families, the IPFIX exporter): every pktwarp_* string literal of the library.
-src = "".join(p.read_text() for p in pathlib.Path("pipeline/src").rglob("*.rs"))
+# exported families, the IPFIX exporter; the fronthaul crate's): every pktwarp_* string literal
+# of the library and of the stage crates the binary registers.
+src = "".join(p.read_text() for d in ["pipeline/src", "fronthaul/src"]
+              for p in pathlib.Path(d).rglob("*.rs"))
 known = set(re.findall(r'"(pktwarp_[a-z0-9_]+)"', src))
 json.load(open("deploy/grafana/pktwarp-dashboard.json"))
 bad = []

@@ -36,6 +36,7 @@ fn spec(queues: usize, per_queue: bool) -> CpuRunSpec {
         rx_threads: RxThreads {
             per_queue,
             cores: Vec::new(),
+            one_per_port: None,
         },
     }
 }
