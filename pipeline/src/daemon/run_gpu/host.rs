@@ -246,6 +246,8 @@ fn by_reference(
     qs: &[Box<dyn QueueRx>],
     transmits: bool,
 ) -> Result<(u64, GpuHold, &'static str), String> {
+    // The port's own reason first: whether it has loaded frames at all.
+    let store = qs.first().ok_or("the port has no queue")?.frame_store()?;
     if transmits {
         return Err(
             "the config transmits frames: output ports send from host memory bursts".into(),
@@ -257,7 +259,6 @@ fn by_reference(
     if spec.verify.0 > 0 {
         return Err("verify.sample re-runs sampled bursts on the CPU from their host bytes".into());
     }
-    let store = qs.first().ok_or("the port has no queue")?.frame_store()?;
     let h = dev.host_frames(&store)?;
     let hold: GpuHold = Arc::new(Mutex::new(h.keep));
     Ok((h.base, hold, h.read))
