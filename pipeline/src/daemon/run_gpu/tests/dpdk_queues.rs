@@ -73,6 +73,6 @@ fn dpdk_rx_queues_each_feed_their_own_gpu_queue() {
         }
         // Received per burst into host memory: staged, and the summary says why.
         let gi = s.gpu_ingest.first().expect("the port's GPU ingest path");
-        assert!(gi.reason.contains("received or built per burst"), "{gi:?}");
+        assert!(gi.reason.contains("received burst by burst"), "{gi:?}");
     }
 }
