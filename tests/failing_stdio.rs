@@ -49,8 +49,10 @@ fn dev_full() -> Stdio {
 /// (Rust programs ignore SIGPIPE), from the first byte on.
 fn closed_pipe() -> Stdio {
     let mut fds = [0i32; 2];
-    // SAFETY: pipe(2) fills the two-element array it is given.
-    let rc = unsafe { libc::pipe(fds.as_mut_ptr()) };
+    // Close-on-exec: a child that another test thread spawns meanwhile must not inherit the
+    // read end, or the pipe stays open and the writes this test expects to fail succeed.
+    // SAFETY: pipe2(2) fills the two-element array it is given.
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
     assert_eq!(rc, 0, "pipe: {}", std::io::Error::last_os_error());
     // SAFETY: both descriptors were just created by pipe(2) and are owned by nothing else.
     let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
