@@ -23,7 +23,11 @@ pub(crate) type PollFn<'a> = dyn FnMut(u32, &[Verdict], Option<TxView<'_>>) + 'a
 pub(crate) struct HostFrames {
     /// The device address of the first byte.
     pub base: u64,
-    /// Keeps the memory allocated (dropped once no burst names it).
+    /// Keeps the memory allocated. Dropped only once the device's kernels have stopped, not
+    /// when the last burst naming it is reaped: freeing pinned memory (`cuMemFreeHost`) waits
+    /// for every kernel of the context, and a persistent kernel returns only on its exit flag
+    /// (after the run) or its idle timeout, so a free during the run stalls its thread that
+    /// long (the host side hands it back instead: `HostOutcome::pinned`).
     pub keep: Box<dyn Send>,
     /// How the GPU gets the frames (for the `gpu_ingest` reason).
     pub read: &'static str,

@@ -75,6 +75,11 @@ pub(crate) struct HostOutcome {
     pub gpu_ingest: Vec<GpuIngest>,
     /// Receive threads started (one per port, or one per queue of a port split by queue).
     pub receive_threads: usize,
+    /// The ports' loaded frames in host memory the device reads (by reference), for the
+    /// caller to drop once the device's kernels have stopped ([`super::device::HostFrames`]:
+    /// a free under a running persistent kernel waits for it to end). The run's threads only
+    /// ever held clones of these.
+    pub pinned: Vec<GpuHold>,
 }
 
 /// Sets a flag (or counts) when its thread ends, by return or by panic, so no other thread
@@ -177,8 +182,9 @@ impl Feed<'_> {
 
 /// The receive threads of `rx`: one per queue of each port that splits by queue (not one
 /// received in place), else one per port. A split port whose frames can go by reference is
-/// copied once into host memory the GPU reads; each host-memory port's path is decided
-/// (logged, `event=gpu_ingest`) into `decided`.
+/// copied once into host memory the GPU reads (its hold also into `pinned`, see
+/// [`HostOutcome::pinned`]); each host-memory port's path is decided (logged,
+/// `event=gpu_ingest`) into `decided`.
 fn feeds<'p>(
     dev: &dyn QueueDevice,
     spec: &HostSpec<'_>,
@@ -186,6 +192,7 @@ fn feeds<'p>(
     in_place: &[bool],
     transmits: bool,
     decided: &mut Vec<GpuIngest>,
+    pinned: &mut Vec<GpuHold>,
 ) -> Vec<Feed<'p>> {
     let nq = spec.queues;
     let mut out = Vec::new();
@@ -217,6 +224,9 @@ fn feeds<'p>(
             }
         };
         let refs = by_reference(dev, spec, &qs, transmits);
+        if let Ok((_, hold, _)) = &refs {
+            pinned.push(Arc::clone(hold));
+        }
         if !gpu_port {
             let note = qs.first().and_then(|q| q.store_note());
             let how = match &refs {
@@ -278,7 +288,8 @@ pub(crate) fn run(
     let with_tx = !out.is_empty();
     let holds = tx_from_slot(dev, with_tx);
     let (in_place, mut gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
-    let feeds = feeds(dev, spec, rx, &in_place, with_tx, &mut gpu_ingest);
+    let mut pinned = Vec::new();
+    let feeds = feeds(dev, spec, rx, &in_place, with_tx, &mut gpu_ingest, &mut pinned);
     let receive_threads = feeds.len();
     let rings = Rings::new(&feeds, nq, handoff, with_tx);
     let outputs = Mutex::new(Vec::<OutTally>::new());
@@ -409,6 +420,7 @@ pub(crate) fn run(
         outputs: outputs.into_inner().unwrap_or_else(|p| p.into_inner()),
         gpu_ingest,
         receive_threads,
+        pinned,
     }
 }
 

@@ -235,6 +235,30 @@ fn host_spec(
     }
 }
 
+/// The ports' loaded frames in pinned host memory (by reference), released after the
+/// executor: a free of pinned memory waits for every kernel of the context, so freed while the
+/// persistent kernel runs it stalls until that kernel's idle timeout (the run then ends that
+/// late); and when the executor was left with a kernel still running (its memory leaked on
+/// purpose, `abandoned_executors`), they are leaked too, as that kernel may still read them.
+struct PinnedFrames(Vec<GpuHold>, u64);
+
+impl PinnedFrames {
+    fn new() -> PinnedFrames {
+        PinnedFrames(Vec::new(), crate::executor::gpu::abandoned_executors())
+    }
+}
+
+impl Drop for PinnedFrames {
+    fn drop(&mut self) {
+        if !self.0.is_empty() && crate::executor::gpu::abandoned_executors() > self.1 {
+            tracing::warn!(
+                "the loaded frames' pinned memory stays allocated until the process exits: a \
+                 GPU kernel may still read it"
+            );
+            std::mem::forget(std::mem::take(&mut self.0));
+        }
+    }
+}
 /// Runs a prepared config on the GPU executor (one executor per GPU of `executor.gpu.devices`,
 /// queues round-robin, or one on `device`) until its input ends or `shared.stop`, drains the
 /// bursts in flight and returns the summary.
@@ -245,6 +269,9 @@ pub fn run_gpu(
     image: &KernelImage,
 ) -> anyhow::Result<Summary> {
     let setup = Instant::now();
+    // Declared before the executor, so dropped after it on every path (its drop stops the
+    // kernels, or leaks their memory when one still runs).
+    let mut pinned = PinnedFrames::new();
     let mut opts = p.cfg.executor.gpu.clone();
     let shape = GpuSlots::of(&p.cfg);
     opts.burst_size = shape.frames as u32;
@@ -279,7 +306,9 @@ pub fn run_gpu(
     let mut dests = ports.take_out();
     // The stages' host sides work beside the host side (a poll thread).
     let (out, sides) = stage_host::with_stage_hosts(&p.pipeline, &mut gpu, |gpu| {
-        host::run(gpu, &spec, shared, &mut ports.rx, &mut dests)
+        let mut out = host::run(gpu, &spec, shared, &mut ports.rx, &mut dests);
+        pinned.0.append(&mut out.pinned);
+        out
     })?;
     out.result?;
     // Drained, before shutdown: what the stages keep on the GPU is read back for the summary

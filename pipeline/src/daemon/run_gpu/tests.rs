@@ -88,6 +88,8 @@ struct CpuStandIn {
     /// frames are read through that, as the kernel reads them (`PW_SLOT_REFS`), not gathered.
     mapped_refs: bool,
     read_in_place: std::sync::atomic::AtomicU64,
+    /// The persistent kernel, as far as freeing the `host_frames` memory waits for it.
+    kernel: Arc<rx_threads::StandInKernel>,
 }
 
 impl CpuStandIn {
@@ -137,6 +139,7 @@ impl CpuStandIn {
             rate_state: Default::default(),
             mapped_refs: false,
             read_in_place: Default::default(),
+            kernel: Arc::default(),
         }
     }
 
@@ -285,7 +288,7 @@ unsafe impl QueueDevice for CpuStandIn {
         let read = [Read::Gathered, Read::InPlace][usize::from(self.mapped_refs)];
         Ok(super::device::HostFrames {
             base: copy.as_ptr() as u64,
-            keep: Box::new(copy),
+            keep: Box::new(rx_threads::StandInPinned::new(copy, &self.kernel)),
             read: read.describe(),
         })
     }
@@ -579,7 +582,11 @@ fn run_host(
     let mut out_ports =
         crate::port::out::OutPorts::single(tx.map(|t| Box::new(t) as Box<dyn TxPort>));
     let t = Instant::now();
+    // The persistent kernel runs from before the host side until after it (as run_gpu
+    // starts and shuts down the executor around it); what `out` holds is dropped after.
+    dev.kernel.start();
     let out = host::run(dev, &spec, shared, &mut ports.rx, &mut out_ports);
+    dev.kernel.stop();
     let mut s = summarize(
         &shared.counters,
         &p.pipeline,

@@ -117,6 +117,104 @@ pub(super) unsafe fn read_by_reference(
     Ok(())
 }
 
+/// How long the stand-in's persistent kernel waits without bursts before it returns by itself
+/// (the real one's `executor.gpu.idle_timeout_ms`, 60 s by default).
+const STAND_IN_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The stand-in's persistent kernel, for the one constraint of a real one that the host side's
+/// memory handling meets: freeing pinned host memory (`cuMemFreeHost`) waits for every kernel of
+/// the context, and a persistent kernel returns only when the executor stops it (after the
+/// host side's run) or after its idle timeout. A free while it runs blocks that long.
+#[derive(Default)]
+pub(super) struct StandInKernel {
+    running: std::sync::atomic::AtomicBool,
+    freed_while_running: std::sync::atomic::AtomicU64,
+    freed_after_stop: std::sync::atomic::AtomicU64,
+}
+
+impl StandInKernel {
+    pub(super) fn start(&self) {
+        self.running.store(true, Ordering::SeqCst);
+    }
+
+    pub(super) fn stop(&self) {
+        self.running.store(false, Ordering::SeqCst);
+    }
+
+    /// A free of pinned memory: waits for the kernel to stop or idle out.
+    fn free(&self) {
+        if !self.running.load(Ordering::SeqCst) {
+            self.freed_after_stop.fetch_add(1, Ordering::SeqCst);
+            return;
+        }
+        self.freed_while_running.fetch_add(1, Ordering::SeqCst);
+        let t = Instant::now();
+        while self.running.load(Ordering::SeqCst) && t.elapsed() < STAND_IN_IDLE_TIMEOUT {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
+/// The stand-in's "pinned" copy of a port's loaded frames: dropping it frees it.
+pub(super) struct StandInPinned {
+    _bytes: Box<[u8]>,
+    kernel: Arc<StandInKernel>,
+}
+
+impl StandInPinned {
+    pub(super) fn new(bytes: Box<[u8]>, kernel: &Arc<StandInKernel>) -> StandInPinned {
+        StandInPinned {
+            _bytes: bytes,
+            kernel: Arc::clone(kernel),
+        }
+    }
+}
+
+impl Drop for StandInPinned {
+    fn drop(&mut self) {
+        self.kernel.free();
+    }
+}
+
+/// A by-reference run must not free the loaded frames' pinned memory while the persistent
+/// kernel runs: on the H100 that free (by the last thread to let go of it, a receive thread
+/// ending or a queue thread reaping the last burst) waited for the kernel's 60 s idle timeout,
+/// on `device` and `mapped` rings alike, and the daemon's watchdog found that queue thread
+/// stuck inside its poll. The host side hands the memory back to be freed after the stop.
+#[test]
+fn a_by_reference_run_frees_its_pinned_frames_only_after_the_kernel_stops() {
+    let gen = format!(
+        "ports:\n{GEN_CLEAN}queues: {{ count: 3, burst: 16, ring_slots: 4, rx_threads: per_queue }}\n{INLINE}"
+    );
+    for (source, yaml) in [("pcap", pcap_yaml("per_queue", false)), ("gen", gen)] {
+        for (placement, mapped) in [("device", false), ("mapped", true)] {
+            let what = format!("{source}, persistent, {placement} rings, by reference");
+            let p = prepared(&ask_by_reference(&yaml));
+            let mut dev = CpuStandIn::new(&p, 4, 1);
+            dev.mapped_refs = mapped;
+            let shared = cpu::CpuShared::new(&p.cpu_spec());
+            let t = Instant::now();
+            let (r, s) = run_host(&p, &dev, &shared, None);
+            let took = t.elapsed();
+            r.expect("host run");
+            assert_eq!(path_of(&s).0, gpu_ingest::BY_REFERENCE, "{what}");
+            let k = &dev.kernel;
+            assert_eq!(
+                k.freed_while_running.load(Ordering::SeqCst),
+                0,
+                "{what}: the pinned frames were freed while the persistent kernel ran (the run \
+                 took {took:?}: a free waits for the kernel's idle timeout)"
+            );
+            assert_eq!(
+                k.freed_after_stop.load(Ordering::SeqCst),
+                1,
+                "{what}: the pinned frames are freed once, after the stop"
+            );
+            assert!(took < STAND_IN_IDLE_TIMEOUT, "{what}: took {took:?}");
+        }
+    }
+}
+
 /// A capture replayed 4 times over 3 queues, with an output port or not.
 fn pcap_yaml(mode: &str, output: bool) -> String {
     let input = crate::testdata::multi_proto_pcap();
