@@ -289,7 +289,15 @@ pub(crate) fn run(
     let holds = tx_from_slot(dev, with_tx);
     let (in_place, mut gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
     let mut pinned = Vec::new();
-    let feeds = feeds(dev, spec, rx, &in_place, with_tx, &mut gpu_ingest, &mut pinned);
+    let feeds = feeds(
+        dev,
+        spec,
+        rx,
+        &in_place,
+        with_tx,
+        &mut gpu_ingest,
+        &mut pinned,
+    );
     let receive_threads = feeds.len();
     let rings = Rings::new(&feeds, nq, handoff, with_tx);
     let outputs = Mutex::new(Vec::<OutTally>::new());

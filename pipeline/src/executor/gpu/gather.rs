@@ -212,7 +212,10 @@ pub(crate) unsafe fn copy(
 impl super::GpuExecutor {
     /// `bytes` copied once into pinned host memory mapped into this executor's context (a
     /// capture replayed by reference: its frames are then gathered into the slots like frames
-    /// in GPU memory, read by the GPU over PCIe, with no per-frame copy on the host).
+    /// in GPU memory, read by the GPU over PCIe, with no per-frame copy on the host). Drop it
+    /// only once this executor's kernels have stopped ([`super::GpuExecutor::shutdown`]):
+    /// `cuMemFreeHost` waits for every kernel of the context, so a drop while the persistent
+    /// kernel runs blocks until its exit flag or idle timeout.
     pub fn pinned_copy(&self, bytes: &[u8]) -> Result<super::driver::PinnedBuffer, String> {
         // A granule past the end: the kernel reads a referenced frame's whole 16-byte granules.
         let b = super::driver::PinnedBuffer::new(&self.ctx, bytes.len() + 16)
