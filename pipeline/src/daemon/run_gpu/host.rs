@@ -182,7 +182,7 @@ impl Feed<'_> {
 
 /// The receive threads of `rx`: one per queue of each port that splits by queue (not one
 /// received in place), else one per port. A split port whose frames can go by reference is
-/// copied once into host memory the GPU reads (its hold also into `pinned`, see
+/// copied once into host memory the GPU reads (its hold also returned, for
 /// [`HostOutcome::pinned`]); each host-memory port's path is decided (logged,
 /// `event=gpu_ingest`) into `decided`.
 fn feeds<'p>(
@@ -192,10 +192,10 @@ fn feeds<'p>(
     in_place: &[bool],
     transmits: bool,
     decided: &mut Vec<GpuIngest>,
-    pinned: &mut Vec<GpuHold>,
-) -> Vec<Feed<'p>> {
+) -> (Vec<Feed<'p>>, Vec<GpuHold>) {
     let nq = spec.queues;
     let mut out = Vec::new();
+    let mut pinned = Vec::new();
     for (pi, port) in rx.iter_mut().enumerate() {
         if in_place[pi] {
             out.push(Feed {
@@ -244,7 +244,7 @@ fn feeds<'p>(
             },
         }));
     }
-    out
+    (out, pinned)
 }
 
 /// The address of a split port's loaded frames in host memory the GPU reads (copied there
@@ -288,16 +288,7 @@ pub(crate) fn run(
     let with_tx = !out.is_empty();
     let holds = tx_from_slot(dev, with_tx);
     let (in_place, mut gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
-    let mut pinned = Vec::new();
-    let feeds = feeds(
-        dev,
-        spec,
-        rx,
-        &in_place,
-        with_tx,
-        &mut gpu_ingest,
-        &mut pinned,
-    );
+    let (feeds, pinned) = feeds(dev, spec, rx, &in_place, with_tx, &mut gpu_ingest);
     let receive_threads = feeds.len();
     let rings = Rings::new(&feeds, nq, handoff, with_tx);
     let outputs = Mutex::new(Vec::<OutTally>::new());

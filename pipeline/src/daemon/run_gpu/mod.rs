@@ -240,25 +240,39 @@ fn host_spec(
 /// persistent kernel runs it stalls until that kernel's idle timeout (the run then ends that
 /// late); and when the executor was left with a kernel still running (its memory leaked on
 /// purpose, `abandoned_executors`), they are leaked too, as that kernel may still read them.
-struct PinnedFrames(Vec<GpuHold>, u64);
+struct PinnedFrames {
+    holds: Vec<GpuHold>,
+    /// The process's abandoned executors: at the start of the run, and how to count them now.
+    abandoned_at: u64,
+    abandoned: fn() -> u64,
+}
 
 impl PinnedFrames {
     fn new() -> PinnedFrames {
-        PinnedFrames(Vec::new(), crate::executor::gpu::abandoned_executors())
+        PinnedFrames::counting(crate::executor::gpu::abandoned_executors)
+    }
+
+    fn counting(abandoned: fn() -> u64) -> PinnedFrames {
+        PinnedFrames {
+            holds: Vec::new(),
+            abandoned_at: abandoned(),
+            abandoned,
+        }
     }
 }
 
 impl Drop for PinnedFrames {
     fn drop(&mut self) {
-        if !self.0.is_empty() && crate::executor::gpu::abandoned_executors() > self.1 {
+        if !self.holds.is_empty() && (self.abandoned)() > self.abandoned_at {
             tracing::warn!(
                 "the loaded frames' pinned memory stays allocated until the process exits: a \
                  GPU kernel may still read it"
             );
-            std::mem::forget(std::mem::take(&mut self.0));
+            std::mem::forget(std::mem::take(&mut self.holds));
         }
     }
 }
+
 /// Runs a prepared config on the GPU executor (one executor per GPU of `executor.gpu.devices`,
 /// queues round-robin, or one on `device`) until its input ends or `shared.stop`, drains the
 /// bursts in flight and returns the summary.
@@ -307,7 +321,7 @@ pub fn run_gpu(
     // The stages' host sides work beside the host side (a poll thread).
     let (out, sides) = stage_host::with_stage_hosts(&p.pipeline, &mut gpu, |gpu| {
         let mut out = host::run(gpu, &spec, shared, &mut ports.rx, &mut dests);
-        pinned.0.append(&mut out.pinned);
+        pinned.holds.append(&mut out.pinned);
         out
     })?;
     out.result?;

@@ -215,6 +215,29 @@ fn a_by_reference_run_frees_its_pinned_frames_only_after_the_kernel_stops() {
     }
 }
 
+/// After the executor: the loaded frames are freed, unless an executor was abandoned with a
+/// kernel still running meanwhile (then leaked: that kernel may still read them, and the free
+/// would wait for it).
+#[test]
+fn run_gpu_frees_the_pinned_frames_unless_an_executor_was_abandoned() {
+    use std::sync::atomic::AtomicU64;
+    static ABANDONED: AtomicU64 = AtomicU64::new(0);
+    fn abandoned() -> u64 {
+        ABANDONED.load(Ordering::SeqCst)
+    }
+    for (leaked, what) in [(false, "stopped"), (true, "abandoned")] {
+        let hold: GpuHold = Arc::new(Mutex::new(Box::new(vec![0u8; 16]) as Box<dyn Send>));
+        let alive = Arc::downgrade(&hold);
+        let mut pinned = super::super::PinnedFrames::counting(abandoned);
+        pinned.holds.push(hold);
+        if leaked {
+            ABANDONED.fetch_add(1, Ordering::SeqCst);
+        }
+        drop(pinned);
+        assert_eq!(alive.upgrade().is_some(), leaked, "{what}");
+    }
+}
+
 /// A capture replayed 4 times over 3 queues, with an output port or not.
 fn pcap_yaml(mode: &str, output: bool) -> String {
     let input = crate::testdata::multi_proto_pcap();
