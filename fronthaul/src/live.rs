@@ -111,6 +111,16 @@ impl Completer {
         &self.l
     }
 
+    /// Frames the GPU may take between two polls so that none of them overwrites a ring entry
+    /// the poll has not closed: a ring entry is taken again `2 x max_open_slots` slots on and
+    /// at most `max_open_slots` are open after a poll, so `max_open_slots` new slots may
+    /// arrive before the next, and a whole slot is at least a frame per symbol of each grid
+    /// eAxC. (A feed of partial slots, fewer frames each, can still outrun it: the slots it
+    /// overwrote unseen are counted lost, an error.)
+    pub fn frames_per_poll(&self) -> u64 {
+        (self.max_open as u64 * u64::from(SYMBOLS_PER_SLOT) * self.l.eaxcs.len() as u64).max(1)
+    }
+
     /// Slots open now.
     pub fn open_slots(&self) -> usize {
         self.open.len()
@@ -640,6 +650,12 @@ impl GpuHostSide for LiveStages {
 
     fn poll_interval(&self) -> Duration {
         POLL
+    }
+
+    /// The input waits for the completion poll: an unpaced feed (the generator, a capture
+    /// replayed at full speed) must not run the kernel a ring of slots past it.
+    fn frames_per_poll(&self) -> Option<u64> {
+        self.stages.iter().map(|s| s.1.frames_per_poll()).min()
     }
 
     fn poll(
