@@ -151,6 +151,11 @@ impl Worker<'_, '_> {
                 Some((want, slot)) if want == seq => {
                     lost_frames = slot.burst.len() as u64;
                     ctx.counters.drops[DropReason::KernelStall as usize].add(lost_frames);
+                    // Never reaped, and nothing of it for a host-side poll to read: the poll
+                    // gate must not wait for it.
+                    if let Some(g) = ctx.gate {
+                        g.reaped(lost_frames);
+                    }
                     self.free(slot);
                 }
                 other => anyhow::bail!(

@@ -51,7 +51,10 @@ pub(crate) fn polled<M: StageGpuMemory, R>(
         return Ok((host(mem, None), sides));
     }
     let stop = AtomicBool::new(false);
-    let paces: Vec<bool> = sides.iter().map(|s| s.frames_per_poll().is_some()).collect();
+    let paces: Vec<bool> = sides
+        .iter()
+        .map(|s| s.frames_per_poll().is_some())
+        .collect();
     let g = gate.as_deref();
     let (r, polled) = std::thread::scope(|s| {
         let poller = crate::threads::spawn_named(
@@ -265,8 +268,14 @@ mod tests {
     #[test]
     fn without_host_sides_the_host_side_runs_alone() {
         let p = Pipeline::new(vec![crate::stage::Stage::Count]);
-        let (r, sides) =
-            polled(&p, &FakeMem::default(), Vec::new(), None, |_: &FakeMem, _| 7).unwrap();
+        let (r, sides) = polled(
+            &p,
+            &FakeMem::default(),
+            Vec::new(),
+            None,
+            |_: &FakeMem, _| 7,
+        )
+        .unwrap();
         assert_eq!((r, sides.len()), (7, 0));
     }
 }

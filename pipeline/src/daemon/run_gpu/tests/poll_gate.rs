@@ -40,7 +40,14 @@ impl StageGpuMemory for Ran<'_> {
     ) -> anyhow::Result<Vec<u8>> {
         self.read_buffer(g, k, i)
     }
-    fn set_buffer_word(&self, _: usize, _: usize, _: usize, _: usize, _: u32) -> anyhow::Result<()> {
+    fn set_buffer_word(
+        &self,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: u32,
+    ) -> anyhow::Result<()> {
         Ok(())
     }
     fn counter_blocks(&self) -> anyhow::Result<Vec<[u64; 8]>> {
@@ -126,7 +133,13 @@ fn run_beside(p: &Prepared, side: Slow) -> (Summary, u64, anyhow::Result<()>) {
         let t = Instant::now();
         let o = host::run(m.0, &spec, &shared, &mut ports.rx, &mut out);
         o.result.expect("host run");
-        summarize(&shared.counters, &p.pipeline, t.elapsed(), &p.choice, o.errors)
+        summarize(
+            &shared.counters,
+            &p.pipeline,
+            t.elapsed(),
+            &p.choice,
+            o.errors,
+        )
     });
     match r {
         Ok((s, sides)) => {
@@ -167,13 +180,19 @@ fn a_slow_host_side_poll_holds_the_input_to_its_frames_per_poll() {
     let (s, most, r) = run_beside(&p, slow(None, None));
     r.unwrap();
     assert_same_counts(&s, &cpu.s, "no gate");
-    assert!(most > 256, "without a gate the GPU ran {most} frames between two polls");
+    assert!(
+        most > 256,
+        "without a gate the GPU ran {most} frames between two polls"
+    );
     // Paced: never more than 64 frames (two bursts of 32) between two polls, every frame
     // still counted as on the CPU.
     let (s, most, r) = run_beside(&p, slow(Some(64), None));
     r.unwrap();
     assert_same_counts(&s, &cpu.s, "gated");
-    assert!(most <= 64, "{most} frames between two polls, past the side's 64");
+    assert!(
+        most <= 64,
+        "{most} frames between two polls, past the side's 64"
+    );
 }
 
 #[test]
@@ -183,7 +202,10 @@ fn a_failed_pacing_poll_opens_the_gate_and_the_run_still_ends() {
     let e = r.expect_err("the poll's error");
     assert!(format!("{e:#}").contains("read failed at poll 3"), "{e:#}");
     let frames: u64 = s.queues.iter().map(|q| q.rx_frames).sum();
-    assert_eq!(frames, FRAMES, "every frame went through once the gate opened");
+    assert_eq!(
+        frames, FRAMES,
+        "every frame went through once the gate opened"
+    );
 }
 
 #[test]
