@@ -22,10 +22,12 @@
 #     the stage). This is the whole daemon (pcap replay, ingest, PCIe, kernel), not the decoder
 #     alone; also given as 100 MHz 4T4R cells (30.6 M PRB/s each). A run with refused packets
 #     (slot_closed) is reported as not measured.
-#  5. (STEPS shipped) configs/fronthaul.yaml as shipped (its generator, 2000 slots = 1 s of radio
-#     time, npy sink) with executor cpu and gpu: every PRB decoded (2000 x 14 x 2 x 273), every
-#     slot complete, slot files byte-identical, and the GPU run within 1.0 s of wall time per
-#     second of radio time (the summary's elapsed_s).
+#  5. (STEPS shipped) configs/fronthaul.yaml as shipped (its unpaced generator, 2000 slots = 1 s
+#     of radio time), the file itself with `--set executor.kind=...` and a $SINK sink per run,
+#     executor cpu and gpu: every PRB decoded (2000 x 14 x 2 x 273), every slot complete, none
+#     lost, no packet refused, one slot file per slot, the files byte-identical, and the GPU run
+#     within 1.0 s of wall time per second of radio time (the summary's elapsed_s, GPU setup
+#     excluded). One line: "shipped config: PASS|FAIL: ...".
 #  4. The kernel alone: `pktwarp bench --skip throughput,e2e,l3fwd,latency` (its fronthaul
 #     section): the composed [fronthaul] kernel over device-resident frames (gen O-RAN, 273
 #     PRBs, BFP9 / BFP14, 32 eAxCs x 32 slots), PRB/s against the Rust stage on one thread; fails
@@ -38,7 +40,7 @@
 #   PLACEMENT (device, as configs/fronthaul.yaml; or mapped) of the GPU executor's rings, MODE
 #   (persistent; or launch) of its kernels.
 #   STEPS (shipped,check,seq,bench,kernel: which of steps 5, 2 (check, seq), 3 and 4 run), SINK (raw; or
-#   npy: the file sink step 2 compares).
+#   npy: the file sink steps 2 and 5 compare).
 # Exit status: 0 when every comparison is equal, 1 otherwise.
 set -u
 BIN=${1:-.carry}
@@ -162,40 +164,60 @@ PY
 echo "# fronthaul: GPU executor against CPU executor ($(date -u +%FT%TZ))" >"$MD"
 echo >>"$MD"
 
-# shipped_check: configs/fronthaul.yaml itself (its generator) on both executors.
+# shipped_check: configs/fronthaul.yaml itself (its generator, unpaced) on both executors, the
+# file as shipped with two --set overrides: the executor and a $SINK sink per run.
 shipped_check() {
-  local ex
+  local ex sink
   for ex in cpu gpu; do
+    rm -rf "$tmp/shipped-$ex"
     mkdir -p "$tmp/shipped-$ex"
-    sed -e "s|rules/fronthaul-gen.steering.yaml|$STEER_RULES|" \
-      -e "s|sink: none |sink: { npy: { dir: $tmp/shipped-$ex } } |" \
-      -e "s|^  kind: cpu|  kind: $ex|" configs/fronthaul.yaml >"$tmp/shipped-$ex.yaml"
-    "$PW" run --quiet --json "$tmp/shipped-$ex.yaml" >"$tmp/sum-shipped-$ex.json" 2>>"$LOG" ||
-      { say "shipped config: run on $ex failed (see $LOG)"; return 1; }
+    if [ "$SINK" = npy ]; then sink="{ npy: { dir: $tmp/shipped-$ex } }"; else sink="{ raw: $tmp/shipped-$ex }"; fi
+    "$PW" run --quiet --json configs/fronthaul.yaml --set "executor.kind=$ex" \
+      --set "pipeline.1.fronthaul.sink=$sink" >"$tmp/sum-shipped-$ex.json" 2>>"$LOG" ||
+      say "shipped config: run on $ex failed (exit $?; see $LOG)"
   done
   cp "$tmp/sum-shipped-cpu.json" "$tmp/sum-shipped-gpu.json" "$RES/" 2>/dev/null
   local same=DIFFER
   diff -r "$tmp/shipped-cpu" "$tmp/shipped-gpu" >>"$LOG" 2>&1 && same=equal
-  python3 - "$tmp/sum-shipped-cpu.json" "$tmp/sum-shipped-gpu.json" "$same" <<'PY' 2>&1 | tee -a "$LOG"
-import json, sys
+  python3 - "$tmp/sum-shipped-cpu.json" "$tmp/sum-shipped-gpu.json" "$same" "$tmp/shipped-cpu" "$tmp/shipped-gpu" "$SINK" <<'PY' 2>&1 | tee -a "$LOG"
+import json, os, sys
+# configs/fronthaul.yaml: 2000 slots of 0.5 ms (numerology 1) = 1 s of radio time, 2 eAxCs of
+# 273 PRBs, 14 symbols a slot.
+slots, radio_s = 2000, 1.0
+want_prbs = slots * 14 * 2 * 273
+ext = '.npy' if sys.argv[6] == 'npy' else '.iq'
 def load(f):
-    t = open(f).read()
-    return json.loads(t[t.index('{'):])
-want_prbs, slots, radio_s = 2000 * 14 * 2 * 273, 2000, 1.0
+    try:
+        t = open(f).read()
+        return json.loads(t[t.index('{'):])
+    except (OSError, ValueError) as e:
+        return None
 ok = sys.argv[3] == 'equal'
-line = [f'npy slot files {sys.argv[3]}']
-for name, f in (('cpu', sys.argv[1]), ('gpu', sys.argv[2])):
+parts, bad = [], []
+for name, f, d in (('cpu', sys.argv[1], sys.argv[4]), ('gpu', sys.argv[2], sys.argv[5])):
     s = load(f)
+    files = sum(1 for x in os.listdir(d) if x.endswith(ext)) if os.path.isdir(d) else 0
+    if s is None:
+        bad.append(f'{name}: no JSON summary')
+        parts.append(f'{name}: no summary')
+        continue
     fh = s['fronthaul'][0]
     el = s['elapsed_s']
-    good = fh['prbs'] == want_prbs and (fh['slots_complete'], fh['slots_partial']) == (slots, 0)
-    if name == 'gpu':
-        good = good and el <= radio_s
-    ok = ok and good
-    line.append(f'{name}: {fh["prbs"]} of {want_prbs} PRBs, {fh["slots_complete"]} of {slots} slots '
-                f'complete, {el:.3f} s wall for {radio_s} s radio')
-print('shipped config: ' + '; '.join(line) + (': PASS' if ok else ': FAIL'))
-sys.exit(0 if ok else 1)
+    per = el / radio_s
+    closed = sum(e.get('slot_closed', 0) for e in fh['per_eaxc'])
+    if fh['prbs'] != want_prbs: bad.append(f'{name}: {fh["prbs"]} of {want_prbs} PRBs')
+    if fh['slots_complete'] != slots or fh['slots_partial'] != 0:
+        bad.append(f'{name}: {fh["slots_complete"]} complete / {fh["slots_partial"]} partial of {slots} slots')
+    if fh.get('slots_lost', 0): bad.append(f'{name}: {fh["slots_lost"]} slots lost')
+    if closed: bad.append(f'{name}: {closed} packets refused as closed')
+    if files != slots: bad.append(f'{name}: {files} {ext} files for {slots} slots')
+    if name == 'gpu' and per > 1.0: bad.append(f'gpu: {per:.3f} s wall per radio second (> 1.0)')
+    parts.append(f'{name} {fh["prbs"]}/{want_prbs} PRBs, {fh["slots_complete"]}/{slots} complete, '
+                 f'{fh.get("slots_lost", 0)} lost, {files} files, {per:.3f} s wall per radio s')
+if not ok: bad.append(f'{sys.argv[6]} slot files differ (diff in the log)')
+print(f'shipped config: {"PASS" if not bad else "FAIL"}: ' + '; '.join(parts)
+      + f'; slot files cpu vs gpu {sys.argv[3]}' + ('' if not bad else ' -- ' + '; '.join(bad)))
+sys.exit(0 if not bad else 1)
 PY
   return "${PIPESTATUS[0]}"
 }

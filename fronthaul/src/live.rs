@@ -9,7 +9,10 @@
 //! the frames' `timestamp_ns`, as on the CPU) closes partial. A closed slot
 //! is read back (that ring entry's cells and marks, merged over the GPUs) and handed on, in
 //! closing order, each once. A ring entry is taken by a later slot only `2 x max_open_slots`
-//! slots on, so a slot closes long before its entry is reused when the poll keeps up.
+//! slots on, so a slot closes long before its entry is reused when the poll keeps up; and it
+//! keeps up however fast the input: the executor hands the GPU at most
+//! [`Completer::frames_per_poll`] frames beyond what a completed poll covered
+//! (`GpuHostSide::frames_per_poll`, `pipeline::stage::gpu_host::PollGate`).
 //!
 //! Closing a slot first writes its tag into the entry's closed word on every GPU
 //! ([`GridSource::mark_closed`]), then reads the entry back: the kernel refuses the slot's later
@@ -109,6 +112,16 @@ impl Completer {
 
     pub fn layout(&self) -> &Layout {
         &self.l
+    }
+
+    /// Frames the GPU may take between two polls so that none of them overwrites a ring entry
+    /// the poll has not closed: a ring entry is taken again `2 x max_open_slots` slots on and
+    /// at most `max_open_slots` are open after a poll, so `max_open_slots` new slots may
+    /// arrive before the next, and a whole slot is at least a frame per symbol of each grid
+    /// eAxC. (A feed of partial slots, fewer frames each, can still outrun it: slots it
+    /// overwrote before the poll saw them are counted lost, which fails the run.)
+    pub fn frames_per_poll(&self) -> u64 {
+        (self.max_open as u64 * u64::from(SYMBOLS_PER_SLOT) * self.l.eaxcs.len() as u64).max(1)
     }
 
     /// Slots open now.
@@ -640,6 +653,12 @@ impl GpuHostSide for LiveStages {
 
     fn poll_interval(&self) -> Duration {
         POLL
+    }
+
+    /// The input waits for the completion poll: an unpaced feed (the generator, a capture
+    /// replayed at full speed) must not run the kernel a ring of slots past it.
+    fn frames_per_poll(&self) -> Option<u64> {
+        self.stages.iter().map(|s| s.1.frames_per_poll()).min()
     }
 
     fn poll(

@@ -590,8 +590,9 @@ impl FronthaulStage {
                 event = "fronthaul_slots_lost",
                 lost = n,
                 "fronthaul: {n} slots the GPU stored were never seen by the completion poll \
-                 (it fell a whole ring of 2 x max_open_slots slots behind) and never reached \
-                 the sink"
+                 (it fell a whole ring of 2 x max_open_slots slots behind, though the input \
+                 waits for it after max_open_slots x 14 x eAxCs frames: slots of fewer frames \
+                 than that) and never reached the sink"
             );
         }
         self.lock().counters.slots_lost = n;

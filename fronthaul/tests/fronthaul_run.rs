@@ -335,3 +335,49 @@ fn the_shipped_generator_repeats_one_radio_frame_of_iq_under_new_radio_times() {
         assert_eq!(got, e1, "slot {n}, eAxC 1, symbol 13, PRB 272");
     }
 }
+
+/// scripts/gpu-fronthaul-check.sh (step `shipped`) runs the shipped file itself with `--set`
+/// overrides, the executor and a raw sink per run: those keys still reach the stage, and the
+/// CPU run writes one slot file per slot, every slot complete.
+#[test]
+fn the_check_scripts_overrides_of_the_shipped_config_reach_the_stage() {
+    pktwarp_fronthaul::register();
+    let dir = tmpdir("set");
+    let set = |s: &str| config::Override::parse(s).unwrap();
+    let path = configs().join("fronthaul.yaml");
+    let gpu = config::load_with(&path, &[set("executor.kind=gpu")]).unwrap();
+    assert_eq!(gpu.executor.kind, config::ExecutorKind::Gpu);
+    let sets = [
+        set("executor.kind=cpu"),
+        set(&format!(
+            "pipeline.1.fronthaul.sink={{ raw: {} }}",
+            dir.display()
+        )),
+        set("ports.0.gen.oran.slots=20"),
+    ];
+    let p = daemon::prepare(config::load_with(&path, &sets).unwrap()).unwrap();
+    let ports = daemon::open_ports(&p.cfg).unwrap();
+    let shared = CpuShared::new(&p.cpu_spec());
+    let s = daemon::run_cpu(&p, &shared, ports);
+    let f = p
+        .pipeline
+        .stages
+        .get(1)
+        .and_then(FronthaulStage::of)
+        .unwrap();
+    let c = f.counters();
+    assert_eq!(
+        (c.slots_complete, c.slots_partial, c.slots_lost),
+        (20, 0, 0)
+    );
+    assert!(s.rx_frames > 0);
+    let iq = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            let n = e.as_ref().unwrap().file_name();
+            n.to_string_lossy().ends_with("_complete.iq")
+        })
+        .count();
+    assert_eq!(iq, 20, "one raw slot file per slot");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -411,6 +411,34 @@ fn slots_a_lagging_poll_never_saw_are_counted_lost() {
     assert_eq!((kept_up.slots.len(), kept_up.lost), (12, 0));
 }
 
+/// The GPU executor holds its input until the completion poll has covered what ran (the
+/// stage's `frames_per_poll`): a poll after that many frames of whole slots, in order, closes
+/// every slot as the CPU does, while a poll six times further apart loses slots (the unpaced
+/// generator's failure).
+#[test]
+fn a_poll_every_frames_per_poll_frames_keeps_every_slot() {
+    let (_one, pipe) = compiled();
+    let cfg = config(2, 2000);
+    let per_poll = Completer::new(&cfg).unwrap().frames_per_poll();
+    // 2 open slots x 14 symbols x 2 eAxCs; a whole slot here is 56 frames (2 a symbol).
+    assert_eq!(per_poll, 56);
+    let stage = FronthaulStage::from_config(&cfg).unwrap();
+    let live = LiveStages::of_stage(0, &stage, Arc::default()).unwrap();
+    assert_eq!(GpuHostSide::frames_per_poll(&live), Some(per_poll));
+    let fs = frames(&(0..24).flat_map(whole).collect::<Vec<_>>(), 9_000);
+    let cpu = on_cpu(&cfg, &fs);
+    let paced = on_gpu(&pipe, &cfg, &fs, per_poll as usize);
+    assert_eq!((cpu.lost, paced.lost), (0, 0));
+    assert_eq!(paced.slots, cpu.slots, "every slot, the same cells");
+    assert!(paced.slots.iter().all(|s| s.complete));
+    let unpaced = on_gpu(&pipe, &cfg, &fs, 6 * per_poll as usize);
+    assert!(
+        unpaced.lost > 0,
+        "a poll 6 x frames_per_poll apart lost nothing"
+    );
+    assert!(unpaced.slots.len() < cpu.slots.len());
+}
+
 use proptest::prelude::*;
 
 /// Packets drawn from a window of slots that moves on (so slots open, interleave, complete,

@@ -9,6 +9,7 @@
 //! and [`HandedLog`], when bursts were handed to the GPU.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -59,7 +60,119 @@ pub trait GpuHostSide: Send {
     /// Time from the end of one poll to the next.
     fn poll_interval(&self) -> Duration;
     fn poll(&mut self, p: &Pipeline, mem: &dyn StageGpuMemory) -> anyhow::Result<()>;
+    /// Frames the GPU may be handed between two of this side's polls, for a side whose device
+    /// state a faster input would overwrite before a poll read it (a ring of results the
+    /// kernel reuses). The executor then holds its input until a poll has covered what it
+    /// reaped ([`PollGate`]); `None`: the input never waits for this side.
+    fn frames_per_poll(&self) -> Option<u64> {
+        None
+    }
     fn finish(self: Box<Self>, p: &Pipeline, mem: &dyn StageGpuMemory) -> anyhow::Result<()>;
+}
+
+/// Back-pressure from the stages' host sides to the GPU executor's input: at most `limit` frames
+/// are handed to the GPU beyond those a completed poll covered (reaped before it began), so a
+/// kernel never runs more than `limit` frames ahead of the host side that reads its results,
+/// however fast the input or slow the poll. A burst of more than `limit` frames still goes
+/// when everything handed before it was covered. Deadlock-free: a burst handed is finished by
+/// the GPU and reaped without any further input, and a poll then covers it; the poll thread
+/// [`PollGate::open`]s the gate for good when it ends (an error), so no input waits on it.
+#[derive(Debug)]
+pub struct PollGate {
+    limit: u64,
+    /// Frames handed (reserved before the submit, given back when it fails).
+    handed: AtomicU64,
+    /// Frames of finished bursts the queue threads reaped.
+    reaped: AtomicU64,
+    /// Reaped frames covered by a completed poll (those reaped when it began).
+    covered: AtomicU64,
+    open: AtomicBool,
+    /// Bursts the gate held, and whether one waits now (the poll thread then polls at once).
+    stalls: AtomicU64,
+    waiting: AtomicBool,
+}
+
+impl PollGate {
+    pub fn new(limit: u64) -> PollGate {
+        PollGate {
+            limit: limit.max(1),
+            handed: AtomicU64::new(0),
+            reaped: AtomicU64::new(0),
+            covered: AtomicU64::new(0),
+            open: AtomicBool::new(false),
+            stalls: AtomicU64::new(0),
+            waiting: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes room for a burst of `n` frames; false when it must wait for a poll (then
+    /// [`PollGate::waiting`] says so to the poll thread).
+    pub fn try_take(&self, n: u64) -> bool {
+        if self.open.load(Ordering::Acquire) {
+            return true;
+        }
+        let mut h = self.handed.load(Ordering::Acquire);
+        loop {
+            let ahead = h.saturating_sub(self.covered.load(Ordering::Acquire));
+            if ahead > 0 && ahead + n > self.limit {
+                self.waiting.store(true, Ordering::Release);
+                return false;
+            }
+            match (self.handed).compare_exchange_weak(h, h + n, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(now) => h = now,
+            }
+        }
+    }
+
+    /// Gives back what [`PollGate::try_take`] took for a burst that was not handed over.
+    pub fn give_back(&self, n: u64) {
+        if !self.open.load(Ordering::Acquire) {
+            self.handed.fetch_sub(n, Ordering::AcqRel);
+        }
+    }
+
+    /// A burst the gate held (counted once per burst by the caller).
+    pub fn stalled(&self) {
+        self.stalls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Bursts the gate held so far.
+    pub fn stalls(&self) -> u64 {
+        self.stalls.load(Ordering::Relaxed)
+    }
+
+    /// `n` frames of finished bursts were reaped.
+    pub fn reaped(&self, n: u64) {
+        self.reaped.fetch_add(n, Ordering::AcqRel);
+    }
+
+    /// Frames reaped so far: what a poll that begins now covers.
+    pub fn reaped_so_far(&self) -> u64 {
+        self.reaped.load(Ordering::Acquire)
+    }
+
+    /// A poll that began when [`PollGate::reaped_so_far`] was `r` has completed.
+    pub fn covered(&self, r: u64) {
+        self.covered.fetch_max(r, Ordering::AcqRel);
+    }
+
+    /// Whether a burst waits for a poll (cleared by the call).
+    pub fn waiting(&self) -> bool {
+        self.waiting.swap(false, Ordering::AcqRel)
+    }
+
+    /// No burst waits from now on (the poll thread ended).
+    pub fn open(&self) {
+        self.open.store(true, Ordering::Release);
+    }
+
+    /// Frames handed beyond what a completed poll covered.
+    pub fn ahead(&self) -> u64 {
+        let h = self.handed.load(Ordering::Acquire);
+        h.saturating_sub(self.covered.load(Ordering::Acquire))
+    }
 }
 
 /// Bursts the [`HandedLog`] remembers (the newest).
@@ -156,5 +269,37 @@ mod tests {
             log.record(&burst(&[1000 + i]), at(10));
         }
         assert_eq!(log.bursts.lock().unwrap().len(), HANDED_KEEP, "bounded");
+    }
+
+    #[test]
+    fn the_poll_gate_holds_the_input_until_a_poll_covers_what_was_reaped() {
+        let g = PollGate::new(64);
+        assert!(g.try_take(32) && g.try_take(32), "two bursts fit");
+        assert!(!g.try_take(32), "a third runs past the limit");
+        assert!(g.waiting() && !g.waiting(), "the poll thread is told once");
+        // Reaped, but no poll has covered it: still held.
+        g.reaped(64);
+        assert!(!g.try_take(1));
+        // A poll that began before the reap covers nothing.
+        g.covered(0);
+        assert!(!g.try_take(1));
+        let r = g.reaped_so_far();
+        g.covered(r);
+        assert_eq!(g.ahead(), 0);
+        assert!(g.try_take(32));
+        // A failed submit gives its room back.
+        g.give_back(32);
+        assert_eq!(g.ahead(), 0);
+        // A burst larger than the limit goes alone, once nothing is ahead.
+        assert!(g.try_take(100));
+        assert!(!g.try_take(1));
+        g.reaped(100);
+        g.covered(g.reaped_so_far());
+        assert!(g.try_take(1));
+        g.stalled();
+        assert_eq!(g.stalls(), 1);
+        // Opened (the poll thread ended): nothing waits.
+        g.open();
+        assert!((0..10).all(|_| g.try_take(1000)));
     }
 }

@@ -63,6 +63,9 @@ pub(crate) struct HostSpec<'a> {
     pub verify: (u64, std::sync::Arc<Pipeline>),
     /// `executor.gpu.by_reference`: loaded frames may go by reference.
     pub by_reference: bool,
+    /// The stages' host sides that pace the input: a burst waits until their polls covered
+    /// what ran before it ([`crate::stage::gpu_host::PollGate`]).
+    pub gate: Option<std::sync::Arc<crate::stage::gpu_host::PollGate>>,
 }
 
 /// What the host side did: a failure that stopped the run, the ports' errors and what each
@@ -354,6 +357,7 @@ pub(crate) fn run(
                 restarts: &shared.restarts,
                 rewrites: spec.pipeline.rewrites(),
                 holds,
+                gate: spec.gate.as_deref(),
             };
             let (fail, queues_done, failed) = (&fail, &queues_done, &failed);
             threads.push(spawn_named(s, format!("pw-q{q}"), move || {

@@ -232,6 +232,7 @@ fn host_spec(
             Arc::clone(&p.pipeline),
         ),
         by_reference: p.cfg.executor.gpu.by_reference,
+        gate: None,
     }
 }
 
@@ -316,10 +317,12 @@ pub fn run_gpu(
         shape.ring_slots,
         p.cfg.queues.burst
     );
-    let spec = host_spec(p, shape, acl_on, acl.as_ref().map_or(0, |a| a.generation));
+    let mut spec = host_spec(p, shape, acl_on, acl.as_ref().map_or(0, |a| a.generation));
     let mut dests = ports.take_out();
-    // The stages' host sides work beside the host side (a poll thread).
-    let (out, sides) = stage_host::with_stage_hosts(&p.pipeline, &mut gpu, |gpu| {
+    // The stages' host sides work beside the host side (a poll thread), pacing its input
+    // where they ask to.
+    let (out, sides) = stage_host::with_stage_hosts(&p.pipeline, &mut gpu, |gpu, gate| {
+        spec.gate = gate;
         let mut out = host::run(gpu, &spec, shared, &mut ports.rx, &mut dests);
         pinned.holds.append(&mut out.pinned);
         out

@@ -45,6 +45,9 @@ pub(crate) struct QueueCtx<'a> {
     /// The device holds each reaped burst's slot until the TX thread releases it
     /// (`QueueDevice::hold_slots`): frames are sent from the slot, not copied out of it.
     pub holds: bool,
+    /// The stages' host sides pace the input: a burst is submitted only when the gate has
+    /// room (their polls covered what ran before it), else held as a full ring holds it.
+    pub gate: Option<&'a crate::stage::gpu_host::PollGate>,
 }
 
 /// A queue thread's rings: from each ingest thread, to the TX thread (none without an output
@@ -62,8 +65,11 @@ struct Worker<'c, 'a> {
     io: QueueIo,
     /// Submitted bursts with their sequence numbers, oldest first.
     pending: VecDeque<(u32, Slot)>,
-    /// A burst the GPU ring had no room for (`on_full: wait`), submitted first next time.
+    /// A burst the GPU ring (`on_full: wait`) or the poll gate had no room for, submitted
+    /// first next time.
     held: Option<Slot>,
+    /// `held` waits for the poll gate (counted once as a stall).
+    gated: bool,
     /// Reaped bursts on their way to the TX thread.
     reaped: Vec<Slot>,
     next_input: usize,
@@ -78,6 +84,7 @@ pub(crate) fn run(ctx: &QueueCtx<'_>, io: QueueIo) -> anyhow::Result<()> {
         io,
         pending: VecDeque::new(),
         held: None,
+        gated: false,
         reaped: Vec::new(),
         next_input: 0,
     };
@@ -144,6 +151,11 @@ impl Worker<'_, '_> {
                 Some((want, slot)) if want == seq => {
                     lost_frames = slot.burst.len() as u64;
                     ctx.counters.drops[DropReason::KernelStall as usize].add(lost_frames);
+                    // Never reaped, and nothing of it for a host-side poll to read: the poll
+                    // gate must not wait for it.
+                    if let Some(g) = ctx.gate {
+                        g.reaped(lost_frames);
+                    }
                     self.free(slot);
                 }
                 other => anyhow::bail!(
@@ -177,6 +189,7 @@ impl Worker<'_, '_> {
         let verify = &mut self.io.verify;
         let mut out_of_order = None;
         let (rewrites, holds, q) = (ctx.rewrites, ctx.holds, ctx.q);
+        let mut reaped_frames = 0u64;
         let n = ctx.dev.poll(ctx.q, &mut |seq, v, tx| {
             let mut slot = match pending.pop_front() {
                 Some((want, slot)) if want == seq => slot,
@@ -185,6 +198,7 @@ impl Worker<'_, '_> {
                     return;
                 }
             };
+            reaped_frames += slot.burst.len() as u64;
             ctx.reaper.count(c, &slot.burst, v);
             if let Some(t) = verify.as_mut() {
                 t.reaped(seq, v, tx.as_ref(), rewrites);
@@ -208,6 +222,10 @@ impl Worker<'_, '_> {
                 let _ = frees[slot.owner].send(slot);
             }
         })?;
+        // Finished on the GPU: a host-side poll that begins from now on sees their results.
+        if let Some(g) = ctx.gate {
+            g.reaped(reaped_frames);
+        }
         if let Some((seq, want)) = out_of_order {
             anyhow::bail!(
                 "queue {}: the GPU finished burst {seq} where this queue expected {}",
@@ -267,6 +285,21 @@ impl Worker<'_, '_> {
             let Some(slot) = self.held.take().or_else(|| self.next_input()) else {
                 break;
             };
+            let frames = slot.burst.len() as u64;
+            if let Some(g) = ctx.gate {
+                if !g.try_take(frames) {
+                    // The stages' host sides have not read what ran before: the burst waits
+                    // (the queue keeps reaping meanwhile), as for a full ring.
+                    if !self.gated {
+                        g.stalled();
+                        self.gated = true;
+                    }
+                    dev.flush(q)?;
+                    self.held = Some(slot);
+                    break;
+                }
+                self.gated = false;
+            }
             let submitted = if slot.gpu_srcs.is_empty() {
                 match self.io.verify.as_mut() {
                     Some(t) => t.submit(&slot.burst, |b| dev.submit(q, b)),
@@ -280,6 +313,9 @@ impl Worker<'_, '_> {
                     dev.submit_gpu_frames(q, &slot.burst.descs, &slot.gpu_srcs, slot.gpu_bytes)
                 }
             };
+            if let (Some(g), Err(_)) = (ctx.gate, &submitted) {
+                g.give_back(frames);
+            }
             match submitted {
                 Ok(seq) => {
                     self.pending.push_back((seq, slot));

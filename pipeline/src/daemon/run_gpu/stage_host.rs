@@ -7,71 +7,128 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::executor::gpu::multi::MultiGpu;
-use crate::stage::gpu_host::{GpuHostSide, HandedLog, StageGpuMemory};
+use crate::stage::gpu_host::{GpuHostSide, HandedLog, PollGate, StageGpuMemory};
 use crate::stage::Pipeline;
 
 /// Shortest time between two polls of one host side.
 const MIN_POLL: Duration = Duration::from_micros(1);
 
 /// Runs `host` (the host side, on `gpu`) with the stages' host sides polled beside it; returns
-/// what `host` returned and the host sides, for [`finish`]. An error of a poll (a failed read of
-/// GPU memory) ends the polling and is returned once `host` is done.
+/// what `host` returned and the host sides, for [`finish`]. `host` gets the gate that paces
+/// its input when a host side asks for one ([`GpuHostSide::frames_per_poll`]). An error of a
+/// poll (a failed read of GPU memory) ends the polling and is returned once `host` is done.
 pub(crate) fn with_stage_hosts<R>(
     p: &Pipeline,
     gpu: &mut MultiGpu,
-    host: impl FnOnce(&MultiGpu) -> R,
+    host: impl FnOnce(&MultiGpu, Option<Arc<PollGate>>) -> R,
 ) -> anyhow::Result<(R, Vec<Box<dyn GpuHostSide>>)> {
     let handed = Arc::new(HandedLog::default());
     let sides = p.gpu_host_sides(&handed)?;
     if !sides.is_empty() {
         gpu.set_handed_log(handed);
     }
-    polled(p, &*gpu, sides, host)
+    let gate = gate_for(&sides);
+    polled(p, &*gpu, sides, gate, host)
 }
 
-/// `host(mem)` with `sides` polled on a thread beside it, each `poll_interval` after its last
-/// poll ended.
-fn polled<M: StageGpuMemory, R>(
+/// The gate of the host sides that pace the input (the least of their frames per poll), if any.
+pub(crate) fn gate_for(sides: &[Box<dyn GpuHostSide>]) -> Option<Arc<PollGate>> {
+    let limit = sides.iter().filter_map(|s| s.frames_per_poll()).min()?;
+    Some(Arc::new(PollGate::new(limit)))
+}
+
+/// `host(mem, gate)` with `sides` polled on a thread beside it, each `poll_interval` after its
+/// last poll ended, and a side that paces the input at once when a burst waits for it. Each
+/// completed poll of every pacing side moves the gate on to the frames reaped before it began.
+pub(crate) fn polled<M: StageGpuMemory, R>(
     p: &Pipeline,
     mem: &M,
     mut sides: Vec<Box<dyn GpuHostSide>>,
-    host: impl FnOnce(&M) -> R,
+    gate: Option<Arc<PollGate>>,
+    host: impl FnOnce(&M, Option<Arc<PollGate>>) -> R,
 ) -> anyhow::Result<(R, Vec<Box<dyn GpuHostSide>>)> {
     if sides.is_empty() {
-        return Ok((host(mem), sides));
+        return Ok((host(mem, None), sides));
     }
     let stop = AtomicBool::new(false);
+    let paces: Vec<bool> = sides
+        .iter()
+        .map(|s| s.frames_per_poll().is_some())
+        .collect();
+    let g = gate.as_deref();
     let (r, polled) = std::thread::scope(|s| {
         let poller = crate::threads::spawn_named(
             s,
             "pw-stage-poll".into(),
             || -> anyhow::Result<Vec<Box<dyn GpuHostSide>>> {
+                // Whatever ends the polling (an error included), no burst waits on it after.
+                let _open = OpenOnDrop(g);
                 let mut due = vec![Instant::now(); sides.len()];
+                // Per side: the frames reaped before its last completed poll began.
+                let mut covered: Vec<Option<u64>> = vec![None; sides.len()];
                 while !stop.load(Ordering::Acquire) {
                     let now = Instant::now();
-                    for (side, at) in sides.iter_mut().zip(due.iter_mut()) {
-                        if now >= *at {
+                    let urgent = g.is_some_and(PollGate::waiting);
+                    for (i, (side, at)) in sides.iter_mut().zip(due.iter_mut()).enumerate() {
+                        if now >= *at || (urgent && paces[i]) {
+                            let began = g.map(PollGate::reaped_so_far);
                             side.poll(p, mem)?;
+                            if paces[i] {
+                                covered[i] = began;
+                            }
                             // The interval is the pause after a poll, not its period: a poll
                             // that takes longer than it still leaves the GPU's memory alone
                             // for that long.
                             *at = Instant::now() + side.poll_interval().max(MIN_POLL);
                         }
                     }
+                    if let Some(g) = g {
+                        let least = covered.iter().zip(&paces).filter(|(_, &p)| p);
+                        if let Some(c) = least.map(|(c, _)| *c).min().flatten() {
+                            g.covered(c);
+                        }
+                    }
                     let next = due.iter().min().copied().unwrap_or(now);
                     let wait = next.saturating_duration_since(Instant::now());
-                    std::thread::sleep(wait.max(MIN_POLL));
+                    if urgent {
+                        // The input waits on these polls: the next one at once.
+                        std::thread::yield_now();
+                    } else {
+                        std::thread::sleep(wait.max(MIN_POLL));
+                    }
                 }
                 Ok(sides)
             },
         );
-        let r = host(mem);
+        let r = host(mem, gate.clone());
         stop.store(true, Ordering::Release);
         (r, poller.join())
     });
     let sides =
         polled.map_err(|_| anyhow::anyhow!("the stages' host-side poll thread panicked"))??;
+    if let Some(g) = &gate {
+        if g.stalls() > 0 {
+            tracing::info!(
+                event = "stage_poll_gate",
+                stalls = g.stalls(),
+                "the input waited {} times for the stages' host-side polls to read what the \
+                 GPU had done",
+                g.stalls()
+            );
+        }
+    }
     Ok((r, sides))
+}
+
+/// Opens the gate when the poll thread ends, however it ends.
+struct OpenOnDrop<'a>(Option<&'a PollGate>);
+
+impl Drop for OpenOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(g) = self.0 {
+            g.open();
+        }
+    }
 }
 
 /// Each host side's end of the run, in pipeline order (the GPU drained, before shutdown).
@@ -178,7 +235,7 @@ mod tests {
         let p = Pipeline::new(vec![crate::stage::Stage::Count]);
         let mem = FakeMem::default();
         let (s, polls, finished) = side(None);
-        let (r, sides) = polled(&p, &mem, vec![Box::new(s)], |m: &FakeMem| {
+        let (r, sides) = polled(&p, &mem, vec![Box::new(s)], None, |m: &FakeMem, _| {
             // The host side runs until the poll thread has written the word a few times.
             let t0 = Instant::now();
             while *m.word.lock().unwrap() < 3 && t0.elapsed() < Duration::from_secs(10) {
@@ -199,7 +256,7 @@ mod tests {
         let p = Pipeline::new(vec![crate::stage::Stage::Count]);
         let mem = FakeMem::default();
         let (s, polls, _) = side(Some(2));
-        let e = polled(&p, &mem, vec![Box::new(s)], |_: &FakeMem| {
+        let e = polled(&p, &mem, vec![Box::new(s)], None, |_: &FakeMem, _| {
             std::thread::sleep(Duration::from_millis(20));
         })
         .err()
@@ -211,7 +268,14 @@ mod tests {
     #[test]
     fn without_host_sides_the_host_side_runs_alone() {
         let p = Pipeline::new(vec![crate::stage::Stage::Count]);
-        let (r, sides) = polled(&p, &FakeMem::default(), Vec::new(), |_: &FakeMem| 7).unwrap();
+        let (r, sides) = polled(
+            &p,
+            &FakeMem::default(),
+            Vec::new(),
+            None,
+            |_: &FakeMem, _| 7,
+        )
+        .unwrap();
         assert_eq!((r, sides.len()), (7, 0));
     }
 }

@@ -952,6 +952,7 @@ mod gpu_frames;
 mod held;
 mod hooks;
 mod inspect;
+mod poll_gate;
 mod publish;
 mod rate_limit;
 mod restart;
