@@ -34,6 +34,7 @@
 
 static const uint32_t THREADS = 256; /* a composed kernel's round (PW_ORDER_MAX) */
 static const uint32_t ROUNDS = 64;   /* lookups / updates a thread a launch */
+static const uint32_t LOOKUP_SPLIT = 4; /* lookup blocks a queue */
 
 __device__ unsigned long long g_wrong; /* wrong answers of any kernel */
 
@@ -102,14 +103,17 @@ __global__ void fb_scan(pw_flow_table all, uint32_t queues, pw_fb_res *res, uint
     if (wrong) atomicAdd(&g_wrong, (unsigned long long)wrong);
 }
 
-/* Block q: ROUNDS lookups a thread in queue q's table. */
-__global__ void fb_lookup(pw_flow_table all, const pw_fb_res *res, const uint32_t *nres, uint64_t seed, double zipf) {
-    const uint32_t q = blockIdx.x;
+/* Block b: ROUNDS lookups a thread in queue b % queues's table. Lookups change nothing, so
+ * LOOKUP_SPLIT blocks share a queue (more waves of blocks, a shorter tail than one a queue). */
+__global__ void fb_lookup(pw_flow_table all, uint32_t queues, const pw_fb_res *res, const uint32_t *nres, uint64_t seed,
+                          double zipf) {
+    const uint32_t q = blockIdx.x % queues, part = blockIdx.x / queues;
     const pw_flow_table t = pw_fb_queue_table(&all, q);
     const pw_fb_res *r = res + (uint64_t)q * all.nbuckets * PW_FLOW_BUCKET;
     const uint32_t n = nres[q];
     uint32_t wrong = 0;
-    for (uint32_t k = 0; k < ROUNDS; k++) wrong += pw_fb_lookup(&t, r, n, q, (uint64_t)k * blockDim.x + threadIdx.x, seed, zipf);
+    for (uint32_t k = 0; k < ROUNDS; k++)
+        wrong += pw_fb_lookup(&t, r, n, q, ((uint64_t)part * ROUNDS + k) * blockDim.x + threadIdx.x, seed, zipf);
     if (wrong) atomicAdd(&g_wrong, (unsigned long long)wrong);
 }
 
@@ -160,8 +164,8 @@ int main(int argc, char **argv) {
     const uint32_t pct = argc > 3 ? (uint32_t)strtoul(argv[3], 0, 10) : 125u;
     const uint32_t reps = argc > 4 ? (uint32_t)strtoul(argv[4], 0, 10) : 5u;
     const double zipf = argc > 5 ? strtod(argv[5], 0) : 0.99;
-    if (queues == 0 || flows < queues || pct < 100 || reps == 0 || zipf <= 0.0 || zipf == 1.0 || flows >= PW_FB_BAD) {
-        fprintf(stderr, "usage: flow_table_bench [FLOWS>=QUEUES] [QUEUES>=1] [ENTRIES_PCT>=100] [REPS>=1] [ZIPF>0, !=1]\n");
+    if (queues == 0 || queues > (1u << 20) || flows < queues || pct < 100 || reps == 0 || zipf <= 0.0 || zipf == 1.0 || flows >= PW_FB_BAD) {
+        fprintf(stderr, "usage: flow_table_bench [FLOWS>=QUEUES] [QUEUES 1..1048576] [ENTRIES_PCT>=100] [REPS>=1] [ZIPF>0, !=1]\n");
         return 2;
     }
     cudaDeviceProp prop;
@@ -229,17 +233,19 @@ int main(int argc, char **argv) {
     if (resident != flows || created - evicted != flows) ok = false;
 
     /* Lookups and updates, uniform then Zipf: the median of REPS launches each. */
-    const uint64_t per_launch = (uint64_t)queues * THREADS * ROUNDS;
+    const uint64_t per_update_launch = (uint64_t)queues * THREADS * ROUNDS;
+    const uint64_t per_lookup_launch = per_update_launch * LOOKUP_SPLIT;
     double rate[2][2];
     uint64_t updates = 0;
     for (int z = 0; z < 2; z++) {
         const double s = z ? zipf : 0.0;
         for (int kind = 0; kind < 2; kind++) {
+            const uint64_t per_launch = kind ? per_update_launch : per_lookup_launch;
             std::vector<double> r;
             for (uint32_t i = 0; i <= reps; i++) { /* launch 0 warms up, not counted */
                 CK(cudaEventRecord(e0));
                 if (kind == 0)
-                    fb_lookup<<<queues, THREADS>>>(all, res, nres, 1000u + i, s);
+                    fb_lookup<<<queues * LOOKUP_SPLIT, THREADS>>>(all, queues, res, nres, 1000u + i, s);
                 else
                     fb_update<<<queues, THREADS>>>(all, ctr, res, nres, 2000u + i, s);
                 CK(cudaEventRecord(e1));
