@@ -143,7 +143,10 @@ fn zipf_requests_are_skewed_and_uniform_ones_are_not() {
     assert!(u_distinct > 9_900, "uniform reached {u_distinct} flows");
     // Zipf 0.99 over 10K ranks: the first takes about 1 / H(10K) = 10%.
     assert!(z_top > 0.05, "zipf: the hottest flow took {z_top}");
-    assert!(z_distinct < u_distinct * 9 / 10, "zipf reached {z_distinct} flows");
+    assert!(
+        z_distinct < u_distinct * 9 / 10,
+        "zipf reached {z_distinct} flows"
+    );
     let r = bench(20_000, 1, sized(20_000, 1), 16, 0.99, 0).unwrap();
     assert_eq!((r.lookup_wrong, r.update_wrong, r.scan_bad), (0, 0, 0));
     assert_eq!(r.reply_packets, r.updates);
@@ -223,13 +226,13 @@ fn the_benchmark_packets_are_what_classify_makes_of_their_frames() {
 fn parameters_out_of_range_are_refused() {
     let ok = sized(1000, 2);
     for (flows, queues, epq, zipf) in [
-        (1000, 0, ok, 0.0),      // no queue
-        (1, 2, ok, 0.0),         // a queue without flows
-        (1000, 2, ok + 4, 0.0),  // not whole buckets
-        (1000, 2, 0, 0.0),       // no entries
-        (1000, 2, 496, 0.0),     // more flows than entries
-        (1000, 2, ok, 1.0),      // Zipf exponent 1 (the inverse divides by 1 - s)
-        (1000, 1 << 20, 64, 0.0), // over the host table's limit
+        (1000, 0, ok, 0.0),           // no queue
+        (1, 2, ok, 0.0),              // a queue without flows
+        (1000, 2, ok + 4, 0.0),       // not whole buckets
+        (1000, 2, 0, 0.0),            // no entries
+        (1000, 2, 496, 0.0),          // more flows than entries
+        (1000, 2, ok, 1.0),           // Zipf exponent 1 (the inverse divides by 1 - s)
+        (1 << 21, 1 << 19, 256, 0.0), // 2^27 entries: over the host table's limit
     ] {
         assert_eq!(
             bench(flows, queues, epq, 1, zipf, 0).unwrap_err(),
