@@ -2,9 +2,9 @@
 # Builds what a GPU-machine run needs, from one commit, into .carry/ (ignored by git): the
 # release pktwarp and syn-guard binaries (the built-in kernel compiled in by the pinned nvcc),
 # the GPU test binaries (debug build is enough: the kernels they run are the same), all
-# stripped, and the small inputs (pcaps, ClassBench 10K sets and traces). The GPU machine has no
-# Rust toolchain: it runs these (scripts/gpu-run.sh, gpu-composed-check.sh,
-# gpu-restart-check.sh, gpu-daemon-bench.sh).
+# stripped, the probes the suite runs (.carry/probes, pinned nvcc), and the small inputs
+# (pcaps, ClassBench 10K sets and traces). The GPU machine has no Rust toolchain: it runs these
+# (scripts/gpu-run.sh, gpu-composed-check.sh, gpu-restart-check.sh, gpu-daemon-bench.sh).
 # Usage (repository root): scripts/gpu-carry.sh [COMMIT] (default HEAD); builds in a git
 # worktree so edits in the working tree do not leak into the binaries.
 set -eu
@@ -33,6 +33,22 @@ for b in pktwarp syn-guard; do
 done
 printf '%s\n' "$tests" | while IFS=$'\t' read -r name path; do
   objcopy --strip-debug "$path" "$ROOT/.carry/tests/$name"
+done
+# Probes the suite runs (tools/gpu-probes), built here with the pinned nvcc (CUDA 13.0, the
+# runtime linked in statically): the GPU machine needs only the driver. flow_table_bench: the
+# flow table's lookups, updates and inserts per second with 10 M flows resident.
+NVCC=${PKTWARP_NVCC:-}
+if [ -z "$NVCC" ] && [ -n "${CUDA_HOME:-}" ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then NVCC=$CUDA_HOME/bin/nvcc; fi
+if [ -z "$NVCC" ]; then
+  d=$(python3 -c 'import nvidia;print(nvidia.__path__[0])' 2>/dev/null || true)
+  [ -n "$d" ] && [ -x "$d/cu13/bin/nvcc" ] && NVCC=$d/cu13/bin/nvcc
+fi
+[ -n "$NVCC" ] && [ -x "$NVCC" ] || { echo "gpu-carry: no nvcc (scripts/install-deps.sh, or set PKTWARP_NVCC)" >&2; exit 1; }
+mkdir -p "$ROOT/.carry/probes"
+nvdir=$(dirname "$NVCC")/..
+for p in flow_table_bench; do
+  "$NVCC" -O3 -std=c++17 -arch=sm_90 -Igpu-kernels/cuda -L"$nvdir/lib" -L"$nvdir/lib64" \
+    -o "$ROOT/.carry/probes/$p" "tools/gpu-probes/$p.cu"
 done
 echo "$rev" >"$ROOT/.carry/COMMIT"
 DATA=${PKTWARP_DATA:-$ROOT/../shared/data}

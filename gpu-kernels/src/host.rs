@@ -55,6 +55,33 @@ pub mod ffi {
         pub fn pw_host_flow_tcp_table(out120: *mut u8) -> u32;
         /// sizeof pw_flow_entry, pw_flow_table, pw_flow_counters, pw_flow_result.
         pub fn pw_host_flow_sizes(out4: *mut u32) -> u32;
+        /// host/flow_bench_host.cpp: the GPU flow-table benchmark's logic (fill, scan, lookups,
+        /// updates) on the host; `out` holds 13 counts (the file says which). Returns 0, 1 for
+        /// parameters out of range, 2 when the flows could not be made resident.
+        pub fn pw_host_flow_bench(
+            flows: u32,
+            queues: u32,
+            entries_per_queue: u32,
+            threads: u32,
+            rounds: u32,
+            zipf: f64,
+            lookup_seed_xor: u32,
+            out: *mut u64,
+        ) -> u32;
+        /// The benchmark's packet of flow `f` (the client's ACK, or the server's with `reply`
+        /// 1): the key's 40 bytes, then bucket, IP length, TCP flags, from_a. 1 when
+        /// `nbuckets` is 0.
+        pub fn pw_host_flow_bench_pkt(
+            f: u32,
+            reply: u32,
+            seed: u32,
+            nbuckets: u32,
+            key40: *mut u8,
+            out4: *mut u32,
+        ) -> u32;
+        /// The benchmark's request `j` of queue `q`: a position among `n` resident flows
+        /// (uniform when `zipf` <= 0, else Zipf-like with that exponent); 0 when `n` is 0.
+        pub fn pw_host_flow_bench_pick(seed: u64, q: u32, j: u64, n: u32, zipf: f64) -> u32;
         /// host/rate_limit_host.cpp: a burst through the rate-limit table
         /// (pktwarp_flow::rate::RateTableAbi, RateCounters, PacketMeta, RateResult) with
         /// `nthreads` GPU threads emulated.
