@@ -346,6 +346,12 @@ __shared__ uint64_t pw_polls;
 /* The ACL image the persistent block's last burst named (~0: none yet; see pw_run_slot). */
 __shared__ uint64_t pw_img_tables;
 __shared__ uint32_t pw_img_gen;
+/* The stage parameter table (composed template) the persistent block's last burst named: a
+ * reload publishes a new set at new addresses, and a retired set's memory returns to the
+ * stream-ordered pool, so a later set (its blocks written by DMA) can sit where the SM's L1
+ * still holds lines of an older one. A stage that walks its block (inspect's rule image) would
+ * then read a mix of both sets: wrong verdicts, or a walk that never ends. */
+__shared__ uint64_t pw_img_params;
 
 /* Runs about frames [n * part / parts, n * (part + 1) / parts) of slot `slot` (= seq % slots: the
  * persistent kernel computes it before the burst is there, off its latency path) with the whole
@@ -446,10 +452,14 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
             __syncthreads();
         }
     } else if (persistent) {
-        if (threadIdx.x == 0 && (hdr->acl_tables != pw_img_tables || hdr->generation != pw_img_gen)) {
+        /* The same for the stage parameter table: a composed pipeline without an ACL names no
+         * image and generation 0 in every burst, so a reload moved only stage_params. */
+        if (threadIdx.x == 0 && (hdr->acl_tables != pw_img_tables || hdr->generation != pw_img_gen ||
+                                 hdr->stage_params != pw_img_params)) {
             (void)pw_load_acquire((const volatile uint32_t *)q.producer);
             pw_img_tables = hdr->acl_tables;
             pw_img_gen = hdr->generation;
+            pw_img_params = hdr->stage_params;
         }
         __syncthreads();
     }
@@ -755,6 +765,7 @@ __device__ __forceinline__ void pw_persistent_body(const pw_queue_desc *queues, 
         pw_unmarked = 0u;
         pw_img_tables = ~0ull; /* no image named yet (pw_run_slot) */
         pw_img_gen = 0u;
+        pw_img_params = ~0ull;
         pw_tag_last = 1u; /* the first poll reads granule 0 */
         pw_poll_rtt = 2000u; /* ns, until rounds measure it */
         pw_beats = 0u;
