@@ -546,3 +546,66 @@ fn a_rule_reload_on_the_gpu_publishes_the_new_set_by_epoch() {
         }
     }
 }
+
+/// Without a GPU: the message of a difference names the frame, its burst, slot and index, both
+/// verdicts' words, the CPU's rule hits on the frame and whether the metadata agrees, and
+/// tells a burst whose verdict words were never written (all 0) from one that was.
+#[test]
+fn a_difference_is_described_by_burst_slot_verdict_words_and_rule_hits() {
+    let d = scratch("describe");
+    let fixed = d.join("fixed.rules");
+    std::fs::write(&fixed, fixed_rules(true)).unwrap();
+    let fresh = || pipeline(&fixed, false, "host");
+    let frames = traffic(7, 256);
+    let want = cpu_answers(&fresh(), &frames, 32);
+    // A GPU that answered as the CPU, but for queue 0's second burst when `zeroed`: never
+    // written.
+    let answers = |zeroed: bool| -> Vec<Option<Got>> {
+        let mut seen = [0usize; QUEUES];
+        frames
+            .iter()
+            .zip(&want)
+            .map(|((fd, _), w)| {
+                let q = fd.queue as usize;
+                let (seq, index) = ((seen[q] / 32) as u32, seen[q] % 32);
+                seen[q] += 1;
+                let verdict = if zeroed && (q, seq) == (0, 1) {
+                    (0, 0, 0, 0, 0)
+                } else {
+                    (w.action, w.reason, 0xFFFF, w.rule, 0)
+                };
+                Some(Got {
+                    queue: q,
+                    seq,
+                    index,
+                    verdict,
+                    meta: Some(w.meta.clone()),
+                })
+            })
+            .collect()
+    };
+    assert_same_verdicts("same", &frames, &want, &answers(false), &fresh, 1);
+    let got = answers(true);
+    let e = std::panic::catch_unwind(|| {
+        assert_same_verdicts("zeroed", &frames, &want, &got, &fresh, 1);
+    })
+    .expect_err("queue 0's second burst differs");
+    let msg = e
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    // Frame 64 is queue 0's first of its second burst: to the host on the CPU (flags:SF).
+    for part in [
+        "zeroed: ",
+        "((0, 1), (",
+        ", true)",
+        "frame 64 (queue 0): cpu action 3 reason 0xff",
+        "{1012: 1}",
+        "gpu: burst 1 slot 1 index 0: action 0 reason 0x0",
+        "metadata equals the cpu's",
+        "frame (62 bytes)",
+    ] {
+        assert!(msg.contains(part), "no `{part}` in:\n{msg}");
+    }
+    assert!(!msg.contains("(queue 1)"), "{msg}");
+}
