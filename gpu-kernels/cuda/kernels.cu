@@ -385,6 +385,19 @@ __device__ __forceinline__ void pw_part_range(uint32_t n, uint32_t part, uint32_
 #include "kernels_tx_ring.cu"
 #include "kernels_owned.cu"
 
+/* Thread 0 of a persistent block, before a burst's walk: one acquire (dropping the SM's L1
+ * lines) when the burst names another ACL image or stage parameter table than the last one (see
+ * pw_run_slot). The parameter table too: a composed pipeline without an ACL names no image and
+ * generation 0 in every burst, so a reload moves only stage_params. */
+__device__ __forceinline__ void pw_note_images(const pw_queue_desc &q, const pw_slot_hdr *hdr) {
+    if (hdr->acl_tables == pw_img_tables && hdr->generation == pw_img_gen && hdr->stage_params == pw_img_params)
+        return;
+    (void)pw_load_acquire((const volatile uint32_t *)q.producer);
+    pw_img_tables = hdr->acl_tables;
+    pw_img_gen = hdr->generation;
+    pw_img_params = hdr->stage_params;
+}
+
 template <bool SMALL = false>
 __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, uint32_t slot, pw_count_regs *cr,
                                             uint32_t hdr_granules, uint64_t *ts, bool persistent, uint32_t part,
@@ -452,15 +465,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
             __syncthreads();
         }
     } else if (persistent) {
-        /* The same for the stage parameter table: a composed pipeline without an ACL names no
-         * image and generation 0 in every burst, so a reload moved only stage_params. */
-        if (threadIdx.x == 0 && (hdr->acl_tables != pw_img_tables || hdr->generation != pw_img_gen ||
-                                 hdr->stage_params != pw_img_params)) {
-            (void)pw_load_acquire((const volatile uint32_t *)q.producer);
-            pw_img_tables = hdr->acl_tables;
-            pw_img_gen = hdr->generation;
-            pw_img_params = hdr->stage_params;
-        }
+        if (threadIdx.x == 0) pw_note_images(q, hdr);
         __syncthreads();
     }
     const pw_acl_sel a = pw_acl_of_slot(q, hdr);
