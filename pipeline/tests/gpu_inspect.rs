@@ -48,6 +48,28 @@ fn one_at_a_time() -> Option<std::sync::MutexGuard<'static, ()>> {
     Some(ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
+/// Runs `f`; its panic's first line when it failed (the whole message is printed as it
+/// happens). The tests run every configuration so that one GPU run gives the whole matrix of
+/// modes, placements, burst sizes and sets, then fail naming each one that differed.
+fn failure(f: impl FnOnce()) -> Option<String> {
+    let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).err()?;
+    let msg = e
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "a panic without a message".into());
+    Some(msg.lines().next().unwrap_or_default().to_string())
+}
+
+fn assert_none_failed(failed: &[String], runs: usize) {
+    assert!(
+        failed.is_empty(),
+        "{} of {runs} runs failed (each one's whole message is above):\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+}
+
 /// The CPU executor's answer for one frame: (action, reason or 0xFF), its rule, its metadata.
 #[derive(Clone)]
 struct Want {
@@ -376,35 +398,25 @@ fn inspect_on_the_gpu_equals_the_cpu_frame_by_frame() {
     std::fs::write(&fixed, fixed_rules(true)).unwrap();
     let random = d.join("random.rules");
     std::fs::write(&random, random_rules(42, 200, true)).unwrap();
+    let (mut failed, mut runs) = (Vec::new(), 0);
     for burst in [32, 256] {
         for mode in [Mode::Persistent, Mode::Launch] {
             for placement in [Placement::Mapped, Placement::Device] {
                 // A fresh pipeline each time: the CPU's counters and conntrack's tables are
                 // the run's.
-                check(
-                    &|| pipeline(&fixed, false, "host"),
-                    "fixed",
-                    mode,
-                    placement,
-                    burst,
-                );
-                check(
-                    &|| pipeline(&fixed, true, "none"),
-                    "fixed + conntrack",
-                    mode,
-                    placement,
-                    burst,
-                );
-                check(
-                    &|| pipeline(&random, true, "mirror"),
-                    "random",
-                    mode,
-                    placement,
-                    burst,
-                );
+                let sets: [(&str, &dyn Fn() -> Arc<Pipeline>); 3] = [
+                    ("fixed", &|| pipeline(&fixed, false, "host")),
+                    ("fixed + conntrack", &|| pipeline(&fixed, true, "none")),
+                    ("random", &|| pipeline(&random, true, "mirror")),
+                ];
+                for (what, fresh) in sets {
+                    runs += 1;
+                    failed.extend(failure(|| check(fresh, what, mode, placement, burst)));
+                }
             }
         }
     }
+    assert_none_failed(&failed, runs);
 }
 
 /// A rule reload on a running GPU executor: the new set's block published by epoch
@@ -540,11 +552,13 @@ fn a_rule_reload_on_the_gpu_publishes_the_new_set_by_epoch() {
         return;
     }
     let _one = one_at_a_time();
+    let mut failed = Vec::new();
     for mode in [Mode::Persistent, Mode::Launch] {
         for placement in [Placement::Mapped, Placement::Device] {
-            check_reload(mode, placement);
+            failed.extend(failure(|| check_reload(mode, placement)));
         }
     }
+    assert_none_failed(&failed, 4);
 }
 
 /// Without a GPU: the message of a difference names the frame, its burst, slot and index, both
@@ -608,4 +622,8 @@ fn a_difference_is_described_by_burst_slot_verdict_words_and_rule_hits() {
         assert!(msg.contains(part), "no `{part}` in:\n{msg}");
     }
     assert!(!msg.contains("(queue 1)"), "{msg}");
+    // A run's failure, as the matrix of runs lists it: the message's first line.
+    let line = failure(|| assert_same_verdicts("zeroed", &frames, &want, &got, &fresh, 1));
+    assert_eq!(line.as_deref(), msg.lines().next());
+    assert_eq!(failure(|| ()), None);
 }
