@@ -604,10 +604,7 @@ fn a_difference_is_described_by_burst_slot_verdict_words_and_rule_hits() {
         assert_same_verdicts("zeroed", &frames, &want, &got, &fresh, 1);
     })
     .expect_err("queue 0's second burst differs");
-    let msg = e
-        .downcast_ref::<String>()
-        .cloned()
-        .unwrap_or_default();
+    let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
     // Frame 64 is queue 0's first of its second burst: to the host on the CPU (flags:SF).
     for part in [
         "zeroed: ",
