@@ -346,6 +346,12 @@ __shared__ uint64_t pw_polls;
 /* The ACL image the persistent block's last burst named (~0: none yet; see pw_run_slot). */
 __shared__ uint64_t pw_img_tables;
 __shared__ uint32_t pw_img_gen;
+/* The stage parameter table (composed template) the persistent block's last burst named: a
+ * reload publishes a new set at new addresses, and a retired set's memory returns to the
+ * stream-ordered pool, so a later set (its blocks written by DMA) can sit where the SM's L1
+ * still holds lines of an older one. A stage that walks its block (inspect's rule image) would
+ * then read a mix of both sets: wrong verdicts, or a walk that never ends. */
+__shared__ uint64_t pw_img_params;
 
 /* Runs about frames [n * part / parts, n * (part + 1) / parts) of slot `slot` (= seq % slots: the
  * persistent kernel computes it before the burst is there, off its latency path) with the whole
@@ -378,6 +384,19 @@ __device__ __forceinline__ void pw_part_range(uint32_t n, uint32_t part, uint32_
 }
 #include "kernels_tx_ring.cu"
 #include "kernels_owned.cu"
+
+/* Thread 0 of a persistent block, before a burst's walk: one acquire (dropping the SM's L1
+ * lines) when the burst names another ACL image or stage parameter table than the last one (see
+ * pw_run_slot). The parameter table too: a composed pipeline without an ACL names no image and
+ * generation 0 in every burst, so a reload moves only stage_params. */
+__device__ __forceinline__ void pw_note_images(const pw_queue_desc &q, const pw_slot_hdr *hdr) {
+    if (hdr->acl_tables == pw_img_tables && hdr->generation == pw_img_gen && hdr->stage_params == pw_img_params)
+        return;
+    (void)pw_load_acquire((const volatile uint32_t *)q.producer);
+    pw_img_tables = hdr->acl_tables;
+    pw_img_gen = hdr->generation;
+    pw_img_params = hdr->stage_params;
+}
 
 template <bool SMALL = false>
 __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq, uint32_t slot, pw_count_regs *cr,
@@ -446,11 +465,7 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
             __syncthreads();
         }
     } else if (persistent) {
-        if (threadIdx.x == 0 && (hdr->acl_tables != pw_img_tables || hdr->generation != pw_img_gen)) {
-            (void)pw_load_acquire((const volatile uint32_t *)q.producer);
-            pw_img_tables = hdr->acl_tables;
-            pw_img_gen = hdr->generation;
-        }
+        if (threadIdx.x == 0) pw_note_images(q, hdr);
         __syncthreads();
     }
     const pw_acl_sel a = pw_acl_of_slot(q, hdr);
@@ -755,6 +770,7 @@ __device__ __forceinline__ void pw_persistent_body(const pw_queue_desc *queues, 
         pw_unmarked = 0u;
         pw_img_tables = ~0ull; /* no image named yet (pw_run_slot) */
         pw_img_gen = 0u;
+        pw_img_params = ~0ull;
         pw_tag_last = 1u; /* the first poll reads granule 0 */
         pw_poll_rtt = 2000u; /* ns, until rounds measure it */
         pw_beats = 0u;
