@@ -9,29 +9,127 @@
 //! are left); the host-built pipeline test drains its rings through it.
 
 use pktwarp_flow::ring::{self, HEADER_BYTES, TAIL_AT};
-use pktwarp_flow::ENTRY_SIZE;
+use pktwarp_flow::{FlowTable, ENTRY_SIZE};
 
 use crate::stage::conntrack::ConntrackStage;
-use crate::stage::flow_stats::FlowStatsStage;
+use crate::stage::flow_stats::{FlowStatsStage, SWEEP_CHUNK};
 
 /// Reads `len` bytes at `offset` of queue `q`'s part of the ring stage's per-queue state.
 pub type ReadState<'a> = dyn FnMut(usize, usize, usize) -> anyhow::Result<Vec<u8>> + 'a;
 /// Writes bytes at `offset` of queue `q`'s part of the ring stage's per-queue state.
 pub type WriteState<'a> = dyn FnMut(usize, usize, &[u8]) -> anyhow::Result<()> + 'a;
 
-/// Per queue, what the drain has seen of its ring.
+/// Per queue, what the drain has seen of its ring, and where its sweep goes on.
 #[derive(Clone, Copy, Default)]
 struct Seen {
     lost: u64,
+    cursor: u32,
 }
 
-/// The drain of every queue's ring (see the module doc).
+/// Bytes of one bucket in the device table (its entries, one after another).
+const BUCKET_BYTES: usize = pktwarp_flow::BUCKET_ENTRIES * ENTRY_SIZE;
+
+/// The drain of every queue's ring (see the module doc), and the sweeps and the shutdown flush
+/// of the device tables, run by the CPU's code on a host copy of their buckets.
 #[derive(Default)]
 pub struct GpuFlowDrain {
     seen: Vec<Seen>,
+    /// The host copy the sweeps and the flush load device buckets into (made on first use).
+    scratch: Option<FlowTable>,
+    /// Entries the sweeps removed (the CPU table counts them `expired`; the device's counter
+    /// block does not see them).
+    swept: u64,
 }
 
 impl GpuFlowDrain {
+    /// Entries the sweeps removed from the device tables so far (conntrack's `expired` on the
+    /// CPU executor counts them too).
+    pub fn swept(&self) -> u64 {
+        self.swept
+    }
+
+    fn scratch(&mut self, ct: &ConntrackStage) -> anyhow::Result<&mut FlowTable> {
+        if self.scratch.is_none() {
+            self.scratch = Some(FlowTable::from_config(ct.config())?);
+        }
+        self.scratch
+            .as_mut()
+            .ok_or_else(|| anyhow::anyhow!("no host copy of the flow table"))
+    }
+
+    /// Sweeps `buckets` buckets of queue `q`'s device table from where its last sweep stopped,
+    /// at `now_ns` ([`FlowStatsStage::queue_clock`]): a window at a time is read, swept by
+    /// [`FlowStatsStage::sweep_table`] (the CPU's records and active-timeout restarts) and
+    /// written back where it changed. The queue must be quiet (no burst in flight): the kernel
+    /// would otherwise change the buckets between the read and the write. Drain the ring first,
+    /// so its records come before the sweep's, as on the CPU.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sweep(
+        &mut self,
+        ct: &ConntrackStage,
+        fs: &FlowStatsStage,
+        q: usize,
+        now_ns: u64,
+        buckets: u32,
+        read: &mut ReadState<'_>,
+        write: &mut WriteState<'_>,
+    ) -> anyhow::Result<()> {
+        if self.seen.len() <= q {
+            self.seen.resize(q + 1, Seen::default());
+        }
+        let mut cursor = self.seen[q].cursor;
+        let t = self.scratch(ct)?;
+        let nbuckets = t.nbuckets();
+        let mut left = buckets.min(nbuckets);
+        let mut swept = 0u64;
+        while left > 0 {
+            let n = left.min(SWEEP_CHUNK).min(nbuckets - cursor);
+            let at = cursor as usize * BUCKET_BYTES;
+            let before = read(q, at, n as usize * BUCKET_BYTES)?;
+            t.load_buckets(cursor, &before)?;
+            let expired = t.counters().expired;
+            let next = fs.sweep_table(t, cursor, n, now_ns);
+            swept += t.counters().expired - expired;
+            let after = t.bucket_bytes(cursor, n)?;
+            if after != before.as_slice() {
+                write(q, at, after)?;
+            }
+            cursor = next;
+            left -= n;
+        }
+        self.seen[q].cursor = cursor;
+        self.swept += swept;
+        Ok(())
+    }
+
+    /// At shutdown, after the last burst was reaped (the kernels stopped): drains the rings,
+    /// then exports every flow of each of `queues` queues' device tables as the CPU's
+    /// [`FlowStatsStage::flush`] does ([`FlowStatsStage::flush_table`]; `drain_exporter` is
+    /// called when the exporter's queue is full). Returns the records the rings held.
+    pub fn flush(
+        &mut self,
+        ct: &ConntrackStage,
+        fs: &FlowStatsStage,
+        queues: usize,
+        read: &mut ReadState<'_>,
+        write: &mut WriteState<'_>,
+        drain_exporter: &mut dyn FnMut(),
+    ) -> anyhow::Result<usize> {
+        let taken = self.drain(ct, fs, queues, read, write)?;
+        let t = self.scratch(ct)?;
+        let nbuckets = t.nbuckets();
+        for q in 0..queues {
+            let mut b = 0;
+            while b < nbuckets {
+                let n = (nbuckets - b).min(SWEEP_CHUNK);
+                t.load_buckets(b, &read(q, b as usize * BUCKET_BYTES, n as usize * BUCKET_BYTES)?)?;
+                b += n;
+            }
+            fs.flush_table(t, drain_exporter);
+        }
+        Ok(taken)
+    }
+
     /// Drains each of `queues` queues' rings of `ct` into `fs`; the records taken.
     pub fn drain(
         &mut self,
