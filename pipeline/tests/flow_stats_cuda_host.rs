@@ -164,8 +164,12 @@ fn compare(
     }
     cpu_fs.flush(&mut || {});
     drain
-        .flush(ct, &gfs, queues, &mut read, &mut write, &mut || {})
-        .expect("flush");
+        .drain(ct, &gfs, queues, &mut read, &mut write)
+        .expect("drain");
+    drain
+        .load_tables(ct, queues, &mut read)
+        .expect("load");
+    gfs.flush(&mut || {});
     let (want, got) = (sorted(&cpu_rx), sorted(&gpu_rx));
     assert_eq!(want.len(), got.len(), "records");
     for (w, g) in want.iter().zip(&got) {

@@ -148,8 +148,12 @@ fn check(mode: Mode, placement: Placement, burst: usize, entries: u64) -> Vec<Fl
         }
         cpu_fs.flush(&mut || {});
         drain
-            .flush(ct, &gfs, QUEUES, &mut read, &mut write, &mut || {})
-            .expect("flush");
+            .drain(ct, &gfs, QUEUES, &mut read, &mut write)
+            .expect("drain");
+        drain
+            .load_tables(ct, QUEUES, &mut read)
+            .expect("load");
+        gfs.flush(&mut || {});
     }
     let (want, got) = (sorted(&cpu_rx), sorted(&gpu_rx));
     assert_eq!(want.len(), got.len(), "{what}: records");

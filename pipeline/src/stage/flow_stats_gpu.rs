@@ -13,6 +13,7 @@ use pktwarp_flow::{FlowTable, ENTRY_SIZE};
 
 use crate::stage::conntrack::ConntrackStage;
 use crate::stage::flow_stats::{FlowStatsStage, SWEEP_CHUNK};
+use crate::stage::flow_tables::lock;
 
 /// Reads `len` bytes at `offset` of queue `q`'s part of the ring stage's per-queue state.
 pub type ReadState<'a> = dyn FnMut(usize, usize, usize) -> anyhow::Result<Vec<u8>> + 'a;
@@ -102,32 +103,33 @@ impl GpuFlowDrain {
         Ok(())
     }
 
-    /// At shutdown, after the last burst was reaped (the kernels stopped): drains the rings,
-    /// then exports every flow of each of `queues` queues' device tables as the CPU's
-    /// [`FlowStatsStage::flush`] does ([`FlowStatsStage::flush_table`]; `drain_exporter` is
-    /// called when the exporter's queue is full). Returns the records the rings held.
-    pub fn flush(
+    /// At shutdown, after the last burst was reaped (the kernels stopped) and the rings were
+    /// drained: each of `queues` queues' device table is copied into the stage's CPU table of
+    /// that queue (unused on the GPU executor), so the control thread's
+    /// [`FlowStatsStage::flush`] exports every flow still in it as on the CPU executor (end of
+    /// flow or forced end, the exporter sent between records when its queue fills).
+    pub fn load_tables(
         &mut self,
         ct: &ConntrackStage,
-        fs: &FlowStatsStage,
         queues: usize,
         read: &mut ReadState<'_>,
-        write: &mut WriteState<'_>,
-        drain_exporter: &mut dyn FnMut(),
-    ) -> anyhow::Result<usize> {
-        let taken = self.drain(ct, fs, queues, read, write)?;
-        let t = self.scratch(ct)?;
-        let nbuckets = t.nbuckets();
+    ) -> anyhow::Result<()> {
         for q in 0..queues {
+            let qid = u16::try_from(q).map_err(|_| anyhow::anyhow!("queue {q}: too many"))?;
+            let Some(t) = ct.tables().table(qid) else {
+                anyhow::bail!("queue {q}: no host table to copy the device's flow table into");
+            };
+            let mut t = lock(t);
+            let nbuckets = t.nbuckets();
             let mut b = 0;
             while b < nbuckets {
                 let n = (nbuckets - b).min(SWEEP_CHUNK);
-                t.load_buckets(b, &read(q, b as usize * BUCKET_BYTES, n as usize * BUCKET_BYTES)?)?;
+                let bytes = read(q, b as usize * BUCKET_BYTES, n as usize * BUCKET_BYTES)?;
+                t.load_buckets(b, &bytes)?;
                 b += n;
             }
-            fs.flush_table(t, drain_exporter);
         }
-        Ok(taken)
+        Ok(())
     }
 
     /// Drains each of `queues` queues' rings of `ct` into `fs`; the records taken.

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::device::QueueDevice;
 use super::ingest::{self, IngestCtx};
@@ -297,6 +297,12 @@ pub(crate) fn run(
     let mut verify = HostVerify::new(spec, &shared.verify, out.to_host.is_some());
     let (mut publisher, mut params) = verify.publishers(spec);
     let mut live = LiveStageCounters::new(spec.composed, spec.pipeline);
+    let flows = super::flow_export::GpuFlows::of(spec.pipeline, nq);
+    let flow_k = flows.as_ref().map_or(0, |f| f.stage());
+    let mut read_state =
+        |q: usize, off: usize, len: usize| dev.read_queue_state(flow_k, 0, q, off, len);
+    let mut write_state =
+        |q: usize, off: usize, b: &[u8]| dev.write_queue_state(flow_k, 0, q, off, b);
     let mut hooks = HookDriver::start(spec.pipeline, "gpu", params.generation());
     let Rings {
         to_queue,
@@ -344,6 +350,7 @@ pub(crate) fn run(
                 restarts: &shared.restarts,
                 rewrites: spec.pipeline.rewrites(),
                 holds,
+                flows: flows.as_ref(),
             };
             let (fail, queues_done, failed) = (&fail, &queues_done, &failed);
             threads.push(spawn_named(s, format!("pw-q{q}"), move || {
@@ -382,7 +389,11 @@ pub(crate) fn run(
                     .and_then(|()| {
                         live.publish_params(&mut params, spec.pipeline, dev, &shared.counters)
                     })
-                    .and_then(|()| live.check(spec.pipeline, dev, &shared.counters, false));
+                    .and_then(|()| live.check(spec.pipeline, dev, &shared.counters, false))
+                    .and_then(|()| match &flows {
+                        Some(f) => f.tick(Instant::now(), &mut read_state, &mut write_state),
+                        None => Ok(()),
+                    });
                 if let Err(e) = r {
                     fail(e);
                 }
@@ -400,6 +411,13 @@ pub(crate) fn run(
         // Every burst is reaped: the stage counters are final.
         if let Err(e) = live.check(spec.pipeline, dev, &shared.counters, true) {
             fail(e);
+        }
+        // The kernels stopped: the last ended flows, and the tables for the control
+        // thread's flush.
+        if let Some(f) = &flows {
+            if let Err(e) = f.finish(&mut read_state, &mut write_state) {
+                fail(e);
+            }
         }
     });
     hooks.end(spec.pipeline);

@@ -1,0 +1,129 @@
+//! Flow export on the GPU host side (docs/flow-export-gpu.md): the `flow_stats` stage's records
+//! come from the device's flow tables. The control loop drains every queue's ended-flow ring
+//! every [`SWEEP_PERIOD`] (reads of device memory on the side stream: the data path never
+//! waits); each queue's thread, which alone submits to its queue, makes the queue quiet every
+//! [`SWEEP_PERIOD`] (it stops submitting until its bursts in flight are reaped) and sweeps the
+//! next [`SWEEP_BUCKETS`] buckets of its device table by the CPU's code on the CPU's clock; after
+//! the last burst the rings are drained once more and the device tables copied into the stage's
+//! CPU tables, which the control thread's flush exports as on the CPU executor.
+//!
+//! Not reached yet: the GPU executor refuses a pipeline with `flow_stats`
+//! (`flow_stats::GPU_REFUSAL`) until the composed GPU pipeline has a place for the stage.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use crate::control::flow_export::{SWEEP_BUCKETS, SWEEP_PERIOD};
+use crate::stage::conntrack::ConntrackStage;
+use crate::stage::flow_stats::FlowStatsStage;
+use crate::stage::flow_stats_gpu::{GpuFlowDrain, ReadState, WriteState};
+use crate::stage::{Pipeline, Stage};
+
+/// The run's flow export (see the module doc).
+pub(crate) struct GpuFlows<'p> {
+    /// The conntrack stage's position: its per-queue state holds the tables and rings.
+    k: usize,
+    ct: &'p ConntrackStage,
+    fs: &'p FlowStatsStage,
+    queues: usize,
+    drain: Mutex<GpuFlowDrain>,
+    next_drain: Mutex<Option<Instant>>,
+    /// Per queue: when its next sweep is due.
+    next_sweep: Vec<Mutex<Option<Instant>>>,
+}
+
+impl<'p> GpuFlows<'p> {
+    /// The flow export of `p` on `queues` queues: `None` without a `flow_stats` stage over a
+    /// `conntrack` stage's tables whose rings are on.
+    pub fn of(p: &'p Pipeline, queues: usize) -> Option<GpuFlows<'p>> {
+        let fs = p.stages.iter().find_map(|s| match s {
+            Stage::FlowStats(f) => Some(f),
+            _ => None,
+        })?;
+        let (k, ct) = p.stages.iter().enumerate().find_map(|(k, s)| match s {
+            Stage::Conntrack(c) if c.gpu_ring_cap() != 0 => Some((k, c)),
+            _ => None,
+        })?;
+        Some(GpuFlows {
+            k,
+            ct,
+            fs,
+            queues,
+            drain: Mutex::new(GpuFlowDrain::default()),
+            next_drain: Mutex::new(None),
+            next_sweep: (0..queues).map(|_| Mutex::new(None)).collect(),
+        })
+    }
+
+    /// The conntrack stage's position (its per-queue state is the device's tables).
+    pub fn stage(&self) -> usize {
+        self.k
+    }
+
+    /// A burst of queue `q` was submitted: the queue's sweep clock follows its receive times.
+    pub fn submitted(&self, q: usize, times: impl Iterator<Item = u64>) {
+        if let Some(t) = times.max() {
+            self.fs.note_rx(q, t);
+        }
+    }
+
+    /// Whether queue `q`'s sweep is due at `now` (its thread then stops submitting until its
+    /// bursts in flight are reaped, and calls [`GpuFlows::sweep`]).
+    pub fn sweep_due(&self, q: usize, now: Instant) -> bool {
+        self.next_sweep.get(q).is_some_and(|m| {
+            let next = m.lock().unwrap_or_else(|p| p.into_inner());
+            next.is_none_or(|t| now >= t)
+        })
+    }
+
+    /// Queue `q`'s sweep at `now`, its queue quiet: the rings drained first (their records came
+    /// before), then the next [`SWEEP_BUCKETS`] buckets of its table.
+    pub fn sweep(
+        &self,
+        q: usize,
+        now: Instant,
+        read: &mut ReadState<'_>,
+        write: &mut WriteState<'_>,
+    ) -> anyhow::Result<()> {
+        if let Some(m) = self.next_sweep.get(q) {
+            *m.lock().unwrap_or_else(|p| p.into_inner()) = Some(now + SWEEP_PERIOD);
+        }
+        let mut d = self.drain.lock().unwrap_or_else(|p| p.into_inner());
+        d.drain(self.ct, self.fs, self.queues, read, write)?;
+        let Some(now_ns) = self.fs.queue_clock(q, now) else {
+            // No receive time yet: nothing ages.
+            return Ok(());
+        };
+        d.sweep(self.ct, self.fs, q, now_ns, SWEEP_BUCKETS, read, write)
+    }
+
+    /// The control loop's call: drains every queue's ring when [`SWEEP_PERIOD`] has passed (a
+    /// queue thread's sweep holding the drain makes it wait for the next time).
+    pub fn tick(
+        &self,
+        now: Instant,
+        read: &mut ReadState<'_>,
+        write: &mut WriteState<'_>,
+    ) -> anyhow::Result<()> {
+        {
+            let mut next = self.next_drain.lock().unwrap_or_else(|p| p.into_inner());
+            if next.is_some_and(|t| now < t) {
+                return Ok(());
+            }
+            *next = Some(now + SWEEP_PERIOD);
+        }
+        let Ok(mut d) = self.drain.try_lock() else {
+            return Ok(());
+        };
+        d.drain(self.ct, self.fs, self.queues, read, write)?;
+        Ok(())
+    }
+
+    /// After the last burst was reaped: the rings drained, the device tables copied into the
+    /// stage's CPU tables for the control thread's flush.
+    pub fn finish(&self, read: &mut ReadState<'_>, write: &mut WriteState<'_>) -> anyhow::Result<()> {
+        let mut d = self.drain.lock().unwrap_or_else(|p| p.into_inner());
+        d.drain(self.ct, self.fs, self.queues, read, write)?;
+        d.load_tables(self.ct, self.queues, read)
+    }
+}
