@@ -41,7 +41,7 @@ pub const COUNTER_NAMES: [&str; 6] = [
 pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     name: "flow_stats",
     usage: "`flow_stats: { active_timeout_s, entries, hash_seed, timeouts }`",
-    summary: "per-flow packets, bytes, times and TCP flags per direction, exported as IPFIX to the `ipfix:` collector when a flow ends (docs/ipfix.md); conntrack's flow table when the pipeline has one; drops nothing",
+    summary: "per-flow packets, bytes, times and TCP flags per direction, exported as IPFIX to the `ipfix:` collector when a flow ends (docs/ipfix.md); conntrack's flow table when the pipeline has one (on the GPU executor only then); drops nothing",
     needs: StageNeeds {
         reads_meta: true,
         reads_time: true,
@@ -49,13 +49,18 @@ pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     },
     drop_reasons: &[],
     counters: &COUNTER_NAMES,
-    gpu: GpuImpl::CpuOnly,
+    // Over conntrack's tables only; with a table of its own the GPU executor refuses it.
+    gpu: GpuImpl::Library {
+        function: "pw_stage_flow_stats",
+    },
     reloads: false,
 };
 
-/// Why the GPU executor refuses a pipeline with `flow_stats`.
-pub const GPU_REFUSAL: &str = "flow_stats runs on the CPU executor until the GPU executor drains \
-     the ended-flow rings and sweeps the device tables (docs/flow-export-gpu.md)";
+/// Why the GPU executor refuses a pipeline with `flow_stats` and no `conntrack`.
+pub const GPU_REFUSAL: &str = "flow_stats with a flow table of its own (no `conntrack` stage) \
+     runs on the CPU executor only; on the GPU executor flow_stats exports a `conntrack` stage's \
+     device tables: put `conntrack` before it and move `entries`, `hash_seed` and `timeouts` \
+     there (docs/flow-export-gpu.md)";
 
 /// Buckets a sweep visits per lock hold: a worker waits for the table at most that long
 /// (256 KiB of entries).

@@ -4,9 +4,9 @@
 //! stamped, the records go to the `flow_stats` stage as the CPU table's ended flows do
 //! ([`FlowStatsStage::emit_ended`]), and the new tail is written back so the kernel may reuse the
 //! slots; records the ring had no room for (`lost`) count as `records_dropped`.
-//!
-//! Not yet run by the GPU executor (`flow_stats::GPU_REFUSAL`: the sweeps and the shutdown flush
-//! are left); the host-built pipeline test drains its rings through it.
+//! The sweeps run the CPU's sweep on a host copy of a quiet queue's buckets and write back what
+//! changed; at shutdown the device tables are copied into the stage's CPU tables for the CPU's
+//! flush. The GPU host side calls it (daemon::run_gpu::flow_export).
 
 use pktwarp_flow::ring::{self, HEADER_BYTES, TAIL_AT};
 use pktwarp_flow::{FlowTable, ENTRY_SIZE};

@@ -6,9 +6,7 @@
 //! next [`SWEEP_BUCKETS`] buckets of its device table by the CPU's code on the CPU's clock; after
 //! the last burst the rings are drained once more and the device tables copied into the stage's
 //! CPU tables, which the control thread's flush exports as on the CPU executor.
-//!
-//! Not reached yet: the GPU executor refuses a pipeline with `flow_stats`
-//! (`flow_stats::GPU_REFUSAL`) until the composed GPU pipeline has a place for the stage.
+//! On the device the stage does nothing (cuda/flow_stats_stage.cuh): the rings are conntrack's.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -94,7 +92,12 @@ impl<'p> GpuFlows<'p> {
             // No receive time yet: nothing ages.
             return Ok(());
         };
-        d.sweep(self.ct, self.fs, q, now_ns, SWEEP_BUCKETS, read, write)
+        let before = d.swept();
+        d.sweep(self.ct, self.fs, q, now_ns, SWEEP_BUCKETS, read, write)?;
+        // The sweep's removals are conntrack's `expired`, as the CPU table counts them.
+        self.ct
+            .add_gpu_counters(&[0, d.swept() - before, 0, 0, 0, 0]);
+        Ok(())
     }
 
     /// The control loop's call: drains every queue's ring when [`SWEEP_PERIOD`] has passed (a
