@@ -88,6 +88,8 @@ struct CpuStandIn {
     /// frames are read through that, as the kernel reads them (`PW_SLOT_REFS`), not gathered.
     mapped_refs: bool,
     read_in_place: std::sync::atomic::AtomicU64,
+    /// Flow export's device state: conntrack's tables and their ended-flow rings.
+    flows: Option<flow_stats::DeviceFlows>,
 }
 
 impl CpuStandIn {
@@ -137,6 +139,7 @@ impl CpuStandIn {
             rate_state: Default::default(),
             mapped_refs: false,
             read_in_place: Default::default(),
+            flows: None,
         }
     }
 
@@ -247,6 +250,9 @@ unsafe impl QueueDevice for CpuStandIn {
             None
         };
         rate_limit::to_device(&self.pipeline, q, &self.rate_state);
+        if let Some(f) = &self.flows {
+            f.after_submit(q);
+        }
         let mut v: Vec<Verdict> = verdicts
             .iter()
             .map(|v| Verdict {
@@ -396,7 +402,24 @@ unsafe impl QueueDevice for CpuStandIn {
         at: usize,
         len: usize,
     ) -> anyhow::Result<Vec<u8>> {
-        rate_limit::read(&self.pipeline, &self.rate_state, (k, i, q), at, len)
+        match &self.flows {
+            Some(f) if (k, i) == (f.k, 0) => f.read(q, at, len),
+            _ => rate_limit::read(&self.pipeline, &self.rate_state, (k, i, q), at, len),
+        }
+    }
+
+    fn write_queue_state(
+        &self,
+        k: usize,
+        i: usize,
+        q: usize,
+        at: usize,
+        b: &[u8],
+    ) -> anyhow::Result<()> {
+        match &self.flows {
+            Some(f) if (k, i) == (f.k, 0) => f.write(q, at, b),
+            _ => anyhow::bail!("stage {k}: no per-queue state {i} to write on the stand-in"),
+        }
     }
 
     fn stop_queue(&self, q: usize) -> anyhow::Result<()> {
@@ -941,6 +964,7 @@ mod composed;
 mod conntrack;
 #[cfg(feature = "dpdk")]
 mod dpdk_queues;
+mod flow_stats;
 mod gpu_frames;
 mod held;
 mod hooks;
