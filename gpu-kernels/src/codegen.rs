@@ -15,6 +15,9 @@
 
 use std::fmt::Write as _;
 
+#[path = "codegen_flow_stats.rs"]
+mod flow_stats;
+
 /// Most stages one pipeline may have (`PW_MAX_STAGES`).
 pub const MAX_STAGES: usize = 16;
 
@@ -110,17 +113,7 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
         reads_time: true,
         sets_send_time: false,
     },
-    // Flow export over conntrack's tables: nothing per frame on the device (the ended-flow
-    // rings are conntrack's); the host side drains, sweeps and exports.
-    LibraryStage {
-        name: "flow_stats",
-        function: "pw_stage_flow_stats",
-        header: "flow_stats_stage.cuh",
-        reads_meta: true,
-        writes_frame: false,
-        reads_time: true,
-        sets_send_time: false,
-    },
+    flow_stats::FLOW_STATS,
     // Rate limits: a token-bucket table per queue in the per-queue stage state, frames of one
     // bucket in arrival order (ORDERED).
     LibraryStage {

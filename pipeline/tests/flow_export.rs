@@ -680,7 +680,11 @@ fn the_gpu_executor_refuses_flow_stats_without_conntrack() {
              metrics: {{ enabled: false }}\n"
         )
     };
-    std::fs::write(&p, config("[parse, { flow_stats: { entries: 64 } }]", "gpu")).unwrap();
+    std::fs::write(
+        &p,
+        config("[parse, { flow_stats: { entries: 64 } }]", "gpu"),
+    )
+    .unwrap();
     let cfg = pipeline::config::load(&p).unwrap_or_else(|e| panic!("{e}"));
     let e = format!("{:#}", daemon::prepare(cfg).err().expect("refused"));
     assert!(

@@ -58,7 +58,8 @@ fn compare(
     active_s: u64,
     (every, buckets, step_ns): (usize, u32, u64),
 ) -> Outcome {
-    let table = format!("{{ entries: {entries}, timeouts: {{ udp_unreplied: 5, udp_replied: 20 }} }}");
+    let table =
+        format!("{{ entries: {entries}, timeouts: {{ udp_unreplied: 5, udp_replied: 20 }} }}");
     let cpu = pipeline_of(&format!(
         "[parse, {{ conntrack: {table} }}, {{ flow_stats: {{ active_timeout_s: {active_s} }} }}]"
     ));
@@ -166,9 +167,7 @@ fn compare(
     drain
         .drain(ct, &gfs, queues, &mut read, &mut write)
         .expect("drain");
-    drain
-        .load_tables(ct, queues, &mut read)
-        .expect("load");
+    drain.load_tables(ct, queues, &mut read).expect("load");
     gfs.flush(&mut || {});
     let (want, got) = (sorted(&cpu_rx), sorted(&gpu_rx));
     assert_eq!(want.len(), got.len(), "records");
@@ -178,7 +177,10 @@ fn compare(
     assert_eq!(cpu_fs.counters(), gfs.counters(), "flow_stats counters");
     let mut gpu_ct: Vec<u64> = gc[1][1..7].to_vec();
     let cpu_ct_counters = cpu_ct.counters();
-    let expired = cpu_ct_counters.iter().position(|c| c.0 == "expired").expect("expired");
+    let expired = cpu_ct_counters
+        .iter()
+        .position(|c| c.0 == "expired")
+        .expect("expired");
     gpu_ct[expired] += drain.swept();
     let want_ct: Vec<u64> = cpu_ct_counters.iter().map(|c| c.1).collect();
     assert_eq!(want_ct, gpu_ct, "conntrack counters {cpu_ct_counters:?}");
@@ -219,8 +221,16 @@ fn generated_connections_export_the_same_records_on_both() {
 fn a_small_table_evicts_and_exports_the_same_records_on_both() {
     let frames = traffic(5, 4000);
     let o = compare(&frames, 2, 16, 1800, (4, 1, 0));
-    assert!(by_reason(&o, EndReason::LackOfResources) > 0, "{:?}", o.counters);
-    assert!(by_reason(&o, EndReason::IdleTimeout) > 0, "{:?}", o.counters);
+    assert!(
+        by_reason(&o, EndReason::LackOfResources) > 0,
+        "{:?}",
+        o.counters
+    );
+    assert!(
+        by_reason(&o, EndReason::IdleTimeout) > 0,
+        "{:?}",
+        o.counters
+    );
 }
 
 /// The corpus's Ethernet captures one after another, a millisecond apart (their own times go

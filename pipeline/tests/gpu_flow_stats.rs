@@ -69,7 +69,8 @@ fn sorted(rx: &std::sync::mpsc::Receiver<FlowRecord>) -> Vec<FlowRecord> {
 /// One configuration; returns the records.
 fn check(mode: Mode, placement: Placement, burst: usize, entries: u64) -> Vec<FlowRecord> {
     let what = format!("{mode:?} / {placement:?} / bursts of {burst} / {entries} entries");
-    let table = format!("{{ entries: {entries}, timeouts: {{ udp_unreplied: 5, udp_replied: 20 }} }}");
+    let table =
+        format!("{{ entries: {entries}, timeouts: {{ udp_unreplied: 5, udp_replied: 20 }} }}");
     let cpu = pipeline_of(&format!(
         "[parse, {{ conntrack: {table} }}, {{ flow_stats: {{ active_timeout_s: 10 }} }}, count]"
     ));
@@ -113,8 +114,7 @@ fn check(mode: Mode, placement: Placement, burst: usize, entries: u64) -> Vec<Fl
     let mut last_rx = [0u64; QUEUES];
     let buckets = (entries / 8 / 3).max(1) as u32;
     {
-        let mut read =
-            |q: usize, off: usize, len: usize| ex.read_queue_state(1, 0, q, off, len);
+        let mut read = |q: usize, off: usize, len: usize| ex.read_queue_state(1, 0, q, off, len);
         let mut write = |q: usize, off: usize, b: &[u8]| ex.write_queue_state(1, 0, q, off, b);
         // Eight parts, a sweep on both sides after each (every burst reaped: the queues are
         // quiet), 2 s past the queue's largest receive time.
@@ -150,9 +150,7 @@ fn check(mode: Mode, placement: Placement, burst: usize, entries: u64) -> Vec<Fl
         drain
             .drain(ct, &gfs, QUEUES, &mut read, &mut write)
             .expect("drain");
-        drain
-            .load_tables(ct, QUEUES, &mut read)
-            .expect("load");
+        drain.load_tables(ct, QUEUES, &mut read).expect("load");
         gfs.flush(&mut || {});
     }
     let (want, got) = (sorted(&cpu_rx), sorted(&gpu_rx));
@@ -160,7 +158,11 @@ fn check(mode: Mode, placement: Placement, burst: usize, entries: u64) -> Vec<Fl
     for (w, g) in want.iter().zip(&got) {
         assert_eq!(w, g, "{what}");
     }
-    assert_eq!(cpu_fs.counters(), gfs.counters(), "{what}: flow_stats counters");
+    assert_eq!(
+        cpu_fs.counters(),
+        gfs.counters(),
+        "{what}: flow_stats counters"
+    );
     ex.shutdown().expect("shutdown");
     want
 }

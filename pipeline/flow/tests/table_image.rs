@@ -40,7 +40,8 @@ fn a_table_loaded_from_bytes_goes_on_as_the_original() {
     // In two pieces, as a sweep loads a window of buckets.
     let nb = t.nbuckets();
     u.load_buckets(0, t.bucket_bytes(0, 10).unwrap()).unwrap();
-    u.load_buckets(10, t.bucket_bytes(10, nb - 10).unwrap()).unwrap();
+    u.load_buckets(10, t.bucket_bytes(10, nb - 10).unwrap())
+        .unwrap();
     assert_eq!(u.as_bytes(), t.as_bytes());
     let mut found = 0;
     for f in b {
@@ -71,9 +72,15 @@ fn a_table_loaded_from_bytes_goes_on_as_the_original() {
 fn bytes_that_are_not_whole_buckets_inside_the_table_are_refused() {
     let mut t = FlowTable::new(64, Timeouts::default()).unwrap();
     let bucket = BUCKET_ENTRIES * ENTRY_SIZE;
-    let e = t.load_buckets(0, &vec![0u8; bucket + 1]).unwrap_err().to_string();
+    let e = t
+        .load_buckets(0, &vec![0u8; bucket + 1])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("not whole buckets"), "{e}");
-    let e = t.load_buckets(7, &vec![0u8; 2 * bucket]).unwrap_err().to_string();
+    let e = t
+        .load_buckets(7, &vec![0u8; 2 * bucket])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("buckets 7..9 past the table's 8"), "{e}");
     assert!(t.bucket_bytes(8, 1).is_err());
     assert_eq!(t.bucket_bytes(7, 1).unwrap().len(), bucket);

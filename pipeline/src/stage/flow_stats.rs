@@ -290,8 +290,13 @@ impl FlowStatsStage {
         if rx != s.seen_rx_ns || s.seen_at.is_none() {
             (s.seen_rx_ns, s.seen_at) = (rx, Some(now));
         }
-        let ran = s.seen_at.map_or(0, |at| now.saturating_duration_since(at).as_nanos());
-        Some(s.seen_rx_ns.saturating_add(ran.min(u64::MAX as u128) as u64))
+        let ran = s
+            .seen_at
+            .map_or(0, |at| now.saturating_duration_since(at).as_nanos());
+        Some(
+            s.seen_rx_ns
+                .saturating_add(ran.min(u64::MAX as u128) as u64),
+        )
     }
 
     /// A frame of queue `q` received at `rx_ns` (the GPU executor's host side, whose frames do

@@ -11,10 +11,11 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
+use super::device::QueueDevice;
 use crate::control::flow_export::{SWEEP_BUCKETS, SWEEP_PERIOD};
 use crate::stage::conntrack::ConntrackStage;
 use crate::stage::flow_stats::FlowStatsStage;
-use crate::stage::flow_stats_gpu::{GpuFlowDrain, ReadState, WriteState};
+use crate::stage::flow_stats_gpu::GpuFlowDrain;
 use crate::stage::{Pipeline, Stage};
 
 /// The run's flow export (see the module doc).
@@ -53,11 +54,6 @@ impl<'p> GpuFlows<'p> {
         })
     }
 
-    /// The conntrack stage's position (its per-queue state is the device's tables).
-    pub fn stage(&self) -> usize {
-        self.k
-    }
-
     /// A burst of queue `q` was submitted: the queue's sweep clock follows its receive times.
     pub fn submitted(&self, q: usize, times: impl Iterator<Item = u64>) {
         if let Some(t) = times.max() {
@@ -76,13 +72,8 @@ impl<'p> GpuFlows<'p> {
 
     /// Queue `q`'s sweep at `now`, its queue quiet: the rings drained first (their records came
     /// before), then the next [`SWEEP_BUCKETS`] buckets of its table.
-    pub fn sweep(
-        &self,
-        q: usize,
-        now: Instant,
-        read: &mut ReadState<'_>,
-        write: &mut WriteState<'_>,
-    ) -> anyhow::Result<()> {
+    pub fn sweep(&self, dev: &dyn QueueDevice, q: usize, now: Instant) -> anyhow::Result<()> {
+        let (read, write) = (&mut self.reads(dev), &mut self.writes(dev));
         if let Some(m) = self.next_sweep.get(q) {
             *m.lock().unwrap_or_else(|p| p.into_inner()) = Some(now + SWEEP_PERIOD);
         }
@@ -102,12 +93,7 @@ impl<'p> GpuFlows<'p> {
 
     /// The control loop's call: drains every queue's ring when [`SWEEP_PERIOD`] has passed (a
     /// queue thread's sweep holding the drain makes it wait for the next time).
-    pub fn tick(
-        &self,
-        now: Instant,
-        read: &mut ReadState<'_>,
-        write: &mut WriteState<'_>,
-    ) -> anyhow::Result<()> {
+    fn tick(&self, dev: &dyn QueueDevice, now: Instant) -> anyhow::Result<()> {
         {
             let mut next = self.next_drain.lock().unwrap_or_else(|p| p.into_inner());
             if next.is_some_and(|t| now < t) {
@@ -118,15 +104,51 @@ impl<'p> GpuFlows<'p> {
         let Ok(mut d) = self.drain.try_lock() else {
             return Ok(());
         };
-        d.drain(self.ct, self.fs, self.queues, read, write)?;
+        d.drain(
+            self.ct,
+            self.fs,
+            self.queues,
+            &mut self.reads(dev),
+            &mut self.writes(dev),
+        )?;
         Ok(())
     }
 
     /// After the last burst was reaped: the rings drained, the device tables copied into the
     /// stage's CPU tables for the control thread's flush.
-    pub fn finish(&self, read: &mut ReadState<'_>, write: &mut WriteState<'_>) -> anyhow::Result<()> {
+    fn finish(&self, dev: &dyn QueueDevice) -> anyhow::Result<()> {
+        let (read, write) = (&mut self.reads(dev), &mut self.writes(dev));
         let mut d = self.drain.lock().unwrap_or_else(|p| p.into_inner());
         d.drain(self.ct, self.fs, self.queues, read, write)?;
         d.load_tables(self.ct, self.queues, read)
     }
+
+    /// Reads of the conntrack stage's per-queue state on `dev`.
+    fn reads<'d>(
+        &self,
+        dev: &'d dyn QueueDevice,
+    ) -> impl FnMut(usize, usize, usize) -> anyhow::Result<Vec<u8>> + 'd {
+        let k = self.k;
+        move |q, off, len| dev.read_queue_state(k, 0, q, off, len)
+    }
+
+    /// Writes of the conntrack stage's per-queue state on `dev`.
+    fn writes<'d>(
+        &self,
+        dev: &'d dyn QueueDevice,
+    ) -> impl FnMut(usize, usize, &[u8]) -> anyhow::Result<()> + 'd {
+        let k = self.k;
+        move |q, off, b| dev.write_queue_state(k, 0, q, off, b)
+    }
+}
+
+/// The control loop's call (nothing without flow export): drains the rings every
+/// [`SWEEP_PERIOD`].
+pub(crate) fn tick(flows: Option<&GpuFlows<'_>>, dev: &dyn QueueDevice) -> anyhow::Result<()> {
+    flows.map_or(Ok(()), |f| f.tick(dev, Instant::now()))
+}
+
+/// After the last burst (nothing without flow export): [`GpuFlows::finish`].
+pub(crate) fn finish(flows: Option<&GpuFlows<'_>>, dev: &dyn QueueDevice) -> anyhow::Result<()> {
+    flows.map_or(Ok(()), |f| f.finish(dev))
 }

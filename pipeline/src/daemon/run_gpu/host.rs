@@ -7,9 +7,10 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::device::QueueDevice;
+use super::flow_export;
 use super::ingest::{self, IngestCtx};
 use super::queue::{self, QueueCtx, QueueIo};
 use super::reap::Reaper;
@@ -297,12 +298,7 @@ pub(crate) fn run(
     let mut verify = HostVerify::new(spec, &shared.verify, out.to_host.is_some());
     let (mut publisher, mut params) = verify.publishers(spec);
     let mut live = LiveStageCounters::new(spec.composed, spec.pipeline);
-    let flows = super::flow_export::GpuFlows::of(spec.pipeline, nq);
-    let flow_k = flows.as_ref().map_or(0, |f| f.stage());
-    let mut read_state =
-        |q: usize, off: usize, len: usize| dev.read_queue_state(flow_k, 0, q, off, len);
-    let mut write_state =
-        |q: usize, off: usize, b: &[u8]| dev.write_queue_state(flow_k, 0, q, off, b);
+    let flows = flow_export::GpuFlows::of(spec.pipeline, nq);
     let mut hooks = HookDriver::start(spec.pipeline, "gpu", params.generation());
     let Rings {
         to_queue,
@@ -390,10 +386,7 @@ pub(crate) fn run(
                         live.publish_params(&mut params, spec.pipeline, dev, &shared.counters)
                     })
                     .and_then(|()| live.check(spec.pipeline, dev, &shared.counters, false))
-                    .and_then(|()| match &flows {
-                        Some(f) => f.tick(Instant::now(), &mut read_state, &mut write_state),
-                        None => Ok(()),
-                    });
+                    .and_then(|()| flow_export::tick(flows.as_ref(), dev));
                 if let Err(e) = r {
                     fail(e);
                 }
@@ -408,16 +401,11 @@ pub(crate) fn run(
                 fail(anyhow::anyhow!("a GPU host thread panicked"));
             }
         }
-        // Every burst is reaped: the stage counters are final.
-        if let Err(e) = live.check(spec.pipeline, dev, &shared.counters, true) {
+        // Every burst is reaped: the stage counters are final; flow export takes the last
+        // ended flows and the tables for the control thread's flush.
+        let end = live.check(spec.pipeline, dev, &shared.counters, true);
+        if let Err(e) = end.and_then(|()| flow_export::finish(flows.as_ref(), dev)) {
             fail(e);
-        }
-        // The kernels stopped: the last ended flows, and the tables for the control
-        // thread's flush.
-        if let Some(f) = &flows {
-            if let Err(e) = f.finish(&mut read_state, &mut write_state) {
-                fail(e);
-            }
         }
     });
     hooks.end(spec.pipeline);

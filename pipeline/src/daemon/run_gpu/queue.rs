@@ -326,13 +326,7 @@ impl Worker<'_, '_> {
         let Some(f) = ctx.flows else {
             return Ok(());
         };
-        let (dev, k) = (ctx.dev, f.stage());
-        f.sweep(
-            ctx.q,
-            Instant::now(),
-            &mut |q, off, len| dev.read_queue_state(k, 0, q, off, len),
-            &mut |q, off, b| dev.write_queue_state(k, 0, q, off, b),
-        )
+        f.sweep(ctx.dev, ctx.q, Instant::now())
     }
 
     /// The watchdog's view of this queue: the kernel's heartbeat and the bursts in flight.

@@ -113,7 +113,10 @@ impl DeviceFlows {
             None => anyhow::bail!("queue {q}: no table"),
         };
         state.extend_from_slice(&self.rings[q].lock().unwrap());
-        anyhow::ensure!(at + len <= state.len(), "{len} bytes at {at} past the state");
+        anyhow::ensure!(
+            at + len <= state.len(),
+            "{len} bytes at {at} past the state"
+        );
         assert!(at >= tb || at + len <= tb, "a read across the table's end");
         Ok(state[at..at + len].to_vec())
     }
@@ -195,10 +198,7 @@ fn fs_of(p: &Prepared) -> &crate::stage::flow_stats::FlowStatsStage {
 
 /// The records the stage made (the control thread's flush at the end included), sorted (no
 /// exporter runs here: the stage's queue is a channel).
-fn records(
-    p: &Prepared,
-    rx: &std::sync::mpsc::Receiver<IpfixRecord>,
-) -> Vec<IpfixRecord> {
+fn records(p: &Prepared, rx: &std::sync::mpsc::Receiver<IpfixRecord>) -> Vec<IpfixRecord> {
     fs_of(p).flush(&mut || {});
     let mut v: Vec<IpfixRecord> = rx.try_iter().collect();
     v.sort_by_key(|r| format!("{r:?}"));
@@ -238,7 +238,10 @@ fn flow_export_on_the_gpu_host_side_equals_the_cpu_executor() {
         // Evicted and reopened flows through the rings, live ones through the flush.
         let c = fs_of(&p).counters();
         for n in ["end_of_flow", "forced_end", "lack_of_resources"] {
-            assert!(c.iter().any(|x| x.0 == n && x.1 > 0), "{what}: no {n}: {c:?}");
+            assert!(
+                c.iter().any(|x| x.0 == n && x.1 > 0),
+                "{what}: no {n}: {c:?}"
+            );
         }
     }
 }
