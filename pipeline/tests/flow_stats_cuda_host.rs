@@ -1,9 +1,10 @@
 //! Flow export on the GPU executor, compiled for the host, equals the CPU executor's: the CPU
 //! runs `parse -> conntrack -> flow_stats` (`Pipeline::run_frames`, the stage exporting at each
-//! frame's visit, its sweeps and its shutdown flush); the GPU side runs `parse -> conntrack` as
-//! the GPU executor generates it (cuda/conntrack_stage.cuh with the ended-flow ring after each
-//! queue's table), its host side draining the rings, sweeping each quiet queue's device buckets
-//! and flushing the device tables at the end (`GpuFlowDrain`). The exported records (flows,
+//! frame's visit, its sweeps and its shutdown flush); the GPU side runs the same pipeline as the
+//! GPU executor generates it (cuda/conntrack_stage.cuh with the ended-flow ring after each
+//! queue's table, cuda/flow_stats_stage.cuh doing nothing per frame), its host side draining the
+//! rings, sweeping each quiet queue's device buckets and copying the device tables at the end
+//! for the stage's flush (`GpuFlowDrain`). The exported records (flows,
 //! packets and octets per direction, start and end, TCP flags, end reason) are equal as
 //! multisets, and so are the stage's counters and conntrack's (the sweeps' removals counted).
 //! Sweeps run on both sides at the same frames with the same clock (the queue's largest receive
@@ -22,7 +23,6 @@ use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
 use pipeline::port::pcap::CaptureReader;
 use pipeline::stage::config::StageConfig;
-use pipeline::stage::flow_stats::{FlowStatsConfig, FlowStatsStage};
 use pipeline::stage::flow_stats_gpu::GpuFlowDrain;
 use pipeline::stage::flow_tables::lock;
 use pipeline::stage::{Pipeline, Stage};
@@ -60,28 +60,30 @@ fn compare(
 ) -> Outcome {
     let table =
         format!("{{ entries: {entries}, timeouts: {{ udp_unreplied: 5, udp_replied: 20 }} }}");
-    let cpu = pipeline_of(&format!(
+    let yaml = format!(
         "[parse, {{ conntrack: {table} }}, {{ flow_stats: {{ active_timeout_s: {active_s} }} }}]"
-    ));
+    );
+    let cpu = pipeline_of(&yaml);
     let (Stage::Conntrack(cpu_ct), Stage::FlowStats(cpu_fs)) = (&cpu.stages[1], &cpu.stages[2])
     else {
         panic!("parse, conntrack, flow_stats")
     };
     let (q, cpu_rx) = FlowQueue::channel(1 << 20);
     cpu_fs.attach(q);
-    // The GPU side: conntrack with its rings on (a flow_stats stage turns them on), its own
-    // flow_stats stage fed only by the drain.
-    let gpu = pipeline_of(&format!("[parse, {{ conntrack: {table} }}]"));
-    let Stage::Conntrack(ct) = &gpu.stages[1] else {
-        panic!("parse, conntrack")
+    // The GPU side: the same pipeline as the GPU executor composes it (flow_stats turned
+    // conntrack's rings on; its CUDA stage does nothing per frame), its flow_stats stage fed
+    // only by the host side.
+    let gpu = pipeline_of(&yaml);
+    let (Stage::Conntrack(ct), Stage::FlowStats(gfs)) = (&gpu.stages[1], &gpu.stages[2]) else {
+        panic!("parse, conntrack, flow_stats")
     };
-    let fs_cfg: FlowStatsConfig =
-        serde_saphyr::from_str(&format!("{{ active_timeout_s: {active_s} }}")).expect("config");
-    let gfs = FlowStatsStage::new(&fs_cfg, Some(ct.tables().clone())).expect("stage");
     let (q, gpu_rx) = FlowQueue::channel(1 << 20);
     gfs.attach(q);
+    assert_eq!(gpu.gpu_refusal(), None);
     assert_eq!(ct.gpu_ring_cap(), pktwarp_flow::ENDED_CAP as u32);
     let (specs, params) = pipeline::executor::gpu::compose::stage_specs(&gpu).expect("specs");
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["parse", "conntrack", "flow_stats"]);
     let host = HostPipeline::compile(&specs).unwrap_or_else(|e| panic!("{e}"));
     let state = gpu.stages[1].gpu_queue_state();
     let per_queue = state[0].bytes;
@@ -90,7 +92,7 @@ fn compare(
     let at = state[0].addr_at;
     block[at..at + 8].copy_from_slice(&(dev.as_mut_ptr() as u64).to_le_bytes());
     block[at + 8..at + 12].copy_from_slice(&(queues as u32).to_le_bytes());
-    let mut blocks: Vec<&[u8]> = vec![&[]; specs.len()];
+    let mut blocks: Vec<&[u8]> = params.iter().map(Vec::as_slice).collect();
     blocks[1] = &block;
     let c = QueueCounters::new(cpu.stages.len(), 0);
     let mut gc = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
@@ -148,7 +150,7 @@ fn compare(
         // The sweeps: the CPU's on its tables, the GPU host side's on the device buckets of
         // each (quiet) queue after draining its ring.
         drain
-            .drain(ct, &gfs, queues, &mut read, &mut write)
+            .drain(ct, gfs, queues, &mut read, &mut write)
             .expect("drain");
         for q in 0..queues {
             if last_rx[q] == 0 {
@@ -159,13 +161,13 @@ fn compare(
                 cursors[q] = cpu_fs.sweep_table(&mut lock(t), cursors[q], buckets, now);
             }
             drain
-                .sweep(ct, &gfs, q, now, buckets, &mut read, &mut write)
+                .sweep(ct, gfs, q, now, buckets, &mut read, &mut write)
                 .expect("sweep");
         }
     }
     cpu_fs.flush(&mut || {});
     drain
-        .drain(ct, &gfs, queues, &mut read, &mut write)
+        .drain(ct, gfs, queues, &mut read, &mut write)
         .expect("drain");
     drain.load_tables(ct, queues, &mut read).expect("load");
     gfs.flush(&mut || {});
@@ -184,6 +186,9 @@ fn compare(
     gpu_ct[expired] += drain.swept();
     let want_ct: Vec<u64> = cpu_ct_counters.iter().map(|c| c.1).collect();
     assert_eq!(want_ct, gpu_ct, "conntrack counters {cpu_ct_counters:?}");
+    for (k, g) in gc.iter().enumerate().take(3) {
+        assert_eq!(g[0], c.stage_frames[k].get(), "frames at stage {k}");
+    }
     Outcome {
         records: want,
         counters: cpu_fs.counters(),

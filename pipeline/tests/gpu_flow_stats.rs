@@ -1,6 +1,7 @@
 //! On a GPU: flow export on the GPU executor equals the CPU executor's. The CPU runs
-//! `parse -> conntrack -> flow_stats -> count`; the GPU executor runs `parse -> conntrack ->
-//! count` with the ended-flow rings on (cuda/flow.cuh `pw_flow_ring`), and its host side's
+//! `parse -> conntrack -> flow_stats -> count`; the GPU executor runs the same pipeline (the
+//! ended-flow rings on, cuda/flow.cuh `pw_flow_ring`; flow_stats' CUDA stage a no-op), and its
+//! host side's
 //! `GpuFlowDrain` drains the rings, sweeps each quiet queue's device buckets and flushes the
 //! device tables at the end, over `GpuExecutor::read_queue_state` / `write_queue_state`. The
 //! exported records (flows, packets and octets per direction, start and end, TCP flags, end
@@ -21,7 +22,6 @@ use pipeline::executor::gpu::{
     image_for_pipeline, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement,
 };
 use pipeline::stage::config::StageConfig;
-use pipeline::stage::flow_stats::{FlowStatsConfig, FlowStatsStage};
 use pipeline::stage::flow_stats_gpu::GpuFlowDrain;
 use pipeline::stage::flow_tables::lock;
 use pipeline::stage::{Pipeline, Stage};
@@ -80,13 +80,16 @@ fn check(mode: Mode, placement: Placement, burst: usize, entries: u64) -> Vec<Fl
     };
     let (q, cpu_rx) = FlowQueue::channel(1 << 20);
     cpu_fs.attach(q);
-    let gpu = pipeline_of(&format!("[parse, {{ conntrack: {table} }}, count]"));
-    let Stage::Conntrack(ct) = &gpu.stages[1] else {
-        panic!("parse, conntrack, count")
+    // The same pipeline as the GPU executor composes it: flow_stats turned conntrack's rings
+    // on (before the image is made: the block carries their size), its CUDA stage does nothing
+    // per frame, and its records come only through the host side.
+    let gpu = pipeline_of(&format!(
+        "[parse, {{ conntrack: {table} }}, {{ flow_stats: {{ active_timeout_s: 10 }} }}, count]"
+    ));
+    let (Stage::Conntrack(ct), Stage::FlowStats(gfs)) = (&gpu.stages[1], &gpu.stages[2]) else {
+        panic!("parse, conntrack, flow_stats, count")
     };
-    let fs_cfg: FlowStatsConfig = serde_saphyr::from_str("{ active_timeout_s: 10 }").unwrap();
-    // Turns the rings on before the image is made (the block carries their size).
-    let gfs = FlowStatsStage::new(&fs_cfg, Some(ct.tables().clone())).expect("stage");
+    assert_eq!(gpu.gpu_refusal(), None);
     let (q, gpu_rx) = FlowQueue::channel(1 << 20);
     gfs.attach(q);
     let image = image_for_pipeline(&gpu).expect("image");
@@ -134,7 +137,7 @@ fn check(mode: Mode, placement: Placement, burst: usize, entries: u64) -> Vec<Fl
                 gfs.note_rx(q, d.timestamp_ns);
             }
             drain
-                .drain(ct, &gfs, QUEUES, &mut read, &mut write)
+                .drain(ct, gfs, QUEUES, &mut read, &mut write)
                 .expect("drain");
             for q in 0..QUEUES {
                 let now = last_rx[q] + 2 * SEC;
@@ -142,13 +145,13 @@ fn check(mode: Mode, placement: Placement, burst: usize, entries: u64) -> Vec<Fl
                     cursors[q] = cpu_fs.sweep_table(&mut lock(t), cursors[q], buckets, now);
                 }
                 drain
-                    .sweep(ct, &gfs, q, now, buckets, &mut read, &mut write)
+                    .sweep(ct, gfs, q, now, buckets, &mut read, &mut write)
                     .expect("sweep");
             }
         }
         cpu_fs.flush(&mut || {});
         drain
-            .drain(ct, &gfs, QUEUES, &mut read, &mut write)
+            .drain(ct, gfs, QUEUES, &mut read, &mut write)
             .expect("drain");
         drain.load_tables(ct, QUEUES, &mut read).expect("load");
         gfs.flush(&mut || {});
