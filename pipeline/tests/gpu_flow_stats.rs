@@ -1,13 +1,13 @@
 //! On a GPU: flow export on the GPU executor equals the CPU executor's. The CPU runs
 //! `parse -> conntrack -> flow_stats -> count`; the GPU executor runs the same pipeline (the
 //! ended-flow rings on, cuda/flow.cuh `pw_flow_ring`; flow_stats' CUDA stage a no-op), and its
-//! host side's
-//! `GpuFlowDrain` drains the rings, sweeps each quiet queue's device buckets and flushes the
-//! device tables at the end, over `GpuExecutor::read_queue_state` / `write_queue_state`. The
-//! exported records (flows, packets and octets per direction, start and end, TCP flags, end
-//! reason) are equal as multisets, and so are the stage's counters: generated connection
-//! traffic with churn over two queues, a large table and one so small that flows are evicted,
-//! bursts of 32 and 256, persistent and launch, mapped and device rings. Sweeps run on both
+//! host side's `GpuFlowDrain` drains the rings, sweeps each quiet queue's device buckets and
+//! copies the device tables at the end for the stage's flush, over
+//! `GpuExecutor::read_queue_state` / `write_queue_state`. The exported records (flows, packets
+//! and octets per direction, start and end, TCP flags, end reason) are equal as multisets, and
+//! so are the stage's counters: generated connection traffic with churn over two queues, a large
+//! table and one so small that flows are evicted, bursts of 32 and 256, persistent and launch,
+//! mapped and device rings. Sweeps run on both
 //! sides between the same bursts on the same clock, so the active timeout splits the same flows.
 //! Needs a CUDA GPU (listed in docs/hardware-only-tests.md; the GPU suite runs it, step
 //! `flow-stats`).
