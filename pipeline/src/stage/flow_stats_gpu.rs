@@ -30,12 +30,12 @@ struct Seen {
 /// Bytes of one bucket in the device table (its entries, one after another).
 const BUCKET_BYTES: usize = pktwarp_flow::BUCKET_ENTRIES * ENTRY_SIZE;
 
-/// The drain of every queue's ring (see the module doc), and the sweeps and the shutdown flush
-/// of the device tables, run by the CPU's code on a host copy of their buckets.
+/// The drain of every queue's ring (see the module doc), the sweeps of the device tables (the
+/// CPU's code on a host copy of their buckets) and their copy into the CPU tables at shutdown.
 #[derive(Default)]
 pub struct GpuFlowDrain {
     seen: Vec<Seen>,
-    /// The host copy the sweeps and the flush load device buckets into (made on first use).
+    /// The host copy the sweeps load a window of device buckets into (made on first use).
     scratch: Option<FlowTable>,
     /// Entries the sweeps removed (the CPU table counts them `expired`; the device's counter
     /// block does not see them).
@@ -49,9 +49,16 @@ impl GpuFlowDrain {
         self.swept
     }
 
+    /// The host copy a sweep window is loaded into: [`SWEEP_CHUNK`] buckets (256 KiB) with the
+    /// table's timeouts, whatever the table's size (a sweep visits entries in place, by their
+    /// own deadlines, never by their keys' buckets).
     fn scratch(&mut self, ct: &ConntrackStage) -> anyhow::Result<&mut FlowTable> {
         if self.scratch.is_none() {
-            self.scratch = Some(FlowTable::from_config(ct.config())?);
+            let mut c = *ct.config();
+            c.entries = c
+                .entries
+                .min(u64::from(SWEEP_CHUNK) * pktwarp_flow::BUCKET_ENTRIES as u64);
+            self.scratch = Some(FlowTable::from_config(&c)?);
         }
         self.scratch
             .as_mut()
@@ -79,23 +86,25 @@ impl GpuFlowDrain {
             self.seen.resize(q + 1, Seen::default());
         }
         let mut cursor = self.seen[q].cursor;
+        let nbuckets = u32::try_from(ct.config().entries / pktwarp_flow::BUCKET_ENTRIES as u64)
+            .map_err(|_| anyhow::anyhow!("conntrack: the table is too large"))?;
         let t = self.scratch(ct)?;
-        let nbuckets = t.nbuckets();
         let mut left = buckets.min(nbuckets);
         let mut swept = 0u64;
         while left > 0 {
-            let n = left.min(SWEEP_CHUNK).min(nbuckets - cursor);
+            // A window of the device's buckets at the start of the host copy.
+            let n = left.min(t.nbuckets()).min(nbuckets - cursor);
             let at = cursor as usize * BUCKET_BYTES;
             let before = read(q, at, n as usize * BUCKET_BYTES)?;
-            t.load_buckets(cursor, &before)?;
+            t.load_buckets(0, &before)?;
             let expired = t.counters().expired;
-            let next = fs.sweep_table(t, cursor, n, now_ns);
+            fs.sweep_table(t, 0, n, now_ns);
             swept += t.counters().expired - expired;
-            let after = t.bucket_bytes(cursor, n)?;
+            let after = t.bucket_bytes(0, n)?;
             if after != before.as_slice() {
                 write(q, at, after)?;
             }
-            cursor = next;
+            cursor = (cursor + n) % nbuckets;
             left -= n;
         }
         self.seen[q].cursor = cursor;
