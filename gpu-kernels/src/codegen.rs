@@ -15,6 +15,9 @@
 
 use std::fmt::Write as _;
 
+#[path = "codegen_flow_stats.rs"]
+mod flow_stats;
+
 /// Most stages one pipeline may have (`PW_MAX_STAGES`).
 pub const MAX_STAGES: usize = 16;
 
@@ -110,6 +113,7 @@ pub const LIBRARY_STAGES: &[LibraryStage] = &[
         reads_time: true,
         sets_send_time: false,
     },
+    flow_stats::FLOW_STATS,
     // Rate limits: a token-bucket table per queue in the per-queue stage state, frames of one
     // bucket in arrival order (ORDERED).
     LibraryStage {

@@ -667,20 +667,41 @@ fn config_errors_name_file_line_and_key() {
     assert!(e.contains("key `ipfix.queue`"), "{e}");
 }
 
-/// The GPU executor refuses the stage by name; `auto` takes the CPU.
+/// The GPU executor refuses flow_stats with a table of its own (no conntrack), saying to put
+/// conntrack before it; over conntrack's tables it runs the stage (docs/flow-export-gpu.md).
 #[test]
-fn the_gpu_executor_refuses_flow_stats() {
+fn the_gpu_executor_refuses_flow_stats_without_conntrack() {
     let dir = temp_dir("fs-gpu");
     let p = dir.join("gpu.yaml");
+    let config = |pipeline: &str, kind: &str| {
+        format!(
+            "ports:\n  - name: g\n    gen: {{ count: 10 }}\npipeline: {pipeline}\n\
+             ipfix: {{ collector: '127.0.0.1:4739' }}\nexecutor: {{ kind: {kind} }}\n\
+             metrics: {{ enabled: false }}\n"
+        )
+    };
     std::fs::write(
         &p,
-        "ports:\n  - name: g\n    gen: { count: 10 }\npipeline: [parse, { flow_stats: { entries: 64 } }]\n\
-         ipfix: { collector: '127.0.0.1:4739' }\nexecutor: { kind: gpu }\nmetrics: { enabled: false }\n",
+        config("[parse, { flow_stats: { entries: 64 } }]", "gpu"),
     )
     .unwrap();
     let cfg = pipeline::config::load(&p).unwrap_or_else(|e| panic!("{e}"));
-    let e = daemon::prepare(cfg).err().expect("refused");
-    assert!(format!("{e:#}").contains("flow_stats"), "{e:#}");
+    let e = format!("{:#}", daemon::prepare(cfg).err().expect("refused"));
+    assert!(
+        e.contains("stage `flow_stats`") && e.contains("put `conntrack` before it"),
+        "{e}"
+    );
+    std::fs::write(
+        &p,
+        config(
+            "[parse, { conntrack: { entries: 64 } }, { flow_stats: {} }, count]",
+            "cpu",
+        ),
+    )
+    .unwrap();
+    let cfg = pipeline::config::load(&p).unwrap_or_else(|e| panic!("{e}"));
+    let prepared = daemon::prepare(cfg).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(prepared.pipeline.gpu_refusal(), None);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -11,6 +11,8 @@ use crate::key::{self, classify, FlowKey, Kind, NoFlow, Packet};
 use crate::tcp::{self, st};
 use crate::window;
 
+mod image;
+
 /// Entries per bucket: a bucket is one 1 KiB run of the array.
 pub const BUCKET_ENTRIES: usize = 8;
 /// The largest table (entries): bucket indices stay in a u32 and the table under 256 GiB.

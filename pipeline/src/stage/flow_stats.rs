@@ -18,7 +18,7 @@ use std::time::Instant;
 use pktwarp_flow::ipfix::{EndReason, FlowQueue, FlowRecord as IpfixRecord};
 use pktwarp_flow::table::Ended;
 use pktwarp_flow::tcp::st;
-use pktwarp_flow::{FlowConfig, FlowEntry, FlowRecord, Timeouts};
+use pktwarp_flow::{FlowConfig, FlowEntry, FlowRecord, FlowTable, Timeouts};
 use serde::Deserialize;
 
 use crate::burst::FrameDesc;
@@ -41,7 +41,7 @@ pub const COUNTER_NAMES: [&str; 6] = [
 pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     name: "flow_stats",
     usage: "`flow_stats: { active_timeout_s, entries, hash_seed, timeouts }`",
-    summary: "per-flow packets, bytes, times and TCP flags per direction, exported as IPFIX to the `ipfix:` collector when a flow ends (docs/ipfix.md); conntrack's flow table when the pipeline has one; drops nothing",
+    summary: "per-flow packets, bytes, times and TCP flags per direction, exported as IPFIX to the `ipfix:` collector when a flow ends (docs/ipfix.md); conntrack's flow table when the pipeline has one (on the GPU executor only then); drops nothing",
     needs: StageNeeds {
         reads_meta: true,
         reads_time: true,
@@ -49,13 +49,18 @@ pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     },
     drop_reasons: &[],
     counters: &COUNTER_NAMES,
-    gpu: GpuImpl::CpuOnly,
+    // Over conntrack's tables only; with a table of its own the GPU executor refuses it.
+    gpu: GpuImpl::Library {
+        function: "pw_stage_flow_stats",
+    },
     reloads: false,
 };
 
-/// Why the GPU executor refuses a pipeline with `flow_stats`.
-pub const GPU_REFUSAL: &str = "flow_stats runs on the CPU executor until the GPU executor drains \
-     the ended-flow rings and sweeps the device tables (docs/flow-export-gpu.md)";
+/// Why the GPU executor refuses a pipeline with `flow_stats` and no `conntrack`.
+pub const GPU_REFUSAL: &str = "flow_stats with a flow table of its own (no `conntrack` stage) \
+     runs on the CPU executor only; on the GPU executor flow_stats exports a `conntrack` stage's \
+     device tables: put `conntrack` before it and move `entries`, `hash_seed` and `timeouts` \
+     there (docs/flow-export-gpu.md)";
 
 /// Buckets a sweep visits per lock hold: a worker waits for the table at most that long
 /// (256 KiB of entries).
@@ -246,54 +251,103 @@ impl FlowStatsStage {
 
     /// The control thread's sweep at `now`: per queue, `buckets` buckets from where the last
     /// sweep stopped (in chunks of [`SWEEP_CHUNK`] per lock hold), exporting the flows that aged
-    /// out and the active ones past `active_timeout_s`. A queue's clock is its largest receive
-    /// time, run on at wall-clock speed while no newer frame comes (a quiet queue's flows still
-    /// age); a queue whose frames carry no receive time (0) ages nothing.
+    /// out and the active ones past `active_timeout_s`. A queue's clock is
+    /// [`FlowStatsStage::queue_clock`]; a queue whose frames carry no receive time ages nothing.
     pub fn sweep(&self, now: Instant, buckets: u32) {
-        let mut sweeps = self.sweeps.lock().unwrap_or_else(|p| p.into_inner());
-        let mut expired = Vec::new();
-        let mut active = Vec::new();
-        let mut ended = Vec::new();
+        let mut found = Vec::new();
         for (q, t) in self.tables.made() {
-            let s = &mut sweeps[q];
-            let rx = self.last_rx[q].load(Relaxed);
-            if rx == 0 {
+            let Some(now_ns) = self.queue_clock(q, now) else {
                 continue;
-            }
-            if rx != s.seen_rx_ns || s.seen_at.is_none() {
-                (s.seen_rx_ns, s.seen_at) = (rx, Some(now));
-            }
-            let ran = s.seen_at.map_or(0, |at| now.duration_since(at).as_nanos());
-            let now_ns = s
-                .seen_rx_ns
-                .saturating_add(ran.min(u64::MAX as u128) as u64);
+            };
             let nbuckets = lock(t).nbuckets();
             let mut left = buckets.min(nbuckets);
             while left > 0 {
                 let n = left.min(SWEEP_CHUNK);
                 {
                     let mut t = lock(t);
-                    s.cursor = t.sweep_buckets(
-                        s.cursor,
-                        n,
-                        now_ns,
-                        |e| self.active_check(e, now_ns, &mut active),
-                        &mut expired,
-                    );
-                    t.take_ended(&mut ended);
+                    let mut sweeps = self.sweeps.lock().unwrap_or_else(|p| p.into_inner());
+                    let s = &mut sweeps[q];
+                    s.cursor = self.sweep_found(&mut t, s.cursor, n, now_ns, &mut found);
                 }
                 left -= n;
-                for r in expired.drain(..) {
-                    self.emit(&r, idle_reason(&r), &mut || {});
-                }
-                for r in active.drain(..) {
-                    self.emit(&r, EndReason::ActiveTimeout, &mut || {});
-                }
-                for (r, why) in ended.drain(..) {
-                    self.emit(&r, ended_reason(&r, why), &mut || {});
+                for (r, reason) in found.drain(..) {
+                    self.emit(&r, reason, &mut || {});
                 }
             }
         }
+    }
+
+    /// Queue `q`'s sweep clock at `now`: its largest receive time, run on at wall-clock speed
+    /// since it last changed (a quiet queue's flows still age); `None` while its frames carried
+    /// no receive time. The GPU executor's host side sweeps on this clock too.
+    pub fn queue_clock(&self, q: usize, now: Instant) -> Option<u64> {
+        let rx = self.last_rx.get(q)?.load(Relaxed);
+        if rx == 0 {
+            return None;
+        }
+        let mut sweeps = self.sweeps.lock().unwrap_or_else(|p| p.into_inner());
+        let s = &mut sweeps[q];
+        if rx != s.seen_rx_ns || s.seen_at.is_none() {
+            (s.seen_rx_ns, s.seen_at) = (rx, Some(now));
+        }
+        let ran = s
+            .seen_at
+            .map_or(0, |at| now.saturating_duration_since(at).as_nanos());
+        Some(
+            s.seen_rx_ns
+                .saturating_add(ran.min(u64::MAX as u128) as u64),
+        )
+    }
+
+    /// A frame of queue `q` received at `rx_ns` (the GPU executor's host side, whose frames do
+    /// not pass [`FlowStatsStage::apply`]): the queue's sweep clock follows it.
+    pub fn note_rx(&self, q: usize, rx_ns: u64) {
+        if let Some(rx) = self.last_rx.get(q) {
+            rx.fetch_max(rx_ns, Relaxed);
+        }
+    }
+
+    /// Sweeps `n` buckets of `t` from bucket `cursor` at `now_ns` and exports what they held:
+    /// the flows that aged out, the live ones past the active timeout (their counters started
+    /// again) and any the table reported ended. Returns the bucket to go on from. The GPU
+    /// executor's host side runs it on a copy of a quiet queue's device buckets.
+    pub fn sweep_table(&self, t: &mut FlowTable, cursor: u32, n: u32, now_ns: u64) -> u32 {
+        let mut found = Vec::new();
+        let next = self.sweep_found(t, cursor, n, now_ns, &mut found);
+        for (r, reason) in found {
+            self.emit(&r, reason, &mut || {});
+        }
+        next
+    }
+
+    /// [`FlowStatsStage::sweep_table`]'s records, not yet exported.
+    fn sweep_found(
+        &self,
+        t: &mut FlowTable,
+        cursor: u32,
+        n: u32,
+        now_ns: u64,
+        found: &mut Vec<(FlowRecord, EndReason)>,
+    ) -> u32 {
+        let (mut expired, mut active, mut ended) = (Vec::new(), Vec::new(), Vec::new());
+        let next = t.sweep_buckets(
+            cursor,
+            n,
+            now_ns,
+            |e| self.active_check(e, now_ns, &mut active),
+            &mut expired,
+        );
+        t.take_ended(&mut ended);
+        found.extend(expired.into_iter().map(|r| {
+            let why = idle_reason(&r);
+            (r, why)
+        }));
+        found.extend(active.into_iter().map(|r| (r, EndReason::ActiveTimeout)));
+        found.extend(ended.into_iter().map(|(r, why)| {
+            let reason = ended_reason(&r, why);
+            (r, reason)
+        }));
+        next
     }
 
     /// A live entry past the active timeout: its record now, its counters started again.
@@ -319,23 +373,26 @@ impl FlowStatsStage {
             return;
         }
         for (_, t) in self.tables.made() {
-            let (live, ended) = {
-                let mut t = lock(t);
-                let mut ended = Vec::new();
-                t.take_ended(&mut ended);
-                (t.records().collect::<Vec<_>>(), ended)
+            self.flush_table(&mut lock(t), drain);
+        }
+    }
+
+    /// [`FlowStatsStage::flush`] of one table: its ended flows not yet taken, then every flow
+    /// in it (end of flow when TCP saw its end, else forced end). The GPU executor's host side
+    /// runs it on a copy of each queue's device table once the kernels stopped.
+    pub fn flush_table(&self, t: &mut FlowTable, drain: &mut dyn FnMut()) {
+        let mut ended = Vec::new();
+        t.take_ended(&mut ended);
+        for (r, why) in ended {
+            self.emit(&r, ended_reason(&r, why), drain);
+        }
+        for r in t.records() {
+            let reason = if tcp_closed(&r) {
+                EndReason::EndOfFlow
+            } else {
+                EndReason::ForcedEnd
             };
-            for (r, why) in ended {
-                self.emit(&r, ended_reason(&r, why), drain);
-            }
-            for r in live {
-                let reason = if tcp_closed(&r) {
-                    EndReason::EndOfFlow
-                } else {
-                    EndReason::ForcedEnd
-                };
-                self.emit(&r, reason, drain);
-            }
+            self.emit(&r, reason, drain);
         }
     }
 

@@ -4,34 +4,143 @@
 //! stamped, the records go to the `flow_stats` stage as the CPU table's ended flows do
 //! ([`FlowStatsStage::emit_ended`]), and the new tail is written back so the kernel may reuse the
 //! slots; records the ring had no room for (`lost`) count as `records_dropped`.
-//!
-//! Not yet run by the GPU executor (`flow_stats::GPU_REFUSAL`: the sweeps and the shutdown flush
-//! are left); the host-built pipeline test drains its rings through it.
+//! The sweeps run the CPU's sweep on a host copy of a quiet queue's buckets and write back what
+//! changed; at shutdown the device tables are copied into the stage's CPU tables for the CPU's
+//! flush. The GPU host side calls it (daemon::run_gpu::flow_export).
 
 use pktwarp_flow::ring::{self, HEADER_BYTES, TAIL_AT};
-use pktwarp_flow::ENTRY_SIZE;
+use pktwarp_flow::{FlowTable, ENTRY_SIZE};
 
 use crate::stage::conntrack::ConntrackStage;
-use crate::stage::flow_stats::FlowStatsStage;
+use crate::stage::flow_stats::{FlowStatsStage, SWEEP_CHUNK};
+use crate::stage::flow_tables::lock;
 
 /// Reads `len` bytes at `offset` of queue `q`'s part of the ring stage's per-queue state.
 pub type ReadState<'a> = dyn FnMut(usize, usize, usize) -> anyhow::Result<Vec<u8>> + 'a;
 /// Writes bytes at `offset` of queue `q`'s part of the ring stage's per-queue state.
 pub type WriteState<'a> = dyn FnMut(usize, usize, &[u8]) -> anyhow::Result<()> + 'a;
 
-/// Per queue, what the drain has seen of its ring.
+/// Per queue, what the drain has seen of its ring, and where its sweep goes on.
 #[derive(Clone, Copy, Default)]
 struct Seen {
     lost: u64,
+    cursor: u32,
 }
 
-/// The drain of every queue's ring (see the module doc).
+/// Bytes of one bucket in the device table (its entries, one after another).
+const BUCKET_BYTES: usize = pktwarp_flow::BUCKET_ENTRIES * ENTRY_SIZE;
+
+/// The drain of every queue's ring (see the module doc), the sweeps of the device tables (the
+/// CPU's code on a host copy of their buckets) and their copy into the CPU tables at shutdown.
 #[derive(Default)]
 pub struct GpuFlowDrain {
     seen: Vec<Seen>,
+    /// The host copy the sweeps load a window of device buckets into (made on first use).
+    scratch: Option<FlowTable>,
+    /// Entries the sweeps removed (the CPU table counts them `expired`; the device's counter
+    /// block does not see them).
+    swept: u64,
 }
 
 impl GpuFlowDrain {
+    /// Entries the sweeps removed from the device tables so far (conntrack's `expired` on the
+    /// CPU executor counts them too).
+    pub fn swept(&self) -> u64 {
+        self.swept
+    }
+
+    /// The host copy a sweep window is loaded into: [`SWEEP_CHUNK`] buckets (256 KiB) with the
+    /// table's timeouts, whatever the table's size (a sweep visits entries in place, by their
+    /// own deadlines, never by their keys' buckets).
+    fn scratch(&mut self, ct: &ConntrackStage) -> anyhow::Result<&mut FlowTable> {
+        if self.scratch.is_none() {
+            let mut c = *ct.config();
+            c.entries = c
+                .entries
+                .min(u64::from(SWEEP_CHUNK) * pktwarp_flow::BUCKET_ENTRIES as u64);
+            self.scratch = Some(FlowTable::from_config(&c)?);
+        }
+        self.scratch
+            .as_mut()
+            .ok_or_else(|| anyhow::anyhow!("no host copy of the flow table"))
+    }
+
+    /// Sweeps `buckets` buckets of queue `q`'s device table from where its last sweep stopped,
+    /// at `now_ns` ([`FlowStatsStage::queue_clock`]): a window at a time is read, swept by
+    /// [`FlowStatsStage::sweep_table`] (the CPU's records and active-timeout restarts) and
+    /// written back where it changed. The queue must be quiet (no burst in flight): the kernel
+    /// would otherwise change the buckets between the read and the write. Drain the ring first,
+    /// so its records come before the sweep's, as on the CPU.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sweep(
+        &mut self,
+        ct: &ConntrackStage,
+        fs: &FlowStatsStage,
+        q: usize,
+        now_ns: u64,
+        buckets: u32,
+        read: &mut ReadState<'_>,
+        write: &mut WriteState<'_>,
+    ) -> anyhow::Result<()> {
+        if self.seen.len() <= q {
+            self.seen.resize(q + 1, Seen::default());
+        }
+        let mut cursor = self.seen[q].cursor;
+        let nbuckets = u32::try_from(ct.config().entries / pktwarp_flow::BUCKET_ENTRIES as u64)
+            .map_err(|_| anyhow::anyhow!("conntrack: the table is too large"))?;
+        let t = self.scratch(ct)?;
+        let mut left = buckets.min(nbuckets);
+        let mut swept = 0u64;
+        while left > 0 {
+            // A window of the device's buckets at the start of the host copy.
+            let n = left.min(t.nbuckets()).min(nbuckets - cursor);
+            let at = cursor as usize * BUCKET_BYTES;
+            let before = read(q, at, n as usize * BUCKET_BYTES)?;
+            t.load_buckets(0, &before)?;
+            let expired = t.counters().expired;
+            fs.sweep_table(t, 0, n, now_ns);
+            swept += t.counters().expired - expired;
+            let after = t.bucket_bytes(0, n)?;
+            if after != before.as_slice() {
+                write(q, at, after)?;
+            }
+            cursor = (cursor + n) % nbuckets;
+            left -= n;
+        }
+        self.seen[q].cursor = cursor;
+        self.swept += swept;
+        Ok(())
+    }
+
+    /// At shutdown, after the last burst was reaped (the kernels stopped) and the rings were
+    /// drained: each of `queues` queues' device table is copied into the stage's CPU table of
+    /// that queue (unused on the GPU executor), so the control thread's
+    /// [`FlowStatsStage::flush`] exports every flow still in it as on the CPU executor (end of
+    /// flow or forced end, the exporter sent between records when its queue fills).
+    pub fn load_tables(
+        &mut self,
+        ct: &ConntrackStage,
+        queues: usize,
+        read: &mut ReadState<'_>,
+    ) -> anyhow::Result<()> {
+        for q in 0..queues {
+            let qid = u16::try_from(q).map_err(|_| anyhow::anyhow!("queue {q}: too many"))?;
+            let Some(t) = ct.tables().table(qid) else {
+                anyhow::bail!("queue {q}: no host table to copy the device's flow table into");
+            };
+            let mut t = lock(t);
+            let nbuckets = t.nbuckets();
+            let mut b = 0;
+            while b < nbuckets {
+                let n = (nbuckets - b).min(SWEEP_CHUNK);
+                let bytes = read(q, b as usize * BUCKET_BYTES, n as usize * BUCKET_BYTES)?;
+                t.load_buckets(b, &bytes)?;
+                b += n;
+            }
+        }
+        Ok(())
+    }
+
     /// Drains each of `queues` queues' rings of `ct` into `fs`; the records taken.
     pub fn drain(
         &mut self,

@@ -74,7 +74,8 @@ impl Stage {
             Stage::Custom(c) => c.cpu().gpu_library().and_then(Result::ok),
             // The tables are its per-queue state (Stage::gpu_queue_state).
             Stage::Conntrack(c) => Some(block(c.gpu_block())),
-            Stage::FlowStats(_) => None,
+            // Nothing to parameterise: a word, as every library stage gets a block.
+            Stage::FlowStats(f) => (!f.owns_tables()).then(|| block(vec![0; 8])),
             // The rules in force (a reload moves `Pipeline::params_generation` on); the tables
             // and their counters are its per-queue state.
             Stage::RateLimit(r) => {
@@ -106,7 +107,9 @@ impl Stage {
                 None => GpuStageKind::Custom,
             },
             Stage::Conntrack(_) | Stage::RateLimit(_) => GpuStageKind::Library,
-            Stage::FlowStats(_) => GpuStageKind::CpuOnly,
+            // Over conntrack's device tables; with a table of its own, CPU only.
+            Stage::FlowStats(f) if f.owns_tables() => GpuStageKind::CpuOnly,
+            Stage::FlowStats(_) => GpuStageKind::Library,
             Stage::L2fwd(_)
             | Stage::Vlan(_)
             | Stage::Dscp(_)

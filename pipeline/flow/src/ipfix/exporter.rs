@@ -70,6 +70,17 @@ pub struct FlowQueue {
 }
 
 impl FlowQueue {
+    /// A queue of `cap` records whose other end is `rx` instead of an exporter (an in-process
+    /// consumer: tests comparing two executors' records).
+    pub fn channel(cap: usize) -> (FlowQueue, Receiver<FlowRecord>) {
+        let (tx, rx) = sync_channel(cap);
+        let q = FlowQueue {
+            tx,
+            counters: Arc::new(IpfixCounters::default()),
+        };
+        (q, rx)
+    }
+
     /// Queues a record for export without blocking; a record that cannot be queued is dropped
     /// and counted.
     pub fn try_push(&self, r: FlowRecord) -> Result<(), PushError> {

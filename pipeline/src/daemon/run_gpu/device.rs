@@ -126,6 +126,19 @@ pub(crate) unsafe trait QueueDevice: Sync {
         let _ = (i, offset, len);
         anyhow::bail!("queue {q}: this device keeps no per-queue state of stage {k}")
     }
+    /// Writes `src` at `offset` of queue `q`'s part of stage `k`'s per-queue state `i` (see
+    /// `GpuExecutor::write_queue_state`): flow export's ring tails and swept buckets.
+    fn write_queue_state(
+        &self,
+        k: usize,
+        i: usize,
+        q: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> anyhow::Result<()> {
+        let _ = (i, offset, src);
+        anyhow::bail!("queue {q}: this device keeps no per-queue state of stage {k}")
+    }
     /// Stops queue `q`'s kernel (see `GpuExecutor::stop_queue`); polls then reap what it
     /// finished.
     fn stop_queue(&self, q: usize) -> anyhow::Result<()> {
@@ -231,6 +244,17 @@ unsafe impl QueueDevice for MultiGpu {
         len: usize,
     ) -> anyhow::Result<Vec<u8>> {
         MultiGpu::read_queue_state(self, k, i, q, offset, len)
+    }
+
+    fn write_queue_state(
+        &self,
+        k: usize,
+        i: usize,
+        q: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> anyhow::Result<()> {
+        MultiGpu::write_queue_state(self, k, i, q, offset, src)
     }
 
     fn stop_queue(&self, q: usize) -> anyhow::Result<()> {

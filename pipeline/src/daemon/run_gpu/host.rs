@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::device::QueueDevice;
+use super::flow_export;
 use super::ingest::{self, IngestCtx};
 use super::queue::{self, QueueCtx, QueueIo};
 use super::reap::Reaper;
@@ -310,6 +311,7 @@ pub(crate) fn run(
     let mut verify = HostVerify::new(spec, &shared.verify, out.to_host.is_some());
     let (mut publisher, mut params) = verify.publishers(spec);
     let mut live = LiveStageCounters::new(spec.composed, spec.pipeline);
+    let flows = flow_export::GpuFlows::of(spec.pipeline, nq);
     let mut hooks = HookDriver::start(spec.pipeline, "gpu", params.generation());
     let Rings {
         to_queue,
@@ -358,6 +360,7 @@ pub(crate) fn run(
                 rewrites: spec.pipeline.rewrites(),
                 holds,
                 gate: spec.gate.as_deref(),
+                flows: flows.as_ref(),
             };
             let (fail, queues_done, failed) = (&fail, &queues_done, &failed);
             threads.push(spawn_named(s, format!("pw-q{q}"), move || {
@@ -396,7 +399,8 @@ pub(crate) fn run(
                     .and_then(|()| {
                         live.publish_params(&mut params, spec.pipeline, dev, &shared.counters)
                     })
-                    .and_then(|()| live.check(spec.pipeline, dev, &shared.counters, false));
+                    .and_then(|()| live.check(spec.pipeline, dev, &shared.counters, false))
+                    .and_then(|()| flow_export::tick(flows.as_ref(), dev));
                 if let Err(e) = r {
                     fail(e);
                 }
@@ -411,8 +415,10 @@ pub(crate) fn run(
                 fail(anyhow::anyhow!("a GPU host thread panicked"));
             }
         }
-        // Every burst is reaped: the stage counters are final.
-        if let Err(e) = live.check(spec.pipeline, dev, &shared.counters, true) {
+        // Every burst is reaped: the stage counters are final; flow export takes the last
+        // ended flows and the tables for the control thread's flush.
+        let end = live.check(spec.pipeline, dev, &shared.counters, true);
+        if let Err(e) = end.and_then(|()| flow_export::finish(flows.as_ref(), dev)) {
             fail(e);
         }
     });

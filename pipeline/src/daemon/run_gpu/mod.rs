@@ -5,6 +5,7 @@
 //! counters as the CPU executor's, so the summary and the metrics read the same for both.
 
 mod device;
+mod flow_export;
 mod gpu_ingest;
 mod host;
 mod ingest;

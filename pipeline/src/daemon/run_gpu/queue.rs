@@ -48,6 +48,8 @@ pub(crate) struct QueueCtx<'a> {
     /// The stages' host sides pace the input: a burst is submitted only when the gate has
     /// room (their polls covered what ran before it), else held as a full ring holds it.
     pub gate: Option<&'a crate::stage::gpu_host::PollGate>,
+    /// Flow export: the queue's sweeps of its device table, made quiet for them.
+    pub flows: Option<&'a super::flow_export::GpuFlows<'a>>,
 }
 
 /// A queue thread's rings: from each ingest thread, to the TX thread (none without an output
@@ -99,8 +101,16 @@ pub(crate) fn run(ctx: &QueueCtx<'_>, io: QueueIo) -> anyhow::Result<()> {
                 tracing::error!(event = "kernel_restart_failed", queue = ctx.q, "{e:#}");
             }
         }
-        let work = w.reap()? + w.feed()?;
+        // A sweep due: no submit until the bursts in flight are reaped, then the sweep.
+        let quiet = ctx
+            .flows
+            .is_some_and(|f| f.sweep_due(ctx.q, Instant::now()));
+        let work = w.reap()? + if quiet { 0 } else { w.feed()? };
         w.gauges();
+        if quiet && w.pending.is_empty() {
+            w.sweep()?;
+            continue;
+        }
         if work > 0 {
             backoff.reset();
             idle_since = None;
@@ -318,6 +328,9 @@ impl Worker<'_, '_> {
             }
             match submitted {
                 Ok(seq) => {
+                    if let Some(f) = ctx.flows {
+                        f.submitted(q, slot.burst.descs.iter().map(|d| d.timestamp_ns));
+                    }
                     self.pending.push_back((seq, slot));
                     dev.flush(q)?;
                 }
@@ -340,6 +353,16 @@ impl Worker<'_, '_> {
             n += 1;
         }
         Ok(n)
+    }
+
+    /// Flow export's sweep of this queue's device table (the queue is quiet: nothing in
+    /// flight).
+    fn sweep(&mut self) -> anyhow::Result<()> {
+        let ctx = self.ctx;
+        let Some(f) = ctx.flows else {
+            return Ok(());
+        };
+        f.sweep(ctx.dev, ctx.q, Instant::now())
     }
 
     /// The watchdog's view of this queue: the kernel's heartbeat and the bursts in flight.

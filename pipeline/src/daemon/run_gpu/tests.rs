@@ -90,6 +90,8 @@ struct CpuStandIn {
     read_in_place: std::sync::atomic::AtomicU64,
     /// The persistent kernel, as far as freeing the `host_frames` memory waits for it.
     kernel: Arc<rx_threads::StandInKernel>,
+    /// Flow export's device state: conntrack's tables and their ended-flow rings.
+    flows: Option<flow_stats::DeviceFlows>,
 }
 
 impl CpuStandIn {
@@ -140,6 +142,7 @@ impl CpuStandIn {
             mapped_refs: false,
             read_in_place: Default::default(),
             kernel: Arc::default(),
+            flows: None,
         }
     }
 
@@ -250,6 +253,9 @@ unsafe impl QueueDevice for CpuStandIn {
             None
         };
         rate_limit::to_device(&self.pipeline, q, &self.rate_state);
+        if let Some(f) = &self.flows {
+            f.after_submit(q);
+        }
         let mut v: Vec<Verdict> = verdicts
             .iter()
             .map(|v| Verdict {
@@ -399,7 +405,24 @@ unsafe impl QueueDevice for CpuStandIn {
         at: usize,
         len: usize,
     ) -> anyhow::Result<Vec<u8>> {
-        rate_limit::read(&self.pipeline, &self.rate_state, (k, i, q), at, len)
+        match &self.flows {
+            Some(f) if (k, i) == (f.k, 0) => f.read(q, at, len),
+            _ => rate_limit::read(&self.pipeline, &self.rate_state, (k, i, q), at, len),
+        }
+    }
+
+    fn write_queue_state(
+        &self,
+        k: usize,
+        i: usize,
+        q: usize,
+        at: usize,
+        b: &[u8],
+    ) -> anyhow::Result<()> {
+        match &self.flows {
+            Some(f) if (k, i) == (f.k, 0) => f.write(q, at, b),
+            _ => anyhow::bail!("stage {k}: no per-queue state {i} to write on the stand-in"),
+        }
     }
 
     fn stop_queue(&self, q: usize) -> anyhow::Result<()> {
@@ -948,6 +971,7 @@ mod composed;
 mod conntrack;
 #[cfg(feature = "dpdk")]
 mod dpdk_queues;
+mod flow_stats;
 mod gpu_frames;
 mod held;
 mod hooks;

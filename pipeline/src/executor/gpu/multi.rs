@@ -449,6 +449,19 @@ impl MultiGpu {
         ex.read_queue_state(k, i, l, offset, len)
     }
 
+    /// [`GpuExecutor::write_queue_state`] of queue `q` (on its GPU, as its local queue).
+    pub fn write_queue_state(
+        &self,
+        k: usize,
+        i: usize,
+        q: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> anyhow::Result<()> {
+        let (ex, l) = self.at(q)?;
+        ex.write_queue_state(k, i, l, offset, src)
+    }
+
     /// Replaced ACL tables not yet freed, over every GPU.
     pub fn retired_tables(&self) -> usize {
         self.execs.iter().map(GpuExecutor::retired_tables).sum()

@@ -343,6 +343,38 @@ impl GpuExecutor {
         offset: usize,
         len: usize,
     ) -> anyhow::Result<Vec<u8>> {
+        let (b, start) = self.queue_state_range(k, i, queue, offset, len)?;
+        self.read_range(b, start, len)
+    }
+
+    /// Writes `src` at `offset` of local queue `queue`'s part of stage `k`'s per-queue state
+    /// `i`, and waits for it (flow export's host side: a ring's tail, a quiet queue's swept
+    /// buckets). The kernel may run meanwhile; what it writes there at the same time is the
+    /// caller's to rule out. An error when the range is not inside that queue's part.
+    pub fn write_queue_state(
+        &self,
+        k: usize,
+        i: usize,
+        queue: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> anyhow::Result<()> {
+        let (b, start) = self.queue_state_range(k, i, queue, offset, src.len())?;
+        self.ctx.bind()?;
+        b.upload_range_on(&self.aux_stream, start, src)?;
+        Ok(())
+    }
+
+    /// Stage `k`'s per-queue state `i` and where `len` bytes at `offset` of queue `queue`'s
+    /// part start in it, checked to lie inside that part.
+    fn queue_state_range(
+        &self,
+        k: usize,
+        i: usize,
+        queue: usize,
+        offset: usize,
+        len: usize,
+    ) -> anyhow::Result<(&DeviceBuffer, usize)> {
         let (b, per_queue) = self
             .stage_buffers
             .queue_state(k, i)
@@ -359,7 +391,7 @@ impl GpuExecutor {
                     b.len
                 )
             })?;
-        self.read_range(b, start, len)
+        Ok((b, start))
     }
 
     /// `len` bytes of `b` from `offset` (checked by the caller), through the pinned bounce

@@ -1,0 +1,18 @@
+//! The `flow_stats` library stage's entry of `codegen::LIBRARY_STAGES`
+//! (cuda/flow_stats_stage.cuh). A child module of codegen.rs named by path, as build.rs
+//! includes codegen.rs by path.
+
+use super::LibraryStage;
+
+/// Flow export over conntrack's tables: nothing per frame on the device (the ended-flow rings
+/// are conntrack's); the host side drains, sweeps and exports (docs/flow-export-gpu.md). Its
+/// needs are the CPU stage's (it reads the metadata and the receive time there).
+pub(super) const FLOW_STATS: LibraryStage = LibraryStage {
+    name: "flow_stats",
+    function: "pw_stage_flow_stats",
+    header: "flow_stats_stage.cuh",
+    reads_meta: true,
+    writes_frame: false,
+    reads_time: true,
+    sets_send_time: false,
+};
