@@ -331,6 +331,34 @@ fn generated_rule_sets_equal_the_cpu() {
     assert!(alerts > 1000, "{alerts} alerts over the generated sets");
 }
 
+/// Property-generated rule sets over the HTTP buffers (every buffer, content modifiers,
+/// negations, urilen) on generated HTTP requests and responses (escaped URIs, headers in any
+/// case, repeated and folded, cookies, bodies, heads cut short) beside the generated traffic:
+/// the GPU stage parses each head as the CPU does (cuda/inspect_http.cuh).
+#[test]
+fn generated_http_rule_sets_equal_the_cpu() {
+    use inspect_common::http::{http_rules, http_traffic};
+    let d = scratch("http");
+    let (mut alerts, mut split, mut sids) = (0, 0, std::collections::BTreeSet::new());
+    for seed in 0..10u64 {
+        let flow = seed % 3 == 0;
+        let mut text = http_rules(seed, 80);
+        text.push_str(&random_rules(seed, 20, flow));
+        let rules = write(&d, &format!("h{seed}.rules"), &text);
+        let mut frames = http_traffic(200 + seed, 1500);
+        frames.extend(traffic(300 + seed, 300));
+        let p = pipeline(&rules, flow, "none");
+        let loaded = rule_set(&p, if flow { 2 } else { 1 }).len();
+        assert!(loaded > 60, "seed {seed}: {loaded} rules loaded");
+        let s = check(&p, &frames, 2);
+        alerts += get(&s, "alerts");
+        split += get(&s, "heads_split");
+        sids.extend(s.hits.keys().copied().filter(|&k| (5000..6000).contains(&k)));
+    }
+    assert!(alerts > 1000 && split > 100, "{alerts} alerts, {split} split heads");
+    assert!(sids.len() > 150, "{} HTTP rules hit", sids.len());
+}
+
 /// The tcpdump corpus through ET Open's rules that the GPU stage takes (payload rules without
 /// state): without conntrack (the rules that load without the flow table), then with it.
 #[test]
