@@ -189,7 +189,7 @@ PW_DEVICE int pw_insp_http_value(const pw_insp_http *h, const uint8_t *name, uin
 /* Every header in first-seen order, into dst: mode 0 http_header (`Name: value\r\n`, without the
  * cookie header), 1 http_start (the start line, every header, then an empty line), 2 the header
  * names (`\r\n`, each name and `\r\n`, then `\r\n`). Returns the length. */
-PW_DEVICE uint32_t pw_insp_http_list(const pw_insp_http *h, uint32_t mode, uint8_t *dst, uint32_t cap) {
+PW_DEVICE_CALL uint32_t pw_insp_http_list(const pw_insp_http *h, uint32_t mode, uint8_t *dst, uint32_t cap) {
     const uint8_t *s = h->seg;
     const uint8_t *cookie = (const uint8_t *)(h->is_request ? "cookie" : "set-cookie");
     uint32_t clen = h->is_request ? 6u : 10u;
@@ -226,7 +226,7 @@ PW_DEVICE int pw_insp_hex(uint8_t c, uint32_t *v) {
 
 /* http::normalize_uri of the raw URI into the scratch: %XX decoded in the path, `.` and `..`
  * segments removed, the query as sent. Returns the length. */
-PW_DEVICE uint32_t pw_insp_http_uri(pw_insp_http *h) {
+PW_DEVICE_CALL uint32_t pw_insp_http_uri(pw_insp_http *h) {
     const uint8_t *u = h->seg + h->q0;
     uint32_t ulen = h->q1 - h->q0, q = 0, dl = 0, ol = 0, cnt = 0, a = 0;
     while (q < ulen && u[q] != '?') q++;
@@ -369,7 +369,7 @@ PW_DEVICE void pw_insp_http_body(pw_insp_http *h) {
 }
 
 /* http::parse: sets h->kind and, for a head, its parts. */
-PW_DEVICE void pw_insp_http_parse(pw_insp_http *h, const uint8_t *s, uint32_t n) {
+PW_DEVICE_CALL void pw_insp_http_parse(pw_insp_http *h, const uint8_t *s, uint32_t n) {
     h->seg = s;
     h->n = n;
     h->kind = PW_INSP_HTTP_NOT;
@@ -448,7 +448,7 @@ PW_DEVICE int pw_insp_http_slice(const pw_insp_http *h, uint32_t b, uint32_t *a,
 
 /* Buffer b (1..27) of the head: its length (0: absent or empty, alike for every rule test) with
  * *out its bytes: in the segment or in the scratch. */
-PW_DEVICE uint32_t pw_insp_http_buf(pw_insp_http *h, uint32_t b, const uint8_t **out) {
+PW_DEVICE_CALL uint32_t pw_insp_http_buf(pw_insp_http *h, uint32_t b, const uint8_t **out) {
     if (h->kind != PW_INSP_HTTP_HEAD) return 0;
     uint32_t a, e;
     if (pw_insp_http_slice(h, b, &a, &e)) {
