@@ -296,28 +296,18 @@ fn reload_switches_sets_and_a_bad_file_keeps_the_old_one() {
 }
 
 #[test]
-fn the_gpu_executor_refuses_it() {
+fn the_gpu_executor_takes_its_http_rules() {
     let dir = scratch("gpu");
     std::fs::write(dir.join("local.rules"), RULES).expect("rules");
     let p = pipeline(&dir, "");
-    // The first rule the GPU cannot take, by sid, file and line (an HTTP buffer).
-    let why = p.gpu_refusal().expect("refused");
-    assert!(
-        why.starts_with("stage `inspect` (pipeline[1]): rule sid 9000004 (")
-            && why.contains("local.rules:4)")
-            && why.contains("HTTP"),
-        "{why}"
-    );
-    close(&p);
-    // Without it the GPU takes the stage, EVE log and all (its alert ring).
-    let payload: String = RULES
-        .lines()
-        .filter(|l| !l.contains("http"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    std::fs::write(dir.join("local.rules"), payload).expect("rules");
-    let p = pipeline(&dir, "");
+    // The HTTP user-agent rule runs on the GPU too (the head parsed there as here), EVE log and
+    // all (its alert ring); the flow rule is skipped without conntrack.
     assert_eq!(p.gpu_refusal(), None);
+    let sec = inspect_of(&p).cpu().summary_section().expect("section");
+    assert_eq!(sec["rules"]["loaded"], 4, "{sec}");
+    let lib = inspect_of(&p).cpu().gpu_library().expect("library").expect("GPU");
+    let http_off = u32::from_le_bytes(lib.block[52..56].try_into().unwrap());
+    assert!(http_off > 0, "the user agent's prefilter in the block");
     close(&p);
 }
 
