@@ -386,23 +386,23 @@ fn the_tcpdump_corpus_with_et_open_equals_the_cpu() {
     }
 }
 
-/// configs/rules/ids.rules (the shipped example's) without its HTTP rules, which the GPU does
-/// not take, on traffic with their patterns planted.
+/// configs/rules/ids.rules (the shipped example's), HTTP rules and all, on traffic with their
+/// patterns planted and on generated HTTP requests and responses.
 #[test]
-fn the_shipped_ids_rules_without_http_equal_the_cpu() {
+fn the_shipped_ids_rules_equal_the_cpu() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/rules/ids.rules");
     let text = std::fs::read_to_string(root).expect("configs/rules/ids.rules");
-    let payload: String = text
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.contains(" http ") && !l.trim().is_empty())
-        .map(|l| format!("{l}\n"))
-        .collect();
-    assert!(payload.lines().count() >= 3, "{payload}");
+    assert!(text.contains("http_user_agent") && text.contains("http_header"));
     let d = scratch("ids");
-    let rules = write(&d, "ids.rules", &payload);
-    let frames = traffic(4, 3000);
+    let rules = write(&d, "ids.rules", &text);
+    let mut frames = traffic(4, 3000);
+    frames.extend(inspect_common::http::http_traffic(5, 3000));
     let s = check(&pipeline(&rules, true, "host"), &frames, 2);
     assert!(get(&s, "alerts") > 0, "{s:?}");
+    assert!(
+        [9900001, 9900002].iter().any(|sid| s.hits.contains_key(sid)),
+        "an HTTP rule alerts: {s:?}"
+    );
 }
 
 /// A SIGHUP rule reload midway: the CPU stage publishes the new set, the GPU side gets the new
