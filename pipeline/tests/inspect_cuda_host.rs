@@ -353,11 +353,22 @@ fn generated_http_rule_sets_equal_the_cpu() {
         let s = check(&p, &frames, 2);
         alerts += get(&s, "alerts");
         split += get(&s, "heads_split");
-        sids.extend(s.hits.keys().copied().filter(|&k| (5000..6000).contains(&k)));
+        sids.extend(
+            s.hits
+                .keys()
+                .copied()
+                .filter(|&k| (5000..6000).contains(&k)),
+        );
     }
-    assert!(alerts > 1000 && split > 100, "{alerts} alerts, {split} split heads");
+    assert!(
+        alerts > 1000 && split > 100,
+        "{alerts} alerts, {split} split heads"
+    );
     assert!(sids.len() > 40, "{} HTTP rules hit", sids.len());
-    eprintln!("{alerts} alerts, {split} split heads, {} HTTP rules hit", sids.len());
+    eprintln!(
+        "{alerts} alerts, {split} split heads, {} HTTP rules hit",
+        sids.len()
+    );
 }
 
 /// The tcpdump corpus through ET Open's rules that the GPU stage takes (payload rules without
@@ -400,7 +411,9 @@ fn the_shipped_ids_rules_equal_the_cpu() {
     let s = check(&pipeline(&rules, true, "host"), &frames, 2);
     assert!(get(&s, "alerts") > 0, "{s:?}");
     assert!(
-        [9900001, 9900002].iter().any(|sid| s.hits.contains_key(sid)),
+        [9900001, 9900002]
+            .iter()
+            .any(|sid| s.hits.contains_key(sid)),
         "an HTTP rule alerts: {s:?}"
     );
 }

@@ -475,7 +475,10 @@ mod tests {
         seg.resize(HEAD_MAX - 4, b'a');
         seg.extend_from_slice(b"\r\n\r\nbody");
         let h = head(&seg);
-        assert_eq!(h.buffer(Buffer::HttpRawHeader).unwrap().len(), HEAD_MAX - 16);
+        assert_eq!(
+            h.buffer(Buffer::HttpRawHeader).unwrap().len(),
+            HEAD_MAX - 16
+        );
         seg.insert(20, b'a');
         assert_eq!(parse(&seg), HttpParse::Incomplete);
     }
@@ -484,7 +487,15 @@ mod tests {
     fn content_length_is_plus_and_digits() {
         assert_eq!(content_length(b"12"), Some(12));
         assert_eq!(content_length(b"+7"), Some(7));
-        for bad in [&b""[..], b"+", b"-1", b"1 2", b"\x0b3", b"99999999999999999999", b"3, 3"] {
+        for bad in [
+            &b""[..],
+            b"+",
+            b"-1",
+            b"1 2",
+            b"\x0b3",
+            b"99999999999999999999",
+            b"3, 3",
+        ] {
             assert_eq!(content_length(bad), None, "{bad:?}");
         }
         let h = head(b"POST / HTTP/1.1\r\nContent-Length: +2\r\n\r\nabc");

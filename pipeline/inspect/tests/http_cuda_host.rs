@@ -74,10 +74,17 @@ const METHODS: &[&str] = &[
     "GET", "POST", "M-SEARCH", "PUT_X", "get", "G3T", "OPTIONS", "",
 ];
 const URI_PARTS: &[&str] = &[
-    "/", "a", "b", ".", "..", "%41", "%2f", "%2E", "%", "%4", "%zz", "?", "q=%41&r", "//", "http:", "*",
-    "%2e%2e", "\t", "x.y",
+    "/", "a", "b", ".", "..", "%41", "%2f", "%2E", "%", "%4", "%zz", "?", "q=%41&r", "//", "http:",
+    "*", "%2e%2e", "\t", "x.y",
 ];
-const VERSIONS: &[&str] = &["HTTP/1.1", "HTTP/1.0", "HTTP/", "FTP/1.0", "http/1.1", "HTTP/2 extra"];
+const VERSIONS: &[&str] = &[
+    "HTTP/1.1",
+    "HTTP/1.0",
+    "HTTP/",
+    "FTP/1.0",
+    "http/1.1",
+    "HTTP/2 extra",
+];
 const NAMES: &[&str] = &[
     "Host",
     "host",
@@ -229,7 +236,10 @@ fn the_generated_heads_reach_every_outcome() {
         }
     }
     assert!(kinds.iter().all(|&n| n > 50), "{kinds:?}");
-    assert!(built > 20, "{built} normalized URIs differ from the raw ones");
+    assert!(
+        built > 20,
+        "{built} normalized URIs differ from the raw ones"
+    );
 }
 
 /// Heads at the bound: the largest built buffers (many short distinct, repeated and folded
@@ -240,7 +250,13 @@ fn heads_at_head_max_equal_the_cpu() {
     let kinds: [fn(usize) -> String; 5] = [
         |i| format!("{i:x}:\n"),
         |_| "a:\n".into(),
-        |i| if i % 2 == 0 { format!("{i:x}:v\n") } else { " f\n".into() },
+        |i| {
+            if i % 2 == 0 {
+                format!("{i:x}:v\n")
+            } else {
+                " f\n".into()
+            }
+        },
         |_| "Cookie:\n".into(),
         |i| format!("B:{}\n", i % 10),
     ];

@@ -305,7 +305,11 @@ fn the_gpu_executor_takes_its_http_rules() {
     assert_eq!(p.gpu_refusal(), None);
     let sec = inspect_of(&p).cpu().summary_section().expect("section");
     assert_eq!(sec["rules"]["loaded"], 4, "{sec}");
-    let lib = inspect_of(&p).cpu().gpu_library().expect("library").expect("GPU");
+    let lib = inspect_of(&p)
+        .cpu()
+        .gpu_library()
+        .expect("library")
+        .expect("GPU");
     let http_off = u32::from_le_bytes(lib.block[52..56].try_into().unwrap());
     assert!(http_off > 0, "the user agent's prefilter in the block");
     close(&p);
@@ -427,33 +431,37 @@ fn the_inner_packet_of_gtpu_is_inspected() {
     assert_eq!(eve_sids(&dir), [1]);
 }
 
-/// `gpu_rules_only: true` (no EVE log): the rules the GPU cannot take are skipped by reason on
-/// the CPU too, and the GPU executor takes the pipeline.
+/// `gpu_rules_only: true` (no EVE log): the rules the GPU cannot take (state, with conntrack
+/// before) are skipped by reason on the CPU too, and the GPU executor takes the pipeline, its
+/// HTTP rule included.
 #[test]
 fn gpu_rules_only_makes_a_set_both_executors_run() {
     let dir = scratch("gpu-only");
-    std::fs::write(dir.join("local.rules"), RULES).expect("rules");
+    let rules = format!(
+        "{RULES}alert tcp any any -> any any (msg:\"fb\"; content:\"y\"; flowbits:set,z; sid:9000006;)\n"
+    );
+    std::fs::write(dir.join("local.rules"), rules).expect("rules");
     let yaml = format!(
-        "- inspect:\n    rules: [\"{}\"]\n    gpu_rules_only: true\n",
+        "- parse\n- conntrack: {{ entries: 1024 }}\n- inspect:\n    rules: [\"{}\"]\n    gpu_rules_only: true\n- count\n",
         dir.join("local.rules").display()
     );
-    let cfg = serde_saphyr::from_str::<Vec<StageConfig>>(&yaml)
-        .expect("config")
-        .remove(0);
-    let stages = [StageConfig::Parse, cfg, StageConfig::Count];
+    let stages = serde_saphyr::from_str::<Vec<StageConfig>>(&yaml).expect("config");
     let p = crate::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline");
     assert_eq!(p.gpu_refusal(), None);
-    let sec = inspect_of(&p).cpu().summary_section().expect("section");
-    assert_eq!(sec["rules"]["loaded"], 3, "{sec}");
+    let crate::stage::Stage::Custom(slot) = &p.stages[2] else {
+        panic!("stage 2 is inspect")
+    };
+    let sec = slot.cpu().summary_section().expect("section");
+    assert_eq!(sec["rules"]["loaded"], 5, "{sec}");
     let by = &sec["rules"]["skipped_by_reason"];
     assert!(
         by.as_object().is_some_and(|m| m
             .keys()
-            .any(|k| k.starts_with("runs on the CPU only (an HTTP"))),
+            .any(|k| k.starts_with("runs on the CPU only (flowbits"))),
         "{by}"
     );
     let (specs, _) = crate::executor::gpu::compose::stage_specs(&p).expect("specs");
-    assert_eq!(specs[1].function(), "pw_stage_inspect");
+    assert_eq!(specs[2].function(), "pw_stage_inspect");
 }
 
 /// A rule reload moves the pipeline's stage-parameter generation on (the GPU host side then

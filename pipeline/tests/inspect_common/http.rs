@@ -9,9 +9,34 @@ use pipeline::burst::FrameDesc;
 
 /// Words the traffic carries and the rules look for.
 const TOKENS: &[&str] = &[
-    "admin", "Admin", "passwd", "Mozilla", "curl", "EvilAgent", "sqlmap", "SECRET", "session",
-    "example.com", "EXAMPLE", "text/html", "GET", "POST", "200", "404", "php", "..", "/etc/",
-    "%2e", "gzip", "4f2a", "Apache", "keep-alive", "evil", "HTTP/1.1", "id=1", "Host",
+    "admin",
+    "Admin",
+    "passwd",
+    "Mozilla",
+    "curl",
+    "EvilAgent",
+    "sqlmap",
+    "SECRET",
+    "session",
+    "example.com",
+    "EXAMPLE",
+    "text/html",
+    "GET",
+    "POST",
+    "200",
+    "404",
+    "php",
+    "..",
+    "/etc/",
+    "%2e",
+    "gzip",
+    "4f2a",
+    "Apache",
+    "keep-alive",
+    "evil",
+    "HTTP/1.1",
+    "id=1",
+    "Host",
 ];
 
 fn header_case(g: &mut Rng, name: &str) -> String {
@@ -24,8 +49,20 @@ fn header_case(g: &mut Rng, name: &str) -> String {
 
 fn uri(g: &mut Rng) -> String {
     const PARTS: &[&str] = &[
-        "admin", "%61dmin", "..", ".", "x.php", "%2e%2e", "etc", "passwd", "%70asswd", "", "a%zz",
-        "index.html", "%2F", "EvilAgent",
+        "admin",
+        "%61dmin",
+        "..",
+        ".",
+        "x.php",
+        "%2e%2e",
+        "etc",
+        "passwd",
+        "%70asswd",
+        "",
+        "a%zz",
+        "index.html",
+        "%2F",
+        "EvilAgent",
     ];
     let mut u = String::new();
     for _ in 0..1 + g.below(5) {
@@ -43,8 +80,14 @@ fn headers(g: &mut Rng, request: bool, body_len: usize) -> Vec<String> {
     let mut h: Vec<String> = Vec::new();
     let pool: &[(&str, &[&str])] = if request {
         &[
-            ("Host", &["Example.COM:8080", "example.com", "[::1]:80", "EXAMPLE.com"]),
-            ("User-Agent", &["Mozilla/5.0 (X11)", "curl/7.1", "EvilAgent", "sqlmap/1.0"]),
+            (
+                "Host",
+                &["Example.COM:8080", "example.com", "[::1]:80", "EXAMPLE.com"],
+            ),
+            (
+                "User-Agent",
+                &["Mozilla/5.0 (X11)", "curl/7.1", "EvilAgent", "sqlmap/1.0"],
+            ),
             ("Cookie", &["session=SECRET", "a=b; session=x"]),
             ("Accept", &["text/html", "*/*"]),
             ("Accept-Encoding", &["gzip", "gzip, deflate"]),
@@ -52,7 +95,10 @@ fn headers(g: &mut Rng, request: bool, body_len: usize) -> Vec<String> {
             ("Connection", &["keep-alive", "close"]),
             ("Referer", &["http://evil/admin", "http://example.com/"]),
             ("X-Scan-Token", &["4f2a", "0000"]),
-            ("Content-Type", &["text/html", "application/x-www-form-urlencoded"]),
+            (
+                "Content-Type",
+                &["text/html", "application/x-www-form-urlencoded"],
+            ),
         ]
     } else {
         &[
@@ -142,15 +188,37 @@ pub fn http_traffic(seed: u64, n: usize) -> Vec<(FrameDesc, Vec<u8>)> {
 /// A rule set over the HTTP buffers made from `seed` (sids from 5000).
 pub fn http_rules(seed: u64, n: usize) -> String {
     const MODIFIERS: &[&str] = &[
-        "http_uri", "http_raw_uri", "http_method", "http_header", "http_raw_header",
-        "http_user_agent", "http_host", "http_raw_host", "http_cookie", "http_client_body",
-        "http_stat_code", "http_stat_msg",
+        "http_uri",
+        "http_raw_uri",
+        "http_method",
+        "http_header",
+        "http_raw_header",
+        "http_user_agent",
+        "http_host",
+        "http_raw_host",
+        "http_cookie",
+        "http_client_body",
+        "http_stat_code",
+        "http_stat_msg",
     ];
     const STICKY: &[&str] = &[
-        "file_data", "http.header_names", "http.start", "http.protocol", "http.request_line",
-        "http.response_line", "http.content_type", "http.content_len", "http.accept",
-        "http.accept_enc", "http.accept_lang", "http.connection", "http.referer", "http.server",
-        "http.location", "http.uri", "http.cookie",
+        "file_data",
+        "http.header_names",
+        "http.start",
+        "http.protocol",
+        "http.request_line",
+        "http.response_line",
+        "http.content_type",
+        "http.content_len",
+        "http.accept",
+        "http.accept_enc",
+        "http.accept_lang",
+        "http.connection",
+        "http.referer",
+        "http.server",
+        "http.location",
+        "http.uri",
+        "http.cookie",
     ];
     let mut g = Rng::new(seed);
     let mut out = String::new();
