@@ -67,10 +67,12 @@ fn uri(g: &mut Rng) -> String {
     let mut u = String::new();
     for _ in 0..1 + g.below(5) {
         u.push('/');
-        u.push_str(*g.pick(PARTS));
+        let part = *g.pick(PARTS);
+        u.push_str(part);
     }
     if g.chance(40) {
-        u.push_str(*g.pick(&["?id=1", "?q=%41dmin&x=..", "?/etc/passwd", "?"]));
+        let query = *g.pick(&["?id=1", "?q=%41dmin&x=..", "?/etc/passwd", "?"]);
+        u.push_str(query);
     }
     u
 }
