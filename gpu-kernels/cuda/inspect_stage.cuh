@@ -2,15 +2,16 @@
  * CPU stage's semantics (pipeline::stage::inspect): the inspected packet (the inner one of a
  * VXLAN / GTP-U tunnel whose inner L4 header `parse` found, else the outer IP packet) decoded as
  * pktwarp_inspect::eval::decode does; a TCP segment that starts an HTTP head which does not end
- * in it counted (heads_split, pktwarp_inspect::http::parse's Incomplete); the L4 payload through
- * the rule set's prefilter (inspect_match.cuh's image), then every candidate rule (the rules of
- * the patterns found and the rules without one) checked in rule order (inspect_eval.cuh). A
+ * in it counted (heads_split, pktwarp_inspect::http::parse's Incomplete); the L4 payload and the
+ * HTTP buffers of a head the segment carries (inspect_http.cuh) through the rule set's prefilters
+ * (inspect_match.cuh's images), then every candidate rule (the rules of the patterns found and
+ * the rules without one) checked in rule order (inspect_eval.cuh) over its buffers. A
  * matching `pass` rule ends inspection; otherwise every matching rule alerts (its hit counter)
  * and a `drop` / `reject` rule drops the frame (PW_DROP_INSPECT); an alerted frame not dropped
  * goes to the host or is mirrored when `alert_to` says so.
  *
  * What runs here is the rule set the host accepts for the GPU (pktwarp_inspect::gpu): rules of
- * the payload buffer, without flowbits / threshold / detection_filter / noalert, at most
+ * the payload and HTTP buffers, without flowbits / threshold / detection_filter / noalert, at most
  * PW_INSP_GPU_MAX_RULES. Counters v[1..5]: inspected, alerts, drops, passes, heads_split
  * (pipeline::stage::inspect::COUNTER_NAMES). */
 #ifndef PKTWARP_INSPECT_STAGE_CUH
@@ -20,6 +21,7 @@
 #define PW_INSPECT_NO_KERNELS 1
 #include "inspect_match.cuh"
 #include "inspect_eval.cuh"
+#include "inspect_http.cuh"
 #include "count.cuh"
 
 #define PW_DROP_INSPECT 13u
@@ -50,7 +52,8 @@ typedef struct pw_insp_params {
     uint64_t alerts;      /* 40: the alert ring (a stage buffer: the executor writes it) */
     uint32_t bank;        /* 48: the hit counters' bank (the rule set's generation & 1): a reload's
                            * set counts apart from the bursts of the set before it still running */
-    uint32_t reserved;    /* 52 */
+    uint32_t http_off;    /* 52: the HTTP buffers' prefilters: u32 n, then n x [buffer, image_off,
+                           * rules_of_off] (each as image_off / rules_of_off above); 0: none */
 } pw_insp_params;
 PW_STATIC_ASSERT(sizeof(pw_insp_params) == 56, "pw_insp_params size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_insp_params, alerts) == 40, "pw_insp_params.alerts");
@@ -190,74 +193,12 @@ PW_DEVICE int pw_insp_decode(const uint8_t *b, uint32_t n, pw_insp_frame *f, con
     return 1;
 }
 
-PW_DEVICE int pw_insp_is_upper(uint8_t c) { return c >= 'A' && c <= 'Z'; }
-
-/* Whether a segment starts an HTTP head that does not end in it (http::parse's Incomplete): the
- * first line is a request or status line and no empty line follows; or there is no line end and
- * the bytes look like HTTP. */
-PW_DEVICE int pw_insp_http_split(const uint8_t *s, uint32_t n) {
-    uint32_t fe = 0;
-    while (fe < n && s[fe] != '\n') fe++;
-    if (fe == n) {
-        if (n >= 5 && s[0] == 'H' && s[1] == 'T' && s[2] == 'T' && s[3] == 'P' && s[4] == '/') return 1;
-        if (n < 3) return 0;
-        uint32_t i = 0, space = 0;
-        for (; i < n && s[i] != ' '; i++)
-            if (!pw_insp_is_upper(s[i])) return 0;
-        for (; i < n; i++) space |= s[i] == ' ';
-        return space;
-    }
-    uint32_t fl = fe > 0 && s[fe - 1] == '\r' ? fe - 1 : fe; /* the first line, without CR */
-    if (fl >= 5 && s[0] == 'H' && s[1] == 'T' && s[2] == 'T' && s[3] == 'P' && s[4] == '/') {
-        /* rest.splitn(3, ' '): the version, then the code (3 digits) */
-        uint32_t i = 5;
-        while (i < fl && s[i] != ' ') i++;
-        if (i >= fl) return 0;
-        uint32_t c = ++i;
-        while (i < fl && s[i] != ' ') i++;
-        if (i - c != 3u) return 0;
-        for (uint32_t k = c; k < i; k++)
-            if (s[k] < '0' || s[k] > '9') return 0;
-    } else {
-        /* three non-empty space-separated parts: a method of upper case, '-', '_' (at most 32),
-         * a target, a version starting HTTP/ */
-        uint32_t i = 0, part = 0;
-        while (part < 3u) {
-            while (i < fl && s[i] == ' ') i++;
-            if (i >= fl) return 0;
-            uint32_t a = i;
-            while (i < fl && s[i] != ' ') i++;
-            if (part == 0u) {
-                if (i - a > 32u) return 0;
-                for (uint32_t k = a; k < i; k++)
-                    if (!pw_insp_is_upper(s[k]) && s[k] != '-' && s[k] != '_') return 0;
-            } else if (part == 2u) {
-                if (i - a < 5u || s[a] != 'H' || s[a + 1] != 'T' || s[a + 2] != 'T' || s[a + 3] != 'P' ||
-                    s[a + 4] != '/')
-                    return 0;
-            }
-            part++;
-        }
-    }
-    /* header lines up to an empty one; none: incomplete */
-    uint32_t pos = fe + 1;
-    for (;;) {
-        uint32_t e = pos;
-        while (e < n && s[e] != '\n') e++;
-        if (e >= n) return 1;
-        uint32_t len = e - pos;
-        if (len == 0u || (len == 1u && s[pos] == '\r')) return 0;
-        pos = e + 1;
-    }
-}
-
-/* The prefilter over the payload: the bit of every rule of every pattern found is set in cand.
- * A rule has one pattern, so a pattern's list is set once (its first rule's bit says so). */
-PW_DEVICE void pw_insp_prefilter(const uint8_t *blk, const pw_insp_params *p, const uint8_t *buf, uint32_t len,
-                                 uint32_t *cand) {
-    if (p->image_off == 0u) return;
-    const uint32_t *img = (const uint32_t *)(blk + p->image_off);
-    const uint32_t *starts = (const uint32_t *)(blk + p->rules_of_off);
+/* A prefilter over buf: the bit of every rule of every pattern found is set in cand. A rule has
+ * one pattern, so a pattern's list is set once (its first rule's bit says so). */
+PW_DEVICE void pw_insp_prefilter_at(const uint8_t *blk, uint32_t image_off, uint32_t rules_of_off, const uint8_t *buf,
+                                    uint32_t len, uint32_t *cand) {
+    const uint32_t *img = (const uint32_t *)(blk + image_off);
+    const uint32_t *starts = (const uint32_t *)(blk + rules_of_off);
     pw_im_view v = pw_im_open(img);
     const uint32_t *rules = starts + v.n_patterns + 1u;
     uint32_t s = 0;
@@ -275,14 +216,42 @@ PW_DEVICE void pw_insp_prefilter(const uint8_t *blk, const pw_insp_params *p, co
     }
 }
 
-/* Whether rule r matches: header, frame tests and the payload's ops (every op of a rule the GPU
- * takes is of buffer 0). */
-PW_DEVICE int pw_insp_payload_rule(const pw_insp_prog *p, uint32_t r, const pw_insp_frame *f, const uint8_t *buf,
-                                   uint32_t len) {
-    const pw_insp_rule *h = &p->rules[r];
-    if (!pw_insp_header_matches(p, h, f) || !pw_insp_frame_tests(h, f)) return 0;
-    if (h->ops[1] == 0u) return 1;
-    return pw_insp_group(p, p->ops + h->ops[0], h->ops[1], buf, len);
+/* The prefilter over the payload. */
+PW_DEVICE void pw_insp_prefilter(const uint8_t *blk, const pw_insp_params *p, const uint8_t *buf, uint32_t len,
+                                 uint32_t *cand) {
+    if (p->image_off == 0u) return;
+    pw_insp_prefilter_at(blk, p->image_off, p->rules_of_off, buf, len, cand);
+}
+
+/* The prefilters of the HTTP buffers the head has (engine::RuleSet::inspect_gated's). */
+PW_DEVICE void pw_insp_prefilter_http(const uint8_t *blk, const pw_insp_params *p, pw_insp_http *h, uint32_t *cand) {
+    if (p->http_off == 0u || h->kind != PW_INSP_HTTP_HEAD) return;
+    const uint32_t *t = (const uint32_t *)(blk + p->http_off);
+    for (uint32_t k = 0; k < t[0]; k++) {
+        const uint32_t *e = t + 1u + 3u * k;
+        const uint8_t *buf;
+        uint32_t len = pw_insp_http_buf(h, e[0], &buf);
+        if (len) pw_insp_prefilter_at(blk, e[1], e[2], buf, len, cand);
+    }
+}
+
+/* Whether rule r matches: header, frame tests and each buffer's ops (eval::payload_matches), the
+ * HTTP buffers from the head (none without one). */
+PW_DEVICE int pw_insp_buf_rule(const pw_insp_prog *p, uint32_t r, const pw_insp_frame *f, pw_insp_http *h,
+                               const uint8_t *pay, uint32_t plen) {
+    const pw_insp_rule *hd = &p->rules[r];
+    if (!pw_insp_header_matches(p, hd, f) || !pw_insp_frame_tests(hd, f)) return 0;
+    const pw_insp_op *ops = p->ops + hd->ops[0];
+    uint32_t n = hd->ops[1], g = 0;
+    while (g < n) {
+        uint32_t b = ops[g].buffer, end = g;
+        while (end < n && ops[end].buffer == b) end++;
+        const uint8_t *buf = pay;
+        uint32_t len = b == 0u ? plen : pw_insp_http_buf(h, b, &buf);
+        if (!pw_insp_group(p, ops + g, end - g, buf, len)) return 0;
+        g = end;
+    }
+    return 1;
 }
 
 /* One frame: 1 inspected (counted), 0 not an IP frame. */
@@ -300,15 +269,19 @@ PW_DEVICE_CALL void pw_insp_frame_run(const uint8_t *blk, const pw_frame *f, con
     if (!pw_insp_decode(f->data + l3, f->len - l3, &fr, &pay, &plen)) return;
     fr.ct_state = meta->ct_state;
     fr.ct_dir = meta->ct_dir;
-    fr.has_http = 0;
+    pw_insp_http hh;
+    hh.kind = PW_INSP_HTTP_NOT;
+    if (fr.ip_proto == PW_INSP_PROTO_TCP) pw_insp_http_parse(&hh, pay, plen);
+    fr.has_http = hh.kind == PW_INSP_HTTP_HEAD;
     fr.buf_len[0] = plen;
     PW_ADD64(&c->v[1], 1u);
-    if (fr.ip_proto == PW_INSP_PROTO_TCP && pw_insp_http_split(pay, plen)) PW_ADD64(&c->v[5], 1u);
+    if (hh.kind == PW_INSP_HTTP_SPLIT) PW_ADD64(&c->v[5], 1u);
     uint32_t cand[PW_INSP_GPU_MAX_RULES / 32u];
     uint32_t words = (p->n_rules + 31u) / 32u;
     if (words > PW_INSP_GPU_MAX_RULES / 32u) return; /* refused by the host */
     for (uint32_t w = 0; w < words; w++) cand[w] = 0u;
     pw_insp_prefilter(blk, p, pay, plen, cand);
+    pw_insp_prefilter_http(blk, p, &hh, cand);
     const uint32_t *always = (const uint32_t *)(blk + p->always_off);
     for (uint32_t k = 0; k < p->n_always; k++) cand[always[k] >> 5] |= 1u << (always[k] & 31u);
     pw_insp_prog prog = pw_insp_resolve(blk + p->prog_off);
@@ -320,7 +293,7 @@ PW_DEVICE_CALL void pw_insp_frame_run(const uint8_t *blk, const pw_frame *f, con
             uint32_t b = PW_INSP_CTZ(bits);
             bits &= bits - 1u;
             uint32_t r = w * 32u + b;
-            if (!pw_insp_payload_rule(&prog, r, &fr, pay, plen)) continue;
+            if (!pw_insp_buf_rule(&prog, r, &fr, &hh, pay, plen)) continue;
             uint32_t a = prog.rules[r].action;
             if (a == PW_INSP_ACT_PASS) {
                 PW_ADD64(&c->v[4], 1u);

@@ -141,6 +141,18 @@ pub mod ffi {
             matched: *mut u8,
             verdicts: *mut u8,
         );
+        /// cuda/inspect_http.cuh (host/inspect_http_host.cpp): parses the `n` bytes at `seg`,
+        /// then reads the `n_order` buffers of `order` in turn, each appended to `out` (`cap`
+        /// bytes) with its length in `lens`; returns the kind (0 not HTTP, 1 a head, 2 split).
+        pub fn pw_host_insp_http(
+            seg: *const u8,
+            n: u32,
+            order: *const u32,
+            n_order: u32,
+            out: *mut u8,
+            cap: u64,
+            lens: *mut u32,
+        ) -> u32;
         /// Sizes and field offsets of the inspect records, `cap` words at most; returns the count.
         pub fn pw_host_insp_layout(out: *mut u32, cap: u32) -> u32;
         /// `pw_insp_image_check` (cuda/inspect_eval.cuh) on the `len` bytes at `img`: 1 when

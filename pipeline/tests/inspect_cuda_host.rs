@@ -355,6 +355,46 @@ fn generated_rule_sets_equal_the_cpu() {
     assert!(alerts > 1000, "{alerts} alerts over the generated sets");
 }
 
+/// Property-generated rule sets over the HTTP buffers (every buffer, content modifiers,
+/// negations, urilen) on generated HTTP requests and responses (escaped URIs, headers in any
+/// case, repeated and folded, cookies, bodies, heads cut short) beside the generated traffic:
+/// the GPU stage parses each head as the CPU does (cuda/inspect_http.cuh).
+#[test]
+fn generated_http_rule_sets_equal_the_cpu() {
+    use inspect_common::http::{http_rules, http_traffic};
+    let d = scratch("http");
+    let (mut alerts, mut split, mut sids) = (0, 0, std::collections::BTreeSet::new());
+    for seed in 0..10u64 {
+        let flow = seed % 3 == 0;
+        let mut text = http_rules(seed, 80);
+        text.push_str(&random_rules(seed, 20, flow));
+        let rules = write(&d, &format!("h{seed}.rules"), &text);
+        let mut frames = http_traffic(200 + seed, 1500);
+        frames.extend(traffic(300 + seed, 300));
+        let p = pipeline(&rules, flow, "none");
+        let loaded = rule_set(&p, if flow { 2 } else { 1 }).len();
+        assert!(loaded > 60, "seed {seed}: {loaded} rules loaded");
+        let s = check(&p, &frames, 2);
+        alerts += get(&s, "alerts");
+        split += get(&s, "heads_split");
+        sids.extend(
+            s.hits
+                .keys()
+                .copied()
+                .filter(|&k| (5000..6000).contains(&k)),
+        );
+    }
+    assert!(
+        alerts > 1000 && split > 100,
+        "{alerts} alerts, {split} split heads"
+    );
+    assert!(sids.len() > 40, "{} HTTP rules hit", sids.len());
+    eprintln!(
+        "{alerts} alerts, {split} split heads, {} HTTP rules hit",
+        sids.len()
+    );
+}
+
 /// The tcpdump corpus through ET Open's rules that the GPU stage takes (payload rules without
 /// state): without conntrack (the rules that load without the flow table), then with it.
 #[test]
@@ -381,23 +421,25 @@ fn the_tcpdump_corpus_with_et_open_equals_the_cpu() {
     }
 }
 
-/// configs/rules/ids.rules (the shipped example's) without its HTTP rules, which the GPU does
-/// not take, on traffic with their patterns planted.
+/// configs/rules/ids.rules (the shipped example's), HTTP rules and all, on traffic with their
+/// patterns planted and on generated HTTP requests and responses.
 #[test]
-fn the_shipped_ids_rules_without_http_equal_the_cpu() {
+fn the_shipped_ids_rules_equal_the_cpu() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/rules/ids.rules");
     let text = std::fs::read_to_string(root).expect("configs/rules/ids.rules");
-    let payload: String = text
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.contains(" http ") && !l.trim().is_empty())
-        .map(|l| format!("{l}\n"))
-        .collect();
-    assert!(payload.lines().count() >= 3, "{payload}");
+    assert!(text.contains("http_user_agent") && text.contains("http_header"));
     let d = scratch("ids");
-    let rules = write(&d, "ids.rules", &payload);
-    let frames = traffic(4, 3000);
+    let rules = write(&d, "ids.rules", &text);
+    let mut frames = traffic(4, 3000);
+    frames.extend(inspect_common::http::http_traffic(5, 3000));
     let s = check(&pipeline(&rules, true, "host"), &frames, 2);
     assert!(get(&s, "alerts") > 0, "{s:?}");
+    assert!(
+        [9900001, 9900002]
+            .iter()
+            .any(|sid| s.hits.contains_key(sid)),
+        "an HTTP rule alerts: {s:?}"
+    );
 }
 
 /// A SIGHUP rule reload midway: the CPU stage publishes the new set, the GPU side gets the new

@@ -134,9 +134,10 @@ fn globs_match_whole_names() {
     assert!(!glob_match(b"a*b*c", b"axxbyy"));
 }
 
-/// `gpu_rules_only` keeps the rules the GPU stage runs and skips the others by reason.
+/// `gpu_rules_only` keeps the rules the GPU stage runs (payload and HTTP rules) and skips the
+/// others (state) by reason.
 #[test]
-fn gpu_rules_only_skips_http_and_state_rules_by_reason() {
+fn gpu_rules_only_skips_state_rules_by_reason() {
     let d = std::env::temp_dir().join(format!("pw-engine-gpu-only-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     std::fs::write(
@@ -157,16 +158,17 @@ fn gpu_rules_only_skips_http_and_state_rules_by_reason() {
     assert_eq!(all.len(), 3);
     assert!(crate::gpu::refusal(&all).is_some());
     let gpu = RuleSet::load(&cfg(true), &Classifications::standard()).unwrap();
-    assert_eq!(gpu.len(), 1);
-    assert_eq!(gpu.catalog().rules[0].sid, 1);
+    assert_eq!(gpu.len(), 2);
+    let sids: Vec<u32> = gpu.catalog().rules.iter().map(|r| r.sid).collect();
+    assert_eq!(sids, [1, 2]);
     assert_eq!(crate::gpu::refusal(&gpu), None);
     let r = gpu.report();
-    assert_eq!(r.skipped, 2);
+    assert_eq!(r.skipped, 1);
     let reasons: Vec<&String> = r.skipped_by_reason.keys().collect();
     assert!(
         reasons
             .iter()
-            .all(|k| k.starts_with("runs on the CPU only (")),
+            .all(|k| k.starts_with("runs on the CPU only (flowbits")),
         "{reasons:?}"
     );
 }

@@ -5,16 +5,19 @@
 //! executor writes at [`HITS_AT`] (two banks, the block's `bank` picking one: see
 //! [`HIT_BYTES`]), and the alert ring's at [`ALERTS_AT`].
 //!
-//! What the GPU stage runs: rules of the L4 payload. A rule set with a rule that reads an HTTP
-//! buffer (the head is parsed on the CPU only) or keeps state (flowbits, `noalert`, threshold,
-//! detection_filter) is refused, naming the first such rule's sid, file and line, as is a set
-//! of more than [`MAX_RULES`] rules (the stage's per-frame candidate bitmap).
+//! What the GPU stage runs: rules of the L4 payload and of the HTTP buffers (the stage parses
+//! the head as [`crate::http::parse`] does: gpu-kernels/cuda/inspect_http.cuh), each buffer's
+//! prefilter in the block ([`HTTP_AT`]). A rule set with a rule that keeps state (flowbits,
+//! `noalert`, threshold, detection_filter) is refused, naming the first such rule's sid, file
+//! and line, as is a set of more than [`MAX_RULES`] rules (the stage's per-frame candidate
+//! bitmap).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::alert::{Alert, AlertAction};
 use crate::engine::RuleSet;
 use crate::eval::Frame;
+use crate::matcher::Image;
 use crate::rules::Buffer;
 
 /// Most rules the GPU stage takes (`PW_INSP_GPU_MAX_RULES`).
@@ -28,6 +31,10 @@ pub const HEADER_BYTES: usize = 56;
 /// still running count apart.
 pub const HIT_BYTES: usize = 2 * MAX_RULES * 8;
 pub const BANK_AT: usize = 48;
+/// Where the offset of the HTTP buffers' prefilter table goes (`pw_insp_params.http_off`): u32
+/// `n`, then `n` times [buffer code, image offset, rule lists' offset]; 0 when no rule has a
+/// pattern of an HTTP buffer.
+pub const HTTP_AT: usize = 52;
 /// Where the alert ring's entry count (a power of two) and device address go in the block
 /// (`pw_insp_params.alert_cap`, `.alerts`).
 pub const ALERT_CAP_AT: usize = 36;
@@ -68,14 +75,7 @@ pub fn rule_refusal(set: &RuleSet, i: u32) -> Option<&'static str> {
     if set.is_stateful(i) {
         return Some("flowbits, noalert, threshold or detection_filter keep state on the CPU");
     }
-    let p = set.program();
-    let r = p.rules.get(i as usize)?;
-    let (start, n) = (r.ops[0] as usize, r.ops[1] as usize);
-    let http = r.http != 0
-        || p.ops
-            .get(start..start + n)
-            .is_none_or(|ops| ops.iter().any(|o| o.buffer != Buffer::Payload as u8));
-    http.then_some("an HTTP buffer: the HTTP head is parsed on the CPU only")
+    None
 }
 
 /// The stage's parameter block for `set` (the hit counters' and alert ring's addresses left 0;
@@ -100,31 +100,29 @@ pub fn block(set: &RuleSet, alert_to: u32, alert_cap: u32, bank: u32) -> Result<
     let mut b = vec![0u8; HEADER_BYTES];
     let prog_off = append(&mut b, &prog);
     let (mut image_off, mut rules_of_off) = (0, 0);
-    if let Some((_, image, rules_of)) = set.prefilters().find(|m| m.0 == Buffer::Payload) {
-        let words: Vec<u8> = image.words().iter().flat_map(|w| w.to_le_bytes()).collect();
-        image_off = append(&mut b, &words);
-        // The starts of each pattern's rule list, then the lists.
-        let mut starts = Vec::with_capacity(rules_of.len() + 1);
-        let mut rules = Vec::new();
-        for r in rules_of {
-            starts.push(rules.len() as u32);
-            rules.extend_from_slice(r);
+    let mut http_table: Vec<u32> = vec![0];
+    let u32_of = |n: usize| u32::try_from(n).map_err(|_| "the GPU rule block passes 4 GiB");
+    for (buffer, image, rules_of) in set.prefilters() {
+        let (img, lists) = append_prefilter(&mut b, image, rules_of);
+        if buffer == Buffer::Payload {
+            (image_off, rules_of_off) = (img, lists);
+        } else {
+            http_table.extend([buffer as u32, u32_of(img)?, u32_of(lists)?]);
+            http_table[0] += 1;
         }
-        starts.push(rules.len() as u32);
-        let bytes: Vec<u8> = starts
-            .iter()
-            .chain(&rules)
-            .flat_map(|w| w.to_le_bytes())
-            .collect();
-        rules_of_off = append(&mut b, &bytes);
     }
+    let http_off = if http_table[0] == 0 {
+        0
+    } else {
+        let bytes: Vec<u8> = http_table.iter().flat_map(|w| w.to_le_bytes()).collect();
+        append(&mut b, &bytes)
+    };
     let always: Vec<u8> = set
         .unfiltered()
         .iter()
         .flat_map(|w| w.to_le_bytes())
         .collect();
     let always_off = append(&mut b, &always);
-    let u32_of = |n: usize| u32::try_from(n).map_err(|_| "the GPU rule block passes 4 GiB");
     let head: [u32; 8] = [
         u32_of(set.len())?,
         alert_to,
@@ -139,6 +137,7 @@ pub fn block(set: &RuleSet, alert_to: u32, alert_cap: u32, bank: u32) -> Result<
         b[8 + 4 * k..12 + 4 * k].copy_from_slice(&w.to_le_bytes());
     }
     b[BANK_AT..BANK_AT + 4].copy_from_slice(&(bank & 1).to_le_bytes());
+    b[HTTP_AT..HTTP_AT + 4].copy_from_slice(&u32_of(http_off)?.to_le_bytes());
     u32_of(b.len())?;
     Ok(b)
 }
@@ -198,6 +197,26 @@ pub fn alert_bank(entry: &[u8]) -> usize {
     entry.get(59).map_or(0, |b| usize::from((b >> 1) & 1))
 }
 
+/// Appends one buffer's prefilter: its image words, then the starts of each pattern's rule
+/// list and the lists; returns where each went.
+fn append_prefilter(b: &mut Vec<u8>, image: &Image, rules_of: &[Vec<u32>]) -> (usize, usize) {
+    let words: Vec<u8> = image.words().iter().flat_map(|w| w.to_le_bytes()).collect();
+    let image_off = append(b, &words);
+    let mut starts = Vec::with_capacity(rules_of.len() + 1);
+    let mut rules = Vec::new();
+    for r in rules_of {
+        starts.push(rules.len() as u32);
+        rules.extend_from_slice(r);
+    }
+    starts.push(rules.len() as u32);
+    let bytes: Vec<u8> = starts
+        .iter()
+        .chain(&rules)
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+    (image_off, append(b, &bytes))
+}
+
 /// Appends `bytes` at the next 8-byte boundary; returns where.
 fn append(b: &mut Vec<u8>, bytes: &[u8]) -> usize {
     while b.len() % 8 != 0 {
@@ -250,19 +269,43 @@ mod tests {
     }
 
     #[test]
-    fn http_and_state_rules_are_refused_by_sid_and_line() {
+    fn http_rules_get_their_buffers_prefilters_and_state_rules_are_refused() {
         let s = set(
             "alert tcp any any -> any any (msg:\"a\"; content:\"abc\"; sid:1;)\n\
-             alert http any any -> any any (msg:\"b\"; content:\"x\"; http_uri; sid:7;)\n",
+             alert http any any -> any any (msg:\"b\"; content:\"x\"; http_uri; sid:7;)\n\
+             alert http any any -> any any (msg:\"c\"; content:\"Agent\"; http_user_agent; \
+             content:\"y\"; http_uri; sid:8;)\n\
+             alert http any any -> any any (msg:\"d\"; urilen:>3; sid:9;)\n",
             false,
         );
-        let why = block(&s, ALERT_NONE, 0, 0).unwrap_err();
-        assert!(why.contains("sid 7 (t.rules:2): an HTTP buffer"), "{why}");
+        let b = block(&s, ALERT_NONE, 0, 0).unwrap();
+        let w = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        let t = w(HTTP_AT) as usize;
+        assert!(t >= HEADER_BYTES && t % 8 == 0, "{t}");
+        // Two HTTP buffers with patterns, in buffer order: http_uri (1), then the user agent (6).
+        assert_eq!(w(t), 2);
+        assert_eq!((w(t + 4), w(t + 16)), (1, 6));
+        for k in 0..2 {
+            assert_eq!(w(w(t + 8 + 12 * k) as usize), 0x4D49_5750, "image {k}");
+        }
+        // The uri prefilter has one pattern ("x") standing for rule 1.
+        let r = w(t + 12) as usize;
+        assert_eq!((w(r), w(r + 4), w(r + 8)), (0, 1, 1));
+        // A payload-only set has no table.
+        let p = set(
+            "alert tcp any any -> any any (msg:\"a\"; content:\"abc\"; sid:1;)\n",
+            false,
+        );
+        assert_eq!(w2(&block(&p, ALERT_NONE, 0, 0).unwrap(), HTTP_AT), 0);
         let s = set(
             "alert tcp any any -> any any (msg:\"a\"; content:\"abc\"; flowbits:set,x; sid:3;)\n",
             true,
         );
         let why = refusal(&s).unwrap();
         assert!(why.contains("sid 3 (t.rules:1): flowbits"), "{why}");
+    }
+
+    fn w2(b: &[u8], at: usize) -> u32 {
+        u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
     }
 }

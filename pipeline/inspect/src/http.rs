@@ -11,6 +11,10 @@
 //! removed (the query as sent); `http_header` is `Name: value\r\n` per header (repeated
 //! headers merged with `, `, trailing whitespace trimmed, Cookie / Set-Cookie left out);
 //! `http_host` is the Host value lower-cased without its port.
+//!
+//! A head longer than [`HEAD_MAX`] bytes is not inspected as HTTP either (it is counted with
+//! the split ones): the bound the GPU stage's per-thread buffers are sized by
+//! (gpu-kernels/cuda/inspect_http.cuh, the same semantics in CUDA).
 
 use crate::rules::{Buffer, BUFFER_COUNT};
 use std::collections::HashMap;
@@ -45,6 +49,10 @@ pub enum HttpParse {
 
 /// Longest method token accepted (a guard against treating binary data as a request).
 const MAX_METHOD: usize = 32;
+
+/// Longest head (start line, headers and the empty line) inspected as HTTP
+/// (`PW_INSP_HTTP_HEAD_MAX`); a longer one is [`HttpParse::Incomplete`].
+pub const HEAD_MAX: usize = 4096;
 
 /// Parses the head at the start of `seg`.
 pub fn parse(seg: &[u8]) -> HttpParse {
@@ -106,6 +114,10 @@ pub fn parse(seg: &[u8]) -> HttpParse {
         };
         let line = trim_cr(&seg[pos..pos + e]);
         let next = pos + e + 1;
+        // The head ends at or after `next`: past HEAD_MAX, it is not inspected.
+        if next > HEAD_MAX {
+            return HttpParse::Incomplete;
+        }
         if line.is_empty() {
             break next;
         }
@@ -145,8 +157,7 @@ pub fn parse(seg: &[u8]) -> HttpParse {
     start.extend_from_slice(b"\r\n");
     head.set(Buffer::HttpStart, start);
     let body = &seg[head_end..];
-    let len = header(&headers, b"content-length")
-        .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse::<usize>().ok());
+    let len = header(&headers, b"content-length").and_then(content_length);
     let chunked = header(&headers, b"transfer-encoding")
         .is_some_and(|v| v.to_ascii_lowercase().windows(7).any(|w| w == b"chunked"));
     // A request without Content-Length has no body; a response's runs to the close.
@@ -233,6 +244,21 @@ fn fill_headers(head: &mut HttpHead, headers: &[(Vec<u8>, Vec<u8>)]) {
             head.set(Buffer::HttpHost, host.to_ascii_lowercase());
         }
     }
+}
+
+/// A Content-Length value (already trimmed): an optional `+`, then decimal digits only, without
+/// overflow (ASCII only, as the GPU reads it).
+fn content_length(v: &[u8]) -> Option<usize> {
+    let digits = v.strip_prefix(b"+").unwrap_or(v);
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0usize, |n, &c| {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(usize::from(c - b'0'))
+    })
 }
 
 /// Length of the version after `HTTP/` (up to the first space).
@@ -434,21 +460,46 @@ mod tests {
     }
 
     #[test]
-    fn many_headers_parse_in_linear_time() {
+    fn a_head_past_head_max_is_not_inspected() {
+        // 20000 headers: refused at HEAD_MAX, without reading on.
         let mut seg = b"GET / HTTP/1.1\r\n".to_vec();
         for i in 0..20_000 {
             seg.extend_from_slice(format!("h{i}: v\r\nRepeat: x\r\n").as_bytes());
         }
         seg.extend_from_slice(b"\r\n");
         let t = std::time::Instant::now();
+        assert_eq!(parse(&seg), HttpParse::Incomplete);
+        assert!(t.elapsed() < std::time::Duration::from_secs(1));
+        // A head of exactly HEAD_MAX bytes is one; a byte more is not.
+        let mut seg = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        seg.resize(HEAD_MAX - 4, b'a');
+        seg.extend_from_slice(b"\r\n\r\nbody");
         let h = head(&seg);
-        assert!(
-            t.elapsed() < std::time::Duration::from_secs(5),
-            "{:?}",
-            t.elapsed()
+        assert_eq!(
+            h.buffer(Buffer::HttpRawHeader).unwrap().len(),
+            HEAD_MAX - 16
         );
-        let names = h.buffer(Buffer::HttpHeaderNames).unwrap();
-        assert_eq!(names.split(|&c| c == b'\n').count(), 20_001 + 3);
+        seg.insert(20, b'a');
+        assert_eq!(parse(&seg), HttpParse::Incomplete);
+    }
+
+    #[test]
+    fn content_length_is_plus_and_digits() {
+        assert_eq!(content_length(b"12"), Some(12));
+        assert_eq!(content_length(b"+7"), Some(7));
+        for bad in [
+            &b""[..],
+            b"+",
+            b"-1",
+            b"1 2",
+            b"\x0b3",
+            b"99999999999999999999",
+            b"3, 3",
+        ] {
+            assert_eq!(content_length(bad), None, "{bad:?}");
+        }
+        let h = head(b"POST / HTTP/1.1\r\nContent-Length: +2\r\n\r\nabc");
+        assert_eq!(h.buffer(Buffer::HttpClientBody), Some(&b"ab"[..]));
     }
 
     #[test]

@@ -55,7 +55,7 @@ pub const COUNTER_NAMES: [&str; 7] = [
 pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     name: "inspect",
     usage: "`inspect: { rules: [FILE, DIR or GLOB], vars, strict, eve: {...}, alert_to, gpu_rules_only }`",
-    summary: "IDS rules in Suricata syntax (docs/inspect.md): a multi-pattern prefilter over the L4 payload (inside VXLAN / GTP-U too) and the HTTP buffers, then each candidate rule's full check; `drop` rules drop (`inspect_drop`), alerts are counted per rule and written as EVE JSON; reloaded by SIGHUP. On the GPU: payload rules without flowbits / threshold (HTTP rules and EVE payloads keep it on the CPU; `gpu_rules_only` skips such rules)",
+    summary: "IDS rules in Suricata syntax (docs/inspect.md): a multi-pattern prefilter over the L4 payload (inside VXLAN / GTP-U too) and the HTTP buffers, then each candidate rule's full check; `drop` rules drop (`inspect_drop`), alerts are counted per rule and written as EVE JSON; reloaded by SIGHUP. On the GPU: payload and HTTP rules without flowbits / threshold (stateful rules and EVE payloads keep it on the CPU; `gpu_rules_only` skips such rules)",
     needs: StageNeeds {
         reads_meta: true,
         reads_payload: true,

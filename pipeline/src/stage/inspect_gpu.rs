@@ -14,8 +14,8 @@
 //! it still running count for that one.
 //!
 //! What stays on the CPU executor (the GPU refuses the pipeline, saying why, and `auto` picks
-//! the CPU): a rule reading an HTTP buffer or keeping state (named by sid, file and line), and
-//! EVE lines with the payload.
+//! the CPU): a rule keeping state (named by sid, file and line), and EVE lines with the
+//! payload.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -296,28 +296,22 @@ fn reload_switches_sets_and_a_bad_file_keeps_the_old_one() {
 }
 
 #[test]
-fn the_gpu_executor_refuses_it() {
+fn the_gpu_executor_takes_its_http_rules() {
     let dir = scratch("gpu");
     std::fs::write(dir.join("local.rules"), RULES).expect("rules");
     let p = pipeline(&dir, "");
-    // The first rule the GPU cannot take, by sid, file and line (an HTTP buffer).
-    let why = p.gpu_refusal().expect("refused");
-    assert!(
-        why.starts_with("stage `inspect` (pipeline[1]): rule sid 9000004 (")
-            && why.contains("local.rules:4)")
-            && why.contains("HTTP"),
-        "{why}"
-    );
-    close(&p);
-    // Without it the GPU takes the stage, EVE log and all (its alert ring).
-    let payload: String = RULES
-        .lines()
-        .filter(|l| !l.contains("http"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    std::fs::write(dir.join("local.rules"), payload).expect("rules");
-    let p = pipeline(&dir, "");
+    // The HTTP user-agent rule runs on the GPU too (the head parsed there as here), EVE log and
+    // all (its alert ring); the flow rule is skipped without conntrack.
     assert_eq!(p.gpu_refusal(), None);
+    let sec = inspect_of(&p).cpu().summary_section().expect("section");
+    assert_eq!(sec["rules"]["loaded"], 4, "{sec}");
+    let lib = inspect_of(&p)
+        .cpu()
+        .gpu_library()
+        .expect("library")
+        .expect("GPU");
+    let http_off = u32::from_le_bytes(lib.block[52..56].try_into().unwrap());
+    assert!(http_off > 0, "the user agent's prefilter in the block");
     close(&p);
 }
 
@@ -437,33 +431,37 @@ fn the_inner_packet_of_gtpu_is_inspected() {
     assert_eq!(eve_sids(&dir), [1]);
 }
 
-/// `gpu_rules_only: true` (no EVE log): the rules the GPU cannot take are skipped by reason on
-/// the CPU too, and the GPU executor takes the pipeline.
+/// `gpu_rules_only: true` (no EVE log): the rules the GPU cannot take (state, with conntrack
+/// before) are skipped by reason on the CPU too, and the GPU executor takes the pipeline, its
+/// HTTP rule included.
 #[test]
 fn gpu_rules_only_makes_a_set_both_executors_run() {
     let dir = scratch("gpu-only");
-    std::fs::write(dir.join("local.rules"), RULES).expect("rules");
+    let rules = format!(
+        "{RULES}alert tcp any any -> any any (msg:\"fb\"; content:\"y\"; flowbits:set,z; sid:9000006;)\n"
+    );
+    std::fs::write(dir.join("local.rules"), rules).expect("rules");
     let yaml = format!(
-        "- inspect:\n    rules: [\"{}\"]\n    gpu_rules_only: true\n",
+        "- parse\n- conntrack: {{ entries: 1024 }}\n- inspect:\n    rules: [\"{}\"]\n    gpu_rules_only: true\n- count\n",
         dir.join("local.rules").display()
     );
-    let cfg = serde_saphyr::from_str::<Vec<StageConfig>>(&yaml)
-        .expect("config")
-        .remove(0);
-    let stages = [StageConfig::Parse, cfg, StageConfig::Count];
+    let stages = serde_saphyr::from_str::<Vec<StageConfig>>(&yaml).expect("config");
     let p = crate::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline");
     assert_eq!(p.gpu_refusal(), None);
-    let sec = inspect_of(&p).cpu().summary_section().expect("section");
-    assert_eq!(sec["rules"]["loaded"], 3, "{sec}");
+    let crate::stage::Stage::Custom(slot) = &p.stages[2] else {
+        panic!("stage 2 is inspect")
+    };
+    let sec = slot.cpu().summary_section().expect("section");
+    assert_eq!(sec["rules"]["loaded"], 5, "{sec}");
     let by = &sec["rules"]["skipped_by_reason"];
     assert!(
         by.as_object().is_some_and(|m| m
             .keys()
-            .any(|k| k.starts_with("runs on the CPU only (an HTTP"))),
+            .any(|k| k.starts_with("runs on the CPU only (flowbits"))),
         "{by}"
     );
     let (specs, _) = crate::executor::gpu::compose::stage_specs(&p).expect("specs");
-    assert_eq!(specs[1].function(), "pw_stage_inspect");
+    assert_eq!(specs[2].function(), "pw_stage_inspect");
 }
 
 /// A rule reload moves the pipeline's stage-parameter generation on (the GPU host side then

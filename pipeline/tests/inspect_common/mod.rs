@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod http;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -397,7 +399,7 @@ pub fn scratch(name: &str) -> PathBuf {
     d
 }
 
-/// The ET Open rules the GPU stage takes (payload rules without state), as one rule file in
+/// The ET Open rules the GPU stage takes (payload and HTTP rules without state), as one rule file in
 /// `dir`: each rule of the shared set that loads is kept when `pktwarp_inspect::gpu` accepts
 /// it. None without the corpus (outside CI).
 pub fn etopen_gpu_subset(dir: &Path, flow_table: bool) -> Option<(PathBuf, usize)> {
@@ -414,11 +416,12 @@ pub fn etopen_gpu_subset(dir: &Path, flow_table: bool) -> Option<(PathBuf, usize
         .unwrap_or_else(|e| panic!("{e}"));
     let mut out = String::new();
     let mut files: std::collections::HashMap<String, Vec<String>> = Default::default();
-    let mut kept = 0;
+    let (mut kept, mut http) = (0, 0);
     for i in 0..set.len() as u32 {
         if pktwarp_inspect::gpu::rule_refusal(&set, i).is_some() {
             continue;
         }
+        http += usize::from(reads_http(&set, i));
         let (file, line) = set.origin(i).expect("origin");
         let lines = files.entry(file.to_string()).or_insert_with(|| {
             std::fs::read_to_string(file)
@@ -431,9 +434,23 @@ pub fn etopen_gpu_subset(dir: &Path, flow_table: bool) -> Option<(PathBuf, usize
         out.push('\n');
         kept += 1;
     }
+    eprintln!(
+        "ET Open (flow table {flow_table}): {} rules loaded; the GPU takes {kept}, {http} of \
+         them reading HTTP buffers (payload rules alone: {})",
+        set.len(),
+        kept - http
+    );
     let path = dir.join("etopen-gpu.rules");
     std::fs::write(&path, out).unwrap();
     Some((path, kept))
+}
+
+/// Whether rule `i` of `set` reads an HTTP buffer (or needs an HTTP head).
+pub fn reads_http(set: &pktwarp_inspect::engine::RuleSet, i: u32) -> bool {
+    let p = set.program();
+    let r = &p.rules[i as usize];
+    let (s, n) = (r.ops[0] as usize, r.ops[1] as usize);
+    r.http != 0 || p.ops[s..s + n].iter().any(|o| o.buffer != 0)
 }
 
 /// Every frame of the tcpdump captures of the corpus (INDEX.tsv's Ethernet ones); None

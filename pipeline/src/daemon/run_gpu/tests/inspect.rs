@@ -95,17 +95,13 @@ fn the_ids_pipeline_counts_and_sends_as_the_cpu_executor() {
     }
 }
 
-/// The shipped configs/ids.yaml (HTTP rules, an EVE log) stays on the CPU: the GPU executor
-/// refuses it naming the first rule it cannot take (`auto` then picks the CPU).
+/// The shipped configs/ids.yaml (HTTP rules, an EVE log) runs on the GPU too: its HTTP rules
+/// are parsed there as on the CPU (cuda/inspect_http.cuh).
 #[test]
-fn the_shipped_ids_config_is_refused_by_sid_and_line() {
+fn the_shipped_ids_config_is_taken_by_the_gpu() {
     let cfg = config::load(&configs_dir().join("ids.yaml")).expect("ids.yaml");
     let p = prepare(cfg).expect("prepare");
-    let why = p.pipeline.gpu_refusal().expect("refused");
-    assert!(
-        why.contains("rule sid 9900001 (") && why.contains("ids.rules:6)"),
-        "{why}"
-    );
+    assert_eq!(p.pipeline.gpu_refusal(), None);
 }
 
 /// A SIGHUP that re-reads the rule files (options unchanged) is published to the device as a
