@@ -7,13 +7,13 @@
 //! 4 = a stalled queue with `on_stall: exit` (or a restart that failed), 130 = a second
 //! SIGTERM / SIGINT during the drain.
 
-pub mod flow_export;
-pub mod http;
-pub mod logs;
-pub mod metrics;
-pub mod reload;
+pub(crate) mod flow_export;
+pub(crate) mod http;
+pub(crate) mod logs;
+pub(crate) mod metrics;
+pub(crate) mod reload;
 pub use crate::config::settings;
-pub mod watchdog;
+pub(crate) mod watchdog;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -20,8 +20,10 @@
 mod bursts;
 mod compare;
 mod reference;
-pub mod sampler;
+pub(crate) mod sampler;
 
 pub use bursts::split_bursts;
 pub use compare::{compare_chunk, hex, meta_diff, GpuChunk, Mismatch, Tally};
 pub use reference::{to_abi, Expected, ExpectedCounters, Reference};
+// The daemon's sampled self-check as its summary reports it.
+pub use sampler::VerifySummary;
