@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::counters::QueueCounters;
+use pipeline::internal::stage::gpu_host::{GpuHostSide, StageGpuMemory};
 use pipeline::meta::PacketMeta;
-use pipeline::stage::gpu_host::{GpuHostSide, StageGpuMemory};
 use pipeline::stage::Pipeline;
 use pipeline::verdict::Verdict;
 use pktwarp_fronthaul::config::SinkConfig;

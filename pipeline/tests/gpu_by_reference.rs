@@ -12,14 +12,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use pipeline::daemon::{open_ports, prepare, run_cpu, run_gpu};
-use pipeline::executor::cpu::CpuShared;
-use pipeline::testdata::assert_same_counts;
+use pipeline::internal::executor::cpu::CpuShared;
+use pipeline::internal::testdata::assert_same_counts;
 
 /// A capture replayed 6 times, a pooled generator of IMIX frames (IPv4 and IPv6: mapped rings
 /// read most bursts in place, too wide to gather) and one of 64 B frames (gathered whole into
 /// shared memory, 256-frame slots).
 fn sources() -> Vec<(&'static str, String)> {
-    let cap = pipeline::testdata::multi_proto_pcap();
+    let cap = pipeline::internal::testdata::multi_proto_pcap();
     vec![
         (
             "pcap",
@@ -86,8 +86,8 @@ fn loaded_frames_by_reference_count_as_the_cpu_executor_on_mapped_and_device_rin
             config(&port, Some(opts));
         }
     }
-    if let Err(e) = pipeline::executor::gpu::probe(0) {
-        pipeline::testdata::skip(
+    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
+        pipeline::internal::testdata::skip(
             file!(),
             "loaded_frames_by_reference_count_as_the_cpu_executor_on_mapped_and_device_rings",
             &format!("no usable GPU: {e}"),
@@ -102,7 +102,8 @@ fn loaded_frames_by_reference_count_as_the_cpu_executor_on_mapped_and_device_rin
         for (opts, path) in cases {
             let what = format!("{name}, {opts}");
             let p = prepare(config(&port, Some(opts))).expect("prepare");
-            let image = pipeline::executor::gpu::image_for_pipeline(&p.pipeline).expect("image");
+            let image =
+                pipeline::internal::executor::gpu::image_for_pipeline(&p.pipeline).expect("image");
             let shared = Arc::new(CpuShared::new(&p.cpu_spec()));
             let t = std::time::Instant::now();
             let gpu = run_gpu(&p, &shared, open_ports(&p.cfg).expect("ports"), &image)

@@ -38,8 +38,12 @@ pub(crate) mod run;
 // pipeline it runs in); listed in docs/public-api.txt. The rest is `crate::internal::stage`.
 pub use api::{FilesReload, FrameMut, HookCtx, MetricKind, RxInfo, StageHooks, StageMetricFamily};
 pub use descriptor::{GpuImpl, StageDescriptor, StageNeeds};
+pub use gpu_host::{GpuHostSide, HandedLog, StageGpuMemory};
 pub use gpu_list::GpuParams;
 pub use registry::{BuiltStage, GpuStage, StageFactory, StageRegistry};
+pub use report::{
+    ExportedFamily, ExportedKind, ExportedSamples, ExportedValue, Labels, StageReport,
+};
 pub use run::{CustomStage, Pipeline, Stage};
 
 pub(crate) use descriptor::BUILTINS;
