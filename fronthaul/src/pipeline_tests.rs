@@ -63,7 +63,7 @@ fn with_its_eaxcs_listed_the_stage_runs_on_the_gpu_with_its_buffers() {
     );
     // 8 ring slots x 2 eAxCs x 14 symbols x 273 PRBs x 24 int16 samples.
     assert_eq!(set.buffers[1][0].bytes, 8 * 2 * 14 * 273 * 48);
-    let img = pipeline::internal::executor::gpu::image_for_pipeline(&p).unwrap();
+    let img = pipeline::daemon::image_for_pipeline(&p).unwrap();
     assert!(img.source.contains("pw_stage_fronthaul("));
 }
 

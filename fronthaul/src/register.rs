@@ -8,7 +8,7 @@ use std::sync::Arc;
 use pktwarp_core::config_error::ConfigError;
 
 use pipeline::internal::stage::keyed::{KeyedOptions, KeyedStage};
-use pipeline::internal::stage::registry::BuiltStage;
+use pipeline::stage::BuiltStage;
 
 use super::{FronthaulConfig, FronthaulStage};
 

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::counters::QueueCounters;
-use pipeline::internal::stage::gpu_host::{GpuHostSide, StageGpuMemory};
 use pipeline::meta::PacketMeta;
 use pipeline::stage::Pipeline;
+use pipeline::stage::{GpuHostSide, StageGpuMemory};
 use pipeline::verdict::Verdict;
 use pktwarp_fronthaul::config::SinkConfig;
 use pktwarp_fronthaul::gpu::{self, Layout};

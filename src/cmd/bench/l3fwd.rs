@@ -99,7 +99,7 @@ pub fn section(a: &Args, trace0: &Path, md: &mut Table, js: &mut Json) -> anyhow
     let mut rows = Vec::new();
     for (k, (name, rewrites)) in PIPELINES.iter().enumerate() {
         let p = l3fwd_pipeline(&dir, rewrites)?;
-        let image = pipeline::internal::executor::gpu::image_for_pipeline(&p.pipeline)?;
+        let image = pipeline::daemon::image_for_pipeline(&p.pipeline)?;
         let placements: &[Placement] = if k == 0 {
             &[Placement::Device, Placement::Mapped]
         } else {
@@ -158,7 +158,7 @@ struct Shape {
 fn run(
     a: &Args,
     p: &pipeline::stage::Pipeline,
-    image: &pipeline::internal::executor::gpu::KernelImage,
+    image: &pipeline::daemon::KernelImage,
     base: &Burst,
     shape: Shape,
 ) -> anyhow::Result<Outcome> {
