@@ -13,6 +13,10 @@ module (`pub use pktwarp_core::meta`) is one line: that crate's surface is its o
 `pipeline::internal` is the unstable namespace for the workspace's own crates and the tests
 (its doc says so): it is one line and is not descended into.
 
+It also holds the embedding example to what the README promises: apps/examples/embed.rs is
+under EMBED_MAX_LINES lines, and the README's ```rust block that shows it is that file (blank
+lines and the file's `//!` header aside).
+
 The list is compared with docs/public-api.txt. A path in the source but not in the file (a new
 public item: document it and add it, or make it `pub(crate)`) or in the file but not in the
 source (removed: take it out of the file) is an error.
@@ -30,6 +34,9 @@ import tempfile
 CRATE = "pipeline"
 SRC = "pipeline/src"
 LIST = "docs/public-api.txt"
+EMBED = "apps/examples/embed.rs"
+EMBED_MAX_LINES = 30
+README = "README.md"
 # Inline modules that are public on purpose but not part of the stable surface.
 UNSTABLE = {"internal"}
 
@@ -283,6 +290,23 @@ def compare(listed, found):
     return errors
 
 
+def code_lines(text):
+    return [l.rstrip() for l in text.splitlines() if l.strip() and not l.startswith("//!")]
+
+
+def check_embed(example, readme):
+    """Errors of the embedding example: too long, or not the README's copy."""
+    errors = []
+    n = len(example.splitlines())
+    if n >= EMBED_MAX_LINES:
+        errors.append(f"{EMBED} has {n} lines; the embedding example stays under {EMBED_MAX_LINES}")
+    blocks = re.findall(r"```rust\n(.*?)```", readme, re.S)
+    want = code_lines(example)
+    if not any(code_lines(b) == want for b in blocks):
+        errors.append(f"no ```rust block of {README} is {EMBED} (blank lines and //! aside)")
+    return errors
+
+
 def read_list(path):
     with open(path) as f:
         return [l.rstrip("\n") for l in f if l.strip() and not l.startswith("#")]
@@ -334,6 +358,10 @@ def self_test():
         write("lib.rs", "pub mod a;\npub(crate) mod b;\npub use b::Kept;\n")
         errors = compare(want, public_api(d))
         assert any("no longer public: pipeline::Renamed" in e for e in errors), errors
+    example = "//! doc\nuse a::b;\nfn main() {}\n"
+    assert check_embed(example, "text\n```rust\nuse a::b;\n\nfn main() {}\n```\n") == []
+    assert len(check_embed(example, "```rust\nuse a::c;\nfn main() {}\n```\n")) == 1
+    assert len(check_embed(example * 11, "```rust\n" + example * 11 + "```\n")) == 1
     print("check-api: self-test passed")
 
 
@@ -355,8 +383,12 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     errors = compare(read_list(LIST), found)
-    for e in errors:
+    with open(EMBED) as e, open(README) as r:
+        embed_errors = check_embed(e.read(), r.read())
+    for e in errors + embed_errors:
         print(f"check-api: {e}", file=sys.stderr)
+    if embed_errors and not errors:
+        return 1
     if errors:
         print(
             "check-api: the public API of pipeline changed; if on purpose, document it and run "

@@ -27,7 +27,7 @@ step "layers: each crate and each module of pipeline imports only the layers bel
 python3 scripts/check-layers.py --self-test
 python3 scripts/check-layers.py
 
-step "public API: pipeline's user-facing paths are those of docs/public-api.txt"
+step "public API: pipeline's user-facing paths are those of docs/public-api.txt; the embedding example is the README's, under 30 lines"
 python3 scripts/check-api.py --self-test
 python3 scripts/check-api.py
 
