@@ -2,11 +2,11 @@
 //! executor, runs it, and returns a summary. `pktwarp run` is a thin shell around this, and so is
 //! any app built on the library.
 //!
-//! - [`ports`]: opens the config's ports;
-//! - [`crate::prepare`]: builds the pipeline and steering and picks the executor;
+//! - `ports`: opens the config's ports;
+//! - `prepare`: builds the pipeline and steering and picks the executor;
 //! - [`preflight`]: the start-up checks `pktwarp validate` runs (inputs opened, sockets bound);
 //! - [`run_cpu`] / [`run_gpu`]: run a prepared config on one executor;
-//! - [`summary`]: the totals a run reports.
+//! - `summary`: the totals a run reports.
 
 mod ports;
 mod preflight;
