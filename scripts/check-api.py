@@ -205,7 +205,7 @@ class Crate:
             pm = re.search(r"#\[path\s*=\s*\"([^\"]*)\"\]", head)
             candidates = [os.path.join(base, name + ".rs"), os.path.join(base, name, "mod.rs")]
             if pm:
-                candidates = [os.path.join(base if stem in ("lib", "mod") else os.path.dirname(base), pm.group(1))]
+                candidates = [os.path.join(os.path.dirname(filename), pm.group(1))]
             for c in candidates:
                 if os.path.exists(c):
                     self.load(modpath + (name,), c)
