@@ -27,6 +27,10 @@ step "layers: each crate and each module of pipeline imports only the layers bel
 python3 scripts/check-layers.py --self-test
 python3 scripts/check-layers.py
 
+step "public API: pipeline's user-facing paths are those of docs/public-api.txt; the embedding example is the README's, under 30 lines"
+python3 scripts/check-api.py --self-test
+python3 scripts/check-api.py
+
 step "GPU suite manifest: well formed, every script it runs exists"
 LIST=1 scripts/gpu-suite.sh >/dev/null
 grep -v '^#' scripts/gpu-suite.manifest | grep -o 'scripts/[a-z0-9-]*\.sh' | sort -u | while read -r s; do

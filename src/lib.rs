@@ -5,7 +5,7 @@
 /// (`pipeline::control::logs`), so a closed log pipe or a full disk cannot end a command.
 macro_rules! errln {
     ($($arg:tt)*) => {
-        pipeline::control::logs::stderr_line(format_args!($($arg)*))
+        pipeline::internal::control::logs::stderr_line(format_args!($($arg)*))
     };
 }
 

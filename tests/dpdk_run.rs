@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pipeline::port::pcap::CaptureReader;
+use pipeline::internal::port::pcap::CaptureReader;
 
 fn frames_of(path: &Path) -> Vec<Vec<u8>> {
     let mut r = CaptureReader::open(path).expect("open capture");
@@ -47,7 +47,7 @@ fn dpdk_config(dir: &Path, prefix: &str, input: &Path, output: &Path, rest: &str
 #[test]
 fn pktwarp_run_net_pcap_in_cpu_executor_net_pcap_out() {
     let dir = common::scratch("dpdk-run");
-    let input = pipeline::testdata::imix_pcap();
+    let input = pipeline::internal::testdata::imix_pcap();
     let output = dir.join("out.pcap");
     let cfg = dpdk_config(
         &dir,
@@ -157,7 +157,7 @@ fn pktwarp_run_exposes_dpdk_port_counters_on_metrics() {
     use std::time::Duration;
 
     let dir = common::scratch("dpdk-metrics");
-    let input = pipeline::testdata::imix_pcap();
+    let input = pipeline::internal::testdata::imix_pcap();
     let output = dir.join("out.pcap");
     let cfg = dpdk_config(
         &dir,
@@ -257,7 +257,7 @@ const STEER_RULES: &str = "rules:
 fn steer_run(name: &str, steering: &str, queues: u16) -> (serde_json::Value, String, Vec<Vec<u8>>) {
     let dir = common::scratch(name);
     std::fs::write(dir.join("steer.yaml"), STEER_RULES).expect("write rules");
-    let input = pipeline::testdata::multi_proto_pcap();
+    let input = pipeline::internal::testdata::multi_proto_pcap();
     let output = dir.join("out.pcap");
     let cfg = dpdk_config(
         &dir,
@@ -383,7 +383,7 @@ fn pktwarp_run_steers_in_software_where_the_dpdk_port_refuses_the_rules() {
 fn steering_offload_bad_values_are_refused_with_file_line_and_key() {
     let dir = common::scratch("dpdk-steer-bad");
     std::fs::write(dir.join("steer.yaml"), STEER_RULES).expect("write rules");
-    let input = pipeline::testdata::multi_proto_pcap();
+    let input = pipeline::internal::testdata::multi_proto_pcap();
     for bad in ["nic", "on", "true", "2", "\"\"", "[auto]"] {
         let cfg = dpdk_config(
             &dir,

@@ -238,7 +238,7 @@ const EPIPE: &str = "Broken pipe";
 
 /// Frames in a pcap file written by the pcap TX port.
 fn frames_in(path: &Path) -> u64 {
-    let mut r = pipeline::port::pcap::CaptureReader::open(path).unwrap();
+    let mut r = pipeline::internal::port::pcap::CaptureReader::open(path).unwrap();
     let mut n = 0;
     while r.next_frame().expect("whole records").is_some() {
         n += 1;

@@ -114,7 +114,7 @@ fn malformed_captures_give_error_lines() {
         );
     }
     // Not O-RAN at all: every frame an error line, not a crash.
-    let multi = pipeline::testdata::multi_proto_pcap();
+    let multi = pipeline::internal::testdata::multi_proto_pcap();
     let (code, lines, _) = pktwarp(&["fronthaul", multi.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert_eq!(lines.len(), 23);

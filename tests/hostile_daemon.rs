@@ -302,7 +302,7 @@ fn tx_to_a_file_that_cannot_grow_counts_exactly_what_it_holds() {
     let s: serde_json::Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
     let sent = s["tx_frames"].as_u64().unwrap();
-    let mut r = pipeline::port::pcap::CaptureReader::open(&out_path).unwrap();
+    let mut r = pipeline::internal::port::pcap::CaptureReader::open(&out_path).unwrap();
     let (mut in_file, mut bytes_in_file) = (0u64, 0u64);
     while let Some(f) = r.next_frame().expect("the file is whole records") {
         in_file += 1;

@@ -88,7 +88,7 @@ fn every_ignored_or_skipping_test_is_listed_with_its_reason() {
     let rows = doc_rows();
     assert!(rows.len() >= 10, "{rows:?}");
     // The helper reads the same list.
-    let helper: Vec<(String, String)> = pipeline::testdata::hardware_only_tests();
+    let helper: Vec<(String, String)> = pipeline::internal::testdata::hardware_only_tests();
     let mine: Vec<(String, String)> = rows.iter().map(|r| (r.1.clone(), r.2.clone())).collect();
     assert_eq!(helper, mine, "the helper parses the doc differently");
     let listed = |f: &str, t: &str| rows.iter().any(|r| r.1 == f && r.2 == t);

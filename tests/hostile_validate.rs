@@ -429,9 +429,9 @@ fn pcap_inputs_are_checked_by_validate() {
 /// An empty rule file `rules.yaml` and a one-frame capture `in.pcap` in `dir`.
 fn rules_and_capture(dir: &Path) {
     std::fs::write(dir.join("rules.yaml"), "rules: []\n").unwrap();
-    let mut w = pipeline::port::pcap::CaptureWriter::create(
+    let mut w = pipeline::internal::port::pcap::CaptureWriter::create(
         dir.join("in.pcap"),
-        pipeline::port::pcap::WriteFormat::Pcap,
+        pipeline::internal::port::pcap::WriteFormat::Pcap,
         65535,
     )
     .unwrap();

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::counters::QueueCounters;
+use pipeline::internal::port::gen::{GenOptions, GenRx};
+use pipeline::internal::port::pcap::CaptureReader;
 use pipeline::meta::PacketMeta;
-use pipeline::port::gen::{GenOptions, GenRx};
-use pipeline::port::pcap::CaptureReader;
 use pipeline::port::{RxPort, RxStatus};
 use pipeline::stage::{CustomStage, Pipeline, Stage, StageRegistry};
 use pipeline::verdict::{Action, DropReason, Verdict};
@@ -149,7 +149,7 @@ fn frames() -> Vec<Vec<u8>> {
             }
         }
     }
-    out.extend(pipeline::testdata::multi_proto_frames());
+    out.extend(pipeline::internal::testdata::multi_proto_frames());
     out
 }
 
@@ -157,7 +157,7 @@ fn frames() -> Vec<Vec<u8>> {
 /// corpus outside CI (`require_corpus`).
 fn corpus_frames() -> Option<Vec<Vec<u8>>> {
     let mut out = Vec::new();
-    let dir = pipeline::testdata::require_corpus("pcaps/tcpdump")?;
+    let dir = pipeline::internal::testdata::require_corpus("pcaps/tcpdump")?;
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -213,7 +213,7 @@ fn cuda_and_rust_agree_on_the_corpus() {
 fn agree(all: &[Vec<u8>], every_outcome: bool) {
     let cfg = load(|t| t);
     let cpu = pipeline::daemon::build_pipeline_with(&cfg, &syn_guard::registry()).unwrap();
-    let (specs, params) = pipeline::executor::gpu::compose::stage_specs(&cpu).unwrap();
+    let (specs, params) = pipeline::internal::executor::gpu::compose::stage_specs(&cpu).unwrap();
     let host = HostPipeline::compile(&specs).unwrap_or_else(|e| panic!("{e}"));
     let params: Vec<&[u8]> = params.iter().map(Vec::as_slice).collect();
     let c = QueueCounters::new(cpu.stages.len(), 0);

@@ -194,7 +194,7 @@ fn oran_gen(c: &mut Criterion) {
             iq_slots,
             ..OranGenOptions::default()
         };
-        let mut rx = OranRx::new(&o, pipeline::port::pace::Rate::Unlimited, 0).unwrap();
+        let mut rx = OranRx::new(&o, pipeline::internal::port::pace::Rate::Unlimited, 0).unwrap();
         let mut b = Burst::with_capacity(32, 32 * 2048);
         let name = iq_slots.map_or("every_slot_encoded".to_string(), |n| {
             format!("pool_of_{n}_slots")

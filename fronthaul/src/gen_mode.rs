@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use crate::oran_gen::{OranGenOptions, OranRx};
 use pipeline::config::ConfigError;
-use pipeline::port::gen::mode::{GenMode, GenModeConfig, GenSource, ModeOptions};
-use pipeline::port::pace::Rate;
+use pipeline::internal::port::gen::mode::{GenMode, GenModeConfig, GenSource, ModeOptions};
+use pipeline::internal::port::pace::Rate;
 use pipeline::port::PortError;
 
 /// The `oran` key of the `gen:` section.

@@ -361,7 +361,7 @@ pub fn read_counters(
 /// ([`absorb_stage`]), so the summary and /metrics see them.
 pub fn absorb_from_gpu(
     p: &pipeline::stage::Pipeline,
-    mem: &dyn pipeline::stage::gpu_host::StageGpuMemory,
+    mem: &dyn pipeline::stage::StageGpuMemory,
     mut live: super::live::LiveStages,
 ) -> anyhow::Result<()> {
     live.finish(p, mem)?;
@@ -390,14 +390,12 @@ pub trait CounterSource {
 
 /// The GPUs' counters: one snapshot of every queue's counter blocks, buffers read on demand.
 pub struct GpuCounters<'a> {
-    mem: &'a dyn pipeline::stage::gpu_host::StageGpuMemory,
+    mem: &'a dyn pipeline::stage::StageGpuMemory,
     blocks: Vec<[u64; 8]>,
 }
 
 impl<'a> GpuCounters<'a> {
-    pub fn new(
-        mem: &'a dyn pipeline::stage::gpu_host::StageGpuMemory,
-    ) -> anyhow::Result<GpuCounters<'a>> {
+    pub fn new(mem: &'a dyn pipeline::stage::StageGpuMemory) -> anyhow::Result<GpuCounters<'a>> {
         Ok(GpuCounters {
             blocks: mem.counter_blocks()?,
             mem,

@@ -42,8 +42,8 @@ use super::config::FronthaulConfig;
 use super::decode::SYMBOLS_PER_SLOT;
 use super::gpu::{entry_bytes, entry_state, merge, slot_of_entry, Layout};
 use super::grid::SlotGrid;
-pub use pipeline::stage::gpu_host::HandedLog;
-use pipeline::stage::gpu_host::{GpuHostSide, StageGpuMemory};
+pub use pipeline::stage::HandedLog;
+use pipeline::stage::{GpuHostSide, StageGpuMemory};
 
 /// One GPU's copy of a fronthaul stage's ring.
 pub trait GridSource {

@@ -223,12 +223,12 @@ impl OranGenOptions {
             }
         }
         let len = self.max_frame_len();
-        if len > pipeline::port::gen::MAX_FRAME_SIZE as usize {
+        if len > pipeline::internal::port::gen::MAX_FRAME_SIZE as usize {
             return k(
                 "prbs_per_packet",
                 format!(
                     "frames of {len} bytes exceed {} (send fewer PRBs a packet)",
-                    pipeline::port::gen::MAX_FRAME_SIZE
+                    pipeline::internal::port::gen::MAX_FRAME_SIZE
                 ),
             );
         }
@@ -537,8 +537,8 @@ pub fn frame(o: &OranGenOptions, e: usize, slot: u64, sym: u8, pkt: u16, seq: u8
     let first = pkt * per;
     let count = per.min(o.carrier_prbs - first);
     let mut f = Vec::with_capacity(o.max_frame_len());
-    f.extend_from_slice(&pipeline::port::gen::GEN_DST_MAC);
-    f.extend_from_slice(&pipeline::port::gen::GEN_SRC_MAC);
+    f.extend_from_slice(&pipeline::internal::port::gen::GEN_DST_MAC);
+    f.extend_from_slice(&pipeline::internal::port::gen::GEN_SRC_MAC);
     if let Some(v) = o.vlan {
         f.extend_from_slice(&ether_type::VLAN.to_be_bytes());
         f.extend_from_slice(&v.to_be_bytes());
@@ -607,7 +607,7 @@ pub fn frame(o: &OranGenOptions, e: usize, slot: u64, sym: u8, pkt: u16, seq: u8
 pub struct OranRx {
     frames: UplaneFrames,
     pending: Option<OranFrame>,
-    pacer: pipeline::port::pace::Pacer,
+    pacer: pipeline::internal::port::pace::Pacer,
     port: u16,
     name: String,
     total: u64,
@@ -616,7 +616,7 @@ pub struct OranRx {
 impl OranRx {
     pub fn new(
         o: &OranGenOptions,
-        rate: pipeline::port::pace::Rate,
+        rate: pipeline::internal::port::pace::Rate,
         port: u16,
     ) -> Result<Self, pipeline::port::PortError> {
         o.validate().map_err(pipeline::port::PortError::Config)?;
@@ -625,7 +625,7 @@ impl OranRx {
         Ok(OranRx {
             frames: build_uplane_frames(o),
             pending: None,
-            pacer: pipeline::port::pace::Pacer::new(rate),
+            pacer: pipeline::internal::port::pace::Pacer::new(rate),
             port,
             name: format!(
                 "gen:oran({} PRBs, {} eAxCs, {} {}, {} slots)",
@@ -757,7 +757,7 @@ mod tests {
             ..OranGenOptions::default()
         };
         let want: Vec<OranFrame> = build_uplane_frames(&o).collect();
-        let mut rx = OranRx::new(&o, pipeline::port::pace::Rate::Unlimited, 3).unwrap();
+        let mut rx = OranRx::new(&o, pipeline::internal::port::pace::Rate::Unlimited, 3).unwrap();
         assert_eq!(rx.expected_frames(), Some(28));
         let mut b = pipeline::burst::Burst::default();
         while rx.rx_burst(&mut b, 5).unwrap() != RxStatus::End {}
@@ -771,13 +771,13 @@ mod tests {
             iq_width: 0,
             ..OranGenOptions::default()
         };
-        assert!(OranRx::new(&bad, pipeline::port::pace::Rate::Unlimited, 0).is_err());
+        assert!(OranRx::new(&bad, pipeline::internal::port::pace::Rate::Unlimited, 0).is_err());
     }
 
     /// Every frame of `o` through the port (bursts of 7), with its receive time.
     fn through_port(o: &OranGenOptions) -> Vec<(Vec<u8>, u64)> {
         use pipeline::port::{RxPort, RxStatus};
-        let mut rx = OranRx::new(o, pipeline::port::pace::Rate::Unlimited, 0).unwrap();
+        let mut rx = OranRx::new(o, pipeline::internal::port::pace::Rate::Unlimited, 0).unwrap();
         let mut b = pipeline::burst::Burst::default();
         while rx.rx_burst(&mut b, 7).unwrap() != RxStatus::End {}
         b.frames()
@@ -907,7 +907,7 @@ mod tests {
             e.starts_with("gen.oran.iq_slots:") && e.contains("MiB"),
             "{e}"
         );
-        assert!(OranRx::new(&big, pipeline::port::pace::Rate::Unlimited, 0).is_err());
+        assert!(OranRx::new(&big, pipeline::internal::port::pace::Rate::Unlimited, 0).is_err());
         assert_eq!(build_uplane_frames(&big).count(), 0);
         let zero = OranGenOptions {
             iq_slots: Some(0),

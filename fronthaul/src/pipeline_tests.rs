@@ -41,7 +41,7 @@ fn with_its_eaxcs_listed_the_stage_runs_on_the_gpu_with_its_buffers() {
         parse(&FH.replace("carrier_prbs: 273,", "carrier_prbs: 273, eaxcs: [0, 1],")).unwrap();
     let p = pipeline::daemon::build_pipeline(&cfg).unwrap();
     assert_eq!(p.gpu_refusal(), None);
-    let set = pipeline::executor::gpu::compose::stage_set(&p).unwrap();
+    let set = pipeline::internal::executor::gpu::compose::stage_set(&p).unwrap();
     let names: Vec<&str> = set.specs.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["parse", "fronthaul", "count"]);
     assert_eq!(set.params[1].len(), 232, "pw_fh_stage_params");
@@ -63,7 +63,7 @@ fn with_its_eaxcs_listed_the_stage_runs_on_the_gpu_with_its_buffers() {
     );
     // 8 ring slots x 2 eAxCs x 14 symbols x 273 PRBs x 24 int16 samples.
     assert_eq!(set.buffers[1][0].bytes, 8 * 2 * 14 * 273 * 48);
-    let img = pipeline::executor::gpu::image_for_pipeline(&p).unwrap();
+    let img = pipeline::daemon::image_for_pipeline(&p).unwrap();
     assert!(img.source.contains("pw_stage_fronthaul("));
 }
 

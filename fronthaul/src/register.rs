@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use pktwarp_core::config_error::ConfigError;
 
-use pipeline::stage::keyed::{KeyedOptions, KeyedStage};
-use pipeline::stage::registry::BuiltStage;
+use pipeline::internal::stage::keyed::{KeyedOptions, KeyedStage};
+use pipeline::stage::BuiltStage;
 
 use super::{FronthaulConfig, FronthaulStage};
 
@@ -20,10 +20,10 @@ pub struct Key;
 pub fn register() {
     static KEY: Key = Key;
     // Plain names no built-in stage or `gen` key takes: registering cannot fail.
-    if let Err(e) = pipeline::stage::keyed::register(&KEY) {
+    if let Err(e) = pipeline::internal::stage::keyed::register(&KEY) {
         unreachable!("the fronthaul stage key: {e:#}");
     }
-    if let Err(e) = pipeline::port::gen::mode::register(&super::gen_mode::MODE) {
+    if let Err(e) = pipeline::internal::port::gen::mode::register(&super::gen_mode::MODE) {
         unreachable!("the gen port's oran mode: {e:#}");
     }
 }

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use super::decode::Reject;
 use super::stage::{EaxcCounters, FronthaulCounters};
-use pipeline::stage::report::{ExportedFamily, ExportedKind, ExportedSamples, ExportedValue};
 use pipeline::stage::Pipeline;
+use pipeline::stage::{ExportedFamily, ExportedKind, ExportedSamples, ExportedValue};
 
 /// One eAxC of a fronthaul stage in the summary.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -201,10 +201,7 @@ pub const SUMMARY_KEY: &str = "fronthaul";
 /// The fronthaul stage `f` at `position` in the run summary, its open slots closed first (call
 /// at the end of a run): its entry, its text lines, and the slots it decoded and lost on the way
 /// to the disk, which fail the run.
-pub fn stage_report(
-    position: usize,
-    f: &super::FronthaulStage,
-) -> pipeline::stage::report::StageReport {
+pub fn stage_report(position: usize, f: &super::FronthaulStage) -> pipeline::stage::StageReport {
     f.flush();
     let s = FronthaulSummary::new(position, &f.counters());
     let mut errors = Vec::new();
@@ -222,7 +219,7 @@ pub fn stage_report(
             s.position, s.sink_errors
         ));
     }
-    pipeline::stage::report::StageReport {
+    pipeline::stage::StageReport {
         key: SUMMARY_KEY,
         position,
         json: serde_json::to_value(&s).unwrap_or(serde_json::Value::Null),
@@ -385,7 +382,7 @@ pub fn exported_samples(pipeline: &Pipeline) -> Vec<ExportedSamples> {
 /// The completion latency histogram's family.
 pub const LATENCY_FAMILY: &str = "pktwarp_fronthaul_slot_latency_seconds";
 
-pub use pipeline::stage::report::Labels;
+pub use pipeline::stage::Labels;
 
 /// The counter families the fronthaul stages export, in exposition order (help, type and label
 /// names are in [`EXPORTED`]).
@@ -751,10 +748,13 @@ mod tests {
             gpu: None,
         };
         let clash = pipeline::stage::Stage::Custom(Box::new(
-            pipeline::stage::CustomSlot::new("clash", built, false).unwrap(),
+            pipeline::internal::stage::CustomSlot::new("clash", built, false).unwrap(),
         ));
-        let e = pipeline::control::metrics::check_stage_families(&Pipeline::new(vec![fh(), clash]))
-            .unwrap_err();
+        let e = pipeline::internal::control::metrics::check_stage_families(&Pipeline::new(vec![
+            fh(),
+            clash,
+        ]))
+        .unwrap_err();
         assert!(
             e.to_string().contains("pktwarp_fronthaul_frames_total"),
             "{e}"

@@ -731,7 +731,7 @@ impl FronthaulStage {
             cpu: std::sync::Arc::new(self),
             gpu: None,
         };
-        match pipeline::stage::CustomSlot::with_descriptor(&DESCRIPTOR, built) {
+        match pipeline::internal::stage::CustomSlot::with_descriptor(&DESCRIPTOR, built) {
             Ok(slot) => pipeline::stage::Stage::Custom(Box::new(slot)),
             // A stage without counters or CUDA source: nothing to refuse.
             Err(e) => unreachable!("the fronthaul stage's build is checked: {e:#}"),
@@ -754,7 +754,7 @@ impl pipeline::stage::CustomStage for FronthaulStage {
     fn process_rx(
         &self,
         frame: &[u8],
-        rx: pipeline::stage::api::RxInfo,
+        rx: pipeline::stage::RxInfo,
         meta: &PacketMeta,
         verdict: &mut Verdict,
     ) {
@@ -770,27 +770,27 @@ impl pipeline::stage::CustomStage for FronthaulStage {
         Some(super::gpu::gpu_params(self.config()))
     }
 
-    fn exported_families(&self) -> &'static [pipeline::stage::report::ExportedFamily] {
+    fn exported_families(&self) -> &'static [pipeline::stage::ExportedFamily] {
         &super::report::EXPORTED
     }
 
     fn exported_samples(
         &self,
         pipeline: &pipeline::stage::Pipeline,
-    ) -> Vec<pipeline::stage::report::ExportedSamples> {
+    ) -> Vec<pipeline::stage::ExportedSamples> {
         super::report::exported_samples(pipeline)
     }
 
     fn gpu_host_side(
         &self,
         position: usize,
-        handed: &std::sync::Arc<pipeline::stage::gpu_host::HandedLog>,
-    ) -> anyhow::Result<Option<Box<dyn pipeline::stage::gpu_host::GpuHostSide>>> {
+        handed: &std::sync::Arc<pipeline::stage::HandedLog>,
+    ) -> anyhow::Result<Option<Box<dyn pipeline::stage::GpuHostSide>>> {
         let live = super::live::LiveStages::of_stage(position, self, handed.clone())?;
         Ok(Some(Box::new(live)))
     }
 
-    fn summary_report(&self, position: usize) -> Option<pipeline::stage::report::StageReport> {
+    fn summary_report(&self, position: usize) -> Option<pipeline::stage::StageReport> {
         Some(super::report::stage_report(position, self))
     }
 }
@@ -799,20 +799,20 @@ impl pipeline::stage::CustomStage for FronthaulStage {
 pub const SYMBOLS: usize = SYMBOLS_PER_SLOT as usize;
 
 /// The `fronthaul` stage, described ([`pipeline::stage::descriptor`]).
-pub const DESCRIPTOR: pipeline::stage::descriptor::StageDescriptor =
-    pipeline::stage::descriptor::StageDescriptor {
+pub const DESCRIPTOR: pipeline::stage::StageDescriptor =
+    pipeline::stage::StageDescriptor {
         name: "fronthaul",
         usage: "`fronthaul: {...}`",
         summary: "O-RAN 7.2x U-plane decode (BFP / none, static or dynamic udCompHdr) into the slot grid; malformed frames and packets of a closed slot dropped as `fronthaul_reject`; on the GPU only with `eaxcs` listed: see [5G fronthaul](#5g-fronthaul)",
-        needs: pipeline::stage::descriptor::StageNeeds {
+        needs: pipeline::stage::StageNeeds {
         reads_payload: true,
         reads_time: true,
         orders_across_queues: true,
-        ..pipeline::stage::descriptor::StageNeeds::NONE
+        ..pipeline::stage::StageNeeds::NONE
     },
         drop_reasons: &[pipeline::verdict::DropReason::FronthaulReject, pipeline::verdict::DropReason::StageDrop],
         counters: &[],
-        gpu: pipeline::stage::descriptor::GpuImpl::Library {
+        gpu: pipeline::stage::GpuImpl::Library {
         function: "pw_stage_fronthaul",
     },
         reloads: false,

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use pipeline::testdata::{fixture_dir, write_pcap, LINKTYPE_ETHERNET};
+use pipeline::internal::testdata::{fixture_dir, write_pcap, LINKTYPE_ETHERNET};
 
 /// Frames in [`fronthaul_pcap`], each one section of [`FRONTHAUL_PCAP_PRBS`] PRBs.
 pub const FRONTHAUL_PCAP_FRAMES: usize = 8;

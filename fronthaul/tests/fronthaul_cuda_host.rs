@@ -205,8 +205,8 @@ fn shared_vectors_agree() {
         ("malformed_sample_oran.pcap", 9),
         ("malformed_test_simple.pcap", 9),
     ] {
-        let mut r =
-            pipeline::port::pcap::CaptureReader::open_ethernet(dir.join(name)).expect("capture");
+        let mut r = pipeline::internal::port::pcap::CaptureReader::open_ethernet(dir.join(name))
+            .expect("capture");
         let p = DecodeParams {
             compression: Compression::Static {
                 method: Method::Bfp,

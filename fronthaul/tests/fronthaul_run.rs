@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use pipeline::config;
 use pipeline::daemon;
-use pipeline::executor::cpu::CpuShared;
+use pipeline::daemon::CpuShared;
 use pktwarp_fronthaul::grid::GridData;
 use pktwarp_fronthaul::oran_gen::OranGenOptions;
 use pktwarp_fronthaul::raw::read_slot;

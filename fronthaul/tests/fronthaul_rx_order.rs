@@ -21,7 +21,7 @@ fn a_stage_ordering_frames_across_queues_keeps_one_thread_per_port() {
     let fronthaul = "  - fronthaul:\n      carrier_prbs: 273\n      numerology: 1\n      \
                      comp: { method: bfp, iq_width: 9, hdr: static }\n      eaxcs: [0, 1]\n";
     let path = dir.join("cfg.yaml");
-    let p = pipeline::prepare::prepare(
+    let p = pipeline::internal::prepare::prepare(
         pipeline::config::parse_str(&cfg_with(fronthaul), &path).unwrap(),
     )
     .unwrap();
@@ -31,7 +31,9 @@ fn a_stage_ordering_frames_across_queues_keeps_one_thread_per_port() {
         .one_per_port
         .expect("fronthaul orders frames across queues");
     assert!(why.contains("`fronthaul`"), "{why}");
-    let p = pipeline::prepare::prepare(pipeline::config::parse_str(&cfg_with(""), &path).unwrap())
-        .unwrap();
+    let p = pipeline::internal::prepare::prepare(
+        pipeline::config::parse_str(&cfg_with(""), &path).unwrap(),
+    )
+    .unwrap();
     assert_eq!(p.rx_threads().one_per_port, None);
 }

@@ -14,8 +14,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use pipeline::internal::port::pcap::CaptureReader;
 use pipeline::meta::PacketMeta;
-use pipeline::port::pcap::CaptureReader;
 use pipeline::verdict::{Action, Verdict};
 use pktwarp_fronthaul::config::{
     CompConfig, CompHdr, CompMethodName, GridConfig, GridFormat, SinkConfig,
@@ -306,7 +306,7 @@ fn run_frames_both(
         let mut meta = PacketMeta::default();
         let mut v = Verdict::PASS;
         if with_parse {
-            pipeline::stage::parse::parse(f, &mut meta);
+            pipeline::internal::stage::parse::parse(f, &mut meta);
         }
         if with_parse && meta.status != 0 {
             v = Verdict::drop(pipeline::verdict::DropReason::ParseError);

@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
+use pipeline::internal::port::pcap::CaptureReader;
 use pipeline::meta::PacketMeta;
-use pipeline::port::pcap::CaptureReader;
 use pipeline::verdict::{Action, Verdict};
 use pktwarp_fronthaul::bfp::Method;
 use pktwarp_fronthaul::config::{CompConfig, CompHdr, CompMethodName};

@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use pipeline::port::pcap::{CaptureWriter, WriteFormat};
+use pipeline::internal::port::pcap::{CaptureWriter, WriteFormat};
 use pktwarp_fronthaul::bfp::Method;
 use pktwarp_fronthaul::decode::{decode_frame, Compression, DecodeParams};
 use pktwarp_fronthaul::oran_gen::{build_uplane_frames, OranGenOptions};

@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use pipeline::meta::{PacketMeta, ParseStatus};
-use pipeline::stage::parse::{cuda_host, parse};
+use pipeline::internal::stage::parse::{cuda_host, parse};
 
 fuzz_target!(|frame: &[u8]| {
     let mut rust = PacketMeta::default();

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pipeline::port::pcap::{CaptureReader, MAX_RECORD_LEN};
+use pipeline::internal::port::pcap::{CaptureReader, MAX_RECORD_LEN};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(mut r) = CaptureReader::from_reader("fuzz.pcap", std::io::Cursor::new(data.to_vec()))

@@ -16,8 +16,8 @@ use std::time::Instant;
 use pipeline::burst::Burst;
 use pipeline::config::{AclStageConfig, DefaultAction, RuleFormat, StageConfig};
 use pipeline::counters::QueueCounters;
+use pipeline::internal::port::gen::{FrameSize, GenOptions, GenRx};
 use pipeline::meta::PacketMeta;
-use pipeline::port::gen::{FrameSize, GenOptions, GenRx};
 use pipeline::port::{RxPort, RxStatus};
 use pipeline::stage::Pipeline;
 use pipeline::verdict::Verdict;
@@ -79,7 +79,8 @@ fn main() {
         }),
         StageConfig::Count,
     ];
-    let p = pipeline::stage::build(&stages, |p| p.to_path_buf()).expect("the rule set loads");
+    let p =
+        pipeline::internal::stage::build(&stages, |p| p.to_path_buf()).expect("the rule set loads");
     let mut bursts = trace_bursts(dir.join(format!("{set}_trace")));
     let c = QueueCounters::new(p.stages.len(), p.rule_count());
     let (mut metas, mut verdicts) = (Vec::new(), Vec::new());

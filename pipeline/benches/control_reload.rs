@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pipeline::control::reload::Reloader;
 use pipeline::control::ControlState;
 use pipeline::daemon;
-use pipeline::executor::cpu::{self, CpuShared};
+use pipeline::internal::control::reload::Reloader;
+use pipeline::internal::executor::cpu::{self, CpuShared};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)

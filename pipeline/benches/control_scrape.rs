@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use pipeline::control::{Control, ControlSetup};
 use pipeline::daemon;
-use pipeline::executor::cpu::{self, CpuShared};
+use pipeline::internal::executor::cpu::{self, CpuShared};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)

@@ -18,8 +18,8 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use etherparse::{LinkExtSlice, NetSlice, SlicedPacket, TransportSlice};
+use pipeline::internal::stage::parse::parse;
 use pipeline::meta::PacketMeta;
-use pipeline::stage::parse::parse;
 
 #[path = "../tests/parse_common/mix.rs"]
 mod mix;

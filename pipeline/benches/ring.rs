@@ -6,7 +6,7 @@ use std::hint::black_box;
 use std::sync::mpsc::sync_channel;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use pipeline::ring::ring;
+use pipeline::internal::ring::ring;
 
 /// Waiting on a full or empty ring: spin briefly, then give the core away (on a machine with
 /// fewer free cores than threads, pure spinning starves the other side).

@@ -10,9 +10,11 @@ use std::net::Ipv4Addr;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use etherparse::PacketBuilder;
 use pipeline::burst::Burst;
-use pipeline::port::gen::{build_frame, write_frame, FrameSize, FrameSpec, GenOptions, GenRx};
+use pipeline::internal::port::gen::{
+    build_frame, write_frame, FrameSize, FrameSpec, GenOptions, GenRx,
+};
+use pipeline::internal::rss::{toeplitz_reference, Toeplitz, RSS_KEY_MS};
 use pipeline::port::RxPort;
-use pipeline::rss::{toeplitz_reference, Toeplitz, RSS_KEY_MS};
 
 fn toeplitz(c: &mut Criterion) {
     let t = Toeplitz::default();

@@ -15,7 +15,7 @@
 mod tshark_common;
 use tshark_common::tshark;
 
-use pipeline::testdata::capture_frames;
+use pipeline::internal::testdata::capture_frames;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -24,15 +24,15 @@ use pipeline::burst::{Burst, FrameDesc};
 use pipeline::config;
 use pipeline::counters::QueueCounters;
 use pipeline::daemon;
-use pipeline::executor::cpu::CpuShared;
-use pipeline::meta::PacketMeta;
-use pipeline::port::gen::{build_frame, FrameSpec};
-use pipeline::port::pcap::{CaptureWriter, WriteFormat};
-use pipeline::port::{PortError, RxPort, RxStatus};
-use pipeline::stage::acl::AclStage;
-use pipeline::stage::{
+use pipeline::internal::executor::cpu::CpuShared;
+use pipeline::internal::port::gen::{build_frame, FrameSpec};
+use pipeline::internal::port::pcap::{CaptureWriter, WriteFormat};
+use pipeline::internal::stage::acl::AclStage;
+use pipeline::internal::stage::{
     BuiltStage, CustomStage, GpuStage, GpuStageKind, Pipeline, Stage, StageFactory, StageRegistry,
 };
+use pipeline::meta::PacketMeta;
+use pipeline::port::{PortError, RxPort, RxStatus};
 use pipeline::verdict::{Action, DropReason, Verdict};
 use pipeline::wire::ipv4;
 use pktwarp_kernels::host::{AclSel, HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
@@ -163,7 +163,7 @@ fn through_the_daemon_rewritten_frames_go_to_their_port_and_tshark_reads_them() 
     );
     let metas: Vec<PacketMeta> = input
         .iter()
-        .map(|f| pipeline::stage::parse::parse_frame(f))
+        .map(|f| pipeline::internal::stage::parse::parse_frame(f))
         .collect();
     let is = |m: &PacketMeta, proto: u8, port: u16| {
         m.status == 0 && m.ip_proto == proto && m.dst_port == port
@@ -416,7 +416,7 @@ fn a_steering_mark_reaches_a_user_stage_through_the_cpu_ingest() {
     let s = run_config(&path, &registry(&n));
     let metas: Vec<PacketMeta> = input
         .iter()
-        .map(|f| pipeline::stage::parse::parse_frame(f))
+        .map(|f| pipeline::internal::stage::parse::parse_frame(f))
         .collect();
     let count = |proto: u8, port: u16| {
         metas
@@ -487,7 +487,7 @@ fn a_port_delivered_mark_reaches_the_stages_unless_software_steering_marks() {
     let s = daemon::run_cpu(&p, &shared, ports);
     let metas: Vec<PacketMeta> = input
         .iter()
-        .map(|f| pipeline::stage::parse::parse_frame(f))
+        .map(|f| pipeline::internal::stage::parse::parse_frame(f))
         .collect();
     let parsed = metas.iter().filter(|m| m.status == 0).count() as u64;
     let voice = metas
@@ -569,7 +569,7 @@ fn a_port_its_nic_steers_keeps_the_nic_queue_and_mark_and_is_not_steered_again()
     assert_eq!(per_queue, want, "each frame on the queue the NIC chose");
     let parsed = input
         .iter()
-        .filter(|f| pipeline::stage::parse::parse_frame(f).status == 0)
+        .filter(|f| pipeline::internal::stage::parse::parse_frame(f).status == 0)
         .count() as u64;
     assert_eq!(
         n.load(Ordering::Relaxed),
@@ -620,17 +620,17 @@ fn specs_of(p: &Pipeline) -> (Vec<StageSpec>, Vec<Vec<u8>>) {
 
 /// `n` frames of the `gen` port (IMIX sizes, IPv4 and IPv6, a tenth malformed).
 fn gen_frames(n: u64) -> Vec<Vec<u8>> {
-    let opts = pipeline::port::gen::GenOptions {
+    let opts = pipeline::internal::port::gen::GenOptions {
         count: Some(n),
-        size: pipeline::port::gen::FrameSize::Imix,
-        flows: Some(pipeline::port::gen::FlowOptions {
+        size: pipeline::internal::port::gen::FrameSize::Imix,
+        flows: Some(pipeline::internal::port::gen::FlowOptions {
             ipv6_share: 0.25,
             ..Default::default()
         }),
         malformed_ratio: 0.1,
         ..Default::default()
     };
-    let mut rx = pipeline::port::gen::GenRx::new(&opts, 0).expect("gen options");
+    let mut rx = pipeline::internal::port::gen::GenRx::new(&opts, 0).expect("gen options");
     let mut b = Burst::default();
     let mut out = Vec::new();
     loop {
@@ -675,7 +675,7 @@ fn host_compiled_cuda_equals_the_cpu_with_rewrites_and_marks() {
     // The crafted frames, the multi-protocol capture and generated IMIX traffic, each with a
     // mark: none, 7 (dropped by the probe), others.
     let mut all: Vec<Vec<u8>> = frames();
-    all.extend(pipeline::testdata::multi_proto_frames());
+    all.extend(pipeline::internal::testdata::multi_proto_frames());
     all.extend(gen_frames(3000));
     let marks = [0u32, 0, 5, 7, 0x1234_5678, 0];
     let (mut rewritten, mut ported, mut dropped_by_mark) = (0, 0, 0);

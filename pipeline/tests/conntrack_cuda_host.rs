@@ -17,8 +17,8 @@ mod conntrack_common;
 use conntrack_common::{firewall, traffic};
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
-use pipeline::stage::flow_stats::FlowStatsStage;
-use pipeline::stage::flow_stats_gpu::GpuFlowDrain;
+use pipeline::internal::stage::flow_stats::FlowStatsStage;
+use pipeline::internal::stage::flow_stats_gpu::GpuFlowDrain;
 use pipeline::stage::{Pipeline, Stage};
 use pipeline::verdict::Verdict;
 use pktwarp_kernels::host::{AclSel, HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
@@ -34,7 +34,8 @@ fn cpu_verdict_bytes(v: &Verdict) -> [u8; VERDICT_BYTES] {
 
 /// Runs `frames` through both and compares; returns the conntrack counters.
 fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Vec<(&'static str, u64)> {
-    let (specs, params) = pipeline::executor::gpu::compose::stage_specs(p).expect("specs");
+    let (specs, params) =
+        pipeline::internal::executor::gpu::compose::stage_specs(p).expect("specs");
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["parse", "conntrack", "acl", "count"]);
     assert!(pktwarp_kernels::codegen::pipeline_orders_flows(&specs));
@@ -155,7 +156,7 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Vec<(&
 /// ended-flow ring after its table holds what the CPU table reports ended, in the same order
 /// (the host build applies frames one at a time); every cause occurs.
 fn compare_rings(
-    ct: &pipeline::stage::conntrack::ConntrackStage,
+    ct: &pipeline::internal::stage::conntrack::ConntrackStage,
     bytes: &[u8],
     per_queue: usize,
     queues: usize,
@@ -183,7 +184,7 @@ fn compare_rings(
     );
     // The records as flow export emits them: drained from the rings by the GPU host side's
     // drain (GpuFlowDrain), against the CPU tables' ended flows, through the same emission.
-    let fs_cfg: pipeline::stage::flow_stats::FlowStatsConfig =
+    let fs_cfg: pipeline::internal::stage::flow_stats::FlowStatsConfig =
         serde_saphyr::from_str("{}").expect("config");
     let gpu = FlowStatsStage::new(&fs_cfg, Some(ct.tables().clone())).expect("stage");
     let mut image = bytes.to_vec();

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use pipeline::control::{Control, ControlSetup};
 use pipeline::daemon;
-use pipeline::executor::cpu::CpuShared;
+use pipeline::internal::executor::cpu::CpuShared;
 
 /// The tests measure this process's threads and memory: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use flow_rules::abi::ACL_NO_MATCH;
 use flow_rules::acl::{self, AclRuleSet, RuleFormat};
-use pipeline::control::reload::Reloader;
 use pipeline::control::ControlState;
 use pipeline::daemon;
-use pipeline::executor::cpu::{self, BurstObserver, CpuShared};
-use pipeline::stage::acl::key_from_meta;
+use pipeline::internal::control::reload::Reloader;
+use pipeline::internal::executor::cpu::{self, BurstObserver, CpuShared};
+use pipeline::internal::stage::acl::key_from_meta;
 use pipeline::verdict::{Action, DropReason};
 
 /// Rule set A: by protocol and low destination ports.

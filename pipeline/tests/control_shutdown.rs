@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use pipeline::control::{Control, ControlSetup, FatalHook, EXIT_DRAIN_TIMEOUT, EXIT_FORCED};
 use pipeline::daemon;
-use pipeline::executor::cpu::{self, CpuShared};
+use pipeline::internal::executor::cpu::{self, CpuShared};
 
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pktwarp-{name}-{}", std::process::id()));

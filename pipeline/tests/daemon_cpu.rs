@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use pipeline::config;
 use pipeline::daemon;
-use pipeline::executor::cpu::CpuShared;
-use pipeline::port::pcap::CaptureReader;
+use pipeline::internal::executor::cpu::CpuShared;
+use pipeline::internal::port::pcap::CaptureReader;
 
 fn run_yaml(yaml: &str, dir: &Path) -> daemon::Summary {
     let path = dir.join("test.yaml");
@@ -58,7 +58,7 @@ fn gen_parse_count_accounts_for_every_frame() {
 #[test]
 fn pcap_in_pcap_out_is_byte_identical() {
     let dir = tmpdir("pcap");
-    let input = pipeline::testdata::multi_proto_pcap();
+    let input = pipeline::internal::testdata::multi_proto_pcap();
     let out = dir.join("out.pcap");
     let s = run_yaml(
         &format!(
@@ -199,7 +199,7 @@ fn software_steering_rules_place_every_frame_in_its_queue() {
         },
     ));
     let shared = CpuShared::new(&spec);
-    let out = pipeline::executor::cpu::run(&spec, &shared, ports.rx, ports.tx);
+    let out = pipeline::internal::executor::cpu::run(&spec, &shared, ports.rx, ports.tx);
     assert!(out.errors.is_empty());
     let seen = seen.lock().unwrap();
     let steering_drops: u64 = shared

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use dpdk_common::frame;
 use pipeline::burst::Burst;
-use pipeline::port::dpdk::DpdkPort;
+use pipeline::internal::port::dpdk::DpdkPort;
+use pipeline::internal::testdata::{ip, run_child_in_netns, Netns};
 use pipeline::port::{RxPort, TxPort};
-use pipeline::testdata::{ip, run_child_in_netns, Netns};
 
 const CHILD_ENV: &str = "PKTWARP_AF_XDP_CHILD";
 const FRAMES: usize = 500;
@@ -91,7 +91,7 @@ fn af_xdp_child() {
 fn af_xdp_on_veth_in_netns() {
     let ns = format!("pwxdp{}", std::process::id());
     if let Err(e) = ip(&["netns", "add", &ns]) {
-        pipeline::testdata::skip(
+        pipeline::internal::testdata::skip(
             file!(),
             "af_xdp_on_veth_in_netns",
             &format!("af_xdp: cannot create a network namespace here: {e}"),
@@ -105,7 +105,7 @@ fn af_xdp_on_veth_in_netns() {
     .and_then(|()| ip(&["-n", &ns, "link", "set", "pwxdp0", "up"]))
     .and_then(|()| ip(&["-n", &ns, "link", "set", "pwxdp1", "up"]));
     if let Err(e) = setup {
-        pipeline::testdata::skip(
+        pipeline::internal::testdata::skip(
             file!(),
             "af_xdp_on_veth_in_netns",
             &format!("af_xdp: cannot create a veth pair in the namespace: {e}"),
@@ -115,7 +115,7 @@ fn af_xdp_on_veth_in_netns() {
     let (ok, stdout, stderr) = run_child_in_netns(&ns, "af_xdp_child", CHILD_ENV);
     assert!(ok, "af_xdp child failed:\n{stdout}\n{stderr}");
     if let Some(line) = stdout.lines().find(|l| l.contains("AF_XDP-SKIP")) {
-        pipeline::testdata::skip(
+        pipeline::internal::testdata::skip(
             file!(),
             "af_xdp_on_veth_in_netns",
             &format!("af_xdp: {line}\n{stderr}"),

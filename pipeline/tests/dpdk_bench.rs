@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use pipeline::burst::Burst;
 use pipeline::counters::QueueCounters;
+use pipeline::internal::port::dpdk::{DpdkPort, DpdkPortOptions, DpdkRx, DpdkTx, MbufBurst};
 use pipeline::meta::PacketMeta;
-use pipeline::port::dpdk::{DpdkPort, DpdkPortOptions, DpdkRx, DpdkTx, MbufBurst};
 use pipeline::port::{RxPort, RxStatus, TxPort};
 use pipeline::stage::{Pipeline, Stage};
 use pipeline::verdict::Verdict;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use dpdk_common::frame;
 use pipeline::burst::Burst;
-use pipeline::port::dpdk::DpdkPort;
+use pipeline::internal::port::dpdk::DpdkPort;
 use pipeline::port::{RxPort, RxStatus, TxPort};
 
 const ROLE_ENV: &str = "PKTWARP_MEMIF_CHILD_SOCKET";

@@ -7,11 +7,11 @@
 
 mod dpdk_common;
 
-use pipeline::testdata::capture_frames;
+use pipeline::internal::testdata::capture_frames;
 use std::path::Path;
 
 use pipeline::burst::Burst;
-use pipeline::port::dpdk::DpdkPort;
+use pipeline::internal::port::dpdk::DpdkPort;
 use pipeline::port::{RxPort, RxStatus, TxPort};
 
 fn counter(c: &[(String, u64)], name: &str) -> u64 {
@@ -94,13 +94,17 @@ fn forward(input: &Path, tag: &str, id: u32) {
 
 #[test]
 fn pcap_to_pcap_is_byte_identical_multi_proto() {
-    forward(&pipeline::testdata::multi_proto_pcap(), "pcap-multi", 10);
+    forward(
+        &pipeline::internal::testdata::multi_proto_pcap(),
+        "pcap-multi",
+        10,
+    );
 }
 
 #[test]
 fn pcap_to_pcap_is_byte_identical_imix() {
     // 601 generated frames, up to full-size: several RX bursts, TX of every size.
-    forward(&pipeline::testdata::imix_pcap(), "pcap-imix", 11);
+    forward(&pipeline::internal::testdata::imix_pcap(), "pcap-imix", 11);
 }
 
 #[test]
@@ -118,7 +122,7 @@ fn second_eal_args_must_match() {
 // ---- The zero-copy path: rx_mbufs -> pipeline on the mbufs -> free dropped -> tx_mbufs. ----
 
 use pipeline::counters::QueueCounters;
-use pipeline::port::dpdk::MbufBurst;
+use pipeline::internal::port::dpdk::MbufBurst;
 use pipeline::stage::{Pipeline, Stage};
 
 /// Verdicts of the parse + count pipeline on `frames` through the copying path's entry point
@@ -222,12 +226,20 @@ fn forward_zero_copy(input: &Path, tag: &str, id: u32) {
 
 #[test]
 fn zero_copy_pcap_to_pcap_is_byte_identical_multi_proto() {
-    forward_zero_copy(&pipeline::testdata::multi_proto_pcap(), "pcap-zc-multi", 20);
+    forward_zero_copy(
+        &pipeline::internal::testdata::multi_proto_pcap(),
+        "pcap-zc-multi",
+        20,
+    );
 }
 
 #[test]
 fn zero_copy_pcap_to_pcap_is_byte_identical_imix() {
-    forward_zero_copy(&pipeline::testdata::imix_pcap(), "pcap-zc-imix", 21);
+    forward_zero_copy(
+        &pipeline::internal::testdata::imix_pcap(),
+        "pcap-zc-imix",
+        21,
+    );
 }
 
 /// Frames larger than one mbuf arrive from net_pcap as mbuf chains: the zero-copy path reads
@@ -251,7 +263,7 @@ fn zero_copy_chained_frames() {
         o.idle_end_ms = Some(300);
         DpdkPort::open(&o, index).expect("open net_pcap port")
     };
-    let receive = |rx: &mut pipeline::port::dpdk::DpdkRx, burst: &mut MbufBurst| loop {
+    let receive = |rx: &mut pipeline::internal::port::dpdk::DpdkRx, burst: &mut MbufBurst| loop {
         match rx.rx_mbufs(burst, 32).expect("rx") {
             RxStatus::Frames(n) => return n,
             RxStatus::Idle => std::thread::yield_now(),

@@ -16,12 +16,12 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pipeline::executor::cpu::{self, CpuRunSpec, CpuShared, RxThreads};
-use pipeline::port::dpdk::DpdkPort;
+use pipeline::internal::executor::cpu::{self, CpuRunSpec, CpuShared, RxThreads};
+use pipeline::internal::port::dpdk::DpdkPort;
+use pipeline::internal::ring::OnFull;
+use pipeline::internal::steer::Steering;
 use pipeline::port::{RxPort, TxPort};
-use pipeline::ring::OnFull;
 use pipeline::stage::{Pipeline, Stage};
-use pipeline::steer::Steering;
 
 fn spec(queues: usize, per_queue: bool) -> CpuRunSpec {
     CpuRunSpec {

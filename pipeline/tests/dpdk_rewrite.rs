@@ -8,14 +8,14 @@
 
 mod dpdk_common;
 
-use pipeline::testdata::capture_frames;
+use pipeline::internal::testdata::capture_frames;
 use std::net::IpAddr;
 
 use pipeline::config;
 use pipeline::daemon;
-use pipeline::executor::cpu::CpuShared;
-use pipeline::port::gen::{build_frame, FrameSpec};
-use pipeline::port::pcap::{CaptureWriter, WriteFormat};
+use pipeline::internal::executor::cpu::CpuShared;
+use pipeline::internal::port::gen::{build_frame, FrameSpec};
+use pipeline::internal::port::pcap::{CaptureWriter, WriteFormat};
 
 #[test]
 fn l2fwd_over_net_pcap_swaps_every_frames_macs() {

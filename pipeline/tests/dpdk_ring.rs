@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use dpdk_common::frame;
 use flow_rules::steering::SteerRuleSet;
 use pipeline::burst::Burst;
-use pipeline::port::dpdk::{DpdkPort, FlowOutcome, MbufBurst};
+use pipeline::internal::port::dpdk::{DpdkPort, FlowOutcome, MbufBurst};
 use pipeline::port::{RxPort, RxStatus, TxPort};
 
 fn counter(c: &[(String, u64)], name: &str) -> u64 {
@@ -291,7 +291,8 @@ fn refused_rules_mark_in_software_as_the_nic_would() {
     assert!(outcomes
         .iter()
         .all(|o| matches!(o, FlowOutcome::Software { .. })));
-    let steering = pipeline::steer::Steering::from_rules(&set, 4).expect("executor steering");
+    let steering =
+        pipeline::internal::steer::Steering::from_rules(&set, 4).expect("executor steering");
     let frames = mark_frames();
     let mut tx = port.tx(0).expect("tx");
     let mut rx = port.rx(&[]).expect("rx");
@@ -382,7 +383,7 @@ fn null_forwarding_at_full_speed() {
 
 #[test]
 fn gpu_buffers_choice_is_automatic_and_reported() {
-    use pipeline::port::dpdk::{gpu::gpudirect_check, BufferPlacement, GpuBuffers};
+    use pipeline::internal::port::dpdk::{gpu::gpudirect_check, BufferPlacement, GpuBuffers};
     // Virtual devices cannot DMA into GPU memory: auto picks host buffers and says why.
     let why = gpudirect_check("net_ring").expect_err("net_ring has no GPUDirect");
     assert!(why.contains("mlx5"), "{why}");
@@ -409,7 +410,7 @@ fn gpu_buffers_choice_is_automatic_and_reported() {
 
 #[test]
 fn options_reject_unknown_keys_and_bad_values() {
-    use pipeline::port::dpdk::DpdkPortOptions;
+    use pipeline::internal::port::dpdk::DpdkPortOptions;
     let ok: DpdkPortOptions =
         serde_saphyr::from_str("vdev: net_null0\nrx_queues: 2\ngpu_buffers: host\n")
             .expect("valid");

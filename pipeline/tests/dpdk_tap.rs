@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 use dpdk_common::frame;
 use flow_rules::steering::SteerRuleSet;
 use pipeline::burst::Burst;
-use pipeline::port::dpdk::{DpdkPort, FlowOutcome};
+use pipeline::internal::port::dpdk::{DpdkPort, FlowOutcome};
+use pipeline::internal::testdata::{ip, run_child_in_netns, Netns};
 use pipeline::port::RxPort;
-use pipeline::testdata::{ip, run_child_in_netns, Netns};
 
 const CHILD_ENV: &str = "PKTWARP_TAP_CHILD";
 
@@ -250,7 +250,7 @@ fn counter(c: &[(String, u64)], name: &str) -> u64 {
 fn tap_rte_flow_rules_steer_in_the_device() {
     let ns = format!("pwtap{}", std::process::id());
     if let Err(e) = ip(&["netns", "add", &ns]) {
-        pipeline::testdata::skip(
+        pipeline::internal::testdata::skip(
             file!(),
             "tap_rte_flow_rules_steer_in_the_device",
             &format!("tap: cannot create a network namespace here: {e}"),
@@ -261,7 +261,7 @@ fn tap_rte_flow_rules_steer_in_the_device() {
     let (ok, stdout, stderr) = run_child_in_netns(&ns, "tap_child", CHILD_ENV);
     assert!(ok, "tap child failed:\n{stdout}\n{stderr}");
     if let Some(line) = stdout.lines().find(|l| l.contains("TAP-SKIP")) {
-        pipeline::testdata::skip(
+        pipeline::internal::testdata::skip(
             file!(),
             "tap_rte_flow_rules_steer_in_the_device",
             &format!("tap: {line}\n{stderr}"),
@@ -273,7 +273,7 @@ fn tap_rte_flow_rules_steer_in_the_device() {
     }
     if let Some(line) = stdout.lines().find(|l| l.contains("TAP-NO-FLOWER")) {
         // The software half passed; the device half cannot run on this kernel: say so.
-        pipeline::testdata::skip(
+        pipeline::internal::testdata::skip(
             file!(),
             "tap_rte_flow_rules_steer_in_the_device",
             &format!("tap: the kernel cannot steer in the device: {line}"),

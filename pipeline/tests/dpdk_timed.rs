@@ -16,9 +16,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use pipeline::config;
 use pipeline::daemon;
-use pipeline::executor::cpu::CpuShared;
-use pipeline::port::dpdk::DpdkPort;
-use pipeline::port::pcap::{CaptureReader, CaptureWriter, WriteFormat};
+use pipeline::internal::executor::cpu::CpuShared;
+use pipeline::internal::port::dpdk::DpdkPort;
+use pipeline::internal::port::pcap::{CaptureReader, CaptureWriter, WriteFormat};
 use pipeline::port::TxPort;
 
 /// The realtime clock, as the port's pacing and net_pcap's record times read it.

@@ -8,17 +8,17 @@
 
 mod dpdk_common;
 
-use pipeline::testdata::capture_frames;
+use pipeline::internal::testdata::capture_frames;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use pipeline::config::OnFull;
-use pipeline::executor::cpu::zero_copy::zero_copy_refusal;
-use pipeline::executor::cpu::{CpuRunSpec, CpuShared};
-use pipeline::port::dpdk::{sys, DpdkPort, MbufBurst};
+use pipeline::internal::executor::cpu::zero_copy::zero_copy_refusal;
+use pipeline::internal::executor::cpu::{CpuRunSpec, CpuShared};
+use pipeline::internal::port::dpdk::{sys, DpdkPort, MbufBurst};
+use pipeline::internal::steer::Steering;
 use pipeline::port::{RxStatus, TxPort};
 use pipeline::stage::{Pipeline, Stage};
-use pipeline::steer::Steering;
 
 #[test]
 fn pktwarp_run_forwards_zero_copy_with_steering_and_parse_drops() {
@@ -284,7 +284,7 @@ fn two_workers_each_own_their_queue_pair() {
             shared.stop.store(true, Ordering::Relaxed);
         })
     };
-    let out = pipeline::executor::cpu::zero_copy::run(&s, &shared, &port, &port);
+    let out = pipeline::internal::executor::cpu::zero_copy::run(&s, &shared, &port, &port);
     stopper.join().expect("stopper");
     assert!(out.errors.is_empty(), "{:?}", out.errors);
     for (q, c) in shared.counters.iter().enumerate() {

@@ -18,9 +18,9 @@ use ipfix_common::{have_tool, run, temp_dir, write_pcap, NfFlow, Nfcapd, Sink};
 use pipeline::burst::FrameDesc;
 use pipeline::control::{Control, ControlSetup};
 use pipeline::daemon;
-use pipeline::executor::cpu::CpuShared;
+use pipeline::internal::executor::cpu::CpuShared;
+use pipeline::internal::stage::flow_stats::{FlowStatsConfig, FlowStatsStage};
 use pipeline::meta::PacketMeta;
-use pipeline::stage::flow_stats::{FlowStatsConfig, FlowStatsStage};
 use pktwarp_flow::ipfix::{Exporter, IpfixConfig};
 use pktwarp_flow::testgen::{echo_frame, tcp_frame, udp_frame, Tcp};
 
@@ -181,7 +181,7 @@ fn tshark_convs(pcap: &Path, link: &Conv) -> Conv {
 /// Link-layer bytes (frame length less IP length) per TCP / UDP conversation and direction.
 fn link_bytes(pcap: &Path) -> Conv {
     let mut m = Conv::new();
-    let mut r = pipeline::port::pcap::CaptureReader::open(pcap).unwrap();
+    let mut r = pipeline::internal::port::pcap::CaptureReader::open(pcap).unwrap();
     while let Some(frame) = r.next_frame().unwrap() {
         let f = frame.data.to_vec();
         let Ok(p) = etherparse::SlicedPacket::from_ethernet(&f) else {
@@ -431,7 +431,7 @@ fn v4_records(datagrams: &[Vec<u8>]) -> Vec<(u64, u64, u8, u16)> {
 
 fn parsed(f: &[u8]) -> PacketMeta {
     let mut m = PacketMeta::default();
-    pipeline::stage::parse::parse(f, &mut m);
+    pipeline::internal::stage::parse::parse(f, &mut m);
     m
 }
 
@@ -781,7 +781,7 @@ fn a_changed_ipfix_section_needs_a_restart() {
     let cfg = pipeline::config::load(&path).unwrap_or_else(|e| panic!("{e}"));
     let p = daemon::prepare(cfg).unwrap_or_else(|e| panic!("{e}"));
     let state = pipeline::control::ControlState::new(None);
-    let r = pipeline::control::reload::Reloader::new(&path, p.pipeline.clone(), state)
+    let r = pipeline::internal::control::reload::Reloader::new(&path, p.pipeline.clone(), state)
         .with_baseline(&p.cfg);
     std::fs::write(&path, text(2)).unwrap();
     let got = r.reload("test").unwrap_or_else(|e| panic!("{e}"));

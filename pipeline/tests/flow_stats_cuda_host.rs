@@ -21,10 +21,10 @@ use std::sync::mpsc::Receiver;
 use conntrack_common::{queue_of, traffic};
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
-use pipeline::port::pcap::CaptureReader;
-use pipeline::stage::config::StageConfig;
-use pipeline::stage::flow_stats_gpu::GpuFlowDrain;
-use pipeline::stage::flow_tables::lock;
+use pipeline::internal::port::pcap::CaptureReader;
+use pipeline::internal::stage::config::StageConfig;
+use pipeline::internal::stage::flow_stats_gpu::GpuFlowDrain;
+use pipeline::internal::stage::flow_tables::lock;
 use pipeline::stage::{Pipeline, Stage};
 use pktwarp_flow::ipfix::{EndReason, FlowQueue, FlowRecord};
 use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
@@ -33,7 +33,7 @@ const SEC: u64 = 1_000_000_000;
 
 fn pipeline_of(yaml: &str) -> Pipeline {
     let stages: Vec<StageConfig> = serde_saphyr::from_str(yaml).expect("stages");
-    pipeline::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline")
+    pipeline::internal::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline")
 }
 
 /// What one comparison saw.
@@ -81,7 +81,8 @@ fn compare(
     gfs.attach(q);
     assert_eq!(gpu.gpu_refusal(), None);
     assert_eq!(ct.gpu_ring_cap(), pktwarp_flow::ENDED_CAP as u32);
-    let (specs, params) = pipeline::executor::gpu::compose::stage_specs(&gpu).expect("specs");
+    let (specs, params) =
+        pipeline::internal::executor::gpu::compose::stage_specs(&gpu).expect("specs");
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["parse", "conntrack", "flow_stats"]);
     let host = HostPipeline::compile(&specs).unwrap_or_else(|e| panic!("{e}"));

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pipeline::daemon::{open_ports, prepare, run_cpu, run_gpu};
-use pipeline::executor::cpu::CpuShared;
-use pipeline::testdata::assert_same_counts;
+use pipeline::internal::executor::cpu::CpuShared;
+use pipeline::internal::testdata::assert_same_counts;
 
 /// The longest a by-reference run may take: each source runs in well under a second on an
 /// H100 (launch mode: 0.17 s with the setup), and the stall this guards against lasts the
@@ -28,7 +28,7 @@ const BOUND: Duration = Duration::from_secs(5);
 /// read most bursts in place, too wide to gather) and one of 64 B frames (gathered whole into
 /// shared memory, 256-frame slots).
 fn sources() -> Vec<(&'static str, String)> {
-    let cap = pipeline::testdata::multi_proto_pcap();
+    let cap = pipeline::internal::testdata::multi_proto_pcap();
     vec![
         (
             "pcap",
@@ -105,8 +105,8 @@ fn loaded_frames_by_reference_count_as_the_cpu_executor_on_mapped_and_device_rin
             config(&port, Some(opts));
         }
     }
-    if let Err(e) = pipeline::executor::gpu::probe(0) {
-        pipeline::testdata::skip(
+    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
+        pipeline::internal::testdata::skip(
             file!(),
             "loaded_frames_by_reference_count_as_the_cpu_executor_on_mapped_and_device_rings",
             &format!("no usable GPU: {e}"),
@@ -121,7 +121,8 @@ fn loaded_frames_by_reference_count_as_the_cpu_executor_on_mapped_and_device_rin
         for (opts, path) in cases {
             let what = format!("{name}, {opts}");
             let p = prepare(config(&port, Some(opts))).expect("prepare");
-            let image = pipeline::executor::gpu::image_for_pipeline(&p.pipeline).expect("image");
+            let image =
+                pipeline::internal::executor::gpu::image_for_pipeline(&p.pipeline).expect("image");
             let shared = Arc::new(CpuShared::new(&p.cpu_spec()));
             let t = Instant::now();
             let gpu = run_gpu(&p, &shared, open_ports(&p.cfg).expect("ports"), &image)
@@ -157,10 +158,12 @@ fn loaded_frames_by_reference_count_as_the_cpu_executor_on_mapped_and_device_rin
 /// asserted: it is the driver's behaviour, not pktwarp's; the bound above is the check.
 #[test]
 fn pinned_memory_under_a_running_persistent_kernel() {
-    use pipeline::executor::gpu::{GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement};
+    use pipeline::internal::executor::gpu::{
+        GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement,
+    };
     use pipeline::stage::{Pipeline, Stage};
-    if let Err(e) = pipeline::executor::gpu::probe(0) {
-        pipeline::testdata::skip(
+    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
+        pipeline::internal::testdata::skip(
             file!(),
             "pinned_memory_under_a_running_persistent_kernel",
             &format!("no usable GPU: {e}"),
@@ -168,7 +171,7 @@ fn pinned_memory_under_a_running_persistent_kernel() {
         return;
     }
     let p = Pipeline::new(vec![Stage::Count]);
-    let image = pipeline::executor::gpu::image_for_pipeline(&p).expect("image");
+    let image = pipeline::internal::executor::gpu::image_for_pipeline(&p).expect("image");
     let opts = GpuOptions {
         mode: Mode::Persistent,
         placement: Placement::Mapped,

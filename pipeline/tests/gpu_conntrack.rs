@@ -13,7 +13,7 @@ mod conntrack_common;
 use conntrack_common::{firewall, traffic};
 use pipeline::burst::Burst;
 use pipeline::counters::QueueCounters;
-use pipeline::executor::gpu::{
+use pipeline::internal::executor::gpu::{
     image_for_pipeline, AclTablesRef, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement,
 };
 use pipeline::stage::Stage;
@@ -131,8 +131,8 @@ fn check(mode: Mode, placement: Placement, burst: usize, burst_ctas: u32) {
 
 #[test]
 fn conntrack_on_the_gpu_equals_the_cpu_frame_by_frame() {
-    if let Err(e) = pipeline::executor::gpu::probe(0) {
-        pipeline::testdata::skip(
+    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
+        pipeline::internal::testdata::skip(
             file!(),
             "conntrack_on_the_gpu_equals_the_cpu_frame_by_frame",
             &format!("no usable GPU: {e}"),

@@ -15,13 +15,13 @@ use std::sync::{Arc, Mutex};
 
 use pipeline::burst::Burst;
 use pipeline::daemon::{open_ports, prepare, run_cpu, run_gpu};
-use pipeline::executor::cpu::CpuShared;
-use pipeline::executor::gpu::driver::{Context, DeviceBuffer, Stream};
+use pipeline::internal::executor::cpu::CpuShared;
+use pipeline::internal::executor::gpu::driver::{Context, DeviceBuffer, Stream};
+use pipeline::internal::port::gpu_rx::{GpuFrame, GpuRx, GpuRxBurst, GpuRxStatus};
+use pipeline::internal::steer::Steering;
+use pipeline::internal::testdata::assert_same_counts;
 use pipeline::meta::PacketMeta;
-use pipeline::port::gpu_rx::{GpuFrame, GpuRx, GpuRxBurst, GpuRxStatus};
 use pipeline::port::{PortError, RxPort, RxStatus};
-use pipeline::steer::Steering;
-use pipeline::testdata::assert_same_counts;
 
 /// Bytes a buffer holds (DPDK's default mbuf data room) and buffers in the pool.
 const BUF: usize = 2176;
@@ -197,8 +197,8 @@ fn frames_in_gpu_memory_are_gathered_on_the_gpu_and_count_as_the_cpu_executor() 
     let modes = ["persistent", "launch"];
     let cfgs: Vec<_> = modes.iter().map(|m| config(Some(m))).collect();
     let cpu_p = prepare(config(None)).expect("prepare");
-    if let Err(e) = pipeline::executor::gpu::probe(0) {
-        pipeline::testdata::skip(
+    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
+        pipeline::internal::testdata::skip(
             file!(),
             "frames_in_gpu_memory_are_gathered_on_the_gpu_and_count_as_the_cpu_executor",
             &format!("no usable GPU: {e}"),
@@ -244,7 +244,8 @@ fn frames_in_gpu_memory_are_gathered_on_the_gpu_and_count_as_the_cpu_executor() 
                 }) as Box<dyn RxPort>
             })
             .collect();
-        let image = pipeline::executor::gpu::image_for_pipeline(&p.pipeline).expect("image");
+        let image =
+            pipeline::internal::executor::gpu::image_for_pipeline(&p.pipeline).expect("image");
         let shared = Arc::new(CpuShared::new(&p.cpu_spec()));
         let t = std::time::Instant::now();
         let gpu = run_gpu(&p, &shared, ports, &image).expect("GPU run");
@@ -264,7 +265,7 @@ fn frames_in_gpu_memory_are_gathered_on_the_gpu_and_count_as_the_cpu_executor() 
         );
         assert!(b > 0, "{what}");
         assert_ne!(
-            pipeline::executor::gpu::gather_copies(),
+            pipeline::internal::executor::gpu::gather_copies(),
             "none yet",
             "{what}: the frames went through the executor's gather"
         );
@@ -286,7 +287,7 @@ fn frames_in_gpu_memory_are_gathered_on_the_gpu_and_count_as_the_cpu_executor() 
             gpu.rx_frames,
             gpu.top_rules.iter().map(|r| r.1).sum::<u64>(),
             gpu.acl_default,
-            pipeline::executor::gpu::gather_copies(),
+            pipeline::internal::executor::gpu::gather_copies(),
             starved.load(Ordering::Relaxed),
             t.elapsed().as_secs_f64()
         );

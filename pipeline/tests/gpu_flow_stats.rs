@@ -18,12 +18,12 @@ mod conntrack_common;
 use conntrack_common::traffic;
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::counters::QueueCounters;
-use pipeline::executor::gpu::{
+use pipeline::internal::executor::gpu::{
     image_for_pipeline, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement,
 };
-use pipeline::stage::config::StageConfig;
-use pipeline::stage::flow_stats_gpu::GpuFlowDrain;
-use pipeline::stage::flow_tables::lock;
+use pipeline::internal::stage::config::StageConfig;
+use pipeline::internal::stage::flow_stats_gpu::GpuFlowDrain;
+use pipeline::internal::stage::flow_tables::lock;
 use pipeline::stage::{Pipeline, Stage};
 use pipeline::verdict::Action;
 use pktwarp_flow::ipfix::{EndReason, FlowQueue, FlowRecord};
@@ -33,7 +33,7 @@ const SEC: u64 = 1_000_000_000;
 
 fn pipeline_of(yaml: &str) -> Pipeline {
     let stages: Vec<StageConfig> = serde_saphyr::from_str(yaml).expect("stages");
-    pipeline::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline")
+    pipeline::internal::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline")
 }
 
 /// Runs `frames` on the executor, each queue's in arrival order, until all are reaped.
@@ -172,8 +172,8 @@ fn check(mode: Mode, placement: Placement, burst: usize, entries: u64) -> Vec<Fl
 
 #[test]
 fn flow_export_on_the_gpu_equals_the_cpu() {
-    if let Err(e) = pipeline::executor::gpu::probe(0) {
-        pipeline::testdata::skip(
+    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
+        pipeline::internal::testdata::skip(
             file!(),
             "flow_export_on_the_gpu_equals_the_cpu",
             &format!("no usable GPU: {e}"),

@@ -9,11 +9,11 @@
 use std::sync::Arc;
 
 use pipeline::burst::{Burst, FrameDesc};
-use pipeline::executor::gpu::{
+use pipeline::internal::executor::gpu::{
     image_for_pipeline, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement, SubmitError,
 };
-use pipeline::stage::{BuiltStage, CustomSlot, GpuStage, Pipeline, Stage};
-use pipeline::testdata::MaxLen;
+use pipeline::internal::stage::{BuiltStage, CustomSlot, GpuStage, Pipeline, Stage};
+use pipeline::internal::testdata::MaxLen;
 use pipeline::verdict::Action;
 
 /// Passes every frame (a composed pipeline: its kernel writes the TX ring).
@@ -131,8 +131,8 @@ fn check(mode: Mode, placement: Placement) {
 
 #[test]
 fn held_slots_are_reused_only_once_released_on_the_gpu() {
-    if let Err(e) = pipeline::executor::gpu::probe(0) {
-        pipeline::testdata::skip(
+    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
+        pipeline::internal::testdata::skip(
             file!(),
             "held_slots_are_reused_only_once_released_on_the_gpu",
             &format!("no usable GPU: {e}"),

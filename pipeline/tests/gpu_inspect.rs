@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use inspect_common::{fixed_rules, pipeline, random_rules, rule_sids, scratch, sid_hits, traffic};
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::counters::QueueCounters;
-use pipeline::executor::gpu::{
+use pipeline::internal::executor::gpu::{
     image_for_pipeline, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement,
 };
 use pipeline::stage::{Pipeline, Stage};
@@ -384,8 +384,8 @@ fn check(
 
 #[test]
 fn inspect_on_the_gpu_equals_the_cpu_frame_by_frame() {
-    if let Err(e) = pipeline::executor::gpu::probe(0) {
-        pipeline::testdata::skip(
+    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
+        pipeline::internal::testdata::skip(
             file!(),
             "inspect_on_the_gpu_equals_the_cpu_frame_by_frame",
             &format!("no usable GPU: {e}"),
@@ -476,7 +476,8 @@ fn check_reload(mode: Mode, placement: Placement) {
                 let r = slot.cpu().reload_files().expect("reload").expect("files");
                 (r.publish)();
                 want_b = answers(&p);
-                let (_, params) = pipeline::executor::gpu::compose::stage_specs(&p).expect("specs");
+                let (_, params) =
+                    pipeline::internal::executor::gpu::compose::stage_specs(&p).expect("specs");
                 let t = Instant::now();
                 ex.publish_stage_params(&params, p.params_generation())
                     .expect("publish");
@@ -543,8 +544,8 @@ fn check_reload(mode: Mode, placement: Placement) {
 
 #[test]
 fn a_rule_reload_on_the_gpu_publishes_the_new_set_by_epoch() {
-    if let Err(e) = pipeline::executor::gpu::probe(0) {
-        pipeline::testdata::skip(
+    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
+        pipeline::internal::testdata::skip(
             file!(),
             "a_rule_reload_on_the_gpu_publishes_the_new_set_by_epoch",
             &format!("no usable GPU: {e}"),

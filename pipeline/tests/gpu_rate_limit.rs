@@ -16,11 +16,11 @@ mod rate_limit_common;
 
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::counters::QueueCounters;
-use pipeline::executor::gpu::{
+use pipeline::internal::executor::gpu::{
     image_for_pipeline, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement,
 };
-use pipeline::stage::config::StageConfig;
-use pipeline::stage::rate_limit_gpu::GpuRateFold;
+use pipeline::internal::stage::config::StageConfig;
+use pipeline::internal::stage::rate_limit_gpu::GpuRateFold;
 use pipeline::stage::Pipeline;
 use pipeline::verdict::Action;
 use rate_limit_common::{rules_edited, scrubber, with_flood};
@@ -192,8 +192,8 @@ fn check(mode: Mode, placement: Placement, burst: usize, rename: bool) {
 
 #[test]
 fn rate_limit_on_the_gpu_equals_the_cpu_frame_by_frame() {
-    if let Err(e) = pipeline::executor::gpu::probe(0) {
-        pipeline::testdata::skip(
+    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
+        pipeline::internal::testdata::skip(
             file!(),
             "rate_limit_on_the_gpu_equals_the_cpu_frame_by_frame",
             &format!("no usable GPU: {e}"),

@@ -11,11 +11,11 @@
 use std::sync::Arc;
 
 use pipeline::burst::{Burst, FrameDesc};
-use pipeline::executor::gpu::{
+use pipeline::internal::executor::gpu::{
     image_for_pipeline, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement,
 };
-use pipeline::stage::{BuiltStage, CustomSlot, GpuStage, Pipeline, Stage};
-use pipeline::testdata::MaxLen;
+use pipeline::internal::stage::{BuiltStage, CustomSlot, GpuStage, Pipeline, Stage};
+use pipeline::internal::testdata::MaxLen;
 use pipeline::verdict::Action;
 use pktwarp_kernels::StageBuffer;
 
@@ -72,7 +72,7 @@ fn burst() -> Burst {
     b
 }
 
-fn dropped(v: &[pipeline::executor::gpu::abi::Verdict]) -> Vec<bool> {
+fn dropped(v: &[pipeline::internal::executor::gpu::abi::Verdict]) -> Vec<bool> {
     v.iter().map(|v| v.action == Action::Drop as u8).collect()
 }
 
@@ -158,8 +158,8 @@ fn check(mode: Mode, placement: Placement) {
 
 #[test]
 fn stage_params_swap_by_epoch_and_buffers_read_back_on_the_gpu() {
-    if let Err(e) = pipeline::executor::gpu::probe(0) {
-        pipeline::testdata::skip(
+    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
+        pipeline::internal::testdata::skip(
             file!(),
             "stage_params_swap_by_epoch_and_buffers_read_back_on_the_gpu",
             &format!("no usable GPU: {e}"),

@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pipeline::burst::{Burst, FrameDesc};
-use pipeline::executor::gpu::{
+use pipeline::internal::executor::gpu::{
     abandoned_executors, image_for_pipeline, GpuExecutor, GpuOptions, KernelStillRunning, Mode,
     PipelineDesc, Placement,
 };
-use pipeline::stage::{BuiltStage, CustomSlot, GpuStage, Pipeline, Stage};
-use pipeline::testdata::MaxLen;
+use pipeline::internal::stage::{BuiltStage, CustomSlot, GpuStage, Pipeline, Stage};
+use pipeline::internal::testdata::MaxLen;
 use pipeline::verdict::Action;
 
 /// Spins while its parameter word is 0: volatile reads, so the loop is not optimised away.
@@ -97,8 +97,8 @@ fn hung_kernel_child() {
 
 #[test]
 fn a_hung_kernel_is_leaked_not_freed_and_the_process_exits() {
-    if let Err(e) = pipeline::executor::gpu::probe(0) {
-        pipeline::testdata::skip(
+    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
+        pipeline::internal::testdata::skip(
             file!(),
             "a_hung_kernel_is_leaked_not_freed_and_the_process_exits",
             &format!("no usable GPU: {e}"),

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use pipeline::config;
 use pipeline::daemon;
-use pipeline::executor::cpu::CpuShared;
-use pipeline::port::pcap::{CaptureReader, CaptureWriter, WriteFormat};
+use pipeline::internal::executor::cpu::CpuShared;
+use pipeline::internal::port::pcap::{CaptureReader, CaptureWriter, WriteFormat};
 
 fn root() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))

@@ -91,7 +91,8 @@ fn cpu_lines(p: &Pipeline, k: usize, path: &Path) -> Vec<String> {
 
 /// Runs `frames` through the CPU pipeline and its host-built GPU pipeline and compares.
 fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Seen {
-    let (specs, mut params) = pipeline::executor::gpu::compose::stage_specs(p).expect("specs");
+    let (specs, mut params) =
+        pipeline::internal::executor::gpu::compose::stage_specs(p).expect("specs");
     let k = specs
         .iter()
         .position(|s| s.name == "inspect")
@@ -461,7 +462,8 @@ fn a_rule_reload_midway_equals_the_cpu() {
         position: k,
     };
     slot.cpu_arc().hooks().expect("hooks").start(&ctx);
-    let (specs, mut params) = pipeline::executor::gpu::compose::stage_specs(&p).expect("specs");
+    let (specs, mut params) =
+        pipeline::internal::executor::gpu::compose::stage_specs(&p).expect("specs");
     let host = HostPipeline::compile(&specs).unwrap_or_else(|e| panic!("{e}"));
     let mut hits = vec![0u64; gpu::HIT_BYTES / 8];
     let mut ring = vec![0u64; gpu::ring_bytes(gpu::ALERT_RING) / 8];

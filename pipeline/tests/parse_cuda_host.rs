@@ -5,8 +5,8 @@
 mod parse_common;
 
 use parse_common::{corpus_frames, hex};
+use pipeline::internal::stage::parse::{cuda_host, parse};
 use pipeline::meta::{PacketMeta, META_SIZE};
-use pipeline::stage::parse::{cuda_host, parse};
 use proptest::prelude::*;
 
 fn both(frame: &[u8]) -> (PacketMeta, PacketMeta) {
@@ -112,7 +112,7 @@ proptest! {
 
 /// A few deep frames (tunnels, extension headers, MPLS, QinQ) from multi_proto.pcap to mutate.
 fn seed_frames() -> Vec<Vec<u8>> {
-    let p = pipeline::testdata::multi_proto_pcap();
+    let p = pipeline::internal::testdata::multi_proto_pcap();
     let mut out = Vec::new();
     parse_common::for_each_frame(&p, |f| out.push(f.to_vec()));
     assert_eq!(out.len(), 23);

@@ -8,8 +8,8 @@ mod parse_common;
 
 use etherparse::{PacketBuilder, SlicedPacket};
 use parse_common::{compare_with_etherparse, corpus_frames, hex, Compared};
+use pipeline::internal::stage::parse::parse_frame;
 use pipeline::meta::{mf, ParseStatus};
-use pipeline::stage::parse::parse_frame;
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]

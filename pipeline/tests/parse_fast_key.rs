@@ -8,7 +8,7 @@
 mod parse_common;
 
 use parse_common::{corpus_frames, hex};
-use pipeline::stage::parse::{cuda_host, parse_frame};
+use pipeline::internal::stage::parse::{cuda_host, parse_frame};
 use proptest::prelude::*;
 
 /// Checks `frame` on two ports; true when the fast path took it.

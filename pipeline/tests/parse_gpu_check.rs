@@ -13,8 +13,8 @@ mod parse_common;
 use std::io::Write;
 use std::path::PathBuf;
 
+use pipeline::internal::stage::parse::parse_frame;
 use pipeline::meta::META_SIZE;
-use pipeline::stage::parse::parse_frame;
 
 fn dir() -> PathBuf {
     PathBuf::from(std::env::var("PW_GPU_CHECK_DIR").expect("set PW_GPU_CHECK_DIR"))

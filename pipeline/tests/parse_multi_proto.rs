@@ -4,11 +4,11 @@
 
 mod parse_common;
 
+use pipeline::internal::stage::parse::{cuda_host, parse_frame};
 use pipeline::meta::{mf, PacketMeta, ParseStatus as S, TunnelType};
-use pipeline::stage::parse::{cuda_host, parse_frame};
 
 fn frames() -> Vec<Vec<u8>> {
-    let p = pipeline::testdata::multi_proto_pcap();
+    let p = pipeline::internal::testdata::multi_proto_pcap();
     let mut out = Vec::new();
     parse_common::for_each_frame(&p, |f| out.push(f.to_vec()));
     assert_eq!(out.len(), 23, "multi_proto.pcap frame count");

@@ -12,9 +12,9 @@ use std::process::Command;
 
 use pipeline::config;
 use pipeline::daemon;
-use pipeline::executor::cpu::CpuShared;
-use pipeline::port::gen::{build_frame, FrameSpec};
-use pipeline::port::pcap::CaptureReader;
+use pipeline::internal::executor::cpu::CpuShared;
+use pipeline::internal::port::gen::{build_frame, FrameSpec};
+use pipeline::internal::port::pcap::CaptureReader;
 
 const SNAP: usize = 64;
 const WIRE: usize = 200;

@@ -12,11 +12,13 @@ use std::sync::Arc;
 
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
+use pipeline::internal::port::gen::{GenOptions, GenRx};
+use pipeline::internal::stage::acl::AclStage;
+use pipeline::internal::stage::{
+    AclSlot, BuiltStage, CustomSlot, CustomStage, GpuStage, Pipeline, Stage,
+};
 use pipeline::meta::PacketMeta;
-use pipeline::port::gen::{GenOptions, GenRx};
 use pipeline::port::{RxPort, RxStatus};
-use pipeline::stage::acl::AclStage;
-use pipeline::stage::{AclSlot, BuiltStage, CustomSlot, CustomStage, GpuStage, Pipeline, Stage};
 use pipeline::verdict::{Action, DropReason, Verdict};
 use pktwarp_kernels::host::{AclSel, HostPipeline, META_BYTES, VERDICT_BYTES};
 use pktwarp_kernels::{StageKind, StageSpec};
@@ -99,7 +101,8 @@ fn build(names: &[&str]) -> (Pipeline, Vec<StageSpec>, Arc<SynFloor>) {
     }
     let p = Pipeline::new(stages);
     // The GPU executor's own bridge from the pipeline to the kernel generator.
-    let (specs, params) = pipeline::executor::gpu::compose::stage_specs(&p).expect("specs");
+    let (specs, params) =
+        pipeline::internal::executor::gpu::compose::stage_specs(&p).expect("specs");
     for (n, s) in names.iter().zip(&specs) {
         assert_eq!(*n, s.name);
     }
@@ -123,7 +126,7 @@ fn corpus_frames() -> Option<Vec<(FrameDesc, Vec<u8>)>> {
 /// Frames the project generates: the multi-protocol capture and `gen` traffic.
 fn frames() -> Vec<(FrameDesc, Vec<u8>)> {
     let mut out = Vec::new();
-    for f in pipeline::testdata::multi_proto_frames() {
+    for f in pipeline::internal::testdata::multi_proto_frames() {
         let port = (out.len() % 3) as u16;
         out.push((desc(f.len(), port), f));
     }

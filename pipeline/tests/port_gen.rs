@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 
 use etherparse::{LinkExtHeader, NetHeaders, PacketHeaders, TransportHeader};
 use pipeline::burst::Burst;
-use pipeline::port::gen::{
+use pipeline::internal::port::gen::{
     build_frame, read_trace, FlowOptions, FrameSize, FrameSpec, GenOptions, GenRx, Malformation,
     PortRange, SizeWeight, TraceHeader, PROTO_ICMP, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP,
 };
-use pipeline::port::pace::Rate;
+use pipeline::internal::port::pace::Rate;
 use pipeline::port::{RxPort, RxStatus};
 use proptest::prelude::*;
 
@@ -319,8 +319,8 @@ fn assert_frames_follow(frames: &[(Vec<u8>, u32)], trace: &[TraceHeader]) {
 #[test]
 fn classbench_trace_drives_headers() {
     // A generated ClassBench-format trace: what matters is that its headers drive the frames.
-    let (path, _) = pipeline::testdata::classbench_trace();
-    let n = pipeline::testdata::TRACE_LINES;
+    let (path, _) = pipeline::internal::testdata::classbench_trace();
+    let n = pipeline::internal::testdata::TRACE_LINES;
     let trace = read_trace(&path).unwrap();
     assert_eq!(trace.len(), n);
     assert!(trace.iter().all(|t| t.src_ip.is_ipv4()));
@@ -403,9 +403,9 @@ fn trace_line_of_no_family_names_file_line_and_field() {
 
 #[test]
 fn gz_trace_and_trace_errors() {
-    let (plain, gz) = pipeline::testdata::classbench_trace();
+    let (plain, gz) = pipeline::internal::testdata::classbench_trace();
     let gz = read_trace(gz).unwrap();
-    assert_eq!(gz.len(), pipeline::testdata::TRACE_LINES);
+    assert_eq!(gz.len(), pipeline::internal::testdata::TRACE_LINES);
     assert_eq!(
         gz,
         read_trace(plain).unwrap(),
@@ -588,7 +588,7 @@ fn split_frames(
 ) -> Vec<Vec<(pipeline::burst::FrameDesc, Vec<u8>)>> {
     use pipeline::port::QueueTally;
     let nq = 3;
-    let st = std::sync::Arc::new(pipeline::steer::Steering::rss_only(nq as u16).unwrap());
+    let st = std::sync::Arc::new(pipeline::internal::steer::Steering::rss_only(nq as u16).unwrap());
     let mut rx = GenRx::new(opts, 1).unwrap();
     let mut out = Vec::new();
     for mut q in rx.split_by_queue(&st, nq).unwrap() {
@@ -686,7 +686,7 @@ fn pooled_frames_by_reference_are_the_copied_frames_less_their_number() {
         1,
     )
     .unwrap();
-    let st = std::sync::Arc::new(pipeline::steer::Steering::rss_only(2).unwrap());
+    let st = std::sync::Arc::new(pipeline::internal::steer::Steering::rss_only(2).unwrap());
     let qs = rx.split_by_queue(&st, 2).unwrap();
     let e = qs[0].frame_store().unwrap_err();
     assert!(e.contains("malformed_ratio"), "{e}");

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use etherparse::{NetHeaders, PacketHeaders, TransportHeader};
 use pipeline::burst::Burst;
-use pipeline::port::gen::{
+use pipeline::internal::port::gen::{
     FlowOptions, GenOptions, GenRx, HttpRequestOptions, PayloadOptions, PlantOffset, PlantOptions,
     ProtocolMix, PROTO_TCP,
 };
@@ -40,7 +40,7 @@ fn opts(payload: PayloadOptions, size: u16, count: u64) -> GenOptions {
     GenOptions {
         count: Some(count),
         seed: 11,
-        size: pipeline::port::gen::FrameSize::Fixed(size),
+        size: pipeline::internal::port::gen::FrameSize::Fixed(size),
         flows: Some(FlowOptions {
             flow_count: Some(64),
             ipv6_share: 0.3,
@@ -130,7 +130,7 @@ fn plants_sit_at_their_fixed_offset_with_right_checksums() {
         ],
         http: vec![],
         ratio: 0.5,
-        fill: pipeline::port::gen::Fill::Random,
+        fill: pipeline::internal::port::gen::Fill::Random,
         offset: PlantOffset::At(7),
         http_port: 80,
     };
@@ -157,7 +157,7 @@ fn random_offsets_place_the_plant_inside_the_frame_and_grow_small_frames() {
         plant: vec![plant_text(&long, 1)],
         http: vec![],
         ratio: 1.0,
-        fill: pipeline::port::gen::Fill::Zeros,
+        fill: pipeline::internal::port::gen::Fill::Zeros,
         offset: PlantOffset::Random,
         http_port: 80,
     };
@@ -187,7 +187,7 @@ fn http_requests_are_whole_tcp_segments_to_the_http_port_that_the_inspect_parser
         plant: vec![plant_text("planted", 3)],
         http: vec![request()],
         ratio: 0.4,
-        fill: pipeline::port::gen::Fill::Random,
+        fill: pipeline::internal::port::gen::Fill::Random,
         offset: PlantOffset::Random,
         http_port: 8080,
     };
@@ -224,7 +224,7 @@ fn the_same_seed_gives_the_same_frames_and_another_seed_other_ones() {
         plant: vec![plant_text("abc", 1)],
         http: vec![request()],
         ratio: 0.3,
-        fill: pipeline::port::gen::Fill::Random,
+        fill: pipeline::internal::port::gen::Fill::Random,
         offset: PlantOffset::Random,
         http_port: 80,
     };
@@ -243,7 +243,7 @@ fn zero_ratio_leaves_the_frames_as_without_payload() {
         plant: vec![plant_text("abc", 1)],
         http: vec![],
         ratio: 0.0,
-        fill: pipeline::port::gen::Fill::Zeros,
+        fill: pipeline::internal::port::gen::Fill::Zeros,
         offset: PlantOffset::Random,
         http_port: 80,
     };

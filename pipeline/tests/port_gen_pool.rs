@@ -2,7 +2,7 @@
 //! with their identification written in place are the frames built one by one.
 
 use pipeline::burst::Burst;
-use pipeline::port::gen::{build_frame, FlowOptions, FrameSize, GenOptions, GenRx};
+use pipeline::internal::port::gen::{build_frame, FlowOptions, FrameSize, GenOptions, GenRx};
 use pipeline::port::{RxPort, RxStatus};
 
 fn drain(rx: &mut GenRx) -> Vec<(Vec<u8>, u32)> {

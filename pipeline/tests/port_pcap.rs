@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use pipeline::burst::Burst;
-use pipeline::port::pace::Rate;
-use pipeline::port::pcap::{
+use pipeline::internal::port::pace::Rate;
+use pipeline::internal::port::pcap::{
     CaptureReader, CaptureWriter, Loops, PcapRx, PcapRxOptions, PcapTx, PcapTxOptions, WriteFormat,
 };
 use pipeline::port::{RxPort, RxStatus, TxPort};
@@ -65,7 +65,7 @@ fn sample_frames(n: usize, gap_ns: u64) -> Vec<(Vec<u8>, u64)> {
 
 #[test]
 fn replays_file_in_order_with_loops() {
-    let mut opts = PcapRxOptions::new(pipeline::testdata::multi_proto_pcap());
+    let mut opts = PcapRxOptions::new(pipeline::internal::testdata::multi_proto_pcap());
     opts.loops = Loops::Count(3);
     let mut rx = PcapRx::open(&opts, 7).unwrap();
     assert_eq!(rx.expected_frames(), Some(69));
@@ -91,7 +91,7 @@ fn replays_file_in_order_with_loops() {
 
 #[test]
 fn forever_keeps_going() {
-    let mut opts = PcapRxOptions::new(pipeline::testdata::multi_proto_pcap());
+    let mut opts = PcapRxOptions::new(pipeline::internal::testdata::multi_proto_pcap());
     opts.loops = Loops::Forever;
     let mut rx = PcapRx::open(&opts, 0).unwrap();
     assert_eq!(rx.expected_frames(), None);
@@ -101,7 +101,7 @@ fn forever_keeps_going() {
 
 #[test]
 fn non_ethernet_file_is_refused_with_name_and_type() {
-    let opts = PcapRxOptions::new(pipeline::testdata::linux_sll_pcap());
+    let opts = PcapRxOptions::new(pipeline::internal::testdata::linux_sll_pcap());
     let e = PcapRx::open(&opts, 0).unwrap_err().to_string();
     assert!(
         e.contains("linux_sll.pcap") && e.contains("113 (linux-sll)"),
@@ -155,7 +155,7 @@ fn capture_timing_follows_timestamps() {
 
 #[test]
 fn bad_rate_is_a_config_error() {
-    let mut opts = PcapRxOptions::new(pipeline::testdata::multi_proto_pcap());
+    let mut opts = PcapRxOptions::new(pipeline::internal::testdata::multi_proto_pcap());
     opts.rate = Rate::Pps(0.0);
     assert!(PcapRx::open(&opts, 0).is_err());
 }

@@ -5,7 +5,7 @@
 use std::io::Cursor;
 use std::path::PathBuf;
 
-use pipeline::port::pcap::{link_type_name, CaptureFormat, CaptureReader};
+use pipeline::internal::port::pcap::{link_type_name, CaptureFormat, CaptureReader};
 use pipeline::port::PortError;
 use proptest::prelude::*;
 
@@ -103,7 +103,8 @@ fn non_ethernet_is_a_clear_error() {
         .expect_err("linux-sll interface must be refused");
     assert!(e.to_string().contains("113 (linux-sll)"), "{e}");
     // Ethernet files pass.
-    let mut r = CaptureReader::open_ethernet(pipeline::testdata::multi_proto_pcap()).unwrap();
+    let mut r =
+        CaptureReader::open_ethernet(pipeline::internal::testdata::multi_proto_pcap()).unwrap();
     assert_eq!(read_all(&mut r).0, 23);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -358,7 +359,7 @@ fn drain(bytes: Vec<u8>) {
         for _ in 0..10_000 {
             match r.next_frame() {
                 Ok(Some(f)) => {
-                    assert!(f.data.len() <= pipeline::port::pcap::MAX_RECORD_LEN as usize)
+                    assert!(f.data.len() <= pipeline::internal::port::pcap::MAX_RECORD_LEN as usize)
                 }
                 _ => break,
             }

@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 
 use pipeline::burst::Burst;
+use pipeline::internal::port::pcap::{CaptureWriter, Loops, PcapRx, PcapRxOptions, WriteFormat};
+use pipeline::internal::steer::Steering;
 use pipeline::meta::PacketMeta;
-use pipeline::port::pcap::{CaptureWriter, Loops, PcapRx, PcapRxOptions, WriteFormat};
 use pipeline::port::{QueueTally, RxPort, RxStatus};
-use pipeline::steer::Steering;
 
 fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("pktwarp-pcap-replay-{}", std::process::id()));
@@ -72,7 +72,7 @@ fn probe_reads_the_header_and_first_record_only() {
 fn bad_max_bytes_is_named() {
     let dir = tmp("cfg");
     std::fs::create_dir_all(&dir).unwrap();
-    let input = pipeline::testdata::multi_proto_pcap();
+    let input = pipeline::internal::testdata::multi_proto_pcap();
     for (v, want) in [
         ("0", "must be > 0"),
         ("lots", "max_bytes"),
@@ -121,7 +121,7 @@ fn steered(rx: &mut PcapRx, st: &Steering, nq: usize) -> (Vec<Vec<Got>>, Vec<u64
 
 #[test]
 fn split_queues_replay_what_one_steering_thread_gives_them() {
-    let mut o = PcapRxOptions::new(pipeline::testdata::multi_proto_pcap());
+    let mut o = PcapRxOptions::new(pipeline::internal::testdata::multi_proto_pcap());
     o.loops = Loops::Count(3);
     let nq = 4;
     let st = std::sync::Arc::new(Steering::rss_only(nq as u16).unwrap());
@@ -169,7 +169,7 @@ fn split_queues_replay_what_one_steering_thread_gives_them() {
         assert_eq!(rx.frames_per_loop(), 0);
     }
     // A paced (pps) port is replayed by one thread: the pace is the port's.
-    o.rate = pipeline::port::pace::Rate::Pps(1000.0);
+    o.rate = pipeline::internal::port::pace::Rate::Pps(1000.0);
     let e = PcapRx::open(&o, 0)
         .unwrap()
         .split_by_queue(&st, nq)

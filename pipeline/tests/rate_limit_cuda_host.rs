@@ -17,7 +17,7 @@ mod rate_limit_common;
 
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
-use pipeline::stage::rate_limit::{queue_counters_at, RateLimitStage};
+use pipeline::internal::stage::rate_limit::{queue_counters_at, RateLimitStage};
 use pipeline::stage::{Pipeline, Stage};
 use pipeline::verdict::{Action, DropReason, Verdict};
 use pktwarp_flow::rate::{RateConfig, RateCounters, COUNTERS_BYTES};

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::counters::QueueCounters;
-use pipeline::executor::gpu::compose::stage_set;
-use pipeline::stage::{build_with, Stage, StageRegistry};
+use pipeline::internal::executor::gpu::compose::stage_set;
+use pipeline::internal::stage::{build_with, Stage, StageRegistry};
 use pipeline::verdict::{Action, Verdict};
 use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
 
@@ -102,9 +102,9 @@ fn the_folder_stage_runs_equal_on_the_cpu_and_the_host_compiled_cuda() {
     let params: Vec<&[u8]> = set.params.iter().map(Vec::as_slice).collect();
     let c = QueueCounters::new(3, 0);
     let mut gc = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
-    let mut frames = pipeline::testdata::multi_proto_frames();
+    let mut frames = pipeline::internal::testdata::multi_proto_frames();
     frames.extend(
-        pipeline::testdata::mixed_frames(600)
+        pipeline::internal::testdata::mixed_frames(600)
             .into_iter()
             .map(|(f, _)| f),
     );

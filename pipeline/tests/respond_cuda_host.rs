@@ -9,14 +9,14 @@
 
 use std::net::IpAddr;
 
+use pipeline::internal::port::gen::{build_frame, FrameSpec};
+use pipeline::internal::port::pcap::CaptureReader;
+use pipeline::internal::rewrite::config::Mac;
+use pipeline::internal::rewrite::respond::{RespondParams, COUNTER_NAMES};
+use pipeline::internal::rewrite::{Outcome, Respond, RespondConfig};
+use pipeline::internal::stage::parse::parse_frame;
+use pipeline::internal::testdata::respond::{Arp, Echo};
 use pipeline::meta::PacketMeta;
-use pipeline::port::gen::{build_frame, FrameSpec};
-use pipeline::port::pcap::CaptureReader;
-use pipeline::rewrite::config::Mac;
-use pipeline::rewrite::respond::{RespondParams, COUNTER_NAMES};
-use pipeline::rewrite::{Outcome, Respond, RespondConfig};
-use pipeline::stage::parse::parse_frame;
-use pipeline::testdata::respond::{Arp, Echo};
 use pipeline::verdict::Verdict;
 use pipeline::wire::{arp, checksum, icmp};
 use proptest::prelude::*;

@@ -8,18 +8,18 @@
 #[path = "tshark_common/mod.rs"]
 mod tshark_common;
 
-use pipeline::testdata::capture_frames;
-use pipeline::testdata::respond::{Arp, Echo};
+use pipeline::internal::testdata::capture_frames;
+use pipeline::internal::testdata::respond::{Arp, Echo};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::Command;
 
 use pipeline::config;
 use pipeline::daemon;
-use pipeline::executor::cpu::CpuShared;
-use pipeline::port::gen::{build_frame, FrameSpec};
-use pipeline::port::pcap::{CaptureWriter, WriteFormat};
-use pipeline::stage::parse::parse_frame;
+use pipeline::internal::executor::cpu::CpuShared;
+use pipeline::internal::port::gen::{build_frame, FrameSpec};
+use pipeline::internal::port::pcap::{CaptureWriter, WriteFormat};
+use pipeline::internal::stage::parse::parse_frame;
 use pipeline::wire::{arp, icmp};
 
 fn tmpdir(name: &str) -> PathBuf {

@@ -12,12 +12,12 @@ use std::process::Command;
 use std::sync::Arc;
 
 use flow_rules::route::RouteFile;
-use pipeline::port::gen::{build_frame, FrameSpec};
-use pipeline::port::pcap::{CaptureReader, CaptureWriter, WriteFormat};
-use pipeline::rewrite::{
+use pipeline::internal::port::gen::{build_frame, FrameSpec};
+use pipeline::internal::port::pcap::{CaptureReader, CaptureWriter, WriteFormat};
+use pipeline::internal::rewrite::{
     Dscp, DscpConfig, L2fwd, Outcome, RewriteOp, Route, Ttl, Vlan, VlanConfig,
 };
-use pipeline::stage::parse::parse_frame;
+use pipeline::internal::stage::parse::parse_frame;
 use pipeline::verdict::Verdict;
 
 /// Every frame of every Ethernet capture in INDEX.tsv (files the reader refuses part-way keep

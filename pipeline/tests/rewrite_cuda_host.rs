@@ -8,11 +8,13 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use flow_rules::route::{NextHop, Prefix, Route as RouteSpec, RouteTable};
+use pipeline::internal::port::gen::{build_frame, FrameSpec};
+use pipeline::internal::port::pcap::CaptureReader;
+use pipeline::internal::rewrite::{
+    Dscp, DscpConfig, L2fwd, Outcome, RewriteDrop, Route, Ttl, Vlan,
+};
+use pipeline::internal::stage::parse::parse_frame;
 use pipeline::meta::PacketMeta;
-use pipeline::port::gen::{build_frame, FrameSpec};
-use pipeline::port::pcap::CaptureReader;
-use pipeline::rewrite::{Dscp, DscpConfig, L2fwd, Outcome, RewriteDrop, Route, Ttl, Vlan};
-use pipeline::stage::parse::parse_frame;
 use pipeline::verdict::Verdict;
 use proptest::prelude::*;
 

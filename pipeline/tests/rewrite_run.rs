@@ -5,17 +5,17 @@
 //! port names are config errors naming the file, line and key.
 
 mod tshark_common;
-use pipeline::testdata::capture_frames;
+use pipeline::internal::testdata::capture_frames;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use tshark_common::tshark;
 
 use pipeline::config;
 use pipeline::daemon;
-use pipeline::executor::cpu::CpuShared;
-use pipeline::port::gen::{build_frame, FrameSpec};
-use pipeline::port::pcap::{CaptureWriter, WriteFormat};
-use pipeline::stage::parse::parse_frame;
+use pipeline::internal::executor::cpu::CpuShared;
+use pipeline::internal::port::gen::{build_frame, FrameSpec};
+use pipeline::internal::port::pcap::{CaptureWriter, WriteFormat};
+use pipeline::internal::stage::parse::parse_frame;
 use pipeline::wire::ipv4;
 
 fn tmpdir(name: &str) -> PathBuf {

@@ -20,9 +20,9 @@ use std::path::{Path, PathBuf};
 
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::counters::QueueCounters;
-use pipeline::executor::gpu::compose::{is_composed, stage_set};
-use pipeline::port::gen::{build_frame, FrameSpec};
-use pipeline::stage::{build_for, Pipeline, Stage, StageRegistry};
+use pipeline::internal::executor::gpu::compose::{is_composed, stage_set};
+use pipeline::internal::port::gen::{build_frame, FrameSpec};
+use pipeline::internal::stage::{build_for, Pipeline, Stage, StageRegistry};
 use pipeline::verdict::{Action, DropReason, Verdict};
 use pipeline::wire::{arp, icmp, ipv4};
 use pktwarp_kernels::host::{AclSel, HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
@@ -71,7 +71,7 @@ fn config(tag: &str, pipeline: &str) -> (pipeline::config::Config, PathBuf) {
         .collect::<Vec<_>>()
         .join("\n");
     std::fs::write(dir.join("routes-v4.yaml"), v4_only + "\n").unwrap();
-    let rx = pipeline::testdata::multi_proto_pcap();
+    let rx = pipeline::internal::testdata::multi_proto_pcap();
     let d = dir.display();
     let text = format!(
         "ports:
@@ -105,7 +105,7 @@ struct Harness {
     /// The room each frame has after it (the pipeline's frame room unless a case says less).
     room: usize,
     // The acl stage's tables and rule-hit counters, which `sel` points into.
-    _acl: Option<std::sync::Arc<pipeline::stage::acl::AclStage>>,
+    _acl: Option<std::sync::Arc<pipeline::internal::stage::acl::AclStage>>,
     hits: Vec<u64>,
     sel: Option<AclSel>,
     cpu_counters: QueueCounters,
@@ -343,12 +343,12 @@ fn corpus() -> Option<Vec<(FrameDesc, Vec<u8>)>> {
 /// `gen` frames (IMIX sizes, a quarter IPv6, a tenth malformed, some VLAN-tagged), each also cut
 /// to 20 bytes every seventh.
 fn generated() -> Vec<(FrameDesc, Vec<u8>)> {
-    let mut frames = pipeline::testdata::multi_proto_frames();
+    let mut frames = pipeline::internal::testdata::multi_proto_frames();
     for vlan in [None, Some(42)] {
-        let opts = pipeline::port::gen::GenOptions {
+        let opts = pipeline::internal::port::gen::GenOptions {
             count: Some(1000),
-            size: pipeline::port::gen::FrameSize::Imix,
-            flows: Some(pipeline::port::gen::FlowOptions {
+            size: pipeline::internal::port::gen::FrameSize::Imix,
+            flows: Some(pipeline::internal::port::gen::FlowOptions {
                 ipv6_share: 0.25,
                 ..Default::default()
             }),
@@ -356,7 +356,7 @@ fn generated() -> Vec<(FrameDesc, Vec<u8>)> {
             vlan,
             ..Default::default()
         };
-        let mut rx = pipeline::port::gen::GenRx::new(&opts, 0).expect("gen options");
+        let mut rx = pipeline::internal::port::gen::GenRx::new(&opts, 0).expect("gen options");
         let mut b = Burst::default();
         loop {
             let st = pipeline::port::RxPort::rx_burst(&mut rx, &mut b, 64).expect("gen");
@@ -507,7 +507,7 @@ fn gen_frame(g: &Gen) -> Vec<u8> {
         p.fill_checksum();
     }
     if matches!(g.kind, 2 | 5) {
-        let m = pipeline::stage::parse::parse_frame(&f);
+        let m = pipeline::internal::stage::parse::parse_frame(&f);
         let l4 = usize::from(m.l4_offset);
         if l4 > 0 && l4 + 8 <= f.len() {
             let ty = if g.icmp_type % 2 == 0 {

@@ -4,11 +4,11 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use pipeline::internal::port::gen::{build_frame, FrameSpec, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
+use pipeline::internal::port::pcap::CaptureReader;
+use pipeline::internal::rss::{toeplitz_reference, Reta, Rss, Toeplitz, RSS_KEY_MS};
+use pipeline::internal::stage::parse::parse_frame;
 use pipeline::meta::{mf, PacketMeta};
-use pipeline::port::gen::{build_frame, FrameSpec, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
-use pipeline::port::pcap::CaptureReader;
-use pipeline::rss::{toeplitz_reference, Reta, Rss, Toeplitz, RSS_KEY_MS};
-use pipeline::stage::parse::parse_frame;
 use proptest::prelude::*;
 
 /// Microsoft "Verifying the RSS Hash Calculation", IPv4: (destination, destination port,

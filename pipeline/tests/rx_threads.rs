@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use pipeline::config;
 use pipeline::daemon;
-use pipeline::executor::cpu::{self, CpuShared};
-use pipeline::port::pcap::CaptureReader;
+use pipeline::internal::executor::cpu::{self, CpuShared};
+use pipeline::internal::port::pcap::CaptureReader;
 
 fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pktwarp-rxthreads-{name}-{}", std::process::id()));
@@ -140,7 +140,7 @@ fn counts(s: &daemon::Summary) -> String {
 #[test]
 fn one_receive_thread_per_queue_matches_one_per_port() {
     let dir = tmpdir("same");
-    let input = pipeline::testdata::multi_proto_pcap();
+    let input = pipeline::internal::testdata::multi_proto_pcap();
     same_per_queue_as_per_port(&dir, &Input::Pcap(&input));
 }
 
@@ -244,7 +244,7 @@ fn bad_rx_threads_and_cores_are_named() {
     let e = load_err("{ count: 2, cores: [x] }");
     assert!(e.contains("cores"), "{e}");
     // A core the process may not run on: found by validate (preflight), not only at run.
-    let allowed = pipeline::affinity::allowed_cpus().unwrap();
+    let allowed = pipeline::internal::affinity::allowed_cpus().unwrap();
     if let Some(absent) = (0..1000).find(|c| !allowed.contains(c)) {
         let e = load_err(&format!("{{ count: 2, cores: [{absent}] }}"));
         assert!(

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use pipeline::config;
 use pipeline::daemon;
-use pipeline::executor::cpu::CpuShared;
-use pipeline::testdata::{capture_frames, ip, run_child_in_netns, Netns};
+use pipeline::internal::executor::cpu::CpuShared;
+use pipeline::internal::testdata::{capture_frames, ip, run_child_in_netns, Netns};
 
 const CHILD_ENV: &str = "PKTWARP_SLOW_TAP_CHILD";
 const IFACE: &str = "pw-slow0";
@@ -177,7 +177,7 @@ fn slow_tap_child() {
     }
     let dir = tmpdir("child");
     // Can this kernel make a TAP here at all? (gVisor and some containers refuse.)
-    if let Err(e) = pipeline::port::tap::TapTx::open("pw-probe0") {
+    if let Err(e) = pipeline::internal::port::tap::TapTx::open("pw-probe0") {
         println!("SLOW-TAP-SKIP: {e}");
         return;
     }
@@ -238,7 +238,7 @@ fn slow_tap_child() {
 fn to_host_frames_reach_a_tap_device() {
     let ns = format!("pwslow{}", std::process::id());
     if let Err(e) = ip(&["netns", "add", &ns]) {
-        pipeline::testdata::skip(
+        pipeline::internal::testdata::skip(
             file!(),
             "to_host_frames_reach_a_tap_device",
             &format!("cannot create a network namespace here: {e}"),
@@ -249,7 +249,7 @@ fn to_host_frames_reach_a_tap_device() {
     let (ok, stdout, stderr) = run_child_in_netns(&ns, "slow_tap_child", CHILD_ENV);
     assert!(ok, "child failed:\n{stdout}\n{stderr}");
     if let Some(line) = stdout.lines().find(|l| l.contains("SLOW-TAP-SKIP")) {
-        pipeline::testdata::skip(
+        pipeline::internal::testdata::skip(
             file!(),
             "to_host_frames_reach_a_tap_device",
             &format!("{line}\n{stderr}"),

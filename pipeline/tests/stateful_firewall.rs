@@ -14,9 +14,9 @@ use pipeline::burst::{Burst, FrameDesc};
 use pipeline::config;
 use pipeline::counters::QueueCounters;
 use pipeline::daemon;
-use pipeline::executor::cpu::CpuShared;
+use pipeline::internal::executor::cpu::CpuShared;
+use pipeline::internal::port::pcap::{CaptureWriter, WriteFormat};
 use pipeline::meta::PacketMeta;
-use pipeline::port::pcap::{CaptureWriter, WriteFormat};
 use pipeline::verdict::{Action, DropReason};
 use pktwarp_flow::ct;
 use pktwarp_flow::testgen::{echo_frame, icmp_error_frame, tcp_frame, udp_frame, Tcp};
@@ -310,8 +310,8 @@ fn outbound_conversations_pass_both_ways_and_inbound_new_is_dropped() {
 /// it on one queue; the standard RSS does not (which is why it is switched).
 #[test]
 fn conntrack_steering_keeps_both_directions_on_one_queue() {
-    let standard = pipeline::steer::Steering::rss_only(4).unwrap();
-    let symmetric = pipeline::steer::Steering::rss_only(4)
+    let standard = pipeline::internal::steer::Steering::rss_only(4).unwrap();
+    let symmetric = pipeline::internal::steer::Steering::rss_only(4)
         .unwrap()
         .with_flow_steering();
     let mut split_by_standard = 0;
@@ -344,7 +344,7 @@ fn conntrack_steering_keeps_both_directions_on_one_queue() {
         }
     }
     assert!(split_by_standard > 0);
-    let h6 = pipeline::rss::Toeplitz::new(&pipeline::rss::RSS_KEY_SYMMETRIC);
+    let h6 = pipeline::internal::rss::Toeplitz::new(&pipeline::internal::rss::RSS_KEY_SYMMETRIC);
     let (x, y) = (
         "2001:db8::1".parse().unwrap(),
         "2001:db8:9::42".parse().unwrap(),
@@ -423,7 +423,8 @@ fn ct_rules_need_conntrack_and_the_gpu_runs_both() {
     let cfg = config::load(&shipped_copy("gpu")).unwrap_or_else(|e| panic!("{e}"));
     let p = daemon::prepare(cfg).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(p.pipeline.gpu_refusal(), None);
-    let image = pipeline::executor::gpu::image_for_pipeline(&p.pipeline).expect("a GPU kernel");
+    let image =
+        pipeline::internal::executor::gpu::image_for_pipeline(&p.pipeline).expect("a GPU kernel");
     assert!(pktwarp_kernels::codegen::pipeline_orders_flows(
         &image.stages
     ));
@@ -467,8 +468,8 @@ fn bad_conntrack_keys_are_errors_naming_key_and_line() {
 /// A `kill -HUP` reload may not bring `ct:` rules into a pipeline without `conntrack`.
 #[test]
 fn a_reload_with_ct_rules_needs_conntrack() {
-    use pipeline::stage::acl::AclStage;
-    use pipeline::stage::config::{AclStageConfig, DefaultAction, StageConfig};
+    use pipeline::internal::stage::acl::AclStage;
+    use pipeline::internal::stage::config::{AclStageConfig, DefaultAction, StageConfig};
     let d = tmpdir("reload");
     let plain = d.join("plain.yaml");
     std::fs::write(&plain, "rules:\n  - dst_port: 23\n    action: drop\n").unwrap();
@@ -480,7 +481,7 @@ fn a_reload_with_ct_rules_needs_conntrack() {
             default: DefaultAction::Pass,
         }),
     ];
-    let p = pipeline::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline");
+    let p = pipeline::internal::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline");
     let ct = root().join("configs/rules/stateful-firewall.rules.yaml");
     let new = AclStage::load(&ct, flow_rules::acl::RuleFormat::Yaml, Action::Drop).unwrap();
     let e = p

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use pipeline::config;
 use pipeline::daemon;
-use pipeline::executor::cpu::CpuShared;
-use pipeline::port::pcap::{CaptureWriter, WriteFormat};
+use pipeline::internal::executor::cpu::CpuShared;
+use pipeline::internal::port::pcap::{CaptureWriter, WriteFormat};
 use pktwarp_flow::testgen::{tcp_frame, Rng, Tcp};
 
 /// Largest RSS growth (MiB) over the second half of the run.

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use pipeline::config;
 use pipeline::daemon;
-use pipeline::executor::cpu::CpuShared;
-use pipeline::port::gen::{build_frame, FrameSpec};
-use pipeline::port::pcap::{CaptureReader, CaptureWriter, WriteFormat};
+use pipeline::internal::executor::cpu::CpuShared;
+use pipeline::internal::port::gen::{build_frame, FrameSpec};
+use pipeline::internal::port::pcap::{CaptureReader, CaptureWriter, WriteFormat};
 
 fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pktwarp-txtime-{name}-{}", std::process::id()));

@@ -12,13 +12,13 @@ use std::sync::Arc;
 
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::counters::QueueCounters;
-use pipeline::executor::gpu::compose::stage_set;
-use pipeline::meta::PacketMeta;
-use pipeline::stage::config::{CustomStageConfig, StageConfig};
-use pipeline::stage::{
+use pipeline::internal::executor::gpu::compose::stage_set;
+use pipeline::internal::stage::config::{CustomStageConfig, StageConfig};
+use pipeline::internal::stage::{
     build_with, BuiltStage, CustomStage, FrameMut, GpuStage, Stage, StageFactory, StageNeeds,
     StageRegistry,
 };
+use pipeline::meta::PacketMeta;
 use pipeline::verdict::{Action, Verdict};
 use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
 
@@ -124,9 +124,9 @@ fn verdict_bytes(v: &Verdict) -> [u8; VERDICT_BYTES] {
 }
 
 fn frames() -> Vec<(FrameDesc, Vec<u8>)> {
-    let mut frames = pipeline::testdata::multi_proto_frames();
+    let mut frames = pipeline::internal::testdata::multi_proto_frames();
     frames.extend(
-        pipeline::testdata::mixed_frames(400)
+        pipeline::internal::testdata::mixed_frames(400)
             .into_iter()
             .map(|(f, _)| f),
     );

@@ -3,16 +3,16 @@
 //! the config, or a library callback), `drop` counted. The files are read back (and by tshark)
 //! and their counts checked against the summary.
 
-use pipeline::testdata::capture_frames;
+use pipeline::internal::testdata::capture_frames;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use pipeline::config;
 use pipeline::daemon;
-use pipeline::executor::cpu::{self, CpuShared};
-use pipeline::port::out::CallbackTx;
-use pipeline::stage::parse::parse_frame;
+use pipeline::internal::executor::cpu::{self, CpuShared};
+use pipeline::internal::port::out::CallbackTx;
+use pipeline::internal::stage::parse::parse_frame;
 
 const RULES: &str = "rules:
   - { name: udp-to-host, proto: udp, action: to-host }
@@ -54,7 +54,7 @@ fn run(path: &Path) -> daemon::Summary {
     daemon::run_cpu(&p, &shared, ports)
 }
 
-fn tally<'a>(s: &'a daemon::Summary, role: &str) -> &'a pipeline::port::out::OutTally {
+fn tally<'a>(s: &'a daemon::Summary, role: &str) -> &'a pipeline::internal::port::out::OutTally {
     s.outputs
         .iter()
         .find(|t| t.role == role)

@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use pipeline::config;
 use pipeline::daemon;
-use pipeline::executor::cpu::CpuShared;
+use pipeline::internal::executor::cpu::CpuShared;
+use pipeline::internal::port::pcap::CaptureReader;
+use pipeline::internal::stage::registry::{BuiltStage, StageFactory, StageRegistry};
+use pipeline::internal::verify::sampler::VerifySummary;
 use pipeline::meta::PacketMeta;
-use pipeline::port::pcap::CaptureReader;
-use pipeline::stage::registry::{BuiltStage, StageFactory, StageRegistry};
 use pipeline::stage::CustomStage;
 use pipeline::verdict::{Action, Verdict};
-use pipeline::verify::sampler::VerifySummary;
 
 fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pktwarp-verify-{name}-{}", std::process::id()));
@@ -213,13 +213,13 @@ fn without_a_slow_path_mismatching_frames_are_counted() {
 /// The generator's frames for `count` and `seed` (size 64), in order.
 fn generated(count: u64, seed: u64) -> Vec<Vec<u8>> {
     use pipeline::port::{RxPort, RxStatus};
-    let g = pipeline::port::gen::GenOptions {
+    let g = pipeline::internal::port::gen::GenOptions {
         count: Some(count),
-        size: pipeline::port::gen::FrameSize::Fixed(64),
+        size: pipeline::internal::port::gen::FrameSize::Fixed(64),
         seed,
         ..Default::default()
     };
-    let mut rx = pipeline::port::gen::GenRx::new(&g, 0).expect("generator");
+    let mut rx = pipeline::internal::port::gen::GenRx::new(&g, 0).expect("generator");
     let mut b = pipeline::burst::Burst::default();
     while !matches!(rx.rx_burst(&mut b, 512).expect("gen"), RxStatus::End) {}
     b.frames().map(|(_, f)| f.to_vec()).collect()

@@ -6,7 +6,7 @@
 //! (scripts/gpu-conntrack-check.sh). Same arguments, same file.
 
 use anyhow::Context;
-use pipeline::port::pcap::{CaptureWriter, WriteFormat};
+use pipeline::internal::port::pcap::{CaptureWriter, WriteFormat};
 use pktwarp_flow::testgen::{generate, GenConfig};
 use std::path::PathBuf;
 

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use pipeline::port::pcap::CaptureReader;
+use pipeline::internal::port::pcap::CaptureReader;
 use pipeline::wire::oran::{EaxcBits, DIR_UPLINK};
 use pktwarp_fronthaul::bfp::Method;
 use pktwarp_fronthaul::decode::{decode_frame, Compression, DecodeParams, Message};

@@ -30,7 +30,7 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
         })?;
         return Ok(3);
     }
-    let image = pipeline::executor::gpu::image_for_pipeline(&p)
+    let image = pipeline::daemon::image_for_pipeline(&p)
         .map_err(|e| anyhow::anyhow!("{}: {e:#}", args.config.display()))?;
     let key = pktwarp_kernels::source_key(&image.source, (9, 0));
     super::to_stdout("the result", |w| {

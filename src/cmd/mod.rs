@@ -85,7 +85,7 @@ pub fn init_logging(json: bool) {
             std::io::stderr().is_terminal(),
             std::env::var_os("NO_COLOR"),
         ))
-        .with_writer(|| pipeline::control::logs::Stderr)
+        .with_writer(|| pipeline::internal::control::logs::Stderr)
         // Its report of a failed write is an `eprintln!`, which panics; the writer counts them.
         .log_internal_errors(false);
     if json {

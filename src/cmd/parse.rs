@@ -6,9 +6,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
 use anyhow::Context;
+use pipeline::internal::port::pcap::CaptureReader;
+use pipeline::internal::stage::parse::parse;
 use pipeline::meta::{mf, PacketMeta, ParseStatus, TunnelType};
-use pipeline::port::pcap::CaptureReader;
-use pipeline::stage::parse::parse;
 use pipeline::wire::tcp;
 use serde_json::{json, Map, Value};
 
@@ -317,7 +317,7 @@ mod tests {
     use super::*;
 
     fn multi_proto() -> PathBuf {
-        pipeline::testdata::multi_proto_pcap()
+        pipeline::internal::testdata::multi_proto_pcap()
     }
 
     fn lines(args: &Args) -> Vec<Value> {
@@ -396,7 +396,7 @@ mod tests {
     #[test]
     fn non_ethernet_capture_is_a_clear_error() {
         // A generated Linux cooked capture.
-        let sll = pipeline::testdata::linux_sll_pcap();
+        let sll = pipeline::internal::testdata::linux_sll_pcap();
         let a = Args {
             pcap: sll,
             limit: None,

@@ -6,7 +6,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use pipeline::executor::cpu::CpuShared;
+use pipeline::daemon::CpuShared;
 
 pub struct Progress {
     handle: JoinHandle<()>,

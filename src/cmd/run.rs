@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use pipeline::daemon::CpuShared;
 use pipeline::daemon::{self, Summary};
-use pipeline::executor::cpu::CpuShared;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -61,7 +61,7 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
         .then(|| super::progress::spawn(Arc::clone(&shared), expected));
     let summary = if prepared.choice.name == "gpu" {
         // The pipeline's kernel: the built-in image, or its generated module (NVRTC, cached).
-        let image = pipeline::executor::gpu::image_for_pipeline(&prepared.pipeline)?;
+        let image = pipeline::daemon::image_for_pipeline(&prepared.pipeline)?;
         tracing::info!(
             "GPU pipeline {} ({:?} template)",
             image.pipeline,
@@ -99,7 +99,7 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
     if let Some(p) = progress {
         p.finish();
     }
-    summary.log_write_errors = pipeline::control::logs::write_errors();
+    summary.log_write_errors = pipeline::internal::control::logs::write_errors();
     let json = if args.json {
         Some(serde_json::to_string(&summary)?)
     } else {
@@ -120,12 +120,12 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
 /// The exit status of a run that failed: 3 (`control.drain_timeout_ms`, as a SIGTERM whose
 /// drain outlives it) when the GPU kernels did not return in time, else the error itself (2).
 fn drain_failure(e: anyhow::Error) -> anyhow::Result<i32> {
-    match e.downcast_ref::<pipeline::executor::gpu::KernelStillRunning>() {
+    match e.downcast_ref::<pipeline::daemon::KernelStillRunning>() {
         Some(_) => {
             tracing::error!(
                 event = "shutdown",
                 exit_code = pipeline::control::EXIT_DRAIN_TIMEOUT,
-                abandoned_executors = pipeline::executor::gpu::abandoned_executors(),
+                abandoned_executors = pipeline::daemon::abandoned_executors(),
                 "{e:#}"
             );
             Ok(pipeline::control::EXIT_DRAIN_TIMEOUT)
@@ -260,7 +260,7 @@ mod tests {
     #[test]
     fn kernels_still_running_exit_3_other_errors_stay_errors() {
         // As MultiGpu::shutdown reports it: the GPU named in a context around the typed error.
-        let e = anyhow::Error::new(pipeline::executor::gpu::KernelStillRunning { waited_ms: 150 })
+        let e = anyhow::Error::new(pipeline::daemon::KernelStillRunning { waited_ms: 150 })
             .context("GPU 0");
         assert_eq!(
             drain_failure(e).unwrap(),

@@ -2,7 +2,7 @@
 //! config form, what they need, their drop reasons and counters, whether they run on the GPU)
 //! and the stages the binary registered. `--markdown`: the README's stage table.
 
-use pipeline::stage::{GpuImpl, StageDescriptor, StageRegistry, BUILTINS};
+use pipeline::internal::stage::{GpuImpl, StageDescriptor, StageRegistry, BUILTINS};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -13,7 +13,7 @@ pub struct Args {
 
 pub fn run_with(args: Args, registry: &StageRegistry) -> anyhow::Result<i32> {
     let text = if args.markdown {
-        pipeline::stage::descriptor::markdown_table()
+        pipeline::internal::stage::descriptor::markdown_table()
     } else {
         listing(registry)
     };
@@ -31,7 +31,7 @@ fn listing(registry: &StageRegistry) -> String {
         s.push_str(&row(d));
     }
     // The stages under config keys of their own (the applications this binary ships).
-    for k in pipeline::stage::keyed::all() {
+    for k in pipeline::internal::stage::keyed::all() {
         s.push_str(&row(k.descriptor()));
     }
     for name in registry.names() {
@@ -137,7 +137,7 @@ mod tests {
             .expect("the README marks the end of its stage table");
         assert_eq!(
             &readme[start..start + end],
-            pipeline::stage::descriptor::markdown_table(),
+            pipeline::internal::stage::descriptor::markdown_table(),
             "README.md's stage table differs: paste `pktwarp stages --markdown`"
         );
         assert!(listing(&StageRegistry::default()).contains("\nfronthaul "));
@@ -148,7 +148,7 @@ mod tests {
     #[test]
     fn every_library_stage_is_described() {
         pktwarp_fronthaul::register();
-        let keyed = pipeline::stage::keyed::all();
+        let keyed = pipeline::internal::stage::keyed::all();
         let described: Vec<&StageDescriptor> = BUILTINS
             .iter()
             .copied()
@@ -160,7 +160,7 @@ mod tests {
                 .find(|d| d.name == l.name)
                 .unwrap_or_else(|| panic!("{}: in LIBRARY_STAGES, described by no stage", l.name));
             if d.gpu != GpuImpl::CpuOnly {
-                pipeline::stage::descriptor::check_library_descriptor(d).unwrap();
+                pipeline::internal::stage::descriptor::check_library_descriptor(d).unwrap();
             }
         }
     }

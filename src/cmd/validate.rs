@@ -27,9 +27,9 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
         // CUDA for every stage) whether or not this machine has a GPU; without one, that is said,
         // not an error: the config is checked for the machine it is meant for.
         let p = pipeline::daemon::build_pipeline_with(&cfg, registry)?;
-        let image = pipeline::executor::gpu::image_for_pipeline(&p)
+        let image = pipeline::daemon::image_for_pipeline(&p)
             .map_err(|e| anyhow::anyhow!("{}: executor gpu: {e:#}", args.config.display()))?;
-        if let Err(why) = pipeline::executor::gpu::probe(cfg.executor.gpu.device) {
+        if let Err(why) = pipeline::internal::executor::gpu::probe(cfg.executor.gpu.device) {
             super::to_stdout("the result", |w| {
                 writeln!(
                     w,
@@ -58,7 +58,7 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
             prepared.choice.name,
             prepared.choice.reason
         )?;
-        for line in pipeline::stage::inspect::validate_lines(&prepared.pipeline) {
+        for line in pipeline::internal::stage::inspect::validate_lines(&prepared.pipeline) {
             writeln!(w, "{line}")?;
         }
         Ok(())

@@ -5,7 +5,7 @@
 //!   sample: 1000   # re-run one burst in 1000 on the CPU reference and compare; 0 or absent: off
 //! ```
 //!
-//! See [`crate::verify::sampler`] for what is compared and how the data path is kept free.
+//! See `crate::verify::sampler` for what is compared and how the data path is kept free.
 
 use serde::Deserialize;
 use serde_saphyr::Spanned;

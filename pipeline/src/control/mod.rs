@@ -1,19 +1,19 @@
 //! The control plane: the one CPU thread that never touches a packet. It serves Prometheus
-//! metrics read from the data path's counters ([`metrics`], [`http`]), reloads the ACL rule set
-//! on SIGHUP or when the rule file changes ([`reload`]), stops intake and bounds the drain on
-//! SIGTERM / SIGINT, and watches GPU kernel heartbeats ([`watchdog`]).
+//! metrics read from the data path's counters (`metrics`, `http`), reloads the ACL rule set
+//! on SIGHUP or when the rule file changes (`reload`), stops intake and bounds the drain on
+//! SIGTERM / SIGINT, and watches GPU kernel heartbeats (`watchdog`).
 //!
 //! Exit statuses it may force: 3 = the drain did not finish within `control.drain_timeout_ms`,
 //! 4 = a stalled queue with `on_stall: exit` (or a restart that failed), 130 = a second
 //! SIGTERM / SIGINT during the drain.
 
-pub mod flow_export;
-pub mod http;
-pub mod logs;
-pub mod metrics;
-pub mod reload;
+pub(crate) mod flow_export;
+pub(crate) mod http;
+pub(crate) mod logs;
+pub(crate) mod metrics;
+pub(crate) mod reload;
 pub use crate::config::settings;
-pub mod watchdog;
+pub(crate) mod watchdog;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -2,11 +2,11 @@
 //! executor, runs it, and returns a summary. `pktwarp run` is a thin shell around this, and so is
 //! any app built on the library.
 //!
-//! - [`ports`]: opens the config's ports;
-//! - [`crate::prepare`]: builds the pipeline and steering and picks the executor;
+//! - `ports`: opens the config's ports;
+//! - `prepare`: builds the pipeline and steering and picks the executor;
 //! - [`preflight`]: the start-up checks `pktwarp validate` runs (inputs opened, sockets bound);
 //! - [`run_cpu`] / [`run_gpu`]: run a prepared config on one executor;
-//! - [`summary`]: the totals a run reports.
+//! - `summary`: the totals a run reports.
 
 mod ports;
 mod preflight;
@@ -23,3 +23,9 @@ pub use preflight::preflight;
 pub use run_cpu::run_cpu;
 pub use run_gpu::run_gpu;
 pub use summary::{summarize, CustomStageSummary, GpuIngest, QueueSummary, Summary};
+// What a run needs from the layers below, so that running a config takes this module only.
+pub use crate::control::{Control, ControlSetup, EXIT_DRAIN_TIMEOUT};
+pub use crate::executor::cpu::CpuShared;
+pub use crate::executor::gpu::{
+    abandoned_executors, image_for_pipeline, KernelImage, KernelStillRunning,
+};

@@ -7,13 +7,13 @@ use std::sync::{Arc, Mutex};
 use crate::burst::Burst;
 
 #[cfg(feature = "dpdk")]
-pub mod dpdk;
-pub mod gen;
-pub mod gpu_rx;
-pub mod out;
-pub mod pace;
-pub mod pcap;
-pub mod tap;
+pub(crate) mod dpdk;
+pub(crate) mod gen;
+pub(crate) mod gpu_rx;
+pub(crate) mod out;
+pub(crate) mod pace;
+pub(crate) mod pcap;
+pub(crate) mod tap;
 
 /// What an RX call produced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 //!
 //! ```no_run
 //! # use std::sync::Arc;
-//! # use pipeline::stage::registry::{StageRegistry, StageFactory, BuiltStage};
+//! # use pipeline::stage::{StageRegistry, StageFactory, BuiltStage};
 //! # struct Guard;
 //! # impl StageFactory for Guard {
 //! #     fn build(&self, _: &serde_json::Value) -> anyhow::Result<BuiltStage> { unimplemented!() }

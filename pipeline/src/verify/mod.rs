@@ -10,7 +10,7 @@
 //! which decides how many to print; [`ExpectedCounters`] holds the queue counters and per-rule
 //! hits the GPU's count stage must report for the same frames.
 //!
-//! [`sampler`] runs the same comparison inside the daemon, on one burst in N (`verify:`).
+//! `sampler` runs the same comparison inside the daemon, on one burst in N (`verify:`).
 //!
 //! What drives the GPU (submitting bursts, polling them back, the ACL hot swap) stays with the
 //! caller: it depends on the executor, this module only on the ABI types.
@@ -20,8 +20,10 @@
 mod bursts;
 mod compare;
 mod reference;
-pub mod sampler;
+pub(crate) mod sampler;
 
 pub use bursts::split_bursts;
 pub use compare::{compare_chunk, hex, meta_diff, GpuChunk, Mismatch, Tally};
 pub use reference::{to_abi, Expected, ExpectedCounters, Reference};
+// The daemon's sampled self-check as its summary reports it.
+pub use sampler::VerifySummary;

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use pipeline::port::dpdk::DpdkPortOptions;
+use pipeline::internal::port::dpdk::DpdkPortOptions;
 
 /// EAL arguments for virtual devices only: no hugepages, no PCI scan, 512 MiB of ordinary
 /// memory, a file prefix unique to this process, no shared config files.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use pipeline::burst::FrameDesc;
-use pipeline::stage::config::StageConfig;
+use pipeline::internal::stage::config::StageConfig;
 use pipeline::stage::{Pipeline, Stage};
 
 /// A small xorshift generator: the same frames and rules for a seed, no dependency.
@@ -387,7 +387,8 @@ pub fn pipeline_eve(
     );
     let stages: Vec<StageConfig> = serde_saphyr::from_str(&yaml).unwrap_or_else(|e| panic!("{e}"));
     Arc::new(
-        pipeline::stage::build(&stages, |x| x.to_path_buf()).unwrap_or_else(|e| panic!("{e:#}")),
+        pipeline::internal::stage::build(&stages, |x| x.to_path_buf())
+            .unwrap_or_else(|e| panic!("{e:#}")),
     )
 }
 
@@ -456,7 +457,7 @@ pub fn reads_http(set: &pktwarp_inspect::engine::RuleSet, i: u32) -> bool {
 /// Every frame of the tcpdump captures of the corpus (INDEX.tsv's Ethernet ones); None
 /// without the corpus (outside CI).
 pub fn corpus_frames() -> Option<Vec<(FrameDesc, Vec<u8>)>> {
-    use pipeline::port::pcap::CaptureReader;
+    use pipeline::internal::port::pcap::CaptureReader;
     let d = flow_rules::input::require_corpus("pcaps")?;
     let index = std::fs::read_to_string(d.join("INDEX.tsv")).expect("pcaps/INDEX.tsv");
     let mut frames = Vec::new();
@@ -483,7 +484,7 @@ pub fn corpus_frames() -> Option<Vec<(FrameDesc, Vec<u8>)>> {
 }
 
 /// The CPU stage's hits by sid (its `pktwarp_inspect_rule_hits_total` samples).
-pub fn sid_hits(slot: &pipeline::stage::CustomSlot) -> BTreeMap<u32, u64> {
+pub fn sid_hits(slot: &pipeline::internal::stage::CustomSlot) -> BTreeMap<u32, u64> {
     slot.cpu()
         .metric_samples()
         .into_iter()
@@ -508,7 +509,8 @@ pub fn rule_set(p: &Pipeline, k: usize) -> pktwarp_inspect::engine::RuleSet {
         unreachable!()
     };
     let opts = slot.options();
-    let cfg = pipeline::stage::inspect::InspectStageConfig::from_options(&opts).expect("options");
+    let cfg = pipeline::internal::stage::inspect::InspectStageConfig::from_options(&opts)
+        .expect("options");
     pktwarp_inspect::engine::RuleSet::load(
         &pktwarp_inspect::engine::SetConfig {
             rules: cfg.rules.clone(),

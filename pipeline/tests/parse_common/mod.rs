@@ -7,8 +7,8 @@ pub mod mix;
 use std::path::PathBuf;
 
 use etherparse::{LinkExtSlice, NetSlice, SlicedPacket, TransportSlice};
+use pipeline::internal::port::pcap::{CaptureReader, LINKTYPE_ETHERNET};
 use pipeline::meta::{mf, PacketMeta, ParseStatus};
-use pipeline::port::pcap::{CaptureReader, LINKTYPE_ETHERNET};
 
 /// The corpus folder (`flow_rules::input::data_dir`); None (the test does not run) without the
 /// corpus outside CI, a failure naming the path in CI (`require_corpus`).

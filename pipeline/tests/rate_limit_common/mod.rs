@@ -3,7 +3,7 @@
 
 use crate::conntrack_common::traffic;
 use pipeline::burst::FrameDesc;
-use pipeline::stage::config::StageConfig;
+use pipeline::internal::stage::config::StageConfig;
 use pipeline::stage::Pipeline;
 use pktwarp_flow::rate::RateConfig;
 
@@ -35,7 +35,7 @@ pub fn scrubber(entries: u64) -> Pipeline {
         StageConfig::RateLimit(rules(entries)),
         StageConfig::Count,
     ];
-    pipeline::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline")
+    pipeline::internal::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline")
 }
 
 /// A TCP SYN from `src` (port `sport`) to 192.0.2.1:80.

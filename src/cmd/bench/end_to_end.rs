@@ -3,8 +3,8 @@
 //! per queue, against 400 GbE line rate and the host->device copy bandwidth of the same run.
 
 use pipeline::burst::Burst;
-use pipeline::executor::gpu::abi::{self, Desc8};
-use pipeline::executor::gpu::{
+use pipeline::internal::executor::gpu::abi::{self, Desc8};
+use pipeline::internal::executor::gpu::{
     AclTablesRef, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement, SubmitError,
 };
 use pipeline::verify::Reference;

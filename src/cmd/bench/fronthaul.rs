@@ -9,8 +9,8 @@
 
 use anyhow::Context as _;
 use pipeline::burst::{Burst, FrameDesc};
-use pipeline::executor::gpu::abi::Desc;
-use pipeline::executor::gpu::{GpuExecutor, GpuOptions, Mode, PipelineDesc};
+use pipeline::internal::executor::gpu::abi::Desc;
+use pipeline::internal::executor::gpu::{GpuExecutor, GpuOptions, Mode, PipelineDesc};
 use pktwarp_fronthaul::config::{CompConfig, CompHdr, CompMethodName, SinkConfig};
 use pktwarp_fronthaul::gpu as fgpu;
 use pktwarp_fronthaul::oran_gen::{build_uplane_frames, OranGenOptions};

@@ -2,8 +2,10 @@
 //! statistics it prints.
 
 use pipeline::burst::Burst;
-use pipeline::executor::gpu::abi::Desc;
-use pipeline::executor::gpu::{AclTablesRef, GpuExecutor, GpuOptions, Mode, PipelineDesc};
+use pipeline::internal::executor::gpu::abi::Desc;
+use pipeline::internal::executor::gpu::{
+    AclTablesRef, GpuExecutor, GpuOptions, Mode, PipelineDesc,
+};
 use pipeline::verdict::Action;
 use std::path::{Path, PathBuf};
 
@@ -26,12 +28,12 @@ pub fn set_paths(dir: &Path, set: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
 
 /// Frames generated from every line of a trace (once), `size` bytes on the wire.
 pub fn trace_frames(trace: &Path, size: u16) -> anyhow::Result<Burst> {
-    let g = pipeline::port::gen::GenOptions {
+    let g = pipeline::internal::port::gen::GenOptions {
         trace: Some(trace.to_path_buf()),
-        size: pipeline::port::gen::FrameSize::Fixed(size),
+        size: pipeline::internal::port::gen::FrameSize::Fixed(size),
         ..Default::default()
     };
-    let mut rx = pipeline::port::gen::GenRx::new(&g, 0)?;
+    let mut rx = pipeline::internal::port::gen::GenRx::new(&g, 0)?;
     let mut b = Burst::default();
     use pipeline::port::{RxPort, RxStatus};
     loop {

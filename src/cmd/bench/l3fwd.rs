@@ -5,8 +5,8 @@
 //! CPU executor's pipeline byte for byte (frames sent, their bytes, their output ports).
 
 use pipeline::burst::Burst;
-use pipeline::executor::gpu::abi::{self, TxDesc};
-use pipeline::executor::gpu::{
+use pipeline::internal::executor::gpu::abi::{self, TxDesc};
+use pipeline::internal::executor::gpu::{
     GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement, SubmitError,
 };
 use serde_json::json;
@@ -92,14 +92,14 @@ pub fn section(a: &Args, trace0: &Path, md: &mut Table, js: &mut Json) -> anyhow
     let base = trace_frames(trace0, 64)?;
     // The composed kernel's registers hold one CTA of 256 threads an SM (two of 128), so
     // queues x CTAs must fit that (the verdict path's 16 a queue does not at 12 queues).
-    let sms = pipeline::executor::gpu::probe(a.device)
+    let sms = pipeline::internal::executor::gpu::probe(a.device)
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .multiprocessors as usize;
     let ctas_fit = sms * (256 / a.l3fwd_threads.max(32) as usize).max(1);
     let mut rows = Vec::new();
     for (k, (name, rewrites)) in PIPELINES.iter().enumerate() {
         let p = l3fwd_pipeline(&dir, rewrites)?;
-        let image = pipeline::executor::gpu::image_for_pipeline(&p.pipeline)?;
+        let image = pipeline::daemon::image_for_pipeline(&p.pipeline)?;
         let placements: &[Placement] = if k == 0 {
             &[Placement::Device, Placement::Mapped]
         } else {
@@ -158,7 +158,7 @@ struct Shape {
 fn run(
     a: &Args,
     p: &pipeline::stage::Pipeline,
-    image: &pipeline::executor::gpu::KernelImage,
+    image: &pipeline::daemon::KernelImage,
     base: &Burst,
     shape: Shape,
 ) -> anyhow::Result<Outcome> {
@@ -250,7 +250,7 @@ fn feed(
     let mut i = q % bursts.len();
     let mut first: Option<(u32, usize)> = None;
     let start = Instant::now();
-    let on_burst = |r: &pipeline::executor::gpu::Reaped<'_>,
+    let on_burst = |r: &pipeline::internal::executor::gpu::Reaped<'_>,
                     out: &mut [u64; 8],
                     first: Option<(u32, usize)>| {
         out[0] += r.verdicts.len() as u64;

@@ -5,8 +5,8 @@
 //! be told from one made by pktwarp.
 
 use pipeline::burst::Burst;
-use pipeline::executor::gpu::abi::{self, Verdict};
-use pipeline::executor::gpu::{
+use pipeline::internal::executor::gpu::abi::{self, Verdict};
+use pipeline::internal::executor::gpu::{
     AclTablesRef, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement,
 };
 use pipeline::verify::Reference;

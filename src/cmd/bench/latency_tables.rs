@@ -4,7 +4,7 @@
 
 use anyhow::Context as _;
 use pipeline::burst::Burst;
-use pipeline::executor::gpu::{AclTablesRef, Mode, Placement};
+use pipeline::internal::executor::gpu::{AclTablesRef, Mode, Placement};
 use pipeline::verify::Reference;
 use serde_json::json;
 use std::path::Path;
@@ -31,12 +31,12 @@ pub fn section(
     } else {
         let cpu = match a.latency_cpu {
             Some(c) => c,
-            None => *pipeline::affinity::allowed_cpus()
+            None => *pipeline::internal::affinity::allowed_cpus()
                 .context("latency: the process's CPU set")?
                 .last()
                 .ok_or_else(|| anyhow::anyhow!("latency: no CPU to pin the host thread to"))?,
         };
-        let saved = pipeline::affinity::pin_current_thread(cpu)
+        let saved = pipeline::internal::affinity::pin_current_thread(cpu)
             .with_context(|| format!("latency: pinning the host thread to CPU {cpu}"))?;
         Some((cpu, saved))
     };
@@ -83,7 +83,7 @@ pub fn section(
     report_verdicts(md, js, "", chk.0, chk.1);
     decomposition_table(a, &base, tables, reference, md, js, &mut chk)?;
     if let Some((_, saved)) = &pinned {
-        pipeline::affinity::restore(saved)
+        pipeline::internal::affinity::restore(saved)
             .context("latency: restoring the host thread's CPU set")?;
     }
 

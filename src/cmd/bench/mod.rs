@@ -146,7 +146,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     }
     fronthaul::check_args(&a)?;
     let skip = |p: &str| a.skip.iter().any(|s| s == p);
-    let info = match pipeline::executor::gpu::probe(a.device) {
+    let info = match pipeline::internal::executor::gpu::probe(a.device) {
         Ok(i) => i,
         Err(why) => {
             errln!("pktwarp bench: no usable GPU: {why}");
@@ -173,7 +173,7 @@ pub fn run(a: Args) -> anyhow::Result<i32> {
     );
 
     // Host->device copy bandwidth first: no persistent kernel may run while its buffers are freed.
-    let htod = pipeline::executor::gpu::measure_htod(a.device, 256 << 20, 10)?;
+    let htod = pipeline::internal::executor::gpu::measure_htod(a.device, 256 << 20, 10)?;
     outln!("the bench table";
         "host->device copy from pinned memory: {:.1} GB/s",
         htod / 1e9

@@ -2,9 +2,9 @@
 //! frames, every frame compared (the comparison itself is `pipeline::verify`).
 
 use pipeline::burst::Burst;
-use pipeline::executor::gpu::abi::{self, QueueCounters, Verdict};
-use pipeline::executor::gpu::multi::{Devices, MultiGpu};
-use pipeline::executor::gpu::{GpuOptions, Mode, PipelineDesc, Placement};
+use pipeline::internal::executor::gpu::abi::{self, QueueCounters, Verdict};
+use pipeline::internal::executor::gpu::multi::{Devices, MultiGpu};
+use pipeline::internal::executor::gpu::{GpuOptions, Mode, PipelineDesc, Placement};
 use pipeline::meta::PacketMeta;
 use pipeline::verify::{
     compare_chunk, split_bursts, Expected, ExpectedCounters, GpuChunk, Reference, Tally,
@@ -213,7 +213,7 @@ fn run_bursts(
                     next += 1;
                     progressed = true;
                 }
-                Err(pipeline::executor::gpu::SubmitError::RingFull { .. }) => {}
+                Err(pipeline::internal::executor::gpu::SubmitError::RingFull { .. }) => {}
                 Err(e) => return Err(e.into()),
             }
             if next == bursts.len() {

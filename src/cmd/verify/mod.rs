@@ -23,8 +23,8 @@ mod torture;
 mod trace_tests;
 
 use anyhow::Context as _;
-use pipeline::executor::gpu::multi::Devices;
-use pipeline::executor::gpu::{KernelImage, Mode, Placement};
+use pipeline::internal::executor::gpu::multi::Devices;
+use pipeline::internal::executor::gpu::{KernelImage, Mode, Placement};
 use pipeline::verdict::Action;
 use std::path::{Path, PathBuf};
 
@@ -184,7 +184,8 @@ pub fn run(mut a: Args) -> anyhow::Result<i32> {
     }
     // Inputs and rules first: a bad file is an error on any machine, GPU or not.
     let inputs = read_inputs(&a)?;
-    if let Err(why) = pipeline::executor::gpu::probe(a.devices.first().copied().unwrap_or(a.device))
+    if let Err(why) =
+        pipeline::internal::executor::gpu::probe(a.devices.first().copied().unwrap_or(a.device))
     {
         errln!("pktwarp verify: read {}", inputs.summary.join("; "));
         errln!("pktwarp verify: no usable GPU: {why}; nothing was compared");
@@ -263,7 +264,7 @@ fn read_inputs(a: &Args) -> anyhow::Result<Inputs> {
         summary.push(match (&src, &a.trace) {
             (_, Some(t)) => {
                 // The reader the source itself used: the same families, line by line.
-                let headers = pipeline::port::gen::read_trace(t)?;
+                let headers = pipeline::internal::port::gen::read_trace(t)?;
                 let v6 = headers.iter().filter(|h| h.src_ip.is_ipv6()).count();
                 format!(
                     "trace {}: {} headers ({} IPv4, {v6} IPv6)",
@@ -315,7 +316,8 @@ fn apply_config(a: &mut Args, path: &Path) -> anyhow::Result<()> {
     match &cfg.executor.gpu.devices {
         Some(Devices::List(l)) => a.devices = l.clone(),
         Some(Devices::All) => {
-            a.devices = (0..pipeline::executor::gpu::driver::device_count().unwrap_or(0)).collect()
+            a.devices = (0..pipeline::internal::executor::gpu::driver::device_count().unwrap_or(0))
+                .collect()
         }
         None => {}
     }
@@ -329,8 +331,8 @@ mod tests {
     /// The whole comparison on a GPU; skipped (with the reason printed) where there is none.
     #[test]
     fn gpu_equals_cpu_on_generated_frames() {
-        if let Err(why) = pipeline::executor::gpu::probe(0) {
-            pipeline::testdata::skip(
+        if let Err(why) = pipeline::internal::executor::gpu::probe(0) {
+            pipeline::internal::testdata::skip(
                 file!(),
                 "gpu_equals_cpu_on_generated_frames",
                 &format!("no usable GPU ({why})"),

@@ -2,8 +2,8 @@
 //! compiled tables, which the GPU walks.
 
 use flow_rules::acl::RuleFormat;
-use pipeline::executor::gpu::AclTablesRef;
-use pipeline::stage::acl::AclStage;
+use pipeline::internal::executor::gpu::AclTablesRef;
+use pipeline::internal::stage::acl::AclStage;
 use pipeline::verdict::Action;
 use pipeline::verify::Reference;
 use std::path::Path;

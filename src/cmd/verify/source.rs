@@ -3,7 +3,7 @@
 
 use anyhow::Context as _;
 use pipeline::burst::{Burst, FrameDesc};
-use pipeline::port::pcap::CaptureReader;
+use pipeline::internal::port::pcap::CaptureReader;
 use pipeline::port::{RxPort, RxStatus};
 use std::path::{Path, PathBuf};
 
@@ -56,8 +56,8 @@ impl Source {
                 skipped: Vec::new(),
             });
         }
-        let mut g = pipeline::port::gen::GenOptions {
-            size: pipeline::port::gen::FrameSize::Fixed(a.size),
+        let mut g = pipeline::internal::port::gen::GenOptions {
+            size: pipeline::internal::port::gen::FrameSize::Fixed(a.size),
             ..Default::default()
         };
         if let Some(t) = &a.trace {
@@ -65,16 +65,16 @@ impl Source {
         } else if let Some(n) = a.gen {
             g.count = Some(n);
             g.malformed_ratio = a.malformed;
-            g.flows = Some(pipeline::port::gen::FlowOptions {
+            g.flows = Some(pipeline::internal::port::gen::FlowOptions {
                 ipv6_share: a.ipv6,
                 ..Default::default()
             });
         } else {
             anyhow::bail!("give one input: --input PCAP|DIR, --trace FILE or --gen N");
         }
-        Ok(Source::Port(Box::new(pipeline::port::gen::GenRx::new(
-            &g, 0,
-        )?)))
+        Ok(Source::Port(Box::new(
+            pipeline::internal::port::gen::GenRx::new(&g, 0)?,
+        )))
     }
 
     /// Appends up to `max` frames to `chunk`; false at the end.

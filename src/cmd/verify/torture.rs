@@ -8,9 +8,9 @@
 
 use anyhow::Context as _;
 use pipeline::burst::Burst;
-use pipeline::executor::gpu::abi::Verdict;
-use pipeline::executor::gpu::multi::MultiGpu;
-use pipeline::executor::gpu::{Mode, PipelineDesc, Placement, SubmitError};
+use pipeline::internal::executor::gpu::abi::Verdict;
+use pipeline::internal::executor::gpu::multi::MultiGpu;
+use pipeline::internal::executor::gpu::{Mode, PipelineDesc, Placement, SubmitError};
 use pipeline::verify::split_bursts;
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};

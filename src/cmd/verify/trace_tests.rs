@@ -118,8 +118,9 @@ fn ipv6_trace_frames_equal_on_cpu_and_host_compiled_cuda() {
 /// The reference's pipeline compiled from the CUDA stages for the host, on the very table
 /// bytes verify gives the GPU: every frame's metadata and verdict, and the rule hits, equal.
 fn host_cuda_equals(acl: &super::Acl, chunk: &Burst, want: &Expected) {
-    let (specs, _) = pipeline::executor::gpu::compose::stage_specs(acl.reference.pipeline())
-        .expect("stage specs");
+    let (specs, _) =
+        pipeline::internal::executor::gpu::compose::stage_specs(acl.reference.pipeline())
+            .expect("stage specs");
     let host = HostPipeline::compile(&specs).expect("host-compiled CUDA pipeline");
     let t = acl.tables();
     let image: Vec<u32> = t

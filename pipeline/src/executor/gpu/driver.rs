@@ -254,12 +254,12 @@ impl Context {
 /// the drop would free.
 ///
 /// ```
-/// fn read(b: &pipeline::executor::gpu::driver::DeviceBuffer) -> (u64, usize) {
+/// fn read(b: &pipeline::internal::executor::gpu::driver::DeviceBuffer) -> (u64, usize) {
 ///     (b.ptr(), b.len())
 /// }
 /// ```
 /// ```compile_fail
-/// fn forge(b: &mut pipeline::executor::gpu::driver::DeviceBuffer) {
+/// fn forge(b: &mut pipeline::internal::executor::gpu::driver::DeviceBuffer) {
 ///     b.len = usize::MAX; // private: upload() then could not bound its copy
 /// }
 /// ```
@@ -305,7 +305,7 @@ impl DeviceBuffer {
     ///   free.
     ///
     /// ```
-    /// use pipeline::executor::gpu::driver::{Context, DeviceBuffer, Stream};
+    /// use pipeline::internal::executor::gpu::driver::{Context, DeviceBuffer, Stream};
     /// fn alloc(ctx: &Context, s: &Stream) -> Option<DeviceBuffer> {
     ///     // SAFETY: (example) the caller keeps `s` alive and drops the buffer only when no
     ///     // work on another stream uses it.
@@ -313,7 +313,7 @@ impl DeviceBuffer {
     /// }
     /// ```
     /// ```compile_fail
-    /// use pipeline::executor::gpu::driver::{Context, DeviceBuffer, Stream};
+    /// use pipeline::internal::executor::gpu::driver::{Context, DeviceBuffer, Stream};
     /// fn alloc(ctx: &Context, s: &Stream) -> Option<DeviceBuffer> {
     ///     DeviceBuffer::new_async(ctx, 64, s).ok() // unsafe fn: needs an unsafe block
     /// }
@@ -549,12 +549,12 @@ impl Drop for DeviceBuffer {
 /// kernels). Fields private to the crate, as [`DeviceBuffer`]'s: the drop frees `host`.
 ///
 /// ```
-/// fn read(b: &pipeline::executor::gpu::driver::PinnedBuffer) -> (*mut u8, u64, usize) {
+/// fn read(b: &pipeline::internal::executor::gpu::driver::PinnedBuffer) -> (*mut u8, u64, usize) {
 ///     (b.host_ptr(), b.dev_ptr(), b.len())
 /// }
 /// ```
 /// ```compile_fail
-/// fn forge(b: &mut pipeline::executor::gpu::driver::PinnedBuffer) {
+/// fn forge(b: &mut pipeline::internal::executor::gpu::driver::PinnedBuffer) {
 ///     b.host = std::ptr::null_mut(); // private: the drop would free it
 /// }
 /// ```
