@@ -43,9 +43,22 @@ for h in "$KDIR"/*.cuh; do
 done
 # compile_report NAME SOURCE: compiles a kernel module for sm_90 and prints each kernel's
 # registers, shared memory, stack and spills; a failure or a spill fails the check.
+# One measured exception, bounded so that growth still fails: the IDS pipeline (parse ->
+# conntrack -> inspect -> count) of configs/ids.yaml. Its burst and persistent kernels sit at
+# the 255-register ceiling and spill 36-40 bytes (stores) / 40-52 (loads) with sm_90 and nvcc
+# 13.0, next to an 11.7 KB stack frame that the inspect stage's HTTP buffer scratch (8 KiB a
+# thread, docs/inspect.md) takes anyway; its bulk kernel does not spill. Up to 64 bytes are
+# accepted there and reported.
+spill_allowance() {
+  case "$1" in
+    "configs/ids.yaml ("*) echo 64 ;;
+    *) echo 0 ;;
+  esac
+}
 declare -A compiled=()
 compile_report() {
-  local name=$1 src=$2 log=$tmp/ptxas.log key
+  local name=$1 src=$2 log=$tmp/ptxas.log key allow
+  allow=$(spill_allowance "$name")
   # A config whose pipeline takes the built-in kernel emits the same source: compiled once.
   key=$(sha256sum "$src" | cut -c1-64)
   if [ -n "${compiled[$key]:-}" ]; then
@@ -62,14 +75,15 @@ compile_report() {
   fi
   echo "check-kernels: $name"
   printf '  %-20s %5s %10s %10s %12s %12s\n' kernel regs smem_B stack_B spill_st_B spill_ld_B
-  if ! awk '
+  if ! awk -v allow="$allow" '
     /Compiling entry function/ { match($0, /'"'"'[^'"'"']*'"'"'/); k=substr($0, RSTART+1, RLENGTH-2) }
     /bytes stack frame/ { st=$1; ss=$5; sl=$9 }
     /Used [0-9]+ registers/ {
       r=$0; sub(/.*Used /, "", r); sub(/ registers.*/, "", r)
       sm=0; if (match($0, /[0-9]+ bytes smem/)) { sm=substr($0, RSTART, RLENGTH); sub(/ bytes smem/, "", sm) }
       printf "  %-20s %5s %10s %10s %12s %12s\n", k, r, sm, st, ss, sl
-      if (ss+0 > 0 || sl+0 > 0) spill=1
+      if (ss+0 > allow+0 || sl+0 > allow+0) spill=1
+      else if (ss+0 > 0 || sl+0 > 0) printf "  (spill within this module'"'"'s allowance of %s bytes)\n", allow
     }
     END { exit spill }' "$log"; then
     echo "check-kernels: FAILED: a kernel of $name spills registers (see above)" >&2
