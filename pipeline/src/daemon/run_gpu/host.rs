@@ -409,12 +409,7 @@ pub(crate) fn run(
             }
             std::thread::sleep(RELOAD_CHECK);
         }
-        // Joined here, not by the scope, so a panic is this run's error, not this thread's.
-        for t in threads {
-            if t.join().is_err() {
-                fail(anyhow::anyhow!("a GPU host thread panicked"));
-            }
-        }
+        join_all(threads, &fail);
         // Every burst is reaped: the stage counters are final; flow export takes the last
         // ended flows and the tables for the control thread's flush.
         let end = live.check(spec.pipeline, dev, &shared.counters, true);
@@ -430,6 +425,16 @@ pub(crate) fn run(
         gpu_ingest,
         receive_threads,
         pinned,
+    }
+}
+
+/// Joins the run's threads here, not by the scope, so a panic is this run's error, not this
+/// thread's.
+fn join_all(threads: Vec<std::thread::ScopedJoinHandle<'_, ()>>, fail: &dyn Fn(anyhow::Error)) {
+    for t in threads {
+        if t.join().is_err() {
+            fail(anyhow::anyhow!("a GPU host thread panicked"));
+        }
     }
 }
 
