@@ -1,5 +1,5 @@
 //! The stages' host sides pace the GPU executor's input ([`PollGate`]): a host side that reads
-//! what the kernel left in a ring it reuses (the fronthaul stage's slot states) must see every
+//! what the kernel left in a ring it reuses (a stage's per-slot states) must see every
 //! entry before the kernel moves on past it, however fast the input (the generator, unpaced)
 //! and however slow the poll (a slot read back and written to disk per poll). Here a slow
 //! host side polls beside the stand-in device, which runs each burst at its submit, and counts
