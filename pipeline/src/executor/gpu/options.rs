@@ -118,10 +118,9 @@ pub struct GpuOptions {
     /// queue) to the GPU by reference where the queues can take them: copied once into pinned
     /// host memory, descriptors per frame, a `device` ring gathering the frames into its slots,
     /// a `mapped` ring's kernel reading them where they are (docs/gpu-ingest.md). Default
-    /// false, the receive threads copying every frame into the slot bursts, until the H100
-    /// confirms the fix of its persistent-mode stall (the pinned frames were freed while the
-    /// kernel ran, which waits for the kernel's idle timeout; they are now freed after the
-    /// executor stops).
+    /// false, the receive threads copying every frame into the slot bursts: measured on an
+    /// H100, by reference is no faster on `mapped` rings yet and far slower on `device` rings
+    /// (the per-burst gather).
     pub by_reference: bool,
     /// Test only: the persistent kernel of queue `queue` takes burst `burst` (0-based, in that
     /// queue's order) and never finishes it, beating no more, until the host stops it: the
