@@ -21,7 +21,7 @@ trap 'git -C "$ROOT" worktree remove --force "$WT" 2>/dev/null || true' EXIT
 cd "$WT"
 cargo build --release -p pktwarp -p pktwarp-apps --bins
 # name<TAB>path of each carried GPU test binary.
-tests=$(cargo test --no-run -p pipeline --test gpu_stage_params --test gpu_held_slots --test gpu_teardown --test gpu_direct_ingest --test gpu_by_reference --test gpu_conntrack --test gpu_rate_limit --test gpu_flow_stats --test gpu_inspect --message-format=json 2>/dev/null |
+tests=$(cargo test --no-run -p pipeline --test gpu_stage_params --test gpu_held_slots --test gpu_device_ring_laps --test gpu_teardown --test gpu_direct_ingest --test gpu_by_reference --test gpu_conntrack --test gpu_rate_limit --test gpu_flow_stats --test gpu_inspect --message-format=json 2>/dev/null |
   python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
