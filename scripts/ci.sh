@@ -40,6 +40,9 @@ done
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
+step "cargo doc: no broken or private intra-doc links in the documented crates"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p pipeline -p pktwarp-fronthaul -p pktwarp
+
 step "cargo test"
 cargo test --workspace --no-fail-fast 2>&1 | tee /tmp/pktwarp-test.log
 grep -E "^test result:" /tmp/pktwarp-test.log | awk '{p+=$4; f+=$6; i+=$8} END {printf "%d passed, %d failed, %d skipped\n", p, f, i}' > /tmp/pktwarp-test-total.txt

@@ -1,6 +1,6 @@
 //! The `gen` port's O-RAN mode (`gen: { oran: {...} }`): U-plane frames of known IQ
-//! ([`crate::oran_gen`]), a generator mode ([`pipeline::port::gen::mode`]) registered with
-//! the stage ([`super::register`]).
+//! ([`crate::oran_gen`]), a generator mode (`pipeline::port::gen::mode`) registered with
+//! the stage ([`crate::register()`]).
 
 use std::any::Any;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! implements the same decode semantics for the GPU.
 //!
 //! A stage on the library's stage API (crate `pipeline`), which knows nothing of it: the binary
-//! that runs it calls [`register`] before it reads a config, which adds the `fronthaul:` key of
+//! that runs it calls [`register()`] before it reads a config, which adds the `fronthaul:` key of
 //! the stage list ([`register::Key`], a keyed stage) and the `gen` port's `oran:` mode
 //! ([`gen_mode`]). The executors reach the stage as any registered one: its receive time through
 //! `CustomStage::process_rx`, its GPU side as a kernel-library stage

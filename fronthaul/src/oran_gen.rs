@@ -68,7 +68,7 @@ pub struct OranGenOptions {
     /// PRBs of the carrier, 1 ..= 1024. Default 273.
     #[serde(default = "default_prbs")]
     pub carrier_prbs: u16,
-    /// eAxC ids, one U-plane stream each. Default [0].
+    /// eAxC ids, one U-plane stream each. Default `[0]`.
     #[serde(default = "default_eaxcs")]
     pub eaxcs: Vec<u16>,
     /// `ul` (default, RU to DU) or `dl`.

@@ -1,5 +1,5 @@
 //! The fronthaul stage on the stage API: its config key `fronthaul:` (a keyed stage,
-//! [`pipeline::stage::keyed`]), registered by the binary that runs it ([`register`]).
+//! `pipeline::stage::keyed`), registered by the binary that runs it ([`register()`]).
 
 use std::any::Any;
 use std::path::{Path, PathBuf};

@@ -798,7 +798,7 @@ impl pipeline::stage::CustomStage for FronthaulStage {
 /// Symbols per slot, re-exported for sinks that index the grid.
 pub const SYMBOLS: usize = SYMBOLS_PER_SLOT as usize;
 
-/// The `fronthaul` stage, described ([`pipeline::stage::descriptor`]).
+/// The `fronthaul` stage, described (`pipeline::stage::descriptor`).
 pub const DESCRIPTOR: pipeline::stage::StageDescriptor =
     pipeline::stage::StageDescriptor {
         name: "fronthaul",

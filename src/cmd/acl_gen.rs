@@ -30,7 +30,7 @@ pub struct Args {
     /// Output folder (created if missing).
     #[arg(long)]
     out: PathBuf,
-    /// File name of the rule set (the trace is NAME_trace); default ipv6_<profile>_<rules>.
+    /// File name of the rule set (the trace is NAME_trace); default `ipv6_<profile>_<rules>`.
     #[arg(long)]
     name: Option<String>,
 }

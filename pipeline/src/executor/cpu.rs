@@ -1,5 +1,5 @@
 //! The CPU executor, DPDK lcore style: receive threads (one per (port, queue) where the port
-//! splits its frames by queue, see [`queue_rx`]; else one per port that spreads frames over the
+//! splits its frames by queue, see `queue_rx`; else one per port that spreads frames over the
 //! RX queues by software steering: RSS on the 5-tuple, as a NIC would), one run-to-completion worker
 //! thread per queue runs the pipeline over whole bursts, and one TX thread writes passed frames to
 //! the output port. Bursts move between threads through lock-free SPSC rings and are recycled, so
@@ -66,7 +66,7 @@ pub struct CpuRunSpec {
     /// Optional per-burst observer (see [`BurstObserver`]).
     pub observer: Option<BurstObserver>,
     /// `verify.sample`: re-check one burst in this many on the reference (0: off; see
-    /// [`crate::verify::sampler`]).
+    /// `verify::sampler`).
     pub verify_sample: u64,
     /// Receive threads: per queue or per port, and their cores (`queues.rx_threads`,
     /// `queues.cores`).

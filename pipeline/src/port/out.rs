@@ -69,8 +69,8 @@ pub struct OutTally {
     pub failed: u64,
 }
 
-/// What one [`Dest::send`] did: frames asked for, sent (with their bytes), held by the port
-/// for their send time (`held`: counted once settled, [`Destinations::poll`]), and refused for a
+/// What one `Dest::send` did: frames asked for, sent (with their bytes), held by the port
+/// for their send time (`held`: counted once settled, `Destinations::poll`), and refused for a
 /// send time beyond what the port holds (`too_far`: `tx_horizon` drops); the rest of `wanted`
 /// the port did not take (`tx_error`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

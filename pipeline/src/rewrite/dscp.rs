@@ -53,7 +53,7 @@ impl Dscp {
     }
 }
 
-/// The `dscp` stage, described ([`crate::stage::descriptor`]).
+/// The `dscp` stage, described (the stage descriptor, `stage::descriptor`).
 pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
     crate::stage::descriptor::StageDescriptor {
         name: "dscp",

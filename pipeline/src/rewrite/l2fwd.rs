@@ -63,7 +63,7 @@ impl L2fwd {
     }
 }
 
-/// The `l2fwd` stage, described ([`crate::stage::descriptor`]).
+/// The `l2fwd` stage, described (the stage descriptor, `stage::descriptor`).
 pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
     crate::stage::descriptor::StageDescriptor {
         name: "l2fwd",

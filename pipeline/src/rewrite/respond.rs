@@ -360,7 +360,7 @@ fn final_destination(frame: &[u8], l3: usize, l4: usize) -> bool {
     at == l4 && next == 58
 }
 
-/// The `respond` stage, described ([`crate::stage::descriptor`]).
+/// The `respond` stage, described (the stage descriptor, `stage::descriptor`).
 pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
     crate::stage::descriptor::StageDescriptor {
         name: "respond",

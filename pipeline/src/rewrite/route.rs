@@ -69,7 +69,7 @@ impl Route {
     }
 }
 
-/// The `route` stage, described ([`crate::stage::descriptor`]).
+/// The `route` stage, described (the stage descriptor, `stage::descriptor`).
 pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
     crate::stage::descriptor::StageDescriptor {
         name: "route",

@@ -55,7 +55,7 @@ impl Ttl {
     }
 }
 
-/// The `ttl` stage, described ([`crate::stage::descriptor`]).
+/// The `ttl` stage, described (the stage descriptor, `stage::descriptor`).
 pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
     crate::stage::descriptor::StageDescriptor {
         name: "ttl",

@@ -58,7 +58,7 @@ impl TxTime {
     }
 }
 
-/// The `tx_time` stage, described ([`crate::stage::descriptor`]).
+/// The `tx_time` stage, described (the stage descriptor, `stage::descriptor`).
 pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
     crate::stage::descriptor::StageDescriptor {
         name: "tx_time",

@@ -156,7 +156,7 @@ impl Vlan {
     }
 }
 
-/// The `vlan` stage, described ([`crate::stage::descriptor`]).
+/// The `vlan` stage, described (the stage descriptor, `stage::descriptor`).
 pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
     crate::stage::descriptor::StageDescriptor {
         name: "vlan",

@@ -237,7 +237,7 @@ impl AclStage {
     }
 }
 
-/// The `acl` stage, described ([`crate::stage::descriptor`]).
+/// The `acl` stage, described (the stage descriptor, `stage::descriptor`).
 pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
     crate::stage::descriptor::StageDescriptor {
         name: "acl",

@@ -58,7 +58,7 @@ pub enum StageConfig {
     /// executor. Reloaded by SIGHUP.
     Inspect(crate::stage::inspect::InspectStageConfig),
     /// A stage under a config key of its own that a crate above the library registered
-    /// ([`crate::stage::keyed`]); the config's stage list reads it (`config::Config::pipeline`).
+    /// (`stage::keyed`); the config's stage list reads it (`config::Config::pipeline`).
     #[serde(skip)]
     Keyed(crate::stage::keyed::KeyedStageConfig),
 }

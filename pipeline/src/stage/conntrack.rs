@@ -34,7 +34,7 @@ pub const COUNTER_NAMES: [&str; 6] = [
     "invalid",
 ];
 
-/// The `conntrack` stage, described ([`crate::stage::descriptor`]).
+/// The `conntrack` stage, described (the stage descriptor, `stage::descriptor`).
 pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     name: "conntrack",
     usage: "`conntrack: { entries, strict, hash_seed, timeouts }`",

@@ -126,13 +126,13 @@ pub fn builtin(name: &str) -> Option<&'static StageDescriptor> {
 }
 
 /// Whether `name` is taken by the built-ins (a stage name or the `custom` key) or by a stage
-/// with a config key of its own ([`super::keyed`]).
+/// with a config key of its own (`stage::keyed`).
 pub fn is_reserved(name: &str) -> bool {
     name == CUSTOM_KEY || builtin(name).is_some() || super::keyed::get(name).is_some()
 }
 
 /// The README's stage table: one row per built-in stage, then per stage with a config key of
-/// its own this process registered ([`super::keyed`]); `*` where it needs `parse` before it,
+/// its own this process registered (`stage::keyed`); `*` where it needs `parse` before it,
 /// "(GPU too)" where it has a CUDA implementation.
 pub fn markdown_table() -> String {
     let keyed = super::keyed::all();

@@ -37,7 +37,7 @@ pub const COUNTER_NAMES: [&str; 6] = [
     "records_dropped",
 ];
 
-/// The `flow_stats` stage, described ([`crate::stage::descriptor`]).
+/// The `flow_stats` stage, described (the stage descriptor, `stage::descriptor`).
 pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     name: "flow_stats",
     usage: "`flow_stats: { active_timeout_s, entries, hash_seed, timeouts }`",

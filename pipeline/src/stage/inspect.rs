@@ -51,7 +51,7 @@ pub const COUNTER_NAMES: [&str; 7] = [
     "eve_lost",
 ];
 
-/// The `inspect` stage, described ([`crate::stage::descriptor`]).
+/// The `inspect` stage, described (the stage descriptor, `stage::descriptor`).
 pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     name: "inspect",
     usage: "`inspect: { rules: [FILE, DIR or GLOB], vars, strict, eve: {...}, alert_to, gpu_rules_only }`",

@@ -616,7 +616,7 @@ pub mod cuda_host {
     }
 }
 
-/// The `parse` stage, described ([`crate::stage::descriptor`]).
+/// The `parse` stage, described (the stage descriptor, `stage::descriptor`).
 pub const DESCRIPTOR: crate::stage::descriptor::StageDescriptor =
     crate::stage::descriptor::StageDescriptor {
         name: "parse",

@@ -34,7 +34,7 @@ pub const COUNTER_NAMES: [&str; 2] = ["created", "reused"];
 /// A rule's counters, by `result` label.
 pub const RULE_RESULTS: [&str; 3] = ["matched", "limited", "table_full"];
 
-/// The `rate_limit` stage, described ([`crate::stage::descriptor`]).
+/// The `rate_limit` stage, described (the stage descriptor, `stage::descriptor`).
 pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     name: "rate_limit",
     usage: "`rate_limit: { entries, rules: [{ name, match, key, rate_pps, burst }], on_full }`",
@@ -262,7 +262,7 @@ impl RateLimitStage {
 
     /// Adds growth of the GPU tables' counters (summed over queues): the table-wide ones, and
     /// each rule's under `names[i]` for rule index i: the names of the rules the GPU applied,
-    /// those of the parameter block published last ([`crate::stage::rate_limit_gpu`]), which
+    /// those of the parameter block published last (`stage::rate_limit_gpu`), which
     /// a reload makes differ from the rules in force here until the GPU has the new block.
     pub fn add_gpu_counters(&self, names: &[String], grown: &pktwarp_flow::rate::RateCounters) {
         self.gpu[0].fetch_add(grown.created, Ordering::Relaxed);

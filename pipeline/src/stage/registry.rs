@@ -86,7 +86,7 @@ pub struct GpuStage {
     pub function: String,
     /// The stage's parameter block as the CUDA code reads it (bytes; uploaded to device memory).
     pub params: Vec<u8>,
-    /// Names of the stage's counters (at most 7; counters->v[1..]: v[0] is frames seen).
+    /// Names of the stage's counters (at most 7; `counters->v[1..]`: `v[0]` is frames seen).
     pub counter_names: Vec<String>,
     /// Device buffers the stage owns (their addresses patched into `params`); usually none.
     pub buffers: Vec<pktwarp_kernels::StageBuffer>,

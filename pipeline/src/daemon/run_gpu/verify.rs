@@ -1,4 +1,4 @@
-//! The sampling verifier (`verify: { sample: N }`, [`crate::verify::sampler`]) on the GPU
+//! The sampling verifier (`verify: { sample: N }`, `verify::sampler`) on the GPU
 //! executor. A queue's thread copies one burst in N as it submits it (the frames and
 //! descriptors as fed, before the GPU rewrites anything) with the tables the GPU runs it with;
 //! at reap it hands the copy and what the GPU returned (verdicts; for a rewriting pipeline the

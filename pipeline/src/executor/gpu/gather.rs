@@ -226,7 +226,7 @@ impl super::GpuExecutor {
     }
 
     /// Why queue `queue` cannot take bursts whose frames are loaded in pinned host memory
-    /// ([`host_refusal`]); `None` when it can, and then whether its kernel reads them in
+    /// (`host_refusal`); `None` when it can, and then whether its kernel reads them in
     /// place (a mapped ring) rather than a gather copying them into its slots.
     pub fn host_frames_refusal(&self, queue: usize) -> Result<bool, String> {
         let Some(qm) = self.queues.get(queue) else {

@@ -139,12 +139,12 @@ impl GpuExecutor {
     /// Hands a burst whose frames are in GPU memory to queue `queue` (a GPUDirect NIC's
     /// receive buffers): frame `i` is `descs[i].len` bytes at device address `srcs[i]`, copied
     /// device to device to `descs[i].offset` of the slot's data area (`bytes` long) before the
-    /// kernel sees the burst (see [`super::gather`]). Refused (an error, nothing sent) on a
+    /// kernel sees the burst (see `gather`). Refused (an error, nothing sent) on a
     /// tagged queue, a device ring in `graph` mode, or when a frame lies outside `bytes` or
     /// the slot. On a mapped ring the burst goes by reference instead (frames loaded in pinned
     /// host memory, [`GpuExecutor::pinned_copy`]): the slot carries the descriptors and the
     /// lowest address, and the kernel reads each frame where it is (`PW_SLOT_REFS`); refused
-    /// where [`super::gather::host_refusal`] says.
+    /// where `gather::host_refusal` says.
     ///
     /// # Safety
     /// Every `srcs[i]..srcs[i] + descs[i].len` is device memory of this executor's GPU (its

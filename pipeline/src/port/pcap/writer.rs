@@ -373,7 +373,7 @@ impl PcapTx {
 }
 
 impl TxPort for PcapTx {
-    /// Writes the burst through to the file (see [`PcapTx::write_burst`]), stamped with the
+    /// Writes the burst through to the file (see `PcapTx::write_burst`), stamped with the
     /// time of the call.
     fn tx_burst(&mut self, frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, PortError> {
         self.write_burst(&mut frames.map(|f| (f, 0, 0)))
