@@ -17,6 +17,8 @@ pub struct Steering {
     queues: u16,
     /// Spread by the flow key (`conntrack`): see [`Steering::with_flow_steering`].
     flow_hash: bool,
+    /// Toeplitz under [`crate::rss::RSS_KEY_SYMMETRIC`] (else [`crate::rss::RSS_KEY_MS`]).
+    symmetric: bool,
 }
 
 impl Steering {
@@ -27,6 +29,7 @@ impl Steering {
             rss: Rss::new(queues).map_err(anyhow::Error::msg)?,
             queues,
             flow_hash: false,
+            symmetric: false,
         })
     }
 
@@ -44,9 +47,27 @@ impl Steering {
     /// alike, an ICMP error by the packet it quotes); frames without a flow, and a rule's `rss:`
     /// fate, by Toeplitz with the symmetric key ([`crate::rss::RSS_KEY_SYMMETRIC`]).
     pub fn with_flow_steering(mut self) -> Self {
-        self.rss.toeplitz = crate::rss::Toeplitz::new(&crate::rss::RSS_KEY_SYMMETRIC);
         self.flow_hash = true;
+        self.with_symmetric_rss()
+    }
+
+    /// Toeplitz RSS (and a rule's `rss:` fate) with the symmetric key, so both directions of
+    /// a flow reach one queue: what a per-flow state other than the flow table (a `rate_limit`
+    /// keyed by `flow`) needs. A DPDK port of such a pipeline programs the same key into the
+    /// NIC, so the NIC and software pick the same queue.
+    pub fn with_symmetric_rss(mut self) -> Self {
+        self.rss.toeplitz = crate::rss::Toeplitz::new(&crate::rss::RSS_KEY_SYMMETRIC);
+        self.symmetric = true;
         self
+    }
+
+    /// The Toeplitz key this steering hashes with (the key a NIC must hold to agree).
+    pub fn rss_key(&self) -> &'static [u8; 40] {
+        if self.symmetric {
+            &crate::rss::RSS_KEY_SYMMETRIC
+        } else {
+            &crate::rss::RSS_KEY_MS
+        }
     }
 
     /// The queue of a frame by its flow key ([`Steering::with_flow_steering`]); `meta` is
