@@ -220,6 +220,47 @@ static double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
+/* Lookups and lookup+updates, uniform then Zipf (`rate[zipf?][update?]`: the median of REPS
+ * launches after a warm-up one), each kind a phase bounded by PHASE_S. Returns the updates made. */
+static uint64_t timed_runs(const pw_flow_table &all, pw_flow_counters *ctr, const pw_fb_res *res, const uint32_t *nres,
+                           uint32_t queues, uint32_t reps, double zipf, cudaEvent_t e0, cudaEvent_t e1,
+                           double rate[2][2]) {
+    const uint64_t per_update_launch = (uint64_t)queues * THREADS * ROUNDS;
+    const uint64_t per_lookup_launch = per_update_launch * LOOKUP_SPLIT;
+    uint64_t updates = 0;
+    for (int z = 0; z < 2; z++) {
+        const double s = z ? zipf : 0.0;
+        for (int kind = 0; kind < 2; kind++) {
+            const uint64_t per_launch = kind ? per_update_launch : per_lookup_launch;
+            std::vector<double> r;
+            char phase[64];
+            snprintf(phase, sizeof phase, "%s %s", kind ? "lookup+update" : "lookup", z ? "zipf" : "uniform");
+            say("%s: %u launches of %llu ...\n", phase, reps + 1u, (unsigned long long)per_launch);
+            const double t0 = now_s();
+            for (uint32_t i = 0; i <= reps; i++) { /* launch 0 warms up, not counted */
+                CK(cudaEventRecord(e0));
+                if (kind == 0) {
+                    fb_lookup<<<queues * LOOKUP_SPLIT, THREADS>>>(all, queues, res, nres, 1000u + i, s);
+                    CK_LAUNCH("fb_lookup", (uint64_t)queues * LOOKUP_SPLIT, THREADS);
+                } else {
+                    fb_update<<<queues, THREADS>>>(all, ctr, res, nres, 2000u + i, s);
+                    CK_LAUNCH("fb_update", queues, THREADS);
+                }
+                CK(cudaEventRecord(e1));
+                wait_phase(phase, e1, t0);
+                float ms = 0;
+                CK(cudaEventElapsedTime(&ms, e0, e1));
+                if (i) r.push_back(per_launch / (ms / 1e3));
+                if (kind == 1) updates += per_launch;
+            }
+            rate[z][kind] = median(r);
+            say("%s: %llu a launch, median of %u: %.3f G/s (%.2f ns each), %llu wrong so far\n", phase,
+                (unsigned long long)per_launch, reps, rate[z][kind] / 1e9, 1e9 / rate[z][kind], wrong_now());
+        }
+    }
+    return updates;
+}
+
 int main(int argc, char **argv) {
     const uint32_t flows = argc > 1 ? (uint32_t)strtoul(argv[1], 0, 10) : 10000000u;
     const uint32_t queues = argc > 2 ? (uint32_t)strtoul(argv[2], 0, 10) : 1024u;
@@ -324,39 +365,8 @@ int main(int argc, char **argv) {
     }
 
     /* Lookups and updates, uniform then Zipf: the median of REPS launches each. */
-    const uint64_t per_update_launch = (uint64_t)queues * THREADS * ROUNDS;
-    const uint64_t per_lookup_launch = per_update_launch * LOOKUP_SPLIT;
     double rate[2][2];
-    uint64_t updates = 0;
-    for (int z = 0; z < 2; z++) {
-        const double s = z ? zipf : 0.0;
-        for (int kind = 0; kind < 2; kind++) {
-            const uint64_t per_launch = kind ? per_update_launch : per_lookup_launch;
-            std::vector<double> r;
-            char phase[64];
-            snprintf(phase, sizeof phase, "%s %s", kind ? "lookup+update" : "lookup", z ? "zipf" : "uniform");
-            say("%s: %u launches of %llu ...\n", phase, reps + 1u, (unsigned long long)per_launch);
-            t0 = now_s();
-            for (uint32_t i = 0; i <= reps; i++) { /* launch 0 warms up, not counted */
-                CK(cudaEventRecord(e0));
-                if (kind == 0) {
-                    fb_lookup<<<queues * LOOKUP_SPLIT, THREADS>>>(all, queues, res, nres, 1000u + i, s);
-                    CK_LAUNCH("fb_lookup", (uint64_t)queues * LOOKUP_SPLIT, THREADS);
-                } else {
-                    fb_update<<<queues, THREADS>>>(all, ctr, res, nres, 2000u + i, s);
-                    CK_LAUNCH("fb_update", queues, THREADS);
-                }
-                CK(cudaEventRecord(e1));
-                wait_phase(phase, e1, t0);
-                CK(cudaEventElapsedTime(&ms, e0, e1));
-                if (i) r.push_back(per_launch / (ms / 1e3));
-                if (kind == 1) updates += per_launch;
-            }
-            rate[z][kind] = median(r);
-            say("%s: %llu a launch, median of %u: %.3f G/s (%.2f ns each), %llu wrong so far\n", phase,
-                (unsigned long long)per_launch, reps, rate[z][kind] / 1e9, 1e9 / rate[z][kind], wrong_now());
-        }
-    }
+    const uint64_t updates = timed_runs(all, ctr, res, nres, queues, reps, zipf, e0, e1, rate);
     /* Each update found its flow: no flow was made, and the flows' reply packets are the updates. */
     say("check: %llu entries ...\n", (unsigned long long)total);
     t0 = now_s();
