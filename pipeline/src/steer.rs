@@ -224,7 +224,7 @@ mod tests {
         let mut split = 0;
         for i in 0..512u32 {
             let a = (
-                IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | i * 7919)),
+                IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | (i * 7919))),
                 1024 + i as u16,
             );
             let b = (
