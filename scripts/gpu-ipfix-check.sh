@@ -3,7 +3,8 @@
 # CPU executor's export of the same capture in the same call. The carried pktwarp daemon runs
 # parse -> conntrack -> flow_stats -> count on one capture made of the tcpdump corpus' Ethernet
 # captures (DATA/pcaps/tcpdump, laid one after another: each capture's frames keep their order
-# and spacing, gaps capped at 60 s, 2 s between captures), exporting to the carried nfcapd
+# and spacing, gaps capped at 60 s, 2 s between captures; frames over MAX_FRAME bytes left out,
+# as a GPU ring slot may not hold them and the check is of the export), exporting to the carried nfcapd
 # (CARRY/nfdump, scripts/nfdump-bundle.sh) on loopback; `nfdump -R` of each executor's flows
 # must be equal: the same flows (addresses, ports, protocol) with the same packets and bytes per
 # direction, and the same start, duration and TCP flags. The CPU executor's export equals
@@ -15,7 +16,7 @@
 #   OUT    results folder (default ./gpu-results).
 #   env: SECOND (or EXECUTOR): the executor compared with the CPU's (default gpu; cpu checks the
 #        script on a machine without a GPU), QUEUES (default "1 4"), NFDUMP (the bundle folder),
-#        GPU_OPTS (an executor.gpu mapping, e.g. "{ mode: launch }").
+#        GPU_OPTS (an executor.gpu mapping, e.g. "{ mode: launch }"), MAX_FRAME (default 9216).
 # Exit status: 0 when every comparison is equal, 1 otherwise.
 set -u
 CARRY=${1:-.carry}
@@ -26,6 +27,7 @@ NF=${NFDUMP:-$CARRY/nfdump}
 SECOND=${SECOND:-${EXECUTOR:-gpu}}
 QUEUES=${QUEUES:-1 4}
 GPU_OPTS=${GPU_OPTS:-}
+MAX_FRAME=${MAX_FRAME:-9216}
 mkdir -p "$RES"
 LOG=$RES/ipfix-check.log
 : >"$LOG"
@@ -42,12 +44,12 @@ export PKTWARP_KERNEL_CACHE=$tmp/kcache
 fails=0
 
 # The shared capture: the corpus' classic pcap files of link type Ethernet, one after another.
-python3 - "$DATA/pcaps/tcpdump" "$tmp/corpus.pcap" <<'PY' | tee -a "$LOG"
+python3 - "$DATA/pcaps/tcpdump" "$tmp/corpus.pcap" "$MAX_FRAME" <<'PY' | tee -a "$LOG"
 import glob, os, struct, sys
-src, dst = sys.argv[1:3]
+src, dst, max_frame = sys.argv[1], sys.argv[2], int(sys.argv[3])
 out = open(dst, "wb")
 out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1))
-now_us, files, frames = 1_700_000_000 * 10**6, 0, 0
+now_us, files, frames, big = 1_700_000_000 * 10**6, 0, 0, 0
 for path in sorted(glob.glob(os.path.join(src, "*"))):
     b = open(path, "rb").read()
     if len(b) < 24:
@@ -69,15 +71,18 @@ for path in sorted(glob.glob(os.path.join(src, "*"))):
         if prev is not None:
             now_us += min(max(t - prev, 0), 60 * 10**6)
         prev = t
-        out.write(struct.pack("<IIII", now_us // 10**6, now_us % 10**6, incl, max(orig, incl)))
-        out.write(b[i + 16:i + 16 + incl])
+        if incl > max_frame:
+            big += 1
+        else:
+            out.write(struct.pack("<IIII", now_us // 10**6, now_us % 10**6, incl, max(orig, incl)))
+            out.write(b[i + 16:i + 16 + incl])
+            n += 1
         i += 16 + incl
-        n += 1
     if n:
         files += 1
         frames += n
         now_us += 2 * 10**6
-print(f"capture: {frames} frames of {files} Ethernet captures of the tcpdump corpus")
+print(f"capture: {frames} frames of {files} Ethernet captures of the tcpdump corpus ({big} over {max_frame} bytes left out)")
 if frames == 0:
     sys.exit(1)
 PY
@@ -164,9 +169,11 @@ bad = []
 if rc != "0":
     bad.append(f"exit {rc}: " + " | ".join(open(log, errors="replace").read().splitlines()[-3:]))
 try:
-    ex = json.load(open(summary)).get("executor", "")
+    js = json.load(open(summary))
 except (OSError, ValueError):
-    ex = "no summary"
+    js = {}
+ex = js.get("executor", "no summary")
+drops = {d[0]: d[1] for d in js.get("drops", []) if d[1]}
 if not str(ex).startswith(kind):
     bad.append(f"executor {ex!r}, not {kind}")
 end = re.findall(r"ipfix_export_end.*", open(log, errors="replace").read())
@@ -183,7 +190,8 @@ elif (vals.get("send_errors"), vals.get("records_dropped")) != (0, 0) or vals.ge
     bad.append(f"exporter {vals}, {flows} flows at nfdump")
 if flows == 0:
     bad.append("no flow at nfdump")
-print(f"{name}: executor {ex}, {flows} flows at nfdump, exporter {vals}" + ("" if not bad else " FAILED: " + "; ".join(bad)))
+print(f"{name}: executor {ex}, {js.get('rx_frames')} frames, drops {drops}, {flows} flows at nfdump, exporter {vals}"
+      + ("" if not bad else " FAILED: " + "; ".join(bad)))
 sys.exit(1 if bad else 0)
 PY
   [ "${PIPESTATUS[0]}" = 0 ]
