@@ -54,7 +54,7 @@ cargo test -p pktwarp-inspect --features hyperscan --test matcher_hyperscan
 step "route tables at full size (release: minutes in a debug build)"
 cargo test --release -p flow-rules --test route_file -- --ignored
 
-for s in check-kernels test-dpdk test-daemon fuzz-smoke; do
+for s in check-kernels test-dpdk test-daemon test-ipfix-check fuzz-smoke; do
   if [ -f "scripts/$s.sh" ]; then
     step "$s"
     bash "scripts/$s.sh"

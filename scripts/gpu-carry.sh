@@ -50,6 +50,11 @@ for p in flow_table_bench; do
   "$NVCC" -O3 -std=c++17 -arch=sm_90 -Igpu-kernels/cuda -L"$nvdir/lib" -L"$nvdir/lib64" \
     -o "$ROOT/.carry/probes/$p" "tools/gpu-probes/$p.cu"
 done
+# nfdump's collector and reader with their libraries, for scripts/gpu-ipfix-check.sh (the GPU
+# machine has no nfdump and no apt).
+if [ ! -x "$ROOT/.carry/nfdump/bin/nfcapd" ]; then
+  scripts/nfdump-bundle.sh "$ROOT/.carry/nfdump"
+fi
 echo "$rev" >"$ROOT/.carry/COMMIT"
 DATA=${PKTWARP_DATA:-$ROOT/../shared/data}
 if [ ! -d "$ROOT/.carry/data/classbench" ]; then

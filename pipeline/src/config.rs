@@ -903,8 +903,25 @@ impl Config {
         // A queue's flow table (conntrack, flow_stats) must see both directions of its flows.
         if self.has_conntrack() {
             s = s.with_flow_steering();
+        } else if self.symmetric_rss() {
+            s = s.with_symmetric_rss();
         }
         Ok(s)
+    }
+
+    /// Whether the pipeline keeps per-flow state that must see both directions of a flow on
+    /// one queue: a flow table (`conntrack`, `flow_stats`) or a `rate_limit` rule keyed by
+    /// `flow`. Then RSS hashes with the symmetric key, in software and in the NIC (a DPDK
+    /// port's RSS key and its rte_flow RSS actions).
+    pub fn symmetric_rss(&self) -> bool {
+        self.has_conntrack()
+            || self.pipeline.iter().any(|s| match &s.value {
+                StageConfig::RateLimit(r) => r
+                    .rules
+                    .iter()
+                    .any(|rule| rule.value.key == pktwarp_flow::rate::KeySpec::Flow),
+                _ => false,
+            })
     }
 
     /// Whether the pipeline has a flow table (a `conntrack` or `flow_stats` stage): then

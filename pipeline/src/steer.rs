@@ -17,6 +17,8 @@ pub struct Steering {
     queues: u16,
     /// Spread by the flow key (`conntrack`): see [`Steering::with_flow_steering`].
     flow_hash: bool,
+    /// Toeplitz under [`crate::rss::RSS_KEY_SYMMETRIC`] (else [`crate::rss::RSS_KEY_MS`]).
+    symmetric: bool,
 }
 
 impl Steering {
@@ -27,6 +29,7 @@ impl Steering {
             rss: Rss::new(queues).map_err(anyhow::Error::msg)?,
             queues,
             flow_hash: false,
+            symmetric: false,
         })
     }
 
@@ -44,9 +47,27 @@ impl Steering {
     /// alike, an ICMP error by the packet it quotes); frames without a flow, and a rule's `rss:`
     /// fate, by Toeplitz with the symmetric key ([`crate::rss::RSS_KEY_SYMMETRIC`]).
     pub fn with_flow_steering(mut self) -> Self {
-        self.rss.toeplitz = crate::rss::Toeplitz::new(&crate::rss::RSS_KEY_SYMMETRIC);
         self.flow_hash = true;
+        self.with_symmetric_rss()
+    }
+
+    /// Toeplitz RSS (and a rule's `rss:` fate) with the symmetric key, so both directions of
+    /// a flow reach one queue: what a per-flow state other than the flow table (a `rate_limit`
+    /// keyed by `flow`) needs. A DPDK port of such a pipeline programs the same key into the
+    /// NIC, so the NIC and software pick the same queue.
+    pub fn with_symmetric_rss(mut self) -> Self {
+        self.rss.toeplitz = crate::rss::Toeplitz::new(&crate::rss::RSS_KEY_SYMMETRIC);
+        self.symmetric = true;
         self
+    }
+
+    /// The Toeplitz key this steering hashes with (the key a NIC must hold to agree).
+    pub fn rss_key(&self) -> &'static [u8; 40] {
+        if self.symmetric {
+            &crate::rss::RSS_KEY_SYMMETRIC
+        } else {
+            &crate::rss::RSS_KEY_MS
+        }
     }
 
     /// The queue of a frame by its flow key ([`Steering::with_flow_steering`]); `meta` is
@@ -175,4 +196,80 @@ pub fn steer_key(frame: &[u8], m: &PacketMeta) -> SteerKey {
     k.ecpri_msg_type = m.ecpri_msg_type;
     k.ecpri_pc_id = m.ecpri_pc_id;
     k
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, Ipv4Addr};
+    use std::path::Path;
+
+    use pktwarp_flow::testgen::{tcp_frame, udp_frame, Tcp};
+
+    /// The steering of a config whose pipeline is `parse, STAGE, count` over 4 queues.
+    fn steering(stage: &str) -> super::Steering {
+        let yaml = format!(
+            "ports: [{{name: wire, gen: {{count: 10}}}}]\nqueues: {{count: 4}}\n\
+             pipeline: [parse, {stage}, count]\n"
+        );
+        crate::config::parse_str(&yaml, Path::new("s.yaml"))
+            .unwrap_or_else(|e| panic!("{stage}: {e}"))
+            .build_steering()
+            .expect("steering")
+    }
+
+    /// Flows (TCP and UDP) whose two directions land on different queues.
+    fn split_flows(s: &super::Steering) -> usize {
+        let mut meta = crate::meta::PacketMeta::default();
+        let mut q = |f: &[u8]| s.steer(f, &mut meta, 4).0;
+        let mut split = 0;
+        for i in 0..512u32 {
+            let a = (
+                IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | (i * 7919))),
+                1024 + i as u16,
+            );
+            let b = (
+                IpAddr::V4(Ipv4Addr::from(0xc0a8_0000 | i)),
+                443 + (i % 3) as u16,
+            );
+            let t = Tcp {
+                flags: 0x10,
+                seq: 1,
+                ack: 1,
+                win: 1000,
+                len: 0,
+                wscale: None,
+            };
+            let pairs = [
+                (tcp_frame(None, a, b, t), tcp_frame(None, b, a, t)),
+                (udp_frame(None, a, b, 8), udp_frame(None, b, a, 8)),
+            ];
+            for (fwd, rev) in pairs {
+                split += usize::from(q(&fwd) != q(&rev));
+            }
+        }
+        split
+    }
+
+    /// Per-flow state (a flow table, a rate limit keyed by flow) keeps both directions of every
+    /// flow on one queue, with the symmetric key the NIC gets too; a stateless pipeline keeps
+    /// the standard key, under which directions split.
+    #[test]
+    fn per_flow_state_steers_both_directions_to_one_queue() {
+        let rate = |k: &str| {
+            format!("{{rate_limit: {{entries: 64, rules: [{{name: r, key: {k}, rate_pps: 10}}]}}}}")
+        };
+        for stage in ["{conntrack: {entries: 1024}}".to_string(), rate("flow")] {
+            let s = steering(&stage);
+            assert_eq!(s.rss_key(), &crate::rss::RSS_KEY_SYMMETRIC, "{stage}");
+            assert_eq!(split_flows(&s), 0, "{stage}");
+        }
+        for stage in [rate("src"), "ttl".to_string()] {
+            let s = steering(&stage);
+            assert_eq!(s.rss_key(), &crate::rss::RSS_KEY_MS, "{stage}");
+            assert!(
+                split_flows(&s) > 100,
+                "{stage}: the standard key splits directions"
+            );
+        }
+    }
 }

@@ -7,7 +7,11 @@
 //! - received = counted + drops, and the drops are all the ACL's;
 //! - the flood went through the tables (flows created for it, early evictions) and memory stayed
 //!   flat: the process's RSS (VmRSS) grows by at most [`RSS_GROWTH_MIB`] over the second half
-//!   of the run (a per-flow cost would grow to the end: 1M flows x 8 bytes is 8 MiB).
+//!   of the run (a per-flow cost would grow to the end: 1M flows x 8 bytes is 8 MiB);
+//! - the flow tables' memory is what the configured capacity says and never more: every table
+//!   made, sampled while the flood runs and at its end, holds exactly `table_bytes(entries)`
+//!   on the heap (`FlowTable::allocated_bytes`: entry array and bucket tags, as allocated), and
+//!   there are never more tables than queues.
 //!
 //! The size: 1M SYNs into the shipped 65536-entry tables (a 76 MB capture; 7-11 s in a debug
 //! build on the loaded 2-core development machine). A second, 100K-SYN run on 8192-entry tables
@@ -23,6 +27,8 @@ use pipeline::config;
 use pipeline::daemon;
 use pipeline::internal::executor::cpu::CpuShared;
 use pipeline::internal::port::pcap::{CaptureWriter, WriteFormat};
+use pipeline::internal::stage::flow_tables::{self, FlowTables};
+use pipeline::internal::stage::Stage;
 use pktwarp_flow::testgen::{tcp_frame, Rng, Tcp};
 
 /// Largest RSS growth (MiB) over the second half of the run.
@@ -151,6 +157,14 @@ fn rss_kib() -> u64 {
         .expect("VmRSS value")
 }
 
+/// Heap bytes of each flow table made so far (by queue slot).
+fn table_memory(tables: &FlowTables) -> Vec<(usize, u64)> {
+    tables
+        .made()
+        .map(|(q, t)| (q, flow_tables::lock(t).allocated_bytes()))
+        .collect()
+}
+
 /// One flood at a time: RSS is the whole test process's.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -163,27 +177,41 @@ fn flood(name: &str, syns: usize, entries: u64) {
     let p = daemon::prepare(cfg).unwrap_or_else(|e| panic!("{e}"));
     let ports = daemon::open_ports(&p.cfg).unwrap_or_else(|e| panic!("{e}"));
     let shared = CpuShared::new(&p.cpu_spec());
+    let tables = p
+        .pipeline
+        .stages
+        .iter()
+        .find_map(|s| match s {
+            Stage::Conntrack(c) => Some(Arc::clone(c.tables())),
+            _ => None,
+        })
+        .expect("the shipped config has a conntrack stage");
 
-    // RSS every 10 ms while the run goes.
+    // RSS every millisecond while the run goes, the tables' memory every tenth time (each
+    // table's lock is the worker's too).
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = {
-        let stop = Arc::clone(&stop);
+        let (stop, tables) = (Arc::clone(&stop), Arc::clone(&tables));
         std::thread::spawn(move || {
-            let mut v = Vec::new();
+            let (mut v, mut mem) = (Vec::new(), Vec::new());
             while !stop.load(Ordering::Relaxed) {
                 v.push(rss_kib());
+                if v.len() % 10 == 1 {
+                    mem.push(table_memory(&tables));
+                }
                 // Often enough for a fast run (the 100K flood takes ~150 ms in release).
                 std::thread::sleep(Duration::from_millis(1));
             }
-            v
+            (v, mem)
         })
     };
     let t0 = Instant::now();
     let s = daemon::run_cpu(&p, &shared, ports);
     let ran = t0.elapsed();
     stop.store(true, Ordering::Relaxed);
-    let rss = sampler.join().unwrap();
+    let (rss, mut mem) = sampler.join().unwrap();
     let _ = std::fs::remove_dir_all(&d);
+    mem.push(table_memory(&tables));
 
     assert!(s.errors.is_empty(), "{:?}", s.errors);
     let frames = syns as u64 + established;
@@ -222,6 +250,26 @@ fn flood(name: &str, syns: usize, entries: u64) {
     assert_eq!(get("table_full"), 0);
     assert_eq!(get("invalid"), 0);
 
+    // The tables' memory: what `entries` says for each table made, while the flood ran and
+    // after it; both queues' tables made by the end, none beyond them.
+    let per_table = pktwarp_flow::table_bytes(entries);
+    assert_eq!(per_table, entries * 128 + entries / 8 * 32);
+    let queues = p.cfg.queues.count as usize;
+    for (k, sample) in mem.iter().enumerate() {
+        assert!(sample.len() <= queues, "sample {k}: tables {sample:?}");
+        for &(q, bytes) in sample {
+            assert_eq!(
+                bytes,
+                per_table,
+                "sample {k} of {}: queue {q}'s table holds {bytes} bytes, its {entries} entries \
+                 say {per_table}",
+                mem.len()
+            );
+        }
+    }
+    let last = mem.last().expect("a sample after the run");
+    assert_eq!(last.len(), queues, "every queue's table made: {last:?}");
+
     // Flat: a per-flow cost would grow with the flood to its end. The first part of the run is
     // warm-up (buffers and the port's per-queue lists reaching their size: RSS rose by up to
     // 24 MiB over the first 40% of the 1M run, the same with MALLOC_ARENA_MAX=1); the end, its
@@ -240,11 +288,14 @@ fn flood(name: &str, syns: usize, entries: u64) {
     let tenths: Vec<u64> = (0..10).map(|k| rss[k * n / 10] >> 10).collect();
     eprintln!(
         "{name}: {frames} frames in {ran:?}, {} flows created, {} early evictions; RSS (MiB) by \
-         tenths of the run {tenths:?}, {} at 40-50%, {} at the end",
+         tenths of the run {tenths:?}, {} at 40-50%, {} at the end; {} samples of the tables' \
+         memory, {} bytes each",
         get("created"),
         get("early_evicted"),
         base >> 10,
-        end >> 10
+        end >> 10,
+        mem.len(),
+        pktwarp_flow::table_bytes(entries)
     );
     assert!(
         end <= base + (RSS_GROWTH_MIB << 10),

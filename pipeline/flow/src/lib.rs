@@ -27,6 +27,7 @@ pub mod window;
 pub use config::{FlowConfig, FlowError, Timeouts};
 pub use key::FlowKey;
 pub use table::{
-    bytes_needed, ct, ef, outcome, Ended, FlowCounters, FlowEntry, FlowRecord, FlowResult,
-    FlowTable, FlowTableAbi, TcpWindow, BUCKET_ENTRIES, ENDED_CAP, ENTRY_SIZE, MAX_ENTRIES,
+    bytes_needed, ct, ef, outcome, table_bytes, Ended, FlowCounters, FlowEntry, FlowRecord,
+    FlowResult, FlowTable, FlowTableAbi, TcpWindow, BUCKET_ENTRIES, ENDED_CAP, ENTRY_SIZE,
+    MAX_ENTRIES,
 };

@@ -283,6 +283,17 @@ pub fn bytes_needed(entries: u64) -> u64 {
     entries.saturating_mul(ENTRY_SIZE as u64)
 }
 
+/// Heap bytes a CPU table of `entries` holds: its entry array ([`bytes_needed`]) and one
+/// bucket tag per bucket. What [`FlowTable::allocated_bytes`] reports for the table's whole
+/// life without flow export (with it, plus the ended-flow list, at most [`ENDED_CAP`] records).
+pub fn table_bytes(entries: u64) -> u64 {
+    let buckets = entries / BUCKET_ENTRIES as u64;
+    bytes_needed(entries).saturating_add(buckets.saturating_mul(BUCKET_TAG_BYTES))
+}
+
+/// Bytes of a bucket's tag (cache-line half, [`BucketTag`]).
+const BUCKET_TAG_BYTES: u64 = std::mem::size_of::<BucketTag>() as u64;
+
 /// The timeout class of an entry (`pw_flow_tclass`).
 pub fn timeout_class(e: &FlowEntry) -> usize {
     match entry_kind(&e.key) {
@@ -470,6 +481,19 @@ impl FlowTable {
     /// Bytes of the entry array (= [`bytes_needed`] of the capacity).
     pub fn memory_bytes(&self) -> u64 {
         (self.entries.len() * std::mem::size_of::<FlowEntry>()) as u64
+    }
+
+    /// Heap bytes the table holds now, as allocated: the entry array and bucket tags (their
+    /// allocated capacity, not their length), and the ended-flow list while flow export keeps
+    /// one. Nothing in the table grows with the flows it sees: without flow export this is
+    /// [`table_bytes`] of the capacity from creation to drop.
+    pub fn allocated_bytes(&self) -> u64 {
+        let ended = self.ended.as_ref().map_or(0, |v| {
+            v.capacity() * std::mem::size_of::<(FlowRecord, Ended)>()
+        });
+        (self.entries.capacity() * std::mem::size_of::<FlowEntry>()
+            + self.tags.capacity() * std::mem::size_of::<BucketTag>()
+            + ended) as u64
     }
 
     /// Occupied entries (a full scan).

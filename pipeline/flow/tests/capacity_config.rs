@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use pktwarp_flow::testgen::{self, Rng};
 use pktwarp_flow::{
-    bytes_needed, outcome, FlowConfig, FlowError, FlowTable, Timeouts, MAX_ENTRIES,
+    bytes_needed, outcome, table_bytes, FlowConfig, FlowError, FlowTable, Timeouts, MAX_ENTRIES,
 };
 
 #[test]
@@ -16,6 +16,9 @@ fn a_table_never_holds_more_than_its_capacity_and_its_memory_is_the_computed_siz
         assert_eq!(t.capacity() as u64, n);
         assert_eq!(t.memory_bytes(), bytes_needed(n));
         assert_eq!(bytes_needed(n), n * 128);
+        // Entries and a 32-byte tag per bucket of 8, allocated once.
+        assert_eq!(table_bytes(n), n * 128 + n / 8 * 32);
+        assert_eq!(t.allocated_bytes(), table_bytes(n));
         let mut rng = Rng(n);
         let s = ep(S, 53);
         let mut full = 0;
@@ -35,6 +38,7 @@ fn a_table_never_holds_more_than_its_capacity_and_its_memory_is_the_computed_siz
             }
             assert!(t.len() as u64 <= n);
             assert_eq!(t.memory_bytes(), n * 128, "the table grew");
+            assert_eq!(t.allocated_bytes(), table_bytes(n), "the table's heap grew");
         }
         assert!(t.len() as u64 > n / 2, "{} of {n}", t.len());
         assert!(full > 0);

@@ -123,7 +123,11 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
         if let Some(d) = &p.dpdk {
             // One device for both directions: RX polls every queue, TX (when this is the
             // output port) uses queue 0. The device closes when both handles are dropped.
-            let port = crate::port::dpdk::DpdkPort::open(d, id)
+            // The NIC hashes as the software steering does (both directions of a flow on one
+            // queue when the pipeline keeps per-flow state).
+            let mut d = d.clone();
+            d.symmetric_rss = cfg.symmetric_rss();
+            let port = crate::port::dpdk::DpdkPort::open(&d, id)
                 .with_context(|| format!("port `{}`", p.name))?;
             if out_name.as_deref() == Some(p.name.as_str()) {
                 dpdk_tx = Some(port.clone());

@@ -41,6 +41,8 @@ pub struct SoftwareSteering {
     rules: Vec<SteerRule>,
     in_hw: Vec<bool>,
     matcher: Option<SteerMatcher>,
+    /// The port's RSS key is the symmetric one (a rule's `rss:` fate hashes with it).
+    symmetric: bool,
 }
 
 /// Where software steering sends a frame.
@@ -106,7 +108,8 @@ impl SoftwareSteering {
             Fate::Rss(t) => {
                 let mut input = [0u8; 36];
                 let n = t.hash_input(key, &mut input);
-                Some(SwFate::Queue(t.queue_for_hash(RSS.hash(&input[..n]))))
+                let rss = if self.symmetric { &RSS_SYMMETRIC } else { &RSS };
+                Some(SwFate::Queue(t.queue_for_hash(rss.hash(&input[..n]))))
             }
             Fate::Default => None,
         };
@@ -131,9 +134,12 @@ impl SoftwareSteering {
 /// The steering key of a parsed frame: the same one the executor's software steering uses.
 pub use crate::steer::steer_key;
 
-/// The NIC's RSS function under the key this port programs (tables built once).
+/// The NIC's RSS function under the keys a port programs (tables built once): the standard
+/// key, and the symmetric one ([`super::DpdkPortOptions::symmetric_rss`]).
 static RSS: std::sync::LazyLock<crate::rss::Toeplitz> =
     std::sync::LazyLock::new(|| crate::rss::Toeplitz::new(&STANDARD_RSS_KEY));
+static RSS_SYMMETRIC: std::sync::LazyLock<crate::rss::Toeplitz> =
+    std::sync::LazyLock::new(|| crate::rss::Toeplitz::new(&crate::rss::RSS_KEY_SYMMETRIC));
 
 /// A published software set and its generation, read by the RX handles without locking.
 #[derive(Default)]
@@ -249,7 +255,7 @@ impl FlowTable {
             return Vec::new();
         };
         self.nic.store(false, Ordering::Release);
-        self.publish(rules, vec![false; rules.len()]);
+        self.publish(rules, vec![false; rules.len()], default.symmetric);
         for old in installed.drain(..) {
             destroy(port, &old.flows);
         }
@@ -284,7 +290,7 @@ impl FlowTable {
         let hw = in_hw.iter().filter(|b| **b).count();
         self.hw.store(hw, Ordering::Relaxed);
         self.sw.store(rules.len() - hw, Ordering::Relaxed);
-        self.publish(rules, in_hw);
+        self.publish(rules, in_hw, default.symmetric);
         outcomes
     }
 
@@ -311,7 +317,7 @@ impl FlowTable {
         }
         self.hw.store(0, Ordering::Relaxed);
         self.sw.store(0, Ordering::Relaxed);
-        self.publish(&[], Vec::new());
+        self.publish(&[], Vec::new(), default.symmetric);
         let label = |i: usize, r: &SteerRule| r.name.clone().unwrap_or_else(|| format!("#{i}"));
         // Validate all first: a PMD that refuses rule 5 is found before rule 0 steers anything.
         let mut priority = 0u32;
@@ -340,17 +346,18 @@ impl FlowTable {
             }
         }
         self.hw.store(rules.len(), Ordering::Relaxed);
-        self.publish(rules, vec![true; rules.len()]);
+        self.publish(rules, vec![true; rules.len()], default.symmetric);
         self.nic.store(true, Ordering::Release);
         Ok(flows)
     }
 
-    fn publish(&self, rules: &[SteerRule], in_hw: Vec<bool>) {
+    fn publish(&self, rules: &[SteerRule], in_hw: Vec<bool>, symmetric: bool) {
         let any_sw = in_hw.iter().any(|b| !b);
         let set = SoftwareSteering {
             rules: rules.to_vec(),
             matcher: any_sw.then(|| SteerMatcher::new(rules)),
             in_hw,
+            symmetric,
         };
         if let Ok(mut cur) = self.published.current.lock() {
             *cur = Arc::new(set);
@@ -647,6 +654,8 @@ fn rss_types(h: RssHash) -> u64 {
 pub(super) struct DefaultRss {
     pub queues: u16,
     pub types: u64,
+    /// The port's key is the symmetric one: every RSS action carries it too.
+    pub symmetric: bool,
 }
 
 /// The rte_flow actions of one steering rule, with the configurations they point to.
@@ -696,8 +705,14 @@ fn rule_actions(rule: &SteerRule, default: DefaultRss) -> RuleActions {
     }
     a.rss_conf.func = sys::RTE_ETH_HASH_FUNCTION_TOEPLITZ;
     a.rss_conf.level = 0;
-    a.rss_conf.key_len = STANDARD_RSS_KEY.len() as u32;
-    a.rss_conf.key = STANDARD_RSS_KEY.as_ptr();
+    // The port's key (static, so the pointer outlives the action), as the software hashes.
+    let key: &'static [u8; 40] = if default.symmetric {
+        &crate::rss::RSS_KEY_SYMMETRIC
+    } else {
+        &STANDARD_RSS_KEY
+    };
+    a.rss_conf.key_len = key.len() as u32;
+    a.rss_conf.key = key.as_ptr();
     a
 }
 
@@ -813,6 +828,10 @@ fn create_rule(
 }
 
 #[cfg(test)]
+#[path = "flow_rss_tests.rs"]
+mod rss_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use flow_rules::steering::{EcpriItem, Ipv4Item, Ipv4Prefix, PortsItem};
@@ -896,6 +915,7 @@ mod tests {
         let default = DefaultRss {
             queues: 4,
             types: 0x3c,
+            symmetric: false,
         };
         let mut a = rule_actions(&rule(vec![Action::Mark(7)]), default);
         let list = a.list();
@@ -930,6 +950,7 @@ mod tests {
         let one = DefaultRss {
             queues: 1,
             types: 0,
+            symmetric: false,
         };
         let a = rule_actions(&rule(vec![Action::Mark(1)]), one);
         assert_eq!(a.rss_queues, [0]);
@@ -937,11 +958,5 @@ mod tests {
             .kinds
             .iter()
             .any(|(t, _)| *t == sys::RTE_FLOW_ACTION_TYPE_PASSTHRU));
-    }
-
-    /// The key programmed into the NIC is the one the software RSS hashes with.
-    #[test]
-    fn nic_key_is_the_software_rss_key() {
-        assert_eq!(STANDARD_RSS_KEY, crate::rss::RSS_KEY_MS);
     }
 }

@@ -445,6 +445,7 @@ impl DpdkPort {
         flow::DefaultRss {
             queues: self.inner.setup.rx_queues,
             types: self.inner.setup.rss_hf,
+            symmetric: self.inner.setup.rss_symmetric,
         }
     }
 

@@ -23,8 +23,11 @@ pub struct PortSetup {
     pub tx_descriptors: u16,
     /// RSS hash functions enabled (RTE_ETH_RSS_* bits); 0 when RSS is off.
     pub rss_hf: u64,
-    /// The standard Toeplitz key (as in pktwarp's software RSS) was installed.
+    /// pktwarp's Toeplitz key (the one its software RSS hashes with) was installed.
     pub rss_standard_key: bool,
+    /// That key is the symmetric one ([`DpdkPortOptions::symmetric_rss`]): the port's RSS and
+    /// its rte_flow RSS actions put both directions of a flow on one queue.
+    pub rss_symmetric: bool,
     pub rx_offloads: u64,
     pub tx_offloads: u64,
     /// TX may chain mbufs for frames larger than one buffer.
@@ -49,6 +52,21 @@ pub const STANDARD_RSS_KEY: [u8; 40] = [
     0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c,
     0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
 ];
+
+/// The key to program into a device whose RSS keys are `size` bytes: pktwarp's 40-byte `key`,
+/// padded to `size` (`None` when the device takes a shorter key, or none). Padding never
+/// changes a hash: an input of at most 36 bytes meets key bits up to byte 40 only. The pad
+/// repeats the key's first two bytes, so the symmetric key stays periodic.
+pub(super) fn device_rss_key(key: &[u8; 40], size: usize) -> Option<Vec<u8>> {
+    if size < key.len() || size > usize::from(u8::MAX) {
+        return None;
+    }
+    Some(
+        (0..size)
+            .map(|i| key.get(i).copied().unwrap_or(key[i % 2]))
+            .collect(),
+    )
+}
 
 static POOL_SEQ: AtomicU64 = AtomicU64::new(0);
 
@@ -221,16 +239,23 @@ fn configure(
             sys::pw_eth_tx_offload_multi_segs(),
         )
     };
-    let mut rss_key = STANDARD_RSS_KEY;
+    let mut rss_key = device_rss_key(opts.rss_key(), usize::from(info.hash_key_size));
+    setup.rss_symmetric = opts.symmetric_rss;
     if opts.rx_queues > 1 && info.flow_type_rss_offloads & rss_all != 0 {
         conf.rxmode.mq_mode = sys::RTE_ETH_MQ_RX_RSS;
         let hf = info.flow_type_rss_offloads & rss_all;
         conf.rx_adv_conf.rss_conf.rss_hf = hf;
         setup.rss_hf = hf;
-        if info.hash_key_size as usize == STANDARD_RSS_KEY.len() {
-            conf.rx_adv_conf.rss_conf.rss_key = rss_key.as_mut_ptr();
-            conf.rx_adv_conf.rss_conf.rss_key_len = STANDARD_RSS_KEY.len() as u8;
+        if let Some(key) = rss_key.as_mut() {
+            conf.rx_adv_conf.rss_conf.rss_key = key.as_mut_ptr();
+            conf.rx_adv_conf.rss_conf.rss_key_len = key.len() as u8;
             setup.rss_standard_key = true;
+        } else if opts.symmetric_rss {
+            tracing::warn!(
+                port = %name, driver = %driver, key_size = info.hash_key_size,
+                "dpdk: the device takes no RSS key of 40 bytes or more: the symmetric key is \
+                 not installed, so the two directions of a flow may reach different RX queues"
+            );
         }
         if info.rx_offload_capa & off_rss_hash != 0 {
             conf.rxmode.offloads |= off_rss_hash;
@@ -365,6 +390,7 @@ fn start(inner: &PortInner) -> Result<(), PortError> {
     tracing::info!(
         port = %name, driver = %s.driver, rx_queues = s.rx_queues, tx_queues = s.tx_queues,
         rss_hf = format_args!("{:#x}", s.rss_hf),
+        rss_symmetric = s.rss_symmetric,
         rx_offloads = format_args!("{:#x}", s.rx_offloads),
         tx_offloads = format_args!("{:#x}", s.tx_offloads),
         placement = ?s.placement,

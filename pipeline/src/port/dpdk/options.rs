@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::{GpuBuffers, MAX_BURST};
+use super::{GpuBuffers, MAX_BURST, STANDARD_RSS_KEY};
 
 /// Options of a `dpdk` port (the `dpdk:` block of a port in the YAML config).
 ///
@@ -77,6 +77,12 @@ pub struct DpdkPortOptions {
     /// GPUDirect RDMA, else host memory), `host`, or `gpu` (fail when GPUDirect is not possible).
     #[serde(default)]
     pub gpu_buffers: GpuBuffers,
+    /// RSS with the symmetric Toeplitz key ([`crate::rss::RSS_KEY_SYMMETRIC`]), in the port's
+    /// RSS and its rte_flow RSS actions: both directions of a flow reach one RX queue. Not a
+    /// YAML key: the daemon sets it when the pipeline keeps per-flow state
+    /// (`Config::symmetric_rss`), so the NIC hashes as the software steering does.
+    #[serde(skip)]
+    pub symmetric_rss: bool,
 }
 
 fn one() -> u16 {
@@ -159,6 +165,16 @@ impl DpdkPortOptions {
             tx_retries: tx_retries(),
             tx_max_hold_ms: tx_max_hold_ms(),
             gpu_buffers: GpuBuffers::default(),
+            symmetric_rss: false,
+        }
+    }
+
+    /// The Toeplitz key this port programs (RSS and rte_flow RSS actions).
+    pub fn rss_key(&self) -> &'static [u8; 40] {
+        if self.symmetric_rss {
+            &crate::rss::RSS_KEY_SYMMETRIC
+        } else {
+            &STANDARD_RSS_KEY
         }
     }
 
