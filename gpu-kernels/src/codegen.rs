@@ -164,6 +164,12 @@ pub const READS_PAYLOAD: &[&str] = &["pw_stage_fronthaul", "pw_stage_inspect"];
 /// pipeline, and not beside a stage with round hooks of its own (fronthaul).
 pub const ORDERED: &[&str] = &["pw_stage_conntrack", "pw_stage_rate_limit"];
 
+/// Library stages that keep per-queue state of their own which they change in frame order on
+/// the second channel of cuda/flow_order.cuh (inspect's flowbits and thresholds: frames with
+/// a matching stateful rule wait for the round's earlier such frames). A frame dropped before
+/// such a stage is marked skipped on that channel (`pw_order2_skip`).
+pub const ORDERED_SECOND: &[&str] = &["pw_stage_inspect"];
+
 /// Per [`ORDERED`] stage, its function naming a frame's order key without touching its state:
 /// the owned layout's key pass (cuda/kernels_owned.cu: several CTAs a burst, each its keys).
 pub const ORDER_KEYS: &[(&str, &str)] = &[
@@ -556,6 +562,10 @@ fn frame_function(stages: &[StageSpec]) -> String {
     // Frames dropped before the ordered stage never reach it: marked skipped so the later
     // frames of their round do not wait for them (cuda/flow_order.cuh).
     let ordered_at = stages.iter().position(StageSpec::orders_flows);
+    // The same on the second channel for a stage that orders its own state (ORDERED_SECOND).
+    let second_at = stages
+        .iter()
+        .position(|s| ORDERED_SECOND.contains(&s.function()));
     for (k, s) in stages.iter().enumerate() {
         let _ = writeln!(f, "    /* {k}: {} */", s.name);
         let _ = writeln!(f, "    PW_ADD64(&ctx->counters[{k}].v[0], 1);");
@@ -574,8 +584,19 @@ fn frame_function(stages: &[StageSpec]) -> String {
                  v->drop_reason = (uint8_t)PW_DROP_STAGE;\n",
             );
         }
-        if ordered_at.is_some_and(|o| k < o) {
-            f.push_str("    if (v->action == PW_ACTION_DROP) {\n        pw_order_skip();\n        return;\n    }\n");
+        let (first, second) = (
+            ordered_at.is_some_and(|o| k < o),
+            second_at.is_some_and(|o| k < o),
+        );
+        if first || second {
+            f.push_str("    if (v->action == PW_ACTION_DROP) {\n");
+            if first {
+                f.push_str("        pw_order_skip();\n");
+            }
+            if second {
+                f.push_str("        pw_order2_skip();\n");
+            }
+            f.push_str("        return;\n    }\n");
         } else if k + 1 < stages.len() {
             f.push_str("    if (v->action == PW_ACTION_DROP) return;\n");
         }

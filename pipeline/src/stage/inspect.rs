@@ -31,7 +31,7 @@ use pktwarp_inspect::alert::{
     Alert, AlertAction, AlertLog, AlertLogHandle, AlertSender, EveConfig, RuleHits,
 };
 use pktwarp_inspect::engine::{Decision, RuleSet, Scratch, SetConfig};
-use pktwarp_inspect::eval::state::{StateCounters, Stateful};
+use pktwarp_inspect::eval::state::{StateConfig, StateCounters, Stateful};
 use pktwarp_inspect::eval::{self, decode};
 use serde::{Deserialize, Serialize};
 
@@ -118,10 +118,53 @@ pub struct InspectStageConfig {
     /// both; the others are skipped, counted by reason.
     #[serde(default)]
     pub gpu_rules_only: bool,
+    /// Sizes of each queue's flowbits and threshold tables (docs/inspect.md, "Flow keywords"),
+    /// on either executor.
+    #[serde(default)]
+    pub state: StateLimits,
     /// A `conntrack` stage runs before this one ([`conntrack_before`]): set by the pipeline
     /// build, not a config key.
     #[serde(skip)]
     pub flow_table: bool,
+}
+
+/// `inspect.state`: the most flows with flowbits and the most threshold counters each queue
+/// keeps (what does not fit is counted, `flows_full` / `trackers_full`).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StateLimits {
+    #[serde(default = "default_state_entries")]
+    pub flows: usize,
+    #[serde(default = "default_state_entries")]
+    pub trackers: usize,
+}
+
+/// Most entries `inspect.state.flows` / `.trackers` may ask for (the GPU's tables take twice as
+/// many slots, sized in u32).
+pub const MAX_STATE_ENTRIES: usize = 1 << 24;
+
+fn default_state_entries() -> usize {
+    StateConfig::default().max_flows
+}
+
+impl Default for StateLimits {
+    fn default() -> Self {
+        StateLimits {
+            flows: default_state_entries(),
+            trackers: default_state_entries(),
+        }
+    }
+}
+
+impl StateLimits {
+    /// The tables' config (the idle time of a flow's bits is the default's).
+    pub fn config(&self) -> StateConfig {
+        StateConfig {
+            max_flows: self.flows,
+            max_trackers: self.trackers,
+            ..StateConfig::default()
+        }
+    }
 }
 
 /// The options key that carries [`InspectStageConfig::flow_table`] to the factory.
@@ -189,6 +232,11 @@ impl InspectStageConfig {
                 "empty: name at least one rule file, folder or glob".into(),
             ));
         }
+        for (key, n) in [("state.flows", self.state.flows), ("state.trackers", self.state.trackers)] {
+            if !(1..=MAX_STATE_ENTRIES).contains(&n) {
+                return Err((key.into(), format!("{n} is out of range 1..={MAX_STATE_ENTRIES}")));
+            }
+        }
         pktwarp_inspect::engine::variables(&self.vars).map_err(|e| match e {
             pktwarp_inspect::engine::SetError::Config { key, msg } => (key, msg),
             other => ("vars".into(), other.to_string()),
@@ -203,6 +251,7 @@ impl InspectStageConfig {
             strict: self.strict,
             flow_table: self.flow_table,
             gpu_rules_only: self.gpu_rules_only,
+            state: self.state.config(),
         }
     }
 }
@@ -238,6 +287,9 @@ pub(crate) struct Published {
     pub(crate) hits: RuleHits,
     pub(crate) generation: u64,
     states: Box<[OnceLock<Mutex<Stateful>>]>,
+    /// The GPU stage's state counters for this set (flows_full, trackers_full, suppressed),
+    /// as its host side reads them.
+    pub(crate) gpu_state: [AtomicU64; 3],
 }
 
 impl Published {
@@ -248,6 +300,7 @@ impl Published {
             hits,
             generation,
             states: (0..STATE_QUEUES).map(|_| OnceLock::new()).collect(),
+            gpu_state: Default::default(),
         }
     }
 
@@ -277,7 +330,12 @@ impl Published {
 
     /// The state counters over every queue.
     fn state_counters(&self) -> StateCounters {
-        let mut c = StateCounters::default();
+        let g = |i: usize| self.gpu_state[i].load(Ordering::Relaxed);
+        let mut c = StateCounters {
+            flows_full: g(0),
+            trackers_full: g(1),
+            suppressed: g(2),
+        };
         for s in self.states.iter().filter_map(OnceLock::get) {
             add_state(
                 &mut c,
@@ -351,6 +409,20 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner())
             .entry(sid)
             .or_insert(0) += n;
+    }
+
+    /// Adds `d` to state counter `i` (flows_full, trackers_full, suppressed) of the sets no
+    /// longer in force (a GPU's late counts).
+    pub(crate) fn carry_state(&self, i: usize, d: u64) {
+        let mut c = self
+            .carried_state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match i {
+            0 => c.flows_full += d,
+            1 => c.trackers_full += d,
+            _ => c.suppressed += d,
+        }
     }
 
     /// The alert log's sender, once the log runs.
@@ -694,6 +766,10 @@ impl CustomStage for InspectStage {
 
     fn gpu_caution(&self) -> Option<&'static str> {
         Some(GPU_CAUTION)
+    }
+
+    fn gpu_queue_state(&self) -> Vec<pktwarp_kernels::StageBuffer> {
+        self.gpu_state_buffers()
     }
 
     /// The rule sets published by file reloads (the GPU block's rule set moves with them).

@@ -412,6 +412,7 @@ pub fn etopen_gpu_subset(dir: &Path, flow_table: bool) -> Option<(PathBuf, usize
         strict: false,
         flow_table,
         gpu_rules_only: false,
+        state: Default::default(),
     };
     let set = RuleSet::load(&cfg, &pktwarp_inspect::alert::Classifications::standard())
         .unwrap_or_else(|e| panic!("{e}"));
@@ -518,6 +519,7 @@ pub fn rule_set(p: &Pipeline, k: usize) -> pktwarp_inspect::engine::RuleSet {
             strict: cfg.strict,
             flow_table: cfg.flow_table,
             gpu_rules_only: cfg.gpu_rules_only,
+            state: Default::default(),
         },
         &pktwarp_inspect::alert::Classifications::standard(),
     )
