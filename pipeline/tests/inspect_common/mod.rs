@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod state;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -376,6 +377,12 @@ pub fn pipeline_eve(
     let eve = eve.map_or(String::new(), |e| {
         format!("    eve: {{ path: \"{}\" }}\n", e.display())
     });
+    pipeline_with(rules, conntrack, alert_to, &eve)
+}
+
+/// [`pipeline`] with `extra` (lines of the inspect stage's options, indented 4) added.
+pub fn pipeline_with(rules: &Path, conntrack: bool, alert_to: &str, extra: &str) -> Arc<Pipeline> {
+    let eve = extra;
     let ct = if conntrack {
         "- conntrack: { entries: 4096 }\n"
     } else {
