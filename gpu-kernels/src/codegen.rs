@@ -975,9 +975,18 @@ mod tests {
         let l = list(&["parse", "conntrack", "inspect", "count"]);
         assert_eq!(template_of(&l), Ok(Template::Composed));
         assert!(l[2].reads_payload() && !l[2].orders_flows() && l[2].reads_time());
-        for f in ORDERED {
+        for f in ORDERED.iter().chain(ORDERED_SECOND) {
             assert!(LIBRARY_STAGES.iter().any(|l| l.function == *f), "{f}");
         }
+        // inspect orders its own state on the second channel: a frame dropped before it (by
+        // parse, conntrack or acl) is skipped there, and before conntrack on the first too.
+        let l = list(&["parse", "conntrack", "acl", "inspect", "count"]);
+        let src = generate(&l, Target::Host).unwrap();
+        let body = &src[src.find("void pw_pipeline_frame(").unwrap()..];
+        let at = body.find("pw_stage_inspect(").unwrap();
+        assert_eq!(body[..at].matches("pw_order2_skip();").count(), 3, "{body}");
+        assert_eq!(body[..at].matches("pw_order_skip();").count(), 1, "{body}");
+        assert_eq!(body[at..].matches("pw_order2_skip();").count(), 0, "{body}");
     }
 
     /// rate_limit orders frames by token bucket as conntrack by flow: an ordered stage that may

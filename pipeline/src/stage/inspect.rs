@@ -54,8 +54,8 @@ pub const COUNTER_NAMES: [&str; 7] = [
 /// The `inspect` stage, described ([`crate::stage::descriptor`]).
 pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     name: "inspect",
-    usage: "`inspect: { rules: [FILE, DIR or GLOB], vars, strict, eve: {...}, alert_to, gpu_rules_only }`",
-    summary: "IDS rules in Suricata syntax (docs/inspect.md): a multi-pattern prefilter over the L4 payload (inside VXLAN / GTP-U too) and the HTTP buffers, then each candidate rule's full check; `drop` rules drop (`inspect_drop`), alerts are counted per rule and written as EVE JSON; reloaded by SIGHUP. On the GPU: payload and HTTP rules without flowbits / threshold (stateful rules and EVE payloads keep it on the CPU; `gpu_rules_only` skips such rules)",
+    usage: "`inspect: { rules: [FILE, DIR or GLOB], vars, strict, eve: {...}, alert_to, gpu_rules_only, state: { flows, trackers } }`",
+    summary: "IDS rules in Suricata syntax (docs/inspect.md): a multi-pattern prefilter over the L4 payload (inside VXLAN / GTP-U too) and the HTTP buffers, then each candidate rule's full check; `drop` rules drop (`inspect_drop`), alerts are counted per rule and written as EVE JSON; reloaded by SIGHUP. On the GPU: payload and HTTP rules, flowbits and thresholds in per-queue device tables (EVE payloads keep it on the CPU)",
     needs: StageNeeds {
         reads_meta: true,
         reads_payload: true,
@@ -113,9 +113,9 @@ pub struct InspectStageConfig {
     pub eve: Option<EveConfig>,
     #[serde(default)]
     pub alert_to: AlertTo,
-    /// Load only the rules the GPU stage runs too (payload rules without flowbits /
-    /// threshold / detection_filter / noalert), on either executor, so a set runs the same on
-    /// both; the others are skipped, counted by reason.
+    /// Load only the rules the GPU stage runs too, on either executor, so a set runs the same
+    /// on both; the others are skipped, counted by reason (the GPU takes every rule that loads,
+    /// state included: a set is refused there only as a whole).
     #[serde(default)]
     pub gpu_rules_only: bool,
     /// Sizes of each queue's flowbits and threshold tables (docs/inspect.md, "Flow keywords"),

@@ -13,9 +13,12 @@
 //! uploads the new block; its hits count in the other of two banks, so bursts of the set before
 //! it still running count for that one.
 //!
+//! Rules keeping state (flowbits, noalert, threshold, detection_filter) run over per-queue
+//! tables in device memory ([`InspectStage::gpu_state_buffers`], the executor's per-queue stage
+//! state), whose counters come back after the hit banks into the set's state counters.
+//!
 //! What stays on the CPU executor (the GPU refuses the pipeline, saying why, and `auto` picks
-//! the CPU): a rule keeping state (named by sid, file and line), and EVE lines with the
-//! payload.
+//! the CPU): EVE lines with the payload.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
