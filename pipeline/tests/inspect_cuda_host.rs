@@ -13,7 +13,7 @@ mod inspect_common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use inspect_common::state::{conn_traffic, state_rules};
+use inspect_common::state::{conn_traffic, conn_traffic_planted, state_rules};
 use inspect_common::{
     etopen_gpu_subset, fixed_rules, pipeline, pipeline_eve, pipeline_with, random_rules,
     rule_set, rule_sids, scratch, sid_hits, traffic,
@@ -675,4 +675,54 @@ fn state_outcomes_depend_on_frame_order() {
     }
     let other = run(&reversed);
     assert_ne!(in_order, other, "the state's outcome does not depend on frame order");
+}
+
+/// ET Open's rules (all 4,156 that load with conntrack) over connections whose data carries the
+/// payload contents of ET Open's rules with state (each rule's contents one after the other),
+/// clients in HOME_NET and servers outside: ET's own flowbits chains and thresholds decide, frame
+/// by frame equal to the CPU.
+#[test]
+fn et_open_state_rules_on_planted_connections_equal_the_cpu() {
+    use pktwarp_inspect::eval::program::{F_NEGATED, OP_CONTENT};
+    let d = scratch("etopen-state");
+    let Some((rules, kept)) = etopen_gpu_subset(&d, true) else {
+        return;
+    };
+    let p = pipeline(&rules, true, "none");
+    let set = rule_set(&p, 2);
+    let prog = set.program();
+    let mut plants = Vec::new();
+    for i in 0..set.len() {
+        if !set.is_stateful(i as u32) {
+            continue;
+        }
+        let [at, n] = prog.rules[i].ops.map(|x| x as usize);
+        let mut b = Vec::new();
+        for op in &prog.ops[at..at + n] {
+            if op.kind == OP_CONTENT && op.buffer == 0 && op.flags & F_NEGATED == 0 {
+                let (o, l) = (op.pat_off as usize, op.pat_len as usize);
+                b.extend_from_slice(&prog.patterns[o..o + l]);
+            }
+        }
+        if !b.is_empty() {
+            plants.push(b);
+        }
+    }
+    assert!(plants.len() > 100, "{} plants", plants.len());
+    let frames = conn_traffic_planted(7, 8000, &plants);
+    let s = check(&p, &frames, 2);
+    let stateful_hits = s
+        .hits
+        .keys()
+        .filter(|&&sid| {
+            (0..set.len() as u32).any(|i| set.is_stateful(i) && prog.rules[i as usize].sid == sid)
+        })
+        .count();
+    eprintln!(
+        "{kept} ET Open rules, {} plants: {} sids hit, {stateful_hits} of them with state; state {:?}",
+        plants.len(),
+        s.hits.len(),
+        s.state
+    );
+    assert!(stateful_hits >= 5 && s.state[2] > 0, "{stateful_hits} {:?}", s.state);
 }

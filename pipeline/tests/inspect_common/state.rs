@@ -82,9 +82,14 @@ pub fn state_rules(seed: u64, n: usize) -> String {
     out
 }
 
-/// A host's IPv4 address: clients in 10.0.0.0/24, servers (100 and up) in 10.0.1.0/24.
+/// A host's IPv4 address: clients in 10.0.0.0/24 (the tests' HOME_NET), servers (100 and up)
+/// in 198.51.100.0/24 (outside it).
 fn addr(h: u8) -> [u8; 4] {
-    [10, 0, u8::from(h >= 100), h]
+    if h >= 100 {
+        [198, 51, 100, h]
+    } else {
+        [10, 0, 0, h]
+    }
 }
 
 fn eth_ipv4(proto: u8, src: [u8; 4], dst: [u8; 4], l4: &[u8]) -> Vec<u8> {
@@ -119,6 +124,12 @@ fn eth_ipv6(proto: u8, src: u8, dst: u8, l4: &[u8]) -> Vec<u8> {
 /// Receive times go up by 0 to 40 ms a frame, with one jump of 700 s (past the flows' idle
 /// time) at the middle.
 pub fn conn_traffic(seed: u64, n: usize) -> Vec<(FrameDesc, Vec<u8>)> {
+    conn_traffic_planted(seed, n, &[])
+}
+
+/// [`conn_traffic`] whose data segments carry one of `plants` half the time (server ports 80,
+/// 443, 53, 21, 25, 8080).
+pub fn conn_traffic_planted(seed: u64, n: usize, plants: &[Vec<u8>]) -> Vec<(FrameDesc, Vec<u8>)> {
     let mut g = Rng::new(seed);
     let clients: [u8; 6] = [1, 2, 3, 4, 5, 6];
     let servers: [u8; 3] = [100, 101, 102];
@@ -132,7 +143,11 @@ pub fn conn_traffic(seed: u64, n: usize) -> Vec<(FrameDesc, Vec<u8>)> {
                 *g.pick(&clients),
                 *g.pick(&servers),
                 40000 + g.below(24) as u16,
-                *g.pick(&[80u16, 443, 53]),
+                if plants.is_empty() {
+                    *g.pick(&[80u16, 443, 53])
+                } else {
+                    *g.pick(&[80u16, 443, 53, 21, 25, 8080])
+                },
                 *g.pick(&[6u8, 6, 6, 17]),
                 g.chance(10),
                 0,
@@ -148,7 +163,9 @@ pub fn conn_traffic(seed: u64, n: usize) -> Vec<(FrameDesc, Vec<u8>)> {
         let reply = k == 1 || (k > 1 && g.chance(45));
         let (sport, dport) = if reply { (sp, cp) } else { (cp, sp) };
         let mut pay = Vec::new();
-        if k >= 2 || proto == 17 {
+        if (k >= 2 || proto == 17) && !plants.is_empty() && g.chance(50) {
+            pay.extend_from_slice(&plants[g.below(plants.len() as u64) as usize]);
+        } else if k >= 2 || proto == 17 {
             for _ in 0..g.below(3) {
                 pay.extend((0..g.below(12)).map(|_| g.next() as u8));
                 pay.extend(pattern_bytes(PATTERNS[g.below(6) as usize]));
