@@ -383,7 +383,10 @@ fn check(
     assert_eq!(gpu_hits, cpu_hits, "{what}: rule hits by sid");
     let at = pktwarp_inspect::gpu::STATE_COUNTERS_AT / 8;
     let gpu_state = [word(at), word(at + 1), word(at + 2)];
-    assert_eq!(gpu_state, cpu_state, "{what}: flows_full, trackers_full, suppressed");
+    assert_eq!(
+        gpu_state, cpu_state,
+        "{what}: flows_full, trackers_full, suppressed"
+    );
     assert_eq!(
         gpu_hits.values().sum::<u64>(),
         gpu_counters[1],

@@ -15,8 +15,8 @@ use std::path::Path;
 
 use inspect_common::state::{conn_traffic, conn_traffic_planted, state_rules};
 use inspect_common::{
-    etopen_gpu_subset, fixed_rules, pipeline, pipeline_eve, pipeline_with, random_rules,
-    rule_set, rule_sids, scratch, sid_hits, traffic,
+    etopen_gpu_subset, fixed_rules, pipeline, pipeline_eve, pipeline_with, random_rules, rule_set,
+    rule_sids, scratch, sid_hits, traffic,
 };
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
@@ -622,9 +622,19 @@ fn generated_state_rules_on_connection_traffic_equal_the_cpu() {
                 .map(|&k| (seed, k)),
         );
     }
-    eprintln!("{alerts} alerts, {suppressed} suppressed, {} state rules hit", sids.len());
-    assert!(suppressed > 500 && alerts > 2000, "{suppressed} suppressed, {alerts} alerts");
-    assert!(sids.len() > 150, "{} of the generated state rules hit", sids.len());
+    eprintln!(
+        "{alerts} alerts, {suppressed} suppressed, {} state rules hit",
+        sids.len()
+    );
+    assert!(
+        suppressed > 500 && alerts > 2000,
+        "{suppressed} suppressed, {alerts} alerts"
+    );
+    assert!(
+        sids.len() > 150,
+        "{} of the generated state rules hit",
+        sids.len()
+    );
 }
 
 /// Tables that fill: 4 flows and 6 threshold counters a queue (`inspect.state`), so flowbits
@@ -643,7 +653,10 @@ fn full_state_tables_equal_the_cpu() {
         trackers_full += s.state[1];
     }
     eprintln!("flows_full {flows_full}, trackers_full {trackers_full}");
-    assert!(flows_full > 50 && trackers_full > 50, "{flows_full} {trackers_full}");
+    assert!(
+        flows_full > 50 && trackers_full > 50,
+        "{flows_full} {trackers_full}"
+    );
 }
 
 /// What the equality above rests on: the outcome depends on the order frames change the state
@@ -660,7 +673,12 @@ fn state_outcomes_depend_on_frame_order() {
         let c = QueueCounters::new(p.stages.len(), 0);
         let (mut m, mut v) = (Vec::new(), Vec::new());
         for chunk in frames.chunks(32) {
-            p.run_frames(chunk.iter().map(|(d, f)| (*d, f.as_slice())), &mut m, &mut v, &c);
+            p.run_frames(
+                chunk.iter().map(|(d, f)| (*d, f.as_slice())),
+                &mut m,
+                &mut v,
+                &c,
+            );
         }
         let Stage::Custom(slot) = &p.stages[2] else {
             panic!("inspect")
@@ -674,7 +692,10 @@ fn state_outcomes_depend_on_frame_order() {
         reversed.extend(chunk.iter().rev().cloned());
     }
     let other = run(&reversed);
-    assert_ne!(in_order, other, "the state's outcome does not depend on frame order");
+    assert_ne!(
+        in_order, other,
+        "the state's outcome does not depend on frame order"
+    );
 }
 
 /// ET Open's rules (all 4,156 that load with conntrack) over connections whose data carries the
@@ -724,5 +745,9 @@ fn et_open_state_rules_on_planted_connections_equal_the_cpu() {
         s.hits.len(),
         s.state
     );
-    assert!(stateful_hits >= 5 && s.state[2] > 0, "{stateful_hits} {:?}", s.state);
+    assert!(
+        stateful_hits >= 5 && s.state[2] > 0,
+        "{stateful_hits} {:?}",
+        s.state
+    );
 }

@@ -377,7 +377,10 @@ mod tests {
         // Two rules, the second's record after the offsets: class 0, one flowbits keyword.
         assert_eq!((w(sec), w(sec + 4), w(sec + 8)), (2, 0, 3));
         assert_eq!((w(sec + 12), w(sec + 16)), (1 << 16, 0));
-        assert_eq!((w(60), w(76), w(88), w(92), w(96)), (7, 1 << 17, 65536, 65536, 1 << 17));
+        assert_eq!(
+            (w(60), w(76), w(88), w(92), w(96)),
+            (7, 1 << 17, 65536, 65536, 1 << 17)
+        );
         assert_eq!(w(BANK_AT), 0, "generation 6's bank");
         let qb = u64::from_le_bytes(b[80..88].try_into().unwrap()) as usize;
         assert_eq!(qb, state_queue_bytes(&StateConfig::default()));

@@ -232,9 +232,15 @@ impl InspectStageConfig {
                 "empty: name at least one rule file, folder or glob".into(),
             ));
         }
-        for (key, n) in [("state.flows", self.state.flows), ("state.trackers", self.state.trackers)] {
+        for (key, n) in [
+            ("state.flows", self.state.flows),
+            ("state.trackers", self.state.trackers),
+        ] {
             if !(1..=MAX_STATE_ENTRIES).contains(&n) {
-                return Err((key.into(), format!("{n} is out of range 1..={MAX_STATE_ENTRIES}")));
+                return Err((
+                    key.into(),
+                    format!("{n} is out of range 1..={MAX_STATE_ENTRIES}"),
+                ));
             }
         }
         pktwarp_inspect::engine::variables(&self.vars).map_err(|e| match e {
@@ -414,10 +420,7 @@ impl Shared {
     /// Adds `d` to state counter `i` (flows_full, trackers_full, suppressed) of the sets no
     /// longer in force (a GPU's late counts).
     pub(crate) fn carry_state(&self, i: usize, d: u64) {
-        let mut c = self
-            .carried_state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut c = self.carried_state.lock().unwrap_or_else(|p| p.into_inner());
         match i {
             0 => c.flows_full += d,
             1 => c.trackers_full += d,

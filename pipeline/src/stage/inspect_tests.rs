@@ -269,7 +269,10 @@ fn bad_inputs_are_errors_naming_file_line_or_key() {
     let StageConfig::Inspect(c) = &s else {
         panic!("inspect")
     };
-    assert_eq!((c.state.config().max_flows, c.state.config().max_trackers), (8, 3));
+    assert_eq!(
+        (c.state.config().max_flows, c.state.config().max_trackers),
+        (8, 3)
+    );
     let e = serde_saphyr::from_str::<Vec<StageConfig>>(
         "- inspect: { rules: [a], state: { flows: 8, size: 3 } }\n",
     )

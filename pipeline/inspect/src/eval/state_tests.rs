@@ -326,7 +326,23 @@ fn the_gpu_image_takes_stateful_rules_and_the_section_encodes_their_state() {
     // first: kind 3, by_dst 1), then isset (3) of names a (0) | b (1), set (0) of c (2).
     assert_eq!(
         &w[4..19],
-        &[1 | 2 << 16, 2, 3, 1, 2, 5, 2, 0, 3, 7, 3 | 2 << 8, 0, 1, 1 << 8, 2]
+        &[
+            1 | 2 << 16,
+            2,
+            3,
+            1,
+            2,
+            5,
+            2,
+            0,
+            3,
+            7,
+            3 | 2 << 8,
+            0,
+            1,
+            1 << 8,
+            2
+        ]
     );
     // Rule 2: writes only (class 0), noalert, set a, then the noalert keyword (5, no names).
     assert_eq!(&w[19..], &[1 << 8 | 2 << 16, 0, 1 << 8, 0, 5]);
