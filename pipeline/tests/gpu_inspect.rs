@@ -374,10 +374,10 @@ fn check(
     let hits = ex.read_stage_buffer(k, 0).expect("hit buffer");
     let mut gpu_hits = std::collections::BTreeMap::new();
     let word = |i: usize| u64::from_le_bytes(hits[8 * i..8 * i + 8].try_into().unwrap());
-    for r in 0..pktwarp_inspect::gpu::MAX_RULES {
+    for (r, &sid) in sids.iter().enumerate() {
         let h = word(r);
         if h > 0 {
-            *gpu_hits.entry(sids[r]).or_insert(0u64) += h;
+            *gpu_hits.entry(sid).or_insert(0u64) += h;
         }
     }
     assert_eq!(gpu_hits, cpu_hits, "{what}: rule hits by sid");
