@@ -311,7 +311,7 @@ PW_DEVICE int pw_insp_st_open(const uint8_t *blk, const pw_insp_params *p, const
  * ends inspection when its state lets it act (a pass rule without state always does), else it is
  * passed over; then the other rules, setters before readers (the record's class), each kept in
  * `m` when it alerts. Returns 1 for a pass; *drop: a drop / reject rule's action applies. */
-PW_DEVICE int pw_insp_resolve_state(const pw_insp_prog *prog, const uint32_t *sec, pw_insp_st *s, int have,
+PW_DEVICE_CALL int pw_insp_resolve_state(const pw_insp_prog *prog, const uint32_t *sec, pw_insp_st *s, int have,
                                     uint32_t *m, uint32_t words, uint32_t *drop) {
     for (uint32_t w = 0; w < words; w++)
         for (uint32_t bits = m[w]; bits; bits &= bits - 1u) {
@@ -337,77 +337,27 @@ PW_DEVICE int pw_insp_resolve_state(const pw_insp_prog *prog, const uint32_t *se
     return 0;
 }
 
-/* One frame (pw_insp_frame_run); *published: it took its place on the state's order channel. */
-PW_DEVICE void pw_insp_frame_body(const uint8_t *blk, const pw_frame *f, const pw_packet_meta *meta, pw_verdict *v,
-                                  pw_stage_counters *c, int *published) {
+/* The frame's matches (`cand`, rule order) decided (pw_insp_frame_body's second half, called so
+ * that its registers are its own: the composed IDS kernels sit at the register ceiling): a rule
+ * keeping state among them (`stateful`) resolves against the queue's state in frame order (the
+ * round's earlier such frames first); then the alerts, hits, log lines and the verdict. */
+PW_DEVICE_CALL void pw_insp_decide(const uint8_t *blk, const pw_frame *f, const pw_packet_meta *meta, pw_verdict *v,
+                                   pw_stage_counters *c, const pw_insp_frame *fr, const pw_insp_prog *prog,
+                                   uint32_t *cand, uint32_t words, uint32_t n_matched, uint32_t drop,
+                                   uint32_t stateful, uint32_t l3) {
     const pw_insp_params *p = (const pw_insp_params *)blk;
-    uint32_t l3;
-    if ((meta->flags & (PW_MF_TUNNEL | PW_MF_INNER_L4)) == (PW_MF_TUNNEL | PW_MF_INNER_L4)) l3 = meta->inner_l3_offset;
-    else if (meta->ip_version == 4u || meta->ip_version == 6u) l3 = meta->l3_offset;
-    else return;
-    if (l3 > f->len) return;
-    pw_insp_frame fr;
-    const uint8_t *pay;
-    uint32_t plen;
-    if (!pw_insp_decode(f->data + l3, f->len - l3, &fr, &pay, &plen)) return;
-    fr.ct_state = meta->ct_state;
-    fr.ct_dir = meta->ct_dir;
-    pw_insp_http hh;
-    hh.kind = PW_INSP_HTTP_NOT;
-    if (fr.ip_proto == PW_INSP_PROTO_TCP) pw_insp_http_parse(&hh, pay, plen);
-    fr.has_http = hh.kind == PW_INSP_HTTP_HEAD;
-    fr.buf_len[0] = plen;
-    PW_ADD64(&c->v[1], 1u);
-    if (hh.kind == PW_INSP_HTTP_SPLIT) PW_ADD64(&c->v[5], 1u);
-    uint32_t cand[PW_INSP_GPU_MAX_RULES / 32u];
-    uint32_t words = (p->n_rules + 31u) / 32u;
-    if (words > PW_INSP_GPU_MAX_RULES / 32u) return; /* refused by the host */
-    for (uint32_t w = 0; w < words; w++) cand[w] = 0u;
-    pw_insp_prefilter(blk, p, pay, plen, cand);
-    pw_insp_prefilter_http(blk, p, &hh, cand);
-    const uint32_t *always = (const uint32_t *)(blk + p->always_off);
-    for (uint32_t k = 0; k < p->n_always; k++) cand[always[k] >> 5] |= 1u << (always[k] & 31u);
-    pw_insp_prog prog = pw_insp_resolve(blk + p->prog_off);
     const uint32_t *sec = p->state_off ? (const uint32_t *)(blk + p->state_off) : 0;
-    /* Candidates in rule order (in parallel, no state): the bitmap keeps those that match, up to
-     * the first matching `pass` rule without state (inspection ends there, whatever follows). */
-    uint32_t n_matched = 0, drop = 0, stateful = 0, passed = 0;
-    for (uint32_t w = 0; w < words; w++) {
-        uint32_t bits = passed ? 0u : cand[w], keep = 0;
-        while (bits) {
-            uint32_t b = PW_INSP_CTZ(bits);
-            bits &= bits - 1u;
-            uint32_t r = w * 32u + b;
-            if (!pw_insp_buf_rule(&prog, r, &fr, &hh, pay, plen)) continue;
-            keep |= 1u << b;
-            n_matched++;
-            uint32_t a = prog.rules[r].action;
-            if (pw_insp_st_rec(sec, r) != 0) stateful = 1u;
-            else if (a == PW_INSP_ACT_PASS) {
-                passed = 1u;
-                break;
-            } else if (a == PW_INSP_ACT_DROP || a == PW_INSP_ACT_REJECT) drop = 1u;
-        }
-        cand[w] = keep;
-    }
-    if (passed && !stateful) {
-        PW_ADD64(&c->v[4], 1u);
-        return;
-    }
-    /* A rule keeping state among them: the queue's state, in frame order (the round's earlier
-     * frames that need it first). */
     uint32_t v6 = (f->data[l3] >> 4) == 6u;
     uint64_t *hits = p->hits ? (uint64_t *)p->hits + (uint64_t)(p->bank & 1u) * PW_INSP_GPU_MAX_RULES : 0;
     uint64_t spare[4] = {0, 0, 0, 0};
     uint64_t *ctr = p->hits ? (uint64_t *)p->hits + 2u * PW_INSP_GPU_MAX_RULES + 4u * (p->bank & 1u) : spare;
     pw_order2_publish(stateful ? 0u : PW_ORDER_NONE);
-    *published = 1;
     if (stateful) {
         pw_order2_wait(0u);
         pw_insp_st st;
-        int have = pw_insp_st_open(blk, p, f, &fr, v6, ctr, &st);
+        int have = pw_insp_st_open(blk, p, f, fr, v6, ctr, &st);
         drop = 0u;
-        int pass = pw_insp_resolve_state(&prog, sec, &st, have, cand, words, &drop);
+        int pass = pw_insp_resolve_state(prog, sec, &st, have, cand, words, &drop);
         pw_order2_done();
         if (pass) {
             PW_ADD64(&c->v[4], 1u);
@@ -424,7 +374,7 @@ PW_DEVICE void pw_insp_frame_body(const uint8_t *blk, const pw_frame *f, const p
         for (uint32_t bits = cand[w]; bits; bits &= bits - 1u) {
             uint32_t r = w * 32u + PW_INSP_CTZ(bits);
             if (hits != 0) PW_INSP_HIT(&hits[r]);
-            pw_insp_log(p, f, meta, &fr, r, v6);
+            pw_insp_log(p, f, meta, fr, r, v6);
         }
     if (drop) {
         PW_ADD64(&c->v[3], 1u);
@@ -437,13 +387,73 @@ PW_DEVICE void pw_insp_frame_body(const uint8_t *blk, const pw_frame *f, const p
     }
 }
 
+/* One frame (pw_insp_frame_run): 1 when it took its place on the state's order channel (it
+ * reached pw_insp_decide), 0 when it is not inspected or a pass ended it before. */
+PW_DEVICE int pw_insp_frame_body(const uint8_t *blk, const pw_frame *f, const pw_packet_meta *meta, pw_verdict *v,
+                                 pw_stage_counters *c) {
+    const pw_insp_params *p = (const pw_insp_params *)blk;
+    uint32_t l3;
+    if ((meta->flags & (PW_MF_TUNNEL | PW_MF_INNER_L4)) == (PW_MF_TUNNEL | PW_MF_INNER_L4)) l3 = meta->inner_l3_offset;
+    else if (meta->ip_version == 4u || meta->ip_version == 6u) l3 = meta->l3_offset;
+    else return 0;
+    if (l3 > f->len) return 0;
+    pw_insp_frame fr;
+    const uint8_t *pay;
+    uint32_t plen;
+    if (!pw_insp_decode(f->data + l3, f->len - l3, &fr, &pay, &plen)) return 0;
+    fr.ct_state = meta->ct_state;
+    fr.ct_dir = meta->ct_dir;
+    pw_insp_http hh;
+    hh.kind = PW_INSP_HTTP_NOT;
+    if (fr.ip_proto == PW_INSP_PROTO_TCP) pw_insp_http_parse(&hh, pay, plen);
+    fr.has_http = hh.kind == PW_INSP_HTTP_HEAD;
+    fr.buf_len[0] = plen;
+    PW_ADD64(&c->v[1], 1u);
+    if (hh.kind == PW_INSP_HTTP_SPLIT) PW_ADD64(&c->v[5], 1u);
+    uint32_t cand[PW_INSP_GPU_MAX_RULES / 32u];
+    uint32_t words = (p->n_rules + 31u) / 32u;
+    if (words > PW_INSP_GPU_MAX_RULES / 32u) return 0; /* refused by the host */
+    for (uint32_t w = 0; w < words; w++) cand[w] = 0u;
+    pw_insp_prefilter(blk, p, pay, plen, cand);
+    pw_insp_prefilter_http(blk, p, &hh, cand);
+    const uint32_t *always = (const uint32_t *)(blk + p->always_off);
+    for (uint32_t k = 0; k < p->n_always; k++) cand[always[k] >> 5] |= 1u << (always[k] & 31u);
+    pw_insp_prog prog = pw_insp_resolve(blk + p->prog_off);
+    /* Candidates in rule order (in parallel, no state): the bitmap keeps those that match, up to
+     * the first matching `pass` rule without state, where inspection ends whatever follows (the
+     * words after its word are left out; with no rule keeping state before it, it passes). */
+    uint32_t n_matched = 0, drop = 0, stateful = 0;
+    for (uint32_t w = 0; w < words; w++) {
+        uint32_t bits = cand[w], keep = 0;
+        while (bits) {
+            uint32_t b = PW_INSP_CTZ(bits);
+            bits &= bits - 1u;
+            uint32_t r = w * 32u + b;
+            if (!pw_insp_buf_rule(&prog, r, &fr, &hh, pay, plen)) continue;
+            keep |= 1u << b;
+            n_matched++;
+            uint32_t a = prog.rules[r].action;
+            if (prog.rules[r].state) stateful = 1u;
+            else if (a == PW_INSP_ACT_PASS) {
+                if (!stateful) {
+                    PW_ADD64(&c->v[4], 1u);
+                    return 0;
+                }
+                words = w + 1u;
+                break;
+            } else if (a == PW_INSP_ACT_DROP || a == PW_INSP_ACT_REJECT) drop = 1u;
+        }
+        cand[w] = keep;
+    }
+    pw_insp_decide(blk, f, meta, v, c, &fr, &prog, cand, words, n_matched, drop, stateful, l3);
+    return 1;
+}
+
 /* One frame: inspected (counted) when it is an IP frame; every frame takes its place on the
  * state's order channel (flow_order.cuh), so later frames of the round never wait for it. */
 PW_DEVICE_CALL void pw_insp_frame_run(const uint8_t *blk, const pw_frame *f, const pw_packet_meta *meta,
                                       pw_verdict *v, pw_stage_counters *c) {
-    int published = 0;
-    pw_insp_frame_body(blk, f, meta, v, c, &published);
-    if (!published) pw_order2_skip();
+    if (!pw_insp_frame_body(blk, f, meta, v, c)) pw_order2_skip();
 }
 
 /* Stage `inspect`. */
