@@ -84,7 +84,11 @@ PW_DEVICE void pw_order_skip(void) {
  * frame order (inspect's flowbits and thresholds, inspect_state.cuh): the same protocol on its
  * own slots, so its waits never read the first channel's. Every frame of the round publishes on
  * it (or is marked skipped: the generated pw_pipeline_frame does so for a frame dropped before
- * that stage). It runs only in an ordered pipeline (whose round hooks clear its slots). */
+ * that stage). It runs only in an ordered pipeline (whose round hooks clear its slots) whose
+ * generated source asks for it (PW_PIPELINE_ORDERED2: codegen's ORDERED_SECOND stages); elsewhere
+ * it is empty, and its slots take no shared memory. */
+#if defined(PW_PIPELINE_ORDERED) && defined(PW_PIPELINE_ORDERED2)
+#define PW_ORDER2_ON 1
 __shared__ volatile uint32_t pw_order2_key[PW_ORDER_MAX];
 __shared__ volatile uint32_t pw_order2_state[PW_ORDER_MAX];
 
@@ -95,7 +99,6 @@ PW_DEVICE void pw_order2_publish(uint32_t key) {
 }
 
 PW_DEVICE void pw_order2_wait(uint32_t key) {
-#if defined(PW_PIPELINE_ORDERED)
     if (key == PW_ORDER_NONE) return;
     for (uint32_t t = threadIdx.x; t-- > 0u;) {
         while (pw_order2_state[t] == 0u) {
@@ -108,9 +111,6 @@ PW_DEVICE void pw_order2_wait(uint32_t key) {
         }
     }
     __threadfence_block();
-#else
-    (void)key;
-#endif
 }
 
 PW_DEVICE void pw_order2_done(void) {
@@ -123,11 +123,19 @@ PW_DEVICE void pw_order2_skip(void) {
     __threadfence_block();
     pw_order2_state[threadIdx.x] = 2u;
 }
+#else
+PW_DEVICE void pw_order2_publish(uint32_t key) { (void)key; }
+PW_DEVICE void pw_order2_wait(uint32_t key) { (void)key; }
+PW_DEVICE void pw_order2_done(void) {}
+PW_DEVICE void pw_order2_skip(void) {}
+#endif
 
 /* Whole block, before a round's frames run: every thread's slots cleared, seen by all. */
 __device__ __forceinline__ void pw_order_round_begin() {
     pw_order_state[threadIdx.x] = 0u;
+#if defined(PW_ORDER2_ON)
     pw_order2_state[threadIdx.x] = 0u;
+#endif
     __syncthreads();
 }
 

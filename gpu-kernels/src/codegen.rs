@@ -496,6 +496,12 @@ pub fn generate(stages: &[StageSpec], target: Target) -> Result<String, CodegenE
     }
     if pipeline_orders_flows(stages) {
         let _ = writeln!(out, "#define PW_PIPELINE_ORDERED 1");
+        if stages
+            .iter()
+            .any(|s| ORDERED_SECOND.contains(&s.function()))
+        {
+            let _ = writeln!(out, "#define PW_PIPELINE_ORDERED2 1");
+        }
     }
     out.push_str("#include \"stages.cuh\"\n");
     let mut seen: Vec<&str> = Vec::new();

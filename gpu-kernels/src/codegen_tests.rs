@@ -261,6 +261,9 @@ fn an_ordered_stage_marks_the_frames_dropped_before_it() {
     // parse, conntrack or acl) is skipped there, and before conntrack on the first too.
     let l = list(&["parse", "conntrack", "acl", "inspect", "count"]);
     let src = generate(&l, Target::Host).unwrap();
+    assert!(src.contains("#define PW_PIPELINE_ORDERED2 1"), "{src}");
+    let plain = generate(&list(&["parse", "conntrack", "count"]), Target::Gpu).unwrap();
+    assert!(!plain.contains("PW_PIPELINE_ORDERED2"), "{plain}");
     let body = &src[src.find("void pw_pipeline_frame(").unwrap()..];
     let at = body.find("pw_stage_inspect(").unwrap();
     assert_eq!(body[..at].matches("pw_order2_skip();").count(), 3, "{body}");
