@@ -45,8 +45,9 @@ done
 # registers, shared memory, stack and spills; a failure or a spill fails the check.
 # One measured exception, bounded so that growth still fails: the IDS pipeline (parse ->
 # conntrack -> inspect -> count) of configs/ids.yaml. Its burst and persistent kernels sit at
-# the 255-register ceiling and spill 36-40 bytes (stores) / 40-52 (loads) with sm_90 and nvcc
-# 13.0, next to an 11.7 KB stack frame that the inspect stage's HTTP buffer scratch (8 KiB a
+# the 255-register ceiling and spill 36-44 bytes (stores) / 44-52 (loads) with sm_90 and nvcc
+# 13.0 (36-40 / 40-52 before the inspect stage kept flowbits / threshold state: its resolution
+# is a called function, pw_insp_decide, so that it adds little), next to a 12.0 KB stack frame that the inspect stage's HTTP buffer scratch (8 KiB a
 # thread, docs/inspect.md) takes anyway; its bulk kernel does not spill. Up to 64 bytes are
 # accepted there and reported.
 spill_allowance() {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine: the `inspect` stage on the GPU executor against the CPU executor.
 #  1. The IDS pipeline of configs/ids.yaml (parse -> conntrack -> inspect -> count, alerts to the
-#     host and an EVE log) with `gpu_rules_only: true` (the rules the GPU stage takes: payload
-#     and HTTP rules without state), on executor cpu and executor gpu, 1 queue and 4: the shipped rules on the
+#     host and an EVE log) with `gpu_rules_only: true` (the rules the GPU stage takes: every rule
+#     that loads, flowbits / threshold included), on executor cpu and executor gpu, 1 queue and 4: the shipped rules on the
 #     shipped capture (configs/ids.pcap), and the shared ET Open rules on it and on the largest
 #     Ethernet captures of the tcpdump corpus. The summaries equal (frames, drops by reason,
 #     counted, the inspect stage's counters and top rules, conntrack's), the passed frames

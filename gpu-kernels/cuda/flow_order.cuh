@@ -80,9 +80,62 @@ PW_DEVICE void pw_order_skip(void) {
     pw_order_state[threadIdx.x] = 2u;
 }
 
-/* Whole block, before a round's frames run: every thread's slot cleared, seen by all. */
+/* A second channel, for a stage after the ordered one that keeps per-queue state of its own in
+ * frame order (inspect's flowbits and thresholds, inspect_state.cuh): the same protocol on its
+ * own slots, so its waits never read the first channel's. Every frame of the round publishes on
+ * it (or is marked skipped: the generated pw_pipeline_frame does so for a frame dropped before
+ * that stage). It runs only in an ordered pipeline (whose round hooks clear its slots) whose
+ * generated source asks for it (PW_PIPELINE_ORDERED2: codegen's ORDERED_SECOND stages); elsewhere
+ * it is empty, and its slots take no shared memory. */
+#if defined(PW_PIPELINE_ORDERED) && defined(PW_PIPELINE_ORDERED2)
+#define PW_ORDER2_ON 1
+__shared__ volatile uint32_t pw_order2_key[PW_ORDER_MAX];
+__shared__ volatile uint32_t pw_order2_state[PW_ORDER_MAX];
+
+PW_DEVICE void pw_order2_publish(uint32_t key) {
+    pw_order2_key[threadIdx.x] = key;
+    __threadfence_block();
+    pw_order2_state[threadIdx.x] = 1u;
+}
+
+PW_DEVICE void pw_order2_wait(uint32_t key) {
+    if (key == PW_ORDER_NONE) return;
+    for (uint32_t t = threadIdx.x; t-- > 0u;) {
+        while (pw_order2_state[t] == 0u) {
+        }
+        __threadfence_block();
+        if (pw_order2_key[t] == key) {
+            while (pw_order2_state[t] != 2u) {
+            }
+            break;
+        }
+    }
+    __threadfence_block();
+}
+
+PW_DEVICE void pw_order2_done(void) {
+    __threadfence_block();
+    pw_order2_state[threadIdx.x] = 2u;
+}
+
+PW_DEVICE void pw_order2_skip(void) {
+    pw_order2_key[threadIdx.x] = PW_ORDER_NONE;
+    __threadfence_block();
+    pw_order2_state[threadIdx.x] = 2u;
+}
+#else
+PW_DEVICE void pw_order2_publish(uint32_t key) { (void)key; }
+PW_DEVICE void pw_order2_wait(uint32_t key) { (void)key; }
+PW_DEVICE void pw_order2_done(void) {}
+PW_DEVICE void pw_order2_skip(void) {}
+#endif
+
+/* Whole block, before a round's frames run: every thread's slots cleared, seen by all. */
 __device__ __forceinline__ void pw_order_round_begin() {
     pw_order_state[threadIdx.x] = 0u;
+#if defined(PW_ORDER2_ON)
+    pw_order2_state[threadIdx.x] = 0u;
+#endif
     __syncthreads();
 }
 
@@ -96,6 +149,10 @@ PW_DEVICE void pw_order_publish(uint32_t key) { (void)key; }
 PW_DEVICE void pw_order_wait(uint32_t key) { (void)key; }
 PW_DEVICE void pw_order_done(void) {}
 PW_DEVICE void pw_order_skip(void) {}
+PW_DEVICE void pw_order2_publish(uint32_t key) { (void)key; }
+PW_DEVICE void pw_order2_wait(uint32_t key) { (void)key; }
+PW_DEVICE void pw_order2_done(void) {}
+PW_DEVICE void pw_order2_skip(void) {}
 #endif
 
 #endif /* PKTWARP_FLOW_ORDER_CUH */

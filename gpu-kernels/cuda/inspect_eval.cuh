@@ -96,7 +96,7 @@ typedef struct pw_insp_rule {
     uint32_t src[2], dst[2], sport[2], dport[2], ops[2];
     pw_insp_range dsize, itype, icode;
     uint8_t has_flags, tcp_flags, flag_mode, flag_ignore;
-    uint8_t flow, state, pad[2]; /* flow: PW_INSP_FL_* bits; state: never set in an image */
+    uint8_t flow, state, pad[2]; /* flow: PW_INSP_FL_* bits; state: 1 for a rule with state (inspect_state.cuh) */
 } pw_insp_rule;
 PW_STATIC_ASSERT(sizeof(pw_insp_rule) == 96, "pw_insp_rule size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_insp_rule, flow) == 92, "pw_insp_rule.flow");

@@ -11,9 +11,14 @@
  * goes to the host or is mirrored when `alert_to` says so.
  *
  * What runs here is the rule set the host accepts for the GPU (pktwarp_inspect::gpu): rules of
- * the payload and HTTP buffers, without flowbits / threshold / detection_filter / noalert, at most
- * PW_INSP_GPU_MAX_RULES. Counters v[1..5]: inspected, alerts, drops, passes, heads_split
- * (pipeline::stage::inspect::COUNTER_NAMES). */
+ * the payload and HTTP buffers, at most PW_INSP_GPU_MAX_RULES. Rules with flowbits, noalert,
+ * threshold or detection_filter go through the queue's state tables (inspect_state.cuh) as the
+ * CPU's Stateful: the candidates' stateless checks run in parallel, a thread per frame; a frame
+ * where such a rule matched then waits for the round's earlier such frames (flow_order.cuh's
+ * second channel) and resolves its matches against the state, so the state changes in frame order
+ * as on the CPU. Counters v[1..5]: inspected, alerts, drops, passes, heads_split
+ * (pipeline::stage::inspect::COUNTER_NAMES); the state's flows_full, trackers_full, suppressed
+ * after the hit counters' two banks (a bank's four u64). */
 #ifndef PKTWARP_INSPECT_STAGE_CUH
 #define PKTWARP_INSPECT_STAGE_CUH
 
@@ -22,6 +27,8 @@
 #include "inspect_match.cuh"
 #include "inspect_eval.cuh"
 #include "inspect_http.cuh"
+#include "inspect_state.cuh"
+#include "flow_order.cuh"
 #include "count.cuh"
 
 #define PW_DROP_INSPECT 13u
@@ -33,9 +40,11 @@
 #if PW_GPU
 #define PW_INSP_HIT(p) atomicAdd((unsigned long long *)(p), 1ull)
 #define PW_INSP_CTZ(x) ((uint32_t)__ffs((int)(x)) - 1u)
+#define PW_INSP_POPC(x) ((uint32_t)__popc(x))
 #else
 #define PW_INSP_HIT(p) (*(p) += 1u)
 #define PW_INSP_CTZ(x) ((uint32_t)__builtin_ctz(x))
+#define PW_INSP_POPC(x) ((uint32_t)__builtin_popcount(x))
 #endif
 
 /* The parameter block (pktwarp_inspect::gpu::GpuBlock): offsets in bytes from its start. */
@@ -54,8 +63,21 @@ typedef struct pw_insp_params {
                            * set counts apart from the bursts of the set before it still running */
     uint32_t http_off;    /* 52: the HTTP buffers' prefilters: u32 n, then n x [buffer, image_off,
                            * rules_of_off] (each as image_off / rules_of_off above); 0: none */
+    uint32_t state_off;   /* 56: the rules' state section (inspect_state.cuh); 0: no rule keeps state */
+    uint32_t state_gen;   /* 60: the set's state generation (never 0): other tables start empty */
+    uint64_t state;       /* 64: queue 0's state tables (the per-queue state, written by the executor) */
+    uint32_t queues;      /* 72: queues with tables (written by the executor) */
+    uint32_t flow_cap;    /* 76: flow slots a queue (a power of two, twice max_flows or more) */
+    uint64_t queue_bytes; /* 80: bytes of one queue's state */
+    uint32_t max_flows;   /* 88 */
+    uint32_t max_trk;     /* 92 */
+    uint32_t trk_cap;     /* 96: tracker slots a queue (a power of two) */
+    uint32_t pad;
+    uint64_t idle_ns;     /* 104: a flow's bits may be dropped after this long idle */
 } pw_insp_params;
-PW_STATIC_ASSERT(sizeof(pw_insp_params) == 56, "pw_insp_params size");
+PW_STATIC_ASSERT(sizeof(pw_insp_params) == 112, "pw_insp_params size");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_insp_params, state) == 64, "pw_insp_params.state");
+PW_STATIC_ASSERT(PW_OFFSETOF(pw_insp_params, idle_ns) == 104, "pw_insp_params.idle_ns");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_insp_params, alerts) == 40, "pw_insp_params.alerts");
 
 /* One alert for the host's EVE log (pktwarp_inspect::gpu::AlertRec): the ring is a 64-byte
@@ -254,66 +276,105 @@ PW_DEVICE int pw_insp_buf_rule(const pw_insp_prog *p, uint32_t r, const pw_insp_
     return 1;
 }
 
-/* One frame: 1 inspected (counted), 0 not an IP frame. */
-PW_DEVICE_CALL void pw_insp_frame_run(const uint8_t *blk, const pw_frame *f, const pw_packet_meta *meta,
-                                      pw_verdict *v, pw_stage_counters *c) {
-    const pw_insp_params *p = (const pw_insp_params *)blk;
-    uint32_t l3;
-    if ((meta->flags & (PW_MF_TUNNEL | PW_MF_INNER_L4)) == (PW_MF_TUNNEL | PW_MF_INNER_L4)) l3 = meta->inner_l3_offset;
-    else if (meta->ip_version == 4u || meta->ip_version == 6u) l3 = meta->l3_offset;
-    else return;
-    if (l3 > f->len) return;
-    pw_insp_frame fr;
-    const uint8_t *pay;
-    uint32_t plen;
-    if (!pw_insp_decode(f->data + l3, f->len - l3, &fr, &pay, &plen)) return;
-    fr.ct_state = meta->ct_state;
-    fr.ct_dir = meta->ct_dir;
-    pw_insp_http hh;
-    hh.kind = PW_INSP_HTTP_NOT;
-    if (fr.ip_proto == PW_INSP_PROTO_TCP) pw_insp_http_parse(&hh, pay, plen);
-    fr.has_http = hh.kind == PW_INSP_HTTP_HEAD;
-    fr.buf_len[0] = plen;
-    PW_ADD64(&c->v[1], 1u);
-    if (hh.kind == PW_INSP_HTTP_SPLIT) PW_ADD64(&c->v[5], 1u);
-    uint32_t cand[PW_INSP_GPU_MAX_RULES / 32u];
-    uint32_t words = (p->n_rules + 31u) / 32u;
-    if (words > PW_INSP_GPU_MAX_RULES / 32u) return; /* refused by the host */
-    for (uint32_t w = 0; w < words; w++) cand[w] = 0u;
-    pw_insp_prefilter(blk, p, pay, plen, cand);
-    pw_insp_prefilter_http(blk, p, &hh, cand);
-    const uint32_t *always = (const uint32_t *)(blk + p->always_off);
-    for (uint32_t k = 0; k < p->n_always; k++) cand[always[k] >> 5] |= 1u << (always[k] & 31u);
-    pw_insp_prog prog = pw_insp_resolve(blk + p->prog_off);
-    /* Candidates in rule order; the bitmap keeps those that match. */
-    uint32_t n_matched = 0, drop = 0;
-    for (uint32_t w = 0; w < words; w++) {
-        uint32_t bits = cand[w], keep = 0;
-        while (bits) {
-            uint32_t b = PW_INSP_CTZ(bits);
-            bits &= bits - 1u;
-            uint32_t r = w * 32u + b;
-            if (!pw_insp_buf_rule(&prog, r, &fr, &hh, pay, plen)) continue;
-            uint32_t a = prog.rules[r].action;
-            if (a == PW_INSP_ACT_PASS) {
-                PW_ADD64(&c->v[4], 1u);
-                return;
-            }
-            if (a == PW_INSP_ACT_DROP || a == PW_INSP_ACT_REJECT) drop = 1;
-            keep |= 1u << b;
-            n_matched++;
-        }
-        cand[w] = keep;
+/* The frame's queue's state tables (0 when the executor gave none: not reached, the host sizes
+ * them for every queue whenever rules may keep state). */
+PW_DEVICE int pw_insp_st_open(const uint8_t *blk, const pw_insp_params *p, const pw_frame *f,
+                              const pw_insp_frame *fr, uint32_t v6, uint64_t *ctr, pw_insp_st *s) {
+    if (p->state == 0ull || p->state_off == 0u || f->queue >= p->queues) return 0;
+    uint8_t *q = (uint8_t *)(p->state + (uint64_t)f->queue * p->queue_bytes);
+    s->sec = (const uint32_t *)(blk + p->state_off);
+    s->h = (pw_insp_qhdr *)q;
+    s->flows = (pw_insp_fent *)(q + sizeof(pw_insp_qhdr));
+    s->trk = (pw_insp_tent *)(q + sizeof(pw_insp_qhdr) + (uint64_t)p->flow_cap * sizeof(pw_insp_fent));
+    s->flow_cap = p->flow_cap;
+    s->trk_cap = p->trk_cap;
+    s->max_flows = p->max_flows;
+    s->max_trk = p->max_trk;
+    s->idle_ns = p->idle_ns;
+    s->ctr = ctr;
+    s->now = f->timestamp_ns;
+    for (int w = 0; w < 2; w++) {
+        s->src[w] = fr->src[w];
+        s->dst[w] = fr->dst[w];
     }
-    if (n_matched == 0u) return;
-    PW_ADD64(&c->v[2], n_matched);
-    uint64_t *hits = p->hits ? (uint64_t *)p->hits + (uint64_t)(p->bank & 1u) * PW_INSP_GPU_MAX_RULES : 0;
+    s->sport = fr->src_port;
+    s->dport = fr->dst_port;
+    s->proto = fr->ip_proto;
+    s->v6 = (uint8_t)v6;
+    s->ct_dir = fr->ct_dir;
+    pw_insp_st_begin(s, p->state_gen);
+    return 1;
+}
+
+/* The matched rules `m` (rule order) through the state, as the CPU stage does
+ * (pipeline::stage::inspect, Stateful::apply_actions): each matching `pass` rule in rule order
+ * ends inspection when its state lets it act (a pass rule without state always does), else it is
+ * passed over; then the other rules, setters before readers (the record's class), each kept in
+ * `m` when it alerts. Returns 1 for a pass; *drop: a drop / reject rule's action applies. */
+PW_DEVICE_CALL int pw_insp_resolve_state(const pw_insp_prog *prog, const uint32_t *sec, pw_insp_st *s, int have,
+                                    uint32_t *m, uint32_t words, uint32_t *drop) {
+    for (uint32_t w = 0; w < words; w++)
+        for (uint32_t bits = m[w]; bits; bits &= bits - 1u) {
+            uint32_t b = PW_INSP_CTZ(bits), r = w * 32u + b;
+            if (prog->rules[r].action != PW_INSP_ACT_PASS) continue;
+            const uint32_t *rec = pw_insp_st_rec(sec, r);
+            int fire, act;
+            if (rec == 0 || (have && pw_insp_st_rule(s, r, rec, &fire, &act) && act)) return 1;
+            m[w] &= ~(1u << b);
+        }
+    for (uint32_t c = 0; c < 3u; c++)
+        for (uint32_t w = 0; w < words; w++)
+            for (uint32_t bits = m[w]; bits; bits &= bits - 1u) {
+                uint32_t b = PW_INSP_CTZ(bits), r = w * 32u + b;
+                const uint32_t *rec = pw_insp_st_rec(sec, r);
+                if (pw_insp_st_class(rec) != c) continue;
+                int fire = 1, act = 1;
+                if (rec != 0 && !(have && pw_insp_st_rule(s, r, rec, &fire, &act))) fire = act = 0;
+                uint32_t a = prog->rules[r].action;
+                if (act && (a == PW_INSP_ACT_DROP || a == PW_INSP_ACT_REJECT)) *drop = 1u;
+                if (!fire) m[w] &= ~(1u << b);
+            }
+    return 0;
+}
+
+/* The frame's matches (`cand`, rule order) decided (pw_insp_frame_body's second half, called so
+ * that its registers are its own: the composed IDS kernels sit at the register ceiling): a rule
+ * keeping state among them (`stateful`) resolves against the queue's state in frame order (the
+ * round's earlier such frames first); then the alerts, hits, log lines and the verdict. */
+PW_DEVICE_CALL void pw_insp_decide(const uint8_t *blk, const pw_frame *f, const pw_packet_meta *meta, pw_verdict *v,
+                                   pw_stage_counters *c, const pw_insp_frame *fr, const pw_insp_prog *prog,
+                                   uint32_t *cand, uint32_t words, uint32_t n_matched, uint32_t drop,
+                                   uint32_t stateful, uint32_t l3) {
+    const pw_insp_params *p = (const pw_insp_params *)blk;
+    const uint32_t *sec = p->state_off ? (const uint32_t *)(blk + p->state_off) : 0;
     uint32_t v6 = (f->data[l3] >> 4) == 6u;
+    uint64_t *hits = p->hits ? (uint64_t *)p->hits + (uint64_t)(p->bank & 1u) * PW_INSP_GPU_MAX_RULES : 0;
+    uint64_t spare[4] = {0, 0, 0, 0};
+    uint64_t *ctr = p->hits ? (uint64_t *)p->hits + 2u * PW_INSP_GPU_MAX_RULES + 4u * (p->bank & 1u) : spare;
+    pw_order2_publish(stateful ? 0u : PW_ORDER_NONE);
+    if (stateful) {
+        pw_order2_wait(0u);
+        pw_insp_st st;
+        int have = pw_insp_st_open(blk, p, f, fr, v6, ctr, &st);
+        drop = 0u;
+        int pass = pw_insp_resolve_state(prog, sec, &st, have, cand, words, &drop);
+        pw_order2_done();
+        if (pass) {
+            PW_ADD64(&c->v[4], 1u);
+            return;
+        }
+        n_matched = 0;
+        for (uint32_t w = 0; w < words; w++) n_matched += PW_INSP_POPC(cand[w]);
+    } else {
+        pw_order2_done();
+    }
+    if (n_matched == 0u && !drop) return;
+    if (n_matched) PW_ADD64(&c->v[2], n_matched);
     for (uint32_t w = 0; w < words; w++)
         for (uint32_t bits = cand[w]; bits; bits &= bits - 1u) {
             uint32_t r = w * 32u + PW_INSP_CTZ(bits);
             if (hits != 0) PW_INSP_HIT(&hits[r]);
-            pw_insp_log(p, f, meta, &fr, r, v6);
+            pw_insp_log(p, f, meta, fr, r, v6);
         }
     if (drop) {
         PW_ADD64(&c->v[3], 1u);
@@ -326,10 +387,82 @@ PW_DEVICE_CALL void pw_insp_frame_run(const uint8_t *blk, const pw_frame *f, con
     }
 }
 
+/* One frame (pw_insp_frame_run): 1 when it took its place on the state's order channel (it
+ * reached pw_insp_decide), 0 when it is not inspected or a pass ended it before. */
+PW_DEVICE int pw_insp_frame_body(const uint8_t *blk, const pw_frame *f, const pw_packet_meta *meta, pw_verdict *v,
+                                 pw_stage_counters *c) {
+    const pw_insp_params *p = (const pw_insp_params *)blk;
+    uint32_t l3;
+    if ((meta->flags & (PW_MF_TUNNEL | PW_MF_INNER_L4)) == (PW_MF_TUNNEL | PW_MF_INNER_L4)) l3 = meta->inner_l3_offset;
+    else if (meta->ip_version == 4u || meta->ip_version == 6u) l3 = meta->l3_offset;
+    else return 0;
+    if (l3 > f->len) return 0;
+    pw_insp_frame fr;
+    const uint8_t *pay;
+    uint32_t plen;
+    if (!pw_insp_decode(f->data + l3, f->len - l3, &fr, &pay, &plen)) return 0;
+    fr.ct_state = meta->ct_state;
+    fr.ct_dir = meta->ct_dir;
+    pw_insp_http hh;
+    hh.kind = PW_INSP_HTTP_NOT;
+    if (fr.ip_proto == PW_INSP_PROTO_TCP) pw_insp_http_parse(&hh, pay, plen);
+    fr.has_http = hh.kind == PW_INSP_HTTP_HEAD;
+    fr.buf_len[0] = plen;
+    PW_ADD64(&c->v[1], 1u);
+    if (hh.kind == PW_INSP_HTTP_SPLIT) PW_ADD64(&c->v[5], 1u);
+    uint32_t cand[PW_INSP_GPU_MAX_RULES / 32u];
+    uint32_t words = (p->n_rules + 31u) / 32u;
+    if (words > PW_INSP_GPU_MAX_RULES / 32u) return 0; /* refused by the host */
+    for (uint32_t w = 0; w < words; w++) cand[w] = 0u;
+    pw_insp_prefilter(blk, p, pay, plen, cand);
+    pw_insp_prefilter_http(blk, p, &hh, cand);
+    const uint32_t *always = (const uint32_t *)(blk + p->always_off);
+    for (uint32_t k = 0; k < p->n_always; k++) cand[always[k] >> 5] |= 1u << (always[k] & 31u);
+    pw_insp_prog prog = pw_insp_resolve(blk + p->prog_off);
+    /* Candidates in rule order (in parallel, no state): the bitmap keeps those that match, up to
+     * the first matching `pass` rule without state, where inspection ends whatever follows (the
+     * words after its word are left out; with no rule keeping state before it, it passes). */
+    uint32_t n_matched = 0, drop = 0, stateful = 0;
+    for (uint32_t w = 0; w < words; w++) {
+        uint32_t bits = cand[w], keep = 0;
+        while (bits) {
+            uint32_t b = PW_INSP_CTZ(bits);
+            bits &= bits - 1u;
+            uint32_t r = w * 32u + b;
+            if (!pw_insp_buf_rule(&prog, r, &fr, &hh, pay, plen)) continue;
+            keep |= 1u << b;
+            n_matched++;
+            uint32_t a = prog.rules[r].action;
+            if (prog.rules[r].state) stateful = 1u;
+            else if (a == PW_INSP_ACT_PASS) {
+                if (!stateful) {
+                    PW_ADD64(&c->v[4], 1u);
+                    return 0;
+                }
+                words = w + 1u;
+                break;
+            } else if (a == PW_INSP_ACT_DROP || a == PW_INSP_ACT_REJECT) drop = 1u;
+        }
+        cand[w] = keep;
+    }
+    pw_insp_decide(blk, f, meta, v, c, &fr, &prog, cand, words, n_matched, drop, stateful, l3);
+    return 1;
+}
+
+/* One frame: inspected (counted) when it is an IP frame; every frame takes its place on the
+ * state's order channel (flow_order.cuh), so later frames of the round never wait for it. */
+PW_DEVICE_CALL void pw_insp_frame_run(const uint8_t *blk, const pw_frame *f, const pw_packet_meta *meta,
+                                      pw_verdict *v, pw_stage_counters *c) {
+    if (!pw_insp_frame_body(blk, f, meta, v, c)) pw_order2_skip();
+}
+
 /* Stage `inspect`. */
 PW_DEVICE void pw_stage_inspect(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v, const void *params,
                                 pw_stage_counters *c) {
-    if (params == 0) return;
+    if (params == 0) {
+        pw_order2_skip();
+        return;
+    }
     pw_insp_frame_run((const uint8_t *)params, f, meta, v, c);
 }
 

@@ -1,8 +1,10 @@
 //! On a GPU: the `inspect` stage on the GPU executor equals the CPU executor frame by frame:
 //! `parse -> inspect -> count` and `parse -> conntrack -> inspect -> count` over generated
 //! traffic with planted payloads (VLAN, IPv6 with extension headers, VXLAN, GTP-U, fragments,
-//! cut frames), the fixed rule set and property-generated ones: every frame's action and drop
-//! reason, the stage's counters and every rule's hits read back from the device buffer, in
+//! cut frames), the fixed rule set and property-generated ones, and a generated set with
+//! flowbits, noalert, thresholds and detection_filters (the per-queue state resolved in frame
+//! order): every frame's action and drop reason, the stage's counters, its state counters and
+//! every rule's hits read back from the device buffer, in
 //! every mode and ring placement, bursts of 32 and 256. Needs a CUDA GPU (listed in
 //! docs/hardware-only-tests.md); `scripts/gpu-suite.sh` runs it (check `inspect-gpu`), and
 //! scripts/gpu-inspect-check.sh compares the whole daemon with ET Open.
@@ -19,6 +21,7 @@ mod inspect_common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use inspect_common::state::state_rules;
 use inspect_common::{fixed_rules, pipeline, random_rules, rule_sids, scratch, sid_hits, traffic};
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::counters::QueueCounters;
@@ -334,6 +337,9 @@ fn check(
     let cpu_counters: Vec<u64> = slot.counters().iter().take(5).map(|c| c.1).collect();
     let cpu_hits = sid_hits(slot);
     let sids = rule_sids(&p, k);
+    let sec = slot.cpu().summary_section().expect("section");
+    let cpu_state = ["flows_full", "trackers_full", "suppressed"]
+        .map(|n| sec["state"][n].as_u64().expect("a state counter"));
 
     let image = image_for_pipeline(&p).expect("image");
     let pd = PipelineDesc {
@@ -367,13 +373,20 @@ fn check(
     assert_eq!(gpu_counters, cpu_counters, "{what}: inspect counters");
     let hits = ex.read_stage_buffer(k, 0).expect("hit buffer");
     let mut gpu_hits = std::collections::BTreeMap::new();
-    for (r, w) in hits.chunks_exact(8).enumerate() {
-        let h = u64::from_le_bytes(w.try_into().unwrap());
+    let word = |i: usize| u64::from_le_bytes(hits[8 * i..8 * i + 8].try_into().unwrap());
+    for (r, &sid) in sids.iter().enumerate() {
+        let h = word(r);
         if h > 0 {
-            *gpu_hits.entry(sids[r]).or_insert(0u64) += h;
+            *gpu_hits.entry(sid).or_insert(0u64) += h;
         }
     }
     assert_eq!(gpu_hits, cpu_hits, "{what}: rule hits by sid");
+    let at = pktwarp_inspect::gpu::STATE_COUNTERS_AT / 8;
+    let gpu_state = [word(at), word(at + 1), word(at + 2)];
+    assert_eq!(
+        gpu_state, cpu_state,
+        "{what}: flows_full, trackers_full, suppressed"
+    );
     assert_eq!(
         gpu_hits.values().sum::<u64>(),
         gpu_counters[1],
@@ -398,16 +411,20 @@ fn inspect_on_the_gpu_equals_the_cpu_frame_by_frame() {
     std::fs::write(&fixed, fixed_rules(true)).unwrap();
     let random = d.join("random.rules");
     std::fs::write(&random, random_rules(42, 200, true)).unwrap();
+    // Flowbits, noalert, thresholds and detection_filters: the state resolved in frame order.
+    let state = d.join("state.rules");
+    std::fs::write(&state, state_rules(5, 60) + &random_rules(43, 40, true)).unwrap();
     let (mut failed, mut runs) = (Vec::new(), 0);
     for burst in [32, 256] {
         for mode in [Mode::Persistent, Mode::Launch] {
             for placement in [Placement::Mapped, Placement::Device] {
                 // A fresh pipeline each time: the CPU's counters and conntrack's tables are
                 // the run's.
-                let sets: [(&str, &dyn Fn() -> Arc<Pipeline>); 3] = [
+                let sets: [(&str, &dyn Fn() -> Arc<Pipeline>); 4] = [
                     ("fixed", &|| pipeline(&fixed, false, "host")),
                     ("fixed + conntrack", &|| pipeline(&fixed, true, "none")),
                     ("random", &|| pipeline(&random, true, "mirror")),
+                    ("state rules", &|| pipeline(&state, true, "host")),
                 ];
                 for (what, fresh) in sets {
                     runs += 1;
@@ -534,7 +551,7 @@ fn check_reload(mode: Mode, placement: Placement) {
         }
     }
     let hits = ex.read_stage_buffer(1, 0).expect("hit buffer");
-    let bank1: u64 = hits[gpu::MAX_RULES * 8..]
+    let bank1: u64 = hits[gpu::MAX_RULES * 8..gpu::STATE_COUNTERS_AT]
         .chunks_exact(8)
         .map(|w| u64::from_le_bytes(w.try_into().unwrap()))
         .sum();

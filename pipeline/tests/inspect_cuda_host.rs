@@ -13,9 +13,10 @@ mod inspect_common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use inspect_common::state::{conn_traffic, conn_traffic_planted, state_rules};
 use inspect_common::{
-    etopen_gpu_subset, fixed_rules, pipeline, pipeline_eve, random_rules, rule_set, rule_sids,
-    scratch, sid_hits, traffic,
+    etopen_gpu_subset, fixed_rules, pipeline, pipeline_eve, pipeline_with, random_rules, rule_set,
+    rule_sids, scratch, sid_hits, traffic,
 };
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
@@ -42,6 +43,9 @@ struct Seen {
     mirrored: usize,
     /// The EVE lines the GPU's alert ring gives (the host side's decoding), when there is one.
     eve: Option<Vec<String>>,
+    /// The CPU stage's state counters: flows_full, trackers_full, suppressed (equal to the
+    /// GPU's, checked).
+    state: [u64; 3],
 }
 
 /// The EVE lines of the alerts in `ring` (as the stage's host side reads them), sorted.
@@ -118,6 +122,14 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Seen {
         let at = b.addr_at;
         params[k][at..at + 8].copy_from_slice(&(ring.as_mut_ptr() as u64).to_le_bytes());
     }
+    // The inspect stage's flowbits / threshold tables, when it has them (a conntrack before).
+    let mut state: Vec<u64> = Vec::new();
+    if let Some(st) = p.stages[k].gpu_queue_state().first() {
+        state = vec![0u64; st.bytes * queues / 8];
+        let a = st.addr_at;
+        params[k][a..a + 8].copy_from_slice(&(state.as_mut_ptr() as u64).to_le_bytes());
+        params[k][a + 8..a + 12].copy_from_slice(&(queues as u32).to_le_bytes());
+    }
     // conntrack's tables: the per-queue state as the executor lays it out.
     let mut tables: Vec<u64> = Vec::new();
     if let Some(ct) = specs.iter().position(|s| s.name == "conntrack") {
@@ -166,6 +178,11 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Seen {
             seen.to_host += usize::from(v.action == pipeline::verdict::Action::ToHost);
             seen.mirrored += usize::from(v.action == pipeline::verdict::Action::Mirror);
         }
+        // Burst by burst: the stage's counters (alerts, drops, passes, ...) so far.
+        let cpu = slot.counters();
+        for j in 0..5 {
+            assert_eq!(gc[k][j + 1], cpu[j].1, "burst {n}: counter {}", cpu[j].0);
+        }
     }
     for (s, g) in gc.iter().enumerate().take(specs.len()) {
         assert_eq!(g[0], c.stage_frames[s].get(), "frames at stage {s}");
@@ -191,7 +208,7 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Seen {
     let cpu_hits = sid_hits(slot);
     let sids = rule_sids(p, k);
     let mut gpu_hits = BTreeMap::new();
-    for (r, &h) in hits.iter().enumerate() {
+    for (r, &h) in hits[..pktwarp_inspect::gpu::MAX_RULES].iter().enumerate() {
         if h > 0 {
             *gpu_hits.entry(sids[r]).or_insert(0) += h;
         }
@@ -206,9 +223,19 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Seen {
         gc[k][2],
         "hits sum to alerts"
     );
+    // The state counters: the GPU's (after the hit banks) against the CPU stage's.
+    let at = pktwarp_inspect::gpu::STATE_COUNTERS_AT / 8;
+    let cpu_state = ["flows_full", "trackers_full", "suppressed"]
+        .map(|n| sec["state"][n].as_u64().expect("a state counter"));
+    assert_eq!(
+        hits[at..at + 3],
+        cpu_state,
+        "state counters flows_full, trackers_full, suppressed"
+    );
+    seen.state = cpu_state;
     seen.counters = cpu;
     seen.hits = cpu_hits;
-    drop(tables);
+    drop((tables, state));
     if !ring.is_empty() {
         seen.eve = Some(ring_lines(p, k, &ring));
     }
@@ -566,5 +593,161 @@ fn a_rule_reload_midway_equals_the_cpu() {
         gpu_lines,
         cpu_lines(&p, k, &eve),
         "EVE lines across the reload"
+    );
+}
+
+/// Generated rule sets with flowbits chains (set, unset, toggle, isset, isnotset, OR-groups,
+/// noalert), thresholds of every type and track and detection_filters, every action (stateful
+/// `pass` rules too), on connection traffic with several frames per flow and per source in
+/// each burst of 32, both directions of a flow on one queue: frame by frame, the host-built GPU
+/// stage (its state resolved frame after frame, as the GPU's second order channel does) equals
+/// the CPU's, and so do the state counters.
+#[test]
+fn generated_state_rules_on_connection_traffic_equal_the_cpu() {
+    let d = scratch("state");
+    let (mut suppressed, mut alerts, mut sids) = (0, 0, std::collections::BTreeSet::new());
+    for seed in 0..10u64 {
+        let mut text = state_rules(seed, 40);
+        text.push_str(&random_rules(seed, 10, true));
+        let rules = write(&d, &format!("s{seed}.rules"), &text);
+        let frames = conn_traffic(seed, 2500);
+        let alert_to = ["none", "host", "mirror"][seed as usize % 3];
+        let s = check(&pipeline(&rules, true, alert_to), &frames, 2);
+        suppressed += s.state[2];
+        alerts += get(&s, "alerts");
+        sids.extend(
+            s.hits
+                .keys()
+                .filter(|k| (7000..8000).contains(*k))
+                .map(|&k| (seed, k)),
+        );
+    }
+    eprintln!(
+        "{alerts} alerts, {suppressed} suppressed, {} state rules hit",
+        sids.len()
+    );
+    assert!(
+        suppressed > 500 && alerts > 2000,
+        "{suppressed} suppressed, {alerts} alerts"
+    );
+    assert!(
+        sids.len() > 150,
+        "{} of the generated state rules hit",
+        sids.len()
+    );
+}
+
+/// Tables that fill: 4 flows and 6 threshold counters a queue (`inspect.state`), so flowbits
+/// writes are lost (`flows_full`), matches count as first of a window (`trackers_full`), and
+/// full tables are swept (the traffic's 700 s jump passes the flows' idle time).
+#[test]
+fn full_state_tables_equal_the_cpu() {
+    let d = scratch("state-full");
+    let (mut flows_full, mut trackers_full) = (0, 0);
+    for seed in 20..26u64 {
+        let rules = write(&d, &format!("f{seed}.rules"), &state_rules(seed, 50));
+        let frames = conn_traffic(seed, 2500);
+        let extra = "    state: { flows: 4, trackers: 6 }\n";
+        let s = check(&pipeline_with(&rules, true, "none", extra), &frames, 2);
+        flows_full += s.state[0];
+        trackers_full += s.state[1];
+    }
+    eprintln!("flows_full {flows_full}, trackers_full {trackers_full}");
+    assert!(
+        flows_full > 50 && trackers_full > 50,
+        "{flows_full} {trackers_full}"
+    );
+}
+
+/// What the equality above rests on: the outcome depends on the order frames change the state
+/// in. The CPU stage with each burst's frames in reverse order gives other hits or state
+/// counters than in arrival order, so a GPU stage resolving a burst's frames in another order
+/// than arrival would fail the tests above.
+#[test]
+fn state_outcomes_depend_on_frame_order() {
+    let d = scratch("state-order");
+    let rules = write(&d, "o.rules", &state_rules(3, 40));
+    let frames = conn_traffic(3, 2500);
+    let run = |frames: &[(pipeline::burst::FrameDesc, Vec<u8>)]| {
+        let p = pipeline(&rules, true, "none");
+        let c = QueueCounters::new(p.stages.len(), 0);
+        let (mut m, mut v) = (Vec::new(), Vec::new());
+        for chunk in frames.chunks(32) {
+            p.run_frames(
+                chunk.iter().map(|(d, f)| (*d, f.as_slice())),
+                &mut m,
+                &mut v,
+                &c,
+            );
+        }
+        let Stage::Custom(slot) = &p.stages[2] else {
+            panic!("inspect")
+        };
+        let sec = slot.cpu().summary_section().expect("section");
+        (sid_hits(slot), sec["state"].clone())
+    };
+    let in_order = run(&frames);
+    let mut reversed = Vec::new();
+    for chunk in frames.chunks(32) {
+        reversed.extend(chunk.iter().rev().cloned());
+    }
+    let other = run(&reversed);
+    assert_ne!(
+        in_order, other,
+        "the state's outcome does not depend on frame order"
+    );
+}
+
+/// ET Open's rules (all 4,156 that load with conntrack) over connections whose data carries the
+/// payload contents of ET Open's rules with state (each rule's contents one after the other),
+/// clients in HOME_NET and servers outside: ET's own flowbits chains and thresholds decide, frame
+/// by frame equal to the CPU.
+#[test]
+fn et_open_state_rules_on_planted_connections_equal_the_cpu() {
+    use pktwarp_inspect::eval::program::{F_NEGATED, OP_CONTENT};
+    let d = scratch("etopen-state");
+    let Some((rules, kept)) = etopen_gpu_subset(&d, true) else {
+        return;
+    };
+    let p = pipeline(&rules, true, "none");
+    let set = rule_set(&p, 2);
+    let prog = set.program();
+    let mut plants = Vec::new();
+    for i in 0..set.len() {
+        if !set.is_stateful(i as u32) {
+            continue;
+        }
+        let [at, n] = prog.rules[i].ops.map(|x| x as usize);
+        let mut b = Vec::new();
+        for op in &prog.ops[at..at + n] {
+            if op.kind == OP_CONTENT && op.buffer == 0 && op.flags & F_NEGATED == 0 {
+                let (o, l) = (op.pat_off as usize, op.pat_len as usize);
+                b.extend_from_slice(&prog.patterns[o..o + l]);
+            }
+        }
+        if !b.is_empty() {
+            plants.push(b);
+        }
+    }
+    assert!(plants.len() > 100, "{} plants", plants.len());
+    let frames = conn_traffic_planted(7, 8000, &plants);
+    let s = check(&p, &frames, 2);
+    let stateful_hits = s
+        .hits
+        .keys()
+        .filter(|&&sid| {
+            (0..set.len() as u32).any(|i| set.is_stateful(i) && prog.rules[i as usize].sid == sid)
+        })
+        .count();
+    eprintln!(
+        "{kept} ET Open rules, {} plants: {} sids hit, {stateful_hits} of them with state; state {:?}",
+        plants.len(),
+        s.hits.len(),
+        s.state
+    );
+    assert!(
+        stateful_hits >= 5 && s.state[2] > 0,
+        "{stateful_hits} {:?}",
+        s.state
     );
 }

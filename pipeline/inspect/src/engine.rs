@@ -37,6 +37,8 @@ pub struct SetConfig {
     /// without state), so the set is the same on both executors; the others are skipped,
     /// counted by the reason `runs on the CPU only (...)`.
     pub gpu_rules_only: bool,
+    /// Sizes of the flowbits / threshold tables (each queue's).
+    pub state: StateConfig,
 }
 
 /// Why a rule set was not built: a rule file's line, or a config key (`rules[1]`,
@@ -181,6 +183,7 @@ impl RuleSet {
             rep = Self::gpu_rules_of(rep, cfg.strict, classes)?;
         }
         let mut set = Self::compile(rep, cfg.strict, classes)?;
+        set.state = set.state.with_config(cfg.state);
         set.report.files = files.iter().map(|f| f.display().to_string()).collect();
         Ok(set)
     }

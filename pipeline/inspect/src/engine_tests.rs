@@ -43,6 +43,7 @@ fn load(rules: &str, vars: &[(&str, &str)], strict: bool) -> Result<RuleSet, Set
         strict,
         flow_table: false,
         gpu_rules_only: false,
+        state: Default::default(),
     };
     RuleSet::load(&cfg, &Classifications::standard())
 }
@@ -134,17 +135,19 @@ fn globs_match_whole_names() {
     assert!(!glob_match(b"a*b*c", b"axxbyy"));
 }
 
-/// `gpu_rules_only` keeps the rules the GPU stage runs (payload and HTTP rules) and skips the
-/// others (state) by reason.
+/// `gpu_rules_only` keeps the rules the GPU stage runs: payload and HTTP rules, and since the
+/// GPU stage keeps flowbits and thresholds too, the rules with state.
 #[test]
-fn gpu_rules_only_skips_state_rules_by_reason() {
+fn gpu_rules_only_keeps_state_rules() {
     let d = std::env::temp_dir().join(format!("pw-engine-gpu-only-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     std::fs::write(
         d.join("a.rules"),
         "alert tcp any any -> any any (msg:\"p\"; content:\"abc\"; sid:1;)\n\
          alert http any any -> any any (msg:\"h\"; content:\"x\"; http_uri; sid:2;)\n\
-         alert tcp any any -> any any (msg:\"s\"; content:\"q\"; flowbits:set,b; sid:3;)\n",
+         alert tcp any any -> any any (msg:\"s\"; content:\"q\"; flowbits:set,b; sid:3;)\n\
+         alert tcp any any -> any any (msg:\"t\"; content:\"r\"; threshold:type limit, \
+         track by_src, count 1, seconds 9; sid:4;)\n",
     )
     .unwrap();
     let cfg = |only| SetConfig {
@@ -155,20 +158,10 @@ fn gpu_rules_only_skips_state_rules_by_reason() {
         ..SetConfig::default()
     };
     let all = RuleSet::load(&cfg(false), &Classifications::standard()).unwrap();
-    assert_eq!(all.len(), 3);
-    assert!(crate::gpu::refusal(&all).is_some());
+    assert_eq!(all.len(), 4);
+    assert_eq!(crate::gpu::refusal(&all), None);
     let gpu = RuleSet::load(&cfg(true), &Classifications::standard()).unwrap();
-    assert_eq!(gpu.len(), 2);
     let sids: Vec<u32> = gpu.catalog().rules.iter().map(|r| r.sid).collect();
-    assert_eq!(sids, [1, 2]);
-    assert_eq!(crate::gpu::refusal(&gpu), None);
-    let r = gpu.report();
-    assert_eq!(r.skipped, 1);
-    let reasons: Vec<&String> = r.skipped_by_reason.keys().collect();
-    assert!(
-        reasons
-            .iter()
-            .all(|k| k.starts_with("runs on the CPU only (flowbits")),
-        "{reasons:?}"
-    );
+    assert_eq!(sids, [1, 2, 3, 4]);
+    assert_eq!(gpu.report().skipped, 0);
 }

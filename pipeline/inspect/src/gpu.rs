@@ -7,15 +7,18 @@
 //!
 //! What the GPU stage runs: rules of the L4 payload and of the HTTP buffers (the stage parses
 //! the head as [`crate::http::parse`] does: gpu-kernels/cuda/inspect_http.cuh), each buffer's
-//! prefilter in the block ([`HTTP_AT`]). A rule set with a rule that keeps state (flowbits,
-//! `noalert`, threshold, detection_filter) is refused, naming the first such rule's sid, file
-//! and line, as is a set of more than [`MAX_RULES`] rules (the stage's per-frame candidate
-//! bitmap).
+//! prefilter in the block ([`HTTP_AT`]), and the rules that keep state (flowbits, `noalert`,
+//! threshold, detection_filter) over per-queue tables in device memory
+//! (gpu-kernels/cuda/inspect_state.cuh: the block's state section, [`Stateful::gpu_section`];
+//! the tables' bytes, [`state_queue_bytes`]). A set of more than [`MAX_RULES`] rules (the
+//! stage's per-frame candidate bitmap) is refused, as is one with more flowbit names than a
+//! GPU flow entry holds.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::alert::{Alert, AlertAction};
 use crate::engine::RuleSet;
+use crate::eval::state::{StateConfig, Stateful};
 use crate::eval::Frame;
 use crate::matcher::Image;
 use crate::rules::Buffer;
@@ -25,11 +28,23 @@ pub const MAX_RULES: usize = 16384;
 /// Where the hit counters' device address goes in the block (`pw_insp_params.hits`).
 pub const HITS_AT: usize = 0;
 /// Bytes of the block's header (`pw_insp_params`).
-pub const HEADER_BYTES: usize = 56;
+pub const HEADER_BYTES: usize = 112;
 /// The hit counters: two banks of [`MAX_RULES`] u64, the block's `bank` (at [`BANK_AT`]) saying
 /// which one its rule set counts in, so a reload's set and the bursts of the set before it
-/// still running count apart.
-pub const HIT_BYTES: usize = 2 * MAX_RULES * 8;
+/// still running count apart; then per bank the state counters ([`STATE_COUNTERS_AT`]).
+pub const HIT_BYTES: usize = 2 * MAX_RULES * 8 + 2 * 32;
+/// Where bank `b`'s state counters start in the hit buffer (`STATE_COUNTERS_AT + 32 * b`):
+/// u64 flows_full, trackers_full, suppressed.
+pub const STATE_COUNTERS_AT: usize = 2 * MAX_RULES * 8;
+/// Where the per-queue state tables' device address (u64) and queue count (u32) go in the
+/// block (`pw_insp_params.state`, `.queues`: the executor's per-queue stage state).
+pub const STATE_AT: usize = 64;
+/// A queue's state: a 64-byte header, then the flow entries (`pw_insp_fent`), then the
+/// tracker entries (`pw_insp_tent`), each table twice the entries it may hold (rounded up to a
+/// power of two).
+pub const STATE_HEADER_BYTES: usize = 64;
+pub const FLOW_ENTRY_BYTES: usize = 56 + 8 * crate::eval::state::GPU_FLOWBIT_WORDS;
+pub const TRACKER_BYTES: usize = 64;
 pub const BANK_AT: usize = 48;
 /// Where the offset of the HTTP buffers' prefilter table goes (`pw_insp_params.http_off`): u32
 /// `n`, then `n` times [buffer code, image offset, rule lists' offset]; 0 when no rule has a
@@ -59,6 +74,9 @@ pub fn refusal(set: &RuleSet) -> Option<String> {
             set.len()
         ));
     }
+    if let Err(why) = set.new_state().gpu_section() {
+        return Some(why);
+    }
     (0..set.len() as u32).find_map(|i| {
         let why = rule_refusal(set, i)?;
         let sid = set.program().rules[i as usize].sid;
@@ -70,18 +88,51 @@ pub fn refusal(set: &RuleSet) -> Option<String> {
     })
 }
 
-/// Why the GPU stage cannot take rule `i` of `set`; `None` when it can.
+/// Why the GPU stage cannot take rule `i` of `set`; `None` when it can (every rule the
+/// evaluator compiles, state included; a set too large is refused whole, [`refusal`]).
 pub fn rule_refusal(set: &RuleSet, i: u32) -> Option<&'static str> {
-    if set.is_stateful(i) {
-        return Some("flowbits, noalert, threshold or detection_filter keep state on the CPU");
-    }
+    let _ = (set, i);
     None
+}
+
+/// The slots of a table that holds at most `max` entries: twice as many, a power of two.
+fn table_slots(max: usize) -> usize {
+    (2 * max.max(1)).next_power_of_two()
+}
+
+/// Bytes of one queue's state tables for `cfg`.
+pub fn state_queue_bytes(cfg: &StateConfig) -> usize {
+    STATE_HEADER_BYTES
+        + table_slots(cfg.max_flows) * FLOW_ENTRY_BYTES
+        + table_slots(cfg.max_trackers) * TRACKER_BYTES
+}
+
+/// The state header fields of the block (from [`STATE_AT`] on, but for the executor's two):
+/// the tables' geometry for `st`'s config, the section's offset and the generation.
+fn put_state_header(b: &mut [u8], st: &Stateful, state_off: u32, generation: u64) {
+    let cfg = st.config();
+    let put32 = |b: &mut [u8], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    put32(b, 56, state_off);
+    // Never 0: a queue's zeroed tables (gen 0) are a fresh start.
+    put32(b, 60, (generation % u64::from(u32::MAX)) as u32 + 1);
+    put32(b, 76, table_slots(cfg.max_flows) as u32);
+    b[80..88].copy_from_slice(&(state_queue_bytes(&cfg) as u64).to_le_bytes());
+    put32(b, 88, cfg.max_flows as u32);
+    put32(b, 92, cfg.max_trackers as u32);
+    put32(b, 96, table_slots(cfg.max_trackers) as u32);
+    b[104..112].copy_from_slice(&cfg.flow_idle_ns.to_le_bytes());
 }
 
 /// The stage's parameter block for `set` (the hit counters' and alert ring's addresses left 0;
 /// `alert_cap`: the ring's entries, a power of two, or 0 for none), or why the GPU cannot run
 /// it ([`refusal`]).
-pub fn block(set: &RuleSet, alert_to: u32, alert_cap: u32, bank: u32) -> Result<Vec<u8>, String> {
+pub fn block(
+    set: &RuleSet,
+    alert_to: u32,
+    alert_cap: u32,
+    generation: u64,
+) -> Result<Vec<u8>, String> {
+    let bank = (generation & 1) as u32;
     if alert_cap != 0 && !alert_cap.is_power_of_two() {
         return Err(format!(
             "an alert ring of {alert_cap} entries (a power of two)"
@@ -123,6 +174,15 @@ pub fn block(set: &RuleSet, alert_to: u32, alert_cap: u32, bank: u32) -> Result<
         .flat_map(|w| w.to_le_bytes())
         .collect();
     let always_off = append(&mut b, &always);
+    let state = set.new_state();
+    let section = state.gpu_section()?;
+    let state_off = if section[1..].iter().any(|&w| w != 0) {
+        let bytes: Vec<u8> = section.iter().flat_map(|w| w.to_le_bytes()).collect();
+        u32_of(append(&mut b, &bytes))?
+    } else {
+        0
+    };
+    put_state_header(&mut b, &state, state_off, generation);
     let head: [u32; 8] = [
         u32_of(set.len())?,
         alert_to,
@@ -297,12 +357,43 @@ mod tests {
             false,
         );
         assert_eq!(w2(&block(&p, ALERT_NONE, 0, 0).unwrap(), HTTP_AT), 0);
+        assert_eq!(w2(&block(&p, ALERT_NONE, 0, 0).unwrap(), 56), 0, "no state");
+    }
+
+    /// Rules with state: the block has their section and the tables' geometry; a set with more
+    /// flowbit names than a GPU flow entry holds is refused.
+    #[test]
+    fn state_rules_get_their_section_and_too_many_names_are_refused() {
         let s = set(
-            "alert tcp any any -> any any (msg:\"a\"; content:\"abc\"; flowbits:set,x; sid:3;)\n",
+            "alert tcp any any -> any any (msg:\"a\"; content:\"abc\"; sid:1;)\n\
+             alert tcp any any -> any any (msg:\"a\"; content:\"abc\"; flowbits:set,x; sid:3;)\n",
             true,
         );
-        let why = refusal(&s).unwrap();
-        assert!(why.contains("sid 3 (t.rules:1): flowbits"), "{why}");
+        assert_eq!(refusal(&s), None);
+        let b = block(&s, ALERT_NONE, 0, 6).unwrap();
+        let w = |at: usize| w2(&b, at);
+        let sec = w(56) as usize;
+        assert!(sec >= HEADER_BYTES && sec % 8 == 0, "{sec}");
+        // Two rules, the second's record after the offsets: class 0, one flowbits keyword.
+        assert_eq!((w(sec), w(sec + 4), w(sec + 8)), (2, 0, 3));
+        assert_eq!((w(sec + 12), w(sec + 16)), (1 << 16, 0));
+        assert_eq!(
+            (w(60), w(76), w(88), w(92), w(96)),
+            (7, 1 << 17, 65536, 65536, 1 << 17)
+        );
+        assert_eq!(w(BANK_AT), 0, "generation 6's bank");
+        let qb = u64::from_le_bytes(b[80..88].try_into().unwrap()) as usize;
+        assert_eq!(qb, state_queue_bytes(&StateConfig::default()));
+        assert_eq!(qb, 64 + (1 << 17) * (FLOW_ENTRY_BYTES + TRACKER_BYTES));
+        let mut many = String::new();
+        for i in 0..513 {
+            many.push_str(&format!(
+                "alert tcp any any -> any any (msg:\"m\"; flowbits:set,n{i}; sid:{};)\n",
+                i + 1
+            ));
+        }
+        let why = refusal(&set(&many, true)).unwrap();
+        assert!(why.contains("more than 512 flowbit names"), "{why}");
     }
 
     fn w2(b: &[u8], at: usize) -> u32 {

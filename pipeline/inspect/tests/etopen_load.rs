@@ -194,18 +194,20 @@ fn etopen_2019_with_the_flow_table() {
     println!("{stateful} loaded rules keep CPU state, {with_flow} test flow direction / state");
     assert_eq!((stateful, with_flow), (744, 3629));
     let mut cpu = Program::new();
-    let mut gpu = Program::new();
     for r in &rules {
         cpu.add(r).expect("compiles");
-        if !r.needs_cpu_state() {
-            gpu.add(r).expect("compiles");
-        }
     }
-    assert!(gpu.image().is_ok());
+    // The GPU takes every loaded rule, state included: the image and the state section.
+    assert!(cpu.image().is_ok());
     let mut state = pktwarp_inspect::eval::state::Stateful::new(
         &rules,
         pktwarp_inspect::eval::state::StateConfig::default(),
     );
+    let section = state
+        .gpu_section()
+        .expect("ET Open's flowbit names fit a GPU flow entry");
+    let with_state = section[1..=rules.len()].iter().filter(|&&w| w != 0).count();
+    assert_eq!(with_state, 744);
     // Every loaded rule evaluates, with its state, on an HTTP request of an established flow
     // in both directions (no panic; the state grows only for rules that set flowbits).
     let req = b"GET /index.php?id=1 HTTP/1.1\r\nHost: a.example\r\nUser-Agent: x\r\n\r\n";

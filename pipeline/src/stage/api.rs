@@ -109,6 +109,15 @@ pub trait CustomStage: Send + Sync + AsAnyArc {
         None
     }
 
+    /// For such a stage: its state per queue on the GPU (one device buffer of `bytes` for every
+    /// queue, zeroed at start; the executor writes the base address at `addr_at` of the block
+    /// and the queue count at `addr_at + 8`), as [`crate::stage::Stage::gpu_queue_state`] of a
+    /// built-in stage. Fixed for the run: a reload's block keeps the buffers the kernel has.
+    /// Default: none.
+    fn gpu_queue_state(&self) -> Vec<pktwarp_kernels::StageBuffer> {
+        Vec::new()
+    }
+
     /// Why `executor.kind: auto` keeps a pipeline with this stage on the CPU although the
     /// stage runs on the GPU (its GPU implementation is not yet shown equal on a GPU);
     /// `executor.kind: gpu` still runs it there. Default: none.

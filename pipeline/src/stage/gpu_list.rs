@@ -138,6 +138,10 @@ impl Stage {
                     .unwrap_or(usize::MAX),
                 addr_at: crate::stage::rate_limit::GPU_STATE_AT,
             }],
+            // A library stage through the registry door (inspect's flowbits / threshold tables).
+            Stage::Custom(c) if matches!(c.cpu().gpu_library(), Some(Ok(_))) => {
+                c.cpu().gpu_queue_state()
+            }
             _ => Vec::new(),
         }
     }

@@ -31,7 +31,7 @@ use pktwarp_inspect::alert::{
     Alert, AlertAction, AlertLog, AlertLogHandle, AlertSender, EveConfig, RuleHits,
 };
 use pktwarp_inspect::engine::{Decision, RuleSet, Scratch, SetConfig};
-use pktwarp_inspect::eval::state::{StateCounters, Stateful};
+use pktwarp_inspect::eval::state::{StateConfig, StateCounters, Stateful};
 use pktwarp_inspect::eval::{self, decode};
 use serde::{Deserialize, Serialize};
 
@@ -54,8 +54,8 @@ pub const COUNTER_NAMES: [&str; 7] = [
 /// The `inspect` stage, described (the stage descriptor, `stage::descriptor`).
 pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     name: "inspect",
-    usage: "`inspect: { rules: [FILE, DIR or GLOB], vars, strict, eve: {...}, alert_to, gpu_rules_only }`",
-    summary: "IDS rules in Suricata syntax (docs/inspect.md): a multi-pattern prefilter over the L4 payload (inside VXLAN / GTP-U too) and the HTTP buffers, then each candidate rule's full check; `drop` rules drop (`inspect_drop`), alerts are counted per rule and written as EVE JSON; reloaded by SIGHUP. On the GPU: payload and HTTP rules without flowbits / threshold (stateful rules and EVE payloads keep it on the CPU; `gpu_rules_only` skips such rules)",
+    usage: "`inspect: { rules: [FILE, DIR or GLOB], vars, strict, eve: {...}, alert_to, gpu_rules_only, state: { flows, trackers } }`",
+    summary: "IDS rules in Suricata syntax (docs/inspect.md): a multi-pattern prefilter over the L4 payload (inside VXLAN / GTP-U too) and the HTTP buffers, then each candidate rule's full check; `drop` rules drop (`inspect_drop`), alerts are counted per rule and written as EVE JSON; reloaded by SIGHUP. On the GPU: payload and HTTP rules, flowbits and thresholds in per-queue device tables (EVE payloads keep it on the CPU)",
     needs: StageNeeds {
         reads_meta: true,
         reads_payload: true,
@@ -113,15 +113,58 @@ pub struct InspectStageConfig {
     pub eve: Option<EveConfig>,
     #[serde(default)]
     pub alert_to: AlertTo,
-    /// Load only the rules the GPU stage runs too (payload rules without flowbits /
-    /// threshold / detection_filter / noalert), on either executor, so a set runs the same on
-    /// both; the others are skipped, counted by reason.
+    /// Load only the rules the GPU stage runs too, on either executor, so a set runs the same
+    /// on both; the others are skipped, counted by reason (the GPU takes every rule that loads,
+    /// state included: a set is refused there only as a whole).
     #[serde(default)]
     pub gpu_rules_only: bool,
+    /// Sizes of each queue's flowbits and threshold tables (docs/inspect.md, "Flow keywords"),
+    /// on either executor.
+    #[serde(default)]
+    pub state: StateLimits,
     /// A `conntrack` stage runs before this one ([`conntrack_before`]): set by the pipeline
     /// build, not a config key.
     #[serde(skip)]
     pub flow_table: bool,
+}
+
+/// `inspect.state`: the most flows with flowbits and the most threshold counters each queue
+/// keeps (what does not fit is counted, `flows_full` / `trackers_full`).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StateLimits {
+    #[serde(default = "default_state_entries")]
+    pub flows: usize,
+    #[serde(default = "default_state_entries")]
+    pub trackers: usize,
+}
+
+/// Most entries `inspect.state.flows` / `.trackers` may ask for (the GPU's tables take twice as
+/// many slots, sized in u32).
+pub const MAX_STATE_ENTRIES: usize = 1 << 24;
+
+fn default_state_entries() -> usize {
+    StateConfig::default().max_flows
+}
+
+impl Default for StateLimits {
+    fn default() -> Self {
+        StateLimits {
+            flows: default_state_entries(),
+            trackers: default_state_entries(),
+        }
+    }
+}
+
+impl StateLimits {
+    /// The tables' config (the idle time of a flow's bits is the default's).
+    pub fn config(&self) -> StateConfig {
+        StateConfig {
+            max_flows: self.flows,
+            max_trackers: self.trackers,
+            ..StateConfig::default()
+        }
+    }
 }
 
 /// The options key that carries [`InspectStageConfig::flow_table`] to the factory.
@@ -189,6 +232,17 @@ impl InspectStageConfig {
                 "empty: name at least one rule file, folder or glob".into(),
             ));
         }
+        for (key, n) in [
+            ("state.flows", self.state.flows),
+            ("state.trackers", self.state.trackers),
+        ] {
+            if !(1..=MAX_STATE_ENTRIES).contains(&n) {
+                return Err((
+                    key.into(),
+                    format!("{n} is out of range 1..={MAX_STATE_ENTRIES}"),
+                ));
+            }
+        }
         pktwarp_inspect::engine::variables(&self.vars).map_err(|e| match e {
             pktwarp_inspect::engine::SetError::Config { key, msg } => (key, msg),
             other => ("vars".into(), other.to_string()),
@@ -203,6 +257,7 @@ impl InspectStageConfig {
             strict: self.strict,
             flow_table: self.flow_table,
             gpu_rules_only: self.gpu_rules_only,
+            state: self.state.config(),
         }
     }
 }
@@ -238,6 +293,9 @@ pub(crate) struct Published {
     pub(crate) hits: RuleHits,
     pub(crate) generation: u64,
     states: Box<[OnceLock<Mutex<Stateful>>]>,
+    /// The GPU stage's state counters for this set (flows_full, trackers_full, suppressed),
+    /// as its host side reads them.
+    pub(crate) gpu_state: [AtomicU64; 3],
 }
 
 impl Published {
@@ -248,6 +306,7 @@ impl Published {
             hits,
             generation,
             states: (0..STATE_QUEUES).map(|_| OnceLock::new()).collect(),
+            gpu_state: Default::default(),
         }
     }
 
@@ -277,7 +336,12 @@ impl Published {
 
     /// The state counters over every queue.
     fn state_counters(&self) -> StateCounters {
-        let mut c = StateCounters::default();
+        let g = |i: usize| self.gpu_state[i].load(Ordering::Relaxed);
+        let mut c = StateCounters {
+            flows_full: g(0),
+            trackers_full: g(1),
+            suppressed: g(2),
+        };
         for s in self.states.iter().filter_map(OnceLock::get) {
             add_state(
                 &mut c,
@@ -351,6 +415,17 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner())
             .entry(sid)
             .or_insert(0) += n;
+    }
+
+    /// Adds `d` to state counter `i` (flows_full, trackers_full, suppressed) of the sets no
+    /// longer in force (a GPU's late counts).
+    pub(crate) fn carry_state(&self, i: usize, d: u64) {
+        let mut c = self.carried_state.lock().unwrap_or_else(|p| p.into_inner());
+        match i {
+            0 => c.flows_full += d,
+            1 => c.trackers_full += d,
+            _ => c.suppressed += d,
+        }
     }
 
     /// The alert log's sender, once the log runs.
@@ -694,6 +769,10 @@ impl CustomStage for InspectStage {
 
     fn gpu_caution(&self) -> Option<&'static str> {
         Some(GPU_CAUTION)
+    }
+
+    fn gpu_queue_state(&self) -> Vec<pktwarp_kernels::StageBuffer> {
+        self.gpu_state_buffers()
     }
 
     /// The rule sets published by file reloads (the GPU block's rule set moves with them).

@@ -13,9 +13,12 @@
 //! uploads the new block; its hits count in the other of two banks, so bursts of the set before
 //! it still running count for that one.
 //!
+//! Rules keeping state (flowbits, noalert, threshold, detection_filter) run over per-queue
+//! tables in device memory ([`InspectStage::gpu_state_buffers`], the executor's per-queue stage
+//! state), whose counters come back after the hit banks into the set's state counters.
+//!
 //! What stays on the CPU executor (the GPU refuses the pipeline, saying why, and `auto` picks
-//! the CPU): a rule keeping state (named by sid, file and line), and EVE lines with the
-//! payload.
+//! the CPU): EVE lines with the payload.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -47,8 +50,7 @@ impl InspectStage {
         };
         let eve = self.shared.cfg.eve.as_ref();
         let cap = if eve.is_some() { gpu::ALERT_RING } else { 0 };
-        let bank = (p.generation & 1) as u32;
-        let block = gpu::block(&p.set, alert_to, cap as u32, bank)?;
+        let block = gpu::block(&p.set, alert_to, cap as u32, p.generation)?;
         if eve.is_some_and(|e| e.payload) {
             return Err(EVE_PAYLOAD_REFUSAL.into());
         }
@@ -68,6 +70,20 @@ impl InspectStage {
         Ok(GpuParams { block, buffers })
     }
 
+    /// The flowbits / threshold tables of every queue, when rules keeping state may load (a
+    /// `conntrack` before the stage): sized from `state` whatever the set in force, so a
+    /// reload's set finds them.
+    pub(crate) fn gpu_state_buffers(&self) -> Vec<pktwarp_kernels::StageBuffer> {
+        if !self.shared.cfg.flow_table {
+            return Vec::new();
+        }
+        vec![pktwarp_kernels::StageBuffer {
+            name: "flowbits / threshold tables".into(),
+            bytes: gpu::state_queue_bytes(&self.shared.cfg.state.config()),
+            addr_at: gpu::STATE_AT,
+        }]
+    }
+
     /// The host side that reads the hit counters and the alert ring of the stage at
     /// `position`.
     pub(crate) fn gpu_side(&self, position: usize) -> Box<dyn GpuHostSide> {
@@ -82,6 +98,7 @@ impl InspectStage {
             position,
             sets,
             seen: [vec![0; gpu::MAX_RULES], vec![0; gpu::MAX_RULES]],
+            seen_state: [[0; 3]; 2],
             ring,
             next: Vec::new(),
         })
@@ -101,6 +118,8 @@ struct GpuReader {
     sets: [Option<Arc<Published>>; 2],
     /// Each bank's counts as last read (summed over GPUs).
     seen: [Vec<u64>; 2],
+    /// Each bank's state counters as last read (flows_full, trackers_full, suppressed).
+    seen_state: [[u64; 3]; 2],
     /// The ring's entries, when the stage has one.
     ring: Option<usize>,
     /// Per GPU, the next log index to read.
@@ -133,6 +152,25 @@ impl GpuReader {
                     mem.read_buffer_range(g, self.position, 0, b * gpu::MAX_RULES * 8, n * 8)?;
                 for (s, w) in sum.iter_mut().zip(bytes.chunks_exact(8)) {
                     *s += u64::from_le_bytes(w.try_into().unwrap_or_default());
+                }
+            }
+            let mut st = [0u64; 3];
+            for g in 0..mem.gpus() {
+                let at = gpu::STATE_COUNTERS_AT + 32 * b;
+                let bytes = mem.read_buffer_range(g, self.position, 0, at, 24)?;
+                for (s, w) in st.iter_mut().zip(bytes.chunks_exact(8)) {
+                    *s += u64::from_le_bytes(w.try_into().unwrap_or_default());
+                }
+            }
+            for (i, (now, old)) in st.iter().zip(self.seen_state[b].iter_mut()).enumerate() {
+                if *now > *old {
+                    let d = *now - *old;
+                    *old = *now;
+                    if set.generation == cur {
+                        set.gpu_state[i].fetch_add(d, Ordering::Relaxed);
+                    } else {
+                        self.stage.carry_state(i, d);
+                    }
                 }
             }
             for (r, (now, old)) in sum.iter().zip(self.seen[b].iter_mut()).enumerate() {

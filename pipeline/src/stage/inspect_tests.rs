@@ -253,6 +253,31 @@ fn bad_inputs_are_errors_naming_file_line_or_key() {
         serde_saphyr::from_str::<Vec<StageConfig>>("- inspect: { rules: [a], alert_to: tap }\n")
             .expect_err("bad alert_to");
     assert!(e.to_string().contains("tap"), "{e}");
+    // The state tables' sizes: in range, known keys only.
+    for (yaml, key) in [
+        ("    state: { flows: 0 }\n", "state.flows"),
+        ("    state: { trackers: 99999999999 }\n", "state.trackers"),
+    ] {
+        let s = stage_cfg(&dir, yaml);
+        let StageConfig::Inspect(c) = &s else {
+            panic!("inspect")
+        };
+        let (k, m) = c.check().expect_err(yaml);
+        assert!(k == key && m.contains("out of range"), "{k}: {m}");
+    }
+    let s = stage_cfg(&dir, "    state: { flows: 8, trackers: 3 }\n");
+    let StageConfig::Inspect(c) = &s else {
+        panic!("inspect")
+    };
+    assert_eq!(
+        (c.state.config().max_flows, c.state.config().max_trackers),
+        (8, 3)
+    );
+    let e = serde_saphyr::from_str::<Vec<StageConfig>>(
+        "- inspect: { rules: [a], state: { flows: 8, size: 3 } }\n",
+    )
+    .expect_err("unknown state key");
+    assert!(e.to_string().contains("size"), "{e}");
 }
 
 /// SIGHUP's path: the same options re-read the rule files; a good file switches the set (a
@@ -431,9 +456,9 @@ fn the_inner_packet_of_gtpu_is_inspected() {
     assert_eq!(eve_sids(&dir), [1]);
 }
 
-/// `gpu_rules_only: true` (no EVE log): the rules the GPU cannot take (state, with conntrack
-/// before) are skipped by reason on the CPU too, and the GPU executor takes the pipeline, its
-/// HTTP rule included.
+/// `gpu_rules_only: true` (no EVE log) with conntrack before: the GPU takes rules with state
+/// too, so none is skipped; the GPU executor takes the pipeline, its HTTP rule and its
+/// flowbits rule included, with per-queue state tables for the stage.
 #[test]
 fn gpu_rules_only_makes_a_set_both_executors_run() {
     let dir = scratch("gpu-only");
@@ -452,16 +477,20 @@ fn gpu_rules_only_makes_a_set_both_executors_run() {
         panic!("stage 2 is inspect")
     };
     let sec = slot.cpu().summary_section().expect("section");
-    assert_eq!(sec["rules"]["loaded"], 5, "{sec}");
-    let by = &sec["rules"]["skipped_by_reason"];
-    assert!(
-        by.as_object().is_some_and(|m| m
-            .keys()
-            .any(|k| k.starts_with("runs on the CPU only (flowbits"))),
-        "{by}"
-    );
+    assert_eq!(sec["rules"]["loaded"], 6, "{sec}");
+    assert_eq!(sec["rules"]["skipped"], 0, "{sec}");
     let (specs, _) = crate::executor::gpu::compose::stage_specs(&p).expect("specs");
     assert_eq!(specs[2].function(), "pw_stage_inspect");
+    let st = p.stages[2].gpu_queue_state();
+    assert_eq!(st.len(), 1, "the stage's flowbits / threshold tables");
+    let limits = crate::stage::inspect::StateLimits::default();
+    assert_eq!(
+        (st[0].addr_at, st[0].bytes),
+        (
+            pktwarp_inspect::gpu::STATE_AT,
+            pktwarp_inspect::gpu::state_queue_bytes(&limits.config())
+        )
+    );
 }
 
 /// A rule reload moves the pipeline's stage-parameter generation on (the GPU host side then

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod state;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -376,6 +377,12 @@ pub fn pipeline_eve(
     let eve = eve.map_or(String::new(), |e| {
         format!("    eve: {{ path: \"{}\" }}\n", e.display())
     });
+    pipeline_with(rules, conntrack, alert_to, &eve)
+}
+
+/// [`pipeline`] with `extra` (lines of the inspect stage's options, indented 4) added.
+pub fn pipeline_with(rules: &Path, conntrack: bool, alert_to: &str, extra: &str) -> Arc<Pipeline> {
+    let eve = extra;
     let ct = if conntrack {
         "- conntrack: { entries: 4096 }\n"
     } else {
@@ -412,6 +419,7 @@ pub fn etopen_gpu_subset(dir: &Path, flow_table: bool) -> Option<(PathBuf, usize
         strict: false,
         flow_table,
         gpu_rules_only: false,
+        state: Default::default(),
     };
     let set = RuleSet::load(&cfg, &pktwarp_inspect::alert::Classifications::standard())
         .unwrap_or_else(|e| panic!("{e}"));
@@ -518,6 +526,7 @@ pub fn rule_set(p: &Pipeline, k: usize) -> pktwarp_inspect::engine::RuleSet {
             strict: cfg.strict,
             flow_table: cfg.flow_table,
             gpu_rules_only: cfg.gpu_rules_only,
+            state: Default::default(),
         },
         &pktwarp_inspect::alert::Classifications::standard(),
     )

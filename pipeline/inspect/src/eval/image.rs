@@ -135,16 +135,10 @@ fn align8(v: &mut Vec<u8>) -> u32 {
 impl Program {
     /// The GPU image of the program (see the module docs), as 64-bit words so that it is
     /// 8-byte aligned. Errors when it would pass 4 GiB (offsets are 32-bit).
-    /// A rule with CPU state ([`RuleHead::state`]: flowbits, threshold, detection_filter) is
-    /// refused: the GPU keeps no per-flow or per-address state.
+    /// A rule's state ([`RuleHead::state`]: flowbits, threshold, detection_filter) is not in
+    /// the image: the GPU stage reads it from its own section
+    /// ([`super::state::Stateful::gpu_section`]).
     pub fn image(&self) -> Result<Vec<u64>, ImageError> {
-        if let Some(r) = self.rules.iter().find(|r| r.state != 0) {
-            return err(format!(
-                "sid {}: flowbits / threshold / detection_filter keep state on the CPU (the GPU \
-                 image has no rule with them)",
-                r.sid
-            ));
-        }
         let mut b = vec![0u8; size_of::<ImageHeader>()];
         let mut h = ImageHeader {
             magic: IMAGE_MAGIC,

@@ -184,8 +184,8 @@ pub struct RuleHead {
     /// `flow` test: [`FL_TO_SERVER`], [`FL_TO_CLIENT`], [`FL_ESTABLISHED`],
     /// [`FL_NOT_ESTABLISHED`] bits (0: none).
     pub flow: u8,
-    /// 1: the rule has flowbits / threshold / detection_filter, kept by the CPU
-    /// ([`super::state`]); the GPU image refuses it.
+    /// 1: the rule has flowbits / threshold / detection_filter ([`super::state`]; the GPU
+    /// stage reads them from its block's state section).
     pub state: u8,
     pub _pad: [u8; 2],
 }

@@ -155,6 +155,58 @@ impl Stateful {
         self.counters
     }
 
+    /// The same state with other table sizes (the tables must be empty: a fresh state).
+    pub fn with_config(mut self, cfg: StateConfig) -> Self {
+        self.cfg = cfg;
+        self
+    }
+
+    /// The table sizes.
+    pub fn config(&self) -> StateConfig {
+        self.cfg
+    }
+
+    /// 64-bit words of a flow's bits (the rule set's flowbit names / 64, rounded up).
+    pub fn bit_words(&self) -> usize {
+        self.words
+    }
+
+    /// The rules' state as the GPU stage reads it (gpu-kernels/cuda/inspect_state.cuh): u32
+    /// `n_rules`, then per rule the word offset of its record, 0 for a rule without state
+    /// ([`Stateful::has_state`]); a record is `[class | noalert << 8 | n_bits << 16,
+    /// n_filters]`, each filter `[kind, track, count, seconds]` (detection_filter first, as
+    /// [`Stateful::apply_actions`] applies them), then each flowbits keyword `[cmd | n_names
+    /// << 8, names...]` (codes: [`gpu_code`]). Errors when the names pass
+    /// [`GPU_FLOWBIT_WORDS`] words.
+    pub fn gpu_section(&self) -> Result<Vec<u32>, String> {
+        if self.words > GPU_FLOWBIT_WORDS {
+            return Err(format!(
+                "more than {} flowbit names (the GPU stage's flow entries hold that many)",
+                GPU_FLOWBIT_WORDS * 64
+            ));
+        }
+        let n = self.rules.len();
+        let mut w = vec![0u32; 1 + n];
+        w[0] = n as u32;
+        for (i, r) in self.rules.iter().enumerate() {
+            if !self.has_state(i) {
+                continue;
+            }
+            w[1 + i] = w.len() as u32;
+            w.push(u32::from(r.class) | u32::from(r.noalert) << 8 | (r.bits.len() as u32) << 16);
+            w.push(r.filters.len() as u32);
+            for t in &r.filters {
+                let (kind, track) = gpu_code(t);
+                w.extend([kind, track, t.count, t.seconds]);
+            }
+            for (cmd, names) in &r.bits {
+                w.push(flowbit_code(*cmd) | (names.len() as u32) << 8);
+                w.extend(names.iter().map(|&x| x as u32));
+            }
+        }
+        Ok(w)
+    }
+
     /// Whether rule `i` has anything [`Stateful::apply`] decides: flowbits, `noalert`, a
     /// threshold or a detection_filter (a rule without fires whenever it matches).
     pub fn has_state(&self, i: usize) -> bool {
@@ -332,6 +384,39 @@ impl Stateful {
         }
         let fire = first_fires(t);
         (fire, fire || t.kind == ThresholdKind::Limit)
+    }
+}
+
+/// Most 64-bit words of flowbits a flow keeps on the GPU (512 names; `PW_INSP_ST_WORDS`).
+pub const GPU_FLOWBIT_WORDS: usize = 8;
+
+/// A threshold's (kind, track) codes in [`Stateful::gpu_section`] (`PW_INSP_TH_*`,
+/// `PW_INSP_TR_*`).
+pub fn gpu_code(t: &Threshold) -> (u32, u32) {
+    let kind = match t.kind {
+        ThresholdKind::Limit => 0,
+        ThresholdKind::Threshold => 1,
+        ThresholdKind::Both => 2,
+        ThresholdKind::Detection => 3,
+    };
+    let track = match t.track {
+        Track::BySrc => 0,
+        Track::ByDst => 1,
+        Track::ByRule => 2,
+        Track::ByBoth => 3,
+    };
+    (kind, track)
+}
+
+/// A flowbits command's code in [`Stateful::gpu_section`] (`PW_INSP_FB_*`; noalert 5).
+fn flowbit_code(c: FlowbitCmd) -> u32 {
+    match c {
+        FlowbitCmd::Set => 0,
+        FlowbitCmd::Unset => 1,
+        FlowbitCmd::Toggle => 2,
+        FlowbitCmd::IsSet => 3,
+        FlowbitCmd::IsNotSet => 4,
+        FlowbitCmd::NoAlert => 5,
     }
 }
 

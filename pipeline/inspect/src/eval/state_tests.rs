@@ -312,12 +312,41 @@ fn a_sweep_keeps_counters_inside_their_own_window() {
 }
 
 #[test]
-fn the_gpu_image_refuses_stateful_rules() {
-    let (p, _) = rules(&["flowbits:set,a;"]);
-    let e = p.image().unwrap_err().to_string();
-    assert!(e.contains("sid 1") && e.contains("flowbits"), "{e}");
-    let (p, _) = rules(&["flow:established,to_server;"]);
+fn the_gpu_image_takes_stateful_rules_and_the_section_encodes_their_state() {
+    let (p, s) = rules(&[
+        "flowbits:isset,a|b; flowbits:set,c; detection_filter:track by_dst, count 2, seconds 5; \
+         threshold:type both, track by_src, count 3, seconds 7;",
+        "flow:established,to_server;",
+        "flowbits:set,a; flowbits:noalert;",
+    ]);
     assert!(p.image().is_ok());
+    let w = s.gpu_section().unwrap();
+    assert_eq!(&w[..4], &[3, 4, 0, 19]);
+    // Rule 0: reads and writes (class 1), 2 flowbits keywords, 2 filters (detection_filter
+    // first: kind 3, by_dst 1), then isset (3) of names a (0) | b (1), set (0) of c (2).
+    assert_eq!(
+        &w[4..19],
+        &[
+            1 | 2 << 16,
+            2,
+            3,
+            1,
+            2,
+            5,
+            2,
+            0,
+            3,
+            7,
+            3 | 2 << 8,
+            0,
+            1,
+            1 << 8,
+            2
+        ]
+    );
+    // Rule 2: writes only (class 0), noalert, set a, then the noalert keyword (5, no names).
+    assert_eq!(&w[19..], &[1 << 8 | 2 << 16, 0, 1 << 8, 0, 5]);
+    assert!(!s.has_state(1) && s.has_state(2));
 }
 
 #[test]

@@ -841,6 +841,20 @@ pub(super) fn one_cta_for_ordered_state(
     }
     match opts.burst_ctas {
         Some(k) if k > 1 && opts.mode == Mode::Persistent => {
+            // A stage ordering state of its own on the second channel (inspect's flowbits and
+            // thresholds, by source across flows) cannot be split by the flow's key.
+            let second = image.stages.iter().enumerate().find(|(i, st)| {
+                pktwarp_kernels::codegen::ORDERED_SECOND.contains(&st.function())
+                    && image.queue_state.get(*i).is_some_and(|q| !q.is_empty())
+            });
+            if let Some((_, st)) = second {
+                anyhow::bail!(
+                    "executor.gpu.burst_ctas: {k}, but stage `{}` keeps flowbits / threshold \
+                     state per queue that frames change in arrival order across flows: use \
+                     burst_ctas: 1",
+                    st.name
+                );
+            }
             if pktwarp_kernels::codegen::pipeline_order_key(&image.stages).is_none() {
                 anyhow::bail!(
                     "executor.gpu.burst_ctas: {k}, but stage `{}` keeps per-queue state that \

@@ -261,6 +261,23 @@ fn per_queue_ordered_state_takes_one_cta_per_queue() {
     let plain = pktwarp_kernels::builtin_image();
     let o = setup::one_cta_for_ordered_state(opts(2, Some(4)), &plain).expect("options");
     assert_eq!((o.ctas_per_queue, o.burst_ctas), (2, Some(4)));
+    // inspect with flowbits / threshold tables after conntrack: its state spans flows, so a
+    // burst is not split between CTAs; without the tables the split stays allowed.
+    let mut ids = image_of(&["parse", "conntrack", "inspect", "count"]);
+    assert!(setup::one_cta_for_ordered_state(opts(1, Some(4)), &ids).is_ok());
+    ids.queue_state = vec![Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+    ids.queue_state[2].push(pktwarp_kernels::StageBuffer {
+        name: "flowbits / threshold tables".into(),
+        bytes: 64,
+        addr_at: 64,
+    });
+    let e = setup::one_cta_for_ordered_state(opts(1, Some(4)), &ids).unwrap_err();
+    assert!(
+        e.to_string().contains("burst_ctas: 4") && e.to_string().contains("`inspect`"),
+        "{e}"
+    );
+    let o = setup::one_cta_for_ordered_state(opts(1, None), &ids).expect("options");
+    assert_eq!(o.parts(), 1);
 }
 
 /// The per-queue state's size: bytes times queues; 0 bytes or an overflow is an error naming
