@@ -2,7 +2,8 @@
 //! that burst, lap after lap. A composed pipeline's one stage hashes each frame's bytes (FNV-1a)
 //! into its verdict's mark; the test computes the same hash of what it submitted, frame by frame.
 //! Bursts of 32 frames of 900..1399 bytes (~36 KiB: more than the kernel's 24 KiB stage, so
-//! they run in chunks), a ring of 8 slots, every frame's bytes different from every other's (a
+//! they run in chunks) and of 60..249 bytes (staged whole in shared memory: the other read
+//! path), a ring of 8 slots, every frame's bytes different from every other's (a
 //! stale byte of a slot's previous lap changes the hash). The kernel first waits for each burst
 //! (one in flight: it reads the slot the moment the producer index names it), then runs behind
 //! the host (six in flight). In a matrix that tells the causes apart: `device` and `mapped`
@@ -61,12 +62,17 @@ fn pipeline() -> Pipeline {
     Pipeline::new(vec![Stage::Custom(Box::new(slot)), Stage::Count])
 }
 
-/// Burst `k`: 32 frames of 900..1399 bytes, each a xorshift stream seeded by its frame number.
-fn burst(k: usize) -> Burst {
+/// Burst `k`: 32 frames of 900..1399 bytes (`small`: 60..249), each a xorshift stream seeded
+/// by its frame number.
+fn burst(k: usize, small: bool) -> Burst {
     let mut b = Burst::default();
     for i in 0..FRAMES {
         let n = k * FRAMES + i;
-        let len = 900 + (n * 37) % 500;
+        let len = if small {
+            60 + (n * 37) % 190
+        } else {
+            900 + (n * 37) % 500
+        };
         let mut x = (n as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let bytes: Vec<u8> = (0..len)
             .map(|_| {
@@ -87,8 +93,13 @@ fn burst(k: usize) -> Burst {
 
 /// Runs the bursts through a fresh executor: `None` when every frame's hash matched, else what
 /// differed (bursts, slots, first frame index in each).
-fn check(placement: Placement, ctas: u32) -> Option<String> {
-    let what = format!("persistent / {placement:?} / burst_ctas {ctas}");
+fn check(placement: Placement, ctas: u32, small: bool) -> Option<String> {
+    let size = if small {
+        "staged (60..249 B)"
+    } else {
+        "chunked (900..1399 B)"
+    };
+    let what = format!("persistent / {placement:?} / burst_ctas {ctas} / {size}");
     let image = image_for_pipeline(&pipeline()).expect("image");
     let opts = GpuOptions {
         mode: Mode::Persistent,
@@ -107,7 +118,7 @@ fn check(placement: Placement, ctas: u32) -> Option<String> {
     };
     let mut ex = GpuExecutor::new(opts, pd, 1, &image).expect("executor");
     ex.start().expect("start");
-    let bursts: Vec<Burst> = (0..SINGLE + STREAMED).map(burst).collect();
+    let bursts: Vec<Burst> = (0..SINGLE + STREAMED).map(|k| burst(k, small)).collect();
     let want: Vec<Vec<u32>> = bursts
         .iter()
         .map(|b| b.frames().map(|(_, f)| fnv(f)).collect())
@@ -171,7 +182,8 @@ fn a_persistent_kernel_reads_each_laps_bytes_of_a_ring_slot() {
         (Placement::Mapped, 1),
     ]
     .into_iter()
-    .filter_map(|(p, k)| check(p, k))
+    .flat_map(|(p, k)| [(p, k, false), (p, k, true)])
+    .filter_map(|(p, k, small)| check(p, k, small))
     .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
