@@ -37,6 +37,7 @@ fn spec(queues: usize, per_queue: bool) -> CpuRunSpec {
             per_queue,
             cores: Vec::new(),
             one_per_port: None,
+            tx_per_queue: true,
         },
     }
 }

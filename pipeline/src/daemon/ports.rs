@@ -121,9 +121,10 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
         }
         #[cfg(feature = "dpdk")]
         if let Some(d) = &p.dpdk {
-            // One device for both directions: RX polls every queue, TX (when this is the
-            // output port) uses queue 0. The device closes when both handles are dropped.
-            let port = crate::port::dpdk::DpdkPort::open(d, id)
+            // One device for both directions: RX polls every queue, TX queue q is queue q's TX
+            // thread's (the handle of queue 0 stands for them until the TX threads split it).
+            // The device closes when every handle is dropped.
+            let port = crate::port::dpdk::DpdkPort::open(&tx_queues_for(cfg, d), id)
                 .with_context(|| format!("port `{}`", p.name))?;
             if out_name.as_deref() == Some(p.name.as_str()) {
                 dpdk_tx = Some(port.clone());
@@ -149,6 +150,24 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
         dpdk_tx,
         steering,
     })
+}
+
+/// A DPDK port's options with `tx_queues` left out set to one per TX thread: `queues.count`
+/// (one TX thread per queue) or 1 (`queues.tx_threads: one`). A given value is kept (the
+/// config check refused one below `queues.count` where each queue has its TX thread).
+#[cfg(feature = "dpdk")]
+fn tx_queues_for(
+    cfg: &Config,
+    d: &crate::port::dpdk::DpdkPortOptions,
+) -> crate::port::dpdk::DpdkPortOptions {
+    let mut o = d.clone();
+    if o.tx_queues == 0 {
+        o.tx_queues = match cfg.queues.tx_threads {
+            crate::config::TxThreadsMode::PerQueue => cfg.queues.count,
+            crate::config::TxThreadsMode::One => 1,
+        };
+    }
+    o
 }
 
 /// The config's steering rules (checked by `prepare` already), for the NIC.

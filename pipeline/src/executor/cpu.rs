@@ -1,8 +1,8 @@
 //! The CPU executor, DPDK lcore style: receive threads (one per (port, queue) where the port
 //! splits its frames by queue, see [`queue_rx`]; else one per port that spreads frames over the
 //! RX queues by software steering: RSS on the 5-tuple, as a NIC would), one run-to-completion worker
-//! thread per queue runs the pipeline over whole bursts, and one TX thread writes passed frames to
-//! the output port. Bursts move between threads through lock-free SPSC rings and are recycled, so
+//! thread per queue runs the pipeline over whole bursts, and one TX thread per queue (`pw-tx{q}`;
+//! one for all with `queues.tx_threads: one`) sends each queue's frames to their destinations. Bursts move between threads through lock-free SPSC rings and are recycled, so
 //! the steady state allocates nothing. No frame is lost without a counted reason.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -200,15 +200,28 @@ pub fn run_out(
         tx_ret_prod,
         tx_ret_cons,
     } = TxRings::new(has_tx, nq, nports, spec.ring_slots);
+    // The TX threads and their senders (a port that cannot give one per queue fails the run
+    // before anything starts).
+    let start = Instant::now();
+    let to_host = out.to_host.is_some();
+    let lanes = match super::tx::lanes(out, tx_in, spec.rx_threads.tx_per_queue) {
+        Ok(l) if has_tx => l,
+        Ok(_) => Vec::new(),
+        Err(e) => {
+            return RunOutcome {
+                elapsed: start.elapsed(),
+                errors: vec![e],
+                ..RunOutcome::default()
+            }
+        }
+    };
     // The split steers a capture once, as its loading parsed it once: not the run's time.
     let feeds = queue_rx::plan(spec, rx);
-    let start = Instant::now();
     let receivers: usize = feeds.iter().map(queue_rx::Feed::threads).sum();
     let ingest_done: Vec<AtomicBool> = (0..receivers).map(|_| AtomicBool::new(false)).collect();
     let workers_done = AtomicU64::new(0);
     // The sampling verifier: one sample in flight at most, mismatching frames to the TX
     // thread's slow path through a bounded queue.
-    let to_host = out.to_host.is_some();
     let verify = VerifyWiring::new(spec.verify_sample, &spec.pipeline, &shared.verify, to_host);
     let verify_done = AtomicBool::new(verify.verifier.is_none());
     let errors = std::sync::Mutex::new(Vec::new());
@@ -269,27 +282,35 @@ pub fn run_out(
                 done.store(true, Ordering::Release);
             });
         }
-        // TX thread.
-        if has_tx {
+        // TX threads; the verifier's captures go to the slow path through the first.
+        let mut capture = verify.capture;
+        let mut returns = tx_ret_prod;
+        let mut joins = Vec::new();
+        for lane in lanes {
             let shared = Arc::clone(shared);
             let ends = TxEnds {
                 workers_done: &workers_done,
                 nq,
                 verify_done: &verify_done,
-                capture: verify.capture,
+                capture: capture.take(),
             };
-            let errors = &errors;
-            let tallies = &tallies;
-            let mut out = out;
-            spawn_named(s, "pw-tx".to_string(), move || {
-                let (t, e) = tx_loop(&shared, &mut out, tx_in, tx_ret_prod, &ends);
-                if let Ok(mut v) = errors.lock() {
-                    v.extend(e);
-                }
-                if let Ok(mut v) = tallies.lock() {
-                    *v = t;
-                }
-            });
+            // This thread's queues' return rings (indexed by queue; empty for the others).
+            let mut mine: Vec<Vec<Producer<Box<Slot>>>> = (0..nq).map(|_| Vec::new()).collect();
+            for (q, _) in &lane.inputs {
+                mine[*q] = std::mem::take(&mut returns[*q]);
+            }
+            joins.push(spawn_named(s, lane.name, move || {
+                let mut out = lane.out;
+                tx_loop(&shared, &mut out, lane.inputs, mine, &ends)
+            }));
+        }
+        let done: Vec<_> = joins.into_iter().filter_map(|j| j.join().ok()).collect();
+        let (t, e) = super::tx::merge(done);
+        if let Ok(mut v) = errors.lock() {
+            v.extend(e);
+        }
+        if let Ok(mut v) = tallies.lock() {
+            *v = t;
         }
     });
     hooks.end(pipeline);
@@ -681,7 +702,7 @@ fn take_captures(ends: &TxEnds<'_>, dest: &mut Destinations<'_>) -> bool {
 fn tx_loop(
     shared: &CpuShared,
     out: &mut OutPorts,
-    mut inputs: Vec<Consumer<(usize, Box<Slot>)>>,
+    mut inputs: Vec<(usize, Consumer<(usize, Box<Slot>)>)>,
     mut returns: Vec<Vec<Producer<Box<Slot>>>>,
     ends: &TxEnds<'_>,
 ) -> (Vec<OutTally>, Vec<String>) {

@@ -1,6 +1,7 @@
 //! The arrangement of the GPU host side, the CPU executor's own: receive threads (one per
 //! (port, queue) where the port splits by queue, else one per port; `queues.rx_threads`), one
-//! thread per queue (submit, poll, count), one TX thread, joined by bounded SPSC rings
+//! thread per queue (submit, poll, count), one TX thread per queue (`pw-tx{q}`; one for all
+//! with `queues.tx_threads: one`), joined by bounded SPSC rings
 //! (receive thread -> each queue it feeds, queue -> TX per queue) and a channel per receive
 //! thread for empty slots. This thread publishes reloaded ACL tables meanwhile.
 
@@ -84,6 +85,20 @@ pub(crate) struct HostOutcome {
     /// a free under a running persistent kernel waits for it to end). The run's threads only
     /// ever held clones of these.
     pub pinned: Vec<GpuHold>,
+}
+
+impl HostOutcome {
+    /// A run stopped before it started.
+    fn failed(e: anyhow::Error) -> Self {
+        HostOutcome {
+            result: Err(e),
+            errors: Vec::new(),
+            outputs: Vec::new(),
+            gpu_ingest: Vec::new(),
+            receive_threads: 0,
+            pinned: Vec::new(),
+        }
+    }
 }
 
 /// Sets a flag (or counts) when its thread ends, by return or by panic, so no other thread
@@ -290,12 +305,19 @@ pub(crate) fn run(
     let nq = spec.queues;
     let handoff = spec.ring_slots.clamp(2, HANDOFF_MAX);
     let with_tx = !out.is_empty();
+    // Each TX thread's senders, before anything starts: a port that cannot give one per queue
+    // stops the run here.
+    let per_queue_tx = spec.rx_threads.tx_per_queue;
+    let outs = match crate::executor::tx::split_out(std::mem::take(out), nq, per_queue_tx) {
+        Ok(o) => o,
+        Err(e) => return HostOutcome::failed(anyhow::anyhow!(e)),
+    };
     let holds = tx_from_slot(dev, with_tx);
     let (in_place, mut gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
     let (feeds, pinned) = feeds(dev, spec, rx, &in_place, with_tx, &mut gpu_ingest);
     let receive_threads = feeds.len();
     let rings = Rings::new(&feeds, nq, handoff, with_tx);
-    let outputs = Mutex::new(Vec::<OutTally>::new());
+    let outputs = Mutex::new(Vec::<(Vec<OutTally>, Vec<String>)>::new());
     let failed = AtomicBool::new(false);
     let ingest_done: Vec<AtomicBool> = feeds.iter().map(|_| AtomicBool::new(false)).collect();
     let queues_done = AtomicUsize::new(0);
@@ -374,19 +396,27 @@ pub(crate) fn run(
                 }
             }));
         }
-        let captures = verify.start(s);
-        if with_tx {
-            let (frees, queues_done, errors, failed, outputs) =
-                (free_tx.clone(), &queues_done, &errors, &failed, &outputs);
-            threads.push(spawn_named(s, "pw-tx".to_string(), move || {
+        // The verifier's captures go to the slow path through the first TX thread.
+        let (mut captured, verify_done) = verify.start(s);
+        let lanes = if with_tx {
+            crate::executor::tx::lanes_of(outs, tx_in, per_queue_tx)
+        } else {
+            Vec::new()
+        };
+        for lane in lanes {
+            let (frees, queues_done, failed, outputs) =
+                (free_tx.clone(), &queues_done, &failed, &outputs);
+            let captures = (captured.take(), verify_done);
+            threads.push(spawn_named(s, lane.name, move || {
                 let _exit = OnExit {
                     done: None,
                     count: None,
                     failed,
                 };
-                let (t, e) = tx::run(shared, out, tx_in, frees, (queues_done, captures), dev);
-                errors.lock().unwrap_or_else(|p| p.into_inner()).extend(e);
-                *outputs.lock().unwrap_or_else(|p| p.into_inner()) = t;
+                let mut out = lane.out;
+                let ends = (queues_done, nq, captures);
+                let r = tx::run(shared, &mut out, lane.inputs, frees, ends, dev);
+                outputs.lock().unwrap_or_else(|p| p.into_inner()).push(r);
             }));
         }
         drop(free_tx);
@@ -418,10 +448,14 @@ pub(crate) fn run(
         }
     });
     hooks.end(spec.pipeline);
+    let (outputs, tx_errors) =
+        crate::executor::tx::merge(outputs.into_inner().unwrap_or_else(|p| p.into_inner()));
+    let mut errors = errors.into_inner().unwrap_or_else(|p| p.into_inner());
+    errors.extend(tx_errors);
     HostOutcome {
         result: first_error(fatal),
-        errors: errors.into_inner().unwrap_or_else(|p| p.into_inner()),
-        outputs: outputs.into_inner().unwrap_or_else(|p| p.into_inner()),
+        errors,
+        outputs,
         gpu_ingest,
         receive_threads,
         pinned,

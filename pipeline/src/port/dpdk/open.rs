@@ -86,6 +86,7 @@ impl DpdkPort {
     /// Opens the port: EAL (once), device, pools, queues, start. `index` is pktwarp's index of
     /// the port (reported in every [`FrameDesc`](crate::burst::FrameDesc)).
     pub fn open(opts: &DpdkPortOptions, index: u16) -> Result<DpdkPort, PortError> {
+        let opts = &opts.resolved();
         opts.validate().map_err(config_err)?;
         eal::init(&opts.eal_args)?;
         eal::register_thread();

@@ -36,8 +36,10 @@ pub struct DpdkPortOptions {
     /// RX queues (RSS spreads over them when more than one and the device can hash).
     #[serde(default = "one")]
     pub rx_queues: u16,
-    /// TX queues (one per transmitting thread).
-    #[serde(default = "one")]
+    /// TX queues (one per transmitting thread: the daemon's TX thread of queue q sends on TX
+    /// queue q). 0 or absent: as many as `queues.count` in the daemon (1 with
+    /// `queues.tx_threads: one`), 1 for a port opened by the library ([`Self::resolved`]).
+    #[serde(default)]
     pub tx_queues: u16,
     /// RX descriptors per queue (adjusted to the device's limits).
     #[serde(default = "descriptors")]
@@ -162,6 +164,15 @@ impl DpdkPortOptions {
         }
     }
 
+    /// These options with `tx_queues` left at 0 (as many as the caller's TX threads) set to 1.
+    pub fn resolved(&self) -> Self {
+        let mut o = self.clone();
+        if o.tx_queues == 0 {
+            o.tx_queues = 1;
+        }
+        o
+    }
+
     /// Checks the values that need no device (the config validator calls this).
     pub fn validate(&self) -> Result<(), String> {
         let chosen = [
@@ -180,8 +191,8 @@ impl DpdkPortOptions {
                 return Err(format!("`vdev` {v:?} must start with a device name"));
             }
         }
-        if self.rx_queues == 0 || self.tx_queues == 0 {
-            return Err("`rx_queues` and `tx_queues` must be at least 1".into());
+        if self.rx_queues == 0 {
+            return Err("`rx_queues` must be at least 1".into());
         }
         if self.burst_size == 0 || self.burst_size as usize > MAX_BURST {
             return Err(format!("`burst_size` must be 1..={MAX_BURST}"));

@@ -306,4 +306,25 @@ impl TxPort for DpdkTx {
     fn name(&self) -> &str {
         &self.label
     }
+
+    /// TX queues `0..n` of this port, one handle each (a DPDK TX queue takes one sender at a
+    /// time; distinct queues take concurrent senders).
+    fn queue_senders(&self, n: usize) -> Option<Result<Vec<Box<dyn TxPort>>, PortError>> {
+        let have = usize::from(self.port.inner.setup.tx_queues);
+        if have < n {
+            return Some(Err(super::config_err(format!(
+                "port {} has {have} TX queues (dpdk.tx_queues) for {n} TX threads, one per queue: give dpdk.tx_queues: {n}, or queues.tx_threads: one",
+                self.port.inner.setup.name
+            ))));
+        }
+        Some(
+            (0..n)
+                .map(|q| {
+                    self.port
+                        .tx(q as u16)
+                        .map(|t| Box::new(t) as Box<dyn TxPort>)
+                })
+                .collect(),
+        )
+    }
 }
