@@ -305,6 +305,7 @@ pub(crate) fn run(
     let nq = spec.queues;
     let handoff = spec.ring_slots.clamp(2, HANDOFF_MAX);
     let with_tx = !out.is_empty();
+    let slow_path = out.to_host.is_some();
     // Each TX thread's senders, before anything starts: a port that cannot give one per queue
     // stops the run here.
     let per_queue_tx = spec.rx_threads.tx_per_queue;
@@ -330,7 +331,7 @@ pub(crate) fn run(
     };
     let ictx = ingest_ctx(dev, spec, shared, &failed);
     let reaper = Reaper::new(spec.pipeline, spec.acl_on);
-    let mut verify = HostVerify::new(spec, &shared.verify, out.to_host.is_some());
+    let mut verify = HostVerify::new(spec, &shared.verify, slow_path);
     let (mut publisher, mut params) = verify.publishers(spec);
     let mut live = LiveStageCounters::new(spec.composed, spec.pipeline);
     let flows = flow_export::GpuFlows::of(spec.pipeline, nq);
