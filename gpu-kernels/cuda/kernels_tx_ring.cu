@@ -106,9 +106,14 @@ __device__ __forceinline__ void pw_run_tx_chunked(const pw_queue_desc &q, const 
                                                   uint32_t slot, uint32_t part, uint32_t parts) {
     const uint8_t *gdata = base + q.data_offset;
     const uint32_t dsz = compact ? (uint32_t)sizeof(pw_desc8) : (uint32_t)sizeof(pw_desc);
-    uint8_t *sdesc = pw_stage + sizeof(pw_slot_hdr);
-    uint8_t *sdata = sdesc + PW_CHUNK_FRAMES * dsz;
-    const uint32_t dcap = PW_STAGE_BYTES - (uint32_t)sizeof(pw_slot_hdr) - PW_CHUNK_FRAMES * dsz;
+    /* The chunk's descriptors are staged from the granule that holds the first one: a chunk
+     * of pw_desc8 may start at an odd frame (a halved chunk moves the next start by an odd
+     * count), 8 bytes into a granule (pw_desc_window_of); the window takes one granule more
+     * than PW_CHUNK_FRAMES descriptors, so the data staging starts 16 bytes later. */
+    uint8_t *swin = pw_stage + sizeof(pw_slot_hdr);
+    uint8_t *sdesc = swin;
+    uint8_t *sdata = swin + PW_CHUNK_FRAMES * dsz + 16u;
+    const uint32_t dcap = PW_STAGE_BYTES - (uint32_t)sizeof(pw_slot_hdr) - PW_CHUNK_FRAMES * dsz - 16u;
     const uint32_t room = PW_PIPELINE_WRITES ? q.frame_room : 0u;
     pw_tx_desc *tx = (pw_tx_desc *)q.tx + (uint64_t)slot * q.burst_max;
     uint64_t *times = PW_PIPELINE_TIMED ? PW_TX_TIMES(q) + (uint64_t)slot * q.burst_max : (uint64_t *)0;
@@ -117,7 +122,9 @@ __device__ __forceinline__ void pw_run_tx_chunked(const pw_queue_desc &q, const 
     for (uint32_t c0 = plo; c0 < phi; c0 += k) {
         k = phi - c0 < PW_CHUNK_FRAMES ? phi - c0 : PW_CHUNK_FRAMES;
         __syncthreads(); /* the last chunk's frames are done with sdesc / sdata */
-        pw_stage_copy((uint4 *)sdesc, (const uint4 *)(base + sizeof(pw_slot_hdr) + c0 * dsz), (k * dsz + 15u) / 16u);
+        const pw_desc_window w = pw_desc_window_of((uint32_t)sizeof(pw_slot_hdr), c0, k, dsz);
+        pw_stage_copy((uint4 *)swin, (const uint4 *)(base + w.first), w.granules);
+        sdesc = swin + w.skew;
         /* The chunk's span; while it is in order but larger than the stage and a stage reads
          * whole frames (PW_PIPELINE_READS_PAYLOAD), half the frames: fronthaul U-plane frames
          * of a few KB never fit 256 at a time, and every frame then ran in place, its PRBs read

@@ -152,21 +152,20 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
     })
 }
 
-/// A DPDK port's options with `tx_queues` left out set to one per TX thread: `queues.count`
-/// (one TX thread per queue) or 1 (`queues.tx_threads: one`). A given value is kept (the
-/// config check refused one below `queues.count` where each queue has its TX thread).
+/// A DPDK port's options with its TX threads: `queues.count` (one TX thread per queue) or 1
+/// (`queues.tx_threads: one`); where `tx_queues` is left out the port gets one TX queue per
+/// thread, as far as the device has them (the config check refused a given value below
+/// `queues.count` where each queue has its TX thread).
 #[cfg(feature = "dpdk")]
 fn tx_queues_for(
     cfg: &Config,
     d: &crate::port::dpdk::DpdkPortOptions,
 ) -> crate::port::dpdk::DpdkPortOptions {
     let mut o = d.clone();
-    if o.tx_queues == 0 {
-        o.tx_queues = match cfg.queues.tx_threads {
-            crate::config::TxThreadsMode::PerQueue => cfg.queues.count,
-            crate::config::TxThreadsMode::One => 1,
-        };
-    }
+    o.tx_threads = match cfg.queues.tx_threads {
+        crate::config::TxThreadsMode::PerQueue => cfg.queues.count,
+        crate::config::TxThreadsMode::One => 1,
+    };
     o
 }
 

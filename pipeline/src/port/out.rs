@@ -110,6 +110,13 @@ fn split_sender(
         )),
         Some(Err(e)) => Err(format!("{role} ({}): {e}", p.name())),
         None => {
+            tracing::info!(
+                event = "tx_threads",
+                port = %p.name(),
+                sender = "shared",
+                "{role} ({}): one sender shared by {n} TX threads, each queue's frames in its order",
+                p.name()
+            );
             let shared = SharedTx::new(p);
             Ok((0..n)
                 .map(|_| Some(Box::new(shared.clone()) as Box<dyn TxPort>))

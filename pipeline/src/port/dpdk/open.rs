@@ -86,7 +86,6 @@ impl DpdkPort {
     /// Opens the port: EAL (once), device, pools, queues, start. `index` is pktwarp's index of
     /// the port (reported in every [`FrameDesc`](crate::burst::FrameDesc)).
     pub fn open(opts: &DpdkPortOptions, index: u16) -> Result<DpdkPort, PortError> {
-        let opts = &opts.resolved();
         opts.validate().map_err(config_err)?;
         eal::init(&opts.eal_args)?;
         eal::register_thread();
@@ -96,6 +95,7 @@ impl DpdkPort {
 
         let (port_id, created_vdev) = resolve_port(opts)?;
         let info = device_info(port_id)?;
+        let opts = &opts.fit_tx_queues(info.max_tx_queues);
         let name = port_name(port_id);
         let driver = cstr_field(info.driver_name);
         for (key, asked, most, what) in [

@@ -311,6 +311,18 @@ impl TxPort for DpdkTx {
     /// time; distinct queues take concurrent senders).
     fn queue_senders(&self, n: usize) -> Option<Result<Vec<Box<dyn TxPort>>, PortError>> {
         let have = usize::from(self.port.inner.setup.tx_queues);
+        if have < n && self.port.inner.opts.tx_queues_fitted {
+            // `tx_queues` left out and the device has fewer: the threads share one sender.
+            tracing::info!(
+                event = "tx_threads",
+                port = %self.port.inner.setup.name,
+                sender = "shared",
+                "port {}: {n} TX threads share TX queue {} (the device has {have} TX queues)",
+                self.port.inner.setup.name,
+                self.queue
+            );
+            return None;
+        }
         if have < n {
             return Some(Err(super::config_err(format!(
                 "port {} has {have} TX queues (dpdk.tx_queues) for {n} TX threads, one per queue: give dpdk.tx_queues: {n}, or queues.tx_threads: one",
