@@ -24,6 +24,10 @@ pub struct OpenPorts {
     pub dpdk_rx: Vec<Option<crate::port::dpdk::DpdkPort>>,
     #[cfg(feature = "dpdk")]
     pub dpdk_tx: Option<crate::port::dpdk::DpdkPort>,
+    /// The DPDK device behind the mirror port (`output.mirror`), for the zero-copy path's
+    /// mirror copies by reference.
+    #[cfg(feature = "dpdk")]
+    pub dpdk_mirror: Option<crate::port::dpdk::DpdkPort>,
     /// Who steers each receiving DPDK port's frames, and why (also in the summary).
     pub steering: Vec<PortSteering>,
 }
@@ -46,7 +50,7 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
     let mut rx_names = Vec::new();
     let mut tx: Option<Box<dyn TxPort>> = None;
     #[cfg(feature = "dpdk")]
-    let (mut dpdk_rx, mut dpdk_tx) = (Vec::new(), None);
+    let (mut dpdk_rx, mut dpdk_tx, mut dpdk_mirror) = (Vec::new(), None, None);
     #[cfg(feature = "dpdk")]
     let steer_rules = steering_rules(cfg)?;
     #[allow(unused_mut)] // only DPDK ports push to it
@@ -128,6 +132,8 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
                 .with_context(|| format!("port `{}`", p.name))?;
             if out_name.as_deref() == Some(p.name.as_str()) {
                 dpdk_tx = Some(port.clone());
+            } else if mirror_name.as_deref() == Some(p.name.as_str()) {
+                dpdk_mirror = Some(port.clone());
             }
             steering.push(steer_port(cfg, &p.name, &port, steer_rules.as_deref()));
             let t = port.tx(0).with_context(|| format!("port `{}`", p.name))?;
@@ -148,6 +154,8 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
         dpdk_rx,
         #[cfg(feature = "dpdk")]
         dpdk_tx,
+        #[cfg(feature = "dpdk")]
+        dpdk_mirror,
         steering,
     })
 }
