@@ -32,9 +32,16 @@ fn a_chunk_at_an_odd_frame_is_staged_from_an_aligned_granule() {
                 let (first, granules, skew) = window(SLOT_HDR, c0, k, dsz);
                 let start = SLOT_HDR + c0 * dsz;
                 assert_eq!(first % 16, 0, "dsz {dsz} c0 {c0}: aligned");
-                assert_eq!(first + skew, start, "dsz {dsz} c0 {c0}: descriptor c0 at skew");
+                assert_eq!(
+                    first + skew,
+                    start,
+                    "dsz {dsz} c0 {c0}: descriptor c0 at skew"
+                );
                 assert!(skew < 16);
-                assert!(granules * 16 >= skew + k * dsz, "dsz {dsz} c0 {c0} k {k}: all held");
+                assert!(
+                    granules * 16 >= skew + k * dsz,
+                    "dsz {dsz} c0 {c0} k {k}: all held"
+                );
                 assert!(
                     granules * 16 <= CHUNK * dsz + 16,
                     "dsz {dsz} c0 {c0} k {k}: fits the staged window"

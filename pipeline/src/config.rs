@@ -481,7 +481,12 @@ fn validate_ports(file: &Path, cfg: &Config) -> Result<(), ConfigError> {
             let (tq, nq) = (d.tx_queues, cfg.queues.count);
             if tq != 0 && tq < nq && cfg.queues.tx_threads == TxThreadsMode::PerQueue {
                 let why = format!("port `{}` has {tq} TX queues but queues.count is {nq}: each queue's TX thread sends on its own TX queue; give tx_queues: {nq} (or leave it out: as many as queues.count), or queues.tx_threads: one", p.value.name);
-                return Err(ConfigError::at(file, p, format!("{key}.dpdk.tx_queues"), why));
+                return Err(ConfigError::at(
+                    file,
+                    p,
+                    format!("{key}.dpdk.tx_queues"),
+                    why,
+                ));
             }
         }
         if p.value.gen.is_some()

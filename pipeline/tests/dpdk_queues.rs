@@ -271,7 +271,15 @@ fn memif_rx_queues_between_two_processes() {
 /// Frames RX queue `q` of the per-queue TX test is primed with: source address 10.0.0.(q+1),
 /// the sequence number in the payload.
 fn tagged(q: u16, i: u32) -> Vec<u8> {
-    dpdk_common::frame(17, [10, 0, 0, q as u8 + 1], [10, 0, 0, 99], 1000, 2000, 80, i)
+    dpdk_common::frame(
+        17,
+        [10, 0, 0, q as u8 + 1],
+        [10, 0, 0, 99],
+        1000,
+        2000,
+        80,
+        i,
+    )
 }
 
 #[test]
@@ -317,7 +325,11 @@ fn each_queue_sends_on_its_own_tx_queue_of_the_output_port() {
                     std::thread::yield_now();
                 }
             }
-            assert_eq!(back.len(), want, "{nq} queues: TX queue {q} got its queue's frames");
+            assert_eq!(
+                back.len(),
+                want,
+                "{nq} queues: TX queue {q} got its queue's frames"
+            );
             for (i, (_, f)) in back.frames().enumerate() {
                 assert_eq!(
                     f,
@@ -339,7 +351,10 @@ fn a_dpdk_port_with_fewer_tx_queues_than_queues_is_refused_naming_the_key() {
          queues: { count: 4 }\npipeline: [parse]\n",
     )
     .expect("write config");
-    let e = pipeline::config::load(&cfg).err().expect("refused").to_string();
+    let e = pipeline::config::load(&cfg)
+        .err()
+        .expect("refused")
+        .to_string();
     assert!(e.contains("ports[0].dpdk.tx_queues"), "{e}");
     assert!(e.contains("`wire`") && e.contains("2 TX queues"), "{e}");
     assert!(e.contains("c.yaml"), "{e}");

@@ -414,7 +414,17 @@ fn rewritten_in_the_mbuf_and_mirrored_by_reference_without_a_copy() {
     (o.rx_queues, o.tx_queues) = (3, 3);
     let port = DpdkPort::open(&o, 0).expect("net_ring port");
     let frames: Vec<Vec<u8>> = (0..40u32)
-        .map(|i| dpdk_common::frame(17, [10, 0, 0, 1], [10, 0, 0, 2], 1000, 2000, 90 + i as usize, i))
+        .map(|i| {
+            dpdk_common::frame(
+                17,
+                [10, 0, 0, 1],
+                [10, 0, 0, 2],
+                1000,
+                2000,
+                90 + i as usize,
+                i,
+            )
+        })
         .collect();
     let n = port
         .tx(0)
@@ -427,7 +437,9 @@ fn rewritten_in_the_mbuf_and_mirrored_by_reference_without_a_copy() {
     assert_eq!(burst.len(), frames.len());
     let received: Vec<usize> = (0..burst.len()).map(|i| burst.mbuf_addr(i)).collect();
     // l2fwd swaps the MACs in the mbufs themselves.
-    let pipeline = Pipeline::new(vec![Stage::L2fwd(pipeline::internal::rewrite::L2fwd::swap())]);
+    let pipeline = Pipeline::new(vec![Stage::L2fwd(
+        pipeline::internal::rewrite::L2fwd::swap(),
+    )]);
     assert!(pipeline.rewrites());
     let spec = CpuRunSpec {
         queues: 1,
@@ -457,14 +469,22 @@ fn rewritten_in_the_mbuf_and_mirrored_by_reference_without_a_copy() {
         })
         .collect();
     for (i, want) in swapped.iter().enumerate() {
-        assert_eq!(burst.frame(i), want.as_slice(), "frame {i} rewritten in its mbuf");
+        assert_eq!(
+            burst.frame(i),
+            want.as_slice(),
+            "frame {i} rewritten in its mbuf"
+        );
     }
     // Every third frame mirrored: a second reference to the same mbuf.
     let mut copies = MbufBurst::new();
     let shared = burst.share_into(&mut copies, |i| i % 3 == 0);
     assert_eq!(shared, 14);
     for (k, i) in (0..frames.len()).filter(|i| i % 3 == 0).enumerate() {
-        assert_eq!(copies.mbuf_addr(k), received[i], "the mirror copy is the same mbuf");
+        assert_eq!(
+            copies.mbuf_addr(k),
+            received[i],
+            "the mirror copy is the same mbuf"
+        );
         assert_eq!(burst.refcnt(i), 2, "frame {i}: two references");
     }
     let sent = port.tx(1).expect("tx").tx_mbufs(&mut burst).expect("send");
@@ -477,12 +497,24 @@ fn rewritten_in_the_mbuf_and_mirrored_by_reference_without_a_copy() {
     take_mbufs(&mut port.rx(&[2]).expect("rx"), &mut mir, 14);
     assert_eq!((out.len(), mir.len()), (frames.len(), 14));
     for i in 0..frames.len() {
-        assert_eq!(out.mbuf_addr(i), received[i], "frame {i}: sent from the mbuf it came in");
-        assert_eq!(out.frame(i), swapped[i].as_slice(), "output frame {i} intact");
+        assert_eq!(
+            out.mbuf_addr(i),
+            received[i],
+            "frame {i}: sent from the mbuf it came in"
+        );
+        assert_eq!(
+            out.frame(i),
+            swapped[i].as_slice(),
+            "output frame {i} intact"
+        );
     }
     for (k, i) in (0..frames.len()).filter(|i| i % 3 == 0).enumerate() {
         assert_eq!(mir.mbuf_addr(k), received[i]);
-        assert_eq!(mir.frame(k), swapped[i].as_slice(), "mirror frame {k} intact");
+        assert_eq!(
+            mir.frame(k),
+            swapped[i].as_slice(),
+            "mirror frame {k} intact"
+        );
     }
     // take_mbufs's own references: each frame held by out/mir once more, then freed.
     out.clear();

@@ -283,29 +283,8 @@ pub fn run_out(
             });
         }
         // TX threads; the verifier's captures go to the slow path through the first.
-        let mut capture = verify.capture;
-        let mut returns = tx_ret_prod;
-        let mut joins = Vec::new();
-        for lane in lanes {
-            let shared = Arc::clone(shared);
-            let ends = TxEnds {
-                workers_done: &workers_done,
-                nq,
-                verify_done: &verify_done,
-                capture: capture.take(),
-            };
-            // This thread's queues' return rings (indexed by queue; empty for the others).
-            let mut mine: Vec<Vec<Producer<Box<Slot>>>> = (0..nq).map(|_| Vec::new()).collect();
-            for (q, _) in &lane.inputs {
-                mine[*q] = std::mem::take(&mut returns[*q]);
-            }
-            joins.push(spawn_named(s, lane.name, move || {
-                let mut out = lane.out;
-                tx_loop(&shared, &mut out, lane.inputs, mine, &ends)
-            }));
-        }
-        let done: Vec<_> = joins.into_iter().filter_map(|j| j.join().ok()).collect();
-        let (t, e) = super::tx::merge(done);
+        let ends = (&workers_done, &verify_done, nq);
+        let (t, e) = run_tx_lanes(s, shared, lanes, tx_ret_prod, verify.capture, ends);
         if let Ok(mut v) = errors.lock() {
             v.extend(e);
         }
@@ -323,6 +302,47 @@ pub fn run_out(
         out: tallies.into_inner().unwrap_or_default(),
         receive_threads: receivers,
     }
+}
+
+/// Runs the TX threads (one per lane: `executor::tx::lanes`) until every worker and the
+/// verifier are done (`ends`: workers done, verifier done, queues), then returns what each
+/// destination took and the errors. Queue q's slots go back through `returns[q]`; the
+/// verifier's captures go to the slow path through the first thread.
+fn run_tx_lanes<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    shared: &Arc<CpuShared>,
+    lanes: Vec<super::tx::TxLane<(usize, Box<Slot>)>>,
+    mut returns: Vec<Vec<Producer<Box<Slot>>>>,
+    mut capture: Option<std::sync::mpsc::Receiver<Burst>>,
+    (workers_done, verify_done, nq): (&'s AtomicU64, &'s AtomicBool, usize),
+) -> (Vec<OutTally>, Vec<String>) {
+    let mut joins = Vec::new();
+    for lane in lanes {
+        let shared = Arc::clone(shared);
+        let ends = TxEnds {
+            workers_done,
+            nq,
+            verify_done,
+            capture: capture.take(),
+        };
+        // This thread's queues' return rings (indexed by queue; empty for the others).
+        let mut mine: Vec<Vec<Producer<Box<Slot>>>> = (0..nq).map(|_| Vec::new()).collect();
+        for (q, _) in &lane.inputs {
+            mine[*q] = std::mem::take(&mut returns[*q]);
+        }
+        joins.push(spawn_named(s, lane.name, move || {
+            let mut out = lane.out;
+            tx_loop(&shared, &mut out, lane.inputs, mine, &ends)
+        }));
+    }
+    let mut done = Vec::new();
+    for j in joins {
+        done.push(
+            j.join()
+                .unwrap_or_else(|_| (Vec::new(), vec!["a TX thread panicked".to_string()])),
+        );
+    }
+    super::tx::merge(done)
 }
 
 /// The registered stages' host hooks on a thread of their own, beside the workers until the

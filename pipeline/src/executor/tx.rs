@@ -149,6 +149,10 @@ pub(crate) fn lanes_of<B>(
     inputs: Vec<Consumer<B>>,
     per_queue: bool,
 ) -> Vec<TxLane<B>> {
+    if inputs.is_empty() {
+        // Nothing to transmit: no TX thread.
+        return Vec::new();
+    }
     if per_queue {
         return outs
             .into_iter()

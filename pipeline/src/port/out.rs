@@ -82,10 +82,16 @@ impl OutPorts {
                 lane.ports.push(s);
             }
         }
-        for (lane, s) in lanes.iter_mut().zip(split_sender(self.mirror, n, "mirror port")?) {
+        for (lane, s) in lanes
+            .iter_mut()
+            .zip(split_sender(self.mirror, n, "mirror port")?)
+        {
             lane.mirror = s;
         }
-        for (lane, s) in lanes.iter_mut().zip(split_sender(self.to_host, n, "to_host port")?) {
+        for (lane, s) in lanes
+            .iter_mut()
+            .zip(split_sender(self.to_host, n, "to_host port")?)
+        {
             lane.to_host = s;
         }
         Ok(lanes)

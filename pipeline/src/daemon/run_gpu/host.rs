@@ -304,12 +304,10 @@ pub(crate) fn run(
 ) -> HostOutcome {
     let nq = spec.queues;
     let handoff = spec.ring_slots.clamp(2, HANDOFF_MAX);
-    let with_tx = !out.is_empty();
-    let slow_path = out.to_host.is_some();
-    // Each TX thread's senders, before anything starts: a port that cannot give one per queue
-    // stops the run here.
+    let (with_tx, slow_path) = (!out.is_empty(), out.to_host.is_some());
+    // Each TX thread's senders first: a port that cannot give one per queue stops the run.
     let per_queue_tx = spec.rx_threads.tx_per_queue;
-    let outs = match crate::executor::tx::split_out(std::mem::take(out), nq, per_queue_tx) {
+    let outs = match tx::split_out(std::mem::take(out), nq, per_queue_tx) {
         Ok(o) => o,
         Err(e) => return HostOutcome::failed(anyhow::anyhow!(e)),
     };
@@ -397,29 +395,17 @@ pub(crate) fn run(
                 }
             }));
         }
-        // The verifier's captures go to the slow path through the first TX thread.
-        let (mut captured, verify_done) = verify.start(s);
-        let lanes = if with_tx {
-            crate::executor::tx::lanes_of(outs, tx_in, per_queue_tx)
-        } else {
-            Vec::new()
+        // TX threads; the verifier's captures go to the slow path through the first.
+        let (captures, lanes) = (verify.start(s), tx::lanes_of(outs, tx_in, per_queue_tx));
+        let ends = TxEnds {
+            shared,
+            dev,
+            queues_done: &queues_done,
+            nq,
+            failed: &failed,
+            outputs: &outputs,
         };
-        for lane in lanes {
-            let (frees, queues_done, failed, outputs) =
-                (free_tx.clone(), &queues_done, &failed, &outputs);
-            let captures = (captured.take(), verify_done);
-            threads.push(spawn_named(s, lane.name, move || {
-                let _exit = OnExit {
-                    done: None,
-                    count: None,
-                    failed,
-                };
-                let mut out = lane.out;
-                let ends = (queues_done, nq, captures);
-                let r = tx::run(shared, &mut out, lane.inputs, frees, ends, dev);
-                outputs.lock().unwrap_or_else(|p| p.into_inner()).push(r);
-            }));
-        }
+        spawn_tx(s, &mut threads, lanes, &free_tx, captures, ends);
         drop(free_tx);
         // Reloads reach the GPU from here while the queues run (the data path never waits
         // for the control thread, nor for this one).
@@ -449,10 +435,7 @@ pub(crate) fn run(
         }
     });
     hooks.end(spec.pipeline);
-    let (outputs, tx_errors) =
-        crate::executor::tx::merge(outputs.into_inner().unwrap_or_else(|p| p.into_inner()));
-    let mut errors = errors.into_inner().unwrap_or_else(|p| p.into_inner());
-    errors.extend(tx_errors);
+    let (outputs, errors) = tx_results(outputs, errors);
     HostOutcome {
         result: first_error(fatal),
         errors,
@@ -460,6 +443,65 @@ pub(crate) fn run(
         gpu_ingest,
         receive_threads,
         pinned,
+    }
+}
+
+/// What the TX threads took (summed per destination) and every error of the run.
+fn tx_results(
+    outputs: Mutex<Vec<(Vec<OutTally>, Vec<String>)>>,
+    errors: Mutex<Vec<String>>,
+) -> (Vec<OutTally>, Vec<String>) {
+    let (outputs, tx_errors) =
+        crate::executor::tx::merge(outputs.into_inner().unwrap_or_else(|p| p.into_inner()));
+    let mut errors = errors.into_inner().unwrap_or_else(|p| p.into_inner());
+    errors.extend(tx_errors);
+    (outputs, errors)
+}
+
+/// What the TX threads share: the counters, the device (slots are released to it), when to
+/// end (`queues_done` reaching `nq`), the run's failure flag, and where each puts its result.
+struct TxEnds<'s> {
+    shared: &'s CpuShared,
+    dev: &'s dyn QueueDevice,
+    queues_done: &'s AtomicUsize,
+    nq: usize,
+    failed: &'s AtomicBool,
+    outputs: &'s Mutex<Vec<(Vec<OutTally>, Vec<String>)>>,
+}
+
+/// Starts the TX threads (one per lane, `executor::tx`): each sends its queues' reaped bursts
+/// until every queue thread and the verifier are done, then puts what its destinations took
+/// onto `ends.outputs`. The verifier's captures go to the first.
+fn spawn_tx<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    threads: &mut Vec<std::thread::ScopedJoinHandle<'s, ()>>,
+    lanes: Vec<crate::executor::tx::TxLane<Slot>>,
+    free_tx: &[mpsc::Sender<Slot>],
+    (mut captured, verify_done): tx::Captures<'s>,
+    ends: TxEnds<'s>,
+) {
+    for lane in lanes {
+        let frees = free_tx.to_vec();
+        let captures = (captured.take(), verify_done);
+        let TxEnds {
+            shared,
+            dev,
+            queues_done,
+            nq,
+            failed,
+            outputs,
+        } = ends;
+        threads.push(spawn_named(s, lane.name, move || {
+            let _exit = OnExit {
+                done: None,
+                count: None,
+                failed,
+            };
+            let mut out = lane.out;
+            let ends = (queues_done, nq, captures);
+            let r = tx::run(shared, &mut out, lane.inputs, frees, ends, dev);
+            outputs.lock().unwrap_or_else(|p| p.into_inner()).push(r);
+        }));
     }
 }
 

@@ -13,6 +13,7 @@ use super::device::QueueDevice;
 use super::{wait_on, Slot};
 use crate::executor::cpu::CpuShared;
 use crate::executor::gpu::abi::{self, TxDesc};
+pub(crate) use crate::executor::tx::{lanes_of, split_out};
 use crate::executor::tx::{TxBurst, TxFate};
 use crate::port::out::{OutPorts, OutTally};
 use crate::port::WireFrame;

@@ -166,18 +166,21 @@ pub fn run_mirrored(
     });
     hooks.end(pipeline);
     let t = took.into_inner().unwrap_or_default();
-    let tally = |role: &'static str, name: &str, (frames, bytes, failed): (u64, u64, u64)| {
-        OutTally {
+    let tally =
+        |role: &'static str, name: &str, (frames, bytes, failed): (u64, u64, u64)| OutTally {
             role,
             name: name.to_string(),
             frames,
             bytes,
             failed,
-        }
-    };
+        };
     let mut out = vec![tally("output", &format!("dpdk:{}", tx.setup().name), t.out)];
     if let Some(m) = mirror {
-        out.push(tally("mirror", &format!("dpdk:{}", m.setup().name), t.mirror));
+        out.push(tally(
+            "mirror",
+            &format!("dpdk:{}", m.setup().name),
+            t.mirror,
+        ));
     }
     RunOutcome {
         elapsed: start.elapsed(),
@@ -262,8 +265,7 @@ fn worker(
             // One queue (see zero_copy_refusal): steering rules can only drop and mark
             // here; a rule's mark goes into the mbuf as a NIC's MARK would.
             for (i, d) in steer_drop.iter_mut().enumerate().take(n) {
-                let (_, verdict, mark) =
-                    spec.steering.steer_marked(burst.frame(i), &mut meta, nq);
+                let (_, verdict, mark) = spec.steering.steer_marked(burst.frame(i), &mut meta, nq);
                 *d = verdict.is_some();
                 if mark != 0 {
                     burst.set_mark(i, mark);

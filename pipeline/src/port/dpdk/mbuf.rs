@@ -331,7 +331,11 @@ impl MbufBurst {
     /// (no copy). `Err` when a frame is a chain (its bytes are read from a copy, so a rewrite
     /// would not reach the mbuf): the caller refuses rewriting on a port that may deliver
     /// chains ([`PortSetup::rx_may_chain`](super::PortSetup)).
-    pub fn rewrite<R>(&mut self, room: usize, f: impl FnOnce(FramesMut<'_>) -> R) -> Result<R, PortError> {
+    pub fn rewrite<R>(
+        &mut self,
+        room: usize,
+        f: impl FnOnce(FramesMut<'_>) -> R,
+    ) -> Result<R, PortError> {
         self.prepare();
         if self.chained > 0 {
             return Err(config_err(format!(
@@ -370,7 +374,11 @@ impl MbufBurst {
     /// must hold frames of the same receive call or none): one frame's mbuf is then sent to two
     /// ports (the output and the mirror port), each send or free taking one reference; the
     /// buffer goes back to its pool after the last. Returns how many were shared.
-    pub fn share_into(&mut self, into: &mut MbufBurst, mut pick: impl FnMut(usize) -> bool) -> usize {
+    pub fn share_into(
+        &mut self,
+        into: &mut MbufBurst,
+        mut pick: impl FnMut(usize) -> bool,
+    ) -> usize {
         self.prepare();
         if into.is_empty() {
             into.port = self.port;

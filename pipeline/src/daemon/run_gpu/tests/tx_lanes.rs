@@ -121,16 +121,25 @@ fn each_queue_transmits_from_its_own_thread_in_its_order() {
         let mut seen = vec![false; FRAMES as usize];
         let mut last = vec![None::<u32>; usize::from(nq)];
         for (handle, q, thread, seq) in &took {
-            assert!(!std::mem::replace(&mut seen[*seq as usize], true), "{seq} twice");
+            assert!(
+                !std::mem::replace(&mut seen[*seq as usize], true),
+                "{seq} twice"
+            );
             assert_eq!(*thread, format!("pw-tx{q}"), "{nq} queues: frame {seq}");
             assert_eq!(*handle, (nq > 1).then_some(*q), "{nq} queues: frame {seq}");
             let l = &mut last[usize::from(*q)];
-            assert!(l.is_none_or(|l| *seq > l), "{nq} queues: queue {q} out of order");
+            assert!(
+                l.is_none_or(|l| *seq > l),
+                "{nq} queues: queue {q} out of order"
+            );
             *l = Some(*seq);
         }
         assert!(seen.iter().all(|s| *s), "{nq} queues: every frame sent");
         if nq > 1 {
-            assert!(last.iter().filter(|l| l.is_some()).count() > 1, "RSS spread");
+            assert!(
+                last.iter().filter(|l| l.is_some()).count() > 1,
+                "RSS spread"
+            );
         }
     }
     std::fs::remove_dir_all(&dir).ok();
