@@ -351,10 +351,10 @@ fn a_dpdk_port_with_fewer_tx_queues_than_queues_is_refused_naming_the_key() {
          queues: { count: 4 }\npipeline: [parse]\n",
     )
     .expect("write config");
-    let e = pipeline::config::load(&cfg)
-        .err()
-        .expect("refused")
-        .to_string();
+    let Err(e) = pipeline::config::load(&cfg) else {
+        panic!("2 TX queues for 4 queues is refused");
+    };
+    let e = e.to_string();
     assert!(e.contains("ports[0].dpdk.tx_queues"), "{e}");
     assert!(e.contains("`wire`") && e.contains("2 TX queues"), "{e}");
     assert!(e.contains("c.yaml"), "{e}");

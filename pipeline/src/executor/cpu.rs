@@ -311,7 +311,7 @@ pub fn run_out(
 fn run_tx_lanes<'s>(
     s: &'s std::thread::Scope<'s, '_>,
     shared: &Arc<CpuShared>,
-    lanes: Vec<super::tx::TxLane<(usize, Box<Slot>)>>,
+    lanes: Vec<super::tx::TxLane<Finished>>,
     mut returns: Vec<Vec<Producer<Box<Slot>>>>,
     mut capture: Option<std::sync::mpsc::Receiver<Burst>>,
     (workers_done, verify_done, nq): (&'s AtomicU64, &'s AtomicBool, usize),
@@ -684,6 +684,9 @@ fn worker(
     }
 }
 
+/// A worker's finished burst: (the receiving port whose ingest owns its slot, the slot).
+type Finished = (usize, Box<Slot>);
+
 /// A worker's finished burst, with the receiving port whose ingest owns its slot.
 impl super::tx::TxBurst for (usize, Box<Slot>) {
     fn entries(&self) -> impl Iterator<Item = (TxFate, u16, crate::port::WireFrame<'_>)> {
@@ -722,7 +725,7 @@ fn take_captures(ends: &TxEnds<'_>, dest: &mut Destinations<'_>) -> bool {
 fn tx_loop(
     shared: &CpuShared,
     out: &mut OutPorts,
-    mut inputs: Vec<(usize, Consumer<(usize, Box<Slot>)>)>,
+    mut inputs: Vec<(usize, Consumer<Finished>)>,
     mut returns: Vec<Vec<Producer<Box<Slot>>>>,
     ends: &TxEnds<'_>,
 ) -> (Vec<OutTally>, Vec<String>) {
