@@ -520,3 +520,75 @@ fn rewritten_in_the_mbuf_and_mirrored_by_reference_without_a_copy() {
     out.clear();
     mir.clear();
 }
+
+/// A slow path (`output.to_host`) keeps `pktwarp run` on the copying path (the zero-copy
+/// workers have no way to it), and every `to_host` frame reaches it.
+#[test]
+fn a_slow_path_keeps_the_copying_path_and_gets_its_frames() {
+    let dir = dpdk_common::scratch("zc-slow");
+    let (input, output, slow) = (
+        dir.join("in.pcap"),
+        dir.join("out.pcap"),
+        dir.join("slow.pcap"),
+    );
+    let frames: Vec<Vec<u8>> = (0..60u32)
+        .map(|i| {
+            let proto = if i % 3 == 0 { 17 } else { 6 };
+            dpdk_common::frame(proto, [10, 0, 0, 1], [10, 0, 0, 2], 4000, 80, 90, i)
+        })
+        .collect();
+    dpdk_common::write_pcap(&input, &frames);
+    std::fs::write(
+        dir.join("acl.yaml"),
+        "rules:\n  - { name: udp-up, proto: udp, action: to-host }\n",
+    )
+    .expect("rules");
+    let eal: Vec<String> = dpdk_common::eal_args()
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect();
+    let cfg = dir.join("zc.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "ports:
+  - name: wire
+    dpdk:
+      eal_args: [{}]
+      vdev: \"net_pcap44,rx_pcap={},tx_pcap={}\"
+      mempool_size: 2047
+      rx_descriptors: 256
+      tx_descriptors: 256
+      idle_end_ms: 300
+queues: {{ count: 1, burst: 32 }}
+pipeline: [parse, {{ acl: {{ rules: acl.yaml }} }}]
+executor: {{ kind: cpu }}
+metrics: {{ enabled: false }}
+output: {{ port: wire, to_host: {{ pcap: {} }} }}
+",
+            eal.join(", "),
+            input.display(),
+            output.display(),
+            slow.display()
+        ),
+    )
+    .expect("write config");
+    let cfg = pipeline::config::load(&cfg).expect("config");
+    let p = pipeline::daemon::prepare(cfg).expect("prepare");
+    let ports = pipeline::daemon::open_ports(&p.cfg).expect("open ports");
+    let shared = CpuShared::new(&p.cpu_spec());
+    let s = pipeline::daemon::run_cpu(&p, &shared, ports);
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+    assert_eq!(s.forwarding, "copy", "{s:?}");
+    assert_eq!(
+        capture_frames(&slow).unwrap().len(),
+        20,
+        "every UDP frame to the slow path"
+    );
+    assert_eq!(
+        capture_frames(&output).unwrap().len(),
+        40,
+        "the TCP frames out"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

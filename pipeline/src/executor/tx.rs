@@ -153,6 +153,13 @@ pub(crate) fn lanes_of<B>(
         // Nothing to transmit: no TX thread.
         return Vec::new();
     }
+    let count = if per_queue { inputs.len() } else { 1 };
+    tracing::info!(
+        event = "tx_threads",
+        threads = if per_queue { "per_queue" } else { "one" },
+        count,
+        "{count} TX thread(s)"
+    );
     if per_queue {
         return outs
             .into_iter()
