@@ -17,7 +17,7 @@
 #define PW_PIPELINE_COMPOSED 0
 #endif
 #include "stages.cuh"
-#include "desc_window.cuh"
+#include "chunk_halve.cuh"
 
 
 __device__ __forceinline__ uint64_t pw_globaltimer() {

@@ -96,8 +96,8 @@ __device__ __forceinline__ void pw_write_span(uint8_t *dst, const uint8_t *src, 
  * frames would otherwise be read, and rewritten, a few bytes at a time across PCIe) and a
  * rewriting pipeline's span is written back exactly (pw_write_span) before the next chunk. A
  * chunk whose span is more than the stage holds runs in place in the ring, except in a pipeline
- * that reads whole frames (PW_PIPELINE_READS_PAYLOAD), where it is halved until it fits (one
- * frame larger than the stage, alone, runs in place); a chunk whose frames are not in order
+ * that reads whole frames (PW_PIPELINE_READS_PAYLOAD), where it is halved (to an even count,
+ * pw_chunk_halved) until it fits (two frames larger than the stage run in place); a chunk whose frames are not in order
  * without overlap or lie outside data_bytes runs in place. The caller checked that data_bytes rounded up to
  * 16 lies inside the slot. */
 __device__ __forceinline__ void pw_run_tx_chunked(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *base,
@@ -106,14 +106,9 @@ __device__ __forceinline__ void pw_run_tx_chunked(const pw_queue_desc &q, const 
                                                   uint32_t slot, uint32_t part, uint32_t parts) {
     const uint8_t *gdata = base + q.data_offset;
     const uint32_t dsz = compact ? (uint32_t)sizeof(pw_desc8) : (uint32_t)sizeof(pw_desc);
-    /* The chunk's descriptors are staged from the granule that holds the first one: a chunk
-     * of pw_desc8 may start at an odd frame (a halved chunk moves the next start by an odd
-     * count), 8 bytes into a granule (pw_desc_window_of); the window takes one granule more
-     * than PW_CHUNK_FRAMES descriptors, so the data staging starts 16 bytes later. */
-    uint8_t *swin = pw_stage + sizeof(pw_slot_hdr);
-    uint8_t *sdesc = swin;
-    uint8_t *sdata = swin + PW_CHUNK_FRAMES * dsz + 16u;
-    const uint32_t dcap = PW_STAGE_BYTES - (uint32_t)sizeof(pw_slot_hdr) - PW_CHUNK_FRAMES * dsz - 16u;
+    uint8_t *sdesc = pw_stage + sizeof(pw_slot_hdr);
+    uint8_t *sdata = sdesc + PW_CHUNK_FRAMES * dsz;
+    const uint32_t dcap = PW_STAGE_BYTES - (uint32_t)sizeof(pw_slot_hdr) - PW_CHUNK_FRAMES * dsz;
     const uint32_t room = PW_PIPELINE_WRITES ? q.frame_room : 0u;
     pw_tx_desc *tx = (pw_tx_desc *)q.tx + (uint64_t)slot * q.burst_max;
     uint64_t *times = PW_PIPELINE_TIMED ? PW_TX_TIMES(q) + (uint64_t)slot * q.burst_max : (uint64_t *)0;
@@ -122,9 +117,7 @@ __device__ __forceinline__ void pw_run_tx_chunked(const pw_queue_desc &q, const 
     for (uint32_t c0 = plo; c0 < phi; c0 += k) {
         k = phi - c0 < PW_CHUNK_FRAMES ? phi - c0 : PW_CHUNK_FRAMES;
         __syncthreads(); /* the last chunk's frames are done with sdesc / sdata */
-        const pw_desc_window w = pw_desc_window_of((uint32_t)sizeof(pw_slot_hdr), c0, k, dsz);
-        pw_stage_copy((uint4 *)swin, (const uint4 *)(base + w.first), w.granules);
-        sdesc = swin + w.skew;
+        pw_stage_copy((uint4 *)sdesc, (const uint4 *)(base + sizeof(pw_slot_hdr) + c0 * dsz), (k * dsz + 15u) / 16u);
         /* The chunk's span; while it is in order but larger than the stage and a stage reads
          * whole frames (PW_PIPELINE_READS_PAYLOAD), half the frames: fronthaul U-plane frames
          * of a few KB never fit 256 at a time, and every frame then ran in place, its PRBs read
@@ -158,8 +151,10 @@ __device__ __forceinline__ void pw_run_tx_chunked(const pw_queue_desc &q, const 
             glo = lo & ~15u;
             fits = !pw_chunk_bad && lo != 0xFFFFFFFFu && hi - glo <= dcap;
             /* Uniform: every thread read the same shared words after the barrier. */
-            if (fits || pw_chunk_bad || k == 1u || !PW_PIPELINE_READS_PAYLOAD) break;
-            k = (k + 1u) / 2u;
+            /* Halved to an even count: every chunk starts at an even frame, so its first
+             * pw_desc8 lies on a 16-byte granule for pw_stage_copy (pw_chunk_halved). */
+            if (fits || pw_chunk_bad || k <= PW_CHUNK_LEAST || !PW_PIPELINE_READS_PAYLOAD) break;
+            k = pw_chunk_halved(k);
         }
         if (fits) pw_stage_copy((uint4 *)sdata, (const uint4 *)(gdata + glo), (hi - glo + 15u) / 16u);
         __syncthreads();
