@@ -68,7 +68,10 @@ fn l2fwd_over_net_pcap_swaps_every_frames_macs() {
     let shared = CpuShared::new(&p.cpu_spec());
     let s = daemon::run_cpu(&p, &shared, ports);
     assert!(s.errors.is_empty(), "{:?}", s.errors);
-    assert_eq!(s.forwarding, "copy", "the zero-copy path refuses rewrites on a port that may chain");
+    assert_eq!(
+        s.forwarding, "copy",
+        "the zero-copy path refuses rewrites on a port that may chain"
+    );
     assert_eq!((s.rx_frames, s.tx_frames), (300, 300));
     let got = capture_frames(&output).unwrap();
     assert_eq!(got.len(), sent.len());
