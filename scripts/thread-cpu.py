@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Per-thread CPU use of a running process over a window: which of the daemon's named threads
-(pw-in<port>, pw-q<queue>, pw-tx, ...) is saturated. Reads /proc/PID/task/*/stat twice.
+(pw-in<port>, pw-q<queue>, pw-tx<queue>, ...) is saturated. Reads /proc/PID/task/*/stat twice.
 Usage: thread-cpu.py PID SECONDS  -> one line per thread: name, tid, % of one CPU, sorted."""
 import os
 import sys

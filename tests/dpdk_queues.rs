@@ -29,7 +29,6 @@ fn config(dir: &Path, tag: &str, vdev: &str, rxq: u16, nq: u16) -> PathBuf {
       vdev: \"{vdev}\"
       mempool_size: 4095
       rx_queues: {rxq}
-      tx_queues: 1
 queues: {{ count: {nq}, burst: 32 }}
 pipeline: [parse, count]
 executor: {{ kind: cpu }}

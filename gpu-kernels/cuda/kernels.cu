@@ -17,6 +17,7 @@
 #define PW_PIPELINE_COMPOSED 0
 #endif
 #include "stages.cuh"
+#include "chunk_halve.cuh"
 
 
 __device__ __forceinline__ uint64_t pw_globaltimer() {

@@ -96,8 +96,8 @@ __device__ __forceinline__ void pw_write_span(uint8_t *dst, const uint8_t *src, 
  * frames would otherwise be read, and rewritten, a few bytes at a time across PCIe) and a
  * rewriting pipeline's span is written back exactly (pw_write_span) before the next chunk. A
  * chunk whose span is more than the stage holds runs in place in the ring, except in a pipeline
- * that reads whole frames (PW_PIPELINE_READS_PAYLOAD), where it is halved until it fits (one
- * frame larger than the stage, alone, runs in place); a chunk whose frames are not in order
+ * that reads whole frames (PW_PIPELINE_READS_PAYLOAD), where it is halved (to an even count,
+ * pw_chunk_halved) until it fits (two frames larger than the stage run in place); a chunk whose frames are not in order
  * without overlap or lie outside data_bytes runs in place. The caller checked that data_bytes rounded up to
  * 16 lies inside the slot. */
 __device__ __forceinline__ void pw_run_tx_chunked(const pw_queue_desc &q, const pw_acl_sel &a, const uint8_t *base,
@@ -151,8 +151,10 @@ __device__ __forceinline__ void pw_run_tx_chunked(const pw_queue_desc &q, const 
             glo = lo & ~15u;
             fits = !pw_chunk_bad && lo != 0xFFFFFFFFu && hi - glo <= dcap;
             /* Uniform: every thread read the same shared words after the barrier. */
-            if (fits || pw_chunk_bad || k == 1u || !PW_PIPELINE_READS_PAYLOAD) break;
-            k = (k + 1u) / 2u;
+            /* Halved to an even count: every chunk starts at an even frame, so its first
+             * pw_desc8 lies on a 16-byte granule for pw_stage_copy (pw_chunk_halved). */
+            if (fits || pw_chunk_bad || k <= PW_CHUNK_LEAST || !PW_PIPELINE_READS_PAYLOAD) break;
+            k = pw_chunk_halved(k);
         }
         if (fits) pw_stage_copy((uint4 *)sdata, (const uint4 *)(gdata + glo), (hi - glo + 15u) / 16u);
         __syncthreads();

@@ -159,6 +159,10 @@ pub mod ffi {
         /// the kernels can read it, else 0 with the problem, NUL-terminated, in `why` (`cap`
         /// bytes).
         pub fn pw_host_insp_image_check(img: *const u8, len: u64, why: *mut u8, cap: u64) -> i32;
+        /// host/chunk_halve_host.cpp: `pw_chunk_halved` and `PW_CHUNK_LEAST`
+        /// (cuda/chunk_halve.cuh).
+        pub fn pw_host_chunk_halved(k: u32) -> u32;
+        pub fn pw_host_chunk_least() -> u32;
     }
 }
 

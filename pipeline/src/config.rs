@@ -157,6 +157,9 @@ pub struct QueuesConfig {
     /// Receive threads of the CPU executor: `per_queue` (default: one per (port, queue) where
     /// the port splits by queue) or `per_port` (docs/ports.md).
     pub rx_threads: RxThreadsMode,
+    /// TX threads of both executors: `per_queue` (default: one per queue, `pw-tx{q}`, on TX
+    /// queue q of a DPDK port) or `one` (`pw-tx` for every queue; docs/ports.md).
+    pub tx_threads: TxThreadsMode,
     /// CPUs the receive threads are pinned to: queue q's on `cores[q % len]`. Unset: not pinned.
     pub cores: Option<Vec<usize>>,
 }
@@ -170,6 +173,15 @@ pub enum RxThreadsMode {
     PerPort,
 }
 
+/// `queues.tx_threads`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TxThreadsMode {
+    #[default]
+    PerQueue,
+    One,
+}
+
 impl Default for QueuesConfig {
     fn default() -> Self {
         QueuesConfig {
@@ -178,6 +190,7 @@ impl Default for QueuesConfig {
             ring_slots: 256,
             on_full: OnFull::Wait,
             rx_threads: RxThreadsMode::PerQueue,
+            tx_threads: TxThreadsMode::PerQueue,
             cores: None,
         }
     }
@@ -464,6 +477,16 @@ fn validate_ports(file: &Path, cfg: &Config) -> Result<(), ConfigError> {
         if let Some(d) = &p.value.dpdk {
             if let Err(why) = d.validate() {
                 return Err(ConfigError::at(file, p, format!("{key}.dpdk"), why));
+            }
+            let (tq, nq) = (d.tx_queues, cfg.queues.count);
+            if tq != 0 && tq < nq && cfg.queues.tx_threads == TxThreadsMode::PerQueue {
+                let why = format!("port `{}` has {tq} TX queues but queues.count is {nq}: each queue's TX thread sends on its own TX queue; give tx_queues: {nq} (or leave it out: as many as queues.count), or queues.tx_threads: one", p.value.name);
+                return Err(ConfigError::at(
+                    file,
+                    p,
+                    format!("{key}.dpdk.tx_queues"),
+                    why,
+                ));
             }
         }
         if p.value.gen.is_some()

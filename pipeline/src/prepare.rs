@@ -122,6 +122,7 @@ impl Prepared {
         let q = &self.cfg.queues;
         crate::executor::cpu::RxThreads {
             per_queue: q.rx_threads == crate::config::RxThreadsMode::PerQueue,
+            tx_per_queue: q.tx_threads == crate::config::TxThreadsMode::PerQueue,
             cores: q.cores.clone().unwrap_or_default(),
             one_per_port: self.pipeline.orders_across_queues().map(|name| {
                 format!(

@@ -7,6 +7,8 @@
 //! `pw-in<port>q<queue>`. Refusals (queue counts that differ, software steering rules) keep one
 //! thread per port and say why; asking a vdev for more queues than it has names the key. The same
 //! split on memif between two processes: each of the client's TX queues reaches its own queue.
+//! One TX thread per queue: queue q's frames leave on TX queue q of the output port, in order;
+//! a config giving a port fewer TX queues than queues is refused naming `dpdk.tx_queues`.
 
 #![cfg(feature = "dpdk")]
 
@@ -37,6 +39,7 @@ fn spec(queues: usize, per_queue: bool) -> CpuRunSpec {
             per_queue,
             cores: Vec::new(),
             one_per_port: None,
+            tx_per_queue: true,
         },
     }
 }
@@ -263,4 +266,104 @@ fn memif_rx_queues_between_two_processes() {
     let names: BTreeSet<String> = (0..2).map(|q| format!("pw-in0q{q}")).collect();
     assert_eq!(r.names, names);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Frames RX queue `q` of the per-queue TX test is primed with: source address 10.0.0.(q+1),
+/// the sequence number in the payload.
+fn tagged(q: u16, i: u32) -> Vec<u8> {
+    dpdk_common::frame(
+        17,
+        [10, 0, 0, q as u8 + 1],
+        [10, 0, 0, 99],
+        1000,
+        2000,
+        80,
+        i,
+    )
+}
+
+#[test]
+fn each_queue_sends_on_its_own_tx_queue_of_the_output_port() {
+    for nq in [1u16, 2, 4] {
+        // Input: RX queue q primed with queue q's tagged frames (one receive thread per queue
+        // feeds pipeline queue q).
+        let mut o = dpdk_common::vdev(&format!("net_ring_txin{nq}"));
+        (o.rx_queues, o.tx_queues, o.idle_end_ms) = (nq, nq, Some(300));
+        let input = DpdkPort::open(&o, 0).expect("net_ring input");
+        for q in 0..nq {
+            let frames: Vec<Vec<u8>> = (0..primed(q as usize) as u32)
+                .map(|i| tagged(q, i))
+                .collect();
+            let mut tx = input.tx(q).expect("tx");
+            for chunk in frames.chunks(32) {
+                let n = tx
+                    .tx_burst(&mut chunk.iter().map(|f| f.as_slice()))
+                    .expect("tx");
+                assert_eq!(n, chunk.len());
+            }
+        }
+        // Output: a net_ring whose TX queue q loops back to its RX queue q.
+        let mut o = dpdk_common::vdev(&format!("net_ring_txout{nq}"));
+        (o.rx_queues, o.tx_queues) = (nq, nq);
+        let output = DpdkPort::open(&o, 1).expect("net_ring output");
+        let spec = spec(nq as usize, true);
+        let shared = CpuShared::new(&spec);
+        let rx: Vec<Box<dyn RxPort>> = vec![Box::new(input.rx(&[]).expect("rx"))];
+        let tx: Box<dyn TxPort> = Box::new(output.tx(0).expect("tx"));
+        let r = cpu::run(&spec, &shared, rx, Some(tx));
+        assert!(r.errors.is_empty(), "{:?}", r.errors);
+        let total: u64 = (0..nq as usize).map(primed).sum();
+        let sent: u64 = shared.counters.iter().map(|c| c.tx_frames.get()).sum();
+        assert_eq!(sent, total, "{nq} queues: every frame sent");
+        for q in 0..nq {
+            let mut back = pipeline::burst::Burst::default();
+            let mut rxq = output.rx(&[q]).expect("rx");
+            let want = primed(q as usize) as usize;
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while back.len() < want && std::time::Instant::now() < deadline {
+                if let Ok(pipeline::port::RxStatus::Idle) = rxq.rx_burst(&mut back, 32) {
+                    std::thread::yield_now();
+                }
+            }
+            assert_eq!(
+                back.len(),
+                want,
+                "{nq} queues: TX queue {q} got its queue's frames"
+            );
+            for (i, (_, f)) in back.frames().enumerate() {
+                assert_eq!(
+                    f,
+                    tagged(q, i as u32).as_slice(),
+                    "{nq} queues: TX queue {q} frame {i}: queue {q}'s frame {i}, in order"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_dpdk_port_with_fewer_tx_queues_than_queues_is_refused_naming_the_key() {
+    let dir = dpdk_common::scratch("txq-bad");
+    let cfg = dir.join("c.yaml");
+    std::fs::write(
+        &cfg,
+        "ports:\n  - name: wire\n    dpdk:\n      vdev: net_null0\n      rx_queues: 4\n      tx_queues: 2\n\
+         queues: { count: 4 }\npipeline: [parse]\n",
+    )
+    .expect("write config");
+    let Err(e) = pipeline::config::load(&cfg) else {
+        panic!("2 TX queues for 4 queues is refused");
+    };
+    let e = e.to_string();
+    assert!(e.contains("ports[0].dpdk.tx_queues"), "{e}");
+    assert!(e.contains("`wire`") && e.contains("2 TX queues"), "{e}");
+    assert!(e.contains("c.yaml"), "{e}");
+    // With one TX thread for every queue, two TX queues are plenty.
+    std::fs::write(
+        &cfg,
+        "ports:\n  - name: wire\n    dpdk:\n      vdev: net_null0\n      rx_queues: 4\n      tx_queues: 2\n\
+         queues: { count: 4, tx_threads: one }\npipeline: [parse]\n",
+    )
+    .expect("write config");
+    pipeline::config::load(&cfg).expect("tx_threads: one takes it");
 }

@@ -1,6 +1,7 @@
 //! l2fwd through a real DPDK virtual device (net_pcap, `--no-huge --no-pci`), from the config:
 //! the DPDK port receives the capture, `l2fwd: { mac: swap }` rewrites every frame in its
-//! burst (the copying path: the zero-copy one refuses a rewriting pipeline and says so), and the
+//! burst (the copying path: net_pcap may deliver chained mbufs, which the zero-copy path does
+//! not rewrite in place, so it refuses and says so), and the
 //! same port transmits; the output capture is the input with the two MACs of every frame
 //! exchanged and nothing else changed, frame by frame.
 
@@ -67,7 +68,10 @@ fn l2fwd_over_net_pcap_swaps_every_frames_macs() {
     let shared = CpuShared::new(&p.cpu_spec());
     let s = daemon::run_cpu(&p, &shared, ports);
     assert!(s.errors.is_empty(), "{:?}", s.errors);
-    assert_eq!(s.forwarding, "copy", "the zero-copy path refuses rewrites");
+    assert_eq!(
+        s.forwarding, "copy",
+        "the zero-copy path refuses rewrites on a port that may chain"
+    );
     assert_eq!((s.rx_frames, s.tx_frames), (300, 300));
     let got = capture_frames(&output).unwrap();
     assert_eq!(got.len(), sent.len());

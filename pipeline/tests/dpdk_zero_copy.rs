@@ -389,3 +389,206 @@ fn nic_mark_reaches_the_frame_descriptor_on_both_rx_paths() {
     assert_eq!(marks, (30..60).map(want).collect::<Vec<_>>());
     assert_eq!(MARK_SEEN.load(Ordering::Relaxed), 60);
 }
+
+/// Receives from `rx` until `want` frames are in `burst` (or 5 s passed).
+fn take_mbufs(rx: &mut pipeline::internal::port::dpdk::DpdkRx, burst: &mut MbufBurst, want: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut part = MbufBurst::new();
+    while burst.len() < want && std::time::Instant::now() < deadline {
+        match rx.rx_mbufs(&mut part, 32).expect("rx_mbufs") {
+            RxStatus::Frames(_) => {
+                let n = part.len();
+                part.share_into(burst, |_| true);
+                assert_eq!(part.retain(|_| false), n);
+            }
+            _ => std::thread::yield_now(),
+        }
+    }
+}
+
+#[test]
+fn rewritten_in_the_mbuf_and_mirrored_by_reference_without_a_copy() {
+    // One net_ring port: TX queue q loops back to RX queue q. Queue 0 is the input, queue 1
+    // the output, queue 2 the mirror port.
+    let mut o = dpdk_common::vdev("net_ring_zcrw0");
+    (o.rx_queues, o.tx_queues) = (3, 3);
+    let port = DpdkPort::open(&o, 0).expect("net_ring port");
+    let frames: Vec<Vec<u8>> = (0..40u32)
+        .map(|i| {
+            dpdk_common::frame(
+                17,
+                [10, 0, 0, 1],
+                [10, 0, 0, 2],
+                1000,
+                2000,
+                90 + i as usize,
+                i,
+            )
+        })
+        .collect();
+    let n = port
+        .tx(0)
+        .expect("tx")
+        .tx_burst(&mut frames.iter().map(|f| f.as_slice()))
+        .expect("prime");
+    assert_eq!(n, frames.len());
+    let mut burst = MbufBurst::new();
+    take_mbufs(&mut port.rx(&[0]).expect("rx"), &mut burst, frames.len());
+    assert_eq!(burst.len(), frames.len());
+    let received: Vec<usize> = (0..burst.len()).map(|i| burst.mbuf_addr(i)).collect();
+    // l2fwd swaps the MACs in the mbufs themselves.
+    let pipeline = Pipeline::new(vec![Stage::L2fwd(
+        pipeline::internal::rewrite::L2fwd::swap(),
+    )]);
+    assert!(pipeline.rewrites());
+    let spec = CpuRunSpec {
+        queues: 1,
+        burst: 32,
+        ring_slots: 8,
+        on_full: OnFull::Wait,
+        pipeline: Arc::new(Pipeline::new(vec![Stage::Parse])),
+        steering: Arc::new(Steering::rss_only(1).expect("steering")),
+        observer: None,
+        verify_sample: 0,
+        rx_threads: Default::default(),
+    };
+    let c = &CpuShared::new(&spec).counters[0];
+    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
+    burst
+        .rewrite(pipeline.frame_room(), |f| {
+            pipeline.run_frames_mut(f, &mut metas, &mut verdicts, c)
+        })
+        .expect("one-segment frames");
+    let swapped: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|f| {
+            let mut s = f.clone();
+            s[0..6].copy_from_slice(&f[6..12]);
+            s[6..12].copy_from_slice(&f[0..6]);
+            s
+        })
+        .collect();
+    for (i, want) in swapped.iter().enumerate() {
+        assert_eq!(
+            burst.frame(i),
+            want.as_slice(),
+            "frame {i} rewritten in its mbuf"
+        );
+    }
+    // Every third frame mirrored: a second reference to the same mbuf.
+    let mut copies = MbufBurst::new();
+    let shared = burst.share_into(&mut copies, |i| i % 3 == 0);
+    assert_eq!(shared, 14);
+    for (k, i) in (0..frames.len()).filter(|i| i % 3 == 0).enumerate() {
+        assert_eq!(
+            copies.mbuf_addr(k),
+            received[i],
+            "the mirror copy is the same mbuf"
+        );
+        assert_eq!(burst.refcnt(i), 2, "frame {i}: two references");
+    }
+    let sent = port.tx(1).expect("tx").tx_mbufs(&mut burst).expect("send");
+    assert_eq!(sent.sent, frames.len());
+    let sent = port.tx(2).expect("tx").tx_mbufs(&mut copies).expect("send");
+    assert_eq!(sent.sent, 14);
+    // What the output and the mirror queue got: the very mbufs received, rewritten, intact.
+    let (mut out, mut mir) = (MbufBurst::new(), MbufBurst::new());
+    take_mbufs(&mut port.rx(&[1]).expect("rx"), &mut out, frames.len());
+    take_mbufs(&mut port.rx(&[2]).expect("rx"), &mut mir, 14);
+    assert_eq!((out.len(), mir.len()), (frames.len(), 14));
+    for i in 0..frames.len() {
+        assert_eq!(
+            out.mbuf_addr(i),
+            received[i],
+            "frame {i}: sent from the mbuf it came in"
+        );
+        assert_eq!(
+            out.frame(i),
+            swapped[i].as_slice(),
+            "output frame {i} intact"
+        );
+    }
+    for (k, i) in (0..frames.len()).filter(|i| i % 3 == 0).enumerate() {
+        assert_eq!(mir.mbuf_addr(k), received[i]);
+        assert_eq!(
+            mir.frame(k),
+            swapped[i].as_slice(),
+            "mirror frame {k} intact"
+        );
+    }
+    // take_mbufs's own references: each frame held by out/mir once more, then freed.
+    out.clear();
+    mir.clear();
+}
+
+/// A slow path (`output.to_host`) keeps `pktwarp run` on the copying path (the zero-copy
+/// workers have no way to it), and every `to_host` frame reaches it.
+#[test]
+fn a_slow_path_keeps_the_copying_path_and_gets_its_frames() {
+    let dir = dpdk_common::scratch("zc-slow");
+    let (input, output, slow) = (
+        dir.join("in.pcap"),
+        dir.join("out.pcap"),
+        dir.join("slow.pcap"),
+    );
+    let frames: Vec<Vec<u8>> = (0..60u32)
+        .map(|i| {
+            let proto = if i % 3 == 0 { 17 } else { 6 };
+            dpdk_common::frame(proto, [10, 0, 0, 1], [10, 0, 0, 2], 4000, 80, 90, i)
+        })
+        .collect();
+    dpdk_common::write_pcap(&input, &frames);
+    std::fs::write(
+        dir.join("acl.yaml"),
+        "rules:\n  - { name: udp-up, proto: udp, action: to-host }\n",
+    )
+    .expect("rules");
+    let eal: Vec<String> = dpdk_common::eal_args()
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect();
+    let cfg = dir.join("zc.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "ports:
+  - name: wire
+    dpdk:
+      eal_args: [{}]
+      vdev: \"net_pcap44,rx_pcap={},tx_pcap={}\"
+      mempool_size: 2047
+      rx_descriptors: 256
+      tx_descriptors: 256
+      idle_end_ms: 300
+queues: {{ count: 1, burst: 32 }}
+pipeline: [parse, {{ acl: {{ rules: acl.yaml }} }}]
+executor: {{ kind: cpu }}
+metrics: {{ enabled: false }}
+output: {{ port: wire, to_host: {{ pcap: {} }} }}
+",
+            eal.join(", "),
+            input.display(),
+            output.display(),
+            slow.display()
+        ),
+    )
+    .expect("write config");
+    let cfg = pipeline::config::load(&cfg).expect("config");
+    let p = pipeline::daemon::prepare(cfg).expect("prepare");
+    let ports = pipeline::daemon::open_ports(&p.cfg).expect("open ports");
+    let shared = CpuShared::new(&p.cpu_spec());
+    let s = pipeline::daemon::run_cpu(&p, &shared, ports);
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+    assert_eq!(s.forwarding, "copy", "{s:?}");
+    assert_eq!(
+        capture_frames(&slow).unwrap().len(),
+        20,
+        "every UDP frame to the slow path"
+    );
+    assert_eq!(
+        capture_frames(&output).unwrap().len(),
+        40,
+        "the TCP frames out"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

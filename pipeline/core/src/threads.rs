@@ -1,8 +1,9 @@
 //! Named data-path threads: `top -H`, `ps -L`, gdb and `/proc/PID/task/*/comm` then tell an
-//! operator which one is busy (`pw-in0` a port's ingest, `pw-q3` a queue's worker, `pw-tx` the
-//! TX thread, `pw-stage-poll` the stages' host sides on the GPU executor (the fronthaul
-//! completion poll), `pw-verify` the sampling verifier of `verify.sample`), which is how a
-//! saturated stage of the host side is found.
+//! operator which one is busy (`pw-in0` a port's ingest, `pw-q3` a queue's worker, `pw-tx3`
+//! queue 3's TX thread, `pw-tx` the one TX thread of `queues.tx_threads: one`,
+//! `pw-stage-poll` the stages' host sides on the GPU executor (the fronthaul completion poll),
+//! `pw-verify` the sampling verifier of `verify.sample`), which is how a saturated stage of the
+//! host side is found.
 
 use std::thread::{Builder, Scope, ScopedJoinHandle};
 

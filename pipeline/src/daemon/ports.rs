@@ -24,6 +24,10 @@ pub struct OpenPorts {
     pub dpdk_rx: Vec<Option<crate::port::dpdk::DpdkPort>>,
     #[cfg(feature = "dpdk")]
     pub dpdk_tx: Option<crate::port::dpdk::DpdkPort>,
+    /// The DPDK device behind the mirror port (`output.mirror`), for the zero-copy path's
+    /// mirror copies by reference.
+    #[cfg(feature = "dpdk")]
+    pub dpdk_mirror: Option<crate::port::dpdk::DpdkPort>,
     /// Who steers each receiving DPDK port's frames, and why (also in the summary).
     pub steering: Vec<PortSteering>,
 }
@@ -46,7 +50,7 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
     let mut rx_names = Vec::new();
     let mut tx: Option<Box<dyn TxPort>> = None;
     #[cfg(feature = "dpdk")]
-    let (mut dpdk_rx, mut dpdk_tx) = (Vec::new(), None);
+    let (mut dpdk_rx, mut dpdk_tx, mut dpdk_mirror) = (Vec::new(), None, None);
     #[cfg(feature = "dpdk")]
     let steer_rules = steering_rules(cfg)?;
     #[allow(unused_mut)] // only DPDK ports push to it
@@ -121,16 +125,19 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
         }
         #[cfg(feature = "dpdk")]
         if let Some(d) = &p.dpdk {
-            // One device for both directions: RX polls every queue, TX (when this is the
-            // output port) uses queue 0. The device closes when both handles are dropped.
-            // The NIC hashes as the software steering does (both directions of a flow on one
-            // queue when the pipeline keeps per-flow state).
-            let mut d = d.clone();
+            // One device for both directions: RX polls every queue, TX queue q is queue q's TX
+            // thread's (the handle of queue 0 stands for them until the TX threads split it).
+            // The device closes when every handle is dropped. The NIC hashes as the software
+            // steering does (both directions of a flow on one queue when the pipeline keeps
+            // per-flow state).
+            let mut d = tx_queues_for(cfg, d);
             d.symmetric_rss = cfg.symmetric_rss();
             let port = crate::port::dpdk::DpdkPort::open(&d, id)
                 .with_context(|| format!("port `{}`", p.name))?;
             if out_name.as_deref() == Some(p.name.as_str()) {
                 dpdk_tx = Some(port.clone());
+            } else if mirror_name.as_deref() == Some(p.name.as_str()) {
+                dpdk_mirror = Some(port.clone());
             }
             steering.push(steer_port(cfg, &p.name, &port, steer_rules.as_deref()));
             let t = port.tx(0).with_context(|| format!("port `{}`", p.name))?;
@@ -151,8 +158,27 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
         dpdk_rx,
         #[cfg(feature = "dpdk")]
         dpdk_tx,
+        #[cfg(feature = "dpdk")]
+        dpdk_mirror,
         steering,
     })
+}
+
+/// A DPDK port's options with its TX threads: `queues.count` (one TX thread per queue) or 1
+/// (`queues.tx_threads: one`); where `tx_queues` is left out the port gets one TX queue per
+/// thread, as far as the device has them (the config check refused a given value below
+/// `queues.count` where each queue has its TX thread).
+#[cfg(feature = "dpdk")]
+fn tx_queues_for(
+    cfg: &Config,
+    d: &crate::port::dpdk::DpdkPortOptions,
+) -> crate::port::dpdk::DpdkPortOptions {
+    let mut o = d.clone();
+    o.tx_threads = match cfg.queues.tx_threads {
+        crate::config::TxThreadsMode::PerQueue => cfg.queues.count,
+        crate::config::TxThreadsMode::One => 1,
+    };
+    o
 }
 
 /// The config's steering rules (checked by `prepare` already), for the NIC.

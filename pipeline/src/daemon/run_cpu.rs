@@ -51,7 +51,16 @@ fn run_cpu_zero_copy(
     ports: &OpenPorts,
 ) -> Option<Summary> {
     let why_not: Option<String> = match (ports.dpdk_rx.as_slice(), &ports.dpdk_tx) {
-        ([Some(rx)], Some(tx)) => cpu::zero_copy::zero_copy_refusal(spec, rx, tx),
+        _ if ports.out.to_host.is_some() => {
+            Some("output.to_host is set (the slow path takes copies on the TX threads)".into())
+        }
+        _ if ports.out.mirror.is_some() && ports.dpdk_mirror.is_none() => {
+            Some("the mirror port is not a DPDK port (a copy to it needs the TX threads)".into())
+        }
+        ([Some(rx)], Some(tx)) => cpu::zero_copy::zero_copy_refusal(spec, rx, tx).or_else(|| {
+            let m = ports.dpdk_mirror.as_ref()?;
+            cpu::zero_copy::mirror_refusal(spec, m)
+        }),
         ([Some(_)], None) => Some("the output port is not a DPDK port (or there is none)".into()),
         ([_], _) => Some("the input port is not a DPDK port".into()),
         (many, _) => Some(format!("{} input ports (zero-copy takes one)", many.len())),
@@ -77,6 +86,6 @@ fn run_cpu_zero_copy(
     Some(summarize_cpu_run(
         p,
         shared,
-        cpu::zero_copy::run(spec, shared, rx, tx),
+        cpu::zero_copy::run_mirrored(spec, shared, rx, tx, ports.dpdk_mirror.as_ref()),
     ))
 }

@@ -1,8 +1,8 @@
 //! The CPU executor, DPDK lcore style: receive threads (one per (port, queue) where the port
 //! splits its frames by queue, see `queue_rx`; else one per port that spreads frames over the
 //! RX queues by software steering: RSS on the 5-tuple, as a NIC would), one run-to-completion worker
-//! thread per queue runs the pipeline over whole bursts, and one TX thread writes passed frames to
-//! the output port. Bursts move between threads through lock-free SPSC rings and are recycled, so
+//! thread per queue runs the pipeline over whole bursts, and one TX thread per queue (`pw-tx{q}`;
+//! one for all with `queues.tx_threads: one`) sends each queue's frames to their destinations. Bursts move between threads through lock-free SPSC rings and are recycled, so
 //! the steady state allocates nothing. No frame is lost without a counted reason.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -200,15 +200,28 @@ pub fn run_out(
         tx_ret_prod,
         tx_ret_cons,
     } = TxRings::new(has_tx, nq, nports, spec.ring_slots);
+    // The TX threads and their senders (a port that cannot give one per queue fails the run
+    // before anything starts).
+    let start = Instant::now();
+    let to_host = out.to_host.is_some();
+    let lanes = match super::tx::lanes(out, tx_in, spec.rx_threads.tx_per_queue) {
+        Ok(l) if has_tx => l,
+        Ok(_) => Vec::new(),
+        Err(e) => {
+            return RunOutcome {
+                elapsed: start.elapsed(),
+                errors: vec![e],
+                ..RunOutcome::default()
+            }
+        }
+    };
     // The split steers a capture once, as its loading parsed it once: not the run's time.
     let feeds = queue_rx::plan(spec, rx);
-    let start = Instant::now();
     let receivers: usize = feeds.iter().map(queue_rx::Feed::threads).sum();
     let ingest_done: Vec<AtomicBool> = (0..receivers).map(|_| AtomicBool::new(false)).collect();
     let workers_done = AtomicU64::new(0);
     // The sampling verifier: one sample in flight at most, mismatching frames to the TX
     // thread's slow path through a bounded queue.
-    let to_host = out.to_host.is_some();
     let verify = VerifyWiring::new(spec.verify_sample, &spec.pipeline, &shared.verify, to_host);
     let verify_done = AtomicBool::new(verify.verifier.is_none());
     let errors = std::sync::Mutex::new(Vec::new());
@@ -269,27 +282,14 @@ pub fn run_out(
                 done.store(true, Ordering::Release);
             });
         }
-        // TX thread.
-        if has_tx {
-            let shared = Arc::clone(shared);
-            let ends = TxEnds {
-                workers_done: &workers_done,
-                nq,
-                verify_done: &verify_done,
-                capture: verify.capture,
-            };
-            let errors = &errors;
-            let tallies = &tallies;
-            let mut out = out;
-            spawn_named(s, "pw-tx".to_string(), move || {
-                let (t, e) = tx_loop(&shared, &mut out, tx_in, tx_ret_prod, &ends);
-                if let Ok(mut v) = errors.lock() {
-                    v.extend(e);
-                }
-                if let Ok(mut v) = tallies.lock() {
-                    *v = t;
-                }
-            });
+        // TX threads; the verifier's captures go to the slow path through the first.
+        let ends = (&workers_done, &verify_done, nq);
+        let (t, e) = run_tx_lanes(s, shared, lanes, tx_ret_prod, verify.capture, ends);
+        if let Ok(mut v) = errors.lock() {
+            v.extend(e);
+        }
+        if let Ok(mut v) = tallies.lock() {
+            *v = t;
         }
     });
     hooks.end(pipeline);
@@ -302,6 +302,47 @@ pub fn run_out(
         out: tallies.into_inner().unwrap_or_default(),
         receive_threads: receivers,
     }
+}
+
+/// Runs the TX threads (one per lane: `executor::tx::lanes`) until every worker and the
+/// verifier are done (`ends`: workers done, verifier done, queues), then returns what each
+/// destination took and the errors. Queue q's slots go back through `returns[q]`; the
+/// verifier's captures go to the slow path through the first thread.
+fn run_tx_lanes<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    shared: &Arc<CpuShared>,
+    lanes: Vec<super::tx::TxLane<Finished>>,
+    mut returns: Vec<Vec<Producer<Box<Slot>>>>,
+    mut capture: Option<std::sync::mpsc::Receiver<Burst>>,
+    (workers_done, verify_done, nq): (&'s AtomicU64, &'s AtomicBool, usize),
+) -> (Vec<OutTally>, Vec<String>) {
+    let mut joins = Vec::new();
+    for lane in lanes {
+        let shared = Arc::clone(shared);
+        let ends = TxEnds {
+            workers_done,
+            nq,
+            verify_done,
+            capture: capture.take(),
+        };
+        // This thread's queues' return rings (indexed by queue; empty for the others).
+        let mut mine: Vec<Vec<Producer<Box<Slot>>>> = (0..nq).map(|_| Vec::new()).collect();
+        for (q, _) in &lane.inputs {
+            mine[*q] = std::mem::take(&mut returns[*q]);
+        }
+        joins.push(spawn_named(s, lane.name, move || {
+            let mut out = lane.out;
+            tx_loop(&shared, &mut out, lane.inputs, mine, &ends)
+        }));
+    }
+    let mut done = Vec::new();
+    for j in joins {
+        done.push(
+            j.join()
+                .unwrap_or_else(|_| (Vec::new(), vec!["a TX thread panicked".to_string()])),
+        );
+    }
+    super::tx::merge(done)
 }
 
 /// The registered stages' host hooks on a thread of their own, beside the workers until the
@@ -643,6 +684,9 @@ fn worker(
     }
 }
 
+/// A worker's finished burst: (the receiving port whose ingest owns its slot, the slot).
+type Finished = (usize, Box<Slot>);
+
 /// A worker's finished burst, with the receiving port whose ingest owns its slot.
 impl super::tx::TxBurst for (usize, Box<Slot>) {
     fn entries(&self) -> impl Iterator<Item = (TxFate, u16, crate::port::WireFrame<'_>)> {
@@ -681,7 +725,7 @@ fn take_captures(ends: &TxEnds<'_>, dest: &mut Destinations<'_>) -> bool {
 fn tx_loop(
     shared: &CpuShared,
     out: &mut OutPorts,
-    mut inputs: Vec<Consumer<(usize, Box<Slot>)>>,
+    mut inputs: Vec<(usize, Consumer<Finished>)>,
     mut returns: Vec<Vec<Producer<Box<Slot>>>>,
     ends: &TxEnds<'_>,
 ) -> (Vec<OutTally>, Vec<String>) {
@@ -711,217 +755,6 @@ fn tx_loop(
     )
 }
 
-/// Zero-copy forwarding between DPDK ports, DPDK l2fwd style: one run-to-completion worker per
-/// queue polls its own RX queue(s) of the input port, runs the pipeline on the frames where the
-/// NIC put them (`Pipeline::run_frames` over the mbufs), frees the frames the verdicts drop and
-/// hands the rest to its own TX queue of the output port (`DpdkTx::tx_mbufs`). No ingest or TX
-/// thread, no ring, no copy. Chosen by the daemon when [`zero_copy_refusal`] finds no reason
-/// against it; the counters, verdict accounting and summary are the copying path's.
+/// Zero-copy forwarding between DPDK ports (cpu/zero_copy.rs).
 #[cfg(feature = "dpdk")]
-pub mod zero_copy {
-    use super::*;
-    use crate::port::dpdk::{DpdkPort, DpdkRx, DpdkTx, MbufBurst, MAX_BURST};
-
-    /// Why the zero-copy path cannot run this configuration (`None`: it can). The input and
-    /// output must be DPDK ports with host-memory RX buffers, with no burst observer; with
-    /// several queues each worker needs its own TX queue, RX queues to poll, and no `steering:`
-    /// rules (the NIC's queues stand for the software steering's: a frame cannot move to another
-    /// worker without a copy or a ring).
-    pub fn zero_copy_refusal(spec: &CpuRunSpec, rx: &DpdkPort, tx: &DpdkPort) -> Option<String> {
-        let nq = spec.queues.max(1);
-        if spec.observer.is_some() {
-            return Some("a burst observer is attached (it reads copied bursts)".into());
-        }
-        if spec.verify_sample > 0 {
-            return Some("verify.sample is on (the verifier checks copied bursts)".into());
-        }
-        if spec.pipeline.rewrites() {
-            // The mbufs are handed to the stages read-only here (no writable mbuf view yet).
-            return Some("the pipeline rewrites frames (l2fwd, vlan, ttl, dscp, route)".into());
-        }
-        if spec
-            .pipeline
-            .stages
-            .iter()
-            .any(|s| matches!(s, crate::stage::Stage::TxTime(_)))
-        {
-            // Send times are honoured by the copying TX path (DpdkTx::tx_burst_timed).
-            return Some("the pipeline sets send times (tx_time)".into());
-        }
-        if rx.buffer_placement() == crate::port::dpdk::BufferPlacement::GpuDirect {
-            return Some(format!(
-                "the input port {} receives into GPU memory",
-                rx.setup().name
-            ));
-        }
-        if nq > 1 {
-            if spec.steering.has_rules() && !rx.steered_in_nic() {
-                return Some(format!(
-                    "{nq} queues with steering rules (the zero-copy path keeps each frame on the NIC queue it arrived on)"
-                ));
-            }
-            if (rx.setup().rx_queues as usize) < nq {
-                return Some(format!(
-                    "{nq} queues but the input port {} has {} RX queues (one per worker needed)",
-                    rx.setup().name,
-                    rx.setup().rx_queues
-                ));
-            }
-            if (tx.setup().tx_queues as usize) < nq {
-                return Some(format!(
-                    "{nq} queues but the output port {} has {} TX queues (one per worker needed)",
-                    tx.setup().name,
-                    tx.setup().tx_queues
-                ));
-            }
-        }
-        None
-    }
-
-    /// Runs the pipeline from `rx` to `tx` until the input ends (or `shared.stop`), one worker
-    /// per queue: worker q polls the input's RX queues q, q + queues, ... and sends on TX queue
-    /// q. The caller checked [`zero_copy_refusal`].
-    pub fn run(
-        spec: &CpuRunSpec,
-        shared: &Arc<CpuShared>,
-        rx: &DpdkPort,
-        tx: &DpdkPort,
-    ) -> RunOutcome {
-        let start = Instant::now();
-        let nq = spec.queues.max(1);
-        let errors = std::sync::Mutex::new(Vec::new());
-        let mut handles = Vec::with_capacity(nq);
-        let mut open_errors = Vec::new();
-        for q in 0..nq {
-            let queues: Vec<u16> = (0..rx.setup().rx_queues)
-                .filter(|k| *k as usize % nq == q)
-                .collect();
-            match (rx.rx(&queues), tx.tx(q as u16)) {
-                (Ok(r), Ok(t)) => handles.push((q, r, t)),
-                (Err(e), _) | (_, Err(e)) => open_errors.push(format!("queue {q}: {e}")),
-            }
-        }
-        if !open_errors.is_empty() {
-            return RunOutcome {
-                elapsed: start.elapsed(),
-                errors: open_errors,
-                ..RunOutcome::default()
-            };
-        }
-        let pipeline: &Pipeline = &spec.pipeline;
-        let mut hooks = HookDriver::start(pipeline, "cpu", pipeline.params_generation());
-        let (workers, done) = (handles.len(), AtomicU64::new(0));
-        std::thread::scope(|s| {
-            for (q, r, t) in handles {
-                let shared = Arc::clone(shared);
-                let (errors, done) = (&errors, &done);
-                spawn_named(s, format!("pw-q{q}"), move || {
-                    // Each worker receives its own RX queue(s): pinned as receive threads are.
-                    pin(&spec.rx_threads.cores, q, "pw-q");
-                    let label = format!("dpdk:{}", r.port().setup().name);
-                    if let Err(e) = worker(spec, &shared, q, r, t) {
-                        if let Ok(mut v) = errors.lock() {
-                            v.push(format!("{label}: {e}"));
-                        }
-                    }
-                    done.fetch_add(1, Ordering::Release);
-                });
-            }
-            super::spawn_hooks(s, &mut hooks, pipeline, &done, workers);
-        });
-        hooks.end(pipeline);
-        RunOutcome {
-            elapsed: start.elapsed(),
-            errors: errors.into_inner().unwrap_or_default(),
-            // Read once every worker is done, as the copying path reads it at its ingest's end.
-            port_counters: vec![(format!("dpdk:{}", rx.setup().name), rx.counters())],
-            out: Vec::new(),
-            // The workers receive: one per queue.
-            receive_threads: nq,
-        }
-    }
-
-    fn worker(
-        spec: &CpuRunSpec,
-        shared: &CpuShared,
-        q: usize,
-        mut rx: DpdkRx,
-        mut tx: DpdkTx,
-    ) -> Result<(), PortError> {
-        let c = &shared.counters[q];
-        let nq = spec.queues.max(1);
-        // The NIC steers the whole rule set: nothing to do here (its drops never arrive).
-        let steer = spec.steering.has_rules() && !rx.port().steered_in_nic();
-        let burst_max = spec.burst.clamp(1, MAX_BURST);
-        let mut burst = MbufBurst::new();
-        let mut metas = Vec::with_capacity(burst_max);
-        let mut verdicts = Vec::with_capacity(burst_max);
-        let mut meta = PacketMeta::default();
-        let mut steer_drop = vec![false; MAX_BURST];
-        let backoff = Backoff::new();
-        let mut result = Ok(());
-        loop {
-            if shared.stop.load(Ordering::Relaxed) {
-                break;
-            }
-            match rx.rx_mbufs(&mut burst, burst_max) {
-                Ok(RxStatus::End) => break,
-                Ok(RxStatus::Idle) => {
-                    wait_on(&backoff);
-                    continue;
-                }
-                Ok(RxStatus::Frames(_)) => backoff.reset(),
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            }
-            // Burst latency: frames in hand -> pipeline done (no hand-off on this path).
-            let t0 = Instant::now();
-            let n = burst.len();
-            shared.rx_total.fetch_add(n as u64, Ordering::Relaxed);
-            c.rx_frames.add(n as u64);
-            c.rx_bytes.add(burst.bytes());
-            if steer {
-                // One queue (see zero_copy_refusal): steering rules can only drop and mark
-                // here; a rule's mark goes into the mbuf as a NIC's MARK would.
-                for (i, d) in steer_drop.iter_mut().enumerate().take(n) {
-                    let (_, verdict, mark) =
-                        spec.steering.steer_marked(burst.frame(i), &mut meta, nq);
-                    *d = verdict.is_some();
-                    if mark != 0 {
-                        burst.set_mark(i, mark);
-                    }
-                }
-                let gone = burst.retain(|i| !steer_drop[i]);
-                c.drops[DropReason::SteeringDrop as usize].add(gone as u64);
-            }
-            spec.pipeline
-                .run_frames(burst.frames(), &mut metas, &mut verdicts, c);
-            c.burst_latency.observe_ns(t0.elapsed().as_nanos() as u64);
-            burst.retain(|i| verdicts.get(i).is_some_and(|v| v.action.forwards()));
-            let wanted = burst.len();
-            if wanted == 0 {
-                continue;
-            }
-            // As on the copying path: tx_bytes are the bytes handed to the output port.
-            let bytes = burst.bytes();
-            match tx.tx_mbufs(&mut burst) {
-                Ok(out) => {
-                    c.tx_frames.add(out.sent as u64);
-                    c.tx_bytes.add(bytes);
-                    c.drops[DropReason::TxError as usize]
-                        .add((wanted - out.sent.min(wanted)) as u64);
-                }
-                Err(e) => {
-                    c.drops[DropReason::TxError as usize].add(wanted as u64);
-                    burst.clear();
-                    result = Err(e);
-                    break;
-                }
-            }
-        }
-        let flushed = tx.flush();
-        result.and(flushed)
-    }
-}
+pub mod zero_copy;

@@ -1,5 +1,7 @@
-//! The TX thread of the host runtime, written once for both executors: it takes each queue's
-//! finished bursts in the order the queue finished them, sends every frame to where its verdict
+//! The TX threads of the host runtime, written once for both executors: one per worker queue
+//! (`pw-tx{q}`, the default) or one for every queue (`pw-tx`, `queues.tx_threads: one`), each
+//! with its own senders where the port gives one per TX queue ([`OutPorts::per_queue`]). A TX
+//! thread takes each of its queues' finished bursts in the order the queue finished them, sends every frame to where its verdict
 //! sends it ([`OutPorts`]: the output port the frame names, the mirror port, the slow path),
 //! counts what each destination took, lets ports that hold frames for their send time send them
 //! when due, and hands each burst back to its owner ([`TxBurst`] says how an executor's burst
@@ -8,7 +10,7 @@
 use crossbeam_utils::Backoff;
 
 use crate::counters::QueueCounters;
-use crate::port::out::{count_settled, Destinations, OutPorts, OutTally};
+use crate::port::out::{count_settled, merge_tallies, Destinations, OutPorts, OutTally};
 use crate::port::WireFrame;
 use crate::ring::Consumer;
 use crate::verdict::DropReason;
@@ -106,6 +108,96 @@ pub(crate) fn send_captures(
     any
 }
 
+/// One TX thread of a run: its name, its destinations and the queues it sends (queue index,
+/// that queue's finished bursts).
+pub(crate) struct TxLane<B> {
+    pub name: String,
+    pub out: OutPorts,
+    pub inputs: Vec<(usize, Consumer<B>)>,
+}
+
+/// The TX threads for `inputs` (one per queue, in queue order): with `per_queue`, one thread
+/// per queue named `pw-tx{q}`, each with its own senders ([`OutPorts::per_queue`]); else one
+/// thread `pw-tx` for every queue. `Err` names the port that cannot give a sender per queue.
+pub(crate) fn lanes<B>(
+    out: OutPorts,
+    inputs: Vec<Consumer<B>>,
+    per_queue: bool,
+) -> Result<Vec<TxLane<B>>, String> {
+    let outs = split_out(out, inputs.len(), per_queue)?;
+    Ok(lanes_of(outs, inputs, per_queue))
+}
+
+/// The destinations of each TX thread ([`lanes`]' first half, for a caller that opens its
+/// queues' rings after it): `nq` with `per_queue`, else one.
+pub(crate) fn split_out(
+    out: OutPorts,
+    nq: usize,
+    per_queue: bool,
+) -> Result<Vec<OutPorts>, String> {
+    if per_queue {
+        out.per_queue(nq)
+    } else {
+        Ok(vec![out])
+    }
+}
+
+/// The TX threads over `outs` ([`split_out`] with the same `per_queue`): `pw-tx{q}` for queue
+/// q's, or `pw-tx` for every queue.
+pub(crate) fn lanes_of<B>(
+    outs: Vec<OutPorts>,
+    inputs: Vec<Consumer<B>>,
+    per_queue: bool,
+) -> Vec<TxLane<B>> {
+    if inputs.is_empty() {
+        // Nothing to transmit: no TX thread.
+        return Vec::new();
+    }
+    let count = if per_queue { inputs.len() } else { 1 };
+    tracing::info!(
+        event = "tx_threads",
+        threads = if per_queue { "per_queue" } else { "one" },
+        count,
+        "{count} TX thread(s)"
+    );
+    if per_queue {
+        return outs
+            .into_iter()
+            .zip(inputs.into_iter().enumerate())
+            .map(|(out, (q, input))| TxLane {
+                name: format!("pw-tx{q}"),
+                out,
+                inputs: vec![(q, input)],
+            })
+            .collect();
+    }
+    outs.into_iter()
+        .next()
+        .map(|out| TxLane {
+            name: "pw-tx".to_string(),
+            out,
+            inputs: inputs.into_iter().enumerate().collect(),
+        })
+        .into_iter()
+        .collect()
+}
+
+/// What the TX threads took, as one: tallies summed per destination, errors without repeats
+/// (threads sharing a port report its error each).
+pub(crate) fn merge(per_thread: Vec<(Vec<OutTally>, Vec<String>)>) -> (Vec<OutTally>, Vec<String>) {
+    let mut errors: Vec<String> = Vec::new();
+    let mut tallies = Vec::new();
+    for (t, e) in per_thread {
+        tallies.push(t);
+        for e in e {
+            if !errors.contains(&e) {
+                errors.push(e);
+            }
+        }
+    }
+    (merge_tallies(tallies), errors)
+}
+
 /// Runs the TX thread until `done()` (every producer finished) and every input is empty; then
 /// flushes the ports. `release(q, burst)` takes each burst back once every destination is done
 /// with its frames (ports copy what they keep); `side(dest)` runs every turn and once more
@@ -116,7 +208,7 @@ pub(crate) fn send_captures(
 pub(crate) fn run<B: TxBurst>(
     counters: &[std::sync::Arc<QueueCounters>],
     out: &mut OutPorts,
-    inputs: &mut [Consumer<B>],
+    inputs: &mut [(usize, Consumer<B>)],
     done: impl Fn() -> bool,
     mut release: impl FnMut(usize, B),
     mut side: impl FnMut(&mut Destinations<'_>) -> bool,
@@ -127,7 +219,8 @@ pub(crate) fn run<B: TxBurst>(
     let mut settled = Vec::new();
     loop {
         let mut got = false;
-        for (q, input) in inputs.iter_mut().enumerate() {
+        for (q, input) in inputs.iter_mut() {
+            let q = *q;
             while let Some(burst) = input.pop() {
                 got = true;
                 send_burst(&mut dest, q, &burst, &counters[q]);
@@ -144,7 +237,7 @@ pub(crate) fn run<B: TxBurst>(
             backoff.reset();
             continue;
         }
-        if done() && inputs.iter().all(|i| i.is_empty()) {
+        if done() && inputs.iter().all(|(_, i)| i.is_empty()) {
             break;
         }
         wait(&backoff);

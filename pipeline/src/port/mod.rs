@@ -307,4 +307,13 @@ pub trait TxPort: Send {
     /// Flushes buffered output (pcap writer).
     fn flush(&mut self) -> Result<(), PortError>;
     fn name(&self) -> &str;
+    /// Independent senders on TX queues `0..n` of the same port, one for each TX thread (one
+    /// TX thread per worker queue sends on TX queue q): a backend whose queues take concurrent
+    /// senders (DPDK) gives them; `Err` when it has fewer TX queues than `n`. `None` (the
+    /// default: a pcap file writer, a TAP device, a callback): the TX threads share this one
+    /// sender behind a lock ([`out::SharedTx`]), each queue's bursts still in its order.
+    fn queue_senders(&self, n: usize) -> Option<Result<Vec<Box<dyn TxPort>>, PortError>> {
+        let _ = n;
+        None
+    }
 }

@@ -56,6 +56,167 @@ impl OutPorts {
     }
 }
 
+impl OutPorts {
+    /// The destinations for `n` TX threads (one per worker queue; `n` <= 1: these, as they
+    /// are). Each thread gets, per destination, a sender of its own where the backend gives one
+    /// per TX queue ([`TxPort::queue_senders`]: DPDK, TX queue q for queue q's thread), else a
+    /// share of the one sender ([`SharedTx`]: a pcap file writer, a TAP device, a callback).
+    /// `Err` names the port that has fewer TX queues than threads.
+    pub fn per_queue(self, n: usize) -> Result<Vec<OutPorts>, String> {
+        if n <= 1 {
+            return Ok(vec![self]);
+        }
+        let mut lanes: Vec<OutPorts> = (0..n)
+            .map(|_| OutPorts {
+                ports: Vec::new(),
+                names: self.names.clone(),
+                default: self.default,
+                mirror: None,
+                to_host: None,
+                all_to_default: self.all_to_default,
+            })
+            .collect();
+        for (k, p) in self.ports.into_iter().enumerate() {
+            let role = format!("output port `{}`", self.names.get(k).map_or("?", |s| s));
+            for (lane, s) in lanes.iter_mut().zip(split_sender(p, n, &role)?) {
+                lane.ports.push(s);
+            }
+        }
+        for (lane, s) in lanes
+            .iter_mut()
+            .zip(split_sender(self.mirror, n, "mirror port")?)
+        {
+            lane.mirror = s;
+        }
+        for (lane, s) in lanes
+            .iter_mut()
+            .zip(split_sender(self.to_host, n, "to_host port")?)
+        {
+            lane.to_host = s;
+        }
+        Ok(lanes)
+    }
+}
+
+/// `n` senders of one destination (or `n` times none).
+fn split_sender(
+    p: Option<Box<dyn TxPort>>,
+    n: usize,
+    role: &str,
+) -> Result<Vec<Option<Box<dyn TxPort>>>, String> {
+    let Some(p) = p else {
+        return Ok((0..n).map(|_| None).collect());
+    };
+    match p.queue_senders(n) {
+        Some(Ok(v)) if v.len() == n => Ok(v.into_iter().map(Some).collect()),
+        Some(Ok(v)) => Err(format!(
+            "{role} ({}): {} senders for {n} TX threads",
+            p.name(),
+            v.len()
+        )),
+        Some(Err(e)) => Err(format!("{role} ({}): {e}", p.name())),
+        None => {
+            tracing::info!(
+                event = "tx_threads",
+                port = %p.name(),
+                sender = "shared",
+                "{role} ({}): one sender shared by {n} TX threads, each queue's frames in its order",
+                p.name()
+            );
+            let shared = SharedTx::new(p);
+            Ok((0..n)
+                .map(|_| Some(Box::new(shared.clone()) as Box<dyn TxPort>))
+                .collect())
+        }
+    }
+}
+
+/// One sender shared by the TX threads of several queues, behind a lock: for a backend that
+/// cannot take concurrent senders (a pcap file writer, a TAP device, a callback). Each thread
+/// sends its queue's bursts whole under the lock, in its queue's order; bursts of different
+/// queues interleave in the order the threads took the lock (as frames of different queues
+/// do on any port). Flushed by every thread at its end (a flush with nothing new is a no-op).
+#[derive(Clone)]
+pub struct SharedTx {
+    name: String,
+    port: std::sync::Arc<std::sync::Mutex<Box<dyn TxPort>>>,
+}
+
+impl SharedTx {
+    pub fn new(port: Box<dyn TxPort>) -> Self {
+        SharedTx {
+            name: port.name().to_string(),
+            port: std::sync::Arc::new(std::sync::Mutex::new(port)),
+        }
+    }
+
+    /// The sender, also after a thread panicked holding it (its state is a port's, valid
+    /// between calls).
+    fn lock(&self) -> std::sync::MutexGuard<'_, Box<dyn TxPort>> {
+        self.port.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl TxPort for SharedTx {
+    fn tx_burst(&mut self, frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, PortError> {
+        self.lock().tx_burst(frames)
+    }
+    fn tx_burst_timed(
+        &mut self,
+        frames: &mut dyn Iterator<Item = crate::port::TimedFrame<'_>>,
+    ) -> Result<TxSent, PortError> {
+        self.lock().tx_burst_timed(frames)
+    }
+    fn tx_burst_queued(
+        &mut self,
+        frames: &mut dyn Iterator<Item = crate::port::TimedFrame<'_>>,
+        queue: u16,
+    ) -> Result<TxSent, PortError> {
+        self.lock().tx_burst_queued(frames, queue)
+    }
+    fn tx_burst_wire(
+        &mut self,
+        frames: &mut dyn Iterator<Item = WireFrame<'_>>,
+        queue: u16,
+    ) -> Result<TxSent, PortError> {
+        self.lock().tx_burst_wire(frames, queue)
+    }
+    fn tx_poll(&mut self) -> Result<(), PortError> {
+        self.lock().tx_poll()
+    }
+    /// Whichever thread asks takes what settled; each entry names its queue, so the queue
+    /// counters stay exact.
+    fn take_settled(&mut self, out: &mut Vec<Settled>) {
+        self.lock().take_settled(out)
+    }
+    fn flush(&mut self) -> Result<(), PortError> {
+        self.lock().flush()
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// The tallies of several TX threads as one per destination (same role and name: summed), in
+/// the order each destination first appears.
+pub(crate) fn merge_tallies(per_thread: Vec<Vec<OutTally>>) -> Vec<OutTally> {
+    let mut out: Vec<OutTally> = Vec::new();
+    for t in per_thread.into_iter().flatten() {
+        match out
+            .iter_mut()
+            .find(|o| o.role == t.role && o.name == t.name)
+        {
+            Some(o) => {
+                o.frames += t.frames;
+                o.bytes += t.bytes;
+                o.failed += t.failed;
+            }
+            None => out.push(t),
+        }
+    }
+    out
+}
+
 /// What one destination took over a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct OutTally {

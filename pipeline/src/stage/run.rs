@@ -366,6 +366,19 @@ impl Pipeline {
         self.run_items(frames.map(|(d, f)| Item::Ro(d, f)), metas, verdicts, c)
     }
 
+    /// [`Pipeline::run_frames`] that rewrites each frame in place wherever it lives (the
+    /// mbufs of a zero-copy DPDK burst): its bytes, and its descriptor's `len` when a stage
+    /// changes its length within the slice (the frame and its room).
+    pub fn run_frames_mut<'f>(
+        &self,
+        frames: impl ExactSizeIterator<Item = (&'f mut FrameDesc, &'f mut [u8])>,
+        metas: &mut Vec<PacketMeta>,
+        verdicts: &mut Vec<Verdict>,
+        c: &QueueCounters,
+    ) -> u64 {
+        self.run_items(frames.map(|(d, b)| Item::Rw(d, b)), metas, verdicts, c)
+    }
+
     /// The ACL and route tables in force now, one load of each pointer (what a burst is run
     /// with: [`Pipeline::run_burst_mut_with`]).
     pub fn load_tables(&self) -> BurstTables {

@@ -29,6 +29,16 @@ void pw_rte_pktmbuf_free(struct rte_mbuf *m)
 	rte_pktmbuf_free(m);
 }
 
+void pw_rte_pktmbuf_refcnt_update(struct rte_mbuf *m, int16_t v)
+{
+	rte_pktmbuf_refcnt_update(m, v);
+}
+
+uint16_t pw_rte_mbuf_refcnt_read(const struct rte_mbuf *m)
+{
+	return rte_mbuf_refcnt_read(m);
+}
+
 void pw_rx_free_bulk(struct rte_mempool *pool, struct rte_mbuf **mbufs, unsigned int n)
 {
 	for (unsigned int i = 0; i < n; i++) {

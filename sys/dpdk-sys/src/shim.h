@@ -27,6 +27,10 @@ struct rte_mbuf *pw_rte_pktmbuf_alloc(struct rte_mempool *mp);
 int pw_rte_pktmbuf_alloc_bulk(struct rte_mempool *pool, struct rte_mbuf **mbufs,
                               unsigned int count);
 void pw_rte_pktmbuf_free(struct rte_mbuf *m);
+/* rte_pktmbuf_refcnt_update: adds v to the reference count of every segment of m (a frame
+ * sent to two ports without a copy; each send or free then takes one reference). */
+void pw_rte_pktmbuf_refcnt_update(struct rte_mbuf *m, int16_t v);
+uint16_t pw_rte_mbuf_refcnt_read(const struct rte_mbuf *m);
 /* rte_mempool_get_bulk: raw objects (mbufs come back with refcnt 1, next NULL, nb_segs 1 and
  * the rest of their first cache line to be set by the caller). Returns 0 or -ENOENT. */
 /* Frees n received mbufs: one rte_mempool_put_bulk when every one is direct, single-segment,

@@ -1,6 +1,7 @@
 //! The arrangement of the GPU host side, the CPU executor's own: receive threads (one per
 //! (port, queue) where the port splits by queue, else one per port; `queues.rx_threads`), one
-//! thread per queue (submit, poll, count), one TX thread, joined by bounded SPSC rings
+//! thread per queue (submit, poll, count), one TX thread per queue (`pw-tx{q}`; one for all
+//! with `queues.tx_threads: one`), joined by bounded SPSC rings
 //! (receive thread -> each queue it feeds, queue -> TX per queue) and a channel per receive
 //! thread for empty slots. This thread publishes reloaded ACL tables meanwhile.
 
@@ -84,6 +85,20 @@ pub(crate) struct HostOutcome {
     /// a free under a running persistent kernel waits for it to end). The run's threads only
     /// ever held clones of these.
     pub pinned: Vec<GpuHold>,
+}
+
+impl HostOutcome {
+    /// A run stopped before it started.
+    fn failed(e: anyhow::Error) -> Self {
+        HostOutcome {
+            result: Err(e),
+            errors: Vec::new(),
+            outputs: Vec::new(),
+            gpu_ingest: Vec::new(),
+            receive_threads: 0,
+            pinned: Vec::new(),
+        }
+    }
 }
 
 /// Sets a flag (or counts) when its thread ends, by return or by panic, so no other thread
@@ -289,13 +304,19 @@ pub(crate) fn run(
 ) -> HostOutcome {
     let nq = spec.queues;
     let handoff = spec.ring_slots.clamp(2, HANDOFF_MAX);
-    let with_tx = !out.is_empty();
+    let (with_tx, slow_path) = (!out.is_empty(), out.to_host.is_some());
+    // Each TX thread's senders first: a port that cannot give one per queue stops the run.
+    let per_queue_tx = spec.rx_threads.tx_per_queue;
+    let outs = match tx::split_out(std::mem::take(out), nq, per_queue_tx) {
+        Ok(o) => o,
+        Err(e) => return HostOutcome::failed(anyhow::anyhow!(e)),
+    };
     let holds = tx_from_slot(dev, with_tx);
     let (in_place, mut gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
     let (feeds, pinned) = feeds(dev, spec, rx, &in_place, with_tx, &mut gpu_ingest);
     let receive_threads = feeds.len();
     let rings = Rings::new(&feeds, nq, handoff, with_tx);
-    let outputs = Mutex::new(Vec::<OutTally>::new());
+    let outputs = Mutex::new(Vec::<(Vec<OutTally>, Vec<String>)>::new());
     let failed = AtomicBool::new(false);
     let ingest_done: Vec<AtomicBool> = feeds.iter().map(|_| AtomicBool::new(false)).collect();
     let queues_done = AtomicUsize::new(0);
@@ -308,7 +329,7 @@ pub(crate) fn run(
     };
     let ictx = ingest_ctx(dev, spec, shared, &failed);
     let reaper = Reaper::new(spec.pipeline, spec.acl_on);
-    let mut verify = HostVerify::new(spec, &shared.verify, out.to_host.is_some());
+    let mut verify = HostVerify::new(spec, &shared.verify, slow_path);
     let (mut publisher, mut params) = verify.publishers(spec);
     let mut live = LiveStageCounters::new(spec.composed, spec.pipeline);
     let flows = flow_export::GpuFlows::of(spec.pipeline, nq);
@@ -374,21 +395,17 @@ pub(crate) fn run(
                 }
             }));
         }
-        let captures = verify.start(s);
-        if with_tx {
-            let (frees, queues_done, errors, failed, outputs) =
-                (free_tx.clone(), &queues_done, &errors, &failed, &outputs);
-            threads.push(spawn_named(s, "pw-tx".to_string(), move || {
-                let _exit = OnExit {
-                    done: None,
-                    count: None,
-                    failed,
-                };
-                let (t, e) = tx::run(shared, out, tx_in, frees, (queues_done, captures), dev);
-                errors.lock().unwrap_or_else(|p| p.into_inner()).extend(e);
-                *outputs.lock().unwrap_or_else(|p| p.into_inner()) = t;
-            }));
-        }
+        // TX threads; the verifier's captures go to the slow path through the first.
+        let (captures, lanes) = (verify.start(s), tx::lanes_of(outs, tx_in, per_queue_tx));
+        let ends = TxEnds {
+            shared,
+            dev,
+            queues_done: &queues_done,
+            nq,
+            failed: &failed,
+            outputs: &outputs,
+        };
+        spawn_tx(s, &mut threads, lanes, &free_tx, captures, ends);
         drop(free_tx);
         // Reloads reach the GPU from here while the queues run (the data path never waits
         // for the control thread, nor for this one).
@@ -418,13 +435,73 @@ pub(crate) fn run(
         }
     });
     hooks.end(spec.pipeline);
+    let (outputs, errors) = tx_results(outputs, errors);
     HostOutcome {
         result: first_error(fatal),
-        errors: errors.into_inner().unwrap_or_else(|p| p.into_inner()),
-        outputs: outputs.into_inner().unwrap_or_else(|p| p.into_inner()),
+        errors,
+        outputs,
         gpu_ingest,
         receive_threads,
         pinned,
+    }
+}
+
+/// What the TX threads took (summed per destination) and every error of the run.
+fn tx_results(
+    outputs: Mutex<Vec<(Vec<OutTally>, Vec<String>)>>,
+    errors: Mutex<Vec<String>>,
+) -> (Vec<OutTally>, Vec<String>) {
+    let (outputs, tx_errors) =
+        crate::executor::tx::merge(outputs.into_inner().unwrap_or_else(|p| p.into_inner()));
+    let mut errors = errors.into_inner().unwrap_or_else(|p| p.into_inner());
+    errors.extend(tx_errors);
+    (outputs, errors)
+}
+
+/// What the TX threads share: the counters, the device (slots are released to it), when to
+/// end (`queues_done` reaching `nq`), the run's failure flag, and where each puts its result.
+struct TxEnds<'s> {
+    shared: &'s CpuShared,
+    dev: &'s dyn QueueDevice,
+    queues_done: &'s AtomicUsize,
+    nq: usize,
+    failed: &'s AtomicBool,
+    outputs: &'s Mutex<Vec<(Vec<OutTally>, Vec<String>)>>,
+}
+
+/// Starts the TX threads (one per lane, `executor::tx`): each sends its queues' reaped bursts
+/// until every queue thread and the verifier are done, then puts what its destinations took
+/// onto `ends.outputs`. The verifier's captures go to the first.
+fn spawn_tx<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    threads: &mut Vec<std::thread::ScopedJoinHandle<'s, ()>>,
+    lanes: Vec<crate::executor::tx::TxLane<Slot>>,
+    free_tx: &[mpsc::Sender<Slot>],
+    (mut captured, verify_done): tx::Captures<'s>,
+    ends: TxEnds<'s>,
+) {
+    for lane in lanes {
+        let frees = free_tx.to_vec();
+        let captures = (captured.take(), verify_done);
+        let TxEnds {
+            shared,
+            dev,
+            queues_done,
+            nq,
+            failed,
+            outputs,
+        } = ends;
+        threads.push(spawn_named(s, lane.name, move || {
+            let _exit = OnExit {
+                done: None,
+                count: None,
+                failed,
+            };
+            let mut out = lane.out;
+            let ends = (queues_done, nq, captures);
+            let r = tx::run(shared, &mut out, lane.inputs, frees, ends, dev);
+            outputs.lock().unwrap_or_else(|p| p.into_inner()).push(r);
+        }));
     }
 }
 

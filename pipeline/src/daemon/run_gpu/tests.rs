@@ -983,4 +983,5 @@ mod restart;
 mod rewrite;
 mod rx_threads;
 mod sampled;
+mod tx_lanes;
 mod wire_len;

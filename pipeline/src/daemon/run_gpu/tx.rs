@@ -1,4 +1,5 @@
-//! The TX thread, as in the CPU executor: it sends each queue's bursts in the order its queue
+//! A TX thread (one per queue, or one for all: `executor::tx`), as in the CPU executor: it
+//! sends each of its queues' bursts in the order its queue
 //! thread reaped them to their destinations ([`OutPorts`]: the output port each frame names,
 //! the mirror port, the slow path), counts what each took, and returns the slots to their
 //! ingest threads. What to send comes from the burst's TX list ([`Slot::tx`]): the TX ring the
@@ -12,6 +13,7 @@ use super::device::QueueDevice;
 use super::{wait_on, Slot};
 use crate::executor::cpu::CpuShared;
 use crate::executor::gpu::abi::{self, TxDesc};
+pub(crate) use crate::executor::tx::{lanes_of, split_out};
 use crate::executor::tx::{TxBurst, TxFate};
 use crate::port::out::{OutPorts, OutTally};
 use crate::port::WireFrame;
@@ -69,19 +71,18 @@ pub(crate) type Captures<'a> = (
     &'a std::sync::atomic::AtomicBool,
 );
 
-/// Runs until every queue thread and the verifier are done (`queues_done` reaches the number
-/// of queues, and the verifier's flag is set) and the rings are empty; flushes the ports.
+/// Runs until every queue thread and the verifier are done (`queues_done` reaches `nq`, the
+/// number of queues, and the verifier's flag is set) and the rings are empty; flushes the ports.
 /// The verifier's captures go to the slow path meanwhile. Returns what each destination took and the ports' errors:
 /// after a destination's first error its frames count as failed without calling it again.
 pub(crate) fn run(
     shared: &CpuShared,
     out: &mut OutPorts,
-    mut inputs: Vec<Consumer<Slot>>,
+    mut inputs: Vec<(usize, Consumer<Slot>)>,
     frees: Vec<Sender<Slot>>,
-    (queues_done, (captured, verify_done)): (&AtomicUsize, Captures<'_>),
+    (queues_done, nq, (captured, verify_done)): (&AtomicUsize, usize, Captures<'_>),
     dev: &dyn QueueDevice,
 ) -> (Vec<OutTally>, Vec<String>) {
-    let nq = inputs.len();
     // Every destination is done with the frames (ports copy what they keep): the GPU slot may
     // take the next burst.
     let release = |_q: usize, mut slot: Slot| {

@@ -30,6 +30,10 @@ pub struct RxThreads {
     /// Why every port keeps one receive thread although `per_queue` asks for one per queue (a
     /// stage that orders frames across queues); `None`: ports split where they can.
     pub one_per_port: Option<String>,
+    /// The TX side's threads: one per worker queue, each sending its queue's frames on its own
+    /// TX queue of a DPDK port (default; `queues.tx_threads: per_queue`), or one for every
+    /// queue (`one`). See `executor::tx`.
+    pub tx_per_queue: bool,
 }
 
 impl Default for RxThreads {
@@ -38,6 +42,7 @@ impl Default for RxThreads {
             per_queue: true,
             cores: Vec::new(),
             one_per_port: None,
+            tx_per_queue: true,
         }
     }
 }

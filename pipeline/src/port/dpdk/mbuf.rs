@@ -81,7 +81,44 @@ pub struct MbufBurst {
     src: *const PortPools,
     /// Scratch for `remove_where` (allocated once).
     freed: Vec<*mut sys::rte_mbuf>,
+    /// Scratch for `rewrite`: the descriptors the stages may change (allocated once).
+    descs: Vec<FrameDesc>,
 }
+
+/// Every frame of an [`MbufBurst`] with its descriptor, writable in place
+/// ([`MbufBurst::rewrite`]): what `Pipeline::run_frames_mut` takes.
+pub struct FramesMut<'a> {
+    descs: std::slice::IterMut<'a, FrameDesc>,
+    mbufs: std::slice::Iter<'a, *mut sys::rte_mbuf>,
+    room: usize,
+}
+
+impl<'a> Iterator for FramesMut<'a> {
+    type Item = (&'a mut FrameDesc, &'a mut [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let d = self.descs.next()?;
+        let &m = self.mbufs.next()?;
+        // SAFETY: m is a one-segment mbuf the burst owns (MbufBurst::rewrite checked), in host
+        // memory (rx_mbufs refuses GPU-memory ports); each is handed out once, so the slices
+        // do not alias, and the burst's &mut borrow (held by this iterator's lifetime) keeps it
+        // from being sent or freed meanwhile. The slice is its data and at most `room` bytes
+        // of tailroom, inside its buffer.
+        let b = unsafe {
+            let mb = &*m;
+            let avail = usize::from(mb.buf_len).saturating_sub(usize::from(mb.data_off));
+            let n = (usize::from(mb.data_len) + self.room).min(avail);
+            std::slice::from_raw_parts_mut((mb.buf_addr as *mut u8).add(mb.data_off as usize), n)
+        };
+        Some((d, b))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.descs.size_hint()
+    }
+}
+
+impl ExactSizeIterator for FramesMut<'_> {}
 
 // SAFETY: the mbufs are owned by this value alone (nobody else frees or reads them until they
 // are sent or freed through it); mempools are thread-safe.
@@ -116,6 +153,7 @@ impl MbufBurst {
             pools: Vec::new(),
             src: std::ptr::null(),
             freed: Vec::with_capacity(MAX_BURST),
+            descs: Vec::with_capacity(MAX_BURST),
         }
     }
 
@@ -284,6 +322,116 @@ impl MbufBurst {
             let mb = unsafe { &*m };
             (me.desc_at(mb), me.bytes_at(i, mb))
         })
+    }
+
+    /// Runs `f` over every frame's descriptor and bytes, writable where the frame is (the
+    /// mbuf's data, and up to `room` bytes of its tailroom for a stage that grows the frame:
+    /// [`crate::stage::Pipeline::frame_room`]), then gives each mbuf its descriptor's new
+    /// `len` where a stage changed it: the rewritten frame is the received mbuf, sent as it is
+    /// (no copy). `Err` when a frame is a chain (its bytes are read from a copy, so a rewrite
+    /// would not reach the mbuf): the caller refuses rewriting on a port that may deliver
+    /// chains ([`PortSetup::rx_may_chain`](super::PortSetup)).
+    pub fn rewrite<R>(
+        &mut self,
+        room: usize,
+        f: impl FnOnce(FramesMut<'_>) -> R,
+    ) -> Result<R, PortError> {
+        self.prepare();
+        if self.chained > 0 {
+            return Err(config_err(format!(
+                "{} chained frames: a chain is rewritten only in a copy",
+                self.chained
+            )));
+        }
+        let mut descs = std::mem::take(&mut self.descs);
+        descs.clear();
+        for &m in &self.mbufs[..self.len] {
+            // SAFETY: an owned mbuf (see header()); only its header is read.
+            descs.push(self.desc_at(unsafe { &*m }));
+        }
+        let r = f(FramesMut {
+            descs: descs.iter_mut(),
+            mbufs: self.mbufs[..self.len].iter(),
+            room,
+        });
+        for (&m, d) in self.mbufs[..self.len].iter().zip(&descs) {
+            // SAFETY: an owned, one-segment mbuf (no chain, checked above); the new length lies
+            // within what FramesMut handed out (data + tailroom), so within the buffer.
+            unsafe {
+                let mb = &mut *m;
+                if d.len != mb.pkt_len {
+                    self.bytes = self.bytes - u64::from(mb.pkt_len) + u64::from(d.len);
+                    mb.pkt_len = d.len;
+                    mb.data_len = d.len as u16;
+                }
+            }
+        }
+        self.descs = descs;
+        Ok(r)
+    }
+
+    /// A second reference to each frame for which `pick(i)` holds, appended to `into` (which
+    /// must hold frames of the same receive call or none): one frame's mbuf is then sent to two
+    /// ports (the output and the mirror port), each send or free taking one reference; the
+    /// buffer goes back to its pool after the last. Returns how many were shared.
+    pub fn share_into(
+        &mut self,
+        into: &mut MbufBurst,
+        mut pick: impl FnMut(usize) -> bool,
+    ) -> usize {
+        self.prepare();
+        if into.is_empty() {
+            into.port = self.port;
+            into.queue = self.queue;
+            into.timestamp_ns = self.timestamp_ns;
+            into.may_chain = self.may_chain;
+            into.prepared = true;
+            into.bytes = 0;
+            into.chained = 0;
+            into.linear.clear();
+        }
+        for p in &self.pools {
+            if !into.pools.iter().any(|q| Arc::ptr_eq(p, q)) {
+                into.pools.push(Arc::clone(p));
+            }
+        }
+        into.src = self.src;
+        let mut n = 0;
+        for i in 0..self.len {
+            if !pick(i) || into.len >= MAX_BURST {
+                continue;
+            }
+            let m = self.mbufs[i];
+            // SAFETY: an owned mbuf; one more reference on each of its segments, owned by
+            // `into` from here (freed or sent through it).
+            unsafe { sys::pw_rte_pktmbuf_refcnt_update(m, 1) };
+            // SAFETY: as above, header only.
+            let mb = unsafe { &*m };
+            into.bytes += u64::from(mb.pkt_len);
+            if mb.nb_segs > 1 {
+                // Its bytes for reading: the chain's copy in this burst.
+                into.linear_at[into.len] = into.linear.len() as u32;
+                let at = self.linear_at[i] as usize;
+                let copy = self.linear[at..at + mb.pkt_len as usize].to_vec();
+                into.linear.extend_from_slice(&copy);
+                into.chained += 1;
+            }
+            into.mbufs[into.len] = m;
+            into.len += 1;
+            n += 1;
+        }
+        n
+    }
+
+    /// The reference count of frame `i`'s mbuf (tests: a shared frame has two).
+    pub fn refcnt(&self, i: usize) -> u16 {
+        // SAFETY: an owned mbuf; its header is read.
+        unsafe { sys::pw_rte_mbuf_refcnt_read(self.mbufs[..self.len][i]) }
+    }
+
+    /// Frame `i`'s mbuf address (tests: the mbuf sent is the one received).
+    pub fn mbuf_addr(&self, i: usize) -> usize {
+        self.mbufs[..self.len][i] as usize
     }
 
     /// Frees frame `i` (a verdict dropped it) and closes the gap: later frames move down one.

@@ -113,6 +113,7 @@ impl DpdkPort {
 
         let (port_id, created_vdev) = resolve_port(opts)?;
         let info = device_info(port_id)?;
+        let opts = &opts.fit_tx_queues(info.max_tx_queues);
         let name = port_name(port_id);
         let driver = cstr_field(info.driver_name);
         for (key, asked, most, what) in [

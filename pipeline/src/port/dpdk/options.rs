@@ -36,9 +36,20 @@ pub struct DpdkPortOptions {
     /// RX queues (RSS spreads over them when more than one and the device can hash).
     #[serde(default = "one")]
     pub rx_queues: u16,
-    /// TX queues (one per transmitting thread).
-    #[serde(default = "one")]
+    /// TX queues (one per transmitting thread: the daemon's TX thread of queue q sends on TX
+    /// queue q). 0 or absent: one per TX thread ([`Self::tx_threads`]: `queues.count` in the
+    /// daemon, 1 with `queues.tx_threads: one`), at most as many as the device has; the TX
+    /// threads then share the port's senders where it has fewer (net_pcap with one `tx_pcap`).
+    #[serde(default)]
     pub tx_queues: u16,
+    /// The TX threads that will send on the port (not in the YAML: the daemon sets it from
+    /// `queues`); 0: one. Only read where `tx_queues` is 0.
+    #[serde(skip)]
+    pub tx_threads: u16,
+    /// `tx_queues` was 0 and [`Self::fit_tx_queues`] chose it (not in the YAML): TX threads
+    /// beyond the device's TX queues share a sender instead of failing.
+    #[serde(skip)]
+    pub tx_queues_fitted: bool,
     /// RX descriptors per queue (adjusted to the device's limits).
     #[serde(default = "descriptors")]
     pub rx_descriptors: u16,
@@ -155,6 +166,8 @@ impl DpdkPortOptions {
             port_id: None,
             rx_queues: one(),
             tx_queues: one(),
+            tx_threads: 0,
+            tx_queues_fitted: false,
             rx_descriptors: descriptors(),
             tx_descriptors: descriptors(),
             mempool_size: mempool_size(),
@@ -178,6 +191,17 @@ impl DpdkPortOptions {
         }
     }
 
+    /// These options with `tx_queues` left at 0 set to one per TX thread ([`Self::tx_threads`],
+    /// at least 1), at most `device_most` (the device's TX queues).
+    pub fn fit_tx_queues(&self, device_most: u16) -> Self {
+        let mut o = self.clone();
+        if o.tx_queues == 0 {
+            o.tx_queues = o.tx_threads.max(1).min(device_most.max(1));
+            o.tx_queues_fitted = true;
+        }
+        o
+    }
+
     /// Checks the values that need no device (the config validator calls this).
     pub fn validate(&self) -> Result<(), String> {
         let chosen = [
@@ -196,8 +220,8 @@ impl DpdkPortOptions {
                 return Err(format!("`vdev` {v:?} must start with a device name"));
             }
         }
-        if self.rx_queues == 0 || self.tx_queues == 0 {
-            return Err("`rx_queues` and `tx_queues` must be at least 1".into());
+        if self.rx_queues == 0 {
+            return Err("`rx_queues` must be at least 1".into());
         }
         if self.burst_size == 0 || self.burst_size as usize > MAX_BURST {
             return Err(format!("`burst_size` must be 1..={MAX_BURST}"));

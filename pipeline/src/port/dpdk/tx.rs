@@ -306,4 +306,37 @@ impl TxPort for DpdkTx {
     fn name(&self) -> &str {
         &self.label
     }
+
+    /// TX queues `0..n` of this port, one handle each (a DPDK TX queue takes one sender at a
+    /// time; distinct queues take concurrent senders).
+    fn queue_senders(&self, n: usize) -> Option<Result<Vec<Box<dyn TxPort>>, PortError>> {
+        let have = usize::from(self.port.inner.setup.tx_queues);
+        if have < n && self.port.inner.opts.tx_queues_fitted {
+            // `tx_queues` left out and the device has fewer: the threads share one sender.
+            tracing::info!(
+                event = "tx_threads",
+                port = %self.port.inner.setup.name,
+                sender = "shared",
+                "port {}: {n} TX threads share TX queue {} (the device has {have} TX queues)",
+                self.port.inner.setup.name,
+                self.queue
+            );
+            return None;
+        }
+        if have < n {
+            return Some(Err(super::config_err(format!(
+                "port {} has {have} TX queues (dpdk.tx_queues) for {n} TX threads, one per queue: give dpdk.tx_queues: {n}, or queues.tx_threads: one",
+                self.port.inner.setup.name
+            ))));
+        }
+        Some(
+            (0..n)
+                .map(|q| {
+                    self.port
+                        .tx(q as u16)
+                        .map(|t| Box::new(t) as Box<dyn TxPort>)
+                })
+                .collect(),
+        )
+    }
 }

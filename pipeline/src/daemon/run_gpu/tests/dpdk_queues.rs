@@ -9,7 +9,7 @@ fn dpdk_yaml(nq: usize) -> String {
     format!(
         "ports:\n  - name: wire\n    dpdk:\n      eal_args: [--no-huge, --no-pci, --no-shconf, -m, \"512\", \
          --file-prefix=pwgq{pid}, -l, \"0\", \"--log-level=*:warning\"]\n      \
-         vdev: \"net_null_g{nq},size=64\"\n      mempool_size: 4095\n      rx_queues: {nq}\n      tx_queues: 1\n\
+         vdev: \"net_null_g{nq},size=64\"\n      mempool_size: 4095\n      rx_queues: {nq}\n      tx_queues: {nq}\n\
          queues: {{ count: {nq}, burst: 32, ring_slots: 4 }}\n{INLINE}",
         pid = std::process::id()
     )
