@@ -9,3 +9,4 @@ pub mod gpu;
 pub mod http;
 pub mod matcher;
 pub mod rules;
+pub mod pcre;

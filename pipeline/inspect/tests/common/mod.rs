@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod corpus;
+pub mod pcre2;
 
 use std::path::Path;
 
