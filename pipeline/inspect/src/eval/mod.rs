@@ -20,6 +20,7 @@ pub mod program;
 pub mod state;
 
 use crate::http::{self, HttpHead, HttpParse};
+use crate::pcre::table::Table;
 use crate::rules::{Buffer, FlagMode};
 use program::*;
 use std::net::IpAddr;
@@ -176,7 +177,7 @@ fn payload_matches(p: &Program, r: &RuleHead, f: &Frame) -> bool {
         let Some(buf) = f.buffer(b) else {
             return false;
         };
-        if !group_matches(&ops[g..end], &p.patterns, buf) {
+        if !group_matches(&ops[g..end], p, buf) {
             return false;
         }
         g = end;
@@ -243,7 +244,8 @@ fn search(
 }
 
 /// One buffer's ops, with retries of earlier contents (see the module docs).
-fn group_matches(ops: &[Op], patterns: &[u8], buf: &[u8]) -> bool {
+fn group_matches(ops: &[Op], p: &Program, buf: &[u8]) -> bool {
+    let patterns = &p.patterns;
     if buf.is_empty() || ops.len() > MAX_OPS {
         return false;
     }
@@ -302,6 +304,54 @@ fn group_matches(ops: &[Op], patterns: &[u8], buf: &[u8]) -> bool {
                             stack[sp] = i as u8;
                             sp += 1;
                         }
+                        true
+                    }
+                }
+            }
+            OP_PCRE => {
+                searches += 1;
+                if searches > SEARCH_LIMIT {
+                    return false;
+                }
+                let retry_at = resume.take();
+                match retry_at {
+                    Some(_) => cursor = entry[i],
+                    None => entry[i] = cursor,
+                }
+                let relative = op.flags & F_RELATIVE != 0;
+                // The subject: the buffer, or from the detection pointer with `R`; a retry
+                // searches it again from the last match start + 1.
+                let sub = if relative { cursor.clamp(0, len) } else { 0 };
+                let from = retry_at.map_or(sub, |r| r.max(sub));
+                let (o, n) = (op.pat_off as usize, op.pat_len as usize);
+                let hit = if from > len {
+                    None
+                } else {
+                    Table::trusted(&p.dfa[o..o + n]).find_end(buf, sub as usize, from as usize)
+                };
+                match (hit, op.flags & F_NEGATED != 0) {
+                    (None, true) => true,
+                    (Some(_), true) => {
+                        if !relative && op.flags & F_RETRY == 0 {
+                            return false;
+                        }
+                        false
+                    }
+                    (None, false) => {
+                        if !relative {
+                            return false;
+                        }
+                        false
+                    }
+                    (Some(e), false) => {
+                        if op.flags & F_RETRY != 0 {
+                            let rev = &p.dfa[o + n..o + n + op.b as usize];
+                            let s = Table::trusted(rev).find_start(buf, sub as usize, from as usize, e);
+                            found[i] = s.unwrap_or(from as usize) as i64;
+                            stack[sp] = i as u8;
+                            sp += 1;
+                        }
+                        cursor = e as i64;
                         true
                     }
                 }

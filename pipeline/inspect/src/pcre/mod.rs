@@ -30,7 +30,7 @@ use regex_automata::MatchKind;
 use regex_syntax::hir::{Class, ClassBytes, ClassBytesRange, Hir, Look, Repetition};
 
 /// Bytes the determinizer may use for one pattern (past it the rule is skipped).
-const BUILD_LIMIT: usize = 16 << 20;
+const BUILD_LIMIT: usize = 8 << 20;
 
 /// A compiled `pcre`: its forward table and, when a later keyword is relative to it (so it
 /// may be retried from its match start + 1, as Suricata does), the reverse table that finds
