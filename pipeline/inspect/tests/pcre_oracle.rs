@@ -7,6 +7,7 @@
 mod common;
 
 use common::pcre2::Pcre2;
+use pktwarp_inspect::pcre::table::Table;
 use pktwarp_inspect::pcre::{compile, view};
 use proptest::prelude::*;
 
@@ -168,4 +169,175 @@ fn pcre_specific_meanings_agree_with_pcre2() {
     }
     // All but `{,2}` (read differently by PCRE2 versions) and `\Z` with `m` have a DFA.
     assert!(compiled >= cases.len() - 3, "{compiled} of {} compiled", cases.len());
+}
+
+/// A difference between the DFA (forward and reverse tables) and PCRE2 on one subject
+/// (None: equal, or PCRE2 gave up).
+fn differs(
+    (fwd, rev): (&Table, &Table),
+    oracle: &Pcre2,
+    buf: &[u8],
+    sub: usize,
+    from: usize,
+    stats: &mut EtStats,
+) -> Option<String> {
+    let want = match oracle.find(&buf[sub..], from - sub) {
+        Ok(w) => w.map(|(s, e)| (s + sub, e + sub)),
+        Err(_) => {
+            stats.pcre2_errors += 1;
+            return None;
+        }
+    };
+    stats.searches += 1;
+    let got = fwd
+        .find_end(buf, sub, from)
+        .map(|e| (rev.find_start(buf, sub, from, e).unwrap_or(usize::MAX), e));
+    stats.matched += usize::from(got.is_some());
+    (got != want).then(|| {
+        format!(
+            "DFA {got:?}, PCRE2 {want:?} on {:?} (subject from {sub}, search from {from})",
+            String::from_utf8_lossy(&buf[..buf.len().min(200)])
+        )
+    })
+}
+
+#[derive(Default, Debug)]
+struct EtStats {
+    searches: usize,
+    matched: usize,
+    pcre2_errors: usize,
+}
+
+/// The buffers of the tcpdump captures (payloads and HTTP buffers), deduplicated, at most
+/// `cap` of them spread over the set.
+fn corpus_buffers(cap: usize) -> Option<Vec<Vec<u8>>> {
+    use pktwarp_inspect::eval::{self, decode::decode, Counters};
+    use pktwarp_inspect::rules::Buffer;
+    let pcaps = flow_rules::input::require_corpus("pcaps/tcpdump")?;
+    let mut files: Vec<_> = std::fs::read_dir(&pcaps)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    files.sort();
+    let mut set = std::collections::BTreeSet::new();
+    let mut c = Counters::default();
+    for f in &files {
+        for raw in common::ethernet_frames(f).unwrap_or_default() {
+            let Some(fr) = decode(&raw) else { continue };
+            if !fr.payload.is_empty() {
+                set.insert(fr.payload.to_vec());
+            }
+            if let Some(h) = eval::http_of(fr.ip_proto, fr.payload, &mut c) {
+                for b in Buffer::ALL {
+                    if let Some(v) = h.buffer(b).filter(|v| !v.is_empty()) {
+                        set.insert(v.to_vec());
+                    }
+                }
+            }
+        }
+    }
+    // At most 1,024 bytes of each: PCRE2 without JIT backtracks on long subjects.
+    let all: Vec<Vec<u8>> = set.into_iter().map(|mut v| {
+        v.truncate(1024);
+        v
+    }).collect();
+    let step = all.len().div_ceil(cap).max(1);
+    Some(all.into_iter().step_by(step).collect())
+}
+
+/// Every ET Open 2019 pcre that has a DFA, against PCRE2: on the tcpdump corpus's buffers,
+/// and on buffers built for it (a shortest subject the DFA matches, with the rule's contents
+/// before it, a final newline after it, its case flipped, cut short), from several subject
+/// and search starts. PCRE2 must accept every pattern the DFA accepts.
+#[test]
+fn etopen_pcres_agree_with_pcre2() {
+    use pktwarp_inspect::rules::{load_dir, Detect, LoadOptions};
+    use std::collections::BTreeMap;
+    let Some(dir) = flow_rules::input::require_corpus("ids/etopen-2019") else {
+        return;
+    };
+    let Some(corpus) = corpus_buffers(300) else {
+        return;
+    };
+    let opts = LoadOptions {
+        flow_table: true,
+        ..LoadOptions::default()
+    };
+    let rep = load_dir(&dir, &opts).expect("load");
+    let mut pats: BTreeMap<(String, String), Vec<u8>> = BTreeMap::new();
+    for l in &rep.loaded {
+        let contents: Vec<u8> = l
+            .rule
+            .detect
+            .iter()
+            .filter_map(|(_, d)| match d {
+                Detect::Content(c) if !c.negated => Some(c.pattern.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        for (_, d) in &l.rule.detect {
+            if let Detect::Pcre(p) = d {
+                pats.entry((p.pattern.clone(), p.flags.clone()))
+                    .or_insert_with(|| contents.clone());
+            }
+        }
+    }
+    let mut stats = EtStats::default();
+    let (mut witnessed, mut bad) = (0usize, Vec::new());
+    for ((pat, flags), contents) in &pats {
+        let c = compile(pat.as_bytes(), flags, true).expect("a loaded pcre compiles");
+        let oracle = Pcre2::new(pat.as_bytes(), flags)
+            .unwrap_or_else(|e| panic!("/{pat}/{flags}: the DFA took it, PCRE2 refuses it ({e})"));
+        let fwd = view(&c.forward).expect("forward table");
+        let rev_words = c.reverse.clone().expect("reverse table");
+        let rev = view(&rev_words).expect("reverse table");
+        let mut check = |buf: &[u8], sub: usize, from: usize, stats: &mut EtStats| {
+            if let Some(d) = differs((&fwd, &rev), &oracle, buf, sub, from, stats) {
+                bad.push(format!("/{pat}/{flags}: {d}"));
+            }
+        };
+        for buf in &corpus {
+            check(buf, 0, 0, &mut stats);
+        }
+        let Some(w) = fwd.witness() else {
+            continue;
+        };
+        witnessed += 1;
+        let flip: Vec<u8> = w
+            .iter()
+            .map(|b| if b.is_ascii_alphabetic() { b ^ 0x20 } else { *b })
+            .collect();
+        let mut built = vec![
+            w.clone(),
+            [contents.as_slice(), &w].concat(),
+            [&w[..], b"\n"].concat(),
+            [&w[..], b"\r\n"].concat(),
+            [b"x ", &w[..], b"\n"].concat(),
+            contents.clone(),
+            flip,
+        ];
+        if w.len() > 1 {
+            built.push(w[..w.len() - 1].to_vec());
+        }
+        for buf in built.iter().filter(|b| !b.is_empty()) {
+            for sub in [0, 1, buf.len() / 2] {
+                for from in [sub, sub + 1] {
+                    if from <= buf.len() {
+                        check(buf, sub, from, &mut stats);
+                    }
+                }
+            }
+        }
+    }
+    println!(
+        "{} ET Open pcre patterns, {} with a witness, {} corpus buffers: {stats:?}",
+        pats.len(),
+        witnessed,
+        corpus.len()
+    );
+    assert!(bad.is_empty(), "{} differences:\n{}", bad.len(), bad[..bad.len().min(20)].join("\n"));
+    // 1,145 distinct (pattern, flags) pairs of the 5,648 pcre keywords load; all have a witness.
+    assert!(pats.len() > 1000 && witnessed * 100 > pats.len() * 95, "{witnessed} of {}", pats.len());
+    assert!(stats.matched > witnessed, "{stats:?}");
 }

@@ -242,6 +242,53 @@ impl<'a> Table<'a> {
         self.n
     }
 
+    /// A shortest subject (from the text start) in which this forward table finds a match, or
+    /// None when it matches nothing: the tests' positive cases, built from the DFA itself.
+    pub fn witness(&self) -> Option<Vec<u8>> {
+        let nc = self.stride - 1;
+        let mut rep: Vec<Option<u8>> = vec![None; nc];
+        for b in (0..=255u8).rev() {
+            rep[self.class(&[b, 0], 0) as usize] = Some(b);
+        }
+        let start = self.w[4 + K_TEXT];
+        let mut prev: Vec<Option<(u32, u8)>> = vec![None; self.n];
+        let mut seen = vec![false; self.n];
+        let mut queue = std::collections::VecDeque::from([start]);
+        seen[start as usize] = true;
+        let path = |mut s: u32, prev: &[Option<(u32, u8)>]| {
+            let mut out = Vec::new();
+            while let Some((p, b)) = prev[s as usize] {
+                out.push(b);
+                s = p;
+            }
+            out.reverse();
+            out
+        };
+        while let Some(s) = queue.pop_front() {
+            if s == 0 {
+                continue;
+            }
+            if self.is_match(self.next(s, nc as u32)) {
+                return Some(path(s, &prev));
+            }
+            for (c, b) in rep.iter().enumerate() {
+                let Some(b) = *b else { continue };
+                let t = self.next(s, c as u32);
+                if self.is_match(t) {
+                    let mut p = path(s, &prev);
+                    p.push(b);
+                    return Some(p);
+                }
+                if !seen[t as usize] {
+                    seen[t as usize] = true;
+                    prev[t as usize] = Some((s, b));
+                    queue.push_back(t);
+                }
+            }
+        }
+        None
+    }
+
     fn is_match(&self, s: u32) -> bool {
         self.w[HEADER + s as usize / 32] >> (s % 32) & 1 != 0
     }
