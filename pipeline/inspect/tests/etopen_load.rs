@@ -194,7 +194,11 @@ fn etopen_2019_with_the_flow_table() {
         ("look-behind", 2),
         ("atomic group", 1),
     ] {
-        assert_eq!(reasons.get(&format!("pcre: {why}")), Some(&n), "pcre: {why}");
+        assert_eq!(
+            reasons.get(&format!("pcre: {why}")),
+            Some(&n),
+            "pcre: {why}"
+        );
     }
     assert_eq!(
         reasons.get("needs stream reassembly (flow:only_stream)"),
@@ -208,6 +212,17 @@ fn etopen_2019_with_the_flow_table() {
         .count();
     println!("{stateful} loaded rules keep CPU state, {with_flow} test flow direction / state");
     assert_eq!((stateful, with_flow), (958, 8871));
+    let has_pcre = |r: &&&pktwarp_inspect::rules::Rule| {
+        r.detect
+            .iter()
+            .any(|(_, d)| matches!(d, pktwarp_inspect::rules::Detect::Pcre(_)))
+    };
+    let with_pcre = rules.iter().filter(has_pcre).count();
+    let pcre_only = rules
+        .iter()
+        .filter(has_pcre)
+        .filter(|r| r.prefilter().is_none())
+        .count();
     let mut cpu = Program::new();
     let mut gpu = Program::new();
     for r in &rules {
@@ -216,7 +231,15 @@ fn etopen_2019_with_the_flow_table() {
             gpu.add(r).expect("compiles");
         }
     }
-    assert!(gpu.image().is_ok());
+    let img = gpu.image().expect("GPU image");
+    println!(
+        "{with_pcre} loaded rules with pcre ({pcre_only} without a content); GPU image: {} rules, \
+         {} pcre table words, {} bytes",
+        gpu.rules.len(),
+        gpu.dfa.len(),
+        img.len() * 8
+    );
+    assert_eq!((with_pcre, pcre_only, gpu.rules.len()), (5264, 0, 8462));
     let mut state = pktwarp_inspect::eval::state::Stateful::new(
         &rules,
         pktwarp_inspect::eval::state::StateConfig::default(),

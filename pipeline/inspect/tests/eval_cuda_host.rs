@@ -242,7 +242,15 @@ fn pcre(r: &mut Rng, o: &mut String) {
         pat.push_str("\\b");
     }
     let mut flags = String::new();
-    for (p, f) in [(40, 'R'), (20, 'i'), (15, 'm'), (15, 's'), (10, 'G'), (5, 'A'), (5, 'E')] {
+    for (p, f) in [
+        (40, 'R'),
+        (20, 'i'),
+        (15, 'm'),
+        (15, 's'),
+        (10, 'G'),
+        (5, 'A'),
+        (5, 'E'),
+    ] {
         if r.chance(p) {
             flags.push(f);
         }
@@ -517,7 +525,10 @@ fn generated_rules_and_frames_agree() {
     assert!(actions.iter().all(|&n| n > 10), "{actions:?}");
     assert!(compiled * 3 > tried as usize, "{compiled} of {tried}");
     // Rules with pcre are a good share of them.
-    assert!(with_pcre * 5 > compiled, "{with_pcre} of {compiled} with pcre");
+    assert!(
+        with_pcre * 5 > compiled,
+        "{with_pcre} of {compiled} with pcre"
+    );
 }
 
 #[test]

@@ -13,9 +13,39 @@ use proptest::prelude::*;
 
 fn leaf() -> impl Strategy<Value = String> {
     prop::sample::select(vec![
-        "a", "b", "A", "\\n", "\\x0a", "1", " ", "_", "[ab]", "[^a]", "[a-c]", "[^\\n]", "\\d",
-        "\\w", "\\s", "\\W", "\\S", ".", "^", "$", "\\b", "\\B", "\\A", "\\z", "\\Z", "\\x41",
-        "[[:alpha:]]", "[\\x00-\\x20]", "\\h", "\\N", "(?i)a", "(?s).", "(?m)$",
+        "a",
+        "b",
+        "A",
+        "\\n",
+        "\\x0a",
+        "1",
+        " ",
+        "_",
+        "[ab]",
+        "[^a]",
+        "[a-c]",
+        "[^\\n]",
+        "\\d",
+        "\\w",
+        "\\s",
+        "\\W",
+        "\\S",
+        ".",
+        "^",
+        "$",
+        "\\b",
+        "\\B",
+        "\\A",
+        "\\z",
+        "\\Z",
+        "\\x41",
+        "[[:alpha:]]",
+        "[\\x00-\\x20]",
+        "\\h",
+        "\\N",
+        "(?i)a",
+        "(?s).",
+        "(?m)$",
     ])
     .prop_map(str::to_string)
 }
@@ -168,7 +198,11 @@ fn pcre_specific_meanings_agree_with_pcre2() {
         }
     }
     // All but `{,2}` (read differently by PCRE2 versions) and `\Z` with `m` have a DFA.
-    assert!(compiled >= cases.len() - 3, "{compiled} of {} compiled", cases.len());
+    assert!(
+        compiled >= cases.len() - 3,
+        "{compiled} of {} compiled",
+        cases.len()
+    );
 }
 
 /// A difference between the DFA (forward and reverse tables) and PCRE2 on one subject
@@ -237,10 +271,13 @@ fn corpus_buffers(cap: usize) -> Option<Vec<Vec<u8>>> {
         }
     }
     // At most 1,024 bytes of each: PCRE2 without JIT backtracks on long subjects.
-    let all: Vec<Vec<u8>> = set.into_iter().map(|mut v| {
-        v.truncate(1024);
-        v
-    }).collect();
+    let all: Vec<Vec<u8>> = set
+        .into_iter()
+        .map(|mut v| {
+            v.truncate(1024);
+            v
+        })
+        .collect();
     let step = all.len().div_ceil(cap).max(1);
     Some(all.into_iter().step_by(step).collect())
 }
@@ -306,7 +343,13 @@ fn etopen_pcres_agree_with_pcre2() {
         witnessed += 1;
         let flip: Vec<u8> = w
             .iter()
-            .map(|b| if b.is_ascii_alphabetic() { b ^ 0x20 } else { *b })
+            .map(|b| {
+                if b.is_ascii_alphabetic() {
+                    b ^ 0x20
+                } else {
+                    *b
+                }
+            })
             .collect();
         let mut built = vec![
             w.clone(),
@@ -336,8 +379,17 @@ fn etopen_pcres_agree_with_pcre2() {
         witnessed,
         corpus.len()
     );
-    assert!(bad.is_empty(), "{} differences:\n{}", bad.len(), bad[..bad.len().min(20)].join("\n"));
+    assert!(
+        bad.is_empty(),
+        "{} differences:\n{}",
+        bad.len(),
+        bad[..bad.len().min(20)].join("\n")
+    );
     // 1,145 distinct (pattern, flags) pairs of the 5,648 pcre keywords load; all have a witness.
-    assert!(pats.len() > 1000 && witnessed * 100 > pats.len() * 95, "{witnessed} of {}", pats.len());
+    assert!(
+        pats.len() > 1000 && witnessed * 100 > pats.len() * 95,
+        "{witnessed} of {}",
+        pats.len()
+    );
     assert!(stats.matched > witnessed, "{stats:?}");
 }

@@ -328,7 +328,8 @@ impl Program {
     /// a retried one has its reverse table.
     fn check_pcre(&self, i: usize, o: &Op) -> Result<(), ImageError> {
         let (s, n, r) = (o.pat_off as usize, o.pat_len as usize, o.b);
-        let rev = usize::try_from(r).map_err(|_| ImageError(format!("op {i}: pcre reverse length {r}")))?;
+        let rev = usize::try_from(r)
+            .map_err(|_| ImageError(format!("op {i}: pcre reverse length {r}")))?;
         let end = s.checked_add(n).and_then(|e| e.checked_add(rev));
         let Some(end) = end.filter(|&e| e <= self.dfa.len()) else {
             return err(format!("op {i}: its pcre tables are out of the DFA words"));

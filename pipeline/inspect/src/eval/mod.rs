@@ -9,7 +9,9 @@
 //! next occurrence (from its last match's start + 1) and runs the ops after it again, as
 //! Suricata's content inspection does; it stops at once when a content that is not relative
 //! is absent, or a negated one that nothing is relative to is present, since no retry can
-//! change that. The number of content searches per buffer is bounded ([`SEARCH_LIMIT`],
+//! change that. A `pcre` ([`program::OP_PCRE`], [`crate::pcre`]) is searched like a content:
+//! its subject is the buffer (from the cursor with `R`), a match moves the cursor to its end,
+//! and it is retried from its match start + 1. The number of searches per buffer is bounded ([`SEARCH_LIMIT`],
 //! Suricata's default inspection recursion limit); past it the buffer does not match. Each
 //! search takes time linear in its window (memmem here, KMP on the GPU), so one rule costs at
 //! most `SEARCH_LIMIT` times its buffers' lengths, whatever the payload.
@@ -319,16 +321,7 @@ fn group_matches(ops: &[Op], p: &Program, buf: &[u8]) -> bool {
                     None => entry[i] = cursor,
                 }
                 let relative = op.flags & F_RELATIVE != 0;
-                // The subject: the buffer, or from the detection pointer with `R`; a retry
-                // searches it again from the last match start + 1.
-                let sub = if relative { cursor.clamp(0, len) } else { 0 };
-                let from = retry_at.map_or(sub, |r| r.max(sub));
-                let (o, n) = (op.pat_off as usize, op.pat_len as usize);
-                let hit = if from > len {
-                    None
-                } else {
-                    Table::trusted(&p.dfa[o..o + n]).find_end(buf, sub as usize, from as usize)
-                };
+                let (sub, from, hit) = pcre_search(op, &p.dfa, buf, cursor, retry_at);
                 match (hit, op.flags & F_NEGATED != 0) {
                     (None, true) => true,
                     (Some(_), true) => {
@@ -345,9 +338,9 @@ fn group_matches(ops: &[Op], p: &Program, buf: &[u8]) -> bool {
                     }
                     (Some(e), false) => {
                         if op.flags & F_RETRY != 0 {
-                            let rev = &p.dfa[o + n..o + n + op.b as usize];
-                            let s = Table::trusted(rev).find_start(buf, sub as usize, from as usize, e);
-                            found[i] = s.unwrap_or(from as usize) as i64;
+                            let (o, n) = (op.pat_off as usize, op.pat_len as usize);
+                            let rev = Table::trusted(&p.dfa[o + n..o + n + op.b as usize]);
+                            found[i] = rev.find_start(buf, sub, from, e).unwrap_or(from) as i64;
                             stack[sp] = i as u8;
                             sp += 1;
                         }
@@ -394,6 +387,31 @@ fn group_matches(ops: &[Op], p: &Program, buf: &[u8]) -> bool {
         i = j;
     }
     true
+}
+
+/// A pcre op's search: its subject start (the buffer's, or the cursor with `R`), its search
+/// start (a retry searches the subject again from the last match start + 1) and the end of
+/// the match found.
+fn pcre_search(
+    op: &Op,
+    dfa: &[u32],
+    buf: &[u8],
+    cursor: i64,
+    retry_at: Option<i64>,
+) -> (usize, usize, Option<usize>) {
+    let len = buf.len() as i64;
+    let sub = if op.flags & F_RELATIVE != 0 {
+        cursor.clamp(0, len)
+    } else {
+        0
+    };
+    let from = retry_at.map_or(sub, |r| r.max(sub));
+    if from > len {
+        return (sub as usize, from as usize, None);
+    }
+    let (o, n) = (op.pat_off as usize, op.pat_len as usize);
+    let hit = Table::trusted(&dfa[o..o + n]).find_end(buf, sub as usize, from as usize);
+    (sub as usize, from as usize, hit)
 }
 
 /// The number `op` reads at `pos`: (value, bytes consumed), None when it cannot be read.

@@ -309,7 +309,8 @@ impl Program {
                     self.fail.extend(kmp_failure(&p));
                 }
                 Some(Payload::Dfa(c)) => {
-                    op.pat_off = u32::try_from(self.dfa.len()).map_err(|_| "pcre tables past 4 G")?;
+                    op.pat_off =
+                        u32::try_from(self.dfa.len()).map_err(|_| "pcre tables past 4 G")?;
                     op.pat_len = c.forward.len() as u32;
                     self.dfa.extend_from_slice(&c.forward);
                     if let Some(r) = &c.reverse {

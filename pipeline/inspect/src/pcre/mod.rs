@@ -95,9 +95,15 @@ fn build(low: &Lowered, reverse: bool, anchored: bool) -> Result<dense::DFA<Vec<
     let (kind, start) = if reverse {
         (MatchKind::All, regex_automata::dfa::StartKind::Anchored)
     } else if anchored {
-        (MatchKind::LeftmostFirst, regex_automata::dfa::StartKind::Anchored)
+        (
+            MatchKind::LeftmostFirst,
+            regex_automata::dfa::StartKind::Anchored,
+        )
     } else {
-        (MatchKind::LeftmostFirst, regex_automata::dfa::StartKind::Unanchored)
+        (
+            MatchKind::LeftmostFirst,
+            regex_automata::dfa::StartKind::Unanchored,
+        )
     };
     dense::Builder::new()
         .configure(
@@ -128,9 +134,7 @@ fn line_starts_ok(a: &Ast, top: bool) -> bool {
     match a {
         Ast::Look(Anchor::LineStart) => !top,
         Ast::Concat(v) => v.iter().enumerate().all(|(k, x)| match x {
-            Ast::Look(Anchor::LineStart) => {
-                v[k + 1..].iter().map(Ast::min_len).sum::<u64>() >= 1
-            }
+            Ast::Look(Anchor::LineStart) => v[k + 1..].iter().map(Ast::min_len).sum::<u64>() >= 1,
             _ => line_starts_ok(x, true),
         }),
         Ast::Alt(v) => v.iter().all(|x| line_starts_ok(x, true)),
@@ -149,7 +153,9 @@ fn lower(ast: &Ast) -> Result<Lowered, Skip> {
         _ => {}
     });
     if !line_starts_ok(ast, true) {
-        return Err(Skip("multiline ^ that may match after a final newline".into()));
+        return Err(Skip(
+            "multiline ^ that may match after a final newline".into(),
+        ));
     }
     if final_nl && multi {
         return Err(Skip("\\Z or $ together with multiline anchors".into()));

@@ -225,7 +225,8 @@ impl Parser<'_> {
                     None => continue,
                 },
                 b'[' => {
-                    if matches!(self.at(1), Some(b':' | b'.' | b'=')) && self.posix_end().is_some() {
+                    if matches!(self.at(1), Some(b':' | b'.' | b'=')) && self.posix_end().is_some()
+                    {
                         return skip("syntax: a POSIX class outside a class");
                     }
                     self.i += 1;
@@ -424,9 +425,7 @@ impl Parser<'_> {
                     _ => return skip("recursion"),
                 },
                 b'R' | b'&' | b'+' | b'0'..=b'9' => return skip("recursion"),
-                b'-' if self.at(1).is_some_and(|c| c.is_ascii_digit()) => {
-                    return skip("recursion")
-                }
+                b'-' if self.at(1).is_some_and(|c| c.is_ascii_digit()) => return skip("recursion"),
                 b'(' => return skip("conditional group"),
                 b'C' => return skip("callout"),
                 _ => {
@@ -591,7 +590,9 @@ impl Parser<'_> {
                     self.i += 1;
                     n += 1;
                 }
-                u8::try_from(v).map(Esc::Byte).or_else(|_| skip("octal past \\377"))
+                u8::try_from(v)
+                    .map(Esc::Byte)
+                    .or_else(|_| skip("octal past \\377"))
             }
             b'o' if self.peek() == Some(b'{') => self.braced(8).map(Esc::Byte),
             b'x' if self.peek() == Some(b'{') => self.braced(16).map(Esc::Byte),
@@ -639,7 +640,9 @@ impl Parser<'_> {
             first = false;
             // One item: a single byte (which may start a range) or a set.
             let lo = match c {
-                b'[' if matches!(self.at(1), Some(b':' | b'.' | b'=')) && self.posix_end().is_some() => {
+                b'[' if matches!(self.at(1), Some(b':' | b'.' | b'='))
+                    && self.posix_end().is_some() =>
+                {
                     let set = self.posix(f)?;
                     union(&mut s, &set);
                     if self.peek() == Some(b'-') && self.at(1) != Some(b']') {
@@ -738,7 +741,10 @@ impl Parser<'_> {
             b"upper" | b"lower" if f.caseless => return skip("[:^upper:] / [:^lower:] caseless"),
             b"upper" => r(b'A', b'Z'),
             b"lower" => r(b'a', b'z'),
-            b"punct" => or(or(r(b'!', b'/'), r(b':', b'@')), or(r(b'[', b'`'), r(b'{', b'~'))),
+            b"punct" => or(
+                or(r(b'!', b'/'), r(b':', b'@')),
+                or(r(b'[', b'`'), r(b'{', b'~')),
+            ),
             b"xdigit" => or(or(r(b'0', b'9'), r(b'A', b'F')), r(b'a', b'f')),
             b"word" => {
                 let mut w = or(or(r(b'A', b'Z'), r(b'a', b'z')), r(b'0', b'9'));

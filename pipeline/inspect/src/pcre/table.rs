@@ -74,7 +74,11 @@ fn err<T>(s: impl Into<String>) -> Result<T, String> {
 /// The table of `dfa`, with anchored or unanchored starts. Errors name what the table
 /// cannot hold (too many states, a start state that is not one per kind).
 pub fn export(dfa: &dense::DFA<Vec<u32>>, anchored: bool, feed: Feed) -> Result<Vec<u32>, String> {
-    let mode = if anchored { Anchored::Yes } else { Anchored::No };
+    let mode = if anchored {
+        Anchored::Yes
+    } else {
+        Anchored::No
+    };
     let start_of = |lb: Option<u8>| {
         dfa.start_state(&start::Config::new().anchored(mode).look_behind(lb))
             .map_err(|e| format!("start state: {e}"))
@@ -110,7 +114,10 @@ pub fn export(dfa: &dense::DFA<Vec<u32>>, anchored: bool, feed: Feed) -> Result<
         })
     };
     add(dead, &mut ids, &mut order);
-    let start_ids: Vec<u32> = starts.iter().map(|&s| add(s, &mut ids, &mut order)).collect();
+    let start_ids: Vec<u32> = starts
+        .iter()
+        .map(|&s| add(s, &mut ids, &mut order))
+        .collect();
     let mut rows: Vec<Vec<StateID>> = Vec::new();
     let mut k = 0;
     while k < order.len() {
@@ -197,7 +204,11 @@ impl<'a> Table<'a> {
         }
         let trans = HEADER + n.div_ceil(32);
         if w.len() != trans + n * stride {
-            return err(format!("{} words, its header says {}", w.len(), trans + n * stride));
+            return err(format!(
+                "{} words, its header says {}",
+                w.len(),
+                trans + n * stride
+            ));
         }
         let nc = (stride - 1) as u32;
         if w[2] != NO_CLASS && w[2] >= nc {

@@ -1,8 +1,8 @@
 //! The rule parser: header fields, then each option keyword into the [`Rule`] model.
 
 use super::lex::{content_bytes, split_rule, LexError};
-use super::pcre_kw::{compile_pcres, pcre};
 use super::net::{parse_addrs, parse_ports, Variables};
+use super::pcre_kw::{compile_pcres, pcre};
 use super::{
     Action, Buffer, ByteJump, ByteOp, ByteTest, Content, Detect, Direction, FastPattern, FlagMode,
     Flow, Flowbit, FlowbitCmd, NumFormat, Proto, Range, Rule, TcpFlags, Threshold, ThresholdKind,
