@@ -399,6 +399,33 @@ PW_DEVICE int64_t pw_insp_byte_jump(const pw_insp_op *op, const uint8_t *buf, in
     return target;
 }
 
+/* One pcre op of pw_insp_group (eval::group_matches' OP_PCRE and pcre_search); the walks it makes
+ * are called, not inlined (they cost the composed IDS kernels fewer spills): the subject is the buffer,
+ * or from the cursor with R; a retry (resume >= 0) searches it again from the last match start + 1.
+ * Returns the new cursor (the match end; the cursor itself for a negated pcre that holds) when the
+ * op holds, PW_INSP_PCRE_FAIL when it fails (the group may retry an earlier op), PW_INSP_PCRE_STOP
+ * when no retry can change that. A retried pcre's match start goes to *found. */
+#define PW_INSP_PCRE_FAIL (-1)
+#define PW_INSP_PCRE_STOP (-2)
+PW_DEVICE int64_t pw_insp_pcre_op(const uint32_t *dfa, const pw_insp_op *op, const uint8_t *buf,
+                                       int64_t len, int64_t cursor, int64_t resume, int64_t *found) {
+    int relative = (op->flags & PW_INSP_F_RELATIVE) != 0;
+    int64_t sub = relative ? (cursor < 0 ? 0 : (cursor > len ? len : cursor)) : 0;
+    int64_t from = resume >= 0 ? (resume > sub ? resume : sub) : sub;
+    const uint32_t *t = dfa + op->pat_off;
+    int64_t hit = from > len ? -1 : pw_pcre_find_end(t, buf, len, sub, from);
+    if (op->flags & PW_INSP_F_NEGATED) {
+        if (hit < 0) return cursor;
+        return (!relative && !(op->flags & PW_INSP_F_RETRY)) ? PW_INSP_PCRE_STOP : PW_INSP_PCRE_FAIL;
+    }
+    if (hit < 0) return relative ? PW_INSP_PCRE_FAIL : PW_INSP_PCRE_STOP;
+    if (op->flags & PW_INSP_F_RETRY) {
+        int64_t st = pw_pcre_find_start(t + op->pat_len, buf, len, sub, from, hit);
+        *found = st >= 0 ? st : from;
+    }
+    return hit;
+}
+
 /* One buffer's ops with retries of earlier contents (eval::group_matches). */
 PW_DEVICE_CALL int pw_insp_group(const pw_insp_prog *p, const pw_insp_op *ops, uint32_t n,
                                  const uint8_t *buf, int64_t len) {
@@ -437,30 +464,16 @@ PW_DEVICE_CALL int pw_insp_group(const pw_insp_prog *p, const pw_insp_op *ops, u
                 ok = 1;
             }
         } else if (op->kind == PW_INSP_OP_PCRE) {
-            /* eval::group_matches' OP_PCRE: the subject is the buffer, or from the cursor with R;
-             * a retry searches it again from the last match start + 1. */
             if (++searches > PW_INSP_SEARCH_LIMIT) return 0;
             int retry = have_resume;
             have_resume = 0;
             if (retry) cursor = entry[i];
             else entry[i] = cursor;
-            int relative = (op->flags & PW_INSP_F_RELATIVE) != 0;
-            int64_t sub = relative ? (cursor < 0 ? 0 : (cursor > len ? len : cursor)) : 0;
-            int64_t from = retry ? (resume > sub ? resume : sub) : sub;
-            const uint32_t *t = p->dfa + op->pat_off;
-            int64_t hit = from > len ? -1 : pw_pcre_find_end(t, buf, len, sub, from);
-            if (op->flags & PW_INSP_F_NEGATED) {
-                if (hit >= 0 && !relative && !(op->flags & PW_INSP_F_RETRY)) return 0;
-                ok = hit < 0;
-            } else if (hit < 0) {
-                if (!relative) return 0;
-            } else {
-                if (op->flags & PW_INSP_F_RETRY) {
-                    int64_t st = pw_pcre_find_start(t + op->pat_len, buf, len, sub, from, hit);
-                    found[i] = st >= 0 ? st : from;
-                    stack[sp++] = (uint8_t)i;
-                }
-                cursor = hit;
+            int64_t r = pw_insp_pcre_op(p->dfa, op, buf, len, cursor, retry ? resume : -1, &found[i]);
+            if (r == PW_INSP_PCRE_STOP) return 0;
+            if (r >= 0) {
+                if ((op->flags & PW_INSP_F_RETRY) && !(op->flags & PW_INSP_F_NEGATED)) stack[sp++] = (uint8_t)i;
+                if (!(op->flags & PW_INSP_F_NEGATED)) cursor = r;
                 ok = 1;
             }
         } else if (op->kind == PW_INSP_OP_ISDATAAT) {

@@ -57,7 +57,7 @@ PW_DEVICE int pw_pcre_is_match(const uint32_t *t, uint32_t s) {
 
 /* The end of the leftmost-first match in the subject buf[sub, len) searching from `from`
  * (table.rs find_end), -1 when none. */
-PW_DEVICE int64_t pw_pcre_find_end(const uint32_t *t, const uint8_t *buf, int64_t len, int64_t sub,
+PW_DEVICE_CALL int64_t pw_pcre_find_end(const uint32_t *t, const uint8_t *buf, int64_t len, int64_t sub,
                                    int64_t from) {
     uint32_t stride = t[1];
     const uint32_t *trans = t + PW_PCRE_HEADER + (t[0] + 31) / 32;
@@ -74,7 +74,7 @@ PW_DEVICE int64_t pw_pcre_find_end(const uint32_t *t, const uint8_t *buf, int64_
 
 /* With a pattern's reverse table: the start of the match a search from `from` found ending at
  * `end` (table.rs find_start), -1 when none. */
-PW_DEVICE int64_t pw_pcre_find_start(const uint32_t *t, const uint8_t *buf, int64_t len, int64_t sub,
+PW_DEVICE_CALL int64_t pw_pcre_find_start(const uint32_t *t, const uint8_t *buf, int64_t len, int64_t sub,
                                      int64_t from, int64_t end) {
     uint32_t stride = t[1];
     const uint32_t *trans = t + PW_PCRE_HEADER + (t[0] + 31) / 32;
