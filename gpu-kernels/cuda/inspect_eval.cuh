@@ -7,7 +7,8 @@
  *
  * The image (one 8-aligned block, read-only): pw_insp_header, then packed arrays of
  * pw_insp_op, pw_insp_addr, pw_insp_rule, pw_insp_port, uint32_t KMP failure words (one per
- * pattern byte) and the pattern bytes, at the header's byte offsets. The host builds and checks
+ * pattern byte), the pattern bytes and the pcre DFA tables (uint32_t words, inspect_pcre.cuh), at
+ * the header's byte offsets. The host builds and checks
  * it (Program::image / from_image): spans are not checked again here.
  *
  * Work bound: a content search is KMP over its window (the failure words come with the image),
@@ -20,9 +21,10 @@
 #define PKTWARP_INSPECT_EVAL_CUH
 
 #include "pktwarp_abi.h"
+#include "inspect_pcre.cuh"
 
 #define PW_INSP_MAGIC 0x45495750u /* "PWIE" little-endian */
-#define PW_INSP_VERSION 2u
+#define PW_INSP_VERSION 3u
 #define PW_INSP_BUFFERS 28u         /* rules::BUFFER_COUNT; buffer 0 is the L4 payload */
 #define PW_INSP_MAX_OPS 64u         /* eval::program::MAX_OPS */
 #define PW_INSP_SEARCH_LIMIT 3000u  /* eval::SEARCH_LIMIT */
@@ -39,6 +41,7 @@
 #define PW_INSP_OP_BYTE_TEST 3u
 #define PW_INSP_OP_BYTE_JUMP 4u
 #define PW_INSP_OP_URILEN 5u
+#define PW_INSP_OP_PCRE 6u /* pat_off/pat_len: its table in the DFA words; b: its reverse table's length */
 
 #define PW_INSP_F_NEGATED 0x1u
 #define PW_INSP_F_NOCASE 0x2u
@@ -115,8 +118,8 @@ typedef struct pw_insp_port {
 
 /* eval::image::ImageHeader; offsets in bytes from the image start */
 typedef struct pw_insp_header {
-    uint32_t magic, version, n_rules, n_ops, n_patterns, n_addrs, n_ports, reserved;
-    uint32_t rules_off, ops_off, addrs_off, ports_off, patterns_off, fail_off, total, reserved2;
+    uint32_t magic, version, n_rules, n_ops, n_patterns, n_addrs, n_ports, n_dfa;
+    uint32_t rules_off, ops_off, addrs_off, ports_off, patterns_off, fail_off, total, dfa_off;
 } pw_insp_header;
 PW_STATIC_ASSERT(sizeof(pw_insp_header) == 64, "pw_insp_header size");
 
@@ -148,6 +151,7 @@ typedef struct pw_insp_prog {
     const pw_insp_port *ports;
     const uint32_t *fail;
     const uint8_t *patterns;
+    const uint32_t *dfa;
     uint32_t n_rules;
 } pw_insp_prog;
 
@@ -160,6 +164,7 @@ PW_DEVICE pw_insp_prog pw_insp_resolve(const uint8_t *img) {
     p.ports = (const pw_insp_port *)(img + h->ports_off);
     p.fail = (const uint32_t *)(img + h->fail_off);
     p.patterns = img + h->patterns_off;
+    p.dfa = (const uint32_t *)(img + h->dfa_off);
     p.n_rules = h->n_rules;
     return p;
 }
@@ -394,6 +399,33 @@ PW_DEVICE int64_t pw_insp_byte_jump(const pw_insp_op *op, const uint8_t *buf, in
     return target;
 }
 
+/* One pcre op of pw_insp_group (eval::group_matches' OP_PCRE and pcre_search); the walks it makes
+ * are called, not inlined (they cost the composed IDS kernels fewer spills): the subject is the buffer,
+ * or from the cursor with R; a retry (resume >= 0) searches it again from the last match start + 1.
+ * Returns the new cursor (the match end; the cursor itself for a negated pcre that holds) when the
+ * op holds, PW_INSP_PCRE_FAIL when it fails (the group may retry an earlier op), PW_INSP_PCRE_STOP
+ * when no retry can change that. A retried pcre's match start goes to *found. */
+#define PW_INSP_PCRE_FAIL (-1)
+#define PW_INSP_PCRE_STOP (-2)
+PW_DEVICE int64_t pw_insp_pcre_op(const uint32_t *dfa, const pw_insp_op *op, const uint8_t *buf,
+                                       int64_t len, int64_t cursor, int64_t resume, int64_t *found) {
+    int relative = (op->flags & PW_INSP_F_RELATIVE) != 0;
+    int64_t sub = relative ? (cursor < 0 ? 0 : (cursor > len ? len : cursor)) : 0;
+    int64_t from = resume >= 0 ? (resume > sub ? resume : sub) : sub;
+    const uint32_t *t = dfa + op->pat_off;
+    int64_t hit = from > len ? -1 : pw_pcre_find_end(t, buf, len, sub, from);
+    if (op->flags & PW_INSP_F_NEGATED) {
+        if (hit < 0) return cursor;
+        return (!relative && !(op->flags & PW_INSP_F_RETRY)) ? PW_INSP_PCRE_STOP : PW_INSP_PCRE_FAIL;
+    }
+    if (hit < 0) return relative ? PW_INSP_PCRE_FAIL : PW_INSP_PCRE_STOP;
+    if (op->flags & PW_INSP_F_RETRY) {
+        int64_t st = pw_pcre_find_start(t + op->pat_len, buf, len, sub, from, hit);
+        *found = st >= 0 ? st : from;
+    }
+    return hit;
+}
+
 /* One buffer's ops with retries of earlier contents (eval::group_matches). */
 PW_DEVICE_CALL int pw_insp_group(const pw_insp_prog *p, const pw_insp_op *ops, uint32_t n,
                                  const uint8_t *buf, int64_t len) {
@@ -429,6 +461,19 @@ PW_DEVICE_CALL int pw_insp_group(const pw_insp_prog *p, const pw_insp_op *ops, u
                 found[i] = hit;
                 cursor = hit + (int64_t)op->pat_len;
                 if (op->flags & PW_INSP_F_RETRY) stack[sp++] = (uint8_t)i;
+                ok = 1;
+            }
+        } else if (op->kind == PW_INSP_OP_PCRE) {
+            if (++searches > PW_INSP_SEARCH_LIMIT) return 0;
+            int retry = have_resume;
+            have_resume = 0;
+            if (retry) cursor = entry[i];
+            else entry[i] = cursor;
+            int64_t r = pw_insp_pcre_op(p->dfa, op, buf, len, cursor, retry ? resume : -1, &found[i]);
+            if (r == PW_INSP_PCRE_STOP) return 0;
+            if (r >= 0) {
+                if ((op->flags & PW_INSP_F_RETRY) && !(op->flags & PW_INSP_F_NEGATED)) stack[sp++] = (uint8_t)i;
+                if (!(op->flags & PW_INSP_F_NEGATED)) cursor = r;
                 ok = 1;
             }
         } else if (op->kind == PW_INSP_OP_ISDATAAT) {
@@ -551,6 +596,36 @@ extern "C" __global__ void pw_insp_verdict_kernel(const uint8_t *img, uint32_t n
 #include <stdio.h>
 #include <string.h>
 
+#include <stdlib.h>
+
+/* A pcre op's tables in the DFA words, each one pw_pcre_table_check accepts (copied out: the
+ * image bytes need no alignment here); a retried one has its reverse table. */
+static inline int pw_insp_pcre_check(const uint8_t *img, const pw_insp_header *h, uint32_t i,
+                                     const pw_insp_op *o, char *why, size_t cap) {
+    uint64_t rev = o->b < 0 ? 0 : (uint64_t)o->b;
+    if (o->b < 0 || (uint64_t)o->pat_off + o->pat_len + rev > h->n_dfa) {
+        snprintf(why, cap, "op %u: its pcre tables are out of the %u DFA words", i, h->n_dfa);
+        return 0;
+    }
+    if (rev == 0 && (o->flags & PW_INSP_F_RETRY)) {
+        snprintf(why, cap, "op %u: a retried pcre without its reverse table", i);
+        return 0;
+    }
+    uint64_t total = o->pat_len + rev;
+    uint32_t *t = (uint32_t *)malloc(total * 4 + 4);
+    if (!t) {
+        snprintf(why, cap, "op %u: out of memory checking its pcre tables", i);
+        return 0;
+    }
+    memcpy(t, img + h->dfa_off + 4 * (uint64_t)o->pat_off, total * 4);
+    char sub[160];
+    int ok = pw_pcre_table_check(t, o->pat_len, sub, sizeof sub) &&
+             (rev == 0 || pw_pcre_table_check(t + o->pat_len, rev, sub, sizeof sub));
+    free(t);
+    if (!ok) snprintf(why, cap, "op %u: pcre table: %s", i, sub);
+    return ok;
+}
+
 static inline int pw_insp_image_check(const uint8_t *img, uint64_t len, char *why, size_t cap) {
     pw_insp_header h;
     if (len < sizeof h) {
@@ -577,13 +652,14 @@ static inline int pw_insp_image_check(const uint8_t *img, uint64_t len, char *wh
     const struct {
         const char *name;
         uint32_t off, n, size, align;
-    } sec[6] = {{"rules", h.rules_off, h.n_rules, (uint32_t)sizeof(pw_insp_rule), 4},
+    } sec[7] = {{"rules", h.rules_off, h.n_rules, (uint32_t)sizeof(pw_insp_rule), 4},
                 {"ops", h.ops_off, h.n_ops, (uint32_t)sizeof(pw_insp_op), 8},
                 {"addrs", h.addrs_off, h.n_addrs, (uint32_t)sizeof(pw_insp_addr), 8},
                 {"ports", h.ports_off, h.n_ports, (uint32_t)sizeof(pw_insp_port), 2},
                 {"patterns", h.patterns_off, h.n_patterns, 1, 1},
-                {"fail", h.fail_off, h.n_patterns, 4, 4}};
-    for (int s = 0; s < 6; s++) {
+                {"fail", h.fail_off, h.n_patterns, 4, 4},
+                {"pcre tables", h.dfa_off, h.n_dfa, 4, 4}};
+    for (int s = 0; s < 7; s++) {
         if (sec[s].off % sec[s].align != 0 ||
             (uint64_t)sec[s].off + (uint64_t)sec[s].n * sec[s].size > h.total) {
             snprintf(why, cap, "section %s (%u records of %u bytes at %u) is out of the %u-byte image",
@@ -619,6 +695,10 @@ static inline int pw_insp_image_check(const uint8_t *img, uint64_t len, char *wh
     for (uint32_t i = 0; i < h.n_ops; i++) {
         pw_insp_op o;
         memcpy(&o, img + h.ops_off + (uint64_t)i * sizeof o, sizeof o);
+        if (o.kind == PW_INSP_OP_PCRE) {
+            if (!pw_insp_pcre_check(img, &h, i, &o, why, cap)) return 0;
+            continue;
+        }
         if ((uint64_t)o.pat_off + o.pat_len > h.n_patterns) {
             snprintf(why, cap, "op %u: its pattern [%u, +%u) is out of the %u pattern bytes", i,
                      o.pat_off, o.pat_len, h.n_patterns);

@@ -172,7 +172,7 @@ fn inspect_eval_compiles_with_nvrtc_for_sm_90() {
     nvrtc_compile(
         "inspect_eval.cuh",
         src,
-        &["pktwarp_abi.h", "inspect_eval.cuh"],
+        &["pktwarp_abi.h", "inspect_pcre.cuh", "inspect_eval.cuh"],
         &[],
     );
 }

@@ -698,7 +698,7 @@ fn state_outcomes_depend_on_frame_order() {
     );
 }
 
-/// ET Open's rules (all 4,156 that load with conntrack) over connections whose data carries the
+/// ET Open's rules (all 9,420 that load with conntrack) over connections whose data carries the
 /// payload contents of ET Open's rules with state (each rule's contents one after the other),
 /// clients in HOME_NET and servers outside: ET's own flowbits chains and thresholds decide, frame
 /// by frame equal to the CPU.

@@ -8,4 +8,5 @@ pub mod eval;
 pub mod gpu;
 pub mod http;
 pub mod matcher;
+pub mod pcre;
 pub mod rules;

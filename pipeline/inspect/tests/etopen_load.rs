@@ -24,19 +24,20 @@ fn etopen_2019_loads_or_skips_every_rule() {
         );
         assert!(s.error.is_some() || !s.blockers.is_empty());
     }
-    // 3,673 lines of the corpus have pcre (README); each of those rules is skipped for it.
+    // 3,673 lines of the corpus have pcre (README); the rules whose pcre has no DFA with PCRE's
+    // meaning (back-references, look-around, over the state budget) are skipped for it.
     let pcre = rep
         .skipped
         .iter()
-        .filter(|s| s.blockers.contains(&Blocker::Pcre))
+        .filter(|s| s.blockers.iter().any(|b| matches!(b, Blocker::Pcre(_))))
         .count();
-    assert!(pcre >= 3600, "{pcre} rules skipped for pcre");
+    assert_eq!(pcre, 260, "rules skipped for pcre");
     // The coverage today (update when support grows): loaded, and loadable with the flow
     // table, with pcre, with both.
-    assert_eq!(rep.loaded.len(), 441);
-    assert_eq!(rep.need_only_flow_table(), 3715);
-    assert_eq!(rep.need_only_pcre(), 16);
-    assert_eq!(rep.need_only_pcre_and_flow_table(), 9234);
+    assert_eq!(rep.loaded.len(), 457);
+    assert_eq!(rep.need_only_flow_table(), 8963);
+    assert_eq!(rep.need_only_pcre(), 0);
+    assert_eq!(rep.need_only_pcre_and_flow_table(), 9218);
     let mut p = Program::new();
     for l in &rep.loaded {
         p.add(&l.rule)
@@ -116,6 +117,9 @@ fn etopen_2019_loaded_rules_use_only_evaluated_keywords() {
         "fast_pattern",
         "flags",
         "flow",
+        "http_client_body",
+        "http_method",
+        "http_uri",
         "http_user_agent",
         "icode",
         "isdataat",
@@ -124,6 +128,7 @@ fn etopen_2019_loaded_rules_use_only_evaluated_keywords() {
         "msg",
         "nocase",
         "offset",
+        "pcre",
         "reference",
         "rev",
         "sid",
@@ -162,9 +167,9 @@ fn etopen_2019_with_the_flow_table() {
     let rep = load_dir(&dir, &opts).expect("lenient load");
     println!("{rep}");
     assert_eq!(rep.total(), 10_350);
-    // 441 without the flow table + the 3,715 that needed only it.
-    assert_eq!(rep.loaded.len(), 4156);
-    assert!(rep.coverage_percent() >= 40.0, "{}", rep.coverage_percent());
+    // 457 without the flow table + the 8,963 that needed only it (pcre loads as a DFA).
+    assert_eq!(rep.loaded.len(), 9420);
+    assert!(rep.coverage_percent() >= 90.0, "{}", rep.coverage_percent());
     assert_eq!(rep.need_only_flow_table(), 0);
     for s in &rep.skipped {
         assert!(!s.reason.is_empty(), "{}:{}", s.file, s.line);
@@ -180,10 +185,24 @@ fn etopen_2019_with_the_flow_table() {
     }
     let reasons = rep.by_reason();
     println!("{reasons:#?}");
-    assert_eq!(reasons.get("pcre"), Some(&5521));
+    // The pcre keywords without a DFA, by reason (docs/inspect-pcre.md).
+    for (why, n) in [
+        ("back-reference", 154),
+        ("DFA over 4096 states", 63),
+        ("look-ahead", 33),
+        ("possessive quantifier", 3),
+        ("look-behind", 2),
+        ("atomic group", 1),
+    ] {
+        assert_eq!(
+            reasons.get(&format!("pcre: {why}")),
+            Some(&n),
+            "pcre: {why}"
+        );
+    }
     assert_eq!(
         reasons.get("needs stream reassembly (flow:only_stream)"),
-        Some(&2)
+        Some(&3)
     );
     let rules: Vec<_> = rep.loaded.iter().map(|l| &l.rule).collect();
     let stateful = rules.iter().filter(|r| r.needs_cpu_state()).count();
@@ -192,13 +211,32 @@ fn etopen_2019_with_the_flow_table() {
         .filter(|r| r.flow.is_some_and(|f| f.needs_flow_table()))
         .count();
     println!("{stateful} loaded rules keep CPU state, {with_flow} test flow direction / state");
-    assert_eq!((stateful, with_flow), (744, 3629));
+    assert_eq!((stateful, with_flow), (958, 8871));
+    let has_pcre = |r: &&&pktwarp_inspect::rules::Rule| {
+        r.detect
+            .iter()
+            .any(|(_, d)| matches!(d, pktwarp_inspect::rules::Detect::Pcre(_)))
+    };
+    let with_pcre = rules.iter().filter(has_pcre).count();
+    let pcre_only = rules
+        .iter()
+        .filter(has_pcre)
+        .filter(|r| r.prefilter().is_none())
+        .count();
     let mut cpu = Program::new();
     for r in &rules {
         cpu.add(r).expect("compiles");
     }
     // The GPU takes every loaded rule, state included: the image and the state section.
-    assert!(cpu.image().is_ok());
+    let img = cpu.image().expect("GPU image");
+    println!(
+        "{with_pcre} loaded rules with pcre ({pcre_only} without a content); GPU image: {} rules, \
+         {} pcre table words, {} bytes",
+        cpu.rules.len(),
+        cpu.dfa.len(),
+        img.len() * 8
+    );
+    assert_eq!((with_pcre, pcre_only, cpu.rules.len()), (5264, 0, 9420));
     let mut state = pktwarp_inspect::eval::state::Stateful::new(
         &rules,
         pktwarp_inspect::eval::state::StateConfig::default(),
@@ -207,7 +245,7 @@ fn etopen_2019_with_the_flow_table() {
         .gpu_section()
         .expect("ET Open's flowbit names fit a GPU flow entry");
     let with_state = section[1..=rules.len()].iter().filter(|&&w| w != 0).count();
-    assert_eq!(with_state, 744);
+    assert_eq!(with_state, 958);
     // Every loaded rule evaluates, with its state, on an HTTP request of an established flow
     // in both directions (no panic; the state grows only for rules that set flowbits).
     let req = b"GET /index.php?id=1 HTTP/1.1\r\nHost: a.example\r\nUser-Agent: x\r\n\r\n";

@@ -212,8 +212,56 @@ fn numeric(r: &mut Rng) -> String {
     s
 }
 
+/// A `pcre` over the payload alphabet: classes, alternation, repeats, anchors, `$` before a
+/// final newline, with PCRE and Suricata flags (relative, negated, caseless, multiline, ...).
+fn pcre(r: &mut Rng, o: &mut String) {
+    let atoms = [
+        "a", "b", "A", "[ab]", "[^a]", "\\d", "\\s", "\\w", ".", "\\x3a", "/", "\\r?\\n",
+    ];
+    let mut pat = String::new();
+    if r.chance(20) {
+        pat.push('^');
+    }
+    for _ in 0..1 + r.below(4) {
+        let a = *r.pick(&atoms);
+        if r.chance(20) {
+            let b = *r.pick(&atoms);
+            pat.push_str(&format!("(?:{a}|{b})"));
+        } else {
+            pat.push_str(a);
+        }
+        if r.chance(40) {
+            let q: &&str = r.pick(&["*", "+", "?", "{1,3}", "*?", "+?"]);
+            pat.push_str(q);
+        }
+    }
+    if r.chance(25) {
+        pat.push('$');
+    }
+    if r.chance(10) {
+        pat.push_str("\\b");
+    }
+    let mut flags = String::new();
+    for (p, f) in [
+        (40, 'R'),
+        (20, 'i'),
+        (15, 'm'),
+        (15, 's'),
+        (10, 'G'),
+        (5, 'A'),
+        (5, 'E'),
+    ] {
+        if r.chance(p) {
+            flags.push(f);
+        }
+    }
+    let neg = if r.chance(15) { "!" } else { "" };
+    o.push_str(&format!("pcre:{neg}\"/{pat}/{flags}\"; "));
+}
+
 fn keyword(r: &mut Rng, o: &mut String) {
-    match r.below(10) {
+    match r.below(12) {
+        10 | 11 => pcre(r, o),
         0..=4 => content(r, o),
         5 => {
             let neg = if r.chance(30) { "!" } else { "" };
@@ -428,6 +476,7 @@ fn frame(o: &Owned) -> Frame<'_> {
 fn generated_rules_and_frames_agree() {
     let mut r = Rng(0x9e37_79b9_7f4a_7c15);
     let (mut compiled, mut tried, mut hits, mut evals) = (0, 0, 0, 0);
+    let mut with_pcre = 0usize;
     let mut actions = [0usize; 4];
     for round in 0..60 {
         let mut p = Program::new();
@@ -439,6 +488,7 @@ fn generated_rules_and_frames_agree() {
                 continue;
             };
             if rule.blockers_with(true).is_empty() && p.add(&rule).is_ok() {
+                with_pcre += usize::from(t.contains("pcre:"));
                 texts.push(t);
             }
         }
@@ -474,6 +524,11 @@ fn generated_rules_and_frames_agree() {
     assert!(hits > evals / 50 && hits < evals / 2, "{hits} of {evals}");
     assert!(actions.iter().all(|&n| n > 10), "{actions:?}");
     assert!(compiled * 3 > tried as usize, "{compiled} of {tried}");
+    // Rules with pcre are a good share of them.
+    assert!(
+        with_pcre * 5 > compiled,
+        "{with_pcre} of {compiled} with pcre"
+    );
 }
 
 #[test]
@@ -559,6 +614,7 @@ fn opened(p: &Program) -> Program {
     for r in &mut open.rules {
         (r.src, r.dst, r.sport, r.dport) = ([a, 1], [a, 1], [pt, 1], [pt, 1]);
         r.proto = 0;
+        r.flow = 0;
     }
     open
 }

@@ -100,6 +100,9 @@ fn version_1(img: &[u8]) -> Vec<u8> {
     let len = out.len() as u32;
     set_word(&mut out, offset_of!(ImageHeader, total), len);
     set_word(&mut out, offset_of!(ImageHeader, version), 1);
+    // Version 1 had no pcre tables: those two header words were reserved, 0.
+    set_word(&mut out, offset_of!(ImageHeader, n_dfa), 0);
+    set_word(&mut out, offset_of!(ImageHeader, dfa_off), 0);
     out
 }
 
@@ -112,6 +115,7 @@ fn sample_program() -> Program {
         r#"content:"aab"; content:"b"; distance:0; within:4; isdataat:!2,relative;"#,
         "byte_jump:1,0,post_offset 2; dsize:>3;",
         r#"flow:to_server,established; content:"x";"#,
+        r#"content:"q"; pcre:"/^q\d{2}$/Ri"; content:"z"; distance:0;"#,
     ];
     let heads = [
         "alert tcp any any -> any any",
@@ -223,12 +227,14 @@ fn bad_headers_are_refused_with_their_reason() {
 #[test]
 fn the_c_check_refuses_what_from_image_refuses() {
     let p = sample_program();
+    assert!(!p.dfa.is_empty(), "the sample has pcre tables");
     let b = bytes_of(&p.image().expect("image"));
     let h = |f: usize| header(&b, f) as usize;
     let sections = [
         (h(offset_of!(ImageHeader, rules_off)), p.rules.len() * 96),
         (h(offset_of!(ImageHeader, ops_off)), p.ops.len() * 40),
         (h(offset_of!(ImageHeader, fail_off)), p.fail.len() * 4),
+        (h(offset_of!(ImageHeader, dfa_off)), p.dfa.len() * 4),
     ];
     let mut r = Rng(0x5eed_1e55_0f1a_6e77);
     let (mut refused, mut accepted) = (0, 0);

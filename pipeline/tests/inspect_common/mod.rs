@@ -117,8 +117,32 @@ pub fn random_rules(seed: u64, n: usize, flow: bool) -> String {
         let k = 1 + g.below(3);
         for j in 0..k {
             let pat = g.pick(PATTERNS);
-            match g.below(8) {
+            match g.below(9) {
                 0 | 1 => opts.push_str(&format!("content:\"{pat}\"; ")),
+                7 => {
+                    // A pcre of the pattern's bytes and a tail: relative, caseless, `$` ...
+                    let re: String = pattern_bytes(pat)
+                        .iter()
+                        .map(|&b| {
+                            if b.is_ascii_alphanumeric() {
+                                (b as char).to_string()
+                            } else {
+                                format!("\\x{b:02x}")
+                            }
+                        })
+                        .collect();
+                    let tail = g.pick(&[
+                        "",
+                        "[^\\r\\n]*$",
+                        "\\s*",
+                        "(?:-[a-z]+)+",
+                        "\\b",
+                        ".{0,16}?\\d",
+                    ]);
+                    let flags = g.pick(&["", "i", "R", "s", "m", "Ri", "G", "iE"]);
+                    let neg = if j > 0 && g.chance(20) { "!" } else { "" };
+                    opts.push_str(&format!("pcre:{neg}\"/{re}{tail}/{flags}\"; "));
+                }
                 2 => opts.push_str(&format!("content:\"{pat}\"; nocase; ")),
                 3 => opts.push_str(&format!(
                     "content:\"{pat}\"; offset:{}; depth:{}; ",

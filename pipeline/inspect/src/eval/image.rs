@@ -16,7 +16,7 @@ use std::mem::{offset_of, size_of};
 
 /// `PWIE` little-endian.
 pub const IMAGE_MAGIC: u32 = u32::from_le_bytes(*b"PWIE");
-pub const IMAGE_VERSION: u32 = 2;
+pub const IMAGE_VERSION: u32 = 3;
 /// A buffer the frame does not have ([`FrameRec::buf_len`]).
 pub const ABSENT: u32 = u32::MAX;
 /// [`Verdict::rule`] when no candidate matched.
@@ -35,7 +35,8 @@ pub struct ImageHeader {
     pub n_patterns: u32,
     pub n_addrs: u32,
     pub n_ports: u32,
-    pub reserved: u32,
+    /// Words of the pcre DFA tables ([`Program::dfa`]; image version 3).
+    pub n_dfa: u32,
     pub rules_off: u32,
     pub ops_off: u32,
     pub addrs_off: u32,
@@ -44,7 +45,7 @@ pub struct ImageHeader {
     pub fail_off: u32,
     /// Bytes of the whole image.
     pub total: u32,
-    pub reserved2: u32,
+    pub dfa_off: u32,
 }
 
 /// An image that cannot be read back.
@@ -171,6 +172,9 @@ impl Program {
         b.extend(words(&self.fail));
         h.patterns_off = align8(&mut b);
         b.extend_from_slice(&self.patterns);
+        h.n_dfa = count(self.dfa.len(), "pcre table words")?;
+        h.dfa_off = align8(&mut b);
+        b.extend(words(&self.dfa));
         align8(&mut b);
         h.total = count(b.len(), "image bytes")?;
         let head = words(&[
@@ -181,7 +185,7 @@ impl Program {
             h.n_patterns,
             h.n_addrs,
             h.n_ports,
-            h.reserved,
+            h.n_dfa,
             h.rules_off,
             h.ops_off,
             h.addrs_off,
@@ -189,7 +193,7 @@ impl Program {
             h.patterns_off,
             h.fail_off,
             h.total,
-            h.reserved2,
+            h.dfa_off,
         ]);
         b[..head.len()].copy_from_slice(&head);
         Ok(b.chunks_exact(8)
@@ -230,12 +234,17 @@ impl Program {
         let ports_at = sec(11, npt, size_of::<PortRange>(), "ports")?;
         let pats_at = sec(12, np, 1, "patterns")?;
         let fail_at = sec(13, np, 4, "fail")?;
+        let nd = w(7)? as usize;
+        let dfa_at = sec(15, nd, 4, "pcre tables")?;
         let mut p = Program {
             patterns: b[pats_at..pats_at + np].to_vec(),
             ..Program::default()
         };
         for k in 0..np {
             p.fail.push(rd.u32(fail_at + 4 * k, "fail")?);
+        }
+        for k in 0..nd {
+            p.dfa.push(rd.u32(dfa_at + 4 * k, "pcre tables")?);
         }
         for k in 0..na {
             let at = addrs_at + k * size_of::<AddrRange>();
@@ -284,6 +293,10 @@ impl Program {
             }
         }
         for (i, o) in self.ops.iter().enumerate() {
+            if o.kind == OP_PCRE {
+                self.check_pcre(i, o)?;
+                continue;
+            }
             if !within([o.pat_off, o.pat_len], self.patterns.len()) {
                 return err(format!("op {i}: its pattern is out of the pattern bytes"));
             }
@@ -299,6 +312,29 @@ impl Program {
             {
                 return err(format!("op {i}: a failure value passes its position"));
             }
+        }
+        Ok(())
+    }
+}
+
+impl Program {
+    /// A pcre op's tables lie in the DFA words and pass [`crate::pcre::table::Table::new`];
+    /// a retried one has its reverse table.
+    fn check_pcre(&self, i: usize, o: &Op) -> Result<(), ImageError> {
+        let (s, n, r) = (o.pat_off as usize, o.pat_len as usize, o.b);
+        let rev = usize::try_from(r)
+            .map_err(|_| ImageError(format!("op {i}: pcre reverse length {r}")))?;
+        let end = s.checked_add(n).and_then(|e| e.checked_add(rev));
+        let Some(end) = end.filter(|&e| e <= self.dfa.len()) else {
+            return err(format!("op {i}: its pcre tables are out of the DFA words"));
+        };
+        crate::pcre::table::Table::new(&self.dfa[s..s + n])
+            .map_err(|e| ImageError(format!("op {i}: pcre table: {e}")))?;
+        if rev > 0 {
+            crate::pcre::table::Table::new(&self.dfa[s + n..end])
+                .map_err(|e| ImageError(format!("op {i}: pcre reverse table: {e}")))?;
+        } else if o.flags & F_RETRY != 0 {
+            return err(format!("op {i}: a retried pcre without its reverse table"));
         }
         Ok(())
     }

@@ -9,7 +9,9 @@
 //! next occurrence (from its last match's start + 1) and runs the ops after it again, as
 //! Suricata's content inspection does; it stops at once when a content that is not relative
 //! is absent, or a negated one that nothing is relative to is present, since no retry can
-//! change that. The number of content searches per buffer is bounded ([`SEARCH_LIMIT`],
+//! change that. A `pcre` ([`program::OP_PCRE`], [`crate::pcre`]) is searched like a content:
+//! its subject is the buffer (from the cursor with `R`), a match moves the cursor to its end,
+//! and it is retried from its match start + 1. The number of searches per buffer is bounded ([`SEARCH_LIMIT`],
 //! Suricata's default inspection recursion limit); past it the buffer does not match. Each
 //! search takes time linear in its window (memmem here, KMP on the GPU), so one rule costs at
 //! most `SEARCH_LIMIT` times its buffers' lengths, whatever the payload.
@@ -20,6 +22,7 @@ pub mod program;
 pub mod state;
 
 use crate::http::{self, HttpHead, HttpParse};
+use crate::pcre::table::Table;
 use crate::rules::{Buffer, FlagMode};
 use program::*;
 use std::net::IpAddr;
@@ -176,7 +179,7 @@ fn payload_matches(p: &Program, r: &RuleHead, f: &Frame) -> bool {
         let Some(buf) = f.buffer(b) else {
             return false;
         };
-        if !group_matches(&ops[g..end], &p.patterns, buf) {
+        if !group_matches(&ops[g..end], p, buf) {
             return false;
         }
         g = end;
@@ -243,7 +246,8 @@ fn search(
 }
 
 /// One buffer's ops, with retries of earlier contents (see the module docs).
-fn group_matches(ops: &[Op], patterns: &[u8], buf: &[u8]) -> bool {
+fn group_matches(ops: &[Op], p: &Program, buf: &[u8]) -> bool {
+    let patterns = &p.patterns;
     if buf.is_empty() || ops.len() > MAX_OPS {
         return false;
     }
@@ -306,6 +310,45 @@ fn group_matches(ops: &[Op], patterns: &[u8], buf: &[u8]) -> bool {
                     }
                 }
             }
+            OP_PCRE => {
+                searches += 1;
+                if searches > SEARCH_LIMIT {
+                    return false;
+                }
+                let retry_at = resume.take();
+                match retry_at {
+                    Some(_) => cursor = entry[i],
+                    None => entry[i] = cursor,
+                }
+                let relative = op.flags & F_RELATIVE != 0;
+                let (sub, from, hit) = pcre_search(op, &p.dfa, buf, cursor, retry_at);
+                match (hit, op.flags & F_NEGATED != 0) {
+                    (None, true) => true,
+                    (Some(_), true) => {
+                        if !relative && op.flags & F_RETRY == 0 {
+                            return false;
+                        }
+                        false
+                    }
+                    (None, false) => {
+                        if !relative {
+                            return false;
+                        }
+                        false
+                    }
+                    (Some(e), false) => {
+                        if op.flags & F_RETRY != 0 {
+                            let (o, n) = (op.pat_off as usize, op.pat_len as usize);
+                            let rev = Table::trusted(&p.dfa[o + n..o + n + op.b as usize]);
+                            found[i] = rev.find_start(buf, sub, from, e).unwrap_or(from) as i64;
+                            stack[sp] = i as u8;
+                            sp += 1;
+                        }
+                        cursor = e as i64;
+                        true
+                    }
+                }
+            }
             OP_ISDATAAT => {
                 let n = i64::from(op.a);
                 let has = if op.flags & F_RELATIVE != 0 {
@@ -344,6 +387,31 @@ fn group_matches(ops: &[Op], patterns: &[u8], buf: &[u8]) -> bool {
         i = j;
     }
     true
+}
+
+/// A pcre op's search: its subject start (the buffer's, or the cursor with `R`), its search
+/// start (a retry searches the subject again from the last match start + 1) and the end of
+/// the match found.
+fn pcre_search(
+    op: &Op,
+    dfa: &[u32],
+    buf: &[u8],
+    cursor: i64,
+    retry_at: Option<i64>,
+) -> (usize, usize, Option<usize>) {
+    let len = buf.len() as i64;
+    let sub = if op.flags & F_RELATIVE != 0 {
+        cursor.clamp(0, len)
+    } else {
+        0
+    };
+    let from = retry_at.map_or(sub, |r| r.max(sub));
+    if from > len {
+        return (sub as usize, from as usize, None);
+    }
+    let (o, n) = (op.pat_off as usize, op.pat_len as usize);
+    let hit = Table::trusted(&dfa[o..o + n]).find_end(buf, sub as usize, from as usize);
+    (sub as usize, from as usize, hit)
 }
 
 /// The number `op` reads at `pos`: (value, bytes consumed), None when it cannot be read.

@@ -15,6 +15,8 @@ pub const OP_ISDATAAT: u8 = 2;
 pub const OP_BYTE_TEST: u8 = 3;
 pub const OP_BYTE_JUMP: u8 = 4;
 pub const OP_URILEN: u8 = 5;
+/// `pcre`: a DFA table walk ([`crate::pcre::table`]).
+pub const OP_PCRE: u8 = 6;
 
 pub const F_NEGATED: u16 = 1;
 pub const F_NOCASE: u16 = 1 << 1;
@@ -41,7 +43,9 @@ pub const MAX_OPS: usize = crate::rules::MAX_DETECT;
 /// or within, `pat_off`/`pat_len` its bytes in [`Program::patterns`]; isdataat: `a` = n;
 /// byte_test: `a` offset, `value` the value, `cmp` the [`crate::rules::ByteOp`];
 /// byte_jump: `a` offset, `b` post_offset, `value` multiplier; urilen: `cmp` the range
-/// mode ([`range_code`]), `a`, `b` its bounds. `mask` is the bitmask (with [`F_BITMASK`]).
+/// mode ([`range_code`]), `a`, `b` its bounds. `mask` is the bitmask (with [`F_BITMASK`]);
+/// pcre: `pat_off`/`pat_len` its forward table in [`Program::dfa`] (words), `b` the length of
+/// its reverse table right after it (0: none; needed with [`F_RETRY`]).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Op {
@@ -231,6 +235,8 @@ pub struct Program {
     pub fail: Vec<u32>,
     pub addrs: Vec<AddrRange>,
     pub ports: Vec<PortRange>,
+    /// The pcre DFA tables ([`crate::pcre::table`]), one after the other.
+    pub dfa: Vec<u32>,
 }
 
 impl Program {
@@ -295,11 +301,23 @@ impl Program {
         self.ports.extend(rule.dst_ports.0.iter().map(port));
         head.ops = span(self.ops.len(), ops.len());
         for (mut op, pat) in ops {
-            if let Some(p) = pat {
-                op.pat_off = self.patterns.len() as u32;
-                op.pat_len = p.len() as u32;
-                self.patterns.extend_from_slice(&p);
-                self.fail.extend(kmp_failure(&p));
+            match pat {
+                Some(Payload::Bytes(p)) => {
+                    op.pat_off = self.patterns.len() as u32;
+                    op.pat_len = p.len() as u32;
+                    self.patterns.extend_from_slice(&p);
+                    self.fail.extend(kmp_failure(&p));
+                }
+                Some(Payload::Dfa(c)) => {
+                    op.pat_off =
+                        u32::try_from(self.dfa.len()).map_err(|_| "pcre tables past 4 G")?;
+                    op.pat_len = c.forward.len() as u32;
+                    self.dfa.extend_from_slice(&c.forward);
+                    if let Some(r) = &c.reverse {
+                        self.dfa.extend_from_slice(r);
+                    }
+                }
+                None => {}
             }
             self.ops.push(op);
         }
@@ -308,9 +326,15 @@ impl Program {
     }
 }
 
-/// A rule's ops grouped by buffer, with their patterns (nocase patterns lower-cased).
-/// An op and its pattern bytes (contents only).
-type OpAndPattern = (Op, Option<Vec<u8>>);
+/// What an op carries besides its record: a content's bytes (nocase ones lower-cased) or a
+/// pcre's tables.
+enum Payload {
+    Bytes(Vec<u8>),
+    Dfa(std::sync::Arc<crate::pcre::Compiled>),
+}
+
+/// An op and what it carries.
+type OpAndPattern = (Op, Option<Payload>);
 
 fn compile_ops(rule: &Rule) -> Result<Vec<OpAndPattern>, String> {
     let mut order: Vec<usize> = (0..rule.detect.len()).collect();
@@ -331,8 +355,11 @@ fn compile_ops(rule: &Rule) -> Result<Vec<OpAndPattern>, String> {
                 .iter_mut()
                 .rev()
                 .take_while(|(p, _)| p.buffer == op.buffer)
-                .find(|(p, _)| p.kind == OP_CONTENT || p.kind == OP_BYTE_JUMP);
-            if let Some((p, _)) = prev.filter(|(p, _)| p.kind == OP_CONTENT) {
+                .find(|(p, _)| matches!(p.kind, OP_CONTENT | OP_BYTE_JUMP | OP_PCRE));
+            if let Some((p, _)) = prev.filter(|(p, _)| p.kind != OP_BYTE_JUMP) {
+                if p.kind == OP_PCRE && p.b == 0 {
+                    return Err("pcre: retried without its reverse table".into());
+                }
                 p.flags |= F_RETRY;
             }
         }
@@ -386,7 +413,17 @@ fn compile_one(buf: Buffer, d: &Detect) -> Result<OpAndPattern, String> {
             op.a = c.a as i32;
             op.b = c.b as i32;
         }
-        Detect::Pcre { .. } => return Err(format!("pcre in {buf:?} cannot be compiled")),
+        Detect::Pcre(p) => {
+            let c = p
+                .compiled
+                .as_ref()
+                .map_err(|why| format!("pcre in {buf:?}: {why}"))?;
+            op.kind = OP_PCRE;
+            op.flags = rel(p.relative) | if p.negated { F_NEGATED } else { 0 };
+            // The reverse table, when there is one, follows the forward one.
+            op.b = c.reverse.as_ref().map_or(0, |r| r.len() as i32);
+            return Ok((op, Some(Payload::Dfa(c.clone()))));
+        }
     }
     Ok((op, None))
 }
@@ -441,7 +478,7 @@ fn compile_content(c: &Content) -> OpAndPattern {
     } else {
         c.pattern.clone()
     };
-    (op, Some(pat))
+    (op, Some(Payload::Bytes(pat)))
 }
 
 /// The KMP failure function of `pat`: `f[k]` is the length of the longest proper prefix of

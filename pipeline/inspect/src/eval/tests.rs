@@ -415,3 +415,51 @@ fn flow_direction_and_state() {
     .unwrap();
     assert!(Program::new().add(&r).is_err());
 }
+
+#[test]
+fn pcre_searches_its_buffer_and_moves_the_detection_pointer() {
+    assert!(m(
+        r#"content:"GET"; pcre:"/^GET\s+\/[a-z]+\.php$/";"#,
+        b"GET /x.php\n"
+    ));
+    assert!(!m(
+        r#"content:"GET"; pcre:"/^GET\s+\/[a-z]+\.php$/";"#,
+        b"GET /x.php\n\n"
+    ));
+    assert!(m(r#"pcre:"/evil/i";"#, b"an EVIL payload"));
+    // Negated: the pattern must not occur.
+    assert!(!m(r#"content:"a"; pcre:!"/evil/i";"#, b"a EVIL"));
+    assert!(m(r#"content:"a"; pcre:!"/evil/i";"#, b"a good"));
+    // A content relative to a pcre starts at the match end.
+    assert!(m(
+        r#"pcre:"/id=\d+/"; content:"&"; distance:0; within:1;"#,
+        b"id=12&x"
+    ));
+    assert!(!m(
+        r#"pcre:"/id=\d+/"; content:"x"; distance:0; within:1;"#,
+        b"id=12&x"
+    ));
+}
+
+#[test]
+fn relative_pcre_subject_starts_at_the_detection_pointer() {
+    // `^` of a relative pcre is the detection pointer (the subject starts there).
+    assert!(m(r#"content:"key="; pcre:"/^\d{3}/R";"#, b"xx key=123"));
+    assert!(!m(r#"content:"key="; pcre:"/^\d{3}/R";"#, b"xx key= 123"));
+    // Without R the subject is the whole buffer.
+    assert!(!m(r#"content:"key="; pcre:"/^\d{3}/";"#, b"xx key=123"));
+    // Nothing before the detection pointer is searched.
+    assert!(!m(r#"content:"b"; pcre:"/a/R";"#, b"ab"));
+}
+
+#[test]
+fn a_pcre_is_retried_from_its_match_start_plus_one() {
+    // The first `a.` (at 0) is not followed by "z"; its retry finds the one at 3.
+    assert!(m(
+        r#"pcre:"/a./"; content:"z"; distance:0; within:1;"#,
+        b"abyabz"
+    ));
+    // And a content before a relative pcre is retried as well.
+    assert!(m(r#"content:"k"; pcre:"/^=\d/R";"#, b"k=x k=1"));
+    assert!(!m(r#"content:"k"; pcre:"/^=\d/R";"#, b"k=x k=y"));
+}

@@ -84,12 +84,12 @@ impl LoadReport {
 
     /// Skipped rules that need only pcre.
     pub fn need_only_pcre(&self) -> usize {
-        self.count_skipped(|b| *b == Blocker::Pcre)
+        self.count_skipped(|b| matches!(b, Blocker::Pcre(_)))
     }
 
     /// Skipped rules that need only pcre and the flow table.
     pub fn need_only_pcre_and_flow_table(&self) -> usize {
-        self.count_skipped(|b| matches!(b, Blocker::Pcre | Blocker::FlowTable(_)))
+        self.count_skipped(|b| matches!(b, Blocker::Pcre(_) | Blocker::FlowTable(_)))
     }
 
     /// Loaded share of all rules read, in percent.

@@ -10,6 +10,7 @@ mod lex;
 pub mod load;
 mod net;
 mod options;
+mod pcre_kw;
 
 pub use load::{load_dir, load_file, load_str, LoadOptions, LoadReport, LoadedRule, Skipped};
 pub use net::{addr_key as net_key, parse_addrs, parse_ports, AddrSet, PortSet, Variables};
@@ -264,11 +265,22 @@ pub enum Detect {
     ByteTest(ByteTest),
     ByteJump(ByteJump),
     UriLen(Range),
-    /// Kept for when pcre is supported; a rule with one is skipped.
-    Pcre {
-        pattern: String,
-        relative: bool,
-    },
+    Pcre(Pcre),
+}
+
+/// A `pcre` keyword: `[!]"/pattern/flags"`, with its DFA tables ([`crate::pcre`]) or the
+/// reason it has none (the rule is then skipped with `pcre: <reason>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pcre {
+    /// The regex between the slashes, as written.
+    pub pattern: String,
+    /// The letters after the last slash.
+    pub flags: String,
+    /// `R`: the subject starts at the detection pointer.
+    pub relative: bool,
+    /// `!`: the keyword holds when the pattern does not match.
+    pub negated: bool,
+    pub compiled: Result<std::sync::Arc<crate::pcre::Compiled>, String>,
 }
 
 impl Detect {
@@ -280,7 +292,7 @@ impl Detect {
             Detect::ByteTest(t) => t.relative,
             Detect::ByteJump(j) => j.relative,
             Detect::UriLen(_) => false,
-            Detect::Pcre { relative, .. } => *relative,
+            Detect::Pcre(p) => p.relative,
         }
     }
 }
@@ -423,7 +435,8 @@ pub enum Blocker {
     Protocol(String),
     /// A keyword pktwarp does not implement (the first one).
     Keyword(String),
-    Pcre,
+    /// A `pcre` without a DFA form, with the reason (`back-reference`, `DFA over N states`).
+    Pcre(String),
     /// `flow` (direction, established), `flowbits`, `threshold`, `detection_filter`: loaded
     /// only for a pipeline with connection tracking ([`LoadOptions::flow_table`]).
     FlowTable(String),
@@ -438,7 +451,7 @@ impl fmt::Display for Blocker {
         match self {
             Blocker::Protocol(p) => write!(f, "app-layer protocol {p}"),
             Blocker::Keyword(k) => write!(f, "unsupported keyword {k}"),
-            Blocker::Pcre => write!(f, "pcre"),
+            Blocker::Pcre(why) => write!(f, "pcre: {why}"),
             Blocker::FlowTable(k) => write!(f, "needs the flow table ({k})"),
             Blocker::Stream => write!(f, "needs stream reassembly (flow:only_stream)"),
             Blocker::TooManyKeywords(n) => {
@@ -512,12 +525,11 @@ impl Rule {
         if self.detect.len() > MAX_DETECT {
             out.push(Blocker::TooManyKeywords(self.detect.len()));
         }
-        if self
-            .detect
-            .iter()
-            .any(|(_, d)| matches!(d, Detect::Pcre { .. }))
-        {
-            out.push(Blocker::Pcre);
+        if let Some(why) = self.detect.iter().find_map(|(_, d)| match d {
+            Detect::Pcre(p) => p.compiled.as_ref().err(),
+            _ => None,
+        }) {
+            out.push(Blocker::Pcre(why.clone()));
         }
         if let Some(f) = &self.flow {
             if f.only_stream {

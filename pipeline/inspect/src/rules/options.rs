@@ -2,6 +2,7 @@
 
 use super::lex::{content_bytes, split_rule, LexError};
 use super::net::{parse_addrs, parse_ports, Variables};
+use super::pcre_kw::{compile_pcres, pcre};
 use super::{
     Action, Buffer, ByteJump, ByteOp, ByteTest, Content, Detect, Direction, FastPattern, FlagMode,
     Flow, Flowbit, FlowbitCmd, NumFormat, Proto, Range, Rule, TcpFlags, Threshold, ThresholdKind,
@@ -459,6 +460,7 @@ fn finish(rule: &mut Rule) -> Res<()> {
             return err("protocol", format!("HTTP buffer {b:?} on a non-TCP rule"));
         }
     }
+    compile_pcres(rule);
     Ok(())
 }
 
@@ -657,42 +659,6 @@ fn byte_jump(k: &str, s: &str) -> Res<Option<Detect>> {
         post_offset,
         bitmask: o.bitmask,
     })))
-}
-
-/// pcre: `[!]"/re/flags"`. Returns the buffer its flags name (if any) and the keyword.
-fn pcre(k: &str, s: &str) -> Res<(Option<Buffer>, Option<Detect>)> {
-    let body = s.trim().trim_start_matches('!').trim();
-    let body = body
-        .strip_prefix('"')
-        .and_then(|b| b.strip_suffix('"'))
-        .ok_or_else(|| (k.to_string(), "not a quoted string".to_string()))?
-        .to_string();
-    let end = body.rfind('/').filter(|&e| e > 0 && body.starts_with('/'));
-    let Some(end) = end else {
-        return err(k, "not of the form \"/regex/flags\"");
-    };
-    let flags = &body[end + 1..];
-    let buf = flags.chars().find_map(|f| {
-        Some(match f {
-            'U' => Buffer::HttpUri,
-            'I' => Buffer::HttpRawUri,
-            'M' => Buffer::HttpMethod,
-            'H' => Buffer::HttpHeader,
-            'D' => Buffer::HttpRawHeader,
-            'V' => Buffer::HttpUserAgent,
-            'W' => Buffer::HttpHost,
-            'C' => Buffer::HttpCookie,
-            'P' => Buffer::HttpClientBody,
-            'S' => Buffer::HttpStatCode,
-            'Y' => Buffer::HttpStatMsg,
-            _ => return None,
-        })
-    });
-    let d = Detect::Pcre {
-        pattern: body.clone(),
-        relative: flags.contains('R'),
-    };
-    Ok((buf, Some(d)))
 }
 
 fn tcp_flags(k: &str, s: &str) -> Res<TcpFlags> {

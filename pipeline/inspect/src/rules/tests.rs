@@ -320,12 +320,18 @@ fn flow_and_state_keywords_block_with_their_reason() {
     assert_eq!(parse_err("flow:sideways;").0, "flow");
     assert_eq!(parse_err("flow:to_server,to_client;").0, "flow");
     let r = parse(
-        r#"content:"a"; pcre:"/a\d\;?/Ri"; detection_filter:track by_src, count 5, seconds 1;"#,
+        r#"content:"a"; pcre:"/(a)\d\;?\1/Ri"; detection_filter:track by_src, count 5, seconds 1;"#,
     );
     assert_eq!(
         r.blockers(),
-        vec![Blocker::Pcre, Blocker::FlowTable("detection_filter".into())]
+        vec![
+            Blocker::Pcre("back-reference".into()),
+            Blocker::FlowTable("detection_filter".into())
+        ]
     );
+    // A pcre with a DFA blocks nothing.
+    let r = parse(r#"content:"a"; pcre:"/a\d\;?/Ri";"#);
+    assert!(r.blockers().is_empty());
     let r = parse(r#"pcre:"/x/U"; dns_query; content:"a"; ssl_state:client_hello;"#);
     assert_eq!(r.blockers()[0], Blocker::Keyword("dns_query".into()));
     assert_eq!(r.detect[0].0, Buffer::HttpUri);
@@ -346,7 +352,7 @@ fn loader_reports_and_strict_errors() {
     let text = "# a comment\n\nalert tcp any any -> any any (content:\"a\"; sid:1;)\n\
                 alert tcp any any -> any any (content:\"a\"; depth:0; sid:2;)\n\
                 alert dns any any -> any any (sid:3;)\n\
-                alert tcp any any -> any any (content:\"a\"; \\\n  pcre:\"/a/\"; sid:4;)\n\
+                alert tcp any any -> any any (content:\"a\"; \\\n  pcre:\"/(a)\\1/\"; sid:4;)\n\
                 alert tcp any any -> any any (flow:established; sid:5;)\n";
     let rep = load_str(text, "t.rules", &LoadOptions::default()).unwrap();
     assert_eq!(rep.loaded.len(), 1);
@@ -361,7 +367,7 @@ fn loader_reports_and_strict_errors() {
         vec![
             (4, Some(2), "malformed depth"),
             (5, Some(3), "app-layer protocol dns"),
-            (6, Some(4), "pcre"),
+            (6, Some(4), "pcre: back-reference"),
             (8, Some(5), "needs the flow table (flow)"),
         ]
     );

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod corpus;
+pub mod pcre2;
 
 use std::path::Path;
 
@@ -147,11 +148,12 @@ pub fn etopen_program_and_captures() -> Option<(
     let opts = LoadOptions {
         vars: Variables::with(&[("HOME_NET", "any"), ("EXTERNAL_NET", "any")]),
         strict: false,
-        flow_table: false,
+        flow_table: true,
     };
     let rep = load_dir(&rules, &opts).expect("load");
     let mut p = pktwarp_inspect::eval::program::Program::new();
-    for l in &rep.loaded {
+    // What a GPU image holds: every loaded rule but those keeping CPU state.
+    for l in rep.loaded.iter().filter(|l| !l.rule.needs_cpu_state()) {
         p.add(&l.rule).expect("compile");
     }
     let mut files: Vec<_> = std::fs::read_dir(&pcaps)
