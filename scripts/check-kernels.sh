@@ -45,14 +45,16 @@ done
 # registers, shared memory, stack and spills; a failure or a spill fails the check.
 # One measured exception, bounded so that growth still fails: the IDS pipeline (parse ->
 # conntrack -> inspect -> count) of configs/ids.yaml. Its burst and persistent kernels sit at
-# the 255-register ceiling and spill 36-44 bytes (stores) / 44-52 (loads) with sm_90 and nvcc
-# 13.0 (36-40 / 40-52 before the inspect stage kept flowbits / threshold state: its resolution
-# is a called function, pw_insp_decide, so that it adds little), next to a 12.0 KB stack frame that the inspect stage's HTTP buffer scratch (8 KiB a
-# thread, docs/inspect.md) takes anyway; its bulk kernel does not spill. Up to 64 bytes are
-# accepted there and reported.
+# the 255-register ceiling and spill 52-68 bytes (stores) / 64-88 (loads) with sm_90 and nvcc
+# 13.0: 36-44 / 44-52 before `pcre` (the DFA walks, called, not inlined: inlined was worse) and
+# the flowbits / threshold resolution (pw_insp_decide, called) joined the inspect stage. That is
+# next to a 12.0 KB stack frame the stage's HTTP buffer scratch (8 KiB a thread,
+# docs/inspect.md) takes anyway; its bulk kernel does not spill. Up to 96 bytes are accepted
+# there and reported. The fix that would remove it: codegen running inspect in a pass of its
+# own, so that parse and conntrack's registers are not live across it.
 spill_allowance() {
   case "$1" in
-    "configs/ids.yaml ("*) echo 64 ;;
+    "configs/ids.yaml ("*) echo 96 ;;
     *) echo 0 ;;
   esac
 }
