@@ -61,6 +61,7 @@ pub fn pcre_flags(letters: &str) -> (Flags, bool) {
 pub fn compile(pattern: &[u8], letters: &str, need_start: bool) -> Result<Compiled, Skip> {
     let (flags, anchored) = pcre_flags(letters);
     let ast = parse::parse(pattern, flags)?;
+    refuse_empty_iterations(&ast)?;
     let low = lower(&ast)?;
     let fwd = build(&low, false, anchored)?;
     let forward = table::export(&fwd, anchored, low.feed).map_err(Skip)?;
@@ -71,6 +72,28 @@ pub fn compile(pattern: &[u8], letters: &str, need_start: bool) -> Result<Compil
         None
     };
     Ok(Compiled { forward, reverse })
+}
+
+/// PCRE ends a repeat at the first iteration that matches the empty string (`(?:$|\S)+` on
+/// "a\n" ends after `a`, at the `$` before the final newline); the DFA's leftmost-first search
+/// goes on and ends later. A repeat of more than one iteration whose body can match empty is
+/// refused, so every loaded pattern keeps PCRE's match end.
+fn refuse_empty_iterations(a: &parse::Ast) -> Result<(), Skip> {
+    match a {
+        parse::Ast::Empty | parse::Ast::Set(_) | parse::Ast::Look(_) => Ok(()),
+        parse::Ast::Concat(v) | parse::Ast::Alt(v) => {
+            v.iter().try_for_each(refuse_empty_iterations)
+        }
+        parse::Ast::Repeat { max, sub, .. } => {
+            if max.is_none_or(|m| m > 1) && sub.min_len() == 0 {
+                return Err(Skip(
+                    "pcre: a repeated group that can match empty (PCRE ends the repeat there)"
+                        .into(),
+                ));
+            }
+            refuse_empty_iterations(sub)
+        }
+    }
 }
 
 struct Lowered {

@@ -62,3 +62,30 @@ fn what_has_no_dfa_is_refused_with_its_reason() {
     assert!(why("a{0,2000}b{0,2000}[^x]{0,3000}").is_some());
     assert_eq!(why("a\\Rb"), Some("\\R (an atomic group)".into()));
 }
+
+#[test]
+fn a_repeated_group_that_can_match_empty_is_refused() {
+    // PCRE2 ends `(?:$|\S|\s){1,}` on "a\n" at 1 (the `$` iteration matched empty); the DFA
+    // would end at 2.
+    for p in [
+        &b"(?:$|\\S|\\s){1,}"[..],
+        b"(a?)*",
+        b"(?:\\b|x)+",
+        b"(a*){2,5}",
+    ] {
+        let e = compile(p, "", true).err().expect("refused");
+        assert!(
+            e.0.contains("can match empty"),
+            "{}: {}",
+            String::from_utf8_lossy(p),
+            e.0
+        );
+    }
+    for p in [&b"(a?){0,1}"[..], b"(?:a|bc)+", b"(\\s*x)*"] {
+        assert!(
+            compile(p, "", true).is_ok(),
+            "{}",
+            String::from_utf8_lossy(p)
+        );
+    }
+}
