@@ -286,19 +286,6 @@ fn group_matches(ops: &[Op], p: &Program, buf: &[u8]) -> bool {
                 let hit = search(buf, &mut lower, (start, end), pat, nocase);
                 let relative = op.flags & (F_DISTANCE | F_WITHIN) != 0;
                 match (hit, op.flags & F_NEGATED != 0) {
-                    (None, true) => true,
-                    (Some(_), true) => {
-                        if !relative && op.flags & F_RETRY == 0 {
-                            return false;
-                        }
-                        false
-                    }
-                    (None, false) => {
-                        if !relative {
-                            return false;
-                        }
-                        false
-                    }
                     (Some(at), false) => {
                         found[i] = at as i64;
                         cursor = (at + pl) as i64;
@@ -307,6 +294,12 @@ fn group_matches(ops: &[Op], p: &Program, buf: &[u8]) -> bool {
                             sp += 1;
                         }
                         true
+                    }
+                    (h, negated) => {
+                        match unmatched(h.is_some(), negated, relative, op.flags & F_RETRY != 0) {
+                            Some(ok) => ok,
+                            None => return false,
+                        }
                     }
                 }
             }
@@ -323,19 +316,6 @@ fn group_matches(ops: &[Op], p: &Program, buf: &[u8]) -> bool {
                 let relative = op.flags & F_RELATIVE != 0;
                 let (sub, from, hit) = pcre_search(op, &p.dfa, buf, cursor, retry_at);
                 match (hit, op.flags & F_NEGATED != 0) {
-                    (None, true) => true,
-                    (Some(_), true) => {
-                        if !relative && op.flags & F_RETRY == 0 {
-                            return false;
-                        }
-                        false
-                    }
-                    (None, false) => {
-                        if !relative {
-                            return false;
-                        }
-                        false
-                    }
                     (Some(e), false) => {
                         if op.flags & F_RETRY != 0 {
                             let (o, n) = (op.pat_off as usize, op.pat_len as usize);
@@ -346,6 +326,12 @@ fn group_matches(ops: &[Op], p: &Program, buf: &[u8]) -> bool {
                         }
                         cursor = e as i64;
                         true
+                    }
+                    (h, negated) => {
+                        match unmatched(h.is_some(), negated, relative, op.flags & F_RETRY != 0) {
+                            Some(ok) => ok,
+                            None => return false,
+                        }
                     }
                 }
             }
@@ -392,6 +378,20 @@ fn group_matches(ops: &[Op], p: &Program, buf: &[u8]) -> bool {
 /// A pcre op's search: its subject start (the buffer's, or the cursor with `R`), its search
 /// start (a retry searches the subject again from the last match start + 1) and the end of
 /// the match found.
+/// A content or pcre search that did not end as a plain match (`found`: it matched, `negated`:
+/// the keyword is negated; `retry`: it can be retried): `Some(true)` the keyword holds (a negated one that found nothing),
+/// `Some(false)` it fails and the rule backtracks to its last retryable keyword, `None` the rule
+/// fails outright (an absolute keyword cannot match elsewhere; a negated hit cannot be undone
+/// unless it is relative or retried).
+fn unmatched(found: bool, negated: bool, relative: bool, retry: bool) -> Option<bool> {
+    match (found, negated) {
+        (false, true) => Some(true),
+        (true, true) if !relative && !retry => None,
+        (false, false) if !relative => None,
+        _ => Some(false),
+    }
+}
+
 fn pcre_search(
     op: &Op,
     dfa: &[u32],
