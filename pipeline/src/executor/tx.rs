@@ -61,8 +61,10 @@ pub(crate) fn send_burst(
                 .filter(move |(fate, port, _)| fate.forwards() && target(*port) == Some(k))
                 .map(|(_, _, f)| f)
         });
-        c.tx_frames.add(r.sent);
-        c.tx_bytes.add(r.bytes);
+        // Shared adds: another queue's TX thread may count this queue's settled frames
+        // (`count_settled` through a `SharedTx`) at the same time.
+        c.tx_frames.add_shared(r.sent);
+        c.tx_bytes.add_shared(r.bytes);
         c.drops[DropReason::TxError as usize].add_shared(r.failed());
         c.drops[DropReason::TxHorizon as usize].add_shared(r.too_far);
     }

@@ -258,8 +258,8 @@ pub(crate) fn count_settled(
 ) {
     for s in settled {
         if let Some(c) = counters.get(usize::from(s.queue)) {
-            c.tx_frames.add(s.sent);
-            c.tx_bytes.add(s.bytes);
+            c.tx_frames.add_shared(s.sent);
+            c.tx_bytes.add_shared(s.bytes);
             c.drops[crate::verdict::DropReason::TxError as usize].add_shared(s.failed);
         }
     }

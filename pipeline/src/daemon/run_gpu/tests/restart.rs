@@ -31,7 +31,9 @@ fn a_stalled_queue_is_restarted_and_loses_only_the_burst_it_held() {
                 restarts: Some(Arc::clone(&shared.restarts)),
             };
             let health: Vec<QueueHealth> = (0..3).map(|_| QueueHealth::default()).collect();
-            let mut w = Watchdog::new(3, Duration::from_millis(100), OnStall::Restart);
+            // A second: on a loaded 2-core machine a healthy queue thread can sit unscheduled
+            // for a tenth of one with work pending, and must not be taken for a stall.
+            let mut w = Watchdog::new(3, Duration::from_secs(1), OnStall::Restart);
             let mut ev = Vec::new();
             while !done.load(Ordering::Acquire) {
                 ev.extend(w.tick(Instant::now(), &mut probe, &health));
