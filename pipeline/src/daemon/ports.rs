@@ -18,12 +18,13 @@ pub struct OpenPorts {
     /// `Verdict::out_port` index; the default's entry is `None` while it is in `tx`), the
     /// mirror port and the slow path. [`OpenPorts::take_out`] puts `tx` back in.
     pub out: OutPorts,
-    /// The DPDK devices behind `rx` (same order; `None` for other backends) and behind `tx`,
-    /// for the CPU executor's zero-copy path.
+    /// The DPDK devices behind `rx` (same order; `None` for other backends) and behind the
+    /// output ports (by `out_port` index, as `out.ports`; the default output's included), for
+    /// the CPU executor's zero-copy path.
     #[cfg(feature = "dpdk")]
     pub dpdk_rx: Vec<Option<crate::port::dpdk::DpdkPort>>,
     #[cfg(feature = "dpdk")]
-    pub dpdk_tx: Option<crate::port::dpdk::DpdkPort>,
+    pub dpdk_out: Vec<Option<crate::port::dpdk::DpdkPort>>,
     /// The DPDK device behind the mirror port (`output.mirror`), for the zero-copy path's
     /// mirror copies by reference.
     #[cfg(feature = "dpdk")]
@@ -50,7 +51,10 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
     let mut rx_names = Vec::new();
     let mut tx: Option<Box<dyn TxPort>> = None;
     #[cfg(feature = "dpdk")]
-    let (mut dpdk_rx, mut dpdk_tx, mut dpdk_mirror) = (Vec::new(), None, None);
+    let (mut dpdk_rx, mut dpdk_mirror) = (Vec::new(), None);
+    #[cfg(feature = "dpdk")]
+    let mut dpdk_out: Vec<Option<crate::port::dpdk::DpdkPort>> =
+        cfg.tx_port_names().iter().map(|_| None).collect();
     #[cfg(feature = "dpdk")]
     let steer_rules = steering_rules(cfg)?;
     #[allow(unused_mut)] // only DPDK ports push to it
@@ -134,9 +138,13 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
             d.symmetric_rss = cfg.symmetric_rss();
             let port = crate::port::dpdk::DpdkPort::open(&d, id)
                 .with_context(|| format!("port `{}`", p.name))?;
-            if out_name.as_deref() == Some(p.name.as_str()) {
-                dpdk_tx = Some(port.clone());
-            } else if mirror_name.as_deref() == Some(p.name.as_str()) {
+            // Its transmit side's role, as `place` gives it below.
+            let is = |n: &Option<String>| n.as_deref() == Some(p.name.as_str());
+            if is(&out_name) || !(is(&mirror_name) || is(&slow_name)) {
+                if let Some(k) = tx_names.iter().position(|t| *t == p.name) {
+                    dpdk_out[k] = Some(port.clone());
+                }
+            } else if is(&mirror_name) {
                 dpdk_mirror = Some(port.clone());
             }
             steering.push(steer_port(cfg, &p.name, &port, steer_rules.as_deref()));
@@ -157,7 +165,7 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
         #[cfg(feature = "dpdk")]
         dpdk_rx,
         #[cfg(feature = "dpdk")]
-        dpdk_tx,
+        dpdk_out,
         #[cfg(feature = "dpdk")]
         dpdk_mirror,
         steering,

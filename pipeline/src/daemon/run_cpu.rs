@@ -50,42 +50,68 @@ fn run_cpu_zero_copy(
     shared: &Arc<CpuShared>,
     ports: &OpenPorts,
 ) -> Option<Summary> {
-    let why_not: Option<String> = match (ports.dpdk_rx.as_slice(), &ports.dpdk_tx) {
+    let inputs: Option<Vec<_>> = ports.dpdk_rx.iter().map(Option::as_ref).collect();
+    let open_out = |k: usize| {
+        ports.out.ports.get(k).is_some_and(Option::is_some)
+            || (ports.out.default == Some(k) && ports.tx.is_some())
+    };
+    let non_dpdk_out = (0..ports.out.ports.len())
+        .find(|&k| open_out(k) && ports.dpdk_out.get(k).is_none_or(Option::is_none));
+    let why_not: Option<String> = match &inputs {
         _ if ports.out.to_host.is_some() => {
             Some("output.to_host is set (the slow path takes copies on the TX threads)".into())
         }
         _ if ports.out.mirror.is_some() && ports.dpdk_mirror.is_none() => {
             Some("the mirror port is not a DPDK port (a copy to it needs the TX threads)".into())
         }
-        ([Some(rx)], Some(tx)) => cpu::zero_copy::zero_copy_refusal(spec, rx, tx).or_else(|| {
-            let m = ports.dpdk_mirror.as_ref()?;
-            cpu::zero_copy::mirror_refusal(spec, m)
-        }),
-        ([Some(_)], None) => Some("the output port is not a DPDK port (or there is none)".into()),
-        ([_], _) => Some("the input port is not a DPDK port".into()),
-        (many, _) => Some(format!("{} input ports (zero-copy takes one)", many.len())),
+        None => Some("an input port is not a DPDK port".into()),
+        Some(_) if non_dpdk_out.is_some() => Some(format!(
+            "the output port {} is not a DPDK port",
+            non_dpdk_out
+                .and_then(|k| ports.out.names.get(k))
+                .map_or("?", String::as_str)
+        )),
+        Some(v) if v.is_empty() => Some("no input port".into()),
+        Some(_) => None,
     };
-    if let Some(why) = why_not {
-        tracing::info!(event = "forwarding_path", path = "copy", reason = %why, "forwarding by copy: {why}");
-        return None;
-    }
-    let (rx, tx) = match (ports.dpdk_rx.first(), &ports.dpdk_tx) {
-        (Some(Some(rx)), Some(tx)) => (rx, tx),
-        _ => return None,
+    let zc = inputs.map(|inputs| cpu::zero_copy::ZeroCopyPorts {
+        inputs,
+        outputs: ports.dpdk_out.iter().map(Option::as_ref).collect(),
+        default: ports.out.default,
+        mirror: ports.dpdk_mirror.as_ref(),
+    });
+    let why_not = why_not.or_else(|| {
+        zc.as_ref()
+            .and_then(|z| cpu::zero_copy::ports_refusal(spec, z))
+    });
+    let zc = match (why_not, zc) {
+        (None, Some(zc)) => zc,
+        (why, _) => {
+            let why = why.unwrap_or_default();
+            tracing::info!(event = "forwarding_path", path = "copy", reason = %why, "forwarding by copy: {why}");
+            return None;
+        }
     };
+    let names = |v: &[&crate::port::dpdk::DpdkPort]| {
+        v.iter()
+            .map(|p| p.setup().name.clone())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let outs: Vec<_> = zc.outputs.iter().flatten().copied().collect();
     tracing::info!(
         event = "forwarding_path",
         path = "zero_copy",
-        input = %rx.setup().name,
-        output = %tx.setup().name,
+        input = %names(&zc.inputs),
+        output = %names(&outs),
         queues = spec.queues,
         "forwarding zero-copy: DPDK {} -> DPDK {}, mbufs passed along, one worker per queue",
-        rx.setup().name,
-        tx.setup().name
+        names(&zc.inputs),
+        names(&outs)
     );
     Some(summarize_cpu_run(
         p,
         shared,
-        cpu::zero_copy::run_mirrored(spec, shared, rx, tx, ports.dpdk_mirror.as_ref()),
+        cpu::zero_copy::run_ports(spec, shared, &zc),
     ))
 }

@@ -407,6 +407,14 @@ pub(crate) struct OutRoute {
 }
 
 impl OutRoute {
+    /// Frames with `Verdict::OUT_DEFAULT` (or every frame: `all_to_default`) go to `default`.
+    pub fn new(default: Option<usize>, all_to_default: bool) -> Self {
+        OutRoute {
+            default,
+            all_to_default,
+        }
+    }
+
     /// The output port index a forwarded frame with this `out_port` goes to.
     #[inline]
     pub fn target(self, out_port: u16) -> Option<usize> {
@@ -440,10 +448,7 @@ impl<'a> Destinations<'a> {
             mirror,
             slow,
             open,
-            route: OutRoute {
-                default: out.default,
-                all_to_default: out.all_to_default,
-            },
+            route: OutRoute::new(out.default, out.all_to_default),
         }
     }
 

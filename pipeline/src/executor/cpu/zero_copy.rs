@@ -3,15 +3,20 @@
 //! NIC put them (`Pipeline::run_frames` over the mbufs; a rewriting pipeline rewrites them in
 //! the mbuf, `Pipeline::run_frames_mut` over `MbufBurst::rewrite`), frees the frames the
 //! verdicts drop in bulk and hands the rest to its own TX queue of the output port
-//! (`DpdkTx::tx_mbufs`): the mbuf sent is the mbuf received. A `mirror` frame goes to the
-//! mirror port (a DPDK port, TX queue q) as a second reference to the same mbuf
-//! (`MbufBurst::share_into`: reference count 2, the buffer returns to its pool after both
-//! sends). No ingest or TX thread, no ring, no copy. Chosen by the daemon when
-//! [`zero_copy_refusal`] finds no reason against it; the counters, verdict accounting and
-//! summary are the copying path's.
+//! (`DpdkTx::tx_mbufs`): the mbuf sent is the mbuf received. With several ports (DPDK
+//! l2fwd / l3fwd style: every port receives and sends) a worker polls its RX queues of each
+//! input port in turn and sends each forwarded frame on its TX queue of the port its verdict's
+//! `out_port` names (a burst split by port with `MbufBurst::move_into`: pointers move, nothing
+//! is copied); a frame routed to a port with no transmit side is a `tx_error` drop, as on the
+//! copying path. A `mirror` frame goes to the mirror port (a DPDK port, TX queue q) as a second
+//! reference to the same mbuf (`MbufBurst::share_into`: reference count 2, the buffer returns
+//! to its pool after both sends). No ingest or TX thread, no ring, no copy. Chosen by the
+//! daemon when [`zero_copy_refusal`] finds no reason against any input / output pair; the
+//! counters, verdict accounting and summary are the copying path's.
 
 use super::*;
 use crate::port::dpdk::{DpdkPort, DpdkRx, DpdkTx, MbufBurst, MAX_BURST};
+use crate::port::out::OutRoute;
 
 /// Why the zero-copy path cannot run this configuration (`None`: it can). The input and
 /// output must be DPDK ports with host-memory RX buffers, with no burst observer; with
@@ -85,18 +90,68 @@ pub fn mirror_refusal(spec: &CpuRunSpec, mirror: &DpdkPort) -> Option<String> {
     })
 }
 
-/// Runs the pipeline from `rx` to `tx` until the input ends (or `shared.stop`), one worker
-/// per queue: worker q polls the input's RX queues q, q + queues, ... and sends on TX queue
-/// q. The caller checked [`zero_copy_refusal`]. No mirror port (see [`run_mirrored`]).
-pub fn run(spec: &CpuRunSpec, shared: &Arc<CpuShared>, rx: &DpdkPort, tx: &DpdkPort) -> RunOutcome {
-    run_mirrored(spec, shared, rx, tx, None)
+/// The DPDK ports of a zero-copy run.
+pub struct ZeroCopyPorts<'a> {
+    /// Every receiving port (all DPDK), in config order.
+    pub inputs: Vec<&'a DpdkPort>,
+    /// The output ports by `out_port` index (`Config::tx_port_names` order); `None` where the
+    /// port has no transmit side open (frames routed there are `tx_error` drops).
+    pub outputs: Vec<Option<&'a DpdkPort>>,
+    /// The index of `output.port` (where `Verdict::OUT_DEFAULT` frames go); `None`: such
+    /// frames are counted and released.
+    pub default: Option<usize>,
+    /// The mirror port, whose TX queue q takes worker q's mirror copies.
+    pub mirror: Option<&'a DpdkPort>,
 }
 
-/// What one worker's sends took: (output, mirror) as (frames, bytes, failed).
-#[derive(Clone, Copy, Default)]
+/// Why the zero-copy path cannot run with these ports (`None`: it can): the reasons of
+/// [`zero_copy_refusal`] for each input and output port, and of [`mirror_refusal`].
+pub fn ports_refusal(spec: &CpuRunSpec, ports: &ZeroCopyPorts) -> Option<String> {
+    let outs: Vec<&DpdkPort> = ports.outputs.iter().flatten().copied().collect();
+    for rx in &ports.inputs {
+        // With no output port only the input's own reasons count (it stands for the output).
+        let pairs = if outs.is_empty() {
+            vec![*rx]
+        } else {
+            outs.clone()
+        };
+        if let Some(why) = pairs.iter().find_map(|tx| zero_copy_refusal(spec, rx, tx)) {
+            return Some(why);
+        }
+    }
+    ports.mirror.and_then(|m| mirror_refusal(spec, m))
+}
+
+/// Runs the pipeline from `rx` to `tx` until the input ends (or `shared.stop`), one worker
+/// per queue: worker q polls the input's RX queues q, q + queues, ... and sends on TX queue
+/// q. The caller checked [`zero_copy_refusal`]. No mirror port (see [`run_ports`]).
+pub fn run(spec: &CpuRunSpec, shared: &Arc<CpuShared>, rx: &DpdkPort, tx: &DpdkPort) -> RunOutcome {
+    let ports = ZeroCopyPorts {
+        inputs: vec![rx],
+        outputs: vec![Some(tx)],
+        default: Some(0),
+        mirror: None,
+    };
+    run_ports(spec, shared, &ports)
+}
+
+/// What one worker's sends took: per output port, and the mirror, as (frames, bytes, failed).
+#[derive(Clone, Default)]
 struct Took {
-    out: (u64, u64, u64),
+    out: Vec<(u64, u64, u64)>,
     mirror: (u64, u64, u64),
+}
+
+impl Took {
+    fn add(&mut self, other: &Took) {
+        if self.out.len() < other.out.len() {
+            self.out.resize(other.out.len(), (0, 0, 0));
+        }
+        for (a, b) in self.out.iter_mut().zip(&other.out) {
+            add3(a, *b);
+        }
+        add3(&mut self.mirror, other.mirror);
+    }
 }
 
 /// `a += b`, field by field.
@@ -104,15 +159,38 @@ fn add3(a: &mut (u64, u64, u64), b: (u64, u64, u64)) {
     (a.0, a.1, a.2) = (a.0 + b.0, a.1 + b.1, a.2 + b.2);
 }
 
-/// [`run`] with `mirror` frames also sent to the mirror port `mirror` (its TX queue q for
-/// worker q; the caller checked [`mirror_refusal`]) as a second reference to the same mbuf.
-pub fn run_mirrored(
-    spec: &CpuRunSpec,
-    shared: &Arc<CpuShared>,
-    rx: &DpdkPort,
-    tx: &DpdkPort,
-    mirror: Option<&DpdkPort>,
-) -> RunOutcome {
+/// A worker's queues: its RX queues of every input port, its TX queue of every open output
+/// port (by `out_port` index) and of the mirror port.
+struct WorkerPorts {
+    rx: Vec<DpdkRx>,
+    tx: Vec<Option<DpdkTx>>,
+    mirror: Option<DpdkTx>,
+}
+
+/// Opens worker q's queues: RX queues q, q + queues, ... of each input, TX queue q of each
+/// output and of the mirror.
+fn open_worker(ports: &ZeroCopyPorts, q: usize, nq: usize) -> Result<WorkerPorts, PortError> {
+    let mut rx = Vec::with_capacity(ports.inputs.len());
+    for p in &ports.inputs {
+        let queues: Vec<u16> = (0..p.setup().rx_queues)
+            .filter(|k| *k as usize % nq == q)
+            .collect();
+        if !queues.is_empty() {
+            rx.push(p.rx(&queues)?);
+        }
+    }
+    let tx = ports
+        .outputs
+        .iter()
+        .map(|o| o.map(|p| p.tx(q as u16)).transpose())
+        .collect::<Result<Vec<_>, _>>()?;
+    let mirror = ports.mirror.map(|m| m.tx(q as u16)).transpose()?;
+    Ok(WorkerPorts { rx, tx, mirror })
+}
+
+/// Runs the pipeline over `ports` until every input ends (or `shared.stop`), one worker per
+/// queue (see the module doc). The caller checked [`ports_refusal`].
+pub fn run_ports(spec: &CpuRunSpec, shared: &Arc<CpuShared>, ports: &ZeroCopyPorts) -> RunOutcome {
     let start = Instant::now();
     let nq = spec.queues.max(1);
     let errors = std::sync::Mutex::new(Vec::new());
@@ -120,15 +198,9 @@ pub fn run_mirrored(
     let mut handles = Vec::with_capacity(nq);
     let mut open_errors = Vec::new();
     for q in 0..nq {
-        let queues: Vec<u16> = (0..rx.setup().rx_queues)
-            .filter(|k| *k as usize % nq == q)
-            .collect();
-        let m = mirror.map(|m| m.tx(q as u16)).transpose();
-        match (rx.rx(&queues), tx.tx(q as u16), m) {
-            (Ok(r), Ok(t), Ok(m)) => handles.push((q, r, Sends { tx: t, mirror: m })),
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
-                open_errors.push(format!("queue {q}: {e}"))
-            }
+        match open_worker(ports, q, nq) {
+            Ok(w) => handles.push((q, w)),
+            Err(e) => open_errors.push(format!("queue {q}: {e}")),
         }
     }
     if !open_errors.is_empty() {
@@ -138,26 +210,25 @@ pub fn run_mirrored(
             ..RunOutcome::default()
         };
     }
+    let route = OutRoute::new(ports.default, false);
     let pipeline: &Pipeline = &spec.pipeline;
     let mut hooks = HookDriver::start(pipeline, "cpu", pipeline.params_generation());
     let (workers, done) = (handles.len(), AtomicU64::new(0));
     std::thread::scope(|s| {
-        for (q, r, sends) in handles {
+        for (q, w) in handles {
             let shared = Arc::clone(shared);
             let (errors, done, took) = (&errors, &done, &took);
             spawn_named(s, format!("pw-q{q}"), move || {
                 // Each worker receives its own RX queue(s): pinned as receive threads are.
                 pin(&spec.rx_threads.cores, q, "pw-q");
-                let label = format!("dpdk:{}", r.port().setup().name);
                 let mut mine = Took::default();
-                if let Err(e) = worker(spec, &shared, q, r, sends, &mut mine) {
+                if let Err(e) = worker(spec, &shared, q, route, w, &mut mine) {
                     if let Ok(mut v) = errors.lock() {
-                        v.push(format!("{label}: {e}"));
+                        v.push(e);
                     }
                 }
                 if let Ok(mut t) = took.lock() {
-                    add3(&mut t.out, mine.out);
-                    add3(&mut t.mirror, mine.mirror);
+                    t.add(&mine);
                 }
                 done.fetch_add(1, Ordering::Release);
             });
@@ -166,37 +237,44 @@ pub fn run_mirrored(
     });
     hooks.end(pipeline);
     let t = took.into_inner().unwrap_or_default();
-    let tally =
-        |role: &'static str, name: &str, (frames, bytes, failed): (u64, u64, u64)| OutTally {
-            role,
-            name: name.to_string(),
-            frames,
-            bytes,
-            failed,
-        };
-    let mut out = vec![tally("output", &format!("dpdk:{}", tx.setup().name), t.out)];
-    if let Some(m) = mirror {
-        out.push(tally(
-            "mirror",
-            &format!("dpdk:{}", m.setup().name),
-            t.mirror,
-        ));
-    }
     RunOutcome {
         elapsed: start.elapsed(),
         errors: errors.into_inner().unwrap_or_default(),
         // Read once every worker is done, as the copying path reads it at its ingest's end.
-        port_counters: vec![(format!("dpdk:{}", rx.setup().name), rx.counters())],
-        out,
+        port_counters: ports
+            .inputs
+            .iter()
+            .map(|p| (format!("dpdk:{}", p.setup().name), p.counters()))
+            .collect(),
+        out: tallies(ports, &t),
         // The workers receive: one per queue.
         receive_threads: nq,
     }
 }
 
-/// A worker's TX queues: of the output port, and of the mirror port if any.
-struct Sends {
-    tx: DpdkTx,
-    mirror: Option<DpdkTx>,
+/// What each output port and the mirror took over the run.
+fn tallies(ports: &ZeroCopyPorts, t: &Took) -> Vec<OutTally> {
+    let tally =
+        |role: &'static str, name: &str, (frames, bytes, failed): (u64, u64, u64)| OutTally {
+            role,
+            name: format!("dpdk:{name}"),
+            frames,
+            bytes,
+            failed,
+        };
+    let mut out: Vec<OutTally> = ports
+        .outputs
+        .iter()
+        .enumerate()
+        .filter_map(|(k, p)| {
+            let took = t.out.get(k).copied().unwrap_or_default();
+            p.map(|p| tally("output", &p.setup().name, took))
+        })
+        .collect();
+    if let Some(m) = ports.mirror {
+        out.push(tally("mirror", &m.setup().name, t.mirror));
+    }
+    out
 }
 
 /// Sends `burst` (every frame of it) on `tx`; (frames sent, bytes, frames not sent) with the
@@ -217,115 +295,230 @@ fn send_all(tx: &mut DpdkTx, burst: &mut MbufBurst) -> Result<(u64, u64, u64), P
     }
 }
 
+/// Where a frame of a burst goes after its verdict.
+const NOWHERE: u16 = u16::MAX;
+
+/// A worker's scratch, allocated once.
+struct Scratch {
+    burst: MbufBurst,
+    copies: MbufBurst,
+    part: MbufBurst,
+    metas: Vec<PacketMeta>,
+    verdicts: Vec<Verdict>,
+    meta: PacketMeta,
+    steer_drop: Vec<bool>,
+    /// Per frame: the output port index it goes to, or [`NOWHERE`].
+    dest: Vec<u16>,
+}
+
 fn worker(
     spec: &CpuRunSpec,
     shared: &CpuShared,
     q: usize,
-    mut rx: DpdkRx,
-    mut sends: Sends,
+    route: OutRoute,
+    mut ports: WorkerPorts,
+    took: &mut Took,
+) -> Result<(), String> {
+    took.out.resize(ports.tx.len(), (0, 0, 0));
+    let burst_max = spec.burst.clamp(1, MAX_BURST);
+    let mut sc = Scratch {
+        burst: MbufBurst::new(),
+        copies: MbufBurst::new(),
+        part: MbufBurst::new(),
+        metas: Vec::with_capacity(burst_max),
+        verdicts: Vec::with_capacity(burst_max),
+        meta: PacketMeta::default(),
+        steer_drop: vec![false; MAX_BURST],
+        dest: vec![NOWHERE; MAX_BURST],
+    };
+    let backoff = Backoff::new();
+    let mut ended = vec![false; ports.rx.len()];
+    let (mut next, mut idle_round) = (0usize, 0usize);
+    let mut result = Ok(());
+    while !shared.stop.load(Ordering::Relaxed) && ended.iter().any(|e| !e) {
+        let k = next;
+        next = (next + 1) % ports.rx.len();
+        if ended[k] {
+            continue;
+        }
+        let rx = &mut ports.rx[k];
+        match rx.rx_mbufs(&mut sc.burst, burst_max) {
+            Ok(RxStatus::End) => ended[k] = true,
+            Ok(RxStatus::Idle) => {
+                idle_round += 1;
+                // Every input polled empty once: back off.
+                if idle_round >= ports.rx.len() {
+                    idle_round = 0;
+                    wait_on(&backoff);
+                }
+            }
+            Ok(RxStatus::Frames(_)) => {
+                (idle_round, ()) = (0, backoff.reset());
+                let label = format!("dpdk:{}", rx.port().setup().name);
+                let steer = spec.steering.has_rules() && !rx.port().steered_in_nic();
+                if let Err(e) = one_burst(spec, shared, q, route, steer, &mut ports, &mut sc, took)
+                {
+                    result = Err(format!("{label}: {e}"));
+                    break;
+                }
+            }
+            Err(e) => {
+                result = Err(format!("dpdk:{}: {e}", rx.port().setup().name));
+                break;
+            }
+        }
+    }
+    let mut flushed = Ok(());
+    for t in ports.tx.iter_mut().flatten().chain(ports.mirror.as_mut()) {
+        if let Err(e) = t.flush() {
+            flushed = Err(format!("flush: {e}"));
+        }
+    }
+    result.and(flushed)
+}
+
+/// Runs the pipeline over the burst just received and sends (or frees) every frame of it.
+#[allow(clippy::too_many_arguments)]
+fn one_burst(
+    spec: &CpuRunSpec,
+    shared: &CpuShared,
+    q: usize,
+    route: OutRoute,
+    steer: bool,
+    ports: &mut WorkerPorts,
+    sc: &mut Scratch,
     took: &mut Took,
 ) -> Result<(), PortError> {
     let c = &shared.counters[q];
     let nq = spec.queues.max(1);
-    // The NIC steers the whole rule set: nothing to do here (its drops never arrive).
-    let steer = spec.steering.has_rules() && !rx.port().steered_in_nic();
-    let burst_max = spec.burst.clamp(1, MAX_BURST);
-    let mut burst = MbufBurst::new();
-    let mut copies = MbufBurst::new();
-    let mut metas = Vec::with_capacity(burst_max);
-    let mut verdicts = Vec::with_capacity(burst_max);
-    let mut meta = PacketMeta::default();
-    let mut steer_drop = vec![false; MAX_BURST];
-    let (rewrites, room) = (spec.pipeline.rewrites(), spec.pipeline.frame_room());
-    let backoff = Backoff::new();
-    let mut result = Ok(());
-    loop {
-        if shared.stop.load(Ordering::Relaxed) {
-            break;
-        }
-        match rx.rx_mbufs(&mut burst, burst_max) {
-            Ok(RxStatus::End) => break,
-            Ok(RxStatus::Idle) => {
-                wait_on(&backoff);
-                continue;
-            }
-            Ok(RxStatus::Frames(_)) => backoff.reset(),
-            Err(e) => {
-                result = Err(e);
-                break;
+    // Burst latency: frames in hand -> pipeline done (no hand-off on this path).
+    let t0 = Instant::now();
+    let burst = &mut sc.burst;
+    let n = burst.len();
+    shared.rx_total.fetch_add(n as u64, Ordering::Relaxed);
+    c.rx_frames.add(n as u64);
+    c.rx_bytes.add(burst.bytes());
+    if steer {
+        // One queue (see zero_copy_refusal): steering rules can only drop and mark
+        // here; a rule's mark goes into the mbuf as a NIC's MARK would.
+        for (i, d) in sc.steer_drop.iter_mut().enumerate().take(n) {
+            let (_, verdict, mark) = spec.steering.steer_marked(burst.frame(i), &mut sc.meta, nq);
+            *d = verdict.is_some();
+            if mark != 0 {
+                burst.set_mark(i, mark);
             }
         }
-        // Burst latency: frames in hand -> pipeline done (no hand-off on this path).
-        let t0 = Instant::now();
-        let n = burst.len();
-        shared.rx_total.fetch_add(n as u64, Ordering::Relaxed);
-        c.rx_frames.add(n as u64);
-        c.rx_bytes.add(burst.bytes());
-        if steer {
-            // One queue (see zero_copy_refusal): steering rules can only drop and mark
-            // here; a rule's mark goes into the mbuf as a NIC's MARK would.
-            for (i, d) in steer_drop.iter_mut().enumerate().take(n) {
-                let (_, verdict, mark) = spec.steering.steer_marked(burst.frame(i), &mut meta, nq);
-                *d = verdict.is_some();
-                if mark != 0 {
-                    burst.set_mark(i, mark);
-                }
-            }
-            let gone = burst.retain(|i| !steer_drop[i]);
-            c.drops[DropReason::SteeringDrop as usize].add(gone as u64);
+        let gone = burst.retain(|i| !sc.steer_drop[i]);
+        c.drops[DropReason::SteeringDrop as usize].add(gone as u64);
+    }
+    let (metas, verdicts) = (&mut sc.metas, &mut sc.verdicts);
+    if spec.pipeline.rewrites() {
+        // The stages rewrite the mbufs themselves (a chain would be refused: the port
+        // cannot deliver one, see zero_copy_refusal).
+        let p = &spec.pipeline;
+        let (room, m, v) = (p.frame_room(), &mut *metas, &mut *verdicts);
+        if let Err(e) = burst.rewrite(room, |f| p.run_frames_mut(f, m, v, c)) {
+            c.drops[DropReason::TxError as usize].add(burst.len() as u64);
+            burst.clear();
+            return Err(e);
         }
-        if rewrites {
-            // The stages rewrite the mbufs themselves (a chain would be refused: the port
-            // cannot deliver one, see zero_copy_refusal).
-            let p = &spec.pipeline;
-            let ran = burst.rewrite(room, |f| p.run_frames_mut(f, &mut metas, &mut verdicts, c));
-            if let Err(e) = ran {
-                c.drops[DropReason::TxError as usize].add(burst.len() as u64);
-                burst.clear();
-                result = Err(e);
-                break;
-            }
+    } else {
+        spec.pipeline.run_frames(burst.frames(), metas, verdicts, c);
+    }
+    c.burst_latency.observe_ns(t0.elapsed().as_nanos() as u64);
+    if ports.mirror.is_some() {
+        // The mirror copies: the same mbufs, one reference more each (sent below).
+        let mirrored = |i: usize| verdicts.get(i).is_some_and(|v| v.action == Action::Mirror);
+        burst.share_into(&mut sc.copies, mirrored);
+    }
+    // Each forwarded frame's port; one routed to a port with no transmit side is lost, as on
+    // the copying path (`tx_error`), one with no default output is released uncounted.
+    let mut lost = 0u64;
+    let dest = &mut sc.dest;
+    for (i, d) in dest.iter_mut().enumerate().take(burst.len()) {
+        *d = NOWHERE;
+        let Some(v) = verdicts.get(i).filter(|v| v.action.forwards()) else {
+            continue;
+        };
+        match route.target(v.out_port) {
+            Some(k) if ports.tx.get(k).is_some_and(Option::is_some) => *d = k as u16,
+            Some(_) => lost += 1,
+            None => {}
+        }
+    }
+    c.drops[DropReason::TxError as usize].add(lost);
+    burst.retain(|i| dest[i] != NOWHERE);
+    // Compact the destinations as retain compacted the burst.
+    let mut w = 0;
+    for r in 0..n.min(dest.len()) {
+        if dest[r] != NOWHERE {
+            dest[w] = dest[r];
+            w += 1;
+        }
+    }
+    let mut result = send_split(ports, &mut sc.burst, &mut sc.part, &mut dest[..w], c, took);
+    if result.is_err() {
+        sc.copies.clear();
+    }
+    if let (Some(m), false, true) = (ports.mirror.as_mut(), sc.copies.is_empty(), result.is_ok()) {
+        // Copies are counted by their destination, as on the copying path.
+        match send_all(m, &mut sc.copies) {
+            Ok(t) => add3(&mut took.mirror, t),
+            Err(e) => result = Err(e),
+        }
+    }
+    result
+}
+
+/// Sends each frame of `burst` on the output port `dest` names (same order): the whole burst
+/// at once when one port takes it all, else one part per port, moved out in turn.
+fn send_split(
+    ports: &mut WorkerPorts,
+    burst: &mut MbufBurst,
+    part: &mut MbufBurst,
+    dest: &mut [u16],
+    c: &QueueCounters,
+    took: &mut Took,
+) -> Result<(), PortError> {
+    let mut left = dest.len();
+    while left > 0 {
+        let k = dest[0];
+        let whole = dest[..left].iter().all(|d| *d == k);
+        let to_send = if whole {
+            left = 0;
+            &mut *burst
         } else {
-            spec.pipeline
-                .run_frames(burst.frames(), &mut metas, &mut verdicts, c);
-        }
-        c.burst_latency.observe_ns(t0.elapsed().as_nanos() as u64);
-        if sends.mirror.is_some() {
-            // The mirror copies: the same mbufs, one reference more each (sent below).
-            let mirrored = |i: usize| verdicts.get(i).is_some_and(|v| v.action == Action::Mirror);
-            burst.share_into(&mut copies, mirrored);
-        }
-        burst.retain(|i| verdicts.get(i).is_some_and(|v| v.action.forwards()));
-        if !burst.is_empty() {
-            // As on the copying path: tx_bytes are the bytes handed to the output port.
-            let wanted = burst.len() as u64;
-            match send_all(&mut sends.tx, &mut burst) {
-                Ok((sent, bytes, failed)) => {
-                    c.tx_frames.add(sent);
-                    c.tx_bytes.add(bytes);
-                    c.drops[DropReason::TxError as usize].add(failed);
-                    add3(&mut took.out, (sent, bytes, failed));
-                }
-                Err(e) => {
-                    c.drops[DropReason::TxError as usize].add(wanted);
-                    copies.clear();
-                    result = Err(e);
-                    break;
+            burst.move_into(part, |i| dest[i] == k);
+            let mut w = 0;
+            for r in 0..left {
+                if dest[r] != k {
+                    dest[w] = dest[r];
+                    w += 1;
                 }
             }
-        }
-        if let (Some(m), false) = (sends.mirror.as_mut(), copies.is_empty()) {
-            // Copies are counted by their destination, as on the copying path.
-            match send_all(m, &mut copies) {
-                Ok(t) => add3(&mut took.mirror, t),
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
+            left = w;
+            &mut *part
+        };
+        let Some(tx) = ports.tx.get_mut(usize::from(k)).and_then(Option::as_mut) else {
+            to_send.clear();
+            continue;
+        };
+        // As on the copying path: tx_bytes are the bytes handed to the output port.
+        let wanted = to_send.len() as u64;
+        match send_all(tx, to_send) {
+            Ok((sent, bytes, failed)) => {
+                c.tx_frames.add(sent);
+                c.tx_bytes.add(bytes);
+                c.drops[DropReason::TxError as usize].add(failed);
+                add3(&mut took.out[usize::from(k)], (sent, bytes, failed));
+            }
+            Err(e) => {
+                c.drops[DropReason::TxError as usize].add(wanted);
+                burst.clear();
+                part.clear();
+                return Err(e);
             }
         }
     }
-    let flushed = sends.tx.flush();
-    let mflushed = sends.mirror.as_mut().map_or(Ok(()), DpdkTx::flush);
-    result.and(flushed).and(mflushed)
+    Ok(())
 }

@@ -374,10 +374,40 @@ impl MbufBurst {
     /// must hold frames of the same receive call or none): one frame's mbuf is then sent to two
     /// ports (the output and the mirror port), each send or free taking one reference; the
     /// buffer goes back to its pool after the last. Returns how many were shared.
-    pub fn share_into(
+    pub fn share_into(&mut self, into: &mut MbufBurst, pick: impl FnMut(usize) -> bool) -> usize {
+        self.append_into(into, pick, true)
+    }
+
+    /// Moves each frame for which `pick(i)` holds (`i` = its index before this call) to the end
+    /// of `into` (frames of the same receive call or none), without touching its reference
+    /// count: `into` owns it from here, this burst closes the gap. Splits one receive call's
+    /// frames by output port. Returns how many moved.
+    pub fn move_into(
         &mut self,
         into: &mut MbufBurst,
         mut pick: impl FnMut(usize) -> bool,
+    ) -> usize {
+        let room = MAX_BURST.saturating_sub(into.len);
+        let mut chosen = [false; MAX_BURST];
+        let mut n = 0;
+        for (i, c) in chosen.iter_mut().enumerate().take(self.len) {
+            if n < room && pick(i) {
+                *c = true;
+                n += 1;
+            }
+        }
+        self.append_into(into, |i| chosen[i], false);
+        self.compact(|i| chosen[i], false);
+        n
+    }
+
+    /// Appends the frames `pick` selects to `into`: a second reference each (`share`), or the
+    /// same one (the caller then forgets them here).
+    fn append_into(
+        &mut self,
+        into: &mut MbufBurst,
+        mut pick: impl FnMut(usize) -> bool,
+        share: bool,
     ) -> usize {
         self.prepare();
         if into.is_empty() {
@@ -402,9 +432,11 @@ impl MbufBurst {
                 continue;
             }
             let m = self.mbufs[i];
-            // SAFETY: an owned mbuf; one more reference on each of its segments, owned by
-            // `into` from here (freed or sent through it).
-            unsafe { sys::pw_rte_pktmbuf_refcnt_update(m, 1) };
+            if share {
+                // SAFETY: an owned mbuf; one more reference on each of its segments, owned by
+                // `into` from here (freed or sent through it).
+                unsafe { sys::pw_rte_pktmbuf_refcnt_update(m, 1) };
+            }
             // SAFETY: as above, header only.
             let mb = unsafe { &*m };
             into.bytes += u64::from(mb.pkt_len);
@@ -484,18 +516,30 @@ impl MbufBurst {
 
     /// Frees the frames for which `gone(i)` holds and compacts the arrays.
     #[inline]
-    fn remove_where(&mut self, mut gone: impl FnMut(usize) -> bool) -> usize {
+    fn remove_where(&mut self, gone: impl FnMut(usize) -> bool) -> usize {
         // Usually every frame stays: one test per frame, nothing moved.
+        self.compact(gone, true)
+    }
+
+    /// Takes the frames for which `gone(i)` holds out of the arrays, freeing them (`free`) or
+    /// not (they were moved to another burst).
+    #[inline]
+    fn compact(&mut self, mut gone: impl FnMut(usize) -> bool, free: bool) -> usize {
         match (0..self.len).find(|&i| gone(i)) {
             None => 0,
-            Some(first) => self.remove_from(first, gone),
+            Some(first) => self.remove_from(first, gone, free),
         }
     }
 
-    /// [`Self::remove_where`] from frame `first`, which goes (`gone` is asked about the later
+    /// [`Self::compact`] from frame `first`, which goes (`gone` is asked about the later
     /// frames only).
     #[cold]
-    fn remove_from(&mut self, first: usize, mut gone: impl FnMut(usize) -> bool) -> usize {
+    fn remove_from(
+        &mut self,
+        first: usize,
+        mut gone: impl FnMut(usize) -> bool,
+        free: bool,
+    ) -> usize {
         let mut freed = std::mem::take(&mut self.freed);
         freed.clear();
         let mut w = first;
@@ -519,7 +563,7 @@ impl MbufBurst {
         }
         self.len = w;
         let nf = freed.len();
-        if nf > 0 {
+        if nf > 0 && free {
             // SAFETY: the nf mbufs were owned by this burst and are no longer in its arrays.
             unsafe { sys::rte_pktmbuf_free_bulk(freed.as_mut_ptr(), nf as u32) };
         }
