@@ -261,3 +261,164 @@ fn the_daemon_forwards_zero_copy_between_two_dpdk_ports() {
     assert_eq!(got, want);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Frames larger than one buffer arrive as chains (net_pcap): a rewriting pipeline (MACs
+/// swapped, a VLAN tag pushed: 4 bytes more) rewrites each in a copy and writes it back into
+/// the chain's own segments, the last growing into its tailroom; the chains then leave as
+/// they are (net_ring takes chains) and come back out rewritten, byte for byte. A chain whose
+/// last segment is full (4,224 B: net_pcap's first segment holds 2,048 bytes after the
+/// headroom, its second the whole 2,176-byte buffer) cannot grow: it keeps the bytes it
+/// came with and says so (`unwritten`).
+#[test]
+fn chains_are_rewritten_in_their_own_segments() {
+    use pipeline::internal::rewrite::{L2fwd, Vlan};
+    let dir = dpdk_common::scratch("zc-chain-rw");
+    let input = dir.join("in.pcap");
+    let sizes = [60usize, 3000, 9000, 1514, 4224, 5000, 64];
+    let full = 4;
+    let frames: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| dpdk_common::frame(17, [10, 0, 0, 1], [10, 0, 0, 2], 7, 9, n, i as u32))
+        .collect();
+    dpdk_common::write_pcap(&input, &frames);
+    let mut o = dpdk_common::vdev(&format!("net_pcap70,rx_pcap={}", input.display()));
+    o.idle_end_ms = Some(300);
+    let port = DpdkPort::open(&o, 0).expect("net_pcap");
+    let ring = DpdkPort::open(&dpdk_common::vdev("net_ring_zcp5"), 1).expect("ring");
+    let mut burst = MbufBurst::new();
+    let mut rx = port.rx(&[]).expect("rx");
+    while burst.is_empty() {
+        match rx.rx_mbufs(&mut burst, 32).expect("rx") {
+            RxStatus::End => panic!("no frames"),
+            _ => std::thread::yield_now(),
+        }
+    }
+    assert_eq!(burst.len(), frames.len(), "one receive call");
+    let received: Vec<usize> = (0..burst.len()).map(|i| burst.mbuf_addr(i)).collect();
+    let p = Pipeline::new(vec![
+        Stage::Parse,
+        Stage::L2fwd(L2fwd::swap()),
+        Stage::Vlan(Vlan::Push {
+            tpid: 0x8100,
+            tci: 100,
+        }),
+    ]);
+    let spec = spec();
+    let c = &CpuShared::new(&spec).counters[0];
+    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
+    burst
+        .rewrite(p.frame_room(), |f| {
+            p.run_frames_mut(f, &mut metas, &mut verdicts, c)
+        })
+        .expect("rewrite");
+    let want: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|f| {
+            let mut w = Vec::with_capacity(f.len() + 4);
+            w.extend_from_slice(&f[6..12]);
+            w.extend_from_slice(&f[0..6]);
+            w.extend_from_slice(&[0x81, 0x00, 0x00, 100]);
+            w.extend_from_slice(&f[12..]);
+            w
+        })
+        .collect();
+    for (i, w) in want.iter().enumerate() {
+        assert_eq!(burst.is_chained(i), sizes[i] > 2048, "frame {i}");
+        if i == full {
+            assert!(burst.unwritten(i), "a full last segment cannot grow");
+            assert_eq!(burst.frame(i), frames[i].as_slice(), "kept as received");
+        } else {
+            assert!(!burst.unwritten(i), "frame {i} fits");
+            assert_eq!(burst.frame(i), w.as_slice(), "frame {i} rewritten");
+        }
+    }
+    burst.drop_frame(full);
+    let sent = ring.tx(0).expect("tx").tx_mbufs(&mut burst).expect("send");
+    assert_eq!(sent.sent, frames.len() - 1);
+    let (got, addrs) = drain(&ring, frames.len() - 1);
+    let (mut want, mut received) = (want, received);
+    want.remove(full);
+    received.remove(full);
+    assert_eq!(got, want, "the chains' segments hold the rewritten frames");
+    assert_eq!(addrs, received, "each frame left in the mbuf it came in");
+    drop((rx, port, ring));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `pktwarp run`'s zero-copy path with a rewriting pipeline on net_pcap (which delivers
+/// chains, and sends none: `tx_oversize`, as on the copying path): the one-buffer frames out
+/// with their VLAN tag; the chain that cannot grow, and the two the device cannot send,
+/// counted `tx_error`, as the copying path counts a frame the port could not take.
+#[test]
+fn the_daemon_rewrites_chains_zero_copy_and_counts_the_one_that_cannot_grow() {
+    let dir = dpdk_common::scratch("zc-chain-daemon");
+    let (input, output) = (dir.join("in.pcap"), dir.join("out.pcap"));
+    let sizes = [60usize, 3000, 1514, 4224, 9000, 64];
+    let frames: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| dpdk_common::frame(17, [10, 0, 0, 1], [10, 0, 0, 2], 7, 9, n, i as u32))
+        .collect();
+    dpdk_common::write_pcap(&input, &frames);
+    let eal: Vec<String> = dpdk_common::eal_args()
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect();
+    let cfg = dir.join("rw.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "ports:
+  - name: wire
+    dpdk:
+      eal_args: [{}]
+      vdev: \"net_pcap71,rx_pcap={},tx_pcap={}\"
+      mempool_size: 2047
+      rx_descriptors: 256
+      tx_descriptors: 256
+      idle_end_ms: 300
+queues: {{ count: 1, burst: 32 }}
+pipeline: [parse, {{ vlan: {{ push: {{ vid: 100 }} }} }}, count]
+executor: {{ kind: cpu }}
+metrics: {{ enabled: false }}
+output: {{ port: wire }}
+",
+            eal.join(", "),
+            input.display(),
+            output.display()
+        ),
+    )
+    .expect("write config");
+    let cfg = pipeline::config::load(&cfg).expect("config");
+    let p = pipeline::daemon::prepare(cfg).expect("prepare");
+    let ports = pipeline::daemon::open_ports(&p.cfg).expect("open ports");
+    let shared = CpuShared::new(&p.cpu_spec());
+    let s = pipeline::daemon::run_cpu(&p, &shared, ports);
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+    assert_eq!(s.forwarding, "zero_copy", "{s:?}");
+    let drop = |r: &str| s.drops.iter().find(|(k, _)| k == r).map_or(0, |(_, n)| *n);
+    assert_eq!(s.rx_frames, 6);
+    assert_eq!(drop("tx_error"), 3, "{s:?}");
+    assert_eq!(s.tx_frames, 3, "{s:?}");
+    let oversize = s.port_counters[0]
+        .1
+        .iter()
+        .find(|(k, _)| k == "pktwarp_tx_oversize")
+        .map(|(_, v)| *v);
+    assert_eq!(oversize, Some(2), "the 3,000- and 9,000-byte chains");
+    let got = pipeline::internal::testdata::capture_frames(&output).expect("output");
+    let want: Vec<Vec<u8>> = frames
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| sizes[*i] <= 2048)
+        .map(|(_, f)| {
+            let mut w = f[..12].to_vec();
+            w.extend_from_slice(&[0x81, 0x00, 0x00, 100]);
+            w.extend_from_slice(&f[12..]);
+            w
+        })
+        .collect();
+    assert_eq!(got, want);
+    let _ = std::fs::remove_dir_all(dir);
+}

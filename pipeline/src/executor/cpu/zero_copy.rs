@@ -31,13 +31,6 @@ pub fn zero_copy_refusal(spec: &CpuRunSpec, rx: &DpdkPort, tx: &DpdkPort) -> Opt
     if spec.verify_sample > 0 {
         return Some("verify.sample is on (the verifier checks copied bursts)".into());
     }
-    if spec.pipeline.rewrites() && rx.setup().rx_may_chain {
-        // A chain's bytes are read from a copy: a rewrite would not reach the mbufs.
-        return Some(format!(
-            "the pipeline rewrites frames and the input port {} may deliver chained mbufs",
-            rx.setup().name
-        ));
-    }
     if spec
         .pipeline
         .stages
@@ -421,6 +414,16 @@ fn one_burst(
             c.drops[DropReason::TxError as usize].add(burst.len() as u64);
             burst.clear();
             return Err(e);
+        }
+        // A chain that could not take its rewrite still holds the received bytes: neither
+        // sent nor mirrored; a forwarded one is a `tx_error` drop, as a frame the port refused.
+        for (i, v) in verdicts.iter_mut().enumerate().take(burst.len()) {
+            if burst.unwritten(i) {
+                if v.action.forwards() {
+                    c.drops[DropReason::TxError as usize].add(1);
+                }
+                v.action = Action::Drop;
+            }
         }
     } else {
         spec.pipeline.run_frames(burst.frames(), metas, verdicts, c);

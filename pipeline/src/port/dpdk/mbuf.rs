@@ -83,6 +83,12 @@ pub struct MbufBurst {
     freed: Vec<*mut sys::rte_mbuf>,
     /// Scratch for `rewrite`: the descriptors the stages may change (allocated once).
     descs: Vec<FrameDesc>,
+    /// Scratch for `rewrite` of chains: each chained frame's bytes and room, in frame order.
+    chain_rw: Vec<u8>,
+    /// Per frame, after `rewrite`: the chain could not take its rewritten bytes (it grew past
+    /// the last segment's buffer); the mbuf still holds the frame as received.
+    unwritten: Vec<bool>,
+    unwritten_n: usize,
 }
 
 /// Every frame of an [`MbufBurst`] with its descriptor, writable in place
@@ -91,6 +97,9 @@ pub struct FramesMut<'a> {
     descs: std::slice::IterMut<'a, FrameDesc>,
     mbufs: std::slice::Iter<'a, *mut sys::rte_mbuf>,
     room: usize,
+    /// The chained frames' copies still to hand out, in frame order (each its bytes and
+    /// `room`): a chain is rewritten in its copy, then written back (`MbufBurst::rewrite`).
+    chains: &'a mut [u8],
 }
 
 impl<'a> Iterator for FramesMut<'a> {
@@ -99,7 +108,15 @@ impl<'a> Iterator for FramesMut<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         let d = self.descs.next()?;
         let &m = self.mbufs.next()?;
-        // SAFETY: m is a one-segment mbuf the burst owns (MbufBurst::rewrite checked), in host
+        // SAFETY: an owned mbuf; only its header is read.
+        let (segs, pkt_len) = unsafe { ((*m).nb_segs, (*m).pkt_len as usize) };
+        if segs > 1 {
+            let n = (pkt_len + self.room).min(self.chains.len());
+            let (b, rest) = std::mem::take(&mut self.chains).split_at_mut(n);
+            self.chains = rest;
+            return Some((d, b));
+        }
+        // SAFETY: m is a one-segment mbuf the burst owns, in host
         // memory (rx_mbufs refuses GPU-memory ports); each is handed out once, so the slices
         // do not alias, and the burst's &mut borrow (held by this iterator's lifetime) keeps it
         // from being sent or freed meanwhile. The slice is its data and at most `room` bytes
@@ -119,6 +136,45 @@ impl<'a> Iterator for FramesMut<'a> {
 }
 
 impl ExactSizeIterator for FramesMut<'_> {}
+
+/// Writes `bytes` over the chain `m`: each segment but the last keeps its length, the last
+/// takes the rest (growing into its tailroom); `false` (nothing written) when they do not fit.
+///
+/// # Safety
+/// `m` is an owned, valid mbuf chain in host memory that nothing else reads or writes now.
+unsafe fn write_back(m: *mut sys::rte_mbuf, bytes: &[u8]) -> bool {
+    let mut cap = 0usize;
+    let mut seg = m;
+    while !seg.is_null() {
+        let s = &*seg;
+        cap += if s.next.is_null() {
+            usize::from(s.buf_len).saturating_sub(usize::from(s.data_off))
+        } else {
+            usize::from(s.data_len)
+        };
+        seg = s.next;
+    }
+    if bytes.len() > cap {
+        return false;
+    }
+    let (mut off, mut seg) = (0usize, m);
+    while !seg.is_null() {
+        let s = &mut *seg;
+        let left = bytes.len() - off;
+        let take = if s.next.is_null() {
+            left
+        } else {
+            usize::from(s.data_len).min(left)
+        };
+        let data = (s.buf_addr as *mut u8).add(usize::from(s.data_off));
+        std::ptr::copy_nonoverlapping(bytes.as_ptr().add(off), data, take);
+        s.data_len = take as u16;
+        off += take;
+        seg = s.next;
+    }
+    (*m).pkt_len = bytes.len() as u32;
+    true
+}
 
 // SAFETY: the mbufs are owned by this value alone (nobody else frees or reads them until they
 // are sent or freed through it); mempools are thread-safe.
@@ -154,6 +210,9 @@ impl MbufBurst {
             src: std::ptr::null(),
             freed: Vec::with_capacity(MAX_BURST),
             descs: Vec::with_capacity(MAX_BURST),
+            chain_rw: Vec::new(),
+            unwritten: vec![false; MAX_BURST],
+            unwritten_n: 0,
         }
     }
 
@@ -328,20 +387,20 @@ impl MbufBurst {
     /// mbuf's data, and up to `room` bytes of its tailroom for a stage that grows the frame:
     /// [`crate::stage::Pipeline::frame_room`]), then gives each mbuf its descriptor's new
     /// `len` where a stage changed it: the rewritten frame is the received mbuf, sent as it is
-    /// (no copy). `Err` when a frame is a chain (its bytes are read from a copy, so a rewrite
-    /// would not reach the mbuf): the caller refuses rewriting on a port that may deliver
-    /// chains ([`PortSetup::rx_may_chain`](super::PortSetup)).
+    /// (no copy). A chain (a frame larger than one buffer) is rewritten in a copy and written
+    /// back into its segments, the last growing into its tailroom; one that cannot take its
+    /// new length keeps the received bytes and is reported by [`MbufBurst::unwritten`].
     pub fn rewrite<R>(
         &mut self,
         room: usize,
         f: impl FnOnce(FramesMut<'_>) -> R,
     ) -> Result<R, PortError> {
         self.prepare();
+        let mut chains = std::mem::take(&mut self.chain_rw);
+        chains.clear();
+        self.unwritten_n = 0;
         if self.chained > 0 {
-            return Err(config_err(format!(
-                "{} chained frames: a chain is rewritten only in a copy",
-                self.chained
-            )));
+            self.copy_chains_for_rewrite(&mut chains, room);
         }
         let mut descs = std::mem::take(&mut self.descs);
         descs.clear();
@@ -353,10 +412,28 @@ impl MbufBurst {
             descs: descs.iter_mut(),
             mbufs: self.mbufs[..self.len].iter(),
             room,
+            chains: &mut chains[..],
         });
-        for (&m, d) in self.mbufs[..self.len].iter().zip(&descs) {
-            // SAFETY: an owned, one-segment mbuf (no chain, checked above); the new length lies
-            // within what FramesMut handed out (data + tailroom), so within the buffer.
+        let mut at = 0usize;
+        for (i, d) in descs.iter().enumerate() {
+            let m = self.mbufs[i];
+            // SAFETY: an owned mbuf; only its header is read here.
+            let (segs, old) = unsafe { ((*m).nb_segs, (*m).pkt_len) };
+            if segs > 1 {
+                let slot = (old as usize + room).min(chains.len() - at);
+                let new = (d.len as usize).min(slot);
+                // SAFETY: an owned chain, in host memory, written through this burst only.
+                if unsafe { write_back(m, &chains[at..at + new]) } {
+                    self.bytes = self.bytes - u64::from(old) + new as u64;
+                } else {
+                    self.unwritten[i] = true;
+                    self.unwritten_n += 1;
+                }
+                at += slot;
+                continue;
+            }
+            // SAFETY: an owned, one-segment mbuf; the new length lies within what FramesMut
+            // handed out (data + tailroom), so within the buffer.
             unsafe {
                 let mb = &mut *m;
                 if d.len != mb.pkt_len {
@@ -366,8 +443,34 @@ impl MbufBurst {
                 }
             }
         }
+        if self.chained > 0 {
+            // The read copies follow the chains' new bytes.
+            self.linear.clear();
+            self.chained = 0;
+            self.copy_chains();
+        }
         self.descs = descs;
+        self.chain_rw = chains;
         Ok(r)
+    }
+
+    /// Whether frame `i`'s chain could not take what the last [`MbufBurst::rewrite`] made of
+    /// it (it grew past the last segment's buffer): the mbuf holds the frame as received, so
+    /// it must not be sent as rewritten. Valid until the burst next changes.
+    pub fn unwritten(&self, i: usize) -> bool {
+        self.unwritten_n > 0 && i < self.len && self.unwritten[i]
+    }
+
+    /// Copies each chained frame's bytes, and `room` zero bytes after them, into `chains`.
+    #[cold]
+    fn copy_chains_for_rewrite(&mut self, chains: &mut Vec<u8>, room: usize) {
+        for i in 0..self.len {
+            self.unwritten[i] = false;
+            if self.is_chained(i) {
+                chains.extend_from_slice(self.bytes_of(i));
+                chains.resize(chains.len() + room, 0);
+            }
+        }
     }
 
     /// A second reference to each frame for which `pick(i)` holds, appended to `into` (which
