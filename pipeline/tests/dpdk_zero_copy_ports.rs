@@ -212,42 +212,13 @@ fn the_daemon_forwards_zero_copy_between_two_dpdk_ports() {
     );
     dpdk_common::write_pcap(&in_a, &frames[..60]);
     dpdk_common::write_pcap(&in_b, &frames[60..]);
-    let eal: Vec<String> = dpdk_common::eal_args()
-        .iter()
-        .map(|a| format!("{a:?}"))
-        .collect();
-    let port = |name: &str, k: u32, rx: &std::path::Path, tx: &std::path::Path| {
-        format!(
-            "  - name: {name}
-    dpdk:
-      eal_args: [{}]
-      vdev: \"net_pcap6{k},rx_pcap={},tx_pcap={}\"
-      mempool_size: 2047
-      rx_descriptors: 256
-      tx_descriptors: 256
-      idle_end_ms: 300
-",
-            eal.join(", "),
-            rx.display(),
-            tx.display()
-        )
-    };
-    let cfg = dir.join("two.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "ports:\n{}{}queues: {{ count: 1, burst: 32 }}\npipeline: [parse, count]\n\
-             executor: {{ kind: cpu }}\nmetrics: {{ enabled: false }}\noutput: {{ port: a }}\n",
-            port("a", 0, &in_a, &out_a),
-            port("b", 1, &in_b, &out_b)
-        ),
-    )
-    .expect("write config");
-    let cfg = pipeline::config::load(&cfg).expect("config");
-    let p = pipeline::daemon::prepare(cfg).expect("prepare");
-    let ports = pipeline::daemon::open_ports(&p.cfg).expect("open ports");
-    let shared = CpuShared::new(&p.cpu_spec());
-    let s = pipeline::daemon::run_cpu(&p, &shared, ports);
+    let yaml = format!(
+        "ports:\n{}{}queues: {{ count: 1, burst: 32 }}\npipeline: [parse, count]\n\
+         executor: {{ kind: cpu }}\nmetrics: {{ enabled: false }}\noutput: {{ port: a }}\n",
+        dpdk_common::pcap_port_yaml("a", "net_pcap60", &in_a, &out_a),
+        dpdk_common::pcap_port_yaml("b", "net_pcap61", &in_b, &out_b)
+    );
+    let s = dpdk_common::run_cpu_yaml(&dir, "two.yaml", &yaml);
     assert!(s.errors.is_empty(), "{:?}", s.errors);
     assert_eq!(s.forwarding, "zero_copy", "{s:?}");
     assert_eq!(s.rx_frames, 90);
@@ -276,11 +247,7 @@ fn chains_are_rewritten_in_their_own_segments() {
     let input = dir.join("in.pcap");
     let sizes = [60usize, 3000, 9000, 1514, 4224, 5000, 64];
     let full = 4;
-    let frames: Vec<Vec<u8>> = sizes
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| dpdk_common::frame(17, [10, 0, 0, 1], [10, 0, 0, 2], 7, 9, n, i as u32))
-        .collect();
+    let frames = dpdk_common::udp_frames(&sizes);
     dpdk_common::write_pcap(&input, &frames);
     let mut o = dpdk_common::vdev(&format!("net_pcap70,rx_pcap={}", input.display()));
     o.idle_end_ms = Some(300);
@@ -355,46 +322,15 @@ fn the_daemon_rewrites_chains_zero_copy_and_counts_the_one_that_cannot_grow() {
     let dir = dpdk_common::scratch("zc-chain-daemon");
     let (input, output) = (dir.join("in.pcap"), dir.join("out.pcap"));
     let sizes = [60usize, 3000, 1514, 4224, 9000, 64];
-    let frames: Vec<Vec<u8>> = sizes
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| dpdk_common::frame(17, [10, 0, 0, 1], [10, 0, 0, 2], 7, 9, n, i as u32))
-        .collect();
+    let frames = dpdk_common::udp_frames(&sizes);
     dpdk_common::write_pcap(&input, &frames);
-    let eal: Vec<String> = dpdk_common::eal_args()
-        .iter()
-        .map(|a| format!("{a:?}"))
-        .collect();
-    let cfg = dir.join("rw.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "ports:
-  - name: wire
-    dpdk:
-      eal_args: [{}]
-      vdev: \"net_pcap71,rx_pcap={},tx_pcap={}\"
-      mempool_size: 2047
-      rx_descriptors: 256
-      tx_descriptors: 256
-      idle_end_ms: 300
-queues: {{ count: 1, burst: 32 }}
-pipeline: [parse, {{ vlan: {{ push: {{ vid: 100 }} }} }}, count]
-executor: {{ kind: cpu }}
-metrics: {{ enabled: false }}
-output: {{ port: wire }}
-",
-            eal.join(", "),
-            input.display(),
-            output.display()
-        ),
-    )
-    .expect("write config");
-    let cfg = pipeline::config::load(&cfg).expect("config");
-    let p = pipeline::daemon::prepare(cfg).expect("prepare");
-    let ports = pipeline::daemon::open_ports(&p.cfg).expect("open ports");
-    let shared = CpuShared::new(&p.cpu_spec());
-    let s = pipeline::daemon::run_cpu(&p, &shared, ports);
+    let yaml = format!(
+        "ports:\n{}queues: {{ count: 1, burst: 32 }}\n\
+         pipeline: [parse, {{ vlan: {{ push: {{ vid: 100 }} }} }}, count]\n\
+         executor: {{ kind: cpu }}\nmetrics: {{ enabled: false }}\noutput: {{ port: wire }}\n",
+        dpdk_common::pcap_port_yaml("wire", "net_pcap71", &input, &output)
+    );
+    let s = dpdk_common::run_cpu_yaml(&dir, "rw.yaml", &yaml);
     assert!(s.errors.is_empty(), "{:?}", s.errors);
     assert_eq!(s.forwarding, "zero_copy", "{s:?}");
     let drop = |r: &str| s.drops.iter().find(|(k, _)| k == r).map_or(0, |(_, n)| *n);

@@ -112,3 +112,50 @@ pub fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>]) {
     }
     std::fs::write(path, b).expect("write pcap");
 }
+
+/// A `ports:` entry of a config: the DPDK port `name` on a net_pcap device (`vdev`, e.g.
+/// `net_pcap60`) reading the capture `rx` and writing `tx`, with small pools, this process's
+/// EAL arguments and an end 300 ms after the capture's last frame.
+pub fn pcap_port_yaml(
+    name: &str,
+    vdev: &str,
+    rx: &std::path::Path,
+    tx: &std::path::Path,
+) -> String {
+    let eal: Vec<String> = eal_args().iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        "  - name: {name}
+    dpdk:
+      eal_args: [{}]
+      vdev: \"{vdev},rx_pcap={},tx_pcap={}\"
+      mempool_size: 2047
+      rx_descriptors: 256
+      tx_descriptors: 256
+      idle_end_ms: 300
+",
+        eal.join(", "),
+        rx.display(),
+        tx.display()
+    )
+}
+
+/// Writes `yaml` to `dir/name`, then loads, prepares and runs it on the CPU executor as
+/// `pktwarp run` would: the run's summary.
+pub fn run_cpu_yaml(dir: &std::path::Path, name: &str, yaml: &str) -> pipeline::daemon::Summary {
+    let cfg = dir.join(name);
+    std::fs::write(&cfg, yaml).expect("write config");
+    let cfg = pipeline::config::load(&cfg).expect("config");
+    let p = pipeline::daemon::prepare(cfg).expect("prepare");
+    let ports = pipeline::daemon::open_ports(&p.cfg).expect("open ports");
+    let shared = pipeline::daemon::CpuShared::new(&p.cpu_spec());
+    pipeline::daemon::run_cpu(&p, &shared, ports)
+}
+
+/// UDP frames 10.0.0.1:7 -> 10.0.0.2:9 of the given sizes, frame i carrying i.
+pub fn udp_frames(sizes: &[usize]) -> Vec<Vec<u8>> {
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| frame(17, [10, 0, 0, 1], [10, 0, 0, 2], 7, 9, n, i as u32))
+        .collect()
+}
