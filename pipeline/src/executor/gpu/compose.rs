@@ -53,8 +53,9 @@ pub fn stage_set(p: &Pipeline) -> anyhow::Result<StageSet> {
                 g.params,
                 g.buffers,
             ),
+            // builtin_spec: flow_stats with a table of its own is the library's second form.
             (GpuStageKind::Library, _, Some(l)) => (
-                StageSpec::builtin(s.name).ok_or_else(no_cuda)?,
+                builtin.ok_or_else(no_cuda)?,
                 l.block,
                 l.buffers,
             ),
