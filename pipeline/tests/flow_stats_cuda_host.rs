@@ -56,22 +56,19 @@ fn sorted(rx: &Receiver<FlowRecord>) -> Vec<FlowRecord> {
     v
 }
 
-/// Runs `frames` (over `queues` queues) through both sides with a table of `entries` a queue
-/// and `active_s`, sweeping `buckets` buckets a queue every `every` bursts of 32 at the queue's
-/// largest receive time plus `step_ns`; compares and returns the CPU side's outcome. `own`:
-/// flow_stats with a table of its own (`parse -> flow_stats`, on the GPU
-/// `pw_stage_flow_stats_own`), else over conntrack's (`parse -> conntrack -> flow_stats`).
-/// Either way the table-keeping stage is pipeline[1]; after every frame the metadata is the
-/// CPU's, and every table's bytes are the CPU's after every frame (tables of up to 64 entries)
-/// or every burst.
-fn compare(
-    frames: &[(FrameDesc, Vec<u8>)],
-    queues: usize,
+/// The two pipelines of one comparison (`own`: flow_stats with a table of its own,
+/// `parse -> flow_stats`; else `parse -> conntrack -> flow_stats`), each flow_stats stage's
+/// records into a channel: the CPU's, and the GPU side's, which only its host side feeds.
+fn pipelines(
     entries: u64,
     active_s: u64,
-    (every, buckets, step_ns): (usize, u32, u64),
     own: bool,
-) -> Outcome {
+) -> (
+    Pipeline,
+    Receiver<FlowRecord>,
+    Pipeline,
+    Receiver<FlowRecord>,
+) {
     let table = format!("entries: {entries}, timeouts: {{ udp_unreplied: 5, udp_replied: 20 }}");
     let yaml = if own {
         format!("[parse, {{ flow_stats: {{ {table}, active_timeout_s: {active_s} }} }}]")
@@ -81,25 +78,32 @@ fn compare(
              {{ flow_stats: {{ active_timeout_s: {active_s} }} }}]"
         )
     };
-    let cpu = pipeline_of(&yaml);
-    let cpu_fs = fs_of(&cpu);
+    let (cpu, gpu) = (pipeline_of(&yaml), pipeline_of(&yaml));
     let (q, cpu_rx) = FlowQueue::channel(1 << 20);
-    cpu_fs.attach(q);
-    // The GPU side: the same pipeline as the GPU executor composes it (flow_stats turned the
-    // tables' rings on), its flow_stats stage fed only by the host side.
-    let gpu = pipeline_of(&yaml);
-    let gfs = fs_of(&gpu);
-    let tables = gfs.tables();
-    assert_eq!(gfs.owns_tables(), own);
+    fs_of(&cpu).attach(q);
     let (q, gpu_rx) = FlowQueue::channel(1 << 20);
-    gfs.attach(q);
+    fs_of(&gpu).attach(q);
+    assert_eq!(fs_of(&gpu).owns_tables(), own);
     assert_eq!(gpu.gpu_refusal(), None);
     assert_eq!(
-        pipeline::internal::stage::flow_stats_gpu::gpu_ring_cap(tables),
+        pipeline::internal::stage::flow_stats_gpu::gpu_ring_cap(fs_of(&gpu).tables()),
         pktwarp_flow::ENDED_CAP as u32
     );
-    let (specs, params) =
-        pipeline::internal::executor::gpu::compose::stage_specs(&gpu).expect("specs");
+    (cpu, cpu_rx, gpu, gpu_rx)
+}
+
+/// The GPU side's code compiled for the host, as the GPU executor composes `gpu` (the stage
+/// that keeps the tables is pipeline[1] either way), and its per-queue state for `queues`
+/// queues: one zeroed buffer, queue q's part at q * its bytes, its address and the queue count
+/// in the keeper's block. Returns the build, the blocks (the keeper's patched), the state and
+/// one queue's bytes of it.
+fn host_build(
+    gpu: &Pipeline,
+    own: bool,
+    queues: usize,
+) -> (HostPipeline, Vec<Vec<u8>>, Vec<u64>, usize) {
+    let (specs, mut params) =
+        pipeline::internal::executor::gpu::compose::stage_specs(gpu).expect("specs");
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     let functions: Vec<&str> = specs.iter().map(|s| s.function()).collect();
     if own {
@@ -115,14 +119,33 @@ fn compare(
     let state = gpu.stages[1].gpu_queue_state();
     assert_eq!(state.len(), 1, "one per-queue state: the tables and rings");
     let per_queue = state[0].bytes;
-    let table_bytes = pktwarp_flow::bytes_needed(entries) as usize;
     let mut dev = vec![0u64; per_queue * queues / 8];
-    let mut block = params[1].clone();
     let at = state[0].addr_at;
-    block[at..at + 8].copy_from_slice(&(dev.as_mut_ptr() as u64).to_le_bytes());
-    block[at + 8..at + 12].copy_from_slice(&(queues as u32).to_le_bytes());
-    let mut blocks: Vec<&[u8]> = params.iter().map(Vec::as_slice).collect();
-    blocks[1] = &block;
+    params[1][at..at + 8].copy_from_slice(&(dev.as_mut_ptr() as u64).to_le_bytes());
+    params[1][at + 8..at + 12].copy_from_slice(&(queues as u32).to_le_bytes());
+    (host, params, dev, per_queue)
+}
+
+/// Runs `frames` (over `queues` queues) through both sides with a table of `entries` a queue
+/// and `active_s`, sweeping `buckets` buckets a queue every `every` bursts of 32 at the queue's
+/// largest receive time plus `step_ns`; compares and returns the CPU side's outcome. `own`:
+/// flow_stats with a table of its own (on the GPU `pw_stage_flow_stats_own`), else over
+/// conntrack's. After every frame the metadata is the CPU's, and every table's bytes are the
+/// CPU's after every frame (tables of up to 64 entries) or burst, and after every sweep.
+fn compare(
+    frames: &[(FrameDesc, Vec<u8>)],
+    queues: usize,
+    entries: u64,
+    active_s: u64,
+    (every, buckets, step_ns): (usize, u32, u64),
+    own: bool,
+) -> Outcome {
+    let (cpu, cpu_rx, gpu, gpu_rx) = pipelines(entries, active_s, own);
+    let (cpu_fs, gfs) = (fs_of(&cpu), fs_of(&gpu));
+    let tables = gfs.tables();
+    let (host, params, mut dev, per_queue) = host_build(&gpu, own, queues);
+    let blocks: Vec<&[u8]> = params.iter().map(Vec::as_slice).collect();
+    let table_bytes = pktwarp_flow::bytes_needed(entries) as usize;
     let c = QueueCounters::new(cpu.stages.len(), 0);
     let mut gc = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
     let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
@@ -133,21 +156,20 @@ fn compare(
     let dev_len = dev.len() * 8;
     // The device state as bytes, read and written by the host side's closures only between
     // frames (the host build runs no kernel beside them).
-    let read = |q: usize, off: usize, len: usize| -> anyhow::Result<Vec<u8>> {
+    let mut read = |q: usize, off: usize, len: usize| -> anyhow::Result<Vec<u8>> {
         // SAFETY: `dev` outlives the closures and no frame runs while they do; the range is
         // inside queue q's part (checked).
         let s = unsafe { std::slice::from_raw_parts(dev_ptr, dev_len) };
         anyhow::ensure!(off + len <= per_queue, "past queue {q}'s state");
         Ok(s[q * per_queue + off..][..len].to_vec())
     };
-    let write = |q: usize, off: usize, b: &[u8]| -> anyhow::Result<()> {
+    let mut write = |q: usize, off: usize, b: &[u8]| -> anyhow::Result<()> {
         // SAFETY: as `read`.
         let s = unsafe { std::slice::from_raw_parts_mut(dev_ptr, dev_len) };
         anyhow::ensure!(off + b.len() <= per_queue, "past queue {q}'s state");
         s[q * per_queue + off..][..b.len()].copy_from_slice(b);
         Ok(())
     };
-    let (mut read, mut write) = (read, write);
     // The device's table of queue q against the CPU's, byte for byte.
     let same_table = |read: &mut dyn FnMut(usize, usize, usize) -> anyhow::Result<Vec<u8>>,
                       q: usize,
@@ -157,12 +179,14 @@ fn compare(
         };
         let want = lock(t).as_bytes().to_vec();
         let got = read(q, 0, table_bytes).expect("read");
-        if want != got {
-            let e = (0..want.len()).find(|&i| want[i] != got[i]).unwrap_or(0) / 128;
+        let e = (0..want.len())
+            .find(|&i| want[i] != got[i])
+            .map(|i| i / 128);
+        if let Some(e) = e {
             panic!(
                 "{what}: queue {q}'s table differs first at entry {e}: cpu {:?} gpu {:?}",
-                &want[e * 128..e * 128 + 128],
-                &got[e * 128..e * 128 + 128]
+                &want[e * 128..][..128],
+                &got[e * 128..][..128]
             );
         }
     };
@@ -196,10 +220,8 @@ fn compare(
                 same_table(&mut read, q, &format!("frame {at}"));
             }
         }
-        if !per_frame {
-            for q in 0..queues {
-                same_table(&mut read, q, &format!("burst {n}"));
-            }
+        for q in (0..queues).filter(|_| !per_frame) {
+            same_table(&mut read, q, &format!("burst {n}"));
         }
         if (n + 1) % every != 0 {
             continue;
@@ -209,10 +231,7 @@ fn compare(
         drain
             .drain(tables, gfs, queues, &mut read, &mut write)
             .expect("drain");
-        for q in 0..queues {
-            if last_rx[q] == 0 {
-                continue;
-            }
+        for q in (0..queues).filter(|&q| last_rx[q] != 0) {
             let now = last_rx[q] + step_ns;
             if let Some(t) = cpu_fs.tables().table(q as u16) {
                 cursors[q] = cpu_fs.sweep_table(&mut lock(t), cursors[q], buckets, now);
@@ -229,16 +248,30 @@ fn compare(
         .expect("drain");
     drain.load_tables(tables, queues, &mut read).expect("load");
     gfs.flush(&mut || {});
-    let (want, got) = (sorted(&cpu_rx), sorted(&gpu_rx));
+    finish(&cpu, &gpu, (&cpu_rx, &gpu_rx), &gc, drain.swept(), &c)
+}
+
+/// The end of a comparison: the records of both sides as multisets, flow_stats' counters, the
+/// table's counters (conntrack's block, or flow_stats' own v[1..=6]: created, expired,
+/// early_evicted, table_full, untracked, invalid; the sweeps' removals, `swept`, added as
+/// `expired`) and the frames per stage.
+fn finish(
+    cpu: &Pipeline,
+    gpu: &Pipeline,
+    (cpu_rx, gpu_rx): (&Receiver<FlowRecord>, &Receiver<FlowRecord>),
+    gc: &[[u64; 8]],
+    swept: u64,
+    c: &QueueCounters,
+) -> Outcome {
+    let (cpu_fs, gfs) = (fs_of(cpu), fs_of(gpu));
+    let (want, got) = (sorted(cpu_rx), sorted(gpu_rx));
     assert_eq!(want.len(), got.len(), "records");
     for (w, g) in want.iter().zip(&got) {
         assert_eq!(w, g);
     }
     assert_eq!(cpu_fs.counters(), gfs.counters(), "flow_stats counters");
-    // The table's counters: conntrack's block, or flow_stats' own v[1..=6] (created, expired,
-    // early_evicted, table_full, untracked, invalid), the sweeps' removals added as `expired`.
     let mut gpu_table: Vec<u64> = gc[1][1..7].to_vec();
-    gpu_table[1] += drain.swept();
+    gpu_table[1] += swept;
     let t = cpu_fs.tables().counters();
     let want_table = vec![
         t.created,
@@ -251,7 +284,10 @@ fn compare(
     assert_eq!(want_table, gpu_table, "table counters {t:?}");
     if let Stage::Conntrack(ct) = &cpu.stages[1] {
         let named: Vec<u64> = ct.counters().iter().map(|c| c.1).collect();
-        assert_eq!(named, want_table, "conntrack's named counters are its tables'");
+        assert_eq!(
+            named, want_table,
+            "conntrack's named counters are its tables'"
+        );
     }
     for (k, g) in gc.iter().enumerate().take(cpu.stages.len()) {
         assert_eq!(g[0], c.stage_frames[k].get(), "frames at stage {k}");

@@ -79,7 +79,13 @@ fn fs_of(p: &Pipeline) -> &pipeline::internal::stage::flow_stats::FlowStatsStage
 
 /// One configuration (`own`: flow_stats with a table of its own, no conntrack); returns the
 /// records.
-fn check(mode: Mode, placement: Placement, burst: usize, entries: u64, own: bool) -> Vec<FlowRecord> {
+fn check(
+    mode: Mode,
+    placement: Placement,
+    burst: usize,
+    entries: u64,
+    own: bool,
+) -> Vec<FlowRecord> {
     let what = format!(
         "{mode:?} / {placement:?} / bursts of {burst} / {entries} entries / own table {own}"
     );

@@ -86,9 +86,8 @@ impl GpuFlowDrain {
             self.seen.resize(q + 1, Seen::default());
         }
         let mut cursor = self.seen[q].cursor;
-        let nbuckets =
-            u32::try_from(tables.config().entries / pktwarp_flow::BUCKET_ENTRIES as u64)
-                .map_err(|_| anyhow::anyhow!("flow table: too large"))?;
+        let nbuckets = u32::try_from(tables.config().entries / pktwarp_flow::BUCKET_ENTRIES as u64)
+            .map_err(|_| anyhow::anyhow!("flow table: too large"))?;
         let t = self.scratch(tables)?;
         let mut left = buckets.min(nbuckets);
         let mut swept = 0u64;

@@ -181,9 +181,9 @@ fn config(dir: &Path, queues: u32, device: bool, own: bool) -> Prepared {
         "ipfix: { collector: \"127.0.0.1:4739\" }\n"
     };
     let stages = match (own, device) {
-        (false, false) => format!(
-            "  - conntrack: {{ {table} }}\n  - flow_stats: {{ active_timeout_s: 86400 }}\n"
-        ),
+        (false, false) => {
+            format!("  - conntrack: {{ {table} }}\n  - flow_stats: {{ active_timeout_s: 86400 }}\n")
+        }
         (false, true) => format!("  - conntrack: {{ {table} }}\n  - count\n"),
         (true, false) => format!("  - flow_stats: {{ {table}, active_timeout_s: 86400 }}\n"),
         (true, true) => format!("  - conntrack: {{ {table} }}\n"),
