@@ -238,8 +238,42 @@ impl Pipeline {
     }
 
     /// Why the GPU executor cannot run this pipeline, naming the first stage without a CUDA
-    /// implementation; `None` when every stage has one.
+    /// implementation, or the second of two stages that keep per-queue flow state in frame
+    /// order (the kernel takes one: `pktwarp_kernels::codegen::ORDERED`); `None` when it can.
+    /// Said here, not only by the kernel generator, so that `executor: auto` takes the CPU.
     pub fn gpu_refusal(&self) -> Option<String> {
+        self.gpu_stage_refusal()
+            .or_else(|| self.gpu_ordered_refusal())
+    }
+
+    /// The second stage that keeps per-queue flow state in frame order on the GPU, named with
+    /// the first.
+    fn gpu_ordered_refusal(&self) -> Option<String> {
+        let mut ordered = self.stages.iter().enumerate().filter(|(_, s)| {
+            let spec = match s {
+                Stage::FlowStats(f) => {
+                    Some(pktwarp_kernels::StageSpec::flow_stats(f.owns_tables()))
+                }
+                Stage::Conntrack(_) | Stage::RateLimit(_) => {
+                    pktwarp_kernels::StageSpec::builtin(s.name())
+                }
+                _ => None,
+            };
+            spec.is_some_and(|x| x.orders_flows())
+        });
+        let (first, a) = ordered.next()?;
+        let (i, b) = ordered.next()?;
+        Some(format!(
+            "stage `{}` (pipeline[{i}]) and stage `{}` (pipeline[{first}]) both keep per-queue \
+             flow state in frame order, and a GPU pipeline has at most one such stage, so the \
+             GPU executor cannot run this pipeline",
+            b.name(),
+            a.name()
+        ))
+    }
+
+    /// The first stage without a CUDA implementation, named.
+    fn gpu_stage_refusal(&self) -> Option<String> {
         self.stages
             .iter()
             .enumerate()
@@ -372,6 +406,35 @@ mod tests {
                 gpu::RESPOND_INGRESS_AT + 6
             ]
         );
+    }
+
+    /// Two stages with per-queue flow state in frame order: refused naming both (so `auto`
+    /// takes the CPU); flow_stats over conntrack's tables orders nothing of its own.
+    #[test]
+    fn two_ordered_stages_are_named_in_the_refusal() {
+        let build = |yaml: &str| {
+            let stages: Vec<crate::stage::config::StageConfig> =
+                serde_saphyr::from_str(yaml).unwrap();
+            crate::stage::build(&stages, |x| x.to_path_buf()).unwrap()
+        };
+        let rl = "{ rate_limit: { entries: 64, rules: [{ name: a, key: src, rate_pps: 10 }] } }";
+        let p = build(&format!(
+            "[parse, {{ flow_stats: {{ entries: 64 }} }}, {rl}]"
+        ));
+        let why = p.gpu_refusal().expect("refused");
+        assert!(
+            why.contains("`rate_limit` (pipeline[2])")
+                && why.contains("`flow_stats` (pipeline[1])"),
+            "{why}"
+        );
+        let p = build(&format!(
+            "[parse, {{ conntrack: {{ entries: 64 }} }}, {rl}]"
+        ));
+        assert!(p.gpu_refusal().is_some_and(|w| w.contains("`conntrack`")));
+        let p = build("[parse, { conntrack: { entries: 64 } }, { flow_stats: {} }]");
+        assert_eq!(p.gpu_refusal(), None);
+        let p = build("[parse, { flow_stats: { entries: 64 } }]");
+        assert_eq!(p.gpu_refusal(), None);
     }
 
     #[test]
