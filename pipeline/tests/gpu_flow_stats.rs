@@ -77,17 +77,18 @@ fn fs_of(p: &Pipeline) -> &pipeline::internal::stage::flow_stats::FlowStatsStage
         .expect("a flow_stats stage")
 }
 
-/// One configuration (`own`: flow_stats with a table of its own, no conntrack); returns the
-/// records.
+/// One configuration (`own`: flow_stats with a table of its own, no conntrack; `ctas`: CTAs
+/// a burst, the owned layout when over 1); returns the records.
 fn check(
     mode: Mode,
     placement: Placement,
     burst: usize,
     entries: u64,
-    own: bool,
+    (own, ctas): (bool, u32),
 ) -> Vec<FlowRecord> {
     let what = format!(
-        "{mode:?} / {placement:?} / bursts of {burst} / {entries} entries / own table {own}"
+        "{mode:?} / {placement:?} / bursts of {burst} / {entries} entries / own table {own} / \
+         burst_ctas {ctas}"
     );
     let table = format!("entries: {entries}, timeouts: {{ udp_unreplied: 5, udp_replied: 20 }}");
     // The stage whose per-queue state holds the tables is pipeline[1] either way.
@@ -126,6 +127,7 @@ fn check(
         burst_size: burst as u32,
         ring_slots: 8,
         tagged: Some(false),
+        burst_ctas: (ctas > 1).then_some(ctas),
         ..GpuOptions::default()
     };
     let mut ex = GpuExecutor::new(opts, pd, QUEUES, &image).expect("executor");
@@ -205,7 +207,7 @@ fn flow_export_on_the_gpu_equals_the_cpu() {
         for burst in [32, 256] {
             for mode in [Mode::Persistent, Mode::Launch] {
                 for placement in [Placement::Mapped, Placement::Device] {
-                    let r = check(mode, placement, burst, 65536, own);
+                    let r = check(mode, placement, burst, 65536, (own, 1));
                     for why in [
                         EndReason::IdleTimeout,
                         EndReason::ActiveTimeout,
@@ -220,10 +222,24 @@ fn flow_export_on_the_gpu_equals_the_cpu() {
                 }
             }
         }
-        let r = check(Mode::Persistent, Placement::Device, 32, 16, own);
+        let r = check(Mode::Persistent, Placement::Device, 32, 16, (own, 1));
         assert!(
             r.iter().any(|x| x.end_reason == EndReason::LackOfResources),
             "own table {own}"
         );
+    }
+    // The owned layout (several CTAs a burst, each its part of the buckets by the order key:
+    // pw_flow_stats_order_key) for the own table, whose only stage before it is parse.
+    for ctas in [2, 4] {
+        let r = check(
+            Mode::Persistent,
+            Placement::Device,
+            256,
+            65536,
+            (true, ctas),
+        );
+        assert!(r.iter().any(|x| x.end_reason == EndReason::ActiveTimeout));
+        let r = check(Mode::Persistent, Placement::Device, 32, 16, (true, ctas));
+        assert!(r.iter().any(|x| x.end_reason == EndReason::LackOfResources));
     }
 }
