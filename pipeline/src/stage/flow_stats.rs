@@ -10,6 +10,11 @@
 //! shutdown (forced end). The data path pushes the records into the exporter's bounded queue
 //! ([`FlowQueue::try_push`], never blocking; a full queue drops and counts); the control thread
 //! sweeps the tables for idle and active flows ([`FlowStatsStage::sweep`]) and runs the exporter.
+//!
+//! On the GPU executor the tables are device memory, conntrack's or this stage's own (then the
+//! device stage is conntrack's apply without the metadata store, on per-queue state of its own:
+//! [`FlowStatsStage::gpu_own_block`]); the GPU host side drains, sweeps and flushes them through
+//! this stage's code (`stage::flow_stats_gpu`, docs/flow-export-gpu.md).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
