@@ -30,6 +30,7 @@ fn main() {
     println!("cargo:rerun-if-changed=cuda");
     println!("cargo:rerun-if-changed=host");
     println!("cargo:rerun-if-changed=src/codegen.rs");
+    println!("cargo:rerun-if-changed=src/codegen_flow_stats.rs");
     println!("cargo:rerun-if-env-changed=PKTWARP_NVCC");
     println!("cargo:rerun-if-env-changed=CUDA_HOME");
     println!("cargo:rerun-if-env-changed=PKTWARP_NO_NVCC");

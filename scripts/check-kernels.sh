@@ -166,6 +166,27 @@ if [ -f configs/stateful-firewall.yaml ] && [ "$sfw_compiled" != 1 ]; then
   echo "check-kernels: FAILED: configs/stateful-firewall.yaml (conntrack) gave no GPU kernel to compile" >&2
   fail=1
 fi
+# flow_stats with a flow table of its own (no conntrack; cuda/flow_stats_stage.cuh,
+# pw_stage_flow_stats_own: conntrack's device apply, track only, an ordered stage): no shipped
+# config has it, so a pipeline of its own, generated as `pktwarp kernels` generates it.
+cat >"$tmp/flow-stats-own.yaml" <<'EOF'
+ports:
+  - name: g
+    gen: { count: 10 }
+queues: { count: 2 }
+pipeline:
+  - parse
+  - flow_stats: { entries: 65536, active_timeout_s: 1800 }
+  - count
+ipfix: { collector: "127.0.0.1:4739" }
+executor: { kind: gpu }
+EOF
+fs_own_before=${#compiled[@]}
+config_kernel "$PKTWARP" "$tmp/flow-stats-own.yaml" "$tmp/flow-stats-own.cu"
+if [ "${#compiled[@]}" = "$fs_own_before" ] || ! grep -q 'pw_stage_flow_stats_own(' "$tmp/flow-stats-own.cu"; then
+  echo "check-kernels: FAILED: flow_stats with its own table gave no GPU kernel with pw_stage_flow_stats_own" >&2
+  fail=1
+fi
 # The rate-limit table (cuda/rate_limit.cuh) likewise: the GPU executor has no per-queue device
 # state for it yet (the `rate_limit` stage runs on the CPU executor).
 cat >"$tmp/rate_limit.cu" <<'EOF'

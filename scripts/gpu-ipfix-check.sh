@@ -16,7 +16,9 @@
 #   OUT    results folder (default ./gpu-results).
 #   env: SECOND (or EXECUTOR): the executor compared with the CPU's (default gpu; cpu checks the
 #        script on a machine without a GPU), QUEUES (default "1 4"), NFDUMP (the bundle folder),
-#        GPU_OPTS (an executor.gpu mapping, e.g. "{ mode: launch }"), MAX_FRAME (default 9216).
+#        GPU_OPTS (an executor.gpu mapping, e.g. "{ mode: launch }"), MAX_FRAME (default 9216),
+#        TABLE: `conntrack` (default: flow_stats over conntrack's table) or `own` (parse ->
+#        flow_stats -> count, flow_stats with a table of its own).
 # Exit status: 0 when every comparison is equal, 1 otherwise.
 set -u
 CARRY=${1:-.carry}
@@ -28,6 +30,12 @@ SECOND=${SECOND:-${EXECUTOR:-gpu}}
 QUEUES=${QUEUES:-1 4}
 GPU_OPTS=${GPU_OPTS:-}
 MAX_FRAME=${MAX_FRAME:-9216}
+TABLE=${TABLE:-conntrack}
+case "$TABLE" in
+  conntrack) STAGES=$'  - conntrack:\n      entries: 65536\n  - flow_stats:\n      active_timeout_s: 604800' ;;
+  own) STAGES=$'  - flow_stats:\n      entries: 65536\n      active_timeout_s: 604800' ;;
+  *) echo "ipfix-check: TABLE=$TABLE: conntrack or own" >&2; exit 1 ;;
+esac
 mkdir -p "$RES"
 LOG=$RES/ipfix-check.log
 : >"$LOG"
@@ -135,10 +143,7 @@ queues:
   burst: 32
 pipeline:
   - parse
-  - conntrack:
-      entries: 65536
-  - flow_stats:
-      active_timeout_s: 604800
+$STAGES
   - count
 ipfix:
   collector: "127.0.0.1:$port"
@@ -241,7 +246,7 @@ for nq in $QUEUES; do
   fi
 done
 if [ $fails = 0 ]; then
-  say "ipfix-check: the $SECOND executor's IPFIX flows at nfcapd equal the CPU executor's (queues: $QUEUES)"
+  say "ipfix-check: the $SECOND executor's IPFIX flows at nfcapd equal the CPU executor's (queues: $QUEUES, table: $TABLE)"
 else
   say "ipfix-check: $fails comparison(s) failed (log: $LOG)"
 fi

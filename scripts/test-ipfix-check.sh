@@ -2,7 +2,8 @@
 # CI check of the GPU machine's IPFIX scripts without a GPU: builds the nfdump bundle
 # (scripts/nfdump-bundle.sh, which checks itself from env -i) and runs scripts/gpu-ipfix-check.sh
 # with the CPU executor standing in for the GPU one (SECOND=cpu), on the tcpdump corpus, with the
-# debug pktwarp. Only the GPU executor's own run is then left to the GPU machine.
+# debug pktwarp, over conntrack's table and with flow_stats' own (TABLE). Only the GPU executor's
+# own run is then left to the GPU machine.
 # Needs nfdump (scripts/install-deps.sh) and the test corpus (../shared/data or PKTWARP_DATA);
 # without the corpus it says so and exits 0, unless CI=true (then 1).
 set -euo pipefail
@@ -19,4 +20,6 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/carry"
 cp "${CARGO_TARGET_DIR:-target}/debug/pktwarp" "$tmp/carry/pktwarp"
 scripts/nfdump-bundle.sh "$tmp/carry/nfdump"
-SECOND=cpu scripts/gpu-ipfix-check.sh "$tmp/carry" "$DATA" "$tmp/out"
+for table in conntrack own; do
+  TABLE=$table SECOND=cpu scripts/gpu-ipfix-check.sh "$tmp/carry" "$DATA" "$tmp/out-$table"
+done

@@ -58,3 +58,29 @@ fn acl_before_parse_is_refused_naming_the_stage() {
     assert!(text.contains("acl") && text.contains("parse"), "{text}");
     assert!(text.contains("pipeline[0]"), "{text}");
 }
+
+/// flow_stats with a flow table of its own (no conntrack) runs on the GPU: a composed kernel
+/// (its own form of the stage keeps per-queue flow state); beside rate_limit, the other such
+/// stage, the pipeline is refused naming both.
+#[test]
+fn flow_stats_with_its_own_table_is_accepted_for_the_gpu() {
+    // The records' collector, after the stage list.
+    const IPFIX: &str = "\nipfix: { collector: '127.0.0.1:4739' }";
+    let (ok, text) = validate(&format!(
+        "  - parse\n  - flow_stats: {{ entries: 64 }}\n  - count{IPFIX}"
+    ));
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("parse -> flow_stats -> count") && text.contains("Composed"),
+        "{text}"
+    );
+    let (ok, text) = validate(&format!(
+        "  - parse\n  - flow_stats: {{ entries: 64 }}\n  - rate_limit: {{ entries: 64, rules: \
+         [{{ name: a, key: src, rate_pps: 10 }}] }}{IPFIX}"
+    ));
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("`rate_limit`") && text.contains("`flow_stats`"),
+        "{text}"
+    );
+}

@@ -26,11 +26,13 @@ PW_STATIC_ASSERT(sizeof(pw_ct_params) == 176, "pw_ct_params size");
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_ct_params, table) == 24, "pw_ct_params.table");
 PW_STATIC_ASSERT(sizeof(pw_flow_counters) == 48, "pw_flow_counters size");
 
-/* One frame through its queue's table, in flow order; stores its connection state and direction
- * in `meta`. Called, not inlined (PW_DEVICE_CALL): the flow table's code inlined into the
- * persistent kernel pushed it past 255 registers (spills). */
+/* One frame through its queue's table, in flow order; with `store`, its connection state and
+ * direction go into `meta` (conntrack), without it the frame only updates its flow (flow_stats with
+ * a table of its own, flow_stats_stage.cuh: the metadata and verdict are left as they were).
+ * Called, not inlined (PW_DEVICE_CALL): the flow table's code inlined into the persistent kernel
+ * pushed it past 255 registers (spills). */
 PW_DEVICE_CALL void pw_ct_frame(const pw_ct_params *p, const pw_frame *f, pw_packet_meta *meta,
-                                pw_flow_counters *fc) {
+                                pw_flow_counters *fc, uint32_t store) {
     pw_flow_pkt pk;
     pw_flow_table t;
     const bool have = p != 0 && p->state != 0ull && f->queue < p->queues;
@@ -50,11 +52,14 @@ PW_DEVICE_CALL void pw_ct_frame(const pw_ct_params *p, const pw_frame *f, pw_pac
             ring = (pw_flow_ring *)((uint8_t *)t.entries + (uint64_t)t.nbuckets * PW_FLOW_BUCKET * PW_FLOW_ENTRY_SIZE);
             if (ring->cap != p->ring_cap) ring->cap = p->ring_cap;
         }
-        pw_flow_meta_store(meta, pw_flow_apply_pkt_ring(&t, fc, &pk, f->timestamp_ns, ring));
+        const pw_flow_result r = pw_flow_apply_pkt_ring(&t, fc, &pk, f->timestamp_ns, ring);
+        if (store) pw_flow_meta_store(meta, r);
     } else {
         /* No table for this queue (the executor sizes it for every queue: not reached). */
-        meta->ct_state = (uint8_t)PW_CT_UNTRACKED;
-        meta->ct_dir = 0;
+        if (store) {
+            meta->ct_state = (uint8_t)PW_CT_UNTRACKED;
+            meta->ct_dir = 0;
+        }
         PW_FLOW_ADD(&fc->untracked, 1u);
     }
     pw_order_done();
@@ -75,7 +80,7 @@ PW_DEVICE void pw_stage_conntrack(const pw_frame *f, pw_packet_meta *meta, pw_ve
                                   pw_stage_counters *c) {
     (void)v;
     /* The table's counters are the stage's v[1..6], in pw_flow_counters' order. */
-    pw_ct_frame((const pw_ct_params *)params, f, meta, (pw_flow_counters *)&c->v[1]);
+    pw_ct_frame((const pw_ct_params *)params, f, meta, (pw_flow_counters *)&c->v[1], 1u);
 }
 
 #endif /* PKTWARP_CONNTRACK_STAGE_CUH */

@@ -162,7 +162,11 @@ pub const READS_PAYLOAD: &[&str] = &["pw_stage_fronthaul", "pw_stage_inspect"];
 /// stage before the ordered one drops is marked skipped (`pw_order_skip`). The executor runs such
 /// a pipeline with one CTA per queue (bursts of a queue in order). One ordered stage per
 /// pipeline, and not beside a stage with round hooks of its own (fronthaul).
-pub const ORDERED: &[&str] = &["pw_stage_conntrack", "pw_stage_rate_limit"];
+pub const ORDERED: &[&str] = &[
+    "pw_stage_conntrack",
+    "pw_stage_rate_limit",
+    "pw_stage_flow_stats_own",
+];
 
 /// Library stages that keep per-queue state of their own which they change in frame order on
 /// the second channel of cuda/flow_order.cuh (inspect's flowbits and thresholds: frames with
@@ -175,7 +179,20 @@ pub const ORDERED_SECOND: &[&str] = &["pw_stage_inspect"];
 pub const ORDER_KEYS: &[(&str, &str)] = &[
     ("pw_stage_conntrack", "pw_conntrack_order_key"),
     ("pw_stage_rate_limit", "pw_rate_limit_order_key"),
+    ("pw_stage_flow_stats_own", "pw_flow_stats_order_key"),
 ];
+
+/// Second forms of library stages, under the name of their [`LIBRARY_STAGES`] entry, which the
+/// executor picks by the pipeline (not by name): `flow_stats` with a table of its own.
+pub const LIBRARY_VARIANTS: &[LibraryStage] = &[flow_stats::FLOW_STATS_OWN];
+
+/// The library stage (or variant) whose device function is `function`.
+pub fn library_stage(function: &str) -> Option<&'static LibraryStage> {
+    LIBRARY_STAGES
+        .iter()
+        .chain(LIBRARY_VARIANTS)
+        .find(|l| l.function == function)
+}
 
 /// A rewrite stage of `cuda/rewrite_stages.cuh`: it writes the frame.
 const fn rewrite(name: &'static str, function: &'static str, reads_meta: bool) -> LibraryStage {
@@ -223,6 +240,24 @@ impl StageSpec {
         }
     }
 
+    /// The flow_stats stage: over a `conntrack` stage's tables (as [`StageSpec::builtin`]
+    /// gives it), or, `own`, with a flow table of its own (`pw_stage_flow_stats_own`, an
+    /// [`ORDERED`] stage).
+    pub fn flow_stats(own: bool) -> StageSpec {
+        let l = if own {
+            &flow_stats::FLOW_STATS_OWN
+        } else {
+            &flow_stats::FLOW_STATS
+        };
+        StageSpec {
+            name: l.name.to_string(),
+            kind: StageKind::Library {
+                function: l.function,
+                header: l.header,
+            },
+        }
+    }
+
     /// Whether this is the acl stage (with or without rewrite actions).
     pub fn is_acl(&self) -> bool {
         matches!(self.kind, StageKind::Acl | StageKind::AclRewrite)
@@ -245,9 +280,9 @@ impl StageSpec {
         match &self.kind {
             StageKind::AclRewrite => true,
             StageKind::Custom { writes_frame, .. } => *writes_frame,
-            StageKind::Library { function, .. } => LIBRARY_STAGES
-                .iter()
-                .any(|l| l.function == *function && l.writes_frame),
+            StageKind::Library { function, .. } => {
+                library_stage(function).is_some_and(|l| l.writes_frame)
+            }
             _ => false,
         }
     }
@@ -255,9 +290,9 @@ impl StageSpec {
     /// Whether the stage sets the send time (see [`LibraryStage::sets_send_time`]).
     pub fn sets_send_time(&self) -> bool {
         match &self.kind {
-            StageKind::Library { function, .. } => LIBRARY_STAGES
-                .iter()
-                .any(|l| l.function == *function && l.sets_send_time),
+            StageKind::Library { function, .. } => {
+                library_stage(function).is_some_and(|l| l.sets_send_time)
+            }
             _ => false,
         }
     }
@@ -275,9 +310,9 @@ impl StageSpec {
     /// Whether the stage reads the frame's receive time (see [`LibraryStage::reads_time`]).
     pub fn reads_time(&self) -> bool {
         match &self.kind {
-            StageKind::Library { function, .. } => LIBRARY_STAGES
-                .iter()
-                .any(|l| l.function == *function && l.reads_time),
+            StageKind::Library { function, .. } => {
+                library_stage(function).is_some_and(|l| l.reads_time)
+            }
             _ => false,
         }
     }
@@ -286,9 +321,9 @@ impl StageSpec {
     pub fn reads_meta(&self) -> bool {
         match &self.kind {
             StageKind::Acl | StageKind::AclRewrite => true,
-            StageKind::Library { function, .. } => LIBRARY_STAGES
-                .iter()
-                .any(|l| l.function == *function && l.reads_meta),
+            StageKind::Library { function, .. } => {
+                library_stage(function).is_some_and(|l| l.reads_meta)
+            }
             _ => false,
         }
     }

@@ -16,3 +16,16 @@ pub(super) const FLOW_STATS: LibraryStage = LibraryStage {
     reads_time: true,
     sets_send_time: false,
 };
+
+/// Flow export with a flow table of its own (no `conntrack`): conntrack's device apply without
+/// the metadata store, on per-queue state of its own, frames of one flow in arrival order (an
+/// `ORDERED` stage). The executor picks it by the pipeline, under the name `flow_stats`.
+pub(super) const FLOW_STATS_OWN: LibraryStage = LibraryStage {
+    name: "flow_stats",
+    function: "pw_stage_flow_stats_own",
+    header: "flow_stats_stage.cuh",
+    reads_meta: true,
+    writes_frame: false,
+    reads_time: true,
+    sets_send_time: false,
+};

@@ -255,7 +255,7 @@ fn an_ordered_stage_marks_the_frames_dropped_before_it() {
     assert_eq!(template_of(&l), Ok(Template::Composed));
     assert!(l[2].reads_payload() && !l[2].orders_flows() && l[2].reads_time());
     for f in ORDERED.iter().chain(ORDERED_SECOND) {
-        assert!(LIBRARY_STAGES.iter().any(|l| l.function == *f), "{f}");
+        assert!(library_stage(f).is_some(), "{f}");
     }
     // inspect orders its own state on the second channel: a frame dropped before it (by
     // parse, conntrack or acl) is skipped there, and before conntrack on the first too.
@@ -287,6 +287,43 @@ fn rate_limit_is_an_ordered_stage() {
     let e = template_of(&list(&["parse", "conntrack", "rate_limit"])).unwrap_err();
     assert_eq!(e.stage, 2);
     assert!(e.message.contains("at most one"), "{e}");
+}
+
+/// flow_stats has two forms under one name: over conntrack's tables it does nothing per frame
+/// and orders nothing (conntrack does); with a table of its own it is an ordered stage with
+/// conntrack's key, the frames it skips marked as before conntrack.
+#[test]
+fn flow_stats_with_its_own_table_is_an_ordered_stage() {
+    let over = list(&["parse", "conntrack", "flow_stats", "count"]);
+    assert_eq!(over[2], StageSpec::flow_stats(false));
+    assert!(!over[2].orders_flows() && over[2].reads_meta() && over[2].reads_time());
+    let mut own = list(&["parse", "acl", "flow_stats", "count"]);
+    own[2] = StageSpec::flow_stats(true);
+    assert_eq!(own[2].name, "flow_stats");
+    assert!(own[2].orders_flows() && own[2].reads_meta() && own[2].reads_time());
+    assert!(!own[2].writes_frame() && !own[2].sets_send_time());
+    let src = generate(&own, Target::Gpu).unwrap();
+    assert!(src.contains("#define PW_PIPELINE_ORDERED 1"), "{src}");
+    assert!(src.contains("#include \"flow_stats_stage.cuh\""), "{src}");
+    let body = &src[src.find("void pw_pipeline_frame(").unwrap()..];
+    let at = body.find("pw_stage_flow_stats_own(").unwrap();
+    // parse and acl may drop before it: both skip.
+    assert_eq!(body[..at].matches("pw_order_skip();").count(), 2, "{body}");
+    // After parse alone it takes the owned layout, keyed as conntrack.
+    let keyed = [own[0].clone(), own[2].clone()];
+    assert_eq!(pipeline_order_key(&keyed), Some("pw_flow_stats_order_key"));
+    // One ordered stage a pipeline: not beside conntrack or rate_limit.
+    for other in ["conntrack", "rate_limit"] {
+        let mut l = list(&["parse", other]);
+        l.push(StageSpec::flow_stats(true));
+        let e = template_of(&l).unwrap_err();
+        assert_eq!(e.stage, 2, "{e}");
+        assert!(e.message.contains("at most one"), "{e}");
+    }
+    for v in LIBRARY_VARIANTS {
+        assert!(StageSpec::builtin(v.name).is_some(), "{}", v.name);
+        assert_eq!(library_stage(v.function).map(|l| l.name), Some(v.name));
+    }
 }
 
 #[test]

@@ -192,7 +192,7 @@ fn compare_rings(
     let snapshot = image.clone();
     let taken = drain
         .drain(
-            ct,
+            ct.tables(),
             &gpu,
             queues,
             &mut |q, off, len| Ok(snapshot[q * per_queue + off..][..len].to_vec()),
@@ -211,7 +211,7 @@ fn compare_rings(
     // The tails were written back: a second drain takes nothing.
     let again = drain
         .drain(
-            ct,
+            ct.tables(),
             &gpu,
             queues,
             &mut |q, off, len| Ok(image[q * per_queue + off..][..len].to_vec()),

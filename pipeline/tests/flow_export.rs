@@ -667,10 +667,16 @@ fn config_errors_name_file_line_and_key() {
     assert!(e.contains("key `ipfix.queue`"), "{e}");
 }
 
-/// The GPU executor refuses flow_stats with a table of its own (no conntrack), saying to put
-/// conntrack before it; over conntrack's tables it runs the stage (docs/flow-export-gpu.md).
+/// The GPU executor runs flow_stats with a table of its own (no conntrack): the kernel's stage
+/// is `pw_stage_flow_stats_own`, which keeps its per-queue state in flow order (an ordered
+/// stage), with its table and ended-flow ring as its per-queue state; over conntrack's tables
+/// it is the stage that does nothing per frame (docs/flow-export-gpu.md). Beside another stage
+/// that keeps per-queue flow state (rate_limit) the GPU executor refuses the pipeline, naming
+/// both (`auto` takes the CPU).
 #[test]
-fn the_gpu_executor_refuses_flow_stats_without_conntrack() {
+fn the_gpu_executor_runs_flow_stats_with_a_table_of_its_own() {
+    use pipeline::internal::executor::gpu::compose::stage_specs;
+    use pktwarp_kernels::codegen::{generate, Target};
     let dir = temp_dir("fs-gpu");
     let p = dir.join("gpu.yaml");
     let config = |pipeline: &str, kind: &str| {
@@ -680,28 +686,46 @@ fn the_gpu_executor_refuses_flow_stats_without_conntrack() {
              metrics: {{ enabled: false }}\n"
         )
     };
-    std::fs::write(
-        &p,
-        config("[parse, { flow_stats: { entries: 64 } }]", "gpu"),
-    )
-    .unwrap();
-    let cfg = pipeline::config::load(&p).unwrap_or_else(|e| panic!("{e}"));
-    let e = format!("{:#}", daemon::prepare(cfg).err().expect("refused"));
+    let prepared = |pipeline: &str| {
+        std::fs::write(&p, config(pipeline, "auto")).unwrap();
+        let cfg = pipeline::config::load(&p).unwrap_or_else(|e| panic!("{e}"));
+        daemon::prepare(cfg).unwrap_or_else(|e| panic!("{e:#}"))
+    };
+    let own = prepared("[parse, { flow_stats: { entries: 64 } }, count]");
+    assert_eq!(own.pipeline.gpu_refusal(), None);
     assert!(
-        e.contains("stage `flow_stats`") && e.contains("put `conntrack` before it"),
-        "{e}"
+        !own.choice.reason.contains("flow_stats"),
+        "{}",
+        own.choice.reason
     );
-    std::fs::write(
-        &p,
-        config(
-            "[parse, { conntrack: { entries: 64 } }, { flow_stats: {} }, count]",
-            "cpu",
-        ),
-    )
-    .unwrap();
-    let cfg = pipeline::config::load(&p).unwrap_or_else(|e| panic!("{e}"));
-    let prepared = daemon::prepare(cfg).unwrap_or_else(|e| panic!("{e:#}"));
-    assert_eq!(prepared.pipeline.gpu_refusal(), None);
+    let state = own.pipeline.stages[1].gpu_queue_state();
+    assert_eq!(state.len(), 1, "the own table and ring per queue");
+    let table = pktwarp_flow::bytes_needed(64) as usize;
+    let ring = pktwarp_flow::ring::ring_bytes(pktwarp_flow::ENDED_CAP as u32);
+    assert_eq!(state[0].bytes, table + ring);
+    let (specs, _) = stage_specs(&own.pipeline).expect("specs");
+    let src = generate(&specs, Target::Gpu).expect("source");
+    assert!(src.contains("pw_stage_flow_stats_own(f, m, v"), "{src}");
+    assert!(src.contains("#define PW_PIPELINE_ORDERED 1"), "{src}");
+    // Over conntrack's tables: the stage of no work, no state of its own.
+    let over = prepared("[parse, { conntrack: { entries: 64 } }, { flow_stats: {} }, count]");
+    assert_eq!(over.pipeline.gpu_refusal(), None);
+    assert!(over.pipeline.stages[2].gpu_queue_state().is_empty());
+    let (specs, _) = stage_specs(&over.pipeline).expect("specs");
+    let src = generate(&specs, Target::Gpu).expect("source");
+    assert!(src.contains("pw_stage_flow_stats(f, m, v"), "{src}");
+    assert!(!src.contains("pw_stage_flow_stats_own("), "{src}");
+    // Two stages with per-queue flow state: refused naming both, so `auto` takes the CPU.
+    let both = prepared(
+        "[parse, { flow_stats: { entries: 64 } }, \
+         { rate_limit: { entries: 64, rules: [{ name: a, key: src, rate_pps: 10 }] } }]",
+    );
+    let why = both.pipeline.gpu_refusal().expect("two ordered stages");
+    assert!(
+        why.contains("`rate_limit`") && why.contains("`flow_stats`"),
+        "{why}"
+    );
+    assert_eq!(both.choice.name, "cpu", "{}", both.choice.reason);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

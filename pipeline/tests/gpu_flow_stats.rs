@@ -66,29 +66,51 @@ fn sorted(rx: &std::sync::mpsc::Receiver<FlowRecord>) -> Vec<FlowRecord> {
     v
 }
 
-/// One configuration; returns the records.
-fn check(mode: Mode, placement: Placement, burst: usize, entries: u64) -> Vec<FlowRecord> {
-    let what = format!("{mode:?} / {placement:?} / bursts of {burst} / {entries} entries");
-    let table =
-        format!("{{ entries: {entries}, timeouts: {{ udp_unreplied: 5, udp_replied: 20 }} }}");
-    let cpu = pipeline_of(&format!(
-        "[parse, {{ conntrack: {table} }}, {{ flow_stats: {{ active_timeout_s: 10 }} }}, count]"
-    ));
-    let (Stage::Conntrack(cpu_ct), Stage::FlowStats(cpu_fs)) = (&cpu.stages[1], &cpu.stages[2])
-    else {
-        panic!("parse, conntrack, flow_stats")
+/// The flow_stats stage of `p`.
+fn fs_of(p: &Pipeline) -> &pipeline::internal::stage::flow_stats::FlowStatsStage {
+    p.stages
+        .iter()
+        .find_map(|s| match s {
+            Stage::FlowStats(f) => Some(&**f),
+            _ => None,
+        })
+        .expect("a flow_stats stage")
+}
+
+/// One configuration (`own`: flow_stats with a table of its own, no conntrack; `ctas`: CTAs
+/// a burst, the owned layout when over 1); returns the records.
+fn check(
+    mode: Mode,
+    placement: Placement,
+    burst: usize,
+    entries: u64,
+    (own, ctas): (bool, u32),
+) -> Vec<FlowRecord> {
+    let what = format!(
+        "{mode:?} / {placement:?} / bursts of {burst} / {entries} entries / own table {own} / \
+         burst_ctas {ctas}"
+    );
+    let table = format!("entries: {entries}, timeouts: {{ udp_unreplied: 5, udp_replied: 20 }}");
+    // The stage whose per-queue state holds the tables is pipeline[1] either way.
+    let yaml = if own {
+        format!("[parse, {{ flow_stats: {{ {table}, active_timeout_s: 10 }} }}, count]")
+    } else {
+        format!(
+            "[parse, {{ conntrack: {{ {table} }} }}, {{ flow_stats: {{ active_timeout_s: 10 }} }}, \
+             count]"
+        )
     };
+    let cpu = pipeline_of(&yaml);
+    let cpu_fs = fs_of(&cpu);
     let (q, cpu_rx) = FlowQueue::channel(1 << 20);
     cpu_fs.attach(q);
-    // The same pipeline as the GPU executor composes it: flow_stats turned conntrack's rings
-    // on (before the image is made: the block carries their size), its CUDA stage does nothing
-    // per frame, and its records come only through the host side.
-    let gpu = pipeline_of(&format!(
-        "[parse, {{ conntrack: {table} }}, {{ flow_stats: {{ active_timeout_s: 10 }} }}, count]"
-    ));
-    let (Stage::Conntrack(ct), Stage::FlowStats(gfs)) = (&gpu.stages[1], &gpu.stages[2]) else {
-        panic!("parse, conntrack, flow_stats, count")
-    };
+    // The same pipeline as the GPU executor composes it: flow_stats turned the tables' rings
+    // on (before the image is made: the block carries their size), and its records come only
+    // through the host side.
+    let gpu = pipeline_of(&yaml);
+    let gfs = fs_of(&gpu);
+    let tables = gfs.tables();
+    assert_eq!(gfs.owns_tables(), own);
     assert_eq!(gpu.gpu_refusal(), None);
     let (q, gpu_rx) = FlowQueue::channel(1 << 20);
     gfs.attach(q);
@@ -105,6 +127,7 @@ fn check(mode: Mode, placement: Placement, burst: usize, entries: u64) -> Vec<Fl
         burst_size: burst as u32,
         ring_slots: 8,
         tagged: Some(false),
+        burst_ctas: (ctas > 1).then_some(ctas),
         ..GpuOptions::default()
     };
     let mut ex = GpuExecutor::new(opts, pd, QUEUES, &image).expect("executor");
@@ -137,23 +160,23 @@ fn check(mode: Mode, placement: Placement, burst: usize, entries: u64) -> Vec<Fl
                 gfs.note_rx(q, d.timestamp_ns);
             }
             drain
-                .drain(ct, gfs, QUEUES, &mut read, &mut write)
+                .drain(tables, gfs, QUEUES, &mut read, &mut write)
                 .expect("drain");
             for q in 0..QUEUES {
                 let now = last_rx[q] + 2 * SEC;
-                if let Some(t) = cpu_ct.tables().table(q as u16) {
+                if let Some(t) = cpu_fs.tables().table(q as u16) {
                     cursors[q] = cpu_fs.sweep_table(&mut lock(t), cursors[q], buckets, now);
                 }
                 drain
-                    .sweep(ct, gfs, q, now, buckets, &mut read, &mut write)
+                    .sweep(tables, gfs, q, now, buckets, &mut read, &mut write)
                     .expect("sweep");
             }
         }
         cpu_fs.flush(&mut || {});
         drain
-            .drain(ct, gfs, QUEUES, &mut read, &mut write)
+            .drain(tables, gfs, QUEUES, &mut read, &mut write)
             .expect("drain");
-        drain.load_tables(ct, QUEUES, &mut read).expect("load");
+        drain.load_tables(tables, QUEUES, &mut read).expect("load");
         gfs.flush(&mut || {});
     }
     let (want, got) = (sorted(&cpu_rx), sorted(&gpu_rx));
@@ -180,21 +203,43 @@ fn flow_export_on_the_gpu_equals_the_cpu() {
         );
         return;
     }
-    for burst in [32, 256] {
-        for mode in [Mode::Persistent, Mode::Launch] {
-            for placement in [Placement::Mapped, Placement::Device] {
-                let r = check(mode, placement, burst, 65536);
-                for why in [
-                    EndReason::IdleTimeout,
-                    EndReason::ActiveTimeout,
-                    EndReason::EndOfFlow,
-                    EndReason::ForcedEnd,
-                ] {
-                    assert!(r.iter().any(|x| x.end_reason == why), "no {why:?} record");
+    for own in [false, true] {
+        for burst in [32, 256] {
+            for mode in [Mode::Persistent, Mode::Launch] {
+                for placement in [Placement::Mapped, Placement::Device] {
+                    let r = check(mode, placement, burst, 65536, (own, 1));
+                    for why in [
+                        EndReason::IdleTimeout,
+                        EndReason::ActiveTimeout,
+                        EndReason::EndOfFlow,
+                        EndReason::ForcedEnd,
+                    ] {
+                        assert!(
+                            r.iter().any(|x| x.end_reason == why),
+                            "own table {own}: no {why:?} record"
+                        );
+                    }
                 }
             }
         }
+        let r = check(Mode::Persistent, Placement::Device, 32, 16, (own, 1));
+        assert!(
+            r.iter().any(|x| x.end_reason == EndReason::LackOfResources),
+            "own table {own}"
+        );
     }
-    let r = check(Mode::Persistent, Placement::Device, 32, 16);
-    assert!(r.iter().any(|x| x.end_reason == EndReason::LackOfResources));
+    // The owned layout (several CTAs a burst, each its part of the buckets by the order key:
+    // pw_flow_stats_order_key) for the own table, whose only stage before it is parse.
+    for ctas in [2, 4] {
+        let r = check(
+            Mode::Persistent,
+            Placement::Device,
+            256,
+            65536,
+            (true, ctas),
+        );
+        assert!(r.iter().any(|x| x.end_reason == EndReason::ActiveTimeout));
+        let r = check(Mode::Persistent, Placement::Device, 32, 16, (true, ctas));
+        assert!(r.iter().any(|x| x.end_reason == EndReason::LackOfResources));
+    }
 }

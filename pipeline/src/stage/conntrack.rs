@@ -128,11 +128,7 @@ impl ConntrackStage {
     /// Slots of each queue's ended-flow ring on the GPU: a `flow_stats` stage exports this
     /// table's flows (it turned the tables' reporting on), else 0 (no ring).
     pub fn gpu_ring_cap(&self) -> u32 {
-        if self.tables.reports_ended() {
-            pktwarp_flow::ENDED_CAP as u32
-        } else {
-            0
-        }
+        crate::stage::flow_stats_gpu::gpu_ring_cap(&self.tables)
     }
 
     /// The GPU parameter block ([`gpu_block`]) of this stage.

@@ -10,6 +10,11 @@
 //! shutdown (forced end). The data path pushes the records into the exporter's bounded queue
 //! ([`FlowQueue::try_push`], never blocking; a full queue drops and counts); the control thread
 //! sweeps the tables for idle and active flows ([`FlowStatsStage::sweep`]) and runs the exporter.
+//!
+//! On the GPU executor the tables are device memory, conntrack's or this stage's own (then the
+//! device stage is conntrack's apply without the metadata store, on per-queue state of its own:
+//! [`FlowStatsStage::gpu_own_block`]); the GPU host side drains, sweeps and flushes them through
+//! this stage's code (`stage::flow_stats_gpu`, docs/flow-export-gpu.md).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -41,7 +46,7 @@ pub const COUNTER_NAMES: [&str; 6] = [
 pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     name: "flow_stats",
     usage: "`flow_stats: { active_timeout_s, entries, hash_seed, timeouts }`",
-    summary: "per-flow packets, bytes, times and TCP flags per direction, exported as IPFIX to the `ipfix:` collector when a flow ends (docs/ipfix.md); conntrack's flow table when the pipeline has one (on the GPU executor only then); drops nothing",
+    summary: "per-flow packets, bytes, times and TCP flags per direction, exported as IPFIX to the `ipfix:` collector when a flow ends (docs/ipfix.md); conntrack's flow table when the pipeline has one, else a table per queue of its own (on the GPU too: docs/flow-export-gpu.md); drops nothing",
     needs: StageNeeds {
         reads_meta: true,
         reads_time: true,
@@ -49,18 +54,13 @@ pub const DESCRIPTOR: StageDescriptor = StageDescriptor {
     },
     drop_reasons: &[],
     counters: &COUNTER_NAMES,
-    // Over conntrack's tables only; with a table of its own the GPU executor refuses it.
+    // Over conntrack's tables; with a table of its own the executor picks the library's
+    // `pw_stage_flow_stats_own` (pktwarp_kernels::codegen::StageSpec::flow_stats).
     gpu: GpuImpl::Library {
         function: "pw_stage_flow_stats",
     },
     reloads: false,
 };
-
-/// Why the GPU executor refuses a pipeline with `flow_stats` and no `conntrack`.
-pub const GPU_REFUSAL: &str = "flow_stats with a flow table of its own (no `conntrack` stage) \
-     runs on the CPU executor only; on the GPU executor flow_stats exports a `conntrack` stage's \
-     device tables: put `conntrack` before it and move `entries`, `hash_seed` and `timeouts` \
-     there (docs/flow-export-gpu.md)";
 
 /// Buckets a sweep visits per lock hold: a worker waits for the table at most that long
 /// (256 KiB of entries).
@@ -217,6 +217,28 @@ impl FlowStatsStage {
     /// Whether the flows are this stage's own (no `conntrack` in the pipeline).
     pub fn owns_tables(&self) -> bool {
         self.applies
+    }
+
+    /// With a table of its own, its GPU parameter block: conntrack's (`pw_ct_params`,
+    /// [`crate::stage::conntrack::gpu_block`]) over the own table's config, the ended-flow
+    /// rings on (the stage exports what ends); `None` over conntrack's tables.
+    pub fn gpu_own_block(&self) -> Option<Vec<u8>> {
+        self.applies
+            .then(|| crate::stage::conntrack::gpu_block(self.tables.config(), self.gpu_ring_cap()))
+    }
+
+    /// With a table of its own, the bytes of one queue's GPU state (its table, then its ring:
+    /// [`crate::stage::conntrack::queue_state_bytes`]); `None` over conntrack's tables.
+    pub fn gpu_own_queue_state_bytes(&self) -> Option<u64> {
+        self.applies.then(|| {
+            crate::stage::conntrack::queue_state_bytes(self.tables.config(), self.gpu_ring_cap())
+        })
+    }
+
+    /// Slots of each queue's ended-flow ring on the GPU for the own table (the stage turned
+    /// the tables' reporting on when it was made).
+    fn gpu_ring_cap(&self) -> u32 {
+        crate::stage::flow_stats_gpu::gpu_ring_cap(&self.tables)
     }
 
     /// The tables whose flows the stage exports.

@@ -1,6 +1,7 @@
 //! Flow export on the GPU executor, the host's side of the device's ended-flow rings
-//! (docs/flow-export-gpu.md): each queue's ring after its flow table in `conntrack`'s per-queue
-//! state (cuda/flow.cuh `pw_flow_ring`) is read from its tail to the first record not yet
+//! (docs/flow-export-gpu.md): each queue's ring after its flow table in the per-queue state of
+//! the stage that keeps the tables (`conntrack`, or `flow_stats` with a table of its own: the
+//! same layout; cuda/flow.cuh `pw_flow_ring`) is read from its tail to the first record not yet
 //! stamped, the records go to the `flow_stats` stage as the CPU table's ended flows do
 //! ([`FlowStatsStage::emit_ended`]), and the new tail is written back so the kernel may reuse the
 //! slots; records the ring had no room for (`lost`) count as `records_dropped`.
@@ -11,9 +12,8 @@
 use pktwarp_flow::ring::{self, HEADER_BYTES, TAIL_AT};
 use pktwarp_flow::{FlowTable, ENTRY_SIZE};
 
-use crate::stage::conntrack::ConntrackStage;
 use crate::stage::flow_stats::{FlowStatsStage, SWEEP_CHUNK};
-use crate::stage::flow_tables::lock;
+use crate::stage::flow_tables::{lock, FlowTables};
 
 /// Reads `len` bytes at `offset` of queue `q`'s part of the ring stage's per-queue state.
 pub type ReadState<'a> = dyn FnMut(usize, usize, usize) -> anyhow::Result<Vec<u8>> + 'a;
@@ -43,8 +43,8 @@ pub struct GpuFlowDrain {
 }
 
 impl GpuFlowDrain {
-    /// Entries the sweeps removed from the device tables so far (conntrack's `expired` on the
-    /// CPU executor counts them too).
+    /// Entries the sweeps removed from the device tables so far (the CPU table's `expired`
+    /// counts them too: conntrack's counter).
     pub fn swept(&self) -> u64 {
         self.swept
     }
@@ -52,9 +52,9 @@ impl GpuFlowDrain {
     /// The host copy a sweep window is loaded into: [`SWEEP_CHUNK`] buckets (256 KiB) with the
     /// table's timeouts, whatever the table's size (a sweep visits entries in place, by their
     /// own deadlines, never by their keys' buckets).
-    fn scratch(&mut self, ct: &ConntrackStage) -> anyhow::Result<&mut FlowTable> {
+    fn scratch(&mut self, tables: &FlowTables) -> anyhow::Result<&mut FlowTable> {
         if self.scratch.is_none() {
-            let mut c = *ct.config();
+            let mut c = *tables.config();
             c.entries = c
                 .entries
                 .min(u64::from(SWEEP_CHUNK) * pktwarp_flow::BUCKET_ENTRIES as u64);
@@ -74,7 +74,7 @@ impl GpuFlowDrain {
     #[allow(clippy::too_many_arguments)]
     pub fn sweep(
         &mut self,
-        ct: &ConntrackStage,
+        tables: &FlowTables,
         fs: &FlowStatsStage,
         q: usize,
         now_ns: u64,
@@ -86,9 +86,9 @@ impl GpuFlowDrain {
             self.seen.resize(q + 1, Seen::default());
         }
         let mut cursor = self.seen[q].cursor;
-        let nbuckets = u32::try_from(ct.config().entries / pktwarp_flow::BUCKET_ENTRIES as u64)
-            .map_err(|_| anyhow::anyhow!("conntrack: the table is too large"))?;
-        let t = self.scratch(ct)?;
+        let nbuckets = u32::try_from(tables.config().entries / pktwarp_flow::BUCKET_ENTRIES as u64)
+            .map_err(|_| anyhow::anyhow!("flow table: too large"))?;
+        let t = self.scratch(tables)?;
         let mut left = buckets.min(nbuckets);
         let mut swept = 0u64;
         while left > 0 {
@@ -119,13 +119,13 @@ impl GpuFlowDrain {
     /// flow or forced end, the exporter sent between records when its queue fills).
     pub fn load_tables(
         &mut self,
-        ct: &ConntrackStage,
+        tables: &FlowTables,
         queues: usize,
         read: &mut ReadState<'_>,
     ) -> anyhow::Result<()> {
         for q in 0..queues {
             let qid = u16::try_from(q).map_err(|_| anyhow::anyhow!("queue {q}: too many"))?;
-            let Some(t) = ct.tables().table(qid) else {
+            let Some(t) = tables.table(qid) else {
                 anyhow::bail!("queue {q}: no host table to copy the device's flow table into");
             };
             let mut t = lock(t);
@@ -141,21 +141,22 @@ impl GpuFlowDrain {
         Ok(())
     }
 
-    /// Drains each of `queues` queues' rings of `ct` into `fs`; the records taken.
+    /// Drains each of `queues` queues' rings after `tables`' device tables into `fs`; the
+    /// records taken.
     pub fn drain(
         &mut self,
-        ct: &ConntrackStage,
+        tables: &FlowTables,
         fs: &FlowStatsStage,
         queues: usize,
         read: &mut ReadState<'_>,
         write: &mut WriteState<'_>,
     ) -> anyhow::Result<usize> {
-        let cap = ct.gpu_ring_cap();
+        let cap = gpu_ring_cap(tables);
         if cap == 0 {
             return Ok(0);
         }
-        let at = usize::try_from(pktwarp_flow::bytes_needed(ct.config().entries))
-            .map_err(|_| anyhow::anyhow!("conntrack: the table is too large"))?;
+        let at = usize::try_from(pktwarp_flow::bytes_needed(tables.config().entries))
+            .map_err(|_| anyhow::anyhow!("flow table: too large"))?;
         self.seen.resize(queues, Seen::default());
         let mut taken = 0;
         for (q, seen) in self.seen.iter_mut().enumerate() {
@@ -206,10 +207,23 @@ impl GpuFlowDrain {
     }
 }
 
+/// Slots of each queue's ended-flow ring after `tables`' device tables: `ENDED_CAP` when a
+/// `flow_stats` stage turned the tables' reporting on, else 0 (no ring). The one rule for both
+/// keepers of the tables (`ConntrackStage::gpu_ring_cap`, `flow_stats` with its own).
+pub fn gpu_ring_cap(tables: &FlowTables) -> u32 {
+    if tables.reports_ended() {
+        pktwarp_flow::ENDED_CAP as u32
+    } else {
+        0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use pktwarp_flow::{FlowConfig, FlowEntry};
+
+    use crate::stage::conntrack::ConntrackStage;
 
     fn stages() -> (ConntrackStage, FlowStatsStage) {
         let cfg: FlowConfig = serde_saphyr::from_str("entries: 64\n").unwrap();
@@ -250,7 +264,7 @@ mod tests {
         let snapshot = dev.to_vec();
         let mut writes = Vec::new();
         let n = drain.drain(
-            ct,
+            ct.tables(),
             fs,
             1,
             &mut |_, off, len| Ok(snapshot[off..off + len].to_vec()),

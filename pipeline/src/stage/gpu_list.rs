@@ -45,6 +45,9 @@ pub struct GpuStageRef<'a> {
     pub acl_rewrites: bool,
     /// A user stage whose needs say `writes_frame`: its CUDA function takes `pw_frame *`.
     pub custom_writes: bool,
+    /// A `flow_stats` stage with a flow table of its own (no `conntrack`): on the GPU it is
+    /// `pw_stage_flow_stats_own` ([`GpuStageRef::builtin_spec`]).
+    pub flow_stats_own: bool,
     /// The stage's per-queue state (`pktwarp_kernels::KernelImage::queue_state`): `bytes` a
     /// queue, the base address and queue count written at `addr_at` of its block.
     pub queue_state: Vec<pktwarp_kernels::StageBuffer>,
@@ -57,6 +60,9 @@ impl GpuStageRef<'_> {
     pub fn builtin_spec(&self) -> Option<pktwarp_kernels::StageSpec> {
         match self.kind {
             GpuStageKind::Acl => Some(pktwarp_kernels::StageSpec::acl(self.acl_rewrites)),
+            GpuStageKind::Library if self.flow_stats_own => {
+                Some(pktwarp_kernels::StageSpec::flow_stats(true))
+            }
             _ => pktwarp_kernels::StageSpec::builtin(self.name),
         }
     }
@@ -74,8 +80,10 @@ impl Stage {
             Stage::Custom(c) => c.cpu().gpu_library().and_then(Result::ok),
             // The tables are its per-queue state (Stage::gpu_queue_state).
             Stage::Conntrack(c) => Some(block(c.gpu_block())),
-            // Nothing to parameterise: a word, as every library stage gets a block.
-            Stage::FlowStats(f) => (!f.owns_tables()).then(|| block(vec![0; 8])),
+            // With a table of its own, conntrack's block over it (its tables are its per-queue
+            // state); over conntrack's, nothing to parameterise: a word, as every library
+            // stage gets a block.
+            Stage::FlowStats(f) => Some(block(f.gpu_own_block().unwrap_or_else(|| vec![0; 8]))),
             // The rules in force (a reload moves `Pipeline::params_generation` on); the tables
             // and their counters are its per-queue state.
             Stage::RateLimit(r) => {
@@ -106,10 +114,9 @@ impl Stage {
                 Some(Err(_)) => GpuStageKind::CpuOnly,
                 None => GpuStageKind::Custom,
             },
-            Stage::Conntrack(_) | Stage::RateLimit(_) => GpuStageKind::Library,
-            // Over conntrack's device tables; with a table of its own, CPU only.
-            Stage::FlowStats(f) if f.owns_tables() => GpuStageKind::CpuOnly,
-            Stage::FlowStats(_) => GpuStageKind::Library,
+            Stage::Conntrack(_) | Stage::RateLimit(_) | Stage::FlowStats(_) => {
+                GpuStageKind::Library
+            }
             Stage::L2fwd(_)
             | Stage::Vlan(_)
             | Stage::Dscp(_)
@@ -132,6 +139,16 @@ impl Stage {
                 bytes: usize::try_from(c.queue_state_bytes()).unwrap_or(usize::MAX),
                 addr_at: crate::stage::conntrack::GPU_STATE_AT,
             }],
+            // A table of its own: conntrack's layout (table, then ended-flow ring).
+            Stage::FlowStats(f) => f
+                .gpu_own_queue_state_bytes()
+                .map(|b| pktwarp_kernels::StageBuffer {
+                    name: "flow table".into(),
+                    bytes: usize::try_from(b).unwrap_or(usize::MAX),
+                    addr_at: crate::stage::conntrack::GPU_STATE_AT,
+                })
+                .into_iter()
+                .collect(),
             Stage::RateLimit(r) => vec![pktwarp_kernels::StageBuffer {
                 name: "rate-limit table".into(),
                 bytes: usize::try_from(crate::stage::rate_limit::queue_state_bytes(&r.config()))
@@ -213,6 +230,7 @@ impl Pipeline {
                     library,
                     acl_rewrites: matches!(s, Stage::Acl(a) if a.current().has_rewrites()),
                     custom_writes: matches!(s, Stage::Custom(c) if c.needs().writes_frame),
+                    flow_stats_own: matches!(s, Stage::FlowStats(f) if f.owns_tables()),
                     queue_state: s.gpu_queue_state(),
                 }
             })
@@ -220,8 +238,42 @@ impl Pipeline {
     }
 
     /// Why the GPU executor cannot run this pipeline, naming the first stage without a CUDA
-    /// implementation; `None` when every stage has one.
+    /// implementation, or the second of two stages that keep per-queue flow state in frame
+    /// order (the kernel takes one: `pktwarp_kernels::codegen::ORDERED`); `None` when it can.
+    /// Said here, not only by the kernel generator, so that `executor: auto` takes the CPU.
     pub fn gpu_refusal(&self) -> Option<String> {
+        self.gpu_stage_refusal()
+            .or_else(|| self.gpu_ordered_refusal())
+    }
+
+    /// The second stage that keeps per-queue flow state in frame order on the GPU, named with
+    /// the first.
+    fn gpu_ordered_refusal(&self) -> Option<String> {
+        let mut ordered = self.stages.iter().enumerate().filter(|(_, s)| {
+            let spec = match s {
+                Stage::FlowStats(f) => {
+                    Some(pktwarp_kernels::StageSpec::flow_stats(f.owns_tables()))
+                }
+                Stage::Conntrack(_) | Stage::RateLimit(_) => {
+                    pktwarp_kernels::StageSpec::builtin(s.name())
+                }
+                _ => None,
+            };
+            spec.is_some_and(|x| x.orders_flows())
+        });
+        let (first, a) = ordered.next()?;
+        let (i, b) = ordered.next()?;
+        Some(format!(
+            "stage `{}` (pipeline[{i}]) and stage `{}` (pipeline[{first}]) both keep per-queue \
+             flow state in frame order, and a GPU pipeline has at most one such stage, so the \
+             GPU executor cannot run this pipeline",
+            b.name(),
+            a.name()
+        ))
+    }
+
+    /// The first stage without a CUDA implementation, named.
+    fn gpu_stage_refusal(&self) -> Option<String> {
         self.stages
             .iter()
             .enumerate()
@@ -247,12 +299,6 @@ impl Pipeline {
                         "stage `acl` (pipeline[{i}]): a rule set with both `ct:` rules and \
                          rewrite actions (`set:`) has no CUDA implementation, so the GPU \
                          executor cannot run this pipeline"
-                    );
-                }
-                if matches!(s, Stage::FlowStats(_)) {
-                    return format!(
-                        "stage `flow_stats` (pipeline[{i}]): {}",
-                        crate::stage::flow_stats::GPU_REFUSAL
                     );
                 }
                 format!(
@@ -360,6 +406,35 @@ mod tests {
                 gpu::RESPOND_INGRESS_AT + 6
             ]
         );
+    }
+
+    /// Two stages with per-queue flow state in frame order: refused naming both (so `auto`
+    /// takes the CPU); flow_stats over conntrack's tables orders nothing of its own.
+    #[test]
+    fn two_ordered_stages_are_named_in_the_refusal() {
+        let build = |yaml: &str| {
+            let stages: Vec<crate::stage::config::StageConfig> =
+                serde_saphyr::from_str(yaml).unwrap();
+            crate::stage::build(&stages, |x| x.to_path_buf()).unwrap()
+        };
+        let rl = "{ rate_limit: { entries: 64, rules: [{ name: a, key: src, rate_pps: 10 }] } }";
+        let p = build(&format!(
+            "[parse, {{ flow_stats: {{ entries: 64 }} }}, {rl}]"
+        ));
+        let why = p.gpu_refusal().expect("refused");
+        assert!(
+            why.contains("`rate_limit` (pipeline[2])")
+                && why.contains("`flow_stats` (pipeline[1])"),
+            "{why}"
+        );
+        let p = build(&format!(
+            "[parse, {{ conntrack: {{ entries: 64 }} }}, {rl}]"
+        ));
+        assert!(p.gpu_refusal().is_some_and(|w| w.contains("`conntrack`")));
+        let p = build("[parse, { conntrack: { entries: 64 } }, { flow_stats: {} }]");
+        assert_eq!(p.gpu_refusal(), None);
+        let p = build("[parse, { flow_stats: { entries: 64 } }]");
+        assert_eq!(p.gpu_refusal(), None);
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! next [`SWEEP_BUCKETS`] buckets of its device table by the CPU's code on the CPU's clock; after
 //! the last burst the rings are drained once more and the device tables copied into the stage's
 //! CPU tables, which the control thread's flush exports as on the CPU executor.
-//! On the device the stage does nothing (cuda/flow_stats_stage.cuh): the rings are conntrack's.
+//! The tables and rings are the per-queue device state of the stage that keeps them: a
+//! `conntrack` stage's (on the device flow_stats then does nothing), or flow_stats' own when the
+//! pipeline has no conntrack (its device stage applies the frames: cuda/flow_stats_stage.cuh).
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -15,14 +17,18 @@ use super::device::QueueDevice;
 use crate::control::flow_export::{SWEEP_BUCKETS, SWEEP_PERIOD};
 use crate::stage::conntrack::ConntrackStage;
 use crate::stage::flow_stats::FlowStatsStage;
-use crate::stage::flow_stats_gpu::GpuFlowDrain;
+use crate::stage::flow_stats_gpu::{gpu_ring_cap, GpuFlowDrain};
+use crate::stage::flow_tables::FlowTables;
 use crate::stage::{Pipeline, Stage};
 
 /// The run's flow export (see the module doc).
 pub(crate) struct GpuFlows<'p> {
-    /// The conntrack stage's position: its per-queue state holds the tables and rings.
+    /// The position of the stage whose per-queue state holds the tables and rings.
     k: usize,
-    ct: &'p ConntrackStage,
+    tables: &'p FlowTables,
+    /// The conntrack stage whose tables they are (its `expired` counts the sweeps' removals);
+    /// `None` when they are flow_stats' own (whose table counters the CPU does not publish).
+    ct: Option<&'p ConntrackStage>,
     fs: &'p FlowStatsStage,
     queues: usize,
     drain: Mutex<GpuFlowDrain>,
@@ -32,19 +38,28 @@ pub(crate) struct GpuFlows<'p> {
 }
 
 impl<'p> GpuFlows<'p> {
-    /// The flow export of `p` on `queues` queues: `None` without a `flow_stats` stage over a
-    /// `conntrack` stage's tables whose rings are on.
+    /// The flow export of `p` on `queues` queues: `None` without a `flow_stats` stage, or when
+    /// the tables' rings are off.
     pub fn of(p: &'p Pipeline, queues: usize) -> Option<GpuFlows<'p>> {
-        let fs = p.stages.iter().find_map(|s| match s {
-            Stage::FlowStats(f) => Some(f),
+        let (at, fs) = p.stages.iter().enumerate().find_map(|(k, s)| match s {
+            Stage::FlowStats(f) => Some((k, f)),
             _ => None,
         })?;
-        let (k, ct) = p.stages.iter().enumerate().find_map(|(k, s)| match s {
-            Stage::Conntrack(c) if c.gpu_ring_cap() != 0 => Some((k, c)),
-            _ => None,
-        })?;
+        let (k, ct) = if fs.owns_tables() {
+            (at, None)
+        } else {
+            p.stages.iter().enumerate().find_map(|(k, s)| match s {
+                Stage::Conntrack(c) => Some((k, Some(&**c))),
+                _ => None,
+            })?
+        };
+        let tables = fs.tables();
+        if gpu_ring_cap(tables) == 0 {
+            return None;
+        }
         Some(GpuFlows {
             k,
+            tables,
             ct,
             fs,
             queues,
@@ -78,16 +93,17 @@ impl<'p> GpuFlows<'p> {
             *m.lock().unwrap_or_else(|p| p.into_inner()) = Some(now + SWEEP_PERIOD);
         }
         let mut d = self.drain.lock().unwrap_or_else(|p| p.into_inner());
-        d.drain(self.ct, self.fs, self.queues, read, write)?;
+        d.drain(self.tables, self.fs, self.queues, read, write)?;
         let Some(now_ns) = self.fs.queue_clock(q, now) else {
             // No receive time yet: nothing ages.
             return Ok(());
         };
         let before = d.swept();
-        d.sweep(self.ct, self.fs, q, now_ns, SWEEP_BUCKETS, read, write)?;
+        d.sweep(self.tables, self.fs, q, now_ns, SWEEP_BUCKETS, read, write)?;
         // The sweep's removals are conntrack's `expired`, as the CPU table counts them.
-        self.ct
-            .add_gpu_counters(&[0, d.swept() - before, 0, 0, 0, 0]);
+        if let Some(ct) = self.ct {
+            ct.add_gpu_counters(&[0, d.swept() - before, 0, 0, 0, 0]);
+        }
         Ok(())
     }
 
@@ -105,7 +121,7 @@ impl<'p> GpuFlows<'p> {
             return Ok(());
         };
         d.drain(
-            self.ct,
+            self.tables,
             self.fs,
             self.queues,
             &mut self.reads(dev),
@@ -119,11 +135,11 @@ impl<'p> GpuFlows<'p> {
     fn finish(&self, dev: &dyn QueueDevice) -> anyhow::Result<()> {
         let (read, write) = (&mut self.reads(dev), &mut self.writes(dev));
         let mut d = self.drain.lock().unwrap_or_else(|p| p.into_inner());
-        d.drain(self.ct, self.fs, self.queues, read, write)?;
-        d.load_tables(self.ct, self.queues, read)
+        d.drain(self.tables, self.fs, self.queues, read, write)?;
+        d.load_tables(self.tables, self.queues, read)
     }
 
-    /// Reads of the conntrack stage's per-queue state on `dev`.
+    /// Reads of the table-keeping stage's per-queue state on `dev`.
     fn reads<'d>(
         &self,
         dev: &'d dyn QueueDevice,
@@ -132,7 +148,7 @@ impl<'p> GpuFlows<'p> {
         move |q, off, len| dev.read_queue_state(k, 0, q, off, len)
     }
 
-    /// Writes of the conntrack stage's per-queue state on `dev`.
+    /// Writes of the table-keeping stage's per-queue state on `dev`.
     fn writes<'d>(
         &self,
         dev: &'d dyn QueueDevice,

@@ -53,11 +53,10 @@ pub fn stage_set(p: &Pipeline) -> anyhow::Result<StageSet> {
                 g.params,
                 g.buffers,
             ),
-            (GpuStageKind::Library, _, Some(l)) => (
-                StageSpec::builtin(s.name).ok_or_else(no_cuda)?,
-                l.block,
-                l.buffers,
-            ),
+            // builtin_spec: flow_stats with a table of its own is the library's second form.
+            (GpuStageKind::Library, _, Some(l)) => {
+                (builtin.ok_or_else(no_cuda)?, l.block, l.buffers)
+            }
             _ => return Err(no_cuda()),
         };
         for b in &buffers {

@@ -1,5 +1,5 @@
-//! Flow export (`parse -> conntrack -> flow_stats -> count`) on the GPU host side against the
-//! CPU executor: the same records (flows, packets and octets per direction, start and end, TCP
+//! Flow export (`parse -> conntrack -> flow_stats -> count`, and `parse -> flow_stats -> count`
+//! with a table of its own) on the GPU host side against the CPU executor: the same records (flows, packets and octets per direction, start and end, TCP
 //! flags, end reason) as multisets, and the same counters. The stand-in plays the device as the
 //! GPU does it: its own pipeline with the CUDA stages' work (conntrack's tables, `flow_stats`
 //! doing nothing per frame: a `count` in its place), each queue's flows that end inside a frame's
@@ -145,7 +145,11 @@ impl DeviceFlows {
 
 /// The flow-export config on a capture of generated connection traffic; `device`: the
 /// device's pipeline (`count` where `flow_stats` is: the CUDA stage does nothing per frame).
-fn config(dir: &Path, queues: u32, device: bool) -> Prepared {
+/// `own`: flow_stats with a table of its own (`parse -> flow_stats -> count`); the device's
+/// pipeline then has `conntrack` in its place, with the same table: the CUDA stage is
+/// conntrack's apply without the metadata store (cuda/flow_stats_stage.cuh), and nothing after
+/// it reads the metadata.
+fn config(dir: &Path, queues: u32, device: bool, own: bool) -> Prepared {
     const LONG: &str = "{ tcp_syn_sent: 86400, tcp_syn_recv: 86400, tcp_established: 86400, \
         tcp_fin_wait: 86400, tcp_close_wait: 86400, tcp_last_ack: 86400, tcp_time_wait: 86400, \
         tcp_close: 86400, tcp_syn_sent2: 86400, udp_unreplied: 86400, udp_replied: 86400, \
@@ -170,18 +174,23 @@ fn config(dir: &Path, queues: u32, device: bool) -> Prepared {
     // when it runs (wall clock) on either executor (docs/flow-export-gpu.md), so here the
     // sweeps run and export nothing, and the records are the rings' and the flush's. The
     // sweeps' records are held equal on the host build (flow_stats_cuda_host.rs).
-    let (fs, ipfix) = if device {
-        ("count", "")
+    let table = format!("entries: 128, timeouts: {LONG}");
+    let ipfix = if device {
+        ""
     } else {
-        (
-            "flow_stats: { active_timeout_s: 86400 }",
-            "ipfix: { collector: \"127.0.0.1:4739\" }\n",
-        )
+        "ipfix: { collector: \"127.0.0.1:4739\" }\n"
+    };
+    let stages = match (own, device) {
+        (false, false) => {
+            format!("  - conntrack: {{ {table} }}\n  - flow_stats: {{ active_timeout_s: 86400 }}\n")
+        }
+        (false, true) => format!("  - conntrack: {{ {table} }}\n  - count\n"),
+        (true, false) => format!("  - flow_stats: {{ {table}, active_timeout_s: 86400 }}\n"),
+        (true, true) => format!("  - conntrack: {{ {table} }}\n"),
     };
     let yaml = format!(
         "ports:\n  - name: wire\n    pcap:\n      rx: {{ path: {} }}\nqueues: {{ count: {queues}, \
-         burst: 32, ring_slots: 8 }}\npipeline:\n  - parse\n  - conntrack: {{ entries: 128, \
-         timeouts: {LONG} }}\n  - {fs}\n  - count\n\
+         burst: 32, ring_slots: 8 }}\npipeline:\n  - parse\n{stages}  - count\n\
          {ipfix}executor: {{ kind: cpu }}\n",
         pcap.display(),
     );
@@ -190,10 +199,14 @@ fn config(dir: &Path, queues: u32, device: bool) -> Prepared {
 }
 
 fn fs_of(p: &Prepared) -> &crate::stage::flow_stats::FlowStatsStage {
-    match &p.pipeline.stages[2] {
-        Stage::FlowStats(f) => f,
-        _ => panic!("pipeline[2] is flow_stats"),
-    }
+    p.pipeline
+        .stages
+        .iter()
+        .find_map(|s| match s {
+            Stage::FlowStats(f) => Some(&**f),
+            _ => None,
+        })
+        .expect("a flow_stats stage")
 }
 
 /// The records the stage made (the control thread's flush at the end included), sorted (no
@@ -207,23 +220,41 @@ fn records(p: &Prepared, rx: &std::sync::mpsc::Receiver<IpfixRecord>) -> Vec<Ipf
 
 #[test]
 fn flow_export_on_the_gpu_host_side_equals_the_cpu_executor() {
-    let dir = std::env::temp_dir().join(format!("pw-standin-fs-{}", std::process::id()));
+    same_as_cpu(false);
+}
+
+/// flow_stats with a table of its own (no conntrack), its tables and rings its own per-queue
+/// state (the host side reads and writes stage 1's): the same records and counters as the CPU
+/// executor's.
+#[test]
+fn flow_export_with_an_own_table_on_the_gpu_host_side_equals_the_cpu_executor() {
+    same_as_cpu(true);
+}
+
+fn same_as_cpu(own: bool) {
+    let dir = std::env::temp_dir().join(format!("pw-standin-fs-{own}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for queues in [1, 2] {
-        let what = format!("{queues} queue(s)");
-        let cpu_p = config(&dir, queues, false);
+        let what = format!("{queues} queue(s), own table {own}");
+        let cpu_p = config(&dir, queues, false, own);
         let (q, cpu_rx) = FlowQueue::channel(1 << 20);
         fs_of(&cpu_p).attach(q);
         let cpu = run_cpu_ref(&cpu_p, false);
         let want = records(&cpu_p, &cpu_rx);
 
-        let p = config(&dir, queues, false);
+        let p = config(&dir, queues, false, own);
         assert_eq!(p.pipeline.gpu_refusal(), None, "{what}");
+        assert_eq!(fs_of(&p).owns_tables(), own, "{what}");
         let (q, gpu_rx) = FlowQueue::channel(1 << 20);
         fs_of(&p).attach(q);
-        let device = config(&dir, queues, true);
+        let device = config(&dir, queues, true, own);
         let mut dev = CpuStandIn::new(&device, 4, 1);
-        dev.flows = Some(DeviceFlows::new(&device.pipeline, queues as usize));
+        let flows = DeviceFlows::new(&device.pipeline, queues as usize);
+        // The host side reads the state of the stage that keeps the tables: conntrack's, or
+        // flow_stats' own, at the same position on the device.
+        let keeper = if own { "flow_stats" } else { "conntrack" };
+        assert_eq!(p.pipeline.stages[flows.k].name(), keeper, "{what}");
+        dev.flows = Some(flows);
         let shared = cpu::CpuShared::new(&p.cpu_spec());
         let (r, s) = run_host(&p, &dev, &shared, None);
         r.expect("host run");
@@ -247,22 +278,27 @@ fn flow_export_on_the_gpu_host_side_equals_the_cpu_executor() {
 }
 
 /// A stand-in ring that a drain finds not holding (its tail past its head) fails the run with
-/// the queue named, never a hang or a panic.
+/// the queue named, never a hang or a panic: over conntrack's tables and flow_stats' own.
 #[test]
 fn a_ring_that_does_not_hold_fails_the_run_naming_the_queue() {
     let dir = std::env::temp_dir().join(format!("pw-standin-fs-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let p = config(&dir, 1, false);
-    let device = config(&dir, 1, true);
-    let mut dev = CpuStandIn::new(&device, 4, 1);
-    let flows = DeviceFlows::new(&device.pipeline, 1);
-    {
-        let mut r = flows.rings[0].lock().unwrap();
-        r[8..16].copy_from_slice(&5u64.to_le_bytes());
+    for own in [false, true] {
+        let p = config(&dir, 1, false, own);
+        let device = config(&dir, 1, true, own);
+        let mut dev = CpuStandIn::new(&device, 4, 1);
+        let flows = DeviceFlows::new(&device.pipeline, 1);
+        {
+            let mut r = flows.rings[0].lock().unwrap();
+            r[8..16].copy_from_slice(&5u64.to_le_bytes());
+        }
+        dev.flows = Some(flows);
+        let shared = cpu::CpuShared::new(&p.cpu_spec());
+        let (r, _) = run_host(&p, &dev, &shared, None);
+        let e = format!("{:#}", r.expect_err("a ring that does not hold"));
+        assert!(
+            e.contains("queue 0") && e.contains("does not hold"),
+            "own table {own}: {e}"
+        );
     }
-    dev.flows = Some(flows);
-    let shared = cpu::CpuShared::new(&p.cpu_spec());
-    let (r, _) = run_host(&p, &dev, &shared, None);
-    let e = format!("{:#}", r.expect_err("a ring that does not hold"));
-    assert!(e.contains("queue 0") && e.contains("does not hold"), "{e}");
 }
