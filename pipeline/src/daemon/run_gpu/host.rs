@@ -17,7 +17,7 @@ use super::queue::{self, QueueCtx, QueueIo};
 use super::reap::Reaper;
 use super::reload::LiveStageCounters;
 use super::verify::HostVerify;
-use super::{gpu_ingest, tx, GpuHold, Slot};
+use super::{gpu_ingest, tx, FrameStore, GpuHold, Slot};
 use crate::config::OnFull;
 use crate::daemon::summary::GpuIngest;
 use crate::executor::cpu::CpuShared;
@@ -78,6 +78,8 @@ pub(crate) struct HostOutcome {
     pub outputs: Vec<OutTally>,
     /// How each port whose frames are in GPU memory was received.
     pub gpu_ingest: Vec<GpuIngest>,
+    /// Where the TX threads read the frames they sent (none without a destination).
+    pub tx: Option<crate::daemon::summary::GpuTx>,
     /// Receive threads started (one per port, or one per queue of a port split by queue).
     pub receive_threads: usize,
     /// The ports' loaded frames in host memory the device reads (by reference), for the
@@ -95,6 +97,7 @@ impl HostOutcome {
             errors: Vec::new(),
             outputs: Vec::new(),
             gpu_ingest: Vec::new(),
+            tx: None,
             receive_threads: 0,
             pinned: Vec::new(),
         }
@@ -172,11 +175,11 @@ impl Rings {
 
 /// One receive thread's source: a whole port (it steers; received in place or not), one
 /// queue of a port split by queue, or such a queue whose frames go by reference into host
-/// memory the GPU reads (its address and the hold on it).
+/// memory the GPU reads (the port's store).
 enum Source<'p> {
     Port(&'p mut dyn RxPort, bool),
     Queue(Box<dyn QueueRx>),
-    Refs(Box<dyn QueueRx>, u64, GpuHold),
+    Refs(Box<dyn QueueRx>, Arc<FrameStore>),
 }
 
 /// A receive thread: its port, its source, the queues it feeds.
@@ -209,7 +212,6 @@ fn feeds<'p>(
     spec: &HostSpec<'_>,
     rx: &'p mut [Box<dyn RxPort>],
     in_place: &[bool],
-    transmits: bool,
     decided: &mut Vec<GpuIngest>,
 ) -> (Vec<Feed<'p>>, Vec<GpuHold>) {
     let nq = spec.queues;
@@ -242,14 +244,14 @@ fn feeds<'p>(
                 continue;
             }
         };
-        let refs = by_reference(dev, spec, &qs, transmits);
-        if let Ok((_, hold, _)) = &refs {
-            pinned.push(Arc::clone(hold));
+        let refs = by_reference(dev, spec, &qs);
+        if let Ok((store, _)) = &refs {
+            pinned.push(Arc::clone(&store.hold));
         }
         if !gpu_port {
             let note = qs.first().and_then(|q| q.store_note());
             let how = match &refs {
-                Ok((_, _, read)) => Ok(*read),
+                Ok((_, read)) => Ok(*read),
                 Err(why) => Err(why.as_str()),
             };
             decided.push(gpu_ingest::host_port(&name, true, how, note));
@@ -258,7 +260,7 @@ fn feeds<'p>(
             port: pi,
             queues: vec![usize::from(q.queue()).min(nq - 1)],
             src: match &refs {
-                Ok((base, hold, _)) => Source::Refs(q, *base, Arc::clone(hold)),
+                Ok((store, _)) => Source::Refs(q, Arc::clone(store)),
                 Err(_) => Source::Queue(q),
             },
         }));
@@ -266,22 +268,16 @@ fn feeds<'p>(
     (out, pinned)
 }
 
-/// The address of a split port's loaded frames in host memory the GPU reads (copied there
-/// once), the hold on that memory and how the GPU gets them; `Err(why)` when its queues copy
-/// their frames.
+/// A split port's loaded frames in host memory the GPU reads (copied there once) and how the
+/// GPU gets them; `Err(why)` when its queues copy their frames. A transmitting config sends
+/// the frames no stage changed from this store (`Slot::as_received`).
 fn by_reference(
     dev: &dyn QueueDevice,
     spec: &HostSpec<'_>,
     qs: &[Box<dyn QueueRx>],
-    transmits: bool,
-) -> Result<(u64, GpuHold, &'static str), String> {
+) -> Result<(Arc<FrameStore>, &'static str), String> {
     // The port's own reason first: whether it has loaded frames at all.
     let store = qs.first().ok_or("the port has no queue")?.frame_store()?;
-    if transmits {
-        return Err(
-            "the config transmits frames: output ports send from host memory bursts".into(),
-        );
-    }
     if !spec.by_reference {
         return Err("executor.gpu.by_reference is false".into());
     }
@@ -289,8 +285,12 @@ fn by_reference(
         return Err("verify.sample re-runs sampled bursts on the CPU from their host bytes".into());
     }
     let h = dev.host_frames(&store)?;
+    let (base, host, len, read) = (h.base, h.host, h.len, h.read);
     let hold: GpuHold = Arc::new(Mutex::new(h.keep));
-    Ok((h.base, hold, h.read))
+    // SAFETY: host_frames' result: `host..+len` are the bytes the device reads at `base`,
+    // allocated by `keep` (now owned by `hold`) and never written again.
+    let store = unsafe { FrameStore::new(base, host, len, hold) };
+    Ok((Arc::new(store), read))
 }
 
 /// Runs the host side over `dev` until every port is exhausted (or `shared.stop`), then
@@ -303,7 +303,6 @@ pub(crate) fn run(
     out: &mut OutPorts,
 ) -> HostOutcome {
     let nq = spec.queues;
-    let handoff = spec.ring_slots.clamp(2, HANDOFF_MAX);
     let (with_tx, slow_path) = (!out.is_empty(), out.to_host.is_some());
     // Each TX thread's senders first: a port that cannot give one per queue stops the run.
     let per_queue_tx = spec.rx_threads.tx_per_queue;
@@ -311,11 +310,11 @@ pub(crate) fn run(
         Ok(o) => o,
         Err(e) => return HostOutcome::failed(anyhow::anyhow!(e)),
     };
-    let holds = tx_from_slot(dev, with_tx);
     let (in_place, mut gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
-    let (feeds, pinned) = feeds(dev, spec, rx, &in_place, with_tx, &mut gpu_ingest);
+    let (feeds, pinned) = feeds(dev, spec, rx, &in_place, &mut gpu_ingest);
+    let (tx_plan, tx_report) = tx::plan(dev, with_tx, spec.pipeline.rewrites(), &gpu_ingest);
     let receive_threads = feeds.len();
-    let rings = Rings::new(&feeds, nq, handoff, with_tx);
+    let rings = Rings::new(&feeds, nq, spec.ring_slots.clamp(2, HANDOFF_MAX), with_tx);
     let outputs = Mutex::new(Vec::<(Vec<OutTally>, Vec<String>)>::new());
     let failed = AtomicBool::new(false);
     let ingest_done: Vec<AtomicBool> = feeds.iter().map(|_| AtomicBool::new(false)).collect();
@@ -379,7 +378,7 @@ pub(crate) fn run(
                 failed: &failed,
                 restarts: &shared.restarts,
                 rewrites: spec.pipeline.rewrites(),
-                holds,
+                tx: tx_plan,
                 gate: spec.gate.as_deref(),
                 flows: flows.as_ref(),
             };
@@ -441,6 +440,7 @@ pub(crate) fn run(
         errors,
         outputs,
         gpu_ingest,
+        tx: tx_report,
         receive_threads,
         pinned,
     }
@@ -565,10 +565,10 @@ fn receive(
             };
             (q.name().to_string(), r)
         }
-        Source::Refs(mut q, base, hold) => {
+        Source::Refs(mut q, store) => {
             let r = match out.into_iter().next() {
                 Some(o) => {
-                    let src = ingest::Refs { base, hold };
+                    let src = ingest::Refs { store };
                     ingest::run_queue_refs(ictx, ids, q.as_mut(), src, o, free)
                 }
                 None => Ok(()),
@@ -577,25 +577,6 @@ fn receive(
         }
     };
     r.map_err(|e| format!("{who}: {e}"))
-}
-
-/// Whether frames are sent from the GPU slot they ran in: where the device can hold it for the
-/// TX thread (asked before the first submit). Logged when the run transmits.
-fn tx_from_slot(dev: &dyn QueueDevice, with_tx: bool) -> bool {
-    let holds = with_tx && dev.hold_slots();
-    if with_tx {
-        tracing::info!(
-            event = "tx_from_slot",
-            held = holds,
-            "GPU executor: {}",
-            if holds {
-                "frames sent from the GPU slots they ran in, each slot held until its frames are sent"
-            } else {
-                "frames copied out of the GPU slots before they are sent"
-            }
-        );
-    }
-    holds
 }
 
 /// Runs port `pi`'s ingest thread: frames in GPU memory received in place, or the usual way.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::Backoff;
 
-use super::{wait_on, GpuHold, Slot};
+use super::{wait_on, FrameStore, GpuHold, Slot};
 use crate::burst::{Burst, FrameDesc};
 use crate::config::OnFull;
 use crate::counters::QueueCounters;
@@ -112,11 +112,10 @@ pub(crate) fn run(
     run_with(ctx, ids, None, out, free, |ing| ing.receive(port))
 }
 
-/// Where a queue's frames handed over by reference are: the address (for the device) of
-/// the first byte of the port's loaded frames, and the hold on that memory.
+/// Where a queue's frames handed over by reference are: the port's loaded frames in host
+/// memory the device reads.
 pub(crate) struct Refs {
-    pub base: u64,
-    pub hold: GpuHold,
+    pub store: Arc<FrameStore>,
 }
 
 /// Runs one queue's receive thread of a split port whose frames go by reference: the slot
@@ -468,10 +467,11 @@ impl Ingest<'_, '_> {
                     return Ok(());
                 }
                 let s = &mut self.building[0];
-                if s.holds.is_empty() {
-                    s.holds.push(Arc::clone(&refs.hold));
+                if s.store.is_none() {
+                    // Held until the burst is reaped, or sent where it transmits.
+                    s.store = Some(Arc::clone(&refs.store));
                 }
-                s.gpu_srcs.push(refs.base + u64::from(d.offset));
+                s.gpu_srcs.push(refs.store.dev_addr(d.offset));
                 s.burst.descs.push(FrameDesc {
                     offset: s.gpu_bytes as u32,
                     ..*d

@@ -62,6 +62,13 @@ pub(crate) struct Slot {
     /// The ports' hold on the buffers behind `gpu_srcs`, released once the burst is reaped
     /// (the GPU copied the frames out of them by then) or dropped before submit.
     pub holds: Vec<GpuHold>,
+    /// The loaded frames `gpu_srcs` point into (a port's frames by reference): held until
+    /// the TX thread has sent the burst, which reads the frames no stage changed there.
+    pub store: Option<Arc<FrameStore>>,
+    /// Set by the queue thread at the reap: no stage changed the frames (the pipeline does not
+    /// rewrite), so the TX thread sends each from where it arrived (the store, or the burst the
+    /// receive thread filled), not from the GPU slot.
+    pub as_received: bool,
 }
 
 /// A received burst's buffers in GPU memory, shared by the slots its frames went to.
@@ -80,6 +87,8 @@ impl Slot {
             gpu_srcs: Vec::new(),
             gpu_bytes: 0,
             holds: Vec::new(),
+            store: None,
+            as_received: false,
         }
     }
 
@@ -90,11 +99,62 @@ impl Slot {
         self.release();
     }
 
-    /// Gives back the buffers in GPU memory it held.
+    /// Gives back the buffers in GPU memory and the store it held.
     fn release(&mut self) {
         self.gpu_srcs.clear();
         self.gpu_bytes = 0;
         self.holds.clear();
+        self.store = None;
+        self.as_received = false;
+    }
+}
+
+/// A port's loaded frames in host memory the device reads (by reference, see
+/// [`device::HostFrames`]): the device address of its first byte, where the host reads the
+/// same bytes, and the hold that keeps them allocated. The bytes never change while the run
+/// lasts.
+pub(crate) struct FrameStore {
+    dev: u64,
+    host: *const u8,
+    len: usize,
+    pub hold: GpuHold,
+}
+
+// SAFETY: the bytes are only read, never written after the store is made, and stay allocated
+// while `hold` lives (FrameStore::new's contract).
+unsafe impl Send for FrameStore {}
+// SAFETY: as above: shared reads of bytes nobody writes.
+unsafe impl Sync for FrameStore {}
+
+impl FrameStore {
+    /// The `len` bytes at `host`, which the device reads at `dev`, kept allocated by `hold`.
+    ///
+    /// # Safety
+    /// `host..+len` is readable host memory holding the bytes the device reads at `dev..`,
+    /// unchanged and allocated while `hold` lives.
+    unsafe fn new(dev: u64, host: *const u8, len: usize, hold: GpuHold) -> FrameStore {
+        FrameStore {
+            dev,
+            host,
+            len,
+            hold,
+        }
+    }
+
+    /// The device address of byte `offset`.
+    fn dev_addr(&self, offset: u32) -> u64 {
+        self.dev + u64::from(offset)
+    }
+
+    /// The `len` bytes at device address `at`, read on the host; `None` outside the store.
+    fn frame(&self, at: u64, len: usize) -> Option<&[u8]> {
+        let off = usize::try_from(at.checked_sub(self.dev)?).ok()?;
+        if off.checked_add(len)? > self.len {
+            return None;
+        }
+        // SAFETY: off..off + len lies inside the store (checked), which stays allocated and
+        // unchanged while self (and so `hold`) lives (FrameStore::new's contract).
+        Some(unsafe { std::slice::from_raw_parts(self.host.add(off), len) })
     }
 }
 
@@ -348,6 +408,7 @@ pub fn run_gpu(
         .collect();
     s.outputs = out.outputs;
     s.gpu_ingest = out.gpu_ingest;
+    s.gpu_tx = out.tx;
     s.verify = shared.verify.summary();
     s.receive_threads = out.receive_threads;
     Ok(s)
