@@ -9,9 +9,12 @@ use super::*;
 use crate::daemon::run_gpu::gpu_ingest;
 use crate::daemon::run_gpu::tx::{AS_RECEIVED, COPIED_OUT, GPU_SLOT};
 
+/// Each frame a port was given: its address and its bytes.
+type Sent = Vec<(usize, Vec<u8>)>;
+
 /// A port that records where each frame it was given lies (its address) and its bytes.
 struct Spy {
-    sent: Arc<Mutex<Vec<(usize, Vec<u8>)>>>,
+    sent: Arc<Mutex<Sent>>,
 }
 
 impl TxPort for Spy {
@@ -32,7 +35,7 @@ impl TxPort for Spy {
 }
 
 /// The GPU host side on `p` over `dev` into a [`Spy`]: the summary and what it was given.
-fn run_spy(p: &Prepared, dev: &CpuStandIn) -> (Summary, Vec<(usize, Vec<u8>)>) {
+fn run_spy(p: &Prepared, dev: &CpuStandIn) -> (Summary, Sent) {
     let shared = cpu::CpuShared::new(&p.cpu_spec());
     let mut ports = open_ports(&p.cfg).expect("ports");
     let spec = host_spec(p, GpuSlots::of(&p.cfg), p.pipeline.acl().is_some(), 0);
