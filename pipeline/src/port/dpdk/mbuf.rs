@@ -370,6 +370,46 @@ impl MbufBurst {
         Ok(r)
     }
 
+    /// Writes `bytes` as frame `i` into its own mbuf (a copy of the frame rewritten
+    /// elsewhere, e.g. on the GPU, back into the mbuf it arrived in, so that mbuf is what is
+    /// sent): the mbuf's data becomes `bytes`, its length theirs. `Err` for a chain, or bytes
+    /// that do not fit the mbuf's buffer after its headroom. Every reference to the mbuf sees
+    /// the new bytes (a mirror copy shared before this call too).
+    pub fn write_frame(&mut self, i: usize, bytes: &[u8]) -> Result<(), PortError> {
+        assert!(i < self.len, "frame {i} of a burst of {}", self.len);
+        self.prepare();
+        let m = self.mbufs[i];
+        let (room, segs, old, data) = {
+            // SAFETY: an owned mbuf (i < len); its header is read (the borrow ends here).
+            let mb = unsafe { &*m };
+            let room = usize::from(mb.buf_len).saturating_sub(usize::from(mb.data_off));
+            let data = (mb.buf_addr as *mut u8).wrapping_add(usize::from(mb.data_off));
+            (room, mb.nb_segs, u64::from(mb.pkt_len), data)
+        };
+        if segs > 1 {
+            return Err(config_err(format!(
+                "frame {i} is a chain: a rewrite is written only into one-segment mbufs"
+            )));
+        }
+        if bytes.len() > room || bytes.len() > usize::from(u16::MAX) {
+            return Err(config_err(format!(
+                "frame {i}: {} bytes do not fit its mbuf ({room} bytes after the headroom)",
+                bytes.len()
+            )));
+        }
+        // SAFETY: a one-segment mbuf in host memory (rx_mbufs refuses GPU-memory ports) owned
+        // by this burst: bytes.len() <= room bytes from buf_addr + data_off (`data`) lie inside
+        // its buffer (`copy`: `bytes` may be this very mbuf's, read through a mirror copy's
+        // reference). The lengths then name the bytes written.
+        unsafe {
+            std::ptr::copy(bytes.as_ptr(), data, bytes.len());
+            (*m).data_len = bytes.len() as u16;
+            (*m).pkt_len = bytes.len() as u32;
+        }
+        self.bytes = self.bytes - old + bytes.len() as u64;
+        Ok(())
+    }
+
     /// A second reference to each frame for which `pick(i)` holds, appended to `into` (which
     /// must hold frames of the same receive call or none): one frame's mbuf is then sent to two
     /// ports (the output and the mirror port), each send or free taking one reference; the
