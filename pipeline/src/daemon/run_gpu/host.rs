@@ -68,6 +68,10 @@ pub(crate) struct HostSpec<'a> {
     /// The stages' host sides that pace the input: a burst waits until their polls covered
     /// what ran before it ([`crate::stage::gpu_host::PollGate`]).
     pub gate: Option<std::sync::Arc<crate::stage::gpu_host::PollGate>>,
+    /// DPDK in and out: the received mbufs are sent themselves (`mbufs`), where the input
+    /// port splits by RX queue.
+    #[cfg(feature = "dpdk")]
+    pub mbufs: Option<super::mbufs::MbufPlan>,
 }
 
 /// What the host side did: a failure that stopped the run, the ports' errors and what each
@@ -180,6 +184,9 @@ enum Source<'p> {
     Port(&'p mut dyn RxPort, bool),
     Queue(Box<dyn QueueRx>),
     Refs(Box<dyn QueueRx>, Arc<FrameStore>),
+    /// One RX queue of a DPDK port whose mbufs are kept for TX (`mbufs`), and its queue.
+    #[cfg(feature = "dpdk")]
+    Mbufs(crate::port::dpdk::DpdkRx, usize),
 }
 
 /// A receive thread: its port, its source, the queues it feeds.
@@ -190,6 +197,14 @@ struct Feed<'p> {
 }
 
 impl Feed<'_> {
+    /// Whether it keeps the mbufs it receives for the TX threads to send (`mbufs`).
+    fn keeps_mbufs(&self) -> bool {
+        #[cfg(feature = "dpdk")]
+        return matches!(self.src, Source::Mbufs(..));
+        #[cfg(not(feature = "dpdk"))]
+        false
+    }
+
     /// The thread's name (`pw-in<port>`, `pw-in<port>q<queue>`) and its index into
     /// `queues.cores` (the port's, or the queue's).
     fn thread_name(&self) -> (String, usize) {
@@ -198,6 +213,8 @@ impl Feed<'_> {
             Source::Queue(q) | Source::Refs(q, ..) => {
                 (format!("pw-in{}q{}", self.port, q.queue()), self.queues[0])
             }
+            #[cfg(feature = "dpdk")]
+            Source::Mbufs(_, q) => (format!("pw-in{}q{q}", self.port), *q),
         }
     }
 }
@@ -244,6 +261,11 @@ fn feeds<'p>(
                 continue;
             }
         };
+        #[cfg(feature = "dpdk")]
+        if let Some(m) = mbuf_feeds(spec, pi, &qs, decided, &name) {
+            out.extend(m);
+            continue;
+        }
         let refs = by_reference(dev, spec, &qs);
         if let Ok((store, _)) = &refs {
             pinned.push(Arc::clone(&store.hold));
@@ -266,6 +288,38 @@ fn feeds<'p>(
         }));
     }
     (out, pinned)
+}
+
+/// The receive threads of port `pi` when its mbufs are kept for TX (`spec.mbufs`, and the
+/// port splits by queue: `qs` are its copying queue handles, replaced here by a DPDK RX handle
+/// on each queue); its ingest decision goes into `decided`.
+#[cfg(feature = "dpdk")]
+fn mbuf_feeds<'p>(
+    spec: &HostSpec<'_>,
+    pi: usize,
+    qs: &[Box<dyn QueueRx>],
+    decided: &mut Vec<GpuIngest>,
+    name: &str,
+) -> Option<Vec<Feed<'p>>> {
+    let plan = spec.mbufs.as_ref().filter(|_| pi == 0)?;
+    let mut out = Vec::new();
+    for q in qs {
+        let queue = usize::from(q.queue()).min(spec.queues - 1);
+        match plan.rx.rx(&[q.queue()]) {
+            Ok(rx) => out.push(Feed {
+                port: pi,
+                queues: vec![queue],
+                src: Source::Mbufs(rx, queue),
+            }),
+            Err(e) => {
+                tracing::warn!("{name}: the mbufs are not kept for TX: {e}");
+                return None;
+            }
+        }
+    }
+    let why = "its mbufs are kept with the slot until the TX thread sends them (DPDK in and out)";
+    decided.push(gpu_ingest::host_port(name, true, Err(why), None));
+    Some(out)
 }
 
 /// A split port's loaded frames in host memory the GPU reads (copied there once) and how the
@@ -312,7 +366,8 @@ pub(crate) fn run(
     };
     let (in_place, mut gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
     let (feeds, pinned) = feeds(dev, spec, rx, &in_place, &mut gpu_ingest);
-    let (tx_plan, tx_report) = tx::plan(dev, with_tx, spec.pipeline.rewrites(), &gpu_ingest);
+    let by_mbuf = feeds.iter().any(Feed::keeps_mbufs);
+    let (tx_plan, tx_report) = tx::plan(dev, (with_tx, by_mbuf), spec.pipeline, &gpu_ingest);
     let receive_threads = feeds.len();
     let rings = Rings::new(&feeds, nq, spec.ring_slots.clamp(2, HANDOFF_MAX), with_tx);
     let outputs = Mutex::new(Vec::<(Vec<OutTally>, Vec<String>)>::new());
@@ -332,6 +387,7 @@ pub(crate) fn run(
     let (mut publisher, mut params) = verify.publishers(spec);
     let mut live = LiveStageCounters::new(spec.composed, spec.pipeline);
     let flows = flow_export::GpuFlows::of(spec.pipeline, nq);
+    let senders = |q: u16, out: &OutPorts| mbuf_sender(spec, q, out);
     let mut hooks = HookDriver::start(spec.pipeline, "gpu", params.generation());
     let Rings {
         to_queue,
@@ -403,6 +459,7 @@ pub(crate) fn run(
             nq,
             failed: &failed,
             outputs: &outputs,
+            mbufs: by_mbuf.then_some(&senders),
         };
         spawn_tx(s, &mut threads, lanes, &free_tx, captures, ends);
         drop(free_tx);
@@ -467,6 +524,9 @@ struct TxEnds<'s> {
     nq: usize,
     failed: &'s AtomicBool,
     outputs: &'s Mutex<Vec<(Vec<OutTally>, Vec<String>)>>,
+    /// DPDK in and out, the mbufs kept by the receive threads (`mbufs`): each TX thread sends
+    /// them on its own TX queue.
+    mbufs: Option<&'s (dyn Fn(u16, &OutPorts) -> Result<Box<dyn tx::SlotSender>, String> + Sync)>,
 }
 
 /// Starts the TX threads (one per lane, `executor::tx`): each sends its queues' reaped bursts
@@ -490,7 +550,13 @@ fn spawn_tx<'s>(
             nq,
             failed,
             outputs,
+            mbufs,
         } = ends;
+        // Its TX queue of the DPDK ports: its queue's, or 0 for one thread sending every queue.
+        let txq = match lane.inputs.as_slice() {
+            [(q, _)] => *q as u16,
+            _ => 0,
+        };
         threads.push(spawn_named(s, lane.name, move || {
             let _exit = OnExit {
                 done: None,
@@ -499,10 +565,48 @@ fn spawn_tx<'s>(
             };
             let mut out = lane.out;
             let ends = (queues_done, nq, captures);
-            let r = tx::run(shared, &mut out, lane.inputs, frees, ends, dev);
+            let sender = match mbufs.map(|f| f(txq, &out)).transpose() {
+                Ok(s) => s,
+                Err(e) => {
+                    // Checked when the plan was made (TX queues per thread): the run stops.
+                    failed.store(true, Ordering::Relaxed);
+                    outputs
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push((Vec::new(), vec![e]));
+                    None
+                }
+            };
+            let r = tx::run(shared, &mut out, lane.inputs, frees, ends, dev, sender);
             outputs.lock().unwrap_or_else(|p| p.into_inner()).push(r);
         }));
     }
+}
+
+/// A TX thread's sender of the kept mbufs on TX queue `q` of the plan's ports (`out`: its
+/// destinations, whose names the tallies take).
+fn mbuf_sender(
+    spec: &HostSpec<'_>,
+    q: u16,
+    out: &OutPorts,
+) -> Result<Box<dyn tx::SlotSender>, String> {
+    #[cfg(feature = "dpdk")]
+    if let Some(plan) = &spec.mbufs {
+        let name = out
+            .default
+            .and_then(|k| out.names.get(k))
+            .cloned()
+            .unwrap_or_default();
+        let mirror = out
+            .mirror
+            .as_ref()
+            .map(|m| m.name().to_string())
+            .unwrap_or_default();
+        let s = super::mbufs::MbufSender::new(plan, q, (name, mirror))?;
+        return Ok(Box::new(s));
+    }
+    let _ = (spec, out);
+    Err(format!("TX queue {q}: no DPDK ports whose mbufs are sent"))
 }
 
 /// Joins the run's threads here, not by the scope, so a panic is this run's error, not this
@@ -564,6 +668,14 @@ fn receive(
                 None => Ok(()),
             };
             (q.name().to_string(), r)
+        }
+        #[cfg(feature = "dpdk")]
+        Source::Mbufs(mut rx, q) => {
+            let r = match out.into_iter().next() {
+                Some(o) => ingest::run_queue_mbufs(ictx, ids, &mut rx, q, o, free),
+                None => Ok(()),
+            };
+            (rx.port().setup().name.clone(), r)
         }
         Source::Refs(mut q, store) => {
             let r = match out.into_iter().next() {

@@ -9,6 +9,8 @@ mod flow_export;
 mod gpu_ingest;
 mod host;
 mod ingest;
+#[cfg(feature = "dpdk")]
+mod mbufs;
 mod queue;
 mod reap;
 mod reload;
@@ -69,6 +71,11 @@ pub(crate) struct Slot {
     /// rewrite), so the TX thread sends each from where it arrived (the store, or the burst the
     /// receive thread filled), not from the GPU slot.
     pub as_received: bool,
+    /// The mbufs its frames arrived in, kept to be sent themselves (DPDK in and out: see
+    /// `mbufs`); the TX entries that go as their mbuf are then left out of the copying TX.
+    #[cfg(feature = "dpdk")]
+    pub kept: mbufs::Kept,
+    pub by_mbuf: bool,
 }
 
 /// A received burst's buffers in GPU memory, shared by the slots its frames went to.
@@ -89,6 +96,9 @@ impl Slot {
             holds: Vec::new(),
             store: None,
             as_received: false,
+            #[cfg(feature = "dpdk")]
+            kept: mbufs::Kept::default(),
+            by_mbuf: false,
         }
     }
 
@@ -106,6 +116,9 @@ impl Slot {
         self.holds.clear();
         self.store = None;
         self.as_received = false;
+        #[cfg(feature = "dpdk")]
+        self.kept.clear();
+        self.by_mbuf = false;
     }
 }
 
@@ -294,6 +307,8 @@ fn host_spec(
         ),
         by_reference: p.cfg.executor.gpu.by_reference,
         gate: None,
+        #[cfg(feature = "dpdk")]
+        mbufs: None,
     }
 }
 
@@ -331,6 +346,34 @@ impl Drop for PinnedFrames {
                  GPU kernel may still read it"
             );
             std::mem::forget(std::mem::take(&mut self.holds));
+        }
+    }
+}
+
+/// Whether the received mbufs are sent themselves (DPDK in and out, `mbufs`); logged
+/// (`event=forwarding_path`) where a DPDK port receives.
+#[cfg(feature = "dpdk")]
+fn mbuf_plan(p: &Prepared, ports: &OpenPorts) -> Option<mbufs::MbufPlan> {
+    if ports.dpdk_rx.iter().all(Option::is_none) {
+        return None;
+    }
+    match mbufs::plan(p, ports) {
+        Ok(m) => {
+            tracing::info!(
+                event = "forwarding_path",
+                path = "zero_copy",
+                input = %m.rx.setup().name,
+                output = %m.tx.setup().name,
+                "GPU executor: DPDK {} -> DPDK {}, the received mbufs sent themselves where the \
+                 input splits by RX queue",
+                m.rx.setup().name,
+                m.tx.setup().name
+            );
+            Some(m)
+        }
+        Err(why) => {
+            tracing::info!(event = "forwarding_path", path = "copy", reason = %why, "GPU executor forwarding by copy: {why}");
+            None
         }
     }
 }
@@ -379,6 +422,10 @@ pub fn run_gpu(
         p.cfg.queues.burst
     );
     let mut spec = host_spec(p, shape, acl_on, acl.as_ref().map_or(0, |a| a.generation));
+    #[cfg(feature = "dpdk")]
+    {
+        spec.mbufs = mbuf_plan(p, &ports);
+    }
     let mut dests = ports.take_out();
     // The stages' host sides work beside the host side (a poll thread), pacing its input
     // where they ask to.
@@ -408,6 +455,9 @@ pub fn run_gpu(
         .collect();
     s.outputs = out.outputs;
     s.gpu_ingest = out.gpu_ingest;
+    if out.tx.as_ref().is_some_and(|t| t.path == tx::MBUF) {
+        s.forwarding = "zero_copy".into();
+    }
     s.gpu_tx = out.tx;
     s.verify = shared.verify.summary();
     s.receive_threads = out.receive_threads;

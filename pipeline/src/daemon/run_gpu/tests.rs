@@ -961,6 +961,8 @@ mod as_received;
 mod composed;
 mod conntrack;
 #[cfg(feature = "dpdk")]
+mod dpdk_mbufs;
+#[cfg(feature = "dpdk")]
 mod dpdk_queues;
 mod flow_stats;
 mod gpu_frames;

@@ -23,7 +23,7 @@ use crate::ring::Consumer;
 /// ([`Slot::as_received`], [`as_received`]); else in the GPU slot the burst ran in where it is
 /// held with its frames ([`Slot::ring`]), else in the burst the reap copied them into (empty
 /// when it lies outside: never sent).
-fn frame_of<'s>(slot: &'s Slot, d: &TxDesc) -> &'s [u8] {
+pub(crate) fn frame_of<'s>(slot: &'s Slot, d: &TxDesc) -> &'s [u8] {
     if slot.as_received {
         return as_received(slot, d).unwrap_or(&[]);
     }
@@ -59,6 +59,7 @@ fn as_received<'s>(slot: &'s Slot, d: &TxDesc) -> Option<&'s [u8]> {
 pub(crate) const AS_RECEIVED: &str = "as_received";
 pub(crate) const GPU_SLOT: &str = "gpu_slot";
 pub(crate) const COPIED_OUT: &str = "copied_out";
+pub(crate) const MBUF: &str = "mbuf";
 
 /// Where a run's TX threads read its frames: `as_received` (no stage changes a frame, so each
 /// leaves from where it arrived), else `holds` (the device holds each reaped slot until its
@@ -76,10 +77,11 @@ pub(crate) struct TxPlan {
 /// (before the first submit). Logged (`event=tx_path`).
 pub(crate) fn plan(
     dev: &dyn QueueDevice,
-    with_tx: bool,
-    rewrites: bool,
+    (with_tx, by_mbuf): (bool, bool),
+    pipeline: &crate::stage::Pipeline,
     ingest: &[crate::daemon::summary::GpuIngest],
 ) -> (TxPlan, Option<crate::daemon::summary::GpuTx>) {
+    let rewrites = pipeline.rewrites();
     let none = TxPlan {
         as_received: false,
         holds: false,
@@ -123,6 +125,21 @@ pub(crate) fn plan(
                    the reap copies the frames out of the slot before they are sent";
         (none, COPIED_OUT, why.to_string())
     };
+    let (path, reason) = if by_mbuf {
+        let how = if plan.as_received {
+            "no stage rewrites frames: no copy on the TX side"
+        } else {
+            "the frames the stages rewrote are copied from the GPU slot back into their mbufs \
+             first: one copy per frame, not zero"
+        };
+        let why = format!(
+            "DPDK in and out: the received mbufs are sent themselves (dropped ones freed in \
+             bulk, mirror copies as a second reference); {how}"
+        );
+        (MBUF, why)
+    } else {
+        (path, reason)
+    };
     tracing::info!(event = "tx_path", path, reason = %reason, "GPU executor TX: {path}: {reason}");
     let report = crate::daemon::summary::GpuTx {
         path: path.to_string(),
@@ -161,8 +178,29 @@ impl TxBurst for Slot {
         self.tx
             .iter()
             .enumerate()
+            .filter(move |(_, d)| !(self.by_mbuf && sent_as_mbuf(d)))
             .map(move |(i, d)| (fate(d), d.out_port, timed(self, i, d)))
     }
+}
+
+/// Whether TX entry `d` of a burst whose mbufs were kept is sent as its mbuf ([`SlotSender`]).
+fn sent_as_mbuf(d: &TxDesc) -> bool {
+    #[cfg(feature = "dpdk")]
+    return super::mbufs::by_mbuf(d);
+    #[cfg(not(feature = "dpdk"))]
+    {
+        let _ = d;
+        false
+    }
+}
+
+/// Sends what of a burst a TX thread sends besides its ports' copies (DPDK in and out: the
+/// received mbufs themselves), after them, and counts it as the ports' sends are counted.
+pub(crate) trait SlotSender: Send {
+    /// Sends `slot`'s part (queue counters `c`).
+    fn send(&mut self, slot: &mut Slot, c: &crate::counters::QueueCounters);
+    /// Flushes: what each destination took and the errors.
+    fn finish(self: Box<Self>) -> (Vec<OutTally>, Vec<String>);
 }
 
 /// The frames the sampling verifier found to differ (for the slow path), and its done flag.
@@ -182,10 +220,14 @@ pub(crate) fn run(
     frees: Vec<Sender<Slot>>,
     (queues_done, nq, (captured, verify_done)): (&AtomicUsize, usize, Captures<'_>),
     dev: &dyn QueueDevice,
+    mut sender: Option<Box<dyn SlotSender + '_>>,
 ) -> (Vec<OutTally>, Vec<String>) {
     // Every destination is done with the frames (ports copy what they keep): the GPU slot may
     // take the next burst.
-    let release = |_q: usize, mut slot: Slot| {
+    let mut release = |q: usize, mut slot: Slot| {
+        if let (Some(s), Some(c)) = (sender.as_mut(), shared.counters.get(q)) {
+            s.send(&mut slot, c);
+        }
         if let Some(h) = slot.ring.take() {
             dev.release(h.q, h.seq);
         }
@@ -203,13 +245,18 @@ pub(crate) fn run(
             .as_ref()
             .is_some_and(|c| crate::executor::tx::send_captures(c, dest))
     };
-    crate::executor::tx::run(
+    let r = crate::executor::tx::run(
         &shared.counters,
         out,
         &mut inputs,
         done,
-        release,
+        &mut release,
         captures,
         wait_on,
-    )
+    );
+    drop(release);
+    match sender {
+        Some(s) => crate::executor::tx::merge(vec![r, s.finish()]),
+        None => r,
+    }
 }
