@@ -366,9 +366,7 @@ pub(crate) fn run(
     };
     let (in_place, mut gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
     let (feeds, pinned) = feeds(dev, spec, rx, &in_place, &mut gpu_ingest);
-    let by_mbuf = feeds.iter().any(Feed::keeps_mbufs);
-    let (tx_plan, tx_report) = tx::plan(dev, (with_tx, by_mbuf), spec.pipeline, &gpu_ingest);
-    let receive_threads = feeds.len();
+    let (tx_plan, tx_report, by_mbuf) = plan_tx(dev, spec, with_tx, &feeds, &gpu_ingest);
     let rings = Rings::new(&feeds, nq, spec.ring_slots.clamp(2, HANDOFF_MAX), with_tx);
     let outputs = Mutex::new(Vec::<(Vec<OutTally>, Vec<String>)>::new());
     let failed = AtomicBool::new(false);
@@ -387,7 +385,6 @@ pub(crate) fn run(
     let (mut publisher, mut params) = verify.publishers(spec);
     let mut live = LiveStageCounters::new(spec.composed, spec.pipeline);
     let flows = flow_export::GpuFlows::of(spec.pipeline, nq);
-    let senders = |q: u16, out: &OutPorts| mbuf_sender(spec, q, out);
     let mut hooks = HookDriver::start(spec.pipeline, "gpu", params.generation());
     let Rings {
         to_queue,
@@ -459,7 +456,7 @@ pub(crate) fn run(
             nq,
             failed: &failed,
             outputs: &outputs,
-            mbufs: by_mbuf.then_some(&senders),
+            mbufs: by_mbuf.then_some(spec),
         };
         spawn_tx(s, &mut threads, lanes, &free_tx, captures, ends);
         drop(free_tx);
@@ -498,7 +495,7 @@ pub(crate) fn run(
         outputs,
         gpu_ingest,
         tx: tx_report,
-        receive_threads,
+        receive_threads: ingest_done.len(),
         pinned,
     }
 }
@@ -526,7 +523,7 @@ struct TxEnds<'s> {
     outputs: &'s Mutex<Vec<(Vec<OutTally>, Vec<String>)>>,
     /// DPDK in and out, the mbufs kept by the receive threads (`mbufs`): each TX thread sends
     /// them on its own TX queue.
-    mbufs: Option<&'s (dyn Fn(u16, &OutPorts) -> Result<Box<dyn tx::SlotSender>, String> + Sync)>,
+    mbufs: Option<&'s HostSpec<'s>>,
 }
 
 /// Starts the TX threads (one per lane, `executor::tx`): each sends its queues' reaped bursts
@@ -565,7 +562,7 @@ fn spawn_tx<'s>(
             };
             let mut out = lane.out;
             let ends = (queues_done, nq, captures);
-            let sender = match mbufs.map(|f| f(txq, &out)).transpose() {
+            let sender = match mbufs.map(|spec| mbuf_sender(spec, txq, &out)).transpose() {
                 Ok(s) => s,
                 Err(e) => {
                     // Checked when the plan was made (TX queues per thread): the run stops.
@@ -581,6 +578,20 @@ fn spawn_tx<'s>(
             outputs.lock().unwrap_or_else(|p| p.into_inner()).push(r);
         }));
     }
+}
+
+/// Where the TX threads read the frames (`tx::plan`; before the first submit), its report,
+/// and whether the receive threads keep their mbufs for the TX threads to send.
+fn plan_tx(
+    dev: &dyn QueueDevice,
+    spec: &HostSpec<'_>,
+    with_tx: bool,
+    feeds: &[Feed<'_>],
+    ingest: &[GpuIngest],
+) -> (tx::TxPlan, Option<crate::daemon::summary::GpuTx>, bool) {
+    let by_mbuf = with_tx && feeds.iter().any(Feed::keeps_mbufs);
+    let (plan, report) = tx::plan(dev, (with_tx, by_mbuf), spec.pipeline, ingest);
+    (plan, report, by_mbuf)
 }
 
 /// A TX thread's sender of the kept mbufs on TX queue `q` of the plan's ports (`out`: its

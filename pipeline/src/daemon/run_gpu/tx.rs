@@ -224,7 +224,7 @@ pub(crate) fn run(
 ) -> (Vec<OutTally>, Vec<String>) {
     // Every destination is done with the frames (ports copy what they keep): the GPU slot may
     // take the next burst.
-    let mut release = |q: usize, mut slot: Slot| {
+    let release = |q: usize, mut slot: Slot| {
         if let (Some(s), Some(c)) = (sender.as_mut(), shared.counters.get(q)) {
             s.send(&mut slot, c);
         }
@@ -250,11 +250,10 @@ pub(crate) fn run(
         out,
         &mut inputs,
         done,
-        &mut release,
+        release,
         captures,
         wait_on,
     );
-    drop(release);
     match sender {
         Some(s) => crate::executor::tx::merge(vec![r, s.finish()]),
         None => r,
