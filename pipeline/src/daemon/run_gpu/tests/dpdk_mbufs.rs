@@ -244,3 +244,44 @@ fn dpdk_in_and_out_sends_the_received_mbufs_and_counts_as_the_cpu_executor() {
         assert_eq!((o.frames, o.failed), (s.tx_frames, 0), "{what}");
     }
 }
+
+/// Each reason the GPU executor keeps the copying TX path on a DPDK config, named.
+#[test]
+fn the_mbuf_path_names_why_it_is_refused() {
+    let dir = std::env::temp_dir().join(format!("pw-gpu-mbufs-no-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    crate::testdata::write_pcap(&dir.join("in.pcap"), 1, &frames()).expect("input");
+    let tx_time = "pipeline:\n  - parse\n  - tx_time: { delay_ns: 10 }\nexecutor: { kind: cpu }\n";
+    let slow = dir.join("slow.pcap");
+    let to_host = INLINE.replace(
+        "executor:",
+        &format!(
+            "output: {{ port: wire, to_host: {{ pcap: {} }} }}\nexecutor:",
+            slow.display()
+        ),
+    );
+    let cases = [
+        ("n0", yaml("n0", &dir, tx_time), "tx_time"),
+        (
+            "n1",
+            yaml("n1", &dir, &to_host).replace("output: { port: wire }\n", ""),
+            "to_host",
+        ),
+        (
+            "n2",
+            yaml("n2", &dir, INLINE).replace(
+                "ports:\n",
+                &format!("ports:\n{}", gen_port("g", 10, 1, "64")),
+            ),
+            "2 input ports",
+        ),
+    ];
+    for (tag, yaml, why) in cases {
+        let p = prepared(&yaml);
+        let ports = open_ports(&p.cfg).expect("ports");
+        let e = super::super::mbufs::plan(&p, &ports)
+            .err()
+            .unwrap_or_else(|| panic!("{tag}: the mbuf path was not refused"));
+        assert!(e.contains(why), "{tag}: {e}");
+    }
+}
