@@ -6,8 +6,8 @@
 #  1b. Frames sent from the ring slot they ran in (the slot held until its frames are sent):
 #     l3fwd on one queue with a ring of 2 slots (every submit waits for the TX thread to
 #     release a slot) on mapped and device rings, persistent and launch modes: captures
-#     identical in order to the CPU executor's, counts equal, and the run log's tx_from_slot
-#     event says held=true.
+#     identical in order to the CPU executor's, counts equal, and the run log's tx_path
+#     event says gpu_slot.
 #  2. A responder and the slow path: ARP and ICMP / ICMPv6 echo requests for the responder's
 #     addresses (and others, and UDP to port 53 that an ACL rule sends to the host): the GPU's
 #     replies, pass-through frames and slow-path frames identical to the CPU's; replies present.
@@ -124,10 +124,10 @@ for opts in "persistent mapped" "persistent device" "launch mapped" "launch devi
   run_cfg configs/l3fwd.yaml "$name" "$SECOND" 1 dut "{ mode: $1, placement: $2 }"
   compare_run "$name" 1 order l3fwd-port0.pcap l3fwd-port1.pcap
   if [ "$SECOND" = gpu ]; then
-    if grep -q 'held=true' "$tmp/$name-dut/run.log"; then
-      say "  $name: sent from the held slots (tx_from_slot held=true)"
+    if grep -q 'tx_path.*gpu_slot' "$tmp/$name-dut/run.log"; then
+      say "  $name: sent from the held slots (tx_path gpu_slot)"
     else
-      say "  $name: NO tx_from_slot held=true in the run log"; fails=$((fails + 1))
+      say "  $name: NO tx_path gpu_slot in the run log"; fails=$((fails + 1))
     fi
   fi
 done

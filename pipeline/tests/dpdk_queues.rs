@@ -80,7 +80,8 @@ struct Ran {
     names: BTreeSet<String>,
 }
 
-/// One run at a time: the thread names are read from the whole process.
+/// One run at a time: the thread names are read from the whole process (every test that
+/// starts receive threads takes it).
 static ONE_RUN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn run(port: &DpdkPort, spec: &CpuRunSpec) -> Ran {
@@ -284,6 +285,8 @@ fn tagged(q: u16, i: u32) -> Vec<u8> {
 
 #[test]
 fn each_queue_sends_on_its_own_tx_queue_of_the_output_port() {
+    // Its receive threads are named as `run`'s are: not while another test reads the names.
+    let _one = ONE_RUN.lock().unwrap_or_else(|p| p.into_inner());
     for nq in [1u16, 2, 4] {
         // Input: RX queue q primed with queue q's tagged frames (one receive thread per queue
         // feeds pipeline queue q).

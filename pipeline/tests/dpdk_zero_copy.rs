@@ -521,6 +521,74 @@ fn rewritten_in_the_mbuf_and_mirrored_by_reference_without_a_copy() {
     mir.clear();
 }
 
+#[test]
+fn a_frame_rewritten_elsewhere_is_written_back_into_its_mbuf_and_sent_from_it() {
+    // One net_ring port: TX queue 0 loops back to RX queue 0 (the input), queue 1 to 1 (the
+    // output). Each received frame is "rewritten elsewhere" (as the GPU does in its slot):
+    // every other one grows by 4 bytes, the rest shrink by 4, and the copy is written back
+    // into the received mbuf, which is then sent.
+    let mut o = dpdk_common::vdev("net_ring_zcwb0");
+    (o.rx_queues, o.tx_queues) = (2, 2);
+    let port = DpdkPort::open(&o, 0).expect("net_ring port");
+    let before = port.mbufs_in_use();
+    let frames: Vec<Vec<u8>> = (0..20u32)
+        .map(|i| dpdk_common::frame(17, [10, 0, 0, 1], [10, 0, 0, 3], 7, 9, 100 + i as usize, i))
+        .collect();
+    let n = port
+        .tx(0)
+        .expect("tx")
+        .tx_burst(&mut frames.iter().map(|f| f.as_slice()))
+        .expect("prime");
+    assert_eq!(n, frames.len());
+    let mut burst = MbufBurst::new();
+    take_mbufs(&mut port.rx(&[0]).expect("rx"), &mut burst, frames.len());
+    assert_eq!(burst.len(), frames.len());
+    assert!(port.mbufs_in_use() >= before + frames.len() as u64);
+    let received: Vec<usize> = (0..burst.len()).map(|i| burst.mbuf_addr(i)).collect();
+    let rewritten: Vec<Vec<u8>> = frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let mut r = f.clone();
+            r[0..6].copy_from_slice(&[2, 0, 0, 0, 0, i as u8]);
+            if i % 2 == 0 {
+                r.extend_from_slice(&[0xAB; 4]);
+            } else {
+                r.truncate(f.len() - 4);
+            }
+            r
+        })
+        .collect();
+    let bytes_before = burst.bytes();
+    for (i, r) in rewritten.iter().enumerate() {
+        burst.write_frame(i, r).expect("fits its mbuf");
+        assert_eq!(burst.frame(i), r.as_slice(), "frame {i} written back");
+    }
+    // As many frames grew as shrank, by the same 4 bytes.
+    assert_eq!(burst.bytes(), bytes_before);
+    // Too long for any mbuf: refused, the frame unchanged.
+    let huge = vec![0u8; 70_000];
+    let e = burst.write_frame(0, &huge).expect_err("too long");
+    assert!(e.to_string().contains("do not fit"), "{e}");
+    assert_eq!(burst.frame(0), rewritten[0].as_slice());
+    let sent = port.tx(1).expect("tx").tx_mbufs(&mut burst).expect("send");
+    assert_eq!(sent.sent, frames.len());
+    let mut out = MbufBurst::new();
+    take_mbufs(&mut port.rx(&[1]).expect("rx"), &mut out, frames.len());
+    assert_eq!(out.len(), frames.len());
+    for (i, r) in rewritten.iter().enumerate() {
+        assert_eq!(
+            out.mbuf_addr(i),
+            received[i],
+            "frame {i}: the mbuf it came in"
+        );
+        assert_eq!(out.frame(i), r.as_slice(), "frame {i}: the rewritten bytes");
+    }
+    out.clear();
+    // Every mbuf went back to its pool.
+    assert_eq!(port.mbufs_in_use(), before, "no mbuf leaked");
+}
+
 /// A slow path (`output.to_host`) keeps `pktwarp run` on the copying path (the zero-copy
 /// workers have no way to it), and every `to_host` frame reaches it.
 #[test]

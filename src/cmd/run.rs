@@ -159,6 +159,9 @@ fn write_summary(w: &mut dyn Write, s: &Summary) -> std::io::Result<()> {
     for g in &s.gpu_ingest {
         writeln!(w, "gpu ingest {}: {} ({})", g.port, g.path, g.reason)?;
     }
+    if let Some(t) = &s.gpu_tx {
+        writeln!(w, "gpu tx     {} ({})", t.path, t.reason)?;
+    }
     writeln!(
         w,
         "received   {} frames, {} bytes in {:.3} s: {:.3} Mpps, {:.3} Gbit/s",

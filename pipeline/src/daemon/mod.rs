@@ -22,7 +22,7 @@ pub use ports::{open_ports, OpenPorts, PortSteering};
 pub use preflight::preflight;
 pub use run_cpu::run_cpu;
 pub use run_gpu::run_gpu;
-pub use summary::{summarize, CustomStageSummary, GpuIngest, QueueSummary, Summary};
+pub use summary::{summarize, CustomStageSummary, GpuIngest, GpuTx, QueueSummary, Summary};
 // What a run needs from the layers below, so that running a config takes this module only.
 pub use crate::control::{Control, ControlSetup, EXIT_DRAIN_TIMEOUT};
 pub use crate::executor::cpu::CpuShared;

@@ -44,6 +44,15 @@ pub struct GpuIngest {
     pub reason: String,
 }
 
+/// Where the GPU executor's TX threads read the frames they send, and why (`path`:
+/// `as_received`, `gpu_slot` or `copied_out`; see docs/ports.md, "Where the TX threads read a
+/// frame").
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GpuTx {
+    pub path: String,
+    pub reason: String,
+}
+
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Summary {
     pub executor: String,
@@ -78,6 +87,10 @@ pub struct Summary {
     /// or `staged`; frames in host memory `by_reference` (pinned, gathered on the GPU) or
     /// `staged` (copied by the receive threads); and why. Empty for the CPU executor.
     pub gpu_ingest: Vec<GpuIngest>,
+    /// Where the GPU executor's TX threads read the frames they send (absent: the CPU
+    /// executor, or nothing transmitted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_tx: Option<GpuTx>,
     /// The stages' own parts under keys of their own ([`stage::report::StageReport`]), each a
     /// list in pipeline order (the O-RAN stage's frames, PRBs, slots and errors per eAxC).
     #[serde(flatten)]

@@ -23,6 +23,10 @@ pub(crate) type PollFn<'a> = dyn FnMut(u32, &[Verdict], Option<TxView<'_>>) + 'a
 pub(crate) struct HostFrames {
     /// The device address of the first byte.
     pub base: u64,
+    /// Where the host reads the same bytes, and how many there are: the TX threads send a
+    /// frame no stage changed from here (see [`super::FrameStore`]).
+    pub host: *const u8,
+    pub len: usize,
     /// Keeps the memory allocated. Dropped only once the device's kernels have stopped, not
     /// when the last burst naming it is reaped: freeing pinned memory (`cuMemFreeHost`) waits
     /// for every kernel of the context, and a persistent kernel returns only on its exit flag
@@ -182,6 +186,9 @@ unsafe impl QueueDevice for MultiGpu {
         let (base, buf, read) = MultiGpu::host_frames(self, bytes)?;
         Ok(HostFrames {
             base,
+            host: buf.host_ptr(),
+            // The buffer may be larger than asked (at least one byte): the frames are these.
+            len: bytes.len().min(buf.len()),
             keep: Box::new(buf),
             read: read.describe(),
         })

@@ -17,7 +17,7 @@ use super::queue::{self, QueueCtx, QueueIo};
 use super::reap::Reaper;
 use super::reload::LiveStageCounters;
 use super::verify::HostVerify;
-use super::{gpu_ingest, tx, GpuHold, Slot};
+use super::{gpu_ingest, tx, FrameStore, GpuHold, Slot};
 use crate::config::OnFull;
 use crate::daemon::summary::GpuIngest;
 use crate::executor::cpu::CpuShared;
@@ -68,6 +68,10 @@ pub(crate) struct HostSpec<'a> {
     /// The stages' host sides that pace the input: a burst waits until their polls covered
     /// what ran before it ([`crate::stage::gpu_host::PollGate`]).
     pub gate: Option<std::sync::Arc<crate::stage::gpu_host::PollGate>>,
+    /// DPDK in and out: the received mbufs are sent themselves (`mbufs`), where the input
+    /// port splits by RX queue.
+    #[cfg(feature = "dpdk")]
+    pub mbufs: Option<super::mbufs::MbufPlan>,
 }
 
 /// What the host side did: a failure that stopped the run, the ports' errors and what each
@@ -78,6 +82,8 @@ pub(crate) struct HostOutcome {
     pub outputs: Vec<OutTally>,
     /// How each port whose frames are in GPU memory was received.
     pub gpu_ingest: Vec<GpuIngest>,
+    /// Where the TX threads read the frames they sent (none without a destination).
+    pub tx: Option<crate::daemon::summary::GpuTx>,
     /// Receive threads started (one per port, or one per queue of a port split by queue).
     pub receive_threads: usize,
     /// The ports' loaded frames in host memory the device reads (by reference), for the
@@ -95,6 +101,7 @@ impl HostOutcome {
             errors: Vec::new(),
             outputs: Vec::new(),
             gpu_ingest: Vec::new(),
+            tx: None,
             receive_threads: 0,
             pinned: Vec::new(),
         }
@@ -172,11 +179,14 @@ impl Rings {
 
 /// One receive thread's source: a whole port (it steers; received in place or not), one
 /// queue of a port split by queue, or such a queue whose frames go by reference into host
-/// memory the GPU reads (its address and the hold on it).
+/// memory the GPU reads (the port's store).
 enum Source<'p> {
     Port(&'p mut dyn RxPort, bool),
     Queue(Box<dyn QueueRx>),
-    Refs(Box<dyn QueueRx>, u64, GpuHold),
+    Refs(Box<dyn QueueRx>, Arc<FrameStore>),
+    /// One RX queue of a DPDK port whose mbufs are kept for TX (`mbufs`), and its queue.
+    #[cfg(feature = "dpdk")]
+    Mbufs(crate::port::dpdk::DpdkRx, usize),
 }
 
 /// A receive thread: its port, its source, the queues it feeds.
@@ -187,6 +197,14 @@ struct Feed<'p> {
 }
 
 impl Feed<'_> {
+    /// Whether it keeps the mbufs it receives for the TX threads to send (`mbufs`).
+    fn keeps_mbufs(&self) -> bool {
+        #[cfg(feature = "dpdk")]
+        return matches!(self.src, Source::Mbufs(..));
+        #[cfg(not(feature = "dpdk"))]
+        false
+    }
+
     /// The thread's name (`pw-in<port>`, `pw-in<port>q<queue>`) and its index into
     /// `queues.cores` (the port's, or the queue's).
     fn thread_name(&self) -> (String, usize) {
@@ -195,6 +213,8 @@ impl Feed<'_> {
             Source::Queue(q) | Source::Refs(q, ..) => {
                 (format!("pw-in{}q{}", self.port, q.queue()), self.queues[0])
             }
+            #[cfg(feature = "dpdk")]
+            Source::Mbufs(_, q) => (format!("pw-in{}q{q}", self.port), *q),
         }
     }
 }
@@ -209,7 +229,6 @@ fn feeds<'p>(
     spec: &HostSpec<'_>,
     rx: &'p mut [Box<dyn RxPort>],
     in_place: &[bool],
-    transmits: bool,
     decided: &mut Vec<GpuIngest>,
 ) -> (Vec<Feed<'p>>, Vec<GpuHold>) {
     let nq = spec.queues;
@@ -242,14 +261,19 @@ fn feeds<'p>(
                 continue;
             }
         };
-        let refs = by_reference(dev, spec, &qs, transmits);
-        if let Ok((_, hold, _)) = &refs {
-            pinned.push(Arc::clone(hold));
+        #[cfg(feature = "dpdk")]
+        if let Some(m) = mbuf_feeds(spec, pi, &qs, decided, &name) {
+            out.extend(m);
+            continue;
+        }
+        let refs = by_reference(dev, spec, &qs);
+        if let Ok((store, _)) = &refs {
+            pinned.push(Arc::clone(&store.hold));
         }
         if !gpu_port {
             let note = qs.first().and_then(|q| q.store_note());
             let how = match &refs {
-                Ok((_, _, read)) => Ok(*read),
+                Ok((_, read)) => Ok(*read),
                 Err(why) => Err(why.as_str()),
             };
             decided.push(gpu_ingest::host_port(&name, true, how, note));
@@ -258,7 +282,7 @@ fn feeds<'p>(
             port: pi,
             queues: vec![usize::from(q.queue()).min(nq - 1)],
             src: match &refs {
-                Ok((base, hold, _)) => Source::Refs(q, *base, Arc::clone(hold)),
+                Ok((store, _)) => Source::Refs(q, Arc::clone(store)),
                 Err(_) => Source::Queue(q),
             },
         }));
@@ -266,22 +290,48 @@ fn feeds<'p>(
     (out, pinned)
 }
 
-/// The address of a split port's loaded frames in host memory the GPU reads (copied there
-/// once), the hold on that memory and how the GPU gets them; `Err(why)` when its queues copy
-/// their frames.
+/// The receive threads of port `pi` when its mbufs are kept for TX (`spec.mbufs`, and the
+/// port splits by queue: `qs` are its copying queue handles, replaced here by a DPDK RX handle
+/// on each queue); its ingest decision goes into `decided`.
+#[cfg(feature = "dpdk")]
+fn mbuf_feeds<'p>(
+    spec: &HostSpec<'_>,
+    pi: usize,
+    qs: &[Box<dyn QueueRx>],
+    decided: &mut Vec<GpuIngest>,
+    name: &str,
+) -> Option<Vec<Feed<'p>>> {
+    let plan = spec.mbufs.as_ref().filter(|_| pi == 0)?;
+    let mut out = Vec::new();
+    for q in qs {
+        let queue = usize::from(q.queue()).min(spec.queues - 1);
+        match plan.rx.rx(&[q.queue()]) {
+            Ok(rx) => out.push(Feed {
+                port: pi,
+                queues: vec![queue],
+                src: Source::Mbufs(rx, queue),
+            }),
+            Err(e) => {
+                tracing::warn!("{name}: the mbufs are not kept for TX: {e}");
+                return None;
+            }
+        }
+    }
+    let why = "its mbufs are kept with the slot until the TX thread sends them (DPDK in and out)";
+    decided.push(gpu_ingest::host_port(name, true, Err(why), None));
+    Some(out)
+}
+
+/// A split port's loaded frames in host memory the GPU reads (copied there once) and how the
+/// GPU gets them; `Err(why)` when its queues copy their frames. A transmitting config sends
+/// the frames no stage changed from this store (`Slot::as_received`).
 fn by_reference(
     dev: &dyn QueueDevice,
     spec: &HostSpec<'_>,
     qs: &[Box<dyn QueueRx>],
-    transmits: bool,
-) -> Result<(u64, GpuHold, &'static str), String> {
+) -> Result<(Arc<FrameStore>, &'static str), String> {
     // The port's own reason first: whether it has loaded frames at all.
     let store = qs.first().ok_or("the port has no queue")?.frame_store()?;
-    if transmits {
-        return Err(
-            "the config transmits frames: output ports send from host memory bursts".into(),
-        );
-    }
     if !spec.by_reference {
         return Err("executor.gpu.by_reference is false".into());
     }
@@ -289,8 +339,12 @@ fn by_reference(
         return Err("verify.sample re-runs sampled bursts on the CPU from their host bytes".into());
     }
     let h = dev.host_frames(&store)?;
+    let (base, host, len, read) = (h.base, h.host, h.len, h.read);
     let hold: GpuHold = Arc::new(Mutex::new(h.keep));
-    Ok((h.base, hold, h.read))
+    // SAFETY: host_frames' result: `host..+len` are the bytes the device reads at `base`,
+    // allocated by `keep` (now owned by `hold`) and never written again.
+    let store = unsafe { FrameStore::new(base, host, len, hold) };
+    Ok((Arc::new(store), read))
 }
 
 /// Runs the host side over `dev` until every port is exhausted (or `shared.stop`), then
@@ -303,7 +357,6 @@ pub(crate) fn run(
     out: &mut OutPorts,
 ) -> HostOutcome {
     let nq = spec.queues;
-    let handoff = spec.ring_slots.clamp(2, HANDOFF_MAX);
     let (with_tx, slow_path) = (!out.is_empty(), out.to_host.is_some());
     // Each TX thread's senders first: a port that cannot give one per queue stops the run.
     let per_queue_tx = spec.rx_threads.tx_per_queue;
@@ -311,11 +364,10 @@ pub(crate) fn run(
         Ok(o) => o,
         Err(e) => return HostOutcome::failed(anyhow::anyhow!(e)),
     };
-    let holds = tx_from_slot(dev, with_tx);
     let (in_place, mut gpu_ingest) = ingest_paths(dev, spec, rx, with_tx);
-    let (feeds, pinned) = feeds(dev, spec, rx, &in_place, with_tx, &mut gpu_ingest);
-    let receive_threads = feeds.len();
-    let rings = Rings::new(&feeds, nq, handoff, with_tx);
+    let (feeds, pinned) = feeds(dev, spec, rx, &in_place, &mut gpu_ingest);
+    let (tx_plan, tx_report, by_mbuf) = plan_tx(dev, spec, with_tx, &feeds, &gpu_ingest);
+    let rings = Rings::new(&feeds, nq, spec.ring_slots.clamp(2, HANDOFF_MAX), with_tx);
     let outputs = Mutex::new(Vec::<(Vec<OutTally>, Vec<String>)>::new());
     let failed = AtomicBool::new(false);
     let ingest_done: Vec<AtomicBool> = feeds.iter().map(|_| AtomicBool::new(false)).collect();
@@ -379,7 +431,7 @@ pub(crate) fn run(
                 failed: &failed,
                 restarts: &shared.restarts,
                 rewrites: spec.pipeline.rewrites(),
-                holds,
+                tx: tx_plan,
                 gate: spec.gate.as_deref(),
                 flows: flows.as_ref(),
             };
@@ -404,6 +456,7 @@ pub(crate) fn run(
             nq,
             failed: &failed,
             outputs: &outputs,
+            mbufs: by_mbuf.then_some(spec),
         };
         spawn_tx(s, &mut threads, lanes, &free_tx, captures, ends);
         drop(free_tx);
@@ -441,7 +494,8 @@ pub(crate) fn run(
         errors,
         outputs,
         gpu_ingest,
-        receive_threads,
+        tx: tx_report,
+        receive_threads: ingest_done.len(),
         pinned,
     }
 }
@@ -467,6 +521,9 @@ struct TxEnds<'s> {
     nq: usize,
     failed: &'s AtomicBool,
     outputs: &'s Mutex<Vec<(Vec<OutTally>, Vec<String>)>>,
+    /// DPDK in and out, the mbufs kept by the receive threads (`mbufs`): each TX thread sends
+    /// them on its own TX queue.
+    mbufs: Option<&'s HostSpec<'s>>,
 }
 
 /// Starts the TX threads (one per lane, `executor::tx`): each sends its queues' reaped bursts
@@ -490,7 +547,13 @@ fn spawn_tx<'s>(
             nq,
             failed,
             outputs,
+            mbufs,
         } = ends;
+        // Its TX queue of the DPDK ports: its queue's, or 0 for one thread sending every queue.
+        let txq = match lane.inputs.as_slice() {
+            [(q, _)] => *q as u16,
+            _ => 0,
+        };
         threads.push(spawn_named(s, lane.name, move || {
             let _exit = OnExit {
                 done: None,
@@ -499,10 +562,62 @@ fn spawn_tx<'s>(
             };
             let mut out = lane.out;
             let ends = (queues_done, nq, captures);
-            let r = tx::run(shared, &mut out, lane.inputs, frees, ends, dev);
+            let sender = match mbufs.map(|spec| mbuf_sender(spec, txq, &out)).transpose() {
+                Ok(s) => s,
+                Err(e) => {
+                    // Checked when the plan was made (TX queues per thread): the run stops.
+                    failed.store(true, Ordering::Relaxed);
+                    outputs
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push((Vec::new(), vec![e]));
+                    None
+                }
+            };
+            let r = tx::run(shared, &mut out, lane.inputs, frees, ends, dev, sender);
             outputs.lock().unwrap_or_else(|p| p.into_inner()).push(r);
         }));
     }
+}
+
+/// Where the TX threads read the frames (`tx::plan`; before the first submit), its report,
+/// and whether the receive threads keep their mbufs for the TX threads to send.
+fn plan_tx(
+    dev: &dyn QueueDevice,
+    spec: &HostSpec<'_>,
+    with_tx: bool,
+    feeds: &[Feed<'_>],
+    ingest: &[GpuIngest],
+) -> (tx::TxPlan, Option<crate::daemon::summary::GpuTx>, bool) {
+    let by_mbuf = with_tx && feeds.iter().any(Feed::keeps_mbufs);
+    let (plan, report) = tx::plan(dev, (with_tx, by_mbuf), spec.pipeline, ingest);
+    (plan, report, by_mbuf)
+}
+
+/// A TX thread's sender of the kept mbufs on TX queue `q` of the plan's ports (`out`: its
+/// destinations, whose names the tallies take).
+fn mbuf_sender(
+    spec: &HostSpec<'_>,
+    q: u16,
+    out: &OutPorts,
+) -> Result<Box<dyn tx::SlotSender>, String> {
+    #[cfg(feature = "dpdk")]
+    if let Some(plan) = &spec.mbufs {
+        let name = out
+            .default
+            .and_then(|k| out.names.get(k))
+            .cloned()
+            .unwrap_or_default();
+        let mirror = out
+            .mirror
+            .as_ref()
+            .map(|m| m.name().to_string())
+            .unwrap_or_default();
+        let s = super::mbufs::MbufSender::new(plan, q, (name, mirror))?;
+        return Ok(Box::new(s));
+    }
+    let _ = (spec, out);
+    Err(format!("TX queue {q}: no DPDK ports whose mbufs are sent"))
 }
 
 /// Joins the run's threads here, not by the scope, so a panic is this run's error, not this
@@ -565,10 +680,18 @@ fn receive(
             };
             (q.name().to_string(), r)
         }
-        Source::Refs(mut q, base, hold) => {
+        #[cfg(feature = "dpdk")]
+        Source::Mbufs(mut rx, q) => {
+            let r = match out.into_iter().next() {
+                Some(o) => ingest::run_queue_mbufs(ictx, ids, &mut rx, q, o, free),
+                None => Ok(()),
+            };
+            (rx.port().setup().name.clone(), r)
+        }
+        Source::Refs(mut q, store) => {
             let r = match out.into_iter().next() {
                 Some(o) => {
-                    let src = ingest::Refs { base, hold };
+                    let src = ingest::Refs { store };
                     ingest::run_queue_refs(ictx, ids, q.as_mut(), src, o, free)
                 }
                 None => Ok(()),
@@ -577,25 +700,6 @@ fn receive(
         }
     };
     r.map_err(|e| format!("{who}: {e}"))
-}
-
-/// Whether frames are sent from the GPU slot they ran in: where the device can hold it for the
-/// TX thread (asked before the first submit). Logged when the run transmits.
-fn tx_from_slot(dev: &dyn QueueDevice, with_tx: bool) -> bool {
-    let holds = with_tx && dev.hold_slots();
-    if with_tx {
-        tracing::info!(
-            event = "tx_from_slot",
-            held = holds,
-            "GPU executor: {}",
-            if holds {
-                "frames sent from the GPU slots they ran in, each slot held until its frames are sent"
-            } else {
-                "frames copied out of the GPU slots before they are sent"
-            }
-        );
-    }
-    holds
 }
 
 /// Runs port `pi`'s ingest thread: frames in GPU memory received in place, or the usual way.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::Backoff;
 
-use super::{wait_on, GpuHold, Slot};
+use super::{wait_on, FrameStore, GpuHold, Slot};
 use crate::burst::{Burst, FrameDesc};
 use crate::config::OnFull;
 use crate::counters::QueueCounters;
@@ -112,11 +112,10 @@ pub(crate) fn run(
     run_with(ctx, ids, None, out, free, |ing| ing.receive(port))
 }
 
-/// Where a queue's frames handed over by reference are: the address (for the device) of
-/// the first byte of the port's loaded frames, and the hold on that memory.
+/// Where a queue's frames handed over by reference are: the port's loaded frames in host
+/// memory the device reads.
 pub(crate) struct Refs {
-    pub base: u64,
-    pub hold: GpuHold,
+    pub store: Arc<FrameStore>,
 }
 
 /// Runs one queue's receive thread of a split port whose frames go by reference: the slot
@@ -133,6 +132,23 @@ pub(crate) fn run_queue_refs(
     let q = usize::from(src.queue());
     run_with(ctx, ids, Some(q), vec![out], free, |ing| {
         ing.receive_refs(src, &refs)
+    })
+}
+
+/// Runs one queue's receive thread of a split DPDK port whose mbufs are sent themselves
+/// (see `mbufs`): each frame is copied into the queue's slot burst and its mbuf kept with the
+/// slot until the TX thread sends or frees it.
+#[cfg(feature = "dpdk")]
+pub(crate) fn run_queue_mbufs(
+    ctx: &IngestCtx<'_>,
+    ids: Feeder,
+    rx: &mut crate::port::dpdk::DpdkRx,
+    q: usize,
+    out: Producer<Slot>,
+    free: Receiver<Slot>,
+) -> Result<(), PortError> {
+    run_with(ctx, ids, Some(q), vec![out], free, |ing| {
+        ing.receive_mbufs(rx)
     })
 }
 
@@ -468,16 +484,85 @@ impl Ingest<'_, '_> {
                     return Ok(());
                 }
                 let s = &mut self.building[0];
-                if s.holds.is_empty() {
-                    s.holds.push(Arc::clone(&refs.hold));
+                if s.store.is_none() {
+                    // Held until the burst is reaped, or sent where it transmits.
+                    s.store = Some(Arc::clone(&refs.store));
                 }
-                s.gpu_srcs.push(refs.base + u64::from(d.offset));
+                s.gpu_srcs.push(refs.store.dev_addr(d.offset));
                 s.burst.descs.push(FrameDesc {
                     offset: s.gpu_bytes as u32,
                     ..*d
                 });
                 s.gpu_bytes += need;
                 self.first_at[0].get_or_insert_with(Instant::now);
+            }
+            tally.publish(c);
+            let quiet = match status {
+                Err(e) => return Err(e),
+                Ok(RxStatus::End) => return Ok(()),
+                Ok(RxStatus::Idle) => true,
+                Ok(RxStatus::Frames(_)) => false,
+            };
+            if !self.pace(quiet, &backoff) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// [`Ingest::receive_queue`] for DPDK mbufs kept for TX: the frames copied into the slot
+    /// burst, their mbufs moved into the slot ([`Slot::kept`]) before it is handed over.
+    #[cfg(feature = "dpdk")]
+    fn receive_mbufs(&mut self, rx: &mut crate::port::dpdk::DpdkRx) -> Result<(), PortError> {
+        use crate::port::dpdk::{MbufBurst, MAX_BURST};
+        let ctx = self.ctx;
+        let q = self.qmap[0];
+        let c = &ctx.shared.counters[q];
+        let mut part = MbufBurst::new();
+        let mut pick = vec![false; MAX_BURST];
+        let backoff = Backoff::new();
+        loop {
+            if ctx.shared.stop.load(Ordering::Relaxed) || ctx.failed.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let have = self.building[0].burst.len();
+            let want = ctx.burst.min(ctx.slot_frames.saturating_sub(have)).max(1);
+            let status = rx.rx_mbufs(&mut part, want);
+            let n = part.len();
+            ctx.shared.rx_total.fetch_add(n as u64, Ordering::Relaxed);
+            let mut tally = Tally {
+                rx_frames: n as u64,
+                rx_bytes: part.bytes(),
+                ..Tally::default()
+            };
+            for i in 0..n {
+                let mut d = part.desc(i);
+                let need = d.len as usize + ctx.room;
+                if need > ctx.slot_cap {
+                    tally.too_long += 1;
+                    continue;
+                }
+                let b = &self.building[0].burst;
+                if b.len() >= ctx.slot_frames || b.data.len() + need > ctx.slot_cap {
+                    self.building[0].kept.take_from(&mut part, |j| pick[j]);
+                    pick.fill(false);
+                    if !self.hand(0) {
+                        part.clear();
+                        return Ok(());
+                    }
+                }
+                (d.port, d.queue) = (self.port_id as u16, q as u16);
+                let s = &mut self.building[0];
+                s.burst.push_with_room(part.frame(i), d, ctx.room);
+                s.by_mbuf = true;
+                pick[i] = true;
+                self.first_at[0].get_or_insert_with(Instant::now);
+            }
+            if n > 0 {
+                self.building[0].kept.take_from(&mut part, |j| pick[j]);
+                pick.fill(false);
+                // The slot holds its own reference to each frame it took; the rest (too long)
+                // go back to their pool here.
+                part.retain(|_| false);
             }
             tally.publish(c);
             let quiet = match status {

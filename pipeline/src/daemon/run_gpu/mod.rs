@@ -9,6 +9,8 @@ mod flow_export;
 mod gpu_ingest;
 mod host;
 mod ingest;
+#[cfg(feature = "dpdk")]
+mod mbufs;
 mod queue;
 mod reap;
 mod reload;
@@ -62,6 +64,18 @@ pub(crate) struct Slot {
     /// The ports' hold on the buffers behind `gpu_srcs`, released once the burst is reaped
     /// (the GPU copied the frames out of them by then) or dropped before submit.
     pub holds: Vec<GpuHold>,
+    /// The loaded frames `gpu_srcs` point into (a port's frames by reference): held until
+    /// the TX thread has sent the burst, which reads the frames no stage changed there.
+    pub store: Option<Arc<FrameStore>>,
+    /// Set by the queue thread at the reap: no stage changed the frames (the pipeline does not
+    /// rewrite), so the TX thread sends each from where it arrived (the store, or the burst the
+    /// receive thread filled), not from the GPU slot.
+    pub as_received: bool,
+    /// The mbufs its frames arrived in, kept to be sent themselves (DPDK in and out: see
+    /// `mbufs`); the TX entries that go as their mbuf are then left out of the copying TX.
+    #[cfg(feature = "dpdk")]
+    pub kept: mbufs::Kept,
+    pub by_mbuf: bool,
 }
 
 /// A received burst's buffers in GPU memory, shared by the slots its frames went to.
@@ -80,6 +94,11 @@ impl Slot {
             gpu_srcs: Vec::new(),
             gpu_bytes: 0,
             holds: Vec::new(),
+            store: None,
+            as_received: false,
+            #[cfg(feature = "dpdk")]
+            kept: mbufs::Kept::default(),
+            by_mbuf: false,
         }
     }
 
@@ -90,11 +109,65 @@ impl Slot {
         self.release();
     }
 
-    /// Gives back the buffers in GPU memory it held.
+    /// Gives back the buffers in GPU memory and the store it held.
     fn release(&mut self) {
         self.gpu_srcs.clear();
         self.gpu_bytes = 0;
         self.holds.clear();
+        self.store = None;
+        self.as_received = false;
+        #[cfg(feature = "dpdk")]
+        self.kept.clear();
+        self.by_mbuf = false;
+    }
+}
+
+/// A port's loaded frames in host memory the device reads (by reference, see
+/// [`device::HostFrames`]): the device address of its first byte, where the host reads the
+/// same bytes, and the hold that keeps them allocated. The bytes never change while the run
+/// lasts.
+pub(crate) struct FrameStore {
+    dev: u64,
+    host: *const u8,
+    len: usize,
+    pub hold: GpuHold,
+}
+
+// SAFETY: the bytes are only read, never written after the store is made, and stay allocated
+// while `hold` lives (FrameStore::new's contract).
+unsafe impl Send for FrameStore {}
+// SAFETY: as above: shared reads of bytes nobody writes.
+unsafe impl Sync for FrameStore {}
+
+impl FrameStore {
+    /// The `len` bytes at `host`, which the device reads at `dev`, kept allocated by `hold`.
+    ///
+    /// # Safety
+    /// `host..+len` is readable host memory holding the bytes the device reads at `dev..`,
+    /// unchanged and allocated while `hold` lives.
+    unsafe fn new(dev: u64, host: *const u8, len: usize, hold: GpuHold) -> FrameStore {
+        FrameStore {
+            dev,
+            host,
+            len,
+            hold,
+        }
+    }
+
+    /// The device address of byte `offset`.
+    fn dev_addr(&self, offset: u32) -> u64 {
+        self.dev + u64::from(offset)
+    }
+
+    /// The `len` bytes at device address `at`, read on the host; `None` outside the store.
+    fn frame(&self, at: u64, len: usize) -> Option<&[u8]> {
+        let off = usize::try_from(at.checked_sub(self.dev)?).ok()?;
+        if off.checked_add(len)? > self.len {
+            return None;
+        }
+        // SAFETY: off..off + len lies inside the store (checked), which stays allocated and
+        // unchanged while self (and so `hold`) lives (FrameStore::new's contract).
+        Some(unsafe { std::slice::from_raw_parts(self.host.add(off), len) })
     }
 }
 
@@ -234,6 +307,8 @@ fn host_spec(
         ),
         by_reference: p.cfg.executor.gpu.by_reference,
         gate: None,
+        #[cfg(feature = "dpdk")]
+        mbufs: None,
     }
 }
 
@@ -271,6 +346,34 @@ impl Drop for PinnedFrames {
                  GPU kernel may still read it"
             );
             std::mem::forget(std::mem::take(&mut self.holds));
+        }
+    }
+}
+
+/// Whether the received mbufs are sent themselves (DPDK in and out, `mbufs`); logged
+/// (`event=forwarding_path`) where a DPDK port receives.
+#[cfg(feature = "dpdk")]
+fn mbuf_plan(p: &Prepared, ports: &OpenPorts) -> Option<mbufs::MbufPlan> {
+    if ports.dpdk_rx.iter().all(Option::is_none) {
+        return None;
+    }
+    match mbufs::plan(p, ports) {
+        Ok(m) => {
+            tracing::info!(
+                event = "forwarding_path",
+                path = "zero_copy",
+                input = %m.rx.setup().name,
+                output = %m.tx.setup().name,
+                "GPU executor: DPDK {} -> DPDK {}, the received mbufs sent themselves where the \
+                 input splits by RX queue",
+                m.rx.setup().name,
+                m.tx.setup().name
+            );
+            Some(m)
+        }
+        Err(why) => {
+            tracing::info!(event = "forwarding_path", path = "copy", reason = %why, "GPU executor forwarding by copy: {why}");
+            None
         }
     }
 }
@@ -319,6 +422,10 @@ pub fn run_gpu(
         p.cfg.queues.burst
     );
     let mut spec = host_spec(p, shape, acl_on, acl.as_ref().map_or(0, |a| a.generation));
+    #[cfg(feature = "dpdk")]
+    {
+        spec.mbufs = mbuf_plan(p, &ports);
+    }
     let mut dests = ports.take_out();
     // The stages' host sides work beside the host side (a poll thread), pacing its input
     // where they ask to.
@@ -348,6 +455,10 @@ pub fn run_gpu(
         .collect();
     s.outputs = out.outputs;
     s.gpu_ingest = out.gpu_ingest;
+    if out.tx.as_ref().is_some_and(|t| t.path == tx::MBUF) {
+        s.forwarding = "zero_copy".into();
+    }
+    s.gpu_tx = out.tx;
     s.verify = shared.verify.summary();
     s.receive_threads = out.receive_threads;
     Ok(s)

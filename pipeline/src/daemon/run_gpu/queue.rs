@@ -42,9 +42,10 @@ pub(crate) struct QueueCtx<'a> {
     pub restarts: &'a RestartBoard,
     /// The pipeline rewrites frames: what the TX thread sends is the GPU's copy of them.
     pub rewrites: bool,
-    /// The device holds each reaped burst's slot until the TX thread releases it
-    /// (`QueueDevice::hold_slots`): frames are sent from the slot, not copied out of it.
-    pub holds: bool,
+    /// Where the TX thread reads the frames (`tx::plan`): where they arrived, or the slot the
+    /// device holds until the TX thread releases it (`QueueDevice::hold_slots`), or a copy the
+    /// reap makes.
+    pub tx: super::tx::TxPlan,
     /// The stages' host sides pace the input: a burst is submitted only when the gate has
     /// room (their polls covered what ran before it), else held as a full ring holds it.
     pub gate: Option<&'a crate::stage::gpu_host::PollGate>,
@@ -198,7 +199,7 @@ impl Worker<'_, '_> {
         let (pending, reaped, frees) = (&mut self.pending, &mut self.reaped, &self.io.frees);
         let verify = &mut self.io.verify;
         let mut out_of_order = None;
-        let (rewrites, holds, q) = (ctx.rewrites, ctx.holds, ctx.q);
+        let (rewrites, plan, q) = (ctx.rewrites, ctx.tx, ctx.q);
         let mut reaped_frames = 0u64;
         let n = ctx.dev.poll(ctx.q, &mut |seq, v, tx| {
             let mut slot = match pending.pop_front() {
@@ -213,22 +214,27 @@ impl Worker<'_, '_> {
             if let Some(t) = verify.as_mut() {
                 t.reaped(seq, v, tx.as_ref(), rewrites);
             }
-            // The GPU is done with the burst, and so with its frames' buffers in GPU memory.
-            slot.release();
             c.burst_latency
                 .observe_ns(slot.handed.elapsed().as_nanos() as u64);
             if has_tx {
+                // The store the frames arrived in stays held until the TX thread sent them
+                // (it releases the slot then).
                 let mut slot = slot;
                 slot.verdicts.clear();
                 slot.verdicts.extend_from_slice(v);
-                // SAFETY: `holds` means the device's hold_slots returned true: the burst's
-                // data stays put until the TX thread releases (q, seq) after sending it.
-                slot.ring =
-                    holds.then(|| unsafe { RingHold::new(q, seq, tx.as_ref().map(|t| t.data)) });
-                fill_tx(&mut slot, v, tx, rewrites && !holds);
+                slot.as_received = plan.as_received;
+                // SAFETY: `plan.holds` means the device's hold_slots returned true: the
+                // burst's data stays put until the TX thread releases (q, seq) after sending it.
+                slot.ring = plan
+                    .holds
+                    .then(|| unsafe { RingHold::new(q, seq, tx.as_ref().map(|t| t.data)) });
+                let copy_back = rewrites && !plan.holds && !plan.as_received;
+                fill_tx(&mut slot, v, tx, copy_back);
                 reaped.push(slot);
             } else {
-                // No output port: passed frames are counted, and the slot goes back.
+                // The GPU is done with the burst, and so with its frames' buffers in GPU
+                // memory. No output port: passed frames are counted, and the slot goes back.
+                slot.release();
                 let _ = frees[slot.owner].send(slot);
             }
         })?;
@@ -384,7 +390,8 @@ fn fill_tx(slot: &mut Slot, v: &[Verdict], tx: Option<TxView<'_>>, copy_back: bo
     slot.tx.clear();
     slot.tx_times.clear();
     let Some(t) = tx else {
-        for (i, ((d, _), vd)) in slot.burst.frames().zip(v).enumerate() {
+        // Descriptors only: a burst by reference has no bytes on the host.
+        for (i, (d, vd)) in slot.burst.descs.iter().zip(v).enumerate() {
             if vd.action != abi::ACTION_DROP {
                 slot.tx.push(TxDesc {
                     offset: d.offset,
@@ -399,6 +406,10 @@ fn fill_tx(slot: &mut Slot, v: &[Verdict], tx: Option<TxView<'_>>, copy_back: bo
         }
         return;
     };
+    if copy_back && slot.burst.data.len() < t.data.len() {
+        // Frames by reference arrived with no bytes in the burst: room for the copy.
+        slot.burst.data.resize(t.data.len(), 0);
+    }
     for d in t.descs {
         let r = d.offset as usize..d.offset as usize + d.len as usize;
         if copy_back {

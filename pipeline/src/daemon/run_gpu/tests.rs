@@ -88,6 +88,8 @@ struct CpuStandIn {
     /// frames are read through that, as the kernel reads them (`PW_SLOT_REFS`), not gathered.
     mapped_refs: bool,
     read_in_place: std::sync::atomic::AtomicU64,
+    /// Each `host_frames` store: (host address, bytes).
+    stores: Mutex<Vec<(usize, usize)>>,
     /// The persistent kernel, as far as freeing the `host_frames` memory waits for it.
     kernel: Arc<rx_threads::StandInKernel>,
     /// Flow export's device state: conntrack's tables and their ended-flow rings.
@@ -141,6 +143,7 @@ impl CpuStandIn {
             rate_state: Default::default(),
             mapped_refs: false,
             read_in_place: Default::default(),
+            stores: Mutex::default(),
             kernel: Arc::default(),
             flows: None,
         }
@@ -292,8 +295,12 @@ unsafe impl QueueDevice for CpuStandIn {
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
         use crate::executor::gpu::multi::HostFramesRead as Read;
         let read = [Read::Gathered, Read::InPlace][usize::from(self.mapped_refs)];
+        let at = (copy.as_ptr() as usize, copy.len());
+        self.stores.lock().unwrap().push(at);
         Ok(super::device::HostFrames {
             base: copy.as_ptr() as u64,
+            host: copy.as_ptr(),
+            len: copy.len(),
             keep: Box::new(rx_threads::StandInPinned::new(copy, &self.kernel)),
             read: read.describe(),
         })
@@ -364,6 +371,10 @@ unsafe impl QueueDevice for CpuStandIn {
                 times,
             });
             f(b.seq, &b.v, tx);
+            if !self.holds() {
+                // Not held: the slot is free once its poll returned; what was there is gone.
+                fq.ring[slot].fill(RELEASED_FILL);
+            }
             fq.on_gpu.pop_front();
             fq.reaped += 1;
             n += 1;
@@ -619,6 +630,7 @@ fn run_host(
     );
     s.receive_threads = out.receive_threads;
     s.gpu_ingest = out.gpu_ingest;
+    s.gpu_tx = out.tx;
     (out.result, s)
 }
 
@@ -945,30 +957,11 @@ fn a_tx_error_counts_the_frames_and_names_the_port() {
     assert_eq!(s.tx_frames, 0);
 }
 
-#[test]
-fn gpu_slots_gather_small_rx_bursts_and_keep_the_frames_in_flight() {
-    let shape = |yaml: &str| {
-        let ports = gen_port("g", 10, 1, "64");
-        GpuSlots::of(&prepared(&format!("ports:\n{ports}pipeline: [parse, count]\n{yaml}")).cfg)
-    };
-    // Defaults: RX bursts of 32 gathered into 256-frame slots; 256 x 32 frames in flight.
-    let d = shape("");
-    assert_eq!((d.frames, d.ring_slots), (256, 32));
-    // A larger RX burst keeps its own size; so does an explicit smaller GPU slot.
-    let big = shape("queues: { burst: 1024, ring_slots: 64 }\n");
-    assert_eq!((big.frames, big.ring_slots), (1024, 64));
-    let small =
-        shape("queues: { burst: 32, ring_slots: 4 }\nexecutor: { gpu: { burst_size: 32 } }\n");
-    assert_eq!((small.frames, small.ring_slots), (32, 4));
-    // Never fewer than two slots, rounded up to a power of two.
-    let two = shape("queues: { burst: 32, ring_slots: 4 }\n");
-    assert_eq!((two.frames, two.ring_slots), (256, 2));
-    let odd = shape("queues: { burst: 96, ring_slots: 8 }\n");
-    assert_eq!((odd.frames, odd.ring_slots), (256, 4));
-}
-
+mod as_received;
 mod composed;
 mod conntrack;
+#[cfg(feature = "dpdk")]
+mod dpdk_mbufs;
 #[cfg(feature = "dpdk")]
 mod dpdk_queues;
 mod flow_stats;
@@ -983,5 +976,6 @@ mod restart;
 mod rewrite;
 mod rx_threads;
 mod sampled;
+mod slots;
 mod tx_lanes;
 mod wire_len;

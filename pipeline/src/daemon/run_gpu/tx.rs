@@ -19,9 +19,14 @@ use crate::port::out::{OutPorts, OutTally};
 use crate::port::WireFrame;
 use crate::ring::Consumer;
 
-/// The bytes of TX entry `d`: in the GPU slot the burst ran in where it is held with its
-/// frames ([`Slot::ring`]), else in the burst (empty when it lies outside: never sent).
-fn frame_of<'s>(slot: &'s Slot, d: &TxDesc) -> &'s [u8] {
+/// The bytes of TX entry `d`: where the frame arrived when no stage changed it
+/// ([`Slot::as_received`], [`as_received`]); else in the GPU slot the burst ran in where it is
+/// held with its frames ([`Slot::ring`]), else in the burst the reap copied them into (empty
+/// when it lies outside: never sent).
+pub(crate) fn frame_of<'s>(slot: &'s Slot, d: &TxDesc) -> &'s [u8] {
+    if slot.as_received {
+        return as_received(slot, d).unwrap_or(&[]);
+    }
     let (a, n) = (d.offset as usize, d.len as usize);
     let data = slot
         .ring
@@ -29,6 +34,118 @@ fn frame_of<'s>(slot: &'s Slot, d: &TxDesc) -> &'s [u8] {
         .and_then(|r| r.data())
         .unwrap_or(&slot.burst.data);
     data.get(a..a + n).unwrap_or(&[])
+}
+
+/// Frame `d.frame` of the burst where it arrived: in the port's store the burst holds
+/// ([`Slot::store`], frames by reference), else in the burst its receive thread filled. `None`
+/// when the entry names no frame of the burst, or more bytes than arrived.
+fn as_received<'s>(slot: &'s Slot, d: &TxDesc) -> Option<&'s [u8]> {
+    let i = usize::from(d.frame);
+    let got = slot.burst.descs.get(i)?;
+    let n = d.len as usize;
+    if d.len > got.len {
+        return None;
+    }
+    match &slot.store {
+        Some(store) => store.frame(*slot.gpu_srcs.get(i)?, n),
+        None => {
+            let a = got.offset as usize;
+            slot.burst.data.get(a..a + n)
+        }
+    }
+}
+
+/// Where the TX threads read the frames (see [`plan`]).
+pub(crate) const AS_RECEIVED: &str = "as_received";
+pub(crate) const GPU_SLOT: &str = "gpu_slot";
+pub(crate) const COPIED_OUT: &str = "copied_out";
+pub(crate) const MBUF: &str = "mbuf";
+
+/// Where a run's TX threads read its frames: `as_received` (no stage changes a frame, so each
+/// leaves from where it arrived), else `holds` (the device holds each reaped slot until its
+/// frames are sent from it) or neither (the reap copies them out of the slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TxPlan {
+    pub as_received: bool,
+    pub holds: bool,
+}
+
+/// The TX plan of a run (none without an output port, mirror or slow path) and its report:
+/// `rewrites` is the pipeline's [`crate::stage::Pipeline::rewrites`] (an ACL reload that would
+/// change it is refused, so it holds for the run); `ingest` says where each port's frames
+/// arrive. The device is asked to hold its slots only when the frames are sent from them
+/// (before the first submit). Logged (`event=tx_path`).
+pub(crate) fn plan(
+    dev: &dyn QueueDevice,
+    (with_tx, by_mbuf): (bool, bool),
+    pipeline: &crate::stage::Pipeline,
+    ingest: &[crate::daemon::summary::GpuIngest],
+) -> (TxPlan, Option<crate::daemon::summary::GpuTx>) {
+    let rewrites = pipeline.rewrites();
+    let none = TxPlan {
+        as_received: false,
+        holds: false,
+    };
+    if !with_tx {
+        return (none, None);
+    }
+    let (plan, path, reason) = if !rewrites {
+        let from: Vec<String> = ingest
+            .iter()
+            .map(|g| match g.path.as_str() {
+                super::gpu_ingest::BY_REFERENCE => {
+                    format!("{}: its loaded frames in pinned host memory", g.port)
+                }
+                _ => format!("{}: the burst its receive thread copied it into", g.port),
+            })
+            .collect();
+        let mut reason = "no stage rewrites frames: each is sent from where it arrived, not \
+                          from the GPU slot (which is free again once reaped)"
+            .to_string();
+        if !from.is_empty() {
+            reason.push_str(" (");
+            reason.push_str(&from.join("; "));
+            reason.push(')');
+        }
+        let p = TxPlan {
+            as_received: true,
+            holds: false,
+        };
+        (p, AS_RECEIVED, reason)
+    } else if dev.hold_slots() {
+        let p = TxPlan {
+            as_received: false,
+            holds: true,
+        };
+        let why = "the stages rewrite frames on the GPU: each is sent from the GPU slot it ran \
+                   in, held until its frames are sent";
+        (p, GPU_SLOT, why.to_string())
+    } else {
+        let why = "the stages rewrite frames on the GPU and the device does not hold its slots: \
+                   the reap copies the frames out of the slot before they are sent";
+        (none, COPIED_OUT, why.to_string())
+    };
+    let (path, reason) = if by_mbuf {
+        let how = if plan.as_received {
+            "no stage rewrites frames: no copy on the TX side"
+        } else {
+            "the frames the stages rewrote are copied from the GPU slot back into their mbufs \
+             first: one copy per frame, not zero"
+        };
+        let why = format!(
+            "DPDK in and out: the received mbufs are sent themselves (dropped ones freed in \
+             bulk, mirror copies as a second reference); {how}"
+        );
+        (MBUF, why)
+    } else {
+        (path, reason)
+    };
+    tracing::info!(event = "tx_path", path, reason = %reason, "GPU executor TX: {path}: {reason}");
+    let report = crate::daemon::summary::GpuTx {
+        path: path.to_string(),
+        reason,
+    };
+    (plan, Some(report))
 }
 
 /// TX entry `i` of `slot` with its bytes, send time (0: now, or no times in the ring) and wire
@@ -61,8 +178,29 @@ impl TxBurst for Slot {
         self.tx
             .iter()
             .enumerate()
+            .filter(move |(_, d)| !(self.by_mbuf && sent_as_mbuf(d)))
             .map(move |(i, d)| (fate(d), d.out_port, timed(self, i, d)))
     }
+}
+
+/// Whether TX entry `d` of a burst whose mbufs were kept is sent as its mbuf ([`SlotSender`]).
+fn sent_as_mbuf(d: &TxDesc) -> bool {
+    #[cfg(feature = "dpdk")]
+    return super::mbufs::by_mbuf(d);
+    #[cfg(not(feature = "dpdk"))]
+    {
+        let _ = d;
+        false
+    }
+}
+
+/// Sends what of a burst a TX thread sends besides its ports' copies (DPDK in and out: the
+/// received mbufs themselves), after them, and counts it as the ports' sends are counted.
+pub(crate) trait SlotSender: Send {
+    /// Sends `slot`'s part (queue counters `c`).
+    fn send(&mut self, slot: &mut Slot, c: &crate::counters::QueueCounters);
+    /// Flushes: what each destination took and the errors.
+    fn finish(self: Box<Self>) -> (Vec<OutTally>, Vec<String>);
 }
 
 /// The frames the sampling verifier found to differ (for the slow path), and its done flag.
@@ -82,13 +220,19 @@ pub(crate) fn run(
     frees: Vec<Sender<Slot>>,
     (queues_done, nq, (captured, verify_done)): (&AtomicUsize, usize, Captures<'_>),
     dev: &dyn QueueDevice,
+    mut sender: Option<Box<dyn SlotSender + '_>>,
 ) -> (Vec<OutTally>, Vec<String>) {
     // Every destination is done with the frames (ports copy what they keep): the GPU slot may
     // take the next burst.
-    let release = |_q: usize, mut slot: Slot| {
+    let release = |q: usize, mut slot: Slot| {
+        if let (Some(s), Some(c)) = (sender.as_mut(), shared.counters.get(q)) {
+            s.send(&mut slot, c);
+        }
         if let Some(h) = slot.ring.take() {
             dev.release(h.q, h.seq);
         }
+        // Sent: the store (or buffers) its frames were read from may go.
+        slot.release();
         if let Some(f) = frees.get(slot.owner) {
             let _ = f.send(slot);
         }
@@ -101,7 +245,7 @@ pub(crate) fn run(
             .as_ref()
             .is_some_and(|c| crate::executor::tx::send_captures(c, dest))
     };
-    crate::executor::tx::run(
+    let r = crate::executor::tx::run(
         &shared.counters,
         out,
         &mut inputs,
@@ -109,5 +253,9 @@ pub(crate) fn run(
         release,
         captures,
         wait_on,
-    )
+    );
+    match sender {
+        Some(s) => crate::executor::tx::merge(vec![r, s.finish()]),
+        None => r,
+    }
 }

@@ -473,6 +473,62 @@ impl MbufBurst {
         }
     }
 
+    /// Writes `bytes` as frame `i` into its own mbuf (a copy of the frame rewritten
+    /// elsewhere, e.g. on the GPU, back into the mbuf it arrived in, so that mbuf is what is
+    /// sent): the mbuf's data becomes `bytes`, its length theirs; a chain's segments take them
+    /// in turn, the last growing into its tailroom. `Err` for bytes that do not fit the
+    /// mbuf's buffer after its headroom (a chain's: its segments and the last one's tailroom). Every reference to the mbuf sees
+    /// the new bytes (a mirror copy shared before this call too).
+    pub fn write_frame(&mut self, i: usize, bytes: &[u8]) -> Result<(), PortError> {
+        assert!(i < self.len, "frame {i} of a burst of {}", self.len);
+        self.prepare();
+        let m = self.mbufs[i];
+        let (room, segs, old, data) = {
+            // SAFETY: an owned mbuf (i < len); its header is read (the borrow ends here).
+            let mb = unsafe { &*m };
+            let room = usize::from(mb.buf_len).saturating_sub(usize::from(mb.data_off));
+            let data = (mb.buf_addr as *mut u8).wrapping_add(usize::from(mb.data_off));
+            (room, mb.nb_segs, u64::from(mb.pkt_len), data)
+        };
+        if segs > 1 {
+            // SAFETY: an owned chain in host memory, written through this burst only.
+            if !unsafe { write_back(m, bytes) } {
+                return Err(config_err(format!(
+                    "frame {i}: {} bytes do not fit its chain of {segs} buffers",
+                    bytes.len()
+                )));
+            }
+            self.bytes = self.bytes - old + bytes.len() as u64;
+            // The chain's read copy follows its new bytes: in place when the length is the
+            // same, else appended (the old copy is left unused until the burst is emptied).
+            let at = self.linear_at[i] as usize;
+            if bytes.len() as u64 == old {
+                self.linear[at..at + bytes.len()].copy_from_slice(bytes);
+            } else {
+                self.linear_at[i] = self.linear.len() as u32;
+                self.linear.extend_from_slice(bytes);
+            }
+            return Ok(());
+        }
+        if bytes.len() > room || bytes.len() > usize::from(u16::MAX) {
+            return Err(config_err(format!(
+                "frame {i}: {} bytes do not fit its mbuf ({room} bytes after the headroom)",
+                bytes.len()
+            )));
+        }
+        // SAFETY: a one-segment mbuf in host memory (rx_mbufs refuses GPU-memory ports) owned
+        // by this burst: bytes.len() <= room bytes from buf_addr + data_off (`data`) lie inside
+        // its buffer (`copy`: `bytes` may be this very mbuf's, read through a mirror copy's
+        // reference). The lengths then name the bytes written.
+        unsafe {
+            std::ptr::copy(bytes.as_ptr(), data, bytes.len());
+            (*m).data_len = bytes.len() as u16;
+            (*m).pkt_len = bytes.len() as u32;
+        }
+        self.bytes = self.bytes - old + bytes.len() as u64;
+        Ok(())
+    }
+
     /// A second reference to each frame for which `pick(i)` holds, appended to `into` (which
     /// must hold frames of the same receive call or none): one frame's mbuf is then sent to two
     /// ports (the output and the mirror port), each send or free taking one reference; the

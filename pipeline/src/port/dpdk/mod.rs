@@ -313,6 +313,23 @@ impl DpdkPort {
         })
     }
 
+    /// Mbufs of the port's two pools (receive, and transmit copies) in use now: held by its
+    /// RX queues' descriptors, by bursts, or by a device that has not sent them yet (per-lcore
+    /// caches count as free). Back at its value before a run once the run freed or sent every
+    /// mbuf it received: a leak check.
+    pub fn mbufs_in_use(&self) -> u64 {
+        let p = &self.inner.pools;
+        // SAFETY: the pools are alive while the port is (PortInner holds its PortPools); the
+        // count only reads each pool's ring and caches.
+        let (rx, tx) = unsafe {
+            (
+                sys::rte_mempool_in_use_count(p.rx),
+                sys::rte_mempool_in_use_count(p.tx),
+            )
+        };
+        u64::from(rx) + u64::from(tx)
+    }
+
     /// The ethdev's basic stats, its extended stats, and pktwarp's own port counters, as
     /// (name, value) pairs: `ethdev_<field>`, `xstat_<DPDK name>`, `pktwarp_<counter>`.
     pub fn counters(&self) -> Vec<(String, u64)> {

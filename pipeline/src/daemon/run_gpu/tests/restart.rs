@@ -63,7 +63,12 @@ fn a_stalled_queue_is_restarted_and_loses_only_the_burst_it_held() {
     );
     let drop_of = |s: &Summary, name: &str| s.drops.iter().find(|d| d.0 == name).map_or(0, |d| d.1);
     let lost = drop_of(&s, "kernel_stall");
-    assert!(lost > 0 && lost <= 16, "one burst's frames lost: {lost}");
+    // A GPU slot gathers several receive bursts: the stalled one holds at most a slot's frames.
+    let slot = GpuSlots::of(&p.cfg).frames as u64;
+    assert!(
+        lost > 0 && lost <= slot,
+        "one slot's frames lost: {lost} of at most {slot}"
+    );
     assert_eq!(s.rx_frames, cpu.s.rx_frames, "every frame received");
     let outcomes = |s: &Summary| -> u64 {
         s.queues
