@@ -226,8 +226,7 @@ fn check(c: Case) -> Option<String> {
             }
             ex.poll(q, |seq, v, m| {
                 let k = seq as usize;
-                let wrong: Vec<usize> =
-                    (0..v.len()).filter(|&i| v[i].mark != want[k][i]).collect();
+                let wrong: Vec<usize> = (0..v.len()).filter(|&i| v[i].mark != want[k][i]).collect();
                 if c.meta && m.is_none_or(|m| m.len() != v.len()) {
                     bad.push(format!("queue {q} burst {k}: no metadata for every frame"));
                 }
