@@ -153,6 +153,16 @@ for t in tools/gpu-probes/*.cu; do
     fail=1
   else
     echo "check-kernels: $t compiles"
+    # The flow-table probe's rounds (cuda/flow_order.cuh's spin waits in straight-line code):
+    # no order store sunk below a WARPSYNC (scripts/check-order-sass.sh says why).
+    if [ "$(basename "$t")" = flow_table_bench.cu ]; then
+      if NVCC="$NVCC" scripts/check-order-sass.sh "$tmp/tool.cubin" fb_fill fb_update; then
+        echo "check-kernels: $t: no order store after a WARPSYNC"
+      else
+        echo "check-kernels: FAILED: $t's per-flow order (see above)" >&2
+        fail=1
+      fi
+    fi
   fi
 done
 # The flow table (cuda/flow.cuh) and the per-flow ordering (cuda/flow_order.cuh) run in the

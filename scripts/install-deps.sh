@@ -28,5 +28,11 @@ if ! "$PY" -c 'import nvidia.cu13' >/dev/null 2>&1 || [ ! -e "$("$PY" -c 'import
     nvidia-cuda-nvrtc==13.0.88 nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 \
     nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.96
 fi
+# nvdisasm beside nvcc (scripts/check-order-sass.sh reads the flow-table probe's SASS); the
+# oldest on the registry, it reads sm_90 code of nvcc 13.0.
+NVBIN=$("$PY" -c 'import nvidia,os;print(os.path.dirname(nvidia.__path__[0]))')/nvidia/cu13/bin
+if [ ! -x "$NVBIN/nvdisasm" ]; then
+  "$PY" -m pip install -q --disable-pip-version-check nvidia-cuda-nvdisasm==13.2.86
+fi
 # Offline Kubernetes schema validation of deploy/kubernetes (scripts/ci-deploy.sh; brings PyYAML, jsonschema).
 "$PY" -c 'import kubernetes_validate as k; assert k.__version__ == "1.37.0"' 2>/dev/null || "$PY" -m pip install -q --disable-pip-version-check kubernetes-validate==1.37.0

@@ -22,6 +22,14 @@
  * waited-for frames run on one SM, so __threadfence_block orders the predecessor's table writes
  * (global memory) before the waiter's reads.
  *
+ * Every store a later frame spins on (publish's state 1, done's and skip's 2) is followed by a
+ * block fence: without it ptxas may sink the store below the WARPSYNC.ALL it puts before the
+ * round's barrier (seen in tools/gpu-probes/flow_table_bench.cu's fb_update with nvcc 13.0:
+ * done's STS after the WARPSYNC.ALL). A lane that then waits for a lower lane of its own warp
+ * never reaches the WARPSYNC, and the lower lane waits there before its store: the warp hangs.
+ * The convergence points around the spin loops (BSSY / BSYNC, with YIELD in the loops) do not
+ * block that way; a WARPSYNC does. scripts/check-kernels.sh checks the probe's code for it.
+ *
  * Bursts of a queue are taken in order by the CTA that applies them. With one CTA per burst
  * (burst_ctas 1) that CTA applies every frame. With several (burst_ctas k, the owned layout of
  * kernels_owned.cu) every CTA of the group computes every frame's key (pw_pipeline_order_key)
@@ -50,6 +58,7 @@ PW_DEVICE void pw_order_publish(uint32_t key) {
     pw_order_key[threadIdx.x] = key;
     __threadfence_block();
     pw_order_state[threadIdx.x] = 1u;
+    __threadfence_block(); /* the store stays above any warp-wide sync (see above) */
 }
 
 PW_DEVICE void pw_order_wait(uint32_t key) {
@@ -72,12 +81,14 @@ PW_DEVICE void pw_order_wait(uint32_t key) {
 PW_DEVICE void pw_order_done(void) {
     __threadfence_block();
     pw_order_state[threadIdx.x] = 2u;
+    __threadfence_block(); /* the store stays above any warp-wide sync (see above) */
 }
 
 PW_DEVICE void pw_order_skip(void) {
     pw_order_key[threadIdx.x] = PW_ORDER_NONE;
     __threadfence_block();
     pw_order_state[threadIdx.x] = 2u;
+    __threadfence_block();
 }
 
 /* A second channel, for a stage after the ordered one that keeps per-queue state of its own in
@@ -96,6 +107,7 @@ PW_DEVICE void pw_order2_publish(uint32_t key) {
     pw_order2_key[threadIdx.x] = key;
     __threadfence_block();
     pw_order2_state[threadIdx.x] = 1u;
+    __threadfence_block();
 }
 
 PW_DEVICE void pw_order2_wait(uint32_t key) {
@@ -116,12 +128,14 @@ PW_DEVICE void pw_order2_wait(uint32_t key) {
 PW_DEVICE void pw_order2_done(void) {
     __threadfence_block();
     pw_order2_state[threadIdx.x] = 2u;
+    __threadfence_block();
 }
 
 PW_DEVICE void pw_order2_skip(void) {
     pw_order2_key[threadIdx.x] = PW_ORDER_NONE;
     __threadfence_block();
     pw_order2_state[threadIdx.x] = 2u;
+    __threadfence_block();
 }
 #else
 PW_DEVICE void pw_order2_publish(uint32_t key) { (void)key; }

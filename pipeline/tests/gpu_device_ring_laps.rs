@@ -9,6 +9,12 @@
 //! the host (six in flight). In a matrix that tells the causes apart: `device` and `mapped`
 //! rings, one and four CTAs a burst (`burst_ctas`; four is the default of a device ring with
 //! bursts of 32, one of a mapped ring), so a failure names the placement / CTA split it needs.
+//! Then, on device rings with four CTAs and staged frames, what the `inspect` pipeline of
+//! pipeline/tests/gpu_inspect.rs adds to this transport, one at a time and all together (that
+//! test differs from the CPU only there): full descriptors (a frame with a steering mark; a
+//! stage reading the receive time gets them too), a slow stage with a 12 KiB stack array (the
+//! inspect stage's HTTP scratch), two queues run one after the other, and metadata read back;
+//! and all of them with one CTA a burst, the control.
 //! Needs a CUDA GPU (listed in docs/hardware-only-tests.md).
 
 use std::sync::Arc;
@@ -34,6 +40,31 @@ PW_DEVICE void fnv_stage(const pw_frame *f, pw_packet_meta *m, pw_verdict *v, co
 }
 "#;
 
+/// The same hash, by a stage shaped like `inspect` on the GPU: the frame copied into a 12 KiB
+/// stack array (local memory, as the inspect stage's HTTP scratch) in a scattered order and
+/// hashed from there, after about 20 us of spinning (an inspected frame's time), so the CTAs of
+/// a burst finish apart and run with a large stack frame.
+const CUDA_SLOW: &str = r#"
+PW_DEVICE void fnv_slow_stage(const pw_frame *f, pw_packet_meta *m, pw_verdict *v, const void *p,
+                              pw_stage_counters *c) {
+    uint8_t scratch[12288];
+    const uint32_t n = f->len < 12288u ? f->len : 12288u;
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t k = (uint32_t)(((uint64_t)i * 7919u) % n);
+        scratch[k] = f->data[k];
+    }
+    const long long t0 = clock64();
+    while (clock64() - t0 < 40000) {
+    }
+    uint32_t h = 2166136261u;
+    for (uint32_t i = 0; i < n; i++) {
+        h ^= scratch[i];
+        h *= 16777619u;
+    }
+    v->mark = h;
+}
+"#;
+
 const FRAMES: usize = 32;
 const SLOTS: u32 = 8;
 /// Bursts waited for one at a time, then bursts with up to `IN_FLIGHT` in flight.
@@ -47,12 +78,17 @@ fn fnv(b: &[u8]) -> u32 {
     })
 }
 
-fn pipeline() -> Pipeline {
+fn pipeline(slow: bool) -> Pipeline {
+    let (source, function) = if slow {
+        (CUDA_SLOW, "fnv_slow_stage")
+    } else {
+        (CUDA, "fnv_stage")
+    };
     let built = BuiltStage {
         cpu: Arc::new(MaxLen::new(usize::MAX)),
         gpu: Some(GpuStage {
-            source: CUDA.into(),
-            function: "fnv_stage".into(),
+            source: source.into(),
+            function: function.into(),
             params: vec![0; 8],
             counter_names: vec!["too_long".into()],
             buffers: Vec::new(),
@@ -63,8 +99,8 @@ fn pipeline() -> Pipeline {
 }
 
 /// Burst `k`: 32 frames of 900..1399 bytes (`small`: 60..249), each a xorshift stream seeded
-/// by its frame number.
-fn burst(k: usize, small: bool) -> Burst {
+/// by its frame number; `full`: each with a steering mark, so the burst takes full descriptors.
+fn burst(k: usize, small: bool, full: bool) -> Burst {
     let mut b = Burst::default();
     for i in 0..FRAMES {
         let n = k * FRAMES + i;
@@ -84,6 +120,7 @@ fn burst(k: usize, small: bool) -> Burst {
             .collect();
         let d = FrameDesc {
             wire_len: len as u32,
+            mark: u32::from(full),
             ..FrameDesc::default()
         };
         b.push(&bytes, d);
@@ -91,23 +128,74 @@ fn burst(k: usize, small: bool) -> Burst {
     b
 }
 
+/// One run of the matrix: where the ring is, CTAs a burst, and what the inspect pipeline adds.
+#[derive(Clone, Copy)]
+struct Case {
+    placement: Placement,
+    ctas: u32,
+    /// 60..249-byte frames (staged whole), else 900..1399 (chunked).
+    small: bool,
+    /// Full descriptors (every frame with a steering mark).
+    full: bool,
+    /// The slow stage with the 12 KiB stack array.
+    slow: bool,
+    /// Two queues, the second's bursts after all of the first's.
+    queues: usize,
+    /// Metadata read back (`emit_meta`).
+    meta: bool,
+}
+
+impl Case {
+    fn plain(placement: Placement, ctas: u32, small: bool) -> Case {
+        Case {
+            placement,
+            ctas,
+            small,
+            full: false,
+            slow: false,
+            queues: 1,
+            meta: false,
+        }
+    }
+
+    fn name(&self) -> String {
+        let size = if self.small {
+            "staged (60..249 B)"
+        } else {
+            "chunked (900..1399 B)"
+        };
+        let mut s = format!(
+            "persistent / {:?} / burst_ctas {} / {size}",
+            self.placement, self.ctas
+        );
+        for (on, what) in [
+            (self.full, "full descriptors"),
+            (self.slow, "slow stage, 12 KiB stack"),
+            (self.queues > 1, "2 queues"),
+            (self.meta, "metadata out"),
+        ] {
+            if on {
+                s += " / ";
+                s += what;
+            }
+        }
+        s
+    }
+}
+
 /// Runs the bursts through a fresh executor: `None` when every frame's hash matched, else what
-/// differed (bursts, slots, first frame index in each).
-fn check(placement: Placement, ctas: u32, small: bool) -> Option<String> {
-    let size = if small {
-        "staged (60..249 B)"
-    } else {
-        "chunked (900..1399 B)"
-    };
-    let what = format!("persistent / {placement:?} / burst_ctas {ctas} / {size}");
-    let image = image_for_pipeline(&pipeline()).expect("image");
+/// differed (queue, bursts, slots, first frame index in each).
+fn check(c: Case) -> Option<String> {
+    let what = c.name();
+    let image = image_for_pipeline(&pipeline(c.slow)).expect("image");
     let opts = GpuOptions {
         mode: Mode::Persistent,
-        placement,
+        placement: c.placement,
         burst_size: FRAMES as u32,
         ring_slots: SLOTS,
-        burst_ctas: Some(ctas),
+        burst_ctas: Some(c.ctas),
         tagged: Some(false),
+        emit_meta: c.meta,
         ..GpuOptions::default()
     };
     let pd = PipelineDesc {
@@ -116,43 +204,51 @@ fn check(placement: Placement, ctas: u32, small: bool) -> Option<String> {
         count: true,
         default_action: Action::Pass as u8,
     };
-    let mut ex = GpuExecutor::new(opts, pd, 1, &image).expect("executor");
+    let mut ex = GpuExecutor::new(opts, pd, c.queues, &image).expect("executor");
     ex.start().expect("start");
-    let bursts: Vec<Burst> = (0..SINGLE + STREAMED).map(|k| burst(k, small)).collect();
+    let bursts: Vec<Burst> = (0..SINGLE + STREAMED)
+        .map(|k| burst(k, c.small, c.full))
+        .collect();
     let want: Vec<Vec<u32>> = bursts
         .iter()
         .map(|b| b.frames().map(|(_, f)| fnv(f)).collect())
         .collect();
     let mut bad: Vec<String> = Vec::new();
     let mut bad_frames = 0usize;
-    let (mut next, mut done) = (0usize, 0usize);
-    let t = std::time::Instant::now();
-    while done < bursts.len() {
-        let in_flight = if next < SINGLE { 1 } else { IN_FLIGHT };
-        while next < bursts.len() && next - done < in_flight {
-            ex.submit(0, &bursts[next]).expect("submit");
-            next += 1;
-        }
-        ex.poll(0, |seq, v, _| {
-            let k = seq as usize;
-            let wrong: Vec<usize> = (0..v.len()).filter(|&i| v[i].mark != want[k][i]).collect();
-            if let Some(&first) = wrong.first() {
-                bad_frames += wrong.len();
-                bad.push(format!(
-                    "burst {k} (slot {}, lap {}): {} of {} frames, first index {first}",
-                    seq % SLOTS,
-                    seq / SLOTS,
-                    wrong.len(),
-                    v.len()
-                ));
+    for q in 0..c.queues {
+        let (mut next, mut done) = (0usize, 0usize);
+        let t = std::time::Instant::now();
+        while done < bursts.len() {
+            let in_flight = if next < SINGLE { 1 } else { IN_FLIGHT };
+            while next < bursts.len() && next - done < in_flight {
+                ex.submit(q, &bursts[next]).expect("submit");
+                next += 1;
             }
-            done += 1;
-        })
-        .unwrap_or_else(|e| panic!("{what}: poll: {e:#}"));
-        assert!(
-            t.elapsed().as_secs() < 30,
-            "{what}: burst {done} never finished"
-        );
+            ex.poll(q, |seq, v, m| {
+                let k = seq as usize;
+                let wrong: Vec<usize> = (0..v.len()).filter(|&i| v[i].mark != want[k][i]).collect();
+                if c.meta && m.is_none_or(|m| m.len() != v.len()) {
+                    bad.push(format!("queue {q} burst {k}: no metadata for every frame"));
+                }
+                if let Some(&first) = wrong.first() {
+                    bad_frames += wrong.len();
+                    bad.push(format!(
+                        "queue {q} burst {k} (slot {}, lap {}): {} of {} frames, first index \
+                         {first}",
+                        seq % SLOTS,
+                        seq / SLOTS,
+                        wrong.len(),
+                        v.len()
+                    ));
+                }
+                done += 1;
+            })
+            .unwrap_or_else(|e| panic!("{what}: poll: {e:#}"));
+            assert!(
+                t.elapsed().as_secs() < 60,
+                "{what}: queue {q} burst {done} never finished"
+            );
+        }
     }
     ex.shutdown().expect("shutdown");
     (!bad.is_empty()).then(|| {
@@ -174,16 +270,37 @@ fn a_persistent_kernel_reads_each_laps_bytes_of_a_ring_slot() {
         );
         return;
     }
-    // Every case runs, so one failing run shows the whole matrix.
-    let failed: Vec<String> = [
+    let mut cases: Vec<Case> = [
         (Placement::Device, 4),
         (Placement::Device, 1),
         (Placement::Mapped, 4),
         (Placement::Mapped, 1),
     ]
     .into_iter()
-    .flat_map(|(p, k)| [(p, k, false), (p, k, true)])
-    .filter_map(|(p, k, small)| check(p, k, small))
+    .flat_map(|(p, k)| [Case::plain(p, k, false), Case::plain(p, k, true)])
     .collect();
+    // What gpu_inspect's pipeline adds, one at a time on device rings with 4 CTAs, then all
+    // together with 4 CTAs and with 1 (the configuration that differs there, and its control).
+    let base = Case::plain(Placement::Device, 4, true);
+    let all = Case {
+        full: true,
+        slow: true,
+        queues: 2,
+        meta: true,
+        ..base
+    };
+    cases.extend([
+        Case { full: true, ..base },
+        Case { slow: true, ..base },
+        Case {
+            queues: 2,
+            meta: true,
+            ..base
+        },
+        all,
+        Case { ctas: 1, ..all },
+    ]);
+    // Every case runs, so one failing run shows the whole matrix.
+    let failed: Vec<String> = cases.into_iter().filter_map(check).collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }

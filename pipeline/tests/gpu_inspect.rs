@@ -5,9 +5,10 @@
 //! flowbits, noalert, thresholds and detection_filters (the per-queue state resolved in frame
 //! order): every frame's action and drop reason, the stage's counters, its state counters and
 //! every rule's hits read back from the device buffer, in
-//! every mode and ring placement, bursts of 32 and 256. Needs a CUDA GPU (listed in
-//! docs/hardware-only-tests.md); `scripts/gpu-suite.sh` runs it (check `inspect-gpu`), and
-//! scripts/gpu-inspect-check.sh compares the whole daemon with ET Open.
+//! every mode and ring placement, bursts of 32 and 256, and the fixed set with 1 CTA a burst on
+//! device rings and 4 on mapped ones (the CTA split apart from the placement). Needs a CUDA GPU
+//! (listed in docs/hardware-only-tests.md); `scripts/gpu-suite.sh` runs it (check
+//! `inspect-gpu`), and scripts/gpu-inspect-check.sh compares the whole daemon with ET Open.
 //!
 //! On a difference the message says where and what: every differing frame counted by queue
 //! and burst, the first ones with their burst, ring slot and index in it, the CPU's and the
@@ -320,9 +321,11 @@ fn check(
     mode: Mode,
     placement: Placement,
     burst: usize,
+    burst_ctas: Option<u32>,
 ) {
     let p = fresh();
-    let what = format!("{what}: {mode:?} / {placement:?} / bursts of {burst}");
+    let ctas = burst_ctas.map_or(String::new(), |k| format!(" / burst_ctas {k}"));
+    let what = format!("{what}: {mode:?} / {placement:?} / bursts of {burst}{ctas}");
     let frames = traffic(7, 20_000);
     let k = p
         .stages
@@ -355,6 +358,7 @@ fn check(
         ring_slots: RING_SLOTS,
         emit_meta: true,
         tagged: Some(false),
+        burst_ctas,
         ..GpuOptions::default()
     };
     let mut ex = GpuExecutor::new(opts, pd, QUEUES, &image).expect("executor");
@@ -428,10 +432,27 @@ fn inspect_on_the_gpu_equals_the_cpu_frame_by_frame() {
                 ];
                 for (what, fresh) in sets {
                     runs += 1;
-                    failed.extend(failure(|| check(fresh, what, mode, placement, burst)));
+                    failed.extend(failure(|| check(fresh, what, mode, placement, burst, None)));
                 }
             }
         }
+    }
+    // The CTA split apart from the ring placement: persistent / device / 32 is the only run
+    // above with 4 CTAs a burst (the default there); here the fixed set with 1 CTA on device
+    // rings and with 4 on mapped ones.
+    let fixed_set = || pipeline(&fixed, false, "host");
+    for (placement, k) in [(Placement::Device, 1), (Placement::Mapped, 4)] {
+        runs += 1;
+        failed.extend(failure(|| {
+            check(
+                &fixed_set,
+                "fixed",
+                Mode::Persistent,
+                placement,
+                32,
+                Some(k),
+            )
+        }));
     }
     assert_none_failed(&failed, runs);
 }
