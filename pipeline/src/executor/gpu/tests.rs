@@ -278,6 +278,15 @@ fn per_queue_ordered_state_takes_one_cta_per_queue() {
     );
     let o = setup::one_cta_for_ordered_state(opts(1, None), &ids).expect("options");
     assert_eq!(o.parts(), 1);
+    // inspect without state tables: one CTA a burst unless burst_ctas is set.
+    let ids = image_of(&["parse", "inspect", "count"]);
+    assert_eq!(opts(1, None).parts(), 2);
+    assert_eq!(setup::one_cta_for_inspect(opts(1, None), &ids).parts(), 1);
+    assert_eq!(
+        setup::one_cta_for_inspect(opts(1, Some(4)), &ids).parts(),
+        4
+    );
+    assert_eq!(setup::one_cta_for_inspect(opts(1, None), &plain).parts(), 2);
 }
 
 /// The per-queue state's size: bytes times queues; 0 bytes or an overflow is an error naming
