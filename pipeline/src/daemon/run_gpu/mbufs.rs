@@ -164,7 +164,6 @@ impl Kept {
     }
 }
 
-
 /// Where a frame of a slot goes on this path: nowhere (freed), or the output port index.
 const NOWHERE: u16 = u16::MAX;
 
@@ -429,7 +428,13 @@ impl SlotSender for MbufSender {
 
     fn finish(mut self: Box<Self>) -> (Vec<OutTally>, Vec<String>) {
         let mut flushed = Vec::new();
-        for t in self.outs.tx.iter_mut().flatten().chain(self.mirror.as_mut()) {
+        for t in self
+            .outs
+            .tx
+            .iter_mut()
+            .flatten()
+            .chain(self.mirror.as_mut())
+        {
             if let Err(e) = t.flush() {
                 flushed.push(e.to_string());
             }

@@ -171,7 +171,15 @@ fn tallies(s: &Summary) -> Vec<(String, String, u64, u64, u64)> {
     let mut t: Vec<_> = s
         .outputs
         .iter()
-        .map(|o| (o.role.to_string(), o.name.clone(), o.frames, o.bytes, o.failed))
+        .map(|o| {
+            (
+                o.role.to_string(),
+                o.name.clone(),
+                o.frames,
+                o.bytes,
+                o.failed,
+            )
+        })
         .collect();
     t.sort();
     t
@@ -192,7 +200,11 @@ fn cpu_and_gpu(tag: &str, second: &str, case: Case) -> (Ran, Ran) {
         assert!(r.s.errors.is_empty(), "{what}: {:?}", r.s.errors);
         assert_eq!(r.s.rx_frames as usize, frames().len(), "{what}");
         accounted(&r.s, what);
-        assert!(r.in_use.iter().all(|(b, a)| a == b), "{what}: {:?}", r.in_use);
+        assert!(
+            r.in_use.iter().all(|(b, a)| a == b),
+            "{what}: {:?}",
+            r.in_use
+        );
         assert!(
             r.sent.iter().all(|m| r.received.contains(m)),
             "{what}: every mbuf sent is one received"
@@ -227,7 +239,8 @@ fn rewritten_frames_leave_on_their_ports_in_their_own_mbufs() {
 }
 
 fn routed(tag: &str, more: &str) {
-    let rules = "  - { proto: udp, action: pass, set: { port: b } }\n  - { proto: icmp, action: drop }\n";
+    let rules =
+        "  - { proto: udp, action: pass, set: { port: b } }\n  - { proto: icmp, action: drop }\n";
     let (_, gpu) = cpu_and_gpu(tag, "b", ("{ port: a }", rules, more));
     let s = &gpu.s;
     // An ACL with `set:` counts as rewriting (`set` may write MACs or DSCP): the frames are
@@ -267,7 +280,11 @@ fn mirrored(tag: &str, rules: &str, routed_to_mirror: bool) {
     let (_, gpu) = cpu_and_gpu(tag, "m", ("{ port: a, mirror: m }", rules, ""));
     let s = &gpu.s;
     let t = s.gpu_tx.as_ref().map(|t| t.reason.as_str()).unwrap_or("");
-    assert_eq!(t.contains("no copy on the TX side"), !routed_to_mirror, "{t}");
+    assert_eq!(
+        t.contains("no copy on the TX side"),
+        !routed_to_mirror,
+        "{t}"
+    );
     let mirrored: u64 = s.queues.iter().map(|q| q.mirrored).sum();
     assert!(mirrored > 0, "{s:?}");
     assert_eq!(
