@@ -76,20 +76,29 @@ unsafe extern "C" fn seen_tx(
     nb
 }
 
-/// Records the mbufs `port` receives and sends on its queue 0 (see [`seen`]).
+/// Records the mbufs `port` receives and sends on each of its queues (see [`seen`]).
 pub(super) fn hook(port: &DpdkPort) {
     let id = port.setup().port_id;
-    // A port id is reused after a close, and its callbacks stay installed: once per id.
-    static HOOKED: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    // A port id is reused after a close, and its callbacks stay installed: once per id, queue
+    // and direction.
+    static HOOKED: Mutex<Vec<(u16, u16, bool)>> = Mutex::new(Vec::new());
     let mut hooked = HOOKED.lock().unwrap();
-    if !hooked.contains(&id) {
-        hooked.push(id);
-        // SAFETY: a started port with queue 0; the callbacks match DPDK's types and live for
-        // the whole process; no user parameter.
-        unsafe {
-            let rx = sys::rte_eth_add_rx_callback(id, 0, Some(seen_rx), std::ptr::null_mut());
-            let tx = sys::rte_eth_add_tx_callback(id, 0, Some(seen_tx), std::ptr::null_mut());
-            assert!(!rx.is_null() && !tx.is_null());
+    for (queues, tx) in [(port.setup().rx_queues, false), (port.setup().tx_queues, true)] {
+        for q in 0..queues {
+            if hooked.contains(&(id, q, tx)) {
+                continue;
+            }
+            hooked.push((id, q, tx));
+            // SAFETY: a started port with queue q; the callbacks match DPDK's types and live
+            // for the whole process; no user parameter.
+            let cb = unsafe {
+                if tx {
+                    sys::rte_eth_add_tx_callback(id, q, Some(seen_tx), std::ptr::null_mut())
+                } else {
+                    sys::rte_eth_add_rx_callback(id, q, Some(seen_rx), std::ptr::null_mut())
+                }
+            };
+            assert!(!cb.is_null(), "port {id} queue {q}");
         }
     }
 }

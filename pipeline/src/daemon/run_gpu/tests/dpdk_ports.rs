@@ -13,28 +13,38 @@ use super::dpdk_mbufs::{eal, frames, hook, seen};
 use super::*;
 use crate::port::dpdk::DpdkPort;
 
-/// A `ports:` entry: the DPDK port `name` on net_pcap device `vdev` reading `dir/in_<name>`
-/// and writing `dir/out_<name>`, one queue each way, ending 300 ms after its last frame.
-fn port_yaml(name: &str, vdev: &str, dir: &Path) -> String {
+/// The capture RX queue `q` of port `name` reads.
+fn input(dir: &Path, name: &str, q: usize) -> std::path::PathBuf {
+    dir.join(format!("in_{name}_{q}.pcap"))
+}
+
+/// A `ports:` entry: the DPDK port `name` on net_pcap device `vdev` with `rxq` RX queues,
+/// queue q reading [`input`] q, writing `dir/out_<name>` on one TX queue, ending 300 ms after
+/// its last frame.
+fn port_yaml(name: &str, vdev: &str, dir: &Path, rxq: usize) -> String {
+    let rx: String = (0..rxq)
+        .map(|q| format!(",rx_pcap={}", input(dir, name, q).display()))
+        .collect();
     format!(
         "  - name: {name}\n    dpdk:\n      eal_args: {eal}\n      \
-         vdev: \"{vdev},rx_pcap={},tx_pcap={}\"\n      mempool_size: 1023\n      \
-         rx_queues: 1\n      tx_queues: 1\n      idle_end_ms: 300\n",
-        dir.join(format!("in_{name}.pcap")).display(),
+         vdev: \"{vdev}{rx},tx_pcap={}\"\n      mempool_size: 1023\n      \
+         rx_queues: {rxq}\n      tx_queues: 1\n      idle_end_ms: 300\n",
         dir.join(format!("out_{name}.pcap")).display(),
         eal = eal()
     )
 }
 
-/// Ports `a` and `second` (each with its own capture in: `a` the first half of [`frames`],
-/// `second` the rest), `output`, and an ACL of `rules` (default pass) then the stages `more`
-/// on one queue.
-fn yaml(tag: &str, dir: &Path, second: &str, (output, rules, more): Case) -> String {
+/// Ports `a` and `second` with `rxq` RX queues (each with its own captures in: `a` the first
+/// half of [`frames`], `second` the rest, spread over its queues), `output`, and an ACL of
+/// `rules` (default pass) then the stages `more` on one queue.
+fn yaml(tag: &str, dir: &Path, (second, rxq): (&str, usize), case: Case) -> String {
+    let (output, rules, more) = case;
     let all = frames();
     let (a, b) = all.split_at(all.len() / 2);
-    for (name, part) in [("a", a), (second, b)] {
-        let path = dir.join(format!("in_{name}.pcap"));
-        crate::testdata::write_pcap(&path, 1, part).expect("input");
+    crate::testdata::write_pcap(&input(dir, "a", 0), 1, a).expect("input");
+    for q in 0..rxq {
+        let part: Vec<Vec<u8>> = b.iter().skip(q).step_by(rxq).cloned().collect();
+        crate::testdata::write_pcap(&input(dir, second, q), 1, &part).expect("input");
     }
     let rules_path = dir.join("rules.yaml");
     std::fs::write(&rules_path, format!("rules:\n{rules}")).expect("rules");
@@ -42,8 +52,8 @@ fn yaml(tag: &str, dir: &Path, second: &str, (output, rules, more): Case) -> Str
         "ports:\n{}{}output: {output}\nqueues: {{ count: 1, burst: 32, ring_slots: 4 }}\n\
          pipeline:\n  - parse\n  - acl: {{ rules: {}, default: pass }}\n{more}  - count\n\
          executor: {{ kind: cpu }}\n",
-        port_yaml("a", &format!("net_pcap_gp{tag}a"), dir),
-        port_yaml(second, &format!("net_pcap_gp{tag}b"), dir),
+        port_yaml("a", &format!("net_pcap_gp{tag}a"), dir, 1),
+        port_yaml(second, &format!("net_pcap_gp{tag}b"), dir, rxq),
         rules_path.display()
     )
 }
@@ -91,6 +101,7 @@ fn run(dir: &Path, yaml: &str, gpu: bool) -> Ran {
         s.gpu_tx = o.tx;
         s.outputs = o.outputs;
         s.receive_threads = o.receive_threads;
+        s.gpu_ingest = o.gpu_ingest;
         s
     } else {
         crate::daemon::run_cpu(&p, &shared, ports)
@@ -186,8 +197,9 @@ fn tallies(s: &Summary) -> Vec<(String, String, u64, u64, u64)> {
 }
 
 /// The CPU executor's zero-copy run and the GPU host side's of one config: the same counts,
-/// output frames and tallies; the GPU's sent mbufs the received ones; every mbuf back.
-fn cpu_and_gpu(tag: &str, second: &str, case: Case) -> (Ran, Ran) {
+/// output frames and tallies; the sent mbufs the received ones (on the GPU where every port
+/// splits by RX queue: `second.1` is 1); every mbuf back.
+fn cpu_and_gpu(tag: &str, second: (&str, usize), case: Case) -> (Ran, Ran) {
     let dir = std::env::temp_dir().join(format!("pw-gpu-ports-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch dir");
     let cpu = run(&dir, &yaml(&format!("{tag}c"), &dir, second, case), false);
@@ -205,10 +217,12 @@ fn cpu_and_gpu(tag: &str, second: &str, case: Case) -> (Ran, Ran) {
             "{what}: {:?}",
             r.in_use
         );
-        assert!(
-            r.sent.iter().all(|m| r.received.contains(m)),
-            "{what}: every mbuf sent is one received"
-        );
+        if what == "cpu" || second.1 == 1 {
+            assert!(
+                r.sent.iter().all(|m| r.received.contains(m)),
+                "{what}: every mbuf sent is one received"
+            );
+        }
     }
     assert_same_counts(&gpu.s, &cpu.s, tag);
     assert_eq!(tallies(&gpu.s), tallies(&cpu.s), "{tag}: the tallies");
@@ -241,7 +255,7 @@ fn rewritten_frames_leave_on_their_ports_in_their_own_mbufs() {
 fn routed(tag: &str, more: &str) {
     let rules =
         "  - { proto: udp, action: pass, set: { port: b } }\n  - { proto: icmp, action: drop }\n";
-    let (_, gpu) = cpu_and_gpu(tag, "b", ("{ port: a }", rules, more));
+    let (_, gpu) = cpu_and_gpu(tag, ("b", 1), ("{ port: a }", rules, more));
     let s = &gpu.s;
     // An ACL with `set:` counts as rewriting (`set` may write MACs or DSCP): the frames are
     // written back into their mbufs either way.
@@ -277,7 +291,7 @@ fn a_mirror_port_that_receives_takes_its_copies_by_reference() {
 }
 
 fn mirrored(tag: &str, rules: &str, routed_to_mirror: bool) {
-    let (_, gpu) = cpu_and_gpu(tag, "m", ("{ port: a, mirror: m }", rules, ""));
+    let (_, gpu) = cpu_and_gpu(tag, ("m", 1), ("{ port: a, mirror: m }", rules, ""));
     let s = &gpu.s;
     let t = s.gpu_tx.as_ref().map(|t| t.reason.as_str()).unwrap_or("");
     assert_eq!(
@@ -297,4 +311,25 @@ fn mirrored(tag: &str, rules: &str, routed_to_mirror: bool) {
     assert_eq!(gpu.out["m"].len() as u64, mirrored);
     // The output's sends and the mirror's, each an mbuf received.
     assert_eq!(gpu.sent.len() as u64, s.tx_frames + mirrored);
+}
+
+/// Port `b` with two RX queues for one pipeline queue does not split by RX queue: one thread
+/// receives it by copy and its frames leave by the copying TX (from the TX pool), while `a`'s
+/// slots keep their mbufs and send them: both ways in one run, counts and frames as the CPU
+/// executor's.
+#[test]
+fn a_port_that_does_not_split_by_queue_goes_the_copying_way_beside_the_mbufs() {
+    let rules = "  - { proto: udp, action: pass, set: { port: b } }\n";
+    let (_, gpu) = cpu_and_gpu("s", ("b", 2), ("{ port: a }", rules, ""));
+    let ingest: Vec<(&str, &str)> = (gpu.s.gpu_ingest.iter())
+        .map(|g| (g.port.as_str(), g.reason.as_str()))
+        .collect();
+    assert!(
+        ingest.iter().any(|(_, r)| r.contains("mbufs are kept")),
+        "{ingest:?}"
+    );
+    let own = gpu.sent.iter().filter(|m| gpu.received.contains(m)).count();
+    assert!(own > 0, "a's frames leave as their mbufs");
+    assert!(own < gpu.sent.len(), "b's leave from the TX pool");
+    assert_eq!(gpu.sent.len() as u64, gpu.s.tx_frames);
 }
