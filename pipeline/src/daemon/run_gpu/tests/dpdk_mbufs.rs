@@ -83,7 +83,10 @@ pub(super) fn hook(port: &DpdkPort) {
     // and direction.
     static HOOKED: Mutex<Vec<(u16, u16, bool)>> = Mutex::new(Vec::new());
     let mut hooked = HOOKED.lock().unwrap();
-    for (queues, tx) in [(port.setup().rx_queues, false), (port.setup().tx_queues, true)] {
+    for (queues, tx) in [
+        (port.setup().rx_queues, false),
+        (port.setup().tx_queues, true),
+    ] {
         for q in 0..queues {
             if hooked.contains(&(id, q, tx)) {
                 continue;
