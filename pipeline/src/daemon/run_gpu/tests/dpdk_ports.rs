@@ -18,42 +18,54 @@ fn input(dir: &Path, name: &str, q: usize) -> std::path::PathBuf {
     dir.join(format!("in_{name}_{q}.pcap"))
 }
 
-/// A `ports:` entry: the DPDK port `name` on net_pcap device `vdev` with `rxq` RX queues,
-/// queue q reading [`input`] q, writing `dir/out_<name>` on one TX queue, ending 300 ms after
-/// its last frame.
-fn port_yaml(name: &str, vdev: &str, dir: &Path, rxq: usize) -> String {
+/// The capture TX queue `q` of port `name` writes.
+fn output(dir: &Path, name: &str, q: usize) -> std::path::PathBuf {
+    dir.join(format!("out_{name}_{q}.pcap"))
+}
+
+/// A `ports:` entry: the DPDK port `name` on net_pcap device `vdev` with `rxq` RX queues
+/// (queue q reading [`input`] q) and `txq` TX queues (queue q writing [`output`] q), ending
+/// 300 ms after its last frame.
+fn port_yaml(name: &str, vdev: &str, dir: &Path, (rxq, txq): (usize, usize)) -> String {
     let rx: String = (0..rxq)
         .map(|q| format!(",rx_pcap={}", input(dir, name, q).display()))
         .collect();
+    let tx: String = (0..txq)
+        .map(|q| format!(",tx_pcap={}", output(dir, name, q).display()))
+        .collect();
     format!(
         "  - name: {name}\n    dpdk:\n      eal_args: {eal}\n      \
-         vdev: \"{vdev}{rx},tx_pcap={}\"\n      mempool_size: 1023\n      \
-         rx_queues: {rxq}\n      tx_queues: 1\n      idle_end_ms: 300\n",
-        dir.join(format!("out_{name}.pcap")).display(),
+         vdev: \"{vdev}{rx}{tx}\"\n      mempool_size: 1023\n      \
+         rx_queues: {rxq}\n      tx_queues: {txq}\n      idle_end_ms: 300\n",
         eal = eal()
     )
 }
 
-/// Ports `a` and `second` with `rxq` RX queues (each with its own captures in: `a` the first
-/// half of [`frames`], `second` the rest, spread over its queues), `output`, and an ACL of
-/// `rules` (default pass) then the stages `more` on one queue.
-fn yaml(tag: &str, dir: &Path, (second, rxq): (&str, usize), case: Case) -> String {
+/// The second port's name and RX queues, and the queues (`queues.count`: `a`'s RX queues and
+/// each port's TX queues).
+type Shape<'a> = (&'a str, usize, usize);
+
+/// Ports `a` and `second` (each with its own captures in: `a` the first half of [`frames`],
+/// `second` the rest, spread over its RX queues), `output`, and an ACL of `rules` (default
+/// pass) then the stages `more`.
+fn yaml(tag: &str, dir: &Path, (second, rxq, nq): Shape, case: Case) -> String {
     let (output, rules, more) = case;
     let all = frames();
     let (a, b) = all.split_at(all.len() / 2);
-    crate::testdata::write_pcap(&input(dir, "a", 0), 1, a).expect("input");
-    for q in 0..rxq {
-        let part: Vec<Vec<u8>> = b.iter().skip(q).step_by(rxq).cloned().collect();
-        crate::testdata::write_pcap(&input(dir, second, q), 1, &part).expect("input");
+    for (name, part, n) in [("a", a, nq), (second, b, rxq)] {
+        for q in 0..n {
+            let mine: Vec<Vec<u8>> = part.iter().skip(q).step_by(n).cloned().collect();
+            crate::testdata::write_pcap(&input(dir, name, q), 1, &mine).expect("input");
+        }
     }
     let rules_path = dir.join("rules.yaml");
     std::fs::write(&rules_path, format!("rules:\n{rules}")).expect("rules");
     format!(
-        "ports:\n{}{}output: {output}\nqueues: {{ count: 1, burst: 32, ring_slots: 4 }}\n\
+        "ports:\n{}{}output: {output}\nqueues: {{ count: {nq}, burst: 32, ring_slots: 4 }}\n\
          pipeline:\n  - parse\n  - acl: {{ rules: {}, default: pass }}\n{more}  - count\n\
          executor: {{ kind: cpu }}\n",
-        port_yaml("a", &format!("net_pcap_gp{tag}a"), dir, 1),
-        port_yaml(second, &format!("net_pcap_gp{tag}b"), dir, rxq),
+        port_yaml("a", &format!("net_pcap_gp{tag}a"), dir, (nq, nq)),
+        port_yaml(second, &format!("net_pcap_gp{tag}b"), dir, (rxq, nq)),
         rules_path.display()
     )
 }
@@ -132,14 +144,14 @@ fn run(dir: &Path, yaml: &str, gpu: bool) -> Ran {
     let out = names
         .iter()
         .map(|n| {
-            let path = dir.join(format!("out_{n}.pcap"));
-            // A device that sent nothing may leave its capture empty.
-            let empty = std::fs::metadata(&path).map_or(true, |m| m.len() == 0);
-            let mut f = match empty {
-                true => Vec::new(),
-                false => crate::testdata::capture_frames(&path).expect("output"),
-            };
-            // Two inputs interleave: each port's frames compared as a set.
+            let mut f = Vec::new();
+            for path in (0..).map(|q| output(dir, n, q)).take_while(|p| p.exists()) {
+                // A device that sent nothing may leave its capture empty.
+                if std::fs::metadata(&path).is_ok_and(|m| m.len() > 0) {
+                    f.extend(crate::testdata::capture_frames(&path).expect("output"));
+                }
+            }
+            // Two inputs (and queues) interleave: each port's frames compared as a set.
             f.sort();
             (n.clone(), f)
         })
@@ -198,12 +210,12 @@ fn tallies(s: &Summary) -> Vec<(String, String, u64, u64, u64)> {
 
 /// The CPU executor's zero-copy run and the GPU host side's of one config: the same counts,
 /// output frames and tallies; the sent mbufs the received ones (on the GPU where every port
-/// splits by RX queue: `second.1` is 1); every mbuf back.
-fn cpu_and_gpu(tag: &str, second: (&str, usize), case: Case) -> (Ran, Ran) {
+/// splits by RX queue: `shape.1` is `shape.2`); every mbuf back.
+fn cpu_and_gpu(tag: &str, shape: Shape, case: Case) -> (Ran, Ran) {
     let dir = std::env::temp_dir().join(format!("pw-gpu-ports-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch dir");
-    let cpu = run(&dir, &yaml(&format!("{tag}c"), &dir, second, case), false);
-    let gpu = run(&dir, &yaml(&format!("{tag}g"), &dir, second, case), true);
+    let cpu = run(&dir, &yaml(&format!("{tag}c"), &dir, shape, case), false);
+    let gpu = run(&dir, &yaml(&format!("{tag}g"), &dir, shape, case), true);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(cpu.s.forwarding, "zero_copy", "{:?}", cpu.s);
     let t = gpu.s.gpu_tx.as_ref().expect("tx path");
@@ -217,7 +229,7 @@ fn cpu_and_gpu(tag: &str, second: (&str, usize), case: Case) -> (Ran, Ran) {
             "{what}: {:?}",
             r.in_use
         );
-        if what == "cpu" || second.1 == 1 {
+        if what == "cpu" || shape.1 == shape.2 {
             assert!(
                 r.sent.iter().all(|m| r.received.contains(m)),
                 "{what}: every mbuf sent is one received"
@@ -242,20 +254,27 @@ fn took(s: &Summary, role: &str, port: &str) -> Option<u64> {
 /// is dropped, the rest leave on `a`; each as the mbuf it arrived in.
 #[test]
 fn each_frame_leaves_as_its_mbuf_on_the_port_its_verdict_names() {
-    routed("r", "");
+    routed("r", "", 1);
+}
+
+/// The same on two queues: each port split by its two RX queues (four receive threads), each
+/// TX thread sending on its own TX queue of both ports.
+#[test]
+fn two_queues_send_on_their_own_tx_queue_of_each_port() {
+    routed("q", "", 2);
 }
 
 /// [`each_frame_leaves_as_its_mbuf_on_the_port_its_verdict_names`] with the MACs swapped on
 /// the GPU: each frame written back into its own mbuf before it leaves on its port.
 #[test]
 fn rewritten_frames_leave_on_their_ports_in_their_own_mbufs() {
-    routed("w", "  - l2fwd: { mac: swap }\n");
+    routed("w", "  - l2fwd: { mac: swap }\n", 1);
 }
 
-fn routed(tag: &str, more: &str) {
+fn routed(tag: &str, more: &str, nq: usize) {
     let rules =
         "  - { proto: udp, action: pass, set: { port: b } }\n  - { proto: icmp, action: drop }\n";
-    let (_, gpu) = cpu_and_gpu(tag, ("b", 1), ("{ port: a }", rules, more));
+    let (_, gpu) = cpu_and_gpu(tag, ("b", nq, nq), ("{ port: a }", rules, more));
     let s = &gpu.s;
     // An ACL with `set:` counts as rewriting (`set` may write MACs or DSCP): the frames are
     // written back into their mbufs either way.
@@ -269,6 +288,9 @@ fn routed(tag: &str, more: &str) {
     );
     assert_eq!(a.unwrap_or(0) + b.unwrap_or(0), s.tx_frames);
     assert_eq!(tx_error(s), 0, "{s:?}");
+    // One receive thread per port and RX queue, every queue busy.
+    assert_eq!(s.receive_threads, 2 * nq);
+    assert!(s.queues.iter().all(|q| q.rx_frames > 0), "{:?}", s.queues);
     assert_eq!(gpu.out["a"].len() as u64, a.unwrap_or(0));
     assert_eq!(gpu.out["b"].len() as u64, b.unwrap_or(0));
     // Every mbuf sent is one received, none sent twice.
@@ -291,7 +313,7 @@ fn a_mirror_port_that_receives_takes_its_copies_by_reference() {
 }
 
 fn mirrored(tag: &str, rules: &str, routed_to_mirror: bool) {
-    let (_, gpu) = cpu_and_gpu(tag, ("m", 1), ("{ port: a, mirror: m }", rules, ""));
+    let (_, gpu) = cpu_and_gpu(tag, ("m", 1, 1), ("{ port: a, mirror: m }", rules, ""));
     let s = &gpu.s;
     let t = s.gpu_tx.as_ref().map(|t| t.reason.as_str()).unwrap_or("");
     assert_eq!(
@@ -320,7 +342,7 @@ fn mirrored(tag: &str, rules: &str, routed_to_mirror: bool) {
 #[test]
 fn a_port_that_does_not_split_by_queue_goes_the_copying_way_beside_the_mbufs() {
     let rules = "  - { proto: udp, action: pass, set: { port: b } }\n";
-    let (_, gpu) = cpu_and_gpu("s", ("b", 2), ("{ port: a }", rules, ""));
+    let (_, gpu) = cpu_and_gpu("s", ("b", 2, 1), ("{ port: a }", rules, ""));
     let ingest: Vec<(&str, &str)> = (gpu.s.gpu_ingest.iter())
         .map(|g| (g.port.as_str(), g.reason.as_str()))
         .collect();
