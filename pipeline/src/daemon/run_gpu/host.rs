@@ -290,8 +290,8 @@ fn feeds<'p>(
     (out, pinned)
 }
 
-/// The receive threads of port `pi` when its mbufs are kept for TX (`spec.mbufs`, and the
-/// port splits by queue: `qs` are its copying queue handles, replaced here by a DPDK RX handle
+/// The receive threads of port `pi` when its mbufs are kept for TX (`spec.mbufs` has it, and
+/// the port splits by queue: `qs` are its copying queue handles, replaced here by a DPDK RX handle
 /// on each queue); its ingest decision goes into `decided`.
 #[cfg(feature = "dpdk")]
 fn mbuf_feeds<'p>(
@@ -301,11 +301,11 @@ fn mbuf_feeds<'p>(
     decided: &mut Vec<GpuIngest>,
     name: &str,
 ) -> Option<Vec<Feed<'p>>> {
-    let plan = spec.mbufs.as_ref().filter(|_| pi == 0)?;
+    let port = spec.mbufs.as_ref()?.rx.get(pi)?;
     let mut out = Vec::new();
     for q in qs {
         let queue = usize::from(q.queue()).min(spec.queues - 1);
-        match plan.rx.rx(&[q.queue()]) {
+        match port.rx(&[q.queue()]) {
             Ok(rx) => out.push(Feed {
                 port: pi,
                 queues: vec![queue],
@@ -603,17 +603,12 @@ fn mbuf_sender(
 ) -> Result<Box<dyn tx::SlotSender>, String> {
     #[cfg(feature = "dpdk")]
     if let Some(plan) = &spec.mbufs {
-        let name = out
-            .default
-            .and_then(|k| out.names.get(k))
-            .cloned()
-            .unwrap_or_default();
         let mirror = out
             .mirror
             .as_ref()
             .map(|m| m.name().to_string())
             .unwrap_or_default();
-        let s = super::mbufs::MbufSender::new(plan, q, (name, mirror))?;
+        let s = super::mbufs::MbufSender::new(plan, q, (&out.names, mirror))?;
         return Ok(Box::new(s));
     }
     let _ = (spec, out);

@@ -1,59 +1,99 @@
 //! DPDK in and out on the GPU executor, the received mbufs sent themselves (cargo feature
-//! `dpdk`): each queue's receive thread polls its own RX queue of the input port
-//! (`DpdkRx::rx_mbufs`), copies each frame into the slot burst the GPU runs (the GPU needs the
-//! bytes in its slot) and keeps the mbuf with the slot ([`Kept`]) instead of freeing it. Once
-//! the burst is reaped, its TX thread frees the mbufs of the frames the verdicts drop in bulk
-//! and hands the rest to its own TX queue of the output port (`DpdkTx::tx_mbufs`): the mbuf
-//! sent is the mbuf received. A `mirror` frame goes to the mirror port as a second reference
-//! to the same mbuf. A rewriting pipeline's frames are copied back from the GPU slot into their
-//! mbufs first (`MbufBurst::write_frame`: one copy per frame sent, not zero); frames no stage
-//! changed are sent as received (no copy on the TX side). Frames forwarded to another output
-//! port than `output.port` (a `route` / `set: { port }` naming one) go the copying way, from
-//! the burst.
+//! `dpdk`): each queue's receive thread polls its own RX queue of its input port (every
+//! receiving port is a DPDK port; each splits by RX queue, one receive thread per port and
+//! queue, `DpdkRx::rx_mbufs`), copies each frame into the slot burst the GPU runs (the GPU
+//! needs the bytes in its slot) and keeps the mbuf with the slot ([`Kept`]) instead of freeing
+//! it. Once the burst is reaped, its TX thread frees the mbufs of the frames the verdicts drop
+//! in bulk and hands each forwarded one to its own TX queue of the output port its `out_port`
+//! names (`DpdkTx::tx_mbufs`, a burst split by port with `MbufBurst::move_into`, DPDK l3fwd
+//! style): the mbuf sent is the mbuf received. A frame routed to a port with no transmit side
+//! is a `tx_error` drop, as on the copying path. A `mirror` frame goes to the mirror port as a
+//! second reference to the same mbuf (the mirror port may receive too). A rewriting pipeline's
+//! frames are copied back from the GPU slot into their mbufs first (`MbufBurst::write_frame`:
+//! one copy per frame sent, not zero); frames no stage changed are sent as received (no copy
+//! on the TX side). Every output port must be a DPDK port (else [`plan`] refuses: a frame for
+//! another port would need the copying TX beside this one, and its mbuf freed apart).
 
 use super::{tx::SlotSender, Slot};
 use crate::counters::QueueCounters;
 use crate::daemon::OpenPorts;
 use crate::executor::gpu::abi::{self, TxDesc};
 use crate::port::dpdk::{DpdkPort, DpdkTx, MbufBurst};
-use crate::port::out::OutTally;
+use crate::port::out::{OutRoute, OutTally};
 use crate::port::TxPort;
 use crate::verdict::DropReason;
 
 /// The ports of a run whose received mbufs are sent themselves.
 #[derive(Clone)]
 pub(crate) struct MbufPlan {
-    pub rx: DpdkPort,
-    pub tx: DpdkPort,
+    /// Every receiving port, by input index (config order).
+    pub rx: Vec<DpdkPort>,
+    /// The output ports by `out_port` index (`Config::tx_port_names` order); `None` where no
+    /// transmit side is open (frames routed there are `tx_error` drops).
+    pub tx: Vec<Option<DpdkPort>>,
+    /// The index of `output.port` (where `OUT_DEFAULT` frames go); `None`: such frames are
+    /// released uncounted, as on the copying path.
+    pub default: Option<usize>,
     pub mirror: Option<DpdkPort>,
 }
 
+impl MbufPlan {
+    /// The ports' names, `a,b` (for the log).
+    pub fn names(ports: &[&DpdkPort]) -> String {
+        let v: Vec<&str> = ports.iter().map(|p| p.setup().name.as_str()).collect();
+        v.join(",")
+    }
+
+    /// The open output ports.
+    pub fn outputs(&self) -> Vec<&DpdkPort> {
+        self.tx.iter().flatten().collect()
+    }
+}
+
 /// The plan for `p` over `ports` (input, output and mirror DPDK ports), or why not. Whether
-/// the input port splits by RX queue (one receive thread per queue, each on its own RX queue)
-/// is checked with the receive threads (`host::feeds`); without it the copying path runs.
+/// each input port splits by RX queue (one receive thread per queue, each on its own RX queue)
+/// is checked with the receive threads (`host::feeds`); a port that does not runs the copying
+/// path (its slots keep no mbufs).
 pub(crate) fn plan(p: &crate::daemon::Prepared, ports: &OpenPorts) -> Result<MbufPlan, String> {
     let nq = p.cfg.queues.count as usize;
     let tx_queues = if p.rx_threads().tx_per_queue { nq } else { 1 };
     if ports.out.to_host.is_some() {
         return Err("output.to_host is set (the slow path takes copies)".into());
     }
-    let default_tx = ports
-        .out
-        .default
-        .and_then(|k| ports.dpdk_out.get(k))
-        .and_then(Option::as_ref);
-    let (rx, tx) = match (ports.dpdk_rx.as_slice(), default_tx) {
-        ([Some(rx)], Some(tx)) => (rx, tx),
-        ([Some(_)], None) => {
-            return Err("the output port is not a DPDK port (or there is none)".into())
+    let mut rx = Vec::with_capacity(ports.dpdk_rx.len());
+    for (i, port) in ports.dpdk_rx.iter().enumerate() {
+        match port {
+            Some(port) => rx.push(port.clone()),
+            None => {
+                let name = ports.rx_names.get(i).map_or("?", String::as_str);
+                return Err(format!("the input port {name} is not a DPDK port"));
+            }
         }
-        ([_], _) => return Err("the input port is not a DPDK port".into()),
-        (many, _) => return Err(format!("{} input ports (one is taken)", many.len())),
+    }
+    if rx.is_empty() {
+        return Err("no input port".into());
+    }
+    // Open: placed as an output (the default may still be in `ports.tx`).
+    let open = |k: usize| {
+        ports.out.ports.get(k).is_some_and(Option::is_some)
+            || (ports.out.default == Some(k) && ports.tx.is_some())
     };
+    let mut tx = Vec::with_capacity(ports.out.names.len());
+    for (k, name) in ports.out.names.iter().enumerate() {
+        let dpdk = ports.dpdk_out.get(k).and_then(Option::as_ref);
+        match (open(k), dpdk) {
+            (true, None) => return Err(format!("the output port {name} is not a DPDK port")),
+            (true, Some(d)) => tx.push(Some(d.clone())),
+            (false, _) => tx.push(None),
+        }
+    }
     let mirror = match (&ports.out.mirror, &ports.dpdk_mirror) {
         (Some(_), None) => return Err("the mirror port is not a DPDK port".into()),
         (_, m) => m.clone(),
     };
+    if tx.iter().all(Option::is_none) && mirror.is_none() {
+        return Err("no output port".into());
+    }
     if p.pipeline
         .stages
         .iter()
@@ -61,26 +101,29 @@ pub(crate) fn plan(p: &crate::daemon::Prepared, ports: &OpenPorts) -> Result<Mbu
     {
         return Err("the pipeline sets send times (tx_time: the paced TX path sends them)".into());
     }
-    if rx.buffer_placement() == crate::port::dpdk::BufferPlacement::GpuDirect {
+    if let Some(port) = rx
+        .iter()
+        .find(|r| r.buffer_placement() == crate::port::dpdk::BufferPlacement::GpuDirect)
+    {
         return Err(format!(
             "the input port {} receives into GPU memory",
-            rx.setup().name
+            port.setup().name
         ));
     }
-    for (what, port) in [("output", Some(tx)), ("mirror", mirror.as_ref())] {
-        if let Some(port) = port {
-            if usize::from(port.setup().tx_queues) < tx_queues {
-                return Err(format!(
-                    "the {what} port {} has {} TX queues, {tx_queues} TX threads send",
-                    port.setup().name,
-                    port.setup().tx_queues
-                ));
-            }
+    let outs = tx.iter().flatten().map(|t| ("output", t));
+    for (what, port) in outs.chain(mirror.iter().map(|m| ("mirror", m))) {
+        if usize::from(port.setup().tx_queues) < tx_queues {
+            return Err(format!(
+                "the {what} port {} has {} TX queues, {tx_queues} TX threads send",
+                port.setup().name,
+                port.setup().tx_queues
+            ));
         }
     }
     Ok(MbufPlan {
-        rx: rx.clone(),
-        tx: tx.clone(),
+        rx,
+        tx,
+        default: ports.out.default,
         mirror,
     })
 }
@@ -121,52 +164,82 @@ impl Kept {
     }
 }
 
-/// What a frame of a slot does on this path.
-const FREE: u8 = 0;
-const SEND: u8 = 1;
-const SEND_AND_MIRROR: u8 = 2;
+/// Where a frame of a slot goes on this path: nowhere (freed), or the output port index.
+const NOWHERE: u16 = u16::MAX;
 
-/// Whether TX entry `d` is sent as its mbuf (forwarded or mirrored to `output.port`); the
-/// other entries go the copying way ([`Slot`]'s `TxBurst` leaves these out).
+/// Whether TX entry `d` of a slot whose mbufs were kept is sent as its mbuf (forwarded or
+/// mirrored, to any output port: [`plan`] takes only DPDK output ports); the other entries go
+/// the copying way ([`Slot`]'s `TxBurst` leaves these out).
 pub(crate) fn by_mbuf(d: &TxDesc) -> bool {
-    d.out_port == abi::OUT_DEFAULT && matches!(d.action, abi::ACTION_PASS | abi::ACTION_MIRROR)
+    matches!(d.action, abi::ACTION_PASS | abi::ACTION_MIRROR)
+}
+
+/// One TX thread's queue of each output port (by `out_port` index) and what each took.
+struct Outs {
+    tx: Vec<Option<DpdkTx>>,
+    tally: Vec<OutTally>,
 }
 
 /// One TX thread's queues of the output and mirror ports, and what they took.
 pub(crate) struct MbufSender {
-    tx: DpdkTx,
+    outs: Outs,
+    route: OutRoute,
     mirror: Option<DpdkTx>,
-    out: OutTally,
     mirrored: OutTally,
     errors: Vec<String>,
-    fates: Vec<u8>,
+    /// Per frame of the slot: its output port index or [`NOWHERE`], and whether it is
+    /// mirrored.
+    dest: Vec<u16>,
+    mirrors: Vec<bool>,
+    /// One kept burst's destinations, compacted as the burst is.
+    order: Vec<u16>,
     copies: MbufBurst,
+    part: MbufBurst,
 }
 
 impl MbufSender {
-    /// TX queue `queue` of the plan's output (and mirror) port; `names`: the output's and the
-    /// mirror's names in the summary's tallies.
-    pub fn new(plan: &MbufPlan, queue: u16, names: (String, String)) -> Result<MbufSender, String> {
-        let tx = plan.tx.tx(queue).map_err(|e| e.to_string())?;
+    /// TX queue `queue` of the plan's output (and mirror) ports; `names`: the output ports'
+    /// names by `out_port` index and the mirror's, as the summary's tallies name them.
+    pub fn new(
+        plan: &MbufPlan,
+        queue: u16,
+        names: (&[String], String),
+    ) -> Result<MbufSender, String> {
+        let tx = plan
+            .tx
+            .iter()
+            .map(|p| p.as_ref().map(|p| p.tx(queue)).transpose())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
         let mirror = plan
             .mirror
             .as_ref()
             .map(|m| m.tx(queue))
             .transpose()
             .map_err(|e| e.to_string())?;
-        let tally = |role, name| OutTally {
+        let tally = |role, name: &str| OutTally {
             role,
-            name,
+            name: name.to_string(),
             ..OutTally::default()
         };
+        let tally = (0..tx.len())
+            .map(|k| tally("output", names.0.get(k).map_or("", String::as_str)))
+            .collect();
         Ok(MbufSender {
-            tx,
+            outs: Outs { tx, tally },
+            route: OutRoute::new(plan.default, false),
             mirror,
-            out: tally("output", names.0),
-            mirrored: tally("mirror", names.1),
+            mirrored: OutTally {
+                role: "mirror",
+                name: names.1,
+                ..OutTally::default()
+            },
             errors: Vec::new(),
-            fates: Vec::new(),
+            dest: Vec::new(),
+            mirrors: Vec::new(),
+            order: Vec::new(),
             copies: MbufBurst::new(),
+            part: MbufBurst::new(),
         })
     }
 
@@ -191,10 +264,118 @@ impl MbufSender {
             self.errors.push(e);
         }
     }
+
+    /// Each frame's destination from the slot's TX entries (`dest`, `mirrors`); the forwarded
+    /// frames routed to a port with no transmit side counted `tx_error`, as on the copying
+    /// path.
+    fn route(&mut self, slot: &Slot, c: &QueueCounters) {
+        let n = slot.burst.len();
+        self.dest.clear();
+        self.dest.resize(n, NOWHERE);
+        self.mirrors.clear();
+        self.mirrors.resize(n, false);
+        let mut lost = 0u64;
+        for d in slot.tx.iter().filter(|d| by_mbuf(d)) {
+            let i = usize::from(d.frame);
+            if i >= n {
+                continue;
+            }
+            self.mirrors[i] = d.action == abi::ACTION_MIRROR;
+            match self.route.target(d.out_port) {
+                Some(k) if self.outs.tx.get(k).is_some_and(Option::is_some) => {
+                    self.dest[i] = k as u16
+                }
+                Some(_) => lost += 1,
+                None => {}
+            }
+        }
+        c.drops[DropReason::TxError as usize].add_shared(lost);
+        if self.mirror.is_none() {
+            self.mirrors.fill(false);
+        }
+    }
+
+    /// Rewritten on the GPU: the slot's bytes (or the reap's copy of them) into the mbufs
+    /// they arrived in, for each frame that leaves; one that does not fit is not sent.
+    fn write_back(&mut self, slot: &Slot, kept: &mut Kept, c: &QueueCounters) {
+        let mut base = 0;
+        for b in &mut kept.bursts[..kept.used] {
+            for d in slot.tx.iter().filter(|d| by_mbuf(d)) {
+                let i = usize::from(d.frame);
+                let leaves = self.dest.get(i).is_some_and(|k| *k != NOWHERE)
+                    || self.mirrors.get(i).copied().unwrap_or(false);
+                if !leaves || !(base..base + b.len()).contains(&i) {
+                    continue;
+                }
+                if let Err(e) = b.write_frame(i - base, super::tx::frame_of(slot, d)) {
+                    if self.dest[i] != NOWHERE {
+                        c.drops[DropReason::TxError as usize].add_shared(1);
+                    }
+                    (self.dest[i], self.mirrors[i]) = (NOWHERE, false);
+                    self.note(e.to_string());
+                }
+            }
+            base += b.len();
+        }
+    }
+}
+
+impl Outs {
+    /// Sends each frame of `burst` on the output port `dest` names (same order): the whole
+    /// burst at once when one port takes it all, else one part per port, moved out in turn
+    /// (pointers move, nothing is copied). Counted as the copying path counts (shared adds:
+    /// another TX thread may count this queue's settled frames); the errors into `errors`.
+    fn send_split(
+        &mut self,
+        burst: &mut MbufBurst,
+        part: &mut MbufBurst,
+        dest: &mut Vec<u16>,
+        c: &QueueCounters,
+        errors: &mut Vec<String>,
+    ) {
+        while let Some(&k) = dest.first() {
+            let to_send = if dest.iter().all(|d| *d == k) {
+                dest.clear();
+                &mut *burst
+            } else {
+                let d = &*dest;
+                burst.move_into(part, |i| d[i] == k);
+                dest.retain(|d| *d != k);
+                &mut *part
+            };
+            let k = usize::from(k);
+            let (Some(Some(tx)), Some(t)) = (self.tx.get_mut(k), self.tally.get_mut(k)) else {
+                to_send.clear();
+                continue;
+            };
+            let wanted = to_send.len() as u64;
+            match MbufSender::send_all(tx, to_send) {
+                Ok((sent, bytes, failed)) => {
+                    c.tx_frames.add_shared(sent);
+                    c.tx_bytes.add_shared(bytes);
+                    c.drops[DropReason::TxError as usize].add_shared(failed);
+                    t.frames += sent;
+                    t.bytes += bytes;
+                    t.failed += failed;
+                }
+                Err(e) => {
+                    c.drops[DropReason::TxError as usize].add_shared(wanted);
+                    t.failed += wanted;
+                    if !errors.contains(&e) {
+                        errors.push(e);
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl SlotSender for MbufSender {
     fn send(&mut self, slot: &mut Slot, c: &QueueCounters) {
+        if !slot.by_mbuf {
+            // Its port did not split by RX queue: the copying TX sent it.
+            return;
+        }
         let mut kept = std::mem::take(&mut slot.kept);
         let n = slot.burst.len();
         if kept.len() != n {
@@ -202,7 +383,6 @@ impl SlotSender for MbufSender {
             // the ingest; nothing is sent that could be the wrong frame.
             let lost = slot.tx.iter().filter(|d| by_mbuf(d)).count() as u64;
             c.drops[DropReason::TxError as usize].add_shared(lost);
-            self.out.failed += lost;
             self.note(format!(
                 "{} mbufs kept for a burst of {n} frames",
                 kept.len()
@@ -211,64 +391,24 @@ impl SlotSender for MbufSender {
             slot.kept = kept;
             return;
         }
-        let mut fates = std::mem::take(&mut self.fates);
-        fates.clear();
-        fates.resize(n, FREE);
-        for d in slot.tx.iter().filter(|d| by_mbuf(d)) {
-            if let Some(f) = fates.get_mut(usize::from(d.frame)) {
-                *f = if d.action == abi::ACTION_MIRROR {
-                    SEND_AND_MIRROR
-                } else {
-                    SEND
-                };
-            }
-        }
+        self.route(slot, c);
         if !slot.as_received {
-            // Rewritten on the GPU: the slot's bytes (or the reap's copy of them) into the
-            // mbufs they arrived in.
-            let mut base = 0;
-            for b in &mut kept.bursts[..kept.used] {
-                for d in slot.tx.iter().filter(|d| by_mbuf(d)) {
-                    let i = usize::from(d.frame);
-                    if (base..base + b.len()).contains(&i) {
-                        if let Err(e) = b.write_frame(i - base, super::tx::frame_of(slot, d)) {
-                            fates[i] = FREE;
-                            c.drops[DropReason::TxError as usize].add_shared(1);
-                            self.note(e.to_string());
-                        }
-                    }
-                }
-                base += b.len();
-            }
+            self.write_back(slot, &mut kept, c);
         }
         let mut base = 0;
         for b in &mut kept.bursts[..kept.used] {
             let len = b.len();
-            let at = |j: usize| fates.get(base + j).copied().unwrap_or(FREE);
+            let (dest, mirrors) = (&self.dest, &self.mirrors);
+            let at = |j: usize| dest.get(base + j).copied().unwrap_or(NOWHERE);
             if self.mirror.is_some() {
-                b.share_into(&mut self.copies, |j| at(j) == SEND_AND_MIRROR);
+                b.share_into(&mut self.copies, |j| mirrors.get(base + j) == Some(&true));
             }
-            b.retain(|j| at(j) != FREE);
-            if !b.is_empty() {
-                let wanted = b.len() as u64;
-                match Self::send_all(&mut self.tx, b) {
-                    Ok((sent, bytes, failed)) => {
-                        // As on the copying path (shared adds: another TX thread may count
-                        // this queue's settled frames).
-                        c.tx_frames.add_shared(sent);
-                        c.tx_bytes.add_shared(bytes);
-                        c.drops[DropReason::TxError as usize].add_shared(failed);
-                        self.out.frames += sent;
-                        self.out.bytes += bytes;
-                        self.out.failed += failed;
-                    }
-                    Err(e) => {
-                        c.drops[DropReason::TxError as usize].add_shared(wanted);
-                        self.out.failed += wanted;
-                        self.note(e);
-                    }
-                }
-            }
+            b.retain(|j| at(j) != NOWHERE);
+            self.order.clear();
+            let order = dest.iter().skip(base).take(len).filter(|k| **k != NOWHERE);
+            self.order.extend(order);
+            let (outs, part) = (&mut self.outs, &mut self.part);
+            outs.send_split(b, part, &mut self.order, c, &mut self.errors);
             if let (Some(m), false) = (self.mirror.as_mut(), self.copies.is_empty()) {
                 // Copies count in their destination's tally only, as on the copying path.
                 match Self::send_all(m, &mut self.copies) {
@@ -284,17 +424,29 @@ impl SlotSender for MbufSender {
         }
         kept.clear();
         slot.kept = kept;
-        self.fates = fates;
     }
 
     fn finish(mut self: Box<Self>) -> (Vec<OutTally>, Vec<String>) {
-        if let Err(e) = self.tx.flush() {
-            self.note(e.to_string());
+        let mut flushed = Vec::new();
+        for t in self
+            .outs
+            .tx
+            .iter_mut()
+            .flatten()
+            .chain(self.mirror.as_mut())
+        {
+            if let Err(e) = t.flush() {
+                flushed.push(e.to_string());
+            }
         }
-        if let Some(Err(e)) = self.mirror.as_mut().map(TxPort::flush) {
-            self.note(e.to_string());
+        for e in flushed {
+            self.note(e);
         }
-        let mut tallies = vec![self.out.clone()];
+        let open = self.outs.tx.iter().map(Option::is_some);
+        let mut tallies: Vec<OutTally> = (self.outs.tally.iter().zip(open))
+            .filter(|(_, open)| *open)
+            .map(|(t, _)| t.clone())
+            .collect();
         if self.mirror.is_some() {
             tallies.push(self.mirrored.clone());
         }

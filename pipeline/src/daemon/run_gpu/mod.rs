@@ -359,15 +359,15 @@ fn mbuf_plan(p: &Prepared, ports: &OpenPorts) -> Option<mbufs::MbufPlan> {
     }
     match mbufs::plan(p, ports) {
         Ok(m) => {
+            let input = mbufs::MbufPlan::names(&m.rx.iter().collect::<Vec<_>>());
+            let output = mbufs::MbufPlan::names(&m.outputs());
             tracing::info!(
                 event = "forwarding_path",
                 path = "zero_copy",
-                input = %m.rx.setup().name,
-                output = %m.tx.setup().name,
-                "GPU executor: DPDK {} -> DPDK {}, the received mbufs sent themselves where the \
-                 input splits by RX queue",
-                m.rx.setup().name,
-                m.tx.setup().name
+                input = %input,
+                output = %output,
+                "GPU executor: DPDK {input} -> DPDK {output}, the received mbufs sent themselves \
+                 where an input splits by RX queue",
             );
             Some(m)
         }

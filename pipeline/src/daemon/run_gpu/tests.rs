@@ -963,6 +963,8 @@ mod conntrack;
 #[cfg(feature = "dpdk")]
 mod dpdk_mbufs;
 #[cfg(feature = "dpdk")]
+mod dpdk_ports;
+#[cfg(feature = "dpdk")]
 mod dpdk_queues;
 mod flow_stats;
 mod gpu_frames;

@@ -14,11 +14,7 @@ use crate::port::dpdk::{sys, DpdkPort};
 /// itself), one queue, `pipeline`; the same EAL arguments as the other DPDK tests of this
 /// binary (one EAL per process). The input ends 300 ms after its last frame.
 fn yaml(tag: &str, dir: &Path, pipeline: &str) -> String {
-    let eal = format!(
-        "[--no-huge, --no-pci, --no-shconf, -m, \"512\", --file-prefix=pwgq{pid}, -l, \"0\", \
-         \"--log-level=*:warning\"]",
-        pid = std::process::id()
-    );
+    let eal = eal();
     format!(
         "ports:\n  - name: wire\n    dpdk:\n      eal_args: {eal}\n      \
          vdev: \"net_pcap_gm{tag},rx_pcap={},tx_pcap={}\"\n      mempool_size: 1023\n      \
@@ -26,6 +22,15 @@ fn yaml(tag: &str, dir: &Path, pipeline: &str) -> String {
          output: {{ port: wire }}\nqueues: {{ count: 1, burst: 32, ring_slots: 4 }}\n{pipeline}",
         dir.join("in.pcap").display(),
         dir.join("out.pcap").display()
+    )
+}
+
+/// This binary's EAL arguments (one EAL per process), as a YAML list.
+pub(super) fn eal() -> String {
+    format!(
+        "[--no-huge, --no-pci, --no-shconf, -m, \"512\", --file-prefix=pwgq{pid}, -l, \"0\", \
+         \"--log-level=*:warning\"]",
+        pid = std::process::id()
     )
 }
 
@@ -71,8 +76,48 @@ unsafe extern "C" fn seen_tx(
     nb
 }
 
+/// Records the mbufs `port` receives and sends on each of its queues (see [`seen`]).
+pub(super) fn hook(port: &DpdkPort) {
+    let id = port.setup().port_id;
+    // A port id is reused after a close, and its callbacks stay installed: once per id, queue
+    // and direction.
+    static HOOKED: Mutex<Vec<(u16, u16, bool)>> = Mutex::new(Vec::new());
+    let mut hooked = HOOKED.lock().unwrap();
+    for (queues, tx) in [
+        (port.setup().rx_queues, false),
+        (port.setup().tx_queues, true),
+    ] {
+        for q in 0..queues {
+            if hooked.contains(&(id, q, tx)) {
+                continue;
+            }
+            hooked.push((id, q, tx));
+            // SAFETY: a started port with queue q; the callbacks match DPDK's types and live
+            // for the whole process; no user parameter.
+            let cb = unsafe {
+                if tx {
+                    sys::rte_eth_add_tx_callback(id, q, Some(seen_tx), std::ptr::null_mut())
+                } else {
+                    sys::rte_eth_add_rx_callback(id, q, Some(seen_rx), std::ptr::null_mut())
+                }
+            };
+            assert!(!cb.is_null(), "port {id} queue {q}");
+        }
+    }
+}
+
+/// The mbufs port `id` received and sent (in order) since it was hooked; taken (call it while
+/// the port is still open: its id may go to another test's port once closed).
+pub(super) fn seen(id: u16) -> (HashSet<usize>, Vec<usize>) {
+    SEEN.lock()
+        .unwrap()
+        .get_or_insert_with(HashMap::new)
+        .remove(&id)
+        .unwrap_or_default()
+}
+
 /// The capture's frames that fit one mbuf (no chains on either path).
-fn frames() -> Vec<Vec<u8>> {
+pub(super) fn frames() -> Vec<Vec<u8>> {
     let all =
         crate::testdata::capture_frames(&crate::testdata::multi_proto_pcap()).expect("capture");
     all.into_iter().filter(|f| f.len() <= 1500).collect()
@@ -103,20 +148,7 @@ fn run_mirrored(tag: &str, pipeline: &str, gpu: Option<bool>, mirror: bool) -> R
     let mut ports = open_ports(&p.cfg).expect("ports");
     let port: DpdkPort = ports.dpdk_out[0].clone().expect("dpdk wire");
     let id = port.setup().port_id;
-    // A port id is reused after a close, and its callbacks stay installed: once per id.
-    static HOOKED: Mutex<Vec<u16>> = Mutex::new(Vec::new());
-    let mut hooked = HOOKED.lock().unwrap();
-    if !hooked.contains(&id) {
-        hooked.push(id);
-        // SAFETY: a started port with queue 0; the callbacks match DPDK's types and live for
-        // the whole process; no user parameter.
-        unsafe {
-            let rx = sys::rte_eth_add_rx_callback(id, 0, Some(seen_rx), std::ptr::null_mut());
-            let tx = sys::rte_eth_add_tx_callback(id, 0, Some(seen_tx), std::ptr::null_mut());
-            assert!(!rx.is_null() && !tx.is_null());
-        }
-    }
-    drop(hooked);
+    hook(&port);
     let before = port.mbufs_in_use();
     let shared = Arc::new(cpu::CpuShared::new(&p.cpu_spec()));
     let s = match gpu {
@@ -127,8 +159,9 @@ fn run_mirrored(tag: &str, pipeline: &str, gpu: Option<bool>, mirror: bool) -> R
             let mut spec = host_spec(&p, GpuSlots::of(&p.cfg), p.pipeline.acl().is_some(), 0);
             // The plan as the daemon makes it.
             spec.mbufs = Some(super::super::mbufs::MbufPlan {
-                rx: port.clone(),
-                tx: port.clone(),
+                rx: vec![port.clone()],
+                tx: vec![Some(port.clone())],
+                default: Some(0),
                 mirror: mirror.then(|| port.clone()),
             });
             let mut out = ports.take_out();
@@ -152,15 +185,10 @@ fn run_mirrored(tag: &str, pipeline: &str, gpu: Option<bool>, mirror: bool) -> R
         }
     };
     let after = port.mbufs_in_use();
+    let (received, sent) = seen(id);
     // The capture is written out when the device closes (its last handle dropped).
     drop(port);
     let out = crate::testdata::capture_frames(&dir.join("out.pcap")).expect("output");
-    let (received, sent) = SEEN
-        .lock()
-        .unwrap()
-        .get_or_insert_with(HashMap::new)
-        .remove(&id)
-        .unwrap_or_default();
     Ran {
         s,
         out,
@@ -170,7 +198,7 @@ fn run_mirrored(tag: &str, pipeline: &str, gpu: Option<bool>, mirror: bool) -> R
     }
 }
 
-fn accounted(s: &Summary, what: &str) {
+pub(super) fn accounted(s: &Summary, what: &str) {
     let handled: u64 = s
         .queues
         .iter()
@@ -272,7 +300,20 @@ fn the_mbuf_path_names_why_it_is_refused() {
                 "ports:\n",
                 &format!("ports:\n{}", gen_port("g", 10, 1, "64")),
             ),
-            "2 input ports",
+            "the input port g is not a DPDK port",
+        ),
+        (
+            // A second output port that is a capture file: its frames would need the
+            // copying TX beside the mbufs'.
+            "n3",
+            yaml("n3", &dir, INLINE).replace(
+                "ports:\n",
+                &format!(
+                    "ports:\n  - name: alt\n    pcap: {{ tx: {{ path: {} }} }}\n",
+                    dir.join("alt.pcap").display()
+                ),
+            ),
+            "the output port alt is not a DPDK port",
         ),
     ];
     for (tag, yaml, why) in cases {
