@@ -389,6 +389,73 @@ impl StageFactory for ProbeFactory {
     }
 }
 
+/// A rule set whose `set:` names only `port` routes without writing: the pipeline is not a
+/// rewriting one (frames stay read-only, and the zero-copy paths send them as they arrived),
+/// each matching frame still goes to its port, the same on the burst-wise and frame-by-frame
+/// runs; a reload to a set that writes bytes needs a restart.
+#[test]
+fn a_rule_set_that_only_routes_leaves_the_frames_read_only() {
+    let dir = tmpdir("route-only");
+    let p = pipeline_of(&dir);
+    std::fs::write(
+        dir.join("rules.yaml"),
+        "rules:\n  - { proto: tcp, dst_port: 80, action: pass, set: { port: alt } }\n\
+         \x20 - { proto: tcp, dst_port: 23, action: drop }\n",
+    )
+    .unwrap();
+    let cfg = config::load(&dir.join("c.yaml")).unwrap();
+    let q = daemon::build_pipeline(&cfg).unwrap();
+    assert!(p.rewrites(), "dscp / dst_mac: a rewriting pipeline");
+    assert!(!q.rewrites(), "set: {{ port }} alone writes no frame");
+    let mut burst = Burst::default();
+    let all = frames();
+    for f in &all {
+        let d = FrameDesc {
+            len: f.len() as u32,
+            wire_len: f.len() as u32,
+            ..Default::default()
+        };
+        burst.push_with_room(f, d, 0);
+    }
+    let (mut m, mut v) = (Vec::new(), Vec::new());
+    q.run_burst(&burst, &mut m, &mut v, &QueueCounters::new(3, 1));
+    let mut routed = 0;
+    for (i, (f, v)) in all.iter().zip(&v).enumerate() {
+        assert_eq!(burst.frame(i), f.as_slice(), "frame {i} unchanged");
+        let web = m[i].ip_proto == 6 && m[i].dst_port == 80;
+        if web {
+            routed += 1;
+            assert_eq!((v.action, v.out_port), (Action::Pass, 1), "frame {i}");
+        } else {
+            assert_eq!(v.out_port, Verdict::OUT_DEFAULT, "frame {i}");
+        }
+    }
+    assert!(routed >= 3, "{routed} frames to port 80");
+    // The writable run routes the same frames the same way.
+    let (mut m2, mut v2) = (Vec::new(), Vec::new());
+    let mut copy = burst.clone();
+    q.run_burst_mut(&mut copy, &mut m2, &mut v2, &QueueCounters::new(3, 1));
+    assert_eq!(v, v2);
+    let tx = vec!["out".to_string(), "alt".to_string()];
+    std::fs::write(
+        dir.join("new.yaml"),
+        "rules:\n  - { action: pass, set: { dscp: 3 } }\n",
+    )
+    .unwrap();
+    let writes = AclStage::load_for(
+        &dir.join("new.yaml"),
+        flow_rules::acl::RuleFormat::Yaml,
+        Action::Pass,
+        Some(&tx),
+    )
+    .unwrap();
+    let e = q.reload_acl(writes).unwrap_err().to_string();
+    assert!(
+        e.contains("only routes") && e.contains("restart needed"),
+        "{e}"
+    );
+}
+
 fn registry(n: &Arc<AtomicU64>) -> StageRegistry {
     let mut r = StageRegistry::default();
     r.register("mark_probe", Arc::new(ProbeFactory(n.clone())))

@@ -439,6 +439,8 @@ pub struct AclClassifier {
     stats: BuildStats,
     /// The CPU batch walk's copy of the IPv4 and IPv6 leaf records (not part of the image).
     pub(super) lanes: [FamilyLanes; 2],
+    /// A rule's `set:` changes frame bytes (`dscp`, `dst_mac`), not only the output port.
+    writes_frames: bool,
 }
 
 impl AclClassifier {
@@ -578,11 +580,16 @@ impl AclClassifier {
         let lanes = [ACL_FAM_V4, ACL_FAM_V6].map(|f| FamilyLanes::build(&image, &hdr.fam[f]));
         stats.cpu_lanes_bytes = lanes.iter().map(FamilyLanes::bytes).sum();
         stats.build_time = t0.elapsed();
+        let writes_frames = rules
+            .iter()
+            .filter_map(|r| r.set.as_ref())
+            .any(|w| w.dscp.is_some() || w.dst_mac.is_some());
         AclClassifier {
             image,
             hdr,
             stats,
             lanes,
+            writes_frames,
         }
     }
 
@@ -620,6 +627,12 @@ impl AclClassifier {
     /// Whether the image has a rewrite array (a rule with `set:`).
     pub fn has_rewrites(&self) -> bool {
         self.hdr.rewrites_off != 0
+    }
+
+    /// Whether a rule's `set:` changes the frame's bytes (`dscp`, `dst_mac`); a rule set whose
+    /// `set:` names only `port` routes frames without writing them.
+    pub fn writes_frames(&self) -> bool {
+        self.writes_frames
     }
 
     /// The rewrite of rule `idx` as stored in the image; `None` when it rewrites nothing.

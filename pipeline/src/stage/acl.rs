@@ -149,9 +149,28 @@ impl AclStage {
         self.rules.rules.len()
     }
 
-    /// Whether a rule rewrites frames (`set:`).
+    /// Whether a rule has `set:` (a rewrite of the frame or of its output port).
     pub fn has_rewrites(&self) -> bool {
         self.classifier.has_rewrites()
+    }
+
+    /// Whether a rule's `set:` changes frame bytes (`dscp`, `dst_mac`); `set: { port }` alone
+    /// routes without writing, so the frames stay read-only (and, on the zero-copy paths, are
+    /// sent as they arrived).
+    pub fn writes_frames(&self) -> bool {
+        self.classifier.writes_frames()
+    }
+
+    /// Rule `rule`'s `set: { port }` on a read-only frame it matched (`v`: the verdict the
+    /// stage set): what [`AclStage::apply_rewrite`] does for a rule set that writes no bytes.
+    #[inline]
+    pub fn apply_route(&self, rule: u32, v: &mut Verdict) {
+        if v.action == Action::Drop {
+            return;
+        }
+        if let Some(p) = self.classifier.rewrite(rule).and_then(|rw| rw.out_port) {
+            v.out_port = p;
+        }
     }
 
     /// Applies rule `rule`'s rewrite to a frame it matched (`v`: the verdict the stage set);

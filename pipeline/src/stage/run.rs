@@ -143,7 +143,7 @@ impl Stage {
     /// set has rewrite actions: a reload never changes that, see [`Pipeline::check_acl_reload`]).
     pub fn rewrites(&self) -> bool {
         match self {
-            Stage::Acl(a) => a.current().has_rewrites(),
+            Stage::Acl(a) => a.current().writes_frames(),
             Stage::Custom(c) => c.needs().writes_frame,
             s => s.descriptor().is_some_and(|d| d.needs.writes_frame),
         }
@@ -271,6 +271,21 @@ impl Pipeline {
                 }
                 _ => {}
             }
+        }
+        if now.writes_frames() != new.writes_frames() && now.has_rewrites() == new.has_rewrites() {
+            let (a, b) = if new.writes_frames() {
+                (
+                    "rewrites frame bytes (`set: { dscp / dst_mac }`)",
+                    "only routes",
+                )
+            } else {
+                ("only routes (`set: { port }`)", "rewrites frame bytes")
+            };
+            anyhow::bail!(
+                "{}: the new rule set {a} where the one in force {b}: that changes how frames \
+                 are held and sent, restart needed",
+                new.path.display()
+            );
         }
         if now.has_rewrites() != new.has_rewrites() {
             let (a, b) = if new.has_rewrites() {
@@ -439,12 +454,14 @@ impl Pipeline {
             .stages
             .iter()
             .any(|s| !matches!(s, Stage::Acl(_)) && s.rewrites())
-            || tables.iter().flatten().any(|t| t.has_rewrites());
+            || tables.iter().flatten().any(|t| t.writes_frames());
+        // `set: { port }` alone: read-only frames, routed frame by frame.
+        let acl_routes = tables.iter().flatten().any(|t| t.has_rewrites());
         let mut t = Tally::default();
         // The burst-wise ACL pass walks the one classifier: a rule set with `ct:` rules (its
         // per-state classifiers) runs frame by frame.
         let ct_rules = tables.iter().flatten().any(|t| t.ct.is_some());
-        if !rewrites && !ct_rules && self.burstwise() {
+        if !rewrites && !ct_rules && !acl_routes && self.burstwise() {
             // Stage by stage over the burst (see stage::burstwise): same results.
             self.run_burstwise(frames, metas, verdicts, tables, &mut t, c);
         } else {
@@ -626,10 +643,14 @@ impl Pipeline {
                         break;
                     }
                     if r.rule != flow_rules::abi::ACL_NO_MATCH && acl.has_rewrites() {
-                        // run_items made the frame writable: the tables have rewrites.
-                        if let Cur::Rw { buf, len } = cur {
-                            let n = (*len).min(buf.len());
-                            acl.apply_rewrite(r.rule, &mut buf[..n], meta, v);
+                        // Writable when the tables write bytes (run_items saw to it); a rule
+                        // set that only routes (`set: { port }`) sees read-only frames.
+                        match cur {
+                            Cur::Rw { buf, len } => {
+                                let n = (*len).min(buf.len());
+                                acl.apply_rewrite(r.rule, &mut buf[..n], meta, v);
+                            }
+                            Cur::Ro(_) => acl.apply_route(r.rule, v),
                         }
                     }
                 }
