@@ -43,9 +43,10 @@ lint -p pktwarp --features dpdk
 cargo test -p dpdk-sys --features bindings
 # Unit tests of the module (Toeplitz vectors, option checks).
 cargo test -p pipeline --features dpdk --lib port::dpdk
-# The GPU host side (a stand-in device) on a DPDK port, one receive thread per RX queue: its
+# The GPU host side (a stand-in device) on DPDK ports (one receive thread per RX queue, the
+# received mbufs sent themselves, several ports): its
 # own process (its own EAL).
-cargo test -p pipeline --features dpdk --lib run_gpu::tests::dpdk_queues
+cargo test -p pipeline --features dpdk --lib run_gpu::tests::dpdk
 for t in pipeline/tests/dpdk_*.rs; do
   name=$(basename "$t" .rs)
   [ "$name" = dpdk_bench ] && continue
