@@ -72,10 +72,9 @@ fn run_cpu_zero_copy(
                 .map_or("?", String::as_str)
         )),
         Some(v) if v.is_empty() => Some("no input port".into()),
-        // A sink (no output) keeps the copying path's receive threads and their events.
-        Some(_) if !ports.dpdk_out.iter().any(Option::is_some) => {
-            Some("there is no output port".into())
-        }
+        // Without `output.port` (a sink, or frames only routed) the copying path runs, with
+        // its receive threads and their events.
+        Some(_) if ports.out.default.is_none() => Some("there is no output.port".into()),
         Some(_) => None,
     };
     let zc = inputs.map(|inputs| cpu::zero_copy::ZeroCopyPorts {
