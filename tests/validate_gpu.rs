@@ -89,7 +89,9 @@ fn flow_stats_with_its_own_table_is_accepted_for_the_gpu() {
     ));
     assert!(!ok, "{text}");
     assert!(
-        text.contains("`rate_limit`") && text.contains("`flow_stats`") && text.contains("at most 2"),
+        text.contains("`rate_limit`")
+            && text.contains("`flow_stats`")
+            && text.contains("at most 2"),
         "{text}"
     );
 }

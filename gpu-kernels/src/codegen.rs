@@ -437,7 +437,9 @@ pub fn order_channels(stages: &[StageSpec]) -> Result<Vec<(usize, u32)>, Codegen
 pub fn order_channel_macro(function: &str) -> String {
     format!(
         "PW_ORDER_CH_{}",
-        function.trim_start_matches("pw_stage_").to_ascii_uppercase()
+        function
+            .trim_start_matches("pw_stage_")
+            .to_ascii_uppercase()
     )
 }
 
@@ -524,8 +526,7 @@ pub fn pipeline_order_key(stages: &[StageSpec]) -> Option<&'static str> {
     // Two ordered stages key a frame differently (a flow, a source): no one split of the
     // frames keeps both keys on one CTA.
     let two = stages.iter().filter(|s| s.orders_flows()).count() > 1;
-    if two || pipeline_writes(stages) || !stages[..at].iter().all(|s| s.kind == StageKind::Parse)
-    {
+    if two || pipeline_writes(stages) || !stages[..at].iter().all(|s| s.kind == StageKind::Parse) {
         return None;
     }
     let StageKind::Library { function, .. } = &stages[at].kind else {

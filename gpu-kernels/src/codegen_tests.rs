@@ -331,7 +331,10 @@ fn two_ordered_stages_take_a_channel_each() {
     let e = template_of(&three).unwrap_err();
     assert_eq!(e.stage, 3);
     assert!(e.message.contains("at most 2 stages"), "{e}");
-    assert_eq!(order_channel_macro("pw_stage_flow_stats_own"), "PW_ORDER_CH_FLOW_STATS_OWN");
+    assert_eq!(
+        order_channel_macro("pw_stage_flow_stats_own"),
+        "PW_ORDER_CH_FLOW_STATS_OWN"
+    );
 }
 
 /// flow_stats has two forms under one name: over conntrack's tables it does nothing per frame

@@ -717,7 +717,9 @@ fn the_gpu_executor_runs_flow_stats_with_a_table_of_its_own() {
     assert!(!src.contains("pw_stage_flow_stats_own("), "{src}");
     // Two stages with per-queue flow state: one kernel, rate_limit on the second channel.
     let rl = "{ rate_limit: { entries: 64, rules: [{ name: a, key: src, rate_pps: 10 }] } }";
-    let both = prepared(&format!("[parse, {{ flow_stats: {{ entries: 64 }} }}, {rl}]"));
+    let both = prepared(&format!(
+        "[parse, {{ flow_stats: {{ entries: 64 }} }}, {rl}]"
+    ));
     assert_eq!(both.pipeline.gpu_refusal(), None);
     let (specs, _) = stage_specs(&both.pipeline).expect("specs");
     let src = generate(&specs, Target::Gpu).expect("source");
@@ -727,7 +729,10 @@ fn the_gpu_executor_runs_flow_stats_with_a_table_of_its_own() {
         "[parse, {{ flow_stats: {{ entries: 64 }} }}, {rl}, {rl}]"
     ));
     let why = three.pipeline.gpu_refusal().expect("three ordered stages");
-    assert!(why.contains("at most 2") && why.contains("`flow_stats`"), "{why}");
+    assert!(
+        why.contains("at most 2") && why.contains("`flow_stats`"),
+        "{why}"
+    );
     assert_eq!(three.choice.name, "cpu", "{}", three.choice.reason);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -243,7 +243,11 @@ fn check_pair(first: &str, mode: Mode, placement: Placement, burst: usize) {
             &c,
         );
         for (m, v) in metas.iter().zip(&verdicts) {
-            want.push((m.ct_state, v.action as u8, v.reason.map_or(0xFF, |r| r as u8)));
+            want.push((
+                m.ct_state,
+                v.action as u8,
+                v.reason.map_or(0xFF, |r| r as u8),
+            ));
         }
     }
     let image = image_for_pipeline(&gpu).expect("image");
@@ -334,7 +338,11 @@ fn check_pair(first: &str, mode: Mode, placement: Placement, burst: usize) {
     let (c, g) = (cpu.stages[2].rate_limit(), gpu.stages[2].rate_limit());
     let (c, g) = (c.expect("rate_limit"), g.expect("rate_limit"));
     assert_eq!(g.counters(), c.counters(), "{what}: rate table counters");
-    assert_eq!(g.rule_counters(), c.rule_counters(), "{what}: rule counters");
+    assert_eq!(
+        g.rule_counters(),
+        c.rule_counters(),
+        "{what}: rule counters"
+    );
     ex.shutdown().expect("shutdown");
 }
 

@@ -448,7 +448,10 @@ mod tests {
             "[parse, {{ flow_stats: {{ entries: 64 }} }}, {rl}, {rl}]"
         ));
         let why = p.gpu_refusal().expect("refused");
-        assert!(why.contains("at most 2 stages") && why.contains("pipeline[3]"), "{why}");
+        assert!(
+            why.contains("at most 2 stages") && why.contains("pipeline[3]"),
+            "{why}"
+        );
         let p = build("[parse, { conntrack: { entries: 64 } }, { flow_stats: {} }]");
         assert_eq!(p.gpu_refusal(), None);
         let p = build("[parse, { flow_stats: { entries: 64 } }]");

@@ -109,10 +109,18 @@ fn the_stateful_firewall_with_budgets_counts_and_sends_as_the_cpu_executor() {
         let what = format!("{queues} queues");
         assert_same_counts(&gpu.s, &cpu.s, &what);
         for name in ["conntrack", "rate_limit"] {
-            assert_eq!(section(&gpu.s, name), section(&cpu.s, name), "{what}: {name}");
+            assert_eq!(
+                section(&gpu.s, name),
+                section(&cpu.s, name),
+                "{what}: {name}"
+            );
         }
         let limited = cpu.s.drops.iter().find(|d| d.0 == "rate_limited");
-        assert!(limited.is_some_and(|d| d.1 > 0), "{what}: {:?}", cpu.s.drops);
+        assert!(
+            limited.is_some_and(|d| d.1 > 0),
+            "{what}: {:?}",
+            cpu.s.drops
+        );
         let (mut g, mut c) = (gpu.tx.clone(), cpu.tx.clone());
         if queues > 1 {
             g.sort();
