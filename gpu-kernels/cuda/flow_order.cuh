@@ -91,13 +91,14 @@ PW_DEVICE void pw_order_skip(void) {
     __threadfence_block();
 }
 
-/* A second channel, for a stage after the ordered one that keeps per-queue state of its own in
- * frame order (inspect's flowbits and thresholds, inspect_state.cuh): the same protocol on its
+/* A second channel, for a second stage that keeps per-queue state of its own in frame order
+ * (a second ordered stage, e.g. rate_limit beside conntrack, through the _on forms below; or
+ * inspect's flowbits and thresholds, inspect_state.cuh): the same protocol on its
  * own slots, so its waits never read the first channel's. Every frame of the round publishes on
  * it (or is marked skipped: the generated pw_pipeline_frame does so for a frame dropped before
  * that stage). It runs only in an ordered pipeline (whose round hooks clear its slots) whose
  * generated source asks for it (PW_PIPELINE_ORDERED2: codegen's ORDERED_SECOND stages); elsewhere
- * it is empty, and its slots take no shared memory. */
+ * it is empty, and its slots take no shared memory (2 KiB where it is on). */
 #if defined(PW_PIPELINE_ORDERED) && defined(PW_PIPELINE_ORDERED2)
 #define PW_ORDER2_ON 1
 __shared__ volatile uint32_t pw_order2_key[PW_ORDER_MAX];
