@@ -197,6 +197,27 @@ if [ "${#compiled[@]}" = "$fs_own_before" ] || ! grep -q 'pw_stage_flow_stats_ow
   echo "check-kernels: FAILED: flow_stats with its own table gave no GPU kernel with pw_stage_flow_stats_own" >&2
   fail=1
 fi
+# Two stages with per-queue state in frame order in one kernel, each on its own channel of
+# cuda/flow_order.cuh (codegen::order_channels): conntrack then rate_limit (a stateful firewall's
+# table with per-source budgets) and flow_stats with its own table then rate_limit. No shipped
+# config has them: pipelines of their own, as `pktwarp kernels` generates them; each must take
+# the second channel (PW_ORDER_CH_RATE_LIMIT).
+pair_rl='{ entries: 4096, rules: [{ name: syn, match: { proto: tcp, tcp_flags: "syn !ack" }, key: src, rate_pps: 100, burst: 50 }, { name: per_net, key: src_prefix/24/48, rate_pps: 2000 }] }'
+for first in 'conntrack: { entries: 65536 }' 'flow_stats: { entries: 65536, active_timeout_s: 1800 }'; do
+  name=pair-$(printf '%s' "$first" | cut -d: -f1)
+  {
+    printf 'ports:\n  - name: g\n    gen: { count: 10 }\nqueues: { count: 2 }\npipeline:\n'
+    printf '  - parse\n  - %s\n  - rate_limit: %s\n  - count\n' "$first" "$pair_rl"
+    case "$first" in flow_stats*) printf 'ipfix: { collector: "127.0.0.1:4739" }\n' ;; esac
+    printf 'executor: { kind: gpu }\n'
+  } >"$tmp/$name.yaml"
+  pair_before=${#compiled[@]}
+  config_kernel "$PKTWARP" "$tmp/$name.yaml" "$tmp/$name.cu"
+  if [ "${#compiled[@]}" = "$pair_before" ] || ! grep -q '#define PW_ORDER_CH_RATE_LIMIT 1u' "$tmp/$name.cu"; then
+    echo "check-kernels: FAILED: $name ($first -> rate_limit) gave no GPU kernel ordering rate_limit on the second channel" >&2
+    fail=1
+  fi
+done
 # The rate-limit table (cuda/rate_limit.cuh) likewise: the GPU executor has no per-queue device
 # state for it yet (the `rate_limit` stage runs on the CPU executor).
 cat >"$tmp/rate_limit.cu" <<'EOF'

@@ -61,7 +61,8 @@ fn acl_before_parse_is_refused_naming_the_stage() {
 
 /// flow_stats with a flow table of its own (no conntrack) runs on the GPU: a composed kernel
 /// (its own form of the stage keeps per-queue flow state); beside rate_limit, the other such
-/// stage, the pipeline is refused naming both.
+/// stage, too (a channel of the kernel's order each); beside two rate_limit stages it is
+/// refused naming them.
 #[test]
 fn flow_stats_with_its_own_table_is_accepted_for_the_gpu() {
     // The records' collector, after the stage list.
@@ -74,13 +75,23 @@ fn flow_stats_with_its_own_table_is_accepted_for_the_gpu() {
         text.contains("parse -> flow_stats -> count") && text.contains("Composed"),
         "{text}"
     );
+    let rl = "  - rate_limit: { entries: 64, rules: [{ name: a, key: src, rate_pps: 10 }] }\n";
     let (ok, text) = validate(&format!(
-        "  - parse\n  - flow_stats: {{ entries: 64 }}\n  - rate_limit: {{ entries: 64, rules: \
-         [{{ name: a, key: src, rate_pps: 10 }}] }}{IPFIX}"
+        "  - parse\n  - flow_stats: {{ entries: 64 }}\n{rl}  - count{IPFIX}"
+    ));
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("parse -> flow_stats -> rate_limit -> count") && text.contains("Composed"),
+        "{text}"
+    );
+    let (ok, text) = validate(&format!(
+        "  - parse\n  - flow_stats: {{ entries: 64 }}\n{rl}{rl}  - count{IPFIX}"
     ));
     assert!(!ok, "{text}");
     assert!(
-        text.contains("`rate_limit`") && text.contains("`flow_stats`"),
+        text.contains("`rate_limit`")
+            && text.contains("`flow_stats`")
+            && text.contains("at most 2"),
         "{text}"
     );
 }

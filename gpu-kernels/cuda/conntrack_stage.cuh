@@ -30,9 +30,10 @@ PW_STATIC_ASSERT(sizeof(pw_flow_counters) == 48, "pw_flow_counters size");
  * direction go into `meta` (conntrack), without it the frame only updates its flow (flow_stats with
  * a table of its own, flow_stats_stage.cuh: the metadata and verdict are left as they were).
  * Called, not inlined (PW_DEVICE_CALL): the flow table's code inlined into the persistent kernel
- * pushed it past 255 registers (spills). */
+ * pushed it past 255 registers (spills). `ch`: the flow_order.cuh channel it orders frames on
+ * (PW_ORDER_CH_CONNTRACK / _FLOW_STATS_OWN: 1 when it is the pipeline's second ordered stage). */
 PW_DEVICE_CALL void pw_ct_frame(const pw_ct_params *p, const pw_frame *f, pw_packet_meta *meta,
-                                pw_flow_counters *fc, uint32_t store) {
+                                pw_flow_counters *fc, uint32_t store, uint32_t ch) {
     pw_flow_pkt pk;
     pw_flow_table t;
     const bool have = p != 0 && p->state != 0ull && f->queue < p->queues;
@@ -42,8 +43,8 @@ PW_DEVICE_CALL void pw_ct_frame(const pw_ct_params *p, const pw_frame *f, pw_pac
         pw_flow_classify(&t, meta, f->data, f->len, &pk);
     }
     const uint32_t key = have && !pk.none ? pk.bucket : PW_ORDER_NONE;
-    pw_order_publish(key);
-    pw_order_wait(key);
+    pw_order_publish_on(ch, key);
+    pw_order_wait_on(ch, key);
     if (have) {
         /* Flow export (a flow_stats stage): the flows that end go to the queue's ring, after its
          * table; the zeroed state has no cap yet, every writer stores the same one. */
@@ -62,7 +63,7 @@ PW_DEVICE_CALL void pw_ct_frame(const pw_ct_params *p, const pw_frame *f, pw_pac
         }
         PW_FLOW_ADD(&fc->untracked, 1u);
     }
-    pw_order_done();
+    pw_order_done_on(ch);
 }
 
 /* The frame's order key, as pw_ct_frame names it (its flow's bucket, or PW_ORDER_NONE): the
@@ -80,7 +81,7 @@ PW_DEVICE void pw_stage_conntrack(const pw_frame *f, pw_packet_meta *meta, pw_ve
                                   pw_stage_counters *c) {
     (void)v;
     /* The table's counters are the stage's v[1..6], in pw_flow_counters' order. */
-    pw_ct_frame((const pw_ct_params *)params, f, meta, (pw_flow_counters *)&c->v[1], 1u);
+    pw_ct_frame((const pw_ct_params *)params, f, meta, (pw_flow_counters *)&c->v[1], 1u, PW_ORDER_CH_CONNTRACK);
 }
 
 #endif /* PKTWARP_CONNTRACK_STAGE_CUH */

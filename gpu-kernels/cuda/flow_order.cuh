@@ -91,13 +91,14 @@ PW_DEVICE void pw_order_skip(void) {
     __threadfence_block();
 }
 
-/* A second channel, for a stage after the ordered one that keeps per-queue state of its own in
- * frame order (inspect's flowbits and thresholds, inspect_state.cuh): the same protocol on its
+/* A second channel, for a second stage that keeps per-queue state of its own in frame order
+ * (a second ordered stage, e.g. rate_limit beside conntrack, through the _on forms below; or
+ * inspect's flowbits and thresholds, inspect_state.cuh): the same protocol on its
  * own slots, so its waits never read the first channel's. Every frame of the round publishes on
  * it (or is marked skipped: the generated pw_pipeline_frame does so for a frame dropped before
  * that stage). It runs only in an ordered pipeline (whose round hooks clear its slots) whose
  * generated source asks for it (PW_PIPELINE_ORDERED2: codegen's ORDERED_SECOND stages); elsewhere
- * it is empty, and its slots take no shared memory. */
+ * it is empty, and its slots take no shared memory (2 KiB where it is on). */
 #if defined(PW_PIPELINE_ORDERED) && defined(PW_PIPELINE_ORDERED2)
 #define PW_ORDER2_ON 1
 __shared__ volatile uint32_t pw_order2_key[PW_ORDER_MAX];
@@ -144,6 +145,31 @@ PW_DEVICE void pw_order2_done(void) {}
 PW_DEVICE void pw_order2_skip(void) {}
 #endif
 
+/* The channel-numbered forms, for an ordered stage that the generated source may put on either
+ * channel (its header reads PW_ORDER_CH_<STAGE>: 1u when it is the pipeline's second ordered
+ * stage, codegen::order_channels). Each ordered stage of a frame publishes, waits and is done on
+ * its own channel, one stage after the other inside the frame's thread, so stage B sees stage
+ * A's verdict for the frame, and B's predecessor (the nearest earlier frame with B's key) is
+ * done with B, which it reaches only after A: B's state changes per key in arrival order, as on
+ * the CPU, where every stage of a frame runs before the next frame's. The two stages' states
+ * are disjoint (their own tables), so A never needs B's order. Deadlock freedom as above: a
+ * frame waits on either channel only for lower thread indices, each of which publishes on each
+ * channel before it waits there. */
+PW_DEVICE void pw_order_publish_on(uint32_t ch, uint32_t key) {
+    if (ch != 0u) pw_order2_publish(key);
+    else pw_order_publish(key);
+}
+
+PW_DEVICE void pw_order_wait_on(uint32_t ch, uint32_t key) {
+    if (ch != 0u) pw_order2_wait(key);
+    else pw_order_wait(key);
+}
+
+PW_DEVICE void pw_order_done_on(uint32_t ch) {
+    if (ch != 0u) pw_order2_done();
+    else pw_order_done();
+}
+
 /* Whole block, before a round's frames run: every thread's slots cleared, seen by all. */
 __device__ __forceinline__ void pw_order_round_begin() {
     pw_order_state[threadIdx.x] = 0u;
@@ -167,6 +193,20 @@ PW_DEVICE void pw_order2_publish(uint32_t key) { (void)key; }
 PW_DEVICE void pw_order2_wait(uint32_t key) { (void)key; }
 PW_DEVICE void pw_order2_done(void) {}
 PW_DEVICE void pw_order2_skip(void) {}
+PW_DEVICE void pw_order_publish_on(uint32_t ch, uint32_t key) { (void)ch; (void)key; }
+PW_DEVICE void pw_order_wait_on(uint32_t ch, uint32_t key) { (void)ch; (void)key; }
+PW_DEVICE void pw_order_done_on(uint32_t ch) { (void)ch; }
+#endif
+
+/* The channel of each ordered stage: 0 unless the generated source says 1 (see above). */
+#ifndef PW_ORDER_CH_CONNTRACK
+#define PW_ORDER_CH_CONNTRACK 0u
+#endif
+#ifndef PW_ORDER_CH_RATE_LIMIT
+#define PW_ORDER_CH_RATE_LIMIT 0u
+#endif
+#ifndef PW_ORDER_CH_FLOW_STATS_OWN
+#define PW_ORDER_CH_FLOW_STATS_OWN 0u
 #endif
 
 #endif /* PKTWARP_FLOW_ORDER_CUH */

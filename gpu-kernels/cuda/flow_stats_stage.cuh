@@ -38,7 +38,7 @@ PW_DEVICE void pw_stage_flow_stats(const pw_frame *f, pw_packet_meta *meta, pw_v
 PW_DEVICE void pw_stage_flow_stats_own(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v, const void *params,
                                        pw_stage_counters *c) {
     (void)v;
-    pw_ct_frame((const pw_ct_params *)params, f, meta, (pw_flow_counters *)&c->v[1], 0u);
+    pw_ct_frame((const pw_ct_params *)params, f, meta, (pw_flow_counters *)&c->v[1], 0u, PW_ORDER_CH_FLOW_STATS_OWN);
 }
 
 /* The frame's order key for the owned layout: its flow's bucket, as conntrack's. */

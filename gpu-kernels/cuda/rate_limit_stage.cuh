@@ -31,10 +31,11 @@ PW_STATIC_ASSERT(sizeof(pw_rl_params) == 24 + sizeof(pw_rl_table), "pw_rl_params
 PW_STATIC_ASSERT(PW_OFFSETOF(pw_rl_params, table) == 24, "pw_rl_params.table");
 PW_STATIC_ASSERT(sizeof(pw_rl_counters) == 16 + 24 * PW_RL_MAX_RULES, "pw_rl_counters size");
 
-/* One frame through its queue's table, in bucket order. Called, not inlined (PW_DEVICE_CALL):
- * the rule table walk would otherwise grow the persistent kernel's registers. */
+/* One frame through its queue's table, in bucket order on flow_order.cuh channel `ch`
+ * (PW_ORDER_CH_RATE_LIMIT: 1 when it is the pipeline's second ordered stage). Called, not inlined
+ * (PW_DEVICE_CALL): the rule table walk would otherwise grow the persistent kernel's registers. */
 PW_DEVICE_CALL void pw_rl_frame(const pw_rl_params *p, const pw_frame *f, const pw_packet_meta *meta,
-                                pw_verdict *v) {
+                                pw_verdict *v, uint32_t ch) {
     pw_rl_pkt pk;
     const bool have = p != 0 && p->state != 0ull && f->queue < p->queues && p->table.nbuckets != 0u;
     uint64_t base = 0ull;
@@ -43,8 +44,8 @@ PW_DEVICE_CALL void pw_rl_frame(const pw_rl_params *p, const pw_frame *f, const 
         pw_rl_classify(&p->table, meta, &pk);
     }
     const uint32_t key = have && pk.key.rule != PW_RL_NO_RULE ? pk.bucket : PW_ORDER_NONE;
-    pw_order_publish(key);
-    pw_order_wait(key);
+    pw_order_publish_on(ch, key);
+    pw_order_wait_on(ch, key);
     if (key != PW_ORDER_NONE) {
         /* The rules read in place: a copy of the table (1560 bytes) would go to local memory. */
         const uint64_t entries = (uint64_t)p->table.nbuckets * PW_RL_BUCKET * PW_RL_ENTRY_SIZE;
@@ -56,7 +57,7 @@ PW_DEVICE_CALL void pw_rl_frame(const pw_rl_params *p, const pw_frame *f, const 
             v->drop_reason = (uint8_t)PW_DROP_RATE_LIMITED;
         }
     }
-    pw_order_done();
+    pw_order_done_on(ch);
 }
 
 /* The frame's order key, as pw_rl_frame names it (its bucket, or PW_ORDER_NONE): the owned
@@ -73,7 +74,7 @@ PW_DEVICE uint32_t pw_rate_limit_order_key(const pw_frame *f, const pw_packet_me
 PW_DEVICE void pw_stage_rate_limit(const pw_frame *f, pw_packet_meta *meta, pw_verdict *v, const void *params,
                                    pw_stage_counters *c) {
     (void)c;
-    pw_rl_frame((const pw_rl_params *)params, f, meta, v);
+    pw_rl_frame((const pw_rl_params *)params, f, meta, v, PW_ORDER_CH_RATE_LIMIT);
 }
 
 #endif /* PKTWARP_RATE_LIMIT_STAGE_CUH */

@@ -160,8 +160,9 @@ pub const READS_PAYLOAD: &[&str] = &["pw_stage_fronthaul", "pw_stage_inspect"];
 /// order (conntrack's flow table, rate_limit's token buckets): the generated source defines `PW_PIPELINE_ORDERED`, whose
 /// round hooks (cuda/flow_order.cuh) take a round's frames in order per flow, and a frame that a
 /// stage before the ordered one drops is marked skipped (`pw_order_skip`). The executor runs such
-/// a pipeline with one CTA per queue (bursts of a queue in order). One ordered stage per
-/// pipeline, and not beside a stage with round hooks of its own (fronthaul).
+/// a pipeline with one CTA per queue (bursts of a queue in order). At most two ordered stages
+/// per pipeline, each on its own channel ([`order_channels`]), and not beside a stage with round
+/// hooks of its own (fronthaul).
 pub const ORDERED: &[&str] = &[
     "pw_stage_conntrack",
     "pw_stage_rate_limit",
@@ -402,22 +403,97 @@ pub fn template_of(stages: &[StageSpec]) -> Result<Template, CodegenError> {
     Ok(Template::Fused)
 }
 
-/// An [`ORDERED`] stage takes the round hooks: one per pipeline, and none beside a stage with
+/// At most this many [`ORDERED`] stages in one GPU pipeline: each takes a channel of
+/// cuda/flow_order.cuh, and there are two.
+pub const MAX_ORDERED: usize = 2;
+
+/// The [`ORDERED`] and [`ORDERED_SECOND`] stages of the list with the channel of
+/// cuda/flow_order.cuh each orders its frames on (0 or 1), in list order: the first ordered stage
+/// takes channel 0, a second one (or an [`ORDERED_SECOND`] stage) channel 1. A frame then goes
+/// through each ordered stage in arrival order per that stage's own key, on its own channel, one
+/// after another inside its thread (so the second stage sees the first one's verdict, as on the
+/// CPU), while different keys run in parallel. Errors as [`check_ordered`].
+pub fn order_channels(stages: &[StageSpec]) -> Result<Vec<(usize, u32)>, CodegenError> {
+    check_ordered(stages)?;
+    let mut ordered = 0u32;
+    Ok(stages
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            if s.orders_flows() {
+                ordered += 1;
+                Some((i, ordered - 1))
+            } else if ORDERED_SECOND.contains(&s.function()) {
+                Some((i, 1))
+            } else {
+                None
+            }
+        })
+        .collect())
+}
+
+/// The macro naming the channel an [`ORDERED`] stage's header orders its frames on (undefined:
+/// channel 0), e.g. `PW_ORDER_CH_RATE_LIMIT` for `pw_stage_rate_limit`.
+pub fn order_channel_macro(function: &str) -> String {
+    format!(
+        "PW_ORDER_CH_{}",
+        function
+            .trim_start_matches("pw_stage_")
+            .to_ascii_uppercase()
+    )
+}
+
+/// [`ORDERED`] stages take the round hooks: at most [`MAX_ORDERED`] per pipeline (a channel of
+/// cuda/flow_order.cuh each, so not the same stage function twice, and not two beside an
+/// [`ORDERED_SECOND`] stage, which takes the second channel too), and none beside a stage with
 /// round hooks of its own (fronthaul decodes PRBs in them).
-fn check_ordered(stages: &[StageSpec]) -> Result<(), CodegenError> {
-    let mut ordered = stages.iter().enumerate().filter(|(_, s)| s.orders_flows());
-    let Some((first, f)) = ordered.next() else {
+pub fn check_ordered(stages: &[StageSpec]) -> Result<(), CodegenError> {
+    let ordered: Vec<(usize, &StageSpec)> = stages
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.orders_flows())
+        .collect();
+    let Some(&(first, f)) = ordered.first() else {
         return Ok(());
     };
-    if let Some((i, s)) = ordered.next() {
+    if let Some(&(i, s)) = ordered.get(MAX_ORDERED) {
         return Err(CodegenError {
             stage: i,
             message: format!(
-                "stage `{}`: a GPU pipeline has at most one stage that keeps per-queue flow \
-                 state (`{}` is pipeline[{first}])",
-                s.name, f.name
+                "stage `{}`: a GPU pipeline has at most {MAX_ORDERED} stages that keep \
+                 per-queue flow state in frame order (`{}` is pipeline[{first}], `{}` \
+                 pipeline[{}]); run it on the CPU executor",
+                s.name, f.name, ordered[1].1.name, ordered[1].0
             ),
         });
+    }
+    if let Some(&(i, s)) = ordered.get(1) {
+        if s.function() == f.function() {
+            return Err(CodegenError {
+                stage: i,
+                message: format!(
+                    "stage `{}`: a GPU pipeline has one `{}` stage that keeps per-queue flow \
+                     state in frame order (pipeline[{first}] is another); run it on the CPU \
+                     executor",
+                    s.name, f.name
+                ),
+            });
+        }
+        let second = stages
+            .iter()
+            .enumerate()
+            .find(|(_, x)| ORDERED_SECOND.contains(&x.function()));
+        if let Some((j, x)) = second {
+            return Err(CodegenError {
+                stage: j,
+                message: format!(
+                    "stage `{}` keeps per-queue state in frame order beside two stages that \
+                     do too (`{}` pipeline[{first}], `{}` pipeline[{i}]), and a GPU pipeline \
+                     orders at most two; run it on the CPU executor",
+                    x.name, f.name, s.name
+                ),
+            });
+        }
     }
     // Fronthaul defines the round hooks itself; inspect reads whole frames (READS_PAYLOAD)
     // but has no hooks, and the chunked rounds it takes run in order.
@@ -447,7 +523,10 @@ pub fn pipeline_orders_flows(stages: &[StageSpec]) -> bool {
 /// otherwise read a frame another CTA of its group rewrites).
 pub fn pipeline_order_key(stages: &[StageSpec]) -> Option<&'static str> {
     let at = stages.iter().position(StageSpec::orders_flows)?;
-    if pipeline_writes(stages) || !stages[..at].iter().all(|s| s.kind == StageKind::Parse) {
+    // Two ordered stages key a frame differently (a flow, a source): no one split of the
+    // frames keeps both keys on one CTA.
+    let two = stages.iter().filter(|s| s.orders_flows()).count() > 1;
+    if two || pipeline_writes(stages) || !stages[..at].iter().all(|s| s.kind == StageKind::Parse) {
         return None;
     }
     let StageKind::Library { function, .. } = &stages[at].kind else {
@@ -531,11 +610,17 @@ pub fn generate(stages: &[StageSpec], target: Target) -> Result<String, CodegenE
     }
     if pipeline_orders_flows(stages) {
         let _ = writeln!(out, "#define PW_PIPELINE_ORDERED 1");
-        if stages
-            .iter()
-            .any(|s| ORDERED_SECOND.contains(&s.function()))
-        {
+        let channels = order_channels(stages)?;
+        if channels.iter().any(|&(_, ch)| ch == 1) {
             let _ = writeln!(out, "#define PW_PIPELINE_ORDERED2 1");
+        }
+        // A second ordered stage orders its frames on the second channel (its header reads
+        // the macro; ORDERED_SECOND stages use that channel always).
+        for &(i, ch) in &channels {
+            if ch == 1 && stages[i].orders_flows() {
+                let m = order_channel_macro(stages[i].function());
+                let _ = writeln!(out, "#define {m} 1u");
+            }
         }
     }
     out.push_str("#include \"stages.cuh\"\n");
@@ -603,10 +688,13 @@ fn frame_function(stages: &[StageSpec]) -> String {
     // Frames dropped before the ordered stage never reach it: marked skipped so the later
     // frames of their round do not wait for them (cuda/flow_order.cuh).
     let ordered_at = stages.iter().position(StageSpec::orders_flows);
-    // The same on the second channel for a stage that orders its own state (ORDERED_SECOND).
-    let second_at = stages
+    // The same on the second channel for the stage that orders its frames there (a second
+    // ordered stage, or an ORDERED_SECOND one); the list passed check_ordered in template_of.
+    let second_at = order_channels(stages)
+        .unwrap_or_default()
         .iter()
-        .position(|s| ORDERED_SECOND.contains(&s.function()));
+        .find(|&&(_, ch)| ch == 1)
+        .map(|&(i, _)| i);
     for (k, s) in stages.iter().enumerate() {
         let _ = writeln!(f, "    /* {k}: {} */", s.name);
         let _ = writeln!(f, "    PW_ADD64(&ctx->counters[{k}].v[0], 1);");

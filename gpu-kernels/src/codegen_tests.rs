@@ -219,7 +219,7 @@ fn a_writing_user_stage_makes_the_pipeline_write() {
 
 /// conntrack keeps per-queue state in flow order: the list defines PW_PIPELINE_ORDERED,
 /// frames dropped before it are marked skipped (the later frames of their round would wait
-/// for them), drops after it return plainly; a second ordered stage, or one beside
+/// for them), drops after it return plainly; the same ordered stage twice, or one beside
 /// fronthaul's round hooks, is refused naming the stage.
 #[test]
 fn an_ordered_stage_marks_the_frames_dropped_before_it() {
@@ -244,9 +244,10 @@ fn an_ordered_stage_marks_the_frames_dropped_before_it() {
     );
     let plain = generate(&list(&["parse", "guard", "acl"]), Target::Gpu).unwrap();
     assert!(!plain.contains("PW_PIPELINE_ORDERED") && !plain.contains("pw_order_skip"));
+    // Two of the same ordered stage would share its channel: refused.
     let e = template_of(&list(&["parse", "conntrack", "conntrack"])).unwrap_err();
     assert_eq!(e.stage, 2);
-    assert!(e.message.contains("at most one"), "{e}");
+    assert!(e.message.contains("one `conntrack` stage"), "{e}");
     let e = template_of(&list(&["parse", "conntrack", "fronthaul"])).unwrap_err();
     assert_eq!(e.stage, 2);
     assert!(e.message.contains("`fronthaul`"), "{e}");
@@ -284,9 +285,56 @@ fn rate_limit_is_an_ordered_stage() {
     let body = &src[src.find("void pw_pipeline_frame(").unwrap()..];
     let rl = body.find("pw_stage_rate_limit(").unwrap();
     assert_eq!(body[..rl].matches("pw_order_skip();").count(), 1, "{body}");
-    let e = template_of(&list(&["parse", "conntrack", "rate_limit"])).unwrap_err();
-    assert_eq!(e.stage, 2);
-    assert!(e.message.contains("at most one"), "{e}");
+}
+
+/// Two ordered stages: each on its own channel of flow_order.cuh, the first on channel 0, the
+/// second on channel 1 (its header's PW_ORDER_CH_ macro); a frame dropped before the first is
+/// skipped on both, one dropped between them (by acl, or by the first itself) on the second
+/// only; no owned layout (two keys). Three, or two beside inspect (which takes channel 1 too),
+/// are refused naming the stage.
+#[test]
+fn two_ordered_stages_take_a_channel_each() {
+    let l = list(&["parse", "conntrack", "acl", "rate_limit", "count"]);
+    assert_eq!(template_of(&l), Ok(Template::Composed));
+    assert_eq!(order_channels(&l), Ok(vec![(1, 0), (3, 1)]));
+    assert_eq!(pipeline_order_key(&l), None);
+    let src = generate(&l, Target::Gpu).unwrap();
+    assert!(src.contains("#define PW_PIPELINE_ORDERED 1"), "{src}");
+    assert!(src.contains("#define PW_PIPELINE_ORDERED2 1"), "{src}");
+    assert!(src.contains("#define PW_ORDER_CH_RATE_LIMIT 1u"), "{src}");
+    assert!(!src.contains("#define PW_ORDER_CH_CONNTRACK"), "{src}");
+    let body = &src[src.find("void pw_pipeline_frame(").unwrap()..];
+    let ct = body.find("pw_stage_conntrack(").unwrap();
+    let rl = body.find("pw_stage_rate_limit(").unwrap();
+    assert_eq!(body[..ct].matches("pw_order_skip();").count(), 1, "{body}");
+    assert_eq!(body[ct..].matches("pw_order_skip();").count(), 0, "{body}");
+    // parse, conntrack and acl may drop before rate_limit.
+    assert_eq!(body[..rl].matches("pw_order2_skip();").count(), 3, "{body}");
+    assert_eq!(body[rl..].matches("pw_order2_skip();").count(), 0, "{body}");
+    // The other way round: rate_limit first (its drops skip conntrack's channel).
+    let l = list(&["parse", "rate_limit", "conntrack", "count"]);
+    let src = generate(&l, Target::Host).unwrap();
+    assert!(src.contains("#define PW_ORDER_CH_CONNTRACK 1u"), "{src}");
+    let body = &src[src.find("void pw_pipeline_frame(").unwrap()..];
+    let ct = body.find("pw_stage_conntrack(").unwrap();
+    assert_eq!(body[..ct].matches("pw_order2_skip();").count(), 2, "{body}");
+    let mut own = list(&["parse"]);
+    own.push(StageSpec::flow_stats(true));
+    own.extend(list(&["rate_limit", "count"]));
+    let src = generate(&own, Target::Gpu).unwrap();
+    assert!(src.contains("#define PW_ORDER_CH_RATE_LIMIT 1u"), "{src}");
+    let e = template_of(&list(&["parse", "conntrack", "rate_limit", "inspect"])).unwrap_err();
+    assert_eq!(e.stage, 3);
+    assert!(e.message.contains("orders at most two"), "{e}");
+    let mut three = list(&["parse", "conntrack", "rate_limit"]);
+    three.push(StageSpec::flow_stats(true));
+    let e = template_of(&three).unwrap_err();
+    assert_eq!(e.stage, 3);
+    assert!(e.message.contains("at most 2 stages"), "{e}");
+    assert_eq!(
+        order_channel_macro("pw_stage_flow_stats_own"),
+        "PW_ORDER_CH_FLOW_STATS_OWN"
+    );
 }
 
 /// flow_stats has two forms under one name: over conntrack's tables it does nothing per frame
@@ -312,14 +360,11 @@ fn flow_stats_with_its_own_table_is_an_ordered_stage() {
     // After parse alone it takes the owned layout, keyed as conntrack.
     let keyed = [own[0].clone(), own[2].clone()];
     assert_eq!(pipeline_order_key(&keyed), Some("pw_flow_stats_order_key"));
-    // One ordered stage a pipeline: not beside conntrack or rate_limit.
-    for other in ["conntrack", "rate_limit"] {
-        let mut l = list(&["parse", other]);
-        l.push(StageSpec::flow_stats(true));
-        let e = template_of(&l).unwrap_err();
-        assert_eq!(e.stage, 2, "{e}");
-        assert!(e.message.contains("at most one"), "{e}");
-    }
+    // A second ordered stage beside it: it keeps channel 0, the other takes channel 1.
+    let mut l = list(&["parse"]);
+    l.push(StageSpec::flow_stats(true));
+    l.extend(list(&["rate_limit"]));
+    assert_eq!(order_channels(&l), Ok(vec![(1, 0), (2, 1)]));
     for v in LIBRARY_VARIANTS {
         assert!(StageSpec::builtin(v.name).is_some(), "{}", v.name);
         assert_eq!(library_stage(v.function).map(|l| l.name), Some(v.name));

@@ -671,8 +671,8 @@ fn config_errors_name_file_line_and_key() {
 /// is `pw_stage_flow_stats_own`, which keeps its per-queue state in flow order (an ordered
 /// stage), with its table and ended-flow ring as its per-queue state; over conntrack's tables
 /// it is the stage that does nothing per frame (docs/flow-export-gpu.md). Beside another stage
-/// that keeps per-queue flow state (rate_limit) the GPU executor refuses the pipeline, naming
-/// both (`auto` takes the CPU).
+/// that keeps per-queue flow state (rate_limit) it takes the first channel of the kernel's
+/// order, rate_limit the second; a third such stage is refused (`auto` takes the CPU).
 #[test]
 fn the_gpu_executor_runs_flow_stats_with_a_table_of_its_own() {
     use pipeline::internal::executor::gpu::compose::stage_specs;
@@ -715,17 +715,25 @@ fn the_gpu_executor_runs_flow_stats_with_a_table_of_its_own() {
     let src = generate(&specs, Target::Gpu).expect("source");
     assert!(src.contains("pw_stage_flow_stats(f, m, v"), "{src}");
     assert!(!src.contains("pw_stage_flow_stats_own("), "{src}");
-    // Two stages with per-queue flow state: refused naming both, so `auto` takes the CPU.
-    let both = prepared(
-        "[parse, { flow_stats: { entries: 64 } }, \
-         { rate_limit: { entries: 64, rules: [{ name: a, key: src, rate_pps: 10 }] } }]",
-    );
-    let why = both.pipeline.gpu_refusal().expect("two ordered stages");
+    // Two stages with per-queue flow state: one kernel, rate_limit on the second channel.
+    let rl = "{ rate_limit: { entries: 64, rules: [{ name: a, key: src, rate_pps: 10 }] } }";
+    let both = prepared(&format!(
+        "[parse, {{ flow_stats: {{ entries: 64 }} }}, {rl}]"
+    ));
+    assert_eq!(both.pipeline.gpu_refusal(), None);
+    let (specs, _) = stage_specs(&both.pipeline).expect("specs");
+    let src = generate(&specs, Target::Gpu).expect("source");
+    assert!(src.contains("#define PW_ORDER_CH_RATE_LIMIT 1u"), "{src}");
+    // Three: refused naming the third, so `auto` takes the CPU.
+    let three = prepared(&format!(
+        "[parse, {{ flow_stats: {{ entries: 64 }} }}, {rl}, {rl}]"
+    ));
+    let why = three.pipeline.gpu_refusal().expect("three ordered stages");
     assert!(
-        why.contains("`rate_limit`") && why.contains("`flow_stats`"),
+        why.contains("at most 2") && why.contains("`flow_stats`"),
         "{why}"
     );
-    assert_eq!(both.choice.name, "cpu", "{}", both.choice.reason);
+    assert_eq!(three.choice.name, "cpu", "{}", three.choice.reason);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

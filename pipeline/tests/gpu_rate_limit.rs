@@ -5,7 +5,11 @@
 //! `GpuExecutor::read_queue_state`) equal the CPU stage's: connection traffic over two queues
 //! with a SYN flood from sixteen sources, bursts of 32 and 256, persistent and launch, mapped and
 //! device rings; then a reload (rules re-rated, or renamed so the buckets start afresh) published
-//! as a new parameter block between two halves of the traffic. Needs a CUDA GPU (listed in
+//! as a new parameter block between two halves of the traffic. Then rate_limit beside a second
+//! stage with per-queue state in frame order (`parse -> conntrack -> rate_limit -> count` and
+//! `parse -> flow_stats (own table) -> rate_limit -> count`: each ordered on its own channel of
+//! cuda/flow_order.cuh): every frame's connection state, action and drop reason, the table
+//! counters of both stages and rate_limit's per-rule counters. Needs a CUDA GPU (listed in
 //! docs/hardware-only-tests.md); the GPU suite runs it (step `rate-limit`), and
 //! scripts/gpu-rate-limit-check.sh compares the whole daemon.
 
@@ -21,7 +25,7 @@ use pipeline::internal::executor::gpu::{
 };
 use pipeline::internal::stage::config::StageConfig;
 use pipeline::internal::stage::rate_limit_gpu::GpuRateFold;
-use pipeline::stage::Pipeline;
+use pipeline::stage::{Pipeline, Stage};
 use pipeline::verdict::Action;
 use rate_limit_common::{rules_edited, scrubber, with_flood};
 
@@ -204,6 +208,165 @@ fn rate_limit_on_the_gpu_equals_the_cpu_frame_by_frame() {
         for mode in [Mode::Persistent, Mode::Launch] {
             for placement in [Placement::Mapped, Placement::Device] {
                 check(mode, placement, burst, placement == Placement::Device);
+            }
+        }
+    }
+}
+
+/// Per-source budgets beside a flow table (pipeline/tests/ordered_pair_cuda_host.rs's rules).
+const PAIR_RL: &str = "{ entries: 256, rules: [\
+    { name: syn, match: { proto: tcp, tcp_flags: \"syn !ack\" }, key: src, rate_pps: 100, burst: 50 },\
+    { name: per_net, key: src_prefix/24/48, rate_pps: 2000, burst: 60 } ] }";
+
+fn pipeline_of(yaml: &str) -> Pipeline {
+    let stages: Vec<StageConfig> = serde_saphyr::from_str(yaml).expect("stages");
+    pipeline::internal::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline")
+}
+
+/// `first` (a conntrack or flow_stats stage with a table of its own) then rate_limit, on the
+/// GPU against the CPU: (ct_state, action, reason) of every frame, the flow table's counters
+/// (stage 1's v[1..7]) and rate_limit's counters folded from the device.
+fn check_pair(first: &str, mode: Mode, placement: Placement, burst: usize) {
+    let what = format!("{first} / {mode:?} / {placement:?} / bursts of {burst}");
+    let yaml = format!("[parse, {first}, {{ rate_limit: {PAIR_RL} }}, count]");
+    let (cpu, gpu) = (pipeline_of(&yaml), pipeline_of(&yaml));
+    assert_eq!(gpu.gpu_refusal(), None, "{what}");
+    let frames = with_flood(9, 6000, 6000);
+    let c = QueueCounters::new(cpu.stages.len(), 0);
+    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
+    let mut want = Vec::with_capacity(frames.len());
+    for chunk in frames.chunks(burst) {
+        cpu.run_frames(
+            chunk.iter().map(|(d, f)| (*d, f.as_slice())),
+            &mut metas,
+            &mut verdicts,
+            &c,
+        );
+        for (m, v) in metas.iter().zip(&verdicts) {
+            want.push((
+                m.ct_state,
+                v.action as u8,
+                v.reason.map_or(0xFF, |r| r as u8),
+            ));
+        }
+    }
+    let image = image_for_pipeline(&gpu).expect("image");
+    assert_eq!(image.stages.iter().filter(|s| s.orders_flows()).count(), 2);
+    let pd = PipelineDesc {
+        parse: true,
+        acl: None,
+        count: true,
+        default_action: Action::Pass as u8,
+    };
+    let opts = GpuOptions {
+        mode,
+        placement,
+        burst_size: burst as u32,
+        ring_slots: 8,
+        emit_meta: true,
+        tagged: Some(false),
+        ..GpuOptions::default()
+    };
+    let mut ex = GpuExecutor::new(opts, pd, QUEUES, &image).expect("executor");
+    assert_eq!(ex.options().parts(), 1, "{what}: one CTA a burst");
+    ex.start().expect("start");
+    let mut got: Vec<Option<(u8, u8, u8)>> = vec![None; frames.len()];
+    for q in 0..QUEUES {
+        let idx: Vec<usize> = (0..frames.len())
+            .filter(|&i| frames[i].0.queue as usize == q)
+            .collect();
+        let bursts: Vec<&[usize]> = idx.chunks(burst).collect();
+        let (mut done, mut next) = (0usize, 0usize);
+        let mut seqs = std::collections::HashMap::new();
+        let t = std::time::Instant::now();
+        while done < bursts.len() {
+            while next < bursts.len() && next - done < 6 {
+                let mut b = Burst::default();
+                for &i in bursts[next] {
+                    b.push(&frames[i].1, frames[i].0);
+                }
+                seqs.insert(ex.submit(q, &b).expect("submit"), next);
+                next += 1;
+            }
+            ex.poll(q, |seq, v, m| {
+                let m = m.expect("metadata back (emit_meta)");
+                for (k, &i) in bursts[seqs[&seq]].iter().enumerate() {
+                    got[i] = Some((m[k].ct_state, v[k].action, v[k].drop_reason));
+                }
+                done += 1;
+            })
+            .expect("poll");
+            assert!(t.elapsed().as_secs() < 60, "{what}: bursts never finished");
+        }
+    }
+    let mut limited = 0usize;
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        assert_eq!(
+            Some(*w),
+            *g,
+            "{what}: frame {i} (queue {}): (ct_state, action, reason) cpu vs gpu",
+            frames[i].0.queue
+        );
+        limited += usize::from(w.1 == Action::Drop as u8);
+    }
+    assert!(limited > 100, "{what}: only {limited} frames limited");
+    let tables = match &cpu.stages[1] {
+        Stage::Conntrack(ct) => ct.tables().counters(),
+        Stage::FlowStats(fs) => fs.tables().counters(),
+        _ => panic!("{what}: pipeline[1] keeps a flow table"),
+    };
+    let cpu_table = [
+        tables.created,
+        tables.expired,
+        tables.early_evicted,
+        tables.table_full,
+        tables.untracked,
+        tables.invalid,
+    ];
+    let snap = ex.counters().expect("counters");
+    let mut gpu_table = [0u64; 6];
+    for q in &snap.stages {
+        for (s, v) in gpu_table.iter_mut().zip(&q[1].v[1..7]) {
+            *s += v;
+        }
+    }
+    assert_eq!(gpu_table, cpu_table, "{what}: flow table counters");
+    let mut fold = GpuRateFold::new(&gpu);
+    let mut read =
+        |k: usize, q: usize, off: usize, len: usize| ex.read_queue_state(k, 0, q, off, len);
+    fold.fold(&gpu, QUEUES, &mut read).expect("fold");
+    let (c, g) = (cpu.stages[2].rate_limit(), gpu.stages[2].rate_limit());
+    let (c, g) = (c.expect("rate_limit"), g.expect("rate_limit"));
+    assert_eq!(g.counters(), c.counters(), "{what}: rate table counters");
+    assert_eq!(
+        g.rule_counters(),
+        c.rule_counters(),
+        "{what}: rule counters"
+    );
+    ex.shutdown().expect("shutdown");
+}
+
+/// Two stages with per-queue state in frame order in one GPU pipeline, each by its own key
+/// (the flow's, the source's): the same as the CPU, which runs both per frame in arrival order.
+#[test]
+fn rate_limit_beside_a_flow_table_on_the_gpu_equals_the_cpu() {
+    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
+        pipeline::internal::testdata::skip(
+            file!(),
+            "rate_limit_beside_a_flow_table_on_the_gpu_equals_the_cpu",
+            &format!("no usable GPU: {e}"),
+        );
+        return;
+    }
+    for first in [
+        "{ conntrack: { entries: 1024 } }",
+        "{ flow_stats: { entries: 1024, active_timeout_s: 1800 } }",
+    ] {
+        for burst in [32, 256] {
+            for mode in [Mode::Persistent, Mode::Launch] {
+                for placement in [Placement::Mapped, Placement::Device] {
+                    check_pair(first, mode, placement, burst);
+                }
             }
         }
     }

@@ -238,37 +238,43 @@ impl Pipeline {
     }
 
     /// Why the GPU executor cannot run this pipeline, naming the first stage without a CUDA
-    /// implementation, or the second of two stages that keep per-queue flow state in frame
-    /// order (the kernel takes one: `pktwarp_kernels::codegen::ORDERED`); `None` when it can.
-    /// Said here, not only by the kernel generator, so that `executor: auto` takes the CPU.
+    /// implementation, or the stages that keep per-queue state in frame order which the kernel
+    /// cannot order together (more than two, the same one twice, two beside `inspect`:
+    /// `pktwarp_kernels::codegen::check_ordered`); `None` when it can. Said here, not only by the
+    /// kernel generator, so that `executor: auto` takes the CPU.
     pub fn gpu_refusal(&self) -> Option<String> {
         self.gpu_stage_refusal()
             .or_else(|| self.gpu_ordered_refusal())
     }
 
-    /// The second stage that keeps per-queue flow state in frame order on the GPU, named with
-    /// the first.
+    /// The stage whose per-queue state in frame order the kernel cannot order beside the
+    /// others', named with them. Each stage that may order state stands as its spec; the others
+    /// as a stage that orders nothing (under their own names).
     fn gpu_ordered_refusal(&self) -> Option<String> {
-        let mut ordered = self.stages.iter().enumerate().filter(|(_, s)| {
-            let spec = match s {
-                Stage::FlowStats(f) => {
-                    Some(pktwarp_kernels::StageSpec::flow_stats(f.owns_tables()))
-                }
-                Stage::Conntrack(_) | Stage::RateLimit(_) => {
-                    pktwarp_kernels::StageSpec::builtin(s.name())
-                }
-                _ => None,
-            };
-            spec.is_some_and(|x| x.orders_flows())
-        });
-        let (first, a) = ordered.next()?;
-        let (i, b) = ordered.next()?;
+        use pktwarp_kernels::StageSpec;
+        let inert = StageSpec::builtin("count")?;
+        let specs: Vec<StageSpec> = self
+            .stages
+            .iter()
+            .map(|s| {
+                let spec = match s {
+                    Stage::FlowStats(f) => Some(StageSpec::flow_stats(f.owns_tables())),
+                    Stage::Conntrack(_) | Stage::RateLimit(_) => StageSpec::builtin(s.name()),
+                    Stage::Custom(c) if matches!(c.cpu().gpu_library(), Some(Ok(_))) => {
+                        StageSpec::builtin(s.name())
+                    }
+                    _ => None,
+                };
+                spec.unwrap_or_else(|| StageSpec {
+                    name: s.name().to_string(),
+                    ..inert.clone()
+                })
+            })
+            .collect();
+        let e = pktwarp_kernels::codegen::check_ordered(&specs).err()?;
         Some(format!(
-            "stage `{}` (pipeline[{i}]) and stage `{}` (pipeline[{first}]) both keep per-queue \
-             flow state in frame order, and a GPU pipeline has at most one such stage, so the \
-             GPU executor cannot run this pipeline",
-            b.name(),
-            a.name()
+            "pipeline[{}]: {}; the GPU executor cannot run this pipeline",
+            e.stage, e.message
         ))
     }
 
@@ -408,10 +414,11 @@ mod tests {
         );
     }
 
-    /// Two stages with per-queue flow state in frame order: refused naming both (so `auto`
-    /// takes the CPU); flow_stats over conntrack's tables orders nothing of its own.
+    /// Two stages with per-queue flow state in frame order run on the GPU (a channel of
+    /// cuda/flow_order.cuh each); three, or the same one twice, are refused naming them (so
+    /// `auto` takes the CPU); flow_stats over conntrack's tables orders nothing of its own.
     #[test]
-    fn two_ordered_stages_are_named_in_the_refusal() {
+    fn ordered_stages_past_two_are_named_in_the_refusal() {
         let build = |yaml: &str| {
             let stages: Vec<crate::stage::config::StageConfig> =
                 serde_saphyr::from_str(yaml).unwrap();
@@ -421,16 +428,30 @@ mod tests {
         let p = build(&format!(
             "[parse, {{ flow_stats: {{ entries: 64 }} }}, {rl}]"
         ));
+        assert_eq!(p.gpu_refusal(), None);
+        let p = build(&format!(
+            "[parse, {{ conntrack: {{ entries: 64 }} }}, {rl}, count]"
+        ));
+        assert_eq!(p.gpu_refusal(), None);
+        let p = build(&format!(
+            "[parse, {{ conntrack: {{ entries: 64 }} }}, {rl}, {{ flow_stats: {{}} }}]"
+        ));
+        // flow_stats beside conntrack orders nothing: two ordered stages, accepted.
+        assert_eq!(p.gpu_refusal(), None);
+        let p = build(&format!("[parse, {rl}, {rl}]"));
         let why = p.gpu_refusal().expect("refused");
         assert!(
-            why.contains("`rate_limit` (pipeline[2])")
-                && why.contains("`flow_stats` (pipeline[1])"),
+            why.contains("pipeline[2]") && why.contains("one `rate_limit` stage"),
             "{why}"
         );
         let p = build(&format!(
-            "[parse, {{ conntrack: {{ entries: 64 }} }}, {rl}]"
+            "[parse, {{ flow_stats: {{ entries: 64 }} }}, {rl}, {rl}]"
         ));
-        assert!(p.gpu_refusal().is_some_and(|w| w.contains("`conntrack`")));
+        let why = p.gpu_refusal().expect("refused");
+        assert!(
+            why.contains("at most 2 stages") && why.contains("pipeline[3]"),
+            "{why}"
+        );
         let p = build("[parse, { conntrack: { entries: 64 } }, { flow_stats: {} }]");
         assert_eq!(p.gpu_refusal(), None);
         let p = build("[parse, { flow_stats: { entries: 64 } }]");

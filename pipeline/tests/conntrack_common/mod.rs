@@ -23,6 +23,11 @@ fn root() -> PathBuf {
 /// The shipped stateful firewall with `entries` per queue, its inside network the generator's
 /// clients (10.0.0.0/16), prepared as the daemon prepares it.
 pub fn firewall(entries: u64, name: &str) -> Arc<Pipeline> {
+    firewall_edited(entries, name, &|t| t)
+}
+
+/// [`firewall`] with the config's text changed by `edit` first (a stage added to its pipeline).
+pub fn firewall_edited(entries: u64, name: &str, edit: &dyn Fn(String) -> String) -> Arc<Pipeline> {
     let d = std::env::temp_dir().join(format!("pktwarp-ct-host-{}-{name}", std::process::id()));
     std::fs::create_dir_all(d.join("rules")).unwrap();
     let c = root().join("configs");
@@ -40,7 +45,7 @@ pub fn firewall(entries: u64, name: &str) -> Arc<Pipeline> {
     .unwrap();
     let text = std::fs::read_to_string(c.join("stateful-firewall.yaml")).unwrap();
     assert!(text.contains("entries: 65536"));
-    let text = text.replace("entries: 65536", &format!("entries: {entries}"));
+    let text = edit(text.replace("entries: 65536", &format!("entries: {entries}")));
     std::fs::write(d.join("c.yaml"), text + "metrics: { enabled: false }\n").unwrap();
     let cfg = config::load(&d.join("c.yaml")).unwrap_or_else(|e| panic!("{e}"));
     let p = daemon::prepare(cfg)

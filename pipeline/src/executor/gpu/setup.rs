@@ -817,7 +817,8 @@ impl Drop for GpuExecutor {
 
 /// A pipeline with a stage that keeps per-queue state in flow order (conntrack, rate_limit) runs
 /// one CTA group per queue (`ctas_per_queue: 1`): the bursts of a queue one after another. By
-/// default one CTA a burst, where cuda/flow_order.cuh orders a round's frames per flow. Several
+/// default one CTA a burst, where cuda/flow_order.cuh orders a round's frames per flow (per
+/// stage, on its own channel, where there are two such stages). Several
 /// CTAs a burst (`burst_ctas: k`, persistent mode) take the owned layout
 /// (cuda/kernels_owned.cu): each CTA applies the frames of its part of the table's buckets, so
 /// they need a list whose key the kernel can name before the stage (codegen::pipeline_order_key)
@@ -875,6 +876,18 @@ pub(super) fn one_cta_for_ordered_state(
                      state per queue that frames change in arrival order across flows: use \
                      burst_ctas: 1",
                     st.name
+                );
+            }
+            // Two ordered stages key a frame differently (a flow, a source): no split of the
+            // frames keeps both keys on one CTA.
+            let mut ordered = image.stages.iter().filter(|st| st.orders_flows());
+            if let (Some(a), Some(b)) = (ordered.next(), ordered.next()) {
+                anyhow::bail!(
+                    "executor.gpu.burst_ctas: {k}, but stages `{}` and `{}` both keep per-queue \
+                     state in arrival order, each by its own key, which no split of a burst \
+                     between CTAs keeps apart: use burst_ctas: 1",
+                    a.name,
+                    b.name
                 );
             }
             if pktwarp_kernels::codegen::pipeline_order_key(&image.stages).is_none() {

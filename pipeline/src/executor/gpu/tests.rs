@@ -287,6 +287,17 @@ fn per_queue_ordered_state_takes_one_cta_per_queue() {
         4
     );
     assert_eq!(setup::one_cta_for_inspect(opts(1, None), &plain).parts(), 2);
+    // Two ordered stages (a flow's key, a source's): one CTA a burst, never a split.
+    let pair = image_of(&["parse", "conntrack", "rate_limit", "count"]);
+    let e = setup::one_cta_for_ordered_state(opts(1, Some(4)), &pair).unwrap_err();
+    assert!(
+        e.to_string().contains("`conntrack` and `rate_limit`"),
+        "{e}"
+    );
+    let o = setup::one_cta_for_ordered_state(opts(1, None), &pair).expect("options");
+    assert_eq!(o.parts(), 1);
+    let e = setup::one_cta_for_ordered_state(opts(2, None), &pair).unwrap_err();
+    assert!(e.to_string().contains("ctas_per_queue: 2"), "{e}");
 }
 
 /// The per-queue state's size: bytes times queues; 0 bytes or an overflow is an error naming
