@@ -20,6 +20,7 @@ use crate::executor::gpu::SubmitError;
 use crate::meta::PacketMeta;
 use crate::port::{PortError, TxPort};
 use crate::stage::Stage;
+use host_run::{accounted, dropped, handled, summarized};
 
 /// A burst "on the GPU": its verdicts, the polls left before it is finished and, for a
 /// pipeline that rewrites, its TX ring (descriptors, and the burst's data as the stages left it).
@@ -615,23 +616,15 @@ fn run_host(
     let spec = host_spec(p, GpuSlots::of(&p.cfg), acl_on, 0);
     let mut out_ports =
         crate::port::out::OutPorts::single(tx.map(|t| Box::new(t) as Box<dyn TxPort>));
-    let t = Instant::now();
     // The persistent kernel runs from before the host side until after it (as run_gpu
     // starts and shuts down the executor around it); what `out` holds is dropped after.
-    dev.kernel.start();
-    let out = host::run(dev, &spec, shared, &mut ports.rx, &mut out_ports);
-    dev.kernel.stop();
-    let mut s = summarize(
-        &shared.counters,
-        &p.pipeline,
-        t.elapsed(),
-        &p.choice,
-        out.errors,
-    );
-    s.receive_threads = out.receive_threads;
-    s.gpu_ingest = out.gpu_ingest;
-    s.gpu_tx = out.tx;
-    (out.result, s)
+    let (r, s, _pinned) = summarized(p, shared, || {
+        dev.kernel.start();
+        let out = host::run(dev, &spec, shared, &mut ports.rx, &mut out_ports);
+        dev.kernel.stop();
+        out
+    });
+    (r, s)
 }
 
 fn run_fake(p: &Prepared, slots: u32, lag: u32, record: bool) -> Run {
@@ -817,18 +810,16 @@ fn on_full_drop_counts_every_refused_frame() {
 /// Every frame of the run passed (or mirrored, or went to the host) or was dropped with a
 /// reason, and the count stage saw the ones not dropped.
 fn assert_all_accounted(s: &Summary, frames: u64) {
-    let handled: u64 = s
-        .queues
-        .iter()
-        .map(|q| q.passed + q.mirrored + q.to_host)
-        .sum();
-    let dropped: u64 = s.drops.iter().map(|(_, n)| n).sum();
     assert_eq!(
-        handled + dropped,
+        handled(s) + dropped(s),
         frames,
         "every frame passed or dropped with a reason"
     );
-    assert_eq!(s.counted[0].1, handled, "count saw the frames not dropped");
+    assert_eq!(
+        s.counted[0].1,
+        handled(s),
+        "count saw the frames not dropped"
+    );
 }
 
 #[test]
@@ -910,17 +901,7 @@ fn stop_drains_every_burst_in_flight() {
     });
     r.expect("host run");
     assert!(s.rx_frames >= 5000 && s.rx_frames < 100_000_000);
-    let handled: u64 = s
-        .queues
-        .iter()
-        .map(|q| q.passed + q.mirrored + q.to_host)
-        .sum();
-    let dropped: u64 = s.drops.iter().map(|(_, n)| n).sum();
-    assert_eq!(
-        handled + dropped,
-        s.rx_frames,
-        "every received frame has a verdict"
-    );
+    accounted(&s, "every received frame has a verdict");
     for q in 0..2 {
         assert!(dev.queue(q).on_gpu.is_empty(), "queue {q} drained");
     }
@@ -970,6 +951,7 @@ mod flow_stats;
 mod gpu_frames;
 mod held;
 mod hooks;
+mod host_run;
 mod inspect;
 mod poll_gate;
 mod publish;

@@ -44,22 +44,15 @@ fn run_spy(p: &Prepared, dev: &CpuStandIn) -> (Summary, Sent) {
         sent: Arc::clone(&sent),
     };
     let mut out = crate::port::out::OutPorts::single(Some(Box::new(spy) as Box<dyn TxPort>));
-    let t = Instant::now();
-    dev.kernel.start();
-    let o = host::run(dev, &spec, &shared, &mut ports.rx, &mut out);
-    dev.kernel.stop();
-    o.result.expect("host run");
-    let mut s = summarize(
-        &shared.counters,
-        &p.pipeline,
-        t.elapsed(),
-        &p.choice,
-        o.errors,
-    );
-    s.gpu_ingest = o.gpu_ingest;
-    s.gpu_tx = o.tx;
+    let (r, s, pinned) = summarized(p, &shared, || {
+        dev.kernel.start();
+        let o = host::run(dev, &spec, &shared, &mut ports.rx, &mut out);
+        dev.kernel.stop();
+        o
+    });
+    r.expect("host run");
     // The store is freed here (after the stop), as run_gpu frees it after the executor.
-    drop(o.pinned);
+    drop(pinned);
     let sent = std::mem::take(&mut *sent.lock().unwrap());
     (s, sent)
 }
@@ -82,21 +75,6 @@ fn no_filler(sent: &[(usize, Vec<u8>)], what: &str) {
             .iter()
             .any(|(_, f)| f.iter().all(|&b| b == RELEASED_FILL)),
         "{what}: a frame was read after its slot or store was released"
-    );
-}
-
-/// Every frame received passed, was mirrored, went to the host or was dropped with a reason.
-fn accounted(s: &Summary, what: &str) {
-    let handled: u64 = s
-        .queues
-        .iter()
-        .map(|q| q.passed + q.mirrored + q.to_host)
-        .sum();
-    let dropped: u64 = s.drops.iter().map(|(_, n)| n).sum();
-    assert_eq!(
-        handled + dropped,
-        s.rx_frames,
-        "{what}: received = counted + drops"
     );
 }
 

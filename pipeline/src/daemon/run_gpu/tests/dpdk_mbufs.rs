@@ -169,18 +169,10 @@ fn run_mirrored(tag: &str, pipeline: &str, gpu: Option<bool>, mirror: bool) -> R
                 let m: Box<dyn crate::port::TxPort> = Box::new(port.tx(0).expect("tx"));
                 out.mirror = Some(m);
             }
-            let t = Instant::now();
-            let o = host::run(&dev, &spec, &shared, &mut ports.rx, &mut out);
-            o.result.expect("host run");
-            let mut s = summarize(
-                &shared.counters,
-                &p.pipeline,
-                t.elapsed(),
-                &p.choice,
-                o.errors,
-            );
-            s.gpu_tx = o.tx;
-            s.outputs = o.outputs;
+            let (r, s, _pinned) = summarized(&p, &shared, || {
+                host::run(&dev, &spec, &shared, &mut ports.rx, &mut out)
+            });
+            r.expect("host run");
             s
         }
     };
@@ -196,20 +188,6 @@ fn run_mirrored(tag: &str, pipeline: &str, gpu: Option<bool>, mirror: bool) -> R
         sent,
         in_use: (before, after),
     }
-}
-
-pub(super) fn accounted(s: &Summary, what: &str) {
-    let handled: u64 = s
-        .queues
-        .iter()
-        .map(|q| q.passed + q.mirrored + q.to_host)
-        .sum();
-    let dropped: u64 = s.drops.iter().map(|(_, n)| n).sum();
-    assert_eq!(
-        handled + dropped,
-        s.rx_frames,
-        "{what}: received = counted + drops"
-    );
 }
 
 #[test]

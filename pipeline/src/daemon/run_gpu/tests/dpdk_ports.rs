@@ -100,20 +100,10 @@ fn run(dir: &Path, yaml: &str, gpu: bool) -> Ran {
         spec.mbufs = super::super::mbuf_plan(&p, &ports);
         assert!(spec.mbufs.is_some(), "the daemon plans the mbuf path");
         let mut out = ports.take_out();
-        let t = Instant::now();
-        let o = host::run(&dev, &spec, &shared, &mut ports.rx, &mut out);
-        o.result.expect("host run");
-        let mut s = summarize(
-            &shared.counters,
-            &p.pipeline,
-            t.elapsed(),
-            &p.choice,
-            o.errors,
-        );
-        s.gpu_tx = o.tx;
-        s.outputs = o.outputs;
-        s.receive_threads = o.receive_threads;
-        s.gpu_ingest = o.gpu_ingest;
+        let (r, s, _pinned) = summarized(&p, &shared, || {
+            host::run(&dev, &spec, &shared, &mut ports.rx, &mut out)
+        });
+        r.expect("host run");
         s
     } else {
         crate::daemon::run_cpu(&p, &shared, ports)
@@ -176,14 +166,8 @@ fn tx_error(s: &Summary) -> u64 {
 /// Every frame received counted once by its verdict or drop; a frame routed to a port with
 /// no transmit side counts twice (passed, then `tx_error`), as on the copying path.
 fn accounted(s: &Summary, what: &str) {
-    let handled: u64 = s
-        .queues
-        .iter()
-        .map(|q| q.passed + q.mirrored + q.to_host)
-        .sum();
-    let dropped: u64 = s.drops.iter().map(|(_, n)| n).sum();
     assert_eq!(
-        handled + dropped - tx_error(s),
+        handled(s) + dropped(s) - tx_error(s),
         s.rx_frames,
         "{what}: received = counted + drops"
     );
