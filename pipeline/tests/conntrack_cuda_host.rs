@@ -14,23 +14,16 @@
 
 mod conntrack_common;
 
+mod host_cuda_common;
+
 use conntrack_common::{firewall, traffic};
+use host_cuda_common::{Compared, Sides};
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
 use pipeline::internal::stage::flow_stats::FlowStatsStage;
 use pipeline::internal::stage::flow_stats_gpu::GpuFlowDrain;
 use pipeline::stage::{Pipeline, Stage};
-use pipeline::verdict::Verdict;
-use pktwarp_kernels::host::{AclSel, HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
-
-fn cpu_verdict_bytes(v: &Verdict) -> [u8; VERDICT_BYTES] {
-    let mut b = [0u8; VERDICT_BYTES];
-    b[0] = v.action as u8;
-    b[1] = v.reason.map_or(0xFF, |r| r as u8);
-    b[4..8].copy_from_slice(&v.rule.to_le_bytes());
-    b[8..12].copy_from_slice(&v.mark.to_le_bytes());
-    b
-}
+use pktwarp_kernels::host::{AclSel, HostFrame, HostPipeline};
 
 /// Runs `frames` through both and compares; returns the conntrack counters.
 fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Vec<(&'static str, u64)> {
@@ -73,51 +66,20 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Vec<(&
     let blocks: Vec<&[u8]> = vec![&[], &ct_block, &[], &[]];
     let c = QueueCounters::new(4, n_rules);
     let mut gc = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
-    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
+    let mut sides = Sides::new(p, &host, &c, Some(&sel));
     let mut states = [0u64; 7];
     let mut keyed = 0usize;
     for (n, chunk) in frames.chunks(32).enumerate() {
-        p.run_frames(
-            chunk.iter().map(|(d, f)| (*d, f.as_slice())),
-            &mut metas,
-            &mut verdicts,
-            &c,
-        );
-        for (i, (d, f)) in chunk.iter().enumerate() {
-            let mut buf = f.clone();
-            let mut hf = HostFrame {
-                len: f.len(),
-                wire_len: d.wire_len,
-                port: d.port,
-                timestamp_ns: d.timestamp_ns,
-                queue: d.queue,
-                burst_seq: n as u32,
-                burst_index: i as u32,
-            };
-            let mut gm = [0xAAu8; META_BYTES];
-            let mut gv = [0x55u8; VERDICT_BYTES];
-            host.run_frame_mut(
-                &mut buf,
-                &mut hf,
-                &blocks,
-                Some(&sel),
-                &mut gm,
-                &mut gv,
-                &mut gc,
-            );
-            let cv = cpu_verdict_bytes(&verdicts[i]);
-            assert!(
-                &gm == metas[i].as_bytes() && gv[..2] == cv[..2] && gv[4..12] == cv[4..12],
-                "frame {} (queue {}): cpu ct_state {} verdict {:?}; gpu ct_state {} verdict {gv:?}",
-                n * 32 + i,
-                d.queue,
-                metas[i].ct_state,
-                verdicts[i],
-                gm[137]
-            );
-            states[(metas[i].ct_state as usize).min(6)] += 1;
-            keyed += order_key_is_the_bucket(&host, &blocks, &ct_block, d, f, &metas[i]) as usize;
-        }
+        let ct_states = |s: &Compared| {
+            format!(
+                "; cpu ct_state {}, gpu ct_state {}",
+                s.meta.ct_state, s.gpu_meta[137]
+            )
+        };
+        sides.burst(n, chunk, &blocks, &mut gc, ct_states, |s| {
+            states[(s.meta.ct_state as usize).min(6)] += 1;
+            keyed += order_key_is_the_bucket(&host, &blocks, &ct_block, s.d, s.f, s.meta) as usize;
+        });
     }
     assert!(
         keyed > frames.len() / 2,

@@ -10,9 +10,12 @@
 
 mod inspect_common;
 
+mod host_cuda_common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use host_cuda_common::{cpu_verdict_bytes, Compared, Sides};
 use inspect_common::state::{conn_traffic, conn_traffic_planted, state_rules};
 use inspect_common::{
     etopen_gpu_subset, fixed_rules, pipeline, pipeline_eve, pipeline_with, random_rules, rule_set,
@@ -21,17 +24,8 @@ use inspect_common::{
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
 use pipeline::stage::{Pipeline, Stage};
-use pipeline::verdict::{DropReason, Verdict};
+use pipeline::verdict::DropReason;
 use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
-
-fn cpu_verdict_bytes(v: &Verdict) -> [u8; VERDICT_BYTES] {
-    let mut b = [0u8; VERDICT_BYTES];
-    b[0] = v.action as u8;
-    b[1] = v.reason.map_or(0xFF, |r| r as u8);
-    b[4..8].copy_from_slice(&v.rule.to_le_bytes());
-    b[8..12].copy_from_slice(&v.mark.to_le_bytes());
-    b
-}
 
 /// What a run saw, for the callers' own checks.
 #[derive(Debug, Default)]
@@ -142,42 +136,16 @@ fn check(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize) -> Seen {
     let blocks: Vec<&[u8]> = params.iter().map(|b| b.as_slice()).collect();
     let c = QueueCounters::new(specs.len(), 0);
     let mut gc = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
-    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
+    let mut sides = Sides::new(p, &host, &c, None);
     let mut seen = Seen::default();
     for (n, chunk) in frames.chunks(32).enumerate() {
-        p.run_frames(
-            chunk.iter().map(|(d, f)| (*d, f.as_slice())),
-            &mut metas,
-            &mut verdicts,
-            &c,
-        );
-        for (i, (d, f)) in chunk.iter().enumerate() {
-            let mut buf = f.clone();
-            let mut hf = HostFrame {
-                len: f.len(),
-                wire_len: d.wire_len,
-                port: d.port,
-                timestamp_ns: d.timestamp_ns,
-                queue: d.queue,
-                burst_seq: n as u32,
-                burst_index: i as u32,
-            };
-            let mut gm = [0xAAu8; META_BYTES];
-            let mut gv = [0x55u8; VERDICT_BYTES];
-            host.run_frame_mut(&mut buf, &mut hf, &blocks, None, &mut gm, &mut gv, &mut gc);
-            let cv = cpu_verdict_bytes(&verdicts[i]);
-            assert!(
-                gm == *metas[i].as_bytes() && gv[..2] == cv[..2] && gv[4..12] == cv[4..12],
-                "frame {}: cpu verdict {:?}; gpu verdict {gv:?}; frame {:02x?}",
-                n * 32 + i,
-                verdicts[i],
-                &f[..f.len().min(96)]
-            );
-            let v = &verdicts[i];
+        let bytes = |s: &Compared| format!("; frame {:02x?}", &s.f[..s.f.len().min(96)]);
+        sides.burst(n, chunk, &blocks, &mut gc, bytes, |s| {
+            let v = s.verdict;
             seen.drops += usize::from(v.reason == Some(DropReason::InspectDrop));
             seen.to_host += usize::from(v.action == pipeline::verdict::Action::ToHost);
             seen.mirrored += usize::from(v.action == pipeline::verdict::Action::Mirror);
-        }
+        });
         // Burst by burst: the stage's counters (alerts, drops, passes, ...) so far.
         let cpu = slot.counters();
         for j in 0..5 {

@@ -20,16 +20,19 @@ mod conntrack_common;
 #[allow(dead_code)]
 mod rate_limit_common;
 
+mod host_cuda_common;
+
 use conntrack_common::firewall_edited;
+use host_cuda_common::Sides;
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
 use pipeline::internal::stage::config::StageConfig;
 use pipeline::internal::stage::flow_tables::{lock, FlowTables};
 use pipeline::internal::stage::rate_limit::{queue_counters_at, RateLimitStage};
 use pipeline::stage::{Pipeline, Stage};
-use pipeline::verdict::{Action, DropReason, Verdict};
+use pipeline::verdict::{Action, DropReason};
 use pktwarp_flow::rate::{RateCounters, COUNTERS_BYTES};
-use pktwarp_kernels::host::{AclSel, HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
+use pktwarp_kernels::host::{AclSel, HostPipeline};
 use rate_limit_common::with_flood;
 
 /// Per-source budgets: SYNs (the flood's sources go over theirs), and every frame per /24.
@@ -40,15 +43,6 @@ const RL: &str = "{ entries: 256, rules: [\
 fn pipeline_of(yaml: &str) -> Pipeline {
     let stages: Vec<StageConfig> = serde_saphyr::from_str(yaml).expect("stages");
     pipeline::internal::stage::build(&stages, |x| x.to_path_buf()).expect("pipeline")
-}
-
-fn cpu_verdict_bytes(v: &Verdict) -> [u8; VERDICT_BYTES] {
-    let mut b = [0u8; VERDICT_BYTES];
-    b[0] = v.action as u8;
-    b[1] = v.reason.map_or(0xFF, |r| r as u8);
-    b[4..8].copy_from_slice(&v.rule.to_le_bytes());
-    b[8..12].copy_from_slice(&v.mark.to_le_bytes());
-    b
 }
 
 /// What one comparison saw (the CPU's, equal to the GPU side's).
@@ -153,57 +147,29 @@ fn compare(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], queues: usize, names: 
     let n_rules = p.acl().map_or(0, |a| a.rule_count());
     let c = QueueCounters::new(p.stages.len(), n_rules);
     let mut gc = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
-    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
+    let mut sides = Sides::new(p, &host, &c, sel.as_ref());
     let (kt, tables) = flow_keeper(p);
     let (kr, rl) = rate_limiter(p);
     let (mut limited, mut other_drops, mut flood_limited) = (0u64, 0u64, 0u64);
     for (n, chunk) in frames.chunks(32).enumerate() {
-        p.run_frames(
-            chunk.iter().map(|(d, f)| (*d, f.as_slice())),
-            &mut metas,
-            &mut verdicts,
-            &c,
-        );
-        for (i, (d, f)) in chunk.iter().enumerate() {
-            let mut buf = f.clone();
-            let mut hf = HostFrame {
-                len: f.len(),
-                wire_len: d.wire_len,
-                port: d.port,
-                timestamp_ns: d.timestamp_ns,
-                queue: d.queue,
-                burst_seq: n as u32,
-                burst_index: i as u32,
-            };
-            let mut gm = [0xAAu8; META_BYTES];
-            let mut gv = [0x55u8; VERDICT_BYTES];
-            host.run_frame_mut(
-                &mut buf,
-                &mut hf,
-                &blocks,
-                sel.as_ref(),
-                &mut gm,
-                &mut gv,
-                &mut gc,
-            );
-            let cv = cpu_verdict_bytes(&verdicts[i]);
-            assert!(
-                &gm == metas[i].as_bytes() && gv[..2] == cv[..2] && gv[4..12] == cv[4..12],
-                "frame {} (queue {}): cpu verdict {:?}; gpu verdict {gv:?}",
-                n * 32 + i,
-                d.queue,
-                verdicts[i],
-            );
-            let v = &verdicts[i];
-            match (v.action, v.reason) {
-                (Action::Drop, Some(DropReason::RateLimited)) => {
-                    limited += 1;
-                    flood_limited += u64::from(f.len() > 29 && f[26..29] == [203, 0, 113]);
+        sides.burst(
+            n,
+            chunk,
+            &blocks,
+            &mut gc,
+            |_| String::new(),
+            |s| {
+                let (v, f) = (s.verdict, s.f);
+                match (v.action, v.reason) {
+                    (Action::Drop, Some(DropReason::RateLimited)) => {
+                        limited += 1;
+                        flood_limited += u64::from(f.len() > 29 && f[26..29] == [203, 0, 113]);
+                    }
+                    (Action::Drop, _) => other_drops += 1,
+                    _ => {}
                 }
-                (Action::Drop, _) => other_drops += 1,
-                _ => {}
-            }
-        }
+            },
+        );
         // Every 8th burst and after the last (a large table's copy is slow in a debug build).
         if n % 8 == 7 || (n + 1) * 32 >= frames.len() {
             let (_, dev, per_queue) = states.iter().find(|s| s.0 == kt).expect("table state");

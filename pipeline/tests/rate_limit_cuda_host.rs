@@ -15,23 +15,17 @@
 mod conntrack_common;
 mod rate_limit_common;
 
+mod host_cuda_common;
+
+use host_cuda_common::Sides;
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
 use pipeline::internal::stage::rate_limit::{queue_counters_at, RateLimitStage};
 use pipeline::stage::{Pipeline, Stage};
-use pipeline::verdict::{Action, DropReason, Verdict};
+use pipeline::verdict::{Action, DropReason};
 use pktwarp_flow::rate::{RateConfig, RateCounters, COUNTERS_BYTES};
-use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
+use pktwarp_kernels::host::HostPipeline;
 use rate_limit_common::{rules, scrubber, with_flood};
-
-fn cpu_verdict_bytes(v: &Verdict) -> [u8; VERDICT_BYTES] {
-    let mut b = [0u8; VERDICT_BYTES];
-    b[0] = v.action as u8;
-    b[1] = v.reason.map_or(0xFF, |r| r as u8);
-    b[4..8].copy_from_slice(&v.rule.to_le_bytes());
-    b[8..12].copy_from_slice(&v.mark.to_le_bytes());
-    b
-}
 
 /// What [`check`] saw: the CPU stage's table and rule counters, and SYN-flood passes per source.
 struct Seen {
@@ -96,7 +90,7 @@ fn check_reloading(
     );
     let c = QueueCounters::new(3, 0);
     let mut gc = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
-    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
+    let mut sides = Sides::new(p, &host, &c, None);
     let mut flood_passed = [0u64; 16];
     let mut limited = 0u64;
     for (n, chunk) in frames.chunks(32).enumerate() {
@@ -109,42 +103,22 @@ fn check_reloading(
             block = gpu_block(p, &mut tables, queues);
         }
         let blocks: Vec<&[u8]> = vec![&[], &block, &[]];
-        p.run_frames(
-            chunk.iter().map(|(d, f)| (*d, f.as_slice())),
-            &mut metas,
-            &mut verdicts,
-            &c,
+        sides.burst(
+            n,
+            chunk,
+            &blocks,
+            &mut gc,
+            |_| String::new(),
+            |s| {
+                let (v, f) = (s.verdict, s.f);
+                if v.action == Action::Drop {
+                    assert_eq!(v.reason, Some(DropReason::RateLimited));
+                    limited += 1;
+                } else if f[23] == 6 && f[47] == 0x02 && f[26..29] == [203, 0, 113] {
+                    flood_passed[(f[29] - 1) as usize] += 1;
+                }
+            },
         );
-        for (i, (d, f)) in chunk.iter().enumerate() {
-            let mut buf = f.clone();
-            let mut hf = HostFrame {
-                len: f.len(),
-                wire_len: d.wire_len,
-                port: d.port,
-                timestamp_ns: d.timestamp_ns,
-                queue: d.queue,
-                burst_seq: n as u32,
-                burst_index: i as u32,
-            };
-            let mut gm = [0xAAu8; META_BYTES];
-            let mut gv = [0x55u8; VERDICT_BYTES];
-            host.run_frame_mut(&mut buf, &mut hf, &blocks, None, &mut gm, &mut gv, &mut gc);
-            let cv = cpu_verdict_bytes(&verdicts[i]);
-            assert!(
-                &gm == metas[i].as_bytes() && gv[..2] == cv[..2] && gv[4..12] == cv[4..12],
-                "frame {} (queue {}): cpu verdict {:?}; gpu verdict {gv:?}",
-                n * 32 + i,
-                d.queue,
-                verdicts[i],
-            );
-            let v = &verdicts[i];
-            if v.action == Action::Drop {
-                assert_eq!(v.reason, Some(DropReason::RateLimited));
-                limited += 1;
-            } else if f[23] == 6 && f[47] == 0x02 && f[26..29] == [203, 0, 113] {
-                flood_passed[(f[29] - 1) as usize] += 1;
-            }
-        }
     }
     for (k, g) in gc.iter().enumerate().take(3) {
         assert_eq!(g[0], c.stage_frames[k].get(), "frames at stage {k}");
