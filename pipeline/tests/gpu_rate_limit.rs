@@ -20,11 +20,13 @@ mod rate_limit_common;
 
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::counters::QueueCounters;
+use pipeline::internal::executor::gpu::abi::Verdict;
 use pipeline::internal::executor::gpu::{
     image_for_pipeline, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement,
 };
 use pipeline::internal::stage::config::StageConfig;
 use pipeline::internal::stage::rate_limit_gpu::GpuRateFold;
+use pipeline::meta::PacketMeta;
 use pipeline::stage::{Pipeline, Stage};
 use pipeline::verdict::Action;
 use rate_limit_common::{rules_edited, scrubber, with_flood};
@@ -55,14 +57,17 @@ fn cpu_run(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], burst: usize) -> Vec<O
     out
 }
 
-/// Runs `frames` on the executor, each queue's in arrival order; their outcomes.
-fn gpu_run(
+/// Submits each queue's frames to `ex` in bursts of `burst`, in arrival order with up to six
+/// in flight, and polls them back: what `pick` reads of each frame (its index in its burst,
+/// the burst's verdicts and metadata), by frame; none for a frame that never came back.
+fn run_bursts<T>(
     ex: &GpuExecutor,
     frames: &[(FrameDesc, Vec<u8>)],
     burst: usize,
     what: &str,
-) -> Vec<Outcome> {
-    let mut got: Vec<Option<Outcome>> = vec![None; frames.len()];
+    mut pick: impl FnMut(usize, &[Verdict], Option<&[PacketMeta]>) -> T,
+) -> Vec<Option<T>> {
+    let mut got: Vec<Option<T>> = std::iter::repeat_with(|| None).take(frames.len()).collect();
     for q in 0..QUEUES {
         let idx: Vec<usize> = (0..frames.len())
             .filter(|&i| frames[i].0.queue as usize == q)
@@ -80,10 +85,9 @@ fn gpu_run(
                 seqs.insert(ex.submit(q, &b).expect("submit"), next);
                 next += 1;
             }
-            ex.poll(q, |seq, v, _| {
-                let n = seqs[&seq];
-                for (k, &i) in bursts[n].iter().enumerate() {
-                    got[i] = Some((v[k].action, v[k].drop_reason));
+            ex.poll(q, |seq, v, m| {
+                for (k, &i) in bursts[seqs[&seq]].iter().enumerate() {
+                    got[i] = Some(pick(k, v, m));
                 }
                 done += 1;
             })
@@ -91,6 +95,19 @@ fn gpu_run(
             assert!(t.elapsed().as_secs() < 60, "{what}: bursts never finished");
         }
     }
+    got
+}
+
+/// Runs `frames` on the executor, each queue's in arrival order; their outcomes.
+fn gpu_run(
+    ex: &GpuExecutor,
+    frames: &[(FrameDesc, Vec<u8>)],
+    burst: usize,
+    what: &str,
+) -> Vec<Outcome> {
+    let got = run_bursts(ex, frames, burst, what, |k, v, _| {
+        (v[k].action, v[k].drop_reason)
+    });
     got.into_iter()
         .enumerate()
         .map(|(i, g)| g.unwrap_or_else(|| panic!("{what}: frame {i} never came back")))
@@ -270,35 +287,10 @@ fn check_pair(first: &str, mode: Mode, placement: Placement, burst: usize) {
     let mut ex = GpuExecutor::new(opts, pd, QUEUES, &image).expect("executor");
     assert_eq!(ex.options().parts(), 1, "{what}: one CTA a burst");
     ex.start().expect("start");
-    let mut got: Vec<Option<(u8, u8, u8)>> = vec![None; frames.len()];
-    for q in 0..QUEUES {
-        let idx: Vec<usize> = (0..frames.len())
-            .filter(|&i| frames[i].0.queue as usize == q)
-            .collect();
-        let bursts: Vec<&[usize]> = idx.chunks(burst).collect();
-        let (mut done, mut next) = (0usize, 0usize);
-        let mut seqs = std::collections::HashMap::new();
-        let t = std::time::Instant::now();
-        while done < bursts.len() {
-            while next < bursts.len() && next - done < 6 {
-                let mut b = Burst::default();
-                for &i in bursts[next] {
-                    b.push(&frames[i].1, frames[i].0);
-                }
-                seqs.insert(ex.submit(q, &b).expect("submit"), next);
-                next += 1;
-            }
-            ex.poll(q, |seq, v, m| {
-                let m = m.expect("metadata back (emit_meta)");
-                for (k, &i) in bursts[seqs[&seq]].iter().enumerate() {
-                    got[i] = Some((m[k].ct_state, v[k].action, v[k].drop_reason));
-                }
-                done += 1;
-            })
-            .expect("poll");
-            assert!(t.elapsed().as_secs() < 60, "{what}: bursts never finished");
-        }
-    }
+    let got = run_bursts(&ex, &frames, burst, &what, |k, v, m| {
+        let m = m.expect("metadata back (emit_meta)");
+        (m[k].ct_state, v[k].action, v[k].drop_reason)
+    });
     let mut limited = 0usize;
     for (i, (w, g)) in want.iter().zip(&got).enumerate() {
         assert_eq!(
