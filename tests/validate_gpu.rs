@@ -1,6 +1,8 @@
 //! `pktwarp validate` with `executor: { kind: gpu }` checks the pipeline against the GPU kernel
 //! generator, on any machine: any valid order or subset is accepted (the fused or a composed
-//! template), a stage that needs `parse` before it is refused naming it.
+//! template), a stage that needs `parse` before it is refused naming it. Metrics are off: the
+//! tests run `validate` in parallel, and each would check that the default listen address is
+//! free.
 
 use std::process::Command;
 
@@ -11,12 +13,21 @@ fn validate(stages: &str) -> (bool, String) {
         env!("CARGO_MANIFEST_DIR"),
         "/configs/rules/inline-filter.rules.yaml"
     );
-    let cfg = dir.join(format!("c{}.yaml", stages.len()));
+    // One file per stage list (tests run in parallel), named by its hash: lists of one length
+    // must not share a file.
+    let key = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        stages.hash(&mut h);
+        h.finish()
+    };
+    let cfg = dir.join(format!("c{key:016x}.yaml"));
     std::fs::write(
         &cfg,
         format!(
             "ports:\n  - name: g\n    gen: {{ count: 10 }}\nqueues: {{ count: 1 }}\n\
-             pipeline:\n{}\nexecutor: {{ kind: gpu }}\n",
+             pipeline:\n{}\nexecutor: {{ kind: gpu }}\n\
+             metrics: {{ enabled: false }}\n",
             stages.replace("RULES", rules)
         ),
     )
