@@ -82,6 +82,15 @@ pub(crate) unsafe trait QueueDevice: Sync {
         let _ = bytes;
         Err("this device reads no frames from host memory".into())
     }
+    /// How the queues take bursts whose frames lie in pinned host memory mapped for GPU `gpu`
+    /// at their host addresses (a DPDK port's `gpu_buffers: pinned` RX pool), handed by address
+    /// ([`QueueDevice::submit_gpu_frames`]: a device ring gathers them, a mapped ring's kernel
+    /// reads them in place), for the `gpu_ingest` reason; `Err(why)` where some queue cannot.
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+    fn pinned_frames(&self, gpu: u32) -> Result<&'static str, String> {
+        let _ = gpu;
+        Err("this device reads no frames from host memory".into())
+    }
     /// Starts what `submit` only staged (graph mode); a no-op elsewhere.
     fn flush(&self, q: usize) -> anyhow::Result<()>;
     /// Calls `f(seq, verdicts, tx)` for every burst of `q` finished since the last call, in
@@ -192,6 +201,10 @@ unsafe impl QueueDevice for MultiGpu {
             keep: Box::new(buf),
             read: read.describe(),
         })
+    }
+
+    fn pinned_frames(&self, gpu: u32) -> Result<&'static str, String> {
+        self.host_frames_read(gpu).map(|r| r.describe())
     }
 
     fn flush(&self, q: usize) -> anyhow::Result<()> {

@@ -125,6 +125,73 @@ pub(crate) fn host_port(
     g
 }
 
+/// What decides the path of a DPDK port whose RX pool is pinned host memory mapped for the GPU
+/// (`gpu_buffers: pinned`). The CPU reads these frames as any mbuf's, so software steering is
+/// no reason to copy them (the receive thread reads the headers where they are). The option
+/// is the switch: `executor.gpu.by_reference` (loaded frames copied once into pinned memory)
+/// has no say here, there is no copy to save.
+#[derive(Clone, Debug)]
+#[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+pub(crate) struct PinnedFacts {
+    /// `verify.sample` is on (it re-runs bursts on the CPU from their bytes in the burst).
+    pub verify: bool,
+    /// How the queues take frames by address in pinned host memory (`Ok`: read in place by a
+    /// mapped ring's kernel, or gathered into a device ring's slot), or why they cannot.
+    pub rings: Result<&'static str, String>,
+    /// Why one receive thread takes every RX queue and steers each frame (the port does not
+    /// split by queue); `None`: a thread per RX queue.
+    pub one_thread: Option<String>,
+    /// DPDK in and out: the received mbufs leave themselves after the reap (`mbufs`).
+    pub sends_mbufs: bool,
+}
+
+/// The path of pinned port `port` (`by_reference` or `staged`, and why).
+#[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
+pub(crate) fn decide_pinned(port: &str, f: &PinnedFacts) -> GpuIngest {
+    let refused = if f.verify {
+        Some("verify.sample re-runs sampled bursts on the CPU from their bytes in the burst".into())
+    } else {
+        f.rings.as_ref().err().cloned()
+    };
+    let (path, reason) = match (refused, &f.rings) {
+        (Some(why), _) => (
+            STAGED,
+            format!(
+                "its RX mempool is pinned host memory mapped for the GPU, but {why}: its receive \
+                 thread copies each frame into the slot burst"
+            ),
+        ),
+        (None, read) => {
+            let read = read.as_ref().map_or("", |r| r);
+            let who = match &f.one_thread {
+                None => "each RX queue's receive thread hands".to_string(),
+                Some(why) => format!(
+                    "one receive thread ({why}) steers each frame, reading its headers where they \
+                     are, and hands"
+                ),
+            };
+            let until = if f.sends_mbufs {
+                "the TX thread sends them themselves after the reap"
+            } else {
+                "the burst is reaped (or sent)"
+            };
+            (
+                BY_REFERENCE,
+                format!(
+                    "its RX mempool is pinned host memory mapped for the GPU: {who} descriptors \
+                     and {read} (no frame byte copied on the host); each frame's mbuf stays with \
+                     its slot until {until}"
+                ),
+            )
+        }
+    };
+    GpuIngest {
+        port: port.to_string(),
+        path: path.to_string(),
+        reason,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +237,74 @@ mod tests {
             rings: Some("x".into()),
         };
         assert!(decide("p", &all).reason.contains("software"));
+    }
+
+    #[test]
+    fn a_pinned_port_goes_by_reference_unless_a_queue_or_an_option_refuses() {
+        let ok = PinnedFacts {
+            verify: false,
+            rings: Ok("the GPU reads them in place"),
+            one_thread: None,
+            sends_mbufs: false,
+        };
+        let g = decide_pinned("nic0", &ok);
+        assert_eq!((g.port.as_str(), g.path.as_str()), ("nic0", BY_REFERENCE));
+        assert!(
+            g.reason.contains("the GPU reads them in place"),
+            "{}",
+            g.reason
+        );
+        assert!(
+            g.reason.contains("each RX queue's receive thread"),
+            "{}",
+            g.reason
+        );
+        assert!(
+            g.reason.contains("until the burst is reaped"),
+            "{}",
+            g.reason
+        );
+        // Software steering reads the headers in pinned memory: still by reference.
+        let steered = PinnedFacts {
+            one_thread: Some("rules applied in software".into()),
+            sends_mbufs: true,
+            ..ok.clone()
+        };
+        let g = decide_pinned("nic0", &steered);
+        assert_eq!(g.path, BY_REFERENCE, "{}", g.reason);
+        assert!(g
+            .reason
+            .contains("one receive thread (rules applied in software)"));
+        assert!(g.reason.contains("sends them themselves"), "{}", g.reason);
+        let cases = [
+            (
+                PinnedFacts {
+                    verify: true,
+                    ..ok.clone()
+                },
+                "verify.sample",
+            ),
+            (
+                PinnedFacts {
+                    rings: Err("queue 0: frames by reference cannot go into a tagged queue".into()),
+                    ..ok.clone()
+                },
+                "tagged queue",
+            ),
+            (
+                PinnedFacts {
+                    rings: Err("queue 1: a composed pipeline's TX ring sends from the slot".into()),
+                    ..ok.clone()
+                },
+                "TX ring",
+            ),
+        ];
+        for (f, why) in cases {
+            let g = decide_pinned("nic0", &f);
+            assert_eq!(g.path, STAGED, "{f:?}");
+            assert!(g.reason.contains(why), "{f:?}: {}", g.reason);
+            assert!(g.reason.contains("pinned host memory"), "{}", g.reason);
+            assert!(g.reason.ends_with("copies each frame into the slot burst"));
+        }
     }
 }

@@ -72,6 +72,10 @@ pub(crate) struct HostSpec<'a> {
     /// port splits by RX queue.
     #[cfg(feature = "dpdk")]
     pub mbufs: Option<super::mbufs::MbufPlan>,
+    /// The input ports whose RX pool is pinned host memory mapped for the GPU, by input index
+    /// (`gpu_buffers: pinned`): received by reference where they can ([`pinned_feeds`]).
+    #[cfg(feature = "dpdk")]
+    pub pinned: Vec<Option<crate::port::dpdk::DpdkPort>>,
 }
 
 /// What the host side did: a failure that stopped the run, the ports' errors and what each
@@ -187,6 +191,11 @@ enum Source<'p> {
     /// One RX queue of a DPDK port whose mbufs are kept for TX (`mbufs`), and its queue.
     #[cfg(feature = "dpdk")]
     Mbufs(crate::port::dpdk::DpdkRx, usize),
+    /// A DPDK port's RX pool in pinned host memory, by reference: one RX queue's handle and
+    /// its queue, or every RX queue's (`None`, the thread steers); whether its mbufs are sent
+    /// themselves (`mbufs`).
+    #[cfg(feature = "dpdk")]
+    Pinned(crate::port::dpdk::DpdkRx, Option<usize>, bool),
 }
 
 /// A receive thread: its port, its source, the queues it feeds.
@@ -200,7 +209,7 @@ impl Feed<'_> {
     /// Whether it keeps the mbufs it receives for the TX threads to send (`mbufs`).
     fn keeps_mbufs(&self) -> bool {
         #[cfg(feature = "dpdk")]
-        return matches!(self.src, Source::Mbufs(..));
+        return matches!(self.src, Source::Mbufs(..) | Source::Pinned(_, _, true));
         #[cfg(not(feature = "dpdk"))]
         false
     }
@@ -214,7 +223,11 @@ impl Feed<'_> {
                 (format!("pw-in{}q{}", self.port, q.queue()), self.queues[0])
             }
             #[cfg(feature = "dpdk")]
-            Source::Mbufs(_, q) => (format!("pw-in{}q{q}", self.port), *q),
+            Source::Mbufs(_, q) | Source::Pinned(_, Some(q), _) => {
+                (format!("pw-in{}q{q}", self.port), *q)
+            }
+            #[cfg(feature = "dpdk")]
+            Source::Pinned(_, None, _) => (format!("pw-in{}", self.port), self.port),
         }
     }
 }
@@ -234,6 +247,9 @@ fn feeds<'p>(
     let nq = spec.queues;
     let mut out = Vec::new();
     let mut pinned = Vec::new();
+    // Pinned ports that are staged: their decision (why not by reference) is the one kept.
+    #[cfg_attr(not(feature = "dpdk"), allow(unused_mut))]
+    let mut pinned_staged: Vec<String> = Vec::new();
     for (pi, port) in rx.iter_mut().enumerate() {
         if in_place[pi] {
             out.push(Feed {
@@ -247,6 +263,15 @@ fn feeds<'p>(
         let name = port.name().to_string();
         let split =
             crate::executor::cpu::split_port(&spec.rx_threads, spec.steering, nq, port.as_mut());
+        #[cfg(feature = "dpdk")]
+        match pinned_feeds(dev, spec, pi, &split, decided, &name) {
+            Pinned::ByReference(f) => {
+                out.extend(f);
+                continue;
+            }
+            Pinned::Staged => pinned_staged.push(name.clone()),
+            Pinned::No => {}
+        }
         let qs = match split {
             Ok(qs) => qs,
             Err(why) => {
@@ -287,7 +312,86 @@ fn feeds<'p>(
             },
         }));
     }
+    let mut seen = Vec::new();
+    decided.retain(|g| {
+        let first = !seen.contains(&g.port);
+        seen.push(g.port.clone());
+        first || !pinned_staged.contains(&g.port)
+    });
     (out, pinned)
+}
+
+/// A pinned port's receive threads ([`pinned_feeds`]).
+#[cfg(feature = "dpdk")]
+enum Pinned<'p> {
+    /// Not a pinned port.
+    No,
+    /// Staged: the usual receive threads copy its frames (its decision is made).
+    Staged,
+    ByReference(Vec<Feed<'p>>),
+}
+
+/// The receive threads of port `pi` when its RX pool is pinned host memory mapped for the GPU
+/// (`spec.pinned`), by reference: one per RX queue where the port splits (`split`), else one
+/// that steers. Its decision (`gpu_ingest::decide_pinned`, logged) goes into `decided`.
+#[cfg(feature = "dpdk")]
+fn pinned_feeds<'p>(
+    dev: &dyn QueueDevice,
+    spec: &HostSpec<'_>,
+    pi: usize,
+    split: &Result<Vec<Box<dyn QueueRx>>, String>,
+    decided: &mut Vec<GpuIngest>,
+    name: &str,
+) -> Pinned<'p> {
+    let Some(Some(port)) = spec.pinned.get(pi) else {
+        return Pinned::No;
+    };
+    let by_mbuf = spec.mbufs.is_some();
+    let mut facts = gpu_ingest::PinnedFacts {
+        verify: spec.verify.0 > 0,
+        // The pool is GPU 0's (`gpu::cuda_pinned`).
+        rings: dev.pinned_frames(0),
+        one_thread: split.as_ref().err().cloned(),
+        sends_mbufs: by_mbuf,
+    };
+    let mut feeds = Err(String::new());
+    if gpu_ingest::decide_pinned(name, &facts).path == gpu_ingest::BY_REFERENCE {
+        let nq = spec.queues;
+        feeds = match split {
+            Ok(qs) => qs
+                .iter()
+                .map(|q| {
+                    let queue = usize::from(q.queue()).min(nq - 1);
+                    port.rx(&[q.queue()]).map(|rx| Feed {
+                        port: pi,
+                        queues: vec![queue],
+                        src: Source::Pinned(rx, Some(queue), by_mbuf),
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>(),
+            Err(_) => {
+                let all: Vec<u16> = (0..port.setup().rx_queues).collect();
+                port.rx(&all).map(|rx| {
+                    vec![Feed {
+                        port: pi,
+                        queues: (0..nq).collect(),
+                        src: Source::Pinned(rx, None, by_mbuf),
+                    }]
+                })
+            }
+        }
+        .map_err(|e| format!("no receive handle: {e}"));
+        if let Err(why) = &feeds {
+            facts.rings = Err(why.clone());
+        }
+    }
+    let d = gpu_ingest::decide_pinned(name, &facts);
+    gpu_ingest::log(&d);
+    decided.push(d);
+    match feeds {
+        Ok(f) => Pinned::ByReference(f),
+        Err(_) => Pinned::Staged,
+    }
 }
 
 /// The receive threads of port `pi` when its mbufs are kept for TX (`spec.mbufs` has it, and
@@ -674,6 +778,11 @@ fn receive(
                 None => Ok(()),
             };
             (q.name().to_string(), r)
+        }
+        #[cfg(feature = "dpdk")]
+        Source::Pinned(mut rx, queue, by_mbuf) => {
+            let r = ingest::run_pinned(ictx, ids, &mut rx, (queue, by_mbuf), out, free);
+            (rx.port().setup().name.clone(), r)
         }
         #[cfg(feature = "dpdk")]
         Source::Mbufs(mut rx, q) => {

@@ -152,6 +152,26 @@ pub(crate) fn run_queue_mbufs(
     })
 }
 
+/// Runs a receive thread of a DPDK port whose RX pool is pinned host memory mapped for the GPU
+/// (`gpu_buffers: pinned`), by reference (see `gpu_ingest`): one RX queue's (`queue`: its
+/// pipeline queue) or every RX queue's, steering each frame as [`run`] does. Each frame's
+/// descriptor and address go into its queue's slot burst (no frame byte copied here) and its
+/// mbuf into the slot ([`Slot::kept`]) until the slot is reaped, or sent where it transmits
+/// (`by_mbuf`: the TX thread sends the mbufs themselves).
+#[cfg(feature = "dpdk")]
+pub(crate) fn run_pinned(
+    ctx: &IngestCtx<'_>,
+    ids: Feeder,
+    rx: &mut crate::port::dpdk::DpdkRx,
+    (queue, by_mbuf): (Option<usize>, bool),
+    out: Vec<Producer<Slot>>,
+    free: Receiver<Slot>,
+) -> Result<(), PortError> {
+    run_with(ctx, ids, queue, out, free, |ing| {
+        ing.receive_pinned(rx, by_mbuf)
+    })
+}
+
 /// Which receive thread: its port (in config order) and its index among the receive threads.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Feeder {
@@ -565,6 +585,115 @@ impl Ingest<'_, '_> {
                 part.retain(|_| false);
             }
             tally.publish(c);
+            let quiet = match status {
+                Err(e) => return Err(e),
+                Ok(RxStatus::End) => return Ok(()),
+                Ok(RxStatus::Idle) => true,
+                Ok(RxStatus::Frames(_)) => false,
+            };
+            if !self.pace(quiet, &backoff) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// [`run_pinned`]'s loop: `rx_mbufs`, then each frame steered (one queue's thread: its
+    /// queue) and placed by address, its mbuf kept with the slot it went to.
+    #[cfg(feature = "dpdk")]
+    fn receive_pinned(
+        &mut self,
+        rx: &mut crate::port::dpdk::DpdkRx,
+        by_mbuf: bool,
+    ) -> Result<(), PortError> {
+        use crate::port::dpdk::{MbufBurst, MAX_BURST};
+        let ctx = self.ctx;
+        let nq = ctx.queues;
+        let one = self.qmap.len() == 1;
+        let mut part = MbufBurst::new();
+        // Per frame of `part`: the index into `building` it went to, or NONE.
+        const NONE: usize = usize::MAX;
+        let mut to = vec![NONE; MAX_BURST];
+        let mut tally = vec![Tally::default(); self.qmap.len()];
+        let mut meta = PacketMeta::default();
+        let backoff = Backoff::new();
+        loop {
+            if ctx.shared.stop.load(Ordering::Relaxed) || ctx.failed.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let want = if one {
+                let have = self.building[0].burst.len();
+                ctx.burst.min(ctx.slot_frames.saturating_sub(have)).max(1)
+            } else {
+                ctx.burst
+            };
+            let status = rx.rx_mbufs(&mut part, want);
+            let n = part.len();
+            ctx.shared.rx_total.fetch_add(n as u64, Ordering::Relaxed);
+            // Asked per burst: the port's rules can be replaced between bursts.
+            let nic = one || rx.port().steered_in_nic();
+            for i in 0..n {
+                let d = part.desc(i);
+                let (k, verdict, mark) = if one {
+                    (0, None, d.mark)
+                } else if nic {
+                    crate::steer::nic_steered(&d, nq)
+                } else {
+                    // Pinned memory is host memory: the headers are read where they are.
+                    ctx.steering.steer_marked(part.frame(i), &mut meta, nq)
+                };
+                let t = &mut tally[k];
+                t.rx_frames += 1;
+                t.rx_bytes += u64::from(d.len);
+                if verdict.is_some() {
+                    t.steering_drops += 1;
+                    continue;
+                }
+                let need = d.len as usize + ctx.room;
+                // A chain (a frame longer than one buffer) has no one address to read it at.
+                let Some(addr) = part.data_addr(i).filter(|_| need <= ctx.slot_cap) else {
+                    t.too_long += 1;
+                    continue;
+                };
+                let s = &self.building[k];
+                if s.burst.len() >= ctx.slot_frames || s.gpu_bytes + need > ctx.slot_cap {
+                    self.building[k].kept.take_from(&mut part, |j| to[j] == k);
+                    to[..i]
+                        .iter_mut()
+                        .filter(|t| **t == k)
+                        .for_each(|t| *t = NONE);
+                    if !self.hand(k) {
+                        part.clear();
+                        return Ok(());
+                    }
+                }
+                let s = &mut self.building[k];
+                s.gpu_srcs.push(addr);
+                s.burst.descs.push(FrameDesc {
+                    offset: s.gpu_bytes as u32,
+                    port: self.port_id as u16,
+                    queue: self.qmap[k] as u16,
+                    mark: if mark != 0 { mark } else { d.mark },
+                    ..d
+                });
+                s.gpu_bytes += need;
+                (s.host_srcs, s.by_mbuf) = (true, by_mbuf);
+                to[i] = k;
+                self.first_at[k].get_or_insert_with(Instant::now);
+            }
+            if n > 0 {
+                for k in 0..self.building.len() {
+                    if to[..n].contains(&k) {
+                        self.building[k].kept.take_from(&mut part, |j| to[j] == k);
+                    }
+                }
+                to[..n].fill(NONE);
+                // The slots hold their own reference to each frame they took; the rest
+                // (steering drops, too long) go back to their pool here.
+                part.retain(|_| false);
+            }
+            for (k, t) in tally.iter_mut().enumerate() {
+                t.publish(&ctx.shared.counters[self.qmap[k]]);
+            }
             let quiet = match status {
                 Err(e) => return Err(e),
                 Ok(RxStatus::End) => return Ok(()),

@@ -76,6 +76,10 @@ pub(crate) struct Slot {
     #[cfg(feature = "dpdk")]
     pub kept: mbufs::Kept,
     pub by_mbuf: bool,
+    /// `gpu_srcs` are host addresses too (a DPDK port's pinned RX pool, mapped for the GPU at
+    /// the same address): the TX thread reads a frame no stage changed there, while `kept`
+    /// holds its mbuf.
+    pub host_srcs: bool,
 }
 
 /// A received burst's buffers in GPU memory, shared by the slots its frames went to.
@@ -99,6 +103,7 @@ impl Slot {
             #[cfg(feature = "dpdk")]
             kept: mbufs::Kept::default(),
             by_mbuf: false,
+            host_srcs: false,
         }
     }
 
@@ -119,6 +124,7 @@ impl Slot {
         #[cfg(feature = "dpdk")]
         self.kept.clear();
         self.by_mbuf = false;
+        self.host_srcs = false;
     }
 }
 
@@ -309,6 +315,8 @@ fn host_spec(
         gate: None,
         #[cfg(feature = "dpdk")]
         mbufs: None,
+        #[cfg(feature = "dpdk")]
+        pinned: Vec::new(),
     }
 }
 
@@ -378,6 +386,22 @@ fn mbuf_plan(p: &Prepared, ports: &OpenPorts) -> Option<mbufs::MbufPlan> {
     }
 }
 
+/// The input DPDK ports whose RX pool is pinned host memory mapped for the GPU, by input
+/// index (`None` for every other port): received by reference where they can (`host::feeds`).
+#[cfg(feature = "dpdk")]
+fn pinned_ports(ports: &OpenPorts) -> Vec<Option<crate::port::dpdk::DpdkPort>> {
+    use crate::port::dpdk::BufferPlacement;
+    ports
+        .dpdk_rx
+        .iter()
+        .map(|p| {
+            p.as_ref()
+                .filter(|p| p.buffer_placement() == BufferPlacement::Pinned)
+                .cloned()
+        })
+        .collect()
+}
+
 /// Runs a prepared config on the GPU executor (one executor per GPU of `executor.gpu.devices`,
 /// queues round-robin, or one on `device`) until its input ends or `shared.stop`, drains the
 /// bursts in flight and returns the summary.
@@ -425,6 +449,7 @@ pub fn run_gpu(
     #[cfg(feature = "dpdk")]
     {
         spec.mbufs = mbuf_plan(p, &ports);
+        spec.pinned = pinned_ports(&ports);
     }
     let mut dests = ports.take_out();
     // The stages' host sides work beside the host side (a poll thread), pacing its input

@@ -307,6 +307,15 @@ unsafe impl QueueDevice for CpuStandIn {
         })
     }
 
+    /// A pinned pool's frames are host memory standing in for memory the GPU maps.
+    fn pinned_frames(&self, gpu: u32) -> Result<&'static str, String> {
+        if gpu != 0 || !self.reads_host {
+            return Err("the stand-in was told not to read host memory".into());
+        }
+        use crate::executor::gpu::multi::HostFramesRead as Read;
+        Ok([Read::Gathered, Read::InPlace][usize::from(self.mapped_refs)].describe())
+    }
+
     /// Plays the gather: the "device addresses" are host addresses of the port's buffers.
     unsafe fn submit_gpu_frames(
         &self,
@@ -943,6 +952,8 @@ mod composed;
 mod conntrack;
 #[cfg(feature = "dpdk")]
 mod dpdk_mbufs;
+#[cfg(feature = "dpdk")]
+mod dpdk_pinned;
 #[cfg(feature = "dpdk")]
 mod dpdk_ports;
 #[cfg(feature = "dpdk")]

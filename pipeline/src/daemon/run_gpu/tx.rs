@@ -37,7 +37,8 @@ pub(crate) fn frame_of<'s>(slot: &'s Slot, d: &TxDesc) -> &'s [u8] {
 }
 
 /// Frame `d.frame` of the burst where it arrived: in the port's store the burst holds
-/// ([`Slot::store`], frames by reference), else in the burst its receive thread filled. `None`
+/// ([`Slot::store`], frames by reference), in its mbuf of a pinned pool
+/// ([`Slot::host_srcs`]), else in the burst its receive thread filled. `None`
 /// when the entry names no frame of the burst, or more bytes than arrived.
 fn as_received<'s>(slot: &'s Slot, d: &TxDesc) -> Option<&'s [u8]> {
     let i = usize::from(d.frame);
@@ -48,6 +49,12 @@ fn as_received<'s>(slot: &'s Slot, d: &TxDesc) -> Option<&'s [u8]> {
     }
     match &slot.store {
         Some(store) => store.frame(*slot.gpu_srcs.get(i)?, n),
+        None if slot.host_srcs => {
+            let at = *slot.gpu_srcs.get(i)?;
+            // SAFETY: `host_srcs`: frame i's n <= got.len bytes lie at host address `at` in
+            // its mbuf, which the slot holds (`kept`) until it is released, after this read.
+            Some(unsafe { std::slice::from_raw_parts(at as *const u8, n) })
+        }
         None => {
             let a = got.offset as usize;
             slot.burst.data.get(a..a + n)

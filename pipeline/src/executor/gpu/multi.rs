@@ -289,19 +289,27 @@ impl MultiGpu {
     /// `bytes` copied once into pinned host memory mapped for the queues' GPU, for frames
     /// handed over by reference (see [`GpuExecutor::pinned_copy`]): the device address of its
     /// first byte, the buffer, and how the queues take the frames (`HostFramesRead`). Refused
-    /// where some queue runs on another GPU than the first, or cannot take frames by address
-    /// ([`GpuExecutor::host_frames_refusal`]).
+    /// where [`MultiGpu::host_frames_read`] refuses, for the first GPU.
     pub fn host_frames(
         &self,
         bytes: &[u8],
     ) -> Result<(u64, super::driver::PinnedBuffer, HostFramesRead), String> {
         let gpu = *self.devices.first().ok_or("no GPU")?;
+        let read = self.host_frames_read(gpu)?;
+        let b = self.execs[0].pinned_copy(bytes)?;
+        Ok((b.dev_ptr(), b, read))
+    }
+
+    /// How the queues take frames in pinned host memory mapped for GPU `gpu` (by reference:
+    /// loaded frames, or a DPDK port's pinned RX pool), or why not: some queue runs on another
+    /// GPU, or cannot take frames by address ([`GpuExecutor::host_frames_refusal`]).
+    pub fn host_frames_read(&self, gpu: u32) -> Result<HostFramesRead, String> {
         let (mut mapped, mut device) = (0, 0);
         for (q, &(e, l)) in self.map.iter().enumerate() {
             let on = self.devices[e];
             if on != gpu {
                 return Err(format!(
-                    "queue {q} runs on GPU {on} and the frames would be pinned for GPU {gpu}"
+                    "queue {q} runs on GPU {on} and the frames are pinned for GPU {gpu}"
                 ));
             }
             match self.execs[e].host_frames_refusal(l) {
@@ -310,13 +318,11 @@ impl MultiGpu {
                 Err(why) => return Err(format!("queue {q}: {why}")),
             }
         }
-        let b = self.execs[0].pinned_copy(bytes)?;
-        let read = match (mapped, device) {
+        Ok(match (mapped, device) {
             (_, 0) => HostFramesRead::InPlace,
             (0, _) => HostFramesRead::Gathered,
             _ => HostFramesRead::Both,
-        };
-        Ok((b.dev_ptr(), b, read))
+        })
     }
 
     /// [`GpuExecutor::submit_gpu_frames`] on queue `q`'s executor.

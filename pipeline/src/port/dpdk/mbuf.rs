@@ -625,6 +625,14 @@ impl MbufBurst {
         self.mbufs[..self.len][i] as usize
     }
 
+    /// The address of frame `i`'s first byte where it lies in one mbuf (its pool's memory:
+    /// with `gpu_buffers: pinned`, the address the GPU reads it at too); `None` for a chain,
+    /// whose bytes lie in several buffers.
+    pub fn data_addr(&self, i: usize) -> Option<u64> {
+        let mb = self.header(i);
+        (mb.nb_segs <= 1).then(|| mb.buf_addr as u64 + u64::from(mb.data_off))
+    }
+
     /// Frees frame `i` (a verdict dropped it) and closes the gap: later frames move down one.
     pub fn drop_frame(&mut self, i: usize) {
         assert!(i < self.len, "frame {i} of a burst of {}", self.len);

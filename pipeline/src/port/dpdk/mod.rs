@@ -81,6 +81,10 @@ struct PortCounters {
 pub(crate) struct PortPools {
     rx: *mut sys::rte_mempool,
     tx: *mut sys::rte_mempool,
+    /// The memory behind an external-buffer RX pool (GPU or pinned host memory): dropped after
+    /// Drop::drop freed the pools (field drops follow it), so pool before unregister before
+    /// free, however long an [`MbufBurst`] or another port kept the pools.
+    ext: Option<gpu::ExtMemory>,
 }
 
 // SAFETY: DPDK mempools are thread-safe (multi-producer / multi-consumer rings with per-lcore
@@ -129,8 +133,8 @@ pub(crate) struct ZcFacts {
 /// What the handles share; dropping the last one stops and closes the device.
 struct PortInner {
     setup: PortSetup,
-    /// Dropped after Drop::drop closed the device (fields drop in order: before `gpu`, whose
-    /// memory backs a GPUDirect RX pool).
+    /// Dropped after Drop::drop closed the device; the memory of an external-buffer RX pool
+    /// (GPU or pinned host memory) is freed with them, after them.
     pools: Arc<PortPools>,
     /// Pools of other ports whose mbufs this port's TX queues were given (zero-copy), kept
     /// alive until this device is closed.
@@ -144,7 +148,6 @@ struct PortInner {
     created_vdev: Option<String>,
     counters: PortCounters,
     flows: flow::FlowTable,
-    gpu: Option<gpu::GpuMemory>,
     opts: DpdkPortOptions,
 }
 
@@ -181,7 +184,7 @@ impl Drop for PortInner {
             }
         }
         // The pools are freed by PortPools' Drop when `pools` (dropped right after this body)
-        // is the last reference; GPU memory (if any) by its own Drop after that (field order).
+        // is the last reference; their external memory (if any) right after them.
         tracing::info!(port, name = %self.setup.name, "dpdk: port closed");
     }
 }
@@ -215,6 +218,12 @@ impl DpdkPort {
     /// Where received frames land, and why: logged at open, reported here.
     pub fn buffer_placement(&self) -> BufferPlacement {
         self.inner.setup.placement
+    }
+
+    /// The address range of the RX buffers' memory where it is not an ordinary pool's (GPU
+    /// memory, or pinned host memory): `(start, bytes)`.
+    pub fn rx_buffers(&self) -> Option<(u64, usize)> {
+        self.inner.pools.ext.as_ref().map(gpu::ExtMemory::range)
     }
 
     /// Whether the link is up now (memif: the peer is connected; af_xdp: the interface is up).

@@ -144,8 +144,9 @@ impl DpdkPort {
             socket
         };
 
-        // RX buffers: GPU memory where GPUDirect works, else an ordinary pool.
-        let (placement, gpu_mem, rx_pool) =
+        // RX buffers: GPU memory where GPUDirect works, pinned host memory when asked, else an
+        // ordinary pool.
+        let (placement, ext_mem, rx_pool) =
             gpu::rx_pool(opts, &info, &setup.driver, &setup.name, socket, |n| {
                 create_pool(n, opts.mempool_cache, socket, "rx")
             })?;
@@ -153,7 +154,8 @@ impl DpdkPort {
         let tx_pool = match create_pool(opts.mempool_size, opts.mempool_cache, socket, "tx") {
             Ok(p) => p,
             Err(e) => {
-                // SAFETY: the pool was just created and is used by no queue yet.
+                // SAFETY: the pool was just created and is used by no queue yet (its external
+                // memory, if any, is freed after it, when `ext_mem` drops).
                 unsafe { sys::rte_mempool_free(rx_pool) };
                 return Err(e);
             }
@@ -168,6 +170,7 @@ impl DpdkPort {
             pools: Arc::new(PortPools {
                 rx: rx_pool,
                 tx: tx_pool,
+                ext: ext_mem,
             }),
             foreign_pools: std::sync::Mutex::new(Vec::new()),
             handle_counters: std::sync::Mutex::new(Vec::new()),
@@ -177,7 +180,6 @@ impl DpdkPort {
             created_vdev,
             counters: PortCounters::default(),
             flows: flow::FlowTable::default(),
-            gpu: gpu_mem,
             opts: opts.clone(),
         };
         setup_queues(&inner, &info, socket)?;

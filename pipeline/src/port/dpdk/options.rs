@@ -85,9 +85,16 @@ pub struct DpdkPortOptions {
     #[serde(default = "tx_max_hold_ms", deserialize_with = "hold_ms")]
     pub tx_max_hold_ms: u64,
     /// Where received frames land: `auto` (GPU memory when the NIC and the host can do
-    /// GPUDirect RDMA, else host memory), `host`, or `gpu` (fail when GPUDirect is not possible).
+    /// GPUDirect RDMA, else host memory), `host`, `gpu` (fail when GPUDirect is not possible),
+    /// or `pinned` (pinned host memory mapped for the GPU; fail without libcuda or a GPU).
     #[serde(default)]
     pub gpu_buffers: GpuBuffers,
+    /// The allocator of a `gpu_buffers: pinned` pool's memory (`None`: CUDA's,
+    /// [`super::gpu::cuda_pinned`]). Not a YAML key: a test without a GPU gives plain
+    /// page-aligned memory ([`super::gpu::page_memory`]).
+    #[serde(skip)]
+    #[doc(hidden)]
+    pub pinned_alloc: Option<super::gpu::PinnedAllocator>,
     /// RSS with the symmetric Toeplitz key ([`crate::rss::RSS_KEY_SYMMETRIC`]), in the port's
     /// RSS and its rte_flow RSS actions: both directions of a flow reach one RX queue. Not a
     /// YAML key: the daemon sets it when the pipeline keeps per-flow state
@@ -178,6 +185,7 @@ impl DpdkPortOptions {
             tx_retries: tx_retries(),
             tx_max_hold_ms: tx_max_hold_ms(),
             gpu_buffers: GpuBuffers::default(),
+            pinned_alloc: None,
             symmetric_rss: false,
         }
     }

@@ -68,7 +68,7 @@ impl DpdkRx {
         let sw = self.steering.load();
         let mut bytes = 0u64;
         let on_gpu = inner.setup.placement == BufferPlacement::GpuDirect;
-        if on_gpu && !inner.gpu.as_ref().is_some_and(|g| g.make_current()) {
+        if on_gpu && !inner.pools.ext.as_ref().is_some_and(|g| g.make_current()) {
             // The frames are in GPU memory and CUDA is unusable on this thread: count them.
             // SAFETY: the n mbufs are ours (returned by rx_burst).
             unsafe { sys::rte_pktmbuf_free_bulk(self.mbufs.as_mut_ptr(), n as u32) };
