@@ -12,6 +12,11 @@
 //! - rings: every queue runs on the GPU holding the frames, in device memory, outside `graph`
 //!   mode (see `executor::gpu::gather`).
 //!
+//! A DPDK port whose RX pool is pinned host memory mapped for the GPU (`gpu_buffers: pinned`,
+//! [`decide_pinned`]) goes `by_reference` (descriptors and pool addresses; the host reads the
+//! frames as any mbuf's, so software steering and transmitting are no reasons to copy), or
+//! `staged` where a queue cannot take frames by address or `verify.sample` is on.
+//!
 //! The choice is logged per port (`event=gpu_ingest`) and reported in the summary.
 
 use crate::daemon::summary::GpuIngest;

@@ -11,7 +11,10 @@
 //! second reference to the same mbuf (the mirror port may receive too). A rewriting pipeline's
 //! frames are copied back from the GPU slot into their mbufs first (`MbufBurst::write_frame`:
 //! one copy per frame sent, not zero); frames no stage changed are sent as received (no copy
-//! on the TX side). Every output port must be a DPDK port (else [`plan`] refuses: a frame for
+//! on the TX side). An input whose RX pool is pinned host memory mapped for the GPU
+//! (`gpu_buffers: pinned`) is not copied at all: its receive threads put each frame's pool
+//! address in the slot (`ingest::run_pinned`) and keep its mbuf the same way. Every output port
+//! must be a DPDK port (else [`plan`] refuses: a frame for
 //! another port would need the copying TX beside this one, and its mbuf freed apart).
 
 use super::{tx::SlotSender, Slot};
