@@ -483,9 +483,11 @@ __device__ __forceinline__ void pw_run_slot(const pw_queue_desc &q, uint32_t seq
         }
     }
     if (refs) pw_refs_frames(staged, descs, compact, head, 0u, n, &gdata, &data, &db); /* where they are, staged */
-    if (!SMALL && (!staged || pw_ring_reads || (PW_PIPELINE_COMPOSED && !parse))) {
+    if (!SMALL && (!staged || pw_ring_reads || (refs && db == 0u) || (PW_PIPELINE_COMPOSED && !parse))) {
         /* Something is read from the ring itself with plain loads: drop the SM's L1 lines
-         * (the persistent poll does not acquire; they may hold the slot's previous lap). */
+         * (the persistent poll does not acquire; they may hold the slot's previous lap). By
+         * reference and too wide to stage, the frames are read where they are with plain loads:
+         * a DPDK pinned RX pool reuses its buffers, so L1 may hold a buffer's previous frame. */
         if (threadIdx.x == 0) (void)pw_load_acquire((const volatile uint32_t *)base);
         __syncthreads();
     }
