@@ -150,6 +150,9 @@ pub(crate) struct PinnedFacts {
     pub sends_mbufs: bool,
 }
 
+/// How every pinned port's reason begins.
+pub(crate) const PINNED_POOL: &str = "its RX mempool is pinned host memory mapped for the GPU";
+
 /// The path of pinned port `port` (`by_reference` or `staged`, and why).
 #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
 pub(crate) fn decide_pinned(port: &str, f: &PinnedFacts) -> GpuIngest {
@@ -162,8 +165,8 @@ pub(crate) fn decide_pinned(port: &str, f: &PinnedFacts) -> GpuIngest {
         (Some(why), _) => (
             STAGED,
             format!(
-                "its RX mempool is pinned host memory mapped for the GPU, but {why}: its receive \
-                 thread copies each frame into the slot burst"
+                "{PINNED_POOL}, but {why}: its receive thread copies each frame into the slot \
+                 burst"
             ),
         ),
         (None, read) => {
@@ -183,9 +186,8 @@ pub(crate) fn decide_pinned(port: &str, f: &PinnedFacts) -> GpuIngest {
             (
                 BY_REFERENCE,
                 format!(
-                    "its RX mempool is pinned host memory mapped for the GPU: {who} descriptors \
-                     and {read} (no frame byte copied on the host); each frame's mbuf stays with \
-                     its slot until {until}"
+                    "{PINNED_POOL}: {who} descriptors and {read} (no frame byte copied on the \
+                     host); each frame's mbuf stays with its slot until {until}"
                 ),
             )
         }

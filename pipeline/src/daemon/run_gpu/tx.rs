@@ -100,6 +100,11 @@ pub(crate) fn plan(
         let from: Vec<String> = ingest
             .iter()
             .map(|g| match g.path.as_str() {
+                super::gpu_ingest::BY_REFERENCE
+                    if g.reason.starts_with(super::gpu_ingest::PINNED_POOL) =>
+                {
+                    format!("{}: its mbufs in the pinned RX pool", g.port)
+                }
                 super::gpu_ingest::BY_REFERENCE => {
                     format!("{}: its loaded frames in pinned host memory", g.port)
                 }

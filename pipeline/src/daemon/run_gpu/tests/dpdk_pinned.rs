@@ -229,6 +229,10 @@ fn dpdk_pinned_frames_sent_by_copy_are_read_where_they_arrived() {
     assert_eq!(gpu.in_use.1, gpu.in_use.0, "every mbuf back in its pool");
     let t = gpu.s.gpu_tx.as_ref().expect("tx path");
     assert_eq!(t.path, super::super::tx::AS_RECEIVED, "{t:?}");
+    assert!(
+        t.reason.contains("its mbufs in the pinned RX pool"),
+        "{t:?}"
+    );
 }
 
 #[test]
