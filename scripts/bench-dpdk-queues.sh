@@ -14,7 +14,9 @@
 #
 # Usage: scripts/bench-dpdk-queues.sh [OUT (default $OUT, else ./bench-results)]
 #   env: QUEUES (default "1 2 4 8"; an N above the CPU count is skipped and said so),
-#        EXECUTORS (default "cpu gpu"; gpu only where nvidia-smi sees a GPU, else said so),
+#        EXECUTORS (default "cpu gpu"; gpu only where nvidia-smi sees a GPU, else said so;
+#        gpu-pinned: the GPU executor with the port's RX pool in pinned host memory mapped for
+#        the GPU, `gpu_buffers: pinned`, received by reference: the run must say so),
 #        SECS (default 6), REPS (default 1; medians), PIPELINE (default "[count]"),
 #        BURST (queues.burst, default 32, testpmd's --burst too), RX_THREADS (queues.rx_threads,
 #        default per_queue; per_port: one receive thread for the port, for comparison),
@@ -53,9 +55,9 @@ if [ -z "${PKTWARP_BIN:-}" ]; then
 fi
 [ -x "$PKTWARP_BIN" ] || { echo "bench-dpdk-queues: no pktwarp at $PKTWARP_BIN" >&2; exit 2; }
 EXECUTORS=${EXECUTORS:-"cpu gpu"}
-if [[ " $EXECUTORS " == *" gpu "* ]] && ! nvidia-smi -L >/dev/null 2>&1; then
+if [[ " $EXECUTORS " == *" gpu"* ]] && ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu executor: not run (no GPU here: nvidia-smi sees none)"
-  EXECUTORS=${EXECUTORS//gpu/}
+  EXECUTORS=$(printf '%s\n' $EXECUTORS | grep -v '^gpu' | paste -sd' ')
 fi
 mkdir -p "$RES/dpdk-queues"
 R=$RES/dpdk-queues
@@ -95,7 +97,8 @@ PY
 
 # pktwarp run on executor $1 with N queues on cores $3, rep $4: prints its Mpps (0: not clean).
 pktwarp_run() {
-  local ex=$1 n=$2 list=$3 name=$1-q$2-$4
+  local ex=$1 n=$2 list=$3 name=$1-q$2-$4 kind=${1%%-*} pinned=""
+  [ "$ex" = gpu-pinned ] && pinned="gpu_buffers: pinned"
   cat > "$tmp/$name.yaml" <<EOF
 ports:
   - name: wire
@@ -105,6 +108,7 @@ ports:
       rx_queues: $n
       tx_queues: 1
       mempool_size: $((16384 * n - 1))
+      $pinned
 queues:
   count: $n
   burst: $BURST
@@ -112,7 +116,7 @@ queues:
   cores: [$list]
 pipeline: $PIPELINE
 executor:
-  kind: $ex
+  kind: $kind
 metrics: { enabled: false }
 EOF
   local where=()
@@ -137,6 +141,7 @@ EOF
   python3 - "$R/$name.json" "$n" "$rc" "$ex" "$RX_THREADS" <<'PY'
 import json, sys
 path, n, rc, ex = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+pinned, ex = ex == "gpu-pinned", ex.split("-")[0]
 threads = n if sys.argv[5] == "per_queue" else 1
 try:
     s = json.loads([l for l in open(path) if l.lstrip().startswith("{")][-1])
@@ -147,6 +152,8 @@ counted = sum(c[1] for c in s.get("counted", []))
 why = []
 if rc != 0: why.append(f"exit {rc}")
 if s.get("executor") != ex: why.append(f"executor {s.get('executor')}")
+if pinned and not any(g.get("path") == "by_reference" for g in s.get("gpu_ingest", [])):
+    why.append("not by reference: " + "; ".join(g.get("reason", "") for g in s.get("gpu_ingest", [])))
 if s.get("receive_threads") != threads: why.append(f"{s.get('receive_threads')} receive threads")
 # One thread per port spreads net_null's identical frames by software RSS: one queue gets all.
 if threads == n and any(q.get("rx_frames", 0) == 0 for q in s.get("queues", [])):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Collects the CPU peers (DPDK 22.11's dpdk-test-acl and dpdk-testpmd), the shared libraries
 # they need (ldd, glibc left out: the target's newer glibc runs them), the net_null / net_ring /
-# vdev bus drivers testpmd loads with -d, and pktwarp's DPDK forwarding benchmark
+# net_pcap / vdev bus drivers testpmd loads with -d (net_pcap brings libpcap), and pktwarp's DPDK forwarding benchmark
 # (pipeline/tests/dpdk_bench.rs, release, --features dpdk), into one folder that runs on a
 # machine without DPDK installed (the GPU machine's host: Ubuntu 24.04, no apt):
 #
@@ -50,7 +50,7 @@ fi
 # them directly); pmds/ holds links to them named as EAL's -d loads them (*.so.<ABI version>),
 # so a driver already mapped is the same file, not a second copy (EAL would panic).
 drivers=()
-for p in librte_bus_vdev librte_net_null librte_net_ring librte_mempool_ring; do
+for p in librte_bus_vdev librte_net_null librte_net_ring librte_mempool_ring librte_net_pcap; do
   f=$(readlink -f "$pmd_dir/$p.so" 2>/dev/null || true)
   [ -f "$f" ] || { echo "cpu-peer-bundle: driver $p not in $pmd_dir" >&2; exit 1; }
   drivers+=("$f")
