@@ -20,10 +20,12 @@
 
 #[allow(dead_code)]
 mod conntrack_common;
+mod host_cuda_common;
 
 use std::sync::mpsc::Receiver;
 
 use conntrack_common::{queue_of, traffic};
+use host_cuda_common::host_frame;
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
 use pipeline::internal::port::pcap::CaptureReader;
@@ -33,7 +35,7 @@ use pipeline::internal::stage::flow_stats_gpu::GpuFlowDrain;
 use pipeline::internal::stage::flow_tables::lock;
 use pipeline::stage::{Pipeline, Stage};
 use pktwarp_flow::ipfix::{EndReason, FlowQueue, FlowRecord};
-use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
+use pktwarp_kernels::host::HostPipeline;
 
 const SEC: u64 = 1_000_000_000;
 
@@ -200,18 +202,7 @@ fn compare(
                 &mut verdicts,
                 &c,
             );
-            let mut buf = f.clone();
-            let mut hf = HostFrame {
-                len: f.len(),
-                wire_len: d.wire_len,
-                port: d.port,
-                timestamp_ns: d.timestamp_ns,
-                queue: d.queue,
-                burst_seq: n as u32,
-                burst_index: i as u32,
-            };
-            let (mut gm, mut gv) = ([0u8; META_BYTES], [0u8; VERDICT_BYTES]);
-            host.run_frame_mut(&mut buf, &mut hf, &blocks, None, &mut gm, &mut gv, &mut gc);
+            let (gm, _) = host_frame(&host, (n, i), (d, f), &blocks, None, &mut gc);
             assert_eq!(&gm, metas[0].as_bytes(), "frame {at}: metadata");
             let q = d.queue as usize;
             last_rx[q] = last_rx[q].max(d.timestamp_ns);
