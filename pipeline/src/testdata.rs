@@ -717,6 +717,18 @@ pub fn skip(file: &str, test: &str, reason: &str) {
     eprintln!("skipped: {reason}");
 }
 
+/// For a test that needs a GPU: true when there is none usable here, after [`skip`] said so
+/// (the test then returns). Call it as `if no_gpu(file!(), "test_fn") { return; }`.
+pub fn no_gpu(file: &str, test: &str) -> bool {
+    match crate::executor::gpu::probe(0) {
+        Ok(_) => false,
+        Err(e) => {
+            skip(file, test, &format!("no usable GPU: {e}"));
+            true
+        }
+    }
+}
+
 /// Whether a test may skip: always outside CI, in CI only when listed.
 pub fn skip_allowed(ci: bool, file: &str, test: &str, reason: &str) -> Result<(), String> {
     let listed = hardware_only_tests()
