@@ -407,6 +407,31 @@ pub fn mixed_frames(imix: u64) -> Vec<(Vec<u8>, u64)> {
     frames
 }
 
+/// Every frame of the corpus's Ethernet captures (INDEX.tsv's `ether ` rows), one capture
+/// after another; a capture the reader refuses part-way keeps the frames read before the error
+/// (several are cut on purpose). None (the test then returns) without the corpus outside CI
+/// (`flow_rules::input::require_corpus`).
+pub fn corpus_ethernet_frames() -> Option<Vec<Vec<u8>>> {
+    let d = flow_rules::input::require_corpus("pcaps")?;
+    let index_path = d.join("INDEX.tsv");
+    let index = std::fs::read_to_string(&index_path)
+        .unwrap_or_else(|e| panic!("{}: {e}", index_path.display()));
+    let mut frames = Vec::new();
+    for line in index.lines() {
+        let cols: Vec<&str> = line.split('\t').collect();
+        if cols.len() < 3 || !cols[2].starts_with("ether ") {
+            continue;
+        }
+        let Ok(mut r) = crate::port::pcap::CaptureReader::open_ethernet(d.join(cols[0])) else {
+            continue;
+        };
+        while let Ok(Some(f)) = r.next_frame() {
+            frames.push(f.data.to_vec());
+        }
+    }
+    Some(frames)
+}
+
 /// Every frame of a capture (pcap or pcapng), in order: what a test reads back from the file a
 /// TX port wrote.
 pub fn capture_frames(path: &Path) -> Result<Vec<Vec<u8>>, crate::port::PortError> {

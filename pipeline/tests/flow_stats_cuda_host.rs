@@ -28,7 +28,6 @@ use conntrack_common::{queue_of, traffic};
 use host_cuda_common::host_frame;
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
-use pipeline::internal::port::pcap::CaptureReader;
 use pipeline::internal::stage::config::StageConfig;
 use pipeline::internal::stage::flow_stats::FlowStatsStage;
 use pipeline::internal::stage::flow_stats_gpu::GpuFlowDrain;
@@ -371,29 +370,21 @@ fn small_table(own: bool) {
 /// back between captures), on the queue the flow-key steering picks; None (the test does not
 /// run) without the corpus outside CI (`require_corpus`).
 fn corpus_frames() -> Option<Vec<(FrameDesc, Vec<u8>)>> {
-    let d = flow_rules::input::require_corpus("pcaps")?;
-    let index = std::fs::read_to_string(d.join("INDEX.tsv")).expect("pcaps/INDEX.tsv");
-    let mut frames = Vec::new();
-    for line in index.lines() {
-        let cols: Vec<&str> = line.split('\t').collect();
-        if cols.len() < 3 || !cols[2].starts_with("ether ") {
-            continue;
-        }
-        if let Ok(mut r) = CaptureReader::open_ethernet(d.join(cols[0])) {
-            while let Ok(Some(f)) = r.next_frame() {
-                let b = f.data.to_vec();
-                let desc = FrameDesc {
-                    queue: queue_of(&b),
-                    len: b.len() as u32,
-                    wire_len: b.len() as u32,
-                    timestamp_ns: 1_700_000_000 * SEC + frames.len() as u64 * 1_000_000,
-                    ..FrameDesc::default()
-                };
-                frames.push((desc, b));
-            }
-        }
-    }
-    Some(frames)
+    let frames = pipeline::internal::testdata::corpus_ethernet_frames()?;
+    let desc = |i: usize, b: &[u8]| FrameDesc {
+        queue: queue_of(b),
+        len: b.len() as u32,
+        wire_len: b.len() as u32,
+        timestamp_ns: 1_700_000_000 * SEC + i as u64 * 1_000_000,
+        ..FrameDesc::default()
+    };
+    Some(
+        frames
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| (desc(i, &b), b))
+            .collect(),
+    )
 }
 
 #[test]
