@@ -432,6 +432,15 @@ pub fn corpus_ethernet_frames() -> Option<Vec<Vec<u8>>> {
     Some(frames)
 }
 
+/// [`corpus_ethernet_frames`], frame i with the descriptor `desc(i, frame)`.
+pub fn corpus_ethernet_descs(
+    desc: impl Fn(usize, &[u8]) -> crate::burst::FrameDesc,
+) -> Option<Vec<(crate::burst::FrameDesc, Vec<u8>)>> {
+    let frames = corpus_ethernet_frames()?;
+    let with = |(i, f): (usize, Vec<u8>)| (desc(i, &f), f);
+    Some(frames.into_iter().enumerate().map(with).collect())
+}
+
 /// Every frame of a capture (pcap or pcapng), in order: what a test reads back from the file a
 /// TX port wrote.
 pub fn capture_frames(path: &Path) -> Result<Vec<Vec<u8>>, crate::port::PortError> {

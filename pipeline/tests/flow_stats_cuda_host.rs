@@ -370,21 +370,13 @@ fn small_table(own: bool) {
 /// back between captures), on the queue the flow-key steering picks; None (the test does not
 /// run) without the corpus outside CI (`require_corpus`).
 fn corpus_frames() -> Option<Vec<(FrameDesc, Vec<u8>)>> {
-    let frames = pipeline::internal::testdata::corpus_ethernet_frames()?;
-    let desc = |i: usize, b: &[u8]| FrameDesc {
+    pipeline::internal::testdata::corpus_ethernet_descs(|i, b| FrameDesc {
         queue: queue_of(b),
         len: b.len() as u32,
         wire_len: b.len() as u32,
         timestamp_ns: 1_700_000_000 * SEC + i as u64 * 1_000_000,
         ..FrameDesc::default()
-    };
-    Some(
-        frames
-            .into_iter()
-            .enumerate()
-            .map(|(i, b)| (desc(i, &b), b))
-            .collect(),
-    )
+    })
 }
 
 #[test]

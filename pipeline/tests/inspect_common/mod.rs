@@ -489,20 +489,12 @@ pub fn reads_http(set: &pktwarp_inspect::engine::RuleSet, i: u32) -> bool {
 /// Every frame of the tcpdump captures of the corpus (INDEX.tsv's Ethernet ones); None
 /// without the corpus (outside CI).
 pub fn corpus_frames() -> Option<Vec<(FrameDesc, Vec<u8>)>> {
-    let frames = pipeline::internal::testdata::corpus_ethernet_frames()?;
-    let desc = |i: usize, f: &[u8]| FrameDesc {
+    pipeline::internal::testdata::corpus_ethernet_descs(|i, f| FrameDesc {
         wire_len: f.len() as u32,
         timestamp_ns: 1_700_000_000_000_000_000 + i as u64 * 1000,
         queue: 0,
         ..FrameDesc::default()
-    };
-    Some(
-        frames
-            .into_iter()
-            .enumerate()
-            .map(|(i, f)| (desc(i, &f), f))
-            .collect(),
-    )
+    })
 }
 
 /// The CPU stage's hits by sid (its `pktwarp_inspect_rule_hits_total` samples).
