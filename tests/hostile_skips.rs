@@ -1,7 +1,7 @@
 //! A test that skips must not pass CI quietly. This holds docs/hardware-only-tests.md and the
 //! code together: every `#[ignore]` test is listed there with its reason; every entry names a
 //! test function that exists in its file (and, in the hardware table, calls
-//! `pipeline::testdata::skip` for that test); a skip printed by hand (`"skipped: ..."`) sits
+//! `pipeline::testdata::skip`, or `no_gpu` which calls it, for that test); a skip printed by hand (`"skipped: ..."`) sits
 //! next to a check that CI is not set; a test that reads the external corpus goes through
 //! `require_corpus` (required in CI, noted as not run elsewhere), so it needs no entry here.
 
@@ -49,10 +49,14 @@ fn next_fn(text: &str, at: usize) -> Option<String> {
     Some(name)
 }
 
-/// The test names of every `skip(file!(), "name", ...)` call in `text`.
+/// The test names of every `skip(file!(), "name", ...)` and `no_gpu(file!(), "name")` call
+/// in `text` (`no_gpu` calls `skip` when there is no GPU).
 fn skip_calls(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for (i, _) in text.match_indices("testdata::skip(") {
+    let calls = ["testdata::skip(", "testdata::no_gpu("]
+        .into_iter()
+        .flat_map(|c| text.match_indices(c));
+    for (i, _) in calls {
         let rest = text[i..].split_once("file!(),").map(|x| x.1).unwrap_or("");
         if let Some(name) = rest.trim_start().strip_prefix('"') {
             out.push(name.split('"').next().unwrap_or("").to_string());
@@ -144,7 +148,7 @@ fn every_ignored_or_skipping_test_is_listed_with_its_reason() {
         }
         if *table == 0 && !calls.iter().any(|(cf, ct)| cf == f && ct == t) {
             problems.push(format!(
-                "listed {f}: {t} as hardware-only but it never calls testdata::skip"
+                "listed {f}: {t} as hardware-only but it never calls testdata::skip (or no_gpu)"
             ));
         }
     }

@@ -407,6 +407,40 @@ pub fn mixed_frames(imix: u64) -> Vec<(Vec<u8>, u64)> {
     frames
 }
 
+/// Every frame of the corpus's Ethernet captures (INDEX.tsv's `ether ` rows), one capture
+/// after another; a capture the reader refuses part-way keeps the frames read before the error
+/// (several are cut on purpose). None (the test then returns) without the corpus outside CI
+/// (`flow_rules::input::require_corpus`).
+pub fn corpus_ethernet_frames() -> Option<Vec<Vec<u8>>> {
+    let d = flow_rules::input::require_corpus("pcaps")?;
+    let index_path = d.join("INDEX.tsv");
+    let index = std::fs::read_to_string(&index_path)
+        .unwrap_or_else(|e| panic!("{}: {e}", index_path.display()));
+    let mut frames = Vec::new();
+    for line in index.lines() {
+        let cols: Vec<&str> = line.split('\t').collect();
+        if cols.len() < 3 || !cols[2].starts_with("ether ") {
+            continue;
+        }
+        let Ok(mut r) = crate::port::pcap::CaptureReader::open_ethernet(d.join(cols[0])) else {
+            continue;
+        };
+        while let Ok(Some(f)) = r.next_frame() {
+            frames.push(f.data.to_vec());
+        }
+    }
+    Some(frames)
+}
+
+/// [`corpus_ethernet_frames`], frame i with the descriptor `desc(i, frame)`.
+pub fn corpus_ethernet_descs(
+    desc: impl Fn(usize, &[u8]) -> crate::burst::FrameDesc,
+) -> Option<Vec<(crate::burst::FrameDesc, Vec<u8>)>> {
+    let frames = corpus_ethernet_frames()?;
+    let with = |(i, f): (usize, Vec<u8>)| (desc(i, &f), f);
+    Some(frames.into_iter().enumerate().map(with).collect())
+}
+
 /// Every frame of a capture (pcap or pcapng), in order: what a test reads back from the file a
 /// TX port wrote.
 pub fn capture_frames(path: &Path) -> Result<Vec<Vec<u8>>, crate::port::PortError> {
@@ -715,6 +749,18 @@ pub fn skip(file: &str, test: &str, reason: &str) {
         panic!("{e}");
     }
     eprintln!("skipped: {reason}");
+}
+
+/// For a test that needs a GPU: true when there is none usable here, after [`skip`] said so
+/// (the test then returns). Call it as `if no_gpu(file!(), "test_fn") { return; }`.
+pub fn no_gpu(file: &str, test: &str) -> bool {
+    match crate::executor::gpu::probe(0) {
+        Ok(_) => false,
+        Err(e) => {
+            skip(file, test, &format!("no usable GPU: {e}"));
+            true
+        }
+    }
 }
 
 /// Whether a test may skip: always outside CI, in CI only when listed.

@@ -20,20 +20,21 @@
 
 #[allow(dead_code)]
 mod conntrack_common;
+mod host_cuda_common;
 
 use std::sync::mpsc::Receiver;
 
 use conntrack_common::{queue_of, traffic};
+use host_cuda_common::host_frame;
 use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
-use pipeline::internal::port::pcap::CaptureReader;
 use pipeline::internal::stage::config::StageConfig;
 use pipeline::internal::stage::flow_stats::FlowStatsStage;
 use pipeline::internal::stage::flow_stats_gpu::GpuFlowDrain;
 use pipeline::internal::stage::flow_tables::lock;
 use pipeline::stage::{Pipeline, Stage};
 use pktwarp_flow::ipfix::{EndReason, FlowQueue, FlowRecord};
-use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
+use pktwarp_kernels::host::HostPipeline;
 
 const SEC: u64 = 1_000_000_000;
 
@@ -200,18 +201,7 @@ fn compare(
                 &mut verdicts,
                 &c,
             );
-            let mut buf = f.clone();
-            let mut hf = HostFrame {
-                len: f.len(),
-                wire_len: d.wire_len,
-                port: d.port,
-                timestamp_ns: d.timestamp_ns,
-                queue: d.queue,
-                burst_seq: n as u32,
-                burst_index: i as u32,
-            };
-            let (mut gm, mut gv) = ([0u8; META_BYTES], [0u8; VERDICT_BYTES]);
-            host.run_frame_mut(&mut buf, &mut hf, &blocks, None, &mut gm, &mut gv, &mut gc);
+            let (gm, _) = host_frame(&host, (n, i), (d, f), &blocks, None, &mut gc);
             assert_eq!(&gm, metas[0].as_bytes(), "frame {at}: metadata");
             let q = d.queue as usize;
             last_rx[q] = last_rx[q].max(d.timestamp_ns);
@@ -380,29 +370,13 @@ fn small_table(own: bool) {
 /// back between captures), on the queue the flow-key steering picks; None (the test does not
 /// run) without the corpus outside CI (`require_corpus`).
 fn corpus_frames() -> Option<Vec<(FrameDesc, Vec<u8>)>> {
-    let d = flow_rules::input::require_corpus("pcaps")?;
-    let index = std::fs::read_to_string(d.join("INDEX.tsv")).expect("pcaps/INDEX.tsv");
-    let mut frames = Vec::new();
-    for line in index.lines() {
-        let cols: Vec<&str> = line.split('\t').collect();
-        if cols.len() < 3 || !cols[2].starts_with("ether ") {
-            continue;
-        }
-        if let Ok(mut r) = CaptureReader::open_ethernet(d.join(cols[0])) {
-            while let Ok(Some(f)) = r.next_frame() {
-                let b = f.data.to_vec();
-                let desc = FrameDesc {
-                    queue: queue_of(&b),
-                    len: b.len() as u32,
-                    wire_len: b.len() as u32,
-                    timestamp_ns: 1_700_000_000 * SEC + frames.len() as u64 * 1_000_000,
-                    ..FrameDesc::default()
-                };
-                frames.push((desc, b));
-            }
-        }
-    }
-    Some(frames)
+    pipeline::internal::testdata::corpus_ethernet_descs(|i, b| FrameDesc {
+        queue: queue_of(b),
+        len: b.len() as u32,
+        wire_len: b.len() as u32,
+        timestamp_ns: 1_700_000_000 * SEC + i as u64 * 1_000_000,
+        ..FrameDesc::default()
+    })
 }
 
 #[test]

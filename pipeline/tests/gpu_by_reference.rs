@@ -11,6 +11,8 @@
 //! (listed in docs/hardware-only-tests.md); the GPU machine runs it (scripts/gpu-carry.sh
 //! carries it, `scripts/gpu-suite.manifest` step `gpu-by-reference`).
 
+mod gpu_common;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -105,12 +107,10 @@ fn loaded_frames_by_reference_count_as_the_cpu_executor_on_mapped_and_device_rin
             config(&port, Some(opts));
         }
     }
-    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
-        pipeline::internal::testdata::skip(
-            file!(),
-            "loaded_frames_by_reference_count_as_the_cpu_executor_on_mapped_and_device_rings",
-            &format!("no usable GPU: {e}"),
-        );
+    if pipeline::internal::testdata::no_gpu(
+        file!(),
+        "loaded_frames_by_reference_count_as_the_cpu_executor_on_mapped_and_device_rings",
+    ) {
         return;
     }
     for (name, port) in sources() {
@@ -158,16 +158,12 @@ fn loaded_frames_by_reference_count_as_the_cpu_executor_on_mapped_and_device_rin
 /// asserted: it is the driver's behaviour, not pktwarp's; the bound above is the check.
 #[test]
 fn pinned_memory_under_a_running_persistent_kernel() {
-    use pipeline::internal::executor::gpu::{
-        GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement,
-    };
+    use pipeline::internal::executor::gpu::{GpuExecutor, GpuOptions, Mode, Placement};
     use pipeline::stage::{Pipeline, Stage};
-    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
-        pipeline::internal::testdata::skip(
-            file!(),
-            "pinned_memory_under_a_running_persistent_kernel",
-            &format!("no usable GPU: {e}"),
-        );
+    if pipeline::internal::testdata::no_gpu(
+        file!(),
+        "pinned_memory_under_a_running_persistent_kernel",
+    ) {
         return;
     }
     let p = Pipeline::new(vec![Stage::Count]);
@@ -178,12 +174,7 @@ fn pinned_memory_under_a_running_persistent_kernel() {
         idle_timeout_ms: 3000,
         ..GpuOptions::default()
     };
-    let pd = PipelineDesc {
-        parse: false,
-        acl: None,
-        count: true,
-        default_action: pipeline::verdict::Action::Pass as u8,
-    };
+    let pd = gpu_common::counting(false);
     let mut ex = GpuExecutor::new(opts, pd, 1, &image).expect("executor");
     let t = Instant::now();
     let b = ex.pinned_copy(&[0u8; 4096]).expect("pinned memory");

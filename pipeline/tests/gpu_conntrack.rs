@@ -9,6 +9,7 @@
 //! scripts/gpu-conntrack-check.sh compares the whole daemon.
 
 mod conntrack_common;
+mod gpu_common;
 
 use conntrack_common::{firewall, traffic};
 use pipeline::burst::Burst;
@@ -26,19 +27,9 @@ fn check(mode: Mode, placement: Placement, burst: usize, burst_ctas: u32) {
     let frames = traffic(5, 20_000);
     // The CPU executor's answer, frame by frame (in arrival order: one table per queue).
     let c = QueueCounters::new(p.stages.len(), p.acl().map_or(0, |a| a.rule_count()));
-    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
-    let mut want = Vec::with_capacity(frames.len());
-    for chunk in frames.chunks(burst) {
-        p.run_frames(
-            chunk.iter().map(|(d, f)| (*d, f.as_slice())),
-            &mut metas,
-            &mut verdicts,
-            &c,
-        );
-        for (m, v) in metas.iter().zip(&verdicts) {
-            want.push((m.ct_state, v.action as u8, v.rule));
-        }
-    }
+    let want = gpu_common::cpu_answers(&p, &c, &frames, burst, |m, v| {
+        (m.ct_state, v.action as u8, v.rule)
+    });
     let Stage::Conntrack(ct) = &p.stages[1] else {
         panic!("pipeline[1] is conntrack")
     };
@@ -60,14 +51,9 @@ fn check(mode: Mode, placement: Placement, burst: usize, burst_ctas: u32) {
         default_action: acl.default as u8,
     };
     let opts = GpuOptions {
-        mode,
-        placement,
-        burst_size: burst as u32,
-        ring_slots: 8,
         emit_meta: true,
-        tagged: Some(false),
         burst_ctas: Some(burst_ctas),
-        ..GpuOptions::default()
+        ..gpu_common::burst_opts(mode, placement, burst)
     };
     let mut ex = GpuExecutor::new(opts, pd, QUEUES, &image).expect("executor");
     assert_eq!(
@@ -131,12 +117,10 @@ fn check(mode: Mode, placement: Placement, burst: usize, burst_ctas: u32) {
 
 #[test]
 fn conntrack_on_the_gpu_equals_the_cpu_frame_by_frame() {
-    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
-        pipeline::internal::testdata::skip(
-            file!(),
-            "conntrack_on_the_gpu_equals_the_cpu_frame_by_frame",
-            &format!("no usable GPU: {e}"),
-        );
+    if pipeline::internal::testdata::no_gpu(
+        file!(),
+        "conntrack_on_the_gpu_equals_the_cpu_frame_by_frame",
+    ) {
         return;
     }
     for burst in [32, 256] {

@@ -17,15 +17,16 @@
 //! and all of them with one CTA a burst, the control.
 //! Needs a CUDA GPU (listed in docs/hardware-only-tests.md).
 
+mod gpu_common;
+
 use std::sync::Arc;
 
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::internal::executor::gpu::{
-    image_for_pipeline, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement,
+    image_for_pipeline, GpuExecutor, GpuOptions, Mode, Placement,
 };
 use pipeline::internal::stage::{BuiltStage, CustomSlot, GpuStage, Pipeline, Stage};
 use pipeline::internal::testdata::MaxLen;
-use pipeline::verdict::Action;
 
 /// FNV-1a of the frame's bytes into the verdict's mark.
 const CUDA: &str = r#"
@@ -198,12 +199,7 @@ fn check(c: Case) -> Option<String> {
         emit_meta: c.meta,
         ..GpuOptions::default()
     };
-    let pd = PipelineDesc {
-        parse: false,
-        acl: None,
-        count: true,
-        default_action: Action::Pass as u8,
-    };
+    let pd = gpu_common::counting(false);
     let mut ex = GpuExecutor::new(opts, pd, c.queues, &image).expect("executor");
     ex.start().expect("start");
     let bursts: Vec<Burst> = (0..SINGLE + STREAMED)
@@ -262,12 +258,10 @@ fn check(c: Case) -> Option<String> {
 
 #[test]
 fn a_persistent_kernel_reads_each_laps_bytes_of_a_ring_slot() {
-    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
-        pipeline::internal::testdata::skip(
-            file!(),
-            "a_persistent_kernel_reads_each_laps_bytes_of_a_ring_slot",
-            &format!("no usable GPU: {e}"),
-        );
+    if pipeline::internal::testdata::no_gpu(
+        file!(),
+        "a_persistent_kernel_reads_each_laps_bytes_of_a_ring_slot",
+    ) {
         return;
     }
     let mut cases: Vec<Case> = [

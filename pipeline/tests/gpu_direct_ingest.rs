@@ -197,12 +197,10 @@ fn frames_in_gpu_memory_are_gathered_on_the_gpu_and_count_as_the_cpu_executor() 
     let modes = ["persistent", "launch"];
     let cfgs: Vec<_> = modes.iter().map(|m| config(Some(m))).collect();
     let cpu_p = prepare(config(None)).expect("prepare");
-    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
-        pipeline::internal::testdata::skip(
-            file!(),
-            "frames_in_gpu_memory_are_gathered_on_the_gpu_and_count_as_the_cpu_executor",
-            &format!("no usable GPU: {e}"),
-        );
+    if pipeline::internal::testdata::no_gpu(
+        file!(),
+        "frames_in_gpu_memory_are_gathered_on_the_gpu_and_count_as_the_cpu_executor",
+    ) {
         return;
     }
     let shared = Arc::new(CpuShared::new(&cpu_p.cpu_spec()));

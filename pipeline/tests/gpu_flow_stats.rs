@@ -14,18 +14,18 @@
 
 #[allow(dead_code)]
 mod conntrack_common;
+mod gpu_common;
 
 use conntrack_common::traffic;
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::counters::QueueCounters;
 use pipeline::internal::executor::gpu::{
-    image_for_pipeline, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement,
+    image_for_pipeline, GpuExecutor, GpuOptions, Mode, Placement,
 };
 use pipeline::internal::stage::config::StageConfig;
 use pipeline::internal::stage::flow_stats_gpu::GpuFlowDrain;
 use pipeline::internal::stage::flow_tables::lock;
 use pipeline::stage::{Pipeline, Stage};
-use pipeline::verdict::Action;
 use pktwarp_flow::ipfix::{EndReason, FlowQueue, FlowRecord};
 
 const QUEUES: usize = 2;
@@ -115,20 +115,10 @@ fn check(
     let (q, gpu_rx) = FlowQueue::channel(1 << 20);
     gfs.attach(q);
     let image = image_for_pipeline(&gpu).expect("image");
-    let pd = PipelineDesc {
-        parse: true,
-        acl: None,
-        count: true,
-        default_action: Action::Pass as u8,
-    };
+    let pd = gpu_common::counting(true);
     let opts = GpuOptions {
-        mode,
-        placement,
-        burst_size: burst as u32,
-        ring_slots: 8,
-        tagged: Some(false),
         burst_ctas: (ctas > 1).then_some(ctas),
-        ..GpuOptions::default()
+        ..gpu_common::burst_opts(mode, placement, burst)
     };
     let mut ex = GpuExecutor::new(opts, pd, QUEUES, &image).expect("executor");
     ex.start().expect("start");
@@ -195,12 +185,7 @@ fn check(
 
 #[test]
 fn flow_export_on_the_gpu_equals_the_cpu() {
-    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
-        pipeline::internal::testdata::skip(
-            file!(),
-            "flow_export_on_the_gpu_equals_the_cpu",
-            &format!("no usable GPU: {e}"),
-        );
+    if pipeline::internal::testdata::no_gpu(file!(), "flow_export_on_the_gpu_equals_the_cpu") {
         return;
     }
     for own in [false, true] {

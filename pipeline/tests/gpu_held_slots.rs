@@ -6,15 +6,16 @@
 //! every mode and placement. Needs a CUDA GPU (listed in docs/hardware-only-tests.md);
 //! `scripts/gpu-run.sh` runs it on the GPU machine (step `held-slots`).
 
+mod gpu_common;
+
 use std::sync::Arc;
 
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::internal::executor::gpu::{
-    image_for_pipeline, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement, SubmitError,
+    image_for_pipeline, GpuExecutor, GpuOptions, Mode, Placement, SubmitError,
 };
 use pipeline::internal::stage::{BuiltStage, CustomSlot, GpuStage, Pipeline, Stage};
 use pipeline::internal::testdata::MaxLen;
-use pipeline::verdict::Action;
 
 /// Passes every frame (a composed pipeline: its kernel writes the TX ring).
 const CUDA: &str = r#"
@@ -87,12 +88,7 @@ fn check(mode: Mode, placement: Placement) {
         ring_slots: 2,
         ..GpuOptions::default()
     };
-    let pd = PipelineDesc {
-        parse: false,
-        acl: None,
-        count: true,
-        default_action: Action::Pass as u8,
-    };
+    let pd = gpu_common::counting(false);
     let mut ex = GpuExecutor::new(opts, pd, 1, &image).expect("executor");
     ex.hold_reaped_slots();
     assert!(ex.holds_reaped_slots());
@@ -131,12 +127,10 @@ fn check(mode: Mode, placement: Placement) {
 
 #[test]
 fn held_slots_are_reused_only_once_released_on_the_gpu() {
-    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
-        pipeline::internal::testdata::skip(
-            file!(),
-            "held_slots_are_reused_only_once_released_on_the_gpu",
-            &format!("no usable GPU: {e}"),
-        );
+    if pipeline::internal::testdata::no_gpu(
+        file!(),
+        "held_slots_are_reused_only_once_released_on_the_gpu",
+    ) {
         return;
     }
     for mode in [Mode::Persistent, Mode::Launch] {

@@ -17,6 +17,7 @@
 //! finish fails after a bounded wait naming it (its queue, sequence number, slot, rule-set
 //! epoch) and the queue's kernel state, instead of hanging.
 
+mod gpu_common;
 mod inspect_common;
 
 use std::sync::Arc;
@@ -27,7 +28,7 @@ use inspect_common::{fixed_rules, pipeline, random_rules, rule_sids, scratch, si
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::counters::QueueCounters;
 use pipeline::internal::executor::gpu::{
-    image_for_pipeline, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement,
+    image_for_pipeline, GpuExecutor, GpuOptions, Mode, Placement,
 };
 use pipeline::stage::{Pipeline, Stage};
 
@@ -97,25 +98,12 @@ struct Got {
 /// The CPU pipeline over `frames` in bursts of `burst`, frame by frame.
 fn cpu_answers(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], burst: usize) -> Vec<Want> {
     let c = QueueCounters::new(p.stages.len(), 0);
-    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
-    let mut out = Vec::with_capacity(frames.len());
-    for chunk in frames.chunks(burst) {
-        p.run_frames(
-            chunk.iter().map(|(d, f)| (*d, f.as_slice())),
-            &mut metas,
-            &mut verdicts,
-            &c,
-        );
-        for (v, m) in verdicts.iter().zip(&metas) {
-            out.push(Want {
-                action: v.action as u8,
-                reason: v.reason.map_or(0xFF, |r| r as u8),
-                rule: v.rule,
-                meta: m.as_bytes().to_vec(),
-            });
-        }
-    }
-    out
+    gpu_common::cpu_answers(p, &c, frames, burst, |m, v| Want {
+        action: v.action as u8,
+        reason: v.reason.map_or(0xFF, |r| r as u8),
+        rule: v.rule,
+        meta: m.as_bytes().to_vec(),
+    })
 }
 
 /// The state of `queue`'s kernel, for a failure message.
@@ -345,12 +333,7 @@ fn check(
         .map(|n| sec["state"][n].as_u64().expect("a state counter"));
 
     let image = image_for_pipeline(&p).expect("image");
-    let pd = PipelineDesc {
-        parse: true,
-        acl: None,
-        count: true,
-        default_action: 0,
-    };
+    let pd = gpu_common::counting(true);
     let opts = GpuOptions {
         mode,
         placement,
@@ -401,12 +384,10 @@ fn check(
 
 #[test]
 fn inspect_on_the_gpu_equals_the_cpu_frame_by_frame() {
-    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
-        pipeline::internal::testdata::skip(
-            file!(),
-            "inspect_on_the_gpu_equals_the_cpu_frame_by_frame",
-            &format!("no usable GPU: {e}"),
-        );
+    if pipeline::internal::testdata::no_gpu(
+        file!(),
+        "inspect_on_the_gpu_equals_the_cpu_frame_by_frame",
+    ) {
         return;
     }
     let _one = one_at_a_time();
@@ -481,12 +462,7 @@ fn check_reload(mode: Mode, placement: Placement) {
     };
     let want_a = answers(&p);
     let image = image_for_pipeline(&p).expect("image");
-    let pd = PipelineDesc {
-        parse: true,
-        acl: None,
-        count: true,
-        default_action: 0,
-    };
+    let pd = gpu_common::counting(true);
     let opts = GpuOptions {
         mode,
         placement,
@@ -587,12 +563,10 @@ fn check_reload(mode: Mode, placement: Placement) {
 
 #[test]
 fn a_rule_reload_on_the_gpu_publishes_the_new_set_by_epoch() {
-    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
-        pipeline::internal::testdata::skip(
-            file!(),
-            "a_rule_reload_on_the_gpu_publishes_the_new_set_by_epoch",
-            &format!("no usable GPU: {e}"),
-        );
+    if pipeline::internal::testdata::no_gpu(
+        file!(),
+        "a_rule_reload_on_the_gpu_publishes_the_new_set_by_epoch",
+    ) {
         return;
     }
     let _one = one_at_a_time();

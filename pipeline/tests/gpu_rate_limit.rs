@@ -15,6 +15,7 @@
 
 #[allow(dead_code)]
 mod conntrack_common;
+mod gpu_common;
 #[allow(dead_code)]
 mod rate_limit_common;
 
@@ -22,7 +23,7 @@ use pipeline::burst::{Burst, FrameDesc};
 use pipeline::counters::QueueCounters;
 use pipeline::internal::executor::gpu::abi::Verdict;
 use pipeline::internal::executor::gpu::{
-    image_for_pipeline, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement,
+    image_for_pipeline, GpuExecutor, GpuOptions, Mode, Placement,
 };
 use pipeline::internal::stage::config::StageConfig;
 use pipeline::internal::stage::rate_limit_gpu::GpuRateFold;
@@ -39,22 +40,9 @@ type Outcome = (u8, u8);
 /// The CPU executor's outcomes of `frames` (bursts of `burst` in arrival order).
 fn cpu_run(p: &Pipeline, frames: &[(FrameDesc, Vec<u8>)], burst: usize) -> Vec<Outcome> {
     let c = QueueCounters::new(p.stages.len(), 0);
-    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
-    let mut out = Vec::with_capacity(frames.len());
-    for chunk in frames.chunks(burst) {
-        p.run_frames(
-            chunk.iter().map(|(d, f)| (*d, f.as_slice())),
-            &mut metas,
-            &mut verdicts,
-            &c,
-        );
-        out.extend(
-            verdicts
-                .iter()
-                .map(|v| (v.action as u8, v.reason.map_or(0xFF, |r| r as u8))),
-        );
-    }
-    out
+    gpu_common::cpu_answers(p, &c, frames, burst, |_, v| {
+        (v.action as u8, v.reason.map_or(0xFF, |r| r as u8))
+    })
 }
 
 /// Submits each queue's frames to `ex` in bursts of `burst`, in arrival order with up to six
@@ -157,20 +145,8 @@ fn check(mode: Mode, placement: Placement, burst: usize, rename: bool) {
     assert!(pktwarp_kernels::codegen::pipeline_orders_flows(
         &image.stages
     ));
-    let pd = PipelineDesc {
-        parse: true,
-        acl: None,
-        count: true,
-        default_action: Action::Pass as u8,
-    };
-    let opts = GpuOptions {
-        mode,
-        placement,
-        burst_size: burst as u32,
-        ring_slots: 8,
-        tagged: Some(false),
-        ..GpuOptions::default()
-    };
+    let pd = gpu_common::counting(true);
+    let opts = gpu_common::burst_opts(mode, placement, burst);
     let mut ex = GpuExecutor::new(opts, pd, QUEUES, &image).expect("executor");
     ex.start().expect("start");
     let mut fold = GpuRateFold::new(&gpu);
@@ -213,12 +189,10 @@ fn check(mode: Mode, placement: Placement, burst: usize, rename: bool) {
 
 #[test]
 fn rate_limit_on_the_gpu_equals_the_cpu_frame_by_frame() {
-    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
-        pipeline::internal::testdata::skip(
-            file!(),
-            "rate_limit_on_the_gpu_equals_the_cpu_frame_by_frame",
-            &format!("no usable GPU: {e}"),
-        );
+    if pipeline::internal::testdata::no_gpu(
+        file!(),
+        "rate_limit_on_the_gpu_equals_the_cpu_frame_by_frame",
+    ) {
         return;
     }
     for burst in [32, 256] {
@@ -250,39 +224,19 @@ fn check_pair(first: &str, mode: Mode, placement: Placement, burst: usize) {
     assert_eq!(gpu.gpu_refusal(), None, "{what}");
     let frames = with_flood(9, 6000, 6000);
     let c = QueueCounters::new(cpu.stages.len(), 0);
-    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
-    let mut want = Vec::with_capacity(frames.len());
-    for chunk in frames.chunks(burst) {
-        cpu.run_frames(
-            chunk.iter().map(|(d, f)| (*d, f.as_slice())),
-            &mut metas,
-            &mut verdicts,
-            &c,
-        );
-        for (m, v) in metas.iter().zip(&verdicts) {
-            want.push((
-                m.ct_state,
-                v.action as u8,
-                v.reason.map_or(0xFF, |r| r as u8),
-            ));
-        }
-    }
+    let want = gpu_common::cpu_answers(&cpu, &c, &frames, burst, |m, v| {
+        (
+            m.ct_state,
+            v.action as u8,
+            v.reason.map_or(0xFF, |r| r as u8),
+        )
+    });
     let image = image_for_pipeline(&gpu).expect("image");
     assert_eq!(image.stages.iter().filter(|s| s.orders_flows()).count(), 2);
-    let pd = PipelineDesc {
-        parse: true,
-        acl: None,
-        count: true,
-        default_action: Action::Pass as u8,
-    };
+    let pd = gpu_common::counting(true);
     let opts = GpuOptions {
-        mode,
-        placement,
-        burst_size: burst as u32,
-        ring_slots: 8,
         emit_meta: true,
-        tagged: Some(false),
-        ..GpuOptions::default()
+        ..gpu_common::burst_opts(mode, placement, burst)
     };
     let mut ex = GpuExecutor::new(opts, pd, QUEUES, &image).expect("executor");
     assert_eq!(ex.options().parts(), 1, "{what}: one CTA a burst");
@@ -342,12 +296,10 @@ fn check_pair(first: &str, mode: Mode, placement: Placement, burst: usize) {
 /// (the flow's, the source's): the same as the CPU, which runs both per frame in arrival order.
 #[test]
 fn rate_limit_beside_a_flow_table_on_the_gpu_equals_the_cpu() {
-    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
-        pipeline::internal::testdata::skip(
-            file!(),
-            "rate_limit_beside_a_flow_table_on_the_gpu_equals_the_cpu",
-            &format!("no usable GPU: {e}"),
-        );
+    if pipeline::internal::testdata::no_gpu(
+        file!(),
+        "rate_limit_beside_a_flow_table_on_the_gpu_equals_the_cpu",
+    ) {
         return;
     }
     for first in [

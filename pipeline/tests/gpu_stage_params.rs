@@ -8,11 +8,13 @@
 //! number of frames the stage saw. Needs a CUDA GPU (listed in docs/hardware-only-tests.md);
 //! `scripts/gpu-run.sh` runs it on the GPU machine.
 
+mod gpu_common;
+
 use std::sync::Arc;
 
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::internal::executor::gpu::{
-    image_for_pipeline, GpuExecutor, GpuOptions, Mode, PipelineDesc, Placement,
+    image_for_pipeline, GpuExecutor, GpuOptions, Mode, Placement,
 };
 use pipeline::internal::stage::{BuiltStage, CustomSlot, GpuStage, Pipeline, Stage};
 use pipeline::internal::testdata::MaxLen;
@@ -91,12 +93,7 @@ fn check(mode: Mode, placement: Placement) {
         ring_slots: 8,
         ..GpuOptions::default()
     };
-    let pd = PipelineDesc {
-        parse: false,
-        acl: None,
-        count: true,
-        default_action: Action::Pass as u8,
-    };
+    let pd = gpu_common::counting(false);
     let what = format!("{mode:?} / {placement:?}");
     let mut ex = GpuExecutor::new(opts, pd, 1, &image).expect("executor");
     ex.start().expect("start");
@@ -158,12 +155,10 @@ fn check(mode: Mode, placement: Placement) {
 
 #[test]
 fn stage_params_swap_by_epoch_and_buffers_read_back_on_the_gpu() {
-    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
-        pipeline::internal::testdata::skip(
-            file!(),
-            "stage_params_swap_by_epoch_and_buffers_read_back_on_the_gpu",
-            &format!("no usable GPU: {e}"),
-        );
+    if pipeline::internal::testdata::no_gpu(
+        file!(),
+        "stage_params_swap_by_epoch_and_buffers_read_back_on_the_gpu",
+    ) {
         return;
     }
     for mode in [Mode::Persistent, Mode::Launch] {

@@ -6,17 +6,18 @@
 //! the process's exit with the kernel still running. Needs a CUDA GPU (listed in
 //! docs/hardware-only-tests.md); the GPU machine runs it (scripts/gpu-carry.sh carries it).
 
+mod gpu_common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pipeline::burst::{Burst, FrameDesc};
 use pipeline::internal::executor::gpu::{
     abandoned_executors, image_for_pipeline, GpuExecutor, GpuOptions, KernelStillRunning, Mode,
-    PipelineDesc, Placement,
+    Placement,
 };
 use pipeline::internal::stage::{BuiltStage, CustomSlot, GpuStage, Pipeline, Stage};
 use pipeline::internal::testdata::MaxLen;
-use pipeline::verdict::Action;
 
 /// Spins while its parameter word is 0: volatile reads, so the loop is not optimised away.
 const HANG: &str = r#"
@@ -58,12 +59,7 @@ fn hung_kernel_child() {
         ring_slots: 8,
         ..GpuOptions::default()
     };
-    let pd = PipelineDesc {
-        parse: false,
-        acl: None,
-        count: true,
-        default_action: Action::Pass as u8,
-    };
+    let pd = gpu_common::counting(false);
     let mut ex = GpuExecutor::new(opts, pd, 1, &image).expect("executor");
     let mut b = Burst::default();
     let d = FrameDesc {
@@ -97,12 +93,10 @@ fn hung_kernel_child() {
 
 #[test]
 fn a_hung_kernel_is_leaked_not_freed_and_the_process_exits() {
-    if let Err(e) = pipeline::internal::executor::gpu::probe(0) {
-        pipeline::internal::testdata::skip(
-            file!(),
-            "a_hung_kernel_is_leaked_not_freed_and_the_process_exits",
-            &format!("no usable GPU: {e}"),
-        );
+    if pipeline::internal::testdata::no_gpu(
+        file!(),
+        "a_hung_kernel_is_leaked_not_freed_and_the_process_exits",
+    ) {
         return;
     }
     let t = Instant::now();

@@ -15,7 +15,7 @@ mod host_cuda_common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use host_cuda_common::{cpu_verdict_bytes, Compared, Sides};
+use host_cuda_common::{Compared, Sides};
 use inspect_common::state::{conn_traffic, conn_traffic_planted, state_rules};
 use inspect_common::{
     etopen_gpu_subset, fixed_rules, pipeline, pipeline_eve, pipeline_with, random_rules, rule_set,
@@ -25,7 +25,7 @@ use pipeline::burst::FrameDesc;
 use pipeline::counters::QueueCounters;
 use pipeline::stage::{Pipeline, Stage};
 use pipeline::verdict::DropReason;
-use pktwarp_kernels::host::{HostFrame, HostPipeline, META_BYTES, VERDICT_BYTES};
+use pktwarp_kernels::host::HostPipeline;
 
 /// What a run saw, for the callers' own checks.
 #[derive(Debug, Default)]
@@ -486,7 +486,7 @@ fn a_rule_reload_midway_equals_the_cpu() {
     let frames = traffic(21, 4000);
     let c = QueueCounters::new(specs.len(), 0);
     let mut gc = [[0u64; 8]; pktwarp_kernels::MAX_STAGES];
-    let (mut metas, mut verdicts) = (Vec::new(), Vec::new());
+    let mut sides = Sides::new(&p, &host, &c, None);
     for (n, chunk) in frames.chunks(32).enumerate() {
         if n == 60 {
             // The reload: set b's rules in the watched file, published by SIGHUP's path.
@@ -498,34 +498,7 @@ fn a_rule_reload_midway_equals_the_cpu() {
             assert_eq!(u32::from_le_bytes(params[k][48..52].try_into().unwrap()), 1);
         }
         let blocks: Vec<&[u8]> = params.iter().map(|b| b.as_slice()).collect();
-        p.run_frames(
-            chunk.iter().map(|(d, f)| (*d, f.as_slice())),
-            &mut metas,
-            &mut verdicts,
-            &c,
-        );
-        for (i, (d, f)) in chunk.iter().enumerate() {
-            let mut buf = f.clone();
-            let mut hf = HostFrame {
-                len: f.len(),
-                wire_len: d.wire_len,
-                port: d.port,
-                timestamp_ns: d.timestamp_ns,
-                queue: d.queue,
-                burst_seq: n as u32,
-                burst_index: i as u32,
-            };
-            let mut gm = [0xAAu8; META_BYTES];
-            let mut gv = [0x55u8; VERDICT_BYTES];
-            host.run_frame_mut(&mut buf, &mut hf, &blocks, None, &mut gm, &mut gv, &mut gc);
-            let cv = cpu_verdict_bytes(&verdicts[i]);
-            assert!(
-                gv[..2] == cv[..2],
-                "frame {}: {:?} vs {gv:?}",
-                n * 32 + i,
-                verdicts[i]
-            );
-        }
+        sides.burst(n, chunk, &blocks, &mut gc, |_| String::new(), |_| {});
     }
     // Hits by sid over both sets: bank b counted for set b.
     let mut gpu_hits = BTreeMap::new();

@@ -10,7 +10,6 @@
 use std::net::IpAddr;
 
 use pipeline::internal::port::gen::{build_frame, FrameSpec};
-use pipeline::internal::port::pcap::CaptureReader;
 use pipeline::internal::rewrite::config::Mac;
 use pipeline::internal::rewrite::respond::{RespondParams, COUNTER_NAMES};
 use pipeline::internal::rewrite::{Outcome, Respond, RespondConfig};
@@ -149,21 +148,7 @@ fn replies_are_made_and_equal() {
 /// Every frame of the corpus's Ethernet captures; None (the test does not run) without the
 /// corpus outside CI (`require_corpus`).
 fn corpus_frames() -> Option<Vec<Vec<u8>>> {
-    let d = flow_rules::input::require_corpus("pcaps")?;
-    let index = std::fs::read_to_string(d.join("INDEX.tsv")).expect("pcaps/INDEX.tsv");
-    let mut frames = Vec::new();
-    for line in index.lines() {
-        let cols: Vec<&str> = line.split('\t').collect();
-        if cols.len() < 3 || !cols[2].starts_with("ether ") {
-            continue;
-        }
-        if let Ok(mut r) = CaptureReader::open_ethernet(d.join(cols[0])) {
-            while let Ok(Some(f)) = r.next_frame() {
-                frames.push(f.data.to_vec());
-            }
-        }
-    }
-    Some(frames)
+    pipeline::internal::testdata::corpus_ethernet_frames()
 }
 
 #[test]

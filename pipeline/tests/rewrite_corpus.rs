@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use flow_rules::route::RouteFile;
 use pipeline::internal::port::gen::{build_frame, FrameSpec};
-use pipeline::internal::port::pcap::{CaptureReader, CaptureWriter, WriteFormat};
+use pipeline::internal::port::pcap::{CaptureWriter, WriteFormat};
 use pipeline::internal::rewrite::{
     Dscp, DscpConfig, L2fwd, Outcome, RewriteOp, Route, Ttl, Vlan, VlanConfig,
 };
@@ -24,21 +24,7 @@ use pipeline::verdict::Verdict;
 /// the frames read before the error: several are cut on purpose); None without the corpus
 /// outside CI (`require_corpus`).
 fn corpus() -> Option<Vec<Vec<u8>>> {
-    let d = flow_rules::input::require_corpus("pcaps")?;
-    let index = std::fs::read_to_string(d.join("INDEX.tsv")).expect("pcaps/INDEX.tsv");
-    let mut frames = Vec::new();
-    for line in index.lines() {
-        let cols: Vec<&str> = line.split('\t').collect();
-        if cols.len() < 3 || !cols[2].starts_with("ether ") {
-            continue;
-        }
-        let Ok(mut r) = CaptureReader::open_ethernet(d.join(cols[0])) else {
-            continue;
-        };
-        while let Ok(Some(f)) = r.next_frame() {
-            frames.push(f.data.to_vec());
-        }
-    }
+    let frames = pipeline::internal::testdata::corpus_ethernet_frames()?;
     assert!(frames.len() > 5000, "only {} corpus frames", frames.len());
     Some(frames)
 }

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use flow_rules::route::{NextHop, Prefix, Route as RouteSpec, RouteTable};
 use pipeline::internal::port::gen::{build_frame, FrameSpec};
-use pipeline::internal::port::pcap::CaptureReader;
 use pipeline::internal::rewrite::{
     Dscp, DscpConfig, L2fwd, Outcome, RewriteDrop, Route, Ttl, Vlan,
 };
@@ -288,21 +287,7 @@ impl Ops {
 /// Every frame of the corpus's Ethernet captures; None (the test does not run) without the
 /// corpus outside CI (`require_corpus`).
 fn corpus_frames() -> Option<Vec<Vec<u8>>> {
-    let d = flow_rules::input::require_corpus("pcaps")?;
-    let index = std::fs::read_to_string(d.join("INDEX.tsv")).expect("pcaps/INDEX.tsv");
-    let mut frames = Vec::new();
-    for line in index.lines() {
-        let cols: Vec<&str> = line.split('\t').collect();
-        if cols.len() < 3 || !cols[2].starts_with("ether ") {
-            continue;
-        }
-        if let Ok(mut r) = CaptureReader::open_ethernet(d.join(cols[0])) {
-            while let Ok(Some(f)) = r.next_frame() {
-                frames.push(f.data.to_vec());
-            }
-        }
-    }
-    Some(frames)
+    pipeline::internal::testdata::corpus_ethernet_frames()
 }
 
 #[test]

@@ -44,6 +44,18 @@ pub struct PortSteering {
     pub reason: String,
 }
 
+/// The role `open_ports` gives a port's transmit side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TxRole {
+    /// An output port: the default (`output.port`) or another, with its `out_port` index
+    /// (`None`: a default output that is not among `Config::tx_port_names`).
+    Output(Option<usize>),
+    Mirror,
+    ToHost,
+    /// No role: its frames go nowhere.
+    Unused,
+}
+
 /// Opens every port of the config: receiving sides in config order (their index is the `port`
 /// of their frames), and the output port's transmit side.
 pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
@@ -82,16 +94,23 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
         to_host: open_to_host(cfg)?,
     };
     // Where a port's transmit side goes: the default output, the mirror, the slow path, or
-    // its `out_port` slot (a port is opened once, for one role).
+    // its `out_port` slot (a port is opened once, for one role). Returns the role given.
     let mut place = |name: &str, port: Box<dyn TxPort>, tx: &mut Option<Box<dyn TxPort>>| {
+        let k = tx_names.iter().position(|t| t == name);
         if out_name.as_deref() == Some(name) {
             *tx = Some(port);
+            TxRole::Output(k)
         } else if mirror_name.as_deref() == Some(name) {
             out.mirror = Some(port);
+            TxRole::Mirror
         } else if slow_name.as_deref() == Some(name) {
             out.to_host = Some(port);
-        } else if let Some(k) = tx_names.iter().position(|t| t == name) {
+            TxRole::ToHost
+        } else if let Some(k) = k {
             out.ports[k] = Some(port);
+            TxRole::Output(Some(k))
+        } else {
+            TxRole::Unused
         }
     };
     for p in &cfg.ports {
@@ -138,18 +157,14 @@ pub fn open_ports(cfg: &Config) -> anyhow::Result<OpenPorts> {
             d.symmetric_rss = cfg.symmetric_rss();
             let port = crate::port::dpdk::DpdkPort::open(&d, id)
                 .with_context(|| format!("port `{}`", p.name))?;
-            // Its transmit side's role, as `place` gives it below.
-            let is = |n: &Option<String>| n.as_deref() == Some(p.name.as_str());
-            if is(&out_name) || !(is(&mirror_name) || is(&slow_name)) {
-                if let Some(k) = tx_names.iter().position(|t| *t == p.name) {
-                    dpdk_out[k] = Some(port.clone());
-                }
-            } else if is(&mirror_name) {
-                dpdk_mirror = Some(port.clone());
-            }
             steering.push(steer_port(cfg, &p.name, &port, steer_rules.as_deref()));
             let t = port.tx(0).with_context(|| format!("port `{}`", p.name))?;
-            place(&p.name, Box::new(t), &mut tx);
+            // The device behind its transmit side, in the role `place` gave it.
+            match place(&p.name, Box::new(t), &mut tx) {
+                TxRole::Output(Some(k)) => dpdk_out[k] = Some(port.clone()),
+                TxRole::Mirror => dpdk_mirror = Some(port.clone()),
+                TxRole::Output(None) | TxRole::ToHost | TxRole::Unused => {}
+            }
             rx.push(Box::new(
                 port.rx(&[]).with_context(|| format!("port `{}`", p.name))?,
             ));

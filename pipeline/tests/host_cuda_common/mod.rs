@@ -20,6 +20,33 @@ pub fn cpu_verdict_bytes(v: &Verdict) -> [u8; VERDICT_BYTES] {
     b
 }
 
+/// Frame `i` of burst `n` (`d`, `f`) through the host build over `blocks` (its stage counters
+/// into `gc`), on a copy of its bytes: the GPU's metadata and verdict, each filled with a
+/// pattern first (0xAA, 0x55) so that a byte the kernel leaves unwritten shows.
+pub fn host_frame(
+    host: &HostPipeline,
+    (n, i): (usize, usize),
+    (d, f): (&FrameDesc, &[u8]),
+    blocks: &[&[u8]],
+    sel: Option<&AclSel>,
+    gc: &mut [[u64; 8]; pktwarp_kernels::MAX_STAGES],
+) -> ([u8; META_BYTES], [u8; VERDICT_BYTES]) {
+    let mut buf = f.to_vec();
+    let mut hf = HostFrame {
+        len: f.len(),
+        wire_len: d.wire_len,
+        port: d.port,
+        timestamp_ns: d.timestamp_ns,
+        queue: d.queue,
+        burst_seq: n as u32,
+        burst_index: i as u32,
+    };
+    let mut gm = [0xAAu8; META_BYTES];
+    let mut gv = [0x55u8; VERDICT_BYTES];
+    host.run_frame_mut(&mut buf, &mut hf, blocks, sel, &mut gm, &mut gv, gc);
+    (gm, gv)
+}
+
 /// One frame both sides ran: burst `n`, index `i` in it, the CPU's metadata and verdict and
 /// the GPU's metadata.
 pub struct Compared<'a> {
@@ -79,20 +106,7 @@ impl<'a> Sides<'a> {
             self.c,
         );
         for (i, (d, f)) in chunk.iter().enumerate() {
-            let mut buf = f.clone();
-            let mut hf = HostFrame {
-                len: f.len(),
-                wire_len: d.wire_len,
-                port: d.port,
-                timestamp_ns: d.timestamp_ns,
-                queue: d.queue,
-                burst_seq: n as u32,
-                burst_index: i as u32,
-            };
-            let mut gm = [0xAAu8; META_BYTES];
-            let mut gv = [0x55u8; VERDICT_BYTES];
-            self.host
-                .run_frame_mut(&mut buf, &mut hf, blocks, self.sel, &mut gm, &mut gv, gc);
+            let (gm, gv) = host_frame(self.host, (n, i), (d, f), blocks, self.sel, gc);
             let seen = Compared {
                 n,
                 i,

@@ -489,30 +489,12 @@ pub fn reads_http(set: &pktwarp_inspect::engine::RuleSet, i: u32) -> bool {
 /// Every frame of the tcpdump captures of the corpus (INDEX.tsv's Ethernet ones); None
 /// without the corpus (outside CI).
 pub fn corpus_frames() -> Option<Vec<(FrameDesc, Vec<u8>)>> {
-    use pipeline::internal::port::pcap::CaptureReader;
-    let d = flow_rules::input::require_corpus("pcaps")?;
-    let index = std::fs::read_to_string(d.join("INDEX.tsv")).expect("pcaps/INDEX.tsv");
-    let mut frames = Vec::new();
-    for line in index.lines() {
-        let cols: Vec<&str> = line.split('\t').collect();
-        if cols.len() < 3 || !cols[2].starts_with("ether ") {
-            continue;
-        }
-        let Ok(mut r) = CaptureReader::open_ethernet(d.join(cols[0])) else {
-            continue;
-        };
-        while let Ok(Some(f)) = r.next_frame() {
-            let i = frames.len() as u64;
-            let d = FrameDesc {
-                wire_len: f.data.len() as u32,
-                timestamp_ns: 1_700_000_000_000_000_000 + i * 1000,
-                queue: 0,
-                ..FrameDesc::default()
-            };
-            frames.push((d, f.data.to_vec()));
-        }
-    }
-    Some(frames)
+    pipeline::internal::testdata::corpus_ethernet_descs(|i, f| FrameDesc {
+        wire_len: f.len() as u32,
+        timestamp_ns: 1_700_000_000_000_000_000 + i as u64 * 1000,
+        queue: 0,
+        ..FrameDesc::default()
+    })
 }
 
 /// The CPU stage's hits by sid (its `pktwarp_inspect_rule_hits_total` samples).

@@ -7,7 +7,9 @@
 //! in bulk and hands each forwarded one to its own TX queue of the output port its `out_port`
 //! names (`DpdkTx::tx_mbufs`, a burst split by port with `MbufBurst::move_into`, DPDK l3fwd
 //! style): the mbuf sent is the mbuf received. A frame routed to a port with no transmit side
-//! is a `tx_error` drop, as on the copying path. A `mirror` frame goes to the mirror port as a
+//! is a `tx_error` drop, as on the copying path. The sends are `port::dpdk::send`'s, as the CPU
+//! executor's: a port whose send failed is not called again by this TX thread (its frames
+//! from then on count `tx_error`), as the copying TX thread treats it. A `mirror` frame goes to the mirror port as a
 //! second reference to the same mbuf (the mirror port may receive too). A rewriting pipeline's
 //! frames are copied back from the GPU slot into their mbufs first (`MbufBurst::write_frame`:
 //! one copy per frame sent, not zero); frames no stage changed are sent as received (no copy
@@ -21,9 +23,8 @@ use super::{tx::SlotSender, Slot};
 use crate::counters::QueueCounters;
 use crate::daemon::OpenPorts;
 use crate::executor::gpu::abi::{self, TxDesc};
-use crate::port::dpdk::{DpdkPort, DpdkTx, MbufBurst};
+use crate::port::dpdk::{BurstSent, DpdkPort, MbufBurst, MbufDest, MbufOuts, NOWHERE};
 use crate::port::out::{OutRoute, OutTally};
-use crate::port::TxPort;
 use crate::verdict::DropReason;
 
 /// The ports of a run whose received mbufs are sent themselves.
@@ -167,9 +168,6 @@ impl Kept {
     }
 }
 
-/// Where a frame of a slot goes on this path: nowhere (freed), or the output port index.
-const NOWHERE: u16 = u16::MAX;
-
 /// Whether TX entry `d` of a slot whose mbufs were kept is sent as its mbuf (forwarded or
 /// mirrored, to any output port: [`plan`] takes only DPDK output ports); the other entries go
 /// the copying way ([`Slot`]'s `TxBurst` leaves these out).
@@ -177,27 +175,22 @@ pub(crate) fn by_mbuf(d: &TxDesc) -> bool {
     matches!(d.action, abi::ACTION_PASS | abi::ACTION_MIRROR)
 }
 
-/// One TX thread's queue of each output port (by `out_port` index) and what each took.
-struct Outs {
-    tx: Vec<Option<DpdkTx>>,
-    tally: Vec<OutTally>,
-}
-
 /// One TX thread's queues of the output and mirror ports, and what they took.
 pub(crate) struct MbufSender {
-    outs: Outs,
+    /// A queue of each output port (by `out_port` index) and what each took.
+    outs: MbufOuts,
+    tally: Vec<OutTally>,
     route: OutRoute,
-    mirror: Option<DpdkTx>,
+    mirror: Option<MbufDest>,
     mirrored: OutTally,
     errors: Vec<String>,
     /// Per frame of the slot: its output port index or [`NOWHERE`], and whether it is
     /// mirrored.
     dest: Vec<u16>,
     mirrors: Vec<bool>,
-    /// One kept burst's destinations, compacted as the burst is.
+    /// One kept burst's destinations.
     order: Vec<u16>,
     copies: MbufBurst,
-    part: MbufBurst,
 }
 
 impl MbufSender {
@@ -229,9 +222,10 @@ impl MbufSender {
             .map(|k| tally("output", names.0.get(k).map_or("", String::as_str)))
             .collect();
         Ok(MbufSender {
-            outs: Outs { tx, tally },
+            outs: MbufOuts::new(tx),
+            tally,
             route: OutRoute::new(plan.default, false),
-            mirror,
+            mirror: mirror.map(MbufDest::new),
             mirrored: OutTally {
                 role: "mirror",
                 name: names.1,
@@ -242,24 +236,7 @@ impl MbufSender {
             mirrors: Vec::new(),
             order: Vec::new(),
             copies: MbufBurst::new(),
-            part: MbufBurst::new(),
         })
-    }
-
-    /// Sends `b` on `tx` (every frame); (sent, bytes handed, not sent), or the error (the
-    /// burst freed).
-    fn send_all(tx: &mut DpdkTx, b: &mut MbufBurst) -> Result<(u64, u64, u64), String> {
-        let (wanted, bytes) = (b.len(), b.bytes());
-        match tx.tx_mbufs(b) {
-            Ok(out) => {
-                let sent = out.sent.min(wanted);
-                Ok((sent as u64, bytes, (wanted - sent) as u64))
-            }
-            Err(e) => {
-                b.clear();
-                Err(e.to_string())
-            }
-        }
     }
 
     fn note(&mut self, e: String) {
@@ -284,13 +261,7 @@ impl MbufSender {
                 continue;
             }
             self.mirrors[i] = d.action == abi::ACTION_MIRROR;
-            match self.route.target(d.out_port) {
-                Some(k) if self.outs.tx.get(k).is_some_and(Option::is_some) => {
-                    self.dest[i] = k as u16
-                }
-                Some(_) => lost += 1,
-                None => {}
-            }
+            self.dest[i] = self.outs.dest(self.route, d.out_port, &mut lost);
         }
         c.drops[DropReason::TxError as usize].add_shared(lost);
         if self.mirror.is_none() {
@@ -323,56 +294,6 @@ impl MbufSender {
     }
 }
 
-impl Outs {
-    /// Sends each frame of `burst` on the output port `dest` names (same order): the whole
-    /// burst at once when one port takes it all, else one part per port, moved out in turn
-    /// (pointers move, nothing is copied). Counted as the copying path counts (shared adds:
-    /// another TX thread may count this queue's settled frames); the errors into `errors`.
-    fn send_split(
-        &mut self,
-        burst: &mut MbufBurst,
-        part: &mut MbufBurst,
-        dest: &mut Vec<u16>,
-        c: &QueueCounters,
-        errors: &mut Vec<String>,
-    ) {
-        while let Some(&k) = dest.first() {
-            let to_send = if dest.iter().all(|d| *d == k) {
-                dest.clear();
-                &mut *burst
-            } else {
-                let d = &*dest;
-                burst.move_into(part, |i| d[i] == k);
-                dest.retain(|d| *d != k);
-                &mut *part
-            };
-            let k = usize::from(k);
-            let (Some(Some(tx)), Some(t)) = (self.tx.get_mut(k), self.tally.get_mut(k)) else {
-                to_send.clear();
-                continue;
-            };
-            let wanted = to_send.len() as u64;
-            match MbufSender::send_all(tx, to_send) {
-                Ok((sent, bytes, failed)) => {
-                    c.tx_frames.add_shared(sent);
-                    c.tx_bytes.add_shared(bytes);
-                    c.drops[DropReason::TxError as usize].add_shared(failed);
-                    t.frames += sent;
-                    t.bytes += bytes;
-                    t.failed += failed;
-                }
-                Err(e) => {
-                    c.drops[DropReason::TxError as usize].add_shared(wanted);
-                    t.failed += wanted;
-                    if !errors.contains(&e) {
-                        errors.push(e);
-                    }
-                }
-            }
-        }
-    }
-}
-
 impl SlotSender for MbufSender {
     fn send(&mut self, slot: &mut Slot, c: &QueueCounters) {
         if !slot.by_mbuf {
@@ -401,26 +322,33 @@ impl SlotSender for MbufSender {
         let mut base = 0;
         for b in &mut kept.bursts[..kept.used] {
             let len = b.len();
-            let (dest, mirrors) = (&self.dest, &self.mirrors);
-            let at = |j: usize| dest.get(base + j).copied().unwrap_or(NOWHERE);
+            let mirrors = &self.mirrors;
             if self.mirror.is_some() {
                 b.share_into(&mut self.copies, |j| mirrors.get(base + j) == Some(&true));
             }
-            b.retain(|j| at(j) != NOWHERE);
+            // This burst's frames' destinations (a frame past `dest` goes nowhere).
             self.order.clear();
-            let order = dest.iter().skip(base).take(len).filter(|k| **k != NOWHERE);
-            self.order.extend(order);
-            let (outs, part) = (&mut self.outs, &mut self.part);
-            outs.send_split(b, part, &mut self.order, c, &mut self.errors);
+            self.order.extend(self.dest.iter().skip(base).take(len));
+            // Counted as the copying path counts (shared adds: another TX thread may count
+            // this queue's settled frames).
+            let tally = &mut self.tally;
+            let sent = self.outs.send(b, &mut self.order, |k, s| {
+                c.tx_frames.add_shared(s.sent);
+                c.tx_bytes.add_shared(s.bytes);
+                c.drops[DropReason::TxError as usize].add_shared(s.failed);
+                if let Some(t) = tally.get_mut(k) {
+                    add_to(t, s);
+                }
+            });
+            if let Err(e) = sent {
+                self.note(e.to_string());
+            }
             if let (Some(m), false) = (self.mirror.as_mut(), self.copies.is_empty()) {
                 // Copies count in their destination's tally only, as on the copying path.
-                match Self::send_all(m, &mut self.copies) {
-                    Ok((sent, bytes, failed)) => {
-                        self.mirrored.frames += sent;
-                        self.mirrored.bytes += bytes;
-                        self.mirrored.failed += failed;
-                    }
-                    Err(e) => self.note(e),
+                let (s, error) = m.send(&mut self.copies);
+                add_to(&mut self.mirrored, s);
+                if let Some(e) = error {
+                    self.note(e.to_string());
                 }
             }
             base += len;
@@ -431,13 +359,7 @@ impl SlotSender for MbufSender {
 
     fn finish(mut self: Box<Self>) -> (Vec<OutTally>, Vec<String>) {
         let mut flushed = Vec::new();
-        for t in self
-            .outs
-            .tx
-            .iter_mut()
-            .flatten()
-            .chain(self.mirror.as_mut())
-        {
+        for t in self.outs.dests_mut().chain(self.mirror.as_mut()) {
             if let Err(e) = t.flush() {
                 flushed.push(e.to_string());
             }
@@ -445,14 +367,21 @@ impl SlotSender for MbufSender {
         for e in flushed {
             self.note(e);
         }
-        let open = self.outs.tx.iter().map(Option::is_some);
-        let mut tallies: Vec<OutTally> = (self.outs.tally.iter().zip(open))
-            .filter(|(_, open)| *open)
-            .map(|(t, _)| t.clone())
+        let outs = &self.outs;
+        let mut tallies: Vec<OutTally> = (self.tally.iter().enumerate())
+            .filter(|(k, _)| outs.is_open(*k))
+            .map(|(_, t)| t.clone())
             .collect();
         if self.mirror.is_some() {
             tallies.push(self.mirrored.clone());
         }
         (tallies, std::mem::take(&mut self.errors))
     }
+}
+
+/// Adds what a send took to a destination's tally.
+fn add_to(t: &mut OutTally, s: BurstSent) {
+    t.frames += s.sent;
+    t.bytes += s.bytes;
+    t.failed += s.failed;
 }

@@ -8,14 +8,18 @@
 //! input port in turn and sends each forwarded frame on its TX queue of the port its verdict's
 //! `out_port` names (a burst split by port with `MbufBurst::move_into`: pointers move, nothing
 //! is copied); a frame routed to a port with no transmit side is a `tx_error` drop, as on the
-//! copying path. A `mirror` frame goes to the mirror port (a DPDK port, TX queue q) as a second
+//! copying path; the sends are `port::dpdk::send`'s, as the GPU executor's (a port's error
+//! counts its frames `tx_error`, the other ports still get theirs, then the worker stops with
+//! the error). A `mirror` frame goes to the mirror port (a DPDK port, TX queue q) as a second
 //! reference to the same mbuf (`MbufBurst::share_into`: reference count 2, the buffer returns
 //! to its pool after both sends). No ingest or TX thread, no ring, no copy. Chosen by the
 //! daemon when [`zero_copy_refusal`] finds no reason against any input / output pair; the
 //! counters, verdict accounting and summary are the copying path's.
 
 use super::*;
-use crate::port::dpdk::{DpdkPort, DpdkRx, DpdkTx, MbufBurst, MAX_BURST};
+use crate::port::dpdk::{
+    BurstSent, DpdkPort, DpdkRx, MbufBurst, MbufDest, MbufOuts, MAX_BURST, NOWHERE,
+};
 use crate::port::out::OutRoute;
 
 /// Why the zero-copy path cannot run this configuration (`None`: it can). The input and
@@ -128,36 +132,31 @@ pub fn run(spec: &CpuRunSpec, shared: &Arc<CpuShared>, rx: &DpdkPort, tx: &DpdkP
     run_ports(spec, shared, &ports)
 }
 
-/// What one worker's sends took: per output port, and the mirror, as (frames, bytes, failed).
+/// What one worker's sends took: per output port, and the mirror.
 #[derive(Clone, Default)]
 struct Took {
-    out: Vec<(u64, u64, u64)>,
-    mirror: (u64, u64, u64),
+    out: Vec<BurstSent>,
+    mirror: BurstSent,
 }
 
 impl Took {
     fn add(&mut self, other: &Took) {
         if self.out.len() < other.out.len() {
-            self.out.resize(other.out.len(), (0, 0, 0));
+            self.out.resize(other.out.len(), BurstSent::default());
         }
         for (a, b) in self.out.iter_mut().zip(&other.out) {
-            add3(a, *b);
+            a.add(*b);
         }
-        add3(&mut self.mirror, other.mirror);
+        self.mirror.add(other.mirror);
     }
-}
-
-/// `a += b`, field by field.
-fn add3(a: &mut (u64, u64, u64), b: (u64, u64, u64)) {
-    (a.0, a.1, a.2) = (a.0 + b.0, a.1 + b.1, a.2 + b.2);
 }
 
 /// A worker's queues: its RX queues of every input port, its TX queue of every open output
 /// port (by `out_port` index) and of the mirror port.
 struct WorkerPorts {
     rx: Vec<DpdkRx>,
-    tx: Vec<Option<DpdkTx>>,
-    mirror: Option<DpdkTx>,
+    tx: MbufOuts,
+    mirror: Option<MbufDest>,
 }
 
 /// Opens worker q's queues: RX queues q, q + queues, ... of each input, TX queue q of each
@@ -178,7 +177,11 @@ fn open_worker(ports: &ZeroCopyPorts, q: usize, nq: usize) -> Result<WorkerPorts
         .map(|o| o.map(|p| p.tx(q as u16)).transpose())
         .collect::<Result<Vec<_>, _>>()?;
     let mirror = ports.mirror.map(|m| m.tx(q as u16)).transpose()?;
-    Ok(WorkerPorts { rx, tx, mirror })
+    Ok(WorkerPorts {
+        rx,
+        tx: MbufOuts::new(tx),
+        mirror: mirror.map(MbufDest::new),
+    })
 }
 
 /// Runs the pipeline over `ports` until every input ends (or `shared.stop`), one worker per
@@ -247,14 +250,13 @@ pub fn run_ports(spec: &CpuRunSpec, shared: &Arc<CpuShared>, ports: &ZeroCopyPor
 
 /// What each output port and the mirror took over the run.
 fn tallies(ports: &ZeroCopyPorts, t: &Took) -> Vec<OutTally> {
-    let tally =
-        |role: &'static str, name: &str, (frames, bytes, failed): (u64, u64, u64)| OutTally {
-            role,
-            name: format!("dpdk:{name}"),
-            frames,
-            bytes,
-            failed,
-        };
+    let tally = |role: &'static str, name: &str, took: BurstSent| OutTally {
+        role,
+        name: format!("dpdk:{name}"),
+        frames: took.sent,
+        bytes: took.bytes,
+        failed: took.failed,
+    };
     let mut out: Vec<OutTally> = ports
         .outputs
         .iter()
@@ -270,32 +272,10 @@ fn tallies(ports: &ZeroCopyPorts, t: &Took) -> Vec<OutTally> {
     out
 }
 
-/// Sends `burst` (every frame of it) on `tx`; (frames sent, bytes, frames not sent) with the
-/// bytes as the copying path counts them (the bytes handed to the port). On an error the
-/// burst is freed (the caller counts it and stops).
-fn send_all(tx: &mut DpdkTx, burst: &mut MbufBurst) -> Result<(u64, u64, u64), PortError> {
-    let wanted = burst.len();
-    let bytes = burst.bytes();
-    match tx.tx_mbufs(burst) {
-        Ok(out) => {
-            let sent = out.sent.min(wanted);
-            Ok((sent as u64, bytes, (wanted - sent) as u64))
-        }
-        Err(e) => {
-            burst.clear();
-            Err(e)
-        }
-    }
-}
-
-/// Where a frame of a burst goes after its verdict.
-const NOWHERE: u16 = u16::MAX;
-
 /// A worker's scratch, allocated once.
 struct Scratch {
     burst: MbufBurst,
     copies: MbufBurst,
-    part: MbufBurst,
     metas: Vec<PacketMeta>,
     verdicts: Vec<Verdict>,
     meta: PacketMeta,
@@ -312,17 +292,16 @@ fn worker(
     mut ports: WorkerPorts,
     took: &mut Took,
 ) -> Result<(), String> {
-    took.out.resize(ports.tx.len(), (0, 0, 0));
+    took.out.resize(ports.tx.len(), BurstSent::default());
     let burst_max = spec.burst.clamp(1, MAX_BURST);
     let mut sc = Scratch {
         burst: MbufBurst::new(),
         copies: MbufBurst::new(),
-        part: MbufBurst::new(),
         metas: Vec::with_capacity(burst_max),
         verdicts: Vec::with_capacity(burst_max),
         meta: PacketMeta::default(),
         steer_drop: vec![false; MAX_BURST],
-        dest: vec![NOWHERE; MAX_BURST],
+        dest: Vec::with_capacity(MAX_BURST),
     };
     let backoff = Backoff::new();
     let mut ended = vec![false; ports.rx.len()];
@@ -362,7 +341,7 @@ fn worker(
         }
     }
     let mut flushed = Ok(());
-    for t in ports.tx.iter_mut().flatten().chain(ports.mirror.as_mut()) {
+    for t in ports.tx.dests_mut().chain(ports.mirror.as_mut()) {
         if let Err(e) = t.flush() {
             flushed = Err(format!("flush: {e}"));
         }
@@ -437,91 +416,31 @@ fn one_burst(
     // Each forwarded frame's port; one routed to a port with no transmit side is lost, as on
     // the copying path (`tx_error`), one with no default output is released uncounted.
     let mut lost = 0u64;
-    let dest = &mut sc.dest;
-    for (i, d) in dest.iter_mut().enumerate().take(burst.len()) {
-        *d = NOWHERE;
-        let Some(v) = verdicts.get(i).filter(|v| v.action.forwards()) else {
-            continue;
-        };
-        match route.target(v.out_port) {
-            Some(k) if ports.tx.get(k).is_some_and(Option::is_some) => *d = k as u16,
-            Some(_) => lost += 1,
-            None => {}
-        }
-    }
+    let forwarded = |i: usize| verdicts.get(i).filter(|v| v.action.forwards());
+    let dest = (0..burst.len())
+        .map(|i| forwarded(i).map_or(NOWHERE, |v| ports.tx.dest(route, v.out_port, &mut lost)));
+    sc.dest.clear();
+    sc.dest.extend(dest);
     c.drops[DropReason::TxError as usize].add(lost);
-    burst.retain(|i| dest[i] != NOWHERE);
-    // Compact the destinations as retain compacted the burst.
-    let mut w = 0;
-    for r in 0..n.min(dest.len()) {
-        if dest[r] != NOWHERE {
-            dest[w] = dest[r];
-            w += 1;
+    // As on the copying path: tx_bytes are the bytes handed to the output port. A port's error
+    // stops this worker once the burst is sent (the other ports and the mirror still get
+    // their frames of it).
+    let out = &mut took.out;
+    let mut result = ports.tx.send(burst, &mut sc.dest, |k, s| {
+        c.tx_frames.add(s.sent);
+        c.tx_bytes.add(s.bytes);
+        c.drops[DropReason::TxError as usize].add(s.failed);
+        if let Some(t) = out.get_mut(k) {
+            t.add(s);
         }
-    }
-    let mut result = send_split(ports, &mut sc.burst, &mut sc.part, &mut dest[..w], c, took);
-    if result.is_err() {
-        sc.copies.clear();
-    }
-    if let (Some(m), false, true) = (ports.mirror.as_mut(), sc.copies.is_empty(), result.is_ok()) {
+    });
+    if let (Some(m), false) = (ports.mirror.as_mut(), sc.copies.is_empty()) {
         // Copies are counted by their destination, as on the copying path.
-        match send_all(m, &mut sc.copies) {
-            Ok(t) => add3(&mut took.mirror, t),
-            Err(e) => result = Err(e),
+        let (s, error) = m.send(&mut sc.copies);
+        took.mirror.add(s);
+        if let (Ok(()), Some(e)) = (&result, error) {
+            result = Err(e);
         }
     }
     result
-}
-
-/// Sends each frame of `burst` on the output port `dest` names (same order): the whole burst
-/// at once when one port takes it all, else one part per port, moved out in turn.
-fn send_split(
-    ports: &mut WorkerPorts,
-    burst: &mut MbufBurst,
-    part: &mut MbufBurst,
-    dest: &mut [u16],
-    c: &QueueCounters,
-    took: &mut Took,
-) -> Result<(), PortError> {
-    let mut left = dest.len();
-    while left > 0 {
-        let k = dest[0];
-        let whole = dest[..left].iter().all(|d| *d == k);
-        let to_send = if whole {
-            left = 0;
-            &mut *burst
-        } else {
-            burst.move_into(part, |i| dest[i] == k);
-            let mut w = 0;
-            for r in 0..left {
-                if dest[r] != k {
-                    dest[w] = dest[r];
-                    w += 1;
-                }
-            }
-            left = w;
-            &mut *part
-        };
-        let Some(tx) = ports.tx.get_mut(usize::from(k)).and_then(Option::as_mut) else {
-            to_send.clear();
-            continue;
-        };
-        // As on the copying path: tx_bytes are the bytes handed to the output port.
-        let wanted = to_send.len() as u64;
-        match send_all(tx, to_send) {
-            Ok((sent, bytes, failed)) => {
-                c.tx_frames.add(sent);
-                c.tx_bytes.add(bytes);
-                c.drops[DropReason::TxError as usize].add(failed);
-                add3(&mut took.out[usize::from(k)], (sent, bytes, failed));
-            }
-            Err(e) => {
-                c.drops[DropReason::TxError as usize].add(wanted);
-                burst.clear();
-                part.clear();
-                return Err(e);
-            }
-        }
-    }
-    Ok(())
 }

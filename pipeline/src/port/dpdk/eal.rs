@@ -67,6 +67,26 @@ pub fn last_error() -> String {
     strerror(unsafe { sys::pw_rte_errno() })
 }
 
+/// The EAL arguments of this crate's unit tests (one EAL per process, so one list for all of
+/// them): virtual devices only, no hugepages, no PCI scan, a file prefix of this process.
+#[cfg(test)]
+pub(crate) fn test_args() -> Vec<String> {
+    let pid = std::process::id();
+    [
+        "--no-huge",
+        "--no-pci",
+        "--no-shconf",
+        "-m",
+        "512",
+        &format!("--file-prefix=pwgq{pid}"),
+        "-l",
+        "0",
+        "--log-level=*:warning",
+    ]
+    .map(str::to_string)
+    .to_vec()
+}
+
 /// Initialises the EAL with `args` (without the program name) unless it already is. A later
 /// call must pass the same list or an empty one: the EAL cannot be re-initialised.
 pub fn init(args: &[String]) -> Result<(), PortError> {

@@ -10,6 +10,7 @@
 //! - [`options`]: the `dpdk:` config block; [`eal`]: EAL set-up and the control-path lock;
 //!   [`open`]: opening a port (device, offloads, RSS, pools, queues, start);
 //! - [`rx`] / [`tx`]: the copying RX and TX handles; [`mbuf`]: zero-copy forwarding;
+//!   [`send`]: sending received mbufs split by output port (both executors' zero-copy paths);
 //!   [`split`]: one receive thread per RX queue;
 //! - [`flow`]: steering rules (rte_flow, software fallback); [`gpu`]: GPUDirect RX buffers;
 //! - here: what a port and its handles share, and the port's counters.
@@ -21,6 +22,7 @@ pub mod mbuf;
 pub mod open;
 pub mod options;
 pub mod rx;
+pub mod send;
 pub mod split;
 pub mod timed;
 pub mod tx;
@@ -41,6 +43,7 @@ pub use mbuf::{MbufBurst, MbufTx};
 pub use open::{PortSetup, STANDARD_RSS_KEY};
 pub use options::DpdkPortOptions;
 pub use rx::{DpdkRx, GpuFrame, GpuFrames};
+pub use send::{BurstSent, MbufDest, MbufOuts, NOWHERE};
 pub use split::DpdkQueueRx;
 pub use tx::DpdkTx;
 

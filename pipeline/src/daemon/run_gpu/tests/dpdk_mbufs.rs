@@ -27,11 +27,11 @@ fn yaml(tag: &str, dir: &Path, pipeline: &str) -> String {
 
 /// This binary's EAL arguments (one EAL per process), as a YAML list.
 pub(super) fn eal() -> String {
-    format!(
-        "[--no-huge, --no-pci, --no-shconf, -m, \"512\", --file-prefix=pwgq{pid}, -l, \"0\", \
-         \"--log-level=*:warning\"]",
-        pid = std::process::id()
-    )
+    let quoted: Vec<String> = crate::port::dpdk::eal::test_args()
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect();
+    format!("[{}]", quoted.join(", "))
 }
 
 /// The mbuf addresses each port received and sent, by port id (RX and TX callbacks).
