@@ -106,7 +106,6 @@ ports:
       eal_args: [--no-huge, --no-pci, --no-shconf, -m, "2048", --file-prefix=pwq$$-$name, -l, "${list%%,*}"${EAL_D:+, -d, "$PW_DPDK_PMDS"}]
       vdev: "net_null0,size=64"
       rx_queues: $n
-      tx_queues: 1
       mempool_size: $((16384 * n - 1))
       $pinned
 queues:

@@ -15,7 +15,8 @@
 #   BIN_DIR folder with the pktwarp binary (default .carry)   OUT results (default $OUT, else ./gpu-results)
 #   DATA=DIR folder with ids/etopen-2019 (default BIN_DIR/data)   FRAMES=N per run (default 20000000)
 #   QUEUES="8 12" (GPU executor)   CPU=1 and CPU_FRAMES=N (default 2000000): the CPU pair
-#   GPU_BURST=N frames a GPU slot (default 256)   CTAS=N per queue (default 4)
+#   GPU_BURST=N frames a GPU slot (default 256)   CTAS=N per queue (default 1: conntrack keeps per-queue
+#   state in arrival order and refuses more)
 set -u
 BINDIR=${1:-.carry}
 BIN=$BINDIR/pktwarp
@@ -26,7 +27,7 @@ CPU_FRAMES=${CPU_FRAMES:-2000000}
 QUEUES=${QUEUES:-"8 12"}
 CPU=${CPU:-0}
 GPU_BURST=${GPU_BURST:-256}
-CTAS=${CTAS:-4}
+CTAS=${CTAS:-1}
 mkdir -p "$RES"
 [ -x "$BIN" ] || { echo "gpu-ids-bench: $BIN is not an executable" >&2; exit 2; }
 rules=$(cd "$DATA/ids/etopen-2019" 2>/dev/null && pwd) || { echo "gpu-ids-bench: no $DATA/ids/etopen-2019" >&2; exit 2; }
