@@ -7,6 +7,11 @@
 use std::process::Command;
 
 fn validate(stages: &str) -> (bool, String) {
+    validate_with(stages, "")
+}
+
+/// `gpu`: the `executor.gpu` options, as YAML flow-map entries (empty: none).
+fn validate_with(stages: &str, gpu: &str) -> (bool, String) {
     let dir = std::env::temp_dir().join(format!("pw-validate-gpu-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let rules = concat!(
@@ -18,7 +23,7 @@ fn validate(stages: &str) -> (bool, String) {
     let key = {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        stages.hash(&mut h);
+        (stages, gpu).hash(&mut h);
         h.finish()
     };
     let cfg = dir.join(format!("c{key:016x}.yaml"));
@@ -26,9 +31,14 @@ fn validate(stages: &str) -> (bool, String) {
         &cfg,
         format!(
             "ports:\n  - name: g\n    gen: {{ count: 10 }}\nqueues: {{ count: 1 }}\n\
-             pipeline:\n{}\nexecutor: {{ kind: gpu }}\n\
+             pipeline:\n{}\nexecutor: {{ kind: gpu{} }}\n\
              metrics: {{ enabled: false }}\n",
-            stages.replace("RULES", rules)
+            stages.replace("RULES", rules),
+            if gpu.is_empty() {
+                String::new()
+            } else {
+                format!(", gpu: {{ {gpu} }}")
+            }
         ),
     )
     .unwrap();
@@ -105,4 +115,19 @@ fn flow_stats_with_its_own_table_is_accepted_for_the_gpu() {
             && text.contains("at most 2"),
         "{text}"
     );
+}
+
+/// Options the GPU executor refuses for a pipeline are refused by `validate` on a machine
+/// without a GPU too, naming the key: several CTAs a queue beside conntrack's ordered state.
+#[test]
+fn gpu_options_the_executor_refuses_are_refused_without_a_gpu() {
+    let stages = "  - parse\n  - conntrack: { entries: 1024 }\n  - count";
+    let (ok, text) = validate_with(stages, "ctas_per_queue: 4");
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("executor.gpu.ctas_per_queue: 4") && text.contains("`conntrack`"),
+        "{text}"
+    );
+    let (ok, text) = validate_with(stages, "ctas_per_queue: 1");
+    assert!(ok, "{text}");
 }

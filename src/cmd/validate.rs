@@ -29,6 +29,8 @@ pub fn run_with(args: Args, registry: &pipeline::stage::StageRegistry) -> anyhow
         let p = pipeline::daemon::build_pipeline_with(&cfg, registry)?;
         let image = pipeline::daemon::image_for_pipeline(&p)
             .map_err(|e| anyhow::anyhow!("{}: executor gpu: {e:#}", args.config.display()))?;
+        pipeline::internal::executor::gpu::check_options(&cfg.executor.gpu, &image)
+            .map_err(|e| anyhow::anyhow!("{}: {e:#}", args.config.display()))?;
         if let Err(why) = pipeline::internal::executor::gpu::probe(cfg.executor.gpu.device) {
             super::to_stdout("the result", |w| {
                 writeln!(

@@ -85,6 +85,16 @@ pub fn probe(device: u32) -> Result<DeviceInfo, Unavailable> {
     driver::probe(device)
 }
 
+/// What the executor checks of its options against the pipeline's kernel before it touches a
+/// GPU: their ranges, the CTA rules of stages that keep ordered state, tagged queues and send
+/// times. `pktwarp validate` runs it where there is no GPU, so a config the executor would
+/// refuse is refused there too.
+pub fn check_options(opts: &GpuOptions, image: &KernelImage) -> anyhow::Result<()> {
+    opts.validate().map_err(anyhow::Error::msg)?;
+    let opts = setup::one_cta_for_ordered_state(opts.clone(), image)?;
+    setup::untagged_for_send_times(opts, image).map(drop)
+}
+
 /// The flat ACL tables for the GPU: the very bytes the CPU matcher walks.
 #[derive(Clone, Copy, Debug)]
 pub struct AclTablesRef<'a> {

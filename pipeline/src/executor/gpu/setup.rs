@@ -485,17 +485,7 @@ impl GpuExecutor {
         let mut opts = one_cta_for_inspect(one_cta_for_ordered_state(opts, image)?, image);
         let composed = image.template == pktwarp_kernels::Template::Composed;
         placement_hint(&opts, image, n_queues);
-        if pktwarp_kernels::codegen::pipeline_sets_send_time(&image.stages) {
-            // Send times reach the ports in the TX ring, which a tagged queue does not have.
-            if opts.tagged == Some(true) {
-                anyhow::bail!(
-                    "executor.gpu.tagged: true, but the pipeline ({}) sets send times \
-                     (tx_time), which travel in the TX ring that tagged queues do not have",
-                    image.pipeline
-                );
-            }
-            opts.tagged = Some(false);
-        }
+        opts = untagged_for_send_times(opts, image)?;
         if opts.block_threads.is_none() {
             let t = opts.default_threads(n_queues, beside_ctas, ctx.info.multiprocessors as usize);
             // The composed template runs a thread per frame (no lookup groups to fill a
@@ -844,6 +834,25 @@ pub(super) fn one_cta_for_inspect(mut opts: GpuOptions, image: &KernelImage) -> 
         opts.burst_ctas = Some(1);
     }
     opts
+}
+
+/// Send times reach the ports in the TX ring, which a tagged queue does not have: a pipeline
+/// that sets them runs untagged, and `tagged: true` is refused.
+pub(super) fn untagged_for_send_times(
+    mut opts: GpuOptions,
+    image: &KernelImage,
+) -> anyhow::Result<GpuOptions> {
+    if pktwarp_kernels::codegen::pipeline_sets_send_time(&image.stages) {
+        if opts.tagged == Some(true) {
+            anyhow::bail!(
+                "executor.gpu.tagged: true, but the pipeline ({}) sets send times \
+                 (tx_time), which travel in the TX ring that tagged queues do not have",
+                image.pipeline
+            );
+        }
+        opts.tagged = Some(false);
+    }
+    Ok(opts)
 }
 
 pub(super) fn one_cta_for_ordered_state(
