@@ -34,20 +34,7 @@ trap 'rm -rf "$tmp"' EXIT
   echo "binary: $(sha256sum "$BIN" | cut -c1-16)"
 } | tee "$RES/check.txt"
 cap=$tmp/in.pcap
-cat > "$tmp/make.yaml" <<YAML
-ports:
-  - name: g
-    gen: { trace: $trace, size: 64 }
-  - name: out
-    pcap: { tx: { path: $cap } }
-queues: { count: 1 }
-pipeline: [count]
-executor: { kind: cpu }
-output: { port: out }
-metrics: { enabled: false }
-YAML
-"$BIN" run --quiet --json "$tmp/make.yaml" > "$RES/make.json" 2> "$RES/make.log" \
-  || { echo "gpu-dpdk-pinned-check: building the capture failed"; tail -5 "$RES/make.log"; exit 1; }
+"$(dirname "$0")/trace-capture.sh" "$BIN" "$trace" "$cap" "$RES/make" || exit 1
 fails=0
 # run NAME EXECUTOR QUEUES PLACEMENT BUFFERS
 run() {

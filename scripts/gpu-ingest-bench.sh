@@ -68,20 +68,7 @@ timeout 240 "$BIN" bench --classbench "$CB" --sets acl1_10K --skip throughput,l3
 echo "bench: $(( $(date +%s) - t0 )) s" | tee -a "$RES/ingest-bench.txt"
 # The capture: every trace header once, as a 64 B frame.
 cap=$tmp/acl1-64.pcap
-cat > "$tmp/make.yaml" <<YAML
-ports:
-  - name: g
-    gen: { trace: $trace, size: 64 }
-  - name: out
-    pcap: { tx: { path: $cap } }
-queues: { count: 1 }
-pipeline: [count]
-executor: { kind: cpu }
-output: { port: out }
-metrics: { enabled: false }
-YAML
-"$BIN" run --quiet --json "$tmp/make.yaml" > "$RES/make-capture.json" 2> "$RES/make-capture.log" \
-  || { echo "gpu-ingest-bench: building the capture failed"; tail -5 "$RES/make-capture.log"; exit 1; }
+"$(dirname "$0")/trace-capture.sh" "$BIN" "$trace" "$cap" "$RES/make-capture" || exit 1
 cat "$cap" > /dev/null   # into the page cache
 frames=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rx_frames"])' "$RES/make-capture.json")
 echo "capture: $(stat -c %s "$cap") bytes, $frames frames, $LOOPS laps a run ($((frames * LOOPS)) frames)" \
